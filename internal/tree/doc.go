@@ -1,0 +1,30 @@
+// Package tree is airlock's one reader of host directory trees. Every package
+// that reads a host directory (skills, stage, workspace, deliverable) goes
+// through it.
+//
+// Guarantees:
+//   - Reads are descriptor-based. On Linux every lookup is openat2(2) relative
+//     to the already-open parent directory with RESOLVE_BENEATH,
+//     RESOLVE_NO_SYMLINKS and RESOLVE_NO_MAGICLINKS. Where openat2 is not
+//     available (ENOSYS, or EPERM from a seccomp filter) the walker falls back to
+//     one [os.Root] per directory, Lstat's each entry, opens it and requires
+//     [os.SameFile] between the lstat and the fstat of the opened descriptor.
+//     [Result.Mode] says which reader ran.
+//   - A symbolic link is never followed, except under [FollowLinksWithin], where
+//     it is followed only when its target resolves inside the walked root.
+//   - Only regular files and directories are read. FIFOs, sockets and devices
+//     are never opened on purpose (a FIFO cannot hang the walk: every open is
+//     O_NONBLOCK) and are reported in [Result.Skipped].
+//   - Limits (files, total bytes, bytes per file, depth, path length) are
+//     enforced while streaming; each has a sentinel error.
+//   - Files are hashed in the same pass that streams them. A file whose size or
+//     identity differs between lstat, fstat and the end of the read fails the
+//     walk with [ErrChanged].
+//
+// Non-guarantees: the walker does not take a snapshot. A tree that changes
+// while it is walked yields either an error or a manifest describing the files
+// as they were read, never bytes from outside the root. Under the os.Root
+// fallback, a directory renamed inside the root during the walk can make the
+// walker read a sibling's bytes under the old name; the bytes still come from
+// inside the root.
+package tree

@@ -1,0 +1,69 @@
+package tree
+
+import (
+	"errors"
+	"fmt"
+)
+
+var (
+	// ErrLimit is wrapped by every *LimitError.
+	ErrLimit = errors.New("tree limit exceeded")
+	// ErrTooManyFiles: more regular files than Limits.MaxFiles.
+	ErrTooManyFiles = errors.New("too many files")
+	// ErrTooManyBytes: more file bytes in total than Limits.MaxBytes.
+	ErrTooManyBytes = errors.New("too many bytes in total")
+	// ErrFileTooLarge: one file larger than Limits.MaxFileBytes.
+	ErrFileTooLarge = errors.New("file too large")
+	// ErrTooDeep: a path deeper than Limits.MaxDepth components.
+	ErrTooDeep = errors.New("tree too deep")
+	// ErrPathTooLong: a relative path longer than Limits.MaxPathLen bytes.
+	ErrPathTooLong = errors.New("path too long")
+
+	// ErrLink reports a symbolic link where none may be: any link under
+	// RejectLinks, a link whose target leaves the root under
+	// FollowLinksWithin, or a link in any component of an OpenFile path.
+	ErrLink = errors.New("symbolic link not allowed")
+	// ErrChanged reports a file or directory that changed while it was read.
+	ErrChanged = errors.New("changed while being read")
+	// ErrNotDir reports a walk root that is missing, a link or not a directory.
+	ErrNotDir = errors.New("not a directory")
+	// ErrEscape reports a path that is absolute, not clean, or leaves its root.
+	ErrEscape = errors.New("path escapes its root")
+	// ErrNotRegular reports an OpenFile target that is not a regular file.
+	ErrNotRegular = errors.New("not a regular file")
+)
+
+// LimitError reports which limit a tree exceeded and where.
+type LimitError struct {
+	Limit string // "files", "bytes", "file bytes", "depth" or "path length"
+	Max   int64  // the limit in force
+	Path  string // the relative path that crossed it
+	err   error  // the specific sentinel
+}
+
+func (e *LimitError) Error() string {
+	return fmt.Sprintf("%s: %s limit of %d exceeded at %q; raise Limits.%s or shrink the tree",
+		e.err, e.Limit, e.Max, e.Path, e.field())
+}
+
+// Is matches ErrLimit and the specific sentinel.
+func (e *LimitError) Is(target error) bool { return target == ErrLimit || target == e.err }
+
+// Unwrap returns the specific sentinel.
+func (e *LimitError) Unwrap() error { return e.err }
+
+// field names the Limits field that sets this limit.
+func (e *LimitError) field() string {
+	switch e.err {
+	case ErrTooManyFiles:
+		return "MaxFiles"
+	case ErrTooManyBytes:
+		return "MaxBytes"
+	case ErrFileTooLarge:
+		return "MaxFileBytes"
+	case ErrTooDeep:
+		return "MaxDepth"
+	default:
+		return "MaxPathLen"
+	}
+}

@@ -1,0 +1,150 @@
+package tree
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path"
+	"strings"
+	"unicode/utf8"
+)
+
+// Type is the kind of a manifest entry.
+type Type string
+
+// Entry types.
+const (
+	Dir  Type = "dir"
+	File Type = "file"
+)
+
+// Entry describes one directory or regular file of a tree.
+type Entry struct {
+	Path   string      `json:"path"`   // slash-separated, relative to the root
+	Type   Type        `json:"type"`   // Dir or File
+	Mode   fs.FileMode `json:"mode"`   // permission bits only
+	Size   int64       `json:"size"`   // files only; 0 for directories
+	SHA256 string      `json:"sha256"` // lowercase hex, files only; "" for directories
+}
+
+// Manifest lists a tree's entries sorted by Path (byte order).
+type Manifest struct {
+	Entries []Entry `json:"entries"`
+}
+
+// Canonical returns the manifest's canonical JSON encoding: one object with
+// the key "entries", entries in Path order, keys in the fixed order
+// path, type, mode, size, sha256, no insignificant white space.
+func (m Manifest) Canonical() []byte {
+	if m.Entries == nil {
+		m.Entries = []Entry{}
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(m); err != nil {
+		// Entry holds only strings and integers: encoding cannot fail.
+		panic(fmt.Sprintf("tree: encoding manifest: %v", err))
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
+}
+
+// Digest returns "sha256:<64 hex>" over Canonical.
+func (m Manifest) Digest() string {
+	sum := sha256.Sum256(m.Canonical())
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// Files counts the regular files.
+func (m Manifest) Files() int {
+	n := 0
+	for _, e := range m.Entries {
+		if e.Type == File {
+			n++
+		}
+	}
+	return n
+}
+
+// Bytes sums the sizes of the regular files.
+func (m Manifest) Bytes() int64 {
+	var n int64
+	for _, e := range m.Entries {
+		n += e.Size
+	}
+	return n
+}
+
+// ErrBadManifest is wrapped by every ParseManifest error.
+var ErrBadManifest = errors.New("malformed manifest")
+
+// ParseManifest decodes a manifest that may come from a hostile place (a
+// sandbox). It accepts only the canonical encoding of a valid manifest:
+// re-encoding the result yields data byte for byte, so unknown or duplicate
+// keys, other key spellings, unsorted or duplicate paths and white space are
+// all rejected.
+func ParseManifest(data []byte) (Manifest, error) {
+	if !utf8.Valid(data) {
+		return Manifest{}, fmt.Errorf("%w: invalid UTF-8", ErrBadManifest)
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	var m Manifest
+	if err := dec.Decode(&m); err != nil {
+		return Manifest{}, fmt.Errorf("%w: %v", ErrBadManifest, err)
+	}
+	if m.Entries == nil {
+		return Manifest{}, fmt.Errorf("%w: no entries list", ErrBadManifest)
+	}
+	for i, e := range m.Entries {
+		if err := checkEntry(e); err != nil {
+			return Manifest{}, fmt.Errorf("%w: entry %d: %v", ErrBadManifest, i, err)
+		}
+		if i > 0 && m.Entries[i-1].Path >= e.Path {
+			return Manifest{}, fmt.Errorf("%w: entry %d: path %q not after %q", ErrBadManifest, i, e.Path, m.Entries[i-1].Path)
+		}
+	}
+	if !bytes.Equal(m.Canonical(), data) {
+		return Manifest{}, fmt.Errorf("%w: not in canonical form", ErrBadManifest)
+	}
+	return m, nil
+}
+
+// ValidPath reports whether p is a clean, relative, slash-separated path that
+// stays below its root: not empty, not ".", no ".." element, no NUL.
+func ValidPath(p string) bool {
+	return p != "" && p != "." && !strings.HasPrefix(p, "/") && path.Clean(p) == p &&
+		p != ".." && !strings.HasPrefix(p, "../") && !strings.ContainsRune(p, 0)
+}
+
+func checkEntry(e Entry) error {
+	if !ValidPath(e.Path) {
+		return fmt.Errorf("invalid path %q", e.Path)
+	}
+	if e.Mode&^fs.ModePerm != 0 {
+		return fmt.Errorf("%s: mode %o has more than permission bits", e.Path, uint32(e.Mode))
+	}
+	switch e.Type {
+	case Dir:
+		if e.Size != 0 || e.SHA256 != "" {
+			return fmt.Errorf("%s: directory with size or hash", e.Path)
+		}
+	case File:
+		if e.Size < 0 {
+			return fmt.Errorf("%s: negative size", e.Path)
+		}
+		if len(e.SHA256) != 64 || strings.ToLower(e.SHA256) != e.SHA256 {
+			return fmt.Errorf("%s: sha256 is not 64 lowercase hex digits", e.Path)
+		}
+		if _, err := hex.DecodeString(e.SHA256); err != nil {
+			return fmt.Errorf("%s: sha256 is not 64 lowercase hex digits", e.Path)
+		}
+	default:
+		return fmt.Errorf("%s: unknown type %q", e.Path, e.Type)
+	}
+	return nil
+}

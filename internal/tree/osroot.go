@@ -1,0 +1,120 @@
+package tree
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"syscall"
+)
+
+// rootNode is a directory opened as its own os.Root. os.Root refuses to leave
+// the root but follows links inside it, even with O_NOFOLLOW; the lstat and
+// SameFile checks around every open are what keep a link from being followed.
+type rootNode struct {
+	r   *os.Root
+	top *os.Root // the walk root, for FollowLinksWithin
+}
+
+func osRootOpen(root string, want fs.FileInfo) (node, error) {
+	r, err := os.OpenRoot(root)
+	if err != nil {
+		return nil, &fs.PathError{Op: "walk", Path: root, Err: fmt.Errorf("%w: %w", ErrNotDir, err)}
+	}
+	fi, err := r.Stat(".")
+	if err != nil || !os.SameFile(fi, want) {
+		r.Close()
+		return nil, &fs.PathError{Op: "walk", Path: root, Err: fmt.Errorf("%w: the root was replaced while opened", ErrChanged)}
+	}
+	return &rootNode{r: r, top: r}, nil
+}
+
+func (n *rootNode) names() ([]string, error) {
+	d, err := n.r.Open(".")
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close()
+	return d.Readdirnames(-1)
+}
+
+func (n *rootNode) info() (fs.FileInfo, error) { return n.r.Stat(".") }
+
+func (n *rootNode) close() error { return n.r.Close() }
+
+func (n *rootNode) lstat(name string) (stat, error) {
+	fi, err := n.r.Lstat(name)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return stat{}, fs.ErrNotExist
+		}
+		return stat{}, err
+	}
+	return stat{mode: fi.Mode(), size: fi.Size(), mtime: fi.ModTime(),
+		same: func(o fs.FileInfo) bool { return os.SameFile(fi, o) }}, nil
+}
+
+func (n *rootNode) openDir(name string, want stat) (node, error) {
+	sub, err := n.r.OpenRoot(name)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrChanged, err)
+	}
+	fi, err := sub.Stat(".")
+	if err != nil || !want.same(fi) {
+		sub.Close()
+		return nil, fmt.Errorf("%w: %s was replaced during the walk", ErrChanged, name)
+	}
+	return &rootNode{r: sub, top: n.top}, nil
+}
+
+func (n *rootNode) openFile(name string, want stat) (*os.File, error) {
+	f, err := n.r.OpenFile(name, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrChanged, err)
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	if !want.same(fi) || fi.Mode().Type() != want.mode.Type() {
+		f.Close()
+		return nil, fmt.Errorf("%w: %s was replaced during the walk", ErrChanged, name)
+	}
+	return f, nil
+}
+
+func (n *rootNode) follow(rel string) (node, *os.File, fs.FileInfo, error) {
+	fi, err := n.top.Stat(rel)
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ELOOP) {
+		return nil, nil, nil, fs.ErrNotExist
+	}
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("%w: its target resolves outside the root (%w)", ErrLink, err)
+	}
+	if fi.IsDir() {
+		sub, err := n.top.OpenRoot(rel)
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("%w: %w", ErrChanged, err)
+		}
+		got, err := sub.Stat(".")
+		if err != nil || !os.SameFile(fi, got) {
+			sub.Close()
+			return nil, nil, nil, fmt.Errorf("%w: %s was replaced during the walk", ErrChanged, rel)
+		}
+		return &rootNode{r: sub, top: n.top}, nil, fi, nil
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, nil, fi, nil
+	}
+	f, err := n.top.OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("%w: %w", ErrChanged, err)
+	}
+	got, err := f.Stat()
+	if err != nil || !os.SameFile(fi, got) {
+		f.Close()
+		return nil, nil, nil, fmt.Errorf("%w: %s was replaced during the walk", ErrChanged, rel)
+	}
+	return nil, f, got, nil
+}

@@ -1,0 +1,501 @@
+package tree
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// build makes a tree from a tiny fixture language: "d/" is a directory,
+// "f" a file whose content is its own name, "f:content" a file with that
+// content, "a => b" a symbolic link a pointing at b, "p|" a FIFO.
+func build(t *testing.T, dir string, spec ...string) {
+	t.Helper()
+	for _, s := range spec {
+		switch {
+		case strings.Contains(s, " => "):
+			link, target, _ := strings.Cut(s, " => ")
+			require.NoError(t, os.Symlink(target, filepath.Join(dir, link)))
+		case strings.HasSuffix(s, "/"):
+			require.NoError(t, os.MkdirAll(filepath.Join(dir, s), 0o755))
+		case strings.HasSuffix(s, "|"):
+			require.NoError(t, syscall.Mkfifo(filepath.Join(dir, strings.TrimSuffix(s, "|")), 0o644))
+		default:
+			name, content, ok := strings.Cut(s, ":")
+			if !ok {
+				content = name
+			}
+			require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644))
+		}
+	}
+}
+
+func sum(s string) string {
+	h := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(h[:])
+}
+
+// modes runs f once per reader, so every case covers both.
+func modes(t *testing.T, f func(t *testing.T, force bool, want Mode)) {
+	t.Run("openat2", func(t *testing.T) { f(t, false, ModeOpenat2) })
+	t.Run("osroot", func(t *testing.T) { f(t, true, ModeRoot) })
+}
+
+func TestWalkManifest(t *testing.T) {
+	modes(t, func(t *testing.T, force bool, mode Mode) {
+		dir := t.TempDir()
+		build(t, dir, "b/", "b/c/", "b/c/deep:xyz", "a:hello", "b-x", "e/")
+		require.NoError(t, os.Chmod(filepath.Join(dir, "a"), 0o751))
+		var order []string
+		res, err := Walk(context.Background(), dir, Options{ForceFallback: force}, func(it *Item) error {
+			order = append(order, it.Path)
+			assert.Empty(t, it.SHA256, "hash is filled after the callback")
+			return nil
+		})
+		require.NoError(t, err)
+		assert.Equal(t, mode, res.Mode)
+		assert.Equal(t, []string{"a", "b", "b/c", "b/c/deep", "b-x", "e"}, order)
+		assert.Equal(t, []Entry{
+			{Path: "a", Type: File, Mode: 0o751, Size: 5, SHA256: sum("hello")},
+			{Path: "b", Type: Dir, Mode: 0o755},
+			{Path: "b-x", Type: File, Mode: 0o644, Size: 3, SHA256: sum("b-x")},
+			{Path: "b/c", Type: Dir, Mode: 0o755},
+			{Path: "b/c/deep", Type: File, Mode: 0o644, Size: 3, SHA256: sum("xyz")},
+			{Path: "e", Type: Dir, Mode: 0o755},
+		}, res.Manifest.Entries)
+		assert.Equal(t, 3, res.Manifest.Files())
+		assert.Equal(t, int64(11), res.Manifest.Bytes())
+		assert.Empty(t, res.Skipped)
+	})
+}
+
+func TestWalkPartialReadIsDrained(t *testing.T) {
+	dir := t.TempDir()
+	big := bytes.Repeat([]byte("0123456789"), 100_000)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "big"), big, 0o644))
+	res, err := Walk(context.Background(), dir, Options{}, func(it *Item) error {
+		_, err := it.Read(make([]byte, 10))
+		return err
+	})
+	require.NoError(t, err)
+	h := sha256.Sum256(big)
+	assert.Equal(t, hex.EncodeToString(h[:]), res.Manifest.Entries[0].SHA256)
+}
+
+func TestWalkLinks(t *testing.T) {
+	secret := t.TempDir()
+	build(t, secret, "secret:TOPSECRET")
+	for _, tc := range []struct {
+		name    string
+		spec    []string
+		links   LinkPolicy
+		paths   []string
+		skipped []string
+		err     error
+	}{
+		{"skip at root", []string{"f", "l => " + secret + "/secret"}, SkipLinks, []string{"f"}, []string{"l"}, nil},
+		{"skip at depth", []string{"d/", "d/e/", "d/e/l => ../../f", "f"}, SkipLinks, []string{"d", "d/e", "f"}, []string{"d/e/l"}, nil},
+		{"skip dir link", []string{"d => " + secret}, SkipLinks, nil, []string{"d"}, nil},
+		{"reject", []string{"d/", "d/l => ../f", "f"}, RejectLinks, nil, nil, ErrLink},
+		{"follow inside file", []string{"d/", "d/l => ../f", "f"}, FollowLinksWithin, []string{"d", "d/l", "f"}, nil, nil},
+		{"follow inside dir", []string{"d/", "d/x", "l => d"}, FollowLinksWithin, []string{"d", "d/x", "l", "l/x"}, nil, nil},
+		{"follow outside absolute", []string{"l => " + secret + "/secret"}, FollowLinksWithin, nil, nil, ErrLink},
+		{"follow outside relative", []string{"d/", "d/l => ../../../../../../../../" + secret + "/secret"}, FollowLinksWithin, nil, nil, ErrLink},
+		{"follow dangling", []string{"l => nowhere", "f"}, FollowLinksWithin, []string{"f"}, []string{"l"}, nil},
+		{"follow cycle", []string{"d/", "d/up => .."}, FollowLinksWithin, []string{"d"}, []string{"d/up"}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			modes(t, func(t *testing.T, force bool, _ Mode) {
+				dir := t.TempDir()
+				build(t, dir, tc.spec...)
+				res, err := Walk(context.Background(), dir, Options{Links: tc.links, ForceFallback: force}, nil)
+				if tc.err != nil {
+					require.ErrorIs(t, err, tc.err)
+					return
+				}
+				require.NoError(t, err)
+				var got []string
+				for _, e := range res.Manifest.Entries {
+					got = append(got, e.Path)
+				}
+				assert.Equal(t, tc.paths, got)
+				assert.Equal(t, tc.skipped, res.Skipped)
+			})
+		})
+	}
+}
+
+func TestWalkRootChecks(t *testing.T) {
+	dir := t.TempDir()
+	build(t, dir, "d/", "f", "l => d")
+	for _, name := range []string{"f", "l", "missing"} {
+		_, err := Walk(context.Background(), filepath.Join(dir, name), Options{}, nil)
+		require.ErrorIs(t, err, ErrNotDir, name)
+		var pe *fs.PathError
+		require.ErrorAs(t, err, &pe)
+		assert.Equal(t, filepath.Join(dir, name), pe.Path)
+	}
+}
+
+func TestWalkFIFONeverOpened(t *testing.T) {
+	modes(t, func(t *testing.T, force bool, _ Mode) {
+		dir := t.TempDir()
+		build(t, dir, "d/", "d/pipe|", "f")
+		done := make(chan struct{})
+		var res *Result
+		var err error
+		go func() {
+			defer close(done)
+			res, err = Walk(context.Background(), dir, Options{ForceFallback: force}, nil)
+		}()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Fatal("walk hung on a FIFO")
+		}
+		require.NoError(t, err)
+		assert.Equal(t, []string{"d/pipe"}, res.Skipped)
+		assert.Len(t, res.Manifest.Entries, 2)
+	})
+}
+
+func TestWalkLimits(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		lim    Limits
+		err    error
+		limit  string
+		path   string
+		inText string
+	}{
+		{"files", Limits{MaxFiles: 2}, ErrTooManyFiles, "files", "d/c", "MaxFiles"},
+		{"bytes", Limits{MaxBytes: 5}, ErrTooManyBytes, "bytes", "d/b", "MaxBytes"},
+		{"file bytes", Limits{MaxFileBytes: 3}, ErrFileTooLarge, "file bytes", "d/b", "MaxFileBytes"},
+		{"depth", Limits{MaxDepth: 2}, ErrTooDeep, "depth", "d/e/f", "MaxDepth"},
+		{"path length", Limits{MaxPathLen: 4}, ErrPathTooLong, "path length", "d/e/f", "MaxPathLen"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			build(t, dir, "d/", "d/a:aaa", "d/b:bbbb", "d/c:c", "d/e/", "d/e/f:f")
+			_, err := Walk(context.Background(), dir, Options{Limits: tc.lim}, nil)
+			require.ErrorIs(t, err, ErrLimit)
+			require.ErrorIs(t, err, tc.err)
+			var le *LimitError
+			require.ErrorAs(t, err, &le)
+			assert.Equal(t, tc.limit, le.Limit)
+			assert.Equal(t, tc.path, le.Path)
+			assert.Contains(t, err.Error(), tc.inText)
+			assert.Contains(t, err.Error(), tc.path)
+		})
+	}
+}
+
+func TestWalkDetectsGrowth(t *testing.T) {
+	modes(t, func(t *testing.T, force bool, _ Mode) {
+		dir := t.TempDir()
+		p := filepath.Join(dir, "f")
+		require.NoError(t, os.WriteFile(p, []byte("12345"), 0o644))
+		_, err := Walk(context.Background(), dir, Options{ForceFallback: force}, func(it *Item) error {
+			f, err := os.OpenFile(p, os.O_APPEND|os.O_WRONLY, 0)
+			require.NoError(t, err)
+			_, err = f.WriteString("more")
+			require.NoError(t, err)
+			return f.Close()
+		})
+		require.ErrorIs(t, err, ErrChanged)
+		assert.Contains(t, err.Error(), "f")
+	})
+}
+
+func TestWalkDetectsShrink(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "f")
+	require.NoError(t, os.WriteFile(p, []byte("1234567890"), 0o644))
+	_, err := Walk(context.Background(), dir, Options{}, func(it *Item) error {
+		return os.Truncate(p, 2)
+	})
+	require.ErrorIs(t, err, ErrChanged)
+}
+
+func TestWalkCancel(t *testing.T) {
+	dir := t.TempDir()
+	build(t, dir, "a", "b", "c")
+	ctx, cancel := context.WithCancel(context.Background())
+	n := 0
+	_, err := Walk(ctx, dir, Options{}, func(it *Item) error {
+		n++
+		cancel()
+		return nil
+	})
+	require.ErrorIs(t, err, context.Canceled)
+	assert.Equal(t, 1, n)
+}
+
+func TestWalkExclude(t *testing.T) {
+	dir := t.TempDir()
+	build(t, dir, ".git/", ".git/config", "a.log", "keep", "sub/", "sub/x.log")
+	res, err := Walk(context.Background(), dir, Options{Exclude: func(rel string, isDir bool) bool {
+		return rel == ".git" || strings.HasSuffix(rel, ".log")
+	}}, nil)
+	require.NoError(t, err)
+	var got []string
+	for _, e := range res.Manifest.Entries {
+		got = append(got, e.Path)
+	}
+	assert.Equal(t, []string{"keep", "sub"}, got)
+	assert.Empty(t, res.Skipped)
+}
+
+func TestCopy(t *testing.T) {
+	modes(t, func(t *testing.T, force bool, _ Mode) {
+		src, outside := t.TempDir(), t.TempDir()
+		build(t, outside, "secret:TOPSECRET")
+		build(t, src, "run.sh:#!/bin/sh", "d/", "d/e/", "d/e/f:deep", "l => "+outside+"/secret", "d/dl => "+outside, "p|", "h:hard")
+		require.NoError(t, os.Chmod(filepath.Join(src, "run.sh"), 0o755))
+		require.NoError(t, os.Link(filepath.Join(src, "h"), filepath.Join(src, "d/h2")))
+		dst := filepath.Join(t.TempDir(), "copy")
+		res, err := Copy(context.Background(), src, dst, Options{ForceFallback: force})
+		require.NoError(t, err)
+		assert.Equal(t, []string{"d/dl", "l", "p"}, res.Skipped)
+
+		// The copy's own walk agrees with the source walk, and holds no link.
+		again, err := Walk(context.Background(), dst, Options{Links: RejectLinks}, nil)
+		require.NoError(t, err)
+		assert.Equal(t, res.Manifest, again.Manifest)
+		fi, err := os.Stat(filepath.Join(dst, "run.sh"))
+		require.NoError(t, err)
+		assert.Equal(t, fs.FileMode(0o755), fi.Mode().Perm())
+		h2, err := os.Lstat(filepath.Join(dst, "d/h2"))
+		require.NoError(t, err)
+		assert.True(t, h2.Mode().IsRegular())
+		assert.Equal(t, uint64(1), uint64(h2.Sys().(*syscall.Stat_t).Nlink), "a hard link is copied as its own file")
+		assertNoSecret(t, dst, "TOPSECRET")
+	})
+}
+
+func TestCopyExistingDestination(t *testing.T) {
+	src, dst := t.TempDir(), t.TempDir()
+	_, err := Copy(context.Background(), src, dst, Options{})
+	require.ErrorIs(t, err, fs.ErrExist)
+	_, err = os.Stat(dst)
+	require.NoError(t, err, "an existing destination is left alone")
+}
+
+func TestCopyFailureRemovesDestination(t *testing.T) {
+	src := t.TempDir()
+	build(t, src, "a", "l => a")
+	dst := filepath.Join(t.TempDir(), "copy")
+	_, err := Copy(context.Background(), src, dst, Options{Links: RejectLinks})
+	require.ErrorIs(t, err, ErrLink)
+	_, err = os.Lstat(dst)
+	require.ErrorIs(t, err, fs.ErrNotExist)
+}
+
+func assertNoSecret(t *testing.T, dir, secret string) {
+	t.Helper()
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.Type()&fs.ModeSymlink != 0 {
+			t.Errorf("link in copy: %s", p)
+			return nil
+		}
+		if d.Type().IsRegular() {
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			if bytes.Contains(b, []byte(secret)) {
+				t.Errorf("secret found in %s", p)
+			}
+		}
+		return nil
+	})
+	require.NoError(t, err)
+}
+
+// TestCopyRaceLinkSwap swaps a directory inside the source with a link to a
+// secret directory while Copy runs in a loop. The secret must never reach a
+// copy. The swap is a real race: many copies see the link, many the
+// directory, some fail with ErrChanged.
+func TestCopyRaceLinkSwap(t *testing.T) {
+	modes(t, func(t *testing.T, force bool, _ Mode) {
+		src, outside, out := t.TempDir(), t.TempDir(), t.TempDir()
+		build(t, outside, "secret:TOPSECRET")
+		build(t, src, "keep", "sub/", "sub/file:ordinary")
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		defer wg.Wait()
+		defer close(stop)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sub, tmp := filepath.Join(src, "sub"), filepath.Join(src, "sub.tmp")
+			link := filepath.Join(src, "sub.link")
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				// sub is a directory; swap in a link, then swap back.
+				_ = os.Symlink(outside, link)
+				_ = os.Rename(sub, tmp)
+				_ = os.Rename(link, sub)
+				time.Sleep(time.Duration(i%3) * 10 * time.Microsecond)
+				_ = os.Rename(sub, link)
+				_ = os.Rename(tmp, sub)
+			}
+		}()
+		deadline := time.Now().Add(time.Second)
+		n, sawLink, changed := 0, 0, 0
+		for ; time.Now().Before(deadline); n++ {
+			dst := filepath.Join(out, fmt.Sprint(n))
+			res, err := Copy(context.Background(), src, dst, Options{ForceFallback: force})
+			if err != nil {
+				require.ErrorIs(t, err, ErrChanged)
+				changed++
+			} else if len(res.Skipped) > 0 {
+				sawLink++
+			}
+		}
+		assertNoSecret(t, out, "TOPSECRET")
+		t.Logf("%d copies: %d saw the link, %d failed with ErrChanged", n, sawLink, changed)
+	})
+}
+
+func TestOpenFile(t *testing.T) {
+	for _, tc := range []struct {
+		rel string
+		err error
+	}{
+		{"d/f", nil},
+		{"f", nil},
+		{"../x", ErrEscape},
+		{"/etc/passwd", ErrEscape},
+		{"d/../f", ErrEscape},
+		{".", ErrEscape},
+		{"", ErrEscape},
+		{"ld/f", ErrLink},
+		{"lf", ErrLink},
+		{"d/lout", ErrLink},
+		{"d", ErrNotRegular},
+		{"pipe", ErrNotRegular},
+		{"f/x", ErrNotRegular},
+		{"missing", fs.ErrNotExist},
+	} {
+		t.Run(tc.rel, func(t *testing.T) {
+			modes(t, func(t *testing.T, force bool, _ Mode) {
+				dir, outside := t.TempDir(), t.TempDir()
+				build(t, outside, "secret:TOPSECRET")
+				build(t, dir, "d/", "d/f:inner", "f:top", "ld => d", "lf => f", "d/lout => "+outside+"/secret", "pipe|")
+				f, err := openFile(dir, tc.rel, force)
+				if tc.err != nil {
+					require.ErrorIs(t, err, tc.err)
+					var pe *fs.PathError
+					require.ErrorAs(t, err, &pe)
+					assert.Equal(t, tc.rel, pe.Path)
+					return
+				}
+				require.NoError(t, err)
+				defer f.Close()
+				b, err := io.ReadAll(f)
+				require.NoError(t, err)
+				assert.NotContains(t, string(b), "TOPSECRET")
+			})
+		})
+	}
+}
+
+func TestManifestCanonical(t *testing.T) {
+	m := Manifest{Entries: []Entry{
+		{Path: "a<b>", Type: File, Mode: 0o644, Size: 1, SHA256: sum("x")},
+		{Path: "d", Type: Dir, Mode: 0o755},
+	}}
+	want := `{"entries":[{"path":"a<b>","type":"file","mode":420,"size":1,"sha256":"` + sum("x") + `"},{"path":"d","type":"dir","mode":493,"size":0,"sha256":""}]}`
+	assert.Equal(t, want, string(m.Canonical()))
+	assert.Equal(t, "sha256:"+sum(want), m.Digest())
+	got, err := ParseManifest(m.Canonical())
+	require.NoError(t, err)
+	assert.Equal(t, m, got)
+	empty, err := ParseManifest([]byte(`{"entries":[]}`))
+	require.NoError(t, err)
+	assert.Equal(t, `{"entries":[]}`, string(empty.Canonical()))
+}
+
+func TestParseManifestRejects(t *testing.T) {
+	h := sum("x")
+	file := func(p string) string {
+		return `{"path":"` + p + `","type":"file","mode":420,"size":1,"sha256":"` + h + `"}`
+	}
+	for name, in := range map[string]string{
+		"not json":        `nope`,
+		"no entries":      `{}`,
+		"null entries":    `{"entries":null}`,
+		"unknown field":   `{"entries":[],"x":1}`,
+		"wrong case":      `{"Entries":[]}`,
+		"duplicate key":   `{"entries":[],"entries":[]}`,
+		"space":           `{"entries": []}`,
+		"trailing":        `{"entries":[]} {}`,
+		"absolute":        `{"entries":[` + file("/etc/passwd") + `]}`,
+		"dotdot":          `{"entries":[` + file("../x") + `]}`,
+		"unclean":         `{"entries":[` + file("a//b") + `]}`,
+		"unsorted":        `{"entries":[` + file("b") + `,` + file("a") + `]}`,
+		"duplicate path":  `{"entries":[` + file("a") + `,` + file("a") + `]}`,
+		"bad type":        `{"entries":[{"path":"a","type":"link","mode":420,"size":0,"sha256":""}]}`,
+		"dir with hash":   `{"entries":[{"path":"a","type":"dir","mode":420,"size":0,"sha256":"` + h + `"}]}`,
+		"upper hex":       `{"entries":[{"path":"a","type":"file","mode":420,"size":1,"sha256":"` + strings.ToUpper(h) + `"}]}`,
+		"short hex":       `{"entries":[{"path":"a","type":"file","mode":420,"size":1,"sha256":"abc"}]}`,
+		"setuid mode":     `{"entries":[{"path":"a","type":"file","mode":8389101,"size":1,"sha256":"` + h + `"}]}`,
+		"negative size":   `{"entries":[{"path":"a","type":"file","mode":420,"size":-1,"sha256":"` + h + `"}]}`,
+		"invalid utf8":    "{\"entries\":[{\"path\":\"\xff\",\"type\":\"dir\",\"mode\":420,\"size\":0,\"sha256\":\"\"}]}",
+		"reordered keys":  `{"entries":[{"type":"file","path":"a","mode":420,"size":1,"sha256":"` + h + `"}]}`,
+		"string mode":     `{"entries":[{"path":"a","type":"file","mode":"420","size":1,"sha256":"` + h + `"}]}`,
+		"nul in path":     `{"entries":[` + file(`a\u0000b`) + `]}`,
+		"escaped letters": `{"entries":[` + file(`\u0061`) + `]}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := ParseManifest([]byte(in))
+			require.ErrorIs(t, err, ErrBadManifest)
+		})
+	}
+}
+
+func FuzzParseManifest(f *testing.F) {
+	f.Add([]byte(`{"entries":[]}`))
+	f.Add(Manifest{Entries: []Entry{{Path: "a", Type: Dir, Mode: 0o755}, {Path: "a/b", Type: File, Mode: 0o600, Size: 3, SHA256: sum("abc")}}}.Canonical())
+	f.Fuzz(func(t *testing.T, data []byte) {
+		m, err := ParseManifest(data)
+		if err != nil {
+			if !errors.Is(err, ErrBadManifest) {
+				t.Fatalf("error does not wrap ErrBadManifest: %v", err)
+			}
+			return
+		}
+		// Whatever parses is canonical and valid.
+		if !bytes.Equal(m.Canonical(), data) {
+			t.Fatalf("accepted non-canonical input %q", data)
+		}
+		for _, e := range m.Entries {
+			if !ValidPath(e.Path) {
+				t.Fatalf("accepted invalid path %q", e.Path)
+			}
+		}
+	})
+}

@@ -1,0 +1,448 @@
+package tree
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"io/fs"
+	"os"
+	"slices"
+	"sort"
+	"time"
+)
+
+// LinkPolicy says what the walker does with a symbolic link.
+type LinkPolicy int
+
+const (
+	// SkipLinks (the zero value) leaves a link out and reports its relative
+	// path in Result.Skipped.
+	SkipLinks LinkPolicy = iota
+	// RejectLinks fails the walk on any link with ErrLink.
+	RejectLinks
+	// FollowLinksWithin follows a link only when its target resolves inside
+	// the walked root; a link that leaves the root fails with ErrLink. A
+	// dangling link or a link cycle is skipped and reported.
+	FollowLinksWithin
+)
+
+func (p LinkPolicy) String() string {
+	switch p {
+	case SkipLinks:
+		return "SkipLinks"
+	case RejectLinks:
+		return "RejectLinks"
+	case FollowLinksWithin:
+		return "FollowLinksWithin"
+	}
+	return fmt.Sprintf("LinkPolicy(%d)", int(p))
+}
+
+// Default limits, applied to each zero field of Limits.
+const (
+	DefaultMaxFiles     = 100_000
+	DefaultMaxBytes     = 4 << 30
+	DefaultMaxFileBytes = 1 << 30
+	DefaultMaxDepth     = 64
+	DefaultMaxPathLen   = 4096
+)
+
+// Limits bound a walk. A zero field takes its default.
+type Limits struct {
+	MaxFiles     int   // regular files; default DefaultMaxFiles
+	MaxBytes     int64 // file bytes in total; default DefaultMaxBytes
+	MaxFileBytes int64 // bytes of one file; default DefaultMaxFileBytes
+	MaxDepth     int   // path components below the root; default DefaultMaxDepth
+	MaxPathLen   int   // bytes of a relative path; default DefaultMaxPathLen
+}
+
+// WithDefaults returns l with every zero field set to its default.
+func (l Limits) WithDefaults() Limits {
+	if l.MaxFiles <= 0 {
+		l.MaxFiles = DefaultMaxFiles
+	}
+	if l.MaxBytes <= 0 {
+		l.MaxBytes = DefaultMaxBytes
+	}
+	if l.MaxFileBytes <= 0 {
+		l.MaxFileBytes = DefaultMaxFileBytes
+	}
+	if l.MaxDepth <= 0 {
+		l.MaxDepth = DefaultMaxDepth
+	}
+	if l.MaxPathLen <= 0 {
+		l.MaxPathLen = DefaultMaxPathLen
+	}
+	return l
+}
+
+// Options configure Walk and Copy. The zero value skips links and applies the
+// default limits.
+type Options struct {
+	Links  LinkPolicy
+	Limits Limits
+	// Exclude, when set, is asked about every entry by its slash-separated
+	// relative path; true leaves it out of the walk, the manifest and
+	// Skipped. An excluded directory is not descended into.
+	Exclude func(rel string, isDir bool) bool
+	// ForceFallback makes the walker use the os.Root reader even where
+	// openat2 works. For tests.
+	ForceFallback bool
+}
+
+// Mode names the reader a walk used.
+type Mode string
+
+// Readers.
+const (
+	ModeOpenat2 Mode = "openat2"
+	ModeRoot    Mode = "os.Root"
+)
+
+// Result is what a walk saw.
+type Result struct {
+	Manifest Manifest
+	Skipped  []string // links and special files left out, sorted relative paths
+	Mode     Mode
+}
+
+// Item is one directory or regular file handed to a Walk callback. Reading a
+// file's Item yields exactly Entry.Size bytes and hashes them.
+type Item struct {
+	Entry
+	f       *os.File
+	h       hash.Hash
+	remain  int64
+	readErr error
+}
+
+// Read reads the file's content. For a directory it returns io.EOF.
+func (it *Item) Read(p []byte) (int, error) {
+	if it.readErr != nil {
+		return 0, it.readErr
+	}
+	if it.remain <= 0 {
+		return 0, io.EOF
+	}
+	if int64(len(p)) > it.remain {
+		p = p[:it.remain]
+	}
+	n, err := it.f.Read(p)
+	it.h.Write(p[:n])
+	it.remain -= int64(n)
+	if err == io.EOF {
+		if it.remain > 0 {
+			err = fmt.Errorf("%w: %s: file shrank while read", ErrChanged, it.Path)
+			it.readErr = err
+		} else {
+			err = nil
+		}
+	} else if err != nil {
+		it.readErr = fmt.Errorf("reading %s: %w", it.Path, err)
+		err = it.readErr
+	}
+	if err == nil && it.remain == 0 {
+		return n, nil
+	}
+	return n, err
+}
+
+// stat is what the walker knows about an entry before opening it.
+type stat struct {
+	mode  fs.FileMode // type and permission bits
+	size  int64
+	mtime time.Time
+	same  func(fi fs.FileInfo) bool // is fi the same file as this lstat
+}
+
+// node is an open directory of one reader (openat2 or os.Root).
+type node interface {
+	names() ([]string, error)
+	lstat(name string) (stat, error)
+	openDir(name string, want stat) (node, error)
+	openFile(name string, want stat) (*os.File, error)
+	// follow resolves the link at rel (relative to the walk root) inside
+	// the root. It returns the opened target: a node for a directory or a
+	// file otherwise, with the target's FileInfo.
+	follow(rel string) (node, *os.File, fs.FileInfo, error)
+	info() (fs.FileInfo, error)
+	close() error
+}
+
+type walker struct {
+	ctx     context.Context
+	opts    Options
+	lim     Limits
+	fn      func(*Item) error
+	root    node
+	files   int
+	bytes   int64
+	entries []Entry
+	skipped []string
+	buf     []byte
+	ances   []fs.FileInfo // open directories from the root down, for cycle checks
+}
+
+// Walk reads the tree at root and calls fn for every directory and regular
+// file below it (not root itself): depth first, names sorted within a
+// directory, a directory before its contents. fn may read a file's Item fully,
+// partly or not at all; the walker reads and hashes the rest, then checks that
+// the file did not change. fn may be nil. Item.SHA256 is empty while fn runs.
+//
+// root must be a directory and not a symbolic link; the components above it
+// are trusted.
+func Walk(ctx context.Context, root string, opts Options, fn func(*Item) error) (*Result, error) {
+	top, mode, err := openRoot(root, opts.ForceFallback)
+	if err != nil {
+		return nil, err
+	}
+	defer top.close()
+	w := &walker{ctx: ctx, opts: opts, lim: opts.Limits.WithDefaults(), fn: fn, root: top}
+	if fi, err := top.info(); err == nil {
+		w.ances = append(w.ances, fi)
+	}
+	if err := w.dir(top, ""); err != nil {
+		return nil, err
+	}
+	sort.Slice(w.entries, func(i, j int) bool { return w.entries[i].Path < w.entries[j].Path })
+	sort.Strings(w.skipped)
+	return &Result{Manifest: Manifest{Entries: w.entries}, Skipped: w.skipped, Mode: mode}, nil
+}
+
+func openRoot(root string, forceFallback bool) (node, Mode, error) {
+	fi, err := os.Lstat(root)
+	if err != nil {
+		return nil, "", &fs.PathError{Op: "walk", Path: root, Err: fmt.Errorf("%w: %w", ErrNotDir, err)}
+	}
+	if fi.Mode()&fs.ModeSymlink != 0 {
+		return nil, "", &fs.PathError{Op: "walk", Path: root, Err: fmt.Errorf("%w: it is a symbolic link; pass the real directory", ErrNotDir)}
+	}
+	if !fi.IsDir() {
+		return nil, "", &fs.PathError{Op: "walk", Path: root, Err: fmt.Errorf("%w: it is a %s", ErrNotDir, kind(fi.Mode()))}
+	}
+	if !forceFallback {
+		n, err := openat2Root(root, fi)
+		if err == nil {
+			return n, ModeOpenat2, nil
+		}
+		if !errors.Is(err, errNoOpenat2) {
+			return nil, "", err
+		}
+	}
+	n, err := osRootOpen(root, fi)
+	if err != nil {
+		return nil, "", err
+	}
+	return n, ModeRoot, nil
+}
+
+func kind(m fs.FileMode) string {
+	switch {
+	case m.IsRegular():
+		return "regular file"
+	case m.IsDir():
+		return "directory"
+	case m&fs.ModeSymlink != 0:
+		return "symbolic link"
+	case m&fs.ModeNamedPipe != 0:
+		return "FIFO"
+	case m&fs.ModeSocket != 0:
+		return "socket"
+	case m&fs.ModeDevice != 0:
+		return "device"
+	}
+	return "special file"
+}
+
+func (w *walker) checkPath(rel string) error {
+	if len(rel) > w.lim.MaxPathLen {
+		return &LimitError{Limit: "path length", Max: int64(w.lim.MaxPathLen), Path: rel, err: ErrPathTooLong}
+	}
+	depth := 1
+	for i := 0; i < len(rel); i++ {
+		if rel[i] == '/' {
+			depth++
+		}
+	}
+	if depth > w.lim.MaxDepth {
+		return &LimitError{Limit: "depth", Max: int64(w.lim.MaxDepth), Path: rel, err: ErrTooDeep}
+	}
+	return nil
+}
+
+func (w *walker) dir(n node, prefix string) error {
+	names, err := n.names()
+	if err != nil {
+		return fmt.Errorf("reading directory %q: %w", displayPath(prefix), err)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		if err := w.ctx.Err(); err != nil {
+			return err
+		}
+		rel := name
+		if prefix != "" {
+			rel = prefix + "/" + name
+		}
+		if err := w.checkPath(rel); err != nil {
+			return err
+		}
+		st, err := n.lstat(name)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // removed since the listing: it is simply not part of the tree
+		}
+		if err != nil {
+			return fmt.Errorf("lstat %q: %w", rel, err)
+		}
+		if w.opts.Exclude != nil && w.opts.Exclude(rel, st.mode.IsDir()) {
+			continue
+		}
+		switch {
+		case st.mode.IsDir():
+			sub, err := n.openDir(name, st)
+			if err != nil {
+				return fmt.Errorf("opening directory %q: %w", rel, err)
+			}
+			err = w.enterDir(sub, rel, st.mode.Perm())
+			sub.close()
+			if err != nil {
+				return err
+			}
+		case st.mode.IsRegular():
+			f, err := n.openFile(name, st)
+			if err != nil {
+				return fmt.Errorf("opening %q: %w", rel, err)
+			}
+			err = w.file(f, rel, st)
+			f.Close()
+			if err != nil {
+				return err
+			}
+		case st.mode&fs.ModeSymlink != 0:
+			if err := w.link(rel); err != nil {
+				return err
+			}
+		default:
+			w.skipped = append(w.skipped, rel)
+		}
+	}
+	return nil
+}
+
+func displayPath(rel string) string {
+	if rel == "" {
+		return "."
+	}
+	return rel
+}
+
+func (w *walker) enterDir(sub node, rel string, perm fs.FileMode) error {
+	e := Entry{Path: rel, Type: Dir, Mode: perm}
+	w.entries = append(w.entries, e)
+	if w.fn != nil {
+		if err := w.fn(&Item{Entry: e}); err != nil {
+			return err
+		}
+	}
+	if fi, err := sub.info(); err == nil {
+		w.ances = append(w.ances, fi)
+		defer func() { w.ances = w.ances[:len(w.ances)-1] }()
+	}
+	return w.dir(sub, rel)
+}
+
+func (w *walker) link(rel string) error {
+	switch w.opts.Links {
+	case RejectLinks:
+		return fmt.Errorf("%w: %q is a symbolic link and the policy rejects links", ErrLink, rel)
+	case FollowLinksWithin:
+	default:
+		w.skipped = append(w.skipped, rel)
+		return nil
+	}
+	sub, f, fi, err := w.root.follow(rel)
+	if errors.Is(err, fs.ErrNotExist) {
+		w.skipped = append(w.skipped, rel) // dangling
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("following link %q: %w", rel, err)
+	}
+	switch {
+	case sub != nil:
+		defer sub.close()
+		for _, a := range w.ances {
+			if os.SameFile(a, fi) {
+				w.skipped = append(w.skipped, rel) // a cycle
+				return nil
+			}
+		}
+		return w.enterDir(sub, rel, fi.Mode().Perm())
+	case fi.Mode().IsRegular():
+		defer f.Close()
+		return w.file(f, rel, stat{mode: fi.Mode(), size: fi.Size(), mtime: fi.ModTime(),
+			same: func(o fs.FileInfo) bool { return os.SameFile(fi, o) }})
+	default:
+		if f != nil {
+			f.Close()
+		}
+		w.skipped = append(w.skipped, rel)
+		return nil
+	}
+}
+
+func (w *walker) file(f *os.File, rel string, st stat) error {
+	if w.files+1 > w.lim.MaxFiles {
+		return &LimitError{Limit: "files", Max: int64(w.lim.MaxFiles), Path: rel, err: ErrTooManyFiles}
+	}
+	if st.size > w.lim.MaxFileBytes {
+		return &LimitError{Limit: "file bytes", Max: w.lim.MaxFileBytes, Path: rel, err: ErrFileTooLarge}
+	}
+	if w.bytes+st.size > w.lim.MaxBytes {
+		return &LimitError{Limit: "bytes", Max: w.lim.MaxBytes, Path: rel, err: ErrTooManyBytes}
+	}
+	w.files++
+	w.bytes += st.size
+	it := &Item{Entry: Entry{Path: rel, Type: File, Mode: st.mode.Perm(), Size: st.size}, f: f, h: sha256.New(), remain: st.size}
+	if w.fn != nil {
+		if err := w.fn(it); err != nil {
+			return err
+		}
+	}
+	if it.remain > 0 {
+		if w.buf == nil {
+			w.buf = make([]byte, 256<<10)
+		}
+		if _, err := io.CopyBuffer(io.Discard, onlyReader{it}, w.buf); err != nil {
+			return err
+		}
+	}
+	if it.readErr != nil {
+		return it.readErr
+	}
+	// The file must end where lstat said it ends, and still be the same file.
+	var one [1]byte
+	if n, _ := f.Read(one[:]); n != 0 {
+		return fmt.Errorf("%w: %s: file grew while read", ErrChanged, rel)
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("fstat %q: %w", rel, err)
+	}
+	if fi.Size() != st.size || !fi.ModTime().Equal(st.mtime) || !st.same(fi) {
+		return fmt.Errorf("%w: %s: size, time or identity changed while read; retry when the tree is quiet", ErrChanged, rel)
+	}
+	it.SHA256 = hex.EncodeToString(it.h.Sum(nil))
+	w.entries = append(w.entries, it.Entry)
+	return nil
+}
+
+// onlyReader hides every method but Read, so io.CopyBuffer uses our buffer.
+type onlyReader struct{ io.Reader }
+
+// onlyWriter hides every method but Write, so io.CopyBuffer uses our buffer.
+type onlyWriter struct{ io.Writer }

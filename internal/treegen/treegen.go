@@ -1,0 +1,77 @@
+// Package treegen writes the deterministic skill trees that benchmarks and
+// comparison scripts measure: the "20 x 100" tree of the issues.
+package treegen
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+)
+
+// Shape says what to generate.
+type Shape struct {
+	Dirs     int // skill directories
+	Files    int // files in each, SKILL.md included
+	MinBytes int // smallest ordinary file
+	MaxBytes int // largest ordinary file
+	Large    int // how many files (spread over the dirs) are LargeBytes long
+	Large1   int // size of a large file
+	Seed     uint64
+}
+
+// Standard is the benchmark tree: 20 skills x 100 files of 0.5–16 KiB, four
+// of them 2 MiB.
+var Standard = Shape{Dirs: 20, Files: 100, MinBytes: 512, MaxBytes: 16 << 10, Large: 4, Large1: 2 << 20, Seed: 1}
+
+// Write creates the tree under dir (which must exist) and returns the skill
+// directory paths. Each skill holds a valid SKILL.md, a scripts/ directory
+// with an executable, and nested reference files.
+func Write(dir string, s Shape) ([]string, error) {
+	rng := rand.New(rand.NewPCG(s.Seed, s.Seed^0x9e3779b97f4a7c15))
+	buf := make([]byte, max(s.MaxBytes, s.Large1))
+	for i := range buf {
+		buf[i] = byte(rng.Uint32())
+	}
+	var dirs []string
+	large := 0
+	for d := range s.Dirs {
+		name := fmt.Sprintf("skill-%02d", d)
+		root := filepath.Join(dir, name)
+		for _, sub := range []string{"scripts", "reference/deep"} {
+			if err := os.MkdirAll(filepath.Join(root, sub), 0o755); err != nil {
+				return nil, err
+			}
+		}
+		md := fmt.Sprintf("---\nname: %s\ndescription: Benchmark skill %d.\n---\n# %s\n", name, d, name)
+		if err := os.WriteFile(filepath.Join(root, "SKILL.md"), []byte(md), 0o644); err != nil {
+			return nil, err
+		}
+		for f := 1; f < s.Files; f++ {
+			size := s.MinBytes + rng.IntN(s.MaxBytes-s.MinBytes+1)
+			if large < s.Large && f == s.Files/2 && d%max(1, s.Dirs/s.Large) == 0 {
+				size = s.Large1
+				large++
+			}
+			var rel string
+			mode := os.FileMode(0o644)
+			switch f % 10 {
+			case 0:
+				rel, mode = fmt.Sprintf("scripts/run-%03d.sh", f), 0o755
+			case 1, 2, 3:
+				rel = fmt.Sprintf("reference/deep/ref-%03d.md", f)
+			default:
+				rel = fmt.Sprintf("file-%03d.txt", f)
+			}
+			off := rng.IntN(len(buf) - size + 1)
+			if err := os.WriteFile(filepath.Join(root, rel), buf[off:off+size], mode); err != nil {
+				return nil, err
+			}
+			if err := os.Chmod(filepath.Join(root, rel), mode); err != nil {
+				return nil, err
+			}
+		}
+		dirs = append(dirs, root)
+	}
+	return dirs, nil
+}

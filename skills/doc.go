@@ -1,0 +1,35 @@
+// Package skills materializes the skills a user selected for an agent into an
+// owned, content-addressed bundle on the host, ready to be staged into a
+// sandbox.
+//
+// A skill is a directory holding a SKILL.md (YAML frontmatter with at least a
+// name and a description, then instructions). [Materialize] copies each
+// selected skill under <stateDir>/<id>/<Name>/, where <id> is derived from the
+// bundle's [Identity].
+//
+// Guarantees:
+//   - A bundle holds copies, never links: a symbolic link at any depth of a
+//     skill is neither copied nor followed (it is listed in [Skill.Skipped]),
+//     and so are FIFOs, sockets and devices. Reads are descriptor-based
+//     (see the walker in internal/tree), so a link planted while the copy runs
+//     cannot pull a host file into the bundle. Files keep their permission bits.
+//   - A skill without a usable SKILL.md (missing, a link, not a regular file,
+//     empty, over 1 MiB, invalid UTF-8, frontmatter that does not parse) is
+//     dropped: listed in [Bundle.Dropped], logged at Warn, and absent from the
+//     bundle, the prompt and the identity. So is a skill whose directory is
+//     missing, a link or not a directory.
+//   - The identity holds no host path. It is a digest over a version tag and
+//     the sorted (Key, Name, tree digest) of the surviving skills: moving the
+//     state directory or rendering the prompt for another root never changes
+//     it; any changed byte, mode, added or removed file, or change of
+//     selection does.
+//   - Identical selections share one bundle. Concurrent calls, from
+//     goroutines or processes, serialize on an flock(2) lock per bundle
+//     (released by the kernel when its holder dies, so a crashed holder never
+//     wedges the next caller) and publish with one atomic rename; an existing
+//     bundle is reused, not copied again.
+//
+// Non-guarantees: the state directory is trusted: a bundle already published
+// under it is reused without re-reading its bytes. Limits (see [Limits]) apply
+// to each skill's tree separately.
+package skills

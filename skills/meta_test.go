@@ -1,0 +1,142 @@
+package skills
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"gopkg.in/yaml.v3"
+)
+
+func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
+
+func TestParseMeta(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		in   string
+		want Meta
+		err  string
+	}{
+		{"full", "---\nname: pdf\ndescription: Reads PDFs.\nlicense: MIT\ncompatibility: linux\nallowed-tools: Bash Read\nmetadata:\n  author: me\n---\nbody", Meta{
+			Name: "pdf", Description: "Reads PDFs.", License: "MIT", Compatibility: "linux", AllowedTools: "Bash Read", Metadata: map[string]string{"author": "me"}}, ""},
+		{"bom and crlf", "\uFEFF---\r\nname: pdf\r\n---\r\n", Meta{Name: "pdf"}, ""},
+		{"tools list", "---\nallowed-tools: [Bash, Read]\n---\n", Meta{AllowedTools: "Bash Read"}, ""},
+		{"unknown keys", "---\nzeta: 1\nalpha: 2\n---\n", Meta{Unknown: []string{"alpha", "zeta"}}, ""},
+		{"no frontmatter", "# Just text\n", Meta{}, ""},
+		{"empty frontmatter", "---\n---\n", Meta{}, ""},
+		{"unterminated", "---\nname: x\n", Meta{}, "no closing --- line"},
+		{"not a mapping", "---\n- a\n---\n", Meta{}, "not a mapping"},
+		{"bad yaml", "---\nname: [x\n---\n", Meta{}, "does not parse"},
+		{"duplicate key", "---\nname: a\nname: b\n---\n", Meta{}, `key "name" appears twice`},
+		{"list name", "---\nname: [a]\n---\n", Meta{}, "name must be a string"},
+		{"null description", "---\ndescription:\n---\n", Meta{}, "description must be a string"},
+		{"metadata not map", "---\nmetadata: x\n---\n", Meta{}, "metadata must be a mapping"},
+		{"metadata nested", "---\nmetadata:\n  a: {b: c}\n---\n", Meta{}, "metadata a must be a string"},
+		{"bad utf8", "---\nname: \xff\n---\n", Meta{}, "not valid UTF-8"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := ParseMeta([]byte(tc.in))
+			if tc.err != "" {
+				require.ErrorIs(t, err, ErrFrontmatter)
+				assert.Contains(t, err.Error(), tc.err)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, got)
+		})
+	}
+}
+
+func TestMetaValidate(t *testing.T) {
+	ok := Meta{Name: "pdf-tools", Description: "Reads PDFs."}
+	require.NoError(t, ok.Validate("pdf-tools"))
+	for _, tc := range []struct {
+		name string
+		m    Meta
+		dir  string
+		want string
+	}{
+		{"missing name", Meta{Description: "d"}, "x", "name is missing"},
+		{"long name", Meta{Name: strings.Repeat("a", 65), Description: "d"}, strings.Repeat("a", 65), "at most 64"},
+		{"upper", Meta{Name: "Pdf", Description: "d"}, "Pdf", "only a-z, 0-9 and -"},
+		{"leading hyphen", Meta{Name: "-pdf", Description: "d"}, "-pdf", "leading, trailing or double hyphen"},
+		{"trailing hyphen", Meta{Name: "pdf-", Description: "d"}, "pdf-", "leading, trailing or double hyphen"},
+		{"double hyphen", Meta{Name: "p--df", Description: "d"}, "p--df", "leading, trailing or double hyphen"},
+		{"dir mismatch", Meta{Name: "pdf", Description: "d"}, "other", `differs from the directory name "other"`},
+		{"no description", Meta{Name: "pdf", Description: "  "}, "pdf", "description is missing"},
+		{"long description", Meta{Name: "pdf", Description: strings.Repeat("é", 1025)}, "pdf", "description is 1025 characters"},
+		{"long compatibility", Meta{Name: "pdf", Description: "d", Compatibility: strings.Repeat("c", 501)}, "pdf", "compatibility is 501"},
+		{"unknown key", Meta{Name: "pdf", Description: "d", Unknown: []string{"version"}}, "pdf", `key "version" is not in the spec`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.m.Validate(tc.dir)
+			require.ErrorIs(t, err, ErrSpec)
+			assert.Contains(t, err.Error(), tc.want)
+		})
+	}
+}
+
+func TestDescription(t *testing.T) {
+	assert.Equal(t, "a b c", description("  a\n\tb \x1b c \r\n"))
+	long := description(strings.Repeat("ü", 2000))
+	assert.Equal(t, 1024, utf8.RuneCountInString(long))
+}
+
+// FuzzParseMeta checks that ParseMeta never panics, that every error wraps
+// ErrFrontmatter, and that what it accepts survives a round trip: the meta
+// rendered back as frontmatter parses to the same meta.
+func FuzzParseMeta(f *testing.F) {
+	f.Add([]byte("---\nname: pdf\ndescription: Reads PDFs.\nmetadata:\n  a: b\n---\nbody"))
+	f.Add([]byte("---\nallowed-tools: [a, b]\nx: 1\n---\n"))
+	f.Add([]byte("no frontmatter"))
+	f.Add([]byte("---\nname: &a x\ndescription: *a\n---\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		m, err := ParseMeta(data)
+		if err != nil {
+			if !errors.Is(err, ErrFrontmatter) {
+				t.Fatalf("error does not wrap ErrFrontmatter: %v", err)
+			}
+			return
+		}
+		doc := map[string]any{}
+		if m.Name != "" {
+			doc["name"] = m.Name
+		}
+		if m.Description != "" {
+			doc["description"] = m.Description
+		}
+		if m.License != "" {
+			doc["license"] = m.License
+		}
+		if m.Compatibility != "" {
+			doc["compatibility"] = m.Compatibility
+		}
+		if m.AllowedTools != "" {
+			doc["allowed-tools"] = m.AllowedTools
+		}
+		if m.Metadata != nil {
+			doc["metadata"] = m.Metadata
+		}
+		for _, k := range m.Unknown {
+			doc[k] = "x"
+		}
+		out, err := yaml.Marshal(doc)
+		if err != nil {
+			t.Fatalf("marshal: %v", err)
+		}
+		again, err := ParseMeta([]byte("---\n" + string(out) + "---\n"))
+		if err != nil {
+			t.Fatalf("round trip of %q failed: %v\n%s", data, err, out)
+		}
+		if len(m.Metadata) == 0 && m.Metadata != nil {
+			again.Metadata = map[string]string{}
+		}
+		if !assert.ObjectsAreEqual(m, again) {
+			t.Fatalf("round trip changed the meta:\n%#v\n%#v", m, again)
+		}
+	})
+}

@@ -1,0 +1,470 @@
+package skills
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+const secret = "TOPSECRET-7c1f"
+
+// skillDir writes a skill named name under parent with a valid SKILL.md and
+// the extra files given as "path:content" ("dir/" for a directory).
+func skillDir(t *testing.T, parent, name string, extra ...string) string {
+	t.Helper()
+	dir := filepath.Join(parent, name)
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	md := fmt.Sprintf("---\nname: %s\ndescription: |\n  Does %s things.\n  Carefully.\n---\n# %s\n", name, name, name)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "SKILL.md"), []byte(md), 0o644))
+	for _, e := range extra {
+		if strings.HasSuffix(e, "/") {
+			require.NoError(t, os.MkdirAll(filepath.Join(dir, e), 0o755))
+			continue
+		}
+		p, content, _ := strings.Cut(e, ":")
+		require.NoError(t, os.MkdirAll(filepath.Dir(filepath.Join(dir, p)), 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(dir, p), []byte(content), 0o644))
+	}
+	return dir
+}
+
+func secretDir(t *testing.T) string {
+	t.Helper()
+	d := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(d, "secret.txt"), []byte(secret), 0o600))
+	return d
+}
+
+// assertClean checks that no link exists under dir and that the secret's
+// bytes appear in no file.
+func assertClean(t *testing.T, dir string) {
+	t.Helper()
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.Type()&fs.ModeSymlink != 0 {
+			t.Errorf("link in bundle: %s", p)
+		}
+		if d.Type().IsRegular() {
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			assert.False(t, bytes.Contains(b, []byte(secret)), "secret in %s", p)
+		}
+		return nil
+	})
+	require.NoError(t, err)
+}
+
+func TestMaterializeCopiesWithoutLinks(t *testing.T) {
+	src, state, out := t.TempDir(), t.TempDir(), secretDir(t)
+	dir := skillDir(t, src, "pdf", "scripts/run.sh:#!/bin/sh\necho hi\n", "a/b/c/deep.txt:deep")
+	require.NoError(t, os.Chmod(filepath.Join(dir, "scripts/run.sh"), 0o755))
+	require.NoError(t, os.Symlink(filepath.Join(out, "secret.txt"), filepath.Join(dir, "leak.txt")))
+	require.NoError(t, os.Symlink(out, filepath.Join(dir, "a/b/c/leakdir")))
+	require.NoError(t, os.Symlink("../../../SKILL.md", filepath.Join(dir, "a/b/inner")))
+	require.NoError(t, os.Link(filepath.Join(dir, "a/b/c/deep.txt"), filepath.Join(dir, "hard.txt")))
+
+	b, err := Materialize(context.Background(), state, []Source{{Key: "k/pdf", Name: "pdf", Dir: dir}})
+	require.NoError(t, err)
+	require.Len(t, b.Skills, 1)
+	s := b.Skills[0]
+	assert.Equal(t, []string{"a/b/c/leakdir", "a/b/inner", "leak.txt"}, s.Skipped)
+	assert.Equal(t, "Does pdf things. Carefully.", s.Description)
+	assert.Equal(t, 4, s.Files)
+	assert.Equal(t, filepath.Join(state, strings.TrimPrefix(b.Identity.Digest, "sha256:")[:32]), b.Dir)
+	assertClean(t, b.Dir)
+
+	fi, err := os.Stat(filepath.Join(b.Dir, "pdf/scripts/run.sh"))
+	require.NoError(t, err)
+	assert.Equal(t, fs.FileMode(0o755), fi.Mode().Perm(), "exec bit kept")
+	hard, err := os.ReadFile(filepath.Join(b.Dir, "pdf/hard.txt"))
+	require.NoError(t, err)
+	assert.Equal(t, "deep", string(hard), "a hard link is copied as a regular file")
+	assert.NotContains(t, b.Identity.Digest, state)
+}
+
+func TestMaterializeFIFO(t *testing.T) {
+	src, state := t.TempDir(), t.TempDir()
+	dir := skillDir(t, src, "fifo", "sub/")
+	require.NoError(t, syscall.Mkfifo(filepath.Join(dir, "sub/pipe"), 0o644))
+	done := make(chan struct{})
+	var b *Bundle
+	var err error
+	go func() {
+		defer close(done)
+		b, err = Materialize(context.Background(), state, []Source{{Key: "k", Name: "fifo", Dir: dir}})
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Materialize hung on a FIFO")
+	}
+	require.NoError(t, err)
+	assert.Equal(t, []string{"sub/pipe"}, b.Skills[0].Skipped)
+	_, err = os.Lstat(filepath.Join(b.Dir, "fifo/sub/pipe"))
+	require.ErrorIs(t, err, fs.ErrNotExist)
+}
+
+func TestMaterializeDrops(t *testing.T) {
+	out := secretDir(t)
+	for _, tc := range []struct {
+		name   string
+		setup  func(t *testing.T, dir string) // dir: the skill directory path (not yet created)
+		reason string
+		strict bool
+	}{
+		{"dir missing", func(t *testing.T, dir string) {}, "does not exist", false},
+		{"dir is a link", func(t *testing.T, dir string) {
+			real := skillDir(t, t.TempDir(), "x")
+			require.NoError(t, os.Symlink(real, dir))
+		}, "is a symbolic link", false},
+		{"dir is a file", func(t *testing.T, dir string) {
+			require.NoError(t, os.WriteFile(dir, []byte("x"), 0o644))
+		}, "is not a directory", false},
+		{"SKILL.md missing", func(t *testing.T, dir string) {
+			require.NoError(t, os.MkdirAll(filepath.Join(dir, "other"), 0o755))
+		}, "SKILL.md is missing", false},
+		{"SKILL.md is a link", func(t *testing.T, dir string) {
+			require.NoError(t, os.MkdirAll(dir, 0o755))
+			require.NoError(t, os.Symlink(filepath.Join(out, "secret.txt"), filepath.Join(dir, "SKILL.md")))
+		}, "SKILL.md is a symbolic link", false},
+		{"SKILL.md is a directory", func(t *testing.T, dir string) {
+			require.NoError(t, os.MkdirAll(filepath.Join(dir, "SKILL.md"), 0o755))
+		}, "SKILL.md is a directory", false},
+		{"SKILL.md is a FIFO", func(t *testing.T, dir string) {
+			require.NoError(t, os.MkdirAll(dir, 0o755))
+			require.NoError(t, syscall.Mkfifo(filepath.Join(dir, "SKILL.md"), 0o644))
+		}, "SKILL.md is not a regular file", false},
+		{"SKILL.md empty", func(t *testing.T, dir string) { writeMD(t, dir, "") }, "SKILL.md is empty", false},
+		{"SKILL.md too large", func(t *testing.T, dir string) {
+			writeMD(t, dir, "---\nname: x\n---\n"+strings.Repeat("a", MaxSkillMD))
+		}, "SKILL.md is 1048592 bytes; the limit is 1048576", false},
+		{"SKILL.md bad UTF-8", func(t *testing.T, dir string) { writeMD(t, dir, "---\nname: \xff\n---\n") }, "not valid UTF-8", false},
+		{"bad frontmatter", func(t *testing.T, dir string) { writeMD(t, dir, "---\nname: [unclosed\n---\n") }, "frontmatter does not parse", false},
+		{"unterminated frontmatter", func(t *testing.T, dir string) { writeMD(t, dir, "---\nname: bad\n") }, "no closing --- line", false},
+		{"strict spec", func(t *testing.T, dir string) { writeMD(t, dir, "---\nname: Other_Name\ndescription: d\n---\n") }, "violates the Agent Skills spec", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			src, state := t.TempDir(), t.TempDir()
+			good := skillDir(t, src, "good")
+			bad := filepath.Join(src, "bad")
+			tc.setup(t, bad)
+			var logs bytes.Buffer
+			opts := []Option{WithLogger(slog.New(slog.NewJSONHandler(&logs, nil)))}
+			if tc.strict {
+				opts = append(opts, WithStrictSpec())
+			}
+			sources := []Source{{Key: "k/bad", Name: "bad", Dir: bad}, {Key: "k/good", Name: "good", Dir: good}}
+			b, err := Materialize(context.Background(), state, sources, opts...)
+			require.NoError(t, err)
+			require.Len(t, b.Dropped, 1)
+			assert.Equal(t, "k/bad", b.Dropped[0].Key)
+			assert.Equal(t, "bad", b.Dropped[0].Name)
+			assert.Contains(t, b.Dropped[0].Reason, tc.reason)
+
+			// Absent from the bundle, the prompt and the identity.
+			require.Len(t, b.Skills, 1)
+			assert.Equal(t, "good", b.Skills[0].Name)
+			assert.NotContains(t, b.Prompt("/sandbox/skills"), "bad")
+			_, err = os.Lstat(filepath.Join(b.Dir, "bad"))
+			require.ErrorIs(t, err, fs.ErrNotExist)
+			alone, err := Materialize(context.Background(), t.TempDir(), sources[1:])
+			require.NoError(t, err)
+			assert.Equal(t, alone.Identity, b.Identity)
+			assertClean(t, b.Dir)
+
+			// Logged once at Warn with the stable attributes.
+			var rec map[string]any
+			line, _, _ := bytes.Cut(logs.Bytes(), []byte("\n"))
+			require.NoError(t, jsonUnmarshal(line, &rec), logs.String())
+			assert.Equal(t, "WARN", rec["level"])
+			assert.Equal(t, "skill dropped", rec["msg"])
+			assert.Equal(t, "k/bad", rec["skill.key"])
+			assert.Equal(t, "bad", rec["skill.name"])
+			assert.Equal(t, b.Dropped[0].Reason, rec["reason"])
+		})
+	}
+}
+
+func writeMD(t *testing.T, dir, content string) {
+	t.Helper()
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "SKILL.md"), []byte(content), 0o644))
+}
+
+func TestMaterializeSpecViolationOnlyLoggedByDefault(t *testing.T) {
+	src := t.TempDir()
+	dir := filepath.Join(src, "tool")
+	writeMD(t, dir, "---\nname: other\ndescription: d\nextra: 1\n---\n")
+	var logs bytes.Buffer
+	b, err := Materialize(context.Background(), t.TempDir(), []Source{{Key: "k", Name: "tool", Dir: dir}},
+		WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+	require.NoError(t, err)
+	require.Len(t, b.Skills, 1)
+	assert.Empty(t, b.Dropped)
+	assert.Contains(t, logs.String(), `name \"other\" differs from the directory name \"tool\"`)
+	assert.Contains(t, logs.String(), `key \"extra\" is not in the spec`)
+}
+
+func TestMaterializeCallerErrors(t *testing.T) {
+	dir := skillDir(t, t.TempDir(), "x")
+	for name, sources := range map[string][]Source{
+		"empty name":     {{Key: "k", Name: "", Dir: dir}},
+		"dot dot":        {{Key: "k", Name: "..", Dir: dir}},
+		"slash":          {{Key: "k", Name: "a/b", Dir: dir}},
+		"backslash":      {{Key: "k", Name: `a\b`, Dir: dir}},
+		"hidden":         {{Key: "k", Name: ".x", Dir: dir}},
+		"control":        {{Key: "k", Name: "a\nb", Dir: dir}},
+		"blank key":      {{Key: " ", Name: "x", Dir: dir}},
+		"duplicate name": {{Key: "k1", Name: "x", Dir: dir}, {Key: "k2", Name: "x", Dir: dir}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			state := filepath.Join(t.TempDir(), "state")
+			_, err := Materialize(context.Background(), state, sources)
+			require.ErrorIs(t, err, ErrInvalidSource)
+			_, err = os.Lstat(state)
+			require.ErrorIs(t, err, fs.ErrNotExist, "nothing written on a caller error")
+		})
+	}
+}
+
+func TestMaterializeLimits(t *testing.T) {
+	for _, tc := range []struct {
+		lim   Limits
+		err   error
+		field string
+		path  string
+	}{
+		{Limits{MaxFiles: 2}, nil, "MaxFiles", "b/c/d.txt"},
+		{Limits{MaxBytes: 100}, nil, "MaxBytes", "a.txt"},
+		{Limits{MaxFileBytes: 150}, nil, "MaxFileBytes", "a.txt"},
+		{Limits{MaxDepth: 2}, nil, "MaxDepth", "b/c/d.txt"},
+		{Limits{MaxPathLen: 8}, nil, "MaxPathLen", "b/c/d.txt"},
+	} {
+		t.Run(tc.field, func(t *testing.T) {
+			dir := skillDir(t, t.TempDir(), "lim", "a.txt:"+strings.Repeat("a", 200), "b/c/d.txt:dd")
+			_, err := Materialize(context.Background(), t.TempDir(), []Source{{Key: "k", Name: "lim", Dir: dir}}, WithLimits(tc.lim))
+			require.ErrorIs(t, err, ErrLimit)
+			var le *LimitError
+			require.ErrorAs(t, err, &le)
+			assert.Equal(t, tc.path, le.Path)
+			assert.Contains(t, err.Error(), tc.field)
+			assert.Contains(t, err.Error(), tc.path)
+		})
+	}
+}
+
+func TestIdentity(t *testing.T) {
+	src := t.TempDir()
+	a := skillDir(t, src, "alpha", "x.txt:one")
+	b := skillDir(t, src, "beta")
+	sel := []Source{{Key: "k/alpha", Name: "alpha", Dir: a}, {Key: "k/beta", Name: "beta", Dir: b}}
+	ctx := context.Background()
+	base, err := Materialize(ctx, t.TempDir(), sel)
+	require.NoError(t, err)
+
+	t.Run("stable across state dirs, prompt roots and source order", func(t *testing.T) {
+		other, err := Materialize(ctx, filepath.Join(t.TempDir(), "elsewhere"), []Source{sel[1], sel[0]})
+		require.NoError(t, err)
+		assert.Equal(t, base.Identity, other.Identity)
+		assert.NotEqual(t, base.Prompt("/a"), base.Prompt("/b"))
+		moved := filepath.Join(t.TempDir(), "moved")
+		require.NoError(t, os.Rename(filepath.Dir(base.Dir), moved))
+		require.NoError(t, os.Rename(moved, filepath.Dir(base.Dir)))
+	})
+	change := func(name string, mutate func(t *testing.T), sources []Source) {
+		t.Run(name, func(t *testing.T) {
+			if mutate != nil {
+				mutate(t)
+			}
+			got, err := Materialize(ctx, t.TempDir(), sources)
+			require.NoError(t, err)
+			assert.NotEqual(t, base.Identity, got.Identity)
+		})
+	}
+	change("removed skill", nil, sel[:1])
+	change("renamed key", nil, []Source{{Key: "k/other", Name: "alpha", Dir: a}, sel[1]})
+	// The mutations below change the tree and then restore it.
+	change("one byte", func(t *testing.T) {
+		restore(t, filepath.Join(a, "x.txt"))
+		require.NoError(t, os.WriteFile(filepath.Join(a, "x.txt"), []byte("onf"), 0o644))
+	}, sel)
+	change("mode", func(t *testing.T) {
+		require.NoError(t, os.Chmod(filepath.Join(a, "x.txt"), 0o755))
+		t.Cleanup(func() { require.NoError(t, os.Chmod(filepath.Join(a, "x.txt"), 0o644)) })
+	}, sel)
+	change("added file", func(t *testing.T) {
+		p := filepath.Join(b, "new.txt")
+		require.NoError(t, os.WriteFile(p, nil, 0o644))
+		t.Cleanup(func() { require.NoError(t, os.Remove(p)) })
+	}, sel)
+	change("removed file", func(t *testing.T) {
+		restore(t, filepath.Join(a, "x.txt"))
+		require.NoError(t, os.Remove(filepath.Join(a, "x.txt")))
+	}, sel)
+	t.Run("restored tree is identical again", func(t *testing.T) {
+		got, err := Materialize(ctx, t.TempDir(), sel)
+		require.NoError(t, err)
+		assert.Equal(t, base.Identity, got.Identity)
+	})
+}
+
+// restore puts the file at p back as it is now when the test ends.
+func restore(t *testing.T, p string) {
+	t.Helper()
+	data, err := os.ReadFile(p)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, os.WriteFile(p, data, 0o644)) })
+}
+
+func TestMaterializeReusesBundle(t *testing.T) {
+	state := t.TempDir()
+	dir := skillDir(t, t.TempDir(), "reuse", "f.txt:data")
+	sel := []Source{{Key: "k", Name: "reuse", Dir: dir}}
+	first, err := Materialize(context.Background(), state, sel)
+	require.NoError(t, err)
+	marker := filepath.Join(first.Dir, "reuse", "f.txt")
+	before, err := os.Stat(marker)
+	require.NoError(t, err)
+	second, err := Materialize(context.Background(), state, sel)
+	require.NoError(t, err)
+	assert.Equal(t, first, second)
+	after, err := os.Stat(marker)
+	require.NoError(t, err)
+	assert.True(t, os.SameFile(before, after), "an unchanged bundle is not copied again")
+	entries, err := os.ReadDir(state)
+	require.NoError(t, err)
+	for _, e := range entries {
+		assert.False(t, strings.HasPrefix(e.Name(), ".tmp-"), "temporary directory left: %s", e.Name())
+	}
+}
+
+func TestMaterializeConcurrent(t *testing.T) {
+	state := t.TempDir()
+	src := t.TempDir()
+	var sel []Source
+	for i := range 4 {
+		name := fmt.Sprintf("s%d", i)
+		sel = append(sel, Source{Key: name, Name: name, Dir: skillDir(t, src, name, "big.bin:"+strings.Repeat("x", 200_000))})
+	}
+	var wg sync.WaitGroup
+	results := make([]*Bundle, 8)
+	errs := make([]error, 8)
+	for i := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i], errs[i] = Materialize(context.Background(), state, sel)
+		}()
+	}
+	wg.Wait()
+	for i := range 8 {
+		require.NoError(t, errs[i])
+		assert.Equal(t, results[0], results[i])
+	}
+	entries, err := os.ReadDir(state)
+	require.NoError(t, err)
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	id := strings.TrimPrefix(results[0].Identity.Digest, "sha256:")[:32]
+	assert.Equal(t, []string{"." + id + ".lock", id}, names, "one bundle, no temporary directory")
+	for _, s := range sel {
+		got, err := os.ReadFile(filepath.Join(results[0].Dir, s.Name, "big.bin"))
+		require.NoError(t, err)
+		assert.Len(t, got, 200_000, "no torn copy")
+	}
+}
+
+// TestMaterializeRaceLinkSwap keeps swapping a directory inside a skill with
+// a link to a secret directory while Materialize runs in a loop for 2 s.
+func TestMaterializeRaceLinkSwap(t *testing.T) {
+	out := secretDir(t)
+	dir := skillDir(t, t.TempDir(), "racy", "sub/ordinary.txt:plain")
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer close(stop)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		sub, tmp, link := filepath.Join(dir, "sub"), filepath.Join(dir, "sub.tmp"), filepath.Join(dir, "sub.link")
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			_ = os.Symlink(out, link)
+			_ = os.Rename(sub, tmp)
+			_ = os.Rename(link, sub)
+			_ = os.Rename(sub, link)
+			_ = os.Rename(tmp, sub)
+		}
+	}()
+	state := t.TempDir()
+	deadline := time.Now().Add(2 * time.Second)
+	runs, failed := 0, 0
+	for ; time.Now().Before(deadline); runs++ {
+		// A fresh state directory each time, so every run copies.
+		b, err := Materialize(context.Background(), filepath.Join(state, fmt.Sprint(runs)), []Source{{Key: "k", Name: "racy", Dir: dir}})
+		if err != nil {
+			require.ErrorIs(t, err, ErrChanged)
+			failed++
+			continue
+		}
+		require.Len(t, b.Skills, 1)
+	}
+	assertClean(t, state)
+	t.Logf("%d runs, %d failed with ErrChanged", runs, failed)
+}
+
+func TestPrompt(t *testing.T) {
+	b := &Bundle{Skills: []Skill{{Name: "alpha", Description: "Alpha things."}, {Name: "beta"}}}
+	want := "The following skills were materialized for this run.\n" +
+		"Skill root: /sandbox/skills\n" +
+		"Selected skills: alpha, beta\n" +
+		"- alpha: Alpha things. (file: /sandbox/skills/alpha/SKILL.md)\n" +
+		"- beta (file: /sandbox/skills/beta/SKILL.md)\n" +
+		"Read a skill's SKILL.md from the skill root when the task calls for it.\n"
+	assert.Equal(t, want, b.Prompt("/sandbox/skills"))
+	assert.Equal(t, want, b.Prompt("/sandbox/skills/"))
+	assert.Contains(t, b.Prompt("/"), "(file: /alpha/SKILL.md)")
+	assert.Equal(t, "", (&Bundle{}).Prompt("/x"))
+	assert.Equal(t, "", (*Bundle)(nil).Prompt("/x"))
+}
+
+func TestMaterializeNoSurvivor(t *testing.T) {
+	state := filepath.Join(t.TempDir(), "state")
+	b, err := Materialize(context.Background(), state, []Source{{Key: "k", Name: "gone", Dir: filepath.Join(state, "nope")}})
+	require.NoError(t, err)
+	assert.Equal(t, "", b.Dir)
+	assert.Empty(t, b.Skills)
+	assert.Len(t, b.Dropped, 1)
+	assert.Equal(t, "", b.Prompt("/x"))
+	_, err = os.Lstat(state)
+	require.ErrorIs(t, err, fs.ErrNotExist)
+}
+
+func TestMaterializeCanceled(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := Materialize(ctx, t.TempDir(), []Source{{Key: "k", Name: "x", Dir: skillDir(t, t.TempDir(), "x")}})
+	require.ErrorIs(t, err, context.Canceled)
+}

@@ -1,0 +1,96 @@
+// Package session binds a durable agent session (an ACP provider session of
+// Claude, Codex, Pi, …) to the workspace, agent profile, model, permission
+// mode and session id that created it, persists that binding as one closed
+// record format, and refuses to resume under anything else.
+//
+// # Binding
+//
+// [Bind] resolves Config.Workspace and Config.RuntimeDir to real paths
+// (absolute, every symbolic link evaluated; a relative path is joined to the
+// working directory as getcwd(2) reports it, never $PWD) and requires each to
+// be an existing directory that is not a filesystem root (a path equal to its
+// own parent). From the result it derives:
+//
+//   - WorkspaceDigest: "sha256:" + hex SHA-256 of the real workspace path.
+//   - RuntimeRoot: <real RuntimeDir>/sessions/<readable>-<16 hex>, where
+//     readable is the session id with every byte outside [A-Za-z0-9._-]
+//     replaced by '_', cut to 80 bytes, and "session" if that leaves nothing
+//     or only dots; the suffix is the first 16 hex digits of SHA-256 of the
+//     raw id, so "a/b", "a:b" and "a_b" get three different roots.
+//   - ProfileDigest: [Profile.Digest], over every profile field.
+//   - Key, the provider session key: "airlock-" + hex SHA-256 over a
+//     length-prefixed encoding of the session id, workspace path, workspace
+//     digest, profile digest, model and permission mode.
+//
+// Session ids, record ids and models are 1–240 bytes of UTF-8 without control
+// characters. The model must equal the profile's qualified model.
+//
+// # Record format (schema airlock.session-identity.v1)
+//
+// A [Record] is encoded as one JSON object whose keys are exactly, in this
+// order as written by [Record.Encode]:
+//
+//	schema              "airlock.session-identity.v1"
+//	session_id          the session id
+//	record_id           the caller's id for this record
+//	backend_session_id  the session id the backend assigned
+//	agent_session_id    the session id the agent assigned
+//	profile_digest      "sha256:" + 64 lowercase hex
+//	workspace_digest    "sha256:" + 64 lowercase hex
+//	model               the qualified model
+//	permission_mode     "approve-all", "approve-reads" or "deny-all"
+//
+// Every value is a non-null JSON string. [Record.Encode] writes the compact
+// form without HTML escaping or a trailing newline. [DecodeRecord] accepts keys
+// in any order and insignificant whitespace, and rejects everything else:
+//
+//   - [ErrUnsupportedSchema]: no schema field (the draft, schema-less format)
+//     or a schema string other than [Schema] ("…v2", "…v0", "").
+//   - [ErrUnknownField]: a key that is not one of the nine above, including a
+//     known key in another case ("Model", "SESSION_ID").
+//   - [ErrMalformedRecord]: invalid UTF-8 (also an escaped lone surrogate),
+//     anything but one JSON object, trailing data, a duplicate key (compared
+//     after unescaping), a missing field, a null or non-string value, a digest
+//     that is not "sha256:" + 64 lowercase hex (a bare digest, another prefix,
+//     upper case, another length), an unknown permission mode, an invalid id.
+//
+// A record whose schema string is readable and different is reported as
+// [ErrUnsupportedSchema] even if its other fields are also foreign.
+//
+// # Store
+//
+// A [Store] keeps one record per session id at <dir>/<readable>-<16 hex>.json
+// (the same name as the session's runtime root, plus ".json") on an
+// [github.com/spf13/afero.Fs], written atomically (hidden temporary file
+// ".<name>.tmp-<random>" created exclusively, fsync, rename, directory fsync)
+// with mode 0600. The name depends on the session id only, so a record saved
+// under another binding of the same session id is found and rejected with
+// [ErrDrift] instead of being silently ignored.
+//
+// # Guarantees
+//
+//   - Fail closed: [Binding.Verify], [Binding.Check] and [Store.Load] compare
+//     every immutable field (session_id, workspace_digest, profile_digest,
+//     model, permission_mode) exactly and report each difference in a
+//     [*DriftError] (errors.Is(err, [ErrDrift])). Nothing is ever repaired
+//     from the current request; on any error the caller starts a fresh
+//     session.
+//   - Whatever [DecodeRecord] accepts, [Record.Encode] re-encodes to bytes
+//     that decode to the same record, and Encode refuses what Decode would.
+//   - The package never launches a process and never reads the environment
+//     (a test pins this by scanning the package's own source).
+//     It touches the host file system only in [Bind] (to resolve and stat the
+//     two directories) and through the afero.Fs given to a [Store].
+//
+// # Non-guarantees
+//
+//   - Bind resolves paths once; it cannot stop a directory from being
+//     replaced or re-linked afterwards. The workspace digest binds the path,
+//     not the directory's contents.
+//   - Bind does not create the runtime root.
+//   - The Store trusts its directory (the host's own state directory is not
+//     hostile); it does not lock, and concurrent saves of one session are
+//     last-writer-wins.
+//   - Profile fields other than Model are not interpreted, only digested.
+//   - The package logs nothing; every outcome is a return value.
+package session

@@ -1,0 +1,72 @@
+package session
+
+import (
+	"errors"
+	"strings"
+)
+
+// Sentinel errors. Every error returned by this package that a caller may
+// branch on wraps one of them (test with [errors.Is]); path errors are
+// [*fs.PathError] values whose Err wraps the sentinel.
+var (
+	// ErrDrift reports that a controller identity or a persisted record does
+	// not match the binding. The error is a [*DriftError] naming each field.
+	// Start a fresh session: nothing is repaired from the current request.
+	ErrDrift = errors.New("session identity drift")
+
+	// ErrUnsupportedSchema reports a record without a schema (the draft,
+	// schema-less format) or with a schema other than [Schema].
+	ErrUnsupportedSchema = errors.New("unsupported session record schema")
+
+	// ErrUnknownField reports a record field that is not part of the v1
+	// format, including a known field spelled in a different case.
+	ErrUnknownField = errors.New("unknown session record field")
+
+	// ErrMalformedRecord reports a record that is not exactly one JSON object
+	// of the v1 format: bad syntax, invalid UTF-8, trailing data, a duplicate
+	// key, a missing field, a null, a wrong type, or an invalid value.
+	ErrMalformedRecord = errors.New("malformed session record")
+
+	// ErrInvalidWorkspace reports a workspace path that is blank, does not
+	// exist, is not a directory, or resolves to a filesystem root.
+	ErrInvalidWorkspace = errors.New("invalid session workspace")
+
+	// ErrInvalidRuntimeDir reports a runtime directory that is blank, does
+	// not exist, is not a directory, or resolves to a filesystem root.
+	ErrInvalidRuntimeDir = errors.New("invalid session runtime directory")
+
+	// ErrUnqualifiedModel reports a model that is blank, invalid, or differs
+	// from the model of the qualified profile.
+	ErrUnqualifiedModel = errors.New("unqualified session model")
+
+	// ErrInvalidSessionID reports a session id that is empty, longer than
+	// 240 bytes, not valid UTF-8, or contains a control character.
+	ErrInvalidSessionID = errors.New("invalid session id")
+
+	// ErrInvalidPermissionMode reports a permission mode that is not one of
+	// [ApproveAll], [ApproveReads] or [DenyAll].
+	ErrInvalidPermissionMode = errors.New("invalid session permission mode")
+
+	// ErrInvalidBinding reports a [Binding] that was not produced by [Bind]
+	// (for example the zero value), used with Verify, Check or a [Store].
+	ErrInvalidBinding = errors.New("invalid session binding")
+)
+
+// DriftError lists the immutable fields that differ between a binding and a
+// controller identity ([Binding.Verify]) or a persisted record
+// ([Binding.Check]). Fields holds the record's JSON names (see the package
+// documentation) in the fixed order session_id, workspace_digest,
+// profile_digest, model, permission_mode.
+//
+// errors.Is(err, ErrDrift) holds for every *DriftError.
+type DriftError struct {
+	Fields []string
+}
+
+func (e *DriftError) Error() string {
+	return "session: identity drift in " + strings.Join(e.Fields, ", ") +
+		": the session was created under a different binding; start a fresh session"
+}
+
+// Is reports whether target is [ErrDrift].
+func (e *DriftError) Is(target error) bool { return target == ErrDrift }

@@ -1,0 +1,121 @@
+package session_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/spf13/afero"
+
+	"github.com/airlockdev/airlock/session"
+)
+
+// mkdirs creates a workspace and a runtime directory for the examples.
+func mkdirs() (workspace, runtimeDir string, cleanup func()) {
+	root, err := os.MkdirTemp("", "session-example-")
+	if err != nil {
+		panic(err)
+	}
+	workspace = filepath.Join(root, "project")
+	runtimeDir = filepath.Join(root, "state")
+	for _, d := range []string{workspace, runtimeDir} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			panic(err)
+		}
+	}
+	return workspace, runtimeDir, func() {
+		if err := os.RemoveAll(root); err != nil {
+			panic(err)
+		}
+	}
+}
+
+func ExampleBind() {
+	workspace, runtimeDir, cleanup := mkdirs()
+	defer cleanup()
+
+	profile := session.Profile{Driver: "acp", Agent: "claude", AgentVersion: "1.2.3", Model: "claude-sonnet-4"}
+	b, err := session.Bind(session.Config{
+		SessionID:      "task-42/run-1",
+		Workspace:      workspace,
+		RuntimeDir:     runtimeDir,
+		Profile:        profile,
+		Model:          "claude-sonnet-4",
+		PermissionMode: session.ApproveReads,
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(filepath.Base(b.RuntimeRoot))
+
+	// A controller that asks for another model and no permission mode drifts.
+	id := b.Identity()
+	id.Model = "claude-opus-4"
+	id.PermissionMode = ""
+	var drift *session.DriftError
+	if err := b.Verify(id); errors.As(err, &drift) {
+		fmt.Println("drift:", drift.Fields)
+	}
+	// Output:
+	// task-42_run-1-e7b0c27b6c3876d7
+	// drift: [model permission_mode]
+}
+
+func ExampleDecodeRecord() {
+	_, err := session.DecodeRecord([]byte(`{"session_id":"s","model":"m"}`))
+	fmt.Println(errors.Is(err, session.ErrUnsupportedSchema))
+	// Output:
+	// true
+}
+
+func ExampleStore() {
+	workspace, runtimeDir, cleanup := mkdirs()
+	defer cleanup()
+	ctx := context.Background()
+	cfg := session.Config{
+		SessionID:      "session-1",
+		Workspace:      workspace,
+		RuntimeDir:     runtimeDir,
+		Profile:        session.Profile{Agent: "codex", Model: "gpt-5"},
+		Model:          "gpt-5",
+		PermissionMode: session.DenyAll,
+	}
+	b, err := session.Bind(cfg)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	store := session.NewStore(afero.NewMemMapFs(), "/state/sessions")
+
+	if _, err := store.Load(ctx, b); errors.Is(err, fs.ErrNotExist) {
+		fmt.Println("no record yet: start a fresh session")
+	}
+	if err := store.Save(ctx, b.NewRecord("rec-1", "backend-7", "agent-9")); err != nil {
+		fmt.Println(err)
+		return
+	}
+	r, err := store.Load(ctx, b)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println("resume agent session", r.AgentSessionID)
+
+	// The same session id under a looser permission mode must not resume.
+	cfg.PermissionMode = session.ApproveAll
+	b2, err := session.Bind(cfg)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	_, err = store.Load(ctx, b2)
+	fmt.Println(errors.Is(err, session.ErrDrift))
+	// Output:
+	// no record yet: start a fresh session
+	// resume agent session agent-9
+	// true
+}

@@ -1,0 +1,305 @@
+package session
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"unicode"
+	"unicode/utf8"
+)
+
+// Schema is the only record schema this package reads and writes.
+const Schema = "airlock.session-identity.v1"
+
+// maxIDLen is the longest session id, record id or model, in bytes.
+const maxIDLen = 240
+
+// maxLabelLen is the longest readable part of a runtime root or store file name.
+const maxLabelLen = 80
+
+// PermissionMode is the permission policy a session runs under.
+type PermissionMode string
+
+// The known permission modes. Any other value is rejected.
+const (
+	ApproveAll   PermissionMode = "approve-all"
+	ApproveReads PermissionMode = "approve-reads"
+	DenyAll      PermissionMode = "deny-all"
+)
+
+// valid reports whether m is one of the known permission modes.
+func (m PermissionMode) valid() bool {
+	switch m {
+	case ApproveAll, ApproveReads, DenyAll:
+		return true
+	}
+	return false
+}
+
+// Profile is the qualified agent profile a session runs under. Every field
+// takes part in [Profile.Digest]; none is interpreted by this package except
+// Model, which [Bind] requires to equal [Config.Model].
+type Profile struct {
+	Driver           string
+	Protocol         string
+	Agent            string
+	AgentVersion     string
+	ServerPackage    string
+	ServerVersion    string
+	CommandDigest    string
+	Model            string
+	PermissionPolicy string
+}
+
+// Digest returns "sha256:" followed by the 64 lowercase hex digits of the
+// SHA-256 of a canonical, length-prefixed encoding of every field, so two
+// profiles have the same digest exactly when all their fields are equal.
+func (p Profile) Digest() string {
+	return sha256Digest(canonical("airlock.session-profile.v1",
+		"driver", p.Driver,
+		"protocol", p.Protocol,
+		"agent", p.Agent,
+		"agent_version", p.AgentVersion,
+		"server_package", p.ServerPackage,
+		"server_version", p.ServerVersion,
+		"command_digest", p.CommandDigest,
+		"model", p.Model,
+		"permission_policy", p.PermissionPolicy,
+	))
+}
+
+// Config is the input of [Bind].
+type Config struct {
+	// SessionID is the caller's session id: 1–240 bytes of UTF-8 without
+	// control characters. It may contain any other byte, including '/'.
+	SessionID string
+	// Workspace is the host workspace directory; it is resolved to its real
+	// path (absolute, symbolic links evaluated).
+	Workspace string
+	// RuntimeDir is the host directory under which session runtime roots
+	// live; it is resolved to its real path.
+	RuntimeDir string
+	// Profile is the qualified agent profile.
+	Profile Profile
+	// Model must equal Profile.Model.
+	Model string
+	// PermissionMode must be one of the known modes.
+	PermissionMode PermissionMode
+}
+
+// Binding is the canonical identity of a session, produced by [Bind]. Its
+// paths are real host paths; its digests are "sha256:<64 lowercase hex>".
+type Binding struct {
+	SessionID       string
+	Workspace       string // real path of the workspace
+	WorkspaceDigest string // "sha256:" + hex SHA-256 of Workspace
+	RuntimeRoot     string // <real RuntimeDir>/sessions/<readable>-<16 hex>
+	ProfileDigest   string // Profile.Digest()
+	Model           string
+	PermissionMode  PermissionMode
+	Key             string // provider session key: "airlock-" + 64 hex
+}
+
+// Identity is what a controller claims about the session it wants to resume.
+type Identity struct {
+	SessionID       string
+	WorkspaceDigest string
+	ProfileDigest   string
+	Model           string
+	PermissionMode  PermissionMode
+}
+
+// Bind validates cfg and derives the session's canonical binding. It reads
+// the file system only to resolve and stat the two directories; it creates
+// nothing.
+//
+// Errors: [ErrInvalidSessionID], [ErrInvalidPermissionMode],
+// [ErrUnqualifiedModel], and, as a [*fs.PathError] carrying the path as
+// given, [ErrInvalidWorkspace] or [ErrInvalidRuntimeDir] (also wrapping the
+// underlying error, e.g. [fs.ErrNotExist], when there is one).
+func Bind(cfg Config) (Binding, error) {
+	if err := checkID(cfg.SessionID); err != nil {
+		return Binding{}, fmt.Errorf("session: bind: %w: %w; pass a non-empty session id without control characters", ErrInvalidSessionID, err)
+	}
+	if !cfg.PermissionMode.valid() {
+		return Binding{}, fmt.Errorf("session: bind: %w %q; use %q, %q or %q",
+			ErrInvalidPermissionMode, cfg.PermissionMode, ApproveAll, ApproveReads, DenyAll)
+	}
+	if err := checkID(cfg.Model); err != nil {
+		return Binding{}, fmt.Errorf("session: bind: %w: model: %w", ErrUnqualifiedModel, err)
+	}
+	if cfg.Model != cfg.Profile.Model {
+		return Binding{}, fmt.Errorf("session: bind: %w: model %q differs from the profile's qualified model %q; qualify the profile for this model",
+			ErrUnqualifiedModel, cfg.Model, cfg.Profile.Model)
+	}
+	ws, err := realDir("workspace", cfg.Workspace, ErrInvalidWorkspace)
+	if err != nil {
+		return Binding{}, err
+	}
+	rt, err := realDir("runtime directory", cfg.RuntimeDir, ErrInvalidRuntimeDir)
+	if err != nil {
+		return Binding{}, err
+	}
+	b := Binding{
+		SessionID:       cfg.SessionID,
+		Workspace:       ws,
+		WorkspaceDigest: sha256Digest([]byte(ws)),
+		RuntimeRoot:     filepath.Join(rt, "sessions", label(cfg.SessionID)),
+		ProfileDigest:   cfg.Profile.Digest(),
+		Model:           cfg.Model,
+		PermissionMode:  cfg.PermissionMode,
+	}
+	b.Key = "airlock-" + hexSHA256(canonical("airlock.session-key.v1",
+		"session_id", b.SessionID,
+		"workspace", b.Workspace,
+		"workspace_digest", b.WorkspaceDigest,
+		"profile_digest", b.ProfileDigest,
+		"model", b.Model,
+		"permission_mode", string(b.PermissionMode),
+	))
+	return b, nil
+}
+
+// realDir resolves p to an absolute path with every symbolic link evaluated
+// and requires a directory that is not a filesystem root.
+func realDir(what, p string, sentinel error) (string, error) {
+	fail := func(err error) (string, error) {
+		return "", &fs.PathError{Op: "session.Bind " + what, Path: p, Err: err}
+	}
+	if strings.TrimSpace(p) == "" {
+		return fail(fmt.Errorf("%w: the path is blank; pass an existing directory", sentinel))
+	}
+	abs := p
+	if !filepath.IsAbs(p) {
+		// syscall.Getwd, not os.Getwd (which consults $PWD): the package
+		// never reads the environment.
+		wd, err := syscall.Getwd()
+		if err != nil {
+			return fail(fmt.Errorf("%w: cannot make the relative path absolute (pass an absolute path): %w", sentinel, err))
+		}
+		abs = filepath.Join(wd, p)
+	}
+	resolved, err := filepath.EvalSymlinks(abs)
+	if err != nil {
+		return fail(fmt.Errorf("%w: cannot resolve the real path (create the directory first): %w", sentinel, err))
+	}
+	fi, err := os.Stat(resolved)
+	if err != nil {
+		return fail(fmt.Errorf("%w: cannot stat the real path %q: %w", sentinel, resolved, err))
+	}
+	if !fi.IsDir() {
+		return fail(fmt.Errorf("%w: the real path %q is a %s, not a directory; pass a directory", sentinel, resolved, kind(fi.Mode())))
+	}
+	if filepath.Dir(resolved) == resolved {
+		return fail(fmt.Errorf("%w: the real path %q is a filesystem root; pass a dedicated directory", sentinel, resolved))
+	}
+	return resolved, nil
+}
+
+func kind(m fs.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "directory"
+	case m.IsRegular():
+		return "regular file"
+	case m&fs.ModeSymlink != 0:
+		return "symbolic link"
+	case m&fs.ModeNamedPipe != 0:
+		return "named pipe"
+	case m&fs.ModeSocket != 0:
+		return "socket"
+	case m&fs.ModeDevice != 0:
+		return "device"
+	}
+	return "special file"
+}
+
+// label returns the collision-resistant file name derived from a session id:
+// a readable part (every byte outside [A-Za-z0-9._-] replaced by '_', cut to
+// 80 bytes, "session" if empty or all dots), '-', and the first 16 hex digits
+// of the SHA-256 of the raw id. The result is never "." or ".." and never
+// contains a separator.
+func label(id string) string {
+	b := []byte(id)
+	for i, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			b[i] = '_'
+		}
+	}
+	if len(b) > maxLabelLen {
+		b = b[:maxLabelLen]
+	}
+	readable := string(b)
+	if strings.Trim(readable, ".") == "" {
+		readable = "session"
+	}
+	return readable + "-" + hexSHA256([]byte(id))[:16]
+}
+
+// canonical encodes a tag and name/value pairs unambiguously: every string is
+// written as its decimal byte length, ':', the bytes, and ','.
+func canonical(tag string, pairs ...string) []byte {
+	var sb strings.Builder
+	put := func(s string) {
+		sb.WriteString(strconv.Itoa(len(s)))
+		sb.WriteByte(':')
+		sb.WriteString(s)
+		sb.WriteByte(',')
+	}
+	put(tag)
+	for _, s := range pairs {
+		put(s)
+	}
+	return []byte(sb.String())
+}
+
+func hexSHA256(b []byte) string {
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+func sha256Digest(b []byte) string { return "sha256:" + hexSHA256(b) }
+
+// checkID enforces the rule for ids and models: 1–240 bytes of valid UTF-8
+// without control characters.
+func checkID(s string) error {
+	switch {
+	case s == "":
+		return fmt.Errorf("empty")
+	case len(s) > maxIDLen:
+		return fmt.Errorf("%d bytes, longer than %d", len(s), maxIDLen)
+	case !utf8.ValidString(s):
+		return fmt.Errorf("not valid UTF-8")
+	}
+	for _, r := range s {
+		if unicode.IsControl(r) {
+			return fmt.Errorf("contains control character %U", r)
+		}
+	}
+	return nil
+}
+
+// checkDigest enforces "sha256:" followed by exactly 64 lowercase hex digits.
+func checkDigest(s string) error {
+	const prefix = "sha256:"
+	if !strings.HasPrefix(s, prefix) {
+		return fmt.Errorf("%q lacks the %q prefix (an early digest format)", s, prefix)
+	}
+	h := s[len(prefix):]
+	if len(h) != 64 {
+		return fmt.Errorf("%q has %d hex digits, want 64", s, len(h))
+	}
+	for i := 0; i < len(h); i++ {
+		c := h[i]
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return fmt.Errorf("%q is not lowercase hex", s)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,106 @@
+package session
+
+import "fmt"
+
+// Identity returns the identity a controller resuming this session must claim.
+func (b Binding) Identity() Identity {
+	return Identity{
+		SessionID:       b.SessionID,
+		WorkspaceDigest: b.WorkspaceDigest,
+		ProfileDigest:   b.ProfileDigest,
+		Model:           b.Model,
+		PermissionMode:  b.PermissionMode,
+	}
+}
+
+// NewRecord returns the v1 record that persists this binding together with
+// the ids the backend and the agent assigned. The ids are validated by
+// [Record.Encode] (and so by [Store.Save]): 1–240 bytes, valid UTF-8, no
+// control characters.
+func (b Binding) NewRecord(recordID, backendSessionID, agentSessionID string) Record {
+	return Record{
+		Schema:           Schema,
+		SessionID:        b.SessionID,
+		RecordID:         recordID,
+		BackendSessionID: backendSessionID,
+		AgentSessionID:   agentSessionID,
+		ProfileDigest:    b.ProfileDigest,
+		WorkspaceDigest:  b.WorkspaceDigest,
+		Model:            b.Model,
+		PermissionMode:   b.PermissionMode,
+	}
+}
+
+// Verify compares a controller's claimed identity with the binding. Every
+// immutable field is compared exactly; an empty claimed field (for example an
+// absent permission mode) is a difference, never a wildcard. On a mismatch
+// the error is a [*DriftError] naming each differing field (errors.Is(err,
+// ErrDrift)). A binding not produced by [Bind] fails with [ErrInvalidBinding].
+func (b Binding) Verify(id Identity) error {
+	if err := b.validate(); err != nil {
+		return err
+	}
+	return drift(b, id.SessionID, id.WorkspaceDigest, id.ProfileDigest, id.Model, id.PermissionMode)
+}
+
+// Check compares a persisted record with the binding. The record must be a
+// valid v1 record ([ErrUnsupportedSchema], [ErrMalformedRecord]); then every
+// immutable field is compared exactly and a mismatch is a [*DriftError]
+// naming each differing field. The record is never repaired: on any error,
+// start a fresh session.
+func (b Binding) Check(r Record) error {
+	if err := b.validate(); err != nil {
+		return err
+	}
+	if err := validateRecord(r); err != nil {
+		return fmt.Errorf("session: check record: %w; start a fresh session", err)
+	}
+	return drift(b, r.SessionID, r.WorkspaceDigest, r.ProfileDigest, r.Model, r.PermissionMode)
+}
+
+func drift(b Binding, sessionID, workspaceDigest, profileDigest, model string, mode PermissionMode) error {
+	var fields []string
+	if sessionID != b.SessionID {
+		fields = append(fields, "session_id")
+	}
+	if workspaceDigest != b.WorkspaceDigest {
+		fields = append(fields, "workspace_digest")
+	}
+	if profileDigest != b.ProfileDigest {
+		fields = append(fields, "profile_digest")
+	}
+	if model != b.Model {
+		fields = append(fields, "model")
+	}
+	if mode != b.PermissionMode {
+		fields = append(fields, "permission_mode")
+	}
+	if len(fields) > 0 {
+		return &DriftError{Fields: fields}
+	}
+	return nil
+}
+
+// validate rejects a binding whose immutable fields could not have come from
+// [Bind], such as the zero value, so that two empty identities never match.
+func (b Binding) validate() error {
+	bad := func(what string, err error) error {
+		return fmt.Errorf("session: %w: %s: %w; create the binding with Bind", ErrInvalidBinding, what, err)
+	}
+	if err := checkID(b.SessionID); err != nil {
+		return bad("session id", err)
+	}
+	if err := checkDigest(b.WorkspaceDigest); err != nil {
+		return bad("workspace digest", err)
+	}
+	if err := checkDigest(b.ProfileDigest); err != nil {
+		return bad("profile digest", err)
+	}
+	if err := checkID(b.Model); err != nil {
+		return bad("model", err)
+	}
+	if !b.PermissionMode.valid() {
+		return bad("permission mode", fmt.Errorf("unknown mode %q", b.PermissionMode))
+	}
+	return nil
+}

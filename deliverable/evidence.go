@@ -1,0 +1,248 @@
+package deliverable
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Status is a task's state as the host records it.
+type Status string
+
+// Task statuses.
+const (
+	StatusTodo       Status = "todo"
+	StatusInProgress Status = "in_progress"
+	StatusBlocked    Status = "blocked"
+	StatusDone       Status = "done"
+	StatusCancelled  Status = "cancelled"
+)
+
+// Task is the part of a host task that ValidateEvidence reads.
+type Task struct {
+	ID       string
+	ParentID string
+	Status   Status
+}
+
+// Tasks is provided by the host. Both methods return an error wrapping
+// ErrNotFound for an unknown id; any other error is treated as a host failure
+// and returned, not as a rejected citation.
+type Tasks interface {
+	Task(ctx context.Context, id string) (Task, error)
+	Attachment(ctx context.Context, id string) (Attachment, error)
+}
+
+// Locker is an optional interface of Tasks. When implemented, ValidateEvidence
+// holds the lock for the whole check so that the rows it reads (a child task's
+// status, the attachments) cannot change under it. A SQL host locks the rows
+// FOR SHARE NOWAIT and returns an error wrapping ErrBusy when they are locked.
+type Locker interface {
+	Lock(ctx context.Context, taskIDs, attachmentIDs []string) (unlock func(), err error)
+}
+
+// Evidence is a completion report to check.
+type Evidence struct {
+	TaskID    string
+	RunID     string
+	Objective string   // the task's own request text, bound by the host
+	Refs      []string // what the completion report cites
+}
+
+// maxCitations bounds the attachments one completion may cite, and so the
+// rows one check reads and locks.
+const maxCitations = 256
+
+// RejectedCitationMessage starts the message of every rejected citation.
+const RejectedCitationMessage = "Completion cites no registered attachment on this task or its completed child tasks. " +
+	"Use register_deliverable for the requested file and cite deliverable:<attachmentId> from its receipt."
+
+// EvidenceError is the error ValidateEvidence returns when the evidence does
+// not prove the delivery. It wraps ErrEvidence. Message is written for the
+// agent: it says what to do.
+type EvidenceError struct {
+	Ref          string   // the offending reference, if one
+	AttachmentID string   // the attachment it cites, if any
+	Missing      []string // requested files not delivered ("a file" when none is named)
+	Message      string   // what to do
+	Detail       string   // why, for this reference
+}
+
+func (e *EvidenceError) Error() string {
+	if e.Detail == "" {
+		return e.Message
+	}
+	return e.Message + " (" + e.Detail + ")"
+}
+
+// Unwrap returns ErrEvidence.
+func (e *EvidenceError) Unwrap() error { return ErrEvidence }
+
+// ValidateEvidence checks that a completion report's citations prove the
+// delivery of task ev.TaskID in run ev.RunID.
+//
+// A citation ("deliverable:<id>" or "/api/attachments/<id>/content", see
+// ParseCitation) is accepted when its attachment is on ev.TaskID, or on a task
+// whose ParentID is ev.TaskID and whose status is done. Any other cited
+// attachment (a grandchild's, a child's not done, an unrelated task's, an
+// unknown id) is rejected. A ref that names a workspace file instead of
+// citing an attachment is rejected too; other refs (URLs, prose,
+// "work_product:…") are ignored.
+//
+// When DetectRequests(ev.Objective) asks for a file, the citations must
+// include an attachment on ev.TaskID registered in ev.RunID, and for every
+// named file one with that file's base name. A child's attachment never
+// satisfies this.
+//
+// Every rejection is an *EvidenceError wrapping ErrEvidence. A failing
+// Tasks method is returned wrapped as it is. When tasks implements Locker
+// the check runs under its lock; a lock error is returned wrapped (a busy
+// lock wraps ErrBusy: retry).
+func ValidateEvidence(ctx context.Context, tasks Tasks, ev Evidence) error {
+	if tasks == nil {
+		return fmt.Errorf("%w: ValidateEvidence: tasks is nil", ErrInvalidRequest)
+	}
+	for _, f := range []struct{ name, v string }{{"TaskID", ev.TaskID}, {"RunID", ev.RunID}} {
+		if strings.TrimSpace(f.v) == "" {
+			return fmt.Errorf("%w: ValidateEvidence: Evidence.%s is empty", ErrInvalidRequest, f.name)
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+
+	var ids []string
+	for _, ref := range ev.Refs {
+		id, shaped, ok := parseCitation(ref)
+		switch {
+		case ok:
+			if slices.Contains(ids, id) {
+				continue
+			}
+			if len(ids) == maxCitations {
+				return &EvidenceError{Message: fmt.Sprintf(
+					"Completion cites more than %d attachments; cite at most %d: the files the task asked for, each as deliverable:<attachmentId>.", maxCitations, maxCitations)}
+			}
+			ids = append(ids, id)
+		case shaped:
+			return &EvidenceError{Ref: ref, Message: RejectedCitationMessage,
+				Detail: fmt.Sprintf("%q does not contain a valid attachment id", clip(ref))}
+		case looksLikeLocalFile(ref):
+			return &EvidenceError{Ref: ref, Message: fmt.Sprintf(
+				"Completion cites %q, a workspace file, not a registered attachment. "+
+					"Use register_deliverable for that file and cite deliverable:<attachmentId> from its receipt.", clip(ref))}
+		}
+	}
+
+	req := DetectRequests(ev.Objective)
+	if len(ids) == 0 && !req.File && len(req.Files) == 0 {
+		return nil
+	}
+	if len(ids) == 0 {
+		return missingError(req, nil, ev)
+	}
+
+	locker, ok := tasks.(Locker)
+	if !ok {
+		return checkEvidence(ctx, tasks, ev, ids, req, nil)
+	}
+	// Learn which tasks own the cited attachments, lock those rows, then read
+	// everything again under the lock.
+	locked := []string{ev.TaskID}
+	for _, id := range ids {
+		a, err := tasks.Attachment(ctx, id)
+		if errors.Is(err, ErrNotFound) {
+			continue // rejected below, under the lock
+		}
+		if err != nil {
+			return fmt.Errorf("deliverable: read attachment %s: %w", id, err)
+		}
+		if !slices.Contains(locked, a.TaskID) {
+			locked = append(locked, a.TaskID)
+		}
+	}
+	slices.Sort(locked)
+	unlock, err := locker.Lock(ctx, locked, slices.Sorted(slices.Values(ids)))
+	if err != nil {
+		return fmt.Errorf("deliverable: lock tasks %q and attachments %q for the evidence check: %w", locked, ids, err)
+	}
+	if unlock != nil {
+		defer unlock()
+	}
+	return checkEvidence(ctx, tasks, ev, ids, req, locked)
+}
+
+// checkEvidence judges each cited attachment, then the requested files. When
+// locked is not nil, an attachment owned by a task outside it means the rows
+// changed between discovery and locking.
+func checkEvidence(ctx context.Context, tasks Tasks, ev Evidence, ids []string, req Requests, locked []string) error {
+	var own []Attachment // on ev.TaskID, registered in ev.RunID
+	for _, id := range ids {
+		ref := citationScheme + id
+		reject := func(detail string) error {
+			return &EvidenceError{Ref: ref, AttachmentID: id, Message: RejectedCitationMessage, Detail: detail}
+		}
+		a, err := tasks.Attachment(ctx, id)
+		if errors.Is(err, ErrNotFound) {
+			return reject(fmt.Sprintf("%s: no such attachment", ref))
+		}
+		if err != nil {
+			return fmt.Errorf("deliverable: read attachment %s: %w", id, err)
+		}
+		if !strings.EqualFold(a.ID, id) {
+			return fmt.Errorf("deliverable: Tasks.Attachment(%s) returned attachment %q; the host's Tasks is faulty", id, clip(a.ID))
+		}
+		if locked != nil && !slices.Contains(locked, a.TaskID) {
+			return fmt.Errorf("%w: attachment %s now belongs to task %q, which was not locked; retry the check", ErrBusy, id, clip(a.TaskID))
+		}
+		if a.TaskID == ev.TaskID {
+			if a.RunID == ev.RunID {
+				own = append(own, a)
+			}
+			continue
+		}
+		t, err := tasks.Task(ctx, a.TaskID)
+		if errors.Is(err, ErrNotFound) {
+			return reject(fmt.Sprintf("%s is on task %q, which does not exist", ref, clip(a.TaskID)))
+		}
+		if err != nil {
+			return fmt.Errorf("deliverable: read task %q: %w", clip(a.TaskID), err)
+		}
+		switch {
+		case t.ParentID != ev.TaskID:
+			return reject(fmt.Sprintf("%s is on task %q, which is not a direct child of task %q", ref, clip(a.TaskID), clip(ev.TaskID)))
+		case t.Status != StatusDone:
+			return reject(fmt.Sprintf("%s is on child task %q, whose status is %q, not %q", ref, clip(a.TaskID), clip(string(t.Status)), StatusDone))
+		}
+	}
+	return missingError(req, own, ev)
+}
+
+// missingError returns an *EvidenceError naming the requested files that own
+// (attachments on the task from this run) does not cover, or nil.
+func missingError(req Requests, own []Attachment, ev Evidence) error {
+	var missing []string
+	for _, f := range req.Files {
+		base := f[strings.LastIndexAny(f, `/\`)+1:]
+		if !slices.ContainsFunc(own, func(a Attachment) bool { return a.Filename == base }) {
+			missing = append(missing, f)
+		}
+	}
+	if len(req.Files) == 0 && req.File && len(own) == 0 {
+		missing = append(missing, "a file")
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	what, use := "a file", "the requested file"
+	if len(req.Files) > 0 {
+		what = strings.Join(missing, ", ")
+		use = what
+	}
+	return &EvidenceError{Missing: missing, Message: fmt.Sprintf(
+		"The task asks for %s, but the completion cites no attachment registered for it on this task in run %s; "+
+			"a child task's file does not count. Use register_deliverable for %s and cite deliverable:<attachmentId> from its receipt.",
+		what, clip(ev.RunID), use)}
+}

@@ -1,0 +1,142 @@
+package deliverable_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/spf13/afero"
+
+	"github.com/airlockdev/airlock/deliverable"
+)
+
+func ExampleRegistrar_Register() {
+	workspace, err := os.MkdirTemp("", "workspace-")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer os.RemoveAll(workspace)
+	data := []byte("name,score\nada,3\n")
+	if err := os.WriteFile(filepath.Join(workspace, "scores.csv"), data, 0o644); err != nil {
+		fmt.Println(err)
+		return
+	}
+
+	store, err := deliverable.NewFileStore(afero.NewMemMapFs(), "/attachments")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	reg := &deliverable.Registrar{Store: store}
+	sum := sha256.Sum256(data)
+	req := deliverable.Request{
+		ContentRef:     "scores.csv",
+		Filename:       "scores.csv",
+		ContentType:    "text/csv",
+		ByteSize:       int64(len(data)),
+		SHA256:         hex.EncodeToString(sum[:]),
+		Title:          "Scores",
+		IdempotencyKey: "scores-1",
+	}
+	rc, err := reg.Register(context.Background(), workspace, "task-7", "run-1", req)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(rc.Disposition, rc.Filename, rc.ByteSize)
+	fmt.Println(rc.ContentPath == "/api/attachments/"+rc.AttachmentID+"/content")
+
+	req.IdempotencyKey = "scores-2" // same content, new key
+	dup, err := reg.Register(context.Background(), workspace, "task-7", "run-1", req)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(dup.Disposition, dup.AttachmentID == rc.AttachmentID)
+
+	req.ContentRef = "../etc/passwd"
+	req.IdempotencyKey = "scores-3"
+	_, err = reg.Register(context.Background(), workspace, "task-7", "run-1", req)
+	fmt.Println(errors.Is(err, deliverable.ErrPathDenied))
+	// Output:
+	// applied scores.csv 17
+	// true
+	// duplicate true
+	// true
+}
+
+func ExampleParseCitation() {
+	for _, ref := range []string{
+		"deliverable:0F8FAD5B-D9CB-469F-A165-70867728950E",
+		"/api/attachments/0f8fad5b-d9cb-469f-a165-70867728950e/content?download=1",
+		"https://example.com/report.pdf",
+	} {
+		fmt.Println(deliverable.ParseCitation(ref))
+	}
+	// Output:
+	// 0f8fad5b-d9cb-469f-a165-70867728950e true
+	// 0f8fad5b-d9cb-469f-a165-70867728950e true
+	//  false
+}
+
+// hostTasks is what a host might provide: here, two maps.
+type hostTasks struct {
+	tasks       map[string]deliverable.Task
+	attachments map[string]deliverable.Attachment
+}
+
+func (h hostTasks) Task(_ context.Context, id string) (deliverable.Task, error) {
+	if t, ok := h.tasks[id]; ok {
+		return t, nil
+	}
+	return deliverable.Task{}, fmt.Errorf("task %s: %w", id, deliverable.ErrNotFound)
+}
+
+func (h hostTasks) Attachment(_ context.Context, id string) (deliverable.Attachment, error) {
+	if a, ok := h.attachments[id]; ok {
+		return a, nil
+	}
+	return deliverable.Attachment{}, fmt.Errorf("attachment %s: %w", id, deliverable.ErrNotFound)
+}
+
+func ExampleValidateEvidence() {
+	const childFile = "0f8fad5b-d9cb-469f-a165-70867728950e"
+	tasks := hostTasks{
+		tasks: map[string]deliverable.Task{
+			"root":   {ID: "root", Status: deliverable.StatusInProgress},
+			"parent": {ID: "parent", ParentID: "root", Status: deliverable.StatusInProgress},
+			"child":  {ID: "child", ParentID: "parent", Status: deliverable.StatusDone},
+		},
+		attachments: map[string]deliverable.Attachment{
+			childFile: {ID: childFile, TaskID: "child", RunID: "r9", Filename: "summary.txt"},
+		},
+	}
+	ev := deliverable.Evidence{
+		TaskID:    "parent",
+		RunID:     "r1",
+		Objective: "Explain how a newsletter works.",
+		Refs:      []string{"deliverable:" + childFile},
+	}
+	fmt.Println(deliverable.ValidateEvidence(context.Background(), tasks, ev))
+
+	ev.TaskID = "root" // the file is a grandchild's
+	err := deliverable.ValidateEvidence(context.Background(), tasks, ev)
+	var ee *deliverable.EvidenceError
+	if errors.As(err, &ee) {
+		fmt.Println(ee.Message)
+	}
+	// Output:
+	// <nil>
+	// Completion cites no registered attachment on this task or its completed child tasks. Use register_deliverable for the requested file and cite deliverable:<attachmentId> from its receipt.
+}
+
+func ExampleContentDisposition() {
+	fmt.Println(deliverable.ContentDisposition("attachment", "Übersicht 2024.pdf"))
+	// Output:
+	// attachment; filename="_bersicht 2024.pdf"; filename*=UTF-8''%C3%9Cbersicht%202024.pdf
+}

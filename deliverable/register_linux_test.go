@@ -1,0 +1,97 @@
+//go:build linux
+
+package deliverable_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+
+	"github.com/airlockdev/airlock/deliverable"
+)
+
+// TestRegisterSymlinkSwapRace atomically exchanges a path component (or the
+// leaf) between a real workspace entry and a link to an outside secret of the
+// same size (renameat2 RENAME_EXCHANGE: the path always exists) while
+// registering with the secret's hash. A registration that succeeded would
+// have stored the secret.
+func TestRegisterSymlinkSwapRace(t *testing.T) {
+	secret := []byte("top secret value")
+	decoy := []byte("harmless content")
+	require.Len(t, decoy, len(secret))
+	cases := []struct {
+		name, ref string
+		setup     func(t *testing.T, ws, out string) (at, alt string)
+	}{
+		{"directory component", "d/f.csv", func(t *testing.T, ws, out string) (string, string) {
+			writeFile(t, ws, "d/f.csv", decoy)
+			require.NoError(t, os.Symlink(out, filepath.Join(ws, "alt")))
+			return filepath.Join(ws, "d"), filepath.Join(ws, "alt")
+		}},
+		{"leaf", "f.csv", func(t *testing.T, ws, out string) (string, string) {
+			writeFile(t, ws, "f.csv", decoy)
+			require.NoError(t, os.Symlink(filepath.Join(out, "f.csv"), filepath.Join(ws, "alt")))
+			return filepath.Join(ws, "f.csv"), filepath.Join(ws, "alt")
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t)
+			out := t.TempDir()
+			writeFile(t, out, "f.csv", secret)
+			at, alt := tc.setup(t, f.ws, out)
+
+			stop := make(chan struct{})
+			var wg sync.WaitGroup
+			var swapErr error
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					if err := unix.Renameat2(unix.AT_FDCWD, at, unix.AT_FDCWD, alt, unix.RENAME_EXCHANGE); err != nil {
+						swapErr = err
+						return
+					}
+				}
+			}()
+			t.Cleanup(func() { close(stop); wg.Wait(); assert.NoError(t, swapErr) })
+
+			seen := map[string]int{}
+			// At least 300 tries, more (bounded) until both states were seen:
+			// on a loaded machine the swapper may be starved for a while.
+			for i := 0; i < 300 || (i < 20000 && (seen["link"] == 0 || seen["real"] == 0)); i++ {
+				req := requestFor(tc.ref, fmt.Sprint("k", i), secret)
+				rc, err := f.reg.Register(context.Background(), f.ws, "t", "r", req)
+				require.Error(t, err, "registered %s: the secret was stored", rc.AttachmentID)
+				switch {
+				case errors.Is(err, deliverable.ErrSymlinkDenied):
+					seen["link"]++
+				case errors.Is(err, deliverable.ErrHashMismatch):
+					seen["real"]++
+				case errors.Is(err, deliverable.ErrFileChanged), errors.Is(err, fs.ErrNotExist):
+					seen["changed"]++
+				default:
+					require.NoError(t, err, "unexpected error")
+				}
+			}
+			t.Logf("outcomes: %v", seen)
+			assert.Positive(t, seen["link"], "the link state was never hit")
+			assert.Positive(t, seen["real"], "the real state was never hit")
+			assert.Empty(t, filesUnder(t, f.fs, f.dir, "blobs"))
+		})
+	}
+}

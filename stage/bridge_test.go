@@ -1,0 +1,383 @@
+package stage_test
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/airlockdev/airlock/stage"
+)
+
+// scriptedRunner passes commands to a real runner, except those that match
+// a rule, which it handles itself.
+type scriptedRunner struct {
+	next  stage.Runner
+	match func(stage.Command) bool
+	do    func(ctx context.Context, cmd stage.Command) error
+	mu    sync.Mutex
+	log   []string // first line of each script run
+}
+
+func (s *scriptedRunner) Run(ctx context.Context, cmd stage.Command) error {
+	s.mu.Lock()
+	first, _, _ := strings.Cut(cmd.Script, "\n")
+	s.log = append(s.log, first)
+	s.mu.Unlock()
+	if s.match(cmd) {
+		return s.do(ctx, cmd)
+	}
+	return s.next.Run(ctx, cmd)
+}
+
+func (s *scriptedRunner) commands() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.log...)
+}
+
+// Recognizers for the bridge's commands.
+var (
+	isProbe    = func(c stage.Command) bool { return strings.Contains(c.Script, `exec tar -c -f - "$@"`) }
+	isSetup    = func(c stage.Command) bool { return strings.Contains(c.Script, "mkdir -m 700") }
+	isTransfer = func(c stage.Command) bool { return c.Stdin != nil }
+	isPublish  = func(c stage.Command) bool { return strings.Contains(c.Script, "transfer incomplete") }
+	isCleanup  = func(c stage.Command) bool { return strings.Contains(c.Script, `mv "$o" "$d"; fi`) }
+)
+
+// hang blocks until the test ends, ignoring ctx, like a provider that never
+// honours its own timeout.
+func hang(t *testing.T) func(context.Context, stage.Command) error {
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	return func(context.Context, stage.Command) error {
+		<-release
+		return nil
+	}
+}
+
+func TestBridgeHangingRunner(t *testing.T) {
+	cases := []struct {
+		name    string
+		match   func(stage.Command) bool
+		noAfter bool // nothing may be sent after the hanging command
+	}{
+		{"Probe", isProbe, true},
+		{"Setup", isSetup, true},
+		{"Publish", isPublish, true},
+		{"Cleanup", isCleanup, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			src := t.TempDir()
+			build(t, src, "f=x")
+			r := &scriptedRunner{next: stage.LocalRunner(dir), match: c.match, do: hang(t)}
+			if c.name == "Cleanup" {
+				// Make the transfer fail so that a cleanup runs.
+				r.match = func(cmd stage.Command) bool { return isTransfer(cmd) || isCleanup(cmd) }
+				h := hang(t)
+				r.do = func(ctx context.Context, cmd stage.Command) error {
+					if isTransfer(cmd) {
+						return &stage.ExitError{Status: 2}
+					}
+					return h(ctx, cmd)
+				}
+			}
+			b := stage.NewBridge(r, stage.WithControlTimeout(time.Second))
+			start := time.Now()
+			_, err := stage.Stage(context.Background(), b, filepath.Join(dir, "rt"), []stage.Asset{{Name: "a", Source: src}})
+			took := time.Since(start)
+			assert.ErrorIs(t, err, stage.ErrTransport)
+			assert.Less(t, took, 2*time.Second, "Stage must return within the control timeout + 1s")
+			cmds := r.commands()
+			last := cmds[len(cmds)-1]
+			var hung int
+			for _, s := range cmds {
+				if s == last {
+					hung++
+				}
+			}
+			assert.Equal(t, 1, hung, "the uncertain command must not be replayed: %q", cmds)
+			if c.name == "Publish" {
+				assert.False(t, isCleanup(stage.Command{Script: last}), "no cleanup after an uncertain publish")
+			}
+		})
+	}
+}
+
+func TestBridgeControlTimeoutClamp(t *testing.T) {
+	cases := []struct {
+		in, want time.Duration
+	}{
+		{time.Second, time.Second},
+		{100 * time.Millisecond, 100 * time.Millisecond},
+		{stage.MaxControlTimeout, stage.MaxControlTimeout},
+		{stage.MaxControlTimeout + time.Nanosecond, stage.MaxControlTimeout},
+		{time.Hour, stage.MaxControlTimeout},
+		{0, stage.MaxControlTimeout},
+		{-time.Second, stage.MaxControlTimeout},
+	}
+	for _, c := range cases {
+		t.Run(c.in.String(), func(t *testing.T) {
+			assert.Equal(t, c.want, stage.NewBridge(stage.LocalRunner(t.TempDir()), stage.WithControlTimeout(c.in)).ControlTimeout())
+		})
+	}
+	assert.Equal(t, stage.MaxControlTimeout, stage.NewBridge(stage.LocalRunner(t.TempDir())).ControlTimeout(), "default")
+}
+
+// TestBridgeControlEnforcedOnHost checks that a larger configured timeout is
+// clamped in practice: a hanging Control returns ErrTransport at the
+// configured deadline, not later, even though the runner ignores ctx.
+func TestBridgeControlEnforcedOnHost(t *testing.T) {
+	r := &scriptedRunner{match: func(stage.Command) bool { return true }, do: hang(t)}
+	b := stage.NewBridge(r, stage.WithControlTimeout(300*time.Millisecond))
+	start := time.Now()
+	err := b.Control(context.Background(), stage.Command{Script: "true"})
+	assert.ErrorIs(t, err, stage.ErrTransport)
+	assert.InDelta(t, 300*time.Millisecond, time.Since(start), float64(500*time.Millisecond))
+}
+
+// TestBridgeTransferNotBoundByControlDeadline makes the data transfer take
+// several control deadlines: it must still succeed.
+func TestBridgeTransferNotBoundByControlDeadline(t *testing.T) {
+	dir := t.TempDir()
+	src := t.TempDir()
+	build(t, src, "f=x")
+	local := stage.LocalRunner(dir)
+	r := &scriptedRunner{next: local, match: isTransfer, do: func(ctx context.Context, cmd stage.Command) error {
+		time.Sleep(600 * time.Millisecond)
+		return local.Run(ctx, cmd)
+	}}
+	b := stage.NewBridge(r, stage.WithControlTimeout(150*time.Millisecond))
+	rt, err := stage.Stage(context.Background(), b, filepath.Join(dir, "rt"), []stage.Asset{{Name: "a", Source: src}})
+	require.NoError(t, err)
+	assert.Equal(t, "x", readFile(t, filepath.Join(dir, "rt", "a", "f")))
+	assert.False(t, rt.Assets[0].Reused)
+}
+
+func TestBridgeErrors(t *testing.T) {
+	boom := errors.New("connection reset")
+	cases := []struct {
+		name      string
+		match     func(stage.Command) bool
+		do        func(ctx context.Context, cmd stage.Command) error
+		transport bool
+		status    int
+		either    bool // ErrTransport or the publish's completeness check, depending on pipe buffering
+	}{
+		{"ProbeExit", isProbe, func(context.Context, stage.Command) error { return &stage.ExitError{Status: 7} }, false, 7, false},
+		{"ProbeTransport", isProbe, func(context.Context, stage.Command) error { return boom }, true, 0, false},
+		{"ProbeGarbage", isProbe, func(_ context.Context, c stage.Command) error { _, err := fmt.Fprint(c.Stdout, "M 5\nab"); return err }, true, 0, false},
+		{"SetupExit", isSetup, func(context.Context, stage.Command) error { return &stage.ExitError{Status: 1} }, false, 1, false},
+		{"TransferExit", isTransfer, func(context.Context, stage.Command) error { return &stage.ExitError{Status: 2} }, false, 2, false},
+		{"TransferTransport", isTransfer, func(context.Context, stage.Command) error { return boom }, true, 0, false},
+		{"TransferStopsEarly", isTransfer, func(context.Context, stage.Command) error { return nil }, true, 0, true},
+		{"PublishExit", isPublish, func(context.Context, stage.Command) error { return &stage.ExitError{Status: 3} }, false, 3, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			src := t.TempDir()
+			build(t, src, "f=x")
+			r := &scriptedRunner{next: stage.LocalRunner(dir), match: c.match, do: c.do}
+			_, err := stage.Stage(context.Background(), stage.NewBridge(r), filepath.Join(dir, "rt"), []stage.Asset{{Name: "a", Source: src}})
+			require.Error(t, err)
+			if c.either && !errors.Is(err, stage.ErrTransport) {
+				assert.ErrorContains(t, err, "transfer incomplete")
+			} else {
+				assert.Equal(t, c.transport, errors.Is(err, stage.ErrTransport), "ErrTransport: %v", err)
+			}
+			var ee *stage.ExitError
+			if c.status != 0 {
+				require.ErrorAs(t, err, &ee)
+				assert.Equal(t, c.status, ee.Status)
+			}
+			assertNoTemp(t, filepath.Join(dir, "rt"))
+			_, err = os.Lstat(filepath.Join(dir, "rt", "a"))
+			assert.ErrorIs(t, err, os.ErrNotExist, "nothing may be published")
+		})
+	}
+}
+
+// TestBridgeTruncatedTransfer cuts the tar stream at every kind of point: the
+// publish must refuse the incomplete transfer and keep the previous copy.
+func TestBridgeTruncatedTransfer(t *testing.T) {
+	for _, tc := range []struct {
+		cut int64
+		end error
+	}{
+		{0, io.EOF}, {512, io.EOF}, {1024, io.EOF}, {1536, io.EOF}, {4096, io.EOF}, {10000, io.EOF}, {10240, io.EOF},
+		{512, errors.New("pipe closed")}, {10000, errors.New("pipe closed")},
+	} {
+		cut := tc.cut
+		t.Run(fmt.Sprint(cut, tc.end), func(t *testing.T) {
+			dir := t.TempDir()
+			src := t.TempDir()
+			build(t, src, "a=old", "b=old")
+			root := filepath.Join(dir, "rt")
+			local := stage.LocalRunner(dir)
+			_, err := stage.Stage(context.Background(), stage.NewBridge(local), root, []stage.Asset{{Name: "x", Source: src}})
+			require.NoError(t, err)
+			build(t, src, "c="+strings.Repeat("new", 3000))
+			var truncated atomic.Bool
+			r := &scriptedRunner{next: local, match: isTransfer, do: func(ctx context.Context, cmd stage.Command) error {
+				cmd.Stdin = &cutReader{r: cmd.Stdin, n: cut, end: tc.end, hit: &truncated}
+				return local.Run(ctx, cmd)
+			}}
+			_, err = stage.Stage(context.Background(), stage.NewBridge(r), root, []stage.Asset{{Name: "x", Source: src}})
+			require.True(t, truncated.Load())
+			assert.Error(t, err)
+			t.Log(err)
+			assert.Equal(t, []string{"a", "b"}, listDir(t, filepath.Join(root, "x")), "the previous copy must stay")
+			assertNoTemp(t, root)
+		})
+	}
+}
+
+// TestBridgePublishChecksCompleteness lets the host send the whole stream
+// but hands tar only a prefix that ends on a member boundary, so that tar
+// itself succeeds: the publish command must notice and refuse, at every
+// boundary.
+func TestBridgePublishChecksCompleteness(t *testing.T) {
+	const members = 7 // new/, new/tree/, a, b, new/manifest.json, old/, complete
+	for k := range members - 1 {
+		t.Run(fmt.Sprint(k), func(t *testing.T) {
+			dir := t.TempDir()
+			src := t.TempDir()
+			build(t, src, "a=old", "b=old")
+			root := filepath.Join(dir, "rt")
+			local := stage.LocalRunner(dir)
+			_, err := stage.Stage(context.Background(), stage.NewBridge(local), root, []stage.Asset{{Name: "x", Source: src}})
+			require.NoError(t, err)
+			build(t, src, "a=new")
+			r := &scriptedRunner{next: local, match: isTransfer, do: func(ctx context.Context, cmd stage.Command) error {
+				all, err := io.ReadAll(cmd.Stdin)
+				if err != nil {
+					return err
+				}
+				ends := memberEnds(t, all)
+				require.Len(t, ends, members)
+				cmd.Stdin = bytes.NewReader(all[:ends[k]])
+				return local.Run(ctx, cmd)
+			}}
+			_, err = stage.Stage(context.Background(), stage.NewBridge(r), root, []stage.Asset{{Name: "x", Source: src}})
+			var ee *stage.ExitError
+			require.ErrorAs(t, err, &ee)
+			assert.Equal(t, 3, ee.Status, "the publish command's completeness check: %v", err)
+			assert.ErrorContains(t, err, "transfer incomplete")
+			assert.Equal(t, "old", readFile(t, filepath.Join(root, "x", "a")), "the previous copy must stay")
+			assertNoTemp(t, root)
+		})
+	}
+}
+
+// memberEnds returns the offset just after each member of a USTAR stream.
+func memberEnds(t *testing.T, data []byte) []int {
+	t.Helper()
+	tr := tar.NewReader(bytes.NewReader(data))
+	var ends []int
+	off := 0
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return ends
+		}
+		require.NoError(t, err)
+		off += 512 + int((h.Size+511)/512*512)
+		ends = append(ends, off)
+	}
+}
+
+// cutReader ends its stream after n bytes with end: io.EOF as if the
+// sender had finished, another error as if the pipe had broken.
+type cutReader struct {
+	r   io.Reader
+	n   int64
+	end error
+	hit *atomic.Bool
+}
+
+func (c *cutReader) Read(p []byte) (int, error) {
+	if c.n <= 0 {
+		c.hit.Store(true)
+		return 0, c.end
+	}
+	if int64(len(p)) > c.n {
+		p = p[:c.n]
+	}
+	n, err := c.r.Read(p)
+	c.n -= int64(n)
+	return n, err
+}
+
+func TestLocalRunner(t *testing.T) {
+	dir := t.TempDir()
+	r := stage.LocalRunner(dir)
+	t.Run("EnvNotInArgv", func(t *testing.T) {
+		var out strings.Builder
+		err := r.Run(context.Background(), stage.Command{
+			Script: `printf '%s|' "$AIRLOCK_SECRET"; if [ -r /proc/$$/cmdline ]; then tr '\0' ' ' < /proc/$$/cmdline; else ps -o args= -p $$; fi`,
+			Env:    map[string]string{"AIRLOCK_SECRET": "hunter2"},
+			Stdout: &out,
+		})
+		require.NoError(t, err)
+		value, argv, _ := strings.Cut(out.String(), "|")
+		assert.Equal(t, "hunter2", value)
+		assert.NotContains(t, argv, "hunter2")
+		assert.Contains(t, argv, "/bin/sh")
+	})
+	t.Run("BadEnvName", func(t *testing.T) {
+		err := r.Run(context.Background(), stage.Command{Script: "true", Env: map[string]string{"A=B": "x"}})
+		assert.Error(t, err)
+	})
+	t.Run("Dir", func(t *testing.T) {
+		require.NoError(t, os.Mkdir(filepath.Join(dir, "sub"), 0o755))
+		for _, c := range []struct{ dir, want string }{{"", dir}, {"sub", filepath.Join(dir, "sub")}, {"/", "/"}} {
+			var out strings.Builder
+			require.NoError(t, r.Run(context.Background(), stage.Command{Script: "pwd -P", Dir: c.dir, Stdout: &out}))
+			want, err := filepath.EvalSymlinks(c.want)
+			require.NoError(t, err)
+			assert.Equal(t, want, strings.TrimSpace(out.String()))
+		}
+	})
+	t.Run("Stdin", func(t *testing.T) {
+		var out strings.Builder
+		require.NoError(t, r.Run(context.Background(), stage.Command{Script: "cat", Stdin: strings.NewReader("in"), Stdout: &out}))
+		assert.Equal(t, "in", out.String())
+	})
+	t.Run("ExitStatus", func(t *testing.T) {
+		var stderr strings.Builder
+		err := r.Run(context.Background(), stage.Command{Script: "echo oops >&2; exit 3", Stderr: &stderr})
+		var ee *stage.ExitError
+		require.ErrorAs(t, err, &ee)
+		assert.Equal(t, 3, ee.Status)
+		assert.Equal(t, "oops\n", stderr.String())
+		assert.False(t, errors.Is(err, stage.ErrTransport))
+	})
+	t.Run("CancelKillsChildren", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		defer cancel()
+		var out strings.Builder
+		start := time.Now()
+		// The child holds stdout open: without the group kill, Run would
+		// wait for it.
+		err := r.Run(ctx, stage.Command{Script: "sleep 30 & echo started; wait", Stdout: &out})
+		assert.ErrorIs(t, err, context.DeadlineExceeded)
+		assert.Less(t, time.Since(start), 5*time.Second)
+		assert.Equal(t, "started\n", out.String())
+	})
+}

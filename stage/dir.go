@@ -1,0 +1,406 @@
+package stage
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+)
+
+// Dir is a Target backed by a host directory that plays the sandbox: the
+// sandbox path /rt is <path>/rt. Every write goes through an [os.Root]
+// opened on the directory, so nothing is ever created, changed or removed
+// outside it, whatever links the sandbox plants inside it.
+//
+// Non-guarantees: links that the sandbox plants above the runtime root
+// (inside the directory) are followed, so the root may land elsewhere inside
+// the directory. Two processes publishing the same asset at once are not
+// coordinated (calls through one *Dir are).
+type Dir struct {
+	path  string
+	rand  io.Reader // temporary names; crypto/rand unless a test sets it
+	locks keyLock
+}
+
+var _ Target = (*Dir)(nil)
+
+// NewDir returns a Target that treats the existing directory at path as the
+// sandbox's file system root.
+func NewDir(path string) (*Dir, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("stage: sandbox directory %q: %w", path, err)
+	}
+	fi, err := os.Stat(abs)
+	if err != nil {
+		return nil, fmt.Errorf("stage: sandbox directory: %w", err)
+	}
+	if !fi.IsDir() {
+		return nil, &fs.PathError{Op: "stage", Path: abs, Err: errors.New("not a directory; pass the directory that plays the sandbox")}
+	}
+	return &Dir{path: abs, rand: rand.Reader}, nil
+}
+
+// Path returns the host directory that plays the sandbox.
+func (d *Dir) Path() string { return d.path }
+
+// HostPath returns the host path of the sandbox path p (absolute, clean).
+func (d *Dir) HostPath(p string) string {
+	return filepath.Join(d.path, filepath.FromSlash(strings.TrimPrefix(path.Clean("/"+p), "/")))
+}
+
+// rel maps an absolute sandbox path to a path relative to d.
+func rel(p string) string {
+	r := strings.TrimPrefix(path.Clean("/"+p), "/")
+	if r == "" {
+		return "."
+	}
+	return r
+}
+
+// openRoot opens the sandbox directory root under d. With create, missing
+// directories are made and a link or a non-directory at root itself is
+// replaced by a directory; without, a missing or non-directory root is
+// reported as fs.ErrNotExist.
+func (d *Dir) openRoot(root string, create bool) (*os.Root, error) {
+	top, err := os.OpenRoot(d.path)
+	if err != nil {
+		return nil, fmt.Errorf("opening sandbox directory: %w", err)
+	}
+	defer top.Close()
+	r := rel(root)
+	if r == "." {
+		return top.OpenRoot(".")
+	}
+	dir, base := path.Split(r)
+	parent := top
+	if dir != "" {
+		dir = strings.TrimSuffix(dir, "/")
+		if create {
+			if err := top.MkdirAll(dir, 0o755); err != nil {
+				return nil, fmt.Errorf("creating %s in the sandbox: %w", path.Dir(root), err)
+			}
+		}
+		if parent, err = top.OpenRoot(dir); err != nil {
+			return nil, fmt.Errorf("opening %s in the sandbox: %w", path.Dir(root), err)
+		}
+		defer parent.Close()
+	}
+	fi, err := parent.Lstat(base)
+	switch {
+	case err == nil && fi.IsDir():
+	case !create && (err == nil || errors.Is(err, fs.ErrNotExist)):
+		return nil, &fs.PathError{Op: "open", Path: root, Err: fs.ErrNotExist}
+	case err == nil:
+		// A link or file planted at the root: replace it, never follow it.
+		if err := parent.Remove(base); err != nil {
+			return nil, fmt.Errorf("replacing the %s at runtime root %s: %w", typeName(fi.Mode()), root, err)
+		}
+		fallthrough
+	case errors.Is(err, fs.ErrNotExist):
+		if err := parent.Mkdir(base, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+			return nil, fmt.Errorf("creating runtime root %s: %w", root, err)
+		}
+	default:
+		return nil, fmt.Errorf("inspecting runtime root %s: %w", root, err)
+	}
+	return parent.OpenRoot(base)
+}
+
+// Probe implements Target.
+func (d *Dir) Probe(ctx context.Context, root string, names []string) ([][]byte, error) {
+	out := make([][]byte, len(names))
+	rr, err := d.openRoot(root, false)
+	if errors.Is(err, fs.ErrNotExist) {
+		return out, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer rr.Close()
+	for i, name := range names {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		if out[i], err = readManifest(rr, manifestName(name)); err != nil {
+			return nil, fmt.Errorf("reading the manifest of %s: %w", path.Join(root, name), err)
+		}
+	}
+	return out, nil
+}
+
+func manifestName(name string) string { return manifestPrefix + name + manifestSuffix }
+
+// readManifest returns the regular file name in r, nil when it is missing,
+// not a regular file, or larger than MaxManifestBytes.
+func readManifest(r *os.Root, name string) ([]byte, error) {
+	fi, err := r.Lstat(name)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() || fi.Size() > MaxManifestBytes {
+		return nil, nil
+	}
+	f, err := r.OpenFile(name, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, nil // replaced since the Lstat (by a link, say): no usable manifest
+	}
+	defer f.Close()
+	if fi, err = f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return nil, nil
+	}
+	b, err := io.ReadAll(io.LimitReader(f, MaxManifestBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > MaxManifestBytes {
+		return nil, nil
+	}
+	return b, nil
+}
+
+// tempName returns a fresh temporary directory name for asset name.
+func tempName(r io.Reader, name string) (string, error) {
+	var b [8]byte
+	if _, err := io.ReadFull(r, b[:]); err != nil {
+		return "", fmt.Errorf("choosing a temporary name: %w", err)
+	}
+	return tempPrefix + name + "-" + hex.EncodeToString(b[:]), nil
+}
+
+// Publish implements Target.
+func (d *Dir) Publish(ctx context.Context, root, name string, src *Tree) (err error) {
+	unlock, err := d.locks.lock(ctx, root+"\x00"+name)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	rr, err := d.openRoot(root, true)
+	if err != nil {
+		return err
+	}
+	defer rr.Close()
+	tmp, err := tempName(d.rand, name)
+	if err != nil {
+		return err
+	}
+	if err := rr.Mkdir(tmp, 0o700); err != nil {
+		return fmt.Errorf("creating temporary directory %s (exclusively): %w", path.Join(root, tmp), err)
+	}
+	defer func() {
+		if rerr := removeTree(rr, tmp); rerr != nil && err == nil {
+			err = fmt.Errorf("asset %s published, but its temporary directory %s could not be removed; remove it by hand: %w", path.Join(root, name), path.Join(root, tmp), rerr)
+		}
+	}()
+	tr, err := rr.OpenRoot(tmp)
+	if err != nil {
+		return fmt.Errorf("opening temporary directory %s: %w", path.Join(root, tmp), err)
+	}
+	defer tr.Close()
+	manifest, err := writeTree(ctx, tr, src)
+	if err != nil {
+		return err
+	}
+	if err := writeExclusive(tr, "manifest.json", manifest); err != nil {
+		return fmt.Errorf("writing the manifest into %s: %w", path.Join(root, tmp), err)
+	}
+	// The last point at which a cancellation stops the publish.
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	mname := manifestName(name)
+	if err := rr.RemoveAll(mname); err != nil {
+		return fmt.Errorf("removing the old manifest %s: %w", path.Join(root, mname), err)
+	}
+	if err := swapIn(rr, tr, tmp, name); err != nil {
+		return fmt.Errorf("moving the new copy into place at %s: %w", path.Join(root, name), err)
+	}
+	if err := renameBetween(rr, tr, tmp, "manifest.json", mname); err != nil {
+		// The new tree is in place without a manifest: the next Stage
+		// publishes it again.
+		return fmt.Errorf("storing the manifest of %s: %w", path.Join(root, name), err)
+	}
+	return nil
+}
+
+func writeExclusive(r *os.Root, name string, data []byte) error {
+	f, err := r.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o644)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// removeTree removes name under r and everything below it, making
+// directories writable first when that is what stops the removal.
+func removeTree(r *os.Root, name string) error {
+	err := r.RemoveAll(name)
+	if err == nil || !errors.Is(err, fs.ErrPermission) {
+		return err
+	}
+	makeWritable(r, name, 0)
+	return r.RemoveAll(name)
+}
+
+// makeWritable is best effort: whatever it cannot fix, the RemoveAll that
+// follows reports.
+func makeWritable(r *os.Root, name string, depth int) {
+	fi, err := r.Lstat(name)
+	if err != nil || !fi.IsDir() || depth > 256 {
+		return
+	}
+	_ = r.Chmod(name, 0o700)
+	sub, err := r.OpenRoot(name)
+	if err != nil {
+		return
+	}
+	defer sub.Close()
+	f, err := sub.Open(".")
+	if err != nil {
+		return
+	}
+	names, _ := f.Readdirnames(-1)
+	f.Close()
+	for _, n := range names {
+		makeWritable(sub, n, depth+1)
+	}
+}
+
+// Fetch implements Target.
+func (d *Dir) Fetch(ctx context.Context, root, name string, fn func(e Entry, r io.Reader) error) error {
+	rr, err := d.openRoot(root, false)
+	if err != nil {
+		return err
+	}
+	defer rr.Close()
+	fi, err := rr.Lstat(name)
+	if err != nil {
+		return err
+	}
+	if !fi.IsDir() {
+		return &fs.PathError{Op: "fetch", Path: path.Join(root, name), Err: fmt.Errorf("is a %s, not a directory", typeName(fi.Mode()))}
+	}
+	ar, err := rr.OpenRoot(name)
+	if err != nil {
+		return err
+	}
+	defer ar.Close()
+	return fetchDir(ctx, ar, "", 0, fn)
+}
+
+// maxFetchDepth bounds the directory depth Fetch descends into.
+const maxFetchDepth = 256
+
+func fetchDir(ctx context.Context, r *os.Root, prefix string, depth int, fn func(Entry, io.Reader) error) error {
+	if depth > maxFetchDepth {
+		return fmt.Errorf("%w: %q is more than %d directories deep", ErrMismatch, prefix, maxFetchDepth)
+	}
+	f, err := r.Open(".")
+	if err != nil {
+		return err
+	}
+	names, err := f.Readdirnames(-1)
+	f.Close()
+	if err != nil {
+		return err
+	}
+	slices.Sort(names)
+	for _, n := range names {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		p := n
+		if prefix != "" {
+			p = prefix + "/" + n
+		}
+		fi, err := r.Lstat(n)
+		if err != nil {
+			return err
+		}
+		e := Entry{Path: p, Mode: fi.Mode().Type() | fi.Mode().Perm()}
+		switch {
+		case fi.IsDir():
+			if err := fn(e, eofReader{}); err != nil {
+				return err
+			}
+			sub, err := r.OpenRoot(n)
+			if err != nil {
+				return err
+			}
+			err = fetchDir(ctx, sub, p, depth+1, fn)
+			sub.Close()
+			if err != nil {
+				return err
+			}
+		case fi.Mode().IsRegular():
+			if err := fetchFile(r, n, e, fi, fn); err != nil {
+				return err
+			}
+		default:
+			if err := fn(e, eofReader{}); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func fetchFile(r *os.Root, name string, e Entry, want fs.FileInfo, fn func(Entry, io.Reader) error) error {
+	f, err := r.OpenFile(name, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if !os.SameFile(fi, want) {
+		return fmt.Errorf("%w: %q was replaced while read", ErrMismatch, e.Path)
+	}
+	e.Size = fi.Size()
+	return fn(e, io.LimitReader(f, e.Size))
+}
+
+// onlyReader hides every method but Read, so io.CopyBuffer uses our buffer.
+type onlyReader struct{ io.Reader }
+
+// onlyWriter hides every method but Write, so io.CopyBuffer uses our buffer.
+type onlyWriter struct{ io.Writer }
+
+// swapPortable replaces name in rr with <tmp>/tree by two renames: the entry
+// at name moves into tmp (and back if the second rename fails).
+func swapPortable(rr *os.Root, tmp, name string) error {
+	moved := false
+	if _, err := rr.Lstat(name); err == nil {
+		if err := rr.Rename(name, tmp+"/old"); err != nil {
+			return err
+		}
+		moved = true
+	}
+	if err := rr.Rename(tmp+"/tree", name); err != nil {
+		if moved {
+			if rerr := rr.Rename(tmp+"/old", name); rerr != nil {
+				return errors.Join(err, fmt.Errorf("restoring the previous copy: %w", rerr))
+			}
+		}
+		return err
+	}
+	return nil
+}

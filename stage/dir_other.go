@@ -1,0 +1,13 @@
+//go:build !linux
+
+package stage
+
+import "os"
+
+// swapIn moves <tmp>/tree to name in rr: the entry at name (the old copy, a
+// planted link) is first moved into tmp, then the new tree takes its place.
+// Both renames go through rr, so nothing outside it is touched.
+func swapIn(rr, _ *os.Root, tmp, name string) error { return swapPortable(rr, tmp, name) }
+
+// renameBetween renames <tmp>/old to new in rr.
+func renameBetween(rr, _ *os.Root, tmp, old, new string) error { return rr.Rename(tmp+"/"+old, new) }

@@ -1,0 +1,53 @@
+// Package stage puts host directories ("assets": skills, tools, prompts)
+// into a sandbox and says where they landed.
+//
+// [Stage] copies each [Asset] into <root>/<Name> on a [Target] and returns a
+// [Runtime] mapping every host Source to its in-sandbox Path;
+// [Runtime.Rewrite] turns host paths in text (a skills prompt) into sandbox
+// paths. Targets: [NewDir] (a host directory playing the sandbox),
+// [NewBridge] (any sandbox that runs shell commands, through a [Runner]),
+// and remote.Host in stage/remote (SSH). stagetest.TestTarget is the
+// conformance suite every Target passes. A [Cache] keeps a session's
+// Runtime between turns; an [Index] lets a re-stage skip hashing an
+// unchanged source.
+//
+// Guarantees:
+//   - Host sources are read only through internal/tree: descriptor-based,
+//     no link is ever followed except under [FollowLinksWithin], which never
+//     leaves Source. A link swapped in while a stage runs cannot pull a host
+//     file into the sandbox.
+//   - Publishing is atomic per asset: the tree is written into a fresh
+//     temporary directory (exclusive mkdir, exclusive file creation) with its
+//     manifest, checked, then moved into place. A failure or a cancellation
+//     at any point leaves the previous complete copy (or nothing) and removes
+//     the temporary directory. A link the sandbox plants at the root or at
+//     <root>/<Name> is replaced, never written through; [Dir] never writes
+//     outside its directory.
+//   - The manifest (path, type, mode, size, SHA-256 per entry; canonical
+//     JSON) lives beside the asset, outside it, so the agent sees exactly the
+//     source tree. Staging identical content again costs one round trip,
+//     writes nothing and reports Reused. [WithVerify] re-reads the sandbox
+//     copy and checks every hash.
+//   - Every input is checked before anything is written: asset names (one
+//     path segment, not starting with ".airlock"), duplicates, sources
+//     (absolute, existing directories, not links), exclude patterns, and the
+//     root (absolute, clean).
+//   - [Bridge] control operations run under a deadline of at most
+//     [MaxControlTimeout], enforced on the host even when the Runner ignores
+//     its context, and fail with [ErrTransport]; an uncertain write is never
+//     replayed. The data transfer is bounded only by the caller's context.
+//   - [Runner] commands receive secrets through Command.Env, never argv.
+//
+// Non-guarantees:
+//   - The sandbox owns its file system: a sandbox process that races a
+//     publish can damage its own copy (the next [WithVerify] stage repairs
+//     it); it cannot make the host read or write host files.
+//   - Publishes of one asset from two processes at once are not coordinated;
+//     calls through one Target value are serialized per asset.
+//   - Nothing is fsynced: after a machine crash a published copy may be
+//     incomplete; the next stage with [WithVerify] finds and replaces it.
+//   - After a control timeout the sandbox may keep a temporary directory
+//     (named in the error) whose command could still be running.
+//   - File times and ownership are not copied; content identity never
+//     depends on them.
+package stage

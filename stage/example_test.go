@@ -1,0 +1,104 @@
+package stage_test
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/airlockdev/airlock/stage"
+)
+
+// scratch returns a new temporary directory; the caller removes it.
+func scratch(prefix string) string {
+	dir, err := os.MkdirTemp("", prefix)
+	if err != nil {
+		log.Fatal(err)
+	}
+	return dir
+}
+
+func check(err error) {
+	if err != nil {
+		log.Fatal(err)
+	}
+}
+
+func Example() {
+	// A host directory with one skill, and a scratch directory that plays
+	// the sandbox.
+	host, sandbox := scratch("skills"), scratch("sandbox")
+	defer os.RemoveAll(host)
+	defer os.RemoveAll(sandbox)
+	check(os.MkdirAll(filepath.Join(host, "review"), 0o755))
+	check(os.WriteFile(filepath.Join(host, "review", "SKILL.md"), []byte("---\nname: review\n---\n"), 0o644))
+
+	target, err := stage.NewDir(sandbox)
+	if err != nil {
+		log.Fatal(err)
+	}
+	assets := []stage.Asset{{Name: "skills", Source: host, Links: stage.SkipLinks}}
+	rt, err := stage.Stage(context.Background(), target, "/home/agent/.airlock/rt", assets)
+	if err != nil {
+		log.Fatal(err)
+	}
+	a := rt.Assets[0]
+	fmt.Println(a.Path, a.Files, a.Reused)
+
+	// The prompt was rendered with host paths; the agent needs sandbox paths.
+	fmt.Print(rt.Rewrite("Skill root: " + host + "\n- review (file: " + host + "/review/SKILL.md)\n"))
+
+	// Unchanged content: one probe, nothing written.
+	rt, err = stage.Stage(context.Background(), target, "/home/agent/.airlock/rt", assets)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(rt.Assets[0].Reused)
+	// Output:
+	// /home/agent/.airlock/rt/skills 1 false
+	// Skill root: /home/agent/.airlock/rt/skills
+	// - review (file: /home/agent/.airlock/rt/skills/review/SKILL.md)
+	// true
+}
+
+func ExampleNewBridge() {
+	// Any sandbox that runs shell commands: here, this machine.
+	sandbox, host := scratch("sandbox"), scratch("tools")
+	defer os.RemoveAll(sandbox)
+	defer os.RemoveAll(host)
+	check(os.WriteFile(filepath.Join(host, "run.sh"), []byte("#!/bin/sh\n"), 0o755))
+
+	b := stage.NewBridge(stage.LocalRunner(sandbox), stage.WithControlTimeout(10*time.Second))
+	rt, err := stage.Stage(context.Background(), b, filepath.Join(sandbox, "rt"), []stage.Asset{{Name: "tools", Source: host}}, stage.WithVerify())
+	if err != nil {
+		log.Fatal(err)
+	}
+	fi, err := os.Stat(filepath.Join(sandbox, "rt", "tools", "run.sh"))
+	check(err)
+	fmt.Println(rt.Assets[0].Files, fi.Mode())
+	// Output:
+	// 1 -rwxr-xr-x
+}
+
+func ExampleCache() {
+	cache := stage.NewCache(0) // default idle expiry
+	turn := func(fingerprint string) {
+		lease, err := cache.Acquire(context.Background(), "session-1", fingerprint, func(ctx context.Context) (*stage.Runtime, error) {
+			return &stage.Runtime{Root: "/rt"}, nil // stage.Stage(ctx, …) in real use
+		})
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Println(fingerprint, "reused:", lease.Reused())
+		lease.Release(nil) // pass the turn's error: a failed turn discards the Runtime
+	}
+	turn("bundle-a")
+	turn("bundle-a")
+	turn("bundle-b")
+	// Output:
+	// bundle-a reused: false
+	// bundle-a reused: true
+	// bundle-b reused: false
+}

@@ -1,0 +1,33 @@
+package stage
+
+import (
+	"io"
+	"time"
+)
+
+// SetRand makes t draw its temporary names from r.
+func SetRand(t Target, r io.Reader) {
+	switch x := t.(type) {
+	case *Dir:
+		x.rand = r
+	case *Bridge:
+		x.rand = r
+	}
+}
+
+// WithRacyWindow replaces racyWindow, so that tests need not wait for their
+// fresh files to age.
+func WithRacyWindow(d time.Duration) Option { return func(o *options) { o.racy = d } }
+
+// IndexFiles overwrites the file count the index remembers for every
+// source, so that a test can tell an index hit from a walk.
+func IndexFiles(ix *Index, files int) {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	for k, r := range ix.m {
+		r.files = files
+		ix.m[k] = r
+	}
+}
+
+var ReadTarStream = readTarStream

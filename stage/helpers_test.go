@@ -1,0 +1,80 @@
+package stage_test
+
+import (
+	"bytes"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// build creates a tree under dir from a tiny fixture language: "d/" is a
+// directory, "f=content" a file, "l -> target" a symbolic link.
+func build(t testing.TB, dir string, spec ...string) {
+	t.Helper()
+	for _, s := range spec {
+		switch {
+		case strings.Contains(s, " -> "):
+			name, target, _ := strings.Cut(s, " -> ")
+			p := filepath.Join(dir, filepath.FromSlash(name))
+			require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
+			require.NoError(t, os.Symlink(target, p))
+		case strings.HasSuffix(s, "/"):
+			require.NoError(t, os.MkdirAll(filepath.Join(dir, filepath.FromSlash(s)), 0o755))
+		default:
+			name, content, _ := strings.Cut(s, "=")
+			p := filepath.Join(dir, filepath.FromSlash(name))
+			require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
+			require.NoError(t, os.WriteFile(p, []byte(content), 0o644))
+		}
+	}
+}
+
+// assertNoSecret fails when any file under dir holds secret or any entry
+// under dir is a link.
+func assertNoSecret(t testing.TB, dir, secret string) {
+	t.Helper()
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.Type()&fs.ModeSymlink != 0 {
+			t.Errorf("%s is a link in the sandbox", p)
+			return nil
+		}
+		if d.Type().IsRegular() {
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			if bytes.Contains(b, []byte(secret)) {
+				t.Errorf("%s holds the secret", p)
+			}
+		}
+		return nil
+	})
+	require.NoError(t, err)
+}
+
+// listDir returns the names in dir.
+func listDir(t testing.TB, dir string) []string {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	var names []string
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	return names
+}
+
+// readFile reads a file that must exist.
+func readFile(t testing.TB, p string) string {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	require.NoError(t, err)
+	return string(b)
+}

@@ -1,0 +1,564 @@
+package stage
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/airlockdev/airlock/internal/tree"
+)
+
+// RuntimeDir is the directory every workspace reserves for airlock's runtime
+// files. Workspace sync and restore never carry it in either direction.
+const RuntimeDir = ".airlock"
+
+// MaxManifestBytes bounds a manifest read back from a sandbox. A stored
+// manifest that is larger is treated as absent, so the asset is published
+// again.
+const MaxManifestBytes = 64 << 20
+
+// Reserved names under a runtime root. Asset names may not start with
+// reservedPrefix.
+const (
+	reservedPrefix = ".airlock"
+	manifestPrefix = ".airlock-manifest-"
+	manifestSuffix = ".json"
+	tempPrefix     = ".airlock-tmp-"
+	maxNameLen     = 128
+)
+
+// Sentinel errors. Each is wrapped (%w) by the error that reports it.
+var (
+	// ErrBadAsset reports an Asset that cannot be staged: a bad Name, a
+	// duplicate Name, a missing or non-directory Source, a bad Exclude
+	// pattern. Stage reports it before anything is written.
+	ErrBadAsset = errors.New("invalid asset")
+	// ErrBadRoot reports a runtime root that is not an absolute, clean
+	// sandbox path.
+	ErrBadRoot = errors.New("invalid runtime root")
+	// ErrTransport is wrapped by every transport failure: a Runner that
+	// failed to run a command, a control operation that outlived its
+	// deadline, output that does not follow the bridge protocol. A transport
+	// failure does not prove the sandbox command stopped; Stage never
+	// replays the write it interrupted.
+	ErrTransport = errors.New("sandbox transport failure")
+	// ErrMismatch reports a sandbox copy that does not match the manifest it
+	// was published with (see WithVerify).
+	ErrMismatch = errors.New("sandbox copy does not match its manifest")
+	// ErrNoContent reports a Target whose Publish returned without reading
+	// the tree it was given.
+	ErrNoContent = errors.New("target published without reading the tree")
+
+	// ErrLink reports a symbolic link in a Source that the asset's
+	// LinkPolicy does not allow.
+	ErrLink = tree.ErrLink
+	// ErrChanged reports a Source file that changed while it was read;
+	// staging again when the tree is quiet succeeds.
+	ErrChanged = tree.ErrChanged
+	// ErrLimit reports a Source over a size limit (files, bytes, depth, path
+	// length).
+	ErrLimit = tree.ErrLimit
+)
+
+// LinkPolicy says what staging does with a symbolic link in a Source.
+type LinkPolicy int
+
+const (
+	// SkipLinks (the zero value) never follows a link: it is left out of
+	// the sandbox copy and reported in StagedAsset.Skipped.
+	SkipLinks LinkPolicy = iota
+	// RejectLinks fails the stage (wrapping ErrLink) on any link.
+	RejectLinks
+	// FollowLinksWithin follows a link only when its target resolves inside
+	// Source; a link that leaves Source fails the stage (wrapping ErrLink).
+	// There is no policy that follows links anywhere.
+	FollowLinksWithin
+)
+
+func (p LinkPolicy) String() string {
+	switch p {
+	case SkipLinks:
+		return "SkipLinks"
+	case RejectLinks:
+		return "RejectLinks"
+	case FollowLinksWithin:
+		return "FollowLinksWithin"
+	}
+	return fmt.Sprintf("LinkPolicy(%d)", int(p))
+}
+
+func (p LinkPolicy) tree() (tree.LinkPolicy, bool) {
+	switch p {
+	case SkipLinks:
+		return tree.SkipLinks, true
+	case RejectLinks:
+		return tree.RejectLinks, true
+	case FollowLinksWithin:
+		return tree.FollowLinksWithin, true
+	}
+	return 0, false
+}
+
+// Asset is one host directory to put into the sandbox.
+type Asset struct {
+	Name    string     // one path segment: the directory under the runtime root
+	Source  string     // host directory, absolute
+	Links   LinkPolicy // zero value SkipLinks
+	Exclude []string   // path.Match patterns against slash paths relative to Source
+}
+
+// Runtime maps each staged asset's host Source to its in-sandbox Path.
+type Runtime struct {
+	Root   string
+	Assets []StagedAsset
+}
+
+// StagedAsset reports one staged asset.
+type StagedAsset struct {
+	Name, Source, Path, Digest string // Path: in-sandbox directory; Digest: manifest digest
+	Files                      int
+	Bytes                      int64
+	Skipped                    []string // links and special files left out, relative slash paths
+	Reused                     bool     // the sandbox already held exactly this content
+}
+
+// Path returns the in-sandbox directory of the asset called name.
+func (r *Runtime) Path(name string) (string, bool) {
+	if r == nil {
+		return "", false
+	}
+	for _, a := range r.Assets {
+		if a.Name == name {
+			return a.Path, true
+		}
+	}
+	return "", false
+}
+
+// Progress reports a stage's advance. Every field only grows during one
+// Stage call: Files and Bytes count what has been staged or found already in
+// place, across all assets; TotalFiles and TotalBytes are estimated from a
+// metadata pass before any content is read and raised if the content turns
+// out larger.
+type Progress struct {
+	Asset      string // the asset being staged
+	Files      int
+	TotalFiles int
+	Bytes      int64
+	TotalBytes int64
+}
+
+// Option configures Stage.
+type Option func(*options)
+
+type options struct {
+	log      *slog.Logger
+	progress func(Progress)
+	verify   bool
+	index    *Index
+	now      func() time.Time
+	racy     time.Duration // see racyWindow; tests shorten it
+}
+
+// WithLogger sends Stage's log records to l. Default: discarded.
+func WithLogger(l *slog.Logger) Option {
+	return func(o *options) {
+		if l != nil {
+			o.log = l
+		}
+	}
+}
+
+// WithProgress calls fn as the stage advances, from the calling goroutine of
+// Stage or of the Target's Publish. Default: none. Setting it adds a
+// metadata-only pass over each Source to compute the totals.
+func WithProgress(fn func(Progress)) Option {
+	return func(o *options) { o.progress = fn }
+}
+
+// WithVerify makes Stage read every staged asset back from the sandbox and
+// compare it, hash by hash, with the manifest. A reused copy that fails the
+// check is published again; a fresh copy that fails it fails the stage with
+// ErrMismatch. Default: off (a reused copy is trusted on its stored
+// manifest).
+func WithVerify() Option {
+	return func(o *options) { o.verify = true }
+}
+
+// WithIndex lets Stage skip hashing a Source whose metadata (names, types,
+// modes, sizes, inode numbers, modification and change times) is unchanged
+// since ix last saw it staged, the way git's index avoids re-reading
+// unchanged files. The sandbox is still asked for its stored manifest (one
+// round trip). Default: none; every Source is read in full.
+func WithIndex(ix *Index) Option {
+	return func(o *options) { o.index = ix }
+}
+
+// Stage copies each asset into <root>/<Name> on t and returns the Runtime
+// that maps host sources to sandbox paths.
+//
+// Every asset is checked before anything is written. An asset whose stored
+// manifest already equals its Source's is left alone (Reused). Any other is
+// published atomically by t: a failure or a cancellation leaves the previous
+// complete copy in place. Assets are staged in order; on error the assets
+// before the failing one stay staged.
+func Stage(ctx context.Context, t Target, root string, assets []Asset, opts ...Option) (*Runtime, error) {
+	o := options{log: slog.New(slog.DiscardHandler), now: time.Now, racy: racyWindow}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if t == nil {
+		return nil, errors.New("stage: nil Target")
+	}
+	if err := checkRoot(root); err != nil {
+		return nil, err
+	}
+	plans, err := plan(assets)
+	if err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s := &stager{ctx: ctx, t: t, root: root, o: o}
+	if o.progress != nil || o.index != nil {
+		for _, p := range plans {
+			p.meta = fingerprint(ctx, p.src, p.opts, o.now().Add(-o.racy))
+			s.prog.TotalFiles += p.meta.files
+			s.prog.TotalBytes += p.meta.bytes
+		}
+	}
+	names := make([]string, len(plans))
+	for i, p := range plans {
+		names[i] = p.asset.Name
+	}
+	stored, err := t.Probe(ctx, root, names)
+	if err != nil {
+		return nil, fmt.Errorf("stage: %w", err)
+	}
+	if len(stored) != len(names) {
+		return nil, fmt.Errorf("%w: target returned %d manifests for %d assets under %s", ErrTransport, len(stored), len(names), root)
+	}
+	rt := &Runtime{Root: root}
+	for i, p := range plans {
+		sa, err := s.stageOne(p, stored[i])
+		if err != nil {
+			return nil, err
+		}
+		rt.Assets = append(rt.Assets, sa)
+	}
+	return rt, nil
+}
+
+// checkRoot validates an in-sandbox runtime root.
+func checkRoot(root string) error {
+	switch {
+	case root == "" || !path.IsAbs(root):
+		return fmt.Errorf("%w: %q is not absolute; pass an absolute sandbox path such as /tmp/airlock/rt", ErrBadRoot, root)
+	case path.Clean(root) != root:
+		return fmt.Errorf("%w: %q is not clean (want %q)", ErrBadRoot, root, path.Clean(root))
+	case root == "/":
+		return fmt.Errorf("%w: the sandbox's / cannot be a runtime root; pass a directory below it", ErrBadRoot)
+	case strings.ContainsRune(root, 0) || !utf8.ValidString(root):
+		return fmt.Errorf("%w: %q holds a NUL byte or invalid UTF-8", ErrBadRoot, root)
+	}
+	return nil
+}
+
+// checkName validates an asset name: one path segment, not reserved.
+func checkName(name string) error {
+	switch {
+	case name == "" || name == "." || name == "..":
+		return fmt.Errorf("name %q is not a directory name", name)
+	case strings.ContainsAny(name, "/\\\x00"):
+		return fmt.Errorf("name %q must be one path segment (no slash, backslash or NUL)", name)
+	case len(name) > maxNameLen:
+		return fmt.Errorf("name %q is longer than %d bytes", name, maxNameLen)
+	case !utf8.ValidString(name):
+		return fmt.Errorf("name %q is not valid UTF-8", name)
+	case strings.HasPrefix(name, reservedPrefix):
+		return fmt.Errorf("name %q starts with %q, which is reserved for airlock's own files", name, reservedPrefix)
+	}
+	for _, r := range name {
+		if r < 0x20 || r == 0x7f {
+			return fmt.Errorf("name %q holds a control character", name)
+		}
+	}
+	return nil
+}
+
+// planned is one validated asset.
+type planned struct {
+	asset Asset
+	src   string // cleaned Source
+	opts  tree.Options
+	key   string // Index key
+	meta  meta   // metadata pass, when run
+}
+
+func plan(assets []Asset) ([]*planned, error) {
+	seen := make(map[string]bool, len(assets))
+	out := make([]*planned, 0, len(assets))
+	for i, a := range assets {
+		if err := checkName(a.Name); err != nil {
+			return nil, fmt.Errorf("%w: asset %d: %v; pick a plain directory name such as \"skills\"", ErrBadAsset, i, err)
+		}
+		if seen[a.Name] {
+			return nil, fmt.Errorf("%w: asset %q is listed twice; give each asset its own name", ErrBadAsset, a.Name)
+		}
+		seen[a.Name] = true
+		links, ok := a.Links.tree()
+		if !ok {
+			return nil, fmt.Errorf("%w: asset %q: unknown link policy %v", ErrBadAsset, a.Name, a.Links)
+		}
+		if !filepath.IsAbs(a.Source) {
+			return nil, fmt.Errorf("%w: asset %q: source %q is not an absolute host path", ErrBadAsset, a.Name, a.Source)
+		}
+		src := filepath.Clean(a.Source)
+		fi, err := os.Lstat(src)
+		if err != nil {
+			return nil, fmt.Errorf("%w: asset %q: %w", ErrBadAsset, a.Name, err)
+		}
+		if !fi.IsDir() {
+			what := "not a directory"
+			if fi.Mode()&fs.ModeSymlink != 0 {
+				what = "a symbolic link; pass the directory it points to"
+			}
+			return nil, fmt.Errorf("%w: asset %q: source %s is %s", ErrBadAsset, a.Name, src, what)
+		}
+		for _, pat := range a.Exclude {
+			if _, err := path.Match(pat, ""); err != nil {
+				return nil, fmt.Errorf("%w: asset %q: exclude pattern %q: %w", ErrBadAsset, a.Name, pat, err)
+			}
+		}
+		opts := tree.Options{Links: links}
+		if len(a.Exclude) > 0 {
+			pats := append([]string(nil), a.Exclude...)
+			opts.Exclude = func(rel string, _ bool) bool {
+				for _, p := range pats {
+					if ok, _ := path.Match(p, rel); ok {
+						return true
+					}
+				}
+				return false
+			}
+		}
+		a.Source = src
+		out = append(out, &planned{asset: a, src: src, opts: opts, key: indexKey(a)})
+	}
+	return out, nil
+}
+
+// stager carries one Stage call.
+type stager struct {
+	ctx  context.Context
+	t    Target
+	root string
+	o    options
+	prog Progress
+}
+
+func (s *stager) report(asset string, files int, bytes int64) {
+	if s.o.progress == nil {
+		return
+	}
+	s.prog.Asset = asset
+	s.prog.Files += files
+	s.prog.Bytes += bytes
+	s.prog.TotalFiles = max(s.prog.TotalFiles, s.prog.Files)
+	s.prog.TotalBytes = max(s.prog.TotalBytes, s.prog.Bytes)
+	s.o.progress(s.prog)
+}
+
+// storedDigest returns the digest of a stored manifest, "" when there is
+// none. The manifest is canonical JSON, so its digest is the SHA-256 of its
+// bytes: parsing is only needed when the content is used.
+func storedDigest(b []byte) string {
+	if b == nil || len(b) > MaxManifestBytes {
+		return ""
+	}
+	sum := sha256.Sum256(b)
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+func (s *stager) stageOne(p *planned, stored []byte) (StagedAsset, error) {
+	name := p.asset.Name
+	sa := StagedAsset{Name: name, Source: p.src, Path: path.Join(s.root, name)}
+	have := storedDigest(stored)
+	start := s.o.now()
+	log := s.o.log.With("asset", name, "source", p.src, "path", sa.Path)
+
+	// Fast path: metadata unchanged since the index saw this source staged.
+	if ix := s.o.index; ix != nil && have != "" {
+		if rec, ok := ix.lookup(p.key, p.meta); ok && rec.digest == have {
+			sa.Digest, sa.Files, sa.Bytes, sa.Skipped, sa.Reused = rec.digest, rec.files, rec.bytes, rec.skipped, true
+			if s.o.verify {
+				ok, err := s.verifyReused(p, &sa, stored, log)
+				if err != nil {
+					return StagedAsset{}, err
+				}
+				if !ok {
+					return s.publish(p, sa, log, start)
+				}
+			}
+			s.report(name, sa.Files, sa.Bytes)
+			log.Debug("stage: reused (index)", "digest", sa.Digest)
+			return sa, nil
+		}
+	}
+	// A stored manifest exists: hash the source and compare before writing.
+	if have != "" {
+		res, err := tree.Walk(s.ctx, p.src, p.opts, nil)
+		if err != nil {
+			return StagedAsset{}, sourceErr(name, p.src, err)
+		}
+		digest := res.Manifest.Digest()
+		if digest == have {
+			sa.Digest, sa.Files, sa.Bytes, sa.Skipped, sa.Reused = digest, res.Manifest.Files(), res.Manifest.Bytes(), res.Skipped, true
+			if s.o.verify {
+				ok, err := s.verifyReused(p, &sa, stored, log)
+				if err != nil {
+					return StagedAsset{}, err
+				}
+				if !ok {
+					return s.publish(p, sa, log, start)
+				}
+			}
+			s.remember(p, sa)
+			s.report(name, sa.Files, sa.Bytes)
+			log.Debug("stage: reused", "digest", digest)
+			return sa, nil
+		}
+	}
+	return s.publish(p, sa, log, start)
+}
+
+// verifyReused checks a copy about to be reported as reused. false means it
+// does not match and must be published again.
+func (s *stager) verifyReused(p *planned, sa *StagedAsset, stored []byte, log *slog.Logger) (bool, error) {
+	err := verify(s.ctx, s.t, s.root, sa.Name, stored)
+	if err == nil {
+		return true, nil
+	}
+	if !errors.Is(err, ErrMismatch) {
+		return false, err
+	}
+	log.Warn("stage: sandbox copy differs from its manifest; publishing again", "err", err)
+	sa.Reused = false
+	return false, nil
+}
+
+func (s *stager) publish(p *planned, sa StagedAsset, log *slog.Logger, start time.Time) (StagedAsset, error) {
+	name := p.asset.Name
+	tr := &Tree{src: p.src, opts: p.opts, mtime: start.Truncate(time.Second), onFile: func(size int64) { s.report(name, 1, size) }}
+	if err := s.t.Publish(s.ctx, s.root, name, tr); err != nil {
+		if tr.walkErr != nil && errors.Is(err, tr.walkErr) {
+			return StagedAsset{}, sourceErr(name, p.src, err)
+		}
+		return StagedAsset{}, fmt.Errorf("publishing asset %q to %s: %w", name, sa.Path, err)
+	}
+	if tr.res == nil {
+		return StagedAsset{}, fmt.Errorf("publishing asset %q to %s: %w", name, sa.Path, ErrNoContent)
+	}
+	m := tr.res.Manifest
+	sa.Digest, sa.Files, sa.Bytes, sa.Skipped, sa.Reused = m.Digest(), m.Files(), m.Bytes(), tr.res.Skipped, false
+	if s.o.verify {
+		if err := verify(s.ctx, s.t, s.root, name, tr.manifest); err != nil {
+			return StagedAsset{}, fmt.Errorf("verifying asset %q at %s: %w", name, sa.Path, err)
+		}
+	}
+	s.remember(p, sa)
+	log.Debug("stage: published", "digest", sa.Digest, "files", sa.Files, "bytes", sa.Bytes, "skipped", len(sa.Skipped), "took", s.o.now().Sub(start))
+	return sa, nil
+}
+
+func (s *stager) remember(p *planned, sa StagedAsset) {
+	if s.o.index != nil {
+		s.o.index.store(p.key, p.meta, sa)
+	}
+}
+
+// sourceErr reports a failure to read a Source.
+func sourceErr(name, src string, err error) error {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("staging asset %q from %s: %w", name, src, err)
+	}
+	return fmt.Errorf("reading asset %q from %s: %w", name, src, err)
+}
+
+// Tree is the content of one asset on its way into the sandbox: a single,
+// link-safe pass over the host Source. Stage hands it to Target.Publish.
+type Tree struct {
+	src      string
+	opts     tree.Options
+	mtime    time.Time
+	onFile   func(size int64)
+	walked   bool
+	res      *tree.Result
+	manifest []byte
+	walkErr  error
+}
+
+// Entry describes one entry of a tree: a directory (Mode.IsDir) or a
+// regular file (Mode.IsRegular). Mode holds the type bits and the
+// permission bits. When a Target reads a sandbox copy back (Fetch), other
+// types are reported too, so that the caller can reject them.
+type Entry struct {
+	Path string      // slash-separated, relative to the asset directory; never "" or "."
+	Mode fs.FileMode // type and permission bits
+	Size int64       // regular files only
+}
+
+// ModTime is the modification time a Target may give every staged entry
+// (the start of the stage, whole seconds). Content identity never depends on
+// it.
+func (t *Tree) ModTime() time.Time { return t.mtime }
+
+// Walk streams the tree: fn is called for every directory and regular file,
+// depth first, names sorted, a directory before its contents. For a file,
+// r yields exactly e.Size bytes and is valid only until fn returns; fn may
+// read all, part or none of it. Walk returns the canonical manifest (JSON)
+// of exactly what fn was given; a Target stores it beside the asset and
+// publishes only after Walk returned nil. A Tree can be walked once.
+func (t *Tree) Walk(ctx context.Context, fn func(e Entry, r io.Reader) error) ([]byte, error) {
+	if t.walked {
+		return nil, errors.New("stage: a Tree can be walked only once")
+	}
+	t.walked = true
+	res, err := tree.Walk(ctx, t.src, t.opts, func(it *tree.Item) error {
+		e := Entry{Path: it.Path, Mode: it.Mode.Perm(), Size: it.Size}
+		if it.Type == tree.Dir {
+			e.Mode |= fs.ModeDir
+			return fn(e, eofReader{})
+		}
+		if err := fn(e, it); err != nil {
+			return err
+		}
+		if t.onFile != nil {
+			t.onFile(it.Size)
+		}
+		return nil
+	})
+	if err != nil {
+		t.walkErr = err
+		return nil, err
+	}
+	t.res = res
+	t.manifest = res.Manifest.Canonical()
+	return t.manifest, nil
+}
+
+type eofReader struct{}
+
+func (eofReader) Read([]byte) (int, error) { return 0, io.EOF }

@@ -14,12 +14,12 @@ import (
 func benchSources(b *testing.B) (string, []Source) {
 	b.Helper()
 	src := b.TempDir()
-	dirs, err := treegen.Write(src, treegen.Standard)
+	gen, err := treegen.Write(src, treegen.Standard)
 	if err != nil {
 		b.Fatal(err)
 	}
 	var sel []Source
-	for _, d := range dirs {
+	for _, d := range gen.Dirs {
 		sel = append(sel, Source{Key: "bench/" + filepath.Base(d), Name: filepath.Base(d), Dir: d})
 	}
 	return src, sel

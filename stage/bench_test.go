@@ -12,6 +12,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/airlockdev/airlock/internal/treegen"
+
 	"github.com/airlockdev/airlock/stage"
 )
 
@@ -42,7 +44,9 @@ func benchSource(b *testing.B) (string, int64) {
 		benchTree.dir = dir
 		benchTree.src = filepath.Join(dir, "src")
 		require.NoError(b, os.Mkdir(benchTree.src, 0o755))
-		benchTree.files, benchTree.bytes = genTree(b, benchTree.src)
+		gen, err := treegen.Write(benchTree.src, treegen.Standard)
+		require.NoError(b, err)
+		benchTree.files, benchTree.bytes = gen.Files, gen.Bytes
 		benchTree.created = time.Now()
 	})
 	require.NotEmpty(b, benchTree.src, "generating the benchmark tree failed earlier")

@@ -234,9 +234,9 @@ func Stage(ctx context.Context, t Target, root string, assets []Asset, opts ...O
 	s := &stager{ctx: ctx, t: t, root: root, o: o}
 	if o.progress != nil || o.index != nil {
 		for _, p := range plans {
-			p.meta = fingerprint(ctx, p.src, p.opts, o.now().Add(-o.racy))
-			s.prog.TotalFiles += p.meta.files
-			s.prog.TotalBytes += p.meta.bytes
+			p.meta = tree.Fingerprint(ctx, p.src, p.opts, o.now().Add(-o.racy))
+			s.prog.TotalFiles += p.meta.Files
+			s.prog.TotalBytes += p.meta.Bytes
 		}
 	}
 	names := make([]string, len(plans))
@@ -303,8 +303,8 @@ type planned struct {
 	asset Asset
 	src   string // cleaned Source
 	opts  tree.Options
-	key   string // Index key
-	meta  meta   // metadata pass, when run
+	key   string        // Index key
+	meta  tree.Metadata // metadata pass, when run
 }
 
 func plan(assets []Asset) ([]*planned, error) {

@@ -74,6 +74,10 @@ func (n *fdNode) lstat(name string) (stat, error) {
 		}
 		return stat{}, err
 	}
+	return statOf(&st), nil
+}
+
+func statOf(st *unix.Stat_t) stat {
 	dev, ino := uint64(st.Dev), uint64(st.Ino)
 	return stat{
 		mode:  modeOf(st.Mode),
@@ -83,7 +87,21 @@ func (n *fdNode) lstat(name string) (stat, error) {
 			sys, ok := fi.Sys().(*syscall.Stat_t)
 			return ok && uint64(sys.Dev) == dev && uint64(sys.Ino) == ino
 		},
-	}, nil
+		raw: st.Mode, ino: ino, dev: dev, ctime: st.Ctim.Nano(), full: true,
+	}
+}
+
+// statInfo converts an lstat result of the os package.
+func statInfo(fi fs.FileInfo) stat {
+	if sys, ok := fi.Sys().(*syscall.Stat_t); ok {
+		var st unix.Stat_t
+		st.Mode, st.Size, st.Dev, st.Ino = sys.Mode, sys.Size, sys.Dev, sys.Ino
+		st.Mtim = unix.Timespec(sys.Mtim)
+		st.Ctim = unix.Timespec(sys.Ctim)
+		return statOf(&st)
+	}
+	return stat{mode: fi.Mode(), size: fi.Size(), mtime: fi.ModTime(),
+		same: func(o fs.FileInfo) bool { return os.SameFile(fi, o) }}
 }
 
 func modeOf(m uint32) fs.FileMode {

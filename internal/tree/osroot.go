@@ -50,8 +50,7 @@ func (n *rootNode) lstat(name string) (stat, error) {
 		}
 		return stat{}, err
 	}
-	return stat{mode: fi.Mode(), size: fi.Size(), mtime: fi.ModTime(),
-		same: func(o fs.FileInfo) bool { return os.SameFile(fi, o) }}, nil
+	return statInfo(fi), nil
 }
 
 func (n *rootNode) openDir(name string, want stat) (node, error) {

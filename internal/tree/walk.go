@@ -157,6 +157,12 @@ type stat struct {
 	size  int64
 	mtime time.Time
 	same  func(fi fs.FileInfo) bool // is fi the same file as this lstat
+	// For Fingerprint: the platform's raw mode word, identity and change
+	// time; full says they are known.
+	raw      uint32
+	ino, dev uint64
+	ctime    int64
+	full     bool
 }
 
 // node is an open directory of one reader (openat2 or os.Root).

@@ -24,29 +24,38 @@ type Shape struct {
 // of them 2 MiB.
 var Standard = Shape{Dirs: 20, Files: 100, MinBytes: 512, MaxBytes: 16 << 10, Large: 4, Large1: 2 << 20, Seed: 1}
 
-// Write creates the tree under dir (which must exist) and returns the skill
-// directory paths. Each skill holds a valid SKILL.md, a scripts/ directory
-// with an executable, and nested reference files.
-func Write(dir string, s Shape) ([]string, error) {
+// Tree is what Write wrote.
+type Tree struct {
+	Dirs  []string // the skill directories
+	Files int      // regular files, SKILL.md included
+	Bytes int64    // their total size
+}
+
+// Write creates the tree under dir (which must exist). Each skill holds a
+// valid SKILL.md, a scripts/ directory with executables, and nested
+// reference files.
+func Write(dir string, s Shape) (Tree, error) {
 	rng := rand.New(rand.NewPCG(s.Seed, s.Seed^0x9e3779b97f4a7c15))
 	buf := make([]byte, max(s.MaxBytes, s.Large1))
 	for i := range buf {
 		buf[i] = byte(rng.Uint32())
 	}
-	var dirs []string
+	var t Tree
 	large := 0
 	for d := range s.Dirs {
 		name := fmt.Sprintf("skill-%02d", d)
 		root := filepath.Join(dir, name)
 		for _, sub := range []string{"scripts", "reference/deep"} {
 			if err := os.MkdirAll(filepath.Join(root, sub), 0o755); err != nil {
-				return nil, err
+				return Tree{}, err
 			}
 		}
 		md := fmt.Sprintf("---\nname: %s\ndescription: Benchmark skill %d.\n---\n# %s\n", name, d, name)
 		if err := os.WriteFile(filepath.Join(root, "SKILL.md"), []byte(md), 0o644); err != nil {
-			return nil, err
+			return Tree{}, err
 		}
+		t.Files++
+		t.Bytes += int64(len(md))
 		for f := 1; f < s.Files; f++ {
 			size := s.MinBytes + rng.IntN(s.MaxBytes-s.MinBytes+1)
 			if large < s.Large && f == s.Files/2 && d%max(1, s.Dirs/s.Large) == 0 {
@@ -65,13 +74,15 @@ func Write(dir string, s Shape) ([]string, error) {
 			}
 			off := rng.IntN(len(buf) - size + 1)
 			if err := os.WriteFile(filepath.Join(root, rel), buf[off:off+size], mode); err != nil {
-				return nil, err
+				return Tree{}, err
 			}
 			if err := os.Chmod(filepath.Join(root, rel), mode); err != nil {
-				return nil, err
+				return Tree{}, err
 			}
+			t.Files++
+			t.Bytes += int64(size)
 		}
-		dirs = append(dirs, root)
+		t.Dirs = append(t.Dirs, root)
 	}
-	return dirs, nil
+	return t, nil
 }

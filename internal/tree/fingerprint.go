@@ -1,0 +1,128 @@
+package tree
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"hash"
+	"io/fs"
+	"os"
+	"slices"
+	"time"
+)
+
+// Metadata is what a metadata-only pass saw of a tree.
+type Metadata struct {
+	Sum    [32]byte // over every entry's path, type, mode, size, identity and times
+	Usable bool     // Sum pins the content (see Fingerprint)
+	Files  int
+	Bytes  int64
+}
+
+// Fingerprint hashes the metadata of every entry Walk would visit under
+// root with opts — path, type and permission bits, size, device and inode
+// numbers, modification and change times — reading no content and following
+// no link. It also counts files and bytes, for progress totals.
+//
+// Sum is Usable, and so may stand for the content the way a git index entry
+// does, only when every lookup succeeded, no file changed at or after cutoff
+// (timestamp granularity makes recent changes invisible), no link would be
+// followed (links are hashed as links under SkipLinks; any link makes the
+// sum unusable under the other policies), the platform reports identities
+// and change times, and the tree is within opts' limits.
+func Fingerprint(ctx context.Context, root string, opts Options, cutoff time.Time) Metadata {
+	fi, err := os.Lstat(root)
+	if err != nil || !fi.IsDir() {
+		return Metadata{}
+	}
+	top, _, err := openRoot(root, opts.ForceFallback)
+	if err != nil {
+		return Metadata{}
+	}
+	defer top.close()
+	f := &fingerprinter{ctx: ctx, opts: opts, lim: opts.Limits.WithDefaults(), cutoff: cutoff.UnixNano(), h: sha256.New()}
+	f.md.Usable = true
+	f.add("", statInfo(fi))
+	f.dir(top, "", 0)
+	f.h.Sum(f.md.Sum[:0])
+	return f.md
+}
+
+type fingerprinter struct {
+	ctx    context.Context
+	opts   Options
+	lim    Limits
+	cutoff int64
+	h      hash.Hash
+	buf    []byte
+	md     Metadata
+}
+
+func (f *fingerprinter) add(rel string, st stat) {
+	isDir := st.mode.IsDir()
+	if !st.full || !isDir && (st.mtime.UnixNano() >= f.cutoff || st.ctime >= f.cutoff) {
+		f.md.Usable = false
+	}
+	b := binary.AppendUvarint(f.buf[:0], uint64(len(rel)))
+	b = append(b, rel...)
+	b = binary.LittleEndian.AppendUint32(b, uint32(st.mode))
+	b = binary.LittleEndian.AppendUint32(b, st.raw)
+	b = binary.LittleEndian.AppendUint64(b, st.ino)
+	b = binary.LittleEndian.AppendUint64(b, st.dev)
+	if !isDir {
+		b = binary.LittleEndian.AppendUint64(b, uint64(st.size))
+		b = binary.LittleEndian.AppendUint64(b, uint64(st.mtime.UnixNano()))
+		b = binary.LittleEndian.AppendUint64(b, uint64(st.ctime))
+	}
+	f.buf = b
+	f.h.Write(b)
+}
+
+func (f *fingerprinter) dir(n node, prefix string, depth int) {
+	if depth >= f.lim.MaxDepth || f.ctx.Err() != nil {
+		f.md.Usable = false
+		return
+	}
+	names, err := n.names()
+	if err != nil {
+		f.md.Usable = false
+		return
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		rel := name
+		if prefix != "" {
+			rel = prefix + "/" + name
+		}
+		st, err := n.lstat(name)
+		if err != nil {
+			f.md.Usable = false
+			continue
+		}
+		if f.opts.Exclude != nil && f.opts.Exclude(rel, st.mode.IsDir()) {
+			continue
+		}
+		f.add(rel, st)
+		switch {
+		case st.mode.IsDir():
+			sub, err := n.openDir(name, st)
+			if err != nil {
+				f.md.Usable = false
+				continue
+			}
+			f.dir(sub, rel, depth+1)
+			sub.close()
+		case st.mode.IsRegular():
+			f.md.Files++
+			f.md.Bytes += st.size
+			if f.md.Files > f.lim.MaxFiles || len(rel) > f.lim.MaxPathLen {
+				f.md.Usable = false
+				return
+			}
+		case st.mode&fs.ModeSymlink != 0:
+			if f.opts.Links != SkipLinks {
+				f.md.Usable = false
+			}
+		}
+	}
+}

@@ -1,0 +1,47 @@
+package tree
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestFingerprint(t *testing.T) {
+	modes(t, func(t *testing.T, force bool, _ Mode) {
+		dir, outside := t.TempDir(), t.TempDir()
+		build(t, dir, "a:hello", "d/", "d/b:xy", "l => "+outside, "p|")
+		ctx := context.Background()
+		later := time.Now().Add(time.Hour)
+		opts := Options{ForceFallback: force}
+
+		base := Fingerprint(ctx, dir, opts, later)
+		assert.True(t, base.Usable)
+		assert.Equal(t, 2, base.Files)
+		assert.Equal(t, int64(7), base.Bytes)
+		assert.Equal(t, base, Fingerprint(ctx, dir, opts, later), "stable while nothing changes")
+
+		recent := Fingerprint(ctx, dir, opts, time.Now().Add(-time.Hour))
+		assert.False(t, recent.Usable, "a file changed after the cutoff is not trusted")
+		assert.Equal(t, base.Sum, recent.Sum)
+
+		for _, links := range []LinkPolicy{RejectLinks, FollowLinksWithin} {
+			assert.False(t, Fingerprint(ctx, dir, Options{Links: links, ForceFallback: force}, later).Usable, links.String())
+		}
+		excl := Fingerprint(ctx, dir, Options{ForceFallback: force, Exclude: func(rel string, _ bool) bool { return rel == "d" }}, later)
+		assert.Equal(t, 1, excl.Files)
+		assert.NotEqual(t, base.Sum, excl.Sum)
+
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "d/b"), []byte("xz"), 0o644))
+		assert.NotEqual(t, base.Sum, Fingerprint(ctx, dir, opts, later).Sum, "a rewrite changes the times")
+		require.NoError(t, os.Chmod(filepath.Join(dir, "a"), 0o600))
+		assert.NotEqual(t, base.Sum, Fingerprint(ctx, dir, opts, later).Sum, "a mode change")
+
+		assert.Equal(t, Metadata{}, Fingerprint(ctx, filepath.Join(dir, "a"), opts, later), "not a directory")
+		assert.False(t, Fingerprint(ctx, dir, Options{ForceFallback: force, Limits: Limits{MaxFiles: 1}}, later).Usable)
+	})
+}

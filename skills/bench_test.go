@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/airlockdev/airlock/internal/treegen"
 )
@@ -42,6 +43,7 @@ func BenchmarkMaterialize(b *testing.B) {
 func BenchmarkMaterializeReuse(b *testing.B) {
 	_, sel := benchSources(b)
 	state := b.TempDir()
+	time.Sleep(racyWindow + 100*time.Millisecond) // let the index trust the tree, as it would a real one
 	if _, err := Materialize(context.Background(), state, sel); err != nil {
 		b.Fatal(err)
 	}

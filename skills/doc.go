@@ -26,10 +26,18 @@
 //   - Identical selections share one bundle. Concurrent calls, from
 //     goroutines or processes, serialize on an flock(2) lock per bundle
 //     (released by the kernel when its holder dies, so a crashed holder never
-//     wedges the next caller) and publish with one atomic rename; an existing
-//     bundle is reused, not copied again.
+//     wedges the next caller) and publish with one atomic rename.
+//   - An unchanged selection is served from an index in the state directory
+//     without reading or writing any content: each source's metadata (paths,
+//     types, modes, sizes, inode numbers, modification and change times) is
+//     fingerprinted, as git's index does, and trusted only when nothing in it
+//     changed within the last two seconds. Any other call copies each usable
+//     skill once, hashing as it copies.
 //
-// Non-guarantees: the state directory is trusted: a bundle already published
-// under it is reused without re-reading its bytes. Limits (see [Limits]) apply
-// to each skill's tree separately.
+// Non-guarantees: the state directory is trusted: a bundle and an index
+// entry already under it are reused without re-reading their bytes. A source
+// rewritten in place with its size, inode and both times restored (which
+// needs privileges to fake the change time) is not noticed by the index.
+// Limits (see [Limits]) apply to each skill's tree separately. A crashed
+// writer can leave a .tmp-* directory, removed by a later call after a day.
 package skills

@@ -8,13 +8,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/airlockdev/airlock/internal/tree"
@@ -87,6 +87,8 @@ type options struct {
 	log    *slog.Logger
 	limits tree.Limits
 	strict bool
+	racy   time.Duration     // see racyWindow; tests shorten it
+	copied func(name string) // tests: called for every skill copied
 }
 
 // WithLogger sends drop and spec warnings to l. Default: discard.
@@ -104,63 +106,208 @@ func WithLimits(l Limits) Option {
 // spec. Default: the violation is only logged.
 func WithStrictSpec() Option { return func(o *options) { o.strict = true } }
 
-// scanned is one source after the read-only pass.
-type scanned struct {
-	src    Source
-	skill  Skill
-	digest string
-}
-
 // Materialize copies the selected skills into an owned bundle under stateDir
-// (created if missing) and returns it. It reads every source once to learn
-// the bundle's identity; when the bundle exists it is reused, otherwise the
-// surviving skills are copied into a fresh temporary directory, checked
-// against that first read, and published with one rename.
+// (created if missing) and returns it.
 //
-// Caller errors (ErrInvalidSource) come back before anything is read. A
-// skill that exceeds a limit or changes while it is read fails the whole call
-// (ErrLimit, ErrChanged): retrying is safe. An unusable skill is dropped, not
-// an error.
+// An unchanged selection is recognized from metadata alone: Materialize
+// fingerprints each source (paths, types, modes, sizes, inode numbers and
+// times; no content) and, when an index entry left by an earlier call
+// matches and its bundle exists, returns that bundle without reading or
+// writing a byte of content. Otherwise it copies every usable skill into a
+// fresh temporary directory in one pass that hashes as it copies, derives
+// the identity from the copies, and publishes them with one rename — or, when
+// an identical bundle already exists, discards the copies and reuses it.
+//
+// Caller errors (ErrInvalidSource) come back before anything is read or
+// written. A skill that exceeds a limit or changes while it is copied fails
+// the whole call (ErrLimit, ErrChanged): retrying is safe. An unusable skill
+// is dropped, not an error.
 func Materialize(ctx context.Context, stateDir string, sources []Source, opts ...Option) (*Bundle, error) {
-	o := options{log: slog.New(slog.DiscardHandler)}
+	o := options{log: slog.New(slog.DiscardHandler), racy: racyWindow}
 	for _, opt := range opts {
 		opt(&o)
 	}
 	if err := checkSources(sources); err != nil {
 		return nil, err
 	}
+	cutoff := time.Now().Add(-o.racy)
+	before := fingerprint(ctx, sources, o, cutoff)
+	b, ok := lookupIndex(stateDir, before)
+	if !ok {
+		var err error
+		if b, err = build(ctx, stateDir, sources, o); err != nil {
+			return nil, err
+		}
+		// Index the result only if no source changed while it was copied.
+		if before.usable && b.Dir != "" && fingerprint(ctx, sources, o, cutoff) == before {
+			storeIndex(stateDir, before, b)
+		}
+	}
+	for _, d := range b.Dropped {
+		o.log.Warn("skill dropped", "skill.key", d.Key, "skill.name", d.Name, "reason", d.Reason)
+	}
+	return b, nil
+}
+
+// build copies every usable source into a temporary directory and
+// publishes it as the bundle.
+func build(ctx context.Context, stateDir string, sources []Source, o options) (*Bundle, error) {
 	b := &Bundle{}
-	var kept []scanned
+	var tmp string
+	defer func() {
+		if tmp != "" {
+			os.RemoveAll(tmp)
+		}
+	}()
 	for _, src := range sources {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		sc, reason, err := scan(ctx, src, o)
-		if err != nil {
-			return nil, err
+		reason := dirReason(src.Dir)
+		var skill Skill
+		if reason == "" {
+			if tmp == "" {
+				var err error
+				if tmp, err = tempDir(stateDir); err != nil {
+					return nil, err
+				}
+			}
+			var err error
+			skill, reason, err = copySkill(ctx, src, filepath.Join(tmp, src.Name), o)
+			if err != nil {
+				return nil, err
+			}
 		}
 		if reason != "" {
 			b.Dropped = append(b.Dropped, Dropped{Key: src.Key, Name: src.Name, Reason: reason})
-			o.log.Warn("skill dropped", "skill.key", src.Key, "skill.name", src.Name, "reason", reason)
 			continue
 		}
-		kept = append(kept, sc)
+		b.Skills = append(b.Skills, skill)
 	}
-	sort.Slice(kept, func(i, j int) bool { return kept[i].src.Name < kept[j].src.Name })
+	sort.Slice(b.Skills, func(i, j int) bool { return b.Skills[i].Name < b.Skills[j].Name })
 	sort.Slice(b.Dropped, func(i, j int) bool { return b.Dropped[i].Name < b.Dropped[j].Name })
-	for _, sc := range kept {
-		b.Skills = append(b.Skills, sc.skill)
-	}
 	b.Identity = identity(b.Skills)
-	if len(kept) == 0 {
+	if len(b.Skills) == 0 {
 		return b, nil
 	}
-	dir, err := publish(ctx, stateDir, b.Identity, kept, o)
+	dir, err := publish(ctx, stateDir, b.Identity, tmp)
 	if err != nil {
 		return nil, err
 	}
+	tmp = "" // published, or already gone
 	b.Dir = dir
 	return b, nil
+}
+
+// dirReason says why a skill directory cannot be copied at all, or "".
+func dirReason(dir string) string {
+	fi, err := os.Lstat(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Sprintf("skill directory %s does not exist", dir)
+	case err != nil:
+		return fmt.Sprintf("skill directory %s cannot be read: %v", dir, err)
+	case fi.Mode()&fs.ModeSymlink != 0:
+		return fmt.Sprintf("skill directory %s is a symbolic link; select the real directory", dir)
+	case !fi.IsDir():
+		return fmt.Sprintf("skill directory %s is not a directory", dir)
+	}
+	return ""
+}
+
+// copySkill copies one skill to dst, hashing as it copies, and checks the
+// copy's SKILL.md. A non-empty reason drops the skill (and its copy).
+func copySkill(ctx context.Context, src Source, dst string, o options) (Skill, string, error) {
+	if o.copied != nil {
+		o.copied(src.Name)
+	}
+	res, err := tree.Copy(ctx, src.Dir, dst, tree.Options{Limits: o.limits})
+	if err != nil {
+		return Skill{}, "", fmt.Errorf("copying skill %q from %s: %w", src.Name, src.Dir, err)
+	}
+	drop := func(reason string) (Skill, string, error) {
+		return Skill{}, reason, os.RemoveAll(dst)
+	}
+	var md []byte
+	if e, ok := entry(res.Manifest, "SKILL.md"); ok && e.Type == tree.File && e.Size <= MaxSkillMD {
+		// The copy is ours and holds no link: read SKILL.md from it.
+		if md, err = os.ReadFile(filepath.Join(dst, "SKILL.md")); err != nil {
+			return Skill{}, "", err
+		}
+	}
+	if reason := usable(res, md, src); reason != "" {
+		return drop(reason)
+	}
+	meta, err := ParseMeta(md)
+	if err != nil {
+		return drop(err.Error())
+	}
+	if err := meta.Validate(src.Name); err != nil {
+		if o.strict {
+			return drop(err.Error())
+		}
+		o.log.Warn("skill violates the Agent Skills spec", "skill.key", src.Key, "skill.name", src.Name, "reason", err.Error())
+	}
+	m := res.Manifest
+	return Skill{Key: src.Key, Name: src.Name, Description: description(meta.Description),
+		Digest: m.Digest(), Files: m.Files(), Bytes: m.Bytes(), Skipped: res.Skipped}, "", nil
+}
+
+func entry(m tree.Manifest, p string) (tree.Entry, bool) {
+	i := sort.Search(len(m.Entries), func(i int) bool { return m.Entries[i].Path >= p })
+	if i < len(m.Entries) && m.Entries[i].Path == p {
+		return m.Entries[i], true
+	}
+	return tree.Entry{}, false
+}
+
+// tempDir creates stateDir if needed and a fresh temporary directory in it,
+// removing temporary directories that crashed writers left over a day ago.
+func tempDir(stateDir string) (string, error) {
+	if err := os.MkdirAll(stateDir, 0o700); err != nil {
+		return "", fmt.Errorf("creating skills state directory: %w", err)
+	}
+	if stale, err := filepath.Glob(filepath.Join(stateDir, ".tmp-*")); err == nil {
+		for _, s := range stale {
+			if fi, err := os.Lstat(s); err == nil && time.Since(fi.ModTime()) > 24*time.Hour {
+				os.RemoveAll(s)
+			}
+		}
+	}
+	tmp := filepath.Join(stateDir, ".tmp-"+rand.Text()[:16])
+	if err := os.Mkdir(tmp, 0o700); err != nil {
+		return "", fmt.Errorf("creating temporary bundle: %w", err)
+	}
+	return tmp, nil
+}
+
+// publish moves tmp to <stateDir>/<id> under the bundle's lock, or removes
+// tmp when that bundle already exists, and returns the bundle's path.
+func publish(ctx context.Context, stateDir string, id Identity, tmp string) (string, error) {
+	name := strings.TrimPrefix(id.Digest, "sha256:")[:32]
+	final := filepath.Join(stateDir, name)
+	unlock, err := lock(ctx, filepath.Join(stateDir, "."+name+".lock"))
+	if err != nil {
+		os.RemoveAll(tmp)
+		return "", err
+	}
+	defer unlock()
+	if fi, err := os.Lstat(final); err == nil {
+		os.RemoveAll(tmp)
+		if !fi.IsDir() {
+			return "", fmt.Errorf("skills bundle %s exists and is not a directory; remove it", final)
+		}
+		return final, nil // an identical bundle: reused
+	}
+	if err := os.Chmod(tmp, 0o755); err != nil {
+		os.RemoveAll(tmp)
+		return "", err
+	}
+	if err := os.Rename(tmp, final); err != nil {
+		os.RemoveAll(tmp)
+		return "", fmt.Errorf("publishing skills bundle %s: %w", final, err)
+	}
+	return final, nil
 }
 
 func checkSources(sources []Source) error {
@@ -196,53 +343,6 @@ func checkName(name string) error {
 		return errors.New("is not printable UTF-8")
 	}
 	return nil
-}
-
-// scan reads one source without writing anything: it checks the directory,
-// hashes its tree and reads SKILL.md from the same pass. A non-empty reason
-// drops the skill.
-func scan(ctx context.Context, src Source, o options) (scanned, string, error) {
-	fi, err := os.Lstat(src.Dir)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return scanned{}, fmt.Sprintf("skill directory %s does not exist", src.Dir), nil
-	case err != nil:
-		return scanned{}, fmt.Sprintf("skill directory %s cannot be read: %v", src.Dir, err), nil
-	case fi.Mode()&fs.ModeSymlink != 0:
-		return scanned{}, fmt.Sprintf("skill directory %s is a symbolic link; select the real directory", src.Dir), nil
-	case !fi.IsDir():
-		return scanned{}, fmt.Sprintf("skill directory %s is not a directory", src.Dir), nil
-	}
-	var md []byte
-	res, err := tree.Walk(ctx, src.Dir, tree.Options{Limits: o.limits}, func(it *tree.Item) error {
-		if it.Path == "SKILL.md" && it.Type == tree.File && it.Size <= MaxSkillMD {
-			var rerr error
-			md, rerr = io.ReadAll(it)
-			return rerr
-		}
-		return nil
-	})
-	if err != nil {
-		return scanned{}, "", fmt.Errorf("reading skill %q at %s: %w", src.Name, src.Dir, err)
-	}
-	if reason := usable(res, md, src); reason != "" {
-		return scanned{}, reason, nil
-	}
-	meta, err := ParseMeta(md)
-	if err != nil {
-		return scanned{}, err.Error(), nil
-	}
-	if err := meta.Validate(src.Name); err != nil {
-		if o.strict {
-			return scanned{}, err.Error(), nil
-		}
-		o.log.Warn("skill violates the Agent Skills spec", "skill.key", src.Key, "skill.name", src.Name, "reason", err.Error())
-	}
-	m := res.Manifest
-	return scanned{src: src, digest: m.Digest(), skill: Skill{
-		Key: src.Key, Name: src.Name, Description: description(meta.Description),
-		Digest: m.Digest(), Files: m.Files(), Bytes: m.Bytes(), Skipped: res.Skipped,
-	}}, "", nil
 }
 
 // usable says why SKILL.md cannot be used, or "".
@@ -294,61 +394,6 @@ func identity(skills []Skill) Identity {
 	h.Write([]byte(identityTag + "\n"))
 	h.Write(enc)
 	return Identity{Digest: "sha256:" + hex.EncodeToString(h.Sum(nil))}
-}
-
-// publish makes sure <stateDir>/<id> holds the bundle and returns its path.
-func publish(ctx context.Context, stateDir string, id Identity, kept []scanned, o options) (string, error) {
-	if err := os.MkdirAll(stateDir, 0o700); err != nil {
-		return "", fmt.Errorf("creating skills state directory: %w", err)
-	}
-	name := strings.TrimPrefix(id.Digest, "sha256:")[:32]
-	final := filepath.Join(stateDir, name)
-	unlock, err := lock(ctx, filepath.Join(stateDir, "."+name+".lock"))
-	if err != nil {
-		return "", err
-	}
-	defer unlock()
-	if fi, err := os.Lstat(final); err == nil {
-		if !fi.IsDir() {
-			return "", fmt.Errorf("skills bundle %s exists and is not a directory; remove it", final)
-		}
-		return final, nil // reused
-	}
-	// Any temporary directory for this bundle is stale: its writer held
-	// this lock and is gone.
-	if stale, err := filepath.Glob(filepath.Join(stateDir, ".tmp-"+name+"-*")); err == nil {
-		for _, s := range stale {
-			os.RemoveAll(s)
-		}
-	}
-	tmp := filepath.Join(stateDir, ".tmp-"+name+"-"+rand.Text()[:10])
-	if err := os.Mkdir(tmp, 0o700); err != nil {
-		return "", fmt.Errorf("creating temporary bundle: %w", err)
-	}
-	ok := false
-	defer func() {
-		if !ok {
-			os.RemoveAll(tmp)
-		}
-	}()
-	for _, sc := range kept {
-		res, err := tree.Copy(ctx, sc.src.Dir, filepath.Join(tmp, sc.src.Name), tree.Options{Limits: o.limits})
-		if err != nil {
-			return "", fmt.Errorf("copying skill %q from %s: %w", sc.src.Name, sc.src.Dir, err)
-		}
-		if got := res.Manifest.Digest(); got != sc.digest {
-			return "", &fs.PathError{Op: "materialize", Path: sc.src.Dir,
-				Err: fmt.Errorf("%w: skill %q differs between two reads; retry when it is quiet", ErrChanged, sc.src.Name)}
-		}
-	}
-	if err := os.Chmod(tmp, 0o755); err != nil {
-		return "", err
-	}
-	if err := os.Rename(tmp, final); err != nil {
-		return "", fmt.Errorf("publishing skills bundle %s: %w", final, err)
-	}
-	ok = true
-	return final, nil
 }
 
 // Prompt renders the skills block of an agent prompt for the skill root the

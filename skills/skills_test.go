@@ -468,3 +468,71 @@ func TestMaterializeCanceled(t *testing.T) {
 	_, err := Materialize(ctx, t.TempDir(), []Source{{Key: "k", Name: "x", Dir: skillDir(t, t.TempDir(), "x")}})
 	require.ErrorIs(t, err, context.Canceled)
 }
+
+func TestMaterializeIndex(t *testing.T) {
+	state := t.TempDir()
+	src := t.TempDir()
+	a := skillDir(t, src, "alpha", "f.txt:data")
+	sel := []Source{{Key: "k/a", Name: "alpha", Dir: a}, {Key: "k/gone", Name: "gone", Dir: filepath.Join(src, "gone")}}
+	var copies []string
+	spy := func(o *options) {
+		o.racy = 0 // the tree is fresh; let its metadata count at once
+		o.copied = func(name string) { copies = append(copies, name) }
+	}
+	ctx := context.Background()
+	first, err := Materialize(ctx, state, sel, spy)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"alpha"}, copies)
+	idx, err := filepath.Glob(filepath.Join(state, ".index-*.json"))
+	require.NoError(t, err)
+	require.Len(t, idx, 1)
+
+	t.Run("unchanged: served from the index, nothing copied, drop logged again", func(t *testing.T) {
+		copies = nil
+		var logs bytes.Buffer
+		again, err := Materialize(ctx, state, sel, spy, WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+		require.NoError(t, err)
+		assert.Equal(t, first, again)
+		assert.Empty(t, copies)
+		assert.Contains(t, logs.String(), "skill.name=gone")
+	})
+	t.Run("recent changes are not trusted", func(t *testing.T) {
+		copies = nil
+		_, err := Materialize(ctx, state, sel) // default racy window: the tree is too fresh
+		require.NoError(t, err)
+		_, err = Materialize(ctx, state, sel, func(o *options) { o.copied = func(n string) { copies = append(copies, n) } })
+		require.NoError(t, err)
+		assert.Equal(t, []string{"alpha"}, copies)
+	})
+	t.Run("corrupt index entry: rebuilt", func(t *testing.T) {
+		require.NoError(t, os.WriteFile(idx[0], []byte(`{"schema":"x"}`), 0o600))
+		copies = nil
+		again, err := Materialize(ctx, state, sel, spy)
+		require.NoError(t, err)
+		assert.Equal(t, first, again)
+		assert.Equal(t, []string{"alpha"}, copies)
+	})
+	t.Run("bundle removed: rebuilt", func(t *testing.T) {
+		require.NoError(t, os.RemoveAll(first.Dir))
+		copies = nil
+		again, err := Materialize(ctx, state, sel, spy)
+		require.NoError(t, err)
+		assert.Equal(t, first, again)
+		assert.Equal(t, []string{"alpha"}, copies)
+		assertClean(t, again.Dir)
+	})
+	t.Run("content changed: a new bundle", func(t *testing.T) {
+		require.NoError(t, os.WriteFile(filepath.Join(a, "f.txt"), []byte("datb"), 0o644))
+		copies = nil
+		again, err := Materialize(ctx, state, sel, spy)
+		require.NoError(t, err)
+		assert.NotEqual(t, first.Identity, again.Identity)
+		assert.Equal(t, []string{"alpha"}, copies)
+	})
+	t.Run("other options: not served from the index", func(t *testing.T) {
+		copies = nil
+		_, err := Materialize(ctx, state, sel, spy, WithStrictSpec())
+		require.NoError(t, err)
+		assert.Equal(t, []string{"alpha"}, copies)
+	})
+}

@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/airlockdev/airlock/internal/tree"
 )
 
 // Schema is the only record schema this package reads and writes.
@@ -194,30 +196,12 @@ func realDir(what, p string, sentinel error) (string, error) {
 		return fail(fmt.Errorf("%w: cannot stat the real path %q: %w", sentinel, resolved, err))
 	}
 	if !fi.IsDir() {
-		return fail(fmt.Errorf("%w: the real path %q is a %s, not a directory; pass a directory", sentinel, resolved, kind(fi.Mode())))
+		return fail(fmt.Errorf("%w: the real path %q is a %s, not a directory; pass a directory", sentinel, resolved, tree.Kind(fi.Mode())))
 	}
 	if filepath.Dir(resolved) == resolved {
 		return fail(fmt.Errorf("%w: the real path %q is a filesystem root; pass a dedicated directory", sentinel, resolved))
 	}
 	return resolved, nil
-}
-
-func kind(m fs.FileMode) string {
-	switch {
-	case m.IsDir():
-		return "directory"
-	case m.IsRegular():
-		return "regular file"
-	case m&fs.ModeSymlink != 0:
-		return "symbolic link"
-	case m&fs.ModeNamedPipe != 0:
-		return "named pipe"
-	case m&fs.ModeSocket != 0:
-		return "socket"
-	case m&fs.ModeDevice != 0:
-		return "device"
-	}
-	return "special file"
 }
 
 // label returns the collision-resistant file name derived from a session id:

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/airlockdev/airlock/internal/tree"
 	"github.com/spf13/afero"
 )
 
@@ -182,7 +183,7 @@ func readRegular(f afero.File) ([]byte, error) {
 		return nil, fmt.Errorf("stat: %w", err)
 	}
 	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("%w: the record is a %s, not a regular file; remove it and start a fresh session", ErrMalformedRecord, kind(fi.Mode()))
+		return nil, fmt.Errorf("%w: the record is a %s, not a regular file; remove it and start a fresh session", ErrMalformedRecord, tree.Kind(fi.Mode()))
 	}
 	data, err := io.ReadAll(io.LimitReader(f, maxRecordSize+1))
 	if err != nil {

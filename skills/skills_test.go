@@ -16,6 +16,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/airlockdev/airlock/internal/treetest"
 )
 
 const secret = "TOPSECRET-7c1f"
@@ -47,29 +49,6 @@ func secretDir(t *testing.T) string {
 	return d
 }
 
-// assertClean checks that no link exists under dir and that the secret's
-// bytes appear in no file.
-func assertClean(t *testing.T, dir string) {
-	t.Helper()
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.Type()&fs.ModeSymlink != 0 {
-			t.Errorf("link in bundle: %s", p)
-		}
-		if d.Type().IsRegular() {
-			b, err := os.ReadFile(p)
-			if err != nil {
-				return err
-			}
-			assert.False(t, bytes.Contains(b, []byte(secret)), "secret in %s", p)
-		}
-		return nil
-	})
-	require.NoError(t, err)
-}
-
 func TestMaterializeCopiesWithoutLinks(t *testing.T) {
 	src, state, out := t.TempDir(), t.TempDir(), secretDir(t)
 	dir := skillDir(t, src, "pdf", "scripts/run.sh:#!/bin/sh\necho hi\n", "a/b/c/deep.txt:deep")
@@ -87,7 +66,7 @@ func TestMaterializeCopiesWithoutLinks(t *testing.T) {
 	assert.Equal(t, "Does pdf things. Carefully.", s.Description)
 	assert.Equal(t, 4, s.Files)
 	assert.Equal(t, filepath.Join(state, strings.TrimPrefix(b.Identity.Digest, "sha256:")[:32]), b.Dir)
-	assertClean(t, b.Dir)
+	treetest.NoLinkNoSecret(t, b.Dir, secret)
 
 	fi, err := os.Stat(filepath.Join(b.Dir, "pdf/scripts/run.sh"))
 	require.NoError(t, err)
@@ -186,7 +165,7 @@ func TestMaterializeDrops(t *testing.T) {
 			alone, err := Materialize(context.Background(), t.TempDir(), sources[1:])
 			require.NoError(t, err)
 			assert.Equal(t, alone.Identity, b.Identity)
-			assertClean(t, b.Dir)
+			treetest.NoLinkNoSecret(t, b.Dir, secret)
 
 			// Logged once at Warn with the stable attributes.
 			var rec map[string]any
@@ -431,7 +410,7 @@ func TestMaterializeRaceLinkSwap(t *testing.T) {
 		}
 		require.Len(t, b.Skills, 1)
 	}
-	assertClean(t, state)
+	treetest.NoLinkNoSecret(t, state, secret)
 	t.Logf("%d runs, %d failed with ErrChanged", runs, failed)
 }
 
@@ -519,7 +498,7 @@ func TestMaterializeIndex(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, first, again)
 		assert.Equal(t, []string{"alpha"}, copies)
-		assertClean(t, again.Dir)
+		treetest.NoLinkNoSecret(t, again.Dir, secret)
 	})
 	t.Run("content changed: a new bundle", func(t *testing.T) {
 		require.NoError(t, os.WriteFile(filepath.Join(a, "f.txt"), []byte("datb"), 0o644))

@@ -14,6 +14,8 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+
+	"github.com/airlockdev/airlock/internal/tree"
 )
 
 // Dir is a Target backed by a host directory that plays the sandbox: the
@@ -103,7 +105,7 @@ func (d *Dir) openRoot(root string, create bool) (*os.Root, error) {
 	case err == nil:
 		// A link or file planted at the root: replace it, never follow it.
 		if err := parent.Remove(base); err != nil {
-			return nil, fmt.Errorf("replacing the %s at runtime root %s: %w", typeName(fi.Mode()), root, err)
+			return nil, fmt.Errorf("replacing the %s at runtime root %s: %w", tree.Kind(fi.Mode()), root, err)
 		}
 		fallthrough
 	case errors.Is(err, fs.ErrNotExist):
@@ -294,7 +296,7 @@ func (d *Dir) Fetch(ctx context.Context, root, name string, fn func(e Entry, r i
 		return err
 	}
 	if !fi.IsDir() {
-		return &fs.PathError{Op: "fetch", Path: path.Join(root, name), Err: fmt.Errorf("is a %s, not a directory", typeName(fi.Mode()))}
+		return &fs.PathError{Op: "fetch", Path: path.Join(root, name), Err: fmt.Errorf("is a %s, not a directory", tree.Kind(fi.Mode()))}
 	}
 	ar, err := rr.OpenRoot(name)
 	if err != nil {

@@ -1,8 +1,6 @@
 package stage_test
 
 import (
-	"bytes"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -31,32 +29,6 @@ func build(t testing.TB, dir string, spec ...string) {
 			require.NoError(t, os.WriteFile(p, []byte(content), 0o644))
 		}
 	}
-}
-
-// assertNoSecret fails when any file under dir holds secret or any entry
-// under dir is a link.
-func assertNoSecret(t testing.TB, dir, secret string) {
-	t.Helper()
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.Type()&fs.ModeSymlink != 0 {
-			t.Errorf("%s is a link in the sandbox", p)
-			return nil
-		}
-		if d.Type().IsRegular() {
-			b, err := os.ReadFile(p)
-			if err != nil {
-				return err
-			}
-			if bytes.Contains(b, []byte(secret)) {
-				t.Errorf("%s holds the secret", p)
-			}
-		}
-		return nil
-	})
-	require.NoError(t, err)
 }
 
 // listDir returns the names in dir.

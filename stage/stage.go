@@ -87,13 +87,8 @@ const (
 )
 
 func (p LinkPolicy) String() string {
-	switch p {
-	case SkipLinks:
-		return "SkipLinks"
-	case RejectLinks:
-		return "RejectLinks"
-	case FollowLinksWithin:
-		return "FollowLinksWithin"
+	if tp, ok := p.tree(); ok {
+		return tp.String()
 	}
 	return fmt.Sprintf("LinkPolicy(%d)", int(p))
 }

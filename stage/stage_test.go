@@ -21,6 +21,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/airlockdev/airlock/stage"
+
+	"github.com/airlockdev/airlock/internal/treetest"
 )
 
 // sandbox is one kind of target under test, with the host directory that
@@ -155,7 +157,7 @@ func TestStageLinks(t *testing.T) {
 			require.NoError(t, err)
 			assert.Equal(t, []string{"a/b/c/d3", "a/b/c/dangling", "a/b/c/l3", "a/b/c/o3", "a/b/l2", "a/b/o2", "a/l1", "a/o1", "l0", "o0"}, rt.Assets[0].Skipped)
 			assert.Equal(t, 5, rt.Assets[0].Files)
-			assertNoSecret(t, sb.hostRoot, "SECRET")
+			treetest.NoLinkNoSecret(t, sb.hostRoot, "SECRET")
 			for _, l := range []string{"l0", "o0", "a/l1", "a/o1", "a/b/l2", "a/b/o2", "a/b/c/l3", "a/b/c/o3", "a/b/c/d3", "a/b/c/dangling"} {
 				_, err := os.Lstat(sb.host("s/" + l))
 				assert.ErrorIs(t, err, fs.ErrNotExist, "%s must be absent", l)
@@ -172,7 +174,7 @@ func TestStageLinks(t *testing.T) {
 				_, err = os.Lstat(sb.host(name))
 				assert.ErrorIs(t, err, fs.ErrNotExist, "nothing may be published when %s is rejected", l)
 			}
-			assertNoSecret(t, sb.dir, "SECRET")
+			treetest.NoLinkNoSecret(t, sb.dir, "SECRET")
 			assertNoTemp(t, sb.hostRoot)
 		})
 		t.Run("FollowLinksWithin", func(t *testing.T) {
@@ -198,7 +200,7 @@ func TestStageLinks(t *testing.T) {
 				_, err = os.Lstat(sb.host(name))
 				assert.ErrorIs(t, err, fs.ErrNotExist)
 			}
-			assertNoSecret(t, sb.dir, "SECRET")
+			treetest.NoLinkNoSecret(t, sb.dir, "SECRET")
 		})
 	})
 }
@@ -255,7 +257,7 @@ func TestStageLinkSwapRace(t *testing.T) {
 		cancel()
 		wg.Wait()
 		t.Logf("%d stages succeeded, %d failed under the race", ok, failed)
-		assertNoSecret(t, sb.dir, "SECRET")
+		treetest.NoLinkNoSecret(t, sb.dir, "SECRET")
 	})
 }
 

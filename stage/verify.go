@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
-	"io/fs"
 
 	"github.com/airlockdev/airlock/internal/tree"
 )
@@ -36,9 +35,9 @@ func verify(ctx context.Context, t Target, root, name string, want []byte) error
 		seen[e.Path] = true
 		switch {
 		case w.Type == tree.Dir && !e.Mode.IsDir():
-			return fmt.Errorf("%w: %q is a %s, want a directory", ErrMismatch, e.Path, typeName(e.Mode))
+			return fmt.Errorf("%w: %q is a %s, want a directory", ErrMismatch, e.Path, tree.Kind(e.Mode))
 		case w.Type == tree.File && !e.Mode.IsRegular():
-			return fmt.Errorf("%w: %q is a %s, want a regular file", ErrMismatch, e.Path, typeName(e.Mode))
+			return fmt.Errorf("%w: %q is a %s, want a regular file", ErrMismatch, e.Path, tree.Kind(e.Mode))
 		case e.Mode.Perm() != w.Mode:
 			return fmt.Errorf("%w: %q has mode %v, want %v", ErrMismatch, e.Path, e.Mode.Perm(), w.Mode)
 		case w.Type == tree.Dir:
@@ -69,17 +68,4 @@ func verify(ctx context.Context, t Target, root, name string, want []byte) error
 		}
 	}
 	return nil
-}
-
-// typeName names an entry's type for messages.
-func typeName(m fs.FileMode) string {
-	switch {
-	case m.IsDir():
-		return "directory"
-	case m.IsRegular():
-		return "regular file"
-	case m&fs.ModeSymlink != 0:
-		return "symbolic link"
-	}
-	return "special file"
 }

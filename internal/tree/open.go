@@ -44,7 +44,7 @@ func openFile(root, unsafePath string, forceFallback bool) (*os.File, error) {
 	}
 	if !fi.Mode().IsRegular() {
 		f.Close()
-		return nil, &fs.PathError{Op: "open", Path: unsafePath, Err: fmt.Errorf("%w: it is a %s", ErrNotRegular, kind(fi.Mode()))}
+		return nil, &fs.PathError{Op: "open", Path: unsafePath, Err: fmt.Errorf("%w: it is a %s", ErrNotRegular, Kind(fi.Mode()))}
 	}
 	return f, nil
 }

@@ -19,6 +19,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/airlockdev/airlock/internal/treetest"
 )
 
 // build makes a tree from a tiny fixture language: "d/" is a directory,
@@ -284,7 +286,7 @@ func TestCopy(t *testing.T) {
 		require.NoError(t, err)
 		assert.True(t, h2.Mode().IsRegular())
 		assert.Equal(t, uint64(1), uint64(h2.Sys().(*syscall.Stat_t).Nlink), "a hard link is copied as its own file")
-		assertNoSecret(t, dst, "TOPSECRET")
+		treetest.NoLinkNoSecret(t, dst, "TOPSECRET")
 	})
 }
 
@@ -304,30 +306,6 @@ func TestCopyFailureRemovesDestination(t *testing.T) {
 	require.ErrorIs(t, err, ErrLink)
 	_, err = os.Lstat(dst)
 	require.ErrorIs(t, err, fs.ErrNotExist)
-}
-
-func assertNoSecret(t *testing.T, dir, secret string) {
-	t.Helper()
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.Type()&fs.ModeSymlink != 0 {
-			t.Errorf("link in copy: %s", p)
-			return nil
-		}
-		if d.Type().IsRegular() {
-			b, err := os.ReadFile(p)
-			if err != nil {
-				return err
-			}
-			if bytes.Contains(b, []byte(secret)) {
-				t.Errorf("secret found in %s", p)
-			}
-		}
-		return nil
-	})
-	require.NoError(t, err)
 }
 
 // TestCopyRaceLinkSwap swaps a directory inside the source with a link to a
@@ -375,7 +353,7 @@ func TestCopyRaceLinkSwap(t *testing.T) {
 				sawLink++
 			}
 		}
-		assertNoSecret(t, out, "TOPSECRET")
+		treetest.NoLinkNoSecret(t, out, "TOPSECRET")
 		t.Logf("%d copies: %d saw the link, %d failed with ErrChanged", n, sawLink, changed)
 	})
 }

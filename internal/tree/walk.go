@@ -228,7 +228,7 @@ func openRoot(root string, forceFallback bool) (node, Mode, error) {
 		return nil, "", &fs.PathError{Op: "walk", Path: root, Err: fmt.Errorf("%w: it is a symbolic link; pass the real directory", ErrNotDir)}
 	}
 	if !fi.IsDir() {
-		return nil, "", &fs.PathError{Op: "walk", Path: root, Err: fmt.Errorf("%w: it is a %s", ErrNotDir, kind(fi.Mode()))}
+		return nil, "", &fs.PathError{Op: "walk", Path: root, Err: fmt.Errorf("%w: it is a %s", ErrNotDir, Kind(fi.Mode()))}
 	}
 	if !forceFallback {
 		n, err := openat2Root(root, fi)
@@ -246,7 +246,9 @@ func openRoot(root string, forceFallback bool) (node, Mode, error) {
 	return n, ModeRoot, nil
 }
 
-func kind(m fs.FileMode) string {
+// Kind names the type of a file mode for messages: "regular file",
+// "directory", "symbolic link", "FIFO", "socket", "device" or "special file".
+func Kind(m fs.FileMode) string {
 	switch {
 	case m.IsRegular():
 		return "regular file"

@@ -301,6 +301,7 @@ func (b *Bridge) transfer(ctx context.Context, tmp string, src *Tree) error {
 	if err != nil {
 		return fmt.Errorf("creating a pipe for the tar stream: %w", err)
 	}
+	growPipe(pw)
 	var werr error
 	done := make(chan struct{})
 	go func() {

@@ -7,6 +7,7 @@ import (
 	"hash"
 	"io/fs"
 	"os"
+	"runtime"
 	"slices"
 	"time"
 )
@@ -22,7 +23,9 @@ type Metadata struct {
 // Fingerprint hashes the metadata of every entry Walk would visit under
 // root with opts — path, type and permission bits, size, device and inode
 // numbers, modification and change times — reading no content and following
-// no link. It also counts files and bytes, for progress totals.
+// no link. It also counts files and bytes, for progress totals. The
+// directories directly under root are fingerprinted concurrently (the pass
+// is all system calls); the result does not depend on the schedule.
 //
 // Sum is Usable, and so may stand for the content the way a git index entry
 // does, only when every lookup succeeded, no file changed at or after cutoff
@@ -40,12 +43,14 @@ func Fingerprint(ctx context.Context, root string, opts Options, cutoff time.Tim
 		return Metadata{}
 	}
 	defer top.close()
-	f := &fingerprinter{ctx: ctx, opts: opts, lim: opts.Limits.WithDefaults(), cutoff: cutoff.UnixNano(), h: sha256.New()}
-	f.md.Usable = true
+	f := newFingerprinter(ctx, opts, cutoff)
 	f.add("", statInfo(fi))
-	f.dir(top, "", 0)
-	f.h.Sum(f.md.Sum[:0])
-	return f.md
+	f.dir(top, "", 0, runtime.GOMAXPROCS(0))
+	md := f.finish()
+	if md.Files > f.lim.MaxFiles {
+		md.Usable = false
+	}
+	return md
 }
 
 type fingerprinter struct {
@@ -56,6 +61,16 @@ type fingerprinter struct {
 	h      hash.Hash
 	buf    []byte
 	md     Metadata
+}
+
+func newFingerprinter(ctx context.Context, opts Options, cutoff time.Time) *fingerprinter {
+	return &fingerprinter{ctx: ctx, opts: opts, lim: opts.Limits.WithDefaults(), cutoff: cutoff.UnixNano(),
+		h: sha256.New(), md: Metadata{Usable: true}}
+}
+
+func (f *fingerprinter) finish() Metadata {
+	f.h.Sum(f.md.Sum[:0])
+	return f.md
 }
 
 func (f *fingerprinter) add(rel string, st stat) {
@@ -78,7 +93,10 @@ func (f *fingerprinter) add(rel string, st stat) {
 	f.h.Write(b)
 }
 
-func (f *fingerprinter) dir(n node, prefix string, depth int) {
+// dir fingerprints the directory n. With workers > 1 each subdirectory is
+// fingerprinted by its own fingerprinter, up to workers at a time, and its
+// result folded into f in name order.
+func (f *fingerprinter) dir(n node, prefix string, depth, workers int) {
 	if depth >= f.lim.MaxDepth || f.ctx.Err() != nil {
 		f.md.Usable = false
 		return
@@ -89,6 +107,8 @@ func (f *fingerprinter) dir(n node, prefix string, depth int) {
 		return
 	}
 	slices.Sort(names)
+	var subs []chan Metadata
+	sem := make(chan struct{}, max(workers, 1))
 	for _, name := range names {
 		rel := name
 		if prefix != "" {
@@ -110,8 +130,21 @@ func (f *fingerprinter) dir(n node, prefix string, depth int) {
 				f.md.Usable = false
 				continue
 			}
-			f.dir(sub, rel, depth+1)
-			sub.close()
+			if workers <= 1 {
+				f.dir(sub, rel, depth+1, 1)
+				sub.close()
+				continue
+			}
+			done := make(chan Metadata, 1)
+			subs = append(subs, done)
+			sem <- struct{}{}
+			go func() {
+				defer func() { <-sem }()
+				g := newFingerprinter(f.ctx, f.opts, time.Unix(0, f.cutoff))
+				g.dir(sub, rel, depth+1, 1)
+				sub.close()
+				done <- g.finish()
+			}()
 		case st.mode.IsRegular():
 			f.md.Files++
 			f.md.Bytes += st.size
@@ -124,5 +157,12 @@ func (f *fingerprinter) dir(n node, prefix string, depth int) {
 				f.md.Usable = false
 			}
 		}
+	}
+	for _, done := range subs {
+		g := <-done
+		f.h.Write(g.Sum[:])
+		f.md.Usable = f.md.Usable && g.Usable
+		f.md.Files += g.Files
+		f.md.Bytes += g.Bytes
 	}
 }

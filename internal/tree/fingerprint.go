@@ -34,6 +34,10 @@ type Metadata struct {
 // sum unusable under the other policies), the platform reports identities
 // and change times, and the tree is within opts' limits.
 func Fingerprint(ctx context.Context, root string, opts Options, cutoff time.Time) Metadata {
+	return fingerprint(ctx, root, opts, cutoff, max(1, runtime.GOMAXPROCS(0)))
+}
+
+func fingerprint(ctx context.Context, root string, opts Options, cutoff time.Time, workers int) Metadata {
 	fi, err := os.Lstat(root)
 	if err != nil || !fi.IsDir() {
 		return Metadata{}
@@ -45,7 +49,7 @@ func Fingerprint(ctx context.Context, root string, opts Options, cutoff time.Tim
 	defer top.close()
 	f := newFingerprinter(ctx, opts, cutoff)
 	f.add("", statInfo(fi))
-	f.dir(top, "", 0, runtime.GOMAXPROCS(0))
+	f.dir(top, "", 0, workers)
 	md := f.finish()
 	if md.Files > f.lim.MaxFiles {
 		md.Usable = false
@@ -93,9 +97,10 @@ func (f *fingerprinter) add(rel string, st stat) {
 	f.h.Write(b)
 }
 
-// dir fingerprints the directory n. With workers > 1 each subdirectory is
-// fingerprinted by its own fingerprinter, up to workers at a time, and its
-// result folded into f in name order.
+// dir fingerprints the directory n. With workers == 0 its subdirectories
+// are hashed inline. With workers >= 1 each subdirectory is fingerprinted
+// by its own fingerprinter, up to workers at a time, and its sum folded
+// into f in name order, so the result is the same for every workers >= 1.
 func (f *fingerprinter) dir(n node, prefix string, depth, workers int) {
 	if depth >= f.lim.MaxDepth || f.ctx.Err() != nil {
 		f.md.Usable = false
@@ -108,7 +113,10 @@ func (f *fingerprinter) dir(n node, prefix string, depth, workers int) {
 	}
 	slices.Sort(names)
 	var subs []chan Metadata
-	sem := make(chan struct{}, max(workers, 1))
+	var sem chan struct{}
+	if workers > 0 {
+		sem = make(chan struct{}, workers)
+	}
 	for _, name := range names {
 		rel := name
 		if prefix != "" {
@@ -130,8 +138,8 @@ func (f *fingerprinter) dir(n node, prefix string, depth, workers int) {
 				f.md.Usable = false
 				continue
 			}
-			if workers <= 1 {
-				f.dir(sub, rel, depth+1, 1)
+			if workers == 0 {
+				f.dir(sub, rel, depth+1, 0)
 				sub.close()
 				continue
 			}
@@ -141,7 +149,7 @@ func (f *fingerprinter) dir(n node, prefix string, depth, workers int) {
 			go func() {
 				defer func() { <-sem }()
 				g := newFingerprinter(f.ctx, f.opts, time.Unix(0, f.cutoff))
-				g.dir(sub, rel, depth+1, 1)
+				g.dir(sub, rel, depth+1, 0)
 				sub.close()
 				done <- g.finish()
 			}()

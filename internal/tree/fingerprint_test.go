@@ -2,6 +2,7 @@ package tree
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -44,4 +45,22 @@ func TestFingerprint(t *testing.T) {
 		assert.Equal(t, Metadata{}, Fingerprint(ctx, filepath.Join(dir, "a"), opts, later), "not a directory")
 		assert.False(t, Fingerprint(ctx, dir, Options{ForceFallback: force, Limits: Limits{MaxFiles: 1}}, later).Usable)
 	})
+}
+
+func TestFingerprintScheduleIndependent(t *testing.T) {
+	dir := t.TempDir()
+	for i := range 12 {
+		build(t, dir, fmt.Sprintf("d%02d/", i), fmt.Sprintf("d%02d/sub/", i), fmt.Sprintf("d%02d/sub/f:%d", i, i), fmt.Sprintf("f%02d", i))
+	}
+	later := time.Now().Add(time.Hour)
+	want := fingerprint(context.Background(), dir, Options{}, later, 1)
+	require.True(t, want.Usable)
+	assert.Equal(t, 24, want.Files)
+	for _, workers := range []int{2, 3, 8, 64} {
+		for range 5 {
+			assert.Equal(t, want, fingerprint(context.Background(), dir, Options{}, later, workers), "workers=%d", workers)
+		}
+	}
+	capped := fingerprint(context.Background(), dir, Options{Limits: Limits{MaxFiles: 20}}, later, 4)
+	assert.False(t, capped.Usable, "the file limit counts across concurrent subtrees")
 }

@@ -15,6 +15,7 @@ import (
 	"sort"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/airlockdev/airlock/internal/tree"
@@ -92,7 +93,13 @@ type options struct {
 }
 
 // WithLogger sends drop and spec warnings to l. Default: discard.
-func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
+func WithLogger(l *slog.Logger) Option {
+	return func(o *options) {
+		if l != nil {
+			o.log = l
+		}
+	}
+}
 
 // WithLimits bounds each skill's tree. Default: the walker's defaults.
 func WithLimits(l Limits) Option {
@@ -156,7 +163,7 @@ func build(ctx context.Context, stateDir string, sources []Source, o options) (*
 	var tmp string
 	defer func() {
 		if tmp != "" {
-			os.RemoveAll(tmp)
+			tree.RemoveAll(tmp)
 		}
 	}()
 	for _, src := range sources {
@@ -226,7 +233,7 @@ func copySkill(ctx context.Context, src Source, dst string, o options) (Skill, s
 		return Skill{}, "", fmt.Errorf("copying skill %q from %s: %w", src.Name, src.Dir, err)
 	}
 	drop := func(reason string) (Skill, string, error) {
-		return Skill{}, reason, os.RemoveAll(dst)
+		return Skill{}, reason, tree.RemoveAll(dst)
 	}
 	var md []byte
 	if e, ok := entry(res.Manifest, "SKILL.md"); ok && e.Type == tree.File && e.Size <= MaxSkillMD {
@@ -270,7 +277,7 @@ func tempDir(stateDir string) (string, error) {
 	if stale, err := filepath.Glob(filepath.Join(stateDir, ".tmp-*")); err == nil {
 		for _, s := range stale {
 			if fi, err := os.Lstat(s); err == nil && time.Since(fi.ModTime()) > 24*time.Hour {
-				os.RemoveAll(s)
+				tree.RemoveAll(s)
 			}
 		}
 	}
@@ -288,23 +295,23 @@ func publish(ctx context.Context, stateDir string, id Identity, tmp string) (str
 	final := filepath.Join(stateDir, name)
 	unlock, err := lock(ctx, filepath.Join(stateDir, "."+name+".lock"))
 	if err != nil {
-		os.RemoveAll(tmp)
+		tree.RemoveAll(tmp)
 		return "", err
 	}
 	defer unlock()
 	if fi, err := os.Lstat(final); err == nil {
-		os.RemoveAll(tmp)
+		tree.RemoveAll(tmp)
 		if !fi.IsDir() {
 			return "", fmt.Errorf("skills bundle %s exists and is not a directory; remove it", final)
 		}
 		return final, nil // an identical bundle: reused
 	}
 	if err := os.Chmod(tmp, 0o755); err != nil {
-		os.RemoveAll(tmp)
+		tree.RemoveAll(tmp)
 		return "", err
 	}
 	if err := os.Rename(tmp, final); err != nil {
-		os.RemoveAll(tmp)
+		tree.RemoveAll(tmp)
 		return "", fmt.Errorf("publishing skills bundle %s: %w", final, err)
 	}
 	return final, nil
@@ -327,7 +334,12 @@ func checkSources(sources []Source) error {
 	return nil
 }
 
-func isControl(r rune) bool { return r < 0x20 || r == 0x7f }
+// isControl reports runes that must not reach a prompt line: control and
+// format characters (bidirectional overrides among them) and line or
+// paragraph separators.
+func isControl(r rune) bool {
+	return unicode.IsControl(r) || unicode.In(r, unicode.Cf, unicode.Zl, unicode.Zp)
+}
 
 func checkName(name string) error {
 	switch {

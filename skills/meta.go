@@ -45,18 +45,28 @@ func ParseMeta(skillMD []byte) (Meta, error) {
 	if strings.TrimRight(first, " \t") != "---" {
 		return Meta{}, nil
 	}
-	var block string
-	for {
-		line, after, found := strings.Cut(rest, "\n")
+	// Find the closing line in one scan and slice once: a SKILL.md of a
+	// million short lines must not cost a million copies.
+	end := -1
+	for i := 0; i <= len(rest); {
+		j := strings.IndexByte(rest[i:], '\n')
+		line := rest[i:]
+		if j >= 0 {
+			line = rest[i : i+j]
+		}
 		if strings.TrimRight(line, " \t") == "---" {
+			end = i
 			break
 		}
-		if !found {
-			return Meta{}, fmt.Errorf("%w: no closing --- line", ErrFrontmatter)
+		if j < 0 {
+			break
 		}
-		block += line + "\n"
-		rest = after
+		i += j + 1
 	}
+	if end < 0 {
+		return Meta{}, fmt.Errorf("%w: no closing --- line", ErrFrontmatter)
+	}
+	block := rest[:end]
 	var doc yaml.Node
 	if err := yaml.NewDecoder(bytes.NewReader([]byte(block))).Decode(&doc); err != nil {
 		if errors.Is(err, io.EOF) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/stretchr/testify/assert"
@@ -139,4 +140,16 @@ func FuzzParseMeta(f *testing.F) {
 			t.Fatalf("round trip changed the meta:\n%#v\n%#v", m, again)
 		}
 	})
+}
+
+func TestParseMetaLinear(t *testing.T) {
+	// A SKILL.md under the size limit made of a million short lines once
+	// took minutes; one scan must do.
+	md := "---\n" + strings.Repeat("\n", MaxSkillMD-8) + "---\n"
+	start := time.Now()
+	_, err := ParseMeta([]byte(md))
+	require.NoError(t, err)
+	assert.Less(t, time.Since(start), 5*time.Second)
+	_, err = ParseMeta([]byte("---\n" + strings.Repeat("\n", MaxSkillMD-4)))
+	require.ErrorIs(t, err, ErrFrontmatter)
 }

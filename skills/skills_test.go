@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/airlockdev/airlock/internal/tree"
 	"github.com/airlockdev/airlock/internal/treetest"
 )
 
@@ -209,6 +210,9 @@ func TestMaterializeCallerErrors(t *testing.T) {
 		"backslash":      {{Key: "k", Name: `a\b`, Dir: dir}},
 		"hidden":         {{Key: "k", Name: ".x", Dir: dir}},
 		"control":        {{Key: "k", Name: "a\nb", Dir: dir}},
+		"line separator": {{Key: "k", Name: "a\u2028b", Dir: dir}},
+		"bidi override":  {{Key: "k", Name: "a\u202eb", Dir: dir}},
+		"C1 control":     {{Key: "k", Name: "a\u0085b", Dir: dir}},
 		"blank key":      {{Key: " ", Name: "x", Dir: dir}},
 		"duplicate name": {{Key: "k1", Name: "x", Dir: dir}, {Key: "k2", Name: "x", Dir: dir}},
 	} {
@@ -229,16 +233,17 @@ func TestMaterializeLimits(t *testing.T) {
 		field string
 		path  string
 	}{
-		{Limits{MaxFiles: 2}, nil, "MaxFiles", "b/c/d.txt"},
-		{Limits{MaxBytes: 100}, nil, "MaxBytes", "a.txt"},
-		{Limits{MaxFileBytes: 150}, nil, "MaxFileBytes", "a.txt"},
-		{Limits{MaxDepth: 2}, nil, "MaxDepth", "b/c/d.txt"},
-		{Limits{MaxPathLen: 8}, nil, "MaxPathLen", "b/c/d.txt"},
+		{Limits{MaxFiles: 2}, tree.ErrTooManyFiles, "MaxFiles", "b/c/d.txt"},
+		{Limits{MaxBytes: 100}, tree.ErrTooManyBytes, "MaxBytes", "a.txt"},
+		{Limits{MaxFileBytes: 150}, tree.ErrFileTooLarge, "MaxFileBytes", "a.txt"},
+		{Limits{MaxDepth: 2}, tree.ErrTooDeep, "MaxDepth", "b/c/d.txt"},
+		{Limits{MaxPathLen: 8}, tree.ErrPathTooLong, "MaxPathLen", "b/c/d.txt"},
 	} {
 		t.Run(tc.field, func(t *testing.T) {
 			dir := skillDir(t, t.TempDir(), "lim", "a.txt:"+strings.Repeat("a", 200), "b/c/d.txt:dd")
 			_, err := Materialize(context.Background(), t.TempDir(), []Source{{Key: "k", Name: "lim", Dir: dir}}, WithLimits(tc.lim))
 			require.ErrorIs(t, err, ErrLimit)
+			require.ErrorIs(t, err, tc.err)
 			var le *LimitError
 			require.ErrorAs(t, err, &le)
 			assert.Equal(t, tc.path, le.Path)
@@ -262,9 +267,6 @@ func TestIdentity(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, base.Identity, other.Identity)
 		assert.NotEqual(t, base.Prompt("/a"), base.Prompt("/b"))
-		moved := filepath.Join(t.TempDir(), "moved")
-		require.NoError(t, os.Rename(filepath.Dir(base.Dir), moved))
-		require.NoError(t, os.Rename(moved, filepath.Dir(base.Dir)))
 	})
 	change := func(name string, mutate func(t *testing.T), sources []Source) {
 		t.Run(name, func(t *testing.T) {
@@ -514,4 +516,32 @@ func TestMaterializeIndex(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, []string{"alpha"}, copies)
 	})
+}
+
+func TestMaterializeNilLogger(t *testing.T) {
+	b, err := Materialize(context.Background(), t.TempDir(), []Source{{Key: "k", Name: "gone", Dir: filepath.Join(t.TempDir(), "gone")}}, WithLogger(nil))
+	require.NoError(t, err)
+	assert.Len(t, b.Dropped, 1)
+}
+
+func TestMaterializeReadOnlySkill(t *testing.T) {
+	src := t.TempDir()
+	ro := skillDir(t, src, "ro", "sub/README:read me")
+	bad := filepath.Join(src, "bad")
+	require.NoError(t, os.MkdirAll(filepath.Join(bad, "sub"), 0o755))
+	for _, d := range []string{filepath.Join(ro, "sub"), ro, filepath.Join(bad, "sub"), bad} {
+		require.NoError(t, os.Chmod(d, 0o555))
+		t.Cleanup(func() { os.Chmod(d, 0o755) })
+	}
+	state := t.TempDir()
+	sel := []Source{{Key: "k/ro", Name: "ro", Dir: ro}, {Key: "k/bad", Name: "bad", Dir: bad}}
+	for range 3 { // the second and third calls copy again and discard
+		b, err := Materialize(context.Background(), state, sel)
+		require.NoError(t, err)
+		require.Len(t, b.Skills, 1)
+		require.Len(t, b.Dropped, 1)
+	}
+	tmps, err := filepath.Glob(filepath.Join(state, ".tmp-*"))
+	require.NoError(t, err)
+	assert.Empty(t, tmps, "no temporary copy left behind")
 }

@@ -2,6 +2,7 @@ package tree
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -22,7 +23,7 @@ func Copy(ctx context.Context, src, dst string, opts Options) (res *Result, err 
 	}
 	defer func() {
 		if err != nil {
-			os.RemoveAll(dst)
+			RemoveAll(dst)
 		}
 	}()
 	type dirMode struct {
@@ -61,10 +62,25 @@ func Copy(ctx context.Context, src, dst string, opts Options) (res *Result, err 
 			return nil, err
 		}
 	}
-	if fi, err := os.Lstat(src); err == nil {
-		if err := os.Chmod(dst, fi.Mode().Perm()); err != nil {
-			return nil, err
-		}
+	if err := os.Chmod(dst, res.RootMode); err != nil {
+		return nil, err
 	}
 	return res, nil
+}
+
+// RemoveAll removes the tree at p like os.RemoveAll, also when a directory in
+// it lacks write permission (a copy keeps the source's modes, and a
+// read-only skill makes a read-only copy). It never follows a link.
+func RemoveAll(p string) error {
+	err := os.RemoveAll(p)
+	if err == nil || errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	filepath.WalkDir(p, func(q string, d fs.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			os.Chmod(q, 0o700)
+		}
+		return nil
+	})
+	return os.RemoveAll(p)
 }

@@ -35,7 +35,7 @@ var (
 
 // LimitError reports which limit a tree exceeded and where.
 type LimitError struct {
-	Limit string // "files", "bytes", "file bytes", "depth" or "path length"
+	Limit string // "files", "directories", "bytes", "file bytes", "depth" or "path length"
 	Max   int64  // the limit in force
 	Path  string // the relative path that crossed it
 	err   error  // the specific sentinel

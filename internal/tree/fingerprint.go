@@ -117,6 +117,17 @@ func (f *fingerprinter) dir(n node, prefix string, depth, workers int) {
 	if workers > 0 {
 		sem = make(chan struct{}, workers)
 	}
+	// Fold the subdirectories' sums in name order, also on an early return,
+	// so that no worker outlives the call.
+	defer func() {
+		for _, done := range subs {
+			g := <-done
+			f.h.Write(g.Sum[:])
+			f.md.Usable = f.md.Usable && g.Usable
+			f.md.Files += g.Files
+			f.md.Bytes += g.Bytes
+		}
+	}()
 	for _, name := range names {
 		rel := name
 		if prefix != "" {
@@ -165,12 +176,5 @@ func (f *fingerprinter) dir(n node, prefix string, depth, workers int) {
 				f.md.Usable = false
 			}
 		}
-	}
-	for _, done := range subs {
-		g := <-done
-		f.h.Write(g.Sum[:])
-		f.md.Usable = f.md.Usable && g.Usable
-		f.md.Files += g.Files
-		f.md.Bytes += g.Bytes
 	}
 }

@@ -157,26 +157,43 @@ func (n *fdNode) openFile(name string, want stat) (*os.File, error) {
 }
 
 func (n *fdNode) follow(rel string) (node, *os.File, fs.FileInfo, error) {
-	fd, err := openat2(int(n.root.Fd()), rel, &unix.OpenHow{
-		Flags:   unix.O_RDONLY | unix.O_CLOEXEC | unix.O_NONBLOCK | unix.O_NOCTTY,
-		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_MAGICLINKS,
-	})
+	// Resolve with O_PATH first: a FIFO or a device target is looked at,
+	// never opened.
+	how := unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC, Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_MAGICLINKS}
+	pfd, err := openat2(int(n.root.Fd()), rel, &how)
 	switch err {
 	case nil:
-	case unix.ENOENT:
+	case unix.ENOENT, unix.ELOOP: // dangling, or a link loop
 		return nil, nil, nil, fs.ErrNotExist
-	case unix.ELOOP:
-		return nil, nil, nil, fs.ErrNotExist // a link loop: treated as dangling
 	case unix.EXDEV:
 		return nil, nil, nil, fmt.Errorf("%w: its target resolves outside the root", ErrLink)
 	default:
 		return nil, nil, nil, err
 	}
+	var want unix.Stat_t
+	err = unix.Fstat(pfd, &want)
+	unix.Close(pfd)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	var flags uint64 = unix.O_RDONLY | unix.O_CLOEXEC | unix.O_NONBLOCK | unix.O_NOCTTY
+	switch want.Mode & unix.S_IFMT {
+	case unix.S_IFDIR:
+		flags |= unix.O_DIRECTORY
+	case unix.S_IFREG:
+	default:
+		return nil, nil, nil, errSpecial
+	}
+	how.Flags = flags
+	fd, err := openat2(int(n.root.Fd()), rel, &how)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("%w: %s was replaced during the walk", ErrChanged, rel)
+	}
 	f := os.NewFile(uintptr(fd), rel)
 	fi, err := f.Stat()
-	if err != nil {
+	if err != nil || !statOf(&want).same(fi) {
 		f.Close()
-		return nil, nil, nil, err
+		return nil, nil, nil, fmt.Errorf("%w: %s was replaced during the walk", ErrChanged, rel)
 	}
 	if fi.IsDir() {
 		return &fdNode{f: f, root: n.root}, nil, fi, nil
@@ -209,4 +226,13 @@ func openat2File(root, rel string) (*os.File, error) {
 		return nil, fmt.Errorf("%w: a component is not a directory", ErrNotRegular)
 	}
 	return nil, err
+}
+
+// ctimeOf returns fi's change time in nanoseconds, when the platform has it.
+func ctimeOf(fi fs.FileInfo) (int64, bool) {
+	sys, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return 0, false
+	}
+	return sys.Ctim.Nano(), true
 }

@@ -20,3 +20,5 @@ func statInfo(fi fs.FileInfo) stat {
 	return stat{mode: fi.Mode(), size: fi.Size(), mtime: fi.ModTime(),
 		same: func(o fs.FileInfo) bool { return os.SameFile(fi, o) }}
 }
+
+func ctimeOf(fs.FileInfo) (int64, bool) { return 0, false }

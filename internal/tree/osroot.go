@@ -104,7 +104,7 @@ func (n *rootNode) follow(rel string) (node, *os.File, fs.FileInfo, error) {
 		return &rootNode{r: sub, top: n.top}, nil, fi, nil
 	}
 	if !fi.Mode().IsRegular() {
-		return nil, nil, fi, nil
+		return nil, nil, nil, errSpecial
 	}
 	f, err := n.top.OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
 	if err != nil {

@@ -192,17 +192,19 @@ func TestWalkLimits(t *testing.T) {
 		{"path length", Limits{MaxPathLen: 4}, ErrPathTooLong, "path length", "d/e/f", "MaxPathLen"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			dir := t.TempDir()
-			build(t, dir, "d/", "d/a:aaa", "d/b:bbbb", "d/c:c", "d/e/", "d/e/f:f")
-			_, err := Walk(context.Background(), dir, Options{Limits: tc.lim}, nil)
-			require.ErrorIs(t, err, ErrLimit)
-			require.ErrorIs(t, err, tc.err)
-			var le *LimitError
-			require.ErrorAs(t, err, &le)
-			assert.Equal(t, tc.limit, le.Limit)
-			assert.Equal(t, tc.path, le.Path)
-			assert.Contains(t, err.Error(), tc.inText)
-			assert.Contains(t, err.Error(), tc.path)
+			modes(t, func(t *testing.T, force bool, _ Mode) {
+				dir := t.TempDir()
+				build(t, dir, "d/", "d/a:aaa", "d/b:bbbb", "d/c:c", "d/e/", "d/e/f:f")
+				_, err := Walk(context.Background(), dir, Options{Limits: tc.lim, ForceFallback: force}, nil)
+				require.ErrorIs(t, err, ErrLimit)
+				require.ErrorIs(t, err, tc.err)
+				var le *LimitError
+				require.ErrorAs(t, err, &le)
+				assert.Equal(t, tc.limit, le.Limit)
+				assert.Equal(t, tc.path, le.Path)
+				assert.Contains(t, err.Error(), tc.inText)
+				assert.Contains(t, err.Error(), tc.path)
+			})
 		})
 	}
 }
@@ -476,4 +478,107 @@ func FuzzParseManifest(f *testing.F) {
 			}
 		}
 	})
+}
+
+// writerBlocked starts a writer opening the FIFO at p, which blocks until
+// someone opens it for reading. It returns a function that reports whether
+// the writer is still blocked (nobody opened the FIFO) and then releases it.
+func writerBlocked(t *testing.T, p string) func() bool {
+	t.Helper()
+	opened := make(chan struct{})
+	go func() {
+		f, err := os.OpenFile(p, os.O_WRONLY, 0)
+		if err == nil {
+			close(opened)
+			f.Close()
+		}
+	}()
+	return func() bool {
+		var blocked bool
+		select {
+		case <-opened:
+			blocked = false
+		case <-time.After(200 * time.Millisecond):
+			blocked = true
+			r, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK, 0) // release the writer
+			require.NoError(t, err)
+			<-opened
+			r.Close()
+		}
+		return blocked
+	}
+}
+
+func TestWalkNeverOpensAFIFO(t *testing.T) {
+	for _, links := range []LinkPolicy{SkipLinks, FollowLinksWithin} {
+		t.Run(links.String(), func(t *testing.T) {
+			modes(t, func(t *testing.T, force bool, _ Mode) {
+				dir := t.TempDir()
+				build(t, dir, "pipe|", "l => pipe")
+				check := writerBlocked(t, filepath.Join(dir, "pipe"))
+				res, err := Walk(context.Background(), dir, Options{Links: links, ForceFallback: force}, nil)
+				require.NoError(t, err)
+				assert.Equal(t, []string{"l", "pipe"}, res.Skipped)
+				assert.True(t, check(), "the walk opened the FIFO")
+			})
+		})
+	}
+}
+
+func TestWalkDetectsRewriteInPlace(t *testing.T) {
+	modes(t, func(t *testing.T, force bool, _ Mode) {
+		dir := t.TempDir()
+		p := filepath.Join(dir, "f")
+		require.NoError(t, os.WriteFile(p, bytes.Repeat([]byte("A"), 1<<20), 0o644))
+		fi, err := os.Stat(p)
+		require.NoError(t, err)
+		_, err = Walk(context.Background(), dir, Options{ForceFallback: force}, func(it *Item) error {
+			if _, err := io.ReadFull(it, make([]byte, 1<<19)); err != nil {
+				return err
+			}
+			// Same size, same modification time, other bytes.
+			require.NoError(t, os.WriteFile(p, bytes.Repeat([]byte("B"), 1<<20), 0o644))
+			return os.Chtimes(p, fi.ModTime(), fi.ModTime())
+		})
+		require.ErrorIs(t, err, ErrChanged)
+	})
+}
+
+func TestWalkFollowedLinksCannotMultiplyDirectories(t *testing.T) {
+	dir := t.TempDir()
+	build(t, dir, "x00/")
+	for i := 1; i <= 14; i++ {
+		build(t, dir, fmt.Sprintf("x%02d/", i), fmt.Sprintf("x%02d/a => ../x%02d", i, i-1), fmt.Sprintf("x%02d/b => ../x%02d", i, i-1))
+	}
+	_, err := Walk(context.Background(), dir, Options{Links: FollowLinksWithin, Limits: Limits{MaxFiles: 1000}}, nil)
+	require.ErrorIs(t, err, ErrTooManyFiles)
+	var le *LimitError
+	require.ErrorAs(t, err, &le)
+	assert.Equal(t, "directories", le.Limit)
+}
+
+func TestRemoveAllReadOnlyTree(t *testing.T) {
+	src := t.TempDir()
+	build(t, src, "d/", "d/e/", "d/e/f")
+	require.NoError(t, os.Chmod(filepath.Join(src, "d/e"), 0o555))
+	require.NoError(t, os.Chmod(filepath.Join(src, "d"), 0o555))
+	t.Cleanup(func() {
+		os.Chmod(filepath.Join(src, "d"), 0o755)
+		os.Chmod(filepath.Join(src, "d/e"), 0o755)
+	})
+	dst := filepath.Join(t.TempDir(), "copy")
+	res, err := Copy(context.Background(), src, dst, Options{})
+	require.NoError(t, err)
+	fi, err := os.Stat(filepath.Join(dst, "d"))
+	require.NoError(t, err)
+	assert.Equal(t, fs.FileMode(0o555), fi.Mode().Perm(), "the copy keeps the read-only mode")
+	rootFI, err := os.Stat(src)
+	require.NoError(t, err)
+	assert.Equal(t, rootFI.Mode().Perm(), res.RootMode)
+	// As root the modes never stop a removal; elsewhere this is the case
+	// RemoveAll exists for.
+	require.NoError(t, RemoveAll(dst))
+	_, err = os.Lstat(dst)
+	require.ErrorIs(t, err, fs.ErrNotExist)
+	require.NoError(t, RemoveAll(dst), "removing what is gone is not an error")
 }

@@ -53,7 +53,7 @@ const (
 
 // Limits bound a walk. A zero field takes its default.
 type Limits struct {
-	MaxFiles     int   // regular files; default DefaultMaxFiles
+	MaxFiles     int   // regular files, and separately directories; default DefaultMaxFiles
 	MaxBytes     int64 // file bytes in total; default DefaultMaxBytes
 	MaxFileBytes int64 // bytes of one file; default DefaultMaxFileBytes
 	MaxDepth     int   // path components below the root; default DefaultMaxDepth
@@ -106,8 +106,9 @@ const (
 // Result is what a walk saw.
 type Result struct {
 	Manifest Manifest
-	Skipped  []string // links and special files left out, sorted relative paths
-	Mode     Mode
+	Skipped  []string    // links and special files left out, sorted relative paths
+	Mode     Mode        // the reader used
+	RootMode fs.FileMode // permission bits of the root, from its open descriptor
 }
 
 // Item is one directory or regular file handed to a Walk callback. Reading a
@@ -165,6 +166,17 @@ type stat struct {
 	full     bool
 }
 
+// sameCtime reports whether fi (an fstat after the read) has the change
+// time this lstat saw. A file rewritten in place with its size and
+// modification time restored still has a new change time.
+func (st stat) sameCtime(fi fs.FileInfo) bool {
+	if !st.full {
+		return true
+	}
+	c, ok := ctimeOf(fi)
+	return !ok || c == st.ctime
+}
+
 // node is an open directory of one reader (openat2 or os.Root).
 type node interface {
 	names() ([]string, error)
@@ -186,6 +198,7 @@ type walker struct {
 	fn      func(*Item) error
 	root    node
 	files   int
+	dirs    int
 	bytes   int64
 	entries []Entry
 	skipped []string
@@ -208,15 +221,17 @@ func Walk(ctx context.Context, root string, opts Options, fn func(*Item) error) 
 	}
 	defer top.close()
 	w := &walker{ctx: ctx, opts: opts, lim: opts.Limits.WithDefaults(), fn: fn, root: top}
-	if fi, err := top.info(); err == nil {
-		w.ances = append(w.ances, fi)
+	fi, err := top.info()
+	if err != nil {
+		return nil, &fs.PathError{Op: "walk", Path: root, Err: err}
 	}
+	w.ances = append(w.ances, fi)
 	if err := w.dir(top, ""); err != nil {
 		return nil, err
 	}
 	sort.Slice(w.entries, func(i, j int) bool { return w.entries[i].Path < w.entries[j].Path })
 	sort.Strings(w.skipped)
-	return &Result{Manifest: Manifest{Entries: w.entries}, Skipped: w.skipped, Mode: mode}, nil
+	return &Result{Manifest: Manifest{Entries: w.entries}, Skipped: w.skipped, Mode: mode, RootMode: fi.Mode().Perm()}, nil
 }
 
 func openRoot(root string, forceFallback bool) (node, Mode, error) {
@@ -349,6 +364,11 @@ func displayPath(rel string) string {
 }
 
 func (w *walker) enterDir(sub node, rel string, perm fs.FileMode) error {
+	// Directories count against MaxFiles too (separately from files):
+	// links followed within the root can multiply them.
+	if w.dirs++; w.dirs > w.lim.MaxFiles {
+		return &LimitError{Limit: "directories", Max: int64(w.lim.MaxFiles), Path: rel, err: ErrTooManyFiles}
+	}
 	e := Entry{Path: rel, Type: Dir, Mode: perm}
 	w.entries = append(w.entries, e)
 	if w.fn != nil {
@@ -373,8 +393,8 @@ func (w *walker) link(rel string) error {
 		return nil
 	}
 	sub, f, fi, err := w.root.follow(rel)
-	if errors.Is(err, fs.ErrNotExist) {
-		w.skipped = append(w.skipped, rel) // dangling
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, errSpecial) {
+		w.skipped = append(w.skipped, rel) // dangling, or a special file
 		return nil
 	}
 	if err != nil {
@@ -390,16 +410,9 @@ func (w *walker) link(rel string) error {
 			}
 		}
 		return w.enterDir(sub, rel, fi.Mode().Perm())
-	case fi.Mode().IsRegular():
-		defer f.Close()
-		return w.file(f, rel, stat{mode: fi.Mode(), size: fi.Size(), mtime: fi.ModTime(),
-			same: func(o fs.FileInfo) bool { return os.SameFile(fi, o) }})
 	default:
-		if f != nil {
-			f.Close()
-		}
-		w.skipped = append(w.skipped, rel)
-		return nil
+		defer f.Close()
+		return w.file(f, rel, statInfo(fi))
 	}
 }
 
@@ -441,13 +454,17 @@ func (w *walker) file(f *os.File, rel string, st stat) error {
 	if err != nil {
 		return fmt.Errorf("fstat %q: %w", rel, err)
 	}
-	if fi.Size() != st.size || !fi.ModTime().Equal(st.mtime) || !st.same(fi) {
+	if fi.Size() != st.size || !fi.ModTime().Equal(st.mtime) || !st.same(fi) || !st.sameCtime(fi) {
 		return fmt.Errorf("%w: %s: size, time or identity changed while read; retry when the tree is quiet", ErrChanged, rel)
 	}
 	it.SHA256 = hex.EncodeToString(it.h.Sum(nil))
 	w.entries = append(w.entries, it.Entry)
 	return nil
 }
+
+// errSpecial: a followed link's target is neither a directory nor a
+// regular file; it is skipped, not opened.
+var errSpecial = errors.New("special file")
 
 // onlyReader hides every method but Read, so io.CopyBuffer uses our buffer.
 type onlyReader struct{ io.Reader }

@@ -70,12 +70,9 @@ type EvidenceError struct {
 	Detail       string   // why, for this reference
 }
 
-func (e *EvidenceError) Error() string {
-	if e.Detail == "" {
-		return e.Message
-	}
-	return e.Message + " (" + e.Detail + ")"
-}
+// Error returns Message, exactly: hosts show it to the agent as it is. The
+// reason for this particular reference is in Detail.
+func (e *EvidenceError) Error() string { return e.Message }
 
 // Unwrap returns ErrEvidence.
 func (e *EvidenceError) Unwrap() error { return ErrEvidence }

@@ -129,7 +129,8 @@ func TestValidateEvidence(t *testing.T) {
 			switch tc.want {
 			case rejected:
 				assert.Equal(t, deliverable.RejectedCitationMessage, ee.Message)
-				assert.True(t, strings.HasPrefix(err.Error(), deliverable.RejectedCitationMessage), err.Error())
+				assert.Equal(t, deliverable.RejectedCitationMessage, err.Error())
+				assert.NotEmpty(t, ee.Detail)
 				assert.Equal(t, tc.cited, ee.AttachmentID)
 			case local:
 				assert.Equal(t, tc.refs[0], ee.Ref)
@@ -163,7 +164,10 @@ func TestValidateEvidenceRejectedMessageIsExact(t *testing.T) {
 	require.ErrorIs(t, err, deliverable.ErrEvidence)
 	assert.Equal(t, "Completion cites no registered attachment on this task or its completed child tasks. "+
 		"Use register_deliverable for the requested file and cite deliverable:<attachmentId> from its receipt.", deliverable.RejectedCitationMessage)
-	assert.Contains(t, err.Error(), idGrandchild)
+	var ee *deliverable.EvidenceError
+	require.ErrorAs(t, err, &ee)
+	assert.Equal(t, deliverable.RejectedCitationMessage, err.Error())
+	assert.Contains(t, ee.Detail, idGrandchild)
 }
 
 func TestValidateEvidenceHostFailures(t *testing.T) {

@@ -357,7 +357,7 @@ func (r runFile) receipt(key string) (receiptEntry, bool) {
 
 func (r runFile) duplicate(e Entry) (Attachment, bool) {
 	for _, a := range r.Attachments {
-		if a.SHA256 == e.SHA256 && a.ByteSize == e.ByteSize && a.Filename == e.Filename && a.ContentType == e.ContentType {
+		if a.SHA256 == e.SHA256 && a.ByteSize == e.ByteSize {
 			return a, true
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path"
 
 	"github.com/airlockdev/airlock/internal/tree"
 )
@@ -31,7 +32,7 @@ type Registrar struct {
 //
 // The request is checked first: text fields are trimmed and must be
 // non-empty, bounded and free of control characters; Filename must be a base
-// name; SHA256 64 hex digits; ByteSize in 1..MaxBytes (ErrSizeDenied);
+// name, and (checked once the file is open) the base name of ContentRef; SHA256 64 hex digits; ByteSize in 1..MaxBytes (ErrSizeDenied);
 // ContentRef workspace-relative, without a scheme, "..", backslash or home
 // prefix (ErrPathDenied). Then an idempotency key already used by this task
 // and run returns its stored receipt unchanged (the file is not read and
@@ -100,6 +101,11 @@ func (r *Registrar) Register(ctx context.Context, workspace string, taskID, runI
 	}
 	if links != 1 {
 		return Receipt{}, pathErr(fmt.Errorf("%w: the file has %d hard links; copy it to a new file and register the copy", ErrHardlinkDenied, links))
+	}
+	// The name the agent declares is the file's own: a file the task names
+	// cannot be satisfied by registering another file under that name.
+	if base := path.Base(rel); n.Filename != base {
+		return Receipt{}, fmt.Errorf("%w: Filename %q is not the base name of ContentRef %q; pass %q", ErrInvalidRequest, n.Filename, rel, base)
 	}
 	if before.Size() != n.ByteSize {
 		return Receipt{}, pathErr(fmt.Errorf("%w: the file is %d bytes but ByteSize is %d; recompute the size of the final file", ErrSizeMismatch, before.Size(), n.ByteSize))

@@ -377,18 +377,18 @@ func TestRegisterDuplicate(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, dup, again)
 
-	// Same bytes under another filename is another attachment sharing one blob.
+	// Same bytes under another filename: still the run's duplicate.
 	other, err := f.reg.Register(ctx, f.ws, "t", "r", requestFor("b.txt", "k3", data))
 	require.NoError(t, err)
-	assert.Equal(t, deliverable.Applied, other.Disposition)
-	assert.NotEqual(t, first.AttachmentID, other.AttachmentID)
+	assert.Equal(t, deliverable.Duplicate, other.Disposition)
+	assert.Equal(t, first.AttachmentID, other.AttachmentID)
 
 	// Same content in another run is that run's own attachment.
 	otherRun, err := f.reg.Register(ctx, f.ws, "t", "r2", requestFor("a.txt", "k1", data))
 	require.NoError(t, err)
 	assert.Equal(t, deliverable.Applied, otherRun.Disposition)
 
-	assert.Len(t, filesUnder(t, f.fs, f.dir, "attachments"), 3)
+	assert.Len(t, filesUnder(t, f.fs, f.dir, "attachments"), 2)
 	assert.Equal(t, []string{sum(data)}, filesUnder(t, f.fs, f.dir, "blobs"))
 
 	// A duplicate claim is still verified against the file: same size,
@@ -486,4 +486,16 @@ func TestRegisterFileGrownDuringRead(t *testing.T) {
 	t.Logf("%d attempts: %v", attempt, outcomes)
 	assert.True(t, detected, "an append during the read was never detected")
 	assert.Empty(t, filesUnder(t, f.fs, f.dir, "tmp"))
+}
+
+func TestRegisterFilenameIsTheFilesOwnName(t *testing.T) {
+	f := newFixture(t)
+	data := []byte("{}")
+	writeFile(t, f.ws, "notes.txt", data)
+	req := requestFor("notes.txt", "k", data)
+	req.Filename = "output.json" // the name a task asked for, on another file
+	_, err := f.reg.Register(context.Background(), f.ws, "t", "r", req)
+	require.ErrorIs(t, err, deliverable.ErrInvalidRequest)
+	assert.ErrorContains(t, err, `pass "notes.txt"`)
+	assert.Empty(t, filesUnder(t, f.fs, f.dir, "blobs"), "nothing stored")
 }

@@ -277,7 +277,7 @@ func TestLabel(t *testing.T) {
 		{"", "session"},
 		{strings.Repeat("z", 81), strings.Repeat("z", 80)},
 		{long, strings.Repeat("a", 79) + "_"},
-		{strings.Repeat(".", 80) + "x", "session"}, // cut leaves only dots
+		{strings.Repeat(".", 80) + "x", strings.Repeat(".", 80)}, // all-dots is judged before the cut; the hex suffix keeps it a plain name
 	}
 	for _, tt := range tests {
 		t.Run(tt.id, func(t *testing.T) {

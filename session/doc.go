@@ -14,8 +14,8 @@
 //   - WorkspaceDigest: "sha256:" + hex SHA-256 of the real workspace path.
 //   - RuntimeRoot: <real RuntimeDir>/sessions/<readable>-<16 hex>, where
 //     readable is the session id with every byte outside [A-Za-z0-9._-]
-//     replaced by '_', cut to 80 bytes, and "session" if that leaves nothing
-//     or only dots; the suffix is the first 16 hex digits of SHA-256 of the
+//     replaced by '_', "session" if that leaves only dots, then cut to 80
+//     bytes; the suffix is the first 16 hex digits of SHA-256 of the
 //     raw id, so "a/b", "a:b" and "a_b" get three different roots.
 //   - ProfileDigest: [Profile.Digest], over every profile field.
 //   - Key, the provider session key: "airlock-" + hex SHA-256 over a

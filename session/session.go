@@ -205,8 +205,9 @@ func realDir(what, p string, sentinel error) (string, error) {
 }
 
 // label returns the collision-resistant file name derived from a session id:
-// a readable part (every byte outside [A-Za-z0-9._-] replaced by '_', cut to
-// 80 bytes, "session" if empty or all dots), '-', and the first 16 hex digits
+// a readable part (every byte outside [A-Za-z0-9._-] replaced by '_', an
+// all-dots result replaced by "session", cut to 80 bytes, "session" if
+// empty — in that order, as the v1 rules say), '-', and the first 16 hex digits
 // of the SHA-256 of the raw id. The result is never "." or ".." and never
 // contains a separator.
 func label(id string) string {
@@ -216,12 +217,12 @@ func label(id string) string {
 			b[i] = '_'
 		}
 	}
-	if len(b) > maxLabelLen {
-		b = b[:maxLabelLen]
-	}
 	readable := string(b)
 	if strings.Trim(readable, ".") == "" {
 		readable = "session"
+	}
+	if len(readable) > maxLabelLen {
+		readable = readable[:maxLabelLen]
 	}
 	return readable + "-" + hexSHA256([]byte(id))[:16]
 }

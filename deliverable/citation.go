@@ -66,9 +66,13 @@ func parseUUID(s string) (string, bool) {
 }
 
 // looksLikeLocalFile reports whether a ref that is not a citation names a
-// workspace file: "./x", "../x", "/x", "~/x", "file:x", "C:\x", or a single
-// token with a file extension such as "x.pdf", "out/x.csv" or "x.md:12".
-// URLs, other schemes ("work_product:…") and prose are not local files.
+// workspace file: "./x", "../x", "/x", "~/x", "file:x", "C:\x", a dotfile
+// (".env"), or a single token that DetectRequests would read as a file name:
+// a known extension (detectExts), not a framework or site name
+// (detectNotFiles), with an optional ":line" suffix, such as "x.pdf",
+// "out/x.csv" or "x.md:12". URLs, bare domains ("example.com", "go.dev",
+// "docs.rs"), framework names ("node.js"), other schemes ("work_product:…")
+// and prose are not local files.
 func looksLikeLocalFile(ref string) bool {
 	s := strings.TrimSpace(ref)
 	if s == "" {
@@ -95,12 +99,10 @@ func looksLikeLocalFile(ref string) bool {
 	if strings.Contains(s, ":") {
 		return false // a URL or another kind of reference
 	}
-	base := s[strings.LastIndexAny(s, `/\`)+1:]
-	dot := strings.LastIndexByte(base, '.')
-	if dot < 0 || (dot == 0 && len(base) == 1) {
-		return false
+	if base := s[strings.LastIndexAny(s, `/\`)+1:]; strings.LastIndexByte(base, '.') == 0 {
+		return isExtension(base[1:]) // a dotfile: ".env", ".gitignore"
 	}
-	return isExtension(base[dot+1:])
+	return detectIsFile(s)
 }
 
 // stripLineSuffix removes a ":line" or ":line:column" suffix.
@@ -115,7 +117,8 @@ func stripLineSuffix(s string) string {
 	return s
 }
 
-// isExtension accepts 1 to 10 ASCII letters and digits, not all digits.
+// isExtension accepts 1 to 10 ASCII letters and digits, not all digits: the
+// name of a dotfile.
 func isExtension(ext string) bool {
 	if len(ext) == 0 || len(ext) > 10 {
 		return false

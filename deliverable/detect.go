@@ -28,7 +28,8 @@ import (
 // ("Node.js") are not part of a name. Sentences end at ". ! ?" (not after
 // "e.g." and the like); each sentence is a unit. A sentence that opens with a
 // question word and ends in "?" ("Who wrote report.pdf?") asks about files,
-// not for them.
+// not for them, unless it is a polite request ("Is it possible to attach the
+// log file?", "Do you mind attaching it?": detectPoliteAsk).
 //
 // Stage 3, phrases (detectMarkVerbs, detectSplit). Verbs come from a lexicon
 // of classes (detectVerbs): output (write, create, save, produce…), export,
@@ -36,11 +37,18 @@ import (
 // (convert, render, translate…), input (read, summarize, compare…), reply
 // (answer, explain…), edit (update, fix, refactor, add…), repository (commit,
 // push, merge) and attempt (attempt, try), matched through inflections
-// ("writes", "attached", "creating", "written"). A lexicon word right after a
-// determiner is a noun ("a native write", "the parsed records"). A unit is cut
-// into clauses at ";" and clauses into verb phrases wherever a coordinator,
-// comma or relative pronoun is followed by a verb ("…, then attach it",
-// "… and open a pull request", "… that fixes X", "… without creating files").
+// ("writes", "attached", "creating", "written"). A lexicon word in a noun
+// position is a noun (detectNounPosition): right after a determiner ("a
+// native write", "the parsed records"); right after a noun preposition unless
+// it is a gerund ("a report on test results", "a list of open issues"; not
+// "instead of creating"); as the object right after a verb ("create test
+// data"); and after a determiner or noun preposition and up to two nouns or
+// adjectives ("on climate change", "the load test results", "of the code
+// changes", "the bug reports in a PDF"; not "the script writes out.json",
+// not "for each file write a summary"). A unit is cut into clauses at ";" and
+// clauses into verb phrases wherever a coordinator, comma or relative pronoun
+// is followed by a verb ("…, then attach it", "… and open a pull request", "…
+// that fixes X", "… without creating files").
 //
 // Stage 4, roles inside a phrase (detectNegate, detectMarkInline,
 // detectPhrase, detectMention, detectSignalAt).
@@ -62,24 +70,47 @@ import (
 //     edit; a phrase that mentions a pull request, branch or commit makes it
 //     repository work. In a Deliverables item a file with no verb is an
 //     output, unless the item says it is changed "in place".
+//   - The governing verb. A verb inside a prepositional complement of the
+//     verb before it ("write a guide on how to use the API", "a report on
+//     testing X") does not take the phrase over: a destination after it
+//     ("as a PDF", "to guide.md") belongs to the verb that governs the
+//     phrase.
 //   - Unnamed requests (rules 1, 3). An export verb, an attach/upload verb, a
 //     delivery marker ("downloadable", "as an attachment", "for download"), a
-//     destination ("as/into a CSV", "to a PDF" after an output verb, "to a
-//     JSON file" after a transform verb, "in XLSX format"), or a file noun or
-//     inherently binary format as the object of an output verb ("create a
-//     file", "generate a PDF", "an Excel workbook") asks for a file. Text
-//     formats (JSON, CSV, HTML, Markdown…) ask for a file only as a destination
-//     or with a file noun: "convert users.csv to JSON" is a text request. A
-//     format or file after "this", "the attached", "of", after a preposition
-//     between it and the verb ("advice on naming files"), a modifier use ("a
-//     CSV parser", "file permissions") and a temporary file are not requests.
+//     destination ("as/into a CSV" after any governing verb but a reading,
+//     reply or edit verb, "to a PDF" after an output verb, "to a JSON file"
+//     after a transform verb, "in XLSX format", "in a PDF" or "in a CSV file"
+//     after an output or digest verb, "in a Word document" after a reply
+//     verb), or a file noun or inherently binary format as the object of an
+//     output verb ("create a file", "generate a PDF", "an Excel workbook")
+//     asks for a file. A digest verb (summarize, analyze, compare…:
+//     detectDigestVerbs) reads an input but writes something new, so "as a
+//     PDF" or "in a PDF" after it is a destination; "in the PDF" is where
+//     something already is. Text formats (JSON, CSV, HTML, Markdown…) ask for
+//     a file only as a destination, with a file noun, or as a counted noun of
+//     their own ("produce a CSV of all active users"; not "a CSV parser"):
+//     "convert users.csv to JSON" is a text request. A format or file after
+//     "this", "the attached", "of", after a preposition between it and the
+//     verb ("advice on naming files"), a modifier use ("a CSV parser", "file
+//     permissions") and a temporary file are not requests.
 //   - Inline answers (rule 4). An inline marker ("inline", "in the
 //     reply/chat/response", "as text", "in a code block") covers the conjunct
 //     right before it: a run of file names ("index.html and styles.css inline
-//     in the reply") or one noun phrase ("index.html and a short summary in
-//     the reply" leaves index.html requested).
+//     in the reply") or one noun phrase, "of" included ("index.html and a
+//     short summary in the reply" leaves index.html requested; "a CSV of the
+//     users in the chat" is inline).
 //
-// Stage 5, across units (detectDenials, detectPronouns, detectQualifiers).
+// Stage 5, across units (detectRepoWork, detectDenials, detectPronouns,
+// detectQualifiers).
+//   - Code tasks (rule 8). An output that is a source file created in the
+//     source tree (a source extension and a source directory such as src/,
+//     or a code noun such as "component" or "test" in its phrase: "create a
+//     new React component in src/Button.tsx") or a build output (a file
+//     under dist/, build/… or with a build extension, produced by "build the
+//     project" or checked by a passive verb in that unit or the next one:
+//     "build the project and make sure dist/app.js is generated") is
+//     repository work. A Deliverables item, an exported file and a delivered
+//     one (attach, send, downloadable…) stay requested.
 //   - Denied writes (rule 7). A denial marker ("must be denied", "should
 //     fail", "is rejected", "negative test", "EACCES") denies the files before
 //     it in its phrase, and every file of an attempt/try phrase whose unit or
@@ -145,6 +176,7 @@ func DetectRequests(objective string) Requests {
 	for _, u := range units {
 		detectAnalyze(u)
 	}
+	detectRepoWork(units)
 	detectDenials(units)
 	detectPronouns(units)
 	detectQualifiers(units)
@@ -556,7 +588,7 @@ func detectSentences(toks []reqToken, item bool) []*reqUnit {
 		for _, t := range ts {
 			if t.kind == reqWord || t.kind == reqFile {
 				u := &reqUnit{toks: ts, item: item}
-				u.question = asked && ts[0].is(detectQuestionWords...)
+				u.question = asked && ts[0].is(detectQuestionWords...) && !detectPoliteAsk(ts)
 				units = append(units, u)
 				return
 			}
@@ -575,6 +607,24 @@ func detectSentences(toks []reqToken, item bool) []*reqUnit {
 	}
 	add(toks[start:], false)
 	return units
+}
+
+// detectPoliteAsk reports whether a question is a request phrased politely
+// ("Is it possible to attach the log file?", "Do you mind attaching it?").
+// A question opened by a wh-word ("Who is able to attach report.pdf?") is
+// not one.
+func detectPoliteAsk(toks []reqToken) bool {
+	if !toks[0].is("is", "are", "do", "does", "would", "could", "will") {
+		return false
+	}
+	for i := 1; i+1 < len(toks) && i < 8; i++ {
+		t, n := toks[i], toks[i+1]
+		if t.is("possible", "able", "way") && n.is("to") ||
+			t.is("you") && n.is("mind") && i+2 < len(toks) && strings.HasSuffix(toks[i+2].low, "ing") {
+			return true
+		}
+	}
+	return false
 }
 
 // ---------------------------------------------------------------------------
@@ -601,6 +651,8 @@ type reqMention struct {
 	forbid   bool // a negated output or delivery reaches it
 	exempt   bool // a qualifier exempts it
 	repoRef  bool // a repository verb reaches it through a pronoun
+	verb     int  // token index of the verb it takes its role from, or -1
+	passive  bool // that verb is passive and after it ("dist/app.js is generated")
 }
 
 // reqPhrase is one verb phrase of a unit: toks[start:end].
@@ -671,6 +723,7 @@ func detectAnalyze(u *reqUnit) {
 
 // detectMarkVerbs sets the verb class of every word used as a verb.
 func detectMarkVerbs(u *reqUnit) {
+	noun := make([]bool, len(u.toks)) // a lexicon word used as a noun or adjective
 	for i, t := range u.toks {
 		if t.kind != reqWord {
 			continue
@@ -691,31 +744,121 @@ func detectMarkVerbs(u *reqUnit) {
 			u.cls[i] = reqPseudo // "the output should be a CSV file"
 			continue
 		}
-		if detectNounPosition(u.toks, i, t.low != lemma) {
+		if detectNounPosition(u, noun, i, detectFormOf(t.low, lemma)) {
+			noun[i] = true
 			continue
 		}
 		u.cls[i] = c
 	}
 }
 
+// reqForm is the inflection of a lexicon word.
+type reqForm uint8
+
+const (
+	reqFormBase    reqForm = iota // write, change
+	reqFormS                      // writes, changes: a plural noun or a third-person verb
+	reqFormIng                    // writing
+	reqFormPerfect                // written, changed
+)
+
+func detectFormOf(w, lemma string) reqForm {
+	switch {
+	case w == lemma:
+		return reqFormBase
+	case strings.HasSuffix(w, "ing"):
+		return reqFormIng
+	case strings.HasSuffix(w, "s"):
+		return reqFormS
+	}
+	return reqFormPerfect
+}
+
 // detectNounPosition reports whether the lexicon word at i is used as a noun
-// or adjective: it follows a determiner, possibly across plain adjectives
-// ("a native write", "the parsed records", "the CSV export"). An inflected
-// form only counts right after the determiner ("the script writes" is a verb).
-func detectNounPosition(toks []reqToken, i int, inflected bool) bool {
+// or adjective ("climate change", "the code changes", "test results"):
+//   - right after a determiner, in any form ("a native write", "the parsed
+//     records");
+//   - right after a noun preposition (of, on, about, for, in…), unless it is a
+//     gerund ("a report on test results", "a list of open issues"; not
+//     "instead of creating");
+//   - in its base or -s form right after an active verb, as its object
+//     ("create test data", "save search results");
+//   - in its base form after a determiner or a noun preposition and up to two
+//     plain words or nouns ("the CSV export", "on climate change", "the load
+//     test results"); an -s form there only inside a prepositional phrase ("a
+//     summary of the code changes") or when a preposition, a be-form or the
+//     end of the phrase follows ("the bug reports in a PDF"; not "the script
+//     writes out.json"); neither when an object follows ("for each file
+//     write a summary").
+//
+// noun marks the earlier lexicon words already read as nouns.
+func detectNounPosition(u *reqUnit, noun []bool, i int, form reqForm) bool {
+	toks := u.toks
+	if i == 0 || toks[i-1].kind != reqWord {
+		return false
+	}
+	prev := toks[i-1]
+	switch {
+	case detectDeterminers[prev.low]:
+		return true
+	case detectNounPreps[prev.low]:
+		return form != reqFormIng
+	case u.verbAt(i - 1):
+		return (form == reqFormBase || form == reqFormS) && !detectCausatives[detectLemma(prev.low)]
+	}
+	if form == reqFormIng || form == reqFormPerfect {
+		return false
+	}
+	if detectObjectFollows(toks, i+1) {
+		return false // "for each file write a summary", "in the folder create notes.txt"
+	}
 	for j, steps := i-1, 0; j >= 0 && steps < 3; j, steps = j-1, steps+1 {
 		t := toks[j]
 		if t.kind != reqWord {
 			return false
 		}
-		if detectDeterminers[t.low] {
+		if detectNounPreps[t.low] {
 			return true
 		}
-		if inflected || detectFunction[t.low] || detectLemma(t.low) != "" || detectNegators[t.low] {
+		if detectDeterminers[t.low] {
+			if form == reqFormBase {
+				return true
+			}
+			return j > 0 && detectNounPreps[toks[j-1].low] || detectNounFollows(toks, i+1)
+		}
+		if noun[j] {
+			continue
+		}
+		if detectFunction[t.low] || detectLemma(t.low) != "" || detectNegators[t.low] {
 			return false
 		}
 	}
 	return false
+}
+
+// detectObjectFollows reports whether toks[k] starts the object of a verb: a
+// file, a determiner or an object pronoun.
+func detectObjectFollows(toks []reqToken, k int) bool {
+	if k >= len(toks) {
+		return false
+	}
+	t := toks[k]
+	return t.kind == reqFile || t.is("it", "them", "me", "us", "him", "her") ||
+		detectDeterminers[t.low] && !t.is("no")
+}
+
+// detectNounFollows reports whether toks[k] is what follows a noun rather than
+// a verb: the end, punctuation, a preposition, a coordinator or a be-form.
+func detectNounFollows(toks []reqToken, k int) bool {
+	if k >= len(toks) {
+		return true
+	}
+	t := toks[k]
+	if t.kind == reqPunct {
+		return !t.punct(`"`, "`", "'", "“", "‘")
+	}
+	return t.is("in", "as", "into", "of", "for", "from", "on", "about", "with", "and", "or", "are", "were",
+		"is", "was", "should", "must", "will", "can", "need", "have", "has")
 }
 
 // verbAt reports whether toks[i] is a verb (the noun "deliverable" is not
@@ -943,10 +1086,10 @@ func detectCoverInline(u *reqUnit, i int) {
 			}
 			return
 		}
-	case reqWord: // "a short summary in the reply", "as a markdown table in chat"
+	case reqWord: // "a short summary in the reply", "a CSV of the users in the chat"
 		for k := j; k >= 0 && i-k < 8; k-- {
 			t := toks[k]
-			if t.kind != reqWord || u.verbAt(k) || detectFunction[t.low] {
+			if t.kind != reqWord || u.verbAt(k) || detectFunction[t.low] && !t.is("of") {
 				return
 			}
 			u.inl[k] = true
@@ -992,19 +1135,27 @@ func detectPhrase(u *reqUnit, p *reqPhrase) {
 	}
 
 	lastVerb := -1      // nearest verb before i in the phrase
+	head := -1          // the verb that governs the phrase at i (see below)
 	prep := ""          // nearest word before i that is not a filler
 	prepOfVerb := false // an input preposition lies between lastVerb and i
 	for i := p.start; i < p.end; i++ {
 		t := toks[i]
 		switch t.kind {
 		case reqFile:
-			p.mentions = append(p.mentions, detectMention(u, p, i, lastVerb, prep))
+			p.mentions = append(p.mentions, detectMention(u, p, i, lastVerb, head, prep))
 		case reqWord:
 			if !u.neg[i] && !u.inl[i] {
-				detectSignalAt(u, p, i, lastVerb, prep, prepOfVerb)
+				detectSignalAt(u, p, i, lastVerb, head, prep, prepOfVerb)
 			}
 		}
 		if u.verbAt(i) || (u.cls[i] == reqPseudo && !u.neg[i]) {
+			// A verb inside a prepositional complement of the verb before
+			// it ("a guide on how to use the API", "a report on testing
+			// X") does not take over the phrase: a destination later in
+			// the phrase still belongs to the verb before it.
+			if !prepOfVerb || head < 0 {
+				head = i
+			}
 			lastVerb, prepOfVerb = i, false
 		} else if t.kind == reqWord && detectInputPreps[t.low] {
 			prepOfVerb = true
@@ -1029,18 +1180,24 @@ func detectPhrase(u *reqUnit, p *reqPhrase) {
 }
 
 // detectMention gives the file at toks[i] its role.
-func detectMention(u *reqUnit, p *reqPhrase, i, lastVerb int, prep string) *reqMention {
+func detectMention(u *reqUnit, p *reqPhrase, i, lastVerb, head int, prep string) *reqMention {
 	toks := u.toks
 	m := &reqMention{name: toks[i].text, tok: i}
 	vi := lastVerb
 	if vi < 0 {
 		vi = detectPassiveVerb(u, i, p.end)
+		m.passive = vi >= 0
 	}
 	verb := reqNone
 	if vi >= 0 {
 		verb = u.cls[vi]
 	}
 	target := prep == "to" || prep == "into" || prep == "as"
+	if target && head >= 0 && head != vi && detectOutputish(u.cls[head]) &&
+		(verb == reqInput || verb == reqReply || verb == reqEdit) {
+		vi, verb = head, u.cls[head] // "write a summary of how to use X to summary.md"
+	}
+	m.verb = vi
 	switch {
 	case u.question:
 		m.role = reqRoleInput
@@ -1128,15 +1285,18 @@ func detectSourceOf(toks []reqToken, i, end int) bool {
 
 // detectSignalAt records an unnamed file request at the word toks[i]: a
 // destination ("as a CSV") or a file-ish object of an output verb.
-func detectSignalAt(u *reqUnit, p *reqPhrase, i, lastVerb int, prep string, prepOfVerb bool) {
+func detectSignalAt(u *reqUnit, p *reqPhrase, i, lastVerb, head int, prep string, prepOfVerb bool) {
 	toks := u.toks
-	vc := reqNone
+	vc, hc := reqNone, reqNone // classes of the nearest and of the governing verb
 	if lastVerb >= 0 {
-		vc = u.cls[lastVerb]
+		vc, hc = u.cls[lastVerb], u.cls[head]
 	} else if u.item {
-		vc = reqOutput
+		vc, hc = reqOutput, reqOutput
 	}
-	outputish := vc == reqOutput || vc == reqExport || vc == reqAttach || vc == reqSend || vc == reqPseudo
+	outputish := detectOutputish(vc)
+	// A digest verb ("summarize", "compare") writes something new: "as a
+	// PDF" or "in a PDF" after it is where that goes.
+	digest := head >= 0 && hc == reqInput && detectDigestVerbs[detectLemma(toks[head].low)]
 	t := toks[i]
 
 	if t.is("as", "into", "to", "in") {
@@ -1155,7 +1315,7 @@ func detectSignalAt(u *reqUnit, p *reqPhrase, i, lastVerb int, prep string, prep
 		}
 		switch t.low {
 		case "as", "into":
-			if vc != reqInput && vc != reqReply && vc != reqEdit {
+			if hc != reqInput && hc != reqReply && hc != reqEdit || digest {
 				p.signal = true
 			}
 		case "to":
@@ -1163,15 +1323,23 @@ func detectSignalAt(u *reqUnit, p *reqPhrase, i, lastVerb int, prep string, prep
 				p.signal = true
 			}
 		case "in":
-			if format && k+1 < p.end && toks[k+1].is("format", "form") &&
-				vc != reqInput && vc != reqReply && vc != reqEdit {
-				p.signal = true
+			switch {
+			case format && k+1 < p.end && toks[k+1].is("format", "form"):
+				if hc != reqInput && hc != reqReply && hc != reqEdit {
+					p.signal = true
+				}
+			case !toks[i+1].is("a", "an") || i > 0 && toks[i-1].is("is", "are", "was", "were", "be", "goes", "go"):
+				// "in the PDF" is where something already is; "what is in a PDF"
+			case detectOutputish(hc) || digest:
+				p.signal = true // "put the results in a CSV", "summarize X in a PDF"
+			case hc == reqReply && (noun || detectFormats[toks[k].low]):
+				p.signal = true // "explain the results in a Word document"
 			}
 		}
 		return
 	}
 
-	strong := detectFormats[t.low] && detectFormatHead(u, i, p.end)
+	strong := detectFormats[t.low] && detectFormatHead(u, i, p.end) || detectCountedFormat(u, i, p.end)
 	if !strong && !detectFileNounHead(toks, i, p.end) {
 		return
 	}
@@ -1187,6 +1355,34 @@ func detectSignalAt(u *reqUnit, p *reqPhrase, i, lastVerb int, prep string, prep
 		return // "advice on naming files": not the verb's object
 	}
 	p.signal = true
+}
+
+// detectOutputish reports whether a verb of class c makes its object an
+// output.
+func detectOutputish(c reqClass) bool {
+	return c == reqOutput || c == reqExport || c == reqAttach || c == reqSend || c == reqPseudo
+}
+
+// detectCountedFormat reports whether the text format at toks[i] is a counted
+// noun of its own, so a document: "a CSV of all active users", "a clean JSON",
+// but not "a JSON parser", "a Markdown summary" or "JSON" alone.
+func detectCountedFormat(u *reqUnit, i, end int) bool {
+	toks := u.toks
+	if strong, ok := detectFormats[toks[i].low]; !ok || strong || toks[i].kind != reqWord {
+		return false
+	}
+	switch {
+	case i > 0 && toks[i-1].is("a", "an"):
+	case i > 1 && toks[i-2].is("a", "an") && toks[i-1].kind == reqWord && !detectFunction[toks[i-1].low] &&
+		detectLemma(toks[i-1].low) == "" && !detectFileNouns[toks[i-1].low]:
+	default:
+		return false
+	}
+	if i+1 >= end {
+		return true
+	}
+	n := toks[i+1]
+	return n.kind == reqPunct || n.kind == reqWord && (detectFunction[n.low] || strings.HasSuffix(n.low, "ing"))
 }
 
 // detectFormatHead reports whether toks[k] is a format word used as the head of
@@ -1348,6 +1544,81 @@ func detectDenialAt(toks []reqToken, i int) bool {
 
 // ---------------------------------------------------------------------------
 // Stage 5: across units
+
+// detectRepoWork makes the outputs of code tasks repository work (rule 8):
+//   - a source file created in the source tree: a source-code extension
+//     (detectSourceExts) and a source directory in its path ("src/Button.tsx")
+//     or a code noun in its phrase ("a new React component in Button.tsx", "a
+//     unit test in parser_test.go");
+//   - a build output: after a unit or in a unit that builds the project ("build
+//     the project", "compile the app"), a file under a build directory or with
+//     a build extension ("dist/app.js", "public/bundle.js") that the build
+//     verb produces or that a passive verb checks ("make sure dist/app.js is
+//     generated"); an explicit "write the log to build.log" stays an output.
+//
+// A Deliverables item, a delivered file (attach, send, downloadable…) and an
+// exported one stay requested.
+func detectRepoWork(units []*reqUnit) {
+	built := false // the unit before builds the project
+	for _, u := range units {
+		builds := detectBuilds(u)
+		for _, p := range u.phrases {
+			code := false
+			for i := p.start; i < p.end; i++ {
+				code = code || detectCodeNouns[u.toks[i].low] && u.toks[i].kind == reqWord
+			}
+			for _, m := range p.mentions {
+				if m.role != reqRoleOutput || m.delivery || u.item || m.verb >= 0 && u.cls[m.verb] == reqExport {
+					continue
+				}
+				dirs, ext := detectPathParts(m.name)
+				switch {
+				case detectSourceExts[ext] && (code || slices.ContainsFunc(dirs, func(d string) bool { return detectSourceDirs[d] })):
+					m.role = reqRoleRepo
+				case (builds || built) && (detectBuildExts[ext] || slices.ContainsFunc(dirs, func(d string) bool { return detectBuildDirs[d] })) &&
+					(m.passive || m.verb >= 0 && detectBuildVerbs[detectLemma(u.toks[m.verb].low)]):
+					m.role = reqRoleRepo
+				}
+			}
+		}
+		built = builds
+	}
+}
+
+// detectBuilds reports whether u builds a project: a build verb, not negated,
+// whose object is a project noun ("build the project", "compile the app").
+func detectBuilds(u *reqUnit) bool {
+	for i, t := range u.toks {
+		if t.kind != reqWord || u.neg[i] || !detectBuildVerbs[detectLemma(t.low)] && !detectBuildVerbs[t.low] {
+			continue
+		}
+		for k := i + 1; k < len(u.toks) && k <= i+4; k++ {
+			n := u.toks[k]
+			if n.kind != reqWord {
+				break
+			}
+			if detectProjectNouns[n.low] {
+				return true
+			}
+			if !detectDeterminers[n.low] && (detectFunction[n.low] || detectLemma(n.low) != "") {
+				break
+			}
+		}
+	}
+	return false
+}
+
+// detectPathParts returns the lower-cased directories and extension of the
+// file name s.
+func detectPathParts(s string) (dirs []string, ext string) {
+	low := strings.ToLower(s)
+	parts := strings.FieldsFunc(low, func(r rune) bool { return r == '/' || r == '\\' })
+	if len(parts) == 0 {
+		return nil, ""
+	}
+	base := parts[len(parts)-1]
+	return parts[:len(parts)-1], base[strings.LastIndexByte(base, '.')+1:]
+}
 
 // detectDenials marks denied-write phrases (rule 7).
 func detectDenials(units []*reqUnit) {
@@ -1687,7 +1958,8 @@ var (
 		"proto graphql gql lock mod sum tf hcl gradle properties plist wasm bin dat pkl onnx npy npz pem crt " +
 		"env dockerfile")
 	detectNotFiles = detectSet("node.js vue.js next.js nuxt.js react.js express.js d3.js three.js chart.js " +
-		"angular.js ember.js backbone.js nest.js p5.js alpine.js solid.js ext.js deno.js")
+		"angular.js ember.js backbone.js nest.js p5.js alpine.js solid.js ext.js deno.js moment.js knockout.js " +
+		"pixi.js docs.rs bun.sh")
 	detectAbbrevs = detectSet("e.g i.e etc vs cf approx incl eg ie mr mrs ms dr fig al")
 	detectLabels  = []string{"deliverables", "deliverable", "output files", "output file", "outputs", "output",
 		"artifacts", "artifact"}
@@ -1709,7 +1981,29 @@ var (
 		"carefully immediately")
 	detectPrepFillers = detectSet("and or plus both either file files named called new separate single " +
 		"two three four several following all")
-	detectInputPreps = detectSet("of from between against versus vs using about on for regarding like " +
+	// detectNounPreps are prepositions after which a lexicon word is a
+	// noun unless it is a gerund ("a report on test results").
+	detectNounPreps = detectSet("of on about for in from with regarding into at by via per")
+	// detectCausatives take a bare verb after them ("make it", "try open").
+	detectCausatives = detectSet("make try attempt")
+	// Rule 8: source files, source trees, code nouns, builds.
+	detectSourceExts = detectSet("ts tsx js jsx mjs cjs vue svelte py rb go rs java kt swift c h cc cpp hpp cs " +
+		"php pl scala dart lua ex exs erl hs ml clj")
+	detectSourceDirs = detectSet("src lib pkg internal cmd app apps components component pages hooks test tests " +
+		"spec specs __tests__ source sources packages server client")
+	detectCodeNouns = detectSet("component components function functions class classes module modules hook " +
+		"hooks handler handlers endpoint endpoints method methods interface interfaces struct structs " +
+		"controller controllers middleware route routes test tests")
+	detectBuildVerbs   = detectSet("build rebuild rebuilt compile recompile bundle transpile transpiled minify minified")
+	detectProjectNouns = detectSet("project projects app apps application site website package packages " +
+		"library repo repository code codebase binary binaries frontend backend bundle assets extension " +
+		"plugin docs documentation")
+	detectBuildExts = detectSet("js mjs cjs css map wasm jar war whl exe dll so o class")
+	detectBuildDirs = detectSet("dist build out target bin public .next _site")
+	// detectDigestVerbs are input verbs that write something new about
+	// their input: "summarize the bug reports in a PDF".
+	detectDigestVerbs = detectSet("summarize summarise analyze analyse compare evaluate assess audit classify")
+	detectInputPreps  = detectSet("of from between against versus vs using about on for regarding like " +
 		"comparing than with")
 	// detectQuestionWords open a question that asks about something rather
 	// than for something ("Who wrote report.pdf?"; not "Can you export …?").

@@ -224,6 +224,24 @@ func TestDetectLabel(t *testing.T) {
 	}
 }
 
+// TestLooksLikeLocalFile: a completion ref is a workspace file when it has a
+// path prefix or scheme, or when DetectRequests would read it as a file name;
+// bare domains and framework names are not.
+func TestLooksLikeLocalFile(t *testing.T) {
+	for ref, want := range map[string]bool{
+		"./x": true, "../x": true, "/x": true, "~/x": true, `.\x`: true, `C:\x`: true,
+		"file:x": true, "FILE:example.com": true, "./go.dev": true,
+		"x.pdf": true, "REPORT.PDF": true, "report.md:12": true, "src/main.go:12:3": true,
+		"out/data.csv": true, "dist/index.html": true, "notes.md#intro": true, ".env": true,
+		"example.com": false, "go.dev": false, "bit.ly": false, "docs.rs": false, "node.js": false,
+		"Node.js": false, "node.js:3": false, "EXAMPLE.COM": false, "v1.2.3": false, "3.14": false,
+		"x.unknownext": false, "https://example.com/a.pdf": false, "work_product:42": false,
+		"see report.pdf": false, "": false, " ": false, ".": false, "x.": false,
+	} {
+		assert.Equal(t, want, looksLikeLocalFile(ref), "looksLikeLocalFile(%q)", ref)
+	}
+}
+
 func TestDetectLemma(t *testing.T) {
 	for in, want := range map[string]string{
 		"write": "write", "writes": "write", "writing": "write", "written": "write", "wrote": "write",

@@ -99,6 +99,12 @@ func TestValidateEvidence(t *testing.T) {
 		{"nested file", objNone, []string{"dist/index.html"}, local, "", nil},
 		{"home file", objNone, []string{"~/out.csv"}, local, "", nil},
 		{"windows file", objNone, []string{`C:\out\report.pdf`}, local, "", nil},
+		{"dotfile", objNone, []string{".env"}, local, "", nil},
+		{"file scheme with a domain-like name", objNone, []string{"file:example.com"}, local, "", nil},
+		{"relative domain-like name", objNone, []string{"./go.dev"}, local, "", nil},
+		{"bare domains and framework names are ignored", objNone, []string{
+			"example.com", "go.dev", "bit.ly", "docs.rs", "node.js", "Node.js:3", "EXAMPLE.COM", "v1.2.3",
+		}, ok, "", nil},
 		{"URL, work product and prose are ignored", objNone, []string{
 			"https://example.com/report.pdf", "work_product:42", "see the summary above", "v1.2", "PR #12", "",
 		}, ok, "", nil},
@@ -312,6 +318,9 @@ func TestParseCitation(t *testing.T) {
 		{"/API/attachments/" + id + "/content", "", false},
 		{"https://host/api/attachments/" + id + "/content", "", false},
 		{"attachment:" + id, "", false},
+		{"example.com", "", false},
+		{"docs.rs", "", false},
+		{"report.md:12", "", false},
 		{id, "", false},
 		{"", "", false},
 	}

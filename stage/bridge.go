@@ -81,8 +81,13 @@ func WithControlTimeout(d time.Duration) BridgeOption {
 // host even when the Runner ignores its context: by then the operation
 // fails with ErrTransport (the Runner's goroutine is abandoned; the command
 // may still be running). A write whose outcome is unknown is never replayed
-// and, after a control timeout, nothing else is sent. The data command is
-// bounded only by the caller's context.
+// and, after a control timeout, nothing else is sent. The data commands (the
+// transfer, and the read-back of WithVerify) are bounded only by the
+// caller's context, also enforced on the host: once it ends, the Runner
+// gets a short grace (at most 500 ms) to return; if it does not, the
+// operation fails with the context's error and ErrTransport, and a
+// transfer's temporary directory, named in the error, is left behind
+// untouched, since the command may still be writing into it.
 //
 // Non-guarantees: the sandbox owns its file system. A sandbox process that
 // races the publish (replacing the root or the temporary directory while it
@@ -121,6 +126,12 @@ func (b *Bridge) Control(ctx context.Context, cmd Command) error {
 }
 
 func (b *Bridge) control(ctx context.Context, op string, cmd Command) error {
+	return b.runControl(ctx, op, cmd, 0)
+}
+
+// runControl is control. When the caller's ctx ends first, it waits up to
+// settle more for the Runner to return before it returns the ctx error.
+func (b *Bridge) runControl(ctx context.Context, op string, cmd Command, settle time.Duration) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("%s: %w", op, err)
 	}
@@ -137,9 +148,56 @@ func (b *Bridge) control(ctx context.Context, op string, cmd Command) error {
 		return b.classify(ctx, cctx, op, err, stderr)
 	case <-cctx.Done():
 		if err := ctx.Err(); err != nil {
+			if settle > 0 {
+				t := time.NewTimer(settle)
+				defer t.Stop()
+				select {
+				case <-done:
+				case <-t.C:
+				}
+			}
 			return fmt.Errorf("%s: %w", op, err)
 		}
 		return b.timeoutErr(op)
+	}
+}
+
+// maxStopGrace bounds how long a data command (and a cancelled setup) gets
+// to end once it has been told to stop.
+const maxStopGrace = 500 * time.Millisecond
+
+// stopGrace is how long a command gets to end once its context has ended:
+// min(maxStopGrace, the control deadline).
+func (b *Bridge) stopGrace() time.Duration { return min(maxStopGrace, b.timeout) }
+
+// runData runs a data command, which only dctx bounds, in its own goroutine;
+// after, if not nil, runs there once the Runner has returned. When dctx ends
+// first, stop is called (it closes the host's end of the command's pipe) and
+// the Runner gets stopGrace more to return. ended reports whether it
+// returned; when it did not, the command may still be running and is
+// abandoned.
+func (b *Bridge) runData(dctx context.Context, cmd Command, after, stop func()) (ended bool, err error) {
+	done := make(chan error, 1)
+	go func() {
+		err := b.r.Run(dctx, cmd)
+		if after != nil {
+			after()
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		return true, err
+	case <-dctx.Done():
+	}
+	stop()
+	t := time.NewTimer(b.stopGrace())
+	defer t.Stop()
+	select {
+	case err := <-done:
+		return true, err
+	case <-t.C:
+		return false, nil
 	}
 }
 
@@ -248,8 +306,19 @@ func (b *Bridge) Publish(ctx context.Context, root, name string, src *Tree) (err
 	fmt.Fprintf(&setup, "r=%s\nif [ -L \"$r\" ] || { [ -e \"$r\" ] && [ ! -d \"$r\" ]; }; then rm -f \"$r\" || exit 1; fi\n", q(root))
 	setup.WriteString("[ -d \"$r\" ] || mkdir \"$r\" || exit 1\n")
 	fmt.Fprintf(&setup, "exec mkdir -m 700 %s\n", q(tmp))
-	if err := b.control(ctx, "creating temporary directory "+tmp, Command{Script: setup.String()}); err != nil {
-		return err // the temporary directory was not created by us (or it is uncertain): leave it
+	// A cancelled setup gets a short grace to end, so that the cleanup below
+	// does not overtake it.
+	if err := b.runControl(ctx, "creating temporary directory "+tmp, Command{Script: setup.String()}, b.stopGrace()); err != nil {
+		if ctx.Err() == nil || errors.Is(err, ErrTransport) {
+			return err // not created by us, or uncertain after a control timeout: leave it
+		}
+		// The caller gave up while the setup ran: the exclusive mkdir of a
+		// fresh random name either happened or not, so removing that name is
+		// safe and keeps the promise of leaving no temporary directory.
+		if cerr := b.cleanup(ctx, tmp, dst, name); cerr != nil {
+			return errors.Join(err, cerr)
+		}
+		return err
 	}
 
 	cleanup := true
@@ -257,15 +326,15 @@ func (b *Bridge) Publish(ctx context.Context, root, name string, src *Tree) (err
 		if err == nil || !cleanup {
 			return
 		}
-		script := fmt.Sprintf(`t=%s; d=%s; o=%s
-if [ ! -e "$d" ] && [ ! -L "$d" ] && { [ -e "$o" ] || [ -L "$o" ]; }; then mv "$o" "$d"; fi
-rm -rf "$t" 2>/dev/null || { chmod -R u+rwx "$t"; rm -rf "$t"; }`, q(tmp), q(dst), q(path.Join(tmp, tarOld, name)))
-		if cerr := b.control(context.WithoutCancel(ctx), "removing temporary directory "+tmp, Command{Script: script}); cerr != nil {
+		if cerr := b.cleanup(ctx, tmp, dst, name); cerr != nil {
 			err = errors.Join(err, cerr)
 		}
 	}()
 
-	if err := b.transfer(ctx, tmp, src); err != nil {
+	if uncertain, err := b.transfer(ctx, tmp, src); err != nil {
+		if uncertain {
+			cleanup = false // the data command may still be writing into tmp: send nothing more
+		}
 		return err
 	}
 	if err := ctx.Err(); err != nil {
@@ -291,41 +360,81 @@ rm -rf "$t" 2>/dev/null || { chmod -R u+rwx "$t"; rm -rf "$t"; } || { echo "publ
 	return err
 }
 
+// cleanup removes the temporary directory tmp of a failed publish, putting
+// back the previous copy if the publish had moved it aside. It runs as a
+// control operation that the caller's cancellation does not cut short.
+func (b *Bridge) cleanup(ctx context.Context, tmp, dst, name string) error {
+	script := fmt.Sprintf(`t=%s; d=%s; o=%s
+if [ ! -e "$d" ] && [ ! -L "$d" ] && { [ -e "$o" ] || [ -L "$o" ]; }; then mv "$o" "$d"; fi
+rm -rf "$t" 2>/dev/null || { chmod -R u+rwx "$t"; rm -rf "$t"; }`, q(tmp), q(dst), q(path.Join(tmp, tarOld, name)))
+	return b.control(context.WithoutCancel(ctx), "removing temporary directory "+tmp, Command{Script: script})
+}
+
 // transfer sends src as one tar stream into tmp.
 // The stream goes through an OS pipe, so a Runner that hands its stdin to a
 // process (LocalRunner) passes the descriptor itself, with no copy.
-func (b *Bridge) transfer(ctx context.Context, tmp string, src *Tree) error {
+//
+// The Runner runs in its own goroutine: when the caller's ctx ends (or the
+// source cannot be read) and the Runner does not return within stopGrace,
+// transfer returns anyway. uncertain then reports that the sandbox command
+// may still be writing into tmp; the error names tmp, which is left behind.
+func (b *Bridge) transfer(ctx context.Context, tmp string, src *Tree) (uncertain bool, err error) {
 	dctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	pr, pw, err := os.Pipe()
 	if err != nil {
-		return fmt.Errorf("creating a pipe for the tar stream: %w", err)
+		return false, fmt.Errorf("creating a pipe for the tar stream: %w", err)
 	}
 	growPipe(pw)
-	var werr error
-	done := make(chan struct{})
+	wdone := make(chan error, 1)
 	go func() {
-		defer close(done)
-		_, werr = writeTarStream(dctx, sink{pw}, src)
+		_, werr := writeTarStream(dctx, sink{pw}, src)
 		if werr != nil {
 			cancel() // stop the sandbox side before it sees the end of the stream
 		}
 		pw.Close()
+		wdone <- werr
 	}()
+	// stopWriting makes a write still pending fail and ends the stream: the
+	// sandbox will not read it. (The read end is closed only once the Runner
+	// has returned, as it may still be handing it to a process; and a
+	// process that inherited it may keep it open, so closing our copy alone
+	// would not be enough.)
+	stopWriting := func() {
+		_ = pw.SetWriteDeadline(time.Now())
+		pw.Close()
+	}
 	stderr := &limitedBuffer{max: 4 << 10, truncate: true}
-	rerr := b.r.Run(dctx, Command{Script: "umask 0\ncd " + q(tmp) + " && exec tar -x -o -f -", Stdin: pr, Stderr: stderr})
-	pr.Close() // a write still pending now fails: the sandbox will not read it
-	<-done
 	op := "sending the tree to " + tmp
+	cmd := Command{Script: "umask 0\ncd " + q(tmp) + " && exec tar -x -o -f -", Stdin: pr, Stderr: stderr}
+	ended, rerr := b.runData(dctx, cmd, func() { pr.Close() }, stopWriting)
+	stopWriting()
+	if !ended {
+		var werr error
+		select {
+		case werr = <-wdone:
+		case <-time.After(b.stopGrace()):
+		}
+		left := fmt.Sprintf("the sandbox command did not end within %s of being stopped and may still be writing; its temporary directory %s is left behind: remove it by hand", b.stopGrace(), tmp)
+		switch cerr := ctx.Err(); {
+		case cerr != nil:
+			return true, fmt.Errorf("%s: %w (%w: %s)", op, cerr, ErrTransport, left)
+		case werr != nil && !errors.Is(werr, errSandboxGone):
+			return true, fmt.Errorf("%w (%w: %s)", werr, ErrTransport, left)
+		default:
+			return true, fmt.Errorf("%w: %s: %s", ErrTransport, op, left)
+		}
+	}
+	werr := <-wdone
 	switch {
 	case werr != nil && !errors.Is(werr, errSandboxGone):
-		return werr // reading the source failed (or the caller cancelled)
+		return false, werr // reading the source failed (or the caller cancelled)
 	case rerr != nil:
-		return b.classify(ctx, nil, op, rerr, stderr)
+		return false, b.classify(ctx, nil, op, rerr, stderr)
 	case werr != nil:
-		return fmt.Errorf("%w: %s: the sandbox command exited before reading the whole stream", ErrTransport, op)
+		return false, fmt.Errorf("%w: %s: the sandbox command exited before reading the whole stream", ErrTransport, op)
 	}
-	return nil
+	return false, nil
 }
 
 // sink marks every write error as the sandbox's going away.
@@ -341,7 +450,9 @@ func (s sink) Write(p []byte) (int, error) {
 
 var errSandboxGone = errors.New("the sandbox command has ended")
 
-// Fetch implements Target.
+// Fetch implements Target. An asset directory that is missing, a link, not
+// a directory or not readable is reported as ErrMismatch (the script exits
+// with fetchUnusable and says why on stderr).
 func (b *Bridge) Fetch(ctx context.Context, root, name string, fn func(e Entry, r io.Reader) error) error {
 	dctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -363,12 +474,35 @@ func (b *Bridge) Fetch(ctx context.Context, root, name string, fn func(e Entry, 
 		perr <- err
 	}()
 	stderr := &limitedBuffer{max: 4 << 10, truncate: true}
-	script := fmt.Sprintf(`d=%s
-if [ ! -d "$d" ] || [ -L "$d" ]; then echo "$d is not a directory" >&2; exit 3; fi
-cd "$d" && exec tar -c -f - .`, q(d))
-	rerr := b.r.Run(dctx, Command{Script: script, Stdout: pw, Stderr: stderr})
+	script := fmt.Sprintf(`d=%s; w=
+if [ -L "$d" ]; then w='is a symbolic link'
+elif [ ! -e "$d" ]; then w='is missing'
+elif [ ! -d "$d" ]; then w='is not a directory'
+elif [ ! -r "$d" ] || [ ! -x "$d" ] || ! cd "$d" 2>/dev/null; then w='is not readable'
+fi
+if [ -n "$w" ]; then echo "%s$w" >&2; exit %d; fi
+exec tar -c -f - .`, q(d), fetchUnusableMarker, fetchUnusable)
+	ended, rerr := b.runData(dctx, Command{Script: script, Stdout: pw, Stderr: stderr}, nil, func() { pw.CloseWithError(errFetchStopped) })
 	pw.Close()
-	if err := <-perr; err != nil {
+	var ee *ExitError
+	if ended && errors.As(rerr, &ee) && ee.Status == fetchUnusable && ctx.Err() == nil {
+		if msg, ok := strings.CutPrefix(strings.TrimSpace(stderr.String()), fetchUnusableMarker); ok {
+			return fmt.Errorf("%w: the asset directory %s %s in the sandbox", ErrMismatch, d, msg)
+		}
+	}
+	err := <-perr
+	if !ended {
+		// The Runner ignored its context: abandon the command (it only reads).
+		switch cerr := ctx.Err(); {
+		case cerr != nil:
+			return fmt.Errorf("fetching %s: %w (%w: the sandbox command did not end within %s of being stopped and was abandoned)", d, cerr, ErrTransport, b.stopGrace())
+		case err != nil:
+			return err
+		default: // not reached: dctx ends early only with ctx or a read error
+			return fmt.Errorf("%w: fetching %s: the sandbox command did not end", ErrTransport, d)
+		}
+	}
+	if err != nil {
 		if cerr := ctx.Err(); cerr != nil {
 			return fmt.Errorf("fetching %s: %w", d, cerr)
 		}
@@ -379,6 +513,14 @@ cd "$d" && exec tar -c -f - .`, q(d))
 	}
 	return nil
 }
+
+// The Fetch script's report of an unusable asset directory.
+const (
+	fetchUnusable       = 3
+	fetchUnusableMarker = "airlock-fetch: "
+)
+
+var errFetchStopped = errors.New("fetch stopped")
 
 var errFetchDone = errors.New("fetch finished reading")
 

@@ -28,13 +28,12 @@ type scriptedRunner struct {
 	match func(stage.Command) bool
 	do    func(ctx context.Context, cmd stage.Command) error
 	mu    sync.Mutex
-	log   []string // first line of each script run
+	log   []stage.Command // every command run, whole
 }
 
 func (s *scriptedRunner) Run(ctx context.Context, cmd stage.Command) error {
 	s.mu.Lock()
-	first, _, _ := strings.Cut(cmd.Script, "\n")
-	s.log = append(s.log, first)
+	s.log = append(s.log, cmd)
 	s.mu.Unlock()
 	if s.match(cmd) {
 		return s.do(ctx, cmd)
@@ -42,10 +41,10 @@ func (s *scriptedRunner) Run(ctx context.Context, cmd stage.Command) error {
 	return s.next.Run(ctx, cmd)
 }
 
-func (s *scriptedRunner) commands() []string {
+func (s *scriptedRunner) commands() []stage.Command {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return append([]string(nil), s.log...)
+	return append([]stage.Command(nil), s.log...)
 }
 
 // Recognizers for the bridge's commands.
@@ -55,6 +54,7 @@ var (
 	isTransfer = func(c stage.Command) bool { return c.Stdin != nil }
 	isPublish  = func(c stage.Command) bool { return strings.Contains(c.Script, "transfer incomplete") }
 	isCleanup  = func(c stage.Command) bool { return strings.Contains(c.Script, `mv "$o" "$d"; fi`) }
+	isFetch    = func(c stage.Command) bool { return strings.Contains(c.Script, "exec tar -c -f - .") }
 )
 
 // hang blocks until the test ends, ignoring ctx, like a provider that never
@@ -68,16 +68,24 @@ func hang(t *testing.T) func(context.Context, stage.Command) error {
 	}
 }
 
+// TestBridgeHangingRunner runs each bridge command through a Runner that
+// never returns, ignoring its context. A control command must fail with
+// ErrTransport within the control timeout; the data commands (transfer,
+// fetch) must return within the caller's deadline plus a second. The
+// uncertain command is never replayed and nothing follows it.
 func TestBridgeHangingRunner(t *testing.T) {
 	cases := []struct {
-		name    string
-		match   func(stage.Command) bool
-		noAfter bool // nothing may be sent after the hanging command
+		name   string
+		match  func(stage.Command) bool
+		caller time.Duration // the caller's deadline; 0: none
+		verify bool          // stage twice, the second time WithVerify (so that Fetch runs)
 	}{
-		{"Probe", isProbe, true},
-		{"Setup", isSetup, true},
-		{"Publish", isPublish, true},
-		{"Cleanup", isCleanup, true},
+		{name: "Probe", match: isProbe},
+		{name: "Setup", match: isSetup},
+		{name: "Transfer", match: isTransfer, caller: 500 * time.Millisecond},
+		{name: "Publish", match: isPublish},
+		{name: "Cleanup", match: isCleanup},
+		{name: "Fetch", match: isFetch, caller: 500 * time.Millisecond, verify: true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -85,6 +93,14 @@ func TestBridgeHangingRunner(t *testing.T) {
 			dir := t.TempDir()
 			src := t.TempDir()
 			build(t, src, "f=x")
+			root := filepath.Join(dir, "rt")
+			assets := []stage.Asset{{Name: "a", Source: src}}
+			var opts []stage.Option
+			if c.verify {
+				_, err := stage.Stage(context.Background(), stage.NewBridge(stage.LocalRunner(dir)), root, assets)
+				require.NoError(t, err)
+				opts = append(opts, stage.WithVerify())
+			}
 			r := &scriptedRunner{next: stage.LocalRunner(dir), match: c.match, do: hang(t)}
 			if c.name == "Cleanup" {
 				// Make the transfer fail so that a cleanup runs.
@@ -98,23 +114,97 @@ func TestBridgeHangingRunner(t *testing.T) {
 				}
 			}
 			b := stage.NewBridge(r, stage.WithControlTimeout(time.Second))
+			ctx, limit := context.Background(), b.ControlTimeout()+time.Second
+			if c.caller > 0 {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, c.caller)
+				defer cancel()
+				limit = c.caller + time.Second
+			}
 			start := time.Now()
-			_, err := stage.Stage(context.Background(), b, filepath.Join(dir, "rt"), []stage.Asset{{Name: "a", Source: src}})
+			res := make(chan error, 1)
+			go func() {
+				_, err := stage.Stage(ctx, b, root, assets, opts...)
+				res <- err
+			}()
+			var err error
+			select {
+			case err = <-res:
+			case <-time.After(limit + 3*time.Second):
+				t.Fatalf("Stage still running %s after it started", limit+3*time.Second)
+			}
 			took := time.Since(start)
 			assert.ErrorIs(t, err, stage.ErrTransport)
-			assert.Less(t, took, 2*time.Second, "Stage must return within the control timeout + 1s")
+			if c.caller > 0 {
+				assert.ErrorIs(t, err, context.DeadlineExceeded, "the caller's deadline ended the wait")
+			}
+			assert.Less(t, took, limit, "Stage must return within its deadline + 1s")
+			t.Log(err)
+
 			cmds := r.commands()
-			last := cmds[len(cmds)-1]
-			var hung int
-			for _, s := range cmds {
-				if s == last {
-					hung++
+			hung := -1
+			for i, cmd := range cmds {
+				if c.match(cmd) && (c.name != "Cleanup" || isCleanup(cmd)) {
+					assert.Equal(t, -1, hung, "the uncertain command must not be replayed")
+					hung = i
 				}
 			}
-			assert.Equal(t, 1, hung, "the uncertain command must not be replayed: %q", cmds)
-			if c.name == "Publish" {
-				assert.False(t, isCleanup(stage.Command{Script: last}), "no cleanup after an uncertain publish")
+			require.NotEqual(t, -1, hung, "the hanging command never ran")
+			for _, cmd := range cmds[hung+1:] {
+				assert.False(t, isCleanup(cmd), "no cleanup may follow an uncertain %s", c.name)
+				t.Errorf("a command was sent after the uncertain %s: %q", c.name, cmd.Script)
 			}
+			if c.name == "Transfer" {
+				assert.ErrorContains(t, err, ".airlock-tmp-a-", "the error names the temporary directory left behind")
+			}
+		})
+	}
+}
+
+// TestBridgeCancelDuringSetup cancels the caller's context while the setup
+// command's result is on its way back: the temporary directory it created
+// must still be removed.
+func TestBridgeCancelDuringSetup(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		// run performs the setup and reports; cancel is the caller's.
+		run func(ctx context.Context, local stage.Runner, cmd stage.Command, cancel func()) error
+	}{
+		{"ReportsAfterCancel", func(ctx context.Context, local stage.Runner, cmd stage.Command, cancel func()) error {
+			if err := local.Run(ctx, cmd); err != nil {
+				return err
+			}
+			cancel()
+			<-ctx.Done()
+			return ctx.Err()
+		}},
+		{"RunsAfterCancel", func(_ context.Context, local stage.Runner, cmd stage.Command, cancel func()) error {
+			// A provider that ignores ctx and runs the command late.
+			cancel()
+			time.Sleep(100 * time.Millisecond)
+			return local.Run(context.Background(), cmd)
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			src := t.TempDir()
+			build(t, src, "f=x")
+			local := stage.LocalRunner(dir)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			r := &scriptedRunner{next: local, match: isSetup, do: func(ctx context.Context, cmd stage.Command) error {
+				return c.run(ctx, local, cmd, cancel)
+			}}
+			root := filepath.Join(dir, "rt")
+			_, err := stage.Stage(ctx, stage.NewBridge(r), root, []stage.Asset{{Name: "a", Source: src}})
+			assert.ErrorIs(t, err, context.Canceled)
+			assert.False(t, errors.Is(err, stage.ErrTransport), "%v", err)
+			assertNoTemp(t, root)
+			_, err = os.Lstat(filepath.Join(root, "a"))
+			assert.ErrorIs(t, err, os.ErrNotExist, "nothing may be published")
+			cmds := r.commands()
+			require.NotEmpty(t, cmds)
+			assert.True(t, isCleanup(cmds[len(cmds)-1]), "the last command removes the temporary directory")
 		})
 	}
 }

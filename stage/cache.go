@@ -106,6 +106,12 @@ func (c *Cache) Acquire(ctx context.Context, key, fingerprint string, stage func
 	if err != nil {
 		return nil, err
 	}
+	leased := false
+	defer func() {
+		if !leased {
+			unlock() // also when stage panics: the key must not stay locked
+		}
+	}()
 	c.mu.Lock()
 	now := c.now()
 	for k, e := range c.m {
@@ -117,6 +123,7 @@ func (c *Cache) Acquire(ctx context.Context, key, fingerprint string, stage func
 		if e.fingerprint == fingerprint {
 			e.leased = true
 			c.mu.Unlock()
+			leased = true
 			return &Lease{c: c, key: key, rt: e.rt, reused: true, unlock: unlock}, nil
 		}
 		delete(c.m, key)
@@ -124,12 +131,12 @@ func (c *Cache) Acquire(ctx context.Context, key, fingerprint string, stage func
 	c.mu.Unlock()
 	rt, err := stage(ctx)
 	if err != nil {
-		unlock()
 		return nil, err
 	}
 	c.mu.Lock()
 	c.m[key] = &cacheEntry{fingerprint: fingerprint, rt: rt, last: c.now(), leased: true}
 	c.mu.Unlock()
+	leased = true
 	return &Lease{c: c, key: key, rt: rt, unlock: unlock}, nil
 }
 

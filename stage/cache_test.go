@@ -113,6 +113,22 @@ func TestCacheStageErrorNotCached(t *testing.T) {
 	l.Release(nil)
 }
 
+// TestCacheStagePanicUnlocks checks that a stage func that panics does not
+// leave its key locked for every later turn.
+func TestCacheStagePanicUnlocks(t *testing.T) {
+	cache := stage.NewCache(time.Minute)
+	assert.PanicsWithValue(t, "stage blew up", func() {
+		_, _ = cache.Acquire(context.Background(), "k", "f", func(context.Context) (*stage.Runtime, error) { panic("stage blew up") })
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	s := &stager{}
+	l, err := cache.Acquire(ctx, "k", "f", s.stage)
+	require.NoError(t, err, "the key must not stay locked after a panicking stage")
+	assert.False(t, l.Reused(), "nothing is cached from a panicking stage")
+	l.Release(nil)
+}
+
 func TestCacheSerializesOneKey(t *testing.T) {
 	cache := stage.NewCache(time.Minute)
 	s := &stager{}

@@ -31,6 +31,7 @@ type Dir struct {
 	path  string
 	rand  io.Reader // temporary names; crypto/rand unless a test sets it
 	locks keyLock
+	rm    func(r *os.Root, name string) error // removes a temporary directory; removeTree unless a test sets it
 }
 
 var _ Target = (*Dir)(nil)
@@ -202,8 +203,13 @@ func (d *Dir) Publish(ctx context.Context, root, name string, src *Tree) (err er
 		return fmt.Errorf("creating temporary directory %s (exclusively): %w", path.Join(root, tmp), err)
 	}
 	defer func() {
-		if rerr := removeTree(rr, tmp); rerr != nil && err == nil {
+		rerr := d.removeTree(rr, tmp)
+		switch {
+		case rerr == nil:
+		case err == nil:
 			err = fmt.Errorf("asset %s published, but its temporary directory %s could not be removed; remove it by hand: %w", path.Join(root, name), path.Join(root, tmp), rerr)
+		default:
+			err = errors.Join(err, fmt.Errorf("the temporary directory %s could not be removed; remove it by hand: %w", path.Join(root, tmp), rerr))
 		}
 	}()
 	tr, err := rr.OpenRoot(tmp)
@@ -249,6 +255,13 @@ func writeExclusive(r *os.Root, name string, data []byte) error {
 	return err
 }
 
+func (d *Dir) removeTree(r *os.Root, name string) error {
+	if d.rm != nil {
+		return d.rm(r, name)
+	}
+	return removeTree(r, name)
+}
+
 // removeTree removes name under r and everything below it, making
 // directories writable first when that is what stops the removal.
 func removeTree(r *os.Root, name string) error {
@@ -284,26 +297,48 @@ func makeWritable(r *os.Root, name string, depth int) {
 	}
 }
 
-// Fetch implements Target.
+// Fetch implements Target. An asset directory that is missing, a link, not
+// a directory or not readable (or a runtime root that is missing or not a
+// directory) is reported as ErrMismatch.
 func (d *Dir) Fetch(ctx context.Context, root, name string, fn func(e Entry, r io.Reader) error) error {
+	p := path.Join(root, name)
 	rr, err := d.openRoot(root, false)
+	if errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("%w: the asset directory %s is missing in the sandbox (its runtime root %s is missing or not a directory)", ErrMismatch, p, root)
+	}
 	if err != nil {
 		return err
 	}
 	defer rr.Close()
 	fi, err := rr.Lstat(name)
-	if err != nil {
-		return err
-	}
-	if !fi.IsDir() {
-		return &fs.PathError{Op: "fetch", Path: path.Join(root, name), Err: fmt.Errorf("is a %s, not a directory", tree.Kind(fi.Mode()))}
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("%w: the asset directory %s is missing in the sandbox", ErrMismatch, p)
+	case err != nil:
+		return fmt.Errorf("inspecting the asset directory %s: %w", p, err)
+	case !fi.IsDir():
+		return fmt.Errorf("%w: the asset directory %s is a %s in the sandbox, not a directory", ErrMismatch, p, tree.Kind(fi.Mode()))
 	}
 	ar, err := rr.OpenRoot(name)
 	if err != nil {
+		if unusableDir(err) {
+			return fmt.Errorf("%w: the asset directory %s cannot be opened in the sandbox: %w", ErrMismatch, p, err)
+		}
 		return err
 	}
 	defer ar.Close()
-	return fetchDir(ctx, ar, "", 0, fn)
+	err = fetchDir(ctx, ar, "", 0, fn)
+	if errors.Is(err, fs.ErrPermission) && !errors.Is(err, ErrMismatch) {
+		return fmt.Errorf("%w: the asset directory %s is not readable in the sandbox: %w", ErrMismatch, p, err)
+	}
+	return err
+}
+
+// unusableDir reports an error that opening a directory the sandbox has
+// removed, replaced or locked returns.
+func unusableDir(err error) bool {
+	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) ||
+		errors.Is(err, syscall.ENOTDIR) || errors.Is(err, syscall.ELOOP)
 }
 
 // maxFetchDepth bounds the directory depth Fetch descends into.

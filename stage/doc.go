@@ -27,7 +27,8 @@
 //     JSON) lives beside the asset, outside it, so the agent sees exactly the
 //     source tree. Staging identical content again costs one round trip,
 //     writes nothing and reports Reused. [WithVerify] re-reads the sandbox
-//     copy and checks every hash.
+//     copy and checks every hash; a reused copy that differs, is missing or
+//     is no longer a directory is published again.
 //   - Every input is checked before anything is written: asset names (one
 //     path segment, not starting with ".airlock"), duplicates, sources
 //     (absolute, existing directories, not links), exclude patterns, and the
@@ -46,8 +47,9 @@
 //     calls through one Target value are serialized per asset.
 //   - Nothing is fsynced: after a machine crash a published copy may be
 //     incomplete; the next stage with [WithVerify] finds and replaces it.
-//   - After a control timeout the sandbox may keep a temporary directory
-//     (named in the error) whose command could still be running.
+//   - After a control timeout, or a cancelled transfer whose Runner does
+//     not return, the sandbox may keep a temporary directory (named in the
+//     error) whose command could still be running.
 //   - File times and ownership are not copied; content identity never
 //     depends on them.
 package stage

@@ -2,6 +2,7 @@ package stage
 
 import (
 	"io"
+	"os"
 	"time"
 )
 
@@ -31,3 +32,6 @@ func IndexFiles(ix *Index, files int) {
 }
 
 var ReadTarStream = readTarStream
+
+// SetRemove makes d remove its temporary directories with rm.
+func SetRemove(d *Dir, rm func(r *os.Root, name string) error) { d.rm = rm }

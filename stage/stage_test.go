@@ -364,6 +364,35 @@ func TestStageCancelMidStage(t *testing.T) {
 	})
 }
 
+// TestDirPublishReportsTempRemovalFailure makes the removal of the
+// temporary directory fail: after a failed publish too, the error must say
+// so (and name the directory) rather than drop it.
+func TestDirPublishReportsTempRemovalFailure(t *testing.T) {
+	dir := t.TempDir()
+	d, err := stage.NewDir(dir)
+	require.NoError(t, err)
+	stuck := errors.New("device busy")
+	stage.SetRemove(d, func(*os.Root, string) error { return stuck })
+	src := t.TempDir()
+	build(t, src, "a=1", "b=2", "c=3")
+	assets := []stage.Asset{{Name: "a", Source: src}}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	_, err = stage.Stage(ctx, d, "/rt", assets, stage.WithProgress(func(p stage.Progress) {
+		if p.Files >= 1 {
+			cancel()
+		}
+	}))
+	assert.ErrorIs(t, err, context.Canceled, "the publish's own failure comes first")
+	assert.ErrorIs(t, err, stuck, "the failed removal is reported too")
+	assert.ErrorContains(t, err, "/rt/.airlock-tmp-a-")
+
+	_, err = stage.Stage(context.Background(), d, "/rt", assets)
+	assert.ErrorIs(t, err, stuck, "a published asset whose temporary directory stays is reported")
+	assert.ErrorContains(t, err, "published, but its temporary directory")
+}
+
 // TestStageReuseIsOneRoundTrip checks that staging unchanged content again
 // runs a single sandbox command and writes nothing.
 func TestStageReuseIsOneRoundTrip(t *testing.T) {
@@ -426,6 +455,55 @@ func TestWithVerify(t *testing.T) {
 		require.NoError(t, err)
 		assert.False(t, rt.Assets[0].Reused, "a link where a file belongs is a difference")
 		assert.Equal(t, "other", readFile(t, sb.host("v/d/g")))
+
+		// The asset directory itself removed, replaced by a file, or by a
+		// link to an exact copy (never followed): the manifest beside it
+		// stays, and WithVerify must publish again.
+		copyDir := filepath.Join(sb.dir, "copy")
+		build(t, copyDir, "f=original", "d/g=other")
+		for _, tc := range []struct {
+			name   string
+			tamper func()
+		}{
+			{"Removed", func() { require.NoError(t, os.RemoveAll(sb.host("v"))) }},
+			{"ReplacedByFile", func() {
+				require.NoError(t, os.RemoveAll(sb.host("v")))
+				require.NoError(t, os.WriteFile(sb.host("v"), []byte("not a directory"), 0o644))
+			}},
+			{"ReplacedByLink", func() {
+				require.NoError(t, os.RemoveAll(sb.host("v")))
+				require.NoError(t, os.Symlink(copyDir, sb.host("v")))
+			}},
+		} {
+			tc.tamper()
+			rt, err = stage.Stage(context.Background(), sb, sb.root, assets, stage.WithVerify())
+			require.NoError(t, err, tc.name)
+			assert.False(t, rt.Assets[0].Reused, "%s: the asset directory must be published again", tc.name)
+			fi, err := os.Lstat(sb.host("v"))
+			require.NoError(t, err, tc.name)
+			assert.True(t, fi.IsDir(), "%s: %s is a directory again", tc.name, sb.host("v"))
+			assert.Equal(t, "original", readFile(t, sb.host("v/f")), tc.name)
+			assert.Equal(t, "other", readFile(t, sb.host("v/d/g")), tc.name)
+			assertNoTemp(t, sb.hostRoot)
+		}
+		assert.Equal(t, "original", readFile(t, filepath.Join(copyDir, "f")), "the link target is untouched")
+	})
+}
+
+// TestFetchUnusableAssetDir checks that both targets report a missing or
+// non-directory asset directory as ErrMismatch, naming its path.
+func TestFetchUnusableAssetDir(t *testing.T) {
+	forEachSandbox(t, func(t *testing.T, sb sandbox) {
+		require.NoError(t, os.MkdirAll(sb.hostRoot, 0o755))
+		require.NoError(t, os.WriteFile(sb.host("file"), []byte("x"), 0o644))
+		require.NoError(t, os.Symlink(sb.hostRoot, sb.host("link")))
+		for _, name := range []string{"missing", "file", "link"} {
+			err := sb.Fetch(context.Background(), sb.root, name, func(stage.Entry, io.Reader) error { return nil })
+			assert.ErrorIs(t, err, stage.ErrMismatch, name)
+			assert.ErrorContains(t, err, path.Join(sb.root, name), name)
+		}
+		err := sb.Fetch(context.Background(), path.Join(sb.root, "absent-root"), "v", func(stage.Entry, io.Reader) error { return nil })
+		assert.ErrorIs(t, err, stage.ErrMismatch, "a missing runtime root")
 	})
 }
 

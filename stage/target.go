@@ -42,7 +42,10 @@ type Target interface {
 	// file, r yields its content and is valid only until fn returns); a
 	// symbolic link or a special file is reported with its type bits and no
 	// content, and never followed. An error from fn stops the read and is
-	// returned wrapped. Stage uses Fetch for WithVerify; stagetest uses it
-	// to check what a target wrote.
+	// returned wrapped. A <root>/<name> that is missing (or whose root is),
+	// is a link or another non-directory, or cannot be read is reported as
+	// an error wrapping ErrMismatch that names the path, so that WithVerify
+	// publishes the asset again. Stage uses Fetch for WithVerify; stagetest
+	// uses it to check what a target wrote.
 	Fetch(ctx context.Context, root, name string, fn func(e Entry, r io.Reader) error) error
 }

@@ -16,6 +16,8 @@ import (
 	"sync"
 
 	"github.com/spf13/afero"
+
+	"github.com/airlockdev/airlock/internal/atomicfile"
 )
 
 // FileStore is the embedded default Store: plain files on an afero.Fs.
@@ -276,7 +278,7 @@ func (s *FileStore) writeBlobTemp(ctx context.Context, content io.Reader, e Entr
 }
 
 // writeJSON atomically replaces name with the JSON encoding of v.
-func (s *FileStore) writeJSON(ctx context.Context, name string, v any) (err error) {
+func (s *FileStore) writeJSON(ctx context.Context, name string, v any) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -284,27 +286,7 @@ func (s *FileStore) writeJSON(ctx context.Context, name string, v any) (err erro
 	if err != nil {
 		return fmt.Errorf("deliverable: encode %s: %w", name, err)
 	}
-	f, err := afero.TempFile(s.fs, filepath.Join(s.dir, "tmp"), "json-*")
-	if err != nil {
-		return fmt.Errorf("deliverable: create temporary file for %s: %w", name, err)
-	}
-	tmp := f.Name()
-	defer func() {
-		if err != nil {
-			_ = f.Close() // may already be closed; the first error is the one to report
-			_ = s.fs.Remove(tmp)
-		}
-	}()
-	if _, err := f.Write(data); err != nil {
-		return fmt.Errorf("deliverable: write %s: %w", tmp, err)
-	}
-	if err := f.Sync(); err != nil {
-		return fmt.Errorf("deliverable: sync %s: %w", tmp, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("deliverable: close %s: %w", tmp, err)
-	}
-	if err := s.fs.Rename(tmp, name); err != nil {
+	if err := atomicfile.Write(ctx, s.fs, name, data, 0o600, filepath.Join(s.dir, "tmp")); err != nil {
 		return fmt.Errorf("deliverable: replace %s: %w", name, err)
 	}
 	return nil

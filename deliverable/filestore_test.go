@@ -144,7 +144,7 @@ func TestFileStoreFailureLeavesNothingHalfDone(t *testing.T) {
 		{"writing the blob", func(op, n string) bool { return op == "write" && strings.Contains(n, "/tmp/blob-") }, nil},
 		{"syncing the blob", func(op, n string) bool { return op == "sync" && strings.Contains(n, "/tmp/blob-") }, nil},
 		{"publishing the blob", func(op, n string) bool { return op == "rename" && strings.Contains(n, "/blobs/") }, nil},
-		{"writing the record", func(op, n string) bool { return op == "write" && strings.Contains(n, "/tmp/json-") }, nil},
+		{"writing the record", func(op, n string) bool { return op == "write" && strings.Contains(n, ".json.tmp-") }, nil},
 		{"publishing the record", func(op, n string) bool { return op == "rename" && strings.Contains(n, "/attachments/") }, nil},
 		{"publishing the run file", func(op, n string) bool { return op == "rename" && strings.Contains(n, "/runs/") }, nil},
 		{"publishing the record, then removing the blob", func(op, n string) bool {

@@ -2,16 +2,16 @@ package session
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
-	"os"
 	"path/filepath"
 
 	"github.com/airlockdev/airlock/internal/tree"
 	"github.com/spf13/afero"
+
+	"github.com/airlockdev/airlock/internal/atomicfile"
 )
 
 // Store persists v1 records as files in one directory of an [afero.Fs].
@@ -77,45 +77,13 @@ func (s *Store) Save(ctx context.Context, r Record) error {
 	if err := s.fs.MkdirAll(s.dir, 0o700); err != nil {
 		return notSaved(fmt.Errorf("create the store directory %q: %w", s.dir, err))
 	}
-	tmp := filepath.Join(s.dir, "."+filepath.Base(name)+".tmp-"+rand.Text())
-	f, err := s.fs.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		return notSaved(fmt.Errorf("create temporary file %q: %w", tmp, err))
-	}
-	err = writeSyncClose(f, data)
-	if err == nil {
-		err = s.fs.Chmod(tmp, 0o600)
-	}
-	if err == nil {
-		err = ctx.Err()
-	}
-	if err == nil {
-		err = s.fs.Rename(tmp, name)
-	}
-	if err != nil {
-		if rmErr := s.fs.Remove(tmp); rmErr != nil && !errors.Is(rmErr, fs.ErrNotExist) {
-			err = errors.Join(err, fmt.Errorf("remove temporary file %q (delete it by hand): %w", tmp, rmErr))
-		}
+	if err := atomicfile.Write(ctx, s.fs, name, data, 0o600, ""); err != nil {
 		return notSaved(err)
 	}
 	if err := syncDir(s.fs, s.dir); err != nil {
 		return fail(fmt.Errorf("record written but the directory sync failed; it may not survive a crash: %w", err))
 	}
 	return nil
-}
-
-func writeSyncClose(f afero.File, data []byte) error {
-	n, err := f.Write(data)
-	if err == nil && n < len(data) {
-		err = io.ErrShortWrite
-	}
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
 }
 
 func syncDir(fsys afero.Fs, dir string) error {

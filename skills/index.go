@@ -3,7 +3,6 @@ package skills
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
@@ -15,6 +14,9 @@ import (
 	"time"
 
 	"github.com/airlockdev/airlock/internal/tree"
+
+	"github.com/airlockdev/airlock/internal/atomicfile"
+	"github.com/spf13/afero"
 )
 
 // racyWindow: a file changed this recently may change again without its
@@ -111,13 +113,6 @@ func storeIndex(stateDir string, p selectionPrint, b *Bundle) {
 	if err != nil {
 		return
 	}
-	final := indexPath(stateDir, p)
-	tmp := final + ".tmp-" + rand.Text()[:10]
-	if err := os.WriteFile(tmp, data, 0o600); err != nil {
-		os.Remove(tmp)
-		return
-	}
-	if err := os.Rename(tmp, final); err != nil {
-		os.Remove(tmp)
-	}
+	// The index is a cache: a failed write only costs the next call a copy.
+	_ = atomicfile.Write(context.Background(), afero.NewOsFs(), indexPath(stateDir, p), data, 0o600, "")
 }

@@ -145,8 +145,11 @@ func Materialize(ctx context.Context, stateDir string, sources []Source, opts ..
 		if b, err = build(ctx, stateDir, sources, o); err != nil {
 			return nil, err
 		}
-		// Index the result only if no source changed while it was copied.
-		if before.usable && b.Dir != "" && fingerprint(ctx, sources, o, cutoff) == before {
+		// The entry is keyed by the metadata seen before the copy. A source
+		// that changes during or after the copy gets new times (the racy
+		// window covers timestamp granularity), so that key can never match
+		// it again: no second fingerprint is needed.
+		if before.usable && b.Dir != "" {
 			storeIndex(stateDir, before, b)
 		}
 	}

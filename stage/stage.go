@@ -394,22 +394,32 @@ func (s *stager) stageOne(p *planned, stored []byte) (StagedAsset, error) {
 	start := s.o.now()
 	log := s.o.log.With("asset", name, "source", p.src, "path", sa.Path)
 
+	// reuse reports the sandbox copy as reused, after WithVerify's check; a
+	// copy that fails the check is published again.
+	reuse := func(sa StagedAsset, how string, fromIndex bool) (StagedAsset, error) {
+		sa.Reused = true
+		if s.o.verify {
+			ok, err := s.verifyReused(p, &sa, stored, log)
+			if err != nil {
+				return StagedAsset{}, err
+			}
+			if !ok {
+				return s.publish(p, sa, log, start)
+			}
+		}
+		if !fromIndex {
+			s.remember(p, sa)
+		}
+		s.report(name, sa.Files, sa.Bytes)
+		log.Debug(how, "digest", sa.Digest)
+		return sa, nil
+	}
+
 	// Fast path: metadata unchanged since the index saw this source staged.
 	if ix := s.o.index; ix != nil && have != "" {
 		if rec, ok := ix.lookup(p.key, p.meta); ok && rec.digest == have {
-			sa.Digest, sa.Files, sa.Bytes, sa.Skipped, sa.Reused = rec.digest, rec.files, rec.bytes, rec.skipped, true
-			if s.o.verify {
-				ok, err := s.verifyReused(p, &sa, stored, log)
-				if err != nil {
-					return StagedAsset{}, err
-				}
-				if !ok {
-					return s.publish(p, sa, log, start)
-				}
-			}
-			s.report(name, sa.Files, sa.Bytes)
-			log.Debug("stage: reused (index)", "digest", sa.Digest)
-			return sa, nil
+			sa.Digest, sa.Files, sa.Bytes, sa.Skipped = rec.digest, rec.files, rec.bytes, rec.skipped
+			return reuse(sa, "stage: reused (index)", true)
 		}
 	}
 	// A stored manifest exists: hash the source and compare before writing.
@@ -418,22 +428,9 @@ func (s *stager) stageOne(p *planned, stored []byte) (StagedAsset, error) {
 		if err != nil {
 			return StagedAsset{}, sourceErr(name, p.src, err)
 		}
-		digest := res.Manifest.Digest()
-		if digest == have {
-			sa.Digest, sa.Files, sa.Bytes, sa.Skipped, sa.Reused = digest, res.Manifest.Files(), res.Manifest.Bytes(), res.Skipped, true
-			if s.o.verify {
-				ok, err := s.verifyReused(p, &sa, stored, log)
-				if err != nil {
-					return StagedAsset{}, err
-				}
-				if !ok {
-					return s.publish(p, sa, log, start)
-				}
-			}
-			s.remember(p, sa)
-			s.report(name, sa.Files, sa.Bytes)
-			log.Debug("stage: reused", "digest", digest)
-			return sa, nil
+		if digest := res.Manifest.Digest(); digest == have {
+			sa.Digest, sa.Files, sa.Bytes, sa.Skipped = digest, res.Manifest.Files(), res.Manifest.Bytes(), res.Skipped
+			return reuse(sa, "stage: reused", false)
 		}
 	}
 	return s.publish(p, sa, log, start)

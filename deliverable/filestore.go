@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
-	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -18,6 +16,8 @@ import (
 	"github.com/spf13/afero"
 
 	"github.com/airlockdev/airlock/internal/atomicfile"
+
+	"github.com/airlockdev/airlock/internal/digest"
 )
 
 // FileStore is the embedded default Store: plain files on an afero.Fs.
@@ -105,14 +105,7 @@ func (s *FileStore) recordPath(id string) string {
 // runPath names the run file of a task and run by a hash of both ids, so that
 // no id is ever used as a path component.
 func (s *FileStore) runPath(taskID, runID string) string {
-	h := sha256.New()
-	for _, f := range []string{taskID, runID} {
-		var l [8]byte
-		binary.BigEndian.PutUint64(l[:], uint64(len(f)))
-		h.Write(l[:])
-		h.Write([]byte(f))
-	}
-	return filepath.Join(s.dir, "runs", hex.EncodeToString(h.Sum(nil))+".json")
+	return filepath.Join(s.dir, "runs", digest.Fields("airlock.deliverable.run.v1", taskID, runID)+".json")
 }
 
 // Lookup implements Store.

@@ -1,9 +1,6 @@
 package deliverable
 
 import (
-	"crypto/sha256"
-	"encoding/binary"
-	"encoding/hex"
 	"fmt"
 	"io/fs"
 	"mime"
@@ -12,6 +9,8 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/airlockdev/airlock/internal/digest"
 )
 
 // Request asks Register to verify and store one workspace file. All fields are
@@ -244,14 +243,7 @@ func clip(s string) string {
 // fingerprint identifies a normalized request: the same idempotency key with a
 // different fingerprint is a conflict.
 func fingerprint(n Request) string {
-	h := sha256.New()
-	for _, f := range []string{n.ContentRef, n.Filename, n.ContentType, strconv.FormatInt(n.ByteSize, 10), n.SHA256, n.Title} {
-		var l [8]byte
-		binary.BigEndian.PutUint64(l[:], uint64(len(f)))
-		h.Write(l[:])
-		h.Write([]byte(f))
-	}
-	return hex.EncodeToString(h.Sum(nil))
+	return digest.Fields("airlock.deliverable.request.v1", n.ContentRef, n.Filename, n.ContentType, strconv.FormatInt(n.ByteSize, 10), n.SHA256, n.Title)
 }
 
 // mediaType parses and re-formats a media type so that the stored value is canonical.

@@ -11,6 +11,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/airlockdev/airlock/internal/digest"
 )
 
 var (
@@ -73,13 +75,13 @@ func TestBindDerivesCanonicalBinding(t *testing.T) {
 
 	assert.Equal(t, cfg.SessionID, b.SessionID)
 	assert.Equal(t, cfg.Workspace, b.Workspace)
-	assert.Equal(t, sha256Digest([]byte(cfg.Workspace)), b.WorkspaceDigest)
+	assert.Equal(t, digest.Of([]byte(cfg.Workspace)), b.WorkspaceDigest)
 	assert.Regexp(t, digestRE, b.WorkspaceDigest)
 	assert.Equal(t, cfg.Profile.Digest(), b.ProfileDigest)
 	assert.Equal(t, cfg.Model, b.Model)
 	assert.Equal(t, cfg.PermissionMode, b.PermissionMode)
 	assert.Regexp(t, keyRE, b.Key)
-	assert.Equal(t, filepath.Join(cfg.RuntimeDir, "sessions", "session-1-"+hexSHA256([]byte("session-1"))[:16]), b.RuntimeRoot)
+	assert.Equal(t, filepath.Join(cfg.RuntimeDir, "sessions", "session-1-"+digest.Hex([]byte("session-1"))[:16]), b.RuntimeRoot)
 	_, err := os.Lstat(b.RuntimeRoot)
 	assert.ErrorIs(t, err, fs.ErrNotExist, "Bind must not create the runtime root")
 
@@ -260,7 +262,7 @@ func TestRuntimeRootsAreCollisionResistant(t *testing.T) {
 }
 
 func TestLabel(t *testing.T) {
-	suffix := func(id string) string { return "-" + hexSHA256([]byte(id))[:16] }
+	suffix := func(id string) string { return "-" + digest.Hex([]byte(id))[:16] }
 	long := strings.Repeat("a", 79) + "/bcdef"
 	tests := []struct {
 		id, readable string
@@ -365,10 +367,10 @@ func TestProfileDigest(t *testing.T) {
 }
 
 func TestCanonicalIsUnambiguous(t *testing.T) {
-	assert.NotEqual(t, canonical("t", "a", "bc"), canonical("t", "ab", "c"))
-	assert.NotEqual(t, canonical("t", "a,", "b"), canonical("t", "a", ",b"))
-	assert.NotEqual(t, canonical("t1", "x"), canonical("t", "1x"))
-	assert.Equal(t, []byte("1:t,1:a,0:,"), canonical("t", "a", ""))
+	assert.NotEqual(t, digest.Encode("t", "a", "bc"), digest.Encode("t", "ab", "c"))
+	assert.NotEqual(t, digest.Encode("t", "a,", "b"), digest.Encode("t", "a", ",b"))
+	assert.NotEqual(t, digest.Encode("t1", "x"), digest.Encode("t", "1x"))
+	assert.Equal(t, []byte("1:t,1:a,0:,"), digest.Encode("t", "a", ""))
 }
 
 func TestBindErrorMessagesNameTheFix(t *testing.T) {

@@ -1,19 +1,18 @@
 package session
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"unicode"
 	"unicode/utf8"
 
 	"github.com/airlockdev/airlock/internal/tree"
+
+	"github.com/airlockdev/airlock/internal/digest"
 )
 
 // Schema is the only record schema this package reads and writes.
@@ -63,7 +62,7 @@ type Profile struct {
 // SHA-256 of a canonical, length-prefixed encoding of every field, so two
 // profiles have the same digest exactly when all their fields are equal.
 func (p Profile) Digest() string {
-	return sha256Digest(canonical("airlock.session-profile.v1",
+	return digest.Of(digest.Encode("airlock.session-profile.v1",
 		"driver", p.Driver,
 		"protocol", p.Protocol,
 		"agent", p.Agent,
@@ -151,13 +150,13 @@ func Bind(cfg Config) (Binding, error) {
 	b := Binding{
 		SessionID:       cfg.SessionID,
 		Workspace:       ws,
-		WorkspaceDigest: sha256Digest([]byte(ws)),
+		WorkspaceDigest: digest.Of([]byte(ws)),
 		RuntimeRoot:     filepath.Join(rt, "sessions", label(cfg.SessionID)),
 		ProfileDigest:   cfg.Profile.Digest(),
 		Model:           cfg.Model,
 		PermissionMode:  cfg.PermissionMode,
 	}
-	b.Key = "airlock-" + hexSHA256(canonical("airlock.session-key.v1",
+	b.Key = "airlock-" + digest.Hex(digest.Encode("airlock.session-key.v1",
 		"session_id", b.SessionID,
 		"workspace", b.Workspace,
 		"workspace_digest", b.WorkspaceDigest,
@@ -224,32 +223,8 @@ func label(id string) string {
 	if len(readable) > maxLabelLen {
 		readable = readable[:maxLabelLen]
 	}
-	return readable + "-" + hexSHA256([]byte(id))[:16]
+	return readable + "-" + digest.Hex([]byte(id))[:16]
 }
-
-// canonical encodes a tag and name/value pairs unambiguously: every string is
-// written as its decimal byte length, ':', the bytes, and ','.
-func canonical(tag string, pairs ...string) []byte {
-	var sb strings.Builder
-	put := func(s string) {
-		sb.WriteString(strconv.Itoa(len(s)))
-		sb.WriteByte(':')
-		sb.WriteString(s)
-		sb.WriteByte(',')
-	}
-	put(tag)
-	for _, s := range pairs {
-		put(s)
-	}
-	return []byte(sb.String())
-}
-
-func hexSHA256(b []byte) string {
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:])
-}
-
-func sha256Digest(b []byte) string { return "sha256:" + hexSHA256(b) }
 
 // checkID enforces the rule for ids and models: 1–240 bytes of valid UTF-8
 // without control characters.

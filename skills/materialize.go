@@ -3,8 +3,6 @@ package skills
 import (
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,6 +16,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/airlockdev/airlock/internal/digest"
 	"github.com/airlockdev/airlock/internal/tree"
 )
 
@@ -405,10 +404,7 @@ func identity(skills []Skill) Identity {
 	if err != nil {
 		panic(err) // strings only: cannot fail
 	}
-	h := sha256.New()
-	h.Write([]byte(identityTag + "\n"))
-	h.Write(enc)
-	return Identity{Digest: "sha256:" + hex.EncodeToString(h.Sum(nil))}
+	return Identity{Digest: digest.Of(append([]byte(identityTag+"\n"), enc...))}
 }
 
 // Prompt renders the skills block of an agent prompt for the skill root the

@@ -2,8 +2,6 @@ package stage
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -17,6 +15,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/airlockdev/airlock/internal/tree"
+
+	"github.com/airlockdev/airlock/internal/digest"
 )
 
 // RuntimeDir is the directory every workspace reserves for airlock's runtime
@@ -383,8 +383,7 @@ func storedDigest(b []byte) string {
 	if b == nil || len(b) > MaxManifestBytes {
 		return ""
 	}
-	sum := sha256.Sum256(b)
-	return "sha256:" + hex.EncodeToString(sum[:])
+	return digest.Of(b)
 }
 
 func (s *stager) stageOne(p *planned, stored []byte) (StagedAsset, error) {

@@ -2,7 +2,6 @@ package tree
 
 import (
 	"bytes"
-	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -11,6 +10,8 @@ import (
 	"path"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/airlockdev/airlock/internal/digest"
 )
 
 // Type is the kind of a manifest entry.
@@ -55,8 +56,7 @@ func (m Manifest) Canonical() []byte {
 
 // Digest returns "sha256:<64 hex>" over Canonical.
 func (m Manifest) Digest() string {
-	sum := sha256.Sum256(m.Canonical())
-	return "sha256:" + hex.EncodeToString(sum[:])
+	return digest.Of(m.Canonical())
 }
 
 // Files counts the regular files.

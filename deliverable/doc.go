@@ -13,7 +13,7 @@
 // Idempotency keys are scoped to task and run: a replay returns the stored
 // receipt without reading the file or writing anything; a different request
 // under a used key is a conflict; new keys for content the run already
-// registered (same bytes, whatever the filename) get a Duplicate receipt
+// registered (same bytes under the same filename) get a Duplicate receipt
 // naming the existing attachment.
 //
 // FileStore, the default Store, keeps blobs content-addressed on an afero.Fs

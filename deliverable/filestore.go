@@ -332,7 +332,9 @@ func (r runFile) receipt(key string) (receiptEntry, bool) {
 
 func (r runFile) duplicate(e Entry) (Attachment, bool) {
 	for _, a := range r.Attachments {
-		if a.SHA256 == e.SHA256 && a.ByteSize == e.ByteSize {
+		// The filename counts: a task that names output.json must be able to
+		// register it even when notes.txt already holds the same bytes.
+		if a.SHA256 == e.SHA256 && a.ByteSize == e.ByteSize && a.Filename == e.Filename {
 			return a, true
 		}
 	}

@@ -2,11 +2,8 @@ package deliverable
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"hash"
 	"io"
 	"io/fs"
 	"os"
@@ -111,7 +108,11 @@ func (r *Registrar) Register(ctx context.Context, workspace string, taskID, runI
 		return Receipt{}, pathErr(fmt.Errorf("%w: the file is %d bytes but ByteSize is %d; recompute the size of the final file", ErrSizeMismatch, before.Size(), n.ByteSize))
 	}
 
-	v := &verifier{ctx: ctx, f: f, workspace: workspace, rel: rel, before: before, size: n.ByteSize, sum: n.SHA256, h: sha256.New()}
+	it, err := tree.NewReader(f, rel)
+	if err != nil {
+		return Receipt{}, pathErr(err)
+	}
+	v := &verifier{ctx: ctx, it: it, workspace: workspace, rel: rel, before: before, sum: n.SHA256}
 	rc, err := r.Store.Put(ctx, e, v)
 	if err != nil {
 		if v.failed {
@@ -153,20 +154,18 @@ func openError(err error) error {
 	return fmt.Errorf("open in the workspace: %w", err)
 }
 
-// verifier reads the opened file exactly once for the store, hashing it, and
-// at the end checks that the file kept its identity and size and that the
-// hash is the declared one. Any failure is returned from Read, so the store
-// aborts and writes nothing.
+// verifier reads the opened file exactly once for the store through
+// tree's reader (exactly the size it had at open, hashed, then checked
+// unchanged: size, times, identity), and at the end also checks that the
+// path still names the same file and that the hash is the declared one. Any
+// failure is returned from Read, so the store aborts and writes nothing.
 type verifier struct {
 	ctx       context.Context
-	f         *os.File
+	it        *tree.Item
 	workspace string
 	rel       string
 	before    fs.FileInfo
-	size      int64
 	sum       string
-	h         hash.Hash
-	n         int64
 	done      bool
 	failed    bool
 }
@@ -176,6 +175,10 @@ func (v *verifier) fail(err error) (int, error) {
 	return 0, err
 }
 
+func changed(what string) error {
+	return fmt.Errorf("%w: %s while it was read; register it once it is complete", ErrFileChanged, what)
+}
+
 func (v *verifier) Read(p []byte) (int, error) {
 	if v.done {
 		return 0, io.EOF
@@ -183,40 +186,30 @@ func (v *verifier) Read(p []byte) (int, error) {
 	if err := v.ctx.Err(); err != nil {
 		return 0, err
 	}
-	k, err := v.f.Read(p)
-	v.n += int64(k)
-	v.h.Write(p[:k])
-	if v.n > v.size {
-		return v.fail(fmt.Errorf("%w: the file grew past %d bytes while it was read; register it once it is complete", ErrFileChanged, v.size))
-	}
-	if errors.Is(err, io.EOF) {
+	k, err := v.it.Read(p)
+	switch {
+	case errors.Is(err, io.EOF):
 		if err := v.finish(); err != nil {
 			return v.fail(err)
 		}
 		v.done = true
 		return k, io.EOF
-	}
-	if err != nil {
+	case errors.Is(err, tree.ErrChanged):
+		return v.fail(changed(err.Error()))
+	case err != nil:
 		return v.fail(fmt.Errorf("read: %w", err))
 	}
 	return k, nil
 }
 
-// finish runs at end of file: same size, same identity by descriptor and by
-// path, and the declared hash.
+// finish runs at end of file: unchanged by descriptor, same file by path,
+// and the declared hash.
 func (v *verifier) finish() error {
-	changed := func(what string) error {
-		return fmt.Errorf("%w: %s while it was read; register it once it is complete", ErrFileChanged, what)
-	}
-	if v.n != v.size {
-		return changed(fmt.Sprintf("the file ended after %d of %d bytes", v.n, v.size))
-	}
-	after, err := v.f.Stat()
-	if err != nil {
-		return fmt.Errorf("stat after read: %w", err)
-	}
-	if !os.SameFile(v.before, after) || after.Size() != v.before.Size() || !after.ModTime().Equal(v.before.ModTime()) {
-		return changed(fmt.Sprintf("the file changed (size %d -> %d, modified %s -> %s)", v.before.Size(), after.Size(), v.before.ModTime(), after.ModTime()))
+	if err := v.it.Verify(); err != nil {
+		if errors.Is(err, tree.ErrChanged) {
+			return changed(err.Error())
+		}
+		return err
 	}
 	g, err := tree.OpenFile(v.workspace, v.rel)
 	if err != nil {
@@ -232,7 +225,7 @@ func (v *verifier) finish() error {
 	if !os.SameFile(v.before, now) {
 		return changed("the path was replaced by another file")
 	}
-	if got := hex.EncodeToString(v.h.Sum(nil)); got != v.sum {
+	if got := v.it.SHA256; got != v.sum {
 		return fmt.Errorf("%w: the file's SHA-256 is %s but the request declares %s; recompute the hash of the final file", ErrHashMismatch, got, v.sum)
 	}
 	return nil

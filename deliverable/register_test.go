@@ -377,18 +377,19 @@ func TestRegisterDuplicate(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, dup, again)
 
-	// Same bytes under another filename: still the run's duplicate.
+	// Same bytes under another filename: its own attachment sharing one
+	// blob, so a task that names b.txt can be satisfied.
 	other, err := f.reg.Register(ctx, f.ws, "t", "r", requestFor("b.txt", "k3", data))
 	require.NoError(t, err)
-	assert.Equal(t, deliverable.Duplicate, other.Disposition)
-	assert.Equal(t, first.AttachmentID, other.AttachmentID)
+	assert.Equal(t, deliverable.Applied, other.Disposition)
+	assert.NotEqual(t, first.AttachmentID, other.AttachmentID)
 
 	// Same content in another run is that run's own attachment.
 	otherRun, err := f.reg.Register(ctx, f.ws, "t", "r2", requestFor("a.txt", "k1", data))
 	require.NoError(t, err)
 	assert.Equal(t, deliverable.Applied, otherRun.Disposition)
 
-	assert.Len(t, filesUnder(t, f.fs, f.dir, "attachments"), 2)
+	assert.Len(t, filesUnder(t, f.fs, f.dir, "attachments"), 3)
 	assert.Equal(t, []string{sum(data)}, filesUnder(t, f.fs, f.dir, "blobs"))
 
 	// A duplicate claim is still verified against the file: same size,
@@ -497,5 +498,40 @@ func TestRegisterFilenameIsTheFilesOwnName(t *testing.T) {
 	_, err := f.reg.Register(context.Background(), f.ws, "t", "r", req)
 	require.ErrorIs(t, err, deliverable.ErrInvalidRequest)
 	assert.ErrorContains(t, err, `pass "notes.txt"`)
+	assert.Empty(t, filesUnder(t, f.fs, f.dir, "blobs"), "nothing stored")
+}
+
+// midReadStore rewrites the file in place (same size, modification time
+// restored) after the store has read half of it.
+type midReadStore struct {
+	deliverable.Store
+	path string
+}
+
+func (m midReadStore) Put(ctx context.Context, e deliverable.Entry, content io.Reader) (deliverable.Receipt, error) {
+	half := make([]byte, e.ByteSize/2)
+	if _, err := io.ReadFull(content, half); err != nil {
+		return deliverable.Receipt{}, err
+	}
+	fi, err := os.Stat(m.path)
+	if err != nil {
+		return deliverable.Receipt{}, err
+	}
+	if err := os.WriteFile(m.path, bytes.Repeat([]byte("B"), int(e.ByteSize)), 0o644); err != nil {
+		return deliverable.Receipt{}, err
+	}
+	if err := os.Chtimes(m.path, fi.ModTime(), fi.ModTime()); err != nil {
+		return deliverable.Receipt{}, err
+	}
+	return m.Store.Put(ctx, e, io.MultiReader(bytes.NewReader(half), content))
+}
+
+func TestRegisterDetectsRewriteInPlace(t *testing.T) {
+	f := newFixture(t)
+	data := bytes.Repeat([]byte("A"), 1<<20)
+	p := writeFile(t, f.ws, "big.bin", data)
+	reg := &deliverable.Registrar{Store: midReadStore{Store: f.store, path: p}}
+	_, err := reg.Register(context.Background(), f.ws, "t", "r", requestFor("big.bin", "k", data))
+	require.ErrorIs(t, err, deliverable.ErrFileChanged)
 	assert.Empty(t, filesUnder(t, f.fs, f.dir, "blobs"), "nothing stored")
 }

@@ -31,8 +31,8 @@ type Disposition string
 const (
 	// Applied: a new attachment was stored.
 	Applied Disposition = "applied"
-	// Duplicate: this run had already registered the same content under the same
-	// filename and content type; the receipt names that attachment.
+	// Duplicate: this run had already registered the same bytes under the
+	// same filename; the receipt names that attachment.
 	Duplicate Disposition = "duplicate"
 )
 

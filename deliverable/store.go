@@ -46,7 +46,7 @@ type Store interface {
 	// aborts the Put and is returned wrapped); content must yield exactly
 	// e.ByteSize bytes whose SHA-256 is e.SHA256 (ErrSizeMismatch,
 	// ErrHashMismatch). When the same task and run already hold an attachment
-	// with the same SHA256 and ByteSize, the receipt names it with
+	// with the same SHA256, ByteSize and Filename, the receipt names it with
 	// Disposition Duplicate; otherwise a new attachment is stored
 	// (Applied). Concurrent Puts of one Key store one receipt.
 	Put(ctx context.Context, e Entry, content io.Reader) (Receipt, error)

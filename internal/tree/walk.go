@@ -116,9 +116,63 @@ type Result struct {
 type Item struct {
 	Entry
 	f       *os.File
+	st      stat // the baseline the file must still match at the end
 	h       hash.Hash
 	remain  int64
 	readErr error
+}
+
+// NewReader returns an Item that reads the regular file f (as OpenFile
+// returned it) the way Walk reads a file: exactly the size f has now,
+// hashed as it goes. After reading, call Verify. rel names the file in
+// errors.
+func NewReader(f *os.File, rel string) (*Item, error) {
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("fstat %q: %w", rel, err)
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%w: %q is a %s", ErrNotRegular, rel, Kind(fi.Mode()))
+	}
+	return newItem(f, rel, statInfo(fi)), nil
+}
+
+func newItem(f *os.File, rel string, st stat) *Item {
+	return &Item{Entry: Entry{Path: rel, Type: File, Mode: st.mode.Perm(), Size: st.size}, f: f, st: st, h: sha256.New(), remain: st.size}
+}
+
+// Verify reads and hashes whatever the caller left unread, then checks that
+// the file ended at Size and did not change while read: same size,
+// modification and change time, and identity as at the start. It fills
+// SHA256, or returns an error wrapping ErrChanged.
+func (it *Item) Verify() error { return it.verify(nil) }
+
+func (it *Item) verify(buf []byte) error {
+	if it.remain > 0 {
+		if buf == nil {
+			buf = make([]byte, 64<<10)
+		}
+		if _, err := io.CopyBuffer(io.Discard, onlyReader{it}, buf); err != nil {
+			return err
+		}
+	}
+	if it.readErr != nil {
+		return it.readErr
+	}
+	var one [1]byte
+	if n, _ := it.f.Read(one[:]); n != 0 {
+		return fmt.Errorf("%w: %s: file grew while read", ErrChanged, it.Path)
+	}
+	fi, err := it.f.Stat()
+	if err != nil {
+		return fmt.Errorf("fstat %q: %w", it.Path, err)
+	}
+	st := it.st
+	if fi.Size() != st.size || !fi.ModTime().Equal(st.mtime) || !st.same(fi) || !st.sameCtime(fi) {
+		return fmt.Errorf("%w: %s: size, time or identity changed while read; retry when the tree is quiet", ErrChanged, it.Path)
+	}
+	it.SHA256 = hex.EncodeToString(it.h.Sum(nil))
+	return nil
 }
 
 // Read reads the file's content. For a directory it returns io.EOF.
@@ -428,36 +482,19 @@ func (w *walker) file(f *os.File, rel string, st stat) error {
 	}
 	w.files++
 	w.bytes += st.size
-	it := &Item{Entry: Entry{Path: rel, Type: File, Mode: st.mode.Perm(), Size: st.size}, f: f, h: sha256.New(), remain: st.size}
+	it := newItem(f, rel, st)
 	if w.fn != nil {
 		if err := w.fn(it); err != nil {
 			return err
 		}
 	}
-	if it.remain > 0 {
-		if w.buf == nil {
-			w.buf = make([]byte, 256<<10)
-		}
-		if _, err := io.CopyBuffer(io.Discard, onlyReader{it}, w.buf); err != nil {
-			return err
-		}
-	}
-	if it.readErr != nil {
-		return it.readErr
+	if w.buf == nil {
+		w.buf = make([]byte, 256<<10)
 	}
 	// The file must end where lstat said it ends, and still be the same file.
-	var one [1]byte
-	if n, _ := f.Read(one[:]); n != 0 {
-		return fmt.Errorf("%w: %s: file grew while read", ErrChanged, rel)
+	if err := it.verify(w.buf); err != nil {
+		return err
 	}
-	fi, err := f.Stat()
-	if err != nil {
-		return fmt.Errorf("fstat %q: %w", rel, err)
-	}
-	if fi.Size() != st.size || !fi.ModTime().Equal(st.mtime) || !st.same(fi) || !st.sameCtime(fi) {
-		return fmt.Errorf("%w: %s: size, time or identity changed while read; retry when the tree is quiet", ErrChanged, rel)
-	}
-	it.SHA256 = hex.EncodeToString(it.h.Sum(nil))
 	w.entries = append(w.entries, it.Entry)
 	return nil
 }

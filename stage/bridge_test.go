@@ -471,3 +471,42 @@ func TestLocalRunner(t *testing.T) {
 		assert.Equal(t, "started\n", out.String())
 	})
 }
+
+// TestBridgeCommandsDoNotGrowWithFiles stages a changed asset of 3 files and
+// one of 300: both cost the same four commands (probe, setup, one data
+// command carrying the whole tree as a tar stream, publish), and no script
+// carries file content.
+func TestBridgeCommandsDoNotGrowWithFiles(t *testing.T) {
+	for _, files := range []int{3, 300} {
+		t.Run(fmt.Sprint(files), func(t *testing.T) {
+			src, dir := t.TempDir(), t.TempDir()
+			for i := range files {
+				build(t, src, fmt.Sprintf("d%d/f%03d=content-%d", i%7, i, i))
+			}
+			var scripts []string
+			var mu sync.Mutex
+			r := recordingRunner{Runner: stage.LocalRunner(dir), record: func(s string) {
+				mu.Lock()
+				defer mu.Unlock()
+				scripts = append(scripts, s)
+			}}
+			_, err := stage.Stage(context.Background(), stage.NewBridge(r), filepath.Join(dir, "rt"), []stage.Asset{{Name: "a", Source: src}})
+			require.NoError(t, err)
+			assert.Len(t, scripts, 4, "probe, setup, transfer, publish")
+			for _, s := range scripts {
+				assert.NotContains(t, s, "content-", "file content never travels in a script")
+				assert.NotContains(t, s, "base64")
+			}
+		})
+	}
+}
+
+type recordingRunner struct {
+	stage.Runner
+	record func(script string)
+}
+
+func (r recordingRunner) Run(ctx context.Context, cmd stage.Command) error {
+	r.record(cmd.Script)
+	return r.Runner.Run(ctx, cmd)
+}

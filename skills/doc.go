@@ -21,8 +21,18 @@
 //   - The identity holds no host path. It is a digest over a version tag and
 //     the sorted (Key, Name, tree digest) of the surviving skills: moving the
 //     state directory or rendering the prompt for another root never changes
-//     it; any changed byte, mode, added or removed file, or change of
-//     selection does.
+//     it; any changed byte, mode, added, removed or renamed file, or change
+//     of selection does. File names are bytes: the tree digest, the identity
+//     and the index are injective over them, so names that differ only in
+//     bytes that are not valid UTF-8 (f\xff and f\xfe) give different
+//     identities, and renaming one gives a fresh bundle.
+//   - Text a skill author controls cannot reorder or hide what the agent
+//     reads: [Bundle.Prompt] (and [Skill.Description]) drop every Unicode
+//     format character (category Cf: bidirectional overrides and isolates
+//     such as U+202E and U+2066–U+2069, zero-width characters such as
+//     U+200B, tag characters), turn every other control character and line
+//     or paragraph separator into a space, and collapse white space, so a
+//     skill's entry stays on one line.
 //   - Identical selections share one bundle. Concurrent calls, from
 //     goroutines or processes, serialize on an flock(2) lock per bundle
 //     (released by the kernel when its holder dies, so a crashed holder never

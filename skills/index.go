@@ -3,20 +3,19 @@ package skills
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"sort"
-	"strings"
+	"strconv"
 	"time"
-
-	"github.com/airlockdev/airlock/internal/tree"
+	"unicode/utf8"
 
 	"github.com/airlockdev/airlock/internal/atomicfile"
-	"github.com/spf13/afero"
+	"github.com/airlockdev/airlock/internal/digest"
+	"github.com/airlockdev/airlock/internal/tree"
 )
 
 // racyWindow: a file changed this recently may change again without its
@@ -24,62 +23,142 @@ import (
 // its content yet.
 const racyWindow = 2 * time.Second
 
-// indexSchema versions the index entry format.
-const indexSchema = "airlock.skills.index.v1"
+// indexSchema versions the index entry format and the selection
+// fingerprint that names it.
+const indexSchema = "airlock.skills.index.v2"
 
 // selectionPrint fingerprints a whole selection from metadata.
 type selectionPrint struct {
-	sum    [32]byte
-	usable bool // every source's metadata pins its content
+	sum    string // lowercase hex
+	usable bool   // every source's metadata pins its content
 }
 
 // fingerprint hashes, for each source in Name order, its key, name and
 // directory and the metadata of its tree (tree.Fingerprint), together with
-// the options that change Materialize's result.
+// the options that change Materialize's result. Every value is one field
+// of digest.Encode, so the fingerprint is injective over the raw bytes of
+// every key, name and path.
 func fingerprint(ctx context.Context, sources []Source, o options, cutoff time.Time) selectionPrint {
 	sorted := append([]Source(nil), sources...)
 	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Name < sorted[j].Name })
-	h := sha256.New()
 	p := selectionPrint{usable: true}
-	field := func(s string) {
-		h.Write(binary.AppendUvarint(nil, uint64(len(s))))
-		h.Write([]byte(s))
-	}
-	field(indexSchema)
 	l := o.limits.WithDefaults()
-	h.Write(binary.AppendVarint(nil, int64(l.MaxFiles)))
-	h.Write(binary.AppendVarint(nil, l.MaxBytes))
-	h.Write(binary.AppendVarint(nil, l.MaxFileBytes))
-	h.Write(binary.AppendVarint(nil, int64(l.MaxDepth)))
-	h.Write(binary.AppendVarint(nil, int64(l.MaxPathLen)))
-	if o.strict {
-		field("strict")
+	fields := []string{
+		strconv.Itoa(l.MaxFiles), strconv.FormatInt(l.MaxBytes, 10), strconv.FormatInt(l.MaxFileBytes, 10),
+		strconv.Itoa(l.MaxDepth), strconv.Itoa(l.MaxPathLen), strconv.FormatBool(o.strict),
 	}
 	for _, s := range sorted {
-		field(s.Key)
-		field(s.Name)
-		field(s.Dir)
+		fields = append(fields, s.Key, s.Name, s.Dir)
 		if reason := dirReason(s.Dir); reason != "" {
-			field(reason)
+			fields = append(fields, "unusable", reason)
 			continue
 		}
 		md := tree.Fingerprint(ctx, s.Dir, tree.Options{Limits: o.limits}, cutoff)
 		p.usable = p.usable && md.Usable
-		h.Write(md.Sum[:])
+		fields = append(fields, "tree", string(md.Sum[:]))
 	}
-	h.Sum(p.sum[:0])
+	p.sum = digest.Fields(indexSchema, fields...)
 	return p
 }
 
+// rawText is a string kept losslessly in the index: a JSON string when it
+// is valid UTF-8, else {"hex":"<lowercase hex of its bytes>"}. Paths a
+// skill holds (Skill.Skipped) and host paths in a drop reason need not be
+// UTF-8, and encoding/json would replace such bytes with U+FFFD.
+type rawText string
+
+type hexText struct {
+	Hex string `json:"hex"`
+}
+
+func (t rawText) MarshalJSON() ([]byte, error) {
+	if utf8.ValidString(string(t)) {
+		return json.Marshal(string(t))
+	}
+	return json.Marshal(hexText{Hex: hex.EncodeToString([]byte(t))})
+}
+
+func (t *rawText) UnmarshalJSON(b []byte) error {
+	if len(b) > 0 && b[0] == '"' {
+		var s string
+		if err := json.Unmarshal(b, &s); err != nil {
+			return err
+		}
+		*t = rawText(s)
+		return nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	var h hexText
+	if err := dec.Decode(&h); err != nil {
+		return err
+	}
+	raw, err := hex.DecodeString(h.Hex)
+	if err != nil {
+		return err
+	}
+	if utf8.Valid(raw) {
+		return errors.New("hex text is valid UTF-8")
+	}
+	*t = rawText(raw)
+	return nil
+}
+
+type indexSkill struct {
+	Key         string    `json:"key"`
+	Name        string    `json:"name"`
+	Description string    `json:"description"`
+	Digest      string    `json:"digest"`
+	Files       int       `json:"files"`
+	Bytes       int64     `json:"bytes"`
+	Skipped     []rawText `json:"skipped"`
+}
+
+type indexDropped struct {
+	Key    string  `json:"key"`
+	Name   string  `json:"name"`
+	Reason rawText `json:"reason"`
+}
+
 type indexEntry struct {
-	Schema   string    `json:"schema"`
-	Skills   []Skill   `json:"skills"`
-	Dropped  []Dropped `json:"dropped"`
-	Identity Identity  `json:"identity"`
+	Schema   string         `json:"schema"`
+	Skills   []indexSkill   `json:"skills"`
+	Dropped  []indexDropped `json:"dropped"`
+	Identity string         `json:"identity"`
+}
+
+func toIndex(b *Bundle) indexEntry {
+	e := indexEntry{Schema: indexSchema, Identity: b.Identity.Digest}
+	for _, s := range b.Skills {
+		is := indexSkill{Key: s.Key, Name: s.Name, Description: s.Description, Digest: s.Digest, Files: s.Files, Bytes: s.Bytes}
+		for _, p := range s.Skipped {
+			is.Skipped = append(is.Skipped, rawText(p))
+		}
+		e.Skills = append(e.Skills, is)
+	}
+	for _, d := range b.Dropped {
+		e.Dropped = append(e.Dropped, indexDropped{Key: d.Key, Name: d.Name, Reason: rawText(d.Reason)})
+	}
+	return e
+}
+
+func (e indexEntry) bundle(dir string) *Bundle {
+	b := &Bundle{Dir: dir, Identity: Identity{Digest: e.Identity}}
+	for _, is := range e.Skills {
+		s := Skill{Key: is.Key, Name: is.Name, Description: is.Description, Digest: is.Digest, Files: is.Files, Bytes: is.Bytes}
+		for _, p := range is.Skipped {
+			s.Skipped = append(s.Skipped, string(p))
+		}
+		b.Skills = append(b.Skills, s)
+	}
+	for _, d := range e.Dropped {
+		b.Dropped = append(b.Dropped, Dropped{Key: d.Key, Name: d.Name, Reason: string(d.Reason)})
+	}
+	return b
 }
 
 func indexPath(stateDir string, p selectionPrint) string {
-	return filepath.Join(stateDir, ".index-"+hex.EncodeToString(p.sum[:16])+".json")
+	return filepath.Join(stateDir, ".index-"+p.sum[:32]+".json")
 }
 
 // lookupIndex returns the bundle an earlier call built from exactly this
@@ -96,23 +175,26 @@ func lookupIndex(stateDir string, p selectionPrint) (*Bundle, bool) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	var e indexEntry
-	if err := dec.Decode(&e); err != nil || e.Schema != indexSchema || len(e.Skills) == 0 || identity(e.Skills) != e.Identity {
+	if err := dec.Decode(&e); err != nil || e.Schema != indexSchema || len(e.Skills) == 0 {
 		return nil, false
 	}
-	dir := filepath.Join(stateDir, strings.TrimPrefix(e.Identity.Digest, "sha256:")[:32])
-	if fi, err := os.Lstat(dir); err != nil || !fi.IsDir() {
+	b := e.bundle("")
+	if identity(b.Skills) != b.Identity {
 		return nil, false
 	}
-	return &Bundle{Dir: dir, Skills: e.Skills, Dropped: e.Dropped, Identity: e.Identity}, true
+	b.Dir = bundleDir(stateDir, b.Identity)
+	if fi, err := os.Lstat(b.Dir); err != nil || !fi.IsDir() {
+		return nil, false
+	}
+	return b, true
 }
 
 // storeIndex records b for the selection p. The index is a cache: a failure
-// to write it only costs the next call a copy.
-func storeIndex(stateDir string, p selectionPrint, b *Bundle) {
-	data, err := json.Marshal(indexEntry{Schema: indexSchema, Skills: b.Skills, Dropped: b.Dropped, Identity: b.Identity})
+// to write it only costs the next call a copy, so it is not reported.
+func storeIndex(ctx context.Context, stateDir string, p selectionPrint, b *Bundle) {
+	data, err := json.Marshal(toIndex(b))
 	if err != nil {
 		return
 	}
-	// The index is a cache: a failed write only costs the next call a copy.
-	_ = atomicfile.Write(context.Background(), afero.NewOsFs(), indexPath(stateDir, p), data, 0o600, "")
+	_ = atomicfile.WriteFile(ctx, indexPath(stateDir, p), data, 0o600)
 }

@@ -3,7 +3,6 @@ package skills
 import (
 	"context"
 	"crypto/rand"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -33,7 +32,7 @@ type Skill struct {
 	Digest                 string // "sha256:<hex>" of the copied tree's manifest
 	Files                  int
 	Bytes                  int64
-	Skipped                []string // links and special files left out, relative paths
+	Skipped                []string // links and special files left out, relative paths (raw name bytes)
 }
 
 // Dropped is a selected skill left out of the bundle, with a human reason.
@@ -65,7 +64,7 @@ type Limits struct {
 const MaxSkillMD = 1 << 20
 
 // identityTag versions the identity encoding.
-const identityTag = "airlock.skills.identity.v1"
+const identityTag = "airlock.skills.identity.v2"
 
 var (
 	// ErrInvalidSource reports a caller error in the selection: a bad Key
@@ -77,8 +76,23 @@ var (
 	ErrLimit = tree.ErrLimit
 )
 
-// LimitError names the limit a skill exceeded and the path that crossed it.
-type LimitError = tree.LimitError
+// LimitError reports a skill whose tree exceeded one of [Limits]. It wraps
+// [ErrLimit]; its message names the Limits field to raise.
+type LimitError struct {
+	Skill string // the Name of the skill whose tree crossed the limit
+	// Limit names the limit: "files", "directories" (directories count
+	// against MaxFiles too), "bytes", "file bytes", "depth" or
+	// "path length".
+	Limit string
+	Max   int64  // the limit in force
+	Path  string // the path, relative to the skill's directory, that crossed it
+	err   error  // the walker's error, with the skill and its directory
+}
+
+func (e *LimitError) Error() string { return e.err.Error() }
+
+// Unwrap returns the underlying error, which wraps ErrLimit.
+func (e *LimitError) Unwrap() error { return e.err }
 
 // Option configures Materialize.
 type Option func(*options)
@@ -89,6 +103,9 @@ type options struct {
 	strict bool
 	racy   time.Duration     // see racyWindow; tests shorten it
 	copied func(name string) // tests: called for every skill copied
+	// beforeIndex, for tests, is called right before an index entry is
+	// written.
+	beforeIndex func()
 }
 
 // WithLogger sends drop and spec warnings to l. Default: discard.
@@ -149,7 +166,10 @@ func Materialize(ctx context.Context, stateDir string, sources []Source, opts ..
 		// window covers timestamp granularity), so that key can never match
 		// it again: no second fingerprint is needed.
 		if before.usable && b.Dir != "" {
-			storeIndex(stateDir, before, b)
+			if o.beforeIndex != nil {
+				o.beforeIndex()
+			}
+			storeIndex(ctx, stateDir, before, b)
 		}
 	}
 	for _, d := range b.Dropped {
@@ -232,7 +252,11 @@ func copySkill(ctx context.Context, src Source, dst string, o options) (Skill, s
 	}
 	res, err := tree.Copy(ctx, src.Dir, dst, tree.Options{Limits: o.limits})
 	if err != nil {
-		return Skill{}, "", fmt.Errorf("copying skill %q from %s: %w", src.Name, src.Dir, err)
+		err = fmt.Errorf("copying skill %q from %s: %w", src.Name, src.Dir, err)
+		if le := (*tree.LimitError)(nil); errors.As(err, &le) {
+			return Skill{}, "", &LimitError{Skill: src.Name, Limit: le.Limit, Max: le.Max, Path: le.Path, err: err}
+		}
+		return Skill{}, "", err
 	}
 	drop := func(reason string) (Skill, string, error) {
 		return Skill{}, reason, tree.RemoveAll(dst)
@@ -293,8 +317,8 @@ func tempDir(stateDir string) (string, error) {
 // publish moves tmp to <stateDir>/<id> under the bundle's lock, or removes
 // tmp when that bundle already exists, and returns the bundle's path.
 func publish(ctx context.Context, stateDir string, id Identity, tmp string) (string, error) {
-	name := strings.TrimPrefix(id.Digest, "sha256:")[:32]
-	final := filepath.Join(stateDir, name)
+	final := bundleDir(stateDir, id)
+	name := filepath.Base(final)
 	unlock, err := lock(ctx, filepath.Join(stateDir, "."+name+".lock"))
 	if err != nil {
 		tree.RemoveAll(tmp)
@@ -388,6 +412,15 @@ func usable(res *tree.Result, md []byte, src Source) string {
 	return "SKILL.md is missing"
 }
 
+// bundleDir is the bundle directory of identity id: <stateDir>/<first 32
+// hex digits of the digest>.
+func bundleDir(stateDir string, id Identity) string {
+	return filepath.Join(stateDir, strings.TrimPrefix(id.Digest, digest.Prefix)[:32])
+}
+
+// identity digests the sorted (Key, Name, tree digest) rows of skills, each
+// value one field of digest.Encode, so that it is injective over their
+// bytes.
 func identity(skills []Skill) Identity {
 	rows := make([][3]string, len(skills))
 	for i, s := range skills {
@@ -400,16 +433,26 @@ func identity(skills []Skill) Identity {
 		}
 		return a[1] < b[1]
 	})
-	enc, err := json.Marshal(rows)
-	if err != nil {
-		panic(err) // strings only: cannot fail
+	fields := make([]string, 0, 3*len(rows))
+	for _, r := range rows {
+		fields = append(fields, r[:]...)
 	}
-	return Identity{Digest: digest.Of(append([]byte(identityTag+"\n"), enc...))}
+	return Identity{Digest: digest.Of(digest.Encode(identityTag, fields...))}
 }
 
 // Prompt renders the skills block of an agent prompt for the skill root the
 // agent will see (a sandbox path, or Dir for a local run). It returns "" when
 // no skill survived.
+//
+// Text a skill author controls (each skill's Name and Description) cannot
+// reorder or hide what the agent reads: every format character (Unicode
+// category Cf: bidirectional embeddings, overrides and isolates such as
+// U+202E and U+2066–U+2069, zero-width characters such as U+200B, the BOM,
+// tag characters) is dropped, every other control character (C0, DEL, C1)
+// and line or paragraph separator becomes a space, and white space is
+// collapsed, so each skill stays on its one line. The only control
+// characters in the result are the line feeds Prompt writes itself. root is
+// the caller's and is written as given.
 func (b *Bundle) Prompt(root string) string {
 	if b == nil || len(b.Skills) == 0 {
 		return ""
@@ -419,18 +462,18 @@ func (b *Bundle) Prompt(root string) string {
 	}
 	names := make([]string, len(b.Skills))
 	for i, s := range b.Skills {
-		names[i] = s.Name
+		names[i] = promptText(s.Name)
 	}
 	var sb strings.Builder
 	sb.WriteString("The following skills were materialized for this run.\n")
 	fmt.Fprintf(&sb, "Skill root: %s\n", root)
 	fmt.Fprintf(&sb, "Selected skills: %s\n", strings.Join(names, ", "))
-	for _, s := range b.Skills {
-		fmt.Fprintf(&sb, "- %s", s.Name)
-		if s.Description != "" {
-			fmt.Fprintf(&sb, ": %s", s.Description)
+	for i, s := range b.Skills {
+		fmt.Fprintf(&sb, "- %s", names[i])
+		if d := promptText(s.Description); d != "" {
+			fmt.Fprintf(&sb, ": %s", d)
 		}
-		fmt.Fprintf(&sb, " (file: %s)\n", joinRoot(root, s.Name, "SKILL.md"))
+		fmt.Fprintf(&sb, " (file: %s)\n", joinRoot(root, names[i], "SKILL.md"))
 	}
 	sb.WriteString("Read a skill's SKILL.md from the skill root when the task calls for it.\n")
 	return sb.String()

@@ -200,18 +200,29 @@ func (m Meta) Validate(dirName string) error {
 	return fmt.Errorf("%w: %s", ErrSpec, strings.Join(errs, "; "))
 }
 
-// description returns the prompt form of a description: white space
-// collapsed, trimmed, at most 1024 characters.
+// description returns the prompt form of a description: see promptText;
+// at most 1024 characters.
 func description(s string) string {
-	s = strings.Map(func(r rune) rune {
-		if unicode.IsControl(r) {
-			return ' '
-		}
-		return r
-	}, s)
-	s = strings.Join(strings.Fields(s), " ")
+	s = promptText(s)
 	if utf8.RuneCountInString(s) > 1024 {
 		s = string([]rune(s)[:1024])
 	}
 	return s
+}
+
+// promptText returns text a skill author controls in the form a prompt line
+// may hold: format characters (Cf) dropped, so none can reorder or hide the
+// text around it; other control characters and line or paragraph
+// separators turned into spaces; white space collapsed and trimmed.
+func promptText(s string) string {
+	s = strings.Map(func(r rune) rune {
+		switch {
+		case unicode.Is(unicode.Cf, r):
+			return -1
+		case unicode.IsControl(r) || unicode.In(r, unicode.Zl, unicode.Zp):
+			return ' '
+		}
+		return r
+	}, s)
+	return strings.Join(strings.Fields(s), " ")
 }

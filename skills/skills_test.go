@@ -232,12 +232,14 @@ func TestMaterializeLimits(t *testing.T) {
 		err   error
 		field string
 		path  string
+		limit string
+		max   int64
 	}{
-		{Limits{MaxFiles: 2}, tree.ErrTooManyFiles, "MaxFiles", "b/c/d.txt"},
-		{Limits{MaxBytes: 100}, tree.ErrTooManyBytes, "MaxBytes", "a.txt"},
-		{Limits{MaxFileBytes: 150}, tree.ErrFileTooLarge, "MaxFileBytes", "a.txt"},
-		{Limits{MaxDepth: 2}, tree.ErrTooDeep, "MaxDepth", "b/c/d.txt"},
-		{Limits{MaxPathLen: 8}, tree.ErrPathTooLong, "MaxPathLen", "b/c/d.txt"},
+		{Limits{MaxFiles: 2}, tree.ErrTooManyFiles, "MaxFiles", "b/c/d.txt", "files", 2},
+		{Limits{MaxBytes: 100}, tree.ErrTooManyBytes, "MaxBytes", "a.txt", "bytes", 100},
+		{Limits{MaxFileBytes: 150}, tree.ErrFileTooLarge, "MaxFileBytes", "a.txt", "file bytes", 150},
+		{Limits{MaxDepth: 2}, tree.ErrTooDeep, "MaxDepth", "b/c/d.txt", "depth", 2},
+		{Limits{MaxPathLen: 8}, tree.ErrPathTooLong, "MaxPathLen", "b/c/d.txt", "path length", 8},
 	} {
 		t.Run(tc.field, func(t *testing.T) {
 			dir := skillDir(t, t.TempDir(), "lim", "a.txt:"+strings.Repeat("a", 200), "b/c/d.txt:dd")
@@ -246,7 +248,10 @@ func TestMaterializeLimits(t *testing.T) {
 			require.ErrorIs(t, err, tc.err)
 			var le *LimitError
 			require.ErrorAs(t, err, &le)
+			assert.Equal(t, "lim", le.Skill)
 			assert.Equal(t, tc.path, le.Path)
+			assert.Equal(t, tc.limit, le.Limit)
+			assert.Equal(t, tc.max, le.Max)
 			assert.Contains(t, err.Error(), tc.field)
 			assert.Contains(t, err.Error(), tc.path)
 		})

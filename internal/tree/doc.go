@@ -12,6 +12,25 @@
 //     [Result.Mode] says which reader ran.
 //   - A symbolic link is never followed, except under [FollowLinksWithin], where
 //     it is followed only when its target resolves inside the walked root.
+//     The walker resolves such a link itself, one component at a time from
+//     the link's real place (so ".." after a link means what the kernel
+//     means), with at most 40 links in one resolution; the target is then
+//     opened by its link-free path like any other entry. Absolute targets
+//     and targets above the root fail with [ErrLink].
+//   - Walking is linear in what is on disk, also under [FollowLinksWithin]:
+//     each directory (by device and inode) is walked at most once through
+//     links. A link to a directory already walked through a link (through
+//     any path), and a directory below a followed link that was already
+//     walked through a link, are left out and reported in [Result.Skipped].
+//     Every directory is thus walked at most twice: at its real place, and
+//     through the first link, in walk order, that reaches it. A DAG of links
+//     with exponentially many paths costs no more than its directories.
+//   - Names are bytes. An entry's Path holds the raw name bytes, valid UTF-8
+//     or not, and every encoding derived from a tree (the canonical
+//     manifest, its digest, [Fingerprint]) is injective over those bytes:
+//     trees that differ in any byte of any name never share a digest. In
+//     the canonical manifest a path that is not valid UTF-8 is written as
+//     "path_hex" (lowercase hex of the raw bytes) in place of "path".
 //   - Only regular files and directories are read. FIFOs, sockets and devices
 //     are never opened on purpose (a FIFO cannot hang the walk: every open is
 //     O_NONBLOCK) and are reported in [Result.Skipped].

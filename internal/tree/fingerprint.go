@@ -3,13 +3,14 @@ package tree
 import (
 	"context"
 	"crypto/sha256"
-	"encoding/binary"
 	"hash"
 	"io/fs"
 	"os"
 	"runtime"
 	"slices"
 	"time"
+
+	"github.com/airlockdev/airlock/internal/digest"
 )
 
 // Metadata is what a metadata-only pass saw of a tree.
@@ -68,8 +69,10 @@ type fingerprinter struct {
 }
 
 func newFingerprinter(ctx context.Context, opts Options, cutoff time.Time) *fingerprinter {
-	return &fingerprinter{ctx: ctx, opts: opts, lim: opts.Limits.WithDefaults(), cutoff: cutoff.UnixNano(),
+	f := &fingerprinter{ctx: ctx, opts: opts, lim: opts.Limits.WithDefaults(), cutoff: cutoff.UnixNano(),
 		h: sha256.New(), md: Metadata{Usable: true}}
+	f.h.Write(digest.AppendField(nil, fingerprintTag))
+	return f
 }
 
 func (f *fingerprinter) finish() Metadata {
@@ -77,22 +80,39 @@ func (f *fingerprinter) finish() Metadata {
 	return f.md
 }
 
+// fingerprintTag versions the metadata encoding.
+const fingerprintTag = "airlock.tree.fingerprint.v2"
+
+// add hashes one entry as a record of digest fields: "e", the raw relative
+// path, the type and permission bits, the raw mode word, inode and device
+// numbers, and for a non-directory its size, modification and change
+// times. Every record is self-delimiting and starts with its kind ("e" for
+// an entry, "s" for a folded subdirectory sum), so distinct trees never
+// share a stream.
 func (f *fingerprinter) add(rel string, st stat) {
 	isDir := st.mode.IsDir()
 	if !st.full || !isDir && (st.mtime.UnixNano() >= f.cutoff || st.ctime >= f.cutoff) {
 		f.md.Usable = false
 	}
-	b := binary.AppendUvarint(f.buf[:0], uint64(len(rel)))
-	b = append(b, rel...)
-	b = binary.LittleEndian.AppendUint32(b, uint32(st.mode))
-	b = binary.LittleEndian.AppendUint32(b, st.raw)
-	b = binary.LittleEndian.AppendUint64(b, st.ino)
-	b = binary.LittleEndian.AppendUint64(b, st.dev)
+	b := digest.AppendField(f.buf[:0], "e")
+	b = digest.AppendField(b, rel)
+	b = digest.AppendUint64(b, uint64(st.mode))
+	b = digest.AppendUint64(b, uint64(st.raw))
+	b = digest.AppendUint64(b, st.ino)
+	b = digest.AppendUint64(b, st.dev)
 	if !isDir {
-		b = binary.LittleEndian.AppendUint64(b, uint64(st.size))
-		b = binary.LittleEndian.AppendUint64(b, uint64(st.mtime.UnixNano()))
-		b = binary.LittleEndian.AppendUint64(b, uint64(st.ctime))
+		b = digest.AppendUint64(b, uint64(st.size))
+		b = digest.AppendUint64(b, uint64(st.mtime.UnixNano()))
+		b = digest.AppendUint64(b, uint64(st.ctime))
 	}
+	f.buf = b
+	f.h.Write(b)
+}
+
+// fold hashes a subdirectory's sum into f.
+func (f *fingerprinter) fold(sum [32]byte) {
+	b := digest.AppendField(f.buf[:0], "s")
+	b = digest.AppendField(b, sum[:])
 	f.buf = b
 	f.h.Write(b)
 }
@@ -122,7 +142,7 @@ func (f *fingerprinter) dir(n node, prefix string, depth, workers int) {
 	defer func() {
 		for _, done := range subs {
 			g := <-done
-			f.h.Write(g.Sum[:])
+			f.fold(g.Sum)
 			f.md.Usable = f.md.Usable && g.Usable
 			f.md.Files += g.Files
 			f.md.Bytes += g.Bytes

@@ -64,3 +64,22 @@ func TestFingerprintScheduleIndependent(t *testing.T) {
 	capped := fingerprint(context.Background(), dir, Options{Limits: Limits{MaxFiles: 20}}, later, 4)
 	assert.False(t, capped.Usable, "the file limit counts across concurrent subtrees")
 }
+
+func TestFingerprintRecordsAreInjective(t *testing.T) {
+	st := stat{mode: 0o644, size: 1, mtime: time.Unix(1, 0), raw: 0o100644, ino: 7, dev: 1, ctime: 1, full: true}
+	sumOf := func(add func(f *fingerprinter)) [32]byte {
+		f := newFingerprinter(context.Background(), Options{}, time.Now())
+		add(f)
+		return f.finish().Sum
+	}
+	ff := sumOf(func(f *fingerprinter) { f.add("f\xff", st) })
+	fe := sumOf(func(f *fingerprinter) { f.add("f\xfe", st) })
+	assert.NotEqual(t, ff, fe, "names that differ only in invalid UTF-8 differ")
+	assert.Equal(t, ff, sumOf(func(f *fingerprinter) { f.add("f\xff", st) }))
+	// A folded subdirectory sum cannot pose as an entry, nor the reverse.
+	var sub [32]byte
+	copy(sub[:], "0123456789abcdef0123456789abcdef")
+	folded := sumOf(func(f *fingerprinter) { f.fold(sub) })
+	named := sumOf(func(f *fingerprinter) { f.add(string(sub[:]), st) })
+	assert.NotEqual(t, folded, named)
+}

@@ -49,6 +49,33 @@ func openFile(root, unsafePath string, forceFallback bool) (*os.File, error) {
 	return f, nil
 }
 
+// verifyOpened is the one tail of every open, under both readers: f was
+// just opened by descriptor for the entry name, and want is what the walk
+// (or OpenFile) lstat'ed there. It fstat's f and requires the same file
+// (device and inode) of the same type; on any failure it closes f. The
+// FileInfo it returns is the descriptor's.
+func verifyOpened(f *os.File, name string, want stat) (fs.FileInfo, error) {
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("fstat %q: %w", name, err)
+	}
+	if err := checkSame(fi, name, want); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return fi, nil
+}
+
+// checkSame requires fi, a stat of what was opened, to be the file want
+// describes: same identity, same type.
+func checkSame(fi fs.FileInfo, name string, want stat) error {
+	if !want.same(fi) || fi.Mode().Type() != want.mode.Type() {
+		return fmt.Errorf("%w: %s was replaced during the walk", ErrChanged, name)
+	}
+	return nil
+}
+
 // rootOpenFile is OpenFile's os.Root reader: it lstat's every component,
 // refuses links, and checks that what it opened is what it lstat'ed.
 func rootOpenFile(root, rel string) (*os.File, error) {
@@ -74,7 +101,10 @@ func rootOpenFile(root, rel string) (*os.File, error) {
 			return nil, err
 		}
 		got, err := sub.Stat(".")
-		if err != nil || !os.SameFile(fi, got) {
+		if err == nil {
+			err = checkSame(got, name, statInfo(fi))
+		}
+		if err != nil {
 			sub.Close()
 			return nil, fmt.Errorf("%w: a component was replaced while opened", ErrChanged)
 		}
@@ -93,9 +123,7 @@ func rootOpenFile(root, rel string) (*os.File, error) {
 	if err != nil {
 		return nil, err
 	}
-	got, err := f.Stat()
-	if err != nil || !os.SameFile(fi, got) {
-		f.Close()
+	if _, err := verifyOpened(f, name, statInfo(fi)); err != nil {
 		return nil, fmt.Errorf("%w: the file was replaced while opened", ErrChanged)
 	}
 	return f, nil

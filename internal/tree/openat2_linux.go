@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path"
+	"strings"
 	"syscall"
 	"time"
 
@@ -132,14 +134,8 @@ func (n *fdNode) open(name string, flags uint64, want stat) (*os.File, error) {
 		return nil, err
 	}
 	f := os.NewFile(uintptr(fd), name)
-	fi, err := f.Stat()
-	if err != nil {
-		f.Close()
+	if _, err := verifyOpened(f, name, want); err != nil {
 		return nil, err
-	}
-	if !want.same(fi) || fi.Mode().Type() != want.mode.Type() {
-		f.Close()
-		return nil, fmt.Errorf("%w: %s was replaced during the walk", ErrChanged, name)
 	}
 	return f, nil
 }
@@ -156,49 +152,47 @@ func (n *fdNode) openFile(name string, want stat) (*os.File, error) {
 	return n.open(name, 0, want)
 }
 
-func (n *fdNode) follow(rel string) (node, *os.File, fs.FileInfo, error) {
-	// Resolve with O_PATH first: a FIFO or a device target is looked at,
-	// never opened.
-	how := unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC, Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_MAGICLINKS}
-	pfd, err := openat2(int(n.root.Fd()), rel, &how)
-	switch err {
-	case nil:
-	case unix.ENOENT, unix.ELOOP: // dangling, or a link loop
-		return nil, nil, nil, fs.ErrNotExist
-	case unix.EXDEV:
-		return nil, nil, nil, fmt.Errorf("%w: its target resolves outside the root", ErrLink)
-	default:
-		return nil, nil, nil, err
+func (n *fdNode) lstatBelow(p string) (stat, string, error) {
+	dir, base := path.Split(p)
+	dfd := int(n.root.Fd())
+	if dir != "" {
+		fd, err := openat2(dfd, strings.TrimSuffix(dir, "/"), &unix.OpenHow{Flags: unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC, Resolve: resolveStrict})
+		switch err {
+		case nil:
+		case unix.ENOENT, unix.ENOTDIR:
+			return stat{}, "", fs.ErrNotExist
+		case unix.ELOOP, unix.EXDEV:
+			return stat{}, "", fmt.Errorf("%w: %s was replaced during the walk", ErrChanged, p)
+		default:
+			return stat{}, "", err
+		}
+		defer unix.Close(fd)
+		dfd = fd
 	}
-	var want unix.Stat_t
-	err = unix.Fstat(pfd, &want)
-	unix.Close(pfd)
-	if err != nil {
-		return nil, nil, nil, err
+	var sys unix.Stat_t
+	if err := unix.Fstatat(dfd, base, &sys, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		if err == unix.ENOENT || err == unix.ENOTDIR {
+			return stat{}, "", fs.ErrNotExist
+		}
+		return stat{}, "", err
 	}
-	var flags uint64 = unix.O_RDONLY | unix.O_CLOEXEC | unix.O_NONBLOCK | unix.O_NOCTTY
-	switch want.Mode & unix.S_IFMT {
-	case unix.S_IFDIR:
-		flags |= unix.O_DIRECTORY
-	case unix.S_IFREG:
-	default:
-		return nil, nil, nil, errSpecial
+	st := statOf(&sys)
+	if st.mode&fs.ModeSymlink == 0 {
+		return st, "", nil
 	}
-	how.Flags = flags
-	fd, err := openat2(int(n.root.Fd()), rel, &how)
-	if err != nil {
-		return nil, nil, nil, fmt.Errorf("%w: %s was replaced during the walk", ErrChanged, rel)
+	for size := 256; ; size *= 2 {
+		buf := make([]byte, size)
+		n, err := unix.Readlinkat(dfd, base, buf)
+		if err == unix.ENOENT {
+			return stat{}, "", fs.ErrNotExist
+		}
+		if err != nil {
+			return stat{}, "", err
+		}
+		if n < size || size >= 1<<16 {
+			return st, string(buf[:n]), nil
+		}
 	}
-	f := os.NewFile(uintptr(fd), rel)
-	fi, err := f.Stat()
-	if err != nil || !statOf(&want).same(fi) {
-		f.Close()
-		return nil, nil, nil, fmt.Errorf("%w: %s was replaced during the walk", ErrChanged, rel)
-	}
-	if fi.IsDir() {
-		return &fdNode{f: f, root: n.root}, nil, fi, nil
-	}
-	return nil, f, fi, nil
 }
 
 func openat2File(root, rel string) (*os.File, error) {

@@ -59,7 +59,10 @@ func (n *rootNode) openDir(name string, want stat) (node, error) {
 		return nil, fmt.Errorf("%w: %w", ErrChanged, err)
 	}
 	fi, err := sub.Stat(".")
-	if err != nil || !want.same(fi) {
+	if err == nil {
+		err = checkSame(fi, name, want)
+	}
+	if err != nil {
 		sub.Close()
 		return nil, fmt.Errorf("%w: %s was replaced during the walk", ErrChanged, name)
 	}
@@ -71,49 +74,30 @@ func (n *rootNode) openFile(name string, want stat) (*os.File, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrChanged, err)
 	}
-	fi, err := f.Stat()
-	if err != nil {
-		f.Close()
+	if _, err := verifyOpened(f, name, want); err != nil {
 		return nil, err
-	}
-	if !want.same(fi) || fi.Mode().Type() != want.mode.Type() {
-		f.Close()
-		return nil, fmt.Errorf("%w: %s was replaced during the walk", ErrChanged, name)
 	}
 	return f, nil
 }
 
-func (n *rootNode) follow(rel string) (node, *os.File, fs.FileInfo, error) {
-	fi, err := n.top.Stat(rel)
-	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ELOOP) {
-		return nil, nil, nil, fs.ErrNotExist
+func (n *rootNode) lstatBelow(p string) (stat, string, error) {
+	fi, err := n.top.Lstat(p)
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
+		return stat{}, "", fs.ErrNotExist
 	}
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("%w: its target resolves outside the root (%w)", ErrLink, err)
+		return stat{}, "", err
 	}
-	if fi.IsDir() {
-		sub, err := n.top.OpenRoot(rel)
-		if err != nil {
-			return nil, nil, nil, fmt.Errorf("%w: %w", ErrChanged, err)
-		}
-		got, err := sub.Stat(".")
-		if err != nil || !os.SameFile(fi, got) {
-			sub.Close()
-			return nil, nil, nil, fmt.Errorf("%w: %s was replaced during the walk", ErrChanged, rel)
-		}
-		return &rootNode{r: sub, top: n.top}, nil, fi, nil
+	st := statInfo(fi)
+	if st.mode&fs.ModeSymlink == 0 {
+		return st, "", nil
 	}
-	if !fi.Mode().IsRegular() {
-		return nil, nil, nil, errSpecial
+	target, err := n.top.Readlink(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return stat{}, "", fs.ErrNotExist
 	}
-	f, err := n.top.OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("%w: %w", ErrChanged, err)
+		return stat{}, "", err
 	}
-	got, err := f.Stat()
-	if err != nil || !os.SameFile(fi, got) {
-		f.Close()
-		return nil, nil, nil, fmt.Errorf("%w: %s was replaced during the walk", ErrChanged, rel)
-	}
-	return nil, f, got, nil
+	return st, target, nil
 }

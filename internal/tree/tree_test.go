@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -120,6 +121,18 @@ func TestWalkLinks(t *testing.T) {
 		{"follow outside relative", []string{"d/", "d/l => ../../../../../../../../" + secret + "/secret"}, FollowLinksWithin, nil, nil, ErrLink},
 		{"follow dangling", []string{"l => nowhere", "f"}, FollowLinksWithin, []string{"f"}, []string{"l"}, nil},
 		{"follow cycle", []string{"d/", "d/up => .."}, FollowLinksWithin, []string{"d"}, []string{"d/up"}, nil},
+		{"follow second link to a dir", []string{"d/", "d/x", "l1 => d", "l2 => d"}, FollowLinksWithin,
+			[]string{"d", "d/x", "l1", "l1/x"}, []string{"l2"}, nil},
+		{"follow link into a linked dir", []string{"d/", "d/e/", "d/e/x", "a0 => d/e", "a1 => d"}, FollowLinksWithin,
+			[]string{"a0", "a0/x", "a1", "d", "d/e", "d/e/x"}, []string{"a1/e"}, nil},
+		{"follow link to a dir inside a linked dir", []string{"d/", "d/e/", "d/e/x", "a0 => d", "a1 => d/e"}, FollowLinksWithin,
+			[]string{"a0", "a0/e", "a0/e/x", "d", "d/e", "d/e/x"}, []string{"a1"}, nil},
+		{"follow loop", []string{"a => b", "b => a", "f"}, FollowLinksWithin, []string{"f"}, []string{"a", "b"}, nil},
+		{"follow through a file", []string{"f", "l => f/x"}, FollowLinksWithin, []string{"f"}, []string{"l"}, nil},
+		{"follow to the root", []string{"d/", "d/up => ../"}, FollowLinksWithin, []string{"d"}, []string{"d/up"}, nil},
+		{"follow dotdot above root", []string{"d/", "d/l => ../../x"}, FollowLinksWithin, nil, nil, ErrLink},
+		{"follow file links are not deduplicated", []string{"f", "l1 => f", "l2 => f"}, FollowLinksWithin,
+			[]string{"f", "l1", "l2"}, nil, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			modes(t, func(t *testing.T, force bool, _ Mode) {
@@ -460,6 +473,7 @@ func TestParseManifestRejects(t *testing.T) {
 func FuzzParseManifest(f *testing.F) {
 	f.Add([]byte(`{"entries":[]}`))
 	f.Add(Manifest{Entries: []Entry{{Path: "a", Type: Dir, Mode: 0o755}, {Path: "a/b", Type: File, Mode: 0o600, Size: 3, SHA256: sum("abc")}}}.Canonical())
+	f.Add(Manifest{Entries: []Entry{{Path: "a", Type: Dir, Mode: 0o755}, {Path: "a/\xff", Type: File, Mode: 0o600, Size: 3, SHA256: sum("abc")}}}.Canonical())
 	f.Fuzz(func(t *testing.T, data []byte) {
 		m, err := ParseManifest(data)
 		if err != nil {
@@ -544,17 +558,122 @@ func TestWalkDetectsRewriteInPlace(t *testing.T) {
 	})
 }
 
-func TestWalkFollowedLinksCannotMultiplyDirectories(t *testing.T) {
-	dir := t.TempDir()
-	build(t, dir, "x00/")
-	for i := 1; i <= 14; i++ {
-		build(t, dir, fmt.Sprintf("x%02d/", i), fmt.Sprintf("x%02d/a => ../x%02d", i, i-1), fmt.Sprintf("x%02d/b => ../x%02d", i, i-1))
+func TestWalkLinkResolution(t *testing.T) {
+	chain := []string{"f:target"}
+	for i := range 12 { // 12 links in one resolution: more than os.Root's own limit of 8
+		next := "f"
+		if i < 11 {
+			next = fmt.Sprintf("c%02d", i+1)
+		}
+		chain = append(chain, fmt.Sprintf("c%02d => %s", i, next))
 	}
-	_, err := Walk(context.Background(), dir, Options{Links: FollowLinksWithin, Limits: Limits{MaxFiles: 1000}}, nil)
-	require.ErrorIs(t, err, ErrTooManyFiles)
-	var le *LimitError
-	require.ErrorAs(t, err, &le)
-	assert.Equal(t, "directories", le.Limit)
+	loop := []string{"f"}
+	for i := range maxLinkHops + 1 {
+		loop = append(loop, fmt.Sprintf("h%02d => h%02d", i, i+1))
+	}
+	loop = append(loop, fmt.Sprintf("h%02d => f", maxLinkHops+1))
+	for _, tc := range []struct {
+		name    string
+		spec    []string
+		want    map[string]string // path => content
+		skipped []string
+	}{
+		// The kernel resolves x first, then "..": p/q/.. is p, so l is p/y
+		// (a lexical join would give y, which does not exist).
+		{"dotdot after a link", []string{"p/", "p/q/", "p/y:in p", "x => p/q", "l => x/../y"},
+			map[string]string{"l": "in p", "p/y": "in p"}, nil},
+		{"link to a link", []string{"f:F", "l1 => f", "l2 => l1"}, map[string]string{"f": "F", "l1": "F", "l2": "F"}, nil},
+		{"long chain", chain, map[string]string{"f": "target", "c00": "target", "c11": "target"}, nil},
+		{"too many hops", loop, map[string]string{"f": "f", "h41": "f", "h02": "f"}, []string{"h00", "h01"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			modes(t, func(t *testing.T, force bool, _ Mode) {
+				dir := t.TempDir()
+				build(t, dir, tc.spec...)
+				res, err := Walk(context.Background(), dir, Options{Links: FollowLinksWithin, ForceFallback: force}, nil)
+				require.NoError(t, err)
+				got := map[string]string{}
+				for _, e := range res.Manifest.Entries {
+					got[e.Path] = e.SHA256
+				}
+				for p, content := range tc.want {
+					assert.Equal(t, sum(content), got[p], p)
+				}
+				assert.Equal(t, tc.skipped, res.Skipped)
+			})
+		})
+	}
+}
+
+// linkDAG builds n directories d00..d(n-1), each but the last holding two
+// links, a and b, to the next: 2^(n-1) link paths lead to the last one.
+func linkDAG(t *testing.T, dir string, n int) {
+	t.Helper()
+	for i := range n {
+		build(t, dir, fmt.Sprintf("d%02d/", i), fmt.Sprintf("d%02d/f", i))
+		if i > 0 {
+			build(t, dir, fmt.Sprintf("d%02d/a => ../d%02d", i-1, i), fmt.Sprintf("d%02d/b => ../d%02d", i-1, i))
+		}
+	}
+}
+
+func TestWalkLinkDAGIsLinear(t *testing.T) {
+	const n = 22 // 42 links, 2^21 link paths to d21
+	modes(t, func(t *testing.T, force bool, _ Mode) {
+		src := t.TempDir()
+		linkDAG(t, src, n)
+		opts := Options{Links: FollowLinksWithin, ForceFallback: force}
+
+		start := time.Now()
+		res, err := Walk(context.Background(), src, opts, nil)
+		require.NoError(t, err)
+		again, err := Copy(context.Background(), src, filepath.Join(t.TempDir(), "copy"), opts)
+		require.NoError(t, err)
+		assert.Less(t, time.Since(start), 2*time.Second, "a walk and a copy of a %d-directory DAG (this took 75 s before the revisit rule)", n)
+
+		// Every directory once at its real place, and once more through the
+		// first link that reaches it: d00/a, d00/a/a, … (d00 has no link to it).
+		var wantPaths, wantSkipped []string
+		chain := "d00"
+		for i := range n {
+			d := fmt.Sprintf("d%02d", i)
+			wantPaths = append(wantPaths, d, d+"/f")
+			if i > 0 {
+				chain += "/a"
+				wantPaths = append(wantPaths, chain, chain+"/f")
+				wantSkipped = append(wantSkipped, chain[:len(chain)-1]+"b") // the later link beside the one followed
+				if i < n-1 {
+					wantSkipped = append(wantSkipped, d+"/a", d+"/b") // d's own links lead where a link went already
+				}
+			}
+		}
+		slices.Sort(wantPaths)
+		slices.Sort(wantSkipped)
+		var got []string
+		for _, e := range res.Manifest.Entries {
+			got = append(got, e.Path)
+		}
+		assert.Equal(t, wantPaths, got)
+		assert.Equal(t, wantSkipped, res.Skipped)
+		assert.Equal(t, res.Manifest, again.Manifest, "deterministic: Walk and Copy agree")
+		assert.Equal(t, res.Skipped, again.Skipped)
+		third, err := Walk(context.Background(), src, opts, nil)
+		require.NoError(t, err)
+		assert.Equal(t, res.Manifest.Canonical(), third.Manifest.Canonical())
+	})
+}
+
+func TestWalkDirectoriesCountAgainstMaxFiles(t *testing.T) {
+	modes(t, func(t *testing.T, force bool, _ Mode) {
+		dir := t.TempDir()
+		build(t, dir, "a/", "b/", "c/", "d/")
+		_, err := Walk(context.Background(), dir, Options{Limits: Limits{MaxFiles: 3}, ForceFallback: force}, nil)
+		require.ErrorIs(t, err, ErrTooManyFiles)
+		var le *LimitError
+		require.ErrorAs(t, err, &le)
+		assert.Equal(t, "directories", le.Limit)
+		assert.Equal(t, "d", le.Path)
+	})
 }
 
 func TestRemoveAllReadOnlyTree(t *testing.T) {

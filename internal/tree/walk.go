@@ -10,8 +10,10 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 )
 
@@ -27,6 +29,17 @@ const (
 	// FollowLinksWithin follows a link only when its target resolves inside
 	// the walked root; a link that leaves the root fails with ErrLink. A
 	// dangling link or a link cycle is skipped and reported.
+	//
+	// Each directory (by device and inode) is walked at most once through
+	// links: a link to a directory that the walk has already entered through
+	// a link (this one or another, at any depth) is not followed again, and
+	// a directory reached below a followed link that was already walked
+	// through a link is not entered again; both are left out and reported in
+	// Skipped. So every directory is walked at most twice (once at its real
+	// place, once through the first link that reaches it) and a walk costs
+	// time linear in what is on disk, however many link paths lead to a
+	// directory. Which link wins is the first in walk order, so the result
+	// is deterministic.
 	FollowLinksWithin
 )
 
@@ -106,7 +119,12 @@ const (
 // Result is what a walk saw.
 type Result struct {
 	Manifest Manifest
-	Skipped  []string    // links and special files left out, sorted relative paths
+	// Skipped lists what was left out, as sorted relative paths: links
+	// (under SkipLinks; under FollowLinksWithin a dangling link, a link to
+	// a special file, a cycle or a revisit, see FollowLinksWithin),
+	// directories below a followed link that were already walked through a
+	// link, and special files.
+	Skipped  []string
 	Mode     Mode        // the reader used
 	RootMode fs.FileMode // permission bits of the root, from its open descriptor
 }
@@ -237,10 +255,12 @@ type node interface {
 	lstat(name string) (stat, error)
 	openDir(name string, want stat) (node, error)
 	openFile(name string, want stat) (*os.File, error)
-	// follow resolves the link at rel (relative to the walk root) inside
-	// the root. It returns the opened target: a node for a directory or a
-	// file otherwise, with the target's FileInfo.
-	follow(rel string) (node, *os.File, fs.FileInfo, error)
+	// lstatBelow, called on the walk root, lstat's the slash-separated
+	// path p below it, following no link in any component (a component
+	// replaced by a link fails with ErrChanged; a missing one with
+	// fs.ErrNotExist), and reads the link when p is one. openDir and
+	// openFile, called on the walk root, accept such a path too.
+	lstatBelow(p string) (st stat, target string, err error)
 	info() (fs.FileInfo, error)
 	close() error
 }
@@ -258,6 +278,11 @@ type walker struct {
 	skipped []string
 	buf     []byte
 	ances   []fs.FileInfo // open directories from the root down, for cycle checks
+	// linked holds every directory entered through a followed link, and
+	// via counts the followed links above the current directory: below a
+	// link, no directory in linked is entered again (see FollowLinksWithin).
+	linked map[fileKey]bool
+	via    int
 }
 
 // Walk reads the tree at root and calls fn for every directory and regular
@@ -280,7 +305,7 @@ func Walk(ctx context.Context, root string, opts Options, fn func(*Item) error) 
 		return nil, &fs.PathError{Op: "walk", Path: root, Err: err}
 	}
 	w.ances = append(w.ances, fi)
-	if err := w.dir(top, ""); err != nil {
+	if err := w.dir(top, "", ""); err != nil {
 		return nil, err
 	}
 	sort.Slice(w.entries, func(i, j int) bool { return w.entries[i].Path < w.entries[j].Path })
@@ -351,7 +376,10 @@ func (w *walker) checkPath(rel string) error {
 	return nil
 }
 
-func (w *walker) dir(n node, prefix string) error {
+// dir walks the directory n, which is at prefix in the walk and at real
+// below the root (real has no link in it; it differs from prefix below a
+// followed link).
+func (w *walker) dir(n node, prefix, real string) error {
 	names, err := n.names()
 	if err != nil {
 		return fmt.Errorf("reading directory %q: %w", displayPath(prefix), err)
@@ -361,9 +389,12 @@ func (w *walker) dir(n node, prefix string) error {
 		if err := w.ctx.Err(); err != nil {
 			return err
 		}
-		rel := name
+		rel, at := name, name
 		if prefix != "" {
 			rel = prefix + "/" + name
+		}
+		if real != "" {
+			at = real + "/" + name
 		}
 		if err := w.checkPath(rel); err != nil {
 			return err
@@ -384,7 +415,7 @@ func (w *walker) dir(n node, prefix string) error {
 			if err != nil {
 				return fmt.Errorf("opening directory %q: %w", rel, err)
 			}
-			err = w.enterDir(sub, rel, st.mode.Perm())
+			err = w.enterDir(sub, rel, at, st.mode.Perm())
 			sub.close()
 			if err != nil {
 				return err
@@ -400,7 +431,7 @@ func (w *walker) dir(n node, prefix string) error {
 				return err
 			}
 		case st.mode&fs.ModeSymlink != 0:
-			if err := w.link(rel); err != nil {
+			if err := w.link(rel, at); err != nil {
 				return err
 			}
 		default:
@@ -417,9 +448,27 @@ func displayPath(rel string) string {
 	return rel
 }
 
-func (w *walker) enterDir(sub node, rel string, perm fs.FileMode) error {
-	// Directories count against MaxFiles too (separately from files):
-	// links followed within the root can multiply them.
+// enterDir walks the directory sub at rel. Below a followed link it first
+// checks that sub was not walked through a link before, and skips it if so.
+func (w *walker) enterDir(sub node, rel, real string, perm fs.FileMode) error {
+	fi, err := sub.info()
+	if err != nil {
+		return fmt.Errorf("fstat %q: %w", rel, err)
+	}
+	if w.via > 0 {
+		key, ok := keyOf(fi)
+		if !ok || w.linked[key] {
+			// Walked through a link already (or of unknown identity, so
+			// it might have been): once is enough.
+			w.skipped = append(w.skipped, rel)
+			return nil
+		}
+		if w.linked == nil {
+			w.linked = make(map[fileKey]bool)
+		}
+		w.linked[key] = true
+	}
+	// Directories count against MaxFiles too (separately from files).
 	if w.dirs++; w.dirs > w.lim.MaxFiles {
 		return &LimitError{Limit: "directories", Max: int64(w.lim.MaxFiles), Path: rel, err: ErrTooManyFiles}
 	}
@@ -430,14 +479,13 @@ func (w *walker) enterDir(sub node, rel string, perm fs.FileMode) error {
 			return err
 		}
 	}
-	if fi, err := sub.info(); err == nil {
-		w.ances = append(w.ances, fi)
-		defer func() { w.ances = w.ances[:len(w.ances)-1] }()
-	}
-	return w.dir(sub, rel)
+	w.ances = append(w.ances, fi)
+	defer func() { w.ances = w.ances[:len(w.ances)-1] }()
+	return w.dir(sub, rel, real)
 }
 
-func (w *walker) link(rel string) error {
+// link handles the link at rel in the walk, at real below the root.
+func (w *walker) link(rel, real string) error {
 	switch w.opts.Links {
 	case RejectLinks:
 		return fmt.Errorf("%w: %q is a symbolic link and the policy rejects links", ErrLink, rel)
@@ -446,28 +494,139 @@ func (w *walker) link(rel string) error {
 		w.skipped = append(w.skipped, rel)
 		return nil
 	}
-	sub, f, fi, err := w.root.follow(rel)
-	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, errSpecial) {
-		w.skipped = append(w.skipped, rel) // dangling, or a special file
+	target, st, err := w.resolve(real)
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, errLoop) {
+		w.skipped = append(w.skipped, rel) // dangling, or a link loop
 		return nil
 	}
 	if err != nil {
 		return fmt.Errorf("following link %q: %w", rel, err)
 	}
 	switch {
-	case sub != nil:
+	case target == "":
+		w.skipped = append(w.skipped, rel) // the root: a cycle
+		return nil
+	case st.mode.IsDir():
+		sub, err := w.root.openDir(target, st)
+		if err != nil {
+			return fmt.Errorf("following link %q: %w", rel, err)
+		}
 		defer sub.close()
+		fi, err := sub.info()
+		if err != nil {
+			return fmt.Errorf("following link %q: %w", rel, err)
+		}
 		for _, a := range w.ances {
 			if os.SameFile(a, fi) {
 				w.skipped = append(w.skipped, rel) // a cycle
 				return nil
 			}
 		}
-		return w.enterDir(sub, rel, fi.Mode().Perm())
-	default:
+		w.via++
+		defer func() { w.via-- }()
+		return w.enterDir(sub, rel, target, st.mode.Perm())
+	case st.mode.IsRegular():
+		f, err := w.root.openFile(target, st)
+		if err != nil {
+			return fmt.Errorf("following link %q: %w", rel, err)
+		}
 		defer f.Close()
-		return w.file(f, rel, statInfo(fi))
+		return w.file(f, rel, st)
+	default:
+		w.skipped = append(w.skipped, rel) // a special file
+		return nil
 	}
+}
+
+// maxLinkHops bounds the links one resolution may pass, as the kernel's
+// MAXSYMLINKS does; more is reported as a loop.
+const maxLinkHops = 40
+
+// errLoop: a link resolution passed more than maxLinkHops links.
+var errLoop = errors.New("too many levels of symbolic links")
+
+// resolve resolves the link at real (a path below the root with no link
+// in it but the last component) one component at a time, the way the
+// kernel would, but relative to the link's real place and confined to the
+// root: a ".." above the root or an absolute target fails with ErrLink.
+// It returns the target's path below the root, with no link in it ("" for
+// the root itself), and the target's lstat. Every lookup is lstatBelow on
+// a path with no link in it, so the walker, not the kernel, follows each
+// link, and the result does not depend on how deep the link sits in the
+// walk or which reader runs.
+func (w *walker) resolve(real string) (string, stat, error) {
+	type comp struct {
+		name string
+		st   stat
+	}
+	var stack []comp // the resolved path so far: directories only, no links
+	dir, base := path.Split(real)
+	for _, c := range strings.Split(strings.TrimSuffix(dir, "/"), "/") {
+		if c != "" {
+			stack = append(stack, comp{name: c, st: stat{mode: fs.ModeDir}})
+		}
+	}
+	join := func(extra string) string {
+		var sb strings.Builder
+		for _, c := range stack {
+			sb.WriteString(c.name)
+			sb.WriteByte('/')
+		}
+		sb.WriteString(extra)
+		return strings.TrimSuffix(sb.String(), "/")
+	}
+	pending := []string{base}
+	hops := 0
+	for len(pending) > 0 {
+		c := pending[0]
+		pending = pending[1:]
+		switch c {
+		case "", ".":
+			continue
+		case "..":
+			if len(stack) == 0 {
+				return "", stat{}, fmt.Errorf("%w: its target resolves outside the root", ErrLink)
+			}
+			stack = stack[:len(stack)-1]
+			continue
+		}
+		p := join(c)
+		st, target, err := w.root.lstatBelow(p)
+		if err != nil {
+			return "", stat{}, err
+		}
+		if st.mode&fs.ModeSymlink != 0 {
+			if hops++; hops > maxLinkHops {
+				return "", stat{}, errLoop
+			}
+			if strings.HasPrefix(target, "/") {
+				return "", stat{}, fmt.Errorf("%w: its target is an absolute path", ErrLink)
+			}
+			if target == "" {
+				return "", stat{}, fs.ErrNotExist
+			}
+			pending = append(strings.Split(target, "/"), pending...)
+			continue
+		}
+		if !st.mode.IsDir() && len(pending) > 0 {
+			return "", stat{}, fs.ErrNotExist // a path through a file: ENOTDIR
+		}
+		stack = append(stack, comp{name: c, st: st})
+	}
+	if len(stack) == 0 {
+		return "", stat{}, nil
+	}
+	last := stack[len(stack)-1]
+	if last.st.same == nil {
+		// Reached by ".." back into the link's own directories, whose
+		// lstat this resolution did not take: take it now.
+		st, _, err := w.root.lstatBelow(join(""))
+		if err != nil {
+			return "", stat{}, err
+		}
+		last.st = st
+	}
+	return join(""), last.st, nil
 }
 
 func (w *walker) file(f *os.File, rel string, st stat) error {
@@ -498,10 +657,6 @@ func (w *walker) file(f *os.File, rel string, st stat) error {
 	w.entries = append(w.entries, it.Entry)
 	return nil
 }
-
-// errSpecial: a followed link's target is neither a directory nor a
-// regular file; it is skipped, not opened.
-var errSpecial = errors.New("special file")
 
 // onlyReader hides every method but Read, so io.CopyBuffer uses our buffer.
 type onlyReader struct{ io.Reader }

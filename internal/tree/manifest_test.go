@@ -1,0 +1,164 @@
+package tree
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestManifestNamesNotUTF8(t *testing.T) {
+	ff := Manifest{Entries: []Entry{{Path: "d", Type: Dir, Mode: 0o755}, {Path: "d/f\xff", Type: File, Mode: 0o644, Size: 1, SHA256: sum("x")}}}
+	fe := Manifest{Entries: []Entry{{Path: "d", Type: Dir, Mode: 0o755}, {Path: "d/f\xfe", Type: File, Mode: 0o644, Size: 1, SHA256: sum("x")}}}
+	want := `{"entries":[{"path":"d","type":"dir","mode":493,"size":0,"sha256":""},` +
+		`{"path_hex":"642f66ff","type":"file","mode":420,"size":1,"sha256":"` + sum("x") + `"}]}`
+	assert.Equal(t, want, string(ff.Canonical()))
+	assert.NotEqual(t, ff.Digest(), fe.Digest(), "names that differ only in invalid UTF-8 must not share a digest")
+	for _, m := range []Manifest{ff, fe} {
+		got, err := ParseManifest(m.Canonical())
+		require.NoError(t, err, "the library must accept the manifest it wrote")
+		assert.Equal(t, m, got)
+	}
+}
+
+func TestWalkNamesNotUTF8(t *testing.T) {
+	modes(t, func(t *testing.T, force bool, _ Mode) {
+		dir := t.TempDir()
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "f\xff"), []byte("x"), 0o644))
+		a, err := Walk(context.Background(), dir, Options{ForceFallback: force}, nil)
+		require.NoError(t, err)
+		require.Len(t, a.Manifest.Entries, 1)
+		assert.Equal(t, "f\xff", a.Manifest.Entries[0].Path, "the raw name")
+		got, err := ParseManifest(a.Manifest.Canonical())
+		require.NoError(t, err)
+		assert.Equal(t, a.Manifest, got)
+
+		require.NoError(t, os.Rename(filepath.Join(dir, "f\xff"), filepath.Join(dir, "f\xfe")))
+		b, err := Walk(context.Background(), dir, Options{ForceFallback: force}, nil)
+		require.NoError(t, err)
+		assert.NotEqual(t, a.Manifest.Digest(), b.Manifest.Digest(), "a rename is a change")
+
+		dst := filepath.Join(t.TempDir(), "copy")
+		c, err := Copy(context.Background(), dir, dst, Options{ForceFallback: force})
+		require.NoError(t, err)
+		assert.Equal(t, b.Manifest, c.Manifest)
+		data, err := os.ReadFile(filepath.Join(dst, "f\xfe"))
+		require.NoError(t, err)
+		assert.Equal(t, "x", string(data))
+	})
+}
+
+func TestParseManifestPathHexRejects(t *testing.T) {
+	h := sum("x")
+	file := func(key string) string {
+		return `{"entries":[{` + key + `"type":"file","mode":420,"size":1,"sha256":"` + h + `"}]}`
+	}
+	for name, in := range map[string]string{
+		"both keys":         file(`"path":"a","path_hex":"61ff",`),
+		"both keys hex 1st": file(`"path_hex":"61ff","path":"a",`),
+		"neither key":       file(``),
+		"upper hex":         file(`"path_hex":"61FF",`),
+		"odd hex":           file(`"path_hex":"61f",`),
+		"not hex":           file(`"path_hex":"zz",`),
+		"empty hex":         file(`"path_hex":"",`),
+		"hex of utf8":       file(`"path_hex":"61",`),
+		"hex of absolute":   file(`"path_hex":"2fff",`),
+		"hex of dotdot":     file(`"path_hex":"2e2e2fff",`),
+		"hex of nul":        file(`"path_hex":"00ff",`),
+		"hex of unclean":    file(`"path_hex":"ff2f",`),
+		"duplicate hex":     file(`"path_hex":"61ff","path_hex":"62ff",`),
+		"null path":         file(`"path":null,`),
+		"hex after type":    `{"entries":[{"type":"file","path_hex":"61ff","mode":420,"size":1,"sha256":"` + h + `"}]}`,
+		"unsorted raw": `{"entries":[{"path_hex":"62ff","type":"dir","mode":493,"size":0,"sha256":""},` +
+			`{"path_hex":"61ff","type":"dir","mode":493,"size":0,"sha256":""}]}`,
+		"escaped U+FFFD": file(`"path":"a\ufffd",`),
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := ParseManifest([]byte(in))
+			require.ErrorIs(t, err, ErrBadManifest)
+		})
+	}
+	// The canonical spelling of the same entry parses.
+	m, err := ParseManifest([]byte(file(`"path_hex":"61ff",`)))
+	require.NoError(t, err)
+	assert.Equal(t, "a\xff", m.Entries[0].Path)
+}
+
+// manifestFrom builds a valid manifest from fuzz input: data split at
+// '\n' gives the paths (invalid ones are dropped, the rest sorted and made
+// unique, parent directories not required), kinds picks each entry's type.
+func manifestFrom(data []byte, kinds uint64, size int64) Manifest {
+	seen := map[string]bool{}
+	var paths []string
+	for _, p := range bytes.Split(data, []byte("\n")) {
+		if s := string(p); ValidPath(s) && !seen[s] {
+			seen[s] = true
+			paths = append(paths, s)
+		}
+	}
+	slices.Sort(paths) // byte order
+	m := Manifest{Entries: []Entry{}}
+	for i, p := range paths {
+		e := Entry{Path: p, Type: Dir, Mode: 0o755}
+		if kinds>>(uint(i)%64)&1 == 1 {
+			e = Entry{Path: p, Type: File, Mode: 0o640, Size: max(size, 0), SHA256: sum(p)}
+		}
+		m.Entries = append(m.Entries, e)
+	}
+	return m
+}
+
+// FuzzManifestRoundTrip: every manifest, whatever bytes its names hold,
+// survives Canonical and ParseManifest unchanged, and its canonical form is
+// valid UTF-8 JSON.
+func FuzzManifestRoundTrip(f *testing.F) {
+	f.Add([]byte("a\na/b\nf\xff"), uint64(0b100), int64(3))
+	f.Add([]byte("\xff\xfe\n\xc0\x80\ned\xa0\x80"), uint64(0), int64(0))
+	f.Add([]byte("a<b>&\n\u2028\n\x01\x1f\n\"q\"\\"), uint64(0xff), int64(1<<40))
+	f.Fuzz(func(t *testing.T, data []byte, kinds uint64, size int64) {
+		m := manifestFrom(data, kinds, size)
+		c := m.Canonical()
+		if !utf8.Valid(c) {
+			t.Fatalf("canonical form is not UTF-8: %q", c)
+		}
+		got, err := ParseManifest(c)
+		if err != nil {
+			t.Fatalf("ParseManifest(Canonical(%+v)): %v", m.Entries, err)
+		}
+		if len(got.Entries) != len(m.Entries) {
+			t.Fatalf("round trip changed the entry count: %d != %d", len(got.Entries), len(m.Entries))
+		}
+		for i := range m.Entries {
+			if got.Entries[i] != m.Entries[i] {
+				t.Fatalf("entry %d: round trip gave %+v, want %+v", i, got.Entries[i], m.Entries[i])
+			}
+		}
+	})
+}
+
+// FuzzManifestDigestInjective: two one-entry manifests share a digest
+// exactly when their names are the same bytes.
+func FuzzManifestDigestInjective(f *testing.F) {
+	f.Add("f\xff", "f\xfe")
+	f.Add("f\xff", "f\ufffd")
+	f.Add("66ff", "f\xff")
+	f.Add("a", "a")
+	f.Add("a\xff", "a\xff")
+	f.Fuzz(func(t *testing.T, a, b string) {
+		if !ValidPath(a) || !ValidPath(b) {
+			return
+		}
+		one := func(p string) Manifest {
+			return Manifest{Entries: []Entry{{Path: p, Type: File, Mode: 0o644, Size: 1, SHA256: sum("x")}}}
+		}
+		if same := one(a).Digest() == one(b).Digest(); same != (a == b) {
+			t.Fatalf("names %q and %q: digests equal=%v", a, b, same)
+		}
+	})
+}

@@ -32,8 +32,9 @@ var (
 	// ErrEvidence: a completion report's citations do not prove the delivery.
 	ErrEvidence = errors.New("deliverable: evidence rejected")
 	// ErrNotFound: a store or a Tasks implementation has no such attachment,
-	// receipt or task. Host implementations of Tasks must wrap it for unknown ids
-	// so that ValidateEvidence can tell an unknown citation from a failing host.
+	// receipt or task. Host implementations of Tasks wrap it (or fs.ErrNotExist)
+	// for unknown ids so that ValidateEvidence can tell an unknown citation from
+	// a failing host.
 	ErrNotFound = errors.New("deliverable: not found")
 	// ErrBusy: rows needed by ValidateEvidence are locked by a concurrent writer.
 	// The check may be retried. A Locker returns an error wrapping ErrBusy when

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"slices"
 	"strings"
 )
@@ -28,8 +29,10 @@ type Task struct {
 }
 
 // Tasks is provided by the host. Both methods return an error wrapping
-// ErrNotFound for an unknown id; any other error is treated as a host failure
-// and returned, not as a rejected citation.
+// ErrNotFound for an unknown id; an error wrapping fs.ErrNotExist (what os,
+// afero and many stores return for a missing file) is taken the same way.
+// Any other error is treated as a host failure and returned, not as a
+// rejected citation.
 type Tasks interface {
 	Task(ctx context.Context, id string) (Task, error)
 	Attachment(ctx context.Context, id string) (Attachment, error)
@@ -150,7 +153,7 @@ func ValidateEvidence(ctx context.Context, tasks Tasks, ev Evidence) error {
 	locked := []string{ev.TaskID}
 	for _, id := range ids {
 		a, err := tasks.Attachment(ctx, id)
-		if errors.Is(err, ErrNotFound) {
+		if isNotFound(err) {
 			continue // rejected below, under the lock
 		}
 		if err != nil {
@@ -171,6 +174,12 @@ func ValidateEvidence(ctx context.Context, tasks Tasks, ev Evidence) error {
 	return checkEvidence(ctx, tasks, ev, ids, req, locked)
 }
 
+// isNotFound reports whether a Tasks method said the id is unknown: its
+// error wraps ErrNotFound or fs.ErrNotExist.
+func isNotFound(err error) bool {
+	return errors.Is(err, ErrNotFound) || errors.Is(err, fs.ErrNotExist)
+}
+
 // checkEvidence judges each cited attachment, then the requested files. When
 // locked is not nil, an attachment owned by a task outside it means the rows
 // changed between discovery and locking.
@@ -182,7 +191,7 @@ func checkEvidence(ctx context.Context, tasks Tasks, ev Evidence, ids []string, 
 			return &EvidenceError{Ref: ref, AttachmentID: id, Message: RejectedCitationMessage, Detail: detail}
 		}
 		a, err := tasks.Attachment(ctx, id)
-		if errors.Is(err, ErrNotFound) {
+		if isNotFound(err) {
 			return reject(fmt.Sprintf("%s: no such attachment", ref))
 		}
 		if err != nil {
@@ -201,7 +210,7 @@ func checkEvidence(ctx context.Context, tasks Tasks, ev Evidence, ids []string, 
 			continue
 		}
 		t, err := tasks.Task(ctx, a.TaskID)
-		if errors.Is(err, ErrNotFound) {
+		if isNotFound(err) {
 			return reject(fmt.Sprintf("%s is on task %q, which does not exist", ref, clip(a.TaskID)))
 		}
 		if err != nil {

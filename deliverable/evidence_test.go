@@ -3,6 +3,7 @@ package deliverable_test
 import (
 	"context"
 	"fmt"
+	"io/fs"
 	"strings"
 	"testing"
 
@@ -122,7 +123,7 @@ func TestValidateEvidence(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			err := deliverable.ValidateEvidence(context.Background(), evidenceTasks(), deliverable.Evidence{
+			err := deliverable.ValidateEvidence(t.Context(), evidenceTasks(), deliverable.Evidence{
 				TaskID: "P", RunID: "R", Objective: tc.objective, Refs: tc.refs,
 			})
 			if tc.want == ok {
@@ -157,14 +158,14 @@ func TestValidateEvidenceBoundsCitations(t *testing.T) {
 	for i := range 257 {
 		refs = append(refs, cite(fmt.Sprintf("60000000-0000-4000-8000-%012d", i)))
 	}
-	err := deliverable.ValidateEvidence(context.Background(), m, deliverable.Evidence{TaskID: "P", RunID: "R", Refs: refs})
+	err := deliverable.ValidateEvidence(t.Context(), m, deliverable.Evidence{TaskID: "P", RunID: "R", Refs: refs})
 	assert.ErrorIs(t, err, deliverable.ErrEvidence)
 	assert.ErrorContains(t, err, "at most 256")
 	assert.Zero(t, m.reads, "nothing is read for an oversized report")
 }
 
 func TestValidateEvidenceRejectedMessageIsExact(t *testing.T) {
-	err := deliverable.ValidateEvidence(context.Background(), evidenceTasks(), deliverable.Evidence{
+	err := deliverable.ValidateEvidence(t.Context(), evidenceTasks(), deliverable.Evidence{
 		TaskID: "P", RunID: "R", Refs: []string{cite(idGrandchild)},
 	})
 	require.ErrorIs(t, err, deliverable.ErrEvidence)
@@ -177,7 +178,7 @@ func TestValidateEvidenceRejectedMessageIsExact(t *testing.T) {
 }
 
 func TestValidateEvidenceHostFailures(t *testing.T) {
-	ctx := context.Background()
+	ctx := t.Context()
 	m := evidenceTasks()
 	m.failWith = errInjected
 	err := deliverable.ValidateEvidence(ctx, m, deliverable.Evidence{TaskID: "P", RunID: "R", Refs: []string{cite(idOwn)}})
@@ -197,8 +198,42 @@ func TestValidateEvidenceHostFailures(t *testing.T) {
 	assert.ErrorIs(t, err, context.Canceled)
 }
 
+// A host whose store reports an unknown id with fs.ErrNotExist (os, afero
+// and many stores do) gets the same rejection as with ErrNotFound, not a
+// host failure.
+func TestValidateEvidenceNotExistIsNotFound(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		id   string
+	}{
+		{"unknown attachment", idUnknown},
+		{"attachment on a task that does not exist", idGhostTask},
+	} {
+		for _, locking := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s, locker %v", tc.name, locking), func(t *testing.T) {
+				m := evidenceTasks()
+				m.notExist = true
+				var tasks deliverable.Tasks = m
+				if locking {
+					tasks = &lockingTasks{memTasks: m}
+				}
+				err := deliverable.ValidateEvidence(t.Context(), tasks, deliverable.Evidence{
+					TaskID: "P", RunID: "R", Refs: []string{cite(tc.id)},
+				})
+				require.ErrorIs(t, err, deliverable.ErrEvidence)
+				assert.NotErrorIs(t, err, fs.ErrNotExist, "the host's error is not passed on as a failure")
+				var ee *deliverable.EvidenceError
+				require.ErrorAs(t, err, &ee)
+				assert.Equal(t, deliverable.RejectedCitationMessage, err.Error())
+				assert.Equal(t, tc.id, ee.AttachmentID)
+				assert.Equal(t, cite(tc.id), ee.Ref)
+			})
+		}
+	}
+}
+
 func TestValidateEvidenceLocks(t *testing.T) {
-	ctx := context.Background()
+	ctx := t.Context()
 	ev := deliverable.Evidence{TaskID: "P", RunID: "R", Objective: objNamed, Refs: []string{cite(idOwn), cite(idDoneChild), cite(idOwn)}}
 
 	t.Run("holds the lock for the whole check", func(t *testing.T) {
@@ -263,7 +298,7 @@ func TestValidateEvidenceWithRegisteredFiles(t *testing.T) {
 	writeFile(t, f.ws, "output.json", data)
 	req := requestFor("output.json", "k", data)
 	req.ContentType = "application/json"
-	child, err := f.reg.Register(context.Background(), f.ws, "C", "RC", req)
+	child, err := f.reg.Register(t.Context(), f.ws, "C", "RC", req)
 	require.NoError(t, err)
 
 	tasks := newMemTasks()
@@ -272,15 +307,15 @@ func TestValidateEvidenceWithRegisteredFiles(t *testing.T) {
 	hosted := storeTasks{memTasks: tasks, store: f.store}
 
 	ev := deliverable.Evidence{TaskID: "P", RunID: "RP", Objective: objNamed, Refs: []string{cite(child.AttachmentID)}}
-	err = deliverable.ValidateEvidence(context.Background(), hosted, ev)
+	err = deliverable.ValidateEvidence(t.Context(), hosted, ev)
 	var ee *deliverable.EvidenceError
 	require.ErrorAs(t, err, &ee)
 	assert.Equal(t, []string{"output.json"}, ee.Missing)
 
-	own, err := f.reg.Register(context.Background(), f.ws, "P", "RP", req)
+	own, err := f.reg.Register(t.Context(), f.ws, "P", "RP", req)
 	require.NoError(t, err)
 	ev.Refs = append(ev.Refs, own.DownloadPath)
-	assert.NoError(t, deliverable.ValidateEvidence(context.Background(), hosted, ev))
+	assert.NoError(t, deliverable.ValidateEvidence(t.Context(), hosted, ev))
 }
 
 // storeTasks serves attachments from a FileStore, as a host would.

@@ -16,8 +16,8 @@ import (
 	"github.com/spf13/afero"
 
 	"github.com/airlockdev/airlock/internal/atomicfile"
-
 	"github.com/airlockdev/airlock/internal/digest"
+	"github.com/airlockdev/airlock/internal/keylock"
 )
 
 // FileStore is the embedded default Store: plain files on an afero.Fs.
@@ -50,7 +50,7 @@ import (
 type FileStore struct {
 	fs     afero.Fs
 	dir    string
-	runs   keyedLocks
+	runs   keylock.Map
 	commit sync.Mutex
 }
 
@@ -128,7 +128,7 @@ func (s *FileStore) Put(ctx context.Context, e Entry, content io.Reader) (Receip
 	if err := checkEntry(e); err != nil {
 		return Receipt{}, err
 	}
-	unlock, err := s.runs.lock(ctx, s.runPath(e.Key.TaskID, e.Key.RunID))
+	unlock, err := s.runs.Lock(ctx, s.runPath(e.Key.TaskID, e.Key.RunID))
 	if err != nil {
 		return Receipt{}, err
 	}
@@ -416,47 +416,4 @@ func newUUID() string {
 	out[23] = '-'
 	hex.Encode(out[24:36], b[10:16])
 	return string(out[:])
-}
-
-// keyedLocks is a set of context-aware mutexes, one per name, created on demand
-// and dropped when unused.
-type keyedLocks struct {
-	mu sync.Mutex
-	m  map[string]*keyedLock
-}
-
-type keyedLock struct {
-	ch   chan struct{}
-	refs int
-}
-
-func (k *keyedLocks) lock(ctx context.Context, name string) (func(), error) {
-	k.mu.Lock()
-	if k.m == nil {
-		k.m = make(map[string]*keyedLock)
-	}
-	l := k.m[name]
-	if l == nil {
-		l = &keyedLock{ch: make(chan struct{}, 1)}
-		k.m[name] = l
-	}
-	l.refs++
-	k.mu.Unlock()
-	select {
-	case l.ch <- struct{}{}:
-		var once sync.Once
-		return func() { once.Do(func() { <-l.ch; k.release(name, l) }) }, nil
-	case <-ctx.Done():
-		k.release(name, l)
-		return nil, ctx.Err()
-	}
-}
-
-func (k *keyedLocks) release(name string, l *keyedLock) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	l.refs--
-	if l.refs == 0 {
-		delete(k.m, name)
-	}
 }

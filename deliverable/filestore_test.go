@@ -162,7 +162,7 @@ func TestFileStoreFailureLeavesNothingHalfDone(t *testing.T) {
 			ffs := &faultFs{Fs: afero.NewMemMapFs()}
 			store, err := deliverable.NewFileStore(ffs, "/s")
 			require.NoError(t, err)
-			ctx := context.Background()
+			ctx := t.Context()
 			e := entryFor("t", "r", "k", data)
 
 			ffs.set(tc.fail)
@@ -212,7 +212,7 @@ func TestFileStoreUndoKeepsSharedBlob(t *testing.T) {
 	ffs := &faultFs{Fs: afero.NewMemMapFs()}
 	store, err := deliverable.NewFileStore(ffs, "/s")
 	require.NoError(t, err)
-	ctx := context.Background()
+	ctx := t.Context()
 	data := []byte("shared")
 
 	a, err := store.Put(ctx, entryFor("t", "run-a", "k", data), bytes.NewReader(data))
@@ -235,7 +235,7 @@ func TestFileStoreVerifiesStoredCopy(t *testing.T) {
 	require.NoError(t, err)
 	data := []byte("bytes the disk will flip")
 
-	_, err = store.Put(context.Background(), entryFor("t", "r", "k", data), bytes.NewReader(data))
+	_, err = store.Put(t.Context(), entryFor("t", "r", "k", data), bytes.NewReader(data))
 	assert.ErrorIs(t, err, deliverable.ErrHashMismatch)
 	assert.ErrorContains(t, err, "faulty")
 	assert.Empty(t, filesUnder(t, ffs, "/s", "blobs"))
@@ -265,7 +265,7 @@ func TestFileStorePutChecksContent(t *testing.T) {
 			fsys := afero.NewMemMapFs()
 			store, err := deliverable.NewFileStore(fsys, "/s")
 			require.NoError(t, err)
-			_, err = store.Put(context.Background(), entryFor("t", "r", "k", data), tc.content)
+			_, err = store.Put(t.Context(), entryFor("t", "r", "k", data), tc.content)
 			assert.ErrorIs(t, err, tc.want)
 			assert.Empty(t, filesUnder(t, fsys, "/s", "blobs"))
 			assert.Empty(t, filesUnder(t, fsys, "/s", "runs"))
@@ -278,7 +278,7 @@ func TestFileStoreLookups(t *testing.T) {
 	fsys := afero.NewMemMapFs()
 	store, err := deliverable.NewFileStore(fsys, "/s")
 	require.NoError(t, err)
-	ctx := context.Background()
+	ctx := t.Context()
 	data := []byte("content")
 	rc, err := store.Put(ctx, entryFor("t", "r", "k", data), bytes.NewReader(data))
 	require.NoError(t, err)
@@ -335,7 +335,7 @@ func TestFileStoreRejectsBadInput(t *testing.T) {
 	} {
 		e := entryFor("t", "r", "k", data)
 		mutate(&e)
-		_, err := store.Put(context.Background(), e, bytes.NewReader(data))
+		_, err := store.Put(t.Context(), e, bytes.NewReader(data))
 		assert.Error(t, err, name)
 	}
 }
@@ -363,12 +363,12 @@ func TestFileStoreWaitForKeyHonoursContext(t *testing.T) {
 
 	first := make(chan error, 1)
 	go func() {
-		_, err := store.Put(context.Background(), e, br)
+		_, err := store.Put(t.Context(), e, br)
 		first <- err
 	}()
 	<-br.started
 
-	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
 	defer cancel()
 	_, err = store.Put(ctx, e, bytes.NewReader(data))
 	assert.ErrorIs(t, err, context.DeadlineExceeded, "waiting for the key gives up with the context")
@@ -376,7 +376,7 @@ func TestFileStoreWaitForKeyHonoursContext(t *testing.T) {
 	close(br.release)
 	require.NoError(t, <-first)
 
-	cancelled, cancelNow := context.WithCancel(context.Background())
+	cancelled, cancelNow := context.WithCancel(t.Context())
 	cancelNow()
 	_, err = store.Put(cancelled, entryFor("t", "r", "k2", data), bytes.NewReader(data))
 	assert.ErrorIs(t, err, context.Canceled)

@@ -2,7 +2,6 @@ package deliverable_test
 
 import (
 	"bytes"
-	"context"
 	"io"
 	"mime"
 	"net/http"
@@ -35,14 +34,14 @@ func (s *served) put(t *testing.T, filename, contentType string, data []byte) de
 	t.Helper()
 	e := entryFor("t", "r", filename, data)
 	e.Filename, e.ContentType = filename, contentType
-	rc, err := s.store.Put(context.Background(), e, bytes.NewReader(data))
+	rc, err := s.store.Put(t.Context(), e, bytes.NewReader(data))
 	require.NoError(t, err)
 	return rc
 }
 
 func (s *served) get(t *testing.T, method, path string, header map[string]string) (*http.Response, []byte) {
 	t.Helper()
-	req, err := http.NewRequestWithContext(context.Background(), method, s.srv.URL+path, nil)
+	req, err := http.NewRequestWithContext(t.Context(), method, s.srv.URL+path, nil)
 	require.NoError(t, err)
 	for k, v := range header {
 		req.Header.Set(k, v)

@@ -26,6 +26,9 @@ type memTasks struct {
 	attachments map[string]deliverable.Attachment
 	reads       int
 	failWith    error // returned by every read when set
+	// notExist makes an unknown id fail with an *fs.PathError wrapping
+	// fs.ErrNotExist, as a file-backed host store does, not ErrNotFound.
+	notExist bool
 }
 
 var _ deliverable.Tasks = (*memTasks)(nil)
@@ -55,7 +58,7 @@ func (m *memTasks) Task(ctx context.Context, id string) (deliverable.Task, error
 	}
 	t, ok := m.tasks[id]
 	if !ok {
-		return deliverable.Task{}, fmt.Errorf("task %q: %w", id, deliverable.ErrNotFound)
+		return deliverable.Task{}, m.unknown("task", id)
 	}
 	return t, nil
 }
@@ -69,9 +72,17 @@ func (m *memTasks) Attachment(ctx context.Context, id string) (deliverable.Attac
 	}
 	a, ok := m.attachments[strings.ToLower(id)]
 	if !ok {
-		return deliverable.Attachment{}, fmt.Errorf("attachment %q: %w", id, deliverable.ErrNotFound)
+		return deliverable.Attachment{}, m.unknown("attachment", id)
 	}
 	return a, nil
+}
+
+// unknown is the error for an unknown id of a kind.
+func (m *memTasks) unknown(kind, id string) error {
+	if m.notExist {
+		return &fs.PathError{Op: "open", Path: "/host/" + kind + "s/" + id + ".json", Err: fs.ErrNotExist}
+	}
+	return fmt.Errorf("%s %q: %w", kind, id, deliverable.ErrNotFound)
 }
 
 // lockingTasks adds the optional Locker interface.

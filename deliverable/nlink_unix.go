@@ -5,12 +5,11 @@ package deliverable
 import (
 	"fmt"
 	"io/fs"
-	"os"
 	"syscall"
 )
 
-// linkCount returns the number of hard links of the open file f.
-func linkCount(_ *os.File, st fs.FileInfo) (uint64, error) {
+// linkCount returns the number of hard links of the file st describes.
+func linkCount(st fs.FileInfo) (uint64, error) {
 	sys, ok := st.Sys().(*syscall.Stat_t)
 	if !ok {
 		return 0, fmt.Errorf("the link count of the file cannot be read (%T)", st.Sys())

@@ -92,7 +92,7 @@ func (r *Registrar) Register(ctx context.Context, workspace string, taskID, runI
 	if !before.Mode().IsRegular() {
 		return Receipt{}, pathErr(fmt.Errorf("%w: not a regular file; register a regular file", ErrPathDenied))
 	}
-	links, err := linkCount(f, before)
+	links, err := linkCount(before)
 	if err != nil {
 		return Receipt{}, pathErr(fmt.Errorf("%w: %w", ErrHardlinkDenied, err))
 	}

@@ -30,7 +30,7 @@ func TestRegisterStoresVerifiedFile(t *testing.T) {
 	data := []byte("a,b\n1,2\n")
 	writeFile(t, f.ws, "out/results.csv", data)
 
-	rc, err := f.reg.Register(context.Background(), f.ws, "task-1", "run-1", requestFor("out/results.csv", "k1", data))
+	rc, err := f.reg.Register(t.Context(), f.ws, "task-1", "run-1", requestFor("out/results.csv", "k1", data))
 	require.NoError(t, err)
 
 	assert.Regexp(t, uuidV4, rc.AttachmentID)
@@ -42,7 +42,7 @@ func TestRegisterStoresVerifiedFile(t *testing.T) {
 		Disposition:  deliverable.Applied,
 	}, rc)
 
-	a, content, err := f.store.Open(context.Background(), rc.AttachmentID)
+	a, content, err := f.store.Open(t.Context(), rc.AttachmentID)
 	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, content.Close()) })
 	got, err := io.ReadAll(content)
@@ -61,14 +61,14 @@ func TestRegisterNormalizesFields(t *testing.T) {
 		ContentRef: "  ./r.txt ", Filename: " r.txt\u00a0", ContentType: "Text/Plain; Charset=UTF-8",
 		ByteSize: 5, SHA256: " " + strings.ToUpper(sum(data)) + " ", Title: "  Greeting ", IdempotencyKey: " k ",
 	}
-	rc, err := f.reg.Register(context.Background(), f.ws, "t", "r", req)
+	rc, err := f.reg.Register(t.Context(), f.ws, "t", "r", req)
 	require.NoError(t, err)
 	assert.Equal(t, "r.txt", rc.Filename)
 	assert.Equal(t, "text/plain; charset=UTF-8", rc.ContentType)
 	assert.Equal(t, sum(data), rc.SHA256)
 
 	// The trimmed key is the key: the same request replays.
-	again, err := f.reg.Register(context.Background(), f.ws, "t", "r", req)
+	again, err := f.reg.Register(t.Context(), f.ws, "t", "r", req)
 	require.NoError(t, err)
 	assert.Equal(t, rc, again)
 }
@@ -171,7 +171,7 @@ func TestRegisterRefusesPaths(t *testing.T) {
 			req := requestFor(ref, "k", data)
 			req.Filename = "r.csv"
 
-			_, err := f.reg.Register(context.Background(), f.ws, "t", "r", req)
+			_, err := f.reg.Register(t.Context(), f.ws, "t", "r", req)
 			require.Error(t, err)
 			assert.ErrorIs(t, err, tc.want)
 			var pe *fs.PathError
@@ -185,7 +185,7 @@ func TestRegisterRefusesPaths(t *testing.T) {
 
 func TestRegisterMissingFile(t *testing.T) {
 	f := newFixture(t)
-	_, err := f.reg.Register(context.Background(), f.ws, "t", "r", requestFor("nope.csv", "k", []byte("x")))
+	_, err := f.reg.Register(t.Context(), f.ws, "t", "r", requestFor("nope.csv", "k", []byte("x")))
 	assert.ErrorIs(t, err, fs.ErrNotExist)
 	var pe *fs.PathError
 	require.ErrorAs(t, err, &pe)
@@ -209,7 +209,7 @@ func TestRegisterVerifiesContent(t *testing.T) {
 			writeFile(t, f.ws, "d.bin", data)
 			req := requestFor("d.bin", "k", data)
 			tc.mutate(&req)
-			_, err := f.reg.Register(context.Background(), f.ws, "t", "r", req)
+			_, err := f.reg.Register(t.Context(), f.ws, "t", "r", req)
 			assert.ErrorIs(t, err, tc.want)
 			var pe *fs.PathError
 			require.ErrorAs(t, err, &pe)
@@ -256,7 +256,7 @@ func TestRegisterRejectsInvalidRequests(t *testing.T) {
 			writeFile(t, f.ws, "r.csv", data)
 			req := requestFor("r.csv", "k", data)
 			tc.mutate(&req)
-			_, err := f.reg.Register(context.Background(), f.ws, "t", "r", req)
+			_, err := f.reg.Register(t.Context(), f.ws, "t", "r", req)
 			assert.ErrorIs(t, err, tc.want)
 			assert.Empty(t, filesUnder(t, f.fs, f.dir, "runs"))
 		})
@@ -267,7 +267,7 @@ func TestRegisterIDsAndConfig(t *testing.T) {
 	f := newFixture(t)
 	data := []byte("abc")
 	writeFile(t, f.ws, "r.csv", data)
-	ctx := context.Background()
+	ctx := t.Context()
 
 	_, err := f.reg.Register(ctx, f.ws, "", "r", requestFor("r.csv", "k", data))
 	assert.ErrorIs(t, err, deliverable.ErrInvalidRequest, "empty task id")
@@ -297,7 +297,7 @@ func TestRegisterReplayWritesNothing(t *testing.T) {
 	data := []byte("report body")
 	p := writeFile(t, f.ws, "report.txt", data)
 	req := requestFor("report.txt", "key-1", data)
-	ctx := context.Background()
+	ctx := t.Context()
 
 	first, err := f.reg.Register(ctx, f.ws, "t", "r", req)
 	require.NoError(t, err)
@@ -323,7 +323,7 @@ func TestRegisterReplayWritesNothing(t *testing.T) {
 }
 
 func TestRegisterConflict(t *testing.T) {
-	ctx := context.Background()
+	ctx := t.Context()
 	data := []byte("version 1")
 	cases := []struct {
 		name   string
@@ -357,7 +357,7 @@ func TestRegisterConflict(t *testing.T) {
 }
 
 func TestRegisterDuplicate(t *testing.T) {
-	ctx := context.Background()
+	ctx := t.Context()
 	f := newFixture(t)
 	data := []byte("same bytes")
 	writeFile(t, f.ws, "a.txt", data)
@@ -417,7 +417,7 @@ func TestRegisterConcurrentSameKey(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			<-start
-			receipts[i], errs[i] = f.reg.Register(context.Background(), f.ws, "t", "r", req)
+			receipts[i], errs[i] = f.reg.Register(t.Context(), f.ws, "t", "r", req)
 		}()
 	}
 	close(start)
@@ -441,7 +441,7 @@ func TestRegisterFileGrownDuringRead(t *testing.T) {
 	f.reg.MaxBytes = 16 << 20
 	data := bytes.Repeat([]byte("0123456789abcdef"), (6<<20)/16) // 6 MiB
 	p := filepath.Join(f.ws, "grow.bin")
-	ctx := context.Background()
+	ctx := t.Context()
 
 	detected := false
 	attempt := 0
@@ -495,7 +495,7 @@ func TestRegisterFilenameIsTheFilesOwnName(t *testing.T) {
 	writeFile(t, f.ws, "notes.txt", data)
 	req := requestFor("notes.txt", "k", data)
 	req.Filename = "output.json" // the name a task asked for, on another file
-	_, err := f.reg.Register(context.Background(), f.ws, "t", "r", req)
+	_, err := f.reg.Register(t.Context(), f.ws, "t", "r", req)
 	require.ErrorIs(t, err, deliverable.ErrInvalidRequest)
 	assert.ErrorContains(t, err, `pass "notes.txt"`)
 	assert.Empty(t, filesUnder(t, f.fs, f.dir, "blobs"), "nothing stored")
@@ -531,7 +531,7 @@ func TestRegisterDetectsRewriteInPlace(t *testing.T) {
 	data := bytes.Repeat([]byte("A"), 1<<20)
 	p := writeFile(t, f.ws, "big.bin", data)
 	reg := &deliverable.Registrar{Store: midReadStore{Store: f.store, path: p}}
-	_, err := reg.Register(context.Background(), f.ws, "t", "r", requestFor("big.bin", "k", data))
+	_, err := reg.Register(t.Context(), f.ws, "t", "r", requestFor("big.bin", "k", data))
 	require.ErrorIs(t, err, deliverable.ErrFileChanged)
 	assert.Empty(t, filesUnder(t, f.fs, f.dir, "blobs"), "nothing stored")
 }

@@ -3,7 +3,6 @@
 package deliverable_test
 
 import (
-	"context"
 	"io/fs"
 	"path/filepath"
 	"syscall"
@@ -23,7 +22,7 @@ func TestRegisterFIFODoesNotHang(t *testing.T) {
 
 	done := make(chan error, 1)
 	go func() {
-		_, err := f.reg.Register(context.Background(), f.ws, "t", "r", req)
+		_, err := f.reg.Register(t.Context(), f.ws, "t", "r", req)
 		done <- err
 	}()
 	select {

@@ -8,10 +8,10 @@ import (
 	"io/fs"
 	"path/filepath"
 
-	"github.com/airlockdev/airlock/internal/tree"
 	"github.com/spf13/afero"
 
 	"github.com/airlockdev/airlock/internal/atomicfile"
+	"github.com/airlockdev/airlock/internal/tree"
 )
 
 // Store persists v1 records as files in one directory of an [afero.Fs].

@@ -138,7 +138,7 @@ func TestStoreRoundTrip(t *testing.T) {
 	for name, backend := range backends(t) {
 		t.Run(name, func(t *testing.T) {
 			fsys, dir := backend(t)
-			ctx := context.Background()
+			ctx := t.Context()
 			b := mustBind(t, testConfig(t))
 			s := NewStore(fsys, dir)
 
@@ -181,7 +181,7 @@ func TestStoreRoundTrip(t *testing.T) {
 }
 
 func TestStoreSessionIDsDoNotCollide(t *testing.T) {
-	ctx := context.Background()
+	ctx := t.Context()
 	fsys := afero.NewMemMapFs()
 	s := NewStore(fsys, "/state")
 	cfg := testConfig(t)
@@ -226,7 +226,7 @@ func TestStoreFailedSaveLeavesNoTempFile(t *testing.T) {
 					name += "/over previous record"
 				}
 				t.Run(name, func(t *testing.T) {
-					ctx := context.Background()
+					ctx := t.Context()
 					base, dir := backend(t)
 					b := mustBind(t, testConfig(t))
 					file := filepath.Join(dir, label(b.SessionID)+".json")
@@ -264,7 +264,7 @@ func TestStoreFailedSaveLeavesNoTempFile(t *testing.T) {
 }
 
 func TestStoreReportsTempFileItCouldNotRemove(t *testing.T) {
-	ctx := context.Background()
+	ctx := t.Context()
 	base := afero.NewMemMapFs()
 	ffs := &faultFs{Fs: base, failRename: true, failRemove: true}
 	b := mustBind(t, testConfig(t))
@@ -278,7 +278,7 @@ func TestStoreReportsTempFileItCouldNotRemove(t *testing.T) {
 }
 
 func TestStoreLoadRejectsOtherBinding(t *testing.T) {
-	ctx := context.Background()
+	ctx := t.Context()
 	cfg := testConfig(t)
 	b := mustBind(t, cfg)
 	s := NewStore(afero.NewMemMapFs(), "/state")
@@ -328,7 +328,7 @@ func TestStoreLoadRejectsOtherBinding(t *testing.T) {
 }
 
 func TestStoreLoadRejectsBadFiles(t *testing.T) {
-	ctx := context.Background()
+	ctx := t.Context()
 	b := mustBind(t, testConfig(t))
 	good, err := b.NewRecord("rec-1", "backend-1", "agent-1").Encode()
 	require.NoError(t, err)
@@ -376,7 +376,7 @@ func TestStoreLoadRejectsBadFiles(t *testing.T) {
 
 func TestStoreRejectsInvalidInput(t *testing.T) {
 	b := mustBind(t, testConfig(t))
-	canceled, cancel := context.WithCancel(context.Background())
+	canceled, cancel := context.WithCancel(t.Context())
 	cancel()
 
 	t.Run("save canceled context", func(t *testing.T) {
@@ -388,7 +388,7 @@ func TestStoreRejectsInvalidInput(t *testing.T) {
 		assert.False(t, exists)
 	})
 	t.Run("context canceled after the write, before the rename", func(t *testing.T) {
-		ctx, cancel := context.WithCancel(context.Background())
+		ctx, cancel := context.WithCancel(t.Context())
 		t.Cleanup(cancel)
 		base := afero.NewMemMapFs()
 		old := b.NewRecord("r", "b", "a")
@@ -398,7 +398,7 @@ func TestStoreRejectsInvalidInput(t *testing.T) {
 		assert.ErrorIs(t, err, context.Canceled)
 		assert.Equal(t, 0, ffs.renamed, "a canceled save never publishes")
 		assert.Len(t, dirNames(t, base, "/state"), 1, "no temporary file left behind")
-		got, err := NewStore(base, "/state").Load(context.Background(), b)
+		got, err := NewStore(base, "/state").Load(t.Context(), b)
 		require.NoError(t, err)
 		assert.Equal(t, old, got)
 	})
@@ -409,30 +409,30 @@ func TestStoreRejectsInvalidInput(t *testing.T) {
 	t.Run("save invalid record", func(t *testing.T) {
 		fsys := afero.NewMemMapFs()
 		r := b.NewRecord("", "b", "a")
-		err := NewStore(fsys, "/state").Save(context.Background(), r)
+		err := NewStore(fsys, "/state").Save(t.Context(), r)
 		assert.ErrorIs(t, err, ErrMalformedRecord)
 		exists, err := afero.DirExists(fsys, "/state")
 		require.NoError(t, err)
 		assert.False(t, exists)
 	})
 	t.Run("load with zero binding", func(t *testing.T) {
-		_, err := NewStore(afero.NewMemMapFs(), "/state").Load(context.Background(), Binding{})
+		_, err := NewStore(afero.NewMemMapFs(), "/state").Load(t.Context(), Binding{})
 		assert.ErrorIs(t, err, ErrInvalidBinding)
 	})
 	t.Run("nil file system", func(t *testing.T) {
-		err := NewStore(nil, "/state").Save(context.Background(), b.NewRecord("r", "b", "a"))
+		err := NewStore(nil, "/state").Save(t.Context(), b.NewRecord("r", "b", "a"))
 		assert.ErrorContains(t, err, "no file system")
-		_, err = NewStore(nil, "/state").Load(context.Background(), b)
+		_, err = NewStore(nil, "/state").Load(t.Context(), b)
 		assert.ErrorContains(t, err, "no file system")
 	})
 	t.Run("empty directory", func(t *testing.T) {
-		err := NewStore(afero.NewMemMapFs(), "").Save(context.Background(), b.NewRecord("r", "b", "a"))
+		err := NewStore(afero.NewMemMapFs(), "").Save(t.Context(), b.NewRecord("r", "b", "a"))
 		assert.ErrorContains(t, err, "directory is empty")
 	})
 }
 
 func TestStoreConcurrentSavesPublishWholeRecords(t *testing.T) {
-	ctx := context.Background()
+	ctx := t.Context()
 	fsys := afero.NewOsFs()
 	dir := t.TempDir()
 	b := mustBind(t, testConfig(t))

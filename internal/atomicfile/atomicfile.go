@@ -13,11 +13,49 @@ import (
 	"github.com/spf13/afero"
 )
 
-// Write replaces name with data, mode perm. The temporary file is
+// WriteFile replaces the file at path on the operating system's file system
+// with data, mode perm (the process umask does not apply). The temporary
+// file is ".<base of path>.tmp-<random>" in path's directory; it is
+// written, synced and given its mode, then renamed over path, and then
+// path's directory is synced so the rename survives a crash. ctx is checked
+// once more right before the rename: a cancelled write never publishes.
+//
+// An error after the rename (only the directory sync can fail there) means
+// the new content is visible but may not be durable.
+func WriteFile(ctx context.Context, path string, data []byte, perm fs.FileMode) error {
+	return write(ctx, osBackend{}, path, data, perm, "")
+}
+
+// Write replaces name on fsys with data, mode perm. The temporary file is
 // ".<base of name>.tmp-<random>" in tmpDir, or in name's directory when
 // tmpDir is "". ctx is checked once more right before the rename: a
-// cancelled write never publishes.
-func Write(ctx context.Context, fsys afero.Fs, name string, data []byte, perm fs.FileMode, tmpDir string) (err error) {
+// cancelled write never publishes. Unlike [WriteFile], Write does not sync
+// the directory.
+func Write(ctx context.Context, fsys afero.Fs, name string, data []byte, perm fs.FileMode, tmpDir string) error {
+	return write(ctx, aferoBackend{fsys}, name, data, perm, tmpDir)
+}
+
+// file is what write needs of an open temporary file.
+type file interface {
+	io.Writer
+	Sync() error
+	Close() error
+}
+
+// backend is the file system write works on.
+type backend interface {
+	createExcl(name string, perm fs.FileMode) (file, error)
+	// chmod gives the open temporary file f, named name, its mode.
+	chmod(f file, name string, perm fs.FileMode) error
+	rename(oldname, newname string) error
+	remove(name string) error
+	// syncDir makes the entries of dir durable; a backend that cannot
+	// returns nil.
+	syncDir(dir string) error
+}
+
+// write is the one implementation behind [Write] and [WriteFile].
+func write(ctx context.Context, b backend, name string, data []byte, perm fs.FileMode, tmpDir string) (err error) {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -25,15 +63,16 @@ func Write(ctx context.Context, fsys afero.Fs, name string, data []byte, perm fs
 		tmpDir = filepath.Dir(name)
 	}
 	tmp := filepath.Join(tmpDir, "."+filepath.Base(name)+".tmp-"+rand.Text())
-	f, err := fsys.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
+	f, err := b.createExcl(tmp, perm)
 	if err != nil {
 		return fmt.Errorf("create temporary file %q: %w", tmp, err)
 	}
+	published := false
 	defer func() {
-		if err == nil {
+		if err == nil || published {
 			return
 		}
-		if rmErr := fsys.Remove(tmp); rmErr != nil && !errors.Is(rmErr, fs.ErrNotExist) {
+		if rmErr := b.remove(tmp); rmErr != nil && !errors.Is(rmErr, fs.ErrNotExist) {
 			err = errors.Join(err, fmt.Errorf("remove temporary file %q (delete it by hand): %w", tmp, rmErr))
 		}
 	}()
@@ -44,20 +83,67 @@ func Write(ctx context.Context, fsys afero.Fs, name string, data []byte, perm fs
 	if err == nil {
 		err = f.Sync()
 	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
+	if err != nil {
+		err = fmt.Errorf("write temporary file %q: %w", tmp, err)
+	} else if err = b.chmod(f, tmp, perm); err != nil {
+		err = fmt.Errorf("chmod temporary file %q: %w", tmp, err)
+	}
+	if cerr := f.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("close temporary file %q: %w", tmp, cerr)
 	}
 	if err != nil {
-		return fmt.Errorf("write temporary file %q: %w", tmp, err)
-	}
-	if err := fsys.Chmod(tmp, perm); err != nil {
-		return fmt.Errorf("chmod temporary file %q: %w", tmp, err)
+		return err
 	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := fsys.Rename(tmp, name); err != nil {
+	if err := b.rename(tmp, name); err != nil {
 		return fmt.Errorf("rename %q to %q: %w", tmp, name, err)
+	}
+	published = true
+	if err := b.syncDir(filepath.Dir(name)); err != nil {
+		return fmt.Errorf("sync directory of %q (the new content is in place but may not survive a crash): %w", name, err)
 	}
 	return nil
 }
+
+// osBackend is the operating system's file system.
+type osBackend struct{}
+
+func (osBackend) createExcl(name string, perm fs.FileMode) (file, error) {
+	return os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
+}
+
+// chmod changes the open descriptor's mode, never whatever the name may
+// have come to point at.
+func (osBackend) chmod(f file, _ string, perm fs.FileMode) error {
+	return f.(*os.File).Chmod(perm)
+}
+
+func (osBackend) rename(oldname, newname string) error { return os.Rename(oldname, newname) }
+func (osBackend) remove(name string) error             { return os.Remove(name) }
+
+func (osBackend) syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// aferoBackend is an afero.Fs; it does not sync directories.
+type aferoBackend struct{ fs afero.Fs }
+
+func (a aferoBackend) createExcl(name string, perm fs.FileMode) (file, error) {
+	return a.fs.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
+}
+func (a aferoBackend) chmod(_ file, name string, perm fs.FileMode) error {
+	return a.fs.Chmod(name, perm)
+}
+func (a aferoBackend) rename(oldname, newname string) error { return a.fs.Rename(oldname, newname) }
+func (a aferoBackend) remove(name string) error             { return a.fs.Remove(name) }
+func (aferoBackend) syncDir(string) error                   { return nil }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"io/fs"
 	"os"
+	"path/filepath"
+	"strconv"
 	"testing"
 
 	"github.com/spf13/afero"
@@ -53,7 +55,7 @@ func names(t *testing.T, fsys afero.Fs, dir string) []string {
 }
 
 func TestWrite(t *testing.T) {
-	ctx := context.Background()
+	ctx := t.Context()
 	mem := afero.NewMemMapFs()
 	require.NoError(t, mem.MkdirAll("/d/tmp", 0o700))
 	require.NoError(t, Write(ctx, mem, "/d/f.json", []byte("old"), 0o600, ""))
@@ -91,4 +93,97 @@ func TestWrite(t *testing.T) {
 		_, err := mem.Stat("/d/g.json")
 		require.ErrorIs(t, err, fs.ErrNotExist)
 	})
+}
+
+// cancelOnChmod cancels the write's context once the temporary file is
+// complete, just before the rename.
+type cancelOnChmod struct {
+	afero.Fs
+	cancel context.CancelFunc
+}
+
+func (c cancelOnChmod) Chmod(n string, m os.FileMode) error {
+	c.cancel()
+	return c.Fs.Chmod(n, m)
+}
+
+func TestWriteCancelledBeforeRename(t *testing.T) {
+	mem := afero.NewMemMapFs()
+	require.NoError(t, Write(t.Context(), mem, "/d/f.json", []byte("old"), 0o600, ""))
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	err := Write(ctx, cancelOnChmod{mem, cancel}, "/d/f.json", []byte("new"), 0o600, "")
+	require.ErrorIs(t, err, context.Canceled)
+	got, err := afero.ReadFile(mem, "/d/f.json")
+	require.NoError(t, err)
+	assert.Equal(t, "old", string(got), "a cancelled write never publishes")
+	assert.Equal(t, []string{"f.json"}, names(t, mem, "/d"), "no temporary file left")
+}
+
+func osNames(t *testing.T, dir string) []string {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	var out []string
+	for _, e := range ents {
+		out = append(out, e.Name())
+	}
+	return out
+}
+
+func TestWriteFile(t *testing.T) {
+	ctx := t.Context()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "f.json")
+
+	require.NoError(t, WriteFile(ctx, path, []byte("old"), 0o600))
+	// 0o666 would come out 0o644 under the usual umask 022 if the mode
+	// were left to open(2).
+	require.NoError(t, WriteFile(ctx, path, []byte("new"), 0o666))
+	got, err := os.ReadFile(path)
+	require.NoError(t, err)
+	assert.Equal(t, "new", string(got))
+	fi, err := os.Stat(path)
+	require.NoError(t, err)
+	assert.Equal(t, fs.FileMode(0o666), fi.Mode().Perm(), "the mode is exactly perm")
+	assert.Equal(t, []string{"f.json"}, osNames(t, dir), "no temporary file left")
+
+	t.Run("the rename fails", func(t *testing.T) {
+		target := filepath.Join(dir, "sub")
+		require.NoError(t, os.MkdirAll(filepath.Join(target, "keep"), 0o700))
+		err := WriteFile(ctx, target, []byte("lost"), 0o600)
+		var linkErr *os.LinkError
+		require.ErrorAs(t, err, &linkErr)
+		assert.Equal(t, "rename", linkErr.Op)
+		assert.Equal(t, target, linkErr.New)
+		assert.Equal(t, []string{"f.json", "sub"}, osNames(t, dir), "no temporary file left")
+		assert.Equal(t, []string{"keep"}, osNames(t, target), "the directory is untouched")
+	})
+	t.Run("the directory is missing", func(t *testing.T) {
+		err := WriteFile(ctx, filepath.Join(dir, "nope", "f.json"), []byte("x"), 0o600)
+		require.ErrorIs(t, err, fs.ErrNotExist)
+	})
+	t.Run("cancelled", func(t *testing.T) {
+		cctx, cancel := context.WithCancel(ctx)
+		cancel()
+		require.ErrorIs(t, WriteFile(cctx, filepath.Join(dir, "g.json"), []byte("x"), 0o600), context.Canceled)
+		assert.Equal(t, []string{"f.json", "sub"}, osNames(t, dir), "nothing published, nothing left")
+	})
+}
+
+// failingDirSync is the OS backend with a directory sync that fails.
+type failingDirSync struct{ osBackend }
+
+func (failingDirSync) syncDir(string) error { return errInjected }
+
+func TestWriteFileDirSyncFails(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "f.json")
+	err := write(t.Context(), failingDirSync{}, path, []byte("new"), 0o600, "")
+	require.ErrorIs(t, err, errInjected)
+	assert.ErrorContains(t, err, "sync directory of "+strconv.Quote(path))
+	got, err := os.ReadFile(path)
+	require.NoError(t, err)
+	assert.Equal(t, "new", string(got), "the content was published before the sync")
+	assert.Equal(t, []string{"f.json"}, osNames(t, dir), "the published file is not removed")
 }

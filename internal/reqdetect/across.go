@@ -1,0 +1,385 @@
+package reqdetect
+
+import (
+	"cmp"
+	"slices"
+	"strings"
+)
+
+// ---------------------------------------------------------------------------
+// Stage 5: across units
+
+// markRepoWork makes the outputs of code tasks repository work (rule 8):
+//   - a source file created in the source tree: a source-code extension
+//     (sourceExts) and a source directory in its path ("src/Button.tsx")
+//     or a code noun in its phrase ("a new React component in Button.tsx", "a
+//     unit test in parser_test.go");
+//   - a build output: after a unit or in a unit that builds the project ("build
+//     the project", "compile the app"), a file under a build directory or with
+//     a build extension ("dist/app.js", "public/bundle.js") that the build
+//     verb produces or that a passive verb checks ("make sure dist/app.js is
+//     generated"); an explicit "write the log to build.log" stays an output.
+//
+// A Deliverables item, a delivered file (attach, send, downloadable…) and an
+// exported one stay requested.
+func markRepoWork(units []*unit) {
+	built := false // the unit before builds the project
+	for _, u := range units {
+		builds := buildsProject(u)
+		for _, p := range u.phrases {
+			code := false
+			for i := p.start; i < p.end; i++ {
+				code = code || codeNouns[u.toks[i].low] && u.toks[i].kind == tokWord
+			}
+			for _, m := range p.mentions {
+				if m.role != roleOutput || m.delivery || u.item || m.verb >= 0 && u.cls[m.verb] == verbExport {
+					continue
+				}
+				dirs, ext := pathParts(m.name)
+				switch {
+				case sourceExts[ext] && (code || slices.ContainsFunc(dirs, func(d string) bool { return sourceDirs[d] })):
+					m.role = roleRepo
+					m.note(u, "repository work: a source file created in the source tree", p.start, p.end-1)
+				case (builds || built) && (buildExts[ext] || slices.ContainsFunc(dirs, func(d string) bool { return buildDirs[d] })) &&
+					(m.passive || m.verb >= 0 && buildVerbs[lemmaOf(u.toks[m.verb].low)]):
+					m.role = roleRepo
+					m.note(u, "repository work: a build output", p.start, p.end-1)
+				}
+			}
+		}
+		built = builds
+	}
+}
+
+// buildsProject reports whether u builds a project: a build verb, not negated,
+// whose object is a project noun ("build the project", "compile the app").
+func buildsProject(u *unit) bool {
+	for i, t := range u.toks {
+		if t.kind != tokWord || u.neg[i] || !buildVerbs[lemmaOf(t.low)] && !buildVerbs[t.low] {
+			continue
+		}
+		for k := i + 1; k < len(u.toks) && k <= i+4; k++ {
+			n := u.toks[k]
+			if n.kind != tokWord {
+				break
+			}
+			if projectNouns[n.low] {
+				return true
+			}
+			if !determiners[n.low] && (functionWords[n.low] || lemmaOf(n.low) != "") {
+				break
+			}
+		}
+	}
+	return false
+}
+
+// pathParts returns the lower-cased directories and extension of the
+// file name s.
+func pathParts(s string) (dirs []string, ext string) {
+	low := strings.ToLower(s)
+	parts := strings.FieldsFunc(low, func(r rune) bool { return r == '/' || r == '\\' })
+	if len(parts) == 0 {
+		return nil, ""
+	}
+	base := parts[len(parts)-1]
+	return parts[:len(parts)-1], base[strings.LastIndexByte(base, '.')+1:]
+}
+
+// markDenials marks denied-write phrases (rule 7).
+func markDenials(units []*unit) {
+	for ui, u := range units {
+		next := ui+1 < len(units) && units[ui+1].denial
+		for _, p := range u.phrases {
+			marker := p.end // a marker inside the phrase denies the files before it
+			for i := p.start; i < p.end; i++ {
+				if denialAt(u.toks, i) {
+					marker = i
+					break
+				}
+			}
+			whole := p.probe && (u.denial || next) // "attempt …; this negative test must be denied"
+			if marker == p.end && !whole {
+				continue
+			}
+			p.denied, p.signal = true, false
+			for _, m := range p.mentions {
+				if (whole || m.tok < marker) && m.role == roleOutput && !m.forbid {
+					m.role, m.delivery = roleDenied, false
+					m.note(u, "denied: an expected-denied write", p.start, p.end-1)
+				}
+			}
+		}
+	}
+}
+
+// resolvePronouns resolves pronoun objects of delivery, negated delivery and
+// repository verbs.
+func resolvePronouns(units []*unit) {
+	for _, u := range units {
+		u.bare, u.last = true, -1
+		for q, p := range u.phrases {
+			if len(p.mentions) > 0 || p.signal {
+				u.bare, u.last = false, q
+			}
+		}
+	}
+	for ui, u := range units {
+		for pi, p := range u.phrases {
+			deliver := (p.attach || p.send || p.marker) && !p.denied
+			repoRef := (p.repoVerb || p.repo) && !p.negated
+			if !p.pronoun || !(deliver || p.negDeliver || repoRef) {
+				continue
+			}
+			own := false
+			for _, m := range p.mentions {
+				if m.role == roleOutput || m.forbid {
+					own = true
+				}
+			}
+			if own {
+				continue
+			}
+			ms, ph := antecedent(units, ui, pi, p.plural, p.anaphor)
+			switch {
+			case deliver:
+				for _, m := range ms {
+					if !m.forbid {
+						m.role, m.delivery = roleOutput, true
+						m.note(u, "delivered: a delivery verb refers back to it", p.start, p.end-1)
+					}
+				}
+				if ph != nil {
+					ph.delivered = true
+				}
+				if len(ms) > 0 || ph != nil {
+					p.signal, p.delivered = false, false
+				}
+			case p.negDeliver:
+				for _, m := range ms {
+					m.forbid = true
+					m.note(u, "forbidden: a negated delivery refers back to it", p.start, p.end-1)
+				}
+				if ph != nil {
+					ph.forbid = true
+				}
+			case repoRef:
+				for _, m := range ms {
+					m.repoRef = true
+					m.note(u, "repository work: a repository verb refers back to it", p.start, p.end-1)
+				}
+			}
+		}
+	}
+}
+
+// antecedent finds what a pronoun in phrase pi of unit ui refers to: the
+// files (the last one, or all of them for a plural) of the nearest earlier
+// phrase in the unit that has files, or an earlier phrase's unnamed request;
+// for the unit's first phrase, the last such phrase of the previous unit that
+// is not a bare qualifier or denial remark.
+func antecedent(units []*unit, ui, pi int, plural, np bool) ([]*mention, *phrase) {
+	pick := func(p *phrase) []*mention {
+		if plural {
+			return p.mentions
+		}
+		return p.mentions[len(p.mentions)-1:]
+	}
+	u := units[ui]
+	for q := pi - 1; q >= 0 && q >= pi-8; q-- {
+		pp := u.phrases[q]
+		switch {
+		case np:
+			// A noun phrase ("the updated file") names a file made or
+			// edited earlier in the item, not one read.
+			var made []*mention
+			for _, m := range pp.mentions {
+				if m.role == roleOutput || m.role == roleEdit {
+					made = append(made, m)
+				}
+			}
+			if len(made) > 0 {
+				if plural {
+					return made, nil
+				}
+				return made[len(made)-1:], nil
+			}
+			continue
+		case len(pp.mentions) > 0:
+			return pick(pp), nil
+		case pp.signal:
+			return nil, pp
+		}
+		// "review it and attach it", "Once you are done, please attach
+		// it": a phrase that names nothing is passed over.
+	}
+	if np {
+		return nil, nil
+	}
+	for k := ui - 1; k >= 0 && k >= ui-8; k-- {
+		pu := units[k]
+		if pu.bare && (pu.qualifier >= 0 || pu.denial) {
+			continue
+		}
+		if pu.last < 0 {
+			return nil, nil
+		}
+		pp := pu.phrases[pu.last]
+		if len(pp.mentions) > 0 {
+			return pick(pp), nil
+		}
+		return nil, pp
+	}
+	return nil, nil
+}
+
+// candidate is one requested output of a unit: a named file (all its
+// mentions in the unit) or one phrase's unnamed request.
+type candidate struct {
+	mentions []*mention
+	phrase   *phrase
+}
+
+func (c candidate) delivered() bool {
+	if c.phrase != nil {
+		return c.phrase.delivered
+	}
+	for _, m := range c.mentions {
+		if m.delivery {
+			return true
+		}
+	}
+	return false
+}
+
+func (c candidate) exempt(q *unit) {
+	const rule = "exempt: the sentence after its request says it is not a deliverable"
+	if c.phrase != nil {
+		c.phrase.exempt = true
+	}
+	for _, m := range c.mentions {
+		m.exempt = true
+		m.note(q, rule, q.qualifier, len(q.toks)-1)
+	}
+}
+
+// candidates lists the requested outputs of u that start before token
+// index before.
+func candidates(u *unit, before int) []candidate {
+	var out []candidate
+	byName := map[string]int{}
+	for _, p := range u.phrases {
+		if p.start >= before {
+			break
+		}
+		named := false
+		for _, m := range p.mentions {
+			if m.tok >= before || m.role != roleOutput || m.forbid {
+				continue
+			}
+			named = true
+			if k, ok := byName[m.name]; ok {
+				out[k].mentions = append(out[k].mentions, m)
+				continue
+			}
+			byName[m.name] = len(out)
+			out = append(out, candidate{mentions: []*mention{m}})
+		}
+		if !named && p.signal && !p.denied && !p.forbid {
+			out = append(out, candidate{phrase: p})
+		}
+	}
+	return out
+}
+
+// applyQualifiers applies "not a deliverable" qualifiers (rule 6).
+func applyQualifiers(units []*unit) {
+	for ui, u := range units {
+		if u.qualifier < 0 {
+			continue
+		}
+		cands := candidates(u, u.qualifier)
+		if len(cands) == 0 && ui > 0 {
+			cands = candidates(units[ui-1], len(units[ui-1].toks))
+		}
+		if len(cands) == 1 && !cands[0].delivered() {
+			cands[0].exempt(u)
+		}
+	}
+}
+
+func collect(units []*unit) Result {
+	type verdict struct {
+		forbid, delivered, plain, repo *mention
+		last                           *mention
+	}
+	byName := map[string]*verdict{}
+	var order []string
+	var unnamed *phrase
+	for _, u := range units {
+		for _, p := range u.phrases {
+			for _, m := range p.mentions {
+				v := byName[m.name]
+				if v == nil {
+					v = &verdict{}
+					byName[m.name] = v
+					order = append(order, m.name)
+				}
+				v.last = m
+				switch {
+				case m.forbid:
+					v.forbid = cmp.Or(v.forbid, m)
+				case m.role != roleOutput:
+				case m.delivery:
+					v.delivered = cmp.Or(v.delivered, m)
+				case !m.exempt:
+					v.plain = cmp.Or(v.plain, m)
+				}
+				if m.repoRef {
+					v.repo = cmp.Or(v.repo, m)
+				}
+			}
+			if unnamed == nil && p.signal && !p.denied && !p.forbid && !p.negated && (!p.exempt || p.delivered) && !p.namesOutput() {
+				unnamed = p
+			}
+		}
+	}
+	var r Result
+	for _, name := range order {
+		v := byName[name]
+		why := Reason{File: name}
+		var by *mention
+		switch {
+		case v.forbid != nil:
+			by = v.forbid
+		case v.delivered != nil:
+			by, why.Requested = v.delivered, true
+		case v.plain != nil && v.repo != nil:
+			by = v.repo
+		case v.plain != nil:
+			by, why.Requested = v.plain, true
+		default:
+			by = v.last
+		}
+		why.Rule, why.Span = by.rule, by.span
+		if why.Rule == "" {
+			why.Rule = "no rule gave it a role"
+		}
+		if why.Requested {
+			r.Files = append(r.Files, name)
+		}
+		r.Why = append(r.Why, why)
+	}
+	slices.Sort(r.Files)
+	switch {
+	case len(r.Files) > 0:
+		r.File = true
+		r.Decision = Reason{Requested: true, Rule: "a named file is requested: " + strings.Join(r.Files, ", ")}
+	case unnamed != nil:
+		r.File = true
+		r.Decision = Reason{Requested: true, Rule: unnamed.rule, Span: unnamed.span}
+	default:
+		r.Decision = Reason{Rule: "no request for a file survives"}
+	}
+	return r
+}

@@ -1,0 +1,91 @@
+package reqdetect
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Result is what a task's own text asks to be delivered as files, and why.
+type Result struct {
+	// File reports whether the text asks for a file output at all, named or
+	// not ("export the results as a CSV"). It is true whenever Files is not
+	// empty.
+	File bool
+	// Files lists the output files the text names, exactly as written
+	// ("dist/index.html", "report.pdf"), de-duplicated and sorted byte-wise.
+	// It is nil when the text names no output file.
+	Files []string
+	// Why holds one Reason for every file name the text mentions, requested
+	// or not, in order of first mention.
+	Why []Reason
+	// Decision is the reason for File.
+	Decision Reason
+}
+
+// Reason is the rule that decided one file's role, or the overall decision,
+// and the span of the objective that rule read.
+type Reason struct {
+	File      string // the file name as written; "" for the overall decision
+	Requested bool   // the file (or, for the decision, a file) is requested
+	Rule      string // the rule, in words: "output: the object of the output preposition \"into\""
+	Span      string // the text of the objective the rule read, verbatim
+}
+
+func (r Reason) String() string {
+	verdict := "not requested"
+	if r.Requested {
+		verdict = "requested"
+	}
+	name := "decision"
+	if r.File != "" {
+		name = r.File
+	}
+	if r.Span == "" {
+		return fmt.Sprintf("%s: %s (%s)", name, verdict, r.Rule)
+	}
+	return fmt.Sprintf("%s: %s (%s) in %q", name, verdict, r.Rule, r.Span)
+}
+
+// Detect reads a task's objective (the text the host bound to the run, never
+// the agent's own summary) and reports whether it asks for a file output and
+// which output files it names, following the rules of
+// shared/corpus/README.md. doc.go says how it reads.
+//
+// Guarantees: the result depends only on objective (two calls agree); it never
+// panics, for any input including invalid UTF-8; every entry of Files is a
+// file name written verbatim in objective; Files is sorted, without
+// duplicates, and nil when empty; File is true whenever Files is not. The work
+// is linear in the length of objective.
+//
+// Non-guarantees: it is a heuristic reader of English, not a parser. It
+// recognizes file names only with a known extension ("Makefile" and
+// "LICENSE" are not seen), does not read other languages, and may misread
+// unusual phrasings; the worked cases in testdata/requested-files.jsonl show
+// what it is held to. Names are compared as written: "./out.json" and
+// "out.json" are two names.
+func Detect(objective string) Result {
+	units := readUnits(objective)
+	for _, u := range units {
+		u.src = objective
+		analyze(u)
+	}
+	markRepoWork(units)
+	markDenials(units)
+	resolvePronouns(units)
+	applyQualifiers(units)
+	return collect(units)
+}
+
+// Explain returns Detect's trace for objective, one line per file and one
+// for the decision: for tests and debugging. Its wording is not stable.
+func Explain(objective string) string {
+	r := Detect(objective)
+	var b strings.Builder
+	for _, w := range r.Why {
+		b.WriteString(w.String())
+		b.WriteByte('\n')
+	}
+	b.WriteString(r.Decision.String())
+	b.WriteByte('\n')
+	return b.String()
+}

@@ -1,0 +1,218 @@
+package reqdetect
+
+import (
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// srcLine is one line of the objective without its line ending, and the
+// byte offset where it starts.
+type srcLine struct {
+	text string
+	pos  int
+}
+
+// splitLines cuts text at "\n", dropping a "\r" before it.
+func splitLines(text string) []srcLine {
+	var lines []srcLine
+	pos := 0
+	for {
+		i := strings.IndexByte(text[pos:], '\n')
+		end := len(text)
+		if i >= 0 {
+			end = pos + i
+		}
+		lines = append(lines, srcLine{text: strings.TrimSuffix(text[pos:end], "\r"), pos: pos})
+		if i < 0 {
+			return lines
+		}
+		pos = end + 1
+	}
+}
+
+// suffixAt returns the offset in the objective of s, a suffix of l's text
+// (after trailing space is trimmed when trimmed is set).
+func (l srcLine) suffixAt(s string, trimmed bool) int {
+	t := l.text
+	if trimmed {
+		t = strings.TrimRightFunc(t, unicode.IsSpace)
+	}
+	return l.pos + len(t) - len(s)
+}
+
+// readUnits cuts text into units: the sentences of its prose paragraphs and
+// of the items of its Deliverables blocks.
+func readUnits(text string) []*unit {
+	lines := splitLines(text)
+	var units []*unit
+	var para []token
+	flush := func() {
+		units = append(units, splitSentences(para, false)...)
+		para = nil
+	}
+	for i := 0; i < len(lines); i++ {
+		line := lines[i].text
+		if rest, ok := labelLine(line); ok {
+			flush()
+			var items []*unit
+			items, i = readBlock(lines, i, rest)
+			units = append(units, items...)
+			continue
+		}
+		trimmed := strings.TrimSpace(line)
+		if trimmed == "" {
+			flush()
+			continue
+		}
+		body, bullet := stripBullet(line)
+		heading := false
+		if !bullet {
+			body, heading = stripHeading(line)
+		}
+		if bullet || heading {
+			flush()
+		}
+		para = append(para, tokenizeAt(body, lines[i].suffixAt(body, false))...)
+		if heading || strings.HasSuffix(trimmed, ":") {
+			flush()
+		}
+	}
+	flush()
+	return units
+}
+
+// readBlock collects the items of the Deliverables block whose label is
+// lines[i]; rest is the label line's text after the colon. It returns the items
+// and the index of the last line it consumed.
+func readBlock(lines []srcLine, i int, rest string) ([]*unit, int) {
+	var items [][]token
+	if strings.TrimSpace(rest) != "" {
+		items = append(items, tokenizeAt(rest, lines[i].suffixAt(rest, true)))
+	}
+	plain := len(items) == 0 // plain lines may follow a bare label directly
+	blank := false
+	last := i
+	for j := i + 1; j < len(lines); j++ {
+		line := lines[j].text
+		if strings.TrimSpace(line) == "" {
+			blank = true
+			continue
+		}
+		if _, ok := labelLine(line); ok {
+			break
+		}
+		if body, ok := stripBullet(line); ok {
+			items = append(items, tokenizeAt(body, lines[j].suffixAt(body, false)))
+			blank, plain, last = false, false, j
+			continue
+		}
+		if _, heading := stripHeading(line); heading || blank {
+			break
+		}
+		indented := line[0] == ' ' || line[0] == '\t'
+		switch {
+		case indented && len(items) > 0:
+			items[len(items)-1] = append(items[len(items)-1], tokenizeAt(line, lines[j].pos)...)
+		case plain:
+			items = append(items, tokenizeAt(line, lines[j].pos))
+		default:
+			return itemUnits(items), last
+		}
+		last = j
+	}
+	return itemUnits(items), last
+}
+
+func itemUnits(items [][]token) []*unit {
+	var units []*unit
+	for _, it := range items {
+		units = append(units, splitSentences(it, true)...)
+	}
+	return units
+}
+
+// labelLine reports whether line is a Deliverables label and returns the
+// text after its colon.
+func labelLine(line string) (string, bool) {
+	s := strings.TrimSpace(line)
+	if low := strings.ToLower(strings.TrimRight(s, "*_ .")); strings.Contains(low, "deliverable") &&
+		(strings.HasSuffix(low, ":") || strings.HasSuffix(low, " below")) {
+		negated := false
+		for _, w := range strings.FieldsFunc(low, func(r rune) bool { return !unicode.IsLetter(r) && r != '\'' }) {
+			negated = negated || negators[w] || w == "no" || w == "non"
+		}
+		if !negated {
+			return "", true // "The deliverables are:", "Our deliverables are listed below."
+		}
+	}
+	s = strings.TrimLeft(s, "#")
+	if body, ok := stripBullet(s); ok {
+		s = body
+	}
+	s = strings.TrimLeft(strings.TrimSpace(s), "*_")
+	for _, label := range labelWords {
+		if len(s) < len(label) || !strings.EqualFold(s[:len(label)], label) {
+			continue
+		}
+		after := strings.TrimLeft(s[len(label):], "*_ \t")
+		switch {
+		case after == "":
+			return "", true
+		case after[0] == ':':
+			return strings.TrimLeft(after[1:], "*_ \t"), true
+		}
+	}
+	return "", false
+}
+
+// stripBullet strips a list marker ("-", "*", "+", "•", "1.", "2)", "a)",
+// "- [ ]") from line.
+func stripBullet(line string) (string, bool) {
+	s := strings.TrimLeft(line, " \t")
+	if s == "" {
+		return line, false
+	}
+	n := 0
+	switch r, w := utf8.DecodeRuneInString(s); {
+	case r == '-' || r == '*' || r == '+' || r == '•' || r == '‣' || r == '◦' || r == '▪':
+		n = w
+	case r >= '0' && r <= '9':
+		for n < len(s) && n < 3 && s[n] >= '0' && s[n] <= '9' {
+			n++
+		}
+		if n >= len(s) || (s[n] != '.' && s[n] != ')') {
+			return line, false
+		}
+		n++
+	case (r >= 'a' && r <= 'z') && len(s) > 1 && s[1] == ')':
+		n = 2
+	default:
+		return line, false
+	}
+	if n < len(s) && s[n] != ' ' && s[n] != '\t' {
+		return line, false
+	}
+	body := strings.TrimLeft(s[n:], " \t")
+	for _, box := range []string{"[ ]", "[x]", "[X]"} {
+		if rest, ok := strings.CutPrefix(body, box); ok {
+			body = strings.TrimLeft(rest, " \t")
+		}
+	}
+	return body, true
+}
+
+// stripHeading strips a markdown heading marker from line.
+func stripHeading(line string) (string, bool) {
+	s := strings.TrimLeft(line, " \t")
+	if !strings.HasPrefix(s, "#") {
+		return line, false
+	}
+	body := strings.TrimLeft(s, "#")
+	if body != "" && body[0] != ' ' && body[0] != '\t' {
+		return line, false
+	}
+	return body, true
+}
+
+// splitSentences splits toks into units at sentence-ending punctuation.

@@ -1,0 +1,487 @@
+package reqdetect
+
+import (
+	"strings"
+)
+
+func analyze(u *unit) {
+	n := len(u.toks)
+	u.cls = make([]verbClass, n)
+	u.neg = make([]bool, n)
+	u.inl = make([]bool, n)
+	for i, t := range u.toks {
+		if t.is("in-place") || t.is("in") && i+1 < n && u.toks[i+1].is("place", "situ") {
+			u.inPlace = true
+		}
+	}
+	markVerbs(u)
+	splitPhrases(u)
+	for _, p := range u.phrases {
+		negate(u, p)
+	}
+	markInline(u)
+	for i, p := range u.phrases {
+		if p.rel && i > 0 && u.phrases[i-1].repo {
+			p.repo = true
+		}
+		readPhrase(u, p)
+	}
+	u.qualifier = findQualifier(u.toks)
+	for i := range u.toks {
+		if denialAt(u.toks, i) {
+			u.denial = true
+			break
+		}
+	}
+}
+
+// markVerbs sets the verb class of every word used as a verb.
+func markVerbs(u *unit) {
+	noun := make([]bool, len(u.toks)) // a lexicon word used as a noun or adjective
+	for i, t := range u.toks {
+		if t.kind != tokWord {
+			continue
+		}
+		lemma := lemmaOf(t.low)
+		if lemma == "" {
+			continue
+		}
+		c := verbClasses[lemma]
+		if c == verbPseudo {
+			u.cls[i] = c
+			continue
+		}
+		if lemma == "make" && i+1 < len(u.toks) && u.toks[i+1].is("sure", "certain") {
+			continue
+		}
+		if lemma == "output" && i+1 < len(u.toks) && u.toks[i+1].is(beForms...) {
+			u.cls[i] = verbPseudo // "the output should be a CSV file"
+			continue
+		}
+		form := formOf(t.low, lemma)
+		if nounPosition(u, noun, i, form) {
+			noun[i] = true
+			continue
+		}
+		if form == formPerfect && stated(u.toks, i) {
+			c = verbStated
+		} else if form == formPerfect && modifies(u, i) {
+			noun[i] = true // "the product prices listed on …", "write corrected ones"
+			continue
+		}
+		u.cls[i] = c
+	}
+}
+
+// modifies reports whether the participle at i modifies a noun rather than
+// heads a clause: right after a plain noun ("the prices listed on the page")
+// or between an active verb and its object ("write corrected ones").
+func modifies(u *unit, i int) bool {
+	if i == 0 {
+		return false
+	}
+	prev := u.toks[i-1]
+	if u.verbAt(i - 1) {
+		return i+1 < len(u.toks) && u.toks[i+1].kind == tokWord && !functionWords[u.toks[i+1].low] &&
+			!determiners[u.toks[i+1].low]
+	}
+	return prev.kind == tokWord && !functionWords[prev.low] && !determiners[prev.low] &&
+		!negators[prev.low] && lemmaOf(prev.low) == "" && !subjectPronouns[prev.low]
+}
+
+// stated reports whether the past or perfect verb at i states what was done
+// rather than asks for it: after a subject ("I sent", "you already
+// generated", "the designer sent", "we've written"), a perfect auxiliary
+// ("I have uploaded") or a past passive ("report.pdf was exported"), or
+// presenting a file ("Attached is contract.docx").
+func stated(toks []token, i int) bool {
+	if (i == 0 || toks[i-1].kind == tokPunct) && i+1 < len(toks) && indicativeBe[toks[i+1].low] {
+		return true // "Attached is", "Attached are"
+	}
+	k := i - 1
+	for k >= 0 && toks[k].kind == tokWord && statementAdverbs[toks[k].low] {
+		k--
+	}
+	if k < 0 || toks[k].kind != tokWord {
+		return false
+	}
+	w := toks[k].low
+	switch {
+	case subjectPronouns[w], passiveBe[w], perfectAux[w]:
+		return true
+	case functionWords[w] || determiners[w] || lemmaOf(w) != "":
+		return false
+	}
+	// A noun subject opening the sentence or clause: "The designer sent",
+	// "Our team exported", "Someone's script generated".
+	j := k - 1
+	if j >= 0 && subjectDets[toks[j].low] {
+		j--
+	}
+	return j < 0 || toks[j].kind == tokPunct
+}
+
+// wordForm is the inflection of a lexicon word.
+type wordForm uint8
+
+const (
+	formBase    wordForm = iota // write, change
+	formS                       // writes, changes: a plural noun or a third-person verb
+	formIng                     // writing
+	formPerfect                 // written, changed
+)
+
+func formOf(w, lemma string) wordForm {
+	switch {
+	case w == lemma:
+		return formBase
+	case strings.HasSuffix(w, "ing"):
+		return formIng
+	case strings.HasSuffix(w, "s"):
+		return formS
+	}
+	return formPerfect
+}
+
+// nounPosition reports whether the lexicon word at i is used as a noun
+// or adjective ("climate change", "the code changes", "test results"):
+//   - right after a determiner, in any form ("a native write", "the parsed
+//     records");
+//   - right after a noun preposition (of, on, about, for, in…), unless it is a
+//     gerund ("a report on test results", "a list of open issues"; not
+//     "instead of creating");
+//   - in its base or -s form right after an active verb, as its object
+//     ("create test data", "save search results");
+//   - in its base form after a determiner or a noun preposition and up to two
+//     plain words or nouns ("the CSV export", "on climate change", "the load
+//     test results"); an -s form there only inside a prepositional phrase ("a
+//     summary of the code changes") or when a preposition, a be-form or the
+//     end of the phrase follows ("the bug reports in a PDF"; not "the script
+//     writes out.json"); neither when an object follows ("for each file
+//     write a summary").
+//
+// noun marks the earlier lexicon words already read as nouns.
+func nounPosition(u *unit, noun []bool, i int, form wordForm) bool {
+	toks := u.toks
+	if i == 0 || toks[i-1].kind != tokWord {
+		return false
+	}
+	prev := toks[i-1]
+	switch {
+	case determiners[prev.low]:
+		return true
+	case nounPreps[prev.low]:
+		return form != formIng
+	case u.verbAt(i - 1):
+		return (form == formBase || form == formS) && !causatives[lemmaOf(prev.low)]
+	}
+	if form == formIng || form == formPerfect {
+		return false
+	}
+	if objectFollows(toks, i+1) {
+		return false // "for each file write a summary", "in the folder create notes.txt"
+	}
+	for j, steps := i-1, 0; j >= 0 && steps < 3; j, steps = j-1, steps+1 {
+		t := toks[j]
+		if t.kind != tokWord {
+			return false
+		}
+		if nounPreps[t.low] {
+			return true
+		}
+		if determiners[t.low] {
+			if form == formBase {
+				return true
+			}
+			return j > 0 && nounPreps[toks[j-1].low] || nounFollows(toks, i+1)
+		}
+		if noun[j] {
+			continue
+		}
+		if functionWords[t.low] || lemmaOf(t.low) != "" || negators[t.low] {
+			return false
+		}
+	}
+	return false
+}
+
+// objectFollows reports whether toks[k] starts the object of a verb: a
+// file, a determiner or an object pronoun.
+func objectFollows(toks []token, k int) bool {
+	if k >= len(toks) {
+		return false
+	}
+	t := toks[k]
+	return t.kind == tokFile || t.is("it", "them", "me", "us", "him", "her") ||
+		determiners[t.low] && !t.is("no")
+}
+
+// nounFollows reports whether toks[k] is what follows a noun rather than
+// a verb: the end, punctuation, a preposition, a coordinator or a be-form.
+func nounFollows(toks []token, k int) bool {
+	if k >= len(toks) {
+		return true
+	}
+	t := toks[k]
+	if t.kind == tokPunct {
+		return !t.punct(`"`, "`", "'", "“", "‘")
+	}
+	return t.is("in", "as", "into", "of", "for", "from", "on", "about", "with", "and", "or", "are", "were",
+		"is", "was", "should", "must", "will", "can", "need", "have", "has")
+}
+
+// verbAt reports whether toks[i] is a verb (the noun "deliverable" is not
+// counted here).
+func (u *unit) verbAt(i int) bool {
+	return i >= 0 && i < len(u.toks) && u.cls[i] != verbNone && u.cls[i] != verbPseudo
+}
+
+// splitPhrases splits a unit into clauses at ";" and clauses into phrases at a
+// coordinator, comma or relative pronoun that is followed by a verb.
+func splitPhrases(u *unit) {
+	start, rel := 0, false
+	add := func(end int) {
+		if end > start {
+			u.phrases = append(u.phrases, &phrase{start: start, end: end, rel: rel})
+		}
+	}
+	for i, t := range u.toks {
+		if t.punct(";") {
+			add(i)
+			start, rel = i+1, false
+			continue
+		}
+		if i > start && isOpener(t) && verbAhead(u, i+1) {
+			add(i)
+			start, rel = i, t.is("that", "which", "who")
+		}
+	}
+	add(len(u.toks))
+}
+
+func isOpener(t token) bool {
+	if t.kind == tokPunct {
+		return t.punct(",", "(", ")", "—", "–", ":")
+	}
+	return openers[t.low]
+}
+
+// verbAhead reports whether a verb (or a negating verb such as "avoid")
+// follows from toks[j], across fillers ("then", "also", "do not", "of").
+func verbAhead(u *unit, j int) bool {
+	for k := j; k < len(u.toks) && k < j+5; k++ {
+		t := u.toks[k]
+		if u.verbAt(k) {
+			return true
+		}
+		if t.is("avoid", "refrain", "skip", "omit") {
+			return true
+		}
+		if t.punct(",") || (t.kind == tokWord && fillers[t.low]) {
+			continue
+		}
+		return false
+	}
+	return false
+}
+
+// nextContent returns the index of the first token from j (before end)
+// that is not a filler such as "to", "be", "ever", or -1.
+func nextContent(toks []token, j, end int) int {
+	for k := j; k < end && k < j+4; k++ {
+		if toks[k].is("to", "be", "ever", "yet", "please", "also", "from", "just", "even", "you", "we", "i", "need", "needs") {
+			continue
+		}
+		return k
+	}
+	return -1
+}
+
+// negate applies negation inside phrase p.
+func negate(u *unit, p *phrase) {
+	toks := u.toks
+	for i := p.start; i < p.end; i++ {
+		t := toks[i]
+		if t.kind != tokWord {
+			continue
+		}
+		switch {
+		case negators[t.low]:
+			k := nextContent(toks, i+1, p.end)
+			if k >= 0 && toks[k].is("forget", "forgot", "fail", "omit", "neglect", "skip", "avoid", "hesitate") {
+				i = k // "don't forget to attach": positive
+				continue
+			}
+			if t.is("avoid", "refrain", "skip", "omit") || u.verbAt(k) {
+				negatePhrase(u, p, i)
+				return
+			}
+			negateNP(u, i+1, p.end)
+		case t.is("no", "zero"):
+			if i+1 < p.end && toks[i+1].is("need", "needs") {
+				negatePhrase(u, p, i)
+				return
+			}
+			if i+1 < p.end && toks[i+1].is("other", "additional", "extra", "further", "more", "separate") {
+				negateNP(u, i+1, p.end)
+				continue
+			}
+			for k := i + 1; k < p.end && k <= i+3; k++ {
+				if toks[k].kind == tokFile { // "no report.pdf": that file only
+					negateNP(u, i+1, p.end)
+					break
+				}
+				if isFiley(toks[k]) { // "create no files", "no attachments"
+					negatePhrase(u, p, i)
+					return
+				}
+			}
+		case t.is("without", "instead", "rather"):
+			k := i + 1
+			if k < p.end && toks[k].is("of", "than") {
+				k++
+			}
+			if i == p.start && u.verbAt(k) {
+				negatePhrase(u, p, i)
+				return
+			}
+			negateNP(u, k, p.end)
+		case t.is("nothing"):
+			if i+1 < p.end && toks[i+1].is("else", "more", "but", "except") {
+				continue
+			}
+			negatePhrase(u, p, i)
+			return
+		}
+	}
+}
+
+// negatePhrase negates the clause of phrase p that holds the negator at i:
+// the whole phrase, or only the part between the clause breaks around i ("(no
+// PDF needed)", "— no need to attach anything else"). A negated clause that
+// opens the phrase negates the phrase.
+func negatePhrase(u *unit, p *phrase, i int) {
+	lo, hi := i, i
+	for lo > p.start && !isClauseBreak(u.toks[lo-1]) {
+		lo--
+	}
+	for hi < p.end && !isClauseBreak(u.toks[hi]) {
+		hi++
+	}
+	if lo == p.start {
+		p.negated = true
+	}
+	for k := lo; k < hi; k++ {
+		u.neg[k] = true
+	}
+}
+
+// isClauseBreak reports whether t ends a clause inside a phrase.
+func isClauseBreak(t token) bool {
+	return (t.kind == tokPunct || t.kind == tokOther) && clauseBreaks[t.low]
+}
+
+// negateNP negates the noun phrase starting at j: up to punctuation, "but",
+// a verb, or eight tokens.
+func negateNP(u *unit, j, end int) {
+	for k := j; k < end && k < j+8; k++ {
+		t := u.toks[k]
+		if t.punct(",", ";", ":", "(", ")", "—", "–") || t.is("but") || u.verbAt(k) {
+			return
+		}
+		u.neg[k] = true
+	}
+}
+
+// isFiley reports whether t names a file or a kind of file output.
+func isFiley(t token) bool {
+	if t.kind == tokFile {
+		return true
+	}
+	if t.kind != tokWord {
+		return false
+	}
+	_, format := formats[t.low]
+	return format || fileNouns[t.low] || t.is("output", "outputs", "download", "downloads", "deliverable", "deliverables")
+}
+
+// inlineLen returns the length of an inline marker at toks[i], or 0.
+func inlineLen(toks []token, i int) int {
+	t := toks[i]
+	at := func(k int, words ...string) bool { return k < len(toks) && toks[k].is(words...) }
+	switch {
+	case t.is("inline", "in-line"):
+		return 1
+	case t.is("in"):
+		k := i + 1
+		if at(k, "the", "your", "my", "this", "a", "our", "that") {
+			k++
+		}
+		switch {
+		case at(k, replyNouns...):
+			return k - i + 1
+		case at(k, "plain") && at(k+1, "text"):
+			return k - i + 2
+		case at(k, "code") && at(k+1, "block", "blocks"):
+			return k - i + 2
+		}
+	case t.is("as"):
+		k := i + 1
+		if at(k, "plain") {
+			k++
+		}
+		if at(k, "text") && !at(k+1, "file", "files") {
+			return k - i + 1
+		}
+	}
+	return 0
+}
+
+// markInline marks what each inline marker covers: the run of file names
+// right before it, or the one noun phrase right before it.
+func markInline(u *unit) {
+	for _, p := range u.phrases {
+		for i := p.start; i < p.end; i++ {
+			if inlineLen(u.toks, i) > 0 {
+				p.inline = true
+				coverInline(u, i)
+			}
+		}
+	}
+}
+
+// coverInline marks what the inline marker at toks[i] covers.
+func coverInline(u *unit, i int) {
+	toks := u.toks
+	j := i - 1
+	for j >= 0 && j > i-8 && (toks[j].is("inline", "in-line") || toks[j].punct(",", "(")) {
+		j--
+	}
+	if j < 0 {
+		return
+	}
+	switch toks[j].kind {
+	case tokFile: // "index.html and styles.css inline in the reply"
+		for k := j; k >= 0 && i-k < 64; k-- {
+			t := toks[k]
+			if t.kind == tokFile {
+				u.inl[k] = true
+				continue
+			}
+			if t.is("and", "or", "both", "plus") || t.punct(",", "&", "`", `"`, "*") || determiners[t.low] {
+				continue
+			}
+			return
+		}
+	case tokWord: // "a short summary in the reply", "a CSV of the users in the chat"
+		for k := j; k >= 0 && i-k < 8; k-- {
+			t := toks[k]
+			if t.kind != tokWord || u.verbAt(k) || functionWords[t.low] && !t.is("of") {
+				return
+			}
+			u.inl[k] = true
+		}
+	}
+}
+
+// readPhrase finds the phrase's flags, file mentions and unnamed requests.

@@ -1,0 +1,635 @@
+package reqdetect
+
+import (
+	"strings"
+)
+
+// ---------------------------------------------------------------------------
+// Stage 3 and 4: verbs, phrases, negation, inline markers, roles
+
+type fileRole uint8
+
+const (
+	roleNone   fileRole = iota
+	roleOutput          // the text asks for this file to be produced or delivered
+	roleInput           // read, compared, summarized, a source
+	roleEdit            // edited in place
+	roleRepo            // repository work
+	roleInline          // to be written inline in the reply
+	roleDenied          // an expected-denied write
+)
+
+// mention is one occurrence of a file name.
+type mention struct {
+	name     string
+	tok      int
+	role     fileRole
+	delivery bool // a delivery verb or marker reaches it
+	forbid   bool // a negated output or delivery reaches it
+	exempt   bool // a qualifier exempts it
+	repoRef  bool // a repository verb reaches it through a pronoun
+	verb     int  // token index of the verb it takes its role from, or -1
+	passive  bool // that verb is passive and after it ("dist/app.js is generated")
+	trace         // the last rule that decided its role
+}
+
+// trace is the rule that decided something and the span of the objective it
+// read.
+type trace struct {
+	rule string
+	span string
+}
+
+// note records rule and the span from token a to token b of u.
+func (t *trace) note(u *unit, rule string, a, b int) {
+	if a > b {
+		a, b = b, a
+	}
+	a, b = max(a, 0), min(b, len(u.toks)-1)
+	lo, hi := u.toks[a].pos, u.toks[b].pos+len(u.toks[b].text)
+	t.rule, t.span = rule, ""
+	if 0 <= lo && lo <= hi && hi <= len(u.src) {
+		t.span = u.src[lo:hi]
+	}
+}
+
+// phrase is one verb phrase of a unit: toks[start:end].
+type phrase struct {
+	start, end int
+	rel        bool // opened by a relative pronoun
+	negated    bool
+	repo       bool // mentions a pull request, branch or commit
+	probe      bool // attempt/try
+	denied     bool
+	inline     bool // holds an inline marker
+	export     bool
+	attach     bool // attach/upload, not negated
+	send       bool // send/share/publish/deliver…, not negated
+	marker     bool // downloadable, as an attachment, for download
+	negDeliver bool // a negated attach/send verb
+	repoVerb   bool
+	pronoun    bool // a pronoun object ("it", "them", "the file", "the updated file")
+	anaphor    bool // that object is a noun phrase ("the revised copy"): it refers within the unit only
+	plural     bool
+	signal     bool // an unnamed file request
+	delivered  bool // the unnamed request is delivery-marked
+	exempt     bool
+	forbid     bool
+	mentions   []*mention
+	trace      // the rule behind its unnamed request
+}
+
+// request records an unnamed file request read by rule over tokens a..b.
+func (p *phrase) request(u *unit, rule string, a, b int) {
+	p.signal = true
+	if p.rule == "" {
+		p.note(u, rule, a, b)
+	}
+}
+
+// namesOutput reports whether the phrase names an output file (requested or
+// forbidden): its unnamed request, if any, is about that file.
+func (p *phrase) namesOutput() bool {
+	for _, m := range p.mentions {
+		if m.role == roleOutput || m.forbid {
+			return true
+		}
+	}
+	return false
+}
+
+func readPhrase(u *unit, p *phrase) {
+	toks := u.toks
+	for i := p.start; i < p.end; i++ {
+		t := toks[i]
+		if repoAt(toks, i) {
+			p.repo = true
+		}
+		switch u.cls[i] {
+		case verbProbe:
+			p.probe = true
+		case verbRepo:
+			p.repo = true
+			p.repoVerb = !u.neg[i]
+		case verbAttach:
+			if u.neg[i] {
+				p.negDeliver = true
+			} else {
+				p.attach = true
+			}
+		case verbSend:
+			if u.neg[i] {
+				p.negDeliver = true
+			} else {
+				p.send = true
+			}
+		case verbExport:
+			p.export = p.export || !u.neg[i]
+		}
+		if !u.neg[i] && markerLen(toks, i) > 0 {
+			p.marker = true
+		}
+		if !p.pronoun && t.kind == tokWord {
+			p.pronoun, p.plural, p.anaphor = pronounAt(toks, i, p.end)
+		}
+	}
+
+	lastVerb := -1      // nearest verb before i in the phrase
+	head := -1          // the verb that governs the phrase at i (see below)
+	prep := ""          // nearest word before i that is not a filler
+	prepOfVerb := false // an input preposition lies between lastVerb and i
+	for i := p.start; i < p.end; i++ {
+		t := toks[i]
+		switch t.kind {
+		case tokFile:
+			p.mentions = append(p.mentions, readMention(u, p, i, lastVerb, head, prep))
+		case tokWord:
+			if !u.neg[i] && !u.inl[i] {
+				signalAt(u, p, i, lastVerb, head, prep, prepOfVerb)
+			}
+		}
+		if u.verbAt(i) || (u.cls[i] == verbPseudo && !u.neg[i]) {
+			// A verb inside a prepositional complement of the verb before
+			// it ("a guide on how to use the API", "a report on testing
+			// X") does not take over the phrase: a destination later in
+			// the phrase still belongs to the verb before it.
+			if !prepOfVerb || head < 0 {
+				head = i
+			}
+			lastVerb, prepOfVerb = i, false
+		} else if t.kind == tokWord && inputPreps[t.low] {
+			prepOfVerb = true
+		}
+		if !prepSkip(t) {
+			prep = ""
+			if t.kind == tokWord {
+				prep = t.low
+			}
+		}
+	}
+
+	if p.attach || p.marker {
+		p.request(u, "unnamed request: an attach or upload verb or a delivery marker", p.start, p.end-1)
+		p.delivered = true
+	}
+	if p.export && !p.inline {
+		p.request(u, "unnamed request: an export verb", p.start, p.end-1)
+	}
+	if p.negated || u.question {
+		p.signal = false
+	}
+}
+
+// readMention gives the file at toks[i] its role, and records the rule that
+// gave it and the span that rule read.
+func readMention(u *unit, p *phrase, i, lastVerb, head int, prep string) *mention {
+	toks := u.toks
+	m := &mention{name: toks[i].text, tok: i}
+	vi := lastVerb
+	if vi < 0 {
+		vi = passiveVerb(u, i, p.end)
+		m.passive = vi >= 0
+	}
+	verb := verbNone
+	if vi >= 0 {
+		verb = u.cls[vi]
+	}
+	target := outputPreps[prep] || prep == "to"
+	if target && head >= 0 && head != vi && isOutputish(u.cls[head]) &&
+		(verb == verbInput || verb == verbReply || verb == verbEdit) {
+		vi, verb = head, u.cls[head] // "write a summary of how to use X to summary.md"
+	}
+	m.verb = vi
+	from := i // the span starts at the governing verb, or at the file
+	if vi >= 0 && vi < i {
+		from = vi
+	}
+	why := func(r fileRole, rule string) {
+		m.role = r
+		m.note(u, rule, from, i)
+	}
+	switch {
+	case u.question:
+		why(roleInput, "a question asks about the file, not for it")
+	case inputPreps[prep]:
+		why(roleInput, "input: governed by the input preposition \""+prep+"\"")
+	case verb == verbStated:
+		why(roleInput, "input: a statement about a file that exists (\""+toks[vi].text+"\")")
+	case locatedIn(u, i):
+		why(roleInput, "input: a statement of where something already is")
+	case outputPreps[prep] && (verb == verbNone || isOutputish(verb) || verb == verbTransform || verb == verbProbe):
+		// The object of an output preposition ("into NAME", "as NAME",
+		// "called NAME") is what the phrase produces, whatever its verb.
+		why(roleOutput, "output: the object of the output preposition \""+prep+"\"")
+		if verb == verbProbe {
+			m.role = roleInput
+			probeOutput(u, m, vi, i)
+		}
+	case verb == verbNone:
+		switch {
+		case u.item && u.inPlace:
+			why(roleEdit, "edited in place: a Deliverables item that says \"in place\"")
+		case u.item:
+			why(roleOutput, "output: named in a Deliverables item")
+		default:
+			why(roleNone, "no verb or output preposition governs the file")
+		}
+	case isOutputish(verb):
+		why(roleOutput, "output: the object of the output verb \""+toks[vi].text+"\"")
+		if !target && isSourceOf(toks, i, p.end) {
+			why(roleInput, "input: the source of a file named after \"to/into/as\"") // "save notes.md as notes.pdf"
+		}
+	case verb == verbTransform:
+		why(roleInput, "input: the source of the transform verb \""+toks[vi].text+"\"")
+		if target {
+			why(roleOutput, "output: the destination of the transform verb \""+toks[vi].text+"\"")
+		}
+	case verb == verbInput || verb == verbReply:
+		why(roleInput, "input: the object of the reading or reply verb \""+toks[vi].text+"\"")
+	case verb == verbEdit:
+		why(roleEdit, "edited in place: the object of \""+toks[vi].text+"\"")
+	case verb == verbRepo:
+		why(roleRepo, "repository work: the object of \""+toks[vi].text+"\"")
+	case verb == verbProbe:
+		why(roleInput, "an attempt, not an output")
+		probeOutput(u, m, vi, i)
+	}
+	if m.role == roleOutput && p.repo {
+		m.role = roleRepo
+		m.note(u, "repository work: its phrase is about a pull request, branch or commit", p.start, p.end-1)
+	}
+	governedByDelivery := vi >= 0 && (verb == verbAttach || verb == verbSend)
+	switch {
+	case u.neg[i]:
+		if m.role == roleOutput || governedByDelivery {
+			m.forbid = true
+			m.note(u, "forbidden: a negated output or delivery names it", p.start, i)
+		}
+		m.role = roleNone
+	case u.inl[i]:
+		m.role = roleInline
+		m.note(u, "inline: an inline marker covers it", i, p.end-1)
+	case u.question:
+	case !inputPreps[prep] && (p.marker || (governedByDelivery && (p.attach || p.send))):
+		m.role, m.delivery = roleOutput, true
+		m.note(u, "delivered: a delivery verb or marker reaches it", p.start, p.end-1)
+	}
+	return m
+}
+
+// probeOutput makes the target of an attempted write an output ("attempt a
+// native write to x"), for markDenials to deny.
+func probeOutput(u *unit, m *mention, vi, i int) {
+	for k := vi + 1; k < i; k++ {
+		if verbClasses[lemmaOf(u.toks[k].low)] == verbOutput {
+			m.role = roleOutput
+			m.note(u, "output: the target of an attempted write", vi, i)
+			return
+		}
+	}
+}
+
+// locatedIn reports whether the file at i is where something already is: a
+// locative preposition after an indicative be-form ("the raw data is already
+// in data.csv"). "should be in" is a request and does not count.
+func locatedIn(u *unit, i int) bool {
+	k := i - 1
+	for k >= 0 && prepSkip(u.toks[k]) && u.toks[k].kind != tokPunct {
+		k--
+	}
+	if k < 1 || !locativePreps[u.toks[k].low] {
+		return false
+	}
+	k--
+	for k >= 0 && statementAdverbs[u.toks[k].low] {
+		k--
+	}
+	return k >= 0 && indicativeBe[u.toks[k].low] && u.toks[k].kind == tokWord
+}
+
+// passiveVerb finds a passive verb after the file at i ("report.pdf must
+// be attached"), or -1.
+func passiveVerb(u *unit, i, end int) int {
+	for k := i + 1; k < end && k < i+6; k++ {
+		if !u.verbAt(k) {
+			continue
+		}
+		if k-1 > i && u.toks[k-1].is("be", "is", "are", "was", "were", "been", "being", "get", "gets", "got") {
+			return k
+		}
+		return -1
+	}
+	return -1
+}
+
+// isSourceOf reports whether the file at i is followed by "to/into/as" and
+// another file: it is then the source of that file.
+func isSourceOf(toks []token, i, end int) bool {
+	j := i + 1
+	if j >= end || !toks[j].is("to", "into", "as") {
+		return false
+	}
+	j++
+	for j < end && determiners[toks[j].low] {
+		j++
+	}
+	return j < end && toks[j].kind == tokFile
+}
+
+// signalAt records an unnamed file request at the word toks[i]: a
+// destination ("as a CSV") or a file-ish object of an output verb.
+func signalAt(u *unit, p *phrase, i, lastVerb, head int, prep string, prepOfVerb bool) {
+	toks := u.toks
+	vc, hc := verbNone, verbNone // classes of the nearest and of the governing verb
+	if lastVerb >= 0 {
+		vc, hc = u.cls[lastVerb], u.cls[head]
+	} else if u.item {
+		vc, hc = verbOutput, verbOutput
+	}
+	outputish := isOutputish(vc)
+	// A digest verb ("summarize", "compare") writes something new: "as a
+	// PDF" or "in a PDF" after it is where that goes.
+	digest := head >= 0 && hc == verbInput && digestVerbs[lemmaOf(toks[head].low)]
+	t := toks[i]
+
+	if t.is("as", "into", "to", "in") {
+		k := i + 1
+		for k < p.end && k < i+4 && (determiners[toks[k].low] || toks[k].is("new", "separate", "single", "standalone", "proper", "real")) {
+			k++
+		}
+		if k >= p.end || u.neg[k] || u.inl[k] {
+			return
+		}
+		format := formatHead(u, k, p.end)
+		noun := fileNounHead(toks, k, p.end) || // "to a file", "to a JSON file"
+			format && k+1 < p.end && fileNounHead(toks, k+1, p.end)
+		if !format && !noun {
+			return
+		}
+		switch t.low {
+		case "as", "into":
+			if hc != verbInput && hc != verbReply && hc != verbEdit || digest {
+				p.request(u, "unnamed request: "+dest(t.low), i, min(k, p.end-1))
+			}
+		case "to":
+			if outputish || (noun && vc == verbTransform) {
+				p.request(u, "unnamed request: "+dest(t.low), i, min(k, p.end-1))
+			}
+		case "in":
+			switch {
+			case format && k+1 < p.end && toks[k+1].is("format", "form"):
+				if hc != verbInput && hc != verbReply && hc != verbEdit {
+					p.request(u, "unnamed request: "+dest(t.low), i, min(k, p.end-1))
+				}
+			case !toks[i+1].is("a", "an") || i > 0 && toks[i-1].is("is", "are", "was", "were", "be", "goes", "go"):
+				// "in the PDF" is where something already is; "what is in a PDF"
+			case isOutputish(hc) || digest:
+				p.request(u, "unnamed request: "+dest(t.low), i, min(k, p.end-1)) // "put the results in a CSV", "summarize X in a PDF"
+			case hc == verbReply && (noun || formats[toks[k].low]):
+				p.request(u, "unnamed request: "+dest(t.low), i, min(k, p.end-1)) // "explain the results in a Word document"
+			}
+		}
+		return
+	}
+
+	strong := formats[t.low] && formatHead(u, i, p.end) || countedFormat(u, i, p.end)
+	if !strong && !fileNounHead(toks, i, p.end) {
+		return
+	}
+	if inputPreps[prep] || !outputish {
+		return
+	}
+	for k := i - 1; k >= p.start && k >= i-2; k-- {
+		if inputDets[toks[k].low] || tempWords[toks[k].low] {
+			return
+		}
+	}
+	if prepOfVerb {
+		return // "advice on naming files": not the verb's object
+	}
+	p.request(u, "unnamed request: a file or format is the object of the output verb", max(lastVerb, p.start), i)
+}
+
+// dest names the destination rule of the preposition w.
+func dest(w string) string {
+	return "a file or format after the destination \"" + w + "\""
+}
+
+// isOutputish reports whether a verb of class c makes its object an
+// output.
+func isOutputish(c verbClass) bool {
+	return c == verbOutput || c == verbExport || c == verbAttach || c == verbSend || c == verbPseudo || c == verbWant
+}
+
+// countedFormat reports whether the text format at toks[i] is a counted
+// noun of its own, so a document: "a CSV of all active users", "a clean JSON",
+// but not "a JSON parser", "a Markdown summary" or "JSON" alone.
+func countedFormat(u *unit, i, end int) bool {
+	toks := u.toks
+	if strong, ok := formats[toks[i].low]; !ok || strong || toks[i].kind != tokWord {
+		return false
+	}
+	switch {
+	case i > 0 && toks[i-1].is("a", "an"):
+	case i > 1 && toks[i-2].is("a", "an") && toks[i-1].kind == tokWord && !functionWords[toks[i-1].low] &&
+		lemmaOf(toks[i-1].low) == "" && !fileNouns[toks[i-1].low]:
+	default:
+		return false
+	}
+	if i+1 >= end {
+		return true
+	}
+	n := toks[i+1]
+	return n.kind == tokPunct || n.kind == tokWord && (functionWords[n.low] || strings.HasSuffix(n.low, "ing"))
+}
+
+// formatHead reports whether toks[k] is a format word used as the head of
+// its noun phrase ("a CSV", "a PDF report") rather than as a modifier ("a CSV
+// parser").
+func formatHead(u *unit, k, end int) bool {
+	t := u.toks[k]
+	if _, ok := formats[t.low]; !ok || t.kind != tokWord {
+		return false
+	}
+	if k+1 >= end {
+		return !t.is("word")
+	}
+	n := u.toks[k+1]
+	if t.is("word") {
+		return n.is("document", "documents", "doc", "docs", "file", "files")
+	}
+	if n.kind != tokWord || docNouns[n.low] || functionWords[n.low] || determiners[n.low] ||
+		u.verbAt(k+1) || strings.HasSuffix(n.low, "ing") {
+		return true
+	}
+	_, format := formats[n.low]
+	return format
+}
+
+// fileNounHead reports whether toks[k] is "file", "attachment" or the
+// like used as a noun of its own ("a file"), not as a modifier ("file
+// permissions").
+func fileNounHead(toks []token, k, end int) bool {
+	if !fileNouns[toks[k].low] || toks[k].kind != tokWord {
+		return false
+	}
+	return k+1 >= end || !fileModifiers[toks[k+1].low]
+}
+
+// markerLen returns the length of a delivery marker at toks[i]
+// ("downloadable", "download link", "for download", "as an attachment"), or 0.
+func markerLen(toks []token, i int) int {
+	at := func(k int, words ...string) bool { return k < len(toks) && toks[k].is(words...) }
+	t := toks[i]
+	switch {
+	case t.is("downloadable"):
+		return 1
+	case t.is("download") && at(i+1, "link", "links", "url"):
+		return 2
+	case t.is("for", "to", "can", "could") && at(i+1, "download"):
+		return 2
+	case t.is("as"):
+		k := i + 1
+		if at(k, "a", "an") {
+			k++
+		}
+		if at(k, "attachment", "attachments", "download") {
+			return k - i + 1
+		}
+	}
+	return 0
+}
+
+// pronounAt reports whether toks[i] is a pronoun object that refers back
+// to a file ("it", "them", "this", "the file", "these files").
+func pronounAt(toks []token, i, end int) (found, plural, np bool) {
+	t := toks[i]
+	next := func() (token, bool) {
+		if i+1 < end {
+			return toks[i+1], true
+		}
+		return token{}, false
+	}
+	switch {
+	case t.is("it"):
+		return true, false, false
+	case t.is("them", "both"):
+		return true, true, false
+	case t.is("this", "that", "these", "those", "the"):
+		n, ok := next()
+		plural := t.is("these", "those")
+		if ok && n.is("file", "attachment", "output", "document") {
+			return true, plural, false
+		}
+		if ok && n.is("files", "attachments", "outputs", "documents") {
+			return true, true, false
+		}
+		if !t.is("the") && (!ok || n.kind != tokWord || functionWords[n.low]) {
+			return true, plural, false
+		}
+		if t.is("the") && ok {
+			return anaphoricNP(toks, i+1, end)
+		}
+	}
+	return false, false, false
+}
+
+// anaphoricNP reports whether the noun phrase after "the" at toks[k] refers
+// back to a file made or edited earlier in the same item: a head that names a
+// made thing ("the result", "the corrected one", "the revised copy", "the new
+// version") or any head after a participle ("the edited config", "the
+// patched stylesheet", "the cleaned-up version").
+func anaphoricNP(toks []token, k, end int) (found, plural, np bool) {
+	modified := false
+	for n := 0; k < end && n < 4 && toks[k].kind == tokWord; k, n = k+1, n+1 {
+		w := toks[k].low
+		if anaphorHeads[w] {
+			return true, anaphorPlurals[w], true
+		}
+		if madeModifiers[w] || participle(w) {
+			modified = true
+			continue
+		}
+		if modified && !functionWords[w] {
+			return true, strings.HasSuffix(w, "s"), true
+		}
+		return false, false, false
+	}
+	return false, false, false
+}
+
+// participle reports whether w looks like a past participle used as an
+// adjective: "updated", "cleaned-up", "rewritten".
+func participle(w string) bool {
+	base, _, _ := strings.Cut(w, "-")
+	return len(base) > 3 && strings.HasSuffix(base, "ed") || irregularVerbs[base] != "" && strings.HasSuffix(base, "n")
+}
+
+func repoAt(toks []token, i int) bool {
+	t := toks[i]
+	if t.is("pr", "prs", "mr", "branch", "branches", "commit", "commits") {
+		return true
+	}
+	return t.is("pull", "merge") && i+1 < len(toks) && toks[i+1].is("request", "requests")
+}
+
+// prepSkip reports whether t is transparent when looking for the word
+// that governs a file: other files, coordinators, determiners, "file",
+// quotes.
+func prepSkip(t token) bool {
+	switch t.kind {
+	case tokFile:
+		return true
+	case tokPunct:
+		return !t.punct(";", ".", "!", "?")
+	case tokWord:
+		return determiners[t.low] || inputDets[t.low] || prepFillers[t.low]
+	}
+	return false
+}
+
+// findQualifier returns the index of a "not a deliverable" qualifier in
+// toks, or -1.
+func findQualifier(toks []token) int {
+	for i, t := range toks {
+		if t.is("non-deliverable", "non-deliverables") {
+			return i
+		}
+		if !t.is("not", "no", "never", "isn't", "aren't", "nor") {
+			continue
+		}
+		for j := i + 1; j < len(toks) && j <= i+5; j++ {
+			if toks[j].kind != tokWord {
+				break
+			}
+			if toks[j].is("deliverable", "deliverables", "delivery", "delivered") {
+				return i
+			}
+		}
+	}
+	return -1
+}
+
+// denialAt reports whether an expected-denial marker starts at toks[i]:
+// "must be denied", "should fail", "is rejected", "negative test", "EACCES".
+func denialAt(toks []token, i int) bool {
+	t := toks[i]
+	prev := func(words ...string) bool { return i > 0 && toks[i-1].is(words...) }
+	switch {
+	case t.is("denied"):
+		return prev("be", "is", "are", "was", "were", "been", "being", "get", "gets", "got", "permission", "access")
+	case t.is("fail"):
+		return prev("must", "should", "will", "to", "shall")
+	case t.is("rejected", "refused", "blocked", "forbidden", "prevented"):
+		return prev("be", "is", "are", "was", "were", "been", "get", "gets")
+	case t.is("negative"):
+		return i+1 < len(toks) && toks[i+1].is("test", "tests", "case", "check")
+	case t.is("eacces", "eperm", "erofs"):
+		return true
+	case t.is("succeed"):
+		return prev("not", "never")
+	case t.is("permitted", "allowed"):
+		return prev("not")
+	}
+	return false
+}

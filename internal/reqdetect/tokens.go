@@ -1,0 +1,296 @@
+package reqdetect
+
+import (
+	"slices"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// ---------------------------------------------------------------------------
+// Tokens
+
+type tokKind uint8
+
+const (
+	tokWord  tokKind = iota + 1 // letters, inner apostrophes and hyphens
+	tokFile                     // a file name or path with a known extension
+	tokPunct                    // one punctuation rune
+	tokOther                    // numbers, URLs, paths without an extension, mixed tokens
+)
+
+type token struct {
+	text string // verbatim from the objective
+	low  string // lower-cased, curly apostrophes folded to '
+	kind tokKind
+	pos  int // byte offset of text in the objective
+}
+
+// is reports whether t is a word equal to one of words.
+func (t token) is(words ...string) bool {
+	return t.kind == tokWord && slices.Contains(words, t.low)
+}
+
+func (t token) punct(marks ...string) bool {
+	return t.kind == tokPunct && slices.Contains(marks, t.low)
+}
+
+func punctTok(s string) token { return token{text: s, low: s, kind: tokPunct} }
+
+// isRunRune reports whether r belongs to a word or path run.
+func isRunRune(r rune) bool {
+	if r == utf8.RuneError {
+		return false
+	}
+	return unicode.IsLetter(r) || unicode.IsDigit(r) || unicode.IsMark(r) ||
+		strings.ContainsRune(`_-./~+\:'’`, r)
+}
+
+// tokenizeAt tokenizes s, which starts at byte offset base of the objective,
+// and records each token's offset.
+func tokenizeAt(s string, base int) []token {
+	toks := tokenize(s)
+	at := 0
+	for i := range toks {
+		if k := strings.Index(s[at:], toks[i].text); k >= 0 {
+			at += k
+		}
+		toks[i].pos = base + at
+		at += len(toks[i].text)
+	}
+	return toks
+}
+
+// tokenize splits one line into tokens. Every token's text is a
+// substring of s.
+func tokenize(s string) []token {
+	var toks []token
+	for i := 0; i < len(s); {
+		r, w := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case unicode.IsSpace(r):
+			i += w
+		case r == '"' || r == '`' || r == '“':
+			if n, ok := quotedFile(s[i:], r, w); ok {
+				inner := s[i+w : i+n]
+				closeW := len(closingQuote(r))
+				toks = append(toks, punctTok(s[i:i+w]), token{text: inner, low: strings.ToLower(inner), kind: tokFile},
+					punctTok(s[i+n:i+n+closeW]))
+				i += n + closeW
+				continue
+			}
+			toks = append(toks, punctTok(s[i:i+w]))
+			i += w
+		case isRunRune(r):
+			j := i + w
+			for j < len(s) {
+				r2, w2 := utf8.DecodeRuneInString(s[j:])
+				if !isRunRune(r2) {
+					break
+				}
+				j += w2
+			}
+			toks = splitRun(toks, s[i:j])
+			i = j
+		default:
+			toks = append(toks, punctTok(s[i:i+w]))
+			i += w
+		}
+	}
+	return toks
+}
+
+func closingQuote(open rune) string {
+	if open == '“' {
+		return "”"
+	}
+	return string(open)
+}
+
+// quotedFile reports whether s starts with a quoted file name that
+// contains blanks ("final report.pdf"); n is the offset of the closing quote.
+// Names without blanks are found by the ordinary tokenizer.
+func quotedFile(s string, open rune, w int) (n int, ok bool) {
+	closing := closingQuote(open)
+	window := s[w:]
+	if len(window) > 256 {
+		window = window[:256]
+	}
+	end := strings.Index(window, closing)
+	if end <= 0 {
+		return 0, false
+	}
+	inner := s[w : w+end]
+	if !strings.Contains(inner, " ") || strings.TrimSpace(inner) != inner ||
+		strings.ContainsAny(inner, "\"`“”\t\r\n") || !IsFile(inner) {
+		return 0, false
+	}
+	return w + end, true
+}
+
+// splitRun classifies one run of word and path characters: quotes around it
+// and sentence punctuation after it become punctuation tokens, a URL stays one
+// token, and colons separate pieces (a drive letter excepted).
+func splitRun(toks []token, run string) []token {
+	for run != "" {
+		r, w := utf8.DecodeRuneInString(run)
+		if r != '\'' && r != '’' {
+			break
+		}
+		toks = append(toks, punctTok(run[:w]))
+		run = run[w:]
+	}
+	end := len(run)
+	for end > 0 {
+		r, w := utf8.DecodeLastRuneInString(run[:end])
+		if r != '.' && r != ':' && r != '\'' && r != '’' {
+			break
+		}
+		end -= w
+	}
+	core, tail := run[:end], run[end:]
+	if core != "" {
+		low := strings.ToLower(core)
+		if strings.Contains(low, "://") || strings.HasPrefix(low, "mailto:") {
+			toks = append(toks, token{text: core, low: low, kind: tokOther})
+		} else {
+			toks = splitColons(toks, core)
+		}
+	}
+	for tail != "" {
+		_, w := utf8.DecodeRuneInString(tail)
+		toks = append(toks, punctTok(tail[:w]))
+		tail = tail[w:]
+	}
+	return toks
+}
+
+// splitColons splits s at colons ("report.md:12" is the file report.md, a
+// colon and a number) and classifies each piece. A leading drive letter
+// ("C:\out\a.pdf") is not split.
+func splitColons(toks []token, s string) []token {
+	from := 0
+	if len(s) > 2 && s[1] == ':' && (s[2] == '\\' || s[2] == '/') &&
+		(s[0]|0x20 >= 'a' && s[0]|0x20 <= 'z') {
+		from = 2
+	}
+	for {
+		i := strings.IndexByte(s[from:], ':')
+		if i < 0 {
+			if s != "" {
+				toks = append(toks, classify(s))
+			}
+			return toks
+		}
+		i += from
+		if i > 0 {
+			toks = append(toks, classify(s[:i]))
+		}
+		toks = append(toks, punctTok(s[i:i+1]))
+		s, from = s[i+1:], 0
+	}
+}
+
+func classify(s string) token {
+	low := strings.ToLower(strings.ReplaceAll(s, "’", "'"))
+	if IsFile(s) {
+		return token{text: s, low: low, kind: tokFile}
+	}
+	hasLetter, onlyLetters := false, true
+	for _, r := range s {
+		switch {
+		case unicode.IsLetter(r) || unicode.IsMark(r):
+			hasLetter = true
+		case r == '\'' || r == '’' || r == '-':
+		default:
+			onlyLetters = false
+		}
+	}
+	if hasLetter && onlyLetters {
+		return token{text: s, low: low, kind: tokWord}
+	}
+	return token{text: s, low: low, kind: tokOther}
+}
+
+// IsFile reports whether s names a file: its last path element is
+// name.ext with a non-empty name and an extension from fileExts, and it is
+// not a framework's name ("Node.js").
+func IsFile(s string) bool {
+	base := s[strings.LastIndexAny(s, `/\`)+1:]
+	dot := strings.LastIndexByte(base, '.')
+	if dot <= 0 || dot == len(base)-1 {
+		return false
+	}
+	if !fileExts[strings.ToLower(base[dot+1:])] {
+		return false
+	}
+	if strings.Trim(base[:dot], ".-_~+'’") == "" {
+		return false
+	}
+	return !notFiles[strings.ToLower(s)]
+}
+
+// ---------------------------------------------------------------------------
+// Stage 1 and 2: lines, blocks, paragraphs, sentences
+
+// unit is one sentence of prose or of a Deliverables item.
+type unit struct {
+	src       string // the whole objective, which the tokens' offsets index
+	toks      []token
+	item      bool        // inside a Deliverables block
+	question  bool        // a question ("Who wrote report.pdf?"), not a request
+	cls       []verbClass // verb class of each token used as a verb
+	neg       []bool      // token lies in a negated phrase or noun phrase
+	inl       []bool      // token is covered by an inline marker
+	inPlace   bool        // says "in place": verbless files are edited, not delivered
+	phrases   []*phrase
+	qualifier int  // token index of a "not a deliverable" qualifier, or -1
+	denial    bool // carries a denied-write marker
+	bare      bool // names no file and requests nothing (set before pronouns resolve)
+	last      int  // last phrase that names a file or requests one, or -1 (likewise)
+}
+
+func splitSentences(toks []token, item bool) []*unit {
+	var units []*unit
+	add := func(ts []token, asked bool) {
+		for _, t := range ts {
+			if t.kind == tokWord || t.kind == tokFile {
+				u := &unit{toks: ts, item: item}
+				u.question = asked && ts[0].is(questionWords...) && !politeAsk(ts)
+				units = append(units, u)
+				return
+			}
+		}
+	}
+	start := 0
+	for i, t := range toks {
+		if !t.punct(".", "!", "?", "…") {
+			continue
+		}
+		if t.low == "." && i > 0 && abbrevs[toks[i-1].low] {
+			continue
+		}
+		add(toks[start:i], t.low == "?")
+		start = i + 1
+	}
+	add(toks[start:], false)
+	return units
+}
+
+// politeAsk reports whether a question is a request phrased politely
+// ("Is it possible to attach the log file?", "Do you mind attaching it?").
+// A question opened by a wh-word ("Who is able to attach report.pdf?") is
+// not one.
+func politeAsk(toks []token) bool {
+	if !toks[0].is("is", "are", "do", "does", "would", "could", "will") {
+		return false
+	}
+	for i := 1; i+1 < len(toks) && i < 8; i++ {
+		t, n := toks[i], toks[i+1]
+		if t.is("possible", "able", "way") && n.is("to") ||
+			t.is("you") && n.is("mind") && i+2 < len(toks) && strings.HasSuffix(toks[i+2].low, "ing") {
+			return true
+		}
+	}
+	return false
+}

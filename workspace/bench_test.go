@@ -1,0 +1,150 @@
+package workspace_test
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/airlockdev/airlock/stage"
+	"github.com/airlockdev/airlock/workspace"
+)
+
+// genRepo writes the benchmark repository: 2,000 files in 40 directories,
+// 200 commits (each later one edits 10 files), and a few dirty edits.
+func genRepo(b *testing.B, dir string) {
+	b.Helper()
+	sh := func(script string) {
+		cmd := exec.Command("/bin/sh", "-c", script)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), gitEnv...)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			b.Fatalf("%s: %v: %s", script, err, out)
+		}
+	}
+	sh("git init -q -b main")
+	for d := range 40 {
+		p := filepath.Join(dir, fmt.Sprintf("pkg%02d", d))
+		if err := os.MkdirAll(p, 0o755); err != nil {
+			b.Fatal(err)
+		}
+		for f := range 50 {
+			body := strings.Repeat(fmt.Sprintf("line %d of file %d in %d\n", f, f, d), 40+f)
+			if err := os.WriteFile(filepath.Join(p, fmt.Sprintf("f%02d.txt", f)), []byte(body), 0o644); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	sh("git add -A && git commit -q -m c0")
+	sh(`i=1; while [ $i -lt 200 ]; do for j in 0 1 2 3 4 5 6 7 8 9; do d=$(( (i*7+j) % 40 )); echo "edit $i" >> pkg$(printf %02d $d)/f$(printf %02d $j).txt; done; git commit -q -am c$i; i=$((i+1)); done`)
+	sh("echo dirty >> pkg00/f00.txt && echo dirty >> pkg01/f01.txt && echo new > untracked.txt && git add pkg01/f01.txt")
+}
+
+func agentCommit(b *testing.B, remote string, i int) {
+	cmd := exec.Command("/bin/sh", "-c", fmt.Sprintf("echo agent %d >> pkg05/f05.txt && git commit -q -am agent%d && echo dirty%d > agent-dirty.txt", i, i, i))
+	cmd.Dir = remote
+	cmd.Env = append(os.Environ(), gitEnv...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		b.Fatalf("%v: %s", err, out)
+	}
+}
+
+// BenchmarkRoundTrip measures Prepare + Restore against the equivalent
+// manual commands, and a second Prepare on the same sandbox.
+//
+//	go test -run '^$' -bench BenchmarkRoundTrip -benchtime 5x ./workspace/
+func BenchmarkRoundTrip(b *testing.B) {
+	src := b.TempDir()
+	genRepo(b, src)
+	clone := func(b *testing.B) string {
+		dir := filepath.Join(b.TempDir(), "local")
+		cmd := exec.Command("/bin/sh", "-c", `cp -a "$0" "$1"`, src, dir)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			b.Fatalf("%v: %s", err, out)
+		}
+		return dir
+	}
+	b.Run("workspace", func(b *testing.B) {
+		for i := 0; b.Loop(); i++ {
+			b.StopTimer()
+			local := clone(b)
+			remote := filepath.Join(b.TempDir(), "sandbox")
+			spec := workspace.Spec{Local: local, Remote: remote, Runner: stage.LocalRunner("/")}
+			b.StartTimer()
+			r, err := workspace.Prepare(b.Context(), spec)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.StopTimer()
+			agentCommit(b, remote, i)
+			b.StartTimer()
+			if _, err := r.Restore(b.Context()); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("manual", func(b *testing.B) {
+		run := stage.LocalRunner("/")
+		for i := 0; b.Loop(); i++ {
+			b.StopTimer()
+			local := clone(b)
+			remote := filepath.Join(b.TempDir(), "sandbox")
+			b.StartTimer()
+			// git bundle create | clone; tar of the dirty files | tar x.
+			script := fmt.Sprintf(`set -e
+export GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null
+cd %[1]s
+git bundle create -q %[1]s.bundle --all
+git clone -q -b main %[1]s.bundle %[2]s
+{ git diff --name-only; git diff --cached --name-only; git ls-files -o --exclude-standard; } | sort -u | tar -c -f - -T - | (cd %[2]s && tar -x -f -)
+`, local, remote)
+			if err := run.Run(b.Context(), stage.Command{Script: script}); err != nil {
+				b.Fatal(err)
+			}
+			b.StopTimer()
+			agentCommit(b, remote, i)
+			b.StartTimer()
+			// git bundle back; fetch; fast-forward; tar of the dirty files back.
+			script = fmt.Sprintf(`set -e
+export GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null
+cd %[2]s
+git bundle create -q %[2]s.back main ^origin/main
+{ git diff --name-only; git ls-files -o --exclude-standard; } | sort -u | tar -c -f %[2]s.tar -T -
+cd %[1]s
+git fetch -q %[2]s.back main:refs/heads/back
+git update-ref refs/heads/main refs/heads/back
+tar -x -f %[2]s.tar
+`, local, remote)
+			if err := run.Run(b.Context(), stage.Command{Script: script}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	for _, name := range []string{"first-prepare", "second-prepare"} {
+		b.Run(name, func(b *testing.B) {
+			local := clone(b)
+			for i := 0; b.Loop(); i++ {
+				b.StopTimer()
+				remote := filepath.Join(b.TempDir(), "sandbox")
+				spec := workspace.Spec{Local: local, Remote: remote, Runner: stage.LocalRunner("/")}
+				if name == "second-prepare" {
+					if _, err := workspace.Prepare(b.Context(), spec); err != nil {
+						b.Fatal(err)
+					}
+					cmd := exec.Command("/bin/sh", "-c", fmt.Sprintf("echo more%d >> pkg09/f09.txt && git commit -q -am more%d", i, i))
+					cmd.Dir = local
+					cmd.Env = append(os.Environ(), gitEnv...)
+					if out, err := cmd.CombinedOutput(); err != nil {
+						b.Fatalf("%v: %s", err, out)
+					}
+				}
+				b.StartTimer()
+				if _, err := workspace.Prepare(b.Context(), spec); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

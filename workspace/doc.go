@@ -1,0 +1,86 @@
+// Package workspace carries a local work tree to a sandbox and back, with
+// no git remote anywhere: the local execution-workspace directory is the
+// only persistence boundary across runs.
+//
+// [Prepare] gives the sandbox (through a [stage.Runner]) a copy of
+// Spec.Local at Spec.Remote and returns a [Round]; [Round.Restore] brings
+// the agent's commits and edits back. [Reopen] recovers a round by its id
+// after a host restart.
+//
+// # Git work trees
+//
+// History travels as a git bundle of one temporary ref
+// (refs/airlock/tmp/<round id>/snap, deleted on return, also on error or
+// cancellation). The dirty state (tracked edits, staged changes, untracked
+// files that are not ignored, deletions) is a snapshot commit built with a
+// temporary index (a copy of the user's index, GIT_INDEX_FILE): the user's
+// index file, work tree and refs are not modified. The sandbox gets a
+// repository (git init when absent), the same branch (or a detached HEAD)
+// at the same commit, the user's index and the work tree, so git status
+// there shows what it shows locally. A second Prepare on the same sandbox
+// sends only the commits it lacks. Ignored files and Spec.Exclude do not
+// travel; committed history always travels whole.
+//
+// Restore snapshots the sandbox's work tree the same way and receives one
+// incremental bundle: it is checked with git bundle verify and list-heads,
+// its pack is indexed with index-pack --strict (fsck, every warning fatal),
+// and its snapshot goes to a private ref that is deleted afterwards. The
+// sandbox's HEAD is integrated by fast-forward when the local HEAD is its
+// ancestor, else by a merge commit (git merge-tree --write-tree and
+// commit-tree, committer from [WithCommitter]); the ref moves by
+// compare-and-swap (git update-ref ref new old), retried a bounded number of
+// times. Index entries that still matched the old HEAD follow the new one;
+// entries the user staged differently are left alone. No new commits is a
+// result, not an error.
+//
+// # Plain directories
+//
+// Prepare clears Spec.Remote except stage.RuntimeDir and sends the tree as
+// one tar stream (read through internal/tree, links skipped); its manifest
+// is the baseline. Restore reads the sandbox's tar stream as hostile.
+//
+// # The 3-way merge (both kinds)
+//
+// Against the prepare-time baseline: a remote change beats the baseline; a
+// local edit beats a remote change or deletion (reported in Kept); a
+// deletion applies only to an entry still equal to the baseline; a
+// non-empty directory is never deleted. Files are written atomically
+// (temporary file and rename) through an os.Root on the work tree;
+// permission bits are kept (git: 0644 or 0755) without setuid, setgid and
+// sticky bits.
+//
+// # Guarantees
+//
+//   - Nothing reads or writes a git remote; git remote stays empty on both
+//     sides. Host git runs with hooks off, system and global configuration
+//     ignored, no prompt, and the host's GIT_* variables removed
+//     (internal/gitexec); sandbox scripts do the same.
+//   - A missing or too old tool (host git 2.38, sandbox git 2.20, find, tar)
+//     is a *ToolError naming it, before anything is changed.
+//   - Sandbox content is hostile. A path that is not clean or escapes, a
+//     symbolic link whose target leaves the work tree, a FIFO, socket or
+//     device, a regular file with several links or a setuid/setgid bit, a
+//     path with a .git component or under stage.RuntimeDir, a submodule,
+//     and anything past [WithMaxBytes] is never written and is listed in
+//     Result.Refused; a malformed stream or bundle fails with ErrHostile
+//     and writes nothing. A truncated stream deletes nothing.
+//   - Restores of one work tree are serialized by a lock (flock on
+//     <git dir>/airlock/restore.lock, or <Local>/.airlock/restore.lock for
+//     a plain directory); a dead owner's lock is free at once; the wait is
+//     bounded and ends in ErrLocked.
+//
+// # Non-guarantees
+//
+//   - The baseline of a git round is a commit kept only as unreferenced
+//     objects; a git gc --prune=now during the run loses it, and Restore
+//     then fails naming the missing tree (the default gc keeps such objects
+//     for two weeks).
+//   - The host trusts its own state directory and its own git.
+//   - A local file changed between the check and the write of a restore
+//     may be overwritten (there is no lock against other writers of the
+//     work tree); a parent directory swapped for a link is refused, but
+//     only as of the moment it was checked.
+//   - Files are not fsynced.
+//   - The tar writer and hostile tar reader live in tarstream.go until the
+//     shared internal package of stage lands.
+package workspace

@@ -1,0 +1,82 @@
+package workspace
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// Sentinel errors. Every error a caller may branch on wraps one of them
+// (test with [errors.Is]).
+var (
+	// ErrSpec reports an unusable Spec or option: a relative or unclean
+	// path, a missing Runner, a bad exclude pattern. Nothing was changed.
+	ErrSpec = errors.New("invalid workspace spec")
+	// ErrTool reports a missing or too old tool on the host or in the
+	// sandbox. It is a *ToolError; nothing was changed.
+	ErrTool = errors.New("required tool missing or too old")
+	// ErrHostile reports sandbox output that breaks the protocol: a
+	// malformed status line, a bundle that does not verify or fails fsck,
+	// a bundle whose refs are not the ones asked for. Nothing of it was
+	// written locally.
+	ErrHostile = errors.New("sandbox sent invalid data")
+	// ErrTooLarge reports sandbox history (the bundle) larger than
+	// WithMaxBytes; nothing of it was integrated.
+	ErrTooLarge = errors.New("sandbox data exceeds the byte limit")
+	// ErrConflict reports diverged histories whose merge has conflicts. It
+	// is a *ConflictError; local refs and files are unchanged.
+	ErrConflict = errors.New("merge conflict")
+	// ErrLocked reports a restore that waited too long for another restore
+	// of the same work tree.
+	ErrLocked = errors.New("work tree restore lock held")
+	// ErrRace reports a local ref that kept moving while a restore tried to
+	// install its result (compare-and-swap retries exhausted).
+	ErrRace = errors.New("local ref changed during restore")
+	// ErrNoRound reports a Reopen of an id whose state is not there.
+	ErrNoRound = errors.New("no such workspace round")
+	// ErrBadState reports a round state file that does not decode strictly.
+	ErrBadState = errors.New("malformed workspace round state")
+	// ErrRepo reports a host git work tree in a state Prepare cannot ship:
+	// unmerged index entries, a bare repository, a work tree whose top is
+	// not Spec.Local.
+	ErrRepo = errors.New("unusable local repository")
+)
+
+// ToolError names a tool that is missing or too old.
+type ToolError struct {
+	Tool  string // "git", "tar", "find", "sh"
+	Where string // "host" or "sandbox"
+	Have  string // the version found, "" when missing
+	Need  string // the minimum version, "" when any will do
+}
+
+func (e *ToolError) Error() string {
+	if e.Have == "" {
+		return fmt.Sprintf("workspace: %s is missing on the %s; install %s%s", e.Tool, e.Where, e.Tool, need(e.Need))
+	}
+	return fmt.Sprintf("workspace: %s on the %s is %s; install %s%s", e.Tool, e.Where, e.Have, e.Tool, need(e.Need))
+}
+
+func need(v string) string {
+	if v == "" {
+		return ""
+	}
+	return " " + v + " or later"
+}
+
+// Is matches ErrTool.
+func (e *ToolError) Is(target error) bool { return target == ErrTool }
+
+// ConflictError lists the paths a merge of diverged histories could not
+// resolve.
+type ConflictError struct {
+	Paths []string
+}
+
+func (e *ConflictError) Error() string {
+	return "workspace: merging the sandbox's commits conflicts in " + strings.Join(e.Paths, ", ") +
+		"; nothing was changed locally: resolve by hand (the sandbox still holds its commits) and restore again"
+}
+
+// Is matches ErrConflict.
+func (e *ConflictError) Is(target error) bool { return target == ErrConflict }

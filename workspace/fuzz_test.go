@@ -1,0 +1,162 @@
+package workspace
+
+import (
+	"archive/tar"
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/airlockdev/airlock/internal/tree"
+)
+
+// FuzzRestoreHeader checks the parser of a sandbox's restore stream: what
+// it accepts names only clean relative paths, a known tail and well-formed
+// object names, and serializing the result again parses to the same.
+// Seeds: testdata/fuzz/FuzzRestoreHeader.
+func FuzzRestoreHeader(f *testing.F) {
+	f.Add([]byte("airlock-restore 1\nreport 0\nnochange\n"), true)
+	f.Add([]byte("airlock-restore 1\nreport 8\nh./a/b\x00s./c\x00nochange\n"), true)
+	f.Add([]byte("airlock-restore 1\nreport 0\nbundle - "+strings.Repeat("a", 40)+"\nPACK"), true)
+	f.Add([]byte("airlock-restore 1\nreport 7\nh../x\x00\x00tar\n"), false)
+	f.Add([]byte("airlock-restore 1\nreport 0\ntar\n"), false)
+	f.Fuzz(func(t *testing.T, data []byte, git bool) {
+		br := bufio.NewReader(bytes.NewReader(data))
+		h, err := readHeader(br, git)
+		if err != nil {
+			return
+		}
+		var rep bytes.Buffer
+		keys := make([]string, 0, len(h.special))
+		for p := range h.special {
+			if !tree.ValidPath(p) {
+				t.Fatalf("accepted path %q", p)
+			}
+			keys = append(keys, p)
+		}
+		slices.Sort(keys)
+		for _, p := range keys {
+			c := "h"
+			if strings.Contains(h.special[p], "FIFO") {
+				c = "s"
+			}
+			fmt.Fprintf(&rep, "%s./%s\x00", c, p)
+		}
+		tail := h.tail
+		switch h.tail {
+		case "bundle":
+			head := h.head
+			if head == "" {
+				head = "-"
+			} else if !isHex(head) {
+				t.Fatalf("accepted head %q", head)
+			}
+			if !isHex(h.snap) {
+				t.Fatalf("accepted snap %q", h.snap)
+			}
+			tail = "bundle " + head + " " + h.snap
+		case "nochange":
+			if !git {
+				t.Fatal("nochange accepted for a plain stream")
+			}
+		case "tar", "empty":
+			if git {
+				t.Fatal("a plain tail accepted for a git stream")
+			}
+		default:
+			t.Fatalf("accepted tail %q", h.tail)
+		}
+		again := fmt.Sprintf("airlock-restore 1\nreport %d\n%s%s\n", rep.Len(), rep.String(), tail)
+		h2, err := readHeader(bufio.NewReader(strings.NewReader(again)), git)
+		if err != nil {
+			t.Fatalf("re-serialized header %q does not parse: %v", again, err)
+		}
+		if h2.tail != h.tail || h2.head != h.head || h2.snap != h.snap || len(h2.special) != len(h.special) {
+			t.Fatalf("round trip changed the header: %+v vs %+v", h2, h)
+		}
+	})
+}
+
+// FuzzReadTar checks the hostile tar reader: an entry's Path is either
+// empty or a clean relative path, and no more than the limit of content is
+// ever handed out.
+func FuzzReadTar(f *testing.F) {
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	tw.WriteHeader(&tar.Header{Name: "../x", Typeflag: tar.TypeReg, Size: 3, Mode: 0o4755})
+	tw.Write([]byte("abc"))
+	tw.WriteHeader(&tar.Header{Name: "./d/", Typeflag: tar.TypeDir, Mode: 0o755})
+	tw.WriteHeader(&tar.Header{Name: "d/l", Typeflag: tar.TypeSymlink, Linkname: "/etc"})
+	tw.Close()
+	f.Add(buf.Bytes(), int64(2))
+	f.Add(buf.Bytes(), int64(100))
+	f.Fuzz(func(t *testing.T, data []byte, limit int64) {
+		if limit < 0 {
+			limit = -limit
+		}
+		var got int64
+		err := readTar(bytes.NewReader(data), limit, func(e tarEntry, r io.Reader) error {
+			if e.Path != "" && (!tree.ValidPath(e.Path) || strings.HasPrefix(e.Path, "/")) {
+				t.Fatalf("unclean path %q accepted", e.Path)
+			}
+			if r == nil {
+				return nil
+			}
+			n, _ := io.Copy(io.Discard, r)
+			if e.Mode.IsRegular() {
+				got += n
+			}
+			return nil
+		})
+		_ = err
+		if got > limit {
+			t.Fatalf("handed out %d bytes past the limit %d", got, limit)
+		}
+	})
+}
+
+// FuzzProbe checks the probe parser: it accepts only known tools and
+// object names, and never more than maxProbeHave of them.
+func FuzzProbe(f *testing.F) {
+	f.Add([]byte("tool git\ntool tar\ngitversion git version 2.39.5\nhave " + strings.Repeat("b", 40) + "\nend\n"))
+	f.Add([]byte("tool sh\nend\n"))
+	f.Add([]byte("end"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		p, err := parseProbe(data)
+		if err != nil {
+			return
+		}
+		for tool := range p.tools {
+			if tool != "git" && tool != "tar" && tool != "find" {
+				t.Fatalf("tool %q accepted", tool)
+			}
+		}
+		if len(p.have) > maxProbeHave {
+			t.Fatal("too many commits accepted")
+		}
+		for _, h := range p.have {
+			if !isHex(h) {
+				t.Fatalf("object name %q accepted", h)
+			}
+		}
+	})
+}
+
+// FuzzDecodeRecord: whatever decodes re-encodes to the same bytes.
+func FuzzDecodeRecord(f *testing.F) {
+	r := record{Schema: recordSchema, ID: strings.Repeat("a", 24), Kind: kindPlain, Local: "/l", Remote: "/r", Exclude: []string{}}
+	f.Add(r.encode())
+	f.Add(append(r.encode(), ' '))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		rec, err := decodeRecord(data)
+		if err != nil {
+			return
+		}
+		if !bytes.Equal(rec.encode(), data) {
+			t.Fatalf("accepted non-canonical %q", data)
+		}
+	})
+}

@@ -1,0 +1,908 @@
+package workspace
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/airlockdev/airlock/internal/gitexec"
+	"github.com/airlockdev/airlock/internal/tree"
+	"github.com/airlockdev/airlock/stage"
+)
+
+// openRepo returns a git runner for local when it is the top of a git work
+// tree, and nil for a plain directory.
+func openRepo(ctx context.Context, dir string) (*gitexec.Git, string, error) {
+	fi, err := os.Lstat(dir)
+	if err != nil || !fi.IsDir() {
+		return nil, "", &fs.PathError{Op: "workspace", Path: dir, Err: fmt.Errorf("%w: Spec.Local must be an existing directory, not a link: %v", ErrSpec, err)}
+	}
+	g := &gitexec.Git{Dir: dir}
+	out, err := g.Output(ctx, "rev-parse", "--is-bare-repository", "--show-toplevel", "--absolute-git-dir")
+	if errors.Is(err, gitexec.ErrNotFound) {
+		if _, serr := os.Lstat(filepath.Join(dir, ".git")); serr == nil {
+			return nil, "", &ToolError{Tool: "git", Where: "host", Need: fmt.Sprintf("%d.%d", minHostGitMajor, minHostGitMinor)}
+		}
+		return nil, "", nil
+	}
+	if err != nil {
+		if gitexec.Status(err) == 128 {
+			if _, serr := os.Lstat(filepath.Join(dir, ".git")); serr != nil {
+				return nil, "", nil // not a repository: a plain directory
+			}
+		}
+		return nil, "", fmt.Errorf("%w: %s: %w", ErrRepo, dir, err)
+	}
+	f := strings.Split(strings.TrimSuffix(string(out), "\n"), "\n")
+	if len(f) != 3 || f[0] != "false" {
+		return nil, "", fmt.Errorf("%w: %s is not the work tree of a non-bare repository", ErrRepo, dir)
+	}
+	real, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return nil, "", &fs.PathError{Op: "workspace", Path: dir, Err: err}
+	}
+	if f[1] != real {
+		return nil, "", fmt.Errorf("%w: %s is inside the work tree %s; pass its top as Spec.Local", ErrRepo, dir, f[1])
+	}
+	v, err := g.Line(ctx, "version")
+	if err != nil {
+		return nil, "", err
+	}
+	if maj, min, ok := gitexec.ParseVersion(v); !ok || maj < minHostGitMajor || (maj == minHostGitMajor && min < minHostGitMinor) {
+		return nil, "", &ToolError{Tool: "git", Where: "host", Have: strings.TrimPrefix(v, "git version "), Need: fmt.Sprintf("%d.%d", minHostGitMajor, minHostGitMinor)}
+	}
+	return g, f[2], nil
+}
+
+func (r *Round) identEnv() []string {
+	return []string{"GIT_AUTHOR_NAME=" + r.o.name, "GIT_AUTHOR_EMAIL=" + r.o.email,
+		"GIT_COMMITTER_NAME=" + r.o.name, "GIT_COMMITTER_EMAIL=" + r.o.email}
+}
+
+func (r *Round) guestEnv() map[string]string {
+	return map[string]string{"GIT_AUTHOR_NAME": r.o.name, "GIT_AUTHOR_EMAIL": r.o.email,
+		"GIT_COMMITTER_NAME": r.o.name, "GIT_COMMITTER_EMAIL": r.o.email}
+}
+
+// pathspecs limit a snapshot to what is synced.
+func pathspecs(exclude []string) []string {
+	ps := []string{"--", ".", ":(exclude)" + stage.RuntimeDir}
+	for _, p := range exclude {
+		ps = append(ps, ":(exclude,glob)"+p, ":(exclude,glob)"+p+"/**")
+	}
+	return ps
+}
+
+// copyIndex copies the user's index file (read through tree) to dst.
+func copyIndex(gitDir, dst string) error {
+	f, err := tree.OpenFile(gitDir, "index")
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(out, f)
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+func (r *Round) prepareGit(ctx context.Context, gitDir string) (err error) {
+	g, id := r.git, r.rec.ID
+	pr, err := r.probe(ctx)
+	if err != nil {
+		return err
+	}
+	if err := pr.checkTools(true); err != nil {
+		return err
+	}
+	head, err := g.Line(ctx, "rev-parse", "-q", "--verify", "HEAD^{commit}")
+	if err != nil && gitexec.Status(err) != 1 {
+		return err
+	}
+	branch, err := g.Line(ctx, "symbolic-ref", "-q", "HEAD")
+	if err != nil && gitexec.Status(err) != 1 {
+		return err
+	}
+	if head == "" && branch == "" {
+		return fmt.Errorf("%w: %s has neither a commit nor a branch at HEAD", ErrRepo, r.spec.Local)
+	}
+	if err := os.MkdirAll(r.state, 0o700); err != nil {
+		return &fs.PathError{Op: "workspace.Prepare", Path: r.state, Err: err}
+	}
+	tmpIdx := filepath.Join(r.state, "tmp-"+id+".index")
+	defer os.Remove(tmpIdx)
+	if err := copyIndex(gitDir, tmpIdx); err != nil {
+		return fmt.Errorf("workspace: copying the index of %s: %w", r.spec.Local, err)
+	}
+	ienv := []string{"GIT_INDEX_FILE=" + tmpIdx}
+	var unmerged bytes.Buffer
+	if err := g.Run(ctx, gitexec.Cmd{Args: []string{"ls-files", "-u", "-z"}, Env: ienv, Stdout: &unmerged}); err != nil {
+		return err
+	}
+	if unmerged.Len() > 0 {
+		return fmt.Errorf("%w: %s has unmerged paths; finish or abort the merge first", ErrRepo, r.spec.Local)
+	}
+	line := func(args ...string) (string, error) {
+		var out bytes.Buffer
+		err := g.Run(ctx, gitexec.Cmd{Args: args, Env: append(ienv, r.identEnv()...), Stdout: &out})
+		return strings.TrimSpace(out.String()), err
+	}
+	idxTree, err := line("write-tree")
+	if err != nil {
+		return err
+	}
+	if err := g.Run(ctx, gitexec.Cmd{Args: append([]string{"add", "-A", "--ignore-errors"}, pathspecs(r.spec.Exclude)...), Env: ienv}); err != nil {
+		return fmt.Errorf("workspace: snapshotting the work tree of %s: %w", r.spec.Local, err)
+	}
+	wtTree, err := line("write-tree")
+	if err != nil {
+		return err
+	}
+	parent := []string{}
+	if head != "" {
+		parent = []string{"-p", head}
+	}
+	x, err := line(append(append([]string{"commit-tree", idxTree}, parent...), "-m", "airlock: index of round "+id)...)
+	if err != nil {
+		return err
+	}
+	snap, err := line(append(append([]string{"commit-tree", wtTree}, parent...), "-p", x, "-m", "airlock: work tree of round "+id)...)
+	if err != nil {
+		return err
+	}
+	r.rec.Branch, r.rec.Head, r.rec.Snap, r.rec.Tree, r.rec.Index = branch, head, snap, wtTree, idxTree
+
+	// Commits the sandbox already holds need not travel.
+	known, err := r.knownCommits(ctx, pr.have)
+	if err != nil {
+		return err
+	}
+	if err := r.saveState(ctx); err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			r.dropState()
+		}
+	}()
+	return r.shipGit(ctx, known)
+}
+
+// knownCommits returns those of have that are commits in the local
+// repository.
+func (r *Round) knownCommits(ctx context.Context, have []string) ([]string, error) {
+	if len(have) == 0 {
+		return nil, nil
+	}
+	var out bytes.Buffer
+	in := strings.Join(have, "\n") + "\n"
+	if err := r.git.Run(ctx, gitexec.Cmd{Args: []string{"cat-file", "--batch-check=%(objectname) %(objecttype)"}, Stdin: strings.NewReader(in), Stdout: &out}); err != nil {
+		return nil, err
+	}
+	var known []string
+	for _, l := range strings.Split(out.String(), "\n") {
+		if name, ok := strings.CutSuffix(l, " commit"); ok && isHex(name) && !slices.Contains(known, name) {
+			known = append(known, name)
+		}
+	}
+	return known, nil
+}
+
+func (r *Round) shipGit(ctx context.Context, known []string) error {
+	g, id := r.git, r.rec.ID
+	snap := r.rec.Snap
+	needBundle := !slices.Contains(known, snap)
+	tmpRef := "refs/airlock/tmp/" + id + "/snap"
+	var stdin io.Reader
+	var bundleErr chan error
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var sent countWriter
+	if needBundle {
+		if err := g.Run(ctx, gitexec.Cmd{Args: []string{"update-ref", "-m", "airlock: temporary", tmpRef, snap, ""}}); err != nil {
+			return fmt.Errorf("workspace: creating temporary ref %s: %w", tmpRef, err)
+		}
+		defer g.Run(context.WithoutCancel(ctx), gitexec.Cmd{Args: []string{"update-ref", "-d", tmpRef}})
+		revs := tmpRef + "\n"
+		for _, k := range known {
+			revs += "^" + k + "\n"
+		}
+		pr, pw, err := os.Pipe()
+		if err != nil {
+			return err
+		}
+		defer pr.Close()
+		bundleErr = make(chan error, 1)
+		go func() {
+			err := g.Run(ctx, gitexec.Cmd{Args: []string{"bundle", "create", "-", "--stdin"}, Stdin: strings.NewReader(revs), Stdout: io.MultiWriter(pw, &sent)})
+			pw.Close()
+			if err != nil {
+				cancel()
+			}
+			bundleErr <- err
+		}()
+		stdin = pr
+	}
+	hb := "0"
+	if needBundle {
+		hb = "1"
+	}
+	clean := "-e /" + stage.RuntimeDir
+	for _, p := range r.spec.Exclude {
+		clean += " -e " + q(p)
+	}
+	script := guestPrelude + fmt.Sprintf(`r=%s; id=%s; br=%s; head=%s; snap=%s; idx=%s; hb=%s
+mkdir -p "$r" && cd "$r" || { echo "cannot enter $r" >&2; exit 10; }
+if [ -L .git ] || { [ -e .git ] && [ ! -d .git ]; }; then echo "$r/.git is not a directory; remove it" >&2; exit 11; fi
+[ -d .git ] || g init -q . >/dev/null || exit 12
+base=refs/airlock/base/$id
+if [ "$hb" = 1 ]; then
+  b=.git/airlock-prepare-$id.bundle
+  cat > "$b" || { rm -f "$b"; exit 13; }
+  g bundle verify "$b" >/dev/null 2>&1 || { rm -f "$b"; echo "the bundle does not verify in the sandbox" >&2; exit 14; }
+  g fetch -q --no-tags "$b" "refs/airlock/tmp/$id/snap:$base/snap" || { rm -f "$b"; exit 15; }
+  rm -f "$b"
+fi
+g update-ref "$base/snap" "$snap" || exit 16
+if [ -n "$head" ]; then g update-ref "$base/head" "$head" || exit 16; fi
+g for-each-ref --format='%%(refname)' refs/airlock/base | while read -r ref; do case "$ref" in "$base"/*) ;; *) g update-ref -d "$ref" ;; esac; done
+if [ -n "$head" ]; then
+  if [ -n "$br" ]; then g update-ref "$br" "$head" && g symbolic-ref HEAD "$br" || exit 17
+  else g update-ref --no-deref HEAD "$head" || exit 17; fi
+else
+  g symbolic-ref HEAD "$br" || exit 17
+  if g rev-parse -q --verify "$br" >/dev/null; then g update-ref -d "$br" || exit 17; fi
+fi
+g read-tree --reset -u "$snap^{tree}" || exit 18
+g clean -fdq %s >/dev/null || exit 19
+g read-tree "$idx" || exit 20
+g update-index -q --refresh >/dev/null 2>&1
+exit 0
+`, q(r.spec.Remote), q(id), q(r.rec.Branch), q(r.rec.Head), q(snap), q(r.rec.Index), hb, clean)
+	r.o.report(stage.Progress{Asset: "prepare"})
+	err := runGuest(ctx, r.spec.Runner, "preparing the sandbox work tree "+r.spec.Remote, stage.Command{Script: script, Env: r.guestEnv(), Stdin: stdin})
+	if needBundle {
+		if berr := <-bundleErr; berr != nil && err == nil {
+			err = fmt.Errorf("workspace: writing the bundle for %s: %w", r.spec.Remote, berr)
+		}
+	}
+	if err != nil {
+		return err
+	}
+	r.o.report(stage.Progress{Asset: "prepare", Bytes: sent.n, TotalBytes: sent.n})
+	return nil
+}
+
+type countWriter struct{ n int64 }
+
+func (c *countWriter) Write(p []byte) (int, error) { c.n += int64(len(p)); return len(p), nil }
+
+func (r *Round) restoreScript() string {
+	id := r.rec.ID
+	return guestPrelude + fmt.Sprintf(`r=%s; id=%s
+cd "$r" 2>/dev/null || { echo "the sandbox work tree $r is missing" >&2; exit 10; }
+[ -d .git ] && [ ! -L .git ] || { echo "$r/.git is missing or not a directory" >&2; exit 11; }
+base=refs/airlock/base/$id
+bs=$(g rev-parse -q --verify "$base/snap^{commit}") || { echo "$base/snap is missing in the sandbox: prepare the round again" >&2; exit 12; }
+bh=$(g rev-parse -q --verify "$base/head^{commit}")
+ti=.git/airlock-restore-$id.index; rep=.git/airlock-restore-$id.report
+rm -f "$ti" "$rep"
+if [ -f .git/index ]; then cat .git/index > "$ti" || exit 13; fi
+GIT_INDEX_FILE=$ti g add -A --ignore-errors %s >/dev/null 2>&1
+wt=$(GIT_INDEX_FILE=$ti g write-tree) || { rm -f "$ti"; exit 14; }
+rm -f "$ti"
+h=$(g rev-parse -q --verify 'HEAD^{commit}')
+%s > "$rep" 2>/dev/null
+n=$(( $(wc -c < "$rep") ))
+printf 'airlock-restore 1\nreport %%d\n' "$n"; cat "$rep"; rm -f "$rep"
+if [ "$h" = "$bh" ] && [ "$wt" = "$(g rev-parse "$bs^{tree}")" ]; then printf 'nochange\n'; exit 0; fi
+s=$(g commit-tree "$wt" ${h:+-p "$h"} -m "airlock: sandbox work tree of round $id") || exit 15
+out=refs/airlock/out/$id/snap
+g update-ref "$out" "$s" || exit 16
+printf 'bundle %%s %%s\n' "${h:--}" "$s"
+g bundle create - "$out" --not "$bs" ${bh:+"$bh"} 2>/dev/null; st=$?
+g update-ref -d "$out"
+exit $st
+`, q(r.spec.Remote), q(id), strings.Join(quoteAll(pathspecs(r.rec.Exclude)), " "), findReport)
+}
+
+func quoteAll(s []string) []string {
+	out := make([]string, len(s))
+	for i, v := range s {
+		out[i] = q(v)
+	}
+	return out
+}
+
+// restoreStream runs script in the sandbox and hands its output to fn as a
+// buffered reader. When fn returns, the command is stopped if it is still
+// writing.
+func (r *Round) restoreStream(ctx context.Context, op, script string, env map[string]string, fn func(*bufio.Reader) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		err := runGuest(ctx, r.spec.Runner, op, stage.Command{Script: script, Env: env, Stdout: pw})
+		pw.CloseWithError(err)
+		done <- err
+	}()
+	ferr := fn(bufio.NewReaderSize(pr, 256<<10))
+	if ferr != nil {
+		cancel()
+	}
+	pr.CloseWithError(errStop)
+	rerr := <-done
+	if ferr != nil {
+		return ferr
+	}
+	if rerr != nil && !errors.Is(rerr, errStop) {
+		return rerr
+	}
+	return nil
+}
+
+func (r *Round) hashKind(ctx context.Context) (hashKind, error) {
+	f, err := r.git.Line(ctx, "rev-parse", "--show-object-format")
+	if err != nil {
+		return 0, err
+	}
+	if f == "sha256" {
+		return hashGitSHA256, nil
+	}
+	return hashGitSHA1, nil
+}
+
+func (r *Round) restoreGit(ctx context.Context) (*Result, error) {
+	g, id := r.git, r.rec.ID
+	res := &Result{GitBacked: true}
+	if err := os.MkdirAll(r.state, 0o700); err != nil {
+		return nil, &fs.PathError{Op: "workspace.Restore", Path: r.state, Err: err}
+	}
+	bundle := filepath.Join(r.state, "restore-"+id+"-"+strings.ToLower(rand.Text()[:12])+".bundle")
+	defer os.Remove(bundle)
+	var h header
+	err := r.restoreStream(ctx, "reading the sandbox work tree "+r.spec.Remote, r.restoreScript(), r.guestEnv(), func(br *bufio.Reader) error {
+		var err error
+		if h, err = readHeader(br, true); err != nil {
+			return err
+		}
+		if h.tail == "nochange" {
+			if n, _ := io.CopyN(io.Discard, br, 1); n > 0 {
+				return fmt.Errorf("%w: data after the nochange line", ErrHostile)
+			}
+			return nil
+		}
+		f, err := os.OpenFile(bundle, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+		if err != nil {
+			return err
+		}
+		lw := &limitWriter{w: f, n: r.o.maxBytes}
+		_, err = io.Copy(lw, br)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if lw.over {
+			return fmt.Errorf("%w: the sandbox's bundle is larger than %d bytes; raise WithMaxBytes", ErrTooLarge, r.o.maxBytes)
+		}
+		if err != nil {
+			return fmt.Errorf("workspace: receiving the sandbox's bundle: %w", err)
+		}
+		r.o.report(stage.Progress{Asset: "restore", Bytes: r.o.maxBytes - lw.n, TotalBytes: r.o.maxBytes - lw.n})
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	for p, why := range h.special {
+		if !excluded(r.rec.Exclude, p) {
+			res.Refused = append(res.Refused, p)
+			r.o.log.Warn("refused sandbox entry", "round", id, "path", p, "reason", why)
+		}
+	}
+	if h.tail == "nochange" {
+		cur, err := g.Line(ctx, "rev-parse", "-q", "--verify", "HEAD^{commit}")
+		if err != nil && gitexec.Status(err) != 1 {
+			return nil, err
+		}
+		res.Head = cur
+		return res, nil
+	}
+	snap, err := r.fetchBundle(ctx, bundle, h)
+	if err != nil {
+		return nil, err
+	}
+	defer g.Run(context.WithoutCancel(ctx), gitexec.Cmd{Args: []string{"update-ref", "-d", snap.ref}})
+
+	// Files first: a failure leaves the refs alone.
+	hk, err := r.hashKind(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.applyGitFiles(ctx, hk, snap.tree, h.special, res); err != nil {
+		return nil, err
+	}
+	if err := r.integrate(ctx, h.head, res); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+type fetched struct{ ref, tree string }
+
+// indexBundle moves the pack of a verified bundle into the repository the
+// way fetch does, but with fsck in strict mode (every warning, such as a
+// tree entry named "..", ".git" or containing a slash, is fatal; git 2.39's
+// bundle fetch does not fsck at all), and then checks that snap and all it
+// reaches are present.
+func (r *Round) indexBundle(ctx context.Context, bundle, snap string) error {
+	f, err := os.Open(bundle)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	br := bufio.NewReaderSize(f, 64<<10)
+	// The header ends at the first empty line; it was parsed by git
+	// (verify, list-heads) already, so only its end is looked for here.
+	for i := 0; ; i++ {
+		l, err := br.ReadSlice('\n')
+		if err != nil || i > 100000 {
+			return fmt.Errorf("%w: the sandbox's bundle header does not end", ErrHostile)
+		}
+		if len(l) == 1 {
+			break
+		}
+	}
+	if err := r.git.Run(ctx, gitexec.Cmd{Args: []string{"index-pack", "--stdin", "--fix-thin", "--strict"}, Stdin: br, Stdout: io.Discard}); err != nil {
+		return fmt.Errorf("%w: the sandbox's bundle fails fsck: %w", ErrHostile, err)
+	}
+	if err := r.git.Run(ctx, gitexec.Cmd{Args: []string{"rev-list", "--objects", "--quiet", snap, "--not", "--all"}}); err != nil {
+		return fmt.Errorf("%w: the sandbox's bundle is incomplete: %w", ErrHostile, err)
+	}
+	return nil
+}
+
+// fetchBundle verifies the sandbox's bundle, fetches its snapshot into a
+// private ref, and checks it is what the header said.
+func (r *Round) fetchBundle(ctx context.Context, bundle string, h header) (fetched, error) {
+	g, id := r.git, r.rec.ID
+	if err := g.Run(ctx, gitexec.Cmd{Args: []string{"bundle", "verify", bundle}}); err != nil {
+		return fetched{}, fmt.Errorf("%w: the sandbox's bundle does not verify: %w", ErrHostile, err)
+	}
+	want := "refs/airlock/out/" + id + "/snap"
+	heads, err := g.Output(ctx, "bundle", "list-heads", bundle)
+	if err != nil {
+		return fetched{}, fmt.Errorf("%w: listing the sandbox's bundle: %w", ErrHostile, err)
+	}
+	if !slices.Contains(strings.Split(string(heads), "\n"), h.snap+" "+want) {
+		return fetched{}, fmt.Errorf("%w: the sandbox's bundle does not hold %s at %s", ErrHostile, want, h.snap)
+	}
+	ref := "refs/airlock/restore/" + id + "-" + strings.ToLower(rand.Text()[:12])
+	if err := r.indexBundle(ctx, bundle, h.snap); err != nil {
+		return fetched{}, err
+	}
+	if err := g.Run(ctx, gitexec.Cmd{Args: []string{"update-ref", ref, h.snap, ""}}); err != nil {
+		return fetched{}, fmt.Errorf("%w: the sandbox's snapshot %s did not arrive: %w", ErrHostile, h.snap, err)
+	}
+	fail := func(err error) (fetched, error) {
+		g.Run(context.WithoutCancel(ctx), gitexec.Cmd{Args: []string{"update-ref", "-d", ref}})
+		return fetched{}, err
+	}
+	got, err := g.Line(ctx, "rev-list", "--parents", "-n", "1", ref)
+	if err != nil {
+		return fail(err)
+	}
+	f := strings.Fields(got)
+	wantParents := []string{h.snap}
+	if h.head != "" {
+		wantParents = append(wantParents, h.head)
+	}
+	if !slices.Equal(f, wantParents) {
+		return fail(fmt.Errorf("%w: the sandbox's snapshot is %q, want commit %s with parent %q", ErrHostile, got, h.snap, h.head))
+	}
+	t, err := g.Line(ctx, "rev-parse", ref+"^{tree}")
+	if err != nil {
+		return fail(err)
+	}
+	return fetched{ref: ref, tree: t}, nil
+}
+
+// change is one line of git diff-tree -r -z.
+type change struct {
+	oldMode, newMode, oldID, newID, path string
+}
+
+// parseDiffTree reads `git diff-tree -r -z --no-renames` output.
+func parseDiffTree(out []byte) ([]change, error) {
+	var cs []change
+	f := bytes.Split(out, []byte{0})
+	for i := 0; i+1 < len(f); i += 2 {
+		meta := strings.Fields(strings.TrimPrefix(string(f[i]), ":"))
+		if len(meta) != 5 {
+			return nil, fmt.Errorf("workspace: unexpected diff-tree record %q", f[i])
+		}
+		cs = append(cs, change{meta[0], meta[1], meta[2], meta[3], string(f[i+1])})
+	}
+	return cs, nil
+}
+
+func (r *Round) applyGitFiles(ctx context.Context, hk hashKind, newTree string, special map[string]string, res *Result) error {
+	g := r.git
+	out, err := g.Output(ctx, "diff-tree", "-r", "-z", "--no-renames", r.rec.Tree, newTree)
+	if err != nil {
+		return fmt.Errorf("workspace: comparing the sandbox's work tree with the baseline (a gc may have pruned the baseline %s): %w", r.rec.Tree, err)
+	}
+	changes, err := parseDiffTree(out)
+	if err != nil {
+		return err
+	}
+	l, err := openLocal(r.spec.Local, hk)
+	if err != nil {
+		return err
+	}
+	defer l.close()
+	type write struct {
+		path string
+		rem  state
+		id   string
+	}
+	var writes []write
+	var deleted []string
+	refuse := func(p, why string) {
+		res.Refused = append(res.Refused, p)
+		r.o.log.Warn("refused sandbox entry", "round", r.rec.ID, "path", p, "reason", why)
+	}
+	for _, c := range changes {
+		p := c.path
+		switch {
+		case !tree.ValidPath(p):
+			refuse(p, "not a clean relative path")
+			continue
+		case reserved(p):
+			refuse(p, "under .git or the runtime directory")
+			continue
+		case excluded(r.rec.Exclude, p):
+			continue
+		case special[p] != "":
+			continue // already refused
+		}
+		bk, bperm, _ := gitMode(c.oldMode)
+		rk, rperm, ok := gitMode(c.newMode)
+		if !ok {
+			refuse(p, "a submodule or unknown git mode "+c.newMode)
+			continue
+		}
+		base := state{kind: bk, perm: bperm}
+		if bk != 0 {
+			base.id = c.oldID
+		}
+		rem := state{kind: rk, perm: rperm}
+		if rk != 0 {
+			rem.id = c.newID
+		}
+		loc, err := l.stat(p)
+		if err != nil {
+			return err
+		}
+		switch {
+		case loc.eq(rem):
+		case !loc.eq(base):
+			res.Kept = append(res.Kept, p)
+		case rk == 0:
+			deleted = append(deleted, p)
+		default:
+			writes = append(writes, write{p, rem, c.newID})
+		}
+	}
+	dirs := map[string]bool{}
+	for _, p := range deleted {
+		if err := l.remove(p); err != nil {
+			res.Kept = append(res.Kept, p)
+			continue
+		}
+		res.Deleted = append(res.Deleted, p)
+		for d := path.Dir(p); d != "."; d = path.Dir(d) {
+			dirs[d] = true
+		}
+	}
+	if len(dirs) > 0 {
+		remoteDirs, err := g.Output(ctx, "ls-tree", "-r", "-d", "-z", "--name-only", newTree)
+		if err != nil {
+			return err
+		}
+		keep := map[string]bool{}
+		for _, d := range bytes.Split(remoteDirs, []byte{0}) {
+			keep[string(d)] = true
+		}
+		ds := make([]string, 0, len(dirs))
+		for d := range dirs {
+			if !keep[d] {
+				ds = append(ds, d)
+			}
+		}
+		slices.SortFunc(ds, func(a, b string) int { return strings.Count(b, "/") - strings.Count(a, "/") })
+		for _, d := range ds {
+			l.root.Remove(d) // only when empty: a non-empty directory stays
+		}
+	}
+	if len(writes) == 0 {
+		return nil
+	}
+	var in strings.Builder
+	for _, w := range writes {
+		in.WriteString(w.id + "\n")
+	}
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		err := g.Run(cctx, gitexec.Cmd{Args: []string{"cat-file", "--batch"}, Stdin: strings.NewReader(in.String()), Stdout: pw})
+		pw.CloseWithError(err)
+		done <- err
+	}()
+	br := bufio.NewReaderSize(pr, 256<<10)
+	budget := r.o.maxBytes
+	var ferr error
+	for _, w := range writes {
+		hl, err := br.ReadString('\n')
+		if err != nil {
+			ferr = fmt.Errorf("workspace: reading objects: %w", err)
+			break
+		}
+		f := strings.Fields(hl)
+		if len(f) != 3 || f[0] != w.id || f[1] != "blob" {
+			ferr = fmt.Errorf("%w: object %s is %q, not a blob", ErrHostile, w.id, strings.TrimSpace(hl))
+			break
+		}
+		size, err := strconv.ParseInt(f[2], 10, 64)
+		if err != nil || size < 0 {
+			ferr = fmt.Errorf("workspace: bad object size in %q", hl)
+			break
+		}
+		body := io.LimitReader(br, size)
+		switch {
+		case size > budget:
+			refuse(w.path, "over the byte limit")
+			_, err = io.Copy(io.Discard, body)
+		case w.rem.kind == 'l':
+			var t []byte
+			t, err = io.ReadAll(body)
+			if err == nil {
+				if !linkInside(w.path, string(t)) {
+					refuse(w.path, "a symbolic link whose target leaves the work tree")
+				} else if werr := l.writeLink(w.path, string(t)); werr != nil {
+					res.Kept = append(res.Kept, w.path)
+				} else {
+					res.Updated = append(res.Updated, w.path)
+				}
+			}
+		default:
+			budget -= size
+			cr := &countReader{r: body}
+			if werr := l.writeFile(w.path, cr, w.rem.perm); werr != nil {
+				if cr.n < size {
+					_, err = io.Copy(io.Discard, body)
+				}
+				res.Kept = append(res.Kept, w.path)
+				r.o.log.Warn("could not write restored file", "round", r.rec.ID, "path", w.path, "error", werr)
+			} else {
+				res.Updated = append(res.Updated, w.path)
+			}
+		}
+		if err == nil {
+			_, err = br.Discard(1) // the newline after the content
+		}
+		if err != nil {
+			ferr = fmt.Errorf("workspace: reading objects: %w", err)
+			break
+		}
+	}
+	if ferr != nil {
+		cancel()
+	}
+	pr.CloseWithError(errStop)
+	gerr := <-done
+	if ferr != nil {
+		return ferr
+	}
+	if gerr != nil && !errors.Is(gerr, errStop) {
+		return gerr
+	}
+	return nil
+}
+
+type countReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// integrate installs the sandbox's HEAD commit into the local HEAD: a
+// fast-forward when the local HEAD is its ancestor, else a merge commit;
+// the ref moves by compare-and-swap, retried when it moved meanwhile.
+func (r *Round) integrate(ctx context.Context, remote string, res *Result) error {
+	g := r.git
+	for range r.o.casRetries {
+		cur, err := g.Line(ctx, "rev-parse", "-q", "--verify", "HEAD^{commit}")
+		if err != nil && gitexec.Status(err) != 1 {
+			return err
+		}
+		ref, err := g.Line(ctx, "symbolic-ref", "-q", "HEAD")
+		if err != nil && gitexec.Status(err) != 1 {
+			return err
+		}
+		res.Head = cur
+		if remote == "" || remote == cur {
+			return nil
+		}
+		if cur != "" {
+			if ok, err := r.isAncestor(ctx, remote, cur); err != nil || ok {
+				return err
+			}
+		}
+		newHead, merged := remote, false
+		if cur != "" {
+			ff, err := r.isAncestor(ctx, cur, remote)
+			if err != nil {
+				return err
+			}
+			if !ff {
+				if newHead, err = r.mergeCommit(ctx, cur, remote); err != nil {
+					return err
+				}
+				merged = true
+			}
+		}
+		count := []string{"rev-list", "--count", remote}
+		if cur != "" {
+			count = append(count, "^"+cur)
+		}
+		n, err := g.Line(ctx, count...)
+		if err != nil {
+			return err
+		}
+		args := []string{"update-ref", "-m", "airlock: restore round " + r.rec.ID}
+		if ref == "" {
+			args = append(args, "--no-deref", "HEAD")
+		} else {
+			args = append(args, ref)
+		}
+		args = append(args, newHead, cur)
+		if err := g.Run(ctx, gitexec.Cmd{Args: args}); err != nil {
+			if gitexec.Status(err) == 128 && strings.Contains(err.Error(), "but expected") || strings.Contains(err.Error(), "already exists") || strings.Contains(err.Error(), "cannot lock ref") {
+				continue // moved under us: try again
+			}
+			return err
+		}
+		res.Commits, _ = strconv.Atoi(n)
+		res.Merged = merged
+		res.Head = newHead
+		return r.updateIndex(ctx, cur, newHead)
+	}
+	return fmt.Errorf("%w: HEAD of %s moved during each of %d attempts; restore again when it is quiet", ErrRace, r.spec.Local, r.o.casRetries)
+}
+
+func (r *Round) isAncestor(ctx context.Context, a, b string) (bool, error) {
+	err := r.git.Run(ctx, gitexec.Cmd{Args: []string{"merge-base", "--is-ancestor", a, b}})
+	if err == nil {
+		return true, nil
+	}
+	if gitexec.Status(err) == 1 {
+		return false, nil
+	}
+	return false, err
+}
+
+func (r *Round) mergeCommit(ctx context.Context, cur, remote string) (string, error) {
+	g := r.git
+	var out bytes.Buffer
+	err := g.Run(ctx, gitexec.Cmd{Args: []string{"merge-tree", "--write-tree", "-z", "--name-only", "--no-messages", cur, remote}, Stdout: &out})
+	f := strings.Split(out.String(), "\x00")
+	if gitexec.Status(err) == 1 {
+		var paths []string
+		for _, p := range f[1:] {
+			if p == "" {
+				break
+			}
+			paths = append(paths, p)
+		}
+		return "", &ConflictError{Paths: slices.Compact(paths)}
+	}
+	if err != nil {
+		return "", fmt.Errorf("workspace: merging the sandbox's commits: %w", err)
+	}
+	t := strings.TrimSpace(f[0])
+	var c bytes.Buffer
+	err = g.Run(ctx, gitexec.Cmd{Args: []string{"commit-tree", t, "-p", cur, "-p", remote, "-m", "airlock: merge round " + r.rec.ID + " from the sandbox"}, Env: r.identEnv(), Stdout: &c})
+	return strings.TrimSpace(c.String()), err
+}
+
+// updateIndex moves every index entry that still equals the old HEAD's to
+// the new HEAD's; an entry the user staged differently is left alone.
+func (r *Round) updateIndex(ctx context.Context, oldHead, newHead string) error {
+	g := r.git
+	from := oldHead
+	if from == "" {
+		var t bytes.Buffer
+		if err := g.Run(ctx, gitexec.Cmd{Args: []string{"mktree"}, Stdin: strings.NewReader(""), Stdout: &t}); err != nil {
+			return err
+		}
+		from = strings.TrimSpace(t.String())
+	}
+	out, err := g.Output(ctx, "diff-tree", "-r", "-z", "--no-renames", from, newHead)
+	if err != nil {
+		return err
+	}
+	changes, err := parseDiffTree(out)
+	if err != nil || len(changes) == 0 {
+		return err
+	}
+	ls, err := g.Output(ctx, "ls-files", "-s", "-z")
+	if err != nil {
+		return err
+	}
+	index := map[string]string{} // path -> "mode id", stage 0; "!" when unmerged
+	for _, rec := range bytes.Split(ls, []byte{0}) {
+		meta, p, ok := strings.Cut(string(rec), "\t")
+		if !ok {
+			continue
+		}
+		f := strings.Fields(meta)
+		if len(f) != 3 {
+			continue
+		}
+		if f[2] != "0" {
+			index[p] = "!"
+		} else {
+			index[p] = f[0] + " " + f[1]
+		}
+	}
+	zero := strings.Repeat("0", len(newHead))
+	var in bytes.Buffer
+	for _, c := range changes {
+		old := ""
+		if c.oldMode != "000000" {
+			old = c.oldMode + " " + c.oldID
+		}
+		if index[c.path] != old {
+			continue // staged differently by the user (or unmerged): keep
+		}
+		if c.newMode == "000000" {
+			fmt.Fprintf(&in, "0 %s\t%s\x00", zero, c.path)
+		} else {
+			fmt.Fprintf(&in, "%s %s\t%s\x00", c.newMode, c.newID, c.path)
+		}
+	}
+	if in.Len() == 0 {
+		return nil
+	}
+	if err := g.Run(ctx, gitexec.Cmd{Args: []string{"update-index", "-z", "--index-info"}, Stdin: &in}); err != nil {
+		return fmt.Errorf("workspace: HEAD of %s moved to %s but its index could not follow (run git reset -q to resync it): %w", r.spec.Local, newHead, err)
+	}
+	return nil
+}

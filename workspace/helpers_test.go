@@ -1,0 +1,100 @@
+package workspace_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/airlockdev/airlock/stage"
+	"github.com/airlockdev/airlock/workspace"
+)
+
+// runners is every sandbox Runner the suite runs over. Another runner (an
+// SSH one, remotetest) is one more line here.
+var runners = []struct {
+	name string
+	new  func(t *testing.T, dir string) stage.Runner
+}{
+	{"local", func(t *testing.T, dir string) stage.Runner { return stage.LocalRunner(dir) }},
+}
+
+// eachRunner runs fn once per runner, as a subtest.
+func eachRunner(t *testing.T, fn func(t *testing.T, newRunner func(t *testing.T, dir string) stage.Runner)) {
+	for _, rc := range runners {
+		t.Run(rc.name, func(t *testing.T) { fn(t, rc.new) })
+	}
+}
+
+// env is a pair of directories: a local work tree and a sandbox directory.
+type env struct {
+	local, remote string
+	spec          workspace.Spec
+}
+
+func newEnv(t *testing.T, newRunner func(t *testing.T, dir string) stage.Runner) *env {
+	t.Helper()
+	base := t.TempDir()
+	e := &env{local: filepath.Join(base, "local"), remote: filepath.Join(base, "sandbox", "work")}
+	require.NoError(t, os.MkdirAll(e.local, 0o755))
+	require.NoError(t, os.MkdirAll(filepath.Dir(e.remote), 0o755))
+	e.spec = workspace.Spec{Local: e.local, Remote: e.remote, Runner: newRunner(t, filepath.Dir(e.remote))}
+	return e
+}
+
+var gitEnv = []string{"GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null", "GIT_AUTHOR_NAME=Test", "GIT_AUTHOR_EMAIL=t@example.com",
+	"GIT_COMMITTER_NAME=Test", "GIT_COMMITTER_EMAIL=t@example.com", "GIT_TERMINAL_PROMPT=0", "LC_ALL=C"}
+
+// git runs git in dir and returns its output.
+func git(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("git", args...)
+	cmd.Dir = dir
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "GIT_") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	cmd.Env = append(cmd.Env, gitEnv...)
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "git %v in %s: %s", args, dir, out)
+	return string(out)
+}
+
+func write(t *testing.T, dir, rel, content string) {
+	t.Helper()
+	p := filepath.Join(dir, filepath.FromSlash(rel))
+	require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
+	require.NoError(t, os.WriteFile(p, []byte(content), 0o644))
+}
+
+func read(t *testing.T, dir, rel string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(rel)))
+	require.NoError(t, err)
+	return string(b)
+}
+
+func exists(dir, rel string) bool {
+	_, err := os.Lstat(filepath.Join(dir, filepath.FromSlash(rel)))
+	return err == nil
+}
+
+// initRepo makes e.local a repository with one commit of files.
+func initRepo(t *testing.T, dir string, files map[string]string) {
+	t.Helper()
+	git(t, dir, "init", "-q", "-b", "main")
+	for k, v := range files {
+		write(t, dir, k, v)
+	}
+	if len(files) > 0 {
+		git(t, dir, "add", "-A")
+		git(t, dir, "commit", "-q", "-m", "initial")
+	}
+}
+
+func ctx(t *testing.T) context.Context { return t.Context() }

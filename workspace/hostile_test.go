@@ -1,0 +1,242 @@
+package workspace_test
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/airlockdev/airlock/stage"
+	"github.com/airlockdev/airlock/workspace"
+)
+
+// hashOutside digests every entry under dir except the skipped
+// subdirectories: what must not change.
+func hashOutside(t *testing.T, dir string, skip ...string) string {
+	t.Helper()
+	h := sha256.New()
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		for _, s := range skip {
+			if p == s {
+				return filepath.SkipDir
+			}
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(h, "%s %v %d\n", p, fi.Mode(), fi.Size())
+		if fi.Mode().IsRegular() {
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			h.Write(b)
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// plantHostile fills the sandbox work tree with what must never come back.
+func plantHostile(t *testing.T, e *env) {
+	t.Helper()
+	base := filepath.Dir(e.local)
+	write(t, base, "outside/secret", "host secret\n")
+	require.NoError(t, os.Symlink("/etc", filepath.Join(e.remote, "etc")))
+	require.NoError(t, os.Symlink("../../outside", filepath.Join(e.remote, "up")))
+	write(t, e.remote, "suid", "#!/bin/sh\n")
+	require.NoError(t, os.Chmod(filepath.Join(e.remote, "suid"), fs.ModeSetuid|0o755))
+	require.NoError(t, os.Link(filepath.Join(base, "outside/secret"), filepath.Join(e.remote, "hard")))
+	write(t, e.remote, stage.RuntimeDir+"/evil", "runtime\n")
+	require.NoError(t, syscall.Mkfifo(filepath.Join(e.remote, "fifo"), 0o644))
+	require.NoError(t, os.Symlink("ok.txt", filepath.Join(e.remote, "inside-link")))
+	write(t, e.remote, "ok.txt", "fine\n")
+}
+
+func TestHostileSandbox(t *testing.T) {
+	for _, kind := range []string{"git", "plain"} {
+		t.Run(kind, func(t *testing.T) {
+			eachRunner(t, func(t *testing.T, newRunner func(t *testing.T, dir string) stage.Runner) {
+				e := newEnv(t, newRunner)
+				if kind == "git" {
+					initRepo(t, e.local, map[string]string{"a": "1\n"})
+				} else {
+					write(t, e.local, "a", "1\n")
+				}
+				r, err := workspace.Prepare(ctx(t), e.spec)
+				require.NoError(t, err)
+				plantHostile(t, e)
+				base := filepath.Dir(e.local)
+				before := hashOutside(t, base, e.local, filepath.Dir(e.remote))
+				res, err := r.Restore(ctx(t))
+				require.NoError(t, err)
+				assert.Equal(t, before, hashOutside(t, base, e.local, filepath.Dir(e.remote)), "something outside the work tree changed")
+				for _, p := range []string{"etc", "up", "suid", "hard", "fifo"} {
+					assert.Contains(t, res.Refused, p)
+					assert.False(t, exists(e.local, p), "%s was written", p)
+				}
+				assert.False(t, exists(e.local, stage.RuntimeDir+"/evil"))
+				assert.NotContains(t, res.Updated, stage.RuntimeDir+"/evil")
+				assert.Equal(t, "fine\n", read(t, e.local, "ok.txt"))
+				target, err := os.Readlink(filepath.Join(e.local, "inside-link"))
+				require.NoError(t, err)
+				assert.Equal(t, "ok.txt", target)
+			})
+		})
+	}
+}
+
+// fakeRunner passes every command to a real Runner, except that inject may
+// answer a command itself.
+type fakeRunner struct {
+	real   stage.Runner
+	mu     sync.Mutex
+	inject func(cmd stage.Command) (bool, error)
+}
+
+func (f *fakeRunner) Run(ctx context.Context, cmd stage.Command) error {
+	f.mu.Lock()
+	inj := f.inject
+	f.mu.Unlock()
+	if inj != nil {
+		if ok, err := inj(cmd); ok {
+			return err
+		}
+	}
+	return f.real.Run(ctx, cmd)
+}
+
+func restoreStream(report string, tail string, payload []byte) []byte {
+	return append([]byte(fmt.Sprintf("airlock-restore 1\nreport %d\n%s%s\n", len(report), report, tail)), payload...)
+}
+
+func TestHostileTarStream(t *testing.T) {
+	e := newEnv(t, func(t *testing.T, dir string) stage.Runner { return stage.LocalRunner(dir) })
+	fr := &fakeRunner{real: e.spec.Runner}
+	e.spec.Runner = fr
+	write(t, e.local, "a", "1\n")
+	r, err := workspace.Prepare(ctx(t), e.spec)
+	require.NoError(t, err)
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for _, name := range []string{"../x", "/abs/x", "./" + stage.RuntimeDir + "/x", ".git/config", "d/../../x", "ok"} {
+		require.NoError(t, tw.WriteHeader(&tar.Header{Name: name, Typeflag: tar.TypeReg, Mode: 0o644, Size: 3}))
+		_, err := tw.Write([]byte("pwn"))
+		require.NoError(t, err)
+	}
+	require.NoError(t, tw.WriteHeader(&tar.Header{Name: "hl", Typeflag: tar.TypeLink, Linkname: "/etc/passwd"}))
+	require.NoError(t, tw.WriteHeader(&tar.Header{Name: "dev", Typeflag: tar.TypeChar, Devmajor: 1, Devminor: 3}))
+	require.NoError(t, tw.Close())
+	fr.inject = func(cmd stage.Command) (bool, error) {
+		if !strings.Contains(cmd.Script, "airlock-restore") {
+			return false, nil
+		}
+		_, err := cmd.Stdout.Write(restoreStream("", "tar", buf.Bytes()))
+		return true, err
+	}
+	base := filepath.Dir(e.local)
+	before := hashOutside(t, base, e.local, filepath.Dir(e.remote))
+	res, err := r.Restore(ctx(t))
+	require.NoError(t, err)
+	assert.Equal(t, before, hashOutside(t, base, e.local, filepath.Dir(e.remote)))
+	for _, p := range []string{"../x", "/abs/x", stage.RuntimeDir + "/x", ".git/config", "d/../../x", "hl", "dev"} {
+		assert.Contains(t, res.Refused, p)
+	}
+	assert.Equal(t, []string{"ok"}, res.Updated)
+	assert.False(t, exists(e.local, ".git"))
+	assert.False(t, exists(e.local, stage.RuntimeDir+"/x"))
+	assert.Equal(t, []string{"a"}, res.Deleted, "a is absent from a whole stream")
+}
+
+func TestMaxBytes(t *testing.T) {
+	e := newEnv(t, func(t *testing.T, dir string) stage.Runner { return stage.LocalRunner(dir) })
+	write(t, e.local, "a", "1\n")
+	r, err := workspace.Prepare(ctx(t), e.spec, workspace.WithMaxBytes(10))
+	require.NoError(t, err)
+	write(t, e.remote, "big", strings.Repeat("b", 100))
+	require.NoError(t, os.Remove(filepath.Join(e.remote, "a")))
+	res, err := r.Restore(ctx(t))
+	require.NoError(t, err)
+	assert.Contains(t, res.Refused, "big")
+	assert.False(t, exists(e.local, "big"))
+	assert.True(t, exists(e.local, "a"), "a truncated stream deletes nothing")
+}
+
+// TestHostileBundle feeds crafted bundles: refs named to escape, and a tree
+// entry named ../x.
+func TestHostileBundle(t *testing.T) {
+	e := newEnv(t, func(t *testing.T, dir string) stage.Runner { return stage.LocalRunner(dir) })
+	fr := &fakeRunner{real: e.spec.Runner}
+	e.spec.Runner = fr
+	initRepo(t, e.local, map[string]string{"a": "1\n"})
+	r, err := workspace.Prepare(ctx(t), e.spec)
+	require.NoError(t, err)
+	head := strings.TrimSpace(git(t, e.local, "rev-parse", "HEAD"))
+	scratch := t.TempDir()
+	git(t, scratch, "clone", "-q", e.local, "s")
+	s := filepath.Join(scratch, "s")
+	blob := strings.TrimSpace(gitIn(t, s, "x\n", "hash-object", "-w", "--stdin"))
+	raw, err := hex.DecodeString(blob)
+	require.NoError(t, err)
+	evilTree := strings.TrimSpace(gitIn(t, s, string(append([]byte("100644 ../x\x00"), raw...)), "hash-object", "-t", "tree", "--literally", "-w", "--stdin"))
+	evil := strings.TrimSpace(git(t, s, "commit-tree", evilTree, "-p", head, "-m", "evil"))
+	out := "refs/airlock/out/" + r.ID() + "/snap"
+	git(t, s, "update-ref", out, evil)
+	bundle := filepath.Join(scratch, "b")
+	git(t, s, "bundle", "create", bundle, out, "^"+head)
+	good, err := os.ReadFile(bundle)
+	require.NoError(t, err)
+	renamed := bytes.Replace(good, []byte(out), []byte("refs/airlock/out/../x"), 1)
+
+	for name, payload := range map[string][]byte{"dotdot path": good, "ref name": renamed} {
+		t.Run(name, func(t *testing.T) {
+			fr.inject = func(cmd stage.Command) (bool, error) {
+				if !strings.Contains(cmd.Script, "airlock-restore") {
+					return false, nil
+				}
+				_, err := cmd.Stdout.Write(restoreStream("", "bundle "+head+" "+evil, payload))
+				return true, err
+			}
+			base := filepath.Dir(e.local)
+			before := hashOutside(t, base, e.local, filepath.Dir(e.remote), scratch)
+			refs := git(t, e.local, "for-each-ref")
+			_, err := r.Restore(ctx(t))
+			assert.ErrorIs(t, err, workspace.ErrHostile)
+			assert.Equal(t, before, hashOutside(t, base, e.local, filepath.Dir(e.remote), scratch))
+			assert.Equal(t, refs, git(t, e.local, "for-each-ref"))
+			assert.Equal(t, head+"\n", git(t, e.local, "rev-parse", "HEAD"))
+		})
+	}
+}
+
+func gitIn(t *testing.T, dir, stdin string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("git", args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), gitEnv...)
+	cmd.Stdin = strings.NewReader(stdin)
+	var out bytes.Buffer
+	cmd.Stdout = &out
+	cmd.Stderr = io.Discard
+	require.NoError(t, cmd.Run(), "git %v", args)
+	return out.String()
+}

@@ -1,0 +1,132 @@
+package workspace
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+
+	"github.com/airlockdev/airlock/internal/tree"
+)
+
+// The restore stream a sandbox sends (both kinds):
+//
+//	airlock-restore 1\n
+//	report <n>\n
+//	<n bytes of find records: <type><./path>NUL, type h or s>
+//	<tail line>\n
+//	<payload>
+//
+// A git sandbox's tail is "nochange" (no payload) or "bundle <head|-> <snap>"
+// followed by a git bundle; a plain sandbox's is "empty" or "tar" followed
+// by a tar stream.
+const (
+	restoreMagic   = "airlock-restore 1"
+	maxReportBytes = 16 << 20
+	maxLineBytes   = 256
+)
+
+// header is the parsed start of a restore stream.
+type header struct {
+	special map[string]string // path -> why it is refused
+	tail    string            // "nochange", "bundle", "empty" or "tar"
+	head    string            // bundle: the sandbox HEAD, "" when unborn
+	snap    string            // bundle: the snapshot commit
+}
+
+// readHeader parses the start of a restore stream from br, leaving br at
+// the payload. Everything is bounded: lines by maxLineBytes, the report by
+// maxReportBytes.
+func readHeader(br *bufio.Reader, git bool) (header, error) {
+	h := header{special: map[string]string{}}
+	l, err := readLine(br)
+	if err != nil {
+		return header{}, err
+	}
+	if l != restoreMagic {
+		return header{}, fmt.Errorf("%w: the restore stream starts with %.80q, want %q", ErrHostile, l, restoreMagic)
+	}
+	if l, err = readLine(br); err != nil {
+		return header{}, err
+	}
+	ns, ok := strings.CutPrefix(l, "report ")
+	n, perr := strconv.Atoi(ns)
+	if !ok || perr != nil || n < 0 || n > maxReportBytes || strconv.Itoa(n) != ns {
+		return header{}, fmt.Errorf("%w: bad report line %.80q", ErrHostile, l)
+	}
+	rep := make([]byte, n)
+	if _, err := io.ReadFull(br, rep); err != nil {
+		return header{}, fmt.Errorf("%w: the report ended early: %v", ErrHostile, err)
+	}
+	if h.special, err = parseReport(rep); err != nil {
+		return header{}, err
+	}
+	if l, err = readLine(br); err != nil {
+		return header{}, err
+	}
+	f := strings.Split(l, " ")
+	switch {
+	case git && len(f) == 1 && f[0] == "nochange", !git && len(f) == 1 && (f[0] == "empty" || f[0] == "tar"):
+		h.tail = f[0]
+	case git && len(f) == 3 && f[0] == "bundle" && (f[1] == "-" || isHex(f[1])) && isHex(f[2]):
+		h.tail, h.snap = "bundle", f[2]
+		if f[1] != "-" {
+			h.head = f[1]
+		}
+	default:
+		return header{}, fmt.Errorf("%w: bad restore tail line %.80q", ErrHostile, l)
+	}
+	return h, nil
+}
+
+func readLine(br *bufio.Reader) (string, error) {
+	var b []byte
+	for {
+		c, err := br.ReadByte()
+		if err != nil {
+			return "", fmt.Errorf("%w: the restore stream ended inside a header line: %v", ErrHostile, err)
+		}
+		if c == '\n' {
+			return string(b), nil
+		}
+		if len(b) >= maxLineBytes {
+			return "", fmt.Errorf("%w: a restore header line is longer than %d bytes", ErrHostile, maxLineBytes)
+		}
+		b = append(b, c)
+	}
+}
+
+// parseReport reads find records. A record whose path is not a clean
+// relative path is a protocol error.
+func parseReport(rep []byte) (map[string]string, error) {
+	out := map[string]string{}
+	if len(rep) == 0 {
+		return out, nil
+	}
+	if rep[len(rep)-1] != 0 {
+		return nil, fmt.Errorf("%w: the report does not end with NUL", ErrHostile)
+	}
+	for _, rec := range bytes.Split(rep[:len(rep)-1], []byte{0}) {
+		if len(rec) < 3 {
+			return nil, fmt.Errorf("%w: a report record is too short", ErrHostile)
+		}
+		p, ok := strings.CutPrefix(string(rec[1:]), "./")
+		if !ok || !tree.ValidPath(p) {
+			return nil, fmt.Errorf("%w: the report names %.120q, not a clean relative path", ErrHostile, rec[1:])
+		}
+		switch rec[0] {
+		case 'h':
+			out[p] = "a regular file with several links or a setuid/setgid bit"
+		case 's':
+			out[p] = "a FIFO, socket or device"
+		default:
+			return nil, fmt.Errorf("%w: unknown report record type %q", ErrHostile, rec[0])
+		}
+	}
+	return out, nil
+}
+
+var errTruncated = errors.New("sandbox stream truncated at the byte limit")

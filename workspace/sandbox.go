@@ -1,0 +1,189 @@
+package workspace
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/airlockdev/airlock/internal/gitexec"
+	"github.com/airlockdev/airlock/stage"
+)
+
+// guestPrelude starts every sandbox script that runs git: the sandbox's
+// own GIT_* redirections are dropped, system and global configuration
+// ignored, hooks off, no prompt.
+const guestPrelude = `unset GIT_DIR GIT_WORK_TREE GIT_INDEX_FILE GIT_OBJECT_DIRECTORY GIT_ALTERNATE_OBJECT_DIRECTORIES GIT_NAMESPACE GIT_COMMON_DIR GIT_CEILING_DIRECTORIES GIT_CONFIG GIT_CONFIG_PARAMETERS GIT_CONFIG_COUNT GIT_EXEC_PATH GIT_TEMPLATE_DIR GIT_SSH GIT_SSH_COMMAND GIT_EXTERNAL_DIFF GIT_PAGER GIT_EDITOR GIT_QUARANTINE_PATH GIT_REPLACE_REF_BASE GIT_NO_REPLACE_OBJECTS GIT_GRAFT_FILE GIT_SHALLOW_FILE GIT_DISCOVERY_ACROSS_FILESYSTEM GIT_LITERAL_PATHSPECS GIT_GLOB_PATHSPECS GIT_NOGLOB_PATHSPECS GIT_ICASE_PATHSPECS GIT_TRACE 2>/dev/null
+export GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null GIT_TERMINAL_PROMPT=0 GIT_OPTIONAL_LOCKS=0 LC_ALL=C
+g() { git -c core.hooksPath=/dev/null -c core.fsmonitor=false -c gc.auto=0 -c maintenance.auto=false -c core.autocrlf=false -c core.quotePath=false "$@"; }
+`
+
+// findReport is the sandbox's list of entries that no tar header or git
+// tree can be trusted to show: regular files with more than one link or a
+// setuid/setgid bit ("h"), and FIFOs, sockets and devices ("s"). Each
+// record is <type><./path>NUL.
+const findReport = `find . \( -path ./.git -o -path ./.airlock \) -prune -o -type f \( -links +1 -o -perm -4000 -o -perm -2000 \) -exec printf 'h%s\0' {} + -o ! -type f ! -type d ! -type l -exec printf 's%s\0' {} +`
+
+// q quotes s for POSIX sh.
+func q(s string) string { return "'" + strings.ReplaceAll(s, "'", `'"'"'`) + "'" }
+
+// probe is what the sandbox said about itself.
+type probe struct {
+	tools      map[string]bool
+	gitVersion string   // "git version …" or ""
+	have       []string // commit names the sandbox repo holds (refs and HEAD)
+}
+
+// maxProbeHave bounds the commits a probe may list.
+const maxProbeHave = 2000
+
+func probeScript(remote string) string {
+	return fmt.Sprintf(`r=%s
+for t in git tar find; do if command -v "$t" >/dev/null 2>&1; then echo "tool $t"; fi; done
+if command -v git >/dev/null 2>&1; then v=$(git --version 2>/dev/null) && echo "gitversion $v"; fi
+if [ -d "$r/.git" ] && [ ! -L "$r/.git" ] && cd "$r" 2>/dev/null; then
+%s
+g for-each-ref --count=%d --format='have %%(objectname)' refs/airlock/base refs/heads 2>/dev/null
+h=$(g rev-parse -q --verify 'HEAD^{commit}' 2>/dev/null) && echo "have $h"
+fi
+echo end
+`, q(remote), guestPrelude, maxProbeHave-1)
+}
+
+// parseProbe reads a probe's output. It accepts only the lines the probe
+// script writes and requires the final "end" line.
+func parseProbe(data []byte) (probe, error) {
+	p := probe{tools: map[string]bool{}}
+	lines := strings.Split(string(data), "\n")
+	if len(lines) < 2 || lines[len(lines)-1] != "" || lines[len(lines)-2] != "end" {
+		return probe{}, fmt.Errorf("%w: the sandbox probe did not end with its end line", ErrHostile)
+	}
+	for _, l := range lines[:len(lines)-2] {
+		k, v, _ := strings.Cut(l, " ")
+		switch k {
+		case "tool":
+			if v != "git" && v != "tar" && v != "find" {
+				return probe{}, fmt.Errorf("%w: the sandbox probe names an unknown tool %q", ErrHostile, v)
+			}
+			p.tools[v] = true
+		case "gitversion":
+			if p.gitVersion != "" || len(v) > 200 {
+				return probe{}, fmt.Errorf("%w: the sandbox probe has a bad git version line", ErrHostile)
+			}
+			p.gitVersion = v
+		case "have":
+			if !isHex(v) {
+				return probe{}, fmt.Errorf("%w: the sandbox probe lists %q, not an object name", ErrHostile, v)
+			}
+			if len(p.have) >= maxProbeHave {
+				return probe{}, fmt.Errorf("%w: the sandbox probe lists more than %d commits", ErrHostile, maxProbeHave)
+			}
+			p.have = append(p.have, v)
+		default:
+			return probe{}, fmt.Errorf("%w: unexpected sandbox probe line %.80q", ErrHostile, l)
+		}
+	}
+	return p, nil
+}
+
+// probe runs the probe as a control operation (bounded by the control
+// deadline even when the Runner ignores its context).
+func (r *Round) probe(ctx context.Context) (probe, error) {
+	var out bytes.Buffer
+	lw := &limitWriter{w: &out, n: 1 << 20}
+	err := stage.NewBridge(r.spec.Runner).Control(ctx, stage.Command{Script: probeScript(r.spec.Remote), Stdout: lw})
+	if err != nil {
+		return probe{}, fmt.Errorf("workspace: probing the sandbox at %s: %w", r.spec.Remote, err)
+	}
+	if lw.over {
+		return probe{}, fmt.Errorf("%w: the sandbox probe wrote more than 1 MiB", ErrHostile)
+	}
+	return parseProbe(out.Bytes())
+}
+
+// checkTools fails, naming the tool, when the sandbox lacks one.
+func (p probe) checkTools(git bool) error {
+	need := []string{"tar", "find"}
+	if git {
+		need = []string{"git", "find"}
+	}
+	for _, t := range need {
+		if !p.tools[t] {
+			return &ToolError{Tool: t, Where: "sandbox"}
+		}
+	}
+	if git {
+		maj, min, ok := gitexec.ParseVersion(p.gitVersion)
+		if !ok || maj < minGuestGitMajor || (maj == minGuestGitMajor && min < minGuestGitMinor) {
+			return &ToolError{Tool: "git", Where: "sandbox", Have: strings.TrimPrefix(p.gitVersion, "git version "), Need: fmt.Sprintf("%d.%d", minGuestGitMajor, minGuestGitMinor)}
+		}
+	}
+	return nil
+}
+
+// runGuest runs a data command (bounded by ctx only) and maps its failure:
+// an exit status becomes an error carrying the script's stderr; anything
+// else wraps stage.ErrTransport.
+func runGuest(ctx context.Context, run stage.Runner, op string, cmd stage.Command) error {
+	stderr := &capBuffer{max: 4 << 10}
+	cmd.Stderr = stderr
+	err := run.Run(ctx, cmd)
+	if err == nil {
+		return nil
+	}
+	if cerr := ctx.Err(); cerr != nil {
+		return fmt.Errorf("workspace: %s: %w", op, cerr)
+	}
+	var ee *stage.ExitError
+	if errors.As(err, &ee) {
+		msg := strings.TrimSpace(stderr.String())
+		if msg == "" {
+			return fmt.Errorf("workspace: %s failed in the sandbox: %w", op, err)
+		}
+		return fmt.Errorf("workspace: %s failed in the sandbox: %w: %s", op, err, msg)
+	}
+	return fmt.Errorf("workspace: %w: %s: %w", stage.ErrTransport, op, err)
+}
+
+// limitWriter passes at most n bytes to w and then fails every write.
+type limitWriter struct {
+	w    interface{ Write([]byte) (int, error) }
+	n    int64
+	over bool
+}
+
+var errLimit = errors.New("output limit exceeded")
+
+func (l *limitWriter) Write(p []byte) (int, error) {
+	if int64(len(p)) > l.n {
+		l.over = true
+		return 0, errLimit
+	}
+	l.n -= int64(len(p))
+	return l.w.Write(p)
+}
+
+// capBuffer keeps the first max bytes written and drops the rest; it is
+// safe for concurrent use.
+type capBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+	max int
+}
+
+func (c *capBuffer) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if room := c.max - c.buf.Len(); room > 0 {
+		c.buf.Write(p[:min(len(p), room)])
+	}
+	return len(p), nil
+}
+
+func (c *capBuffer) String() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.buf.String()
+}

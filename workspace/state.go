@@ -1,0 +1,176 @@
+package workspace
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/airlockdev/airlock/internal/atomicfile"
+	"github.com/airlockdev/airlock/internal/tree"
+)
+
+// recordSchema names the one format of a round's state file.
+const recordSchema = "airlock.workspace-round.v1"
+
+const (
+	kindGit   = "git"
+	kindPlain = "plain"
+)
+
+// record is a round's saved state: <state dir>/<id>.json. A plain round
+// also keeps its baseline manifest at <id>.manifest.json.
+type record struct {
+	Schema  string   `json:"schema"`
+	ID      string   `json:"id"`
+	Kind    string   `json:"kind"`     // kindGit or kindPlain
+	Local   string   `json:"local"`    // Spec.Local
+	Remote  string   `json:"remote"`   // Spec.Remote
+	Exclude []string `json:"exclude"`  // Spec.Exclude
+	Branch  string   `json:"branch"`   // refs/heads/…, "" for a detached HEAD
+	Head    string   `json:"head"`     // the commit the sandbox got as HEAD, "" when unborn
+	Snap    string   `json:"snapshot"` // the work tree snapshot commit
+	Tree    string   `json:"tree"`     // its tree: the baseline
+	Index   string   `json:"index"`    // the tree of the user's index
+}
+
+func (r record) encode() []byte {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(r); err != nil {
+		panic(fmt.Sprintf("workspace: encoding round state: %v", err)) // strings only
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
+}
+
+// decodeRecord accepts exactly what encode writes: unknown, missing or
+// duplicate keys, another order, white space and trailing data are all
+// rejected, as are bad ids, kinds and object names.
+func decodeRecord(data []byte) (record, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	var r record
+	if err := dec.Decode(&r); err != nil {
+		return record{}, fmt.Errorf("%w: %v", ErrBadState, err)
+	}
+	if !bytes.Equal(r.encode(), data) {
+		return record{}, fmt.Errorf("%w: not in canonical form (missing, duplicate or reordered keys, or trailing data)", ErrBadState)
+	}
+	switch {
+	case r.Schema != recordSchema:
+		return record{}, fmt.Errorf("%w: schema %q, want %q", ErrBadState, r.Schema, recordSchema)
+	case !validID(r.ID):
+		return record{}, fmt.Errorf("%w: bad id %q", ErrBadState, r.ID)
+	case r.Kind != kindGit && r.Kind != kindPlain:
+		return record{}, fmt.Errorf("%w: unknown kind %q", ErrBadState, r.Kind)
+	case r.Exclude == nil:
+		return record{}, fmt.Errorf("%w: exclude is null", ErrBadState)
+	}
+	if r.Kind == kindGit {
+		for _, h := range []string{r.Snap, r.Tree, r.Index} {
+			if !isHex(h) {
+				return record{}, fmt.Errorf("%w: bad object name %q", ErrBadState, h)
+			}
+		}
+		if r.Head != "" && !isHex(r.Head) {
+			return record{}, fmt.Errorf("%w: bad head %q", ErrBadState, r.Head)
+		}
+	}
+	return r, nil
+}
+
+func isHex(s string) bool {
+	if len(s) != 40 && len(s) != 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+func (r *Round) saveState(ctx context.Context) error {
+	if r.state == "" {
+		return nil
+	}
+	if err := os.MkdirAll(r.state, 0o700); err != nil {
+		return &fs.PathError{Op: "workspace.Prepare", Path: r.state, Err: fmt.Errorf("creating the state directory: %w", err)}
+	}
+	if r.rec.Kind == kindPlain {
+		p := filepath.Join(r.state, r.rec.ID+".manifest.json")
+		if err := atomicfile.WriteFile(ctx, p, r.base.Canonical(), 0o600); err != nil {
+			return &fs.PathError{Op: "workspace.Prepare", Path: p, Err: err}
+		}
+	}
+	p := filepath.Join(r.state, r.rec.ID+".json")
+	if err := atomicfile.WriteFile(ctx, p, r.rec.encode(), 0o600); err != nil {
+		return &fs.PathError{Op: "workspace.Prepare", Path: p, Err: err}
+	}
+	return nil
+}
+
+func (r *Round) dropState() {
+	if r.state == "" {
+		return
+	}
+	os.Remove(filepath.Join(r.state, r.rec.ID+".json"))
+	os.Remove(filepath.Join(r.state, r.rec.ID+".manifest.json"))
+}
+
+// maxStateBytes bounds a state file read back.
+const maxStateBytes = 256 << 20
+
+func readState(dir, name string) ([]byte, error) {
+	f, err := tree.OpenFile(dir, name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxStateBytes+1))
+	if err != nil {
+		return nil, &fs.PathError{Op: "read", Path: filepath.Join(dir, name), Err: err}
+	}
+	if len(data) > maxStateBytes {
+		return nil, &fs.PathError{Op: "read", Path: filepath.Join(dir, name), Err: fmt.Errorf("%w: larger than %d bytes", ErrBadState, maxStateBytes)}
+	}
+	return data, nil
+}
+
+func loadState(dir, id string) (record, tree.Manifest, error) {
+	data, err := readState(dir, id+".json")
+	if errors.Is(err, fs.ErrNotExist) {
+		return record{}, tree.Manifest{}, &fs.PathError{Op: "workspace.Reopen", Path: filepath.Join(dir, id+".json"),
+			Err: fmt.Errorf("%w: no state for round %s; pass the WithStateDir the round was prepared with", ErrNoRound, id)}
+	}
+	if err != nil {
+		return record{}, tree.Manifest{}, err
+	}
+	rec, err := decodeRecord(data)
+	if err == nil && rec.ID != id {
+		err = fmt.Errorf("%w: the file holds round %s", ErrBadState, rec.ID)
+	}
+	if err != nil {
+		return record{}, tree.Manifest{}, &fs.PathError{Op: "workspace.Reopen", Path: filepath.Join(dir, id+".json"), Err: err}
+	}
+	var m tree.Manifest
+	if rec.Kind == kindPlain {
+		p := id + ".manifest.json"
+		data, err := readState(dir, p)
+		if err != nil {
+			return record{}, tree.Manifest{}, err
+		}
+		if m, err = tree.ParseManifest(data); err != nil {
+			return record{}, tree.Manifest{}, &fs.PathError{Op: "workspace.Reopen", Path: filepath.Join(dir, p), Err: fmt.Errorf("%w: %w", ErrBadState, err)}
+		}
+	}
+	return rec, m, nil
+}

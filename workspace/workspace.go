@@ -1,0 +1,322 @@
+package workspace
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/airlockdev/airlock/internal/gitexec"
+	"github.com/airlockdev/airlock/internal/tree"
+	"github.com/airlockdev/airlock/stage"
+)
+
+// Spec names the two sides of a round.
+type Spec struct {
+	Local   string       // host work tree (git work tree or plain directory), absolute
+	Remote  string       // absolute directory in the sandbox
+	Runner  stage.Runner // runs every sandbox command
+	Exclude []string     // extra slash patterns never synced either way; stage.RuntimeDir is always excluded
+}
+
+// Result reports what a Restore brought back.
+type Result struct {
+	GitBacked bool
+	Head      string // local HEAD after restore ("" for plain directories)
+	Commits   int    // commits brought back
+	Merged    bool   // a merge commit was needed
+	// Relative slash paths, sorted. Kept: local edits that beat a remote
+	// change or deletion. Refused: hostile or over-limit sandbox entries
+	// that were not written.
+	Updated, Deleted, Kept, Refused []string
+}
+
+// Option configures Prepare and Reopen.
+type Option func(*options)
+
+type options struct {
+	log         *slog.Logger
+	progress    func(stage.Progress)
+	name, email string
+	stateDir    string
+	maxBytes    int64
+	lockWait    time.Duration
+	casRetries  int
+}
+
+// Defaults.
+const (
+	DefaultMaxBytes  = 4 << 30
+	defaultName      = "airlock"
+	defaultEmail     = "airlock@localhost"
+	defaultLockWait  = 2 * time.Minute
+	defaultCASTries  = 5
+	minHostGitMajor  = 2
+	minHostGitMinor  = 38
+	minGuestGitMajor = 2
+	minGuestGitMinor = 20
+)
+
+// WithLogger sends log records to l. Default: discarded.
+func WithLogger(l *slog.Logger) Option {
+	return func(o *options) {
+		if l != nil {
+			o.log = l
+		}
+	}
+}
+
+// WithProgress calls fn as a Prepare or Restore advances; Asset is
+// "prepare" or "restore", and every count only grows. Default: none.
+func WithProgress(fn func(stage.Progress)) Option {
+	return func(o *options) { o.progress = fn }
+}
+
+// WithCommitter sets the author and committer of the commits airlock
+// writes (snapshots, merge commits). Default: airlock <airlock@localhost>.
+func WithCommitter(name, email string) Option {
+	return func(o *options) { o.name, o.email = name, email }
+}
+
+// WithStateDir keeps round state (the baseline) in dir, created 0700 when
+// missing. Default: <git dir>/airlock/rounds for a git work tree; for a
+// plain directory, memory only, so Reopen needs this option.
+func WithStateDir(dir string) Option {
+	return func(o *options) { o.stateDir = dir }
+}
+
+// WithMaxBytes makes Restore refuse more than n bytes from the sandbox.
+// Default: DefaultMaxBytes (4 GiB); n <= 0 keeps the default.
+func WithMaxBytes(n int64) Option {
+	return func(o *options) {
+		if n > 0 {
+			o.maxBytes = n
+		}
+	}
+}
+
+func newOptions(opts []Option) options {
+	o := options{log: slog.New(slog.DiscardHandler), name: defaultName, email: defaultEmail,
+		maxBytes: DefaultMaxBytes, lockWait: defaultLockWait, casRetries: defaultCASTries}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	return o
+}
+
+func (o *options) report(p stage.Progress) {
+	if o.progress != nil {
+		o.progress(p)
+	}
+}
+
+// Round is one prepared sandbox copy, restorable once the run is over.
+type Round struct {
+	spec   Spec
+	o      options
+	rec    record
+	base   tree.Manifest // plain directories: what the sandbox was given
+	git    *gitexec.Git  // git work trees
+	gitDir string        // absolute git dir of a git work tree
+	state  string        // state directory ("" when kept in memory)
+}
+
+// ID returns the round's id: 24 lowercase hex digits, stable across Reopen.
+func (r *Round) ID() string { return r.rec.ID }
+
+// Prepare gives the sandbox a copy of spec.Local at spec.Remote and
+// returns the round that restores it. See the package documentation.
+func Prepare(ctx context.Context, spec Spec, opts ...Option) (*Round, error) {
+	o := newOptions(opts)
+	if err := checkSpec(spec, o); err != nil {
+		return nil, err
+	}
+	id, err := newID()
+	if err != nil {
+		return nil, err
+	}
+	r := &Round{spec: spec, o: o, rec: record{Schema: recordSchema, ID: id, Local: spec.Local, Remote: spec.Remote, Exclude: slices.Clone(spec.Exclude)}}
+	if r.rec.Exclude == nil {
+		r.rec.Exclude = []string{}
+	}
+	g, gitDir, err := openRepo(ctx, spec.Local)
+	if err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	if g != nil {
+		r.git, r.gitDir = g, gitDir
+		r.rec.Kind = kindGit
+		r.state = o.stateDir
+		if r.state == "" {
+			r.state = filepath.Join(gitDir, "airlock", "rounds")
+		}
+		err = r.prepareGit(ctx, gitDir)
+	} else {
+		r.rec.Kind = kindPlain
+		r.state = o.stateDir
+		err = r.preparePlain(ctx)
+	}
+	if err != nil {
+		return nil, err
+	}
+	o.log.LogAttrs(ctx, slog.LevelInfo, "workspace prepared", slog.String("round", id), slog.String("kind", r.rec.Kind), slog.Duration("elapsed", time.Since(start)))
+	return r, nil
+}
+
+// Reopen returns the round id prepared earlier (possibly by another
+// process) for spec, from its saved state. A plain directory's round can be
+// reopened only when it was prepared WithStateDir, and the same option must
+// be given here.
+func Reopen(ctx context.Context, spec Spec, id string, opts ...Option) (*Round, error) {
+	o := newOptions(opts)
+	if err := checkSpec(spec, o); err != nil {
+		return nil, err
+	}
+	if !validID(id) {
+		return nil, fmt.Errorf("%w: round id %q is not 24 lowercase hex digits; pass Round.ID()", ErrNoRound, id)
+	}
+	g, gitDir, err := openRepo(ctx, spec.Local)
+	if err != nil {
+		return nil, err
+	}
+	r := &Round{spec: spec, o: o, git: g, gitDir: gitDir, state: o.stateDir}
+	if r.state == "" {
+		if g == nil {
+			return nil, fmt.Errorf("%w: %s is a plain directory: its rounds are kept only WithStateDir; pass the state directory the round was prepared with", ErrSpec, spec.Local)
+		}
+		r.state = filepath.Join(gitDir, "airlock", "rounds")
+	}
+	rec, base, err := loadState(r.state, id)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case rec.Local != spec.Local || rec.Remote != spec.Remote:
+		return nil, fmt.Errorf("%w: round %s was prepared for %s -> %s, not %s -> %s", ErrSpec, id, rec.Local, rec.Remote, spec.Local, spec.Remote)
+	case (rec.Kind == kindGit) != (g != nil):
+		return nil, fmt.Errorf("%w: round %s is a %s round but %s is no longer one", ErrRepo, id, rec.Kind, spec.Local)
+	}
+	r.rec, r.base = rec, base
+	return r, nil
+}
+
+// Restore brings the sandbox's commits and file changes back into the
+// local work tree. See the package documentation for the merge rules.
+func (r *Round) Restore(ctx context.Context) (*Result, error) {
+	unlock, err := lockWorkTree(ctx, r.lockPath(), r.o.lockWait)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	start := time.Now()
+	var res *Result
+	if r.rec.Kind == kindGit {
+		res, err = r.restoreGit(ctx)
+	} else {
+		res, err = r.restorePlain(ctx)
+	}
+	if err != nil {
+		return nil, err
+	}
+	for _, l := range [][]string{res.Updated, res.Deleted, res.Kept, res.Refused} {
+		slices.Sort(l)
+	}
+	res.Updated = slices.Compact(res.Updated)
+	res.Deleted = slices.Compact(res.Deleted)
+	res.Kept = slices.Compact(res.Kept)
+	res.Refused = slices.Compact(res.Refused)
+	r.o.log.LogAttrs(ctx, slog.LevelInfo, "workspace restored", slog.String("round", r.rec.ID),
+		slog.Int("commits", res.Commits), slog.Int("updated", len(res.Updated)), slog.Int("deleted", len(res.Deleted)),
+		slog.Int("kept", len(res.Kept)), slog.Int("refused", len(res.Refused)), slog.Duration("elapsed", time.Since(start)))
+	return res, nil
+}
+
+func (r *Round) lockPath() string {
+	if r.rec.Kind == kindGit {
+		return filepath.Join(r.gitDir, "airlock", "restore.lock")
+	}
+	return filepath.Join(r.spec.Local, stage.RuntimeDir, "restore.lock")
+}
+
+func checkSpec(spec Spec, o options) error {
+	switch {
+	case spec.Runner == nil:
+		return fmt.Errorf("%w: Spec.Runner is nil; pass stage.LocalRunner(dir) or another Runner", ErrSpec)
+	case !filepath.IsAbs(spec.Local) || filepath.Clean(spec.Local) != spec.Local || spec.Local == "/":
+		return fmt.Errorf("%w: Spec.Local %q must be an absolute, clean path below /", ErrSpec, spec.Local)
+	case !path.IsAbs(spec.Remote) || path.Clean(spec.Remote) != spec.Remote || spec.Remote == "/" || strings.ContainsAny(spec.Remote, "\x00\n"):
+		return fmt.Errorf("%w: Spec.Remote %q must be an absolute, clean sandbox path below / without newlines", ErrSpec, spec.Remote)
+	case o.stateDir != "" && (!filepath.IsAbs(o.stateDir) || filepath.Clean(o.stateDir) != o.stateDir):
+		return fmt.Errorf("%w: WithStateDir %q must be an absolute, clean path", ErrSpec, o.stateDir)
+	case strings.ContainsAny(o.name+o.email, "<>\n\x00") || o.name == "" || o.email == "":
+		return fmt.Errorf("%w: WithCommitter(%q, %q): name and email must be non-empty without <, >, newline or NUL", ErrSpec, o.name, o.email)
+	}
+	for _, p := range spec.Exclude {
+		if _, err := path.Match(p, ""); err != nil || p == "" || strings.ContainsAny(p, "\x00\n") {
+			return fmt.Errorf("%w: exclude pattern %q is not a valid path.Match pattern", ErrSpec, p)
+		}
+	}
+	return nil
+}
+
+func newID() (string, error) {
+	var b [12]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("workspace: generating a round id: %w", err)
+	}
+	return hex.EncodeToString(b[:]), nil
+}
+
+func validID(id string) bool {
+	if len(id) != 24 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// excluded reports whether rel (or a directory above it) matches one of
+// the patterns, or lies in the runtime directory.
+func excluded(pats []string, rel string) bool {
+	for p := rel; p != "." && p != ""; p = path.Dir(p) {
+		if path.Dir(p) == "." && strings.EqualFold(p, stage.RuntimeDir) {
+			return true
+		}
+		for _, pat := range pats {
+			if ok, _ := path.Match(pat, p); ok {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// reserved reports a path the sandbox may never write: one with a .git
+// component anywhere, or below the runtime directory.
+func reserved(rel string) bool {
+	first, _, _ := strings.Cut(rel, "/")
+	if strings.EqualFold(first, stage.RuntimeDir) {
+		return true
+	}
+	for _, c := range strings.Split(rel, "/") {
+		if strings.EqualFold(c, ".git") {
+			return true
+		}
+	}
+	return false
+}
+
+var errStop = errors.New("stop")

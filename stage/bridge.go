@@ -1,7 +1,7 @@
 package stage
 
 import (
-	"bytes"
+	"bufio"
 	"context"
 	"crypto/rand"
 	"errors"
@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/airlockdev/airlock/internal/keylock"
 )
 
 // Command is one POSIX sh script to run in the sandbox.
@@ -38,11 +40,15 @@ type Runner interface {
 
 // ExitError reports a sandbox command that ran and failed.
 type ExitError struct {
-	Status int // exit status; -1 when the command was killed by a signal
+	Status int    // exit status; -1 when the command was killed by a signal
+	Signal string // the signal's name without "SIG" ("KILL", "TERM"), when one ended the command and the Runner knows it
 }
 
 func (e *ExitError) Error() string {
-	if e.Status < 0 {
+	switch {
+	case e.Status < 0 && e.Signal != "":
+		return "sandbox command was killed by signal " + e.Signal
+	case e.Status < 0:
 		return "sandbox command was killed by a signal"
 	}
 	return fmt.Sprintf("sandbox command exited with status %d", e.Status)
@@ -98,7 +104,9 @@ type Bridge struct {
 	r       Runner
 	timeout time.Duration
 	rand    io.Reader
-	locks   keyLock
+	locks   keylock.Map
+	capsMu  sync.Mutex
+	caps    capsState
 }
 
 var _ Target = (*Bridge)(nil)
@@ -135,7 +143,7 @@ func (b *Bridge) runControl(ctx context.Context, op string, cmd Command, settle 
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("%s: %w", op, err)
 	}
-	stderr := &limitedBuffer{max: 4 << 10, truncate: true}
+	stderr := &limitedBuffer{Max: 4 << 10, Truncate: true}
 	if cmd.Stderr == nil {
 		cmd.Stderr = stderr
 	}
@@ -229,35 +237,118 @@ func (b *Bridge) classify(ctx, cctx context.Context, op string, err error, stder
 	return fmt.Errorf("%w: %s: %w", ErrTransport, op, err)
 }
 
-// q quotes s for POSIX sh.
-func q(s string) string { return "'" + strings.ReplaceAll(s, "'", `'"'"'`) + "'" }
+// MaxProbeBytes bounds the whole reply of one Probe, all manifests
+// together: a sandbox that sends more fails the probe with ErrTransport,
+// and the host never holds more than this of its output.
+const MaxProbeBytes = MaxManifestBytes + 1<<20
+
+// sandboxCaps is what Bridge learns about a sandbox once, in its first
+// probe.
+type sandboxCaps struct {
+	sha256   bool // sha256sum is there: unchanged files can be carried over and checked (delta publish)
+	exchange bool // mv --exchange (GNU coreutils 9.5+): the publish swaps old and new copies in one rename
+}
+
+// probeHeader starts every probe reply: "airlock-probe <caps>\n", where caps
+// is "-" when not asked, else two digits (sha256sum, mv --exchange) and, when
+// a required tool is missing, a space and the missing tools' names.
+const probeHeader = "airlock-probe "
+
+// detectScript prints the capability word of probeHeader.
+const detectScript = `m=
+for t in tar mkdir mv rm cat chmod; do command -v "$t" >/dev/null 2>&1 || m="$m $t"; done
+s=0; command -v sha256sum >/dev/null 2>&1 && s=1
+x=0; mv --help 2>/dev/null | grep -q -e '--exchange' && x=1
+c="$s$x$m"
+`
 
 // Probe implements Target. The sandbox lists the manifests that exist as
 // regular files and sends them as one tar stream: one command, one process
-// besides the shell, whatever the number of names.
+// besides the shell, whatever the number of names. The reply is parsed as
+// it streams and bounded as a whole by MaxProbeBytes. The first probe of a
+// Bridge also learns what the sandbox offers (sha256sum, mv --exchange)
+// and fails with a clear error when a tool the protocol needs is missing.
 func (b *Bridge) Probe(ctx context.Context, root string, names []string) ([][]byte, error) {
-	if len(names) == 0 {
+	_, known := b.knownCaps()
+	if len(names) == 0 && known {
 		return [][]byte{}, nil
 	}
 	want := make(map[string]int, len(names))
 	var sb strings.Builder
-	fmt.Fprintf(&sb, "cd %s 2>/dev/null || exit 0\nset --\nfor f in", q(root))
+	if known {
+		sb.WriteString("c=-\n")
+	} else {
+		sb.WriteString(detectScript)
+	}
+	fmt.Fprintf(&sb, "echo \"%s$c\"\ncd %s 2>/dev/null || exit 0\nset --\nfor f in", probeHeader, q(root))
 	for i, n := range names {
 		want[manifestName(n)] = i
 		sb.WriteString(" " + q(manifestName(n)))
 	}
 	sb.WriteString("; do if [ -f \"$f\" ] && [ ! -L \"$f\" ]; then set -- \"$@\" \"$f\"; fi; done\n[ $# -eq 0 ] || exec tar -c -f - \"$@\"")
-	out := &limitedBuffer{max: len(names) * (MaxManifestBytes + 64<<10)}
 	op := "reading the stored manifests under " + root
-	if err := b.control(ctx, op, Command{Script: sb.String(), Stdout: out}); err != nil {
-		return nil, err
-	}
+
 	res := make([][]byte, len(names))
-	if out.Len() == 0 {
-		return res, nil
+	pr, pw := io.Pipe()
+	parsed := make(chan error, 1)
+	go func() {
+		err := b.parseProbe(pr, op, want, res)
+		pr.CloseWithError(err) // a reply that breaks the protocol stops the command's output
+		parsed <- err
+	}()
+	err := b.control(ctx, op, Command{Script: sb.String(), Stdout: pw})
+	// A reply the parser refused while the command ran explains the
+	// command's failure (its output was cut off); otherwise the command's
+	// own error comes first.
+	var perr error
+	early := false
+	select {
+	case perr = <-parsed:
+		early = true
+	default:
 	}
-	seen := make([]bool, len(names))
-	err := readTarStream(bytes.NewReader(out.Bytes()), func(e Entry, r io.Reader) error {
+	pw.Close()
+	if !early {
+		perr = <-parsed
+	}
+	switch {
+	case perr != nil && early && ctx.Err() == nil:
+		return nil, perr
+	case err != nil:
+		return nil, err
+	case perr != nil:
+		return nil, perr
+	}
+	if c, ok := b.knownCaps(); ok && c.missing != "" {
+		return nil, fmt.Errorf("%w: the sandbox lacks%s, which staging needs (POSIX sh with tar, mkdir, mv, rm, cat and chmod); install it in the sandbox image", ErrTransport, c.missing)
+	}
+	return res, nil
+}
+
+// parseProbe reads a probe reply: the header, then the manifests' tar
+// stream, filling res.
+func (b *Bridge) parseProbe(r io.Reader, op string, want map[string]int, res [][]byte) error {
+	lr := &io.LimitedReader{R: r, N: MaxProbeBytes + 1}
+	br := bufio.NewReaderSize(lr, 4<<10)
+	line, err := br.ReadSlice('\n')
+	if err != nil {
+		if errors.Is(err, io.EOF) && len(line) == 0 {
+			return fmt.Errorf("%w: %s: the sandbox's reply is empty (is /bin/sh there?)", ErrTransport, op)
+		}
+		return fmt.Errorf("%w: %s: the reply does not start with a header line: %v", ErrTransport, op, err)
+	}
+	word, ok := strings.CutPrefix(strings.TrimSuffix(string(line), "\n"), probeHeader)
+	if !ok {
+		return fmt.Errorf("%w: %s: the reply starts with %q, not the probe header", ErrTransport, op, truncate(string(line), 64))
+	}
+	if word != "-" {
+		if len(word) < 2 || (word[0] != '0' && word[0] != '1') || (word[1] != '0' && word[1] != '1') {
+			return fmt.Errorf("%w: %s: malformed capability word %q", ErrTransport, op, truncate(word, 64))
+		}
+		b.setCaps(sandboxCaps{sha256: word[0] == '1', exchange: word[1] == '1'}, word[2:])
+	}
+	seen := make([]bool, len(res))
+	err = readTarStream(br, func(e Entry, r io.Reader) error {
 		i, ok := want[e.Path]
 		switch {
 		case !ok:
@@ -276,15 +367,64 @@ func (b *Bridge) Probe(ctx context.Context, root string, names []string) ([][]by
 		res[i] = data
 		return nil
 	})
-	if err != nil {
-		return nil, err
+	if err == nil && lr.N <= 0 {
+		err = fmt.Errorf("%w: %s: the sandbox sent more than %d bytes", ErrTransport, op, MaxProbeBytes)
 	}
-	return res, nil
+	if err != nil {
+		return err
+	}
+	// tar pads its output; accept a little, never an endless tail.
+	if n, _ := io.Copy(io.Discard, io.LimitReader(br, 1<<20)); n == 1<<20 {
+		return fmt.Errorf("%w: %s: data after the end of the archive", ErrTransport, op)
+	}
+	if lr.N <= 0 {
+		return fmt.Errorf("%w: %s: the sandbox sent more than %d bytes", ErrTransport, op, MaxProbeBytes)
+	}
+	return nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "…"
+	}
+	return s
+}
+
+func (b *Bridge) knownCaps() (capsState, bool) {
+	b.capsMu.Lock()
+	defer b.capsMu.Unlock()
+	return b.caps, b.caps.known
+}
+
+func (b *Bridge) setCaps(c sandboxCaps, missing string) {
+	b.capsMu.Lock()
+	defer b.capsMu.Unlock()
+	b.caps = capsState{sandboxCaps: c, known: true, missing: missing}
+}
+
+// capsState is what the first probe learnt.
+type capsState struct {
+	sandboxCaps
+	known   bool
+	missing string // " tar mv": required tools the sandbox lacks
+}
+
+// capsFor returns the sandbox's capabilities, probing for them when no
+// probe has run yet.
+func (b *Bridge) capsFor(ctx context.Context, root string) (sandboxCaps, error) {
+	if c, ok := b.knownCaps(); ok {
+		return c.sandboxCaps, nil
+	}
+	if _, err := b.Probe(ctx, root, nil); err != nil {
+		return sandboxCaps{}, err
+	}
+	c, _ := b.knownCaps()
+	return c.sandboxCaps, nil
 }
 
 // Publish implements Target.
 func (b *Bridge) Publish(ctx context.Context, root, name string, src *Tree) (err error) {
-	unlock, err := b.locks.lock(ctx, root+"\x00"+name)
+	unlock, err := b.locks.Lock(ctx, root+"\x00"+name)
 	if err != nil {
 		return err
 	}
@@ -331,7 +471,21 @@ func (b *Bridge) Publish(ctx context.Context, root, name string, src *Tree) (err
 		}
 	}()
 
-	if uncertain, err := b.transfer(ctx, tmp, src); err != nil {
+	caps, err := b.capsFor(ctx, root)
+	if err != nil {
+		return err
+	}
+	var carried map[string]bool
+	if u := src.Unchanged(); len(u) > 0 && caps.sha256 {
+		var uncertain bool
+		if carried, uncertain, err = b.carry(ctx, tmp, dst, u); err != nil {
+			if uncertain {
+				cleanup = false
+			}
+			return err
+		}
+	}
+	if uncertain, err := b.transfer(ctx, tmp, src, carried); err != nil {
 		if uncertain {
 			cleanup = false // the data command may still be writing into tmp: send nothing more
 		}
@@ -340,24 +494,110 @@ func (b *Bridge) Publish(ctx context.Context, root, name string, src *Tree) (err
 	if err := ctx.Err(); err != nil {
 		return err // the last point at which a cancellation stops the publish
 	}
-	// The old manifest leaves before the old tree, in one mv, so that no
-	// moment pairs a manifest with a tree it does not describe.
-	script := fmt.Sprintf(`t=%s; d=%s; m=%s
-if [ ! -f "$t/complete" ] || [ ! -d "$t/new/tree" ] || [ -L "$t/new/tree" ] || [ ! -f "$t/new/manifest.json" ] || [ -L "$t/new/manifest.json" ] || [ ! -d "$t/old" ] || [ -L "$t/old" ]; then echo "transfer incomplete: $t lacks part of the stream" >&2; exit 3; fi
-set --
-if [ -e "$m" ] || [ -L "$m" ]; then set -- "$m"; fi
-if [ -e "$d" ] || [ -L "$d" ]; then set -- "$@" "$d"; fi
-if [ $# -gt 0 ]; then mv -f "$@" "$t/old/" || exit 4; fi
-if ! mv "$t/new/tree" "$d"; then mv %s "$d"; exit 4; fi
-mv -f "$t/new/manifest.json" "$m" || exit 5
-rm -rf "$t" 2>/dev/null || { chmod -R u+rwx "$t"; rm -rf "$t"; } || { echo "published, but $t could not be removed; remove it by hand" >&2; exit 6; }`, q(tmp), q(dst), q(mf), q(path.Join(tmp, tarOld, name)))
 	// The publish is short and must not be cut in half by the caller: only
 	// the control deadline bounds it.
-	err = b.control(context.WithoutCancel(ctx), "moving the new copy into place", Command{Script: script})
+	err = b.control(context.WithoutCancel(ctx), "moving the new copy into place", Command{Script: publishScript(tmp, dst, mf, name, caps.exchange)})
 	if errors.Is(err, ErrTransport) {
 		cleanup = false // its outcome is unknown: send nothing more
 	}
 	return err
+}
+
+// publishScript moves the transferred tree in tmp into place at dst and its
+// manifest to mf. The old manifest leaves before the old tree, in one mv,
+// so that no moment pairs a manifest with a tree it does not describe. With
+// exchange (mv --exchange), the new tree and the old one trade places in one
+// atomic rename, so a reader finds either copy at dst, never nothing;
+// without it, or when the exchange fails, two renames leave dst absent for
+// an instant (never partial).
+func publishScript(tmp, dst, mf, name string, exchange bool) string {
+	var sb strings.Builder
+	fmt.Fprintf(&sb, `t=%s; d=%s; m=%s
+if [ ! -f "$t/complete" ] || [ ! -d "$t/new/tree" ] || [ -L "$t/new/tree" ] || [ ! -f "$t/new/manifest.json" ] || [ -L "$t/new/manifest.json" ] || [ ! -d "$t/old" ] || [ -L "$t/old" ]; then echo "transfer incomplete: $t lacks part of the stream" >&2; exit 3; fi
+if [ -e "$m" ] || [ -L "$m" ]; then mv -f "$m" "$t/old/" || exit 4; fi
+x=
+`, q(tmp), q(dst), q(mf))
+	if exchange {
+		sb.WriteString(`if [ -d "$d" ] && [ ! -L "$d" ] && mv --exchange "$t/new/tree" "$d" 2>/dev/null; then x=1; fi
+`)
+	}
+	fmt.Fprintf(&sb, `if [ -z "$x" ]; then
+if [ -e "$d" ] || [ -L "$d" ]; then mv -f "$d" "$t/old/" || exit 4; fi
+if ! mv "$t/new/tree" "$d"; then mv %s "$d"; exit 4; fi
+fi
+mv -f "$t/new/manifest.json" "$m" || exit 5
+rm -rf "$t" 2>/dev/null || { chmod -R u+rwx "$t"; rm -rf "$t"; } || { echo "published, but $t could not be removed; remove it by hand" >&2; exit 6; }`, q(path.Join(tmp, tarOld, name)))
+	return sb.String()
+}
+
+// maxCarryArgs bounds the bytes of file names one carry command line holds
+// (ARG_MAX is 128 KiB per argument and about 2 MiB in all on Linux).
+const maxCarryArgs = 96 << 10
+
+// carry copies the unchanged files from the previous copy dst into
+// tmp/new/tree inside the sandbox (a copy, never a link), has the sandbox
+// hash each copy, and returns the files whose copy has the SHA-256 the
+// manifest gives: those need not be sent. A copy that is missing, not a
+// regular file or has other bytes is sent as usual (the transfer replaces
+// it). Files whose names sha256sum would escape are not carried. The
+// script travels on stdin, so its length is not bounded by ARG_MAX; it is
+// a data command (bounded by ctx), as copying may take long.
+func (b *Bridge) carry(ctx context.Context, tmp, dst string, files []UnchangedFile) (map[string]bool, bool, error) {
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "n=%s/new/tree\nmkdir -p \"$n\" || exit 1\ncd %s 2>/dev/null || exit 0\n", q(tmp), q(dst))
+	want := make(map[string]string, len(files))
+	var batch []string
+	size := 0
+	flush := func() {
+		if len(batch) == 0 {
+			return
+		}
+		args := strings.Join(batch, " ")
+		// Copy, drop whatever is not a regular file, hash what is left.
+		fmt.Fprintf(&sb, "tar -c -f - -- %s 2>/dev/null | (cd \"$n\" && tar -x -o -f - 2>/dev/null)\n", args)
+		fmt.Fprintf(&sb, "(cd \"$n\" && for f in %s; do if [ -L \"$f\" ] || { [ -e \"$f\" ] && [ ! -f \"$f\" ]; }; then rm -rf -- \"$f\"; fi; done; sha256sum -- %s 2>/dev/null)\n", args, args)
+		batch, size = batch[:0], 0
+	}
+	for _, f := range files {
+		if strings.ContainsAny(f.Path, "\\\n\r") || strings.HasPrefix(f.Path, "-") {
+			continue
+		}
+		want[f.Path] = f.SHA256
+		a := q(f.Path)
+		if size+len(a) > maxCarryArgs {
+			flush()
+		}
+		batch = append(batch, a)
+		size += len(a) + 1
+	}
+	flush()
+	if len(want) == 0 {
+		return nil, false, nil
+	}
+	sb.WriteString("exit 0\n")
+	out := &limitedBuffer{Max: len(want)*(80+4<<10) + 4<<10}
+	stderr := &limitedBuffer{Max: 4 << 10, Truncate: true}
+	op := "carrying unchanged files into " + tmp
+	dctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	ended, rerr := b.runData(dctx, Command{Script: "exec /bin/sh -s", Stdin: strings.NewReader(sb.String()), Stdout: out, Stderr: stderr}, nil, cancel)
+	if !ended {
+		return nil, true, fmt.Errorf("%s: %w (%w: the sandbox command did not end within %s of being stopped; its temporary directory %s is left behind: remove it by hand)", op, context.Cause(ctx), ErrTransport, b.stopGrace(), tmp)
+	}
+	if rerr != nil {
+		return nil, false, b.classify(ctx, nil, op, rerr, stderr)
+	}
+	carried := make(map[string]bool, len(want))
+	for line := range strings.Lines(out.String()) {
+		line = strings.TrimSuffix(line, "\n")
+		if len(line) < 67 || line[64] != ' ' || (line[65] != ' ' && line[65] != '*') {
+			continue
+		}
+		if p := line[66:]; want[p] == line[:64] {
+			carried[p] = true
+		}
+	}
+	return carried, false, nil
 }
 
 // cleanup removes the temporary directory tmp of a failed publish, putting
@@ -378,7 +618,7 @@ rm -rf "$t" 2>/dev/null || { chmod -R u+rwx "$t"; rm -rf "$t"; }`, q(tmp), q(dst
 // source cannot be read) and the Runner does not return within stopGrace,
 // transfer returns anyway. uncertain then reports that the sandbox command
 // may still be writing into tmp; the error names tmp, which is left behind.
-func (b *Bridge) transfer(ctx context.Context, tmp string, src *Tree) (uncertain bool, err error) {
+func (b *Bridge) transfer(ctx context.Context, tmp string, src *Tree, carried map[string]bool) (uncertain bool, err error) {
 	dctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	pr, pw, err := os.Pipe()
@@ -388,7 +628,7 @@ func (b *Bridge) transfer(ctx context.Context, tmp string, src *Tree) (uncertain
 	growPipe(pw)
 	wdone := make(chan error, 1)
 	go func() {
-		_, werr := writeTarStream(dctx, sink{pw}, src)
+		_, werr := writeTarStream(dctx, sink{pw}, src, carried)
 		if werr != nil {
 			cancel() // stop the sandbox side before it sees the end of the stream
 		}
@@ -404,7 +644,7 @@ func (b *Bridge) transfer(ctx context.Context, tmp string, src *Tree) (uncertain
 		_ = pw.SetWriteDeadline(time.Now())
 		pw.Close()
 	}
-	stderr := &limitedBuffer{max: 4 << 10, truncate: true}
+	stderr := &limitedBuffer{Max: 4 << 10, Truncate: true}
 	op := "sending the tree to " + tmp
 	cmd := Command{Script: "umask 0\ncd " + q(tmp) + " && exec tar -x -o -f -", Stdin: pr, Stderr: stderr}
 	ended, rerr := b.runData(dctx, cmd, func() { pr.Close() }, stopWriting)
@@ -473,7 +713,7 @@ func (b *Bridge) Fetch(ctx context.Context, root, name string, fn func(e Entry, 
 		pr.CloseWithError(errFetchDone)
 		perr <- err
 	}()
-	stderr := &limitedBuffer{max: 4 << 10, truncate: true}
+	stderr := &limitedBuffer{Max: 4 << 10, Truncate: true}
 	script := fmt.Sprintf(`d=%s; w=
 if [ -L "$d" ]; then w='is a symbolic link'
 elif [ ! -e "$d" ]; then w='is missing'
@@ -523,42 +763,3 @@ const (
 var errFetchStopped = errors.New("fetch stopped")
 
 var errFetchDone = errors.New("fetch finished reading")
-
-// limitedBuffer collects output up to max bytes. Beyond that it either
-// drops the rest (truncate) or fails the write.
-type limitedBuffer struct {
-	mu       sync.Mutex
-	buf      bytes.Buffer
-	max      int
-	truncate bool
-}
-
-var errOutputTooLarge = errors.New("sandbox output exceeds its limit")
-
-func (b *limitedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	room := b.max - b.buf.Len()
-	if len(p) > room {
-		if !b.truncate {
-			return 0, errOutputTooLarge
-		}
-		b.buf.Write(p[:max(room, 0)])
-		return len(p), nil
-	}
-	return b.buf.Write(p)
-}
-
-func (b *limitedBuffer) Bytes() []byte {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Bytes()
-}
-
-func (b *limitedBuffer) String() string { return string(b.Bytes()) }
-
-func (b *limitedBuffer) Len() int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Len()
-}

@@ -51,7 +51,8 @@ func (s *scriptedRunner) commands() []stage.Command {
 var (
 	isProbe    = func(c stage.Command) bool { return strings.Contains(c.Script, `exec tar -c -f - "$@"`) }
 	isSetup    = func(c stage.Command) bool { return strings.Contains(c.Script, "mkdir -m 700") }
-	isTransfer = func(c stage.Command) bool { return c.Stdin != nil }
+	isTransfer = func(c stage.Command) bool { return c.Stdin != nil && strings.Contains(c.Script, "tar -x") }
+	isCarry    = func(c stage.Command) bool { return strings.Contains(c.Script, "sh -s") }
 	isPublish  = func(c stage.Command) bool { return strings.Contains(c.Script, "transfer incomplete") }
 	isCleanup  = func(c stage.Command) bool { return strings.Contains(c.Script, `mv "$o" "$d"; fi`) }
 	isFetch    = func(c stage.Command) bool { return strings.Contains(c.Script, "exec tar -c -f - .") }
@@ -353,7 +354,7 @@ func TestBridgePublishChecksCompleteness(t *testing.T) {
 			local := stage.LocalRunner(dir)
 			_, err := stage.Stage(context.Background(), stage.NewBridge(local), root, []stage.Asset{{Name: "x", Source: src}})
 			require.NoError(t, err)
-			build(t, src, "a=new")
+			build(t, src, "a=new", "b=new") // both changed: nothing is carried over, both travel
 			r := &scriptedRunner{next: local, match: isTransfer, do: func(ctx context.Context, cmd stage.Command) error {
 				all, err := io.ReadAll(cmd.Stdin)
 				if err != nil {

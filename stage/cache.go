@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/airlockdev/airlock/internal/keylock"
 )
 
 // DefaultCacheIdle is how long an unused Runtime stays in a Cache unless
@@ -24,7 +26,7 @@ const DefaultCacheIdle = 30 * time.Minute
 type Cache struct {
 	idle  time.Duration
 	now   func() time.Time
-	locks keyLock
+	locks keylock.Map
 	mu    sync.Mutex
 	m     map[string]*cacheEntry
 }
@@ -102,7 +104,7 @@ func (l *Lease) Release(turnErr error) {
 // and caches the Runtime stage returns. A stage error is returned and
 // nothing is cached.
 func (c *Cache) Acquire(ctx context.Context, key, fingerprint string, stage func(context.Context) (*Runtime, error)) (*Lease, error) {
-	unlock, err := c.locks.lock(ctx, key)
+	unlock, err := c.locks.Lock(ctx, key)
 	if err != nil {
 		return nil, err
 	}

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/airlockdev/airlock/internal/keylock"
 	"github.com/airlockdev/airlock/internal/tree"
 )
 
@@ -30,7 +31,7 @@ import (
 type Dir struct {
 	path  string
 	rand  io.Reader // temporary names; crypto/rand unless a test sets it
-	locks keyLock
+	locks keylock.Map
 	rm    func(r *os.Root, name string) error // removes a temporary directory; removeTree unless a test sets it
 }
 
@@ -185,7 +186,7 @@ func tempName(r io.Reader, name string) (string, error) {
 
 // Publish implements Target.
 func (d *Dir) Publish(ctx context.Context, root, name string, src *Tree) (err error) {
-	unlock, err := d.locks.lock(ctx, root+"\x00"+name)
+	unlock, err := d.locks.Lock(ctx, root+"\x00"+name)
 	if err != nil {
 		return err
 	}
@@ -217,7 +218,17 @@ func (d *Dir) Publish(ctx context.Context, root, name string, src *Tree) (err er
 		return fmt.Errorf("opening temporary directory %s: %w", path.Join(root, tmp), err)
 	}
 	defer tr.Close()
-	manifest, err := writeTree(ctx, tr, src)
+	var old *os.Root
+	if len(src.Unchanged()) > 0 {
+		if fi, err := rr.Lstat(name); err == nil && fi.IsDir() {
+			if old, err = rr.OpenRoot(name); err != nil {
+				old = nil // unusable previous copy: send everything
+			} else {
+				defer old.Close()
+			}
+		}
+	}
+	manifest, err := writeTree(ctx, tr, src, old)
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,8 @@ package stage
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"io/fs"
@@ -18,7 +20,11 @@ import (
 //
 // (Running the walk and the writes on two goroutines was measured: on the
 // 20x100 benchmark tree it was no faster, so the copy stays sequential.)
-func writeTree(ctx context.Context, tr *os.Root, src *Tree) ([]byte, error) {
+//
+// old, when not nil, is the previous copy: a file that Tree.Unchanged lists
+// is copied from there (and hashed while copied) instead of being read from
+// the host; a copy with other bytes is replaced by the host's file.
+func writeTree(ctx context.Context, tr *os.Root, src *Tree, old *os.Root) ([]byte, error) {
 	if err := tr.Mkdir("tree", 0o700); err != nil {
 		return nil, err
 	}
@@ -30,9 +36,27 @@ func writeTree(ctx context.Context, tr *os.Root, src *Tree) ([]byte, error) {
 	w := &treeWriter{base: base}
 	defer w.close()
 	buf := make([]byte, 256<<10)
+	var unchanged map[string]string
+	if old != nil {
+		for _, u := range src.Unchanged() {
+			if unchanged == nil {
+				unchanged = make(map[string]string)
+			}
+			unchanged[u.Path] = u.SHA256
+		}
+	}
 	manifest, err := src.Walk(ctx, func(e Entry, r io.Reader) error {
 		if e.Mode.IsDir() {
 			return w.mkdir(e)
+		}
+		if sum, ok := unchanged[e.Path]; ok {
+			carried, err := w.carry(old, e, sum, buf)
+			if err != nil {
+				return err
+			}
+			if carried {
+				return src.Carry(e)
+			}
 		}
 		return w.create(e, r, buf)
 	})
@@ -125,6 +149,45 @@ func (w *treeWriter) create(e Entry, r io.Reader, buf []byte) error {
 		err = cerr
 	}
 	return err
+}
+
+// carry copies e from the previous copy old, hashing the bytes as they are
+// written. It reports whether the copy has the SHA-256 want; when it has
+// not (or the old file is missing, not a regular file, or another size) the
+// partial copy is removed and false is returned, so the host's file is
+// written instead.
+func (w *treeWriter) carry(old *os.Root, e Entry, want string, buf []byte) (bool, error) {
+	in, err := old.OpenFile(e.Path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return false, nil
+	}
+	defer in.Close()
+	if fi, err := in.Stat(); err != nil || !fi.Mode().IsRegular() || fi.Size() != e.Size {
+		return false, nil
+	}
+	pr, leaf, err := w.parent(e.Path)
+	if err != nil {
+		return false, err
+	}
+	f, err := pr.OpenFile(leaf, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return false, err
+	}
+	h := sha256.New()
+	n, err := io.CopyBuffer(onlyWriter{io.MultiWriter(f, h)}, onlyReader{io.LimitReader(in, e.Size+1)}, buf)
+	if err == nil {
+		err = f.Chmod(e.Mode.Perm())
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil && n == e.Size && hex.EncodeToString(h.Sum(nil)) == want {
+		return true, nil
+	}
+	if rerr := pr.Remove(leaf); rerr != nil {
+		return false, rerr
+	}
+	return false, nil
 }
 
 // close closes the directories the writer holds.

@@ -103,14 +103,35 @@ func TestBridgeProbeHostile(t *testing.T) {
 		{"Twice", tarOf(t, member{name: m, typeflag: tar.TypeReg, body: "1"}, member{name: m, typeflag: tar.TypeReg, body: "2"}), true, nil},
 		{"Escape", tarOf(t, member{name: "../" + m, typeflag: tar.TypeReg, body: "x"}), true, nil},
 		{"Garbage", []byte(strings.Repeat("garbage!", 200)), true, nil},
+		{"NoHeader", nil, true, nil},
+		{"BadCaps", nil, true, nil},
+		{"Flood", nil, true, nil},
 	}
+	header := []byte("airlock-probe 10\n")
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			out := append(append([]byte(nil), header...), c.out...)
+			switch c.name {
+			case "NoHeader":
+				out = tarOf(t, member{name: m, typeflag: tar.TypeReg, body: "{}"})
+			case "BadCaps":
+				out = []byte("airlock-probe 2x\n")
+			case "Flood": // one manifest per name, each under the per-manifest bound, more than the whole reply may hold
+				big := strings.Repeat("x", stage.MaxManifestBytes/2+1)
+				out = append(append([]byte(nil), header...), tarOf(t,
+					member{name: ".airlock-manifest-a.json", typeflag: tar.TypeReg, body: big},
+					member{name: ".airlock-manifest-b.json", typeflag: tar.TypeReg, body: big},
+					member{name: ".airlock-manifest-c.json", typeflag: tar.TypeReg, body: big})...)
+			}
 			r := &scriptedRunner{match: func(stage.Command) bool { return true }, do: func(_ context.Context, cmd stage.Command) error {
-				_, err := cmd.Stdout.Write(c.out)
+				_, err := cmd.Stdout.Write(out)
 				return err
 			}}
-			got, err := stage.NewBridge(r).Probe(context.Background(), "/rt", []string{"a", "b"})
+			names := []string{"a", "b"}
+			if c.name == "Flood" {
+				names = append(names, "c")
+			}
+			got, err := stage.NewBridge(r).Probe(context.Background(), "/rt", names)
 			if c.transport {
 				assert.ErrorIs(t, err, stage.ErrTransport)
 				return
@@ -157,4 +178,16 @@ func FuzzReadTarStream(f *testing.F) {
 			return nil
 		})
 	})
+}
+
+// TestBridgeProbeMissingTool: a sandbox without a tool the protocol needs
+// fails the first probe with an error that names the tool.
+func TestBridgeProbeMissingTool(t *testing.T) {
+	r := &scriptedRunner{match: func(stage.Command) bool { return true }, do: func(_ context.Context, cmd stage.Command) error {
+		_, err := cmd.Stdout.Write([]byte("airlock-probe 00 tar chmod\n"))
+		return err
+	}}
+	_, err := stage.NewBridge(r).Probe(context.Background(), "/rt", []string{"a"})
+	require.ErrorIs(t, err, stage.ErrTransport)
+	assert.ErrorContains(t, err, "the sandbox lacks tar chmod")
 }

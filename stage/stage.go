@@ -10,13 +10,14 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
 
-	"github.com/airlockdev/airlock/internal/tree"
-
 	"github.com/airlockdev/airlock/internal/digest"
+	"github.com/airlockdev/airlock/internal/shellproto"
+	"github.com/airlockdev/airlock/internal/tree"
 )
 
 // RuntimeDir is the directory every workspace reserves for airlock's runtime
@@ -52,7 +53,7 @@ var (
 	// deadline, output that does not follow the bridge protocol. A transport
 	// failure does not prove the sandbox command stopped; Stage never
 	// replays the write it interrupted.
-	ErrTransport = errors.New("sandbox transport failure")
+	ErrTransport = shellproto.ErrTransport
 	// ErrMismatch reports a sandbox copy that does not match the manifest it
 	// was published with (see WithVerify).
 	ErrMismatch = errors.New("sandbox copy does not match its manifest")
@@ -122,11 +123,28 @@ type Runtime struct {
 // StagedAsset reports one staged asset.
 type StagedAsset struct {
 	Name, Source, Path, Digest string // Path: in-sandbox directory; Digest: manifest digest
-	Files                      int
+	Files                      int    // regular files in the staged copy
+	Sent                       int    // regular files whose content crossed to the sandbox; the rest were carried over from its previous copy (delta publish) or reused
 	Bytes                      int64
 	Skipped                    []string // links and special files left out, relative slash paths
 	Reused                     bool     // the sandbox already held exactly this content
 }
+
+// AssetError reports the failure of one asset of a Stage or Unstage call.
+// Err wraps the package's sentinels (ErrTransport, ErrLink, ErrChanged,
+// ErrLimit, ErrMismatch, ErrBadAsset, …), so errors.Is works through it.
+type AssetError struct {
+	Op   string // "read" (the host Source), "publish", "verify", "probe"
+	Name string // the asset's Name
+	Path string // the in-sandbox path, or the host Source for "read"
+	Err  error
+}
+
+func (e *AssetError) Error() string {
+	return fmt.Sprintf("stage: %s asset %q (%s): %v", e.Op, e.Name, e.Path, e.Err)
+}
+
+func (e *AssetError) Unwrap() error { return e.Err }
 
 // Path returns the in-sandbox directory of the asset called name.
 func (r *Runtime) Path(name string) (string, bool) {
@@ -403,7 +421,7 @@ func (s *stager) stageOne(p *planned, stored []byte) (StagedAsset, error) {
 				return StagedAsset{}, err
 			}
 			if !ok {
-				return s.publish(p, sa, log, start)
+				return s.publish(p, sa, log, start, nil)
 			}
 		}
 		if !fromIndex {
@@ -422,6 +440,7 @@ func (s *stager) stageOne(p *planned, stored []byte) (StagedAsset, error) {
 		}
 	}
 	// A stored manifest exists: hash the source and compare before writing.
+	var unchanged []UnchangedFile
 	if have != "" {
 		res, err := tree.Walk(s.ctx, p.src, p.opts, nil)
 		if err != nil {
@@ -431,8 +450,33 @@ func (s *stager) stageOne(p *planned, stored []byte) (StagedAsset, error) {
 			sa.Digest, sa.Files, sa.Bytes, sa.Skipped = digest, res.Manifest.Files(), res.Manifest.Bytes(), res.Skipped
 			return reuse(sa, "stage: reused", false)
 		}
+		unchanged = unchangedFiles(res.Manifest, stored)
 	}
-	return s.publish(p, sa, log, start)
+	return s.publish(p, sa, log, start, unchanged)
+}
+
+// unchangedFiles lists the regular files of m that the stored manifest (the
+// sandbox's, untrusted: parsed strictly, ignored when unusable) describes
+// with the same path, mode, size and SHA-256.
+func unchangedFiles(m tree.Manifest, stored []byte) []UnchangedFile {
+	old, err := tree.ParseManifest(stored)
+	if err != nil {
+		return nil
+	}
+	var out []UnchangedFile
+	i := 0
+	for _, e := range m.Entries {
+		if e.Type != tree.File {
+			continue
+		}
+		for i < len(old.Entries) && old.Entries[i].Path < e.Path {
+			i++
+		}
+		if i < len(old.Entries) && old.Entries[i] == e {
+			out = append(out, UnchangedFile{Path: e.Path, Mode: e.Mode, Size: e.Size, SHA256: e.SHA256})
+		}
+	}
+	return out
 }
 
 // verifyReused checks a copy about to be reported as reused. false means it
@@ -443,30 +487,31 @@ func (s *stager) verifyReused(p *planned, sa *StagedAsset, stored []byte, log *s
 		return true, nil
 	}
 	if !errors.Is(err, ErrMismatch) {
-		return false, err
+		return false, &AssetError{Op: "verify", Name: sa.Name, Path: sa.Path, Err: err}
 	}
 	log.Warn("stage: sandbox copy differs from its manifest; publishing again", "err", err)
 	sa.Reused = false
 	return false, nil
 }
 
-func (s *stager) publish(p *planned, sa StagedAsset, log *slog.Logger, start time.Time) (StagedAsset, error) {
+func (s *stager) publish(p *planned, sa StagedAsset, log *slog.Logger, start time.Time, unchanged []UnchangedFile) (StagedAsset, error) {
 	name := p.asset.Name
-	tr := &Tree{src: p.src, opts: p.opts, mtime: start.Truncate(time.Second), onFile: func(size int64) { s.report(name, 1, size) }}
+	tr := &Tree{src: p.src, opts: p.opts, mtime: start.Truncate(time.Second), onFile: func(size int64) { s.report(name, 1, size) }, unchanged: unchanged}
 	if err := s.t.Publish(s.ctx, s.root, name, tr); err != nil {
 		if tr.walkErr != nil && errors.Is(err, tr.walkErr) {
 			return StagedAsset{}, sourceErr(name, p.src, err)
 		}
-		return StagedAsset{}, fmt.Errorf("publishing asset %q to %s: %w", name, sa.Path, err)
+		return StagedAsset{}, &AssetError{Op: "publish", Name: name, Path: sa.Path, Err: err}
 	}
 	if tr.res == nil {
-		return StagedAsset{}, fmt.Errorf("publishing asset %q to %s: %w", name, sa.Path, ErrNoContent)
+		return StagedAsset{}, &AssetError{Op: "publish", Name: name, Path: sa.Path, Err: ErrNoContent}
 	}
 	m := tr.res.Manifest
 	sa.Digest, sa.Files, sa.Bytes, sa.Skipped, sa.Reused = m.Digest(), m.Files(), m.Bytes(), tr.res.Skipped, false
+	sa.Sent = sa.Files - len(tr.carried)
 	if s.o.verify {
 		if err := verify(s.ctx, s.t, s.root, name, tr.manifest); err != nil {
-			return StagedAsset{}, fmt.Errorf("verifying asset %q at %s: %w", name, sa.Path, err)
+			return StagedAsset{}, &AssetError{Op: "verify", Name: name, Path: sa.Path, Err: err}
 		}
 	}
 	s.remember(p, sa)
@@ -482,23 +527,64 @@ func (s *stager) remember(p *planned, sa StagedAsset) {
 
 // sourceErr reports a failure to read a Source.
 func sourceErr(name, src string, err error) error {
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return fmt.Errorf("staging asset %q from %s: %w", name, src, err)
-	}
-	return fmt.Errorf("reading asset %q from %s: %w", name, src, err)
+	return &AssetError{Op: "read", Name: name, Path: src, Err: err}
 }
 
 // Tree is the content of one asset on its way into the sandbox: a single,
 // link-safe pass over the host Source. Stage hands it to Target.Publish.
 type Tree struct {
-	src      string
-	opts     tree.Options
-	mtime    time.Time
-	onFile   func(size int64)
-	walked   bool
-	res      *tree.Result
-	manifest []byte
-	walkErr  error
+	src       string
+	opts      tree.Options
+	mtime     time.Time
+	onFile    func(size int64)
+	unchanged []UnchangedFile
+	carried   map[string]string // path → SHA-256 the carried copy must have
+	walking   bool
+	walked    bool
+	res       *tree.Result
+	manifest  []byte
+	walkErr   error
+}
+
+// UnchangedFile is a regular file of a Tree that the sandbox's current copy
+// already holds, per the manifest stored with that copy: same path, mode,
+// size and SHA-256 (lowercase hex).
+type UnchangedFile struct {
+	Path   string
+	Mode   fs.FileMode // permission bits
+	Size   int64
+	SHA256 string
+}
+
+// Unchanged lists, in path order, the regular files of the tree that equal
+// a file of the copy the sandbox holds now (see UnchangedFile), or nil when
+// there is no usable previous copy. A Target that supports delta publish
+// copies them from that copy into the new one, checks each copy against its
+// SHA-256 in the sandbox, and calls Carry for those that passed instead of
+// reading them from the host; the others it writes from Walk's reader as
+// usual. The list describes the sandbox's stored manifest, which the
+// sandbox controls: a Target must check the copied bytes, never trust it.
+func (t *Tree) Unchanged() []UnchangedFile { return t.unchanged }
+
+// Carry, called from Walk's fn for a regular file listed by Unchanged,
+// tells Walk that the Target has put a checked copy of it in place from the
+// sandbox's previous copy, so its content is not sent. Walk still reads
+// and hashes the host file (the manifest stays exact) and fails with
+// ErrChanged when it no longer has the SHA-256 the copy was checked
+// against: staging again when the tree is quiet succeeds.
+func (t *Tree) Carry(e Entry) error {
+	if !t.walking {
+		return errors.New("stage: Tree.Carry called outside Walk")
+	}
+	i, ok := slices.BinarySearchFunc(t.unchanged, e.Path, func(u UnchangedFile, p string) int { return strings.Compare(u.Path, p) })
+	if !ok || !e.Mode.IsRegular() {
+		return fmt.Errorf("stage: Tree.Carry(%q): not an unchanged file of this tree", e.Path)
+	}
+	if t.carried == nil {
+		t.carried = make(map[string]string)
+	}
+	t.carried[e.Path] = t.unchanged[i].SHA256
+	return nil
 }
 
 // Entry describes one entry of a tree: a directory (Mode.IsDir) or a
@@ -526,7 +612,8 @@ func (t *Tree) Walk(ctx context.Context, fn func(e Entry, r io.Reader) error) ([
 	if t.walked {
 		return nil, errors.New("stage: a Tree can be walked only once")
 	}
-	t.walked = true
+	t.walked, t.walking = true, true
+	defer func() { t.walking = false }()
 	res, err := tree.Walk(ctx, t.src, t.opts, func(it *tree.Item) error {
 		e := Entry{Path: it.Path, Mode: it.Mode.Perm(), Size: it.Size}
 		if it.Type == tree.Dir {
@@ -541,6 +628,9 @@ func (t *Tree) Walk(ctx context.Context, fn func(e Entry, r io.Reader) error) ([
 		}
 		return nil
 	})
+	if err == nil && len(t.carried) > 0 {
+		err = t.checkCarried(res.Manifest)
+	}
 	if err != nil {
 		t.walkErr = err
 		return nil, err
@@ -548,6 +638,17 @@ func (t *Tree) Walk(ctx context.Context, fn func(e Entry, r io.Reader) error) ([
 	t.res = res
 	t.manifest = res.Manifest.Canonical()
 	return t.manifest, nil
+}
+
+// checkCarried fails with ErrChanged when a carried file's content on the
+// host is no longer what the sandbox's copy was checked against.
+func (t *Tree) checkCarried(m tree.Manifest) error {
+	for _, e := range m.Entries {
+		if want, ok := t.carried[e.Path]; ok && e.SHA256 != want {
+			return fmt.Errorf("%w: %s changed while it was staged (its unchanged copy was carried over from the sandbox)", ErrChanged, path.Join(t.src, e.Path))
+		}
+	}
+	return nil
 }
 
 type eofReader struct{}

@@ -1,0 +1,20 @@
+package remote
+
+import (
+	"log/slog"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+)
+
+// Config configures a Host. Its zero value is not usable: HostKeyCallback is
+// required, and at least one Auth method is needed by any real server.
+type Config struct {
+	User            string
+	Auth            []ssh.AuthMethod
+	HostKeyCallback ssh.HostKeyCallback // required: Dial fails without it; never defaulted to insecure
+	DialTimeout     time.Duration       // default 10 s
+	KeepAlive       time.Duration       // default 15 s; 0 keeps the default, <0 turns it off
+	ControlTimeout  time.Duration       // control operations: min(this, stage.MaxControlTimeout)
+	Logger          *slog.Logger
+}

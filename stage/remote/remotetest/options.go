@@ -1,0 +1,71 @@
+package remotetest
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// An Option configures a Server started by Start or NewServer.
+type Option func(*options) error
+
+type options struct {
+	dir       string        // "" means a fresh temporary directory
+	latency   time.Duration // round-trip delay; 0 means none
+	hang      []string      // exec commands containing any of these never answer
+	dropAfter int64         // 0 means never
+}
+
+// WithDir makes commands run in dir (made absolute), and makes relative SFTP
+// paths resolve there. The directory must exist; Close leaves it in place.
+// Default: a fresh temporary directory, removed by Close.
+func WithDir(dir string) Option {
+	return func(o *options) error {
+		if dir == "" {
+			return errors.New("remotetest: WithDir: empty directory name")
+		}
+		o.dir = dir
+		return nil
+	}
+}
+
+// WithLatency adds d to every round trip: the bytes of each direction are
+// delayed by d/2, in order, through a delay line, so a connection's
+// throughput is not limited by the latency. Default: no added latency.
+func WithLatency(d time.Duration) Option {
+	return func(o *options) error {
+		if d < 0 {
+			return fmt.Errorf("remotetest: WithLatency(%v): negative latency", d)
+		}
+		o.latency = d
+		return nil
+	}
+}
+
+// WithHang makes every exec request whose command contains match go
+// unanswered: no reply to the request, no output, no exit status, until the
+// client closes the channel or the connection, or the server is closed. The
+// request still counts in Execs. WithHang may be given more than once.
+// Default: every exec request is answered.
+func WithHang(match string) Option {
+	return func(o *options) error {
+		if match == "" {
+			return errors.New("remotetest: WithHang: empty match would hang every command")
+		}
+		o.hang = append(o.hang, match)
+		return nil
+	}
+}
+
+// WithDropAfter makes the server close each connection's TCP socket once it
+// has read n bytes from the client (raw bytes, counted per connection, so a
+// new connection works again). Default: connections are never dropped.
+func WithDropAfter(n int64) Option {
+	return func(o *options) error {
+		if n <= 0 {
+			return fmt.Errorf("remotetest: WithDropAfter(%d): n must be positive", n)
+		}
+		o.dropAfter = n
+		return nil
+	}
+}

@@ -1,0 +1,108 @@
+package remote_test
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/airlockdev/airlock/internal/sshdtest"
+	"github.com/airlockdev/airlock/stage"
+	"github.com/airlockdev/airlock/stage/remote"
+	"github.com/airlockdev/airlock/stage/remote/remotetest"
+	"github.com/airlockdev/airlock/stage/stagetest"
+)
+
+func TestHostConformanceRemotetest(t *testing.T) {
+	stagetest.TestTarget(t, func(t *testing.T) (stage.Target, string) {
+		srv := remotetest.NewServer(t)
+		return dial(t, srv), path.Join(srv.Dir(), "rt")
+	})
+}
+
+func TestHostConformanceSSHD(t *testing.T) {
+	srv := sshdtest.Start(t)
+	stagetest.TestTarget(t, func(t *testing.T) (stage.Target, string) {
+		h, err := remote.Dial(t.Context(), srv.Addr(), srv.Config())
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = h.Close() })
+		dir, err := os.MkdirTemp(srv.Dir(), "case-")
+		require.NoError(t, err)
+		return h, path.Join(dir, "rt")
+	})
+}
+
+// TestHostSSHDEnvNotInArgv runs a command holding a secret env value on a
+// real sshd while every process's /proc/*/cmdline is scanned: the secret
+// never appears there, and the command sees it.
+func TestHostSSHDEnvNotInArgv(t *testing.T) {
+	srv := sshdtest.Start(t)
+	h, err := remote.Dial(t.Context(), srv.Addr(), srv.Config())
+	require.NoError(t, err)
+	defer h.Close()
+	secret := "s3cr3t-" + strings.Repeat("z", 12) + "-value"
+
+	stop := make(chan struct{})
+	found := make(chan string, 1)
+	scans := 0
+	go func() {
+		defer close(found)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			scans++
+			procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+			for _, p := range procs {
+				b, err := os.ReadFile(p)
+				if err == nil && bytes.Contains(b, []byte(secret)) {
+					found <- p + ": " + string(bytes.ReplaceAll(b, []byte{0}, []byte(" ")))
+					return
+				}
+			}
+		}
+	}()
+	var out bytes.Buffer
+	err = h.Run(t.Context(), stage.Command{Script: `sleep 1; printf %s "$SECRET"`, Env: map[string]string{"SECRET": secret}, Stdout: &out})
+	close(stop)
+	leak := <-found
+	require.NoError(t, err)
+	assert.Equal(t, secret, out.String(), "the command sees the value")
+	assert.Empty(t, leak, "the secret appeared in a command line")
+	assert.Greater(t, scans, 1)
+}
+
+// TestHostSSHDDelta: delta publish and a cancelled command over real
+// OpenSSH.
+func TestHostSSHDDelta(t *testing.T) {
+	srv := sshdtest.Start(t)
+	h, err := remote.Dial(t.Context(), srv.Addr(), srv.Config())
+	require.NoError(t, err)
+	defer h.Close()
+	src := t.TempDir()
+	writeFiles(t, src, "a", "1", "d/b", "2", "d/c", "3")
+	root := path.Join(srv.Dir(), "rt")
+	_, err = stage.Stage(t.Context(), h, root, []stage.Asset{{Name: "x", Source: src}})
+	require.NoError(t, err)
+	writeFiles(t, src, "d/b", "changed")
+	rt, err := stage.Stage(t.Context(), h, root, []stage.Asset{{Name: "x", Source: src}}, stage.WithVerify())
+	require.NoError(t, err)
+	assert.Equal(t, 1, rt.Assets[0].Sent)
+	assertSameTree(t, src, filepath.Join(root, "x"))
+
+	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	err = h.Run(ctx, stage.Command{Script: "trap '' TERM; sleep 30"})
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.Less(t, time.Since(start), 3*time.Second)
+}

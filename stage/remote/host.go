@@ -1,0 +1,420 @@
+package remote
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/pkg/sftp"
+	"golang.org/x/crypto/ssh"
+
+	"github.com/airlockdev/airlock/internal/shellproto"
+	"github.com/airlockdev/airlock/stage"
+)
+
+// Defaults of Config.
+const (
+	DefaultDialTimeout = 10 * time.Second
+	DefaultKeepAlive   = 15 * time.Second
+)
+
+// stopGrace is how long a cancelled command gets between SIGTERM and the
+// closing of its session (which makes the server kill it).
+const stopGrace = 250 * time.Millisecond
+
+// Host is one SSH connection to a sandbox. It is a stage.Runner (exec
+// sessions, each script run by the server's /bin/sh) and a stage.Target (the
+// shell protocol of stage.Bridge over that runner, with SFTP where it saves
+// round trips), so Stage, workspace and deliverable all reach the sandbox
+// through it.
+//
+// Guarantees: the host key is verified by Config.HostKeyCallback (there is
+// no insecure default); Command.Env values travel on the session's stdin,
+// never in the exec request, an SSH env request or any argv; every control
+// operation runs under the control deadline even when the server never
+// answers; a cancelled command is signalled (TERM), then its session is
+// closed; a dead peer is found by keepalives and every call then fails with
+// stage.ErrTransport. Everything stage.Bridge promises about publishes holds.
+//
+// Non-guarantees: the sandbox owns its file system (see stage.Bridge); a
+// command whose session is closed is stopped only as far as the server stops
+// it (OpenSSH and remotetest kill it).
+type Host struct {
+	c      *ssh.Client
+	cfg    Config
+	log    *slog.Logger
+	bridge *stage.Bridge
+
+	sftpMu  sync.Mutex
+	sftpCli *sftp.Client
+
+	closeOnce sync.Once
+	closed    chan struct{}
+	closeErr  error
+	wg        sync.WaitGroup
+}
+
+var (
+	_ stage.Runner = (*Host)(nil)
+	_ stage.Target = (*Host)(nil)
+)
+
+// Dial connects to addr ("host:port"; port 22 when absent), verifies the
+// server's key with cfg.HostKeyCallback and authenticates with cfg.Auth.
+// ctx bounds the dial and the handshake, as does cfg.DialTimeout.
+func Dial(ctx context.Context, addr string, cfg Config) (*Host, error) {
+	if cfg.HostKeyCallback == nil {
+		return nil, ErrNoHostKeyCallback
+	}
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		addr = net.JoinHostPort(addr, "22")
+	}
+	timeout := cfg.DialTimeout
+	if timeout <= 0 {
+		timeout = DefaultDialTimeout
+	}
+	dctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var d net.Dialer
+	conn, err := d.DialContext(dctx, "tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("%w: remote: dialing %s: %w", stage.ErrTransport, addr, err)
+	}
+	// The handshake honours ctx and the timeout through the connection's
+	// deadline and, on cancellation, by closing the connection.
+	if dl, ok := dctx.Deadline(); ok {
+		_ = conn.SetDeadline(dl)
+	}
+	stop := context.AfterFunc(dctx, func() { conn.Close() })
+	cc, chans, reqs, err := ssh.NewClientConn(conn, addr, &ssh.ClientConfig{
+		User:            cfg.User,
+		Auth:            cfg.Auth,
+		HostKeyCallback: cfg.HostKeyCallback,
+		Timeout:         timeout,
+	})
+	if !stop() || err != nil {
+		conn.Close()
+		var he *HostKeyError
+		switch {
+		case errors.As(err, &he):
+			return nil, he
+		case err == nil || dctx.Err() != nil:
+			return nil, fmt.Errorf("%w: remote: SSH handshake with %s: %w", stage.ErrTransport, addr, context.Cause(dctx))
+		case strings.Contains(err.Error(), "unable to authenticate"):
+			return nil, fmt.Errorf("remote: %s refused authentication as user %q: %w; check Config.User and Config.Auth (the key must be in the server's authorized_keys)", addr, cfg.User, err)
+		}
+		return nil, fmt.Errorf("%w: remote: SSH handshake with %s: %w", stage.ErrTransport, addr, err)
+	}
+	_ = conn.SetDeadline(time.Time{})
+	return NewHost(ssh.NewClient(cc, chans, reqs), cfg)
+}
+
+// NewHost adopts c, a connected client (its host key verified by whoever
+// dialled it): Close closes it. cfg's Auth and HostKeyCallback are not used;
+// its KeepAlive, ControlTimeout and Logger are.
+func NewHost(c *ssh.Client, cfg Config) (*Host, error) {
+	if c == nil {
+		return nil, errors.New("remote: NewHost: nil *ssh.Client")
+	}
+	h := &Host{c: c, cfg: cfg, log: cfg.Logger, closed: make(chan struct{})}
+	if h.log == nil {
+		h.log = slog.New(slog.DiscardHandler)
+	}
+	h.bridge = stage.NewBridge(h, stage.WithControlTimeout(cfg.ControlTimeout))
+	every := cfg.KeepAlive
+	if every == 0 {
+		every = DefaultKeepAlive
+	}
+	if every > 0 {
+		h.wg.Add(1)
+		go h.keepAlive(every)
+	}
+	h.wg.Add(1)
+	go func() {
+		defer h.wg.Done()
+		err := c.Wait()
+		h.log.Debug("remote: connection ended", "addr", c.RemoteAddr().String(), "err", err)
+	}()
+	return h, nil
+}
+
+// keepAlive sends a keepalive request every interval; a peer that does not
+// answer one within the next interval (or 5 s, whichever is longer) is dead:
+// the connection is closed, and every call fails with ErrTransport.
+func (h *Host) keepAlive(every time.Duration) {
+	defer h.wg.Done()
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-h.closed:
+			return
+		case <-t.C:
+		}
+		reply := make(chan error, 1)
+		go func() {
+			_, _, err := h.c.SendRequest("keepalive@openssh.com", true, nil)
+			reply <- err
+		}()
+		wait := time.NewTimer(max(every, 5*time.Second))
+		select {
+		case err := <-reply:
+			wait.Stop()
+			if err != nil {
+				h.log.Warn("remote: keepalive failed; the connection is gone", "err", err)
+				return
+			}
+		case <-wait.C:
+			h.log.Warn("remote: no keepalive reply; closing the connection", "addr", h.c.RemoteAddr().String())
+			h.c.Close()
+			<-reply
+			return
+		case <-h.closed:
+			wait.Stop()
+			<-reply
+			return
+		}
+	}
+}
+
+// Client returns the underlying SSH client (for port forwarding, say). The
+// Host still owns it.
+func (h *Host) Client() *ssh.Client { return h.c }
+
+// Close closes the SFTP client and the connection. Calls after the first
+// return the first one's result.
+func (h *Host) Close() error {
+	h.closeOnce.Do(func() {
+		close(h.closed)
+		h.sftpMu.Lock()
+		if h.sftpCli != nil {
+			_ = h.sftpCli.Close()
+		}
+		h.sftpMu.Unlock()
+		if err := h.c.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
+			h.closeErr = err
+		}
+		h.wg.Wait()
+	})
+	return h.closeErr
+}
+
+var envKey = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// Run implements stage.Runner: cmd.Script runs under the server's /bin/sh
+// in cmd.Dir (the login directory when ""). The script travels in the exec
+// request; cmd.Env travels on stdin ahead of cmd.Stdin, read by a short
+// prelude that exports it, so no value appears in any argv or SSH env
+// request. An Env key must match [A-Za-z_][A-Za-z0-9_]* and a value must
+// not hold NUL; a bad one is an error before anything is sent.
+func (h *Host) Run(ctx context.Context, cmd stage.Command) error {
+	keys := make([]string, 0, len(cmd.Env))
+	for k, v := range cmd.Env {
+		if !envKey.MatchString(k) {
+			return fmt.Errorf("remote: environment variable name %q is not a shell name ([A-Za-z_][A-Za-z0-9_]*); rename it", k)
+		}
+		if strings.ContainsRune(v, 0) {
+			return fmt.Errorf("remote: environment variable %s holds a NUL byte, which no process environment can carry", k)
+		}
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	select {
+	case <-h.closed:
+		return fmt.Errorf("%w: remote: the connection is closed", stage.ErrTransport)
+	default:
+	}
+
+	var script strings.Builder
+	stdin := cmd.Stdin
+	if len(keys) > 0 {
+		var env strings.Builder
+		end := envTerminator(cmd.Env)
+		for _, k := range keys {
+			fmt.Fprintf(&env, "export %s=%s\n", k, shellproto.Quote(cmd.Env[k]))
+		}
+		env.WriteString(end + "\n")
+		// read(1) takes one byte at a time from a pipe, so the script's own
+		// stdin starts exactly after the terminator line.
+		fmt.Fprintf(&script, "__airlock_e=; while IFS= read -r __airlock_l; do [ \"$__airlock_l\" = %s ] && break; __airlock_e=\"$__airlock_e$__airlock_l\n\"; done; eval \"$__airlock_e\"; unset __airlock_e __airlock_l\n", end)
+		if stdin == nil {
+			stdin = strings.NewReader(env.String())
+		} else {
+			stdin = io.MultiReader(strings.NewReader(env.String()), stdin)
+		}
+	}
+	if cmd.Dir != "" {
+		fmt.Fprintf(&script, "cd %s 2>/dev/null || { echo %s >&2; exit 1; }\n", shellproto.Quote(cmd.Dir), shellproto.Quote("airlock: working directory "+cmd.Dir+" is missing or not a directory in the sandbox"))
+	}
+	// The script runs in a child of a small supervisor shell, so that a
+	// TERM from the host stops everything the script started even when the
+	// script ignores TERM (OpenSSH signals only the session's first
+	// process and does not kill anything when the session closes). A child
+	// killed by a signal is reported as killed by that signal.
+	fmt.Fprintf(&script, "exec 3<&0\ntrap 'kill -KILL 0 2>/dev/null' TERM HUP INT\n(\n%s\n) <&3 3<&- &\n__airlock_p=$!\nexec 3<&-\nwait \"$__airlock_p\"\n__airlock_s=$?\n"+
+		"if [ \"$__airlock_s\" -gt 128 ] && [ \"$__airlock_s\" -lt 193 ]; then trap - TERM HUP INT; kill -s \"$(kill -l \"$__airlock_s\")\" $$ 2>/dev/null; fi\nexit \"$__airlock_s\"\n", cmd.Script)
+
+	sess, err := h.c.NewSession()
+	if err != nil {
+		return fmt.Errorf("%w: remote: opening a session: %w", stage.ErrTransport, err)
+	}
+	defer sess.Close()
+	sess.Stdout, sess.Stderr = cmd.Stdout, cmd.Stderr
+	var in io.WriteCloser
+	if stdin != nil {
+		if in, err = sess.StdinPipe(); err != nil {
+			return fmt.Errorf("%w: remote: %w", stage.ErrTransport, err)
+		}
+	}
+	// The exec request and the wait both run in a goroutine: a server that
+	// never answers must not hold the caller past ctx.
+	done := make(chan error, 1)
+	started := make(chan struct{})
+	go func() {
+		if err := sess.Start("exec /bin/sh -c " + shellproto.Quote(script.String())); err != nil {
+			done <- fmt.Errorf("%w: remote: starting the command: %w", stage.ErrTransport, err)
+			return
+		}
+		close(started)
+		if in != nil {
+			// Not waited for: a stdin that never ends must not hold Run
+			// once the command has exited.
+			go func() {
+				_, _ = io.Copy(in, stdin)
+				in.Close()
+			}()
+		}
+		done <- sess.Wait()
+	}()
+	select {
+	case err := <-done:
+		return exitErr(err)
+	case <-ctx.Done():
+	case <-h.closed:
+		sess.Close()
+		<-done
+		return fmt.Errorf("%w: remote: the connection was closed while the command ran", stage.ErrTransport)
+	}
+	stopped := fmt.Errorf("remote command stopped: %w", ctx.Err())
+	select {
+	case <-started:
+		for _, sig := range []ssh.Signal{ssh.SIGTERM, ssh.SIGKILL} {
+			_ = sess.Signal(sig)
+			t := time.NewTimer(stopGrace)
+			select {
+			case <-done:
+				t.Stop()
+				return stopped
+			case <-t.C:
+			}
+		}
+	default:
+	}
+	sess.Close()
+	t := time.NewTimer(time.Second)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+		// The server keeps the session open: abandon it; it ends with the
+		// connection.
+		h.log.Warn("remote: a cancelled command's session did not close; abandoning it")
+	}
+	return stopped
+}
+
+// exitErr maps a session's result onto stage's errors.
+func exitErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	var ee *ssh.ExitError
+	if errors.As(err, &ee) {
+		if sig := ee.Signal(); sig != "" {
+			return &stage.ExitError{Status: -1, Signal: sig}
+		}
+		return &stage.ExitError{Status: ee.ExitStatus()}
+	}
+	if errors.Is(err, stage.ErrTransport) {
+		return err
+	}
+	var em *ssh.ExitMissingError
+	if errors.As(err, &em) {
+		return fmt.Errorf("%w: remote: the command ended without an exit status (the connection dropped?)", stage.ErrTransport)
+	}
+	return fmt.Errorf("%w: remote: %w", stage.ErrTransport, err)
+}
+
+// envTerminator returns a line that no env value contains.
+func envTerminator(env map[string]string) string {
+	for {
+		var b [8]byte
+		_, _ = rand.Read(b[:])
+		end := "__airlock_env_end_" + hex.EncodeToString(b[:])
+		clash := false
+		for _, v := range env {
+			if strings.Contains(v, end) {
+				clash = true
+				break
+			}
+		}
+		if !clash {
+			return end
+		}
+	}
+}
+
+// Control runs cmd as a control operation: under the control deadline (see
+// stage.Bridge.Control).
+func (h *Host) Control(ctx context.Context, cmd stage.Command) error {
+	return h.bridge.Control(ctx, cmd)
+}
+
+// Probe implements stage.Target.
+func (h *Host) Probe(ctx context.Context, root string, names []string) ([][]byte, error) {
+	return h.bridge.Probe(ctx, root, names)
+}
+
+// Publish implements stage.Target.
+func (h *Host) Publish(ctx context.Context, root, name string, src *stage.Tree) error {
+	return h.bridge.Publish(ctx, root, name, src)
+}
+
+// Fetch implements stage.Target.
+func (h *Host) Fetch(ctx context.Context, root, name string, fn func(e stage.Entry, r io.Reader) error) error {
+	return h.bridge.Fetch(ctx, root, name, fn)
+}
+
+// SFTP returns the connection's SFTP client, started on first use
+// (concurrent writes on). The Host owns it.
+func (h *Host) SFTP() (*sftp.Client, error) {
+	h.sftpMu.Lock()
+	defer h.sftpMu.Unlock()
+	select {
+	case <-h.closed:
+		return nil, fmt.Errorf("%w: remote: the connection is closed", stage.ErrTransport)
+	default:
+	}
+	if h.sftpCli != nil {
+		return h.sftpCli, nil
+	}
+	c, err := sftp.NewClient(h.c, sftp.UseConcurrentWrites(true), sftp.UseConcurrentReads(true))
+	if err != nil {
+		return nil, fmt.Errorf("%w: remote: starting SFTP: %w", stage.ErrTransport, err)
+	}
+	h.sftpCli = c
+	return c, nil
+}

@@ -1,0 +1,334 @@
+package remote_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/crypto/ssh"
+
+	"github.com/airlockdev/airlock/internal/treegen"
+	"github.com/airlockdev/airlock/stage"
+	"github.com/airlockdev/airlock/stage/remote"
+	"github.com/airlockdev/airlock/stage/remote/remotetest"
+)
+
+// dial connects to srv and closes the Host at the end of the test.
+func dial(t *testing.T, srv *remotetest.Server, edit ...func(*remote.Config)) *remote.Host {
+	t.Helper()
+	cfg := srv.Config()
+	for _, e := range edit {
+		e(&cfg)
+	}
+	h, err := remote.Dial(t.Context(), srv.Addr(), cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = h.Close() })
+	return h
+}
+
+func writeFiles(t *testing.T, dir string, kv ...string) {
+	t.Helper()
+	for i := 0; i < len(kv); i += 2 {
+		p := filepath.Join(dir, filepath.FromSlash(kv[i]))
+		require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
+		require.NoError(t, os.WriteFile(p, []byte(kv[i+1]), 0o644))
+	}
+}
+
+func TestHostRun(t *testing.T) {
+	srv := remotetest.NewServer(t)
+	h := dial(t, srv)
+	var out, errb bytes.Buffer
+	err := h.Run(t.Context(), stage.Command{
+		Script: `printf '%s|' "$A" "$B"; cat; echo oops >&2; exit 3`,
+		Env:    map[string]string{"A": "x y 'q' $HOME\nline2", "B": "é"},
+		Stdin:  strings.NewReader("in-data"),
+		Stdout: &out, Stderr: &errb,
+	})
+	var ee *stage.ExitError
+	require.ErrorAs(t, err, &ee)
+	assert.Equal(t, 3, ee.Status)
+	assert.Equal(t, "x y 'q' $HOME\nline2|é|in-data", out.String())
+	assert.Equal(t, "oops\n", errb.String())
+
+	out.Reset()
+	require.NoError(t, h.Run(t.Context(), stage.Command{Script: "pwd", Dir: srv.Dir(), Stdout: &out}))
+	assert.Equal(t, srv.Dir()+"\n", out.String())
+
+	errb.Reset()
+	err = h.Run(t.Context(), stage.Command{Script: "true", Dir: "/no/such/dir", Stderr: &errb})
+	require.ErrorAs(t, err, &ee)
+	assert.Contains(t, errb.String(), "working directory /no/such/dir is missing")
+
+	for _, bad := range []string{"", "1A", "A-B", "A=B", "A B", "Ä"} {
+		err := h.Run(t.Context(), stage.Command{Script: "true", Env: map[string]string{bad: "v"}})
+		require.Error(t, err, "%q", bad)
+		assert.Contains(t, err.Error(), "is not a shell name", "%q", bad)
+	}
+}
+
+func TestHostRunSignal(t *testing.T) {
+	srv := remotetest.NewServer(t)
+	h := dial(t, srv)
+	err := h.Run(t.Context(), stage.Command{Script: "kill -KILL $$"})
+	var ee *stage.ExitError
+	require.ErrorAs(t, err, &ee)
+	assert.Equal(t, -1, ee.Status)
+	assert.Equal(t, "KILL", ee.Signal)
+}
+
+func TestHostRunCancelIgnoringTERM(t *testing.T) {
+	srv := remotetest.NewServer(t)
+	h := dial(t, srv)
+	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	err := h.Run(ctx, stage.Command{Script: "trap '' TERM; sleep 30"})
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.Less(t, time.Since(start), 2*time.Second)
+}
+
+func TestDialHostKeys(t *testing.T) {
+	srv := remotetest.NewServer(t)
+	other := remotetest.NewServer(t)
+
+	t.Run("NilCallback", func(t *testing.T) {
+		cfg := srv.Config()
+		cfg.HostKeyCallback = nil
+		_, err := remote.Dial(t.Context(), srv.Addr(), cfg)
+		assert.ErrorIs(t, err, remote.ErrNoHostKeyCallback)
+	})
+	t.Run("FixedMismatch", func(t *testing.T) {
+		cb, err := remote.FixedHostKey(string(ssh.MarshalAuthorizedKey(other.HostKey())))
+		require.NoError(t, err)
+		cfg := srv.Config()
+		cfg.HostKeyCallback = cb
+		_, err = remote.Dial(t.Context(), srv.Addr(), cfg)
+		require.ErrorIs(t, err, remote.ErrHostKeyMismatch)
+		var he *remote.HostKeyError
+		require.ErrorAs(t, err, &he)
+		assert.Equal(t, ssh.FingerprintSHA256(srv.HostKey()), he.Fingerprint)
+		assert.Contains(t, err.Error(), srv.Addr())
+		assert.Contains(t, err.Error(), ssh.FingerprintSHA256(srv.HostKey()))
+	})
+	t.Run("FixedMatch", func(t *testing.T) {
+		cb, err := remote.FixedHostKey(string(ssh.MarshalAuthorizedKey(srv.HostKey())))
+		require.NoError(t, err)
+		dial(t, srv, func(c *remote.Config) { c.HostKeyCallback = cb })
+	})
+	t.Run("FixedBadLine", func(t *testing.T) {
+		_, err := remote.FixedHostKey("not a key")
+		assert.ErrorContains(t, err, "is not a public key line")
+	})
+	kh := filepath.Join(t.TempDir(), "known_hosts")
+	host, port, err := splitAddr(srv.Addr())
+	require.NoError(t, err)
+	line := "[" + host + "]:" + port + " " + string(ssh.MarshalAuthorizedKey(srv.HostKey()))
+	require.NoError(t, os.WriteFile(kh, []byte(line), 0o600))
+	t.Run("KnownHostsMatch", func(t *testing.T) {
+		cb, err := remote.KnownHosts(kh)
+		require.NoError(t, err)
+		dial(t, srv, func(c *remote.Config) { c.HostKeyCallback = cb })
+	})
+	t.Run("KnownHostsUnknown", func(t *testing.T) {
+		cb, err := remote.KnownHosts(kh)
+		require.NoError(t, err)
+		cfg := other.Config()
+		cfg.HostKeyCallback = cb
+		_, err = remote.Dial(t.Context(), other.Addr(), cfg)
+		require.ErrorIs(t, err, remote.ErrUnknownHost)
+		assert.Contains(t, err.Error(), ssh.FingerprintSHA256(other.HostKey()))
+		assert.Contains(t, err.Error(), other.Addr())
+	})
+	t.Run("KnownHostsMismatch", func(t *testing.T) {
+		wrong := filepath.Join(t.TempDir(), "known_hosts")
+		require.NoError(t, os.WriteFile(wrong, []byte("["+host+"]:"+port+" "+string(ssh.MarshalAuthorizedKey(other.HostKey()))), 0o600))
+		cb, err := remote.KnownHosts(wrong)
+		require.NoError(t, err)
+		cfg := srv.Config()
+		cfg.HostKeyCallback = cb
+		_, err = remote.Dial(t.Context(), srv.Addr(), cfg)
+		require.ErrorIs(t, err, remote.ErrHostKeyMismatch)
+		assert.Contains(t, err.Error(), wrong+":1")
+	})
+	t.Run("KnownHostsNoFile", func(t *testing.T) {
+		_, err := remote.KnownHosts(filepath.Join(t.TempDir(), "missing"))
+		assert.ErrorIs(t, err, os.ErrNotExist)
+	})
+}
+
+func splitAddr(a string) (string, string, error) {
+	i := strings.LastIndexByte(a, ':')
+	if i < 0 {
+		return "", "", errors.New("no port in " + a)
+	}
+	return a[:i], a[i+1:], nil
+}
+
+// TestHostHangIsTransport: a probe the server never answers returns
+// ErrTransport within the control deadline.
+func TestHostHangIsTransport(t *testing.T) {
+	srv := remotetest.NewServer(t, remotetest.WithHang("airlock-probe"))
+	h := dial(t, srv, func(c *remote.Config) { c.ControlTimeout = 300 * time.Millisecond })
+	src := t.TempDir()
+	writeFiles(t, src, "a", "1")
+	start := time.Now()
+	_, err := stage.Stage(t.Context(), h, path.Join(srv.Dir(), "rt"), []stage.Asset{{Name: "x", Source: src}})
+	require.ErrorIs(t, err, stage.ErrTransport)
+	assert.Less(t, time.Since(start), 3*time.Second)
+}
+
+// TestHostDropMidStream cuts the connection while the tree travels: the
+// stage fails with ErrTransport, the previous copy stays, and a stage on a
+// new connection succeeds and leaves no temporary directory.
+func TestHostDropMidStream(t *testing.T) {
+	dir := t.TempDir()
+	good := remotetest.NewServer(t, remotetest.WithDir(dir))
+	root := path.Join(dir, "rt")
+	src := t.TempDir()
+	writeFiles(t, src, "a", "old")
+	_, err := stage.Stage(t.Context(), dial(t, good), root, []stage.Asset{{Name: "x", Source: src}})
+	require.NoError(t, err)
+
+	big := bytes.Repeat([]byte("0123456789abcdef"), 1<<18) // 4 MiB
+	require.NoError(t, os.WriteFile(filepath.Join(src, "a"), big, 0o644))
+	flaky := remotetest.NewServer(t, remotetest.WithDir(dir), remotetest.WithDropAfter(1<<20))
+	_, err = stage.Stage(t.Context(), dial(t, flaky), root, []stage.Asset{{Name: "x", Source: src}})
+	require.ErrorIs(t, err, stage.ErrTransport)
+	got, err := os.ReadFile(filepath.Join(root, "x", "a"))
+	require.NoError(t, err)
+	assert.Equal(t, "old", string(got), "the previous copy must stay")
+
+	rt, err := stage.Stage(t.Context(), dial(t, good), root, []stage.Asset{{Name: "x", Source: src}})
+	require.NoError(t, err)
+	assert.False(t, rt.Assets[0].Reused)
+	got, err = os.ReadFile(filepath.Join(root, "x", "a"))
+	require.NoError(t, err)
+	assert.Equal(t, big, got)
+	// The cut transfer's temporary directory is left (its command may have
+	// been running); a later publish does not add one.
+	entries, err := os.ReadDir(root)
+	require.NoError(t, err)
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	tmp := 0
+	for _, n := range names {
+		if strings.HasPrefix(n, ".airlock-tmp-") {
+			tmp++
+		}
+	}
+	assert.LessOrEqual(t, tmp, 1, "at most the cut transfer's directory: %v", names)
+}
+
+// TestHostRoundTrips: staging the standard 2,000-file tree under +2 ms RTT
+// costs a fixed number of exec requests, not one per file.
+func TestHostRoundTrips(t *testing.T) {
+	srv := remotetest.NewServer(t, remotetest.WithLatency(2*time.Millisecond))
+	h := dial(t, srv)
+	counts := map[int]int64{}
+	for _, files := range []int{100, 2000} {
+		src := t.TempDir()
+		_, err := treegen.Write(src, treegen.Shape{Dirs: files / 100, Files: 100, MinBytes: 64, MaxBytes: 256, Seed: 2})
+		require.NoError(t, err)
+		before := srv.Execs()
+		start := time.Now()
+		_, err = stage.Stage(t.Context(), h, path.Join(srv.Dir(), "rt", strings.Repeat("n", files%7+1)), []stage.Asset{{Name: "x", Source: src}})
+		require.NoError(t, err)
+		counts[files] = srv.Execs() - before
+		t.Logf("%d files: %d exec requests, %s", files, counts[files], time.Since(start))
+	}
+	assert.Equal(t, counts[100], counts[2000], "exec requests must not grow with the file count")
+	assert.LessOrEqual(t, counts[2000], int64(5))
+}
+
+// TestHostDelta: one changed file of 2,000 is the only one sent; a file of
+// the old copy tampered with in the sandbox is sent again, not carried.
+func TestHostDelta(t *testing.T) {
+	srv := remotetest.NewServer(t)
+	h := dial(t, srv)
+	src := t.TempDir()
+	_, err := treegen.Write(src, treegen.Shape{Dirs: 20, Files: 100, MinBytes: 64, MaxBytes: 512, Seed: 3})
+	require.NoError(t, err)
+	root := path.Join(srv.Dir(), "rt")
+	first, err := stage.Stage(t.Context(), h, root, []stage.Asset{{Name: "x", Source: src}})
+	require.NoError(t, err)
+	files := first.Assets[0].Files
+	require.Equal(t, files, first.Assets[0].Sent)
+
+	changed := firstFile(t, src)
+	require.NoError(t, os.WriteFile(changed, []byte("changed"), 0o644))
+	rt, err := stage.Stage(t.Context(), h, root, []stage.Asset{{Name: "x", Source: src}}, stage.WithVerify())
+	require.NoError(t, err)
+	assert.Equal(t, 1, rt.Assets[0].Sent)
+	assert.Equal(t, files, rt.Assets[0].Files)
+	assertSameTree(t, src, filepath.Join(root, "x"))
+
+	// Tamper with an unchanged file in the sandbox, change another source file.
+	rel, err := filepath.Rel(src, changed)
+	require.NoError(t, err)
+	victim := filepath.Join(root, "x", rel)
+	require.NoError(t, os.WriteFile(victim, []byte("tampered"), 0o644))
+	other := lastFile(t, src)
+	require.NoError(t, os.WriteFile(other, []byte("changed too"), 0o644))
+	rt, err = stage.Stage(t.Context(), h, root, []stage.Asset{{Name: "x", Source: src}}, stage.WithVerify())
+	require.NoError(t, err)
+	assert.Equal(t, 2, rt.Assets[0].Sent, "the tampered file is re-sent with the changed one")
+	assertSameTree(t, src, filepath.Join(root, "x"))
+}
+
+func firstFile(t *testing.T, dir string) string { return pickFile(t, dir, false) }
+func lastFile(t *testing.T, dir string) string  { return pickFile(t, dir, true) }
+
+func pickFile(t *testing.T, dir string, last bool) string {
+	t.Helper()
+	var got string
+	require.NoError(t, filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.Type().IsRegular() && (got == "" || last) {
+			got = p
+		}
+		return nil
+	}))
+	require.NotEmpty(t, got)
+	return got
+}
+
+func assertSameTree(t *testing.T, want, got string) {
+	t.Helper()
+	read := func(root string) map[string]string {
+		m := map[string]string{}
+		require.NoError(t, filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			rel, _ := filepath.Rel(root, p)
+			switch {
+			case d.IsDir():
+				m[rel] = "dir"
+			case d.Type().IsRegular():
+				b, err := os.ReadFile(p)
+				if err != nil {
+					return err
+				}
+				m[rel] = string(b)
+			default:
+				m[rel] = "other:" + d.Type().String()
+			}
+			return nil
+		}))
+		return m
+	}
+	assert.Equal(t, read(want), read(got))
+}

@@ -10,7 +10,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/airlockdev/airlock/internal/sshdtest"
 	"github.com/airlockdev/airlock/stage"
+	"github.com/airlockdev/airlock/stage/remote"
+	"github.com/airlockdev/airlock/stage/remote/remotetest"
 	"github.com/airlockdev/airlock/workspace"
 )
 
@@ -21,6 +24,37 @@ var runners = []struct {
 	new  func(t *testing.T, dir string) stage.Runner
 }{
 	{"local", func(t *testing.T, dir string) stage.Runner { return stage.LocalRunner(dir) }},
+	{"remotetest", func(t *testing.T, dir string) stage.Runner {
+		srv := remotetest.NewServer(t, remotetest.WithDir(dir))
+		return dialHost(t, srv.Addr(), srv.Config(), dir)
+	}},
+	{"sshd", func(t *testing.T, dir string) stage.Runner {
+		srv := sshdtest.Start(t)
+		return dialHost(t, srv.Addr(), srv.Config(), dir)
+	}},
+}
+
+// dialHost connects a remote.Host whose commands run in dir unless they
+// name another directory.
+func dialHost(t *testing.T, addr string, cfg remote.Config, dir string) stage.Runner {
+	t.Helper()
+	h, err := remote.Dial(t.Context(), addr, cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = h.Close() })
+	return inDir{h, dir}
+}
+
+// inDir runs commands in dir by default.
+type inDir struct {
+	r   stage.Runner
+	dir string
+}
+
+func (d inDir) Run(ctx context.Context, cmd stage.Command) error {
+	if cmd.Dir == "" {
+		cmd.Dir = d.dir
+	}
+	return d.r.Run(ctx, cmd)
 }
 
 // eachRunner runs fn once per runner, as a subtest.

@@ -180,6 +180,7 @@ type options struct {
 	progress func(Progress)
 	verify   bool
 	index    *Index
+	prune    bool
 	now      func() time.Time
 	racy     time.Duration // see racyWindow; tests shorten it
 }
@@ -270,6 +271,11 @@ func Stage(ctx context.Context, t Target, root string, assets []Asset, opts ...O
 			return nil, err
 		}
 		rt.Assets = append(rt.Assets, sa)
+	}
+	if o.prune {
+		if err := s.prune(plans); err != nil {
+			return nil, err
+		}
 	}
 	return rt, nil
 }

@@ -8,7 +8,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/airlockdev/airlock/internal/sshdtest"
 	"github.com/airlockdev/airlock/stage"
+	"github.com/airlockdev/airlock/stage/remote/remotetest"
 	"github.com/airlockdev/airlock/workspace"
 )
 
@@ -66,25 +68,42 @@ func BenchmarkRoundTrip(b *testing.B) {
 		}
 		return dir
 	}
-	b.Run("workspace", func(b *testing.B) {
-		for i := 0; b.Loop(); i++ {
-			b.StopTimer()
-			local := clone(b)
-			remote := filepath.Join(b.TempDir(), "sandbox")
-			spec := workspace.Spec{Local: local, Remote: remote, Runner: stage.LocalRunner("/")}
-			b.StartTimer()
-			r, err := workspace.Prepare(b.Context(), spec)
-			if err != nil {
-				b.Fatal(err)
+	// The round trip over each runner: LocalRunner, and remote.Host over
+	// remotetest and a real sshd (skipped without one). The manual commands
+	// below run on the same machine, so compare them with workspace/local.
+	runnerFor := map[string]func(b *testing.B) stage.Runner{
+		"local": func(*testing.B) stage.Runner { return stage.LocalRunner("/") },
+		"remotetest": func(b *testing.B) stage.Runner {
+			srv := remotetest.NewServer(b)
+			return dialHost(b, srv.Addr(), srv.Config(), "/")
+		},
+		"sshd": func(b *testing.B) stage.Runner {
+			srv := sshdtest.Start(b)
+			return dialHost(b, srv.Addr(), srv.Config(), "/")
+		},
+	}
+	for _, rn := range []string{"local", "remotetest", "sshd"} {
+		b.Run("workspace/"+rn, func(b *testing.B) {
+			runner := runnerFor[rn](b)
+			for i := 0; b.Loop(); i++ {
+				b.StopTimer()
+				local := clone(b)
+				remote := filepath.Join(b.TempDir(), "sandbox")
+				spec := workspace.Spec{Local: local, Remote: remote, Runner: runner}
+				b.StartTimer()
+				r, err := workspace.Prepare(b.Context(), spec)
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.StopTimer()
+				agentCommit(b, remote, i)
+				b.StartTimer()
+				if _, err := r.Restore(b.Context()); err != nil {
+					b.Fatal(err)
+				}
 			}
-			b.StopTimer()
-			agentCommit(b, remote, i)
-			b.StartTimer()
-			if _, err := r.Restore(b.Context()); err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
+		})
+	}
 	b.Run("manual", func(b *testing.B) {
 		run := stage.LocalRunner("/")
 		for i := 0; b.Loop(); i++ {

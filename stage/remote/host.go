@@ -418,3 +418,15 @@ func (h *Host) SFTP() (*sftp.Client, error) {
 	h.sftpCli = c
 	return c, nil
 }
+
+var _ stage.Pruner = (*Host)(nil)
+
+// Assets implements stage.Pruner.
+func (h *Host) Assets(ctx context.Context, root string) ([]string, error) {
+	return h.bridge.Assets(ctx, root)
+}
+
+// Remove implements stage.Pruner.
+func (h *Host) Remove(ctx context.Context, root string, names []string) error {
+	return h.bridge.Remove(ctx, root, names)
+}

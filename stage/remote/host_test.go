@@ -332,3 +332,22 @@ func assertSameTree(t *testing.T, want, got string) {
 	}
 	assert.Equal(t, read(want), read(got))
 }
+
+func TestHostUnstageAndPrune(t *testing.T) {
+	srv := remotetest.NewServer(t)
+	h := dial(t, srv)
+	root := path.Join(srv.Dir(), "rt")
+	a, b := t.TempDir(), t.TempDir()
+	writeFiles(t, a, "f", "a")
+	writeFiles(t, b, "f", "b")
+	_, err := stage.Stage(t.Context(), h, root, []stage.Asset{{Name: "a", Source: a}, {Name: "b", Source: b}})
+	require.NoError(t, err)
+	require.NoError(t, stage.Unstage(t.Context(), h, root, "a"))
+	assert.NoDirExists(t, filepath.Join(root, "a"))
+	assert.NoFileExists(t, filepath.Join(root, ".airlock-manifest-a.json"))
+	_, err = stage.Stage(t.Context(), h, root, nil, stage.WithPrune())
+	require.NoError(t, err)
+	entries, err := os.ReadDir(root)
+	require.NoError(t, err)
+	assert.Empty(t, entries)
+}

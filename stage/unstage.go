@@ -1,0 +1,227 @@
+package stage
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"slices"
+	"strings"
+)
+
+// Pruner is an optional interface of a Target: one that can list and remove
+// the assets it staged. Unstage and WithPrune need it; Dir, Bridge and
+// remote.Host implement it.
+type Pruner interface {
+	// Assets returns, sorted, the names of the assets staged under root:
+	// those with a stored manifest. A missing root has none.
+	Assets(ctx context.Context, root string) ([]string, error)
+	// Remove removes each named asset directory and its manifest. Each
+	// goes in one step for a reader: its manifest leaves first, then the
+	// directory is renamed away and only then deleted, so no reader sees a
+	// partial tree. A name that is not staged is not an error.
+	Remove(ctx context.Context, root string, names []string) error
+}
+
+// ErrNoPrune reports a Target that does not implement Pruner.
+var ErrNoPrune = errors.New("target cannot list or remove staged assets (it does not implement stage.Pruner)")
+
+// Unstage removes the named assets (directories and manifests) from root on
+// t. A name that is not staged is not an error.
+func Unstage(ctx context.Context, t Target, root string, names ...string) error {
+	if err := checkRoot(root); err != nil {
+		return err
+	}
+	for _, n := range names {
+		if err := checkName(n); err != nil {
+			return fmt.Errorf("%w: %v", ErrBadAsset, err)
+		}
+	}
+	p, ok := t.(Pruner)
+	if !ok {
+		return fmt.Errorf("stage: unstaging under %s: %w", root, ErrNoPrune)
+	}
+	if len(names) == 0 {
+		return nil
+	}
+	if err := p.Remove(ctx, root, names); err != nil {
+		return &AssetError{Op: "unstage", Name: strings.Join(names, ","), Path: root, Err: err}
+	}
+	return nil
+}
+
+// WithPrune makes Stage remove, after staging, every asset under the root
+// that it was not given (see Unstage), so that a run sees only the assets it
+// selected: a run whose skills were all dropped can stage no asset and still
+// leave no skills directory from an earlier run. The Target must implement
+// Pruner. Default: off.
+func WithPrune() Option {
+	return func(o *options) { o.prune = true }
+}
+
+// prune removes the assets under root that keep does not name.
+func (s *stager) prune(keep []*planned) error {
+	p, ok := s.t.(Pruner)
+	if !ok {
+		return fmt.Errorf("stage: WithPrune under %s: %w", s.root, ErrNoPrune)
+	}
+	have, err := p.Assets(s.ctx, s.root)
+	if err != nil {
+		return fmt.Errorf("stage: listing the assets under %s: %w", s.root, err)
+	}
+	var gone []string
+	for _, n := range have {
+		if checkName(n) != nil {
+			continue // not a name Stage could have staged: not ours
+		}
+		if !slices.ContainsFunc(keep, func(p *planned) bool { return p.asset.Name == n }) {
+			gone = append(gone, n)
+		}
+	}
+	if len(gone) == 0 {
+		return nil
+	}
+	if err := p.Remove(s.ctx, s.root, gone); err != nil {
+		return &AssetError{Op: "prune", Name: strings.Join(gone, ","), Path: s.root, Err: err}
+	}
+	s.o.log.Debug("stage: pruned", "root", s.root, "assets", gone)
+	return nil
+}
+
+// assetNames turns manifest file names into asset names.
+func assetNames(files []string) []string {
+	var out []string
+	for _, f := range files {
+		if n, ok := strings.CutPrefix(f, manifestPrefix); ok {
+			if n, ok = strings.CutSuffix(n, manifestSuffix); ok && n != "" {
+				out = append(out, n)
+			}
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+
+var (
+	_ Pruner = (*Dir)(nil)
+	_ Pruner = (*Bridge)(nil)
+)
+
+// Assets implements Pruner.
+func (d *Dir) Assets(ctx context.Context, root string) ([]string, error) {
+	rr, err := d.openRoot(root, false)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer rr.Close()
+	f, err := rr.Open(".")
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	des, err := f.ReadDir(-1)
+	if err != nil {
+		return nil, err
+	}
+	var files []string
+	for _, de := range des {
+		if de.Type().IsRegular() {
+			files = append(files, de.Name())
+		}
+	}
+	return assetNames(files), nil
+}
+
+// Remove implements Pruner.
+func (d *Dir) Remove(ctx context.Context, root string, names []string) error {
+	rr, err := d.openRoot(root, false)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer rr.Close()
+	for _, name := range names {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		unlock, err := d.locks.Lock(ctx, root+"\x00"+name)
+		if err != nil {
+			return err
+		}
+		err = d.removeOne(rr, root, name)
+		unlock()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (d *Dir) removeOne(rr *os.Root, root, name string) error {
+	tmp, err := tempName(d.rand, name)
+	if err != nil {
+		return err
+	}
+	if err := rr.Mkdir(tmp, 0o700); err != nil {
+		return fmt.Errorf("creating temporary directory %s: %w", path.Join(root, tmp), err)
+	}
+	for _, n := range []string{manifestName(name), name} {
+		if _, err := rr.Lstat(n); errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err := rr.Rename(n, tmp+"/"+n); err != nil {
+			return errors.Join(fmt.Errorf("moving %s aside: %w", path.Join(root, n), err), d.removeTree(rr, tmp))
+		}
+	}
+	if err := d.removeTree(rr, tmp); err != nil {
+		return fmt.Errorf("asset %s removed, but %s could not be deleted; remove it by hand: %w", path.Join(root, name), path.Join(root, tmp), err)
+	}
+	return nil
+}
+
+// Assets implements Pruner: one control command.
+func (b *Bridge) Assets(ctx context.Context, root string) ([]string, error) {
+	script := fmt.Sprintf(`cd %s 2>/dev/null || exit 0
+for f in %s*%s; do if [ -f "$f" ] && [ ! -L "$f" ]; then printf '%%s\0' "$f"; fi; done`, q(root), manifestPrefix, manifestSuffix)
+	out := &limitedBuffer{Max: 4 << 20}
+	if err := b.control(ctx, "listing the assets under "+root, Command{Script: script, Stdout: out}); err != nil {
+		return nil, err
+	}
+	var files []string
+	for f := range strings.SplitSeq(out.String(), "\x00") {
+		if f != "" {
+			files = append(files, f)
+		}
+	}
+	return assetNames(files), nil
+}
+
+// Remove implements Pruner: one control command for all names. Each
+// asset's manifest and directory are moved into a fresh temporary
+// directory, which is then deleted.
+func (b *Bridge) Remove(ctx context.Context, root string, names []string) error {
+	if len(names) == 0 {
+		return nil
+	}
+	tmpName, err := tempName(b.rand, "unstage")
+	if err != nil {
+		return err
+	}
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "cd %s 2>/dev/null || exit 0\nt=%s\nmkdir -m 700 \"$t\" || exit 1\n", q(root), q(tmpName))
+	for _, n := range names {
+		for _, e := range []string{manifestName(n), n} {
+			fmt.Fprintf(&sb, "if [ -e %[1]s ] || [ -L %[1]s ]; then mv -f %[1]s \"$t/\" || exit 4; fi\n", q(e))
+		}
+	}
+	sb.WriteString(`rm -rf "$t" 2>/dev/null || { chmod -R u+rwx "$t"; rm -rf "$t"; } || { echo "removed, but $t could not be deleted; remove it by hand" >&2; exit 6; }`)
+	return b.control(context.WithoutCancel(ctx), "removing assets under "+root, Command{Script: sb.String()})
+}

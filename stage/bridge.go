@@ -47,11 +47,11 @@ type ExitError struct {
 func (e *ExitError) Error() string {
 	switch {
 	case e.Status < 0 && e.Signal != "":
-		return "sandbox command was killed by signal " + e.Signal
+		return "killed by signal " + e.Signal
 	case e.Status < 0:
-		return "sandbox command was killed by a signal"
+		return "killed by a signal"
 	}
-	return fmt.Sprintf("sandbox command exited with status %d", e.Status)
+	return fmt.Sprintf("exited with status %d", e.Status)
 }
 
 // MaxControlTimeout caps the deadline of every control operation.
@@ -120,17 +120,21 @@ func NewBridge(r Runner, opts ...BridgeOption) *Bridge {
 	return b
 }
 
-// ControlTimeout returns the deadline each control operation runs under.
-func (b *Bridge) ControlTimeout() time.Duration { return b.timeout }
-
 // Control runs cmd as a control operation: under the control deadline,
-// enforced even when the Runner ignores its context. A timeout is reported
-// as ErrTransport; it does not prove that the command stopped, and the
+// enforced even when the Runner ignores its context. Every failure to
+// complete wraps ErrTransport — a timeout, a Runner failure, the caller's
+// cancellation — except a command that ran and exited non-zero, which wraps
+// *ExitError. A timeout does not prove that the command stopped, and the
 // Runner may still write to cmd.Stdout and cmd.Stderr afterwards, so pass
 // writers that tolerate it. Adapters use it for their own short sandbox
 // operations (queue reads, input delivery).
 func (b *Bridge) Control(ctx context.Context, cmd Command) error {
-	return b.control(ctx, "sandbox command", cmd)
+	err := b.control(ctx, "sandbox command", cmd)
+	var ee *ExitError
+	if err == nil || errors.Is(err, ErrTransport) || errors.As(err, &ee) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", ErrTransport, err)
 }
 
 func (b *Bridge) control(ctx context.Context, op string, cmd Command) error {
@@ -269,9 +273,12 @@ c="$s$x$m"
 // Bridge also learns what the sandbox offers (sha256sum, mv --exchange)
 // and fails with a clear error when a tool the protocol needs is missing.
 func (b *Bridge) Probe(ctx context.Context, root string, names []string) ([][]byte, error) {
-	_, known := b.knownCaps()
+	c, known := b.knownCaps()
 	if len(names) == 0 && known {
 		return [][]byte{}, nil
+	}
+	if fr, ok := b.r.(FileReader); ok && known && c.missing == "" {
+		return b.probeFiles(ctx, fr, root, names)
 	}
 	want := make(map[string]int, len(names))
 	var sb strings.Builder

@@ -54,14 +54,6 @@ func NewDir(path string) (*Dir, error) {
 	return &Dir{path: abs, rand: rand.Reader}, nil
 }
 
-// Path returns the host directory that plays the sandbox.
-func (d *Dir) Path() string { return d.path }
-
-// HostPath returns the host path of the sandbox path p (absolute, clean).
-func (d *Dir) HostPath(p string) string {
-	return filepath.Join(d.path, filepath.FromSlash(strings.TrimPrefix(path.Clean("/"+p), "/")))
-}
-
 // rel maps an absolute sandbox path to a path relative to d.
 func rel(p string) string {
 	r := strings.TrimPrefix(path.Clean("/"+p), "/")

@@ -3,8 +3,22 @@ package stage
 import (
 	"io"
 	"os"
+	"path"
+	"path/filepath"
+	"strings"
 	"time"
 )
+
+// ControlTimeout returns the deadline each control operation runs under.
+func (b *Bridge) ControlTimeout() time.Duration { return b.timeout }
+
+// Path returns the host directory that plays the sandbox.
+func (d *Dir) Path() string { return d.path }
+
+// HostPath returns the host path of the sandbox path p (absolute, clean).
+func (d *Dir) HostPath(p string) string {
+	return filepath.Join(d.path, filepath.FromSlash(strings.TrimPrefix(path.Clean("/"+p), "/")))
+}
 
 // SetRand makes t draw its temporary names from r.
 func SetRand(t Target, r io.Reader) {

@@ -104,7 +104,6 @@ func assetNames(files []string) []string {
 	return slices.Compact(out)
 }
 
-
 var (
 	_ Pruner = (*Dir)(nil)
 	_ Pruner = (*Bridge)(nil)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"regexp"
@@ -429,4 +430,65 @@ func (h *Host) Assets(ctx context.Context, root string) ([]string, error) {
 // Remove implements stage.Pruner.
 func (h *Host) Remove(ctx context.Context, root string, names []string) error {
 	return h.bridge.Remove(ctx, root, names)
+}
+
+var _ stage.FileReader = (*Host)(nil)
+
+// ReadFile implements stage.FileReader over SFTP. SFTP has no O_NOFOLLOW:
+// the last component is checked with Lstat and the opened file's size and
+// type are checked again, so a link swapped in between can only make the
+// host read another file of the sandbox (which the caller treats as
+// untrusted content anyway).
+func (h *Host) ReadFile(ctx context.Context, p string, max int64) ([]byte, error) {
+	c, err := h.SFTP()
+	if err != nil {
+		return nil, err
+	}
+	done := make(chan struct{})
+	var data []byte
+	go func() {
+		defer close(done)
+		data, err = readFile(c, p, max)
+	}()
+	select {
+	case <-done:
+		return data, err
+	case <-ctx.Done():
+		return nil, fmt.Errorf("remote: reading %s: %w", p, ctx.Err())
+	}
+}
+
+func readFile(c *sftp.Client, p string, max int64) ([]byte, error) {
+	fi, err := c.Lstat(p)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("%w: remote: lstat %s: %w", stage.ErrTransport, p, err)
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, &fs.PathError{Op: "read", Path: p, Err: fs.ErrNotExist}
+	}
+	if fi.Size() > max {
+		return nil, fmt.Errorf("%w: %s holds %d bytes, more than %d", stage.ErrLimit, p, fi.Size(), max)
+	}
+	f, err := c.Open(p)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("%w: remote: open %s: %w", stage.ErrTransport, p, err)
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+		return nil, &fs.PathError{Op: "read", Path: p, Err: fs.ErrNotExist}
+	}
+	b, err := io.ReadAll(io.LimitReader(f, max+1))
+	if err != nil {
+		return nil, fmt.Errorf("%w: remote: reading %s: %w", stage.ErrTransport, p, err)
+	}
+	if int64(len(b)) > max {
+		return nil, fmt.Errorf("%w: %s holds more than %d bytes", stage.ErrLimit, p, max)
+	}
+	return b, nil
 }

@@ -7,9 +7,11 @@
 // paths. Targets: [NewDir] (a host directory playing the sandbox),
 // [NewBridge] (any sandbox that runs shell commands, through a [Runner]),
 // and remote.Host in stage/remote (SSH). stagetest.TestTarget is the
-// conformance suite every Target passes. A [Cache] keeps a session's
-// Runtime between turns; an [Index] lets a re-stage skip hashing an
-// unchanged source.
+// conformance suite every Target passes (and stagetest.TestRunner every
+// Runner). A [Cache] keeps a session's Runtime between turns; an [Index]
+// ([NewIndex] in memory, [OpenIndex] on disk, shared by processes) lets a
+// re-stage skip hashing an unchanged source. [Unstage] and [WithPrune]
+// remove what is no longer selected.
 //
 // Guarantees:
 //   - Host sources are read only through internal/tree: descriptor-based,
@@ -29,6 +31,14 @@
 //     writes nothing and reports Reused. [WithVerify] re-reads the sandbox
 //     copy and checks every hash; a reused copy that differs, is missing or
 //     is no longer a directory is published again.
+//   - Delta publish: re-staging changed content sends only the files that
+//     differ from the stored manifest ([StagedAsset].Sent counts what was
+//     sent); the others are copied from the previous copy into the fresh
+//     directory — never linked — and checked there against their SHA-256
+//     (a sandbox without sha256sum gets every file again).
+//   - File names are bytes: a name that is not valid UTF-8 is staged as it
+//     is, and the manifest records it losslessly (a "path_hex" key), so
+//     every digest is injective over the tree.
 //   - Every input is checked before anything is written: asset names (one
 //     path segment, not starting with ".airlock"), duplicates, sources
 //     (absolute, existing directories, not links), exclude patterns, and the
@@ -38,6 +48,9 @@
 //     its context, and fail with [ErrTransport]; an uncertain write is never
 //     replayed. The data transfer is bounded only by the caller's context.
 //   - [Runner] commands receive secrets through Command.Env, never argv.
+//   - A Runner may offer optional capabilities ([FileReader]) that the
+//     engine uses when present; the shell protocol itself (internal/shellproto)
+//     is shared by Bridge, remote.Host and workspace.
 //
 // Non-guarantees:
 //   - The sandbox owns its file system: a sandbox process that races a
@@ -52,4 +65,8 @@
 //     error) whose command could still be running.
 //   - File times and ownership are not copied; content identity never
 //     depends on them.
+//   - A sandbox without mv --exchange (GNU coreutils 9.5+) sees an
+//     asset's directory absent for an instant while a new copy replaces it
+//     (never partial); with it, the old and new copies trade places in one
+//     rename. [Dir] always exchanges (renameat2) on Linux.
 package stage

@@ -82,7 +82,12 @@ const (
 	// RejectLinks fails the stage (wrapping ErrLink) on any link.
 	RejectLinks
 	// FollowLinksWithin follows a link only when its target resolves inside
-	// Source; a link that leaves Source fails the stage (wrapping ErrLink).
+	// Source; a link that leaves Source (an absolute target, or ".." above
+	// Source) fails the stage (wrapping ErrLink). A dangling link, a link
+	// loop or cycle, and a link to a directory already staged through a link
+	// are left out and listed in StagedAsset.Skipped: each directory is
+	// copied at most twice (at its real place and through the first link
+	// that reaches it), so staging costs time linear in what is on disk.
 	// There is no policy that follows links anywhere.
 	FollowLinksWithin
 )
@@ -126,7 +131,7 @@ type StagedAsset struct {
 	Files                      int    // regular files in the staged copy
 	Sent                       int    // regular files whose content crossed to the sandbox; the rest were carried over from its previous copy (delta publish) or reused
 	Bytes                      int64
-	Skipped                    []string // links and special files left out, relative slash paths
+	Skipped                    []string // links, special files and directories a followed link would copy a second time, left out; relative slash paths
 	Reused                     bool     // the sandbox already held exactly this content
 }
 

@@ -1,0 +1,70 @@
+package stage_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/airlockdev/airlock/stage"
+)
+
+// envRunner adds env to every command.
+type envRunner struct {
+	next stage.Runner
+	env  map[string]string
+}
+
+func (r envRunner) Run(ctx context.Context, cmd stage.Command) error {
+	merged := map[string]string{}
+	for k, v := range r.env {
+		merged[k] = v
+	}
+	for k, v := range cmd.Env {
+		merged[k] = v
+	}
+	cmd.Env = merged
+	return r.next.Run(ctx, cmd)
+}
+
+// TestBridgeExchangePublish puts an mv that offers --exchange first on the
+// sandbox's PATH: the Bridge detects it once and publishes a re-stage with
+// one exchange; the sandbox ends with exactly the new copy.
+func TestBridgeExchangePublish(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "bin")
+	require.NoError(t, os.Mkdir(bin, 0o755))
+	log := filepath.Join(dir, "mv.log")
+	realMv := "/bin/mv"
+	// The stand-in swaps through a third name: not atomic, but it follows
+	// the same script path as coreutils' renameat2(RENAME_EXCHANGE).
+	fake := `#!/bin/sh
+case "$1" in
+--help) echo "  --exchange  exchange source and destination"; exit 0;;
+--exchange) echo "exchange $2 $3" >> ` + log + `; ` + realMv + ` "$2" "$2.x" && ` + realMv + ` "$3" "$2" && ` + realMv + ` "$2.x" "$3"; exit $?;;
+esac
+exec ` + realMv + ` "$@"
+`
+	require.NoError(t, os.WriteFile(filepath.Join(bin, "mv"), []byte(fake), 0o755))
+	r := envRunner{next: stage.LocalRunner(dir), env: map[string]string{"PATH": bin + ":" + os.Getenv("PATH")}}
+	b := stage.NewBridge(r)
+	root := filepath.Join(dir, "rt")
+	src := t.TempDir()
+	build(t, src, "a=1")
+	_, err := stage.Stage(t.Context(), b, root, []stage.Asset{{Name: "x", Source: src}})
+	require.NoError(t, err)
+	_, err = os.Stat(log)
+	assert.ErrorIs(t, err, os.ErrNotExist, "nothing to exchange with on the first publish")
+	build(t, src, "a=2")
+	_, err = stage.Stage(t.Context(), b, root, []stage.Asset{{Name: "x", Source: src}})
+	require.NoError(t, err)
+	got, err := os.ReadFile(log)
+	require.NoError(t, err)
+	assert.Equal(t, 1, strings.Count(string(got), "exchange "), string(got))
+	assert.Equal(t, "2", readFile(t, filepath.Join(root, "x", "a")))
+	assert.Equal(t, []string{"x"}, listNoTemp(t, root))
+}

@@ -370,7 +370,7 @@ func isControl(r rune) bool {
 func checkName(name string) error {
 	switch {
 	case name == "" || name == "." || name == "..":
-		return errors.New("is empty, . or ..")
+		return errors.New(`is empty, "." or ".."`)
 	case len(name) > 255:
 		return errors.New("is longer than 255 bytes")
 	case strings.HasPrefix(name, "."):

@@ -52,7 +52,6 @@ var (
 	isProbe    = func(c stage.Command) bool { return strings.Contains(c.Script, `exec tar -c -f - "$@"`) }
 	isSetup    = func(c stage.Command) bool { return strings.Contains(c.Script, "mkdir -m 700") }
 	isTransfer = func(c stage.Command) bool { return c.Stdin != nil && strings.Contains(c.Script, "tar -x") }
-	isCarry    = func(c stage.Command) bool { return strings.Contains(c.Script, "sh -s") }
 	isPublish  = func(c stage.Command) bool { return strings.Contains(c.Script, "transfer incomplete") }
 	isCleanup  = func(c stage.Command) bool { return strings.Contains(c.Script, `mv "$o" "$d"; fi`) }
 	isFetch    = func(c stage.Command) bool { return strings.Contains(c.Script, "exec tar -c -f - .") }

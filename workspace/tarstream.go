@@ -107,7 +107,7 @@ func readTar(r io.Reader, limit int64, fn func(e tarEntry, r io.Reader) error) e
 		switch h.Typeflag {
 		case tar.TypeDir:
 			e.Mode |= fs.ModeDir
-		case tar.TypeReg, tar.TypeRegA:
+		case tar.TypeReg, '\x00': // '\x00': the pre-POSIX regular file
 			e.Size = h.Size
 		case tar.TypeSymlink:
 			e.Mode |= fs.ModeSymlink

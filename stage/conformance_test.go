@@ -15,12 +15,24 @@ func TestDirConformance(t *testing.T) {
 		d, err := stage.NewDir(t.TempDir())
 		require.NoError(t, err)
 		return d, "/home/agent/.airlock/rt"
-	})
+	}, stagetest.WithSandboxShell(func(t *testing.T, target stage.Target) (stage.Runner, string) {
+		// The sandbox's "/" is the directory; its processes run on this
+		// machine.
+		dir := target.(*stage.Dir).Path()
+		return stage.LocalRunner(dir), dir
+	}))
 }
 
 func TestBridgeConformance(t *testing.T) {
 	stagetest.TestTarget(t, func(t *testing.T) (stage.Target, string) {
 		dir := t.TempDir()
 		return stage.NewBridge(stage.LocalRunner(dir)), filepath.ToSlash(filepath.Join(dir, "home", "agent", "rt"))
-	})
+	}, stagetest.WithSandboxShell(func(*testing.T, stage.Target) (stage.Runner, string) {
+		// The Bridge's sandbox is this machine: its paths are the host's.
+		return stage.LocalRunner("/"), ""
+	}))
+}
+
+func TestLocalRunnerConformance(t *testing.T) {
+	stagetest.TestRunner(t, func(t *testing.T) stage.Runner { return stage.LocalRunner(t.TempDir()) })
 }

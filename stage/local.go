@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -16,9 +19,13 @@ import (
 // one is taken relative to dir). It serves tests and the local lane.
 //
 // The script is sh's only argument; Env values travel in the process
-// environment (which otherwise is this process's own), never in argv. When
-// ctx ends, the script and everything it started (its process group) are
-// killed.
+// environment (which otherwise is this process's own), never in argv. An
+// Env key outside [A-Za-z_][A-Za-z0-9_]*, or a value holding NUL, is refused
+// before anything runs, and so is a working directory that is missing or
+// not a directory. When ctx ends, the script and everything it started
+// (its process group) are killed with SIGKILL, whatever signals they
+// ignore. A script killed by a signal is reported as an ExitError with
+// Status -1 and the signal's name.
 func LocalRunner(dir string) Runner { return &localRunner{dir: dir} }
 
 type localRunner struct{ dir string }
@@ -36,19 +43,30 @@ func (l *localRunner) Run(ctx context.Context, cmd Command) error {
 	}
 	if len(cmd.Env) > 0 {
 		env := c.Environ()
-		keys := make([]string, 0, len(cmd.Env))
-		for k := range cmd.Env {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
-		for _, k := range keys {
+		for _, k := range slices.Sorted(func(yield func(string) bool) {
+			for k := range cmd.Env {
+				if !yield(k) {
+					return
+				}
+			}
+		}) {
 			v := cmd.Env[k]
-			if k == "" || strings.ContainsAny(k, "=\x00") || strings.ContainsRune(v, 0) {
-				return fmt.Errorf("stage: environment variable %q: a name must be non-empty without '=' or NUL, a value without NUL", k)
+			if !validEnvKey(k) {
+				return fmt.Errorf("stage: environment variable %q: a name must match [A-Za-z_][A-Za-z0-9_]*; nothing was run", k)
+			}
+			if strings.ContainsRune(v, 0) {
+				return fmt.Errorf("stage: environment variable %s: its value holds a NUL byte, which no process environment can carry; nothing was run", k)
 			}
 			env = append(env, k+"="+v)
 		}
 		c.Env = env
+	}
+	if c.Dir != "" {
+		// Checked first: a chdir that fails in the child is reported by
+		// os/exec as if /bin/sh were missing.
+		if err := checkWorkDir(c.Dir); err != nil {
+			return err
+		}
 	}
 	c.Stdin, c.Stdout, c.Stderr = cmd.Stdin, cmd.Stdout, cmd.Stderr
 	killGroup(c)
@@ -65,7 +83,45 @@ func (l *localRunner) Run(ctx context.Context, cmd Command) error {
 		if ee.Exited() {
 			return &ExitError{Status: ee.ExitCode()}
 		}
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return &ExitError{Status: -1, Signal: signalName(ws.Signal())}
+		}
 		return &ExitError{Status: -1}
 	}
+	if c.Dir != "" {
+		if derr := checkWorkDir(c.Dir); derr != nil {
+			return derr // removed between the check and the start
+		}
+	}
 	return err
+}
+
+// validEnvKey reports whether k matches [A-Za-z_][A-Za-z0-9_]*, the names a
+// POSIX shell can read.
+func validEnvKey(k string) bool {
+	if k == "" || ('0' <= k[0] && k[0] <= '9') {
+		return false
+	}
+	for i := 0; i < len(k); i++ {
+		switch b := k[i]; {
+		case 'a' <= b && b <= 'z', 'A' <= b && b <= 'Z', '0' <= b && b <= '9', b == '_':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// checkWorkDir says why dir cannot be a command's working directory.
+func checkWorkDir(dir string) error {
+	fi, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("stage: the working directory %s is missing: %w; create it or pass another Command.Dir", dir, err)
+	case err != nil:
+		return fmt.Errorf("stage: the working directory %s cannot be used: %w", dir, err)
+	case !fi.IsDir():
+		return fmt.Errorf("stage: the working directory %s is not a directory: %w", dir, &fs.PathError{Op: "chdir", Path: dir, Err: syscall.ENOTDIR})
+	}
+	return nil
 }

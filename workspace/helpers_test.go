@@ -36,7 +36,7 @@ var runners = []struct {
 
 // dialHost connects a remote.Host whose commands run in dir unless they
 // name another directory.
-func dialHost(t *testing.T, addr string, cfg remote.Config, dir string) stage.Runner {
+func dialHost(t testing.TB, addr string, cfg remote.Config, dir string) stage.Runner {
 	t.Helper()
 	h, err := remote.Dial(t.Context(), addr, cfg)
 	require.NoError(t, err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -11,16 +12,39 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
-
 	"github.com/airlockdev/airlock/stage"
 )
+
+// An Option configures TestTarget.
+type Option func(*config)
+
+type config struct {
+	shell func(t *testing.T, target stage.Target) (stage.Runner, string)
+}
+
+// WithSandboxShell lets TestTarget play the hostile sandbox: plant links at
+// the runtime root, at <root>/<name> and inside a published copy, where a
+// process in the sandbox could. shell is called once per hostile case with
+// the Target newTarget returned for it, and returns sh, a Runner whose
+// scripts run in that Target's sandbox with the powers of a process there,
+// and hostPrefix, the path at which sh's scripts see the sandbox's "/": ""
+// when the sandbox's paths are their own (a real sandbox, remote.Host, a
+// stage.Bridge over stage.LocalRunner), the directory of a stage.NewDir
+// (whose sandbox path /rt is <dir>/rt).
+//
+// Without it (the default) the cases that need to reach into the sandbox
+// are skipped, each with a message that names this option; the cases that
+// attack from the host side (a source directory swapped for a link while a
+// stage runs) always run.
+func WithSandboxShell(shell func(t *testing.T, target stage.Target) (sh stage.Runner, hostPrefix string)) Option {
+	return func(c *config) { c.shell = shell }
+}
 
 // TestTarget is the conformance suite every stage.Target passes. newTarget
 // returns a fresh, empty sandbox for each subtest: the Target and a runtime
@@ -31,35 +55,71 @@ import (
 // out, replacement of a changed asset, reuse of an unchanged one, that a
 // cancelled stage keeps the previous copy and leaves nothing behind, and
 // that concurrent stages of one asset leave one complete copy.
-func TestTarget(t *testing.T, newTarget func(t *testing.T) (stage.Target, string)) {
+//
+// It also checks what no Target may do, playing the attacker on both
+// sides: a source directory swapped for a link to a host secret while
+// stages run must never bring the secret into the sandbox (always run);
+// and, with WithSandboxShell, links planted by the sandbox at the root, at
+// <root>/<name> and inside a published copy must be replaced, never written
+// through or followed, and never taken for a reusable copy.
+func TestTarget(t *testing.T, newTarget func(t *testing.T) (stage.Target, string), opts ...Option) {
 	t.Helper()
+	var cfg config
+	for _, o := range opts {
+		o(&cfg)
+	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			if c.hostile != nil && cfg.shell == nil {
+				t.Skip("this case plants links in the sandbox: pass stagetest.WithSandboxShell to run it")
+			}
 			target, root := newTarget(t)
-			require.NotNil(t, target, "newTarget returned a nil Target")
-			require.True(t, path.IsAbs(root) && path.Clean(root) == root && root != "/", "newTarget must return an absolute, clean root other than /, got %q", root)
-			c.run(t, target, root)
+			must(t, target != nil, "newTarget returned a nil Target")
+			must(t, path.IsAbs(root) && path.Clean(root) == root && root != "/", "newTarget must return an absolute, clean root other than /, got %q", root)
+			var sb *sandbox
+			if cfg.shell != nil && c.run == nil {
+				sh, prefix := cfg.shell(t, target)
+				must(t, sh != nil, "the WithSandboxShell function returned a nil Runner")
+				sb = &sandbox{sh: sh, prefix: strings.TrimSuffix(prefix, "/")}
+			}
+			switch {
+			case c.hostile != nil:
+				sb.check(t, target, root)
+				c.hostile(t, target, root, sb)
+			case c.source != nil:
+				c.source(t, target, root, sb)
+			default:
+				c.run(t, target, root)
+			}
 		})
 	}
 }
 
 var cases = []struct {
-	name string
-	run  func(t *testing.T, target stage.Target, root string)
+	name    string
+	run     func(t *testing.T, target stage.Target, root string)
+	source  func(t *testing.T, target stage.Target, root string, sb *sandbox) // attacks from the host; sb may be nil
+	hostile func(t *testing.T, target stage.Target, root string, sb *sandbox) // needs the sandbox shell
 }{
-	{"StageAndFetch", testStageAndFetch},
-	{"ProbeAbsent", testProbeAbsent},
-	{"Reused", testReused},
-	{"Replace", testReplace},
-	{"MultipleAssets", testMultipleAssets},
-	{"Names", testNames},
-	{"Modes", testModes},
-	{"LargeFile", testLargeFile},
-	{"LinksLeftOut", testLinksLeftOut},
-	{"Progress", testProgress},
-	{"CancelKeepsPreviousCopy", testCancelKeepsPreviousCopy},
-	{"CancelledBeforeStart", testCancelledBeforeStart},
-	{"Concurrent", testConcurrent},
+	{name: "StageAndFetch", run: testStageAndFetch},
+	{name: "ProbeAbsent", run: testProbeAbsent},
+	{name: "FetchMissing", run: testFetchMissing},
+	{name: "Reused", run: testReused},
+	{name: "Replace", run: testReplace},
+	{name: "MultipleAssets", run: testMultipleAssets},
+	{name: "Names", run: testNames},
+	{name: "Modes", run: testModes},
+	{name: "LargeFile", run: testLargeFile},
+	{name: "LinksLeftOut", run: testLinksLeftOut},
+	{name: "Progress", run: testProgress},
+	{name: "CancelKeepsPreviousCopy", run: testCancelKeepsPreviousCopy},
+	{name: "CancelledBeforeStart", run: testCancelledBeforeStart},
+	{name: "Concurrent", run: testConcurrent},
+	{name: "SourceLinkSwapRace", source: testSourceLinkSwapRace},
+	{name: "PlantedLinkAtRoot", hostile: testPlantedLinkAtRoot},
+	{name: "PlantedLinkAtAsset", hostile: testPlantedLinkAtAsset},
+	{name: "PlantedLinkToCopy", hostile: testPlantedLinkToCopy},
+	{name: "PlantedLinkInCopy", hostile: testPlantedLinkInCopy},
 }
 
 // spec describes a host tree: "d/" is a directory, "f" a file with content
@@ -76,27 +136,27 @@ func write(t *testing.T, dir string, specs ...spec) {
 	var dirModes []spec
 	for _, s := range specs {
 		p := filepath.Join(dir, filepath.FromSlash(strings.TrimSuffix(strings.TrimSuffix(s.path, "/"), "@")))
-		require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
+		mustNoError(t, os.MkdirAll(filepath.Dir(p), 0o755), "creating the fixture")
 		switch {
 		case strings.HasSuffix(s.path, "/"):
-			require.NoError(t, os.MkdirAll(p, 0o755))
+			mustNoError(t, os.MkdirAll(p, 0o755), "creating the fixture")
 			if s.mode != 0 {
 				dirModes = append(dirModes, spec{path: p, mode: s.mode})
 			}
 		case strings.HasSuffix(s.path, "@"):
-			require.NoError(t, os.Symlink(s.data, p))
+			mustNoError(t, os.Symlink(s.data, p), "creating the fixture")
 		default:
 			mode := s.mode
 			if mode == 0 {
 				mode = 0o644
 			}
-			require.NoError(t, os.WriteFile(p, []byte(s.data), 0o600))
-			require.NoError(t, os.Chmod(p, mode))
+			mustNoError(t, os.WriteFile(p, []byte(s.data), 0o600), "creating the fixture")
+			mustNoError(t, os.Chmod(p, mode), "creating the fixture")
 		}
 	}
 	for _, d := range slices.Backward(dirModes) {
-		require.NoError(t, os.Chmod(d.path, d.mode))
-		t.Cleanup(func() { assert.NoError(t, os.Chmod(d.path, 0o755)) }) // let t.TempDir clean up
+		mustNoError(t, os.Chmod(d.path, d.mode), "creating the fixture")
+		t.Cleanup(func() { expectNoError(t, os.Chmod(d.path, 0o755), "making %s removable", d.path) }) // let t.TempDir clean up
 	}
 }
 
@@ -150,33 +210,55 @@ func hostTree(t *testing.T, dir string) map[string]node {
 		}
 		return nil
 	})
-	require.NoError(t, err)
+	mustNoError(t, err, "reading the host tree %s", dir)
 	return out
+}
+
+// walkFetch reads <root>/<name> back through the target and calls fn with
+// every entry and, for a regular file, its whole content. It checks what
+// every Fetch promises: no entry twice, a file's content as long as its
+// Entry says, no content for anything but a regular file.
+func walkFetch(ctx context.Context, target stage.Target, root, name string, fn func(e stage.Entry, data []byte)) error {
+	seen := map[string]bool{}
+	return target.Fetch(ctx, root, name, func(e stage.Entry, r io.Reader) error {
+		if seen[e.Path] {
+			return fmt.Errorf("stagetest: Fetch reported %q twice", e.Path)
+		}
+		seen[e.Path] = true
+		var data []byte
+		switch {
+		case e.Mode.IsRegular():
+			b, err := io.ReadAll(r)
+			if err != nil {
+				return err
+			}
+			if int64(len(b)) != e.Size {
+				return fmt.Errorf("stagetest: Fetch: %q yields %d bytes but its Entry says %d", e.Path, len(b), e.Size)
+			}
+			data = b
+		case r != nil:
+			var one [1]byte
+			if n, _ := r.Read(one[:]); n > 0 {
+				return fmt.Errorf("stagetest: Fetch: %q (%v) is not a regular file but comes with content", e.Path, e.Mode.Type())
+			}
+		}
+		fn(e, data)
+		return nil
+	})
 }
 
 // fetch reads <root>/<name> back through the target.
 func fetch(t *testing.T, target stage.Target, root, name string) map[string]node {
 	t.Helper()
 	out := map[string]node{}
-	err := target.Fetch(context.Background(), root, name, func(e stage.Entry, r io.Reader) error {
-		if _, dup := out[e.Path]; dup {
-			return fmt.Errorf("Fetch reported %q twice", e.Path)
-		}
+	err := walkFetch(context.Background(), target, root, name, func(e stage.Entry, data []byte) {
 		n := node{Mode: e.Mode.Type() | e.Mode.Perm()}
 		if e.Mode.IsRegular() {
-			b, err := io.ReadAll(r)
-			if err != nil {
-				return err
-			}
-			if int64(len(b)) != e.Size {
-				return fmt.Errorf("Fetch: %q yields %d bytes but its Entry says %d", e.Path, len(b), e.Size)
-			}
-			n.Data = digestOf(b)
+			n.Data = digestOf(data)
 		}
 		out[e.Path] = n
-		return nil
 	})
-	require.NoError(t, err, "Fetch %s/%s", root, name)
+	mustNoError(t, err, "Fetch %s/%s", root, name)
 	return out
 }
 
@@ -196,17 +278,17 @@ func listRoot(t *testing.T, target stage.Target, root string) []string {
 func stageOK(t *testing.T, target stage.Target, root string, assets []stage.Asset, opts ...stage.Option) *stage.Runtime {
 	t.Helper()
 	rt, err := stage.Stage(context.Background(), target, root, assets, opts...)
-	require.NoError(t, err)
-	require.NotNil(t, rt)
-	require.Len(t, rt.Assets, len(assets))
+	mustNoError(t, err, "Stage")
+	must(t, rt != nil, "Stage returned a nil Runtime and no error")
+	must(t, len(rt.Assets) == len(assets), "Stage returned %d assets for %d", len(rt.Assets), len(assets))
 	return rt
 }
 
 func storedDigest(t *testing.T, target stage.Target, root, name string) string {
 	t.Helper()
 	got, err := target.Probe(context.Background(), root, []string{name})
-	require.NoError(t, err)
-	require.Len(t, got, 1)
+	mustNoError(t, err, "Probe %s %q", root, name)
+	must(t, len(got) == 1, "Probe returned %d manifests for one name", len(got))
 	if got[0] == nil {
 		return ""
 	}
@@ -222,35 +304,51 @@ var mixed = []spec{
 	{path: "emptydir/"},
 }
 
+var digestRE = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
+
 func testStageAndFetch(t *testing.T, target stage.Target, root string) {
 	src := source(t, mixed...)
 	rt := stageOK(t, target, root, []stage.Asset{{Name: "skills", Source: src}})
-	assert.Equal(t, root, rt.Root)
+	expectEqual(t, root, rt.Root, "Runtime.Root")
 	a := rt.Assets[0]
-	assert.Equal(t, "skills", a.Name)
-	assert.Equal(t, src, a.Source)
-	assert.Equal(t, path.Join(root, "skills"), a.Path)
-	assert.Equal(t, 4, a.Files)
-	assert.Equal(t, int64(len(mixed[0].data)+len(mixed[2].data)+len("deep")), a.Bytes)
-	assert.False(t, a.Reused)
-	assert.Empty(t, a.Skipped)
-	assert.Regexp(t, `^sha256:[0-9a-f]{64}$`, a.Digest)
-	assert.Equal(t, a.Digest, storedDigest(t, target, root, "skills"), "the stored manifest must be the one the asset was published with")
-	assert.Equal(t, hostTree(t, src), fetch(t, target, root, "skills"))
+	expectEqual(t, "skills", a.Name, "Name")
+	expectEqual(t, src, a.Source, "Source")
+	expectEqual(t, path.Join(root, "skills"), a.Path, "Path")
+	expectEqual(t, 4, a.Files, "Files")
+	expectEqual(t, int64(len(mixed[0].data)+len(mixed[2].data)+len("deep")), a.Bytes, "Bytes")
+	expect(t, !a.Reused, "a first stage reports Reused")
+	expect(t, len(a.Skipped) == 0, "Skipped = %q, want none", a.Skipped)
+	expect(t, digestRE.MatchString(a.Digest), "Digest = %q, want sha256:<64 hex>", a.Digest)
+	expectEqual(t, a.Digest, storedDigest(t, target, root, "skills"), "the stored manifest must be the one the asset was published with")
+	expectTree(t, hostTree(t, src), fetch(t, target, root, "skills"), "the sandbox copy")
 }
 
 func testProbeAbsent(t *testing.T, target stage.Target, root string) {
 	got, err := target.Probe(context.Background(), root, []string{"never", "staged"})
-	require.NoError(t, err, "probing a root that does not exist yet")
-	assert.Equal(t, [][]byte{nil, nil}, got)
+	mustNoError(t, err, "probing a root that does not exist yet")
+	expectEqual(t, [][]byte{nil, nil}, got, "Probe of a missing root")
 
 	src := source(t, spec{path: "f", data: "x"})
 	stageOK(t, target, root, []stage.Asset{{Name: "one", Source: src}})
 	got, err = target.Probe(context.Background(), root, []string{"never", "one"})
-	require.NoError(t, err)
-	require.Len(t, got, 2)
-	assert.Nil(t, got[0])
-	assert.NotEmpty(t, got[1])
+	mustNoError(t, err, "Probe")
+	must(t, len(got) == 2, "Probe returned %d manifests for two names", len(got))
+	expect(t, got[0] == nil, "Probe found a manifest for an asset never staged: %q", got[0])
+	expect(t, len(got[1]) > 0, "Probe found no manifest for a staged asset")
+}
+
+// testFetchMissing checks that Fetch reports an asset that is not there,
+// or whose root is not, as ErrMismatch naming its path.
+func testFetchMissing(t *testing.T, target stage.Target, root string) {
+	none := func(stage.Entry, io.Reader) error {
+		return errors.New("stagetest: Fetch reported an entry of a missing asset")
+	}
+	err := target.Fetch(context.Background(), root, "never", none)
+	expect(t, errors.Is(err, stage.ErrMismatch), "Fetch of an asset under a missing root: got %v, want an error wrapping stage.ErrMismatch", err)
+	stageOK(t, target, root, []stage.Asset{{Name: "one", Source: source(t, spec{path: "f", data: "x"})}})
+	err = target.Fetch(context.Background(), root, "never", none)
+	expect(t, errors.Is(err, stage.ErrMismatch), "Fetch of an asset never staged: got %v, want an error wrapping stage.ErrMismatch", err)
+	expect(t, err != nil && strings.Contains(err.Error(), path.Join(root, "never")), "the error must name %s: %v", path.Join(root, "never"), err)
 }
 
 func testReused(t *testing.T, target stage.Target, root string) {
@@ -260,12 +358,12 @@ func testReused(t *testing.T, target stage.Target, root string) {
 	listing := listRoot(t, target, root)
 	for i, opts := range [][]stage.Option{nil, {stage.WithVerify()}} {
 		again := stageOK(t, target, root, assets, opts...)
-		assert.True(t, again.Assets[0].Reused, "stage %d of unchanged content", i+2)
-		assert.Equal(t, first.Assets[0].Digest, again.Assets[0].Digest)
-		assert.Equal(t, first.Assets[0].Files, again.Assets[0].Files)
+		expect(t, again.Assets[0].Reused, "stage %d of unchanged content is not Reused", i+2)
+		expectEqual(t, first.Assets[0].Digest, again.Assets[0].Digest, "Digest of stage %d", i+2)
+		expectEqual(t, first.Assets[0].Files, again.Assets[0].Files, "Files of stage %d", i+2)
 	}
-	assert.Equal(t, listing, listRoot(t, target, root), "a reuse must write nothing")
-	assert.Equal(t, hostTree(t, src), fetch(t, target, root, "skills"))
+	expectEqual(t, listing, listRoot(t, target, root), "a reuse must write nothing")
+	expectTree(t, hostTree(t, src), fetch(t, target, root, "skills"), "the sandbox copy")
 }
 
 func testReplace(t *testing.T, target stage.Target, root string) {
@@ -274,17 +372,17 @@ func testReplace(t *testing.T, target stage.Target, root string) {
 	first := stageOK(t, target, root, assets)
 	listing := listRoot(t, target, root)
 
-	require.NoError(t, os.WriteFile(filepath.Join(src, "SKILL.md"), []byte("changed"), 0o644))
-	require.NoError(t, os.RemoveAll(filepath.Join(src, "docs")))
-	require.NoError(t, os.Chmod(filepath.Join(src, "bin", "run.sh"), 0o700))
+	mustNoError(t, os.WriteFile(filepath.Join(src, "SKILL.md"), []byte("changed"), 0o644), "changing the source")
+	mustNoError(t, os.RemoveAll(filepath.Join(src, "docs")), "changing the source")
+	mustNoError(t, os.Chmod(filepath.Join(src, "bin", "run.sh"), 0o700), "changing the source")
 	write(t, src, spec{path: "new/dir/file", data: "new"})
 
 	second := stageOK(t, target, root, assets, stage.WithVerify())
-	assert.False(t, second.Assets[0].Reused)
-	assert.NotEqual(t, first.Assets[0].Digest, second.Assets[0].Digest)
-	assert.Equal(t, second.Assets[0].Digest, storedDigest(t, target, root, "skills"))
-	assert.Equal(t, hostTree(t, src), fetch(t, target, root, "skills"), "the new copy replaces the old one entirely")
-	assert.Equal(t, listing, listRoot(t, target, root), "publishing again must leave nothing behind")
+	expect(t, !second.Assets[0].Reused, "changed content is reported Reused")
+	expect(t, first.Assets[0].Digest != second.Assets[0].Digest, "changed content has the old digest")
+	expectEqual(t, second.Assets[0].Digest, storedDigest(t, target, root, "skills"), "the stored manifest must be the new one")
+	expectTree(t, hostTree(t, src), fetch(t, target, root, "skills"), "the new copy replaces the old one entirely")
+	expectEqual(t, listing, listRoot(t, target, root), "publishing again must leave nothing behind")
 }
 
 func testMultipleAssets(t *testing.T, target stage.Target, root string) {
@@ -298,16 +396,16 @@ func testMultipleAssets(t *testing.T, target stage.Target, root string) {
 	})
 	for i, name := range []string{"alpha", "beta", "empty"} {
 		p, ok := rt.Path(name)
-		assert.True(t, ok)
-		assert.Equal(t, path.Join(root, name), p)
-		assert.Equal(t, name, rt.Assets[i].Name)
+		expect(t, ok, "Runtime.Path(%q) not found", name)
+		expectEqual(t, path.Join(root, name), p, "Runtime.Path(%q)", name)
+		expectEqual(t, name, rt.Assets[i].Name, "Assets[%d].Name", i)
 	}
 	_, ok := rt.Path("gamma")
-	assert.False(t, ok)
-	assert.Equal(t, hostTree(t, a), fetch(t, target, root, "alpha"))
-	assert.Equal(t, hostTree(t, b), fetch(t, target, root, "beta"))
-	assert.Empty(t, fetch(t, target, root, "empty"))
-	assert.Equal(t, 0, rt.Assets[2].Files)
+	expect(t, !ok, "Runtime.Path finds an asset never staged")
+	expectTree(t, hostTree(t, a), fetch(t, target, root, "alpha"), "alpha")
+	expectTree(t, hostTree(t, b), fetch(t, target, root, "beta"), "beta")
+	expectTree(t, map[string]node{}, fetch(t, target, root, "empty"), "empty")
+	expectEqual(t, 0, rt.Assets[2].Files, "Files of an empty asset")
 }
 
 func testNames(t *testing.T, target stage.Target, root string) {
@@ -326,9 +424,9 @@ func testNames(t *testing.T, target stage.Target, root string) {
 	// Asset names that a shell would mangle too.
 	for _, name := range []string{"sk ills", "it's", "$(touch pwned)", "-x"} {
 		stageOK(t, target, root, []stage.Asset{{Name: name, Source: src}}, stage.WithVerify())
-		assert.Equal(t, hostTree(t, src), fetch(t, target, root, name), "asset %q", name)
+		expectTree(t, hostTree(t, src), fetch(t, target, root, name), "asset %q", name)
 	}
-	assert.NotContains(t, listRoot(t, target, root), "pwned", "a name reached a shell unquoted")
+	expect(t, !slices.Contains(listRoot(t, target, root), "pwned"), "a name reached a shell unquoted")
 }
 
 func testModes(t *testing.T, target stage.Target, root string) {
@@ -344,17 +442,17 @@ func testModes(t *testing.T, target stage.Target, root string) {
 		spec{path: "ro/", mode: 0o555},
 	)
 	rt := stageOK(t, target, root, []stage.Asset{{Name: "m", Source: src}}, stage.WithVerify())
-	assert.Equal(t, hostTree(t, src), fetch(t, target, root, "m"))
+	expectTree(t, hostTree(t, src), fetch(t, target, root, "m"), "the sandbox copy")
 	// Replacing a copy with read-only directories must work too.
-	require.NoError(t, os.WriteFile(filepath.Join(src, "exec"), []byte("y"), 0o755))
+	mustNoError(t, os.WriteFile(filepath.Join(src, "exec"), []byte("y"), 0o755), "changing the source")
 	again := stageOK(t, target, root, []stage.Asset{{Name: "m", Source: src}}, stage.WithVerify())
-	assert.NotEqual(t, rt.Assets[0].Digest, again.Assets[0].Digest)
-	assert.Equal(t, hostTree(t, src), fetch(t, target, root, "m"))
+	expect(t, rt.Assets[0].Digest != again.Assets[0].Digest, "changed content has the old digest")
+	expectTree(t, hostTree(t, src), fetch(t, target, root, "m"), "the replaced copy")
 	// Replace it with a writable tree, so that the sandbox can be cleaned up
 	// by a user who is not root.
 	plain := source(t, spec{path: "f", data: "x"})
 	stageOK(t, target, root, []stage.Asset{{Name: "m", Source: plain}})
-	assert.Equal(t, hostTree(t, plain), fetch(t, target, root, "m"))
+	expectTree(t, hostTree(t, plain), fetch(t, target, root, "m"), "the writable copy")
 }
 
 func testLargeFile(t *testing.T, target stage.Target, root string) {
@@ -365,8 +463,8 @@ func testLargeFile(t *testing.T, target stage.Target, root string) {
 	}
 	src := source(t, spec{path: "big.bin", data: string(big)}, spec{path: "small", data: "s"})
 	rt := stageOK(t, target, root, []stage.Asset{{Name: "big", Source: src}}, stage.WithVerify())
-	assert.Equal(t, int64(len(big)+1), rt.Assets[0].Bytes)
-	assert.Equal(t, hostTree(t, src), fetch(t, target, root, "big"))
+	expectEqual(t, int64(len(big)+1), rt.Assets[0].Bytes, "Bytes")
+	expectTree(t, hostTree(t, src), fetch(t, target, root, "big"), "the sandbox copy")
 }
 
 func testLinksLeftOut(t *testing.T, target stage.Target, root string) {
@@ -379,12 +477,12 @@ func testLinksLeftOut(t *testing.T, target stage.Target, root string) {
 		spec{path: "a/b/c/dangling@", data: "nowhere"},
 	)
 	rt := stageOK(t, target, root, []stage.Asset{{Name: "l", Source: src}})
-	assert.Equal(t, []string{"a/b/c/dangling", "a/b/rel", "a/mid", "top"}, rt.Assets[0].Skipped)
+	expectEqual(t, []string{"a/b/c/dangling", "a/b/rel", "a/mid", "top"}, rt.Assets[0].Skipped, "Skipped")
 	got := fetch(t, target, root, "l")
-	assert.Equal(t, hostTree(t, src), got)
+	expectTree(t, hostTree(t, src), got, "the sandbox copy")
 	for p, n := range got {
-		assert.NotEqual(t, "SECRET", n.Data, "%s carries the secret", p)
-		assert.Zero(t, n.Mode&fs.ModeSymlink, "%s is a link in the sandbox", p)
+		expect(t, n.Data != "SECRET", "%s carries the secret", p)
+		expect(t, n.Mode&fs.ModeSymlink == 0, "%s is a link in the sandbox", p)
 	}
 }
 
@@ -403,20 +501,20 @@ func testProgress(t *testing.T, target stage.Target, root string) {
 	stageOK(t, target, root, assets, opt)
 	mu.Lock()
 	defer mu.Unlock()
-	require.NotEmpty(t, seen)
+	must(t, len(seen) > 0, "no progress was reported")
 	for i := 1; i < len(seen); i++ {
 		p, q := seen[i-1], seen[i]
-		assert.True(t, q.Files >= p.Files && q.Bytes >= p.Bytes && q.TotalFiles >= p.TotalFiles && q.TotalBytes >= p.TotalBytes,
+		expect(t, q.Files >= p.Files && q.Bytes >= p.Bytes && q.TotalFiles >= p.TotalFiles && q.TotalBytes >= p.TotalBytes,
 			"progress went back: %+v then %+v", p, q)
 	}
 	for _, p := range seen {
-		assert.LessOrEqual(t, p.Files, p.TotalFiles)
-		assert.LessOrEqual(t, p.Bytes, p.TotalBytes)
+		expect(t, p.Files <= p.TotalFiles, "progress %+v: more files than in all", p)
+		expect(t, p.Bytes <= p.TotalBytes, "progress %+v: more bytes than in all", p)
 	}
 	last := seen[len(seen)-1]
-	assert.Equal(t, 6, last.Files)
-	assert.Equal(t, 6, last.TotalFiles)
-	assert.Equal(t, last.TotalBytes, last.Bytes)
+	expectEqual(t, 6, last.Files, "Files at the end")
+	expectEqual(t, 6, last.TotalFiles, "TotalFiles at the end")
+	expectEqual(t, last.TotalBytes, last.Bytes, "Bytes at the end")
 }
 
 func testCancelKeepsPreviousCopy(t *testing.T, target stage.Target, root string) {
@@ -431,7 +529,7 @@ func testCancelKeepsPreviousCopy(t *testing.T, target stage.Target, root string)
 	listing := listRoot(t, target, root)
 
 	for _, s := range specs {
-		require.NoError(t, os.WriteFile(filepath.Join(src, filepath.FromSlash(s.path)), []byte("v2"), 0o644))
+		mustNoError(t, os.WriteFile(filepath.Join(src, filepath.FromSlash(s.path)), []byte("v2"), 0o644), "changing the source")
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -440,15 +538,14 @@ func testCancelKeepsPreviousCopy(t *testing.T, target stage.Target, root string)
 			cancel()
 		}
 	}))
-	require.Error(t, err)
-	assert.ErrorIs(t, err, context.Canceled)
-	assert.Equal(t, want, fetch(t, target, root, "c"), "the previous copy must survive a cancelled stage")
-	assert.Equal(t, first.Assets[0].Digest, storedDigest(t, target, root, "c"))
-	assert.Equal(t, listing, listRoot(t, target, root), "a cancelled stage must leave nothing behind")
+	must(t, errors.Is(err, context.Canceled), "a cancelled stage returned %v, want an error wrapping context.Canceled", err)
+	expectTree(t, want, fetch(t, target, root, "c"), "the previous copy must survive a cancelled stage")
+	expectEqual(t, first.Assets[0].Digest, storedDigest(t, target, root, "c"), "the stored manifest after a cancelled stage")
+	expectEqual(t, listing, listRoot(t, target, root), "a cancelled stage must leave nothing behind")
 
 	again := stageOK(t, target, root, assets)
-	assert.False(t, again.Assets[0].Reused)
-	assert.Equal(t, hostTree(t, src), fetch(t, target, root, "c"))
+	expect(t, !again.Assets[0].Reused, "changed content is reported Reused after a cancelled stage")
+	expectTree(t, hostTree(t, src), fetch(t, target, root, "c"), "the copy staged after a cancelled stage")
 }
 
 func testCancelledBeforeStart(t *testing.T, target stage.Target, root string) {
@@ -456,10 +553,10 @@ func testCancelledBeforeStart(t *testing.T, target stage.Target, root string) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	_, err := stage.Stage(ctx, target, root, []stage.Asset{{Name: "x", Source: src}})
-	assert.ErrorIs(t, err, context.Canceled)
+	expect(t, errors.Is(err, context.Canceled), "a stage cancelled before it started returned %v, want an error wrapping context.Canceled", err)
 	got, err := target.Probe(context.Background(), root, []string{"x"})
-	require.NoError(t, err)
-	assert.Equal(t, [][]byte{nil}, got)
+	mustNoError(t, err, "Probe")
+	expectEqual(t, [][]byte{nil}, got, "a stage cancelled before it started must publish nothing")
 }
 
 func testConcurrent(t *testing.T, target stage.Target, root string) {
@@ -480,28 +577,16 @@ func testConcurrent(t *testing.T, target stage.Target, root string) {
 	}
 	wg.Wait()
 	for i, err := range errs {
-		assert.NoError(t, err, "stage %d", i)
+		expectNoError(t, err, "stage %d", i)
 	}
 	got := fetch(t, target, root, "same")
 	match := -1
 	for i, src := range srcs {
-		if equalTrees(hostTree(t, src), got) {
+		if diffTrees(hostTree(t, src), got) == "" {
 			match = i
 		}
 	}
-	require.GreaterOrEqual(t, match, 0, "the sandbox copy is a mix of concurrent stages")
+	must(t, match >= 0, "the sandbox copy is a mix of concurrent stages")
 	rt := stageOK(t, target, root, []stage.Asset{{Name: "same", Source: srcs[match]}}, stage.WithVerify())
-	assert.True(t, rt.Assets[0].Reused, "the stored manifest must describe the copy that won")
-}
-
-func equalTrees(a, b map[string]node) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || w != v {
-			return false
-		}
-	}
-	return true
+	expect(t, rt.Assets[0].Reused, "the stored manifest must describe the copy that won")
 }

@@ -1,7 +1,6 @@
 package remotetest
 
 import (
-	"errors"
 	"io"
 	"os"
 	"os/exec"
@@ -145,7 +144,7 @@ func startProcess(dir, command string) (*process, error) {
 	cmd := exec.Command("/bin/sh", "-c", command)
 	cmd.Dir = dir
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = procAttr()
 	if err := cmd.Start(); err != nil {
 		closeAll()
 		return nil, err
@@ -196,14 +195,7 @@ func (s *Server) runProcess(ch ssh.Channel, p *process) {
 
 	// Wait for the leader to exit without reaping it, so that a concurrent
 	// signal still addresses this group, then reap it under the lock.
-	pid := p.cmd.Process.Pid
-	for {
-		var info unix.Siginfo
-		err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
-		if !errors.Is(err, unix.EINTR) {
-			break
-		}
-	}
+	waitExited(p.cmd.Process.Pid)
 	p.mu.Lock()
 	_ = p.cmd.Wait() // the status is in ProcessState
 	p.reaped = true

@@ -20,10 +20,32 @@ import (
 	"github.com/airlockdev/airlock/stage/stagetest"
 )
 
+// hostShell lets the suite act as the hostile sandbox through the Host's
+// own runner.
+var hostShell = stagetest.WithSandboxShell(func(t *testing.T, tg stage.Target) (stage.Runner, string) {
+	return tg.(*remote.Host), ""
+})
+
 func TestHostConformanceRemotetest(t *testing.T) {
 	stagetest.TestTarget(t, func(t *testing.T) (stage.Target, string) {
 		srv := remotetest.NewServer(t)
 		return dial(t, srv), path.Join(srv.Dir(), "rt")
+	}, hostShell)
+}
+
+func TestHostRunnerConformanceRemotetest(t *testing.T) {
+	stagetest.TestRunner(t, func(t *testing.T) stage.Runner {
+		return dial(t, remotetest.NewServer(t))
+	})
+}
+
+func TestHostRunnerConformanceSSHD(t *testing.T) {
+	srv := sshdtest.Start(t)
+	stagetest.TestRunner(t, func(t *testing.T) stage.Runner {
+		h, err := remote.Dial(t.Context(), srv.Addr(), srv.Config())
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = h.Close() })
+		return h
 	})
 }
 
@@ -36,7 +58,7 @@ func TestHostConformanceSSHD(t *testing.T) {
 		dir, err := os.MkdirTemp(srv.Dir(), "case-")
 		require.NoError(t, err)
 		return h, path.Join(dir, "rt")
-	})
+	}, hostShell)
 }
 
 // TestHostSSHDEnvNotInArgv runs a command holding a secret env value on a

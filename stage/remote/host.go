@@ -1,6 +1,7 @@
 package remote
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -12,6 +13,7 @@ import (
 	"net"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -257,23 +259,29 @@ func (h *Host) Run(ctx context.Context, cmd stage.Command) error {
 			stdin = io.MultiReader(strings.NewReader(env.String()), stdin)
 		}
 	}
+	// The first line on stderr tells the host the supervisor's pid (to stop
+	// the command on a server that ignores signal requests, as OpenSSH
+	// does) or that Command.Dir is missing; the Host strips it.
 	if cmd.Dir != "" {
-		fmt.Fprintf(&script, "cd %s 2>/dev/null || { echo %s >&2; exit 1; }\n", shellproto.Quote(cmd.Dir), shellproto.Quote("airlock: working directory "+cmd.Dir+" is missing or not a directory in the sandbox"))
+		fmt.Fprintf(&script, "cd %s 2>/dev/null || { printf '%s\\n' >&2; exit 125; }\n", shellproto.Quote(cmd.Dir), headerPrefix+headerNoDir)
 	}
-	// The script runs in a child of a small supervisor shell, so that a
+	fmt.Fprintf(&script, "printf '%s%%s\\n' \"$$\" >&2\n", headerPrefix+headerPid)
+	// The script runs as a child sh of a small supervisor shell, so that a
 	// TERM from the host stops everything the script started even when the
 	// script ignores TERM (OpenSSH signals only the session's first
-	// process and does not kill anything when the session closes). A child
-	// killed by a signal is reported as killed by that signal.
-	fmt.Fprintf(&script, "exec 3<&0\ntrap 'kill -KILL 0 2>/dev/null' TERM HUP INT\n(\n%s\n) <&3 3<&- &\n__airlock_p=$!\nexec 3<&-\nwait \"$__airlock_p\"\n__airlock_s=$?\n"+
-		"if [ \"$__airlock_s\" -gt 128 ] && [ \"$__airlock_s\" -lt 193 ]; then trap - TERM HUP INT; kill -s \"$(kill -l \"$__airlock_s\")\" $$ 2>/dev/null; fi\nexit \"$__airlock_s\"\n", cmd.Script)
+	// process and kills nothing when the session closes). The child has a
+	// $$ of its own; one killed by a signal is reported as killed by that
+	// signal (the supervisor re-raises it on itself).
+	fmt.Fprintf(&script, "__airlock_c=%s\nexec 3<&0\ntrap 'kill -KILL 0 2>/dev/null' TERM HUP INT\n/bin/sh -c \"$__airlock_c\" <&3 3<&- &\n__airlock_p=$!\nexec 3<&-\nwait \"$__airlock_p\"\n__airlock_s=$?\n"+
+		"if [ \"$__airlock_s\" -gt 128 ] && [ \"$__airlock_s\" -lt 193 ]; then trap - TERM HUP INT; kill -s \"$(kill -l \"$__airlock_s\")\" $$ 2>/dev/null; fi\nexit \"$__airlock_s\"\n", shellproto.Quote(cmd.Script))
 
 	sess, err := h.c.NewSession()
 	if err != nil {
 		return fmt.Errorf("%w: remote: opening a session: %w", stage.ErrTransport, err)
 	}
 	defer sess.Close()
-	sess.Stdout, sess.Stderr = cmd.Stdout, cmd.Stderr
+	stderr := &headerWriter{w: cmd.Stderr}
+	sess.Stdout, sess.Stderr = cmd.Stdout, stderr
 	var in io.WriteCloser
 	if stdin != nil {
 		if in, err = sess.StdinPipe(); err != nil {
@@ -302,6 +310,10 @@ func (h *Host) Run(ctx context.Context, cmd stage.Command) error {
 	}()
 	select {
 	case err := <-done:
+		var ee *ssh.ExitError
+		if _, noDir := stderr.state(); noDir && errors.As(err, &ee) && ee.ExitStatus() == 125 {
+			return &fs.PathError{Op: "chdir", Path: cmd.Dir, Err: fmt.Errorf("the working directory is missing or not a directory in the sandbox: %w", fs.ErrNotExist)}
+		}
 		return exitErr(err)
 	case <-ctx.Done():
 	case <-h.closed:
@@ -312,8 +324,18 @@ func (h *Host) Run(ctx context.Context, cmd stage.Command) error {
 	stopped := fmt.Errorf("remote command stopped: %w", ctx.Err())
 	select {
 	case <-started:
-		for _, sig := range []ssh.Signal{ssh.SIGTERM, ssh.SIGKILL} {
-			_ = sess.Signal(sig)
+		_ = sess.Signal(ssh.SIGTERM)
+		t := time.NewTimer(stopGrace)
+		select {
+		case <-done:
+			t.Stop()
+			return stopped
+		case <-t.C:
+		}
+		// The server ignored the signal (OpenSSH does): stop the
+		// supervisor from a second session.
+		if pid, _ := stderr.state(); pid > 0 {
+			h.kill(pid)
 			t := time.NewTimer(stopGrace)
 			select {
 			case <-done:
@@ -335,6 +357,84 @@ func (h *Host) Run(ctx context.Context, cmd stage.Command) error {
 		h.log.Warn("remote: a cancelled command's session did not close; abandoning it")
 	}
 	return stopped
+}
+
+// The header line the prelude writes to stderr before the script runs.
+const (
+	headerPrefix = "airlock-remote: "
+	headerPid    = "pid "
+	headerNoDir  = "no-dir"
+)
+
+// headerWriter passes everything to w except a leading header line (see
+// headerPrefix), which it parses and swallows.
+type headerWriter struct {
+	w     io.Writer
+	mu    sync.Mutex
+	head  []byte
+	done  bool
+	pid   int
+	noDir bool
+}
+
+func (m *headerWriter) Write(p []byte) (int, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := len(p)
+	if !m.done {
+		m.head = append(m.head, p...)
+		i := bytes.IndexByte(m.head, '\n')
+		switch {
+		case i < 0 && len(m.head) < 64 && bytes.HasPrefix([]byte(headerPrefix), m.head[:min(len(m.head), len(headerPrefix))]):
+			return n, nil // maybe a header: wait for its end
+		case i >= 0 && bytes.HasPrefix(m.head, []byte(headerPrefix)):
+			line := string(m.head[len(headerPrefix):i])
+			if v, ok := strings.CutPrefix(line, headerPid); ok {
+				m.pid, _ = strconv.Atoi(v)
+			} else if line == headerNoDir {
+				m.noDir = true
+			}
+			p = m.head[i+1:]
+		default:
+			p = m.head
+		}
+		m.done, m.head = true, nil
+	}
+	if m.w == nil || len(p) == 0 {
+		return n, nil
+	}
+	if _, err := m.w.Write(p); err != nil {
+		return 0, err
+	}
+	return n, nil
+}
+
+func (m *headerWriter) state() (pid int, noDir bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.pid, m.noDir
+}
+
+// kill stops the supervisor pid (whose TERM trap kills its process group)
+// through a new session: the way to stop a command on a server that
+// ignores signal requests.
+func (h *Host) kill(pid int) {
+	if pid <= 1 {
+		return
+	}
+	s, err := h.c.NewSession()
+	if err != nil {
+		return
+	}
+	defer s.Close()
+	done := make(chan error, 1)
+	go func() {
+		done <- s.Run(fmt.Sprintf("kill -TERM %d 2>/dev/null; sleep 0.2; kill -KILL %d 2>/dev/null; exit 0", pid, pid))
+	}()
+	select {
+	case <-done:
+	case <-time.After(2 * time.Second):
+	}
 }
 
 // exitErr maps a session's result onto stage's errors.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
@@ -64,9 +65,15 @@ func TestHostRun(t *testing.T) {
 	assert.Equal(t, srv.Dir()+"\n", out.String())
 
 	errb.Reset()
-	err = h.Run(t.Context(), stage.Command{Script: "true", Dir: "/no/such/dir", Stderr: &errb})
-	require.ErrorAs(t, err, &ee)
-	assert.Contains(t, errb.String(), "working directory /no/such/dir is missing")
+	err = h.Run(t.Context(), stage.Command{Script: "echo ran", Dir: "/no/such/dir", Stdout: &out, Stderr: &errb})
+	require.ErrorIs(t, err, fs.ErrNotExist)
+	assert.ErrorContains(t, err, "/no/such/dir")
+	assert.Empty(t, errb.String(), "the prelude's header line is not the caller's")
+
+	// The header line never reaches the caller's stderr.
+	errb.Reset()
+	require.NoError(t, h.Run(t.Context(), stage.Command{Script: "echo e >&2", Stderr: &errb}))
+	assert.Equal(t, "e\n", errb.String())
 
 	for _, bad := range []string{"", "1A", "A-B", "A=B", "A B", "Ä"} {
 		err := h.Run(t.Context(), stage.Command{Script: "true", Env: map[string]string{bad: "v"}})

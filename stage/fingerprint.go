@@ -1,11 +1,14 @@
 package stage
 
 import (
+	"context"
 	"encoding/binary"
+	"log/slog"
 	"slices"
 	"sync"
 	"time"
 
+	"github.com/airlockdev/airlock/internal/keylock"
 	"github.com/airlockdev/airlock/internal/tree"
 )
 
@@ -15,17 +18,27 @@ import (
 const racyWindow = 2 * time.Second
 
 // Index remembers, per Source (with its link policy and exclusions), the
-// metadata fingerprint and manifest of its last successful stage, so that
-// Stage can skip hashing an unchanged Source (see WithIndex). It lives in
-// memory, holds no file content, and is safe for concurrent use. One Index
-// can serve any number of targets: Stage still compares the remembered
-// digest with the manifest stored in the sandbox.
+// metadata fingerprint and manifest digest of its last successful stage, so
+// that Stage can skip hashing an unchanged Source (see WithIndex). It holds
+// no file content and is safe for concurrent use. One Index can serve any
+// number of targets: Stage still compares the remembered digest with the
+// manifest stored in the sandbox, so a stale or wrong record can only cost
+// a re-hash, never reuse a copy that differs from the Source.
+//
+// An Index from NewIndex lives in memory and dies with the process. One from
+// OpenIndex also keeps its records in a host directory, so that a new
+// process re-stages an unchanged Source for the cost of its metadata pass
+// and one round trip to the sandbox.
 type Index struct {
+	dir   string       // "" for an in-memory index
+	log   *slog.Logger // never nil for an OpenIndex one
+	locks keylock.Map  // orders this process's reads and writes of one key's file
+
 	mu sync.Mutex
 	m  map[string]indexRecord
 }
 
-// NewIndex returns an empty Index.
+// NewIndex returns an empty in-memory Index.
 func NewIndex() *Index { return &Index{m: make(map[string]indexRecord)} }
 
 type indexRecord struct {
@@ -34,6 +47,12 @@ type indexRecord struct {
 	files   int
 	bytes   int64
 	skipped []string
+	saved   bool // the index directory's file holds this record (read from it or written to it)
+}
+
+// same reports whether r and o describe the same stage.
+func (r indexRecord) same(o indexRecord) bool {
+	return r.sum == o.sum && r.digest == o.digest && r.files == o.files && r.bytes == o.bytes && slices.Equal(r.skipped, o.skipped)
 }
 
 func indexKey(a Asset) string {
@@ -47,13 +66,22 @@ func indexKey(a Asset) string {
 	return string(b)
 }
 
+// lookup returns the record of key when its fingerprint is m's. A record in
+// memory is trusted first; without one that matches, a persistent index
+// reads the key's file.
 func (ix *Index) lookup(key string, m tree.Metadata) (indexRecord, bool) {
 	if !m.Usable {
 		return indexRecord{}, false
 	}
-	ix.mu.Lock()
-	defer ix.mu.Unlock()
-	rec, ok := ix.m[key]
+	rec, ok := ix.get(key)
+	if (!ok || rec.sum != m.Sum) && ix.dir != "" {
+		unlock := ix.lockKey(key)
+		rec, ok = ix.load(key)
+		if ok {
+			ix.put(key, rec)
+		}
+		unlock()
+	}
 	if !ok || rec.sum != m.Sum {
 		return indexRecord{}, false
 	}
@@ -61,15 +89,62 @@ func (ix *Index) lookup(key string, m tree.Metadata) (indexRecord, bool) {
 	return rec, true
 }
 
+// store remembers sa as the stage of key under fingerprint m; an unusable
+// fingerprint forgets key instead. A persistent index writes the key's file
+// (atomically; the last writer wins) unless it already holds this record.
+// A write that fails is logged: it only costs a later process a re-hash.
 func (ix *Index) store(key string, m tree.Metadata, sa StagedAsset) {
+	rec := indexRecord{sum: m.Sum, digest: sa.Digest, files: sa.Files, bytes: sa.Bytes, skipped: slices.Clone(sa.Skipped)}
+	if ix.dir == "" {
+		if m.Usable {
+			ix.put(key, rec)
+		} else {
+			ix.forget(key)
+		}
+		return
+	}
+	unlock := ix.lockKey(key)
+	defer unlock()
+	if !m.Usable {
+		ix.forget(key)
+		ix.remove(key)
+		return
+	}
+	if old, ok := ix.get(key); ok && old.saved && old.same(rec) {
+		return
+	}
+	rec.saved = ix.save(key, rec)
+	ix.put(key, rec)
+}
+
+func (ix *Index) get(key string) (indexRecord, bool) {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	rec, ok := ix.m[key]
+	return rec, ok
+}
+
+func (ix *Index) put(key string, rec indexRecord) {
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	if ix.m == nil {
 		ix.m = make(map[string]indexRecord)
 	}
-	if !m.Usable {
-		delete(ix.m, key)
-		return
+	ix.m[key] = rec
+}
+
+func (ix *Index) forget(key string) {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	delete(ix.m, key)
+}
+
+// lockKey serializes this process's file operations on key. The wait
+// cannot be cancelled: each holder does one small read or write.
+func (ix *Index) lockKey(key string) func() {
+	unlock, err := ix.locks.Lock(context.Background(), key)
+	if err != nil { // only a cancelled context fails, and Background is never cancelled
+		return func() {}
 	}
-	ix.m[key] = indexRecord{sum: m.Sum, digest: sa.Digest, files: sa.Files, bytes: sa.Bytes, skipped: slices.Clone(sa.Skipped)}
+	return unlock
 }

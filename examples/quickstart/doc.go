@@ -1,15 +1,48 @@
-// Command quickstart runs airlock's main job end to end on this machine, in
-// a throwaway directory, with no setup and no network:
+// Command quickstart runs airlock's main job end to end over SSH, with no
+// setup and no network:
 //
-//  1. materialize two selected skills (one of them unusable) into an owned
-//     bundle, leaving out a planted link to a host secret;
-//  2. stage the bundle into a sandbox through the command-only bridge (a
-//     local sh here; the in-process SSH sandbox arrives with stage/remote)
-//     and rewrite the prompt onto the sandbox path; stage again unchanged;
-//  3. bind a durable session, persist its v1 record, and refuse a resume
-//     under another model;
-//  4. let the "agent" write a report in the workspace, register it as a
-//     verified deliverable, and validate the completion's evidence.
+//	go run ./examples/quickstart [-keep] [-v] [-json]
+//	go run ./examples/quickstart -ssh user@host[:port] -i KEYFILE [-known-hosts FILE] [-remote-dir DIR]
 //
-// Every line it prints is checked by the code that prints it.
+// By default the sandbox is remotetest, the in-process SSH server of
+// stage/remote/remotetest, reached through remote.Dial like any SSH host;
+// everything lives in one temporary directory, removed at the end unless
+// -keep is given. With -ssh the same steps run against a real SSH sandbox:
+// the private key comes from -i (unencrypted), the host key is checked
+// against -known-hosts (default ~/.ssh/known_hosts; there is no way to skip
+// the check), and the sandbox workspace is -remote-dir, which must not exist
+// yet (default /tmp/airlock-quickstart-<random>) and is removed at the end
+// unless -keep is given.
+//
+// The steps, each checked by the code that runs it:
+//
+//  1. skills.Materialize the fixtures of testdata/skills (copied first, links
+//     kept as links): two usable skills survive, the one whose SKILL.md is a
+//     link is dropped with its reason, the planted link to a host secret is
+//     left out, and the bundle holds no link and no byte of the secret; the
+//     identity is path-free (the same selection under another state
+//     directory has the same identity).
+//  2. stage.Stage the bundle over SSH under the sandbox workspace's .airlock/
+//     (stage.RuntimeDir); stage it again (Reused); change one skill file and
+//     stage again (one file sent). The sandbox copy holds no link and no byte
+//     of the secret.
+//  3. Render the prompt for the sandbox (Bundle.Prompt of the staged path,
+//     equal to Runtime.Rewrite of the host prompt) and print it on stdout.
+//  4. session.Bind, save the v1 record, resume it, and refuse a resume under
+//     another model (*session.DriftError).
+//  5. workspace.Prepare a small git workspace (a commit, a dirty edit, an
+//     untracked file) in the sandbox, then play the agent through the SSH
+//     runner: read the skill file the prompt names, commit a change, write
+//     report.md.
+//  6. deliverable.Register report.md from the remote workspace (read over
+//     SSH, hashed on the host), replay it (same receipt), validate a
+//     completion citing it, then one citing a done child task's file too (and
+//     refuse the child's file alone: it is context, not the delivery).
+//  7. Round.Restore: the commit and the files come back, the user's dirty
+//     edit and untracked file stay, .airlock/ does not come back, and git
+//     remote is empty on both sides throughout.
+//
+// One progress line per step goes to stderr (with -v, slog debug records
+// too); -json prints a machine-readable summary on stdout instead of the
+// prompt. The exit status is 0 only when every step did what it says.
 package main

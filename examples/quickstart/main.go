@@ -2,248 +2,342 @@ package main
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
+	"crypto/rand"
+	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
+	"log/slog"
+	"net"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strings"
 
-	"github.com/spf13/afero"
+	"golang.org/x/crypto/ssh"
 
-	"github.com/airlockdev/airlock/deliverable"
-	"github.com/airlockdev/airlock/session"
-	"github.com/airlockdev/airlock/skills"
 	"github.com/airlockdev/airlock/stage"
+	"github.com/airlockdev/airlock/stage/remote"
+	"github.com/airlockdev/airlock/stage/remote/remotetest"
 )
 
 func main() {
-	if err := run(context.Background(), os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "quickstart:", err)
+	var o Options
+	flag.BoolVar(&o.Keep, "keep", false, "keep the temporary directory (and, with -ssh, the remote workspace)")
+	flag.BoolVar(&o.Verbose, "v", false, "slog debug output on stderr")
+	flag.BoolVar(&o.JSON, "json", false, "print a machine-readable summary on stdout")
+	flag.StringVar(&o.SSH, "ssh", "", "run against a real SSH sandbox, user@host[:port] (default: the embedded remotetest server)")
+	flag.StringVar(&o.KeyFile, "i", "", "with -ssh: unencrypted private key file")
+	flag.StringVar(&o.KnownHosts, "known-hosts", "", "with -ssh: known_hosts file (default ~/.ssh/known_hosts)")
+	flag.StringVar(&o.RemoteDir, "remote-dir", "", "with -ssh: sandbox workspace, must not exist (default /tmp/airlock-quickstart-<random>)")
+	flag.StringVar(&o.Skills, "skills", "", "skill fixtures (default: testdata/skills of this module)")
+	flag.Parse()
+	if flag.NArg() > 0 {
+		fmt.Fprintln(os.Stderr, "quickstart: unexpected arguments:", flag.Args())
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	_, err := run(ctx, o, os.Stdout, os.Stderr)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "quickstart: FAIL:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, out io.Writer) error {
-	base, err := os.MkdirTemp("", "airlock-quickstart-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(base)
-	dirs := map[string]string{}
-	for _, d := range []string{"host/skills", "host/state", "host/secret", "sandbox", "workspace"} {
-		dirs[d] = filepath.Join(base, d)
-		if err := os.MkdirAll(dirs[d], 0o755); err != nil {
-			return err
-		}
-	}
-	fmt.Fprintf(out, "airlock quickstart in %s\n\n", base)
-
-	// 1. Skills: one good skill with a link planted to a host secret, and
-	// one without a SKILL.md.
-	const secret = "host-secret-do-not-leak"
-	if err := os.WriteFile(filepath.Join(dirs["host/secret"], "token"), []byte(secret), 0o600); err != nil {
-		return err
-	}
-	review := filepath.Join(dirs["host/skills"], "code-review")
-	if err := writeFiles(review, map[string]string{
-		"SKILL.md":            "---\nname: code-review\ndescription: Review a change for bugs,\n  security holes and missing tests.\n---\n# Code review\nRead checklist.md first.\n",
-		"checklist.md":        "- tests\n- errors\n",
-		"scripts/diffstat.sh": "#!/bin/sh\ngit diff --stat\n",
-	}); err != nil {
-		return err
-	}
-	if err := os.Symlink(filepath.Join(dirs["host/secret"], "token"), filepath.Join(review, "token")); err != nil {
-		return err
-	}
-	broken := filepath.Join(dirs["host/skills"], "half-done")
-	if err := writeFiles(broken, map[string]string{"notes.txt": "no SKILL.md yet"}); err != nil {
-		return err
-	}
-	bundle, err := skills.Materialize(ctx, dirs["host/state"], []skills.Source{
-		{Key: "acme/code-review@3", Name: "code-review", Dir: review},
-		{Key: "acme/half-done@1", Name: "half-done", Dir: broken},
-	})
-	if err != nil {
-		return err
-	}
-	fmt.Fprintln(out, "1. skills.Materialize")
-	for _, s := range bundle.Skills {
-		fmt.Fprintf(out, "   kept    %s: %d files, links left out: %v\n", s.Name, s.Files, s.Skipped)
-	}
-	for _, d := range bundle.Dropped {
-		fmt.Fprintf(out, "   dropped %s: %s\n", d.Name, d.Reason)
-	}
-	if err := mustNotContain(bundle.Dir, secret); err != nil {
-		return err
-	}
-	fmt.Fprintf(out, "   bundle %s holds no link and no byte of the secret\n", rel(base, bundle.Dir))
-	fmt.Fprintf(out, "   identity %s (no host path in it)\n\n", bundle.Identity.Digest)
-
-	// 2. Stage through the command-only bridge: one tar stream, control
-	// operations under a hard deadline.
-	target := stage.NewBridge(stage.LocalRunner(dirs["sandbox"]))
-	root := filepath.Join(dirs["sandbox"], ".airlock", "runtime")
-	assets := []stage.Asset{{Name: "skills", Source: bundle.Dir, Links: stage.RejectLinks}}
-	rt, err := stage.Stage(ctx, target, root, assets)
-	if err != nil {
-		return err
-	}
-	a := rt.Assets[0]
-	fmt.Fprintln(out, "2. stage.Stage over stage.NewBridge(stage.LocalRunner(sandbox))")
-	fmt.Fprintf(out, "   staged %s -> %s: %d files, %d bytes, reused=%v\n", a.Name, rel(base, a.Path), a.Files, a.Bytes, a.Reused)
-	rt, err = stage.Stage(ctx, target, root, assets)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(out, "   staged again unchanged: reused=%v (one probe, nothing written)\n", rt.Assets[0].Reused)
-	prompt := rt.Rewrite(bundle.Prompt(bundle.Dir))
-	if strings.Contains(prompt, dirs["host/state"]) {
-		return errors.New("the rewritten prompt still names a host path")
-	}
-	fmt.Fprintln(out, "   the agent's prompt, rewritten onto the sandbox:")
-	for _, line := range strings.Split(strings.TrimSpace(prompt), "\n") {
-		fmt.Fprintf(out, "     | %s\n", strings.ReplaceAll(line, base, "$BASE"))
-	}
-	fmt.Fprintln(out)
-
-	// 3. Session identity: bind, persist, and refuse a drifted resume.
-	profile := session.Profile{Driver: "acp", Protocol: "acp/1", Agent: "claude-code", AgentVersion: "2.1.0",
-		ServerPackage: "@zed-industries/claude-code-acp", ServerVersion: "0.5.0",
-		CommandDigest: digest("claude-code-acp --stdio"), Model: "claude-sonnet-4-5", PermissionPolicy: "workspace-write"}
-	binding, err := session.Bind(session.Config{SessionID: "task-42/run-1", Workspace: dirs["workspace"],
-		RuntimeDir: dirs["host/state"], Profile: profile, Model: profile.Model, PermissionMode: session.ApproveReads})
-	if err != nil {
-		return err
-	}
-	store := session.NewStore(afero.NewOsFs(), filepath.Join(dirs["host/state"], "sessions"))
-	if err := store.Save(ctx, binding.NewRecord("rec-1", "backend-7", "agent-9")); err != nil {
-		return err
-	}
-	if _, err := store.Load(ctx, binding); err != nil {
-		return err
-	}
-	fmt.Fprintln(out, "3. session.Bind + Store")
-	fmt.Fprintf(out, "   key %s…, record %s saved and loaded: resume allowed\n", binding.Key[:24], session.Schema)
-	other := profile
-	other.Model = "claude-opus-4-1"
-	drifted, err := session.Bind(session.Config{SessionID: "task-42/run-1", Workspace: dirs["workspace"],
-		RuntimeDir: dirs["host/state"], Profile: other, Model: other.Model, PermissionMode: session.ApproveReads})
-	if err != nil {
-		return err
-	}
-	_, err = store.Load(ctx, drifted)
-	var drift *session.DriftError
-	if !errors.As(err, &drift) {
-		return fmt.Errorf("a resume under another model was not refused: %v", err)
-	}
-	fmt.Fprintf(out, "   resume under another model refused: drifted %v -> start a fresh session\n\n", drift.Fields)
-
-	// 4. The agent writes a report in the workspace (here through the same
-	// runner); the host registers and verifies it, then checks the evidence.
-	agent := stage.LocalRunner(dirs["workspace"])
-	if err := agent.Run(ctx, stage.Command{Script: `printf '# Findings\nNo blocking issues.\n' > report.md`}); err != nil {
-		return err
-	}
-	data, err := os.ReadFile(filepath.Join(dirs["workspace"], "report.md"))
-	if err != nil {
-		return err
-	}
-	files, err := deliverable.NewFileStore(afero.NewOsFs(), filepath.Join(dirs["host/state"], "attachments"))
-	if err != nil {
-		return err
-	}
-	reg := &deliverable.Registrar{Store: files}
-	receipt, err := reg.Register(ctx, dirs["workspace"], "task-42", "run-1", deliverable.Request{
-		ContentRef: "report.md", Filename: "report.md", ContentType: "text/markdown",
-		ByteSize: int64(len(data)), SHA256: digest(string(data))[len("sha256:"):], Title: "Review findings",
-		IdempotencyKey: "report-1",
-	})
-	if err != nil {
-		return err
-	}
-	fmt.Fprintln(out, "4. deliverable.Register + ValidateEvidence")
-	fmt.Fprintf(out, "   registered report.md (%d bytes, sha256 verified): %s %s\n", receipt.ByteSize, receipt.Disposition, receipt.ContentPath)
-	objective := "Review the change and write the findings to report.md, then attach it."
-	fmt.Fprintf(out, "   the task asks for files %v\n", deliverable.DetectRequests(objective).Files)
-	tasks := hostTasks{FileStore: files, tasks: map[string]deliverable.Task{"task-42": {ID: "task-42", Status: deliverable.StatusInProgress}}}
-	ev := deliverable.Evidence{TaskID: "task-42", RunID: "run-1", Objective: objective}
-	ev.Refs = []string{"report.md"}
-	err = deliverable.ValidateEvidence(ctx, tasks, ev)
-	if !errors.Is(err, deliverable.ErrEvidence) {
-		return fmt.Errorf("citing a bare path was accepted: %v", err)
-	}
-	fmt.Fprintln(out, "   citing the bare path is refused: register it and cite deliverable:<id>")
-	ev.Refs = []string{"deliverable:" + receipt.AttachmentID}
-	if err := deliverable.ValidateEvidence(ctx, tasks, ev); err != nil {
-		return err
-	}
-	fmt.Fprintf(out, "   citing deliverable:%s is accepted\n", receipt.AttachmentID)
-	return nil
+// Options are the command's flags.
+type Options struct {
+	Keep, Verbose, JSON bool
+	SSH                 string // user@host[:port]; "" runs the embedded remotetest server
+	KeyFile, KnownHosts string
+	RemoteDir           string
+	Skills              string // fixture directory; "" finds testdata/skills above the working directory
 }
 
-// hostTasks is the host's task table; attachments come from the FileStore.
-type hostTasks struct {
-	*deliverable.FileStore
-	tasks map[string]deliverable.Task
+// Summary is what every step did; -json prints it.
+type Summary struct {
+	Sandbox     string          `json:"sandbox"`    // "remotetest 127.0.0.1:PORT" or "ssh user@host:port"
+	Dir         string          `json:"dir"`        // the host temporary directory (gone unless -keep)
+	RemoteDir   string          `json:"remote_dir"` // the sandbox workspace
+	Skills      SkillsResult    `json:"skills"`
+	Stage       StageResult     `json:"stage"`
+	Prompt      PromptResult    `json:"prompt"`
+	Session     SessionResult   `json:"session"`
+	Workspace   WorkspaceResult `json:"workspace"`
+	Deliverable DeliverResult   `json:"deliverable"`
+	Restore     RestoreResult   `json:"restore"`
 }
 
-func (h hostTasks) Task(_ context.Context, id string) (deliverable.Task, error) {
-	if t, ok := h.tasks[id]; ok {
-		return t, nil
+// SkillsResult is step 1.
+type SkillsResult struct {
+	Kept          []string            `json:"kept"`
+	Dropped       map[string]string   `json:"dropped"` // name: reason
+	LeftOut       map[string][]string `json:"left_out"`
+	Identity      string              `json:"identity"`
+	IdentityMoved string              `json:"identity_moved"` // the same selection under another state directory
+	NoLink        bool                `json:"no_link"`
+	NoSecret      bool                `json:"no_secret"`
+}
+
+// StageResult is step 2.
+type StageResult struct {
+	Root          string `json:"root"` // <remote dir>/.airlock
+	Path          string `json:"path"` // the staged bundle in the sandbox
+	Files         int    `json:"files"`
+	FirstSent     int    `json:"first_sent"`
+	AgainReused   bool   `json:"again_reused"`
+	Changed       string `json:"changed"` // the skill file changed before the third stage
+	ChangedSent   int    `json:"changed_sent"`
+	ChangedReused bool   `json:"changed_reused"`
+	NoLink        bool   `json:"no_link"`
+	NoSecret      bool   `json:"no_secret"`
+}
+
+// PromptResult is step 3.
+type PromptResult struct {
+	SkillRoot string   `json:"skill_root"`
+	Files     []string `json:"files"` // the SKILL.md paths the prompt names
+	Text      string   `json:"text"`
+}
+
+// SessionResult is step 4.
+type SessionResult struct {
+	Key         string   `json:"key"`
+	Schema      string   `json:"schema"`
+	Resumed     bool     `json:"resumed"`
+	AgentID     string   `json:"agent_session_id"` // from the resumed record
+	DriftFields []string `json:"drift_fields"`
+}
+
+// WorkspaceResult is step 5.
+type WorkspaceResult struct {
+	Round      string `json:"round"`
+	Status     string `json:"sandbox_status"` // git status --porcelain in the sandbox after Prepare
+	SkillRead  string `json:"skill_read"`     // the path the agent read
+	SkillBytes int    `json:"skill_bytes"`
+	Commit     string `json:"agent_commit"`
+	Report     string `json:"report"`
+}
+
+// DeliverResult is step 6.
+type DeliverResult struct {
+	AttachmentID      string   `json:"attachment_id"`
+	Disposition       string   `json:"disposition"`
+	ByteSize          int64    `json:"byte_size"`
+	SHA256            string   `json:"sha256"`
+	Replayed          bool     `json:"replayed"`
+	Accepted          bool     `json:"accepted"`
+	ChildAttachmentID string   `json:"child_attachment_id"`
+	ChildAccepted     bool     `json:"child_accepted"`
+	ChildAloneMissing []string `json:"child_alone_missing"`
+}
+
+// RestoreResult is step 7.
+type RestoreResult struct {
+	Commits        int      `json:"commits"`
+	Head           string   `json:"head"`
+	Updated        []string `json:"updated"`
+	Kept           []string `json:"kept"`
+	RuntimeDirHome bool     `json:"runtime_dir_came_back"`
+	RemotesEmpty   bool     `json:"remotes_empty"`
+}
+
+// env is one run's directories, sandbox and logger.
+type env struct {
+	st        *state
+	base      string // host temporary directory
+	host      *remote.Host
+	remoteDir string // the sandbox workspace
+	log       *slog.Logger
+	stderr    io.Writer
+}
+
+// progress prints one step's line.
+func (e *env) progress(n int, name, format string, args ...any) {
+	fmt.Fprintf(e.stderr, "quickstart: %d/7 %-11s %s\n", n, name, fmt.Sprintf(format, args...))
+}
+
+// run runs the seven steps and returns what they did. It fails, naming the
+// step, as soon as one does not do what it says.
+func run(ctx context.Context, o Options, stdout, stderr io.Writer) (_ *Summary, err error) {
+	e := &env{stderr: stderr, log: slog.New(slog.DiscardHandler)}
+	if o.Verbose {
+		e.log = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
-	return deliverable.Task{}, fmt.Errorf("task %s: %w", id, deliverable.ErrNotFound)
-}
+	fixtures, err := findFixtures(o.Skills)
+	if err != nil {
+		return nil, err
+	}
+	if e.base, err = os.MkdirTemp("", "airlock-quickstart-"); err != nil {
+		return nil, err
+	}
+	if o.Keep {
+		defer fmt.Fprintf(stderr, "quickstart: kept %s\n", e.base)
+	} else {
+		defer func() { err = errors.Join(err, os.RemoveAll(e.base)) }()
+	}
+	sum := &Summary{Dir: e.base}
+	closeSandbox, err := e.connect(ctx, o, sum)
+	if err != nil {
+		return nil, fmt.Errorf("connect to the sandbox: %w", err)
+	}
+	defer func() { err = errors.Join(err, closeSandbox()) }()
+	sum.RemoteDir = e.remoteDir
 
-func writeFiles(dir string, files map[string]string) error {
-	for name, content := range files {
-		p := filepath.Join(dir, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			return err
-		}
-		mode := os.FileMode(0o644)
-		if strings.HasSuffix(name, ".sh") {
-			mode = 0o755
-		}
-		if err := os.WriteFile(p, []byte(content), mode); err != nil {
-			return err
+	steps := []struct {
+		name string
+		fn   func(context.Context, *Summary) error
+	}{
+		{"materialize", func(ctx context.Context, s *Summary) error { return e.materialize(ctx, fixtures, s) }},
+		{"stage", e.stage},
+		{"prompt", e.prompt},
+		{"session", e.session},
+		{"workspace", e.workspace},
+		{"deliverable", e.deliverable},
+		{"restore", e.restore},
+	}
+	e.st = &state{}
+	for i, s := range steps {
+		if err := s.fn(ctx, sum); err != nil {
+			return nil, fmt.Errorf("step %d (%s): %w", i+1, s.name, err)
 		}
 	}
-	return nil
+	if o.JSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return sum, enc.Encode(sum)
+	}
+	for line := range strings.Lines(sum.Prompt.Text) {
+		fmt.Fprintf(stdout, "| %s", line)
+	}
+	return sum, nil
 }
 
-// mustNotContain fails when any file under dir holds needle or is a link.
-func mustNotContain(dir, needle string) error {
-	return filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+// connect starts the embedded sandbox (or dials -ssh) and picks the sandbox
+// workspace. The returned func removes what connect made and closes it.
+func (e *env) connect(ctx context.Context, o Options, sum *Summary) (func() error, error) {
+	if o.SSH == "" {
+		sandbox := filepath.Join(e.base, "sandbox")
+		if err := os.Mkdir(sandbox, 0o755); err != nil {
+			return nil, err
+		}
+		srv, err := remotetest.Start(remotetest.WithDir(sandbox))
 		if err != nil {
-			return err
+			return nil, err
 		}
-		if d.Type()&os.ModeSymlink != 0 {
-			return fmt.Errorf("link in the bundle: %s", p)
+		cfg := srv.Config()
+		cfg.Logger = e.log
+		if e.host, err = remote.Dial(ctx, srv.Addr(), cfg); err != nil {
+			return nil, errors.Join(err, srv.Close())
 		}
-		if d.Type().IsRegular() {
-			b, err := os.ReadFile(p)
-			if err != nil {
-				return err
-			}
-			if strings.Contains(string(b), needle) {
-				return fmt.Errorf("secret leaked into %s", p)
-			}
-		}
-		return nil
-	})
-}
-
-func digest(s string) string {
-	sum := sha256.Sum256([]byte(s))
-	return "sha256:" + hex.EncodeToString(sum[:])
-}
-
-func rel(base, p string) string {
-	if r, err := filepath.Rel(base, p); err == nil {
-		return "$BASE/" + r
+		e.remoteDir = filepath.Join(srv.Dir(), "work")
+		sum.Sandbox = "remotetest " + srv.Addr()
+		return func() error { return errors.Join(e.host.Close(), srv.Close()) }, nil
 	}
-	return p
+	cfg, addr, err := sshConfig(o)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Logger = e.log
+	if e.host, err = remote.Dial(ctx, addr, cfg); err != nil {
+		return nil, err
+	}
+	e.remoteDir = o.RemoteDir
+	if e.remoteDir == "" {
+		e.remoteDir = "/tmp/airlock-quickstart-" + strings.ToLower(rand.Text()[:12])
+	}
+	sum.Sandbox = "ssh " + cfg.User + "@" + addr
+	// The run owns the remote workspace, so it may remove it afterwards.
+	if _, err := e.sh(ctx, "", `case $D in /?*) ;; *) echo "not an absolute path" >&2; exit 1;; esac
+[ ! -e "$D" ] && [ ! -L "$D" ] || { echo "already exists; pass a new -remote-dir" >&2; exit 1; }`, map[string]string{"D": e.remoteDir}); err != nil {
+		return nil, errors.Join(fmt.Errorf("remote workspace %s: %w", e.remoteDir, err), e.host.Close())
+	}
+	return func() error {
+		var err error
+		if !o.Keep {
+			_, err = e.sh(context.WithoutCancel(ctx), "", `rm -rf -- "$D"`, map[string]string{"D": e.remoteDir})
+		}
+		return errors.Join(err, e.host.Close())
+	}, nil
+}
+
+// sshConfig builds the client configuration of -ssh, -i and -known-hosts.
+func sshConfig(o Options) (remote.Config, string, error) {
+	user, addr, ok := strings.Cut(o.SSH, "@")
+	if !ok || user == "" || addr == "" {
+		return remote.Config{}, "", fmt.Errorf("-ssh %q: want user@host[:port]", o.SSH)
+	}
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		addr = net.JoinHostPort(addr, "22")
+	}
+	if o.KeyFile == "" {
+		return remote.Config{}, "", errors.New("-ssh needs -i KEYFILE")
+	}
+	pem, err := os.ReadFile(o.KeyFile)
+	if err != nil {
+		return remote.Config{}, "", err
+	}
+	signer, err := ssh.ParsePrivateKey(pem)
+	if err != nil {
+		return remote.Config{}, "", fmt.Errorf("-i %s: %w (an unencrypted key is needed)", o.KeyFile, err)
+	}
+	known := o.KnownHosts
+	if known == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return remote.Config{}, "", fmt.Errorf("-known-hosts: %w", err)
+		}
+		known = filepath.Join(home, ".ssh", "known_hosts")
+	}
+	hostKeys, err := remote.KnownHosts(known)
+	if err != nil {
+		return remote.Config{}, "", err
+	}
+	return remote.Config{User: user, Auth: []ssh.AuthMethod{ssh.PublicKeys(signer)}, HostKeyCallback: hostKeys}, addr, nil
+}
+
+// findFixtures returns dir, or testdata/skills of the module that holds the
+// working directory.
+func findFixtures(dir string) (string, error) {
+	if dir != "" {
+		return filepath.Abs(dir)
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for d := wd; ; d = filepath.Dir(d) {
+		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
+			return filepath.Join(d, "testdata", "skills"), nil
+		}
+		if filepath.Dir(d) == d {
+			return "", fmt.Errorf("no go.mod above %s: run from the airlock module or pass -skills DIR", wd)
+		}
+	}
+}
+
+// skillAssets is the run's one staging site: the skills bundle, which never
+// holds a link (Materialize copies none), so any link is an error.
+func skillAssets(bundleDir string) []stage.Asset {
+	return []stage.Asset{{Name: "skills", Source: bundleDir, Links: stage.RejectLinks}}
+}
+
+// sh runs script in the sandbox (in dir, or the login directory when "")
+// and returns its stdout; a failure carries its stderr.
+func (e *env) sh(ctx context.Context, dir, script string, vars map[string]string) (string, error) {
+	var out, errOut strings.Builder
+	err := e.host.Run(ctx, stage.Command{Script: script, Dir: dir, Env: vars, Stdout: &out, Stderr: &errOut})
+	if err != nil {
+		return "", fmt.Errorf("sandbox command failed: %w: %s", err, strings.TrimSpace(errOut.String()))
+	}
+	return out.String(), nil
+}
+
+// short cuts a digest for a progress line.
+func short(s string) string {
+	if i := strings.IndexByte(s, ':'); i >= 0 && len(s) > i+13 {
+		return s[:i+13]
+	}
+	return s
 }

@@ -2,28 +2,156 @@ package main
 
 import (
 	"bytes"
-	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/json"
+	"encoding/pem"
+	"io/fs"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/crypto/ssh"
+	"golang.org/x/crypto/ssh/knownhosts"
 )
 
 func TestQuickstart(t *testing.T) {
-	var out bytes.Buffer
-	require.NoError(t, run(context.Background(), &out))
-	for _, want := range []string{
-		"kept    code-review: 3 files, links left out: [token]",
-		"dropped half-done: SKILL.md is missing",
-		"holds no link and no byte of the secret",
-		"reused=false",
-		"staged again unchanged: reused=true",
-		"| Skill root: $BASE/sandbox/.airlock/runtime/skills",
-		"resume under another model refused: drifted [profile_digest model]",
-		"the task asks for files [report.md]",
-		"citing the bare path is refused",
-		"is accepted",
-	} {
-		assert.Contains(t, out.String(), want)
+	var stdout, stderr bytes.Buffer
+	sum, err := run(t.Context(), Options{JSON: true}, &stdout, &stderr)
+	require.NoError(t, err, "stderr:\n%s", stderr.String())
+
+	var printed Summary
+	require.NoError(t, json.Unmarshal(stdout.Bytes(), &printed), "-json prints the summary")
+	assert.Equal(t, *sum, printed)
+	lines := strings.Split(strings.TrimSuffix(stderr.String(), "\n"), "\n")
+	require.Len(t, lines, 7, "one progress line per step:\n%s", stderr.String())
+	for i, l := range lines {
+		assert.True(t, strings.HasPrefix(l, "quickstart: "+string(rune('1'+i))+"/7 "), l)
 	}
+	assert.NoDirExists(t, sum.Dir, "the temporary directory is removed without -keep")
+	assert.True(t, strings.HasPrefix(sum.Sandbox, "remotetest 127.0.0.1:"), sum.Sandbox)
+
+	sk := sum.Skills
+	assert.Equal(t, []string{"code-review", "release-notes"}, sk.Kept)
+	assert.Equal(t, map[string]string{"borrowed": "SKILL.md is a symbolic link; links are never followed"}, sk.Dropped)
+	assert.Equal(t, map[string][]string{"code-review": {"refs/token"}}, sk.LeftOut)
+	assert.True(t, sk.NoLink && sk.NoSecret)
+	assert.True(t, strings.HasPrefix(sk.Identity, "sha256:"), sk.Identity)
+	assert.Equal(t, sk.Identity, sk.IdentityMoved, "the identity holds no path")
+
+	st := sum.Stage
+	assert.Equal(t, sum.RemoteDir+"/.airlock", st.Root)
+	assert.Equal(t, st.Root+"/skills", st.Path)
+	assert.Equal(t, 5, st.Files, "code-review: SKILL.md, checklist.md, scripts/diffstat.sh; release-notes: SKILL.md, template.md")
+	assert.Equal(t, st.Files, st.FirstSent)
+	assert.True(t, st.AgainReused)
+	assert.Equal(t, "code-review/checklist.md", st.Changed)
+	assert.Equal(t, 1, st.ChangedSent)
+	assert.False(t, st.ChangedReused)
+	assert.True(t, st.NoLink && st.NoSecret)
+
+	p := sum.Prompt
+	assert.Equal(t, st.Path, p.SkillRoot)
+	assert.Contains(t, p.Text, "\nSkill root: "+st.Path+"\n")
+	assert.Equal(t, []string{st.Path + "/code-review/SKILL.md", st.Path + "/release-notes/SKILL.md"}, p.Files)
+	assert.NotContains(t, p.Text, "borrowed")
+	assert.NotContains(t, p.Text, filepath.Join(sum.Dir, "host"), "no host path in the prompt")
+
+	se := sum.Session
+	assert.True(t, strings.HasPrefix(se.Key, "airlock-"), se.Key)
+	assert.Equal(t, "airlock.session-identity.v1", se.Schema)
+	assert.True(t, se.Resumed)
+	assert.Equal(t, "agent-9", se.AgentID)
+	assert.Equal(t, []string{"profile_digest", "model"}, se.DriftFields)
+
+	w := sum.Workspace
+	assert.Len(t, w.Round, 24)
+	assert.Contains(t, w.Status, " M app.txt\n")
+	assert.Contains(t, w.Status, "?? notes.txt\n")
+	assert.Equal(t, p.Files[0], w.SkillRead, "the agent read the file the prompt names")
+	assert.Positive(t, w.SkillBytes)
+	assert.Len(t, w.Commit, 40)
+	assert.Equal(t, "report.md", w.Report)
+
+	d := sum.Deliverable
+	assert.Len(t, d.AttachmentID, 36)
+	assert.Equal(t, "applied", d.Disposition)
+	assert.Positive(t, d.ByteSize)
+	assert.Len(t, d.SHA256, 64)
+	assert.True(t, d.Replayed && d.Accepted && d.ChildAccepted)
+	assert.NotEqual(t, d.AttachmentID, d.ChildAttachmentID)
+	assert.Equal(t, []string{"report.md"}, d.ChildAloneMissing)
+
+	r := sum.Restore
+	assert.Equal(t, 1, r.Commits)
+	assert.Equal(t, w.Commit, r.Head)
+	assert.Equal(t, []string{"CHANGELOG.md", "report.md"}, r.Updated)
+	assert.False(t, r.RuntimeDirHome)
+	assert.True(t, r.RemotesEmpty)
+}
+
+// TestQuickstartKeep: -keep leaves the directory; without -json the prompt
+// is printed.
+func TestQuickstartKeep(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	sum, err := run(t.Context(), Options{Keep: true}, &stdout, &stderr)
+	require.NoError(t, err, "stderr:\n%s", stderr.String())
+	t.Cleanup(func() { _ = os.RemoveAll(sum.Dir) })
+	assert.DirExists(t, filepath.Join(sum.Dir, "host", "workspace", ".git"))
+	assert.Contains(t, stderr.String(), "quickstart: kept "+sum.Dir)
+	assert.Equal(t, "| "+strings.ReplaceAll(strings.TrimSuffix(sum.Prompt.Text, "\n"), "\n", "\n| ")+"\n", stdout.String())
+}
+
+// TestQuickstartFailsNamingTheStep: fixtures that do not behave as the
+// steps say fail the run, and the error names the step.
+func TestQuickstartFailsNamingTheStep(t *testing.T) {
+	fixtures := filepath.Join(t.TempDir(), "skills")
+	require.NoError(t, os.CopyFS(fixtures, os.DirFS("../../testdata/skills")))
+	// A second planted link, which step 1 does not expect.
+	require.NoError(t, os.Symlink("../secret.txt", filepath.Join(fixtures, "release-notes", "key")))
+
+	var stdout, stderr bytes.Buffer
+	_, err := run(t.Context(), Options{Skills: fixtures, JSON: true}, &stdout, &stderr)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "step 1 (materialize): links left out map[code-review:[refs/token] release-notes:[key]]")
+	assert.Empty(t, stdout.String(), "no summary for a failed run")
+}
+
+func TestSSHConfig(t *testing.T) {
+	for _, tc := range []struct{ ssh, key, want string }{
+		{"host:22", "k", `want user@host[:port]`},
+		{"@host", "k", `want user@host[:port]`},
+		{"me@host", "", "-ssh needs -i KEYFILE"},
+		{"me@host", "/nonexistent/key", "no such file"},
+	} {
+		_, _, err := sshConfig(Options{SSH: tc.ssh, KeyFile: tc.key})
+		assert.ErrorContains(t, err, tc.want, tc.ssh)
+	}
+
+	dir := t.TempDir()
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	require.NoError(t, err)
+	block, err := ssh.MarshalPrivateKey(priv, "")
+	require.NoError(t, err)
+	key := filepath.Join(dir, "id_ed25519")
+	require.NoError(t, os.WriteFile(key, pem.EncodeToMemory(block), 0o600))
+	_, _, err = sshConfig(Options{SSH: "me@sandbox.example", KeyFile: key, KnownHosts: filepath.Join(dir, "missing")})
+	assert.ErrorIs(t, err, fs.ErrNotExist, "known_hosts is required")
+
+	signer, err := ssh.NewSignerFromKey(priv)
+	require.NoError(t, err)
+	known := filepath.Join(dir, "known_hosts")
+	line := knownhosts.Line([]string{"sandbox.example"}, signer.PublicKey())
+	require.NoError(t, os.WriteFile(known, []byte(line+"\n"), 0o600))
+	cfg, addr, err := sshConfig(Options{SSH: "me@sandbox.example", KeyFile: key, KnownHosts: known})
+	require.NoError(t, err)
+	assert.Equal(t, "sandbox.example:22", addr)
+	assert.Equal(t, "me", cfg.User)
+	assert.Len(t, cfg.Auth, 1)
+	require.NotNil(t, cfg.HostKeyCallback)
+	assert.NoError(t, cfg.HostKeyCallback("sandbox.example:22", &net.TCPAddr{IP: net.IPv4(192, 0, 2, 1), Port: 22}, signer.PublicKey()))
 }

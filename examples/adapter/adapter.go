@@ -1,0 +1,150 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"path"
+	"path/filepath"
+
+	"github.com/spf13/afero"
+
+	"github.com/airlockdev/airlock/deliverable"
+	"github.com/airlockdev/airlock/session"
+	"github.com/airlockdev/airlock/skills"
+	"github.com/airlockdev/airlock/stage"
+	"github.com/airlockdev/airlock/workspace"
+)
+
+// Sandbox is what a run needs of the sandbox; *remote.Host is one.
+type Sandbox interface {
+	stage.Target
+	stage.Runner
+}
+
+// Run is one agent run in a sandbox. Every field is required but Log.
+type Run struct {
+	Sandbox                  Sandbox
+	StateDir                 string // host state: bundles, session records
+	Skills                   []skills.Source
+	Local, Remote            string            // the host workspace and its sandbox copy
+	Session                  session.Config    // Workspace and RuntimeDir are filled in
+	TaskID, RunID, Objective string            // Objective: the task's own text, bound by the host
+	Files                    deliverable.Store // where delivered files go
+	Tasks                    deliverable.Tasks
+	Agent                    func(context.Context, Turn) (Completion, error)
+	Log                      *slog.Logger
+}
+
+// Turn is the agent's prompt, workspace, runner and session to resume ("": fresh).
+type Turn struct {
+	Prompt, Remote, SessionKey, ResumeID string
+	Runner                               stage.Runner
+}
+
+// Completion is the agent's report: session ids, files delivered, other citations.
+type Completion struct {
+	BackendSessionID, AgentSessionID string
+	Deliver                          []deliverable.Request
+	Refs                             []string
+}
+
+// Outcome is what a run did.
+type Outcome struct {
+	Prompt   string
+	Resumed  bool
+	Restored *workspace.Result
+	Receipts []deliverable.Receipt
+}
+
+// Do runs r: materialize, stage, prompt, session, prepare, agent, restore,
+// register, validate. Its error says what to do through classify.
+func (r *Run) Do(ctx context.Context) (*Outcome, error) {
+	log, out := cmp.Or(r.Log, slog.New(slog.DiscardHandler)), &Outcome{}
+	bundle, err := skills.Materialize(ctx, filepath.Join(r.StateDir, "skills"), r.Skills, skills.WithLogger(log))
+	if err != nil {
+		return nil, fmt.Errorf("materialize skills: %w", err)
+	}
+	if bundle.Dir != "" { // no skill survived: nothing to stage, no prompt block
+		assets := []stage.Asset{{Name: "skills", Source: bundle.Dir, Links: stage.RejectLinks}} // a bundle holds no link
+		rt, err := stage.Stage(ctx, r.Sandbox, path.Join(r.Remote, stage.RuntimeDir), assets, stage.WithLogger(log))
+		if err != nil {
+			return nil, fmt.Errorf("stage skills: %w", err)
+		}
+		out.Prompt = rt.Rewrite(bundle.Prompt(bundle.Dir))
+	}
+	cfg := r.Session
+	cfg.Workspace, cfg.RuntimeDir = r.Local, r.StateDir
+	bind, err := session.Bind(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("bind session: %w", err)
+	}
+	store := session.NewStore(afero.NewOsFs(), filepath.Join(r.StateDir, "sessions"))
+	turn := Turn{Prompt: out.Prompt, Remote: r.Remote, SessionKey: bind.Key, Runner: r.Sandbox}
+	switch rec, err := store.Load(ctx, bind); {
+	case err == nil:
+		turn.ResumeID, out.Resumed = rec.AgentSessionID, true
+	case errors.Is(err, fs.ErrNotExist) || classify(err) == StartFresh:
+		log.Info("starting a fresh session", "reason", err)
+	default:
+		return nil, fmt.Errorf("load session: %w", err)
+	}
+	round, err := workspace.Prepare(ctx, workspace.Spec{Local: r.Local, Remote: r.Remote, Runner: r.Sandbox}, workspace.WithLogger(log))
+	if err != nil {
+		return nil, fmt.Errorf("prepare workspace: %w", err)
+	}
+	done, agentErr := r.Agent(ctx, turn)
+	// Bring the work home even if the agent failed (a failed restore: workspace.Reopen by id).
+	if out.Restored, err = round.Restore(ctx); err != nil {
+		return out, errors.Join(agentErr, fmt.Errorf("restore workspace (round %s): %w", round.ID(), err))
+	}
+	if agentErr != nil {
+		return out, fmt.Errorf("agent: %w", agentErr)
+	}
+	if err := store.Save(ctx, bind.NewRecord(r.RunID, done.BackendSessionID, done.AgentSessionID)); err != nil {
+		return out, fmt.Errorf("save session: %w", err)
+	}
+	reg, ws, refs := &deliverable.Registrar{Store: r.Files}, deliverable.RemoteWorkspace(r.Sandbox, r.Remote), done.Refs
+	for _, req := range done.Deliver {
+		rc, err := reg.Register(ctx, ws, r.TaskID, r.RunID, req)
+		if err != nil {
+			return out, fmt.Errorf("register %q: %w", req.ContentRef, err)
+		}
+		out.Receipts, refs = append(out.Receipts, rc), append(refs, "deliverable:"+rc.AttachmentID)
+	}
+	ev := deliverable.Evidence{TaskID: r.TaskID, RunID: r.RunID, Objective: r.Objective, Refs: refs}
+	if err := deliverable.ValidateEvidence(ctx, r.Tasks, ev); err != nil {
+		return out, fmt.Errorf("validate evidence: %w", err)
+	}
+	return out, nil
+}
+
+// Action is what the caller of a failed run does next.
+type Action string
+
+const (
+	HostFault  Action = "host fault"  // ours or the sandbox's: alert, do not blame the agent
+	Retry      Action = "retry"       // transient: run the turn again
+	StartFresh Action = "start fresh" // the session cannot resume: start a new one
+	TellAgent  Action = "tell agent"  // the agent can fix it: show it err's message
+)
+
+// classify sorts a non-nil error of Do (or of remote.Dial) into an Action.
+func classify(err error) Action {
+	var reqErr *deliverable.RequestError
+	var evErr *deliverable.EvidenceError
+	switch {
+	case errors.As(err, &reqErr), errors.As(err, &evErr):
+		return TellAgent
+	case errors.Is(err, session.ErrDrift), errors.Is(err, session.ErrUnsupportedSchema),
+		errors.Is(err, session.ErrUnknownField), errors.Is(err, session.ErrMalformedRecord):
+		return StartFresh
+	case errors.Is(err, stage.ErrTransport), errors.Is(err, stage.ErrChanged), errors.Is(err, deliverable.ErrBusy),
+		errors.Is(err, workspace.ErrLocked), errors.Is(err, workspace.ErrRace), errors.Is(err, context.DeadlineExceeded):
+		return Retry
+	}
+	return HostFault // host key refused, bad input, tools missing, conflicts, hostile sandbox, …
+}

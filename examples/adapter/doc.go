@@ -1,0 +1,21 @@
+// Command adapter is the code an adapter author copies: one agent run in a
+// real SSH sandbox, every error sorted into what to do next.
+//
+//	go run ./examples/adapter -ssh user@host[:port] -i KEYFILE -known-hosts FILE \
+//		[-workspace DIR] [-remote-dir DIR] [-skill DIR]... [-state DIR] [-objective TEXT]
+//
+// adapter.go is the whole run (Run.Do, under 150 lines): skills.Materialize,
+// stage.Stage of the bundle under <remote>/.airlock, the prompt rewritten
+// onto the sandbox, session.Bind with a resume of the saved record (or a
+// fresh session when it drifted), workspace.Prepare, the agent (a
+// placeholder hook: running Claude Code, Codex, … is out of scope),
+// Round.Restore, then deliverable.Register of each file the agent delivered,
+// read from the sandbox, and deliverable.ValidateEvidence of its completion.
+// classify sorts any error into retry, start fresh, tell the agent, or host
+// fault. main.go only parses flags and dials; the host key is always checked
+// against -known-hosts.
+//
+// adapter_test.go pins the link policy of the staging site with
+// stagetest.ScanSites and runs Do against remotetest, the in-process SSH
+// server.
+package main

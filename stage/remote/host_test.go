@@ -23,7 +23,7 @@ import (
 )
 
 // dial connects to srv and closes the Host at the end of the test.
-func dial(t *testing.T, srv *remotetest.Server, edit ...func(*remote.Config)) *remote.Host {
+func dial(t testing.TB, srv *remotetest.Server, edit ...func(*remote.Config)) *remote.Host {
 	t.Helper()
 	cfg := srv.Config()
 	for _, e := range edit {

@@ -1,24 +1,50 @@
 // Package deliverable verifies and stores the files an agent delivers for a
-// task, serves them, and checks that a completion report cites them.
+// task, serves them, checks that a completion report cites them, and
+// resolves stored references to places in workspace files.
+//
+// # Workspaces
+//
+// A Workspace is where the agent's files are: LocalWorkspace reads a
+// directory on the host's disk by descriptor (package internal/tree);
+// RemoteWorkspace reads a directory inside a sandbox through a stage.Runner,
+// one command per file, which walks the path refusing links, reports the
+// file's link count, size and times on stderr, streams its bytes on stdout
+// and reports its state again at the end. Both refuse a symbolic link in any
+// component and report the file's type, size and link count; their File
+// reads no more than the size announced at open and reports a file that
+// changed while read.
 //
 // # Registering a file
 //
-// Registrar.Register takes an agent's Request naming a workspace file and
-// stores it as an Attachment of a task and run, returning a Receipt whose
+// Registrar.Register takes an agent's Request naming a file of a Workspace
+// and stores it as an Attachment of a task and run, returning a Receipt whose
 // attachment id the agent cites as "deliverable:<id>". Before anything is
-// stored the file is opened beneath the workspace by descriptor without
-// following links (package internal/tree), and must be a regular file with
-// one hard link whose size and streamed SHA-256 equal the declared ones and
-// whose identity and size do not change from open to the end of the read.
-// Idempotency keys are scoped to task and run: a replay returns the stored
-// receipt without reading the file or writing anything; a different request
-// under a used key is a conflict; new keys for content the run already
-// registered (same bytes under the same filename) get a Duplicate receipt
-// naming the existing attachment.
+// stored the request is validated, the file is opened without following
+// links, and it must be a regular file with one hard link whose size equals
+// the declared one, whose SHA-256 computed here from the bytes received
+// equals the declared one, and which did not change from open to the end of
+// the read. Idempotency keys are scoped to task and run: a replay returns
+// the stored receipt without reading the file or writing anything; a
+// different request under a used key is a conflict; new keys for content the
+// run already registered (same bytes under the same filename) get a
+// Duplicate receipt naming the existing attachment.
 //
 // FileStore, the default Store, keeps blobs content-addressed on an afero.Fs
 // and records as JSON files replaced atomically; see its documentation for
 // the write order and what a failure can leave behind.
+//
+// # Errors for the agent and for the host
+//
+// Every rejection of the agent's request is a *RequestError: its Message is
+// written for the agent, in the request's JSON field names (contentRef,
+// byteSize, sha256, filename, …), under the configurable tool name
+// (Registrar.ToolName, Evidence.ToolName; DefaultToolName when empty), and
+// says what to do next. Everything that is not the agent's doing (a bad
+// Registrar or Workspace, a failing Store or Tasks, a transport failure, a
+// sandbox that breaks the file protocol, a cancelled context) is a
+// *HostError, whose message never asks the agent to change its request. The
+// sentinels (ErrPathDenied, ErrSizeMismatch, …) are reachable through both
+// with errors.Is.
 //
 // # Evidence
 //
@@ -26,7 +52,17 @@
 // or on a direct child task that is done, and requires that every file the
 // task's objective asks for (DetectRequests) is covered by an attachment the
 // task registered in this run. Rejections are *EvidenceError values whose
-// message tells the agent what to do.
+// message tells the agent what to do; each also unwraps to a *RequestError.
+//
+// # Workspace references
+//
+// A WorkspaceRef names a place in a file of a registered workspace by ids and
+// a clean relative path, never by a host path. Its JSON form is closed and
+// decoded strictly (DecodeWorkspaceRef). WorkspaceRef.Open resolves it only
+// inside the workspaces the host's WorkspaceLookup registers for the issue
+// (its execution workspace, then its project workspace, or another project
+// workspace of the same company named by projectId and workspaceId), and
+// opens the file with the same no-link rule as Register.
 //
 // # Serving
 //
@@ -36,20 +72,34 @@
 //
 // # Guarantees
 //
-//   - No byte outside the workspace, and no byte reached through a link, is
-//     ever stored: every path component is opened without following links.
-//   - What is stored is exactly what was declared: size and SHA-256 are checked
-//     while reading and again on the stored copy.
+//   - On a LocalWorkspace no byte outside the workspace, and no byte reached
+//     through a link, is ever stored or returned: every path component is
+//     opened by descriptor without following links, and the path is checked
+//     again to name the same file after the read.
+//   - What is stored is exactly what was declared: the size and the SHA-256
+//     of the bytes received are checked on the host while reading, and again
+//     on the stored copy. A sandbox's own hash is never asked for.
+//   - Reading a remote file never takes more than its announced size (itself
+//     checked against the declared size before any content is read); a
+//     sandbox that sends more is cut off and its command cancelled.
+//   - A WorkspaceRef never holds an absolute, home, URL or escaping path, and
+//     Open never resolves one outside the workspaces the host registered.
 //   - A Put is atomic with respect to Lookup, Put and Open.
 //
 // # Non-guarantees
 //
 //   - The file may be changed after Register returns; the attachment keeps the
 //     verified bytes.
+//   - A remote sandbox owns its file system: its link and change checks are
+//     its own, and a hostile sandbox can serve any bytes it likes for a path.
+//     The host only guarantees that it stores exactly the declared bytes and
+//     reads no more than that.
+//   - The remote change check compares link count, size, inode and
+//     modification and change times; with only ls in the sandbox the times
+//     have a resolution of a minute.
 //   - ContentType is the agent's claim; it is not checked against the bytes
 //     (Handler sends nosniff and a sandboxing CSP instead).
 //   - FileStore serializes within one process only.
-//   - Handler does no authentication or authorization.
-//   - WorkspaceRef.Resolve is a point-in-time check that returns a path; it
-//     does not hold the file open.
+//   - Handler does no authentication or authorization, and WorkspaceRef.Open
+//     does no more authorization than the issue-and-company scoping above.
 package deliverable

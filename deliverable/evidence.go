@@ -23,9 +23,9 @@ const (
 
 // Task is the part of a host task that ValidateEvidence reads.
 type Task struct {
-	ID       string
-	ParentID string
-	Status   Status
+	ID       string // the task's id
+	ParentID string // its parent task's id; "" for a top-level task
+	Status   Status // its current status
 }
 
 // Tasks is provided by the host. Both methods return an error wrapping
@@ -48,23 +48,36 @@ type Locker interface {
 
 // Evidence is a completion report to check.
 type Evidence struct {
-	TaskID    string
-	RunID     string
+	TaskID    string   // the task completing
+	RunID     string   // the run completing it
 	Objective string   // the task's own request text, bound by the host
 	Refs      []string // what the completion report cites
+	// ToolName is the name of the agent's registration tool, used in
+	// rejection messages; "" means DefaultToolName.
+	ToolName string
 }
 
 // maxCitations bounds the attachments one completion may cite, and so the
 // rows one check reads and locks.
 const maxCitations = 256
 
-// RejectedCitationMessage starts the message of every rejected citation.
+// RejectedCitationMessage is the message of every rejected citation under
+// the default tool name; RejectedCitation returns it for another.
 const RejectedCitationMessage = "Completion cites no registered attachment on this task or its completed child tasks. " +
-	"Use register_deliverable for the requested file and cite deliverable:<attachmentId> from its receipt."
+	"Use " + DefaultToolName + " for the requested file and cite deliverable:<attachmentId> from its receipt."
+
+// RejectedCitation returns the message of every rejected citation when the
+// agent's registration tool is named tool ("" means DefaultToolName).
+func RejectedCitation(tool string) string {
+	return "Completion cites no registered attachment on this task or its completed child tasks. " +
+		"Use " + toolName(tool) + " for the requested file and cite deliverable:<attachmentId> from its receipt."
+}
 
 // EvidenceError is the error ValidateEvidence returns when the evidence does
-// not prove the delivery. It wraps ErrEvidence. Message is written for the
-// agent: it says what to do.
+// not prove the delivery. Message is written for the agent: it says what to
+// do. It wraps a *RequestError with the same Message, which wraps
+// ErrEvidence, so a host that shows every *RequestError's Message to the
+// agent handles Register and ValidateEvidence alike.
 type EvidenceError struct {
 	Ref          string   // the offending reference, if one
 	AttachmentID string   // the attachment it cites, if any
@@ -77,8 +90,8 @@ type EvidenceError struct {
 // reason for this particular reference is in Detail.
 func (e *EvidenceError) Error() string { return e.Message }
 
-// Unwrap returns ErrEvidence.
-func (e *EvidenceError) Unwrap() error { return ErrEvidence }
+// Unwrap returns a *RequestError with the same Message wrapping ErrEvidence.
+func (e *EvidenceError) Unwrap() error { return &RequestError{Message: e.Message, Err: ErrEvidence} }
 
 // ValidateEvidence checks that a completion report's citations prove the
 // delivery of task ev.TaskID in run ev.RunID.
@@ -96,22 +109,31 @@ func (e *EvidenceError) Unwrap() error { return ErrEvidence }
 // named file one with that file's base name. A child's attachment never
 // satisfies this.
 //
-// Every rejection is an *EvidenceError wrapping ErrEvidence. A failing
-// Tasks method is returned wrapped as it is. When tasks implements Locker
-// the check runs under its lock; a lock error is returned wrapped (a busy
-// lock wraps ErrBusy: retry).
+// Every rejection is an *EvidenceError wrapping ErrEvidence; its message
+// names ev.ToolName. Every other failure is a *HostError: a nil tasks, an
+// empty TaskID or RunID, a failing Tasks method (wrapped as it is), ctx.
+// When tasks implements Locker the check runs under its lock; a lock error
+// is returned wrapped (a busy lock wraps ErrBusy: retry).
 func ValidateEvidence(ctx context.Context, tasks Tasks, ev Evidence) error {
 	if tasks == nil {
-		return fmt.Errorf("%w: ValidateEvidence: tasks is nil", ErrInvalidRequest)
+		return &HostError{Op: "validate evidence", Err: errors.New("tasks is nil")}
 	}
 	for _, f := range []struct{ name, v string }{{"TaskID", ev.TaskID}, {"RunID", ev.RunID}} {
 		if strings.TrimSpace(f.v) == "" {
-			return fmt.Errorf("%w: ValidateEvidence: Evidence.%s is empty", ErrInvalidRequest, f.name)
+			return &HostError{Op: "validate evidence", Err: fmt.Errorf("Evidence.%s is empty", f.name)}
 		}
 	}
+	if err := validateEvidence(ctx, tasks, ev); err != nil {
+		return hostErr("validate evidence", err)
+	}
+	return nil
+}
+
+func validateEvidence(ctx context.Context, tasks Tasks, ev Evidence) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	tool := toolName(ev.ToolName)
 
 	var ids []string
 	for _, ref := range ev.Refs {
@@ -127,12 +149,12 @@ func ValidateEvidence(ctx context.Context, tasks Tasks, ev Evidence) error {
 			}
 			ids = append(ids, id)
 		case shaped:
-			return &EvidenceError{Ref: ref, Message: RejectedCitationMessage,
+			return &EvidenceError{Ref: ref, Message: RejectedCitation(tool),
 				Detail: fmt.Sprintf("%q does not contain a valid attachment id", clip(ref))}
 		case looksLikeLocalFile(ref):
 			return &EvidenceError{Ref: ref, Message: fmt.Sprintf(
 				"Completion cites %q, a workspace file, not a registered attachment. "+
-					"Use register_deliverable for that file and cite deliverable:<attachmentId> from its receipt.", clip(ref))}
+					"Use %s for that file and cite deliverable:<attachmentId> from its receipt.", clip(ref), tool)}
 		}
 	}
 
@@ -188,7 +210,7 @@ func checkEvidence(ctx context.Context, tasks Tasks, ev Evidence, ids []string, 
 	for _, id := range ids {
 		ref := citationScheme + id
 		reject := func(detail string) error {
-			return &EvidenceError{Ref: ref, AttachmentID: id, Message: RejectedCitationMessage, Detail: detail}
+			return &EvidenceError{Ref: ref, AttachmentID: id, Message: RejectedCitation(ev.ToolName), Detail: detail}
 		}
 		a, err := tasks.Attachment(ctx, id)
 		if isNotFound(err) {
@@ -249,6 +271,6 @@ func missingError(req Requests, own []Attachment, ev Evidence) error {
 	}
 	return &EvidenceError{Missing: missing, Message: fmt.Sprintf(
 		"The task asks for %s, but the completion cites no attachment registered for it on this task in run %s; "+
-			"a child task's file does not count. Use register_deliverable for %s and cite deliverable:<attachmentId> from its receipt.",
-		what, clip(ev.RunID), use)}
+			"a child task's file does not count. Use %s for %s and cite deliverable:<attachmentId> from its receipt.",
+		what, clip(ev.RunID), toolName(ev.ToolName), use)}
 }

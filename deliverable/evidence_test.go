@@ -185,17 +185,23 @@ func TestValidateEvidenceHostFailures(t *testing.T) {
 	assert.ErrorIs(t, err, errInjected)
 	assert.NotErrorIs(t, err, deliverable.ErrEvidence, "a failing host is not a rejected citation")
 
+	requireHostError(t, err)
+
 	err = deliverable.ValidateEvidence(ctx, nil, deliverable.Evidence{TaskID: "P", RunID: "R"})
-	assert.ErrorIs(t, err, deliverable.ErrInvalidRequest)
+	requireHostError(t, err)
+	assert.EqualError(t, err, "deliverable: validate evidence: tasks is nil")
 	err = deliverable.ValidateEvidence(ctx, evidenceTasks(), deliverable.Evidence{RunID: "R"})
-	assert.ErrorIs(t, err, deliverable.ErrInvalidRequest)
+	requireHostError(t, err)
+	assert.EqualError(t, err, "deliverable: validate evidence: Evidence.TaskID is empty")
 	err = deliverable.ValidateEvidence(ctx, evidenceTasks(), deliverable.Evidence{TaskID: "P", RunID: " "})
-	assert.ErrorIs(t, err, deliverable.ErrInvalidRequest)
+	requireHostError(t, err)
+	assert.EqualError(t, err, "deliverable: validate evidence: Evidence.RunID is empty")
 
 	cancelled, cancel := context.WithCancel(ctx)
 	cancel()
 	err = deliverable.ValidateEvidence(cancelled, evidenceTasks(), deliverable.Evidence{TaskID: "P", RunID: "R", Refs: []string{cite(idOwn)}})
 	assert.ErrorIs(t, err, context.Canceled)
+	requireHostError(t, err)
 }
 
 // A host whose store reports an unknown id with fs.ErrNotExist (os, afero
@@ -298,7 +304,7 @@ func TestValidateEvidenceWithRegisteredFiles(t *testing.T) {
 	writeFile(t, f.ws, "output.json", data)
 	req := requestFor("output.json", "k", data)
 	req.ContentType = "application/json"
-	child, err := f.reg.Register(t.Context(), f.ws, "C", "RC", req)
+	child, err := f.reg.Register(t.Context(), local(t, f.ws), "C", "RC", req)
 	require.NoError(t, err)
 
 	tasks := newMemTasks()
@@ -312,7 +318,7 @@ func TestValidateEvidenceWithRegisteredFiles(t *testing.T) {
 	require.ErrorAs(t, err, &ee)
 	assert.Equal(t, []string{"output.json"}, ee.Missing)
 
-	own, err := f.reg.Register(t.Context(), f.ws, "P", "RP", req)
+	own, err := f.reg.Register(t.Context(), local(t, f.ws), "P", "RP", req)
 	require.NoError(t, err)
 	ev.Refs = append(ev.Refs, own.DownloadPath)
 	assert.NoError(t, deliverable.ValidateEvidence(t.Context(), hosted, ev))

@@ -12,17 +12,23 @@ import (
 	"github.com/spf13/afero"
 
 	"github.com/airlockdev/airlock/deliverable"
+	"github.com/airlockdev/airlock/stage"
 )
 
 func ExampleRegistrar_Register() {
-	workspace, err := os.MkdirTemp("", "workspace-")
+	dir, err := os.MkdirTemp("", "workspace-")
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	defer os.RemoveAll(workspace)
+	defer os.RemoveAll(dir)
 	data := []byte("name,score\nada,3\n")
-	if err := os.WriteFile(filepath.Join(workspace, "scores.csv"), data, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "scores.csv"), data, 0o644); err != nil {
+		fmt.Println(err)
+		return
+	}
+	workspace, err := deliverable.LocalWorkspace(dir)
+	if err != nil {
 		fmt.Println(err)
 		return
 	}
@@ -43,7 +49,8 @@ func ExampleRegistrar_Register() {
 		Title:          "Scores",
 		IdempotencyKey: "scores-1",
 	}
-	rc, err := reg.Register(context.Background(), workspace, "task-7", "run-1", req)
+	ctx := context.Background()
+	rc, err := reg.Register(ctx, workspace, "task-7", "run-1", req)
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -52,22 +59,71 @@ func ExampleRegistrar_Register() {
 	fmt.Println(rc.ContentPath == "/api/attachments/"+rc.AttachmentID+"/content")
 
 	req.IdempotencyKey = "scores-2" // same content, new key
-	dup, err := reg.Register(context.Background(), workspace, "task-7", "run-1", req)
+	dup, err := reg.Register(ctx, workspace, "task-7", "run-1", req)
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
 	fmt.Println(dup.Disposition, dup.AttachmentID == rc.AttachmentID)
 
+	// A rejection tells the agent what to do, in the request's field names.
 	req.ContentRef = "../etc/passwd"
 	req.IdempotencyKey = "scores-3"
-	_, err = reg.Register(context.Background(), workspace, "task-7", "run-1", req)
-	fmt.Println(errors.Is(err, deliverable.ErrPathDenied))
+	_, err = reg.Register(ctx, workspace, "task-7", "run-1", req)
+	var re *deliverable.RequestError
+	if errors.As(err, &re) {
+		fmt.Println(errors.Is(err, deliverable.ErrPathDenied), re.Field)
+		fmt.Println(re.Message)
+	}
 	// Output:
 	// applied scores.csv 17
 	// true
 	// duplicate true
-	// true
+	// true contentRef
+	// register_deliverable: contentRef "../etc/passwd" contains ".."; pass the file's path relative to the workspace root, such as "out/report.pdf".
+}
+
+// A sandbox that only runs commands: here a local shell stands in for it.
+// The bytes are hashed on the host as they arrive; the sandbox is never
+// asked for a hash.
+func ExampleRemoteWorkspace() {
+	dir, err := os.MkdirTemp("", "sandbox-")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer os.RemoveAll(dir)
+	sandbox := stage.LocalRunner(dir)
+	ctx := context.Background()
+	if err := sandbox.Run(ctx, stage.Command{Script: "mkdir out && printf 'done\\n' > out/log.txt && ln -s out link"}); err != nil {
+		fmt.Println(err)
+		return
+	}
+	store, err := deliverable.NewFileStore(afero.NewMemMapFs(), "/attachments")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	reg := &deliverable.Registrar{Store: store, ToolName: "attach_file"}
+	workspace := deliverable.RemoteWorkspace(sandbox, dir)
+	sum := sha256.Sum256([]byte("done\n"))
+	req := deliverable.Request{
+		ContentRef: "out/log.txt", Filename: "log.txt", ContentType: "text/plain",
+		ByteSize: 5, SHA256: hex.EncodeToString(sum[:]), Title: "Log", IdempotencyKey: "log-1",
+	}
+	rc, err := reg.Register(ctx, workspace, "task-7", "run-1", req)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(rc.Disposition, rc.Filename, rc.ByteSize)
+
+	req.ContentRef, req.IdempotencyKey = "link/log.txt", "log-2"
+	_, err = reg.Register(ctx, workspace, "task-7", "run-1", req)
+	fmt.Println(err)
+	// Output:
+	// applied log.txt 5
+	// attach_file: contentRef "link/log.txt" goes through a symbolic link; pass the path of the file's real location inside the workspace, with no link in any component.
 }
 
 func ExampleParseCitation() {
@@ -139,4 +195,42 @@ func ExampleContentDisposition() {
 	fmt.Println(deliverable.ContentDisposition("attachment", "Übersicht 2024.pdf"))
 	// Output:
 	// attachment; filename="_bersicht 2024.pdf"; filename*=UTF-8''%C3%9Cbersicht%202024.pdf
+}
+
+func ExampleNewWorkspaceRef() {
+	ref, err := deliverable.NewWorkspaceRef(deliverable.WorkspaceRef{
+		IssueID:       "ISS-42",
+		WorkspaceKind: deliverable.ExecutionWorkspace,
+		WorkspaceID:   "ws-7",
+		RelativePath:  "./src//main.go",
+		Line:          12,
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	enc, err := ref.Encode()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(string(enc))
+
+	// A host path never makes it into a reference.
+	_, err = deliverable.NewWorkspaceRef(deliverable.WorkspaceRef{
+		IssueID: "ISS-42", WorkspaceKind: deliverable.ExecutionWorkspace, WorkspaceID: "ws-7",
+		RelativePath: "/home/ada/ws/src/main.go",
+	})
+	fmt.Println(errors.Is(err, deliverable.ErrPathDenied))
+	// Output:
+	// {"kind":"workspace_file","issueId":"ISS-42","workspaceKind":"execution_workspace","workspaceId":"ws-7","relativePath":"src/main.go","line":12,"displayPath":"src/main.go:12"}
+	// true
+}
+
+func ExampleDecodeWorkspaceRef() {
+	_, err := deliverable.DecodeWorkspaceRef([]byte(`{"kind":"workspace_file","issueId":"ISS-42","workspaceKind":"execution_workspace",` +
+		`"workspaceId":"ws-7","relativePath":"src/main.go","line":12,"displayPath":"src/main.go:13"}`))
+	fmt.Println(err)
+	// Output:
+	// deliverable: invalid request: workspace reference: displayPath "src/main.go:13" is not "src/main.go:12", what relativePath, line and column give
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -113,6 +114,25 @@ func (l *lockingTasks) Lock(ctx context.Context, taskIDs, attachmentIDs []string
 		l.locked = false
 		l.unlocks++
 	}, nil
+}
+
+// requireHostError requires err to be a *HostError and no *RequestError:
+// a failure the agent cannot fix by changing its request.
+func requireHostError(t *testing.T, err error) *deliverable.HostError {
+	t.Helper()
+	var he *deliverable.HostError
+	require.ErrorAs(t, err, &he)
+	var re *deliverable.RequestError
+	require.False(t, errors.As(err, &re), "a host failure must not read as the agent's mistake: %v", err)
+	return he
+}
+
+// local returns the LocalWorkspace rooted at dir.
+func local(t *testing.T, dir string) deliverable.Workspace {
+	t.Helper()
+	ws, err := deliverable.LocalWorkspace(dir)
+	require.NoError(t, err)
+	return ws
 }
 
 func sum(data []byte) string {

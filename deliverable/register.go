@@ -2,14 +2,14 @@ package deliverable
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"io/fs"
-	"os"
 	"path"
-
-	"github.com/airlockdev/airlock/internal/tree"
 )
 
 // DefaultMaxBytes is the size limit of a registered file when
@@ -20,50 +20,69 @@ const DefaultMaxBytes int64 = 10 << 20
 // value is not usable: Store is required. It is safe for concurrent use when
 // its Store is.
 type Registrar struct {
-	Store    Store
-	MaxBytes int64 // largest file accepted; zero means DefaultMaxBytes
+	// Store keeps the attachments; required.
+	Store Store
+	// MaxBytes is the largest file accepted; zero means DefaultMaxBytes.
+	MaxBytes int64
+	// ToolName is the name of the agent's registration tool, used in the
+	// messages of rejections; "" means DefaultToolName.
+	ToolName string
 }
 
-// Register verifies the workspace file req.ContentRef for task taskID in run
-// runID and stores it, returning a receipt the agent can cite.
+// Register verifies the file req.ContentRef of workspace ws for task taskID
+// in run runID and stores it, returning a receipt the agent can cite.
 //
 // The request is checked first: text fields are trimmed and must be
-// non-empty, bounded and free of control characters; Filename must be a base
-// name, and (checked once the file is open) the base name of ContentRef; SHA256 64 hex digits; ByteSize in 1..MaxBytes (ErrSizeDenied);
+// non-empty, bounded and free of control characters; Filename must be a
+// base name, and (checked once the file is open) the base name of
+// ContentRef; SHA256 64 hex digits; ByteSize in 1..MaxBytes (ErrSizeDenied);
 // ContentRef workspace-relative, without a scheme, "..", backslash or home
 // prefix (ErrPathDenied). Then an idempotency key already used by this task
 // and run returns its stored receipt unchanged (the file is not read and
 // nothing is written), or ErrIdempotencyConflict when the request differs.
 //
-// Otherwise the file is opened beneath workspace without following any link
-// (ErrSymlinkDenied for a link in any component, ErrPathDenied for anything
-// but a regular file), must have one hard link (ErrHardlinkDenied) and
-// exactly ByteSize bytes (ErrSizeMismatch), is read once while its SHA-256 is
-// computed (ErrHashMismatch) and must keep its identity and size from open to
-// the end of the read (ErrFileChanged). Path errors are *fs.PathError values
-// with Path set to the ContentRef as given.
-func (r *Registrar) Register(ctx context.Context, workspace string, taskID, runID string, req Request) (Receipt, error) {
+// Otherwise the file is opened with ws.Open, which follows no link in any
+// component (ErrSymlinkDenied), and must be a regular file (ErrPathDenied)
+// with one hard link (ErrHardlinkDenied) and exactly ByteSize bytes
+// (ErrSizeMismatch). It is read once, never more than its announced size,
+// while the SHA-256 of the bytes received is computed here, on the host
+// (ErrHashMismatch); the workspace must confirm that it did not change from
+// open to the end of the read (ErrFileChanged). Nothing is stored unless
+// every check passes.
+//
+// Every rejection is a *RequestError whose Message tells the agent, in the
+// request's JSON field names and under Registrar.ToolName, what to do next;
+// it wraps the sentinel, and for a problem with the file an *fs.PathError
+// whose Path is req.ContentRef as given. Every other failure (the
+// Registrar's configuration, taskID or runID, the Store, a workspace that
+// cannot be read, ctx) is a *HostError.
+func (r *Registrar) Register(ctx context.Context, ws Workspace, taskID, runID string, req Request) (Receipt, error) {
+	host := func(op string, err error) (Receipt, error) { return Receipt{}, hostErr(op, err) }
 	if r.Store == nil {
-		return Receipt{}, fmt.Errorf("%w: Registrar.Store is nil; set it (for example to a FileStore)", ErrInvalidRequest)
+		return host("register", errors.New("Registrar.Store is nil; set it (for example to a FileStore)"))
+	}
+	if ws == nil {
+		return host("register", errors.New("the workspace is nil; pass one from LocalWorkspace or RemoteWorkspace"))
 	}
 	maxBytes := r.MaxBytes
 	if maxBytes == 0 {
 		maxBytes = DefaultMaxBytes
 	}
 	if maxBytes < 0 {
-		return Receipt{}, fmt.Errorf("%w: Registrar.MaxBytes is %d; use 0 for the default or a positive limit", ErrInvalidRequest, maxBytes)
+		return host("register", fmt.Errorf("Registrar.MaxBytes is %d; use 0 for the default or a positive limit", maxBytes))
 	}
 	for _, id := range []struct{ name, v string }{{"task id", taskID}, {"run id", runID}} {
 		if err := checkID(id.name, id.v); err != nil {
-			return Receipt{}, err
+			return host("register", err)
 		}
 	}
-	n, rel, err := normalize(req, maxBytes)
+	rj := rejecter{tool: toolName(r.ToolName)}
+	n, rel, err := normalize(rj, req, maxBytes)
 	if err != nil {
 		return Receipt{}, err
 	}
 	if err := ctx.Err(); err != nil {
-		return Receipt{}, err
+		return host("register", err)
 	}
 
 	e := Entry{
@@ -75,158 +94,150 @@ func (r *Registrar) Register(ctx context.Context, workspace string, taskID, runI
 		ByteSize:    n.ByteSize,
 		Title:       n.Title,
 	}
-	if rc, err := replay(ctx, r.Store, e); err == nil || !errors.Is(err, ErrNotFound) {
+	if rc, err := replay(ctx, rj, r.Store, e); err == nil || !errors.Is(err, ErrNotFound) {
 		return rc, err
 	}
 
-	pathErr := func(err error) error { return &fs.PathError{Op: "register", Path: req.ContentRef, Err: err} }
-	f, err := tree.OpenFile(workspace, rel)
+	ref := req.ContentRef
+	f, err := ws.Open(ctx, rel)
 	if err != nil {
-		return Receipt{}, pathErr(openError(err))
+		return Receipt{}, rj.openRejection(ref, err)
 	}
 	defer func() { _ = f.Close() }() // read-only: nothing to flush
-	before, err := f.Stat()
-	if err != nil {
-		return Receipt{}, pathErr(fmt.Errorf("stat: %w", err))
+	st := f.Stat()
+	q := fmt.Sprintf("contentRef %q", clip(ref))
+	if !st.Mode.IsRegular() {
+		return Receipt{}, rj.rejectPath("contentRef", ref, ErrPathDenied, q+" is not a regular file", "register a regular file", nil)
 	}
-	if !before.Mode().IsRegular() {
-		return Receipt{}, pathErr(fmt.Errorf("%w: not a regular file; register a regular file", ErrPathDenied))
-	}
-	links, err := linkCount(before)
-	if err != nil {
-		return Receipt{}, pathErr(fmt.Errorf("%w: %w", ErrHardlinkDenied, err))
-	}
-	if links != 1 {
-		return Receipt{}, pathErr(fmt.Errorf("%w: the file has %d hard links; copy it to a new file and register the copy", ErrHardlinkDenied, links))
+	if st.Links != 1 {
+		return Receipt{}, rj.rejectPath("contentRef", ref, ErrHardlinkDenied,
+			fmt.Sprintf("%s has %d hard links", q, st.Links), "copy it to a new file and register the copy", nil)
 	}
 	// The name the agent declares is the file's own: a file the task names
 	// cannot be satisfied by registering another file under that name.
 	if base := path.Base(rel); n.Filename != base {
-		return Receipt{}, fmt.Errorf("%w: Filename %q is not the base name of ContentRef %q; pass %q", ErrInvalidRequest, n.Filename, rel, base)
+		return Receipt{}, rj.reject("filename", ErrInvalidRequest,
+			fmt.Sprintf("filename %q is not the base name of contentRef %q", n.Filename, clip(rel)),
+			fmt.Sprintf("pass filename %q, or save the file under the name %q and register that", base, n.Filename))
 	}
-	if before.Size() != n.ByteSize {
-		return Receipt{}, pathErr(fmt.Errorf("%w: the file is %d bytes but ByteSize is %d; recompute the size of the final file", ErrSizeMismatch, before.Size(), n.ByteSize))
+	if st.Size != n.ByteSize {
+		return Receipt{}, rj.rejectPath("byteSize", ref, ErrSizeMismatch,
+			fmt.Sprintf("byteSize is %d but the file has %d bytes", n.ByteSize, st.Size), "recompute byteSize and sha256 from the final file", nil)
 	}
 
-	it, err := tree.NewReader(f, rel)
-	if err != nil {
-		return Receipt{}, pathErr(err)
-	}
-	v := &verifier{ctx: ctx, it: it, workspace: workspace, rel: rel, before: before, sum: n.SHA256}
+	v := &verifier{ctx: ctx, f: f, rj: rj, ref: ref, size: st.Size, sum: n.SHA256, h: sha256.New()}
 	rc, err := r.Store.Put(ctx, e, v)
-	if err != nil {
-		if v.failed {
-			return Receipt{}, pathErr(err)
-		}
-		return Receipt{}, err
+	switch {
+	case err == nil:
+		return rc, nil
+	case v.err != nil:
+		return Receipt{}, v.err
+	case errors.Is(err, ErrIdempotencyConflict):
+		return Receipt{}, rj.reject("idempotencyKey", ErrIdempotencyConflict,
+			fmt.Sprintf("idempotencyKey %q was already used in this run for a different request", clip(e.Key.IdempotencyKey)),
+			"use a new idempotencyKey for a different file")
 	}
-	return rc, nil
+	return host("store", err)
 }
 
-// replay returns the stored receipt for e.Key, ErrIdempotencyConflict, or an
-// error wrapping ErrNotFound when the key is new.
-func replay(ctx context.Context, s Store, e Entry) (Receipt, error) {
+// replay returns the stored receipt for e.Key, a *RequestError wrapping
+// ErrIdempotencyConflict, an error wrapping ErrNotFound when the key is new,
+// or a *HostError.
+func replay(ctx context.Context, rj rejecter, s Store, e Entry) (Receipt, error) {
 	rc, fp, err := s.Lookup(ctx, e.Key)
-	if err != nil {
+	if errors.Is(err, ErrNotFound) {
 		return Receipt{}, err
+	}
+	if err != nil {
+		return Receipt{}, hostErr("store", err)
 	}
 	if fp != e.Fingerprint {
-		return Receipt{}, fmt.Errorf("%w: key %q was used by this task and run for attachment %s (%s); use a new idempotency key for a different file",
-			ErrIdempotencyConflict, clip(e.Key.IdempotencyKey), rc.AttachmentID, rc.Filename)
+		return Receipt{}, rj.reject("idempotencyKey", ErrIdempotencyConflict,
+			fmt.Sprintf("idempotencyKey %q was already used in this run for attachment %s (%s)", clip(e.Key.IdempotencyKey), rc.AttachmentID, rc.Filename),
+			"use a new idempotencyKey for a different file")
 	}
 	return rc, nil
 }
 
-// openError maps internal/tree errors onto this package's sentinels.
-func openError(err error) error {
+// openRejection turns a Workspace.Open error into the agent's rejection, or
+// a *HostError when the workspace itself failed.
+func (rj rejecter) openRejection(ref string, err error) error {
+	q := fmt.Sprintf("contentRef %q", clip(ref))
 	switch {
-	case errors.Is(err, tree.ErrLink):
-		return fmt.Errorf("%w: a component of the path is a symbolic link; register the file at its real location inside the workspace: %w", ErrSymlinkDenied, err)
-	case errors.Is(err, tree.ErrEscape):
-		return fmt.Errorf("%w: the path leaves the workspace; pass a path inside it: %w", ErrPathDenied, err)
-	case errors.Is(err, tree.ErrNotRegular):
-		return fmt.Errorf("%w: not a regular file (a directory, FIFO, socket or device); register a regular file: %w", ErrPathDenied, err)
-	case errors.Is(err, tree.ErrChanged):
-		return fmt.Errorf("%w: the path changed while it was opened; register the file once it is complete: %w", ErrFileChanged, err)
+	case errors.Is(err, ErrSymlinkDenied):
+		return rj.rejectPath("contentRef", ref, ErrSymlinkDenied, q+" goes through a symbolic link",
+			"pass the path of the file's real location inside the workspace, with no link in any component", err)
+	case errors.Is(err, ErrFileChanged):
+		return rj.rejectPath("contentRef", ref, ErrFileChanged, q+" changed while it was opened", "register it once it is complete", err)
 	case errors.Is(err, fs.ErrNotExist):
-		return fmt.Errorf("the file does not exist in the workspace; write it first or fix ContentRef: %w", err)
+		return rj.rejectPath("contentRef", ref, fs.ErrNotExist, q+" does not exist in the workspace", "write the file first, or correct contentRef", err)
+	case errors.Is(err, ErrHardlinkDenied):
+		return hostErr("read workspace", err) // the platform cannot count links
+	case errors.Is(err, ErrPathDenied):
+		return rj.rejectPath("contentRef", ref, ErrPathDenied, q+" is not a readable regular file",
+			"register a regular file, not a directory, device, FIFO or socket", err)
 	}
-	return fmt.Errorf("open in the workspace: %w", err)
+	return hostErr("read workspace", err)
 }
 
-// verifier reads the opened file exactly once for the store through
-// tree's reader (exactly the size it had at open, hashed, then checked
-// unchanged: size, times, identity), and at the end also checks that the
-// path still names the same file and that the hash is the declared one. Any
-// failure is returned from Read, so the store aborts and writes nothing.
+// verifier hands the opened file to the store: it reads at most size bytes,
+// hashes them as they arrive, and at the end (once the File has confirmed
+// the file unchanged) requires exactly size bytes with the declared hash.
+// Any failure is returned from Read, so the store aborts and writes nothing;
+// err keeps it for Register.
 type verifier struct {
-	ctx       context.Context
-	it        *tree.Item
-	workspace string
-	rel       string
-	before    fs.FileInfo
-	sum       string
-	done      bool
-	failed    bool
+	ctx  context.Context
+	f    File
+	rj   rejecter
+	ref  string
+	size int64
+	sum  string
+	h    hash.Hash
+	n    int64
+	done bool
+	err  error
 }
 
 func (v *verifier) fail(err error) (int, error) {
-	v.failed = true
+	v.err = err
 	return 0, err
 }
 
-func changed(what string) error {
-	return fmt.Errorf("%w: %s while it was read; register it once it is complete", ErrFileChanged, what)
+func (v *verifier) changed(problem string, cause error) error {
+	return v.rj.rejectPath("contentRef", v.ref, ErrFileChanged, fmt.Sprintf("contentRef %q %s", clip(v.ref), problem), "register it once it is complete", cause)
 }
 
 func (v *verifier) Read(p []byte) (int, error) {
+	if v.err != nil {
+		return 0, v.err
+	}
 	if v.done {
 		return 0, io.EOF
 	}
 	if err := v.ctx.Err(); err != nil {
-		return 0, err
+		return v.fail(hostErr("read workspace", err))
 	}
-	k, err := v.it.Read(p)
+	k, err := v.f.Read(p)
+	if int64(k) > v.size-v.n {
+		return v.fail(v.changed("grew while it was read", nil))
+	}
+	v.h.Write(p[:k])
+	v.n += int64(k)
 	switch {
 	case errors.Is(err, io.EOF):
-		if err := v.finish(); err != nil {
-			return v.fail(err)
+		if v.n != v.size {
+			return v.fail(v.changed(fmt.Sprintf("ended after %d of its %d bytes while it was read", v.n, v.size), nil))
+		}
+		if got := hex.EncodeToString(v.h.Sum(nil)); got != v.sum {
+			return v.fail(v.rj.rejectPath("sha256", v.ref, ErrHashMismatch,
+				fmt.Sprintf("sha256 is %s but the file's bytes hash to %s", v.sum, got), "recompute sha256 from the final file", nil))
 		}
 		v.done = true
 		return k, io.EOF
-	case errors.Is(err, tree.ErrChanged):
-		return v.fail(changed(err.Error()))
+	case errors.Is(err, ErrFileChanged):
+		return v.fail(v.changed("changed while it was read", err))
 	case err != nil:
-		return v.fail(fmt.Errorf("read: %w", err))
+		return v.fail(hostErr("read workspace", err))
 	}
 	return k, nil
-}
-
-// finish runs at end of file: unchanged by descriptor, same file by path,
-// and the declared hash.
-func (v *verifier) finish() error {
-	if err := v.it.Verify(); err != nil {
-		if errors.Is(err, tree.ErrChanged) {
-			return changed(err.Error())
-		}
-		return err
-	}
-	g, err := tree.OpenFile(v.workspace, v.rel)
-	if err != nil {
-		return changed(fmt.Sprintf("the path no longer opens as the same file (%v)", err))
-	}
-	now, err := g.Stat()
-	if cerr := g.Close(); err == nil && cerr != nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("stat path after read: %w", err)
-	}
-	if !os.SameFile(v.before, now) {
-		return changed("the path was replaced by another file")
-	}
-	if got := v.it.SHA256; got != v.sum {
-		return fmt.Errorf("%w: the file's SHA-256 is %s but the request declares %s; recompute the hash of the final file", ErrHashMismatch, got, v.sum)
-	}
-	return nil
 }

@@ -74,7 +74,7 @@ func TestRegisterSymlinkSwapRace(t *testing.T) {
 			// on a loaded machine the swapper may be starved for a while.
 			for i := 0; i < 300 || (i < 20000 && (seen["link"] == 0 || seen["real"] == 0)); i++ {
 				req := requestFor(tc.ref, fmt.Sprint("k", i), secret)
-				rc, err := f.reg.Register(t.Context(), f.ws, "t", "r", req)
+				rc, err := f.reg.Register(t.Context(), local(t, f.ws), "t", "r", req)
 				require.Error(t, err, "registered %s: the secret was stored", rc.AttachmentID)
 				switch {
 				case errors.Is(err, deliverable.ErrSymlinkDenied):

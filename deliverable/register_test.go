@@ -30,7 +30,7 @@ func TestRegisterStoresVerifiedFile(t *testing.T) {
 	data := []byte("a,b\n1,2\n")
 	writeFile(t, f.ws, "out/results.csv", data)
 
-	rc, err := f.reg.Register(t.Context(), f.ws, "task-1", "run-1", requestFor("out/results.csv", "k1", data))
+	rc, err := f.reg.Register(t.Context(), local(t, f.ws), "task-1", "run-1", requestFor("out/results.csv", "k1", data))
 	require.NoError(t, err)
 
 	assert.Regexp(t, uuidV4, rc.AttachmentID)
@@ -61,14 +61,14 @@ func TestRegisterNormalizesFields(t *testing.T) {
 		ContentRef: "  ./r.txt ", Filename: " r.txt\u00a0", ContentType: "Text/Plain; Charset=UTF-8",
 		ByteSize: 5, SHA256: " " + strings.ToUpper(sum(data)) + " ", Title: "  Greeting ", IdempotencyKey: " k ",
 	}
-	rc, err := f.reg.Register(t.Context(), f.ws, "t", "r", req)
+	rc, err := f.reg.Register(t.Context(), local(t, f.ws), "t", "r", req)
 	require.NoError(t, err)
 	assert.Equal(t, "r.txt", rc.Filename)
 	assert.Equal(t, "text/plain; charset=UTF-8", rc.ContentType)
 	assert.Equal(t, sum(data), rc.SHA256)
 
 	// The trimmed key is the key: the same request replays.
-	again, err := f.reg.Register(t.Context(), f.ws, "t", "r", req)
+	again, err := f.reg.Register(t.Context(), local(t, f.ws), "t", "r", req)
 	require.NoError(t, err)
 	assert.Equal(t, rc, again)
 }
@@ -171,7 +171,7 @@ func TestRegisterRefusesPaths(t *testing.T) {
 			req := requestFor(ref, "k", data)
 			req.Filename = "r.csv"
 
-			_, err := f.reg.Register(t.Context(), f.ws, "t", "r", req)
+			_, err := f.reg.Register(t.Context(), local(t, f.ws), "t", "r", req)
 			require.Error(t, err)
 			assert.ErrorIs(t, err, tc.want)
 			var pe *fs.PathError
@@ -185,7 +185,7 @@ func TestRegisterRefusesPaths(t *testing.T) {
 
 func TestRegisterMissingFile(t *testing.T) {
 	f := newFixture(t)
-	_, err := f.reg.Register(t.Context(), f.ws, "t", "r", requestFor("nope.csv", "k", []byte("x")))
+	_, err := f.reg.Register(t.Context(), local(t, f.ws), "t", "r", requestFor("nope.csv", "k", []byte("x")))
 	assert.ErrorIs(t, err, fs.ErrNotExist)
 	var pe *fs.PathError
 	require.ErrorAs(t, err, &pe)
@@ -209,7 +209,7 @@ func TestRegisterVerifiesContent(t *testing.T) {
 			writeFile(t, f.ws, "d.bin", data)
 			req := requestFor("d.bin", "k", data)
 			tc.mutate(&req)
-			_, err := f.reg.Register(t.Context(), f.ws, "t", "r", req)
+			_, err := f.reg.Register(t.Context(), local(t, f.ws), "t", "r", req)
 			assert.ErrorIs(t, err, tc.want)
 			var pe *fs.PathError
 			require.ErrorAs(t, err, &pe)
@@ -256,7 +256,7 @@ func TestRegisterRejectsInvalidRequests(t *testing.T) {
 			writeFile(t, f.ws, "r.csv", data)
 			req := requestFor("r.csv", "k", data)
 			tc.mutate(&req)
-			_, err := f.reg.Register(t.Context(), f.ws, "t", "r", req)
+			_, err := f.reg.Register(t.Context(), local(t, f.ws), "t", "r", req)
 			assert.ErrorIs(t, err, tc.want)
 			assert.Empty(t, filesUnder(t, f.fs, f.dir, "runs"))
 		})
@@ -269,27 +269,36 @@ func TestRegisterIDsAndConfig(t *testing.T) {
 	writeFile(t, f.ws, "r.csv", data)
 	ctx := t.Context()
 
-	_, err := f.reg.Register(ctx, f.ws, "", "r", requestFor("r.csv", "k", data))
-	assert.ErrorIs(t, err, deliverable.ErrInvalidRequest, "empty task id")
-	_, err = f.reg.Register(ctx, f.ws, "t", "r\x01x", requestFor("r.csv", "k", data))
-	assert.ErrorIs(t, err, deliverable.ErrInvalidRequest, "control character in run id")
-	_, err = f.reg.Register(ctx, f.ws, " t", "r", requestFor("r.csv", "k", data))
-	assert.ErrorIs(t, err, deliverable.ErrInvalidRequest, "host ids are not trimmed, so spaces are refused")
-	_, err = (&deliverable.Registrar{}).Register(ctx, f.ws, "t", "r", requestFor("r.csv", "k", data))
-	assert.ErrorIs(t, err, deliverable.ErrInvalidRequest, "no store")
-	_, err = (&deliverable.Registrar{Store: f.store, MaxBytes: -1}).Register(ctx, f.ws, "t", "r", requestFor("r.csv", "k", data))
-	assert.ErrorIs(t, err, deliverable.ErrInvalidRequest, "negative MaxBytes")
+	ws := local(t, f.ws)
+	for _, tc := range []struct {
+		name, task, run string
+		reg             *deliverable.Registrar
+		ws              deliverable.Workspace
+		want            string
+	}{
+		{"empty task id", "", "r", f.reg, ws, "deliverable: register: task id is empty"},
+		{"control character in run id", "t", "r\x01x", f.reg, ws, `deliverable: register: run id "r\x01x" contains the control character U+0001`},
+		{"host ids are not trimmed, so spaces are refused", " t", "r", f.reg, ws, `deliverable: register: task id " t" has surrounding white space`},
+		{"no store", "t", "r", &deliverable.Registrar{}, ws, "deliverable: register: Registrar.Store is nil; set it (for example to a FileStore)"},
+		{"negative MaxBytes", "t", "r", &deliverable.Registrar{Store: f.store, MaxBytes: -1}, ws, "deliverable: register: Registrar.MaxBytes is -1; use 0 for the default or a positive limit"},
+		{"no workspace", "t", "r", f.reg, nil, "deliverable: register: the workspace is nil; pass one from LocalWorkspace or RemoteWorkspace"},
+	} {
+		_, err := tc.reg.Register(ctx, tc.ws, tc.task, tc.run, requestFor("r.csv", "k", data))
+		requireHostError(t, err)
+		assert.EqualError(t, err, tc.want, tc.name)
+	}
 
 	// MaxBytes changes the limit.
-	_, err = (&deliverable.Registrar{Store: f.store, MaxBytes: 2}).Register(ctx, f.ws, "t", "r", requestFor("r.csv", "k", data))
+	_, err := (&deliverable.Registrar{Store: f.store, MaxBytes: 2}).Register(ctx, local(t, f.ws), "t", "r", requestFor("r.csv", "k", data))
 	assert.ErrorIs(t, err, deliverable.ErrSizeDenied, "3 bytes over MaxBytes 2")
-	_, err = (&deliverable.Registrar{Store: f.store, MaxBytes: 3}).Register(ctx, f.ws, "t", "r", requestFor("r.csv", "k", data))
+	_, err = (&deliverable.Registrar{Store: f.store, MaxBytes: 3}).Register(ctx, local(t, f.ws), "t", "r", requestFor("r.csv", "k", data))
 	assert.NoError(t, err, "3 bytes within MaxBytes 3")
 
 	cancelled, cancel := context.WithCancel(ctx)
 	cancel()
-	_, err = f.reg.Register(cancelled, f.ws, "t", "r", requestFor("r.csv", "k2", data))
+	_, err = f.reg.Register(cancelled, local(t, f.ws), "t", "r", requestFor("r.csv", "k2", data))
 	assert.ErrorIs(t, err, context.Canceled)
+	requireHostError(t, err)
 }
 
 func TestRegisterReplayWritesNothing(t *testing.T) {
@@ -299,13 +308,13 @@ func TestRegisterReplayWritesNothing(t *testing.T) {
 	req := requestFor("report.txt", "key-1", data)
 	ctx := t.Context()
 
-	first, err := f.reg.Register(ctx, f.ws, "t", "r", req)
+	first, err := f.reg.Register(ctx, local(t, f.ws), "t", "r", req)
 	require.NoError(t, err)
 	before := storeFiles(t, f.fs, f.dir)
 
 	// The file is gone: a replay must not need it.
 	require.NoError(t, os.Remove(p))
-	again, err := f.reg.Register(ctx, f.ws, "t", "r", req)
+	again, err := f.reg.Register(ctx, local(t, f.ws), "t", "r", req)
 	require.NoError(t, err)
 	assert.Equal(t, first, again)
 	assert.Equal(t, before, storeFiles(t, f.fs, f.dir), "a replay writes nothing")
@@ -313,12 +322,12 @@ func TestRegisterReplayWritesNothing(t *testing.T) {
 	// A new FileStore on the same directory replays too.
 	reopened, err := deliverable.NewFileStore(f.fs, f.dir)
 	require.NoError(t, err)
-	again, err = (&deliverable.Registrar{Store: reopened}).Register(ctx, f.ws, "t", "r", req)
+	again, err = (&deliverable.Registrar{Store: reopened}).Register(ctx, local(t, f.ws), "t", "r", req)
 	require.NoError(t, err)
 	assert.Equal(t, first, again)
 
 	// The key is scoped to task and run.
-	_, err = f.reg.Register(ctx, f.ws, "t", "other-run", req)
+	_, err = f.reg.Register(ctx, local(t, f.ws), "t", "other-run", req)
 	assert.ErrorIs(t, err, fs.ErrNotExist, "a new run reads the (missing) file")
 }
 
@@ -343,12 +352,12 @@ func TestRegisterConflict(t *testing.T) {
 			f := newFixture(t)
 			writeFile(t, f.ws, "v.txt", data)
 			req := requestFor("v.txt", "same-key", data)
-			first, err := f.reg.Register(ctx, f.ws, "t", "r", req)
+			first, err := f.reg.Register(ctx, local(t, f.ws), "t", "r", req)
 			require.NoError(t, err)
 			before := storeFiles(t, f.fs, f.dir)
 
 			tc.mutate(t, f.ws, &req)
-			_, err = f.reg.Register(ctx, f.ws, "t", "r", req)
+			_, err = f.reg.Register(ctx, local(t, f.ws), "t", "r", req)
 			assert.ErrorIs(t, err, deliverable.ErrIdempotencyConflict)
 			assert.ErrorContains(t, err, first.AttachmentID)
 			assert.Equal(t, before, storeFiles(t, f.fs, f.dir))
@@ -364,28 +373,28 @@ func TestRegisterDuplicate(t *testing.T) {
 	writeFile(t, f.ws, "copy/a.txt", data)
 	writeFile(t, f.ws, "b.txt", data)
 
-	first, err := f.reg.Register(ctx, f.ws, "t", "r", requestFor("a.txt", "k1", data))
+	first, err := f.reg.Register(ctx, local(t, f.ws), "t", "r", requestFor("a.txt", "k1", data))
 	require.NoError(t, err)
 
-	dup, err := f.reg.Register(ctx, f.ws, "t", "r", requestFor("copy/a.txt", "k2", data))
+	dup, err := f.reg.Register(ctx, local(t, f.ws), "t", "r", requestFor("copy/a.txt", "k2", data))
 	require.NoError(t, err)
 	assert.Equal(t, deliverable.Duplicate, dup.Disposition)
 	assert.Equal(t, first.AttachmentID, dup.AttachmentID)
 
 	// Replaying the duplicate's key returns it unchanged.
-	again, err := f.reg.Register(ctx, f.ws, "t", "r", requestFor("copy/a.txt", "k2", data))
+	again, err := f.reg.Register(ctx, local(t, f.ws), "t", "r", requestFor("copy/a.txt", "k2", data))
 	require.NoError(t, err)
 	assert.Equal(t, dup, again)
 
 	// Same bytes under another filename: its own attachment sharing one
 	// blob, so a task that names b.txt can be satisfied.
-	other, err := f.reg.Register(ctx, f.ws, "t", "r", requestFor("b.txt", "k3", data))
+	other, err := f.reg.Register(ctx, local(t, f.ws), "t", "r", requestFor("b.txt", "k3", data))
 	require.NoError(t, err)
 	assert.Equal(t, deliverable.Applied, other.Disposition)
 	assert.NotEqual(t, first.AttachmentID, other.AttachmentID)
 
 	// Same content in another run is that run's own attachment.
-	otherRun, err := f.reg.Register(ctx, f.ws, "t", "r2", requestFor("a.txt", "k1", data))
+	otherRun, err := f.reg.Register(ctx, local(t, f.ws), "t", "r2", requestFor("a.txt", "k1", data))
 	require.NoError(t, err)
 	assert.Equal(t, deliverable.Applied, otherRun.Disposition)
 
@@ -395,7 +404,7 @@ func TestRegisterDuplicate(t *testing.T) {
 	// A duplicate claim is still verified against the file: same size,
 	// different bytes.
 	writeFile(t, f.ws, "a.txt", []byte("SAME BYTES"))
-	_, err = f.reg.Register(ctx, f.ws, "t", "r", requestFor("a.txt", "k4", data))
+	_, err = f.reg.Register(ctx, local(t, f.ws), "t", "r", requestFor("a.txt", "k4", data))
 	assert.ErrorIs(t, err, deliverable.ErrHashMismatch)
 }
 
@@ -406,6 +415,7 @@ func TestRegisterConcurrentSameKey(t *testing.T) {
 	req := requestFor("rows.csv", "one-key", data)
 
 	const n = 16
+	ws := local(t, f.ws)
 	var (
 		wg       sync.WaitGroup
 		start    = make(chan struct{})
@@ -417,7 +427,7 @@ func TestRegisterConcurrentSameKey(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			<-start
-			receipts[i], errs[i] = f.reg.Register(t.Context(), f.ws, "t", "r", req)
+			receipts[i], errs[i] = f.reg.Register(t.Context(), ws, "t", "r", req)
 		}()
 	}
 	close(start)
@@ -460,7 +470,7 @@ func TestRegisterFileGrownDuringRead(t *testing.T) {
 			}
 			appended <- err
 		}()
-		rc, err := f.reg.Register(ctx, f.ws, "t", "r", req)
+		rc, err := f.reg.Register(ctx, local(t, f.ws), "t", "r", req)
 		require.NoError(t, <-appended)
 		switch {
 		case errors.Is(err, deliverable.ErrFileChanged):
@@ -495,9 +505,9 @@ func TestRegisterFilenameIsTheFilesOwnName(t *testing.T) {
 	writeFile(t, f.ws, "notes.txt", data)
 	req := requestFor("notes.txt", "k", data)
 	req.Filename = "output.json" // the name a task asked for, on another file
-	_, err := f.reg.Register(t.Context(), f.ws, "t", "r", req)
+	_, err := f.reg.Register(t.Context(), local(t, f.ws), "t", "r", req)
 	require.ErrorIs(t, err, deliverable.ErrInvalidRequest)
-	assert.ErrorContains(t, err, `pass "notes.txt"`)
+	assert.ErrorContains(t, err, `pass filename "notes.txt"`)
 	assert.Empty(t, filesUnder(t, f.fs, f.dir, "blobs"), "nothing stored")
 }
 
@@ -531,7 +541,7 @@ func TestRegisterDetectsRewriteInPlace(t *testing.T) {
 	data := bytes.Repeat([]byte("A"), 1<<20)
 	p := writeFile(t, f.ws, "big.bin", data)
 	reg := &deliverable.Registrar{Store: midReadStore{Store: f.store, path: p}}
-	_, err := reg.Register(t.Context(), f.ws, "t", "r", requestFor("big.bin", "k", data))
+	_, err := reg.Register(t.Context(), local(t, f.ws), "t", "r", requestFor("big.bin", "k", data))
 	require.ErrorIs(t, err, deliverable.ErrFileChanged)
 	assert.Empty(t, filesUnder(t, f.fs, f.dir, "blobs"), "nothing stored")
 }

@@ -20,9 +20,10 @@ func TestRegisterFIFODoesNotHang(t *testing.T) {
 	require.NoError(t, syscall.Mkfifo(filepath.Join(f.ws, "pipe.csv"), 0o644))
 	req := requestFor("pipe.csv", "k", []byte("a"))
 
+	ws := local(t, f.ws)
 	done := make(chan error, 1)
 	go func() {
-		_, err := f.reg.Register(t.Context(), f.ws, "t", "r", req)
+		_, err := f.reg.Register(t.Context(), ws, "t", "r", req)
 		done <- err
 	}()
 	select {

@@ -38,28 +38,28 @@ const (
 
 // Receipt is what Register returns and what the agent cites.
 type Receipt struct {
-	AttachmentID string      `json:"attachmentId"`
-	TaskID       string      `json:"taskId"`
-	RunID        string      `json:"runId"`
-	Filename     string      `json:"filename"`
-	ContentType  string      `json:"contentType"`
-	SHA256       string      `json:"sha256"`
-	ByteSize     int64       `json:"byteSize"`
+	AttachmentID string      `json:"attachmentId"` // lowercase UUID; cite it as deliverable:<id>
+	TaskID       string      `json:"taskId"`       // the task the attachment belongs to
+	RunID        string      `json:"runId"`        // the run that registered it
+	Filename     string      `json:"filename"`     // base name shown to the user
+	ContentType  string      `json:"contentType"`  // canonical media type
+	SHA256       string      `json:"sha256"`       // lowercase hex of the stored bytes
+	ByteSize     int64       `json:"byteSize"`     // size of the stored bytes
 	ContentPath  string      `json:"contentPath"`  // /api/attachments/<id>/content
 	DownloadPath string      `json:"downloadPath"` // /api/attachments/<id>/content?download=1
-	Disposition  Disposition `json:"disposition"`
+	Disposition  Disposition `json:"disposition"`  // Applied or Duplicate
 }
 
 // Attachment is a stored, verified file belonging to one task and run.
 type Attachment struct {
-	ID          string `json:"id"`
-	TaskID      string `json:"taskId"`
-	RunID       string `json:"runId"`
-	Filename    string `json:"filename"`
-	ContentType string `json:"contentType"`
-	SHA256      string `json:"sha256"`
-	ByteSize    int64  `json:"byteSize"`
-	Title       string `json:"title"`
+	ID          string `json:"id"`          // lowercase UUID
+	TaskID      string `json:"taskId"`      // the task it belongs to
+	RunID       string `json:"runId"`       // the run that registered it
+	Filename    string `json:"filename"`    // base name shown to the user
+	ContentType string `json:"contentType"` // canonical media type
+	SHA256      string `json:"sha256"`      // lowercase hex of the content
+	ByteSize    int64  `json:"byteSize"`    // size of the content
+	Title       string `json:"title"`       // the agent's short description
 }
 
 // ContentPath returns the URL path that serves the attachment with id.
@@ -78,122 +78,170 @@ const (
 	maxIDLen    = 256
 )
 
+// Hints: what each field should hold, for the agent's messages.
+const (
+	hintContentRef  = `the file's path relative to the workspace root, such as "out/report.pdf"`
+	hintFilename    = "the file's base name, the last element of contentRef"
+	hintContentType = `a media type such as "application/pdf" or "text/csv"`
+	hintSHA256      = "the SHA-256 of the file's bytes as 64 hex digits"
+	hintTitle       = "a short description of the file for the user"
+	hintKey         = "a key unique to this registration in this run"
+)
+
+// rejecter writes the agent's messages for one tool name.
+type rejecter struct{ tool string }
+
+// reject returns a *RequestError for field: Message is "<tool>: <problem>;
+// <fix>." and Err wraps sentinel.
+func (rj rejecter) reject(field string, sentinel error, problem, fix string) *RequestError {
+	return &RequestError{Field: field, Message: rj.tool + ": " + problem + "; " + fix + ".", Err: fmt.Errorf("%w: %s", sentinel, problem)}
+}
+
+// rejectPath is reject for a problem with the file or its path: Err is an
+// *fs.PathError whose Path is ref, the contentRef as given.
+func (rj rejecter) rejectPath(field, ref string, sentinel error, problem, fix string, cause error) *RequestError {
+	err := fmt.Errorf("%w: %s", sentinel, problem)
+	if cause != nil {
+		err = fmt.Errorf("%w: %s: %w", sentinel, problem, cause)
+	}
+	return &RequestError{Field: field, Message: rj.tool + ": " + problem + "; " + fix + ".", Err: &fs.PathError{Op: "register", Path: ref, Err: err}}
+}
+
 // normalize trims and validates req, returning the normalized request and the
-// cleaned, slash-separated content path.
-func normalize(req Request, maxBytes int64) (Request, string, error) {
+// cleaned, slash-separated content path. Every error is a *RequestError.
+func normalize(rj rejecter, req Request, maxBytes int64) (Request, string, error) {
 	var err error
 	n := req
-	if n.Filename, err = textField("Filename", n.Filename, maxNameLen); err != nil {
+	if n.Filename, err = textField(rj, "filename", n.Filename, maxNameLen, hintFilename); err != nil {
 		return Request{}, "", err
 	}
 	if strings.ContainsAny(n.Filename, `/\`) || n.Filename == "." || n.Filename == ".." {
-		return Request{}, "", fmt.Errorf("%w: Filename %q is not a base name; pass only the file's name, without directories", ErrInvalidRequest, n.Filename)
+		return Request{}, "", rj.reject("filename", ErrInvalidRequest,
+			fmt.Sprintf("filename %q is not a base name", n.Filename), "pass "+hintFilename+", without directories")
 	}
-	if n.ContentType, err = textField("ContentType", n.ContentType, maxTypeLen); err != nil {
+	if n.ContentType, err = textField(rj, "contentType", n.ContentType, maxTypeLen, hintContentType); err != nil {
 		return Request{}, "", err
 	}
-	if n.ContentType, err = mediaType(n.ContentType); err != nil {
+	if n.ContentType, err = mediaType(rj, n.ContentType); err != nil {
 		return Request{}, "", err
 	}
-	if n.Title, err = textField("Title", n.Title, maxTitleLen); err != nil {
+	if n.Title, err = textField(rj, "title", n.Title, maxTitleLen, hintTitle); err != nil {
 		return Request{}, "", err
 	}
-	if n.IdempotencyKey, err = textField("IdempotencyKey", n.IdempotencyKey, maxKeyLen); err != nil {
+	if n.IdempotencyKey, err = textField(rj, "idempotencyKey", n.IdempotencyKey, maxKeyLen, hintKey); err != nil {
 		return Request{}, "", err
 	}
 	n.SHA256 = strings.ToLower(strings.TrimSpace(n.SHA256))
 	if !isHex(n.SHA256, 64) {
-		return Request{}, "", fmt.Errorf("%w: SHA256 %q is not 64 hex digits; pass the file's SHA-256 in hex", ErrInvalidRequest, clip(req.SHA256))
+		return Request{}, "", rj.reject("sha256", ErrInvalidRequest,
+			fmt.Sprintf("sha256 %q is not 64 hex digits", clip(req.SHA256)), "pass "+hintSHA256)
 	}
 	if n.ByteSize < 1 || n.ByteSize > maxBytes {
-		return Request{}, "", fmt.Errorf("%w: ByteSize %d is outside 1..%d; only non-empty files up to %d bytes can be registered", ErrSizeDenied, n.ByteSize, maxBytes, maxBytes)
+		return Request{}, "", rj.reject("byteSize", ErrSizeDenied,
+			fmt.Sprintf("byteSize %d is outside 1..%d", n.ByteSize, maxBytes),
+			fmt.Sprintf("only a non-empty file of at most %d bytes can be registered; pass its exact size in bytes", maxBytes))
 	}
 	n.ContentRef = strings.TrimSpace(n.ContentRef)
-	rel, err := cleanRef("register", n.ContentRef)
-	if err != nil {
-		return Request{}, "", err
+	rel, why := cleanRef(n.ContentRef)
+	if why != "" {
+		return Request{}, "", rj.rejectPath("contentRef", req.ContentRef, ErrPathDenied,
+			fmt.Sprintf("contentRef %q %s", clip(req.ContentRef), why), "pass "+hintContentRef, nil)
 	}
 	n.ContentRef = rel
 	return n, rel, nil
 }
 
 // textField trims s and checks that it is non-empty, at most max bytes of valid
-// UTF-8 and free of control and bidirectional-override characters.
-func textField(name, s string, max int) (string, error) {
+// UTF-8 and free of control and bidirectional-override characters. name is
+// the field's JSON name.
+func textField(rj rejecter, name, s string, max int, hint string) (string, error) {
 	s = strings.TrimSpace(s)
 	if s == "" {
-		return "", fmt.Errorf("%w: %s is empty; it is required", ErrInvalidRequest, name)
+		return "", rj.reject(name, ErrInvalidRequest, name+" is empty", "pass "+hint)
 	}
 	if len(s) > max {
-		return "", fmt.Errorf("%w: %s is %d bytes long; the limit is %d", ErrInvalidRequest, name, len(s), max)
+		return "", rj.reject(name, ErrInvalidRequest, fmt.Sprintf("%s is %d bytes long", name, len(s)), fmt.Sprintf("shorten it to at most %d bytes", max))
 	}
-	if err := checkChars(s); err != nil {
-		return "", fmt.Errorf("%w: %s %q %v", ErrInvalidRequest, name, clip(s), err)
+	if why, fix := charProblem(s); why != "" {
+		return "", rj.reject(name, ErrInvalidRequest, fmt.Sprintf("%s %q %s", name, clip(s), why), fix)
 	}
 	return s, nil
 }
 
 // checkID validates a host-supplied id without changing it: non-empty, at
-// most maxIDLen bytes, no surrounding space or control characters.
+// most maxIDLen bytes, no surrounding space or control characters. The
+// error is the host's, not the agent's.
 func checkID(name, id string) error {
-	if t, err := textField(name, id, maxIDLen); err != nil {
-		return err
-	} else if t != id {
-		return fmt.Errorf("%w: %s %q has surrounding white space", ErrInvalidRequest, name, clip(id))
+	switch t := strings.TrimSpace(id); {
+	case t == "":
+		return fmt.Errorf("%s is empty", name)
+	case len(id) > maxIDLen:
+		return fmt.Errorf("%s is %d bytes long; the limit is %d", name, len(id), maxIDLen)
+	case t != id:
+		return fmt.Errorf("%s %q has surrounding white space", name, clip(id))
+	}
+	if why, _ := charProblem(id); why != "" {
+		return fmt.Errorf("%s %q %s", name, clip(id), why)
 	}
 	return nil
 }
 
-// checkChars rejects invalid UTF-8, control characters and bidi controls.
-func checkChars(s string) error {
+// charProblem reports invalid UTF-8, control characters and bidi controls
+// in s: what is wrong and what to do, or "" when nothing is.
+func charProblem(s string) (why, fix string) {
 	if !utf8.ValidString(s) {
-		return fmt.Errorf("is not valid UTF-8")
+		return "is not valid UTF-8", "pass UTF-8 text"
 	}
 	for _, r := range s {
 		if unicode.IsControl(r) || isBidiControl(r) {
-			return fmt.Errorf("contains the control character %U; remove it", r)
+			return fmt.Sprintf("contains the control character %U", r), "remove it"
 		}
 	}
-	return nil
+	return "", ""
 }
 
 func isBidiControl(r rune) bool {
 	return (r >= 0x202A && r <= 0x202E) || (r >= 0x2066 && r <= 0x2069) || r == 0x200E || r == 0x200F || r == 0x061C
 }
 
-// cleanRef checks an untrusted workspace-relative path lexically and returns it
-// cleaned. It refuses absolute and home paths, URLs and other schemes,
-// backslashes, NUL and control characters, and any ".." component.
-func cleanRef(op, unsafePath string) (string, error) {
-	deny := func(why string) error {
-		return &fs.PathError{Op: op, Path: unsafePath, Err: fmt.Errorf("%w: %s", ErrPathDenied, why)}
-	}
+// cleanRef checks an untrusted workspace-relative path lexically and returns
+// it cleaned, or why it is refused ("is absolute", …). It refuses absolute
+// and home paths, URLs and other schemes, backslashes, NUL and control
+// characters, any ".." component, and the root itself.
+func cleanRef(unsafePath string) (clean, why string) {
 	switch {
 	case unsafePath == "":
-		return "", deny("the path is empty; pass the file's path relative to the workspace root")
+		return "", "is empty"
 	case len(unsafePath) > maxRefLen:
-		return "", deny(fmt.Sprintf("the path is longer than %d bytes", maxRefLen))
-	case checkChars(unsafePath) != nil:
-		return "", deny("the path contains invalid UTF-8 or control characters")
+		return "", fmt.Sprintf("is longer than %d bytes", maxRefLen)
+	case !utf8.ValidString(unsafePath):
+		return "", "is not valid UTF-8"
+	case strings.ContainsFunc(unsafePath, func(r rune) bool { return unicode.IsControl(r) || isBidiControl(r) }):
+		return "", "contains a control character"
 	case hasScheme(unsafePath):
-		return "", deny("the path is a URL or has a scheme; pass a path relative to the workspace root")
+		return "", "is a URL or has a scheme"
 	case strings.HasPrefix(unsafePath, "/"):
-		return "", deny("the path is absolute; pass a path relative to the workspace root")
+		return "", "is absolute"
 	case strings.HasPrefix(unsafePath, "~"):
-		return "", deny("the path is a home-directory path; pass a path relative to the workspace root")
+		return "", "is a home-directory path"
 	case strings.Contains(unsafePath, `\`):
-		return "", deny(`the path contains a backslash; use "/" as the separator`)
+		return "", `contains a backslash ("/" is the separator)`
 	}
 	for _, c := range strings.Split(unsafePath, "/") {
 		if c == ".." {
-			return "", deny(`the path contains ".."; pass a path inside the workspace`)
+			return "", `contains ".."`
 		}
 	}
-	clean := path.Clean(unsafePath)
+	clean = path.Clean(unsafePath)
 	if clean == "." {
-		return "", deny("the path names the workspace root, not a file")
+		return "", "names the workspace root, not a file"
 	}
-	return clean, nil
+	return clean, ""
+}
+
+// pathDenied is cleanRef's refusal as an *fs.PathError wrapping ErrPathDenied.
+func pathDenied(op, unsafePath, why string) error {
+	return &fs.PathError{Op: op, Path: unsafePath, Err: fmt.Errorf("%w: the path %s; pass a clean path relative to the workspace root", ErrPathDenied, why)}
 }
 
 // hasScheme reports whether s starts with a URI scheme ("https:", "file:", "C:").
@@ -247,12 +295,12 @@ func fingerprint(n Request) string {
 }
 
 // mediaType parses and re-formats a media type so that the stored value is canonical.
-func mediaType(s string) (string, error) {
+func mediaType(rj rejecter, s string) (string, error) {
 	t, params, err := mime.ParseMediaType(s)
 	if err == nil {
 		if f := mime.FormatMediaType(t, params); f != "" {
 			return f, nil
 		}
 	}
-	return "", fmt.Errorf("%w: ContentType %q is not a media type; pass one such as \"application/pdf\" or \"text/csv\"", ErrInvalidRequest, clip(s))
+	return "", rj.reject("contentType", ErrInvalidRequest, fmt.Sprintf("contentType %q is not a media type", clip(s)), "pass "+hintContentType)
 }

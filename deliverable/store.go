@@ -11,21 +11,21 @@ import (
 // Key names one idempotent registration: an idempotency key is scoped to one
 // task and one run.
 type Key struct {
-	TaskID, RunID, IdempotencyKey string
+	TaskID, RunID, IdempotencyKey string // the host's task and run, the agent's key
 }
 
 // Entry is a registration handed to Store.Put. Register fills it from a
 // validated, normalized Request.
 type Entry struct {
-	Key Key
+	Key Key // where the registration is recorded
 	// Fingerprint identifies the whole request. A stored Key with another
 	// Fingerprint is an idempotency conflict.
 	Fingerprint string
-	Filename    string
-	ContentType string
+	Filename    string // base name
+	ContentType string // canonical media type
 	SHA256      string // lowercase hex
-	ByteSize    int64
-	Title       string
+	ByteSize    int64  // exact size of the content
+	Title       string // the agent's short description
 }
 
 // Store keeps attachments, their content and idempotency receipts. It is what

@@ -1,98 +1,549 @@
 package deliverable
 
 import (
+	"bytes"
+	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
-	"os"
-	"path/filepath"
+	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf16"
+	"unicode/utf8"
 )
 
 // KindWorkspaceFile is the Kind of a reference to a file in a workspace.
 const KindWorkspaceFile = "workspace_file"
 
-// WorkspaceRef is a stored reference to a place in a workspace file. It keeps
-// the workspace-relative path, never a host path; Resolve turns it into one
-// for a given workspace root.
+// WorkspaceKind says which kind of registered workspace a reference points into.
+type WorkspaceKind string
+
+// The workspace kinds. Any other value is rejected.
+const (
+	// ExecutionWorkspace is the workspace an issue's run executes in.
+	ExecutionWorkspace WorkspaceKind = "execution_workspace"
+	// ProjectWorkspace is a project's own workspace.
+	ProjectWorkspace WorkspaceKind = "project_workspace"
+)
+
+// Limits of a workspace reference.
+const (
+	maxLineCol     = 1<<31 - 1 // largest line or column
+	maxRefJSONSize = 16 << 10  // largest encoded reference DecodeWorkspaceRef reads
+)
+
+// WorkspaceRef is a stored reference to a place in a file of a registered
+// workspace. It holds ids and a workspace-relative path, never a host path;
+// WorkspaceRef.Open resolves it through the host's WorkspaceLookup.
+//
+// Its JSON form is one object with these keys, in this order as written by
+// Encode (optional ones omitted when empty):
+//
+//	kind           "workspace_file"
+//	issueId        the issue the reference belongs to
+//	projectId      optional: the project of a project workspace other than the issue's own
+//	workspaceKind  "execution_workspace" or "project_workspace"
+//	workspaceId    the workspace's id
+//	relativePath   clean, slash-separated path relative to the workspace root
+//	line           optional: 1-based line
+//	column         optional: 1-based column; only with line
+//	displayPath    relativePath, then ":line" and ":column" when present
+//
+// Ids are 1–256 bytes of printable UTF-8 without white space, "/" or "\",
+// so no field but relativePath can hold a path, and relativePath is never
+// absolute, a home path, a URL, or one with a ".." component.
 type WorkspaceRef struct {
-	Kind         string `json:"kind"` // KindWorkspaceFile (empty means the same)
-	WorkspaceID  string `json:"workspaceId"`
-	RelativePath string `json:"relativePath"`     // slash-separated, relative to the workspace root
-	Line         int    `json:"line,omitempty"`   // 1-based; 0 means none
-	Column       int    `json:"column,omitempty"` // 1-based; 0 means none; needs Line
+	Kind          string        // KindWorkspaceFile
+	IssueID       string        // the issue the reference belongs to
+	ProjectID     string        // optional; see WorkspaceRef.Open
+	WorkspaceKind WorkspaceKind // ExecutionWorkspace or ProjectWorkspace
+	WorkspaceID   string        // the workspace's id
+	RelativePath  string        // clean, slash-separated, relative to the workspace root
+	Line          int           // 1-based; 0 means none
+	Column        int           // 1-based; 0 means none; needs Line
+	DisplayPath   string        // RelativePath[:Line[:Column]]
 }
 
-// NewWorkspaceRef validates unsafePath like Resolve does (lexically) and
-// returns a reference holding its cleaned relative form.
-func NewWorkspaceRef(workspaceID, unsafePath string, line, column int) (WorkspaceRef, error) {
-	r := WorkspaceRef{Kind: KindWorkspaceFile, WorkspaceID: workspaceID, RelativePath: unsafePath, Line: line, Column: column}
-	rel, err := r.check("reference")
-	if err != nil {
-		return WorkspaceRef{}, err
+// NewWorkspaceRef returns the reference described by r, completed: Kind is
+// set to KindWorkspaceFile, r.RelativePath (untrusted) is checked lexically
+// and cleaned ("./src//main.go" becomes "src/main.go"), and DisplayPath is
+// derived. r.Kind and r.DisplayPath must be empty or already what they will
+// be. The result passes Validate.
+func NewWorkspaceRef(r WorkspaceRef) (WorkspaceRef, error) {
+	if r.Kind != "" && r.Kind != KindWorkspaceFile {
+		return WorkspaceRef{}, refErr("kind %q is not %q", clip(r.Kind), KindWorkspaceFile)
+	}
+	r.Kind = KindWorkspaceFile
+	unsafePath := r.RelativePath
+	rel, why := cleanRef(strings.TrimSpace(unsafePath))
+	if why != "" {
+		return WorkspaceRef{}, pathDenied("reference", unsafePath, why)
 	}
 	r.RelativePath = rel
+	display := r.displayPath()
+	if r.DisplayPath != "" && r.DisplayPath != display {
+		return WorkspaceRef{}, refErr("displayPath %q is not %q, what relativePath, line and column give; leave it empty", clip(r.DisplayPath), clip(display))
+	}
+	r.DisplayPath = display
+	if err := r.Validate(); err != nil {
+		return WorkspaceRef{}, err
+	}
 	return r, nil
 }
 
-// check validates the reference lexically and returns its cleaned relative path.
-func (r WorkspaceRef) check(op string) (string, error) {
-	if r.Kind != "" && r.Kind != KindWorkspaceFile {
-		return "", fmt.Errorf("%w: workspace reference kind %q is not %q", ErrInvalidRequest, clip(r.Kind), KindWorkspaceFile)
+// displayPath returns RelativePath[:Line[:Column]].
+func (r WorkspaceRef) displayPath() string {
+	s := r.RelativePath
+	if r.Line > 0 {
+		s += ":" + strconv.Itoa(r.Line)
+		if r.Column > 0 {
+			s += ":" + strconv.Itoa(r.Column)
+		}
 	}
-	if r.Line < 0 || r.Column < 0 || (r.Column > 0 && r.Line == 0) {
-		return "", fmt.Errorf("%w: workspace reference line %d column %d; use 1-based numbers, and a column only with a line", ErrInvalidRequest, r.Line, r.Column)
-	}
-	return cleanRef(op, r.RelativePath)
+	return s
 }
 
-// Resolve returns the host path of the referenced file inside the workspace
-// whose root directory is root (an absolute path). The reference must name an
-// existing file or directory strictly inside root: absolute and home paths,
-// URLs, ".." components and backslashes are refused lexically
-// (ErrPathDenied), and a symbolic link anywhere on the path may only lead to
-// another place inside root (ErrSymlinkDenied otherwise). The result is the
-// fully resolved path, without links. Errors are *fs.PathError values with
-// Path set to RelativePath.
-//
-// Resolve checks a point in time: a link planted after it returns is not
-// seen. To read the file, open it beneath the root with a descriptor-based,
-// no-follow open rather than by the returned path.
-func (r WorkspaceRef) Resolve(root string) (string, error) {
-	rel, err := r.check("resolve")
-	if err != nil {
-		return "", err
+func refErr(format string, args ...any) error {
+	return fmt.Errorf("%w: workspace reference: "+format, append([]any{ErrInvalidRequest}, args...)...)
+}
+
+// Validate checks every field: Kind, the ids, WorkspaceKind, a clean
+// RelativePath (ErrPathDenied inside an *fs.PathError), line and column in
+// 1..2³¹-1 or zero (a column only with a line), and DisplayPath equal to
+// what they imply. Other failures wrap ErrInvalidRequest.
+func (r WorkspaceRef) Validate() error {
+	if r.Kind != KindWorkspaceFile {
+		return refErr("kind %q is not %q", clip(r.Kind), KindWorkspaceFile)
 	}
-	pathErr := func(err error) error { return &fs.PathError{Op: "resolve", Path: r.RelativePath, Err: err} }
-	if !filepath.IsAbs(root) {
-		return "", fmt.Errorf("%w: workspace root %q is not absolute", ErrInvalidRequest, clip(root))
+	ids := []struct{ name, v string }{{"issueId", r.IssueID}, {"workspaceId", r.WorkspaceID}}
+	if r.ProjectID != "" {
+		ids = append(ids, struct{ name, v string }{"projectId", r.ProjectID})
 	}
-	realRoot, err := filepath.EvalSymlinks(root)
-	if err != nil {
-		return "", fmt.Errorf("deliverable: resolve workspace root %s: %w", root, err)
-	}
-	real, err := filepath.EvalSymlinks(filepath.Join(realRoot, filepath.FromSlash(rel)))
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return "", pathErr(fmt.Errorf("the referenced file does not exist in the workspace: %w", err))
+	for _, id := range ids {
+		if why := refIDProblem(id.v); why != "" {
+			return refErr("%s %q %s", id.name, clip(id.v), why)
 		}
-		return "", pathErr(err)
 	}
-	inside, err := filepath.Rel(realRoot, real)
-	if err != nil || inside == ".." || strings.HasPrefix(inside, ".."+string(filepath.Separator)) || filepath.IsAbs(inside) {
-		return "", pathErr(fmt.Errorf("%w: a symbolic link on the path leads outside the workspace", ErrSymlinkDenied))
+	if r.WorkspaceKind != ExecutionWorkspace && r.WorkspaceKind != ProjectWorkspace {
+		return refErr("workspaceKind %q is not %q or %q", clip(string(r.WorkspaceKind)), ExecutionWorkspace, ProjectWorkspace)
 	}
-	if inside == "." {
-		return "", pathErr(fmt.Errorf("%w: the path resolves to the workspace root, not a file in it", ErrPathDenied))
+	if clean, why := cleanRef(r.RelativePath); why != "" {
+		return pathDenied("reference", r.RelativePath, why)
+	} else if clean != r.RelativePath {
+		return pathDenied("reference", r.RelativePath, fmt.Sprintf("is not clean (%q)", clip(clean)))
 	}
-	// Cross-check with os.Root, which refuses to leave the root at all.
-	rt, err := os.OpenRoot(realRoot)
+	if r.Line < 0 || r.Column < 0 || r.Line > maxLineCol || r.Column > maxLineCol || (r.Column > 0 && r.Line == 0) {
+		return refErr("line %d column %d; use 1-based numbers, and a column only with a line", r.Line, r.Column)
+	}
+	if d := r.displayPath(); r.DisplayPath != d {
+		return refErr("displayPath %q is not %q, what relativePath, line and column give", clip(r.DisplayPath), clip(d))
+	}
+	return nil
+}
+
+// refIDProblem says what is wrong with an id of a reference, or "".
+func refIDProblem(id string) string {
+	switch {
+	case id == "":
+		return "is empty"
+	case len(id) > maxIDLen:
+		return fmt.Sprintf("is longer than %d bytes", maxIDLen)
+	case !utf8.ValidString(id):
+		return "is not valid UTF-8"
+	}
+	for _, c := range id {
+		if c == '/' || c == '\\' || unicode.IsSpace(c) || !unicode.IsPrint(c) || isBidiControl(c) {
+			return fmt.Sprintf("contains %U; an id has no white space, control characters, \"/\" or \"\\\"", c)
+		}
+	}
+	return ""
+}
+
+// refKeys lists the JSON keys in encoding order.
+var refKeys = [...]string{"kind", "issueId", "projectId", "workspaceKind", "workspaceId", "relativePath", "line", "column", "displayPath"}
+
+// Encode returns the canonical JSON encoding of r: one compact object with
+// the keys in the documented order, optional ones omitted when empty, no
+// HTML escaping, no trailing newline. It validates r first, so whatever
+// Encode returns, DecodeWorkspaceRef decodes to r.
+func (r WorkspaceRef) Encode() ([]byte, error) {
+	if err := r.Validate(); err != nil {
+		return nil, err
+	}
+	var b bytes.Buffer
+	b.WriteByte('{')
+	field := func(key, value string) {
+		if b.Len() > 1 {
+			b.WriteByte(',')
+		}
+		b.WriteString(strconv.Quote(key))
+		b.WriteByte(':')
+		b.WriteString(value)
+	}
+	field("kind", jsonString(r.Kind))
+	field("issueId", jsonString(r.IssueID))
+	if r.ProjectID != "" {
+		field("projectId", jsonString(r.ProjectID))
+	}
+	field("workspaceKind", jsonString(string(r.WorkspaceKind)))
+	field("workspaceId", jsonString(r.WorkspaceID))
+	field("relativePath", jsonString(r.RelativePath))
+	if r.Line > 0 {
+		field("line", strconv.Itoa(r.Line))
+	}
+	if r.Column > 0 {
+		field("column", strconv.Itoa(r.Column))
+	}
+	field("displayPath", jsonString(r.DisplayPath))
+	b.WriteByte('}')
+	return b.Bytes(), nil
+}
+
+// jsonString encodes s (valid UTF-8) as a JSON string without HTML escaping.
+func jsonString(s string) string {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(s); err != nil {
+		panic(err) // a string always encodes
+	}
+	return strings.TrimSuffix(b.String(), "\n")
+}
+
+// MarshalJSON is Encode, for use inside other JSON documents.
+func (r WorkspaceRef) MarshalJSON() ([]byte, error) { return r.Encode() }
+
+// UnmarshalJSON is DecodeWorkspaceRef, for use inside other JSON documents.
+// Following encoding/json's convention, a JSON null leaves r unchanged.
+func (r *WorkspaceRef) UnmarshalJSON(data []byte) error {
+	if string(bytes.TrimSpace(data)) == "null" {
+		return nil
+	}
+	v, err := DecodeWorkspaceRef(data)
 	if err != nil {
-		return "", fmt.Errorf("deliverable: open workspace root %s: %w", realRoot, err)
+		return err
 	}
-	defer func() { _ = rt.Close() }() // a directory handle: nothing to flush
-	if _, err := rt.Lstat(inside); err != nil {
-		return "", pathErr(fmt.Errorf("%w: the resolved path is not inside the workspace (%w)", ErrPathDenied, err))
+	*r = v
+	return nil
+}
+
+// DecodeWorkspaceRef strictly decodes one workspace reference: exactly one
+// JSON object (surrounding white space allowed, key order free) of the
+// documented keys, each at most once and spelled exactly (a known key in
+// another case is refused by name), strings as strings, line and column as
+// plain positive integers (no sign, fraction, exponent or leading zero), no
+// escaped lone surrogate, no trailing data, at most 16 KiB; then Validate,
+// so displayPath must be what the other fields imply. Errors wrap
+// ErrInvalidRequest, or ErrPathDenied for relativePath.
+//
+// Whatever it accepts, Encode re-encodes to canonical bytes that decode to
+// the same reference.
+func DecodeWorkspaceRef(data []byte) (WorkspaceRef, error) {
+	if len(data) > maxRefJSONSize {
+		return WorkspaceRef{}, refErr("%d bytes, more than %d", len(data), maxRefJSONSize)
 	}
-	return real, nil
+	if !utf8.Valid(data) {
+		return WorkspaceRef{}, refErr("not valid UTF-8")
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return WorkspaceRef{}, refErr("not a JSON object")
+	}
+	values := map[string]json.RawMessage{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return WorkspaceRef{}, refErr("%v", err)
+		}
+		key, ok := tok.(string)
+		if !ok {
+			return WorkspaceRef{}, refErr("an object key is not a string")
+		}
+		if _, dup := values[key]; dup {
+			return WorkspaceRef{}, refErr("duplicate key %q", clip(key))
+		}
+		known := false
+		for _, k := range refKeys {
+			if k == key {
+				known = true
+				break
+			}
+			if strings.EqualFold(k, key) {
+				return WorkspaceRef{}, refErr("key %q is %q in the wrong case (keys are case-sensitive)", clip(key), k)
+			}
+		}
+		if !known {
+			return WorkspaceRef{}, refErr("unknown key %q", clip(key))
+		}
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return WorkspaceRef{}, refErr("key %q: %v", key, err)
+		}
+		values[key] = raw
+	}
+	if _, err := dec.Token(); err != nil { // the closing '}'
+		return WorkspaceRef{}, refErr("%v", err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return WorkspaceRef{}, refErr("trailing data after the object")
+	}
+
+	var r WorkspaceRef
+	str := func(key string, dst *string, required bool) error {
+		raw, ok := values[key]
+		if !ok {
+			if required {
+				return refErr("missing key %q", key)
+			}
+			return nil
+		}
+		if len(raw) == 0 || raw[0] != '"' {
+			return refErr("%q is not a string", key)
+		}
+		if err := checkEscapes(raw); err != nil {
+			return refErr("%q: %v", key, err)
+		}
+		if err := json.Unmarshal(raw, dst); err != nil {
+			return refErr("%q: %v", key, err)
+		}
+		if !required && *dst == "" {
+			return refErr("%q is empty; omit it instead", key)
+		}
+		return nil
+	}
+	num := func(key string, dst *int) error {
+		raw, ok := values[key]
+		if !ok {
+			return nil
+		}
+		s := string(raw)
+		if !isDigits(s) || s[0] == '0' || len(s) > 10 {
+			return refErr("%q is %s, not a positive integer", key, clip(s))
+		}
+		n, err := strconv.Atoi(s)
+		if err != nil || n > maxLineCol {
+			return refErr("%q is %s, larger than %d", key, s, maxLineCol)
+		}
+		*dst = n
+		return nil
+	}
+	var kind string
+	for _, err := range []error{
+		str("kind", &r.Kind, true),
+		str("issueId", &r.IssueID, true),
+		str("projectId", &r.ProjectID, false),
+		str("workspaceKind", &kind, true),
+		str("workspaceId", &r.WorkspaceID, true),
+		str("relativePath", &r.RelativePath, true),
+		num("line", &r.Line),
+		num("column", &r.Column),
+		str("displayPath", &r.DisplayPath, true),
+	} {
+		if err != nil {
+			return WorkspaceRef{}, err
+		}
+	}
+	r.WorkspaceKind = WorkspaceKind(kind)
+	if err := r.Validate(); err != nil {
+		return WorkspaceRef{}, err
+	}
+	return r, nil
+}
+
+// checkEscapes rejects \u escapes of a lone UTF-16 surrogate in raw, a
+// valid JSON string literal: encoding/json would silently turn them into
+// U+FFFD.
+func checkEscapes(raw []byte) error {
+	hex4 := func(i int) rune {
+		if i+4 > len(raw) {
+			return -1
+		}
+		v, err := strconv.ParseUint(string(raw[i:i+4]), 16, 32)
+		if err != nil {
+			return -1
+		}
+		return rune(v)
+	}
+	for i := 0; i < len(raw); i++ {
+		if raw[i] != '\\' {
+			continue
+		}
+		i++
+		if i >= len(raw) || raw[i] != 'u' {
+			continue
+		}
+		r := hex4(i + 1)
+		i += 4
+		if !utf16.IsSurrogate(r) {
+			continue
+		}
+		if r < 0xDC00 && i+6 < len(raw) && raw[i+1] == '\\' && raw[i+2] == 'u' {
+			if lo := hex4(i + 3); lo >= 0xDC00 && lo < 0xE000 {
+				i += 6
+				continue
+			}
+		}
+		return fmt.Errorf("escaped lone surrogate %U", r)
+	}
+	return nil
+}
+
+// WorkspaceLookup is implemented by the host: which workspaces an issue has
+// and where each lives. WorkspaceRef.Open consumes it. Both methods return
+// an error wrapping ErrNotFound (or fs.ErrNotExist) for an unknown id; any
+// other error is taken as a failing host.
+type WorkspaceLookup interface {
+	// IssueWorkspaces returns the workspaces registered for issue issueID.
+	IssueWorkspaces(ctx context.Context, issueID string) (IssueWorkspaces, error)
+	// ProjectWorkspace returns the project workspace workspaceID of project
+	// projectID.
+	ProjectWorkspace(ctx context.Context, projectID, workspaceID string) (RegisteredWorkspace, error)
+}
+
+// IssueWorkspaces is what a host knows about one issue's workspaces.
+type IssueWorkspaces struct {
+	CompanyID string               // the company the issue belongs to
+	ProjectID string               // the issue's project; "" when none
+	Execution *RegisteredWorkspace // the issue's execution workspace; nil when none
+	Project   *RegisteredWorkspace // its project's workspace; nil when none
+}
+
+// RegisteredWorkspace is one workspace the host registered, and where it lives.
+type RegisteredWorkspace struct {
+	Kind      WorkspaceKind // ExecutionWorkspace or ProjectWorkspace
+	ID        string        // the workspace's id, as references carry it
+	ProjectID string        // the project it belongs to
+	CompanyID string        // the company it belongs to
+	Workspace Workspace     // where it lives: LocalWorkspace or RemoteWorkspace
+}
+
+// Open resolves r for the issue issueID (the issue the host is acting for,
+// bound by the host, never taken from the reference) and opens the file.
+//
+// Resolution happens only inside workspaces registered through lookup:
+//
+//   - r.IssueID must be issueID: a reference copied into another issue is
+//     refused (ErrPathDenied).
+//   - Without a ProjectID, or with the issue's own, the workspace is the
+//     first of the issue's execution workspace, then its project workspace,
+//     whose kind and id are r's.
+//   - With the ProjectID of another project, only that project's workspace
+//     r.WorkspaceID of kind ProjectWorkspace is considered, and only when it
+//     belongs to the issue's company (ErrPathDenied otherwise).
+//
+// No workspace matching is ErrNotFound. The file is then opened with
+// Workspace.Open, following no link in any component (ErrSymlinkDenied),
+// and must be a regular file (ErrPathDenied) with one hard link
+// (ErrHardlinkDenied). Path errors are *fs.PathError values naming
+// r.RelativePath; a failing lookup or workspace is a *HostError. The
+// returned File reads exactly its Stat().Size bytes and returns io.EOF only
+// once the workspace confirmed the file unchanged; the caller closes it.
+func (r WorkspaceRef) Open(ctx context.Context, lookup WorkspaceLookup, issueID string) (File, error) {
+	if err := r.Validate(); err != nil {
+		return nil, err
+	}
+	if lookup == nil {
+		return nil, &HostError{Op: "open reference", Err: errors.New("the WorkspaceLookup is nil")}
+	}
+	deny := func(sentinel error, format string, args ...any) error {
+		return &fs.PathError{Op: "open reference", Path: r.RelativePath, Err: fmt.Errorf("%w: "+format, append([]any{sentinel}, args...)...)}
+	}
+	if r.IssueID != issueID {
+		return nil, deny(ErrPathDenied, "the reference belongs to issue %q, not %q", clip(r.IssueID), clip(issueID))
+	}
+	iw, err := lookup.IssueWorkspaces(ctx, issueID)
+	if isNotFound(err) {
+		return nil, deny(ErrNotFound, "issue %q is unknown", clip(issueID))
+	}
+	if err != nil {
+		return nil, hostErr("open reference", fmt.Errorf("look up the workspaces of issue %q: %w", clip(issueID), err))
+	}
+	var ws *RegisteredWorkspace
+	if r.ProjectID == "" || r.ProjectID == iw.ProjectID {
+		for _, c := range []*RegisteredWorkspace{iw.Execution, iw.Project} {
+			if c != nil && c.Kind == r.WorkspaceKind && c.ID == r.WorkspaceID {
+				ws = c
+				break
+			}
+		}
+		if ws == nil {
+			return nil, deny(ErrNotFound, "issue %q has no %s %q", clip(issueID), r.WorkspaceKind, clip(r.WorkspaceID))
+		}
+	} else {
+		if r.WorkspaceKind != ProjectWorkspace {
+			return nil, deny(ErrPathDenied, "a reference into another project (%q) can only name a %s", clip(r.ProjectID), ProjectWorkspace)
+		}
+		pw, err := lookup.ProjectWorkspace(ctx, r.ProjectID, r.WorkspaceID)
+		if isNotFound(err) {
+			return nil, deny(ErrNotFound, "project %q has no %s %q", clip(r.ProjectID), ProjectWorkspace, clip(r.WorkspaceID))
+		}
+		if err != nil {
+			return nil, hostErr("open reference", fmt.Errorf("look up workspace %q of project %q: %w", clip(r.WorkspaceID), clip(r.ProjectID), err))
+		}
+		if pw.Kind != ProjectWorkspace || pw.ID != r.WorkspaceID || pw.ProjectID != r.ProjectID {
+			return nil, &HostError{Op: "open reference", Err: fmt.Errorf("WorkspaceLookup.ProjectWorkspace(%q, %q) returned %s %q of project %q; the host's lookup is faulty",
+				clip(r.ProjectID), clip(r.WorkspaceID), pw.Kind, clip(pw.ID), clip(pw.ProjectID))}
+		}
+		if iw.CompanyID == "" || pw.CompanyID != iw.CompanyID {
+			return nil, deny(ErrPathDenied, "workspace %q of project %q does not belong to the company of issue %q", clip(r.WorkspaceID), clip(r.ProjectID), clip(issueID))
+		}
+		ws = &pw
+	}
+	if ws.Workspace == nil {
+		return nil, &HostError{Op: "open reference", Err: fmt.Errorf("%s %q has no Workspace", ws.Kind, clip(ws.ID))}
+	}
+
+	f, err := ws.Workspace.Open(ctx, r.RelativePath)
+	if err != nil {
+		var pe *fs.PathError
+		for _, s := range []error{ErrSymlinkDenied, ErrPathDenied, ErrFileChanged, fs.ErrNotExist} {
+			if errors.Is(err, s) {
+				if errors.As(err, &pe) {
+					err = pe.Err
+				}
+				return nil, &fs.PathError{Op: "open reference", Path: r.RelativePath, Err: err}
+			}
+		}
+		return nil, hostErr("open reference", err)
+	}
+	st := f.Stat()
+	switch {
+	case !st.Mode.IsRegular():
+		err = deny(ErrPathDenied, "not a regular file")
+	case st.Links != 1:
+		err = deny(ErrHardlinkDenied, "the file has %d hard links", st.Links)
+	}
+	if err != nil {
+		return nil, errors.Join(err, f.Close())
+	}
+	return &boundedFile{File: f, remain: st.Size, name: r.RelativePath}, nil
+}
+
+// boundedFile holds a File to its contract: at most Stat().Size bytes, and
+// io.EOF only after exactly that many.
+type boundedFile struct {
+	File
+	name   string
+	remain int64
+	err    error
+}
+
+func (b *boundedFile) Read(p []byte) (int, error) {
+	if b.err != nil {
+		return 0, b.err
+	}
+	n, err := b.File.Read(p)
+	if int64(n) > b.remain {
+		b.err = &fs.PathError{Op: "read", Path: b.name, Err: fmt.Errorf("%w: more bytes than its size", ErrFileChanged)}
+		return 0, b.err
+	}
+	b.remain -= int64(n)
+	if errors.Is(err, io.EOF) && b.remain != 0 {
+		b.err = &fs.PathError{Op: "read", Path: b.name, Err: fmt.Errorf("%w: it ended %d bytes short of its size", ErrFileChanged, b.remain)}
+		return n, b.err
+	}
+	return n, err
 }

@@ -43,7 +43,7 @@ func realTempDir(t *testing.T) string {
 	return d
 }
 
-// testConfig returns a valid Config over fresh workspace and runtime dirs.
+// testConfig returns a valid Config over fresh workspace and state dirs.
 func testConfig(t *testing.T) Config {
 	t.Helper()
 	root := realTempDir(t)
@@ -55,7 +55,7 @@ func testConfig(t *testing.T) Config {
 	return Config{
 		SessionID:      "session-1",
 		Workspace:      ws,
-		RuntimeDir:     rt,
+		StateDir:       rt,
 		Profile:        p,
 		Model:          p.Model,
 		PermissionMode: ApproveReads,
@@ -81,9 +81,9 @@ func TestBindDerivesCanonicalBinding(t *testing.T) {
 	assert.Equal(t, cfg.Model, b.Model)
 	assert.Equal(t, cfg.PermissionMode, b.PermissionMode)
 	assert.Regexp(t, keyRE, b.Key)
-	assert.Equal(t, filepath.Join(cfg.RuntimeDir, "sessions", "session-1-"+digest.Hex([]byte("session-1"))[:16]), b.RuntimeRoot)
-	_, err := os.Lstat(b.RuntimeRoot)
-	assert.ErrorIs(t, err, fs.ErrNotExist, "Bind must not create the runtime root")
+	assert.Equal(t, filepath.Join(cfg.StateDir, "sessions", "session-1-"+digest.Hex([]byte("session-1"))[:16]), b.SessionDir)
+	_, err := os.Lstat(b.SessionDir)
+	assert.ErrorIs(t, err, fs.ErrNotExist, "Bind must not create the session directory")
 
 	again := mustBind(t, cfg)
 	assert.Equal(t, b, again, "Bind is deterministic")
@@ -97,7 +97,7 @@ func TestBindResolvesRealPaths(t *testing.T) {
 	wsLink := filepath.Join(links, "ws-link")
 	rtLink := filepath.Join(links, "rt-link")
 	require.NoError(t, os.Symlink(cfg.Workspace, wsLink))
-	require.NoError(t, os.Symlink(cfg.RuntimeDir, rtLink))
+	require.NoError(t, os.Symlink(cfg.StateDir, rtLink))
 	// A chain of links and a path with "..": still the same real directory.
 	chain := filepath.Join(links, "chain")
 	require.NoError(t, os.Symlink(wsLink, chain))
@@ -107,19 +107,19 @@ func TestBindResolvesRealPaths(t *testing.T) {
 	tests := []struct {
 		name      string
 		workspace string
-		runtime   string
+		state     string
 	}{
-		{"workspace via symlink", wsLink, cfg.RuntimeDir},
-		{"runtime dir via symlink", cfg.Workspace, rtLink},
+		{"workspace via symlink", wsLink, cfg.StateDir},
+		{"state dir via symlink", cfg.Workspace, rtLink},
 		{"both via symlink", wsLink, rtLink},
-		{"workspace via symlink chain", chain, cfg.RuntimeDir},
-		{"workspace with dot-dot", sub + string(filepath.Separator) + "..", cfg.RuntimeDir},
-		{"workspace with trailing separator", cfg.Workspace + string(filepath.Separator), cfg.RuntimeDir},
+		{"workspace via symlink chain", chain, cfg.StateDir},
+		{"workspace with dot-dot", sub + string(filepath.Separator) + "..", cfg.StateDir},
+		{"workspace with trailing separator", cfg.Workspace + string(filepath.Separator), cfg.StateDir},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c := cfg
-			c.Workspace, c.RuntimeDir = tt.workspace, tt.runtime
+			c.Workspace, c.StateDir = tt.workspace, tt.state
 			got := mustBind(t, c)
 			assert.Equal(t, want, got)
 			assert.Equal(t, cfg.Workspace, got.Workspace)
@@ -172,8 +172,8 @@ func TestBindRejectsBadDirectories(t *testing.T) {
 		sentinel error
 		other    error
 	}{
-		{"workspace", func(c *Config, p string) { c.Workspace = p }, ErrInvalidWorkspace, ErrInvalidRuntimeDir},
-		{"runtime dir", func(c *Config, p string) { c.RuntimeDir = p }, ErrInvalidRuntimeDir, ErrInvalidWorkspace},
+		{"workspace", func(c *Config, p string) { c.Workspace = p }, ErrInvalidWorkspace, ErrInvalidStateDir},
+		{"state dir", func(c *Config, p string) { c.StateDir = p }, ErrInvalidStateDir, ErrInvalidWorkspace},
 	}
 	for _, target := range targets {
 		for _, tt := range tests {
@@ -241,7 +241,7 @@ func TestBindAcceptsBoundaryIDs(t *testing.T) {
 	}
 }
 
-func TestRuntimeRootsAreCollisionResistant(t *testing.T) {
+func TestSessionDirsAreCollisionResistant(t *testing.T) {
 	cfg := testConfig(t)
 	ids := []string{"session-1", "session/1", "session_1", "session:1", "a/b", "a:b", "a_b",
 		"../x", "..", ".", "...", strings.Repeat("x", 100), strings.Repeat("x", 101)}
@@ -250,14 +250,14 @@ func TestRuntimeRootsAreCollisionResistant(t *testing.T) {
 		c := cfg
 		c.SessionID = id
 		b := mustBind(t, c)
-		sessions := filepath.Join(c.RuntimeDir, "sessions")
-		assert.Equal(t, sessions, filepath.Dir(b.RuntimeRoot), "id %q must stay one level under sessions/", id)
-		base := filepath.Base(b.RuntimeRoot)
+		sessions := filepath.Join(c.StateDir, "sessions")
+		assert.Equal(t, sessions, filepath.Dir(b.SessionDir), "id %q must stay one level under sessions/", id)
+		base := filepath.Base(b.SessionDir)
 		assert.Regexp(t, `^[A-Za-z0-9._-]{1,80}-[0-9a-f]{16}$`, base)
-		if prev, dup := seen[b.RuntimeRoot]; dup {
-			t.Errorf("ids %q and %q share the runtime root %s", prev, id, b.RuntimeRoot)
+		if prev, dup := seen[b.SessionDir]; dup {
+			t.Errorf("ids %q and %q share the session directory %s", prev, id, b.SessionDir)
 		}
-		seen[b.RuntimeRoot] = id
+		seen[b.SessionDir] = id
 	}
 }
 
@@ -325,12 +325,12 @@ func TestKeyChangesWithEveryBoundInput(t *testing.T) {
 		})
 	}
 
-	t.Run("runtime dir does not change the key", func(t *testing.T) {
+	t.Run("state dir does not change the key", func(t *testing.T) {
 		c := base
-		c.RuntimeDir = other
+		c.StateDir = other
 		b := mustBind(t, c)
 		assert.Equal(t, b0.Key, b.Key)
-		assert.NotEqual(t, b0.RuntimeRoot, b.RuntimeRoot)
+		assert.NotEqual(t, b0.SessionDir, b.SessionDir)
 	})
 }
 

@@ -5,22 +5,38 @@
 //
 // # Binding
 //
-// [Bind] resolves Config.Workspace and Config.RuntimeDir to real paths
+// [Bind] resolves Config.Workspace and Config.StateDir to real paths
 // (absolute, every symbolic link evaluated; a relative path is joined to the
 // working directory as getcwd(2) reports it, never $PWD) and requires each to
 // be an existing directory that is not a filesystem root (a path equal to its
 // own parent). From the result it derives:
 //
 //   - WorkspaceDigest: "sha256:" + hex SHA-256 of the real workspace path.
-//   - RuntimeRoot: <real RuntimeDir>/sessions/<readable>-<16 hex>, where
+//   - SessionDir, the session's own directory on the host:
+//     <real StateDir>/sessions/<readable>-<16 hex>, where
 //     readable is the session id with every byte outside [A-Za-z0-9._-]
 //     replaced by '_', "session" if that leaves only dots, then cut to 80
 //     bytes; the suffix is the first 16 hex digits of SHA-256 of the
-//     raw id, so "a/b", "a:b" and "a_b" get three different roots.
+//     raw id, so "a/b", "a:b" and "a_b" get three different directories.
 //   - ProfileDigest: [Profile.Digest], over every profile field.
 //   - Key, the provider session key: "airlock-" + hex SHA-256 over a
 //     length-prefixed encoding of the session id, workspace path, workspace
-//     digest, profile digest, model and permission mode.
+//     digest, profile digest, model and permission mode. It names the
+//     session wherever a provider or a cache needs a name for it (an ACP
+//     session key, a stage.Cache key), so nothing kept under it is reused
+//     under another binding.
+//
+// # Names
+//
+// The package says "runtime" nowhere, so that its directories are not
+// confused with stage's: stage.RuntimeDir is the ".airlock" directory each
+// workspace reserves, stage.Runtime maps host sources to sandbox paths, and
+// the stage root is the sandbox directory assets are staged into.
+// Config.StateDir is the host's state directory and Binding.SessionDir one
+// session's directory under it; both are on the host, outside the workspace
+// and the sandbox. A record id ([Record].RecordID) is the host's own id for
+// a saved record (the run or row that saved it); it is stored, never
+// compared.
 //
 // Session ids, record ids and models are 1–240 bytes of UTF-8 without control
 // characters. The model must equal the profile's qualified model.
@@ -60,16 +76,23 @@
 // # Store
 //
 // A [Store] keeps one record per session id at <dir>/<readable>-<16 hex>.json
-// (the same name as the session's runtime root, plus ".json") on an
+// (the same name as the session's SessionDir, plus ".json") on an
 // [github.com/spf13/afero.Fs], written atomically (hidden temporary file
 // ".<name>.tmp-<random>" created exclusively, fsync, rename, directory fsync)
 // with mode 0600. The name depends on the session id only, so a record saved
 // under another binding of the same session id is found and rejected with
 // [ErrDrift] instead of being silently ignored.
 //
+// [Store.Resume] is the call a host makes before starting a provider
+// session: it returns the record to resume, or a [StartFresh] naming the
+// reason ([NoRecord], [Drifted] with the drifted fields, [Undecodable]);
+// only real failures (I/O, a cancelled context, a binding not made by Bind)
+// are errors.
+//
 // # Guarantees
 //
-//   - Fail closed: [Binding.Verify], [Binding.Check] and [Store.Load] compare
+//   - Fail closed: [Binding.Verify], [Binding.Check], [Store.Load] and
+//     [Store.Resume] compare
 //     every immutable field (session_id, workspace_digest, profile_digest,
 //     model, permission_mode) exactly and report each difference in a
 //     [*DriftError] (errors.Is(err, [ErrDrift])). Nothing is ever repaired
@@ -87,7 +110,7 @@
 //   - Bind resolves paths once; it cannot stop a directory from being
 //     replaced or re-linked afterwards. The workspace digest binds the path,
 //     not the directory's contents.
-//   - Bind does not create the runtime root.
+//   - Bind does not create the session directory.
 //   - The Store trusts its directory (the host's own state directory is not
 //     hostile); it does not lock, and concurrent saves of one session are
 //     last-writer-wins.

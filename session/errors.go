@@ -31,9 +31,9 @@ var (
 	// exist, is not a directory, or resolves to a filesystem root.
 	ErrInvalidWorkspace = errors.New("invalid session workspace")
 
-	// ErrInvalidRuntimeDir reports a runtime directory that is blank, does
+	// ErrInvalidStateDir reports a state directory that is blank, does
 	// not exist, is not a directory, or resolves to a filesystem root.
-	ErrInvalidRuntimeDir = errors.New("invalid session runtime directory")
+	ErrInvalidStateDir = errors.New("invalid session state directory")
 
 	// ErrUnqualifiedModel reports a model that is blank, invalid, or differs
 	// from the model of the qualified profile.
@@ -60,9 +60,10 @@ var (
 //
 // errors.Is(err, ErrDrift) holds for every *DriftError.
 type DriftError struct {
-	Fields []string
+	Fields []string // the drifted fields' JSON names
 }
 
+// Error names the drifted fields and says to start a fresh session.
 func (e *DriftError) Error() string {
 	return "session: identity drift in " + strings.Join(e.Fields, ", ") +
 		": the session was created under a different binding; start a fresh session"

@@ -16,17 +16,29 @@ import (
 const maxRecordSize = 64 << 10
 
 // Record is the persisted, closed v1 session record. Its JSON encoding is
-// described in the package documentation.
+// described in the package documentation. [Binding.NewRecord] makes one;
+// the immutable fields (SessionID, ProfileDigest, WorkspaceDigest, Model,
+// PermissionMode) are what [Binding.Check] compares.
 type Record struct {
-	Schema           string
-	SessionID        string
-	RecordID         string
+	Schema    string // always [Schema]
+	SessionID string // the binding's session id
+
+	// RecordID is the host's own id for this record (for example the id of
+	// the run, or of the database row, that saved it), so the host can tie
+	// a loaded record back to its bookkeeping. It is stored and returned,
+	// never compared: a resume does not depend on it.
+	RecordID string
+
+	// BackendSessionID and AgentSessionID are the ids the backend (the ACP
+	// server) and the agent assigned to the session; they are what a resume
+	// passes back to them.
 	BackendSessionID string
-	AgentSessionID   string
-	ProfileDigest    string
-	WorkspaceDigest  string
-	Model            string
-	PermissionMode   PermissionMode
+	AgentSessionID   string // see BackendSessionID
+
+	ProfileDigest   string         // "sha256:" + 64 lowercase hex
+	WorkspaceDigest string         // "sha256:" + 64 lowercase hex
+	Model           string         // the qualified model
+	PermissionMode  PermissionMode // one of the known modes
 }
 
 // wireRecord fixes the JSON field names and their order.

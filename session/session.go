@@ -21,7 +21,7 @@ const Schema = "airlock.session-identity.v1"
 // maxIDLen is the longest session id, record id or model, in bytes.
 const maxIDLen = 240
 
-// maxLabelLen is the longest readable part of a runtime root or store file name.
+// maxLabelLen is the longest readable part of a session directory or store file name.
 const maxLabelLen = 80
 
 // PermissionMode is the permission policy a session runs under.
@@ -47,15 +47,15 @@ func (m PermissionMode) valid() bool {
 // takes part in [Profile.Digest]; none is interpreted by this package except
 // Model, which [Bind] requires to equal [Config.Model].
 type Profile struct {
-	Driver           string
-	Protocol         string
-	Agent            string
-	AgentVersion     string
-	ServerPackage    string
-	ServerVersion    string
-	CommandDigest    string
-	Model            string
-	PermissionPolicy string
+	Driver           string // the adapter driver, e.g. "acp"
+	Protocol         string // the protocol and version the driver speaks
+	Agent            string // the agent, e.g. "claude-code"
+	AgentVersion     string // the agent's version
+	ServerPackage    string // the package of the agent's server (an ACP adapter)
+	ServerVersion    string // that package's version
+	CommandDigest    string // a digest of the command line that starts it
+	Model            string // the qualified model; must equal Config.Model
+	PermissionPolicy string // the agent's own permission policy, as configured
 }
 
 // Digest returns "sha256:" followed by the 64 lowercase hex digits of the
@@ -76,6 +76,12 @@ func (p Profile) Digest() string {
 }
 
 // Config is the input of [Bind].
+//
+// On the word "runtime": this package uses it nowhere. stage.RuntimeDir is
+// the ".airlock" directory every workspace reserves, stage.Runtime maps host
+// sources to their paths in the sandbox, and the stage root is the sandbox
+// directory passed to stage.Stage. Config.StateDir and Binding.SessionDir
+// are directories on the host, outside every workspace and sandbox.
 type Config struct {
 	// SessionID is the caller's session id: 1–240 bytes of UTF-8 without
 	// control characters. It may contain any other byte, including '/'.
@@ -83,9 +89,11 @@ type Config struct {
 	// Workspace is the host workspace directory; it is resolved to its real
 	// path (absolute, symbolic links evaluated).
 	Workspace string
-	// RuntimeDir is the host directory under which session runtime roots
-	// live; it is resolved to its real path.
-	RuntimeDir string
+	// StateDir is the host's own state directory (not inside the workspace,
+	// not in the sandbox) under which each session gets its SessionDir; it
+	// is resolved to its real path. It does not take part in the Key, so
+	// moving it does not invalidate a session.
+	StateDir string
 	// Profile is the qualified agent profile.
 	Profile Profile
 	// Model must equal Profile.Model.
@@ -97,23 +105,41 @@ type Config struct {
 // Binding is the canonical identity of a session, produced by [Bind]. Its
 // paths are real host paths; its digests are "sha256:<64 lowercase hex>".
 type Binding struct {
-	SessionID       string
+	SessionID       string // Config.SessionID
 	Workspace       string // real path of the workspace
 	WorkspaceDigest string // "sha256:" + hex SHA-256 of Workspace
-	RuntimeRoot     string // <real RuntimeDir>/sessions/<readable>-<16 hex>
-	ProfileDigest   string // Profile.Digest()
-	Model           string
-	PermissionMode  PermissionMode
-	Key             string // provider session key: "airlock-" + 64 hex
+
+	// SessionDir is this session's own directory on the host:
+	// <real StateDir>/sessions/<readable>-<16 hex>. It is where a host keeps
+	// per-session files (scratch space, logs, a local sandbox copy), one
+	// directory per session id that no other id can share. It is not the
+	// stage root: that is a path in the sandbox, chosen by the host (for
+	// example <sandbox workspace>/.airlock/...), and only when the sandbox
+	// is a local directory may the host choose to put it under SessionDir.
+	// Bind does not create it.
+	SessionDir string
+
+	ProfileDigest  string         // Profile.Digest()
+	Model          string         // Config.Model
+	PermissionMode PermissionMode // Config.PermissionMode
+
+	// Key is the provider session key: "airlock-" + 64 hex of SHA-256 over
+	// the session id, workspace path and digest, profile digest, model and
+	// permission mode. Pass it wherever a provider or a cache names the
+	// session (an ACP session key, a stage.Cache key): any change to a
+	// bound input gives another key, so state kept under the old one is
+	// never reused under a different binding.
+	Key string
 }
 
-// Identity is what a controller claims about the session it wants to resume.
+// Identity is what a controller claims about the session it wants to
+// resume: the immutable fields of a [Binding], compared by [Binding.Verify].
 type Identity struct {
-	SessionID       string
-	WorkspaceDigest string
-	ProfileDigest   string
-	Model           string
-	PermissionMode  PermissionMode
+	SessionID       string         // the session id
+	WorkspaceDigest string         // "sha256:" + 64 lowercase hex
+	ProfileDigest   string         // "sha256:" + 64 lowercase hex
+	Model           string         // the qualified model
+	PermissionMode  PermissionMode // the permission mode
 }
 
 // Bind validates cfg and derives the session's canonical binding. It reads
@@ -122,7 +148,7 @@ type Identity struct {
 //
 // Errors: [ErrInvalidSessionID], [ErrInvalidPermissionMode],
 // [ErrUnqualifiedModel], and, as a [*fs.PathError] carrying the path as
-// given, [ErrInvalidWorkspace] or [ErrInvalidRuntimeDir] (also wrapping the
+// given, [ErrInvalidWorkspace] or [ErrInvalidStateDir] (also wrapping the
 // underlying error, e.g. [fs.ErrNotExist], when there is one).
 func Bind(cfg Config) (Binding, error) {
 	if err := checkID(cfg.SessionID); err != nil {
@@ -143,7 +169,7 @@ func Bind(cfg Config) (Binding, error) {
 	if err != nil {
 		return Binding{}, err
 	}
-	rt, err := realDir("runtime directory", cfg.RuntimeDir, ErrInvalidRuntimeDir)
+	rt, err := realDir("state directory", cfg.StateDir, ErrInvalidStateDir)
 	if err != nil {
 		return Binding{}, err
 	}
@@ -151,7 +177,7 @@ func Bind(cfg Config) (Binding, error) {
 		SessionID:       cfg.SessionID,
 		Workspace:       ws,
 		WorkspaceDigest: digest.Of([]byte(ws)),
-		RuntimeRoot:     filepath.Join(rt, "sessions", label(cfg.SessionID)),
+		SessionDir:      filepath.Join(rt, "sessions", label(cfg.SessionID)),
 		ProfileDigest:   cfg.Profile.Digest(),
 		Model:           cfg.Model,
 		PermissionMode:  cfg.PermissionMode,

@@ -17,7 +17,7 @@ import (
 // Store persists v1 records as files in one directory of an [afero.Fs].
 //
 // A session's record lives at <dir>/<readable>-<16 hex>.json, the same
-// collision-resistant name as the session's runtime root (see [Bind]), so it
+// collision-resistant name as the session's SessionDir (see [Bind]), so it
 // depends on the session id only: a record saved under one binding is found,
 // and rejected with [ErrDrift], when the same session id is loaded under a
 // different binding. Saves are atomic: the record is written to a hidden
@@ -101,36 +101,110 @@ func syncDir(fsys afero.Fs, dir string) error {
 // Load reads, strictly decodes ([DecodeRecord]) and checks ([Binding.Check])
 // the record of b's session. When there is none the error satisfies
 // errors.Is(err, fs.ErrNotExist). Every failure is a [*fs.PathError] naming
-// the record's path; on any failure start a fresh session.
+// the record's path; on any failure start a fresh session. [Store.Resume]
+// gives the same answer with the reasons to start fresh told apart from
+// real failures.
 func (s *Store) Load(ctx context.Context, b Binding) (Record, error) {
+	r, fresh, err := s.load(ctx, b)
+	if err != nil {
+		return Record{}, err
+	}
+	if fresh != nil {
+		return Record{}, fresh.Err
+	}
+	return r, nil
+}
+
+// FreshReason says why a session must start fresh.
+type FreshReason string
+
+// The reasons [Store.Resume] gives for starting fresh.
+const (
+	// NoRecord: the store holds no record for the session id.
+	NoRecord FreshReason = "no_record"
+	// Drifted: the record was saved under a different binding of the same
+	// session id; [StartFresh.Fields] names the fields that differ.
+	Drifted FreshReason = "drift"
+	// Undecodable: the record is not a valid v1 record: another or no
+	// schema, an unknown field, malformed, too large, or not a regular
+	// file. Saving a new record replaces it.
+	Undecodable FreshReason = "undecodable"
+)
+
+// StartFresh is [Store.Resume]'s answer when the session must not be
+// resumed: start a fresh provider session (and save its record).
+type StartFresh struct {
+	Reason FreshReason // NoRecord, Drifted or Undecodable
+	// Fields, for Drifted, lists the drifted fields as [DriftError.Fields] does.
+	Fields []string
+	// Err is what was found, for logs: an [*fs.PathError] naming the record
+	// file that wraps fs.ErrNotExist, a [*DriftError], or the decode error
+	// ([ErrUnsupportedSchema], [ErrUnknownField], [ErrMalformedRecord]).
+	Err error
+}
+
+// Resumption is what [Store.Resume] decides: resume Record, or start fresh
+// for the reason in Fresh.
+type Resumption struct {
+	Record Record      // the record to resume; set exactly when Fresh is nil
+	Fresh  *StartFresh // nil: resume Record
+}
+
+// Resume says whether b's session can be resumed: it loads, strictly
+// decodes and checks the session's record as [Store.Load] does and returns
+// the record, or a [StartFresh] with the reason: [NoRecord], [Drifted] (with
+// the fields) or [Undecodable]. Those are answers, not errors. The error is
+// for real failures only, and then nothing is decided: a cancelled ctx, an
+// unusable Store, a binding not made by [Bind] ([ErrInvalidBinding]), or a
+// record file that cannot be opened or read ([*fs.PathError]).
+func (s *Store) Resume(ctx context.Context, b Binding) (Resumption, error) {
+	r, fresh, err := s.load(ctx, b)
+	if err != nil {
+		return Resumption{}, err
+	}
+	if fresh != nil {
+		return Resumption{Fresh: fresh}, nil
+	}
+	return Resumption{Record: r}, nil
+}
+
+// load is Load and Resume: the record, or why to start fresh, or a failure.
+func (s *Store) load(ctx context.Context, b Binding) (Record, *StartFresh, error) {
 	if err := ctx.Err(); err != nil {
-		return Record{}, fmt.Errorf("session: load record: %w", err)
+		return Record{}, nil, fmt.Errorf("session: load record: %w", err)
 	}
 	if err := s.usable(); err != nil {
-		return Record{}, err
+		return Record{}, nil, err
 	}
 	if err := b.validate(); err != nil {
-		return Record{}, err
+		return Record{}, nil, err
 	}
 	name := s.path(b.SessionID)
-	fail := func(err error) (Record, error) {
-		return Record{}, &fs.PathError{Op: "session.Store.Load", Path: name, Err: err}
+	pathErr := func(err error) error {
+		return &fs.PathError{Op: "session.Store.Load", Path: name, Err: err}
 	}
 	data, err := readRecordFile(s.fs, name)
-	if errors.Is(err, fs.ErrNotExist) {
-		return fail(fmt.Errorf("%w: no record for session %q; start a fresh session", fs.ErrNotExist, b.SessionID))
-	}
-	if err != nil {
-		return fail(err)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return Record{}, &StartFresh{Reason: NoRecord,
+			Err: pathErr(fmt.Errorf("%w: no record for session %q; start a fresh session", fs.ErrNotExist, b.SessionID))}, nil
+	case errors.Is(err, ErrMalformedRecord):
+		return Record{}, &StartFresh{Reason: Undecodable, Err: pathErr(err)}, nil
+	case err != nil:
+		return Record{}, nil, pathErr(err)
 	}
 	r, err := DecodeRecord(data)
 	if err != nil {
-		return fail(err)
+		return Record{}, &StartFresh{Reason: Undecodable, Err: pathErr(err)}, nil
 	}
 	if err := b.Check(r); err != nil {
-		return fail(err)
+		var d *DriftError
+		if errors.As(err, &d) {
+			return Record{}, &StartFresh{Reason: Drifted, Fields: d.Fields, Err: pathErr(err)}, nil
+		}
+		return Record{}, nil, pathErr(err)
 	}
-	return r, nil
+	return r, nil, nil
 }
 
 func readRecordFile(fsys afero.Fs, name string) ([]byte, error) {

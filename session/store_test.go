@@ -149,7 +149,7 @@ func TestStoreRoundTrip(t *testing.T) {
 			assert.Equal(t, filepath.Join(dir, label(b.SessionID)+".json"), pe.Path)
 			assert.Contains(t, err.Error(), "start a fresh session")
 
-			r := b.NewRecord("rec-1", "backend-1", "agent-1")
+			r := b.NewRecord(RecordIDs{RecordID: "rec-1", BackendSessionID: "backend-1", AgentSessionID: "agent-1"})
 			require.NoError(t, s.Save(ctx, r))
 			got, err := s.Load(ctx, b)
 			require.NoError(t, err)
@@ -170,7 +170,7 @@ func TestStoreRoundTrip(t *testing.T) {
 			assert.Equal(t, fs.FileMode(0o700), di.Mode().Perm())
 
 			// Saving again replaces the record.
-			r2 := b.NewRecord("rec-2", "backend-2", "agent-2")
+			r2 := b.NewRecord(RecordIDs{RecordID: "rec-2", BackendSessionID: "backend-2", AgentSessionID: "agent-2"})
 			require.NoError(t, s.Save(ctx, r2))
 			got, err = s.Load(ctx, b)
 			require.NoError(t, err)
@@ -189,7 +189,7 @@ func TestStoreSessionIDsDoNotCollide(t *testing.T) {
 	for _, id := range ids {
 		c := cfg
 		c.SessionID = id
-		require.NoError(t, s.Save(ctx, mustBind(t, c).NewRecord("rec-"+id, "b", "a")))
+		require.NoError(t, s.Save(ctx, mustBind(t, c).NewRecord(RecordIDs{RecordID: "rec-" + id, BackendSessionID: "b", AgentSessionID: "a"})))
 	}
 	assert.Len(t, dirNames(t, fsys, "/state"), len(ids))
 	for _, id := range ids {
@@ -230,7 +230,7 @@ func TestStoreFailedSaveLeavesNoTempFile(t *testing.T) {
 					base, dir := backend(t)
 					b := mustBind(t, testConfig(t))
 					file := filepath.Join(dir, label(b.SessionID)+".json")
-					old := b.NewRecord("rec-old", "backend-old", "agent-old")
+					old := b.NewRecord(RecordIDs{RecordID: "rec-old", BackendSessionID: "backend-old", AgentSessionID: "agent-old"})
 					if withPrevious {
 						require.NoError(t, NewStore(base, dir).Save(ctx, old))
 					} else {
@@ -239,7 +239,7 @@ func TestStoreFailedSaveLeavesNoTempFile(t *testing.T) {
 
 					ffs := &faultFs{Fs: base}
 					fault.set(ffs)
-					err := NewStore(ffs, dir).Save(ctx, b.NewRecord("rec-new", "backend-new", "agent-new"))
+					err := NewStore(ffs, dir).Save(ctx, b.NewRecord(RecordIDs{RecordID: "rec-new", BackendSessionID: "backend-new", AgentSessionID: "agent-new"}))
 					require.Error(t, err)
 					if fault.wantIs != nil {
 						assert.ErrorIs(t, err, fault.wantIs)
@@ -268,7 +268,7 @@ func TestStoreReportsTempFileItCouldNotRemove(t *testing.T) {
 	base := afero.NewMemMapFs()
 	ffs := &faultFs{Fs: base, failRename: true, failRemove: true}
 	b := mustBind(t, testConfig(t))
-	err := NewStore(ffs, "/state").Save(ctx, b.NewRecord("r", "b", "a"))
+	err := NewStore(ffs, "/state").Save(ctx, b.NewRecord(RecordIDs{RecordID: "r", BackendSessionID: "b", AgentSessionID: "a"}))
 	require.ErrorIs(t, err, errInjected)
 	names := dirNames(t, base, "/state")
 	require.Len(t, names, 1)
@@ -282,7 +282,7 @@ func TestStoreLoadRejectsOtherBinding(t *testing.T) {
 	cfg := testConfig(t)
 	b := mustBind(t, cfg)
 	s := NewStore(afero.NewMemMapFs(), "/state")
-	require.NoError(t, s.Save(ctx, b.NewRecord("rec-1", "backend-1", "agent-1")))
+	require.NoError(t, s.Save(ctx, b.NewRecord(RecordIDs{RecordID: "rec-1", BackendSessionID: "backend-1", AgentSessionID: "agent-1"})))
 
 	otherWS := realTempDir(t)
 	tests := []struct {
@@ -315,7 +315,7 @@ func TestStoreLoadRejectsOtherBinding(t *testing.T) {
 	t.Run("a record planted under another session's name", func(t *testing.T) {
 		fsys := afero.NewMemMapFs()
 		s := NewStore(fsys, "/state")
-		require.NoError(t, s.Save(ctx, b.NewRecord("rec-1", "backend-1", "agent-1")))
+		require.NoError(t, s.Save(ctx, b.NewRecord(RecordIDs{RecordID: "rec-1", BackendSessionID: "backend-1", AgentSessionID: "agent-1"})))
 		c := cfg
 		c.SessionID = "session-2"
 		b2 := mustBind(t, c)
@@ -330,7 +330,7 @@ func TestStoreLoadRejectsOtherBinding(t *testing.T) {
 func TestStoreLoadRejectsBadFiles(t *testing.T) {
 	ctx := t.Context()
 	b := mustBind(t, testConfig(t))
-	good, err := b.NewRecord("rec-1", "backend-1", "agent-1").Encode()
+	good, err := b.NewRecord(RecordIDs{RecordID: "rec-1", BackendSessionID: "backend-1", AgentSessionID: "agent-1"}).Encode()
 	require.NoError(t, err)
 	file := filepath.Join("/state", label(b.SessionID)+".json")
 
@@ -381,7 +381,7 @@ func TestStoreRejectsInvalidInput(t *testing.T) {
 
 	t.Run("save canceled context", func(t *testing.T) {
 		fsys := afero.NewMemMapFs()
-		err := NewStore(fsys, "/state").Save(canceled, b.NewRecord("r", "b", "a"))
+		err := NewStore(fsys, "/state").Save(canceled, b.NewRecord(RecordIDs{RecordID: "r", BackendSessionID: "b", AgentSessionID: "a"}))
 		assert.ErrorIs(t, err, context.Canceled)
 		exists, err := afero.DirExists(fsys, "/state")
 		require.NoError(t, err)
@@ -391,10 +391,10 @@ func TestStoreRejectsInvalidInput(t *testing.T) {
 		ctx, cancel := context.WithCancel(t.Context())
 		t.Cleanup(cancel)
 		base := afero.NewMemMapFs()
-		old := b.NewRecord("r", "b", "a")
+		old := b.NewRecord(RecordIDs{RecordID: "r", BackendSessionID: "b", AgentSessionID: "a"})
 		require.NoError(t, NewStore(base, "/state").Save(ctx, old))
 		ffs := &faultFs{Fs: base, cancelOnChmod: cancel}
-		err := NewStore(ffs, "/state").Save(ctx, b.NewRecord("r2", "b", "a"))
+		err := NewStore(ffs, "/state").Save(ctx, b.NewRecord(RecordIDs{RecordID: "r2", BackendSessionID: "b", AgentSessionID: "a"}))
 		assert.ErrorIs(t, err, context.Canceled)
 		assert.Equal(t, 0, ffs.renamed, "a canceled save never publishes")
 		assert.Len(t, dirNames(t, base, "/state"), 1, "no temporary file left behind")
@@ -408,7 +408,7 @@ func TestStoreRejectsInvalidInput(t *testing.T) {
 	})
 	t.Run("save invalid record", func(t *testing.T) {
 		fsys := afero.NewMemMapFs()
-		r := b.NewRecord("", "b", "a")
+		r := b.NewRecord(RecordIDs{RecordID: "", BackendSessionID: "b", AgentSessionID: "a"})
 		err := NewStore(fsys, "/state").Save(t.Context(), r)
 		assert.ErrorIs(t, err, ErrMalformedRecord)
 		exists, err := afero.DirExists(fsys, "/state")
@@ -420,13 +420,13 @@ func TestStoreRejectsInvalidInput(t *testing.T) {
 		assert.ErrorIs(t, err, ErrInvalidBinding)
 	})
 	t.Run("nil file system", func(t *testing.T) {
-		err := NewStore(nil, "/state").Save(t.Context(), b.NewRecord("r", "b", "a"))
+		err := NewStore(nil, "/state").Save(t.Context(), b.NewRecord(RecordIDs{RecordID: "r", BackendSessionID: "b", AgentSessionID: "a"}))
 		assert.ErrorContains(t, err, "no file system")
 		_, err = NewStore(nil, "/state").Load(t.Context(), b)
 		assert.ErrorContains(t, err, "no file system")
 	})
 	t.Run("empty directory", func(t *testing.T) {
-		err := NewStore(afero.NewMemMapFs(), "").Save(t.Context(), b.NewRecord("r", "b", "a"))
+		err := NewStore(afero.NewMemMapFs(), "").Save(t.Context(), b.NewRecord(RecordIDs{RecordID: "r", BackendSessionID: "b", AgentSessionID: "a"}))
 		assert.ErrorContains(t, err, "directory is empty")
 	})
 }
@@ -443,7 +443,7 @@ func TestStoreConcurrentSavesPublishWholeRecords(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = s.Save(ctx, b.NewRecord("rec-"+strings.Repeat("x", i+1), "b", "a"))
+			errs[i] = s.Save(ctx, b.NewRecord(RecordIDs{RecordID: "rec-" + strings.Repeat("x", i+1), BackendSessionID: "b", AgentSessionID: "a"}))
 		}()
 	}
 	wg.Wait()

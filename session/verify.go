@@ -13,17 +13,23 @@ func (b Binding) Identity() Identity {
 	}
 }
 
+// RecordIDs are the ids a new [Record] carries besides the binding's own:
+// each 1–240 bytes of UTF-8 without control characters.
+type RecordIDs struct {
+	RecordID         string // the host's id for the record; see [Record.RecordID]
+	BackendSessionID string // the session id the backend assigned
+	AgentSessionID   string // the session id the agent assigned
+}
+
 // NewRecord returns the v1 record that persists this binding together with
-// the ids the backend and the agent assigned. The ids are validated by
-// [Record.Encode] (and so by [Store.Save]): 1–240 bytes, valid UTF-8, no
-// control characters.
-func (b Binding) NewRecord(recordID, backendSessionID, agentSessionID string) Record {
+// ids. The ids are validated by [Record.Encode] (and so by [Store.Save]).
+func (b Binding) NewRecord(ids RecordIDs) Record {
 	return Record{
 		Schema:           Schema,
 		SessionID:        b.SessionID,
-		RecordID:         recordID,
-		BackendSessionID: backendSessionID,
-		AgentSessionID:   agentSessionID,
+		RecordID:         ids.RecordID,
+		BackendSessionID: ids.BackendSessionID,
+		AgentSessionID:   ids.AgentSessionID,
 		ProfileDigest:    b.ProfileDigest,
 		WorkspaceDigest:  b.WorkspaceDigest,
 		Model:            b.Model,

@@ -63,7 +63,7 @@ func TestIdentityAndNewRecordCarryTheBinding(t *testing.T) {
 		PermissionMode:  b.PermissionMode,
 	}, b.Identity())
 
-	r := b.NewRecord("rec-1", "backend-1", "agent-1")
+	r := b.NewRecord(RecordIDs{RecordID: "rec-1", BackendSessionID: "backend-1", AgentSessionID: "agent-1"})
 	assert.Equal(t, Record{
 		Schema:           Schema,
 		SessionID:        b.SessionID,
@@ -112,7 +112,7 @@ func TestCheck(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := b.NewRecord("rec-1", "backend-1", "agent-1")
+			r := b.NewRecord(RecordIDs{RecordID: "rec-1", BackendSessionID: "backend-1", AgentSessionID: "agent-1"})
 			tt.mutate(&r)
 			err := b.Check(r)
 			if tt.sentinel == nil {
@@ -134,7 +134,7 @@ func TestCheck(t *testing.T) {
 func TestCheckAcrossBindings(t *testing.T) {
 	cfg := testConfig(t)
 	b := mustBind(t, cfg)
-	r := b.NewRecord("rec-1", "backend-1", "agent-1")
+	r := b.NewRecord(RecordIDs{RecordID: "rec-1", BackendSessionID: "backend-1", AgentSessionID: "agent-1"})
 
 	other := cfg
 	other.Workspace = realTempDir(t)
@@ -168,7 +168,7 @@ func TestInvalidBindingNeverMatches(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			assert.ErrorIs(t, tt.b.Verify(tt.b.Identity()), ErrInvalidBinding)
-			assert.ErrorIs(t, tt.b.Check(tt.b.NewRecord("r", "b", "a")), ErrInvalidBinding)
+			assert.ErrorIs(t, tt.b.Check(tt.b.NewRecord(RecordIDs{RecordID: "r", BackendSessionID: "b", AgentSessionID: "a"})), ErrInvalidBinding)
 		})
 	}
 }

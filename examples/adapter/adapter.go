@@ -77,7 +77,7 @@ func (r *Run) Do(ctx context.Context) (*Outcome, error) {
 		out.Prompt = rt.Rewrite(bundle.Prompt(bundle.Dir))
 	}
 	cfg := r.Session
-	cfg.Workspace, cfg.RuntimeDir = r.Local, r.StateDir
+	cfg.Workspace, cfg.StateDir = r.Local, r.StateDir
 	bind, err := session.Bind(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("bind session: %w", err)
@@ -104,7 +104,7 @@ func (r *Run) Do(ctx context.Context) (*Outcome, error) {
 	if agentErr != nil {
 		return out, fmt.Errorf("agent: %w", agentErr)
 	}
-	if err := store.Save(ctx, bind.NewRecord(r.RunID, done.BackendSessionID, done.AgentSessionID)); err != nil {
+	if err := store.Save(ctx, bind.NewRecord(session.RecordIDs{RecordID: r.RunID, BackendSessionID: done.BackendSessionID, AgentSessionID: done.AgentSessionID})); err != nil {
 		return out, fmt.Errorf("save session: %w", err)
 	}
 	reg, ws, refs := &deliverable.Registrar{Store: r.Files}, deliverable.RemoteWorkspace(r.Sandbox, r.Remote), done.Refs

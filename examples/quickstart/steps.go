@@ -250,7 +250,7 @@ func (e *env) session(ctx context.Context, s *Summary) error {
 		return err
 	}
 	bind := func(model string) (session.Binding, error) {
-		return session.Bind(session.Config{SessionID: "task-42/run-1", Workspace: st.local, RuntimeDir: st.stateDir,
+		return session.Bind(session.Config{SessionID: "task-42/run-1", Workspace: st.local, StateDir: st.stateDir,
 			Profile: profile(model), Model: model, PermissionMode: session.ApproveReads})
 	}
 	b, err := bind("claude-sonnet-4-5")
@@ -261,7 +261,7 @@ func (e *env) session(ctx context.Context, s *Summary) error {
 	store := session.NewStore(afero.NewOsFs(), filepath.Join(st.stateDir, "sessions"))
 	// TODO(issue 11): use Store.Resume and the struct-taking NewRecord once
 	// session gains them; Load is Resume's check today.
-	if err := store.Save(ctx, b.NewRecord("rec-1", "backend-7", "agent-9")); err != nil {
+	if err := store.Save(ctx, b.NewRecord(session.RecordIDs{RecordID: "rec-1", BackendSessionID: "backend-7", AgentSessionID: "agent-9"})); err != nil {
 		return err
 	}
 	rec, err := store.Load(ctx, b)

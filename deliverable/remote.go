@@ -1,0 +1,497 @@
+package deliverable
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/airlockdev/airlock/internal/shellproto"
+	"github.com/airlockdev/airlock/stage"
+)
+
+// RemoteWorkspace returns the Workspace rooted at dir inside the sandbox
+// that r runs commands in: an absolute sandbox path, or one relative to the
+// Runner's working directory ("" is that directory). Each Open costs
+// one command, which:
+//
+//  1. enters dir, then walks the path one component at a time, refusing a
+//     symbolic link ([ -L ]) or a non-directory ([ -d ]) before entering it
+//     and checking with pwd -P that it arrived where it meant to;
+//  2. refuses a leaf that is a link or not a readable regular file;
+//  3. reports the file's link count, size, inode and modification and change
+//     times (stat -c, stat -f or ls -lnid, whichever works) on stderr, then
+//     streams the bytes with cat on stdout;
+//  4. stats the file again and reports it, so the host can tell a file that
+//     changed while it was read.
+//
+// The host trusts none of it: it parses the reports strictly (ErrProtocol,
+// inside a *HostError, for anything malformed), refuses a link count other
+// than one and a size other than the declared one before reading any
+// content, reads at most the announced size and cuts the command off
+// (cancelling its context and closing its output) when the sandbox sends
+// more (ErrFileChanged), reports a short stream or a different second stat
+// as ErrFileChanged, and computes the SHA-256 itself from the bytes it
+// received; the sandbox is never asked for a hash.
+//
+// The command needs POSIX sh, cat, and stat or ls in the sandbox. Its
+// context is the one given to Open; once it ends, the read fails. The first
+// report is a control step: it must arrive within stage.MaxControlTimeout
+// (and within a few seconds of the first content byte), or Open fails with
+// ErrProtocol. FileStat.Mode carries no permission bits.
+//
+// Non-guarantees: the sandbox owns its file system, so the link checks are
+// the sandbox's own and a hostile sandbox can serve any bytes it likes under
+// any name. What the host guarantees is that what it stores is exactly the
+// bytes it received, of the declared size and SHA-256, and that it reads no
+// more than that.
+func RemoteWorkspace(r stage.Runner, dir string) Workspace {
+	return remoteWorkspace{r: r, dir: dir}
+}
+
+type remoteWorkspace struct {
+	r   stage.Runner
+	dir string
+}
+
+var _ Workspace = remoteWorkspace{}
+
+// Protocol limits and markers.
+const (
+	remoteHeader  = "airlock-file-v1"
+	remoteTrailer = "airlock-file-end-v1"
+	maxControl    = 1024 // bytes of stderr: the header and trailer lines
+	closeGrace    = 500 * time.Millisecond
+	headerGrace   = 5 * time.Second // the longest content may overtake the first report
+)
+
+// firstWrite passes writes on to w and closes seen at the first one.
+type firstWrite struct {
+	w    io.Writer
+	once sync.Once
+	seen chan struct{}
+}
+
+func (f *firstWrite) Write(p []byte) (int, error) {
+	if len(p) > 0 {
+		f.once.Do(func() { close(f.seen) })
+	}
+	return f.w.Write(p)
+}
+
+// remoteScript is the one command of an Open: see RemoteWorkspace. Every
+// report goes to the original stderr (fd 3); the tools' own diagnostics are
+// discarded so they cannot corrupt the reports.
+const remoteScript = `exec 3>&2 2>/dev/null
+set -f
+LC_ALL=C
+export LC_ALL
+say() { printf '` + remoteHeader + ` %s\n' "$*" >&3; }
+ok() { case $1 in ''|*[!0-9.\ ]*) return 1;; esac; set -- $1; [ $# -eq 5 ]; }
+st() {
+	for fmt in '%h %s %i %.9Y %.9Z' '%h %s %i %Y %Z'; do
+		s=$(stat -c "$fmt" "$1") && ok "$s" && { printf '%s\n' "$s"; return 0; }
+	done
+	s=$(stat -f '%l %z %i %m %c' "$1") && ok "$s" && { printf '%s\n' "$s"; return 0; }
+	set -- $(ls -lnid "$1") && [ $# -ge 9 ] && printf '%s %s %s %s_%s_%s 0\n' "$3" "$6" "$1" "$7" "$8" "$9"
+}
+step() {
+	if [ -L "./$2" ]; then say link "$1"; exit 0; fi
+	if [ ! -e "./$2" ]; then say missing "$1"; exit 0; fi
+	if [ ! -d "./$2" ]; then say notdir "$1"; exit 0; fi
+	cd -P "./$2" || { say missing "$1"; exit 0; }
+	want=$want/$2
+	[ "$(pwd -P)" = "$want" ] || { say changed "$1"; exit 0; }
+}
+leaf() {
+	f=./$2
+	if [ -L "$f" ]; then say link "$1"; exit 0; fi
+	if [ ! -e "$f" ]; then say missing "$1"; exit 0; fi
+	if [ -d "$f" ]; then say type directory; exit 0; fi
+	if [ -p "$f" ]; then say type fifo; exit 0; fi
+	if [ -S "$f" ]; then say type socket; exit 0; fi
+	if [ -b "$f" ] || [ -c "$f" ]; then say type device; exit 0; fi
+	if [ ! -f "$f" ]; then say type other; exit 0; fi
+	if [ ! -r "$f" ]; then say unreadable; exit 0; fi
+	a=$(st "$f") && [ -n "$a" ] || { say nostat; exit 0; }
+	say file $a
+	cat "$f" || exit 1
+	b=$(st "$f") || b=gone
+	if [ -L "$f" ]; then b=link; fi
+	printf '` + remoteTrailer + ` %s\n' "$b" >&3
+	exit 0
+}
+`
+
+// script returns the command that opens the file whose path components are parts.
+func (w remoteWorkspace) script(parts []string) string {
+	root := w.dir
+	switch {
+	case root == "":
+		root = "."
+	case !strings.HasPrefix(root, "/"):
+		root = "./" + root // never an option to cd
+	}
+	var b strings.Builder
+	b.WriteString(remoteScript)
+	fmt.Fprintf(&b, "cd -P %s || { say root; exit 0; }\nwant=$(pwd -P) || { say root; exit 0; }\n[ \"$want\" = / ] && want=\n", shellproto.Quote(root))
+	for i, p := range parts[:len(parts)-1] {
+		fmt.Fprintf(&b, "step %d %s\n", i+1, shellproto.Quote(p))
+	}
+	fmt.Fprintf(&b, "leaf %d %s\n", len(parts), shellproto.Quote(parts[len(parts)-1]))
+	return b.String()
+}
+
+func (w remoteWorkspace) Open(ctx context.Context, name string) (File, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if clean, why := cleanRef(name); why != "" || clean != name {
+		if why == "" {
+			why = "is not clean"
+		}
+		return nil, pathDenied("open", name, why)
+	}
+	if w.r == nil {
+		return nil, errors.New("RemoteWorkspace has no Runner")
+	}
+	parts := strings.Split(name, "/")
+	cctx, cancel := context.WithCancel(ctx)
+	pr, pw := io.Pipe()
+	f := &remoteFile{name: name, cancel: cancel, pr: pr, ctl: newControl(), done: make(chan struct{})}
+	script := w.script(parts)
+	out := &firstWrite{w: pw, seen: make(chan struct{})}
+	go func() {
+		err := w.r.Run(cctx, stage.Command{Script: script, Stdout: out, Stderr: f.ctl})
+		f.runErr = err
+		f.ctl.end()
+		_ = pw.Close() // closing a pipe writer never fails
+		close(f.done)
+	}()
+
+	// The first report is a control step: it must come within
+	// stage.MaxControlTimeout, and within headerGrace of the first content
+	// byte (stdout and stderr travel separately, so content may overtake it
+	// by a little, never by much).
+	start := time.Now()
+	deadline := time.NewTimer(stage.MaxControlTimeout)
+	defer deadline.Stop()
+	seen := out.seen
+	for waiting := true; waiting; {
+		select {
+		case <-f.ctl.header:
+			waiting = false
+		case <-seen:
+			seen = nil
+			deadline.Reset(min(headerGrace, stage.MaxControlTimeout-time.Since(start)))
+		case <-deadline.C:
+			_ = f.Close() // always nil
+			return nil, fmt.Errorf("%w: open %q: no report from the sandbox in time", ErrProtocol, name)
+		case <-ctx.Done():
+			_ = f.Close() // always nil
+			return nil, ctx.Err()
+		}
+	}
+	lines, extra := f.ctl.lines()
+	if len(lines) == 0 {
+		if extra {
+			_ = f.Close() // always nil
+			return nil, fmt.Errorf("%w: open %q: the first report is not a line of at most %d bytes", ErrProtocol, name, maxControl)
+		}
+		<-f.done      // the header was signaled by the end of the command
+		_ = f.Close() // always nil
+		if f.runErr != nil {
+			return nil, fmt.Errorf("open %q in the remote workspace: %w", name, f.runErr)
+		}
+		return nil, fmt.Errorf("%w: open %q: the command reported nothing", ErrProtocol, name)
+	}
+	st, sig, err := parseHeader(lines[0], parts)
+	if err != nil {
+		_ = f.Close() // always nil
+		return nil, err
+	}
+	f.st, f.sig, f.remain = st, sig, st.Size
+	return f, nil
+}
+
+// parseHeader reads the first report: "file <stat>" or a refusal naming a
+// component (1-based) of parts.
+func parseHeader(line string, parts []string) (FileStat, string, error) {
+	name := strings.Join(parts, "/")
+	bad := func() (FileStat, string, error) {
+		return FileStat{}, "", fmt.Errorf("%w: open %q: unexpected report %q", ErrProtocol, name, clip(line))
+	}
+	rest, ok := strings.CutPrefix(line, remoteHeader+" ")
+	if !ok {
+		return bad()
+	}
+	f := strings.Split(rest, " ")
+	refuse := func(sentinel error, format string, args ...any) (FileStat, string, error) {
+		return FileStat{}, "", &fs.PathError{Op: "open", Path: name, Err: fmt.Errorf("%w: "+format, append([]any{sentinel}, args...)...)}
+	}
+	component := func() (string, bool) {
+		if len(f) != 2 || !isDigits(f[1]) {
+			return "", false
+		}
+		i, err := strconv.Atoi(f[1])
+		if err != nil || i < 1 || i > len(parts) {
+			return "", false
+		}
+		return strings.Join(parts[:i], "/"), true
+	}
+	switch f[0] {
+	case "file":
+		st, sig, ok := parseStat(strings.Join(f[1:], " "))
+		if !ok {
+			return bad()
+		}
+		return st, sig, nil
+	case "link":
+		if c, ok := component(); ok {
+			return refuse(ErrSymlinkDenied, "%q is a symbolic link", c)
+		}
+	case "missing":
+		if c, ok := component(); ok {
+			return refuse(fs.ErrNotExist, "%q does not exist", c)
+		}
+	case "notdir":
+		if c, ok := component(); ok && c != name {
+			return refuse(ErrPathDenied, "%q is not a directory", c)
+		}
+	case "changed":
+		if c, ok := component(); ok {
+			return refuse(ErrFileChanged, "%q changed while the path was walked", c)
+		}
+	case "type":
+		if len(f) == 2 && strings.Contains(" directory fifo socket device other ", " "+f[1]+" ") {
+			return refuse(ErrPathDenied, "it is a %s, not a regular file", f[1])
+		}
+	case "unreadable":
+		if len(f) == 1 {
+			return refuse(ErrPathDenied, "it is not readable")
+		}
+	case "root":
+		if len(f) == 1 {
+			return FileStat{}, "", errors.New("the remote workspace root cannot be entered")
+		}
+	case "nostat":
+		if len(f) == 1 {
+			return FileStat{}, "", errors.New("the sandbox has neither stat nor ls to describe the file")
+		}
+	}
+	return bad()
+}
+
+// parseStat reads "<links> <size> <inode> <mtime> <ctime>" and returns the
+// link count and size, and the whole line as the file's signature. Every
+// token is 1 to 40 bytes of [0-9A-Za-z:._-]; links and size are decimal.
+func parseStat(s string) (FileStat, string, bool) {
+	f := strings.Split(s, " ")
+	if len(f) != 5 {
+		return FileStat{}, "", false
+	}
+	for _, t := range f {
+		if len(t) == 0 || len(t) > 40 || strings.Trim(t, "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ:._-") != "" {
+			return FileStat{}, "", false
+		}
+	}
+	if !isDigits(f[0]) || !isDigits(f[1]) {
+		return FileStat{}, "", false
+	}
+	links, err := strconv.ParseUint(f[0], 10, 64)
+	if err != nil {
+		return FileStat{}, "", false
+	}
+	size, err := strconv.ParseInt(f[1], 10, 64)
+	if err != nil {
+		return FileStat{}, "", false
+	}
+	return FileStat{Size: size, Links: links}, s, true
+}
+
+func isDigits(s string) bool {
+	return s != "" && strings.Trim(s, "0123456789") == ""
+}
+
+// control collects the command's reports from stderr, at most maxControl
+// bytes, and signals when the first line is complete or the command ended.
+type control struct {
+	mu       sync.Mutex
+	buf      bytes.Buffer
+	overflow bool
+	header   chan struct{}
+	signaled bool
+}
+
+func newControl() *control { return &control{header: make(chan struct{})} }
+
+func (c *control) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if room := maxControl - c.buf.Len(); len(p) > room {
+		c.overflow = true
+		p = p[:max(room, 0)]
+	}
+	c.buf.Write(p)
+	if !c.signaled && (c.overflow || bytes.IndexByte(c.buf.Bytes(), '\n') >= 0) {
+		c.signaled = true
+		close(c.header)
+	}
+	return len(p), nil
+}
+
+// end signals that the command ended (there will be no header if there is none yet).
+func (c *control) end() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.signaled {
+		c.signaled = true
+		close(c.header)
+	}
+}
+
+// lines returns the complete lines and whether anything else (a partial
+// line, bytes over the limit) was written.
+func (c *control) lines() ([]string, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.buf.String()
+	var out []string
+	for {
+		i := strings.IndexByte(s, '\n')
+		if i < 0 {
+			break
+		}
+		out = append(out, s[:i])
+		s = s[i+1:]
+	}
+	return out, c.overflow || s != ""
+}
+
+// remoteFile streams the content of one Open.
+type remoteFile struct {
+	name   string
+	cancel context.CancelFunc
+	pr     *io.PipeReader
+	ctl    *control
+	done   chan struct{}
+	runErr error // set before done is closed
+
+	st     FileStat
+	sig    string
+	remain int64
+	err    error
+	eof    bool
+	once   sync.Once
+}
+
+var _ File = (*remoteFile)(nil)
+
+var errClosed = errors.New("remote file closed")
+
+func (f *remoteFile) Stat() FileStat { return f.st }
+
+// Close stops the command (cancels its context, closes its output) and
+// waits briefly for the Runner to return; a Runner that does not is
+// abandoned. It always returns nil.
+func (f *remoteFile) Close() error {
+	f.once.Do(func() {
+		f.cancel()
+		_ = f.pr.CloseWithError(errClosed) // always nil
+		t := time.NewTimer(closeGrace)
+		defer t.Stop()
+		select {
+		case <-f.done:
+		case <-t.C:
+		}
+	})
+	return nil
+}
+
+func (f *remoteFile) fail(err error) (int, error) {
+	f.err = err
+	f.cancel()
+	_ = f.pr.CloseWithError(errClosed) // always nil
+	return 0, err
+}
+
+func (f *remoteFile) changed(format string, args ...any) error {
+	return &fs.PathError{Op: "read", Path: f.name, Err: fmt.Errorf("%w: "+format, append([]any{ErrFileChanged}, args...)...)}
+}
+
+func (f *remoteFile) Read(p []byte) (int, error) {
+	if f.err != nil {
+		return 0, f.err
+	}
+	if f.eof {
+		return 0, io.EOF
+	}
+	if len(p) == 0 {
+		return 0, nil
+	}
+	if f.remain > 0 {
+		if int64(len(p)) > f.remain {
+			p = p[:f.remain]
+		}
+		n, err := f.pr.Read(p)
+		f.remain -= int64(n)
+		if errors.Is(err, io.EOF) && f.remain > 0 {
+			<-f.done
+			if f.runErr != nil {
+				_, err := f.fail(fmt.Errorf("read %q from the remote workspace: %w", f.name, f.runErr))
+				return n, err
+			}
+			_, err := f.fail(f.changed("the stream ended %d bytes short of the announced %d: the file shrank while it was read", f.remain, f.st.Size))
+			return n, err
+		}
+		if err != nil && !errors.Is(err, io.EOF) {
+			_, err := f.fail(fmt.Errorf("read %q from the remote workspace: %w", f.name, err))
+			return n, err
+		}
+		return n, nil
+	}
+	// All announced bytes are in: the stream must end here, and the
+	// second stat must match the first.
+	var one [1]byte
+	n, err := f.pr.Read(one[:])
+	if n > 0 {
+		return f.fail(f.changed("the sandbox sent more than the announced %d bytes; the read was cut off", f.st.Size))
+	}
+	if err != nil && !errors.Is(err, io.EOF) {
+		return f.fail(fmt.Errorf("read %q from the remote workspace: %w", f.name, err))
+	}
+	if err == nil {
+		return 0, nil // an empty read; try again
+	}
+	<-f.done
+	if f.runErr != nil {
+		return f.fail(fmt.Errorf("read %q from the remote workspace: %w", f.name, f.runErr))
+	}
+	lines, extra := f.ctl.lines()
+	if extra || len(lines) != 2 {
+		return f.fail(fmt.Errorf("%w: read %q: the reports are not exactly a header and a trailer line", ErrProtocol, f.name))
+	}
+	after, ok := strings.CutPrefix(lines[1], remoteTrailer+" ")
+	switch {
+	case !ok:
+		return f.fail(fmt.Errorf("%w: read %q: unexpected trailer %q", ErrProtocol, f.name, clip(lines[1])))
+	case after == "gone":
+		return f.fail(f.changed("the file was removed while it was read"))
+	case after == "link":
+		return f.fail(f.changed("the file was replaced by a symbolic link while it was read"))
+	}
+	if _, _, ok := parseStat(after); !ok {
+		return f.fail(fmt.Errorf("%w: read %q: unexpected trailer %q", ErrProtocol, f.name, clip(lines[1])))
+	}
+	if after != f.sig {
+		return f.fail(f.changed("its links, size, identity or times changed while it was read (%q, then %q)", f.sig, after))
+	}
+	f.eof = true
+	return 0, io.EOF
+}

@@ -273,12 +273,23 @@ c="$s$x$m"
 // Bridge also learns what the sandbox offers (sha256sum, mv --exchange)
 // and fails with a clear error when a tool the protocol needs is missing.
 func (b *Bridge) Probe(ctx context.Context, root string, names []string) ([][]byte, error) {
-	c, known := b.knownCaps()
+	if c, known := b.knownCaps(); known && c.missing != "" {
+		return nil, c.missingErr()
+	}
+	if fr, ok := b.r.(FileReader); ok && len(names) > 0 {
+		// No process in the sandbox: an unchanged asset costs no command at
+		// all; what the sandbox offers is learnt when a publish needs it.
+		return b.probeFiles(ctx, fr, root, names)
+	}
+	return b.probeShell(ctx, root, names)
+}
+
+// probeShell is Probe through one shell command (which, the first time,
+// also learns what the sandbox offers).
+func (b *Bridge) probeShell(ctx context.Context, root string, names []string) ([][]byte, error) {
+	_, known := b.knownCaps()
 	if len(names) == 0 && known {
 		return [][]byte{}, nil
-	}
-	if fr, ok := b.r.(FileReader); ok && known && c.missing == "" {
-		return b.probeFiles(ctx, fr, root, names)
 	}
 	want := make(map[string]int, len(names))
 	var sb strings.Builder
@@ -327,9 +338,13 @@ func (b *Bridge) Probe(ctx context.Context, root string, names []string) ([][]by
 		return nil, perr
 	}
 	if c, ok := b.knownCaps(); ok && c.missing != "" {
-		return nil, fmt.Errorf("%w: the sandbox lacks%s, which staging needs (POSIX sh with tar, mkdir, mv, rm, cat and chmod); install it in the sandbox image", ErrTransport, c.missing)
+		return nil, c.missingErr()
 	}
 	return res, nil
+}
+
+func (c capsState) missingErr() error {
+	return fmt.Errorf("%w: the sandbox lacks%s, which staging needs (POSIX sh with tar, mkdir, mv, rm, cat and chmod); install it in the sandbox image", ErrTransport, c.missing)
 }
 
 // parseProbe reads a probe reply: the header, then the manifests' tar
@@ -420,9 +435,12 @@ type capsState struct {
 // probe has run yet.
 func (b *Bridge) capsFor(ctx context.Context, root string) (sandboxCaps, error) {
 	if c, ok := b.knownCaps(); ok {
+		if c.missing != "" {
+			return sandboxCaps{}, c.missingErr()
+		}
 		return c.sandboxCaps, nil
 	}
-	if _, err := b.Probe(ctx, root, nil); err != nil {
+	if _, err := b.probeShell(ctx, root, nil); err != nil {
 		return sandboxCaps{}, err
 	}
 	c, _ := b.knownCaps()
@@ -436,6 +454,10 @@ func (b *Bridge) Publish(ctx context.Context, root, name string, src *Tree) (err
 		return err
 	}
 	defer unlock()
+	caps, err := b.capsFor(ctx, root)
+	if err != nil {
+		return err
+	}
 	tmpName, err := tempName(b.rand, name)
 	if err != nil {
 		return err
@@ -478,10 +500,6 @@ func (b *Bridge) Publish(ctx context.Context, root, name string, src *Tree) (err
 		}
 	}()
 
-	caps, err := b.capsFor(ctx, root)
-	if err != nil {
-		return err
-	}
 	var carried map[string]bool
 	if u := src.Unchanged(); len(u) > 0 && caps.sha256 {
 		var uncertain bool

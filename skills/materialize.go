@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -150,6 +151,9 @@ func Materialize(ctx context.Context, stateDir string, sources []Source, opts ..
 	for _, opt := range opts {
 		opt(&o)
 	}
+	if !filepath.IsAbs(stateDir) {
+		return nil, fmt.Errorf("%w: state directory %q is not an absolute host path; pass an absolute path (filepath.Abs)", ErrInvalidSource, stateDir)
+	}
 	if err := checkSources(sources); err != nil {
 		return nil, err
 	}
@@ -180,6 +184,13 @@ func Materialize(ctx context.Context, stateDir string, sources []Source, opts ..
 
 // build copies every usable source into a temporary directory and
 // publishes it as the bundle.
+//
+// Up to skillsAtOnce skills are copied at once (each by tree.Copy's own
+// workers): a skill is small, and starting the next one while the last
+// files of another are written keeps every core busy. The outcome is the
+// one of copying them in order: logs come in source order, and of several
+// failures the first source's is returned (a failure cancels only the
+// copies of the sources after it).
 func build(ctx context.Context, stateDir string, sources []Source, o options) (*Bundle, error) {
 	b := &Bundle{}
 	var tmp string
@@ -188,30 +199,76 @@ func build(ctx context.Context, stateDir string, sources []Source, o options) (*
 			tree.RemoveAll(tmp)
 		}
 	}()
-	for _, src := range sources {
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		reason := dirReason(src.Dir)
-		var skill Skill
-		if reason == "" {
-			if tmp == "" {
-				var err error
-				if tmp, err = tempDir(stateDir); err != nil {
-					return nil, err
-				}
-			}
-			var err error
-			skill, reason, err = copySkill(ctx, src, filepath.Join(tmp, src.Name), o)
-			if err != nil {
-				return nil, err
+	copies := make([]copyOutcome, len(sources))
+	cancels := make([]context.CancelFunc, len(sources))
+	var mu sync.Mutex // guards cancels
+	failed := func(i int) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, cancel := range cancels[i+1:] {
+			if cancel != nil {
+				cancel()
 			}
 		}
-		if reason != "" {
-			b.Dropped = append(b.Dropped, Dropped{Key: src.Key, Name: src.Name, Reason: reason})
+	}
+	sem := make(chan struct{}, skillsAtOnce)
+	var wg sync.WaitGroup
+	var setupErr error
+	for i, src := range sources {
+		if setupErr = ctx.Err(); setupErr != nil {
+			break
+		}
+		if copies[i].reason = dirReason(src.Dir); copies[i].reason != "" {
 			continue
 		}
-		b.Skills = append(b.Skills, skill)
+		if tmp == "" {
+			if tmp, setupErr = tempDir(stateDir); setupErr != nil {
+				break
+			}
+		}
+		if o.copied != nil {
+			o.copied(src.Name)
+		}
+		sem <- struct{}{}
+		cctx, cancel := context.WithCancel(ctx)
+		mu.Lock()
+		cancels[i] = cancel
+		mu.Unlock()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			copies[i] = copySkill(cctx, src, filepath.Join(tmp, src.Name), o)
+			if copies[i].err != nil {
+				failed(i)
+			}
+		}()
+	}
+	wg.Wait()
+	for _, cancel := range cancels {
+		if cancel != nil {
+			cancel()
+		}
+	}
+	for i, src := range sources {
+		c := copies[i]
+		if c.err != nil {
+			return nil, c.err
+		}
+		if setupErr != nil {
+			continue // the errors of the copies started before it come first
+		}
+		if c.warn != "" {
+			o.log.Warn("skill violates the Agent Skills spec", "skill.key", src.Key, "skill.name", src.Name, "reason", c.warn)
+		}
+		if c.reason != "" {
+			b.Dropped = append(b.Dropped, Dropped{Key: src.Key, Name: src.Name, Reason: c.reason})
+			continue
+		}
+		b.Skills = append(b.Skills, c.skill)
+	}
+	if setupErr != nil {
+		return nil, setupErr
 	}
 	sort.Slice(b.Skills, func(i, j int) bool { return b.Skills[i].Name < b.Skills[j].Name })
 	sort.Slice(b.Dropped, func(i, j int) bool { return b.Dropped[i].Name < b.Dropped[j].Name })
@@ -226,6 +283,18 @@ func build(ctx context.Context, stateDir string, sources []Source, o options) (*
 	tmp = "" // published, or already gone
 	b.Dir = dir
 	return b, nil
+}
+
+// skillsAtOnce bounds the skills build copies at the same time.
+const skillsAtOnce = 2
+
+// copyOutcome is what copying one skill came to: a skill, or a reason to
+// drop it, or an error; warn is a spec violation to log.
+type copyOutcome struct {
+	skill  Skill
+	reason string
+	warn   string
+	err    error
 }
 
 // dirReason says why a skill directory cannot be copied at all, or "".
@@ -246,26 +315,23 @@ func dirReason(dir string) string {
 
 // copySkill copies one skill to dst, hashing as it copies, and checks the
 // copy's SKILL.md. A non-empty reason drops the skill (and its copy).
-func copySkill(ctx context.Context, src Source, dst string, o options) (Skill, string, error) {
-	if o.copied != nil {
-		o.copied(src.Name)
-	}
+func copySkill(ctx context.Context, src Source, dst string, o options) copyOutcome {
 	res, err := tree.Copy(ctx, src.Dir, dst, tree.Options{Limits: o.limits})
 	if err != nil {
 		err = fmt.Errorf("copying skill %q from %s: %w", src.Name, src.Dir, err)
 		if le := (*tree.LimitError)(nil); errors.As(err, &le) {
-			return Skill{}, "", &LimitError{Skill: src.Name, Limit: le.Limit, Max: le.Max, Path: le.Path, err: err}
+			return copyOutcome{err: &LimitError{Skill: src.Name, Limit: le.Limit, Max: le.Max, Path: le.Path, err: err}}
 		}
-		return Skill{}, "", err
+		return copyOutcome{err: err}
 	}
-	drop := func(reason string) (Skill, string, error) {
-		return Skill{}, reason, tree.RemoveAll(dst)
+	drop := func(reason string) copyOutcome {
+		return copyOutcome{reason: reason, err: tree.RemoveAll(dst)}
 	}
 	var md []byte
 	if e, ok := entry(res.Manifest, "SKILL.md"); ok && e.Type == tree.File && e.Size <= MaxSkillMD {
 		// The copy is ours and holds no link: read SKILL.md from it.
 		if md, err = os.ReadFile(filepath.Join(dst, "SKILL.md")); err != nil {
-			return Skill{}, "", err
+			return copyOutcome{err: err}
 		}
 	}
 	if reason := usable(res, md, src); reason != "" {
@@ -275,15 +341,16 @@ func copySkill(ctx context.Context, src Source, dst string, o options) (Skill, s
 	if err != nil {
 		return drop(err.Error())
 	}
+	var warn string
 	if err := meta.Validate(src.Name); err != nil {
 		if o.strict {
 			return drop(err.Error())
 		}
-		o.log.Warn("skill violates the Agent Skills spec", "skill.key", src.Key, "skill.name", src.Name, "reason", err.Error())
+		warn = err.Error()
 	}
 	m := res.Manifest
-	return Skill{Key: src.Key, Name: src.Name, Description: description(meta.Description),
-		Digest: m.Digest(), Files: m.Files(), Bytes: m.Bytes(), Skipped: res.Skipped}, "", nil
+	return copyOutcome{warn: warn, skill: Skill{Key: src.Key, Name: src.Name, Description: description(meta.Description),
+		Digest: m.Digest(), Files: m.Files(), Bytes: m.Bytes(), Skipped: res.Skipped}}
 }
 
 func entry(m tree.Manifest, p string) (tree.Entry, bool) {
@@ -354,6 +421,11 @@ func checkSources(sources []Source) error {
 		}
 		if names[s.Name] {
 			return fmt.Errorf("%w: two sources are named %q; each skill needs its own name in the bundle", ErrInvalidSource, s.Name)
+		}
+		if !filepath.IsAbs(s.Dir) {
+			// As stage.Stage refuses a relative Source: a path relative to
+			// the process's working directory is a bug waiting for a chdir.
+			return fmt.Errorf("%w: source %q: directory %q is not an absolute host path; pass an absolute path (filepath.Abs)", ErrInvalidSource, s.Name, s.Dir)
 		}
 		names[s.Name] = true
 	}
@@ -443,6 +515,20 @@ func identity(skills []Skill) Identity {
 // Prompt renders the skills block of an agent prompt for the skill root the
 // agent will see (a sandbox path, or Dir for a local run). It returns "" when
 // no skill survived.
+//
+// The block is a contract with the agent, and its format is stable:
+//
+//	The following skills were materialized for this run.
+//	Skill root: <root>
+//	Selected skills: <name>, <name>, …
+//	- <name>: <description> (file: <root>/<name>/SKILL.md)
+//	…
+//	Read a skill's SKILL.md from the skill root when the task calls for it.
+//
+// one "- " line per surviving skill, in Name order (": <description>" is
+// left out when the description is empty). Render it for the sandbox by
+// passing the in-sandbox path of the staged bundle (stage.Runtime.Path), not
+// by rewriting a host rendering.
 //
 // Text a skill author controls (each skill's Name and Description) cannot
 // reorder or hide what the agent reads: every format character (Unicode

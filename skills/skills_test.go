@@ -550,3 +550,16 @@ func TestMaterializeReadOnlySkill(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, tmps, "no temporary copy left behind")
 }
+
+// TestMaterializeRefusesRelativePaths: a relative skill directory or state
+// directory is refused before anything is read, as stage.Stage refuses a
+// relative Source.
+func TestMaterializeRefusesRelativePaths(t *testing.T) {
+	abs := t.TempDir()
+	_, err := Materialize(t.Context(), "state", []Source{{Key: "k", Name: "n", Dir: abs}})
+	require.ErrorIs(t, err, ErrInvalidSource)
+	assert.ErrorContains(t, err, `state directory "state" is not an absolute host path`)
+	_, err = Materialize(t.Context(), abs, []Source{{Key: "k", Name: "n", Dir: "skills/n"}})
+	require.ErrorIs(t, err, ErrInvalidSource)
+	assert.ErrorContains(t, err, `directory "skills/n" is not an absolute host path`)
+}

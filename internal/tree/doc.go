@@ -36,9 +36,22 @@
 //     O_NONBLOCK) and are reported in [Result.Skipped].
 //   - Limits (files, total bytes, bytes per file, depth, path length) are
 //     enforced while streaming; each has a sentinel error.
-//   - Files are hashed in the same pass that streams them. A file whose size or
-//     identity differs between lstat, fstat and the end of the read fails the
-//     walk with [ErrChanged].
+//   - Files are hashed in the same pass that streams them. A file whose size,
+//     identity, modification or change time differs between the lstat and
+//     the fstat taken after its last byte was read fails the walk with
+//     [ErrChanged]. Exactly the lstat's size is read: a file that grew
+//     shows a new size and times, so there is no read for end of file.
+//   - Regular files are opened, read, hashed and (Copy) written by a
+//     bounded pool of workers ([Options.Workers], GOMAXPROCS by default);
+//     a large file is hashed on one goroutine while another reads and
+//     writes it. The walk proper — listing, lstat, links, limits, Exclude,
+//     a Walk callback — stays on the calling goroutine, in walk order, so
+//     the Result and the error a failing walk reports are the same for any
+//     number of workers.
+//   - A copy creates each entry exclusively, by one name relative to an
+//     open directory of the copy, never through a link, with its final
+//     mode when the umask (read from /proc, never changed) and the absence
+//     of a default ACL make that exact; otherwise it chmods.
 //
 // Non-guarantees: the walker does not take a snapshot. A tree that changes
 // while it is walked yields either an error or a manifest describing the files

@@ -2,12 +2,14 @@ package tree
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
 	"path"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -64,32 +66,176 @@ type wireEntry struct {
 // in place of "path". The encoding is therefore injective: manifests that
 // differ in any byte of any name have different canonical forms and
 // different digests.
+//
+// The encoder is written out by hand (encoding/json through reflection
+// cost a struct and a pointer per entry, and twice the memory while the
+// buffer grew); a test holds it byte for byte to encoding/json.
 func (m Manifest) Canonical() []byte {
-	w := wireManifest{Entries: make([]wireEntry, len(m.Entries))}
-	for i, e := range m.Entries {
-		p := e.Path
-		we := wireEntry{Type: e.Type, Mode: e.Mode, Size: e.Size, SHA256: e.SHA256}
-		if utf8.ValidString(p) {
-			we.Path = &p
-		} else {
-			h := hex.EncodeToString([]byte(p))
-			we.PathHex = &h
-		}
-		w.Entries[i] = we
-	}
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(w); err != nil {
-		// Entry holds only strings and integers: encoding cannot fail.
-		panic(fmt.Sprintf("tree: encoding manifest: %v", err))
-	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
+	return m.encode(make([]byte, 0, m.canonicalLen()), nil)
 }
 
-// Digest returns "sha256:<64 hex>" over Canonical.
+// Digest returns "sha256:<64 hex>" over Canonical, streaming the encoding
+// through the hash rather than holding it.
 func (m Manifest) Digest() string {
-	return digest.Of(m.Canonical())
+	h := sha256.New()
+	m.encode(make([]byte, 0, 32<<10), func(b []byte) { h.Write(b) })
+	return digest.Prefix + hex.EncodeToString(h.Sum(nil))
+}
+
+// encode appends the canonical encoding to buf. With flush, every time the
+// buffer holds 32 KiB or more (and at the end) it is handed to flush and
+// emptied.
+func (m Manifest) encode(buf []byte, flush func([]byte)) []byte {
+	buf = append(buf, `{"entries":[`...)
+	for i, e := range m.Entries {
+		if i > 0 {
+			buf = append(buf, ',')
+		}
+		if utf8.ValidString(e.Path) {
+			buf = append(buf, `{"path":`...)
+			buf = appendJSONString(buf, e.Path)
+		} else {
+			buf = append(buf, `{"path_hex":"`...)
+			buf = hex.AppendEncode(buf, []byte(e.Path))
+			buf = append(buf, '"')
+		}
+		buf = append(buf, `,"type":`...)
+		buf = appendJSONString(buf, string(e.Type))
+		buf = append(buf, `,"mode":`...)
+		buf = strconv.AppendUint(buf, uint64(uint32(e.Mode)), 10)
+		buf = append(buf, `,"size":`...)
+		buf = strconv.AppendInt(buf, e.Size, 10)
+		buf = append(buf, `,"sha256":`...)
+		buf = appendJSONString(buf, e.SHA256)
+		buf = append(buf, '}')
+		if flush != nil && len(buf) >= 32<<10 {
+			flush(buf)
+			buf = buf[:0]
+		}
+	}
+	buf = append(buf, "]}"...)
+	if flush != nil {
+		flush(buf)
+		buf = buf[:0]
+	}
+	return buf
+}
+
+// canonicalLen is the exact length of Canonical.
+func (m Manifest) canonicalLen() int {
+	n := len(`{"entries":[]}`)
+	for i, e := range m.Entries {
+		if i > 0 {
+			n++
+		}
+		if utf8.ValidString(e.Path) {
+			n += len(`{"path":`) + jsonStringLen(e.Path)
+		} else {
+			n += len(`{"path_hex":""`) + 2*len(e.Path)
+		}
+		n += len(`,"type":`) + jsonStringLen(string(e.Type))
+		n += len(`,"mode":`) + decimalLen(uint64(uint32(e.Mode)))
+		n += len(`,"size":`) + decimalLen(uint64(e.Size))
+		if e.Size < 0 {
+			n = n - decimalLen(uint64(e.Size)) + 1 + decimalLen(uint64(-e.Size))
+		}
+		n += len(`,"sha256":`) + jsonStringLen(e.SHA256) + len(`}`)
+	}
+	return n
+}
+
+func decimalLen(v uint64) int {
+	n := 1
+	for ; v >= 10; v /= 10 {
+		n++
+	}
+	return n
+}
+
+// appendJSONString appends s as encoding/json writes a string with HTML
+// escaping off: quotes and backslashes escaped, control bytes as \b, \f,
+// \n, \r, \t or \u00XX, invalid UTF-8 as \ufffd, U+2028 and U+2029
+// escaped, everything else as is.
+func appendJSONString(dst []byte, s string) []byte {
+	const hexDigits = "0123456789abcdef"
+	dst = append(dst, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		b := s[i]
+		if b < utf8.RuneSelf {
+			if b >= 0x20 && b != '"' && b != '\\' {
+				i++
+				continue
+			}
+			dst = append(dst, s[start:i]...)
+			switch b {
+			case '\\', '"':
+				dst = append(dst, '\\', b)
+			case '\b':
+				dst = append(dst, '\\', 'b')
+			case '\f':
+				dst = append(dst, '\\', 'f')
+			case '\n':
+				dst = append(dst, '\\', 'n')
+			case '\r':
+				dst = append(dst, '\\', 'r')
+			case '\t':
+				dst = append(dst, '\\', 't')
+			default:
+				dst = append(dst, '\\', 'u', '0', '0', hexDigits[b>>4], hexDigits[b&0xF])
+			}
+			i++
+			start = i
+			continue
+		}
+		c, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case c == utf8.RuneError && size == 1:
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, `\ufffd`...)
+		case c == '\u2028' || c == '\u2029':
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, '\\', 'u', '2', '0', '2', hexDigits[c&0xF])
+		default:
+			i += size
+			continue
+		}
+		i += size
+		start = i
+	}
+	dst = append(dst, s[start:]...)
+	return append(dst, '"')
+}
+
+// jsonStringLen is len(appendJSONString(nil, s)).
+func jsonStringLen(s string) int {
+	n := 2
+	for i := 0; i < len(s); {
+		b := s[i]
+		if b < utf8.RuneSelf {
+			switch {
+			case b >= 0x20 && b != '"' && b != '\\':
+				n++
+			case b == '\\', b == '"', b == '\b', b == '\f', b == '\n', b == '\r', b == '\t':
+				n += 2
+			default:
+				n += 6
+			}
+			i++
+			continue
+		}
+		c, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case c == utf8.RuneError && size == 1:
+			n += 6
+		case c == '\u2028' || c == '\u2029':
+			n += 6
+		default:
+			n += size
+		}
+		i += size
+	}
+	return n
 }
 
 // Files counts the regular files.

@@ -24,8 +24,8 @@ const (
 // openat2 call relative to it.
 type fdNode struct {
 	f    *os.File
-	root *os.File // the walk root, for FollowLinksWithin
-	own  bool     // f is the root itself
+	fd   int     // f's descriptor, read once: f.Fd would make it blocking
+	root *fdNode // the walk root, for FollowLinksWithin
 }
 
 // openat2 retries EINTR and EAGAIN (openat2 returns EAGAIN when a concurrent
@@ -54,7 +54,9 @@ func openat2Root(root string, want fs.FileInfo) (node, error) {
 		f.Close()
 		return nil, &fs.PathError{Op: "walk", Path: root, Err: fmt.Errorf("%w: the root was replaced while opened", ErrChanged)}
 	}
-	return &fdNode{f: f, root: f, own: true}, nil
+	n := &fdNode{f: f, fd: fd}
+	n.root = n
+	return n, nil
 }
 
 func (n *fdNode) names() ([]string, error) {
@@ -70,7 +72,7 @@ func (n *fdNode) close() error { return n.f.Close() }
 
 func (n *fdNode) lstat(name string) (stat, error) {
 	var st unix.Stat_t
-	if err := unix.Fstatat(int(n.f.Fd()), name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+	if err := unix.Fstatat(n.fd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 		if err == unix.ENOENT {
 			return stat{}, fs.ErrNotExist
 		}
@@ -80,16 +82,26 @@ func (n *fdNode) lstat(name string) (stat, error) {
 }
 
 func statOf(st *unix.Stat_t) stat {
-	dev, ino := uint64(st.Dev), uint64(st.Ino)
 	return stat{
 		mode:  modeOf(st.Mode),
 		size:  st.Size,
 		mtime: time.Unix(st.Mtim.Sec, st.Mtim.Nsec),
-		same: func(fi fs.FileInfo) bool {
-			sys, ok := fi.Sys().(*syscall.Stat_t)
-			return ok && uint64(sys.Dev) == dev && uint64(sys.Ino) == ino
-		},
-		raw: st.Mode, ino: ino, dev: dev, ctime: st.Ctim.Nano(), full: true,
+		raw:   st.Mode, ino: st.Ino, dev: st.Dev, ctime: st.Ctim.Nano(), full: true,
+	}
+}
+
+// fstatFD fstat's an open descriptor.
+func fstatFD(fd int) (stat, error) {
+	var st unix.Stat_t
+	for {
+		err := unix.Fstat(fd, &st)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return stat{}, err
+		}
+		return statOf(&st), nil
 	}
 }
 
@@ -102,8 +114,7 @@ func statInfo(fi fs.FileInfo) stat {
 		st.Ctim = unix.Timespec(sys.Ctim)
 		return statOf(&st)
 	}
-	return stat{mode: fi.Mode(), size: fi.Size(), mtime: fi.ModTime(),
-		same: func(o fs.FileInfo) bool { return os.SameFile(fi, o) }}
+	return stat{mode: fi.Mode(), size: fi.Size(), mtime: fi.ModTime(), fi: fi}
 }
 
 func modeOf(m uint32) fs.FileMode {
@@ -125,36 +136,56 @@ func modeOf(m uint32) fs.FileMode {
 	return mode
 }
 
-func (n *fdNode) open(name string, flags uint64, want stat) (*os.File, error) {
-	fd, err := openat2(int(n.f.Fd()), name, &unix.OpenHow{Flags: openFlags | flags, Resolve: resolveStrict})
+// open opens name below n and checks that it is the file want describes.
+// It returns the descriptor and its fstat.
+func (n *fdNode) open(name string, flags uint64, want stat) (int, stat, error) {
+	fd, err := openat2(n.fd, name, &unix.OpenHow{Flags: openFlags | flags, Resolve: resolveStrict})
+	if err != nil {
+		if err == unix.ELOOP || err == unix.ENOTDIR || err == unix.EXDEV || err == unix.ENOENT {
+			return -1, stat{}, fmt.Errorf("%w: %s was replaced during the walk", ErrChanged, name)
+		}
+		return -1, stat{}, err
+	}
+	st, err := fstatFD(fd)
+	if err != nil {
+		unix.Close(fd)
+		return -1, stat{}, fmt.Errorf("fstat %q: %w", name, err)
+	}
+	if st.dev != want.dev || st.ino != want.ino || st.mode.Type() != want.mode.Type() {
+		unix.Close(fd)
+		return -1, stat{}, fmt.Errorf("%w: %s was replaced during the walk", ErrChanged, name)
+	}
+	return fd, st, nil
+}
+
+func (n *fdNode) openDir(name string, want stat) (node, error) {
+	fd, _, err := n.open(name, unix.O_DIRECTORY, want)
+	if err != nil {
+		return nil, err
+	}
+	return &fdNode{f: os.NewFile(uintptr(fd), name), fd: fd, root: n.root}, nil
+}
+
+// openFile opens a regular file as a bare descriptor. It takes no fstat
+// of its own: the one after the read compares identity, size and times
+// with want (the lstat), so a file replaced between the lstat and the open
+// fails there with ErrChanged, having been read no further than want's
+// size. The open itself follows no link (O_NOFOLLOW, RESOLVE_NO_SYMLINKS)
+// and never blocks (O_NONBLOCK).
+func (n *fdNode) openFile(name string, want stat) (*srcFile, error) {
+	fd, err := openat2(n.fd, name, &unix.OpenHow{Flags: openFlags, Resolve: resolveStrict})
 	if err != nil {
 		if err == unix.ELOOP || err == unix.ENOTDIR || err == unix.EXDEV || err == unix.ENOENT {
 			return nil, fmt.Errorf("%w: %s was replaced during the walk", ErrChanged, name)
 		}
 		return nil, err
 	}
-	f := os.NewFile(uintptr(fd), name)
-	if _, err := verifyOpened(f, name, want); err != nil {
-		return nil, err
-	}
-	return f, nil
-}
-
-func (n *fdNode) openDir(name string, want stat) (node, error) {
-	f, err := n.open(name, unix.O_DIRECTORY, want)
-	if err != nil {
-		return nil, err
-	}
-	return &fdNode{f: f, root: n.root}, nil
-}
-
-func (n *fdNode) openFile(name string, want stat) (*os.File, error) {
-	return n.open(name, 0, want)
+	return &srcFile{fd: fd}, nil
 }
 
 func (n *fdNode) lstatBelow(p string) (stat, string, error) {
 	dir, base := path.Split(p)
-	dfd := int(n.root.Fd())
+	dfd := n.root.fd
 	if dir != "" {
 		fd, err := openat2(dfd, strings.TrimSuffix(dir, "/"), &unix.OpenHow{Flags: unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC, Resolve: resolveStrict})
 		switch err {
@@ -185,6 +216,9 @@ func (n *fdNode) lstatBelow(p string) (stat, string, error) {
 		n, err := unix.Readlinkat(dfd, base, buf)
 		if err == unix.ENOENT {
 			return stat{}, "", fs.ErrNotExist
+		}
+		if err == unix.EINVAL { // no longer a link
+			return stat{}, "", fmt.Errorf("%w: %s was replaced during the walk", ErrChanged, p)
 		}
 		if err != nil {
 			return stat{}, "", err

@@ -17,8 +17,11 @@ func openat2File(string, string) (*os.File, error) { return nil, errNoOpenat2 }
 // statInfo converts an lstat result of the os package. Off Linux the
 // identity and change time are not recorded, so fingerprints are unusable.
 func statInfo(fi fs.FileInfo) stat {
-	return stat{mode: fi.Mode(), size: fi.Size(), mtime: fi.ModTime(),
-		same: func(o fs.FileInfo) bool { return os.SameFile(fi, o) }}
+	return stat{mode: fi.Mode(), size: fi.Size(), mtime: fi.ModTime(), fi: fi}
 }
+
+// fstatFD is never reached off Linux: every source file there is an
+// *os.File of the os.Root reader.
+func fstatFD(int) (stat, error) { return stat{}, errNoOpenat2 }
 
 func ctimeOf(fs.FileInfo) (int64, bool) { return 0, false }

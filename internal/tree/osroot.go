@@ -69,7 +69,7 @@ func (n *rootNode) openDir(name string, want stat) (node, error) {
 	return &rootNode{r: sub, top: n.top}, nil
 }
 
-func (n *rootNode) openFile(name string, want stat) (*os.File, error) {
+func (n *rootNode) openFile(name string, want stat) (*srcFile, error) {
 	f, err := n.r.OpenFile(name, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrChanged, err)
@@ -77,7 +77,7 @@ func (n *rootNode) openFile(name string, want stat) (*os.File, error) {
 	if _, err := verifyOpened(f, name, want); err != nil {
 		return nil, err
 	}
-	return f, nil
+	return &srcFile{fd: -1, f: f}, nil
 }
 
 func (n *rootNode) lstatBelow(p string) (stat, string, error) {
@@ -95,6 +95,9 @@ func (n *rootNode) lstatBelow(p string) (stat, string, error) {
 	target, err := n.top.Readlink(p)
 	if errors.Is(err, fs.ErrNotExist) {
 		return stat{}, "", fs.ErrNotExist
+	}
+	if errors.Is(err, syscall.EINVAL) { // no longer a link
+		return stat{}, "", fmt.Errorf("%w: %s was replaced during the walk", ErrChanged, p)
 	}
 	if err != nil {
 		return stat{}, "", err

@@ -11,10 +11,9 @@ import (
 	"io/fs"
 	"os"
 	"path"
+	"runtime"
 	"slices"
-	"sort"
 	"strings"
-	"time"
 )
 
 // LinkPolicy says what the walker does with a symbolic link.
@@ -93,18 +92,35 @@ func (l Limits) WithDefaults() Limits {
 	return l
 }
 
-// Options configure Walk and Copy. The zero value skips links and applies the
-// default limits.
+// Options configure Walk and Copy. The zero value skips links, applies the
+// default limits and uses GOMAXPROCS workers.
 type Options struct {
 	Links  LinkPolicy
 	Limits Limits
 	// Exclude, when set, is asked about every entry by its slash-separated
 	// relative path; true leaves it out of the walk, the manifest and
-	// Skipped. An excluded directory is not descended into.
+	// Skipped. An excluded directory is not descended into. It is called
+	// on the goroutine that called Walk or Copy, in walk order.
 	Exclude func(rel string, isDir bool) bool
 	// ForceFallback makes the walker use the os.Root reader even where
 	// openat2 works. For tests.
 	ForceFallback bool
+	// Workers bounds the goroutines that open, read, hash and (for Copy)
+	// write regular files at once; default (0) GOMAXPROCS. 1 does
+	// everything on the calling goroutine; a Walk with a callback always
+	// reads on it. The walk proper (listing, lstat, links, limits,
+	// Exclude) stays on the calling goroutine in walk order whatever the
+	// number, so the Result, and the error a failing walk reports, do
+	// not depend on it.
+	Workers int
+}
+
+// workers returns the number of file workers o asks for.
+func (o Options) workers() int {
+	if o.Workers > 0 {
+		return o.Workers
+	}
+	return max(1, runtime.GOMAXPROCS(0))
 }
 
 // Mode names the reader a walk used.
@@ -133,7 +149,7 @@ type Result struct {
 // file's Item yields exactly Entry.Size bytes and hashes them.
 type Item struct {
 	Entry
-	f       *os.File
+	src     *srcFile
 	st      stat // the baseline the file must still match at the end
 	h       hash.Hash
 	remain  int64
@@ -152,17 +168,17 @@ func NewReader(f *os.File, rel string) (*Item, error) {
 	if !fi.Mode().IsRegular() {
 		return nil, fmt.Errorf("%w: %q is a %s", ErrNotRegular, rel, Kind(fi.Mode()))
 	}
-	return newItem(f, rel, statInfo(fi)), nil
+	return newItem(&srcFile{fd: -1, f: f}, rel, statInfo(fi), sha256.New()), nil
 }
 
-func newItem(f *os.File, rel string, st stat) *Item {
-	return &Item{Entry: Entry{Path: rel, Type: File, Mode: st.mode.Perm(), Size: st.size}, f: f, st: st, h: sha256.New(), remain: st.size}
+func newItem(f *srcFile, rel string, st stat, h hash.Hash) *Item {
+	return &Item{Entry: Entry{Path: rel, Type: File, Mode: st.mode.Perm(), Size: st.size}, src: f, st: st, h: h, remain: st.size}
 }
 
 // Verify reads and hashes whatever the caller left unread, then checks that
-// the file ended at Size and did not change while read: same size,
-// modification and change time, and identity as at the start. It fills
-// SHA256, or returns an error wrapping ErrChanged.
+// the file did not change while read: same size, modification and change
+// time, and identity as at the start. It fills SHA256, or returns an error
+// wrapping ErrChanged.
 func (it *Item) Verify() error { return it.verify(nil) }
 
 func (it *Item) verify(buf []byte) error {
@@ -177,20 +193,29 @@ func (it *Item) verify(buf []byte) error {
 	if it.readErr != nil {
 		return it.readErr
 	}
-	var one [1]byte
-	if n, _ := it.f.Read(one[:]); n != 0 {
-		return fmt.Errorf("%w: %s: file grew while read", ErrChanged, it.Path)
-	}
-	fi, err := it.f.Stat()
-	if err != nil {
-		return fmt.Errorf("fstat %q: %w", it.Path, err)
-	}
-	st := it.st
-	if fi.Size() != st.size || !fi.ModTime().Equal(st.mtime) || !st.same(fi) || !st.sameCtime(fi) {
-		return fmt.Errorf("%w: %s: size, time or identity changed while read; retry when the tree is quiet", ErrChanged, it.Path)
+	if err := checkUnchanged(it.src, it.st, it.Path); err != nil {
+		return err
 	}
 	it.SHA256 = hex.EncodeToString(it.h.Sum(nil))
 	return nil
+}
+
+// checkUnchanged fstat's f after exactly st.size bytes of it were read and
+// requires the file st described when the read began: same identity,
+// size, modification and change time. That is also how growth shows (a
+// new size and times), so no read for end of file is needed.
+func checkUnchanged(f *srcFile, st stat, rel string) error {
+	now, err := f.stat()
+	if err != nil {
+		return fmt.Errorf("fstat %q: %w", rel, err)
+	}
+	switch {
+	case st.unchanged(now):
+		return nil
+	case now.size > st.size:
+		return fmt.Errorf("%w: %s: file grew while read", ErrChanged, rel)
+	}
+	return fmt.Errorf("%w: %s: size, time or identity changed while read; retry when the tree is quiet", ErrChanged, rel)
 }
 
 // Read reads the file's content. For a directory it returns io.EOF.
@@ -198,13 +223,13 @@ func (it *Item) Read(p []byte) (int, error) {
 	if it.readErr != nil {
 		return 0, it.readErr
 	}
-	if it.remain <= 0 {
+	if it.remain <= 0 || it.src == nil {
 		return 0, io.EOF
 	}
 	if int64(len(p)) > it.remain {
 		p = p[:it.remain]
 	}
-	n, err := it.f.Read(p)
+	n, err := it.src.read(p)
 	it.h.Write(p[:n])
 	it.remain -= int64(n)
 	if err == io.EOF {
@@ -215,7 +240,7 @@ func (it *Item) Read(p []byte) (int, error) {
 			err = nil
 		}
 	} else if err != nil {
-		it.readErr = fmt.Errorf("reading %s: %w", it.Path, err)
+		it.readErr = readFailed(it.src, it.st, it.Path, fmt.Errorf("reading %s: %w", it.Path, err))
 		err = it.readErr
 	}
 	if err == nil && it.remain == 0 {
@@ -224,37 +249,12 @@ func (it *Item) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// stat is what the walker knows about an entry before opening it.
-type stat struct {
-	mode  fs.FileMode // type and permission bits
-	size  int64
-	mtime time.Time
-	same  func(fi fs.FileInfo) bool // is fi the same file as this lstat
-	// For Fingerprint: the platform's raw mode word, identity and change
-	// time; full says they are known.
-	raw      uint32
-	ino, dev uint64
-	ctime    int64
-	full     bool
-}
-
-// sameCtime reports whether fi (an fstat after the read) has the change
-// time this lstat saw. A file rewritten in place with its size and
-// modification time restored still has a new change time.
-func (st stat) sameCtime(fi fs.FileInfo) bool {
-	if !st.full {
-		return true
-	}
-	c, ok := ctimeOf(fi)
-	return !ok || c == st.ctime
-}
-
 // node is an open directory of one reader (openat2 or os.Root).
 type node interface {
 	names() ([]string, error)
 	lstat(name string) (stat, error)
 	openDir(name string, want stat) (node, error)
-	openFile(name string, want stat) (*os.File, error)
+	openFile(name string, want stat) (*srcFile, error)
 	// lstatBelow, called on the walk root, lstat's the slash-separated
 	// path p below it, following no link in any component (a component
 	// replaced by a link fails with ErrChanged; a missing one with
@@ -270,13 +270,17 @@ type walker struct {
 	opts    Options
 	lim     Limits
 	fn      func(*Item) error
-	root    node
+	root    *dirRef
+	cp      *copier  // the destination of a copy; nil for Walk
+	pool    *pool    // file workers; nil does every file inline
+	inline  *scratch // the calling goroutine's buffers
 	files   int
 	dirs    int
 	bytes   int64
-	entries []Entry
+	seq     int // entries met so far, in walk order
+	recs    recList
 	skipped []string
-	buf     []byte
+	fail    failure
 	ances   []fs.FileInfo // open directories from the root down, for cycle checks
 	// linked holds every directory entered through a followed link, and
 	// via counts the followed links above the current directory: below a
@@ -289,28 +293,53 @@ type walker struct {
 // file below it (not root itself): depth first, names sorted within a
 // directory, a directory before its contents. fn may read a file's Item fully,
 // partly or not at all; the walker reads and hashes the rest, then checks that
-// the file did not change. fn may be nil. Item.SHA256 is empty while fn runs.
+// the file did not change. fn may be nil; then the files are read and
+// hashed by opts.Workers workers. Item.SHA256 is empty while fn runs.
 //
 // root must be a directory and not a symbolic link; the components above it
 // are trusted.
 func Walk(ctx context.Context, root string, opts Options, fn func(*Item) error) (*Result, error) {
+	return walk(ctx, root, opts, fn, nil)
+}
+
+// walk is Walk, and with cp a copy: the walker (this goroutine) lists,
+// lstat's, checks limits and creates directories in walk order; each
+// regular file is a job that a worker opens, reads, hashes, writes and
+// checks. A job for entry n that fails is reported only if nothing before n
+// in walk order failed, so the error does not depend on the schedule.
+func walk(ctx context.Context, root string, opts Options, fn func(*Item) error, cp *copier) (*Result, error) {
 	top, mode, err := openRoot(root, opts.ForceFallback)
 	if err != nil {
 		return nil, err
 	}
 	defer top.close()
-	w := &walker{ctx: ctx, opts: opts, lim: opts.Limits.WithDefaults(), fn: fn, root: top}
 	fi, err := top.info()
 	if err != nil {
 		return nil, &fs.PathError{Op: "walk", Path: root, Err: err}
 	}
+	w := &walker{ctx: ctx, opts: opts, lim: opts.Limits.WithDefaults(), fn: fn, cp: cp, inline: newScratch(ctx)}
+	w.root = &dirRef{n: top, dst: -1, root: true}
+	if cp != nil {
+		w.root.dst = cp.root
+	}
+	w.root.refs.Store(1)
 	w.ances = append(w.ances, fi)
-	if err := w.dir(top, "", ""); err != nil {
+	if n := opts.workers(); fn == nil && n > 1 {
+		w.pool = startPool(w, n)
+	}
+	err = w.dir(w.root, "", "")
+	if err != nil && err != errStop {
+		w.fail.record(w.seq, err)
+	}
+	if w.pool != nil {
+		w.pool.stop()
+	}
+	w.root.release(w)
+	if err := w.fail.first(); err != nil {
 		return nil, err
 	}
-	sort.Slice(w.entries, func(i, j int) bool { return w.entries[i].Path < w.entries[j].Path })
-	sort.Strings(w.skipped)
-	return &Result{Manifest: Manifest{Entries: w.entries}, Skipped: w.skipped, Mode: mode, RootMode: fi.Mode().Perm()}, nil
+	slices.Sort(w.skipped)
+	return &Result{Manifest: Manifest{Entries: w.recs.entries()}, Skipped: w.skipped, Mode: mode, RootMode: fi.Mode().Perm()}, nil
 }
 
 func openRoot(root string, forceFallback bool) (node, Mode, error) {
@@ -376,16 +405,20 @@ func (w *walker) checkPath(rel string) error {
 	return nil
 }
 
-// dir walks the directory n, which is at prefix in the walk and at real
+// dir walks the directory d, which is at prefix in the walk and at real
 // below the root (real has no link in it; it differs from prefix below a
 // followed link).
-func (w *walker) dir(n node, prefix, real string) error {
-	names, err := n.names()
+func (w *walker) dir(d *dirRef, prefix, real string) error {
+	names, err := d.n.names()
 	if err != nil {
 		return fmt.Errorf("reading directory %q: %w", displayPath(prefix), err)
 	}
 	slices.Sort(names)
 	for _, name := range names {
+		w.seq++
+		if w.fail.failed() {
+			return errStop
+		}
 		if err := w.ctx.Err(); err != nil {
 			return err
 		}
@@ -399,7 +432,7 @@ func (w *walker) dir(n node, prefix, real string) error {
 		if err := w.checkPath(rel); err != nil {
 			return err
 		}
-		st, err := n.lstat(name)
+		st, err := d.n.lstat(name)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue // removed since the listing: it is simply not part of the tree
 		}
@@ -411,32 +444,27 @@ func (w *walker) dir(n node, prefix, real string) error {
 		}
 		switch {
 		case st.mode.IsDir():
-			sub, err := n.openDir(name, st)
+			sub, err := d.n.openDir(name, st)
 			if err != nil {
 				return fmt.Errorf("opening directory %q: %w", rel, err)
 			}
-			err = w.enterDir(sub, rel, at, st.mode.Perm())
-			sub.close()
-			if err != nil {
+			if err := w.enterDir(d, sub, rel, at, st.mode.Perm()); err != nil {
 				return err
 			}
 		case st.mode.IsRegular():
-			f, err := n.openFile(name, st)
-			if err != nil {
-				return fmt.Errorf("opening %q: %w", rel, err)
-			}
-			err = w.file(f, rel, st)
-			f.Close()
-			if err != nil {
+			if err := w.file(job{from: d, into: d, name: name, leaf: name, rel: rel, st: st}); err != nil {
 				return err
 			}
 		case st.mode&fs.ModeSymlink != 0:
-			if err := w.link(rel, at); err != nil {
+			if err := w.link(d, rel, at); err != nil {
 				return err
 			}
 		default:
 			w.skipped = append(w.skipped, rel)
 		}
+	}
+	if w.pool != nil {
+		w.pool.flush()
 	}
 	return nil
 }
@@ -448,11 +476,13 @@ func displayPath(rel string) string {
 	return rel
 }
 
-// enterDir walks the directory sub at rel. Below a followed link it first
+// enterDir walks the directory sub at rel, a child of parent in the walk
+// (and in the copy); it takes over sub. Below a followed link it first
 // checks that sub was not walked through a link before, and skips it if so.
-func (w *walker) enterDir(sub node, rel, real string, perm fs.FileMode) error {
+func (w *walker) enterDir(parent *dirRef, sub node, rel, real string, perm fs.FileMode) error {
 	fi, err := sub.info()
 	if err != nil {
+		sub.close()
 		return fmt.Errorf("fstat %q: %w", rel, err)
 	}
 	if w.via > 0 {
@@ -460,6 +490,7 @@ func (w *walker) enterDir(sub node, rel, real string, perm fs.FileMode) error {
 		if !ok || w.linked[key] {
 			// Walked through a link already (or of unknown identity, so
 			// it might have been): once is enough.
+			sub.close()
 			w.skipped = append(w.skipped, rel)
 			return nil
 		}
@@ -470,22 +501,31 @@ func (w *walker) enterDir(sub node, rel, real string, perm fs.FileMode) error {
 	}
 	// Directories count against MaxFiles too (separately from files).
 	if w.dirs++; w.dirs > w.lim.MaxFiles {
+		sub.close()
 		return &LimitError{Limit: "directories", Max: int64(w.lim.MaxFiles), Path: rel, err: ErrTooManyFiles}
 	}
-	e := Entry{Path: rel, Type: Dir, Mode: perm}
-	w.entries = append(w.entries, e)
+	w.recs.add(rec{path: rel, perm: perm, dir: true})
+	d := &dirRef{n: sub, dst: -1, rel: rel, seq: w.seq}
+	d.refs.Store(1)
+	defer d.release(w)
 	if w.fn != nil {
-		if err := w.fn(&Item{Entry: e}); err != nil {
+		if err := w.fn(&Item{Entry: Entry{Path: rel, Type: Dir, Mode: perm}}); err != nil {
+			return err
+		}
+	}
+	if w.cp != nil {
+		if err := w.cp.mkdir(parent, d, path.Base(rel), rel, perm); err != nil {
 			return err
 		}
 	}
 	w.ances = append(w.ances, fi)
 	defer func() { w.ances = w.ances[:len(w.ances)-1] }()
-	return w.dir(sub, rel, real)
+	return w.dir(d, rel, real)
 }
 
-// link handles the link at rel in the walk, at real below the root.
-func (w *walker) link(rel, real string) error {
+// link handles the link at rel in the walk (in the directory d), at real
+// below the root.
+func (w *walker) link(d *dirRef, rel, real string) error {
 	switch w.opts.Links {
 	case RejectLinks:
 		return fmt.Errorf("%w: %q is a symbolic link and the policy rejects links", ErrLink, rel)
@@ -507,31 +547,27 @@ func (w *walker) link(rel, real string) error {
 		w.skipped = append(w.skipped, rel) // the root: a cycle
 		return nil
 	case st.mode.IsDir():
-		sub, err := w.root.openDir(target, st)
+		sub, err := w.root.n.openDir(target, st)
 		if err != nil {
 			return fmt.Errorf("following link %q: %w", rel, err)
 		}
-		defer sub.close()
 		fi, err := sub.info()
 		if err != nil {
+			sub.close()
 			return fmt.Errorf("following link %q: %w", rel, err)
 		}
 		for _, a := range w.ances {
 			if os.SameFile(a, fi) {
+				sub.close()
 				w.skipped = append(w.skipped, rel) // a cycle
 				return nil
 			}
 		}
 		w.via++
 		defer func() { w.via-- }()
-		return w.enterDir(sub, rel, target, st.mode.Perm())
+		return w.enterDir(d, sub, rel, target, st.mode.Perm())
 	case st.mode.IsRegular():
-		f, err := w.root.openFile(target, st)
-		if err != nil {
-			return fmt.Errorf("following link %q: %w", rel, err)
-		}
-		defer f.Close()
-		return w.file(f, rel, st)
+		return w.file(job{from: w.root, into: d, name: target, leaf: path.Base(rel), rel: rel, st: st, link: true})
 	default:
 		w.skipped = append(w.skipped, rel) // a special file
 		return nil
@@ -556,8 +592,9 @@ var errLoop = errors.New("too many levels of symbolic links")
 // walk or which reader runs.
 func (w *walker) resolve(real string) (string, stat, error) {
 	type comp struct {
-		name string
-		st   stat
+		name  string
+		st    stat
+		known bool // st was taken by this resolution
 	}
 	var stack []comp // the resolved path so far: directories only, no links
 	dir, base := path.Split(real)
@@ -591,7 +628,7 @@ func (w *walker) resolve(real string) (string, stat, error) {
 			continue
 		}
 		p := join(c)
-		st, target, err := w.root.lstatBelow(p)
+		st, target, err := w.root.n.lstatBelow(p)
 		if err != nil {
 			return "", stat{}, err
 		}
@@ -611,16 +648,16 @@ func (w *walker) resolve(real string) (string, stat, error) {
 		if !st.mode.IsDir() && len(pending) > 0 {
 			return "", stat{}, fs.ErrNotExist // a path through a file: ENOTDIR
 		}
-		stack = append(stack, comp{name: c, st: st})
+		stack = append(stack, comp{name: c, st: st, known: true})
 	}
 	if len(stack) == 0 {
 		return "", stat{}, nil
 	}
 	last := stack[len(stack)-1]
-	if last.st.same == nil {
+	if !last.known {
 		// Reached by ".." back into the link's own directories, whose
 		// lstat this resolution did not take: take it now.
-		st, _, err := w.root.lstatBelow(join(""))
+		st, _, err := w.root.n.lstatBelow(join(""))
 		if err != nil {
 			return "", stat{}, err
 		}
@@ -629,37 +666,72 @@ func (w *walker) resolve(real string) (string, stat, error) {
 	return join(""), last.st, nil
 }
 
-func (w *walker) file(f *os.File, rel string, st stat) error {
+// job is one regular file of the walk: name in the directory from (a path
+// below the root for a followed link), copied (when copying) to leaf in
+// into. rec is where its result goes.
+type job struct {
+	from, into *dirRef
+	name, leaf string
+	rel        string
+	st         stat // its lstat: the baseline it is checked against
+	link       bool // reached through a followed link
+	seq        int
+	rec        *rec
+}
+
+// file checks the limits for j's file in walk order and has it done:
+// inline, or by a worker while the walk goes on.
+func (w *walker) file(j job) error {
 	if w.files+1 > w.lim.MaxFiles {
-		return &LimitError{Limit: "files", Max: int64(w.lim.MaxFiles), Path: rel, err: ErrTooManyFiles}
+		return &LimitError{Limit: "files", Max: int64(w.lim.MaxFiles), Path: j.rel, err: ErrTooManyFiles}
 	}
-	if st.size > w.lim.MaxFileBytes {
-		return &LimitError{Limit: "file bytes", Max: w.lim.MaxFileBytes, Path: rel, err: ErrFileTooLarge}
+	if j.st.size > w.lim.MaxFileBytes {
+		return &LimitError{Limit: "file bytes", Max: w.lim.MaxFileBytes, Path: j.rel, err: ErrFileTooLarge}
 	}
-	if w.bytes+st.size > w.lim.MaxBytes {
-		return &LimitError{Limit: "bytes", Max: w.lim.MaxBytes, Path: rel, err: ErrTooManyBytes}
+	if w.bytes+j.st.size > w.lim.MaxBytes {
+		return &LimitError{Limit: "bytes", Max: w.lim.MaxBytes, Path: j.rel, err: ErrTooManyBytes}
 	}
 	w.files++
-	w.bytes += st.size
-	it := newItem(f, rel, st)
-	if w.fn != nil {
+	w.bytes += j.st.size
+	j.seq = w.seq
+	j.rec = w.recs.add(rec{path: j.rel, size: j.st.size, perm: j.st.mode.Perm()})
+	if w.pool == nil {
+		return w.doFile(&j, w.inline)
+	}
+	j.from.refs.Add(1)
+	j.into.refs.Add(1)
+	w.pool.add(j)
+	return nil
+}
+
+// doFile opens, reads, hashes (and, copying, writes) j's file, and checks
+// that it did not change while read.
+func (w *walker) doFile(j *job, s *scratch) error {
+	f, err := j.from.n.openFile(j.name, j.st)
+	if err != nil {
+		if j.link {
+			return fmt.Errorf("following link %q: %w", j.rel, err)
+		}
+		return fmt.Errorf("opening %q: %w", j.rel, err)
+	}
+	defer f.close()
+	switch {
+	case w.fn != nil:
+		s.h.Reset()
+		it := newItem(f, j.rel, j.st, s.h)
 		if err := w.fn(it); err != nil {
 			return err
 		}
+		if err := it.verify(s.buffer(j.st.size)); err != nil {
+			return err
+		}
+		s.h.Sum(j.rec.sum[:0])
+		return nil
+	case w.cp != nil:
+		return w.cp.copyFile(f, j, s)
 	}
-	if w.buf == nil {
-		w.buf = make([]byte, 256<<10)
-	}
-	// The file must end where lstat said it ends, and still be the same file.
-	if err := it.verify(w.buf); err != nil {
-		return err
-	}
-	w.entries = append(w.entries, it.Entry)
-	return nil
+	return s.stream(f, j.st, j.rel, -1, &j.rec.sum)
 }
 
 // onlyReader hides every method but Read, so io.CopyBuffer uses our buffer.
 type onlyReader struct{ io.Reader }
-
-// onlyWriter hides every method but Write, so io.CopyBuffer uses our buffer.
-type onlyWriter struct{ io.Writer }

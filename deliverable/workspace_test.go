@@ -17,6 +17,8 @@ import (
 
 	"github.com/airlockdev/airlock/deliverable"
 	"github.com/airlockdev/airlock/stage"
+	"github.com/airlockdev/airlock/stage/remote"
+	"github.com/airlockdev/airlock/stage/remote/remotetest"
 )
 
 // workspaceFactory makes a Workspace whose root is the host directory dir,
@@ -36,6 +38,13 @@ func workspaceFactories() []workspaceFactory {
 		}},
 		{"remote over sh, root relative to the runner", func(t *testing.T, dir string) deliverable.Workspace {
 			return deliverable.RemoteWorkspace(stage.LocalRunner(dir), "")
+		}},
+		{"remote over SSH (remotetest)", func(t *testing.T, dir string) deliverable.Workspace {
+			srv := remotetest.NewServer(t)
+			h, err := remote.Dial(t.Context(), srv.Addr(), srv.Config())
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = h.Close() })
+			return deliverable.RemoteWorkspace(h, dir)
 		}},
 	}
 }

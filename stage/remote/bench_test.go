@@ -13,11 +13,14 @@ import (
 	"github.com/airlockdev/airlock/stage/remote/remotetest"
 )
 
+var firstRoots int
+
 // BenchmarkStageRemote stages the standard tree (about 2,000 files, 25 MB)
 // through remote.Host on remotetest with 2 ms added to every round trip:
 // a first stage into an empty root, an unchanged re-stage (with an index,
 // as a host keeps one), and a re-stage after one file changed.
 func BenchmarkStageRemote(b *testing.B) {
+	firstRoots += 1000
 	src := b.TempDir()
 	if _, err := treegen.Write(src, treegen.Standard); err != nil {
 		b.Fatal(err)
@@ -28,8 +31,9 @@ func BenchmarkStageRemote(b *testing.B) {
 	assets := func() []stage.Asset { return []stage.Asset{{Name: "skills", Source: src}} }
 
 	b.Run("first", func(b *testing.B) {
-		for i := 0; b.Loop(); i++ {
-			root := path.Join(srv.Dir(), fmt.Sprintf("first-%d", i))
+		for b.Loop() {
+			firstRoots++ // unique across -count runs: every stage is a first one
+			root := path.Join(srv.Dir(), fmt.Sprintf("first-%d", firstRoots))
 			if _, err := stage.Stage(b.Context(), h, root, assets()); err != nil {
 				b.Fatal(err)
 			}

@@ -120,7 +120,7 @@ func ValidateEvidence(ctx context.Context, tasks Tasks, ev Evidence) error {
 	}
 	for _, f := range []struct{ name, v string }{{"TaskID", ev.TaskID}, {"RunID", ev.RunID}} {
 		if strings.TrimSpace(f.v) == "" {
-			return &HostError{Op: "validate evidence", Err: fmt.Errorf("Evidence.%s is empty", f.name)}
+			return &HostError{Op: "validate evidence", Err: fmt.Errorf("field %s of Evidence is empty", f.name)}
 		}
 	}
 	if err := validateEvidence(ctx, tasks, ev); err != nil {

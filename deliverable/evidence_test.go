@@ -192,10 +192,10 @@ func TestValidateEvidenceHostFailures(t *testing.T) {
 	assert.EqualError(t, err, "deliverable: validate evidence: tasks is nil")
 	err = deliverable.ValidateEvidence(ctx, evidenceTasks(), deliverable.Evidence{RunID: "R"})
 	requireHostError(t, err)
-	assert.EqualError(t, err, "deliverable: validate evidence: Evidence.TaskID is empty")
+	assert.EqualError(t, err, "deliverable: validate evidence: field TaskID of Evidence is empty")
 	err = deliverable.ValidateEvidence(ctx, evidenceTasks(), deliverable.Evidence{TaskID: "P", RunID: " "})
 	requireHostError(t, err)
-	assert.EqualError(t, err, "deliverable: validate evidence: Evidence.RunID is empty")
+	assert.EqualError(t, err, "deliverable: validate evidence: field RunID of Evidence is empty")
 
 	cancelled, cancel := context.WithCancel(ctx)
 	cancel()

@@ -33,7 +33,7 @@ func writeTree(ctx context.Context, tr *os.Root, src *Tree, old *os.Root) ([]byt
 	defer base.Close()
 	var hooks tree.CopyHooks
 	if src.onFile != nil {
-		hooks.Done = func(e tree.Entry) { src.onFile(e.Size) } // one call at a time
+		hooks.Done = func(e tree.Entry) { src.onFile(e.Size) } // on this goroutine, as WithProgress promises
 	}
 	if old != nil && len(src.Unchanged()) > 0 {
 		hooks.Carry = newCarrier(src, old).carry

@@ -98,7 +98,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, sshCfg *r
 	start := time.Now()
 	var target stage.Target
 	var root string
-	where := func(p string) string { return p } // the staged path as the user names it
+	var where func(p string) string // the staged path as the user names it
 	if strings.HasPrefix(*to, "ssh://") {
 		addr, cfg, dir, done, err := sshDest(*to, sshCfg, *keyFile, *useAgent, *knownHosts)
 		if err != nil {

@@ -70,8 +70,9 @@ type CopyHooks struct {
 	// source; the caller compares. With false the source is copied (the
 	// caller removes whatever it created first).
 	Carry func(e Entry, d Dest) (bool, error)
-	// Done, when set, is called after each regular file is in place, one
-	// call at a time.
+	// Done, when set, is called for each regular file once it is in
+	// place, on the goroutine that called CopyInto (so a little after the
+	// worker finished it; the last ones before CopyInto returns).
 	Done func(e Entry)
 }
 
@@ -111,9 +112,13 @@ type copier struct {
 	// exact says that a mode given to mkdirat or openat is the mode the
 	// entry gets (umask known, no default ACL), so no chmod is needed
 	// when mode&^umask == mode.
-	exact  bool
-	umask  fs.FileMode
-	doneMu sync.Mutex
+	exact bool
+	umask fs.FileMode
+	// done holds the files finished since the walker last handed them to
+	// hooks.Done.
+	doneMu  sync.Mutex
+	done    []Entry
+	pending atomic.Bool
 }
 
 func newCopier(root int, name string, hooks CopyHooks) *copier {
@@ -184,7 +189,7 @@ func (c *copier) copyFile(f *srcFile, j *job, s *scratch) error {
 			if err := s.stream(f, j.st, j.rel, -1, &j.rec.sum); err != nil {
 				return err
 			}
-			c.done(e)
+			c.finished(e)
 			return nil
 		}
 	}
@@ -197,18 +202,36 @@ func (c *copier) copyFile(f *srcFile, j *job, s *scratch) error {
 		err = &fs.PathError{Op: "close", Path: c.show(j.rel), Err: cerr}
 	}
 	if err == nil {
-		c.done(e)
+		c.finished(e)
 	}
 	return err
 }
 
-func (c *copier) done(e Entry) {
+// finished records that e is in place, for deliver.
+func (c *copier) finished(e Entry) {
 	if c.hooks.Done == nil {
 		return
 	}
 	c.doneMu.Lock()
 	defer c.doneMu.Unlock()
-	c.hooks.Done(e)
+	c.done = append(c.done, e)
+	c.pending.Store(true)
+}
+
+// deliver hands the finished files to hooks.Done; the walker calls it on
+// its own goroutine.
+func (c *copier) deliver() {
+	if !c.pending.Load() {
+		return
+	}
+	c.doneMu.Lock()
+	done := c.done
+	c.done = nil
+	c.pending.Store(false)
+	c.doneMu.Unlock()
+	for _, e := range done {
+		c.hooks.Done(e)
+	}
 }
 
 // Buffers. A file of at most smallFile bytes is read with one read(2) into

@@ -255,12 +255,3 @@ func openat2File(root, rel string) (*os.File, error) {
 	}
 	return nil, err
 }
-
-// ctimeOf returns fi's change time in nanoseconds, when the platform has it.
-func ctimeOf(fi fs.FileInfo) (int64, bool) {
-	sys, ok := fi.Sys().(*syscall.Stat_t)
-	if !ok {
-		return 0, false
-	}
-	return sys.Ctim.Nano(), true
-}

@@ -23,5 +23,3 @@ func statInfo(fi fs.FileInfo) stat {
 // fstatFD is never reached off Linux: every source file there is an
 // *os.File of the os.Root reader.
 func fstatFD(int) (stat, error) { return stat{}, errNoOpenat2 }
-
-func ctimeOf(fs.FileInfo) (int64, bool) { return 0, false }

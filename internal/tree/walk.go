@@ -335,6 +335,9 @@ func walk(ctx context.Context, root string, opts Options, fn func(*Item) error, 
 		w.pool.stop()
 	}
 	w.root.release(w)
+	if cp != nil && w.fail.first() == nil {
+		cp.deliver()
+	}
 	if err := w.fail.first(); err != nil {
 		return nil, err
 	}
@@ -418,6 +421,9 @@ func (w *walker) dir(d *dirRef, prefix, real string) error {
 		w.seq++
 		if w.fail.failed() {
 			return errStop
+		}
+		if w.cp != nil {
+			w.cp.deliver()
 		}
 		if err := w.ctx.Err(); err != nil {
 			return err

@@ -1,7 +1,8 @@
 package workspace
 
-// This file holds the workspace's tar stream writer and hostile tar reader.
-// They move to the shared internal package (with stage's) once it lands.
+// The workspace's tar streams, in the shell protocol's encoding: the
+// writer and the hostile reader are internal/shellproto's, shared with
+// stage.Bridge and remote.Host.
 
 import (
 	"archive/tar"
@@ -14,42 +15,30 @@ import (
 	"strings"
 	"time"
 
+	"github.com/airlockdev/airlock/internal/shellproto"
 	"github.com/airlockdev/airlock/internal/tree"
 )
 
 // writeTar streams the tree at dir (read through internal/tree, links
-// skipped, exclude applied) to w and returns what it sent.
+// skipped, exclude applied) to w, in the shell protocol's tree encoding
+// (shellproto.WriteTree), and returns what it sent.
 func writeTar(ctx context.Context, w io.Writer, dir string, exclude func(rel string, isDir bool) bool) (*tree.Result, error) {
 	bw := bufio.NewWriterSize(w, 256<<10)
 	tw := tar.NewWriter(bw)
-	mt := time.Now().Truncate(time.Second)
-	var fixups []tree.Entry
-	buf := make([]byte, 256<<10)
-	res, err := tree.Walk(ctx, dir, tree.Options{Exclude: exclude}, func(it *tree.Item) error {
-		h := &tar.Header{Name: it.Path, Mode: int64(it.Mode.Perm()), ModTime: mt, Format: tar.FormatPAX}
-		if it.Type == tree.Dir {
-			h.Typeflag, h.Name = tar.TypeDir, h.Name+"/"
-			if it.Mode&0o700 != 0o700 {
-				h.Mode |= 0o700
-				fixups = append(fixups, it.Entry)
+	var res *tree.Result
+	_, err := shellproto.WriteTree(tw, "", time.Now().Truncate(time.Second), func(fn func(shellproto.Entry, io.Reader) error) ([]byte, error) {
+		var err error
+		res, err = tree.Walk(ctx, dir, tree.Options{Exclude: exclude}, func(it *tree.Item) error {
+			e := shellproto.Entry{Path: it.Path, Mode: it.Mode.Perm(), Size: it.Size}
+			if it.Type == tree.Dir {
+				e.Mode |= fs.ModeDir
 			}
-			return tw.WriteHeader(h)
-		}
-		h.Typeflag, h.Size = tar.TypeReg, it.Size
-		if err := tw.WriteHeader(h); err != nil {
-			return err
-		}
-		_, err := io.CopyBuffer(struct{ io.Writer }{tw}, struct{ io.Reader }{it}, buf)
-		return err
+			return fn(e, it)
+		})
+		return nil, err
 	})
 	if err != nil {
 		return nil, err
-	}
-	for i := len(fixups) - 1; i >= 0; i-- {
-		e := fixups[i]
-		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: e.Path + "/", Mode: int64(e.Mode.Perm()), ModTime: mt, Format: tar.FormatPAX}); err != nil {
-			return nil, err
-		}
 	}
 	if err := tw.Close(); err != nil {
 		return nil, err
@@ -65,62 +54,25 @@ type tarEntry struct {
 	Path   string
 	Mode   fs.FileMode // type and permission bits; setuid/setgid/sticky kept so the caller can refuse them
 	Size   int64
-	Target string // symbolic links
+	Target string // symbolic and hard links
 }
 
-// readTar parses a tar stream from a sandbox's `tar -c`. Nothing in it is
+// readTar parses a tar stream from a sandbox's `tar -c` through the shell
+// protocol's hostile reader (shellproto.Members). Nothing in it is
 // trusted: a member's name may be anything (Path is "" when it is not a
-// clean relative path), links are reported by type and never resolved,
-// and at most limit bytes of content are read: the member that crosses it
-// is reported to fn with r == nil and the reader stops with errTruncated.
-// fn may read r (valid until it returns) or not.
+// clean relative path, holds a backslash or is too long), links are
+// reported by type and never resolved, and at most limit bytes of content
+// are read: the member that crosses it is reported to fn with r == nil and
+// the reader stops with errTruncated. fn may read r (valid until it
+// returns) or not.
 func readTar(r io.Reader, limit int64, fn func(e tarEntry, r io.Reader) error) error {
-	tr := tar.NewReader(r)
-	for {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			return nil
+	err := shellproto.Members(r, func(m shellproto.Member, r io.Reader) error {
+		e := tarEntry{Name: m.Name, Path: m.Path, Mode: m.Mode, Size: m.Size}
+		if strings.Contains(e.Path, "\\") || len(e.Path) > tree.DefaultMaxPathLen {
+			e.Path = ""
 		}
-		if err != nil {
-			return fmt.Errorf("%w: reading the sandbox's tar stream: %v", ErrHostile, err)
-		}
-		e := tarEntry{Name: h.Name, Mode: fs.FileMode(h.Mode) & fs.ModePerm}
-		if h.Mode&0o4000 != 0 {
-			e.Mode |= fs.ModeSetuid
-		}
-		if h.Mode&0o2000 != 0 {
-			e.Mode |= fs.ModeSetgid
-		}
-		if h.Mode&0o1000 != 0 {
-			e.Mode |= fs.ModeSticky
-		}
-		name := strings.TrimPrefix(h.Name, "./")
-		if h.Typeflag == tar.TypeDir {
-			name = strings.TrimSuffix(name, "/")
-		}
-		if name == "" || name == "." {
-			continue // the top directory
-		}
-		if tree.ValidPath(name) && !strings.Contains(name, "\\") && len(name) <= tree.DefaultMaxPathLen {
-			e.Path = name
-		}
-		switch h.Typeflag {
-		case tar.TypeDir:
-			e.Mode |= fs.ModeDir
-		case tar.TypeReg, '\x00': // '\x00': the pre-POSIX regular file
-			e.Size = h.Size
-		case tar.TypeSymlink:
-			e.Mode |= fs.ModeSymlink
-			e.Target = h.Linkname
-		case tar.TypeFifo:
-			e.Mode |= fs.ModeNamedPipe
-		case tar.TypeChar:
-			e.Mode |= fs.ModeDevice | fs.ModeCharDevice
-		case tar.TypeBlock:
-			e.Mode |= fs.ModeDevice
-		default: // hard links, sparse files, anything else
-			e.Mode |= fs.ModeIrregular
-			e.Target = h.Linkname
+		if m.Mode&fs.ModeSymlink != 0 || m.Mode&fs.ModeIrregular != 0 {
+			e.Target = m.Linkname
 		}
 		if e.Mode.IsRegular() {
 			if e.Size > limit {
@@ -131,8 +83,10 @@ func readTar(r io.Reader, limit int64, fn func(e tarEntry, r io.Reader) error) e
 			}
 			limit -= e.Size
 		}
-		if err := fn(e, tr); err != nil {
-			return err
-		}
+		return fn(e, r)
+	})
+	if errors.Is(err, shellproto.ErrMalformedTar) {
+		return fmt.Errorf("%w: reading the sandbox's tar stream: %w", ErrHostile, err)
 	}
+	return err
 }

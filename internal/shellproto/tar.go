@@ -48,9 +48,7 @@ type WalkFunc func(fn func(e Entry, r io.Reader) error) ([]byte, error)
 
 // WriteStream writes the tree walk yields to w as one tar stream in the
 // layout above and returns the manifest walk returned. Every member gets
-// mtime. A directory without owner rwx is created with it (so that tar, as
-// a non-root user, can fill it) and given its real mode at the end, deepest
-// first.
+// mtime.
 func WriteStream(w io.Writer, mtime time.Time, walk WalkFunc) ([]byte, error) {
 	bw := bufio.NewWriterSize(w, 256<<10)
 	tw := tar.NewWriter(bw)
@@ -59,34 +57,9 @@ func WriteStream(w io.Writer, mtime time.Time, walk WalkFunc) ([]byte, error) {
 			return nil, err
 		}
 	}
-	var fixups []Entry
-	buf := make([]byte, 256<<10)
-	manifest, err := walk(func(e Entry, r io.Reader) error {
-		h := &tar.Header{Name: TarTree + e.Path, Mode: int64(e.Mode.Perm()), ModTime: mtime}
-		if e.Mode.IsDir() {
-			h.Typeflag, h.Name = tar.TypeDir, h.Name+"/"
-			if e.Mode&0o700 != 0o700 {
-				h.Mode |= 0o700
-				fixups = append(fixups, e)
-			}
-			return tw.WriteHeader(h)
-		}
-		h.Typeflag, h.Size = tar.TypeReg, e.Size
-		if err := tw.WriteHeader(h); err != nil {
-			return err
-		}
-		_, err := io.CopyBuffer(onlyWriter{tw}, onlyReader{r}, buf)
-		return err
-	})
+	manifest, err := WriteTree(tw, TarTree, mtime, walk)
 	if err != nil {
 		return nil, err
-	}
-	for i := len(fixups) - 1; i >= 0; i-- {
-		e := fixups[i]
-		h := &tar.Header{Typeflag: tar.TypeDir, Name: TarTree + e.Path + "/", Mode: int64(e.Mode.Perm()), ModTime: mtime}
-		if err := tw.WriteHeader(h); err != nil {
-			return nil, err
-		}
 	}
 	h := &tar.Header{Typeflag: tar.TypeReg, Name: TarManifest, Mode: 0o644, Size: int64(len(manifest)), ModTime: mtime}
 	if err := tw.WriteHeader(h); err != nil {
@@ -108,6 +81,44 @@ func WriteStream(w io.Writer, mtime time.Time, walk WalkFunc) ([]byte, error) {
 		return nil, err
 	}
 	return manifest, nil
+}
+
+// WriteTree writes the directories and regular files walk yields to tw,
+// each name prefixed with prefix ("" or a path ending in "/"), and returns
+// what walk returned. A directory without owner rwx is written with it (so
+// that tar, as a non-root user, can fill it) and given its real mode by a
+// second header at the end, deepest first. It does not close tw.
+func WriteTree(tw *tar.Writer, prefix string, mtime time.Time, walk WalkFunc) ([]byte, error) {
+	var fixups []Entry
+	buf := make([]byte, 256<<10)
+	out, err := walk(func(e Entry, r io.Reader) error {
+		h := &tar.Header{Name: prefix + e.Path, Mode: int64(e.Mode.Perm()), ModTime: mtime}
+		if e.Mode.IsDir() {
+			h.Typeflag, h.Name = tar.TypeDir, h.Name+"/"
+			if e.Mode&0o700 != 0o700 {
+				h.Mode |= 0o700
+				fixups = append(fixups, e)
+			}
+			return tw.WriteHeader(h)
+		}
+		h.Typeflag, h.Size = tar.TypeReg, e.Size
+		if err := tw.WriteHeader(h); err != nil {
+			return err
+		}
+		_, err := io.CopyBuffer(onlyWriter{tw}, onlyReader{r}, buf)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	for i := len(fixups) - 1; i >= 0; i-- {
+		e := fixups[i]
+		h := &tar.Header{Typeflag: tar.TypeDir, Name: prefix + e.Path + "/", Mode: int64(e.Mode.Perm()), ModTime: mtime}
+		if err := tw.WriteHeader(h); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }
 
 // WriteFiles writes regular files as one plain tar stream (no layout):
@@ -141,12 +152,29 @@ func WriteFiles(w io.Writer, mtime time.Time, files []Entry, open func(e Entry) 
 	return bw.Flush()
 }
 
-// ReadTar parses a tar stream written by a sandbox's `tar -c .` and calls
-// fn for each member below the top directory. The stream is hostile: a
-// member name that is absolute, not clean or leaves the top is a protocol
-// error wrapping ErrTransport; links and special files are reported by
-// type, never resolved; a hard link is reported as fs.ModeIrregular.
-func ReadTar(r io.Reader, fn func(Entry, io.Reader) error) error {
+// ErrMalformedTar is wrapped by Members when the stream is not a tar
+// archive (or is cut in the middle of one).
+var ErrMalformedTar = errors.New("malformed tar stream")
+
+// Member is one member of a tar stream that a sandbox sent, as it stands:
+// nothing in it is trusted.
+type Member struct {
+	Name     string      // the raw member name
+	Path     string      // Name as a clean relative path below the top ("./" and a directory's "/" dropped); "" when Name is not one
+	Mode     fs.FileMode // type bits, permission bits, and setuid/setgid/sticky so that a caller can refuse them
+	Size     int64       // regular files
+	Linkname string      // symbolic and hard links: the raw target
+}
+
+// Members reads a tar stream from a sandbox and calls fn for each member
+// but the top directory itself ("." or "./"). It never fails on a name:
+// a member whose name is absolute, unclean or leaves the top has Path "",
+// for the caller to refuse. Links and special files are reported by type
+// (a hard link, a sparse file or any other type as fs.ModeIrregular) and
+// never resolved. For a regular file, r yields its content and is valid
+// until fn returns; fn may read all, part or none of it. A stream that is
+// not tar fails with ErrMalformedTar.
+func Members(r io.Reader, fn func(m Member, r io.Reader) error) error {
 	tr := tar.NewReader(bufio.NewReaderSize(r, 256<<10))
 	for {
 		h, err := tr.Next()
@@ -154,36 +182,64 @@ func ReadTar(r io.Reader, fn func(Entry, io.Reader) error) error {
 			return nil
 		}
 		if err != nil {
-			return fmt.Errorf("%w: reading the sandbox's tar stream: %v", ErrTransport, err)
+			return fmt.Errorf("%w: %v", ErrMalformedTar, err)
+		}
+		m := Member{Name: h.Name, Mode: fs.FileMode(h.Mode) & fs.ModePerm, Linkname: h.Linkname}
+		if h.Mode&0o4000 != 0 {
+			m.Mode |= fs.ModeSetuid
+		}
+		if h.Mode&0o2000 != 0 {
+			m.Mode |= fs.ModeSetgid
+		}
+		if h.Mode&0o1000 != 0 {
+			m.Mode |= fs.ModeSticky
 		}
 		name := strings.TrimSuffix(strings.TrimPrefix(h.Name, "./"), "/")
 		if name == "" || name == "." {
 			continue // the top directory itself
 		}
-		if !tree.ValidPath(name) {
-			return fmt.Errorf("%w: the sandbox's tar stream names %q, which is not a clean relative path", ErrTransport, h.Name)
+		if tree.ValidPath(name) {
+			m.Path = name
 		}
-		e := Entry{Path: name, Mode: fs.FileMode(h.Mode) & fs.ModePerm}
 		switch h.Typeflag {
 		case tar.TypeDir:
-			e.Mode |= fs.ModeDir
-		case tar.TypeReg, '\x00':
-			e.Size = h.Size
+			m.Mode |= fs.ModeDir
+		case tar.TypeReg, '\x00': // '\x00': the pre-POSIX regular file
+			m.Size = h.Size
 		case tar.TypeSymlink:
-			e.Mode |= fs.ModeSymlink
+			m.Mode |= fs.ModeSymlink
 		case tar.TypeFifo:
-			e.Mode |= fs.ModeNamedPipe
+			m.Mode |= fs.ModeNamedPipe
 		case tar.TypeChar:
-			e.Mode |= fs.ModeDevice | fs.ModeCharDevice
+			m.Mode |= fs.ModeDevice | fs.ModeCharDevice
 		case tar.TypeBlock:
-			e.Mode |= fs.ModeDevice
+			m.Mode |= fs.ModeDevice
 		default: // hard links and anything else
-			e.Mode |= fs.ModeIrregular
+			m.Mode |= fs.ModeIrregular
 		}
-		if err := fn(e, tr); err != nil {
+		if err := fn(m, tr); err != nil {
 			return err
 		}
 	}
+}
+
+// ReadTar parses a tar stream written by a sandbox's `tar -c .` and calls
+// fn for each member below the top directory, strictly: a member name that
+// is absolute, not clean or leaves the top is a protocol error wrapping
+// ErrTransport, as is a stream that is not tar; links and special files
+// are reported by type, never resolved; a hard link is reported as
+// fs.ModeIrregular; setuid, setgid and sticky bits are dropped.
+func ReadTar(r io.Reader, fn func(Entry, io.Reader) error) error {
+	err := Members(r, func(m Member, r io.Reader) error {
+		if m.Path == "" {
+			return fmt.Errorf("%w: the sandbox's tar stream names %q, which is not a clean relative path", ErrTransport, m.Name)
+		}
+		return fn(Entry{Path: m.Path, Mode: m.Mode &^ (fs.ModeSetuid | fs.ModeSetgid | fs.ModeSticky), Size: m.Size}, r)
+	})
+	if errors.Is(err, ErrMalformedTar) {
+		return fmt.Errorf("%w: reading the sandbox's tar stream: %w", ErrTransport, err)
+	}
+	return err
 }
 
 // onlyReader hides every method but Read, so io.CopyBuffer uses our buffer.

@@ -94,6 +94,10 @@ func copyIndex(gitDir, dst string) error {
 		return err
 	}
 	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
 	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return err
@@ -102,7 +106,14 @@ func copyIndex(gitDir, dst string) error {
 	if cerr := out.Close(); err == nil {
 		err = cerr
 	}
-	return err
+	if err != nil {
+		return err
+	}
+	// The copy keeps the index's modification time: git trusts an entry's
+	// cached stat data only when the file is older than the index, so a
+	// copy with a fresh time would hide an edit made in the same second
+	// (the racy-git problem).
+	return os.Chtimes(dst, fi.ModTime(), fi.ModTime())
 }
 
 func (r *Round) prepareGit(ctx context.Context, gitDir string) (err error) {
@@ -306,7 +317,7 @@ bs=$(g rev-parse -q --verify "$base/snap^{commit}") || { echo "$base/snap is mis
 bh=$(g rev-parse -q --verify "$base/head^{commit}")
 ti=.git/airlock-restore-$id.index; rep=.git/airlock-restore-$id.report
 rm -f "$ti" "$rep"
-if [ -f .git/index ]; then cat .git/index > "$ti" || exit 13; fi
+if [ -f .git/index ]; then cat .git/index > "$ti" && touch -r .git/index "$ti" || exit 13; fi
 GIT_INDEX_FILE=$ti g add -A --ignore-errors %s >/dev/null 2>&1
 wt=$(GIT_INDEX_FILE=$ti g write-tree) || { rm -f "$ti"; exit 14; }
 rm -f "$ti"

@@ -65,8 +65,7 @@ func (t *Tree) copyInto(ctx context.Context, dst *os.File, hooks tree.CopyHooks)
 		t.walkErr = err
 		return nil, err
 	}
-	t.res = res
-	t.manifest = res.Manifest.Canonical()
+	t.finish(res)
 	return t.manifest, nil
 }
 

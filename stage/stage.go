@@ -514,11 +514,10 @@ func (s *stager) publish(p *planned, sa StagedAsset, log *slog.Logger, start tim
 		}
 		return StagedAsset{}, &AssetError{Op: "publish", Name: name, Path: sa.Path, Err: err}
 	}
-	if tr.res == nil {
+	if !tr.done {
 		return StagedAsset{}, &AssetError{Op: "publish", Name: name, Path: sa.Path, Err: ErrNoContent}
 	}
-	m := tr.res.Manifest
-	sa.Digest, sa.Files, sa.Bytes, sa.Skipped, sa.Reused = m.Digest(), m.Files(), m.Bytes(), tr.res.Skipped, false
+	sa.Digest, sa.Files, sa.Bytes, sa.Skipped, sa.Reused = tr.sum.digest, tr.sum.files, tr.sum.bytes, tr.sum.skipped, false
 	sa.Sent = sa.Files - len(tr.carried)
 	if s.o.verify {
 		if err := verify(s.ctx, s.t, s.root, name, tr.manifest); err != nil {
@@ -552,7 +551,8 @@ type Tree struct {
 	carried   map[string]string // path → SHA-256 the carried copy must have
 	walking   bool
 	walked    bool
-	res       *tree.Result
+	done      bool    // Walk returned nil
+	sum       treeSum // what Walk read, kept without the entry list
 	manifest  []byte
 	walkErr   error
 }
@@ -646,9 +646,25 @@ func (t *Tree) Walk(ctx context.Context, fn func(e Entry, r io.Reader) error) ([
 		t.walkErr = err
 		return nil, err
 	}
-	t.res = res
-	t.manifest = res.Manifest.Canonical()
+	t.finish(res)
 	return t.manifest, nil
+}
+
+// treeSum is what Stage reports of a walked tree.
+type treeSum struct {
+	digest  string
+	files   int
+	bytes   int64
+	skipped []string
+}
+
+// finish keeps the canonical manifest and the counts of a successful walk
+// and lets the entry list go, so that a stage of many files holds one
+// compact copy of its manifest, not two.
+func (t *Tree) finish(res *tree.Result) {
+	t.manifest = res.Manifest.Canonical()
+	t.sum = treeSum{digest: digest.Of(t.manifest), files: res.Manifest.Files(), bytes: res.Manifest.Bytes(), skipped: res.Skipped}
+	t.done = true
 }
 
 // checkCarried fails with ErrChanged when a carried file's content on the

@@ -431,22 +431,6 @@ type capsState struct {
 	missing string // " tar mv": required tools the sandbox lacks
 }
 
-// capsFor returns the sandbox's capabilities, probing for them when no
-// probe has run yet.
-func (b *Bridge) capsFor(ctx context.Context, root string) (sandboxCaps, error) {
-	if c, ok := b.knownCaps(); ok {
-		if c.missing != "" {
-			return sandboxCaps{}, c.missingErr()
-		}
-		return c.sandboxCaps, nil
-	}
-	if _, err := b.probeShell(ctx, root, nil); err != nil {
-		return sandboxCaps{}, err
-	}
-	c, _ := b.knownCaps()
-	return c.sandboxCaps, nil
-}
-
 // Publish implements Target.
 func (b *Bridge) Publish(ctx context.Context, root, name string, src *Tree) (err error) {
 	unlock, err := b.locks.Lock(ctx, root+"\x00"+name)
@@ -454,9 +438,11 @@ func (b *Bridge) Publish(ctx context.Context, root, name string, src *Tree) (err
 		return err
 	}
 	defer unlock()
-	caps, err := b.capsFor(ctx, root)
-	if err != nil {
-		return err
+	// What the sandbox offers is learnt by the first probe, or else by this
+	// publish's setup command (no extra round trip).
+	c, known := b.knownCaps()
+	if known && c.missing != "" {
+		return c.missingErr()
 	}
 	tmpName, err := tempName(b.rand, name)
 	if err != nil {
@@ -467,6 +453,12 @@ func (b *Bridge) Publish(ctx context.Context, root, name string, src *Tree) (err
 	mf := path.Join(root, manifestName(name))
 
 	var setup strings.Builder
+	if !known {
+		// Learn the tools first; refuse before changing anything when one
+		// is missing (exit 97, the header names them).
+		setup.WriteString(detectScript)
+		fmt.Fprintf(&setup, "echo \"%s$c\"\ncase \"$c\" in *' '*) exit 97;; esac\n", probeHeader)
+	}
 	setup.WriteString("umask 022\n")
 	if parent := path.Dir(root); parent != "/" {
 		fmt.Fprintf(&setup, "p=%s\n[ -d \"$p\" ] || mkdir -p \"$p\" || exit 1\n", q(parent))
@@ -477,7 +469,25 @@ func (b *Bridge) Publish(ctx context.Context, root, name string, src *Tree) (err
 	fmt.Fprintf(&setup, "exec mkdir -m 700 %s\n", q(tmp))
 	// A cancelled setup gets a short grace to end, so that the cleanup below
 	// does not overtake it.
-	if err := b.runControl(ctx, "creating temporary directory "+tmp, Command{Script: setup.String()}, b.stopGrace()); err != nil {
+	setupOut := &limitedBuffer{Max: 4 << 10, Truncate: true}
+	serr := b.runControl(ctx, "creating temporary directory "+tmp, Command{Script: setup.String(), Stdout: setupOut}, b.stopGrace())
+	if !known {
+		if line, _, ok := strings.Cut(setupOut.String(), "\n"); ok {
+			if word, ok := strings.CutPrefix(line, probeHeader); ok && len(word) >= 2 && strings.Trim(word[:2], "01") == "" {
+				b.setCaps(sandboxCaps{sha256: word[0] == '1', exchange: word[1] == '1'}, word[2:])
+			}
+		}
+		if c, ok := b.knownCaps(); ok && c.missing != "" {
+			return c.missingErr()
+		}
+		if serr == nil {
+			if _, ok := b.knownCaps(); !ok {
+				return fmt.Errorf("%w: creating temporary directory %s: the setup command did not report what the sandbox offers", ErrTransport, tmp)
+			}
+		}
+	}
+	caps, _ := b.knownCaps()
+	if err := serr; err != nil {
 		if ctx.Err() == nil || errors.Is(err, ErrTransport) {
 			return err // not created by us, or uncertain after a control timeout: leave it
 		}

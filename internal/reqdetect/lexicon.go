@@ -238,3 +238,205 @@ var madeModifiers = newSet("new final latest resulting finished revised updated 
 // them ("Export the totals as totals.csv (no PDF needed)", "Write report.md —
 // no need to attach anything else").
 var clauseBreaks = newSet("( ) — – ; : - --")
+
+// ---------------------------------------------------------------------------
+// Call-site lists: the words and marks one rule matches at one position.
+// Most are passed to token.is or token.punct (or the at and prev helpers
+// built on is) and so are slices, like questionWords and beForms above; a
+// list looked up by a plain string is a set. Order does not matter except
+// where a comment says so.
+
+// Stage 1 and 2 (tokens.go, lines.go): sentences, questions, bullets.
+var (
+	// sentenceEnds end a sentence in splitSentences (a "." after an
+	// abbreviation excepted).
+	sentenceEnds = []string{".", "!", "?", "…"}
+	// politeOpeners may open a question that is a polite request
+	// ("Is it possible to …", "Do you mind …", "Could …"): politeAsk.
+	politeOpeners = []string{"is", "are", "do", "does", "would", "could", "will"}
+	// politeAbility come before "to" in a polite request ("possible to",
+	// "able to", "a way to"): politeAsk.
+	politeAbility = []string{"possible", "able", "way"}
+	// labelNegators, besides negators, make a Deliverables label a denial
+	// ("No deliverables:", "Non-deliverables:"): labelLine.
+	labelNegators = newSet("no non")
+	// checkboxMarks are task-list boxes stripped after a bullet ("- [x]
+	// report.md"): stripBullet tries them in this order.
+	checkboxMarks = []string{"[ ]", "[x]", "[X]"}
+)
+
+// Stage 3 (phrases.go): verbs, phrase splits, negation, inline markers.
+var (
+	// inPlaceWords follow "in" to say a file is edited where it is ("in
+	// place", "in situ"; "in-place" is one word): analyze sets inPlace.
+	inPlaceWords = []string{"place", "situ"}
+	// makeSureWords after "make" make it no output verb ("make sure",
+	// "make certain"): markVerbs.
+	makeSureWords = []string{"sure", "certain"}
+	// objectPronouns start the object of a verb (objectFollows), so the
+	// lexicon word before them is a verb ("for each file write it").
+	objectPronouns = []string{"it", "them", "me", "us", "him", "her"}
+	// quoteMarks after a lexicon word do not show it to be a noun
+	// (nounFollows): a quote may open the verb's object.
+	quoteMarks = []string{`"`, "`", "'", "“", "‘"}
+	// nounFollowers follow a noun rather than a verb (nounFollows):
+	// prepositions, coordinators, be-forms and modals ("the bug reports in
+	// a PDF", "the code changes are …").
+	nounFollowers = []string{"in", "as", "into", "of", "for", "from", "on", "about", "with", "and", "or",
+		"are", "were", "is", "was", "should", "must", "will", "can", "need", "have", "has"}
+	// relativePronouns open a relative phrase (splitPhrases sets rel), which
+	// inherits its antecedent phrase's repository work.
+	relativePronouns = []string{"that", "which", "who"}
+	// openerMarks are the punctuation that may open a new phrase when a verb
+	// follows (isOpener; the words are openers).
+	openerMarks = []string{",", "(", ")", "—", "–", ":"}
+	// negatingVerbs negate what follows them as a verb would ("avoid
+	// creating files", "skip the PDF"): verbAhead counts them as verbs and
+	// negate negates their whole phrase.
+	negatingVerbs = []string{"avoid", "refrain", "skip", "omit"}
+	// negationFillers are skipped between a negator and the word it negates
+	// ("don't ever attach", "do not need to attach", "never to be
+	// created"): nextContent.
+	negationFillers = []string{"to", "be", "ever", "yet", "please", "also", "from", "just", "even", "you",
+		"we", "i", "need", "needs"}
+	// forgetVerbs turn a negation positive ("don't forget to attach", "do
+	// not hesitate to send"): negate.
+	forgetVerbs = []string{"forget", "forgot", "fail", "omit", "neglect", "skip", "avoid", "hesitate"}
+	// noWords negate a noun phrase or, before a file word, the phrase ("no
+	// PDF", "zero files"): negate.
+	noWords = []string{"no", "zero"}
+	// needWords after a no-word negate the whole phrase ("no need to
+	// attach"): negate.
+	needWords = []string{"need", "needs"}
+	// otherWords after a no-word negate only the noun phrase ("no other
+	// files", "no extra output"): negate.
+	otherWords = []string{"other", "additional", "extra", "further", "more", "separate"}
+	// insteadWords negate what follows ("without a PDF", "instead of
+	// creating", "rather than a file"): negate.
+	insteadWords = []string{"without", "instead", "rather"}
+	// insteadLinks join an instead-word to what it negates ("instead of",
+	// "rather than"): negate skips them.
+	insteadLinks = []string{"of", "than"}
+	// nothingExceptions after "nothing" keep it from negating the phrase
+	// ("nothing else", "nothing but report.md"): negate.
+	nothingExceptions = []string{"else", "more", "but", "except"}
+	// npBreakMarks end a negated noun phrase (negateNP; so do "but" and a
+	// verb).
+	npBreakMarks = []string{",", ";", ":", "(", ")", "—", "–"}
+	// outputNouns, besides formats and fileNouns, name a kind of file output
+	// ("no outputs", "no downloads"): isFiley.
+	outputNouns = []string{"output", "outputs", "download", "downloads", "deliverable", "deliverables"}
+	// inlineWords are one-word inline markers ("paste it inline"):
+	// inlineLen, and coverInline skips them.
+	inlineWords = []string{"inline", "in-line"}
+	// replyDets may stand between "in" and a reply noun ("in the reply",
+	// "in your message"): inlineLen.
+	replyDets = []string{"the", "your", "my", "this", "a", "our", "that"}
+	// codeBlockNouns follow "code" in an inline marker ("in a code block"):
+	// inlineLen.
+	codeBlockNouns = []string{"block", "blocks"}
+	// textFileNouns after "as text" make it a file, not an inline marker
+	// ("as text files"): inlineLen.
+	textFileNouns = []string{"file", "files"}
+	// inlineLeadMarks are skipped between an inline marker and what it
+	// covers ("report.md, inline"): coverInline.
+	inlineLeadMarks = []string{",", "("}
+	// fileListJoiners and fileListMarks join a run of file names that one
+	// inline marker covers ("index.html and styles.css inline", "`a.md`,
+	// `b.md` inline"): coverInline.
+	fileListJoiners = []string{"and", "or", "both", "plus"}
+	fileListMarks   = []string{",", "&", "`", `"`, "*"}
+)
+
+// Stage 4 (roles.go): passives, destinations, markers, pronouns, repository
+// work, qualifiers and denials.
+var (
+	// passiveAux before a verb after a file make that verb passive and the
+	// file its object ("report.pdf must be attached", "dist/app.js gets
+	// built"): passiveVerb.
+	passiveAux = []string{"be", "is", "are", "was", "were", "been", "being", "get", "gets", "got"}
+	// sourceLinks between two files make the first the source of the second
+	// ("save notes.md as notes.pdf"): isSourceOf.
+	sourceLinks = []string{"to", "into", "as"}
+	// destPreps open a destination ("as a CSV", "into a file", "to a JSON
+	// file", "in a PDF"): signalAt.
+	destPreps = []string{"as", "into", "to", "in"}
+	// destModifiers, like determiners, may stand between a destination
+	// preposition and its format or file noun ("as a separate file", "into
+	// a new spreadsheet"): signalAt.
+	destModifiers = []string{"new", "separate", "single", "standalone", "proper", "real"}
+	// formatWords after a format make "in" a destination even without an
+	// article ("in PDF format", "in tabular form"): signalAt.
+	formatWords = []string{"format", "form"}
+	// indefArticles mark a destination or counted format as new ("in a
+	// PDF", "a CSV of all users"): signalAt, countedFormat, markerLen.
+	indefArticles = []string{"a", "an"}
+	// locatedBe before "in" say where something already is ("what is in a
+	// PDF", "goes in a PDF"), so "in" is no destination: signalAt.
+	locatedBe = []string{"is", "are", "was", "were", "be", "goes", "go"}
+	// wordDocNouns after "Word" make it the document format ("a Word
+	// document"), not the noun "word": formatHead.
+	wordDocNouns = []string{"document", "documents", "doc", "docs", "file", "files"}
+	// downloadLinkNouns after "download" make a delivery marker ("download
+	// link", "download URL"): markerLen.
+	downloadLinkNouns = []string{"link", "links", "url"}
+	// downloadLeads before "download" make a delivery marker ("for
+	// download", "can download"): markerLen.
+	downloadLeads = []string{"for", "to", "can", "could"}
+	// attachmentNouns after "as (a/an)" make a delivery marker ("as an
+	// attachment", "as a download"): markerLen.
+	attachmentNouns = []string{"attachment", "attachments", "download"}
+	// pluralPronouns refer back to several files ("attach them", "send
+	// both"): pronounAt.
+	pluralPronouns = []string{"them", "both"}
+	// pointerDets refer back to a file with or without a noun ("this",
+	// "these files", "the file"): pronounAt.
+	pointerDets = []string{"this", "that", "these", "those", "the"}
+	// pluralPointers are the plural pointerDets: pronounAt.
+	pluralPointers = []string{"these", "those"}
+	// pointedNouns and pointedPlurals after a pointer refer back to one or
+	// several files ("the file", "these attachments"): pronounAt.
+	pointedNouns   = []string{"file", "attachment", "output", "document"}
+	pointedPlurals = []string{"files", "attachments", "outputs", "documents"}
+	// repoNouns make a phrase repository work ("open a PR", "on the
+	// branch"): repoAt.
+	repoNouns = []string{"pr", "prs", "mr", "branch", "branches", "commit", "commits"}
+	// pullWords and requestNouns make a phrase repository work as a pair
+	// ("pull request", "merge requests"): repoAt.
+	pullWords    = []string{"pull", "merge"}
+	requestNouns = []string{"request", "requests"}
+	// governorStops are the punctuation that prepSkip does not look across
+	// when it seeks the word governing a file.
+	governorStops = []string{";", ".", "!", "?"}
+	// nonDeliverables are one-word "not a deliverable" qualifiers:
+	// findQualifier.
+	nonDeliverables = []string{"non-deliverable", "non-deliverables"}
+	// qualifierNegators open a "not a deliverable" qualifier within five
+	// words of a deliverableWords word ("is not a deliverable", "no
+	// delivery needed"): findQualifier.
+	qualifierNegators = []string{"not", "no", "never", "isn't", "aren't", "nor"}
+	deliverableWords  = []string{"deliverable", "deliverables", "delivery", "delivered"}
+	// deniedLeads before "denied" mark an expected denial ("must be denied",
+	// "permission denied"): denialAt.
+	deniedLeads = []string{"be", "is", "are", "was", "were", "been", "being", "get", "gets", "got",
+		"permission", "access"}
+	// failLeads before "fail" mark an expected denial ("should fail",
+	// "expected to fail"): denialAt.
+	failLeads = []string{"must", "should", "will", "to", "shall"}
+	// refusalWords after a refusalLeads word mark an expected denial ("is
+	// rejected", "be blocked"): denialAt.
+	refusalWords = []string{"rejected", "refused", "blocked", "forbidden", "prevented"}
+	refusalLeads = []string{"be", "is", "are", "was", "were", "been", "get", "gets"}
+	// negativeTestNouns after "negative" mark an expected denial ("negative
+	// test", "a negative check"): denialAt.
+	negativeTestNouns = []string{"test", "tests", "case", "check"}
+	// denialErrnos are error names that mark an expected denial by
+	// themselves: denialAt.
+	denialErrnos = []string{"eacces", "eperm", "erofs"}
+	// succeedNegators before "succeed" mark an expected denial ("must not
+	// succeed"): denialAt.
+	succeedNegators = []string{"not", "never"}
+	// permitWords after "not" mark an expected denial ("not permitted", "not
+	// allowed"): denialAt.
+	permitWords = []string{"permitted", "allowed"}
+)

@@ -140,7 +140,7 @@ func labelLine(line string) (string, bool) {
 		(strings.HasSuffix(low, ":") || strings.HasSuffix(low, " below")) {
 		negated := false
 		for _, w := range strings.FieldsFunc(low, func(r rune) bool { return !unicode.IsLetter(r) && r != '\'' }) {
-			negated = negated || negators[w] || w == "no" || w == "non"
+			negated = negated || negators[w] || labelNegators[w]
 		}
 		if !negated {
 			return "", true // "The deliverables are:", "Our deliverables are listed below."
@@ -194,7 +194,7 @@ func stripBullet(line string) (string, bool) {
 		return line, false
 	}
 	body := strings.TrimLeft(s[n:], " \t")
-	for _, box := range []string{"[ ]", "[x]", "[X]"} {
+	for _, box := range checkboxMarks {
 		if rest, ok := strings.CutPrefix(body, box); ok {
 			body = strings.TrimLeft(rest, " \t")
 		}

@@ -10,7 +10,7 @@ func analyze(u *unit) {
 	u.neg = make([]bool, n)
 	u.inl = make([]bool, n)
 	for i, t := range u.toks {
-		if t.is("in-place") || t.is("in") && i+1 < n && u.toks[i+1].is("place", "situ") {
+		if t.is("in-place") || t.is("in") && i+1 < n && u.toks[i+1].is(inPlaceWords...) {
 			u.inPlace = true
 		}
 	}
@@ -51,7 +51,7 @@ func markVerbs(u *unit) {
 			u.cls[i] = c
 			continue
 		}
-		if lemma == "make" && i+1 < len(u.toks) && u.toks[i+1].is("sure", "certain") {
+		if lemma == "make" && i+1 < len(u.toks) && u.toks[i+1].is(makeSureWords...) {
 			continue
 		}
 		if lemma == "output" && i+1 < len(u.toks) && u.toks[i+1].is(beForms...) {
@@ -212,7 +212,7 @@ func objectFollows(toks []token, k int) bool {
 		return false
 	}
 	t := toks[k]
-	return t.kind == tokFile || t.is("it", "them", "me", "us", "him", "her") ||
+	return t.kind == tokFile || t.is(objectPronouns...) ||
 		determiners[t.low] && !t.is("no")
 }
 
@@ -224,10 +224,9 @@ func nounFollows(toks []token, k int) bool {
 	}
 	t := toks[k]
 	if t.kind == tokPunct {
-		return !t.punct(`"`, "`", "'", "“", "‘")
+		return !t.punct(quoteMarks...)
 	}
-	return t.is("in", "as", "into", "of", "for", "from", "on", "about", "with", "and", "or", "are", "were",
-		"is", "was", "should", "must", "will", "can", "need", "have", "has")
+	return t.is(nounFollowers...)
 }
 
 // verbAt reports whether toks[i] is a verb (the noun "deliverable" is not
@@ -253,7 +252,7 @@ func splitPhrases(u *unit) {
 		}
 		if i > start && isOpener(t) && verbAhead(u, i+1) {
 			add(i)
-			start, rel = i, t.is("that", "which", "who")
+			start, rel = i, t.is(relativePronouns...)
 		}
 	}
 	add(len(u.toks))
@@ -261,7 +260,7 @@ func splitPhrases(u *unit) {
 
 func isOpener(t token) bool {
 	if t.kind == tokPunct {
-		return t.punct(",", "(", ")", "—", "–", ":")
+		return t.punct(openerMarks...)
 	}
 	return openers[t.low]
 }
@@ -274,7 +273,7 @@ func verbAhead(u *unit, j int) bool {
 		if u.verbAt(k) {
 			return true
 		}
-		if t.is("avoid", "refrain", "skip", "omit") {
+		if t.is(negatingVerbs...) {
 			return true
 		}
 		if t.punct(",") || (t.kind == tokWord && fillers[t.low]) {
@@ -289,7 +288,7 @@ func verbAhead(u *unit, j int) bool {
 // that is not a filler such as "to", "be", "ever", or -1.
 func nextContent(toks []token, j, end int) int {
 	for k := j; k < end && k < j+4; k++ {
-		if toks[k].is("to", "be", "ever", "yet", "please", "also", "from", "just", "even", "you", "we", "i", "need", "needs") {
+		if toks[k].is(negationFillers...) {
 			continue
 		}
 		return k
@@ -308,21 +307,21 @@ func negate(u *unit, p *phrase) {
 		switch {
 		case negators[t.low]:
 			k := nextContent(toks, i+1, p.end)
-			if k >= 0 && toks[k].is("forget", "forgot", "fail", "omit", "neglect", "skip", "avoid", "hesitate") {
+			if k >= 0 && toks[k].is(forgetVerbs...) {
 				i = k // "don't forget to attach": positive
 				continue
 			}
-			if t.is("avoid", "refrain", "skip", "omit") || u.verbAt(k) {
+			if t.is(negatingVerbs...) || u.verbAt(k) {
 				negatePhrase(u, p, i)
 				return
 			}
 			negateNP(u, i+1, p.end)
-		case t.is("no", "zero"):
-			if i+1 < p.end && toks[i+1].is("need", "needs") {
+		case t.is(noWords...):
+			if i+1 < p.end && toks[i+1].is(needWords...) {
 				negatePhrase(u, p, i)
 				return
 			}
-			if i+1 < p.end && toks[i+1].is("other", "additional", "extra", "further", "more", "separate") {
+			if i+1 < p.end && toks[i+1].is(otherWords...) {
 				negateNP(u, i+1, p.end)
 				continue
 			}
@@ -336,9 +335,9 @@ func negate(u *unit, p *phrase) {
 					return
 				}
 			}
-		case t.is("without", "instead", "rather"):
+		case t.is(insteadWords...):
 			k := i + 1
-			if k < p.end && toks[k].is("of", "than") {
+			if k < p.end && toks[k].is(insteadLinks...) {
 				k++
 			}
 			if i == p.start && u.verbAt(k) {
@@ -347,7 +346,7 @@ func negate(u *unit, p *phrase) {
 			}
 			negateNP(u, k, p.end)
 		case t.is("nothing"):
-			if i+1 < p.end && toks[i+1].is("else", "more", "but", "except") {
+			if i+1 < p.end && toks[i+1].is(nothingExceptions...) {
 				continue
 			}
 			negatePhrase(u, p, i)
@@ -386,7 +385,7 @@ func isClauseBreak(t token) bool {
 func negateNP(u *unit, j, end int) {
 	for k := j; k < end && k < j+8; k++ {
 		t := u.toks[k]
-		if t.punct(",", ";", ":", "(", ")", "—", "–") || t.is("but") || u.verbAt(k) {
+		if t.punct(npBreakMarks...) || t.is("but") || u.verbAt(k) {
 			return
 		}
 		u.neg[k] = true
@@ -402,7 +401,7 @@ func isFiley(t token) bool {
 		return false
 	}
 	_, format := formats[t.low]
-	return format || fileNouns[t.low] || t.is("output", "outputs", "download", "downloads", "deliverable", "deliverables")
+	return format || fileNouns[t.low] || t.is(outputNouns...)
 }
 
 // inlineLen returns the length of an inline marker at toks[i], or 0.
@@ -410,11 +409,11 @@ func inlineLen(toks []token, i int) int {
 	t := toks[i]
 	at := func(k int, words ...string) bool { return k < len(toks) && toks[k].is(words...) }
 	switch {
-	case t.is("inline", "in-line"):
+	case t.is(inlineWords...):
 		return 1
 	case t.is("in"):
 		k := i + 1
-		if at(k, "the", "your", "my", "this", "a", "our", "that") {
+		if at(k, replyDets...) {
 			k++
 		}
 		switch {
@@ -422,7 +421,7 @@ func inlineLen(toks []token, i int) int {
 			return k - i + 1
 		case at(k, "plain") && at(k+1, "text"):
 			return k - i + 2
-		case at(k, "code") && at(k+1, "block", "blocks"):
+		case at(k, "code") && at(k+1, codeBlockNouns...):
 			return k - i + 2
 		}
 	case t.is("as"):
@@ -430,7 +429,7 @@ func inlineLen(toks []token, i int) int {
 		if at(k, "plain") {
 			k++
 		}
-		if at(k, "text") && !at(k+1, "file", "files") {
+		if at(k, "text") && !at(k+1, textFileNouns...) {
 			return k - i + 1
 		}
 	}
@@ -454,7 +453,7 @@ func markInline(u *unit) {
 func coverInline(u *unit, i int) {
 	toks := u.toks
 	j := i - 1
-	for j >= 0 && j > i-8 && (toks[j].is("inline", "in-line") || toks[j].punct(",", "(")) {
+	for j >= 0 && j > i-8 && (toks[j].is(inlineWords...) || toks[j].punct(inlineLeadMarks...)) {
 		j--
 	}
 	if j < 0 {
@@ -468,7 +467,7 @@ func coverInline(u *unit, i int) {
 				u.inl[k] = true
 				continue
 			}
-			if t.is("and", "or", "both", "plus") || t.punct(",", "&", "`", `"`, "*") || determiners[t.low] {
+			if t.is(fileListJoiners...) || t.punct(fileListMarks...) || determiners[t.low] {
 				continue
 			}
 			return

@@ -314,7 +314,7 @@ func passiveVerb(u *unit, i, end int) int {
 		if !u.verbAt(k) {
 			continue
 		}
-		if k-1 > i && u.toks[k-1].is("be", "is", "are", "was", "were", "been", "being", "get", "gets", "got") {
+		if k-1 > i && u.toks[k-1].is(passiveAux...) {
 			return k
 		}
 		return -1
@@ -326,7 +326,7 @@ func passiveVerb(u *unit, i, end int) int {
 // another file: it is then the source of that file.
 func isSourceOf(toks []token, i, end int) bool {
 	j := i + 1
-	if j >= end || !toks[j].is("to", "into", "as") {
+	if j >= end || !toks[j].is(sourceLinks...) {
 		return false
 	}
 	j++
@@ -352,9 +352,9 @@ func signalAt(u *unit, p *phrase, i, lastVerb, head int, prep string, prepOfVerb
 	digest := head >= 0 && hc == verbInput && digestVerbs[lemmaOf(toks[head].low)]
 	t := toks[i]
 
-	if t.is("as", "into", "to", "in") {
+	if t.is(destPreps...) {
 		k := i + 1
-		for k < p.end && k < i+4 && (determiners[toks[k].low] || toks[k].is("new", "separate", "single", "standalone", "proper", "real")) {
+		for k < p.end && k < i+4 && (determiners[toks[k].low] || toks[k].is(destModifiers...)) {
 			k++
 		}
 		if k >= p.end || u.neg[k] || u.inl[k] {
@@ -377,11 +377,11 @@ func signalAt(u *unit, p *phrase, i, lastVerb, head int, prep string, prepOfVerb
 			}
 		case "in":
 			switch {
-			case format && k+1 < p.end && toks[k+1].is("format", "form"):
+			case format && k+1 < p.end && toks[k+1].is(formatWords...):
 				if hc != verbInput && hc != verbReply && hc != verbEdit {
 					p.request(u, "unnamed request: "+dest(t.low), i, min(k, p.end-1))
 				}
-			case !toks[i+1].is("a", "an") || i > 0 && toks[i-1].is("is", "are", "was", "were", "be", "goes", "go"):
+			case !toks[i+1].is(indefArticles...) || i > 0 && toks[i-1].is(locatedBe...):
 				// "in the PDF" is where something already is; "what is in a PDF"
 			case isOutputish(hc) || digest:
 				p.request(u, "unnamed request: "+dest(t.low), i, min(k, p.end-1)) // "put the results in a CSV", "summarize X in a PDF"
@@ -430,8 +430,8 @@ func countedFormat(u *unit, i, end int) bool {
 		return false
 	}
 	switch {
-	case i > 0 && toks[i-1].is("a", "an"):
-	case i > 1 && toks[i-2].is("a", "an") && toks[i-1].kind == tokWord && !functionWords[toks[i-1].low] &&
+	case i > 0 && toks[i-1].is(indefArticles...):
+	case i > 1 && toks[i-2].is(indefArticles...) && toks[i-1].kind == tokWord && !functionWords[toks[i-1].low] &&
 		lemmaOf(toks[i-1].low) == "" && !fileNouns[toks[i-1].low]:
 	default:
 		return false
@@ -456,7 +456,7 @@ func formatHead(u *unit, k, end int) bool {
 	}
 	n := u.toks[k+1]
 	if t.is("word") {
-		return n.is("document", "documents", "doc", "docs", "file", "files")
+		return n.is(wordDocNouns...)
 	}
 	if n.kind != tokWord || docNouns[n.low] || functionWords[n.low] || determiners[n.low] ||
 		u.verbAt(k+1) || strings.HasSuffix(n.low, "ing") {
@@ -484,16 +484,16 @@ func markerLen(toks []token, i int) int {
 	switch {
 	case t.is("downloadable"):
 		return 1
-	case t.is("download") && at(i+1, "link", "links", "url"):
+	case t.is("download") && at(i+1, downloadLinkNouns...):
 		return 2
-	case t.is("for", "to", "can", "could") && at(i+1, "download"):
+	case t.is(downloadLeads...) && at(i+1, "download"):
 		return 2
 	case t.is("as"):
 		k := i + 1
-		if at(k, "a", "an") {
+		if at(k, indefArticles...) {
 			k++
 		}
-		if at(k, "attachment", "attachments", "download") {
+		if at(k, attachmentNouns...) {
 			return k - i + 1
 		}
 	}
@@ -513,15 +513,15 @@ func pronounAt(toks []token, i, end int) (found, plural, np bool) {
 	switch {
 	case t.is("it"):
 		return true, false, false
-	case t.is("them", "both"):
+	case t.is(pluralPronouns...):
 		return true, true, false
-	case t.is("this", "that", "these", "those", "the"):
+	case t.is(pointerDets...):
 		n, ok := next()
-		plural := t.is("these", "those")
-		if ok && n.is("file", "attachment", "output", "document") {
+		plural := t.is(pluralPointers...)
+		if ok && n.is(pointedNouns...) {
 			return true, plural, false
 		}
-		if ok && n.is("files", "attachments", "outputs", "documents") {
+		if ok && n.is(pointedPlurals...) {
 			return true, true, false
 		}
 		if !t.is("the") && (!ok || n.kind != tokWord || functionWords[n.low]) {
@@ -567,10 +567,10 @@ func participle(w string) bool {
 
 func repoAt(toks []token, i int) bool {
 	t := toks[i]
-	if t.is("pr", "prs", "mr", "branch", "branches", "commit", "commits") {
+	if t.is(repoNouns...) {
 		return true
 	}
-	return t.is("pull", "merge") && i+1 < len(toks) && toks[i+1].is("request", "requests")
+	return t.is(pullWords...) && i+1 < len(toks) && toks[i+1].is(requestNouns...)
 }
 
 // prepSkip reports whether t is transparent when looking for the word
@@ -581,7 +581,7 @@ func prepSkip(t token) bool {
 	case tokFile:
 		return true
 	case tokPunct:
-		return !t.punct(";", ".", "!", "?")
+		return !t.punct(governorStops...)
 	case tokWord:
 		return determiners[t.low] || inputDets[t.low] || prepFillers[t.low]
 	}
@@ -592,17 +592,17 @@ func prepSkip(t token) bool {
 // toks, or -1.
 func findQualifier(toks []token) int {
 	for i, t := range toks {
-		if t.is("non-deliverable", "non-deliverables") {
+		if t.is(nonDeliverables...) {
 			return i
 		}
-		if !t.is("not", "no", "never", "isn't", "aren't", "nor") {
+		if !t.is(qualifierNegators...) {
 			continue
 		}
 		for j := i + 1; j < len(toks) && j <= i+5; j++ {
 			if toks[j].kind != tokWord {
 				break
 			}
-			if toks[j].is("deliverable", "deliverables", "delivery", "delivered") {
+			if toks[j].is(deliverableWords...) {
 				return i
 			}
 		}
@@ -617,18 +617,18 @@ func denialAt(toks []token, i int) bool {
 	prev := func(words ...string) bool { return i > 0 && toks[i-1].is(words...) }
 	switch {
 	case t.is("denied"):
-		return prev("be", "is", "are", "was", "were", "been", "being", "get", "gets", "got", "permission", "access")
+		return prev(deniedLeads...)
 	case t.is("fail"):
-		return prev("must", "should", "will", "to", "shall")
-	case t.is("rejected", "refused", "blocked", "forbidden", "prevented"):
-		return prev("be", "is", "are", "was", "were", "been", "get", "gets")
+		return prev(failLeads...)
+	case t.is(refusalWords...):
+		return prev(refusalLeads...)
 	case t.is("negative"):
-		return i+1 < len(toks) && toks[i+1].is("test", "tests", "case", "check")
-	case t.is("eacces", "eperm", "erofs"):
+		return i+1 < len(toks) && toks[i+1].is(negativeTestNouns...)
+	case t.is(denialErrnos...):
 		return true
 	case t.is("succeed"):
-		return prev("not", "never")
-	case t.is("permitted", "allowed"):
+		return prev(succeedNegators...)
+	case t.is(permitWords...):
 		return prev("not")
 	}
 	return false

@@ -264,7 +264,7 @@ func splitSentences(toks []token, item bool) []*unit {
 	}
 	start := 0
 	for i, t := range toks {
-		if !t.punct(".", "!", "?", "…") {
+		if !t.punct(sentenceEnds...) {
 			continue
 		}
 		if t.low == "." && i > 0 && abbrevs[toks[i-1].low] {
@@ -282,12 +282,12 @@ func splitSentences(toks []token, item bool) []*unit {
 // A question opened by a wh-word ("Who is able to attach report.pdf?") is
 // not one.
 func politeAsk(toks []token) bool {
-	if !toks[0].is("is", "are", "do", "does", "would", "could", "will") {
+	if !toks[0].is(politeOpeners...) {
 		return false
 	}
 	for i := 1; i+1 < len(toks) && i < 8; i++ {
 		t, n := toks[i], toks[i+1]
-		if t.is("possible", "able", "way") && n.is("to") ||
+		if t.is(politeAbility...) && n.is("to") ||
 			t.is("you") && n.is("mind") && i+2 < len(toks) && strings.HasSuffix(toks[i+2].low, "ing") {
 			return true
 		}

@@ -3,6 +3,7 @@ package stage_test
 import (
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -67,4 +68,33 @@ exec ` + realMv + ` "$@"
 	assert.Equal(t, 1, strings.Count(string(got), "exchange "), string(got))
 	assert.Equal(t, "2", readFile(t, filepath.Join(root, "x", "a")))
 	assert.Equal(t, []string{"x"}, listNoTemp(t, root))
+}
+
+// noFiles is a Runner with the FileReader capability that finds no file,
+// so the Bridge's probe runs no command and the publish's setup must learn
+// the sandbox's tools.
+type noFiles struct{ stage.Runner }
+
+func (noFiles) ReadFile(context.Context, string, int64) ([]byte, error) { return nil, os.ErrNotExist }
+
+// TestBridgeSetupNamesMissingTool: a sandbox without tar fails the first
+// publish before anything is created, with an error that names tar.
+func TestBridgeSetupNamesMissingTool(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "bin")
+	require.NoError(t, os.Mkdir(bin, 0o755))
+	for _, tool := range []string{"mkdir", "mv", "rm", "cat", "chmod", "grep"} {
+		p, err := exec.LookPath(tool)
+		require.NoError(t, err)
+		require.NoError(t, os.Symlink(p, filepath.Join(bin, tool)))
+	}
+	r := envRunner{next: stage.LocalRunner(dir), env: map[string]string{"PATH": bin}}
+	root := filepath.Join(dir, "rt")
+	src := t.TempDir()
+	build(t, src, "a=1")
+	_, err := stage.Stage(t.Context(), stage.NewBridge(noFiles{r}), root, []stage.Asset{{Name: "x", Source: src}})
+	require.ErrorIs(t, err, stage.ErrTransport)
+	assert.ErrorContains(t, err, "the sandbox lacks tar")
+	_, err = os.Stat(root)
+	assert.ErrorIs(t, err, os.ErrNotExist, "nothing was created")
 }

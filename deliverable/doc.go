@@ -77,8 +77,11 @@
 //     opened by descriptor without following links, and the path is checked
 //     again to name the same file after the read.
 //   - What is stored is exactly what was declared: the size and the SHA-256
-//     of the bytes received are checked on the host while reading, and again
-//     on the stored copy. A sandbox's own hash is never asked for.
+//     of the bytes received are checked on the host while they stream into
+//     the store, each byte hashed once; the store keeps (syncs and publishes)
+//     its copy only when they matched, and writes exactly the bytes that were
+//     hashed, so it does not read the copy back. A sandbox's own hash is
+//     never asked for.
 //   - Reading a remote file never takes more than its announced size (itself
 //     checked against the declared size before any content is read); a
 //     sandbox that sends more is cut off and its command cancelled.

@@ -22,7 +22,7 @@ var (
 	// ErrSizeDenied: the declared ByteSize is not in 1..MaxBytes.
 	ErrSizeDenied = errors.New("deliverable: size denied")
 	// ErrHashMismatch: the SHA-256 of the bytes read differs from the declared
-	// one, or a stored copy does not match what was written.
+	// one.
 	ErrHashMismatch = errors.New("deliverable: SHA-256 mismatch")
 	// ErrInvalidRequest: a request field or a workspace reference is missing,
 	// malformed or too long.

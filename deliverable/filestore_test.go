@@ -22,12 +22,11 @@ import (
 
 var errInjected = errors.New("injected fault")
 
-// faultFs wraps an afero.Fs and fails (or corrupts) chosen operations.
+// faultFs wraps an afero.Fs and fails chosen operations.
 type faultFs struct {
 	afero.Fs
-	mu      sync.Mutex
-	fail    func(op, name string) bool // op: rename (target name), remove, write, sync
-	corrupt func(name string) bool     // flip the first byte of writes to name
+	mu   sync.Mutex
+	fail func(op, name string) bool // op: rename (target name), remove, write, sync
 }
 
 func (f *faultFs) hit(op, name string) error {
@@ -76,11 +75,6 @@ func (f *faultFile) Write(p []byte) (int, error) {
 	if err := f.fs.hit("write", f.Name()); err != nil {
 		return 0, err
 	}
-	if f.fs.corrupt != nil && f.fs.corrupt(filepath.ToSlash(f.Name())) && len(p) > 0 {
-		q := bytes.Clone(p)
-		q[0] ^= 0xff
-		return f.File.Write(q)
-	}
 	return f.File.Write(p)
 }
 
@@ -89,6 +83,11 @@ func (f *faultFile) Sync() error {
 		return err
 	}
 	return f.File.Sync()
+}
+
+// contentOf returns data as the Content of entryFor(..., data).
+func contentOf(data []byte) *deliverable.Content {
+	return deliverable.NewContent(bytes.NewReader(data), int64(len(data)), sum(data))
 }
 
 func entryFor(task, run, key string, data []byte) deliverable.Entry {
@@ -166,7 +165,7 @@ func TestFileStoreFailureLeavesNothingHalfDone(t *testing.T) {
 			e := entryFor("t", "r", "k", data)
 
 			ffs.set(tc.fail)
-			_, putErr := store.Put(ctx, e, bytes.NewReader(data))
+			_, putErr := store.Put(ctx, e, contentOf(data))
 			require.ErrorIs(t, putErr, errInjected)
 			ffs.set(nil)
 
@@ -185,7 +184,7 @@ func TestFileStoreFailureLeavesNothingHalfDone(t *testing.T) {
 			}
 
 			// With the fault gone the same Put succeeds and is consistent.
-			rc, err := store.Put(ctx, e, bytes.NewReader(data))
+			rc, err := store.Put(ctx, e, contentOf(data))
 			require.NoError(t, err)
 			assert.Equal(t, deliverable.Applied, rc.Disposition)
 			checkInvariants(t, ffs, "/s")
@@ -215,11 +214,11 @@ func TestFileStoreUndoKeepsSharedBlob(t *testing.T) {
 	ctx := t.Context()
 	data := []byte("shared")
 
-	a, err := store.Put(ctx, entryFor("t", "run-a", "k", data), bytes.NewReader(data))
+	a, err := store.Put(ctx, entryFor("t", "run-a", "k", data), contentOf(data))
 	require.NoError(t, err)
 
 	ffs.set(func(op, n string) bool { return op == "rename" && strings.Contains(n, "/runs/") })
-	_, err = store.Put(ctx, entryFor("t", "run-b", "k", data), bytes.NewReader(data))
+	_, err = store.Put(ctx, entryFor("t", "run-b", "k", data), contentOf(data))
 	require.ErrorIs(t, err, errInjected)
 	ffs.set(nil)
 
@@ -229,19 +228,63 @@ func TestFileStoreUndoKeepsSharedBlob(t *testing.T) {
 	require.NoError(t, content.Close())
 }
 
-func TestFileStoreVerifiesStoredCopy(t *testing.T) {
-	ffs := &faultFs{Fs: afero.NewMemMapFs(), corrupt: func(n string) bool { return strings.Contains(n, "/tmp/blob-") }}
-	store, err := deliverable.NewFileStore(ffs, "/s")
-	require.NoError(t, err)
-	data := []byte("bytes the disk will flip")
+// readCountFs counts the opens of temporary blobs that are not for writing.
+type readCountFs struct {
+	afero.Fs
+	mu    sync.Mutex
+	reads int
+}
 
-	_, err = store.Put(t.Context(), entryFor("t", "r", "k", data), bytes.NewReader(data))
-	assert.ErrorIs(t, err, deliverable.ErrHashMismatch)
-	assert.ErrorContains(t, err, "faulty")
-	assert.Empty(t, filesUnder(t, ffs, "/s", "blobs"))
-	assert.Empty(t, filesUnder(t, ffs, "/s", "attachments"))
-	assert.Empty(t, filesUnder(t, ffs, "/s", "runs"))
-	assert.Empty(t, filesUnder(t, ffs, "/s", "tmp"))
+func (f *readCountFs) Open(name string) (afero.File, error) {
+	f.count(name, os.O_RDONLY)
+	return f.Fs.Open(name)
+}
+
+func (f *readCountFs) OpenFile(name string, flag int, perm os.FileMode) (afero.File, error) {
+	f.count(name, flag)
+	return f.Fs.OpenFile(name, flag, perm)
+}
+
+func (f *readCountFs) count(name string, flag int) {
+	if strings.Contains(filepath.ToSlash(name), "/tmp/blob-") && flag&(os.O_WRONLY|os.O_RDWR) == 0 {
+		f.mu.Lock()
+		f.reads++
+		f.mu.Unlock()
+	}
+}
+
+// The content checks the bytes on their way into the temporary blob; the
+// store does not read its copy back.
+func TestFileStoreDoesNotRereadBlob(t *testing.T) {
+	fsys := &readCountFs{Fs: afero.NewMemMapFs()}
+	store, err := deliverable.NewFileStore(fsys, "/s")
+	require.NoError(t, err)
+	data := []byte("written once, hashed once")
+	rc, err := store.Put(t.Context(), entryFor("t", "r", "k", data), contentOf(data))
+	require.NoError(t, err)
+	assert.Equal(t, deliverable.Applied, rc.Disposition)
+	assert.Zero(t, fsys.reads, "temporary blob opened for reading")
+	got, err := afero.ReadFile(fsys, "/s/blobs/"+sum(data))
+	require.NoError(t, err)
+	assert.Equal(t, data, got)
+}
+
+func TestFileStorePutChecksItsContent(t *testing.T) {
+	fsys := afero.NewMemMapFs()
+	store, err := deliverable.NewFileStore(fsys, "/s")
+	require.NoError(t, err)
+	data := []byte("declared")
+	e := entryFor("t", "r", "k", data)
+	for name, c := range map[string]*deliverable.Content{
+		"nil":          nil,
+		"other size":   deliverable.NewContent(bytes.NewReader(data), e.ByteSize+1, e.SHA256),
+		"other hash":   deliverable.NewContent(bytes.NewReader(data), e.ByteSize, sum([]byte("other"))),
+		"already read": func() *deliverable.Content { c := contentOf(data); _, _ = c.Read(make([]byte, 1)); return c }(),
+	} {
+		_, err := store.Put(t.Context(), e, c)
+		assert.ErrorIs(t, err, deliverable.ErrInvalidRequest, name)
+	}
+	assert.Empty(t, filesUnder(t, fsys, "/s", "blobs"))
 }
 
 type errReader struct{ err error }
@@ -265,7 +308,7 @@ func TestFileStorePutChecksContent(t *testing.T) {
 			fsys := afero.NewMemMapFs()
 			store, err := deliverable.NewFileStore(fsys, "/s")
 			require.NoError(t, err)
-			_, err = store.Put(t.Context(), entryFor("t", "r", "k", data), tc.content)
+			_, err = store.Put(t.Context(), entryFor("t", "r", "k", data), deliverable.NewContent(tc.content, int64(len(data)), sum(data)))
 			assert.ErrorIs(t, err, tc.want)
 			assert.Empty(t, filesUnder(t, fsys, "/s", "blobs"))
 			assert.Empty(t, filesUnder(t, fsys, "/s", "runs"))
@@ -280,7 +323,7 @@ func TestFileStoreLookups(t *testing.T) {
 	require.NoError(t, err)
 	ctx := t.Context()
 	data := []byte("content")
-	rc, err := store.Put(ctx, entryFor("t", "r", "k", data), bytes.NewReader(data))
+	rc, err := store.Put(ctx, entryFor("t", "r", "k", data), contentOf(data))
 	require.NoError(t, err)
 
 	_, _, err = store.Lookup(ctx, deliverable.Key{TaskID: "t", RunID: "r", IdempotencyKey: "other"})
@@ -307,7 +350,7 @@ func TestFileStoreLookups(t *testing.T) {
 	assert.ErrorContains(t, err, "damaged")
 
 	// A missing blob is an error, not "not found".
-	rc2, err := store.Put(ctx, entryFor("t", "r", "k2", []byte("x")), strings.NewReader("x"))
+	rc2, err := store.Put(ctx, entryFor("t", "r", "k2", []byte("x")), contentOf([]byte("x")))
 	require.NoError(t, err)
 	require.NoError(t, fsys.Remove("/s/blobs/"+rc2.SHA256))
 	_, _, err = store.Open(ctx, rc2.AttachmentID)
@@ -335,7 +378,7 @@ func TestFileStoreRejectsBadInput(t *testing.T) {
 	} {
 		e := entryFor("t", "r", "k", data)
 		mutate(&e)
-		_, err := store.Put(t.Context(), e, bytes.NewReader(data))
+		_, err := store.Put(t.Context(), e, contentOf(data))
 		assert.Error(t, err, name)
 	}
 }
@@ -363,14 +406,14 @@ func TestFileStoreWaitForKeyHonoursContext(t *testing.T) {
 
 	first := make(chan error, 1)
 	go func() {
-		_, err := store.Put(t.Context(), e, br)
+		_, err := store.Put(t.Context(), e, deliverable.NewContent(br, e.ByteSize, e.SHA256))
 		first <- err
 	}()
 	<-br.started
 
 	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
 	defer cancel()
-	_, err = store.Put(ctx, e, bytes.NewReader(data))
+	_, err = store.Put(ctx, e, contentOf(data))
 	assert.ErrorIs(t, err, context.DeadlineExceeded, "waiting for the key gives up with the context")
 
 	close(br.release)
@@ -378,6 +421,6 @@ func TestFileStoreWaitForKeyHonoursContext(t *testing.T) {
 
 	cancelled, cancelNow := context.WithCancel(t.Context())
 	cancelNow()
-	_, err = store.Put(cancelled, entryFor("t", "r", "k2", data), bytes.NewReader(data))
+	_, err = store.Put(cancelled, entryFor("t", "r", "k2", data), contentOf(data))
 	assert.ErrorIs(t, err, context.Canceled)
 }

@@ -1,7 +1,6 @@
 package deliverable_test
 
 import (
-	"bytes"
 	"io"
 	"mime"
 	"net/http"
@@ -34,7 +33,7 @@ func (s *served) put(t *testing.T, filename, contentType string, data []byte) de
 	t.Helper()
 	e := entryFor("t", "r", filename, data)
 	e.Filename, e.ContentType = filename, contentType
-	rc, err := s.store.Put(t.Context(), e, bytes.NewReader(data))
+	rc, err := s.store.Put(t.Context(), e, contentOf(data))
 	require.NoError(t, err)
 	return rc
 }

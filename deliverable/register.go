@@ -2,11 +2,8 @@ package deliverable
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"hash"
 	"io"
 	"io/fs"
 	"path"
@@ -125,13 +122,25 @@ func (r *Registrar) Register(ctx context.Context, ws Workspace, taskID, runID st
 			fmt.Sprintf("byteSize is %d but the file has %d bytes", n.ByteSize, st.Size), "recompute byteSize and sha256 from the final file", nil)
 	}
 
-	v := &verifier{ctx: ctx, f: f, rj: rj, ref: ref, size: st.Size, sum: n.SHA256, h: sha256.New()}
-	rc, err := r.Store.Put(ctx, e, v)
+	// Each byte is hashed once: by the file itself when it hashes what it
+	// yields (a LocalWorkspace file), otherwise by the Content. The store
+	// writes what the Content returned and hashes nothing again.
+	v := &verifier{ctx: ctx, f: f, rj: rj, ref: ref, size: st.Size}
+	var c *Content
+	if hf, ok := f.(hashingFile); ok {
+		c = newPrehashedContent(v, st.Size, n.SHA256, hf.sha256)
+	} else {
+		c = NewContent(v, st.Size, n.SHA256)
+	}
+	rc, err := r.Store.Put(ctx, e, c)
 	switch {
 	case err == nil:
 		return rc, nil
 	case v.err != nil:
 		return Receipt{}, v.err
+	case c.err != nil && errors.Is(c.err, ErrHashMismatch) && c.got != "":
+		return Receipt{}, rj.rejectPath("sha256", ref, ErrHashMismatch,
+			fmt.Sprintf("sha256 is %s but the file's bytes hash to %s", n.SHA256, c.got), "recompute sha256 from the final file", nil)
 	case errors.Is(err, ErrIdempotencyConflict):
 		return Receipt{}, rj.reject("idempotencyKey", ErrIdempotencyConflict,
 			fmt.Sprintf("idempotencyKey %q was already used in this run for a different request", clip(e.Key.IdempotencyKey)),
@@ -180,19 +189,25 @@ func (rj rejecter) openRejection(ref string, err error) error {
 	return hostErr("read workspace", err)
 }
 
-// verifier hands the opened file to the store: it reads at most size bytes,
-// hashes them as they arrive, and at the end (once the File has confirmed
-// the file unchanged) requires exactly size bytes with the declared hash.
-// Any failure is returned from Read, so the store aborts and writes nothing;
-// err keeps it for Register.
+// hashingFile is a File that computes the SHA-256 of what it yields: sha256
+// returns it in hex once Read has returned io.EOF ("" before). Register
+// then hashes nothing itself.
+type hashingFile interface {
+	File
+	sha256() string
+}
+
+// verifier stands between the opened file and the Content the store reads:
+// it reads at most size bytes and turns the file's failures (and ctx's)
+// into Register's errors. Any failure is returned from Read, so the store
+// aborts and writes nothing; err keeps it for Register. The Content checks
+// the size again and the hash.
 type verifier struct {
 	ctx  context.Context
 	f    File
 	rj   rejecter
 	ref  string
 	size int64
-	sum  string
-	h    hash.Hash
 	n    int64
 	done bool
 	err  error
@@ -221,16 +236,11 @@ func (v *verifier) Read(p []byte) (int, error) {
 	if int64(k) > v.size-v.n {
 		return v.fail(v.changed("grew while it was read", nil))
 	}
-	v.h.Write(p[:k])
 	v.n += int64(k)
 	switch {
 	case errors.Is(err, io.EOF):
 		if v.n != v.size {
 			return v.fail(v.changed(fmt.Sprintf("ended after %d of its %d bytes while it was read", v.n, v.size), nil))
-		}
-		if got := hex.EncodeToString(v.h.Sum(nil)); got != v.sum {
-			return v.fail(v.rj.rejectPath("sha256", v.ref, ErrHashMismatch,
-				fmt.Sprintf("sha256 is %s but the file's bytes hash to %s", v.sum, got), "recompute sha256 from the final file", nil))
 		}
 		v.done = true
 		return k, io.EOF

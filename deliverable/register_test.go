@@ -518,7 +518,7 @@ type midReadStore struct {
 	path string
 }
 
-func (m midReadStore) Put(ctx context.Context, e deliverable.Entry, content io.Reader) (deliverable.Receipt, error) {
+func (m midReadStore) Put(ctx context.Context, e deliverable.Entry, content *deliverable.Content) (deliverable.Receipt, error) {
 	half := make([]byte, e.ByteSize/2)
 	if _, err := io.ReadFull(content, half); err != nil {
 		return deliverable.Receipt{}, err
@@ -533,7 +533,7 @@ func (m midReadStore) Put(ctx context.Context, e deliverable.Entry, content io.R
 	if err := os.Chtimes(m.path, fi.ModTime(), fi.ModTime()); err != nil {
 		return deliverable.Receipt{}, err
 	}
-	return m.Store.Put(ctx, e, io.MultiReader(bytes.NewReader(half), content))
+	return m.Store.Put(ctx, e, deliverable.NewContent(io.MultiReader(bytes.NewReader(half), content), e.ByteSize, e.SHA256))
 }
 
 func TestRegisterDetectsRewriteInPlace(t *testing.T) {

@@ -2,8 +2,6 @@ package deliverable
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"io"
 )
@@ -39,17 +37,20 @@ type Store interface {
 	// request that created it, or an error wrapping ErrNotFound.
 	Lookup(ctx context.Context, key Key) (rc Receipt, fingerprint string, err error)
 
-	// Put stores e. When e.Key is already stored, Put returns the stored receipt
-	// unchanged if the fingerprints are equal, and an error wrapping
-	// ErrIdempotencyConflict otherwise; it reads nothing from content and writes
-	// nothing. Otherwise Put reads content to io.EOF (an error from content
-	// aborts the Put and is returned wrapped); content must yield exactly
-	// e.ByteSize bytes whose SHA-256 is e.SHA256 (ErrSizeMismatch,
-	// ErrHashMismatch). When the same task and run already hold an attachment
-	// with the same SHA256, ByteSize and Filename, the receipt names it with
-	// Disposition Duplicate; otherwise a new attachment is stored
-	// (Applied). Concurrent Puts of one Key store one receipt.
-	Put(ctx context.Context, e Entry, content io.Reader) (Receipt, error)
+	// Put stores e with content, which must have been declared with
+	// e.ByteSize and e.SHA256 and not read yet (ErrInvalidRequest). When
+	// e.Key is already stored, Put returns the stored receipt unchanged if
+	// the fingerprints are equal, and an error wrapping
+	// ErrIdempotencyConflict otherwise; it reads nothing from content and
+	// writes nothing. Otherwise Put reads content to io.EOF, which proves
+	// the bytes it returned are e.ByteSize bytes with SHA-256 e.SHA256 (see
+	// Content: a Store need not hash them again); any error from content
+	// (ErrSizeMismatch, ErrHashMismatch, or its reader's) aborts the Put and
+	// is returned wrapped. When the same task and run already hold an
+	// attachment with the same SHA256, ByteSize and Filename, the receipt
+	// names it with Disposition Duplicate; otherwise a new attachment is
+	// stored (Applied). Concurrent Puts of one Key store one receipt.
+	Put(ctx context.Context, e Entry, content *Content) (Receipt, error)
 
 	// Open returns the attachment with id (a lowercase UUID) and its content,
 	// or an error wrapping ErrNotFound. The caller closes the content.
@@ -72,8 +73,9 @@ func receiptFor(a Attachment, d Disposition) Receipt {
 	}
 }
 
-// checkEntry validates what a Store is asked to keep.
-func checkEntry(e Entry) error {
+// checkEntry validates what a Store is asked to keep: e, and content
+// declared with e's size and hash and not read yet.
+func checkEntry(e Entry, content *Content) error {
 	for _, f := range []struct{ name, v string }{
 		{"TaskID", e.Key.TaskID}, {"RunID", e.Key.RunID}, {"IdempotencyKey", e.Key.IdempotencyKey},
 		{"Fingerprint", e.Fingerprint}, {"Filename", e.Filename}, {"ContentType", e.ContentType}, {"Title", e.Title},
@@ -87,6 +89,15 @@ func checkEntry(e Entry) error {
 	}
 	if e.ByteSize < 1 {
 		return fmt.Errorf("%w: entry ByteSize %d is not positive", ErrSizeDenied, e.ByteSize)
+	}
+	switch {
+	case content == nil:
+		return fmt.Errorf("%w: content is nil; pass deliverable.NewContent", ErrInvalidRequest)
+	case content.Size() != e.ByteSize || content.SHA256() != e.SHA256:
+		return fmt.Errorf("%w: content is declared as %d bytes with SHA-256 %q, the entry as %d bytes with SHA-256 %s",
+			ErrInvalidRequest, content.Size(), clip(content.SHA256()), e.ByteSize, e.SHA256)
+	case !content.unread():
+		return fmt.Errorf("%w: content was already read; pass a new Content", ErrInvalidRequest)
 	}
 	return nil
 }
@@ -111,28 +122,4 @@ func (c ctxReader) Read(p []byte) (int, error) {
 		return 0, err
 	}
 	return c.r.Read(p)
-}
-
-// verifyStream reads r to EOF (at most size+1 bytes) into w and checks the
-// byte count and SHA-256 against size and sum. what names the stream in errors.
-func verifyStream(ctx context.Context, w io.Writer, r io.Reader, size int64, sum, what string) error {
-	h := sha256.New()
-	n, err := io.Copy(io.MultiWriter(w, h), io.LimitReader(ctxReader{ctx, r}, size+1))
-	if err != nil {
-		return err
-	}
-	if n != size {
-		return fmt.Errorf("%w: %s has %s bytes, expected %d", ErrSizeMismatch, what, atLeast(n, size), size)
-	}
-	if got := hex.EncodeToString(h.Sum(nil)); got != sum {
-		return fmt.Errorf("%w: %s has SHA-256 %s, expected %s", ErrHashMismatch, what, got, sum)
-	}
-	return nil
-}
-
-func atLeast(n, size int64) string {
-	if n > size {
-		return fmt.Sprintf("more than %d", size)
-	}
-	return fmt.Sprint(n)
 }

@@ -150,9 +150,18 @@ type localFile struct {
 	err    error
 }
 
-var _ File = (*localFile)(nil)
+var _ hashingFile = (*localFile)(nil)
 
 func (l *localFile) Stat() FileStat { return l.st }
+
+// sha256 implements hashingFile: tree's reader hashed every byte Read
+// returned, and Verify (at io.EOF, with nothing left unread) filled the sum.
+func (l *localFile) sha256() string {
+	if !l.done {
+		return ""
+	}
+	return l.it.SHA256
+}
 
 func (l *localFile) Close() error { return l.f.Close() }
 

@@ -259,15 +259,17 @@ func (e *env) session(ctx context.Context, s *Summary) error {
 	}
 	r.Key, r.Schema = b.Key, session.Schema
 	store := session.NewStore(afero.NewOsFs(), filepath.Join(st.stateDir, "sessions"))
-	// TODO(issue 11): use Store.Resume and the struct-taking NewRecord once
-	// session gains them; Load is Resume's check today.
 	if err := store.Save(ctx, b.NewRecord(session.RecordIDs{RecordID: "rec-1", BackendSessionID: "backend-7", AgentSessionID: "agent-9"})); err != nil {
 		return err
 	}
-	rec, err := store.Load(ctx, b)
+	res, err := store.Resume(ctx, b)
 	if err != nil {
 		return fmt.Errorf("resume of the saved session: %w", err)
 	}
+	if res.Fresh != nil {
+		return fmt.Errorf("the saved session was not resumable: %s (%v)", res.Fresh.Reason, res.Fresh.Err)
+	}
+	rec := res.Record
 	r.Resumed, r.AgentID = true, rec.AgentSessionID
 	if rec.AgentSessionID != "agent-9" || rec.Schema != session.Schema {
 		return fmt.Errorf("resumed record %+v, want agent session agent-9 under %s", rec, session.Schema)
@@ -276,10 +278,16 @@ func (e *env) session(ctx context.Context, s *Summary) error {
 	if err != nil {
 		return err
 	}
-	_, err = store.Load(ctx, drifted)
+	res, err = store.Resume(ctx, drifted)
+	if err != nil {
+		return fmt.Errorf("resume under another model: %w", err)
+	}
+	if res.Fresh == nil || res.Fresh.Reason != session.Drifted || !slices.Contains(res.Fresh.Fields, "model") {
+		return fmt.Errorf("a resume under another model was not refused as drift: %+v", res.Fresh)
+	}
 	var drift *session.DriftError
-	if !errors.As(err, &drift) || !errors.Is(err, session.ErrDrift) || !slices.Contains(drift.Fields, "model") {
-		return fmt.Errorf("a resume under another model was not refused as drift: %v", err)
+	if !errors.As(res.Fresh.Err, &drift) || !errors.Is(res.Fresh.Err, session.ErrDrift) {
+		return fmt.Errorf("the start-fresh answer does not carry the drift: %v", res.Fresh.Err)
 	}
 	r.DriftFields = drift.Fields
 	e.progress(4, "session", "key %s…; %s saved and resumed; another model refused: drifted %v (start fresh)",

@@ -11,8 +11,9 @@ import (
 	"strconv"
 	"strings"
 	"unicode"
-	"unicode/utf16"
 	"unicode/utf8"
+
+	"github.com/airlockdev/airlock/internal/jsonlit"
 )
 
 // KindWorkspaceFile is the Kind of a reference to a file in a workspace.
@@ -303,7 +304,7 @@ func DecodeWorkspaceRef(data []byte) (WorkspaceRef, error) {
 		if len(raw) == 0 || raw[0] != '"' {
 			return refErr("%q is not a string", key)
 		}
-		if err := checkEscapes(raw); err != nil {
+		if err := jsonlit.CheckSurrogates(raw); err != nil {
 			return refErr("%q: %v", key, err)
 		}
 		if err := json.Unmarshal(raw, dst); err != nil {
@@ -351,44 +352,6 @@ func DecodeWorkspaceRef(data []byte) (WorkspaceRef, error) {
 		return WorkspaceRef{}, err
 	}
 	return r, nil
-}
-
-// checkEscapes rejects \u escapes of a lone UTF-16 surrogate in raw, a
-// valid JSON string literal: encoding/json would silently turn them into
-// U+FFFD.
-func checkEscapes(raw []byte) error {
-	hex4 := func(i int) rune {
-		if i+4 > len(raw) {
-			return -1
-		}
-		v, err := strconv.ParseUint(string(raw[i:i+4]), 16, 32)
-		if err != nil {
-			return -1
-		}
-		return rune(v)
-	}
-	for i := 0; i < len(raw); i++ {
-		if raw[i] != '\\' {
-			continue
-		}
-		i++
-		if i >= len(raw) || raw[i] != 'u' {
-			continue
-		}
-		r := hex4(i + 1)
-		i += 4
-		if !utf16.IsSurrogate(r) {
-			continue
-		}
-		if r < 0xDC00 && i+6 < len(raw) && raw[i+1] == '\\' && raw[i+2] == 'u' {
-			if lo := hex4(i + 3); lo >= 0xDC00 && lo < 0xE000 {
-				i += 6
-				continue
-			}
-		}
-		return fmt.Errorf("escaped lone surrogate %U", r)
-	}
-	return nil
 }
 
 // WorkspaceLookup is implemented by the host: which workspaces an issue has

@@ -6,9 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/airlockdev/airlock/internal/jsonlit"
 )
 
 // maxRecordSize bounds the bytes [DecodeRecord] accepts. A v1 record with
@@ -204,7 +205,7 @@ func decodeRecord(data []byte) (Record, error) {
 		if !isString(raw) {
 			return Record{}, fmt.Errorf("%w: field %q is %s, want a string", ErrMalformedRecord, name, jsonType(raw))
 		}
-		if err := checkSurrogates(raw); err != nil {
+		if err := jsonlit.CheckSurrogates(raw); err != nil {
 			return Record{}, fmt.Errorf("%w: field %q: %w", ErrMalformedRecord, name, err)
 		}
 		if err := json.Unmarshal(raw, w.field(name)); err != nil {
@@ -293,45 +294,4 @@ func syntaxErr(err error) error {
 		return errors.New("unexpected end of input")
 	}
 	return err
-}
-
-// checkSurrogates rejects \u escapes that encode a lone UTF-16 surrogate.
-// encoding/json silently turns them into U+FFFD; a record must not carry
-// invalid Unicode in escaped form either. raw is a syntactically valid JSON
-// string literal, quotes included.
-func checkSurrogates(raw []byte) error {
-	hex4 := func(i int) rune {
-		if i+4 > len(raw) {
-			return -1
-		}
-		v, err := strconv.ParseUint(string(raw[i:i+4]), 16, 16)
-		if err != nil {
-			return -1
-		}
-		return rune(v)
-	}
-	for i := 0; i < len(raw); i++ {
-		if raw[i] != '\\' {
-			continue
-		}
-		i++
-		if i >= len(raw) || raw[i] != 'u' {
-			continue
-		}
-		r := hex4(i + 1)
-		i += 4
-		switch {
-		case r >= 0xD800 && r < 0xDC00:
-			if i+2 < len(raw) && raw[i+1] == '\\' && raw[i+2] == 'u' {
-				if lo := hex4(i + 3); lo >= 0xDC00 && lo < 0xE000 {
-					i += 6
-					continue
-				}
-			}
-			return fmt.Errorf("escaped lone surrogate %U (invalid UTF-16)", r)
-		case r >= 0xDC00 && r < 0xE000:
-			return fmt.Errorf("escaped lone surrogate %U (invalid UTF-16)", r)
-		}
-	}
-	return nil
 }

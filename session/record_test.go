@@ -278,29 +278,3 @@ func TestEncodeRejectsWhatDecodeRejects(t *testing.T) {
 		})
 	}
 }
-
-func TestCheckSurrogates(t *testing.T) {
-	tests := []struct {
-		raw string
-		ok  bool
-	}{
-		{`""`, true},
-		{`"\\ud800"`, true}, // an escaped backslash, then plain text
-		{`"\ud83e\udd80"`, true},
-		{`"\uD83E\uDD80"`, true},
-		{`"\ud7ff\ue000"`, true},
-		{`"\ud800"`, false},
-		{`"\ud800\u0041"`, false},
-		{`"\ud800\ud800"`, false},
-		{`"\udfff"`, false},
-		{`"x\\\udc00"`, false},
-	}
-	for _, tt := range tests {
-		err := checkSurrogates([]byte(tt.raw))
-		if tt.ok {
-			assert.NoError(t, err, tt.raw)
-		} else {
-			assert.Error(t, err, tt.raw)
-		}
-	}
-}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/airlockdev/airlock/internal/keylock"
+	"github.com/airlockdev/airlock/internal/shellproto"
 )
 
 // Command is one POSIX sh script to run in the sandbox.
@@ -361,11 +362,11 @@ func (b *Bridge) parseProbe(r io.Reader, op string, want map[string]int, res [][
 	}
 	word, ok := strings.CutPrefix(strings.TrimSuffix(string(line), "\n"), probeHeader)
 	if !ok {
-		return fmt.Errorf("%w: %s: the reply starts with %q, not the probe header", ErrTransport, op, truncate(string(line), 64))
+		return fmt.Errorf("%w: %s: the reply starts with %q, not the probe header", ErrTransport, op, shellproto.Truncate(string(line), 64))
 	}
 	if word != "-" {
 		if len(word) < 2 || (word[0] != '0' && word[0] != '1') || (word[1] != '0' && word[1] != '1') {
-			return fmt.Errorf("%w: %s: malformed capability word %q", ErrTransport, op, truncate(word, 64))
+			return fmt.Errorf("%w: %s: malformed capability word %q", ErrTransport, op, shellproto.Truncate(word, 64))
 		}
 		b.setCaps(sandboxCaps{sha256: word[0] == '1', exchange: word[1] == '1'}, word[2:])
 	}
@@ -403,13 +404,6 @@ func (b *Bridge) parseProbe(r io.Reader, op string, want map[string]int, res [][
 		return fmt.Errorf("%w: %s: the sandbox sent more than %d bytes", ErrTransport, op, MaxProbeBytes)
 	}
 	return nil
-}
-
-func truncate(s string, n int) string {
-	if len(s) > n {
-		return s[:n] + "…"
-	}
-	return s
 }
 
 func (b *Bridge) knownCaps() (capsState, bool) {

@@ -6,9 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 
 	"github.com/airlockdev/airlock/internal/gitexec"
+	"github.com/airlockdev/airlock/internal/shellproto"
 	"github.com/airlockdev/airlock/stage"
 )
 
@@ -27,7 +27,7 @@ g() { git -c core.hooksPath=/dev/null -c core.fsmonitor=false -c gc.auto=0 -c ma
 const findReport = `find . \( -path ./.git -o -path ./.airlock \) -prune -o -type f \( -links +1 -o -perm -4000 -o -perm -2000 \) -exec printf 'h%s\0' {} + -o ! -type f ! -type d ! -type l -exec printf 's%s\0' {} +`
 
 // q quotes s for POSIX sh.
-func q(s string) string { return "'" + strings.ReplaceAll(s, "'", `'"'"'`) + "'" }
+func q(s string) string { return shellproto.Quote(s) }
 
 // probe is what the sandbox said about itself.
 type probe struct {
@@ -127,7 +127,7 @@ func (p probe) checkTools(git bool) error {
 // an exit status becomes an error carrying the script's stderr; anything
 // else wraps stage.ErrTransport.
 func runGuest(ctx context.Context, run stage.Runner, op string, cmd stage.Command) error {
-	stderr := &capBuffer{max: 4 << 10}
+	stderr := &shellproto.LimitedBuffer{Max: 4 << 10, Truncate: true}
 	cmd.Stderr = stderr
 	err := run.Run(ctx, cmd)
 	if err == nil {
@@ -163,27 +163,4 @@ func (l *limitWriter) Write(p []byte) (int, error) {
 	}
 	l.n -= int64(len(p))
 	return l.w.Write(p)
-}
-
-// capBuffer keeps the first max bytes written and drops the rest; it is
-// safe for concurrent use.
-type capBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-	max int
-}
-
-func (c *capBuffer) Write(p []byte) (int, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if room := c.max - c.buf.Len(); room > 0 {
-		c.buf.Write(p[:min(len(p), room)])
-	}
-	return len(p), nil
-}
-
-func (c *capBuffer) String() string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.buf.String()
 }

@@ -8,6 +8,8 @@ import (
 
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/knownhosts"
+
+	"github.com/airlockdev/airlock/internal/shellproto"
 )
 
 // Host key errors. Dial wraps them (through x/crypto/ssh's handshake
@@ -90,7 +92,7 @@ func KnownHosts(files ...string) (ssh.HostKeyCallback, error) {
 func FixedHostKey(authorizedKeyLine string) (ssh.HostKeyCallback, error) {
 	want, _, _, _, err := ssh.ParseAuthorizedKey([]byte(authorizedKeyLine))
 	if err != nil {
-		return nil, fmt.Errorf("remote: FixedHostKey: %q is not a public key line (want \"ssh-ed25519 AAAA…\"): %w", truncate(authorizedKeyLine, 40), err)
+		return nil, fmt.Errorf("remote: FixedHostKey: %q is not a public key line (want \"ssh-ed25519 AAAA…\"): %w", shellproto.Truncate(authorizedKeyLine, 40), err)
 	}
 	wantFP := ssh.FingerprintSHA256(want)
 	wantBytes := string(want.Marshal())
@@ -101,11 +103,4 @@ func FixedHostKey(authorizedKeyLine string) (ssh.HostKeyCallback, error) {
 		return &HostKeyError{Host: hostname, Key: key, Fingerprint: ssh.FingerprintSHA256(key), Err: ErrHostKeyMismatch,
 			how: fmt.Sprintf("the only trusted key is %s %s; if the host was re-keyed, check the new fingerprint out of band and pass its key line", want.Type(), wantFP)}
 	}, nil
-}
-
-func truncate(s string, n int) string {
-	if len(s) > n {
-		return s[:n] + "…"
-	}
-	return s
 }

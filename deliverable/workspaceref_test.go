@@ -11,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -19,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/airlockdev/airlock/deliverable"
+	"github.com/airlockdev/airlock/internal/fuzzseed"
 )
 
 // memLookup is a host's registry of workspaces: issue I1 of project P1 in
@@ -398,18 +398,7 @@ func TestWorkspaceRefFuzzSeeds(t *testing.T) {
 		t.Run(e.Name(), func(t *testing.T) {
 			sentinel, ok := want[e.Name()]
 			require.True(t, ok, "unexpected seed %s", e.Name())
-			raw, err := os.ReadFile(filepath.Join(dir, e.Name()))
-			require.NoError(t, err)
-			lines := strings.SplitN(strings.TrimSpace(string(raw)), "\n", 2)
-			require.Len(t, lines, 2)
-			require.Equal(t, "go test fuzz v1", lines[0])
-			lit, ok := strings.CutPrefix(lines[1], "[]byte(")
-			require.True(t, ok)
-			lit, ok = strings.CutSuffix(lit, ")")
-			require.True(t, ok)
-			data, err := strconv.Unquote(lit)
-			require.NoError(t, err)
-			_, err = deliverable.DecodeWorkspaceRef([]byte(data))
+			_, err = deliverable.DecodeWorkspaceRef(fuzzseed.Bytes(t, filepath.Join(dir, e.Name())))
 			if sentinel == nil {
 				assert.NoError(t, err)
 			} else {

@@ -4,12 +4,13 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/airlockdev/airlock/internal/fuzzseed"
 )
 
 // FuzzDecodeRecord checks the decoder's closure property: whatever
@@ -75,18 +76,7 @@ func TestFuzzSeeds(t *testing.T) {
 		t.Run(e.Name(), func(t *testing.T) {
 			sentinel, ok := want[e.Name()]
 			require.True(t, ok, "unexpected seed %s", e.Name())
-			raw, err := os.ReadFile(filepath.Join(dir, e.Name()))
-			require.NoError(t, err)
-			lines := strings.SplitN(strings.TrimSpace(string(raw)), "\n", 2)
-			require.Len(t, lines, 2)
-			require.Equal(t, "go test fuzz v1", lines[0])
-			lit, ok := strings.CutPrefix(lines[1], "[]byte(")
-			require.True(t, ok)
-			lit, ok = strings.CutSuffix(lit, ")")
-			require.True(t, ok)
-			data, err := strconv.Unquote(lit)
-			require.NoError(t, err)
-			_, err = DecodeRecord([]byte(data))
+			_, err = DecodeRecord(fuzzseed.Bytes(t, filepath.Join(dir, e.Name())))
 			if sentinel == nil {
 				assert.NoError(t, err)
 			} else {

@@ -9,8 +9,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-
-	"github.com/spf13/afero"
 )
 
 // WriteFile replaces the file at path on the operating system's file system
@@ -26,13 +24,30 @@ func WriteFile(ctx context.Context, path string, data []byte, perm fs.FileMode) 
 	return write(ctx, osBackend{}, path, data, perm, "")
 }
 
+// File is what Write needs of a file its FS opens.
+type File interface {
+	io.Writer
+	Sync() error
+	Close() error
+}
+
+// FS is what Write needs of a file system. An afero.Fs is one (F is then
+// afero.File), so callers that keep their state on afero pass it as it is,
+// and this package needs no afero of its own.
+type FS[F File] interface {
+	OpenFile(name string, flag int, perm fs.FileMode) (F, error)
+	Chmod(name string, mode fs.FileMode) error
+	Rename(oldname, newname string) error
+	Remove(name string) error
+}
+
 // Write replaces name on fsys with data, mode perm. The temporary file is
 // ".<base of name>.tmp-<random>" in tmpDir, or in name's directory when
 // tmpDir is "". ctx is checked once more right before the rename: a
 // cancelled write never publishes. Unlike [WriteFile], Write does not sync
 // the directory.
-func Write(ctx context.Context, fsys afero.Fs, name string, data []byte, perm fs.FileMode, tmpDir string) error {
-	return write(ctx, aferoBackend{fsys}, name, data, perm, tmpDir)
+func Write[F File](ctx context.Context, fsys FS[F], name string, data []byte, perm fs.FileMode, tmpDir string) error {
+	return write(ctx, fsBackend[F]{fsys}, name, data, perm, tmpDir)
 }
 
 // file is what write needs of an open temporary file.
@@ -135,15 +150,15 @@ func (osBackend) syncDir(dir string) error {
 	return err
 }
 
-// aferoBackend is an afero.Fs; it does not sync directories.
-type aferoBackend struct{ fs afero.Fs }
+// fsBackend is an FS (an afero.Fs, say); it does not sync directories.
+type fsBackend[F File] struct{ fs FS[F] }
 
-func (a aferoBackend) createExcl(name string, perm fs.FileMode) (file, error) {
+func (a fsBackend[F]) createExcl(name string, perm fs.FileMode) (file, error) {
 	return a.fs.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
 }
-func (a aferoBackend) chmod(_ file, name string, perm fs.FileMode) error {
+func (a fsBackend[F]) chmod(_ file, name string, perm fs.FileMode) error {
 	return a.fs.Chmod(name, perm)
 }
-func (a aferoBackend) rename(oldname, newname string) error { return a.fs.Rename(oldname, newname) }
-func (a aferoBackend) remove(name string) error             { return a.fs.Remove(name) }
-func (aferoBackend) syncDir(string) error                   { return nil }
+func (a fsBackend[F]) rename(oldname, newname string) error { return a.fs.Rename(oldname, newname) }
+func (a fsBackend[F]) remove(name string) error             { return a.fs.Remove(name) }
+func (fsBackend[F]) syncDir(string) error                   { return nil }

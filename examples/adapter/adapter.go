@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"path"
 	"path/filepath"
@@ -31,7 +30,7 @@ type Run struct {
 	StateDir                 string // host state: bundles, session records
 	Skills                   []skills.Source
 	Local, Remote            string            // the host workspace and its sandbox copy
-	Session                  session.Config    // Workspace and RuntimeDir are filled in
+	Session                  session.Config    // Workspace and StateDir are filled in
 	TaskID, RunID, Objective string            // Objective: the task's own text, bound by the host
 	Files                    deliverable.Store // where delivered files go
 	Tasks                    deliverable.Tasks
@@ -68,13 +67,16 @@ func (r *Run) Do(ctx context.Context) (*Outcome, error) {
 	if err != nil {
 		return nil, fmt.Errorf("materialize skills: %w", err)
 	}
-	if bundle.Dir != "" { // no skill survived: nothing to stage, no prompt block
-		assets := []stage.Asset{{Name: "skills", Source: bundle.Dir, Links: stage.RejectLinks}} // a bundle holds no link
-		rt, err := stage.Stage(ctx, r.Sandbox, path.Join(r.Remote, stage.RuntimeDir), assets, stage.WithLogger(log))
-		if err != nil {
-			return nil, fmt.Errorf("stage skills: %w", err)
-		}
-		out.Prompt = rt.Rewrite(bundle.Prompt(bundle.Dir))
+	var assets []stage.Asset // no skill survived: stage none, and WithPrune removes an earlier run's
+	if bundle.Dir != "" {
+		assets = []stage.Asset{{Name: "skills", Source: bundle.Dir, Links: stage.RejectLinks}} // a bundle holds no link
+	}
+	rt, err := stage.Stage(ctx, r.Sandbox, path.Join(r.Remote, stage.RuntimeDir), assets, stage.WithPrune(), stage.WithLogger(log))
+	if err != nil {
+		return nil, fmt.Errorf("stage skills: %w", err)
+	}
+	if root, ok := rt.Path("skills"); ok {
+		out.Prompt = bundle.Prompt(root) // rendered for the sandbox's path
 	}
 	cfg := r.Session
 	cfg.Workspace, cfg.StateDir = r.Local, r.StateDir
@@ -84,13 +86,12 @@ func (r *Run) Do(ctx context.Context) (*Outcome, error) {
 	}
 	store := session.NewStore(afero.NewOsFs(), filepath.Join(r.StateDir, "sessions"))
 	turn := Turn{Prompt: out.Prompt, Remote: r.Remote, SessionKey: bind.Key, Runner: r.Sandbox}
-	switch rec, err := store.Load(ctx, bind); {
-	case err == nil:
-		turn.ResumeID, out.Resumed = rec.AgentSessionID, true
-	case errors.Is(err, fs.ErrNotExist) || classify(err) == StartFresh:
-		log.Info("starting a fresh session", "reason", err)
-	default:
+	res, err := store.Resume(ctx, bind)
+	if err != nil {
 		return nil, fmt.Errorf("load session: %w", err)
+	}
+	if turn.ResumeID, out.Resumed = res.Record.AgentSessionID, res.Fresh == nil; res.Fresh != nil { // Record is zero then
+		log.Info("starting a fresh session", "reason", res.Fresh.Reason, "err", res.Fresh.Err)
 	}
 	round, err := workspace.Prepare(ctx, workspace.Spec{Local: r.Local, Remote: r.Remote, Runner: r.Sandbox}, workspace.WithLogger(log))
 	if err != nil {
@@ -115,8 +116,7 @@ func (r *Run) Do(ctx context.Context) (*Outcome, error) {
 		}
 		out.Receipts, refs = append(out.Receipts, rc), append(refs, "deliverable:"+rc.AttachmentID)
 	}
-	ev := deliverable.Evidence{TaskID: r.TaskID, RunID: r.RunID, Objective: r.Objective, Refs: refs}
-	if err := deliverable.ValidateEvidence(ctx, r.Tasks, ev); err != nil {
+	if err := deliverable.ValidateEvidence(ctx, r.Tasks, deliverable.Evidence{TaskID: r.TaskID, RunID: r.RunID, Objective: r.Objective, Refs: refs}); err != nil {
 		return out, fmt.Errorf("validate evidence: %w", err)
 	}
 	return out, nil

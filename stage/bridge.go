@@ -130,7 +130,7 @@ func NewBridge(r Runner, opts ...BridgeOption) *Bridge {
 // writers that tolerate it. Adapters use it for their own short sandbox
 // operations (queue reads, input delivery).
 func (b *Bridge) Control(ctx context.Context, cmd Command) error {
-	err := b.control(ctx, "sandbox command", cmd)
+	err := b.control(ctx, "command", cmd)
 	var ee *ExitError
 	if err == nil || errors.Is(err, ErrTransport) || errors.As(err, &ee) {
 		return err

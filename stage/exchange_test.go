@@ -98,3 +98,27 @@ func TestBridgeSetupNamesMissingTool(t *testing.T) {
 	_, err = os.Stat(root)
 	assert.ErrorIs(t, err, os.ErrNotExist, "nothing was created")
 }
+
+// TestBridgeDeltaWithoutSHA256Sum: a sandbox that cannot check a carried
+// copy (no sha256sum) gets every file again.
+func TestBridgeDeltaWithoutSHA256Sum(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "bin")
+	require.NoError(t, os.Mkdir(bin, 0o755))
+	for _, tool := range []string{"tar", "mkdir", "mv", "rm", "cat", "chmod", "grep"} {
+		p, err := exec.LookPath(tool)
+		require.NoError(t, err)
+		require.NoError(t, os.Symlink(p, filepath.Join(bin, tool)))
+	}
+	b := stage.NewBridge(envRunner{next: stage.LocalRunner(dir), env: map[string]string{"PATH": bin}})
+	root := filepath.Join(dir, "rt")
+	src := t.TempDir()
+	build(t, src, "a=1", "b=2", "c=3")
+	_, err := stage.Stage(t.Context(), b, root, []stage.Asset{{Name: "x", Source: src}})
+	require.NoError(t, err)
+	build(t, src, "a=changed")
+	rt, err := stage.Stage(t.Context(), b, root, []stage.Asset{{Name: "x", Source: src}}, stage.WithVerify())
+	require.NoError(t, err)
+	assert.Equal(t, 3, rt.Assets[0].Sent, "nothing can be checked in the sandbox, so nothing is carried")
+	assert.Equal(t, "changed", readFile(t, filepath.Join(root, "x", "a")))
+}

@@ -96,3 +96,61 @@ func listNoTemp(t *testing.T, dir string) []string {
 	}
 	return out
 }
+
+// TestStageAssetError: a failing asset is named in a *stage.AssetError
+// whose Err keeps the sentinel.
+func TestStageAssetError(t *testing.T) {
+	for name, newTarget := range unstageTargets(t) {
+		t.Run(name, func(t *testing.T) {
+			target, host := newTarget(t)
+			root := rootOf(target, host)
+			src := t.TempDir()
+			build(t, src, "f=a")
+			require.NoError(t, os.Symlink("/etc/passwd", filepath.Join(src, "l")))
+			_, err := stage.Stage(t.Context(), target, root, []stage.Asset{{Name: "ok", Source: t.TempDir()}, {Name: "bad", Source: src, Links: stage.RejectLinks}})
+			var ae *stage.AssetError
+			require.ErrorAs(t, err, &ae)
+			assert.Equal(t, "bad", ae.Name)
+			assert.Equal(t, "read", ae.Op)
+			assert.Equal(t, src, ae.Path)
+			assert.ErrorIs(t, err, stage.ErrLink)
+		})
+	}
+}
+
+// TestDeltaPublishChecksCarriedBytes: on every in-package target, a
+// re-stage sends only the changed file, and a file of the previous copy
+// that the sandbox rewrote with the same size and modification time is
+// caught by its SHA-256 and sent again, not carried over.
+func TestDeltaPublishChecksCarriedBytes(t *testing.T) {
+	for name, newTarget := range unstageTargets(t) {
+		t.Run(name, func(t *testing.T) {
+			target, host := newTarget(t)
+			root := rootOf(target, host)
+			src := t.TempDir()
+			build(t, src, "a=alpha", "d/b=bravo", "d/c=charlie", "e=echo")
+			rt, err := stage.Stage(t.Context(), target, root, []stage.Asset{{Name: "x", Source: src}})
+			require.NoError(t, err)
+			require.Equal(t, 4, rt.Assets[0].Sent)
+
+			build(t, src, "a=ALPHA")
+			rt, err = stage.Stage(t.Context(), target, root, []stage.Asset{{Name: "x", Source: src}})
+			require.NoError(t, err)
+			assert.Equal(t, 1, rt.Assets[0].Sent, "only the changed file travels")
+
+			victim := filepath.Join(host, "x", "d", "c")
+			fi, err := os.Stat(victim)
+			require.NoError(t, err)
+			require.NoError(t, os.Chmod(victim, 0o644))
+			require.NoError(t, os.WriteFile(victim, []byte("CHARLIE"), 0o644)) // same size
+			require.NoError(t, os.Chtimes(victim, fi.ModTime(), fi.ModTime()))
+			require.NoError(t, os.Chmod(victim, fi.Mode().Perm()))
+			build(t, src, "e=ECHO")
+			rt, err = stage.Stage(t.Context(), target, root, []stage.Asset{{Name: "x", Source: src}}, stage.WithVerify())
+			require.NoError(t, err)
+			assert.Equal(t, 2, rt.Assets[0].Sent, "the changed file and the tampered one")
+			assert.Equal(t, "charlie", readFile(t, victim))
+			assert.Equal(t, "ECHO", readFile(t, filepath.Join(host, "x", "e")))
+		})
+	}
+}

@@ -426,7 +426,7 @@ func (e *env) deliverable(ctx context.Context, s *Summary) error {
 		return fmt.Errorf("the child's file alone was not refused for the missing report.md: %v", err)
 	}
 	r.ChildAloneMissing = evErr.Missing
-	e.progress(6, "deliverable", "report.md read over SSH, %d bytes, sha256 verified: %s; replay: same receipt; evidence accepted, also with a done child's file (alone it is refused)",
+	e.progress(6, "deliverable", "report.md read over SSH, %d bytes, SHA-256 verified on the host, attachment %s; replay: same receipt; evidence accepted, also with a done child's file (alone it is refused)",
 		r.ByteSize, r.AttachmentID)
 	return nil
 }

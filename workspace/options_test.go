@@ -2,6 +2,7 @@ package workspace_test
 
 import (
 	"bytes"
+	"context"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -131,4 +132,42 @@ func TestWithLoggerReportsRefusals(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, buf.String(), "refused sandbox entry")
 	assert.Contains(t, buf.String(), "path=etc")
+}
+
+// TestTemporaryRefsDeletedOnCancel: a prepare cancelled while its bundle
+// travels leaves the user's refs exactly as they were.
+func TestTemporaryRefsDeletedOnCancel(t *testing.T) {
+	e := newEnv(t, func(t *testing.T, dir string) stage.Runner { return stage.LocalRunner(dir) })
+	initRepo(t, e.local, map[string]string{"a": "1\n"})
+	c, cancel := context.WithCancel(ctx(t))
+	defer cancel()
+	e.spec.Runner = &fakeRunner{real: e.spec.Runner, inject: func(cmd stage.Command) (bool, error) {
+		if cmd.Stdin == nil {
+			return false, nil
+		}
+		cancel() // the caller gives up while the bundle is on its way
+		return true, c.Err()
+	}}
+	refs := git(t, e.local, "for-each-ref")
+	_, err := workspace.Prepare(c, e.spec)
+	require.ErrorIs(t, err, context.Canceled)
+	assert.Equal(t, refs, git(t, e.local, "for-each-ref"), "no temporary ref is left")
+}
+
+// TestNonEmptyDirectoryNeverForceDeleted: the sandbox deletes a directory
+// while the host adds a file to it during the run: the baseline files go,
+// the directory and the new local file stay.
+func TestNonEmptyDirectoryNeverForceDeleted(t *testing.T) {
+	e := newEnv(t, func(t *testing.T, dir string) stage.Runner { return stage.LocalRunner(dir) })
+	write(t, e.local, "d/x", "1\n")
+	write(t, e.local, "keep", "k\n")
+	r, err := workspace.Prepare(ctx(t), e.spec)
+	require.NoError(t, err)
+	require.NoError(t, os.RemoveAll(filepath.Join(e.remote, "d")))
+	write(t, e.local, "d/new", "local\n")
+	res, err := r.Restore(ctx(t))
+	require.NoError(t, err)
+	assert.Contains(t, res.Deleted, "d/x")
+	assert.Equal(t, "local\n", read(t, e.local, "d/new"))
+	assert.False(t, exists(e.local, "d/x"))
 }

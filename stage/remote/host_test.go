@@ -180,7 +180,8 @@ func splitAddr(a string) (string, string, error) {
 	return a[:i], a[i+1:], nil
 }
 
-// TestHostHangIsTransport: a probe the server never answers returns
+// TestHostHangIsTransport: a control operation the server never answers
+// (the first publish's setup, which learns the sandbox's tools) returns
 // ErrTransport within the control deadline.
 func TestHostHangIsTransport(t *testing.T) {
 	srv := remotetest.NewServer(t, remotetest.WithHang("airlock-probe"))

@@ -71,6 +71,8 @@ type hexText struct {
 	Hex string `json:"hex"`
 }
 
+// MarshalJSON implements json.Marshaler: a JSON string when t is valid
+// UTF-8, else {"hex":"…"}.
 func (t rawText) MarshalJSON() ([]byte, error) {
 	if utf8.ValidString(string(t)) {
 		return json.Marshal(string(t))
@@ -78,6 +80,8 @@ func (t rawText) MarshalJSON() ([]byte, error) {
 	return json.Marshal(hexText{Hex: hex.EncodeToString([]byte(t))})
 }
 
+// UnmarshalJSON implements json.Unmarshaler: it accepts either form
+// MarshalJSON writes.
 func (t *rawText) UnmarshalJSON(b []byte) error {
 	if len(b) > 0 && b[0] == '"' {
 		var s string

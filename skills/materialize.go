@@ -29,36 +29,40 @@ type Source struct {
 
 // Skill is a materialized skill.
 type Skill struct {
-	Key, Name, Description string
-	Digest                 string // "sha256:<hex>" of the copied tree's manifest
-	Files                  int
-	Bytes                  int64
+	Key, Name, Description string   // Key, Name: from the Source; Description: SKILL.md's, in prompt form, at most 1024 characters
+	Digest                 string   // "sha256:<hex>" of the copied tree's manifest
+	Files                  int      // regular files in the copied tree
+	Bytes                  int64    // total size in bytes of those files
 	Skipped                []string // links and special files left out, relative paths (raw name bytes)
 }
 
 // Dropped is a selected skill left out of the bundle, with a human reason.
-type Dropped struct{ Key, Name, Reason string }
+type Dropped struct {
+	Key, Name, Reason string // Key, Name: from the Source; Reason: why the skill was left out
+}
 
 // Identity identifies a bundle's content. It never holds a host path.
-type Identity struct{ Digest string }
+type Identity struct {
+	Digest string // "sha256:<hex>" over the bundle's skills and drops
+}
 
 // Bundle is the result of Materialize.
 type Bundle struct {
-	Dir      string  // <stateDir>/<id>; "" when no skill survived
-	Skills   []Skill // sorted by Name
-	Dropped  []Dropped
-	Identity Identity
+	Dir      string    // <stateDir>/<id>; "" when no skill survived
+	Skills   []Skill   // sorted by Name
+	Dropped  []Dropped // selected skills left out, sorted by Name
+	Identity Identity  // identifies the bundle's content
 }
 
 // Limits bound each skill's tree. A zero field takes the default of the
 // host tree walker (100,000 files, 4 GiB in total, 1 GiB a file, depth 64,
 // 4096-byte paths).
 type Limits struct {
-	MaxFiles     int
-	MaxBytes     int64
-	MaxFileBytes int64
-	MaxDepth     int
-	MaxPathLen   int
+	MaxFiles     int   // files and directories in the tree; default 100,000
+	MaxBytes     int64 // total bytes of the tree's files; default 4 GiB
+	MaxFileBytes int64 // bytes of any one file; default 1 GiB
+	MaxDepth     int   // directory nesting; default 64
+	MaxPathLen   int   // bytes of a relative path; default 4096
 }
 
 // MaxSkillMD is the largest usable SKILL.md.
@@ -90,6 +94,8 @@ type LimitError struct {
 	err   error  // the walker's error, with the skill and its directory
 }
 
+// Error implements error: the walker's message, naming the skill, its
+// directory and the limit crossed.
 func (e *LimitError) Error() string { return e.err.Error() }
 
 // Unwrap returns the underlying error, which wraps ErrLimit.

@@ -15,13 +15,13 @@ import (
 
 // Meta is a SKILL.md's YAML frontmatter.
 type Meta struct {
-	Name          string
-	Description   string
-	License       string
-	Compatibility string
-	Metadata      map[string]string
-	AllowedTools  string   // "allowed-tools": space-separated; a YAML list is joined with spaces
-	Unknown       []string // keys outside the spec, sorted
+	Name          string            // "name": should equal the skill's directory name
+	Description   string            // "description": what the skill does and when to use it
+	License       string            // "license"
+	Compatibility string            // "compatibility": environment requirements
+	Metadata      map[string]string // "metadata": arbitrary string keys and values
+	AllowedTools  string            // "allowed-tools": space-separated; a YAML list is joined with spaces
+	Unknown       []string          // keys outside the spec, sorted
 }
 
 var (

@@ -36,6 +36,7 @@ type Command struct {
 // failure). Run should return when ctx ends; Bridge does not rely on it.
 // Env values must never appear in a command line.
 type Runner interface {
+	// Run runs cmd in the sandbox and waits for it to end.
 	Run(ctx context.Context, cmd Command) error
 }
 
@@ -45,6 +46,8 @@ type ExitError struct {
 	Signal string // the signal's name without "SIG" ("KILL", "TERM"), when one ended the command and the Runner knows it
 }
 
+// Error implements error: "exited with status N", or "killed by signal
+// NAME" for a command a signal ended.
 func (e *ExitError) Error() string {
 	switch {
 	case e.Status < 0 && e.Signal != "":
@@ -709,6 +712,8 @@ func (b *Bridge) transfer(ctx context.Context, tmp string, src *Tree, carried ma
 // sink marks every write error as the sandbox's going away.
 type sink struct{ w io.Writer }
 
+// Write writes p to the underlying writer, wrapping any error in
+// errSandboxGone.
 func (s sink) Write(p []byte) (int, error) {
 	n, err := s.w.Write(p)
 	if err != nil {

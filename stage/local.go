@@ -32,6 +32,7 @@ type localRunner struct{ dir string }
 
 var _ Runner = (*localRunner)(nil)
 
+// Run implements Runner: it runs cmd.Script with /bin/sh -c on the host.
 func (l *localRunner) Run(ctx context.Context, cmd Command) error {
 	c := exec.CommandContext(ctx, "/bin/sh", "-c", cmd.Script)
 	c.Dir = l.dir

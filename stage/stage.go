@@ -92,6 +92,8 @@ const (
 	FollowLinksWithin
 )
 
+// String implements fmt.Stringer: the policy's name, or "LinkPolicy(N)"
+// for an unknown value.
 func (p LinkPolicy) String() string {
 	if tp, ok := p.tree(); ok {
 		return tp.String()
@@ -121,16 +123,16 @@ type Asset struct {
 
 // Runtime maps each staged asset's host Source to its in-sandbox Path.
 type Runtime struct {
-	Root   string
-	Assets []StagedAsset
+	Root   string        // the in-sandbox runtime root passed to Stage; each asset lives in Root/Name
+	Assets []StagedAsset // one per staged asset, in the order given to Stage
 }
 
 // StagedAsset reports one staged asset.
 type StagedAsset struct {
-	Name, Source, Path, Digest string // Path: in-sandbox directory; Digest: manifest digest
-	Files                      int    // regular files in the staged copy
-	Sent                       int    // regular files whose content crossed to the sandbox; the rest were carried over from its previous copy (delta publish) or reused
-	Bytes                      int64
+	Name, Source, Path, Digest string   // Path: in-sandbox directory; Digest: manifest digest
+	Files                      int      // regular files in the staged copy
+	Sent                       int      // regular files whose content crossed to the sandbox; the rest were carried over from its previous copy (delta publish) or reused
+	Bytes                      int64    // total size in bytes of the regular files in the staged copy
 	Skipped                    []string // links, special files and directories a followed link would copy a second time, left out; relative slash paths
 	Reused                     bool     // the sandbox already held exactly this content
 }
@@ -142,13 +144,16 @@ type AssetError struct {
 	Op   string // "read" (the host Source), "publish", "verify", "probe"
 	Name string // the asset's Name
 	Path string // the in-sandbox path, or the host Source for "read"
-	Err  error
+	Err  error  // the cause
 }
 
+// Error implements error: the operation, the asset's Name and path, and
+// the cause.
 func (e *AssetError) Error() string {
 	return fmt.Sprintf("stage: %s asset %q (%s): %v", e.Op, e.Name, e.Path, e.Err)
 }
 
+// Unwrap returns Err.
 func (e *AssetError) Unwrap() error { return e.Err }
 
 // Path returns the in-sandbox directory of the asset called name.
@@ -171,10 +176,10 @@ func (r *Runtime) Path(name string) (string, bool) {
 // out larger.
 type Progress struct {
 	Asset      string // the asset being staged
-	Files      int
-	TotalFiles int
-	Bytes      int64
-	TotalBytes int64
+	Files      int    // regular files staged or found in place so far
+	TotalFiles int    // estimated regular files in all assets
+	Bytes      int64  // bytes of those files so far
+	TotalBytes int64  // estimated bytes in all assets
 }
 
 // Option configures Stage.
@@ -561,10 +566,10 @@ type Tree struct {
 // already holds, per the manifest stored with that copy: same path, mode,
 // size and SHA-256 (lowercase hex).
 type UnchangedFile struct {
-	Path   string
+	Path   string      // slash path relative to the tree's root
 	Mode   fs.FileMode // permission bits
-	Size   int64
-	SHA256 string
+	Size   int64       // in bytes
+	SHA256 string      // lowercase hex SHA-256 of the content
 }
 
 // Unchanged lists, in path order, the regular files of the tree that equal
@@ -680,4 +685,5 @@ func (t *Tree) checkCarried(m tree.Manifest) error {
 
 type eofReader struct{}
 
+// Read always returns io.EOF.
 func (eofReader) Read([]byte) (int, error) { return 0, io.EOF }

@@ -50,6 +50,8 @@ type ToolError struct {
 	Need  string // the minimum version, "" when any will do
 }
 
+// Error implements error: which tool is missing or too old, where, and
+// what to install.
 func (e *ToolError) Error() string {
 	if e.Have == "" {
 		return fmt.Sprintf("workspace: %s is missing on the %s; install %s%s", e.Tool, e.Where, e.Tool, need(e.Need))
@@ -70,9 +72,10 @@ func (e *ToolError) Is(target error) bool { return target == ErrTool }
 // ConflictError lists the paths a merge of diverged histories could not
 // resolve.
 type ConflictError struct {
-	Paths []string
+	Paths []string // conflicting paths relative to the work tree, as git reports them
 }
 
+// Error implements error: the conflicting paths and how to resolve them.
 func (e *ConflictError) Error() string {
 	return "workspace: merging the sandbox's commits conflicts in " + strings.Join(e.Paths, ", ") +
 		"; nothing was changed locally: resolve by hand (the sandbox still holds its commits) and restore again"

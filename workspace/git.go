@@ -305,6 +305,7 @@ exit 0
 
 type countWriter struct{ n int64 }
 
+// Write discards p and adds its length to n.
 func (c *countWriter) Write(p []byte) (int, error) { c.n += int64(len(p)); return len(p), nil }
 
 func (r *Round) restoreScript() string {
@@ -747,6 +748,7 @@ type countReader struct {
 	n int64
 }
 
+// Read reads from r and adds the bytes read to n.
 func (c *countReader) Read(p []byte) (int, error) {
 	n, err := c.r.Read(p)
 	c.n += int64(n)

@@ -156,6 +156,8 @@ type limitWriter struct {
 
 var errLimit = errors.New("output limit exceeded")
 
+// Write writes p to w, or fails with errLimit when p exceeds what is left of
+// n.
 func (l *limitWriter) Write(p []byte) (int, error) {
 	if int64(len(p)) > l.n {
 		l.over = true

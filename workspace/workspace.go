@@ -28,7 +28,7 @@ type Spec struct {
 
 // Result reports what a Restore brought back.
 type Result struct {
-	GitBacked bool
+	GitBacked bool   // Spec.Local is a git work tree (false for plain directories)
 	Head      string // local HEAD after restore ("" for plain directories)
 	Commits   int    // commits brought back
 	Merged    bool   // a merge commit was needed
@@ -53,7 +53,7 @@ type options struct {
 
 // Defaults.
 const (
-	DefaultMaxBytes  = 4 << 30
+	DefaultMaxBytes  = 4 << 30 // bytes a restore may bring back from the sandbox (4 GiB); see WithMaxBytes
 	defaultName      = "airlock"
 	defaultEmail     = "airlock@localhost"
 	defaultLockWait  = 2 * time.Minute

@@ -27,8 +27,8 @@ import (
 
 // Defaults of Config.
 const (
-	DefaultDialTimeout = 10 * time.Second
-	DefaultKeepAlive   = 15 * time.Second
+	DefaultDialTimeout = 10 * time.Second // Config.DialTimeout when zero
+	DefaultKeepAlive   = 15 * time.Second // interval of keep-alive requests when Config.KeepAlive is zero
 )
 
 // stopGrace is how long a cancelled command gets between SIGTERM and the
@@ -377,6 +377,7 @@ type headerWriter struct {
 	noDir bool
 }
 
+// Write passes p on to w once the header has been parsed and swallowed.
 func (m *headerWriter) Write(p []byte) (int, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()

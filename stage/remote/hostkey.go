@@ -29,18 +29,21 @@ var (
 // names the host, the presented key's type and SHA256 fingerprint, and how
 // to trust it.
 type HostKeyError struct {
-	Host        string // as dialled, host:port
-	Key         ssh.PublicKey
-	Fingerprint string   // ssh.FingerprintSHA256(Key): "SHA256:…"
-	Known       []string // where the trusted keys for Host are ("file:line"), on a mismatch
-	Err         error    // ErrUnknownHost, ErrHostKeyMismatch, or the knownhosts error
+	Host        string        // as dialled, host:port
+	Key         ssh.PublicKey // the key the server presented
+	Fingerprint string        // ssh.FingerprintSHA256(Key): "SHA256:…"
+	Known       []string      // where the trusted keys for Host are ("file:line"), on a mismatch
+	Err         error         // ErrUnknownHost, ErrHostKeyMismatch, or the knownhosts error
 	how         string
 }
 
+// Error implements error: the host, the cause, the presented key's type and
+// fingerprint, and how to trust it.
 func (e *HostKeyError) Error() string {
 	return fmt.Sprintf("remote: %s: %v: the server presented %s key %s; %s", e.Host, e.Err, e.Key.Type(), e.Fingerprint, e.how)
 }
 
+// Unwrap returns Err.
 func (e *HostKeyError) Unwrap() error { return e.Err }
 
 // KnownHosts returns a HostKeyCallback that trusts exactly the keys that the

@@ -1,0 +1,32 @@
+// Package remote makes an SSH machine a sandbox: [Host] is one SSH
+// connection (golang.org/x/crypto/ssh, with github.com/pkg/sftp where it
+// saves round trips) that is both a stage.Runner — scripts run by the
+// server's /bin/sh — and a stage.Target, speaking the shell protocol of
+// stage.Bridge over that runner. workspace and deliverable reach the
+// sandbox through the same Host.
+//
+// Guarantees:
+//   - The server's host key is always verified: [Config].HostKeyCallback is
+//     required ([KnownHosts], [FixedHostKey]); there is no insecure default,
+//     and a refused key is a [*HostKeyError] naming the host, the presented
+//     key's SHA256 fingerprint and how to trust it.
+//   - Command.Env values travel on the session's stdin, never in the exec
+//     request, an SSH env request or any argv; a bad key is refused before
+//     anything is sent.
+//   - Every control operation runs under the control deadline (at most
+//     stage.MaxControlTimeout) even when the server never answers; a
+//     cancelled command is stopped with everything it started, on servers
+//     that ignore signal requests (OpenSSH) too; keepalives find a dead
+//     peer, after which every call fails with stage.ErrTransport.
+//   - Output read from the sandbox for control operations is bounded.
+//
+// Non-guarantees: the sandbox owns its file system (see stage.Bridge);
+// SFTP has no O_NOFOLLOW, so a manifest read over SFTP is checked with
+// Lstat first; WithVerify's read-back and large files travel as tar over
+// an exec session, not SFTP. The package reads no environment variable:
+// an ssh-agent is used when the caller passes agent.NewClient(...)'s
+// signers in Config.Auth.
+//
+// stage/remote/remotetest is an in-process SSH server for tests and the
+// examples' embedded sandbox.
+package remote

@@ -36,6 +36,7 @@ type Server struct {
 	signer  ssh.Signer
 	hostKey ssh.PublicKey
 	log     string
+	base    string
 }
 
 // Addr returns "127.0.0.1:PORT".
@@ -57,6 +58,20 @@ func (s *Server) Config() remote.Config {
 	}
 	return remote.Config{User: s.user, Auth: []ssh.AuthMethod{ssh.PublicKeys(s.signer)}, HostKeyCallback: cb}
 }
+
+// User returns the user the server lets in (the current user).
+func (s *Server) User() string { return s.user }
+
+// Signer returns the client key the server authorizes.
+func (s *Server) Signer() ssh.Signer { return s.signer }
+
+// KeyFile returns the path of the client's private key (OpenSSH format,
+// no passphrase), for `ssh -i` and the examples' -i flag.
+func (s *Server) KeyFile() string { return filepath.Join(s.base, "client") }
+
+// KnownHostsFile returns the path of a known_hosts file that lists exactly
+// this server's host key under its address, "[127.0.0.1]:PORT".
+func (s *Server) KnownHostsFile() string { return filepath.Join(s.base, "known_hosts") }
 
 // Log returns what sshd has written to its log so far.
 func (s *Server) Log() string {
@@ -181,7 +196,11 @@ LogLevel ERROR
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		tb.Fatal(err)
 	}
-	return &Server{addr: addr, dir: dir, user: u.Username, signer: signer, hostKey: hostKey, log: logPath}
+	known := fmt.Sprintf("[127.0.0.1]:%d %s", port, hostPub)
+	if err := os.WriteFile(filepath.Join(base, "known_hosts"), []byte(known), 0o600); err != nil {
+		tb.Fatal(err)
+	}
+	return &Server{addr: addr, dir: dir, user: u.Username, signer: signer, hostKey: hostKey, log: logPath, base: base}
 }
 
 func freePort() (int, error) {

@@ -463,6 +463,7 @@ func (b *Bridge) Publish(ctx context.Context, root, name string, src *Tree) (err
 	// A link or non-directory at the root is replaced, never followed.
 	fmt.Fprintf(&setup, "r=%s\nif [ -L \"$r\" ] || { [ -e \"$r\" ] && [ ! -d \"$r\" ]; }; then rm -f \"$r\" || exit 1; fi\n", q(root))
 	setup.WriteString("[ -d \"$r\" ] || mkdir \"$r\" || exit 1\n")
+	setup.WriteString(sweepScript)
 	fmt.Fprintf(&setup, "exec mkdir -m 700 %s\n", q(tmp))
 	// A cancelled setup gets a short grace to end, so that the cleanup below
 	// does not overtake it.
@@ -534,6 +535,33 @@ func (b *Bridge) Publish(ctx context.Context, root, name string, src *Tree) (err
 	}
 	return err
 }
+
+// ownerFile, in a temporary directory, holds the process id of the tar
+// that writes into it. It is no member of the stream.
+const ownerFile = "owner"
+
+// sweepScript, part of every publish's setup (with $r the root), removes
+// the temporary directories that cut transfers left behind: those whose
+// tar has died (its owner process is gone) before the stream's last
+// member, "complete", arrived. A directory whose transfer has not begun
+// (no owner file), is still running, or has finished and awaits its
+// publish is left alone. The directory is first renamed out of the way in
+// one step, so a publish that races the sweep either moved the whole new
+// tree first or finds it gone and fails; it never publishes part of one.
+// The check relies on the sandbox's process ids: a root shared between
+// machines (or PID namespaces) can lose a live transfer's directory, which
+// fails that transfer, never its sandbox's copy. Best effort: a failure
+// here never fails the setup.
+const sweepScript = `for s in "$r"/` + tempPrefix + `*; do
+[ -d "$s" ] && [ ! -L "$s" ] && [ -f "$s/` + ownerFile + `" ] && [ ! -L "$s/` + ownerFile + `" ] && [ ! -e "$s/complete" ] && [ ! -L "$s/complete" ] || continue
+p=; read -r p <"$s/` + ownerFile + `" 2>/dev/null
+case "$p" in ''|*[!0-9]*) continue;; esac
+if kill -0 "$p" 2>/dev/null || [ -d "/proc/$p" ]; then continue; fi
+g="$r/` + reservedPrefix + `-gone-$$"
+mv "$s" "$g" 2>/dev/null || continue
+rm -rf "$g" 2>/dev/null || { chmod -R u+rwx "$g"; rm -rf "$g"; } 2>/dev/null
+done
+`
 
 // publishScript moves the transferred tree in tmp into place at dst and its
 // manifest to mf. The old manifest leaves before the old tree, in one mv,
@@ -678,7 +706,10 @@ func (b *Bridge) transfer(ctx context.Context, tmp string, src *Tree, carried ma
 	}
 	stderr := &limitedBuffer{Max: 4 << 10, Truncate: true}
 	op := "sending the tree to " + tmp
-	cmd := Command{Script: "umask 0\ncd " + q(tmp) + " && exec tar -x -o -f -", Stdin: pr, Stderr: stderr}
+	// The owner file names the process that writes into tmp (tar, through
+	// exec), so that a later setup can tell a cut transfer's directory
+	// from a live one (sweepScript).
+	cmd := Command{Script: "umask 0\ncd " + q(tmp) + " && echo $$ >" + ownerFile + " && exec tar -x -o -f -", Stdin: pr, Stderr: stderr}
 	ended, rerr := b.runData(dctx, cmd, func() { pr.Close() }, stopWriting)
 	stopWriting()
 	if !ended {

@@ -62,7 +62,11 @@
 //     incomplete; the next stage with [WithVerify] finds and replaces it.
 //   - After a control timeout, or a cancelled transfer whose Runner does
 //     not return, the sandbox may keep a temporary directory (named in the
-//     error) whose command could still be running.
+//     error) whose command could still be running. A shell target's next
+//     publish under the same root removes such a directory once its tar
+//     has died without finishing the stream (a cut connection); one whose
+//     transfer never began, or finished and awaits a publish that timed
+//     out, stays until removed by hand.
 //   - File times and ownership are not copied; content identity never
 //     depends on them.
 //   - A sandbox without mv --exchange (GNU coreutils 9.5+) sees an

@@ -8,7 +8,9 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -215,27 +217,61 @@ func TestHostDropMidStream(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "old", string(got), "the previous copy must stay")
 
+	// The cut transfer left its temporary directory; once its tar has died
+	// (it sees the end of its input when the connection goes), the next
+	// publish's setup removes it.
+	left := tempDirs(t, root)
+	require.Len(t, left, 1, "the cut transfer's directory")
+	waitOwnerGone(t, filepath.Join(root, left[0]))
+
 	rt, err := stage.Stage(t.Context(), dial(t, good), root, []stage.Asset{{Name: "x", Source: src}})
 	require.NoError(t, err)
 	assert.False(t, rt.Assets[0].Reused)
 	got, err = os.ReadFile(filepath.Join(root, "x", "a"))
 	require.NoError(t, err)
 	assert.Equal(t, big, got)
-	// The cut transfer's temporary directory is left (its command may have
-	// been running); a later publish does not add one.
+	assert.Empty(t, tempDirs(t, root), "no temporary directory is left")
 	entries, err := os.ReadDir(root)
 	require.NoError(t, err)
 	var names []string
 	for _, e := range entries {
 		names = append(names, e.Name())
 	}
-	tmp := 0
-	for _, n := range names {
-		if strings.HasPrefix(n, ".airlock-tmp-") {
-			tmp++
+	assert.Equal(t, []string{".airlock-manifest-x.json", "x"}, names)
+}
+
+// tempDirs lists the temporary directories under root.
+func tempDirs(t *testing.T, root string) []string {
+	t.Helper()
+	entries, err := os.ReadDir(root)
+	require.NoError(t, err)
+	var tmp []string
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), ".airlock-tmp-") || strings.HasPrefix(e.Name(), ".airlock-gone-") {
+			tmp = append(tmp, e.Name())
 		}
 	}
-	assert.LessOrEqual(t, tmp, 1, "at most the cut transfer's directory: %v", names)
+	return tmp
+}
+
+// waitOwnerGone waits until the process named in dir's owner file has
+// ended (the sweep removes only a dead transfer's directory).
+func waitOwnerGone(t *testing.T, dir string) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, "owner"))
+	require.NoError(t, err, "a started transfer records its tar's pid")
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	require.NoError(t, err)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the cut transfer's tar (pid %d) still runs after 10 s", pid)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // TestHostRoundTrips: staging the standard 2,000-file tree under +2 ms RTT

@@ -1,0 +1,99 @@
+package stage_test
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/airlockdev/airlock/stage"
+)
+
+// TestBridgeSweepsCutTransfers: a publish's setup removes the temporary
+// directories of transfers whose tar died before the stream ended, and
+// leaves every other one: a transfer not yet begun, one still running, one
+// complete and awaiting its publish, and whatever a hostile sandbox planted
+// (a link to a directory outside, an owner file that is a link or holds
+// junk). Nothing outside the root is touched.
+func TestBridgeSweepsCutTransfers(t *testing.T) {
+	base := t.TempDir()
+	root := filepath.Join(base, "rt")
+	outside := filepath.Join(base, "outside")
+	require.NoError(t, os.MkdirAll(filepath.Join(outside, "keep"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(outside, "owner"), []byte(deadPID(t)+"\n"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(outside, "keep", "f"), []byte("outside"), 0o644))
+
+	src := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(src, "a"), []byte("1"), 0o644))
+	b := stage.NewBridge(stage.LocalRunner(""))
+	_, err := stage.Stage(t.Context(), b, root, []stage.Asset{{Name: "x", Source: src}})
+	require.NoError(t, err)
+
+	live := exec.Command("sleep", "60")
+	require.NoError(t, live.Start())
+	t.Cleanup(func() { _ = live.Process.Kill(); _ = live.Wait() })
+
+	dead := deadPID(t)
+	plant := func(name, owner string, complete bool) {
+		d := filepath.Join(root, name)
+		require.NoError(t, os.MkdirAll(filepath.Join(d, "new", "tree"), 0o700))
+		require.NoError(t, os.WriteFile(filepath.Join(d, "new", "tree", "f"), []byte(name), 0o644))
+		if owner != "" {
+			require.NoError(t, os.WriteFile(filepath.Join(d, "owner"), []byte(owner), 0o644))
+		}
+		if complete {
+			require.NoError(t, os.WriteFile(filepath.Join(d, "complete"), nil, 0o644))
+		}
+	}
+	plant(".airlock-tmp-x-cut", dead+"\n", false)
+	plant(".airlock-tmp-other-cut", dead, false) // another asset's, no newline
+	plant(".airlock-tmp-x-notbegun", "", false)
+	plant(".airlock-tmp-x-running", strconv.Itoa(live.Process.Pid)+"\n", false)
+	plant(".airlock-tmp-x-awaiting", dead+"\n", true)
+	plant(".airlock-tmp-x-junk", "1; rm -rf /\n", false)
+	require.NoError(t, os.Symlink(outside, filepath.Join(root, ".airlock-tmp-x-link")))
+	linked := filepath.Join(root, ".airlock-tmp-x-ownerlink")
+	require.NoError(t, os.MkdirAll(linked, 0o700))
+	require.NoError(t, os.Symlink(filepath.Join(outside, "owner"), filepath.Join(linked, "owner")))
+
+	require.NoError(t, os.WriteFile(filepath.Join(src, "a"), []byte("2"), 0o644))
+	_, err = stage.Stage(t.Context(), b, root, []stage.Asset{{Name: "x", Source: src}})
+	require.NoError(t, err)
+
+	entries, err := os.ReadDir(root)
+	require.NoError(t, err)
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	sort.Strings(names)
+	assert.Equal(t, []string{
+		".airlock-manifest-x.json",
+		".airlock-tmp-x-awaiting",
+		".airlock-tmp-x-junk",
+		".airlock-tmp-x-link",
+		".airlock-tmp-x-notbegun",
+		".airlock-tmp-x-ownerlink",
+		".airlock-tmp-x-running",
+		"x",
+	}, names)
+	got, err := os.ReadFile(filepath.Join(outside, "keep", "f"))
+	require.NoError(t, err)
+	assert.Equal(t, "outside", string(got))
+	got, err = os.ReadFile(filepath.Join(root, "x", "a"))
+	require.NoError(t, err)
+	assert.Equal(t, "2", string(got))
+}
+
+// deadPID returns the id of a process that has ended.
+func deadPID(t *testing.T) string {
+	t.Helper()
+	c := exec.Command("true")
+	require.NoError(t, c.Run())
+	return strconv.Itoa(c.Process.Pid)
+}

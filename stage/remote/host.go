@@ -194,19 +194,21 @@ func (h *Host) keepAlive(every time.Duration) {
 // Host still owns it.
 func (h *Host) Client() *ssh.Client { return h.c }
 
-// Close closes the SFTP client and the connection. Calls after the first
+// Close closes the connection and the SFTP client. Calls after the first
 // return the first one's result.
 func (h *Host) Close() error {
 	h.closeOnce.Do(func() {
 		close(h.closed)
+		// The connection goes first: an SFTP handshake the server never
+		// answers holds sftpMu until its channel ends.
+		if err := h.c.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
+			h.closeErr = err
+		}
 		h.sftpMu.Lock()
 		if h.sftpCli != nil {
 			_ = h.sftpCli.Close()
 		}
 		h.sftpMu.Unlock()
-		if err := h.c.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
-			h.closeErr = err
-		}
 		h.wg.Wait()
 	})
 	return h.closeErr
@@ -540,16 +542,22 @@ var _ stage.FileReader = (*Host)(nil)
 // type are checked again, so a link swapped in between can only make the
 // host read another file of the sandbox (which the caller treats as
 // untrusted content anyway).
+//
+// The SFTP calls take no context: ReadFile returns when ctx ends, leaving
+// a call the server never answers (the SFTP handshake included) to end
+// when the connection closes.
 func (h *Host) ReadFile(ctx context.Context, p string, max int64) ([]byte, error) {
-	c, err := h.SFTP()
-	if err != nil {
-		return nil, err
-	}
 	done := make(chan struct{})
-	var data []byte
+	var (
+		data []byte
+		err  error
+	)
 	go func() {
 		defer close(done)
-		data, err = readFile(c, p, max)
+		var c *sftp.Client
+		if c, err = h.SFTP(); err == nil {
+			data, err = readFile(c, p, max)
+		}
 	}()
 	select {
 	case <-done:

@@ -182,18 +182,58 @@ func splitAddr(a string) (string, string, error) {
 	return a[:i], a[i+1:], nil
 }
 
-// TestHostHangIsTransport: a control operation the server never answers
-// (the first publish's setup, which learns the sandbox's tools) returns
-// ErrTransport within the control deadline.
+// TestHostHangIsTransport: each control operation, when the server never
+// answers it, returns ErrTransport within the control deadline, and the
+// copy staged before stays as it was: the probe (over SFTP), the first
+// publish's setup (which learns the sandbox's tools), the publish itself,
+// and the cleanup after a failed transfer.
 func TestHostHangIsTransport(t *testing.T) {
-	srv := remotetest.NewServer(t, remotetest.WithHang("airlock-probe"))
-	h := dial(t, srv, func(c *remote.Config) { c.ControlTimeout = 300 * time.Millisecond })
-	src := t.TempDir()
-	writeFiles(t, src, "a", "1")
-	start := time.Now()
-	_, err := stage.Stage(t.Context(), h, path.Join(srv.Dir(), "rt"), []stage.Asset{{Name: "x", Source: src}})
-	require.ErrorIs(t, err, stage.ErrTransport)
-	assert.Less(t, time.Since(start), 3*time.Second)
+	const deadline = 300 * time.Millisecond
+	cases := []struct {
+		name string
+		opt  remotetest.Option
+		// failTar makes the sandbox's tar fail on extraction, so that the
+		// publish fails and its cleanup runs.
+		failTar bool
+	}{
+		{"Probe", remotetest.WithHangSFTP(), false},
+		{"Setup", remotetest.WithHang("mkdir -m 700"), false},
+		{"Publish", remotetest.WithHang("transfer incomplete"), false},
+		{"Cleanup", remotetest.WithHang(`mv "$o" "$d"; fi`), true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			root := path.Join(dir, "rt")
+			src := t.TempDir()
+			writeFiles(t, src, "a", "old")
+			good := remotetest.NewServer(t, remotetest.WithDir(dir))
+			_, err := stage.Stage(t.Context(), dial(t, good), root, []stage.Asset{{Name: "x", Source: src}})
+			require.NoError(t, err)
+
+			if c.failTar {
+				bin := t.TempDir()
+				writeFiles(t, bin, "tar", "#!/bin/sh\ncase \"$1\" in -x) cat >/dev/null; echo 'tar: no space left on device' >&2; exit 2;; esac\nexec /usr/bin/env -u PATH tar \"$@\"\n")
+				require.NoError(t, os.Chmod(filepath.Join(bin, "tar"), 0o755))
+				t.Setenv("PATH", bin+":"+os.Getenv("PATH"))
+			}
+			writeFiles(t, src, "a", "new")
+			hung := remotetest.NewServer(t, remotetest.WithDir(dir), c.opt)
+			h := dial(t, hung, func(c *remote.Config) { c.ControlTimeout = deadline })
+			start := time.Now()
+			_, err = stage.Stage(t.Context(), h, root, []stage.Asset{{Name: "x", Source: src}})
+			took := time.Since(start)
+			require.ErrorIs(t, err, stage.ErrTransport)
+			assert.Contains(t, err.Error(), "did not finish within the 300ms control deadline")
+			if c.failTar {
+				assert.Contains(t, err.Error(), "tar: no space left on device", "the transfer's own failure is kept")
+			}
+			assert.Less(t, took, 2*time.Second, "within the control deadline (plus the transfer)")
+			got, err := os.ReadFile(filepath.Join(root, "x", "a"))
+			require.NoError(t, err)
+			assert.Equal(t, "old", string(got), "the previous copy must stay")
+		})
+	}
 }
 
 // TestHostDropMidStream cuts the connection while the tree travels: the

@@ -13,6 +13,7 @@ type options struct {
 	dir       string        // "" means a fresh temporary directory
 	latency   time.Duration // round-trip delay; 0 means none
 	hang      []string      // exec commands containing any of these never answer
+	hangSFTP  bool          // the sftp subsystem is accepted and never answers
 	dropAfter int64         // 0 means never
 }
 
@@ -66,6 +67,18 @@ func WithDropAfter(n int64) Option {
 			return fmt.Errorf("remotetest: WithDropAfter(%d): n must be positive", n)
 		}
 		o.dropAfter = n
+		return nil
+	}
+}
+
+// WithHangSFTP makes the server accept every "sftp" subsystem request and
+// then never answer on it: the client's SFTP handshake and every request
+// after it wait forever, as with a server whose SFTP process is stuck. The
+// channel's input is read and dropped until the client closes it or the
+// connection ends. Default: the subsystem is served by pkg/sftp.
+func WithHangSFTP() Option {
+	return func(o *options) error {
+		o.hangSFTP = true
 		return nil
 	}
 }

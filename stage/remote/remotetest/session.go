@@ -65,6 +65,12 @@ func (s *Server) serveSession(ch ssh.Channel, reqs <-chan *ssh.Request) {
 				reply(req, false)
 				continue
 			}
+			if s.opts.hangSFTP {
+				started = true
+				reply(req, true)
+				s.wg.Go(func() { _, _ = io.Copy(io.Discard, ch) }) // ends when the channel does
+				continue
+			}
 			srv, err := sftp.NewServer(ch, sftp.WithServerWorkingDirectory(s.dir))
 			if err != nil {
 				reply(req, false)

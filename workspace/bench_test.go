@@ -2,11 +2,16 @@ package workspace_test
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	"golang.org/x/crypto/ssh"
 
 	"github.com/airlockdev/airlock/internal/sshdtest"
 	"github.com/airlockdev/airlock/stage"
@@ -54,7 +59,11 @@ func agentCommit(b *testing.B, remote string, i int) {
 }
 
 // BenchmarkRoundTrip measures Prepare + Restore against the equivalent
-// manual commands, and a second Prepare on the same sandbox.
+// manual commands, and a second Prepare on the same sandbox. The manual
+// commands run on this machine ("manual", compare with workspace/local)
+// and through the OpenSSH client to the real sshd ("manual-sshd", compare
+// with workspace/sshd; one multiplexed connection opened before timing,
+// as the workspace runner's is).
 //
 //	go test -run '^$' -bench BenchmarkRoundTrip -benchtime 5x ./workspace/
 func BenchmarkRoundTrip(b *testing.B) {
@@ -69,8 +78,7 @@ func BenchmarkRoundTrip(b *testing.B) {
 		return dir
 	}
 	// The round trip over each runner: LocalRunner, and remote.Host over
-	// remotetest and a real sshd (skipped without one). The manual commands
-	// below run on the same machine, so compare them with workspace/local.
+	// remotetest and a real sshd (skipped without one).
 	runnerFor := map[string]func(b *testing.B) stage.Runner{
 		"local": func(*testing.B) stage.Runner { return stage.LocalRunner("/") },
 		"remotetest": func(b *testing.B) stage.Runner {
@@ -141,6 +149,29 @@ tar -x -f %[2]s.tar
 			}
 		}
 	})
+	b.Run("manual-sshd", func(b *testing.B) {
+		c := newSSHClient(b)
+		for i := 0; b.Loop(); i++ {
+			b.StopTimer()
+			local := clone(b)
+			remote := filepath.Join(b.TempDir(), "sandbox")
+			l, r := shq(local), shq(remote)
+			b.StartTimer()
+			// git bundle create | ssh (clone); tar of the dirty files | ssh tar x.
+			c.run(b, `cd `+l+` && git bundle create -q - --all | "$@"`,
+				gitIsolation+`cat > `+r+`.bundle && git clone -q -b main `+r+`.bundle `+r+` && rm `+r+`.bundle`)
+			c.run(b, `cd `+l+` && { git diff --name-only; git diff --cached --name-only; git ls-files -o --exclude-standard; } | sort -u | tar -c -f - -T - | "$@"`,
+				`cd `+r+` && tar -x -f -`)
+			b.StopTimer()
+			agentCommit(b, remote, i)
+			b.StartTimer()
+			// ssh git bundle back; ssh tar of the dirty files back; fetch;
+			// fast-forward; tar x.
+			c.run(b, `"$@" > `+l+`.back`, gitIsolation+`cd `+r+` && git bundle create -q - main ^origin/main`)
+			c.run(b, `"$@" > `+l+`.tar`, gitIsolation+`cd `+r+` && { git diff --name-only; git ls-files -o --exclude-standard; } | sort -u | tar -c -f - -T -`)
+			c.run(b, `cd `+l+` && git fetch -q `+l+`.back main:refs/heads/back && git update-ref refs/heads/main refs/heads/back && tar -x -f `+l+`.tar`, "")
+		}
+	})
 	for _, name := range []string{"first-prepare", "second-prepare"} {
 		b.Run(name, func(b *testing.B) {
 			local := clone(b)
@@ -165,5 +196,102 @@ tar -x -f %[2]s.tar
 				}
 			}
 		})
+	}
+}
+
+const gitIsolation = "export GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null; "
+
+// shq quotes s for POSIX sh.
+func shq(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+// sshClient is the OpenSSH client logged in to a throwaway sshd, over one
+// master connection that every command shares.
+type sshClient struct{ argv []string }
+
+// newSSHClient starts sshd, authorizes a fresh client key in it and opens
+// the master connection. It skips b when the ssh client is missing (sshd
+// itself is checked by sshdtest.Start).
+func newSSHClient(b *testing.B) sshClient {
+	b.Helper()
+	srv := sshdtest.Start(b)
+	sshPath, err := exec.LookPath("ssh")
+	if err != nil {
+		b.Skipf("the OpenSSH client (ssh) is not on PATH (%v); install openssh-client to run the manual SSH baseline", err)
+	}
+	// sshdtest keeps the authorized keys next to the sandbox directory.
+	authorized := filepath.Join(filepath.Dir(srv.Dir()), "authorized_keys")
+	if _, err := os.Stat(authorized); err != nil {
+		b.Fatalf("sshdtest no longer keeps authorized_keys at %s (%v): update newSSHClient", authorized, err)
+	}
+	dir, err := os.MkdirTemp("", "ssh") // short: a control socket path is limited to about 100 bytes
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		if err := os.RemoveAll(dir); err != nil {
+			b.Errorf("removing %s: %v", dir, err)
+		}
+	})
+	key := filepath.Join(dir, "id")
+	if out, err := exec.Command("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", key).CombinedOutput(); err != nil {
+		b.Fatalf("ssh-keygen: %v: %s", err, out)
+	}
+	pub, err := os.ReadFile(key + ".pub")
+	if err != nil {
+		b.Fatal(err)
+	}
+	f, err := os.OpenFile(authorized, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	_, err = f.Write(pub)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		b.Fatalf("authorizing the client key in %s: %v", authorized, err)
+	}
+	host, port, err := net.SplitHostPort(srv.Addr())
+	if err != nil {
+		b.Fatal(err)
+	}
+	knownHosts := filepath.Join(dir, "known_hosts")
+	if err := os.WriteFile(knownHosts, []byte("["+host+"]:"+port+" "+string(ssh.MarshalAuthorizedKey(srv.HostKey()))), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	u, err := user.Current()
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctl := filepath.Join(dir, "cm")
+	c := sshClient{argv: []string{sshPath, "-F", "/dev/null", "-i", key, "-p", port,
+		"-o", "IdentitiesOnly=yes", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes",
+		"-o", "UserKnownHostsFile=" + knownHosts, "-o", "GlobalKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR",
+		"-o", "ControlMaster=auto", "-o", "ControlPath=" + ctl, "-o", "ControlPersist=600",
+		u.Username + "@" + host}}
+	c.run(b, `"$@"`, "true") // the master connection, before any timing
+	b.Cleanup(func() {
+		args := append(slices.Clone(c.argv[:len(c.argv)-1]), "-O", "exit", c.argv[len(c.argv)-1])
+		if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
+			b.Errorf("stopping the ssh master: %v: %s", err, out)
+		}
+	})
+	return c
+}
+
+// run runs the local sh script with "$@" set to the ssh command line
+// followed by the remote command (none when remote is "").
+func (c sshClient) run(b *testing.B, script, remote string) {
+	b.Helper()
+	args := append([]string{"-c", "set -e; export GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null; " + script, "sh"}, c.argv...)
+	if remote != "" {
+		args = append(args, remote)
+	}
+	cmd := exec.Command("/bin/sh", args...)
+	cmd.Env = append(os.Environ(), gitEnv...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		b.Fatalf("%s [remote: %s]: %v: %s", script, remote, err, stderr.String())
 	}
 }

@@ -22,16 +22,21 @@
 // travel; committed history always travels whole.
 //
 // Restore snapshots the sandbox's work tree the same way and receives one
-// incremental bundle: it is checked with git bundle verify and list-heads,
-// its pack is indexed with index-pack --strict (fsck, every warning fatal),
-// and its snapshot goes to a private ref that is deleted afterwards. The
-// sandbox's HEAD is integrated by fast-forward when the local HEAD is its
-// ancestor, else by a merge commit (git merge-tree --write-tree and
+// incremental bundle: it is checked with git bundle verify and list-heads
+// (exactly the one ref asked for), its pack is indexed with index-pack
+// --strict (fsck, every warning fatal), and its snapshot goes to a private
+// ref that is deleted afterwards. A bundle larger than [WithMaxBytes]
+// fails with ErrTooLarge and a malformed one with ErrHostile: the whole
+// restore fails closed, nothing is written and no part of the bundle is
+// kept. When the histories diverged, the merge is tried before any file is
+// written, and a conflict fails with a *ConflictError with nothing changed.
+// The sandbox's HEAD is integrated by fast-forward when the local HEAD is
+// its ancestor, else by a merge commit (git merge-tree --write-tree and
 // commit-tree, committer from [WithCommitter]); the ref moves by
-// compare-and-swap (git update-ref ref new old), retried a bounded number of
-// times. Index entries that still matched the old HEAD follow the new one;
-// entries the user staged differently are left alone. No new commits is a
-// result, not an error.
+// compare-and-swap (git update-ref ref new old), retried a bounded number
+// of times. Index entries that still matched the old HEAD follow the new
+// one; entries the user staged differently are left alone. No new commits
+// is a result, not an error.
 //
 // # Plain directories
 //
@@ -47,7 +52,10 @@
 // non-empty directory is never deleted. Files are written atomically
 // (temporary file and rename) through an os.Root on the work tree;
 // permission bits are kept (git: 0644 or 0755) without setuid, setgid and
-// sticky bits.
+// sticky bits. A sandbox file that had one of those bits is written
+// without it and also listed in Result.Refused (it may then be in Updated
+// too): Refused names every sandbox entry that did not arrive as the
+// sandbox left it. Directories lose those bits silently.
 //
 // # Guarantees
 //
@@ -59,11 +67,16 @@
 //     is a *ToolError naming it, before anything is changed.
 //   - Sandbox content is hostile. A path that is not clean or escapes, a
 //     symbolic link whose target leaves the work tree, a FIFO, socket or
-//     device, a regular file with several links or a setuid/setgid bit, a
-//     path with a .git component or under stage.RuntimeDir, a submodule,
-//     and anything past [WithMaxBytes] is never written and is listed in
-//     Result.Refused; a malformed stream or bundle fails with ErrHostile
-//     and writes nothing. A truncated stream deletes nothing.
+//     device, a regular file with several links, a path with a .git
+//     component or under stage.RuntimeDir, a submodule, and a file past
+//     [WithMaxBytes] is never written and is listed in Result.Refused; a
+//     malformed stream or bundle fails with ErrHostile and writes nothing.
+//     A truncated stream deletes nothing.
+//   - The runtime directory never comes back. Each entry at the top of the
+//     sandbox's stage.RuntimeDir (or the directory itself when it is not a
+//     directory) is listed in Result.Refused, so assets staged there show
+//     as, for example, ".airlock/skills"; what lies deeper is covered by
+//     that entry.
 //   - Restores of one work tree are serialized by a lock (flock on
 //     <git dir>/airlock/restore.lock, or <Local>/.airlock/restore.lock for
 //     a plain directory); a dead owner's lock is free at once; the wait is
@@ -80,6 +93,11 @@
 //     may be overwritten (there is no lock against other writers of the
 //     work tree); a parent directory swapped for a link is refused, but
 //     only as of the moment it was checked.
+//   - ErrRace (the local ref kept moving) comes after the sandbox's files
+//     were merged into the work tree; restoring again, when the ref is
+//     quiet, installs the commits (the files then already match). So does
+//     a *ConflictError that appears only on a compare-and-swap retry (the
+//     local ref moved to a conflicting commit during the restore).
 //   - Files are not fsynced.
 //   - The tar writer and hostile tar reader live in tarstream.go until the
 //     shared internal package of stage lands.

@@ -16,9 +16,10 @@ var (
 	// sandbox. It is a *ToolError; nothing was changed.
 	ErrTool = errors.New("required tool missing or too old")
 	// ErrHostile reports sandbox output that breaks the protocol: a
-	// malformed status line, a bundle that does not verify or fails fsck,
-	// a bundle whose refs are not the ones asked for. Nothing of it was
-	// written locally.
+	// malformed status line, a bundle that does not verify or fails fsck
+	// (a tree entry named "..", ".git" or holding a slash), a bundle whose
+	// refs are not exactly the one asked for. The whole restore failed
+	// closed: nothing of it was written locally.
 	ErrHostile = errors.New("sandbox sent invalid data")
 	// ErrTooLarge reports sandbox history (the bundle) larger than
 	// WithMaxBytes; nothing of it was integrated.
@@ -30,7 +31,9 @@ var (
 	// of the same work tree.
 	ErrLocked = errors.New("work tree restore lock held")
 	// ErrRace reports a local ref that kept moving while a restore tried to
-	// install its result (compare-and-swap retries exhausted).
+	// install its result (compare-and-swap retries exhausted). The
+	// sandbox's files were already merged; restore again to install the
+	// commits.
 	ErrRace = errors.New("local ref changed during restore")
 	// ErrNoRound reports a Reopen of an id whose state is not there.
 	ErrNoRound = errors.New("no such workspace round")

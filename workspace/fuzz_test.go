@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -23,6 +24,7 @@ func FuzzRestoreHeader(f *testing.F) {
 	f.Add([]byte("airlock-restore 1\nreport 0\nbundle - "+strings.Repeat("a", 40)+"\nPACK"), true)
 	f.Add([]byte("airlock-restore 1\nreport 7\nh../x\x00\x00tar\n"), false)
 	f.Add([]byte("airlock-restore 1\nreport 0\ntar\n"), false)
+	f.Add([]byte("airlock-restore 1\nreport 22\nr./.airlock/x\x00u./suid\x00nochange\n"), true)
 	f.Fuzz(func(t *testing.T, data []byte, git bool) {
 		br := bufio.NewReader(bytes.NewReader(data))
 		h, err := readHeader(br, git)
@@ -39,11 +41,11 @@ func FuzzRestoreHeader(f *testing.F) {
 		}
 		slices.Sort(keys)
 		for _, p := range keys {
-			c := "h"
-			if strings.Contains(h.special[p], "FIFO") {
-				c = "s"
+			c := h.special[p]
+			if !strings.ContainsRune("husr", rune(c)) {
+				t.Fatalf("accepted record type %q", c)
 			}
-			fmt.Fprintf(&rep, "%s./%s\x00", c, p)
+			fmt.Fprintf(&rep, "%c./%s\x00", c, p)
 		}
 		tail := h.tail
 		switch h.tail {
@@ -74,7 +76,7 @@ func FuzzRestoreHeader(f *testing.F) {
 		if err != nil {
 			t.Fatalf("re-serialized header %q does not parse: %v", again, err)
 		}
-		if h2.tail != h.tail || h2.head != h.head || h2.snap != h.snap || len(h2.special) != len(h.special) {
+		if h2.tail != h.tail || h2.head != h.head || h2.snap != h.snap || !maps.Equal(h2.special, h.special) {
 			t.Fatalf("round trip changed the header: %+v vs %+v", h2, h)
 		}
 	})

@@ -414,7 +414,7 @@ func (r *Round) restoreGit(ctx context.Context) (*Result, error) {
 			err = cerr
 		}
 		if lw.over {
-			return fmt.Errorf("%w: the sandbox's bundle is larger than %d bytes; raise WithMaxBytes", ErrTooLarge, r.o.maxBytes)
+			return fmt.Errorf("%w: the bundle of %s's commits and work tree is larger than %d bytes; nothing was integrated: raise WithMaxBytes", ErrTooLarge, r.spec.Remote, r.o.maxBytes)
 		}
 		if err != nil {
 			return fmt.Errorf("workspace: receiving the sandbox's bundle: %w", err)
@@ -425,12 +425,7 @@ func (r *Round) restoreGit(ctx context.Context) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	for p, why := range h.special {
-		if !excluded(r.rec.Exclude, p) {
-			res.Refused = append(res.Refused, p)
-			r.o.log.Warn("refused sandbox entry", "round", id, "path", p, "reason", why)
-		}
-	}
+	r.refuseReported(h.special, res)
 	if h.tail == "nochange" {
 		cur, err := g.Line(ctx, "rev-parse", "-q", "--verify", "HEAD^{commit}")
 		if err != nil && gitexec.Status(err) != 1 {
@@ -445,6 +440,10 @@ func (r *Round) restoreGit(ctx context.Context) (*Result, error) {
 	}
 	defer g.Run(context.WithoutCancel(ctx), gitexec.Cmd{Args: []string{"update-ref", "-d", snap.ref}})
 
+	// A merge that would conflict fails before any file is written.
+	if err := r.checkMerge(ctx, h.head); err != nil {
+		return nil, err
+	}
 	// Files first: a failure leaves the refs alone.
 	hk, err := r.hashKind(ctx)
 	if err != nil {
@@ -505,8 +504,8 @@ func (r *Round) fetchBundle(ctx context.Context, bundle string, h header) (fetch
 	if err != nil {
 		return fetched{}, fmt.Errorf("%w: listing the sandbox's bundle: %w", ErrHostile, err)
 	}
-	if !slices.Contains(strings.Split(string(heads), "\n"), h.snap+" "+want) {
-		return fetched{}, fmt.Errorf("%w: the sandbox's bundle does not hold %s at %s", ErrHostile, want, h.snap)
+	if string(heads) != h.snap+" "+want+"\n" {
+		return fetched{}, fmt.Errorf("%w: the sandbox's bundle does not hold exactly %s at %s (it lists %.200q)", ErrHostile, want, h.snap, heads)
 	}
 	ref := "refs/airlock/restore/" + id + "-" + strings.ToLower(rand.Text()[:12])
 	if err := r.indexBundle(ctx, bundle, h.snap); err != nil {
@@ -557,7 +556,7 @@ func parseDiffTree(out []byte) ([]change, error) {
 	return cs, nil
 }
 
-func (r *Round) applyGitFiles(ctx context.Context, hk hashKind, newTree string, special map[string]string, res *Result) error {
+func (r *Round) applyGitFiles(ctx context.Context, hk hashKind, newTree string, special map[string]byte, res *Result) error {
 	g := r.git
 	out, err := g.Output(ctx, "diff-tree", "-r", "-z", "--no-renames", r.rec.Tree, newTree)
 	if err != nil {
@@ -594,7 +593,7 @@ func (r *Round) applyGitFiles(ctx context.Context, hk hashKind, newTree string, 
 			continue
 		case excluded(r.rec.Exclude, p):
 			continue
-		case special[p] != "":
+		case special[p] != 0 && !writtenStripped(special[p]):
 			continue // already refused
 		}
 		bk, bperm, _ := gitMode(c.oldMode)
@@ -760,7 +759,7 @@ func (c *countReader) Read(p []byte) (int, error) {
 // the ref moves by compare-and-swap, retried when it moved meanwhile.
 func (r *Round) integrate(ctx context.Context, remote string, res *Result) error {
 	g := r.git
-	for range r.o.casRetries {
+	for attempt := range r.o.casRetries {
 		cur, err := g.Line(ctx, "rev-parse", "-q", "--verify", "HEAD^{commit}")
 		if err != nil && gitexec.Status(err) != 1 {
 			return err
@@ -806,11 +805,14 @@ func (r *Round) integrate(ctx context.Context, remote string, res *Result) error
 			args = append(args, ref)
 		}
 		args = append(args, newHead, cur)
+		if r.o.beforeCAS != nil {
+			r.o.beforeCAS(attempt)
+		}
 		if err := g.Run(ctx, gitexec.Cmd{Args: args}); err != nil {
-			if gitexec.Status(err) == 128 && strings.Contains(err.Error(), "but expected") || strings.Contains(err.Error(), "already exists") || strings.Contains(err.Error(), "cannot lock ref") {
+			if casLost(err) {
 				continue // moved under us: try again
 			}
-			return err
+			return fmt.Errorf("workspace: moving HEAD of %s to %s: %w", r.spec.Local, newHead, err)
 		}
 		res.Commits, _ = strconv.Atoi(n)
 		res.Merged = merged
@@ -818,6 +820,16 @@ func (r *Round) integrate(ctx context.Context, remote string, res *Result) error
 		return r.updateIndex(ctx, cur, newHead)
 	}
 	return fmt.Errorf("%w: HEAD of %s moved during each of %d attempts; restore again when it is quiet", ErrRace, r.spec.Local, r.o.casRetries)
+}
+
+// casLost reports an update-ref that failed because the ref was not at the
+// expected old value (or was being updated by another process).
+func casLost(err error) bool {
+	if gitexec.Status(err) != 128 {
+		return false
+	}
+	msg := err.Error()
+	return strings.Contains(msg, "but expected") || strings.Contains(msg, "already exists") || strings.Contains(msg, "cannot lock ref")
 }
 
 func (r *Round) isAncestor(ctx context.Context, a, b string) (bool, error) {
@@ -831,10 +843,34 @@ func (r *Round) isAncestor(ctx context.Context, a, b string) (bool, error) {
 	return false, err
 }
 
-func (r *Round) mergeCommit(ctx context.Context, cur, remote string) (string, error) {
-	g := r.git
+// checkMerge fails with a *ConflictError when the local HEAD and the
+// sandbox's HEAD remote have diverged and do not merge cleanly. It changes
+// nothing; integrate merges again (the local HEAD may move meanwhile).
+func (r *Round) checkMerge(ctx context.Context, remote string) error {
+	if remote == "" {
+		return nil
+	}
+	cur, err := r.git.Line(ctx, "rev-parse", "-q", "--verify", "HEAD^{commit}")
+	if err != nil && gitexec.Status(err) != 1 {
+		return err
+	}
+	if cur == "" || cur == remote {
+		return nil
+	}
+	for _, pair := range [][2]string{{remote, cur}, {cur, remote}} {
+		if ok, err := r.isAncestor(ctx, pair[0], pair[1]); err != nil || ok {
+			return err
+		}
+	}
+	_, err = r.mergeTree(ctx, cur, remote)
+	return err
+}
+
+// mergeTree writes the tree of merging cur and remote, or fails with a
+// *ConflictError naming the conflicting paths.
+func (r *Round) mergeTree(ctx context.Context, cur, remote string) (string, error) {
 	var out bytes.Buffer
-	err := g.Run(ctx, gitexec.Cmd{Args: []string{"merge-tree", "--write-tree", "-z", "--name-only", "--no-messages", cur, remote}, Stdout: &out})
+	err := r.git.Run(ctx, gitexec.Cmd{Args: []string{"merge-tree", "--write-tree", "-z", "--name-only", "--no-messages", cur, remote}, Stdout: &out})
 	f := strings.Split(out.String(), "\x00")
 	if gitexec.Status(err) == 1 {
 		var paths []string
@@ -849,9 +885,16 @@ func (r *Round) mergeCommit(ctx context.Context, cur, remote string) (string, er
 	if err != nil {
 		return "", fmt.Errorf("workspace: merging the sandbox's commits: %w", err)
 	}
-	t := strings.TrimSpace(f[0])
+	return strings.TrimSpace(f[0]), nil
+}
+
+func (r *Round) mergeCommit(ctx context.Context, cur, remote string) (string, error) {
+	t, err := r.mergeTree(ctx, cur, remote)
+	if err != nil {
+		return "", err
+	}
 	var c bytes.Buffer
-	err = g.Run(ctx, gitexec.Cmd{Args: []string{"commit-tree", t, "-p", cur, "-p", remote, "-m", "airlock: merge round " + r.rec.ID + " from the sandbox"}, Env: r.identEnv(), Stdout: &c})
+	err = r.git.Run(ctx, gitexec.Cmd{Args: []string{"commit-tree", t, "-p", cur, "-p", remote, "-m", "airlock: merge round " + r.rec.ID + " from the sandbox"}, Env: r.identEnv(), Stdout: &c})
 	return strings.TrimSpace(c.String()), err
 }
 

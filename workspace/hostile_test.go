@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -65,6 +66,8 @@ func plantHostile(t *testing.T, e *env) {
 	require.NoError(t, os.Symlink("../../outside", filepath.Join(e.remote, "up")))
 	write(t, e.remote, "suid", "#!/bin/sh\n")
 	require.NoError(t, os.Chmod(filepath.Join(e.remote, "suid"), fs.ModeSetuid|0o755))
+	write(t, e.remote, "sgid", "group\n")
+	require.NoError(t, os.Chmod(filepath.Join(e.remote, "sgid"), fs.ModeSetgid|0o644))
 	require.NoError(t, os.Link(filepath.Join(base, "outside/secret"), filepath.Join(e.remote, "hard")))
 	write(t, e.remote, stage.RuntimeDir+"/evil", "runtime\n")
 	require.NoError(t, syscall.Mkfifo(filepath.Join(e.remote, "fifo"), 0o644))
@@ -90,12 +93,19 @@ func TestHostileSandbox(t *testing.T) {
 				res, err := r.Restore(ctx(t))
 				require.NoError(t, err)
 				assert.Equal(t, before, hashOutside(t, base, e.local, filepath.Dir(e.remote)), "something outside the work tree changed")
-				for _, p := range []string{"etc", "up", "suid", "hard", "fifo"} {
-					assert.Contains(t, res.Refused, p)
+				assert.Equal(t, []string{stage.RuntimeDir + "/evil", "etc", "fifo", "hard", "sgid", "suid", "up"}, res.Refused)
+				for _, p := range []string{"etc", "up", "hard", "fifo", stage.RuntimeDir + "/evil"} {
 					assert.False(t, exists(e.local, p), "%s was written", p)
 				}
-				assert.False(t, exists(e.local, stage.RuntimeDir+"/evil"))
-				assert.NotContains(t, res.Updated, stage.RuntimeDir+"/evil")
+				// A setuid or setgid file is written without those bits
+				// (and listed in Refused above).
+				for p, want := range map[string]fs.FileMode{"suid": 0o755, "sgid": 0o644} {
+					fi, err := os.Lstat(filepath.Join(e.local, p))
+					require.NoError(t, err, "%s was not written", p)
+					assert.Equal(t, want, fi.Mode(), "%s: mode", p)
+				}
+				assert.Equal(t, "#!/bin/sh\n", read(t, e.local, "suid"))
+				assert.Equal(t, []string{"inside-link", "ok.txt", "sgid", "suid"}, res.Updated)
 				assert.Equal(t, "fine\n", read(t, e.local, "ok.txt"))
 				target, err := os.Readlink(filepath.Join(e.local, "inside-link"))
 				require.NoError(t, err)
@@ -181,8 +191,10 @@ func TestMaxBytes(t *testing.T) {
 	assert.True(t, exists(e.local, "a"), "a truncated stream deletes nothing")
 }
 
-// TestHostileBundle feeds crafted bundles: refs named to escape, and a tree
-// entry named ../x.
+// TestHostileBundle feeds crafted bundles: refs named to escape, an extra
+// ref, and tree entries named ../x and "..". Each fails the whole restore
+// closed with ErrHostile, naming what is wrong; nothing outside the work
+// tree, in it, or in its refs changes, and no received bundle is kept.
 func TestHostileBundle(t *testing.T) {
 	e := newEnv(t, func(t *testing.T, dir string) stage.Runner { return stage.LocalRunner(dir) })
 	fr := &fakeRunner{real: e.spec.Runner}
@@ -197,33 +209,60 @@ func TestHostileBundle(t *testing.T) {
 	blob := strings.TrimSpace(gitIn(t, s, "x\n", "hash-object", "-w", "--stdin"))
 	raw, err := hex.DecodeString(blob)
 	require.NoError(t, err)
-	evilTree := strings.TrimSpace(gitIn(t, s, string(append([]byte("100644 ../x\x00"), raw...)), "hash-object", "-t", "tree", "--literally", "-w", "--stdin"))
-	evil := strings.TrimSpace(git(t, s, "commit-tree", evilTree, "-p", head, "-m", "evil"))
 	out := "refs/airlock/out/" + r.ID() + "/snap"
-	git(t, s, "update-ref", out, evil)
-	bundle := filepath.Join(scratch, "b")
-	git(t, s, "bundle", "create", bundle, out, "^"+head)
-	good, err := os.ReadFile(bundle)
-	require.NoError(t, err)
-	renamed := bytes.Replace(good, []byte(out), []byte("refs/airlock/out/../x"), 1)
+	// bundle writes a bundle of a commit (parent head) of a tree with one
+	// entry named name, under out.
+	bundle := func(name string) (commit, tree string, data []byte) {
+		tree = strings.TrimSpace(gitIn(t, s, string(append([]byte("100644 "+name+"\x00"), raw...)), "hash-object", "-t", "tree", "--literally", "-w", "--stdin"))
+		commit = strings.TrimSpace(git(t, s, "commit-tree", tree, "-p", head, "-m", "evil"))
+		git(t, s, "update-ref", out, commit)
+		p := filepath.Join(scratch, "b")
+		git(t, s, "bundle", "create", p, out, "^"+head)
+		data, err := os.ReadFile(p)
+		require.NoError(t, err)
+		return commit, tree, data
+	}
+	evil, evilTree, dotdotPath := bundle("../x")
+	dotdot, dotdotTree, dotdotName := bundle("..")
+	sane, _, saneData := bundle("x")
+	renamed := bytes.Replace(saneData, []byte(out), []byte("refs/airlock/out/../x"), 1)
+	end := bytes.Index(saneData, []byte("\n\nPACK"))
+	require.Positive(t, end)
+	extra := slices.Concat(saneData[:end+1], []byte(sane+" refs/heads/../../x\n"), saneData[end+1:])
+	const fsck = "sandbox sent invalid data: the sandbox's bundle fails fsck: git index-pack --stdin --fix-thin --strict exited with status 128: error: object "
 
-	for name, payload := range map[string][]byte{"dotdot path": good, "ref name": renamed} {
-		t.Run(name, func(t *testing.T) {
+	for _, tc := range []struct {
+		name, snap string
+		payload    []byte
+		msg        string // the error's exact start
+	}{
+		{"dotdot path", evil, dotdotPath, fsck + evilTree + ": fullPathname: contains full pathnames"},
+		{"dotdot name", dotdot, dotdotName, fsck + dotdotTree + ": hasDotdot: contains '..'"},
+		{"ref name", sane, renamed, "sandbox sent invalid data: the sandbox's bundle does not hold exactly " + out + " at " + sane},
+		{"extra ref", sane, extra, "sandbox sent invalid data: the sandbox's bundle does not hold exactly " + out + " at " + sane},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
 			fr.inject = func(cmd stage.Command) (bool, error) {
 				if !strings.Contains(cmd.Script, "airlock-restore") {
 					return false, nil
 				}
-				_, err := cmd.Stdout.Write(restoreStream("", "bundle "+head+" "+evil, payload))
+				_, err := cmd.Stdout.Write(restoreStream("", "bundle "+head+" "+tc.snap, tc.payload))
 				return true, err
 			}
 			base := filepath.Dir(e.local)
-			before := hashOutside(t, base, e.local, filepath.Dir(e.remote), scratch)
+			before := hashOutside(t, base, filepath.Join(e.local, ".git"), filepath.Dir(e.remote), scratch)
 			refs := git(t, e.local, "for-each-ref")
 			_, err := r.Restore(ctx(t))
-			assert.ErrorIs(t, err, workspace.ErrHostile)
-			assert.Equal(t, before, hashOutside(t, base, e.local, filepath.Dir(e.remote), scratch))
+			require.ErrorIs(t, err, workspace.ErrHostile)
+			assert.True(t, strings.HasPrefix(err.Error(), tc.msg), "error %q does not start with %q", err, tc.msg)
+			assert.Equal(t, before, hashOutside(t, base, filepath.Join(e.local, ".git"), filepath.Dir(e.remote), scratch))
 			assert.Equal(t, refs, git(t, e.local, "for-each-ref"))
 			assert.Equal(t, head+"\n", git(t, e.local, "rev-parse", "HEAD"))
+			assert.False(t, exists(base, "x"), "../x was written")
+			state, err := os.ReadDir(filepath.Join(e.local, ".git", "airlock", "rounds"))
+			require.NoError(t, err)
+			require.Len(t, state, 1, "a received bundle was kept")
+			assert.Equal(t, r.ID()+".json", state[0].Name())
 		})
 	}
 }
@@ -239,4 +278,34 @@ func gitIn(t *testing.T, dir, stdin string, args ...string) string {
 	cmd.Stderr = io.Discard
 	require.NoError(t, cmd.Run(), "git %v", args)
 	return out.String()
+}
+
+// TestRuntimeDirLinkRefused: a sandbox whose runtime directory is a link
+// to a directory elsewhere gets ".airlock" listed in Refused; nothing of
+// the link's target comes back.
+func TestRuntimeDirLinkRefused(t *testing.T) {
+	for _, kind := range []string{"git", "plain"} {
+		t.Run(kind, func(t *testing.T) {
+			eachRunner(t, func(t *testing.T, newRunner func(t *testing.T, dir string) stage.Runner) {
+				e := newEnv(t, newRunner)
+				if kind == "git" {
+					initRepo(t, e.local, map[string]string{"a": "1\n"})
+				} else {
+					write(t, e.local, "a", "1\n")
+				}
+				r, err := workspace.Prepare(ctx(t), e.spec)
+				require.NoError(t, err)
+				elsewhere := filepath.Join(filepath.Dir(e.remote), "elsewhere")
+				write(t, elsewhere, "loot", "loot\n")
+				require.NoError(t, os.RemoveAll(filepath.Join(e.remote, stage.RuntimeDir)))
+				require.NoError(t, os.Symlink(elsewhere, filepath.Join(e.remote, stage.RuntimeDir)))
+				write(t, e.remote, "a", "2\n")
+				res, err := r.Restore(ctx(t))
+				require.NoError(t, err)
+				assert.Equal(t, []string{stage.RuntimeDir}, res.Refused)
+				assert.Equal(t, []string{"a"}, res.Updated)
+				assert.False(t, exists(e.local, stage.RuntimeDir+"/loot"))
+			})
+		})
+	}
 }

@@ -76,7 +76,7 @@ func (r *Round) restorePlainScript() string {
 	return fmt.Sprintf(`r=%s; id=%s
 cd "$r" 2>/dev/null || { echo "the sandbox directory $r is missing" >&2; exit 10; }
 mkdir -p %s || exit 11
-rep=%s/restore-$id.$$
+rep=./%s/restore-$id.$$
 %s > "$rep" 2>/dev/null
 n=$(( $(wc -c < "$rep") ))
 printf 'airlock-restore 1\nreport %%d\n' "$n"; cat "$rep"; rm -f "$rep"
@@ -136,11 +136,11 @@ func (r *Round) restorePlain(ctx context.Context) (*Result, error) {
 		if h, err = readHeader(br, false); err != nil {
 			return err
 		}
-		for p := range h.special {
-			if !excluded(r.rec.Exclude, p) {
-				refuse(p, h.special[p])
+		r.refuseReported(h.special, res)
+		for p, c := range h.special {
+			if !writtenStripped(c) {
+				seen[p] = true // refused: its tar member is not looked at
 			}
-			seen[p] = true
 		}
 		if h.tail == "empty" {
 			return nil
@@ -215,9 +215,10 @@ func (r *Round) restorePlain(ctx context.Context) (*Result, error) {
 			case !e.Mode.IsRegular():
 				refuse(p, "a "+tree.Kind(e.Mode)+" or hard link")
 				return nil
-			case e.Mode&(fs.ModeSetuid|fs.ModeSetgid) != 0:
-				refuse(p, "a setuid or setgid file")
-				return nil
+			case e.Mode&(fs.ModeSetuid|fs.ModeSetgid|fs.ModeSticky) != 0:
+				// Written below without those bits (plainFile keeps
+				// only the permission bits), and reported.
+				refuse(p, "a setuid, setgid or sticky file (written without those bits)")
 			}
 			return r.plainFile(l, p, e, body, b, loc, res, &written)
 		})

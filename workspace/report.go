@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/airlockdev/airlock/internal/tree"
+	"github.com/airlockdev/airlock/stage"
 )
 
 // The restore stream a sandbox sends (both kinds):
@@ -31,17 +32,17 @@ const (
 
 // header is the parsed start of a restore stream.
 type header struct {
-	special map[string]string // path -> why it is refused
-	tail    string            // "nochange", "bundle", "empty" or "tar"
-	head    string            // bundle: the sandbox HEAD, "" when unborn
-	snap    string            // bundle: the snapshot commit
+	special map[string]byte // path -> its report record type (h, u, s or r; see findReport)
+	tail    string          // "nochange", "bundle", "empty" or "tar"
+	head    string          // bundle: the sandbox HEAD, "" when unborn
+	snap    string          // bundle: the snapshot commit
 }
 
 // readHeader parses the start of a restore stream from br, leaving br at
 // the payload. Everything is bounded: lines by maxLineBytes, the report by
 // maxReportBytes.
 func readHeader(br *bufio.Reader, git bool) (header, error) {
-	h := header{special: map[string]string{}}
+	h := header{special: map[string]byte{}}
 	l, err := readLine(br)
 	if err != nil {
 		return header{}, err
@@ -100,9 +101,10 @@ func readLine(br *bufio.Reader) (string, error) {
 }
 
 // parseReport reads find records. A record whose path is not a clean
-// relative path is a protocol error.
-func parseReport(rep []byte) (map[string]string, error) {
-	out := map[string]string{}
+// relative path, or whose type is unknown, is a protocol error, and so is
+// a runtime-directory record (r) for a path outside the runtime directory.
+func parseReport(rep []byte) (map[string]byte, error) {
+	out := map[string]byte{}
 	if len(rep) == 0 {
 		return out, nil
 	}
@@ -118,15 +120,50 @@ func parseReport(rep []byte) (map[string]string, error) {
 			return nil, fmt.Errorf("%w: the report names %.120q, not a clean relative path", ErrHostile, rec[1:])
 		}
 		switch rec[0] {
-		case 'h':
-			out[p] = "a regular file with several links or a setuid/setgid bit"
-		case 's':
-			out[p] = "a FIFO, socket or device"
+		case 'h', 'u', 's':
+		case 'r':
+			if p != stage.RuntimeDir && !strings.HasPrefix(p, stage.RuntimeDir+"/") {
+				return nil, fmt.Errorf("%w: the report names %.120q as a runtime directory entry", ErrHostile, p)
+			}
 		default:
 			return nil, fmt.Errorf("%w: unknown report record type %q", ErrHostile, rec[0])
 		}
+		out[p] = rec[0]
 	}
 	return out, nil
 }
 
+// reportReason says why a report record's entry is refused.
+func reportReason(c byte) string {
+	switch c {
+	case 'h':
+		return "a regular file with several links"
+	case 'u':
+		return "a setuid, setgid or sticky file (written without those bits)"
+	case 's':
+		return "a FIFO, socket or device"
+	}
+	return "in the runtime directory, which never comes back"
+}
+
+// writtenStripped reports whether a report record's entry may still be written
+// (with the offending bits stripped): only a setuid, setgid or sticky file.
+func writtenStripped(c byte) bool { return c == 'u' }
+
 var errTruncated = errors.New("sandbox stream truncated at the byte limit")
+
+// refuseReported lists the report's entries in res.Refused: runtime
+// directory entries always (logged at debug level: staged assets live
+// there), the others unless excluded.
+func (r *Round) refuseReported(special map[string]byte, res *Result) {
+	for p, c := range special {
+		switch {
+		case c == 'r':
+			res.Refused = append(res.Refused, p)
+			r.o.log.Debug("runtime directory entry not restored", "round", r.rec.ID, "path", p)
+		case !excluded(r.rec.Exclude, p):
+			res.Refused = append(res.Refused, p)
+			r.o.log.Warn("refused sandbox entry", "round", r.rec.ID, "path", p, "reason", reportReason(c))
+		}
+	}
+}

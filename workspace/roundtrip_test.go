@@ -248,7 +248,7 @@ func TestPlainDirectory(t *testing.T) {
 		assert.Equal(t, []string{"edit.txt", "new/file.sh"}, res.Updated)
 		assert.Equal(t, []string{"del.txt"}, res.Deleted)
 		assert.Equal(t, []string{"localedit.txt"}, res.Kept)
-		assert.Empty(t, res.Refused)
+		assert.Equal(t, []string{stage.RuntimeDir + "/skill.md"}, res.Refused, "a runtime directory entry is listed, never written")
 		assert.Equal(t, "e2\n", read(t, e.local, "edit.txt"))
 		assert.False(t, exists(e.local, "del.txt"))
 		assert.Equal(t, "l2 local\n", read(t, e.local, "localedit.txt"))
@@ -260,4 +260,55 @@ func TestPlainDirectory(t *testing.T) {
 		_, err = workspace.Reopen(ctx(t), e.spec, r.ID())
 		assert.ErrorIs(t, err, workspace.ErrSpec, "a plain round needs its state dir")
 	})
+}
+
+// TestSequentialRestoresStaleBaselines: two rounds prepared from the same
+// state each add a nested file; restored one after the other, the second
+// (whose baseline predates the first's restore) keeps the first's file.
+func TestSequentialRestoresStaleBaselines(t *testing.T) {
+	for _, kind := range []string{"git", "plain"} {
+		t.Run(kind, func(t *testing.T) {
+			eachRunner(t, func(t *testing.T, newRunner func(t *testing.T, dir string) stage.Runner) {
+				e := newEnv(t, newRunner)
+				files := map[string]string{"dir/keep.txt": "k\n", "top.txt": "t\n"}
+				if kind == "git" {
+					initRepo(t, e.local, files)
+				} else {
+					for k, v := range files {
+						write(t, e.local, k, v)
+					}
+				}
+				specB := e.spec
+				specB.Remote = e.remote + "-b"
+				ra, err := workspace.Prepare(ctx(t), e.spec)
+				require.NoError(t, err)
+				rb, err := workspace.Prepare(ctx(t), specB)
+				require.NoError(t, err)
+				write(t, e.remote, "dir/a/run1.txt", "run 1\n")
+				write(t, specB.Remote, "dir/b/run2.txt", "run 2\n")
+				if kind == "git" {
+					git(t, e.remote, "add", "-A")
+					git(t, e.remote, "commit", "-q", "-m", "run 1")
+				}
+
+				resA, err := ra.Restore(ctx(t))
+				require.NoError(t, err)
+				assert.Equal(t, []string{"dir/a/run1.txt"}, resA.Updated)
+				resB, err := rb.Restore(ctx(t))
+				require.NoError(t, err)
+				assert.Equal(t, []string{"dir/b/run2.txt"}, resB.Updated)
+				assert.Empty(t, resB.Deleted, "the stale baseline deleted something")
+				assert.Empty(t, resB.Kept)
+				assert.Equal(t, "run 1\n", read(t, e.local, "dir/a/run1.txt"))
+				assert.Equal(t, "run 2\n", read(t, e.local, "dir/b/run2.txt"))
+				assert.Equal(t, "k\n", read(t, e.local, "dir/keep.txt"))
+				if kind == "git" {
+					assert.Equal(t, 1, resA.Commits)
+					assert.Zero(t, resB.Commits)
+					assert.Equal(t, "run 1\n", git(t, e.local, "log", "-1", "--format=%s"))
+					assert.Equal(t, "?? dir/b/\n", git(t, e.local, "status", "--porcelain"))
+				}
+			})
+		})
+	}
 }

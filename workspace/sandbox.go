@@ -21,10 +21,22 @@ g() { git -c core.hooksPath=/dev/null -c core.fsmonitor=false -c gc.auto=0 -c ma
 `
 
 // findReport is the sandbox's list of entries that no tar header or git
-// tree can be trusted to show: regular files with more than one link or a
-// setuid/setgid bit ("h"), and FIFOs, sockets and devices ("s"). Each
-// record is <type><./path>NUL.
-const findReport = `find . \( -path ./.git -o -path ./.airlock \) -prune -o -type f \( -links +1 -o -perm -4000 -o -perm -2000 \) -exec printf 'h%s\0' {} + -o ! -type f ! -type d ! -type l -exec printf 's%s\0' {} +`
+// tree can be trusted to show, one record <type><./path>NUL each:
+//   - h: a regular file with more than one link (refused);
+//   - u: a regular file with a setuid, setgid or sticky bit (written
+//     without those bits, and listed in Result.Refused);
+//   - s: a FIFO, socket or device (refused);
+//   - r: an entry at the top of the runtime directory, or the runtime
+//     directory itself when it is not a directory (never restored, listed
+//     in Result.Refused).
+//
+// It runs in the sandbox work tree; $rep names the file the report is
+// written to, which is left out of it.
+const findReport = `{ find . \( -path ./.git -o -path ./` + stage.RuntimeDir + ` \) -prune -o -type f -links +1 -exec printf 'h%s\0' {} + -o -type f \( -perm -4000 -o -perm -2000 -o -perm -1000 \) -exec printf 'u%s\0' {} + -o ! -type f ! -type d ! -type l -exec printf 's%s\0' {} +
+rt=./` + stage.RuntimeDir + `
+if [ -L "$rt" ] || { [ -e "$rt" ] && [ ! -d "$rt" ]; }; then printf 'r%s\0' "$rt"
+elif [ -d "$rt" ]; then for f in "$rt"/* "$rt"/.[!.]* "$rt"/..?*; do if { [ -e "$f" ] || [ -L "$f" ]; } && [ "$f" != "$rep" ]; then printf 'r%s\0' "$f"; fi; done
+fi; }`
 
 // q quotes s for POSIX sh.
 func q(s string) string { return shellproto.Quote(s) }

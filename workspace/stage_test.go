@@ -39,6 +39,7 @@ func TestStagedSkillsNeverComeBack(t *testing.T) {
 				res, err := r.Restore(ctx(t))
 				require.NoError(t, err)
 				assert.Equal(t, []string{"a"}, res.Updated)
+				assert.Equal(t, []string{stage.RuntimeDir + "/skills"}, res.Refused, "the runtime directory is listed by its top entries, never written")
 				_, err = os.Lstat(filepath.Join(e.local, stage.RuntimeDir, "skills"))
 				assert.ErrorIs(t, err, os.ErrNotExist)
 				if kind == "git" {

@@ -34,7 +34,9 @@ type Result struct {
 	Merged    bool   // a merge commit was needed
 	// Relative slash paths, sorted. Kept: local edits that beat a remote
 	// change or deletion. Refused: hostile or over-limit sandbox entries
-	// that were not written.
+	// that were not written, the top entries of the sandbox's runtime
+	// directory, and setuid, setgid or sticky files (written without those
+	// bits, so also in Updated when they changed).
 	Updated, Deleted, Kept, Refused []string
 }
 
@@ -49,6 +51,7 @@ type options struct {
 	maxBytes    int64
 	lockWait    time.Duration
 	casRetries  int
+	beforeCAS   func(attempt int) // tests: runs before each compare-and-swap of the local ref
 }
 
 // Defaults.

@@ -1,0 +1,133 @@
+package workspace_test
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/airlockdev/airlock/stage"
+	"github.com/airlockdev/airlock/workspace"
+)
+
+// moveHead commits an empty commit on top of the local main branch with
+// plumbing only (index and work tree untouched) and returns it: another
+// writer moving the ref while a restore installs its result.
+func moveHead(t *testing.T, dir, subject string) string {
+	t.Helper()
+	c := strings.TrimSpace(git(t, dir, "commit-tree", "HEAD^{tree}", "-p", "HEAD", "-m", subject))
+	git(t, dir, "update-ref", "refs/heads/main", c)
+	return c
+}
+
+// sandboxCommit commits file=content in the sandbox and returns the commit.
+func sandboxCommit(t *testing.T, dir, file, content, subject string) string {
+	t.Helper()
+	write(t, dir, file, content)
+	git(t, dir, "add", file)
+	git(t, dir, "commit", "-q", "-m", subject)
+	return strings.TrimSpace(git(t, dir, "rev-parse", "HEAD"))
+}
+
+// TestRestoreRetriesWhenHeadMoves: the local branch moves once between the
+// merge computation and the compare-and-swap; the restore computes again
+// and installs a merge of both.
+func TestRestoreRetriesWhenHeadMoves(t *testing.T) {
+	e := newEnv(t, func(t *testing.T, dir string) stage.Runner { return stage.LocalRunner(dir) })
+	initRepo(t, e.local, map[string]string{"a": "1\n"})
+	var attempts []int
+	var moved string
+	r, err := workspace.Prepare(ctx(t), e.spec, workspace.WithBeforeCAS(func(attempt int) {
+		attempts = append(attempts, attempt)
+		if attempt == 0 {
+			moved = moveHead(t, e.local, "moved during the restore")
+		}
+	}))
+	require.NoError(t, err)
+	remote := sandboxCommit(t, e.remote, "b", "b\n", "sandbox work")
+
+	res, err := r.Restore(ctx(t))
+	require.NoError(t, err)
+	assert.Equal(t, []int{0, 1}, attempts, "one lost compare-and-swap, one retry")
+	assert.True(t, res.Merged, "the moved HEAD and the sandbox's commit diverged")
+	assert.Equal(t, 1, res.Commits)
+	head := strings.TrimSpace(git(t, e.local, "rev-parse", "HEAD"))
+	assert.Equal(t, head, res.Head)
+	assert.Equal(t, moved+" "+remote+"\n", git(t, e.local, "log", "-1", "--format=%P"), "the merge has both commits as parents")
+	assert.Equal(t, "b\n", read(t, e.local, "b"))
+	assert.Empty(t, git(t, e.local, "status", "--porcelain"))
+}
+
+// TestRestoreRaceExhausted: the local branch moves before every attempt;
+// after the bound the restore fails with ErrRace, HEAD is the other
+// writer's, and a later restore succeeds.
+func TestRestoreRaceExhausted(t *testing.T) {
+	e := newEnv(t, func(t *testing.T, dir string) stage.Runner { return stage.LocalRunner(dir) })
+	initRepo(t, e.local, map[string]string{"a": "1\n"})
+	keepMoving := true
+	attempts := 0
+	var moved string
+	r, err := workspace.Prepare(ctx(t), e.spec, workspace.WithBeforeCAS(func(int) {
+		if keepMoving {
+			attempts++
+			moved = moveHead(t, e.local, "busy writer")
+		}
+	}))
+	require.NoError(t, err)
+	remote := sandboxCommit(t, e.remote, "b", "b\n", "sandbox work")
+
+	_, err = r.Restore(ctx(t))
+	require.ErrorIs(t, err, workspace.ErrRace)
+	assert.Equal(t, "local ref changed during restore: HEAD of "+e.local+" moved during each of 5 attempts; restore again when it is quiet", err.Error())
+	assert.Equal(t, workspace.CASRetries, attempts)
+	assert.Equal(t, moved+"\n", git(t, e.local, "rev-parse", "HEAD"), "HEAD is the other writer's, not ours")
+	assert.Empty(t, git(t, e.local, "for-each-ref", "refs/airlock"), "no private ref is left")
+
+	keepMoving = false
+	res, err := r.Restore(ctx(t))
+	require.NoError(t, err)
+	assert.True(t, res.Merged)
+	assert.Equal(t, moved+" "+remote+"\n", git(t, e.local, "log", "-1", "--format=%P"))
+}
+
+// TestRestoreConflict: diverged histories that conflict fail with a
+// *ConflictError naming the path, before anything local is changed.
+func TestRestoreConflict(t *testing.T) {
+	eachRunner(t, func(t *testing.T, newRunner func(t *testing.T, dir string) stage.Runner) {
+		e := newEnv(t, newRunner)
+		initRepo(t, e.local, map[string]string{"a.txt": "base\n", "keep.txt": "k\n"})
+		r, err := workspace.Prepare(ctx(t), e.spec)
+		require.NoError(t, err)
+		sandboxCommit(t, e.remote, "a.txt", "remote\n", "sandbox edit")
+		sandboxCommit(t, e.remote, "b.txt", "b\n", "sandbox file")
+		write(t, e.remote, "dirty.txt", "dirty in the sandbox\n")
+		require.NoError(t, os.Remove(filepath.Join(e.remote, "keep.txt")))
+		write(t, e.local, "a.txt", "local\n")
+		git(t, e.local, "commit", "-q", "-am", "local edit")
+
+		refs := git(t, e.local, "for-each-ref")
+		before := hashOutside(t, e.local, filepath.Join(e.local, ".git"))
+		idx, err := os.ReadFile(filepath.Join(e.local, ".git", "index"))
+		require.NoError(t, err)
+
+		_, err = r.Restore(ctx(t))
+		require.ErrorIs(t, err, workspace.ErrConflict)
+		var ce *workspace.ConflictError
+		require.True(t, errors.As(err, &ce))
+		assert.Equal(t, []string{"a.txt"}, ce.Paths)
+		assert.Equal(t, "workspace: merging the sandbox's commits conflicts in a.txt; nothing was changed locally: "+
+			"resolve by hand (the sandbox still holds its commits) and restore again", err.Error())
+		assert.Equal(t, refs, git(t, e.local, "for-each-ref"), "refs changed")
+		assert.Equal(t, before, hashOutside(t, e.local, filepath.Join(e.local, ".git")), "the work tree changed")
+		idx2, err := os.ReadFile(filepath.Join(e.local, ".git", "index"))
+		require.NoError(t, err)
+		assert.Equal(t, idx, idx2, "the index changed")
+		assert.False(t, exists(e.local, "b.txt"))
+		assert.False(t, exists(e.local, "dirty.txt"))
+		assert.Equal(t, "k\n", read(t, e.local, "keep.txt"))
+	})
+}

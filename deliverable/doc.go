@@ -9,10 +9,16 @@
 // RemoteWorkspace reads a directory inside a sandbox through a stage.Runner,
 // one command per file, which walks the path refusing links, reports the
 // file's link count, size and times on stderr, streams its bytes on stdout
-// and reports its state again at the end. Both refuse a symbolic link in any
-// component and report the file's type, size and link count; their File
-// reads no more than the size announced at open and reports a file that
-// changed while read.
+// and reports its state again at the end. When the Runner is also a
+// stage.FileReader (remote.Host reads over SFTP) and the root is an absolute
+// path, the bytes of a file of up to 16 MiB come through ReadFile instead,
+// at most the announced size, and the same command then walks the path
+// again and must find every directory and the file unchanged (SFTP follows
+// links, so a link swapped in and out during the read is caught by the
+// change times it leaves); anything else falls back to the stream. Both
+// workspaces refuse a symbolic link in any component and report the file's
+// type, size and link count; their File reads no more than the size
+// announced at open and reports a file that changed while read.
 //
 // # Registering a file
 //
@@ -99,7 +105,13 @@
 //     reads no more than that.
 //   - The remote change check compares link count, size, inode and
 //     modification and change times; with only ls in the sandbox the times
-//     have a resolution of a minute.
+//     have a resolution of a minute (and SFTP is not used).
+//   - Over SFTP, a directory swapped for a link and back during the read is
+//     detected through the directory's change time, which Linux file
+//     systems update on rename but POSIX does not require; the directories
+//     above the workspace root are trusted like the root itself. A change
+//     to any directory on the path during the read (another file created
+//     beside it) also fails the read, as changed.
 //   - ContentType is the agent's claim; it is not checked against the bytes
 //     (Handler sends nosniff and a sandboxing CSP instead).
 //   - FileStore serializes within one process only.

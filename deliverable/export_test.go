@@ -23,3 +23,12 @@ func CountHashed(n *atomic.Int64) (restore func()) {
 	newHash = func() hash.Hash { return countingHash{Hash: old(), n: n} }
 	return func() { newHash = old }
 }
+
+// SetMaxFileReaderBytes lowers the size above which a remote file is streamed
+// by its command instead of read through a stage.FileReader, until restore is
+// called. Tests using it must not run in parallel.
+func SetMaxFileReaderBytes(n int64) (restore func()) {
+	old := maxFileReaderBytes
+	maxFileReaderBytes = n
+	return func() { maxFileReaderBytes = old }
+}

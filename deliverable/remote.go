@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"path"
 	"strconv"
 	"strings"
 	"sync"
@@ -31,6 +32,20 @@ import (
 //  4. stats the file again and reports it, so the host can tell a file that
 //     changed while it was read.
 //
+// When r is also a stage.FileReader (remote.Host: SFTP) and dir is an
+// absolute, clean path, step 3 stops after the report: the host reads the
+// file through ReadFile instead of cat, at most its announced size (a file
+// that grew is cut off), and then tells the command (on its stdin) to walk
+// the path again from dir as in step 1 and report the file as in step 4.
+// ReadFile follows links, so the command records each directory's inode and
+// change time on both walks: a directory renamed away, a link put in its
+// place and the directory renamed back (which changes its change time), a
+// changed physical path or a link anywhere fails the read with
+// ErrFileChanged, as does any change to a directory on the path while the
+// file is read. Files over 16 MiB, a sandbox whose stat cannot report change
+// times, and a FileReader that cannot read the file (no SFTP subsystem, a
+// leaf no longer a regular file) fall back to cat in the same command.
+//
 // The host trusts none of it: it parses the reports strictly (ErrProtocol,
 // inside a *HostError, for anything malformed), refuses a link count other
 // than one and a size other than the declared one before reading any
@@ -50,14 +65,23 @@ import (
 // the sandbox's own and a hostile sandbox can serve any bytes it likes under
 // any name. What the host guarantees is that what it stores is exactly the
 // bytes it received, of the declared size and SHA-256, and that it reads no
-// more than that.
+// more than that. On the FileReader path, the detection of a directory
+// swapped and restored during the read relies on the sandbox's file system
+// updating a renamed directory's change time (Linux file systems do; POSIX
+// does not require it), and the directories above dir are trusted as dir
+// itself is.
 func RemoteWorkspace(r stage.Runner, dir string) Workspace {
-	return remoteWorkspace{r: r, dir: dir}
+	w := remoteWorkspace{r: r, dir: dir}
+	if fr, ok := r.(stage.FileReader); ok && path.IsAbs(dir) && path.Clean(dir) == dir {
+		w.fr = fr // the SFTP path needs an absolute sandbox path that the shell resolves the same way
+	}
+	return w
 }
 
 type remoteWorkspace struct {
 	r   stage.Runner
 	dir string
+	fr  stage.FileReader // nil: every file is streamed by the command
 }
 
 var _ Workspace = remoteWorkspace{}
@@ -70,6 +94,11 @@ const (
 	closeGrace    = 500 * time.Millisecond
 	headerGrace   = 5 * time.Second // the longest content may overtake the first report
 )
+
+// maxFileReaderBytes is the largest file read through a stage.FileReader,
+// which returns the whole file at once; larger files are streamed by the
+// command. A variable so that tests can lower it.
+var maxFileReaderBytes int64 = 16 << 20
 
 // firstWrite passes writes on to w and closes seen at the first one.
 type firstWrite struct {
@@ -88,11 +117,25 @@ func (f *firstWrite) Write(p []byte) (int, error) {
 // remoteScript is the one command of an Open: see RemoteWorkspace. Every
 // report goes to the original stderr (fd 3); the tools' own diagnostics are
 // discarded so they cannot corrupt the reports.
+//
+// With ask=1 (a Runner that is also a stage.FileReader) the command reports
+// the file, then reads the host's decision from stdin: "cat" streams the
+// file as without ask; "check" means the host has read the file itself
+// (through the FileReader, which follows links) and asks the command to walk
+// the path again from the root and report the file's state. The walk
+// records every directory's inode and change time (dirs); the second walk
+// must find the same physical path, no link, and the same directories, or
+// the trailer says "moved".
 const remoteScript = `exec 3>&2 2>/dev/null
 set -f
 LC_ALL=C
 export LC_ALL
+pass=1
 say() { printf '` + remoteHeader + ` %s\n' "$*" >&3; }
+bad() {
+	if [ "$pass" = 2 ]; then printf '` + remoteTrailer + ` moved\n' >&3; exit 0; fi
+	say "$@"; exit 0
+}
 ok() { case $1 in ''|*[!0-9.\ ]*) return 1;; esac; set -- $1; [ $# -eq 5 ]; }
 st() {
 	for fmt in '%h %s %i %.9Y %.9Z' '%h %s %i %Y %Z'; do
@@ -101,13 +144,20 @@ st() {
 	s=$(stat -f '%l %z %i %m %c' "$1") && ok "$s" && { printf '%s\n' "$s"; return 0; }
 	set -- $(ls -lnid "$1") && [ $# -ge 9 ] && printf '%s %s %s %s_%s_%s 0\n' "$3" "$6" "$1" "$7" "$8" "$9"
 }
+track() {
+	[ "$ask" = 1 ] || return 0
+	d=$(st .) || bad nostat
+	set -- $d
+	dirs="$dirs $3:$5"
+}
 step() {
-	if [ -L "./$2" ]; then say link "$1"; exit 0; fi
-	if [ ! -e "./$2" ]; then say missing "$1"; exit 0; fi
-	if [ ! -d "./$2" ]; then say notdir "$1"; exit 0; fi
-	cd -P "./$2" || { say missing "$1"; exit 0; }
+	if [ -L "./$2" ]; then bad link "$1"; fi
+	if [ ! -e "./$2" ]; then bad missing "$1"; fi
+	if [ ! -d "./$2" ]; then bad notdir "$1"; fi
+	cd -P "./$2" || bad missing "$1"
 	want=$want/$2
-	[ "$(pwd -P)" = "$want" ] || { say changed "$1"; exit 0; }
+	[ "$(pwd -P)" = "$want" ] || bad changed "$1"
+	track
 }
 leaf() {
 	f=./$2
@@ -121,7 +171,17 @@ leaf() {
 	if [ ! -r "$f" ]; then say unreadable; exit 0; fi
 	a=$(st "$f") && [ -n "$a" ] || { say nostat; exit 0; }
 	say file $a
-	cat "$f" || exit 1
+	how=cat
+	if [ "$ask" = 1 ]; then IFS= read -r how || exit 0; fi
+	case $how in
+	cat) cat "$f" || exit 1 ;;
+	check)
+		d1=$dirs w1=$want pass=2
+		walk
+		[ "$dirs" = "$d1" ] && [ "$want" = "$w1" ] || bad
+		;;
+	*) exit 0 ;;
+	esac
 	b=$(st "$f") || b=gone
 	if [ -L "$f" ]; then b=link; fi
 	printf '` + remoteTrailer + ` %s\n' "$b" >&3
@@ -129,8 +189,9 @@ leaf() {
 }
 `
 
-// script returns the command that opens the file whose path components are parts.
-func (w remoteWorkspace) script(parts []string) string {
+// script returns the command that opens the file whose path components are
+// parts; ask makes it wait for the host's decision (see remoteScript).
+func (w remoteWorkspace) script(parts []string, ask bool) string {
 	root := w.dir
 	switch {
 	case root == "":
@@ -140,11 +201,14 @@ func (w remoteWorkspace) script(parts []string) string {
 	}
 	var b strings.Builder
 	b.WriteString(remoteScript)
-	fmt.Fprintf(&b, "cd -P %s || { say root; exit 0; }\nwant=$(pwd -P) || { say root; exit 0; }\n[ \"$want\" = / ] && want=\n", shellproto.Quote(root))
+	if ask {
+		b.WriteString("ask=1\n")
+	}
+	fmt.Fprintf(&b, "walk() {\ncd -P %s || bad root\nwant=$(pwd -P) || bad root\n[ \"$want\" = / ] && want=\ndirs=\ntrack\n", shellproto.Quote(root))
 	for i, p := range parts[:len(parts)-1] {
 		fmt.Fprintf(&b, "step %d %s\n", i+1, shellproto.Quote(p))
 	}
-	fmt.Fprintf(&b, "leaf %d %s\n", len(parts), shellproto.Quote(parts[len(parts)-1]))
+	fmt.Fprintf(&b, "}\nwalk\nleaf %d %s\n", len(parts), shellproto.Quote(parts[len(parts)-1]))
 	return b.String()
 }
 
@@ -164,11 +228,18 @@ func (w remoteWorkspace) Open(ctx context.Context, name string) (File, error) {
 	parts := strings.Split(name, "/")
 	cctx, cancel := context.WithCancel(ctx)
 	pr, pw := io.Pipe()
-	f := &remoteFile{name: name, cancel: cancel, pr: pr, ctl: newControl(), done: make(chan struct{})}
-	script := w.script(parts)
+	f := &remoteFile{name: name, ctx: cctx, cancel: cancel, pr: pr, ctl: newControl(), done: make(chan struct{})}
+	cmd := stage.Command{Script: w.script(parts, w.fr != nil), Stderr: f.ctl}
+	if w.fr != nil {
+		var stdin io.Reader
+		stdin, f.decision = io.Pipe()
+		cmd.Stdin = stdin
+		f.fr, f.path = w.fr, path.Join(w.dir, name)
+	}
 	out := &firstWrite{w: pw, seen: make(chan struct{})}
+	cmd.Stdout = out
 	go func() {
-		err := w.r.Run(cctx, stage.Command{Script: script, Stdout: out, Stderr: f.ctl})
+		err := w.r.Run(cctx, cmd)
 		f.runErr = err
 		f.ctl.end()
 		_ = pw.Close() // closing a pipe writer never fails
@@ -204,6 +275,7 @@ func (w remoteWorkspace) Open(ctx context.Context, name string) (File, error) {
 			_ = f.Close() // always nil
 			return nil, fmt.Errorf("%w: open %q: the first report is not a line of at most %d bytes", ErrProtocol, name, maxControl)
 		}
+		f.decide("")  // a Runner may wait for its stdin to end
 		<-f.done      // the header was signaled by the end of the command
 		_ = f.Close() // always nil
 		if f.runErr != nil {
@@ -217,6 +289,7 @@ func (w remoteWorkspace) Open(ctx context.Context, name string) (File, error) {
 		return nil, err
 	}
 	f.st, f.sig, f.remain = st, sig, st.Size
+	f.src = f.pr
 	return f, nil
 }
 
@@ -377,11 +450,22 @@ func (c *control) lines() ([]string, bool) {
 // remoteFile streams the content of one Open.
 type remoteFile struct {
 	name   string
+	ctx    context.Context // the command's
 	cancel context.CancelFunc
 	pr     *io.PipeReader
-	ctl    *control
-	done   chan struct{}
-	runErr error // set before done is closed
+	src    io.Reader // the content: pr, or what fr returned followed by pr
+
+	// With a FileReader: the file's absolute sandbox path, and the command's
+	// stdin, which takes one decision line (see remoteScript).
+	fr       stage.FileReader
+	path     string
+	decision *io.PipeWriter
+	decided  sync.Once
+	started  bool
+	check    bool // the content came from fr: ask for the check once it has been read
+	ctl      *control
+	done     chan struct{}
+	runErr   error // set before done is closed
 
 	st     FileStat
 	sig    string
@@ -402,6 +486,7 @@ func (f *remoteFile) Stat() FileStat { return f.st }
 // abandoned. It always returns nil.
 func (f *remoteFile) Close() error {
 	f.once.Do(func() {
+		f.decide("")
 		f.cancel()
 		_ = f.pr.CloseWithError(errClosed) // always nil
 		t := time.NewTimer(closeGrace)
@@ -414,8 +499,58 @@ func (f *remoteFile) Close() error {
 	return nil
 }
 
+// decide sends the command its decision line (none when line is "") and
+// ends its stdin; only the first call does anything. A command without a
+// decision pipe is left alone.
+func (f *remoteFile) decide(line string) {
+	if f.decision == nil {
+		return
+	}
+	f.decided.Do(func() {
+		if line != "" {
+			// A command that already ended (cancelled, killed) fails the
+			// write; the read then fails on its own terms.
+			_, _ = io.WriteString(f.decision, line+"\n")
+		}
+		_ = f.decision.Close() // closing a pipe writer never fails
+	})
+}
+
+// begin runs before the first byte is read when the Runner is a
+// stage.FileReader: a file of at most maxFileReaderBytes whose stat came
+// with a change time (stat(1), not ls) is read through it, at most its
+// announced size, and once the caller has read it all the command is asked
+// to check that the path and the file are unchanged. Otherwise, or when the
+// FileReader cannot read the file (no SFTP, a missing or replaced leaf), the
+// command streams it.
+func (f *remoteFile) begin() error {
+	if f.fr == nil {
+		return nil
+	}
+	if t := strings.Fields(f.sig); f.st.Size > maxFileReaderBytes || len(t) != 5 || t[4] == "0" {
+		f.decide("cat")
+		return nil
+	}
+	data, err := f.fr.ReadFile(f.ctx, f.path, f.st.Size)
+	switch {
+	case err == nil && int64(len(data)) == f.st.Size:
+		f.check = true                                      // at the end of the read, as File promises
+		f.src = io.MultiReader(bytes.NewReader(data), f.pr) // then the command's stdout, which must be empty
+		return nil
+	case err == nil:
+		return f.changed("it has %d bytes, not the announced %d: the file changed while it was read", len(data), f.st.Size)
+	case errors.Is(err, stage.ErrLimit):
+		return f.changed("it grew past the announced %d bytes while it was read; the read was cut off", f.st.Size)
+	case f.ctx.Err() != nil:
+		return fmt.Errorf("read %q from the remote workspace: %w", f.name, f.ctx.Err())
+	}
+	f.decide("cat") // the command's own stream is as safe; only slower
+	return nil
+}
+
 func (f *remoteFile) fail(err error) (int, error) {
 	f.err = err
+	f.decide("")
 	f.cancel()
 	_ = f.pr.CloseWithError(errClosed) // always nil
 	return 0, err
@@ -435,11 +570,17 @@ func (f *remoteFile) Read(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
+	if !f.started {
+		f.started = true
+		if err := f.begin(); err != nil {
+			return f.fail(err)
+		}
+	}
 	if f.remain > 0 {
 		if int64(len(p)) > f.remain {
 			p = p[:f.remain]
 		}
-		n, err := f.pr.Read(p)
+		n, err := f.src.Read(p)
 		f.remain -= int64(n)
 		if errors.Is(err, io.EOF) && f.remain > 0 {
 			<-f.done
@@ -458,8 +599,12 @@ func (f *remoteFile) Read(p []byte) (int, error) {
 	}
 	// All announced bytes are in: the stream must end here, and the
 	// second stat must match the first.
+	if f.check {
+		f.check = false
+		f.decide("check")
+	}
 	var one [1]byte
-	n, err := f.pr.Read(one[:])
+	n, err := f.src.Read(one[:])
 	if n > 0 {
 		return f.fail(f.changed("the sandbox sent more than the announced %d bytes; the read was cut off", f.st.Size))
 	}
@@ -485,6 +630,8 @@ func (f *remoteFile) Read(p []byte) (int, error) {
 		return f.fail(f.changed("the file was removed while it was read"))
 	case after == "link":
 		return f.fail(f.changed("the file was replaced by a symbolic link while it was read"))
+	case after == "moved" && f.fr != nil:
+		return f.fail(f.changed("a directory on its path was moved, replaced or changed while it was read"))
 	}
 	if _, _, ok := parseStat(after); !ok {
 		return f.fail(fmt.Errorf("%w: read %q: unexpected trailer %q", ErrProtocol, f.name, clip(lines[1])))

@@ -47,7 +47,7 @@ var (
 	ErrBadAsset = errors.New("invalid asset")
 	// ErrBadRoot reports a runtime root that is not an absolute, clean
 	// sandbox path.
-	ErrBadRoot = errors.New("invalid runtime root")
+	ErrBadRoot = errors.New("invalid stage root")
 	// ErrTransport is wrapped by every transport failure: a Runner that
 	// failed to run a command, a control operation that outlived its
 	// deadline, output that does not follow the bridge protocol. A transport

@@ -43,11 +43,8 @@ func TestLinkPolicy(t *testing.T) {
 const objective = "Review the change and write the findings to report.md, then attach it."
 
 func TestRun(t *testing.T) {
-	srv := remotetest.NewServer(t)
-	host, err := remote.Dial(t.Context(), srv.Addr(), srv.Config())
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = host.Close() })
-	r := newRun(t, host, srv.Dir()+"/work")
+	srv := remotetest.NewServer(t) // the sandbox: an SSH server in this process
+	r := newRun(t, dial(t, srv), srv.Dir()+"/work")
 
 	var turns []Turn
 	r.Agent = func(ctx context.Context, turn Turn) (Completion, error) {
@@ -89,9 +86,7 @@ func TestRun(t *testing.T) {
 // restored whatever happened after Prepare.
 func TestRunErrors(t *testing.T) {
 	srv := remotetest.NewServer(t)
-	host, err := remote.Dial(t.Context(), srv.Addr(), srv.Config())
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = host.Close() })
+	host := dial(t, srv)
 
 	for i, tc := range []struct {
 		name   string
@@ -172,6 +167,17 @@ func TestClassify(t *testing.T) {
 	} {
 		assert.Equal(t, tc.want, classify(tc.err), "%v", tc.err)
 	}
+}
+
+// dial connects to srv as main connects to a real sandbox (remote.Dial with
+// a Config that pins the host key; srv.Config pins srv's) and closes the
+// Host when the test ends.
+func dial(t *testing.T, srv *remotetest.Server) *remote.Host {
+	t.Helper()
+	host, err := remote.Dial(t.Context(), srv.Addr(), srv.Config())
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, host.Close()) })
+	return host
 }
 
 // newRun is a Run on a fresh git workspace, the fixture skills and a fresh

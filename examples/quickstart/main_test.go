@@ -17,13 +17,39 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/knownhosts"
+
+	"github.com/airlockdev/airlock/internal/sshdtest"
 )
 
 func TestQuickstart(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	sum, err := run(t.Context(), Options{JSON: true}, &stdout, &stderr)
 	require.NoError(t, err, "stderr:\n%s", stderr.String())
+	assert.True(t, strings.HasPrefix(sum.Sandbox, "remotetest 127.0.0.1:"), sum.Sandbox)
+	checkSummary(t, sum, &stdout, &stderr)
+}
 
+// TestQuickstartOverSSHD runs the same steps the way -ssh user@host:port -i
+// KEY -known-hosts FILE does, against a real OpenSSH sshd (skipped, saying
+// how to install it, when there is none), and checks every step's result as
+// TestQuickstart does; the remote workspace is removed afterwards.
+func TestQuickstartOverSSHD(t *testing.T) {
+	srv := sshdtest.Start(t)
+	o := Options{JSON: true, SSH: srv.User() + "@" + srv.Addr(), KeyFile: srv.KeyFile(), KnownHosts: srv.KnownHostsFile(),
+		RemoteDir: srv.Dir() + "/work"}
+	var stdout, stderr bytes.Buffer
+	sum, err := run(t.Context(), o, &stdout, &stderr)
+	require.NoError(t, err, "stderr:\n%s\nsshd log:\n%s", stderr.String(), srv.Log())
+	assert.Equal(t, "ssh "+o.SSH, sum.Sandbox)
+	assert.Equal(t, o.RemoteDir, sum.RemoteDir)
+	checkSummary(t, sum, &stdout, &stderr)
+	assert.NoDirExists(t, o.RemoteDir, "the remote workspace is removed without -keep")
+}
+
+// checkSummary checks what every step of a -json run reported, and that the
+// run printed it and one progress line per step.
+func checkSummary(t *testing.T, sum *Summary, stdout, stderr *bytes.Buffer) {
+	t.Helper()
 	var printed Summary
 	require.NoError(t, json.Unmarshal(stdout.Bytes(), &printed), "-json prints the summary")
 	assert.Equal(t, *sum, printed)
@@ -33,7 +59,6 @@ func TestQuickstart(t *testing.T) {
 		assert.True(t, strings.HasPrefix(l, "quickstart: "+string(rune('1'+i))+"/7 "), l)
 	}
 	assert.NoDirExists(t, sum.Dir, "the temporary directory is removed without -keep")
-	assert.True(t, strings.HasPrefix(sum.Sandbox, "remotetest 127.0.0.1:"), sum.Sandbox)
 
 	sk := sum.Skills
 	assert.Equal(t, []string{"code-review", "release-notes"}, sk.Kept)

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path"
 	"strings"
 	"sync"
@@ -77,15 +76,21 @@ func WithControlTimeout(d time.Duration) BridgeOption {
 }
 
 // Bridge is a Target for sandboxes that can only run shell commands. It
-// needs POSIX sh and tar (plus mkdir, mv, rm, cat, wc, chmod) in the sandbox.
+// needs POSIX sh and tar (plus mkdir, mv, rm, cat, chmod) in the sandbox,
+// and uses sha256sum or openssl (for delta publish) and mv --exchange when
+// the sandbox has them.
 //
-// A changed asset costs three commands: a control command that creates the
-// root and an exclusive temporary directory, one data command that receives
-// the whole tree as a single buffered tar stream on its stdin, and a control
-// command that checks the transfer completed and moves the tree and its
-// manifest into place. An unchanged asset costs a share of one probe
-// command. No file content is ever base64-encoded or sent one command per
-// file.
+// A changed asset costs two commands. The first makes the root and an
+// exclusive temporary directory (a control step: it must report the
+// directory made within the control deadline), copies the unchanged files
+// from the previous copy and checks their SHA-256 in the sandbox (delta
+// publish; a long list of them is carried by a command of its own), and
+// then receives the rest of the tree as a single buffered tar stream on its
+// stdin (a data step). The second, a control command, checks the transfer
+// completed and moves the tree and its manifest into place. An unchanged
+// asset costs a share of one probe command (none when the Runner is a
+// FileReader). No file content is ever base64-encoded or sent one command
+// per file.
 //
 // Every control command runs under the control deadline, enforced on the
 // host even when the Runner ignores its context: by then the operation
@@ -253,7 +258,7 @@ const MaxProbeBytes = MaxManifestBytes + 1<<20
 // sandboxCaps is what Bridge learns about a sandbox once, in its first
 // probe.
 type sandboxCaps struct {
-	sha256   bool // sha256sum is there: unchanged files can be carried over and checked (delta publish)
+	sha256   bool // sha256sum or openssl is there: unchanged files can be carried over and checked (delta publish)
 	exchange bool // mv --exchange (GNU coreutils 9.5+): the publish swaps old and new copies in one rename
 }
 
@@ -265,7 +270,7 @@ const probeHeader = "airlock-probe "
 // detectScript prints the capability word of probeHeader.
 const detectScript = `m=
 for t in tar mkdir mv rm cat chmod; do command -v "$t" >/dev/null 2>&1 || m="$m $t"; done
-s=0; command -v sha256sum >/dev/null 2>&1 && s=1
+s=0; { command -v sha256sum || command -v openssl; } >/dev/null 2>&1 && s=1
 x=0; mv --help 2>/dev/null | grep -q -e '--exchange' && x=1
 c="$s$x$m"
 `
@@ -436,7 +441,7 @@ func (b *Bridge) Publish(ctx context.Context, root, name string, src *Tree) (err
 	}
 	defer unlock()
 	// What the sandbox offers is learnt by the first probe, or else by this
-	// publish's setup command (no extra round trip).
+	// publish's send command (no extra round trip).
 	c, known := b.knownCaps()
 	if known && c.missing != "" {
 		return c.missingErr()
@@ -449,89 +454,22 @@ func (b *Bridge) Publish(ctx context.Context, root, name string, src *Tree) (err
 	dst := path.Join(root, name)
 	mf := path.Join(root, manifestName(name))
 
-	var setup strings.Builder
-	if !known {
-		// Learn the tools first; refuse before changing anything when one
-		// is missing (exit 97, the header names them).
-		setup.WriteString(detectScript)
-		fmt.Fprintf(&setup, "echo \"%s$c\"\ncase \"$c\" in *' '*) exit 97;; esac\n", probeHeader)
-	}
-	setup.WriteString("umask 022\n")
-	if parent := path.Dir(root); parent != "/" {
-		fmt.Fprintf(&setup, "p=%s\n[ -d \"$p\" ] || mkdir -p \"$p\" || exit 1\n", q(parent))
-	}
-	// A link or non-directory at the root is replaced, never followed.
-	fmt.Fprintf(&setup, "r=%s\nif [ -L \"$r\" ] || { [ -e \"$r\" ] && [ ! -d \"$r\" ]; }; then rm -f \"$r\" || exit 1; fi\n", q(root))
-	setup.WriteString("[ -d \"$r\" ] || mkdir \"$r\" || exit 1\n")
-	setup.WriteString(sweepScript)
-	fmt.Fprintf(&setup, "exec mkdir -m 700 %s\n", q(tmp))
-	// A cancelled setup gets a short grace to end, so that the cleanup below
-	// does not overtake it.
-	setupOut := &limitedBuffer{Max: 4 << 10, Truncate: true}
-	serr := b.runControl(ctx, "creating temporary directory "+tmp, Command{Script: setup.String(), Stdout: setupOut}, b.stopGrace())
-	if !known {
-		if line, _, ok := strings.Cut(setupOut.String(), "\n"); ok {
-			if word, ok := strings.CutPrefix(line, probeHeader); ok && len(word) >= 2 && strings.Trim(word[:2], "01") == "" {
-				b.setCaps(sandboxCaps{sha256: word[0] == '1', exchange: word[1] == '1'}, word[2:])
+	out, err := b.send(ctx, root, tmp, dst, src)
+	if err == nil {
+		caps, _ := b.knownCaps()
+		if err = ctx.Err(); err == nil { // the last point at which a cancellation stops the publish
+			// The publish is short and must not be cut in half by the
+			// caller: only the control deadline bounds it.
+			err = b.control(context.WithoutCancel(ctx), "moving the new copy into place", Command{Script: publishScript(tmp, dst, mf, name, caps.exchange)})
+			if err == nil || errors.Is(err, ErrTransport) {
+				return err // on a transport failure its outcome is unknown: send nothing more
 			}
 		}
-		if c, ok := b.knownCaps(); ok && c.missing != "" {
-			return c.missingErr()
-		}
-		if serr == nil {
-			if _, ok := b.knownCaps(); !ok {
-				return fmt.Errorf("%w: creating temporary directory %s: the setup command did not report what the sandbox offers", ErrTransport, tmp)
-			}
-		}
+	} else if !out.created || out.uncertain {
+		return err // not created by us, or the sandbox may still be writing into it
 	}
-	caps, _ := b.knownCaps()
-	if err := serr; err != nil {
-		if ctx.Err() == nil || errors.Is(err, ErrTransport) {
-			return err // not created by us, or uncertain after a control timeout: leave it
-		}
-		// The caller gave up while the setup ran: the exclusive mkdir of a
-		// fresh random name either happened or not, so removing that name is
-		// safe and keeps the promise of leaving no temporary directory.
-		if cerr := b.cleanup(ctx, tmp, dst, name); cerr != nil {
-			return errors.Join(err, cerr)
-		}
-		return err
-	}
-
-	cleanup := true
-	defer func() {
-		if err == nil || !cleanup {
-			return
-		}
-		if cerr := b.cleanup(ctx, tmp, dst, name); cerr != nil {
-			err = errors.Join(err, cerr)
-		}
-	}()
-
-	var carried map[string]bool
-	if u := src.Unchanged(); len(u) > 0 && caps.sha256 {
-		var uncertain bool
-		if carried, uncertain, err = b.carry(ctx, tmp, dst, u); err != nil {
-			if uncertain {
-				cleanup = false
-			}
-			return err
-		}
-	}
-	if uncertain, err := b.transfer(ctx, tmp, src, carried); err != nil {
-		if uncertain {
-			cleanup = false // the data command may still be writing into tmp: send nothing more
-		}
-		return err
-	}
-	if err := ctx.Err(); err != nil {
-		return err // the last point at which a cancellation stops the publish
-	}
-	// The publish is short and must not be cut in half by the caller: only
-	// the control deadline bounds it.
-	err = b.control(context.WithoutCancel(ctx), "moving the new copy into place", Command{Script: publishScript(tmp, dst, mf, name, caps.exchange)})
-	if errors.Is(err, ErrTransport) {
-		cleanup = false // its outcome is unknown: send nothing more
+	if cerr := b.cleanup(ctx, tmp, dst, name); cerr != nil {
+		return errors.Join(err, cerr)
 	}
 	return err
 }
@@ -594,70 +532,36 @@ rm -rf "$t" 2>/dev/null || { chmod -R u+rwx "$t"; rm -rf "$t"; } || { echo "publ
 // (ARG_MAX is 128 KiB per argument and about 2 MiB in all on Linux).
 const maxCarryArgs = 96 << 10
 
-// carry copies the unchanged files from the previous copy dst into
-// tmp/new/tree inside the sandbox (a copy, never a link), has the sandbox
-// hash each copy, and returns the files whose copy has the SHA-256 the
-// manifest gives: those need not be sent. A copy that is missing, not a
-// regular file or has other bytes is sent as usual (the transfer replaces
-// it). Files whose names sha256sum would escape are not carried. The
-// script travels on stdin, so its length is not bounded by ARG_MAX; it is
-// a data command (bounded by ctx), as copying may take long.
-func (b *Bridge) carry(ctx context.Context, tmp, dst string, files []UnchangedFile) (map[string]bool, bool, error) {
-	var sb strings.Builder
-	fmt.Fprintf(&sb, "n=%s/new/tree\nmkdir -p \"$n\" || exit 1\ncd %s 2>/dev/null || exit 0\n", q(tmp), q(dst))
-	want := make(map[string]string, len(files))
-	var batch []string
-	size := 0
-	flush := func() {
-		if len(batch) == 0 {
-			return
-		}
-		args := strings.Join(batch, " ")
-		// Copy, drop whatever is not a regular file, hash what is left.
-		fmt.Fprintf(&sb, "tar -c -f - -- %s 2>/dev/null | (cd \"$n\" && tar -x -o -f - 2>/dev/null)\n", args)
-		fmt.Fprintf(&sb, "(cd \"$n\" && for f in %s; do if [ -L \"$f\" ] || { [ -e \"$f\" ] && [ ! -f \"$f\" ]; }; then rm -rf -- \"$f\"; fi; done; sha256sum -- %s 2>/dev/null)\n", args, args)
-		batch, size = batch[:0], 0
-	}
-	for _, f := range files {
-		if strings.ContainsAny(f.Path, "\\\n\r") || strings.HasPrefix(f.Path, "-") {
-			continue
-		}
-		want[f.Path] = f.SHA256
-		a := q(f.Path)
-		if size+len(a) > maxCarryArgs {
-			flush()
-		}
-		batch = append(batch, a)
-		size += len(a) + 1
-	}
-	flush()
-	if len(want) == 0 {
-		return nil, false, nil
-	}
-	sb.WriteString("exit 0\n")
-	out := &limitedBuffer{Max: len(want)*(80+4<<10) + 4<<10}
+// carry copies the unchanged files of plan from the previous copy dst
+// into tmp/new/tree inside the sandbox (a copy, never a link), has the
+// sandbox hash each copy, and returns the files whose copy has the SHA-256
+// the manifest gives: those need not be sent. A copy that is missing, not
+// a regular file or has other bytes is sent as usual (the transfer
+// replaces it). It is the carry of a plan too long to travel in the send
+// command's script: its script travels on stdin, so its length is not
+// bounded by ARG_MAX; it is a data command (bounded by ctx), as copying
+// may take long.
+func (b *Bridge) carry(ctx context.Context, tmp, dst string, plan carryPlan) (map[string]bool, bool, error) {
+	script := "umask 0\nah=1\necho " + readyLine + "\n" + plan.script(tmp+"/new/tree", dst) + "echo " + carriedLine + "\nexit 0\n"
+	rep := newSendReport(plan.want)
 	stderr := &limitedBuffer{Max: 4 << 10, Truncate: true}
 	op := "carrying unchanged files into " + tmp
 	dctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	ended, rerr := b.runData(dctx, Command{Script: "exec /bin/sh -s", Stdin: strings.NewReader(sb.String()), Stdout: out, Stderr: stderr}, nil, cancel)
+	outR, outW := io.Pipe()
+	go rep.read(outR, cancel)
+	ended, rerr := b.runData(dctx, Command{Script: "exec /bin/sh -s", Stdin: strings.NewReader(script), Stdout: outW, Stderr: stderr}, func() { outW.Close() }, cancel)
 	if !ended {
 		return nil, true, fmt.Errorf("%s: %w (%w: the sandbox command did not end within %s of being stopped; its temporary directory %s is left behind: remove it by hand)", op, context.Cause(ctx), ErrTransport, b.stopGrace(), tmp)
 	}
+	<-rep.done
 	if rerr != nil {
 		return nil, false, b.classify(ctx, nil, op, rerr, stderr)
 	}
-	carried := make(map[string]bool, len(want))
-	for line := range strings.Lines(out.String()) {
-		line = strings.TrimSuffix(line, "\n")
-		if len(line) < 67 || line[64] != ' ' || (line[65] != ' ' && line[65] != '*') {
-			continue
-		}
-		if p := line[66:]; want[p] == line[:64] {
-			carried[p] = true
-		}
+	if rep.err != nil {
+		return nil, false, fmt.Errorf("%w: %s: %w", ErrTransport, op, rep.err)
 	}
-	return carried, false, nil
+	return rep.hashes, false, nil
 }
 
 // cleanup removes the temporary directory tmp of a failed publish, putting
@@ -668,76 +572,6 @@ func (b *Bridge) cleanup(ctx context.Context, tmp, dst, name string) error {
 if [ ! -e "$d" ] && [ ! -L "$d" ] && { [ -e "$o" ] || [ -L "$o" ]; }; then mv "$o" "$d"; fi
 rm -rf "$t" 2>/dev/null || { chmod -R u+rwx "$t"; rm -rf "$t"; }`, q(tmp), q(dst), q(path.Join(tmp, tarOld, name)))
 	return b.control(context.WithoutCancel(ctx), "removing temporary directory "+tmp, Command{Script: script})
-}
-
-// transfer sends src as one tar stream into tmp.
-// The stream goes through an OS pipe, so a Runner that hands its stdin to a
-// process (LocalRunner) passes the descriptor itself, with no copy.
-//
-// The Runner runs in its own goroutine: when the caller's ctx ends (or the
-// source cannot be read) and the Runner does not return within stopGrace,
-// transfer returns anyway. uncertain then reports that the sandbox command
-// may still be writing into tmp; the error names tmp, which is left behind.
-func (b *Bridge) transfer(ctx context.Context, tmp string, src *Tree, carried map[string]bool) (uncertain bool, err error) {
-	dctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	pr, pw, err := os.Pipe()
-	if err != nil {
-		return false, fmt.Errorf("creating a pipe for the tar stream: %w", err)
-	}
-	growPipe(pw)
-	wdone := make(chan error, 1)
-	go func() {
-		_, werr := writeTarStream(dctx, sink{pw}, src, carried)
-		if werr != nil {
-			cancel() // stop the sandbox side before it sees the end of the stream
-		}
-		pw.Close()
-		wdone <- werr
-	}()
-	// stopWriting makes a write still pending fail and ends the stream: the
-	// sandbox will not read it. (The read end is closed only once the Runner
-	// has returned, as it may still be handing it to a process; and a
-	// process that inherited it may keep it open, so closing our copy alone
-	// would not be enough.)
-	stopWriting := func() {
-		_ = pw.SetWriteDeadline(time.Now())
-		pw.Close()
-	}
-	stderr := &limitedBuffer{Max: 4 << 10, Truncate: true}
-	op := "sending the tree to " + tmp
-	// The owner file names the process that writes into tmp (tar, through
-	// exec), so that a later setup can tell a cut transfer's directory
-	// from a live one (sweepScript).
-	cmd := Command{Script: "umask 0\ncd " + q(tmp) + " && echo $$ >" + ownerFile + " && exec tar -x -o -f -", Stdin: pr, Stderr: stderr}
-	ended, rerr := b.runData(dctx, cmd, func() { pr.Close() }, stopWriting)
-	stopWriting()
-	if !ended {
-		var werr error
-		select {
-		case werr = <-wdone:
-		case <-time.After(b.stopGrace()):
-		}
-		left := fmt.Sprintf("the sandbox command did not end within %s of being stopped and may still be writing; its temporary directory %s is left behind: remove it by hand", b.stopGrace(), tmp)
-		switch cerr := ctx.Err(); {
-		case cerr != nil:
-			return true, fmt.Errorf("%s: %w (%w: %s)", op, cerr, ErrTransport, left)
-		case werr != nil && !errors.Is(werr, errSandboxGone):
-			return true, fmt.Errorf("%w (%w: %s)", werr, ErrTransport, left)
-		default:
-			return true, fmt.Errorf("%w: %s: %s", ErrTransport, op, left)
-		}
-	}
-	werr := <-wdone
-	switch {
-	case werr != nil && !errors.Is(werr, errSandboxGone):
-		return false, werr // reading the source failed (or the caller cancelled)
-	case rerr != nil:
-		return false, b.classify(ctx, nil, op, rerr, stderr)
-	case werr != nil:
-		return false, fmt.Errorf("%w: %s: the sandbox command exited before reading the whole stream", ErrTransport, op)
-	}
-	return false, nil
 }
 
 // sink marks every write error as the sandbox's going away.

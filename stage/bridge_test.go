@@ -49,7 +49,9 @@ func (s *scriptedRunner) commands() []stage.Command {
 
 // Recognizers for the bridge's commands.
 var (
-	isProbe    = func(c stage.Command) bool { return strings.Contains(c.Script, `exec tar -c -f - "$@"`) }
+	isProbe = func(c stage.Command) bool { return strings.Contains(c.Script, `exec tar -c -f - "$@"`) }
+	// The send command makes the temporary directory and takes the stream:
+	// it is both isSetup and isTransfer.
 	isSetup    = func(c stage.Command) bool { return strings.Contains(c.Script, "mkdir -m 700") }
 	isTransfer = func(c stage.Command) bool { return c.Stdin != nil && strings.Contains(c.Script, "tar -x") }
 	isPublish  = func(c stage.Command) bool { return strings.Contains(c.Script, "transfer incomplete") }
@@ -108,6 +110,10 @@ func TestBridgeHangingRunner(t *testing.T) {
 				h := hang(t)
 				r.do = func(ctx context.Context, cmd stage.Command) error {
 					if isTransfer(cmd) {
+						// The directory is made, then tar fails.
+						if _, err := io.WriteString(cmd.Stdout, "airlock-ready\n"); err != nil {
+							return err
+						}
 						return &stage.ExitError{Status: 2}
 					}
 					return h(ctx, cmd)
@@ -241,6 +247,18 @@ func TestBridgeControlEnforcedOnHost(t *testing.T) {
 	assert.InDelta(t, 300*time.Millisecond, time.Since(start), float64(500*time.Millisecond))
 }
 
+// slowReader waits delay before its first read.
+type slowReader struct {
+	r     io.Reader
+	delay time.Duration
+	once  sync.Once
+}
+
+func (s *slowReader) Read(p []byte) (int, error) {
+	s.once.Do(func() { time.Sleep(s.delay) })
+	return s.r.Read(p)
+}
+
 // TestBridgeTransferNotBoundByControlDeadline makes the data transfer take
 // several control deadlines: it must still succeed.
 func TestBridgeTransferNotBoundByControlDeadline(t *testing.T) {
@@ -249,7 +267,9 @@ func TestBridgeTransferNotBoundByControlDeadline(t *testing.T) {
 	build(t, src, "f=x")
 	local := stage.LocalRunner(dir)
 	r := &scriptedRunner{next: local, match: isTransfer, do: func(ctx context.Context, cmd stage.Command) error {
-		time.Sleep(600 * time.Millisecond)
+		// The directory is made at once; the stream then takes four
+		// control deadlines to arrive.
+		cmd.Stdin = &slowReader{r: cmd.Stdin, delay: 600 * time.Millisecond}
 		return local.Run(ctx, cmd)
 	}}
 	b := stage.NewBridge(r, stage.WithControlTimeout(150*time.Millisecond))
@@ -355,13 +375,25 @@ func TestBridgePublishChecksCompleteness(t *testing.T) {
 			require.NoError(t, err)
 			build(t, src, "a=new", "b=new") // both changed: nothing is carried over, both travel
 			r := &scriptedRunner{next: local, match: isTransfer, do: func(ctx context.Context, cmd stage.Command) error {
-				all, err := io.ReadAll(cmd.Stdin)
-				if err != nil {
-					return err
-				}
-				ends := memberEnds(t, all)
-				require.Len(t, ends, members)
-				cmd.Stdin = bytes.NewReader(all[:ends[k]])
+				// The host sends the stream once the command reports that
+				// its directory is ready: run it, and hand tar the prefix.
+				in := cmd.Stdin
+				pr, pw := io.Pipe()
+				cmd.Stdin = pr
+				go func() {
+					all, err := io.ReadAll(in)
+					if err != nil {
+						pw.CloseWithError(err)
+						return
+					}
+					ends := memberEnds(t, all)
+					if len(ends) != members {
+						pw.CloseWithError(fmt.Errorf("the stream has %d members, want %d", len(ends), members))
+						return
+					}
+					_, err = pw.Write(all[:ends[k]])
+					pw.CloseWithError(err)
+				}()
 				return local.Run(ctx, cmd)
 			}}
 			_, err = stage.Stage(context.Background(), stage.NewBridge(r), root, []stage.Asset{{Name: "x", Source: src}})
@@ -473,9 +505,9 @@ func TestLocalRunner(t *testing.T) {
 }
 
 // TestBridgeCommandsDoNotGrowWithFiles stages a changed asset of 3 files and
-// one of 300: both cost the same four commands (probe, setup, one data
-// command carrying the whole tree as a tar stream, publish), and no script
-// carries file content.
+// one of 300: both cost the same three commands (probe; one data command
+// that makes the temporary directory and takes the whole tree as a tar
+// stream; publish), and no script carries file content.
 func TestBridgeCommandsDoNotGrowWithFiles(t *testing.T) {
 	for _, files := range []int{3, 300} {
 		t.Run(fmt.Sprint(files), func(t *testing.T) {
@@ -492,7 +524,7 @@ func TestBridgeCommandsDoNotGrowWithFiles(t *testing.T) {
 			}}
 			_, err := stage.Stage(context.Background(), stage.NewBridge(r), filepath.Join(dir, "rt"), []stage.Asset{{Name: "a", Source: src}})
 			require.NoError(t, err)
-			assert.Len(t, scripts, 4, "probe, setup, transfer, publish")
+			assert.Len(t, scripts, 3, "probe, send, publish")
 			for _, s := range scripts {
 				assert.NotContains(t, s, "content-", "file content never travels in a script")
 				assert.NotContains(t, s, "base64")

@@ -49,3 +49,11 @@ var ReadTarStream = readTarStream
 
 // SetRemove makes d remove its temporary directories with rm.
 func SetRemove(d *Dir, rm func(r *os.Root, name string) error) { d.rm = rm }
+
+// SetMaxEmbeddedCarry lowers the size of a carry that travels inside the
+// send command's script, for the test's duration.
+func SetMaxEmbeddedCarry(t interface{ Cleanup(func()) }, n int) {
+	old := maxEmbeddedCarry
+	maxEmbeddedCarry = n
+	t.Cleanup(func() { maxEmbeddedCarry = old })
+}

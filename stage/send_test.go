@@ -1,0 +1,164 @@
+package stage_test
+
+import (
+	"context"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/airlockdev/airlock/stage"
+)
+
+// isCarry recognizes the carry command of a plan too long for the send
+// command's script.
+func isCarry(c stage.Command) bool { return c.Script == "exec /bin/sh -s" }
+
+// TestDeltaCarryOutOfLine: a carry too long to travel in the send command
+// runs as a command of its own while the send command waits; the result is
+// the same: only the changed file and a tampered one travel.
+func TestDeltaCarryOutOfLine(t *testing.T) {
+	stage.SetMaxEmbeddedCarry(t, 16)
+	dir, src := t.TempDir(), t.TempDir()
+	root := filepath.Join(dir, "rt")
+	build(t, src, "a=alpha", "d/b=bravo", "d/c=charlie", "e=echo")
+	r := &scriptedRunner{next: stage.LocalRunner(dir), match: func(stage.Command) bool { return false }}
+	b := stage.NewBridge(r)
+	rt, err := stage.Stage(t.Context(), b, root, []stage.Asset{{Name: "x", Source: src}})
+	require.NoError(t, err)
+	require.Equal(t, 4, rt.Assets[0].Sent)
+
+	require.NoError(t, os.WriteFile(filepath.Join(root, "x", "d", "c"), []byte("CHARLIE"), 0o644)) // tampered in the sandbox
+	build(t, src, "a=ALPHA")
+	rt, err = stage.Stage(t.Context(), b, root, []stage.Asset{{Name: "x", Source: src}}, stage.WithVerify())
+	require.NoError(t, err)
+	assert.Equal(t, 2, rt.Assets[0].Sent, "the changed file and the tampered one")
+	assert.Equal(t, "charlie", readFile(t, filepath.Join(root, "x", "d", "c")))
+	assert.Equal(t, "ALPHA", readFile(t, filepath.Join(root, "x", "a")))
+	carries := 0
+	for _, c := range r.commands() {
+		if isCarry(c) {
+			carries++
+		}
+	}
+	assert.Equal(t, 1, carries, "one carry command of its own")
+	assertNoTemp(t, root)
+}
+
+// TestDeltaCarryHashTools: the sandbox checks carried copies with openssl
+// or sha256sum, whichever it has; with neither, nothing is carried and
+// every file travels. Whichever tool, a carried file gets the manifest's
+// mode back even when the sandbox changed its copy's.
+func TestDeltaCarryHashTools(t *testing.T) {
+	base := []string{"tar", "mkdir", "mv", "rm", "cat", "chmod", "grep"}
+	for _, c := range []struct {
+		name  string
+		tools []string
+		sent  int
+	}{
+		{"openssl", []string{"openssl"}, 1},
+		{"sha256sum", []string{"sha256sum"}, 1},
+		{"neither", nil, 3},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			bin := t.TempDir()
+			for _, tool := range append(append([]string(nil), base...), c.tools...) {
+				p, err := exec.LookPath(tool)
+				if err != nil {
+					t.Skipf("%s is not installed: %v", tool, err)
+				}
+				require.NoError(t, os.Symlink(p, filepath.Join(bin, tool)))
+			}
+			t.Setenv("PATH", bin)
+			dir, src := t.TempDir(), t.TempDir()
+			root := filepath.Join(dir, "rt")
+			build(t, src, "a=alpha", "b=bravo", "c=charlie")
+			require.NoError(t, os.Chmod(filepath.Join(src, "b"), 0o750))
+			b := stage.NewBridge(stage.LocalRunner(dir))
+			_, err := stage.Stage(t.Context(), b, root, []stage.Asset{{Name: "x", Source: src}})
+			require.NoError(t, err)
+			require.NoError(t, os.Chmod(filepath.Join(root, "x", "b"), 0o600))
+
+			build(t, src, "a=ALPHA")
+			rt, err := stage.Stage(t.Context(), b, root, []stage.Asset{{Name: "x", Source: src}})
+			require.NoError(t, err)
+			assert.Equal(t, c.sent, rt.Assets[0].Sent)
+			fi, err := os.Stat(filepath.Join(root, "x", "b"))
+			require.NoError(t, err)
+			assert.Equal(t, os.FileMode(0o750), fi.Mode().Perm(), "the manifest's mode")
+			assert.Equal(t, "ALPHA", readFile(t, filepath.Join(root, "x", "a")))
+			assert.Equal(t, "bravo", readFile(t, filepath.Join(root, "x", "b")))
+		})
+	}
+}
+
+// TestSendReportHostile: what the send command prints is parsed as it
+// streams and bounded: a sandbox that floods it, sends an endless line or
+// more hash lines than files fails the publish with ErrTransport, and the
+// previous copy stays.
+func TestSendReportHostile(t *testing.T) {
+	for _, c := range []struct {
+		name, want string
+		out        func(w io.Writer) error
+	}{
+		{"FloodBeforeReady", "unexpected output before the temporary directory was made", func(w io.Writer) error {
+			line := []byte(strings.Repeat("y", 1000) + "\n")
+			for range 16 << 10 { // 16 MB
+				if _, err := w.Write(line); err != nil {
+					return err
+				}
+			}
+			return nil
+		}},
+		{"EndlessLine", "a report line of more than", func(w io.Writer) error {
+			chunk := []byte(strings.Repeat("z", 64<<10))
+			if _, err := io.WriteString(w, "airlock-ready\n"); err != nil {
+				return err
+			}
+			for range 256 { // 16 MiB
+				if _, err := w.Write(chunk); err != nil {
+					return err
+				}
+			}
+			return nil
+		}},
+		{"TooManyHashLines", "more hash lines than files carried", func(w io.Writer) error {
+			if _, err := io.WriteString(w, "airlock-ready\n"); err != nil {
+				return err
+			}
+			line := strings.Repeat("0", 64) + "  a\n"
+			for range 100 << 10 {
+				if _, err := io.WriteString(w, line); err != nil {
+					return err
+				}
+			}
+			return nil
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir, src := t.TempDir(), t.TempDir()
+			root := filepath.Join(dir, "rt")
+			build(t, src, "a=alpha", "b=bravo")
+			local := stage.LocalRunner(dir)
+			_, err := stage.Stage(t.Context(), stage.NewBridge(local), root, []stage.Asset{{Name: "x", Source: src}})
+			require.NoError(t, err)
+
+			build(t, src, "a=ALPHA")
+			r := &scriptedRunner{next: local, match: isTransfer, do: func(ctx context.Context, cmd stage.Command) error {
+				if err := c.out(cmd.Stdout); err != nil {
+					return err
+				}
+				return &stage.ExitError{Status: 1}
+			}}
+			_, err = stage.Stage(t.Context(), stage.NewBridge(r), root, []stage.Asset{{Name: "x", Source: src}})
+			require.ErrorIs(t, err, stage.ErrTransport)
+			assert.ErrorContains(t, err, c.want)
+			assert.Equal(t, "alpha", readFile(t, filepath.Join(root, "x", "a")), "the previous copy stays")
+		})
+	}
+}

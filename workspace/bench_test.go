@@ -11,8 +11,6 @@ import (
 	"strings"
 	"testing"
 
-	"golang.org/x/crypto/ssh"
-
 	"github.com/airlockdev/airlock/internal/sshdtest"
 	"github.com/airlockdev/airlock/stage"
 	"github.com/airlockdev/airlock/stage/remote/remotetest"
@@ -208,8 +206,8 @@ func shq(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'
 // master connection that every command shares.
 type sshClient struct{ argv []string }
 
-// newSSHClient starts sshd, authorizes a fresh client key in it and opens
-// the master connection. It skips b when the ssh client is missing (sshd
+// newSSHClient starts sshd and opens the master connection with the
+// harness's client key and known_hosts file. It skips b when the ssh client is missing (sshd
 // itself is checked by sshdtest.Start).
 func newSSHClient(b *testing.B) sshClient {
 	b.Helper()
@@ -217,11 +215,6 @@ func newSSHClient(b *testing.B) sshClient {
 	sshPath, err := exec.LookPath("ssh")
 	if err != nil {
 		b.Skipf("the OpenSSH client (ssh) is not on PATH (%v); install openssh-client to run the manual SSH baseline", err)
-	}
-	// sshdtest keeps the authorized keys next to the sandbox directory.
-	authorized := filepath.Join(filepath.Dir(srv.Dir()), "authorized_keys")
-	if _, err := os.Stat(authorized); err != nil {
-		b.Fatalf("sshdtest no longer keeps authorized_keys at %s (%v): update newSSHClient", authorized, err)
 	}
 	dir, err := os.MkdirTemp("", "ssh") // short: a control socket path is limited to about 100 bytes
 	if err != nil {
@@ -232,33 +225,12 @@ func newSSHClient(b *testing.B) sshClient {
 			b.Errorf("removing %s: %v", dir, err)
 		}
 	})
-	key := filepath.Join(dir, "id")
-	if out, err := exec.Command("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", key).CombinedOutput(); err != nil {
-		b.Fatalf("ssh-keygen: %v: %s", err, out)
-	}
-	pub, err := os.ReadFile(key + ".pub")
+	key, knownHosts := srv.KeyFile(), srv.KnownHostsFile()
+	_, port, err := net.SplitHostPort(srv.Addr())
 	if err != nil {
 		b.Fatal(err)
 	}
-	f, err := os.OpenFile(authorized, os.O_WRONLY|os.O_APPEND, 0)
-	if err != nil {
-		b.Fatal(err)
-	}
-	_, err = f.Write(pub)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		b.Fatalf("authorizing the client key in %s: %v", authorized, err)
-	}
-	host, port, err := net.SplitHostPort(srv.Addr())
-	if err != nil {
-		b.Fatal(err)
-	}
-	knownHosts := filepath.Join(dir, "known_hosts")
-	if err := os.WriteFile(knownHosts, []byte("["+host+"]:"+port+" "+string(ssh.MarshalAuthorizedKey(srv.HostKey()))), 0o600); err != nil {
-		b.Fatal(err)
-	}
+	host := "127.0.0.1" // as sshdtest's known_hosts names it
 	u, err := user.Current()
 	if err != nil {
 		b.Fatal(err)

@@ -33,7 +33,10 @@ type Command struct {
 // errors.As finds as *ExitError when it exited otherwise; any other error
 // means the command could not be run or followed to its end (a transport
 // failure). Run should return when ctx ends; Bridge does not rely on it.
-// Env values must never appear in a command line.
+// Env values must never appear in a command line. Bridge's scripts stay
+// under about 72 KiB (a delta publish names up to 64 KiB of unchanged
+// files in its send command; longer lists travel on stdin), which the
+// Runner must be able to pass to sh.
 type Runner interface {
 	// Run runs cmd in the sandbox and waits for it to end.
 	Run(ctx context.Context, cmd Command) error

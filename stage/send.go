@@ -37,7 +37,7 @@ const (
 // quoted names of the unchanged files). A longer list is carried by a
 // command of its own, which reads its script on stdin, while the send
 // command waits for the stream.
-var maxEmbeddedCarry = 48 << 10 // a variable so that tests can lower it
+var maxEmbeddedCarry = 64 << 10 // a variable so that tests can lower it
 
 // carryFuncs defines the carry's shell functions. H hashes its arguments
 // (openssl when the sandbox has it, which is several times faster than
@@ -74,7 +74,7 @@ func planCarry(files []UnchangedFile) carryPlan {
 		if _, ok := byMode[m]; !ok {
 			modes = append(modes, m)
 		}
-		byMode[m] = append(byMode[m], q(f.Path))
+		byMode[m] = append(byMode[m], qa(f.Path))
 		p.want[f.Path] = f.SHA256
 	}
 	sort.Strings(modes)
@@ -97,6 +97,23 @@ func planCarry(files []UnchangedFile) carryPlan {
 			sb.WriteString(" " + a)
 		}
 		flush()
+	}
+	return p
+}
+
+// qa quotes p as one shell word, leaving a name of only safe characters
+// bare: a carry names thousands of files, and its script may be quoted
+// again by a Runner (remote.Host quotes it twice), which multiplies every
+// quote.
+func qa(p string) string {
+	for i := 0; i < len(p); i++ {
+		c := p[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("._/-+,@%:", c) >= 0) {
+			return q(p)
+		}
+	}
+	if p == "" || p[0] == '-' {
+		return q(p)
 	}
 	return p
 }

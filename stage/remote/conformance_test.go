@@ -2,6 +2,7 @@ package remote_test
 
 import (
 	"bytes"
+	"fmt"
 	"context"
 	"os"
 	"path"
@@ -127,4 +128,29 @@ func TestHostSSHDDelta(t *testing.T) {
 	err = h.Run(ctx, stage.Command{Script: "trap '' TERM; sleep 30"})
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	assert.Less(t, time.Since(start), 3*time.Second)
+}
+
+// TestHostSSHDDeltaLongCarry: a carry list as long as may travel inside the
+// send command, of names that need quoting (which remote.Host's own quoting
+// multiplies), still fits what OpenSSH and the kernel accept for one
+// command, and only the changed file travels.
+func TestHostSSHDDeltaLongCarry(t *testing.T) {
+	srv := sshdtest.Start(t)
+	h, err := remote.Dial(t.Context(), srv.Addr(), srv.Config())
+	require.NoError(t, err)
+	defer h.Close()
+	src := t.TempDir()
+	var kv []string
+	for i := range 3300 { // about 62 KiB of quoted names: just inside maxEmbeddedCarry
+		kv = append(kv, fmt.Sprintf("d%02d/it's %04d", i%40, i), "x")
+	}
+	writeFiles(t, src, kv...)
+	root := path.Join(srv.Dir(), "rt")
+	_, err = stage.Stage(t.Context(), h, root, []stage.Asset{{Name: "x", Source: src}})
+	require.NoError(t, err)
+	writeFiles(t, src, "d00/it's 0000", "changed")
+	rt, err := stage.Stage(t.Context(), h, root, []stage.Asset{{Name: "x", Source: src}})
+	require.NoError(t, err)
+	assert.Equal(t, 1, rt.Assets[0].Sent)
+	assertSameTree(t, src, filepath.Join(root, "x"))
 }

@@ -23,7 +23,7 @@ func isCarry(c stage.Command) bool { return c.Script == "exec /bin/sh -s" }
 // runs as a command of its own while the send command waits; the result is
 // the same: only the changed file and a tampered one travel.
 func TestDeltaCarryOutOfLine(t *testing.T) {
-	stage.SetMaxEmbeddedCarry(t, 16)
+	stage.SetMaxEmbeddedCarry(t, 1)
 	dir, src := t.TempDir(), t.TempDir()
 	root := filepath.Join(dir, "rt")
 	build(t, src, "a=alpha", "d/b=bravo", "d/c=charlie", "e=echo")

@@ -18,9 +18,6 @@ import (
 const (
 	detectCasesPath  = "../internal/reqdetect/testdata/requested-files.jsonl"
 	detectCorpusPath = "../../shared/corpus/requested-files.jsonl"
-	// detectMissesPath lists the cases internal/reqdetect still gets wrong,
-	// each by a prefix of its objective; its TestDetectCases reports them.
-	detectMissesPath = "../internal/reqdetect/testdata/known-misses.jsonl"
 )
 
 type detectCase struct {
@@ -49,12 +46,8 @@ func TestDetectRequestsCases(t *testing.T) {
 	} else {
 		paths = append(paths, detectCorpusPath)
 	}
-	misses := detectLoadMisses(t)
 	for _, path := range paths {
 		for i, c := range detectLoadCases(t, path) {
-			if detectKnownMiss(misses, c.Objective) {
-				continue // reported by internal/reqdetect's TestDetectCases
-			}
 			got := DetectRequests(c.Objective)
 			assert.Equal(t, c.File, got.File, "%s:%d File for %q", path, i+1, c.Objective)
 			if len(c.Files) == 0 {
@@ -64,33 +57,6 @@ func TestDetectRequestsCases(t *testing.T) {
 			}
 		}
 	}
-}
-
-// detectLoadMisses reads the prefixes of detectMissesPath.
-func detectLoadMisses(tb testing.TB) []string {
-	tb.Helper()
-	data, err := os.ReadFile(detectMissesPath)
-	require.NoError(tb, err, "read the known misses")
-	var prefixes []string
-	for _, line := range bytes.Split(bytes.TrimSuffix(data, []byte("\n")), []byte("\n")) {
-		var m struct {
-			Prefix string `json:"prefix"`
-		}
-		require.NoError(tb, json.Unmarshal(line, &m), "%s: %q", detectMissesPath, line)
-		require.NotEmpty(tb, m.Prefix, "%s: %q has no prefix", detectMissesPath, line)
-		prefixes = append(prefixes, m.Prefix)
-	}
-	return prefixes
-}
-
-// detectKnownMiss reports whether objective starts with one of prefixes.
-func detectKnownMiss(prefixes []string, objective string) bool {
-	for _, p := range prefixes {
-		if strings.HasPrefix(objective, p) {
-			return true
-		}
-	}
-	return false
 }
 
 func TestDetectRequestsZeroValue(t *testing.T) {

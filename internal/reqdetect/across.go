@@ -17,8 +17,9 @@ import (
 //   - a build output: after a unit or in a unit that builds the project ("build
 //     the project", "compile the app"), a file under a build directory or with
 //     a build extension ("dist/app.js", "public/bundle.js") that the build
-//     verb produces or that a passive verb checks ("make sure dist/app.js is
-//     generated"); an explicit "write the log to build.log" stays an output.
+//     verb produces, or any file that a passive verb checks ("make sure
+//     dist/app.js is generated", "make sure site/index.html is produced"); an
+//     explicit "write the log to build.log" stays an output.
 //
 // A Deliverables item, a delivered file (attach, send, downloadable…) and an
 // exported one stay requested.
@@ -32,7 +33,7 @@ func markRepoWork(units []*unit) {
 				code = code || codeNouns[u.toks[i].low] && u.toks[i].kind == tokWord
 			}
 			for _, m := range p.mentions {
-				if m.role != roleOutput || m.delivery || u.item || m.verb >= 0 && u.cls[m.verb] == verbExport {
+				if m.role != roleOutput || m.delivery || u.item && !u.listed || m.verb >= 0 && u.cls[m.verb] == verbExport {
 					continue
 				}
 				dirs, ext := pathParts(m.name)
@@ -40,8 +41,9 @@ func markRepoWork(units []*unit) {
 				case sourceExts[ext] && (code || slices.ContainsFunc(dirs, func(d string) bool { return sourceDirs[d] })):
 					m.role = roleRepo
 					m.note(u, "repository work: a source file created in the source tree", p.start, p.end-1)
-				case (builds || built) && (buildExts[ext] || slices.ContainsFunc(dirs, func(d string) bool { return buildDirs[d] })) &&
-					(m.passive || m.verb >= 0 && buildVerbs[lemmaOf(u.toks[m.verb].low)]):
+				case (builds || built) && (m.checked ||
+					(buildExts[ext] || slices.ContainsFunc(dirs, func(d string) bool { return buildDirs[d] })) &&
+						m.verb >= 0 && buildVerbs[lemmaOf(u.toks[m.verb].low)]):
 					m.role = roleRepo
 					m.note(u, "repository work: a build output", p.start, p.end-1)
 				}
@@ -78,12 +80,48 @@ func buildsProject(u *unit) bool {
 // file name s.
 func pathParts(s string) (dirs []string, ext string) {
 	low := strings.ToLower(s)
-	parts := strings.FieldsFunc(low, func(r rune) bool { return r == '/' || r == '\\' })
+	parts := strings.FieldsFunc(low, func(r rune) bool { return strings.ContainsRune(pathSeparators, r) })
 	if len(parts) == 0 {
 		return nil, ""
 	}
 	base := parts[len(parts)-1]
 	return parts[:len(parts)-1], base[strings.LastIndexByte(base, '.')+1:]
+}
+
+// requestsList reports whether the unit lead, a line ending in ":", asks for
+// the files listed below it: its last phrase has an output or delivery verb,
+// not negated, a pointer or file noun for its object ("Create these:",
+// "Write the two files below:", "Attach the following files:"), and no
+// output file of its own.
+func requestsList(lead *unit) bool {
+	if lead.listRead {
+		return lead.listAsks
+	}
+	lead.listRead = true
+	lead.listAsks = asksForList(lead)
+	return lead.listAsks
+}
+
+// asksForList does requestsList's work once per lead.
+func asksForList(lead *unit) bool {
+	if len(lead.phrases) == 0 || lead.question {
+		return false
+	}
+	p := lead.phrases[len(lead.phrases)-1]
+	if p.negated || p.namesOutput() {
+		return false
+	}
+	verb, pointer := false, false
+	for i := p.start; i < p.end; i++ {
+		t := lead.toks[i]
+		if lead.verbAt(i) && isOutputish(lead.cls[i]) && !lead.neg[i] {
+			verb = true
+		}
+		if verb && t.kind == tokWord && (fileNouns[t.low] || t.is(listPointers...)) {
+			pointer = true
+		}
+	}
+	return pointer
 }
 
 // markDenials marks denied-write phrases (rule 7).
@@ -128,7 +166,9 @@ func resolvePronouns(units []*unit) {
 		for pi, p := range u.phrases {
 			deliver := (p.attach || p.send || p.marker) && !p.denied
 			repoRef := (p.repoVerb || p.repo) && !p.negated
-			if !p.pronoun || !(deliver || p.negDeliver || repoRef) {
+			inlineRef := (p.inline || hasWord(u, p, replyPlaces)) && !deliver && !p.negated && shows(u, p) // "show it to me inline"
+			makeRef := !p.negated && !p.inline && !p.anaphor && makes(u, p)                                // "if not, create it"
+			if !p.pronoun || !(deliver || p.negDeliver || repoRef || inlineRef || makeRef) {
 				continue
 			}
 			own := false
@@ -140,7 +180,7 @@ func resolvePronouns(units []*unit) {
 			if own {
 				continue
 			}
-			ms, ph := antecedent(units, ui, pi, p.plural, p.anaphor)
+			ms, ph, from := antecedent(units, ui, pi, p.plural, p.pair, p.anaphor, p.sameDoc, p.part)
 			switch {
 			case deliver:
 				for _, m := range ms {
@@ -168,17 +208,75 @@ func resolvePronouns(units []*unit) {
 					m.repoRef = true
 					m.note(u, "repository work: a repository verb refers back to it", p.start, p.end-1)
 				}
+			case makeRef:
+				for _, m := range ms {
+					if m.role == roleInput || m.role == roleNone {
+						m.role = roleOutput
+						m.note(u, "output: a verb of making refers back to it (\"create it\")", p.start, p.end-1)
+					}
+				}
+			case inlineRef:
+				for _, m := range ms {
+					if m.role == roleOutput && !m.delivery {
+						m.role = roleInline
+						m.note(u, "inline: a verb of showing refers back to it with an inline marker", p.start, p.end-1)
+					}
+				}
+				// "Render README.md as HTML and paste it here": the
+				// unnamed request it refers to is shown, not delivered.
+				for _, q := range []*phrase{ph, from} {
+					if q != nil && !q.delivered {
+						q.signal = false
+					}
+				}
 			}
 		}
 	}
+}
+
+// shows reports whether phrase p has a verb that presents its object itself
+// (showVerbs: "show", "paste", "print"), not negated: with an inline marker
+// and a pronoun ("show it to me inline") the file it refers to is written in
+// the reply. "Summarize it in the chat" writes something else there.
+func shows(u *unit, p *phrase) bool {
+	for i := p.start; i < p.end; i++ {
+		if u.verbAt(i) && !u.neg[i] && showVerbs[lemmaOf(u.toks[i].low)] {
+			return true
+		}
+	}
+	return false
+}
+
+// makes reports whether phrase p has a verb of making (makingVerbs:
+// "create", "generate", "write"), not negated, in its base form: with a
+// pronoun object the file it refers to is made ("Check whether out.json
+// exists; if not, create it").
+func makes(u *unit, p *phrase) bool {
+	for i := p.start; i < p.end; i++ {
+		if u.verbAt(i) && !u.neg[i] && makingVerbs[u.toks[i].low] {
+			return true
+		}
+	}
+	return false
+}
+
+// hasWord reports whether phrase p holds one of words.
+func hasWord(u *unit, p *phrase, words []string) bool {
+	for i := p.start; i < p.end; i++ {
+		if u.toks[i].is(words...) {
+			return true
+		}
+	}
+	return false
 }
 
 // antecedent finds what a pronoun in phrase pi of unit ui refers to: the
 // files (the last one, or all of them for a plural) of the nearest earlier
 // phrase in the unit that has files, or an earlier phrase's unnamed request;
 // for the unit's first phrase, the last such phrase of the previous unit that
-// is not a bare qualifier or denial remark.
-func antecedent(units []*unit, ui, pi int, plural, np bool) ([]*mention, *phrase) {
+// is not a bare qualifier or denial remark. It returns the files ms and the
+// phrase from that holds them, or the phrase ph whose unnamed request it is.
+func antecedent(units []*unit, ui, pi int, plural, pair, np, sameDoc bool, part string) (ms []*mention, ph, from *phrase) {
 	pick := func(p *phrase) []*mention {
 		if plural {
 			return p.mentions
@@ -191,46 +289,75 @@ func antecedent(units []*unit, ui, pi int, plural, np bool) ([]*mention, *phrase
 		switch {
 		case np:
 			// A noun phrase ("the updated file") names a file made or
-			// edited earlier in the item, not one read.
+			// edited earlier in the item, not one read, or the file its
+			// participle's verb worked on ("Shorten abstract.txt … the
+			// shortened one").
 			var made []*mention
+			acted := actedFrom(u.toks, pp, part) // first word of pp that part's verb is, or -1
 			for _, m := range pp.mentions {
-				if m.role == roleOutput || m.role == roleEdit {
+				if m.reshaped && !sameDoc {
+					continue // "compile paper.tex and attach the resulting PDF"
+				}
+				if m.role == roleOutput || m.role == roleEdit || m.role == roleNone && acted >= 0 && acted < m.tok {
 					made = append(made, m)
 				}
 			}
 			if len(made) > 0 {
 				if plural {
-					return made, nil
+					return made, nil, pp
 				}
-				return made[len(made)-1:], nil
+				return made[len(made)-1:], nil, pp
 			}
 			continue
 		case len(pp.mentions) > 0:
-			return pick(pp), nil
+			return pick(pp), nil, pp
 		case pp.signal:
-			return nil, pp
+			return nil, pp, nil
 		}
 		// "review it and attach it", "Once you are done, please attach
 		// it": a phrase that names nothing is passed over.
 	}
 	if np {
-		return nil, nil
+		return nil, nil, nil
 	}
+	// "both" gathers files from earlier units until it has two ("Write
+	// a.json. … Write b.json. … Attach both.").
+	var got []*mention
 	for k := ui - 1; k >= 0 && k >= ui-8; k-- {
 		pu := units[k]
 		if pu.bare && (pu.qualifier >= 0 || pu.denial) {
 			continue
 		}
 		if pu.last < 0 {
-			return nil, nil
+			break
 		}
 		pp := pu.phrases[pu.last]
-		if len(pp.mentions) > 0 {
-			return pick(pp), nil
+		if len(pp.mentions) == 0 {
+			if got == nil {
+				return nil, pp, nil
+			}
+			break
 		}
-		return nil, pp
+		if from == nil {
+			from = pp
+		}
+		got = append(got, pick(pp)...)
+		if !pair || distinctNames(got) >= 2 {
+			break
+		}
 	}
-	return nil, nil
+	return got, nil, from
+}
+
+// distinctNames counts the distinct file names of ms.
+func distinctNames(ms []*mention) int {
+	n := 0
+	for i, m := range ms {
+		if !slices.ContainsFunc(ms[:i], func(o *mention) bool { return o.name == m.name }) {
+			n++
+		}
+	}
+	return n
 }
 
 // candidate is one requested output of a unit: a named file (all its

@@ -67,6 +67,9 @@ func Detect(objective string) Result {
 	units := readUnits(objective)
 	for _, u := range units {
 		u.src = objective
+		if u.lead != nil && requestsList(u.lead) {
+			u.item, u.listed = true, true
+		}
 		analyze(u)
 	}
 	markRepoWork(units)

@@ -22,8 +22,9 @@ const (
 	verbRepo                // commit, push, merge
 	verbProbe               // attempt, try
 	verbPseudo              // the noun "deliverable": what follows is an output
-	verbStated              // a past or perfect verb with a subject: a statement about a file that exists
+	verbStated              // a verb with a subject, or an opening participle: a statement, not a request
 	verbWant                // need, want: the object is what the user asks for
+	verbUnknown             // a word no lexicon lists, in a verb's place ("and then recreate it"): no role of its own
 )
 
 var verbClasses = func() map[string]verbClass {
@@ -34,28 +35,48 @@ var verbClasses = func() map[string]verbClass {
 		}
 	}
 	add(verbOutput, "write create produce generate save output emit dump store make build draft prepare "+
-		"compose put place provide give return package bundle author assemble persist serialize "+
-		"plot draw touch")
+		"compose put place provide give package bundle author assemble persist serialize "+
+		"plot draw touch record jot stash stow")
 	add(verbExport, "export")
 	add(verbAttach, "attach upload")
-	add(verbSend, "send share email e-mail deliver publish forward hand")
+	add(verbSend, "send share email e-mail deliver publish forward hand return")
 	add(verbTransform, "convert transform turn translate reformat transcode render compile copy extract "+
 		"encode decode compress zip archive split")
 	add(verbInput, "read summarize summarise review analyze analyse compare parse load open inspect check "+
 		"examine use process import ingest scan study audit validate verify evaluate assess count search "+
 		"grep find consult view skim download fetch run execute test interpret classify consider look diff "+
-		"cite quote proofread see")
+		"cite quote see")
 	add(verbReply, "reply respond answer tell say explain describe discuss show list paste print report")
 	add(verbEdit, "update edit modify fix refactor patch change tweak adjust correct improve rename delete "+
 		"remove rewrite revise append insert replace clean lint add implement bump migrate amend "+
 		"restructure reorganize reorganise optimize optimise document annotate debug repair resolve "+
-		"overwrite truncate move extend rework polish tidy refine")
+		"overwrite truncate move extend rework polish tidy refine proofread")
 	add(verbRepo, "commit push merge rebase")
 	add(verbProbe, "attempt try")
 	add(verbPseudo, "deliverable")
 	add(verbWant, "need want require")
 	return m
 }()
+
+// namingVerbs give their object the name after it ("name it
+// INV-2026-001.pdf", "call the output file summary.txt"): namedBy.
+var namingVerbs = newSet("name call title label")
+
+// politeWords may stand before a verb in a verb's place ("please name it
+// …"): namedBy.
+var politeWords = []string{"please", "kindly"}
+
+// givingVerbs take a recipient before their object ("give invoice.pdf a
+// once-over"): receives.
+var givingVerbs = newSet("give hand")
+
+// sameParticiples are lexicon verbs whose past participle is their base
+// form ("I've put", "has been read"): afterAux.
+var sameParticiples = newSet("put read output cast")
+
+// perfectClitic ends a subject contracted with a perfect auxiliary ("I've",
+// "we've"): afterAux.
+const perfectClitic = "'ve"
 
 var irregularVerbs = map[string]string{
 	"wrote": "write", "written": "write", "made": "make", "built": "build", "sent": "send",
@@ -73,20 +94,33 @@ func lemmaOf(w string) string {
 		return b
 	}
 	known := func(b string) bool { _, ok := verbClasses[b]; return ok }
-	for _, s := range [...]struct{ suf, rep string }{
-		{"ies", "y"}, {"ied", "y"}, {"es", ""}, {"s", ""}, {"ed", ""}, {"d", ""}, {"ing", ""}, {"ing", "e"},
-	} {
-		if b, ok := strings.CutSuffix(w, s.suf); ok && known(b+s.rep) {
-			return b + s.rep
+	for _, s := range inflections {
+		if b, ok := strings.CutSuffix(w, s.suffix); ok && known(b+s.restore) {
+			return b + s.restore
 		}
 	}
-	for _, suf := range [...]string{"ed", "ing"} { // zipped, putting
+	for _, suf := range doubledInflections { // zipped, putting
 		if b, ok := strings.CutSuffix(w, suf); ok && len(b) >= 2 && b[len(b)-1] == b[len(b)-2] && known(b[:len(b)-1]) {
 			return b[:len(b)-1]
 		}
 	}
 	return ""
 }
+
+// inflection is one regular verb ending: a word ending in suffix is a form of
+// the lexicon verb spelled with suffix replaced by restore.
+type inflection struct{ suffix, restore string }
+
+// inflections are the regular endings lemmaOf strips, tried in this order:
+// "copies" and "tried" (y restored), "fixes", "writes", "attached",
+// "created", "attaching", "creating" (e restored).
+var inflections = []inflection{
+	{"ies", "y"}, {"ied", "y"}, {"es", ""}, {"s", ""}, {"ed", ""}, {"d", ""}, {"ing", ""}, {"ing", "e"},
+}
+
+// doubledInflections are the endings after which lemmaOf also undoes a
+// doubled final consonant ("zipped", "putting").
+var doubledInflections = []string{"ed", "ing"}
 
 func newSet(words string) map[string]bool {
 	m := map[string]bool{}
@@ -131,6 +165,11 @@ var (
 	// nounPreps are prepositions after which a lexicon word is a
 	// noun unless it is a gerund ("a report on test results").
 	nounPreps = newSet("of on about for in from with regarding into at by via per")
+	// nounLeads open a noun phrase as a determiner would ("only direct
+	// quotes about pricing", "all error reports in …"), but only with a plain
+	// word between them and the lexicon word ("only write" is a verb):
+	// nounPosition.
+	nounLeads = []string{"only", "all", "both", "many", "few", "several", "more", "most", "other", "such"}
 	// causatives take a bare verb after them ("make it", "try open").
 	causatives = newSet("make try attempt")
 	// Rule 8: source files, source trees, code nouns, builds.
@@ -156,7 +195,14 @@ var (
 	// than for something ("Who wrote report.pdf?"; not "Can you export …?").
 	questionWords = []string{"who", "what", "when", "where", "why", "how", "which", "whose", "is", "are",
 		"was", "were", "does", "do", "did", "has", "have", "had", "isn't", "aren't", "doesn't", "didn't"}
-	beForms       = []string{"is", "are", "should", "must", "will", "shall", "goes", "go"}
+	beForms = []string{"is", "are", "should", "must", "will", "shall", "would", "could", "can", "goes", "go"}
+	// outputSubjects before a beForms word are the subject of a statement
+	// of what the output is ("the output should be a CSV file", "the format
+	// should be PPTX"): what follows names an output (markVerbs).
+	outputSubjects = []string{"output", "outputs", "format", "formats"}
+	// adverbSuffix marks a word that is no verb in a verb's place
+	// ("then possibly the appendix"): unknownVerbAt.
+	adverbSuffix  = "ly"
 	replyNouns    = []string{"reply", "chat", "response", "answer", "message", "conversation", "thread", "comment", "body", "channel"}
 	tempWords     = newSet("temp temporary tmp scratch intermediate throwaway throw-away")
 	fileNouns     = newSet("file files attachment attachments artifact artifacts")
@@ -169,6 +215,13 @@ var (
 		"copy attachment output sheet spreadsheet workbook image chart graph plot diagram summary " +
 		"invoice presentation deck slides archive download dump snapshot backup format form")
 )
+
+// formatDocNouns are document nouns that a format word before them makes a
+// file ("a CSV export", "a JSON dump", "an HTML document"): formatDocument.
+// "report" and "summary" are not among them: "a Markdown summary" may be
+// written in the reply.
+var formatDocNouns = newSet("export exports dump dumps backup backups snapshot snapshots document " +
+	"documents archive archives")
 
 // formats maps format words to whether they are inherently a file
 // (strong: "a PDF") or only a text format (weak: JSON, CSV — a file only as a
@@ -207,7 +260,42 @@ var statementAdverbs = newSet("already just recently previously earlier also sti
 // subjectPronouns open a statement when a past verb follows them ("I sent",
 // "you already generated", "we've written").
 var subjectPronouns = newSet("i we you they he she someone somebody everyone i've we've you've they've " +
-	"i'd we'd you'd they'd")
+	"i'd we'd you'd they'd i'll we'll you'll they'll")
+
+// listPointers after an output or delivery verb on a line ending in ":" point
+// at the list below it ("Create these:", "Write the following:", "the two
+// files below:"): requestsList. A file noun points as well.
+var listPointers = []string{"these", "those", "following", "below"}
+
+// pastSuffix marks a regular past form of a verb no lexicon lists ("I
+// dropped"): pastAfterSubject.
+const pastSuffix = "ed"
+
+// thirdPersonSubjects make the present-tense verb after them a statement of
+// what something does ("it writes a log to build.log"): describes.
+var thirdPersonSubjects = newSet("it he she someone somebody everyone everybody nobody this")
+
+// subordinators open a subordinate or embedded clause; a noun right after
+// them is its subject ("when the job runs", "If the script saves
+// output.json", "explain why the script writes out.json"): opensClause.
+var subordinators = newSet("when whenever if once while after before until unless because since whether " +
+	"why how where what which")
+
+// howToWords before "to" and a verb make an embedded question ("how to
+// export", "where to save"): howTo.
+var howToWords = []string{"how", "where", "when", "what", "which", "whether"}
+
+// codeQuotes around a command make it the subject of the verb after them
+// ("`make build` writes to build/output.txt"): quotedSubject.
+var codeQuotes = []string{"`", `"`}
+
+// ensureWords and a purposeLeads word before "that" make the clause after them
+// what the user asks for, not a statement ("Make sure the script writes to
+// out.json", "so that it saves …"): ensured.
+var (
+	ensureWords  = []string{"ensure", "ensures", "sure", "certain", "guarantee"}
+	purposeLeads = []string{"so", "such"}
+)
 
 // possessives and determiners that open a noun subject ("the designer sent",
 // "our team exported").
@@ -228,6 +316,39 @@ var (
 	anaphorHeads   = newSet("one ones copy copies version versions result results edition draft")
 	anaphorPlurals = newSet("ones copies versions results")
 )
+
+// storagePreps say where a product of the work is kept ("keep the result in
+// backlog.csv"), and productDets open that product's noun phrase: storedIn.
+var (
+	storagePreps   = []string{"in", "inside", "within"}
+	productDets    = []string{"the", "your", "a", "an"}
+	storedPronouns = []string{"it", "them"}
+)
+
+// makingVerbs, in their base form with a pronoun object, make the file the
+// pronoun refers to ("if not, create it"): makes. "make" is not among them:
+// "make it shorter" edits.
+var makingVerbs = newSet("create generate write produce")
+
+// showVerbs present their object itself, so with an inline marker a file
+// they refer back to is written in the reply ("show it to me inline", "paste
+// them in the chat"): shows.
+var showVerbs = newSet("show paste print")
+
+// replyPlaces, after a verb of showing with a pronoun object, say the
+// reply is where it goes, as an inline marker would ("paste it here"):
+// resolvePronouns.
+var replyPlaces = []string{"here"}
+
+// keptNouns name a record kept of the work ("keep a record of the attempt in
+// notes.md", "a log"): productNP.
+var keptNouns = newSet("record records log logs note notes")
+
+// sameDocHeads are the anaphorHeads that name the same document in a new
+// state ("the tidied version"); only they reach a file reshaped by a transform
+// verb with no destination ("reformat config.yaml … share the tidied
+// version"; not "compile paper.tex … attach the result"): sameDocAt.
+var sameDocHeads = newSet("copy copies version versions edition draft one ones")
 
 // madeModifiers mark a noun phrase after "the" as the product of earlier work
 // ("the new version", "the final copy"), besides any participle.
@@ -263,6 +384,39 @@ var (
 	// checkboxMarks are task-list boxes stripped after a bullet ("- [x]
 	// report.md"): stripBullet tries them in this order.
 	checkboxMarks = []string{"[ ]", "[x]", "[X]"}
+	// bulletMarks are the runes that open a bullet item ("- a.md", "• a.md"):
+	// stripBullet.
+	bulletMarks = "-*+•‣◦▪"
+	// labelStem, in a line ending in ":" or in labelBelow, makes the line a
+	// Deliverables label ("The deliverables are:", "Our deliverables are
+	// listed below."): labelLine, after trimming labelTrailers.
+	labelStem     = "deliverable"
+	labelBelow    = " below"
+	labelTrailers = "*_ ."
+	// emphasisMarks are the markdown emphasis around a label
+	// ("**Deliverables:**") and blanks the spaces after it: labelLine.
+	emphasisMarks = "*_"
+	blanks        = " \t"
+	// runMarks, besides letters, digits and marks, belong to a word or path
+	// run ("dist/index.html", `C:\out`, "don't"): isRunRune.
+	runMarks = `_-./~+\:'’`
+	// nameQuotes open a quoted file name that may contain blanks (`"final
+	// report.pdf"`, "“final report.pdf”"): tokenize.
+	nameQuotes = "\"`“"
+	// apostrophes around a run are quotes (splitRun), runTrailers after it
+	// are punctuation ("notes.md." ends a sentence, "x.md:" opens a list),
+	// and wordMarks may stand inside a word ("don't", "e-mail"): classify.
+	apostrophes = "'’"
+	runTrailers = ".:'’"
+	wordMarks   = "'’-"
+	// pathSeparators separate a path's directories ("dist/index.html",
+	// `C:\out\q3.xlsx`): IsFile, pathParts.
+	pathSeparators = `/\`
+	// numberClosers end a numbered bullet ("1.", "2)"): stripBullet.
+	numberClosers = ".)"
+	// nameMarks alone do not make a file's name ("..md" and "-.md" are not
+	// files): IsFile.
+	nameMarks = ".-_~+'’"
 )
 
 // Stage 3 (phrases.go): verbs, phrase splits, negation, inline markers.
@@ -361,6 +515,10 @@ var (
 	// destPreps open a destination ("as a CSV", "into a file", "to a JSON
 	// file", "in a PDF"): signalAt.
 	destPreps = []string{"as", "into", "to", "in"}
+	// destOutputPreps are the destPreps that open a destination after any
+	// governing verb but a reading, reply or edit one ("as a CSV", "into a
+	// file"); "to" and "in" have rules of their own: signalAt.
+	destOutputPreps = []string{"as", "into"}
 	// destModifiers, like determiners, may stand between a destination
 	// preposition and its format or file noun ("as a separate file", "into
 	// a new spreadsheet"): signalAt.
@@ -368,6 +526,9 @@ var (
 	// formatWords after a format make "in" a destination even without an
 	// article ("in PDF format", "in tabular form"): signalAt.
 	formatWords = []string{"format", "form"}
+	// makingParticles after a plain word make it a phrasal verb of making
+	// ("whip up a CSV", "throw together a PDF"): phrasalMake.
+	makingParticles = []string{"up", "together"}
 	// indefArticles mark a destination or counted format as new ("in a
 	// PDF", "a CSV of all users"): signalAt, countedFormat, markerLen.
 	indefArticles = []string{"a", "an"}
@@ -389,6 +550,9 @@ var (
 	// pluralPronouns refer back to several files ("attach them", "send
 	// both"): pronounAt.
 	pluralPronouns = []string{"them", "both"}
+	// pairPronouns refer back to two files, across sentences if need be
+	// ("Write a.json. … Write b.json. … Attach both."): antecedent.
+	pairPronouns = []string{"both"}
 	// pointerDets refer back to a file with or without a noun ("this",
 	// "these files", "the file"): pronounAt.
 	pointerDets = []string{"this", "that", "these", "those", "the"}

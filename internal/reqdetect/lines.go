@@ -47,8 +47,15 @@ func readUnits(text string) []*unit {
 	lines := splitLines(text)
 	var units []*unit
 	var para []token
+	// lead is the last unit of a line ending in ":" while the bullets below
+	// it last; paraLead is the lead of the paragraph being read.
+	var lead, paraLead *unit
 	flush := func() {
-		units = append(units, splitSentences(para, false)...)
+		got := splitSentences(para, false)
+		for _, u := range got {
+			u.lead = paraLead
+		}
+		units = append(units, got...)
 		para = nil
 	}
 	for i := 0; i < len(lines); i++ {
@@ -73,9 +80,19 @@ func readUnits(text string) []*unit {
 		if bullet || heading {
 			flush()
 		}
+		switch {
+		case bullet:
+			paraLead = lead
+		case heading || len(para) == 0:
+			lead, paraLead = nil, nil
+		}
 		para = append(para, tokenizeAt(body, lines[i].suffixAt(body, false))...)
 		if heading || strings.HasSuffix(trimmed, ":") {
+			n := len(units)
 			flush()
+			if !heading && len(units) > n {
+				lead = units[len(units)-1]
+			}
 		}
 	}
 	flush()
@@ -136,8 +153,8 @@ func itemUnits(items [][]token) []*unit {
 // text after its colon.
 func labelLine(line string) (string, bool) {
 	s := strings.TrimSpace(line)
-	if low := strings.ToLower(strings.TrimRight(s, "*_ .")); strings.Contains(low, "deliverable") &&
-		(strings.HasSuffix(low, ":") || strings.HasSuffix(low, " below")) {
+	if low := strings.ToLower(strings.TrimRight(s, labelTrailers)); strings.Contains(low, labelStem) &&
+		(strings.HasSuffix(low, ":") || strings.HasSuffix(low, labelBelow)) {
 		negated := false
 		for _, w := range strings.FieldsFunc(low, func(r rune) bool { return !unicode.IsLetter(r) && r != '\'' }) {
 			negated = negated || negators[w] || labelNegators[w]
@@ -150,17 +167,17 @@ func labelLine(line string) (string, bool) {
 	if body, ok := stripBullet(s); ok {
 		s = body
 	}
-	s = strings.TrimLeft(strings.TrimSpace(s), "*_")
+	s = strings.TrimLeft(strings.TrimSpace(s), emphasisMarks)
 	for _, label := range labelWords {
 		if len(s) < len(label) || !strings.EqualFold(s[:len(label)], label) {
 			continue
 		}
-		after := strings.TrimLeft(s[len(label):], "*_ \t")
+		after := strings.TrimLeft(s[len(label):], emphasisMarks+blanks)
 		switch {
 		case after == "":
 			return "", true
 		case after[0] == ':':
-			return strings.TrimLeft(after[1:], "*_ \t"), true
+			return strings.TrimLeft(after[1:], emphasisMarks+blanks), true
 		}
 	}
 	return "", false
@@ -175,13 +192,13 @@ func stripBullet(line string) (string, bool) {
 	}
 	n := 0
 	switch r, w := utf8.DecodeRuneInString(s); {
-	case r == '-' || r == '*' || r == '+' || r == '•' || r == '‣' || r == '◦' || r == '▪':
+	case strings.ContainsRune(bulletMarks, r):
 		n = w
 	case r >= '0' && r <= '9':
 		for n < len(s) && n < 3 && s[n] >= '0' && s[n] <= '9' {
 			n++
 		}
-		if n >= len(s) || (s[n] != '.' && s[n] != ')') {
+		if n >= len(s) || !strings.ContainsRune(numberClosers, rune(s[n])) {
 			return line, false
 		}
 		n++

@@ -42,8 +42,18 @@ func markVerbs(u *unit) {
 		if t.kind != tokWord {
 			continue
 		}
+		if t.is(outputSubjects...) && i+1 < len(u.toks) && u.toks[i+1].is(beForms...) {
+			u.cls[i] = verbPseudo // "the output should be a CSV file", "the format should be PPTX"
+			continue
+		}
 		lemma := lemmaOf(t.low)
 		if lemma == "" {
+			switch {
+			case pastAfterSubject(u.toks, i):
+				u.cls[i] = verbStated // "I dropped last year's budget into budget-2025.xlsx"
+			case unknownVerbAt(u.toks, i):
+				u.cls[i] = verbUnknown // "and then recreate it as graph.svg"
+			}
 			continue
 		}
 		c := verbClasses[lemma]
@@ -54,16 +64,19 @@ func markVerbs(u *unit) {
 		if lemma == "make" && i+1 < len(u.toks) && u.toks[i+1].is(makeSureWords...) {
 			continue
 		}
-		if lemma == "output" && i+1 < len(u.toks) && u.toks[i+1].is(beForms...) {
-			u.cls[i] = verbPseudo // "the output should be a CSV file"
-			continue
-		}
 		form := formOf(t.low, lemma)
+		if form == formBase && sameParticiples[lemma] && afterAux(u.toks, i) {
+			form = formPerfect // "I've put the numbers in numbers.xlsx"
+		}
 		if nounPosition(u, noun, i, form) {
 			noun[i] = true
 			continue
 		}
-		if form == formPerfect && stated(u.toks, i) {
+		if form == formBase && howTo(u.toks, i) {
+			c = verbReply // "explain how to export report.pdf": knowledge, not work
+		}
+		if form == formPerfect && (stated(u.toks, i) || !u.item && presents(u.toks, i)) ||
+			form == formS && c != verbWant && describes(u.toks, i) {
 			c = verbStated
 		} else if form == formPerfect && modifies(u, i) {
 			noun[i] = true // "the product prices listed on …", "write corrected ones"
@@ -114,11 +127,139 @@ func stated(toks []token, i int) bool {
 	}
 	// A noun subject opening the sentence or clause: "The designer sent",
 	// "Our team exported", "Someone's script generated".
+	return opensClause(toks, k)
+}
+
+// howTo reports whether the base verb at i follows a wh-word and "to" ("how
+// to export", "where to save"): an embedded question that names knowledge,
+// not work the text asks for.
+func howTo(toks []token, i int) bool {
+	return i >= 2 && toks[i-1].is("to") && toks[i-2].is(howToWords...)
+}
+
+// afterAux reports whether a perfect auxiliary or a past be-form stands
+// right before the word at i, past statement adverbs ("I've already put",
+// "was put"): a verb whose participle is its base form is then a participle.
+func afterAux(toks []token, i int) bool {
+	k := i - 1
+	for k >= 0 && toks[k].kind == tokWord && statementAdverbs[toks[k].low] {
+		k--
+	}
+	return k >= 0 && toks[k].kind == tokWord &&
+		(perfectAux[toks[k].low] || passiveBe[toks[k].low] || strings.HasSuffix(toks[k].low, perfectClitic))
+}
+
+// unknownVerbAt reports whether the plain word at i, which no lexicon lists,
+// stands in a verb's place: after a coordinator or "then" that opens a phrase
+// and before an object ("and then recreate it as graph.svg", "then duplicate
+// slides.pptx"). Such a verb gives its objects no role, but a destination
+// after it ("as NAME") is its own, not that of the verb before it.
+func unknownVerbAt(toks []token, i int) bool {
+	w := toks[i].low
+	if i == 0 || i+1 >= len(toks) || functionWords[w] || determiners[w] || strings.HasSuffix(w, adverbSuffix) ||
+		!openers[toks[i-1].low] || toks[i-1].kind != tokWord {
+		return false
+	}
+	return objectFollows(toks, i+1)
+}
+
+// pastAfterSubject reports whether the plain word at i, which no lexicon
+// lists, is a past verb after a subject pronoun ("I dropped …", "we already
+// moved …"): a regular past form ("-ed") states what was done.
+func pastAfterSubject(toks []token, i int) bool {
+	w := toks[i].low
+	if len(w) < 5 || !strings.HasSuffix(w, pastSuffix) || functionWords[w] {
+		return false
+	}
+	k := i - 1
+	for k >= 0 && toks[k].kind == tokWord && statementAdverbs[toks[k].low] {
+		k--
+	}
+	return k >= 0 && toks[k].kind == tokWord && subjectPronouns[toks[k].low]
+}
+
+// presents reports whether the participle at i opens a clause of prose and
+// its object or a subject follows ("Given the results in data.csv, …",
+// "Attached you'll find minutes.docx"): an imperative takes the base form, so
+// this presents what exists. A Deliverables item ("- Generated report.pdf")
+// is not read this way.
+func presents(toks []token, i int) bool {
+	if i > 0 && toks[i-1].kind != tokPunct || i+1 >= len(toks) {
+		return false
+	}
+	n := toks[i+1]
+	return n.kind == tokFile || n.kind == tokWord && (determiners[n.low] || subjectPronouns[n.low])
+}
+
+// opensClause reports whether the plain noun at k, with the determiner or
+// possessive before it, opens its sentence, a clause after punctuation or a
+// subordinate clause ("The designer sent", "If the script saves").
+func opensClause(toks []token, k int) bool {
 	j := k - 1
 	if j >= 0 && subjectDets[toks[j].low] {
 		j--
 	}
-	return j < 0 || toks[j].kind == tokPunct
+	return j < 0 || toks[j].kind == tokPunct || toks[j].kind == tokWord && subordinators[toks[j].low]
+}
+
+// describes reports whether the present-tense verb at i ("writes", "saves")
+// has a subject, and so describes what something does rather than asks for
+// it: a file ("when app.py writes to cache.db"), a third-person pronoun
+// ("it writes a log to build.log") or a noun opening its clause ("If the
+// script saves output.json"). A clause that asks for that behaviour ("Make
+// sure the script writes to out.json", "so that it saves …") is a request,
+// not a statement.
+func describes(toks []token, i int) bool {
+	k := i - 1
+	for k >= 0 && toks[k].kind == tokWord && statementAdverbs[toks[k].low] {
+		k--
+	}
+	if k < 0 {
+		return false
+	}
+	switch t := toks[k]; {
+	case t.kind == tokFile || t.kind == tokWord && thirdPersonSubjects[t.low] || quotedSubject(toks, k):
+	case t.is(relativePronouns...):
+		// "a Makefile target that builds app.zip": what the antecedent
+		// does; "make sure that …" and "so that …" are no relative.
+		if k == 0 || toks[k-1].kind != tokWord || functionWords[toks[k-1].low] || lemmaOf(toks[k-1].low) != "" ||
+			toks[k-1].is(ensureWords...) {
+			return false
+		}
+	case t.kind != tokWord || functionWords[t.low] || determiners[t.low] || lemmaOf(t.low) != "":
+		return false
+	case !opensClause(toks, k):
+		return false
+	}
+	return !ensured(toks, k)
+}
+
+// quotedSubject reports whether toks[k] closes a quoted span that can be a
+// subject ("`make build` writes"): a closing quote mark with its opening mark
+// at most eight tokens before it.
+func quotedSubject(toks []token, k int) bool {
+	t := toks[k]
+	if t.kind != tokPunct || !t.punct(codeQuotes...) {
+		return false
+	}
+	for j := k - 2; j >= 0 && j >= k-8; j-- {
+		if toks[j].kind == tokPunct && toks[j].low == t.low {
+			return true
+		}
+	}
+	return false
+}
+
+// ensured reports whether the clause before the subject at k asks for what
+// follows ("make sure", "ensure", "so that"): it looks back to the clause's
+// first token, at most eight tokens.
+func ensured(toks []token, k int) bool {
+	for j := k - 1; j >= 0 && j >= k-8 && toks[j].kind != tokPunct; j-- {
+		if toks[j].is(ensureWords...) || toks[j].is("that") && j > 0 && toks[j-1].is(purposeLeads...) {
+			return true
+		}
+	}
+	return false
 }
 
 // wordForm is the inflection of a lexicon word.
@@ -146,7 +287,8 @@ func formOf(w, lemma string) wordForm {
 // nounPosition reports whether the lexicon word at i is used as a noun
 // or adjective ("climate change", "the code changes", "test results"):
 //   - right after a determiner, in any form ("a native write", "the parsed
-//     records");
+//     records"), or after "that" following a noun preposition ("the log of
+//     that attempt");
 //   - right after a noun preposition (of, on, about, for, in…), unless it is a
 //     gerund ("a report on test results", "a list of open issues"; not
 //     "instead of creating");
@@ -155,10 +297,13 @@ func formOf(w, lemma string) wordForm {
 //   - in its base form after a determiner or a noun preposition and up to two
 //     plain words or nouns ("the CSV export", "on climate change", "the load
 //     test results"); an -s form there only inside a prepositional phrase ("a
-//     summary of the code changes") or when a preposition, a be-form or the
+//     summary of the code changes"), in the object of a verb ("write the
+//     error counts to counts.json") or when a preposition, a be-form or the
 //     end of the phrase follows ("the bug reports in a PDF"; not "the script
-//     writes out.json"); neither when an object follows ("for each file
-//     write a summary").
+//     writes out.json"); an -s form after a quantifier and a plain word
+//     likewise when a preposition or the end follows ("only direct quotes
+//     about pricing"); neither when an object follows ("for each file write
+//     a summary").
 //
 // noun marks the earlier lexicon words already read as nouns.
 func nounPosition(u *unit, noun []bool, i int, form wordForm) bool {
@@ -168,8 +313,8 @@ func nounPosition(u *unit, noun []bool, i int, form wordForm) bool {
 	}
 	prev := toks[i-1]
 	switch {
-	case determiners[prev.low]:
-		return true
+	case determiners[prev.low], prev.is("that") && i >= 2 && nounPreps[toks[i-2].low]:
+		return true // "the parsed records", "the log of that attempt"
 	case nounPreps[prev.low]:
 		return form != formIng
 	case u.verbAt(i - 1):
@@ -193,7 +338,12 @@ func nounPosition(u *unit, noun []bool, i int, form wordForm) bool {
 			if form == formBase {
 				return true
 			}
-			return j > 0 && nounPreps[toks[j-1].low] || nounFollows(toks, i+1)
+			// "a summary of the code changes", "the bug reports in a PDF",
+			// "write the error counts to counts.json" (the object of a verb)
+			return j > 0 && (nounPreps[toks[j-1].low] || u.verbAt(j-1)) || nounFollows(toks, i+1)
+		}
+		if j < i-1 && form == formS && t.is(nounLeads...) {
+			return nounFollows(toks, i+1) // "keeping only direct quotes about pricing"
 		}
 		if noun[j] {
 			continue

@@ -28,8 +28,10 @@ type mention struct {
 	forbid   bool // a negated output or delivery reaches it
 	exempt   bool // a qualifier exempts it
 	repoRef  bool // a repository verb reaches it through a pronoun
+	reshaped bool // the object of a transform verb that names no destination
 	verb     int  // token index of the verb it takes its role from, or -1
 	passive  bool // that verb is passive and after it ("dist/app.js is generated")
+	checked  bool // a passive verb after it checks it, whatever governs it ("make sure site/index.html is produced")
 	trace         // the last rule that decided its role
 }
 
@@ -68,9 +70,13 @@ type phrase struct {
 	marker     bool // downloadable, as an attachment, for download
 	negDeliver bool // a negated attach/send verb
 	repoVerb   bool
-	pronoun    bool // a pronoun object ("it", "them", "the file", "the updated file")
-	anaphor    bool // that object is a noun phrase ("the revised copy"): it refers within the unit only
+	pronoun    bool   // a pronoun object ("it", "them", "the file", "the updated file")
+	anaphor    bool   // that object is a noun phrase ("the revised copy"): it refers within the unit only
+	sameDoc    bool   // that noun phrase's head names the same document ("the tidied version"), not a format
+	part       string // the participle in that noun phrase ("shortened" in "the shortened one"), or ""
+	lastDest   int    // index of the last destination in the phrase ("to JSON", "as a PDF"), or -1
 	plural     bool
+	pair       bool // that object is "both": it refers to two files
 	signal     bool // an unnamed file request
 	delivered  bool // the unnamed request is delivery-marked
 	exempt     bool
@@ -100,6 +106,7 @@ func (p *phrase) namesOutput() bool {
 
 func readPhrase(u *unit, p *phrase) {
 	toks := u.toks
+	combineFiles(u, p)
 	for i := p.start; i < p.end; i++ {
 		t := toks[i]
 		if repoAt(toks, i) {
@@ -131,6 +138,11 @@ func readPhrase(u *unit, p *phrase) {
 		}
 		if !p.pronoun && t.kind == tokWord {
 			p.pronoun, p.plural, p.anaphor = pronounAt(toks, i, p.end)
+			p.sameDoc = p.anaphor && sameDocAt(toks, i+1, p.end)
+			p.pair = p.pronoun && t.is(pairPronouns...)
+			if p.anaphor {
+				p.part = participleAt(toks, i+1, p.end)
+			}
 		}
 	}
 
@@ -138,11 +150,13 @@ func readPhrase(u *unit, p *phrase) {
 	head := -1          // the verb that governs the phrase at i (see below)
 	prep := ""          // nearest word before i that is not a filler
 	prepOfVerb := false // an input preposition lies between lastVerb and i
+	gov := -1           // nearest token before i that is not a file, determiner or filler word
+	p.lastDest = lastDestination(u, p)
 	for i := p.start; i < p.end; i++ {
 		t := toks[i]
 		switch t.kind {
 		case tokFile:
-			p.mentions = append(p.mentions, readMention(u, p, i, lastVerb, head, prep))
+			p.mentions = append(p.mentions, readMention(u, p, i, lastVerb, head, gov, prep))
 		case tokWord:
 			if !u.neg[i] && !u.inl[i] {
 				signalAt(u, p, i, lastVerb, head, prep, prepOfVerb)
@@ -151,9 +165,11 @@ func readPhrase(u *unit, p *phrase) {
 		if u.verbAt(i) || (u.cls[i] == verbPseudo && !u.neg[i]) {
 			// A verb inside a prepositional complement of the verb before
 			// it ("a guide on how to use the API", "a report on testing
-			// X") does not take over the phrase: a destination later in
-			// the phrase still belongs to the verb before it.
-			if !prepOfVerb || head < 0 {
+			// X") does not take over the phrase, nor does a statement
+			// inside its object ("put everything you found into X"): a
+			// destination later in the phrase still belongs to the verb
+			// before it.
+			if (!prepOfVerb || head < 0) && (u.cls[i] != verbStated || head < 0) {
 				head = i
 			}
 			lastVerb, prepOfVerb = i, false
@@ -165,6 +181,9 @@ func readPhrase(u *unit, p *phrase) {
 			if t.kind == tokWord {
 				prep = t.low
 			}
+		}
+		if !prepSkip(t) || t.kind == tokPunct {
+			gov = i
 		}
 	}
 
@@ -180,9 +199,45 @@ func readPhrase(u *unit, p *phrase) {
 	}
 }
 
+// combineFiles reads a repository verb that joins files into a named file
+// ("merge a.csv and b.csv into merged.csv", "merge them into merged.csv") as
+// a transform verb: an output preposition and a file follow it, and the
+// phrase names no pull request, branch or commit ("merge feature into main").
+func combineFiles(u *unit, p *phrase) {
+	for i := p.start; i < p.end; i++ {
+		if repoAt(u.toks, i) {
+			return
+		}
+	}
+	var pending []int // repository verbs not yet followed by an output preposition
+	for k := p.start; k < p.end; k++ {
+		if u.cls[k] == verbRepo {
+			pending = append(pending, k)
+			continue
+		}
+		if len(pending) == 0 || u.toks[k].kind != tokWord || !outputPreps[u.toks[k].low] {
+			continue
+		}
+		j := k + 1
+		for j < p.end && determiners[u.toks[j].low] {
+			j++
+		}
+		if j < p.end && u.toks[j].kind == tokFile {
+			for _, v := range pending {
+				u.cls[v] = verbTransform
+			}
+		}
+		pending = pending[:0]
+	}
+}
+
 // readMention gives the file at toks[i] its role, and records the rule that
 // gave it and the span that rule read.
-func readMention(u *unit, p *phrase, i, lastVerb, head int, prep string) *mention {
+//
+// gov is the nearest token before i, in its phrase, that is neither a file
+// nor a determiner or filler word (a punctuation mark counts), or -1: the
+// word that may govern the file ("in", "of").
+func readMention(u *unit, p *phrase, i, lastVerb, head, gov int, prep string) *mention {
 	toks := u.toks
 	m := &mention{name: toks[i].text, tok: i}
 	vi := lastVerb
@@ -190,14 +245,18 @@ func readMention(u *unit, p *phrase, i, lastVerb, head int, prep string) *mentio
 		vi = passiveVerb(u, i, p.end)
 		m.passive = vi >= 0
 	}
+	m.checked = m.passive || passiveVerb(u, i, p.end) >= 0
 	verb := verbNone
-	if vi >= 0 {
+	if vi >= 0 && u.cls[vi] != verbUnknown {
 		verb = u.cls[vi]
 	}
 	target := outputPreps[prep] || prep == "to"
 	if target && head >= 0 && head != vi && isOutputish(u.cls[head]) &&
-		(verb == verbInput || verb == verbReply || verb == verbEdit) {
-		vi, verb = head, u.cls[head] // "write a summary of how to use X to summary.md"
+		(verb == verbInput || verb == verbReply || verb == verbEdit ||
+			verb == verbStated && formOf(toks[vi].low, lemmaOf(toks[vi].low)) != formS) {
+		// "write a summary of how to use X to summary.md", "put everything
+		// you found into findings.xlsx"
+		vi, verb = head, u.cls[head]
 	}
 	m.verb = vi
 	from := i // the span starts at the governing verb, or at the file
@@ -211,11 +270,15 @@ func readMention(u *unit, p *phrase, i, lastVerb, head int, prep string) *mentio
 	switch {
 	case u.question:
 		why(roleInput, "a question asks about the file, not for it")
+	case verb == verbEdit && editedPart(u, vi, gov):
+		why(roleEdit, "edited in place: \"of\" names the file whose part \""+toks[vi].text+"\" edits")
 	case inputPreps[prep]:
 		why(roleInput, "input: governed by the input preposition \""+prep+"\"")
+	case verb == verbStated && formOf(toks[vi].low, lemmaOf(toks[vi].low)) == formS:
+		why(roleInput, "input: a statement of what something does (\""+toks[vi].text+"\")")
 	case verb == verbStated:
 		why(roleInput, "input: a statement about a file that exists (\""+toks[vi].text+"\")")
-	case locatedIn(u, i):
+	case locatedIn(u, gov):
 		why(roleInput, "input: a statement of where something already is")
 	case outputPreps[prep] && (verb == verbNone || isOutputish(verb) || verb == verbTransform || verb == verbProbe):
 		// The object of an output preposition ("into NAME", "as NAME",
@@ -229,11 +292,21 @@ func readMention(u *unit, p *phrase, i, lastVerb, head int, prep string) *mentio
 		switch {
 		case u.item && u.inPlace:
 			why(roleEdit, "edited in place: a Deliverables item that says \"in place\"")
+		case u.listed:
+			why(roleOutput, "output: named in a list that a request for files introduces")
 		case u.item:
 			why(roleOutput, "output: named in a Deliverables item")
+		case namedBy(u, i):
+			why(roleOutput, "output: the name a naming verb gives its object (\"name it NAME\")")
+		case wantsWork(u, i, p.end):
+			why(roleEdit, "edited in place: the subject of \""+toks[i+1].text+"\" is what the work changes")
+		case storedIn(u, gov):
+			why(roleOutput, "output: the place a product of the work (\"the result\") is kept")
 		default:
 			why(roleNone, "no verb or output preposition governs the file")
 		}
+	case isOutputish(verb) && receives(u, vi, i, p.end):
+		why(roleEdit, "edited in place: the file receives what \""+toks[vi].text+"\" gives")
 	case isOutputish(verb):
 		why(roleOutput, "output: the object of the output verb \""+toks[vi].text+"\"")
 		if !target && isSourceOf(toks, i, p.end) {
@@ -241,9 +314,17 @@ func readMention(u *unit, p *phrase, i, lastVerb, head int, prep string) *mentio
 		}
 	case verb == verbTransform:
 		why(roleInput, "input: the source of the transform verb \""+toks[vi].text+"\"")
-		if target {
+		switch {
+		case target:
 			why(roleOutput, "output: the destination of the transform verb \""+toks[vi].text+"\"")
+		case p.lastDest <= i:
+			// "Reformat config.yaml so the keys are sorted": with no
+			// destination the file itself is reshaped.
+			why(roleEdit, "edited in place: the object of the transform verb \""+toks[vi].text+"\", which names no destination")
+			m.reshaped = true
 		}
+	case verb == verbReply && howTo(toks, vi):
+		why(roleInput, "input: a how-to question (\""+toks[vi].text+"\") asks for knowledge, not work")
 	case verb == verbInput || verb == verbReply:
 		why(roleInput, "input: the object of the reading or reply verb \""+toks[vi].text+"\"")
 	case verb == verbEdit:
@@ -277,6 +358,127 @@ func readMention(u *unit, p *phrase, i, lastVerb, head int, prep string) *mentio
 	return m
 }
 
+// receives reports whether the file at i is the first object of a verb of
+// giving and so receives the second one: right after the verb, before an
+// indefinite noun phrase ("give invoice.pdf a once-over", "give report.pdf a
+// new title"); not "give me report.pdf", "give report.pdf to Ana".
+func receives(u *unit, vi, i, end int) bool {
+	return vi >= 0 && vi == i-1 && givingVerbs[lemmaOf(u.toks[vi].low)] &&
+		i+1 < end && u.toks[i+1].is(indefArticles...)
+}
+
+// namedBy reports whether the file at i is the name a naming verb gives its
+// object: the verb in a verb's place (opening the sentence or after a
+// coordinator, "then" or "please"), then a pronoun or a short noun phrase,
+// then the file ("name it INV-2026-001.pdf", "call the output file
+// summary.txt").
+func namedBy(u *unit, i int) bool {
+	toks := u.toks
+	k := i - 1
+	for k >= 0 && i-k <= 5 && toks[k].kind == tokWord && !namingVerbs[toks[k].low] &&
+		(toks[k].is(storedPronouns...) || determiners[toks[k].low] || !functionWords[toks[k].low]) {
+		k--
+	}
+	if k < 0 || k >= i-1 || toks[k].kind != tokWord || !namingVerbs[toks[k].low] {
+		return false
+	}
+	return k == 0 || toks[k-1].kind == tokPunct || openers[toks[k-1].low] || toks[k-1].is(politeWords...)
+}
+
+// wantsWork reports whether the file at i is the subject of a want verb
+// right after it ("Résumé.PDF needs a new header", "config.yaml requires
+// two fixes"): the work the sentence asks for changes that file.
+func wantsWork(u *unit, i, end int) bool {
+	k := i + 1
+	return k < end && u.cls[k] == verbWant && formOf(u.toks[k].low, lemmaOf(u.toks[k].low)) == formS
+}
+
+// storedIn reports whether the file whose governing token is gov is where
+// the product of the work goes: the object of a storage preposition ("in",
+// "inside") right after a noun phrase that names a made thing ("the result",
+// "the final version", "the cleaned data", "a record of the attempt") or a
+// pronoun, which is itself the object of a word in a verb's place ("keep the
+// result in backlog.csv", "leave the final version in out.md", "file them in
+// oldest.json"). A phrase that opens its sentence ("The result in out.csv looks
+// off") or follows a preposition ("based on the results in x.csv") is not one.
+func storedIn(u *unit, gov int) bool {
+	toks := u.toks
+	k := gov
+	if k < 2 || !toks[k].is(storagePreps...) {
+		return false
+	}
+	if toks[k-1].is(storedPronouns...) {
+		return verbPlace(toks[k-2]) // "file them in oldest.json"
+	}
+	for d := k - 1; d >= 1 && d >= k-6; d-- {
+		if toks[d].kind != tokWord || u.verbAt(d) {
+			return false
+		}
+		if toks[d].is(productDets...) && productNP(toks, d+1, k) && verbPlace(toks[d-1]) {
+			return true
+		}
+	}
+	return false
+}
+
+// productNP reports whether the noun phrase from toks[k] names a made thing:
+// an anaphoric noun phrase ("the result", "the cleaned data") or a kept
+// record ("a record of the attempt", "a log").
+func productNP(toks []token, k, end int) bool {
+	if found, _, _ := anaphoricNP(toks, k, end); found {
+		return true
+	}
+	return k < end && toks[k].kind == tokWord && keptNouns[toks[k].low]
+}
+
+// verbPlace reports whether t may be the verb of the object after it: a
+// plain word, not a function word, determiner or preposition.
+func verbPlace(t token) bool {
+	return t.kind == tokWord && !functionWords[t.low] && !determiners[t.low] && !nounPreps[t.low]
+}
+
+// lastDestination returns the index of the last destination in phrase p, or
+// -1: "to", "into" or "as" and then, past determiners, a word or file that is
+// not a verb ("to JSON", "into English", "as a PDF"; not "to save space"). A
+// file before it has a destination after it.
+func lastDestination(u *unit, p *phrase) int {
+	last := -1
+	for k := p.start; k < p.end; k++ {
+		if !u.toks[k].is(sourceLinks...) {
+			continue
+		}
+		j := k + 1
+		for j < p.end && determiners[u.toks[j].low] {
+			j++
+		}
+		if j < p.end && (u.toks[j].kind == tokFile || u.toks[j].kind == tokWord && !u.verbAt(j)) {
+			last = k
+		}
+		k = j - 1
+	}
+	return last
+}
+
+// editedPart reports whether the file whose governing token is gov names
+// what the edit verb at vi
+// changes through "of" after the verb's own object ("tidy up the formatting
+// of resume.docx", "update the header of README.md"): between the verb and
+// "of" stand only determiners, coordinators and plain nouns, no file,
+// preposition or other verb.
+func editedPart(u *unit, vi, gov int) bool {
+	k := gov
+	if k <= vi+1 || k-vi > 6 || !u.toks[k].is("of") {
+		return false
+	}
+	for j := vi + 1; j < k; j++ {
+		t := u.toks[j]
+		if t.kind != tokWord || u.verbAt(j) || functionWords[t.low] && !prepFillers[t.low] {
+			return false
+		}
+	}
+	return true
+}
+
 // probeOutput makes the target of an attempted write an output ("attempt a
 // native write to x"), for markDenials to deny.
 func probeOutput(u *unit, m *mention, vi, i int) {
@@ -289,14 +491,12 @@ func probeOutput(u *unit, m *mention, vi, i int) {
 	}
 }
 
-// locatedIn reports whether the file at i is where something already is: a
-// locative preposition after an indicative be-form ("the raw data is already
-// in data.csv"). "should be in" is a request and does not count.
-func locatedIn(u *unit, i int) bool {
-	k := i - 1
-	for k >= 0 && prepSkip(u.toks[k]) && u.toks[k].kind != tokPunct {
-		k--
-	}
+// locatedIn reports whether the file whose governing token is gov (see
+// readMention) is where something already is: a locative preposition after
+// an indicative be-form ("the raw data is already in data.csv"). "should be
+// in" is a request and does not count.
+func locatedIn(u *unit, gov int) bool {
+	k := gov
 	if k < 1 || !locativePreps[u.toks[k].low] {
 		return false
 	}
@@ -366,16 +566,18 @@ func signalAt(u *unit, p *phrase, i, lastVerb, head int, prep string, prepOfVerb
 		if !format && !noun {
 			return
 		}
-		switch t.low {
-		case "as", "into":
+		switch {
+		case t.is(destOutputPreps...):
 			if hc != verbInput && hc != verbReply && hc != verbEdit || digest {
 				p.request(u, "unnamed request: "+dest(t.low), i, min(k, p.end-1))
 			}
-		case "to":
-			if outputish || (noun && vc == verbTransform) {
+		case t.is("to"):
+			// "to a JSON file" or "to a PDF" after a transform verb is a
+			// file; "to JSON" stays a text request (rule 3).
+			if outputish || vc == verbTransform && (noun || format && formats[toks[k].low]) {
 				p.request(u, "unnamed request: "+dest(t.low), i, min(k, p.end-1))
 			}
-		case "in":
+		case t.is("in"):
 			switch {
 			case format && k+1 < p.end && toks[k+1].is(formatWords...):
 				if hc != verbInput && hc != verbReply && hc != verbEdit {
@@ -392,11 +594,11 @@ func signalAt(u *unit, p *phrase, i, lastVerb, head int, prep string, prepOfVerb
 		return
 	}
 
-	strong := formats[t.low] && formatHead(u, i, p.end) || countedFormat(u, i, p.end)
+	strong := formats[t.low] && formatHead(u, i, p.end) || countedFormat(u, i, p.end) || formatDocument(u, i, p.end)
 	if !strong && !fileNounHead(toks, i, p.end) {
 		return
 	}
-	if inputPreps[prep] || !outputish {
+	if inputPreps[prep] || !outputish && !phrasalMake(u, i) {
 		return
 	}
 	for k := i - 1; k >= p.start && k >= i-2; k-- {
@@ -408,6 +610,19 @@ func signalAt(u *unit, p *phrase, i, lastVerb, head int, prep string, prepOfVerb
 		return // "advice on naming files": not the verb's object
 	}
 	p.request(u, "unnamed request: a file or format is the object of the output verb", max(lastVerb, p.start), i)
+}
+
+// phrasalMake reports whether the format or file noun at toks[i] is the
+// new object of a phrasal verb of making that no lexicon lists: a plain word
+// and a making particle before an indefinite article ("whip up a CSV", "throw
+// together a PDF").
+func phrasalMake(u *unit, i int) bool {
+	toks := u.toks
+	if i < 3 || !toks[i-1].is(indefArticles...) || !toks[i-2].is(makingParticles...) {
+		return false
+	}
+	v := toks[i-3]
+	return v.kind == tokWord && !functionWords[v.low] && !determiners[v.low] && lemmaOf(v.low) == ""
 }
 
 // dest names the destination rule of the preposition w.
@@ -443,9 +658,21 @@ func countedFormat(u *unit, i, end int) bool {
 	return n.kind == tokPunct || n.kind == tokWord && (functionWords[n.low] || strings.HasSuffix(n.low, "ing"))
 }
 
+// formatDocument reports whether the text format at toks[i] names the
+// format of a document noun right after it, which makes the pair a file: "a
+// CSV export", "a JSON dump", "a Markdown document"; not "a CSV parser".
+func formatDocument(u *unit, i, end int) bool {
+	t := u.toks[i]
+	if _, ok := formats[t.low]; !ok || t.kind != tokWord || i+1 >= end {
+		return false
+	}
+	return formatDocNouns[u.toks[i+1].low] && u.toks[i+1].kind == tokWord
+}
+
 // formatHead reports whether toks[k] is a format word used as the head of
-// its noun phrase ("a CSV", "a PDF report") rather than as a modifier ("a CSV
-// parser").
+// its noun phrase ("a CSV", "a PDF report", and for an inherently binary
+// format a compound document noun: "a PNG bar chart") rather than as a
+// modifier ("a CSV parser", "a PDF parser library").
 func formatHead(u *unit, k, end int) bool {
 	t := u.toks[k]
 	if _, ok := formats[t.low]; !ok || t.kind != tokWord {
@@ -461,6 +688,9 @@ func formatHead(u *unit, k, end int) bool {
 	if n.kind != tokWord || docNouns[n.low] || functionWords[n.low] || determiners[n.low] ||
 		u.verbAt(k+1) || strings.HasSuffix(n.low, "ing") {
 		return true
+	}
+	if formats[t.low] && k+2 < end && u.toks[k+2].kind == tokWord && docNouns[u.toks[k+2].low] {
+		return true // an inherently binary format before a compound document noun: "a PNG bar chart"
 	}
 	_, format := formats[n.low]
 	return format
@@ -556,6 +786,60 @@ func anaphoricNP(toks []token, k, end int) (found, plural, np bool) {
 		return false, false, false
 	}
 	return false, false, false
+}
+
+// sameDocAt reports whether the noun phrase from toks[k] has a head that
+// names the same document in a new state ("the tidied version", "the
+// corrected copy") rather than a product of another kind ("the resulting
+// PDF", "the result").
+func sameDocAt(toks []token, k, end int) bool {
+	for n := 0; k < end && n < 4 && toks[k].kind == tokWord; k, n = k+1, n+1 {
+		if sameDocHeads[toks[k].low] {
+			return true
+		}
+	}
+	return false
+}
+
+// participleAt returns the first participle of the noun phrase from
+// toks[k] ("shortened" in "the shortened one"), without a particle after a
+// hyphen, or "".
+func participleAt(toks []token, k, end int) string {
+	for n := 0; k < end && n < 4 && toks[k].kind == tokWord; k, n = k+1, n+1 {
+		if participle(toks[k].low) {
+			base, _, _ := strings.Cut(toks[k].low, "-")
+			return base
+		}
+	}
+	return ""
+}
+
+// actedFrom returns the index of the first word of phrase p that is the verb
+// whose participle part is, or -1: a file after it in p is the one the
+// anaphor names by the work done on it, whatever that verb is ("Shorten
+// abstract.txt … the shortened one", "Normalize the column names in data.csv
+// … the normalized file").
+func actedFrom(toks []token, p *phrase, part string) int {
+	if part == "" {
+		return -1
+	}
+	for k := p.start; k < p.end; k++ {
+		if toks[k].kind == tokWord && participleOf(part, toks[k].low) {
+			return k
+		}
+	}
+	return -1
+}
+
+// participleOf reports whether part is the regular past participle of the
+// verb w ("shortened" of "shorten", "tidied" of "tidy", "zipped" of "zip").
+func participleOf(part, w string) bool {
+	for _, s := range inflections {
+		if b, ok := strings.CutSuffix(part, s.suffix); ok && strings.HasSuffix(s.suffix, "d") && b+s.restore == w {
+			return true
+		}
+	}
+	return len(w) >= 2 && part == w+w[len(w)-1:]+"ed"
 }
 
 // participle reports whether w looks like a past participle used as an

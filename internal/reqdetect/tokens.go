@@ -43,7 +43,7 @@ func isRunRune(r rune) bool {
 		return false
 	}
 	return unicode.IsLetter(r) || unicode.IsDigit(r) || unicode.IsMark(r) ||
-		strings.ContainsRune(`_-./~+\:'’`, r)
+		strings.ContainsRune(runMarks, r)
 }
 
 // tokenizeAt tokenizes s, which starts at byte offset base of the objective,
@@ -70,7 +70,7 @@ func tokenize(s string) []token {
 		switch {
 		case unicode.IsSpace(r):
 			i += w
-		case r == '"' || r == '`' || r == '“':
+		case strings.ContainsRune(nameQuotes, r):
 			if n, ok := quotedFile(s[i:], r, w); ok {
 				inner := s[i+w : i+n]
 				closeW := len(closingQuote(r))
@@ -134,7 +134,7 @@ func quotedFile(s string, open rune, w int) (n int, ok bool) {
 func splitRun(toks []token, run string) []token {
 	for run != "" {
 		r, w := utf8.DecodeRuneInString(run)
-		if r != '\'' && r != '’' {
+		if !strings.ContainsRune(apostrophes, r) {
 			break
 		}
 		toks = append(toks, punctTok(run[:w]))
@@ -143,7 +143,7 @@ func splitRun(toks []token, run string) []token {
 	end := len(run)
 	for end > 0 {
 		r, w := utf8.DecodeLastRuneInString(run[:end])
-		if r != '.' && r != ':' && r != '\'' && r != '’' {
+		if !strings.ContainsRune(runTrailers, r) {
 			break
 		}
 		end -= w
@@ -201,7 +201,7 @@ func classify(s string) token {
 		switch {
 		case unicode.IsLetter(r) || unicode.IsMark(r):
 			hasLetter = true
-		case r == '\'' || r == '’' || r == '-':
+		case strings.ContainsRune(wordMarks, r):
 		default:
 			onlyLetters = false
 		}
@@ -216,7 +216,7 @@ func classify(s string) token {
 // name.ext with a non-empty name and an extension from fileExts, and it is
 // not a framework's name ("Node.js").
 func IsFile(s string) bool {
-	base := s[strings.LastIndexAny(s, `/\`)+1:]
+	base := s[strings.LastIndexAny(s, pathSeparators)+1:]
 	dot := strings.LastIndexByte(base, '.')
 	if dot <= 0 || dot == len(base)-1 {
 		return false
@@ -224,7 +224,7 @@ func IsFile(s string) bool {
 	if !fileExts[strings.ToLower(base[dot+1:])] {
 		return false
 	}
-	if strings.Trim(base[:dot], ".-_~+'’") == "" {
+	if strings.Trim(base[:dot], nameMarks) == "" {
 		return false
 	}
 	return !notFiles[strings.ToLower(s)]
@@ -237,7 +237,11 @@ func IsFile(s string) bool {
 type unit struct {
 	src       string // the whole objective, which the tokens' offsets index
 	toks      []token
-	item      bool        // inside a Deliverables block
+	item      bool  // inside a Deliverables block, or a list a request introduces (listed)
+	listed    bool  // a bullet under a line ending in ":" that asks for files ("Create these:")
+	lead      *unit // the unit of the line ending in ":" right above this bullet, or nil
+	listRead  bool  // requestsList has read this unit as a lead; listAsks is its answer
+	listAsks  bool
 	question  bool        // a question ("Who wrote report.pdf?"), not a request
 	cls       []verbClass // verb class of each token used as a verb
 	neg       []bool      // token lies in a negated phrase or noun phrase

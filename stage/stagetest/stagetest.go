@@ -106,6 +106,7 @@ var cases = []struct {
 	{name: "FetchMissing", run: testFetchMissing},
 	{name: "Reused", run: testReused},
 	{name: "Replace", run: testReplace},
+	{name: "DeltaOneFile", run: testDeltaOneFile},
 	{name: "MultipleAssets", run: testMultipleAssets},
 	{name: "Names", run: testNames},
 	{name: "Modes", run: testModes},
@@ -120,6 +121,7 @@ var cases = []struct {
 	{name: "PlantedLinkAtAsset", hostile: testPlantedLinkAtAsset},
 	{name: "PlantedLinkToCopy", hostile: testPlantedLinkToCopy},
 	{name: "PlantedLinkInCopy", hostile: testPlantedLinkInCopy},
+	{name: "DeltaTamperedOldCopy", hostile: testDeltaTamperedOldCopy},
 }
 
 // spec describes a host tree: "d/" is a directory, "f" a file with content
@@ -383,6 +385,30 @@ func testReplace(t *testing.T, target stage.Target, root string) {
 	expectEqual(t, second.Assets[0].Digest, storedDigest(t, target, root, "skills"), "the stored manifest must be the new one")
 	expectTree(t, hostTree(t, src), fetch(t, target, root, "skills"), "the new copy replaces the old one entirely")
 	expectEqual(t, listing, listRoot(t, target, root), "publishing again must leave nothing behind")
+}
+
+// testDeltaOneFile changes one file of many and stages again: the sandbox
+// copy equals the source, Sent counts the files that travelled (at least
+// the changed one, at most all), and a target that reports Sent below
+// Files sent exactly the changed one.
+func testDeltaOneFile(t *testing.T, target stage.Target, root string) {
+	var specs []spec
+	for i := range 40 {
+		specs = append(specs, spec{path: fmt.Sprintf("d%d/f%02d.txt", i%4, i), data: strings.Repeat(fmt.Sprint(i), 100)})
+	}
+	src := source(t, specs...)
+	assets := []stage.Asset{{Name: "skills", Source: src}}
+	first := stageOK(t, target, root, assets)
+	expectEqual(t, 40, first.Assets[0].Sent, "a first stage sends every file")
+	mustNoError(t, os.WriteFile(filepath.Join(src, "d1", "f05.txt"), []byte("changed"), 0o644), "changing the source")
+	second := stageOK(t, target, root, assets)
+	a := second.Assets[0]
+	expect(t, !a.Reused, "changed content is reported Reused")
+	expect(t, a.Sent >= 1 && a.Sent <= a.Files, "Sent = %d of %d files", a.Sent, a.Files)
+	if a.Sent < a.Files {
+		expectEqual(t, 1, a.Sent, "a delta publish sends only the changed file")
+	}
+	expectTree(t, hostTree(t, src), fetch(t, target, root, "skills"), "the sandbox copy after a delta publish")
 }
 
 func testMultipleAssets(t *testing.T, target stage.Target, root string) {

@@ -57,6 +57,8 @@ type Host struct {
 	cfg    Config
 	log    *slog.Logger
 	bridge *stage.Bridge
+	// controlTimeout is the effective control deadline (as the Bridge's).
+	controlTimeout time.Duration
 
 	sftpMu  sync.Mutex
 	sftpCli *sftp.Client
@@ -134,6 +136,10 @@ func NewHost(c *ssh.Client, cfg Config) (*Host, error) {
 		h.log = slog.New(slog.DiscardHandler)
 	}
 	h.bridge = stage.NewBridge(h, stage.WithControlTimeout(cfg.ControlTimeout))
+	h.controlTimeout = cfg.ControlTimeout
+	if h.controlTimeout <= 0 || h.controlTimeout > stage.MaxControlTimeout {
+		h.controlTimeout = stage.MaxControlTimeout
+	}
 	every := cfg.KeepAlive
 	if every == 0 {
 		every = DefaultKeepAlive
@@ -497,9 +503,9 @@ func (h *Host) Publish(ctx context.Context, root, name string, src *stage.Tree) 
 	return h.bridge.Publish(ctx, root, name, src)
 }
 
-// Fetch implements stage.Target.
+// Fetch implements stage.Target. See fetch.go.
 func (h *Host) Fetch(ctx context.Context, root, name string, fn func(e stage.Entry, r io.Reader) error) error {
-	return h.bridge.Fetch(ctx, root, name, fn)
+	return h.fetch(ctx, root, name, fn)
 }
 
 // SFTP returns the connection's SFTP client, started on first use

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path"
@@ -463,4 +465,40 @@ func TestHostProbeOverSFTP(t *testing.T) {
 	rt, err := stage.Stage(t.Context(), h, root, []stage.Asset{{Name: "a", Source: src}})
 	require.NoError(t, err)
 	assert.False(t, rt.Assets[0].Reused)
+}
+
+// TestHostFetchOverSFTP: a small copy is read back over SFTP (no process in
+// the sandbox), a larger one as one tar stream; both yield the same
+// entries. A server whose SFTP never answers makes Fetch fail with
+// ErrTransport within the control deadline.
+func TestHostFetchOverSFTP(t *testing.T) {
+	srv := remotetest.NewServer(t)
+	h := dial(t, srv)
+	root := path.Join(srv.Dir(), "rt")
+	for _, files := range []int{10, 200} {
+		src := t.TempDir()
+		for i := range files {
+			writeFiles(t, src, fmt.Sprintf("d%d/f%03d", i%3, i), strings.Repeat("x", i))
+		}
+		name := fmt.Sprint("x", files)
+		_, err := stage.Stage(t.Context(), h, root, []stage.Asset{{Name: name, Source: src}})
+		require.NoError(t, err)
+		before := srv.Execs()
+		rt, err := stage.Stage(t.Context(), h, root, []stage.Asset{{Name: name, Source: src}}, stage.WithVerify())
+		require.NoError(t, err)
+		assert.True(t, rt.Assets[0].Reused, "the verified copy is reused")
+		want := int64(0)
+		if files > 64 {
+			want = 1
+		}
+		assert.Equal(t, want, srv.Execs()-before, "%d files: exec sessions of a verified re-stage", files)
+	}
+
+	hung := remotetest.NewServer(t, remotetest.WithDir(srv.Dir()), remotetest.WithHangSFTP())
+	hh := dial(t, hung, func(c *remote.Config) { c.ControlTimeout = 300 * time.Millisecond })
+	start := time.Now()
+	err := hh.Fetch(t.Context(), root, "x10", func(stage.Entry, io.Reader) error { return nil })
+	require.ErrorIs(t, err, stage.ErrTransport)
+	assert.Contains(t, err.Error(), "starting SFTP did not finish within the 300ms control deadline")
+	assert.Less(t, time.Since(start), 2*time.Second)
 }

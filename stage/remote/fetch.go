@@ -1,0 +1,241 @@
+package remote
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/pkg/sftp"
+
+	"github.com/airlockdev/airlock/stage"
+)
+
+// fetchSFTPFiles is the most regular files a Fetch reads over SFTP. SFTP
+// costs a few requests per file but no process in the sandbox; the shell
+// protocol's tar stream costs one exec session (about 90 ms on a stock
+// OpenSSH) and then streams. Measured over a real sshd on loopback: one
+// small file, 4 ms over SFTP against 250 ms through tar; the standard
+// 2,000-file tree, 1.4 s over SFTP (one file at a time) against 0.3 s
+// through tar; a 256 MiB file, the same either way. So a small copy is
+// read over SFTP and a larger one as one tar stream.
+const fetchSFTPFiles = 64
+
+// fetchEntry is one entry of a copy listed over SFTP.
+type fetchEntry struct {
+	rel  string
+	mode fs.FileMode
+	size int64
+}
+
+// fetch reads <root>/<name> back: over SFTP when the copy holds at most
+// fetchSFTPFiles regular files, else through the shell protocol (tar). The
+// listing (SFTP READDIR reports each entry as lstat does, so a link is a
+// link) runs under the control deadline. A file is opened only when the
+// listing calls it a regular file, and its handle is checked again
+// (fstat): SFTP has no O_NOFOLLOW, so a file swapped for a link in between
+// can at most make the host read another file of the sandbox, which then
+// fails the caller's hash and size check (WithVerify publishes again).
+// When ctx ends the SFTP client is closed, which ends any request the
+// server has not answered; the next SFTP use starts a new one.
+func (h *Host) fetch(ctx context.Context, root, name string, fn func(e stage.Entry, r io.Reader) error) error {
+	d := path.Join(root, name)
+	lctx, cancel := context.WithTimeout(ctx, h.controlTimeout)
+	defer cancel()
+	c, err := h.sftpCtx(lctx)
+	if err != nil {
+		if ctx.Err() == nil && lctx.Err() == nil {
+			return h.bridge.Fetch(ctx, root, name, fn) // no SFTP here: the shell protocol
+		}
+		return fetchCtxErr(ctx, d, "starting SFTP", h.controlTimeout)
+	}
+	stop := context.AfterFunc(lctx, func() { h.dropSFTP(c) })
+	list, small, err := listCopy(c, d)
+	listed := stop()
+	if !listed {
+		return fetchCtxErr(ctx, d, "listing the copy", h.controlTimeout)
+	}
+	if err != nil {
+		return err
+	}
+	if !small {
+		return h.bridge.Fetch(ctx, root, name, fn)
+	}
+	stop = context.AfterFunc(ctx, func() { h.dropSFTP(c) })
+	defer stop()
+	for _, e := range list {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("fetching %s: %w", d, err)
+		}
+		if !e.mode.IsRegular() {
+			if err := fn(stage.Entry{Path: e.rel, Mode: e.mode}, nil); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := readEntry(c, d, e, fn); err != nil {
+			if cerr := ctx.Err(); cerr != nil {
+				return fmt.Errorf("fetching %s: %w", d, cerr)
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// readEntry opens one listed regular file and hands fn at most its listed
+// size plus one byte (so a file that grew is seen as such).
+func readEntry(c *sftp.Client, d string, e fetchEntry, fn func(e stage.Entry, r io.Reader) error) error {
+	p := path.Join(d, e.rel)
+	f, err := c.Open(p)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) {
+			return fmt.Errorf("%w: %s could not be opened in the sandbox: %v", stage.ErrMismatch, p, err)
+		}
+		return fmt.Errorf("%w: remote: opening %s: %w", stage.ErrTransport, p, err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("%w: remote: fstat %s: %w", stage.ErrTransport, p, err)
+	}
+	if !st.Mode().IsRegular() {
+		return fmt.Errorf("%w: %s changed while it was read: it is no longer a regular file", stage.ErrMismatch, p)
+	}
+	r := &transportReader{r: io.LimitReader(f, e.size+1), p: p}
+	if err := fn(stage.Entry{Path: e.rel, Mode: e.mode, Size: e.size}, r); err != nil {
+		if r.err != nil {
+			return r.err
+		}
+		return err
+	}
+	return nil
+}
+
+// transportReader marks a failed read as a transport failure.
+type transportReader struct {
+	r   io.Reader
+	p   string
+	err error
+}
+
+func (t *transportReader) Read(b []byte) (int, error) {
+	n, err := t.r.Read(b)
+	if err != nil && !errors.Is(err, io.EOF) {
+		t.err = fmt.Errorf("%w: remote: reading %s: %w", stage.ErrTransport, t.p, err)
+		err = t.err
+	}
+	return n, err
+}
+
+// listCopy lists the copy at d depth first, names sorted, a directory
+// before its contents. small is false (and the list partial) as soon as it
+// holds more than fetchSFTPFiles regular files. A d that is missing, a
+// link or not a directory is ErrMismatch, as for the shell protocol.
+func listCopy(c *sftp.Client, d string) (list []fetchEntry, small bool, err error) {
+	fi, err := c.Lstat(d)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, false, fmt.Errorf("%w: the asset directory %s is missing in the sandbox", stage.ErrMismatch, d)
+	case err != nil:
+		return nil, false, fmt.Errorf("%w: remote: lstat %s: %w", stage.ErrTransport, d, err)
+	case fi.Mode()&fs.ModeSymlink != 0:
+		return nil, false, fmt.Errorf("%w: the asset directory %s is a symbolic link in the sandbox", stage.ErrMismatch, d)
+	case !fi.IsDir():
+		return nil, false, fmt.Errorf("%w: the asset directory %s is not a directory in the sandbox", stage.ErrMismatch, d)
+	}
+	files := 0
+	var walk func(rel string) error
+	walk = func(rel string) error {
+		dir := d
+		if rel != "" {
+			dir = path.Join(d, rel)
+		}
+		entries, err := c.ReadDir(dir)
+		if err != nil {
+			if errors.Is(err, fs.ErrPermission) || errors.Is(err, fs.ErrNotExist) {
+				return fmt.Errorf("%w: %s could not be read in the sandbox: %v", stage.ErrMismatch, dir, err)
+			}
+			return fmt.Errorf("%w: remote: reading directory %s: %w", stage.ErrTransport, dir, err)
+		}
+		slices.SortFunc(entries, func(a, b os.FileInfo) int { return strings.Compare(a.Name(), b.Name()) })
+		for _, e := range entries {
+			n := e.Name()
+			if n == "." || n == ".." || n == "" || strings.Contains(n, "/") {
+				return fmt.Errorf("%w: remote: %s lists the name %q", stage.ErrTransport, dir, n)
+			}
+			r := path.Join(rel, n)
+			m := e.Mode()
+			switch {
+			case m.IsRegular():
+				if files++; files > fetchSFTPFiles {
+					return errTooMany
+				}
+				list = append(list, fetchEntry{rel: r, mode: m, size: e.Size()})
+			case m.IsDir():
+				list = append(list, fetchEntry{rel: r, mode: m})
+				if err := walk(r); err != nil {
+					return err
+				}
+			default:
+				list = append(list, fetchEntry{rel: r, mode: m})
+			}
+		}
+		return nil
+	}
+	switch err := walk(""); {
+	case errors.Is(err, errTooMany):
+		return nil, false, nil
+	case err != nil:
+		return nil, false, err
+	}
+	return list, true, nil
+}
+
+var errTooMany = errors.New("more files than an SFTP fetch reads")
+
+// fetchCtxErr is the error of a Fetch stopped by its context or by the
+// control deadline (lctx) while it listed the copy.
+func fetchCtxErr(ctx context.Context, d, op string, timeout time.Duration) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("fetching %s: %s: %w", d, op, err)
+	}
+	return fmt.Errorf("%w: fetching %s: %s did not finish within the %s control deadline; check the sandbox connection", stage.ErrTransport, d, op, timeout)
+}
+
+// sftpCtx is SFTP, giving up when ctx ends (a handshake the server never
+// answers goes on until the connection closes).
+func (h *Host) sftpCtx(ctx context.Context) (*sftp.Client, error) {
+	type result struct {
+		c   *sftp.Client
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		c, err := h.SFTP()
+		ch <- result{c, err}
+	}()
+	select {
+	case r := <-ch:
+		return r.c, r.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// dropSFTP closes c, which ends every request on it that is still waiting
+// for the server, and forgets it: the next SFTP use starts a new client.
+func (h *Host) dropSFTP(c *sftp.Client) {
+	_ = c.Close() // the error of a client being given up on says nothing new
+	h.sftpMu.Lock()
+	if h.sftpCli == c {
+		h.sftpCli = nil
+	}
+	h.sftpMu.Unlock()
+}

@@ -20,10 +20,20 @@
 //     peer, after which every call fails with stage.ErrTransport.
 //   - Output read from the sandbox for control operations is bounded.
 //
+// Where SFTP is used: the stored manifests of Probe (no process in the
+// sandbox), the read-back of WithVerify (Fetch) for copies of at most 64
+// files, and deliverable.RemoteWorkspace's file reads. A larger read-back
+// and every write (the tree, large files included) travel as one tar
+// stream over an exec session: measured over a real sshd, SFTP was 4x
+// slower for the standard 2,000-file tree and no faster for a 256 MiB file
+// (fetch.go), and the publish must stay the shell protocol's, since SFTP
+// has no exchange-rename.
+//
 // Non-guarantees: the sandbox owns its file system (see stage.Bridge);
-// SFTP has no O_NOFOLLOW, so a manifest read over SFTP is checked with
-// Lstat first; WithVerify's read-back and large files travel as tar over
-// an exec session, not SFTP. The package reads no environment variable:
+// SFTP has no O_NOFOLLOW, so what is read over SFTP is checked with Lstat
+// first and again on the open handle; a link swapped in between can make
+// the host read another file of the sandbox, which then fails its hash
+// check. The package reads no environment variable:
 // an ssh-agent is used when the caller passes agent.NewClient(...)'s
 // signers in Config.Auth.
 //

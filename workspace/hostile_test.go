@@ -281,11 +281,19 @@ func gitIn(t *testing.T, dir, stdin string, args ...string) string {
 }
 
 // TestRuntimeDirLinkRefused: a sandbox whose runtime directory is a link
-// to a directory elsewhere gets ".airlock" listed in Refused; nothing of
-// the link's target comes back.
+// to a directory elsewhere, or a regular file, gets ".airlock" listed in
+// Refused and the rest restored; nothing of the link's target comes back.
 func TestRuntimeDirLinkRefused(t *testing.T) {
-	for _, kind := range []string{"git", "plain"} {
-		t.Run(kind, func(t *testing.T) {
+	for _, c := range []struct {
+		kind   string
+		asFile bool // the runtime directory replaced by a regular file, not a link
+	}{{"git", false}, {"plain", false}, {"git", true}, {"plain", true}} {
+		kind, asFile := c.kind, c.asFile
+		name := kind
+		if asFile {
+			name += "/file"
+		}
+		t.Run(name, func(t *testing.T) {
 			eachRunner(t, func(t *testing.T, newRunner func(t *testing.T, dir string) stage.Runner) {
 				e := newEnv(t, newRunner)
 				if kind == "git" {
@@ -298,7 +306,11 @@ func TestRuntimeDirLinkRefused(t *testing.T) {
 				elsewhere := filepath.Join(filepath.Dir(e.remote), "elsewhere")
 				write(t, elsewhere, "loot", "loot\n")
 				require.NoError(t, os.RemoveAll(filepath.Join(e.remote, stage.RuntimeDir)))
-				require.NoError(t, os.Symlink(elsewhere, filepath.Join(e.remote, stage.RuntimeDir)))
+				if asFile {
+					write(t, e.remote, stage.RuntimeDir, "not a directory\n")
+				} else {
+					require.NoError(t, os.Symlink(elsewhere, filepath.Join(e.remote, stage.RuntimeDir)))
+				}
 				write(t, e.remote, "a", "2\n")
 				res, err := r.Restore(ctx(t))
 				require.NoError(t, err)

@@ -75,19 +75,22 @@ exec tar -x -o -f -
 func (r *Round) restorePlainScript() string {
 	return fmt.Sprintf(`r=%s; id=%s
 cd "$r" 2>/dev/null || { echo "the sandbox directory $r is missing" >&2; exit 10; }
-mkdir -p %s || exit 11
-rep=./%s/restore-$id.$$
+rd=%s
+mkdir -p "$rd" 2>/dev/null
+# A runtime directory that the sandbox replaced by a file or a link is
+# refused (the host lists it); the report then goes beside it.
+if [ -d "$rd" ] && [ ! -L "$rd" ]; then rep=./$rd/restore-$id.$$; else rep=./.airlock-restore-$id.$$; rm -f "$rep"; fi
 %s > "$rep" 2>/dev/null
 n=$(( $(wc -c < "$rep") ))
 printf 'airlock-restore 1\nreport %%d\n' "$n"; cat "$rep"; rm -f "$rep"
 set --
 for f in * .[!.]* ..?*; do
-  if [ -e "$f" ] || [ -L "$f" ]; then [ "$f" = %s ] || set -- "$@" "./$f"; fi
+  if [ -e "$f" ] || [ -L "$f" ]; then [ "$f" = "$rd" ] || [ "./$f" = "$rep" ] || set -- "$@" "./$f"; fi
 done
 if [ $# -eq 0 ]; then printf 'empty\n'; exit 0; fi
 printf 'tar\n'
 exec tar -c -f - "$@"
-`, q(r.spec.Remote), q(r.rec.ID), q(stage.RuntimeDir), q(stage.RuntimeDir), findReport, q(stage.RuntimeDir))
+`, q(r.spec.Remote), q(r.rec.ID), q(stage.RuntimeDir), findReport)
 }
 
 // spoolMax is the largest file held in memory while it is compared; a

@@ -132,3 +132,17 @@ func initRepo(t *testing.T, dir string, files map[string]string) {
 }
 
 func ctx(t *testing.T) context.Context { return t.Context() }
+
+// prepareOneFile gives the local work tree one file, a = "1\n" (committed
+// when kind is "git", a plain directory otherwise), and prepares a round.
+func prepareOneFile(t *testing.T, e *env, kind string) *workspace.Round {
+	t.Helper()
+	if kind == "git" {
+		initRepo(t, e.local, map[string]string{"a": "1\n"})
+	} else {
+		write(t, e.local, "a", "1\n")
+	}
+	r, err := workspace.Prepare(ctx(t), e.spec)
+	require.NoError(t, err)
+	return r
+}

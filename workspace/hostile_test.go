@@ -80,13 +80,7 @@ func TestHostileSandbox(t *testing.T) {
 		t.Run(kind, func(t *testing.T) {
 			eachRunner(t, func(t *testing.T, newRunner func(t *testing.T, dir string) stage.Runner) {
 				e := newEnv(t, newRunner)
-				if kind == "git" {
-					initRepo(t, e.local, map[string]string{"a": "1\n"})
-				} else {
-					write(t, e.local, "a", "1\n")
-				}
-				r, err := workspace.Prepare(ctx(t), e.spec)
-				require.NoError(t, err)
+				r := prepareOneFile(t, e, kind)
 				plantHostile(t, e)
 				base := filepath.Dir(e.local)
 				before := hashOutside(t, base, e.local, filepath.Dir(e.remote))
@@ -296,13 +290,7 @@ func TestRuntimeDirLinkRefused(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			eachRunner(t, func(t *testing.T, newRunner func(t *testing.T, dir string) stage.Runner) {
 				e := newEnv(t, newRunner)
-				if kind == "git" {
-					initRepo(t, e.local, map[string]string{"a": "1\n"})
-				} else {
-					write(t, e.local, "a", "1\n")
-				}
-				r, err := workspace.Prepare(ctx(t), e.spec)
-				require.NoError(t, err)
+				r := prepareOneFile(t, e, kind)
 				elsewhere := filepath.Join(filepath.Dir(e.remote), "elsewhere")
 				write(t, elsewhere, "loot", "loot\n")
 				require.NoError(t, os.RemoveAll(filepath.Join(e.remote, stage.RuntimeDir)))

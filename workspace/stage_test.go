@@ -9,7 +9,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/airlockdev/airlock/stage"
-	"github.com/airlockdev/airlock/workspace"
 )
 
 // TestStagedSkillsNeverComeBack stages skills under the sandbox work
@@ -20,13 +19,7 @@ func TestStagedSkillsNeverComeBack(t *testing.T) {
 		t.Run(kind, func(t *testing.T) {
 			eachRunner(t, func(t *testing.T, newRunner func(t *testing.T, dir string) stage.Runner) {
 				e := newEnv(t, newRunner)
-				if kind == "git" {
-					initRepo(t, e.local, map[string]string{"a": "1\n"})
-				} else {
-					write(t, e.local, "a", "1\n")
-				}
-				r, err := workspace.Prepare(ctx(t), e.spec)
-				require.NoError(t, err)
+				r := prepareOneFile(t, e, kind)
 				skill := t.TempDir()
 				write(t, skill, "SKILL.md", "---\nname: s\ndescription: d\n---\n")
 				rt, err := stage.Stage(ctx(t), stage.NewBridge(e.spec.Runner), filepath.Join(e.remote, stage.RuntimeDir, "skills"),

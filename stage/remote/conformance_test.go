@@ -2,8 +2,8 @@ package remote_test
 
 import (
 	"bytes"
-	"fmt"
 	"context"
+	"fmt"
 	"os"
 	"path"
 	"path/filepath"

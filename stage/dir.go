@@ -220,11 +220,10 @@ func (d *Dir) Publish(ctx context.Context, root, name string, src *Tree) (err er
 			}
 		}
 	}
-	manifest, err := writeTree(ctx, tr, src, old)
-	if err != nil {
+	if err := writeTree(ctx, tr, src, old); err != nil {
 		return err
 	}
-	if err := writeExclusive(tr, "manifest.json", manifest); err != nil {
+	if err := writeManifestFile(tr, "manifest.json", src); err != nil {
 		return fmt.Errorf("writing the manifest into %s: %w", path.Join(root, tmp), err)
 	}
 	// The last point at which a cancellation stops the publish.
@@ -246,12 +245,14 @@ func (d *Dir) Publish(ctx context.Context, root, name string, src *Tree) (err er
 	return nil
 }
 
-func writeExclusive(r *os.Root, name string, data []byte) error {
+// writeManifestFile writes src's manifest into a new file name in r,
+// streamed from its compact listing (see Tree.writeManifest).
+func writeManifestFile(r *os.Root, name string, src *Tree) error {
 	f, err := r.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o644)
 	if err != nil {
 		return err
 	}
-	_, err = f.Write(data)
+	err = src.writeManifest(f)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}

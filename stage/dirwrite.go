@@ -13,7 +13,7 @@ import (
 	"github.com/airlockdev/airlock/internal/tree"
 )
 
-// writeTree writes src into tr/tree and returns its manifest. Every
+// writeTree writes src into tr/tree; src keeps its manifest. Every
 // directory and file is created exclusively, by one name relative to an
 // open directory of the new tree, so nothing can redirect a write. The
 // files are read, hashed and written by tree.CopyInto's workers; the
@@ -22,13 +22,13 @@ import (
 // old, when not nil, is the previous copy: a file that Tree.Unchanged lists
 // is copied from there (and hashed while copied) instead of being read from
 // the host; a copy with other bytes is replaced by the host's file.
-func writeTree(ctx context.Context, tr *os.Root, src *Tree, old *os.Root) ([]byte, error) {
+func writeTree(ctx context.Context, tr *os.Root, src *Tree, old *os.Root) error {
 	if err := tr.Mkdir("tree", 0o700); err != nil {
-		return nil, err
+		return err
 	}
 	base, err := tr.Open("tree")
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer base.Close()
 	var hooks tree.CopyHooks
@@ -37,36 +37,36 @@ func writeTree(ctx context.Context, tr *os.Root, src *Tree, old *os.Root) ([]byt
 	}
 	if old != nil && len(src.Unchanged()) > 0 {
 		hooks.Carry = newCarrier(src, old).carry
+		hooks.Known = src.knownSum
 	}
-	manifest, err := src.copyInto(ctx, base, hooks)
-	if err != nil {
-		return nil, err
+	if err := src.copyInto(ctx, base, hooks); err != nil {
+		return err
 	}
-	if err := tr.Chmod("tree", 0o755); err != nil {
-		return nil, err
-	}
-	return manifest, nil
+	return tr.Chmod("tree", 0o755)
 }
 
 // copyInto is Walk for a Target that writes into a local directory: the
 // tree is copied into dst by tree.CopyInto, with Walk's contract (walked
-// once, carried files checked, the canonical manifest kept).
-func (t *Tree) copyInto(ctx context.Context, dst *os.File, hooks tree.CopyHooks) ([]byte, error) {
+// once, carried files checked, the manifest kept, compactly: see
+// Tree.writeManifest).
+func (t *Tree) copyInto(ctx context.Context, dst *os.File, hooks tree.CopyHooks) error {
 	if t.walked {
-		return nil, errors.New("stage: a Tree can be walked only once")
+		return errors.New("stage: a Tree can be walked only once")
 	}
 	t.walked, t.walking = true, true
 	defer func() { t.walking = false }()
-	res, err := tree.CopyInto(ctx, t.src, dst, t.opts, hooks)
+	opts := t.opts
+	opts.Compact = true
+	res, err := tree.CopyInto(ctx, t.src, dst, opts, hooks)
 	if err == nil && len(t.carried) > 0 {
-		err = t.checkCarried(res.Manifest)
+		err = t.checkCarried(res.Listing)
 	}
 	if err != nil {
 		t.walkErr = err
-		return nil, err
+		return err
 	}
 	t.finish(res)
-	return t.manifest, nil
+	return nil
 }
 
 // carrier copies unchanged files from the previous copy (delta publish).

@@ -2,6 +2,7 @@ package stage
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -437,7 +438,7 @@ func (s *stager) stageOne(p *planned, stored []byte) (StagedAsset, error) {
 				return StagedAsset{}, err
 			}
 			if !ok {
-				return s.publish(p, sa, log, start, nil)
+				return s.publish(p, sa, log, start, compared{})
 			}
 		}
 		if !fromIndex {
@@ -456,43 +457,92 @@ func (s *stager) stageOne(p *planned, stored []byte) (StagedAsset, error) {
 		}
 	}
 	// A stored manifest exists: hash the source and compare before writing.
-	var unchanged []UnchangedFile
+	var c compared
 	if have != "" {
-		res, err := tree.Walk(s.ctx, p.src, p.opts, nil)
-		if err != nil {
+		var err error
+		if c, err = s.compare(p, stored); err != nil {
 			return StagedAsset{}, sourceErr(name, p.src, err)
 		}
-		if digest := res.Manifest.Digest(); digest == have {
-			sa.Digest, sa.Files, sa.Bytes, sa.Skipped = digest, res.Manifest.Files(), res.Manifest.Bytes(), res.Skipped
+		if c.digest == have {
+			sa.Digest, sa.Files, sa.Bytes, sa.Skipped = c.digest, c.files, c.bytes, c.skipped
 			return reuse(sa, "stage: reused", false)
 		}
-		unchanged = unchangedFiles(res.Manifest, stored)
 	}
-	return s.publish(p, sa, log, start, unchanged)
+	return s.publish(p, sa, log, start, c)
 }
 
-// unchangedFiles lists the regular files of m that the stored manifest (the
-// sandbox's, untrusted: parsed strictly, ignored when unusable) describes
-// with the same path, mode, size and SHA-256.
-func unchangedFiles(m tree.Manifest, stored []byte) []UnchangedFile {
+// compared is what comparing a Source with the sandbox's stored manifest
+// found.
+type compared struct {
+	digest    string // the Source's manifest digest; "" when it differs for sure
+	files     int
+	bytes     int64
+	skipped   []string
+	unchanged []UnchangedFile      // regular files the stored manifest describes exactly
+	known     map[string]knownFile // their hashes and stamps, by path
+}
+
+// knownFile is a Source file's hash from the comparing walk, and the Stamp
+// that walk took of it.
+type knownFile struct {
+	sum   [32]byte
+	stamp tree.Stamp
+}
+
+// compare walks the Source against the stored manifest (the sandbox's,
+// untrusted: parsed strictly, ignored when unusable). Only files that the
+// stored manifest lists with the same path, mode and size are read and
+// hashed: any other file proves the asset changed, and is hashed once,
+// by the publish that sends it. The files whose hash also matches are the
+// unchanged ones that a delta publish may carry over; their hashes and
+// stamps let the publish's walk skip reading them again.
+func (s *stager) compare(p *planned, stored []byte) (compared, error) {
 	old, err := tree.ParseManifest(stored)
 	if err != nil {
-		return nil
+		old = tree.Manifest{}
 	}
-	var out []UnchangedFile
-	i := 0
-	for _, e := range m.Entries {
-		if e.Type != tree.File {
-			continue
-		}
-		for i < len(old.Entries) && old.Entries[i].Path < e.Path {
-			i++
-		}
-		if i < len(old.Entries) && old.Entries[i] == e {
-			out = append(out, UnchangedFile{Path: e.Path, Mode: e.Mode, Size: e.Size, SHA256: e.SHA256})
+	type storedFile struct {
+		mode fs.FileMode
+		size int64
+		sum  [32]byte
+		hex  string
+	}
+	byPath := make(map[string]storedFile, len(old.Entries))
+	for _, e := range old.Entries {
+		if e.Type == tree.File {
+			f := storedFile{mode: e.Mode, size: e.Size, hex: e.SHA256}
+			hex.Decode(f.sum[:], []byte(e.SHA256)) // ParseManifest checked it
+			byPath[e.Path] = f
 		}
 	}
-	return out
+	opts := p.opts
+	opts.Compact, opts.Stamps = true, true
+	opts.SkipContent = func(e tree.Entry) bool {
+		o, ok := byPath[e.Path]
+		return !ok || o.mode != e.Mode || o.size != e.Size
+	}
+	res, err := tree.Walk(s.ctx, p.src, opts, nil)
+	if err != nil {
+		return compared{}, err
+	}
+	l := res.Listing
+	c := compared{files: l.Files(), bytes: l.Bytes(), skipped: res.Skipped}
+	if l.Unread() == 0 {
+		c.digest = l.Digest()
+	}
+	l.EachFile(func(path []byte, perm fs.FileMode, size int64, sum [32]byte, st tree.Stamp) {
+		o, ok := byPath[string(path)]
+		if !ok || o.mode != perm || o.size != size || o.sum != sum {
+			return
+		}
+		p := string(path)
+		c.unchanged = append(c.unchanged, UnchangedFile{Path: p, Mode: perm, Size: size, SHA256: o.hex})
+		if c.known == nil {
+			c.known = make(map[string]knownFile)
+		}
+		c.known[p] = knownFile{sum: sum, stamp: st}
+	})
+	return c, nil
 }
 
 // verifyReused checks a copy about to be reported as reused. false means it
@@ -510,9 +560,14 @@ func (s *stager) verifyReused(p *planned, sa *StagedAsset, stored []byte, log *s
 	return false, nil
 }
 
-func (s *stager) publish(p *planned, sa StagedAsset, log *slog.Logger, start time.Time, unchanged []UnchangedFile) (StagedAsset, error) {
+func (s *stager) publish(p *planned, sa StagedAsset, log *slog.Logger, start time.Time, c compared) (StagedAsset, error) {
 	name := p.asset.Name
-	tr := &Tree{src: p.src, opts: p.opts, mtime: start.Truncate(time.Second), onFile: func(size int64) { s.report(name, 1, size) }, unchanged: unchanged}
+	tr := &Tree{src: p.src, opts: p.opts, mtime: start.Truncate(time.Second), unchanged: c.unchanged, known: c.known}
+	if s.o.progress != nil {
+		// Only then: a Target that copies reports each file done through
+		// a hook that costs memory per file.
+		tr.onFile = func(size int64) { s.report(name, 1, size) }
+	}
 	if err := s.t.Publish(s.ctx, s.root, name, tr); err != nil {
 		if tr.walkErr != nil && errors.Is(err, tr.walkErr) {
 			return StagedAsset{}, sourceErr(name, p.src, err)
@@ -522,10 +577,10 @@ func (s *stager) publish(p *planned, sa StagedAsset, log *slog.Logger, start tim
 	if !tr.done {
 		return StagedAsset{}, &AssetError{Op: "publish", Name: name, Path: sa.Path, Err: ErrNoContent}
 	}
-	sa.Digest, sa.Files, sa.Bytes, sa.Skipped, sa.Reused = tr.sum.digest, tr.sum.files, tr.sum.bytes, tr.sum.skipped, false
+	sa.Digest, sa.Files, sa.Bytes, sa.Skipped, sa.Reused = tr.digest(), tr.sum.files, tr.sum.bytes, tr.sum.skipped, false
 	sa.Sent = sa.Files - len(tr.carried)
 	if s.o.verify {
-		if err := verify(s.ctx, s.t, s.root, name, tr.manifest); err != nil {
+		if err := verify(s.ctx, s.t, s.root, name, tr.manifestBytes()); err != nil {
 			return StagedAsset{}, &AssetError{Op: "verify", Name: name, Path: sa.Path, Err: err}
 		}
 	}
@@ -553,13 +608,18 @@ type Tree struct {
 	mtime     time.Time
 	onFile    func(size int64)
 	unchanged []UnchangedFile
-	carried   map[string]string // path → SHA-256 the carried copy must have
+	carried   map[string]string    // path → SHA-256 the carried copy must have
+	known     map[string]knownFile // unchanged files' hashes from the comparing walk
 	walking   bool
 	walked    bool
 	done      bool    // Walk returned nil
-	sum       treeSum // what Walk read, kept without the entry list
-	manifest  []byte
-	walkErr   error
+	sum       treeSum // what Walk read
+	// The manifest of a finished walk: list (compact) until the bytes are
+	// needed, then manifest. A Target that writes locally streams list
+	// into its manifest file and never holds the bytes.
+	list     *tree.Listing
+	manifest []byte
+	walkErr  error
 }
 
 // UnchangedFile is a regular file of a Tree that the sandbox's current copy
@@ -584,10 +644,14 @@ func (t *Tree) Unchanged() []UnchangedFile { return t.unchanged }
 
 // Carry, called from Walk's fn for a regular file listed by Unchanged,
 // tells Walk that the Target has put a checked copy of it in place from the
-// sandbox's previous copy, so its content is not sent. Walk still reads
-// and hashes the host file (the manifest stays exact) and fails with
-// ErrChanged when it no longer has the SHA-256 the copy was checked
-// against: staging again when the tree is quiet succeeds.
+// sandbox's previous copy, so its content is not sent. Walk still checks
+// the host file, so that the manifest stays exact: when fn read none of it
+// and it shows the identity, size, modification and change time that
+// Stage's comparing walk saw when it hashed it (the evidence a walk has
+// that a file did not change while read), that hash stands and the file
+// is not read again; otherwise Walk reads and hashes it. Either way Walk
+// fails with ErrChanged when the file no longer has the SHA-256 the copy
+// was checked against: staging again when the tree is quiet succeeds.
 func (t *Tree) Carry(e Entry) error {
 	if !t.walking {
 		return errors.New("stage: Tree.Carry called outside Walk")
@@ -630,7 +694,9 @@ func (t *Tree) Walk(ctx context.Context, fn func(e Entry, r io.Reader) error) ([
 	}
 	t.walked, t.walking = true, true
 	defer func() { t.walking = false }()
-	res, err := tree.Walk(ctx, t.src, t.opts, func(it *tree.Item) error {
+	opts := t.opts
+	opts.Compact = true
+	res, err := tree.Walk(ctx, t.src, opts, func(it *tree.Item) error {
 		e := Entry{Path: it.Path, Mode: it.Mode.Perm(), Size: it.Size}
 		if it.Type == tree.Dir {
 			e.Mode |= fs.ModeDir
@@ -639,20 +705,36 @@ func (t *Tree) Walk(ctx context.Context, fn func(e Entry, r io.Reader) error) ([
 		if err := fn(e, it); err != nil {
 			return err
 		}
+		t.useKnown(it)
 		if t.onFile != nil {
 			t.onFile(it.Size)
 		}
 		return nil
 	})
 	if err == nil && len(t.carried) > 0 {
-		err = t.checkCarried(res.Manifest)
+		err = t.checkCarried(res.Listing)
 	}
 	if err != nil {
 		t.walkErr = err
 		return nil, err
 	}
 	t.finish(res)
-	return t.manifest, nil
+	return t.manifestBytes(), nil
+}
+
+// useKnown lets the walk take a carried file's hash from the comparing
+// walk instead of reading the file again, when the Target did not read it
+// and the file still shows the stamp that walk took (see Item.UseKnown).
+func (t *Tree) useKnown(it *tree.Item) {
+	if k, ok := t.known[it.Path]; ok && t.carried[it.Path] != "" {
+		it.UseKnown(k.sum, k.stamp)
+	}
+}
+
+// knownSum is CopyHooks.Known for a carried file.
+func (t *Tree) knownSum(e tree.Entry) ([32]byte, tree.Stamp, bool) {
+	k, ok := t.known[e.Path]
+	return k.sum, k.stamp, ok
 }
 
 // treeSum is what Stage reports of a walked tree.
@@ -663,22 +745,79 @@ type treeSum struct {
 	skipped []string
 }
 
-// finish keeps the canonical manifest and the counts of a successful walk
-// and lets the entry list go, so that a stage of many files holds one
-// compact copy of its manifest, not two.
+// finish keeps the compact listing and the counts of a successful walk:
+// one compact copy of the manifest, from which its bytes are made when
+// needed.
 func (t *Tree) finish(res *tree.Result) {
-	t.manifest = res.Manifest.Canonical()
-	t.sum = treeSum{digest: digest.Of(t.manifest), files: res.Manifest.Files(), bytes: res.Manifest.Bytes(), skipped: res.Skipped}
+	t.list = res.Listing
+	t.sum = treeSum{files: t.list.Files(), bytes: t.list.Bytes(), skipped: res.Skipped}
 	t.done = true
 }
 
-// checkCarried fails with ErrChanged when a carried file's content on the
-// host is no longer what the sandbox's copy was checked against.
-func (t *Tree) checkCarried(m tree.Manifest) error {
-	for _, e := range m.Entries {
-		if want, ok := t.carried[e.Path]; ok && e.SHA256 != want {
-			return fmt.Errorf("%w: %s changed while it was staged (its unchanged copy was carried over from the sandbox)", ErrChanged, path.Join(t.src, e.Path))
+// manifestBytes returns the canonical manifest of a finished walk, made
+// once; the listing is let go.
+func (t *Tree) manifestBytes() []byte {
+	if t.manifest == nil && t.list != nil {
+		t.manifest = t.list.Canonical()
+		t.sum.digest = digest.Of(t.manifest)
+		t.list = nil
+	}
+	return t.manifest
+}
+
+// digest returns the manifest digest of a finished walk.
+func (t *Tree) digest() string {
+	if t.sum.digest == "" {
+		if t.list != nil {
+			t.sum.digest = t.list.Digest()
+		} else if t.manifest != nil {
+			t.sum.digest = digest.Of(t.manifest)
 		}
+	}
+	return t.sum.digest
+}
+
+// writeManifest writes the canonical manifest of a finished walk to w,
+// streamed from the listing when the bytes were never made, and records
+// its digest.
+func (t *Tree) writeManifest(w io.Writer) error {
+	if t.manifest != nil || t.list == nil {
+		_, err := w.Write(t.manifestBytes())
+		return err
+	}
+	d, err := t.list.WriteCanonical(w)
+	if err == nil {
+		t.sum.digest = d
+	}
+	return err
+}
+
+// checkCarried fails with ErrChanged when a carried file's content on the
+// host is no longer what the sandbox's copy was checked against (the
+// first such file in path order is named).
+func (t *Tree) checkCarried(l *tree.Listing) error {
+	bad, seen := "", 0
+	l.EachFile(func(p []byte, _ fs.FileMode, _ int64, sum [32]byte, _ tree.Stamp) {
+		want, ok := t.carried[string(p)]
+		if !ok {
+			return
+		}
+		seen++
+		var hx [2 * len(sum)]byte
+		hex.Encode(hx[:], sum[:])
+		if bad == "" && string(hx[:]) != want {
+			bad = string(p)
+		}
+	})
+	if bad == "" && seen != len(t.carried) {
+		for p := range t.carried { // carried, yet not a file the walk read: cannot happen
+			if _, _, ok := l.Sum(p); !ok && (bad == "" || p < bad) {
+				bad = p
+			}
+		}
+	}
+	if bad != "" {
+		return fmt.Errorf("%w: %s changed while it was staged (its unchanged copy was carried over from the sandbox)", ErrChanged, path.Join(t.src, bad))
 	}
 	return nil
 }

@@ -3,15 +3,12 @@ package tree
 import (
 	"context"
 	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"hash"
 	"io/fs"
 	"os"
 	"path/filepath"
-	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -70,6 +67,15 @@ type CopyHooks struct {
 	// source; the caller compares. With false the source is copied (the
 	// caller removes whatever it created first).
 	Carry func(e Entry, d Dest) (bool, error)
+	// Known, when set, is asked about each file that Carry put in place:
+	// a SHA-256 of its source from an earlier walk and the Stamp that walk
+	// took (Listing.Sum). When the source's lstat in this walk shows that
+	// Stamp — the evidence a walk has that a file did not change while it
+	// was read — the copier takes the hash and does not read the file. The
+	// caller, which checked the carried copy against that hash, keeps the
+	// copy and the Result consistent. Files the copier writes are always
+	// hashed as they are read.
+	Known func(e Entry) (sum [32]byte, st Stamp, ok bool)
 	// Done, when set, is called for each regular file once it is in
 	// place, on the goroutine that called CopyInto (so a little after the
 	// worker finished it; the last ones before CopyInto returns).
@@ -178,7 +184,7 @@ func (c *copier) create(dir int, name, rel string, perm fs.FileMode) (int, error
 // copy_file_range(2) or splice would save the copy through user space, but
 // the bytes must pass through here anyway to be hashed, so the file is
 // read once into a buffer that is both hashed and written.
-func (c *copier) copyFile(f *srcFile, j *job, s *scratch) error {
+func (c *copier) copyFile(j *job, s *scratch) error {
 	e := Entry{Path: j.rel, Type: File, Mode: j.st.mode.Perm(), Size: j.st.size}
 	if c.hooks.Carry != nil {
 		carried, err := c.hooks.Carry(e, Dest{dir: j.into.dst, name: j.leaf, rel: j.rel, perm: e.Mode, c: c})
@@ -186,18 +192,23 @@ func (c *copier) copyFile(f *srcFile, j *job, s *scratch) error {
 			return err
 		}
 		if carried {
-			if err := s.stream(f, j.st, j.rel, -1, &j.rec.sum); err != nil {
+			if err := c.carried(j, s, e); err != nil {
 				return err
 			}
 			c.finished(e)
 			return nil
 		}
 	}
+	f, err := j.open()
+	if err != nil {
+		return err
+	}
+	defer f.close()
 	fd, err := c.create(j.into.dst, j.leaf, j.rel, e.Mode)
 	if err != nil {
 		return err
 	}
-	err = s.stream(f, j.st, j.rel, fd, &j.rec.sum)
+	err = s.stream(&f, j.st, j.rel, fd, j.sum)
 	if cerr := unix.Close(fd); err == nil && cerr != nil {
 		err = &fs.PathError{Op: "close", Path: c.show(j.rel), Err: cerr}
 	}
@@ -205,6 +216,25 @@ func (c *copier) copyFile(f *srcFile, j *job, s *scratch) error {
 		c.finished(e)
 	}
 	return err
+}
+
+// carried hashes the source of a file that hooks.Carry put in place, so
+// that the Result describes the source: it reads the file, unless
+// hooks.Known vouches for it (a hash from an earlier walk whose Stamp the
+// file's lstat still shows) — then it is not even opened.
+func (c *copier) carried(j *job, s *scratch, e Entry) error {
+	if c.hooks.Known != nil {
+		if sum, st, ok := c.hooks.Known(e); ok && st.matches(j.st) {
+			*j.sum = sum
+			return nil
+		}
+	}
+	f, err := j.open()
+	if err != nil {
+		return err
+	}
+	defer f.close()
+	return s.stream(&f, j.st, j.rel, -1, j.sum)
 }
 
 // finished records that e is in place, for deliver.
@@ -284,7 +314,7 @@ func (s *scratch) stream(f *srcFile, st stat, rel string, dst int, sum *[32]byte
 		for remain := st.size; remain > 0 && err == nil; {
 			b := buf[:min(remain, int64(len(buf)))]
 			if err = f.readFull(b, rel); err == nil {
-				s.h.Write(b)
+				hashWrite(s.h, b)
 				err = writeAll(dst, b, rel)
 				remain -= int64(len(b))
 			}
@@ -333,7 +363,7 @@ func (s *scratch) pipe(f *srcFile, size int64, rel string, dst int) error {
 	go func() {
 		defer close(hashed)
 		for b := range full {
-			s.h.Write(b)
+			hashWrite(s.h, b)
 			free <- b[:cap(b)]
 		}
 	}()
@@ -379,6 +409,7 @@ func writeAll(dst int, b []byte, rel string) error {
 // small files, not once for each.
 type pool struct {
 	jobs  chan []job
+	free  chan []job // batches done with, for reuse: a walk of many files makes no garbage per batch
 	batch []job
 	bytes int64
 	wg    sync.WaitGroup
@@ -390,7 +421,7 @@ const (
 )
 
 func startPool(w *walker, n int) *pool {
-	p := &pool{jobs: make(chan []job, 2*n)}
+	p := &pool{jobs: make(chan []job, 2*n), free: make(chan []job, 2*n+n+1)}
 	for range n {
 		p.wg.Add(1)
 		go func() {
@@ -406,6 +437,11 @@ func startPool(w *walker, n int) *pool {
 					}
 					j.from.release(w)
 					j.into.release(w)
+				}
+				clear(batch)
+				select {
+				case p.free <- batch[:0]:
+				default:
 				}
 			}
 		}()
@@ -425,7 +461,12 @@ func (p *pool) add(j job) {
 func (p *pool) flush() {
 	if len(p.batch) > 0 {
 		p.jobs <- p.batch
-		p.batch, p.bytes = make([]job, 0, batchFiles), 0
+		select {
+		case p.batch = <-p.free:
+		default:
+			p.batch = make([]job, 0, batchFiles)
+		}
+		p.bytes = 0
 	}
 }
 
@@ -495,76 +536,6 @@ func (f *failure) first() error {
 // errStop unwinds the walk once a worker has failed; the worker's error is
 // the one reported.
 var errStop = errors.New("tree: walk stopped after a failure")
-
-// rec is one entry as the walk records it: no per-entry hex string until
-// the manifest is built.
-type rec struct {
-	path string
-	size int64
-	sum  [32]byte
-	perm fs.FileMode
-	dir  bool
-}
-
-// recList holds the walk's records in blocks that never move, so a worker
-// can fill in a record while the walker appends more.
-type recList struct {
-	blocks [][]rec
-	n      int
-}
-
-func (l *recList) add(r rec) *rec {
-	if k := len(l.blocks); k == 0 || len(l.blocks[k-1]) == cap(l.blocks[k-1]) {
-		size := 64
-		if k > 0 {
-			size = min(2*cap(l.blocks[k-1]), 8192)
-		}
-		l.blocks = append(l.blocks, make([]rec, 0, size))
-	}
-	b := &l.blocks[len(l.blocks)-1]
-	*b = append(*b, r)
-	l.n++
-	return &(*b)[len(*b)-1]
-}
-
-// entries returns the records as manifest entries sorted by path. All the
-// hashes' hex digits share one string.
-func (l *recList) entries() []Entry {
-	files := 0
-	for _, b := range l.blocks {
-		for k := range b {
-			if !b[k].dir {
-				files++
-			}
-		}
-	}
-	var sb strings.Builder
-	sb.Grow(files * 2 * sha256.Size)
-	var hx [2 * sha256.Size]byte
-	for _, b := range l.blocks {
-		for k := range b {
-			if !b[k].dir {
-				hex.Encode(hx[:], b[k].sum[:])
-				sb.Write(hx[:])
-			}
-		}
-	}
-	sums := sb.String()
-	out := make([]Entry, 0, l.n)
-	for _, b := range l.blocks {
-		for k := range b {
-			r := &b[k]
-			if r.dir {
-				out = append(out, Entry{Path: r.path, Type: Dir, Mode: r.perm})
-				continue
-			}
-			out = append(out, Entry{Path: r.path, Type: File, Mode: r.perm, Size: r.size, SHA256: sums[:len(hx)]})
-			sums = sums[len(hx):]
-		}
-	}
-	slices.SortFunc(out, func(a, b Entry) int { return strings.Compare(a.Path, b.Path) })
-	return out
-}
 
 func fchmod(fd int, perm fs.FileMode) error {
 	return ignoringEINTR(func() error { return unix.Fchmod(fd, uint32(perm.Perm())) })

@@ -91,14 +91,7 @@ func (m Manifest) encode(buf []byte, flush func([]byte)) []byte {
 		if i > 0 {
 			buf = append(buf, ',')
 		}
-		if utf8.ValidString(e.Path) {
-			buf = append(buf, `{"path":`...)
-			buf = appendJSONString(buf, e.Path)
-		} else {
-			buf = append(buf, `{"path_hex":"`...)
-			buf = hex.AppendEncode(buf, []byte(e.Path))
-			buf = append(buf, '"')
-		}
+		buf = appendPath(buf, e.Path)
 		buf = append(buf, `,"type":`...)
 		buf = appendJSONString(buf, string(e.Type))
 		buf = append(buf, `,"mode":`...)
@@ -128,11 +121,7 @@ func (m Manifest) canonicalLen() int {
 		if i > 0 {
 			n++
 		}
-		if utf8.ValidString(e.Path) {
-			n += len(`{"path":`) + jsonStringLen(e.Path)
-		} else {
-			n += len(`{"path_hex":""`) + 2*len(e.Path)
-		}
+		n += pathLen(e.Path)
 		n += len(`,"type":`) + jsonStringLen(string(e.Type))
 		n += len(`,"mode":`) + decimalLen(uint64(uint32(e.Mode)))
 		n += len(`,"size":`) + decimalLen(uint64(e.Size))

@@ -172,15 +172,15 @@ func (n *fdNode) openDir(name string, want stat) (node, error) {
 // fails there with ErrChanged, having been read no further than want's
 // size. The open itself follows no link (O_NOFOLLOW, RESOLVE_NO_SYMLINKS)
 // and never blocks (O_NONBLOCK).
-func (n *fdNode) openFile(name string, want stat) (*srcFile, error) {
+func (n *fdNode) openFile(name string, want stat) (srcFile, error) {
 	fd, err := openat2(n.fd, name, &unix.OpenHow{Flags: openFlags, Resolve: resolveStrict})
 	if err != nil {
 		if err == unix.ELOOP || err == unix.ENOTDIR || err == unix.EXDEV || err == unix.ENOENT {
-			return nil, fmt.Errorf("%w: %s was replaced during the walk", ErrChanged, name)
+			return srcFile{}, fmt.Errorf("%w: %s was replaced during the walk", ErrChanged, name)
 		}
-		return nil, err
+		return srcFile{}, err
 	}
-	return &srcFile{fd: fd}, nil
+	return srcFile{fd: fd}, nil
 }
 
 func (n *fdNode) lstatBelow(p string) (stat, string, error) {

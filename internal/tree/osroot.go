@@ -69,15 +69,15 @@ func (n *rootNode) openDir(name string, want stat) (node, error) {
 	return &rootNode{r: sub, top: n.top}, nil
 }
 
-func (n *rootNode) openFile(name string, want stat) (*srcFile, error) {
+func (n *rootNode) openFile(name string, want stat) (srcFile, error) {
 	f, err := n.r.OpenFile(name, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrChanged, err)
+		return srcFile{}, fmt.Errorf("%w: %w", ErrChanged, err)
 	}
 	if _, err := verifyOpened(f, name, want); err != nil {
-		return nil, err
+		return srcFile{}, err
 	}
-	return &srcFile{fd: -1, f: f}, nil
+	return srcFile{fd: -1, f: f}, nil
 }
 
 func (n *rootNode) lstatBelow(p string) (stat, string, error) {

@@ -105,6 +105,20 @@ type Options struct {
 	// ForceFallback makes the walker use the os.Root reader even where
 	// openat2 works. For tests.
 	ForceFallback bool
+	// Compact leaves Result.Manifest empty: the walk's entries are then
+	// in Result.Listing only, which holds them in about a third of the
+	// memory and can stream the canonical manifest.
+	Compact bool
+	// SkipContent, when set, is asked about every regular file (e: path,
+	// permission bits and size, no hash) on the goroutine that called
+	// Walk, in walk order; true leaves the file unopened and unread. It
+	// still counts against the limits and is listed, without a hash (see
+	// Listing.Unread). For a walk that only needs to hash the files that
+	// might equal a known manifest's. Walk only (not Copy), and only
+	// without a callback.
+	SkipContent func(e Entry) bool
+	// Stamps makes the Listing keep each read file's Stamp (Listing.Sum).
+	Stamps bool
 	// Workers bounds the goroutines that open, read, hash and (for Copy)
 	// write regular files at once; default (0) GOMAXPROCS. 1 does
 	// everything on the calling goroutine; a Walk with a callback always
@@ -143,6 +157,9 @@ type Result struct {
 	Skipped  []string
 	Mode     Mode        // the reader used
 	RootMode fs.FileMode // permission bits of the root, from its open descriptor
+	// Listing holds the same entries as Manifest, compactly; with
+	// Options.Compact it is the only copy.
+	Listing *Listing
 }
 
 // Item is one directory or regular file handed to a Walk callback. Reading a
@@ -154,6 +171,25 @@ type Item struct {
 	h       hash.Hash
 	remain  int64
 	readErr error
+	known   *[32]byte // see UseKnown
+}
+
+// UseKnown, called by a Walk callback that read nothing of the file,
+// offers the walk the file's SHA-256 from an earlier walk, with the Stamp
+// that walk took (Listing.Sum). When the file still shows that Stamp —
+// same identity, size, modification and change time: the evidence a walk
+// has that a file did not change while it was read — the walk takes sum as
+// the file's hash and does not read the file; it reports whether it did.
+// For a caller that did not need the bytes (a Target that put a checked
+// copy in place from elsewhere): bytes that a caller reads are always
+// hashed as read.
+func (it *Item) UseKnown(sum [32]byte, st Stamp) bool {
+	if it.src == nil || it.remain != it.Size || it.readErr != nil || !st.matches(it.st) {
+		return false
+	}
+	it.known = &sum
+	it.remain = 0
+	return true
 }
 
 // NewReader returns an Item that reads the regular file f (as OpenFile
@@ -230,7 +266,7 @@ func (it *Item) Read(p []byte) (int, error) {
 		p = p[:it.remain]
 	}
 	n, err := it.src.read(p)
-	it.h.Write(p[:n])
+	hashWrite(it.h, p[:n])
 	it.remain -= int64(n)
 	if err == io.EOF {
 		if it.remain > 0 {
@@ -254,7 +290,7 @@ type node interface {
 	names() ([]string, error)
 	lstat(name string) (stat, error)
 	openDir(name string, want stat) (node, error)
-	openFile(name string, want stat) (*srcFile, error)
+	openFile(name string, want stat) (srcFile, error)
 	// lstatBelow, called on the walk root, lstat's the slash-separated
 	// path p below it, following no link in any component (a component
 	// replaced by a link fails with ErrChanged; a missing one with
@@ -278,7 +314,7 @@ type walker struct {
 	dirs    int
 	bytes   int64
 	seq     int // entries met so far, in walk order
-	recs    recList
+	list    *Listing
 	skipped []string
 	fail    failure
 	ances   []fs.FileInfo // open directories from the root down, for cycle checks
@@ -317,7 +353,13 @@ func walk(ctx context.Context, root string, opts Options, fn func(*Item) error, 
 	if err != nil {
 		return nil, &fs.PathError{Op: "walk", Path: root, Err: err}
 	}
-	w := &walker{ctx: ctx, opts: opts, lim: opts.Limits.WithDefaults(), fn: fn, cp: cp, inline: newScratch(ctx)}
+	if fn != nil || cp != nil {
+		opts.SkipContent = nil
+	}
+	w := &walker{ctx: ctx, opts: opts, lim: opts.Limits.WithDefaults(), fn: fn, cp: cp, inline: newScratch(ctx), list: newListing()}
+	if opts.Stamps {
+		w.list.stamps = &stampList{}
+	}
 	w.root = &dirRef{n: top, dst: -1, root: true}
 	if cp != nil {
 		w.root.dst = cp.root
@@ -342,7 +384,12 @@ func walk(ctx context.Context, root string, opts Options, fn func(*Item) error, 
 		return nil, err
 	}
 	slices.Sort(w.skipped)
-	return &Result{Manifest: Manifest{Entries: w.recs.entries()}, Skipped: w.skipped, Mode: mode, RootMode: fi.Mode().Perm()}, nil
+	w.list.finish()
+	res := &Result{Skipped: w.skipped, Mode: mode, RootMode: fi.Mode().Perm(), Listing: w.list}
+	if !opts.Compact {
+		res.Manifest = w.list.Manifest()
+	}
+	return res, nil
 }
 
 func openRoot(root string, forceFallback bool) (node, Mode, error) {
@@ -475,6 +522,12 @@ func (w *walker) dir(d *dirRef, prefix, real string) error {
 	return nil
 }
 
+// listFull reports a path the Listing cannot hold: longer than 64 KiB, or
+// past 4 GiB of paths.
+func listFull(rel string) error {
+	return &LimitError{Limit: "path length", Max: maxListedPath, Path: rel, err: ErrPathTooLong}
+}
+
 func displayPath(rel string) string {
 	if rel == "" {
 		return "."
@@ -510,7 +563,10 @@ func (w *walker) enterDir(parent *dirRef, sub node, rel, real string, perm fs.Fi
 		sub.close()
 		return &LimitError{Limit: "directories", Max: int64(w.lim.MaxFiles), Path: rel, err: ErrTooManyFiles}
 	}
-	w.recs.add(rec{path: rel, perm: perm, dir: true})
+	if _, _, ok := w.list.add(rel, 0, perm, recDir); !ok {
+		sub.close()
+		return listFull(rel)
+	}
 	d := &dirRef{n: sub, dst: -1, rel: rel, seq: w.seq}
 	d.refs.Store(1)
 	defer d.release(w)
@@ -682,7 +738,8 @@ type job struct {
 	st         stat // its lstat: the baseline it is checked against
 	link       bool // reached through a followed link
 	seq        int
-	rec        *rec
+	sum        *[32]byte // where its hash goes, in the Listing
+	stamp      *Stamp    // where its Stamp goes, with Options.Stamps
 }
 
 // file checks the limits for j's file in walk order and has it done:
@@ -700,7 +757,17 @@ func (w *walker) file(j job) error {
 	w.files++
 	w.bytes += j.st.size
 	j.seq = w.seq
-	j.rec = w.recs.add(rec{path: j.rel, size: j.st.size, perm: j.st.mode.Perm()})
+	var flags uint16
+	if w.opts.SkipContent != nil && w.opts.SkipContent(Entry{Path: j.rel, Type: File, Mode: j.st.mode.Perm(), Size: j.st.size}) {
+		flags = recUnread
+	}
+	var ok bool
+	if j.sum, j.stamp, ok = w.list.add(j.rel, j.st.size, j.st.mode, flags); !ok {
+		return listFull(j.rel)
+	}
+	if flags != 0 {
+		return nil
+	}
 	if w.pool == nil {
 		return w.doFile(&j, w.inline)
 	}
@@ -713,30 +780,57 @@ func (w *walker) file(j job) error {
 // doFile opens, reads, hashes (and, copying, writes) j's file, and checks
 // that it did not change while read.
 func (w *walker) doFile(j *job, s *scratch) error {
+	var err error
+	if w.cp != nil {
+		err = w.cp.copyFile(j, s)
+	} else {
+		err = w.readFile(j, s)
+	}
+	if err == nil && j.stamp != nil {
+		*j.stamp = stampOf(j.st)
+	}
+	return err
+}
+
+// open opens j's source file.
+func (j *job) open() (srcFile, error) {
 	f, err := j.from.n.openFile(j.name, j.st)
 	if err != nil {
 		if j.link {
-			return fmt.Errorf("following link %q: %w", j.rel, err)
+			return srcFile{}, fmt.Errorf("following link %q: %w", j.rel, err)
 		}
-		return fmt.Errorf("opening %q: %w", j.rel, err)
+		return srcFile{}, fmt.Errorf("opening %q: %w", j.rel, err)
+	}
+	return f, nil
+}
+
+// readFile is doFile for Walk.
+func (w *walker) readFile(j *job, s *scratch) error {
+	f, err := j.open()
+	if err != nil {
+		return err
 	}
 	defer f.close()
-	switch {
-	case w.fn != nil:
-		s.h.Reset()
-		it := newItem(f, j.rel, j.st, s.h)
-		if err := w.fn(it); err != nil {
-			return err
-		}
-		if err := it.verify(s.buffer(j.st.size)); err != nil {
-			return err
-		}
-		s.h.Sum(j.rec.sum[:0])
-		return nil
-	case w.cp != nil:
-		return w.cp.copyFile(f, j, s)
+	if w.fn == nil {
+		return s.stream(&f, j.st, j.rel, -1, j.sum)
 	}
-	return s.stream(f, j.st, j.rel, -1, &j.rec.sum)
+	s.h.Reset()
+	it := newItem(&f, j.rel, j.st, s.h)
+	if err := w.fn(it); err != nil {
+		return err
+	}
+	if it.known != nil {
+		if err := checkUnchanged(&f, j.st, j.rel); err != nil {
+			return err
+		}
+		*j.sum = *it.known
+		return nil
+	}
+	if err := it.verify(s.buffer(j.st.size)); err != nil {
+		return err
+	}
+	s.h.Sum(j.sum[:0])
+	return nil
 }
 
 // onlyReader hides every method but Read, so io.CopyBuffer uses our buffer.

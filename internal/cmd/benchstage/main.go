@@ -7,7 +7,8 @@
 //	benchstage -mode materialize -src DIR -dst DIR   # Materialize every subdirectory of DIR
 //
 // With -rss it prints the process's peak resident set (getrusage maxrss)
-// on standard error when done.
+// on standard error when done; with -memprofile it writes an allocation
+// profile.
 package main
 
 import (
@@ -17,7 +18,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"runtime/pprof"
+	"strings"
 	"syscall"
 
 	"github.com/airlockdev/airlock/internal/treegen"
@@ -42,6 +45,7 @@ func main() {
 	dst := flag.String("dst", "", "destination directory: must be empty or missing")
 	rss := flag.Bool("rss", false, "print the peak resident set size (maxrss) on stderr")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile to this file")
+	memprofile := flag.String("memprofile", "", "write an allocation profile to this file when done")
 	repeat := flag.Int("repeat", 1, "run this many times, into dst/0, dst/1, … (for a profile)")
 	flag.Parse()
 	if *cpuprofile != "" {
@@ -66,10 +70,32 @@ func main() {
 			os.Exit(1)
 		}
 	}
+	if *memprofile != "" {
+		f, err := os.Create(*memprofile)
+		if err == nil {
+			err = pprof.Lookup("allocs").WriteTo(f, 0)
+			f.Close()
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "benchstage:", err)
+			os.Exit(1)
+		}
+	}
 	if *rss {
 		var ru syscall.Rusage
 		if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err == nil {
 			fmt.Fprintf(os.Stderr, "maxrss_kib %d\n", ru.Maxrss)
+		}
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		fmt.Fprintf(os.Stderr, "heap_sys_kib %d heap_inuse_kib %d stack_sys_kib %d sys_kib %d gc_cycles %d\n",
+			ms.HeapSys>>10, ms.HeapInuse>>10, ms.StackSys>>10, ms.Sys>>10, ms.NumGC)
+		if b, err := os.ReadFile("/proc/self/status"); err == nil {
+			for _, line := range strings.Split(string(b), "\n") {
+				if strings.HasPrefix(line, "VmHWM") || strings.HasPrefix(line, "Rss") {
+					fmt.Fprintln(os.Stderr, strings.Join(strings.Fields(line), " "))
+				}
+			}
 		}
 	}
 }

@@ -22,7 +22,7 @@ const DefaultCacheIdle = 30 * time.Minute
 //
 // The key names the session (for example session.Key); the fingerprint
 // names what was staged for it (for example the skills bundle identity and
-// the runtime root). Neither is interpreted.
+// the stage root). Neither is interpreted.
 type Cache struct {
 	idle  time.Duration
 	now   func() time.Time

@@ -24,7 +24,7 @@ import (
 // opened on the directory, so nothing is ever created, changed or removed
 // outside it, whatever links the sandbox plants inside it.
 //
-// Non-guarantees: links that the sandbox plants above the runtime root
+// Non-guarantees: links that the sandbox plants above the stage root
 // (inside the directory) are followed, so the root may land elsewhere inside
 // the directory. Two processes publishing the same asset at once are not
 // coordinated (calls through one *Dir are).
@@ -99,15 +99,15 @@ func (d *Dir) openRoot(root string, create bool) (*os.Root, error) {
 	case err == nil:
 		// A link or file planted at the root: replace it, never follow it.
 		if err := parent.Remove(base); err != nil {
-			return nil, fmt.Errorf("replacing the %s at runtime root %s: %w", tree.Kind(fi.Mode()), root, err)
+			return nil, fmt.Errorf("replacing the %s at stage root %s: %w", tree.Kind(fi.Mode()), root, err)
 		}
 		fallthrough
 	case errors.Is(err, fs.ErrNotExist):
 		if err := parent.Mkdir(base, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
-			return nil, fmt.Errorf("creating runtime root %s: %w", root, err)
+			return nil, fmt.Errorf("creating stage root %s: %w", root, err)
 		}
 	default:
-		return nil, fmt.Errorf("inspecting runtime root %s: %w", root, err)
+		return nil, fmt.Errorf("inspecting stage root %s: %w", root, err)
 	}
 	return parent.OpenRoot(base)
 }
@@ -302,13 +302,13 @@ func makeWritable(r *os.Root, name string, depth int) {
 }
 
 // Fetch implements Target. An asset directory that is missing, a link, not
-// a directory or not readable (or a runtime root that is missing or not a
+// a directory or not readable (or a stage root that is missing or not a
 // directory) is reported as ErrMismatch.
 func (d *Dir) Fetch(ctx context.Context, root, name string, fn func(e Entry, r io.Reader) error) error {
 	p := path.Join(root, name)
 	rr, err := d.openRoot(root, false)
 	if errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("%w: the asset directory %s is missing in the sandbox (its runtime root %s is missing or not a directory)", ErrMismatch, p, root)
+		return fmt.Errorf("%w: the asset directory %s is missing in the sandbox (its stage root %s is missing or not a directory)", ErrMismatch, p, root)
 	}
 	if err != nil {
 		return err

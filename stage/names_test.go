@@ -13,7 +13,7 @@ import (
 )
 
 // rawNameTargets builds each target over a fresh host directory and
-// returns it, the runtime root to stage to, and the host directory that
+// returns it, the stage root to stage to, and the host directory that
 // holds that root's content.
 var rawNameTargets = []struct {
 	name  string

@@ -30,7 +30,7 @@ const RuntimeDir = ".airlock"
 // again.
 const MaxManifestBytes = 64 << 20
 
-// Reserved names under a runtime root. Asset names may not start with
+// Reserved names under a stage root. Asset names may not start with
 // reservedPrefix.
 const (
 	reservedPrefix = ".airlock"
@@ -46,7 +46,7 @@ var (
 	// duplicate Name, a missing or non-directory Source, a bad Exclude
 	// pattern. Stage reports it before anything is written.
 	ErrBadAsset = errors.New("invalid asset")
-	// ErrBadRoot reports a runtime root that is not an absolute, clean
+	// ErrBadRoot reports a stage root that is not an absolute, clean
 	// sandbox path.
 	ErrBadRoot = errors.New("invalid stage root")
 	// ErrTransport is wrapped by every transport failure: a Runner that
@@ -116,7 +116,7 @@ func (p LinkPolicy) tree() (tree.LinkPolicy, bool) {
 
 // Asset is one host directory to put into the sandbox.
 type Asset struct {
-	Name    string     // one path segment: the directory under the runtime root
+	Name    string     // one path segment: the directory under the stage root
 	Source  string     // host directory, absolute
 	Links   LinkPolicy // zero value SkipLinks
 	Exclude []string   // path.Match patterns against slash paths relative to Source
@@ -124,7 +124,7 @@ type Asset struct {
 
 // Runtime maps each staged asset's host Source to its in-sandbox Path.
 type Runtime struct {
-	Root   string        // the in-sandbox runtime root passed to Stage; each asset lives in Root/Name
+	Root   string        // the in-sandbox stage root passed to Stage; each asset lives in Root/Name
 	Assets []StagedAsset // one per staged asset, in the order given to Stage
 }
 
@@ -291,7 +291,7 @@ func Stage(ctx context.Context, t Target, root string, assets []Asset, opts ...O
 	return rt, nil
 }
 
-// checkRoot validates an in-sandbox runtime root.
+// checkRoot validates an in-sandbox stage root.
 func checkRoot(root string) error {
 	switch {
 	case root == "" || !path.IsAbs(root):
@@ -299,7 +299,7 @@ func checkRoot(root string) error {
 	case path.Clean(root) != root:
 		return fmt.Errorf("%w: %q is not clean (want %q)", ErrBadRoot, root, path.Clean(root))
 	case root == "/":
-		return fmt.Errorf("%w: the sandbox's / cannot be a runtime root; pass a directory below it", ErrBadRoot)
+		return fmt.Errorf("%w: the sandbox's / cannot be a stage root; pass a directory below it", ErrBadRoot)
 	case strings.ContainsRune(root, 0) || !utf8.ValidString(root):
 		return fmt.Errorf("%w: %q holds a NUL byte or invalid UTF-8", ErrBadRoot, root)
 	}

@@ -28,7 +28,7 @@ import (
 type sandbox struct {
 	stage.Target
 	dir      string // host directory playing the sandbox
-	root     string // runtime root, in-sandbox
+	root     string // stage root, in-sandbox
 	hostRoot string // the same directory on the host
 	runs     *atomic.Int64
 }
@@ -262,7 +262,7 @@ func TestStagePlantedLinks(t *testing.T) {
 	}
 }
 
-// TestDirConfinedAboveRoot plants a link above the runtime root that leaves
+// TestDirConfinedAboveRoot plants a link above the stage root that leaves
 // the directory: a Dir refuses to follow it.
 func TestDirConfinedAboveRoot(t *testing.T) {
 	src := t.TempDir()
@@ -433,7 +433,7 @@ func TestFetchUnusableAssetDir(t *testing.T) {
 			assert.ErrorContains(t, err, path.Join(sb.root, name), name)
 		}
 		err := sb.Fetch(context.Background(), path.Join(sb.root, "absent-root"), "v", func(stage.Entry, io.Reader) error { return nil })
-		assert.ErrorIs(t, err, stage.ErrMismatch, "a missing runtime root")
+		assert.ErrorIs(t, err, stage.ErrMismatch, "a missing stage root")
 	})
 }
 

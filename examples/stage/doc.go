@@ -3,7 +3,7 @@
 //
 //	go run ./examples/stage -src DIR -to DEST [-name NAME] [-links skip|reject|within] [-json]
 //
-// DEST is the runtime root; the copy lands in DEST/NAME (NAME defaults to
+// DEST is the stage root; the copy lands in DEST/NAME (NAME defaults to
 // the base name of DIR). DEST is either a local directory (its parent must
 // exist; the parent is the sandbox, stage.NewDir, so nothing is written
 // outside it) or an SSH destination, ssh://[user@]host[:port]/abs/path,

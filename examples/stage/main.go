@@ -61,7 +61,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, sshCfg *r
 	fl := flag.NewFlagSet("stage", flag.ContinueOnError)
 	fl.SetOutput(io.Discard)
 	src := fl.String("src", "", "host directory to stage (required)")
-	to := fl.String("to", "", "runtime root: a local directory or ssh://[user@]host[:port]/abs/path (required)")
+	to := fl.String("to", "", "stage root: a local directory or ssh://[user@]host[:port]/abs/path (required)")
 	name := fl.String("name", "", "directory under the root (default: base name of -src)")
 	links := fl.String("links", "skip", "symbolic links: skip, reject or within (follow those that stay inside -src)")
 	asJSON := fl.Bool("json", false, "print one JSON object")

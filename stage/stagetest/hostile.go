@@ -101,7 +101,7 @@ func (s *sandbox) snapshot(t *testing.T, dir string) string {
 	return s.run(t, `cd "$D" && find . -print | LC_ALL=C sort && find . -type f -exec cksum {} + | LC_ALL=C sort`, map[string]string{"D": dir})
 }
 
-// victim is a directory outside the runtime root, holding the file
+// victim is a directory outside the stage root, holding the file
 // "victim", that planted links point to: whatever a Target writes through
 // such a link lands in it.
 type victim struct {
@@ -175,7 +175,7 @@ func relPath(from, to string) string {
 	return strings.Join(parts, "/")
 }
 
-// testPlantedLinkAtRoot: a link planted at the runtime root is replaced by
+// testPlantedLinkAtRoot: a link planted at the stage root is replaced by
 // a directory, never written through.
 func testPlantedLinkAtRoot(t *testing.T, target stage.Target, root string, sb *sandbox) {
 	src := source(t, mixed...)

@@ -29,7 +29,7 @@ type config struct {
 }
 
 // WithSandboxShell lets TestTarget play the hostile sandbox: plant links at
-// the runtime root, at <root>/<name> and inside a published copy, where a
+// the stage root, at <root>/<name> and inside a published copy, where a
 // process in the sandbox could. shell is called once per hostile case with
 // the Target newTarget returned for it, and returns sh, a Runner whose
 // scripts run in that Target's sandbox with the powers of a process there,

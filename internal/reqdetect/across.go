@@ -91,8 +91,9 @@ func pathParts(s string) (dirs []string, ext string) {
 // requestsList reports whether the unit lead, a line ending in ":", asks for
 // the files listed below it: its last phrase has an output or delivery verb,
 // not negated, a pointer or file noun for its object ("Create these:",
-// "Write the two files below:", "Attach the following files:"), and no
-// output file of its own.
+// "Write the two files below:", "Attach the following files:") or a want
+// verb with no object of its own ("What I need back:"), and no output file
+// of its own.
 func requestsList(lead *unit) bool {
 	if lead.listRead {
 		return lead.listAsks
@@ -111,17 +112,45 @@ func asksForList(lead *unit) bool {
 	if p.negated || p.namesOutput() {
 		return false
 	}
-	verb, pointer := false, false
+	verb, pointer, object := false, false, false
 	for i := p.start; i < p.end; i++ {
 		t := lead.toks[i]
-		if lead.verbAt(i) && isOutputish(lead.cls[i]) && !lead.neg[i] {
-			verb = true
+		if listVerb(lead, i) {
+			verb, object = true, false // the object, if any, is that of the last verb
+			continue
 		}
 		if verb && t.kind == tokWord && (fileNouns[t.low] || t.is(listPointers...)) {
 			pointer = true
 		}
+		// "Files to produce:", "Files to attach:": a file noun before the
+		// infinitive that asks for them.
+		if fileNouns[t.low] && i+2 < p.end && lead.toks[i+1].is("to") && listVerb(lead, i+2) {
+			pointer = true
+		}
+		if verb && (t.kind == tokFile || t.kind == tokWord && !t.is(listPointers...) && !t.is(listIncludes...) &&
+			(determiners[t.low] || plainWord(t))) {
+			object = true
+		}
 	}
-	return pointer
+	// A verb with no object of its own before the colon asks for the list
+	// itself ("Return:", "What I need back:", "Your output should
+	// include:"), as it does with a pointer ("We need the following:").
+	return pointer || verb && !object
+}
+
+// listVerb reports whether toks[i] of a list lead asks for what follows: an
+// output, delivery or want verb, or "the output" before a be-form, not
+// negated; an output or delivery verb after a wh-word and "to" ("What to
+// deliver:") heads the list too.
+func listVerb(lead *unit, i int) bool {
+	c := lead.cls[i]
+	if lead.neg[i] || c == verbNone {
+		return false
+	}
+	if howTo(lead.toks, i) {
+		c = verbClasses[lemmaOf(lead.toks[i].low)]
+	}
+	return isOutputish(c)
 }
 
 // markDenials marks denied-write phrases (rule 7).
@@ -180,7 +209,7 @@ func resolvePronouns(units []*unit) {
 			if own {
 				continue
 			}
-			ms, ph, from := antecedent(units, ui, pi, p.plural, p.pair, p.anaphor, p.sameDoc, p.part)
+			ms, ph, from := antecedent(units, ui, pi, p)
 			switch {
 			case deliver:
 				for _, m := range ms {
@@ -207,6 +236,11 @@ func resolvePronouns(units []*unit) {
 				for _, m := range ms {
 					m.repoRef = true
 					m.note(u, "repository work: a repository verb refers back to it", p.start, p.end-1)
+				}
+				// "build the Docker image and push it to the registry": the
+				// unnamed request it refers to is repository work too.
+				if ph != nil && !ph.delivered {
+					ph.signal = false
 				}
 			case makeRef:
 				for _, m := range ms {
@@ -276,37 +310,59 @@ func hasWord(u *unit, p *phrase, words []string) bool {
 // for the unit's first phrase, the last such phrase of the previous unit that
 // is not a bare qualifier or denial remark. It returns the files ms and the
 // phrase from that holds them, or the phrase ph whose unnamed request it is.
-func antecedent(units []*unit, ui, pi int, plural, pair, np, sameDoc bool, part string) (ms []*mention, ph, from *phrase) {
+func antecedent(units []*unit, ui, pi int, ref *phrase) (ms []*mention, ph, from *phrase) {
+	plural, pair, np, sameDoc, part, kind := ref.plural, ref.pair, ref.anaphor, ref.sameDoc, ref.part, ref.kind
 	pick := func(p *phrase) []*mention {
 		if plural {
 			return p.mentions
 		}
 		return p.mentions[len(p.mentions)-1:]
 	}
+	// made returns the files of phrase pp of unit pu that a noun phrase
+	// ("the updated file") names: a file made or edited earlier, not one
+	// read, or the file its participle's verb worked on ("Shorten
+	// abstract.txt … the shortened one"); adjacent says pp is the phrase
+	// right before the noun phrase.
+	made := func(pu *unit, pp *phrase, adjacent bool) []*mention {
+		var got []*mention
+		acted := actedFrom(pu.toks, pp, part) // first word of pp that part's verb is, or -1
+		for _, m := range pp.mentions {
+			// "Reformat speakers.csv … the reformatted file": a transform
+			// that keeps the document (keepingTransforms), named by its
+			// participle; "Convert data.csv … the converted file" is the
+			// product of the conversion.
+			byVerb := acted >= 0 && acted < m.tok && keepingTransforms[lemmaOf(part)]
+			if m.reshaped && !sameDoc && !byVerb {
+				continue // "compile paper.tex and attach the resulting PDF"
+			}
+			if kind != "" && !ofKind(m.name, kind) {
+				continue // "fix notes.md and attach the spreadsheet"
+			}
+			if m.role == roleInput && kind != "" && changedPart(part) {
+				got = append(got, m) // "The team uses candidates.xlsx. … share the updated sheet"
+				continue
+			}
+			// A file no verb governs in the phrase right before, after a
+			// verb no lexicon lists, is what the noun phrase names ("Fill
+			// in the owners in raci.xlsx and upload the completed sheet",
+			// "Trim intro.mp4 … upload the shorter clip").
+			ungoverned := m.role == roleNone && (acted >= 0 && acted < m.tok || adjacent || kind != "")
+			if m.role == roleOutput || m.role == roleEdit || ungoverned {
+				got = append(got, m)
+			}
+		}
+		if len(got) > 1 && !plural {
+			got = got[len(got)-1:]
+		}
+		return got
+	}
 	u := units[ui]
 	for q := pi - 1; q >= 0 && q >= pi-8; q-- {
 		pp := u.phrases[q]
 		switch {
 		case np:
-			// A noun phrase ("the updated file") names a file made or
-			// edited earlier in the item, not one read, or the file its
-			// participle's verb worked on ("Shorten abstract.txt … the
-			// shortened one").
-			var made []*mention
-			acted := actedFrom(u.toks, pp, part) // first word of pp that part's verb is, or -1
-			for _, m := range pp.mentions {
-				if m.reshaped && !sameDoc {
-					continue // "compile paper.tex and attach the resulting PDF"
-				}
-				if m.role == roleOutput || m.role == roleEdit || m.role == roleNone && acted >= 0 && acted < m.tok {
-					made = append(made, m)
-				}
-			}
-			if len(made) > 0 {
-				if plural {
-					return made, nil, pp
-				}
-				return made[len(made)-1:], nil, pp
+			if got := made(u, pp, q == pi-1); len(got) > 0 {
+				return got, nil, pp
 			}
 			continue
 		case len(pp.mentions) > 0:
@@ -316,6 +372,26 @@ func antecedent(units []*unit, ui, pi int, plural, pair, np, sameDoc bool, part 
 		}
 		// "review it and attach it", "Once you are done, please attach
 		// it": a phrase that names nothing is passed over.
+	}
+	if np && (pi == 0 || kind != "") {
+		// A noun phrase opening its sentence, or a kind noun anywhere in
+		// it, reaches the last phrase of the sentence before, past a bare
+		// qualifier or denial remark ("the onboarding doc (onboarding.docx)
+		// is too long. Can you cut it down and send the trimmed doc back?",
+		// ("Update the totals in q3.xlsx. Then upload the spreadsheet.",
+		// "Edit chapter3.docx. Then email me the edited chapter.").
+		for k := ui - 1; k >= 0 && k >= ui-3; k-- {
+			pu := units[k]
+			if pu.bare && (pu.qualifier >= 0 || pu.denial) {
+				continue
+			}
+			if pu.last >= 0 {
+				if got := made(pu, pu.phrases[pu.last], false); len(got) > 0 {
+					return got, nil, pu.phrases[pu.last]
+				}
+			}
+			break
+		}
 	}
 	if np {
 		return nil, nil, nil
@@ -347,6 +423,14 @@ func antecedent(units []*unit, ui, pi int, plural, pair, np, sameDoc bool, part 
 		}
 	}
 	return got, nil, from
+}
+
+// changedPart reports whether part is the participle of an edit or
+// transform verb ("updated", "reformatted"): a noun phrase it modifies names
+// a file that the work changed, even one first named as an input.
+func changedPart(part string) bool {
+	c := verbClasses[lemmaOf(part)]
+	return part != "" && (c == verbEdit || c == verbTransform)
 }
 
 // distinctNames counts the distinct file names of ms.

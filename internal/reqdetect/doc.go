@@ -210,6 +210,90 @@
 //     unit requests more than one output, or its output is delivered, the
 //     qualifier exempts nothing. "For internal verification" is no qualifier.
 //
+// Further structure, by stage (each rule is general; the words it reads are
+// named lists in lexicon.go).
+//   - Lines. A label word may take a dash for its colon ("Deliverables —")
+//     and up to two plain modifiers before it ("Expected outputs:", not
+//     "Input files:": modifiedLabel). A lead line ending in ":" asks for the
+//     bullets below it also when its output, delivery or want verb has no
+//     object of its own ("Return:", "What I need back:", "Your output
+//     should include:", "What to deliver:") or when a file noun precedes the
+//     infinitive ("Files to produce:").
+//   - Questions. A question also opens its main clause with a wh-word after
+//     a leading phrase and a comma ("Per the spec in docs/spec.md, which
+//     fields are required?": leadQuestion), with a contracted wh-word
+//     ("What's …?") or with "should/shall" ("Should I export it as CSV?").
+//   - Nouns. A lexicon word is a noun when it ends a compound that opens its
+//     clause ("landing page copy (copy.md)": compoundHead), follows a
+//     possessive ("the survey's free-text answers"), or is an "-ing" word
+//     after a determiner and a noun before a preposition or punctuation
+//     ("from the screen recording (signup.mov)").
+//   - Statements. Besides past and perfect forms, a verb with a subject
+//     other than the addressee states what happens: the present progressive
+//     ("I'm sharing budget.xlsx", "They are currently writing spec.md"), the
+//     future ("The auditors will send audit.pdf", "I'm going to upload
+//     v2.csv"), a base-form past after a pronoun ("I put the answers in
+//     survey.xlsx"; not "Could we put …"), a past habit ("We used to export
+//     data as CSV"), a present passive of delivery ("proposal.docx is
+//     attached"; not "make sure it is attached") and an opening participle
+//     before a colon ("Attached: deck.pptx"). A statement governing a
+//     destination ("as CSV") asks for nothing.
+//   - Wants. "I'd like/love/appreciate" and an unlisted imperative before
+//     "me/us" and an object ("Get me a zip of the invoices") are want verbs,
+//     and an unlisted word before "up/together" and "a" is a verb of making
+//     ("Whip up a quick FAQ page (faq.html)": phrasalMaking); a want whose
+//     object is wanted changed ("need the deck updated", "want report.docx
+//     fixed") is an in-place edit;
+//     "don't need a PDF" and "nobody needs a file" negate the want, "don't
+//     need to"/"don't have to" negate the verb after them. An exception
+//     ("except", "other than", "apart from") ends the negation before it
+//     ("Don't create new files except summary.md").
+//   - Roles. A file in parentheses names the noun phrase before it and takes
+//     the output preposition governing that phrase ("present it as a chart
+//     (spend.png)": appositionPrep). A file followed by "as/to/into" and a
+//     format other than its own is a source ("give me users.csv as JSON";
+//     not "write report.md as Markdown"). A participle of an edit, reading
+//     or reply verb right after a file or a run of files acts on them with
+//     no auxiliary ("`README.md` updated with the new numbers", "a.csv and
+//     b.csv compared": reducedPassive). A passive verb after a file has its
+//     own subject when a noun stands between ("docs/spec.md, which fields
+//     are required"). A transform verb in a sentence that says "in place"
+//     edits its file, and so does "make" with a predicate adjective after
+//     the file ("make the chart in report.pptx bigger": changedBy). A file
+//     with no verb is an input after a mark of
+//     existence ("the existing report.docx") or before "vs", and an output
+//     after a verb of motion ("Results go in results/summary.json", "It
+//     should end up in docs/onboarding.md"), before "as the only output", or
+//     set off by a comma or parenthesis after a file noun of a request
+//     ("keep them all in one file, emails.md": namesFileNoun). A destination after a comma-closed "-ing"
+//     adjunct is not the adjunct's ("Transcribe the memo, cleaning up filler
+//     words, into memo.txt"). A destination's format may follow adjectives
+//     ("into a one-page PDF", "a chart image", "an .ics file", "to MP3"); a
+//     file or format accepted as the answer ("a Markdown file is fine") asks
+//     for a file, and so does a binary format standing as its own clause
+//     after a dash or colon in a request ("I need a checklist — PDF, one
+//     page", "Format: PDF"). A digest verb's "into NAME" is an output
+//     ("Summarize the notes into summary.md"). "into the reply" is inline,
+//     and an inline marker after "both"/"all" covers the run of files
+//     before it.
+//   - References. "the" and a kind noun ("the spreadsheet", "the shorter
+//     clip": kindNouns) refer back to a made or edited file of that kind; a
+//     noun phrase opening a sentence reaches the last phrase of the sentence
+//     before ("Edit chapter3.docx. Then email me the edited chapter."); an
+//     edit participle with a kind noun names the file it changed even if
+//     first named as an input ("The team uses candidates.xlsx. … share the
+//     updated sheet"); a transform that keeps the document names its file by
+//     its participle ("the reformatted file": keepingTransforms); and
+//     a noun phrase reaches a file no verb governs in the phrase right
+//     before it ("Trim intro.mp4 … upload the shorter clip"). A repository
+//     verb reaching an unnamed request makes it repository work ("build the
+//     Docker image and push it"); a negated one makes nothing repository
+//     work ("— don't commit it"). In a Deliverables item an edit verb whose
+//     object refers back ("edit the existing file", "update it") says the
+//     item's file is changed in place.
+//   - Denials. A refusal verb after a modal marks an expected denial ("the
+//     sandbox should reject it").
+//
 // Collection (collect). A file is requested when it is delivered, or has an
 // output role that is neither exempted nor made repository work, and is not
 // forbidden. File is true when a file is requested or an unnamed request

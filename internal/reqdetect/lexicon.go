@@ -36,10 +36,10 @@ var verbClasses = func() map[string]verbClass {
 	}
 	add(verbOutput, "write create produce generate save output emit dump store make build draft prepare "+
 		"compose put place provide give package bundle author assemble persist serialize "+
-		"plot draw touch record jot stash stow")
+		"plot draw touch record jot stash stow log")
 	add(verbExport, "export")
 	add(verbAttach, "attach upload")
-	add(verbSend, "send share email e-mail deliver publish forward hand return")
+	add(verbSend, "send share email e-mail deliver publish forward hand return ship")
 	add(verbTransform, "convert transform turn translate reformat transcode render compile copy extract "+
 		"encode decode compress zip archive split")
 	add(verbInput, "read summarize summarise review analyze analyse compare parse load open inspect check "+
@@ -154,7 +154,7 @@ var (
 		"so first next finally just only now of for with into as in on at from by about via using than " +
 		"instead without if when once after before while here there what how why where")
 	negators = newSet("not never don't dont doesn't didn't mustn't shouldn't won't can't cannot " +
-		"needn't avoid refrain skip omit")
+		"needn't avoid refrain skip omit nobody")
 	openers = newSet("and or but then also plus that which who while after before once when " +
 		"without instead rather afterwards finally next additionally so")
 	fillers = newSet("then also please finally next afterwards first just only additionally " +
@@ -169,7 +169,11 @@ var (
 	// quotes about pricing", "all error reports in …"), but only with a plain
 	// word between them and the lexicon word ("only write" is a verb):
 	// nounPosition.
-	nounLeads = []string{"only", "all", "both", "many", "few", "several", "more", "most", "other", "such"}
+	// compoundSpan is how many plain words may open a clause before a
+	// lexicon word that ends their noun compound ("landing page copy"):
+	// compoundHead.
+	compoundSpan = 3
+	nounLeads    = []string{"only", "all", "both", "many", "few", "several", "more", "most", "other", "such"}
 	// causatives take a bare verb after them ("make it", "try open").
 	causatives = newSet("make try attempt")
 	// Rule 8: source files, source trees, code nouns, builds.
@@ -194,7 +198,8 @@ var (
 	// questionWords open a question that asks about something rather
 	// than for something ("Who wrote report.pdf?"; not "Can you export …?").
 	questionWords = []string{"who", "what", "when", "where", "why", "how", "which", "whose", "is", "are",
-		"was", "were", "does", "do", "did", "has", "have", "had", "isn't", "aren't", "doesn't", "didn't"}
+		"was", "were", "does", "do", "did", "has", "have", "had", "isn't", "aren't", "doesn't", "didn't",
+		"should", "shall", "what's", "where's", "how's", "who's", "what’s", "where’s", "how’s", "who’s"}
 	beForms = []string{"is", "are", "should", "must", "will", "shall", "would", "could", "can", "goes", "go"}
 	// outputSubjects before a beForms word are the subject of a statement
 	// of what the output is ("the output should be a CSV file", "the format
@@ -228,7 +233,7 @@ var formatDocNouns = newSet("export exports dump dumps backup backups snapshot s
 // destination or with a file noun).
 var formats = func() map[string]bool {
 	m := map[string]bool{}
-	for _, w := range strings.Fields("pdf xlsx xls docx pptx odt ods png jpg jpeg gif webp zip tarball " +
+	for _, w := range strings.Fields("pdf xlsx xls docx pptx odt ods png jpg jpeg gif webp zip tarball archive " +
 		"spreadsheet workbook excel powerpoint word image epub mp3 mp4 wav") {
 		m[w] = true
 	}
@@ -238,6 +243,11 @@ var formats = func() map[string]bool {
 	}
 	return m
 }()
+
+// formatAliases map an extension or format word to the one spelling
+// sameFormat compares: "markdown" is "md", "yml" is "yaml".
+var formatAliases = map[string]string{"markdown": "md", "yml": "yaml", "htm": "html", "jpeg": "jpg",
+	"tif": "tiff", "tgz": "gz"}
 
 // outputPreps govern an output: the file or format after them is what the
 // phrase produces ("into answers.csv", "as revenue.png", "a file called
@@ -261,6 +271,113 @@ var statementAdverbs = newSet("already just recently previously earlier also sti
 // "you already generated", "we've written").
 var subjectPronouns = newSet("i we you they he she someone somebody everyone i've we've you've they've " +
 	"i'd we'd you'd they'd i'll we'll you'll they'll")
+
+// pastSubjects make a verb whose past form is its base form ("put",
+// "read") a past statement right after them ("I put the answers in
+// survey.xlsx"); "you" is not among them ("you put it in out.csv" may be an
+// instruction), nor are the contracted future and conditional forms:
+// pastAfterPronoun. askAux before the pronoun make it a request ("Could we
+// put …").
+var (
+	pastSubjects = newSet("i we they he she someone somebody everyone")
+	askAux       = []string{"can", "could", "would", "will", "shall", "should", "may", "might", "let", "please"}
+)
+
+// Statements in the present progressive or the future ("I'm sharing
+// budget.xlsx", "The auditors will send audit.pdf") and present passives of
+// delivery ("proposal.docx is attached"): progressive, future,
+// presentPassive. statingClitics and futureClitics are a subject other than
+// the addressee contracted with "am/are/is" or "will"; progressiveBe and
+// presentBe are the be-forms of those statements.
+var (
+	statingClitics = newSet("i'm we're they're he's she's i’m we’re they’re he’s she’s")
+	futureClitics  = newSet("i'll we'll they'll he'll she'll i’ll we’ll they’ll he’ll she’ll")
+	progressiveBe  = []string{"am", "are", "is"}
+	presentBe      = []string{"is", "are", "'s"}
+)
+
+// wantWords after "would" or a "'d" clitic want their object ("I'd love a
+// PDF version", "we would like a CSV"): conditionalWant. recipients after
+// an unlisted verb opening its clause make it ask to be given its object
+// ("Get me a zip"): benefactive.
+var (
+	wantWords  = []string{"like", "love", "prefer", "appreciate"}
+	recipients = []string{"me", "us"}
+)
+
+// referentModifiers may stand between a pointer and its file noun in an
+// edit of the file an item names ("edit the existing file", "update the same
+// document"): editsReferent.
+var referentModifiers = []string{"existing", "same", "original", "current"}
+
+// isClitics end in "'s" but contract "is", "has" or "us", not a possessive
+// ("it's written", "let's export"): possessive.
+var isClitics = newSet("it's that's there's here's what's who's where's when's how's let's he's she's " +
+	"one's everyone's someone's nobody's everything's nothing's something's")
+
+// existingMarks before a file that no verb governs say it already exists,
+// so it is an input ("- the existing report.docx, reviewed"): existingAt.
+// compareLinks after such a file make it one side of a comparison ("a.csv
+// vs b.csv").
+var (
+	existingMarks = newSet("existing attached uploaded provided given original source input current")
+	compareLinks  = []string{"vs", "vs.", "versus", "against"}
+)
+
+// motionVerbs before "in/into/to" and a file say where an output goes
+// ("Results go in results/summary.json", "everything belongs in out.zip"):
+// goesTo.
+var (
+	motionVerbs = []string{"go", "goes", "belong", "belongs"}
+	motionPreps = []string{"in", "into", "to", "inside"}
+	// endVerbs before "up" and a motion preposition say where an output
+	// ends up ("It should end up in docs/onboarding.md"): goesTo.
+	endVerbs = []string{"end", "ends"}
+)
+
+// outputRoles after "as" and an article name the role of the file before
+// them ("keep report.pdf as the only output"): declaredOutput. roleFillers
+// may stand between.
+var (
+	outputRoles = []string{"output", "deliverable", "attachment", "result"}
+	roleFillers = []string{"only", "final", "sole", "main", "single", "one"}
+)
+
+// formatLeadMarks before a binary format standing as its own clause make
+// it the form of the request ("— PDF, one page", "Format: PDF"): bareFormat.
+var formatLeadMarks = []string{"—", "–", ":", "-"}
+
+// acceptWords after a be-form accept the file or format before them as the
+// answer ("a Markdown file is fine"): acceptedFormat.
+var (
+	acceptWords = []string{"fine", "ok", "okay", "enough", "acceptable", "perfect", "great", "best", "preferred"}
+	acceptBe    = []string{"is", "'s", "would", "will", "be", "works", "should"}
+)
+
+// exceptWords open an exception to a negation ("Don't create new files
+// except summary.md"); "other than" and "apart from" do too: exceptionAt.
+var exceptWords = []string{"except", "besides", "excepting"}
+
+// inlinePreps open an inline marker before a reply noun ("in the reply",
+// "into the chat"): inlineLen.
+var inlinePreps = []string{"in", "into"}
+
+// listIncludes after a verb of a list lead, and particles, still leave the
+// list its object ("Your output should include:", "What I need back:"):
+// asksForList.
+var listIncludes = []string{"include", "includes", "contain", "contains", "cover", "covers", "consist", "be",
+	"back", "over", "out", "up"}
+
+// labelTails end a short label line whose first words modify them
+// ("Expected outputs:", "Final deliverables:", "Required artifacts:"), and
+// labelModifierStops are modifiers that make such a line name inputs
+// instead ("Input files:", "Sample output:"): labelLine.
+var (
+	labelTails         = newSet("output outputs artifacts artifact deliverables deliverable")
+	labelModifierStops = newSet("input inputs source sources reference existing attached provided sample " +
+		"example current old no non")
+	labelSpan = 3
+)
 
 // listPointers after an output or delivery verb on a line ending in ":" point
 // at the list below it ("Create these:", "Write the following:", "the two
@@ -342,13 +459,56 @@ var replyPlaces = []string{"here"}
 
 // keptNouns name a record kept of the work ("keep a record of the attempt in
 // notes.md", "a log"): productNP.
-var keptNouns = newSet("record records log logs note notes")
+var keptNouns = newSet("record records log logs note notes changelog changelogs journal diary tally")
 
 // sameDocHeads are the anaphorHeads that name the same document in a new
 // state ("the tidied version"); only they reach a file reshaped by a transform
 // verb with no destination ("reformat config.yaml … share the tidied
 // version"; not "compile paper.tex … attach the result"): sameDocAt.
 var sameDocHeads = newSet("copy copies version versions edition draft one ones")
+
+// keepingTransforms are transform verbs whose result is the same document
+// in a new shape, so their participle names the file they reshaped ("the
+// reformatted file"); other transforms make a new product ("the converted
+// file"): antecedent.
+var keepingTransforms = newSet("reformat")
+
+// verbParticles may follow the object of a phrasal verb ("send the trimmed
+// doc back", "hand the deck over"): kindAt.
+var verbParticles = []string{"back", "over", "out", "along", "across"}
+
+// kindNouns name a kind of file, with the extensions of that kind: after
+// "the" ("upload the spreadsheet", "the shorter clip") such a noun refers
+// back to a file of its kind made or edited earlier (kindAt, ofKind).
+var kindNouns = map[string][]string{
+	"spreadsheet":  {"xlsx", "xls", "xlsm", "ods", "csv", "tsv"},
+	"workbook":     {"xlsx", "xls", "xlsm", "ods"},
+	"sheet":        {"xlsx", "xls", "xlsm", "ods", "csv", "tsv"},
+	"deck":         {"pptx", "ppt", "odp", "pdf"},
+	"presentation": {"pptx", "ppt", "odp", "pdf"},
+	"slides":       {"pptx", "ppt", "odp", "pdf"},
+	"document":     {"docx", "doc", "odt", "rtf", "pdf", "md", "txt"},
+	"doc":          {"docx", "doc", "odt", "rtf", "md", "txt"},
+	"letter":       {"docx", "doc", "odt", "pdf", "md", "txt"},
+	"memo":         {"docx", "doc", "odt", "pdf", "md", "txt"},
+	"pdf":          {"pdf"},
+	"stylesheet":   {"css", "scss", "sass", "less"},
+	"page":         {"html", "htm", "md"},
+	"image":        {"png", "jpg", "jpeg", "gif", "svg", "webp", "bmp", "tif", "tiff", "heic"},
+	"picture":      {"png", "jpg", "jpeg", "gif", "webp", "heic"},
+	"photo":        {"png", "jpg", "jpeg", "webp", "heic"},
+	"screenshot":   {"png", "jpg", "jpeg", "webp"},
+	"chart":        {"png", "svg", "jpg", "jpeg", "pdf", "webp"},
+	"diagram":      {"png", "svg", "jpg", "jpeg", "pdf"},
+	"logo":         {"png", "svg", "jpg", "jpeg", "webp"},
+	"clip":         {"mp4", "mov", "webm", "mp3", "wav", "m4a"},
+	"video":        {"mp4", "mov", "webm"},
+	"recording":    {"mp3", "mp4", "wav", "m4a", "ogg", "webm"},
+	"archive":      {"zip", "tar", "gz", "tgz", "bz2", "xz", "7z", "rar"},
+	"transcript":   {"txt", "md", "docx", "vtt", "srt"},
+	"notebook":     {"ipynb"},
+	"config":       {"yaml", "yml", "json", "toml", "ini", "cfg", "conf", "env"},
+}
 
 // madeModifiers mark a noun phrase after "the" as the product of earlier work
 // ("the new version", "the final copy"), besides any participle.
@@ -372,12 +532,19 @@ var (
 	// sentenceEnds end a sentence in splitSentences (a "." after an
 	// abbreviation excepted).
 	sentenceEnds = []string{".", "!", "?", "…"}
+	// whWords open the main clause of a question after a leading phrase
+	// and a comma, within leadSpan tokens of its start: leadQuestion.
+	whWords  = []string{"who", "what", "when", "where", "why", "how", "which", "whose"}
+	leadSpan = 12
 	// politeOpeners may open a question that is a polite request
 	// ("Is it possible to …", "Do you mind …", "Could …"): politeAsk.
 	politeOpeners = []string{"is", "are", "do", "does", "would", "could", "will"}
 	// politeAbility come before "to" in a polite request ("possible to",
 	// "able to", "a way to"): politeAsk.
 	politeAbility = []string{"possible", "able", "way"}
+	// labelDashes after a label word stand for its colon ("Deliverables —",
+	// "Outputs - a.csv"): labelLine.
+	labelDashes = []string{"—", "–", "-"}
 	// labelNegators, besides negators, make a Deliverables label a denial
 	// ("No deliverables:", "Non-deliverables:"): labelLine.
 	labelNegators = newSet("no non")
@@ -452,7 +619,11 @@ var (
 	// ("don't ever attach", "do not need to attach", "never to be
 	// created"): nextContent.
 	negationFillers = []string{"to", "be", "ever", "yet", "please", "also", "from", "just", "even", "you",
-		"we", "i", "need", "needs"}
+		"we", "i"}
+	// infinitiveLeads are skipped between a negator and its verb only
+	// before "to" ("don't need to attach", "you don't have to create a
+	// file"); "don't need a PDF" negates the want itself: nextContent.
+	infinitiveLeads = []string{"need", "needs", "have", "has"}
 	// forgetVerbs turn a negation positive ("don't forget to attach", "do
 	// not hesitate to send"): negate.
 	forgetVerbs = []string{"forget", "forgot", "fail", "omit", "neglect", "skip", "avoid", "hesitate"}
@@ -495,6 +666,9 @@ var (
 	// inlineLeadMarks are skipped between an inline marker and what it
 	// covers ("report.md, inline"): coverInline.
 	inlineLeadMarks = []string{",", "("}
+	// inlineQuantifiers gather the run of files before an inline marker
+	// ("index.html and styles.css, both inline in the reply"): coverInline.
+	inlineQuantifiers = []string{"both", "all", "each"}
 	// fileListJoiners and fileListMarks join a run of file names that one
 	// inline marker covers ("index.html and styles.css inline", "`a.md`,
 	// `b.md` inline"): coverInline.
@@ -505,6 +679,22 @@ var (
 // Stage 4 (roles.go): passives, destinations, markers, pronouns, repository
 // work, qualifiers and denials.
 var (
+	// appositionSpan is how many words the noun phrase before a
+	// parenthesised file may have for the file to name it ("as a bar chart
+	// (spend.png)"): appositionPrep.
+	appositionSpan = 4
+	// wantSpan is how many tokens after a want verb wantedChanged looks
+	// for the participle that says its object is changed.
+	wantSpan = 8
+	// sourcePreps before the noun phrase a parenthesised file names make
+	// the file a source ("from the screen recording (signup.mov)"):
+	// appositionPrep. "for" and "of" are not ("the export for November
+	// (payroll.csv)", "a diagram of the architecture (architecture.svg)"
+	// name the whole noun phrase).
+	sourcePreps = []string{"from", "using"}
+	// passiveSpan is how many tokens after a file passiveVerb looks for
+	// its passive verb.
+	passiveSpan = 7
 	// passiveAux before a verb after a file make that verb passive and the
 	// file its object ("report.pdf must be attached", "dist/app.js gets
 	// built"): passiveVerb.
@@ -521,8 +711,8 @@ var (
 	destOutputPreps = []string{"as", "into"}
 	// destModifiers, like determiners, may stand between a destination
 	// preposition and its format or file noun ("as a separate file", "into
-	// a new spreadsheet"): signalAt.
-	destModifiers = []string{"new", "separate", "single", "standalone", "proper", "real"}
+	// a new spreadsheet", "into one PDF"): signalAt.
+	destModifiers = []string{"new", "separate", "single", "standalone", "proper", "real", "one"}
 	// formatWords after a format make "in" a destination even without an
 	// article ("in PDF format", "in tabular form"): signalAt.
 	formatWords = []string{"format", "form"}
@@ -591,6 +781,11 @@ var (
 	// rejected", "be blocked"): denialAt.
 	refusalWords = []string{"rejected", "refused", "blocked", "forbidden", "prevented"}
 	refusalLeads = []string{"be", "is", "are", "was", "were", "been", "get", "gets"}
+	// activeRefusals after a modal mark an expected denial by whatever
+	// refuses the write ("the sandbox should reject it", "it must block
+	// the write"): denialAt.
+	activeRefusals     = []string{"reject", "deny", "block", "refuse", "prevent"}
+	activeRefusalLeads = []string{"should", "must", "will", "would", "to"}
 	// negativeTestNouns after "negative" mark an expected denial ("negative
 	// test", "a negative check"): denialAt.
 	negativeTestNouns = []string{"test", "tests", "case", "check"}

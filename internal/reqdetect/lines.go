@@ -168,6 +168,9 @@ func labelLine(line string) (string, bool) {
 		s = body
 	}
 	s = strings.TrimLeft(strings.TrimSpace(s), emphasisMarks)
+	if rest, ok := modifiedLabel(s); ok {
+		return rest, true // "Expected outputs:", "Final deliverables: a.md"
+	}
 	for _, label := range labelWords {
 		if len(s) < len(label) || !strings.EqualFold(s[:len(label)], label) {
 			continue
@@ -179,8 +182,34 @@ func labelLine(line string) (string, bool) {
 		case after[0] == ':':
 			return strings.TrimLeft(after[1:], emphasisMarks+blanks), true
 		}
+		for _, dash := range labelDashes {
+			if rest, ok := strings.CutPrefix(after, dash); ok && (rest == "" || rest[0] == ' ') {
+				return strings.TrimLeft(rest, emphasisMarks+blanks), true // "Deliverables —"
+			}
+		}
 	}
 	return "", false
+}
+
+// modifiedLabel reads a label of up to labelSpan words whose last word is a
+// labelTails word and whose other words are plain modifiers, followed by a
+// colon ("Expected outputs:", "Required artifacts: a.zip"): the text after
+// the colon is returned.
+func modifiedLabel(s string) (string, bool) {
+	head, rest, ok := strings.Cut(s, ":")
+	if !ok {
+		return "", false
+	}
+	words := strings.Fields(strings.ToLower(strings.Trim(head, emphasisMarks+blanks)))
+	if len(words) < 2 || len(words) > labelSpan || !labelTails[words[len(words)-1]] {
+		return "", false
+	}
+	for _, w := range words[:len(words)-1] {
+		if labelModifierStops[w] || functionWords[w] || lemmaOf(w) != "" && !strings.HasSuffix(w, "ed") {
+			return "", false
+		}
+	}
+	return strings.TrimLeft(rest, emphasisMarks+blanks), true
 }
 
 // stripBullet strips a list marker ("-", "*", "+", "•", "1.", "2)", "a)",

@@ -20,6 +20,9 @@ func analyze(u *unit) {
 		negate(u, p)
 	}
 	markInline(u)
+	if u.item && editsReferent(u) {
+		u.inPlace = true // "CHANGELOG.md entry for 1.8.0 (edit the existing file)"
+	}
 	for i, p := range u.phrases {
 		if p.rel && i > 0 && u.phrases[i-1].repo {
 			p.repo = true
@@ -33,6 +36,31 @@ func analyze(u *unit) {
 			break
 		}
 	}
+}
+
+// editsReferent reports whether a Deliverables item has an edit verb, not
+// negated, whose object refers back to the item's file ("edit the existing
+// file", "update it"): the item then says its file is changed where it is,
+// as "in place" does.
+func editsReferent(u *unit) bool {
+	for i := range u.toks {
+		if u.cls[i] != verbEdit || u.neg[i] || i+1 >= len(u.toks) {
+			continue
+		}
+		k := i + 1
+		if u.toks[k].is("it") {
+			return true
+		}
+		if !u.toks[k].is(pointerDets...) {
+			continue
+		}
+		for k++; k < len(u.toks) && u.toks[k].is(referentModifiers...); k++ {
+		}
+		if k < len(u.toks) && u.toks[k].is(pointedNouns...) {
+			return true
+		}
+	}
+	return false
 }
 
 // markVerbs sets the verb class of every word used as a verb.
@@ -51,6 +79,10 @@ func markVerbs(u *unit) {
 			switch {
 			case pastAfterSubject(u.toks, i):
 				u.cls[i] = verbStated // "I dropped last year's budget into budget-2025.xlsx"
+			case conditionalWant(u.toks, i) || benefactive(u.toks, i):
+				u.cls[i] = verbWant // "I'd love a PDF version", "Get me a zip of the invoices"
+			case phrasalMaking(u.toks, i):
+				u.cls[i] = verbOutput // "whip up a quick FAQ page (faq.html)", "set up a template"
 			case unknownVerbAt(u.toks, i):
 				u.cls[i] = verbUnknown // "and then recreate it as graph.svg"
 			}
@@ -65,18 +97,23 @@ func markVerbs(u *unit) {
 			continue
 		}
 		form := formOf(t.low, lemma)
-		if form == formBase && sameParticiples[lemma] && afterAux(u.toks, i) {
-			form = formPerfect // "I've put the numbers in numbers.xlsx"
+		if form == formBase && sameParticiples[lemma] && (afterAux(u.toks, i) || pastAfterPronoun(u.toks, i)) {
+			form = formPerfect // "I've put the numbers in numbers.xlsx", "I put the answers in survey.xlsx"
 		}
 		if nounPosition(u, noun, i, form) {
 			noun[i] = true
 			continue
 		}
+		if form == formBase && pastHabit(u.toks, i) {
+			u.cls[i] = verbStated // "We used to export data as CSV"
+			continue
+		}
 		if form == formBase && howTo(u.toks, i) {
 			c = verbReply // "explain how to export report.pdf": knowledge, not work
 		}
-		if form == formPerfect && (stated(u.toks, i) || !u.item && presents(u.toks, i)) ||
-			form == formS && c != verbWant && describes(u.toks, i) {
+		if form == formPerfect && (stated(u.toks, i) || !u.item && presents(u.toks, i) || presentPassive(u.toks, i, c)) ||
+			form == formS && c != verbWant && describes(u.toks, i) ||
+			c != verbWant && (form == formIng && progressive(u.toks, i) || form == formBase && future(u.toks, i)) {
 			c = verbStated
 		} else if form == formPerfect && modifies(u, i) {
 			noun[i] = true // "the product prices listed on …", "write corrected ones"
@@ -130,6 +167,126 @@ func stated(toks []token, i int) bool {
 	return opensClause(toks, k)
 }
 
+// conditionalWant reports whether the word at i is a verb of liking after
+// "would" or a subject contracted with it ("I'd love a PDF version", "we
+// would like the figures as a spreadsheet"): a polite want (wantWords).
+func conditionalWant(toks []token, i int) bool {
+	if i == 0 || !toks[i].is(wantWords...) {
+		return false
+	}
+	p := toks[i-1]
+	return p.is("would") || strings.HasSuffix(p.low, "'d") || strings.HasSuffix(p.low, "’d")
+}
+
+// benefactive reports whether the word at i, which no lexicon lists, opens
+// its clause and is followed by a recipient pronoun and an object ("Get me
+// a zip of the invoices", "Grab us a CSV"): an imperative that asks to be
+// given something, read as a want verb.
+func benefactive(toks []token, i int) bool {
+	w := toks[i].low
+	if i+2 >= len(toks) || functionWords[w] || determiners[w] || strings.HasSuffix(w, adverbSuffix) ||
+		!toks[i+1].is(recipients...) || !objectFollows(toks, i+2) {
+		return false
+	}
+	return i == 0 || toks[i-1].kind == tokPunct || toks[i-1].is(politeWords...) || openers[toks[i-1].low]
+}
+
+// phrasalMaking reports whether the word at i, which no lexicon lists,
+// opens its clause before a making particle and an indefinite article
+// ("Whip up a quick FAQ page", "Set up a weekly report template", "throw
+// together a deck"): a phrasal verb of making, read as an output verb.
+func phrasalMaking(toks []token, i int) bool {
+	w := toks[i].low
+	if i+2 >= len(toks) || functionWords[w] || determiners[w] || strings.HasSuffix(w, adverbSuffix) ||
+		!toks[i+1].is(makingParticles...) || !toks[i+2].is(indefArticles...) {
+		return false
+	}
+	return i == 0 || toks[i-1].kind == tokPunct || toks[i-1].is(politeWords...) || openers[toks[i-1].low] ||
+		toks[i-1].is("you")
+}
+
+// pastHabit reports whether the base verb at i follows "used to" ("We used
+// to export data as CSV"): a past habit, not a request.
+func pastHabit(toks []token, i int) bool {
+	return i >= 2 && toks[i-1].is("to") && toks[i-2].is("used")
+}
+
+// progressive reports whether the -ing verb at i is the present
+// progressive of a subject other than the addressee ("I'm sharing
+// budget.xlsx", "We are uploading the price list as prices.csv", "the
+// vendor is sending invoice.pdf"): the subject does the work, so it states
+// what happens rather than asks for it.
+func progressive(toks []token, i int) bool {
+	k := skipAdverbs(toks, i-1)
+	if k < 0 || toks[k].kind != tokWord {
+		return false
+	}
+	if statingClitics[toks[k].low] {
+		return !askedBefore(toks, k) // "I'm", "we're"
+	}
+	return toks[k].is(progressiveBe...) && k > 0 && statingSubject(toks, k-1) && !askedBefore(toks, k-1)
+}
+
+// future reports whether the base verb at i follows "will" or "going to"
+// and a subject other than the addressee ("The auditors will send audit.pdf
+// tomorrow", "I'll forward it", "I'm going to upload v2.csv"): a plan of
+// someone else's, not a request.
+func future(toks []token, i int) bool {
+	k := skipAdverbs(toks, i-1)
+	if k < 0 || toks[k].kind != tokWord {
+		return false
+	}
+	if futureClitics[toks[k].low] {
+		return !askedBefore(toks, k) // "I'll", "they'll"
+	}
+	if k >= 1 && toks[k].is("to") && toks[k-1].is("going") {
+		return progressive(toks, k-1) // "I'm going to upload v2.csv later"
+	}
+	return toks[k].is("will") && k > 0 && statingSubject(toks, k-1) && !askedBefore(toks, k-1)
+}
+
+// presentPassive reports whether the participle at i of an attach or send
+// verb follows an indicative present be-form ("proposal.docx is attached",
+// "the logs are shared below"): it presents a file that is already there,
+// unless the clause asks for it ("make sure report.pdf is attached").
+func presentPassive(toks []token, i int, c verbClass) bool {
+	if c != verbAttach && c != verbSend {
+		return false
+	}
+	k := skipAdverbs(toks, i-1)
+	return k > 0 && toks[k].is(presentBe...) && !ensured(toks, k)
+}
+
+// statingSubject reports whether toks[k] is the subject of a statement: a
+// subject pronoun other than the addressee (pastSubjects) or a plain noun
+// opening its clause ("The auditors").
+func statingSubject(toks []token, k int) bool {
+	t := toks[k]
+	if t.kind != tokWord {
+		return false
+	}
+	if pastSubjects[t.low] {
+		return true
+	}
+	return plainWord(t) && opensClause(toks, k)
+}
+
+// askedBefore reports whether a modal or question word stands right before
+// the subject at k ("Could we be sharing …", "Will you send …").
+func askedBefore(toks []token, k int) bool {
+	return k > 0 && (toks[k-1].is(askAux...) || toks[k-1].is(questionWords...))
+}
+
+// skipAdverbs returns the index of the first token at or before k that is
+// not a statement adverb ("already", "just") or an "-ly" adverb
+// ("currently").
+func skipAdverbs(toks []token, k int) int {
+	for k >= 0 && toks[k].kind == tokWord && (statementAdverbs[toks[k].low] || strings.HasSuffix(toks[k].low, adverbSuffix)) {
+		k--
+	}
+	return k
+}
+
 // howTo reports whether the base verb at i follows a wh-word and "to" ("how
 // to export", "where to save"): an embedded question that names knowledge,
 // not work the text asks for.
@@ -147,6 +304,23 @@ func afterAux(toks []token, i int) bool {
 	}
 	return k >= 0 && toks[k].kind == tokWord &&
 		(perfectAux[toks[k].low] || passiveBe[toks[k].low] || strings.HasSuffix(toks[k].low, perfectClitic))
+}
+
+// pastAfterPronoun reports whether the verb at i, whose past form is its
+// base form ("put", "read"), follows a subject pronoun that cannot be the
+// addressee of a request (pastSubjects: "I put the answers in survey.xlsx",
+// "we read report.pdf"), past statement adverbs allowed, and no modal or
+// question word asks before that pronoun ("Could we put …", "Can I read …"):
+// a statement, not an imperative.
+func pastAfterPronoun(toks []token, i int) bool {
+	k := i - 1
+	for k >= 0 && toks[k].kind == tokWord && statementAdverbs[toks[k].low] {
+		k--
+	}
+	if k < 0 || toks[k].kind != tokWord || !pastSubjects[toks[k].low] {
+		return false
+	}
+	return k == 0 || !toks[k-1].is(askAux...) && !toks[k-1].is(questionWords...)
 }
 
 // unknownVerbAt reports whether the plain word at i, which no lexicon lists,
@@ -179,8 +353,8 @@ func pastAfterSubject(toks []token, i int) bool {
 }
 
 // presents reports whether the participle at i opens a clause of prose and
-// its object or a subject follows ("Given the results in data.csv, …",
-// "Attached you'll find minutes.docx"): an imperative takes the base form, so
+// its object, a subject or a colon follows ("Given the results in data.csv,
+// …", "Attached you'll find minutes.docx", "Attached: deck.pptx"): an imperative takes the base form, so
 // this presents what exists. A Deliverables item ("- Generated report.pdf")
 // is not read this way.
 func presents(toks []token, i int) bool {
@@ -188,6 +362,9 @@ func presents(toks []token, i int) bool {
 		return false
 	}
 	n := toks[i+1]
+	if n.punct(":") {
+		return true // "Attached: the Q3 board deck (board-q3.pptx)"
+	}
 	return n.kind == tokFile || n.kind == tokWord && (determiners[n.low] || subjectPronouns[n.low])
 }
 
@@ -220,10 +397,18 @@ func describes(toks []token, i int) bool {
 	switch t := toks[k]; {
 	case t.kind == tokFile || t.kind == tokWord && thirdPersonSubjects[t.low] || quotedSubject(toks, k):
 	case t.is(relativePronouns...):
-		// "a Makefile target that builds app.zip": what the antecedent
-		// does; "make sure that …" and "so that …" are no relative.
-		if k == 0 || toks[k-1].kind != tokWord || functionWords[toks[k-1].low] || lemmaOf(toks[k-1].low) != "" ||
-			toks[k-1].is(ensureWords...) {
+		// "a Makefile target that builds app.zip", "scraper.py, which
+		// dumps data to scraped.json": what the antecedent does; "make
+		// sure that …" and "so that …" are no relative.
+		a := k - 1
+		if a > 0 && toks[a].punct(",") && toks[a-1].kind == tokFile {
+			a--
+		}
+		if a < 0 || toks[a].kind == tokFile {
+			break
+		}
+		if toks[a].kind != tokWord || functionWords[toks[a].low] || lemmaOf(toks[a].low) != "" ||
+			toks[a].is(ensureWords...) {
 			return false
 		}
 	case t.kind != tokWord || functionWords[t.low] || determiners[t.low] || lemmaOf(t.low) != "":
@@ -315,10 +500,15 @@ func nounPosition(u *unit, noun []bool, i int, form wordForm) bool {
 	switch {
 	case determiners[prev.low], prev.is("that") && i >= 2 && nounPreps[toks[i-2].low]:
 		return true // "the parsed records", "the log of that attempt"
+	case possessive(prev):
+		return true // "the survey's free-text answers"
 	case nounPreps[prev.low]:
 		return form != formIng
 	case u.verbAt(i - 1):
 		return (form == formBase || form == formS) && !causatives[lemmaOf(prev.low)]
+	}
+	if form == formIng && nounFollows(toks, i+1) && afterDeterminedNoun(toks, i) {
+		return true // "from the screen recording (signup.mov)", "the meeting recording to MP3"
 	}
 	if form == formIng || form == formPerfect {
 		return false
@@ -326,13 +516,16 @@ func nounPosition(u *unit, noun []bool, i int, form wordForm) bool {
 	if objectFollows(toks, i+1) {
 		return false // "for each file write a summary", "in the folder create notes.txt"
 	}
+	if form == formBase && compoundHead(toks, noun, i) {
+		return true // "landing page copy (copy.md)", "marketing copy in copy.md"
+	}
 	for j, steps := i-1, 0; j >= 0 && steps < 3; j, steps = j-1, steps+1 {
 		t := toks[j]
 		if t.kind != tokWord {
 			return false
 		}
-		if nounPreps[t.low] {
-			return true
+		if nounPreps[t.low] || possessive(t) {
+			return true // "on climate change", "the survey's free-text answers"
 		}
 		if determiners[t.low] {
 			if form == formBase {
@@ -353,6 +546,81 @@ func nounPosition(u *unit, noun []bool, i int, form wordForm) bool {
 		}
 	}
 	return false
+}
+
+// possessive reports whether t is a noun in the possessive ("survey's",
+// "users'"), which a noun always follows; a contraction of "is", "has" or
+// "us" ("it's", "let's": isClitics) is none.
+func possessive(t token) bool {
+	if t.kind != tokWord || isClitics[t.low] {
+		return false
+	}
+	w := strings.ReplaceAll(t.low, "’", "'")
+	return len(w) > 2 && (strings.HasSuffix(w, "'s") || strings.HasSuffix(w, "s'"))
+}
+
+// afterDeterminedNoun reports whether a determiner and one or two plain
+// words stand right before toks[i] ("the screen recording", "a team
+// meeting"): an -ing word there ends a noun compound.
+func afterDeterminedNoun(toks []token, i int) bool {
+	for j := i - 1; j >= 0 && j >= i-3; j-- {
+		t := toks[j]
+		if t.kind != tokWord {
+			return false
+		}
+		if determiners[t.low] {
+			return j < i-1
+		}
+		if !plainWord(t) {
+			return false
+		}
+	}
+	return false
+}
+
+// compoundHead reports whether the base-form lexicon word at i ends a noun
+// compound that opens its clause: only plain words (no function word,
+// determiner, pronoun, adverb or verb) stand between it and the start of the
+// clause, at most compoundSpan of them ("landing page copy (copy.md)",
+// "marketing copy in copy.md", "quick export of the users"). An imperative
+// opens with its verb, so a lexicon word after such words is a noun. A colon
+// right after it makes the compound a label ("Expected output: answers.json")
+// and leaves the word as it reads there.
+func compoundHead(toks []token, noun []bool, i int) bool {
+	if i+1 < len(toks) && toks[i+1].punct(":") {
+		return false
+	}
+	n := 0
+	for j := i - 1; j >= 0; j-- {
+		t := toks[j]
+		if t.kind == tokPunct {
+			return n > 0 && !t.punct(quoteMarks...)
+		}
+		if t.kind != tokWord || n == compoundSpan || !plainWord(t) && !noun[j] {
+			return false
+		}
+		n++
+	}
+	return n > 0
+}
+
+// plainWord reports whether t is a content word no lexicon lists as a verb
+// and no closed class holds: not a function word, determiner, negator,
+// opener, filler, pronoun or "-ly" adverb.
+func plainWord(t token) bool {
+	w := t.low
+	return !functionWords[w] && !determiners[w] && !negators[w] && !openers[w] && !fillers[w] &&
+		!subjectPronouns[w] && !t.is(politeWords...) && !strings.HasSuffix(w, adverbSuffix) &&
+		lemmaOf(w) == "" && !numeric(w)
+}
+
+func numeric(w string) bool {
+	for _, r := range w {
+		if r < '0' || r > '9' {
+			return false
+		}
+	}
+	return w != ""
 }
 
 // objectFollows reports whether toks[k] starts the object of a verb: a
@@ -438,6 +706,12 @@ func verbAhead(u *unit, j int) bool {
 // that is not a filler such as "to", "be", "ever", or -1.
 func nextContent(toks []token, j, end int) int {
 	for k := j; k < end && k < j+4; k++ {
+		if toks[k].is(infinitiveLeads...) {
+			if k+1 < end && toks[k+1].is("to") {
+				continue // "you don't have to create a file"
+			}
+			return k // "We don't need a PDF": the want itself is negated
+		}
 		if toks[k].is(negationFillers...) {
 			continue
 		}
@@ -514,7 +788,7 @@ func negatePhrase(u *unit, p *phrase, i int) {
 	for lo > p.start && !isClauseBreak(u.toks[lo-1]) {
 		lo--
 	}
-	for hi < p.end && !isClauseBreak(u.toks[hi]) {
+	for hi < p.end && !isClauseBreak(u.toks[hi]) && !exceptionAt(u.toks, hi, p.end) {
 		hi++
 	}
 	if lo == p.start {
@@ -523,6 +797,18 @@ func negatePhrase(u *unit, p *phrase, i int) {
 	for k := lo; k < hi; k++ {
 		u.neg[k] = true
 	}
+}
+
+// exceptionAt reports whether an exception opens at toks[k] ("except
+// summary.md", "other than notes.md", "apart from out.csv"): what follows
+// it is exempt from the negation before it ("Don't create new files except
+// summary.md").
+func exceptionAt(toks []token, k, end int) bool {
+	t := toks[k]
+	if t.is(exceptWords...) {
+		return true
+	}
+	return k+1 < end && (t.is("other") && toks[k+1].is("than") || t.is("apart") && toks[k+1].is("from"))
 }
 
 // isClauseBreak reports whether t ends a clause inside a phrase.
@@ -561,7 +847,7 @@ func inlineLen(toks []token, i int) int {
 	switch {
 	case t.is(inlineWords...):
 		return 1
-	case t.is("in"):
+	case t.is(inlinePreps...):
 		k := i + 1
 		if at(k, replyDets...) {
 			k++
@@ -603,8 +889,9 @@ func markInline(u *unit) {
 func coverInline(u *unit, i int) {
 	toks := u.toks
 	j := i - 1
-	for j >= 0 && j > i-8 && (toks[j].is(inlineWords...) || toks[j].punct(inlineLeadMarks...)) {
-		j--
+	for j >= 0 && j > i-8 && (toks[j].is(inlineWords...) || toks[j].punct(inlineLeadMarks...) ||
+		toks[j].is(inlineQuantifiers...)) {
+		j-- // "report.md, inline", "index.html and styles.css, both inline"
 	}
 	if j < 0 {
 		return

@@ -1,6 +1,7 @@
 package reqdetect
 
 import (
+	"slices"
 	"strings"
 )
 
@@ -74,6 +75,7 @@ type phrase struct {
 	anaphor    bool   // that object is a noun phrase ("the revised copy"): it refers within the unit only
 	sameDoc    bool   // that noun phrase's head names the same document ("the tidied version"), not a format
 	part       string // the participle in that noun phrase ("shortened" in "the shortened one"), or ""
+	kind       string // the kind noun heading that noun phrase ("spreadsheet" in "the spreadsheet"), or ""
 	lastDest   int    // index of the last destination in the phrase ("to JSON", "as a PDF"), or -1
 	plural     bool
 	pair       bool // that object is "both": it refers to two files
@@ -109,15 +111,15 @@ func readPhrase(u *unit, p *phrase) {
 	combineFiles(u, p)
 	for i := p.start; i < p.end; i++ {
 		t := toks[i]
-		if repoAt(toks, i) {
-			p.repo = true
+		if repoAt(toks, i) && !u.neg[i] {
+			p.repo = true // "… — don't commit it" leaves the phrase no repository work
 		}
 		switch u.cls[i] {
 		case verbProbe:
 			p.probe = true
 		case verbRepo:
-			p.repo = true
-			p.repoVerb = !u.neg[i]
+			p.repo = p.repo || !u.neg[i]
+			p.repoVerb = p.repoVerb || !u.neg[i]
 		case verbAttach:
 			if u.neg[i] {
 				p.negDeliver = true
@@ -138,6 +140,16 @@ func readPhrase(u *unit, p *phrase) {
 		}
 		if !p.pronoun && t.kind == tokWord {
 			p.pronoun, p.plural, p.anaphor = pronounAt(toks, i, p.end)
+			if t.is("the") {
+				// "upload the spreadsheet", "the shorter clip": a noun naming
+				// a kind of file refers back to a file of that kind.
+				if kind, plural := kindAt(toks, i+1, p.end); kind != "" {
+					p.kind = kind
+					if !p.pronoun {
+						p.pronoun, p.plural, p.anaphor = true, plural, true
+					}
+				}
+			}
 			p.sameDoc = p.anaphor && sameDocAt(toks, i+1, p.end)
 			p.pair = p.pronoun && t.is(pairPronouns...)
 			if p.anaphor {
@@ -156,7 +168,7 @@ func readPhrase(u *unit, p *phrase) {
 		t := toks[i]
 		switch t.kind {
 		case tokFile:
-			p.mentions = append(p.mentions, readMention(u, p, i, lastVerb, head, gov, prep))
+			p.mentions = append(p.mentions, readMention(u, p, i, lastVerb, head, gov, appositionPrep(u, p, i, prep)))
 		case tokWord:
 			if !u.neg[i] && !u.inl[i] {
 				signalAt(u, p, i, lastVerb, head, prep, prepOfVerb)
@@ -178,7 +190,9 @@ func readPhrase(u *unit, p *phrase) {
 		}
 		if !prepSkip(t) {
 			prep = ""
-			if t.kind == tokWord {
+			// A verb ("I'd like report.pdf") or the second word of an
+			// exception ("other than out.csv") is no preposition.
+			if t.kind == tokWord && !u.verbAt(i) && !(i > p.start && exceptionAt(toks, i-1, p.end)) {
 				prep = t.low
 			}
 		}
@@ -197,6 +211,31 @@ func readPhrase(u *unit, p *phrase) {
 	if p.negated || u.question {
 		p.signal = false
 	}
+}
+
+// appositionPrep returns the output or source preposition that governs the
+// noun phrase a file in parentheses names ("present it as a chart
+// (spend.png)", "save the totals into a workbook (q1.xlsx)", "from the
+// screen recording (signup.mov)"), or prep when the file is no such
+// apposition: the file stands in for that noun phrase. The noun phrase
+// is at most appositionSpan words with no preposition inside.
+func appositionPrep(u *unit, p *phrase, i int, prep string) string {
+	toks := u.toks
+	if i-2 < p.start || !toks[i-1].punct("(") {
+		return prep
+	}
+	for k := i - 2; k >= p.start && k >= i-1-appositionSpan; k-- {
+		t := toks[k]
+		switch {
+		case t.kind != tokWord:
+			return prep
+		case outputPreps[t.low], t.is(sourcePreps...):
+			return t.low // "as a chart (spend.png)", "from the screen recording (signup.mov)"
+		case nounPreps[t.low] || inputPreps[t.low] || functionWords[t.low] || u.verbAt(k):
+			return prep
+		}
+	}
+	return prep
 }
 
 // combineFiles reads a repository verb that joins files into a named file
@@ -245,6 +284,10 @@ func readMention(u *unit, p *phrase, i, lastVerb, head, gov int, prep string) *m
 		vi = passiveVerb(u, i, p.end)
 		m.passive = vi >= 0
 	}
+	if vi < 0 {
+		vi = reducedPassive(u, i, p.end)
+		m.passive = vi >= 0
+	}
 	m.checked = m.passive || passiveVerb(u, i, p.end) >= 0
 	verb := verbNone
 	if vi >= 0 && u.cls[vi] != verbUnknown {
@@ -257,6 +300,12 @@ func readMention(u *unit, p *phrase, i, lastVerb, head, gov int, prep string) *m
 		// "write a summary of how to use X to summary.md", "put everything
 		// you found into findings.xlsx"
 		vi, verb = head, u.cls[head]
+	}
+	if vi >= 0 && outputPreps[prep] && closedAdjunct(u, p, vi, i) {
+		// "Transcribe the memo, cleaning up filler words, into memo.txt":
+		// the destination after the adjunct's closing comma is not the
+		// participle's.
+		vi, verb = -1, verbNone
 	}
 	m.verb = vi
 	from := i // the span starts at the governing verb, or at the file
@@ -280,7 +329,8 @@ func readMention(u *unit, p *phrase, i, lastVerb, head, gov int, prep string) *m
 		why(roleInput, "input: a statement about a file that exists (\""+toks[vi].text+"\")")
 	case locatedIn(u, gov):
 		why(roleInput, "input: a statement of where something already is")
-	case outputPreps[prep] && (verb == verbNone || isOutputish(verb) || verb == verbTransform || verb == verbProbe):
+	case outputPreps[prep] && (verb == verbNone || isOutputish(verb) || verb == verbTransform || verb == verbProbe ||
+		verb == verbInput && digestVerbs[lemmaOf(toks[vi].low)]):
 		// The object of an output preposition ("into NAME", "as NAME",
 		// "called NAME") is what the phrase produces, whatever its verb.
 		why(roleOutput, "output: the object of the output preposition \""+prep+"\"")
@@ -290,6 +340,10 @@ func readMention(u *unit, p *phrase, i, lastVerb, head, gov int, prep string) *m
 		}
 	case verb == verbNone:
 		switch {
+		case existingAt(toks, i):
+			why(roleInput, "input: named as a file that already exists (\"the existing NAME\")")
+		case i+1 < p.end && toks[i+1].is(compareLinks...):
+			why(roleInput, "input: one side of a comparison (\"NAME vs NAME\")")
 		case u.item && u.inPlace:
 			why(roleEdit, "edited in place: a Deliverables item that says \"in place\"")
 		case u.listed:
@@ -302,11 +356,21 @@ func readMention(u *unit, p *phrase, i, lastVerb, head, gov int, prep string) *m
 			why(roleEdit, "edited in place: the subject of \""+toks[i+1].text+"\" is what the work changes")
 		case storedIn(u, gov):
 			why(roleOutput, "output: the place a product of the work (\"the result\") is kept")
+		case namesFileNoun(u, i):
+			why(roleOutput, "output: the name of the file a request asks for (\"keep them in one file, emails.md\")")
+		case goesTo(u, i):
+			why(roleOutput, "output: where something goes (\"results go in NAME\")")
+		case declaredOutput(u.toks, i, p.end):
+			why(roleOutput, "output: named as the output (\"NAME as the only output\")")
 		default:
 			why(roleNone, "no verb or output preposition governs the file")
 		}
 	case isOutputish(verb) && receives(u, vi, i, p.end):
 		why(roleEdit, "edited in place: the file receives what \""+toks[vi].text+"\" gives")
+	case isOutputish(verb) && changedBy(u, vi, i, p.end):
+		why(roleEdit, "edited in place: \""+toks[vi].text+"\" gives the file a new property (\"make the chart in report.pptx bigger\")")
+	case verb == verbWant && wantedChanged(u, vi, i):
+		why(roleEdit, "edited in place: what \""+toks[vi].text+"\" wants is the file changed (\"need the deck updated\")")
 	case isOutputish(verb):
 		why(roleOutput, "output: the object of the output verb \""+toks[vi].text+"\"")
 		if !target && isSourceOf(toks, i, p.end) {
@@ -317,6 +381,10 @@ func readMention(u *unit, p *phrase, i, lastVerb, head, gov int, prep string) *m
 		switch {
 		case target:
 			why(roleOutput, "output: the destination of the transform verb \""+toks[vi].text+"\"")
+		case u.inPlace:
+			// "Translate menu.docx into Spanish in place": the file itself
+			// is changed, and stays the same document.
+			why(roleEdit, "edited in place: the object of the transform verb \""+toks[vi].text+"\" in a sentence that says \"in place\"")
 		case p.lastDest <= i:
 			// "Reformat config.yaml so the keys are sorted": with no
 			// destination the file itself is reshaped.
@@ -356,6 +424,100 @@ func readMention(u *unit, p *phrase, i, lastVerb, head, gov int, prep string) *m
 		m.note(u, "delivered: a delivery verb or marker reaches it", p.start, p.end-1)
 	}
 	return m
+}
+
+// existingAt reports whether the file at i follows a word that says it
+// already exists (existingMarks: "the existing report.docx", "the attached
+// brief.pdf"), at most one word between.
+func existingAt(toks []token, i int) bool {
+	for k := i - 1; k >= 0 && k >= i-2; k-- {
+		if toks[k].kind != tokWord {
+			return false
+		}
+		if existingMarks[toks[k].low] {
+			return true
+		}
+	}
+	return false
+}
+
+// changedBy reports whether the causative verb at vi (causatives: "make")
+// gives the file at i a property: a predicate adjective right after the
+// file ends the clause ("make the chart in report.pptx bigger", "make
+// report.md shorter"), so the file is changed, not made. A delivery marker
+// there ("make report.pdf downloadable") still delivers it.
+func changedBy(u *unit, vi, i, end int) bool {
+	toks := u.toks
+	if !causatives[lemmaOf(toks[vi].low)] || i+1 >= end || !plainWord(toks[i+1]) {
+		return false
+	}
+	k := i + 2
+	return k >= end || toks[k].kind == tokPunct || openers[toks[k].low]
+}
+
+// wantedChanged reports whether the object of the want verb at vi is
+// wanted changed rather than made: the participle of an edit or transform
+// verb stands between the verb and the file at i, or right after the file
+// ("We need the pitch deck updated … (deck.pptx)", "I want report.docx
+// fixed").
+func wantedChanged(u *unit, vi, i int) bool {
+	changed := func(k int) bool {
+		w := u.toks[k].low
+		lemma := lemmaOf(w)
+		c := verbClasses[lemma] // "updated" after a noun is read as a modifier, not a verb
+		return lemma != "" && (c == verbEdit || c == verbTransform) && formOf(w, lemma) == formPerfect
+	}
+	for k := vi + 1; k < i && k <= vi+wantSpan; k++ {
+		if changed(k) {
+			return true
+		}
+	}
+	return i+1 < len(u.toks) && changed(i+1)
+}
+
+// namesFileNoun reports whether the file at i is set off by a comma or a
+// parenthesis right after a file noun of a request ("keep them all in one
+// file, emails.md"): it names that file. A file noun marked as existing or
+// made before ("the attached file, data.csv", "the exported file
+// (contacts.vcf)") is not asked for.
+func namesFileNoun(u *unit, i int) bool {
+	toks := u.toks
+	if i < 2 || !toks[i-1].punct(",", "(") || !fileNouns[toks[i-2].low] || u.question {
+		return false
+	}
+	for k := i - 3; k >= 0 && k >= i-5 && toks[k].kind == tokWord; k-- {
+		if existingMarks[toks[k].low] || inputDets[toks[k].low] || participle(toks[k].low) {
+			return false // "the attached file, data.csv", "The exported file (contacts.vcf)"
+		}
+	}
+	return true
+}
+
+// goesTo reports whether the file at i follows a verb of motion and a
+// preposition ("Results go in results/summary.json", "everything belongs in
+// out.zip"): where something goes is an output.
+func goesTo(u *unit, i int) bool {
+	toks := u.toks
+	k := i - 1
+	for k >= 0 && prepSkip(toks[k]) && toks[k].kind != tokFile {
+		k--
+	}
+	if k < 1 || !toks[k].is(motionPreps...) {
+		return false
+	}
+	return toks[k-1].is(motionVerbs...) || k >= 2 && toks[k-1].is("up") && toks[k-2].is(endVerbs...) // "should end up in docs/x.md"
+}
+
+// declaredOutput reports whether the file at i is followed by "as", an
+// article and an output role ("keep report.pdf as the only output").
+func declaredOutput(toks []token, i, end int) bool {
+	k := i + 1
+	if k >= end || !toks[k].is("as") {
+		return false
+	}
+	for k++; k < end && (determiners[toks[k].low] || toks[k].is(roleFillers...)); k++ {
+	}
+	return k < end && toks[k].is(outputRoles...)
 }
 
 // receives reports whether the file at i is the first object of a verb of
@@ -508,9 +670,15 @@ func locatedIn(u *unit, gov int) bool {
 }
 
 // passiveVerb finds a passive verb after the file at i ("report.pdf must
-// be attached"), or -1.
+// be attached", "The final report, report.pdf, must be attached"), or -1. A
+// noun or determiner between them ends the search: the verb then has a
+// subject of its own ("docs/spec.md, which fields are required"); a
+// participle does not ("report.pdf, once finished, must be attached").
 func passiveVerb(u *unit, i, end int) int {
-	for k := i + 1; k < end && k < i+6; k++ {
+	for k := i + 1; k < end && k <= i+passiveSpan; k++ {
+		if t := u.toks[k]; !u.verbAt(k) && t.kind == tokWord && (determiners[t.low] || plainWord(t) && !participle(t.low)) {
+			return -1
+		}
 		if !u.verbAt(k) {
 			continue
 		}
@@ -522,8 +690,51 @@ func passiveVerb(u *unit, i, end int) int {
 	return -1
 }
 
+// closedAdjunct reports whether the verb at vi is an -ing participle that
+// opens phrase p after a comma, and another comma closes that adjunct before
+// the file at i ("…, cleaning up filler words, into memo.txt").
+func closedAdjunct(u *unit, p *phrase, vi, i int) bool {
+	toks := u.toks
+	w := toks[vi].low
+	if vi == 0 || !toks[vi-1].punct(",") || p.start != vi-1 || formOf(w, lemmaOf(w)) != formIng {
+		return false
+	}
+	for k := vi + 1; k < i; k++ {
+		if toks[k].punct(",") {
+			return true
+		}
+	}
+	return false
+}
+
+// reducedPassive finds the participle of an edit, repository, reading or
+// reply verb right after the file at i, closing quote marks or the rest of a
+// run of files between, that acts on it with no auxiliary ("`README.md`
+// updated with the new numbers", "input.csv and baseline.csv compared"), or
+// -1: the file is then changed or read, not made.
+func reducedPassive(u *unit, i, end int) int {
+	k := i + 1
+	for k < end && k <= i+passiveSpan && (u.toks[k].punct(quoteMarks...) || u.toks[k].kind == tokFile ||
+		u.toks[k].is(fileListJoiners...) || u.toks[k].punct(",") && k+1 < end && u.toks[k+1].kind == tokFile) {
+		k++
+	}
+	if k >= end {
+		return -1
+	}
+	if c := u.cls[k]; c != verbEdit && c != verbRepo && c != verbInput && c != verbReply {
+		return -1
+	}
+	w := u.toks[k].low
+	if formOf(w, lemmaOf(w)) != formPerfect {
+		return -1
+	}
+	return k
+}
+
 // isSourceOf reports whether the file at i is followed by "to/into/as" and
-// another file: it is then the source of that file.
+// another file, or a format other than its own: it is then the source of
+// that file or that format ("save notes.md as notes.pdf", "give me
+// users.csv as JSON"; not "write report.md as Markdown").
 func isSourceOf(toks []token, i, end int) bool {
 	j := i + 1
 	if j >= end || !toks[j].is(sourceLinks...) {
@@ -533,7 +744,27 @@ func isSourceOf(toks []token, i, end int) bool {
 	for j < end && determiners[toks[j].low] {
 		j++
 	}
-	return j < end && toks[j].kind == tokFile
+	if j >= end {
+		return false
+	}
+	if toks[j].kind == tokFile {
+		return true
+	}
+	_, isFormat := formats[toks[j].low]
+	_, ext := pathParts(toks[i].text)
+	return toks[j].kind == tokWord && isFormat && fileExts[toks[j].low] && !sameFormat(ext, toks[j].low)
+}
+
+// sameFormat reports whether the extension ext and the format word w name
+// one format ("md" and "markdown", "yml" and "yaml").
+func sameFormat(ext, w string) bool {
+	canon := func(s string) string {
+		if c, ok := formatAliases[s]; ok {
+			return c
+		}
+		return s
+	}
+	return canon(ext) == canon(w)
 }
 
 // signalAt records an unnamed file request at the word toks[i]: a
@@ -554,8 +785,9 @@ func signalAt(u *unit, p *phrase, i, lastVerb, head int, prep string, prepOfVerb
 
 	if t.is(destPreps...) {
 		k := i + 1
-		for k < p.end && k < i+4 && (determiners[toks[k].low] || toks[k].is(destModifiers...)) {
-			k++
+		for k < p.end && k < i+4 && (determiners[toks[k].low] || toks[k].is(destModifiers...) ||
+			k > i+1 && determiners[toks[i+1].low] && (destAdjective(toks[k]) || extensionWord(toks[k]))) {
+			k++ // "as a CSV", "into a single PDF", "into a one-page PDF"
 		}
 		if k >= p.end || u.neg[k] || u.inl[k] {
 			return
@@ -568,7 +800,9 @@ func signalAt(u *unit, p *phrase, i, lastVerb, head int, prep string, prepOfVerb
 		}
 		switch {
 		case t.is(destOutputPreps...):
-			if hc != verbInput && hc != verbReply && hc != verbEdit || digest {
+			// "as a CSV" after any verb but a reading, reply or edit one, or
+			// a statement ("We used to export data as CSV").
+			if hc != verbInput && hc != verbReply && hc != verbEdit && hc != verbStated || digest {
 				p.request(u, "unnamed request: "+dest(t.low), i, min(k, p.end-1))
 			}
 		case t.is("to"):
@@ -594,6 +828,14 @@ func signalAt(u *unit, p *phrase, i, lastVerb, head int, prep string, prepOfVerb
 		return
 	}
 
+	if bareFormat(u, i, p.end) && (isOutputish(hc) || isOutputish(vc) || i >= 2 && toks[i-2].is(outputSubjects...)) {
+		p.request(u, "unnamed request: a format standing as its own clause (\"— PDF, one page\")", i, i)
+		return
+	}
+	if acceptedFormat(u, i, p.end) {
+		p.request(u, "unnamed request: a file or format accepted as the answer (\"a Markdown file is fine\")", i, min(i+3, p.end-1))
+		return
+	}
 	strong := formats[t.low] && formatHead(u, i, p.end) || countedFormat(u, i, p.end) || formatDocument(u, i, p.end)
 	if !strong && !fileNounHead(toks, i, p.end) {
 		return
@@ -610,6 +852,57 @@ func signalAt(u *unit, p *phrase, i, lastVerb, head int, prep string, prepOfVerb
 		return // "advice on naming files": not the verb's object
 	}
 	p.request(u, "unnamed request: a file or format is the object of the output verb", max(lastVerb, p.start), i)
+}
+
+// destAdjective reports whether t may modify a destination's format or
+// file noun after its article ("a one-page PDF", "a clean PDF", "a chart
+// image"): a plain word that is neither a format nor a file noun itself.
+func destAdjective(t token) bool {
+	_, format := formats[t.low]
+	return t.kind == tokWord && plainWord(t) && !format && !fileNouns[t.low]
+}
+
+// bareFormat reports whether the word at i is an inherently binary format
+// standing as its own clause after a dash or colon, before punctuation or
+// the end ("I need a printable checklist — PDF, one page", "Format: PDF"):
+// it says in what form the requested thing comes.
+func bareFormat(u *unit, i, end int) bool {
+	toks := u.toks
+	if !formats[toks[i].low] || i == 0 || !toks[i-1].punct(formatLeadMarks...) {
+		return false
+	}
+	return i+1 >= end || toks[i+1].kind == tokPunct || toks[i+1].is(politeWords...)
+}
+
+// acceptedFormat reports whether the word at i heads a file noun phrase
+// with an indefinite article ("a Markdown file", "a PDF") that a be-form
+// and an acceptance word follow ("a Markdown file is fine", "a PDF would
+// be perfect"): the text accepts that file as the answer.
+func acceptedFormat(u *unit, i, end int) bool {
+	toks := u.toks
+	_, format := formats[toks[i].low]
+	if !fileNouns[toks[i].low] && !format {
+		return false
+	}
+	k := i - 1
+	for k >= 0 && k >= i-2 && toks[k].kind == tokWord && !toks[k].is(indefArticles...) {
+		k--
+	}
+	if k < 0 || !toks[k].is(indefArticles...) {
+		return false
+	}
+	j := i + 1
+	for j < end && j <= i+3 && toks[j].is(acceptBe...) {
+		j++
+	}
+	return j > i+1 && j < end && toks[j].is(acceptWords...)
+}
+
+// extensionWord reports whether t is a bare extension used as a modifier
+// ("an .ics file", "a .txt file"): a dot and a known extension.
+func extensionWord(t token) bool {
+	ext, ok := strings.CutPrefix(t.low, ".")
+	return ok && t.kind == tokOther && fileExts[ext]
 }
 
 // phrasalMake reports whether the format or file noun at toks[i] is the
@@ -675,7 +968,7 @@ func formatDocument(u *unit, i, end int) bool {
 // modifier ("a CSV parser", "a PDF parser library").
 func formatHead(u *unit, k, end int) bool {
 	t := u.toks[k]
-	if _, ok := formats[t.low]; !ok || t.kind != tokWord {
+	if _, ok := formats[t.low]; !ok || t.kind != tokWord && t.kind != tokOther { // "MP3" is a mixed token
 		return false
 	}
 	if k+1 >= end {
@@ -786,6 +1079,36 @@ func anaphoricNP(toks []token, k, end int) (found, plural, np bool) {
 		return false, false, false
 	}
 	return false, false, false
+}
+
+// kindAt returns the kind noun (kindNouns) that heads the noun phrase from
+// toks[k], after at most two modifiers, and whether it is plural: "the
+// spreadsheet", "the shorter clip", "the updated slides". The head must end
+// the noun phrase ("the chart data" is data, not a chart).
+func kindAt(toks []token, k, end int) (string, bool) {
+	for n := 0; k < end && n < 3 && toks[k].kind == tokWord; k, n = k+1, n+1 {
+		w := toks[k].low
+		head, plural := w, false
+		if _, ok := kindNouns[head]; !ok {
+			if b, ok := strings.CutSuffix(w, "s"); ok && kindNouns[b] != nil {
+				head, plural = b, true
+			}
+		}
+		if kindNouns[head] != nil && (nounFollows(toks, k+1) || toks[k+1].is(verbParticles...)) {
+			return head, plural
+		}
+		if !plainWord(toks[k]) && !madeModifiers[w] && !participle(w) {
+			return "", false
+		}
+	}
+	return "", false
+}
+
+// ofKind reports whether the file name is of the kind the kind noun names
+// ("q3.xlsx" is a spreadsheet, "intro.mp4" a clip).
+func ofKind(name, kind string) bool {
+	_, ext := pathParts(name)
+	return slices.Contains(kindNouns[kind], ext)
 }
 
 // sameDocAt reports whether the noun phrase from toks[k] has a head that
@@ -906,6 +1229,8 @@ func denialAt(toks []token, i int) bool {
 		return prev(failLeads...)
 	case t.is(refusalWords...):
 		return prev(refusalLeads...)
+	case t.is(activeRefusals...):
+		return prev(activeRefusalLeads...) // "the sandbox should reject it"
 	case t.is("negative"):
 		return i+1 < len(toks) && toks[i+1].is(negativeTestNouns...)
 	case t.is(denialErrnos...):

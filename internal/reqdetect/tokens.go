@@ -260,7 +260,7 @@ func splitSentences(toks []token, item bool) []*unit {
 		for _, t := range ts {
 			if t.kind == tokWord || t.kind == tokFile {
 				u := &unit{toks: ts, item: item}
-				u.question = asked && ts[0].is(questionWords...) && !politeAsk(ts)
+				u.question = asked && (ts[0].is(questionWords...) || leadQuestion(ts)) && !politeAsk(ts)
 				units = append(units, u)
 				return
 			}
@@ -279,6 +279,19 @@ func splitSentences(toks []token, item bool) []*unit {
 	}
 	add(toks[start:], false)
 	return units
+}
+
+// leadQuestion reports whether a question opens its main clause with a
+// wh-word after a leading phrase and a comma ("Per the spec in docs/spec.md,
+// which fields are required?", "Looking at q3.xlsx, what stands out?"). Only
+// the first comma, within leadSpan tokens, is looked at.
+func leadQuestion(toks []token) bool {
+	for i := 1; i+1 < len(toks) && i < leadSpan; i++ {
+		if toks[i].punct(",") {
+			return toks[i+1].is(whWords...)
+		}
+	}
+	return false
 }
 
 // politeAsk reports whether a question is a request phrased politely

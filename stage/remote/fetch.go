@@ -42,23 +42,26 @@ type fetchEntry struct {
 // (fstat): SFTP has no O_NOFOLLOW, so a file swapped for a link in between
 // can at most make the host read another file of the sandbox, which then
 // fails the caller's hash and size check (WithVerify publishes again).
-// When ctx ends the SFTP client is closed, which ends any request the
-// server has not answered; the next SFTP use starts a new one.
+// The read uses an SFTP client of its own (a second subsystem channel on
+// the connection, about 2 ms to start): when ctx ends, or the listing
+// outlives the control deadline, that client is closed, which ends any
+// request the server has not answered without touching other users of
+// the Host's shared client.
 func (h *Host) fetch(ctx context.Context, root, name string, fn func(e stage.Entry, r io.Reader) error) error {
 	d := path.Join(root, name)
 	lctx, cancel := context.WithTimeout(ctx, h.controlTimeout)
 	defer cancel()
-	c, err := h.sftpCtx(lctx)
+	c, err := h.newSFTP(lctx)
 	if err != nil {
 		if ctx.Err() == nil && lctx.Err() == nil {
 			return h.bridge.Fetch(ctx, root, name, fn) // no SFTP here: the shell protocol
 		}
 		return fetchCtxErr(ctx, d, "starting SFTP", h.controlTimeout)
 	}
-	stop := context.AfterFunc(lctx, func() { h.dropSFTP(c) })
+	defer c.Close()
+	stop := context.AfterFunc(lctx, func() { _ = c.Close() })
 	list, small, err := listCopy(c, d)
-	listed := stop()
-	if !listed {
+	if !stop() {
 		return fetchCtxErr(ctx, d, "listing the copy", h.controlTimeout)
 	}
 	if err != nil {
@@ -67,7 +70,7 @@ func (h *Host) fetch(ctx context.Context, root, name string, fn func(e stage.Ent
 	if !small {
 		return h.bridge.Fetch(ctx, root, name, fn)
 	}
-	stop = context.AfterFunc(ctx, func() { h.dropSFTP(c) })
+	stop = context.AfterFunc(ctx, func() { _ = c.Close() })
 	defer stop()
 	for _, e := range list {
 		if err := ctx.Err(); err != nil {
@@ -209,33 +212,31 @@ func fetchCtxErr(ctx context.Context, d, op string, timeout time.Duration) error
 	return fmt.Errorf("%w: fetching %s: %s did not finish within the %s control deadline; check the sandbox connection", stage.ErrTransport, d, op, timeout)
 }
 
-// sftpCtx is SFTP, giving up when ctx ends (a handshake the server never
-// answers goes on until the connection closes).
-func (h *Host) sftpCtx(ctx context.Context) (*sftp.Client, error) {
+// newSFTP starts an SFTP client on the connection, giving up when ctx
+// ends (a handshake the server never answers goes on until the connection
+// closes, and its client is then closed).
+func (h *Host) newSFTP(ctx context.Context) (*sftp.Client, error) {
 	type result struct {
 		c   *sftp.Client
 		err error
 	}
 	ch := make(chan result, 1)
 	go func() {
-		c, err := h.SFTP()
+		c, err := sftp.NewClient(h.c, sftp.UseConcurrentWrites(true), sftp.UseConcurrentReads(true))
 		ch <- result{c, err}
 	}()
 	select {
 	case r := <-ch:
-		return r.c, r.err
+		if r.err != nil {
+			return nil, fmt.Errorf("%w: remote: starting SFTP: %w", stage.ErrTransport, r.err)
+		}
+		return r.c, nil
 	case <-ctx.Done():
+		go func() {
+			if r := <-ch; r.c != nil {
+				_ = r.c.Close()
+			}
+		}()
 		return nil, ctx.Err()
 	}
-}
-
-// dropSFTP closes c, which ends every request on it that is still waiting
-// for the server, and forgets it: the next SFTP use starts a new client.
-func (h *Host) dropSFTP(c *sftp.Client) {
-	_ = c.Close() // the error of a client being given up on says nothing new
-	h.sftpMu.Lock()
-	if h.sftpCli == c {
-		h.sftpCli = nil
-	}
-	h.sftpMu.Unlock()
 }

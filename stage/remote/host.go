@@ -330,36 +330,34 @@ func (h *Host) Run(ctx context.Context, cmd stage.Command) error {
 		return fmt.Errorf("%w: remote: the connection was closed while the command ran", stage.ErrTransport)
 	}
 	stopped := fmt.Errorf("remote command stopped: %w", ctx.Err())
+	ended := func(within time.Duration) bool {
+		t := time.NewTimer(within)
+		defer t.Stop()
+		select {
+		case <-done:
+			return true
+		case <-t.C:
+			return false
+		}
+	}
 	select {
 	case <-started:
 		_ = sess.Signal(ssh.SIGTERM)
-		t := time.NewTimer(stopGrace)
-		select {
-		case <-done:
-			t.Stop()
+		if ended(stopGrace) {
 			return stopped
-		case <-t.C:
 		}
 		// The server ignored the signal (OpenSSH does): stop the
 		// supervisor from a second session.
 		if pid, _ := stderr.state(); pid > 0 {
 			h.kill(pid)
-			t := time.NewTimer(stopGrace)
-			select {
-			case <-done:
-				t.Stop()
+			if ended(stopGrace) {
 				return stopped
-			case <-t.C:
 			}
 		}
 	default:
 	}
 	sess.Close()
-	t := time.NewTimer(time.Second)
-	defer t.Stop()
-	select {
-	case <-done:
-	case <-t.C:
+	if !ended(time.Second) {
 		// The server keeps the session open: abandon it; it ends with the
 		// connection.
 		h.log.Warn("remote: a cancelled command's session did not close; abandoning it")
@@ -521,9 +519,9 @@ func (h *Host) SFTP() (*sftp.Client, error) {
 	if h.sftpCli != nil {
 		return h.sftpCli, nil
 	}
-	c, err := sftp.NewClient(h.c, sftp.UseConcurrentWrites(true), sftp.UseConcurrentReads(true))
+	c, err := h.newSFTP(context.Background())
 	if err != nil {
-		return nil, fmt.Errorf("%w: remote: starting SFTP: %w", stage.ErrTransport, err)
+		return nil, err
 	}
 	h.sftpCli = c
 	return c, nil

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/airlockdev/airlock/internal/shellproto"
 	"github.com/airlockdev/airlock/internal/sshdtest"
 	"github.com/airlockdev/airlock/stage"
 	"github.com/airlockdev/airlock/stage/remote/remotetest"
@@ -153,7 +154,7 @@ tar -x -f %[2]s.tar
 			b.StopTimer()
 			local := clone(b)
 			remote := filepath.Join(b.TempDir(), "sandbox")
-			l, r := shq(local), shq(remote)
+			l, r := shellproto.Quote(local), shellproto.Quote(remote)
 			b.StartTimer()
 			// git bundle create | ssh (clone); tar of the dirty files | ssh tar x.
 			c.run(b, `cd `+l+` && git bundle create -q - --all | "$@"`,
@@ -198,9 +199,6 @@ tar -x -f %[2]s.tar
 }
 
 const gitIsolation = "export GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null; "
-
-// shq quotes s for POSIX sh.
-func shq(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
 // sshClient is the OpenSSH client logged in to a throwaway sshd, over one
 // master connection that every command shares.
@@ -255,7 +253,7 @@ func newSSHClient(b *testing.B) sshClient {
 // followed by the remote command (none when remote is "").
 func (c sshClient) run(b *testing.B, script, remote string) {
 	b.Helper()
-	args := append([]string{"-c", "set -e; export GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null; " + script, "sh"}, c.argv...)
+	args := append([]string{"-c", "set -e; " + gitIsolation + script, "sh"}, c.argv...)
 	if remote != "" {
 		args = append(args, remote)
 	}

@@ -578,10 +578,7 @@ func (r *Round) applyGitFiles(ctx context.Context, hk hashKind, newTree string, 
 	}
 	var writes []write
 	var deleted []string
-	refuse := func(p, why string) {
-		res.Refused = append(res.Refused, p)
-		r.o.log.Warn("refused sandbox entry", "round", r.rec.ID, "path", p, "reason", why)
-	}
+	refuse := func(p, why string) { r.refuse(res, p, why) }
 	for _, c := range changes {
 		p := c.path
 		switch {
@@ -769,25 +766,14 @@ func (r *Round) integrate(ctx context.Context, remote string, res *Result) error
 			return err
 		}
 		res.Head = cur
-		if remote == "" || remote == cur {
-			return nil
+		how, err := r.relate(ctx, cur, remote)
+		if err != nil || how == upToDate {
+			return err
 		}
-		if cur != "" {
-			if ok, err := r.isAncestor(ctx, remote, cur); err != nil || ok {
+		newHead, merged := remote, how == diverged
+		if merged {
+			if newHead, err = r.mergeCommit(ctx, cur, remote); err != nil {
 				return err
-			}
-		}
-		newHead, merged := remote, false
-		if cur != "" {
-			ff, err := r.isAncestor(ctx, cur, remote)
-			if err != nil {
-				return err
-			}
-			if !ff {
-				if newHead, err = r.mergeCommit(ctx, cur, remote); err != nil {
-					return err
-				}
-				merged = true
 			}
 		}
 		count := []string{"rev-list", "--count", remote}
@@ -854,16 +840,37 @@ func (r *Round) checkMerge(ctx context.Context, remote string) error {
 	if err != nil && gitexec.Status(err) != 1 {
 		return err
 	}
-	if cur == "" || cur == remote {
-		return nil
-	}
-	for _, pair := range [][2]string{{remote, cur}, {cur, remote}} {
-		if ok, err := r.isAncestor(ctx, pair[0], pair[1]); err != nil || ok {
-			return err
-		}
+	if how, err := r.relate(ctx, cur, remote); err != nil || how != diverged {
+		return err
 	}
 	_, err = r.mergeTree(ctx, cur, remote)
 	return err
+}
+
+// How the sandbox's HEAD relates to the local one.
+const (
+	upToDate    = iota // nothing to install: no sandbox HEAD, or it is the local HEAD or its ancestor
+	fastForward        // the local HEAD is unborn or an ancestor of the sandbox's
+	diverged           // a merge commit is needed
+)
+
+// relate says how the sandbox's HEAD remote relates to the local HEAD cur
+// ("" when unborn, as is remote).
+func (r *Round) relate(ctx context.Context, cur, remote string) (int, error) {
+	if remote == "" || remote == cur {
+		return upToDate, nil
+	}
+	if cur == "" {
+		return fastForward, nil
+	}
+	if ok, err := r.isAncestor(ctx, remote, cur); err != nil || ok {
+		return upToDate, err
+	}
+	ff, err := r.isAncestor(ctx, cur, remote)
+	if err != nil || ff {
+		return fastForward, err
+	}
+	return diverged, nil
 }
 
 // mergeTree writes the tree of merging cur and remote, or fails with a

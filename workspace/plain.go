@@ -114,10 +114,7 @@ func (r *Round) restorePlain(ctx context.Context) (*Result, error) {
 	}
 	seen := map[string]bool{}
 	var skip []string // refused or excluded directories: nothing below them is looked at
-	refuse := func(p, why string) {
-		res.Refused = append(res.Refused, p)
-		r.o.log.Warn("refused sandbox entry", "round", r.rec.ID, "path", p, "reason", why)
-	}
+	refuse := func(p, why string) { r.refuse(res, p, why) }
 	under := func(p string) bool {
 		for _, s := range skip {
 			if strings.HasPrefix(p, s+"/") {
@@ -197,18 +194,18 @@ func (r *Round) restorePlain(ctx context.Context) (*Result, error) {
 				}
 				return nil
 			case e.Mode&fs.ModeSymlink != 0:
-				if !linkInside(p, e.Target) {
+				if !linkInside(p, e.Linkname) {
 					refuse(p, "a symbolic link whose target leaves the work tree")
 					return nil
 				}
-				hh := sha256.Sum256([]byte(e.Target))
+				hh := sha256.Sum256([]byte(e.Linkname))
 				rem := state{kind: 'l', id: hex.EncodeToString(hh[:])}
 				switch {
 				case loc.eq(rem):
 				case !loc.eq(b):
 					res.Kept = append(res.Kept, p)
 				default:
-					if err := l.writeLink(p, e.Target); err != nil {
+					if err := l.writeLink(p, e.Linkname); err != nil {
 						res.Kept = append(res.Kept, p)
 					} else {
 						res.Updated = append(res.Updated, p)
@@ -221,7 +218,7 @@ func (r *Round) restorePlain(ctx context.Context) (*Result, error) {
 			case e.Mode&(fs.ModeSetuid|fs.ModeSetgid|fs.ModeSticky) != 0:
 				// Written below without those bits (plainFile keeps
 				// only the permission bits), and reported.
-				refuse(p, "a setuid, setgid or sticky file (written without those bits)")
+				refuse(p, reportReason('u'))
 			}
 			return r.plainFile(l, p, e, body, b, loc, res, &written)
 		})

@@ -162,8 +162,13 @@ func (r *Round) refuseReported(special map[string]byte, res *Result) {
 			res.Refused = append(res.Refused, p)
 			r.o.log.Debug("runtime directory entry not restored", "round", r.rec.ID, "path", p)
 		case !excluded(r.rec.Exclude, p):
-			res.Refused = append(res.Refused, p)
-			r.o.log.Warn("refused sandbox entry", "round", r.rec.ID, "path", p, "reason", reportReason(c))
+			r.refuse(res, p, reportReason(c))
 		}
 	}
+}
+
+// refuse lists the sandbox entry p in res.Refused and logs why.
+func (r *Round) refuse(res *Result, p, why string) {
+	res.Refused = append(res.Refused, p)
+	r.o.log.Warn("refused sandbox entry", "round", r.rec.ID, "path", p, "reason", why)
 }

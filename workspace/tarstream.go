@@ -47,15 +47,9 @@ func writeTar(ctx context.Context, w io.Writer, dir string, exclude func(rel str
 }
 
 // tarEntry is one member of a sandbox's tar stream, as the hostile reader
-// reports it. Name is the raw member name; Path is set only when Name is a
-// clean relative path.
-type tarEntry struct {
-	Name   string
-	Path   string
-	Mode   fs.FileMode // type and permission bits; setuid/setgid/sticky kept so the caller can refuse them
-	Size   int64
-	Target string // symbolic and hard links
-}
+// reports it (shellproto.Member: Name raw, Path set only when Name is a
+// clean relative path, Linkname for symbolic and hard links).
+type tarEntry = shellproto.Member
 
 // readTar parses a tar stream from a sandbox's `tar -c` through the shell
 // protocol's hostile reader (shellproto.Members). Nothing in it is
@@ -66,13 +60,9 @@ type tarEntry struct {
 // the reader stops with errTruncated. fn may read r (valid until it
 // returns) or not.
 func readTar(r io.Reader, limit int64, fn func(e tarEntry, r io.Reader) error) error {
-	err := shellproto.Members(r, func(m shellproto.Member, r io.Reader) error {
-		e := tarEntry{Name: m.Name, Path: m.Path, Mode: m.Mode, Size: m.Size}
+	err := shellproto.Members(r, func(e tarEntry, r io.Reader) error {
 		if strings.Contains(e.Path, "\\") || len(e.Path) > tree.DefaultMaxPathLen {
 			e.Path = ""
-		}
-		if m.Mode&fs.ModeSymlink != 0 || m.Mode&fs.ModeIrregular != 0 {
-			e.Target = m.Linkname
 		}
 		if e.Mode.IsRegular() {
 			if e.Size > limit {

@@ -213,14 +213,8 @@ func (w remoteWorkspace) script(parts []string, ask bool) string {
 }
 
 func (w remoteWorkspace) Open(ctx context.Context, name string) (File, error) {
-	if err := ctx.Err(); err != nil {
+	if err := checkOpen(ctx, name); err != nil {
 		return nil, err
-	}
-	if clean, why := cleanRef(name); why != "" || clean != name {
-		if why == "" {
-			why = "is not clean"
-		}
-		return nil, pathDenied("open", name, why)
 	}
 	if w.r == nil {
 		return nil, errors.New("RemoteWorkspace has no Runner")

@@ -90,14 +90,8 @@ type localWorkspace struct{ dir string }
 var _ Workspace = localWorkspace{}
 
 func (w localWorkspace) Open(ctx context.Context, name string) (File, error) {
-	if err := ctx.Err(); err != nil {
+	if err := checkOpen(ctx, name); err != nil {
 		return nil, err
-	}
-	if clean, why := cleanRef(name); why != "" || clean != name {
-		if why == "" {
-			why = "is not clean"
-		}
-		return nil, pathDenied("open", name, why)
 	}
 	f, err := tree.OpenFile(w.dir, name)
 	if err != nil {
@@ -121,6 +115,21 @@ func (w localWorkspace) Open(ctx context.Context, name string) (File, error) {
 	}
 	return &localFile{w: w, name: name, f: f, it: it, before: fi,
 		st: FileStat{Mode: fi.Mode(), Size: fi.Size(), Links: links}}, nil
+}
+
+// checkOpen is what every Workspace.Open checks first: the context is live
+// and name is already clean (see Workspace.Open).
+func checkOpen(ctx context.Context, name string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if clean, why := cleanRef(name); why != "" || clean != name {
+		if why == "" {
+			why = "is not clean"
+		}
+		return pathDenied("open", name, why)
+	}
+	return nil
 }
 
 // openError maps internal/tree errors onto this package's sentinels.

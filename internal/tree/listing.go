@@ -15,8 +15,6 @@ import (
 	"sync"
 	"time"
 	"unicode/utf8"
-
-	"github.com/airlockdev/airlock/internal/digest"
 )
 
 // Listing is what a walk recorded of a tree, kept compact: one record per
@@ -463,27 +461,15 @@ func (l *Listing) Canonical() []byte {
 // through the hash rather than holding it.
 func (l *Listing) Digest() string {
 	defer runtime.KeepAlive(l)
-	h := sha256.New()
-	l.encode(make([]byte, 0, 32<<10), func(b []byte) { h.Write(b) })
-	return digest.Prefix + hex.EncodeToString(h.Sum(nil))
+	d, _ := streamDigest(l.encode, nil)
+	return d
 }
 
 // WriteCanonical writes Canonical to w in pieces of about 32 KiB and
 // returns its digest (as Digest), having encoded it once.
 func (l *Listing) WriteCanonical(w io.Writer) (string, error) {
 	defer runtime.KeepAlive(l)
-	h := sha256.New()
-	var err error
-	l.encode(make([]byte, 0, 32<<10), func(b []byte) {
-		h.Write(b)
-		if err == nil {
-			_, err = w.Write(b)
-		}
-	})
-	if err != nil {
-		return "", err
-	}
-	return digest.Prefix + hex.EncodeToString(h.Sum(nil)), nil
+	return streamDigest(l.encode, w)
 }
 
 // encode is Manifest.encode over the records.

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"path"
 	"strconv"
@@ -77,9 +78,27 @@ func (m Manifest) Canonical() []byte {
 // Digest returns "sha256:<64 hex>" over Canonical, streaming the encoding
 // through the hash rather than holding it.
 func (m Manifest) Digest() string {
+	d, _ := streamDigest(m.encode, nil)
+	return d
+}
+
+// streamDigest runs encode (Manifest.encode or Listing.encode) with a
+// 32 KiB buffer, hashing every piece it flushes and writing it to w when w
+// is not nil, and returns the digest of the encoding. The first error of w
+// is returned, and w sees nothing after it.
+func streamDigest(encode func(buf []byte, flush func([]byte)) []byte, w io.Writer) (string, error) {
 	h := sha256.New()
-	m.encode(make([]byte, 0, 32<<10), func(b []byte) { h.Write(b) })
-	return digest.Prefix + hex.EncodeToString(h.Sum(nil))
+	var err error
+	encode(make([]byte, 0, 32<<10), func(b []byte) {
+		h.Write(b)
+		if w != nil && err == nil {
+			_, err = w.Write(b)
+		}
+	})
+	if err != nil {
+		return "", err
+	}
+	return digest.Prefix + hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // encode appends the canonical encoding to buf. With flush, every time the

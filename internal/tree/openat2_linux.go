@@ -139,11 +139,8 @@ func modeOf(m uint32) fs.FileMode {
 // open opens name below n and checks that it is the file want describes.
 // It returns the descriptor and its fstat.
 func (n *fdNode) open(name string, flags uint64, want stat) (int, stat, error) {
-	fd, err := openat2(n.fd, name, &unix.OpenHow{Flags: openFlags | flags, Resolve: resolveStrict})
+	fd, err := n.openBelow(name, flags)
 	if err != nil {
-		if err == unix.ELOOP || err == unix.ENOTDIR || err == unix.EXDEV || err == unix.ENOENT {
-			return -1, stat{}, fmt.Errorf("%w: %s was replaced during the walk", ErrChanged, name)
-		}
 		return -1, stat{}, err
 	}
 	st, err := fstatFD(fd)
@@ -173,14 +170,21 @@ func (n *fdNode) openDir(name string, want stat) (node, error) {
 // size. The open itself follows no link (O_NOFOLLOW, RESOLVE_NO_SYMLINKS)
 // and never blocks (O_NONBLOCK).
 func (n *fdNode) openFile(name string, want stat) (srcFile, error) {
-	fd, err := openat2(n.fd, name, &unix.OpenHow{Flags: openFlags, Resolve: resolveStrict})
+	fd, err := n.openBelow(name, 0)
 	if err != nil {
-		if err == unix.ELOOP || err == unix.ENOTDIR || err == unix.EXDEV || err == unix.ENOENT {
-			return srcFile{}, fmt.Errorf("%w: %s was replaced during the walk", ErrChanged, name)
-		}
 		return srcFile{}, err
 	}
 	return srcFile{fd: fd}, nil
+}
+
+// openBelow opens the entry name of n with openFlags|flags, following no
+// link; an entry that is gone or became a link fails with ErrChanged.
+func (n *fdNode) openBelow(name string, flags uint64) (int, error) {
+	fd, err := openat2(n.fd, name, &unix.OpenHow{Flags: openFlags | flags, Resolve: resolveStrict})
+	if err == unix.ELOOP || err == unix.ENOTDIR || err == unix.EXDEV || err == unix.ENOENT {
+		return -1, fmt.Errorf("%w: %s was replaced during the walk", ErrChanged, name)
+	}
+	return fd, err
 }
 
 func (n *fdNode) lstatBelow(p string) (stat, string, error) {

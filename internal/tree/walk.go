@@ -522,8 +522,8 @@ func (w *walker) dir(d *dirRef, prefix, real string) error {
 	return nil
 }
 
-// listFull reports a path the Listing cannot hold: longer than 64 KiB, or
-// past 4 GiB of paths.
+// listFull reports a path the Listing cannot hold: longer than
+// maxListedPath (32 KiB), or past its 4 GiB of records.
 func listFull(rel string) error {
 	return &LimitError{Limit: "path length", Max: maxListedPath, Path: rel, err: ErrPathTooLong}
 }

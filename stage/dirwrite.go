@@ -3,8 +3,6 @@ package stage
 import (
 	"context"
 	"crypto/sha256"
-	"encoding/hex"
-	"errors"
 	"io"
 	"os"
 	"sync"
@@ -50,40 +48,22 @@ func writeTree(ctx context.Context, tr *os.Root, src *Tree, old *os.Root) error 
 // once, carried files checked, the manifest kept, compactly: see
 // Tree.writeManifest).
 func (t *Tree) copyInto(ctx context.Context, dst *os.File, hooks tree.CopyHooks) error {
-	if t.walked {
-		return errors.New("stage: a Tree can be walked only once")
-	}
-	t.walked, t.walking = true, true
-	defer func() { t.walking = false }()
-	opts := t.opts
-	opts.Compact = true
-	res, err := tree.CopyInto(ctx, t.src, dst, opts, hooks)
-	if err == nil && len(t.carried) > 0 {
-		err = t.checkCarried(res.Listing)
-	}
-	if err != nil {
-		t.walkErr = err
-		return err
-	}
-	t.finish(res)
-	return nil
+	return t.run(func(opts tree.Options) (*tree.Result, error) {
+		return tree.CopyInto(ctx, t.src, dst, opts, hooks)
+	})
 }
 
 // carrier copies unchanged files from the previous copy (delta publish).
 // Its carry runs on the copy's workers, several at once.
 type carrier struct {
-	src       *Tree
-	old       *os.Root
-	unchanged map[string]string // path → SHA-256 the sandbox's manifest claims
-	mu        sync.Mutex        // guards src's Carry bookkeeping
-	bufs      sync.Pool
+	src  *Tree
+	old  *os.Root
+	mu   sync.Mutex // guards src's Carry bookkeeping
+	bufs sync.Pool
 }
 
 func newCarrier(src *Tree, old *os.Root) *carrier {
-	c := &carrier{src: src, old: old, unchanged: make(map[string]string, len(src.Unchanged()))}
-	for _, u := range src.Unchanged() {
-		c.unchanged[u.Path] = u.SHA256
-	}
+	c := &carrier{src: src, old: old}
 	c.bufs.New = func() any { b := make([]byte, 256<<10); return &b }
 	return c
 }
@@ -94,7 +74,9 @@ func newCarrier(src *Tree, old *os.Root) *carrier {
 // regular file, or another size) the partial copy is removed and false is
 // returned, so the host's file is written instead.
 func (c *carrier) carry(e tree.Entry, d tree.Dest) (bool, error) {
-	want, ok := c.unchanged[e.Path]
+	// src.known holds exactly the Unchanged files, with the SHA-256 the
+	// sandbox's manifest claims (the comparing walk found the same).
+	want, ok := c.src.known[e.Path]
 	if !ok {
 		return false, nil
 	}
@@ -117,7 +99,7 @@ func (c *carrier) carry(e tree.Entry, d tree.Dest) (bool, error) {
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
-	if err == nil && n == e.Size && hex.EncodeToString(h.Sum(nil)) == want {
+	if err == nil && n == e.Size && [32]byte(h.Sum(nil)) == want.sum {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		return true, c.src.Carry(Entry{Path: e.Path, Mode: e.Mode, Size: e.Size})

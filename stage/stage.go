@@ -689,37 +689,51 @@ func (t *Tree) ModTime() time.Time { return t.mtime }
 // of exactly what fn was given; a Target stores it beside the asset and
 // publishes only after Walk returned nil. A Tree can be walked once.
 func (t *Tree) Walk(ctx context.Context, fn func(e Entry, r io.Reader) error) ([]byte, error) {
+	err := t.run(func(opts tree.Options) (*tree.Result, error) {
+		return tree.Walk(ctx, t.src, opts, func(it *tree.Item) error {
+			e := Entry{Path: it.Path, Mode: it.Mode.Perm(), Size: it.Size}
+			if it.Type == tree.Dir {
+				e.Mode |= fs.ModeDir
+				return fn(e, eofReader{})
+			}
+			if err := fn(e, it); err != nil {
+				return err
+			}
+			t.useKnown(it)
+			if t.onFile != nil {
+				t.onFile(it.Size)
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, err
+	}
+	return t.manifestBytes(), nil
+}
+
+// run is the contract Walk and copyInto share: the tree is walked once
+// (by walk, given the Tree's options with a compact listing), carried
+// files are checked, a failure is kept in walkErr and a success finishes
+// the Tree.
+func (t *Tree) run(walk func(opts tree.Options) (*tree.Result, error)) error {
 	if t.walked {
-		return nil, errors.New("stage: a Tree can be walked only once")
+		return errors.New("stage: a Tree can be walked only once")
 	}
 	t.walked, t.walking = true, true
 	defer func() { t.walking = false }()
 	opts := t.opts
 	opts.Compact = true
-	res, err := tree.Walk(ctx, t.src, opts, func(it *tree.Item) error {
-		e := Entry{Path: it.Path, Mode: it.Mode.Perm(), Size: it.Size}
-		if it.Type == tree.Dir {
-			e.Mode |= fs.ModeDir
-			return fn(e, eofReader{})
-		}
-		if err := fn(e, it); err != nil {
-			return err
-		}
-		t.useKnown(it)
-		if t.onFile != nil {
-			t.onFile(it.Size)
-		}
-		return nil
-	})
+	res, err := walk(opts)
 	if err == nil && len(t.carried) > 0 {
 		err = t.checkCarried(res.Listing)
 	}
 	if err != nil {
 		t.walkErr = err
-		return nil, err
+		return err
 	}
 	t.finish(res)
-	return t.manifestBytes(), nil
+	return nil
 }
 
 // useKnown lets the walk take a carried file's hash from the comparing
@@ -767,12 +781,8 @@ func (t *Tree) manifestBytes() []byte {
 
 // digest returns the manifest digest of a finished walk.
 func (t *Tree) digest() string {
-	if t.sum.digest == "" {
-		if t.list != nil {
-			t.sum.digest = t.list.Digest()
-		} else if t.manifest != nil {
-			t.sum.digest = digest.Of(t.manifest)
-		}
+	if t.sum.digest == "" && t.list != nil { // manifestBytes sets it when it makes the bytes
+		t.sum.digest = t.list.Digest()
 	}
 	return t.sum.digest
 }

@@ -334,13 +334,14 @@ func copySkill(ctx context.Context, src Source, dst string, o options) copyOutco
 		return copyOutcome{reason: reason, err: tree.RemoveAll(dst)}
 	}
 	var md []byte
-	if e, ok := entry(res.Manifest, "SKILL.md"); ok && e.Type == tree.File && e.Size <= MaxSkillMD {
+	e, ok := entry(res.Manifest, "SKILL.md")
+	if ok && e.Type == tree.File && e.Size <= MaxSkillMD {
 		// The copy is ours and holds no link: read SKILL.md from it.
 		if md, err = os.ReadFile(filepath.Join(dst, "SKILL.md")); err != nil {
 			return copyOutcome{err: err}
 		}
 	}
-	if reason := usable(res, md, src); reason != "" {
+	if reason := usable(e, ok, res.Skipped, md, src); reason != "" {
 		return drop(reason)
 	}
 	meta, err := ParseMeta(md)
@@ -461,12 +462,10 @@ func checkName(name string) error {
 	return nil
 }
 
-// usable says why SKILL.md cannot be used, or "".
-func usable(res *tree.Result, md []byte, src Source) string {
-	for _, e := range res.Manifest.Entries {
-		if e.Path != "SKILL.md" {
-			continue
-		}
+// usable says why SKILL.md cannot be used, or "": e is its manifest entry
+// (listed says there is one), skipped the copy's Skipped, md its content.
+func usable(e tree.Entry, listed bool, skipped []string, md []byte, src Source) string {
+	if listed {
 		switch {
 		case e.Type != tree.File:
 			return "SKILL.md is a directory, not a regular file"
@@ -479,7 +478,7 @@ func usable(res *tree.Result, md []byte, src Source) string {
 		}
 		return ""
 	}
-	for _, s := range res.Skipped {
+	for _, s := range skipped {
 		if s == "SKILL.md" {
 			if fi, err := os.Lstat(filepath.Join(src.Dir, "SKILL.md")); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
 				return "SKILL.md is a symbolic link; links are never followed"

@@ -63,8 +63,11 @@
 //     sides. Host git runs with hooks off, system and global configuration
 //     ignored, no prompt, and the host's GIT_* variables removed
 //     (internal/gitexec); sandbox scripts do the same.
-//   - A missing or too old tool (host git 2.38, sandbox git 2.20, find, tar)
-//     is a *ToolError naming it, before anything is changed.
+//   - A missing or too old tool (host git 2.38; in the sandbox git 2.20 for
+//     a git work tree, tar for a plain directory) is a *ToolError naming
+//     it, before anything is changed. The sandbox's find is used when
+//     present; without it an sh walk (test(1) and ls -ln) makes the same
+//     report.
 //   - Sandbox content is hostile. A path that is not clean or escapes, a
 //     symbolic link whose target leaves the work tree, a FIFO, socket or
 //     device, a regular file with several links, a path with a .git

@@ -37,7 +37,7 @@ func TestMissingSandboxTool(t *testing.T) {
 	e := newEnv(t, func(t *testing.T, dir string) stage.Runner { return stage.LocalRunner(dir) })
 	initRepo(t, e.local, map[string]string{"a": "1\n"})
 	fr := &fakeRunner{real: e.spec.Runner, inject: func(cmd stage.Command) (bool, error) {
-		_, err := cmd.Stdout.Write([]byte("tool tar\ntool find\nend\n"))
+		_, err := cmd.Stdout.Write([]byte("tool tar\nend\n"))
 		return true, err
 	}}
 	e.spec.Runner = fr

@@ -31,12 +31,36 @@ g() { git -c core.hooksPath=/dev/null -c core.fsmonitor=false -c gc.auto=0 -c ma
 //     in Result.Refused).
 //
 // It runs in the sandbox work tree; $rep names the file the report is
-// written to, which is left out of it.
-const findReport = `{ find . \( -path ./.git -o -path ./` + stage.RuntimeDir + ` \) -prune -o -type f -links +1 -exec printf 'h%s\0' {} + -o -type f \( -perm -4000 -o -perm -2000 -o -perm -1000 \) -exec printf 'u%s\0' {} + -o ! -type f ! -type d ! -type l -exec printf 's%s\0' {} +
+// written to, which is left out of it. The walk is find's when the sandbox
+// has find, else shellWalk's, which needs only sh and ls.
+const findReport = `{ if command -v find >/dev/null 2>&1; then find . \( -path ./.git -o -path ./` + stage.RuntimeDir + ` \) -prune -o -type f -links +1 -exec printf 'h%s\0' {} + -o -type f \( -perm -4000 -o -perm -2000 -o -perm -1000 \) -exec printf 'u%s\0' {} + -o ! -type f ! -type d ! -type l -exec printf 's%s\0' {} +
+else ` + shellWalk + `
+fi
 rt=./` + stage.RuntimeDir + `
 if [ -L "$rt" ] || { [ -e "$rt" ] && [ ! -d "$rt" ]; }; then printf 'r%s\0' "$rt"
 elif [ -d "$rt" ]; then for f in "$rt"/* "$rt"/.[!.]* "$rt"/..?*; do if { [ -e "$f" ] || [ -L "$f" ]; } && [ "$f" != "$rep" ]; then printf 'r%s\0' "$f"; fi; done
 fi; }`
+
+// shellWalk writes the h, u and s records of findReport without find: a
+// recursive sh function over globs (links are never followed, .git and the
+// runtime directory skipped), the type and mode tests of test(1), and the
+// link count from ls -ln, read once a directory and per file only in a
+// directory that holds a regular file with more than one link. ls -q keeps
+// every name on one line; set -f keeps a name's glob characters literal.
+const shellWalk = `aln() ( set -f; set -- $(ls -ldn -- "$1" 2>/dev/null); echo "${2:-1}" )
+aw() {
+  set -- "$1" "$(ls -lnqA -- "$1" 2>/dev/null | while read -r m n x; do case $m in -*) [ "$n" = 1 ] || { echo y; break; };; esac; done)"
+  for f in "$1"/* "$1"/.[!.]* "$1"/..?*; do
+    if [ -L "$f" ] || [ ! -e "$f" ]; then continue; fi
+    if [ -d "$f" ]; then case $f in ./.git|./` + stage.RuntimeDir + `) ;; *) aw "$f" ;; esac
+    elif [ -f "$f" ]; then
+      if [ -n "$2" ] && [ "$(aln "$f")" != 1 ]; then printf 'h%s\0' "$f"
+      elif [ -u "$f" ] || [ -g "$f" ] || [ -k "$f" ]; then printf 'u%s\0' "$f"; fi
+    else printf 's%s\0' "$f"
+    fi
+  done
+}
+aw .`
 
 // q quotes s for POSIX sh.
 func q(s string) string { return shellproto.Quote(s) }
@@ -53,7 +77,7 @@ const maxProbeHave = 2000
 
 func probeScript(remote string) string {
 	return fmt.Sprintf(`r=%s
-for t in git tar find; do if command -v "$t" >/dev/null 2>&1; then echo "tool $t"; fi; done
+for t in git tar; do if command -v "$t" >/dev/null 2>&1; then echo "tool $t"; fi; done
 if command -v git >/dev/null 2>&1; then v=$(git --version 2>/dev/null) && echo "gitversion $v"; fi
 if [ -d "$r/.git" ] && [ ! -L "$r/.git" ] && cd "$r" 2>/dev/null; then
 %s
@@ -76,7 +100,7 @@ func parseProbe(data []byte) (probe, error) {
 		k, v, _ := strings.Cut(l, " ")
 		switch k {
 		case "tool":
-			if v != "git" && v != "tar" && v != "find" {
+			if v != "git" && v != "tar" {
 				return probe{}, fmt.Errorf("%w: the sandbox probe names an unknown tool %q", ErrHostile, v)
 			}
 			p.tools[v] = true
@@ -117,9 +141,9 @@ func (r *Round) probe(ctx context.Context) (probe, error) {
 
 // checkTools fails, naming the tool, when the sandbox lacks one.
 func (p probe) checkTools(git bool) error {
-	need := []string{"tar", "find"}
+	need := []string{"tar"}
 	if git {
-		need = []string{"git", "find"}
+		need = []string{"git"}
 	}
 	for _, t := range need {
 		if !p.tools[t] {

@@ -23,12 +23,22 @@
 //
 // Restore snapshots the sandbox's work tree the same way and receives one
 // incremental bundle: it is checked with git bundle verify and list-heads
-// (exactly the one ref asked for), its pack is indexed with index-pack
-// --strict (fsck, every warning fatal), and its snapshot goes to a private
-// ref that is deleted afterwards. A bundle larger than [WithMaxBytes]
-// fails with ErrTooLarge and a malformed one with ErrHostile: the whole
-// restore fails closed, nothing is written and no part of the bundle is
-// kept. When the histories diverged, the merge is tried before any file is
+// (any ref besides the one asked for is listed in Result.Refused; refs are
+// never taken from a bundle), its pack is indexed with index-pack --strict
+// (fsck, every warning fatal), and its snapshot goes to a private ref that
+// is deleted afterwards. A pack that fails the strict fsck (a tree entry
+// named "..", ".git" in any case, or holding a slash) is indexed into a
+// quarantine object directory instead, removed afterwards: the snapshot is
+// merged from there entry by entry (a bad path is listed in Refused), and
+// the sandbox's commits move into the repository only when they pass the
+// strict fsck on their own. Commits that do not are refused: the bad paths
+// in their trees (or "commit <id>" for another fsck error) are listed in
+// Refused, the local HEAD stays, and their content arrives through the
+// snapshot as uncommitted edits; none of their objects enters the
+// repository. A bundle larger than [WithMaxBytes] fails with ErrTooLarge,
+// and one git cannot read, or without the snapshot the stream names, with
+// ErrHostile: the whole restore fails closed, nothing is written and no
+// part of the bundle is kept. When the histories diverged, the merge is tried before any file is
 // written, and a conflict fails with a *ConflictError with nothing changed.
 // The sandbox's HEAD is integrated by fast-forward when the local HEAD is
 // its ancestor, else by a merge commit (git merge-tree --write-tree and
@@ -72,8 +82,10 @@
 //     symbolic link whose target leaves the work tree, a FIFO, socket or
 //     device, a regular file with several links, a path with a .git
 //     component or under stage.RuntimeDir, a submodule, and a file past
-//     [WithMaxBytes] is never written and is listed in Result.Refused; a
-//     malformed stream or bundle fails with ErrHostile and writes nothing.
+//     [WithMaxBytes] is never written and is listed in Result.Refused, and
+//     so are a bundle's extra refs and the paths of commits it refuses; a
+//     malformed stream or unreadable bundle fails with ErrHostile and
+//     writes nothing.
 //     A truncated stream deletes nothing.
 //   - The runtime directory never comes back. Each entry at the top of the
 //     sandbox's stage.RuntimeDir (or the directory itself when it is not a

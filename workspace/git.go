@@ -434,107 +434,106 @@ func (r *Round) restoreGit(ctx context.Context) (*Result, error) {
 		res.Head = cur
 		return res, nil
 	}
-	snap, err := r.fetchBundle(ctx, bundle, h)
-	if err != nil {
-		return nil, err
-	}
-	defer g.Run(context.WithoutCancel(ctx), gitexec.Cmd{Args: []string{"update-ref", "-d", snap.ref}})
-
-	// A merge that would conflict fails before any file is written.
-	if err := r.checkMerge(ctx, h.head); err != nil {
-		return nil, err
-	}
-	// Files first: a failure leaves the refs alone.
 	hk, err := r.hashKind(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if err := r.applyGitFiles(ctx, hk, snap.tree, h.special, res); err != nil {
+	snap, err := r.fetchBundle(ctx, bundle, h, hk, res)
+	if err != nil {
 		return nil, err
 	}
-	if err := r.integrate(ctx, h.head, res); err != nil {
+	defer snap.cleanup()
+	head := h.head
+	if !snap.history {
+		head = "" // refused: the local HEAD stays
+	}
+	// A merge that would conflict fails before any file is written.
+	if err := r.checkMerge(ctx, head); err != nil {
+		return nil, err
+	}
+	// Files first: a failure leaves the refs alone.
+	if err := r.applyGitFiles(ctx, snap.git, hk, snap.tree, h.special, res); err != nil {
+		return nil, err
+	}
+	if err := r.integrate(ctx, head, res); err != nil {
 		return nil, err
 	}
 	return res, nil
 }
 
-type fetched struct{ ref, tree string }
-
-// indexBundle moves the pack of a verified bundle into the repository the
-// way fetch does, but with fsck in strict mode (every warning, such as a
-// tree entry named "..", ".git" or containing a slash, is fatal; git 2.39's
-// bundle fetch does not fsck at all), and then checks that snap and all it
-// reaches are present.
-func (r *Round) indexBundle(ctx context.Context, bundle, snap string) error {
-	f, err := os.Open(bundle)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	br := bufio.NewReaderSize(f, 64<<10)
-	// The header ends at the first empty line; it was parsed by git
-	// (verify, list-heads) already, so only its end is looked for here.
-	for i := 0; ; i++ {
-		l, err := br.ReadSlice('\n')
-		if err != nil || i > 100000 {
-			return fmt.Errorf("%w: the sandbox's bundle header does not end", ErrHostile)
-		}
-		if len(l) == 1 {
-			break
-		}
-	}
-	if err := r.git.Run(ctx, gitexec.Cmd{Args: []string{"index-pack", "--stdin", "--fix-thin", "--strict"}, Stdin: br, Stdout: io.Discard}); err != nil {
-		return fmt.Errorf("%w: the sandbox's bundle fails fsck: %w", ErrHostile, err)
-	}
-	if err := r.git.Run(ctx, gitexec.Cmd{Args: []string{"rev-list", "--objects", "--quiet", snap, "--not", "--all"}}); err != nil {
-		return fmt.Errorf("%w: the sandbox's bundle is incomplete: %w", ErrHostile, err)
-	}
-	return nil
+// fetched is the sandbox's snapshot, received.
+type fetched struct {
+	git     *gitexec.Git // reads the snapshot's objects (a quarantine's, when the bundle failed the strict fsck)
+	tree    string       // the snapshot's tree
+	history bool         // the sandbox's commits are in the repository (false: refused)
+	cleanup func()       // drops what receiving it left (a private ref, a quarantine)
 }
 
-// fetchBundle verifies the sandbox's bundle, fetches its snapshot into a
-// private ref, and checks it is what the header said.
-func (r *Round) fetchBundle(ctx context.Context, bundle string, h header) (fetched, error) {
+// fetchBundle verifies the sandbox's bundle, stores its objects and checks
+// the snapshot is what the header said. A ref the bundle lists besides the
+// snapshot's is listed in res.Refused and otherwise ignored (refs are
+// never taken from a bundle); a pack that fails the strict fsck goes
+// through the quarantine. A bundle git cannot read, or a snapshot that is
+// missing or not the commit the header names, fails with ErrHostile.
+func (r *Round) fetchBundle(ctx context.Context, bundle string, h header, hk hashKind, res *Result) (_ *fetched, err error) {
 	g, id := r.git, r.rec.ID
 	if err := g.Run(ctx, gitexec.Cmd{Args: []string{"bundle", "verify", bundle}}); err != nil {
-		return fetched{}, fmt.Errorf("%w: the sandbox's bundle does not verify: %w", ErrHostile, err)
+		return nil, fmt.Errorf("%w: the sandbox's bundle does not verify: %w", ErrHostile, err)
 	}
 	want := "refs/airlock/out/" + id + "/snap"
 	heads, err := g.Output(ctx, "bundle", "list-heads", bundle)
 	if err != nil {
-		return fetched{}, fmt.Errorf("%w: listing the sandbox's bundle: %w", ErrHostile, err)
+		return nil, fmt.Errorf("%w: listing the sandbox's bundle: %w", ErrHostile, err)
 	}
-	if string(heads) != h.snap+" "+want+"\n" {
-		return fetched{}, fmt.Errorf("%w: the sandbox's bundle does not hold exactly %s at %s (it lists %.200q)", ErrHostile, want, h.snap, heads)
+	for _, l := range strings.Split(strings.TrimSuffix(string(heads), "\n"), "\n") {
+		if l != h.snap+" "+want {
+			_, name, _ := strings.Cut(l, " ")
+			r.refuse(res, name, "a ref the restore did not ask for, in the sandbox's bundle")
+		}
 	}
-	ref := "refs/airlock/restore/" + id + "-" + strings.ToLower(rand.Text()[:12])
-	if err := r.indexBundle(ctx, bundle, h.snap); err != nil {
-		return fetched{}, err
+	var f *fetched
+	if serr := indexPack(ctx, g, bundle, "--strict"); serr == nil {
+		f = &fetched{git: g, history: true, cleanup: func() {}}
+	} else {
+		if errors.Is(serr, ErrHostile) {
+			return nil, serr
+		}
+		r.o.log.Warn("the sandbox's bundle fails the strict fsck; reading it through a quarantine", "round", id, "error", serr)
+		if f, err = r.quarantine(ctx, bundle, h.head, hk, res); err != nil {
+			return nil, err
+		}
 	}
-	if err := g.Run(ctx, gitexec.Cmd{Args: []string{"update-ref", ref, h.snap, ""}}); err != nil {
-		return fetched{}, fmt.Errorf("%w: the sandbox's snapshot %s did not arrive: %w", ErrHostile, h.snap, err)
+	defer func() {
+		if err != nil {
+			f.cleanup()
+		}
+	}()
+	if err := f.git.Run(ctx, gitexec.Cmd{Args: []string{"rev-list", "--objects", "--quiet", h.snap, "--not", "--all"}}); err != nil {
+		return nil, fmt.Errorf("%w: the sandbox's bundle is incomplete: %w", ErrHostile, err)
 	}
-	fail := func(err error) (fetched, error) {
-		g.Run(context.WithoutCancel(ctx), gitexec.Cmd{Args: []string{"update-ref", "-d", ref}})
-		return fetched{}, err
+	if f.git == g {
+		// A private ref keeps a gc from pruning the snapshot meanwhile.
+		ref := "refs/airlock/restore/" + id + "-" + strings.ToLower(rand.Text()[:12])
+		if err := g.Run(ctx, gitexec.Cmd{Args: []string{"update-ref", ref, h.snap, ""}}); err != nil {
+			return nil, fmt.Errorf("%w: the sandbox's snapshot %s did not arrive: %w", ErrHostile, h.snap, err)
+		}
+		f.cleanup = func() { g.Run(context.WithoutCancel(ctx), gitexec.Cmd{Args: []string{"update-ref", "-d", ref}}) }
 	}
-	got, err := g.Line(ctx, "rev-list", "--parents", "-n", "1", ref)
+	got, err := f.git.Line(ctx, "rev-list", "--parents", "-n", "1", h.snap)
 	if err != nil {
-		return fail(err)
+		return nil, fmt.Errorf("%w: the sandbox's snapshot %s did not arrive: %w", ErrHostile, h.snap, err)
 	}
-	f := strings.Fields(got)
 	wantParents := []string{h.snap}
 	if h.head != "" {
 		wantParents = append(wantParents, h.head)
 	}
-	if !slices.Equal(f, wantParents) {
-		return fail(fmt.Errorf("%w: the sandbox's snapshot is %q, want commit %s with parent %q", ErrHostile, got, h.snap, h.head))
+	if !slices.Equal(strings.Fields(got), wantParents) {
+		return nil, fmt.Errorf("%w: the sandbox's snapshot is %q, want commit %s with parent %q", ErrHostile, got, h.snap, h.head)
 	}
-	t, err := g.Line(ctx, "rev-parse", ref+"^{tree}")
-	if err != nil {
-		return fail(err)
+	if f.tree, err = f.git.Line(ctx, "rev-parse", h.snap+"^{tree}"); err != nil {
+		return nil, err
 	}
-	return fetched{ref: ref, tree: t}, nil
+	return f, nil
 }
 
 // change is one line of git diff-tree -r -z.
@@ -556,8 +555,9 @@ func parseDiffTree(out []byte) ([]change, error) {
 	return cs, nil
 }
 
-func (r *Round) applyGitFiles(ctx context.Context, hk hashKind, newTree string, special map[string]byte, res *Result) error {
-	g := r.git
+// applyGitFiles merges the sandbox's work tree newTree (read through g)
+// into the local work tree, against the baseline.
+func (r *Round) applyGitFiles(ctx context.Context, g *gitexec.Git, hk hashKind, newTree string, special map[string]byte, res *Result) error {
 	out, err := g.Output(ctx, "diff-tree", "-r", "-z", "--no-renames", r.rec.Tree, newTree)
 	if err != nil {
 		return fmt.Errorf("workspace: comparing the sandbox's work tree with the baseline (a gc may have pruned the baseline %s): %w", r.rec.Tree, err)

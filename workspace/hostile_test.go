@@ -185,80 +185,188 @@ func TestMaxBytes(t *testing.T) {
 	assert.True(t, exists(e.local, "a"), "a truncated stream deletes nothing")
 }
 
-// TestHostileBundle feeds crafted bundles: refs named to escape, an extra
-// ref, and tree entries named ../x and "..". Each fails the whole restore
-// closed with ErrHostile, naming what is wrong; nothing outside the work
-// tree, in it, or in its refs changes, and no received bundle is kept.
+// TestHostileBundle feeds crafted bundles through a fake Runner: tree
+// entries named ../x, "..", .GIT, in the snapshot or in the sandbox's
+// commits, refs named to escape, an extra ref, a broken pack. A bad entry
+// or ref is listed in Refused and never written, the rest of the work tree
+// arrives; commits that hold a bad entry are not integrated (the local
+// HEAD stays, their content arrives through the snapshot) and none of
+// their objects enters the repository; clean commits beside a bad
+// snapshot entry still are. A bundle that is not one fails closed with
+// ErrHostile. Nothing outside the work tree changes, and nothing received
+// is kept.
 func TestHostileBundle(t *testing.T) {
-	e := newEnv(t, func(t *testing.T, dir string) stage.Runner { return stage.LocalRunner(dir) })
-	fr := &fakeRunner{real: e.spec.Runner}
-	e.spec.Runner = fr
-	initRepo(t, e.local, map[string]string{"a": "1\n"})
-	r, err := workspace.Prepare(ctx(t), e.spec)
-	require.NoError(t, err)
-	head := strings.TrimSpace(git(t, e.local, "rev-parse", "HEAD"))
-	scratch := t.TempDir()
-	git(t, scratch, "clone", "-q", e.local, "s")
-	s := filepath.Join(scratch, "s")
-	blob := strings.TrimSpace(gitIn(t, s, "x\n", "hash-object", "-w", "--stdin"))
-	raw, err := hex.DecodeString(blob)
-	require.NoError(t, err)
-	out := "refs/airlock/out/" + r.ID() + "/snap"
-	// bundle writes a bundle of a commit (parent head) of a tree with one
-	// entry named name, under out.
-	bundle := func(name string) (commit, tree string, data []byte) {
-		tree = strings.TrimSpace(gitIn(t, s, string(append([]byte("100644 "+name+"\x00"), raw...)), "hash-object", "-t", "tree", "--literally", "-w", "--stdin"))
-		commit = strings.TrimSpace(git(t, s, "commit-tree", tree, "-p", head, "-m", "evil"))
-		git(t, s, "update-ref", out, commit)
-		p := filepath.Join(scratch, "b")
-		git(t, s, "bundle", "create", p, out, "^"+head)
-		data, err := os.ReadFile(p)
-		require.NoError(t, err)
-		return commit, tree, data
+	type crafted struct {
+		tail    string // the restore stream's tail line
+		payload []byte // the bundle
 	}
-	evil, evilTree, dotdotPath := bundle("../x")
-	dotdot, dotdotTree, dotdotName := bundle("..")
-	sane, _, saneData := bundle("x")
-	renamed := bytes.Replace(saneData, []byte(out), []byte("refs/airlock/out/../x"), 1)
-	end := bytes.Index(saneData, []byte("\n\nPACK"))
-	require.Positive(t, end)
-	extra := slices.Concat(saneData[:end+1], []byte(sane+" refs/heads/../../x\n"), saneData[end+1:])
-	const fsck = "sandbox sent invalid data: the sandbox's bundle fails fsck: git index-pack --stdin --fix-thin --strict exited with status 128: error: object "
-
 	for _, tc := range []struct {
-		name, snap string
-		payload    []byte
-		msg        string // the error's exact start
+		name             string
+		craft            func(t *testing.T, c *crafter) crafted
+		err              string // the error's exact start; "" for a result
+		refused, updated []string
+		commits          int // commits integrated
 	}{
-		{"dotdot path", evil, dotdotPath, fsck + evilTree + ": fullPathname: contains full pathnames"},
-		{"dotdot name", dotdot, dotdotName, fsck + dotdotTree + ": hasDotdot: contains '..'"},
-		{"ref name", sane, renamed, "sandbox sent invalid data: the sandbox's bundle does not hold exactly " + out + " at " + sane},
-		{"extra ref", sane, extra, "sandbox sent invalid data: the sandbox's bundle does not hold exactly " + out + " at " + sane},
+		{name: "dotdot path in the snapshot", refused: []string{"../x"}, updated: []string{"b"},
+			craft: func(t *testing.T, c *crafter) crafted {
+				snap := c.commit(c.tree(entry{"100644", "../x", c.x}, entry{"100644", "a", c.one}, entry{"100644", "b", c.x}), c.head)
+				return crafted{"bundle " + c.head + " " + snap, c.bundle(snap, c.head)}
+			}},
+		{name: "dotdot tree in the snapshot", refused: []string{"../x"}, updated: []string{"b"},
+			craft: func(t *testing.T, c *crafter) crafted {
+				up := c.tree(entry{"100644", "x", c.x})
+				snap := c.commit(c.tree(entry{"40000", "..", up}, entry{"100644", "a", c.one}, entry{"100644", "b", c.x}), c.head)
+				return crafted{"bundle " + c.head + " " + snap, c.bundle(snap, c.head)}
+			}},
+		{name: "dotdot in the commits", refused: []string{"../x"}, updated: []string{"c"},
+			craft: func(t *testing.T, c *crafter) crafted {
+				up := c.tree(entry{"100644", "x", c.x})
+				evil := c.commit(c.tree(entry{"40000", "..", up}, entry{"100644", "a", c.one}, entry{"100644", "c", c.x}), c.head)
+				snap := c.commit(c.tree(entry{"100644", "a", c.one}, entry{"100644", "c", c.x}), evil)
+				return crafted{"bundle " + evil + " " + snap, c.bundle(snap, c.head)}
+			}},
+		{name: "dotgit in a commit's subdirectory", refused: []string{"sub/.GIT/hooks/post-checkout"}, updated: []string{"c"},
+			craft: func(t *testing.T, c *crafter) crafted {
+				hooks := c.tree(entry{"100755", "post-checkout", c.x})
+				sub := c.tree(entry{"40000", ".GIT", c.tree(entry{"40000", "hooks", hooks})})
+				evil := c.commit(c.tree(entry{"100644", "a", c.one}, entry{"40000", "sub", sub}), c.head)
+				snap := c.commit(c.tree(entry{"100644", "a", c.one}, entry{"100644", "c", c.x}), evil)
+				return crafted{"bundle " + evil + " " + snap, c.bundle(snap, c.head)}
+			}},
+		{name: "clean commits beside a bad snapshot entry", refused: []string{"../x"}, updated: []string{"c"}, commits: 1,
+			craft: func(t *testing.T, c *crafter) crafted {
+				good := c.commit(c.tree(entry{"100644", "a", c.one}, entry{"100644", "c", c.x}), c.head)
+				snap := c.commit(c.tree(entry{"100644", "../x", c.x}, entry{"100644", "a", c.one}, entry{"100644", "c", c.x}), good)
+				return crafted{"bundle " + good + " " + snap, c.bundle(snap, c.head)}
+			}},
+		{name: "ref name", refused: []string{"refs/airlock/out/../x"}, updated: []string{"x"},
+			craft: func(t *testing.T, c *crafter) crafted {
+				snap := c.commit(c.tree(entry{"100644", "a", c.one}, entry{"100644", "x", c.x}), c.head)
+				data := bytes.Replace(c.bundle(snap, c.head), []byte(c.out), []byte("refs/airlock/out/../x"), 1)
+				return crafted{"bundle " + c.head + " " + snap, data}
+			}},
+		{name: "extra ref", refused: []string{"refs/heads/../../x"}, updated: []string{"x"},
+			craft: func(t *testing.T, c *crafter) crafted {
+				snap := c.commit(c.tree(entry{"100644", "a", c.one}, entry{"100644", "x", c.x}), c.head)
+				data := c.bundle(snap, c.head)
+				end := bytes.Index(data, []byte("\n\nPACK"))
+				require.Positive(t, end)
+				return crafted{"bundle " + c.head + " " + snap, slices.Concat(data[:end+1], []byte(snap+" refs/heads/../../x\n"), data[end+1:])}
+			}},
+		{name: "broken pack", err: "sandbox sent invalid data: the sandbox's bundle ",
+			craft: func(t *testing.T, c *crafter) crafted {
+				snap := c.commit(c.tree(entry{"100644", "a", c.one}, entry{"100644", "x", c.x}), c.head)
+				data := c.bundle(snap, c.head)
+				return crafted{"bundle " + c.head + " " + snap, data[:len(data)-24]}
+			}},
+		{name: "snapshot not in the bundle", err: "sandbox sent invalid data: the sandbox's bundle is incomplete",
+			craft: func(t *testing.T, c *crafter) crafted {
+				snap := c.commit(c.tree(entry{"100644", "a", c.one}, entry{"100644", "x", c.x}), c.head)
+				other := c.commit(c.tree(entry{"100644", "a", c.one}, entry{"100644", "y", c.x}), c.head)
+				return crafted{"bundle " + c.head + " " + snap, c.bundle(other, c.head)}
+			}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, func(t *testing.T, dir string) stage.Runner { return stage.LocalRunner(dir) })
+			fr := &fakeRunner{real: e.spec.Runner}
+			e.spec.Runner = fr
+			initRepo(t, e.local, map[string]string{"a": "1\n"})
+			r, err := workspace.Prepare(ctx(t), e.spec)
+			require.NoError(t, err)
+			c := newCrafter(t, e.local, "refs/airlock/out/"+r.ID()+"/snap")
+			cr := tc.craft(t, c)
 			fr.inject = func(cmd stage.Command) (bool, error) {
 				if !strings.Contains(cmd.Script, "airlock-restore") {
 					return false, nil
 				}
-				_, err := cmd.Stdout.Write(restoreStream("", "bundle "+head+" "+tc.snap, tc.payload))
+				_, err := cmd.Stdout.Write(restoreStream("", cr.tail, cr.payload))
 				return true, err
 			}
 			base := filepath.Dir(e.local)
-			before := hashOutside(t, base, filepath.Join(e.local, ".git"), filepath.Dir(e.remote), scratch)
+			before := hashOutside(t, base, e.local, filepath.Dir(e.remote), c.dir)
 			refs := git(t, e.local, "for-each-ref")
-			_, err := r.Restore(ctx(t))
-			require.ErrorIs(t, err, workspace.ErrHostile)
-			assert.True(t, strings.HasPrefix(err.Error(), tc.msg), "error %q does not start with %q", err, tc.msg)
-			assert.Equal(t, before, hashOutside(t, base, filepath.Join(e.local, ".git"), filepath.Dir(e.remote), scratch))
-			assert.Equal(t, refs, git(t, e.local, "for-each-ref"))
-			assert.Equal(t, head+"\n", git(t, e.local, "rev-parse", "HEAD"))
+			res, err := r.Restore(ctx(t))
+			assert.Equal(t, before, hashOutside(t, base, e.local, filepath.Dir(e.remote), c.dir), "something outside the work tree changed")
 			assert.False(t, exists(base, "x"), "../x was written")
+			assert.False(t, exists(e.local, "sub"), "sub/.GIT was written")
+			if tc.err != "" {
+				require.ErrorIs(t, err, workspace.ErrHostile)
+				assert.True(t, strings.HasPrefix(err.Error(), tc.err), "error %q does not start with %q", err, tc.err)
+				assert.Equal(t, refs, git(t, e.local, "for-each-ref"))
+				assert.Equal(t, c.head+"\n", git(t, e.local, "rev-parse", "HEAD"))
+				assert.Equal(t, "", git(t, e.local, "status", "--porcelain"), "nothing was written")
+			} else {
+				require.NoError(t, err)
+				assert.Equal(t, tc.refused, res.Refused)
+				assert.Equal(t, tc.updated, res.Updated)
+				assert.Nil(t, res.Deleted)
+				assert.Equal(t, tc.commits, res.Commits)
+				if tc.commits == 0 {
+					assert.Equal(t, refs, git(t, e.local, "for-each-ref"), "refused commits moved a ref")
+					assert.Equal(t, c.head, res.Head)
+				} else {
+					assert.NotEqual(t, c.head, res.Head)
+				}
+				assert.Equal(t, res.Head+"\n", git(t, e.local, "rev-parse", "HEAD"))
+				for _, p := range tc.updated {
+					assert.Equal(t, "x\n", read(t, e.local, p))
+				}
+			}
+			// No object git's strict fsck refuses entered the repository,
+			// reachable or not.
+			git(t, e.local, "fsck", "--strict", "--no-progress")
 			state, err := os.ReadDir(filepath.Join(e.local, ".git", "airlock", "rounds"))
 			require.NoError(t, err)
-			require.Len(t, state, 1, "a received bundle was kept")
+			require.Len(t, state, 1, "a received bundle or a quarantine was kept")
 			assert.Equal(t, r.ID()+".json", state[0].Name())
 		})
 	}
+}
+
+// entry is one entry of a crafted tree object.
+type entry struct{ mode, name, id string }
+
+// crafter writes hostile objects in a scratch clone of a work tree.
+type crafter struct {
+	t        *testing.T
+	dir, out string // the clone; the ref a restore bundle must hold
+	head     string // the local HEAD
+	one, x   string // blobs "1\n" and "x\n"
+}
+
+func newCrafter(t *testing.T, local, out string) *crafter {
+	scratch := t.TempDir()
+	git(t, scratch, "clone", "-q", local, "s")
+	c := &crafter{t: t, dir: filepath.Join(scratch, "s"), out: out, head: strings.TrimSpace(git(t, local, "rev-parse", "HEAD"))}
+	c.one = strings.TrimSpace(gitIn(t, c.dir, "1\n", "hash-object", "-w", "--stdin"))
+	c.x = strings.TrimSpace(gitIn(t, c.dir, "x\n", "hash-object", "-w", "--stdin"))
+	return c
+}
+
+// tree writes a tree object of the entries, as given (unchecked).
+func (c *crafter) tree(ents ...entry) string {
+	var b []byte
+	for _, e := range ents {
+		raw, err := hex.DecodeString(e.id)
+		require.NoError(c.t, err)
+		b = append(append(b, e.mode+" "+e.name+"\x00"...), raw...)
+	}
+	return strings.TrimSpace(gitIn(c.t, c.dir, string(b), "hash-object", "-t", "tree", "--literally", "-w", "--stdin"))
+}
+
+func (c *crafter) commit(tree, parent string) string {
+	return strings.TrimSpace(git(c.t, c.dir, "commit-tree", tree, "-p", parent, "-m", "evil"))
+}
+
+// bundle returns a bundle of snap under the restore's ref, without what
+// the local HEAD has.
+func (c *crafter) bundle(snap, have string) []byte {
+	git(c.t, c.dir, "update-ref", c.out, snap)
+	p := filepath.Join(filepath.Dir(c.dir), "b")
+	git(c.t, c.dir, "bundle", "create", "-q", p, c.out, "^"+have)
+	data, err := os.ReadFile(p)
+	require.NoError(c.t, err)
+	return data
 }
 
 func gitIn(t *testing.T, dir, stdin string, args ...string) string {
@@ -308,4 +416,36 @@ func TestRuntimeDirLinkRefused(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestHostileSandboxCommits: the agent's sandbox repository itself holds a
+// commit whose tree has an entry named ".." (written with hash-object
+// --literally, as a hostile agent could). Over every runner: the commit is
+// refused and its path listed, the local HEAD stays, the agent's work tree
+// edits still arrive, and no object of the commit enters the repository.
+func TestHostileSandboxCommits(t *testing.T) {
+	eachRunner(t, func(t *testing.T, newRunner func(t *testing.T, dir string) stage.Runner) {
+		e := newEnv(t, newRunner)
+		r := prepareOneFile(t, e, "git")
+		head := strings.TrimSpace(git(t, e.local, "rev-parse", "HEAD"))
+		c := &crafter{t: t, dir: e.remote}
+		c.x = strings.TrimSpace(gitIn(t, e.remote, "x\n", "hash-object", "-w", "--stdin"))
+		one := strings.TrimSpace(gitIn(t, e.remote, "1\n", "hash-object", "-w", "--stdin"))
+		up := c.tree(entry{"100644", "x", c.x})
+		evil := c.commit(c.tree(entry{"40000", "..", up}, entry{"100644", "a", one}), head)
+		git(t, e.remote, "update-ref", "refs/heads/main", evil)
+		write(t, e.remote, "new.txt", "agent\n")
+		res, err := r.Restore(ctx(t))
+		require.NoError(t, err)
+		assert.Equal(t, []string{"../x"}, res.Refused)
+		assert.Equal(t, []string{"new.txt"}, res.Updated)
+		assert.Equal(t, 0, res.Commits)
+		assert.Equal(t, head, res.Head)
+		assert.Equal(t, head+"\n", git(t, e.local, "rev-parse", "HEAD"))
+		assert.Equal(t, "agent\n", read(t, e.local, "new.txt"))
+		assert.False(t, exists(filepath.Dir(e.local), "x"), "../x was written")
+		git(t, e.local, "fsck", "--strict", "--no-progress")
+		_, err = exec.Command("git", "-C", e.local, "cat-file", "-e", evil).CombinedOutput()
+		assert.Error(t, err, "the refused commit entered the repository")
+	})
 }

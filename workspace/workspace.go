@@ -36,7 +36,10 @@ type Result struct {
 	// change or deletion. Refused: hostile or over-limit sandbox entries
 	// that were not written, the top entries of the sandbox's runtime
 	// directory, and setuid, setgid or sticky files (written without those
-	// bits, so also in Updated when they changed).
+	// bits, so also in Updated when they changed). Refused also names, as
+	// the sandbox wrote them, the refs of a bundle that were not asked for
+	// and the refused paths (or "commit <id>") of sandbox commits that
+	// were not integrated.
 	Updated, Deleted, Kept, Refused []string
 }
 

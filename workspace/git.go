@@ -448,14 +448,15 @@ func (r *Round) restoreGit(ctx context.Context) (*Result, error) {
 		head = "" // refused: the local HEAD stays
 	}
 	// A merge that would conflict fails before any file is written.
-	if err := r.checkMerge(ctx, head); err != nil {
+	plan, err := r.planMerge(ctx, head)
+	if err != nil {
 		return nil, err
 	}
 	// Files first: a failure leaves the refs alone.
 	if err := r.applyGitFiles(ctx, snap.git, hk, snap.tree, h.special, res); err != nil {
 		return nil, err
 	}
-	if err := r.integrate(ctx, head, res); err != nil {
+	if err := r.integrate(ctx, head, plan, res); err != nil {
 		return nil, err
 	}
 	return res, nil
@@ -753,8 +754,9 @@ func (c *countReader) Read(p []byte) (int, error) {
 
 // integrate installs the sandbox's HEAD commit into the local HEAD: a
 // fast-forward when the local HEAD is its ancestor, else a merge commit;
-// the ref moves by compare-and-swap, retried when it moved meanwhile.
-func (r *Round) integrate(ctx context.Context, remote string, res *Result) error {
+// the ref moves by compare-and-swap, retried when it moved meanwhile. p,
+// from planMerge, is used again while the local HEAD is still p.cur.
+func (r *Round) integrate(ctx context.Context, remote string, p mergePlan, res *Result) error {
 	g := r.git
 	for attempt := range r.o.casRetries {
 		cur, err := g.Line(ctx, "rev-parse", "-q", "--verify", "HEAD^{commit}")
@@ -766,13 +768,20 @@ func (r *Round) integrate(ctx context.Context, remote string, res *Result) error
 			return err
 		}
 		res.Head = cur
-		how, err := r.relate(ctx, cur, remote)
-		if err != nil || how == upToDate {
-			return err
+		if cur != p.cur {
+			if p, err = r.planMerge(ctx, remote); err != nil {
+				return err
+			}
+			if p.cur != cur {
+				continue // moved again: read it again
+			}
 		}
-		newHead, merged := remote, how == diverged
+		if p.how == upToDate {
+			return nil
+		}
+		newHead, merged := remote, p.how == diverged
 		if merged {
-			if newHead, err = r.mergeCommit(ctx, cur, remote); err != nil {
+			if newHead, err = r.mergeCommit(ctx, p.tree, cur, remote); err != nil {
 				return err
 			}
 		}
@@ -829,22 +838,28 @@ func (r *Round) isAncestor(ctx context.Context, a, b string) (bool, error) {
 	return false, err
 }
 
-// checkMerge fails with a *ConflictError when the local HEAD and the
-// sandbox's HEAD remote have diverged and do not merge cleanly. It changes
-// nothing; integrate merges again (the local HEAD may move meanwhile).
-func (r *Round) checkMerge(ctx context.Context, remote string) error {
-	if remote == "" {
-		return nil
-	}
+// mergePlan is how the sandbox's HEAD would be installed on the local
+// HEAD cur: upToDate, fastForward, or diverged with the merged tree.
+type mergePlan struct {
+	cur  string
+	how  int
+	tree string
+}
+
+// planMerge reads the local HEAD and says how the sandbox's HEAD remote
+// relates to it, merging the trees when they diverged; a merge that does
+// not apply cleanly fails with a *ConflictError. It changes nothing.
+func (r *Round) planMerge(ctx context.Context, remote string) (mergePlan, error) {
 	cur, err := r.git.Line(ctx, "rev-parse", "-q", "--verify", "HEAD^{commit}")
 	if err != nil && gitexec.Status(err) != 1 {
-		return err
+		return mergePlan{}, err
 	}
-	if how, err := r.relate(ctx, cur, remote); err != nil || how != diverged {
-		return err
+	p := mergePlan{cur: cur}
+	if p.how, err = r.relate(ctx, cur, remote); err != nil || p.how != diverged {
+		return p, err
 	}
-	_, err = r.mergeTree(ctx, cur, remote)
-	return err
+	p.tree, err = r.mergeTree(ctx, cur, remote)
+	return p, err
 }
 
 // How the sandbox's HEAD relates to the local one.
@@ -895,13 +910,10 @@ func (r *Round) mergeTree(ctx context.Context, cur, remote string) (string, erro
 	return strings.TrimSpace(f[0]), nil
 }
 
-func (r *Round) mergeCommit(ctx context.Context, cur, remote string) (string, error) {
-	t, err := r.mergeTree(ctx, cur, remote)
-	if err != nil {
-		return "", err
-	}
+// mergeCommit writes the merge commit of cur and remote with tree t.
+func (r *Round) mergeCommit(ctx context.Context, t, cur, remote string) (string, error) {
 	var c bytes.Buffer
-	err = r.git.Run(ctx, gitexec.Cmd{Args: []string{"commit-tree", t, "-p", cur, "-p", remote, "-m", "airlock: merge round " + r.rec.ID + " from the sandbox"}, Env: r.identEnv(), Stdout: &c})
+	err := r.git.Run(ctx, gitexec.Cmd{Args: []string{"commit-tree", t, "-p", cur, "-p", remote, "-m", "airlock: merge round " + r.rec.ID + " from the sandbox"}, Env: r.identEnv(), Stdout: &c})
 	return strings.TrimSpace(c.String()), err
 }
 

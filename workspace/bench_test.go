@@ -2,6 +2,7 @@ package workspace_test
 
 import (
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -59,10 +60,11 @@ func agentCommit(b *testing.B, remote string, i int) {
 
 // BenchmarkRoundTrip measures Prepare + Restore against the equivalent
 // manual commands, and a second Prepare on the same sandbox. The manual
-// commands run on this machine ("manual", compare with workspace/local)
-// and through the OpenSSH client to the real sshd ("manual-sshd", compare
-// with workspace/sshd; one multiplexed connection opened before timing,
-// as the workspace runner's is).
+// commands run on this machine ("manual", compare with workspace/local),
+// through remote.Host to remotetest ("manual-remotetest", compare with
+// workspace/remotetest), and through the OpenSSH client to the real sshd
+// ("manual-sshd", compare with workspace/sshd; one multiplexed connection
+// opened before timing, as the workspace runner's is).
 //
 //	go test -run '^$' -bench BenchmarkRoundTrip -benchtime 5x ./workspace/
 func BenchmarkRoundTrip(b *testing.B) {
@@ -148,29 +150,41 @@ tar -x -f %[2]s.tar
 			}
 		}
 	})
-	b.Run("manual-sshd", func(b *testing.B) {
-		c := newSSHClient(b)
-		for i := 0; b.Loop(); i++ {
-			b.StopTimer()
-			local := clone(b)
-			remote := filepath.Join(b.TempDir(), "sandbox")
-			l, r := shellproto.Quote(local), shellproto.Quote(remote)
-			b.StartTimer()
-			// git bundle create | ssh (clone); tar of the dirty files | ssh tar x.
-			c.run(b, `cd `+l+` && git bundle create -q - --all | "$@"`,
-				gitIsolation+`cat > `+r+`.bundle && git clone -q -b main `+r+`.bundle `+r+` && rm `+r+`.bundle`)
-			c.run(b, `cd `+l+` && { git diff --name-only; git diff --cached --name-only; git ls-files -o --exclude-standard; } | sort -u | tar -c -f - -T - | "$@"`,
-				`cd `+r+` && tar -x -f -`)
-			b.StopTimer()
-			agentCommit(b, remote, i)
-			b.StartTimer()
-			// ssh git bundle back; ssh tar of the dirty files back; fetch;
-			// fast-forward; tar x.
-			c.run(b, `"$@" > `+l+`.back`, gitIsolation+`cd `+r+` && git bundle create -q - main ^origin/main`)
-			c.run(b, `"$@" > `+l+`.tar`, gitIsolation+`cd `+r+` && { git diff --name-only; git ls-files -o --exclude-standard; } | sort -u | tar -c -f - -T -`)
-			c.run(b, `cd `+l+` && git fetch -q `+l+`.back main:refs/heads/back && git update-ref refs/heads/main refs/heads/back && tar -x -f `+l+`.tar`, "")
-		}
-	})
+	// The manual commands with the remote half over a transport: the
+	// OpenSSH client to the real sshd, or remote.Host to remotetest (the
+	// OpenSSH client cannot use remotetest's in-memory key).
+	manualOver := map[string]func(b *testing.B) transport{
+		"manual-remotetest": func(b *testing.B) transport {
+			srv := remotetest.NewServer(b)
+			return runnerTransport{dialHost(b, srv.Addr(), srv.Config(), "/")}
+		},
+		"manual-sshd": func(b *testing.B) transport { return newSSHClient(b) },
+	}
+	for _, name := range []string{"manual-remotetest", "manual-sshd"} {
+		b.Run(name, func(b *testing.B) {
+			c := manualOver[name](b)
+			for i := 0; b.Loop(); i++ {
+				b.StopTimer()
+				local := clone(b)
+				remote := filepath.Join(b.TempDir(), "sandbox")
+				l, r := shellproto.Quote(local), shellproto.Quote(remote)
+				b.StartTimer()
+				// git bundle create | ssh (clone); tar of the dirty files | ssh tar x.
+				c.send(b, `cd `+l+` && git bundle create -q - --all`,
+					gitIsolation+`cat > `+r+`.bundle && git clone -q -b main `+r+`.bundle `+r+` && rm `+r+`.bundle`)
+				c.send(b, `cd `+l+` && { git diff --name-only; git diff --cached --name-only; git ls-files -o --exclude-standard; } | sort -u | tar -c -f - -T -`,
+					`cd `+r+` && tar -x -f -`)
+				b.StopTimer()
+				agentCommit(b, remote, i)
+				b.StartTimer()
+				// ssh git bundle back; ssh tar of the dirty files back; fetch;
+				// fast-forward; tar x.
+				c.recv(b, gitIsolation+`cd `+r+` && git bundle create -q - main ^origin/main`, `cat > `+l+`.back`)
+				c.recv(b, gitIsolation+`cd `+r+` && { git diff --name-only; git ls-files -o --exclude-standard; } | sort -u | tar -c -f - -T -`, `cat > `+l+`.tar`)
+				localSh(b, `cd `+l+` && git fetch -q `+l+`.back main:refs/heads/back && git update-ref refs/heads/main refs/heads/back && tar -x -f `+l+`.tar`, nil, nil)
+			}
+		})
+	}
 	for _, name := range []string{"first-prepare", "second-prepare"} {
 		b.Run(name, func(b *testing.B) {
 			local := clone(b)
@@ -247,6 +261,67 @@ func newSSHClient(b *testing.B) sshClient {
 		}
 	})
 	return c
+}
+
+// transport runs the remote half of the manual baseline: send pipes a
+// local script's output into a remote command, recv a remote command's
+// output into a local script.
+type transport interface {
+	send(b *testing.B, local, remote string)
+	recv(b *testing.B, remote, local string)
+}
+
+func (c sshClient) send(b *testing.B, local, remote string) { c.run(b, local+` | "$@"`, remote) }
+func (c sshClient) recv(b *testing.B, remote, local string) {
+	c.run(b, `"$@" | { `+local+`; }`, remote)
+}
+
+// runnerTransport is the remote half over a stage.Runner (remote.Host).
+type runnerTransport struct{ run stage.Runner }
+
+func (t runnerTransport) send(b *testing.B, local, remote string) {
+	b.Helper()
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		err := t.run.Run(b.Context(), stage.Command{Script: remote, Stdin: pr})
+		pr.CloseWithError(err)
+		done <- err
+	}()
+	localSh(b, local, nil, pw)
+	pw.Close()
+	if err := <-done; err != nil {
+		b.Fatalf("%s: %v", remote, err)
+	}
+}
+
+func (t runnerTransport) recv(b *testing.B, remote, local string) {
+	b.Helper()
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		err := t.run.Run(b.Context(), stage.Command{Script: remote, Stdout: pw})
+		pw.CloseWithError(err)
+		done <- err
+	}()
+	localSh(b, local, pr, nil)
+	if err := <-done; err != nil {
+		b.Fatalf("%s: %v", remote, err)
+	}
+}
+
+// localSh runs script with sh on this machine, git isolated as in the
+// sandbox.
+func localSh(b *testing.B, script string, stdin io.Reader, stdout io.Writer) {
+	b.Helper()
+	cmd := exec.Command("/bin/sh", "-c", "set -e; "+gitIsolation+script)
+	cmd.Env = append(os.Environ(), gitEnv...)
+	cmd.Stdin, cmd.Stdout = stdin, stdout
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		b.Fatalf("%s: %v: %s", script, err, stderr.String())
+	}
 }
 
 // run runs the local sh script with "$@" set to the ssh command line

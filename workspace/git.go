@@ -499,6 +499,9 @@ func (r *Round) fetchBundle(ctx context.Context, bundle string, h header, hk has
 		if errors.Is(serr, ErrHostile) {
 			return nil, serr
 		}
+		if cerr := ctx.Err(); cerr != nil {
+			return nil, fmt.Errorf("workspace: receiving the sandbox's bundle: %w", cerr)
+		}
 		r.o.log.Warn("the sandbox's bundle fails the strict fsck; reading it through a quarantine", "round", id, "error", serr)
 		if f, err = r.quarantine(ctx, bundle, h.head, hk, res); err != nil {
 			return nil, err

@@ -26,6 +26,7 @@ func FuzzRestoreHeader(f *testing.F) {
 	f.Add([]byte("airlock-restore 1\nreport 7\nh../x\x00\x00tar\n"), false)
 	f.Add([]byte("airlock-restore 1\nreport 0\ntar\n"), false)
 	f.Add([]byte("airlock-restore 1\nreport 22\nr./.airlock/x\x00u./suid\x00nochange\n"), true)
+	f.Add([]byte("airlock-restore 1\nreport 22\ns./f\x00G\x00.GIT./x\x00f\x00sub/\x00nochange\n"), true)
 	f.Fuzz(func(t *testing.T, data []byte, git bool) {
 		br := bufio.NewReader(bytes.NewReader(data))
 		h, err := readHeader(br, git)
@@ -41,12 +42,20 @@ func FuzzRestoreHeader(f *testing.F) {
 			keys = append(keys, p)
 		}
 		slices.Sort(keys)
+		var notAdded []string
 		for _, p := range keys {
 			c := h.special[p]
-			if !strings.ContainsRune("husr", rune(c)) {
+			if !strings.ContainsRune("husrg", rune(c)) {
 				t.Fatalf("accepted record type %q", c)
 			}
+			if c == 'g' {
+				notAdded = append(notAdded, p)
+				continue
+			}
 			fmt.Fprintf(&rep, "%c./%s\x00", c, p)
+		}
+		if len(notAdded) > 0 {
+			rep.WriteString("G\x00" + strings.Join(notAdded, "\x00") + "\x00")
 		}
 		tail := h.tail
 		switch h.tail {

@@ -319,11 +319,11 @@ bh=$(g rev-parse -q --verify "$base/head^{commit}")
 ti=.git/airlock-restore-$id.index; rep=.git/airlock-restore-$id.report
 rm -f "$ti" "$rep"
 if [ -f .git/index ]; then cat .git/index > "$ti" && touch -r .git/index "$ti" || exit 13; fi
-GIT_INDEX_FILE=$ti g add -A --ignore-errors %s >/dev/null 2>&1
+GIT_INDEX_FILE=$ti g add -A --ignore-errors %[3]s >/dev/null 2>&1
 wt=$(GIT_INDEX_FILE=$ti g write-tree) || { rm -f "$ti"; exit 14; }
-rm -f "$ti"
 h=$(g rev-parse -q --verify 'HEAD^{commit}')
-%s > "$rep" 2>/dev/null
+{ %[4]s; printf 'G\0'; GIT_INDEX_FILE=$ti g ls-files -z -o --exclude-standard %[3]s; } > "$rep" 2>/dev/null
+rm -f "$ti"
 n=$(( $(wc -c < "$rep") ))
 printf 'airlock-restore 1\nreport %%d\n' "$n"; cat "$rep"; rm -f "$rep"
 if [ "$h" = "$bh" ] && [ "$wt" = "$(g rev-parse "$bs^{tree}")" ]; then printf 'nochange\n'; exit 0; fi

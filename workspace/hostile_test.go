@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -448,4 +449,37 @@ func TestHostileSandboxCommits(t *testing.T) {
 		_, err = exec.Command("git", "-C", e.local, "cat-file", "-e", evil).CombinedOutput()
 		assert.Error(t, err, "the refused commit entered the repository")
 	})
+}
+
+// TestDotGitSpellingsRefused: names that a case-folding or HFS+ or NTFS
+// file system reads as .git (or as the runtime directory) never come back
+// from a sandbox, which may run on a file system where they are ordinary
+// directories.
+func TestDotGitSpellingsRefused(t *testing.T) {
+	for _, kind := range []string{"git", "plain"} {
+		t.Run(kind, func(t *testing.T) {
+			eachRunner(t, func(t *testing.T, newRunner func(t *testing.T, dir string) stage.Runner) {
+				e := newEnv(t, newRunner)
+				r := prepareOneFile(t, e, kind)
+				evil := []string{".GIT./hooks/post-checkout", "GIT~1/config", "sub/.g\u200cit/hooks/pre-commit", ".Airlock /skills/x"}
+				for _, p := range evil {
+					write(t, e.remote, p, "#!/bin/sh\necho pwned\n")
+				}
+				write(t, e.remote, "fine.txt", "fine\n")
+				res, err := r.Restore(ctx(t))
+				require.NoError(t, err)
+				for _, p := range evil {
+					// The entry, or a directory above it (a plain restore
+					// refuses a reserved directory whole).
+					listed := false
+					for q := p; q != "."; q = path.Dir(q) {
+						listed = listed || slices.Contains(res.Refused, q)
+					}
+					assert.True(t, listed, "%q is not in Refused %q", p, res.Refused)
+					assert.False(t, exists(e.local, p), "%s was written", p)
+				}
+				assert.Equal(t, []string{"fine.txt"}, res.Updated)
+			})
+		})
+	}
 }

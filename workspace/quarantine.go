@@ -147,7 +147,7 @@ const maxRefused = 1000
 // scanCommits walks the trees of the commits up to head that the
 // repository lacks (read through q) and returns the paths that git's fsck
 // refuses by name: those with a component that is empty, ".", "..", holds
-// a slash, or is .git in any case, listed down to their files as a diff
+// a slash, or is read as .git (isDotGit), listed down to their files as a diff
 // of the snapshot lists them. Only trees new to the repository are read.
 func scanCommits(ctx context.Context, q *gitexec.Git, head string, hk hashKind, limit int64) ([]string, error) {
 	out, err := q.Output(ctx, "rev-list", "--objects", "--no-object-names", head, "--not", "--all")
@@ -215,9 +215,9 @@ func scanCommits(ctx context.Context, q *gitexec.Git, head string, hk hashKind, 
 	return bad, nil
 }
 
-// refusedName reports a tree entry name that git's fsck refuses.
+// refusedName reports a tree entry name that git's fsck refuses by name.
 func refusedName(name string) bool {
-	return name == "" || name == "." || name == ".." || strings.ContainsRune(name, '/') || strings.EqualFold(name, ".git")
+	return name == "" || name == "." || name == ".." || strings.ContainsRune(name, '/') || isDotGit(name)
 }
 
 // idLen is the length in bytes of a raw object id.

@@ -17,7 +17,9 @@ import (
 //
 //	airlock-restore 1\n
 //	report <n>\n
-//	<n bytes of find records: <type><./path>NUL, type h or s>
+//	<n bytes of report records: <type><./path>NUL, type h, u, s or r
+//	 (see findReport); a git sandbox's then G NUL and the paths its git
+//	 did not add, NUL-terminated>
 //	<tail line>\n
 //	<payload>
 //
@@ -103,6 +105,10 @@ func readLine(br *bufio.Reader) (string, error) {
 // parseReport reads find records. A record whose path is not a clean
 // relative path, or whose type is unknown, is a protocol error, and so is
 // a runtime-directory record (r) for a path outside the runtime directory.
+// A git sandbox's report ends with a G record (no path) and then the
+// paths, NUL-terminated and without "./", that its git did not add to the
+// snapshot (an invalid path for git, an unreadable file), recorded as g
+// unless an earlier record names them.
 func parseReport(rep []byte) (map[string]byte, error) {
 	out := map[string]byte{}
 	if len(rep) == 0 {
@@ -111,7 +117,22 @@ func parseReport(rep []byte) (map[string]byte, error) {
 	if rep[len(rep)-1] != 0 {
 		return nil, fmt.Errorf("%w: the report does not end with NUL", ErrHostile)
 	}
+	notAdded := false
 	for _, rec := range bytes.Split(rep[:len(rep)-1], []byte{0}) {
+		if notAdded {
+			p := strings.TrimSuffix(string(rec), "/") // a directory git could not add as a submodule
+			if !tree.ValidPath(p) {
+				return nil, fmt.Errorf("%w: the report names %.120q, not a clean relative path", ErrHostile, rec)
+			}
+			if out[p] == 0 {
+				out[p] = 'g'
+			}
+			continue
+		}
+		if len(rec) == 1 && rec[0] == 'G' {
+			notAdded = true
+			continue
+		}
 		if len(rec) < 3 {
 			return nil, fmt.Errorf("%w: a report record is too short", ErrHostile)
 		}
@@ -142,6 +163,8 @@ func reportReason(c byte) string {
 		return "a setuid, setgid or sticky file (written without those bits)"
 	case 's':
 		return "a FIFO, socket or device"
+	case 'g':
+		return "not added by the sandbox's git (a path git refuses, or an unreadable file)"
 	}
 	return "in the runtime directory, which never comes back"
 }

@@ -298,7 +298,7 @@ func validID(id string) bool {
 // the patterns, or lies in the runtime directory.
 func excluded(pats []string, rel string) bool {
 	for p := rel; p != "." && p != ""; p = path.Dir(p) {
-		if path.Dir(p) == "." && strings.EqualFold(p, stage.RuntimeDir) {
+		if path.Dir(p) == "." && foldName(p) == stage.RuntimeDir {
 			return true
 		}
 		for _, pat := range pats {
@@ -311,18 +311,43 @@ func excluded(pats []string, rel string) bool {
 }
 
 // reserved reports a path the sandbox may never write: one with a .git
-// component anywhere, or below the runtime directory.
+// component anywhere, or below the runtime directory, as a case-folding
+// file system (HFS+, APFS, NTFS) may read the name.
 func reserved(rel string) bool {
 	first, _, _ := strings.Cut(rel, "/")
-	if strings.EqualFold(first, stage.RuntimeDir) {
+	if foldName(first) == stage.RuntimeDir {
 		return true
 	}
 	for _, c := range strings.Split(rel, "/") {
-		if strings.EqualFold(c, ".git") {
+		if isDotGit(c) {
 			return true
 		}
 	}
 	return false
+}
+
+// isDotGit reports a path component that some file system reads as .git:
+// in any case, with code points HFS+ ignores, with trailing dots or spaces
+// or an alternate data stream (NTFS), or as its 8.3 short name git~1 —
+// the names git's fsck refuses in a tree.
+func isDotGit(c string) bool {
+	f := foldName(c)
+	return f == ".git" || f == "git~1"
+}
+
+// foldName is c as a case-insensitive file system may see it: lower case,
+// without the code points HFS+ ignores, without trailing dots and spaces
+// and without an NTFS stream suffix (":…").
+func foldName(c string) string {
+	c = strings.Map(func(r rune) rune {
+		switch {
+		case r >= 0x200c && r <= 0x200f, r >= 0x202a && r <= 0x202e, r >= 0x206a && r <= 0x206f, r == 0xfeff:
+			return -1
+		}
+		return r
+	}, c)
+	c, _, _ = strings.Cut(c, ":")
+	return strings.ToLower(strings.TrimRight(c, ". "))
 }
 
 var errStop = errors.New("stop")

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -161,6 +162,20 @@ func TestDetectSharedCorpus(t *testing.T) {
 		t.Skipf("the shared corpus %s is absent (this checkout has no ../shared); the copy in %s still runs", corpusPath, casesPath)
 	}
 	runCases(t, corpusPath, LoadCases(t, corpusPath))
+}
+
+// TestDetectExtraCases runs case files named in AIRLOCK_REQDETECT_CASES
+// (a list like PATH's), such as a held-out set kept outside the repository:
+//
+//	AIRLOCK_REQDETECT_CASES=/tmp/set.jsonl go test -run ExtraCases -v ./internal/reqdetect/
+func TestDetectExtraCases(t *testing.T) {
+	paths := os.Getenv("AIRLOCK_REQDETECT_CASES")
+	if paths == "" {
+		t.Skip("AIRLOCK_REQDETECT_CASES names no case files; set it to run extra case files")
+	}
+	for _, p := range filepath.SplitList(paths) {
+		t.Run(filepath.Base(p), func(t *testing.T) { runCases(t, p, LoadCases(t, p)) })
+	}
 }
 
 // Every case explains itself: a reason for each file name it mentions and a

@@ -58,8 +58,12 @@
 // push, merge) and attempt (attempt, try), matched through inflections
 // ("writes", "attached", "creating", "written"). A word no lexicon lists is a
 // verb of no class of its own (verbUnknown) where it stands after a
-// coordinator or "then" and before an object ("and then recreate it as
-// graph.svg"): it opens a phrase, and a destination after it is its own. "The
+// coordinator or "then", or opens its sentence as an imperative does, and
+// before an object, a particle allowed between ("and then recreate it as
+// graph.svg", "Stitch the three weekly reports together into one PDF",
+// "freshen up index.html"): it opens a phrase, a destination after it is its
+// own, and the nouns of its object are nouns. In a Deliverables item such a
+// verb leaves the item's own reading (it states outputs) in place. "The
 // output" or "the format" before a be-form or modal ("the format should be
 // PPTX") says what follows is an output. A lexicon word in a noun position is
 // a noun (nounPosition): right after a determiner ("a native write", "the
@@ -73,7 +77,8 @@
 // not "for each file write a summary"). A unit is cut into clauses at ";" and
 // clauses into verb phrases wherever a coordinator, comma or relative pronoun
 // is followed by a verb ("…, then attach it", "… and open a pull request", "…
-// that fixes X", "… without creating files").
+// that fixes X", "… without creating files"), and where a comma is followed
+// by "no need to" ("…, no need to summarise it here").
 //
 // Stage 4, roles inside a phrase (negate, markInline, readPhrase, readMention,
 // signalAt).
@@ -83,7 +88,13 @@
 //     "without" before a noun negate that noun phrase only ("not as a file",
 //     "no report.pdf", "no other files"). "Don't forget to" is positive. A
 //     file named in a negated output or delivery phrase is forbidden: it is
-//     never requested, whatever else the text says.
+//     never requested, whatever else the text says. A negated send to
+//     someone other than the user forbids that other action, not the
+//     delivery ("Produce the invoice as a PDF (do not email it to the
+//     client)", "don't share it with the sales team": toThirdParty; "don't
+//     send it to me" still forbids), and a pronoun after a topic
+//     preposition is what a message is about, not the object it delivers
+//     ("do not email the client about it").
 //   - Named files (rules 2, 3, 4, 8). A file takes its role from the nearest
 //     verb before it in its phrase, or from a passive verb after it
 //     ("report.pdf must be attached"), unless an input preposition governs it
@@ -94,7 +105,17 @@
 //     input and reply verbs make it an input; edit verbs an in-place edit; a
 //     phrase that mentions a pull request, branch or commit makes it
 //     repository work. In a Deliverables item a file with no verb is an
-//     output, unless the item says it is changed "in place".
+//     output, unless the item says it is changed "in place"; a file that a
+//     verb no lexicon lists, opening the item, works on is changed where it
+//     is (itemEdit: "- refresh styles.css so buttons use the new palette",
+//     "- modernize the wording in letter.docx", "- freshen up index.html"),
+//     unless that word reads as a modifier ("- Final report.pdf", "- Annual
+//     report.pdf"), or stands right before the file with no particle and
+//     no clause of result after the file ("- Quick notes.md on the
+//     meeting"; "- recolour logo.svg to match the brand" is one), or the
+//     item names, stores or places the file ("- Keep the final version in
+//     notes.md"); a particle can make a lexicon verb an edit ("touch up
+//     README.md": editParticles).
 //   - Statements (rule 2). A verb is a statement, and its files inputs, when
 //     it is a past or perfect form with a subject (stated: "I sent", "the
 //     designer exported", "has been uploaded", "I've put": sameParticiples;
@@ -143,7 +164,11 @@
 //     reply or edit verb, "to a PDF" after an output verb, "to a JSON file" or
 //     an inherently binary format ("to a PDF", "to PNG") after a transform
 //     verb, "in XLSX format", "in a PDF" or "in a CSV file" after an output or
-//     digest verb, "in a Word document" after a reply verb), or a file noun or
+//     digest verb, "in a Word document" after a reply verb; an inherently
+//     binary format before the head noun of the destination counts as well:
+//     "into a PDF handout", "as a PNG poster", "to PDF handouts", but not a
+//     tool noun made from a lexicon verb, "into a PDF generator", "a PNG
+//     viewer": destFormat, toolNoun), or a file noun or
 //     inherently binary format as the object of an output verb ("create a
 //     file", "generate a PDF", "an Excel workbook", "a PNG bar chart") or of a
 //     phrasal verb of making that no lexicon lists ("whip up a CSV", "throw
@@ -168,7 +193,11 @@
 //     refers to inline ("write script.py …, but only show it to me inline"),
 //     and so does "here" ("render README.md as HTML and paste it here": the
 //     unnamed request it refers to is shown, not delivered); "summarize it in
-//     the chat" does not.
+//     the chat" does not. A reduced participle clause between a file and the
+//     marker says how the file is given and is passed over ("main.go
+//     written inline in the reply", "query.sql, written out inline in the
+//     chat", "schema.sql, to be written inline", "app.js, pasted in full in
+//     your reply": beforeGiven).
 //
 // Stage 5, across units (markRepoWork, markDenials, resolvePronouns,
 // applyQualifiers).
@@ -223,6 +252,18 @@
 //     a leading phrase and a comma ("Per the spec in docs/spec.md, which
 //     fields are required?": leadQuestion), with a contracted wh-word
 //     ("What's …?") or with "should/shall" ("Should I export it as CSV?").
+//     An embedded question asks about work, not for it: a verb in a clause
+//     opened by "whether", or by a wh-word or "if" right after a reply verb
+//     and its recipient ("Tell me whether exporting to CSV or XLSX is
+//     better", "tell me how converting the slides to PDF would …", "let me
+//     know if saving as PDF …": embeddedQuestion), reads as a reply verb and
+//     governs a destination after it ("your opinion on whether to export the
+//     ledger as XLSX"); so does a gerund that a reading or reply verb takes as
+//     its object or its preposition's ("Compare exporting to XLSX with
+//     exporting to CSV": discussedGerund). The clause ends at punctuation,
+//     except a colon or dash before a gerund that lists the alternatives
+//     ("which is faster — exporting to CSV or to XLSX"), or at a clause
+//     joiner ("…, then export the ledger as XLSX").
 //   - Nouns. A lexicon word is a noun when it ends a compound that opens its
 //     clause ("landing page copy (copy.md)": compoundHead), follows a
 //     possessive ("the survey's free-text answers"), or is an "-ing" word

@@ -402,6 +402,28 @@ var subordinators = newSet("when whenever if once while after before until unles
 // export", "where to save"): howTo.
 var howToWords = []string{"how", "where", "when", "what", "which", "whether"}
 
+// whetherWords open an embedded question wherever they stand ("tell me
+// whether exporting to CSV is better"); embeddedWh do so right after a reply
+// verb and its recipient ("tell me how converting the slides to PDF would
+// …", "explain which export is better"): embeddedQuestion, which looks back
+// at most embeddedSpan tokens. clauseJoiners end the embedded clause, as
+// punctuation does ("…, then export the ledger as XLSX"), and keep a gerund
+// after them out of the object of a verb before them: discussedGerund.
+var (
+	whetherWords  = []string{"whether"}
+	embeddedWh    = []string{"which", "how", "what", "why", "if", "where", "when"}
+	embeddedSpan  = 12
+	clauseJoiners = []string{"and", "but", "then", "so", "while", "after", "before", "once"}
+	// alternativeMarks inside an embedded question list the alternatives it
+	// asks about ("let me know which is better: saving as PDF or as DOCX",
+	// "which is faster — exporting to CSV or to XLSX"): embeddedQuestion
+	// does not stop at them before a gerund.
+	alternativeMarks = []string{":", "—", "–"}
+	// informWords after "let me/us" ask to be told, as a reply verb does
+	// ("let me know if saving as PDF would lose the comments"): letKnow.
+	informWords = []string{"know"}
+)
+
 // codeQuotes around a command make it the subject of the verb after them
 // ("`make build` writes to build/output.txt"): quotedSubject.
 var codeQuotes = []string{"`", `"`}
@@ -472,6 +494,26 @@ var sameDocHeads = newSet("copy copies version versions edition draft one ones")
 // reformatted file"); other transforms make a new product ("the converted
 // file"): antecedent.
 var keepingTransforms = newSet("reformat")
+
+// editParticles, after a lexicon verb, make it an edit verb: a phrasal
+// verb of touching up what exists ("touch up README.md"; "touch out.txt"
+// creates the file): markVerbs.
+var editParticles = map[string][]string{"touch": {"up"}}
+
+// resultLeads open a clause saying what a change achieves ("refresh
+// styles.css so buttons use the new palette"): resultClause. editSpan is
+// how many tokens may stand between the verb opening a Deliverables item
+// and the file it changes, or span the run of files it opens: itemEdit.
+var (
+	resultLeads = []string{"so"}
+	editSpan    = 8
+)
+
+// adjectiveSuffixes end words that, opening a Deliverables item before a
+// file, modify it rather than act on it ("- Annual report.pdf", "-
+// Executive summary.md", "- Printable checklist.pdf"): modifierWord.
+var adjectiveSuffixes = []string{"al", "ive", "able", "ible", "ful", "ous", "ic", "less", "ish", "ent", "ant",
+	"ary", "ory"}
 
 // verbParticles may follow the object of a phrasal verb ("send the trimmed
 // doc back", "hand the deck over"): kindAt.
@@ -615,6 +657,9 @@ var (
 	// creating files", "skip the PDF"): verbAhead counts them as verbs and
 	// negate negates their whole phrase.
 	negatingVerbs = []string{"avoid", "refrain", "skip", "omit"}
+	// existentials may open a negated clause after a comma ("…, there's no
+	// need to summarise it"; "there is" as well): verbAhead skips them.
+	existentials = []string{"there's", "there’s"}
 	// negationFillers are skipped between a negator and the word it negates
 	// ("don't ever attach", "do not need to attach", "never to be
 	// created"): nextContent.
@@ -666,6 +711,10 @@ var (
 	// inlineLeadMarks are skipped between an inline marker and what it
 	// covers ("report.md, inline"): coverInline.
 	inlineLeadMarks = []string{",", "("}
+	// fullnessWords after "in" say a file is given whole ("pasted in full
+	// in your reply"): beforeGiven skips them with the participle before
+	// them.
+	fullnessWords = []string{"full", "entirety"}
 	// inlineQuantifiers gather the run of files before an inline marker
 	// ("index.html and styles.css, both inline in the reply"): coverInline.
 	inlineQuantifiers = []string{"both", "all", "each"}
@@ -679,6 +728,18 @@ var (
 // Stage 4 (roles.go): passives, destinations, markers, pronouns, repository
 // work, qualifiers and denials.
 var (
+	// recipientPreps open the recipient or the venue of a send verb ("email
+	// it to the client", "share it with the team", "share it on social
+	// media"), looked for within recipientSpan tokens of the verb;
+	// addressees, like recipients, name the user ("send it to you" in a
+	// message written for the user): toThirdParty.
+	recipientPreps = []string{"to", "with", "on"}
+	recipientSpan  = 6
+	addressees     = []string{"you", "yourself", "myself", "ourselves"}
+	// topicPreps before a pronoun make it the topic of a message, not the
+	// object a verb delivers or forbids ("do not email the client about
+	// it"): readPhrase.
+	topicPreps = []string{"about", "regarding", "concerning"}
 	// appositionSpan is how many words the noun phrase before a
 	// parenthesised file may have for the file to name it ("as a bar chart
 	// (spend.png)"): appositionPrep.
@@ -713,6 +774,15 @@ var (
 	// preposition and its format or file noun ("as a separate file", "into
 	// a new spreadsheet", "into one PDF"): signalAt.
 	destModifiers = []string{"new", "separate", "single", "standalone", "proper", "real", "one"}
+	// agentSuffixes turn a lexicon verb into the noun of a tool that does
+	// its work ("parser", "converter", "generator"): after a format in a
+	// destination such a noun names code, not a file ("into a PDF
+	// generator"): toolNoun.
+	agentSuffixes = []string{"ers", "ors", "er", "or"}
+	// destHeadSpan is how many words may follow a binary format in a
+	// destination up to the head noun it modifies ("into a PDF recipe
+	// booklet"): destFormat.
+	destHeadSpan = 2
 	// formatWords after a format make "in" a destination even without an
 	// article ("in PDF format", "in tabular form"): signalAt.
 	formatWords = []string{"format", "form"}

@@ -9,6 +9,7 @@ func analyze(u *unit) {
 	u.cls = make([]verbClass, n)
 	u.neg = make([]bool, n)
 	u.inl = make([]bool, n)
+	u.asked = make([]bool, n)
 	for i, t := range u.toks {
 		if t.is("in-place") || t.is("in") && i+1 < n && u.toks[i+1].is(inPlaceWords...) {
 			u.inPlace = true
@@ -79,6 +80,8 @@ func markVerbs(u *unit) {
 			switch {
 			case pastAfterSubject(u.toks, i):
 				u.cls[i] = verbStated // "I dropped last year's budget into budget-2025.xlsx"
+			case (conditionalWant(u.toks, i) || benefactive(u.toks, i)) && embeddedQuestion(u, i):
+				u.cls[i], u.asked[i] = verbReply, true // "tell me whether they would prefer a CSV"
 			case conditionalWant(u.toks, i) || benefactive(u.toks, i):
 				u.cls[i] = verbWant // "I'd love a PDF version", "Get me a zip of the invoices"
 			case phrasalMaking(u.toks, i):
@@ -89,6 +92,9 @@ func markVerbs(u *unit) {
 			continue
 		}
 		c := verbClasses[lemma]
+		if i+1 < len(u.toks) && u.toks[i+1].is(editParticles[lemma]...) {
+			c = verbEdit // "touch up README.md": the particle makes it an edit
+		}
 		if c == verbPseudo {
 			u.cls[i] = c
 			continue
@@ -110,6 +116,11 @@ func markVerbs(u *unit) {
 		}
 		if form == formBase && howTo(u.toks, i) {
 			c = verbReply // "explain how to export report.pdf": knowledge, not work
+		}
+		if embeddedQuestion(u, i) || form == formIng && discussedGerund(u, i) {
+			// "tell me whether exporting to CSV is better", "compare
+			// exporting to XLSX with …": the work is asked about
+			c, u.asked[i] = verbReply, true
 		}
 		if form == formPerfect && (stated(u.toks, i) || !u.item && presents(u.toks, i) || presentPassive(u.toks, i, c)) ||
 			form == formS && c != verbWant && describes(u.toks, i) ||
@@ -294,6 +305,70 @@ func howTo(toks []token, i int) bool {
 	return i >= 2 && toks[i-1].is("to") && toks[i-2].is(howToWords...)
 }
 
+// embeddedQuestion reports whether the verb at i stands in an embedded
+// question: a clause opened by "whether" (whetherWords), or by a wh-word or
+// "if" (embeddedWh) right after a reply verb and its recipient ("tell me
+// whether exporting to CSV is better", "Discuss whether we should send the
+// deck as a PPTX", "tell me how converting the slides to PDF would affect
+// …", "tell me what happens if I convert …"). The clause asks about the
+// work, not for it, and a destination in it is the question's ("I'd like
+// your opinion on whether to export the ledger as XLSX"); it reaches back at
+// most embeddedSpan tokens and ends at punctuation or a clause joiner ("…,
+// then export the ledger as XLSX"), except a colon or dash before a gerund,
+// which lists the alternatives asked about ("which is better: saving as PDF
+// or as DOCX"; not "whether the totals match — export the sheet as XLSX").
+func embeddedQuestion(u *unit, i int) bool {
+	toks := u.toks
+	gerund := strings.HasSuffix(toks[i].low, "ing")
+	for k := i - 1; k >= 0 && k >= i-embeddedSpan; k-- {
+		t := toks[k]
+		if t.kind == tokPunct && !(gerund && t.punct(alternativeMarks...)) || t.is(clauseJoiners...) {
+			return false
+		}
+		if t.is(whetherWords...) {
+			return true
+		}
+		if !t.is(embeddedWh...) {
+			continue
+		}
+		v := k - 1
+		if v >= 0 && toks[v].is(recipients...) {
+			v--
+		}
+		if v >= 0 && (u.cls[v] == verbReply || letKnow(toks, v)) {
+			return true // "tell me how …", "tell me what happens if I convert …", "let me know if …"
+		}
+	}
+	return false
+}
+
+// letKnow reports whether toks[v] is the verb of "let me/us know", which
+// asks to be told as a reply verb does (informWords).
+func letKnow(toks []token, v int) bool {
+	return v >= 2 && toks[v].is(informWords...) && toks[v-1].is(recipients...) && toks[v-2].is("let")
+}
+
+// discussedGerund reports whether the -ing verb at i names an activity
+// that a reading or reply verb before it discusses: its object, or the
+// object of a preposition in its phrase, with no punctuation, clause joiner
+// or other verb between ("Compare exporting to XLSX with exporting to CSV",
+// "describe the steps for saving as PDF"). A gerund after a comma or an
+// opener ("…, exporting it as CSV", "before exporting it") has a clause of
+// its own and is not one.
+func discussedGerund(u *unit, i int) bool {
+	toks := u.toks
+	for k := i - 1; k >= 0 && k >= i-embeddedSpan; k-- {
+		t := toks[k]
+		if t.kind != tokWord || k == i-1 && openers[t.low] || t.is(clauseJoiners...) {
+			return false
+		}
+		if u.verbAt(k) {
+			return u.cls[k] == verbInput || u.cls[k] == verbReply
+		}
+	}
+	return false
+}
+
 // afterAux reports whether a perfect auxiliary or a past be-form stands
 // right before the word at i, past statement adverbs ("I've already put",
 // "was put"): a verb whose participle is its base form is then a participle.
@@ -324,17 +399,29 @@ func pastAfterPronoun(toks []token, i int) bool {
 }
 
 // unknownVerbAt reports whether the plain word at i, which no lexicon lists,
-// stands in a verb's place: after a coordinator or "then" that opens a phrase
-// and before an object ("and then recreate it as graph.svg", "then duplicate
-// slides.pptx"). Such a verb gives its objects no role, but a destination
-// after it ("as NAME") is its own, not that of the verb before it.
+// stands in a verb's place before an object: after a coordinator or "then"
+// that opens a phrase ("and then recreate it as graph.svg", "then duplicate
+// slides.pptx"), or opening its sentence, after "please" or not, as an
+// imperative does ("Stitch the three weekly reports together into one PDF").
+// Such a verb gives its objects no role, but a destination after it ("as
+// NAME") is its own, not that of the verb before it.
 func unknownVerbAt(toks []token, i int) bool {
 	w := toks[i].low
-	if i == 0 || i+1 >= len(toks) || functionWords[w] || determiners[w] || strings.HasSuffix(w, adverbSuffix) ||
-		!openers[toks[i-1].low] || toks[i-1].kind != tokWord {
+	if i+1 >= len(toks) || functionWords[w] || determiners[w] || strings.HasSuffix(w, adverbSuffix) ||
+		negators[w] || fillers[w] || subjectPronouns[w] || numeric(w) || isClitics[w] || nounPreps[w] || inputPreps[w] {
+		return false // not "Here's the export …", "Per the spec …"
+	}
+	opens := i == 0 || toks[i-1].is(politeWords...) && (i == 1 || toks[i-2].kind == tokPunct)
+	if !opens && (i == 0 || !openers[toks[i-1].low] || toks[i-1].kind != tokWord) {
 		return false
 	}
-	return objectFollows(toks, i+1)
+	return objectFollows(toks, i+1) || particleAt(toks, i+1) && objectFollows(toks, i+2) // "freshen up index.html"
+}
+
+// particleAt reports whether toks[k] is the particle of a phrasal verb
+// ("freshen up", "piece together", "write out").
+func particleAt(toks []token, k int) bool {
+	return k < len(toks) && (toks[k].is(makingParticles...) || toks[k].is(verbParticles...))
 }
 
 // pastAfterSubject reports whether the plain word at i, which no lexicon
@@ -691,10 +778,14 @@ func verbAhead(u *unit, j int) bool {
 		if u.verbAt(k) {
 			return true
 		}
-		if t.is(negatingVerbs...) {
-			return true
+		if t.is(negatingVerbs...) || t.is(noWords...) && k+1 < len(u.toks) && u.toks[k+1].is(needWords...) {
+			return true // "…, avoid creating files", "…, no need to summarise it here"
 		}
-		if t.punct(",") || (t.kind == tokWord && fillers[t.low]) {
+		if t.punct(",") || (t.kind == tokWord && fillers[t.low]) || t.is(existentials...) {
+			continue // "…, there's no need to …"
+		}
+		if t.is("there") && k+1 < len(u.toks) && u.toks[k+1].is("is") {
+			k++ // "…, there is no need to …"
 			continue
 		}
 		return false
@@ -893,6 +984,7 @@ func coverInline(u *unit, i int) {
 		toks[j].is(inlineQuantifiers...)) {
 		j-- // "report.md, inline", "index.html and styles.css, both inline"
 	}
+	j = beforeGiven(toks, j, i)
 	if j < 0 {
 		return
 	}
@@ -918,6 +1010,47 @@ func coverInline(u *unit, i int) {
 			u.inl[k] = true
 		}
 	}
+}
+
+// beforeGiven returns the index before the reduced participle clause that
+// ends at toks[j], right before the inline marker at toks[i], or j when there
+// is none: a participle, after "to be" or not, with a particle or "in full"
+// after it, an "-ly" adverb before the marker allowed, says how the file
+// before it is given ("main.go written inline in the reply", "query.sql,
+// written out inline", "schema.sql, to be written inline", "app.js, pasted
+// in full in your reply", "query.sql written directly into your reply"). The
+// marker then covers what stands before that clause.
+func beforeGiven(toks []token, j, i int) int {
+	k := j
+	for k >= 0 && j-k < 2 && toks[k].kind == tokWord && strings.HasSuffix(toks[k].low, adverbSuffix) {
+		k-- // "written directly into your reply"
+	}
+	if k >= 1 && toks[k].is(fullnessWords...) && toks[k-1].is("in") {
+		k -= 2 // "pasted in full"
+	}
+	for k >= 0 && j-k < 3 && particleAt(toks, k) {
+		k-- // "written out", "written up"
+	}
+	if k < 0 || k < i-8 || toks[k].kind != tokWord || !givenParticiple(toks[k].low) {
+		return j
+	}
+	p := k
+	for k--; k >= 0 && p-k <= 3 && (toks[k].is(passiveAux...) || toks[k].is("to")); k-- {
+	}
+	for k >= 0 && p-k <= 6 && (toks[k].punct(inlineLeadMarks...) || toks[k].is(inlineQuantifiers...)) {
+		k-- // "report.md and summary.md, both written inline"
+	}
+	return k
+}
+
+// givenParticiple reports whether w is a past participle ("written",
+// "pasted", "included"): a lexicon verb's perfect form or a word shaped
+// like one.
+func givenParticiple(w string) bool {
+	if lemma := lemmaOf(w); lemma != "" && formOf(w, lemma) == formPerfect {
+		return true
+	}
+	return participle(w)
 }
 
 // readPhrase finds the phrase's flags, file mentions and unnamed requests.

@@ -128,7 +128,9 @@ func readPhrase(u *unit, p *phrase) {
 			}
 		case verbSend:
 			if u.neg[i] {
-				p.negDeliver = true
+				// "do not email it to the client" forbids another action,
+				// a send to someone else, not the delivery of the file.
+				p.negDeliver = p.negDeliver || !toThirdParty(u, i, p.end)
 			} else {
 				p.send = true
 			}
@@ -138,7 +140,9 @@ func readPhrase(u *unit, p *phrase) {
 		if !u.neg[i] && markerLen(toks, i) > 0 {
 			p.marker = true
 		}
-		if !p.pronoun && t.kind == tokWord {
+		// A pronoun after a topic preposition ("email the client about
+		// it") is what a message is about, not the object a verb delivers.
+		if !p.pronoun && t.kind == tokWord && !(i > p.start && toks[i-1].is(topicPreps...)) {
 			p.pronoun, p.plural, p.anaphor = pronounAt(toks, i, p.end)
 			if t.is("the") {
 				// "upload the spreadsheet", "the shorter clip": a noun naming
@@ -180,8 +184,9 @@ func readPhrase(u *unit, p *phrase) {
 			// X") does not take over the phrase, nor does a statement
 			// inside its object ("put everything you found into X"): a
 			// destination later in the phrase still belongs to the verb
-			// before it.
-			if (!prepOfVerb || head < 0) && (u.cls[i] != verbStated || head < 0) {
+			// before it. A verb of an embedded question does take it over
+			// ("your opinion on whether to export the ledger as XLSX").
+			if (!prepOfVerb || head < 0) && (u.cls[i] != verbStated || head < 0) || u.asked[i] {
 				head = i
 			}
 			lastVerb, prepOfVerb = i, false
@@ -211,6 +216,37 @@ func readPhrase(u *unit, p *phrase) {
 	if p.negated || u.question {
 		p.signal = false
 	}
+}
+
+// toThirdParty reports whether the send verb at i names a recipient or a
+// venue other than the user: a recipient preposition ("to", "with", "on":
+// recipientPreps) after it, within recipientSpan tokens and its clause, and
+// then a noun phrase that is no user pronoun (recipients, addressees: "me",
+// "us", "you"), file noun or format ("email it to the client", "share it
+// with the sales team", "forward it to anyone", "share it on social
+// media"). Sending to someone else is an action of its own, so negating it
+// ("do not email it to the client") leaves the file the text asks for
+// requested.
+func toThirdParty(u *unit, i, end int) bool {
+	toks := u.toks
+	for k := i + 1; k < end && k <= i+recipientSpan; k++ {
+		if isClauseBreak(toks[k]) {
+			return false
+		}
+		if !toks[k].is(recipientPreps...) {
+			continue
+		}
+		j := k + 1
+		for j < end && determiners[toks[j].low] {
+			j++
+		}
+		if j >= end || toks[j].kind != tokWord || toks[j].is(recipients...) || toks[j].is(addressees...) {
+			return false
+		}
+		_, format := formats[toks[j].low]
+		return !format && !fileNouns[toks[j].low] && !functionWords[toks[j].low]
+	}
+	return false
 }
 
 // appositionPrep returns the output or source preposition that governs the
@@ -346,6 +382,8 @@ func readMention(u *unit, p *phrase, i, lastVerb, head, gov int, prep string) *m
 			why(roleInput, "input: one side of a comparison (\"NAME vs NAME\")")
 		case u.item && u.inPlace:
 			why(roleEdit, "edited in place: a Deliverables item that says \"in place\"")
+		case u.item && itemEdit(u, vi, i, gov):
+			why(roleEdit, "edited in place: the object of \""+toks[vi].text+"\", a verb opening the item that names no making")
 		case u.listed:
 			why(roleOutput, "output: named in a list that a request for files introduces")
 		case u.item:
@@ -424,6 +462,124 @@ func readMention(u *unit, p *phrase, i, lastVerb, head, gov int, prep string) *m
 		m.note(u, "delivered: a delivery verb or marker reaches it", p.start, p.end-1)
 	}
 	return m
+}
+
+// itemEdit reports whether the file at i of a Deliverables item is the
+// object of a verb no lexicon lists that opens the item as an imperative
+// (verbUnknown vi: "- refresh styles.css so buttons use the new palette", "-
+// modernize the wording in letter.docx", "- freshen up index.html"): with no
+// output preposition and no delivery, the work changes a file that is
+// already there, and the item asks for no new file. The verb governs the
+// file through a noun phrase and a storage preposition or "of"
+// (editedSpan), or directly; a file it names, stores or sends somewhere
+// ("- Name the file x.docx", "- Keep the final version in notes.md": namedBy,
+// storedIn, goesTo) is made. A word that reads as a modifier of the file
+// ("- Final report.pdf", "- Annual report.pdf": modifierWord) is no verb;
+// right before the file, a word with no particle after it ("freshen up") is
+// read as a verb only when a clause saying what the change achieves follows
+// the file or the run of files it opens (resultClause: "- refresh
+// styles.css so …", "- recolour logo.svg to match the brand"): "- Quick
+// notes.md on the meeting" names a file to make.
+func itemEdit(u *unit, vi, i, gov int) bool {
+	toks := u.toks
+	if vi < 0 || u.cls[vi] != verbUnknown || vi > 1 || vi == 1 && !toks[0].is(politeWords...) ||
+		modifierWord(toks[vi].low) || namedBy(u, i) || storedIn(u, gov) || goesTo(u, i) {
+		return false
+	}
+	k := vi + 1
+	if particleAt(toks, k) {
+		k++ // "- freshen up index.html": a phrasal verb, no modifier
+	}
+	if i-k > editSpan {
+		return false
+	}
+	direct := true // the file is the verb's object, or one of a run of them
+	for j := k; j < i && direct; j++ {
+		direct = toks[j].kind == tokFile || toks[j].is(fileListJoiners...) || toks[j].punct(",")
+	}
+	if !direct {
+		return editedSpan(u, k, i) // "- modernize the wording in letter.docx"
+	}
+	if k > vi+1 {
+		return true // "- freshen up index.html with the new copy"
+	}
+	// What follows the run says whether the work changes its files ("-
+	// refresh styles.css so …"; not "- Combine jan.csv and feb.csv into
+	// q1.csv").
+	e := i + 1
+	for e < len(toks) && e-k <= editSpan && (toks[e].kind == tokFile || toks[e].is(fileListJoiners...) || toks[e].punct(",") &&
+		e+1 < len(toks) && toks[e+1].kind == tokFile) {
+		e++
+	}
+	return resultClause(u, e)
+}
+
+// editedSpan reports whether toks[k:i], between an item's opening verb and
+// its file, is the object the verb changes and the place of that object in
+// the file: determiners, possessives, plain words and nouns, and a storage
+// preposition or "of" right before the file ("the wording in letter.docx",
+// "the margins of layout.css"); no verb, punctuation, other file, clause
+// opener or other preposition.
+func editedSpan(u *unit, k, i int) bool {
+	toks := u.toks
+	for j := k; j < i; j++ {
+		t := toks[j]
+		switch {
+		case t.kind != tokWord || u.verbAt(j):
+			return false
+		case j == i-1 && (t.is(storagePreps...) || t.is("of")):
+		case determiners[t.low], possessive(t):
+		case !plainWord(t) && lemmaOf(t.low) == "":
+			return false
+		}
+	}
+	return true
+}
+
+// resultClause reports whether a clause of result or purpose opens at
+// toks[k]: a result word ("so", "so that": resultLeads), "to" and a verb
+// with its object ("to match the brand") or "to" and a measure ("to 200
+// words").
+func resultClause(u *unit, k int) bool {
+	toks := u.toks
+	if k >= len(toks) {
+		return false
+	}
+	if toks[k].is(resultLeads...) {
+		return true
+	}
+	if !toks[k].is("to") || k+1 >= len(toks) {
+		return false
+	}
+	if toks[k+1].kind == tokOther {
+		return true // "shorten intro.md to 200 words", "crop shot.png to 800x600"
+	}
+	if k+2 >= len(toks) {
+		return false
+	}
+	v := toks[k+1]
+	return v.kind == tokWord && !functionWords[v.low] && !determiners[v.low] && objectFollows(toks, k+2)
+}
+
+// modifierWord reports whether w, opening a Deliverables item before a
+// file, reads as a modifier or a noun rather than a verb: a word a modifier
+// or noun list holds ("final", "new", "existing", "invoice", "chart"), a
+// participle ("detailed"), or a word with an adjective ending
+// (adjectiveSuffixes: "annual", "executive", "printable").
+func modifierWord(w string) bool {
+	_, format := formats[w]
+	_, kind := kindNouns[w]
+	if format || kind || madeModifiers[w] || inputDets[w] || existingMarks[w] || docNouns[w] || fileNouns[w] ||
+		anaphorHeads[w] || keptNouns[w] || slices.Contains(roleFillers, w) || slices.Contains(destModifiers, w) ||
+		participle(w) {
+		return true
+	}
+	for _, suf := range adjectiveSuffixes {
+		if len(w) > len(suf)+2 && strings.HasSuffix(w, suf) {
+			return true
+		}
+	}
+	return false
 }
 
 // existingAt reports whether the file at i follows a word that says it
@@ -774,7 +930,11 @@ func signalAt(u *unit, p *phrase, i, lastVerb, head int, prep string, prepOfVerb
 	vc, hc := verbNone, verbNone // classes of the nearest and of the governing verb
 	if lastVerb >= 0 {
 		vc, hc = u.cls[lastVerb], u.cls[head]
-	} else if u.item {
+	}
+	if u.item && (lastVerb < 0 || vc == verbUnknown && hc == verbUnknown) {
+		// A Deliverables item states outputs: with no verb, or only a verb
+		// of no class ("- Help me name the output file"), it asks for what
+		// it names.
 		vc, hc = verbOutput, verbOutput
 	}
 	outputish := isOutputish(vc)
@@ -786,13 +946,13 @@ func signalAt(u *unit, p *phrase, i, lastVerb, head int, prep string, prepOfVerb
 	if t.is(destPreps...) {
 		k := i + 1
 		for k < p.end && k < i+4 && (determiners[toks[k].low] || toks[k].is(destModifiers...) ||
-			k > i+1 && determiners[toks[i+1].low] && (destAdjective(toks[k]) || extensionWord(toks[k]))) {
+			k > i+1 && determiners[toks[i+1].low] && (destAdjective(u, k) || extensionWord(toks[k]))) {
 			k++ // "as a CSV", "into a single PDF", "into a one-page PDF"
 		}
 		if k >= p.end || u.neg[k] || u.inl[k] {
 			return
 		}
-		format := formatHead(u, k, p.end)
+		format := formatHead(u, k, p.end) || destFormat(u, k, p.end)
 		noun := fileNounHead(toks, k, p.end) || // "to a file", "to a JSON file"
 			format && k+1 < p.end && fileNounHead(toks, k+1, p.end)
 		if !format && !noun {
@@ -854,12 +1014,62 @@ func signalAt(u *unit, p *phrase, i, lastVerb, head int, prep string, prepOfVerb
 	p.request(u, "unnamed request: a file or format is the object of the output verb", max(lastVerb, p.start), i)
 }
 
-// destAdjective reports whether t may modify a destination's format or
-// file noun after its article ("a one-page PDF", "a clean PDF", "a chart
-// image"): a plain word that is neither a format nor a file noun itself.
-func destAdjective(t token) bool {
+// destAdjective reports whether toks[k] may modify a destination's format
+// or file noun after its article ("a one-page PDF", "a clean PDF", "a chart
+// image", "a clean XLSX workbook": destWord) that is neither a format nor a
+// file noun itself.
+func destAdjective(u *unit, k int) bool {
+	t := u.toks[k]
 	_, format := formats[t.low]
-	return t.kind == tokWord && plainWord(t) && !format && !fileNouns[t.low]
+	return t.kind == tokWord && destWord(u, k) && !format && !fileNouns[t.low]
+}
+
+// destWord reports whether toks[k] may be a word of a destination's noun
+// phrase: a plain word, or a lexicon word read there as a noun or adjective
+// ("into a clean XLSX workbook", "into a single PDF bundle").
+func destWord(u *unit, k int) bool {
+	t := u.toks[k]
+	if plainWord(t) {
+		return true
+	}
+	return lemmaOf(t.low) != "" && !u.verbAt(k) && !functionWords[t.low] && !determiners[t.low]
+}
+
+// destFormat reports whether the word at k, right after a destination's
+// preposition and article, is an inherently binary format that modifies the
+// head noun of the destination, at most destHeadSpan words on ("into a PDF
+// handout", "as a PNG poster", "to PDF handouts", "into a PDF recipe
+// booklet"), a head that ends the noun phrase (nounFollows; not "to PDF
+// loses the links"): the destination is a document of that format. A word that names a tool working on the format ("into a PDF
+// generator", "a PNG viewer": toolNoun) makes the destination code, not a
+// file.
+func destFormat(u *unit, k, end int) bool {
+	toks := u.toks
+	if !formats[toks[k].low] || k+1 >= end {
+		return false
+	}
+	for j := k + 1; j < end && j <= k+destHeadSpan; j++ {
+		n := toks[j]
+		if n.kind != tokWord || !destWord(u, j) || toolNoun(n.low) {
+			return false
+		}
+		if nounFollows(toks, j+1) {
+			return true
+		}
+	}
+	return false
+}
+
+// toolNoun reports whether w is the agent noun of a lexicon verb ("parser",
+// "converter", "generator", "viewer"): a tool that does the verb's work.
+func toolNoun(w string) bool {
+	for _, suf := range agentSuffixes {
+		b, ok := strings.CutSuffix(w, suf)
+		if ok && len(b) > 1 && (lemmaOf(b) == b || lemmaOf(b+"e") == b+"e") {
+			return true
+		}
+	}
+	return false
 }
 
 // bareFormat reports whether the word at i is an inherently binary format

@@ -246,6 +246,7 @@ type unit struct {
 	cls       []verbClass // verb class of each token used as a verb
 	neg       []bool      // token lies in a negated phrase or noun phrase
 	inl       []bool      // token is covered by an inline marker
+	asked     []bool      // token is a verb of an embedded question ("tell me whether exporting …")
 	inPlace   bool        // says "in place": verbless files are edited, not delivered
 	phrases   []*phrase
 	qualifier int  // token index of a "not a deliverable" qualifier, or -1

@@ -81,7 +81,9 @@
 //   - Sandbox content is hostile. A path that is not clean or escapes, a
 //     symbolic link whose target leaves the work tree, a FIFO, socket or
 //     device, a regular file with several links, a path with a .git
-//     component or under stage.RuntimeDir, a submodule, and a file past
+//     component or under stage.RuntimeDir (also as a case-folding, HFS+
+//     or NTFS file system would read the name: ".GIT.", "git~1"), a path
+//     the sandbox's git did not add, a submodule, and a file past
 //     [WithMaxBytes] is never written and is listed in Result.Refused, and
 //     so are a bundle's extra refs and the paths of commits it refuses; a
 //     malformed stream or unreadable bundle fails with ErrHostile and

@@ -63,20 +63,20 @@ func (r *Round) quarantine(ctx context.Context, bundle, head string, hk hashKind
 		f.history = true // no new commits: nothing to move
 		return f, nil
 	}
-	if ferr := r.adoptCommits(ctx, f.git, head); ferr == nil {
+	ferr := r.adoptCommits(ctx, f.git, head)
+	if ferr == nil {
 		f.history = true
 		return f, nil
-	} else {
-		bad, err := scanCommits(ctx, f.git, head, hk, r.o.maxBytes)
-		if err != nil {
-			return nil, err
-		}
-		for _, p := range bad {
-			r.refuse(res, p, "a path git refuses in the sandbox's commits (not integrated; their work tree arrives as uncommitted edits)")
-		}
-		if len(bad) == 0 {
-			r.refuse(res, "commit "+head, "the sandbox's commits fail git fsck (not integrated): "+ferr.Error())
-		}
+	}
+	bad, err := scanCommits(ctx, f.git, head, hk, r.o.maxBytes)
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range bad {
+		r.refuse(res, p, "a path git refuses in the sandbox's commits (not integrated; their work tree arrives as uncommitted edits)")
+	}
+	if len(bad) == 0 {
+		r.refuse(res, "commit "+head, "the sandbox's commits fail git fsck (not integrated): "+ferr.Error())
 	}
 	return f, nil
 }

@@ -279,32 +279,35 @@ func (c sshClient) recv(b *testing.B, remote, local string) {
 // runnerTransport is the remote half over a stage.Runner (remote.Host).
 type runnerTransport struct{ run stage.Runner }
 
-func (t runnerTransport) send(b *testing.B, local, remote string) {
-	b.Helper()
-	pr, pw := io.Pipe()
-	done := make(chan error, 1)
-	go func() {
-		err := t.run.Run(b.Context(), stage.Command{Script: remote, Stdin: pr})
-		pr.CloseWithError(err)
-		done <- err
-	}()
-	localSh(b, local, nil, pw)
-	pw.Close()
-	if err := <-done; err != nil {
-		b.Fatalf("%s: %v", remote, err)
-	}
-}
+func (t runnerTransport) send(b *testing.B, local, remote string) { t.pipe(b, local, remote, true) }
+func (t runnerTransport) recv(b *testing.B, remote, local string) { t.pipe(b, local, remote, false) }
 
-func (t runnerTransport) recv(b *testing.B, remote, local string) {
+// pipe connects local's output to remote's input (toRemote), or remote's
+// output to local's input.
+func (t runnerTransport) pipe(b *testing.B, local, remote string, toRemote bool) {
 	b.Helper()
 	pr, pw := io.Pipe()
+	cmd := stage.Command{Script: remote}
+	var in io.Reader
+	var out io.Writer
+	if toRemote {
+		cmd.Stdin, out = pr, pw
+	} else {
+		cmd.Stdout, in = pw, pr
+	}
 	done := make(chan error, 1)
 	go func() {
-		err := t.run.Run(b.Context(), stage.Command{Script: remote, Stdout: pw})
-		pw.CloseWithError(err)
+		err := t.run.Run(b.Context(), cmd)
+		if toRemote {
+			pr.CloseWithError(err) // the local side's writes fail
+		} else {
+			pw.CloseWithError(err) // EOF, or err, for the local side
+		}
 		done <- err
 	}()
-	localSh(b, local, pr, nil)
+	localSh(b, local, in, out)
+	pw.Close() // EOF for the remote's input
+	pr.Close() // the remote's output is no longer read
 	if err := <-done; err != nil {
 		b.Fatalf("%s: %v", remote, err)
 	}

@@ -486,7 +486,11 @@ func (r *Round) fetchBundle(ctx context.Context, bundle string, h header, hk has
 	if err != nil {
 		return nil, fmt.Errorf("%w: listing the sandbox's bundle: %w", ErrHostile, err)
 	}
-	for _, l := range strings.Split(strings.TrimSuffix(string(heads), "\n"), "\n") {
+	lines := strings.Split(strings.TrimSuffix(string(heads), "\n"), "\n")
+	if len(lines) > maxRefused {
+		return nil, fmt.Errorf("%w: the sandbox's bundle lists %d refs, more than %d", ErrHostile, len(lines), maxRefused)
+	}
+	for _, l := range lines {
 		if l != h.snap+" "+want {
 			_, name, _ := strings.Cut(l, " ")
 			r.refuse(res, name, "a ref the restore did not ask for, in the sandbox's bundle")

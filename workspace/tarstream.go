@@ -5,8 +5,6 @@ package workspace
 // stage.Bridge and remote.Host.
 
 import (
-	"archive/tar"
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -21,12 +19,10 @@ import (
 
 // writeTar streams the tree at dir (read through internal/tree, links
 // skipped, exclude applied) to w, in the shell protocol's tree encoding
-// (shellproto.WriteTree), and returns what it sent.
+// (shellproto.WritePlain), and returns what it sent.
 func writeTar(ctx context.Context, w io.Writer, dir string, exclude func(rel string, isDir bool) bool) (*tree.Result, error) {
-	bw := bufio.NewWriterSize(w, 256<<10)
-	tw := tar.NewWriter(bw)
 	var res *tree.Result
-	_, err := shellproto.WriteTree(tw, "", time.Now().Truncate(time.Second), func(fn func(shellproto.Entry, io.Reader) error) ([]byte, error) {
+	_, err := shellproto.WritePlain(w, time.Now().Truncate(time.Second), func(fn func(shellproto.Entry, io.Reader) error) ([]byte, error) {
 		var err error
 		res, err = tree.Walk(ctx, dir, tree.Options{Exclude: exclude}, func(it *tree.Item) error {
 			e := shellproto.Entry{Path: it.Path, Mode: it.Mode.Perm(), Size: it.Size}
@@ -40,10 +36,7 @@ func writeTar(ctx context.Context, w io.Writer, dir string, exclude func(rel str
 	if err != nil {
 		return nil, err
 	}
-	if err := tw.Close(); err != nil {
-		return nil, err
-	}
-	return res, bw.Flush()
+	return res, nil
 }
 
 // tarEntry is one member of a sandbox's tar stream, as the hostile reader

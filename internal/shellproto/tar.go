@@ -49,38 +49,57 @@ type WalkFunc func(fn func(e Entry, r io.Reader) error) ([]byte, error)
 // WriteStream writes the tree walk yields to w as one tar stream in the
 // layout above and returns the manifest walk returned. Every member gets
 // mtime.
-func WriteStream(w io.Writer, mtime time.Time, walk WalkFunc) ([]byte, error) {
-	bw := bufio.NewWriterSize(w, 256<<10)
-	tw := tar.NewWriter(bw)
-	for _, d := range []string{TarNew, TarTree} {
-		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: d, Mode: 0o755, ModTime: mtime}); err != nil {
-			return nil, err
+func WriteStream(w io.Writer, mtime time.Time, walk WalkFunc) (manifest []byte, err error) {
+	err = writeArchive(w, func(tw *tar.Writer) error {
+		for _, d := range []string{TarNew, TarTree} {
+			if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: d, Mode: 0o755, ModTime: mtime}); err != nil {
+				return err
+			}
 		}
-	}
-	manifest, err := WriteTree(tw, TarTree, mtime, walk)
+		if manifest, err = WriteTree(tw, TarTree, mtime, walk); err != nil {
+			return err
+		}
+		h := &tar.Header{Typeflag: tar.TypeReg, Name: TarManifest, Mode: 0o644, Size: int64(len(manifest)), ModTime: mtime}
+		if err := tw.WriteHeader(h); err != nil {
+			return err
+		}
+		if _, err := tw.Write(manifest); err != nil {
+			return err
+		}
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: TarOld, Mode: 0o700, ModTime: mtime}); err != nil {
+			return err
+		}
+		return tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: TarComplete, Mode: 0o600, ModTime: mtime})
+	})
 	if err != nil {
 		return nil, err
 	}
-	h := &tar.Header{Typeflag: tar.TypeReg, Name: TarManifest, Mode: 0o644, Size: int64(len(manifest)), ModTime: mtime}
-	if err := tw.WriteHeader(h); err != nil {
-		return nil, err
-	}
-	if _, err := tw.Write(manifest); err != nil {
-		return nil, err
-	}
-	if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: TarOld, Mode: 0o700, ModTime: mtime}); err != nil {
-		return nil, err
-	}
-	if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: TarComplete, Mode: 0o600, ModTime: mtime}); err != nil {
-		return nil, err
+	return manifest, nil
+}
+
+// WritePlain writes the tree walk yields to w as one plain tar stream (no
+// layout: names relative to where the sandbox extracts it) and returns
+// what walk returned.
+func WritePlain(w io.Writer, mtime time.Time, walk WalkFunc) (out []byte, err error) {
+	err = writeArchive(w, func(tw *tar.Writer) error {
+		out, err = WriteTree(tw, "", mtime, walk)
+		return err
+	})
+	return out, err
+}
+
+// writeArchive gives fn a tar writer on a buffered w, then closes the
+// archive and flushes.
+func writeArchive(w io.Writer, fn func(tw *tar.Writer) error) error {
+	bw := bufio.NewWriterSize(w, 256<<10)
+	tw := tar.NewWriter(bw)
+	if err := fn(tw); err != nil {
+		return err
 	}
 	if err := tw.Close(); err != nil {
-		return nil, err
+		return err
 	}
-	if err := bw.Flush(); err != nil {
-		return nil, err
-	}
-	return manifest, nil
+	return bw.Flush()
 }
 
 // WriteTree writes the directories and regular files walk yields to tw,
@@ -125,31 +144,28 @@ func WriteTree(tw *tar.Writer, prefix string, mtime time.Time, walk WalkFunc) ([
 // each name relative to where the sandbox extracts it. The sandbox's
 // `tar -x` must create parent directories that are missing.
 func WriteFiles(w io.Writer, mtime time.Time, files []Entry, open func(e Entry) (io.Reader, func() error, error)) error {
-	bw := bufio.NewWriterSize(w, 256<<10)
-	tw := tar.NewWriter(bw)
-	buf := make([]byte, 256<<10)
-	for _, e := range files {
-		r, done, err := open(e)
-		if err != nil {
-			return err
+	return writeArchive(w, func(tw *tar.Writer) error {
+		buf := make([]byte, 256<<10)
+		for _, e := range files {
+			r, done, err := open(e)
+			if err != nil {
+				return err
+			}
+			h := &tar.Header{Typeflag: tar.TypeReg, Name: e.Path, Mode: int64(e.Mode.Perm()), Size: e.Size, ModTime: mtime}
+			if err := tw.WriteHeader(h); err != nil {
+				done()
+				return err
+			}
+			_, err = io.CopyBuffer(onlyWriter{tw}, onlyReader{r}, buf)
+			if derr := done(); err == nil {
+				err = derr
+			}
+			if err != nil {
+				return err
+			}
 		}
-		h := &tar.Header{Typeflag: tar.TypeReg, Name: e.Path, Mode: int64(e.Mode.Perm()), Size: e.Size, ModTime: mtime}
-		if err := tw.WriteHeader(h); err != nil {
-			done()
-			return err
-		}
-		_, err = io.CopyBuffer(onlyWriter{tw}, onlyReader{r}, buf)
-		if derr := done(); err == nil {
-			err = derr
-		}
-		if err != nil {
-			return err
-		}
-	}
-	if err := tw.Close(); err != nil {
-		return err
-	}
-	return bw.Flush()
+		return nil
+	})
 }
 
 // ErrMalformedTar is wrapped by Members when the stream is not a tar

@@ -10,6 +10,7 @@ import (
 // Stage 5: across units
 
 // markRepoWork makes the outputs of code tasks repository work (rule 8):
+//
 //   - a source file created in the source tree: a source-code extension
 //     (sourceExts) and a source directory in its path ("src/Button.tsx")
 //     or a code noun in its phrase ("a new React component in Button.tsx", "a
@@ -19,12 +20,24 @@ import (
 //     a build extension ("dist/app.js", "public/bundle.js") that the build
 //     verb produces, or any file that a passive verb checks ("make sure
 //     dist/app.js is generated", "make sure site/index.html is produced"); an
-//     explicit "write the log to build.log" stays an output.
+//     explicit "write the log to build.log" stays an output;
+//   - a source file made in a text that asks anywhere for a pull request,
+//     branch or commit (not negated): a module of that change ("split it
+//     into invoice_model.py and invoice_tax.py … and open a pull request").
 //
 // A Deliverables item, a delivered file (attach, send, downloadable…) and an
 // exported one stay requested.
 func markRepoWork(units []*unit) {
 	built := false // the unit before builds the project
+	// A text that asks for a pull request, branch or commit anywhere does
+	// code work: the source files it makes ("split it into model.py and
+	// render.py … and open a pull request") are modules of that change.
+	pr := false
+	for _, u := range units {
+		for _, p := range u.phrases {
+			pr = pr || p.repo && !p.negated && !u.question
+		}
+	}
 	for _, u := range units {
 		builds := buildsProject(u)
 		for _, p := range u.phrases {
@@ -41,6 +54,9 @@ func markRepoWork(units []*unit) {
 				case sourceExts[ext] && (code || slices.ContainsFunc(dirs, func(d string) bool { return sourceDirs[d] })):
 					m.role = roleRepo
 					m.note(u, "repository work: a source file created in the source tree", p.start, p.end-1)
+				case sourceExts[ext] && pr:
+					m.role = roleRepo
+					m.note(u, "repository work: a source file of a change the text asks to open as a pull request, branch or commit", p.start, p.end-1)
 				case (builds || built) && (m.checked ||
 					(buildExts[ext] || slices.ContainsFunc(dirs, func(d string) bool { return buildDirs[d] })) &&
 						m.verb >= 0 && buildVerbs[lemmaOf(u.toks[m.verb].low)]):
@@ -312,11 +328,23 @@ func hasWord(u *unit, p *phrase, words []string) bool {
 // phrase from that holds them, or the phrase ph whose unnamed request it is.
 func antecedent(units []*unit, ui, pi int, ref *phrase) (ms []*mention, ph, from *phrase) {
 	plural, pair, np, sameDoc, part, kind := ref.plural, ref.pair, ref.anaphor, ref.sameDoc, ref.part, ref.kind
-	pick := func(p *phrase) []*mention {
-		if plural {
-			return p.mentions
+	// pickLive picks from the files of p that are not inputs the text
+	// presents as already there (existing): "Numbers are in the export I
+	// attached (metrics.csv). Please make it something I can download"
+	// delivers the one-pager, not metrics.csv; "send it back" may return
+	// such a file.
+	live := func(p *phrase) []*mention {
+		if ref.returns {
+			return p.mentions // "I attached budget.xlsx. Please fix the formulas and send it back."
 		}
-		return p.mentions[len(p.mentions)-1:]
+		return liveMentions(p)
+	}
+	pickLive := func(p *phrase) []*mention {
+		ms := live(p)
+		if plural {
+			return ms
+		}
+		return ms[len(ms)-1:]
 	}
 	// made returns the files of phrase pp of unit pu that a noun phrase
 	// ("the updated file") names: a file made or edited earlier, not one
@@ -365,10 +393,19 @@ func antecedent(units []*unit, ui, pi int, ref *phrase) (ms []*mention, ph, from
 				return got, nil, pp
 			}
 			continue
-		case len(pp.mentions) > 0:
-			return pick(pp), nil, pp
+		case pp.signal && onlyInputs(pp):
+			// "Convert users.csv to a JSON file and share it": the
+			// pronoun is the product, not its source.
+			return nil, pp, nil
+		case len(live(pp)) > 0:
+			return pickLive(pp), nil, pp
 		case pp.signal:
 			return nil, pp, nil
+		case !np && makesUnnamed(u, pp):
+			// "Please turn this into a release overview … and deliver it
+			// as a PDF": the pronoun is that product, which has no name,
+			// not a file of an earlier sentence.
+			return nil, nil, nil
 		}
 		// "review it and attach it", "Once you are done, please attach
 		// it": a phrase that names nothing is passed over.
@@ -408,8 +445,8 @@ func antecedent(units []*unit, ui, pi int, ref *phrase) (ms []*mention, ph, from
 			break
 		}
 		pp := pu.phrases[pu.last]
-		if len(pp.mentions) == 0 {
-			if got == nil {
+		if len(live(pp)) == 0 || pp.signal && onlyInputs(pp) {
+			if got == nil && pp.signal {
 				return nil, pp, nil
 			}
 			break
@@ -417,12 +454,59 @@ func antecedent(units []*unit, ui, pi int, ref *phrase) (ms []*mention, ph, from
 		if from == nil {
 			from = pp
 		}
-		got = append(got, pick(pp)...)
+		got = append(got, pickLive(pp)...)
 		if !pair || distinctNames(got) >= 2 {
 			break
 		}
 	}
 	return got, nil, from
+}
+
+// makesUnnamed reports whether phrase p makes something it does not name:
+// an output or transform verb, not negated, whose object or output
+// preposition ("into", "as") opens with an indefinite article within
+// productSpan tokens ("write a summary", "turn this into a release
+// overview").
+func makesUnnamed(u *unit, p *phrase) bool {
+	for i := p.start; i < p.end; i++ {
+		if !u.verbAt(i) || u.neg[i] || u.cls[i] != verbOutput && u.cls[i] != verbTransform {
+			continue
+		}
+		for k := i + 1; k < p.end && k <= i+productSpan; k++ {
+			t := u.toks[k]
+			if t.is(indefArticles...) {
+				return true
+			}
+			if t.kind == tokFile || u.verbAt(k) || t.kind == tokPunct {
+				break
+			}
+		}
+	}
+	return false
+}
+
+// liveMentions returns the files of phrase p that a pronoun may refer to:
+// all but the inputs the text presents as already there (mention.existing),
+// which only a delivery "back" returns.
+func liveMentions(p *phrase) []*mention {
+	var ms []*mention
+	for _, m := range p.mentions {
+		if !m.existing {
+			ms = append(ms, m)
+		}
+	}
+	return ms
+}
+
+// onlyInputs reports whether every file of phrase p is an input, so that
+// a pronoun after p refers to p's unnamed request, not to its sources.
+func onlyInputs(p *phrase) bool {
+	for _, m := range p.mentions {
+		if m.role != roleInput {
+			return false
+		}
+	}
+	return true
 }
 
 // changedPart reports whether part is the participle of an edit or

@@ -67,9 +67,10 @@
 // output" or "the format" before a be-form or modal ("the format should be
 // PPTX") says what follows is an output. A lexicon word in a noun position is
 // a noun (nounPosition): right after a determiner ("a native write", "the
-// parsed records") or a "that" after a noun preposition ("the log of that
-// attempt"); right after a noun preposition unless it is a gerund ("a report
-// on test results", "a list of open issues"; not "instead of creating"); as
+// parsed records") or a "that" after a noun preposition or a verb ("the log
+// of that attempt", "return that list"); right after a noun preposition
+// unless it is a gerund ("a report on test results", "a list of open
+// issues"; not "instead of creating"); as
 // the object right after a verb ("create test data"); and after a determiner
 // or noun preposition and up to two nouns or adjectives ("on climate change",
 // "the load test results", "of the code changes", "the bug reports in a PDF",
@@ -86,7 +87,10 @@
 //     files", "no need to", "nothing", and a phrase opened by "without",
 //     "instead of" or "rather than" negate the whole phrase; "not", "no" and
 //     "without" before a noun negate that noun phrase only ("not as a file",
-//     "no report.pdf", "no other files"). "Don't forget to" is positive. A
+//     "no report.pdf", "no other files"). A verb phrase opened by "or" or
+//     "nor" after a negated one is negated too ("please don't generate any
+//     files or add attachments": disjunctions). "Don't forget to" is
+//     positive. A
 //     file named in a negated output or delivery phrase is forbidden: it is
 //     never requested, whatever else the text says. A negated send to
 //     someone other than the user forbids that other action, not the
@@ -127,15 +131,47 @@
 //     relative pronoun after a noun ("a Makefile target that builds app.zip"),
 //     a third-person pronoun, or a noun opening its clause, a subordinate
 //     clause ("when", "if", "whenever") or an embedded one ("why", "how"):
-//     "when app.py writes to cache.db", "it writes a log to build.log". A
+//     "when app.py writes to cache.db", "it writes a log to build.log"; for
+//     a present, progressive or future form the noun may be a compound after
+//     its determiner ("Our legacy CRM exports contacts as …": opensClause),
+//     and a past form may stand in a relative clause with no "that" ("the
+//     report the agency sent": reducedRelative). A base form after a subject
+//     pronoun that opens a subordinate clause states a habit ("when we
+//     export from Amplitude", "If we export the ledger as XLSX": habitual).
+//     A bare participle of a delivery or export verb (presentedClasses)
+//     describes a thing that exists, with no auxiliary before it: after "("
+//     ("(exported to rotation.tsv, attached)", "(shared in Drive)"), after a
+//     file ("headcount_plan.xlsx attached") or after a comma following a
+//     file or inside a parenthesis ("(sample: inv.edi, attached)":
+//     describesThing); not in a Deliverables item, and not when a
+//     destination follows it in a sentence with an earlier request verb
+//     ("Send me the final deck (exported as PDF)": specifies). A
 //     clause asking for that behaviour ("make sure the script writes to
 //     out.json", "so that it saves …") and a want verb ("the client needs a
-//     PDF") are requests. A verb after a wh-word and "to" ("explain how to
+//     PDF") are requests; a want verb before "to" and a verb is none ("I
+//     just need to know whether …": the verb after "to" governs). A verb after a wh-word and "to" ("explain how to
 //     export report.pdf", "where to save it") asks for knowledge, not work
 //     (howTo), and reads as a reply verb. A past statement inside the object
 //     of an earlier verb ("put everything you found into findings.xlsx") does
 //     not take the phrase over: a destination after it belongs to the earlier
 //     verb.
+//   - Presented inputs and sources. A file that such a describing
+//     participle follows, past a comma, "(" or quote marks, is an input
+//     whatever verb stands before it ("I want a gut check on our plan
+//     (plan.xlsx attached)": presentedAfter); so is a file in the noun phrase
+//     of a source preposition after a verb whose object already named what
+//     it makes ("put together a downloadable talking_points.pdf from the
+//     notes in my_week.md", "a one-pager from the figures in kpis.csv";
+//     not "Write the results from the test run in results.json": inSource),
+//     and a file whose noun phrase an input preposition governs across up
+//     to three modifiers ("a comparison of incidents.csv against last
+//     quarter's baseline.csv": npPrep; "for" excepted). After a parenthesis
+//     that opens a phrase closes, the verb before the parenthesis governs
+//     again ("generate a changelog … (attached) as CHANGELOG.md":
+//     resumedVerb). Such inputs, and a file stated as given by a delivery
+//     verb ("the export I attached (metrics.csv)", "the report the agency
+//     sent"), are existing: no delivery marker of their phrase delivers them
+//     and a pronoun reaches them only through "back" ("send it back").
 //   - Products and edited parts. With no verb to govern it, a file after a
 //     storage preposition ("in", "inside") that holds a made thing ("keep the
 //     result in backlog.csv", "leave the cleaned data in clean.csv", "keep a
@@ -182,7 +218,14 @@
 //     formatDocNouns): "convert users.csv to JSON" is a text request. A format
 //     or file after "this", "the attached", "of", after a preposition between
 //     it and the verb ("advice on naming files"), a modifier use ("a CSV
-//     parser", "file permissions") and a temporary file are not requests.
+//     parser", "file permissions") and a temporary file are not requests. A
+//     format followed by a participle or a noun preposition still heads its
+//     noun phrase ("into JSON keyed by week", "one CSV per region"); an edit
+//     verb reshaping its object "into" a format makes a document ("restructure
+//     the scans into JSON grouped by dock door"). A delivery marker in a
+//     definite subject of a statement describes what exists ("The
+//     downloadable report the agency sent (x.pdf) claims …":
+//     inStatedSubject).
 //   - Inline answers (rule 4). An inline marker ("inline", "in the
 //     reply/chat/response", "as text", "in a code block") covers the conjunct
 //     right before it: a run of file names ("index.html and styles.css inline
@@ -197,7 +240,11 @@
 //     marker says how the file is given and is passed over ("main.go
 //     written inline in the reply", "query.sql, written out inline in the
 //     chat", "schema.sql, to be written inline", "app.js, pasted in full in
-//     your reply": beforeGiven).
+//     your reply": beforeGiven). A marker "in the thread/channel…" right
+//     after a file destination ("as a CSV", "as an XLSX file") of a delivery
+//     verb or a verb no lexicon lists names where the file is shared, not
+//     text ("Share the segment list as a CSV in this thread", "Post it as
+//     an XLSX in the channel": deliveryVenue).
 //
 // Stage 5, across units (markRepoWork, markDenials, resolvePronouns,
 // applyQualifiers).
@@ -209,7 +256,10 @@
 //     with a build extension that the build verb produces, or any file a
 //     passive verb checks: "build the project and make sure dist/app.js is
 //     generated", "… make sure site/index.html is produced") is repository
-//     work. A Deliverables item, an exported file and a delivered one (attach,
+//     work, and so is any source file made in a text that asks anywhere for
+//     a pull request, branch or commit, not negated ("split it into
+//     invoice_model.py and invoice_tax.py … and open a pull request"). A
+//     Deliverables item, an exported file and a delivered one (attach,
 //     send, downloadable…) stay requested.
 //   - Denied writes (rule 7). A denial marker ("must be denied", "should
 //     fail", "is rejected", "negative test", "EACCES") denies the files before
@@ -231,7 +281,14 @@
 //     not, create it": makingVerbs) makes the file it refers to an output. A
 //     negated delivery of a pronoun ("don't attach it") forbids them;
 //     repository work on a pronoun ("commit it", "open a pull request with
-//     it") makes them repository work.
+//     it") makes them repository work. A pronoun passes over existing inputs
+//     (see Roles) unless it is sent "back"; after a phrase whose files are
+//     all inputs and which makes an unnamed request it is that request
+//     ("Convert users.csv to a JSON file and share it"); and a phrase that
+//     makes a thing it does not name ("turn this into a release overview …
+//     and deliver it as a PDF": makesUnnamed) ends the search. "The
+//     output" reads as a noun phrase naming a product ("a downloadable copy
+//     of the output"), as "the result" does.
 //   - Qualifiers (rule 6). A unit saying "not a (task) deliverable" (also "not
 //     for delivery", "not to be delivered", "non-deliverable") exempts the one
 //     requested output before the qualifier in its own unit or, if there is

@@ -137,7 +137,7 @@ var (
 		"doc odt rtf pptx ppt odp png jpg jpeg gif svg webp bmp tif tiff ico heic mp3 mp4 wav ogg webm mov " +
 		"m4a flac zip tar gz tgz bz2 xz 7z rar jar whl deb rpm dmg iso apk epub ics vcf eml tex bib patch diff " +
 		"proto graphql gql lock mod sum tf hcl gradle properties plist wasm bin dat pkl onnx npy npz pem crt " +
-		"env dockerfile")
+		"env dockerfile sha256 sha512 sha1 md5")
 	notFiles = newSet("node.js vue.js next.js nuxt.js react.js express.js d3.js three.js chart.js " +
 		"angular.js ember.js backbone.js nest.js p5.js alpine.js solid.js ext.js deno.js moment.js knockout.js " +
 		"pixi.js docs.rs bun.sh")
@@ -155,7 +155,7 @@ var (
 		"instead without if when once after before while here there what how why where")
 	negators = newSet("not never don't dont doesn't didn't mustn't shouldn't won't can't cannot " +
 		"needn't avoid refrain skip omit nobody")
-	openers = newSet("and or but then also plus that which who while after before once when " +
+	openers = newSet("and or nor but then also plus that which who while after before once when " +
 		"without instead rather afterwards finally next additionally so")
 	fillers = newSet("then also please finally next afterwards first just only additionally " +
 		"optionally separately of than do does not don't dont never must should can will to and always " +
@@ -392,6 +392,17 @@ const pastSuffix = "ed"
 // what something does ("it writes a log to build.log"): describes.
 var thirdPersonSubjects = newSet("it he she someone somebody everyone everybody nobody this")
 
+// presentedClasses are the verb classes whose bare participle after "(",
+// a file or a file and a comma describes a thing that already exists
+// ("(exported to rotation.tsv, attached)", "headcount_plan.xlsx attached",
+// "(shared in Drive)"): describesThing. Output verbs are not among them:
+// "(saved as summary.md)" may say how a requested output is kept.
+var presentedClasses = map[verbClass]bool{verbAttach: true, verbSend: true, verbExport: true}
+
+// parenSpan is how far back describesThing looks for the "(" that a
+// participle after a comma stands inside.
+const parenSpan = 8
+
 // subordinators open a subordinate or embedded clause; a noun right after
 // them is its subject ("when the job runs", "If the script saves
 // output.json", "explain why the script writes out.json"): opensClause.
@@ -437,8 +448,16 @@ var (
 )
 
 // possessives and determiners that open a noun subject ("the designer sent",
-// "our team exported").
+// "our team exported"); subjectCompound is how many plain words may stand
+// between such a word and the noun ("Our legacy CRM exports"): opensClause.
 var subjectDets = newSet("the our my your their his her a an this that another some")
+
+const subjectCompound = 2
+
+// productSpan is how many tokens after an output or transform verb
+// makesUnnamed looks for the indefinite article of the thing it makes ("turn
+// this into a release overview").
+const productSpan = 4
 
 // perfectAux make the participle after them a statement ("I have uploaded",
 // "has been exported"); passiveBe the same for a past passive ("report.pdf
@@ -514,6 +533,11 @@ var (
 // Executive summary.md", "- Printable checklist.pdf"): modifierWord.
 var adjectiveSuffixes = []string{"al", "ive", "able", "ible", "ful", "ous", "ic", "less", "ish", "ent", "ant",
 	"ary", "ory"}
+
+// returnParticles after a delivery verb return a file to the user who gave
+// it ("send it back"): such a pronoun reaches a file the text presents as
+// already there (readPhrase sets phrase.returns; antecedent).
+var returnParticles = []string{"back"}
 
 // verbParticles may follow the object of a phrasal verb ("send the trimmed
 // doc back", "hand the deck over"): kindAt.
@@ -675,6 +699,10 @@ var (
 	// noWords negate a noun phrase or, before a file word, the phrase ("no
 	// PDF", "zero files"): negate.
 	noWords = []string{"no", "zero"}
+	// disjunctions open a verb phrase that a negation of the phrase before
+	// reaches ("don't create any files or attach anything", "never export
+	// nor upload it"): analyze.
+	disjunctions = []string{"or", "nor"}
 	// needWords after a no-word negate the whole phrase ("no need to
 	// attach"): negate.
 	needWords = []string{"need", "needs"}
@@ -694,8 +722,12 @@ var (
 	// verb).
 	npBreakMarks = []string{",", ";", ":", "(", ")", "—", "–"}
 	// outputNouns, besides formats and fileNouns, name a kind of file output
-	// ("no outputs", "no downloads"): isFiley.
-	outputNouns = []string{"output", "outputs", "download", "downloads", "deliverable", "deliverables"}
+	// ("no outputs", "no downloads", "no exports"): isFiley.
+	outputNouns = []string{"output", "outputs", "download", "downloads", "deliverable", "deliverables", "export", "exports"}
+	// venueSpan is how many tokens before an inline marker deliveryVenue
+	// looks for the "as"/"into" of a file destination ("as a CSV in this
+	// thread").
+	venueSpan = 5
 	// inlineWords are one-word inline markers ("paste it inline"):
 	// inlineLen, and coverInline skips them.
 	inlineWords = []string{"inline", "in-line"}
@@ -753,6 +785,23 @@ var (
 	// (payroll.csv)", "a diagram of the architecture (architecture.svg)"
 	// name the whole noun phrase).
 	sourcePreps = []string{"from", "using"}
+	// resumeSpan is how far back before a parenthesis resumedVerb looks
+	// for the verb that governs again after it closes.
+	resumeSpan = 16
+	// npPrepSpan is how many modifiers may stand between an input
+	// preposition and the file heading its noun phrase ("against last
+	// quarter's baseline.csv"): npPrep.
+	npPrepSpan = 3
+	// npPrepSkips are the input prepositions npPrep does not reach across
+	// modifiers: "notes for Monday's standup.md" may name the notes' file.
+	npPrepSkips = []string{"for"}
+	// subjectSpan is how many tokens after a delivery marker
+	// inStatedSubject looks for the verb whose subject holds it.
+	subjectSpan = 8
+	// sourceSpan is how many tokens before a file inSource looks for the
+	// source preposition whose noun phrase holds it ("from the notes in
+	// my_week.md").
+	sourceSpan = 6
 	// passiveSpan is how many tokens after a file passiveVerb looks for
 	// its passive verb.
 	passiveSpan = 7
@@ -822,6 +871,11 @@ var (
 	// several files ("the file", "these attachments"): pronounAt.
 	pointedNouns   = []string{"file", "attachment", "output", "document"}
 	pointedPlurals = []string{"files", "attachments", "outputs", "documents"}
+	// productNouns after a pointer name a product of the work, read as an
+	// anaphoric noun phrase ("the output", like "the result"): it refers
+	// within its sentence, or from the sentence's start to the one before:
+	// pronounAt.
+	productNouns = []string{"output", "outputs"}
 	// repoNouns make a phrase repository work ("open a PR", "on the
 	// branch"): repoAt.
 	repoNouns = []string{"pr", "prs", "mr", "branch", "branches", "commit", "commits"}

@@ -17,8 +17,15 @@ func analyze(u *unit) {
 	}
 	markVerbs(u)
 	splitPhrases(u)
-	for _, p := range u.phrases {
+	for i, p := range u.phrases {
 		negate(u, p)
+		if i > 0 && !p.negated && u.toks[p.start].is(disjunctions...) {
+			// "don't create any files or attach anything": a negation
+			// reaches the verb phrases its "or" joins.
+			if q := u.phrases[i-1]; q.negated || u.neg[q.end-1] {
+				negatePhrase(u, p, p.start)
+			}
+		}
 	}
 	markInline(u)
 	if u.item && editsReferent(u) {
@@ -122,13 +129,19 @@ func markVerbs(u *unit) {
 			// exporting to XLSX with …": the work is asked about
 			c, u.asked[i] = verbReply, true
 		}
-		if form == formPerfect && (stated(u.toks, i) || !u.item && presents(u.toks, i) || presentPassive(u.toks, i, c)) ||
+		if form == formPerfect && (stated(u.toks, i) || !u.item && (presents(u.toks, i) || describesThing(u, i, c)) ||
+			presentPassive(u.toks, i, c)) ||
+			form == formBase && c != verbWant && habitual(u.toks, i) ||
 			form == formS && c != verbWant && describes(u.toks, i) ||
 			c != verbWant && (form == formIng && progressive(u.toks, i) || form == formBase && future(u.toks, i)) {
 			c = verbStated
 		} else if form == formPerfect && modifies(u, i) {
 			noun[i] = true // "the product prices listed on …", "write corrected ones"
 			continue
+		}
+		if c == verbWant && i+2 < len(u.toks) && u.toks[i+1].is("to") && u.toks[i+2].kind == tokWord &&
+			!determiners[u.toks[i+2].low] {
+			continue // "I just need to know whether …": the verb after "to" governs, not the want
 		}
 		u.cls[i] = c
 	}
@@ -174,8 +187,9 @@ func stated(toks []token, i int) bool {
 		return false
 	}
 	// A noun subject opening the sentence or clause: "The designer sent",
-	// "Our team exported", "Someone's script generated".
-	return opensClause(toks, k)
+	// "Our team exported", "Someone's script generated"; or of a relative
+	// clause with no "that": "the brochure the vendor sent".
+	return opensClause(toks, k, false) || reducedRelative(toks, k)
 }
 
 // conditionalWant reports whether the word at i is a verb of liking after
@@ -268,6 +282,74 @@ func presentPassive(toks []token, i int, c verbClass) bool {
 	return k > 0 && toks[k].is(presentBe...) && !ensured(toks, k)
 }
 
+// describesThing reports whether the participle at i of a verb that
+// delivers or exports (presentedClasses) describes a thing that already
+// exists, with no auxiliary before it: it opens a parenthesis ("(exported to
+// rotation.tsv, attached)", "(attached)", "(shared in Drive)"), or follows
+// a file directly or after a comma ("headcount_plan.xlsx attached",
+// "(iam_roles.json, attached)"). An imperative takes the base form ("attach
+// x.csv") and a request for the passive an auxiliary ("x.csv must be
+// attached"), so a bare participle there is a reduced relative clause of
+// the noun before it, not a request. Prose only: a Deliverables item
+// ("- metrics.csv attached to this task") states how its output is given,
+// and so does a participle with a destination after a request
+// (specifies).
+func describesThing(u *unit, i int, c verbClass) bool {
+	toks := u.toks
+	if !presentedClasses[c] || i == 0 || specifies(u, i) {
+		return false
+	}
+	prev := toks[i-1]
+	switch {
+	case prev.punct("("), prev.kind == tokFile:
+		return true
+	case prev.punct(","):
+		if i >= 2 && (toks[i-2].kind == tokFile || toks[i-2].punct(quoteMarks...) && i >= 3 && toks[i-3].kind == tokFile) {
+			return true // "x.csv, attached", "`x.csv`, attached"
+		}
+		for k := i - 2; k >= 0 && k >= i-parenSpan; k-- {
+			if toks[k].punct(")") {
+				return false
+			}
+			if toks[k].punct("(") {
+				return true // "(sample: inv_8812.edi, attached)"
+			}
+		}
+	}
+	return false
+}
+
+// specifies reports whether the participle at i, followed by "to", "into"
+// or "as", says how a thing an earlier request verb of its sentence asks
+// for is to be given ("Send me the final deck (exported as PDF)"): a verb
+// of making, delivery or transforming, not a statement, at most
+// resumeSpan tokens before it. "ops keeps the rotation in a sheet
+// (exported to rotation.tsv, attached)" names no such request.
+func specifies(u *unit, i int) bool {
+	if i+1 >= len(u.toks) || !u.toks[i+1].is(sourceLinks...) {
+		return false
+	}
+	for k := i - 1; k >= 0 && k >= i-resumeSpan; k-- {
+		if u.verbAt(k) && !u.neg[k] && (isOutputish(u.cls[k]) || u.cls[k] == verbTransform) {
+			return true
+		}
+	}
+	return false
+}
+
+// habitual reports whether the base verb at i follows a subject pronoun
+// other than the addressee (pastSubjects) that opens a subordinate clause
+// ("when we export from Amplitude", "If we export the ledger as XLSX",
+// "Whenever I export the board"): a present-tense statement of what
+// happens, not a request. An imperative has no subject.
+func habitual(toks []token, i int) bool {
+	k := skipAdverbs(toks, i-1)
+	if k < 1 || toks[k].kind != tokWord || !pastSubjects[toks[k].low] {
+		return false
+	}
+	return toks[k-1].kind == tokWord && subordinators[toks[k-1].low]
+}
+
 // statingSubject reports whether toks[k] is the subject of a statement: a
 // subject pronoun other than the addressee (pastSubjects) or a plain noun
 // opening its clause ("The auditors").
@@ -279,7 +361,7 @@ func statingSubject(toks []token, k int) bool {
 	if pastSubjects[t.low] {
 		return true
 	}
-	return plainWord(t) && opensClause(toks, k)
+	return plainWord(t) && opensClause(toks, k, true)
 }
 
 // askedBefore reports whether a modal or question word stands right before
@@ -457,13 +539,39 @@ func presents(toks []token, i int) bool {
 
 // opensClause reports whether the plain noun at k, with the determiner or
 // possessive before it, opens its sentence, a clause after punctuation or a
-// subordinate clause ("The designer sent", "If the script saves").
-func opensClause(toks []token, k int) bool {
-	j := k - 1
+// subordinate clause ("The designer sent", "If the script saves"). With
+// compound, for a verb that is finite whatever its subject (a present -s
+// form, a progressive or a future), up to subjectCompound plain words may
+// stand between that determiner and the noun ("Our legacy CRM exports",
+// "the finance team will send"); with no determiner the noun stands alone,
+// since an imperative opens with a verb no lexicon may list. A past form is
+// no such verb: "a one-page memo saved as memo.docx" is a noun and its
+// participle.
+func opensClause(toks []token, k int, compound bool) bool {
+	j, n := k-1, 0
+	for compound && j >= 0 && n < subjectCompound && toks[j].kind == tokWord && plainWord(toks[j]) {
+		j, n = j-1, n+1 // "Our monitoring stack": back to the determiner
+	}
 	if j >= 0 && subjectDets[toks[j].low] {
 		j--
+	} else if n > 0 {
+		return false
 	}
 	return j < 0 || toks[j].kind == tokPunct || toks[j].kind == tokWord && subordinators[toks[j].low]
+}
+
+// reducedRelative reports whether the noun subject at k, with its
+// determiner, follows a noun directly: a relative clause with no "that"
+// ("the brochure the vendor sent", "the report the agency sent"), which
+// states what was done to that noun.
+func reducedRelative(toks []token, k int) bool {
+	if k < 2 || !subjectDets[toks[k-1].low] {
+		return false
+	}
+	t := toks[k-2]
+	return t.kind == tokWord && !functionWords[t.low] && !determiners[t.low] && !subjectPronouns[t.low] &&
+		!negators[t.low] && !subjectDets[t.low] && !t.is(recipients...) && !openers[t.low] && !fillers[t.low] &&
+		!nounPreps[t.low] && !inputPreps[t.low]
 }
 
 // describes reports whether the present-tense verb at i ("writes", "saves")
@@ -500,7 +608,7 @@ func describes(toks []token, i int) bool {
 		}
 	case t.kind != tokWord || functionWords[t.low] || determiners[t.low] || lemmaOf(t.low) != "":
 		return false
-	case !opensClause(toks, k):
+	case !opensClause(toks, k, true):
 		return false
 	}
 	return !ensured(toks, k)
@@ -559,8 +667,8 @@ func formOf(w, lemma string) wordForm {
 // nounPosition reports whether the lexicon word at i is used as a noun
 // or adjective ("climate change", "the code changes", "test results"):
 //   - right after a determiner, in any form ("a native write", "the parsed
-//     records"), or after "that" following a noun preposition ("the log of
-//     that attempt");
+//     records"), or after "that" following a noun preposition or a verb ("the
+//     log of that attempt", "return that list");
 //   - right after a noun preposition (of, on, about, for, in…), unless it is a
 //     gerund ("a report on test results", "a list of open issues"; not
 //     "instead of creating");
@@ -585,8 +693,8 @@ func nounPosition(u *unit, noun []bool, i int, form wordForm) bool {
 	}
 	prev := toks[i-1]
 	switch {
-	case determiners[prev.low], prev.is("that") && i >= 2 && nounPreps[toks[i-2].low]:
-		return true // "the parsed records", "the log of that attempt"
+	case determiners[prev.low], prev.is("that") && i >= 2 && (nounPreps[toks[i-2].low] || u.verbAt(i-2)):
+		return true // "the parsed records", "the log of that attempt", "return that list"
 	case possessive(prev):
 		return true // "the survey's free-text answers"
 	case nounPreps[prev.low]:
@@ -968,12 +1076,49 @@ func inlineLen(toks []token, i int) int {
 func markInline(u *unit) {
 	for _, p := range u.phrases {
 		for i := p.start; i < p.end; i++ {
-			if inlineLen(u.toks, i) > 0 {
+			if inlineLen(u.toks, i) > 0 && !deliveryVenue(u, p, i) {
 				p.inline = true
 				coverInline(u, i)
 			}
 		}
 	}
+}
+
+// deliveryVenue reports whether the inline marker at i, a preposition and
+// a reply noun ("in this thread", "in the channel"), names where a file
+// is shared rather than text written: it follows a destination that names a
+// file format or file noun ("as a CSV", "as an XLSX file"), and the verb
+// governing the phrase before it delivers or is one no lexicon lists
+// ("Share the segment list as a CSV in this thread", "Post the list as an
+// XLSX in the channel"; that verb at most resumeSpan tokens before the
+// destination). "Give me a CSV of the users in the chat" has no such
+// destination and stays inline.
+func deliveryVenue(u *unit, p *phrase, i int) bool {
+	toks := u.toks
+	if !toks[i].is(inlinePreps...) || i < 2 {
+		return false
+	}
+	last := toks[i-1]
+	if _, format := formats[last.low]; !format && !fileNouns[last.low] {
+		return false
+	}
+	d := -1
+	for k := i - 2; k >= p.start && k >= i-venueSpan; k-- {
+		if toks[k].is(destOutputPreps...) {
+			d = k
+			break
+		}
+		if toks[k].kind != tokWord || u.verbAt(k) {
+			return false
+		}
+	}
+	for k := d - 1; d > 0 && k >= p.start && k >= d-resumeSpan; k-- {
+		if u.verbAt(k) {
+			c := u.cls[k]
+			return c == verbSend || c == verbAttach || c == verbUnknown
+		}
+	}
+	return false
 }
 
 // coverInline marks what the inline marker at toks[i] covers.

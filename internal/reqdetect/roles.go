@@ -33,6 +33,7 @@ type mention struct {
 	verb     int  // token index of the verb it takes its role from, or -1
 	passive  bool // that verb is passive and after it ("dist/app.js is generated")
 	checked  bool // a passive verb after it checks it, whatever governs it ("make sure site/index.html is produced")
+	existing bool // an input the text presents as already there: stated, located, attached ("x.csv, attached")
 	trace         // the last rule that decided its role
 }
 
@@ -79,6 +80,7 @@ type phrase struct {
 	lastDest   int    // index of the last destination in the phrase ("to JSON", "as a PDF"), or -1
 	plural     bool
 	pair       bool // that object is "both": it refers to two files
+	returns    bool // a delivery verb with "back" ("send it back"): it may return a file the user gave
 	signal     bool // an unnamed file request
 	delivered  bool // the unnamed request is delivery-marked
 	exempt     bool
@@ -137,7 +139,7 @@ func readPhrase(u *unit, p *phrase) {
 		case verbExport:
 			p.export = p.export || !u.neg[i]
 		}
-		if !u.neg[i] && markerLen(toks, i) > 0 {
+		if !u.neg[i] && markerLen(toks, i) > 0 && !inStatedSubject(u, p, i) {
 			p.marker = true
 		}
 		// A pronoun after a topic preposition ("email the client about
@@ -168,11 +170,20 @@ func readPhrase(u *unit, p *phrase) {
 	prepOfVerb := false // an input preposition lies between lastVerb and i
 	gov := -1           // nearest token before i that is not a file, determiner or filler word
 	p.lastDest = lastDestination(u, p)
+	paren := toks[p.start].punct("(") // the phrase opens with a parenthesis
 	for i := p.start; i < p.end; i++ {
 		t := toks[i]
+		if paren && i > p.start && t.punct(")") {
+			// "generate a changelog … (attached) as CHANGELOG.md", "Write
+			// up the findings (no need to attach the raw logs) in
+			// findings.md": after the parenthesis that opened the phrase
+			// closes, the verb before it governs again.
+			lastVerb, head, prepOfVerb, paren = resumedVerb(u, p.start), -1, false, false
+			head = lastVerb
+		}
 		switch t.kind {
 		case tokFile:
-			p.mentions = append(p.mentions, readMention(u, p, i, lastVerb, head, gov, appositionPrep(u, p, i, prep)))
+			p.mentions = append(p.mentions, readMention(u, p, i, lastVerb, head, gov, npPrep(u, p, i, appositionPrep(u, p, i, prep))))
 		case tokWord:
 			if !u.neg[i] && !u.inl[i] {
 				signalAt(u, p, i, lastVerb, head, prep, prepOfVerb)
@@ -206,6 +217,7 @@ func readPhrase(u *unit, p *phrase) {
 		}
 	}
 
+	p.returns = (p.send || p.attach) && hasWord(u, p, returnParticles)
 	if p.attach || p.marker {
 		p.request(u, "unnamed request: an attach or upload verb or a delivery marker", p.start, p.end-1)
 		p.delivered = true
@@ -216,6 +228,43 @@ func readPhrase(u *unit, p *phrase) {
 	if p.negated || u.question {
 		p.signal = false
 	}
+}
+
+// inStatedSubject reports whether the token at i stands in a definite
+// subject of a statement: "the" or a mark of an input right before it, no
+// verb before it in phrase p (which opens at most subjectSpan tokens
+// before it), and a statement within subjectSpan tokens
+// after it, before any punctuation ("The downloadable report the agency
+// sent (x.pdf) claims …"). A delivery marker there describes a thing that
+// exists, not the form of a request; "A downloadable copy of the deck I
+// sent, please" asks for a new one.
+func inStatedSubject(u *unit, p *phrase, i int) bool {
+	if i == 0 || i-p.start > subjectSpan || !u.toks[i-1].is("the") && !inputDets[u.toks[i-1].low] {
+		return false
+	}
+	for k := p.start; k < i; k++ {
+		if u.verbAt(k) {
+			return false
+		}
+	}
+	for k := i + 1; k < p.end && k <= i+subjectSpan && u.toks[k].kind != tokPunct; k++ {
+		if u.cls[k] == verbStated {
+			return true
+		}
+	}
+	return false
+}
+
+// resumedVerb returns the last verb, not negated, before the token at
+// start, at most resumeSpan tokens back in its unit, or -1: the verb a
+// parenthesis opening at start interrupts.
+func resumedVerb(u *unit, start int) int {
+	for k := start - 1; k >= 0 && k >= start-resumeSpan; k-- {
+		if u.verbAt(k) && !u.neg[k] {
+			return k
+		}
+	}
+	return -1
 }
 
 // toThirdParty reports whether the send verb at i names a recipient or a
@@ -247,6 +296,34 @@ func toThirdParty(u *unit, i, end int) bool {
 		return !format && !fileNouns[toks[j].low] && !functionWords[toks[j].low]
 	}
 	return false
+}
+
+// npPrep returns the input preposition that governs the noun phrase the
+// file at i heads, when the word before the file is a modifier of it (a
+// possessive or a plain word, not a preposition): "against last quarter's
+// baseline.csv", "from the old legacy.csv". It looks back at most
+// npPrepSpan modifiers; otherwise it returns prep.
+func npPrep(u *unit, p *phrase, i int, prep string) string {
+	k := i - 1
+	for k >= p.start && k >= i-npPrepSpan && prepSkip(u.toks[k]) && u.toks[k].kind != tokFile {
+		k--
+	}
+	for n := 0; k >= p.start && n < npPrepSpan; k, n = k-1, n+1 {
+		t := u.toks[k]
+		if t.kind != tokWord {
+			return prep
+		}
+		if inputPreps[t.low] {
+			if n == 0 || t.is(npPrepSkips...) {
+				return prep
+			}
+			return t.low
+		}
+		if !possessive(t) && !plainWord(t) {
+			return prep
+		}
+	}
+	return prep
 }
 
 // appositionPrep returns the output or source preposition that governs the
@@ -359,10 +436,18 @@ func readMention(u *unit, p *phrase, i, lastVerb, head, gov int, prep string) *m
 		why(roleEdit, "edited in place: \"of\" names the file whose part \""+toks[vi].text+"\" edits")
 	case inputPreps[prep]:
 		why(roleInput, "input: governed by the input preposition \""+prep+"\"")
+	case vi >= 0 && vi < i && inSource(u, vi, i, prep):
+		why(roleInput, "input: inside the source phrase (\"from the notes in NAME\") of \""+toks[vi].text+"\"")
+	case presentedAfter(u, i, p.end):
+		why(roleInput, "input: a participle after it presents it as already there (\"x.xlsx attached\")")
+		m.existing = true
 	case verb == verbStated && formOf(toks[vi].low, lemmaOf(toks[vi].low)) == formS:
 		why(roleInput, "input: a statement of what something does (\""+toks[vi].text+"\")")
 	case verb == verbStated:
 		why(roleInput, "input: a statement about a file that exists (\""+toks[vi].text+"\")")
+		// "the export I attached (metrics.csv)", "the report the agency
+		// sent": a file given to the reader is not one to deliver back.
+		m.existing = presentedClasses[verbClasses[lemmaOf(toks[vi].low)]]
 	case locatedIn(u, gov):
 		why(roleInput, "input: a statement of where something already is")
 	case outputPreps[prep] && (verb == verbNone || isOutputish(verb) || verb == verbTransform || verb == verbProbe ||
@@ -457,11 +542,68 @@ func readMention(u *unit, p *phrase, i, lastVerb, head, gov int, prep string) *m
 		m.role = roleInline
 		m.note(u, "inline: an inline marker covers it", i, p.end-1)
 	case u.question:
-	case !inputPreps[prep] && (p.marker || (governedByDelivery && (p.attach || p.send))):
+	case !inputPreps[prep] && !m.existing && (p.marker && m.role != roleInput || (governedByDelivery && (p.attach || p.send))):
 		m.role, m.delivery = roleOutput, true
 		m.note(u, "delivered: a delivery verb or marker reaches it", p.start, p.end-1)
 	}
 	return m
+}
+
+// inSource reports whether the file at i, governed by a storage
+// preposition or "of" (prep), lies in the noun phrase of a source
+// preposition (sourcePreps) between the verb at vi and the file, at most
+// sourceSpan tokens back ("put together a one-pager from the notes in
+// my_week.md", "a deck using the figures in q2.xlsx"): the file holds what
+// the work reads, not what it makes, once the verb's object has named what
+// it makes (madeBefore). An output preposition, "to", a verb, punctuation or
+// another file between ends the source phrase.
+func inSource(u *unit, vi, i int, prep string) bool {
+	if !slices.Contains(storagePreps, prep) && prep != "of" {
+		return false
+	}
+	for k := i - 1; k > vi && k >= i-sourceSpan; k-- {
+		t := u.toks[k]
+		switch {
+		case t.is(sourcePreps...):
+			return madeBefore(u, vi, k)
+		case t.kind != tokWord || outputPreps[t.low] || t.is("to") || u.verbAt(k):
+			return false
+		}
+	}
+	return false
+}
+
+// madeBefore reports whether the object of the verb at vi, before the
+// token at k, introduces what the verb makes: a file or an indefinite
+// article, looked for at most resumeSpan tokens before k ("put together a one-pager from …", "create checklist.pdf from
+// …"). A definite object ("Write the results from the test run in
+// results.json") may still take the file after the source as its
+// destination.
+func madeBefore(u *unit, vi, k int) bool {
+	for j := max(vi+1, k-resumeSpan); j < k; j++ {
+		if u.toks[j].kind == tokFile || u.toks[j].is(indefArticles...) {
+			return true
+		}
+	}
+	return false
+}
+
+// presentedAfter reports whether a participle that describes a thing
+// already there (describesThing) follows the file at i, a comma or closing
+// quote marks or a "(" between ("headcount_plan.xlsx attached",
+// "(iam_roles.json, attached)", "my_week.md (attached)"): the file is presented as an input, whatever verb stands
+// before it ("I want a gut check on our plan (plan.xlsx attached)").
+func presentedAfter(u *unit, i, end int) bool {
+	for k := i + 1; k < end && k <= i+3; k++ {
+		t := u.toks[k]
+		if t.punct(",", "(") || t.punct(quoteMarks...) {
+			continue
+		}
+		lemma := lemmaOf(t.low)
+		return u.cls[k] == verbStated && lemma != "" && presentedClasses[verbClasses[lemma]] &&
+			formOf(t.low, lemma) == formPerfect && describesThing(u, k, verbClasses[lemma])
+	}
+	return false
 }
 
 // itemEdit reports whether the file at i of a Deliverables item is the
@@ -962,7 +1104,10 @@ func signalAt(u *unit, p *phrase, i, lastVerb, head int, prep string, prepOfVerb
 		case t.is(destOutputPreps...):
 			// "as a CSV" after any verb but a reading, reply or edit one, or
 			// a statement ("We used to export data as CSV").
-			if hc != verbInput && hc != verbReply && hc != verbEdit && hc != verbStated || digest {
+			// An edit verb that reshapes its object "into" a format makes a
+			// new document of it ("restructure the scans into JSON").
+			if hc != verbInput && hc != verbReply && hc != verbEdit && hc != verbStated || digest ||
+				hc == verbEdit && t.is("into") {
 				p.request(u, "unnamed request: "+dest(t.low), i, min(k, p.end-1))
 			}
 		case t.is("to"):
@@ -1188,9 +1333,9 @@ func formatHead(u *unit, k, end int) bool {
 	if t.is("word") {
 		return n.is(wordDocNouns...)
 	}
-	if n.kind != tokWord || docNouns[n.low] || functionWords[n.low] || determiners[n.low] ||
-		u.verbAt(k+1) || strings.HasSuffix(n.low, "ing") {
-		return true
+	if n.kind != tokWord || docNouns[n.low] || functionWords[n.low] || determiners[n.low] || nounPreps[n.low] ||
+		u.verbAt(k+1) || strings.HasSuffix(n.low, "ing") || participle(n.low) {
+		return true // "a CSV of …", "one CSV per region", "JSON keyed by week", "into JSON grouped by dock door"
 	}
 	if formats[t.low] && k+2 < end && u.toks[k+2].kind == tokWord && docNouns[u.toks[k+2].low] {
 		return true // an inherently binary format before a compound document noun: "a PNG bar chart"
@@ -1251,6 +1396,11 @@ func pronounAt(toks []token, i, end int) (found, plural, np bool) {
 	case t.is(pointerDets...):
 		n, ok := next()
 		plural := t.is(pluralPointers...)
+		if ok && n.is(productNouns...) {
+			// "a downloadable copy of the output": a product of the work
+			// in this sentence, as "the result" is, not any earlier file.
+			return true, n.is(pointedPlurals...), true
+		}
 		if ok && n.is(pointedNouns...) {
 			return true, plural, false
 		}

@@ -38,8 +38,10 @@ func markRepoWork(units []*unit) {
 			pr = pr || p.repo && !p.negated && !u.question
 		}
 	}
+	var prev *unit
 	for _, u := range units {
 		builds := buildsProject(u)
+		built = built && reaches(u, prev)
 		for _, p := range u.phrases {
 			code := false
 			for i := p.start; i < p.end; i++ {
@@ -65,8 +67,19 @@ func markRepoWork(units []*unit) {
 				}
 			}
 		}
-		built = builds
+		built, prev = builds, u
 	}
+}
+
+// reaches reports whether a reference in unit ref (a pronoun, a noun
+// phrase naming an earlier file, a qualifier, a denial remark or a build
+// step) may reach back to unit to: a sentence of a Deliverables item or of
+// a bullet a request introduces refers only within its own item (rule 4
+// reads "within such an item"), so "- a branch release/s14 with the version
+// bump" leaves the file of the item above it alone; prose refers across
+// its sentences.
+func reaches(ref, to *unit) bool {
+	return to != nil && (!ref.item || ref.block == to.block)
 }
 
 // buildsProject reports whether u builds a project: a build verb, not negated,
@@ -172,7 +185,7 @@ func listVerb(lead *unit, i int) bool {
 // markDenials marks denied-write phrases (rule 7).
 func markDenials(units []*unit) {
 	for ui, u := range units {
-		next := ui+1 < len(units) && units[ui+1].denial
+		next := ui+1 < len(units) && units[ui+1].denial && reaches(units[ui+1], u)
 		for _, p := range u.phrases {
 			marker := p.end // a marker inside the phrase denies the files before it
 			for i := p.start; i < p.end; i++ {
@@ -417,7 +430,7 @@ func antecedent(units []*unit, ui, pi int, ref *phrase) (ms []*mention, ph, from
 		// is too long. Can you cut it down and send the trimmed doc back?",
 		// ("Update the totals in q3.xlsx. Then upload the spreadsheet.",
 		// "Edit chapter3.docx. Then email me the edited chapter.").
-		for k := ui - 1; k >= 0 && k >= ui-3; k-- {
+		for k := ui - 1; k >= 0 && k >= ui-3 && reaches(u, units[k]); k-- {
 			pu := units[k]
 			if pu.bare && (pu.qualifier >= 0 || pu.denial) {
 				continue
@@ -436,7 +449,7 @@ func antecedent(units []*unit, ui, pi int, ref *phrase) (ms []*mention, ph, from
 	// "both" gathers files from earlier units until it has two ("Write
 	// a.json. … Write b.json. … Attach both.").
 	var got []*mention
-	for k := ui - 1; k >= 0 && k >= ui-8; k-- {
+	for k := ui - 1; k >= 0 && k >= ui-8 && reaches(u, units[k]); k-- {
 		pu := units[k]
 		if pu.bare && (pu.qualifier >= 0 || pu.denial) {
 			continue
@@ -594,7 +607,7 @@ func applyQualifiers(units []*unit) {
 			continue
 		}
 		cands := candidates(u, u.qualifier)
-		if len(cands) == 0 && ui > 0 {
+		if len(cands) == 0 && ui > 0 && reaches(u, units[ui-1]) {
 			cands = candidates(units[ui-1], len(units[ui-1].toks))
 		}
 		if len(cands) == 1 && !cands[0].delivered() {

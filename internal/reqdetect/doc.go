@@ -72,8 +72,9 @@
 // unless it is a gerund ("a report on test results", "a list of open
 // issues"; not "instead of creating"); as
 // the object right after a verb ("create test data"); and after a determiner
-// or noun preposition and up to two nouns or adjectives ("on climate change",
-// "the load test results", "of the code changes", "the bug reports in a PDF",
+// or noun preposition and up to two nouns, adjectives or number-like
+// modifiers ("on climate change", "the load test results", "of the code
+// changes", "the bug reports in a PDF", "a 40-page settlement draft",
 // "write the error counts to counts.json"; not "the script writes out.json",
 // not "for each file write a summary"). A unit is cut into clauses at ";" and
 // clauses into verb phrases wherever a coordinator, comma or relative pronoun
@@ -145,7 +146,14 @@
 //     file or inside a parenthesis ("(sample: inv.edi, attached)":
 //     describesThing); not in a Deliverables item, and not when a
 //     destination follows it in a sentence with an earlier request verb
-//     ("Send me the final deck (exported as PDF)": specifies). A
+//     ("Send me the final deck (exported as PDF)": specifies). That verb
+//     asks only in its base form, the imperative's, or as a want verb
+//     ("The client needs the deck (exported as deck.pdf)": requestVerb); a
+//     past, perfect or -s form states what someone did, so "Opposing
+//     counsel sent a draft (attached as draft_v4.pdf)" describes an input.
+//     After such a statement the participle of any verb opening a
+//     parenthesis describes the thing stated ("Our designer exported the
+//     logo (saved as logo_v3.svg)": statedBefore). A
 //     clause asking for that behaviour ("make sure the script writes to
 //     out.json", "so that it saves …") and a want verb ("the client needs a
 //     PDF") are requests; a want verb before "to" and a verb is none ("I
@@ -247,7 +255,13 @@
 //     an XLSX in the channel": deliveryVenue).
 //
 // Stage 5, across units (markRepoWork, markDenials, resolvePronouns,
-// applyQualifiers).
+// applyQualifiers). Every reference back across sentences (a pronoun, a
+// noun phrase naming an earlier file, "both", a qualifier, a denial remark
+// in the next sentence, a build step before) made in a Deliverables item
+// or in a bullet a request introduces stays inside its own item (rule 4
+// reads "within such an item": reaches): "- a branch release/s14 with the
+// version bump" or "- a status blurb; paste it inline" leaves the file of
+// the item above it requested. Prose refers across its sentences.
 //   - Code tasks (rule 8). An output that is a source file created in the
 //     source tree (a source extension and a source directory such as src/, or
 //     a code noun such as "component" or "test" in its phrase: "create a new
@@ -326,6 +340,20 @@
 //     possessive ("the survey's free-text answers"), or is an "-ing" word
 //     after a determiner and a noun before a preposition or punctuation
 //     ("from the screen recording (signup.mov)").
+//   - Inflected forms. An imperative takes the base form, so an -s form
+//     ("exports", "saves", "uploads") is never one: opening its clause (the
+//     sentence, a clause after punctuation, "that" or a subordinator:
+//     "Exports are slow", "reports that downloads fail") or ending the
+//     object of a verb past plain modifiers ("Produce two exports", "don't
+//     include drafts": objectOfVerb) it is a plural noun (inflectedNoun);
+//     after a verb it is that verb's object ("says exports time out"); any
+//     other -s form is a finite verb with a subject, a statement ("The
+//     nightly job exports results to out.json": finiteS). A perfect form
+//     opening a prose sentence before a plain word modifies it ("Exported
+//     files open blank"). A want verb ("needs"), an embedded question, a
+//     clause asking for the behaviour ("make sure the job exports …") and
+//     a label ("… last week. Outputs: summary.json": labelAt) keep their
+//     reading.
 //   - Statements. Besides past and perfect forms, a verb with a subject
 //     other than the addressee states what happens: the present progressive
 //     ("I'm sharing budget.xlsx", "They are currently writing spec.md"), the

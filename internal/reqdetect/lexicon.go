@@ -396,7 +396,8 @@ var thirdPersonSubjects = newSet("it he she someone somebody everyone everybody 
 // a file or a file and a comma describes a thing that already exists
 // ("(exported to rotation.tsv, attached)", "headcount_plan.xlsx attached",
 // "(shared in Drive)"): describesThing. Output verbs are not among them:
-// "(saved as summary.md)" may say how a requested output is kept.
+// "(saved as summary.md)" may say how a requested output is kept, unless a
+// statement stands before the parenthesis (statedBefore).
 var presentedClasses = map[verbClass]bool{verbAttach: true, verbSend: true, verbExport: true}
 
 // parenSpan is how far back describesThing looks for the "(" that a

@@ -50,10 +50,12 @@ func readUnits(text string) []*unit {
 	// lead is the last unit of a line ending in ":" while the bullets below
 	// it last; paraLead is the lead of the paragraph being read.
 	var lead, paraLead *unit
+	block := 0 // numbers paragraphs, bullets and items: the sentences of one share it
 	flush := func() {
 		got := splitSentences(para, false)
+		block++
 		for _, u := range got {
-			u.lead = paraLead
+			u.lead, u.block = paraLead, block
 		}
 		units = append(units, got...)
 		para = nil
@@ -64,6 +66,12 @@ func readUnits(text string) []*unit {
 			flush()
 			var items []*unit
 			items, i = readBlock(lines, i, rest)
+			for _, u := range items {
+				u.block += block
+			}
+			if len(items) > 0 {
+				block = items[len(items)-1].block
+			}
 			units = append(units, items...)
 			continue
 		}
@@ -141,10 +149,16 @@ func readBlock(lines []srcLine, i int, rest string) ([]*unit, int) {
 	return itemUnits(items), last
 }
 
+// itemUnits splits each item into its sentences; the sentences of one item
+// share a block number (1 for the first item, 2 for the next…).
 func itemUnits(items [][]token) []*unit {
 	var units []*unit
-	for _, it := range items {
-		units = append(units, splitSentences(it, true)...)
+	for n, it := range items {
+		got := splitSentences(it, true)
+		for _, u := range got {
+			u.block = n + 1
+		}
+		units = append(units, got...)
 	}
 	return units
 }

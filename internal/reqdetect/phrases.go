@@ -129,10 +129,14 @@ func markVerbs(u *unit) {
 			// exporting to XLSX with …": the work is asked about
 			c, u.asked[i] = verbReply, true
 		}
+		if inflectedNoun(u, i, form, c) {
+			noun[i] = true // "Exports are slow", "Exported files open blank"
+			continue
+		}
 		if form == formPerfect && (stated(u.toks, i) || !u.item && (presents(u.toks, i) || describesThing(u, i, c)) ||
 			presentPassive(u.toks, i, c)) ||
 			form == formBase && c != verbWant && habitual(u.toks, i) ||
-			form == formS && c != verbWant && describes(u.toks, i) ||
+			form == formS && c != verbWant && (describes(u.toks, i) || finiteS(u, i)) ||
 			c != verbWant && (form == formIng && progressive(u.toks, i) || form == formBase && future(u.toks, i)) {
 			c = verbStated
 		} else if form == formPerfect && modifies(u, i) {
@@ -145,6 +149,85 @@ func markVerbs(u *unit) {
 		}
 		u.cls[i] = c
 	}
+}
+
+// finiteS reports whether the -s form at i, which describes finds no
+// subject for, is still a finite verb and no imperative: an imperative takes
+// the base form, so "A customer on the Enterprise plan says …" and "The
+// nightly job exports results to out.json" state what happens whatever
+// stands before the verb. A clause asking for that behaviour ("make sure the
+// job exports …", "so that it saves …": ensured) is a request, and a verb an
+// embedded question asks about keeps its reading.
+func finiteS(u *unit, i int) bool {
+	return !u.asked[i] && !ensured(u.toks, i) && !labelAt(u, i)
+}
+
+// labelAt reports whether the word at i stands as a label does: right
+// before a colon ("… last week. Outputs: summary.json") or alone, opening
+// its sentence at the end of a line ("… last week. Outputs\npredictions.csv").
+// It keeps the reading its lexicon gives it, as a compound before a colon
+// does (compoundHead).
+func labelAt(u *unit, i int) bool {
+	toks := u.toks
+	if i+1 >= len(toks) {
+		return false
+	}
+	if toks[i+1].punct(":") {
+		return true
+	}
+	end, next := toks[i].pos+len(toks[i].text), toks[i+1].pos
+	return i == 0 && end <= next && next <= len(u.src) && strings.Contains(u.src[end:next], "\n")
+}
+
+// inflectedNoun reports whether the lexicon word at i, in an -s or perfect
+// form, is a noun or its modifier rather than a verb, since it stands where
+// only an imperative could stand and an imperative takes the base form: an
+// -s form opening its clause (the sentence, a clause after punctuation or a
+// clause opened by "that" or a subordinator: "Exports are slow on
+// Mondays", "reports that downloads fail") is a plural noun, the subject of
+// what follows; a perfect form opening a prose sentence before a plain word
+// ("Exported files open blank") modifies that noun. A verb before the word
+// makes an -s form its object (nounPosition: "says exports time out"), and
+// so does a verb before the word's plain modifiers ("Produce two exports",
+// "don't include drafts": objectOfVerb). A want verb ("Needs a PDF"), an
+// embedded question, a clause asking for the behaviour ("so that saves …")
+// and a label before a colon ("Outputs:") keep their reading.
+func inflectedNoun(u *unit, i int, form wordForm, c verbClass) bool {
+	toks := u.toks
+	if c == verbWant || u.asked[i] || i+1 >= len(toks) || labelAt(u, i) {
+		return false
+	}
+	opens := i == 0 || toks[i-1].kind == tokPunct && !toks[i-1].punct(quoteMarks...)
+	switch form {
+	case formS:
+		clause := opens || toks[i-1].kind == tokWord && (toks[i-1].is("that") || subordinators[toks[i-1].low])
+		// "a tool that exports …": a relative pronoun is the verb's subject.
+		return (clause || objectOfVerb(u, i)) && !ensured(toks, i) && !describes(toks, i)
+	case formPerfect:
+		return opens && !u.item && toks[i+1].kind == tokWord && plainWord(toks[i+1])
+	}
+	return false
+}
+
+// objectOfVerb reports whether the word at i ends the object of a verb
+// before it, with only plain modifiers between, at most compoundSpan of
+// them: a verb ("Produce two exports") or a word a negator or "to" puts in a
+// verb's place ("don't include drafts").
+func objectOfVerb(u *unit, i int) bool {
+	toks := u.toks
+	for k := i - 1; k >= 0 && k >= i-1-compoundSpan; k-- {
+		t := toks[k]
+		if u.verbAt(k) {
+			return true
+		}
+		if t.kind != tokWord || !plainWord(t) && !prepFillers[t.low] {
+			return false
+		}
+		if k > 0 && (negators[toks[k-1].low] || toks[k-1].is("to")) {
+			return true
+		}
+	}
+	return false
 }
 
 // modifies reports whether the participle at i modifies a noun rather than
@@ -293,13 +376,18 @@ func presentPassive(toks []token, i int, c verbClass) bool {
 // the noun before it, not a request. Prose only: a Deliverables item
 // ("- metrics.csv attached to this task") states how its output is given,
 // and so does a participle with a destination after a request
-// (specifies).
+// (specifies). After a statement the participle of any verb opening a
+// parenthesis describes the thing the statement is about ("Our designer
+// exported the new logo (saved as logo_v3.svg)": statedBefore).
 func describesThing(u *unit, i int, c verbClass) bool {
 	toks := u.toks
-	if !presentedClasses[c] || i == 0 || specifies(u, i) {
+	if i == 0 || specifies(u, i) {
 		return false
 	}
 	prev := toks[i-1]
+	if !presentedClasses[c] {
+		return prev.punct("(") && statedBefore(u, i)
+	}
 	switch {
 	case prev.punct("("), prev.kind == tokFile:
 		return true
@@ -321,18 +409,65 @@ func describesThing(u *unit, i int, c verbClass) bool {
 
 // specifies reports whether the participle at i, followed by "to", "into"
 // or "as", says how a thing an earlier request verb of its sentence asks
-// for is to be given ("Send me the final deck (exported as PDF)"): a verb
-// of making, delivery or transforming, not a statement, at most
-// resumeSpan tokens before it. "ops keeps the rotation in a sheet
-// (exported to rotation.tsv, attached)" names no such request.
+// for is to be given ("Send me the final deck (exported as PDF)"): a
+// request verb (requestVerb) at most resumeSpan tokens before it. "ops
+// keeps the rotation in a sheet (exported to rotation.tsv, attached)" and
+// "Opposing counsel sent a draft (attached as draft.pdf)" name no such
+// request.
 func specifies(u *unit, i int) bool {
 	if i+1 >= len(u.toks) || !u.toks[i+1].is(sourceLinks...) {
 		return false
 	}
 	for k := i - 1; k >= 0 && k >= i-resumeSpan; k-- {
-		if u.verbAt(k) && !u.neg[k] && (isOutputish(u.cls[k]) || u.cls[k] == verbTransform) {
+		if requestVerb(u, k) {
 			return true
 		}
+	}
+	return false
+}
+
+// requestVerb reports whether the verb at k, not negated, asks for a thing
+// to be made or given: a want verb in any form ("The client needs the
+// deck", "I'd like"), "the output" before a be-form, or an output,
+// delivery or transform verb in its base form, the form an imperative
+// takes ("Send me …", "Please produce …"). A past, perfect or -s form
+// ("Opposing counsel sent", "the vendor shared", "Maya gave us") states
+// what someone did: it is no imperative.
+func requestVerb(u *unit, k int) bool {
+	c := u.cls[k]
+	switch {
+	case u.neg[k] || c == verbNone:
+		return false
+	case c == verbWant || c == verbPseudo:
+		return true
+	case !isOutputish(c) && c != verbTransform:
+		return false
+	}
+	lemma := lemmaOf(u.toks[k].low)
+	return lemma != "" && formOf(u.toks[k].low, lemma) == formBase
+}
+
+// statedBefore reports whether the nearest verb before the participle at
+// i, at most resumeSpan tokens back, states what someone did: a statement
+// (verbStated: "Our designer exported the new logo") or a lexicon verb in a
+// past, perfect or -s form that is no want ("Legal sent over the NDA"). A
+// participle opening a parenthesis after it ("(saved as logo_v3.svg)")
+// then describes the thing the statement is about.
+func statedBefore(u *unit, i int) bool {
+	for k := i - 1; k >= 0 && k >= i-resumeSpan; k-- {
+		if !u.verbAt(k) {
+			continue
+		}
+		c := u.cls[k]
+		if c == verbStated {
+			return true
+		}
+		lemma := lemmaOf(u.toks[k].low)
+		if c == verbWant || lemma == "" {
+			return false
+		}
+		f := formOf(u.toks[k].low, lemma)
+		return f == formPerfect || f == formS
 	}
 	return false
 }
@@ -675,8 +810,9 @@ func formOf(w, lemma string) wordForm {
 //   - in its base or -s form right after an active verb, as its object
 //     ("create test data", "save search results");
 //   - in its base form after a determiner or a noun preposition and up to two
-//     plain words or nouns ("the CSV export", "on climate change", "the load
-//     test results"); an -s form there only inside a prepositional phrase ("a
+//     plain words, nouns or number-like modifiers ("the CSV export", "on
+//     climate change", "the load test results", "a 40-page settlement
+//     draft"); an -s form there only inside a prepositional phrase ("a
 //     summary of the code changes"), in the object of a verb ("write the
 //     error counts to counts.json") or when a preposition, a be-form or the
 //     end of the phrase follows ("the bug reports in a PDF"; not "the script
@@ -716,6 +852,9 @@ func nounPosition(u *unit, noun []bool, i int, form wordForm) bool {
 	}
 	for j, steps := i-1, 0; j >= 0 && steps < 3; j, steps = j-1, steps+1 {
 		t := toks[j]
+		if t.kind == tokOther && j < i-1 {
+			continue // a number or mixed modifier: "a 40-page settlement draft", "the Q3 board update"
+		}
 		if t.kind != tokWord {
 			return false
 		}

@@ -240,6 +240,7 @@ type unit struct {
 	item      bool  // inside a Deliverables block, or a list a request introduces (listed)
 	listed    bool  // a bullet under a line ending in ":" that asks for files ("Create these:")
 	lead      *unit // the unit of the line ending in ":" right above this bullet, or nil
+	block     int   // which paragraph, bullet or Deliverables item the unit belongs to (readUnits numbers them)
 	listRead  bool  // requestsList has read this unit as a lead; listAsks is its answer
 	listAsks  bool
 	question  bool        // a question ("Who wrote report.pdf?"), not a request

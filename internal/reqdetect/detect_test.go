@@ -337,6 +337,9 @@ func adversarial(size int) map[string]string {
 		"relative":   repeat("x that writes "),
 		"how-to":     repeat("how to export "),
 		"unknown":    repeat("and frob it "),
+		"topic":      "Write a summary of how " + repeat("a.txt and ") + " to b.txt",
+		"comparison": "Write out.md " + repeat("the same as as a.txt such as "),
+		"need":       repeat("a.txt needs to be shared with the team by the ops team "),
 	}
 }
 

@@ -11,7 +11,10 @@
 //
 // Roles come from structure where the text gives it: the object of an output
 // preposition ("into", "as", "called", "named") is an output whatever the
-// verb; a past or perfect verb with a subject ("the CSV I sent you", "we
+// verb, unless "as" is a comparison's ("the same way as X", "such as X");
+// a file in an embedded clause that a noun or verb talks about ("a summary
+// of how X differs from Y") is an input; a passive delivery to someone else
+// ("X needs to be shared with the team") states a need; a past or perfect verb with a subject ("the CSV I sent you", "we
 // produced"), a participle opening a clause ("Given the results in data.csv",
 // "Attached you'll find x.docx"), a present-tense verb with a subject ("when
 // app.py writes to cache.db", "it writes a log to build.log") or a statement
@@ -180,6 +183,46 @@
 //     verb ("the export I attached (metrics.csv)", "the report the agency
 //     sent"), are existing: no delivery marker of their phrase delivers them
 //     and a pronoun reaches them only through "back" ("send it back").
+//   - Topics, comparisons and needs. A file in an embedded clause opened by
+//     "how", "why", "whether", "what", "where", "when" or "if" right after
+//     a noun's topic preposition ("of", "on", "about", "into"…) or a verb
+//     whose object the clause is (a recipient or particle between allowed)
+//     is what the noun or verb talks about, an input, whatever verb stands
+//     in the clause: "- a summary of how jan.csv differs from feb.csv", "- a
+//     report on whether staging.yaml matches prod.yaml", "tell me if a.csv
+//     and b.csv agree", "write up how import.py maps fields"
+//     (topicClause, looking back at most topicSpan tokens). Punctuation or
+//     a clause joiner ends the clause, except inside a run of files; with a
+//     verb before the clause that is no reading or reply verb, a file after
+//     an output preposition, "to" or a storage preposition is that verb's
+//     destination ("Write an explanation of how parser.py handles empty
+//     lines to notes.md"). The "as" of a comparison names the standard
+//     compared with, an input, not a destination: after "same" or "such"
+//     up to comparisonSpan words back ("keyed the same way as
+//     locales/en.json", "with the same structure as staging.yaml", "such as
+//     contacts.vcf"), after an earlier "as" ("as detailed as
+//     notes-1.2.md"; not "as well as"), before a clause of its own ("just as
+//     CHANGELOG-old.md does"), and "to" after "similar", "identical"… or
+//     their adverbs (comparisonAt, comparedAt); such an "as" or "to" makes no
+//     unnamed destination either, and a transform verb whose only "as" is
+//     a comparison's names no destination ("Reformat config.yaml the same
+//     way as base.yaml" edits in place). "Such as" after a file noun names
+//     examples of the noun, which take the role its verb gives ("Attach the
+//     usual files, such as notes.md and log.txt": examplesOf), and a file
+//     whose name carries the number-like identifier of the phrase's object
+//     names that object, not a standard ("Draft the Q4 version in the same
+//     structure as okrs-q4.docx": echoesObject). A delivery verb in a
+//     passive infinitive or modal passive ("needs to be shared", "has to be
+//     sent", "should be uploaded") that sends to someone other than the
+//     user ("with the mobile team", "to legal": toThirdParty) or names
+//     another agent ("by the ops team"; not "by Friday": agentAt) states a
+//     need, not a delivery (passiveNeed): it delivers nothing, its file is
+//     an existing input, and later sentences are read by their own rules
+//     ("… needs to be shared with the mobile team. Convert
+//     config/settings.yaml to JSON and paste the output in your reply" asks
+//     for no file). "report.pdf must be attached to the task", "data.csv
+//     should be shared with me" and a Deliverables item ("- report.pdf (to
+//     be shared with the board)") still ask for the file.
 //   - Products and edited parts. With no verb to govern it, a file after a
 //     storage preposition ("in", "inside") that holds a made thing ("keep the
 //     result in backlog.csv", "leave the cleaned data in clean.csv", "keep a

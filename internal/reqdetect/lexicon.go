@@ -924,3 +924,49 @@ var (
 	// allowed"): denialAt.
 	permitWords = []string{"permitted", "allowed"}
 )
+
+// Stage 4 (roles.go): embedded topic clauses, comparisons and stated needs.
+var (
+	// topicWh open an embedded clause whose files are what a digest noun
+	// or a reading or reply verb talks about ("a summary of how jan.csv
+	// differs from feb.csv", "a report on whether staging.yaml matches
+	// prod.yaml", "explain why q3.csv is larger than q2.csv"): topicClause,
+	// which looks back at most topicSpan tokens from the file for it.
+	topicWh   = []string{"how", "why", "whether", "what", "where", "when", "if"}
+	topicSpan = 12
+	// topicIntroPreps before a topicWh word make its clause the topic of
+	// the noun before them ("an analysis of why …", "notes on how …", "a
+	// look into why …"): topicClause.
+	topicIntroPreps = []string{"of", "on", "about", "regarding", "concerning", "into"}
+	// comparisonLeads before "as", at most comparisonSpan words back, make
+	// it the "as" of a comparison ("such as NAME", "the same way as NAME",
+	// "the same column order as NAME"), whose object is the standard
+	// compared with, an input: comparisonAt. So does an earlier "as" ("as
+	// detailed as NAME"), except in asAsIdioms, where "as … as" joins
+	// ("summary.md as well as report.pdf").
+	comparisonLeads = []string{"same", "such"}
+	comparisonSpan  = 3
+	asAsIdioms      = []string{"well"}
+	// comparisonAdjectives before "to", or their "-ly" adverbs, make it the
+	// "to" of a comparison ("similar to NAME", "keyed identically to
+	// NAME"): comparisonAt.
+	comparisonAdjectives = newSet("similar identical equivalent analogous comparable")
+	// comparisonAuxes right after "as NAME" and before punctuation or the
+	// end make NAME the subject of a clause of comparison ("just as
+	// CHANGELOG-old.md does"): comparedAt.
+	comparisonAuxes = []string{"does", "do", "did", "is", "was", "are", "were", "has", "had", "have"}
+	// passiveInfinitives right before a delivery participle make it a
+	// passive infinitive or modal passive ("needs to be shared", "should be
+	// uploaded", "has to get sent"): passiveNeed.
+	passiveInfinitives = []string{"be", "get"}
+	// agentPreps open the agent of a passive delivery ("uploaded to the
+	// portal by the ops team"), looked for within agentSpan tokens of the
+	// participle; deadlineWords after them name a time, not an agent ("by
+	// Friday", "by the end of the week"): agentAt.
+	agentPreps    = []string{"by"}
+	agentSpan     = 8
+	deadlineWords = newSet("monday tuesday wednesday thursday friday saturday sunday today tonight tomorrow " +
+		"noon midnight eod eow cob end close start beginning middle next then now morning afternoon evening " +
+		"lunch time week weekend month quarter year january february march april may june july august september " +
+		"october november december")
+)

@@ -3,6 +3,8 @@ package reqdetect
 import (
 	"slices"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
 // ---------------------------------------------------------------------------
@@ -125,16 +127,16 @@ func readPhrase(u *unit, p *phrase) {
 		case verbAttach:
 			if u.neg[i] {
 				p.negDeliver = true
-			} else {
-				p.attach = true
+			} else if !passiveNeed(u, i, p.end) {
+				p.attach = true // "… should be uploaded to the portal by the ops team" states a need
 			}
 		case verbSend:
 			if u.neg[i] {
 				// "do not email it to the client" forbids another action,
 				// a send to someone else, not the delivery of the file.
 				p.negDeliver = p.negDeliver || !toThirdParty(u, i, p.end)
-			} else {
-				p.send = true
+			} else if !passiveNeed(u, i, p.end) {
+				p.send = true // "… needs to be shared with the mobile team" states a need
 			}
 		case verbExport:
 			p.export = p.export || !u.neg[i]
@@ -298,6 +300,225 @@ func toThirdParty(u *unit, i, end int) bool {
 	return false
 }
 
+// passiveNeed reports whether the attach or send verb at k, not negated,
+// states a need rather than asks for a delivery: a participle in a passive
+// infinitive or modal passive (passiveInfinitives: "needs to be shared",
+// "has to be sent", "should be uploaded") that either sends to someone other
+// than the user (toThirdParty: "… needs to be shared with the mobile team",
+// "… has to be sent to legal") or names who else delivers it (agentAt:
+// "… should be uploaded to the portal by the ops team"). Someone else's
+// delivery is no deliverable for the user; "report.pdf must be attached to
+// the task" and "data.csv should be shared with me" still ask for one.
+func passiveNeed(u *unit, k, end int) bool {
+	toks := u.toks
+	c := u.cls[k]
+	if c != verbAttach && c != verbSend || u.neg[k] || formOf(toks[k].low, lemmaOf(toks[k].low)) != formPerfect {
+		return false
+	}
+	j := skipAdverbs(toks, k-1)
+	if j < 0 || !toks[j].is(passiveInfinitives...) {
+		return false
+	}
+	return c == verbSend && toThirdParty(u, k, end) || agentAt(u, k, end)
+}
+
+// agentAt reports whether an agent phrase follows the passive participle at
+// k within agentSpan tokens and its clause: an agent preposition ("by") and
+// a noun phrase that opens with a determiner or a capitalised word and names
+// no time (deadlineWords): "by the ops team", "by IT"; not "by Friday", "by
+// the end of the week", "by email".
+func agentAt(u *unit, k, end int) bool {
+	toks := u.toks
+	for j := k + 1; j < end && j <= k+agentSpan; j++ {
+		if isClauseBreak(toks[j]) {
+			return false
+		}
+		if !toks[j].is(agentPreps...) || j+1 >= end {
+			continue
+		}
+		n := j + 1
+		det := determiners[toks[n].low]
+		for n < end && determiners[toks[n].low] {
+			n++
+		}
+		if n >= end || toks[n].kind != tokWord || deadlineWords[toks[n].low] {
+			return false
+		}
+		r, _ := utf8.DecodeRuneInString(toks[n].text)
+		return det || unicode.IsUpper(r)
+	}
+	return false
+}
+
+// topicClause returns the index of the word that opens an embedded clause
+// holding the file at i, or -1: a topicWh word ("how", "why", "whether")
+// at most topicSpan tokens back in its phrase, right after a noun's topic
+// preposition (topicIntroPreps) or a verb whose object it is (topicIntro:
+// "a summary of how jan.csv differs from feb.csv", "a report on whether
+// staging.yaml matches prod.yaml", "tell me whether a.csv and b.csv
+// agree", "write up how import.py maps fields"). The clause says what the
+// noun or verb is about, so its files are inputs, whatever verb stands
+// inside it. Punctuation or a clause joiner between ends the clause, except
+// inside a run of files ("whether old.csv and new.csv …"). With a verb
+// before the clause, at most resumeSpan tokens back in the phrase, that is
+// no reading or reply verb, a file after an output preposition, "to" or a
+// storage preposition is where that verb puts its product ("Write an
+// explanation of how parser.py works to notes.md", "Keep a record of what
+// you try in progress.log"), read by the phrase's own rules; with none, it
+// is where something in the clause is ("- an explanation of why the
+// numbers in q1.csv don't match q1_final.xlsx").
+func topicClause(u *unit, p *phrase, i int, prep string) int {
+	toks := u.toks
+	inRun := func(k int) bool {
+		return k > 0 && toks[k-1].kind == tokFile || k+1 < len(toks) && toks[k+1].kind == tokFile
+	}
+	for k := i - 1; k >= p.start && k >= i-topicSpan; k-- {
+		t := toks[k]
+		switch {
+		case t.kind == tokFile || t.punct(quoteMarks...):
+		case t.kind == tokPunct:
+			if !t.punct(fileListMarks...) || !inRun(k) {
+				return -1
+			}
+		case t.is(clauseJoiners...):
+			if !inRun(k) {
+				return -1
+			}
+		case t.is(topicWh...):
+			if !topicIntro(u, k) {
+				return -1
+			}
+			if outputPreps[prep] || prep == "to" || slices.Contains(storagePreps, prep) {
+				for j := max(p.start, k-resumeSpan); j < k; j++ {
+					if u.verbAt(j) && !u.neg[j] && u.cls[j] != verbInput && u.cls[j] != verbReply {
+						return -1 // the destination of the verb before the clause
+					}
+				}
+			}
+			return k
+		}
+	}
+	return -1
+}
+
+// topicIntro reports whether the topicWh word at k follows a topic
+// preposition (topicIntroPreps) or a verb whose object the clause is, a
+// recipient or a particle between allowed ("tell me why …", "write up how
+// import.py maps fields").
+func topicIntro(u *unit, k int) bool {
+	j := k - 1
+	if j >= 0 && u.toks[j].is(recipients...) {
+		j--
+	}
+	if j > 0 && particleAt(u.toks, j) && u.verbAt(j-1) {
+		j--
+	}
+	if j < 0 {
+		return false
+	}
+	return u.toks[j].is(topicIntroPreps...) || u.verbAt(j)
+}
+
+// comparisonAt reports whether the "as" or "to" at k introduces the
+// standard of a comparison rather than a destination: "as" after a
+// comparison lead at most comparisonSpan words back ("such as NAME", "the
+// same way as NAME", "with the same structure as NAME") or after an
+// earlier "as" and a word or two ("as detailed as NAME"; not "as well as"),
+// and "to" after a comparison adjective or its adverb ("similar to NAME",
+// "keyed identically to NAME"). The words between are no verbs, function
+// words or punctuation.
+func comparisonAt(u *unit, k int) bool {
+	toks := u.toks
+	if k < 1 {
+		return false
+	}
+	if toks[k].is("to") {
+		w := toks[k-1].low
+		return toks[k-1].kind == tokWord && (comparisonAdjectives[w] || comparisonAdjectives[strings.TrimSuffix(w, adverbSuffix)])
+	}
+	if !toks[k].is("as") {
+		return false
+	}
+	for j, n := k-1, 0; j >= 0 && n <= comparisonSpan; j, n = j-1, n+1 {
+		t := toks[j]
+		switch {
+		case t.kind != tokWord:
+			return false
+		case t.is(comparisonLeads...):
+			return !examplesOf(u, k)
+		case t.is("as"):
+			return n >= 1 && !toks[k-1].is(asAsIdioms...)
+		case u.verbAt(j) || functionWords[t.low] || determiners[t.low] || formatWord(t.low):
+			return false // "save it as PNG as chart.png" names a destination twice
+		}
+	}
+	return false
+}
+
+// echoesObject reports whether the file at i carries in its name the
+// identifier that marks the object of its phrase, before the comparison at
+// gov: a modifier with a digit ("Q4", "v2", "2025"), at most resumeSpan
+// tokens back, that is a whole segment of the file's base name ("Draft the
+// Q4 version in the same structure as okrs-q4.docx"). The file then names
+// the thing made, not the standard it is compared with ("Write the Q4
+// summary in the same format as q3-summary.md").
+func echoesObject(u *unit, p *phrase, gov, i int) bool {
+	name := u.toks[i].low
+	if k := strings.LastIndexAny(name, `/\`); k >= 0 {
+		name = name[k+1:]
+	}
+	segments := strings.FieldsFunc(name, func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) })
+	for k := max(p.start, gov-resumeSpan); k < gov; k++ {
+		t := u.toks[k]
+		if t.kind != tokWord && t.kind != tokOther || !strings.ContainsFunc(t.low, unicode.IsDigit) {
+			continue
+		}
+		if slices.Contains(segments, t.low) {
+			return true
+		}
+	}
+	return false
+}
+
+// formatWord reports whether w names a format ("PNG", "JSON").
+func formatWord(w string) bool {
+	_, ok := formats[w]
+	return ok
+}
+
+// examplesOf reports whether the "as" at k is the "such as" that names
+// examples of a file noun right before it, a comma between allowed ("the
+// standard files, such as README.md"): the files it names take the role
+// the verb gives that noun, not a comparison's or a destination's.
+func examplesOf(u *unit, k int) bool {
+	toks := u.toks
+	if k < 2 || !toks[k].is("as") || !toks[k-1].is("such") {
+		return false
+	}
+	j := k - 2
+	if toks[j].punct(",") && j > 0 {
+		j--
+	}
+	return fileNouns[toks[j].low] && toks[j].kind == tokWord
+}
+
+// comparedAt reports whether the file at i, governed by the token at gov
+// (prep its word), is the standard of a comparison: the object of a
+// comparison's "as" or "to" (comparisonAt), or the subject of a clause of
+// comparison after "as" ("just as CHANGELOG-old.md does", "as old.csv
+// is"): an input reference, not an output.
+func comparedAt(u *unit, p *phrase, gov, i int, prep string) bool {
+	if gov < 0 || prep != "as" && prep != "to" || !u.toks[gov].is(prep) {
+		return false
+	}
+	if comparisonAt(u, gov) {
+		return !echoesObject(u, p, gov, i)
+	}
+	toks := u.toks
+	return prep == "as" && i+1 < p.end && toks[i+1].is(comparisonAuxes...) &&
+		(i+2 >= p.end || toks[i+2].kind == tokPunct)
+}
+
 // npPrep returns the input preposition that governs the noun phrase the
 // file at i heads, when the word before the file is a modifier of it (a
 // possessive or a plain word, not a preposition): "against last quarter's
@@ -406,7 +627,12 @@ func readMention(u *unit, p *phrase, i, lastVerb, head, gov int, prep string) *m
 	if vi >= 0 && u.cls[vi] != verbUnknown {
 		verb = u.cls[vi]
 	}
-	target := outputPreps[prep] || prep == "to"
+	compared := comparedAt(u, p, gov, i, prep) // "the same way as NAME": no destination
+	if examplesOf(u, gov) {
+		prep = "" // "Create the standard files, such as README.md": the verb governs the examples
+	}
+	topic := !compared && topicClause(u, p, i, prep) >= 0
+	target := (outputPreps[prep] || prep == "to") && !compared
 	if target && head >= 0 && head != vi && isOutputish(u.cls[head]) &&
 		(verb == verbInput || verb == verbReply || verb == verbEdit ||
 			verb == verbStated && formOf(toks[vi].low, lemmaOf(toks[vi].low)) != formS) {
@@ -421,6 +647,8 @@ func readMention(u *unit, p *phrase, i, lastVerb, head, gov int, prep string) *m
 		vi, verb = -1, verbNone
 	}
 	m.verb = vi
+	// A Deliverables item states its outputs: no need there.
+	need := vi >= 0 && !u.item && passiveNeed(u, vi, p.end)
 	from := i // the span starts at the governing verb, or at the file
 	if vi >= 0 && vi < i {
 		from = vi
@@ -436,6 +664,10 @@ func readMention(u *unit, p *phrase, i, lastVerb, head, gov int, prep string) *m
 		why(roleEdit, "edited in place: \"of\" names the file whose part \""+toks[vi].text+"\" edits")
 	case inputPreps[prep]:
 		why(roleInput, "input: governed by the input preposition \""+prep+"\"")
+	case compared:
+		why(roleInput, "input: the standard of a comparison (\"the same way as NAME\", \"such as NAME\")")
+	case topic:
+		why(roleInput, "input: the topic of an embedded clause (\"a summary of how NAME differs …\")")
 	case vi >= 0 && vi < i && inSource(u, vi, i, prep):
 		why(roleInput, "input: inside the source phrase (\"from the notes in NAME\") of \""+toks[vi].text+"\"")
 	case presentedAfter(u, i, p.end):
@@ -488,6 +720,11 @@ func readMention(u *unit, p *phrase, i, lastVerb, head, gov int, prep string) *m
 		default:
 			why(roleNone, "no verb or output preposition governs the file")
 		}
+	case need:
+		// "The config (settings.yaml) needs to be shared with the mobile
+		// team": the file is there already; a later pronoun passes it over.
+		why(roleInput, "input: a passive delivery to someone else states a need (\"NAME needs to be shared with the team\")")
+		m.existing = true
 	case isOutputish(verb) && receives(u, vi, i, p.end):
 		why(roleEdit, "edited in place: the file receives what \""+toks[vi].text+"\" gives")
 	case isOutputish(verb) && changedBy(u, vi, i, p.end):
@@ -530,7 +767,7 @@ func readMention(u *unit, p *phrase, i, lastVerb, head, gov int, prep string) *m
 		m.role = roleRepo
 		m.note(u, "repository work: its phrase is about a pull request, branch or commit", p.start, p.end-1)
 	}
-	governedByDelivery := vi >= 0 && (verb == verbAttach || verb == verbSend)
+	governedByDelivery := vi >= 0 && (verb == verbAttach || verb == verbSend) && !need
 	switch {
 	case u.neg[i]:
 		if m.role == roleOutput || governedByDelivery {
@@ -542,7 +779,7 @@ func readMention(u *unit, p *phrase, i, lastVerb, head, gov int, prep string) *m
 		m.role = roleInline
 		m.note(u, "inline: an inline marker covers it", i, p.end-1)
 	case u.question:
-	case !inputPreps[prep] && !m.existing && (p.marker && m.role != roleInput || (governedByDelivery && (p.attach || p.send))):
+	case !inputPreps[prep] && !m.existing && !compared && !topic && (p.marker && m.role != roleInput || (governedByDelivery && (p.attach || p.send))):
 		m.role, m.delivery = roleOutput, true
 		m.note(u, "delivered: a delivery verb or marker reaches it", p.start, p.end-1)
 	}
@@ -904,8 +1141,8 @@ func verbPlace(t token) bool {
 func lastDestination(u *unit, p *phrase) int {
 	last := -1
 	for k := p.start; k < p.end; k++ {
-		if !u.toks[k].is(sourceLinks...) {
-			continue
+		if !u.toks[k].is(sourceLinks...) || comparisonAt(u, k) {
+			continue // "the same way as base.yaml" is no destination
 		}
 		j := k + 1
 		for j < p.end && determiners[u.toks[j].low] {
@@ -1086,6 +1323,9 @@ func signalAt(u *unit, p *phrase, i, lastVerb, head int, prep string, prepOfVerb
 	t := toks[i]
 
 	if t.is(destPreps...) {
+		if comparisonAt(u, i) {
+			return // "the same format as a CSV export" compares
+		}
 		k := i + 1
 		for k < p.end && k < i+4 && (determiners[toks[k].low] || toks[k].is(destModifiers...) ||
 			k > i+1 && determiners[toks[i+1].low] && (destAdjective(u, k) || extensionWord(toks[k]))) {

@@ -149,7 +149,14 @@
 //     file or inside a parenthesis ("(sample: inv.edi, attached)":
 //     describesThing); not in a Deliverables item, and not when a
 //     destination follows it in a sentence with an earlier request verb
-//     ("Send me the final deck (exported as PDF)": specifies). That verb
+//     ("Send me the final deck (exported as PDF)": specifies). In a
+//     Deliverables item such a participle after a noun is no modifier of
+//     the noun ("the prices listed on …" is one in prose) but says how the
+//     output is given ("- screenshots of the page attached to this
+//     ticket" asks for files), unless a reading or reply verb takes the
+//     noun as its object or a negator or "no" stands before it in its
+//     clause ("- look at the screenshot attached to this task", "- no
+//     screenshots attached": modifierKept). That verb
 //     asks only in its base form, the imperative's, or as a want verb
 //     ("The client needs the deck (exported as deck.pdf)": requestVerb); a
 //     past, perfect or -s form states what someone did, so "Opposing
@@ -182,7 +189,15 @@
 //     resumedVerb). Such inputs, and a file stated as given by a delivery
 //     verb ("the export I attached (metrics.csv)", "the report the agency
 //     sent"), are existing: no delivery marker of their phrase delivers them
-//     and a pronoun reaches them only through "back" ("send it back").
+//     and a pronoun reaches them only through "back" ("send it back"). So
+//     are files a statement of place presents: after a be-form and a
+//     locative preposition, the place perhaps named in two steps ("is in
+//     the repo under templates/monthly.docx", placeSpan: locatedIn), a file
+//     that is the subject of such a statement ("budget.xlsx is in the
+//     shared drive": locatedSubject), and the object of "you'll find" or
+//     "you can find" (findsThere). A later "save it as a downloadable DOCX"
+//     or "export it as a PDF" passes them over: it asks for a new unnamed
+//     file in that format, not for the file presented.
 //   - Topics, comparisons and needs. A file in an embedded clause opened by
 //     "how", "why", "whether", "what", "where", "when" or "if" right after
 //     a noun's topic preposition ("of", "on", "about", "into"…) or a verb
@@ -404,9 +419,15 @@
 //     v2.csv"), a base-form past after a pronoun ("I put the answers in
 //     survey.xlsx"; not "Could we put …"), a past habit ("We used to export
 //     data as CSV"), a present passive of delivery ("proposal.docx is
-//     attached"; not "make sure it is attached") and an opening participle
-//     before a colon ("Attached: deck.pptx"). A statement governing a
-//     destination ("as CSV") asks for nothing.
+//     attached"; not "make sure it is attached"), a present passive of an
+//     output or export verb after "is/are/gets" and a noun-phrase subject
+//     ("The metrics are exported to s3://…", "the log gets written to
+//     app.log", "Each build's coverage report is saved to …":
+//     presentPassive, passiveSubject; not in a Deliverables item, not a
+//     modal or need passive, "must be exported as PDF", "needs to be saved
+//     as report.pdf", which asks) and an opening participle before a colon
+//     ("Attached: deck.pptx"). A statement governing a destination ("as
+//     CSV") asks for nothing.
 //   - Wants. "I'd like/love/appreciate" and an unlisted imperative before
 //     "me/us" and an object ("Get me a zip of the invoices") are want verbs,
 //     and an unlisted word before "up/together" and "a" is a verb of making

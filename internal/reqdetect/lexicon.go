@@ -256,8 +256,23 @@ var formatAliases = map[string]string{"markdown": "md", "yml": "yaml", "htm": "h
 // JSON" is a text request).
 var outputPreps = newSet("into as called named entitled titled")
 
-// locativePreps say where something is ("is already in data.csv").
-var locativePreps = newSet("in inside at on within")
+// locativePreps say where something is ("is already in data.csv", "is in
+// the repo under NAME").
+var locativePreps = newSet("in inside at on within under")
+
+// findingVerbs after the addressee and a modal ("you'll find", "you can
+// find": findingClitics, findingAux) present what they find as already
+// there: findsThere.
+var (
+	findingVerbs   = []string{"find", "see"}
+	findingClitics = []string{"you'll", "you’ll"}
+	findingAux     = []string{"will", "can", "should", "'ll"}
+)
+
+// placeSpan is how many tokens a place named in two steps may hold between
+// its two locative prepositions ("is in the shared repo under NAME"):
+// locatedIn.
+const placeSpan = 4
 
 // indicativeBe are be-forms that state a fact; "be" after a modal ("should be
 // in report.md") asks for something and is not among them.
@@ -294,6 +309,15 @@ var (
 	futureClitics  = newSet("i'll we'll they'll he'll she'll i’ll we’ll they’ll he’ll she’ll")
 	progressiveBe  = []string{"am", "are", "is"}
 	presentBe      = []string{"is", "are", "'s"}
+)
+
+// statingPassiveAux are the indicative auxiliaries of a present passive
+// that states what happens to a thing ("The metrics are exported to …",
+// "the log gets written to app.log"); passivePronouns are the pronoun
+// subjects of such a statement: presentPassive, passiveSubject.
+var (
+	statingPassiveAux = []string{"is", "are", "'s", "gets", "get"}
+	passivePronouns   = []string{"it", "they", "this", "that", "these", "those", "everything", "each"}
 )
 
 // wantWords after "would" or a "'d" clitic want their object ("I'd love a

@@ -134,12 +134,16 @@ func markVerbs(u *unit) {
 			continue
 		}
 		if form == formPerfect && (stated(u.toks, i) || !u.item && (presents(u.toks, i) || describesThing(u, i, c)) ||
-			presentPassive(u.toks, i, c)) ||
+			presentPassive(u, i, c)) ||
 			form == formBase && c != verbWant && habitual(u.toks, i) ||
 			form == formS && c != verbWant && (describes(u.toks, i) || finiteS(u, i)) ||
 			c != verbWant && (form == formIng && progressive(u.toks, i) || form == formBase && future(u.toks, i)) {
 			c = verbStated
-		} else if form == formPerfect && modifies(u, i) {
+		} else if form == formPerfect && !(u.item && presentedClasses[c] && !modifierKept(u, i)) && modifies(u, i) {
+			// In a Deliverables item a delivery participle after a noun
+			// says how the output is given ("- screenshots of the page
+			// attached to this ticket"): it stays a verb, unless the noun
+			// before it is read or negated (modifierKept).
 			noun[i] = true // "the product prices listed on …", "write corrected ones"
 			continue
 		}
@@ -149,6 +153,21 @@ func markVerbs(u *unit) {
 		}
 		u.cls[i] = c
 	}
+}
+
+// modifierKept reports whether the participle at i in a Deliverables item
+// still modifies the noun before it: a reading or reply verb before it in
+// its clause takes that noun as its object ("- look at the screenshot
+// attached to this task"), or a negator before it negates the noun phrase
+// ("- no other files attached"). It looks back to the clause's first
+// token, at most resumeSpan tokens.
+func modifierKept(u *unit, i int) bool {
+	for k := i - 1; k >= 0 && k >= i-resumeSpan && u.toks[k].kind != tokPunct; k-- {
+		if u.verbAt(k) && (u.cls[k] == verbInput || u.cls[k] == verbReply) || negators[u.toks[k].low] || u.toks[k].is(noWords...) {
+			return true
+		}
+	}
+	return false
 }
 
 // finiteS reports whether the -s form at i, which describes finds no
@@ -356,13 +375,49 @@ func future(toks []token, i int) bool {
 // presentPassive reports whether the participle at i of an attach or send
 // verb follows an indicative present be-form ("proposal.docx is attached",
 // "the logs are shared below"): it presents a file that is already there,
-// unless the clause asks for it ("make sure report.pdf is attached").
-func presentPassive(toks []token, i int, c verbClass) bool {
-	if c != verbAttach && c != verbSend {
+// unless the clause asks for it ("make sure report.pdf is attached"). The
+// participle of an output or export verb does the same after an indicative
+// present be-form or "get(s)" (statingPassiveAux) with a noun-phrase subject
+// right before it ("The metrics are exported to s3://…", "the log gets
+// written to app.log"): it says what happens, not what to do. A modal or
+// need passive ("must be exported", "needs to be saved") has "be" there and
+// stays a request; a Deliverables item states how its outputs are given.
+func presentPassive(u *unit, i int, c verbClass) bool {
+	toks := u.toks
+	k := skipAdverbs(toks, i-1)
+	if k <= 0 || ensured(toks, k) {
 		return false
 	}
-	k := skipAdverbs(toks, i-1)
-	return k > 0 && toks[k].is(presentBe...) && !ensured(toks, k)
+	switch c {
+	case verbAttach, verbSend:
+		return toks[k].is(presentBe...)
+	case verbOutput, verbExport:
+		return !u.item && toks[k].is(statingPassiveAux...) && passiveSubject(u, k-1)
+	}
+	return false
+}
+
+// passiveSubject reports whether toks[k], right before the be-form of a
+// present passive, ends a noun-phrase subject: a file, a closing
+// parenthesis or quote after one, a subject pronoun, or a plain noun (not
+// a function word, determiner or question word, and no word already read
+// as a verb: "Is it exported?", "where is it saved" ask; a lexicon word
+// read as a noun, "Each build's coverage report is saved to …", is one).
+func passiveSubject(u *unit, k int) bool {
+	toks := u.toks
+	t := toks[k]
+	switch {
+	case t.kind == tokFile, t.punct(")"):
+		return true
+	case t.kind != tokWord:
+		return false
+	case t.is(passivePronouns...):
+		return !askedBefore(toks, k)
+	}
+	w := t.low
+	return !u.verbAt(k) && !functionWords[w] && !determiners[w] && !negators[w] && !openers[w] &&
+		!subjectPronouns[w] && !t.is(questionWords...) && !t.is(politeWords...) && !numeric(w) &&
+		!askedBefore(toks, k)
 }
 
 // describesThing reports whether the participle at i of a verb that

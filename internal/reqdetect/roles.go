@@ -682,6 +682,9 @@ func readMention(u *unit, p *phrase, i, lastVerb, head, gov int, prep string) *m
 		m.existing = presentedClasses[verbClasses[lemmaOf(toks[vi].low)]]
 	case locatedIn(u, gov):
 		why(roleInput, "input: a statement of where something already is")
+		// "The template is in the repo under templates/monthly.docx": the
+		// file is there already; a later pronoun passes it over.
+		m.existing = true
 	case outputPreps[prep] && (verb == verbNone || isOutputish(verb) || verb == verbTransform || verb == verbProbe ||
 		verb == verbInput && digestVerbs[lemmaOf(toks[vi].low)]):
 		// The object of an output preposition ("into NAME", "as NAME",
@@ -695,6 +698,9 @@ func readMention(u *unit, p *phrase, i, lastVerb, head, gov int, prep string) *m
 		switch {
 		case existingAt(toks, i):
 			why(roleInput, "input: named as a file that already exists (\"the existing NAME\")")
+		case locatedSubject(u, i, p.end):
+			why(roleInput, "input: the subject of a statement of where it already is (\"NAME is in the shared drive\")")
+			m.existing = true
 		case i+1 < p.end && toks[i+1].is(compareLinks...):
 			why(roleInput, "input: one side of a comparison (\"NAME vs NAME\")")
 		case u.item && u.inPlace:
@@ -755,6 +761,9 @@ func readMention(u *unit, p *phrase, i, lastVerb, head, gov int, prep string) *m
 		why(roleInput, "input: a how-to question (\""+toks[vi].text+"\") asks for knowledge, not work")
 	case verb == verbInput || verb == verbReply:
 		why(roleInput, "input: the object of the reading or reply verb \""+toks[vi].text+"\"")
+		// "You'll find the template in docs/template.docx": the file is
+		// there already; a later pronoun passes it over.
+		m.existing = findsThere(toks, vi)
 	case verb == verbEdit:
 		why(roleEdit, "edited in place: the object of \""+toks[vi].text+"\"")
 	case verb == verbRepo:
@@ -1192,16 +1201,72 @@ func probeOutput(u *unit, m *mention, vi, i int) {
 // readMention) is where something already is: a locative preposition after
 // an indicative be-form ("the raw data is already in data.csv"). "should be
 // in" is a request and does not count.
+//
+// The place may be named in two steps, a locative phrase of plain words
+// and then the file, at most placeSpan tokens between the two prepositions
+// ("the template is in the repo under templates/monthly.docx", "it is on
+// the shared drive at finance/q3.xlsx").
 func locatedIn(u *unit, gov int) bool {
 	k := gov
 	if k < 1 || !locativePreps[u.toks[k].low] {
 		return false
 	}
+	if beforeBe(u.toks, k) {
+		return true
+	}
+	for j := k - 1; j > 0 && j >= k-1-placeSpan; j-- {
+		t := u.toks[j]
+		if t.kind != tokWord || u.verbAt(j) {
+			return false
+		}
+		if locativePreps[t.low] {
+			return beforeBe(u.toks, j)
+		}
+		if !determiners[t.low] && !plainWord(t) {
+			return false
+		}
+	}
+	return false
+}
+
+// beforeBe reports whether the preposition at k follows an indicative
+// be-form, statement adverbs allowed between ("is already in").
+func beforeBe(toks []token, k int) bool {
 	k--
-	for k >= 0 && statementAdverbs[u.toks[k].low] {
+	for k >= 0 && statementAdverbs[toks[k].low] {
 		k--
 	}
-	return k >= 0 && indicativeBe[u.toks[k].low] && u.toks[k].kind == tokWord
+	return k >= 0 && indicativeBe[toks[k].low] && toks[k].kind == tokWord
+}
+
+// findsThere reports whether the verb at vi is a verb of finding
+// (findingVerbs) after the addressee and a modal or future auxiliary
+// ("you'll find", "you can find", "you will find"): it presents what it
+// finds as already there.
+func findsThere(toks []token, vi int) bool {
+	if !toks[vi].is(findingVerbs...) || vi == 0 {
+		return false
+	}
+	k := skipAdverbs(toks, vi-1)
+	if k >= 0 && toks[k].is(findingClitics...) {
+		return true
+	}
+	return k >= 1 && toks[k].is(findingAux...) && toks[k-1].is("you")
+}
+
+// locatedSubject reports whether the file at i, which no verb governs, is
+// the subject of a statement of where it already is: an indicative
+// be-form and a locative preposition right after it ("templates/q3.xlsx is
+// in the shared drive", "budget.xlsx is already on the drive"). "should
+// be in" is a request and does not count.
+func locatedSubject(u *unit, i, end int) bool {
+	k := i + 1
+	if k >= end || !indicativeBe[u.toks[k].low] || u.toks[k].kind != tokWord {
+		return false
+	}
+	for k++; k < end && statementAdverbs[u.toks[k].low]; k++ {
+	}
+	return k < end && locativePreps[u.toks[k].low]
 }
 
 // passiveVerb finds a passive verb after the file at i ("report.pdf must

@@ -11,7 +11,9 @@
 //
 // Roles come from structure where the text gives it: the object of an output
 // preposition ("into", "as", "called", "named") is an output whatever the
-// verb, unless "as" is a comparison's ("the same way as X", "such as X");
+// verb, unless "as" is a comparison's ("the same way as X", "such as X")
+// or gives the name a thing has in a place a statement names ("The export
+// is already in the workspace as X", "The list lives in the repo as X");
 // a file in an embedded clause that a noun or verb talks about ("a summary
 // of how X differs from Y") is an input; a passive delivery to someone else
 // ("X needs to be shared with the team") states a need; a past or perfect verb with a subject ("the CSV I sent you", "we
@@ -192,7 +194,13 @@
 //     and a pronoun reaches them only through "back" ("send it back"). So
 //     are files a statement of place presents: after a be-form and a
 //     locative preposition, the place perhaps named in two steps ("is in
-//     the repo under templates/monthly.docx", placeSpan: locatedIn), a file
+//     the repo under templates/monthly.docx", placeSpan: locatedIn), the
+//     name "as" gives the thing in that place, after such a be-form or after
+//     a present-tense verb no lexicon lists with a subject ("The Q3 export
+//     is already in the workspace as churn_q3.csv", "The vendor list lives
+//     in the repo as vendors.yaml": placeStated; not the imperative "keep it
+//     in the workspace as notes.md", nor "make sure the summary is in the
+//     folder as summary.docx": ensured), a file
 //     that is the subject of such a statement ("budget.xlsx is in the
 //     shared drive": locatedSubject), and the object of "you'll find" or
 //     "you can find" (findsThere). A later "save it as a downloadable DOCX"
@@ -263,14 +271,22 @@
 //   - Unnamed requests (rules 1, 3). An export verb, an attach/upload verb, a
 //     delivery marker ("downloadable", "as an attachment", "for download"), a
 //     destination ("as/into a CSV" after any governing verb but a reading,
-//     reply or edit verb, "to a PDF" after an output verb, "to a JSON file" or
+//     reply or edit verb; "into" also after an edit verb, and after a
+//     reading verb with its object between, since it names what the object
+//     becomes: "parse the log into JSON", "load the line items into a CSV";
+//     not the particle of "look into JSON Schema"; "as" after a reading verb
+//     says how the input is read: "fetch the data as JSON"; resultPreps;
+//     "to a PDF" after an output verb, "to a JSON file" or
 //     an inherently binary format ("to a PDF", "to PNG") after a transform
 //     verb, "in XLSX format", "in a PDF" or "in a CSV file" after an output or
 //     digest verb, "in a Word document" after a reply verb; an inherently
 //     binary format before the head noun of the destination counts as well:
-//     "into a PDF handout", "as a PNG poster", "to PDF handouts", but not a
+//     "into a PDF handout", "as a PNG poster", "to PDF handouts", and after
+//     "into" a text format before a plural head noun, a set of documents:
+//     "into JSON fixtures", "into CSV batches of 500 rows" (not "into a SQL
+//     table", "as Markdown bullet points": plural); but not a
 //     tool noun made from a lexicon verb, "into a PDF generator", "a PNG
-//     viewer": destFormat, toolNoun), or a file noun or
+//     viewer", "into a JSON validator": destFormat, toolNoun), or a file noun or
 //     inherently binary format as the object of an output verb ("create a
 //     file", "generate a PDF", "an Excel workbook", "a PNG bar chart") or of a
 //     phrasal verb of making that no lexicon lists ("whip up a CSV", "throw

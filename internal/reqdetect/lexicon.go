@@ -269,6 +269,19 @@ var (
 	findingAux     = []string{"will", "can", "should", "'ll"}
 )
 
+// placeNames give the name a thing has in a place a statement names ("is
+// already in the workspace as churn_q3.csv"): locatedIn.
+var placeNames = []string{"as"}
+
+// presentSuffix ends the present-tense form of a verb no lexicon lists
+// ("lives", "sits"); a word ending in it twice ("address") is none:
+// placeStated.
+const presentSuffix = "s"
+
+// pluralSuffix ends a plural noun ("fixtures"); a word ending in it twice
+// ("address") is none: plural.
+const pluralSuffix = "s"
+
 // placeSpan is how many tokens a place named in two steps may hold between
 // its two locative prepositions ("is in the shared repo under NAME"):
 // locatedIn.
@@ -844,6 +857,12 @@ var (
 	// governing verb but a reading, reply or edit one ("as a CSV", "into a
 	// file"); "to" and "in" have rules of their own: signalAt.
 	destOutputPreps = []string{"as", "into"}
+	// resultPreps are the destOutputPreps that name what the object becomes
+	// after an edit or reading verb too ("restructure the scans into JSON",
+	// "parse the log into JSON"), and make a text format before a head noun
+	// a document ("into JSON fixtures"); "as" after a reading verb says how
+	// the input is read ("fetch the data as JSON"): signalAt, destFormat.
+	resultPreps = []string{"into"}
 	// destModifiers, like determiners, may stand between a destination
 	// preposition and its format or file noun ("as a separate file", "into
 	// a new spreadsheet", "into one PDF"): signalAt.

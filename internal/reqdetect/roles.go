@@ -1206,12 +1206,24 @@ func probeOutput(u *unit, m *mention, vi, i int) {
 // and then the file, at most placeSpan tokens between the two prepositions
 // ("the template is in the repo under templates/monthly.docx", "it is on
 // the shared drive at finance/q3.xlsx").
+//
+// A name given by "as" after such a statement of place is the name the
+// thing has there ("The Q3 export is already in the workspace as
+// churn_q3.csv"), and so is one after a present-tense verb no lexicon lists
+// that has a subject ("The vendor list lives in the repo as vendors.yaml":
+// placeStated): the statement presents an input. An imperative ("keep it in
+// the workspace as notes.md") or a clause asking for the state ("make sure
+// the report is in the workspace as report.pdf": ensured) is a request.
 func locatedIn(u *unit, gov int) bool {
 	k := gov
-	if k < 1 || !locativePreps[u.toks[k].low] {
+	if k < 1 {
 		return false
 	}
-	if beforeBe(u.toks, k) {
+	named := u.toks[k].is(placeNames...)
+	if !named && !locativePreps[u.toks[k].low] {
+		return false
+	}
+	if !named && beforeBe(u.toks, k) {
 		return true
 	}
 	for j := k - 1; j > 0 && j >= k-1-placeSpan; j-- {
@@ -1220,13 +1232,48 @@ func locatedIn(u *unit, gov int) bool {
 			return false
 		}
 		if locativePreps[t.low] {
-			return beforeBe(u.toks, j)
+			if !named {
+				return beforeBe(u.toks, j)
+			}
+			return (beforeBe(u.toks, j) || placeStated(u, j)) && !ensured(u.toks, j)
 		}
-		if !determiners[t.low] && !plainWord(t) {
-			return false
+		if !determiners[t.low] && !plainWord(t) && !(named && nounWord(u, j)) {
+			return false // "in the shared drive as NAME": a lexicon word there is a modifier
+		}
+		if named && determiners[t.low] && !locativePreps[u.toks[j-1].low] {
+			return false // one noun phrase names the place: "in the repo the chart as NAME" is none
 		}
 	}
 	return false
+}
+
+// placeStated reports whether the locative preposition at k follows a
+// present-tense verb no lexicon lists ("lives", "sits": a plain word ending
+// in presentSuffix, adverbs allowed on either side of it) whose subject is a
+// file, a third-person pronoun or a noun opening its clause ("The vendor
+// list lives in the repo"; not "Save the results in the repo", where the
+// plain word is the object of a verb).
+func placeStated(u *unit, k int) bool {
+	toks := u.toks
+	v := skipAdverbs(toks, k-1)
+	if v < 1 || toks[v].kind != tokWord || !plainWord(toks[v]) || !strings.HasSuffix(toks[v].low, presentSuffix) ||
+		strings.HasSuffix(toks[v].low, presentSuffix+presentSuffix) {
+		return false
+	}
+	j := skipAdverbs(toks, v-1) // "The logo currently lives on the CDN"
+	if j < 0 {
+		return false
+	}
+	s := toks[j]
+	return s.kind == tokFile || s.kind == tokWord && (thirdPersonSubjects[s.low] ||
+		(plainWord(s) || nounWord(u, j)) && opensClause(toks, j, true))
+}
+
+// nounWord reports whether toks[k] is a lexicon word read as a noun or a
+// modifier there, not as a verb ("the vendor list", "the shared drive").
+func nounWord(u *unit, k int) bool {
+	t := u.toks[k]
+	return t.kind == tokWord && lemmaOf(t.low) != "" && !u.verbAt(k) && !functionWords[t.low] && !determiners[t.low]
 }
 
 // beforeBe reports whether the preposition at k follows an indicative
@@ -1399,7 +1446,7 @@ func signalAt(u *unit, p *phrase, i, lastVerb, head int, prep string, prepOfVerb
 		if k >= p.end || u.neg[k] || u.inl[k] {
 			return
 		}
-		format := formatHead(u, k, p.end) || destFormat(u, k, p.end)
+		format := formatHead(u, k, p.end) || destFormat(u, k, p.end, t.is(resultPreps...))
 		noun := fileNounHead(toks, k, p.end) || // "to a file", "to a JSON file"
 			format && k+1 < p.end && fileNounHead(toks, k+1, p.end)
 		if !format && !noun {
@@ -1408,11 +1455,14 @@ func signalAt(u *unit, p *phrase, i, lastVerb, head int, prep string, prepOfVerb
 		switch {
 		case t.is(destOutputPreps...):
 			// "as a CSV" after any verb but a reading, reply or edit one, or
-			// a statement ("We used to export data as CSV").
-			// An edit verb that reshapes its object "into" a format makes a
-			// new document of it ("restructure the scans into JSON").
+			// a statement ("We used to export data as CSV"); after a
+			// reading verb "as" says how the input is read ("fetch the
+			// data as JSON"). An edit or reading verb that reshapes its
+			// object "into" a format makes a new document of it
+			// ("restructure the scans into JSON", "parse the log into
+			// JSON"; not the particle of "look into JSON Schema").
 			if hc != verbInput && hc != verbReply && hc != verbEdit && hc != verbStated || digest ||
-				hc == verbEdit && t.is("into") {
+				t.is(resultPreps...) && (hc == verbEdit || hc == verbInput && i > head+1) {
 				p.request(u, "unnamed request: "+dest(t.low), i, min(k, p.end-1))
 			}
 		case t.is("to"):
@@ -1490,12 +1540,19 @@ func destWord(u *unit, k int) bool {
 // head noun of the destination, at most destHeadSpan words on ("into a PDF
 // handout", "as a PNG poster", "to PDF handouts", "into a PDF recipe
 // booklet"), a head that ends the noun phrase (nounFollows; not "to PDF
-// loses the links"): the destination is a document of that format. A word that names a tool working on the format ("into a PDF
-// generator", "a PNG viewer": toolNoun) makes the destination code, not a
-// file.
-func destFormat(u *unit, k, end int) bool {
+// loses the links"): the destination is a document of that format. After
+// "into" (result: resultPreps), which names what the object becomes, a
+// text format before a plural head noun counts as well: a set of documents
+// of that format ("into JSON fixtures", "into CSV batches of 500 rows"; not
+// "into a SQL table"); after "as" such a pair says how a text is laid out
+// ("as Markdown bullet points", "as JSON objects") and does not.
+// A word that names a tool working on the format ("into a PDF generator",
+// "a PNG viewer", "into a JSON parser": toolNoun) makes the destination
+// code, not a file.
+func destFormat(u *unit, k, end int, result bool) bool {
 	toks := u.toks
-	if !formats[toks[k].low] || k+1 >= end {
+	strong, ok := formats[toks[k].low]
+	if !ok || !strong && !result || k+1 >= end {
 		return false
 	}
 	for j := k + 1; j < end && j <= k+destHeadSpan; j++ {
@@ -1504,10 +1561,16 @@ func destFormat(u *unit, k, end int) bool {
 			return false
 		}
 		if nounFollows(toks, j+1) {
-			return true
+			return strong || plural(n.low)
 		}
 	}
 	return false
+}
+
+// plural reports whether w has the plural ending of a noun (pluralSuffix;
+// "fixtures", "records", not "address").
+func plural(w string) bool {
+	return strings.HasSuffix(w, pluralSuffix) && !strings.HasSuffix(w, pluralSuffix+pluralSuffix)
 }
 
 // toolNoun reports whether w is the agent noun of a lexicon verb ("parser",

@@ -35,13 +35,13 @@ var verbClasses = func() map[string]verbClass {
 		}
 	}
 	add(verbOutput, "write create produce generate save output emit dump store make build draft prepare "+
-		"compose put place provide give package bundle author assemble persist serialize "+
+		"compose put place provide give package bundle author assemble persist "+
 		"plot draw touch record jot stash stow log")
 	add(verbExport, "export")
 	add(verbAttach, "attach upload")
 	add(verbSend, "send share email e-mail deliver publish forward hand return ship")
 	add(verbTransform, "convert transform turn translate reformat transcode render compile copy extract "+
-		"encode decode compress zip archive split")
+		"encode decode compress zip archive split serialize")
 	add(verbInput, "read summarize summarise review analyze analyse compare parse load open inspect check "+
 		"examine use process import ingest scan study audit validate verify evaluate assess count search "+
 		"grep find consult view skim download fetch run execute test interpret classify consider look diff "+
@@ -234,7 +234,7 @@ var formatDocNouns = newSet("export exports dump dumps backup backups snapshot s
 var formats = func() map[string]bool {
 	m := map[string]bool{}
 	for _, w := range strings.Fields("pdf xlsx xls docx pptx odt ods png jpg jpeg gif webp zip tarball archive " +
-		"spreadsheet workbook excel powerpoint word image epub mp3 mp4 wav") {
+		"spreadsheet workbook excel powerpoint word image epub mp3 mp4 wav parquet avro orc feather sqlite odp") {
 		m[w] = true
 	}
 	for _, w := range strings.Fields("csv tsv json jsonl ndjson yaml yml xml html markdown md txt toml svg " +

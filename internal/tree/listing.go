@@ -497,17 +497,9 @@ func (l *Listing) encode(buf []byte, flush func([]byte)) []byte {
 			}
 			buf = append(buf, `"}`...)
 		}
-		if flush != nil && len(buf) >= 32<<10 {
-			flush(buf)
-			buf = buf[:0]
-		}
+		buf = chunk(buf, flush, false)
 	})
-	buf = append(buf, "]}"...)
-	if flush != nil {
-		flush(buf)
-		buf = buf[:0]
-	}
-	return buf
+	return chunk(append(buf, "]}"...), flush, true)
 }
 
 // canonicalLen is the exact length of Canonical.

@@ -120,17 +120,9 @@ func (m Manifest) encode(buf []byte, flush func([]byte)) []byte {
 		buf = append(buf, `,"sha256":`...)
 		buf = appendJSONString(buf, e.SHA256)
 		buf = append(buf, '}')
-		if flush != nil && len(buf) >= 32<<10 {
-			flush(buf)
-			buf = buf[:0]
-		}
+		buf = chunk(buf, flush, false)
 	}
-	buf = append(buf, "]}"...)
-	if flush != nil {
-		flush(buf)
-		buf = buf[:0]
-	}
-	return buf
+	return chunk(append(buf, "]}"...), flush, true)
 }
 
 // canonicalLen is the exact length of Canonical.
@@ -364,4 +356,14 @@ func checkEntry(e Entry) error {
 		return fmt.Errorf("%s: unknown type %q", e.Path, e.Type)
 	}
 	return nil
+}
+
+// chunk hands buf to flush, when there is one, once it holds 32 KiB or
+// when final, and returns it emptied; without flush buf grows whole.
+func chunk(buf []byte, flush func([]byte), final bool) []byte {
+	if flush == nil || (!final && len(buf) < 32<<10) {
+		return buf
+	}
+	flush(buf)
+	return buf[:0]
 }

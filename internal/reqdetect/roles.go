@@ -279,25 +279,38 @@ func resumedVerb(u *unit, start int) int {
 // ("do not email it to the client") leaves the file the text asks for
 // requested.
 func toThirdParty(u *unit, i, end int) bool {
+	j, _ := prepHead(u, i, end, recipientSpan, recipientPreps)
+	if j < 0 || u.toks[j].is(recipients...) || u.toks[j].is(addressees...) {
+		return false
+	}
+	w := u.toks[j].low
+	_, format := formats[w]
+	return !format && !fileNouns[w] && !functionWords[w]
+}
+
+// prepHead finds the first of preps within span tokens after i, in i's
+// clause, and returns the index of the word heading its noun phrase (past
+// any determiners) and whether a determiner stood before it; -1 when there
+// is no such preposition or its phrase holds no word.
+func prepHead(u *unit, i, end, span int, preps []string) (head int, det bool) {
 	toks := u.toks
-	for k := i + 1; k < end && k <= i+recipientSpan; k++ {
+	for k := i + 1; k < end && k <= i+span; k++ {
 		if isClauseBreak(toks[k]) {
-			return false
+			return -1, false
 		}
-		if !toks[k].is(recipientPreps...) {
+		if !toks[k].is(preps...) {
 			continue
 		}
 		j := k + 1
 		for j < end && determiners[toks[j].low] {
 			j++
 		}
-		if j >= end || toks[j].kind != tokWord || toks[j].is(recipients...) || toks[j].is(addressees...) {
-			return false
+		if j >= end || toks[j].kind != tokWord {
+			return -1, false
 		}
-		_, format := formats[toks[j].low]
-		return !format && !fileNouns[toks[j].low] && !functionWords[toks[j].low]
+		return j, j > k+1
 	}
-	return false
+	return -1, false
 }
 
 // passiveNeed reports whether the attach or send verb at k, not negated,
@@ -328,26 +341,12 @@ func passiveNeed(u *unit, k, end int) bool {
 // no time (deadlineWords): "by the ops team", "by IT"; not "by Friday", "by
 // the end of the week", "by email".
 func agentAt(u *unit, k, end int) bool {
-	toks := u.toks
-	for j := k + 1; j < end && j <= k+agentSpan; j++ {
-		if isClauseBreak(toks[j]) {
-			return false
-		}
-		if !toks[j].is(agentPreps...) || j+1 >= end {
-			continue
-		}
-		n := j + 1
-		det := determiners[toks[n].low]
-		for n < end && determiners[toks[n].low] {
-			n++
-		}
-		if n >= end || toks[n].kind != tokWord || deadlineWords[toks[n].low] {
-			return false
-		}
-		r, _ := utf8.DecodeRuneInString(toks[n].text)
-		return det || unicode.IsUpper(r)
+	n, det := prepHead(u, k, end, agentSpan, agentPreps)
+	if n < 0 || deadlineWords[u.toks[n].low] {
+		return false
 	}
-	return false
+	r, _ := utf8.DecodeRuneInString(u.toks[n].text)
+	return det || unicode.IsUpper(r)
 }
 
 // topicClause returns the index of the word that opens an embedded clause

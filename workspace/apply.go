@@ -12,6 +12,8 @@ import (
 	"io/fs"
 	"os"
 	"path"
+	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -80,38 +82,59 @@ func (l *local) filePerm(m fs.FileMode) fs.FileMode {
 	return m & fs.ModePerm
 }
 
-// parentsState reports what stands in the way of rel's parent directories:
-// 0 when every existing component is a real directory (missing ones may be
-// created), 'x' when one is a link or not a directory.
-func (l *local) parentsBlocked(rel string) (bool, error) {
+// blockedAt returns the first existing component above rel that is not
+// a directory (a link, a file or anything else), "" when every existing
+// one is a directory (missing ones may be created).
+func (l *local) blockedAt(rel string) (string, error) {
 	parts := strings.Split(rel, "/")
 	p := ""
 	for _, c := range parts[:len(parts)-1] {
 		p = path.Join(p, c)
 		fi, err := l.root.Lstat(p)
 		if errors.Is(err, fs.ErrNotExist) {
-			return false, nil
+			return "", nil
 		}
 		if err != nil {
-			return false, err
+			return "", err
 		}
 		if !fi.IsDir() {
-			return true, nil
+			return p, nil
 		}
 	}
-	return false, nil
+	return "", nil
+}
+
+// parentsBlocked reports whether a component above rel is a link or not
+// a directory.
+func (l *local) parentsBlocked(rel string) (bool, error) {
+	q, err := l.blockedAt(rel)
+	return q != "", err
 }
 
 // stat reads rel's local state; a path whose parent is a link or a file is
 // 'x'.
 func (l *local) stat(rel string) (state, error) {
-	blocked, err := l.parentsBlocked(rel)
-	if err != nil {
-		return state{}, err
+	st, q, err := l.statAt(rel)
+	if q != "" {
+		return state{kind: 'x'}, err
 	}
-	if blocked {
-		return state{kind: 'x'}, nil
+	return st, err
+}
+
+// statAt reads rel's local state. When a component above rel is a link or
+// not a directory, rel does not exist locally: the state is absent and
+// blocker names that component.
+func (l *local) statAt(rel string) (st state, blocker string, err error) {
+	blocker, err = l.blockedAt(rel)
+	if err != nil || blocker != "" {
+		return state{}, blocker, err
 	}
+	st, err = l.statLeaf(rel)
+	return st, "", err
+}
+
+// statLeaf reads the state of rel, whose parents are directories.
+func (l *local) statLeaf(rel string) (state, error) {
 	fi, err := l.root.Lstat(rel)
 	if errors.Is(err, fs.ErrNotExist) {
 		return state{}, nil
@@ -241,15 +264,330 @@ func (l *local) remove(rel string) error {
 	return err
 }
 
-// linkInside reports whether a link at rel pointing to target stays inside
-// the work tree and out of its reserved directories.
-func linkInside(rel, target string) bool {
-	if target == "" || path.IsAbs(target) || strings.ContainsRune(target, 0) || len(target) > 4096 {
-		return false
-	}
-	p := path.Join(path.Dir(rel), target)
-	return tree.ValidPath(p) && !reserved(p)
+// Why a sandbox entry is refused (Result.Reasons), for the entries the
+// 3-way merge itself refuses.
+const (
+	whyLinkOutside  = "a symbolic link whose target leaves the work tree"
+	whyLinkTop      = "a symbolic link to the top of the work tree"
+	whyLinkReserved = "a symbolic link whose target enters .git or the runtime directory"
+	whyLinkThrough  = "a symbolic link whose target passes through another symbolic link"
+	whyLinkChained  = "a symbolic link that the target of the local symbolic link %s would pass through"
+	whyBelowKept    = "below %s, a local edit that was kept"
+	whyLocalLink    = "a local symbolic link or special file stands there, which a plain directory's round does not send"
+	whyBelowLocal   = "below %s, a local symbolic link or special file that a plain directory's round does not send"
+	whyDirHolds     = "the local directory it replaces holds %s, which the sandbox does not replace (a local edit, or an untracked or ignored file)"
+	whyBelowRefused = "below %s, whose change of type was refused"
+	whyBelowNonDir  = "below %s, which the sandbox sent as a file or link"
+)
+
+// writeError is a work-tree write that failed: the restore stops, and
+// nothing is lost, since the sandbox still holds what did not arrive.
+func (l *local) writeError(rel string, err error) error {
+	return fmt.Errorf("workspace: writing %s in %s: %w; nothing was lost (the sandbox still holds it): fix the cause (free space, make it writable) and run Restore again", rel, l.dir, err)
 }
+
+// linkCheck decides which of the links a restore would write may be
+// written: every one must resolve inside the work tree in the tree as
+// restored. A target is walked component by component from the link's
+// directory against the final tree (the local tree with the restore's
+// planned files and links in place): it may not climb above the top, end
+// at the top, enter .git or the runtime directory, or pass through any
+// link, whether restored in this round or already local; and no local
+// link may resolve through a link the restore writes. Which links arrive
+// therefore does not depend on their order.
+type linkCheck struct {
+	l     *local
+	links map[string]string // the links the restore would write: path -> target
+	files map[string]bool   // the paths the restore writes as regular files
+	kinds map[string]byte   // memo of fsKind
+	tops  []string          // the work tree's top as an absolute path, as given and resolved
+}
+
+func newLinkCheck(l *local, links map[string]string, files map[string]bool) *linkCheck {
+	c := &linkCheck{l: l, links: links, files: files, kinds: map[string]byte{}, tops: []string{l.dir}}
+	if real, err := filepath.EvalSymlinks(l.dir); err == nil && real != l.dir {
+		c.tops = append(c.tops, real)
+	}
+	return c
+}
+
+// fsKind is what p is in the local tree now, read component by
+// component without following a link: 0 when absent (or below a
+// non-directory), else 'd', 'l', 'f' or 'x'.
+func (c *linkCheck) fsKind(p string) (byte, error) {
+	if k, ok := c.kinds[p]; ok {
+		return k, nil
+	}
+	var k byte
+	if d := path.Dir(p); d != "." {
+		pk, err := c.fsKind(d)
+		if err != nil {
+			return 0, err
+		}
+		if pk != 'd' {
+			c.kinds[p] = 0
+			return 0, nil
+		}
+	}
+	fi, err := c.l.root.Lstat(p)
+	switch {
+	case errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR):
+	case err != nil:
+		return 0, fmt.Errorf("workspace: reading local %s: %w", p, err)
+	case fi.IsDir():
+		k = 'd'
+	case fi.Mode()&fs.ModeSymlink != 0:
+		k = 'l'
+	case fi.Mode().IsRegular():
+		k = 'f'
+	default:
+		k = 'x'
+	}
+	c.kinds[p] = k
+	return k, nil
+}
+
+// isLink reports whether p is a link in the final tree.
+func (c *linkCheck) isLink(p string) (bool, error) {
+	if _, ok := c.links[p]; ok {
+		return true, nil
+	}
+	if c.files[p] {
+		return false, nil
+	}
+	k, err := c.fsKind(p)
+	return k == 'l', err
+}
+
+func dirParts(p string) []string {
+	if d := path.Dir(p); d != "." {
+		return strings.Split(d, "/")
+	}
+	return nil
+}
+
+// why says why the link p -> target may not be written, "" when it may.
+func (c *linkCheck) why(p, target string) (string, error) {
+	if target == "" || path.IsAbs(target) || strings.ContainsRune(target, 0) || len(target) > 4096 {
+		return whyLinkOutside, nil
+	}
+	cur := dirParts(p)
+	for _, comp := range strings.Split(target, "/") {
+		switch comp {
+		case "", ".":
+			continue
+		case "..":
+			if len(cur) == 0 {
+				return whyLinkOutside, nil
+			}
+			cur = cur[:len(cur)-1]
+			continue
+		}
+		cur = append(cur, comp)
+		q := strings.Join(cur, "/")
+		if !tree.ValidPath(q) {
+			return whyLinkOutside, nil
+		}
+		if reserved(q) {
+			return whyLinkReserved, nil
+		}
+		link, err := c.isLink(q)
+		if err != nil {
+			return "", err
+		}
+		if link {
+			return whyLinkThrough, nil
+		}
+	}
+	if len(cur) == 0 {
+		return whyLinkTop, nil
+	}
+	return "", nil
+}
+
+// inTree maps an absolute link target onto the work tree: its components
+// below the top, ok false when it points elsewhere.
+func (c *linkCheck) inTree(target string) (parts []string, ok bool) {
+	for _, top := range c.tops {
+		if target == top {
+			return nil, true
+		}
+		if rest, found := strings.CutPrefix(target, top+"/"); found {
+			return strings.Split(rest, "/"), true
+		}
+	}
+	return nil, false
+}
+
+// maxHops bounds the links followed while resolving one local link.
+const maxHops = 40
+
+// through follows the local link e (target t) through the final tree and
+// returns the first link the restore would write that it passes through,
+// "" when none. Local links are followed; a target that leaves the work
+// tree ends the walk.
+func (c *linkCheck) through(e, t string) (string, error) {
+	cur := dirParts(e)
+	rest := strings.Split(t, "/")
+	if path.IsAbs(t) {
+		parts, ok := c.inTree(path.Clean(t))
+		if !ok {
+			return "", nil
+		}
+		cur, rest = nil, parts
+	}
+	for hops := 0; len(rest) > 0; {
+		comp := rest[0]
+		rest = rest[1:]
+		switch comp {
+		case "", ".":
+			continue
+		case "..":
+			if len(cur) == 0 {
+				return "", nil
+			}
+			cur = cur[:len(cur)-1]
+			continue
+		}
+		q := strings.Join(append(slices.Clone(cur), comp), "/")
+		if _, ok := c.links[q]; ok {
+			return q, nil
+		}
+		if !c.files[q] {
+			k, err := c.fsKind(q)
+			if err != nil {
+				return "", err
+			}
+			if k == 'l' {
+				if hops++; hops > maxHops {
+					return "", nil
+				}
+				lt, err := c.l.root.Readlink(q)
+				if err != nil {
+					return "", fmt.Errorf("workspace: reading local link %s: %w", q, err)
+				}
+				more := strings.Split(lt, "/")
+				if path.IsAbs(lt) {
+					parts, ok := c.inTree(path.Clean(lt))
+					if !ok {
+						return "", nil
+					}
+					cur, more = nil, parts
+				}
+				rest = append(more, rest...)
+				continue
+			}
+		}
+		cur = append(cur, comp)
+	}
+	return "", nil
+}
+
+// decide returns the links that may not be written, with the reason.
+func (c *linkCheck) decide() (map[string]string, error) {
+	out := map[string]string{}
+	for p, t := range c.links {
+		why, err := c.why(p, t)
+		if err != nil {
+			return nil, err
+		}
+		if why != "" {
+			out[p] = why
+		}
+	}
+	if len(out) == len(c.links) {
+		return out, nil
+	}
+	// A local link that would resolve through one of them.
+	err := filepath.WalkDir(c.l.dir, func(fp string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if fp == c.l.dir {
+				return err
+			}
+			return nil // unreadable: nothing to follow there
+		}
+		if d.IsDir() {
+			if fp != c.l.dir && isDotGit(d.Name()) {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if d.Type()&fs.ModeSymlink == 0 {
+			return nil
+		}
+		rel, err := filepath.Rel(c.l.dir, fp)
+		if err != nil {
+			return err
+		}
+		rel = filepath.ToSlash(rel)
+		if _, ok := c.links[rel]; ok || c.files[rel] {
+			return nil // replaced
+		}
+		t, err := os.Readlink(fp)
+		if err != nil {
+			return nil
+		}
+		q, err := c.through(rel, t)
+		if err != nil {
+			return err
+		}
+		if q != "" && out[q] == "" {
+			out[q] = fmt.Sprintf(whyLinkChained, rel)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("workspace: reading the links of %s: %w", c.l.dir, err)
+	}
+	return out, nil
+}
+
+// holds returns the first entry below the local directory rel, other than
+// a directory, for which gone is false ("" when there is none).
+func (l *local) holds(rel string, gone func(string) bool) (string, error) {
+	var found string
+	err := fs.WalkDir(l.root.FS(), rel, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !d.IsDir() && !gone(p) {
+			found = p
+			return fs.SkipAll
+		}
+		return nil
+	})
+	if err != nil {
+		return "", fmt.Errorf("workspace: reading the local directory %s: %w", rel, err)
+	}
+	return found, nil
+}
+
+// removeDir removes the local directory rel and the directories below it,
+// which must be empty of anything else by now.
+func (l *local) removeDir(rel string) error {
+	var dirs []string
+	err := fs.WalkDir(l.root.FS(), rel, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			dirs = append(dirs, p)
+		}
+		return nil
+	})
+	if err != nil {
+		return l.writeError(rel, err)
+	}
+	for i := len(dirs) - 1; i >= 0; i-- {
+		if err := l.root.Remove(dirs[i]); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return l.writeError(dirs[i], err)
+		}
+	}
+	return nil
+}
+
+// below reports whether p is below dir.
+func below(p, dir string) bool { return strings.HasPrefix(p, dir+"/") }
 
 // gitMode maps a git tree mode onto a state kind and permission.
 func gitMode(mode string) (kind byte, perm fs.FileMode, ok bool) {

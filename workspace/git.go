@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
@@ -564,7 +565,13 @@ func parseDiffTree(out []byte) ([]change, error) {
 }
 
 // applyGitFiles merges the sandbox's work tree newTree (read through g)
-// into the local work tree, against the baseline.
+// into the local work tree, against the baseline. Everything is decided
+// before anything is written: which entries arrive, which local edits are
+// kept, which entries are refused (and why), whether each change of type
+// (file, link, directory) applies completely. Then deletions, replaced
+// directories, files and links are written in that order; any write that
+// fails stops the restore with an error naming the path, before the refs
+// move, and a later Restore finishes the work.
 func (r *Round) applyGitFiles(ctx context.Context, g *gitexec.Git, hk hashKind, newTree string, special map[string]byte, res *Result) error {
 	out, err := g.Output(ctx, "diff-tree", "-r", "-z", "--no-renames", r.rec.Tree, newTree)
 	if err != nil {
@@ -579,14 +586,16 @@ func (r *Round) applyGitFiles(ctx context.Context, g *gitexec.Git, hk hashKind, 
 		return err
 	}
 	defer l.close()
-	type write struct {
-		path string
-		rem  state
-		id   string
-	}
-	var writes []write
-	var deleted []string
 	refuse := func(p, why string) { r.refuse(res, p, why) }
+	type plan struct {
+		base, rem state
+		id        string
+		blocker   string // a local non-directory above the path, which must go first
+		typeDir   bool   // replaces a local directory
+	}
+	plans := map[string]*plan{}
+	var order []string
+	baseDirs := map[string]bool{} // directories of the baseline that changed
 	for _, c := range changes {
 		p := c.path
 		switch {
@@ -607,37 +616,140 @@ func (r *Round) applyGitFiles(ctx context.Context, g *gitexec.Git, hk hashKind, 
 			refuse(p, "a submodule or unknown git mode "+c.newMode)
 			continue
 		}
-		base := state{kind: bk, perm: bperm}
+		pl := &plan{base: state{kind: bk, perm: bperm}, rem: state{kind: rk, perm: rperm}, id: c.newID}
 		if bk != 0 {
-			base.id = c.oldID
+			pl.base.id = c.oldID
+			for d := path.Dir(p); d != "."; d = path.Dir(d) {
+				baseDirs[d] = true
+			}
 		}
-		rem := state{kind: rk, perm: rperm}
 		if rk != 0 {
-			rem.id = c.newID
+			pl.rem.id = c.newID
 		}
-		loc, err := l.stat(p)
+		plans[p] = pl
+		order = append(order, p)
+	}
+	deleted := map[string]bool{}
+	arrive := map[string]*plan{} // files and links to write
+	kept := map[string]bool{}
+	for _, p := range order {
+		pl := plans[p]
+		loc, blocker, err := l.statAt(p)
 		if err != nil {
 			return err
 		}
 		switch {
-		case loc.eq(rem):
-		case !loc.eq(base):
-			res.Kept = append(res.Kept, p)
-		case rk == 0:
-			deleted = append(deleted, p)
+		case loc.eq(pl.rem):
+		case loc.kind == 'd' && pl.rem.kind != 0 && pl.base.kind == 0 && baseDirs[p]:
+			pl.typeDir = true
+			arrive[p] = pl
+		case !loc.eq(pl.base):
+			kept[p] = true
+		case pl.rem.kind == 0:
+			deleted[p] = true
 		default:
-			writes = append(writes, write{p, rem, c.newID})
+			pl.blocker = blocker
+			arrive[p] = pl
 		}
 	}
+	// withdraw refuses p and keeps what its change of type would delete.
+	withdraw := func(p, why string) {
+		refuse(p, why)
+		delete(arrive, p)
+		if !plans[p].typeDir {
+			return
+		}
+		for d := range deleted {
+			if below(d, p) {
+				delete(deleted, d)
+				refuse(d, fmt.Sprintf(whyBelowRefused, p))
+			}
+		}
+	}
+	for _, p := range slices.Sorted(maps.Keys(arrive)) {
+		pl := arrive[p]
+		switch {
+		case pl.blocker != "" && !deleted[pl.blocker]:
+			// A local file or link stands where the sandbox has a
+			// directory: a local edit, which wins.
+			kept[pl.blocker] = true
+			withdraw(p, fmt.Sprintf(whyBelowKept, pl.blocker))
+		case pl.typeDir:
+			hold, err := l.holds(p, func(e string) bool { return deleted[e] })
+			if err != nil {
+				return err
+			}
+			if hold != "" {
+				withdraw(p, fmt.Sprintf(whyDirHolds, hold))
+			}
+		}
+	}
+	// Sizes and the byte limit, in the order of the sandbox's tree.
+	paths := slices.Sorted(maps.Keys(arrive))
+	sizes, err := blobSizes(ctx, g, paths, func(p string) string { return arrive[p].id })
+	if err != nil {
+		return err
+	}
+	budget := r.o.maxBytes
+	for _, p := range paths {
+		switch {
+		case sizes[p] > budget:
+			withdraw(p, "over the byte limit")
+		case arrive[p].rem.kind == 'l' && sizes[p] > 4096:
+			withdraw(p, whyLinkOutside)
+		case arrive[p].rem.kind == 'f':
+			budget -= sizes[p]
+		}
+	}
+	// Links, against the tree as it will be.
+	links := map[string]string{}
+	files := map[string]bool{}
+	var linkPaths []string
+	for p, pl := range arrive {
+		if pl.rem.kind == 'l' {
+			linkPaths = append(linkPaths, p)
+		} else {
+			files[p] = true
+		}
+	}
+	slices.Sort(linkPaths)
+	err = readBlobs(ctx, g, linkPaths, func(p string) string { return arrive[p].id }, func(p string, size int64, body io.Reader) error {
+		t, err := io.ReadAll(body)
+		links[p] = string(t)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	bad, err := newLinkCheck(l, links, files).decide()
+	if err != nil {
+		return err
+	}
+	for _, p := range slices.Sorted(maps.Keys(bad)) {
+		withdraw(p, bad[p])
+	}
+	for p := range kept {
+		res.Kept = append(res.Kept, p)
+	}
+
+	// Writes: deletions, the directories a file or link replaces, files,
+	// links.
 	dirs := map[string]bool{}
-	for _, p := range deleted {
+	for _, p := range slices.Sorted(maps.Keys(deleted)) {
 		if err := l.remove(p); err != nil {
-			res.Kept = append(res.Kept, p)
-			continue
+			return l.writeError(p, err)
 		}
 		res.Deleted = append(res.Deleted, p)
 		for d := path.Dir(p); d != "."; d = path.Dir(d) {
 			dirs[d] = true
+		}
+	}
+	for _, p := range slices.Sorted(maps.Keys(arrive)) {
+		if arrive[p].typeDir {
+			if err := l.removeDir(p); err != nil {
+				return err
+			}
+			delete(dirs, p)
 		}
 	}
 	if len(dirs) > 0 {
@@ -660,12 +772,75 @@ func (r *Round) applyGitFiles(ctx context.Context, g *gitexec.Git, hk hashKind, 
 			l.root.Remove(d) // only when empty: a non-empty directory stays
 		}
 	}
-	if len(writes) == 0 {
+	var filePaths []string
+	for _, p := range paths {
+		if pl, ok := arrive[p]; ok && pl.rem.kind == 'f' {
+			filePaths = append(filePaths, p)
+		}
+	}
+	err = readBlobs(ctx, g, filePaths, func(p string) string { return arrive[p].id }, func(p string, size int64, body io.Reader) error {
+		if err := l.writeFile(p, body, arrive[p].rem.perm); err != nil {
+			return l.writeError(p, err)
+		}
+		res.Updated = append(res.Updated, p)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, p := range linkPaths {
+		if _, ok := arrive[p]; !ok {
+			continue
+		}
+		if err := l.writeLink(p, links[p]); err != nil {
+			return l.writeError(p, err)
+		}
+		res.Updated = append(res.Updated, p)
+	}
+	return nil
+}
+
+// blobSizes returns the size of each path's blob (id(p)), read through
+// g; an object that is not a blob is ErrHostile.
+func blobSizes(ctx context.Context, g *gitexec.Git, paths []string, id func(string) string) (map[string]int64, error) {
+	sizes := map[string]int64{}
+	if len(paths) == 0 {
+		return sizes, nil
+	}
+	var in strings.Builder
+	for _, p := range paths {
+		in.WriteString(id(p) + "\n")
+	}
+	var out bytes.Buffer
+	if err := g.Run(ctx, gitexec.Cmd{Args: []string{"cat-file", "--batch-check"}, Stdin: strings.NewReader(in.String()), Stdout: &out}); err != nil {
+		return nil, fmt.Errorf("workspace: reading the sandbox's objects: %w", err)
+	}
+	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+	if len(lines) != len(paths) {
+		return nil, fmt.Errorf("%w: git cat-file listed %d objects for %d", ErrHostile, len(lines), len(paths))
+	}
+	for i, p := range paths {
+		f := strings.Fields(lines[i])
+		if len(f) != 3 || f[0] != id(p) || f[1] != "blob" {
+			return nil, fmt.Errorf("%w: object %s is %q, not a blob", ErrHostile, id(p), lines[i])
+		}
+		n, err := strconv.ParseInt(f[2], 10, 64)
+		if err != nil || n < 0 {
+			return nil, fmt.Errorf("workspace: bad object size in %q", lines[i])
+		}
+		sizes[p] = n
+	}
+	return sizes, nil
+}
+
+// readBlobs streams each path's blob (id(p)), read through g, to fn.
+func readBlobs(ctx context.Context, g *gitexec.Git, paths []string, id func(string) string, fn func(p string, size int64, body io.Reader) error) error {
+	if len(paths) == 0 {
 		return nil
 	}
 	var in strings.Builder
-	for _, w := range writes {
-		in.WriteString(w.id + "\n")
+	for _, p := range paths {
+		in.WriteString(id(p) + "\n")
 	}
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
@@ -677,17 +852,16 @@ func (r *Round) applyGitFiles(ctx context.Context, g *gitexec.Git, hk hashKind, 
 		done <- err
 	}()
 	br := bufio.NewReaderSize(pr, 256<<10)
-	budget := r.o.maxBytes
 	var ferr error
-	for _, w := range writes {
+	for _, p := range paths {
 		hl, err := br.ReadString('\n')
 		if err != nil {
 			ferr = fmt.Errorf("workspace: reading objects: %w", err)
 			break
 		}
 		f := strings.Fields(hl)
-		if len(f) != 3 || f[0] != w.id || f[1] != "blob" {
-			ferr = fmt.Errorf("%w: object %s is %q, not a blob", ErrHostile, w.id, strings.TrimSpace(hl))
+		if len(f) != 3 || f[0] != id(p) || f[1] != "blob" {
+			ferr = fmt.Errorf("%w: object %s is %q, not a blob", ErrHostile, id(p), strings.TrimSpace(hl))
 			break
 		}
 		size, err := strconv.ParseInt(f[2], 10, 64)
@@ -695,40 +869,21 @@ func (r *Round) applyGitFiles(ctx context.Context, g *gitexec.Git, hk hashKind, 
 			ferr = fmt.Errorf("workspace: bad object size in %q", hl)
 			break
 		}
-		body := io.LimitReader(br, size)
-		switch {
-		case size > budget:
-			refuse(w.path, "over the byte limit")
-			_, err = io.Copy(io.Discard, body)
-		case w.rem.kind == 'l':
-			var t []byte
-			t, err = io.ReadAll(body)
-			if err == nil {
-				if !linkInside(w.path, string(t)) {
-					refuse(w.path, "a symbolic link whose target leaves the work tree")
-				} else if werr := l.writeLink(w.path, string(t)); werr != nil {
-					res.Kept = append(res.Kept, w.path)
-				} else {
-					res.Updated = append(res.Updated, w.path)
-				}
-			}
-		default:
-			budget -= size
-			cr := &countReader{r: body}
-			if werr := l.writeFile(w.path, cr, w.rem.perm); werr != nil {
-				if cr.n < size {
-					_, err = io.Copy(io.Discard, body)
-				}
-				res.Kept = append(res.Kept, w.path)
-				r.o.log.Warn("could not write restored file", "round", r.rec.ID, "path", w.path, "error", werr)
-			} else {
-				res.Updated = append(res.Updated, w.path)
+		cr := &countReader{r: io.LimitReader(br, size)}
+		if ferr = fn(p, size, cr); ferr != nil {
+			break
+		}
+		if cr.n < size {
+			if _, err := io.Copy(io.Discard, cr); err != nil {
+				ferr = fmt.Errorf("workspace: reading objects: %w", err)
+				break
 			}
 		}
-		if err == nil {
-			_, err = br.Discard(1) // the newline after the content
+		if cr.n != size {
+			ferr = fmt.Errorf("workspace: reading objects: object %s ended after %d of %d bytes", id(p), cr.n, size)
+			break
 		}
-		if err != nil {
+		if _, err := br.Discard(1); err != nil { // the newline after the content
 			ferr = fmt.Errorf("workspace: reading objects: %w", err)
 			break
 		}

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path"
 	"slices"
@@ -113,7 +114,9 @@ func (r *Round) restorePlain(ctx context.Context) (*Result, error) {
 		}
 	}
 	seen := map[string]bool{}
-	var skip []string // refused or excluded directories: nothing below them is looked at
+	sent := map[string]byte{} // the kind of each entry of the stream looked at
+	var skip []string         // refused or excluded directories: nothing below them is looked at
+	blocked := map[string]string{}
 	refuse := func(p, why string) { r.refuse(res, p, why) }
 	under := func(p string) bool {
 		for _, s := range skip {
@@ -123,11 +126,96 @@ func (r *Round) restorePlain(ctx context.Context) (*Result, error) {
 		}
 		return false
 	}
+	// belowWhy says why nothing below p's parents may arrive, "" when it may.
+	belowWhy := func(p string) string {
+		for d := path.Dir(p); d != "."; d = path.Dir(d) {
+			if k := sent[d]; k != 0 && k != 'd' {
+				return fmt.Sprintf(whyBelowNonDir, d)
+			}
+			if why, ok := blocked[d]; ok {
+				return why
+			}
+		}
+		return ""
+	}
+	// localWins lists p, where a local entry loc that is not the baseline's
+	// stands in the sandbox entry's way: a local edit is kept; a local link
+	// or special file, which the round never sent, refuses the entry.
+	localWins := func(p string, loc state) {
+		if base[p].kind != 0 || loc.kind == 'f' || loc.kind == 'd' {
+			res.Kept = append(res.Kept, p)
+			blocked[p] = fmt.Sprintf(whyBelowKept, p)
+			return
+		}
+		refuse(p, whyLocalLink)
+		blocked[p] = fmt.Sprintf(whyBelowLocal, p)
+	}
 	type newDir struct {
 		path string
 		perm fs.FileMode
 	}
 	var created []newDir
+	// dir makes p a local directory for a sandbox directory: false when a
+	// local entry that stays is in the way (p is then in blocked).
+	isDir := map[string]bool{} // directories known to be local directories now
+	var dir func(p string, perm fs.FileMode) (bool, error)
+	dir = func(p string, perm fs.FileMode) (bool, error) {
+		if isDir[p] {
+			return true, nil
+		}
+		loc, blocker, err := l.statAt(p)
+		if err != nil {
+			return false, err
+		}
+		if blocker != "" {
+			if ok, err := dir(blocker, 0o755); !ok || err != nil {
+				return false, err
+			}
+			if loc, err = l.stat(p); err != nil {
+				return false, err
+			}
+		}
+		switch {
+		case loc.kind == 'd':
+			isDir[p] = true
+			return true, nil
+		case loc.kind == 'f' && loc.eq(base[p]):
+			// A file the sandbox replaced by a directory.
+			if err := l.remove(p); err != nil {
+				return false, l.writeError(p, err)
+			}
+			res.Deleted = append(res.Deleted, p)
+		case loc.kind != 0:
+			localWins(p, loc)
+			return false, nil
+		}
+		if err := l.mkdirs(p); err != nil {
+			return false, l.writeError(p, err)
+		}
+		if err := l.root.Mkdir(p, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+			return false, l.writeError(p, err)
+		}
+		created = append(created, newDir{p, perm})
+		isDir[p] = true
+		return true, nil
+	}
+	// Entries written last, once the whole stream is known: links, and
+	// files that replace a local directory (spooled meanwhile).
+	type deferred struct {
+		rem     state
+		target  string // links
+		spool   string // files
+		typeDir bool   // replaces a local directory
+	}
+	later := map[string]*deferred{}
+	spools := 0
+	defer func() {
+		for _, d := range later {
+			if d.spool != "" {
+				l.root.Remove(d.spool)
+			}
+		}
+	}()
 	truncated := false
 	var h header
 	written := 0
@@ -167,9 +255,38 @@ func (r *Round) restorePlain(ctx context.Context) (*Result, error) {
 				}
 				return nil
 			}
+			if why := belowWhy(p); why != "" {
+				refuse(p, why)
+				if e.Mode.IsDir() {
+					blocked[p] = why
+				}
+				return nil
+			}
+			switch {
+			case e.Mode.IsDir():
+				sent[p] = 'd'
+			case e.Mode&fs.ModeSymlink != 0:
+				sent[p] = 'l'
+			default:
+				sent[p] = 'f'
+			}
 			if body == nil {
 				refuse(p, "over the byte limit")
 				return nil
+			}
+			if e.Mode.IsDir() {
+				_, err := dir(p, e.Mode.Perm())
+				return err
+			}
+			if d := path.Dir(p); d != "." {
+				// The sandbox's stream lists a directory before what is
+				// in it; this makes sure of it.
+				if ok, err := dir(d, 0o755); err != nil || !ok {
+					if err == nil {
+						refuse(p, belowWhy(p))
+					}
+					return err
+				}
 			}
 			loc, err := l.stat(p)
 			if err != nil {
@@ -177,39 +294,15 @@ func (r *Round) restorePlain(ctx context.Context) (*Result, error) {
 			}
 			b := base[p]
 			switch {
-			case e.Mode.IsDir():
-				if loc.kind == 0 {
-					if err := l.mkdirs(p); err != nil {
-						res.Kept = append(res.Kept, p)
-						skip = append(skip, p)
-						return nil
-					}
-					if err := l.root.Mkdir(p, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
-						return err
-					}
-					created = append(created, newDir{p, e.Mode.Perm()})
-				} else if loc.kind != 'd' {
-					res.Kept = append(res.Kept, p)
-					skip = append(skip, p)
-				}
-				return nil
 			case e.Mode&fs.ModeSymlink != 0:
-				if !linkInside(p, e.Linkname) {
-					refuse(p, "a symbolic link whose target leaves the work tree")
-					return nil
-				}
 				hh := sha256.Sum256([]byte(e.Linkname))
 				rem := state{kind: 'l', id: hex.EncodeToString(hh[:])}
 				switch {
 				case loc.eq(rem):
-				case !loc.eq(b):
-					res.Kept = append(res.Kept, p)
+				case loc.eq(b):
+					later[p] = &deferred{rem: rem, target: e.Linkname, typeDir: loc.kind == 'd'}
 				default:
-					if err := l.writeLink(p, e.Linkname); err != nil {
-						res.Kept = append(res.Kept, p)
-					} else {
-						res.Updated = append(res.Updated, p)
-					}
+					localWins(p, loc)
 				}
 				return nil
 			case !e.Mode.IsRegular():
@@ -220,7 +313,18 @@ func (r *Round) restorePlain(ctx context.Context) (*Result, error) {
 				// only the permission bits), and reported.
 				refuse(p, reportReason('u'))
 			}
-			return r.plainFile(l, p, e, body, b, loc, res, &written)
+			if loc.kind == 'd' && b.kind == 'd' {
+				// A directory the sandbox replaced by a file: spooled
+				// until the directory is gone.
+				spools++
+				sp := path.Join(stage.RuntimeDir, fmt.Sprintf("spool-%s-%d", r.rec.ID, spools))
+				if err := l.writeFile(sp, body, e.Mode.Perm()); err != nil {
+					return l.writeError(sp, err)
+				}
+				later[p] = &deferred{rem: state{kind: 'f', perm: e.Mode.Perm()}, spool: sp, typeDir: true}
+				return nil
+			}
+			return r.plainFile(l, p, e, body, b, loc, res, &written, localWins)
 		})
 		if errors.Is(err, errTruncated) {
 			truncated = true
@@ -231,8 +335,9 @@ func (r *Round) restorePlain(ctx context.Context) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	deleted := map[string]bool{}
+	var dirs []string
 	if !truncated {
-		var dirs []string
 		for p, b := range base {
 			if seen[p] || under(p) {
 				continue
@@ -250,19 +355,95 @@ func (r *Round) restorePlain(ctx context.Context) (*Result, error) {
 			case !loc.eq(b):
 				res.Kept = append(res.Kept, p)
 			default:
-				if err := l.remove(p); err != nil {
-					res.Kept = append(res.Kept, p)
-				} else {
-					res.Deleted = append(res.Deleted, p)
+				deleted[p] = true
+			}
+		}
+	}
+	// withdraw refuses the deferred entry p and keeps what its change of
+	// type would delete.
+	withdraw := func(p, why string) {
+		refuse(p, why)
+		d := later[p]
+		delete(later, p)
+		if d.spool != "" {
+			l.root.Remove(d.spool)
+		}
+		if !d.typeDir {
+			return
+		}
+		for x := range deleted {
+			if below(x, p) {
+				delete(deleted, x)
+				refuse(x, fmt.Sprintf(whyBelowRefused, p))
+			}
+		}
+	}
+	for _, p := range slices.Sorted(maps.Keys(later)) {
+		if !later[p].typeDir {
+			continue
+		}
+		hold, err := l.holds(p, func(e string) bool { return deleted[e] })
+		if err != nil {
+			return nil, err
+		}
+		if hold != "" {
+			withdraw(p, fmt.Sprintf(whyDirHolds, hold))
+		}
+	}
+	links := map[string]string{}
+	files := map[string]bool{}
+	for p, d := range later {
+		if d.rem.kind == 'l' {
+			links[p] = d.target
+		} else {
+			files[p] = true
+		}
+	}
+	bad, err := newLinkCheck(l, links, files).decide()
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range slices.Sorted(maps.Keys(bad)) {
+		withdraw(p, bad[p])
+	}
+
+	for _, p := range slices.Sorted(maps.Keys(deleted)) {
+		if err := l.remove(p); err != nil {
+			return nil, l.writeError(p, err)
+		}
+		res.Deleted = append(res.Deleted, p)
+	}
+	slices.SortFunc(dirs, func(a, b string) int { return strings.Count(b, "/") - strings.Count(a, "/") })
+	for _, d := range dirs {
+		if fi, err := l.root.Lstat(d); err == nil && fi.IsDir() && l.root.Remove(d) == nil {
+			res.Deleted = append(res.Deleted, d)
+		}
+	}
+	for _, p := range slices.Sorted(maps.Keys(later)) {
+		d := later[p]
+		if d.typeDir {
+			if err := l.removeDir(p); err != nil {
+				return nil, err
+			}
+		}
+		if d.rem.kind == 'l' {
+			if err := l.writeLink(p, d.target); err != nil {
+				return nil, l.writeError(p, err)
+			}
+		} else {
+			err := l.mkdirs(p)
+			if err == nil {
+				if err = l.root.Chmod(d.spool, d.rem.perm&fs.ModePerm); err == nil {
+					err = l.root.Rename(d.spool, p)
 				}
 			}
-		}
-		slices.SortFunc(dirs, func(a, b string) int { return strings.Count(b, "/") - strings.Count(a, "/") })
-		for _, d := range dirs {
-			if fi, err := l.root.Lstat(d); err == nil && fi.IsDir() && l.root.Remove(d) == nil {
-				res.Deleted = append(res.Deleted, d)
+			if err != nil {
+				return nil, l.writeError(p, err)
 			}
+			d.spool = ""
+			written++
 		}
+		res.Updated = append(res.Updated, p)
 	}
 	for i := len(created) - 1; i >= 0; i-- {
 		l.root.Chmod(created[i].path, created[i].perm)
@@ -272,8 +453,9 @@ func (r *Round) restorePlain(ctx context.Context) (*Result, error) {
 }
 
 // plainFile compares one regular file from the sandbox with the baseline
-// and the local copy, and writes it when the remote change wins.
-func (r *Round) plainFile(l *local, p string, e tarEntry, body io.Reader, b, loc state, res *Result, written *int) error {
+// and the local copy, and writes it when the remote change wins; a local
+// entry that stays goes to localWins. A write that fails is an error.
+func (r *Round) plainFile(l *local, p string, e tarEntry, body io.Reader, b, loc state, res *Result, written *int, localWins func(string, state)) error {
 	hs := sha256.New()
 	var content io.Reader
 	var spool string
@@ -286,7 +468,7 @@ func (r *Round) plainFile(l *local, p string, e tarEntry, body io.Reader, b, loc
 	} else {
 		spool = path.Join(stage.RuntimeDir, "spool-"+r.rec.ID)
 		if err := l.writeFile(spool, io.TeeReader(body, hs), 0o600); err != nil {
-			return fmt.Errorf("workspace: spooling %s: %w", p, err)
+			return fmt.Errorf("workspace: spooling %s: %w", p, l.writeError(spool, err))
 		}
 		defer l.root.Remove(spool)
 	}
@@ -295,7 +477,7 @@ func (r *Round) plainFile(l *local, p string, e tarEntry, body io.Reader, b, loc
 	case loc.eq(rem):
 		return nil
 	case !loc.eq(b):
-		res.Kept = append(res.Kept, p)
+		localWins(p, loc)
 		return nil
 	}
 	var err error
@@ -309,9 +491,7 @@ func (r *Round) plainFile(l *local, p string, e tarEntry, body io.Reader, b, loc
 		err = l.writeFile(p, content, rem.perm)
 	}
 	if err != nil {
-		res.Kept = append(res.Kept, p)
-		r.o.log.Warn("could not write restored file", "round", r.rec.ID, "path", p, "error", err)
-		return nil
+		return l.writeError(p, err)
 	}
 	*written++
 	res.Updated = append(res.Updated, p)

@@ -183,6 +183,7 @@ func (r *Round) refuseReported(special map[string]byte, res *Result) {
 		switch {
 		case c == 'r':
 			res.Refused = append(res.Refused, p)
+			res.reason(p, reportReason(c))
 			r.o.log.Debug("runtime directory entry not restored", "round", r.rec.ID, "path", p)
 		case !excluded(r.rec.Exclude, p):
 			r.refuse(res, p, reportReason(c))
@@ -193,5 +194,16 @@ func (r *Round) refuseReported(special map[string]byte, res *Result) {
 // refuse lists the sandbox entry p in res.Refused and logs why.
 func (r *Round) refuse(res *Result, p, why string) {
 	res.Refused = append(res.Refused, p)
+	res.reason(p, why)
 	r.o.log.Warn("refused sandbox entry", "round", r.rec.ID, "path", p, "reason", why)
+}
+
+// reason records why p was refused, keeping the first reason.
+func (res *Result) reason(p, why string) {
+	if res.Reasons == nil {
+		res.Reasons = map[string]string{}
+	}
+	if _, ok := res.Reasons[p]; !ok {
+		res.Reasons[p] = why
+	}
 }

@@ -41,6 +41,9 @@ type Result struct {
 	// and the refused paths (or "commit <id>") of sandbox commits that
 	// were not integrated.
 	Updated, Deleted, Kept, Refused []string
+	// Reasons says why each path in Refused was refused (the first reason
+	// when there were several).
+	Reasons map[string]string
 }
 
 // Option configures Prepare and Reopen.

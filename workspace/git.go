@@ -595,7 +595,8 @@ func (r *Round) applyGitFiles(ctx context.Context, g *gitexec.Git, hk hashKind, 
 	}
 	plans := map[string]*plan{}
 	var order []string
-	baseDirs := map[string]bool{} // directories of the baseline that changed
+	baseDirs := map[string]bool{} // directories of the baseline with a change below
+	remDirs := map[string]bool{}  // directories of the sandbox's tree with a change below
 	for _, c := range changes {
 		p := c.path
 		switch {
@@ -625,6 +626,9 @@ func (r *Round) applyGitFiles(ctx context.Context, g *gitexec.Git, hk hashKind, 
 		}
 		if rk != 0 {
 			pl.rem.id = c.newID
+			for d := path.Dir(p); d != "."; d = path.Dir(d) {
+				remDirs[d] = true
+			}
 		}
 		plans[p] = pl
 		order = append(order, p)
@@ -639,7 +643,8 @@ func (r *Round) applyGitFiles(ctx context.Context, g *gitexec.Git, hk hashKind, 
 			return err
 		}
 		switch {
-		case loc.eq(pl.rem):
+		case loc.eq(pl.rem), loc.kind == 'd' && pl.rem.kind == 0 && remDirs[p]:
+			// Already as the sandbox has it (a directory there, too).
 		case loc.kind == 'd' && pl.rem.kind != 0 && pl.base.kind == 0 && baseDirs[p]:
 			pl.typeDir = true
 			arrive[p] = pl

@@ -346,7 +346,7 @@ func (r *Round) restorePlain(ctx context.Context) (*Result, error) {
 				dirs = append(dirs, p)
 				continue
 			}
-			loc, err := l.stat(p)
+			loc, _, err := l.statAt(p) // absent below a local non-directory
 			if err != nil {
 				return nil, err
 			}

@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/airlockdev/airlock/internal/gitexec"
 	"github.com/airlockdev/airlock/internal/tree"
@@ -504,6 +505,9 @@ func (r *Round) fetchBundle(ctx context.Context, bundle string, h header, hk has
 		if errors.Is(serr, ErrHostile) {
 			return nil, serr
 		}
+		if hostFailure(serr) {
+			return nil, fmt.Errorf("workspace: storing the sandbox's objects in %s: %w; nothing was integrated: fix the cause (free space) and run Restore again", r.gitDir, serr)
+		}
 		if cerr := ctx.Err(); cerr != nil {
 			return nil, fmt.Errorf("workspace: receiving the sandbox's bundle: %w", cerr)
 		}
@@ -905,6 +909,18 @@ func readBlobs(ctx context.Context, g *gitexec.Git, paths []string, id func(stri
 		return gerr
 	}
 	return nil
+}
+
+// hostFailure reports an error of the host itself (a full disk, an
+// exceeded quota, a read-only file system, an I/O error), not of what the
+// sandbox sent.
+func hostFailure(err error) bool {
+	for _, e := range []error{syscall.ENOSPC, syscall.EDQUOT, syscall.EROFS, syscall.EIO} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
 }
 
 type countReader struct {

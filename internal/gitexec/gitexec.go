@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 )
 
 // ErrNotFound reports that no git executable is on the host's PATH.
@@ -29,6 +30,30 @@ func (e *Error) Error() string {
 		msg += ": " + e.Stderr
 	}
 	return msg
+}
+
+// hostErrors are the messages (C locale strerror) of the host-side
+// failures a git command may report in Stderr.
+var hostErrors = []struct {
+	msg   string
+	errno syscall.Errno
+}{
+	{"No space left on device", syscall.ENOSPC},
+	{"Disk quota exceeded", syscall.EDQUOT},
+	{"Read-only file system", syscall.EROFS},
+	{"Input/output error", syscall.EIO},
+}
+
+// Unwrap returns the host-side failure git reported (ENOSPC, EDQUOT,
+// EROFS, EIO, read from Stderr), so that errors.Is(err, syscall.ENOSPC)
+// holds for a git command that failed on a full disk; nil otherwise.
+func (e *Error) Unwrap() error {
+	for _, h := range hostErrors {
+		if strings.Contains(e.Stderr, h.msg) {
+			return h.errno
+		}
+	}
+	return nil
 }
 
 // Git runs git commands in one repository directory.

@@ -1,0 +1,305 @@
+package workspace_test
+
+import (
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/airlockdev/airlock/workspace"
+)
+
+// mountTmpfs mounts a tmpfs of size (mount's syntax, e.g. "8m") at dir,
+// unmounted at cleanup; it skips the test when not root or when the mount
+// fails.
+func mountTmpfs(t *testing.T, dir, size string) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: mounting a small tmpfs to fill it up")
+	}
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size, "tmpfs", dir).CombinedOutput(); err != nil {
+		t.Skipf("mounting a tmpfs at %s failed (%v: %s): the full-disk test needs it", dir, err, out)
+	}
+	t.Cleanup(func() {
+		if out, err := exec.Command("umount", dir).CombinedOutput(); err != nil {
+			t.Errorf("umount %s: %v: %s", dir, err, out)
+		}
+	})
+}
+
+// fill writes a file in dir until the file system is full, then frees
+// leave bytes of it, and returns its path.
+func fill(t *testing.T, dir string, leave int64) string {
+	t.Helper()
+	p := filepath.Join(dir, "filler")
+	f, err := os.Create(p)
+	require.NoError(t, err)
+	buf := make([]byte, 64<<10)
+	var n int64
+	for {
+		m, err := f.Write(buf)
+		n += int64(m)
+		if err != nil {
+			require.ErrorIs(t, err, syscall.ENOSPC)
+			break
+		}
+	}
+	require.NoError(t, f.Close())
+	require.NoError(t, os.Truncate(p, max(n-leave, 0)))
+	return p
+}
+
+func randomBytes(t *testing.T, n int) string {
+	t.Helper()
+	b := make([]byte, n)
+	_, err := rand.Read(b)
+	require.NoError(t, err)
+	return string(b)
+}
+
+// agentWork makes the sandbox commit one large file and leave another
+// uncommitted, and returns what each path must hold afterwards.
+func agentWork(t *testing.T, e *env, kind string, size int) map[string]string {
+	t.Helper()
+	want := map[string]string{"committed.bin": randomBytes(t, size), "dirty.bin": randomBytes(t, size), "a": "agent edit\n"}
+	for p, c := range want {
+		write(t, e.remote, p, c)
+	}
+	if kind == "git" {
+		git(t, e.remote, "add", "committed.bin")
+		git(t, e.remote, "commit", "-q", "-m", "agent commit")
+	}
+	return want
+}
+
+func assertArrived(t *testing.T, e *env, want map[string]string) {
+	t.Helper()
+	for p, c := range want {
+		assert.True(t, c == read(t, e.local, p), "%s did not arrive whole", p)
+	}
+}
+
+// isNoSpace reports a full disk, as a Go write error or as git's message.
+func isNoSpace(err error) bool {
+	return errors.Is(err, syscall.ENOSPC) || strings.Contains(err.Error(), "No space left on device")
+}
+
+// TestRestoreFullWorkTree: the host work tree is on a tmpfs too small for
+// the agent's files (the repository is not): Restore fails with ENOSPC
+// naming the file, HEAD and every ref stay, and once space is freed a
+// second Restore brings everything, committed and uncommitted.
+func TestRestoreFullWorkTree(t *testing.T) {
+	for _, kind := range []string{"git", "plain"} {
+		t.Run(kind, func(t *testing.T) {
+			e := newEnv(t, localRunner)
+			mnt := filepath.Join(filepath.Dir(e.local), "mnt")
+			mountTmpfs(t, mnt, "4m")
+			e.local = filepath.Join(mnt, "local")
+			e.spec.Local = e.local
+			require.NoError(t, os.MkdirAll(e.local, 0o755))
+			var opts []workspace.Option
+			if kind == "git" {
+				git(t, e.local, "init", "-q", "-b", "main", "--separate-git-dir", filepath.Join(filepath.Dir(mnt), "gitdir"))
+				write(t, e.local, "a", "1\n")
+				git(t, e.local, "add", "a")
+				git(t, e.local, "commit", "-q", "-m", "initial")
+			} else {
+				write(t, e.local, "a", "1\n")
+				opts = append(opts, workspace.WithStateDir(filepath.Join(filepath.Dir(mnt), "state")))
+			}
+			r, err := workspace.Prepare(ctx(t), e.spec, opts...)
+			require.NoError(t, err)
+			want := agentWork(t, e, kind, 1<<20)
+			var refs string
+			if kind == "git" {
+				refs = git(t, e.local, "for-each-ref")
+			}
+			filler := fill(t, mnt, 256<<10)
+
+			_, err = r.Restore(ctx(t))
+			require.Error(t, err)
+			assert.ErrorIs(t, err, syscall.ENOSPC)
+			assert.Contains(t, err.Error(), "committed.bin")
+			assert.Contains(t, err.Error(), "run Restore again")
+			assert.NotErrorIs(t, err, workspace.ErrHostile)
+			if kind == "git" {
+				assert.Equal(t, refs, git(t, e.local, "for-each-ref"), "a ref moved although the work tree is not complete")
+			}
+
+			// Space freed, from a new process: everything arrives.
+			require.NoError(t, os.Remove(filler))
+			r, err = workspace.Reopen(ctx(t), e.spec, r.ID(), opts...)
+			require.NoError(t, err)
+			res, err := r.Restore(ctx(t))
+			require.NoError(t, err)
+			assertArrived(t, e, want)
+			assert.Equal(t, []string{"committed.bin", "dirty.bin"}, res.Updated, "a arrived in the first attempt")
+			assert.Empty(t, res.Kept)
+			assert.Empty(t, res.Refused)
+			if kind == "git" {
+				assert.Equal(t, 1, res.Commits)
+				assert.Equal(t, git(t, e.remote, "rev-parse", "HEAD"), git(t, e.local, "rev-parse", "HEAD"))
+				git(t, e.local, "fsck", "--strict")
+				assert.Equal(t, " M a\n?? dirty.bin\n", git(t, e.local, "status", "--porcelain"))
+			}
+		})
+	}
+}
+
+// TestRestoreFullDiskEverywhere: the work tree, the repository and the
+// state directory share a tmpfs, filled to leave a little more room at
+// each step, so that every write of a restore (the bundle, the pack, the
+// files, the refs) is the one that fails at some step. Each failure is a
+// full disk, not a hostile sandbox; HEAD has not moved; and once space is
+// freed a second Restore completes, with git fsck --strict clean.
+func TestRestoreFullDiskEverywhere(t *testing.T) {
+	for _, leave := range []int64{0, 256 << 10, 600 << 10, 900 << 10, 1200 << 10, 1500 << 10, 1800 << 10, 4 << 20} {
+		t.Run(fmt.Sprintf("free-%dKiB", leave>>10), func(t *testing.T) {
+			e := newEnv(t, localRunner)
+			mnt := filepath.Join(filepath.Dir(e.local), "mnt")
+			mountTmpfs(t, mnt, "8m")
+			e.local = filepath.Join(mnt, "local")
+			e.spec.Local = e.local
+			require.NoError(t, os.MkdirAll(e.local, 0o755))
+			initRepo(t, e.local, map[string]string{"a": "1\n"})
+			r, err := workspace.Prepare(ctx(t), e.spec)
+			require.NoError(t, err)
+			want := agentWork(t, e, "git", 300<<10)
+			head := git(t, e.local, "rev-parse", "HEAD")
+			filler := fill(t, mnt, leave)
+
+			_, err = r.Restore(ctx(t))
+			t.Logf("restore with %d KiB free: %v", leave>>10, err)
+			if err != nil {
+				assert.True(t, isNoSpace(err), "not a full disk: %v", err)
+				assert.NotErrorIs(t, err, workspace.ErrHostile)
+				assert.Equal(t, head, git(t, e.local, "rev-parse", "HEAD"), "HEAD moved although the restore failed")
+			}
+			require.NoError(t, os.Remove(filler))
+			res, err := r.Restore(ctx(t))
+			require.NoError(t, err)
+			assertArrived(t, e, want)
+			assert.Equal(t, git(t, e.remote, "rev-parse", "HEAD"), git(t, e.local, "rev-parse", "HEAD"))
+			assert.Empty(t, res.Kept)
+			git(t, e.local, "fsck", "--strict")
+		})
+	}
+}
+
+// TestPrepareFullStateDir: a state directory on a full tmpfs fails Prepare
+// with ENOSPC and the path, leaves no round behind, and once space is
+// freed Prepare succeeds.
+func TestPrepareFullStateDir(t *testing.T) {
+	for _, kind := range []string{"git", "plain"} {
+		t.Run(kind, func(t *testing.T) {
+			e := newEnv(t, localRunner)
+			mnt := filepath.Join(filepath.Dir(e.local), "mnt")
+			mountTmpfs(t, mnt, "1m")
+			state := filepath.Join(mnt, "state")
+			require.NoError(t, os.MkdirAll(state, 0o700))
+			if kind == "git" {
+				initRepo(t, e.local, map[string]string{"a": randomBytes(t, 64<<10)})
+			} else {
+				for i := range 200 {
+					write(t, e.local, fmt.Sprintf("d/f%d", i), "a file with a name\n")
+				}
+			}
+			filler := fill(t, mnt, 0)
+			_, err := workspace.Prepare(ctx(t), e.spec, workspace.WithStateDir(state))
+			require.Error(t, err)
+			assert.ErrorIs(t, err, syscall.ENOSPC)
+			assert.Contains(t, err.Error(), state)
+			left, err := os.ReadDir(state)
+			require.NoError(t, err)
+			assert.Empty(t, left, "a failed Prepare left state behind")
+
+			require.NoError(t, os.Remove(filler))
+			r, err := workspace.Prepare(ctx(t), e.spec, workspace.WithStateDir(state))
+			require.NoError(t, err)
+			_, err = workspace.Reopen(ctx(t), e.spec, r.ID(), workspace.WithStateDir(state))
+			require.NoError(t, err)
+		})
+	}
+}
+
+// TestRestoreReadOnlyDirectory: a work-tree directory that cannot be
+// written (read-only: a read-only bind mount when root, mode 0555
+// otherwise) fails Restore with the path and the cause; HEAD stays; made
+// writable, a second Restore brings everything.
+func TestRestoreReadOnlyDirectory(t *testing.T) {
+	for _, kind := range []string{"git", "plain"} {
+		t.Run(kind, func(t *testing.T) {
+			e := newEnv(t, localRunner)
+			if kind == "git" {
+				initRepo(t, e.local, map[string]string{"a": "1\n", "ro/old.txt": "old\n"})
+			} else {
+				write(t, e.local, "a", "1\n")
+				write(t, e.local, "ro/old.txt", "old\n")
+			}
+			r, err := workspace.Prepare(ctx(t), e.spec)
+			require.NoError(t, err)
+			want := map[string]string{"a": "agent edit\n", "ro/new.txt": "new\n", "ro/old.txt": "changed\n"}
+			for p, c := range want {
+				write(t, e.remote, p, c)
+			}
+			if kind == "git" {
+				git(t, e.remote, "add", "-A")
+				git(t, e.remote, "commit", "-q", "-m", "agent commit")
+			}
+			head := ""
+			if kind == "git" {
+				head = git(t, e.local, "rev-parse", "HEAD")
+			}
+			ro := filepath.Join(e.local, "ro")
+			writable := readOnly(t, ro)
+
+			_, err = r.Restore(ctx(t))
+			require.Error(t, err)
+			assert.True(t, errors.Is(err, syscall.EROFS) || errors.Is(err, fs.ErrPermission), "not the cause: %v", err)
+			assert.Contains(t, err.Error(), "ro/new.txt")
+			if kind == "git" {
+				assert.Equal(t, head, git(t, e.local, "rev-parse", "HEAD"))
+			}
+			writable()
+			res, err := r.Restore(ctx(t))
+			require.NoError(t, err)
+			assertArrived(t, e, want)
+			assert.Empty(t, res.Kept)
+		})
+	}
+}
+
+// readOnly makes dir read-only and returns what makes it writable again.
+func readOnly(t *testing.T, dir string) func() {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		require.NoError(t, os.Chmod(dir, 0o555))
+		return func() { require.NoError(t, os.Chmod(dir, 0o755)) }
+	}
+	if out, err := exec.Command("mount", "--bind", dir, dir).CombinedOutput(); err != nil {
+		t.Skipf("bind-mounting %s failed (%v: %s): as root, a read-only bind mount is what stops a write", dir, err, out)
+	}
+	mounted := true
+	umount := func() {
+		if mounted {
+			mounted = false
+			out, err := exec.Command("umount", dir).CombinedOutput()
+			require.NoError(t, err, "umount %s: %s", dir, out)
+		}
+	}
+	t.Cleanup(umount)
+	if out, err := exec.Command("mount", "-o", "remount,ro,bind", dir).CombinedOutput(); err != nil {
+		t.Skipf("remounting %s read-only failed (%v: %s)", dir, err, out)
+	}
+	return umount
+}

@@ -67,6 +67,46 @@
 // too): Refused names every sandbox entry that did not arrive as the
 // sandbox left it. Directories lose those bits silently.
 //
+// Kept means only that a local edit won. Every sandbox entry that does
+// not arrive for any other reason is in Refused, with the reason in
+// Result.Reasons. Everything is decided before anything is written (for
+// a plain directory: once the whole stream is read, for its links and
+// the entries that replace a local directory), so the order in which the
+// sandbox lists its entries changes nothing.
+//
+// A change of type between rounds (file, link, directory, either way)
+// applies completely or is refused completely. An entry that replaces a
+// local directory arrives only when everything below that directory is
+// an entry the restore deletes; otherwise it is refused (the reason names
+// the local entry in the way: a local edit, or an untracked or ignored
+// file) and the deletions below it are refused with it, so the directory
+// stays whole. What the sandbox put below an entry that was a file or a
+// link arrives once that entry is removed; when a local edit of it is
+// kept, what lies below is refused. A plain directory's round does not
+// send links, so a local link (or special file) the sandbox never saw
+// refuses the sandbox entry at its path and everything below it.
+//
+// Every link the restore writes resolves inside the work tree in the tree
+// as restored. Its target is walked component by component from the
+// link's directory: it may not be absolute, climb above the top, end at
+// the top, enter .git or the runtime directory, or pass through any link
+// (one this restore writes, refused or not, or one already local). And a
+// local link whose target would then resolve through a link the restore
+// writes (a directory replaced by a link under a local link's path)
+// refuses that link. A refused link is listed with its reason; a dangling
+// link that stays inside is written.
+//
+// A work-tree write that fails (ENOSPC, EDQUOT, EIO, a read-only
+// directory) fails the Restore with an error naming the path and
+// wrapping the cause (errors.Is(err, syscall.ENOSPC) holds). A git round
+// writes the work tree before it moves any ref, so HEAD and the refs have
+// not moved; the round's state is kept and the sandbox still holds
+// everything: once the cause is fixed, Restore again (also after Reopen)
+// brings what did not arrive (what did is then already equal). A git
+// command that fails for the same host reasons (a full disk while
+// storing the sandbox's objects) is the same kind of error, never
+// ErrHostile.
+//
 // # Guarantees
 //
 //   - Nothing reads or writes a git remote; git remote stays empty on both

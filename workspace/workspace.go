@@ -33,10 +33,14 @@ type Result struct {
 	Commits   int    // commits brought back
 	Merged    bool   // a merge commit was needed
 	// Relative slash paths, sorted. Kept: local edits that beat a remote
-	// change or deletion. Refused: hostile or over-limit sandbox entries
-	// that were not written, the top entries of the sandbox's runtime
-	// directory, and setuid, setgid or sticky files (written without those
-	// bits, so also in Updated when they changed). Refused also names, as
+	// change or deletion, and nothing else. Refused: every sandbox entry
+	// that did not arrive for another reason (hostile or over-limit
+	// entries, links that would not resolve inside the work tree, changes
+	// of type that could not apply whole and the deletions below them,
+	// entries below a local edit that was kept), the top entries of the
+	// sandbox's runtime directory, and setuid, setgid or sticky files
+	// (written without those bits, so also in Updated when they
+	// changed). Refused also names, as
 	// the sandbox wrote them, the refs of a bundle that were not asked for
 	// and the refused paths (or "commit <id>") of sandbox commits that
 	// were not integrated.

@@ -941,6 +941,9 @@ func (c *countReader) Read(p []byte) (int, error) {
 // from planMerge, is used again while the local HEAD is still p.cur.
 func (r *Round) integrate(ctx context.Context, remote string, p mergePlan, res *Result) error {
 	g := r.git
+	if err := r.finishIndex(ctx); err != nil {
+		return err
+	}
 	for attempt := range r.o.casRetries {
 		cur, err := g.Line(ctx, "rev-parse", "-q", "--verify", "HEAD^{commit}")
 		if err != nil && gitexec.Status(err) != 1 {
@@ -983,19 +986,30 @@ func (r *Round) integrate(ctx context.Context, remote string, p mergePlan, res *
 			args = append(args, ref)
 		}
 		args = append(args, newHead, cur)
+		// The marker (an empty file: no data to write) says the index
+		// has yet to follow, until it has.
+		marker := r.indexMarker(cur, newHead)
+		if err := writeMarker(marker); err != nil {
+			return fmt.Errorf("workspace: recording the move of HEAD of %s in %s (HEAD has not moved; fix the cause and run Restore again): %w", r.spec.Local, marker, err)
+		}
 		if r.o.beforeCAS != nil {
 			r.o.beforeCAS(attempt)
 		}
 		if err := g.Run(ctx, gitexec.Cmd{Args: args}); err != nil {
+			os.Remove(marker)
 			if casLost(err) {
 				continue // moved under us: try again
 			}
-			return fmt.Errorf("workspace: moving HEAD of %s to %s: %w", r.spec.Local, newHead, err)
+			return fmt.Errorf("workspace: moving HEAD of %s to %s (it has not moved; the work tree already holds the sandbox's files: fix the cause and run Restore again): %w", r.spec.Local, newHead, err)
 		}
 		res.Commits, _ = strconv.Atoi(n)
 		res.Merged = merged
 		res.Head = newHead
-		return r.updateIndex(ctx, cur, newHead)
+		if err := r.updateIndex(ctx, cur, newHead); err != nil {
+			return err
+		}
+		os.Remove(marker)
+		return nil
 	}
 	return fmt.Errorf("%w: HEAD of %s moved during each of %d attempts; restore again when it is quiet", ErrRace, r.spec.Local, r.o.casRetries)
 }
@@ -1160,7 +1174,62 @@ func (r *Round) updateIndex(ctx context.Context, oldHead, newHead string) error 
 		return nil
 	}
 	if err := g.Run(ctx, gitexec.Cmd{Args: []string{"update-index", "-z", "--index-info"}, Stdin: &in}); err != nil {
-		return fmt.Errorf("workspace: HEAD of %s moved to %s but its index could not follow (run git reset -q to resync it): %w", r.spec.Local, newHead, err)
+		return fmt.Errorf("workspace: HEAD of %s moved to %s and the work tree is complete, but the index could not follow: %w; fix the cause and run Restore again, which brings the index along", r.spec.Local, newHead, err)
+	}
+	return nil
+}
+
+// indexMarker is the state file that says the index has yet to follow
+// HEAD from old ("" when it was unborn) to new.
+func (r *Round) indexMarker(old, new string) string {
+	if old == "" {
+		old = "unborn"
+	}
+	return filepath.Join(r.state, r.rec.ID+".index-"+old+"-"+new)
+}
+
+func writeMarker(p string) error {
+	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	return f.Close()
+}
+
+// finishIndex brings the index along after an earlier restore of the
+// round moved HEAD but could not update the index (its marker is still
+// there). When HEAD has moved on since, the marker is dropped: the index
+// is then the user's.
+func (r *Round) finishIndex(ctx context.Context) error {
+	ms, err := filepath.Glob(filepath.Join(r.state, r.rec.ID+".index-*"))
+	if err != nil || len(ms) == 0 {
+		return err
+	}
+	cur, err := r.git.Line(ctx, "rev-parse", "-q", "--verify", "HEAD^{commit}")
+	if err != nil && gitexec.Status(err) != 1 {
+		return err
+	}
+	for _, m := range ms {
+		old, new, ok := strings.Cut(strings.TrimPrefix(filepath.Base(m), r.rec.ID+".index-"), "-")
+		if !ok || (!isHex(old) && old != "unborn") || !isHex(new) {
+			continue
+		}
+		if old == "unborn" {
+			old = ""
+		}
+		if cur == new {
+			if err := r.updateIndex(ctx, old, new); err != nil {
+				return err
+			}
+		} else {
+			r.o.log.Warn("HEAD moved since an earlier restore could not update the index; leaving the index alone", "round", r.rec.ID, "head", cur, "restored", new)
+		}
+		if err := os.Remove(m); err != nil {
+			return fmt.Errorf("workspace: removing %s: %w", m, err)
+		}
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package gitexec
 import (
 	"context"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -36,4 +37,23 @@ func TestEnvironmentScrubbed(t *testing.T) {
 	assert.Contains(t, env, "GIT_CONFIG_GLOBAL=/dev/null")
 	err := g.Run(context.Background(), Cmd{Args: []string{"rev-parse", "--git-dir"}})
 	assert.Equal(t, 128, Status(err), "no repository is found above the ceiling: %v", err)
+}
+
+// TestErrorUnwrapsHostFailure: a git command that failed on a full disk
+// (or a quota, a read-only file system, an I/O error) is that errno to
+// errors.Is; any other failure is none of them.
+func TestErrorUnwrapsHostFailure(t *testing.T) {
+	for msg, want := range map[string]syscall.Errno{
+		"fatal: write error: No space left on device":                         syscall.ENOSPC,
+		"error: unable to write file: Disk quota exceeded":                    syscall.EDQUOT,
+		"fatal: Unable to create '/r/.git/index.lock': Read-only file system": syscall.EROFS,
+		"fatal: read error: Input/output error":                               syscall.EIO,
+	} {
+		err := error(&Error{Args: []string{"index-pack"}, Status: 128, Stderr: msg})
+		assert.ErrorIs(t, err, want, msg)
+	}
+	err := error(&Error{Args: []string{"index-pack"}, Status: 128, Stderr: "fatal: pack has bad object at offset 12"})
+	for _, e := range []syscall.Errno{syscall.ENOSPC, syscall.EDQUOT, syscall.EROFS, syscall.EIO} {
+		assert.NotErrorIs(t, err, e)
+	}
 }

@@ -296,15 +296,19 @@ func (l *local) writeError(rel string, err error) error {
 // link may resolve through a link the restore writes. Which links arrive
 // therefore does not depend on their order.
 type linkCheck struct {
-	l     *local
-	links map[string]string // the links the restore would write: path -> target
-	files map[string]bool   // the paths the restore writes as regular files
-	kinds map[string]byte   // memo of fsKind
-	tops  []string          // the work tree's top as an absolute path, as given and resolved
+	l      *local
+	links  map[string]string // the links the restore would write: path -> target
+	folded map[string]bool   // the same paths as a case-folding file system reads them
+	files  map[string]bool   // the paths the restore writes as regular files
+	kinds  map[string]byte   // memo of fsKind
+	tops   []string          // the work tree's top as an absolute path, as given and resolved
 }
 
 func newLinkCheck(l *local, links map[string]string, files map[string]bool) *linkCheck {
-	c := &linkCheck{l: l, links: links, files: files, kinds: map[string]byte{}, tops: []string{l.dir}}
+	c := &linkCheck{l: l, links: links, folded: map[string]bool{}, files: files, kinds: map[string]byte{}, tops: []string{l.dir}}
+	for p := range links {
+		c.folded[foldPath(p)] = true
+	}
 	if real, err := filepath.EvalSymlinks(l.dir); err == nil && real != l.dir {
 		c.tops = append(c.tops, real)
 	}
@@ -347,9 +351,25 @@ func (c *linkCheck) fsKind(p string) (byte, error) {
 	return k, nil
 }
 
+// foldPath is p as a case-folding file system reads each component.
+func foldPath(p string) string {
+	parts := strings.Split(p, "/")
+	for i, c := range parts {
+		parts[i] = foldName(c)
+	}
+	return strings.Join(parts, "/")
+}
+
+// writesLink reports whether the restore would write a link at p, or at
+// a path a case-folding file system reads as p.
+func (c *linkCheck) writesLink(p string) bool {
+	_, ok := c.links[p]
+	return ok || c.folded[foldPath(p)]
+}
+
 // isLink reports whether p is a link in the final tree.
 func (c *linkCheck) isLink(p string) (bool, error) {
-	if _, ok := c.links[p]; ok {
+	if c.writesLink(p) {
 		return true, nil
 	}
 	if c.files[p] {
@@ -450,8 +470,12 @@ func (c *linkCheck) through(e, t string) (string, error) {
 			continue
 		}
 		q := strings.Join(append(slices.Clone(cur), comp), "/")
-		if _, ok := c.links[q]; ok {
-			return q, nil
+		if c.writesLink(q) {
+			for p := range c.links {
+				if p == q || foldPath(p) == foldPath(q) {
+					return p, nil
+				}
+			}
 		}
 		if !c.files[q] {
 			k, err := c.fsKind(q)

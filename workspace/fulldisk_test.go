@@ -341,3 +341,43 @@ func TestIndexFollowsOnRetry(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, left)
 }
+
+// TestRestoreFullDiskAtCAS: the disk fills up after the work tree is
+// written, just before HEAD moves: Restore fails naming the ref's lock
+// and saying HEAD has not moved, and the next Restore installs the
+// commits.
+func TestRestoreFullDiskAtCAS(t *testing.T) {
+	e := newEnv(t, localRunner)
+	mnt := filepath.Join(filepath.Dir(e.local), "mnt")
+	mountTmpfs(t, mnt, "4m")
+	e.local = filepath.Join(mnt, "local")
+	e.spec.Local = e.local
+	require.NoError(t, os.MkdirAll(e.local, 0o755))
+	initRepo(t, e.local, map[string]string{"a": "1\n"})
+	filler := ""
+	r, err := workspace.Prepare(ctx(t), e.spec, workspace.WithBeforeCAS(func(int) {
+		if filler == "" {
+			filler = fill(t, mnt, 0)
+		}
+	}))
+	require.NoError(t, err)
+	want := agentWork(t, e, "git", 64<<10)
+	head := git(t, e.local, "rev-parse", "HEAD")
+
+	_, err = r.Restore(ctx(t))
+	require.Error(t, err)
+	// git says only that it "couldn't write" the ref's lock file here.
+	assert.Contains(t, err.Error(), "refs/heads/main.lock")
+	assert.Contains(t, err.Error(), "it has not moved")
+	assert.NotErrorIs(t, err, workspace.ErrHostile)
+	assert.Equal(t, head, git(t, e.local, "rev-parse", "HEAD"))
+	assertArrived(t, e, want)
+
+	require.NoError(t, os.Remove(filler))
+	res, err := r.Restore(ctx(t))
+	require.NoError(t, err)
+	assert.Equal(t, 1, res.Commits)
+	assert.Equal(t, git(t, e.remote, "rev-parse", "HEAD"), git(t, e.local, "rev-parse", "HEAD"))
+	assert.Equal(t, " M a\n?? dirty.bin\n", git(t, e.local, "status", "--porcelain"))
+	git(t, e.local, "fsck", "--strict")
+}

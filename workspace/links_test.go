@@ -118,7 +118,7 @@ func TestLinkChainsStayInside(t *testing.T) {
 			eachRunner(t, func(t *testing.T, newRunner func(t *testing.T, dir string) stage.Runner) {
 				e := newEnv(t, newRunner)
 				write(t, filepath.Dir(e.local), "outside/secret", "host secret\n")
-				files := map[string]string{"a.txt": "a\n", "sub/deep/f.txt": "f\n", "sub/q/inner.txt": "q\n"}
+				files := map[string]string{"a.txt": "a\n", "sub/deep/f.txt": "f\n", "sub/q/inner.txt": "q\n", "sub/ff": "ff\n"}
 				if kind == "git" {
 					initRepo(t, e.local, files)
 				} else {
@@ -130,6 +130,7 @@ func TestLinkChainsStayInside(t *testing.T) {
 				// one whose target passes through sub/q, a directory now.
 				symlink(t, e.local, "loc", "sub")
 				symlink(t, e.local, "sub/deep/u", "../q/../../a.txt")
+				symlink(t, e.local, "sub/uf", "ff/../../outside/secret") // dangling while sub/ff is a file
 				r, err := workspace.Prepare(ctx(t), e.spec)
 				require.NoError(t, err)
 
@@ -170,6 +171,10 @@ func TestLinkChainsStayInside(t *testing.T) {
 				// then resolve ../q/../.. above the top.
 				require.NoError(t, os.RemoveAll(filepath.Join(e.remote, "sub", "q")))
 				symlink(t, e.remote, "sub/q", ".")
+				// sub/ff, a file, replaced by a link to its own directory:
+				// the local link sub/uf would then resolve above the top.
+				require.NoError(t, os.Remove(filepath.Join(e.remote, "sub", "ff")))
+				symlink(t, e.remote, "sub/ff", ".")
 
 				res, err := r.Restore(ctx(t))
 				require.NoError(t, err)
@@ -181,7 +186,8 @@ func TestLinkChainsStayInside(t *testing.T) {
 					"sub/deep/e6": whyLinkOutside, "abs": whyLinkOutside, "abs2": whyLinkOutside,
 					"g1": whyLinkReserved, "g2": whyLinkReserved, "g3": whyLinkReserved, "g4": whyLinkReserved,
 					"t1": whyLinkThrough, "ok2": whyLinkThrough, "deep/z/y/x/w/v": whyLinkOutside,
-					"sub/q": "a symbolic link that the target of the local symbolic link sub/deep/u would pass through",
+					"sub/q":  "a symbolic link that the target of the local symbolic link sub/deep/u would pass through",
+					"sub/ff": "a symbolic link that the target of the local symbolic link sub/uf would pass through",
 				}
 				// Its change of type refused, the deletion below it is kept
 				// back too.

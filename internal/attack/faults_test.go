@@ -27,7 +27,7 @@ import (
 // scenario is one operation prepared to run once: a fresh old state on
 // the host and in the sandbox, the operation, and what must hold after it.
 type scenario struct {
-	sandboxDir string                                // where the sandbox side lives (quiesced before the retry)
+	sandboxDir string                                  // where the sandbox side lives (quiesced before the retry)
 	run        func(ctx context.Context, l link) error // the operation
 	intact     func(t *testing.T)                      // after a failed run: the old state is whole (or, where the outcome is unknown, the new one)
 	done       func(t *testing.T)                      // after a successful run: the new state, and no leftover of any earlier run

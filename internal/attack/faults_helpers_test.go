@@ -29,10 +29,12 @@ import (
 	"github.com/airlockdev/airlock/stage/remote/remotetest"
 )
 
-// controlTimeout is the control deadline every Host of the fault suite is
-// configured with (remote.Config.ControlTimeout): a stalled control step
-// must end in stage.ErrTransport within it.
-const controlTimeout = 2 * time.Second
+// controlTimeout is the control deadline of the Hosts whose connection is
+// faulted (remote.Config.ControlTimeout): a stalled control step must end
+// in stage.ErrTransport within it. The clean runs (setup, measuring, the
+// retry) keep the default deadline, so that a loaded machine cannot fail
+// them.
+const controlTimeout = 3 * time.Second
 
 // sandbox is one SSH server the suite runs over. Its file system is the
 // test's own (remotetest runs commands here; sshdtest is a local sshd), so
@@ -60,14 +62,19 @@ var sandboxKinds = []struct {
 	}},
 }
 
-// config is the sandbox's client configuration with the suite's control
-// deadline and no keepalives (their bytes would make the byte counts of
-// two runs differ).
+// config is the sandbox's client configuration with no keepalives (their
+// bytes would make the byte counts of two runs differ).
 func (s sandbox) config() remote.Config {
 	c := s.cfg
-	c.ControlTimeout = controlTimeout
 	c.KeepAlive = -1
 	c.DialTimeout = 10 * time.Second
+	return c
+}
+
+// faultedConfig is config with the suite's short control deadline.
+func (s sandbox) faultedConfig() remote.Config {
+	c := s.config()
+	c.ControlTimeout = controlTimeout
 	return c
 }
 
@@ -143,7 +150,7 @@ func (r *recorder) ReadFile(ctx context.Context, p string, max int64) ([]byte, e
 }
 
 func (r *recorder) link() link {
-	return link{target: stage.NewBridge(r, stage.WithControlTimeout(controlTimeout)), runner: r}
+	return link{target: stage.NewBridge(r), runner: r}
 }
 
 // phases name the commands of the operations by a string of their

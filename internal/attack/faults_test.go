@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -63,7 +64,11 @@ var errGuard = errors.New("hang guard of the fault suite expired: the operation 
 // remotetest, fewer on sshd; halved by -short); AIRLOCK_FAULT_SWEEP=full
 // sweeps every byte-boundary class (see cutPoints).
 func TestFaults(t *testing.T) {
-	for _, kind := range sandboxKinds {
+	// Subtests run from goroutines of their own (t.Run allows it): the
+	// sweeps are mostly waiting for the network and the sandbox, and
+	// t.Parallel would hold them to -parallel (GOMAXPROCS) at a time.
+	concurrently(t, len(sandboxKinds), func(i int) {
+		kind := sandboxKinds[i]
 		t.Run(kind.name, func(t *testing.T) {
 			sb := kind.start(t)
 			cuts, stalls := 12, 2
@@ -73,27 +78,33 @@ func TestFaults(t *testing.T) {
 			if testing.Short() {
 				cuts, stalls = cuts/2, 1
 			}
-			for _, op := range operations {
+			concurrently(t, len(operations), func(i int) {
+				op := operations[i]
 				t.Run(op.name, func(t *testing.T) {
-					t.Parallel() // the operations share nothing but the server; most of a sweep is waiting
 					m := measure(t, sb, op)
 					for _, n := range cutPoints(m, cuts) {
 						f := faultnet.Fault{After: n, Mode: faultnet.Cut}
 						t.Run(f.String(), func(t *testing.T) { faultOnce(t, sb, op, m, f) })
 					}
-					t.Run("stalls", func(t *testing.T) {
-						for _, n := range stallPoints(m, stalls) {
-							f := faultnet.Fault{After: n, Mode: faultnet.Stall}
-							t.Run(f.String(), func(t *testing.T) {
-								t.Parallel() // a stall mostly waits
-								faultOnce(t, sb, op, m, f)
-							})
-						}
+					pts := stallPoints(m, stalls)
+					concurrently(t, len(pts), func(i int) {
+						f := faultnet.Fault{After: pts[i], Mode: faultnet.Stall}
+						t.Run(f.String(), func(t *testing.T) { faultOnce(t, sb, op, m, f) })
 					})
 				})
-			}
+			})
 		})
+	})
+}
+
+// concurrently calls fn(0), …, fn(n-1) at once and waits for them all.
+func concurrently(t *testing.T, n int, fn func(i int)) {
+	t.Helper()
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { fn(i) })
 	}
+	wg.Wait()
 }
 
 // measure runs op once through a clean proxy and records the bytes its
@@ -132,14 +143,14 @@ func faultOnce(t *testing.T, sb sandbox, op operation, m measured, f faultnet.Fa
 	p.Arm(f)
 	guard := time.Minute // a cut must end the operation at once; this only stops a hang
 	if f.Mode == faultnet.Stall {
-		guard = 4*controlTimeout + 2*time.Second // a stalled control step ends within controlTimeout; cleanups add one or two more
+		guard = 3*controlTimeout + time.Second // a stalled control step ends within controlTimeout; a cleanup may add one more
 	}
 	ctx, cancel := context.WithTimeoutCause(t.Context(), guard, errGuard)
 	defer cancel()
 	start := time.Now()
 	result := make(chan error, 1)
 	go func() {
-		h, err := remote.Dial(ctx, p.Addr(), sb.config())
+		h, err := remote.Dial(ctx, p.Addr(), sb.faultedConfig())
 		if err == nil {
 			err = sc.run(ctx, hostLink(h))
 			_ = h.Close()
@@ -151,13 +162,13 @@ func faultOnce(t *testing.T, sb sandbox, op operation, m measured, f faultnet.Fa
 	hung := false
 	select {
 	case err = <-result:
-	case <-time.After(guard + 5*time.Second):
+	case <-time.After(guard + 3*time.Second):
 		hung = true
 		require.NoError(t, p.Close())
 		select {
 		case err = <-result:
 		case <-time.After(30 * time.Second):
-			t.Fatalf("%s: the operation did not end within %v of its context nor when its connection was closed", f, guard+5*time.Second)
+			t.Fatalf("%s: the operation did not end within %v of its context nor when its connection was closed", f, guard+3*time.Second)
 		}
 	}
 	took := time.Since(start)

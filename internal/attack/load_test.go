@@ -33,7 +33,9 @@ type resources struct {
 	goroutines, fds int
 }
 
-func (r resources) String() string { return fmt.Sprintf("%d goroutines, %d descriptors", r.goroutines, r.fds) }
+func (r resources) String() string {
+	return fmt.Sprintf("%d goroutines, %d descriptors", r.goroutines, r.fds)
+}
 
 // count counts goroutines and open descriptors (/proc/self/fd).
 func count(tb testing.TB) resources {

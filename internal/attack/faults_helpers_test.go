@@ -159,7 +159,7 @@ var phases = []struct{ has, name string }{
 	{"echo airlock-ready", "setup+transfer (the send command)"},
 	{"transfer incomplete", "publish (the rename)"},
 	{`mv "$o" "$d"`, "cleanup of a failed publish"},
-	{"airlock-manifest-", "prune"},
+	{"airlock-manifest-", "prune or unstage (list, remove)"},
 	{"for t in git tar", "workspace probe"},
 	{"g init -q", "prepare (init, bundle, checkout)"},
 	{"airlock-restore 1", "restore (snapshot and bundle)"},

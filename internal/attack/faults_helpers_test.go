@@ -114,9 +114,10 @@ type mark struct {
 
 // recorder is a Runner (and FileReader) over a Host that records, before
 // each call, how many bytes the proxy has forwarded: the offsets where the
-// phases of an operation begin. A Bridge over it sends what the Host's
-// own Target methods send (remote.Host delegates them to a Bridge over
-// itself with the same control deadline).
+// phases of an operation begin. A Bridge over it sends what the Host's own
+// Target methods send (remote.Host delegates them to a Bridge over itself;
+// the control deadline changes no byte), so the offsets it records are
+// those of the faulted runs, which use the Host itself.
 type recorder struct {
 	h     *remote.Host
 	p     *faultnet.Proxy

@@ -346,3 +346,16 @@ func settledGoroutines() int {
 	}
 	return n
 }
+
+func TestStrings(t *testing.T) {
+	assert.Equal(t, "cut@7/both", faultnet.Fault{After: 7, Mode: faultnet.Cut}.String())
+	assert.Equal(t, "stall@0/up", faultnet.Fault{Dir: faultnet.Up, Mode: faultnet.Stall}.String())
+	assert.Equal(t, "down", faultnet.Down.String())
+	assert.Equal(t, "Dir(8)", faultnet.Dir(8).String())
+	assert.Equal(t, "Mode(0)", faultnet.Mode(0).String())
+	c := faultnet.Counts{Up: 3, Down: 4}
+	assert.Equal(t, int64(7), c.Of(faultnet.Both))
+	assert.Equal(t, int64(3), c.Of(faultnet.Up))
+	assert.Equal(t, int64(4), c.Of(faultnet.Down))
+	assert.Equal(t, faultnet.Counts{Up: 2, Down: 4}, c.Sub(faultnet.Counts{Up: 1}))
+}

@@ -164,6 +164,7 @@ var phases = []struct{ has, name string }{
 	{"for t in git tar", "workspace probe"},
 	{"g init -q", "prepare (init, bundle, checkout)"},
 	{"airlock-restore 1", "restore (snapshot and bundle)"},
+	{"exec tar -x -o -f -", "prepare (clear, then the tar stream)"},
 	{"exec 3>&2", "register (open and read)"},
 }
 

@@ -47,6 +47,8 @@ var operations = []operation{
 	{"Unstage", newUnstage},
 	{"Prepare", newPrepare},
 	{"Restore", newRestore},
+	{"PreparePlain", newPreparePlain},
+	{"RestorePlain", newRestorePlain},
 	{"Register", newRegister},
 }
 
@@ -381,6 +383,75 @@ func newRestore(t *testing.T, sb sandbox) *scenario {
 			assertFsck(t, local)
 			assertNoHostLeftovers(t, local)
 			assertNoSandboxGitLeftovers(t, work)
+		},
+	}
+}
+
+// plainDir makes a plain (non-git) host directory.
+func plainDir(t *testing.T) string {
+	t.Helper()
+	local := filepath.Join(t.TempDir(), "plain")
+	writeFiles(t, local, "a.txt", "a1\n", "dir/c.txt", strings.Repeat("c\n", 2000), "dir/deep/d.txt", "d\n")
+	return local
+}
+
+// assertNoTempFiles checks a plain work tree for a restore's temporary
+// files.
+func assertNoTempFiles(t *testing.T, dir string) {
+	t.Helper()
+	for p := range files(t, dir, stage.RuntimeDir) {
+		assert.NotContains(t, filepath.Base(p), ".airlock-", "a temporary file left in the work tree: %s", p)
+	}
+}
+
+func newPreparePlain(t *testing.T, sb sandbox) *scenario {
+	local, state := plainDir(t), t.TempDir()
+	base := sb.fresh(t, "plain")
+	work := filepath.Join(base, "work")
+	before := files(t, local)
+	return &scenario{
+		sandboxDir: base,
+		run: func(ctx context.Context, l link) error {
+			_, err := workspace.Prepare(ctx, workspace.Spec{Local: local, Remote: work, Runner: l.runner}, workspace.WithStateDir(state))
+			return err
+		},
+		intact: func(t *testing.T) { assert.Equal(t, before, files(t, local), "the host directory") },
+		done: func(t *testing.T) {
+			assert.Equal(t, before, files(t, local), "the host directory")
+			assert.Equal(t, before, files(t, work, stage.RuntimeDir), "the sandbox's copy")
+		},
+	}
+}
+
+func newRestorePlain(t *testing.T, sb sandbox) *scenario {
+	local, state := plainDir(t), t.TempDir()
+	base := sb.fresh(t, "plain")
+	work := filepath.Join(base, "work")
+	round, err := workspace.Prepare(t.Context(), workspace.Spec{Local: local, Remote: work, Runner: sb.dial(t)}, workspace.WithStateDir(state))
+	require.NoError(t, err)
+	id := round.ID()
+	// The agent edits, adds and deletes.
+	writeFiles(t, work, "a.txt", "agent\n", "dir/new.txt", "new\n")
+	require.NoError(t, os.Remove(filepath.Join(work, "dir", "deep", "d.txt")))
+	agentTree := files(t, work, stage.RuntimeDir)
+	before := files(t, local, stage.RuntimeDir)
+	return &scenario{
+		sandboxDir: base,
+		run: func(ctx context.Context, l link) error {
+			r, err := workspace.Reopen(ctx, workspace.Spec{Local: local, Remote: work, Runner: l.runner}, id, workspace.WithStateDir(state))
+			if err != nil {
+				return err
+			}
+			_, err = r.Restore(ctx)
+			return err
+		},
+		intact: func(t *testing.T) {
+			assert.Equal(t, before, files(t, local, stage.RuntimeDir), "the host directory")
+			assertNoTempFiles(t, local)
+		},
+		done: func(t *testing.T) {
+			assert.Equal(t, agentTree, files(t, local, stage.RuntimeDir), "every change the agent made")
+			assertNoTempFiles(t, local)
 		},
 	}
 }

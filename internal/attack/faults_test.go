@@ -63,7 +63,7 @@ var errGuard = errors.New("hang guard of the fault suite expired: the operation 
 // connection succeeds, and it leaves no leftover of either run.
 //
 // Bounded by default (about 12 cuts and 2 stalls per operation on
-// remotetest, fewer on sshd; halved by -short); AIRLOCK_FAULT_SWEEP=full
+// remotetest, 6 and 1 on sshd; halved by -short); AIRLOCK_FAULT_SWEEP=full
 // sweeps every byte-boundary class (see cutPoints).
 func TestFaults(t *testing.T) {
 	// Subtests run from goroutines of their own (t.Run allows it): the
@@ -75,7 +75,7 @@ func TestFaults(t *testing.T) {
 			sb := kind.start(t)
 			cuts, stalls := 12, 2
 			if sb.name == "sshd" {
-				cuts, stalls = 8, 1
+				cuts, stalls = 6, 1
 			}
 			if testing.Short() {
 				cuts, stalls = cuts/2, 1

@@ -502,3 +502,63 @@ func newRegister(t *testing.T, sb sandbox) *scenario {
 		},
 	}
 }
+
+// TestStalledConnectionHonoursContext: on a connection that stalls right
+// after the SSH handshake (the network dies without closing), every call of
+// remote.Host returns once its context ends (or its control deadline
+// passes), with an error that says so; none waits for the connection to
+// close.
+func TestStalledConnectionHonoursContext(t *testing.T) {
+	concurrently(t, len(sandboxKinds), func(i int) {
+		kind := sandboxKinds[i]
+		t.Run(kind.name, func(t *testing.T) {
+			sb := kind.start(t)
+			// The handshake's length, from a clean connection.
+			clean, err := faultnet.Listen(sb.addr)
+			require.NoError(t, err)
+			h, err := remote.Dial(t.Context(), clean.Addr(), sb.config())
+			require.NoError(t, err)
+			handshake := clean.Bytes().Total()
+			require.NoError(t, h.Close())
+			require.NoError(t, clean.Close())
+
+			calls := []struct {
+				name string
+				call func(ctx context.Context, h *remote.Host) error
+			}{
+				{"Run", func(ctx context.Context, h *remote.Host) error { return h.Run(ctx, stage.Command{Script: "true"}) }},
+				{"Control", func(ctx context.Context, h *remote.Host) error { return h.Control(ctx, stage.Command{Script: "true"}) }},
+				{"ReadFile", func(ctx context.Context, h *remote.Host) error {
+					_, err := h.ReadFile(ctx, filepath.Join(sb.dir, "missing"), 1<<10)
+					return err
+				}},
+			}
+			concurrently(t, len(calls), func(i int) {
+				name, call := calls[i].name, calls[i].call
+				t.Run(name, func(t *testing.T) {
+					p, err := faultnet.Listen(sb.addr)
+					require.NoError(t, err)
+					defer p.Close()
+					p.Arm(faultnet.Fault{After: handshake, Mode: faultnet.Stall})
+					h, err := remote.Dial(t.Context(), p.Addr(), sb.faultedConfig())
+					require.NoError(t, err)
+					defer h.Close()
+					ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+					defer cancel()
+					done := make(chan error, 1)
+					go func() { done <- call(ctx, h) }()
+					select {
+					case err := <-done:
+						require.Error(t, err)
+						assert.True(t, errors.Is(err, stage.ErrTransport) || errors.Is(err, context.DeadlineExceeded),
+							"%s on a stalled connection: want ErrTransport or the context's error, got %v", name, err)
+					case <-time.After(controlTimeout + 5*time.Second):
+						t.Errorf("%s on a stalled connection did not return within %v of its 1 s context (control deadline %v); closing the connection", name, controlTimeout+5*time.Second, controlTimeout)
+						require.NoError(t, p.Close())
+						<-done
+					}
+				})
+			})
+		})
+	})
+}

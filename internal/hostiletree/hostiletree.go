@@ -237,13 +237,17 @@ func SparseFile(size int64) Case {
 // parent directories 0755. It refuses a node path that is not clean and
 // relative, and one whose parent is a link it would follow.
 func Write(root string, nodes []Node) error {
+	made := map[string]bool{} // parent directories already checked or created
 	for _, n := range nodes {
 		if err := checkPath(n.Path); err != nil {
 			return err
 		}
 		p := filepath.Join(root, filepath.FromSlash(n.Path))
-		if err := mkdirs(root, path.Dir(n.Path)); err != nil {
-			return err
+		if dir := path.Dir(n.Path); !made[dir] {
+			if err := mkdirs(root, dir); err != nil {
+				return err
+			}
+			made[dir] = true
 		}
 		if err := write(root, p, n); err != nil {
 			return fmt.Errorf("hostiletree: writing %s %q: %w", n.Type, n.Path, err)
@@ -295,10 +299,23 @@ func write(root, p string, n Node) error {
 		if mode == 0 {
 			mode = 0o644
 		}
-		if err := os.WriteFile(p, []byte(n.Data), mode.Perm()); err != nil {
+		fh, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode.Perm())
+		if err != nil {
 			return err
 		}
-		return os.Chmod(p, mode) // WriteFile's mode passes the umask; setuid needs chmod
+		if n.Data != "" {
+			if _, err := fh.WriteString(n.Data); err != nil {
+				_ = fh.Close()
+				return err
+			}
+		}
+		if err := fh.Close(); err != nil {
+			return err
+		}
+		if n.Mode == 0 {
+			return nil // 0644 less the umask
+		}
+		return os.Chmod(p, mode) // the umask applied at creation; setuid needs chmod
 	case Dir:
 		mode := n.Mode
 		if mode == 0 {

@@ -119,6 +119,19 @@ func Cases() []Case {
 			l("d/l3", "l1/../outside"),
 			l("via", "d/l1/.."),
 			l("via2", "d/l2/d"),
+			// e/self stays inside (it is e), so a text check passes it;
+			// through it, ".." climbs one level more than the text says.
+			f("e/f", "f"),
+			l("e/self", "../e"),
+			l("e/esc", "self/../.."),
+			l("e/esc-file", "self/../../outside/victim"),
+			l("e/hop2", "self/self/../.."),
+		)},
+		{Name: "through-a-restored-link", Escapes: true, Rounds: rounds(
+			// Round 0 brings back a harmless link; round 1 passes through
+			// it, now local.
+			[]Node{f("e/f", "f"), l("e/self", "../e"), l("e/in", "self/f")},
+			[]Node{f("e/f", "f"), l("e/self", "../e"), l("e/in", "self/f"), l("e/esc", "self/../.."), l("top", "e/self/../../outside")},
 		)},
 		{Name: "absolute", Escapes: true, Rounds: one(
 			f("keep", "keep"),

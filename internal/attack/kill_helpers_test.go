@@ -40,6 +40,7 @@ const (
 
 // child is a running re-executed test binary.
 type child struct {
+	arg   string // the argument it was started with
 	cmd   *exec.Cmd
 	mu    sync.Mutex
 	lines []string
@@ -56,7 +57,7 @@ func startChild(t *testing.T, role, dir, arg string) *child {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	pr, pw := io.Pipe()
 	cmd.Stdout, cmd.Stderr = pw, pw
-	c := &child{cmd: cmd, start: make(chan struct{}), done: make(chan error, 1)}
+	c := &child{arg: arg, cmd: cmd, start: make(chan struct{}), done: make(chan error, 1)}
 	require.NoError(t, cmd.Start(), "starting the child %s", role)
 	var wg sync.WaitGroup
 	wg.Go(func() {

@@ -280,7 +280,7 @@ func TestKillRestore(t *testing.T) {
 				writeFiles(t, spec.Remote, u)
 				return kind + ":" + r.ID()
 			}, func(i int, c *child, killed bool) {
-				_, id, _ := strings.Cut(c.cmd.Env[len(c.cmd.Env)-1], ":")
+				_, id, _ := strings.Cut(c.arg, ":")
 				spec, opts := workSpec(base, kind)
 				r, err := workspace.Reopen(context.Background(), spec, id, opts...)
 				require.NoError(t, err, "reopening round %s after the kill", id)

@@ -338,9 +338,27 @@ func TestHostileRestoreSSHD(t *testing.T) {
 	}
 }
 
+// TestHostileRestoreCommitted has the agent commit each round of every
+// case (git add -A and commit in the sandbox, where git accepts the tree)
+// before the Restore: the commits' trees must meet the same checks as the
+// work tree.
+func TestHostileRestoreCommitted(t *testing.T) {
+	top := t.TempDir()
+	conn := sandboxKinds()[1].connect(t, top)
+	for _, c := range hostiletree.Cases() {
+		t.Run(c.Name, func(t *testing.T) { restoreRounds(t, "git", conn, top, c, true) })
+	}
+}
+
 // restoreCase prepares a round, leaves each round of c in the sandbox's
 // work tree and restores it, checking the host after each.
 func restoreCase(t *testing.T, kind string, conn *sandboxConn, top string, c hostiletree.Case) {
+	restoreRounds(t, kind, conn, top, c, false)
+}
+
+// restoreRounds is restoreCase; with commit, the agent commits each round
+// first.
+func restoreRounds(t *testing.T, kind string, conn *sandboxConn, top string, c hostiletree.Case, commit bool) {
 	base, err := os.MkdirTemp(top, "case-")
 	require.NoError(t, err)
 	spec, opts := hostileWork(t, base, kind, conn)
@@ -351,6 +369,16 @@ func restoreCase(t *testing.T, kind string, conn *sandboxConn, top string, c hos
 		require.NoError(t, err, "%s: Prepare", what)
 		require.NoError(t, hostiletree.Clear(spec.Remote, ".git", stage.RuntimeDir, "README"))
 		require.NoError(t, hostiletree.Write(spec.Remote, nodes))
+		committed := false
+		if commit {
+			if out, err := gitErr(spec.Remote, "add", "-A", "--", ".", ":!"+stage.RuntimeDir); err != nil {
+				t.Logf("%s: the sandbox's git does not add the tree (%v: %s); it stays uncommitted", what, err, strings.TrimSpace(out))
+			} else if out, err := gitErr(spec.Remote, "commit", "-q", "--allow-empty", "-m", what); err != nil {
+				t.Logf("%s: the sandbox's git does not commit the tree (%v: %s)", what, err, strings.TrimSpace(out))
+			} else {
+				committed = true
+			}
+		}
 		outside := describe(t, hostDir, spec.Local)
 		var head string
 		if kind == "git" {
@@ -366,7 +394,12 @@ func restoreCase(t *testing.T, kind string, conn *sandboxConn, top string, c hos
 		checkArrived(t, spec.Local, nodes, res, what)
 		if kind == "git" {
 			checkRepo(t, spec.Local)
-			require.Equal(t, head, gitIn(t, spec.Local, "rev-parse", "HEAD"), "%s: the agent committed nothing: HEAD stays", what)
+			if !committed {
+				require.Equal(t, head, gitIn(t, spec.Local, "rev-parse", "HEAD"), "%s: the agent committed nothing: HEAD stays", what)
+			} else {
+				t.Logf("%s: HEAD %s -> %s (sandbox %s), %d commits, refused %q", what, strings.TrimSpace(head),
+					strings.TrimSpace(gitIn(t, spec.Local, "rev-parse", "HEAD")), strings.TrimSpace(gitIn(t, spec.Remote, "rev-parse", "HEAD")), res.Commits, res.Refused)
+			}
 		}
 		assert.Empty(t, leftovers(t, hostDir), "%s: leftovers on the host", what)
 	}

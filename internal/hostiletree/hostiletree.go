@@ -385,16 +385,25 @@ func Clear(dir string, keep ...string) error {
 // target, resolved component by component against the tree as it is now
 // (following every link on the way, as the kernel would), leaves root. A
 // dangling link counts by where its missing part would be; a link loop
-// counts as inside (nothing can be read through it).
-func LinksOutside(root string) ([]string, error) {
+// counts as inside (nothing can be read through it). A link that resolves
+// into one of the forbidden subtrees (slash paths relative to root, such
+// as ".git") counts as outside; links inside them are not looked at.
+func LinksOutside(root string, forbidden ...string) ([]string, error) {
 	real, err := filepath.EvalSymlinks(root)
 	if err != nil {
 		return nil, err
+	}
+	var banned []string
+	for _, f := range forbidden {
+		banned = append(banned, filepath.Join(real, filepath.FromSlash(f)))
 	}
 	var out []string
 	err = filepath.WalkDir(real, func(p string, de fs.DirEntry, err error) error {
 		if err != nil {
 			return err
+		}
+		if de.IsDir() && slices.Contains(banned, p) {
+			return filepath.SkipDir
 		}
 		if de.Type()&fs.ModeSymlink == 0 {
 			return nil
@@ -403,7 +412,7 @@ func LinksOutside(root string) ([]string, error) {
 		if err != nil {
 			return err
 		}
-		if where != "" && !within(real, where) {
+		if where != "" && (!within(real, where) || slices.ContainsFunc(banned, func(b string) bool { return within(b, where) })) {
 			rel, err := filepath.Rel(real, p)
 			if err != nil {
 				return err

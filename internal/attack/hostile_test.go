@@ -401,7 +401,7 @@ func restoreRounds(t *testing.T, kind string, conn *sandboxConn, top string, c h
 					strings.TrimSpace(gitIn(t, spec.Local, "rev-parse", "HEAD")), strings.TrimSpace(gitIn(t, spec.Remote, "rev-parse", "HEAD")), res.Commits, res.Refused)
 			}
 		}
-		assert.Empty(t, leftovers(t, hostDir), "%s: leftovers on the host", what)
+		assert.Empty(t, leftovers(t, base), "%s: leftovers on the host or in the sandbox", what)
 	}
 }
 

@@ -262,8 +262,8 @@ func killRand(t *testing.T) *rand.Rand {
 }
 
 // killLoop runs prep, then the child role (killed after a random delay
-// over the operation's duration, measured by a first, unkilled run),
-// then recover, n+1 times in all.
+// within the i-th of n slices of the operation's duration, measured by a
+// first, unkilled run), then recover, n+1 times in all.
 func killLoop(t *testing.T, n int, role string, base string, prep func(i int) string, recover func(i int, c *child, killed bool)) {
 	rng := killRand(t)
 	var measured time.Duration
@@ -278,7 +278,10 @@ func killLoop(t *testing.T, n int, role string, base string, prep func(i int) st
 			measured = time.Since(began)
 			t.Logf("%s: one unkilled run takes %v", role, measured)
 		} else {
-			delay := time.Duration(rng.Int64N(int64(measured)*11/10 + 1))
+			// Stratified: kill i lands at a random point of the i-th of n
+			// equal slices of the run, so that n kills cover all of it.
+			span := int64(measured) * 11 / 10 / int64(n)
+			delay := time.Duration(int64(i-1)*span + rng.Int64N(span+1))
 			time.Sleep(delay)
 			finishedFirst := c.killAll(t)
 			killed = !finishedFirst

@@ -263,29 +263,31 @@ func killRand(t *testing.T) *rand.Rand {
 
 // killLoop runs prep, then the child role (killed after a random delay
 // within the i-th of n slices of the operation's duration, measured by a
-// first, unkilled run), then recover, n+1 times in all.
+// second, unkilled run), then recover, n+2 times in all.
 func killLoop(t *testing.T, n int, role string, base string, prep func(i int) string, recover func(i int, c *child, killed bool)) {
 	rng := killRand(t)
 	var measured time.Duration
-	for i := 0; i <= n; i++ {
+	for i := 0; i <= n+1; i++ {
 		arg := prep(i)
 		c := startChild(t, role, base, arg)
 		c.waitStart(t)
 		began := time.Now()
 		killed := false
-		if i == 0 {
+		if i <= 1 {
+			// Two unkilled runs: the first may do more (a first publish, a
+			// first prepare); the second is what the kills interrupt.
 			c.wait(t)
 			measured = time.Since(began)
-			t.Logf("%s: one unkilled run takes %v", role, measured)
+			t.Logf("%s: unkilled run %d takes %v", role, i, measured)
 		} else {
 			// Stratified: kill i lands at a random point of the i-th of n
 			// equal slices of the run, so that n kills cover all of it.
 			span := int64(measured) * 11 / 10 / int64(n)
-			delay := time.Duration(int64(i-1)*span + rng.Int64N(span+1))
+			delay := time.Duration(int64(i-2)*span + rng.Int64N(span+1))
 			time.Sleep(delay)
 			finishedFirst := c.killAll(t)
 			killed = !finishedFirst
-			t.Logf("%s kill %d: SIGKILL after %v (finished first: %v)", role, i, delay, finishedFirst)
+			t.Logf("%s run %d (kill %d): SIGKILL after %v (finished first: %v)", role, i, i-1, delay, finishedFirst)
 		}
 		failed := t.Failed()
 		recover(i, c, killed)
@@ -496,4 +498,33 @@ func treeDiff(want, got map[string]string) string {
 	}
 	slices.Sort(lines)
 	return strings.Join(lines, "\n")
+}
+
+// quiet waits (up to 30 s) until no process but this one has its working
+// directory below dir: the sandbox side of a killed operation has ended.
+func quiet(t testing.TB, dir string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		busy := ""
+		ents, err := os.ReadDir("/proc")
+		require.NoError(t, err)
+		for _, e := range ents {
+			pid, err := strconv.Atoi(e.Name())
+			if err != nil || pid == os.Getpid() || !alive(pid) {
+				continue
+			}
+			if cwd, err := os.Readlink(fmt.Sprintf("/proc/%d/cwd", pid)); err == nil && (cwd == dir || strings.HasPrefix(cwd, dir+"/")) {
+				busy = fmt.Sprintf("process %d in %s", pid, cwd)
+				break
+			}
+		}
+		if busy == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the sandbox is still busy 30 s after the kill: %s", busy)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }

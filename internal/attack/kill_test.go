@@ -12,8 +12,13 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"golang.org/x/crypto/ssh"
+	"golang.org/x/crypto/ssh/knownhosts"
+
+	"github.com/airlockdev/airlock/internal/sshdtest"
 	"github.com/airlockdev/airlock/internal/treegen"
 	"github.com/airlockdev/airlock/stage"
+	"github.com/airlockdev/airlock/stage/remote"
 	"github.com/airlockdev/airlock/workspace"
 )
 
@@ -66,9 +71,26 @@ func TestKillChild(t *testing.T) {
 }
 
 // stageTarget returns the Target of kind ("dir": stage.NewDir; "bridge":
-// stage.NewBridge over stage.LocalRunner) over base/sandbox-<kind>, and the
-// stage root in it.
+// stage.NewBridge over stage.LocalRunner; "sshd|addr|user|key|known_hosts":
+// remote.Host over a real sshd, which outlives the child) over
+// base/sandbox-<kind>, and the stage root in it.
 func stageTarget(t testing.TB, base, kind string) (stage.Target, string) {
+	if rest, ok := strings.CutPrefix(kind, "sshd|"); ok {
+		sb := filepath.Join(base, "sandbox-sshd")
+		require.NoError(t, os.MkdirAll(sb, 0o755))
+		f := strings.Split(rest, "|")
+		require.Len(t, f, 4, "sshd target %q", kind)
+		key, err := os.ReadFile(f[2])
+		require.NoError(t, err)
+		signer, err := ssh.ParsePrivateKey(key)
+		require.NoError(t, err)
+		hk, err := knownhosts.New(f[3])
+		require.NoError(t, err)
+		h, err := remote.Dial(context.Background(), f[0], remote.Config{User: f[1], Auth: []ssh.AuthMethod{ssh.PublicKeys(signer)}, HostKeyCallback: hk})
+		require.NoError(t, err, "dialing sshd at %s", f[0])
+		t.Cleanup(func() { _ = h.Close() })
+		return h, filepath.Join(sb, "stage")
+	}
 	sb := filepath.Join(base, "sandbox-"+kind)
 	require.NoError(t, os.MkdirAll(sb, 0o755))
 	switch kind {
@@ -85,7 +107,15 @@ func stageTarget(t testing.TB, base, kind string) (stage.Target, string) {
 
 // stageRootDir is where the stage root of kind lies on this machine.
 func stageRootDir(base, kind string) string {
-	return filepath.Join(base, "sandbox-"+kind, "stage")
+	return filepath.Join(stageSandbox(base, kind), "stage")
+}
+
+// stageSandbox is the sandbox directory of kind on this machine.
+func stageSandbox(base, kind string) string {
+	if strings.HasPrefix(kind, "sshd|") {
+		kind = "sshd"
+	}
+	return filepath.Join(base, "sandbox-"+kind)
 }
 
 func stageAssets(base string) []stage.Asset {
@@ -96,8 +126,12 @@ func stageAssets(base string) []stage.Asset {
 }
 
 func TestKillStage(t *testing.T) {
-	for _, kind := range []string{"dir", "bridge"} {
+	for _, kind := range []string{"dir", "bridge", "sshd"} {
 		t.Run(kind, func(t *testing.T) {
+			if kind == "sshd" {
+				srv := sshdtest.Start(t)
+				kind = strings.Join([]string{"sshd", srv.Addr(), srv.User(), srv.KeyFile(), srv.KnownHostsFile()}, "|")
+			}
 			base := t.TempDir()
 			for _, a := range stageAssets(base) {
 				require.NoError(t, os.MkdirAll(a.Source, 0o755))
@@ -107,7 +141,11 @@ func TestKillStage(t *testing.T) {
 			_, err = treegen.Write(stageAssets(base)[1].Source, treegen.Shape{Dirs: 2, Files: 30, MinBytes: 256, MaxBytes: 4 << 10, Seed: 8})
 			require.NoError(t, err)
 			var layout []string // the stage root's names after a clean stage
-			killLoop(t, killCount(), "stage", base, func(i int) string {
+			n := killCount()
+			if strings.HasPrefix(kind, "sshd|") && n < 30 {
+				n = 2 // each sshd command costs a login; dir and bridge make the 5
+			}
+			killLoop(t, n, "stage", base, func(i int) string {
 				// Every round changes content, so that every stage publishes.
 				for _, a := range stageAssets(base) {
 					writeFiles(t, a.Source, map[string]string{
@@ -121,6 +159,9 @@ func TestKillStage(t *testing.T) {
 				}
 				return kind
 			}, func(i int, c *child, killed bool) {
+				// The sandbox's side of the killed stage (sshd's session
+				// processes) ends on its own once the connection is gone.
+				quiet(t, stageSandbox(base, kind))
 				target, root := stageTarget(t, base, kind)
 				rt, err := stage.Stage(context.Background(), target, root, stageAssets(base))
 				require.NoError(t, err, "the stage after the kill")
@@ -134,12 +175,12 @@ func TestKillStage(t *testing.T) {
 				}
 				for _, n := range names {
 					if !slices.Contains(layout, n) {
-						t.Errorf("kill %d: the stage root %s holds %s after the recovery run: a leftover no stage swept (defect 7)", i, stageRootDir(base, kind), n)
+						t.Errorf("run %d: the stage root %s holds %s after the recovery run: a leftover no stage swept (defect 7)", i, stageRootDir(base, kind), n)
 						// Judge each kill on its own.
 						require.NoError(t, os.RemoveAll(filepath.Join(stageRootDir(base, kind), n)))
 					}
 				}
-				assert.Empty(t, leftovers(t, filepath.Join(base, "sandbox-"+kind)), "kill %d: leftovers in the sandbox after the recovery run", i)
+				assert.Empty(t, leftovers(t, stageSandbox(base, kind)), "run %d: leftovers in the sandbox after the recovery run", i)
 			})
 		})
 	}

@@ -143,7 +143,7 @@ func TestKillStage(t *testing.T) {
 			var layout []string // the stage root's names after a clean stage
 			n := killCount()
 			if strings.HasPrefix(kind, "sshd|") && n < 30 {
-				n = 2 // each sshd command costs a login; dir and bridge make the 5
+				n = 1 // each sshd command costs a login; dir and bridge make the 5
 			}
 			killLoop(t, n, "stage", base, func(i int) string {
 				// Every round changes content, so that every stage publishes.

@@ -169,6 +169,7 @@ func TestKillStage(t *testing.T) {
 					require.Empty(t, treeDiff(files(t, a.Source), fetched(t, target, root, a.Name)), "the staged copy of %s after the recovery run: whole and equal to its source", a.Name)
 					require.Equal(t, filepath.Join(root, a.Name), rt.Assets[j].Path)
 				}
+				quiet(t, stageSandbox(base, kind)) // what the stage left running in the sandbox has ended
 				names := dirNames(t, stageRootDir(base, kind))
 				if layout == nil {
 					layout = names
@@ -249,7 +250,7 @@ func checkWork(t *testing.T, base, kind, what string) {
 // directory ("" for none).
 func checkSpec(t *testing.T, spec workspace.Spec, kind, state, what string) {
 	t.Helper()
-	require.Empty(t, treeDiff(files(t, spec.Remote, ".git", stage.RuntimeDir), withoutLeftovers(files(t, spec.Local, ".git", stage.RuntimeDir))),
+	require.Empty(t, treeDiff(withoutLeftovers(files(t, spec.Remote, ".git", stage.RuntimeDir)), withoutLeftovers(files(t, spec.Local, ".git", stage.RuntimeDir))),
 		"%s: the host work tree %s must hold exactly the sandbox's files (want: the sandbox's)", what, spec.Local)
 	if kind == "git" {
 		require.Equal(t, gitIn(t, spec.Remote, "rev-parse", "HEAD"), gitIn(t, spec.Local, "rev-parse", "HEAD"), "%s: HEAD on both sides", what)

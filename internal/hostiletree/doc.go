@@ -13,6 +13,11 @@
 // Describe are the checks every builder runs afterwards: no link resolves
 // outside the destination, and nothing outside it changed.
 //
+// The trees are built from the same parts as internal/treegen's benchmark
+// trees (a root of directories and files); stage/stagetest's hostile cases
+// are another attack (links the sandbox plants into a Target's copy while
+// it stages) and stay there.
+//
 // Guarantees: Write creates only below the directory it is given (it
 // refuses a node path that is not clean and relative), follows no link it
 // created, and never reads or writes through one. Non-guarantees: FIFOs and

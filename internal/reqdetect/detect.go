@@ -71,6 +71,10 @@ func Detect(objective string) Result {
 			u.item, u.listed = true, true
 		}
 		analyze(u)
+		readForeign(u)
+		if u.inputs {
+			listedInputs(u)
+		}
 	}
 	markRepoWork(units)
 	markDenials(units)

@@ -143,7 +143,18 @@ var (
 		"pixi.js docs.rs bun.sh")
 	abbrevs    = newSet("e.g i.e etc vs cf approx incl eg ie mr mrs ms dr fig al")
 	labelWords = []string{"deliverables", "deliverable", "output files", "output file", "outputs", "output",
-		"artifacts", "artifact"}
+		"artifacts", "artifact",
+		// rule 9: the same labels in other languages, a longer word before
+		// a shorter one it starts with ("Ergebnisse" before "Ergebnis")
+		"ergebnisse", "ergebnis", "lieferumfang", "liefergegenstände", "ausgabedateien", // de
+		"livrables", "livrable", "fichiers de sortie", // fr
+		"entregables", "entregable", "archivos de salida", // es
+		"entregáveis", "entregável", "entregas", // pt
+		"consegne", "consegna", "file di output", // it
+		"opleveringen", "oplevering", "uitvoerbestanden", // nl
+		"成果物", "納品物", "出力ファイル", // ja
+		"交付物", "交付成果", "成果", "产出物", "產出物", "输出文件", "輸出檔案", // zh
+		"산출물", "결과물", "제출물", "출력 파일"} // ko
 	determiners = newSet("a an the this these those my your our their its his her any some each " +
 		"every no another")
 	// inputDets mark a noun as something that already exists: an input.
@@ -635,7 +646,7 @@ var clauseBreaks = newSet("( ) — – ; : - --")
 var (
 	// sentenceEnds end a sentence in splitSentences (a "." after an
 	// abbreviation excepted).
-	sentenceEnds = []string{".", "!", "?", "…"}
+	sentenceEnds = []string{".", "!", "?", "…", "。", "！", "？"}
 	// whWords open the main clause of a question after a leading phrase
 	// and a comma, within leadSpan tokens of its start: leadQuestion.
 	whWords  = []string{"who", "what", "when", "where", "why", "how", "which", "whose"}
@@ -668,6 +679,9 @@ var (
 	// ("**Deliverables:**") and blanks the spaces after it: labelLine.
 	emphasisMarks = "*_"
 	blanks        = " \t"
+	// wideColon is the full-width colon of CJK text ("成果物：a.pdf"), a
+	// label's colon too: labelLine.
+	wideColon = "："
 	// runMarks, besides letters, digits and marks, belong to a word or path
 	// run ("dist/index.html", `C:\out`, "don't"): isRunRune.
 	runMarks = `_-./~+\:'’`
@@ -1012,4 +1026,251 @@ var (
 		"noon midnight eod eow cob end close start beginning middle next then now morning afternoon evening " +
 		"lunch time week weekend month quarter year january february march april may june july august september " +
 		"october november december")
+)
+
+// Rule 9 (languages.go): the cue words of the other languages a task may be
+// written in: German, French, Spanish, Portuguese, Italian, Dutch, Japanese,
+// Chinese and Korean. A Latin-script word matches a cue word when, both
+// folded to lower case without accents (foldWord), they are equal, or the
+// cue ends in "*" and the word starts with what precedes it ("exportier*"
+// reads "exportiere", "exportieren"); a word may carry an elided article or
+// negation before an apostrophe ("l'export", "n'exporte") and clitics after
+// a hyphen ("exporte-le"). A CJK cue matches anywhere inside a run of CJK
+// text, which has no spaces ("並附在這個任務上" holds "附在"). Each list
+// names one role a cue gives; foreignCue tries them in the order of
+// foreignCueClasses, so a presented form ("anbei", "ci-joint") is read
+// before the delivery verb it shares a stem with.
+var (
+	// foreignPresented say a file is given with the task, already there
+	// ("Im Anhang findest du …", "ci-joint", "adjunto el informe", "添付の
+	// ファイル"): its files are inputs a later delivery passes over.
+	foreignPresented = []string{
+		"anbei", "angehängt", "beigefügt", "beiliegend", // de
+		"ci-joint", "ci-jointe", "trouverez", // fr
+		"adjunto", "adjuntos", "adjuntado", "adjuntada", "adjuntamos", // es
+		"anexos", "anexado", "anexada", "segue", "seguem", // pt
+		"allegata", "allegati", "allego", // it
+		"bijgevoegd", // nl
+		"添付の", "添付した", "添付します", "添付された", "添付済", // ja
+		"附件中", "已附", "附上的", "附加的", "附带的", // zh
+		"첨부한", "첨부된", "첨부합니다", "첨부드", // ko
+	}
+	// foreignAttachNouns name an attachment: beside another verb cue a
+	// delivery marker ("Schick sie als Anhang", "作为附件发送"), alone a file
+	// given with the task ("Im Anhang findest du daten.csv").
+	foreignAttachNouns = []string{"anhang", "pièce", "jointe", "anexo", "allegato", "bijlage", "附件", "첨부파일"}
+	// foreignFileWords are file nouns and binary formats: after an output
+	// verb, not negated, they ask for a file ("Erstelle eine PDF-Datei",
+	// "crea un archivo Excel", "生成PDF文件").
+	foreignFileWords = []string{
+		"datei", "dateien", "fichier", "fichiers", "archivo", "archivos", "arquivo", "arquivos", "file",
+		"bestand", "bestanden", "pdf", "xlsx", "xls", "docx", "pptx", "png", "jpg", "zip", "csv", "excel",
+		"powerpoint", "ファイル", "文件", "檔案", "档案", "파일", "pdf", "エクセル",
+	}
+	// foreignDelivery are delivery verbs, export and save verbs and
+	// delivery markers: they ask for a file by themselves ("hänge sie an",
+	// "à joindre", "exporta como", "附在", "添付して", "첨부해").
+	foreignDelivery = []string{
+		"anhäng*", "anzuhäng*", "häng*", "beifüg*", "beizufüg*", "exportier*", "speicher*", "abspeicher*",
+		"hochlad*", "hochzulad*", "herunterladbar", "download", "veröffentlich*", // de
+		"joindre", "joins", "joignez", "joigne", "joins-le", "joins-la", "attache", "attachez", "exporte*",
+		"enregistre*", "sauvegarde*", "téléverse*", "livrer", "livrez", "livre-moi", "publie*", "téléchargeable", // fr
+		"adjunta*", "adjunte*", "adjúnta*", "adjuntes", "exporta*", "expórta*", "guarda", "guardar", "guarde",
+		"guardes", "guárda*", "sube", "subir", "suba", "súbe*", "descargable", "entrega*", "entrégal*", // es
+		"anexa*", "anexe*", "exporte", "salva", "salvar", "salve", "salvá*", "entregue", "publique", // pt
+		"allega*", "esporta*", "salvalo", "salvala", "salvare", "carica*", "consegna*", "scaricabile", // it
+		"bijvoegen", "bij te voegen", "exporteer*", "opslaan", "upload*", "lever", "opleveren", "oplever*",
+		"downloadbaar", // nl
+		"添付", "アップロード", "エクスポート", "書き出", "出力", "保存", "納品", "提出", "ダウンロード可能", // ja
+		"附上", "附在", "附加", "作为附件", "作為附件", "上传", "上傳", "导出", "導出", "汇出", "匯出", "输出",
+		"保存", "存为", "存成", "儲存", "另存", "交付", "提交", "可下载", "可下載", // zh
+		"첨부", "업로드", "내보내", "저장", "제출", "납품", "다운로드 가능", // ko
+	}
+	// foreignSend deliver a file named elsewhere ("schick mir …", "envoie
+	// …", "發送給我"): the files they govern are outputs, but they ask for
+	// no file of their own, as send does.
+	foreignSend = []string{
+		"schick*", "sende", "senden", "teile", "teilen", "liefer*", // de
+		"envoie*", "envoyer", "envoyez", "partage*", // fr
+		"envía*", "envia*", "enviar", "envíe*", "comparte*", "compartir", // es
+		"envie", "compartilhe*", // pt
+		"invia*", "condividi*", "manda*", // it
+		"stuur*", "deel", "delen", // nl
+		"送って", "送付", "送信", "共有", // ja
+		"发送", "發送", "发给", "發給", "分享", "发布", "發佈", // zh
+		"보내", "공유", "전송", // ko
+	}
+	// foreignOutput are verbs of making ("erstelle", "rédige", "genera",
+	// "作成", "整理成", "작성"): the files they govern are outputs.
+	foreignOutput = []string{
+		"erstell*", "schreib*", "generier*", "erzeug*", "verfass*", "mach", "mache", "produzier*", // de
+		"crée", "créer", "créez", "rédige*", "écris", "écrire", "écrivez", "génère", "générer", "générez",
+		"produis", "produire", "prépare", "préparer", "préparez", "fais", "faites", // fr
+		"crea", "crear", "cree", "créa*", "escribe", "escribir", "redacta*", "genera", "generar", "genere",
+		"prepara", "preparar", "produce", "elabora*", "haz", // es
+		"cria", "criar", "crie", "escreva", "escrever", "redija", "gere", "gerar", "prepare", "produza",
+		"elabore", "faça", // pt
+		"creare", "crealo", "creala", "scrivi", "scrivere", "redigi", "produci", "prepara", "fai", // it
+		"maak", "maken", "schrijf", "schrijven", "genereer", "genereren", "produceer", "creëer", // nl
+		"作成", "作って", "作る", "生成", "書いて", "まとめて", // ja
+		"整理成", "整理为", "整理為", "生成", "创建", "創建", "建立", "制作", "製作", "编写", "編寫", "撰写", "撰寫",
+		"写成", "寫成", "做成", "写一份", "寫一份", "做一份", "制成", "製成", // zh
+		"작성", "만들", "생성", "정리해", // ko
+	}
+	// foreignTransform reshape a source into a destination ("konvertiere
+	// daten.csv in daten.json", "转换成"): the file right after them is the
+	// source, a file after a foreignDestPreps word the output.
+	foreignTransform = []string{
+		"konvertier*", "umwandel*", "wandle", "übersetz*", // de
+		"convertis", "convertir", "convertissez", "transforme*", "tradui*", // fr
+		"convierte*", "conviert*", "transforma*", "traduce*", "traduzca", // es
+		"converta", "converter", "converte", "transforme", "traduza", // pt
+		"converti", "convertire", "trasforma*", "traduci", // it
+		"converteer*", "vertaal*", // nl
+		"変換", "翻訳", // ja
+		"转换", "轉換", "转成", "轉成", "转为", "轉為", "翻译", "翻譯", // zh
+		"변환", "번역", // ko
+	}
+	// foreignInput are verbs of reading, digesting and using an input
+	// ("lies", "résume", "lee", "読んで", "阅读", "읽고").
+	foreignInput = []string{
+		"lies", "lese", "lesen", "fasse", "zusammenfass*", "prüf*", "überprüf*", "analysier*", "vergleich*",
+		"sieh", "schau", "nutze", "verwende", "benutze", "öffne", "bewerte", // de
+		"lis", "lire", "lisez", "résume", "résumer", "résumez", "analyse", "analyser", "analysez", "compare",
+		"comparer", "examine", "vérifie*", "relis", "consulte*", "utilise*", "ouvre", "étudie", "regarde", // fr
+		"lee", "leer", "lea", "resume", "resumir", "resuma", "analiza*", "compara*", "revisa*", "examina*",
+		"usa", "usar", "utiliza*", "consulta*", "abre", "mira", // es
+		"leia", "ler", "lê", "resumo", "analise", "analisar", "revise", "examine", "use", "utilize",
+		"consulte", "abra", "verifique", // pt
+		"leggi", "leggere", "riassumi", "riassumere", "analizza*", "confronta*", "rivedi", "esamina*",
+		"utilizza*", "apri", "controlla*", "verifica*", // it
+		"lees", "lezen", "vat", "samenvatten", "analyseer*", "vergelijk*", "bekijk*", "controleer*",
+		"gebruik*", "beoordeel*", // nl
+		"読んで", "読み", "要約", "確認", "分析", "比較", "見て", "レビュー", "使って", "使用", // ja
+		"阅读", "閱讀", "读", "讀", "看一下", "查看", "总结", "總結", "摘要", "分析", "比较", "比較", "审阅",
+		"審閱", "检查", "檢查", "使用", // zh
+		"읽", "요약", "분석", "비교", "검토", "확인", "사용", // ko
+	}
+	// foreignReply are verbs of answering in text, and phrases that place
+	// the answer in the reply ("antworte hier", "réponds ici", "responde
+	// aquí", "在这里回复", "ここで返信"): the files they govern are inputs,
+	// and they ask for no file.
+	foreignReply = []string{
+		"antworte", "antworten", "beantworte*", "erkläre", "erklär", "nenne", "sag", // de
+		"réponds", "répondez", "répondre", "explique*", "dis-moi", "dites-moi", // fr
+		"responde", "responder", "contesta*", "explica*", "dime", // es
+		"responda", "explique", "diga", // pt
+		"rispondi", "rispondere", "spiega*", "dimmi", // it
+		"antwoord", "beantwoord*", "vertel", "leg", // nl
+		"返信", "回答", "答えて", "説明", "教えて", // ja
+		"回复", "回覆", "回答", "答复", "答覆", "说明", "說明", "告诉", "告訴", "解释", "解釋", // zh
+		"답변", "답해", "답장", "설명", "알려", // ko
+	}
+	// foreignInline place an output in the reply itself ("hier im Chat",
+	// "ici", "aquí", "在这里", "ここに"): an output they follow is written
+	// inline, not delivered.
+	foreignInline = []string{
+		"hier", "chat", // de, nl
+		"ici", // fr
+		"aquí", "aqui", // es, pt
+		"chat-", // it ("nella chat")
+		"这里", "這裡", "这儿", "聊天", "对话中", "ここ", "チャット", "여기", "채팅",
+	}
+	// foreignNegators negate the nearest verb cue after them, or before
+	// them with no punctuation between ("nicht anhängen", "Hänge die Datei
+	// nicht an", "ne pas joindre", "no adjuntes", "不要附", "添付不要",
+	// "첨부하지 마세요").
+	foreignNegators = []string{
+		"nicht", "kein", "keine", "keinen", "keiner", "keines", "nichts", "ohne", // de
+		"ne", "n'", "pas", "aucun", "aucune", "sans", "jamais", "rien", // fr
+		"no", "nunca", "ningún", "ninguna", "ninguno", "sin", "nada", // es
+		"não", "nao", "nenhum", "nenhuma", "sem", // pt
+		"non", "nessun", "nessuna", "nessuno", "senza", "mai", "niente", // it
+		"niet", "geen", "zonder", "nooit", "niets", // nl
+		"不要", "しないで", "しない", "せず", "ないで", "不可", "禁止", "不用", "無用", // ja
+		"别", "別", "无需", "無需", "不必", "不需要", "勿", "无须", "無須", // zh
+		"말고", "마세요", "마십시오", "않", "금지", "없이", // ko
+	}
+	// foreignModel name a file as a model, template, example or earlier
+	// version (rule 10): a file they stand right before ("wie X", "comme X",
+	// "la plantilla X", "模板 X"), or, for the postpositional ones in
+	// foreignModelAfter, right after ("X と同じ形式で", "X 처럼"), is an
+	// input, whatever verb governs its sentence.
+	foreignModel = []string{
+		"wie", "vorlage", "muster", "beispiel", "basierend", "anhand", "vorbild", "gleichen", // de
+		"comme", "modèle", "gabarit", "exemple", "d'après", "basé", "basée", "même", // fr
+		"plantilla", "modelo", "ejemplo", "basado", "basada", "basándote", "mismo", "misma", "igual", // es
+		"exemplo", "baseado", "baseada", "mesmo", "mesma", // pt
+		"modello", "esempio", "basato", "basata", "stesso", "stessa", // it
+		"zoals", "sjabloon", "voorbeeld", "gebaseerd", "hetzelfde", "dezelfde", // nl
+		"テンプレート", "ひな形", "雛形", "例の", "参考に", // ja
+		"模板", "范本", "範本", "样例", "樣例", "参照", "參照", "按照", "依照", "仿照", "根据", "根據", "基于",
+		"基於", "像", "参考", "參考", // zh
+		"템플릿", "양식", // ko
+	}
+	foreignModelAfter = []string{
+		"と同じ", "を参考", "をもとに", "を元に", "に基づ", "のような", "みたいな", "をテンプレート", "を雛形", // ja
+		"一样", "一樣", "相同", "为模板", "為模板", "作为模板", "作為模板", "的格式", // zh
+		"처럼", "같은", "참고", "기반", "바탕", "을 템플릿", "를 템플릿", // ko
+	}
+	// foreignDestPreps before a file make it the destination of the verb
+	// before ("als umsatz.xlsx", "en facture.pdf", "como datos.xlsx",
+	// "整理成 X", "保存为 X"); a file followed by one and another file is
+	// that verb's source ("exportiere daten.csv als daten.xlsx").
+	foreignDestPreps = []string{
+		"als", "in", "nach", "zu", "unter", // de
+		"en", "sous", "vers", // fr
+		"como", "a", // es
+		"em", "para", // pt
+		"come", // it
+		"naar", // nl
+		"成", "为", "為", "として", "に", "로", "으로",
+	}
+	// foreignFunctionWords are common words of the other Latin-script
+	// languages, and englishFunctionWords of English: a unit with more of
+	// the first than of the second, or with CJK text, is read by
+	// languages.go (isForeign). Words both languages share ("in", "a",
+	// "die", "no", "as") are in neither.
+	foreignFunctionWords = newSet("der das und ist mit für von den dem des ein eine einen bitte sie ihn ihm " +
+		"als auf nicht im dieses diese dieser zum zur " + // de
+		"le la les et est un une du au aux à pour avec dans sur ce cette merci ne pas " + // fr
+		"el los las y con por para una del al este esta que aquí " + // es
+		"os um uma da dos das com em não favor " + // pt
+		"il lo gli di della per questo questa che nel nella " + // it
+		"het een en van voor met dit deze naar niet") // nl
+	englishFunctionWords = newSet("the and to of is it for with this that please me you your from into as be are " +
+		"on by then my our all should must can will")
+	// foreignProductFlags open a command-line option whose value a product
+	// writes ("--output summary.json", "-o out.csv"): rule 11 reads a file
+	// right after one as repository work.
+	foreignProductFlags = []string{"--", "-o"}
+	// inputLabels are headings and labels whose lines list inputs, context
+	// or references (rule 10): "Inputs", "Context", "Kontext", "Contexte",
+	// "Contexto", "Background", "References", "参考資料", "背景".
+	inputLabels = []string{
+		"inputs", "input", "input files", "context", "background", "references", "reference", "sources",
+		"materials", "attachments", "given", // en
+		"eingaben", "eingabe", "kontext", "hintergrund", "referenzen", "quellen", "unterlagen", "vorlagen", // de
+		"entrées", "entrée", "contexte", "références", "sources", "documents fournis", // fr
+		"entradas", "contexto", "antecedentes", "referencias", "fuentes", // es
+		"referências", "fontes", // pt
+		"contesto", "riferimenti", "fonti", // it
+		"invoer", "achtergrond", "referenties", "bronnen", // nl
+		"参考資料", "背景", "参考", "参考资料", "參考資料", "入力", "资料", "資料", "输入", "輸入", "上下文", // ja, zh
+		"배경", "참고 자료", "참고자료", "입력", // ko
+	}
+)
+
+// Rule 10 (roles.go): files named as a model, template, example or earlier
+// version are inputs a later pronoun passes over: modelRef.
+var (
+	// modelWords before a file, or after it and "as", name it as a model
+	// ("based on NAME", "the template in NAME", "NAME as a template").
+	modelWords = newSet("template templates based modeled modelled model example sample blueprint pattern " +
+		"reference starting basis guide layout style format skeleton boilerplate previous earlier last prior")
+	// modelPreps govern a model ("like NAME").
+	modelPreps = newSet("like after")
+	// modelVerbs take a model or a tool as their object ("use NAME",
+	// "follow NAME"), not the thing made.
+	modelVerbs = newSet("use follow mirror mimic copy")
 )

@@ -771,6 +771,13 @@ func readMention(u *unit, p *phrase, i, lastVerb, head, gov int, prep string) *m
 		why(roleInput, "an attempt, not an output")
 		probeOutput(u, m, vi, i)
 	}
+	if m.role == roleInput && !m.existing && modelRef(u, p, i, vi, prep, compared) {
+		// "in the same format as churn_october.csv and attach it", "like
+		// q1_deck.pptx", "use template.docx": a model is an input a later
+		// pronoun passes over; "it" is the new output (rule 10).
+		m.existing = true
+		m.note(u, "input: named as a model, template, example or earlier version", max(i-modelSpan, p.start), i)
+	}
 	if m.role == roleOutput && p.repo {
 		m.role = roleRepo
 		m.note(u, "repository work: its phrase is about a pull request, branch or commit", p.start, p.end-1)
@@ -1966,6 +1973,33 @@ func denialAt(toks []token, i int) bool {
 		return prev(succeedNegators...)
 	case t.is(permitWords...):
 		return prev("not")
+	}
+	return false
+}
+
+// modelRef reports whether the input file at i is named as a model,
+// template, example or earlier version (rule 10): the standard of a
+// comparison ("in the same format as NAME"), the object of "like", of a
+// verb of following (modelVerbs: "use", "follow"), or a file with a
+// modelWords word at most modelSpan tokens before it in its phrase
+// ("based on NAME", "the template in NAME") or after it ("NAME as a
+// template").
+func modelRef(u *unit, p *phrase, i, vi int, prep string, compared bool) bool {
+	if compared || modelPreps[prep] || vi >= 0 && vi < i && modelVerbs[lemmaOf(u.toks[vi].low)] {
+		return true
+	}
+	for k := i - 1; k >= p.start && k >= i-modelSpan; k-- {
+		if modelWords[u.toks[k].low] {
+			return true
+		}
+		if u.toks[k].kind == tokFile {
+			break
+		}
+	}
+	for k := i + 1; k < p.end && k <= i+modelSpan; k++ {
+		if modelWords[u.toks[k].low] && u.toks[i+1].is("as") {
+			return true
+		}
 	}
 	return false
 }

@@ -90,7 +90,9 @@ func tokenize(s string) []token {
 				}
 				j += w2
 			}
-			toks = splitRun(toks, s[i:j])
+			for _, piece := range cjkPieces(s[i:j]) {
+				toks = splitRun(toks, piece)
+			}
 			i = j
 		default:
 			toks = append(toks, punctTok(s[i:i+w]))
@@ -98,6 +100,51 @@ func tokenize(s string) []token {
 		}
 	}
 	return toks
+}
+
+// isCJK reports whether r is written in a script with no spaces between
+// words: Han, Hiragana, Katakana or Hangul.
+func isCJK(r rune) bool {
+	return unicode.In(r, unicode.Han, unicode.Hiragana, unicode.Katakana, unicode.Hangul)
+}
+
+// cjkPieces cuts a run that mixes CJK text with a file name written against
+// it, with no space ("請把結果整理成summary.pdf並附上", "report.pdfを作成して",
+// "report.pdf로") into the CJK text and the name (rule 9). A run with no
+// CJK rune, or whose non-CJK parts name no file ("報告.md"), stays whole.
+func cjkPieces(run string) []string {
+	var segs []string
+	start, prev := 0, false
+	for k, r := range run {
+		c := isCJK(r)
+		if k > 0 && c != prev {
+			segs = append(segs, run[start:k])
+			start = k
+		}
+		prev = c
+	}
+	segs = append(segs, run[start:])
+	if len(segs) == 1 {
+		return segs
+	}
+	var pieces []string
+	cur := ""
+	for _, seg := range segs {
+		r, _ := utf8.DecodeRuneInString(seg)
+		if !isCJK(r) && IsFile(strings.TrimRight(seg, runTrailers)) {
+			if cur != "" {
+				pieces = append(pieces, cur)
+			}
+			pieces = append(pieces, seg)
+			cur = ""
+			continue
+		}
+		cur += seg
+	}
+	if cur != "" {
+		pieces = append(pieces, cur)
+	}
+	return pieces
 }
 
 func closingQuote(open rune) string {
@@ -249,6 +296,7 @@ type unit struct {
 	inl       []bool      // token is covered by an inline marker
 	asked     []bool      // token is a verb of an embedded question ("tell me whether exporting …")
 	inPlace   bool        // says "in place": verbless files are edited, not delivered
+	inputs    bool        // under a heading or label for inputs, context or references (rule 10)
 	phrases   []*phrase
 	qualifier int  // token index of a "not a deliverable" qualifier, or -1
 	denial    bool // carries a denied-write marker

@@ -1,0 +1,581 @@
+package reqdetect
+
+import (
+	"slices"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// ---------------------------------------------------------------------------
+// Rule 9: tasks written in other languages
+
+// cueClass is the role a cue word of another language gives the files it
+// governs (the lists are in lexicon.go).
+type cueClass uint8
+
+const (
+	cueNone      cueClass = iota
+	cuePresented          // the file is given with the task: an input
+	cueAttached           // an attachment noun ("Anhang", "附件"): presented or a delivery marker, by context
+	cueDelivery           // attach, export, save, upload: asks for a file by itself
+	cueSend               // send, share: delivers a file named elsewhere
+	cueOutput             // create, write: its files are outputs
+	cueTransform          // convert: its object is the source, its destination the output
+	cueInput              // read, summarize, use
+	cueReply              // reply, explain: an answer in text
+)
+
+// foreignCueClasses are tried in this order on a word: a presented form is
+// read before the delivery stem it shares ("anbei", "adjunto").
+var foreignCueClasses = []struct {
+	class cueClass
+	words *[]string
+}{
+	{cuePresented, &foreignPresented},
+	{cueAttached, &foreignAttachNouns},
+	{cueReply, &foreignReply},
+	{cueTransform, &foreignTransform},
+	{cueDelivery, &foreignDelivery},
+	{cueSend, &foreignSend},
+	{cueOutput, &foreignOutput},
+	{cueInput, &foreignInput},
+}
+
+// cueHit is one cue found in a unit: at token tok, byte off inside it.
+type cueHit struct {
+	tok, off int
+	class    cueClass
+	neg      bool
+}
+
+// Language-dependent reading spans, in tokens.
+const (
+	negAheadSpan  = 3 // a negator reaches a verb at most this far after it
+	negBehindSpan = 4 // or this far before it, with no punctuation between
+	modelSpan     = 4 // a model word stands at most this far before its file
+	cjkNegBytes   = 9 // within one CJK run, a negator touches a verb at most this many bytes away
+)
+
+// isForeign reports whether u is written in another language than English:
+// it has CJK text, or more foreignFunctionWords than englishFunctionWords.
+func isForeign(u *unit) bool {
+	foreign, english := 0, 0
+	for _, t := range u.toks {
+		if t.kind == tokFile {
+			continue
+		}
+		if strings.ContainsFunc(t.text, isCJK) {
+			return true
+		}
+		switch {
+		case foreignFunctionWords[t.low]:
+			foreign++
+		case englishFunctionWords[t.low]:
+			english++
+		}
+	}
+	return foreign > english
+}
+
+// foldWord lower-cases w and drops the accents of Latin letters, so that
+// "Hänge", "hange" and "hänge" match one cue.
+func foldWord(w string) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(w) {
+		if f, ok := accentFolds[r]; ok {
+			r = f
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+var accentFolds = map[rune]rune{
+	'á': 'a', 'à': 'a', 'â': 'a', 'ä': 'a', 'ã': 'a', 'å': 'a', 'é': 'e', 'è': 'e', 'ê': 'e', 'ë': 'e',
+	'í': 'i', 'ì': 'i', 'î': 'i', 'ï': 'i', 'ó': 'o', 'ò': 'o', 'ô': 'o', 'ö': 'o', 'õ': 'o', 'ú': 'u',
+	'ù': 'u', 'û': 'u', 'ü': 'u', 'ç': 'c', 'ñ': 'n', '’': '\'',
+}
+
+// cueMatches reports whether the folded Latin word w is the cue c (folded),
+// or starts with it when c ends in "*".
+func cueMatches(w, c string) bool {
+	if stem, ok := strings.CutSuffix(c, "*"); ok {
+		return strings.HasPrefix(w, stem)
+	}
+	return w == c
+}
+
+// folded caches every cue list folded once.
+var folded = map[*[]string][]string{}
+
+func foldedList(l *[]string) []string {
+	if f, ok := folded[l]; ok {
+		return f
+	}
+	f := make([]string, len(*l))
+	for i, c := range *l {
+		f[i] = foldWord(c)
+	}
+	folded[l] = f
+	return f
+}
+
+func init() {
+	for _, c := range foreignCueClasses {
+		foldedList(c.words)
+	}
+	for _, l := range []*[]string{&foreignNegators, &foreignModel, &foreignModelAfter, &foreignInline,
+		&foreignDestPreps, &foreignFileWords} {
+		foldedList(l)
+	}
+}
+
+// latinCue returns the class of the folded word w, or cueNone.
+func latinCue(w string) cueClass {
+	for _, c := range foreignCueClasses {
+		for _, cue := range folded[c.words] {
+			if !isCJKString(cue) && cueMatches(w, cue) {
+				return c.class
+			}
+		}
+	}
+	return cueNone
+}
+
+func isCJKString(s string) bool {
+	r, _ := utf8.DecodeRuneInString(s)
+	return isCJK(r)
+}
+
+// inList reports whether the folded word w is one of the Latin cues of l.
+func inList(w string, l *[]string) bool {
+	for _, cue := range folded[l] {
+		if !isCJKString(cue) && cueMatches(w, cue) {
+			return true
+		}
+	}
+	return false
+}
+
+// cjkIndex returns every byte offset in s of a CJK cue of l.
+func cjkIndex(s string, l *[]string) []int {
+	var at []int
+	for _, cue := range *l {
+		if !isCJKString(cue) {
+			continue
+		}
+		for from := 0; from < len(s); {
+			k := strings.Index(s[from:], cue)
+			if k < 0 {
+				break
+			}
+			at = append(at, from+k)
+			from += k + len(cue)
+		}
+	}
+	return at
+}
+
+// foreignReading is what readForeign finds in a unit.
+type foreignReading struct {
+	hits  []cueHit // verb cues, in text order
+	cjk   []bool   // token holds CJK text
+	words []string // each word token folded ("" for others)
+}
+
+// scan finds the cue words of u, decides which negators reach which verb,
+// and records the CJK tokens.
+func scan(u *unit) *foreignReading {
+	r := &foreignReading{cjk: make([]bool, len(u.toks)), words: make([]string, len(u.toks))}
+	type negAt struct{ tok, off int }
+	var negs []negAt
+	for i, t := range u.toks {
+		if t.kind == tokFile || t.kind == tokPunct {
+			continue
+		}
+		if strings.ContainsFunc(t.text, isCJK) {
+			r.cjk[i] = true
+			var local []cueHit
+			for _, c := range foreignCueClasses {
+				for _, off := range cjkIndex(t.low, c.words) {
+					if !slices.ContainsFunc(local, func(h cueHit) bool { return h.off == off }) {
+						local = append(local, cueHit{tok: i, off: off, class: c.class})
+					}
+				}
+			}
+			slices.SortFunc(local, func(a, b cueHit) int { return a.off - b.off })
+			r.hits = append(r.hits, local...)
+			for _, off := range cjkIndex(t.low, &foreignNegators) {
+				negs = append(negs, negAt{i, off})
+			}
+			continue
+		}
+		w := foldWord(t.text)
+		if k := strings.IndexByte(w, '\''); k > 0 && k <= 3 {
+			// "l'export", "n'exporte", "qu'il": an elided article or
+			// negation before the word.
+			if w[:k+1] == "n'" {
+				negs = append(negs, negAt{i, 0})
+			}
+			w = w[k+1:]
+		}
+		r.words[i] = w
+		if inList(w, &foreignNegators) {
+			negs = append(negs, negAt{i, 0})
+			continue
+		}
+		c := latinCue(w)
+		if c == cueNone {
+			if head, _, ok := strings.Cut(w, "-"); ok && head != "" {
+				c = latinCue(head) // "exporte-le", "joins-la"
+			}
+		}
+		if c != cueNone {
+			r.hits = append(r.hits, cueHit{tok: i, class: c})
+		}
+	}
+	// An attachment noun with another verb cue beside it is a delivery
+	// marker ("Schick mir die Datei als Anhang"); alone it presents what
+	// the task brings ("Im Anhang findest du daten.csv").
+	other := slices.ContainsFunc(r.hits, func(h cueHit) bool {
+		return h.class >= cueDelivery && h.class <= cueTransform
+	})
+	for k := range r.hits {
+		if r.hits[k].class == cueAttached {
+			r.hits[k].class = cuePresented
+			if other {
+				r.hits[k].class = cueDelivery
+			}
+		}
+	}
+	for _, n := range negs {
+		if h := r.negated(u, n.tok, n.off); h >= 0 {
+			r.hits[h].neg = true
+		}
+	}
+	return r
+}
+
+// negated returns the verb cue a negator at token tok (byte off in a CJK
+// run) reaches, or -1: the nearest after it within negAheadSpan tokens, or
+// else before it within negBehindSpan tokens with no punctuation between; in
+// CJK text the nearest in the same run within cjkNegBytes bytes, or in the
+// run right before ("첨부하지 마세요").
+func (r *foreignReading) negated(u *unit, tok, off int) int {
+	if r.cjk[tok] {
+		best, dist := -1, cjkNegBytes+1
+		for k, h := range r.hits {
+			d := -1
+			switch {
+			case h.tok == tok && h.off >= off:
+				d = h.off - off
+			case h.tok == tok:
+				d = off - h.off
+			case h.tok == tok-1 && off <= cjkNegBytes:
+				d = off + 1
+			}
+			if d >= 0 && d < dist {
+				best, dist = k, d
+			}
+		}
+		return best
+	}
+	for k, h := range r.hits {
+		if h.tok == tok && h.off == 0 {
+			return k // "n'exporte"
+		}
+	}
+	for k, h := range r.hits {
+		if h.tok > tok && h.tok <= tok+negAheadSpan && !r.punctBetween(u, tok, h.tok) {
+			return k
+		}
+	}
+	for k := len(r.hits) - 1; k >= 0; k-- {
+		h := r.hits[k]
+		if h.tok < tok && h.tok >= tok-negBehindSpan && !r.punctBetween(u, h.tok, tok) {
+			return k
+		}
+	}
+	return -1
+}
+
+func (r *foreignReading) punctBetween(u *unit, a, b int) bool {
+	for k := a + 1; k < b; k++ {
+		if u.toks[k].kind == tokPunct {
+			return true
+		}
+	}
+	return false
+}
+
+// postpositional reports whether u is Japanese or Korean, whose verbs come
+// after their objects: a file takes the role of the verb after it first.
+func postpositional(u *unit) bool {
+	for _, t := range u.toks {
+		if strings.ContainsFunc(t.text, func(r rune) bool {
+			return unicode.In(r, unicode.Hiragana, unicode.Katakana, unicode.Hangul)
+		}) {
+			return true
+		}
+	}
+	return false
+}
+
+// governing returns the verb cue that governs the file at token i: the
+// nearest before it, or after it if none is before (the other way round in
+// Japanese and Korean), or -1.
+func (r *foreignReading) governing(i int, after bool) int {
+	before, next := -1, -1
+	for k, h := range r.hits {
+		if h.tok < i {
+			before = k
+		} else if h.tok > i && next < 0 {
+			next = k
+		}
+	}
+	if after && next >= 0 || before < 0 {
+		return next
+	}
+	return before
+}
+
+// modelAt reports whether the file at i is named as a model, template,
+// example or earlier version (rule 10): a foreignModel word within
+// modelSpan tokens before it and no verb cue between ("im gleichen Format
+// wie X", "la plantilla X", "模板 X"), or a foreignModelAfter word in the
+// run right after it ("X と同じ形式で", "X 처럼").
+func (r *foreignReading) modelAt(u *unit, i int) bool {
+	for k := i - 1; k >= 0 && k >= i-modelSpan; k-- {
+		t := u.toks[k]
+		if t.kind == tokFile || r.verbTok(k) && !r.cjk[k] {
+			break
+		}
+		if r.cjk[k] && len(cjkIndex(t.low, &foreignModel)) > 0 || !r.cjk[k] && inList(r.words[k], &foreignModel) {
+			return true
+		}
+		if r.cjk[k] {
+			break
+		}
+	}
+	if i+1 < len(u.toks) && r.cjk[i+1] {
+		for _, off := range cjkIndex(u.toks[i+1].low, &foreignModelAfter) {
+			if off <= cjkNegBytes {
+				return true
+			}
+		}
+	}
+	if i+1 < len(u.toks) && !r.cjk[i+1] && inList(r.words[i+1], &foreignModelAfter) {
+		return true
+	}
+	return false
+}
+
+func (r *foreignReading) verbTok(k int) bool {
+	return slices.ContainsFunc(r.hits, func(h cueHit) bool { return h.tok == k })
+}
+
+// destAt reports whether the file at i is a destination: right after a
+// foreignDestPreps word ("als X", "整理成 X", "保存为 X") or, in Japanese and
+// Korean, right before a particle of destination ("X로", "Xに").
+func (r *foreignReading) destAt(u *unit, i int) bool {
+	if i > 0 {
+		p := u.toks[i-1]
+		if !r.cjk[i-1] && inList(r.words[i-1], &foreignDestPreps) {
+			return true
+		}
+		if r.cjk[i-1] {
+			for _, d := range foreignDestPreps {
+				if isCJKString(d) && strings.HasSuffix(p.low, d) {
+					return true
+				}
+			}
+		}
+	}
+	if i+1 < len(u.toks) && r.cjk[i+1] {
+		for _, d := range foreignDestPreps {
+			if isCJKString(d) && strings.HasPrefix(u.toks[i+1].low, d) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// sourceAt reports whether the file at i is followed by a destination word
+// and another file ("exportiere daten.csv als daten.xlsx"): the file is the
+// source.
+func (r *foreignReading) sourceAt(u *unit, i int) bool {
+	return i+2 < len(u.toks) && u.toks[i+2].kind == tokFile && r.destAt(u, i+2)
+}
+
+// flagAt reports whether the file at i is the value of a command-line
+// option ("--output summary.json"): rule 11, a file the product writes.
+func flagAt(u *unit, i int) bool {
+	if i == 0 {
+		return false
+	}
+	p := u.toks[i-1].text
+	for _, f := range foreignProductFlags {
+		if strings.HasPrefix(p, f) && len(p) > 1 {
+			return true
+		}
+	}
+	return false
+}
+
+// inlineAfter reports whether an inline marker ("hier im Chat", "ici",
+// "在这里") follows the file at i in its unit.
+func (r *foreignReading) inlineAfter(u *unit, i int) bool {
+	for k := i + 1; k < len(u.toks); k++ {
+		if r.cjk[k] && len(cjkIndex(u.toks[k].low, &foreignInline)) > 0 || !r.cjk[k] && inList(r.words[k], &foreignInline) {
+			return true
+		}
+	}
+	return false
+}
+
+// deliveredAfter reports whether a delivery cue, not negated, follows token
+// i ("… als umsatz.xlsx und hänge sie an"): it delivers the outputs before
+// it.
+func (r *foreignReading) deliveredAfter(i int) bool {
+	return slices.ContainsFunc(r.hits, func(h cueHit) bool {
+		return h.tok > i && !h.neg && (h.class == cueDelivery || h.class == cueSend)
+	})
+}
+
+// fileWordAt reports whether a file noun or binary format the text asks to
+// be made stands after the cue at token k, not negated ("eine PDF-Datei",
+// "un fichier Excel", "PDF檔"): an output verb then asks for a file.
+func (r *foreignReading) fileWordAt(u *unit, k int) bool {
+	for j := k + 1; j < len(u.toks); j++ {
+		t := u.toks[j]
+		if t.kind == tokPunct && t.punct(";", "。", ".") {
+			return false
+		}
+		hit := r.cjk[j] && len(cjkIndex(t.low, &foreignFileWords)) > 0
+		if !r.cjk[j] && t.kind != tokFile {
+			w := foldWord(t.text)
+			for _, part := range strings.Split(w, "-") {
+				hit = hit || inList(part, &foreignFileWords)
+			}
+		}
+		if hit {
+			negd := j > 0 && !r.cjk[j-1] && inList(r.words[j-1], &foreignNegators) ||
+				j > 1 && !r.cjk[j-2] && inList(r.words[j-2], &foreignNegators)
+			return !negd
+		}
+	}
+	return false
+}
+
+// readForeign reads a unit written in another language (rule 9) and
+// replaces the English reading of its files and requests. A file takes the
+// role of the cue that governs it (governing): a delivery, send or output
+// verb makes it an output, a transform verb its source or, after a
+// destination word, its output, a reading or reply verb an input; a negated
+// output or delivery forbids it; a model word makes it an input (rule 10),
+// and so does a presented form or an input heading; a file after a
+// command-line option is repository work (rule 11); a file no cue governs
+// is an output in a Deliverables item or after a destination word. A
+// delivery or export cue, not negated, asks for a file by itself, and so
+// does an output verb before a file noun or binary format.
+func readForeign(u *unit) {
+	if !isForeign(u) {
+		return
+	}
+	r := scan(u)
+	after := postpositional(u)
+	for i := range u.toks {
+		u.neg[i], u.inl[i] = false, false
+	}
+	for _, p := range u.phrases {
+		*p = phrase{start: p.start, end: p.end, mentions: p.mentions, lastDest: -1}
+	}
+	for _, p := range u.phrases {
+		for _, m := range p.mentions {
+			readForeignMention(u, p, m, r, after)
+		}
+	}
+	if u.question {
+		return
+	}
+	for k, h := range r.hits {
+		asks := h.class == cueDelivery || h.class == cueOutput && r.fileWordAt(u, h.tok)
+		if !asks || h.neg {
+			continue
+		}
+		for _, p := range u.phrases {
+			if p.start <= h.tok && h.tok < p.end {
+				p.request(u, "rule 9: the "+cueName(r.hits[k].class)+" \""+u.toks[h.tok].text+"\" asks for a file", h.tok, h.tok)
+				p.delivered = h.class == cueDelivery
+			}
+		}
+	}
+}
+
+func cueName(c cueClass) string {
+	if c == cueDelivery {
+		return "delivery or export word"
+	}
+	return "output verb"
+}
+
+func readForeignMention(u *unit, p *phrase, m *mention, r *foreignReading, after bool) {
+	i := m.tok
+	*m = mention{name: m.name, tok: i, verb: -1}
+	why := func(role fileRole, rule string, from int) {
+		m.role = role
+		m.note(u, "rule 9: "+rule, from, i)
+	}
+	g := r.governing(i, after)
+	gc, gneg, from := cueNone, false, i
+	if g >= 0 {
+		gc, gneg, from = r.hits[g].class, r.hits[g].neg, r.hits[g].tok
+		m.verb = r.hits[g].tok
+	}
+	dest := r.destAt(u, i)
+	switch {
+	case u.question:
+		why(roleInput, "a question asks about the file, not for it", i)
+	case flagAt(u, i):
+		why(roleRepo, "the value of a command-line option: a file the product writes (rule 11)", i-1)
+	case r.modelAt(u, i):
+		why(roleInput, "named as a model, template or example (rule 10)", max(i-modelSpan, 0))
+		m.existing = true
+	case u.inputs:
+		why(roleInput, "listed under a heading for inputs, context or references (rule 10)", i)
+		m.existing = true
+	case gc == cuePresented:
+		why(roleInput, "presented as given with the task (\""+u.toks[from].text+"\")", from)
+		m.existing = true
+	case r.sourceAt(u, i) && gc != cueNone:
+		why(roleInput, "the source of a destination named after it", i)
+	case gneg && gc != cueInput && gc != cueReply:
+		m.forbid = true
+		m.note(u, "rule 9: forbidden: a negated output or delivery (\""+u.toks[from].text+"\") names it", from, i)
+	case gc == cueDelivery || gc == cueSend:
+		why(roleOutput, "delivered: the delivery word \""+u.toks[from].text+"\" governs it", from)
+		m.delivery = true
+	case gc == cueOutput || gc == cueTransform && dest:
+		why(roleOutput, "output: the object of the output verb \""+u.toks[from].text+"\"", from)
+	case gc == cueTransform:
+		why(roleInput, "the source of the transform verb \""+u.toks[from].text+"\"", from)
+	case gc == cueInput || gc == cueReply:
+		why(roleInput, "the object of the reading or reply word \""+u.toks[from].text+"\"", from)
+	case dest || u.item:
+		why(roleOutput, "output: named as a destination or in a Deliverables item", i)
+	default:
+		why(roleNone, "no cue word governs the file", i)
+	}
+	if m.role == roleOutput && !m.delivery {
+		switch {
+		case r.deliveredAfter(i):
+			m.delivery = true
+			m.note(u, "rule 9: delivered: a delivery word after it refers back to it", i, len(u.toks)-1)
+		case r.inlineAfter(u, i):
+			m.role = roleInline
+			m.note(u, "rule 9: inline: a marker places it in the reply", i, len(u.toks)-1)
+		}
+	}
+}

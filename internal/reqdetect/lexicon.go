@@ -1050,7 +1050,7 @@ var (
 		"adjunto", "adjuntos", "adjuntado", "adjuntada", "adjuntamos", // es
 		"anexos", "anexado", "anexada", "segue", "seguem", // pt
 		"allegata", "allegati", "allego", // it
-		"bijgevoegd", // nl
+		"bijgevoegd",                           // nl
 		"添付の", "添付した", "添付します", "添付された", "添付済", // ja
 		"附件中", "已附", "附上的", "附加的", "附带的", // zh
 		"첨부한", "첨부된", "첨부합니다", "첨부드", // ko
@@ -1080,7 +1080,7 @@ var (
 		"anexa*", "anexe*", "exporte", "salva", "salvar", "salve", "salvá*", "entregue", "publique", // pt
 		"allega*", "esporta*", "salvalo", "salvala", "salvare", "carica*", "consegna*", "scaricabile", // it
 		"bijvoegen", "bij te voegen", "exporteer*", "opslaan", "upload*", "lever", "opleveren", "oplever*",
-		"downloadbaar", // nl
+		"downloadbaar",                                                      // nl
 		"添付", "アップロード", "エクスポート", "書き出", "出力", "保存", "納品", "提出", "ダウンロード可能", // ja
 		"附上", "附在", "附加", "作为附件", "作為附件", "上传", "上傳", "导出", "導出", "汇出", "匯出", "输出",
 		"保存", "存为", "存成", "儲存", "另存", "交付", "提交", "可下载", "可下載", // zh
@@ -1171,7 +1171,7 @@ var (
 	// inline, not delivered.
 	foreignInline = []string{
 		"hier", "chat", // de, nl
-		"ici", // fr
+		"ici",          // fr
 		"aquí", "aqui", // es, pt
 		"chat-", // it ("nella chat")
 		"这里", "這裡", "这儿", "聊天", "对话中", "ここ", "チャット", "여기", "채팅",

@@ -100,6 +100,7 @@ var accentFolds = map[rune]rune{
 // cueMatches reports whether the folded Latin word w is the cue c (folded),
 // or starts with it when c ends in "*".
 func cueMatches(w, c string) bool {
+	step()
 	if stem, ok := strings.CutSuffix(c, "*"); ok {
 		return strings.HasPrefix(w, stem)
 	}
@@ -126,7 +127,7 @@ func init() {
 		foldedList(c.words)
 	}
 	for _, l := range []*[]string{&foreignNegators, &foreignModel, &foreignModelAfter, &foreignInline,
-		&foreignDestPreps, &foreignFileWords} {
+		&foreignDestPreps, &foreignFileWords, &foreignSourcePreps, &foreignSourceAfter} {
 		foldedList(l)
 	}
 }
@@ -160,6 +161,7 @@ func inList(w string, l *[]string) bool {
 
 // cjkIndex returns every byte offset in s of a CJK cue of l.
 func cjkIndex(s string, l *[]string) []int {
+	step()
 	var at []int
 	for _, cue := range *l {
 		if !isCJKString(cue) {
@@ -182,6 +184,17 @@ type foreignReading struct {
 	hits  []cueHit // verb cues, in text order
 	cjk   []bool   // token holds CJK text
 	words []string // each word token folded ("" for others)
+	// first[i] is the index in hits of the first cue at token i or after
+	// it (len(hits) past the last): the cues of token i are
+	// hits[first[i]:first[i+1]]. Every look-up below reads through it, so
+	// the reading stays linear in the unit's length.
+	first []int
+	// inlineFrom[i] and deliverFrom[i] say whether an inline marker, or a
+	// delivery cue not negated, stands at token i or after it;
+	// fileWordFrom[i] is the first file noun or binary format at or after
+	// token i before the end of its clause, or -1.
+	inlineFrom, deliverFrom []bool
+	fileWordFrom            []int
 }
 
 // scan finds the cue words of u, decides which negators reach which verb,
@@ -197,9 +210,11 @@ func scan(u *unit) *foreignReading {
 		if strings.ContainsFunc(t.text, isCJK) {
 			r.cjk[i] = true
 			var local []cueHit
+			seen := map[int]bool{}
 			for _, c := range foreignCueClasses {
 				for _, off := range cjkIndex(t.low, c.words) {
-					if !slices.ContainsFunc(local, func(h cueHit) bool { return h.off == off }) {
+					if !seen[off] {
+						seen[off] = true
 						local = append(local, cueHit{tok: i, off: off, class: c.class})
 					}
 				}
@@ -249,12 +264,50 @@ func scan(u *unit) *foreignReading {
 			}
 		}
 	}
-	for _, n := range negs {
-		if h := r.negated(u, n.tok, n.off); h >= 0 {
+	n := len(u.toks)
+	r.first = make([]int, n+1)
+	for i, k := n, len(r.hits); i >= 0; i-- {
+		for k > 0 && r.hits[k-1].tok >= i {
+			k--
+			step()
+		}
+		r.first[i] = k
+	}
+	for _, ng := range negs {
+		if h := r.negated(u, ng.tok, ng.off); h >= 0 {
 			r.hits[h].neg = true
 		}
 	}
+	r.inlineFrom, r.deliverFrom, r.fileWordFrom = make([]bool, n+1), make([]bool, n+1), make([]int, n+1)
+	r.fileWordFrom[n] = -1
+	for i := n - 1; i >= 0; i-- {
+		step()
+		t := u.toks[i]
+		r.inlineFrom[i] = r.inlineFrom[i+1] ||
+			r.cjk[i] && len(cjkIndex(t.low, &foreignInline)) > 0 || !r.cjk[i] && inList(r.words[i], &foreignInline)
+		r.deliverFrom[i] = r.deliverFrom[i+1]
+		for _, h := range r.hits[r.first[i]:r.first[i+1]] {
+			if !h.neg && (h.class == cueDelivery || h.class == cueSend) {
+				r.deliverFrom[i] = true
+			}
+		}
+		r.fileWordFrom[i] = r.fileWordFrom[i+1]
+		switch {
+		case t.kind == tokPunct && t.punct(";", "。", "."):
+			r.fileWordFrom[i] = -1
+		case r.fileWord(u, i):
+			r.fileWordFrom[i] = i
+		}
+	}
 	return r
+}
+
+// at returns the cues of token i.
+func (r *foreignReading) at(i int) []cueHit {
+	if i < 0 || i >= len(r.first)-1 {
+		return nil
+	}
+	return r.hits[r.first[i]:r.first[i+1]]
 }
 
 // negated returns the verb cue a negator at token tok (byte off in a CJK
@@ -265,14 +318,15 @@ func scan(u *unit) *foreignReading {
 func (r *foreignReading) negated(u *unit, tok, off int) int {
 	if r.cjk[tok] {
 		best, dist := -1, cjkNegBytes+1
-		for k, h := range r.hits {
-			d := -1
+		for k := r.first[max(tok-1, 0)]; k < r.first[tok+1]; k++ {
+			step()
+			h, d := r.hits[k], -1
 			switch {
 			case h.tok == tok && h.off >= off:
 				d = h.off - off
 			case h.tok == tok:
 				d = off - h.off
-			case h.tok == tok-1 && off <= cjkNegBytes:
+			case off <= cjkNegBytes: // the run right before
 				d = off + 1
 			}
 			if d >= 0 && d < dist {
@@ -281,20 +335,17 @@ func (r *foreignReading) negated(u *unit, tok, off int) int {
 		}
 		return best
 	}
-	for k, h := range r.hits {
-		if h.tok == tok && h.off == 0 {
-			return k // "n'exporte"
+	if len(r.at(tok)) > 0 {
+		return r.first[tok] // "n'exporte"
+	}
+	for j := tok + 1; j <= tok+negAheadSpan && j < len(u.toks); j++ {
+		if len(r.at(j)) > 0 && !r.punctBetween(u, tok, j) {
+			return r.first[j]
 		}
 	}
-	for k, h := range r.hits {
-		if h.tok > tok && h.tok <= tok+negAheadSpan && !r.punctBetween(u, tok, h.tok) {
-			return k
-		}
-	}
-	for k := len(r.hits) - 1; k >= 0; k-- {
-		h := r.hits[k]
-		if h.tok < tok && h.tok >= tok-negBehindSpan && !r.punctBetween(u, h.tok, tok) {
-			return k
+	for j := tok - 1; j >= 0 && j >= tok-negBehindSpan; j-- {
+		if len(r.at(j)) > 0 && !r.punctBetween(u, j, tok) {
+			return r.first[j+1] - 1
 		}
 	}
 	return -1
@@ -326,13 +377,9 @@ func postpositional(u *unit) bool {
 // nearest before it, or after it if none is before (the other way round in
 // Japanese and Korean), or -1.
 func (r *foreignReading) governing(i int, after bool) int {
-	before, next := -1, -1
-	for k, h := range r.hits {
-		if h.tok < i {
-			before = k
-		} else if h.tok > i && next < 0 {
-			next = k
-		}
+	before, next := r.first[i]-1, -1
+	if k := r.first[i+1]; k < len(r.hits) {
+		next = k
 	}
 	if after && next >= 0 || before < 0 {
 		return next
@@ -371,9 +418,7 @@ func (r *foreignReading) modelAt(u *unit, i int) bool {
 	return false
 }
 
-func (r *foreignReading) verbTok(k int) bool {
-	return slices.ContainsFunc(r.hits, func(h cueHit) bool { return h.tok == k })
-}
+func (r *foreignReading) verbTok(k int) bool { return len(r.at(k)) > 0 }
 
 // destAt reports whether the file at i is a destination: right after a
 // foreignDestPreps word ("als X", "整理成 X", "保存为 X") or, in Japanese and
@@ -402,10 +447,29 @@ func (r *foreignReading) destAt(u *unit, i int) bool {
 	return false
 }
 
-// sourceAt reports whether the file at i is followed by a destination word
-// and another file ("exportiere daten.csv als daten.xlsx"): the file is the
-// source.
+// sourceAt reports whether the file at i is a source the work reads: after
+// a source preposition (foreignSourcePreps: "aus daten.csv", "从 data.csv"),
+// before a CJK source particle (foreignSourceAfter: "data.csvから"), or
+// followed by a destination word and another file ("exportiere daten.csv
+// als daten.xlsx").
 func (r *foreignReading) sourceAt(u *unit, i int) bool {
+	if i > 0 && !r.cjk[i-1] && inList(r.words[i-1], &foreignSourcePreps) {
+		return true
+	}
+	if i > 0 && r.cjk[i-1] {
+		for _, s := range foreignSourcePreps {
+			if isCJKString(s) && strings.HasSuffix(u.toks[i-1].low, s) {
+				return true
+			}
+		}
+	}
+	if i+1 < len(u.toks) && r.cjk[i+1] {
+		for _, s := range foreignSourceAfter {
+			if strings.HasPrefix(u.toks[i+1].low, s) {
+				return true
+			}
+		}
+	}
 	return i+2 < len(u.toks) && u.toks[i+2].kind == tokFile && r.destAt(u, i+2)
 }
 
@@ -426,48 +490,33 @@ func flagAt(u *unit, i int) bool {
 
 // inlineAfter reports whether an inline marker ("hier im Chat", "ici",
 // "在这里") follows the file at i in its unit.
-func (r *foreignReading) inlineAfter(u *unit, i int) bool {
-	for k := i + 1; k < len(u.toks); k++ {
-		if r.cjk[k] && len(cjkIndex(u.toks[k].low, &foreignInline)) > 0 || !r.cjk[k] && inList(r.words[k], &foreignInline) {
-			return true
-		}
-	}
-	return false
-}
+func (r *foreignReading) inlineAfter(i int) bool { return r.inlineFrom[i+1] }
 
 // deliveredAfter reports whether a delivery cue, not negated, follows token
 // i ("… als umsatz.xlsx und hänge sie an"): it delivers the outputs before
 // it.
-func (r *foreignReading) deliveredAfter(i int) bool {
-	return slices.ContainsFunc(r.hits, func(h cueHit) bool {
-		return h.tok > i && !h.neg && (h.class == cueDelivery || h.class == cueSend)
-	})
+func (r *foreignReading) deliveredAfter(i int) bool { return r.deliverFrom[i+1] }
+
+// fileWord reports whether token j is a file noun or binary format
+// (foreignFileWords: "eine PDF-Datei", "un fichier Excel", "PDF檔"), not
+// negated.
+func (r *foreignReading) fileWord(u *unit, j int) bool {
+	t := u.toks[j]
+	hit := r.cjk[j] && len(cjkIndex(t.low, &foreignFileWords)) > 0
+	if !r.cjk[j] && t.kind != tokFile {
+		for part := range strings.SplitSeq(foldWord(t.text), "-") {
+			hit = hit || inList(part, &foreignFileWords)
+		}
+	}
+	negd := j > 0 && !r.cjk[j-1] && inList(r.words[j-1], &foreignNegators) ||
+		j > 1 && !r.cjk[j-2] && inList(r.words[j-2], &foreignNegators)
+	return hit && !negd
 }
 
 // fileWordAt reports whether a file noun or binary format the text asks to
-// be made stands after the cue at token k, not negated ("eine PDF-Datei",
-// "un fichier Excel", "PDF檔"): an output verb then asks for a file.
-func (r *foreignReading) fileWordAt(u *unit, k int) bool {
-	for j := k + 1; j < len(u.toks); j++ {
-		t := u.toks[j]
-		if t.kind == tokPunct && t.punct(";", "。", ".") {
-			return false
-		}
-		hit := r.cjk[j] && len(cjkIndex(t.low, &foreignFileWords)) > 0
-		if !r.cjk[j] && t.kind != tokFile {
-			w := foldWord(t.text)
-			for _, part := range strings.Split(w, "-") {
-				hit = hit || inList(part, &foreignFileWords)
-			}
-		}
-		if hit {
-			negd := j > 0 && !r.cjk[j-1] && inList(r.words[j-1], &foreignNegators) ||
-				j > 1 && !r.cjk[j-2] && inList(r.words[j-2], &foreignNegators)
-			return !negd
-		}
-	}
-	return false
-}
+// be made stands after the cue at token k in its clause: an output verb
+// then asks for a file ("Erstelle eine PDF-Datei").
+func (r *foreignReading) fileWordAt(k int) bool { return r.fileWordFrom[k+1] >= 0 }
 
 // readForeign reads a unit written in another language (rule 9) and
 // replaces the English reading of its files and requests. A file takes the
@@ -500,16 +549,20 @@ func readForeign(u *unit) {
 	if u.question {
 		return
 	}
-	for k, h := range r.hits {
-		asks := h.class == cueDelivery || h.class == cueOutput && r.fileWordAt(u, h.tok)
+	q := 0 // the phrase holding the cue: hits and phrases are both in text order
+	for _, h := range r.hits {
+		step()
+		asks := h.class == cueDelivery || h.class == cueOutput && r.fileWordAt(h.tok)
 		if !asks || h.neg {
 			continue
 		}
-		for _, p := range u.phrases {
-			if p.start <= h.tok && h.tok < p.end {
-				p.request(u, "rule 9: the "+cueName(r.hits[k].class)+" \""+u.toks[h.tok].text+"\" asks for a file", h.tok, h.tok)
-				p.delivered = h.class == cueDelivery
-			}
+		for q < len(u.phrases) && u.phrases[q].end <= h.tok {
+			q++
+		}
+		if q < len(u.phrases) && u.phrases[q].start <= h.tok {
+			p := u.phrases[q]
+			p.request(u, "rule 9: the "+cueName(h.class)+" \""+u.toks[h.tok].text+"\" asks for a file", h.tok, h.tok)
+			p.delivered = p.delivered || h.class == cueDelivery
 		}
 	}
 }
@@ -549,7 +602,7 @@ func readForeignMention(u *unit, p *phrase, m *mention, r *foreignReading, after
 	case gc == cuePresented:
 		why(roleInput, "presented as given with the task (\""+u.toks[from].text+"\")", from)
 		m.existing = true
-	case r.sourceAt(u, i) && gc != cueNone:
+	case r.sourceAt(u, i):
 		why(roleInput, "the source of a destination named after it", i)
 	case gneg && gc != cueInput && gc != cueReply:
 		m.forbid = true
@@ -573,7 +626,7 @@ func readForeignMention(u *unit, p *phrase, m *mention, r *foreignReading, after
 		case r.deliveredAfter(i):
 			m.delivery = true
 			m.note(u, "rule 9: delivered: a delivery word after it refers back to it", i, len(u.toks)-1)
-		case r.inlineAfter(u, i):
+		case r.inlineAfter(i):
 			m.role = roleInline
 			m.note(u, "rule 9: inline: a marker places it in the reply", i, len(u.toks)-1)
 		}

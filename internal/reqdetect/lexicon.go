@@ -87,6 +87,7 @@ var irregularVerbs = map[string]string{
 
 // lemmaOf returns the lexicon verb that w is a form of, or "".
 func lemmaOf(w string) string {
+	step()
 	if _, ok := verbClasses[w]; ok {
 		return w
 	}
@@ -1140,7 +1141,7 @@ var (
 		"comparer", "examine", "vérifie*", "relis", "consulte*", "utilise*", "ouvre", "étudie", "regarde", // fr
 		"lee", "leer", "lea", "resume", "resumir", "resuma", "analiza*", "compara*", "revisa*", "examina*",
 		"usa", "usar", "utiliza*", "consulta*", "abre", "mira", // es
-		"leia", "ler", "lê", "resumo", "analise", "analisar", "revise", "examine", "use", "utilize",
+		"leia", "ler", "resumo", "analise", "analisar", "revise", "examine", "use", "utilize",
 		"consulte", "abra", "verifique", // pt
 		"leggi", "leggere", "riassumi", "riassumere", "analizza*", "confronta*", "rivedi", "esamina*",
 		"utilizza*", "apri", "controlla*", "verifica*", // it
@@ -1226,6 +1227,12 @@ var (
 		"naar", // nl
 		"成", "为", "為", "として", "に", "로", "으로",
 	}
+	// foreignSourcePreps before a file, or foreignSourceAfter right after
+	// it in CJK text, make it the source the work reads, an input whatever
+	// verb governs the sentence ("mit den Zahlen aus daten.csv", "à partir
+	// de notes.txt", "从 data.csv", "data.csvから", "data.csv에서").
+	foreignSourcePreps = []string{"aus", "von", "de", "desde", "da", "dal", "dalla", "dai", "uit", "van", "从", "從", "根据", "根據"}
+	foreignSourceAfter = []string{"から", "より", "에서", "中的", "里的", "裡的", "の内容", "의 내용"}
 	// foreignFunctionWords are common words of the other Latin-script
 	// languages, and englishFunctionWords of English: a unit with more of
 	// the first than of the second, or with CJK text, is read by
@@ -1235,7 +1242,7 @@ var (
 		"als auf nicht im dieses diese dieser zum zur " + // de
 		"le la les et est un une du au aux à pour avec dans sur ce cette merci ne pas " + // fr
 		"el los las y con por para una del al este esta que aquí " + // es
-		"os um uma da dos das com em não favor " + // pt
+		"o os um uma da dos das com em não favor ao como e " + // pt
 		"il lo gli di della per questo questa che nel nella " + // it
 		"het een en van voor met dit deze naar niet") // nl
 	englishFunctionWords = newSet("the and to of is it for with this that please me you your from into as be are " +

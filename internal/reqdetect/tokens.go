@@ -3,6 +3,7 @@ package reqdetect
 import (
 	"slices"
 	"strings"
+	"sync/atomic"
 	"unicode"
 	"unicode/utf8"
 )
@@ -28,11 +29,31 @@ type token struct {
 
 // is reports whether t is a word equal to one of words.
 func (t token) is(words ...string) bool {
+	step()
 	return t.kind == tokWord && slices.Contains(words, t.low)
 }
 
 func (t token) punct(marks ...string) bool {
+	step()
 	return t.kind == tokPunct && slices.Contains(marks, t.low)
+}
+
+// Work counting. The predicates every rule reads tokens through (token.is,
+// token.punct, unit.verbAt, lemmaOf, the cue matchers of languages.go) call
+// step; while counting is on, step counts the calls in steps. The count
+// measures the work Detect does for one input independently of how busy the
+// machine is: tests turn it on (export_test.go) to check that the work grows
+// linearly with the input (TestDetectLinear). It is off otherwise, and
+// Detect must not be called concurrently while it is on.
+var (
+	counting atomic.Bool
+	steps    atomic.Int64
+)
+
+func step() {
+	if counting.Load() {
+		steps.Add(1)
+	}
 }
 
 func punctTok(s string) token { return token{text: s, low: s, kind: tokPunct} }
@@ -127,22 +148,22 @@ func cjkPieces(run string) []string {
 	if len(segs) == 1 {
 		return segs
 	}
+	// Pieces are contiguous: cur is the start of the piece being grown.
 	var pieces []string
-	cur := ""
+	cur, at := 0, 0
 	for _, seg := range segs {
 		r, _ := utf8.DecodeRuneInString(seg)
 		if !isCJK(r) && IsFile(strings.TrimRight(seg, runTrailers)) {
-			if cur != "" {
-				pieces = append(pieces, cur)
+			if at > cur {
+				pieces = append(pieces, run[cur:at])
 			}
 			pieces = append(pieces, seg)
-			cur = ""
-			continue
+			cur = at + len(seg)
 		}
-		cur += seg
+		at += len(seg)
 	}
-	if cur != "" {
-		pieces = append(pieces, cur)
+	if at > cur {
+		pieces = append(pieces, run[cur:at])
 	}
 	return pieces
 }

@@ -75,7 +75,21 @@ func isForeign(u *unit) bool {
 			english++
 		}
 	}
-	return foreign > english
+	if foreign > english {
+		return true
+	}
+	if english > 0 {
+		return false
+	}
+	// No English function word: a cue word no English lexicon lists makes
+	// it foreign ("Konvertiere daten.csv in daten.xlsx", "Salva i risultati
+	// come risultati.csv").
+	for _, t := range u.toks {
+		if t.kind == tokWord && lemmaOf(t.low) == "" && latinCue(foldWord(t.text)) != cueNone {
+			return true
+		}
+	}
+	return false
 }
 
 // foldWord lower-cases w and drops the accents of Latin letters, so that
@@ -130,6 +144,19 @@ func init() {
 		&foreignDestPreps, &foreignFileWords, &foreignSourcePreps, &foreignSourceAfter} {
 		foldedList(l)
 	}
+}
+
+// separableCue returns the class of a separable verb whose head is the
+// folded word w and whose particle is one of the words still ahead in its
+// unit (later), or cueNone ("Voeg het bestand bij", "Lade sie hoch").
+func separableCue(w string, later map[string]int) cueClass {
+	for _, sv := range foreignSeparable {
+		step()
+		if head, particle, _ := strings.Cut(sv.verb, " "); foldWord(head) == w && later[particle] > 0 {
+			return sv.class
+		}
+	}
+	return cueNone
 }
 
 // latinCue returns the class of the folded word w, or cueNone.
@@ -203,6 +230,14 @@ func scan(u *unit) *foreignReading {
 	r := &foreignReading{cjk: make([]bool, len(u.toks)), words: make([]string, len(u.toks))}
 	type negAt struct{ tok, off int }
 	var negs []negAt
+	// later counts the words still ahead of the token being read, for the
+	// particle of a separable verb ("voeg … bij", "lade … hoch").
+	later := map[string]int{}
+	for _, t := range u.toks {
+		if t.kind == tokWord {
+			later[foldWord(t.text)]++
+		}
+	}
 	for i, t := range u.toks {
 		if t.kind == tokFile || t.kind == tokPunct {
 			continue
@@ -227,6 +262,9 @@ func scan(u *unit) *foreignReading {
 			continue
 		}
 		w := foldWord(t.text)
+		if t.kind == tokWord {
+			later[w]--
+		}
 		if k := strings.IndexByte(w, '\''); k > 0 && k <= 3 {
 			// "l'export", "n'exporte", "qu'il": an elided article or
 			// negation before the word.
@@ -241,6 +279,9 @@ func scan(u *unit) *foreignReading {
 			continue
 		}
 		c := latinCue(w)
+		if c == cueNone {
+			c = separableCue(w, later)
+		}
 		if c == cueNone {
 			if head, _, ok := strings.Cut(w, "-"); ok && head != "" {
 				c = latinCue(head) // "exporte-le", "joins-la"
@@ -552,7 +593,8 @@ func readForeign(u *unit) {
 	q := 0 // the phrase holding the cue: hits and phrases are both in text order
 	for _, h := range r.hits {
 		step()
-		asks := h.class == cueDelivery || h.class == cueOutput && r.fileWordAt(h.tok)
+		asks := h.class == cueDelivery ||
+			h.class == cueOutput && (r.fileWordAt(h.tok) || r.cjk[h.tok] && r.fileWord(u, h.tok)) // "PDFファイルを作成"
 		if !asks || h.neg {
 			continue
 		}

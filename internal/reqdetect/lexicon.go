@@ -1087,6 +1087,18 @@ var (
 		"保存", "存为", "存成", "儲存", "另存", "交付", "提交", "可下载", "可下載", // zh
 		"첨부", "업로드", "내보내", "저장", "제출", "납품", "다운로드 가능", // ko
 	}
+	// foreignSeparable are verbs whose particle stands apart at the end of
+	// the clause ("Voeg het bestand bij", "Lade sie im Ticket hoch", "Sla
+	// het op"): the head word is the cue when the particle follows it in
+	// its unit.
+	foreignSeparable = []struct {
+		verb  string // "head particle"
+		class cueClass
+	}{
+		{"voeg bij", cueDelivery}, {"sla op", cueDelivery}, {"lade hoch", cueDelivery}, {"füge bei", cueDelivery},
+		{"stelle bereit", cueDelivery}, {"stel op", cueOutput}, {"stelle zusammen", cueOutput},
+		{"zet om", cueTransform}, {"vat samen", cueInput}, {"leg uit", cueReply},
+	}
 	// foreignSend deliver a file named elsewhere ("schick mir …", "envoie
 	// …", "發送給我"): the files they govern are outputs, but they ask for
 	// no file of their own, as send does.

@@ -1286,7 +1286,10 @@ var (
 	// modelWords before a file, or after it and "as", name it as a model
 	// ("based on NAME", "the template in NAME", "NAME as a template").
 	modelWords = newSet("template templates based modeled modelled model example sample blueprint pattern " +
-		"reference starting basis guide layout style format skeleton boilerplate previous earlier last prior")
+		"reference starting basis layout style format skeleton boilerplate")
+	// featureVerbs before a gerund of an output verb make it a feature
+	// the product gains ("support writing NAME"): rule 11, featureGerund.
+	featureVerbs = newSet("support supports implement allow enable")
 	// modelPreps govern a model ("like NAME").
 	modelPreps = newSet("like after")
 	// modelVerbs take a model or a tool as their object ("use NAME",

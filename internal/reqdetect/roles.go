@@ -771,7 +771,14 @@ func readMention(u *unit, p *phrase, i, lastVerb, head, gov int, prep string) *m
 		why(roleInput, "an attempt, not an output")
 		probeOutput(u, m, vi, i)
 	}
-	if m.role == roleInput && !m.existing && modelRef(u, p, i, vi, prep, compared) {
+	if m.role == roleOutput && vi > 0 && vi < i && featureGerund(u, vi) {
+		// "Support writing metrics.json from the exporter service": a
+		// feature of the product, which writes the file (rule 11).
+		m.role = roleRepo
+		m.note(u, "repository work: a product feature that writes the file (\""+toks[vi-1].text+" "+toks[vi].text+"\")", vi-1, i)
+	}
+	if (m.role == roleInput || m.role == roleNone && !u.item) && !m.existing && modelRef(u, p, i, vi, prep, compared) {
+		m.role = roleInput
 		// "in the same format as churn_october.csv and attach it", "like
 		// q1_deck.pptx", "use template.docx": a model is an input a later
 		// pronoun passes over; "it" is the new output (rule 10).
@@ -2002,4 +2009,13 @@ func modelRef(u *unit, p *phrase, i, vi int, prep string, compared bool) bool {
 		}
 	}
 	return false
+}
+
+// featureGerund reports whether the verb at vi is a gerund after a verb of
+// building a feature ("support writing NAME", "implement saving NAME"):
+// the product writes the file, the task changes the product (rule 11).
+func featureGerund(u *unit, vi int) bool {
+	w := u.toks[vi].low
+	return strings.HasSuffix(w, "ing") && featureVerbs[lemmaOf(u.toks[vi-1].low)] ||
+		featureVerbs[u.toks[vi-1].low]
 }

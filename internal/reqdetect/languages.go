@@ -51,10 +51,12 @@ type cueHit struct {
 
 // Language-dependent reading spans, in tokens.
 const (
-	negAheadSpan  = 3 // a negator reaches a verb at most this far after it
-	negBehindSpan = 4 // or this far before it, with no punctuation between
-	modelSpan     = 4 // a model word stands at most this far before its file
-	cjkNegBytes   = 9 // within one CJK run, a negator touches a verb at most this many bytes away
+	negAheadSpan       = 3  // a negator reaches a verb at most this far after it
+	negBehindSpan      = 4  // or this far before it, with no punctuation between
+	modelSpan          = 4  // a model word stands at most this far before its file
+	cjkNegBytes        = 9  // within one CJK run, a negator touches a verb at most this many bytes away
+	productNameBytes   = 24 // in CJK text a product noun starts at most this many bytes after the start of the cue naming it
+	productSubjectSpan = 4  // a product noun stands at most this far before the verb it is the subject of
 )
 
 // isForeign reports whether u is written in another language than English:
@@ -141,9 +143,14 @@ func init() {
 		foldedList(c.words)
 	}
 	for _, l := range []*[]string{&foreignNegators, &foreignModel, &foreignModelAfter, &foreignInline,
-		&foreignDestPreps, &foreignFileWords, &foreignSourcePreps, &foreignSourceAfter} {
+		&foreignDestPreps, &foreignNamingPreps, &foreignProductNouns, &foreignFileWords, &foreignSourcePreps, &foreignSourceAfter} {
 		foldedList(l)
 	}
+}
+
+func startsUpper(s string) bool {
+	r, _ := utf8.DecodeRuneInString(s)
+	return unicode.IsUpper(r)
 }
 
 // separableCue returns the class of a separable verb whose head is the
@@ -222,6 +229,13 @@ type foreignReading struct {
 	// token i before the end of its clause, or -1.
 	inlineFrom, deliverFrom []bool
 	fileWordFrom            []int
+	// barrier[i] is the last token at or before i that is a parenthesis
+	// or ";", or -1: a verb does not govern a file across one ("- note.pdf
+	// (ne pas créer de brouillon.docx)").
+	barrier []int
+	// product[k] says hits[k] is a product's verb or names a product
+	// ("Der Export schreibt", "导出功能"): it asks for no file.
+	product []bool
 }
 
 // scan finds the cue words of u, decides which negators reach which verb,
@@ -274,6 +288,9 @@ func scan(u *unit) *foreignReading {
 			w = w[k+1:]
 		}
 		r.words[i] = w
+		if i > 0 && u.toks[i-1].kind != tokPunct && startsUpper(t.text) && !inList(w, &foreignAttachNouns) {
+			continue // a noun or a name ("die Zusammenfassung", "der Export"), not a verb
+		}
 		if inList(w, &foreignNegators) {
 			negs = append(negs, negAt{i, 0})
 			continue
@@ -306,6 +323,16 @@ func scan(u *unit) *foreignReading {
 		}
 	}
 	n := len(u.toks)
+	r.barrier = make([]int, n)
+	for i, t := range u.toks {
+		r.barrier[i] = -1
+		if i > 0 {
+			r.barrier[i] = r.barrier[i-1]
+		}
+		if t.punct(asideMarks...) {
+			r.barrier[i] = i
+		}
+	}
 	r.first = make([]int, n+1)
 	for i, k := n, len(r.hits); i >= 0; i-- {
 		for k > 0 && r.hits[k-1].tok >= i {
@@ -313,6 +340,10 @@ func scan(u *unit) *foreignReading {
 			step()
 		}
 		r.first[i] = k
+	}
+	r.product = make([]bool, len(r.hits))
+	for k, h := range r.hits {
+		r.product[k] = r.productName(u, h)
 	}
 	for _, ng := range negs {
 		if h := r.negated(u, ng.tok, ng.off); h >= 0 {
@@ -384,12 +415,22 @@ func (r *foreignReading) negated(u *unit, tok, off int) int {
 			return r.first[j]
 		}
 	}
-	for j := tok - 1; j >= 0 && j >= tok-negBehindSpan; j-- {
-		if len(r.at(j)) > 0 && !r.punctBetween(u, j, tok) {
-			return r.first[j+1] - 1
+	// Behind it, a verb of making or delivering is preferred to a reading
+	// word between ("Schreib die Zusammenfassung nicht in eine Datei").
+	any := -1
+	for j := tok - 1; j >= 0 && j >= tok-negBehindSpan && !r.punctBetween(u, j, tok); j-- {
+		if len(r.at(j)) == 0 {
+			continue
+		}
+		k := r.first[j+1] - 1
+		if c := r.hits[k].class; c >= cueDelivery && c <= cueTransform {
+			return k
+		}
+		if any < 0 {
+			any = k
 		}
 	}
-	return -1
+	return any
 }
 
 func (r *foreignReading) punctBetween(u *unit, a, b int) bool {
@@ -421,6 +462,12 @@ func (r *foreignReading) governing(i int, after bool) int {
 	before, next := r.first[i]-1, -1
 	if k := r.first[i+1]; k < len(r.hits) {
 		next = k
+	}
+	if before >= 0 && r.barrier[i] > r.hits[before].tok {
+		before = -1
+	}
+	if next >= 0 && r.barrier[r.hits[next].tok] > i {
+		next = -1
 	}
 	if after && next >= 0 || before < 0 {
 		return next
@@ -464,14 +511,18 @@ func (r *foreignReading) verbTok(k int) bool { return len(r.at(k)) > 0 }
 // destAt reports whether the file at i is a destination: right after a
 // foreignDestPreps word ("als X", "整理成 X", "保存为 X") or, in Japanese and
 // Korean, right before a particle of destination ("X로", "Xに").
-func (r *foreignReading) destAt(u *unit, i int) bool {
+func (r *foreignReading) destAt(u *unit, i int) bool { return r.destBy(u, i, &foreignDestPreps) }
+
+// destBy reports whether a word of preps makes the file at i a
+// destination (destAt).
+func (r *foreignReading) destBy(u *unit, i int, preps *[]string) bool {
 	if i > 0 {
 		p := u.toks[i-1]
-		if !r.cjk[i-1] && inList(r.words[i-1], &foreignDestPreps) {
+		if !r.cjk[i-1] && inList(r.words[i-1], preps) {
 			return true
 		}
 		if r.cjk[i-1] {
-			for _, d := range foreignDestPreps {
+			for _, d := range *preps {
 				if isCJKString(d) && strings.HasSuffix(p.low, d) {
 					return true
 				}
@@ -479,7 +530,7 @@ func (r *foreignReading) destAt(u *unit, i int) bool {
 		}
 	}
 	if i+1 < len(u.toks) && r.cjk[i+1] {
-		for _, d := range foreignDestPreps {
+		for _, d := range *preps {
 			if isCJKString(d) && strings.HasPrefix(u.toks[i+1].low, d) {
 				return true
 			}
@@ -512,6 +563,49 @@ func (r *foreignReading) sourceAt(u *unit, i int) bool {
 		}
 	}
 	return i+2 < len(u.toks) && u.toks[i+2].kind == tokFile && r.destAt(u, i+2)
+}
+
+// productSubject reports whether the cue hits[g] governing the file at i
+// has a product as its subject (rule 11): a foreignProductNouns word at
+// most productSubjectSpan tokens before the cue ("Der Export schreibt …", "Le
+// script génère …", "El botón de exportar genera …"), or in CJK text in the
+// cue's run before it or in the run right before the file ("导出功能生成的",
+// "エクスポート機能が壊れた orders.csv を出力する").
+func (r *foreignReading) productSubject(u *unit, g, i int) bool {
+	h := r.hits[g]
+	if r.cjk[h.tok] {
+		if slices.ContainsFunc(cjkIndex(u.toks[h.tok].low, &foreignProductNouns), func(off int) bool { return off < h.off }) {
+			return true
+		}
+		return i > 0 && r.cjk[i-1] && i-1 != h.tok && len(cjkIndex(u.toks[i-1].low, &foreignProductNouns)) > 0
+	}
+	for k := h.tok - 1; k >= 0 && k >= h.tok-productSubjectSpan; k-- {
+		if u.toks[k].kind == tokFile || u.toks[k].punct(asideMarks...) {
+			return false
+		}
+		if inList(foldWord(u.toks[k].text), &foreignProductNouns) {
+			return true
+		}
+	}
+	return false
+}
+
+// productName reports whether the cue h is part of a product's name: in CJK
+// text a product noun right after it in its run ("导出功能", "エクスポート機能"),
+// in Latin text a product noun right before it and a linking word
+// ("El botón de exportar", "le bouton d'export").
+func (r *foreignReading) productName(u *unit, h cueHit) bool {
+	if r.cjk[h.tok] {
+		return slices.ContainsFunc(cjkIndex(u.toks[h.tok].low, &foreignProductNouns), func(off int) bool {
+			return off > h.off && off <= h.off+productNameBytes
+		})
+	}
+	for k := h.tok - 1; k >= 0 && k >= h.tok-2; k-- {
+		if inList(foldWord(u.toks[k].text), &foreignProductNouns) {
+			return true
+		}
+	}
+	return false
 }
 
 // flagAt reports whether the file at i is the value of a command-line
@@ -591,11 +685,11 @@ func readForeign(u *unit) {
 		return
 	}
 	q := 0 // the phrase holding the cue: hits and phrases are both in text order
-	for _, h := range r.hits {
+	for k, h := range r.hits {
 		step()
 		asks := h.class == cueDelivery ||
 			h.class == cueOutput && (r.fileWordAt(h.tok) || r.cjk[h.tok] && r.fileWord(u, h.tok)) // "PDFファイルを作成"
-		if !asks || h.neg {
+		if !asks || h.neg || r.product[k] {
 			continue
 		}
 		for q < len(u.phrases) && u.phrases[q].end <= h.tok {
@@ -646,6 +740,9 @@ func readForeignMention(u *unit, p *phrase, m *mention, r *foreignReading, after
 		m.existing = true
 	case r.sourceAt(u, i):
 		why(roleInput, "the source of a destination named after it", i)
+	case (gc == cueOutput || gc == cueDelivery) && r.productSubject(u, g, i):
+		r.product[g] = true
+		why(roleRepo, "the product (\""+u.toks[from].text+"\") writes it: a feature or bug, repository work (rule 11)", from)
 	case gneg && gc != cueInput && gc != cueReply:
 		m.forbid = true
 		m.note(u, "rule 9: forbidden: a negated output or delivery (\""+u.toks[from].text+"\") names it", from, i)
@@ -658,7 +755,7 @@ func readForeignMention(u *unit, p *phrase, m *mention, r *foreignReading, after
 		why(roleInput, "the source of the transform verb \""+u.toks[from].text+"\"", from)
 	case gc == cueInput || gc == cueReply:
 		why(roleInput, "the object of the reading or reply word \""+u.toks[from].text+"\"", from)
-	case dest || u.item:
+	case u.item || r.destBy(u, i, &foreignNamingPreps):
 		why(roleOutput, "output: named as a destination or in a Deliverables item", i)
 	default:
 		why(roleNone, "no cue word governs the file", i)

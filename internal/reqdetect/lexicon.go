@@ -680,6 +680,9 @@ var (
 	// ("**Deliverables:**") and blanks the spaces after it: labelLine.
 	emphasisMarks = "*_"
 	blanks        = " \t"
+	// asideMarks open or close an aside, or a clause: a foreign verb
+	// governs no file across one (languages.go: governing).
+	asideMarks = []string{"(", ")", ";", "；", "（", "）"}
 	// wideColon is the full-width colon of CJK text ("成果物：a.pdf"), a
 	// label's colon too: labelLine.
 	wideColon = "："
@@ -1169,7 +1172,7 @@ var (
 	// aquí", "在这里回复", "ここで返信"): the files they govern are inputs,
 	// and they ask for no file.
 	foreignReply = []string{
-		"antworte", "antworten", "beantworte*", "erkläre", "erklär", "nenne", "sag", // de
+		"antworte", "antworten", "beantworte*", "erklär*", "nenne", "sag", // de
 		"réponds", "répondez", "répondre", "explique*", "dis-moi", "dites-moi", // fr
 		"responde", "responder", "contesta*", "explica*", "dime", // es
 		"responda", "explique", "diga", // pt
@@ -1211,10 +1214,10 @@ var (
 	// input, whatever verb governs its sentence.
 	foreignModel = []string{
 		"wie", "vorlage", "muster", "beispiel", "basierend", "anhand", "vorbild", "gleichen", // de
-		"comme", "modèle", "gabarit", "exemple", "d'après", "basé", "basée", "même", // fr
+		"comme", "modèle", "gabarit", "exemple", "d'après", "basé", "basée", "basant", "inspiré", "même", // fr
 		"plantilla", "modelo", "ejemplo", "basado", "basada", "basándote", "mismo", "misma", "igual", // es
-		"exemplo", "baseado", "baseada", "mesmo", "mesma", // pt
-		"modello", "esempio", "basato", "basata", "stesso", "stessa", // it
+		"exemplo", "baseado", "baseada", "baseando", "mesmo", "mesma", // pt
+		"modello", "esempio", "basato", "basata", "basandoti", "stesso", "stessa", // it
 		"zoals", "sjabloon", "voorbeeld", "gebaseerd", "hetzelfde", "dezelfde", // nl
 		"テンプレート", "ひな形", "雛形", "例の", "参考に", // ja
 		"模板", "范本", "範本", "样例", "樣例", "参照", "參照", "按照", "依照", "仿照", "根据", "根據", "基于",
@@ -1239,6 +1242,11 @@ var (
 		"naar", // nl
 		"成", "为", "為", "として", "に", "로", "으로",
 	}
+	// foreignNamingPreps are the foreignDestPreps that name what a thing
+	// is made as ("als X", "sous X", "como X", "成 X", "X로"): they make a
+	// file an output with no verb governing it; the others ("in X", "nach
+	// X", "Xに") only after an output, delivery or transform verb.
+	foreignNamingPreps = []string{"als", "sous", "como", "come", "成", "为", "為", "として", "로", "으로"}
 	// foreignSourcePreps before a file, or foreignSourceAfter right after
 	// it in CJK text, make it the source the work reads, an input whatever
 	// verb governs the sentence ("mit den Zahlen aus daten.csv", "à partir
@@ -1259,6 +1267,22 @@ var (
 		"het een en van voor met dit deze naar niet") // nl
 	englishFunctionWords = newSet("the and to of is it for with this that please me you your from into as be are " +
 		"on by then my our all should must can will")
+	// foreignProductNouns name a product or a part of it ("der Export",
+	// "le script", "el botón", "功能", "機能"): as the subject of an output
+	// or export verb they make the file it writes repository work (rule
+	// 11): productSubject.
+	foreignProductNouns = []string{
+		"export", "exporter", "script", "skript", "tool", "funktion", "befehl", "programm", "app", "dienst",
+		"job", "button", "knopf", "schaltfläche", // de
+		"commande", "outil", "programme", "fonction", "bouton", "application", "service", // fr
+		"botón", "boton", "comando", "herramienta", "programa", "función", "aplicación", "servicio", // es
+		"botão", "ferramenta", "função", "aplicativo", "serviço", // pt
+		"pulsante", "strumento", "funzione", "programma", "servizio", // it
+		"knop", "opdracht", "functie", "programma", "dienst", // nl
+		"機能", "コマンド", "ツール", "スクリプト", "ボタン", "アプリ", "プログラム", // ja
+		"功能", "命令", "工具", "脚本", "腳本", "按钮", "按鈕", "程序", "程式", "服务", "服務", // zh
+		"기능", "명령", "도구", "스크립트", "버튼", "프로그램", // ko
+	}
 	// foreignProductFlags open a command-line option whose value a product
 	// writes ("--output summary.json", "-o out.csv"): rule 11 reads a file
 	// right after one as repository work.

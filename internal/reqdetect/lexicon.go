@@ -1256,15 +1256,16 @@ var (
 	// foreignFunctionWords are common words of the other Latin-script
 	// languages, and englishFunctionWords of English: a unit with more of
 	// the first than of the second, or with CJK text, is read by
-	// languages.go (isForeign). Words both languages share ("in", "a",
-	// "die", "no", "as") are in neither.
-	foreignFunctionWords = newSet("der das und ist mit für von den dem des ein eine einen bitte sie ihn ihm " +
-		"als auf nicht im dieses diese dieser zum zur " + // de
-		"le la les et est un une du au aux à pour avec dans sur ce cette merci ne pas " + // fr
-		"el los las y con por para una del al este esta que aquí " + // es
-		"o os um uma da dos das com em não favor ao como e " + // pt
-		"il lo gli di della per questo questa che nel nella " + // it
-		"het een en van voor met dit deze naar niet") // nl
+	// languages.go (isForeign). Words English also has, or that stand in
+	// English text ("in", "a", "die", "no", "as", "per", "met", "van",
+	// "et al", "e.g."), are in neither.
+	foreignFunctionWords = newSet("der das und ist mit für von dem des ein eine einen bitte sie ihn ihm " +
+		"als auf nicht dieses diese dieser zum zur " + // de
+		"la les un une du au aux à pour avec dans sur cette merci ne pas " + // fr
+		"los las y con por para una del este esta que aquí " + // es
+		"os uma da dos das em não favor ao como " + // pt
+		"il gli di della questo questa che nel nella " + // it
+		"het een en voor dit deze naar niet") // nl
 	englishFunctionWords = newSet("the and to of is it for with this that please me you your from into as be are " +
 		"on by then my our all should must can will")
 	// foreignProductNouns name a product or a part of it ("der Export",

@@ -113,28 +113,46 @@ var accentFolds = map[rune]rune{
 	'ù': 'u', 'û': 'u', 'ü': 'u', 'ç': 'c', 'ñ': 'n', '’': '\'',
 }
 
-// cueMatches reports whether the folded Latin word w is the cue c (folded),
-// or starts with it when c ends in "*".
-func cueMatches(w, c string) bool {
-	step()
-	if stem, ok := strings.CutSuffix(c, "*"); ok {
-		return strings.HasPrefix(w, stem)
-	}
-	return w == c
-}
+// folded caches every cue list folded once, and latinIndex its Latin cues
+// for look-up: the exact words in a set, the stems by their first
+// stemKey bytes (fewer for a shorter stem).
+var (
+	folded     = map[*[]string][]string{}
+	latinIndex = map[*[]string]*cueIndex{}
+	// cjkCues holds the CJK cues of each list by their first rune.
+	cjkCues = map[*[]string]map[rune][]string{}
+)
 
-// folded caches every cue list folded once.
-var folded = map[*[]string][]string{}
+const stemKey = 3
+
+type cueIndex struct {
+	exact map[string]bool
+	stems map[string][]string
+}
 
 func foldedList(l *[]string) []string {
 	if f, ok := folded[l]; ok {
 		return f
 	}
 	f := make([]string, len(*l))
+	ix := &cueIndex{exact: map[string]bool{}, stems: map[string][]string{}}
 	for i, c := range *l {
 		f[i] = foldWord(c)
+		if r, _ := utf8.DecodeRuneInString(f[i]); isCJK(r) {
+			if cjkCues[l] == nil {
+				cjkCues[l] = map[rune][]string{}
+			}
+			cjkCues[l][r] = append(cjkCues[l][r], f[i])
+			continue
+		}
+		if stem, ok := strings.CutSuffix(f[i], "*"); ok {
+			k := stem[:min(len(stem), stemKey)]
+			ix.stems[k] = append(ix.stems[k], stem)
+		} else {
+			ix.exact[f[i]] = true
+		}
 	}
-	folded[l] = f
+	folded[l], latinIndex[l] = f, ix
 	return f
 }
 
@@ -143,7 +161,8 @@ func init() {
 		foldedList(c.words)
 	}
 	for _, l := range []*[]string{&foreignNegators, &foreignModel, &foreignModelAfter, &foreignInline,
-		&foreignDestPreps, &foreignNamingPreps, &foreignProductNouns, &foreignFileWords, &foreignSourcePreps, &foreignSourceAfter} {
+		&foreignDestPreps, &foreignNamingPreps, &foreignProductNouns, &foreignFileWords, &foreignSourcePreps,
+		&foreignSourceAfter, &foreignAttachNouns} {
 		foldedList(l)
 	}
 }
@@ -169,10 +188,8 @@ func separableCue(w string, later map[string]int) cueClass {
 // latinCue returns the class of the folded word w, or cueNone.
 func latinCue(w string) cueClass {
 	for _, c := range foreignCueClasses {
-		for _, cue := range folded[c.words] {
-			if !isCJKString(cue) && cueMatches(w, cue) {
-				return c.class
-			}
+		if inList(w, c.words) {
+			return c.class
 		}
 	}
 	return cueNone
@@ -185,29 +202,36 @@ func isCJKString(s string) bool {
 
 // inList reports whether the folded word w is one of the Latin cues of l.
 func inList(w string, l *[]string) bool {
-	for _, cue := range folded[l] {
-		if !isCJKString(cue) && cueMatches(w, cue) {
-			return true
+	step()
+	ix := latinIndex[l]
+	if ix.exact[w] {
+		return true
+	}
+	for n := 1; n <= stemKey && n <= len(w); n++ {
+		for _, stem := range ix.stems[w[:n]] {
+			if strings.HasPrefix(w, stem) {
+				return true
+			}
 		}
 	}
 	return false
 }
 
-// cjkIndex returns every byte offset in s of a CJK cue of l.
+// cjkIndex returns every byte offset in s of a CJK cue of l, each offset
+// once, in order.
 func cjkIndex(s string, l *[]string) []int {
 	step()
+	ix := cjkCues[l]
+	if len(ix) == 0 {
+		return nil
+	}
 	var at []int
-	for _, cue := range *l {
-		if !isCJKString(cue) {
-			continue
-		}
-		for from := 0; from < len(s); {
-			k := strings.Index(s[from:], cue)
-			if k < 0 {
+	for k, r := range s {
+		for _, cue := range ix[r] {
+			if strings.HasPrefix(s[k:], cue) {
+				at = append(at, k)
 				break
 			}
-			at = append(at, from+k)
-			from += k + len(cue)
 		}
 	}
 	return at

@@ -123,10 +123,14 @@ func tokenize(s string) []token {
 	return toks
 }
 
+// cjkFirst is below every rune of the CJK scripts (Hangul Jamo starts at
+// U+1100): isCJK.
+const cjkFirst = 0x1100
+
 // isCJK reports whether r is written in a script with no spaces between
 // words: Han, Hiragana, Katakana or Hangul.
 func isCJK(r rune) bool {
-	return unicode.In(r, unicode.Han, unicode.Hiragana, unicode.Katakana, unicode.Hangul)
+	return r >= cjkFirst && unicode.In(r, unicode.Han, unicode.Hiragana, unicode.Katakana, unicode.Hangul)
 }
 
 // cjkPieces cuts a run that mixes CJK text with a file name written against

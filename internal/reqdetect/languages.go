@@ -162,7 +162,7 @@ func init() {
 	}
 	for _, l := range []*[]string{&foreignNegators, &foreignModel, &foreignModelAfter, &foreignInline,
 		&foreignDestPreps, &foreignNamingPreps, &foreignProductNouns, &foreignFileWords, &foreignSourcePreps,
-		&foreignSourceAfter, &foreignAttachNouns} {
+		&foreignSourceAfter, &foreignAttachNouns, &foreignModelNouns, &foreignFeatureVerbs} {
 		foldedList(l)
 	}
 }
@@ -260,6 +260,8 @@ type foreignReading struct {
 	// product[k] says hits[k] is a product's verb or names a product
 	// ("Der Export schreibt", "导出功能"): it asks for no file.
 	product []bool
+	// feature says the unit asks to build a product feature (featureUnit).
+	feature bool
 }
 
 // scan finds the cue words of u, decides which negators reach which verb,
@@ -527,6 +529,42 @@ func (r *foreignReading) modelAt(u *unit, i int) bool {
 	if i+1 < len(u.toks) && !r.cjk[i+1] && inList(r.words[i+1], &foreignModelAfter) {
 		return true
 	}
+	// "mit X als Vorlage", "X comme modèle": an "as" word and a model noun
+	// after the file, an article between allowed.
+	if i+2 < len(u.toks) && !r.cjk[i+1] && inList(r.words[i+1], &foreignNamingPreps) {
+		for k := i + 2; k < len(u.toks) && k <= i+3; k++ {
+			if inList(foldWord(u.toks[k].text), &foreignModelNouns) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// featureUnit reports whether u asks to build a product feature: a
+// foreignFeatureVerbs word and a foreignProductNouns word in it (rule 11).
+func (r *foreignReading) featureUnit(u *unit) bool {
+	verb, noun := false, false
+	for i, t := range u.toks {
+		if r.cjk[i] {
+			verb = verb || len(cjkIndex(t.low, &foreignFeatureVerbs)) > 0
+			noun = noun || len(cjkIndex(t.low, &foreignProductNouns)) > 0
+			continue
+		}
+		verb = verb || inList(r.words[i], &foreignFeatureVerbs)
+		noun = noun || productWord(t.text)
+	}
+	return verb && noun
+}
+
+// productWord reports whether a Latin word, or a part of it between
+// hyphens, is a product noun ("Export-Button").
+func productWord(w string) bool {
+	for part := range strings.SplitSeq(foldWord(w), "-") {
+		if inList(part, &foreignProductNouns) {
+			return true
+		}
+	}
 	return false
 }
 
@@ -607,7 +645,7 @@ func (r *foreignReading) productSubject(u *unit, g, i int) bool {
 		if u.toks[k].kind == tokFile || u.toks[k].punct(asideMarks...) {
 			return false
 		}
-		if inList(foldWord(u.toks[k].text), &foreignProductNouns) {
+		if productWord(u.toks[k].text) {
 			return true
 		}
 	}
@@ -625,7 +663,7 @@ func (r *foreignReading) productName(u *unit, h cueHit) bool {
 		})
 	}
 	for k := h.tok - 1; k >= 0 && k >= h.tok-2; k-- {
-		if inList(foldWord(u.toks[k].text), &foreignProductNouns) {
+		if productWord(u.toks[k].text) {
 			return true
 		}
 	}
@@ -693,6 +731,7 @@ func readForeign(u *unit) {
 		return
 	}
 	r := scan(u)
+	r.feature = r.featureUnit(u)
 	after := postpositional(u)
 	for i := range u.toks {
 		u.neg[i], u.inl[i] = false, false
@@ -713,7 +752,7 @@ func readForeign(u *unit) {
 		step()
 		asks := h.class == cueDelivery ||
 			h.class == cueOutput && (r.fileWordAt(h.tok) || r.cjk[h.tok] && r.fileWord(u, h.tok)) // "PDFファイルを作成"
-		if !asks || h.neg || r.product[k] {
+		if !asks || h.neg || r.product[k] || r.feature {
 			continue
 		}
 		for q < len(u.phrases) && u.phrases[q].end <= h.tok {
@@ -764,7 +803,7 @@ func readForeignMention(u *unit, p *phrase, m *mention, r *foreignReading, after
 		m.existing = true
 	case r.sourceAt(u, i):
 		why(roleInput, "the source of a destination named after it", i)
-	case (gc == cueOutput || gc == cueDelivery) && r.productSubject(u, g, i):
+	case (gc == cueOutput || gc == cueDelivery) && (r.feature || r.productSubject(u, g, i)):
 		r.product[g] = true
 		why(roleRepo, "the product (\""+u.toks[from].text+"\") writes it: a feature or bug, repository work (rule 11)", from)
 	case gneg && gc != cueInput && gc != cueReply:

@@ -1213,17 +1213,21 @@ var (
 	// foreignModelAfter, right after ("X と同じ形式で", "X 처럼"), is an
 	// input, whatever verb governs its sentence.
 	foreignModel = []string{
-		"wie", "vorlage", "muster", "beispiel", "basierend", "anhand", "vorbild", "gleichen", // de
-		"comme", "modèle", "gabarit", "exemple", "d'après", "basé", "basée", "basant", "inspiré", "même", // fr
-		"plantilla", "modelo", "ejemplo", "basado", "basada", "basándote", "mismo", "misma", "igual", // es
-		"exemplo", "baseado", "baseada", "baseando", "mesmo", "mesma", // pt
-		"modello", "esempio", "basato", "basata", "basandoti", "stesso", "stessa", // it
-		"zoals", "sjabloon", "voorbeeld", "gebaseerd", "hetzelfde", "dezelfde", // nl
+		"wie", "vorlage", "muster", "beispiel", "basierend", "anhand", "vorbild", "gleichen", "stil", "folgend", // de
+		"comme", "modèle", "gabarit", "exemple", "d'après", "basé", "basée", "basant", "inspiré", "même", "style", "suivant", // fr
+		"plantilla", "modelo", "ejemplo", "basado", "basada", "basándote", "mismo", "misma", "igual", "estilo", "siguiendo", // es
+		"exemplo", "baseado", "baseada", "baseando", "mesmo", "mesma", "seguindo", // pt
+		"modello", "esempio", "basato", "basata", "basandoti", "stesso", "stessa", "stile", "seguendo", // it
+		"zoals", "sjabloon", "voorbeeld", "gebaseerd", "hetzelfde", "dezelfde", "stijl", "volgens", // nl
 		"テンプレート", "ひな形", "雛形", "例の", "参考に", // ja
 		"模板", "范本", "範本", "样例", "樣例", "参照", "參照", "按照", "依照", "仿照", "根据", "根據", "基于",
 		"基於", "像", "参考", "參考", // zh
 		"템플릿", "양식", // ko
 	}
+	// foreignModelNouns after a file and an "as" word name it as a model
+	// ("mit X als Vorlage", "X comme modèle", "X como plantilla").
+	foreignModelNouns = []string{"vorlage", "muster", "beispiel", "modèle", "exemple", "gabarit", "plantilla",
+		"modelo", "ejemplo", "exemplo", "modello", "esempio", "sjabloon", "voorbeeld", "template"}
 	foreignModelAfter = []string{
 		"と同じ", "を参考", "をもとに", "を元に", "に基づ", "のような", "みたいな", "をテンプレート", "を雛形", // ja
 		"一样", "一樣", "相同", "为模板", "為模板", "作为模板", "作為模板", "的格式", // zh
@@ -1274,7 +1278,9 @@ var (
 	// 11): productSubject.
 	foreignProductNouns = []string{
 		"export", "exporter", "script", "skript", "tool", "funktion", "befehl", "programm", "app", "dienst",
-		"job", "button", "knopf", "schaltfläche", // de
+		"job", "button", "knopf", "schaltfläche", "option", "feature", // de
+		"fonctionnalité", "opción", "funcionalidad", "opção", "funcionalidade", "opzione", "funzionalità",
+		"optie", "functionaliteit", "オプション", "选项", "選項", "옵션", // fr, es, pt, it, nl, ja, zh, ko
 		"commande", "outil", "programme", "fonction", "bouton", "application", "service", // fr
 		"botón", "boton", "comando", "herramienta", "programa", "función", "aplicación", "servicio", // es
 		"botão", "ferramenta", "função", "aplicativo", "serviço", // pt
@@ -1283,6 +1289,19 @@ var (
 		"機能", "コマンド", "ツール", "スクリプト", "ボタン", "アプリ", "プログラム", // ja
 		"功能", "命令", "工具", "脚本", "腳本", "按钮", "按鈕", "程序", "程式", "服务", "服務", // zh
 		"기능", "명령", "도구", "스크립트", "버튼", "프로그램", // ko
+	}
+	// foreignFeatureVerbs ask to build a feature ("Implementiere eine
+	// Funktion, die …", "Ajoute une fonction qui …", "添加一个…的功能"): with a
+	// product noun in the unit, the files its output or export verbs write
+	// are the product's, repository work (rule 11): featureUnit.
+	foreignFeatureVerbs = []string{
+		"implementier*", "hinzufüg*", "hinzuzufüg*", "füge", "unterstütz*", "baue", // de
+		"ajoute*", "implémente*", "intègre", // fr
+		"añade*", "agrega*", "implementa*", "incorpora*", // es
+		"adicione", "adiciona*", "implemente", // pt
+		"aggiungi*", "implementa", // it
+		"voeg", "implementeer*", "bouw", // nl
+		"追加", "実装", "添加", "新增", "实现", "實現", "实作", "實作", "支持", "支援", "추가", "구현", "지원",
 	}
 	// foreignProductFlags open a command-line option whose value a product
 	// writes ("--output summary.json", "-o out.csv"): rule 11 reads a file
@@ -1311,13 +1330,26 @@ var (
 	// modelWords before a file, or after it and "as", name it as a model
 	// ("based on NAME", "the template in NAME", "NAME as a template").
 	modelWords = newSet("template templates based modeled modelled model example sample blueprint pattern " +
-		"reference starting basis layout style format skeleton boilerplate")
+		"reference starting basis layout style format skeleton boilerplate structure")
 	// featureVerbs before a gerund of an output verb make it a feature
 	// the product gains ("support writing NAME"): rule 11, featureGerund.
-	featureVerbs = newSet("support supports implement allow enable")
+	featureVerbs = newSet("support supports implement allow enable stop stops")
+	// modelHeads head a noun phrase naming a model, modelLinks join it to
+	// the file that holds it, and modelGovernors govern it ("like the
+	// example in NAME", "using the template from NAME"): modelNP.
+	modelHeads     = newSet("template templates example examples sample samples model blueprint boilerplate skeleton")
+	modelLinks     = []string{"in", "at", "of", "from", "on"}
+	modelGovernors = []string{"like", "following", "using", "per", "after", "from"}
+	// softwareNouns name a piece of software, softwareCausatives make one
+	// do something and productModals state what it should do ("Make the CLI
+	// save NAME", "The app should save NAME"): rule 11, productVerb.
+	softwareNouns = newSet("cli app application tool script exporter importer command service job daemon server " +
+		"endpoint program binary plugin extension button api function module bot")
+	softwareCausatives = newSet("make let have")
+	productModals      = []string{"should", "must", "will", "shall"}
 	// modelPreps govern a model ("like NAME").
 	modelPreps = newSet("like after")
 	// modelVerbs take a model or a tool as their object ("use NAME",
 	// "follow NAME"), not the thing made.
-	modelVerbs = newSet("use follow mirror mimic copy")
+	modelVerbs = newSet("use reuse follow mirror mimic copy")
 )

@@ -777,6 +777,15 @@ func readMention(u *unit, p *phrase, i, lastVerb, head, gov int, prep string) *m
 		m.role = roleRepo
 		m.note(u, "repository work: a product feature that writes the file (\""+toks[vi-1].text+" "+toks[vi].text+"\")", vi-1, i)
 	}
+	if m.role == roleOutput && !u.item && vi > 0 && vi < i && productVerb(u, vi) {
+		// "Make the CLI save output.json by default", "The app should save
+		// settings.json on exit": the product writes the file (rule 11).
+		m.role = roleRepo
+		m.note(u, "repository work: a product writes the file (\""+toks[vi-1].text+" "+toks[vi].text+"\")", vi-1, i)
+	}
+	if m.role == roleOutput && !m.delivery && !u.item && modelNP(u, p, i) {
+		m.role = roleInput
+	}
 	if (m.role == roleInput || m.role == roleNone && !u.item) && !m.existing && modelRef(u, p, i, vi, prep, compared) {
 		m.role = roleInput
 		// "in the same format as churn_october.csv and attach it", "like
@@ -2018,4 +2027,40 @@ func featureGerund(u *unit, vi int) bool {
 	w := u.toks[vi].low
 	return strings.HasSuffix(w, "ing") && featureVerbs[lemmaOf(u.toks[vi-1].low)] ||
 		featureVerbs[u.toks[vi-1].low]
+}
+
+// productVerb reports whether the verb at vi has a product as its subject
+// (rule 11): a softwareNouns word right before it after a causative verb
+// and a determiner ("Make the CLI save NAME"), or before a modal right
+// before it ("The app should save NAME").
+func productVerb(u *unit, vi int) bool {
+	toks := u.toks
+	if vi >= 3 && softwareNouns[toks[vi-1].low] && determiners[toks[vi-2].low] && softwareCausatives[toks[vi-3].low] {
+		return true
+	}
+	return vi >= 2 && toks[vi-1].is(productModals...) && softwareNouns[toks[vi-2].low]
+}
+
+// modelNP reports whether the file at i ends a noun phrase headed by a
+// model word (modelHeads) that a preposition or verb of following governs
+// ("like the example in NAME", "using the template in NAME", "from the
+// sample in NAME"): the file holds the model, not the output (rule 10).
+func modelNP(u *unit, p *phrase, i int) bool {
+	toks := u.toks
+	k := i - 1
+	for n := 0; k >= p.start && n < 3 && (toks[k].is(modelLinks...) || determiners[toks[k].low]); n++ {
+		k--
+	}
+	if k < p.start || k == i-1 || !modelHeads[toks[k].low] {
+		return false
+	}
+	for j, n := k-1, 0; j >= p.start && n < 3; j, n = j-1, n+1 {
+		if toks[j].is(modelGovernors...) || modelVerbs[lemmaOf(toks[j].low)] {
+			return true
+		}
+		if !determiners[toks[j].low] && !plainWord(toks[j]) {
+			return false
+		}
+	}
+	return false
 }

@@ -251,8 +251,8 @@ type foreignReading struct {
 	// delivery cue not negated, stands at token i or after it;
 	// fileWordFrom[i] is the first file noun or binary format at or after
 	// token i before the end of its clause, or -1.
-	inlineFrom, deliverFrom []bool
-	fileWordFrom            []int
+	inlineFrom, deliverFrom, negDeliverFrom []bool
+	fileWordFrom                            []int
 	// barrier[i] is the last token at or before i that is a parenthesis
 	// or ";", or -1: a verb does not govern a file across one ("- note.pdf
 	// (ne pas créer de brouillon.docx)").
@@ -376,17 +376,19 @@ func scan(u *unit) *foreignReading {
 			r.hits[h].neg = true
 		}
 	}
-	r.inlineFrom, r.deliverFrom, r.fileWordFrom = make([]bool, n+1), make([]bool, n+1), make([]int, n+1)
+	r.inlineFrom, r.deliverFrom, r.negDeliverFrom = make([]bool, n+1), make([]bool, n+1), make([]bool, n+1)
+	r.fileWordFrom = make([]int, n+1)
 	r.fileWordFrom[n] = -1
 	for i := n - 1; i >= 0; i-- {
 		step()
 		t := u.toks[i]
 		r.inlineFrom[i] = r.inlineFrom[i+1] ||
 			r.cjk[i] && len(cjkIndex(t.low, &foreignInline)) > 0 || !r.cjk[i] && inList(r.words[i], &foreignInline)
-		r.deliverFrom[i] = r.deliverFrom[i+1]
+		r.deliverFrom[i], r.negDeliverFrom[i] = r.deliverFrom[i+1], r.negDeliverFrom[i+1]
 		for _, h := range r.hits[r.first[i]:r.first[i+1]] {
-			if !h.neg && (h.class == cueDelivery || h.class == cueSend) {
-				r.deliverFrom[i] = true
+			if h.class == cueDelivery || h.class == cueSend {
+				r.deliverFrom[i] = r.deliverFrom[i] || !h.neg
+				r.negDeliverFrom[i] = r.negDeliverFrom[i] || h.neg
 			}
 		}
 		r.fileWordFrom[i] = r.fileWordFrom[i+1]
@@ -744,8 +746,8 @@ func readForeign(u *unit) {
 			readForeignMention(u, p, m, r, after)
 		}
 	}
-	if u.question {
-		return
+	if u.question || u.inputs {
+		return // a question asks about files; a unit under an input heading lists them
 	}
 	q := 0 // the phrase holding the cue: hits and phrases are both in text order
 	for k, h := range r.hits {
@@ -825,6 +827,11 @@ func readForeignMention(u *unit, p *phrase, m *mention, r *foreignReading, after
 	}
 	if m.role == roleOutput && !m.delivery {
 		switch {
+		case r.negDeliverFrom[i+1]:
+			// "Erstelle X, aber hänge sie nicht an": as "don't attach it"
+			// after an output, a negated delivery forbids it.
+			m.role, m.forbid = roleNone, true
+			m.note(u, "rule 9: forbidden: a negated delivery word after it refers back to it", i, len(u.toks)-1)
 		case r.deliveredAfter(i):
 			m.delivery = true
 			m.note(u, "rule 9: delivered: a delivery word after it refers back to it", i, len(u.toks)-1)

@@ -147,14 +147,15 @@ var (
 		"artifacts", "artifact",
 		// rule 9: the same labels in other languages, a longer word before
 		// a shorter one it starts with ("Ergebnisse" before "Ergebnis")
-		"ergebnisse", "ergebnis", "lieferumfang", "liefergegenstände", "ausgabedateien", // de
-		"livrables", "livrable", "fichiers de sortie", // fr
-		"entregables", "entregable", "archivos de salida", // es
-		"entregáveis", "entregável", "entregas", // pt
-		"consegne", "consegna", "file di output", // it
-		"opleveringen", "oplevering", "uitvoerbestanden", // nl
-		"成果物", "納品物", "出力ファイル", // ja
-		"交付物", "交付成果", "成果", "产出物", "產出物", "输出文件", "輸出檔案", // zh
+		"erwartete ergebnisse", "ergebnisse", "ergebnis", "lieferumfang", "liefergegenstände", "ausgabedateien",
+		"zu liefern", "abgaben", "abgabe", // de
+		"livrables", "livrable", "fichiers de sortie", "résultats attendus", "à livrer", // fr
+		"entregables", "entregable", "archivos de salida", "resultados esperados", "a entregar", // es
+		"entregáveis", "entregável", "entregas", "arquivos de saída", // pt
+		"consegne", "consegna", "file di output", "risultati attesi", "da consegnare", // it
+		"opleveringen", "oplevering", "uitvoerbestanden", "op te leveren", // nl
+		"成果物", "納品物", "提出物", "出力ファイル", // ja
+		"交付物", "交付成果", "成果", "产出物", "產出物", "产出", "產出", "输出文件", "輸出檔案", // zh
 		"산출물", "결과물", "제출물", "출력 파일"} // ko
 	determiners = newSet("a an the this these those my your our their its his her any some each " +
 		"every no another")
@@ -1313,14 +1314,17 @@ var (
 	inputLabels = []string{
 		"inputs", "input", "input files", "context", "background", "references", "reference", "sources",
 		"materials", "attachments", "given", // en
-		"eingaben", "eingabe", "kontext", "hintergrund", "referenzen", "quellen", "unterlagen", "vorlagen", // de
-		"entrées", "entrée", "contexte", "références", "sources", "documents fournis", // fr
-		"entradas", "contexto", "antecedentes", "referencias", "fuentes", // es
-		"referências", "fontes", // pt
-		"contesto", "riferimenti", "fonti", // it
-		"invoer", "achtergrond", "referenties", "bronnen", // nl
-		"参考資料", "背景", "参考", "参考资料", "參考資料", "入力", "资料", "資料", "输入", "輸入", "上下文", // ja, zh
-		"배경", "참고 자료", "참고자료", "입력", // ko
+		"eingaben", "eingabe", "eingabedateien", "kontext", "hintergrund", "referenzen", "quellen", "unterlagen",
+		"vorlagen", "anhänge", // de
+		"entrées", "entrée", "fichiers d'entrée", "contexte", "références", "sources", "documents fournis",
+		"pièces jointes",                                                                                    // fr
+		"entradas", "archivos de entrada", "contexto", "antecedentes", "referencias", "fuentes", "adjuntos", // es
+		"arquivos de entrada", "referências", "fontes", "anexos", // pt
+		"file di input", "contesto", "riferimenti", "fonti", "allegati", // it
+		"invoer", "invoerbestanden", "achtergrond", "referenties", "bronnen", "bijlagen", // nl
+		"参考資料", "背景", "参考", "入力", "入力ファイル", "添付ファイル", "资料", "資料", // ja
+		"参考资料", "參考資料", "输入", "輸入", "输入文件", "上下文", "附件", // zh
+		"배경", "참고 자료", "참고자료", "입력", "입력 파일", "첨부 파일", // ko
 	}
 )
 

@@ -1089,7 +1089,7 @@ var (
 		"添付", "アップロード", "エクスポート", "書き出", "出力", "保存", "納品", "提出", "ダウンロード可能", // ja
 		"附上", "附在", "附加", "作为附件", "作為附件", "上传", "上傳", "导出", "導出", "汇出", "匯出", "输出",
 		"保存", "存为", "存成", "儲存", "另存", "交付", "提交", "可下载", "可下載", // zh
-		"첨부", "업로드", "내보내", "저장", "제출", "납품", "다운로드 가능", // ko
+		"첨부", "업로드", "내보내", "저장", "제출", "납품", // ko
 	}
 	// foreignSeparable are verbs whose particle stands apart at the end of
 	// the clause ("Voeg het bestand bij", "Lade sie im Ticket hoch", "Sla
@@ -1232,7 +1232,7 @@ var (
 	foreignModelAfter = []string{
 		"と同じ", "を参考", "をもとに", "を元に", "に基づ", "のような", "みたいな", "をテンプレート", "を雛形", // ja
 		"一样", "一樣", "相同", "为模板", "為模板", "作为模板", "作為模板", "的格式", // zh
-		"처럼", "같은", "참고", "기반", "바탕", "을 템플릿", "를 템플릿", // ko
+		"처럼", "같은", "참고", "기반", "바탕", "템플릿으로", // ko
 	}
 	// foreignDestPreps before a file make it the destination of the verb
 	// before ("als umsatz.xlsx", "en facture.pdf", "como datos.xlsx",
@@ -1257,7 +1257,7 @@ var (
 	// verb governs the sentence ("mit den Zahlen aus daten.csv", "à partir
 	// de notes.txt", "从 data.csv", "data.csvから", "data.csv에서").
 	foreignSourcePreps = []string{"aus", "von", "de", "desde", "da", "dal", "dalla", "dai", "uit", "van", "从", "從", "根据", "根據"}
-	foreignSourceAfter = []string{"から", "より", "에서", "中的", "里的", "裡的", "の内容", "의 내용"}
+	foreignSourceAfter = []string{"から", "より", "에서", "中的", "里的", "裡的", "の内容"}
 	// foreignFunctionWords are common words of the other Latin-script
 	// languages, and englishFunctionWords of English: a unit with more of
 	// the first than of the second, or with CJK text, is read by

@@ -122,6 +122,27 @@ func readUnits(text string) []*unit {
 	return units
 }
 
+// cutLabel reports whether s starts with label, case folded, a run of
+// blanks in s matching each space of label ("Zu  liefern:"), and returns
+// the rest of s.
+func cutLabel(s, label string) (string, bool) {
+	words := strings.Split(label, " ")
+	for k, word := range words {
+		if len(s) < len(word) || !strings.EqualFold(s[:len(word)], word) {
+			return "", false
+		}
+		s = s[len(word):]
+		if k < len(words)-1 {
+			rest := strings.TrimLeft(s, blanks)
+			if len(rest) == len(s) {
+				return "", false
+			}
+			s = rest
+		}
+	}
+	return s, true
+}
+
 // inputLabel reports whether line is a heading or label for inputs,
 // context or references (inputLabels: "## Context", "Inputs:", "**参考資料**",
 // "Kontext: …").
@@ -133,7 +154,7 @@ func inputLabel(line string) bool {
 			s = head
 		}
 	}
-	s = strings.Trim(s, emphasisMarks+blanks)
+	s = strings.Join(strings.Fields(strings.Trim(s, emphasisMarks+blanks)), " ")
 	return slices.Contains(inputLabels, s)
 }
 
@@ -229,10 +250,11 @@ func labelLine(line string) (string, bool) {
 		return rest, true // "Expected outputs:", "Final deliverables: a.md"
 	}
 	for _, label := range labelWords {
-		if len(s) < len(label) || !strings.EqualFold(s[:len(label)], label) {
+		after, ok := cutLabel(s, label)
+		if !ok {
 			continue
 		}
-		after := strings.TrimLeft(s[len(label):], emphasisMarks+blanks)
+		after = strings.TrimLeft(after, emphasisMarks+blanks)
 		switch {
 		case after == "":
 			return "", true

@@ -162,7 +162,8 @@ func init() {
 	}
 	for _, l := range []*[]string{&foreignNegators, &foreignModel, &foreignModelAfter, &foreignInline,
 		&foreignDestPreps, &foreignNamingPreps, &foreignProductNouns, &foreignFileWords, &foreignSourcePreps,
-		&foreignSourceAfter, &foreignAttachNouns, &foreignModelNouns, &foreignFeatureVerbs} {
+		&foreignSourceAfter, &foreignAttachNouns, &foreignModelNouns, &foreignFeatureVerbs, &foreignWhWords,
+		&foreignHowTo, &foreignPerfect} {
 		foldedList(l)
 	}
 }
@@ -367,6 +368,7 @@ func scan(u *unit) *foreignReading {
 		}
 		r.first[i] = k
 	}
+	r.markStated(u)
 	r.product = make([]bool, len(r.hits))
 	for k, h := range r.hits {
 		r.product[k] = r.productName(u, h)
@@ -400,6 +402,77 @@ func scan(u *unit) *foreignReading {
 		}
 	}
 	return r
+}
+
+// markStated turns a cue that states what was done into a presented one
+// (foreignPerfect before it, foreignDoneAfter or foreignDoneBefore around
+// it in CJK text): "Ich habe bericht.pdf gestern hochgeladen", "我已经上传了
+// report.pdf".
+func (r *foreignReading) markStated(u *unit) {
+	aux := -1 // the last perfect auxiliary, while no punctuation follows it
+	k := 0
+	for i, t := range u.toks {
+		switch {
+		case t.kind == tokPunct:
+			aux = -1
+		case !r.cjk[i] && inList(r.words[i], &foreignPerfect):
+			aux = i
+		}
+		for ; k < len(r.hits) && r.hits[k].tok == i; k++ {
+			h := &r.hits[k]
+			if h.class < cueDelivery || h.class > cueTransform {
+				continue
+			}
+			if aux >= 0 && aux < i || r.cjk[i] && doneAround(t.low, h.off) {
+				h.class = cuePresented
+			}
+		}
+	}
+}
+
+// doneAround reports whether a CJK run marks the cue at byte off as done.
+func doneAround(run string, off int) bool {
+	for _, d := range foreignDoneBefore {
+		if strings.HasSuffix(run[:off], d) {
+			return true
+		}
+	}
+	tail := run[off:]
+	for _, c := range []*[]string{&foreignDelivery, &foreignSend, &foreignOutput, &foreignTransform} {
+		for _, cue := range *c {
+			if rest, ok := strings.CutPrefix(tail, cue); ok {
+				for _, d := range foreignDoneAfter {
+					if strings.HasPrefix(rest, d) || strings.HasPrefix(rest, "し"+d) {
+						return true
+					}
+				}
+			}
+		}
+	}
+	return false
+}
+
+// question reports whether u is a question that asks about something, not
+// for it: it ends in a question mark and opens with a foreignWhWords word,
+// or it has a foreignHowTo word in CJK text.
+func (r *foreignReading) question(u *unit) bool {
+	for i, t := range u.toks {
+		if r.cjk[i] && len(cjkIndex(t.low, &foreignHowTo)) > 0 {
+			return true
+		}
+	}
+	last := u.toks[len(u.toks)-1]
+	end := last.pos + len(last.text)
+	if end < 0 || end > len(u.src) {
+		return false
+	}
+	rest := strings.TrimLeft(u.src[end:], " \t")
+	asked := strings.HasPrefix(rest, "?") || strings.HasPrefix(rest, "？")
+	first := 0
+	for first < len(u.toks) && u.toks[first].kind == tokPunct {
+		first++
+	}
+	return asked && first < len(u.toks) && inList(foldWord(u.toks[first].text), &foreignWhWords)
 }
 
 // at returns the cues of token i.
@@ -734,6 +807,9 @@ func readForeign(u *unit) {
 	}
 	r := scan(u)
 	r.feature = r.featureUnit(u)
+	if r.question(u) {
+		u.question = true
+	}
 	after := postpositional(u)
 	for i := range u.toks {
 		u.neg[i], u.inl[i] = false, false

@@ -1108,10 +1108,10 @@ var (
 	// no file of their own, as send does.
 	foreignSend = []string{
 		"schick*", "sende", "senden", "teile", "teilen", "liefer*", // de
-		"envoie*", "envoyer", "envoyez", "partage*", // fr
-		"envía*", "envia*", "enviar", "envíe*", "comparte*", "compartir", // es
+		"envoie*", "envoyer", "envoyez", "renvoie*", "renvoyer", "renvoyez", "partage*", // fr
+		"envía*", "envia*", "enviar", "envíe*", "reenvía*", "devuelve*", "devuélve*", "comparte*", "compartir", // es
 		"envie", "compartilhe*", // pt
-		"invia*", "condividi*", "manda*", // it
+		"invia*", "condividi*", "manda*", "rimanda*", // it
 		"stuur*", "deel", "delen", // nl
 		"送って", "送付", "送信", "共有", // ja
 		"发送", "發送", "发给", "發給", "分享", "发布", "發佈", // zh
@@ -1304,6 +1304,36 @@ var (
 		"voeg", "implementeer*", "bouw", // nl
 		"追加", "実装", "添加", "新增", "实现", "實現", "实作", "實作", "支持", "支援", "추가", "구현", "지원",
 	}
+	// foreignWhWords open a question that asks about something, not for
+	// it, when the unit ends in a question mark ("Wie exportiere ich …?",
+	// "Comment enregistrer … ?", "¿Cómo …?"); foreignHowTo in CJK text asks
+	// for knowledge anywhere ("如何…导出", "PDFに書き出す方法"): a cue there
+	// asks for nothing and its files are inputs.
+	foreignWhWords = []string{
+		"wer", "was", "wann", "warum", "welche", "welcher", "welches", "wo", "wie", "wieso", // de
+		"qui", "que", "quoi", "quand", "pourquoi", "quel", "quelle", "quels", "quelles", "comment", "où", // fr
+		"quién", "qué", "cuándo", "cuál", "cómo", "dónde", "¿cómo", "¿qué", "¿dónde", "¿cuál", // es
+		"quem", "quando", "qual", "como", "onde", "porque", // pt
+		"chi", "che", "perché", "quale", "come", "dove", // it
+		"wat", "wanneer", "waarom", "welke", "hoe", "waar", // nl
+	}
+	foreignHowTo = []string{"如何", "怎么", "怎麼", "怎样", "怎樣", "方法", "やり方", "どうやって", "どうすれば", "어떻게", "방법"}
+	// foreignPerfect are perfect auxiliaries ("ich habe … hochgeladen",
+	// "j'ai exporté", "he subido"): a cue after one, with no punctuation
+	// between, states what was done, and its files are inputs given with
+	// the task. foreignDoneAfter right after a CJK cue, or foreignDoneBefore
+	// right before it, do the same ("上传了", "已经上传", "アップロードしました",
+	// "업로드했").
+	foreignPerfect = []string{
+		"habe", "hast", "hat", "haben", "habt", "wurde", "wurden", // de
+		"ai", "as", "avons", "avez", "ont", // fr
+		"he", "has", "ha", "hemos", "han", // es
+		"tenho", "tem", "temos", "têm", // pt
+		"ho", "hai", "abbiamo", "hanno", // it
+		"heb", "hebt", "heeft", "hebben", // nl
+	}
+	foreignDoneAfter  = []string{"了", "过", "過", "した", "しました", "済", "했", "됐", "한 "}
+	foreignDoneBefore = []string{"已经", "已經", "已"}
 	// foreignProductFlags open a command-line option whose value a product
 	// writes ("--output summary.json", "-o out.csv"): rule 11 reads a file
 	// right after one as repository work.

@@ -536,7 +536,14 @@
 // is written inline. A delivery or export word, not negated, asks for a
 // file by itself, and so does an output verb before a file noun or binary
 // format ("eine PDF-Datei", "PDFファイルを作成"), except the verb of a product
-// or a cue naming one (rule 11 below).
+// or a cue naming one (rule 11 below). A unit ending in a question mark
+// that opens with a question word ("Wie exportiere ich …?", "¿Cómo …?"),
+// or with a CJK how-to word ("如何", "方法"), asks about files, not for
+// them; a cue after a perfect auxiliary ("ich habe … hochgeladen", "j'ai
+// exporté") or marked done in CJK text ("上传了", "已经上传",
+// "アップロードしました") states what was done, and its files are inputs; a
+// negated delivery after an output forbids it ("…, aber hänge sie nicht
+// an"), as "don't attach it" does.
 //
 // Models and inputs (rule 10). A file named as a model, template, example
 // or earlier version is an input that a later pronoun passes over, so "and

@@ -22,9 +22,13 @@ type Requests struct {
 // file; reading or discussing an input, or a file the user already provided,
 // does not; a "Deliverables" label and the list below it state outputs;
 // negations, in-place edits, repository work, inline answers and
-// expected-denied writes ask for none; and a sentence that says a just-written
+// expected-denied writes ask for none; a sentence that says a just-written
 // file is "not a deliverable" exempts that one file unless it is also to be
-// delivered. The reading itself lives in internal/reqdetect, whose Explain
+// delivered; a file named as a model or template ("in the same format as
+// X") or listed under an Inputs or Context heading is an input; a product
+// feature or bug that mentions a file the product writes is repository work;
+// and the rules hold in other languages ("Bitte exportiere … als
+// umsatz.xlsx und hänge sie an", "整理成 summary.pdf 並附上"). The reading itself lives in internal/reqdetect, whose Explain
 // says which rule decided each file.
 //
 // Guarantees: the result depends only on objective (two calls agree); it never
@@ -33,10 +37,12 @@ type Requests struct {
 // duplicates, and nil when empty; File is true whenever Files is not. The work
 // is linear in the length of objective.
 //
-// Non-guarantees: it is a heuristic reader of English, not a parser. It
-// recognizes file names only with a known extension ("Makefile" and
-// "LICENSE" are not seen), does not read other languages, and may misread
-// unusual phrasings; the worked cases in
+// Non-guarantees: it is a heuristic reader, not a parser: of English, and
+// of the cue words of German, French, Spanish, Portuguese, Italian, Dutch,
+// Japanese, Chinese and Korean (rule 9: delivery, output, reading and reply
+// verbs, negations, labels), not their grammar. It recognizes file names
+// only with a known extension ("Makefile" and "LICENSE" are not seen), and
+// may misread unusual phrasings; the worked cases in
 // internal/reqdetect/testdata/requested-files.jsonl show what it is held to.
 // Names are compared as written: "./out.json" and "out.json" are two names.
 func DetectRequests(objective string) Requests {

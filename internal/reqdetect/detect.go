@@ -57,11 +57,13 @@ func (r Reason) String() string {
 // duplicates, and nil when empty; File is true whenever Files is not. The work
 // is linear in the length of objective.
 //
-// Non-guarantees: it is a heuristic reader of English, not a parser. It
-// recognizes file names only with a known extension ("Makefile" and
-// "LICENSE" are not seen), does not read other languages, and may misread
-// unusual phrasings; the worked cases in testdata/requested-files.jsonl show
-// what it is held to. Names are compared as written: "./out.json" and
+// Non-guarantees: it is a heuristic reader, not a parser: of English, and
+// of the cue words of German, French, Spanish, Portuguese, Italian, Dutch,
+// Japanese, Chinese and Korean (rule 9: delivery, output, reading and reply
+// verbs, negations, labels), not their grammar. It recognizes file names
+// only with a known extension ("Makefile" and "LICENSE" are not seen), and
+// may misread unusual phrasings; the worked cases in
+// testdata/requested-files.jsonl show what it is held to. Names are compared as written: "./out.json" and
 // "out.json" are two names.
 func Detect(objective string) Result {
 	units := readUnits(objective)
@@ -71,6 +73,10 @@ func Detect(objective string) Result {
 			u.item, u.listed = true, true
 		}
 		analyze(u)
+		readForeign(u)
+		if u.inputs {
+			listedInputs(u)
+		}
 	}
 	markRepoWork(units)
 	markDenials(units)

@@ -6,19 +6,21 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
-// Case files, one JSON object a line. casesPath holds the 44 cases of
-// shared/corpus, the project's first 173 and the ones written from the rules
-// for issue 13 (each with a "why"), held-out-style batches included; every
+// Case files, one JSON object a line. casesPath holds the 50 cases of
+// shared/corpus, the project's first 173, the ones written from the rules
+// for issue 13 and those for rules 9, 10 and 11 in each language (each with
+// a "why"), held-out-style batches included; every
 // case must pass, there is no list of known misses. corpusPath is the shared
 // corpus itself, read where the lead keeps it.
 const (
@@ -153,7 +155,7 @@ func runCases(t *testing.T, path string, cases []Case) {
 
 func TestDetectCases(t *testing.T) {
 	cases := LoadCases(t, casesPath)
-	require.GreaterOrEqual(t, len(cases), 44+173+100, "the 44 shared cases, the first 173 and at least 100 of issue 13")
+	require.GreaterOrEqual(t, len(cases), 50+173+100+150, "the 50 shared cases, the first 173, at least 100 of issue 13 and 150 of rules 9-11")
 	runCases(t, casesPath, cases)
 }
 
@@ -342,6 +344,15 @@ func adversarial(size int) map[string]string {
 		"need":        repeat("a.txt needs to be shared with the team by the ops team "),
 		"place name":  repeat("the list currently lives in the shared repo as a.txt and "),
 		"into plural": "Parse the log " + repeat("into JSON fixtures "),
+		"model":       repeat("in the same format as a.csv and attach it "),
+		"de":          "Erstelle " + repeat("a.txt und hänge sie nicht an, wie b.csv ") + ".",
+		"de sentence": repeat("Lies a.txt und exportiere es als b.xlsx. "),
+		"fr":          repeat("ne joins pas a.pdf comme modèle en b.pdf ici "),
+		"zh":          repeat("請把結果整理成 a.pdf 並附上不要附 "),
+		"zh run":      repeat("請把結果整理成a.pdf並附上"),
+		"ja":          repeat("a.csvを読んで、b.pdfに保存して添付不要 "),
+		"ko":          repeat("a.pdf로 저장하고 첨부하지 마세요 "),
+		"input label": "## Context\n" + repeat("- a.csv\n"),
 	}
 }
 
@@ -355,32 +366,35 @@ func TestDetectLargeInputs(t *testing.T) {
 	}
 }
 
-// TestDetectLinear times each adversarial shape at 16 KiB and at 64 KiB:
-// linear work takes about 4 times as long for 4 times the input, quadratic
-// work 16 times. The best of five interleaved runs of each is compared
-// against a ratio of 10, which leaves room for a busy machine.
+// TestDetectLinear counts the work Detect does (countSteps: the calls of
+// the token predicates every rule reads through) for each adversarial shape
+// at 16 KiB and at 64 KiB: linear work takes about 4 times as many steps for
+// 4 times the input, quadratic work about 16 times. The count does not
+// depend on how busy the machine is; BenchmarkDetectLinear times the same
+// shapes.
 func TestDetectLinear(t *testing.T) {
-	if testing.Short() {
-		t.Skip("timing test")
-	}
-	timed := func(objective string) time.Duration {
-		start := time.Now()
-		Detect(objective)
-		return time.Since(start)
-	}
 	small, large := adversarial(1<<14), adversarial(1<<16)
-	for name := range small {
-		var s, l time.Duration
-		for n := range 5 {
-			ds, dl := timed(small[name]), timed(large[name])
-			if n == 0 || ds < s {
-				s = ds
-			}
-			if n == 0 || dl < l {
-				l = dl
-			}
+	for _, name := range slices.Sorted(maps.Keys(small)) {
+		s, l := countSteps(small[name]), countSteps(large[name])
+		require.Positive(t, s, "%s: Detect counts its steps", name)
+		assert.LessOrEqual(t, l, 5*s, // 4x the input: linear is ~4x, quadratic ~16x
+			"%s: 16 KiB took %d steps, 64 KiB took %d (%.1fx): not linear", name, s, l, float64(l)/float64(s))
+	}
+}
+
+// BenchmarkDetectLinear times each adversarial shape at 16 KiB and 64 KiB;
+// compare the two sizes of a shape (about 4x for linear work):
+//
+//	go test -run '^$' -bench DetectLinear ./internal/reqdetect/
+func BenchmarkDetectLinear(b *testing.B) {
+	for _, size := range []int{1 << 14, 1 << 16} {
+		shapes := adversarial(size)
+		for _, name := range slices.Sorted(maps.Keys(shapes)) {
+			b.Run(fmt.Sprintf("%s/%dKiB", name, size>>10), func(b *testing.B) {
+				for b.Loop() {
+					Detect(shapes[name])
+				}
+			})
 		}
-		assert.Less(t, float64(l), 12*float64(max(s, 5*time.Millisecond)), // 4x the input: linear is ~4x, quadratic ~16x
-			"%s: 16 KiB took %v, 64 KiB took %v: not linear", name, s, l)
 	}
 }

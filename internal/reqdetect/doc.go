@@ -7,7 +7,8 @@
 // items, paragraphs), phrases.go (verbs, phrases, negation, inline markers),
 // roles.go (a file's role in its phrase, unnamed requests), across.go (rules
 // across sentences: repository work, denials, pronouns and anaphora,
-// qualifiers, collection) and lexicon.go (every named word list).
+// qualifiers, collection), languages.go (rule 9: units written in other
+// languages) and lexicon.go (every named word list).
 //
 // Roles come from structure where the text gives it: the object of an output
 // preposition ("into", "as", "called", "named") is an output whatever the
@@ -499,6 +500,72 @@
 //     item's file is changed in place.
 //   - Denials. A refusal verb after a modal marks an expected denial ("the
 //     sandbox should reject it").
+//
+// Other languages (rule 9: languages.go, readForeign). A unit with CJK
+// text, with more function words of German, French, Spanish, Portuguese,
+// Italian or Dutch than of English, or with no English function word and a
+// cue word no English lexicon lists, is read by cue words instead of the
+// English grammar above; the lists are in lexicon.go, one per role.
+// Latin-script words match folded (lower case, no accents) and by stem
+// ("exportier*"), with an elided article or negation ("l'export",
+// "n'exporte") and hyphenated clitics ("joins-le") allowed, and separable
+// verbs by their particle later in the unit ("voeg … bij", "lade … hoch");
+// a capitalized word inside a sentence is a noun, not a verb ("die
+// Zusammenfassung"). CJK text has no spaces: a file name written against
+// it is cut out of its run ("整理成summary.pdf並附上", "report.pdf로"), and
+// cues match as substrings of a run ("並附在這個任務上" holds "附在"). A file
+// takes the role of the nearest verb cue before it, or after it when none
+// is before (after first in Japanese and Korean), never across a
+// parenthesis or ";": a delivery, export or send word makes it a delivered
+// output, an output verb an output, a transform verb its source or, after
+// a destination word ("als", "en", "como", "成", "为", "로"), its output, a
+// reading or reply word ("lies", "réponds ici", "在这里回复") an input. A
+// negator reaches the nearest verb cue after it, or before it with no
+// punctuation between, a verb of making before a reading word ("nicht
+// anhängen", "Hänge die Datei nicht an", "不要附", "添付不要", "첨부하지
+// 마세요"); a negated output or delivery forbids its files. A source
+// preposition ("aus", "à partir de", "从", "から") makes a file an input;
+// so does a presented form ("anbei", "ci-joint", "adjunto", "添付の"), and
+// an attachment noun with no other verb cue beside it ("Im Anhang findest
+// du …"; "als Anhang" beside a verb is a delivery marker). A file no cue
+// governs is an output in a Deliverables item, whose labels exist in each
+// language ("Livrables", "Ergebnis", "Entregables", "成果物", "交付物",
+// "산출물"), or after a naming destination word ("als X"). An output
+// followed by a delivery word is delivered ("… als umsatz.xlsx und hänge
+// sie an"), and one followed by an inline marker ("hier im Chat", "ici")
+// is written inline. A delivery or export word, not negated, asks for a
+// file by itself, and so does an output verb before a file noun or binary
+// format ("eine PDF-Datei", "PDFファイルを作成"), except the verb of a product
+// or a cue naming one (rule 11 below). A unit ending in a question mark
+// that opens with a question word ("Wie exportiere ich …?", "¿Cómo …?"),
+// or with a CJK how-to word ("如何", "方法"), asks about files, not for
+// them; a cue after a perfect auxiliary ("ich habe … hochgeladen", "j'ai
+// exporté") or marked done in CJK text ("上传了", "已经上传",
+// "アップロードしました") states what was done, and its files are inputs; a
+// negated delivery after an output forbids it ("…, aber hänge sie nicht
+// an"), as "don't attach it" does.
+//
+// Models and inputs (rule 10). A file named as a model, template, example
+// or earlier version is an input that a later pronoun passes over, so "and
+// attach it" after it refers to the new output: the standard of a
+// comparison ("in the same format as X"), the object of "like" or of a
+// verb of following ("use X", "follow X": modelVerbs), or a file with a
+// modelWords word before it or after "as" ("based on X", "modeled on X",
+// "X as a template"): modelRef; in other languages the foreignModel words
+// before the file ("wie X", "comme X", "la plantilla X", "按照 X") or the
+// foreignModelAfter words after it ("X と同じ形式で", "X처럼"). A heading or
+// label for inputs, context or references (inputLabels: "## Context",
+// "Inputs:", "Kontext", "Contexte", "参考資料", "背景") makes the files below
+// it inputs, until the next heading or Deliverables label (a label line:
+// while its bullets last): listedInputs.
+//
+// Products (rule 11). A file that a product writes is repository work: the
+// value of a command-line option ("--output summary.json"), the object of
+// a gerund after a verb of building a feature ("support writing
+// metrics.json": featureGerund), and in other languages the object of an
+// output or export verb whose subject is a product noun ("Der Export
+// schreibt eine kaputte rechnungen.csv", "导出功能生成的 orders.csv":
+// productSubject).
 //
 // Collection (collect). A file is requested when it is delivered, or has an
 // output role that is neither exempted nor made repository work, and is not

@@ -87,6 +87,7 @@ var irregularVerbs = map[string]string{
 
 // lemmaOf returns the lexicon verb that w is a form of, or "".
 func lemmaOf(w string) string {
+	step()
 	if _, ok := verbClasses[w]; ok {
 		return w
 	}
@@ -143,7 +144,19 @@ var (
 		"pixi.js docs.rs bun.sh")
 	abbrevs    = newSet("e.g i.e etc vs cf approx incl eg ie mr mrs ms dr fig al")
 	labelWords = []string{"deliverables", "deliverable", "output files", "output file", "outputs", "output",
-		"artifacts", "artifact"}
+		"artifacts", "artifact",
+		// rule 9: the same labels in other languages, a longer word before
+		// a shorter one it starts with ("Ergebnisse" before "Ergebnis")
+		"erwartete ergebnisse", "ergebnisse", "ergebnis", "lieferumfang", "liefergegenstände", "ausgabedateien",
+		"zu liefern", "abgaben", "abgabe", // de
+		"livrables", "livrable", "fichiers de sortie", "résultats attendus", "à livrer", // fr
+		"entregables", "entregable", "archivos de salida", "resultados esperados", "a entregar", // es
+		"entregáveis", "entregável", "entregas", "arquivos de saída", // pt
+		"consegne", "consegna", "file di output", "risultati attesi", "da consegnare", // it
+		"opleveringen", "oplevering", "uitvoerbestanden", "op te leveren", // nl
+		"成果物", "納品物", "提出物", "出力ファイル", // ja
+		"交付物", "交付成果", "成果", "产出物", "產出物", "产出", "產出", "输出文件", "輸出檔案", // zh
+		"산출물", "결과물", "제출물", "출력 파일"} // ko
 	determiners = newSet("a an the this these those my your our their its his her any some each " +
 		"every no another")
 	// inputDets mark a noun as something that already exists: an input.
@@ -635,7 +648,7 @@ var clauseBreaks = newSet("( ) — – ; : - --")
 var (
 	// sentenceEnds end a sentence in splitSentences (a "." after an
 	// abbreviation excepted).
-	sentenceEnds = []string{".", "!", "?", "…"}
+	sentenceEnds = []string{".", "!", "?", "…", "。", "！", "？"}
 	// whWords open the main clause of a question after a leading phrase
 	// and a comma, within leadSpan tokens of its start: leadQuestion.
 	whWords  = []string{"who", "what", "when", "where", "why", "how", "which", "whose"}
@@ -668,6 +681,12 @@ var (
 	// ("**Deliverables:**") and blanks the spaces after it: labelLine.
 	emphasisMarks = "*_"
 	blanks        = " \t"
+	// asideMarks open or close an aside, or a clause: a foreign verb
+	// governs no file across one (languages.go: governing).
+	asideMarks = []string{"(", ")", ";", "；", "（", "）"}
+	// wideColon is the full-width colon of CJK text ("成果物：a.pdf"), a
+	// label's colon too: labelLine.
+	wideColon = "："
 	// runMarks, besides letters, digits and marks, belong to a word or path
 	// run ("dist/index.html", `C:\out`, "don't"): isRunRune.
 	runMarks = `_-./~+\:'’`
@@ -1012,4 +1031,359 @@ var (
 		"noon midnight eod eow cob end close start beginning middle next then now morning afternoon evening " +
 		"lunch time week weekend month quarter year january february march april may june july august september " +
 		"october november december")
+)
+
+// Rule 9 (languages.go): the cue words of the other languages a task may be
+// written in: German, French, Spanish, Portuguese, Italian, Dutch, Japanese,
+// Chinese and Korean. A Latin-script word matches a cue word when, both
+// folded to lower case without accents (foldWord), they are equal, or the
+// cue ends in "*" and the word starts with what precedes it ("exportier*"
+// reads "exportiere", "exportieren"); a word may carry an elided article or
+// negation before an apostrophe ("l'export", "n'exporte") and clitics after
+// a hyphen ("exporte-le"). A CJK cue matches anywhere inside a run of CJK
+// text, which has no spaces ("並附在這個任務上" holds "附在"). Each list
+// names one role a cue gives; foreignCue tries them in the order of
+// foreignCueClasses, so a presented form ("anbei", "ci-joint") is read
+// before the delivery verb it shares a stem with.
+var (
+	// foreignPresented say a file is given with the task, already there
+	// ("Im Anhang findest du …", "ci-joint", "adjunto el informe", "添付の
+	// ファイル"): its files are inputs a later delivery passes over.
+	foreignPresented = []string{
+		"anbei", "angehängt", "beigefügt", "beiliegend", // de
+		"ci-joint", "ci-jointe", "trouverez", // fr
+		"adjunto", "adjuntos", "adjuntado", "adjuntada", "adjuntamos", // es
+		"anexos", "anexado", "anexada", "segue", "seguem", // pt
+		"allegata", "allegati", "allego", // it
+		"bijgevoegd",                           // nl
+		"添付の", "添付した", "添付します", "添付された", "添付済", // ja
+		"附件中", "已附", "附上的", "附加的", "附带的", // zh
+		"첨부한", "첨부된", "첨부합니다", "첨부드", // ko
+	}
+	// foreignAttachNouns name an attachment: beside another verb cue a
+	// delivery marker ("Schick sie als Anhang", "作为附件发送"), alone a file
+	// given with the task ("Im Anhang findest du daten.csv").
+	foreignAttachNouns = []string{"anhang", "pièce", "jointe", "anexo", "allegato", "bijlage", "附件", "첨부파일"}
+	// foreignFileWords are file nouns and binary formats: after an output
+	// verb, not negated, they ask for a file ("Erstelle eine PDF-Datei",
+	// "crea un archivo Excel", "生成PDF文件").
+	foreignFileWords = []string{
+		"datei", "dateien", "fichier", "fichiers", "archivo", "archivos", "arquivo", "arquivos", "file",
+		"bestand", "bestanden", "pdf", "xlsx", "xls", "docx", "pptx", "png", "jpg", "zip", "csv", "excel",
+		"powerpoint", "ファイル", "文件", "檔案", "档案", "파일", "pdf", "エクセル",
+	}
+	// foreignDelivery are delivery verbs, export and save verbs and
+	// delivery markers: they ask for a file by themselves ("hänge sie an",
+	// "à joindre", "exporta como", "附在", "添付して", "첨부해").
+	foreignDelivery = []string{
+		"anhäng*", "anzuhäng*", "häng*", "beifüg*", "beizufüg*", "exportier*", "speicher*", "abspeicher*",
+		"hochlad*", "hochzulad*", "herunterladbar", "download", "veröffentlich*", // de
+		"joindre", "joins", "joignez", "joigne", "joins-le", "joins-la", "attache", "attachez", "exporte*",
+		"enregistre*", "sauvegarde*", "téléverse*", "livrer", "livrez", "livre-moi", "publie*", "téléchargeable", // fr
+		"adjunta*", "adjunte*", "adjúnta*", "adjuntes", "exporta*", "expórta*", "guarda", "guardar", "guarde",
+		"guardes", "guárda*", "sube", "subir", "suba", "súbe*", "descargable", "entrega*", "entrégal*", // es
+		"anexa*", "anexe*", "exporte", "salva", "salvar", "salve", "salvá*", "entregue", "publique", // pt
+		"allega*", "esporta*", "salvalo", "salvala", "salvare", "carica*", "consegna*", "scaricabile", // it
+		"bijvoegen", "bij te voegen", "exporteer*", "opslaan", "upload*", "lever", "opleveren", "oplever*",
+		"downloadbaar",                                                      // nl
+		"添付", "アップロード", "エクスポート", "書き出", "出力", "保存", "納品", "提出", "ダウンロード可能", // ja
+		"附上", "附在", "附加", "作为附件", "作為附件", "上传", "上傳", "导出", "導出", "汇出", "匯出", "输出",
+		"保存", "存为", "存成", "儲存", "另存", "交付", "提交", "可下载", "可下載", // zh
+		"첨부", "업로드", "내보내", "저장", "제출", "납품", // ko
+	}
+	// foreignSeparable are verbs whose particle stands apart at the end of
+	// the clause ("Voeg het bestand bij", "Lade sie im Ticket hoch", "Sla
+	// het op"): the head word is the cue when the particle follows it in
+	// its unit.
+	foreignSeparable = []struct {
+		verb  string // "head particle"
+		class cueClass
+	}{
+		{"voeg bij", cueDelivery}, {"sla op", cueDelivery}, {"lade hoch", cueDelivery}, {"füge bei", cueDelivery},
+		{"stelle bereit", cueDelivery}, {"stel op", cueOutput}, {"stelle zusammen", cueOutput},
+		{"zet om", cueTransform}, {"vat samen", cueInput}, {"leg uit", cueReply},
+	}
+	// foreignSend deliver a file named elsewhere ("schick mir …", "envoie
+	// …", "發送給我"): the files they govern are outputs, but they ask for
+	// no file of their own, as send does.
+	foreignSend = []string{
+		"schick*", "sende", "senden", "teile", "teilen", "liefer*", // de
+		"envoie*", "envoyer", "envoyez", "renvoie*", "renvoyer", "renvoyez", "partage*", // fr
+		"envía*", "envia*", "enviar", "envíe*", "reenvía*", "devuelve*", "devuélve*", "comparte*", "compartir", // es
+		"envie", "compartilhe*", // pt
+		"invia*", "condividi*", "manda*", "rimanda*", // it
+		"stuur*", "deel", "delen", // nl
+		"送って", "送付", "送信", "共有", // ja
+		"发送", "發送", "发给", "發給", "分享", "发布", "發佈", // zh
+		"보내", "공유", "전송", // ko
+	}
+	// foreignOutput are verbs of making ("erstelle", "rédige", "genera",
+	// "作成", "整理成", "작성"): the files they govern are outputs.
+	foreignOutput = []string{
+		"erstell*", "schreib*", "generier*", "erzeug*", "verfass*", "mach", "mache", "produzier*", // de
+		"crée", "créer", "créez", "rédige*", "écris", "écrire", "écrivez", "génère", "générer", "générez",
+		"produis", "produire", "prépare", "préparer", "préparez", "fais", "faites", // fr
+		"crea", "crear", "cree", "créa*", "escribe", "escribir", "redacta*", "genera", "generar", "genere",
+		"prepara", "preparar", "produce", "elabora*", "haz", // es
+		"cria", "criar", "crie", "escreva", "escrever", "redija", "gere", "gerar", "prepare", "produza",
+		"elabore", "faça", // pt
+		"creare", "crealo", "creala", "scrivi", "scrivere", "redigi", "produci", "prepara", "fai", // it
+		"maak", "maken", "schrijf", "schrijven", "genereer", "genereren", "produceer", "creëer", // nl
+		"作成", "作って", "作る", "生成", "書いて", "まとめて", // ja
+		"整理成", "整理为", "整理為", "生成", "创建", "創建", "建立", "制作", "製作", "编写", "編寫", "撰写", "撰寫",
+		"写成", "寫成", "做成", "写一份", "寫一份", "做一份", "制成", "製成", // zh
+		"작성", "만들", "생성", "정리해", // ko
+	}
+	// foreignTransform reshape a source into a destination ("konvertiere
+	// daten.csv in daten.json", "转换成"): the file right after them is the
+	// source, a file after a foreignDestPreps word the output.
+	foreignTransform = []string{
+		"konvertier*", "umwandel*", "wandle", "übersetz*", // de
+		"convertis", "convertir", "convertissez", "transforme*", "tradui*", // fr
+		"convierte*", "conviert*", "transforma*", "traduce*", "traduzca", // es
+		"converta", "converter", "converte", "transforme", "traduza", // pt
+		"converti", "convertire", "trasforma*", "traduci", // it
+		"converteer*", "vertaal*", // nl
+		"変換", "翻訳", // ja
+		"转换", "轉換", "转成", "轉成", "转为", "轉為", "翻译", "翻譯", // zh
+		"변환", "번역", // ko
+	}
+	// foreignInput are verbs of reading, digesting and using an input
+	// ("lies", "résume", "lee", "読んで", "阅读", "읽고").
+	foreignInput = []string{
+		"lies", "lese", "lesen", "fasse", "zusammenfass*", "prüf*", "überprüf*", "analysier*", "vergleich*",
+		"sieh", "schau", "nutze", "verwende", "benutze", "öffne", "bewerte", // de
+		"lis", "lire", "lisez", "résume", "résumer", "résumez", "analyse", "analyser", "analysez", "compare",
+		"comparer", "examine", "vérifie*", "relis", "consulte*", "utilise*", "ouvre", "étudie", "regarde", // fr
+		"lee", "leer", "lea", "resume", "resumir", "resuma", "analiza*", "compara*", "revisa*", "examina*",
+		"usa", "usar", "utiliza*", "consulta*", "abre", "mira", // es
+		"leia", "ler", "resumo", "analise", "analisar", "revise", "examine", "use", "utilize",
+		"consulte", "abra", "verifique", // pt
+		"leggi", "leggere", "riassumi", "riassumere", "analizza*", "confronta*", "rivedi", "esamina*",
+		"utilizza*", "apri", "controlla*", "verifica*", // it
+		"lees", "lezen", "vat", "samenvatten", "analyseer*", "vergelijk*", "bekijk*", "controleer*",
+		"gebruik*", "beoordeel*", // nl
+		"読んで", "読み", "要約", "確認", "分析", "比較", "見て", "レビュー", "使って", "使用", // ja
+		"阅读", "閱讀", "读", "讀", "看一下", "查看", "总结", "總結", "摘要", "分析", "比较", "比較", "审阅",
+		"審閱", "检查", "檢查", "使用", // zh
+		"읽", "요약", "분석", "비교", "검토", "확인", "사용", // ko
+	}
+	// foreignReply are verbs of answering in text, and phrases that place
+	// the answer in the reply ("antworte hier", "réponds ici", "responde
+	// aquí", "在这里回复", "ここで返信"): the files they govern are inputs,
+	// and they ask for no file.
+	foreignReply = []string{
+		"antworte", "antworten", "beantworte*", "erklär*", "nenne", "sag", // de
+		"réponds", "répondez", "répondre", "explique*", "dis-moi", "dites-moi", // fr
+		"responde", "responder", "contesta*", "explica*", "dime", // es
+		"responda", "explique", "diga", // pt
+		"rispondi", "rispondere", "spiega*", "dimmi", // it
+		"antwoord", "beantwoord*", "vertel", "leg", // nl
+		"返信", "回答", "答えて", "説明", "教えて", // ja
+		"回复", "回覆", "回答", "答复", "答覆", "说明", "說明", "告诉", "告訴", "解释", "解釋", // zh
+		"답변", "답해", "답장", "설명", "알려", // ko
+	}
+	// foreignInline place an output in the reply itself ("hier im Chat",
+	// "ici", "aquí", "在这里", "ここに"): an output they follow is written
+	// inline, not delivered.
+	foreignInline = []string{
+		"hier", "chat", // de, nl
+		"ici",          // fr
+		"aquí", "aqui", // es, pt
+		"chat-", // it ("nella chat")
+		"这里", "這裡", "这儿", "聊天", "对话中", "ここ", "チャット", "여기", "채팅",
+	}
+	// foreignNegators negate the nearest verb cue after them, or before
+	// them with no punctuation between ("nicht anhängen", "Hänge die Datei
+	// nicht an", "ne pas joindre", "no adjuntes", "不要附", "添付不要",
+	// "첨부하지 마세요").
+	foreignNegators = []string{
+		"nicht", "kein", "keine", "keinen", "keiner", "keines", "nichts", "ohne", // de
+		"ne", "n'", "pas", "aucun", "aucune", "sans", "jamais", "rien", // fr
+		"no", "nunca", "ningún", "ninguna", "ninguno", "sin", "nada", // es
+		"não", "nao", "nenhum", "nenhuma", "sem", // pt
+		"non", "nessun", "nessuna", "nessuno", "senza", "mai", "niente", // it
+		"niet", "geen", "zonder", "nooit", "niets", // nl
+		"不要", "しないで", "しない", "せず", "ないで", "不可", "禁止", "不用", "無用", // ja
+		"别", "別", "无需", "無需", "不必", "不需要", "勿", "无须", "無須", // zh
+		"말고", "마세요", "마십시오", "않", "금지", "없이", // ko
+	}
+	// foreignModel name a file as a model, template, example or earlier
+	// version (rule 10): a file they stand right before ("wie X", "comme X",
+	// "la plantilla X", "模板 X"), or, for the postpositional ones in
+	// foreignModelAfter, right after ("X と同じ形式で", "X 처럼"), is an
+	// input, whatever verb governs its sentence.
+	foreignModel = []string{
+		"wie", "vorlage", "muster", "beispiel", "basierend", "anhand", "vorbild", "gleichen", "stil", "folgend", // de
+		"comme", "modèle", "gabarit", "exemple", "d'après", "basé", "basée", "basant", "inspiré", "même", "style", "suivant", // fr
+		"plantilla", "modelo", "ejemplo", "basado", "basada", "basándote", "mismo", "misma", "igual", "estilo", "siguiendo", // es
+		"exemplo", "baseado", "baseada", "baseando", "mesmo", "mesma", "seguindo", // pt
+		"modello", "esempio", "basato", "basata", "basandoti", "stesso", "stessa", "stile", "seguendo", // it
+		"zoals", "sjabloon", "voorbeeld", "gebaseerd", "hetzelfde", "dezelfde", "stijl", "volgens", // nl
+		"テンプレート", "ひな形", "雛形", "例の", "参考に", // ja
+		"模板", "范本", "範本", "样例", "樣例", "参照", "參照", "按照", "依照", "仿照", "根据", "根據", "基于",
+		"基於", "像", "参考", "參考", // zh
+		"템플릿", "양식", // ko
+	}
+	// foreignModelNouns after a file and an "as" word name it as a model
+	// ("mit X als Vorlage", "X comme modèle", "X como plantilla").
+	foreignModelNouns = []string{"vorlage", "muster", "beispiel", "modèle", "exemple", "gabarit", "plantilla",
+		"modelo", "ejemplo", "exemplo", "modello", "esempio", "sjabloon", "voorbeeld", "template"}
+	foreignModelAfter = []string{
+		"と同じ", "を参考", "をもとに", "を元に", "に基づ", "のような", "みたいな", "をテンプレート", "を雛形", // ja
+		"一样", "一樣", "相同", "为模板", "為模板", "作为模板", "作為模板", "的格式", // zh
+		"처럼", "같은", "참고", "기반", "바탕", "템플릿으로", // ko
+	}
+	// foreignDestPreps before a file make it the destination of the verb
+	// before ("als umsatz.xlsx", "en facture.pdf", "como datos.xlsx",
+	// "整理成 X", "保存为 X"); a file followed by one and another file is
+	// that verb's source ("exportiere daten.csv als daten.xlsx").
+	foreignDestPreps = []string{
+		"als", "in", "nach", "zu", "unter", // de
+		"en", "sous", "vers", // fr
+		"como", "a", // es
+		"em", "para", // pt
+		"come", // it
+		"naar", // nl
+		"成", "为", "為", "として", "に", "로", "으로",
+	}
+	// foreignNamingPreps are the foreignDestPreps that name what a thing
+	// is made as ("als X", "sous X", "como X", "成 X", "X로"): they make a
+	// file an output with no verb governing it; the others ("in X", "nach
+	// X", "Xに") only after an output, delivery or transform verb.
+	foreignNamingPreps = []string{"als", "sous", "como", "come", "成", "为", "為", "として", "로", "으로"}
+	// foreignSourcePreps before a file, or foreignSourceAfter right after
+	// it in CJK text, make it the source the work reads, an input whatever
+	// verb governs the sentence ("mit den Zahlen aus daten.csv", "à partir
+	// de notes.txt", "从 data.csv", "data.csvから", "data.csv에서").
+	foreignSourcePreps = []string{"aus", "von", "de", "desde", "da", "dal", "dalla", "dai", "uit", "van", "从", "從", "根据", "根據"}
+	foreignSourceAfter = []string{"から", "より", "에서", "中的", "里的", "裡的", "の内容"}
+	// foreignFunctionWords are common words of the other Latin-script
+	// languages, and englishFunctionWords of English: a unit with more of
+	// the first than of the second, or with CJK text, is read by
+	// languages.go (isForeign). Words English also has, or that stand in
+	// English text ("in", "a", "die", "no", "as", "per", "met", "van",
+	// "et al", "e.g."), are in neither.
+	foreignFunctionWords = newSet("der das und ist mit für von dem des ein eine einen bitte sie ihn ihm " +
+		"als auf nicht dieses diese dieser zum zur " + // de
+		"la les un une du au aux à pour avec dans sur cette merci ne pas " + // fr
+		"los las y con por para una del este esta que aquí " + // es
+		"os uma da dos das em não favor ao como " + // pt
+		"il gli di della questo questa che nel nella " + // it
+		"het een en voor dit deze naar niet") // nl
+	englishFunctionWords = newSet("the and to of is it for with this that please me you your from into as be are " +
+		"on by then my our all should must can will")
+	// foreignProductNouns name a product or a part of it ("der Export",
+	// "le script", "el botón", "功能", "機能"): as the subject of an output
+	// or export verb they make the file it writes repository work (rule
+	// 11): productSubject.
+	foreignProductNouns = []string{
+		"export", "exporter", "script", "skript", "tool", "funktion", "befehl", "programm", "app", "dienst",
+		"job", "button", "knopf", "schaltfläche", "option", "feature", // de
+		"fonctionnalité", "opción", "funcionalidad", "opção", "funcionalidade", "opzione", "funzionalità",
+		"optie", "functionaliteit", "オプション", "选项", "選項", "옵션", // fr, es, pt, it, nl, ja, zh, ko
+		"commande", "outil", "programme", "fonction", "bouton", "application", "service", // fr
+		"botón", "boton", "comando", "herramienta", "programa", "función", "aplicación", "servicio", // es
+		"botão", "ferramenta", "função", "aplicativo", "serviço", // pt
+		"pulsante", "strumento", "funzione", "programma", "servizio", // it
+		"knop", "opdracht", "functie", "programma", "dienst", // nl
+		"機能", "コマンド", "ツール", "スクリプト", "ボタン", "アプリ", "プログラム", // ja
+		"功能", "命令", "工具", "脚本", "腳本", "按钮", "按鈕", "程序", "程式", "服务", "服務", // zh
+		"기능", "명령", "도구", "스크립트", "버튼", "프로그램", // ko
+	}
+	// foreignFeatureVerbs ask to build a feature ("Implementiere eine
+	// Funktion, die …", "Ajoute une fonction qui …", "添加一个…的功能"): with a
+	// product noun in the unit, the files its output or export verbs write
+	// are the product's, repository work (rule 11): featureUnit.
+	foreignFeatureVerbs = []string{
+		"implementier*", "hinzufüg*", "hinzuzufüg*", "füge", "unterstütz*", "baue", // de
+		"ajoute*", "implémente*", "intègre", // fr
+		"añade*", "agrega*", "implementa*", "incorpora*", // es
+		"adicione", "adiciona*", "implemente", // pt
+		"aggiungi*", "implementa", // it
+		"voeg", "implementeer*", "bouw", // nl
+		"追加", "実装", "添加", "新增", "实现", "實現", "实作", "實作", "支持", "支援", "추가", "구현", "지원",
+	}
+	// foreignWhWords open a question that asks about something, not for
+	// it, when the unit ends in a question mark ("Wie exportiere ich …?",
+	// "Comment enregistrer … ?", "¿Cómo …?"); foreignHowTo in CJK text asks
+	// for knowledge anywhere ("如何…导出", "PDFに書き出す方法"): a cue there
+	// asks for nothing and its files are inputs.
+	foreignWhWords = []string{
+		"wer", "was", "wann", "warum", "welche", "welcher", "welches", "wo", "wie", "wieso", // de
+		"qui", "que", "quoi", "quand", "pourquoi", "quel", "quelle", "quels", "quelles", "comment", "où", // fr
+		"quién", "qué", "cuándo", "cuál", "cómo", "dónde", "¿cómo", "¿qué", "¿dónde", "¿cuál", // es
+		"quem", "quando", "qual", "como", "onde", "porque", // pt
+		"chi", "che", "perché", "quale", "come", "dove", // it
+		"wat", "wanneer", "waarom", "welke", "hoe", "waar", // nl
+	}
+	foreignHowTo = []string{"如何", "怎么", "怎麼", "怎样", "怎樣", "方法", "やり方", "どうやって", "どうすれば", "어떻게", "방법"}
+	// foreignPerfect are perfect auxiliaries ("ich habe … hochgeladen",
+	// "j'ai exporté", "he subido"): a cue after one, with no punctuation
+	// between, states what was done, and its files are inputs given with
+	// the task. foreignDoneAfter right after a CJK cue, or foreignDoneBefore
+	// right before it, do the same ("上传了", "已经上传", "アップロードしました",
+	// "업로드했").
+	foreignPerfect = []string{
+		"habe", "hast", "hat", "haben", "habt", "wurde", "wurden", // de
+		"ai", "as", "avons", "avez", "ont", // fr
+		"he", "has", "ha", "hemos", "han", // es
+		"tenho", "tem", "temos", "têm", // pt
+		"ho", "hai", "abbiamo", "hanno", // it
+		"heb", "hebt", "heeft", "hebben", // nl
+	}
+	foreignDoneAfter  = []string{"了", "过", "過", "した", "しました", "済", "했", "됐", "한 "}
+	foreignDoneBefore = []string{"已经", "已經", "已"}
+	// foreignProductFlags open a command-line option whose value a product
+	// writes ("--output summary.json", "-o out.csv"): rule 11 reads a file
+	// right after one as repository work.
+	foreignProductFlags = []string{"--", "-o"}
+	// inputLabels are headings and labels whose lines list inputs, context
+	// or references (rule 10): "Inputs", "Context", "Kontext", "Contexte",
+	// "Contexto", "Background", "References", "参考資料", "背景".
+	inputLabels = []string{
+		"inputs", "input", "input files", "context", "background", "references", "reference", "sources",
+		"materials", "attachments", "given", // en
+		"eingaben", "eingabe", "eingabedateien", "kontext", "hintergrund", "referenzen", "quellen", "unterlagen",
+		"vorlagen", "anhänge", // de
+		"entrées", "entrée", "fichiers d'entrée", "contexte", "références", "sources", "documents fournis",
+		"pièces jointes",                                                                                    // fr
+		"entradas", "archivos de entrada", "contexto", "antecedentes", "referencias", "fuentes", "adjuntos", // es
+		"arquivos de entrada", "referências", "fontes", "anexos", // pt
+		"file di input", "contesto", "riferimenti", "fonti", "allegati", // it
+		"invoer", "invoerbestanden", "achtergrond", "referenties", "bronnen", "bijlagen", // nl
+		"参考資料", "背景", "参考", "入力", "入力ファイル", "添付ファイル", "资料", "資料", // ja
+		"参考资料", "參考資料", "输入", "輸入", "输入文件", "上下文", "附件", // zh
+		"배경", "참고 자료", "참고자료", "입력", "입력 파일", "첨부 파일", // ko
+	}
+)
+
+// Rule 10 (roles.go): files named as a model, template, example or earlier
+// version are inputs a later pronoun passes over: modelRef.
+var (
+	// modelWords before a file, or after it and "as", name it as a model
+	// ("based on NAME", "the template in NAME", "NAME as a template").
+	modelWords = newSet("template templates based modeled modelled model example sample blueprint pattern " +
+		"reference starting basis layout style format skeleton boilerplate structure")
+	// featureVerbs before a gerund of an output verb make it a feature
+	// the product gains ("support writing NAME"): rule 11, featureGerund.
+	featureVerbs = newSet("support supports implement allow enable stop stops")
+	// modelHeads head a noun phrase naming a model, modelLinks join it to
+	// the file that holds it, and modelGovernors govern it ("like the
+	// example in NAME", "using the template from NAME"): modelNP.
+	modelHeads     = newSet("template templates example examples sample samples model blueprint boilerplate skeleton")
+	modelLinks     = []string{"in", "at", "of", "from", "on"}
+	modelGovernors = []string{"like", "following", "using", "per", "after", "from"}
+	// softwareNouns name a piece of software, softwareCausatives make one
+	// do something and productModals state what it should do ("Make the CLI
+	// save NAME", "The app should save NAME"): rule 11, productVerb.
+	softwareNouns = newSet("cli app application tool script exporter importer command service job daemon server " +
+		"endpoint program binary plugin extension button api function module bot")
+	softwareCausatives = newSet("make let have")
+	productModals      = []string{"should", "must", "will", "shall"}
+	// modelPreps govern a model ("like NAME").
+	modelPreps = newSet("like after")
+	// modelVerbs take a model or a tool as their object ("use NAME",
+	// "follow NAME"), not the thing made.
+	modelVerbs = newSet("use reuse follow mirror mimic copy")
 )

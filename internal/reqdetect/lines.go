@@ -1,6 +1,7 @@
 package reqdetect
 
 import (
+	"slices"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -51,11 +52,15 @@ func readUnits(text string) []*unit {
 	// it last; paraLead is the lead of the paragraph being read.
 	var lead, paraLead *unit
 	block := 0 // numbers paragraphs, bullets and items: the sentences of one share it
+	// inputs is set under a heading or label for inputs (rule 10): by a
+	// heading until the next heading or Deliverables label, by a label line
+	// while its bullets last.
+	inputs, byHeading := false, false
 	flush := func() {
 		got := splitSentences(para, false)
 		block++
 		for _, u := range got {
-			u.lead, u.block = paraLead, block
+			u.lead, u.block, u.inputs = paraLead, block, inputs
 		}
 		units = append(units, got...)
 		para = nil
@@ -64,6 +69,7 @@ func readUnits(text string) []*unit {
 		line := lines[i].text
 		if rest, ok := labelLine(line); ok {
 			flush()
+			inputs = false
 			var items []*unit
 			items, i = readBlock(lines, i, rest)
 			for _, u := range items {
@@ -89,6 +95,15 @@ func readUnits(text string) []*unit {
 			flush()
 		}
 		switch {
+		case heading:
+			inputs, byHeading = inputLabel(body), true
+		case !bullet && inputLabel(line):
+			flush()
+			inputs, byHeading = true, false
+		case !bullet && !byHeading && len(para) == 0:
+			inputs = false
+		}
+		switch {
 		case bullet:
 			paraLead = lead
 		case heading || len(para) == 0:
@@ -105,6 +120,55 @@ func readUnits(text string) []*unit {
 	}
 	flush()
 	return units
+}
+
+// cutLabel reports whether s starts with label, case folded, a run of
+// blanks in s matching each space of label ("Zu  liefern:"), and returns
+// the rest of s.
+func cutLabel(s, label string) (string, bool) {
+	words := strings.Split(label, " ")
+	for k, word := range words {
+		if len(s) < len(word) || !strings.EqualFold(s[:len(word)], word) {
+			return "", false
+		}
+		s = s[len(word):]
+		if k < len(words)-1 {
+			rest := strings.TrimLeft(s, blanks)
+			if len(rest) == len(s) {
+				return "", false
+			}
+			s = rest
+		}
+	}
+	return s, true
+}
+
+// inputLabel reports whether line is a heading or label for inputs,
+// context or references (inputLabels: "## Context", "Inputs:", "**参考資料**",
+// "Kontext: …").
+func inputLabel(line string) bool {
+	s := strings.TrimLeft(strings.TrimSpace(line), "#")
+	s = strings.ToLower(strings.Trim(strings.TrimSpace(s), emphasisMarks+blanks))
+	for _, colon := range []string{":", wideColon} {
+		if head, _, ok := strings.Cut(s, colon); ok {
+			s = head
+		}
+	}
+	s = strings.Join(strings.Fields(strings.Trim(s, emphasisMarks+blanks)), " ")
+	return slices.Contains(inputLabels, s)
+}
+
+// listedInputs makes the files of a unit under an input heading or label
+// that no verb made outputs inputs the text presents (rule 10).
+func listedInputs(u *unit) {
+	for _, p := range u.phrases {
+		for _, m := range p.mentions {
+			if m.role == roleNone || m.role == roleOutput && m.verb < 0 && !m.delivery {
+				m.role, m.existing = roleInput, true
+				m.note(u, "input: listed under a heading or label for inputs, context or references", m.tok, m.tok)
+			}
+		}
+	}
 }
 
 // readBlock collects the items of the Deliverables block whose label is
@@ -186,15 +250,18 @@ func labelLine(line string) (string, bool) {
 		return rest, true // "Expected outputs:", "Final deliverables: a.md"
 	}
 	for _, label := range labelWords {
-		if len(s) < len(label) || !strings.EqualFold(s[:len(label)], label) {
+		after, ok := cutLabel(s, label)
+		if !ok {
 			continue
 		}
-		after := strings.TrimLeft(s[len(label):], emphasisMarks+blanks)
+		after = strings.TrimLeft(after, emphasisMarks+blanks)
 		switch {
 		case after == "":
 			return "", true
 		case after[0] == ':':
 			return strings.TrimLeft(after[1:], emphasisMarks+blanks), true
+		case strings.HasPrefix(after, wideColon):
+			return strings.TrimLeft(after[len(wideColon):], emphasisMarks+blanks), true // "成果物："
 		}
 		for _, dash := range labelDashes {
 			if rest, ok := strings.CutPrefix(after, dash); ok && (rest == "" || rest[0] == ' ') {

@@ -1039,6 +1039,7 @@ func nounFollows(toks []token, k int) bool {
 // verbAt reports whether toks[i] is a verb (the noun "deliverable" is not
 // counted here).
 func (u *unit) verbAt(i int) bool {
+	step()
 	return i >= 0 && i < len(u.toks) && u.cls[i] != verbNone && u.cls[i] != verbPseudo
 }
 

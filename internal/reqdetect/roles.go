@@ -771,6 +771,29 @@ func readMention(u *unit, p *phrase, i, lastVerb, head, gov int, prep string) *m
 		why(roleInput, "an attempt, not an output")
 		probeOutput(u, m, vi, i)
 	}
+	if m.role == roleOutput && vi > 0 && vi < i && featureGerund(u, vi) {
+		// "Support writing metrics.json from the exporter service": a
+		// feature of the product, which writes the file (rule 11).
+		m.role = roleRepo
+		m.note(u, "repository work: a product feature that writes the file (\""+toks[vi-1].text+" "+toks[vi].text+"\")", vi-1, i)
+	}
+	if m.role == roleOutput && !u.item && vi > 0 && vi < i && productVerb(u, vi) {
+		// "Make the CLI save output.json by default", "The app should save
+		// settings.json on exit": the product writes the file (rule 11).
+		m.role = roleRepo
+		m.note(u, "repository work: a product writes the file (\""+toks[vi-1].text+" "+toks[vi].text+"\")", vi-1, i)
+	}
+	if m.role == roleOutput && !m.delivery && !u.item && modelNP(u, p, i) {
+		m.role = roleInput
+	}
+	if (m.role == roleInput || m.role == roleNone && !u.item) && !m.existing && modelRef(u, p, i, vi, prep, compared) {
+		m.role = roleInput
+		// "in the same format as churn_october.csv and attach it", "like
+		// q1_deck.pptx", "use template.docx": a model is an input a later
+		// pronoun passes over; "it" is the new output (rule 10).
+		m.existing = true
+		m.note(u, "input: named as a model, template, example or earlier version", max(i-modelSpan, p.start), i)
+	}
 	if m.role == roleOutput && p.repo {
 		m.role = roleRepo
 		m.note(u, "repository work: its phrase is about a pull request, branch or commit", p.start, p.end-1)
@@ -1966,6 +1989,78 @@ func denialAt(toks []token, i int) bool {
 		return prev(succeedNegators...)
 	case t.is(permitWords...):
 		return prev("not")
+	}
+	return false
+}
+
+// modelRef reports whether the input file at i is named as a model,
+// template, example or earlier version (rule 10): the standard of a
+// comparison ("in the same format as NAME"), the object of "like", of a
+// verb of following (modelVerbs: "use", "follow"), or a file with a
+// modelWords word at most modelSpan tokens before it in its phrase
+// ("based on NAME", "the template in NAME") or after it ("NAME as a
+// template").
+func modelRef(u *unit, p *phrase, i, vi int, prep string, compared bool) bool {
+	if compared || modelPreps[prep] || vi >= 0 && vi < i && modelVerbs[lemmaOf(u.toks[vi].low)] {
+		return true
+	}
+	for k := i - 1; k >= p.start && k >= i-modelSpan; k-- {
+		if modelWords[u.toks[k].low] {
+			return true
+		}
+		if u.toks[k].kind == tokFile {
+			break
+		}
+	}
+	for k := i + 1; k < p.end && k <= i+modelSpan; k++ {
+		if modelWords[u.toks[k].low] && u.toks[i+1].is("as") {
+			return true
+		}
+	}
+	return false
+}
+
+// featureGerund reports whether the verb at vi is a gerund after a verb of
+// building a feature ("support writing NAME", "implement saving NAME"):
+// the product writes the file, the task changes the product (rule 11).
+func featureGerund(u *unit, vi int) bool {
+	w := u.toks[vi].low
+	return strings.HasSuffix(w, "ing") && featureVerbs[lemmaOf(u.toks[vi-1].low)] ||
+		featureVerbs[u.toks[vi-1].low]
+}
+
+// productVerb reports whether the verb at vi has a product as its subject
+// (rule 11): a softwareNouns word right before it after a causative verb
+// and a determiner ("Make the CLI save NAME"), or before a modal right
+// before it ("The app should save NAME").
+func productVerb(u *unit, vi int) bool {
+	toks := u.toks
+	if vi >= 3 && softwareNouns[toks[vi-1].low] && determiners[toks[vi-2].low] && softwareCausatives[toks[vi-3].low] {
+		return true
+	}
+	return vi >= 2 && toks[vi-1].is(productModals...) && softwareNouns[toks[vi-2].low]
+}
+
+// modelNP reports whether the file at i ends a noun phrase headed by a
+// model word (modelHeads) that a preposition or verb of following governs
+// ("like the example in NAME", "using the template in NAME", "from the
+// sample in NAME"): the file holds the model, not the output (rule 10).
+func modelNP(u *unit, p *phrase, i int) bool {
+	toks := u.toks
+	k := i - 1
+	for n := 0; k >= p.start && n < 3 && (toks[k].is(modelLinks...) || determiners[toks[k].low]); n++ {
+		k--
+	}
+	if k < p.start || k == i-1 || !modelHeads[toks[k].low] {
+		return false
+	}
+	for j, n := k-1, 0; j >= p.start && n < 3; j, n = j-1, n+1 {
+		if toks[j].is(modelGovernors...) || modelVerbs[lemmaOf(toks[j].low)] {
+			return true
+		}
+		if !determiners[toks[j].low] && !plainWord(toks[j]) {
+			return false
+		}
 	}
 	return false
 }

@@ -3,6 +3,7 @@ package reqdetect
 import (
 	"slices"
 	"strings"
+	"sync/atomic"
 	"unicode"
 	"unicode/utf8"
 )
@@ -28,11 +29,31 @@ type token struct {
 
 // is reports whether t is a word equal to one of words.
 func (t token) is(words ...string) bool {
+	step()
 	return t.kind == tokWord && slices.Contains(words, t.low)
 }
 
 func (t token) punct(marks ...string) bool {
+	step()
 	return t.kind == tokPunct && slices.Contains(marks, t.low)
+}
+
+// Work counting. The predicates every rule reads tokens through (token.is,
+// token.punct, unit.verbAt, lemmaOf, the cue matchers of languages.go) call
+// step; while counting is on, step counts the calls in steps. The count
+// measures the work Detect does for one input independently of how busy the
+// machine is: tests turn it on (export_test.go) to check that the work grows
+// linearly with the input (TestDetectLinear). It is off otherwise, and
+// Detect must not be called concurrently while it is on.
+var (
+	counting atomic.Bool
+	steps    atomic.Int64
+)
+
+func step() {
+	if counting.Load() {
+		steps.Add(1)
+	}
 }
 
 func punctTok(s string) token { return token{text: s, low: s, kind: tokPunct} }
@@ -90,7 +111,9 @@ func tokenize(s string) []token {
 				}
 				j += w2
 			}
-			toks = splitRun(toks, s[i:j])
+			for _, piece := range cjkPieces(s[i:j]) {
+				toks = splitRun(toks, piece)
+			}
 			i = j
 		default:
 			toks = append(toks, punctTok(s[i:i+w]))
@@ -98,6 +121,55 @@ func tokenize(s string) []token {
 		}
 	}
 	return toks
+}
+
+// cjkFirst is below every rune of the CJK scripts (Hangul Jamo starts at
+// U+1100): isCJK.
+const cjkFirst = 0x1100
+
+// isCJK reports whether r is written in a script with no spaces between
+// words: Han, Hiragana, Katakana or Hangul.
+func isCJK(r rune) bool {
+	return r >= cjkFirst && unicode.In(r, unicode.Han, unicode.Hiragana, unicode.Katakana, unicode.Hangul)
+}
+
+// cjkPieces cuts a run that mixes CJK text with a file name written against
+// it, with no space ("請把結果整理成summary.pdf並附上", "report.pdfを作成して",
+// "report.pdf로") into the CJK text and the name (rule 9). A run with no
+// CJK rune, or whose non-CJK parts name no file ("報告.md"), stays whole.
+func cjkPieces(run string) []string {
+	var segs []string
+	start, prev := 0, false
+	for k, r := range run {
+		c := isCJK(r)
+		if k > 0 && c != prev {
+			segs = append(segs, run[start:k])
+			start = k
+		}
+		prev = c
+	}
+	segs = append(segs, run[start:])
+	if len(segs) == 1 {
+		return segs
+	}
+	// Pieces are contiguous: cur is the start of the piece being grown.
+	var pieces []string
+	cur, at := 0, 0
+	for _, seg := range segs {
+		r, _ := utf8.DecodeRuneInString(seg)
+		if !isCJK(r) && IsFile(strings.TrimRight(seg, runTrailers)) {
+			if at > cur {
+				pieces = append(pieces, run[cur:at])
+			}
+			pieces = append(pieces, seg)
+			cur = at + len(seg)
+		}
+		at += len(seg)
+	}
+	if at > cur {
+		pieces = append(pieces, run[cur:at])
+	}
+	return pieces
 }
 
 func closingQuote(open rune) string {
@@ -249,6 +321,7 @@ type unit struct {
 	inl       []bool      // token is covered by an inline marker
 	asked     []bool      // token is a verb of an embedded question ("tell me whether exporting …")
 	inPlace   bool        // says "in place": verbless files are edited, not delivered
+	inputs    bool        // under a heading or label for inputs, context or references (rule 10)
 	phrases   []*phrase
 	qualifier int  // token index of a "not a deliverable" qualifier, or -1
 	denial    bool // carries a denied-write marker

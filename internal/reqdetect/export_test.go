@@ -1,0 +1,12 @@
+package reqdetect
+
+// countSteps runs Detect on objective with work counting on and returns the
+// steps it took (tokens.go: step). Tests that call it must not run Detect
+// concurrently.
+func countSteps(objective string) int64 {
+	counting.Store(true)
+	defer counting.Store(false)
+	steps.Store(0)
+	Detect(objective)
+	return steps.Load()
+}

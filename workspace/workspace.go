@@ -41,6 +41,13 @@ type Result struct {
 	// and the refused paths (or "commit <id>") of sandbox commits that
 	// were not integrated.
 	Updated, Deleted, Kept, Refused []string
+	// Rewritten lists the sandbox commits that were rewritten before they
+	// were integrated, oldest first: those that held a path under
+	// stage.RuntimeDir or matching Spec.Exclude (those paths dropped),
+	// and every commit above one of them (new parents). Old is the
+	// sandbox's id, which never enters the local repository; New is the
+	// id in the local history.
+	Rewritten []Rewrite
 }
 
 // Option configures Prepare and Reopen.

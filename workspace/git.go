@@ -273,7 +273,7 @@ func (r *Round) shipGit(ctx context.Context, known []string) error {
 	script := guestPrelude + fmt.Sprintf(`r=%s; id=%s; br=%s; head=%s; snap=%s; idx=%s; hb=%s; tmp=%s
 mkdir -p "$r" && cd "$r" || { echo "cannot enter $r" >&2; exit 10; }
 if [ -L .git ] || { [ -e .git ] && [ ! -d .git ]; }; then echo "$r/.git is not a directory; remove it" >&2; exit 11; fi
-`+sandboxRepair+`
+%s
 base=refs/airlock/base/$id
 if [ "$hb" = 1 ]; then
   b=.git/airlock-prepare-$id.bundle
@@ -301,7 +301,7 @@ g clean -fdq %s >/dev/null || exit 19
 g read-tree "$idx" || exit 20
 g update-index -q --refresh >/dev/null 2>&1
 exit 0
-`, q(r.spec.Remote), q(id), q(r.rec.Branch), q(r.rec.Head), q(snap), q(r.rec.Index), hb, q(tmpRef), clean)
+`, q(r.spec.Remote), q(id), q(r.rec.Branch), q(r.rec.Head), q(snap), q(r.rec.Index), hb, q(tmpRef), sandboxRepair, clean)
 	r.o.report(stage.Progress{Asset: "prepare"})
 	err := runGuest(ctx, r.spec.Runner, "preparing the sandbox work tree "+r.spec.Remote, stage.Command{Script: script, Env: r.guestEnv(), Stdin: stdin})
 	if needBundle {

@@ -25,8 +25,9 @@ g() { git -c core.hooksPath=/dev/null -c core.fsmonitor=false -c gc.auto=0 -c ma
 // check that .git is not a link or a file): a missing or incomplete .git
 // (an init cut short: no HEAD, objects or refs) is completed by git init,
 // which creates what is missing and overwrites nothing; lock files of a
-// killed git and the scratch files of an earlier round are removed
-// (Prepare owns the sandbox repository while it runs). A repository git
+// killed git, the scratch files of an earlier round and the refs whose
+// object is missing (an objects directory emptied or cut short) are
+// removed (Prepare owns the sandbox repository while it runs). A repository git
 // still cannot open is a clear error (exit 12). Then GIT_DIR pins every
 // git command to this repository (never one above it), the runtime
 // directory is ignored through .git/info/exclude (appended once; the
@@ -42,6 +43,7 @@ if ! usable; then
   usable || { echo "the sandbox repository $r/.git is damaged and git init cannot repair it ($e); remove $r/.git and prepare again" >&2; exit 12; }
 fi
 export GIT_DIR=.git
+g for-each-ref --format='%(refname)' 2>/dev/null | g cat-file --batch-check 2>/dev/null | while read -r n m; do if [ "$m" = missing ]; then g update-ref -d "$n" >/dev/null 2>&1; fi; done
 mkdir -p .git/info || exit 12
 has=
 if [ -f .git/info/exclude ]; then while IFS= read -r l || [ -n "$l" ]; do [ "$l" = /` + stage.RuntimeDir + ` ] && has=1; done < .git/info/exclude; fi

@@ -2,6 +2,7 @@ package workspace_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -47,62 +48,71 @@ func TestPrepareRepairsSandbox(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		prepare bool // a round is prepared before the damage
+		sshd    bool // run over sshd too
 		damage  func(t *testing.T, e *env)
 	}{
-		{"init cut short", false, func(t *testing.T, e *env) {
+		{"init cut short", false, true, func(t *testing.T, e *env) {
 			for _, d := range []string{"branches", "hooks"} {
 				require.NoError(t, os.MkdirAll(gitDir(e, d), 0o755))
 			}
 			require.NoError(t, os.WriteFile(gitDir(e, "description"), []byte("Unnamed repository\n"), 0o644))
 		}},
-		{"empty .git", false, func(t *testing.T, e *env) { require.NoError(t, os.MkdirAll(gitDir(e, ""), 0o755)) }},
-		{"no HEAD", true, func(t *testing.T, e *env) { require.NoError(t, os.Remove(gitDir(e, "HEAD"))) }},
-		{"no config", true, func(t *testing.T, e *env) { require.NoError(t, os.Remove(gitDir(e, "config"))) }},
-		{"no refs", true, func(t *testing.T, e *env) { require.NoError(t, os.RemoveAll(gitDir(e, "refs"))) }},
-		{"no objects", true, func(t *testing.T, e *env) { require.NoError(t, os.RemoveAll(gitDir(e, "objects"))) }},
-		{"empty objects", true, func(t *testing.T, e *env) {
+		{"empty .git", false, false, func(t *testing.T, e *env) { require.NoError(t, os.MkdirAll(gitDir(e, ""), 0o755)) }},
+		{"no HEAD", true, false, func(t *testing.T, e *env) { require.NoError(t, os.Remove(gitDir(e, "HEAD"))) }},
+		{"no config", true, false, func(t *testing.T, e *env) { require.NoError(t, os.Remove(gitDir(e, "config"))) }},
+		{"no refs", true, false, func(t *testing.T, e *env) { require.NoError(t, os.RemoveAll(gitDir(e, "refs"))) }},
+		{"no objects", true, false, func(t *testing.T, e *env) { require.NoError(t, os.RemoveAll(gitDir(e, "objects"))) }},
+		{"empty objects", true, true, func(t *testing.T, e *env) {
 			require.NoError(t, os.RemoveAll(gitDir(e, "objects")))
 			require.NoError(t, os.MkdirAll(gitDir(e, "objects/pack"), 0o755))
 		}},
-		{"a ref to a missing commit", true, func(t *testing.T, e *env) {
+		{"a ref to a missing commit", true, false, func(t *testing.T, e *env) {
 			write(t, e.remote, ".git/refs/heads/ghost", strings.Repeat("ab", 20)+"\n")
 		}},
-		{"locks of a killed git", true, func(t *testing.T, e *env) {
+		{"locks of a killed git", true, false, func(t *testing.T, e *env) {
 			for _, l := range []string{"index.lock", "HEAD.lock", "config.lock", "packed-refs.lock", "refs/heads/main.lock"} {
 				write(t, e.remote, ".git/"+l, "")
 			}
 		}},
-		{"scratch of an earlier round", true, func(t *testing.T, e *env) {
+		{"scratch of an earlier round", true, false, func(t *testing.T, e *env) {
 			write(t, e.remote, ".git/airlock-prepare-0123456789abcdef01234567.bundle", "# v2 git bundle\ngarbage")
 			write(t, e.remote, ".git/airlock-restore-0123456789abcdef01234567.index", "garbage")
 			git(t, e.remote, "update-ref", "refs/airlock/out/0123456789abcdef01234567/snap", "HEAD")
 			git(t, e.remote, "update-ref", "refs/airlock/base/0123456789abcdef01234567/snap", "HEAD")
 		}},
-		{"a half-written work tree", true, func(t *testing.T, e *env) {
+		{"a half-written work tree", true, false, func(t *testing.T, e *env) {
 			write(t, e.remote, "a", "half")
 			write(t, e.remote, "stray/file", "stray\n")
 			require.NoError(t, os.Remove(gitDir(e, "index")))
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			eachRunner(t, func(t *testing.T, newRunner func(t *testing.T, dir string) stage.Runner) {
-				e := newEnv(t, newRunner)
-				initRepo(t, e.local, map[string]string{"a": "1\n"})
-				if tc.prepare {
-					_, err := workspace.Prepare(ctx(t), e.spec)
+			for _, rc := range runners {
+				// The scripts are the same over every runner: the
+				// states that need the probe and the repair over SSH
+				// run over sshd too, the rest over the in-process ones.
+				if rc.name == "sshd" && !tc.sshd {
+					continue
+				}
+				t.Run(rc.name, func(t *testing.T) {
+					e := newEnv(t, rc.new)
+					initRepo(t, e.local, map[string]string{"a": "1\n"})
+					if tc.prepare {
+						_, err := workspace.Prepare(ctx(t), e.spec)
+						require.NoError(t, err)
+					}
+					tc.damage(t, e)
+					roundTripAfter(t, e, "repair")
+					assert.False(t, exists(e.remote, "stray/file"), "the half-written work tree was not reset")
+					assert.Equal(t, "", strings.TrimSpace(git(t, e.remote, "for-each-ref", "refs/airlock/out")))
+					ents, err := os.ReadDir(gitDir(e, ""))
 					require.NoError(t, err)
-				}
-				tc.damage(t, e)
-				roundTripAfter(t, e, "repair")
-				assert.False(t, exists(e.remote, "stray/file"), "the half-written work tree was not reset")
-				assert.Equal(t, "", strings.TrimSpace(git(t, e.remote, "for-each-ref", "refs/airlock/out")))
-				ents, err := os.ReadDir(gitDir(e, ""))
-				require.NoError(t, err)
-				for _, f := range ents {
-					assert.False(t, strings.HasPrefix(f.Name(), "airlock-"), "scratch file %s left", f.Name())
-					assert.False(t, strings.HasSuffix(f.Name(), ".lock"), "lock file %s left", f.Name())
-				}
-			})
+					for _, f := range ents {
+						assert.False(t, strings.HasPrefix(f.Name(), "airlock-"), "scratch file %s left", f.Name())
+						assert.False(t, strings.HasSuffix(f.Name(), ".lock"), "lock file %s left", f.Name())
+					}
+				})
+			}
 		})
 	}
 }
@@ -192,4 +202,62 @@ func TestPrepareCutAtEveryLine(t *testing.T) {
 			t.Logf("%d cuts ended a Prepare", cuts)
 		})
 	}
+}
+
+// gitKillRunner runs the prepare script with its kill-th git command
+// killed (SIGKILL) a moment after it starts, and then the script's shell:
+// a connection cut in the middle of a git command (an init, a fetch, a
+// ref update, the checkout).
+type gitKillRunner struct {
+	real stage.Runner
+	kill int
+}
+
+func (k *gitKillRunner) Run(ctx context.Context, cmd stage.Command) error {
+	if strings.Contains(cmd.Script, "airlock-prepare-") {
+		lines := strings.Split(cmd.Script, "\n")
+		for i, l := range lines {
+			body, ok := strings.CutPrefix(l, "g() { ")
+			if !ok {
+				continue
+			}
+			body = strings.TrimSuffix(body, "; }")
+			lines[i] = fmt.Sprintf(`airlock_n=0; g() { airlock_n=$((airlock_n+1)); if [ "$airlock_n" = %d ]; then %s & sleep 0.00%d; kill -9 $! 2>/dev/null; kill -9 $$; fi; %s; }`, k.kill, body, k.kill%10, body)
+			break
+		}
+		cmd.Script = strings.Join(lines, "\n")
+	}
+	return k.real.Run(ctx, cmd)
+}
+
+// TestPrepareKilledInGitCommand kills each git command of the prepare
+// script (on a new sandbox and on one prepared before) a moment after it
+// starts, over the local runner, and prepares again: it must succeed and
+// the round trip work.
+func TestPrepareKilledInGitCommand(t *testing.T) {
+	kills := 0
+	for _, again := range []bool{false, true} {
+		for kill := 1; ; kill++ {
+			e := newEnv(t, runners[0].new)
+			initRepo(t, e.local, map[string]string{"a": "1\n"})
+			if again {
+				_, err := workspace.Prepare(ctx(t), e.spec)
+				require.NoError(t, err)
+				write(t, e.local, "a", "2\n")
+			}
+			real := e.spec.Runner
+			e.spec.Runner = &gitKillRunner{real: real, kill: kill}
+			if _, err := workspace.Prepare(ctx(t), e.spec); err == nil {
+				break // fewer git commands than kill
+			}
+			kills++
+			e.spec.Runner = real
+			roundTripAfter(t, e, "kill")
+			if t.Failed() {
+				t.Fatalf("after killing git command %d (again=%v) of the prepare script", kill, again)
+			}
+		}
+	}
+	assert.GreaterOrEqual(t, kills, 20, "too few git commands were killed")
+	t.Logf("%d kills", kills)
 }

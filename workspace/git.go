@@ -280,7 +280,7 @@ if [ "$hb" = 1 ]; then
   cat > "$b" || { rm -f "$b"; exit 13; }
   if ! g bundle verify "$b" >/dev/null 2>.git/airlock-prepare-$id.err; then
     e=$(cat .git/airlock-prepare-$id.err); rm -f "$b" .git/airlock-prepare-$id.err
-    echo "the bundle does not verify in the sandbox repository $r/.git: $e" >&2; exit 14
+    echo "the bundle does not verify in the sandbox repository $r/.git: $e; remove $r/.git and prepare again" >&2; exit 14
   fi
   rm -f .git/airlock-prepare-$id.err
   g fetch -q --no-tags "$b" "$tmp:$base/snap" || { rm -f "$b"; exit 15; }
@@ -484,12 +484,13 @@ type fetched struct {
 	cleanup func()       // drops what receiving it left (a private ref, a quarantine)
 }
 
-// fetchBundle verifies the sandbox's bundle, stores its objects and checks
-// the snapshot is what the header said. A ref the bundle lists besides the
-// snapshot's is listed in res.Refused and otherwise ignored (refs are
-// never taken from a bundle); a pack that fails the strict fsck goes
-// through the quarantine. A bundle git cannot read, or a snapshot that is
-// missing or not the commit the header names, fails with ErrHostile.
+// fetchBundle verifies the sandbox's bundle, indexes its pack into a
+// quarantine, checks the snapshot is what the header said, and lets into
+// the repository what receiveHistory accepts. A ref the bundle lists
+// besides the snapshot's is listed in res.Refused and otherwise ignored
+// (refs are never taken from a bundle). A bundle git cannot read, or a
+// snapshot that is missing or not the commit the header names, fails with
+// ErrHostile, and nothing of it enters the repository.
 func (r *Round) fetchBundle(ctx context.Context, bundle string, h header, hk hashKind, res *Result) (_ *fetched, err error) {
 	g, id := r.git, r.rec.ID
 	if err := g.Run(ctx, gitexec.Cmd{Args: []string{"bundle", "verify", bundle}}); err != nil {

@@ -218,11 +218,20 @@ type Rewrite struct{ Old, New string }
 // returns the rewrites, oldest first, and head's new id (head when
 // nothing was rewritten).
 func (r *Round) rewriteCommits(ctx context.Context, q *quarantineDir, head string) ([]Rewrite, string, error) {
+	strip := func(p string) bool { return excluded(r.rec.Exclude, p) }
+	// One pass over every path the new commits change (against their
+	// first parent) says whether any commit needs a rewrite at all.
+	all, err := q.git.Output(ctx, "log", "--format=", "-z", "--name-only", "-t", "--no-renames", "--root", "--diff-merges=first-parent", head, "--not", "--all")
+	if err != nil {
+		return nil, "", fmt.Errorf("workspace: listing the paths of the sandbox's commits: %w", err)
+	}
+	if !slices.ContainsFunc(strings.Split(string(all), "\x00"), func(p string) bool { return p != "" && strip(p) }) {
+		return nil, head, nil
+	}
 	out, err := q.git.Output(ctx, "rev-list", "--reverse", "--topo-order", "--parents", head, "--not", "--all")
 	if err != nil {
 		return nil, "", fmt.Errorf("workspace: listing the sandbox's commits: %w", err)
 	}
-	strip := func(p string) bool { return excluded(r.rec.Exclude, p) }
 	mapped := map[string]string{}
 	var rw []Rewrite
 	for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {

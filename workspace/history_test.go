@@ -128,6 +128,15 @@ func TestRuntimeDirNeverInHistory(t *testing.T) {
 			want := i == len(sandboxCommits)-1
 			assert.Equal(t, want, hostHas(t, e.local, c), "sandbox commit %d %s", i, c)
 		}
+		// Restoring again rewrites to the same commits: nothing new.
+		again, err := r.Restore(ctx(t))
+		require.NoError(t, err)
+		assert.Equal(t, 0, again.Commits)
+		assert.Equal(t, res.Rewritten, again.Rewritten)
+		assert.Equal(t, res.Head, again.Head)
+		assert.Empty(t, git(t, e.local, "for-each-ref", "refs/airlock"))
+		assertNoQuarantine(t, e.local)
+
 		// The next round starts from the rewritten history.
 		r2, err := workspace.Prepare(ctx(t), e.spec)
 		require.NoError(t, err)

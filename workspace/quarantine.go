@@ -96,6 +96,9 @@ func (q *quarantineDir) migrate(objects string) error {
 		return 1
 	}
 	slices.SortStableFunc(ents, func(a, b os.DirEntry) int { return rank(a.Name()) - rank(b.Name()) })
+	if err := os.MkdirAll(filepath.Join(objects, "pack"), 0o755); err != nil {
+		return fmt.Errorf("workspace: moving the sandbox's objects into %s: %w", objects, err)
+	}
 	for _, e := range ents {
 		if !strings.HasPrefix(e.Name(), "pack-") {
 			continue
@@ -200,11 +203,6 @@ func (r *Round) snapshotClean(ctx context.Context, q *gitexec.Git, snap string) 
 	}
 	return true, nil
 }
-
-// Rewrite is a sandbox commit that Restore rewrote before integrating it:
-// Old is the sandbox's commit id, New the id of the commit that took its
-// place in the local repository.
-type Rewrite struct{ Old, New string }
 
 // rewriteCommits rewrites the commits up to head that the repository
 // lacks (read through q) so that none holds a path under the runtime

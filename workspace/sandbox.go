@@ -44,7 +44,7 @@ if ! usable; then
 fi
 export GIT_DIR=.git
 g for-each-ref --format='%(refname)' 2>/dev/null | g cat-file --batch-check 2>/dev/null | while read -r n m; do if [ "$m" = missing ]; then g update-ref -d "$n" >/dev/null 2>&1; fi; done
-mkdir -p .git/info || exit 12
+mkdir -p .git/info || { echo "cannot create $r/.git/info; remove $r/.git and prepare again" >&2; exit 12; }
 has=
 if [ -f .git/info/exclude ]; then while IFS= read -r l || [ -n "$l" ]; do [ "$l" = /` + stage.RuntimeDir + ` ] && has=1; done < .git/info/exclude; fi
 if [ -z "$has" ]; then printf '\n# airlock: the runtime directory\n/` + stage.RuntimeDir + `\n' >> .git/info/exclude || { echo "cannot write $r/.git/info/exclude" >&2; exit 12; }; fi`

@@ -50,6 +50,11 @@ type Result struct {
 	Rewritten []Rewrite
 }
 
+// Rewrite is a sandbox commit that Restore rewrote before integrating it:
+// Old is the sandbox's commit id, New the id of the commit that took its
+// place in the local repository.
+type Rewrite struct{ Old, New string }
+
 // Option configures Prepare and Reopen.
 type Option func(*options)
 

@@ -65,7 +65,8 @@ func TestRuntimeDirNeverInHistory(t *testing.T) {
 		gitAt("1700000001 +0100", "commit", "-q", "-m", "one: add -A")
 		// 2: git add -f of the runtime directory, beside a real change.
 		write(t, e.remote, "b.txt", "b\n")
-		gitAt("1700000002 +0100", "add", "-f", stage.RuntimeDir, "b.txt")
+		write(t, e.remote, ".AIRLOCK/y", "the runtime directory to a case-folding file system\n")
+		gitAt("1700000002 +0100", "add", "-f", stage.RuntimeDir, ".AIRLOCK", "b.txt")
 		gitAt("1700000002 +0100", "commit", "-q", "-m", "two: add -f")
 		// 3: excluded paths: a new one, and one the local history tracks.
 		write(t, e.remote, "secret.env", "agent secret\n")
@@ -107,7 +108,7 @@ func TestRuntimeDirNeverInHistory(t *testing.T) {
 		assert.Equal(t, []string{"a", "b.txt", "c.txt", "cfg/local.env", "d.txt", "e.txt", "exclude-me-not"}, files)
 		assert.Equal(t, "host\n", git(t, e.local, "show", "HEAD:cfg/local.env"), "an excluded path the local history tracks changed")
 		for _, l := range strings.Split(git(t, e.local, "rev-list", "--all", "--objects"), "\n") {
-			assert.NotContains(t, l, stage.RuntimeDir, "reachable object %q", l)
+			assert.NotContains(t, strings.ToLower(l), stage.RuntimeDir, "reachable object %q", l)
 			assert.NotContains(t, l, "secret.env", "reachable object %q", l)
 		}
 		for _, p := range []string{"a", "b.txt", "c.txt", "d.txt", "e.txt", "dirty.txt"} {

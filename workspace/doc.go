@@ -128,8 +128,9 @@
 //   - Leftovers of a killed host are removed. The temporary refs
 //     (refs/airlock/tmp/<owner>/…, refs/airlock/restore/<owner>/…),
 //     quarantine directories (<git dir>/objects/airlock-quarantine-<owner>-…)
-//     and scratch files in the state directory carry their owner: the pid
-//     and its start time. The next Prepare or Restore of the repository
+//     and scratch files in the state directory (and a marker beside the
+//     state of a round whose Prepare has not returned) carry their owner:
+//     the pid and its start time. The next Prepare or Restore of the repository
 //     removes those whose owner is gone (no such process, a zombie, or
 //     another process under the same pid) and never one whose owner runs.
 //     Restore refs in the layout of earlier versions go too (made under

@@ -188,6 +188,14 @@ func (r *Round) prepareGit(ctx context.Context, gitDir string) (err error) {
 	if err != nil {
 		return err
 	}
+	// The marker says the round is not prepared yet: a host killed
+	// before Prepare returns leaves a round no caller knows, which the
+	// next sweep removes with it.
+	mark := filepath.Join(r.state, "prep-"+ownerTag()+"-"+id)
+	if err := os.WriteFile(mark, nil, 0o600); err != nil {
+		return &fs.PathError{Op: "workspace.Prepare", Path: mark, Err: err}
+	}
+	defer os.Remove(mark)
 	if err := r.saveState(ctx); err != nil {
 		return err
 	}

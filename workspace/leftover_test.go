@@ -87,6 +87,19 @@ func TestLeftoversSwept(t *testing.T) {
 			write(t, state, "tmp-"+o+"-"+id+".index", "x")
 		}
 		git(t, e.local, "update-ref", "refs/airlock/restore/"+id+"-abcdefabcdef", "HEAD") // an earlier version's
+		// Rounds whose Prepare never returned.
+		write(t, state, "prep-"+dead+"-0000000000000000000000d1", "")
+		write(t, state, "0000000000000000000000d1.json", "{}")
+		write(t, state, "prep-"+live+"-0000000000000000000000a1", "")
+		write(t, state, "0000000000000000000000a1.json", "{}")
+	}
+	assertRounds := func() {
+		t.Helper()
+		assert.NoFileExists(t, filepath.Join(state, "0000000000000000000000d1.json"), "a killed Prepare's round stays")
+		assert.NoFileExists(t, filepath.Join(state, "prep-"+dead+"-0000000000000000000000d1"))
+		assert.FileExists(t, filepath.Join(state, "0000000000000000000000a1.json"), "a running Prepare's round was removed")
+		assert.FileExists(t, filepath.Join(state, "prep-"+live+"-0000000000000000000000a1"))
+		assert.FileExists(t, filepath.Join(state, id+".json"))
 	}
 	livePaths := func() []string {
 		return []string{
@@ -114,6 +127,7 @@ func TestLeftoversSwept(t *testing.T) {
 		assert.NoFileExists(t, filepath.Join(state, "tmp-"+o+"-"+id+".index"))
 	}
 
+	assertRounds()
 	plant()
 	_, err = workspace.Prepare(ctx(t), e.spec)
 	require.NoError(t, err)
@@ -127,6 +141,7 @@ func TestLeftoversSwept(t *testing.T) {
 		assert.NoDirExists(t, filepath.Join(objects, "airlock-quarantine-"+o+"-abcdefabcdef"))
 		assert.NoFileExists(t, filepath.Join(state, "tmp-"+o+"-"+id+".index"))
 	}
+	assertRounds()
 	git(t, e.local, "fsck", "--strict", "--no-progress")
 }
 
@@ -210,6 +225,10 @@ func TestKilledHostLeftovers(t *testing.T) {
 			for _, f := range ents {
 				assert.True(t, strings.HasSuffix(f.Name(), ".json"), "scratch file %s left", f.Name())
 			}
+			// The rounds: this process's first, and in prepare mode the
+			// recovery's; the killed Prepare's round (which no caller
+			// ever got) is gone.
+			assert.Len(t, ents, map[string]int{"restore": 1, "prepare": 2}[mode], "%v", ents)
 			git(t, e.local, "fsck", "--strict", "--no-progress")
 			reaped = true
 			_ = cmd.Wait() // killed: the error is the signal

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -30,6 +31,8 @@ import (
 //	<objects>/airlock-quarantine-<owner>-<rand> Restore
 //	<state>/tmp-<owner>-<round>.index           Prepare
 //	<state>/restore-<owner>-<round>-<rand>.bundle Restore
+//	<state>/prep-<owner>-<round>                Prepare (with <round>.json: a
+//	                                            round whose Prepare never returned)
 //
 // Restore refs and quarantines (<state>/quarantine-*) in the layout of
 // earlier versions (without an owner) are removed by a Restore, which
@@ -183,6 +186,22 @@ func (r *Round) sweepState(locked bool) {
 			rest = strings.TrimPrefix(name, "tmp-")
 		case strings.HasPrefix(name, "restore-") && strings.HasSuffix(name, ".bundle"):
 			rest = strings.TrimPrefix(name, "restore-")
+		case strings.HasPrefix(name, "prep-"):
+			// prep-<owner>-<round>: a Prepare that did not return
+			tag, id, _ := strings.Cut(strings.TrimPrefix(name, "prep-"), "-")
+			if _, _, owned := parseOwner(tag); !owned || !validID(id) || ownerAlive(tag) {
+				continue
+			}
+			kept := false
+			for _, f := range []string{id + ".json", id + ".manifest.json"} {
+				if err := os.Remove(filepath.Join(r.state, f)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+					r.o.log.Warn("removing the state of a round whose Prepare was killed", "path", filepath.Join(r.state, f), "error", err)
+					kept = true
+				}
+			}
+			if kept {
+				continue // the marker stays for the next sweep
+			}
 		case strings.HasPrefix(name, "quarantine-") && e.IsDir() && locked:
 			// an earlier version's, made under the restore lock
 		default:

@@ -11,24 +11,25 @@
 //
 // History travels as a git bundle of one temporary ref
 // (refs/airlock/tmp/<owner>/<round id>/snap, deleted on return, also on
-// error or cancellation; see Leftovers below). The dirty state (tracked edits, staged changes, untracked
-// files that are not ignored, deletions) is a snapshot commit built with a
-// temporary index (a copy of the user's index, GIT_INDEX_FILE): the user's
-// index file, work tree and refs are not modified. The sandbox gets a
-// repository (git init when absent), the same branch (or a detached HEAD)
-// at the same commit, the user's index and the work tree, so git status
-// there shows what it shows locally, and the sandbox's .git/info/exclude
-// gets the line "/.airlock" (stage.RuntimeDir; appended once, the lines
-// there kept), so an agent's git add -A leaves the staged assets out. A
-// second Prepare on the same sandbox sends only the commits it lacks (the
-// whole history when the sandbox's repository turns out to lack objects
-// its refs name). Prepare repairs what an earlier Prepare cut short left
-// in the sandbox: an incomplete .git (an init cut short) is completed by
-// git init, which overwrites nothing; lock files of a killed git and
-// scratch files and refs of earlier rounds are removed; the work tree and
-// index are reset as always. A repository git init cannot repair is an
-// error naming it and saying to remove it. Ignored files and Spec.Exclude do not
-// travel; committed history always travels whole.
+// error or cancellation; see Leftovers below). The dirty state (tracked
+// edits, staged changes, untracked files that are not ignored, deletions)
+// is a snapshot commit built with a temporary index (a copy of the user's
+// index, GIT_INDEX_FILE): the user's index file, work tree and refs are
+// not modified. The sandbox gets a repository (git init when absent), the
+// same branch (or a detached HEAD) at the same commit, the user's index
+// and the work tree, so git status there shows what it shows locally, and
+// the sandbox's .git/info/exclude gets the line "/.airlock"
+// (stage.RuntimeDir; appended once, the lines there kept), so an agent's
+// git add -A leaves the staged assets out. A second Prepare on the same
+// sandbox sends only the commits it lacks (the whole history when the
+// sandbox's repository turns out to lack objects its refs name). Prepare
+// repairs what an earlier Prepare cut short left in the sandbox: an
+// incomplete .git (an init cut short) is completed by git init, which
+// overwrites nothing; lock files of a killed git and scratch files and
+// refs of earlier rounds are removed; the work tree and index are reset as
+// always. A repository git init cannot repair is an error naming it and
+// saying to remove it. Ignored files and Spec.Exclude do not travel;
+// committed history always travels whole.
 //
 // Restore snapshots the sandbox's work tree the same way and receives one
 // incremental bundle: it is checked with git bundle verify and list-heads
@@ -59,25 +60,25 @@
 // excluded path, and every other change of those commits arrives.
 //
 // A pack that fails the strict fsck (a tree entry named "..", ".git" in
-// any case, or holding a slash) is indexed into the quarantine without
-// it: the snapshot is merged from there entry by entry (a bad path is
-// listed in Refused), and the sandbox's commits (rewritten as above) move
-// into the repository only when they pass the strict fsck on their own. Commits that do not are refused: the bad paths
-// in their trees (or "commit <id>" for another fsck error) are listed in
-// Refused, the local HEAD stays, and their content arrives through the
-// snapshot as uncommitted edits; none of their objects enters the
-// repository. A bundle larger than [WithMaxBytes] fails with ErrTooLarge,
-// and one git cannot read, or without the snapshot the stream names, with
-// ErrHostile: the whole restore fails closed, nothing is written and no
-// part of the bundle is kept. When the histories diverged, the merge is tried before any file is
-// written, and a conflict fails with a *ConflictError with nothing changed.
-// The sandbox's HEAD is integrated by fast-forward when the local HEAD is
-// its ancestor, else by a merge commit (git merge-tree --write-tree and
-// commit-tree, committer from [WithCommitter]); the ref moves by
-// compare-and-swap (git update-ref ref new old), retried a bounded number
-// of times. Index entries that still matched the old HEAD follow the new
-// one; entries the user staged differently are left alone. No new commits
-// is a result, not an error.
+// any case, or holding a slash) is indexed into the quarantine without it:
+// the snapshot is merged from there entry by entry (a bad path is listed
+// in Refused), and the sandbox's commits (rewritten as above) move into
+// the repository only when they pass the strict fsck on their own. Commits
+// that do not are refused: the bad paths in their trees (or "commit <id>"
+// for another fsck error) are listed in Refused, the local HEAD stays, and
+// their content arrives through the snapshot as uncommitted edits; none of
+// their objects enters the repository. A bundle larger than [WithMaxBytes]
+// fails with ErrTooLarge, and one git cannot read, or without the snapshot
+// the stream names, with ErrHostile: the whole restore fails closed,
+// nothing is written and no part of the bundle is kept. When the histories
+// diverged, the merge is tried before any file is written, and a conflict
+// fails with a *ConflictError with nothing changed. The sandbox's HEAD is
+// integrated by fast-forward when the local HEAD is its ancestor, else by
+// a merge commit (git merge-tree --write-tree and commit-tree, committer
+// from [WithCommitter]); the ref moves by compare-and-swap (git update-ref
+// ref new old), retried a bounded number of times. Index entries that
+// still matched the old HEAD follow the new one; entries the user staged
+// differently are left alone. No new commits is a result, not an error.
 //
 // # Plain directories
 //

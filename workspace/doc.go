@@ -60,8 +60,8 @@
 // excluded path, and every other change of those commits arrives.
 //
 // A pack that fails the strict fsck (a tree entry named "..", ".git" in
-// any case, or holding a slash) is indexed into the quarantine without it:
-// the snapshot is merged from there entry by entry (a bad path is listed
+// any case, or holding a slash) is indexed into the quarantine again,
+// without --strict: the snapshot is merged from there entry by entry (a bad path is listed
 // in Refused), and the sandbox's commits (rewritten as above) move into
 // the repository only when they pass the strict fsck on their own. Commits
 // that do not are refused: the bad paths in their trees (or "commit <id>"

@@ -182,3 +182,29 @@ func TestSandboxExcludeKept(t *testing.T) {
 	assert.Equal(t, "", git(t, e.remote, "status", "--porcelain"))
 	assert.True(t, slices.Contains(strings.Split(read(t, e.remote, ".git/info/exclude"), "\n"), "build/"))
 }
+
+// TestRuntimeDirInRootCommit: on an unborn local branch the agent's first
+// (root) commit holds the runtime directory: it arrives rewritten without
+// it, the original never enters the host's object store.
+func TestRuntimeDirInRootCommit(t *testing.T) {
+	e := newEnv(t, runners[0].new)
+	initRepo(t, e.local, nil)
+	r, err := workspace.Prepare(ctx(t), e.spec)
+	require.NoError(t, err)
+	write(t, e.remote, "a.txt", "a\n")
+	write(t, e.remote, stage.RuntimeDir+"/skills/x", "x\n")
+	git(t, e.remote, "add", "-f", ".")
+	git(t, e.remote, "commit", "-q", "-m", "root")
+	orig := strings.TrimSpace(git(t, e.remote, "rev-parse", "HEAD"))
+	res, err := r.Restore(ctx(t))
+	require.NoError(t, err)
+	require.Len(t, res.Rewritten, 1)
+	assert.Equal(t, orig, res.Rewritten[0].Old)
+	assert.Equal(t, res.Rewritten[0].New, res.Head)
+	assert.Equal(t, 1, res.Commits)
+	assert.False(t, hostHas(t, e.local, orig), "the original root commit entered the host's object store")
+	assert.Equal(t, "a.txt\n", git(t, e.local, "ls-tree", "-r", "--name-only", "HEAD"))
+	assert.Equal(t, "0\n", git(t, e.local, "rev-list", "--count", "HEAD^@"), "the rewritten root commit has a parent")
+	assert.Equal(t, "", git(t, e.local, "status", "--porcelain"))
+	git(t, e.local, "fsck", "--strict", "--no-progress")
+}

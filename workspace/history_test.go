@@ -208,3 +208,29 @@ func TestRuntimeDirInRootCommit(t *testing.T) {
 	assert.Equal(t, "", git(t, e.local, "status", "--porcelain"))
 	git(t, e.local, "fsck", "--strict", "--no-progress")
 }
+
+// TestRuntimeDirDiverged: the local branch moved during the run; the
+// agent's commit holding the runtime directory is rewritten and merged.
+func TestRuntimeDirDiverged(t *testing.T) {
+	e := newEnv(t, runners[0].new)
+	r := prepareOneFile(t, e, "git")
+	write(t, e.local, "h.txt", "host\n")
+	git(t, e.local, "add", "h.txt")
+	git(t, e.local, "commit", "-q", "-m", "host meanwhile")
+	write(t, e.remote, "b.txt", "b\n")
+	write(t, e.remote, stage.RuntimeDir+"/x", "x\n")
+	git(t, e.remote, "add", "-f", "b.txt", stage.RuntimeDir)
+	git(t, e.remote, "commit", "-q", "-m", "agent")
+	orig := strings.TrimSpace(git(t, e.remote, "rev-parse", "HEAD"))
+	res, err := r.Restore(ctx(t))
+	require.NoError(t, err)
+	assert.True(t, res.Merged)
+	require.Len(t, res.Rewritten, 1)
+	assert.Equal(t, orig, res.Rewritten[0].Old)
+	assert.Equal(t, res.Rewritten[0].New+"\n", git(t, e.local, "rev-parse", "HEAD^2"))
+	assert.Equal(t, "a\nb.txt\nh.txt\n", git(t, e.local, "ls-tree", "-r", "--name-only", "HEAD"))
+	assert.False(t, hostHas(t, e.local, orig))
+	assert.Equal(t, "", git(t, e.local, "status", "--porcelain"))
+	assert.Empty(t, git(t, e.local, "for-each-ref", "refs/airlock"))
+	git(t, e.local, "fsck", "--strict", "--no-progress")
+}

@@ -10,43 +10,75 @@
 // # Git work trees
 //
 // History travels as a git bundle of one temporary ref
-// (refs/airlock/tmp/<round id>/snap, deleted on return, also on error or
-// cancellation). The dirty state (tracked edits, staged changes, untracked
-// files that are not ignored, deletions) is a snapshot commit built with a
-// temporary index (a copy of the user's index, GIT_INDEX_FILE): the user's
-// index file, work tree and refs are not modified. The sandbox gets a
-// repository (git init when absent), the same branch (or a detached HEAD)
-// at the same commit, the user's index and the work tree, so git status
-// there shows what it shows locally. A second Prepare on the same sandbox
-// sends only the commits it lacks. Ignored files and Spec.Exclude do not
-// travel; committed history always travels whole.
+// (refs/airlock/tmp/<owner>/<round id>/snap, deleted on return, also on
+// error or cancellation; see Leftovers below). The dirty state (tracked
+// edits, staged changes, untracked files that are not ignored, deletions)
+// is a snapshot commit built with a temporary index (a copy of the user's
+// index, GIT_INDEX_FILE): the user's index file, work tree and refs are
+// not modified. The sandbox gets a repository (git init when absent), the
+// same branch (or a detached HEAD) at the same commit, the user's index
+// and the work tree, so git status there shows what it shows locally, and
+// the sandbox's .git/info/exclude gets the line "/.airlock"
+// (stage.RuntimeDir; appended once, the lines there kept), so an agent's
+// git add -A leaves the staged assets out. A second Prepare on the same
+// sandbox sends only the commits it lacks (the whole history when the
+// sandbox's repository turns out to lack objects its refs name). Prepare
+// repairs what an earlier Prepare cut short left in the sandbox: an
+// incomplete .git (an init cut short) is completed by git init, which
+// overwrites nothing; lock files of a killed git and scratch files and
+// refs of earlier rounds are removed; the work tree and index are reset as
+// always. A repository git init cannot repair is an error naming it and
+// saying to remove it. Ignored files and Spec.Exclude do not travel;
+// committed history always travels whole.
 //
 // Restore snapshots the sandbox's work tree the same way and receives one
 // incremental bundle: it is checked with git bundle verify and list-heads
 // (any ref besides the one asked for is listed in Result.Refused; refs are
-// never taken from a bundle), its pack is indexed with index-pack --strict
-// (fsck, every warning fatal), and its snapshot goes to a private ref that
-// is deleted afterwards. A pack that fails the strict fsck (a tree entry
-// named "..", ".git" in any case, or holding a slash) is indexed into a
-// quarantine object directory instead, removed afterwards: the snapshot is
-// merged from there entry by entry (a bad path is listed in Refused), and
-// the sandbox's commits move into the repository only when they pass the
-// strict fsck on their own. Commits that do not are refused: the bad paths
-// in their trees (or "commit <id>" for another fsck error) are listed in
-// Refused, the local HEAD stays, and their content arrives through the
-// snapshot as uncommitted edits; none of their objects enters the
-// repository. A bundle larger than [WithMaxBytes] fails with ErrTooLarge,
-// and one git cannot read, or without the snapshot the stream names, with
-// ErrHostile: the whole restore fails closed, nothing is written and no
-// part of the bundle is kept. When the histories diverged, the merge is tried before any file is
-// written, and a conflict fails with a *ConflictError with nothing changed.
-// The sandbox's HEAD is integrated by fast-forward when the local HEAD is
-// its ancestor, else by a merge commit (git merge-tree --write-tree and
-// commit-tree, committer from [WithCommitter]); the ref moves by
-// compare-and-swap (git update-ref ref new old), retried a bounded number
-// of times. Index entries that still matched the old HEAD follow the new
-// one; entries the user staged differently are left alone. No new commits
-// is a result, not an error.
+// never taken from a bundle), and its pack is indexed into a quarantine
+// object directory (<git dir>/objects/airlock-quarantine-…, removed
+// afterwards) with index-pack --strict (fsck, every warning fatal). When
+// it passes and neither the sandbox's new commits nor its snapshot hold a
+// path under stage.RuntimeDir or matching Spec.Exclude, the pack moves
+// into the repository and the snapshot goes to a private ref that is
+// deleted afterwards.
+//
+// Sandbox commits that hold such a path (an agent's git add -f .airlock,
+// or a commit of an excluded file) are rewritten, not refused: users
+// expect the agent's commits to arrive, and the rest of such a commit is
+// as much the agent's work as any other. The rewrite runs on the host,
+// from the quarantined objects: in each such commit those paths are set
+// to what its first parent holds there (gone when the agent added them;
+// the local version when the local history tracks them), every commit
+// above one rewritten gets the new parents, and author, committer, dates,
+// message and other headers are kept byte for byte (signatures are
+// dropped: they would no longer match). Only the rewritten commits and
+// what they reach move into the repository, checked by the strict fsck
+// again; the original commits and the objects only they reach never
+// enter the repository's object store. Result.Rewritten lists each
+// rewritten commit's old and new id. So the local HEAD, index, work tree
+// and refs never hold the runtime directory or the agent's version of an
+// excluded path, and every other change of those commits arrives.
+//
+// A pack that fails the strict fsck (a tree entry named "..", ".git" in
+// any case, or holding a slash) is indexed into the quarantine again,
+// without --strict: the snapshot is merged from there entry by entry (a bad path is listed
+// in Refused), and the sandbox's commits (rewritten as above) move into
+// the repository only when they pass the strict fsck on their own. Commits
+// that do not are refused: the bad paths in their trees (or "commit <id>"
+// for another fsck error) are listed in Refused, the local HEAD stays, and
+// their content arrives through the snapshot as uncommitted edits; none of
+// their objects enters the repository. A bundle larger than [WithMaxBytes]
+// fails with ErrTooLarge, and one git cannot read, or without the snapshot
+// the stream names, with ErrHostile: the whole restore fails closed,
+// nothing is written and no part of the bundle is kept. When the histories
+// diverged, the merge is tried before any file is written, and a conflict
+// fails with a *ConflictError with nothing changed. The sandbox's HEAD is
+// integrated by fast-forward when the local HEAD is its ancestor, else by
+// a merge commit (git merge-tree --write-tree and commit-tree, committer
+// from [WithCommitter]); the ref moves by compare-and-swap (git update-ref
+// ref new old), retried a bounded number of times. Index entries that
+// still matched the old HEAD follow the new one; entries the user staged
+// differently are left alone. No new commits is a result, not an error.
 //
 // # Plain directories
 //
@@ -134,6 +166,16 @@
 //     directory) is listed in Result.Refused, so assets staged there show
 //     as, for example, ".airlock/skills"; what lies deeper is covered by
 //     that entry.
+//   - Leftovers of a killed host are removed. The temporary refs
+//     (refs/airlock/tmp/<owner>/…, refs/airlock/restore/<owner>/…),
+//     quarantine directories (<git dir>/objects/airlock-quarantine-<owner>-…)
+//     and scratch files in the state directory (and a marker beside the
+//     state of a round whose Prepare has not returned) carry their owner:
+//     the pid and its start time. The next Prepare or Restore of the repository
+//     removes those whose owner is gone (no such process, a zombie, or
+//     another process under the same pid) and never one whose owner runs.
+//     Restore refs in the layout of earlier versions go too (made under
+//     the restore lock that Restore holds).
 //   - Restores of one work tree are serialized by a lock (flock on
 //     <git dir>/airlock/restore.lock, or <Local>/.airlock/restore.lock for
 //     a plain directory); a dead owner's lock is free at once; the wait is

@@ -141,7 +141,8 @@ func (r *Round) prepareGit(ctx context.Context, gitDir string) (err error) {
 	if err := os.MkdirAll(r.state, 0o700); err != nil {
 		return &fs.PathError{Op: "workspace.Prepare", Path: r.state, Err: err}
 	}
-	tmpIdx := filepath.Join(r.state, "tmp-"+id+".index")
+	r.sweepLeftovers(ctx, false)
+	tmpIdx := filepath.Join(r.state, "tmp-"+ownerTag()+"-"+id+".index")
 	defer os.Remove(tmpIdx)
 	if err := copyIndex(gitDir, tmpIdx); err != nil {
 		return fmt.Errorf("workspace: copying the index of %s: %w", r.spec.Local, err)
@@ -189,6 +190,14 @@ func (r *Round) prepareGit(ctx context.Context, gitDir string) (err error) {
 	if err != nil {
 		return err
 	}
+	// The marker says the round is not prepared yet: a host killed
+	// before Prepare returns leaves a round no caller knows, which the
+	// next sweep removes with it.
+	mark := filepath.Join(r.state, "prep-"+ownerTag()+"-"+id)
+	if err := os.WriteFile(mark, nil, 0o600); err != nil {
+		return &fs.PathError{Op: "workspace.Prepare", Path: mark, Err: err}
+	}
+	defer os.Remove(mark)
 	if err := r.saveState(ctx); err != nil {
 		return err
 	}
@@ -197,7 +206,15 @@ func (r *Round) prepareGit(ctx context.Context, gitDir string) (err error) {
 			r.dropState()
 		}
 	}()
-	return r.shipGit(ctx, known)
+	err = r.shipGit(ctx, known)
+	var ee *stage.ExitError
+	if len(known) > 0 && errors.As(err, &ee) && ee.Status == 14 {
+		// The sandbox lacks objects of commits its refs name (an objects
+		// directory emptied or cut short): send the whole history.
+		r.o.log.Warn("the sandbox repository lacks objects its refs name; sending the whole history", "round", id, "error", err)
+		err = r.shipGit(ctx, nil)
+	}
+	return err
 }
 
 // knownCommits returns those of have that are commits in the local
@@ -224,7 +241,7 @@ func (r *Round) shipGit(ctx context.Context, known []string) error {
 	g, id := r.git, r.rec.ID
 	snap := r.rec.Snap
 	needBundle := !slices.Contains(known, snap)
-	tmpRef := "refs/airlock/tmp/" + id + "/snap"
+	tmpRef := "refs/airlock/tmp/" + ownerTag() + "/" + id + "/snap"
 	var stdin io.Reader
 	var bundleErr chan error
 	ctx, cancel := context.WithCancel(ctx)
@@ -263,21 +280,25 @@ func (r *Round) shipGit(ctx context.Context, known []string) error {
 	for _, p := range r.spec.Exclude {
 		clean += " -e " + q(p)
 	}
-	script := guestPrelude + fmt.Sprintf(`r=%s; id=%s; br=%s; head=%s; snap=%s; idx=%s; hb=%s
+	script := guestPrelude + fmt.Sprintf(`r=%s; id=%s; br=%s; head=%s; snap=%s; idx=%s; hb=%s; tmp=%s
 mkdir -p "$r" && cd "$r" || { echo "cannot enter $r" >&2; exit 10; }
 if [ -L .git ] || { [ -e .git ] && [ ! -d .git ]; }; then echo "$r/.git is not a directory; remove it" >&2; exit 11; fi
-[ -d .git ] || g init -q . >/dev/null || exit 12
+%s
 base=refs/airlock/base/$id
 if [ "$hb" = 1 ]; then
   b=.git/airlock-prepare-$id.bundle
   cat > "$b" || { rm -f "$b"; exit 13; }
-  g bundle verify "$b" >/dev/null 2>&1 || { rm -f "$b"; echo "the bundle does not verify in the sandbox" >&2; exit 14; }
-  g fetch -q --no-tags "$b" "refs/airlock/tmp/$id/snap:$base/snap" || { rm -f "$b"; exit 15; }
+  if ! g bundle verify "$b" >/dev/null 2>.git/airlock-prepare-$id.err; then
+    e=$(cat .git/airlock-prepare-$id.err); rm -f "$b" .git/airlock-prepare-$id.err
+    echo "the bundle does not verify in the sandbox repository $r/.git: $e; remove $r/.git and prepare again" >&2; exit 14
+  fi
+  rm -f .git/airlock-prepare-$id.err
+  g fetch -q --no-tags "$b" "$tmp:$base/snap" || { rm -f "$b"; exit 15; }
   rm -f "$b"
 fi
 g update-ref "$base/snap" "$snap" || exit 16
 if [ -n "$head" ]; then g update-ref "$base/head" "$head" || exit 16; fi
-g for-each-ref --format='%%(refname)' refs/airlock/base | while read -r ref; do case "$ref" in "$base"/*) ;; *) g update-ref -d "$ref" ;; esac; done
+g for-each-ref --format='%%(refname)' refs/airlock/base refs/airlock/out | while read -r ref; do case "$ref" in "$base"/*) ;; *) g update-ref -d "$ref" ;; esac; done
 if [ -n "$head" ]; then
   if [ -n "$br" ]; then g update-ref "$br" "$head" && g symbolic-ref HEAD "$br" || exit 17
   else g update-ref --no-deref HEAD "$head" || exit 17; fi
@@ -290,7 +311,7 @@ g clean -fdq %s >/dev/null || exit 19
 g read-tree "$idx" || exit 20
 g update-index -q --refresh >/dev/null 2>&1
 exit 0
-`, q(r.spec.Remote), q(id), q(r.rec.Branch), q(r.rec.Head), q(snap), q(r.rec.Index), hb, clean)
+`, q(r.spec.Remote), q(id), q(r.rec.Branch), q(r.rec.Head), q(snap), q(r.rec.Index), hb, q(tmpRef), sandboxRepair, clean)
 	r.o.report(stage.Progress{Asset: "prepare"})
 	err := runGuest(ctx, r.spec.Runner, "preparing the sandbox work tree "+r.spec.Remote, stage.Command{Script: script, Env: r.guestEnv(), Stdin: stdin})
 	if needBundle {
@@ -315,6 +336,8 @@ func (r *Round) restoreScript() string {
 	return guestPrelude + fmt.Sprintf(`r=%s; id=%s
 cd "$r" 2>/dev/null || { echo "the sandbox work tree $r is missing" >&2; exit 10; }
 [ -d .git ] && [ ! -L .git ] || { echo "$r/.git is missing or not a directory" >&2; exit 11; }
+GIT_DIR=.git g rev-parse --git-dir >/dev/null 2>&1 || { echo "$r/.git is not a usable git repository (HEAD, objects or refs missing): the sandbox's commits cannot be read" >&2; exit 11; }
+export GIT_DIR=.git
 base=refs/airlock/base/$id
 bs=$(g rev-parse -q --verify "$base/snap^{commit}") || { echo "$base/snap is missing in the sandbox: prepare the round again" >&2; exit 12; }
 bh=$(g rev-parse -q --verify "$base/head^{commit}")
@@ -392,7 +415,8 @@ func (r *Round) restoreGit(ctx context.Context) (*Result, error) {
 	if err := os.MkdirAll(r.state, 0o700); err != nil {
 		return nil, &fs.PathError{Op: "workspace.Restore", Path: r.state, Err: err}
 	}
-	bundle := filepath.Join(r.state, "restore-"+id+"-"+strings.ToLower(rand.Text()[:12])+".bundle")
+	r.sweepLeftovers(ctx, true) // Restore holds the restore lock
+	bundle := filepath.Join(r.state, "restore-"+ownerTag()+"-"+id+"-"+strings.ToLower(rand.Text()[:12])+".bundle")
 	defer os.Remove(bundle)
 	var h header
 	err := r.restoreStream(ctx, "reading the sandbox work tree "+r.spec.Remote, r.restoreScript(), r.guestEnv(), func(br *bufio.Reader) error {
@@ -445,10 +469,7 @@ func (r *Round) restoreGit(ctx context.Context) (*Result, error) {
 		return nil, err
 	}
 	defer snap.cleanup()
-	head := h.head
-	if !snap.history {
-		head = "" // refused: the local HEAD stays
-	}
+	head := snap.head // "" when refused: the local HEAD stays
 	// A merge that would conflict fails before any file is written.
 	plan, err := r.planMerge(ctx, head)
 	if err != nil {
@@ -466,18 +487,20 @@ func (r *Round) restoreGit(ctx context.Context) (*Result, error) {
 
 // fetched is the sandbox's snapshot, received.
 type fetched struct {
-	git     *gitexec.Git // reads the snapshot's objects (a quarantine's, when the bundle failed the strict fsck)
+	git     *gitexec.Git // reads the snapshot's objects (a quarantine's, unless its pack moved into the repository)
 	tree    string       // the snapshot's tree
+	head    string       // the sandbox's HEAD as it is in the repository (rewritten; "" when unborn or refused)
 	history bool         // the sandbox's commits are in the repository (false: refused)
 	cleanup func()       // drops what receiving it left (a private ref, a quarantine)
 }
 
-// fetchBundle verifies the sandbox's bundle, stores its objects and checks
-// the snapshot is what the header said. A ref the bundle lists besides the
-// snapshot's is listed in res.Refused and otherwise ignored (refs are
-// never taken from a bundle); a pack that fails the strict fsck goes
-// through the quarantine. A bundle git cannot read, or a snapshot that is
-// missing or not the commit the header names, fails with ErrHostile.
+// fetchBundle verifies the sandbox's bundle, indexes its pack into a
+// quarantine, checks the snapshot is what the header said, and lets into
+// the repository what receiveHistory accepts. A ref the bundle lists
+// besides the snapshot's is listed in res.Refused and otherwise ignored
+// (refs are never taken from a bundle). A bundle git cannot read, or a
+// snapshot that is missing or not the commit the header names, fails with
+// ErrHostile, and nothing of it enters the repository.
 func (r *Round) fetchBundle(ctx context.Context, bundle string, h header, hk hashKind, res *Result) (_ *fetched, err error) {
 	g, id := r.git, r.rec.ID
 	if err := g.Run(ctx, gitexec.Cmd{Args: []string{"bundle", "verify", bundle}}); err != nil {
@@ -498,10 +521,22 @@ func (r *Round) fetchBundle(ctx context.Context, bundle string, h header, hk has
 			r.refuse(res, name, "a ref the restore did not ask for, in the sandbox's bundle")
 		}
 	}
-	var f *fetched
-	if serr := indexPack(ctx, g, bundle, "--strict"); serr == nil {
-		f = &fetched{git: g, history: true, cleanup: func() {}}
-	} else {
+	objects, err := g.Line(ctx, "rev-parse", "--path-format=absolute", "--git-path", "objects")
+	if err != nil {
+		return nil, err
+	}
+	q, err := r.newQuarantine(objects)
+	if err != nil {
+		return nil, err
+	}
+	f := &fetched{git: q.git, cleanup: q.remove}
+	defer func() {
+		if err != nil {
+			f.cleanup()
+		}
+	}()
+	strict := true
+	if serr := indexPack(ctx, q.git, bundle, "--strict"); serr != nil {
 		if errors.Is(serr, ErrHostile) {
 			return nil, serr
 		}
@@ -512,27 +547,18 @@ func (r *Round) fetchBundle(ctx context.Context, bundle string, h header, hk has
 			return nil, fmt.Errorf("workspace: receiving the sandbox's bundle: %w", cerr)
 		}
 		r.o.log.Warn("the sandbox's bundle fails the strict fsck; reading it through a quarantine", "round", id, "error", serr)
-		if f, err = r.quarantine(ctx, bundle, h.head, hk, res); err != nil {
-			return nil, err
+		strict = false
+		if err := q.reset(); err != nil {
+			return nil, fmt.Errorf("workspace: emptying the quarantine %s: %w", q.dir, err)
+		}
+		if err := indexPack(ctx, q.git, bundle); err != nil {
+			return nil, fmt.Errorf("%w: the sandbox's bundle holds no valid pack: %w", ErrHostile, err)
 		}
 	}
-	defer func() {
-		if err != nil {
-			f.cleanup()
-		}
-	}()
-	if err := f.git.Run(ctx, gitexec.Cmd{Args: []string{"rev-list", "--objects", "--quiet", h.snap, "--not", "--all"}}); err != nil {
+	if err := q.git.Run(ctx, gitexec.Cmd{Args: []string{"rev-list", "--objects", "--quiet", h.snap, "--not", "--all"}}); err != nil {
 		return nil, fmt.Errorf("%w: the sandbox's bundle is incomplete: %w", ErrHostile, err)
 	}
-	if f.git == g {
-		// A private ref keeps a gc from pruning the snapshot meanwhile.
-		ref := "refs/airlock/restore/" + id + "-" + strings.ToLower(rand.Text()[:12])
-		if err := g.Run(ctx, gitexec.Cmd{Args: []string{"update-ref", ref, h.snap, ""}}); err != nil {
-			return nil, fmt.Errorf("%w: the sandbox's snapshot %s did not arrive: %w", ErrHostile, h.snap, err)
-		}
-		f.cleanup = func() { g.Run(context.WithoutCancel(ctx), gitexec.Cmd{Args: []string{"update-ref", "-d", ref}}) }
-	}
-	got, err := f.git.Line(ctx, "rev-list", "--parents", "-n", "1", h.snap)
+	got, err := q.git.Line(ctx, "rev-list", "--parents", "-n", "1", h.snap)
 	if err != nil {
 		return nil, fmt.Errorf("%w: the sandbox's snapshot %s did not arrive: %w", ErrHostile, h.snap, err)
 	}
@@ -543,7 +569,10 @@ func (r *Round) fetchBundle(ctx context.Context, bundle string, h header, hk has
 	if !slices.Equal(strings.Fields(got), wantParents) {
 		return nil, fmt.Errorf("%w: the sandbox's snapshot is %q, want commit %s with parent %q", ErrHostile, got, h.snap, h.head)
 	}
-	if f.tree, err = f.git.Line(ctx, "rev-parse", h.snap+"^{tree}"); err != nil {
+	if f.tree, err = q.git.Line(ctx, "rev-parse", h.snap+"^{tree}"); err != nil {
+		return nil, err
+	}
+	if err := r.receiveHistory(ctx, q, objects, f, h, hk, strict, res); err != nil {
 		return nil, err
 	}
 	return f, nil

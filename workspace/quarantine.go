@@ -4,10 +4,13 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -16,69 +19,369 @@ import (
 	"github.com/airlockdev/airlock/internal/gitexec"
 )
 
-// A bundle that fails the strict fsck is not thrown away whole: its pack
-// goes into a quarantine object directory (the way git's own receive-pack
-// holds a push until it is accepted), where the sandbox's work tree
-// snapshot is read entry by entry under the usual rules (an entry git
-// would refuse is listed in Result.Refused, the rest is merged), and its
-// commits are moved into the repository only when they pass the strict
-// fsck on their own. Commits that fail are refused: the paths git refuses
-// in their trees are listed in Result.Refused, the local HEAD stays, and
-// their content still arrives through the snapshot, as uncommitted edits.
+// Every bundle is indexed into a quarantine object directory first (the
+// way git's own receive-pack holds a push until it is accepted), a
+// directory of the repository's object directory with the repository's
+// objects as its alternate; nothing of it is in the repository's object
+// store until it is accepted:
+//
+//   - A bundle that passes the strict fsck, whose new commits hold no path
+//     under the runtime directory or matching Spec.Exclude, and whose
+//     snapshot adds none: its pack moves into the repository as it is.
+//   - New commits that hold such paths are rewritten in the quarantine
+//     (see rewriteCommits); only the rewritten commits, and what they
+//     reach, move into the repository, checked by the strict fsck again.
+//     The snapshot is read through the quarantine.
+//   - A bundle that fails the strict fsck is not thrown away whole: its
+//     snapshot is read entry by entry under the usual rules (an entry git
+//     would refuse is listed in Result.Refused, the rest is merged), and
+//     its commits are moved into the repository only when they pass the
+//     strict fsck on their own. Commits that fail are refused: the paths
+//     git refuses in their trees are listed in Result.Refused, the local
+//     HEAD stays, and their content still arrives through the snapshot,
+//     as uncommitted edits.
 
-// quarantine indexes bundle's pack into a fresh object directory under
-// the round's state directory, with the repository's objects as its
-// alternate, and returns the fetched snapshot read through it. The
-// sandbox's commits up to head (its HEAD, "" when unborn) are moved into
-// the repository when they pass the strict fsck; else they are refused
-// and fetched.history is false.
-func (r *Round) quarantine(ctx context.Context, bundle, head string, hk hashKind, res *Result) (_ *fetched, err error) {
-	objects, err := r.git.Line(ctx, "rev-parse", "--path-format=absolute", "--git-path", "objects")
-	if err != nil {
-		return nil, err
+// quarantinePrefix starts the name of a quarantine directory in the
+// repository's object directory: airlock-quarantine-<owner>-<rand>.
+const quarantinePrefix = "airlock-quarantine-"
+
+// quarantineDir is a quarantine object directory.
+type quarantineDir struct {
+	dir string
+	git *gitexec.Git // reads the repository's objects and the quarantine's, writes into the quarantine
+}
+
+// newQuarantine makes an empty quarantine in the repository's object
+// directory objects.
+func (r *Round) newQuarantine(objects string) (*quarantineDir, error) {
+	dir := filepath.Join(objects, quarantinePrefix+ownerTag()+"-"+strings.ToLower(rand.Text()[:12]))
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		return nil, &fs.PathError{Op: "workspace.Restore", Path: dir, Err: err}
 	}
-	dir, err := os.MkdirTemp(r.state, "quarantine-")
-	if err != nil {
-		return nil, err
-	}
-	f := &fetched{cleanup: func() { os.RemoveAll(dir) }}
-	defer func() {
-		if err != nil {
-			f.cleanup()
-		}
-	}()
 	if err := os.Mkdir(filepath.Join(dir, "pack"), 0o700); err != nil {
-		return nil, err
+		os.RemoveAll(dir)
+		return nil, &fs.PathError{Op: "workspace.Restore", Path: dir, Err: err}
 	}
-	f.git = &gitexec.Git{Dir: r.git.Dir, Env: append(slices.Clone(r.git.Env),
-		"GIT_OBJECT_DIRECTORY="+dir, "GIT_ALTERNATE_OBJECT_DIRECTORIES="+objects)}
-	if err := indexPack(ctx, f.git, bundle); err != nil {
-		return nil, fmt.Errorf("%w: the sandbox's bundle holds no valid pack: %w", ErrHostile, err)
+	return &quarantineDir{dir: dir, git: &gitexec.Git{Dir: r.git.Dir, Env: append(slices.Clone(r.git.Env),
+		"GIT_OBJECT_DIRECTORY="+dir, "GIT_ALTERNATE_OBJECT_DIRECTORIES="+objects)}}, nil
+}
+
+// reset empties the quarantine.
+func (q *quarantineDir) reset() error {
+	if err := os.RemoveAll(q.dir); err != nil {
+		return err
 	}
-	if head == "" {
-		f.history = true
-		return f, nil
+	if err := os.Mkdir(q.dir, 0o700); err != nil {
+		return err
 	}
-	if err := r.git.Run(ctx, gitexec.Cmd{Args: []string{"cat-file", "-e", head + "^{commit}"}}); err == nil {
-		f.history = true // no new commits: nothing to move
-		return f, nil
-	}
-	ferr := r.adoptCommits(ctx, f.git, head)
-	if ferr == nil {
-		f.history = true
-		return f, nil
-	}
-	bad, err := scanCommits(ctx, f.git, head, hk, r.o.maxBytes)
+	return os.Mkdir(filepath.Join(q.dir, "pack"), 0o700)
+}
+
+func (q *quarantineDir) remove() { os.RemoveAll(q.dir) }
+
+// migrate moves the quarantine's packs into the object directory objects,
+// each pack's index last (a pack is used only once its index is there).
+func (q *quarantineDir) migrate(objects string) error {
+	ents, err := os.ReadDir(filepath.Join(q.dir, "pack"))
 	if err != nil {
-		return nil, err
+		return err
+	}
+	rank := func(name string) int {
+		switch {
+		case strings.HasSuffix(name, ".pack"):
+			return 0
+		case strings.HasSuffix(name, ".idx"):
+			return 2
+		}
+		return 1
+	}
+	slices.SortStableFunc(ents, func(a, b os.DirEntry) int { return rank(a.Name()) - rank(b.Name()) })
+	if err := os.MkdirAll(filepath.Join(objects, "pack"), 0o755); err != nil {
+		return fmt.Errorf("workspace: moving the sandbox's objects into %s: %w", objects, err)
+	}
+	for _, e := range ents {
+		if !strings.HasPrefix(e.Name(), "pack-") {
+			continue
+		}
+		src, dst := filepath.Join(q.dir, "pack", e.Name()), filepath.Join(objects, "pack", e.Name())
+		err := os.Link(src, dst)
+		switch {
+		case err == nil, errors.Is(err, fs.ErrExist): // the same name is the same content
+		default:
+			if rerr := os.Rename(src, dst); rerr != nil {
+				return fmt.Errorf("workspace: moving the sandbox's objects into %s: %w", objects, rerr)
+			}
+		}
+	}
+	return nil
+}
+
+// receiveHistory decides what of the quarantined bundle enters the
+// repository (see above) and sets f's git, head and history; strict says
+// the bundle passed the strict fsck.
+func (r *Round) receiveHistory(ctx context.Context, q *quarantineDir, objects string, f *fetched, h header, hk hashKind, strict bool, res *Result) error {
+	g := r.git
+	fresh := h.head != ""
+	if fresh {
+		fresh = g.Run(ctx, gitexec.Cmd{Args: []string{"cat-file", "-e", h.head + "^{commit}"}}) != nil
+	}
+	var rw []Rewrite
+	newHead := h.head
+	var ferr error
+	if fresh {
+		if rw, newHead, ferr = r.rewriteCommits(ctx, q, h.head); ferr != nil {
+			if strict {
+				return ferr // commits git accepts that could not be rewritten here: a host failure
+			}
+			newHead = h.head
+		}
+	}
+	if strict && ferr == nil && len(rw) == 0 {
+		clean, err := r.snapshotClean(ctx, q.git, h.snap)
+		if err != nil {
+			return err
+		}
+		if clean {
+			if err := q.migrate(objects); err != nil {
+				return err
+			}
+			f.git, f.head, f.history = g, h.head, true
+			return r.pin(ctx, f, h.snap, q.remove)
+		}
+	}
+	if !fresh {
+		f.head, f.history = h.head, true
+		return nil
+	}
+	if ferr == nil {
+		if ferr = r.adoptCommits(ctx, q.git, newHead); ferr == nil {
+			f.head, f.history = newHead, true
+			res.Rewritten = rw
+			return r.pin(ctx, f, newHead, f.cleanup)
+		}
+	}
+	bad, err := scanCommits(ctx, q.git, h.head, hk, r.o.maxBytes)
+	if err != nil {
+		return err
 	}
 	for _, p := range bad {
 		r.refuse(res, p, "a path git refuses in the sandbox's commits (not integrated; their work tree arrives as uncommitted edits)")
 	}
 	if len(bad) == 0 {
-		r.refuse(res, "commit "+head, "the sandbox's commits fail git fsck (not integrated): "+ferr.Error())
+		r.refuse(res, "commit "+h.head, "the sandbox's commits fail git fsck (not integrated): "+ferr.Error())
 	}
-	return f, nil
+	return nil
+}
+
+// pin points a private ref of this restore at commit, which keeps a gc
+// from pruning it until f's cleanup, which then runs then.
+func (r *Round) pin(ctx context.Context, f *fetched, commit string, then func()) error {
+	g := r.git
+	ref := "refs/airlock/restore/" + ownerTag() + "/" + r.rec.ID + "-" + strings.ToLower(rand.Text()[:12])
+	if err := g.Run(ctx, gitexec.Cmd{Args: []string{"update-ref", ref, commit, ""}}); err != nil {
+		return fmt.Errorf("workspace: creating the private ref %s for %s: %w", ref, commit, err)
+	}
+	f.cleanup = func() {
+		g.Run(context.WithoutCancel(ctx), gitexec.Cmd{Args: []string{"update-ref", "-d", ref}})
+		then()
+	}
+	return nil
+}
+
+// snapshotClean reports whether the snapshot snap (read through q) adds
+// or changes no path under the runtime directory or matching Spec.Exclude
+// against the baseline.
+func (r *Round) snapshotClean(ctx context.Context, q *gitexec.Git, snap string) (bool, error) {
+	out, err := q.Output(ctx, "diff-tree", "-r", "-t", "-z", "--name-only", "--no-renames", r.rec.Tree, snap)
+	if err != nil {
+		return false, nil // the baseline is gone: applyGitFiles says so
+	}
+	for _, p := range strings.Split(string(out), "\x00") {
+		if p != "" && excluded(r.rec.Exclude, p) {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+// rewriteCommits rewrites the commits up to head that the repository
+// lacks (read through q) so that none holds a path under the runtime
+// directory or matching Spec.Exclude: in each such commit those paths are
+// set to what its first parent (as rewritten) holds there — gone for a
+// path the agent added, as before for one the local history already had
+// — and every commit above a rewritten one is rewritten with the new
+// parents. Author, committer, dates, message and other headers are kept
+// byte for byte; signatures (gpgsig, mergetag) are dropped, as they no
+// longer match. The new objects are written into the quarantine. It
+// returns the rewrites, oldest first, and head's new id (head when
+// nothing was rewritten).
+func (r *Round) rewriteCommits(ctx context.Context, q *quarantineDir, head string) ([]Rewrite, string, error) {
+	strip := func(p string) bool { return excluded(r.rec.Exclude, p) }
+	// One pass over every path the new commits change (against their
+	// first parent) says whether any commit needs a rewrite at all.
+	all, err := q.git.Output(ctx, "log", "--format=", "-z", "--name-only", "-t", "--no-renames", "--root", "--diff-merges=first-parent", head, "--not", "--all")
+	if err != nil {
+		return nil, "", fmt.Errorf("workspace: listing the paths of the sandbox's commits: %w", err)
+	}
+	if !slices.ContainsFunc(strings.Split(string(all), "\x00"), func(p string) bool { return p != "" && strip(p) }) {
+		return nil, head, nil
+	}
+	out, err := q.git.Output(ctx, "rev-list", "--reverse", "--topo-order", "--parents", head, "--not", "--all")
+	if err != nil {
+		return nil, "", fmt.Errorf("workspace: listing the sandbox's commits: %w", err)
+	}
+	mapped := map[string]string{}
+	var rw []Rewrite
+	for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		ids := strings.Fields(l)
+		if len(ids) == 0 {
+			continue
+		}
+		c, parents := ids[0], slices.Clone(ids[1:])
+		moved := false
+		for i, p := range parents {
+			if m, ok := mapped[p]; ok {
+				parents[i], moved = m, true
+			}
+		}
+		var names []byte
+		if len(parents) > 0 {
+			names, err = q.git.Output(ctx, "diff-tree", "-r", "-t", "-z", "--name-only", "--no-renames", parents[0], c)
+		} else {
+			names, err = q.git.Output(ctx, "ls-tree", "-r", "-t", "-z", "--name-only", "--full-tree", c)
+		}
+		if err != nil {
+			return nil, "", fmt.Errorf("workspace: reading sandbox commit %s: %w", c, err)
+		}
+		touches := slices.ContainsFunc(strings.Split(string(names), "\x00"), func(p string) bool { return p != "" && strip(p) })
+		if !touches && !moved {
+			continue
+		}
+		t := ""
+		if touches {
+			base := ""
+			if len(parents) > 0 {
+				base = parents[0]
+			}
+			if t, err = r.strippedTree(ctx, q, c, base, strip); err != nil {
+				return nil, "", err
+			}
+		} else if t, err = q.git.Line(ctx, "rev-parse", c+"^{tree}"); err != nil {
+			return nil, "", err
+		}
+		raw, err := q.git.Output(ctx, "cat-file", "commit", c)
+		if err != nil {
+			return nil, "", fmt.Errorf("workspace: reading sandbox commit %s: %w", c, err)
+		}
+		obj, err := recommit(raw, t, parents)
+		if err != nil {
+			return nil, "", fmt.Errorf("workspace: sandbox commit %s: %w", c, err)
+		}
+		var id bytes.Buffer
+		if err := q.git.Run(ctx, gitexec.Cmd{Args: []string{"hash-object", "-t", "commit", "-w", "--stdin"}, Stdin: bytes.NewReader(obj), Stdout: &id}); err != nil {
+			return nil, "", fmt.Errorf("workspace: writing the rewrite of sandbox commit %s: %w", c, err)
+		}
+		nc := strings.TrimSpace(id.String())
+		mapped[c] = nc
+		rw = append(rw, Rewrite{Old: c, New: nc})
+	}
+	if m, ok := mapped[head]; ok {
+		return rw, m, nil
+	}
+	return rw, head, nil
+}
+
+// strippedTree writes (into q) the tree of commit c without the paths
+// strip selects, with those of base (a commit, "" for none) instead.
+func (r *Round) strippedTree(ctx context.Context, q *quarantineDir, c, base string, strip func(string) bool) (string, error) {
+	list := func(commit string) ([]string, error) {
+		out, err := q.git.Output(ctx, "ls-tree", "-r", "-z", "--full-tree", commit)
+		if err != nil {
+			return nil, fmt.Errorf("workspace: reading the tree of %s: %w", commit, err)
+		}
+		return strings.Split(strings.TrimSuffix(string(out), "\x00"), "\x00"), nil
+	}
+	pathOf := func(rec string) string { _, p, _ := strings.Cut(rec, "\t"); return p }
+	ents, err := list(c)
+	if err != nil {
+		return "", err
+	}
+	var in bytes.Buffer
+	kept := map[string]bool{}
+	for _, e := range ents {
+		if p := pathOf(e); p != "" && !strip(p) {
+			kept[p] = true
+			in.WriteString(e + "\x00")
+		}
+	}
+	if base != "" {
+		bents, err := list(base)
+		if err != nil {
+			return "", err
+		}
+	next:
+		for _, e := range bents {
+			p := pathOf(e)
+			if p == "" || !strip(p) {
+				continue
+			}
+			for d := path.Dir(p); d != "."; d = path.Dir(d) {
+				if kept[d] {
+					continue next // a file of c where base has a directory
+				}
+			}
+			in.WriteString(e + "\x00")
+		}
+	}
+	idx := filepath.Join(q.dir, "rewrite.index")
+	os.Remove(idx)
+	defer os.Remove(idx)
+	env := []string{"GIT_INDEX_FILE=" + idx}
+	if err := q.git.Run(ctx, gitexec.Cmd{Args: []string{"update-index", "-z", "--index-info"}, Env: env, Stdin: &in}); err != nil {
+		return "", fmt.Errorf("workspace: rewriting the tree of sandbox commit %s: %w", c, err)
+	}
+	var t bytes.Buffer
+	if err := q.git.Run(ctx, gitexec.Cmd{Args: []string{"write-tree"}, Env: env, Stdout: &t}); err != nil {
+		return "", fmt.Errorf("workspace: rewriting the tree of sandbox commit %s: %w", c, err)
+	}
+	return strings.TrimSpace(t.String()), nil
+}
+
+// recommit returns the raw commit object raw with its tree and parents
+// replaced and its signatures (gpgsig, gpgsig-sha256, mergetag) dropped;
+// every other header and the message stay byte for byte.
+func recommit(raw []byte, tree string, parents []string) ([]byte, error) {
+	hdr, msg, ok := bytes.Cut(raw, []byte("\n\n"))
+	if !ok {
+		return nil, errors.New("a commit without the blank line after its headers")
+	}
+	var b bytes.Buffer
+	b.WriteString("tree " + tree + "\n")
+	for _, p := range parents {
+		b.WriteString("parent " + p + "\n")
+	}
+	skip := false
+	for _, l := range bytes.Split(hdr, []byte("\n")) {
+		if len(l) > 0 && l[0] == ' ' { // a continuation of the header above
+			if !skip {
+				b.Write(l)
+				b.WriteByte('\n')
+			}
+			continue
+		}
+		name, _, _ := bytes.Cut(l, []byte(" "))
+		switch string(name) {
+		case "tree", "parent", "gpgsig", "gpgsig-sha256", "mergetag":
+			skip = true
+			continue
+		}
+		skip = false
+		b.Write(l)
+		b.WriteByte('\n')
+	}
+	b.WriteString("\n")
+	b.Write(msg)
+	return b.Bytes(), nil
 }
 
 // indexPack stores the pack that follows bundle's header, under git's

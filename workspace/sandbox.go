@@ -20,6 +20,35 @@ export GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null GIT_TERMINAL_PROMPT=0 G
 g() { git -c core.hooksPath=/dev/null -c core.fsmonitor=false -c gc.auto=0 -c maintenance.auto=false -c core.autocrlf=false -c core.quotePath=false "$@"; }
 `
 
+// sandboxRepair makes the sandbox's repository usable, whatever an
+// earlier Prepare cut short left (it runs in the work tree, after the
+// check that .git is not a link or a file): a missing or incomplete .git
+// (an init cut short: no HEAD, objects or refs) is completed by git init,
+// which creates what is missing and overwrites nothing; lock files of a
+// killed git, the scratch files of an earlier round and the refs whose
+// object is missing (an objects directory emptied or cut short) are
+// removed (Prepare owns the sandbox repository while it runs). A repository git
+// still cannot open is a clear error (exit 12). Then GIT_DIR pins every
+// git command to this repository (never one above it), the runtime
+// directory is ignored through .git/info/exclude (appended once; the
+// lines there stay).
+const sandboxRepair = `usable() { GIT_DIR=.git g rev-parse --git-dir >/dev/null 2>&1; }
+rm -f .git/airlock-prepare-* .git/airlock-restore-* 2>/dev/null
+if [ -d .git ]; then
+  if command -v find >/dev/null 2>&1; then find .git -path .git/objects -prune -o -name '*.lock' -type f -exec rm -f {} + 2>/dev/null
+  else rm -f .git/*.lock .git/refs/heads/*.lock 2>/dev/null; fi
+fi
+if ! usable; then
+  e=$(g init -q . 2>&1 >/dev/null)
+  usable || { echo "the sandbox repository $r/.git is damaged and git init cannot repair it ($e); remove $r/.git and prepare again" >&2; exit 12; }
+fi
+export GIT_DIR=.git
+g for-each-ref --format='%(refname)' 2>/dev/null | g cat-file --batch-check 2>/dev/null | while read -r n m; do if [ "$m" = missing ]; then g update-ref -d "$n" >/dev/null 2>&1; fi; done
+mkdir -p .git/info || { echo "cannot create $r/.git/info; remove $r/.git and prepare again" >&2; exit 12; }
+has=
+if [ -f .git/info/exclude ]; then while IFS= read -r l || [ -n "$l" ]; do [ "$l" = /` + stage.RuntimeDir + ` ] && has=1; done < .git/info/exclude; fi
+if [ -z "$has" ]; then printf '\n# airlock: the runtime directory\n/` + stage.RuntimeDir + `\n' >> .git/info/exclude || { echo "cannot write $r/.git/info/exclude" >&2; exit 12; }; fi`
+
 // findReport is the sandbox's list of entries that no tar header or git
 // tree can be trusted to show, one record <type><./path>NUL each:
 //   - h: a regular file with more than one link (refused);
@@ -81,8 +110,8 @@ for t in git tar; do if command -v "$t" >/dev/null 2>&1; then echo "tool $t"; fi
 if command -v git >/dev/null 2>&1; then v=$(git --version 2>/dev/null) && echo "gitversion $v"; fi
 if [ -d "$r/.git" ] && [ ! -L "$r/.git" ] && cd "$r" 2>/dev/null; then
 %s
-g for-each-ref --count=%d --format='have %%(objectname)' refs/airlock/base refs/heads 2>/dev/null
-h=$(g rev-parse -q --verify 'HEAD^{commit}' 2>/dev/null) && echo "have $h"
+export GIT_DIR=.git
+{ g for-each-ref --count=%d --format='%%(objectname)' refs/airlock/base refs/heads; g rev-parse -q --verify 'HEAD^{commit}'; } 2>/dev/null | g cat-file --batch-check='%%(objecttype) %%(objectname)' 2>/dev/null | while read -r t n; do [ "$t" = commit ] && echo "have $n"; done
 fi
 echo end
 `, q(remote), guestPrelude, maxProbeHave-1)

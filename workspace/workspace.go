@@ -48,7 +48,19 @@ type Result struct {
 	// Reasons says why each path in Refused was refused (the first reason
 	// when there were several).
 	Reasons map[string]string
+	// Rewritten lists the sandbox commits that were rewritten before they
+	// were integrated, oldest first: those that held a path under
+	// stage.RuntimeDir or matching Spec.Exclude (those paths dropped),
+	// and every commit above one of them (new parents). Old is the
+	// sandbox's id, which never enters the local repository; New is the
+	// id in the local history.
+	Rewritten []Rewrite
 }
+
+// Rewrite is a sandbox commit that Restore rewrote before integrating it:
+// Old is the sandbox's commit id, New the id of the commit that took its
+// place in the local repository.
+type Rewrite struct{ Old, New string }
 
 // Option configures Prepare and Reopen.
 type Option func(*options)

@@ -1,0 +1,221 @@
+package workspace
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+
+	"github.com/airlockdev/airlock/internal/gitexec"
+)
+
+// Leftovers. What a round creates in the host repository for the length of
+// one call — the temporary ref a Prepare bundles from, the private ref that
+// keeps a restore's snapshot from a gc, a quarantine object directory —
+// is removed when the call returns, also on error. A host killed meanwhile
+// cannot, so each name carries its owner: <pid>.<start>, the process id
+// and its start time (clock ticks since boot, from /proc/<pid>/stat; 0
+// where there is no /proc), and the next Prepare or Restore of the
+// repository removes every leftover whose owner is gone: no such process,
+// a zombie (it never runs again), or another process that got the same
+// pid. A leftover whose owner runs is never touched.
+//
+//	refs/airlock/tmp/<owner>/<round>/snap       Prepare
+//	refs/airlock/restore/<owner>/<round>-<rand> Restore
+//	<objects>/airlock-quarantine-<owner>-<rand> Restore
+//	<state>/tmp-<owner>-<round>.index           Prepare
+//	<state>/restore-<owner>-<round>-<rand>.bundle Restore
+//	<state>/prep-<owner>-<round>                Prepare (with <round>.json: a
+//	                                            round whose Prepare never returned)
+//
+// Restore refs and quarantines (<state>/quarantine-*) in the layout of
+// earlier versions (without an owner) are removed by a Restore, which
+// holds the restore lock, under which they were made; temporary refs of an
+// earlier version's Prepare are left alone.
+
+var selfTagOnce = sync.OnceValue(func() string { return ownerTagOf(os.Getpid()) })
+
+// ownerTag names this process as the owner of a leftover.
+func ownerTag() string { return selfTagOnce() }
+
+func ownerTagOf(pid int) string {
+	start, _, _ := procStat(pid)
+	return strconv.Itoa(pid) + "." + strconv.FormatUint(start, 10)
+}
+
+// procStat reads the start time and state letter of pid from
+// /proc/<pid>/stat; ok is false when it cannot be read.
+func procStat(pid int) (start uint64, state byte, ok bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, 0, false
+	}
+	// pid (comm) state ppid …; comm may hold spaces and parentheses.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, 0, false
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 20 || len(f[0]) != 1 {
+		return 0, 0, false
+	}
+	start, err = strconv.ParseUint(f[19], 10, 64)
+	if err != nil {
+		return 0, 0, false
+	}
+	return start, f[0][0], true
+}
+
+// parseOwner splits an owner tag; ok is false when tag is not one.
+func parseOwner(tag string) (pid int, start uint64, ok bool) {
+	p, s, found := strings.Cut(tag, ".")
+	if !found {
+		return 0, 0, false
+	}
+	pid, err := strconv.Atoi(p)
+	if err != nil || pid <= 0 || strconv.Itoa(pid) != p {
+		return 0, 0, false
+	}
+	start, err = strconv.ParseUint(s, 10, 64)
+	if err != nil || strconv.FormatUint(start, 10) != s {
+		return 0, 0, false
+	}
+	return pid, start, true
+}
+
+// ownerAlive reports whether the owner named by tag still runs. A zombie
+// is dead; so is a process with the owner's pid but another start time.
+// Without /proc, kill(pid, 0) decides (a zombie then counts as alive).
+func ownerAlive(tag string) bool {
+	pid, start, ok := parseOwner(tag)
+	if !ok {
+		return false
+	}
+	if tag == ownerTag() {
+		return true
+	}
+	if st, state, ok := procStat(pid); ok {
+		return state != 'Z' && state != 'X' && (start == 0 || st == start)
+	}
+	if _, err := os.Stat("/proc/self/stat"); err == nil {
+		return false // /proc works, and pid is not in it
+	}
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
+}
+
+// sweepLeftovers removes the temporary refs and quarantine directories in
+// the repository whose owner is gone. locked says the caller holds the
+// restore lock: then restore refs without an owner go too. A failure to
+// remove one is logged and left for the next sweep.
+func (r *Round) sweepLeftovers(ctx context.Context, locked bool) {
+	g := r.git
+	out, err := g.Output(ctx, "for-each-ref", "--format=%(refname)", "refs/airlock/tmp/", "refs/airlock/restore/")
+	if err != nil {
+		r.o.log.Warn("listing leftover refs", "error", err)
+		return
+	}
+	var del bytes.Buffer
+	for _, ref := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		rest, isTmp := strings.CutPrefix(ref, "refs/airlock/tmp/")
+		if !isTmp {
+			rest, _ = strings.CutPrefix(ref, "refs/airlock/restore/")
+		}
+		if ref == "" || rest == "" {
+			continue
+		}
+		tag, _, _ := strings.Cut(rest, "/")
+		_, _, owned := parseOwner(tag)
+		switch {
+		case owned && ownerAlive(tag):
+			continue
+		case !owned && (isTmp || !locked):
+			continue // an earlier version's: its owner cannot be told
+		}
+		del.WriteString("delete " + ref + "\n")
+	}
+	if del.Len() > 0 {
+		if err := g.Run(ctx, gitexec.Cmd{Args: []string{"update-ref", "--stdin"}, Stdin: &del}); err != nil {
+			r.o.log.Warn("removing leftover refs", "error", err)
+		}
+	}
+	r.sweepState(locked)
+	objects, err := g.Line(ctx, "rev-parse", "--path-format=absolute", "--git-path", "objects")
+	if err != nil {
+		r.o.log.Warn("finding the object directory", "error", err)
+		return
+	}
+	ents, err := os.ReadDir(objects)
+	if err != nil {
+		r.o.log.Warn("listing the object directory", "path", objects, "error", err)
+		return
+	}
+	for _, e := range ents {
+		rest, ok := strings.CutPrefix(e.Name(), quarantinePrefix)
+		if !ok {
+			continue
+		}
+		tag, _, _ := strings.Cut(rest, "-")
+		if _, _, owned := parseOwner(tag); !owned || ownerAlive(tag) {
+			continue
+		}
+		if err := os.RemoveAll(filepath.Join(objects, e.Name())); err != nil {
+			r.o.log.Warn("removing a leftover quarantine", "path", filepath.Join(objects, e.Name()), "error", err)
+		}
+	}
+}
+
+// sweepState removes the scratch files in the round's state directory
+// whose owner is gone (see sweepLeftovers).
+func (r *Round) sweepState(locked bool) {
+	ents, err := os.ReadDir(r.state)
+	if err != nil {
+		return // none yet
+	}
+	for _, e := range ents {
+		name := e.Name()
+		var rest string
+		switch {
+		case strings.HasPrefix(name, "tmp-") && strings.HasSuffix(name, ".index"):
+			rest = strings.TrimPrefix(name, "tmp-")
+		case strings.HasPrefix(name, "restore-") && strings.HasSuffix(name, ".bundle"):
+			rest = strings.TrimPrefix(name, "restore-")
+		case strings.HasPrefix(name, "prep-"):
+			// prep-<owner>-<round>: a Prepare that did not return
+			tag, id, _ := strings.Cut(strings.TrimPrefix(name, "prep-"), "-")
+			if _, _, owned := parseOwner(tag); !owned || !validID(id) || ownerAlive(tag) {
+				continue
+			}
+			kept := false
+			for _, f := range []string{id + ".json", id + ".manifest.json"} {
+				if err := os.Remove(filepath.Join(r.state, f)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+					r.o.log.Warn("removing the state of a round whose Prepare was killed", "path", filepath.Join(r.state, f), "error", err)
+					kept = true
+				}
+			}
+			if kept {
+				continue // the marker stays for the next sweep
+			}
+		case strings.HasPrefix(name, "quarantine-") && e.IsDir() && locked:
+			// an earlier version's, made under the restore lock
+		default:
+			continue
+		}
+		if rest != "" {
+			tag, _, _ := strings.Cut(rest, "-")
+			_, _, owned := parseOwner(tag)
+			if owned && ownerAlive(tag) || !owned && !(locked && strings.HasPrefix(name, "restore-")) {
+				continue
+			}
+		}
+		if err := os.RemoveAll(filepath.Join(r.state, name)); err != nil {
+			r.o.log.Warn("removing a leftover", "path", filepath.Join(r.state, name), "error", err)
+		}
+	}
+}

@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"path"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -19,11 +21,56 @@ import (
 // Command is one POSIX sh script to run in the sandbox.
 type Command struct {
 	Script string            // POSIX sh script
-	Env    map[string]string // delivered without ever appearing in argv
+	Env    map[string]string // delivered without ever appearing in argv; bounded by MaxEnvEntryBytes and MaxEnvBytes
 	Dir    string            // working directory; "" means the Runner's default
 	Stdin  io.Reader         // nil: empty
 	Stdout io.Writer         // nil: discarded
 	Stderr io.Writer         // nil: discarded
+}
+
+// The bounds of Command.Env. Every Runner of this module checks them before
+// it runs anything and fails with an error naming the variable; any value
+// within them (newlines, quotes, backslashes, invalid UTF-8, trailing
+// newlines: every byte but NUL, which no environment can carry) arrives
+// byte-exact, in time linear in its size.
+const (
+	// MaxEnvEntryBytes bounds one variable: len(name)+len(value)+2 (the
+	// "=" and the NUL of its NAME=value string). It is Linux's limit on one
+	// string of a new process's environment (MAX_ARG_STRLEN, 128 KiB): a
+	// longer one fails every exec in the sandbox with "Argument list too
+	// long".
+	MaxEnvEntryBytes = 128 << 10
+	// MaxEnvBytes bounds all of a command's variables together (the sum of
+	// their entries as above), leaving room in the sandbox's ARG_MAX
+	// (usually 2 MiB) for its own environment and the script. Pass larger
+	// data on Stdin or in a file.
+	MaxEnvBytes = 1 << 20
+)
+
+// CheckEnv reports the first problem with env that would keep a Runner from
+// delivering it: a name that is not a shell name ([A-Za-z_][A-Za-z0-9_]*), a
+// value holding NUL, a variable over MaxEnvEntryBytes, or a total over
+// MaxEnvBytes. A Runner calls it before it runs anything.
+func CheckEnv(env map[string]string) error {
+	total := 0
+	for _, k := range slices.Sorted(maps.Keys(env)) {
+		v := env[k]
+		if !validEnvKey(k) {
+			return fmt.Errorf("environment variable name %q is not a shell name ([A-Za-z_][A-Za-z0-9_]*); rename it; nothing was run", k)
+		}
+		if strings.ContainsRune(v, 0) {
+			return fmt.Errorf("environment variable %s: its value holds a NUL byte, which no process environment can carry; nothing was run", k)
+		}
+		n := len(k) + len(v) + 2
+		if n > MaxEnvEntryBytes {
+			return fmt.Errorf("environment variable %s: its NAME=value entry is %d bytes, over the limit of %d (stage.MaxEnvEntryBytes, the kernel's limit on one environment string); nothing was run; pass the data on stdin or in a file", k, n, MaxEnvEntryBytes)
+		}
+		total += n
+	}
+	if total > MaxEnvBytes {
+		return fmt.Errorf("the environment is %d bytes (NAME=value entries together), over the limit of %d (stage.MaxEnvBytes); nothing was run; pass the data on stdin or in a file", total, MaxEnvBytes)
+	}
+	return nil
 }
 
 // Runner runs commands in a sandbox. It is all a command-only provider

@@ -1,11 +1,11 @@
 package stage
 
 import (
-	"maps"
 	"context"
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"

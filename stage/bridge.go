@@ -233,6 +233,76 @@ func (b *Bridge) runControl(ctx context.Context, op string, cmd Command, settle 
 	}
 }
 
+// renameThenDelete runs a publish or unstage command: a control operation
+// until the command prints publishedLine (its renames are done) or ends,
+// and then, for deleting what it moved aside, a wait of at most the control
+// deadline more. Once the line
+// came, the operation has succeeded whatever follows: a deletion that
+// fails, is cut or outlasts the wait leaves a directory that the next
+// sweep removes (the command is not stopped; it may still be deleting).
+// The caller's cancellation cuts neither wait short: a cut publish or
+// cleanup would leave its directory behind until the next sweep.
+func (b *Bridge) renameThenDelete(ctx context.Context, op string, cmd Command) error {
+	stderr := &limitedBuffer{Max: 4 << 10, Truncate: true}
+	cmd.Stderr = stderr
+	out := &lineWatch{line: publishedLine + "\n", seen: make(chan struct{})}
+	cmd.Stdout = out
+	rctx, rcancel := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan error, 1)
+	go func() {
+		defer rcancel()
+		done <- b.r.Run(rctx, cmd)
+	}()
+	timer := time.NewTimer(b.timeout)
+	defer timer.Stop()
+	select {
+	case err := <-done:
+		if out.saw() {
+			return nil
+		}
+		return b.classify(context.WithoutCancel(ctx), nil, op, err, stderr)
+	case <-out.seen:
+	case <-timer.C:
+		rcancel()
+		return b.timeoutErr(op)
+	}
+	timer.Reset(b.timeout)
+	select {
+	case <-done:
+	case <-timer.C:
+	}
+	return nil
+}
+
+// lineWatch is a command's stdout that closes seen once the output starts
+// with line; it keeps no more than that.
+type lineWatch struct {
+	line string
+	mu   sync.Mutex
+	buf  []byte
+	seen chan struct{}
+	ok   bool
+}
+
+func (w *lineWatch) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.ok && len(w.buf) < len(w.line) {
+		w.buf = append(w.buf, p[:min(len(p), len(w.line)-len(w.buf))]...)
+		if string(w.buf) == w.line {
+			w.ok = true
+			close(w.seen)
+		}
+	}
+	return len(p), nil
+}
+
+func (w *lineWatch) saw() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.ok
+}
+
 // maxStopGrace bounds how long a data command (and a cancelled setup) gets
 // to end once it has been told to stop.
 const maxStopGrace = 500 * time.Millisecond
@@ -503,6 +573,10 @@ func (b *Bridge) Publish(ctx context.Context, root, name string, src *Tree) (err
 	tmp := path.Join(root, tmpName)
 	dst := path.Join(root, name)
 	mf := path.Join(root, manifestName(name))
+	// From its transfer's end to its publish no sandbox process owns tmp:
+	// this process's sweeps leave it alone.
+	inflight.add(tmp)
+	defer inflight.remove(tmp)
 
 	out, err := b.send(ctx, root, tmp, dst, src)
 	if err == nil {
@@ -510,7 +584,7 @@ func (b *Bridge) Publish(ctx context.Context, root, name string, src *Tree) (err
 		if err = ctx.Err(); err == nil { // the last point at which a cancellation stops the publish
 			// The publish is short and must not be cut in half by the
 			// caller: only the control deadline bounds it.
-			err = b.control(context.WithoutCancel(ctx), "moving the new copy into place", Command{Script: publishScript(tmp, dst, mf, name, caps.exchange)})
+			err = b.renameThenDelete(ctx, "moving the new copy into place", Command{Script: publishScript(tmp, dst, mf, name, caps.exchange)})
 			if err == nil || errors.Is(err, ErrTransport) {
 				return err // on a transport failure its outcome is unknown: send nothing more
 			}
@@ -524,47 +598,119 @@ func (b *Bridge) Publish(ctx context.Context, root, name string, src *Tree) (err
 	return err
 }
 
-// ownerFile, in a temporary directory, holds the process id of the tar
-// that writes into it. It is no member of the stream.
+// ownerFile, in a temporary directory, holds the process id of the
+// sandbox process that uses it: the tar that writes into it, then the
+// publish (or unstage) command that moves it into place and deletes what
+// is left. It is no member of the stream.
 const ownerFile = "owner"
 
-// sweepScript, part of every publish's setup (with $r the root), removes
-// the temporary directories that cut transfers left behind: those whose
-// tar has died (its owner process is gone) before the stream's last
-// member, "complete", arrived. A directory whose transfer has not begun
-// (no owner file), is still running, or has finished and awaits its
-// publish is left alone. The directory is first renamed out of the way in
-// one step, so a publish that races the sweep either moved the whole new
-// tree first or finds it gone and fails; it never publishes part of one.
-// The check relies on the sandbox's process ids: a root shared between
-// machines (or PID namespaces) can lose a live transfer's directory, which
-// fails that transfer, never its sandbox's copy. Best effort: a failure
-// here never fails the setup.
-const sweepScript = `for s in "$r"/` + tempPrefix + `*; do
-[ -d "$s" ] && [ ! -L "$s" ] && [ -f "$s/` + ownerFile + `" ] && [ ! -L "$s/` + ownerFile + `" ] && [ ! -e "$s/complete" ] && [ ! -L "$s/complete" ] || continue
-p=; read -r p <"$s/` + ownerFile + `" 2>/dev/null
-case "$p" in ''|*[!0-9]*) continue;; esac
-if kill -0 "$p" 2>/dev/null || [ -d "/proc/$p" ]; then continue; fi
-g="$r/` + reservedPrefix + `-gone-$$"
-mv "$s" "$g" 2>/dev/null || continue
-rm -rf "$g" 2>/dev/null || { chmod -R u+rwx "$g"; rm -rf "$g"; } 2>/dev/null
-done
+// gonePrefix starts the names of what a sweep has moved out of the way
+// before it deletes it: gonePrefix + "<pid>-<n>", where pid is the sandbox
+// process that moved it (and deletes it).
+const gonePrefix = reservedPrefix + "-gone-"
+
+// sweepFuncs defines the shell functions of the sweep, with $r the root.
+//
+// L PID succeeds when PID is a live process: on Linux, one whose
+// /proc/PID/stat state is not Z (zombie) or X (dead), since kill -0
+// succeeds on a zombie and a sandbox whose PID 1 never reaps keeps its
+// zombies forever; elsewhere kill -0 (a refusal, EPERM, counts as alive)
+// and ps's state, when ps answers.
+//
+// G sets $g to a fresh gonePrefix name of this shell.
+//
+// D deletes every gonePrefix entry of this shell or of a process that is
+// gone: what an earlier sweep (of this command, or of one killed before it
+// finished) moved out of the way. Best effort: a failure never fails the
+// command, and what stays is the next sweep's.
+const sweepFuncs = `L() { if [ -d /proc/self ] && [ -e "/proc/$1" ]; then
+__s=; read -r __s <"/proc/$1/stat" 2>/dev/null || return 0
+__s=${__s##*) }
+case "$__s" in Z*|X*) return 1;; esac
+return 0
+fi
+if [ -d /proc/self ]; then kill -0 "$1" 2>/dev/null; return; fi
+if ! kill -0 "$1" 2>/dev/null; then case "$(kill -0 "$1" 2>&1)" in *ermi*) return 0;; esac; return 1; fi
+case "$(ps -o stat= -p "$1" 2>/dev/null)" in Z*) return 1;; esac
+return 0
+}
+G() { __i=0; g="$r/` + gonePrefix + `$$-0"; while [ -e "$g" ] || [ -L "$g" ]; do __i=$((__i+1)); g="$r/` + gonePrefix + `$$-$__i"; done; }
+D() { for __g in "$r"/` + gonePrefix + `*; do
+[ -d "$__g" ] && [ ! -L "$__g" ] || continue
+__p=${__g##*/` + gonePrefix + `}; __p=${__p%%-*}
+case "$__p" in ''|*[!0-9]*) continue;; esac
+if [ "$__p" != "$$" ] && L "$__p"; then continue; fi
+rm -rf "$__g" 2>/dev/null || { chmod -R u+rwx "$__g"; rm -rf "$__g"; } 2>/dev/null
+done; }
 `
 
+// sweepScript (with $r the root, after sweepFuncs) moves out of the way
+// the temporary directories whose owner process is gone (dead or a zombie):
+// those of cut transfers, of hosts killed between the transfer and the
+// publish, and of publishes and unstages killed before they deleted what
+// they had moved aside. D deletes them afterwards, outside the control
+// deadline. A directory without an owner file (its transfer has not
+// begun), one whose owner is alive, and one this process still uses
+// (between its transfer and its publish no sandbox process owns it; the
+// names in skip) are left alone. Each directory is renamed in one step, and
+// put back when its owner file changed meanwhile (a publish that claimed it
+// races the sweep), so a publish either moved the whole new tree first or
+// finds it gone and fails; it never publishes part of one. The check relies
+// on the sandbox's process ids: a root shared between machines (or PID
+// namespaces), or with another host process that stages into it at the
+// same instant, can lose a transfer's directory, which fails that
+// transfer, never its sandbox's copy. Best effort: a failure here never
+// fails the command.
+func sweepScript(skip []string) string {
+	var sb strings.Builder
+	sb.WriteString(`for s in "$r"/` + tempPrefix + `*; do
+[ -d "$s" ] && [ ! -L "$s" ] && [ -f "$s/` + ownerFile + `" ] && [ ! -L "$s/` + ownerFile + `" ] || continue
+`)
+	if len(skip) > 0 {
+		sb.WriteString(`case "${s##*/}" in `)
+		for i, n := range skip {
+			if i > 0 {
+				sb.WriteByte('|')
+			}
+			sb.WriteString(q(n))
+		}
+		sb.WriteString(") continue;; esac\n")
+	}
+	sb.WriteString(`p=; read -r p <"$s/` + ownerFile + `" 2>/dev/null
+case "$p" in ''|*[!0-9]*) continue;; esac
+if [ "$p" = "$$" ] || L "$p"; then continue; fi
+G; mv "$s" "$g" 2>/dev/null || continue
+o=; read -r o <"$g/` + ownerFile + `" 2>/dev/null
+if [ "$o" != "$p" ]; then mv "$g" "$s" 2>/dev/null; fi
+done
+`)
+	return sb.String()
+}
+
+// publishedLine is what the publish and unstage commands print once their
+// renames are done: what follows (deleting the old copy) is outside the
+// control deadline.
+const publishedLine = "airlock-published"
+
 // publishScript moves the transferred tree in tmp into place at dst and its
-// manifest to mf. The old manifest leaves before the old tree, in one mv,
-// so that no moment pairs a manifest with a tree it does not describe. With
-// exchange (mv --exchange), the new tree and the old one trade places in one
-// atomic rename, so a reader finds either copy at dst, never nothing;
-// without it, or when the exchange fails, two renames leave dst absent for
-// an instant (never partial).
+// manifest to mf, then deletes the old copy. The old manifest leaves before
+// the old tree, in one mv, so that no moment pairs a manifest with a tree
+// it does not describe. With exchange (mv --exchange), the new tree and the
+// old one trade places in one atomic rename, so a reader finds either copy
+// at dst, never nothing; without it, or when the exchange fails, two
+// renames leave dst absent for an instant (never partial). The old copy
+// stays inside tmp, which the command claims first (its owner file names
+// the command's shell), so that a command killed before it deleted it
+// leaves a directory the next sweep removes. Only renames come before
+// publishedLine.
 func publishScript(tmp, dst, mf, name string, exchange bool) string {
 	var sb strings.Builder
 	fmt.Fprintf(&sb, `t=%s; d=%s; m=%s
 if [ ! -f "$t/complete" ] || [ ! -d "$t/new/tree" ] || [ -L "$t/new/tree" ] || [ ! -f "$t/new/manifest.json" ] || [ -L "$t/new/manifest.json" ] || [ ! -d "$t/old" ] || [ -L "$t/old" ]; then echo "transfer incomplete: $t lacks part of the stream" >&2; exit 3; fi
+echo $$ >"$t/%s" || exit 3
 if [ -e "$m" ] || [ -L "$m" ]; then mv -f "$m" "$t/old/" || exit 4; fi
 x=
-`, q(tmp), q(dst), q(mf))
+`, q(tmp), q(dst), q(mf), ownerFile)
 	if exchange {
 		sb.WriteString(`if [ -d "$d" ] && [ ! -L "$d" ] && mv --exchange "$t/new/tree" "$d" 2>/dev/null; then x=1; fi
 `)
@@ -574,7 +720,9 @@ if [ -e "$d" ] || [ -L "$d" ]; then mv -f "$d" "$t/old/" || exit 4; fi
 if ! mv "$t/new/tree" "$d"; then mv %s "$d"; exit 4; fi
 fi
 mv -f "$t/new/manifest.json" "$m" || exit 5
-rm -rf "$t" 2>/dev/null || { chmod -R u+rwx "$t"; rm -rf "$t"; } || { echo "published, but $t could not be removed; remove it by hand" >&2; exit 6; }`, q(path.Join(tmp, tarOld, name)))
+echo %s || exit 0
+rm -rf "$t" 2>/dev/null || { chmod -R u+rwx "$t"; rm -rf "$t"; } 2>/dev/null
+exit 0`, q(path.Join(tmp, tarOld, name)), publishedLine)
 	return sb.String()
 }
 
@@ -615,13 +763,56 @@ func (b *Bridge) carry(ctx context.Context, tmp, dst string, plan carryPlan) (ma
 }
 
 // cleanup removes the temporary directory tmp of a failed publish, putting
-// back the previous copy if the publish had moved it aside. It runs as a
-// control operation that the caller's cancellation does not cut short.
+// back the previous copy if the publish had moved it aside. The putting
+// back is a control operation that the caller's cancellation does not cut
+// short; the deletion follows it outside the control deadline (see
+// renameThenDelete), claiming tmp first so that a cut deletion leaves a
+// directory the next sweep removes.
 func (b *Bridge) cleanup(ctx context.Context, tmp, dst, name string) error {
 	script := fmt.Sprintf(`t=%s; d=%s; o=%s
 if [ ! -e "$d" ] && [ ! -L "$d" ] && { [ -e "$o" ] || [ -L "$o" ]; }; then mv "$o" "$d"; fi
-rm -rf "$t" 2>/dev/null || { chmod -R u+rwx "$t"; rm -rf "$t"; }`, q(tmp), q(dst), q(path.Join(tmp, tarOld, name)))
-	return b.control(context.WithoutCancel(ctx), "removing temporary directory "+tmp, Command{Script: script})
+if [ -d "$t" ] && [ ! -L "$t" ]; then echo $$ >"$t/%s" 2>/dev/null; fi
+echo %s || exit 0
+rm -rf "$t" 2>/dev/null || { chmod -R u+rwx "$t"; rm -rf "$t"; } 2>/dev/null
+exit 0`, q(tmp), q(dst), q(path.Join(tmp, tarOld, name)), ownerFile, publishedLine)
+	return b.renameThenDelete(ctx, "removing temporary directory "+tmp, Command{Script: script})
+}
+
+// inflight holds the temporary directories (sandbox paths) of this
+// process's publishes under way, which its sweeps leave alone.
+var inflight = pathSet{m: map[string]int{}}
+
+type pathSet struct {
+	mu sync.Mutex
+	m  map[string]int
+}
+
+func (s *pathSet) add(p string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.m[p]++
+}
+
+func (s *pathSet) remove(p string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.m[p]--; s.m[p] <= 0 {
+		delete(s.m, p)
+	}
+}
+
+// under returns the base names of the paths directly under dir, sorted.
+func (s *pathSet) under(dir string) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for p := range s.m {
+		if path.Dir(p) == dir {
+			out = append(out, path.Base(p))
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // sink marks every write error as the sandbox's going away.

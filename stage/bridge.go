@@ -114,7 +114,7 @@ const MaxControlTimeout = 30 * time.Second
 type BridgeOption func(*Bridge)
 
 // WithControlTimeout sets the deadline of each control operation (setup,
-// probe, manifest read, publish, cleanup). The effective deadline is
+// probe, manifest read, publish and unstage renames, cleanup). The effective deadline is
 // min(d, MaxControlTimeout); d <= 0 means MaxControlTimeout, the default.
 func WithControlTimeout(d time.Duration) BridgeOption {
 	return func(b *Bridge) {
@@ -136,8 +136,17 @@ func WithControlTimeout(d time.Duration) BridgeOption {
 // from the previous copy and checks their SHA-256 in the sandbox (delta
 // publish; a long list of them is carried by a command of its own), and
 // then receives the rest of the tree as a single buffered tar stream on its
-// stdin (a data step). The second, a control command, checks the transfer
-// completed and moves the tree and its manifest into place. An unchanged
+// stdin (a data step). The second checks the transfer completed and moves
+// the tree and its manifest into place: renames alone are its control step
+// (under the control deadline). It then deletes the old copy, which it
+// moved aside into its temporary directory; the host waits at most one
+// more control deadline for that, and neither a failure nor the wait's
+// expiry fails the publish (the command is left to finish; what it leaves,
+// the next sweep removes).
+// Each setup and each Remove first sweeps the root: it removes the
+// temporary directories whose owner process in the sandbox is gone (dead
+// or a zombie), which cut transfers, hosts killed between the transfer and
+// the publish, and commands killed while deleting leave behind. An unchanged
 // asset costs a share of one probe command (none when the Runner is a
 // FileReader). No file content is ever base64-encoded or sent one command
 // per file.
@@ -427,7 +436,9 @@ func (b *Bridge) probeShell(ctx context.Context, root string, names []string) ([
 	} else {
 		sb.WriteString(detectScript)
 	}
-	fmt.Fprintf(&sb, "echo \"%s$c\"\ncd %s 2>/dev/null || exit 0\nset --\nfor f in", probeHeader, q(root))
+	// A link at the root is never followed: nothing is staged there (the
+	// next publish replaces it by a directory).
+	fmt.Fprintf(&sb, "echo \"%s$c\"\n[ -L %s ] && exit 0\ncd %s 2>/dev/null || exit 0\nset --\nfor f in", probeHeader, q(root), q(root))
 	for i, n := range names {
 		want[manifestName(n)] = i
 		sb.WriteString(" " + q(manifestName(n)))
@@ -855,13 +866,14 @@ func (b *Bridge) Fetch(ctx context.Context, root, name string, fn func(e Entry, 
 	}()
 	stderr := &limitedBuffer{Max: 4 << 10, Truncate: true}
 	script := fmt.Sprintf(`d=%s; w=
-if [ -L "$d" ]; then w='is a symbolic link'
+if [ -L %s ]; then w='lies under a stage root that is a symbolic link'
+elif [ -L "$d" ]; then w='is a symbolic link'
 elif [ ! -e "$d" ]; then w='is missing'
 elif [ ! -d "$d" ]; then w='is not a directory'
 elif [ ! -r "$d" ] || [ ! -x "$d" ] || ! cd "$d" 2>/dev/null; then w='is not readable'
 fi
 if [ -n "$w" ]; then echo "%s$w" >&2; exit %d; fi
-exec tar -c -f - .`, q(d), fetchUnusableMarker, fetchUnusable)
+exec tar -c -f - .`, q(d), q(root), fetchUnusableMarker, fetchUnusable)
 	ended, rerr := b.runData(dctx, Command{Script: script, Stdout: pw, Stderr: stderr}, nil, func() { pw.CloseWithError(errFetchStopped) })
 	pw.Close()
 	var ee *ExitError

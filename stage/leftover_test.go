@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -272,7 +273,8 @@ func TestBridgeSlowRm(t *testing.T) {
 // TestPrunerRefusesLinkedRoot: a stage root that is a link to a directory
 // outside is never followed by Assets or Remove (Unstage, WithPrune): the
 // Bridge refuses it with an error naming the link; Dir sees no staged
-// asset there. The directory outside is untouched.
+// asset there. Probe finds no manifest and Fetch no asset through it. The
+// directory outside is untouched.
 func TestPrunerRefusesLinkedRoot(t *testing.T) {
 	forEachSandbox(t, func(t *testing.T, sb sandbox) {
 		outside := filepath.Join(sb.dir, "outside")
@@ -293,6 +295,15 @@ func TestPrunerRefusesLinkedRoot(t *testing.T) {
 			assert.Empty(t, names)
 			require.NoError(t, uerr)
 		}
+		// Nor do Probe and Fetch read through it.
+		ms, err := sb.Target.Probe(t.Context(), sb.root, []string{"x"})
+		require.NoError(t, err)
+		assert.Equal(t, [][]byte{nil}, ms, "no manifest is read through a linked root")
+		err = sb.Target.Fetch(t.Context(), sb.root, "x", func(e stage.Entry, _ io.Reader) error {
+			return fmt.Errorf("read %s through a linked root", e.Path)
+		})
+		assert.ErrorIs(t, err, stage.ErrMismatch)
+
 		assert.Equal(t, "keep", readFile(t, filepath.Join(outside, "x", "f")))
 		assert.Equal(t, "{}", readFile(t, filepath.Join(outside, ".airlock-manifest-x.json")))
 		assert.Equal(t, []string{".airlock-manifest-x.json", ".airlock-tmp-x-1", "x"}, listDir(t, outside))

@@ -167,7 +167,11 @@ func WithControlTimeout(d time.Duration) BridgeOption {
 // races the publish (replacing the root or the temporary directory while it
 // is used) can make its own copy wrong; it cannot make the host write or read
 // anything on the host. Two processes publishing the same asset at once are
-// not coordinated (calls through one *Bridge are).
+// not coordinated (calls through one *Bridge are), and two host processes
+// staging into one root at once can each sweep the other's transfer in the
+// instant between its end and its publish (no sandbox process owns it
+// then): that publish fails and the previous copy stays. Without procfs in
+// the sandbox, a zombie owner is recognised only where ps reports it.
 type Bridge struct {
 	r       Runner
 	timeout time.Duration

@@ -33,7 +33,6 @@ func TestLocalRunnerEnvBounds(t *testing.T) {
 	for _, k := range []string{"A", "B", "C", "D", "E", "F", "G", "H", "I"} {
 		total[k] = strings.Repeat("y", 120<<10)
 	}
-	marker := filepath.Join(dir, "marker")
 	for name, env := range map[string]map[string]string{
 		"Entry": {"BIG": v + "x"},
 		"Total": total,
@@ -41,6 +40,7 @@ func TestLocalRunnerEnvBounds(t *testing.T) {
 		"Name":  {"A-B": "x"},
 	} {
 		t.Run(name, func(t *testing.T) {
+			marker := filepath.Join(dir, "marker-"+name)
 			cerr := stage.CheckEnv(env)
 			require.Error(t, cerr)
 			err := r.Run(t.Context(), stage.Command{Script: "touch " + marker, Env: env})

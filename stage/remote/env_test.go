@@ -71,7 +71,6 @@ func testEnvDelivery(t *testing.T, h *remote.Host, dir string) {
 		require.NoError(t, err)
 		assert.Equal(t, len(env), strings.Count(out.String(), "\n"))
 	})
-	marker := filepath.Join(dir, "marker")
 	over := []struct {
 		name string
 		env  map[string]string
@@ -90,6 +89,7 @@ func testEnvDelivery(t *testing.T, h *remote.Host, dir string) {
 	}
 	for _, c := range over {
 		t.Run(c.name, func(t *testing.T) {
+			marker := filepath.Join(dir, "marker-"+c.name)
 			err := h.Run(t.Context(), stage.Command{Script: "touch " + marker, Env: c.env})
 			require.Error(t, err)
 			assert.ErrorContains(t, err, c.want)

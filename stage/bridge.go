@@ -170,7 +170,8 @@ func WithControlTimeout(d time.Duration) BridgeOption {
 // not coordinated (calls through one *Bridge are), and two host processes
 // staging into one root at once can each sweep the other's transfer in the
 // instant between its end and its publish (no sandbox process owns it
-// then): that publish fails and the previous copy stays. Without procfs in
+// then; a Bridge knows only its own): that publish fails and the previous
+// copy stays. Without procfs in
 // the sandbox, a zombie owner is recognised only where ps reports it.
 type Bridge struct {
 	r       Runner
@@ -179,6 +180,9 @@ type Bridge struct {
 	locks   keylock.Map
 	capsMu  sync.Mutex
 	caps    capsState
+	// inflight: the temporary directories of this Bridge's publishes under
+	// way, which its sweeps leave alone.
+	inflight pathSet
 }
 
 var _ Target = (*Bridge)(nil)
@@ -589,9 +593,9 @@ func (b *Bridge) Publish(ctx context.Context, root, name string, src *Tree) (err
 	dst := path.Join(root, name)
 	mf := path.Join(root, manifestName(name))
 	// From its transfer's end to its publish no sandbox process owns tmp:
-	// this process's sweeps leave it alone.
-	inflight.add(tmp)
-	defer inflight.remove(tmp)
+	// this Bridge's sweeps leave it alone.
+	b.inflight.add(tmp)
+	defer b.inflight.remove(tmp)
 
 	out, err := b.send(ctx, root, tmp, dst, src)
 	if err == nil {
@@ -665,7 +669,7 @@ done; }
 // publish, and of publishes and unstages killed before they deleted what
 // they had moved aside. D deletes them afterwards, outside the control
 // deadline. A directory without an owner file (its transfer has not
-// begun), one whose owner is alive, and one this process still uses
+// begun), one whose owner is alive, and one this Bridge still uses
 // (between its transfer and its publish no sandbox process owns it; the
 // names in skip) are left alone. Each directory is renamed in one step, and
 // put back when its owner file changed meanwhile (a publish that claimed it
@@ -793,10 +797,7 @@ exit 0`, q(tmp), q(dst), q(path.Join(tmp, tarOld, name)), ownerFile, publishedLi
 	return b.renameThenDelete(ctx, "removing temporary directory "+tmp, Command{Script: script})
 }
 
-// inflight holds the temporary directories (sandbox paths) of this
-// process's publishes under way, which its sweeps leave alone.
-var inflight = pathSet{m: map[string]int{}}
-
+// pathSet is a set of sandbox paths, counted.
 type pathSet struct {
 	mu sync.Mutex
 	m  map[string]int
@@ -805,6 +806,9 @@ type pathSet struct {
 func (s *pathSet) add(p string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.m == nil {
+		s.m = make(map[string]int)
+	}
 	s.m[p]++
 }
 

@@ -312,3 +312,42 @@ func TestPrunerRefusesLinkedRoot(t *testing.T) {
 		assert.Equal(t, os.ModeSymlink, fi.Mode().Type(), "the link itself stays too")
 	})
 }
+
+// TestBridgeSweepSparesOwnTransfers: between a transfer's end and its
+// publish no sandbox process owns its temporary directory; a sweep by
+// another publish through the same Bridge (another asset, same root) must
+// leave it alone, and the first publish completes.
+func TestBridgeSweepSparesOwnTransfers(t *testing.T) {
+	dir := t.TempDir()
+	root := filepath.Join(dir, "rt")
+	local := stage.LocalRunner(dir)
+	xWaiting, yDone := make(chan struct{}), make(chan struct{})
+	r := &scriptedRunner{next: local, match: func(c stage.Command) bool {
+		return isPublish(c) && strings.Contains(c.Script, "/rt/x'")
+	}, do: func(ctx context.Context, c stage.Command) error {
+		close(xWaiting)
+		<-yDone
+		return local.Run(ctx, c)
+	}}
+	b := stage.NewBridge(r)
+	srcX, srcY := t.TempDir(), t.TempDir()
+	build(t, srcX, "a=x")
+	build(t, srcY, "a=y")
+	res := make(chan error, 1)
+	go func() {
+		_, err := stage.Stage(context.Background(), b, root, []stage.Asset{{Name: "x", Source: srcX}})
+		res <- err
+	}()
+	select {
+	case <-xWaiting:
+	case err := <-res:
+		t.Fatalf("the publish of x never came: %v", err)
+	}
+	_, err := stage.Stage(t.Context(), b, root, []stage.Asset{{Name: "y", Source: srcY}})
+	close(yDone)
+	require.NoError(t, err)
+	require.NoError(t, <-res, "x's transfer was swept away before its publish")
+	assert.Equal(t, "x", readFile(t, filepath.Join(root, "x", "a")))
+	assert.Equal(t, "y", readFile(t, filepath.Join(root, "y", "a")))
+	assert.Empty(t, leftovers(t, root))
+}

@@ -260,7 +260,7 @@ func (b *Bridge) send(ctx context.Context, root, tmp, dst string, src *Tree) (se
 	fmt.Fprintf(&sb, "r=%s\nif [ -L \"$r\" ] || { [ -e \"$r\" ] && [ ! -d \"$r\" ]; }; then rm -f \"$r\" || exit 1; fi\n", q(root))
 	sb.WriteString("[ -d \"$r\" ] || mkdir \"$r\" || exit 1\n")
 	sb.WriteString(sweepFuncs)
-	sb.WriteString(sweepScript(inflight.under(root)))
+	sb.WriteString(sweepScript(b.inflight.under(root)))
 	// The owner file names the process that writes into tmp (this shell,
 	// then tar through exec), so that a later setup can tell a cut
 	// transfer's directory from a live one (sweepScript).

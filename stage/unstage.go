@@ -238,7 +238,7 @@ func (b *Bridge) Remove(ctx context.Context, root string, names []string) error 
 	var sb strings.Builder
 	sb.WriteString(rootCheck(root))
 	sb.WriteString(sweepFuncs)
-	sb.WriteString(sweepScript(inflight.under(root)))
+	sb.WriteString(sweepScript(b.inflight.under(root)))
 	fmt.Fprintf(&sb, "t=%s\nmkdir -m 700 \"$t\" || exit 1\necho $$ >\"$t/%s\" || exit 1\n", q(tmpName), ownerFile)
 	for _, n := range names {
 		for _, e := range []string{manifestName(n), n} {

@@ -711,6 +711,13 @@ done
 // control deadline.
 const publishedLine = "airlock-published"
 
+// finishAlone starts the publish, cleanup and unstage scripts: a host that
+// dies mid-command closes the command's stdout and stderr, and the command
+// must still finish its renames and delete what it moved aside (a write to
+// a closed pipe fails instead of killing the shell), so that it leaves
+// nothing behind.
+const finishAlone = "trap '' PIPE\n"
+
 // publishScript moves the transferred tree in tmp into place at dst and its
 // manifest to mf, then deletes the old copy. The old manifest leaves before
 // the old tree, in one mv, so that no moment pairs a manifest with a tree
@@ -724,12 +731,12 @@ const publishedLine = "airlock-published"
 // publishedLine.
 func publishScript(tmp, dst, mf, name string, exchange bool) string {
 	var sb strings.Builder
-	fmt.Fprintf(&sb, `t=%s; d=%s; m=%s
+	fmt.Fprintf(&sb, `%st=%s; d=%s; m=%s
 if [ ! -f "$t/complete" ] || [ ! -d "$t/new/tree" ] || [ -L "$t/new/tree" ] || [ ! -f "$t/new/manifest.json" ] || [ -L "$t/new/manifest.json" ] || [ ! -d "$t/old" ] || [ -L "$t/old" ]; then echo "transfer incomplete: $t lacks part of the stream" >&2; exit 3; fi
 echo $$ >"$t/%s" || exit 3
 if [ -e "$m" ] || [ -L "$m" ]; then mv -f "$m" "$t/old/" || exit 4; fi
 x=
-`, q(tmp), q(dst), q(mf), ownerFile)
+`, finishAlone, q(tmp), q(dst), q(mf), ownerFile)
 	if exchange {
 		sb.WriteString(`if [ -d "$d" ] && [ ! -L "$d" ] && mv --exchange "$t/new/tree" "$d" 2>/dev/null; then x=1; fi
 `)
@@ -739,7 +746,7 @@ if [ -e "$d" ] || [ -L "$d" ]; then mv -f "$d" "$t/old/" || exit 4; fi
 if ! mv "$t/new/tree" "$d"; then mv %s "$d"; exit 4; fi
 fi
 mv -f "$t/new/manifest.json" "$m" || exit 5
-echo %s || exit 0
+echo %s
 rm -rf "$t" 2>/dev/null || { chmod -R u+rwx "$t"; rm -rf "$t"; } 2>/dev/null
 exit 0`, q(path.Join(tmp, tarOld, name)), publishedLine)
 	return sb.String()
@@ -788,12 +795,12 @@ func (b *Bridge) carry(ctx context.Context, tmp, dst string, plan carryPlan) (ma
 // renameThenDelete), claiming tmp first so that a cut deletion leaves a
 // directory the next sweep removes.
 func (b *Bridge) cleanup(ctx context.Context, tmp, dst, name string) error {
-	script := fmt.Sprintf(`t=%s; d=%s; o=%s
+	script := fmt.Sprintf(`%st=%s; d=%s; o=%s
 if [ ! -e "$d" ] && [ ! -L "$d" ] && { [ -e "$o" ] || [ -L "$o" ]; }; then mv "$o" "$d"; fi
 if [ -d "$t" ] && [ ! -L "$t" ]; then echo $$ >"$t/%s" 2>/dev/null; fi
-echo %s || exit 0
+echo %s
 rm -rf "$t" 2>/dev/null || { chmod -R u+rwx "$t"; rm -rf "$t"; } 2>/dev/null
-exit 0`, q(tmp), q(dst), q(path.Join(tmp, tarOld, name)), ownerFile, publishedLine)
+exit 0`, finishAlone, q(tmp), q(dst), q(path.Join(tmp, tarOld, name)), ownerFile, publishedLine)
 	return b.renameThenDelete(ctx, "removing temporary directory "+tmp, Command{Script: script})
 }
 

@@ -140,6 +140,25 @@ func TestKilledHostHelper(t *testing.T) {
 		target = stage.NewBridge(&scriptedRunner{next: stage.LocalRunner(dir), match: func(c stage.Command) bool {
 			return at == "publish" && isPublish(c)
 		}, do: func(context.Context, stage.Command) error { kill(); return nil }})
+	case "BridgeMidPublish":
+		// Every mv is slow and marks that the publish has begun; the
+		// host dies once it has, before the publish reports.
+		bin := t.TempDir()
+		mv, err := exec.LookPath("mv")
+		require.NoError(t, err)
+		started := filepath.Join(bin, "started")
+		require.NoError(t, os.WriteFile(filepath.Join(bin, "mv"), []byte("#!/bin/sh\n: >"+started+"\nsleep 0.3\nexec "+mv+" \"$@\"\n"), 0o755))
+		local := stage.LocalRunner(dir)
+		target = stage.NewBridge(&scriptedRunner{next: local, match: isPublish, do: func(ctx context.Context, c stage.Command) error {
+			c.Env = map[string]string{"PATH": bin + ":" + os.Getenv("PATH")}
+			go func() { _ = local.Run(ctx, c) }()
+			for {
+				if _, err := os.Stat(started); err == nil {
+					kill()
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+		}})
 	case "Dir":
 		d, err := stage.NewDir(dir)
 		require.NoError(t, err)
@@ -156,6 +175,29 @@ func TestKilledHostHelper(t *testing.T) {
 	}
 	_, err := stage.Stage(context.Background(), target, root, []stage.Asset{{Name: "x", Source: src}}, opts...)
 	t.Fatalf("the helper was not killed: %v", err)
+}
+
+// TestKilledMidPublish: a host SIGKILLed while its publish command runs
+// in the sandbox (after its first rename) closes the command's output; the
+// command still finishes on its own: the new copy and its manifest are in
+// place and nothing is left behind, with no later stage needed.
+func TestKilledMidPublish(t *testing.T) {
+	dir, src := t.TempDir(), t.TempDir()
+	root := filepath.Join(dir, "rt")
+	build(t, src, "a=old")
+	_, err := stage.Stage(t.Context(), stage.NewBridge(stage.LocalRunner(dir)), root, []stage.Asset{{Name: "x", Source: src}})
+	require.NoError(t, err)
+	build(t, src, "a=new")
+	c := exec.Command(os.Args[0], "-test.run=^TestKilledHostHelper$", "-test.count=1")
+	c.Env = append(os.Environ(), killHelperEnv+"=BridgeMidPublish:publish:"+dir+":"+src)
+	out, err := c.CombinedOutput()
+	var ee *exec.ExitError
+	require.ErrorAs(t, err, &ee, "%s", out)
+	ws, ok := ee.Sys().(syscall.WaitStatus)
+	require.True(t, ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL, "the helper must die by SIGKILL: %v\n%s", err, out)
+	require.Eventually(t, func() bool { return len(leftovers(t, root)) == 0 }, time.Minute, 20*time.Millisecond, "left: %v", leftovers(t, root))
+	assert.Equal(t, []string{".airlock-manifest-x.json", "x"}, listDir(t, root))
+	assert.Equal(t, "new", readFile(t, filepath.Join(root, "x", "a")))
 }
 
 // TestSweepAfterKilledHost: a host SIGKILLed between the transfer and the

@@ -236,6 +236,7 @@ func (b *Bridge) Remove(ctx context.Context, root string, names []string) error 
 		return err
 	}
 	var sb strings.Builder
+	sb.WriteString(finishAlone)
 	sb.WriteString(rootCheck(root))
 	sb.WriteString(sweepFuncs)
 	sb.WriteString(sweepScript(b.inflight.under(root)))
@@ -245,7 +246,7 @@ func (b *Bridge) Remove(ctx context.Context, root string, names []string) error 
 			fmt.Fprintf(&sb, "if [ -e %[1]s ] || [ -L %[1]s ]; then mv -f %[1]s \"$t/\" || exit 4; fi\n", q(e))
 		}
 	}
-	fmt.Fprintf(&sb, "echo %s || exit 0\n", publishedLine)
+	fmt.Fprintf(&sb, "echo %s\n", publishedLine)
 	sb.WriteString("rm -rf \"$t\" 2>/dev/null || { chmod -R u+rwx \"$t\"; rm -rf \"$t\"; } 2>/dev/null\nD\nexit 0\n")
 	return b.renameThenDelete(ctx, "removing assets under "+root, Command{Script: sb.String()})
 }

@@ -446,7 +446,12 @@ func (b *Bridge) probeShell(ctx context.Context, root string, names []string) ([
 	}
 	// A link at the root is never followed: nothing is staged there (the
 	// next publish replaces it by a directory).
-	fmt.Fprintf(&sb, "echo \"%s$c\"\n[ -L %s ] && exit 0\ncd %s 2>/dev/null || exit 0\nset --\nfor f in", probeHeader, q(root), q(root))
+	fmt.Fprintf(&sb, "echo \"%s$c\"\nr=%s\n[ -L \"$r\" ] && exit 0\ncd \"$r\" 2>/dev/null || exit 0\n", probeHeader, q(root))
+	// Leftovers a sweep would remove are reported, so that a stage with
+	// nothing to publish still removes them (see sweepRoot).
+	sb.WriteString(sweepFuncs)
+	sb.WriteString(leftoverCheck(b.inflight.under(root)))
+	sb.WriteString("set --\nfor f in")
 	for i, n := range names {
 		want[manifestName(n)] = i
 		sb.WriteString(" " + q(manifestName(n)))
@@ -457,8 +462,9 @@ func (b *Bridge) probeShell(ctx context.Context, root string, names []string) ([
 	res := make([][]byte, len(names))
 	pr, pw := io.Pipe()
 	parsed := make(chan error, 1)
+	var leftovers bool
 	go func() {
-		err := b.parseProbe(pr, op, want, res)
+		err := b.parseProbe(pr, op, want, res, &leftovers)
 		pr.CloseWithError(err) // a reply that breaks the protocol stops the command's output
 		parsed <- err
 	}()
@@ -488,7 +494,68 @@ func (b *Bridge) probeShell(ctx context.Context, root string, names []string) ([
 	if c, ok := b.knownCaps(); ok && c.missing != "" {
 		return nil, c.missingErr()
 	}
+	if leftovers {
+		if err := b.sweepRoot(ctx, root); err != nil {
+			return nil, err
+		}
+	}
 	return res, nil
+}
+
+// leftoversLine, after the probe header, reports that the root holds
+// leftovers a sweep would remove.
+const leftoversLine = "airlock-leftovers"
+
+// leftoverCheck (after sweepFuncs, in the root) prints leftoversLine when
+// a sweep would remove something: a temporary directory whose owner is
+// gone (none of skip), or a gonePrefix entry whose process is gone.
+func leftoverCheck(skip []string) string {
+	var sb strings.Builder
+	sb.WriteString(`w=
+for s in ` + tempPrefix + `* ` + gonePrefix + `*; do
+[ -d "$s" ] && [ ! -L "$s" ] || continue
+case "$s" in
+` + gonePrefix + `*) p=${s#` + gonePrefix + `}; p=${p%%-*};;
+*) [ -f "$s/` + ownerFile + `" ] && [ ! -L "$s/` + ownerFile + `" ] || continue
+`)
+	if len(skip) > 0 {
+		sb.WriteString(`case "$s" in `)
+		for i, n := range skip {
+			if i > 0 {
+				sb.WriteByte('|')
+			}
+			sb.WriteString(q(n))
+		}
+		sb.WriteString(") continue;; esac\n")
+	}
+	sb.WriteString(`p=; read -r p <"$s/` + ownerFile + `" 2>/dev/null;;
+esac
+case "$p" in ''|*[!0-9]*) continue;; esac
+if ! L "$p"; then w=1; break; fi
+done
+[ -z "$w" ] || echo ` + leftoversLine + `
+`)
+	return sb.String()
+}
+
+// sweepRoot runs a sweep of root (sweepScript, then D) as a command of its
+// own: what a probe that found leftovers runs, so that the next stage of a
+// root removes them even when it has nothing to publish. The renames are a
+// control step; the deletion follows outside the control deadline (see
+// renameThenDelete). A command that ran and failed is not an error (the
+// next sweep tries again); a transport failure is.
+func (b *Bridge) sweepRoot(ctx context.Context, root string) error {
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "%sr=%s\n[ -L \"$r\" ] && exit 0\ncd \"$r\" 2>/dev/null || exit 0\n", finishAlone, q(root))
+	sb.WriteString(sweepFuncs)
+	sb.WriteString(sweepScript(b.inflight.under(root)))
+	sb.WriteString("echo " + publishedLine + "\nD\nexit 0\n")
+	err := b.renameThenDelete(ctx, "sweeping the leftovers under "+root, Command{Script: sb.String()})
+	var ee *ExitError
+	if errors.As(err, &ee) {
+		return nil
+	}
+	return err
 }
 
 func (c capsState) missingErr() error {
@@ -497,7 +564,7 @@ func (c capsState) missingErr() error {
 
 // parseProbe reads a probe reply: the header, then the manifests' tar
 // stream, filling res.
-func (b *Bridge) parseProbe(r io.Reader, op string, want map[string]int, res [][]byte) error {
+func (b *Bridge) parseProbe(r io.Reader, op string, want map[string]int, res [][]byte, leftovers *bool) error {
 	lr := &io.LimitedReader{R: r, N: MaxProbeBytes + 1}
 	br := bufio.NewReaderSize(lr, 4<<10)
 	line, err := br.ReadSlice('\n')
@@ -516,6 +583,10 @@ func (b *Bridge) parseProbe(r io.Reader, op string, want map[string]int, res [][
 			return fmt.Errorf("%w: %s: malformed capability word %q", ErrTransport, op, shellproto.Truncate(word, 64))
 		}
 		b.setCaps(sandboxCaps{sha256: word[0] == '1', exchange: word[1] == '1'}, word[2:])
+	}
+	if next, _ := br.Peek(len(leftoversLine) + 1); string(next) == leftoversLine+"\n" {
+		_, _ = br.Discard(len(next))
+		*leftovers = true
 	}
 	seen := make([]bool, len(res))
 	err = readTarStream(br, func(e Entry, r io.Reader) error {

@@ -124,6 +124,9 @@ func (d *Dir) Probe(ctx context.Context, root string, names []string) ([][]byte,
 		return nil, err
 	}
 	defer rr.Close()
+	// A stage with nothing to publish still removes what killed
+	// processes left behind.
+	d.sweep(rr)
 	for i, name := range names {
 		if err := ctx.Err(); err != nil {
 			return nil, err

@@ -393,3 +393,40 @@ func TestBridgeSweepSparesOwnTransfers(t *testing.T) {
 	assert.Equal(t, "y", readFile(t, filepath.Join(root, "y", "a")))
 	assert.Empty(t, leftovers(t, root))
 }
+
+// TestStageUnchangedSweeps: a stage with nothing to publish still removes
+// the leftovers whose owner is gone (what a host or a command killed after
+// the publish's renames leaves), on every target, and keeps a live owner's;
+// with none, it stays one probe.
+func TestStageUnchangedSweeps(t *testing.T) {
+	forEachSandbox(t, func(t *testing.T, sb sandbox) {
+		src := t.TempDir()
+		build(t, src, "a=1")
+		assets := []stage.Asset{{Name: "x", Source: src}}
+		_, err := stage.Stage(t.Context(), sb.Target, sb.root, assets)
+		require.NoError(t, err)
+
+		live := exec.Command("sleep", "60")
+		require.NoError(t, live.Start())
+		t.Cleanup(func() { _ = live.Process.Kill(); _ = live.Wait() })
+		dead := exec.Command("true")
+		require.NoError(t, dead.Run())
+		plantLeftover(t, sb.hostRoot, ".airlock-tmp-x-dead", dead.Process.Pid)
+		plantLeftover(t, sb.hostRoot, ".airlock-tmp-x-live", live.Process.Pid)
+		if sb.runs != nil {
+			require.NoError(t, os.MkdirAll(filepath.Join(sb.hostRoot, fmt.Sprintf(".airlock-gone-%d-0", dead.Process.Pid), "old"), 0o755))
+		}
+
+		st, err := stage.Stage(t.Context(), sb.Target, sb.root, assets)
+		require.NoError(t, err)
+		assert.Equal(t, 0, st.Assets[0].Sent, "unchanged")
+		assert.Equal(t, []string{".airlock-tmp-x-live"}, leftovers(t, sb.hostRoot))
+
+		if sb.runs != nil {
+			before := sb.runs.Load()
+			_, err = stage.Stage(t.Context(), sb.Target, sb.root, assets)
+			require.NoError(t, err)
+			assert.Equal(t, int64(1), sb.runs.Load()-before, "with nothing to sweep, an unchanged stage is one probe")
+		}
+	})
+}

@@ -146,7 +146,12 @@ func WithControlTimeout(d time.Duration) BridgeOption {
 // Each setup and each Remove first sweeps the root: it removes the
 // temporary directories whose owner process in the sandbox is gone (dead
 // or a zombie), which cut transfers, hosts killed between the transfer and
-// the publish, and commands killed while deleting leave behind. An unchanged
+// the publish, and commands killed while deleting leave behind; a shell
+// probe that finds such leftovers has them swept by a command of its own,
+// so a stage with nothing to publish removes them too (a probe through a
+// FileReader runs no shell and leaves them to the next publish or
+// unstage). A publish, cleanup or unstage whose host dies mid-command
+// still finishes in the sandbox (it ignores SIGPIPE). An unchanged
 // asset costs a share of one probe command (none when the Runner is a
 // FileReader). No file content is ever base64-encoded or sent one command
 // per file.

@@ -47,6 +47,10 @@
 //     [MaxControlTimeout], enforced on the host even when the Runner ignores
 //     its context, and fail with [ErrTransport]; an uncertain write is never
 //     replayed. The data transfer is bounded only by the caller's context.
+//   - Deleting an old copy is no part of any control step: a publish's and
+//     an unstage's control step is their renames; the deletion follows in
+//     the same command, and a deletion that fails or is cut is the next
+//     sweep's.
 //   - [Runner] commands receive secrets through Command.Env, never argv.
 //   - A Runner may offer optional capabilities ([FileReader]) that the
 //     engine uses when present; the shell protocol itself (internal/shellproto)
@@ -69,10 +73,6 @@
 //     began (no owner recorded) stays until removed by hand. Through a
 //     FileReader, a stage with nothing to publish leaves the sweep to the
 //     next publish or unstage.
-//   - Deleting an old copy is no part of any control step: a publish's and
-//     an unstage's control step is their renames; the deletion follows in
-//     the same command, and a deletion that fails or is cut is the next
-//     sweep's.
 //   - File times and ownership are not copied; content identity never
 //     depends on them.
 //   - A sandbox without mv --exchange (GNU coreutils 9.5+) sees an

@@ -51,7 +51,9 @@
 //     an unstage's control step is their renames; the deletion follows in
 //     the same command, and a deletion that fails or is cut is the next
 //     sweep's.
-//   - [Runner] commands receive secrets through Command.Env, never argv.
+//   - [Runner] commands receive secrets through Command.Env, never argv:
+//     byte-exact up to [MaxEnvEntryBytes] a variable and [MaxEnvBytes] in
+//     all ([CheckEnv] refuses more before anything runs).
 //   - A Runner may offer optional capabilities ([FileReader]) that the
 //     engine uses when present; the shell protocol itself (internal/shellproto)
 //     is shared by Bridge, remote.Host and workspace.

@@ -166,15 +166,22 @@ func TestHostSweepAfterKilledHost(t *testing.T) {
 	}
 }
 
-// TestHostSweepZombieOwner: over SSH too, a leftover owned by a zombie is
+// TestHostSweepZombieOwner: over SSH too (the servers run on this machine,
+// so their processes are this test's), a leftover owned by a zombie is
 // swept and one owned by a live process stays.
 func TestHostSweepZombieOwner(t *testing.T) {
 	if _, err := os.Stat("/proc/self/stat"); err != nil {
 		t.Skip("needs procfs to make and recognise a zombie: " + err.Error())
 	}
-	srv := remotetest.NewServer(t)
-	h := dial(t, srv)
-	root := filepath.Join(srv.Dir(), "rt")
+	for kind, mk := range servers(t) {
+		t.Run(kind, func(t *testing.T) {
+			srv := mk(t)
+			testSweepZombieOwner(t, srv.dial(t), filepath.Join(srv.dir, "rt"))
+		})
+	}
+}
+
+func testSweepZombieOwner(t *testing.T, h *remote.Host, root string) {
 	src := t.TempDir()
 	writeFiles(t, src, "a", "1")
 	_, err := stage.Stage(t.Context(), h, root, []stage.Asset{{Name: "x", Source: src}})
@@ -222,15 +229,20 @@ func (s slowRm) Run(ctx context.Context, cmd stage.Command) error {
 // TestHostSlowRm: with an rm three times slower than the control deadline,
 // a re-stage and an unstage over SSH succeed, and the old copies are
 // deleted, at the latest by the next stage.
+// (remotetest only: a real sshd's session setup alone can take longer
+// than the short control deadline this test needs under load.)
 func TestHostSlowRm(t *testing.T) {
 	srv := remotetest.NewServer(t)
-	h := dial(t, srv)
+	testSlowRm(t, dial(t, srv), srv.Dir())
+}
+
+func testSlowRm(t *testing.T, h *remote.Host, dir string) {
 	bin := t.TempDir()
 	real, err := exec.LookPath("rm")
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(filepath.Join(bin, "rm"), []byte("#!/bin/sh\nsleep 1.5\nexec "+real+" \"$@\"\n"), 0o755))
 	b := stage.NewBridge(slowRm{h, bin}, stage.WithControlTimeout(500*time.Millisecond))
-	root := filepath.Join(srv.Dir(), "rt")
+	root := filepath.Join(dir, "rt")
 	src := t.TempDir()
 	writeFiles(t, src, "a", "v1")
 	assets := []stage.Asset{{Name: "x", Source: src}, {Name: "y", Source: src}}

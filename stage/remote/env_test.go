@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -70,6 +71,24 @@ func testEnvDelivery(t *testing.T, h *remote.Host, dir string) {
 		err := h.Control(t.Context(), stage.Command{Script: `for k in $(env | sed -n 's/^\(V[0-9]*\)=.*/\1/p' | sort); do eval "printf '%s' \"\$$k\"" | cksum; done`, Env: env, Stdout: &out})
 		require.NoError(t, err)
 		assert.Equal(t, len(env), strings.Count(out.String(), "\n"))
+	})
+	t.Run("WorstContentAtTheTotalBound", func(t *testing.T) {
+		// Newlines and quotes cost the most on the wire: still within the
+		// control deadline at the bounds.
+		env := map[string]string{}
+		for i := range stage.MaxEnvBytes / stage.MaxEnvEntryBytes {
+			k := fmt.Sprintf("W%d", i)
+			env[k] = strings.Repeat("\n'", (stage.MaxEnvEntryBytes-len(k)-2)/2)
+		}
+		var out bytes.Buffer
+		err := h.Control(t.Context(), stage.Command{Script: `printf %s "$W0" | cksum; printf %s "$W7" | wc -c`, Env: env, Stdout: &out})
+		require.NoError(t, err)
+		var want bytes.Buffer
+		c := exec.Command("sh", "-c", `printf %s "$W0" | cksum; printf %s "$W7" | wc -c`)
+		c.Env = []string{"W0=" + env["W0"], "W7=" + env["W7"]}
+		c.Stdout = &want
+		require.NoError(t, c.Run())
+		assert.Equal(t, want.String(), out.String())
 	})
 	over := []struct {
 		name string
@@ -148,7 +167,7 @@ func TestHostEnvDeliverySSHD(t *testing.T) {
 
 // FuzzHostEnv: any value without NUL arrives byte-exact.
 func FuzzHostEnv(f *testing.F) {
-	for _, s := range []string{"", "\n", "'", "a'b\"c\\d\n\n", "\xff\x00", "__airlock_env_end", "$(touch /tmp/x)", "'\"$__airlock_n\"'"} {
+	for _, s := range []string{"", "\n", "'", "a'b\"c\\d\n\n", "\xff\x00", "__airlock_env_end", "$(touch /tmp/x)", "'\"$1\"'", "'\"$__airlock_n\"'"} {
 		f.Add(s)
 	}
 	srv := remotetest.NewServer(f)

@@ -250,17 +250,19 @@ func (h *Host) Run(ctx context.Context, cmd stage.Command) error {
 	stdin := cmd.Stdin
 	if len(keys) > 0 {
 		// One line per variable, the value single-quoted with each newline
-		// spelled '"$__airlock_n"' (a newline held by the prelude), so no
-		// line of it ever is the terminator; read(1) takes one byte at a
-		// time from a pipe, so the script's own stdin starts exactly after
-		// the terminator line, and each line is read and evaluated once:
-		// linear in the environment's size.
+		// spelled '"$1"' (the prelude sets $1 to a newline; the supervisor
+		// below takes no arguments), so no line of it ever is the
+		// terminator; read(1) takes one byte at a time from a pipe, so the
+		// script's own stdin starts exactly after the terminator line, and
+		// each line is read and evaluated once: linear in the
+		// environment's size (at most six bytes on stdin per byte of a
+		// value).
 		var env strings.Builder
 		for _, k := range keys {
 			env.WriteString("export " + k + "=" + envQuote(cmd.Env[k]) + "\n")
 		}
 		env.WriteString(envEnd + "\n")
-		fmt.Fprintf(&script, "__airlock_n='\n'\nwhile IFS= read -r __airlock_l; do [ \"$__airlock_l\" = %s ] && break; eval \"$__airlock_l\"; done; unset __airlock_n __airlock_l\n", envEnd)
+		fmt.Fprintf(&script, "set -- '\n'\nwhile IFS= read -r __airlock_l; do [ \"$__airlock_l\" = %s ] && break; eval \"$__airlock_l\"; done; unset __airlock_l; set --\n", envEnd)
 		if stdin == nil {
 			stdin = strings.NewReader(env.String())
 		} else {
@@ -475,7 +477,7 @@ const envReserved = "__airlock_"
 const envEnd = "__airlock_env_end"
 
 // envQuote quotes v as one line of shell: single quotes, with each ' and
-// each newline outside them.
+// each newline ("$1", which the prelude sets to one) outside them.
 func envQuote(v string) string {
 	var sb strings.Builder
 	sb.Grow(len(v) + 2)
@@ -485,7 +487,7 @@ func envQuote(v string) string {
 		case '\'':
 			sb.WriteString(`'"'"'`)
 		case '\n':
-			sb.WriteString(`'"$__airlock_n"'`)
+			sb.WriteString(`'"$1"'`)
 		default:
 			sb.WriteByte(c)
 		}

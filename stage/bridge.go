@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"path"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -19,11 +21,56 @@ import (
 // Command is one POSIX sh script to run in the sandbox.
 type Command struct {
 	Script string            // POSIX sh script
-	Env    map[string]string // delivered without ever appearing in argv
+	Env    map[string]string // delivered without ever appearing in argv; bounded by MaxEnvEntryBytes and MaxEnvBytes
 	Dir    string            // working directory; "" means the Runner's default
 	Stdin  io.Reader         // nil: empty
 	Stdout io.Writer         // nil: discarded
 	Stderr io.Writer         // nil: discarded
+}
+
+// The bounds of Command.Env. Every Runner of this module checks them before
+// it runs anything and fails with an error naming the variable; any value
+// within them (newlines, quotes, backslashes, invalid UTF-8, trailing
+// newlines: every byte but NUL, which no environment can carry) arrives
+// byte-exact, in time linear in its size.
+const (
+	// MaxEnvEntryBytes bounds one variable: len(name)+len(value)+2 (the
+	// "=" and the NUL of its NAME=value string). It is Linux's limit on one
+	// string of a new process's environment (MAX_ARG_STRLEN, 128 KiB): a
+	// longer one fails every exec in the sandbox with "Argument list too
+	// long".
+	MaxEnvEntryBytes = 128 << 10
+	// MaxEnvBytes bounds all of a command's variables together (the sum of
+	// their entries as above), leaving room in the sandbox's ARG_MAX
+	// (usually 2 MiB) for its own environment and the script. Pass larger
+	// data on Stdin or in a file.
+	MaxEnvBytes = 1 << 20
+)
+
+// CheckEnv reports the first problem with env that would keep a Runner from
+// delivering it: a name that is not a shell name ([A-Za-z_][A-Za-z0-9_]*), a
+// value holding NUL, a variable over MaxEnvEntryBytes, or a total over
+// MaxEnvBytes. A Runner calls it before it runs anything.
+func CheckEnv(env map[string]string) error {
+	total := 0
+	for _, k := range slices.Sorted(maps.Keys(env)) {
+		v := env[k]
+		if !validEnvKey(k) {
+			return fmt.Errorf("environment variable name %q is not a shell name ([A-Za-z_][A-Za-z0-9_]*); rename it; nothing was run", k)
+		}
+		if strings.ContainsRune(v, 0) {
+			return fmt.Errorf("environment variable %s: its value holds a NUL byte, which no process environment can carry; nothing was run", k)
+		}
+		n := len(k) + len(v) + 2
+		if n > MaxEnvEntryBytes {
+			return fmt.Errorf("environment variable %s: its NAME=value entry is %d bytes, over the limit of %d (stage.MaxEnvEntryBytes, the kernel's limit on one environment string); nothing was run; pass the data on stdin or in a file", k, n, MaxEnvEntryBytes)
+		}
+		total += n
+	}
+	if total > MaxEnvBytes {
+		return fmt.Errorf("the environment is %d bytes (NAME=value entries together), over the limit of %d (stage.MaxEnvBytes); nothing was run; pass the data on stdin or in a file", total, MaxEnvBytes)
+	}
+	return nil
 }
 
 // Runner runs commands in a sandbox. It is all a command-only provider
@@ -67,7 +114,7 @@ const MaxControlTimeout = 30 * time.Second
 type BridgeOption func(*Bridge)
 
 // WithControlTimeout sets the deadline of each control operation (setup,
-// probe, manifest read, publish, cleanup). The effective deadline is
+// probe, manifest read, publish and unstage renames, cleanup). The effective deadline is
 // min(d, MaxControlTimeout); d <= 0 means MaxControlTimeout, the default.
 func WithControlTimeout(d time.Duration) BridgeOption {
 	return func(b *Bridge) {
@@ -89,8 +136,22 @@ func WithControlTimeout(d time.Duration) BridgeOption {
 // from the previous copy and checks their SHA-256 in the sandbox (delta
 // publish; a long list of them is carried by a command of its own), and
 // then receives the rest of the tree as a single buffered tar stream on its
-// stdin (a data step). The second, a control command, checks the transfer
-// completed and moves the tree and its manifest into place. An unchanged
+// stdin (a data step). The second checks the transfer completed and moves
+// the tree and its manifest into place: renames alone are its control step
+// (under the control deadline). It then deletes the old copy, which it
+// moved aside into its temporary directory; the host waits at most one
+// more control deadline for that, and neither a failure nor the wait's
+// expiry fails the publish (the command is left to finish; what it leaves,
+// the next sweep removes).
+// Each setup and each Remove first sweeps the root: it removes the
+// temporary directories whose owner process in the sandbox is gone (dead
+// or a zombie), which cut transfers, hosts killed between the transfer and
+// the publish, and commands killed while deleting leave behind; a shell
+// probe that finds such leftovers has them swept by a command of its own,
+// so a stage with nothing to publish removes them too (a probe through a
+// FileReader runs no shell and leaves them to the next publish or
+// unstage). A publish, cleanup or unstage whose host dies mid-command
+// still finishes in the sandbox (it ignores SIGPIPE). An unchanged
 // asset costs a share of one probe command (none when the Runner is a
 // FileReader). No file content is ever base64-encoded or sent one command
 // per file.
@@ -111,7 +172,12 @@ func WithControlTimeout(d time.Duration) BridgeOption {
 // races the publish (replacing the root or the temporary directory while it
 // is used) can make its own copy wrong; it cannot make the host write or read
 // anything on the host. Two processes publishing the same asset at once are
-// not coordinated (calls through one *Bridge are).
+// not coordinated (calls through one *Bridge are), and two host processes
+// staging into one root at once can each sweep the other's transfer in the
+// instant between its end and its publish (no sandbox process owns it
+// then; a Bridge knows only its own): that publish fails and the previous
+// copy stays. Without procfs in
+// the sandbox, a zombie owner is recognised only where ps reports it.
 type Bridge struct {
 	r       Runner
 	timeout time.Duration
@@ -119,6 +185,9 @@ type Bridge struct {
 	locks   keylock.Map
 	capsMu  sync.Mutex
 	caps    capsState
+	// inflight: the temporary directories of this Bridge's publishes under
+	// way, which its sweeps leave alone.
+	inflight pathSet
 }
 
 var _ Target = (*Bridge)(nil)
@@ -184,6 +253,76 @@ func (b *Bridge) runControl(ctx context.Context, op string, cmd Command, settle 
 		}
 		return b.timeoutErr(op)
 	}
+}
+
+// renameThenDelete runs a publish or unstage command: a control operation
+// until the command prints publishedLine (its renames are done) or ends,
+// and then, for deleting what it moved aside, a wait of at most the control
+// deadline more. Once the line
+// came, the operation has succeeded whatever follows: a deletion that
+// fails, is cut or outlasts the wait leaves a directory that the next
+// sweep removes (the command is not stopped; it may still be deleting).
+// The caller's cancellation cuts neither wait short: a cut publish or
+// cleanup would leave its directory behind until the next sweep.
+func (b *Bridge) renameThenDelete(ctx context.Context, op string, cmd Command) error {
+	stderr := &limitedBuffer{Max: 4 << 10, Truncate: true}
+	cmd.Stderr = stderr
+	out := &lineWatch{line: publishedLine + "\n", seen: make(chan struct{})}
+	cmd.Stdout = out
+	rctx, rcancel := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan error, 1)
+	go func() {
+		defer rcancel()
+		done <- b.r.Run(rctx, cmd)
+	}()
+	timer := time.NewTimer(b.timeout)
+	defer timer.Stop()
+	select {
+	case err := <-done:
+		if out.saw() {
+			return nil
+		}
+		return b.classify(context.WithoutCancel(ctx), nil, op, err, stderr)
+	case <-out.seen:
+	case <-timer.C:
+		rcancel()
+		return b.timeoutErr(op)
+	}
+	timer.Reset(b.timeout)
+	select {
+	case <-done:
+	case <-timer.C:
+	}
+	return nil
+}
+
+// lineWatch is a command's stdout that closes seen once the output starts
+// with line; it keeps no more than that.
+type lineWatch struct {
+	line string
+	mu   sync.Mutex
+	buf  []byte
+	seen chan struct{}
+	ok   bool
+}
+
+func (w *lineWatch) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.ok && len(w.buf) < len(w.line) {
+		w.buf = append(w.buf, p[:min(len(p), len(w.line)-len(w.buf))]...)
+		if string(w.buf) == w.line {
+			w.ok = true
+			close(w.seen)
+		}
+	}
+	return len(p), nil
+}
+
+func (w *lineWatch) saw() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.ok
 }
 
 // maxStopGrace bounds how long a data command (and a cancelled setup) gets
@@ -310,7 +449,14 @@ func (b *Bridge) probeShell(ctx context.Context, root string, names []string) ([
 	} else {
 		sb.WriteString(detectScript)
 	}
-	fmt.Fprintf(&sb, "echo \"%s$c\"\ncd %s 2>/dev/null || exit 0\nset --\nfor f in", probeHeader, q(root))
+	// A link at the root is never followed: nothing is staged there (the
+	// next publish replaces it by a directory).
+	fmt.Fprintf(&sb, "echo \"%s$c\"\nr=%s\n[ -L \"$r\" ] && exit 0\ncd \"$r\" 2>/dev/null || exit 0\n", probeHeader, q(root))
+	// Leftovers a sweep would remove are reported, so that a stage with
+	// nothing to publish still removes them (see sweepRoot).
+	sb.WriteString(sweepFuncs)
+	sb.WriteString(leftoverCheck(b.inflight.under(root)))
+	sb.WriteString("set --\nfor f in")
 	for i, n := range names {
 		want[manifestName(n)] = i
 		sb.WriteString(" " + q(manifestName(n)))
@@ -321,8 +467,9 @@ func (b *Bridge) probeShell(ctx context.Context, root string, names []string) ([
 	res := make([][]byte, len(names))
 	pr, pw := io.Pipe()
 	parsed := make(chan error, 1)
+	var leftovers bool
 	go func() {
-		err := b.parseProbe(pr, op, want, res)
+		err := b.parseProbe(pr, op, want, res, &leftovers)
 		pr.CloseWithError(err) // a reply that breaks the protocol stops the command's output
 		parsed <- err
 	}()
@@ -352,7 +499,68 @@ func (b *Bridge) probeShell(ctx context.Context, root string, names []string) ([
 	if c, ok := b.knownCaps(); ok && c.missing != "" {
 		return nil, c.missingErr()
 	}
+	if leftovers {
+		if err := b.sweepRoot(ctx, root); err != nil {
+			return nil, err
+		}
+	}
 	return res, nil
+}
+
+// leftoversLine, after the probe header, reports that the root holds
+// leftovers a sweep would remove.
+const leftoversLine = "airlock-leftovers"
+
+// leftoverCheck (after sweepFuncs, in the root) prints leftoversLine when
+// a sweep would remove something: a temporary directory whose owner is
+// gone (none of skip), or a gonePrefix entry whose process is gone.
+func leftoverCheck(skip []string) string {
+	var sb strings.Builder
+	sb.WriteString(`w=
+for s in ` + tempPrefix + `* ` + gonePrefix + `*; do
+[ -d "$s" ] && [ ! -L "$s" ] || continue
+case "$s" in
+` + gonePrefix + `*) p=${s#` + gonePrefix + `}; p=${p%%-*};;
+*) [ -f "$s/` + ownerFile + `" ] && [ ! -L "$s/` + ownerFile + `" ] || continue
+`)
+	if len(skip) > 0 {
+		sb.WriteString(`case "$s" in `)
+		for i, n := range skip {
+			if i > 0 {
+				sb.WriteByte('|')
+			}
+			sb.WriteString(q(n))
+		}
+		sb.WriteString(") continue;; esac\n")
+	}
+	sb.WriteString(`p=; read -r p <"$s/` + ownerFile + `" 2>/dev/null;;
+esac
+case "$p" in ''|*[!0-9]*) continue;; esac
+if ! L "$p"; then w=1; break; fi
+done
+[ -z "$w" ] || echo ` + leftoversLine + `
+`)
+	return sb.String()
+}
+
+// sweepRoot runs a sweep of root (sweepScript, then D) as a command of its
+// own: what a probe that found leftovers runs, so that the next stage of a
+// root removes them even when it has nothing to publish. The renames are a
+// control step; the deletion follows outside the control deadline (see
+// renameThenDelete). A command that ran and failed is not an error (the
+// next sweep tries again); a transport failure is.
+func (b *Bridge) sweepRoot(ctx context.Context, root string) error {
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "%sr=%s\n[ -L \"$r\" ] && exit 0\ncd \"$r\" 2>/dev/null || exit 0\n", finishAlone, q(root))
+	sb.WriteString(sweepFuncs)
+	sb.WriteString(sweepScript(b.inflight.under(root)))
+	sb.WriteString("echo " + publishedLine + "\nD\nexit 0\n")
+	err := b.renameThenDelete(ctx, "sweeping the leftovers under "+root, Command{Script: sb.String()})
+	var ee *ExitError
+	if errors.As(err, &ee) {
+		return nil
+	}
+	return err
 }
 
 func (c capsState) missingErr() error {
@@ -361,7 +569,7 @@ func (c capsState) missingErr() error {
 
 // parseProbe reads a probe reply: the header, then the manifests' tar
 // stream, filling res.
-func (b *Bridge) parseProbe(r io.Reader, op string, want map[string]int, res [][]byte) error {
+func (b *Bridge) parseProbe(r io.Reader, op string, want map[string]int, res [][]byte, leftovers *bool) error {
 	lr := &io.LimitedReader{R: r, N: MaxProbeBytes + 1}
 	br := bufio.NewReaderSize(lr, 4<<10)
 	line, err := br.ReadSlice('\n')
@@ -380,6 +588,10 @@ func (b *Bridge) parseProbe(r io.Reader, op string, want map[string]int, res [][
 			return fmt.Errorf("%w: %s: malformed capability word %q", ErrTransport, op, shellproto.Truncate(word, 64))
 		}
 		b.setCaps(sandboxCaps{sha256: word[0] == '1', exchange: word[1] == '1'}, word[2:])
+	}
+	if next, _ := br.Peek(len(leftoversLine) + 1); string(next) == leftoversLine+"\n" {
+		_, _ = br.Discard(len(next))
+		*leftovers = true
 	}
 	seen := make([]bool, len(res))
 	err = readTarStream(br, func(e Entry, r io.Reader) error {
@@ -456,6 +668,10 @@ func (b *Bridge) Publish(ctx context.Context, root, name string, src *Tree) (err
 	tmp := path.Join(root, tmpName)
 	dst := path.Join(root, name)
 	mf := path.Join(root, manifestName(name))
+	// From its transfer's end to its publish no sandbox process owns tmp:
+	// this Bridge's sweeps leave it alone.
+	b.inflight.add(tmp)
+	defer b.inflight.remove(tmp)
 
 	out, err := b.send(ctx, root, tmp, dst, src)
 	if err == nil {
@@ -463,7 +679,7 @@ func (b *Bridge) Publish(ctx context.Context, root, name string, src *Tree) (err
 		if err = ctx.Err(); err == nil { // the last point at which a cancellation stops the publish
 			// The publish is short and must not be cut in half by the
 			// caller: only the control deadline bounds it.
-			err = b.control(context.WithoutCancel(ctx), "moving the new copy into place", Command{Script: publishScript(tmp, dst, mf, name, caps.exchange)})
+			err = b.renameThenDelete(ctx, "moving the new copy into place", Command{Script: publishScript(tmp, dst, mf, name, caps.exchange)})
 			if err == nil || errors.Is(err, ErrTransport) {
 				return err // on a transport failure its outcome is unknown: send nothing more
 			}
@@ -477,47 +693,126 @@ func (b *Bridge) Publish(ctx context.Context, root, name string, src *Tree) (err
 	return err
 }
 
-// ownerFile, in a temporary directory, holds the process id of the tar
-// that writes into it. It is no member of the stream.
+// ownerFile, in a temporary directory, holds the process id of the
+// sandbox process that uses it: the tar that writes into it, then the
+// publish (or unstage) command that moves it into place and deletes what
+// is left. It is no member of the stream.
 const ownerFile = "owner"
 
-// sweepScript, part of every publish's setup (with $r the root), removes
-// the temporary directories that cut transfers left behind: those whose
-// tar has died (its owner process is gone) before the stream's last
-// member, "complete", arrived. A directory whose transfer has not begun
-// (no owner file), is still running, or has finished and awaits its
-// publish is left alone. The directory is first renamed out of the way in
-// one step, so a publish that races the sweep either moved the whole new
-// tree first or finds it gone and fails; it never publishes part of one.
-// The check relies on the sandbox's process ids: a root shared between
-// machines (or PID namespaces) can lose a live transfer's directory, which
-// fails that transfer, never its sandbox's copy. Best effort: a failure
-// here never fails the setup.
-const sweepScript = `for s in "$r"/` + tempPrefix + `*; do
-[ -d "$s" ] && [ ! -L "$s" ] && [ -f "$s/` + ownerFile + `" ] && [ ! -L "$s/` + ownerFile + `" ] && [ ! -e "$s/complete" ] && [ ! -L "$s/complete" ] || continue
-p=; read -r p <"$s/` + ownerFile + `" 2>/dev/null
-case "$p" in ''|*[!0-9]*) continue;; esac
-if kill -0 "$p" 2>/dev/null || [ -d "/proc/$p" ]; then continue; fi
-g="$r/` + reservedPrefix + `-gone-$$"
-mv "$s" "$g" 2>/dev/null || continue
-rm -rf "$g" 2>/dev/null || { chmod -R u+rwx "$g"; rm -rf "$g"; } 2>/dev/null
-done
+// gonePrefix starts the names of what a sweep has moved out of the way
+// before it deletes it: gonePrefix + "<pid>-<n>", where pid is the sandbox
+// process that moved it (and deletes it).
+const gonePrefix = reservedPrefix + "-gone-"
+
+// sweepFuncs defines the shell functions of the sweep, with $r the root.
+//
+// L PID succeeds when PID is a live process: on Linux, one whose
+// /proc/PID/stat state is not Z (zombie) or X (dead), since kill -0
+// succeeds on a zombie and a sandbox whose PID 1 never reaps keeps its
+// zombies forever; elsewhere kill -0 (a refusal, EPERM, counts as alive)
+// and ps's state, when ps answers.
+//
+// G sets $g to a fresh gonePrefix name of this shell.
+//
+// D deletes every gonePrefix entry of this shell or of a process that is
+// gone: what an earlier sweep (of this command, or of one killed before it
+// finished) moved out of the way. Best effort: a failure never fails the
+// command, and what stays is the next sweep's.
+const sweepFuncs = `L() { if [ -d /proc/self ] && [ -e "/proc/$1" ]; then
+__s=; read -r __s <"/proc/$1/stat" 2>/dev/null || return 0
+__s=${__s##*) }
+case "$__s" in Z*|X*) return 1;; esac
+return 0
+fi
+if [ -d /proc/self ]; then kill -0 "$1" 2>/dev/null; return; fi
+if ! kill -0 "$1" 2>/dev/null; then case "$(kill -0 "$1" 2>&1)" in *ermi*) return 0;; esac; return 1; fi
+case "$(ps -o stat= -p "$1" 2>/dev/null)" in Z*) return 1;; esac
+return 0
+}
+G() { __i=0; g="$r/` + gonePrefix + `$$-0"; while [ -e "$g" ] || [ -L "$g" ]; do __i=$((__i+1)); g="$r/` + gonePrefix + `$$-$__i"; done; }
+D() { for __g in "$r"/` + gonePrefix + `*; do
+[ -d "$__g" ] && [ ! -L "$__g" ] || continue
+__p=${__g##*/` + gonePrefix + `}; __p=${__p%%-*}
+case "$__p" in ''|*[!0-9]*) continue;; esac
+if [ "$__p" != "$$" ] && L "$__p"; then continue; fi
+rm -rf "$__g" 2>/dev/null || { chmod -R u+rwx "$__g"; rm -rf "$__g"; } 2>/dev/null
+done; }
 `
 
+// sweepScript (with $r the root, after sweepFuncs) moves out of the way
+// the temporary directories whose owner process is gone (dead or a zombie):
+// those of cut transfers, of hosts killed between the transfer and the
+// publish, and of publishes and unstages killed before they deleted what
+// they had moved aside. D deletes them afterwards, outside the control
+// deadline. A directory without an owner file (its transfer has not
+// begun), one whose owner is alive, and one this Bridge still uses
+// (between its transfer and its publish no sandbox process owns it; the
+// names in skip) are left alone. Each directory is renamed in one step, and
+// put back when its owner file changed meanwhile (a publish that claimed it
+// races the sweep), so a publish either moved the whole new tree first or
+// finds it gone and fails; it never publishes part of one. The check relies
+// on the sandbox's process ids: a root shared between machines (or PID
+// namespaces), or with another host process that stages into it at the
+// same instant, can lose a transfer's directory, which fails that
+// transfer, never its sandbox's copy. Best effort: a failure here never
+// fails the command.
+func sweepScript(skip []string) string {
+	var sb strings.Builder
+	sb.WriteString(`for s in "$r"/` + tempPrefix + `*; do
+[ -d "$s" ] && [ ! -L "$s" ] && [ -f "$s/` + ownerFile + `" ] && [ ! -L "$s/` + ownerFile + `" ] || continue
+`)
+	if len(skip) > 0 {
+		sb.WriteString(`case "${s##*/}" in `)
+		for i, n := range skip {
+			if i > 0 {
+				sb.WriteByte('|')
+			}
+			sb.WriteString(q(n))
+		}
+		sb.WriteString(") continue;; esac\n")
+	}
+	sb.WriteString(`p=; read -r p <"$s/` + ownerFile + `" 2>/dev/null
+case "$p" in ''|*[!0-9]*) continue;; esac
+if [ "$p" = "$$" ] || L "$p"; then continue; fi
+G; mv "$s" "$g" 2>/dev/null || continue
+o=; read -r o <"$g/` + ownerFile + `" 2>/dev/null
+if [ "$o" != "$p" ]; then mv "$g" "$s" 2>/dev/null; fi
+done
+`)
+	return sb.String()
+}
+
+// publishedLine is what the publish and unstage commands print once their
+// renames are done: what follows (deleting the old copy) is outside the
+// control deadline.
+const publishedLine = "airlock-published"
+
+// finishAlone starts the publish, cleanup and unstage scripts: a host that
+// dies mid-command closes the command's stdout and stderr, and the command
+// must still finish its renames and delete what it moved aside (a write to
+// a closed pipe fails instead of killing the shell), so that it leaves
+// nothing behind.
+const finishAlone = "trap '' PIPE\n"
+
 // publishScript moves the transferred tree in tmp into place at dst and its
-// manifest to mf. The old manifest leaves before the old tree, in one mv,
-// so that no moment pairs a manifest with a tree it does not describe. With
-// exchange (mv --exchange), the new tree and the old one trade places in one
-// atomic rename, so a reader finds either copy at dst, never nothing;
-// without it, or when the exchange fails, two renames leave dst absent for
-// an instant (never partial).
+// manifest to mf, then deletes the old copy. The old manifest leaves before
+// the old tree, in one mv, so that no moment pairs a manifest with a tree
+// it does not describe. With exchange (mv --exchange), the new tree and the
+// old one trade places in one atomic rename, so a reader finds either copy
+// at dst, never nothing; without it, or when the exchange fails, two
+// renames leave dst absent for an instant (never partial). The old copy
+// stays inside tmp, which the command claims first (its owner file names
+// the command's shell), so that a command killed before it deleted it
+// leaves a directory the next sweep removes. Only renames come before
+// publishedLine.
 func publishScript(tmp, dst, mf, name string, exchange bool) string {
 	var sb strings.Builder
-	fmt.Fprintf(&sb, `t=%s; d=%s; m=%s
+	fmt.Fprintf(&sb, `%st=%s; d=%s; m=%s
 if [ ! -f "$t/complete" ] || [ ! -d "$t/new/tree" ] || [ -L "$t/new/tree" ] || [ ! -f "$t/new/manifest.json" ] || [ -L "$t/new/manifest.json" ] || [ ! -d "$t/old" ] || [ -L "$t/old" ]; then echo "transfer incomplete: $t lacks part of the stream" >&2; exit 3; fi
+echo $$ >"$t/%s" || exit 3
 if [ -e "$m" ] || [ -L "$m" ]; then mv -f "$m" "$t/old/" || exit 4; fi
 x=
-`, q(tmp), q(dst), q(mf))
+`, finishAlone, q(tmp), q(dst), q(mf), ownerFile)
 	if exchange {
 		sb.WriteString(`if [ -d "$d" ] && [ ! -L "$d" ] && mv --exchange "$t/new/tree" "$d" 2>/dev/null; then x=1; fi
 `)
@@ -527,7 +822,9 @@ if [ -e "$d" ] || [ -L "$d" ]; then mv -f "$d" "$t/old/" || exit 4; fi
 if ! mv "$t/new/tree" "$d"; then mv %s "$d"; exit 4; fi
 fi
 mv -f "$t/new/manifest.json" "$m" || exit 5
-rm -rf "$t" 2>/dev/null || { chmod -R u+rwx "$t"; rm -rf "$t"; } || { echo "published, but $t could not be removed; remove it by hand" >&2; exit 6; }`, q(path.Join(tmp, tarOld, name)))
+echo %s
+rm -rf "$t" 2>/dev/null || { chmod -R u+rwx "$t"; rm -rf "$t"; } 2>/dev/null
+exit 0`, q(path.Join(tmp, tarOld, name)), publishedLine)
 	return sb.String()
 }
 
@@ -568,13 +865,56 @@ func (b *Bridge) carry(ctx context.Context, tmp, dst string, plan carryPlan) (ma
 }
 
 // cleanup removes the temporary directory tmp of a failed publish, putting
-// back the previous copy if the publish had moved it aside. It runs as a
-// control operation that the caller's cancellation does not cut short.
+// back the previous copy if the publish had moved it aside. The putting
+// back is a control operation that the caller's cancellation does not cut
+// short; the deletion follows it outside the control deadline (see
+// renameThenDelete), claiming tmp first so that a cut deletion leaves a
+// directory the next sweep removes.
 func (b *Bridge) cleanup(ctx context.Context, tmp, dst, name string) error {
-	script := fmt.Sprintf(`t=%s; d=%s; o=%s
+	script := fmt.Sprintf(`%st=%s; d=%s; o=%s
 if [ ! -e "$d" ] && [ ! -L "$d" ] && { [ -e "$o" ] || [ -L "$o" ]; }; then mv "$o" "$d"; fi
-rm -rf "$t" 2>/dev/null || { chmod -R u+rwx "$t"; rm -rf "$t"; }`, q(tmp), q(dst), q(path.Join(tmp, tarOld, name)))
-	return b.control(context.WithoutCancel(ctx), "removing temporary directory "+tmp, Command{Script: script})
+if [ -d "$t" ] && [ ! -L "$t" ]; then echo $$ >"$t/%s" 2>/dev/null; fi
+echo %s
+rm -rf "$t" 2>/dev/null || { chmod -R u+rwx "$t"; rm -rf "$t"; } 2>/dev/null
+exit 0`, finishAlone, q(tmp), q(dst), q(path.Join(tmp, tarOld, name)), ownerFile, publishedLine)
+	return b.renameThenDelete(ctx, "removing temporary directory "+tmp, Command{Script: script})
+}
+
+// pathSet is a set of sandbox paths, counted.
+type pathSet struct {
+	mu sync.Mutex
+	m  map[string]int
+}
+
+func (s *pathSet) add(p string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.m == nil {
+		s.m = make(map[string]int)
+	}
+	s.m[p]++
+}
+
+func (s *pathSet) remove(p string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.m[p]--; s.m[p] <= 0 {
+		delete(s.m, p)
+	}
+}
+
+// under returns the base names of the paths directly under dir, sorted.
+func (s *pathSet) under(dir string) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for p := range s.m {
+		if path.Dir(p) == dir {
+			out = append(out, path.Base(p))
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // sink marks every write error as the sandbox's going away.
@@ -617,13 +957,14 @@ func (b *Bridge) Fetch(ctx context.Context, root, name string, fn func(e Entry, 
 	}()
 	stderr := &limitedBuffer{Max: 4 << 10, Truncate: true}
 	script := fmt.Sprintf(`d=%s; w=
-if [ -L "$d" ]; then w='is a symbolic link'
+if [ -L %s ]; then w='lies under a stage root that is a symbolic link'
+elif [ -L "$d" ]; then w='is a symbolic link'
 elif [ ! -e "$d" ]; then w='is missing'
 elif [ ! -d "$d" ]; then w='is not a directory'
 elif [ ! -r "$d" ] || [ ! -x "$d" ] || ! cd "$d" 2>/dev/null; then w='is not readable'
 fi
 if [ -n "$w" ]; then echo "%s$w" >&2; exit %d; fi
-exec tar -c -f - .`, q(d), fetchUnusableMarker, fetchUnusable)
+exec tar -c -f - .`, q(d), q(root), fetchUnusableMarker, fetchUnusable)
 	ended, rerr := b.runData(dctx, Command{Script: script, Stdout: pw, Stderr: stderr}, nil, func() { pw.CloseWithError(errFetchStopped) })
 	pw.Close()
 	var ee *ExitError

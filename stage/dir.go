@@ -12,6 +12,7 @@ import (
 	"path"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -123,6 +124,9 @@ func (d *Dir) Probe(ctx context.Context, root string, names []string) ([][]byte,
 		return nil, err
 	}
 	defer rr.Close()
+	// A stage with nothing to publish still removes what killed
+	// processes left behind.
+	d.sweep(rr)
 	for i, name := range names {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -192,7 +196,8 @@ func (d *Dir) Publish(ctx context.Context, root, name string, src *Tree) (err er
 	if err != nil {
 		return err
 	}
-	if err := rr.Mkdir(tmp, 0o700); err != nil {
+	d.sweep(rr)
+	if err := d.mkTemp(rr, tmp); err != nil {
 		return fmt.Errorf("creating temporary directory %s (exclusively): %w", path.Join(root, tmp), err)
 	}
 	defer func() {
@@ -257,6 +262,62 @@ func writeManifestFile(r *os.Root, name string, src *Tree) error {
 		err = cerr
 	}
 	return err
+}
+
+// mkTemp makes the temporary directory tmp in rr, exclusively, with an
+// owner file naming this process, so that what a killed process leaves
+// there is removed by a later sweep.
+func (d *Dir) mkTemp(rr *os.Root, tmp string) error {
+	if err := rr.Mkdir(tmp, 0o700); err != nil {
+		return err
+	}
+	f, err := rr.OpenFile(tmp+"/"+ownerFile, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
+	if err == nil {
+		_, err = fmt.Fprintf(f, "%d\n", os.Getpid())
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		return errors.Join(err, d.removeTree(rr, tmp))
+	}
+	return nil
+}
+
+// sweep removes the temporary directories under rr whose owner process is
+// gone (dead, or a zombie): what a process killed mid-publish or
+// mid-unstage left behind. A directory without a readable owner file, or
+// whose owner is alive (this process's own included), stays. Best effort:
+// a failure is the next sweep's.
+func (d *Dir) sweep(rr *os.Root) {
+	f, err := rr.Open(".")
+	if err != nil {
+		return
+	}
+	names, _ := f.Readdirnames(-1)
+	f.Close()
+	for _, n := range names {
+		if !strings.HasPrefix(n, tempPrefix) {
+			continue
+		}
+		if fi, err := rr.Lstat(n); err != nil || !fi.IsDir() {
+			continue
+		}
+		o, err := rr.OpenFile(n+"/"+ownerFile, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+		if err != nil {
+			continue
+		}
+		b, err := io.ReadAll(io.LimitReader(o, 32))
+		o.Close()
+		if err != nil {
+			continue
+		}
+		pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+		if err != nil || pid == os.Getpid() || !processGone(pid) {
+			continue
+		}
+		_ = d.removeTree(rr, n)
+	}
 }
 
 func (d *Dir) removeTree(r *os.Root, name string) error {

@@ -47,7 +47,13 @@
 //     [MaxControlTimeout], enforced on the host even when the Runner ignores
 //     its context, and fail with [ErrTransport]; an uncertain write is never
 //     replayed. The data transfer is bounded only by the caller's context.
-//   - [Runner] commands receive secrets through Command.Env, never argv.
+//   - Deleting an old copy is no part of any control step: a publish's and
+//     an unstage's control step is their renames; the deletion follows in
+//     the same command, and a deletion that fails or is cut is the next
+//     sweep's.
+//   - [Runner] commands receive secrets through Command.Env, never argv:
+//     byte-exact up to [MaxEnvEntryBytes] a variable and [MaxEnvBytes] in
+//     all ([CheckEnv] refuses more before anything runs).
 //   - A Runner may offer optional capabilities ([FileReader]) that the
 //     engine uses when present; the shell protocol itself (internal/shellproto)
 //     is shared by Bridge, remote.Host and workspace.
@@ -62,11 +68,13 @@
 //     incomplete; the next stage with [WithVerify] finds and replaces it.
 //   - After a control timeout, or a cancelled transfer whose Runner does
 //     not return, the sandbox may keep a temporary directory (named in the
-//     error) whose command could still be running. A shell target's next
-//     publish under the same root removes such a directory once its tar
-//     has died without finishing the stream (a cut connection); one whose
-//     transfer never began, or finished and awaits a publish that timed
-//     out, stays until removed by hand.
+//     error) whose command could still be running. The next stage or
+//     unstage of the same root removes every such directory, and whatever a
+//     killed host left, once its owner process in the sandbox is gone (dead
+//     or a zombie), never one whose owner is alive; one whose transfer never
+//     began (no owner recorded) stays until removed by hand. Through a
+//     FileReader, a stage with nothing to publish leaves the sweep to the
+//     next publish or unstage.
 //   - File times and ownership are not copied; content identity never
 //     depends on them.
 //   - A sandbox without mv --exchange (GNU coreutils 9.5+) sees an

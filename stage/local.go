@@ -5,11 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strings"
 	"syscall"
 	"time"
 )
@@ -43,22 +43,12 @@ func (l *localRunner) Run(ctx context.Context, cmd Command) error {
 		}
 	}
 	if len(cmd.Env) > 0 {
+		if err := CheckEnv(cmd.Env); err != nil {
+			return fmt.Errorf("stage: %w", err)
+		}
 		env := c.Environ()
-		for _, k := range slices.Sorted(func(yield func(string) bool) {
-			for k := range cmd.Env {
-				if !yield(k) {
-					return
-				}
-			}
-		}) {
-			v := cmd.Env[k]
-			if !validEnvKey(k) {
-				return fmt.Errorf("stage: environment variable %q: a name must match [A-Za-z_][A-Za-z0-9_]*; nothing was run", k)
-			}
-			if strings.ContainsRune(v, 0) {
-				return fmt.Errorf("stage: environment variable %s: its value holds a NUL byte, which no process environment can carry; nothing was run", k)
-			}
-			env = append(env, k+"="+v)
+		for _, k := range slices.Sorted(maps.Keys(cmd.Env)) {
+			env = append(env, k+"="+cmd.Env[k])
 		}
 		c.Env = env
 	}

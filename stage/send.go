@@ -259,11 +259,15 @@ func (b *Bridge) send(ctx context.Context, root, tmp, dst string, src *Tree) (se
 	// A link or non-directory at the root is replaced, never followed.
 	fmt.Fprintf(&sb, "r=%s\nif [ -L \"$r\" ] || { [ -e \"$r\" ] && [ ! -d \"$r\" ]; }; then rm -f \"$r\" || exit 1; fi\n", q(root))
 	sb.WriteString("[ -d \"$r\" ] || mkdir \"$r\" || exit 1\n")
-	sb.WriteString(sweepScript)
+	sb.WriteString(sweepFuncs)
+	sb.WriteString(sweepScript(b.inflight.under(root)))
 	// The owner file names the process that writes into tmp (this shell,
 	// then tar through exec), so that a later setup can tell a cut
 	// transfer's directory from a live one (sweepScript).
 	fmt.Fprintf(&sb, "mkdir -m 700 %s || exit 1\necho $$ >%s/%s || exit 1\necho %s\numask 0\n", q(tmp), q(tmp), ownerFile, readyLine)
+	// What the sweep moved away is deleted now, outside the control
+	// deadline (a data step, bounded by the caller's context).
+	sb.WriteString("D\n")
 	if len(plan.want) > 0 && embed {
 		sb.WriteString(plan.script(tmp+"/new/tree", dst))
 	}

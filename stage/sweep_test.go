@@ -15,11 +15,12 @@ import (
 )
 
 // TestBridgeSweepsCutTransfers: a publish's setup removes the temporary
-// directories of transfers whose tar died before the stream ended, and
-// leaves every other one: a transfer not yet begun, one still running, one
-// complete and awaiting its publish, and whatever a hostile sandbox planted
-// (a link to a directory outside, an owner file that is a link or holds
-// junk). Nothing outside the root is touched.
+// directories whose owner process is gone: transfers whose tar died before
+// the stream ended, and complete ones whose host was killed before the
+// publish (issue 18, defect 7: these used to stay forever). It leaves every
+// other one: a transfer not yet begun, one still running, and whatever a
+// hostile sandbox planted (a link to a directory outside, an owner file
+// that is a link or holds junk). Nothing outside the root is touched.
 func TestBridgeSweepsCutTransfers(t *testing.T) {
 	base := t.TempDir()
 	root := filepath.Join(base, "rt")
@@ -54,7 +55,7 @@ func TestBridgeSweepsCutTransfers(t *testing.T) {
 	plant(".airlock-tmp-other-cut", dead, false) // another asset's, no newline
 	plant(".airlock-tmp-x-notbegun", "", false)
 	plant(".airlock-tmp-x-running", strconv.Itoa(live.Process.Pid)+"\n", false)
-	plant(".airlock-tmp-x-awaiting", dead+"\n", true)
+	plant(".airlock-tmp-x-killedbeforepublish", dead+"\n", true)
 	plant(".airlock-tmp-x-junk", "1; rm -rf /\n", false)
 	require.NoError(t, os.Symlink(outside, filepath.Join(root, ".airlock-tmp-x-link")))
 	linked := filepath.Join(root, ".airlock-tmp-x-ownerlink")
@@ -74,7 +75,6 @@ func TestBridgeSweepsCutTransfers(t *testing.T) {
 	sort.Strings(names)
 	assert.Equal(t, []string{
 		".airlock-manifest-x.json",
-		".airlock-tmp-x-awaiting",
 		".airlock-tmp-x-junk",
 		".airlock-tmp-x-link",
 		".airlock-tmp-x-notbegun",

@@ -147,6 +147,7 @@ func (d *Dir) Remove(ctx context.Context, root string, names []string) error {
 		return err
 	}
 	defer rr.Close()
+	d.sweep(rr)
 	for _, name := range names {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -169,7 +170,7 @@ func (d *Dir) removeOne(rr *os.Root, root, name string) error {
 	if err != nil {
 		return err
 	}
-	if err := rr.Mkdir(tmp, 0o700); err != nil {
+	if err := d.mkTemp(rr, tmp); err != nil {
 		return fmt.Errorf("creating temporary directory %s: %w", path.Join(root, tmp), err)
 	}
 	for _, n := range []string{manifestName(name), name} {
@@ -186,10 +187,26 @@ func (d *Dir) removeOne(rr *os.Root, root, name string) error {
 	return nil
 }
 
-// Assets implements Pruner: one control command.
+// rootLinkExit is the exit status of an Assets or Remove script that found
+// a symbolic link at the stage root.
+const rootLinkExit = 7
+
+// rootCheck refuses (exit rootLinkExit) a stage root that is a symbolic
+// link, which the scripts would otherwise follow (harmless over SSH, where
+// the sandbox owns everything it can reach, but through LocalRunner it
+// would list or remove host files outside the root), and changes into the
+// root; a missing root ends the script with status 0 (nothing staged).
+func rootCheck(root string) string {
+	return fmt.Sprintf(`r=%s
+if [ -L "$r" ]; then echo "the stage root $r is a symbolic link; refusing to follow it: remove the link (the next Stage puts a directory there)" >&2; exit %d; fi
+cd "$r" 2>/dev/null || exit 0
+`, q(root), rootLinkExit)
+}
+
+// Assets implements Pruner: one control command. A stage root that is a
+// symbolic link is refused with an error, never followed.
 func (b *Bridge) Assets(ctx context.Context, root string) ([]string, error) {
-	script := fmt.Sprintf(`cd %s 2>/dev/null || exit 0
-for f in %s*%s; do if [ -f "$f" ] && [ ! -L "$f" ]; then printf '%%s\0' "$f"; fi; done`, q(root), manifestPrefix, manifestSuffix)
+	script := rootCheck(root) + fmt.Sprintf(`for f in %s*%s; do if [ -f "$f" ] && [ ! -L "$f" ]; then printf '%%s\0' "$f"; fi; done`, manifestPrefix, manifestSuffix)
 	out := &limitedBuffer{Max: 4 << 20}
 	if err := b.control(ctx, "listing the assets under "+root, Command{Script: script, Stdout: out}); err != nil {
 		return nil, err
@@ -203,9 +220,13 @@ for f in %s*%s; do if [ -f "$f" ] && [ ! -L "$f" ]; then printf '%%s\0' "$f"; fi
 	return assetNames(files), nil
 }
 
-// Remove implements Pruner: one control command for all names. Each
-// asset's manifest and directory are moved into a fresh temporary
-// directory, which is then deleted.
+// Remove implements Pruner: one command for all names. Each asset's
+// manifest and directory are moved into a fresh temporary directory (the
+// control part: renames only), which is then deleted outside the control
+// deadline (see renameThenDelete); the command also sweeps the root (see
+// sweepScript), so an unstage removes what killed hosts left behind. A
+// stage root that is a symbolic link is refused with an error, never
+// followed.
 func (b *Bridge) Remove(ctx context.Context, root string, names []string) error {
 	if len(names) == 0 {
 		return nil
@@ -215,12 +236,17 @@ func (b *Bridge) Remove(ctx context.Context, root string, names []string) error 
 		return err
 	}
 	var sb strings.Builder
-	fmt.Fprintf(&sb, "cd %s 2>/dev/null || exit 0\nt=%s\nmkdir -m 700 \"$t\" || exit 1\n", q(root), q(tmpName))
+	sb.WriteString(finishAlone)
+	sb.WriteString(rootCheck(root))
+	sb.WriteString(sweepFuncs)
+	sb.WriteString(sweepScript(b.inflight.under(root)))
+	fmt.Fprintf(&sb, "t=%s\nmkdir -m 700 \"$t\" || exit 1\necho $$ >\"$t/%s\" || exit 1\n", q(tmpName), ownerFile)
 	for _, n := range names {
 		for _, e := range []string{manifestName(n), n} {
 			fmt.Fprintf(&sb, "if [ -e %[1]s ] || [ -L %[1]s ]; then mv -f %[1]s \"$t/\" || exit 4; fi\n", q(e))
 		}
 	}
-	sb.WriteString(`rm -rf "$t" 2>/dev/null || { chmod -R u+rwx "$t"; rm -rf "$t"; } || { echo "removed, but $t could not be deleted; remove it by hand" >&2; exit 6; }`)
-	return b.control(context.WithoutCancel(ctx), "removing assets under "+root, Command{Script: sb.String()})
+	fmt.Fprintf(&sb, "echo %s\n", publishedLine)
+	sb.WriteString("rm -rf \"$t\" 2>/dev/null || { chmod -R u+rwx \"$t\"; rm -rf \"$t\"; } 2>/dev/null\nD\nexit 0\n")
+	return b.renameThenDelete(ctx, "removing assets under "+root, Command{Script: sb.String()})
 }

@@ -3,15 +3,13 @@ package remote
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"net"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -220,26 +218,25 @@ func (h *Host) Close() error {
 	return h.closeErr
 }
 
-var envKey = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-
 // Run implements stage.Runner: cmd.Script runs under the server's /bin/sh
 // in cmd.Dir (the login directory when ""). The script travels in the exec
 // request; cmd.Env travels on stdin ahead of cmd.Stdin, read by a short
 // prelude that exports it, so no value appears in any argv or SSH env
-// request. An Env key must match [A-Za-z_][A-Za-z0-9_]* and a value must
-// not hold NUL; a bad one is an error before anything is sent.
+// request; delivery is linear in the environment's size. cmd.Env must pass
+// stage.CheckEnv (shell names, no NUL, each variable within
+// stage.MaxEnvEntryBytes and all within stage.MaxEnvBytes) and no name may
+// start with __airlock_ (the prelude's own); a bad one is an error before
+// anything is sent.
 func (h *Host) Run(ctx context.Context, cmd stage.Command) error {
-	keys := make([]string, 0, len(cmd.Env))
-	for k, v := range cmd.Env {
-		if !envKey.MatchString(k) {
-			return fmt.Errorf("remote: environment variable name %q is not a shell name ([A-Za-z_][A-Za-z0-9_]*); rename it", k)
-		}
-		if strings.ContainsRune(v, 0) {
-			return fmt.Errorf("remote: environment variable %s holds a NUL byte, which no process environment can carry", k)
-		}
-		keys = append(keys, k)
+	if err := stage.CheckEnv(cmd.Env); err != nil {
+		return fmt.Errorf("remote: %w", err)
 	}
-	slices.Sort(keys)
+	keys := slices.Sorted(maps.Keys(cmd.Env))
+	for _, k := range keys {
+		if strings.HasPrefix(k, envReserved) {
+			return fmt.Errorf("remote: environment variable %s: names starting with %s are the prelude's own; rename it; nothing was run", k, envReserved)
+		}
+	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -252,15 +249,20 @@ func (h *Host) Run(ctx context.Context, cmd stage.Command) error {
 	var script strings.Builder
 	stdin := cmd.Stdin
 	if len(keys) > 0 {
+		// One line per variable, the value single-quoted with each newline
+		// spelled '"$1"' (the prelude sets $1 to a newline; the supervisor
+		// below takes no arguments), so no line of it ever is the
+		// terminator; read(1) takes one byte at a time from a pipe, so the
+		// script's own stdin starts exactly after the terminator line, and
+		// each line is read and evaluated once: linear in the
+		// environment's size (at most six bytes on stdin per byte of a
+		// value).
 		var env strings.Builder
-		end := envTerminator(cmd.Env)
 		for _, k := range keys {
-			fmt.Fprintf(&env, "export %s=%s\n", k, shellproto.Quote(cmd.Env[k]))
+			env.WriteString("export " + k + "=" + envQuote(cmd.Env[k]) + "\n")
 		}
-		env.WriteString(end + "\n")
-		// read(1) takes one byte at a time from a pipe, so the script's own
-		// stdin starts exactly after the terminator line.
-		fmt.Fprintf(&script, "__airlock_e=; while IFS= read -r __airlock_l; do [ \"$__airlock_l\" = %s ] && break; __airlock_e=\"$__airlock_e$__airlock_l\n\"; done; eval \"$__airlock_e\"; unset __airlock_e __airlock_l\n", end)
+		env.WriteString(envEnd + "\n")
+		fmt.Fprintf(&script, "set -- '\n'\nwhile IFS= read -r __airlock_l; do [ \"$__airlock_l\" = %s ] && break; eval \"$__airlock_l\"; done; unset __airlock_l; set --\n", envEnd)
 		if stdin == nil {
 			stdin = strings.NewReader(env.String())
 		} else {
@@ -466,23 +468,32 @@ func exitErr(err error) error {
 	return fmt.Errorf("%w: remote: %w", stage.ErrTransport, err)
 }
 
-// envTerminator returns a line that no env value contains.
-func envTerminator(env map[string]string) string {
-	for {
-		var b [8]byte
-		_, _ = rand.Read(b[:])
-		end := "__airlock_env_end_" + hex.EncodeToString(b[:])
-		clash := false
-		for _, v := range env {
-			if strings.Contains(v, end) {
-				clash = true
-				break
-			}
-		}
-		if !clash {
-			return end
+// envReserved starts the names of the prelude's own shell variables, which
+// no Command.Env name may use.
+const envReserved = "__airlock_"
+
+// envEnd ends the environment on stdin. Every other line of it starts with
+// "export ", so no value can end it early.
+const envEnd = "__airlock_env_end"
+
+// envQuote quotes v as one line of shell: single quotes, with each ' and
+// each newline ("$1", which the prelude sets to one) outside them.
+func envQuote(v string) string {
+	var sb strings.Builder
+	sb.Grow(len(v) + 2)
+	sb.WriteByte('\'')
+	for i := 0; i < len(v); i++ {
+		switch c := v[i]; c {
+		case '\'':
+			sb.WriteString(`'"'"'`)
+		case '\n':
+			sb.WriteString(`'"$1"'`)
+		default:
+			sb.WriteByte(c)
 		}
 	}
+	sb.WriteByte('\'')
+	return sb.String()
 }
 
 // Control runs cmd as a control operation: under the control deadline (see

@@ -1,0 +1,432 @@
+package stage_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/airlockdev/airlock/stage"
+)
+
+// Issue 18, defects 7, 8 and 13 (first half): leftovers of killed hosts
+// and zombie owners are swept; the publish's and unstage's control step
+// is the renames alone; Assets and Remove never follow a link at the root.
+
+// leftovers returns the names under root that are airlock's temporary or
+// swept-away entries.
+func leftovers(t testing.TB, root string) []string {
+	t.Helper()
+	var out []string
+	for _, n := range listDir(t, root) {
+		if strings.HasPrefix(n, ".airlock-tmp-") || strings.HasPrefix(n, ".airlock-gone-") {
+			out = append(out, n)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// zombie returns the id of a real zombie: a child of a process that never
+// reaps it (what a sandbox's PID 1 that never reaps leaves behind).
+func zombie(t *testing.T) int {
+	t.Helper()
+	c := exec.Command("sh", "-c", `sleep 0 & echo $!; exec sleep 60`)
+	out, err := c.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, c.Start())
+	t.Cleanup(func() { _ = c.Process.Kill(); _ = c.Wait() })
+	line, err := bufio.NewReader(out).ReadString('\n')
+	require.NoError(t, err)
+	pid, err := strconv.Atoi(strings.TrimSpace(line))
+	require.NoError(t, err)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		require.NoError(t, err, "the zombie must stay until its parent reaps it")
+		s := string(b)
+		if st := strings.TrimLeft(s[strings.LastIndexByte(s, ')')+1:], " "); strings.HasPrefix(st, "Z") {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "process %d never became a zombie", pid)
+		time.Sleep(10 * time.Millisecond)
+	}
+	require.NoError(t, syscall.Kill(pid, 0), "kill -0 finds a zombie: the old sweep counted it alive")
+	return pid
+}
+
+// plantLeftover makes a complete-looking temporary directory named name
+// under root, owned by pid.
+func plantLeftover(t *testing.T, root, name string, pid int) {
+	t.Helper()
+	d := filepath.Join(root, name)
+	require.NoError(t, os.MkdirAll(filepath.Join(d, "new", "tree"), 0o700))
+	require.NoError(t, os.MkdirAll(filepath.Join(d, "old"), 0o700))
+	require.NoError(t, os.WriteFile(filepath.Join(d, "new", "tree", "f"), []byte(name), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(d, "new", "manifest.json"), []byte("{}"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(d, "complete"), nil, 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(d, "owner"), []byte(strconv.Itoa(pid)+"\n"), 0o644))
+}
+
+// TestSweepZombieOwner: a leftover whose owner is a zombie (kill -0
+// succeeds on it) is removed by the next stage and by the next unstage, on
+// every target; one whose owner is alive stays.
+func TestSweepZombieOwner(t *testing.T) {
+	if _, err := os.Stat("/proc/self/stat"); err != nil {
+		t.Skip("needs procfs to make and recognise a zombie: " + err.Error())
+	}
+	for _, op := range []string{"Stage", "Unstage"} {
+		t.Run(op, func(t *testing.T) {
+			forEachSandbox(t, func(t *testing.T, sb sandbox) {
+				src := t.TempDir()
+				build(t, src, "a=1")
+				_, err := stage.Stage(t.Context(), sb, sb.root, []stage.Asset{{Name: "x", Source: src}, {Name: "y", Source: src}})
+				require.NoError(t, err)
+
+				live := exec.Command("sleep", "60")
+				require.NoError(t, live.Start())
+				t.Cleanup(func() { _ = live.Process.Kill(); _ = live.Wait() })
+				z := zombie(t)
+				plantLeftover(t, sb.hostRoot, ".airlock-tmp-x-zombie", z)
+				plantLeftover(t, sb.hostRoot, ".airlock-tmp-unstage-zombie", z)
+				plantLeftover(t, sb.hostRoot, ".airlock-tmp-x-live", live.Process.Pid)
+
+				if op == "Stage" {
+					build(t, src, "a=2")
+					_, err = stage.Stage(t.Context(), sb.Target, sb.root, []stage.Asset{{Name: "x", Source: src}})
+				} else {
+					err = stage.Unstage(t.Context(), sb.Target, sb.root, "y")
+				}
+				require.NoError(t, err)
+				assert.Equal(t, []string{".airlock-tmp-x-live"}, leftovers(t, sb.hostRoot), "only the live owner's directory stays")
+				assert.Equal(t, ".airlock-tmp-x-live", readFile(t, sb.host(".airlock-tmp-x-live/new/tree/f")))
+			})
+		})
+	}
+}
+
+// The helper process of TestSweepAfterKilledHost: it stages and SIGKILLs
+// itself at the point AIRLOCK_KILL_AT names.
+const killHelperEnv = "AIRLOCK_TEST_KILL_HELPER"
+
+// TestKilledHostHelper is the body of the helper process (a no-op in a
+// normal run).
+func TestKilledHostHelper(t *testing.T) {
+	spec := os.Getenv(killHelperEnv)
+	if spec == "" {
+		return
+	}
+	kind, rest, _ := strings.Cut(spec, ":")
+	at, rest, _ := strings.Cut(rest, ":")
+	dir, src, _ := strings.Cut(rest, ":")
+	kill := func() { _ = syscall.Kill(os.Getpid(), syscall.SIGKILL); select {} }
+	var target stage.Target
+	var opts []stage.Option
+	switch kind {
+	case "Bridge":
+		target = stage.NewBridge(&scriptedRunner{next: stage.LocalRunner(dir), match: func(c stage.Command) bool {
+			return at == "publish" && isPublish(c)
+		}, do: func(context.Context, stage.Command) error { kill(); return nil }})
+	case "BridgeMidPublish":
+		// Every mv is slow and marks that the publish has begun; the
+		// host dies once it has, before the publish reports.
+		bin := t.TempDir()
+		mv, err := exec.LookPath("mv")
+		require.NoError(t, err)
+		started := filepath.Join(bin, "started")
+		require.NoError(t, os.WriteFile(filepath.Join(bin, "mv"), []byte("#!/bin/sh\n: >"+started+"\nsleep 0.3\nexec "+mv+" \"$@\"\n"), 0o755))
+		local := stage.LocalRunner(dir)
+		target = stage.NewBridge(&scriptedRunner{next: local, match: isPublish, do: func(ctx context.Context, c stage.Command) error {
+			c.Env = map[string]string{"PATH": bin + ":" + os.Getenv("PATH")}
+			go func() { _ = local.Run(ctx, c) }()
+			for {
+				if _, err := os.Stat(started); err == nil {
+					kill()
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+		}})
+	case "Dir":
+		d, err := stage.NewDir(dir)
+		require.NoError(t, err)
+		target = d
+		opts = append(opts, stage.WithProgress(func(p stage.Progress) {
+			if p.Files >= 3 {
+				kill()
+			}
+		}))
+	}
+	root := filepath.Join(dir, "rt")
+	if kind == "Dir" {
+		root = "/rt"
+	}
+	_, err := stage.Stage(context.Background(), target, root, []stage.Asset{{Name: "x", Source: src}}, opts...)
+	t.Fatalf("the helper was not killed: %v", err)
+}
+
+// TestKilledMidPublish: a host SIGKILLed while its publish command runs
+// in the sandbox (after its first rename) closes the command's output; the
+// command still finishes on its own: the new copy and its manifest are in
+// place and nothing is left behind, with no later stage needed.
+func TestKilledMidPublish(t *testing.T) {
+	dir, src := t.TempDir(), t.TempDir()
+	root := filepath.Join(dir, "rt")
+	build(t, src, "a=old")
+	_, err := stage.Stage(t.Context(), stage.NewBridge(stage.LocalRunner(dir)), root, []stage.Asset{{Name: "x", Source: src}})
+	require.NoError(t, err)
+	build(t, src, "a=new")
+	c := exec.Command(os.Args[0], "-test.run=^TestKilledHostHelper$", "-test.count=1")
+	c.Env = append(os.Environ(), killHelperEnv+"=BridgeMidPublish:publish:"+dir+":"+src)
+	out, err := c.CombinedOutput()
+	var ee *exec.ExitError
+	require.ErrorAs(t, err, &ee, "%s", out)
+	ws, ok := ee.Sys().(syscall.WaitStatus)
+	require.True(t, ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL, "the helper must die by SIGKILL: %v\n%s", err, out)
+	require.Eventually(t, func() bool { return len(leftovers(t, root)) == 0 }, time.Minute, 20*time.Millisecond, "left: %v", leftovers(t, root))
+	assert.Equal(t, []string{".airlock-manifest-x.json", "x"}, listDir(t, root))
+	assert.Equal(t, "new", readFile(t, filepath.Join(root, "x", "a")))
+}
+
+// TestSweepAfterKilledHost: a host SIGKILLed between the transfer and the
+// publish (Bridge), or in the middle of writing the new copy (Dir), leaves
+// a temporary directory; the next Stage, or the next Unstage, of the same
+// root removes it, and the previous copy stayed in place throughout.
+func TestSweepAfterKilledHost(t *testing.T) {
+	for _, kind := range []string{"Bridge", "Dir"} {
+		for _, next := range []string{"Stage", "Unstage"} {
+			t.Run(kind+"/"+next, func(t *testing.T) {
+				dir, src := t.TempDir(), t.TempDir()
+				root, hostRoot := filepath.Join(dir, "rt"), filepath.Join(dir, "rt")
+				var target stage.Target
+				if kind == "Dir" {
+					d, err := stage.NewDir(dir)
+					require.NoError(t, err)
+					target, root = d, "/rt"
+				} else {
+					target = stage.NewBridge(stage.LocalRunner(dir))
+				}
+				build(t, src, "a=old", "b=old", "c=old", "d=old")
+				_, err := stage.Stage(t.Context(), target, root, []stage.Asset{{Name: "x", Source: src}, {Name: "y", Source: src}})
+				require.NoError(t, err)
+				build(t, src, "a=new", "b=new", "c=new", "d=new")
+
+				at := "publish"
+				c := exec.Command(os.Args[0], "-test.run=^TestKilledHostHelper$", "-test.count=1")
+				c.Env = append(os.Environ(), killHelperEnv+"="+kind+":"+at+":"+dir+":"+src)
+				out, err := c.CombinedOutput()
+				var ee *exec.ExitError
+				require.ErrorAs(t, err, &ee, "%s", out)
+				ws, ok := ee.Sys().(syscall.WaitStatus)
+				require.True(t, ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL, "the helper must die by SIGKILL: %v\n%s", err, out)
+
+				left := leftovers(t, hostRoot)
+				require.Len(t, left, 1, "the killed host leaves its temporary directory")
+				if kind == "Bridge" {
+					_, err := os.Stat(filepath.Join(hostRoot, left[0], "complete"))
+					require.NoError(t, err, "killed between the transfer and the publish: the transfer is complete")
+				}
+				assert.Equal(t, "old", readFile(t, filepath.Join(hostRoot, "x", "a")), "the previous copy stays")
+
+				if next == "Stage" {
+					_, err = stage.Stage(t.Context(), target, root, []stage.Asset{{Name: "x", Source: src}})
+					require.NoError(t, err)
+					assert.Equal(t, "new", readFile(t, filepath.Join(hostRoot, "x", "a")))
+				} else {
+					require.NoError(t, stage.Unstage(t.Context(), target, root, "y"))
+				}
+				assert.Empty(t, leftovers(t, hostRoot), "the next %s removes what the killed host left", next)
+			})
+		}
+	}
+}
+
+// slowRmRunner runs every command with a PATH whose rm sleeps longer than
+// the control deadline before it removes anything.
+type slowRmRunner struct {
+	stage.Runner
+	bin string
+}
+
+func newSlowRm(t *testing.T, r stage.Runner, sleep time.Duration) slowRmRunner {
+	bin := t.TempDir()
+	real, err := exec.LookPath("rm")
+	require.NoError(t, err)
+	script := fmt.Sprintf("#!/bin/sh\nsleep %.1f\nexec %s \"$@\"\n", sleep.Seconds(), real)
+	require.NoError(t, os.WriteFile(filepath.Join(bin, "rm"), []byte(script), 0o755))
+	return slowRmRunner{Runner: r, bin: bin}
+}
+
+func (s slowRmRunner) Run(ctx context.Context, cmd stage.Command) error {
+	env := map[string]string{"PATH": s.bin + ":" + os.Getenv("PATH")}
+	for k, v := range cmd.Env {
+		env[k] = v
+	}
+	cmd.Env = env
+	return s.Runner.Run(ctx, cmd)
+}
+
+// TestBridgeSlowRm: deleting the old copy is no part of the publish's or
+// the unstage's control step: with an rm that takes three times the
+// control deadline, re-staging and unstaging succeed, the asset is the new
+// copy (or gone), and the old copy is deleted (at the latest by the next
+// stage).
+func TestBridgeSlowRm(t *testing.T) {
+	dir, src := t.TempDir(), t.TempDir()
+	root := filepath.Join(dir, "rt")
+	const timeout = 500 * time.Millisecond
+	b := stage.NewBridge(newSlowRm(t, stage.LocalRunner(dir), 3*timeout), stage.WithControlTimeout(timeout))
+	build(t, src, "a=v1", "b=v1")
+	assets := []stage.Asset{{Name: "x", Source: src}, {Name: "y", Source: src}}
+	_, err := stage.Stage(t.Context(), b, root, assets)
+	require.NoError(t, err)
+	build(t, src, "a=v2")
+	_, err = stage.Stage(t.Context(), b, root, assets)
+	require.NoError(t, err, "the publish's control step must not wait for rm")
+	assert.Equal(t, "v2", readFile(t, filepath.Join(root, "x", "a")))
+	assert.Equal(t, "v2", readFile(t, filepath.Join(root, "y", "a")))
+
+	require.NoError(t, stage.Unstage(t.Context(), b, root, "y"), "the unstage's control step must not wait for rm")
+	_, err = os.Lstat(filepath.Join(root, "y"))
+	assert.ErrorIs(t, err, os.ErrNotExist)
+
+	build(t, src, "a=v3")
+	_, err = stage.Stage(t.Context(), b, root, assets[:1])
+	require.NoError(t, err)
+	assert.Equal(t, "v3", readFile(t, filepath.Join(root, "x", "a")))
+	// The old copies are deleted by their own commands, which go on after
+	// the wait, or else by this stage's sweep: none may stay for good.
+	require.Eventually(t, func() bool { return len(leftovers(t, root)) == 0 }, time.Minute, 50*time.Millisecond, "left: %v", leftovers(t, root))
+	assert.Equal(t, []string{".airlock-manifest-x.json", "x"}, listDir(t, root))
+}
+
+// TestPrunerRefusesLinkedRoot: a stage root that is a link to a directory
+// outside is never followed by Assets or Remove (Unstage, WithPrune): the
+// Bridge refuses it with an error naming the link; Dir sees no staged
+// asset there. Probe finds no manifest and Fetch no asset through it. The
+// directory outside is untouched.
+func TestPrunerRefusesLinkedRoot(t *testing.T) {
+	forEachSandbox(t, func(t *testing.T, sb sandbox) {
+		outside := filepath.Join(sb.dir, "outside")
+		build(t, outside, ".airlock-manifest-x.json={}", "x/f=keep", ".airlock-tmp-x-1/owner=1")
+		require.NoError(t, os.Symlink(outside, sb.hostRoot))
+		p := sb.Target.(stage.Pruner)
+		names, aerr := p.Assets(t.Context(), sb.root)
+		uerr := stage.Unstage(t.Context(), sb.Target, sb.root, "x")
+		if _, ok := sb.Target.(*stage.Bridge); ok {
+			require.Error(t, aerr)
+			assert.ErrorContains(t, aerr, "is a symbolic link; refusing to follow it")
+			require.Error(t, uerr)
+			assert.ErrorContains(t, uerr, "is a symbolic link; refusing to follow it")
+			var ee *stage.ExitError
+			assert.True(t, errors.As(uerr, &ee), "%v", uerr)
+		} else {
+			require.NoError(t, aerr)
+			assert.Empty(t, names)
+			require.NoError(t, uerr)
+		}
+		// Nor do Probe and Fetch read through it.
+		ms, err := sb.Target.Probe(t.Context(), sb.root, []string{"x"})
+		require.NoError(t, err)
+		assert.Equal(t, [][]byte{nil}, ms, "no manifest is read through a linked root")
+		err = sb.Target.Fetch(t.Context(), sb.root, "x", func(e stage.Entry, _ io.Reader) error {
+			return fmt.Errorf("read %s through a linked root", e.Path)
+		})
+		assert.ErrorIs(t, err, stage.ErrMismatch)
+
+		assert.Equal(t, "keep", readFile(t, filepath.Join(outside, "x", "f")))
+		assert.Equal(t, "{}", readFile(t, filepath.Join(outside, ".airlock-manifest-x.json")))
+		assert.Equal(t, []string{".airlock-manifest-x.json", ".airlock-tmp-x-1", "x"}, listDir(t, outside))
+		fi, err := os.Lstat(sb.hostRoot)
+		require.NoError(t, err)
+		assert.Equal(t, os.ModeSymlink, fi.Mode().Type(), "the link itself stays too")
+	})
+}
+
+// TestBridgeSweepSparesOwnTransfers: between a transfer's end and its
+// publish no sandbox process owns its temporary directory; a sweep by
+// another publish through the same Bridge (another asset, same root) must
+// leave it alone, and the first publish completes.
+func TestBridgeSweepSparesOwnTransfers(t *testing.T) {
+	dir := t.TempDir()
+	root := filepath.Join(dir, "rt")
+	local := stage.LocalRunner(dir)
+	xWaiting, yDone := make(chan struct{}), make(chan struct{})
+	r := &scriptedRunner{next: local, match: func(c stage.Command) bool {
+		return isPublish(c) && strings.Contains(c.Script, "/rt/x'")
+	}, do: func(ctx context.Context, c stage.Command) error {
+		close(xWaiting)
+		<-yDone
+		return local.Run(ctx, c)
+	}}
+	b := stage.NewBridge(r)
+	srcX, srcY := t.TempDir(), t.TempDir()
+	build(t, srcX, "a=x")
+	build(t, srcY, "a=y")
+	res := make(chan error, 1)
+	go func() {
+		_, err := stage.Stage(context.Background(), b, root, []stage.Asset{{Name: "x", Source: srcX}})
+		res <- err
+	}()
+	select {
+	case <-xWaiting:
+	case err := <-res:
+		t.Fatalf("the publish of x never came: %v", err)
+	}
+	_, err := stage.Stage(t.Context(), b, root, []stage.Asset{{Name: "y", Source: srcY}})
+	close(yDone)
+	require.NoError(t, err)
+	require.NoError(t, <-res, "x's transfer was swept away before its publish")
+	assert.Equal(t, "x", readFile(t, filepath.Join(root, "x", "a")))
+	assert.Equal(t, "y", readFile(t, filepath.Join(root, "y", "a")))
+	assert.Empty(t, leftovers(t, root))
+}
+
+// TestStageUnchangedSweeps: a stage with nothing to publish still removes
+// the leftovers whose owner is gone (what a host or a command killed after
+// the publish's renames leaves), on every target, and keeps a live owner's;
+// with none, it stays one probe.
+func TestStageUnchangedSweeps(t *testing.T) {
+	forEachSandbox(t, func(t *testing.T, sb sandbox) {
+		src := t.TempDir()
+		build(t, src, "a=1")
+		assets := []stage.Asset{{Name: "x", Source: src}}
+		_, err := stage.Stage(t.Context(), sb.Target, sb.root, assets)
+		require.NoError(t, err)
+
+		live := exec.Command("sleep", "60")
+		require.NoError(t, live.Start())
+		t.Cleanup(func() { _ = live.Process.Kill(); _ = live.Wait() })
+		dead := exec.Command("true")
+		require.NoError(t, dead.Run())
+		plantLeftover(t, sb.hostRoot, ".airlock-tmp-x-dead", dead.Process.Pid)
+		plantLeftover(t, sb.hostRoot, ".airlock-tmp-x-live", live.Process.Pid)
+		if sb.runs != nil {
+			require.NoError(t, os.MkdirAll(filepath.Join(sb.hostRoot, fmt.Sprintf(".airlock-gone-%d-0", dead.Process.Pid), "old"), 0o755))
+		}
+
+		st, err := stage.Stage(t.Context(), sb.Target, sb.root, assets)
+		require.NoError(t, err)
+		assert.Equal(t, 0, st.Assets[0].Sent, "unchanged")
+		assert.Equal(t, []string{".airlock-tmp-x-live"}, leftovers(t, sb.hostRoot))
+
+		if sb.runs != nil {
+			before := sb.runs.Load()
+			_, err = stage.Stage(t.Context(), sb.Target, sb.root, assets)
+			require.NoError(t, err)
+			assert.Equal(t, int64(1), sb.runs.Load()-before, "with nothing to sweep, an unchanged stage is one probe")
+		}
+	})
+}

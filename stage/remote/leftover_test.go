@@ -1,0 +1,295 @@
+package remote_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/crypto/ssh"
+
+	"github.com/airlockdev/airlock/internal/sshdtest"
+	"github.com/airlockdev/airlock/stage"
+	"github.com/airlockdev/airlock/stage/remote"
+	"github.com/airlockdev/airlock/stage/remote/remotetest"
+)
+
+// Issue 18, defects 7, 8 and 13 (first half) over SSH: the leftovers of a
+// host killed between the transfer and the publish, and those of zombie
+// owners, are swept by the next stage or unstage; deleting the old copy is
+// outside the control step; a linked root is refused.
+
+func leftovers(t testing.TB, root string) []string {
+	t.Helper()
+	ents, err := os.ReadDir(root)
+	require.NoError(t, err)
+	var out []string
+	for _, e := range ents {
+		if n := e.Name(); strings.HasPrefix(n, ".airlock-tmp-") || strings.HasPrefix(n, ".airlock-gone-") {
+			out = append(out, n)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// sshServer is a server of either kind, with what a helper process needs
+// to dial it (spec) and a way to dial it here.
+type sshServer struct {
+	dir  string
+	spec string // "addr|user|keyfile|hostkey"; "" for remotetest (the helper starts its own)
+	dial func(t *testing.T) *remote.Host
+}
+
+func servers(t *testing.T) map[string]func(t *testing.T) sshServer {
+	return map[string]func(t *testing.T) sshServer{
+		"remotetest": func(t *testing.T) sshServer {
+			dir := t.TempDir()
+			return sshServer{dir: dir, dial: func(t *testing.T) *remote.Host {
+				return dial(t, remotetest.NewServer(t, remotetest.WithDir(dir)))
+			}}
+		},
+		"sshd": func(t *testing.T) sshServer {
+			srv := sshdtest.Start(t)
+			return sshServer{
+				dir:  srv.Dir(),
+				spec: strings.Join([]string{srv.Addr(), srv.User(), srv.KeyFile(), strings.TrimSpace(string(ssh.MarshalAuthorizedKey(srv.HostKey())))}, "|"),
+				dial: func(t *testing.T) *remote.Host {
+					h, err := remote.Dial(t.Context(), srv.Addr(), srv.Config())
+					require.NoError(t, err)
+					t.Cleanup(func() { _ = h.Close() })
+					return h
+				},
+			}
+		},
+	}
+}
+
+const hostKillEnv = "AIRLOCK_TEST_HOST_KILL_HELPER"
+
+// killAtPublish passes commands on, and SIGKILLs this process when the
+// publish command comes: the host dies between the transfer and the
+// publish.
+type killAtPublish struct{ r stage.Runner }
+
+func (k killAtPublish) Run(ctx context.Context, cmd stage.Command) error {
+	if strings.Contains(cmd.Script, "transfer incomplete") {
+		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		select {}
+	}
+	return k.r.Run(ctx, cmd)
+}
+
+// TestHostKillHelper is the body of the helper process of
+// TestHostSweepAfterKilledHost (a no-op in a normal run).
+func TestHostKillHelper(t *testing.T) {
+	v := os.Getenv(hostKillEnv)
+	if v == "" {
+		return
+	}
+	dir, rest, _ := strings.Cut(v, "\n")
+	src, spec, _ := strings.Cut(rest, "\n")
+	var h *remote.Host
+	if spec == "" {
+		h = dial(t, remotetest.NewServer(t, remotetest.WithDir(dir)))
+	} else {
+		f := strings.SplitN(spec, "|", 4)
+		key, err := os.ReadFile(f[2])
+		require.NoError(t, err)
+		signer, err := ssh.ParsePrivateKey(key)
+		require.NoError(t, err)
+		cb, err := remote.FixedHostKey(f[3])
+		require.NoError(t, err)
+		h, err = remote.Dial(t.Context(), f[0], remote.Config{User: f[1], Auth: []ssh.AuthMethod{ssh.PublicKeys(signer)}, HostKeyCallback: cb})
+		require.NoError(t, err)
+	}
+	_, err := stage.Stage(context.Background(), stage.NewBridge(killAtPublish{h}), filepath.Join(dir, "rt"), []stage.Asset{{Name: "x", Source: src}})
+	t.Fatalf("the helper was not killed: %v", err)
+}
+
+// TestHostSweepAfterKilledHost: a host SIGKILLed between the transfer and
+// the publish leaves a complete temporary directory in the sandbox; the
+// next Stage, or the next Unstage, on a new connection removes it, and the
+// previous copy stayed in place.
+func TestHostSweepAfterKilledHost(t *testing.T) {
+	for kind, mk := range servers(t) {
+		for _, next := range []string{"Stage", "Unstage"} {
+			t.Run(kind+"/"+next, func(t *testing.T) {
+				srv := mk(t)
+				src := t.TempDir()
+				root := filepath.Join(srv.dir, "rt")
+				h := srv.dial(t)
+				writeFiles(t, src, "a", "old", "b", "old")
+				_, err := stage.Stage(t.Context(), h, root, []stage.Asset{{Name: "x", Source: src}, {Name: "y", Source: src}})
+				require.NoError(t, err)
+				writeFiles(t, src, "a", "new", "b", "new")
+
+				c := exec.Command(os.Args[0], "-test.run=^TestHostKillHelper$", "-test.count=1")
+				c.Env = append(os.Environ(), hostKillEnv+"="+srv.dir+"\n"+src+"\n"+srv.spec)
+				out, err := c.CombinedOutput()
+				var ee *exec.ExitError
+				require.ErrorAs(t, err, &ee, "%s", out)
+				ws, ok := ee.Sys().(syscall.WaitStatus)
+				require.True(t, ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL, "the helper must die by SIGKILL: %v\n%s", err, out)
+
+				left := leftovers(t, root)
+				require.Len(t, left, 1, "the killed host leaves its temporary directory")
+				_, err = os.Stat(filepath.Join(root, left[0], "complete"))
+				require.NoError(t, err, "killed between the transfer and the publish: the transfer is complete")
+				b, err := os.ReadFile(filepath.Join(root, "x", "a"))
+				require.NoError(t, err)
+				assert.Equal(t, "old", string(b), "the previous copy stays")
+
+				if next == "Stage" {
+					_, err = stage.Stage(t.Context(), h, root, []stage.Asset{{Name: "x", Source: src}})
+					require.NoError(t, err)
+					b, err := os.ReadFile(filepath.Join(root, "x", "a"))
+					require.NoError(t, err)
+					assert.Equal(t, "new", string(b))
+				} else {
+					require.NoError(t, stage.Unstage(t.Context(), h, root, "y"))
+				}
+				assert.Empty(t, leftovers(t, root), "the next %s removes what the killed host left", next)
+			})
+		}
+	}
+}
+
+// TestHostSweepZombieOwner: over SSH too (the servers run on this machine,
+// so their processes are this test's), a leftover owned by a zombie is
+// swept and one owned by a live process stays.
+func TestHostSweepZombieOwner(t *testing.T) {
+	if _, err := os.Stat("/proc/self/stat"); err != nil {
+		t.Skip("needs procfs to make and recognise a zombie: " + err.Error())
+	}
+	for kind, mk := range servers(t) {
+		t.Run(kind, func(t *testing.T) {
+			srv := mk(t)
+			testSweepZombieOwner(t, srv.dial(t), filepath.Join(srv.dir, "rt"))
+		})
+	}
+}
+
+func testSweepZombieOwner(t *testing.T, h *remote.Host, root string) {
+	src := t.TempDir()
+	writeFiles(t, src, "a", "1")
+	_, err := stage.Stage(t.Context(), h, root, []stage.Asset{{Name: "x", Source: src}})
+	require.NoError(t, err)
+
+	c := exec.Command("sh", "-c", `sleep 0 & echo $!; exec sleep 60`)
+	out, err := c.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, c.Start())
+	t.Cleanup(func() { _ = c.Process.Kill(); _ = c.Wait() })
+	line, err := bufio.NewReader(out).ReadString('\n')
+	require.NoError(t, err)
+	z, err := strconv.Atoi(strings.TrimSpace(line))
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", z))
+		return err == nil && strings.HasPrefix(strings.TrimLeft(string(b[strings.LastIndexByte(string(b), ')')+1:]), " "), "Z")
+	}, 30*time.Second, 10*time.Millisecond)
+
+	for name, pid := range map[string]int{".airlock-tmp-x-zombie": z, ".airlock-tmp-x-live": c.Process.Pid} {
+		writeFiles(t, filepath.Join(root, name), "new/tree/f", name, "complete", "", "owner", strconv.Itoa(pid)+"\n")
+	}
+	writeFiles(t, src, "a", "2")
+	_, err = stage.Stage(t.Context(), h, root, []stage.Asset{{Name: "x", Source: src}})
+	require.NoError(t, err)
+	assert.Equal(t, []string{".airlock-tmp-x-live"}, leftovers(t, root))
+}
+
+// slowRm runs every command with an rm that sleeps before removing
+// anything; the PATH travels in Command.Env, through the Host's prelude.
+type slowRm struct {
+	r   stage.Runner
+	bin string
+}
+
+func (s slowRm) Run(ctx context.Context, cmd stage.Command) error {
+	env := map[string]string{"PATH": s.bin + ":" + os.Getenv("PATH")}
+	for k, v := range cmd.Env {
+		env[k] = v
+	}
+	cmd.Env = env
+	return s.r.Run(ctx, cmd)
+}
+
+// TestHostSlowRm: with an rm three times slower than the control deadline,
+// a re-stage and an unstage over SSH succeed, and the old copies are
+// deleted, at the latest by the next stage.
+// (remotetest only: a real sshd's session setup alone can take longer
+// than the short control deadline this test needs under load.)
+func TestHostSlowRm(t *testing.T) {
+	srv := remotetest.NewServer(t)
+	testSlowRm(t, dial(t, srv), srv.Dir())
+}
+
+func testSlowRm(t *testing.T, h *remote.Host, dir string) {
+	bin := t.TempDir()
+	real, err := exec.LookPath("rm")
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(bin, "rm"), []byte("#!/bin/sh\nsleep 1.5\nexec "+real+" \"$@\"\n"), 0o755))
+	b := stage.NewBridge(slowRm{h, bin}, stage.WithControlTimeout(500*time.Millisecond))
+	root := filepath.Join(dir, "rt")
+	src := t.TempDir()
+	writeFiles(t, src, "a", "v1")
+	assets := []stage.Asset{{Name: "x", Source: src}, {Name: "y", Source: src}}
+	_, err = stage.Stage(t.Context(), b, root, assets)
+	require.NoError(t, err)
+	writeFiles(t, src, "a", "v2")
+	_, err = stage.Stage(t.Context(), b, root, assets)
+	require.NoError(t, err)
+	got, err := os.ReadFile(filepath.Join(root, "x", "a"))
+	require.NoError(t, err)
+	assert.Equal(t, "v2", string(got))
+	require.NoError(t, stage.Unstage(t.Context(), b, root, "y"))
+	writeFiles(t, src, "a", "v3")
+	_, err = stage.Stage(t.Context(), b, root, assets[:1])
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return len(leftovers(t, root)) == 0 }, time.Minute, 50*time.Millisecond)
+	ents, err := os.ReadDir(root)
+	require.NoError(t, err)
+	var names []string
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	assert.Equal(t, []string{".airlock-manifest-x.json", "x"}, names)
+}
+
+// TestHostRefusesLinkedRoot: Assets and Unstage over SSH refuse a stage
+// root that is a link to a directory outside, which stays untouched.
+func TestHostRefusesLinkedRoot(t *testing.T) {
+	for kind, mk := range servers(t) {
+		t.Run(kind, func(t *testing.T) {
+			srv := mk(t)
+			h := srv.dial(t)
+			outside := filepath.Join(srv.dir, "outside")
+			writeFiles(t, outside, ".airlock-manifest-x.json", "{}", "x/f", "keep")
+			root := filepath.Join(srv.dir, "rt")
+			require.NoError(t, os.Symlink(outside, root))
+			_, err := h.Assets(t.Context(), root)
+			assert.ErrorContains(t, err, "is a symbolic link; refusing to follow it")
+			err = stage.Unstage(t.Context(), h, root, "x")
+			assert.ErrorContains(t, err, "is a symbolic link; refusing to follow it")
+			var ee *stage.ExitError
+			assert.True(t, errors.As(err, &ee), "%v", err)
+			b, err := os.ReadFile(filepath.Join(outside, "x", "f"))
+			require.NoError(t, err)
+			assert.Equal(t, "keep", string(b))
+			_, err = os.Stat(filepath.Join(outside, ".airlock-manifest-x.json"))
+			assert.NoError(t, err)
+		})
+	}
+}

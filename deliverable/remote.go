@@ -57,9 +57,13 @@ import (
 //
 // The command needs POSIX sh, cat, and stat or ls in the sandbox. Its
 // context is the one given to Open; once it ends, the read fails. The first
-// report is a control step: it must arrive within stage.MaxControlTimeout
-// (and within a few seconds of the first content byte), or Open fails with
-// ErrProtocol. FileStat.Mode carries no permission bits.
+// report is a control step: it must arrive within the control deadline
+// (stage.ControlDeadline of r: stage.MaxControlTimeout, or the Runner's own
+// shorter one), or Open fails with stage.ErrTransport; and within a few
+// seconds of the first content byte, or Open fails with ErrProtocol.
+// FileStat.Mode carries no permission bits. A Runner failure other than an
+// exit status (a lost connection) wraps stage.ErrTransport, never
+// ErrProtocol or ErrFileChanged.
 //
 // Non-guarantees: the sandbox owns its file system, so the link checks are
 // the sandbox's own and a hostile sandbox can serve any bytes it likes under
@@ -240,12 +244,14 @@ func (w remoteWorkspace) Open(ctx context.Context, name string) (File, error) {
 		close(f.done)
 	}()
 
-	// The first report is a control step: it must come within
-	// stage.MaxControlTimeout, and within headerGrace of the first content
+	// The first report is a control step: it must come within the control
+	// deadline, and within headerGrace of the first content
 	// byte (stdout and stderr travel separately, so content may overtake it
 	// by a little, never by much).
 	start := time.Now()
-	deadline := time.NewTimer(stage.MaxControlTimeout)
+	limit := stage.ControlDeadline(w.r)
+	f.limit = limit
+	deadline := time.NewTimer(limit)
 	defer deadline.Stop()
 	seen := out.seen
 	for waiting := true; waiting; {
@@ -254,10 +260,14 @@ func (w remoteWorkspace) Open(ctx context.Context, name string) (File, error) {
 			waiting = false
 		case <-seen:
 			seen = nil
-			deadline.Reset(min(headerGrace, stage.MaxControlTimeout-time.Since(start)))
+			deadline.Reset(min(headerGrace, limit-time.Since(start)))
 		case <-deadline.C:
 			_ = f.Close() // always nil
-			return nil, fmt.Errorf("%w: open %q: no report from the sandbox in time", ErrProtocol, name)
+			if seen == nil {
+				// Content came, its report did not: the sandbox broke the protocol.
+				return nil, fmt.Errorf("%w: open %q: content but no report from the sandbox within %s", ErrProtocol, name, headerGrace)
+			}
+			return nil, fmt.Errorf("%w: open %q: no report from the sandbox within the %s control deadline; the command may still be running; check the sandbox connection and retry", stage.ErrTransport, name, limit)
 		case <-ctx.Done():
 			_ = f.Close() // always nil
 			return nil, ctx.Err()
@@ -273,7 +283,7 @@ func (w remoteWorkspace) Open(ctx context.Context, name string) (File, error) {
 		<-f.done      // the header was signaled by the end of the command
 		_ = f.Close() // always nil
 		if f.runErr != nil {
-			return nil, fmt.Errorf("open %q in the remote workspace: %w", name, f.runErr)
+			return nil, fmt.Errorf("open %q in the remote workspace: %w", name, runFailure(f.runErr))
 		}
 		return nil, fmt.Errorf("%w: open %q: the command reported nothing", ErrProtocol, name)
 	}
@@ -459,7 +469,10 @@ type remoteFile struct {
 	check    bool // the content came from fr: ask for the check once it has been read
 	ctl      *control
 	done     chan struct{}
-	runErr   error // set before done is closed
+	runErr   error         // set before done is closed
+	limit    time.Duration // the control deadline
+	tail     *time.Timer   // the control deadline of the read's end, armed once all bytes are in
+	tailOver chan struct{} // closed when tail fires
 
 	st     FileStat
 	sig    string
@@ -480,6 +493,9 @@ func (f *remoteFile) Stat() FileStat { return f.st }
 // abandoned. It always returns nil.
 func (f *remoteFile) Close() error {
 	f.once.Do(func() {
+		if f.tail != nil {
+			f.tail.Stop()
+		}
 		f.decide("")
 		f.cancel()
 		_ = f.pr.CloseWithError(errClosed) // always nil
@@ -542,12 +558,33 @@ func (f *remoteFile) begin() error {
 	return nil
 }
 
+// runFailure marks a Runner failure that is not an exit status (nor the
+// caller's cancellation) as a transport failure: the command could not be
+// followed to its end.
+func runFailure(err error) error {
+	var ee *stage.ExitError
+	switch {
+	case err == nil, errors.Is(err, stage.ErrTransport), errors.As(err, &ee),
+		errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return err
+	}
+	return fmt.Errorf("%w: %w", stage.ErrTransport, err)
+}
+
 func (f *remoteFile) fail(err error) (int, error) {
 	f.err = err
 	f.decide("")
 	f.cancel()
 	_ = f.pr.CloseWithError(errClosed) // always nil
 	return 0, err
+}
+
+var errTailDeadline = errors.New("the control deadline of the read's end expired")
+
+// tailTimeout is the failure of a command that did not end within the
+// control deadline once the host had read the whole file.
+func (f *remoteFile) tailTimeout() error {
+	return fmt.Errorf("%w: read %q from the remote workspace: the sandbox command did not end within the %s control deadline after the file's last byte (the Runner never returned); nothing was stored; check the sandbox connection and register again", stage.ErrTransport, f.name, f.limit)
 }
 
 func (f *remoteFile) changed(format string, args ...any) error {
@@ -579,7 +616,7 @@ func (f *remoteFile) Read(p []byte) (int, error) {
 		if errors.Is(err, io.EOF) && f.remain > 0 {
 			<-f.done
 			if f.runErr != nil {
-				_, err := f.fail(fmt.Errorf("read %q from the remote workspace: %w", f.name, f.runErr))
+				_, err := f.fail(fmt.Errorf("read %q from the remote workspace: %w", f.name, runFailure(f.runErr)))
 				return n, err
 			}
 			_, err := f.fail(f.changed("the stream ended %d bytes short of the announced %d: the file shrank while it was read", f.remain, f.st.Size))
@@ -597,10 +634,24 @@ func (f *remoteFile) Read(p []byte) (int, error) {
 		f.check = false
 		f.decide("check")
 	}
+	// The host has all it asked for (and has sent its last decision): the
+	// wait for the end of the stream, the trailer and the command's exit
+	// is a control step, bounded even when the Runner never returns.
+	if f.tailOver == nil {
+		f.tailOver = make(chan struct{})
+		over := f.tailOver
+		f.tail = time.AfterFunc(f.limit, func() {
+			close(over)
+			_ = f.pr.CloseWithError(errTailDeadline) // always nil
+		})
+	}
 	var one [1]byte
 	n, err := f.src.Read(one[:])
 	if n > 0 {
 		return f.fail(f.changed("the sandbox sent more than the announced %d bytes; the read was cut off", f.st.Size))
+	}
+	if errors.Is(err, errTailDeadline) {
+		return f.fail(f.tailTimeout())
 	}
 	if err != nil && !errors.Is(err, io.EOF) {
 		return f.fail(fmt.Errorf("read %q from the remote workspace: %w", f.name, err))
@@ -608,9 +659,14 @@ func (f *remoteFile) Read(p []byte) (int, error) {
 	if err == nil {
 		return 0, nil // an empty read; try again
 	}
-	<-f.done
+	select {
+	case <-f.done:
+		f.tail.Stop()
+	case <-f.tailOver:
+		return f.fail(f.tailTimeout())
+	}
 	if f.runErr != nil {
-		return f.fail(fmt.Errorf("read %q from the remote workspace: %w", f.name, f.runErr))
+		return f.fail(fmt.Errorf("read %q from the remote workspace: %w", f.name, runFailure(f.runErr)))
 	}
 	lines, extra := f.ctl.lines()
 	if extra || len(lines) != 2 {

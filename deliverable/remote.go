@@ -226,7 +226,7 @@ func (w remoteWorkspace) Open(ctx context.Context, name string) (File, error) {
 	parts := strings.Split(name, "/")
 	cctx, cancel := context.WithCancel(ctx)
 	pr, pw := io.Pipe()
-	f := &remoteFile{name: name, ctx: cctx, cancel: cancel, pr: pr, ctl: newControl(), done: make(chan struct{})}
+	f := &remoteFile{name: name, ctx: cctx, cancel: cancel, pr: pr, ctl: newControl()}
 	cmd := stage.Command{Script: w.script(parts, w.fr != nil), Stderr: f.ctl}
 	if w.fr != nil {
 		var stdin io.Reader
@@ -236,21 +236,28 @@ func (w remoteWorkspace) Open(ctx context.Context, name string) (File, error) {
 	}
 	out := &firstWrite{w: pw, seen: make(chan struct{})}
 	cmd.Stdout = out
-	go func() {
-		err := w.r.Run(cctx, cmd)
-		f.runErr = err
-		f.ctl.end()
-		_ = pw.Close() // closing a pipe writer never fails
-		close(f.done)
-	}()
+	limit := stage.ControlDeadline(w.r)
+	f.limit = limit
+	// Once the host has read every announced byte (and sent its last
+	// decision), the wait for the trailer and the command's exit is a
+	// control step (f.watch.Arm in Read).
+	f.watch = stage.Watch(cctx, w.r, cmd, stage.WatchOptions{
+		Op:       fmt.Sprintf("reading %q from the remote workspace", name),
+		Deadline: limit,
+		After: func(err error) {
+			f.runErr = err
+			f.ctl.end()
+			_ = pw.Close() // closing a pipe writer never fails
+		},
+		OnExpire: func(err error) { _ = pr.CloseWithError(err) }, // always nil
+	})
+	f.done = f.watch.Done()
 
 	// The first report is a control step: it must come within the control
 	// deadline, and within headerGrace of the first content
 	// byte (stdout and stderr travel separately, so content may overtake it
 	// by a little, never by much).
 	start := time.Now()
-	limit := stage.ControlDeadline(w.r)
-	f.limit = limit
 	deadline := time.NewTimer(limit)
 	defer deadline.Stop()
 	seen := out.seen
@@ -468,11 +475,10 @@ type remoteFile struct {
 	started  bool
 	check    bool // the content came from fr: ask for the check once it has been read
 	ctl      *control
-	done     chan struct{}
-	runErr   error         // set before done is closed
-	limit    time.Duration // the control deadline
-	tail     *time.Timer   // the control deadline of the read's end, armed once all bytes are in
-	tailOver chan struct{} // closed when tail fires
+	watch    *stage.Watched
+	done     <-chan struct{} // watch.Done()
+	runErr   error           // set before done is closed
+	limit    time.Duration   // the control deadline
 
 	st     FileStat
 	sig    string
@@ -493,9 +499,6 @@ func (f *remoteFile) Stat() FileStat { return f.st }
 // abandoned. It always returns nil.
 func (f *remoteFile) Close() error {
 	f.once.Do(func() {
-		if f.tail != nil {
-			f.tail.Stop()
-		}
 		f.decide("")
 		f.cancel()
 		_ = f.pr.CloseWithError(errClosed) // always nil
@@ -579,14 +582,6 @@ func (f *remoteFile) fail(err error) (int, error) {
 	return 0, err
 }
 
-var errTailDeadline = errors.New("the control deadline of the read's end expired")
-
-// tailTimeout is the failure of a command that did not end within the
-// control deadline once the host had read the whole file.
-func (f *remoteFile) tailTimeout() error {
-	return fmt.Errorf("%w: read %q from the remote workspace: the sandbox command did not end within the %s control deadline after the file's last byte (the Runner never returned); nothing was stored; check the sandbox connection and register again", stage.ErrTransport, f.name, f.limit)
-}
-
 func (f *remoteFile) changed(format string, args ...any) error {
 	return &fs.PathError{Op: "read", Path: f.name, Err: fmt.Errorf("%w: "+format, append([]any{ErrFileChanged}, args...)...)}
 }
@@ -637,21 +632,11 @@ func (f *remoteFile) Read(p []byte) (int, error) {
 	// The host has all it asked for (and has sent its last decision): the
 	// wait for the end of the stream, the trailer and the command's exit
 	// is a control step, bounded even when the Runner never returns.
-	if f.tailOver == nil {
-		f.tailOver = make(chan struct{})
-		over := f.tailOver
-		f.tail = time.AfterFunc(f.limit, func() {
-			close(over)
-			_ = f.pr.CloseWithError(errTailDeadline) // always nil
-		})
-	}
+	f.watch.Arm()
 	var one [1]byte
 	n, err := f.src.Read(one[:])
 	if n > 0 {
 		return f.fail(f.changed("the sandbox sent more than the announced %d bytes; the read was cut off", f.st.Size))
-	}
-	if errors.Is(err, errTailDeadline) {
-		return f.fail(f.tailTimeout())
 	}
 	if err != nil && !errors.Is(err, io.EOF) {
 		return f.fail(fmt.Errorf("read %q from the remote workspace: %w", f.name, err))
@@ -661,9 +646,8 @@ func (f *remoteFile) Read(p []byte) (int, error) {
 	}
 	select {
 	case <-f.done:
-		f.tail.Stop()
-	case <-f.tailOver:
-		return f.fail(f.tailTimeout())
+	case <-f.watch.Expired():
+		return f.fail(fmt.Errorf("read %q from the remote workspace: %w", f.name, f.watch.TimeoutErr()))
 	}
 	if f.runErr != nil {
 		return f.fail(fmt.Errorf("read %q from the remote workspace: %w", f.name, runFailure(f.runErr)))

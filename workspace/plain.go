@@ -59,7 +59,7 @@ done
 umask 0
 exec tar -x -o -f -
 `, q(r.spec.Remote), q(stage.RuntimeDir))
-	rerr := runGuest(ctx, r.spec.Runner, "sending the tree to "+r.spec.Remote, stage.Command{Script: script, Stdin: rp})
+	rerr := runGuest(ctx, r.spec.Runner, "sending the tree to "+r.spec.Remote, stage.Command{Script: script, Stdin: rp}, nil)
 	w := <-wdone
 	if w.err != nil {
 		return fmt.Errorf("workspace: reading %s: %w", r.spec.Local, w.err)

@@ -292,6 +292,11 @@ exit 0
 `, q(r.spec.Remote), q(id), q(r.rec.Branch), q(r.rec.Head), q(snap), q(r.rec.Index), hb, clean)
 	r.o.report(stage.Progress{Asset: "prepare"})
 	err := runGuest(ctx, r.spec.Runner, "preparing the sandbox work tree "+r.spec.Remote, stage.Command{Script: script, Env: r.guestEnv(), Stdin: stdin}, nil)
+	if needBundle && err != nil {
+		// Nobody reads the bundle any more: stop its writer.
+		cancel()
+		stdin.(*os.File).Close()
+	}
 	if needBundle {
 		if berr := <-bundleErr; berr != nil && err == nil {
 			err = fmt.Errorf("workspace: writing the bundle for %s: %w", r.spec.Remote, berr)

@@ -60,7 +60,16 @@ umask 0
 exec tar -x -o -f -
 `, q(r.spec.Remote), q(stage.RuntimeDir))
 	rerr := runGuest(ctx, r.spec.Runner, "sending the tree to "+r.spec.Remote, stage.Command{Script: script, Stdin: rp}, nil)
+	if rerr != nil {
+		// Nobody reads the stream any more (a cut connection stops the
+		// Runner's copy): stop the writer rather than wait for it forever.
+		cancel()
+		rp.Close()
+	}
 	w := <-wdone
+	if rerr != nil {
+		return rerr
+	}
 	if w.err != nil {
 		return fmt.Errorf("workspace: reading %s: %w", r.spec.Local, w.err)
 	}

@@ -224,7 +224,7 @@ func TestBridgeCutIsTransport(t *testing.T) {
 				_, err := stage.Stage(t.Context(), stage.NewBridge(local), root, []stage.Asset{{Name: "a", Source: src}})
 				require.NoError(t, err)
 				build(t, src, "f=2")
-				_, err = stage.Stage(t.Context(), stage.NewBridge(cutAfter{next: local, match: m, n: n}), root, []stage.Asset{{Name: "a", Source: src}}, stage.WithVerify())
+				_, err = stage.Stage(t.Context(), stage.NewBridge(cutAfter{next: local, match: m, n: n}, stage.WithControlTimeout(2*time.Second)), root, []stage.Asset{{Name: "a", Source: src}}, stage.WithVerify())
 				require.ErrorIs(t, err, stage.ErrTransport)
 				if name != "publish" && name != "fetch" {
 					assert.Equal(t, "1", readFile(t, filepath.Join(root, "a", "f")))

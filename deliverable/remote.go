@@ -49,7 +49,9 @@ import (
 // The host trusts none of it: it parses the reports strictly (ErrProtocol,
 // inside a *HostError, for anything malformed), refuses a link count other
 // than one and a size other than the declared one before reading any
-// content, reads at most the announced size and cuts the command off
+// content (on the FileReader path, a size other than the declared one is
+// first checked by the second walk and stat, without any content: a file
+// that changed is ErrFileChanged, not the request's size mismatch), reads at most the announced size and cuts the command off
 // (cancelling its context and closing its output) when the sandbox sends
 // more (ErrFileChanged), reports a short stream or a different second stat
 // as ErrFileChanged, and computes the SHA-256 itself from the bytes it
@@ -558,6 +560,54 @@ func (f *remoteFile) begin() error {
 		return fmt.Errorf("read %q from the remote workspace: %w", f.name, f.ctx.Err())
 	}
 	f.decide("cat") // the command's own stream is as safe; only slower
+	return nil
+}
+
+// recheck tells a file whose announced size differs from the request's
+// from one that changed while it was opened: when the command waits for
+// the host's decision (a stage.FileReader Runner), it is asked to walk the
+// path again and stat the file without sending any content, and a second
+// stat that differs from the first (or a path that moved) is
+// ErrFileChanged, as during a read. nil means the file held still (or,
+// without a decision pipe, that nothing more can be learnt without reading
+// it). Any other failure is the host's (a transport failure, a broken
+// protocol).
+func (f *remoteFile) recheck() error {
+	if f.decision == nil || f.started {
+		return nil
+	}
+	f.started = true // no read follows
+	f.decide("check")
+	f.watch.Arm() // the host has sent all it will: a control step
+	select {
+	case <-f.done:
+	case <-f.watch.Expired():
+		return fmt.Errorf("open %q in the remote workspace: %w", f.name, f.watch.TimeoutErr())
+	}
+	if f.runErr != nil {
+		return fmt.Errorf("open %q in the remote workspace: %w", f.name, runFailure(f.runErr))
+	}
+	lines, extra := f.ctl.lines()
+	if extra || len(lines) != 2 {
+		return fmt.Errorf("%w: open %q: the reports are not exactly a header and a trailer line", ErrProtocol, f.name)
+	}
+	after, ok := strings.CutPrefix(lines[1], remoteTrailer+" ")
+	switch {
+	case !ok:
+		return fmt.Errorf("%w: open %q: unexpected trailer %q", ErrProtocol, f.name, clip(lines[1]))
+	case after == "gone":
+		return f.changed("the file was removed while it was opened")
+	case after == "link":
+		return f.changed("the file was replaced by a symbolic link while it was opened")
+	case after == "moved":
+		return f.changed("a directory on its path was moved, replaced or changed while it was opened")
+	}
+	if _, _, ok := parseStat(after); !ok {
+		return fmt.Errorf("%w: open %q: unexpected trailer %q", ErrProtocol, f.name, clip(lines[1]))
+	}
+	if after != f.sig {
+		return f.changed("its links, size, identity or times changed while it was opened (%q, then %q)", f.sig, after)
+	}
 	return nil
 }
 

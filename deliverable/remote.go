@@ -101,6 +101,10 @@ const (
 	headerGrace   = 5 * time.Second // the longest content may overtake the first report
 )
 
+// recheckPause is how long after the first stat a file whose size differs
+// from the request's is stat'ed again (see recheck).
+const recheckPause = 100 * time.Millisecond
+
 // maxFileReaderBytes is the largest file read through a stage.FileReader,
 // which returns the whole file at once; larger files are streamed by the
 // command. A variable so that tests can lower it.
@@ -251,7 +255,7 @@ func (w remoteWorkspace) Open(ctx context.Context, name string) (File, error) {
 			f.ctl.end()
 			_ = pw.Close() // closing a pipe writer never fails
 		},
-		OnExpire: func(err error) { _ = pr.CloseWithError(err) }, // always nil
+		OnExpire: func(err error) { _ = pw.CloseWithError(err) }, // reads fail with err; always nil
 	})
 	f.done = f.watch.Done()
 
@@ -577,6 +581,17 @@ func (f *remoteFile) recheck() error {
 		return nil
 	}
 	f.started = true // no read follows
+	// The second stat comes a little later than the round trip alone
+	// would make it, so that a sandbox swapping the file in a loop is
+	// caught changing it (the first stat saw one state of the loop); it
+	// costs only a request that already failed.
+	t := time.NewTimer(recheckPause)
+	select {
+	case <-t.C:
+	case <-f.ctx.Done():
+		t.Stop()
+		return fmt.Errorf("open %q in the remote workspace: %w", f.name, f.ctx.Err())
+	}
 	f.decide("check")
 	f.watch.Arm() // the host has sent all it will: a control step
 	select {

@@ -289,7 +289,7 @@ func (r *Round) plainFile(l *local, p string, e tarEntry, body io.Reader, b, loc
 	if e.Size <= spoolMax {
 		data, err := io.ReadAll(io.TeeReader(io.LimitReader(body, e.Size), hs))
 		if err != nil {
-			return fmt.Errorf("%w: reading %s from the sandbox: %v", ErrHostile, p, err)
+			return cutStream("reading "+p+" from the sandbox", err)
 		}
 		content = bytes.NewReader(data)
 	} else {

@@ -94,7 +94,8 @@ func WithControlTimeout(d time.Duration) BridgeOption {
 // FileReader). No file content is ever base64-encoded or sent one command
 // per file.
 //
-// Every control command runs under the control deadline, enforced on the
+// Every control command runs under the control deadline (ControlDeadline
+// of the Runner, or shorter with WithControlTimeout), enforced on the
 // host even when the Runner ignores its context: by then the operation
 // fails with ErrTransport (the Runner's goroutine is abandoned; the command
 // may still be running). A write whose outcome is unknown is never replayed
@@ -104,7 +105,12 @@ func WithControlTimeout(d time.Duration) BridgeOption {
 // gets a short grace (at most 500 ms) to return; if it does not, the
 // operation fails with the context's error and ErrTransport, and a
 // transfer's temporary directory, named in the error, is left behind
-// untouched, since the command may still be writing into it.
+// untouched, since the command may still be writing into it. Once a data
+// command has all it was fed (the transfer has read the stream's last
+// byte, the carry reported its end, the read-back sent the archive's
+// end), the wait for its end is a control step (Watch): a Runner that
+// never returns after its command ended fails the operation with
+// ErrTransport within the control deadline, and nothing is published.
 //
 // Non-guarantees: the sandbox owns its file system. A sandbox process that
 // races the publish (replacing the root or the temporary directory while it

@@ -44,11 +44,16 @@
 //     (absolute, existing directories, not links), exclude patterns, and the
 //     root (absolute, clean).
 //   - [Bridge] control operations run under a deadline of at most
-//     [MaxControlTimeout], enforced on the host even when the Runner ignores
+//     [MaxControlTimeout] (shorter when the Runner is a [ControlTimeouter]:
+//     [ControlDeadline]), enforced on the host even when the Runner ignores
 //     its context, and fail with [ErrTransport]; an uncertain write is never
-//     replayed. The data transfer is bounded only by the caller's context.
+//     replayed. The data transfer is bounded only by the caller's context;
+//     once the command has the stream's last byte, the wait for its end is
+//     a control step again ([Watch]), so a Runner that never returns cannot
+//     hold a Stage.
 //   - [Runner] commands receive secrets through Command.Env, never argv.
-//   - A Runner may offer optional capabilities ([FileReader]) that the
+//   - A Runner may offer optional capabilities ([FileReader],
+//     [ControlTimeouter]) that the
 //     engine uses when present; the shell protocol itself (internal/shellproto)
 //     is shared by Bridge, remote.Host and workspace.
 //

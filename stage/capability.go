@@ -102,7 +102,9 @@ func (b *Bridge) probeFiles(ctx context.Context, fr FileReader, root string, nam
 // deadline of its own, shorter than MaxControlTimeout (remote.Host reports
 // its Config.ControlTimeout). Every package that runs control steps through
 // a Runner (stage.Bridge, workspace, deliverable) bounds them by
-// ControlDeadline.
+// ControlDeadline. A Runner that wraps another (to set a default Dir, to
+// log) should implement it too and return ControlDeadline of the one it
+// wraps, or the setting is lost.
 type ControlTimeouter interface {
 	// ControlTimeout returns the deadline of one control step; zero or
 	// less means MaxControlTimeout.

@@ -18,7 +18,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/airlockdev/airlock/stage"
-	"github.com/airlockdev/airlock/stage/remote"
 	"github.com/airlockdev/airlock/stage/remote/remotetest"
 	"github.com/airlockdev/airlock/workspace"
 )
@@ -299,13 +298,10 @@ func TestProbeHonoursRunnersControlTimeout(t *testing.T) {
 		srv := remotetest.NewServer(t, remotetest.WithDir(filepath.Dir(e.remote)), remotetest.WithHang("gitversion"))
 		cfg := srv.Config()
 		cfg.ControlTimeout = time.Second
-		h, err := remote.Dial(ctx(t), srv.Addr(), cfg)
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = h.Close() })
-		e.spec.Runner = h
+		e.spec.Runner = dialHost(t, srv.Addr(), cfg, filepath.Dir(e.remote)) // through a wrapper that passes the deadline on
 		initRepo(t, e.local, map[string]string{"a": "1\n"})
 		start := time.Now()
-		err = within(t, 25*time.Second, func() error { _, err := workspace.Prepare(ctx(t), e.spec); return err })
+		err := within(t, 25*time.Second, func() error { _, err := workspace.Prepare(ctx(t), e.spec); return err })
 		require.ErrorIs(t, err, stage.ErrTransport)
 		assert.Less(t, time.Since(start), 15*time.Second)
 	})

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/airlockdev/airlock/internal/gitexec"
 	"github.com/airlockdev/airlock/internal/shellproto"
@@ -161,6 +162,10 @@ func (p probe) checkTools(git bool) error {
 	return nil
 }
 
+// guestStopGrace is how long a cancelled guest command's Runner gets to
+// return before it is abandoned.
+const guestStopGrace = 500 * time.Millisecond
+
 // runGuest runs a data command (bounded by ctx only) and maps its failure:
 // an exit status becomes an error carrying the script's stderr; anything
 // else wraps stage.ErrTransport. The script reports its end (stage.Watch,
@@ -172,7 +177,26 @@ func runGuest(ctx context.Context, run stage.Runner, op string, cmd stage.Comman
 	stderr := &shellproto.LimitedBuffer{Max: 4 << 10, Truncate: true}
 	cmd.Stderr = stderr
 	x := stage.Watch(ctx, run, cmd, stage.WatchOptions{Op: op, ArmAtEnd: true, OnExpire: expire})
-	err := x.Wait()
+	var err error
+	select {
+	case <-x.Done():
+		err = x.Err()
+	case <-x.Expired():
+		err = x.TimeoutErr()
+	case <-ctx.Done():
+		// A Runner that ignores its context gets a short grace, then is
+		// abandoned.
+		t := time.NewTimer(guestStopGrace)
+		defer t.Stop()
+		select {
+		case <-x.Done():
+			err = x.Err()
+		case <-x.Expired():
+			err = x.TimeoutErr()
+		case <-t.C:
+			return fmt.Errorf("workspace: %s: %w (%w: the sandbox command did not end within %s of being stopped and was abandoned)", op, ctx.Err(), stage.ErrTransport, guestStopGrace)
+		}
+	}
 	if err == nil {
 		return nil
 	}

@@ -41,7 +41,10 @@ type Registrar struct {
 // Otherwise the file is opened with ws.Open, which follows no link in any
 // component (ErrSymlinkDenied), and must be a regular file (ErrPathDenied)
 // with one hard link (ErrHardlinkDenied) and exactly ByteSize bytes
-// (ErrSizeMismatch). It is read once, never more than its announced size,
+// (ErrSizeMismatch; when the workspace can tell, and a remote one whose
+// Runner is a stage.FileReader can, without reading any content, a file
+// that changed while it was opened is ErrFileChanged instead: a race is
+// the sandbox's doing, not the request's). It is read once, never more than its announced size,
 // while the SHA-256 of the bytes received is computed here, on the host
 // (ErrHashMismatch); the workspace must confirm that it did not change from
 // open to the end of the read (ErrFileChanged). Nothing is stored unless
@@ -118,6 +121,16 @@ func (r *Registrar) Register(ctx context.Context, ws Workspace, taskID, runID st
 			fmt.Sprintf("pass filename %q, or save the file under the name %q and register that", base, n.Filename))
 	}
 	if st.Size != n.ByteSize {
+		// A file swapped while it was opened is the sandbox's doing, not
+		// the request's: the size mismatch is only for a file that held
+		// still.
+		if rc, ok := f.(rechecker); ok {
+			if err := rc.recheck(); errors.Is(err, ErrFileChanged) {
+				return Receipt{}, rj.rejectPath("contentRef", ref, ErrFileChanged, q+" changed while it was opened", "register it once it is complete", err)
+			} else if err != nil {
+				return host("read workspace", err)
+			}
+		}
 		return Receipt{}, rj.rejectPath("byteSize", ref, ErrSizeMismatch,
 			fmt.Sprintf("byteSize is %d but the file has %d bytes", n.ByteSize, st.Size), "recompute byteSize and sha256 from the final file", nil)
 	}
@@ -187,6 +200,16 @@ func (rj rejecter) openRejection(ref string, err error) error {
 			"register a regular file, not a directory, device, FIFO or socket", err)
 	}
 	return hostErr("read workspace", err)
+}
+
+// rechecker is a File that can tell, without reading its content, whether
+// the file changed since it was opened: recheck returns an error wrapping
+// ErrFileChanged when it did, nil when it held still or cannot tell, and
+// any other error when the workspace failed. Register asks before it
+// blames the request's size.
+type rechecker interface {
+	File
+	recheck() error
 }
 
 // hashingFile is a File that computes the SHA-256 of what it yields: sha256

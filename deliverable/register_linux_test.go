@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 
@@ -16,6 +17,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/airlockdev/airlock/deliverable"
+	"github.com/airlockdev/airlock/stage/remote"
+	"github.com/airlockdev/airlock/stage/remote/remotetest"
 )
 
 // TestRegisterSymlinkSwapRace atomically exchanges a path component (or the
@@ -92,5 +95,65 @@ func TestRegisterSymlinkSwapRace(t *testing.T) {
 			assert.Positive(t, seen["real"], "the real state was never hit")
 			assert.Empty(t, filesUnder(t, f.fs, f.dir, "blobs"))
 		})
+	}
+}
+
+// TestRemoteRegisterLeafSwapIsFileChanged exchanges the leaf with a file of
+// another size in a loop (renameat2 RENAME_EXCHANGE: the name always
+// exists) while registering the leaf's original content through a remote
+// workspace (remotetest, read through remote.Host: shell and SFTP). A
+// size the first stat saw mid-race is the sandbox's doing: every failure
+// is ErrFileChanged, never the agent's size mismatch, and every success
+// stored the requested bytes.
+func TestRemoteRegisterLeafSwapIsFileChanged(t *testing.T) {
+	want := []byte(strings.Repeat("a", 100))
+	other := []byte(strings.Repeat("b", 200))
+	srv := remotetest.NewServer(t)
+	h, err := remote.Dial(t.Context(), srv.Addr(), srv.Config())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = h.Close() })
+	ws := filepath.Join(srv.Dir(), "ws")
+	leaf := writeFile(t, ws, "f.csv", want)
+	alt := writeFile(t, ws, "alt.csv", other)
+
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var swapErr error
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if err := unix.Renameat2(unix.AT_FDCWD, leaf, unix.AT_FDCWD, alt, unix.RENAME_EXCHANGE); err != nil {
+				swapErr = err
+				return
+			}
+		}
+	}()
+	t.Cleanup(func() { close(stop); wg.Wait(); assert.NoError(t, swapErr) })
+
+	f := newFixture(t)
+	rws := deliverable.RemoteWorkspace(h, ws)
+	seen := map[string]int{}
+	for i := 0; i < 80; i++ {
+		_, err := f.reg.Register(t.Context(), rws, "t", "r", requestFor("f.csv", fmt.Sprint("k", i), want))
+		switch {
+		case err == nil:
+			seen["stored"]++
+		case errors.Is(err, deliverable.ErrFileChanged):
+			seen["changed"]++
+		default:
+			require.NoError(t, err, "attempt %d: a swap must surface as ErrFileChanged", i)
+		}
+	}
+	t.Logf("outcomes: %v", seen)
+	for name, content := range storeFiles(t, f.fs, f.dir) {
+		if strings.HasPrefix(name, "blobs/") {
+			assert.Equal(t, string(want), content, "%s holds other bytes", name)
+		}
 	}
 }

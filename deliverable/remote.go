@@ -49,7 +49,9 @@ import (
 // The host trusts none of it: it parses the reports strictly (ErrProtocol,
 // inside a *HostError, for anything malformed), refuses a link count other
 // than one and a size other than the declared one before reading any
-// content, reads at most the announced size and cuts the command off
+// content (on the FileReader path, a size other than the declared one is
+// first checked by the second walk and stat, without any content: a file
+// that changed is ErrFileChanged, not the request's size mismatch), reads at most the announced size and cuts the command off
 // (cancelling its context and closing its output) when the sandbox sends
 // more (ErrFileChanged), reports a short stream or a different second stat
 // as ErrFileChanged, and computes the SHA-256 itself from the bytes it
@@ -57,9 +59,13 @@ import (
 //
 // The command needs POSIX sh, cat, and stat or ls in the sandbox. Its
 // context is the one given to Open; once it ends, the read fails. The first
-// report is a control step: it must arrive within stage.MaxControlTimeout
-// (and within a few seconds of the first content byte), or Open fails with
-// ErrProtocol. FileStat.Mode carries no permission bits.
+// report is a control step: it must arrive within the control deadline
+// (stage.ControlDeadline of r: stage.MaxControlTimeout, or the Runner's own
+// shorter one), or Open fails with stage.ErrTransport; and within a few
+// seconds of the first content byte, or Open fails with ErrProtocol.
+// FileStat.Mode carries no permission bits. A Runner failure other than an
+// exit status (a lost connection) wraps stage.ErrTransport, never
+// ErrProtocol or ErrFileChanged.
 //
 // Non-guarantees: the sandbox owns its file system, so the link checks are
 // the sandbox's own and a hostile sandbox can serve any bytes it likes under
@@ -94,6 +100,10 @@ const (
 	closeGrace    = 500 * time.Millisecond
 	headerGrace   = 5 * time.Second // the longest content may overtake the first report
 )
+
+// recheckPause is how long after the first stat a file whose size differs
+// from the request's is stat'ed again (see recheck).
+const recheckPause = 100 * time.Millisecond
 
 // maxFileReaderBytes is the largest file read through a stage.FileReader,
 // which returns the whole file at once; larger files are streamed by the
@@ -222,7 +232,7 @@ func (w remoteWorkspace) Open(ctx context.Context, name string) (File, error) {
 	parts := strings.Split(name, "/")
 	cctx, cancel := context.WithCancel(ctx)
 	pr, pw := io.Pipe()
-	f := &remoteFile{name: name, ctx: cctx, cancel: cancel, pr: pr, ctl: newControl(), done: make(chan struct{})}
+	f := &remoteFile{name: name, ctx: cctx, cancel: cancel, pr: pr, ctl: newControl()}
 	cmd := stage.Command{Script: w.script(parts, w.fr != nil), Stderr: f.ctl}
 	if w.fr != nil {
 		var stdin io.Reader
@@ -232,20 +242,29 @@ func (w remoteWorkspace) Open(ctx context.Context, name string) (File, error) {
 	}
 	out := &firstWrite{w: pw, seen: make(chan struct{})}
 	cmd.Stdout = out
-	go func() {
-		err := w.r.Run(cctx, cmd)
-		f.runErr = err
-		f.ctl.end()
-		_ = pw.Close() // closing a pipe writer never fails
-		close(f.done)
-	}()
+	limit := stage.ControlDeadline(w.r)
+	f.limit = limit
+	// Once the host has read every announced byte (and sent its last
+	// decision), the wait for the trailer and the command's exit is a
+	// control step (f.watch.Arm in Read).
+	f.watch = stage.Watch(cctx, w.r, cmd, stage.WatchOptions{
+		Op:       fmt.Sprintf("reading %q from the remote workspace", name),
+		Deadline: limit,
+		After: func(err error) {
+			f.runErr = err
+			f.ctl.end()
+			_ = pw.Close() // closing a pipe writer never fails
+		},
+		OnExpire: func(err error) { _ = pw.CloseWithError(err) }, // reads fail with err; always nil
+	})
+	f.done = f.watch.Done()
 
-	// The first report is a control step: it must come within
-	// stage.MaxControlTimeout, and within headerGrace of the first content
+	// The first report is a control step: it must come within the control
+	// deadline, and within headerGrace of the first content
 	// byte (stdout and stderr travel separately, so content may overtake it
 	// by a little, never by much).
 	start := time.Now()
-	deadline := time.NewTimer(stage.MaxControlTimeout)
+	deadline := time.NewTimer(limit)
 	defer deadline.Stop()
 	seen := out.seen
 	for waiting := true; waiting; {
@@ -254,10 +273,14 @@ func (w remoteWorkspace) Open(ctx context.Context, name string) (File, error) {
 			waiting = false
 		case <-seen:
 			seen = nil
-			deadline.Reset(min(headerGrace, stage.MaxControlTimeout-time.Since(start)))
+			deadline.Reset(min(headerGrace, limit-time.Since(start)))
 		case <-deadline.C:
 			_ = f.Close() // always nil
-			return nil, fmt.Errorf("%w: open %q: no report from the sandbox in time", ErrProtocol, name)
+			if seen == nil {
+				// Content came, its report did not: the sandbox broke the protocol.
+				return nil, fmt.Errorf("%w: open %q: content but no report from the sandbox within %s", ErrProtocol, name, headerGrace)
+			}
+			return nil, fmt.Errorf("%w: open %q: no report from the sandbox within the %s control deadline; the command may still be running; check the sandbox connection and retry", stage.ErrTransport, name, limit)
 		case <-ctx.Done():
 			_ = f.Close() // always nil
 			return nil, ctx.Err()
@@ -273,7 +296,7 @@ func (w remoteWorkspace) Open(ctx context.Context, name string) (File, error) {
 		<-f.done      // the header was signaled by the end of the command
 		_ = f.Close() // always nil
 		if f.runErr != nil {
-			return nil, fmt.Errorf("open %q in the remote workspace: %w", name, f.runErr)
+			return nil, fmt.Errorf("open %q in the remote workspace: %w", name, runFailure(f.runErr))
 		}
 		return nil, fmt.Errorf("%w: open %q: the command reported nothing", ErrProtocol, name)
 	}
@@ -458,8 +481,10 @@ type remoteFile struct {
 	started  bool
 	check    bool // the content came from fr: ask for the check once it has been read
 	ctl      *control
-	done     chan struct{}
-	runErr   error // set before done is closed
+	watch    *stage.Watched
+	done     <-chan struct{} // watch.Done()
+	runErr   error           // set before done is closed
+	limit    time.Duration   // the control deadline
 
 	st     FileStat
 	sig    string
@@ -542,6 +567,78 @@ func (f *remoteFile) begin() error {
 	return nil
 }
 
+// recheck tells a file whose announced size differs from the request's
+// from one that changed while it was opened: when the command waits for
+// the host's decision (a stage.FileReader Runner), it is asked to walk the
+// path again and stat the file without sending any content, and a second
+// stat that differs from the first (or a path that moved) is
+// ErrFileChanged, as during a read. nil means the file held still (or,
+// without a decision pipe, that nothing more can be learnt without reading
+// it). Any other failure is the host's (a transport failure, a broken
+// protocol).
+func (f *remoteFile) recheck() error {
+	if f.decision == nil || f.started {
+		return nil
+	}
+	f.started = true // no read follows
+	// The second stat comes a little later than the round trip alone
+	// would make it, so that a sandbox swapping the file in a loop is
+	// caught changing it (the first stat saw one state of the loop); it
+	// costs only a request that already failed.
+	t := time.NewTimer(recheckPause)
+	select {
+	case <-t.C:
+	case <-f.ctx.Done():
+		t.Stop()
+		return fmt.Errorf("open %q in the remote workspace: %w", f.name, f.ctx.Err())
+	}
+	f.decide("check")
+	f.watch.Arm() // the host has sent all it will: a control step
+	select {
+	case <-f.done:
+	case <-f.watch.Expired():
+		return fmt.Errorf("open %q in the remote workspace: %w", f.name, f.watch.TimeoutErr())
+	}
+	if f.runErr != nil {
+		return fmt.Errorf("open %q in the remote workspace: %w", f.name, runFailure(f.runErr))
+	}
+	lines, extra := f.ctl.lines()
+	if extra || len(lines) != 2 {
+		return fmt.Errorf("%w: open %q: the reports are not exactly a header and a trailer line", ErrProtocol, f.name)
+	}
+	after, ok := strings.CutPrefix(lines[1], remoteTrailer+" ")
+	switch {
+	case !ok:
+		return fmt.Errorf("%w: open %q: unexpected trailer %q", ErrProtocol, f.name, clip(lines[1]))
+	case after == "gone":
+		return f.changed("the file was removed while it was opened")
+	case after == "link":
+		return f.changed("the file was replaced by a symbolic link while it was opened")
+	case after == "moved":
+		return f.changed("a directory on its path was moved, replaced or changed while it was opened")
+	}
+	if _, _, ok := parseStat(after); !ok {
+		return fmt.Errorf("%w: open %q: unexpected trailer %q", ErrProtocol, f.name, clip(lines[1]))
+	}
+	if after != f.sig {
+		return f.changed("its links, size, identity or times changed while it was opened (%q, then %q)", f.sig, after)
+	}
+	return nil
+}
+
+// runFailure marks a Runner failure that is not an exit status (nor the
+// caller's cancellation) as a transport failure: the command could not be
+// followed to its end.
+func runFailure(err error) error {
+	var ee *stage.ExitError
+	switch {
+	case err == nil, errors.Is(err, stage.ErrTransport), errors.As(err, &ee),
+		errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return err
+	}
+	return fmt.Errorf("%w: %w", stage.ErrTransport, err)
+}
+
 func (f *remoteFile) fail(err error) (int, error) {
 	f.err = err
 	f.decide("")
@@ -579,7 +676,7 @@ func (f *remoteFile) Read(p []byte) (int, error) {
 		if errors.Is(err, io.EOF) && f.remain > 0 {
 			<-f.done
 			if f.runErr != nil {
-				_, err := f.fail(fmt.Errorf("read %q from the remote workspace: %w", f.name, f.runErr))
+				_, err := f.fail(fmt.Errorf("read %q from the remote workspace: %w", f.name, runFailure(f.runErr)))
 				return n, err
 			}
 			_, err := f.fail(f.changed("the stream ended %d bytes short of the announced %d: the file shrank while it was read", f.remain, f.st.Size))
@@ -597,6 +694,10 @@ func (f *remoteFile) Read(p []byte) (int, error) {
 		f.check = false
 		f.decide("check")
 	}
+	// The host has all it asked for (and has sent its last decision): the
+	// wait for the end of the stream, the trailer and the command's exit
+	// is a control step, bounded even when the Runner never returns.
+	f.watch.Arm()
 	var one [1]byte
 	n, err := f.src.Read(one[:])
 	if n > 0 {
@@ -608,9 +709,13 @@ func (f *remoteFile) Read(p []byte) (int, error) {
 	if err == nil {
 		return 0, nil // an empty read; try again
 	}
-	<-f.done
+	select {
+	case <-f.done:
+	case <-f.watch.Expired():
+		return f.fail(fmt.Errorf("read %q from the remote workspace: %w", f.name, f.watch.TimeoutErr()))
+	}
 	if f.runErr != nil {
-		return f.fail(fmt.Errorf("read %q from the remote workspace: %w", f.name, f.runErr))
+		return f.fail(fmt.Errorf("read %q from the remote workspace: %w", f.name, runFailure(f.runErr)))
 	}
 	lines, extra := f.ctl.lines()
 	if extra || len(lines) != 2 {

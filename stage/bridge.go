@@ -114,14 +114,13 @@ const MaxControlTimeout = 30 * time.Second
 type BridgeOption func(*Bridge)
 
 // WithControlTimeout sets the deadline of each control operation (setup,
-// probe, manifest read, publish and unstage renames, cleanup). The effective deadline is
-// min(d, MaxControlTimeout); d <= 0 means MaxControlTimeout, the default.
+// probe, manifest read, publish and unstage renames, cleanup). The
+// effective deadline is min(d, ControlDeadline(r)) for the Bridge's Runner
+// r (MaxControlTimeout unless r is a ControlTimeouter with a shorter one);
+// d <= 0 means ControlDeadline(r), the default.
 func WithControlTimeout(d time.Duration) BridgeOption {
 	return func(b *Bridge) {
-		if d <= 0 || d > MaxControlTimeout {
-			d = MaxControlTimeout
-		}
-		b.timeout = d
+		b.timeout = min(clampControl(d), b.timeout)
 	}
 }
 
@@ -156,7 +155,8 @@ func WithControlTimeout(d time.Duration) BridgeOption {
 // FileReader). No file content is ever base64-encoded or sent one command
 // per file.
 //
-// Every control command runs under the control deadline, enforced on the
+// Every control command runs under the control deadline (ControlDeadline
+// of the Runner, or shorter with WithControlTimeout), enforced on the
 // host even when the Runner ignores its context: by then the operation
 // fails with ErrTransport (the Runner's goroutine is abandoned; the command
 // may still be running). A write whose outcome is unknown is never replayed
@@ -166,7 +166,12 @@ func WithControlTimeout(d time.Duration) BridgeOption {
 // gets a short grace (at most 500 ms) to return; if it does not, the
 // operation fails with the context's error and ErrTransport, and a
 // transfer's temporary directory, named in the error, is left behind
-// untouched, since the command may still be writing into it.
+// untouched, since the command may still be writing into it. Once a data
+// command has all it was fed (the transfer has read the stream's last
+// byte, the carry reported its end, the read-back sent the archive's
+// end), the wait for its end is a control step (Watch): a Runner that
+// never returns after its command ended fails the operation with
+// ErrTransport within the control deadline, and nothing is published.
 //
 // Non-guarantees: the sandbox owns its file system. A sandbox process that
 // races the publish (replacing the root or the temporary directory while it
@@ -194,7 +199,7 @@ var _ Target = (*Bridge)(nil)
 
 // NewBridge returns a Target that stages through r.
 func NewBridge(r Runner, opts ...BridgeOption) *Bridge {
-	b := &Bridge{r: r, timeout: MaxControlTimeout, rand: rand.Reader}
+	b := &Bridge{r: r, timeout: ControlDeadline(r), rand: rand.Reader}
 	for _, o := range opts {
 		o(b)
 	}
@@ -333,32 +338,45 @@ const maxStopGrace = 500 * time.Millisecond
 // min(maxStopGrace, the control deadline).
 func (b *Bridge) stopGrace() time.Duration { return min(maxStopGrace, b.timeout) }
 
-// runData runs a data command, which only dctx bounds, in its own goroutine;
-// after, if not nil, runs there once the Runner has returned. When dctx ends
-// first, stop is called (it closes the host's end of the command's pipe) and
-// the Runner gets stopGrace more to return. ended reports whether it
-// returned; when it did not, the command may still be running and is
-// abandoned.
-func (b *Bridge) runData(dctx context.Context, cmd Command, after, stop func()) (ended bool, err error) {
-	done := make(chan error, 1)
-	go func() {
-		err := b.r.Run(dctx, cmd)
+// runData runs a data command, which only dctx bounds, in its own goroutine
+// (Watch); after, if not nil, runs there once the Runner has returned. When
+// dctx ends first, stop is called (it closes the host's end of the
+// command's pipe) and the Runner gets stopGrace more to return. When
+// armAt, if not nil, is closed (the host has all the command was to
+// send), the wait for the command's end becomes a control step: past the
+// control deadline, stop is called and the command abandoned. ended
+// reports whether it returned; when it did not, the command may still be
+// running and is abandoned, and err is the expired deadline's (wrapping
+// ErrTransport) or nil when dctx ended.
+func (b *Bridge) runData(dctx context.Context, op string, cmd Command, after, stop func(), armAt <-chan struct{}) (ended bool, err error) {
+	x := Watch(dctx, b.r, cmd, WatchOptions{Op: op, Deadline: b.timeout, After: func(error) {
 		if after != nil {
 			after()
 		}
-		done <- err
-	}()
+	}})
+	if armAt != nil {
+		go func() {
+			select {
+			case <-armAt:
+				x.Arm()
+			case <-x.Done():
+			}
+		}()
+	}
 	select {
-	case err := <-done:
-		return true, err
+	case <-x.Done():
+		return true, x.Err()
+	case <-x.Expired():
+		stop()
+		return false, x.TimeoutErr()
 	case <-dctx.Done():
 	}
 	stop()
 	t := time.NewTimer(b.stopGrace())
 	defer t.Stop()
 	select {
-	case err := <-done:
-		return true, err
+	case <-x.Done():
+		return true, x.Err()
 	case <-t.C:
 		return false, nil
 	}
@@ -850,7 +868,10 @@ func (b *Bridge) carry(ctx context.Context, tmp, dst string, plan carryPlan) (ma
 	defer cancel()
 	outR, outW := io.Pipe()
 	go rep.read(outR, cancel)
-	ended, rerr := b.runData(dctx, Command{Script: "exec /bin/sh -s", Stdin: strings.NewReader(script), Stdout: outW, Stderr: stderr}, func() { outW.Close() }, cancel)
+	ended, rerr := b.runData(dctx, op, Command{Script: "exec /bin/sh -s", Stdin: strings.NewReader(script), Stdout: outW, Stderr: stderr}, func() { outW.Close() }, cancel, rep.carried)
+	if !ended && rerr != nil {
+		return nil, true, fmt.Errorf("%w; its temporary directory %s is left behind: remove it by hand", rerr, tmp)
+	}
 	if !ended {
 		return nil, true, fmt.Errorf("%s: %w (%w: the sandbox command did not end within %s of being stopped; its temporary directory %s is left behind: remove it by hand)", op, context.Cause(ctx), ErrTransport, b.stopGrace(), tmp)
 	}
@@ -941,11 +962,13 @@ func (b *Bridge) Fetch(ctx context.Context, root, name string, fn func(e Entry, 
 	d := path.Join(root, name)
 	pr, pw := io.Pipe()
 	perr := make(chan error, 1)
+	tarEnd := make(chan struct{}) // the end of the archive arrived
 	go func() {
 		err := readTarStream(pr, fn)
 		if err != nil {
 			cancel()
 		} else {
+			close(tarEnd)
 			// tar pads its output; accept a little, never an endless tail.
 			if n, _ := io.Copy(io.Discard, io.LimitReader(pr, 1<<20)); n == 1<<20 {
 				err = fmt.Errorf("%w: fetching %s: data after the end of the archive", ErrTransport, d)
@@ -965,7 +988,7 @@ elif [ ! -r "$d" ] || [ ! -x "$d" ] || ! cd "$d" 2>/dev/null; then w='is not rea
 fi
 if [ -n "$w" ]; then echo "%s$w" >&2; exit %d; fi
 exec tar -c -f - .`, q(d), q(root), fetchUnusableMarker, fetchUnusable)
-	ended, rerr := b.runData(dctx, Command{Script: script, Stdout: pw, Stderr: stderr}, nil, func() { pw.CloseWithError(errFetchStopped) })
+	ended, rerr := b.runData(dctx, "fetching "+d, Command{Script: script, Stdout: pw, Stderr: stderr}, nil, func() { pw.CloseWithError(errFetchStopped) }, tarEnd)
 	pw.Close()
 	var ee *ExitError
 	if ended && errors.As(rerr, &ee) && ee.Status == fetchUnusable && ctx.Err() == nil {
@@ -974,6 +997,9 @@ exec tar -c -f - .`, q(d), q(root), fetchUnusableMarker, fetchUnusable)
 		}
 	}
 	err := <-perr
+	if !ended && rerr != nil {
+		return rerr // the archive came whole, the command never ended: abandon it (it only reads)
+	}
 	if !ended {
 		// The Runner ignored its context: abandon the command (it only reads).
 		switch cerr := ctx.Err(); {

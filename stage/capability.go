@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"path"
 	"sync"
+	"time"
 )
 
 // FileReader is an optional capability of a Runner: reading one file of the
@@ -95,4 +96,36 @@ func (b *Bridge) probeFiles(ctx context.Context, fr FileReader, root string, nam
 		}
 		return nil, b.timeoutErr(op)
 	}
+}
+
+// ControlTimeouter is an optional capability of a Runner: a control
+// deadline of its own, shorter than MaxControlTimeout (remote.Host reports
+// its Config.ControlTimeout). Every package that runs control steps through
+// a Runner (stage.Bridge, workspace, deliverable) bounds them by
+// ControlDeadline. A Runner that wraps another (to set a default Dir, to
+// log) should implement it too and return ControlDeadline of the one it
+// wraps, or the setting is lost.
+type ControlTimeouter interface {
+	// ControlTimeout returns the deadline of one control step; zero or
+	// less means MaxControlTimeout.
+	ControlTimeout() time.Duration
+}
+
+// ControlDeadline returns the deadline of one control step through r:
+// MaxControlTimeout, or r's own ControlTimeout when r is a
+// ControlTimeouter that reports a shorter positive one.
+func ControlDeadline(r Runner) time.Duration {
+	if ct, ok := r.(ControlTimeouter); ok {
+		return clampControl(ct.ControlTimeout())
+	}
+	return MaxControlTimeout
+}
+
+// clampControl maps d onto (0, MaxControlTimeout]: d <= 0 means
+// MaxControlTimeout.
+func clampControl(d time.Duration) time.Duration {
+	if d <= 0 || d > MaxControlTimeout {
+		return MaxControlTimeout
+	}
+	return d
 }

@@ -44,9 +44,13 @@
 //     (absolute, existing directories, not links), exclude patterns, and the
 //     root (absolute, clean).
 //   - [Bridge] control operations run under a deadline of at most
-//     [MaxControlTimeout], enforced on the host even when the Runner ignores
+//     [MaxControlTimeout] (shorter when the Runner is a [ControlTimeouter]:
+//     [ControlDeadline]), enforced on the host even when the Runner ignores
 //     its context, and fail with [ErrTransport]; an uncertain write is never
-//     replayed. The data transfer is bounded only by the caller's context.
+//     replayed. The data transfer is bounded only by the caller's context;
+//     once the command has the stream's last byte, the wait for its end is
+//     a control step again ([Watch]), so a Runner that never returns cannot
+//     hold a Stage.
 //   - Deleting an old copy is no part of any control step: a publish's and
 //     an unstage's control step is their renames; the deletion follows in
 //     the same command, and a deletion that fails or is cut is the next
@@ -54,7 +58,8 @@
 //   - [Runner] commands receive secrets through Command.Env, never argv:
 //     byte-exact up to [MaxEnvEntryBytes] a variable and [MaxEnvBytes] in
 //     all ([CheckEnv] refuses more before anything runs).
-//   - A Runner may offer optional capabilities ([FileReader]) that the
+//   - A Runner may offer optional capabilities ([FileReader],
+//     [ControlTimeouter]) that the
 //     engine uses when present; the shell protocol itself (internal/shellproto)
 //     is shared by Bridge, remote.Host and workspace.
 //

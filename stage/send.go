@@ -290,12 +290,13 @@ func (b *Bridge) send(ctx context.Context, root, tmp, dst string, src *Tree) (se
 	stderr := &limitedBuffer{Max: 4 << 10, Truncate: true}
 	cmd := Command{Script: sb.String(), Stdin: pr, Stdout: outW, Stderr: stderr}
 	done := make(chan error, 1)
-	go func() {
-		err := b.r.Run(dctx, cmd)
+	// Once the command has the stream's last byte, the wait for the
+	// report's end and the command's exit is a control step.
+	x := Watch(dctx, b.r, cmd, WatchOptions{Op: "sending the tree to " + tmp, Deadline: b.timeout, After: func(err error) {
 		pr.Close()
 		outW.Close()
 		done <- err
-	}()
+	}})
 	// wait waits for the command after it was told to stop.
 	wait := func() (error, bool) {
 		stopWriting()
@@ -415,13 +416,20 @@ func (b *Bridge) send(ctx context.Context, root, tmp, dst string, src *Tree) (se
 		if werr != nil {
 			cancel() // stop the sandbox side before it sees the end of the stream
 		}
-		pw.Close()
+		if cerr := pw.Close(); werr == nil && cerr == nil {
+			x.ArmWhenRead(pr) // the stream's last byte is written: armed once the command has read it
+		}
 		wdone <- werr
 	}()
 	select {
 	case rerr = <-done:
 		<-rep.done
 		stopWriting()
+	case <-x.Expired():
+		// The command has all of the stream and has not ended within the
+		// control deadline: its outcome is unknown; publish nothing.
+		cancel()
+		return sendOutcome{uncertain: true}, fmt.Errorf("%w; its temporary directory %s is left behind: remove it by hand", x.TimeoutErr(), tmp)
 	case <-dctx.Done():
 		rerr, ended = wait()
 		if !ended {

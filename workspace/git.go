@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/airlockdev/airlock/internal/gitexec"
@@ -313,7 +314,12 @@ g update-index -q --refresh >/dev/null 2>&1
 exit 0
 `, q(r.spec.Remote), q(id), q(r.rec.Branch), q(r.rec.Head), q(snap), q(r.rec.Index), hb, q(tmpRef), sandboxRepair, clean)
 	r.o.report(stage.Progress{Asset: "prepare"})
-	err := runGuest(ctx, r.spec.Runner, "preparing the sandbox work tree "+r.spec.Remote, stage.Command{Script: script, Env: r.guestEnv(), Stdin: stdin})
+	err := runGuest(ctx, r.spec.Runner, "preparing the sandbox work tree "+r.spec.Remote, stage.Command{Script: script, Env: r.guestEnv(), Stdin: stdin}, nil)
+	if needBundle && err != nil {
+		// Nobody reads the bundle any more: stop its writer.
+		cancel()
+		stdin.(*os.File).Close()
+	}
 	if needBundle {
 		if berr := <-bundleErr; berr != nil && err == nil {
 			err = fmt.Errorf("workspace: writing the bundle for %s: %w", r.spec.Remote, berr)
@@ -372,30 +378,64 @@ func quoteAll(s []string) []string {
 
 // restoreStream runs script in the sandbox and hands its output to fn as a
 // buffered reader. When fn returns, the command is stopped if it is still
-// writing.
+// writing. When fn fails because the stream ended early and the command
+// could not be followed to its end (a lost connection, a Runner that never
+// returned, the context), the error is the transport failure (wrapping
+// stage.ErrTransport, never ErrHostile), with fn's observation as context;
+// a stream that ended early from a command that exited non-zero is that
+// command's failure. Only output of a command that ran normally is judged
+// by fn alone (ErrHostile).
 func (r *Round) restoreStream(ctx context.Context, op, script string, env map[string]string, fn func(*bufio.Reader) error) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
 	go func() {
-		err := runGuest(ctx, r.spec.Runner, op, stage.Command{Script: script, Env: env, Stdout: pw})
+		err := runGuest(ctx, r.spec.Runner, op, stage.Command{Script: script, Env: env, Stdout: pw}, func(err error) { pw.CloseWithError(err) })
 		pw.CloseWithError(err)
 		done <- err
 	}()
-	ferr := fn(bufio.NewReaderSize(pr, 256<<10))
+	sr := &streamEnd{r: pr}
+	ferr := fn(bufio.NewReaderSize(sr, 256<<10))
+	ended := sr.ended.Load() // the stream ended (the command's run did) before fn gave up
 	if ferr != nil {
 		cancel()
 	}
 	pr.CloseWithError(errStop)
 	rerr := <-done
 	if ferr != nil {
+		if ended && rerr != nil && !errors.Is(rerr, errStop) {
+			var ee *stage.ExitError
+			switch {
+			case errors.Is(rerr, stage.ErrTransport):
+				return fmt.Errorf("%w (the stream was cut: %v)", rerr, ferr)
+			case errors.As(rerr, &ee):
+				return rerr
+			default: // the context ended
+				return fmt.Errorf("%w: %w (the stream was cut: %v)", stage.ErrTransport, rerr, ferr)
+			}
+		}
 		return ferr
 	}
 	if rerr != nil && !errors.Is(rerr, errStop) {
 		return rerr
 	}
 	return nil
+}
+
+// streamEnd records that its reader returned an error (the end of the
+// stream, or the command's failure that closed it).
+type streamEnd struct {
+	r     io.Reader
+	ended atomic.Bool
+}
+
+func (s *streamEnd) Read(p []byte) (int, error) {
+	n, err := s.r.Read(p)
+	if err != nil {
+		s.ended.Store(true)
+	}
+	return n, err
 }
 
 func (r *Round) hashKind(ctx context.Context) (hashKind, error) {

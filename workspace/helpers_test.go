@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -49,6 +50,10 @@ type inDir struct {
 	r   stage.Runner
 	dir string
 }
+
+// ControlTimeout passes the wrapped Runner's control deadline on
+// (stage.ControlTimeouter), as a wrapping Runner should.
+func (d inDir) ControlTimeout() time.Duration { return stage.ControlDeadline(d.r) }
 
 func (d inDir) Run(ctx context.Context, cmd stage.Command) error {
 	if cmd.Dir == "" {

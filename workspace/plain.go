@@ -15,6 +15,7 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"sync/atomic"
 
 	"github.com/airlockdev/airlock/internal/tree"
 	"github.com/airlockdev/airlock/stage"
@@ -40,11 +41,13 @@ func (r *Round) preparePlain(ctx context.Context) (err error) {
 		err error
 	}
 	wdone := make(chan walked, 1)
+	var localFailed atomic.Bool
 	pats := r.spec.Exclude
 	go func() {
 		res, err := writeTar(ctx, wp, r.spec.Local, func(rel string, _ bool) bool { return excluded(pats, rel) })
 		wp.Close()
 		if err != nil {
+			localFailed.Store(true) // before the command is stopped: the cause
 			cancel()
 		}
 		wdone <- walked{res, err}
@@ -60,7 +63,15 @@ done
 umask 0
 exec tar -x -o -f -
 `, q(r.spec.Remote), q(stage.RuntimeDir))
-	rerr := runGuest(ctx, r.spec.Runner, "sending the tree to "+r.spec.Remote, stage.Command{Script: script, Stdin: rp})
+	rerr := runGuest(ctx, r.spec.Runner, "sending the tree to "+r.spec.Remote, stage.Command{Script: script, Stdin: rp}, nil)
+	if rerr != nil && !localFailed.Load() {
+		// Nobody reads the stream any more (a cut connection stops the
+		// Runner's copy): stop the writer rather than wait for it forever.
+		cancel()
+		rp.Close()
+		<-wdone
+		return rerr
+	}
 	w := <-wdone
 	if w.err != nil {
 		return fmt.Errorf("workspace: reading %s: %w", r.spec.Local, w.err)
@@ -462,7 +473,7 @@ func (r *Round) plainFile(l *local, p string, e tarEntry, body io.Reader, b, loc
 	if e.Size <= spoolMax {
 		data, err := io.ReadAll(io.TeeReader(io.LimitReader(body, e.Size), hs))
 		if err != nil {
-			return fmt.Errorf("%w: reading %s from the sandbox: %v", ErrHostile, p, err)
+			return cutStream("reading "+p+" from the sandbox", err)
 		}
 		content = bytes.NewReader(data)
 	} else {

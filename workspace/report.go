@@ -3,6 +3,7 @@ package workspace
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -62,7 +63,7 @@ func readHeader(br *bufio.Reader, git bool) (header, error) {
 	}
 	rep := make([]byte, n)
 	if _, err := io.ReadFull(br, rep); err != nil {
-		return header{}, fmt.Errorf("%w: the report ended early: %v", ErrHostile, err)
+		return header{}, cutStream("the report ended early", err)
 	}
 	if h.special, err = parseReport(rep); err != nil {
 		return header{}, err
@@ -85,12 +86,23 @@ func readHeader(br *bufio.Reader, git bool) (header, error) {
 	return h, nil
 }
 
+// cutStream is the error of a restore stream that ended early: a
+// transport failure when the command's run failed so (the pipe carries
+// its error, which wraps stage.ErrTransport, or the context's), else the
+// sandbox's broken protocol (ErrHostile). Never both.
+func cutStream(what string, err error) error {
+	if errors.Is(err, stage.ErrTransport) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("workspace: %s: %w", what, err)
+	}
+	return fmt.Errorf("%w: %s: %v", ErrHostile, what, err)
+}
+
 func readLine(br *bufio.Reader) (string, error) {
 	var b []byte
 	for {
 		c, err := br.ReadByte()
 		if err != nil {
-			return "", fmt.Errorf("%w: the restore stream ended inside a header line: %v", ErrHostile, err)
+			return "", cutStream("the restore stream ended inside a header line", err)
 		}
 		if c == '\n' {
 			return string(b), nil

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/airlockdev/airlock/internal/gitexec"
 	"github.com/airlockdev/airlock/internal/shellproto"
@@ -158,6 +159,8 @@ func parseProbe(data []byte) (probe, error) {
 func (r *Round) probe(ctx context.Context) (probe, error) {
 	var out bytes.Buffer
 	lw := &limitWriter{w: &out, n: 1 << 20}
+	// The Bridge's control deadline is the Runner's own when it has one
+	// (stage.ControlDeadline).
 	err := stage.NewBridge(r.spec.Runner).Control(ctx, stage.Command{Script: probeScript(r.spec.Remote), Stdout: lw})
 	if err != nil {
 		return probe{}, fmt.Errorf("workspace: probing the sandbox at %s: %w", r.spec.Remote, err)
@@ -188,21 +191,51 @@ func (p probe) checkTools(git bool) error {
 	return nil
 }
 
+// guestStopGrace is how long a cancelled guest command's Runner gets to
+// return before it is abandoned.
+const guestStopGrace = 500 * time.Millisecond
+
 // runGuest runs a data command (bounded by ctx only) and maps its failure:
 // an exit status becomes an error carrying the script's stderr; anything
-// else wraps stage.ErrTransport.
-func runGuest(ctx context.Context, run stage.Runner, op string, cmd stage.Command) error {
+// else wraps stage.ErrTransport. The script reports its end (stage.Watch,
+// ArmAtEnd): from then on the Runner must return within the control
+// deadline (stage.ControlDeadline), or the command is abandoned, expire
+// (when not nil) runs with the error, which wraps stage.ErrTransport, and
+// so does runGuest's.
+func runGuest(ctx context.Context, run stage.Runner, op string, cmd stage.Command, expire func(error)) error {
 	stderr := &shellproto.LimitedBuffer{Max: 4 << 10, Truncate: true}
 	cmd.Stderr = stderr
-	err := run.Run(ctx, cmd)
+	x := stage.Watch(ctx, run, cmd, stage.WatchOptions{Op: op, ArmAtEnd: true, OnExpire: expire})
+	var err error
+	select {
+	case <-x.Done():
+		err = x.Err()
+	case <-x.Expired():
+		err = x.TimeoutErr()
+	case <-ctx.Done():
+		// A Runner that ignores its context gets a short grace, then is
+		// abandoned.
+		t := time.NewTimer(guestStopGrace)
+		defer t.Stop()
+		select {
+		case <-x.Done():
+			err = x.Err()
+		case <-x.Expired():
+			err = x.TimeoutErr()
+		case <-t.C:
+			return fmt.Errorf("workspace: %s: %w (%w: the sandbox command did not end within %s of being stopped and was abandoned)", op, ctx.Err(), stage.ErrTransport, guestStopGrace)
+		}
+	}
 	if err == nil {
 		return nil
 	}
-	if cerr := ctx.Err(); cerr != nil {
-		return fmt.Errorf("workspace: %s: %w", op, cerr)
-	}
 	var ee *stage.ExitError
-	if errors.As(err, &ee) {
+	switch {
+	case errors.Is(err, stage.ErrTransport):
+		return fmt.Errorf("workspace: %s: %w", op, err)
+	case ctx.Err() != nil:
+		return fmt.Errorf("workspace: %s: %w", op, ctx.Err())
+	case errors.As(err, &ee):
 		msg := strings.TrimSpace(stderr.String())
 		if msg == "" {
 			return fmt.Errorf("workspace: %s failed in the sandbox: %w", op, err)

@@ -13,8 +13,10 @@
 //   - Command.Env values travel on the session's stdin, never in the exec
 //     request, an SSH env request or any argv; a bad key is refused before
 //     anything is sent.
-//   - Every control operation runs under the control deadline (at most
-//     stage.MaxControlTimeout) even when the server never answers; a
+//   - Every control operation runs under the control deadline
+//     (Config.ControlTimeout, at most stage.MaxControlTimeout; the Host is
+//     a stage.ControlTimeouter, so workspace and deliverable use it too)
+//     even when the server never answers; a
 //     cancelled command is stopped with everything it started, on servers
 //     that ignore signal requests (OpenSSH) too; keepalives find a dead
 //     peer, after which every call fails with stage.ErrTransport.

@@ -133,11 +133,11 @@ func NewHost(c *ssh.Client, cfg Config) (*Host, error) {
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)
 	}
-	h.bridge = stage.NewBridge(h, stage.WithControlTimeout(cfg.ControlTimeout))
 	h.controlTimeout = cfg.ControlTimeout
 	if h.controlTimeout <= 0 || h.controlTimeout > stage.MaxControlTimeout {
 		h.controlTimeout = stage.MaxControlTimeout
 	}
+	h.bridge = stage.NewBridge(h) // its control deadline is h's (stage.ControlTimeouter)
 	every := cfg.KeepAlive
 	if every == 0 {
 		every = DefaultKeepAlive
@@ -495,6 +495,14 @@ func envQuote(v string) string {
 	sb.WriteByte('\'')
 	return sb.String()
 }
+
+var _ stage.ControlTimeouter = (*Host)(nil)
+
+// ControlTimeout implements stage.ControlTimeouter: the effective control
+// deadline, min(Config.ControlTimeout, stage.MaxControlTimeout). Every
+// package that runs control steps through the Host (stage.Bridge,
+// workspace, deliverable) honours it.
+func (h *Host) ControlTimeout() time.Duration { return h.controlTimeout }
 
 // Control runs cmd as a control operation: under the control deadline (see
 // stage.Bridge.Control).

@@ -36,6 +36,11 @@ import (
 // them.
 const controlTimeout = 3 * time.Second
 
+// stallKeepAlive is the keepalive interval of a stalled connection's Host:
+// the data steps (a bundle, a tar stream) have no deadline but the
+// caller's, so a stall there ends only when the keepalive gets no answer.
+const stallKeepAlive = time.Second
+
 // sandbox is one SSH server the suite runs over. Its file system is the
 // test's own (remotetest runs commands here; sshdtest is a local sshd), so
 // the tests inspect the sandbox side directly.

@@ -144,15 +144,21 @@ func faultOnce(t *testing.T, sb sandbox, op operation, m measured, f faultnet.Fa
 	defer p.Close()
 	p.Arm(f)
 	guard := time.Minute // a cut must end the operation at once; this only stops a hang
+	cfg := sb.faultedConfig()
 	if f.Mode == faultnet.Stall {
-		guard = 3*controlTimeout + time.Second // a stalled control step ends within controlTimeout; a cleanup may add one more
+		// A stalled control step ends within controlTimeout (a cleanup
+		// may add one more); a stalled data transfer has no deadline of
+		// its own, so the Host's keepalive must find the dead connection
+		// (one interval, then at most 5 s for the reply).
+		cfg.KeepAlive = stallKeepAlive
+		guard = max(3*controlTimeout, stallKeepAlive+5*time.Second) + 3*time.Second
 	}
 	ctx, cancel := context.WithTimeoutCause(t.Context(), guard, errGuard)
 	defer cancel()
 	start := time.Now()
 	result := make(chan error, 1)
 	go func() {
-		h, err := remote.Dial(ctx, p.Addr(), sb.faultedConfig())
+		h, err := remote.Dial(ctx, p.Addr(), cfg)
 		if err == nil {
 			err = sc.run(ctx, hostLink(h))
 			_ = h.Close()

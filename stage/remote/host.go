@@ -285,9 +285,9 @@ func (h *Host) Run(ctx context.Context, cmd stage.Command) error {
 	fmt.Fprintf(&script, "__airlock_c=%s\nexec 3<&0\ntrap 'kill -KILL 0 2>/dev/null' TERM HUP INT\n/bin/sh -c \"$__airlock_c\" <&3 3<&- &\n__airlock_p=$!\nexec 3<&-\nwait \"$__airlock_p\"\n__airlock_s=$?\n"+
 		"if [ \"$__airlock_s\" -gt 128 ] && [ \"$__airlock_s\" -lt 193 ]; then trap - TERM HUP INT; kill -s \"$(kill -l \"$__airlock_s\")\" $$ 2>/dev/null; fi\nexit \"$__airlock_s\"\n", shellproto.Quote(cmd.Script))
 
-	sess, err := h.c.NewSession()
+	sess, err := h.newSession(ctx)
 	if err != nil {
-		return fmt.Errorf("%w: remote: opening a session: %w", stage.ErrTransport, err)
+		return err
 	}
 	defer sess.Close()
 	stderr := &headerWriter{w: cmd.Stderr}
@@ -424,6 +424,40 @@ func (m *headerWriter) state() (pid int, noDir bool) {
 	return m.pid, m.noDir
 }
 
+// newSession opens a session, waiting no longer than ctx and the Host's
+// life: opening one is a round trip to the server, which a stalled
+// connection never answers. A session that opens after the wait was
+// given up is closed at once.
+func (h *Host) newSession(ctx context.Context) (*ssh.Session, error) {
+	type opened struct {
+		s   *ssh.Session
+		err error
+	}
+	ch := make(chan opened, 1)
+	go func() {
+		s, err := h.c.NewSession()
+		ch <- opened{s, err}
+	}()
+	var why error
+	select {
+	case o := <-ch:
+		if o.err != nil {
+			return nil, fmt.Errorf("%w: remote: opening a session: %w", stage.ErrTransport, o.err)
+		}
+		return o.s, nil
+	case <-ctx.Done():
+		why = ctx.Err()
+	case <-h.closed:
+		why = errors.New("the connection was closed")
+	}
+	go func() {
+		if o := <-ch; o.s != nil {
+			o.s.Close()
+		}
+	}()
+	return nil, fmt.Errorf("%w: remote: opening a session: the server did not answer: %w", stage.ErrTransport, why)
+}
+
 // kill stops the supervisor pid (whose TERM trap kills its process group)
 // through a new session: the way to stop a command on a server that
 // ignores signal requests.
@@ -431,7 +465,9 @@ func (h *Host) kill(pid int) {
 	if pid <= 1 {
 		return
 	}
-	s, err := h.c.NewSession()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	s, err := h.newSession(ctx)
 	if err != nil {
 		return
 	}

@@ -262,3 +262,33 @@ func TestPrepareKilledInGitCommand(t *testing.T) {
 	assert.GreaterOrEqual(t, kills, 20, "too few git commands were killed")
 	t.Logf("%d kills", kills)
 }
+
+// TestRestoreAfterKilledRestore: a restore whose sandbox git was killed
+// (a cut connection ends the whole command) leaves the lock files of its
+// temporary index and ref behind; the next Restore of the round must not
+// trip over them.
+func TestRestoreAfterKilledRestore(t *testing.T) {
+	for _, rc := range runners {
+		if rc.name == "sshd" {
+			continue // the script is the same over every runner
+		}
+		t.Run(rc.name, func(t *testing.T) {
+			e := newEnv(t, rc.new)
+			initRepo(t, e.local, map[string]string{"a": "1\n"})
+			r, err := workspace.Prepare(ctx(t), e.spec)
+			require.NoError(t, err)
+			id := r.ID()
+			write(t, e.remote, ".git/airlock-restore-"+id+".index.lock", "")
+			write(t, e.remote, ".git/refs/airlock/out/"+id+"/snap.lock", "")
+			write(t, e.remote, "b", "agent\n")
+			git(t, e.remote, "add", "b")
+			git(t, e.remote, "commit", "-q", "-m", "agent")
+			res, err := r.Restore(ctx(t))
+			require.NoError(t, err, "a Restore after a killed one")
+			assert.Equal(t, 1, res.Commits)
+			assert.Equal(t, "agent\n", read(t, e.local, "b"))
+			assert.Empty(t, strings.TrimSpace(git(t, e.remote, "for-each-ref", "refs/airlock/out")))
+			assert.False(t, exists(e.remote, ".git/refs/airlock/out/"+id+"/snap.lock"), "the stale ref lock is left")
+		})
+	}
+}

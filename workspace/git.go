@@ -337,6 +337,10 @@ type countWriter struct{ n int64 }
 // Write discards p and adds its length to n.
 func (c *countWriter) Write(p []byte) (int, error) { c.n += int64(len(p)); return len(p), nil }
 
+// restoreScript is the sandbox side of a git restore. Its scratch files
+// and its ref are the round's own (the host holds the round's lock), so
+// the locks a killed earlier restore of the round left on them (a cut
+// connection kills the whole command, git included) are removed first.
 func (r *Round) restoreScript() string {
 	id := r.rec.ID
 	return guestPrelude + fmt.Sprintf(`r=%s; id=%s
@@ -347,8 +351,9 @@ export GIT_DIR=.git
 base=refs/airlock/base/$id
 bs=$(g rev-parse -q --verify "$base/snap^{commit}") || { echo "$base/snap is missing in the sandbox: prepare the round again" >&2; exit 12; }
 bh=$(g rev-parse -q --verify "$base/head^{commit}")
-ti=.git/airlock-restore-$id.index; rep=.git/airlock-restore-$id.report
-rm -f "$ti" "$rep"
+ti=.git/airlock-restore-$id.index; rep=.git/airlock-restore-$id.report; out=refs/airlock/out/$id/snap
+rm -f "$ti" "$rep" "$ti.lock" ".git/$out.lock"
+g update-ref -d "$out" >/dev/null 2>&1
 if [ -f .git/index ]; then cat .git/index > "$ti" && touch -r .git/index "$ti" || exit 13; fi
 GIT_INDEX_FILE=$ti g add -A --ignore-errors %[3]s >/dev/null 2>&1
 wt=$(GIT_INDEX_FILE=$ti g write-tree) || { rm -f "$ti"; exit 14; }
@@ -359,7 +364,6 @@ n=$(( $(wc -c < "$rep") ))
 printf 'airlock-restore 1\nreport %%d\n' "$n"; cat "$rep"; rm -f "$rep"
 if [ "$h" = "$bh" ] && [ "$wt" = "$(g rev-parse "$bs^{tree}")" ]; then printf 'nochange\n'; exit 0; fi
 s=$(g commit-tree "$wt" ${h:+-p "$h"} -m "airlock: sandbox work tree of round $id") || exit 15
-out=refs/airlock/out/$id/snap
 g update-ref "$out" "$s" || exit 16
 printf 'bundle %%s %%s\n' "${h:--}" "$s"
 g bundle create - "$out" --not "$bs" ${bh:+"$bh"} 2>/dev/null; st=$?

@@ -26,13 +26,13 @@ import (
 // and zombie owners are swept; the publish's and unstage's control step
 // is the renames alone; Assets and Remove never follow a link at the root.
 
-// leftovers returns the names under root that are airlock's temporary or
-// swept-away entries.
+// leftovers returns the names under root that are airlock's own but not a
+// manifest: temporary, swept-away or half-made entries.
 func leftovers(t testing.TB, root string) []string {
 	t.Helper()
 	var out []string
 	for _, n := range listDir(t, root) {
-		if strings.HasPrefix(n, ".airlock-tmp-") || strings.HasPrefix(n, ".airlock-gone-") {
+		if strings.HasPrefix(n, ".airlock") && !strings.HasPrefix(n, ".airlock-manifest-") {
 			out = append(out, n)
 		}
 	}
@@ -168,13 +168,97 @@ func TestKilledHostHelper(t *testing.T) {
 				kill()
 			}
 		}))
+	case "BridgeAtMkdir":
+		// The sandbox's mkdir of a temporary directory makes it, then kills
+		// the host and the command's shell, as a host's death (with every
+		// process it started) right after the mkdir would.
+		bin := t.TempDir()
+		mkdir, err := exec.LookPath("mkdir")
+		require.NoError(t, err)
+		script := fmt.Sprintf(`#!/bin/sh
+if [ "$1" = -m ]; then for a; do case "${a##*/}" in .airlock-*) %[1]s "$@" || exit 1; kill -9 %[2]d $PPID; exit 1;; esac; done; fi
+exec %[1]s "$@"
+`, mkdir, os.Getpid())
+		require.NoError(t, os.WriteFile(filepath.Join(bin, "mkdir"), []byte(script), 0o755))
+		local := stage.LocalRunner(dir)
+		target = stage.NewBridge(&scriptedRunner{next: local, match: func(stage.Command) bool { return true }, do: func(ctx context.Context, c stage.Command) error {
+			c.Env = map[string]string{"PATH": bin + ":" + os.Getenv("PATH")}
+			return local.Run(ctx, c)
+		}})
+	case "DirAtMkdir":
+		d, err := stage.NewDir(dir)
+		require.NoError(t, err)
+		stage.SetMade(d, kill)
+		target = d
 	}
 	root := filepath.Join(dir, "rt")
-	if kind == "Dir" {
+	if strings.HasPrefix(kind, "Dir") {
 		root = "/rt"
 	}
-	_, err := stage.Stage(context.Background(), target, root, []stage.Asset{{Name: "x", Source: src}}, opts...)
+	var err error
+	if at == "Unstage" {
+		err = stage.Unstage(context.Background(), target, root, "x")
+	} else {
+		_, err = stage.Stage(context.Background(), target, root, []stage.Asset{{Name: "x", Source: src}}, opts...)
+	}
 	t.Fatalf("the helper was not killed: %v", err)
+}
+
+// TestSweepAfterKillAtMkdir: a host killed (with the sandbox command it
+// ran) right after the exclusive mkdir of a publish's or an unstage's
+// temporary directory, before its owner is recorded, leaves a directory
+// that the next stage (changed or unchanged) or unstage of the root
+// removes; the staged copy stays as it was.
+func TestSweepAfterKillAtMkdir(t *testing.T) {
+	for _, kind := range []string{"Bridge", "Dir"} {
+		for _, killed := range []string{"Stage", "Unstage"} {
+			for _, next := range []string{"Stage", "StageUnchanged", "Unstage"} {
+				t.Run(kind+"/"+killed+"/"+next, func(t *testing.T) {
+					dir, srcX, srcY := t.TempDir(), t.TempDir(), t.TempDir()
+					root, hostRoot := filepath.Join(dir, "rt"), filepath.Join(dir, "rt")
+					var target stage.Target
+					if kind == "Dir" {
+						d, err := stage.NewDir(dir)
+						require.NoError(t, err)
+						target, root = d, "/rt"
+					} else {
+						target = stage.NewBridge(stage.LocalRunner(dir))
+					}
+					build(t, srcX, "a=old")
+					build(t, srcY, "a=y")
+					_, err := stage.Stage(t.Context(), target, root, []stage.Asset{{Name: "x", Source: srcX}, {Name: "y", Source: srcY}})
+					require.NoError(t, err)
+					build(t, srcX, "a=new")
+
+					c := exec.Command(os.Args[0], "-test.run=^TestKilledHostHelper$", "-test.count=1")
+					c.Env = append(os.Environ(), killHelperEnv+"="+kind+"AtMkdir:"+killed+":"+dir+":"+srcX)
+					out, err := c.CombinedOutput()
+					var ee *exec.ExitError
+					require.ErrorAs(t, err, &ee, "%s", out)
+					ws, ok := ee.Sys().(syscall.WaitStatus)
+					require.True(t, ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL, "the helper must die by SIGKILL: %v\n%s", err, out)
+					require.Len(t, leftovers(t, hostRoot), 1, "the killed host leaves the directory it made")
+					assert.Equal(t, "old", readFile(t, filepath.Join(hostRoot, "x", "a")), "the staged copy stays")
+
+					switch next {
+					case "Stage":
+						_, err = stage.Stage(t.Context(), target, root, []stage.Asset{{Name: "x", Source: srcX}})
+						require.NoError(t, err)
+						assert.Equal(t, "new", readFile(t, filepath.Join(hostRoot, "x", "a")))
+					case "StageUnchanged":
+						st, err := stage.Stage(t.Context(), target, root, []stage.Asset{{Name: "y", Source: srcY}})
+						require.NoError(t, err)
+						assert.Equal(t, 0, st.Assets[0].Sent, "y is unchanged")
+						assert.Equal(t, "old", readFile(t, filepath.Join(hostRoot, "x", "a")))
+					case "Unstage":
+						require.NoError(t, stage.Unstage(t.Context(), target, root, "y"))
+						assert.Equal(t, "old", readFile(t, filepath.Join(hostRoot, "x", "a")))
+					}
+					assert.Empty(t, leftovers(t, hostRoot), "the next %s removes what the host killed at the mkdir left", next)
+				})
+			}
+		}
+	}
 }
 
 // TestKilledMidPublish: a host SIGKILLed while its publish command runs

@@ -240,7 +240,8 @@ func (b *Bridge) Remove(ctx context.Context, root string, names []string) error 
 	sb.WriteString(rootCheck(root))
 	sb.WriteString(sweepFuncs)
 	sb.WriteString(sweepScript(b.inflight.under(root)))
-	fmt.Fprintf(&sb, "t=%s\nmkdir -m 700 \"$t\" || exit 1\necho $$ >\"$t/%s\" || exit 1\n", q(tmpName), ownerFile)
+	sb.WriteString(mkOwnedScript(tmpName))
+	fmt.Fprintf(&sb, "t=%s\n", q(tmpName))
 	for _, n := range names {
 		for _, e := range []string{manifestName(n), n} {
 			fmt.Fprintf(&sb, "if [ -e %[1]s ] || [ -L %[1]s ]; then mv -f %[1]s \"$t/\" || exit 4; fi\n", q(e))

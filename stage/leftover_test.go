@@ -168,18 +168,29 @@ func TestKilledHostHelper(t *testing.T) {
 				kill()
 			}
 		}))
-	case "BridgeAtMkdir":
-		// The sandbox's mkdir of a temporary directory makes it, then kills
-		// the host and the command's shell, as a host's death (with every
-		// process it started) right after the mkdir would.
+	case "BridgeAtMkdir", "BridgeAtClaim", "BridgeAtRename":
+		// The sandbox's mkdir or mv kills the host and the command's
+		// shell, as a host's death (with every process it started) would:
+		// Mkdir right after the mkdir of a temporary directory, Claim
+		// before the publish's mv of its owner file, Rename before the mv
+		// of a directory just made to its temporary name.
 		bin := t.TempDir()
 		mkdir, err := exec.LookPath("mkdir")
 		require.NoError(t, err)
-		script := fmt.Sprintf(`#!/bin/sh
-if [ "$1" = -m ]; then for a; do case "${a##*/}" in .airlock-*) %[1]s "$@" || exit 1; kill -9 %[2]d $PPID; exit 1;; esac; done; fi
-exec %[1]s "$@"
-`, mkdir, os.Getpid())
-		require.NoError(t, os.WriteFile(filepath.Join(bin, "mkdir"), []byte(script), 0o755))
+		mv, err := exec.LookPath("mv")
+		require.NoError(t, err)
+		die := fmt.Sprintf("kill -9 %d $PPID; exit 1", os.Getpid())
+		mkdirHook, mvHook := "", ""
+		switch kind {
+		case "BridgeAtMkdir":
+			mkdirHook = `if [ "$1" = -m ]; then for a; do case "${a##*/}" in .airlock-*) ` + mkdir + ` "$@" || exit 1; ` + die + `;; esac; done; fi`
+		case "BridgeAtClaim":
+			mvHook = `for a; do case "$a" in */owner.new) ` + die + `;; esac; done`
+		case "BridgeAtRename":
+			mvHook = `case "${1##*/}" in .airlock-new-*) ` + die + `;; esac`
+		}
+		require.NoError(t, os.WriteFile(filepath.Join(bin, "mkdir"), []byte("#!/bin/sh\n"+mkdirHook+"\nexec "+mkdir+" \"$@\"\n"), 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(bin, "mv"), []byte("#!/bin/sh\n"+mvHook+"\nexec "+mv+" \"$@\"\n"), 0o755))
 		local := stage.LocalRunner(dir)
 		target = stage.NewBridge(&scriptedRunner{next: local, match: func(stage.Command) bool { return true }, do: func(ctx context.Context, c stage.Command) error {
 			c.Env = map[string]string{"PATH": bin + ":" + os.Getenv("PATH")}
@@ -208,55 +219,61 @@ exec %[1]s "$@"
 // ran) right after the exclusive mkdir of a publish's or an unstage's
 // temporary directory, before its owner is recorded, leaves a directory
 // that the next stage (changed or unchanged) or unstage of the root
-// removes; the staged copy stays as it was.
+// removes; the staged copy stays as it was. The same for a host killed
+// before the directory gets its temporary name (Rename), and before the
+// publish's claim of it replaces its owner file (Claim).
 func TestSweepAfterKillAtMkdir(t *testing.T) {
-	for _, kind := range []string{"Bridge", "Dir"} {
-		for _, killed := range []string{"Stage", "Unstage"} {
-			for _, next := range []string{"Stage", "StageUnchanged", "Unstage"} {
-				t.Run(kind+"/"+killed+"/"+next, func(t *testing.T) {
-					dir, srcX, srcY := t.TempDir(), t.TempDir(), t.TempDir()
-					root, hostRoot := filepath.Join(dir, "rt"), filepath.Join(dir, "rt")
-					var target stage.Target
-					if kind == "Dir" {
-						d, err := stage.NewDir(dir)
-						require.NoError(t, err)
-						target, root = d, "/rt"
-					} else {
-						target = stage.NewBridge(stage.LocalRunner(dir))
-					}
-					build(t, srcX, "a=old")
-					build(t, srcY, "a=y")
-					_, err := stage.Stage(t.Context(), target, root, []stage.Asset{{Name: "x", Source: srcX}, {Name: "y", Source: srcY}})
+	for _, tc := range []struct{ kind, point, killed string }{
+		{"Bridge", "Mkdir", "Stage"}, {"Bridge", "Mkdir", "Unstage"},
+		{"Dir", "Mkdir", "Stage"}, {"Dir", "Mkdir", "Unstage"},
+		{"Bridge", "Rename", "Stage"}, {"Bridge", "Rename", "Unstage"},
+		{"Bridge", "Claim", "Stage"},
+	} {
+		kind, killed := tc.kind, tc.killed
+		for _, next := range []string{"Stage", "StageUnchanged", "Unstage"} {
+			t.Run(kind+"/"+tc.point+"/"+killed+"/"+next, func(t *testing.T) {
+				dir, srcX, srcY := t.TempDir(), t.TempDir(), t.TempDir()
+				root, hostRoot := filepath.Join(dir, "rt"), filepath.Join(dir, "rt")
+				var target stage.Target
+				if kind == "Dir" {
+					d, err := stage.NewDir(dir)
 					require.NoError(t, err)
-					build(t, srcX, "a=new")
+					target, root = d, "/rt"
+				} else {
+					target = stage.NewBridge(stage.LocalRunner(dir))
+				}
+				build(t, srcX, "a=old")
+				build(t, srcY, "a=y")
+				_, err := stage.Stage(t.Context(), target, root, []stage.Asset{{Name: "x", Source: srcX}, {Name: "y", Source: srcY}})
+				require.NoError(t, err)
+				build(t, srcX, "a=new")
 
-					c := exec.Command(os.Args[0], "-test.run=^TestKilledHostHelper$", "-test.count=1")
-					c.Env = append(os.Environ(), killHelperEnv+"="+kind+"AtMkdir:"+killed+":"+dir+":"+srcX)
-					out, err := c.CombinedOutput()
-					var ee *exec.ExitError
-					require.ErrorAs(t, err, &ee, "%s", out)
-					ws, ok := ee.Sys().(syscall.WaitStatus)
-					require.True(t, ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL, "the helper must die by SIGKILL: %v\n%s", err, out)
-					require.Len(t, leftovers(t, hostRoot), 1, "the killed host leaves the directory it made")
-					assert.Equal(t, "old", readFile(t, filepath.Join(hostRoot, "x", "a")), "the staged copy stays")
+				c := exec.Command(os.Args[0], "-test.run=^TestKilledHostHelper$", "-test.count=1")
+				c.Env = append(os.Environ(), killHelperEnv+"="+kind+"At"+tc.point+":"+killed+":"+dir+":"+srcX)
+				out, err := c.CombinedOutput()
+				var ee *exec.ExitError
+				require.ErrorAs(t, err, &ee, "%s", out)
+				ws, ok := ee.Sys().(syscall.WaitStatus)
+				require.True(t, ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL, "the helper must die by SIGKILL: %v\n%s", err, out)
+				require.Len(t, leftovers(t, hostRoot), 1, "the killed host leaves the directory it made")
+				assert.Equal(t, "old", readFile(t, filepath.Join(hostRoot, "x", "a")), "the staged copy stays")
 
-					switch next {
-					case "Stage":
-						_, err = stage.Stage(t.Context(), target, root, []stage.Asset{{Name: "x", Source: srcX}})
-						require.NoError(t, err)
-						assert.Equal(t, "new", readFile(t, filepath.Join(hostRoot, "x", "a")))
-					case "StageUnchanged":
-						st, err := stage.Stage(t.Context(), target, root, []stage.Asset{{Name: "y", Source: srcY}})
-						require.NoError(t, err)
-						assert.Equal(t, 0, st.Assets[0].Sent, "y is unchanged")
-						assert.Equal(t, "old", readFile(t, filepath.Join(hostRoot, "x", "a")))
-					case "Unstage":
-						require.NoError(t, stage.Unstage(t.Context(), target, root, "y"))
-						assert.Equal(t, "old", readFile(t, filepath.Join(hostRoot, "x", "a")))
-					}
-					assert.Empty(t, leftovers(t, hostRoot), "the next %s removes what the host killed at the mkdir left", next)
-				})
-			}
+				switch next {
+				case "Stage":
+					_, err = stage.Stage(t.Context(), target, root, []stage.Asset{{Name: "x", Source: srcX}})
+					require.NoError(t, err)
+					assert.Equal(t, "new", readFile(t, filepath.Join(hostRoot, "x", "a")))
+				case "StageUnchanged":
+					st, err := stage.Stage(t.Context(), target, root, []stage.Asset{{Name: "y", Source: srcY}})
+					require.NoError(t, err)
+					assert.Equal(t, 0, st.Assets[0].Sent, "y is unchanged")
+					assert.Equal(t, "old", readFile(t, filepath.Join(hostRoot, "x", "a")))
+				case "Unstage":
+					require.NoError(t, stage.Unstage(t.Context(), target, root, "y"))
+					assert.Equal(t, "old", readFile(t, filepath.Join(hostRoot, "x", "a")))
+				}
+				assert.Empty(t, leftovers(t, hostRoot), "the next %s removes what the killed host left", next)
+			})
 		}
 	}
 }

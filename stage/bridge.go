@@ -737,6 +737,19 @@ if ! { echo $$ >"$k/%s" && [ ! -e "$k0" ] && [ ! -L "$k0" ] && mv "$k" "$k0"; };
 `, q(dir+newPrefix), q(base[strings.LastIndexByte(base, '-'):]), q(tmp), ownerFile)
 }
 
+// dropScript (with $t the temporary directory tmp) deletes it. It first
+// renames it to gonePrefix + "$$-<rand>", since rm deletes the owner file
+// long before the rest: a shell killed while deleting leaves a directory
+// whose name holds its pid, which D removes once that process is gone.
+// When the rename fails, it deletes $t in place. Best effort.
+func dropScript(tmp string) string {
+	dir, base := path.Split(tmp)
+	return fmt.Sprintf(`g=%s$$%s
+if [ -d "$t" ] && [ ! -L "$t" ] && [ ! -e "$g" ] && [ ! -L "$g" ] && mv "$t" "$g" 2>/dev/null; then t=$g; fi
+rm -rf "$t" 2>/dev/null || { chmod -R u+rwx "$t"; rm -rf "$t"; } 2>/dev/null
+`, q(dir+gonePrefix), q(base[strings.LastIndexByte(base, '-'):]))
+}
+
 // claimScript (with $t the temporary directory) makes this shell its
 // owner: the owner file is replaced in one rename, so that a shell killed
 // meanwhile leaves the previous owner's (gone too), never an empty one.
@@ -869,8 +882,7 @@ if ! mv "$t/new/tree" "$d"; then mv %s "$d"; exit 4; fi
 fi
 mv -f "$t/new/manifest.json" "$m" || exit 5
 echo %s
-rm -rf "$t" 2>/dev/null || { chmod -R u+rwx "$t"; rm -rf "$t"; } 2>/dev/null
-exit 0`, q(path.Join(tmp, tarOld, name)), publishedLine)
+%sexit 0`, q(path.Join(tmp, tarOld, name)), publishedLine, dropScript(tmp))
 	return sb.String()
 }
 
@@ -924,8 +936,7 @@ func (b *Bridge) cleanup(ctx context.Context, tmp, dst, name string) error {
 if [ ! -e "$d" ] && [ ! -L "$d" ] && { [ -e "$o" ] || [ -L "$o" ]; }; then mv "$o" "$d"; fi
 if [ -d "$t" ] && [ ! -L "$t" ]; then %s 2>/dev/null; fi
 echo %s
-rm -rf "$t" 2>/dev/null || { chmod -R u+rwx "$t"; rm -rf "$t"; } 2>/dev/null
-exit 0`, finishAlone, q(tmp), q(dst), q(path.Join(tmp, tarOld, name)), claimScript, publishedLine)
+%sexit 0`, finishAlone, q(tmp), q(dst), q(path.Join(tmp, tarOld, name)), claimScript, publishedLine, dropScript(tmp))
 	return b.renameThenDelete(ctx, "removing temporary directory "+tmp, Command{Script: script})
 }
 

@@ -202,13 +202,13 @@ func (d *Dir) Publish(ctx context.Context, root, name string, src *Tree) (err er
 		return fmt.Errorf("creating temporary directory %s (exclusively): %w", path.Join(root, tmp), err)
 	}
 	defer func() {
-		rerr := d.removeTree(rr, tmp)
+		left, rerr := d.drop(rr, tmp)
 		switch {
 		case rerr == nil:
 		case err == nil:
-			err = fmt.Errorf("asset %s published, but its temporary directory %s could not be removed; remove it by hand: %w", path.Join(root, name), path.Join(root, tmp), rerr)
+			err = fmt.Errorf("asset %s published, but its temporary directory %s could not be removed; remove %s by hand: %w", path.Join(root, name), leftAt(root, tmp, left), path.Join(root, left), rerr)
 		default:
-			err = errors.Join(err, fmt.Errorf("the temporary directory %s could not be removed; remove it by hand: %w", path.Join(root, tmp), rerr))
+			err = errors.Join(err, fmt.Errorf("the temporary directory %s could not be removed; remove %s by hand: %w", leftAt(root, tmp, left), path.Join(root, left), rerr))
 		}
 	}()
 	tr, err := rr.OpenRoot(tmp)
@@ -297,10 +297,11 @@ func (d *Dir) mkTemp(rr *os.Root, tmp string) error {
 
 // sweep removes the temporary directories under rr whose owner process is
 // gone (dead, or a zombie): what a process killed mid-publish or
-// mid-unstage left behind, and the newPrefix directories of processes
-// killed while making one (see mkTemp). A directory without a readable
-// owner file, or whose owner is alive (this process's own included),
-// stays. Best effort: a failure is the next sweep's.
+// mid-unstage left behind, and the newPrefix and gonePrefix directories of
+// processes killed while making or deleting one (see mkTemp and drop). A
+// directory without a readable owner file, or whose owner is alive (this
+// process's own included), stays. Best effort: a failure is the next
+// sweep's.
 func (d *Dir) sweep(rr *os.Root) {
 	f, err := rr.Open(".")
 	if err != nil {
@@ -309,7 +310,11 @@ func (d *Dir) sweep(rr *os.Root) {
 	names, _ := f.Readdirnames(-1)
 	f.Close()
 	for _, n := range names {
-		if rest, ok := strings.CutPrefix(n, newPrefix); ok {
+		rest, ok := strings.CutPrefix(n, newPrefix)
+		if !ok {
+			rest, ok = strings.CutPrefix(n, gonePrefix)
+		}
+		if ok {
 			pid, _, _ := strings.Cut(rest, "-")
 			if p, err := strconv.Atoi(pid); err == nil && p != os.Getpid() && processGone(p) {
 				if fi, err := rr.Lstat(n); err == nil && fi.IsDir() {
@@ -337,8 +342,31 @@ func (d *Dir) sweep(rr *os.Root) {
 		if err != nil || pid == os.Getpid() || !processGone(pid) {
 			continue
 		}
-		_ = d.removeTree(rr, n)
+		_, _ = d.drop(rr, n)
 	}
+}
+
+// leftAt names the temporary directory tmp under root and, when it is
+// not tmp, the name left that drop gave it.
+func leftAt(root, tmp, left string) string {
+	if left == tmp {
+		return path.Join(root, tmp)
+	}
+	return path.Join(root, tmp) + " (moved to " + path.Join(root, left) + " to be deleted)"
+}
+
+// drop removes the temporary directory tmp under rr. It first renames it
+// to gonePrefix + "<pid>-<rand>", since a removal deletes the owner file
+// long before the rest: a process killed while removing leaves a
+// directory whose name holds its pid, which the sweep removes once that
+// process is gone. When the rename fails, it removes tmp in place. It
+// returns the name of what is left when the removal fails.
+func (d *Dir) drop(rr *os.Root, tmp string) (string, error) {
+	g := gonePrefix + strconv.Itoa(os.Getpid()) + tmp[strings.LastIndexByte(tmp, '-'):]
+	if renameNoReplace(rr, tmp, g) == nil {
+		return g, d.removeTree(rr, g)
+	}
+	return tmp, d.removeTree(rr, tmp)
 }
 
 func (d *Dir) removeTree(r *os.Root, name string) error {

@@ -168,19 +168,23 @@ func TestKilledHostHelper(t *testing.T) {
 				kill()
 			}
 		}))
-	case "BridgeAtMkdir", "BridgeAtClaim", "BridgeAtRename":
-		// The sandbox's mkdir or mv kills the host and the command's
+	case "BridgeAtMkdir", "BridgeAtClaim", "BridgeAtRename", "BridgeAtDelete":
+		// The sandbox's mkdir, mv or rm kills the host and the command's
 		// shell, as a host's death (with every process it started) would:
 		// Mkdir right after the mkdir of a temporary directory, Claim
 		// before the publish's mv of its owner file, Rename before the mv
-		// of a directory just made to its temporary name.
+		// of a directory just made to its temporary name, Delete once the
+		// deletion of a temporary directory has removed its owner file
+		// (rm removes the entries in directory order).
 		bin := t.TempDir()
 		mkdir, err := exec.LookPath("mkdir")
 		require.NoError(t, err)
 		mv, err := exec.LookPath("mv")
 		require.NoError(t, err)
+		rm, err := exec.LookPath("rm")
+		require.NoError(t, err)
 		die := fmt.Sprintf("kill -9 %d $PPID; exit 1", os.Getpid())
-		mkdirHook, mvHook := "", ""
+		mkdirHook, mvHook, rmHook := "", "", ""
 		switch kind {
 		case "BridgeAtMkdir":
 			mkdirHook = `if [ "$1" = -m ]; then for a; do case "${a##*/}" in .airlock-*) ` + mkdir + ` "$@" || exit 1; ` + die + `;; esac; done; fi`
@@ -188,9 +192,12 @@ func TestKilledHostHelper(t *testing.T) {
 			mvHook = `for a; do case "$a" in */owner.new) ` + die + `;; esac; done`
 		case "BridgeAtRename":
 			mvHook = `case "${1##*/}" in .airlock-new-*) ` + die + `;; esac`
+		case "BridgeAtDelete":
+			rmHook = `for a; do case "${a##*/}" in .airlock-*) if [ -f "$a/owner" ]; then ` + rm + ` -f "$a/owner"; ` + die + `; fi;; esac; done`
 		}
 		require.NoError(t, os.WriteFile(filepath.Join(bin, "mkdir"), []byte("#!/bin/sh\n"+mkdirHook+"\nexec "+mkdir+" \"$@\"\n"), 0o755))
 		require.NoError(t, os.WriteFile(filepath.Join(bin, "mv"), []byte("#!/bin/sh\n"+mvHook+"\nexec "+mv+" \"$@\"\n"), 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(bin, "rm"), []byte("#!/bin/sh\n"+rmHook+"\nexec "+rm+" \"$@\"\n"), 0o755))
 		local := stage.LocalRunner(dir)
 		target = stage.NewBridge(&scriptedRunner{next: local, match: func(stage.Command) bool { return true }, do: func(ctx context.Context, c stage.Command) error {
 			c.Env = map[string]string{"PATH": bin + ":" + os.Getenv("PATH")}
@@ -200,6 +207,15 @@ func TestKilledHostHelper(t *testing.T) {
 		d, err := stage.NewDir(dir)
 		require.NoError(t, err)
 		stage.SetMade(d, kill)
+		target = d
+	case "DirAtDelete":
+		d, err := stage.NewDir(dir)
+		require.NoError(t, err)
+		stage.SetRemove(d, func(r *os.Root, name string) error {
+			_ = r.Remove(name + "/owner") // what a removal may well delete first
+			kill()
+			return nil
+		})
 		target = d
 	}
 	root := filepath.Join(dir, "rt")
@@ -221,13 +237,18 @@ func TestKilledHostHelper(t *testing.T) {
 // that the next stage (changed or unchanged) or unstage of the root
 // removes; the staged copy stays as it was. The same for a host killed
 // before the directory gets its temporary name (Rename), and before the
-// publish's claim of it replaces its owner file (Claim).
+// publish's claim of it replaces its owner file (Claim), and for one
+// killed while deleting it, once the deletion removed its owner file
+// (Delete: after the publish's renames, the new copy is in place; after
+// the unstage's, the asset is gone).
 func TestSweepAfterKillAtMkdir(t *testing.T) {
-	for _, tc := range []struct{ kind, point, killed string }{
-		{"Bridge", "Mkdir", "Stage"}, {"Bridge", "Mkdir", "Unstage"},
-		{"Dir", "Mkdir", "Stage"}, {"Dir", "Mkdir", "Unstage"},
-		{"Bridge", "Rename", "Stage"}, {"Bridge", "Rename", "Unstage"},
-		{"Bridge", "Claim", "Stage"},
+	for _, tc := range []struct{ kind, point, killed, x string }{
+		{"Bridge", "Mkdir", "Stage", "old"}, {"Bridge", "Mkdir", "Unstage", "old"},
+		{"Dir", "Mkdir", "Stage", "old"}, {"Dir", "Mkdir", "Unstage", "old"},
+		{"Bridge", "Rename", "Stage", "old"}, {"Bridge", "Rename", "Unstage", "old"},
+		{"Bridge", "Claim", "Stage", "old"},
+		{"Bridge", "Delete", "Stage", "new"}, {"Bridge", "Delete", "Unstage", ""},
+		{"Dir", "Delete", "Stage", "new"}, {"Dir", "Delete", "Unstage", ""},
 	} {
 		kind, killed := tc.kind, tc.killed
 		for _, next := range []string{"Stage", "StageUnchanged", "Unstage"} {
@@ -256,7 +277,16 @@ func TestSweepAfterKillAtMkdir(t *testing.T) {
 				ws, ok := ee.Sys().(syscall.WaitStatus)
 				require.True(t, ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL, "the helper must die by SIGKILL: %v\n%s", err, out)
 				require.Len(t, leftovers(t, hostRoot), 1, "the killed host leaves the directory it made")
-				assert.Equal(t, "old", readFile(t, filepath.Join(hostRoot, "x", "a")), "the staged copy stays")
+				x := func() string {
+					t.Helper()
+					b, err := os.ReadFile(filepath.Join(hostRoot, "x", "a"))
+					if errors.Is(err, os.ErrNotExist) {
+						return ""
+					}
+					require.NoError(t, err)
+					return string(b)
+				}
+				assert.Equal(t, tc.x, x(), "the staged copy stays, or is the new one")
 
 				switch next {
 				case "Stage":
@@ -267,10 +297,10 @@ func TestSweepAfterKillAtMkdir(t *testing.T) {
 					st, err := stage.Stage(t.Context(), target, root, []stage.Asset{{Name: "y", Source: srcY}})
 					require.NoError(t, err)
 					assert.Equal(t, 0, st.Assets[0].Sent, "y is unchanged")
-					assert.Equal(t, "old", readFile(t, filepath.Join(hostRoot, "x", "a")))
+					assert.Equal(t, tc.x, x())
 				case "Unstage":
 					require.NoError(t, stage.Unstage(t.Context(), target, root, "y"))
-					assert.Equal(t, "old", readFile(t, filepath.Join(hostRoot, "x", "a")))
+					assert.Equal(t, tc.x, x())
 				}
 				assert.Empty(t, leftovers(t, hostRoot), "the next %s removes what the killed host left", next)
 			})

@@ -178,11 +178,15 @@ func (d *Dir) removeOne(rr *os.Root, root, name string) error {
 			continue
 		}
 		if err := rr.Rename(n, tmp+"/"+n); err != nil {
-			return errors.Join(fmt.Errorf("moving %s aside: %w", path.Join(root, n), err), d.removeTree(rr, tmp))
+			left, rerr := d.drop(rr, tmp)
+			if rerr != nil {
+				rerr = fmt.Errorf("the temporary directory %s could not be deleted; remove %s by hand: %w", leftAt(root, tmp, left), path.Join(root, left), rerr)
+			}
+			return errors.Join(fmt.Errorf("moving %s aside: %w", path.Join(root, n), err), rerr)
 		}
 	}
-	if err := d.removeTree(rr, tmp); err != nil {
-		return fmt.Errorf("asset %s removed, but %s could not be deleted; remove it by hand: %w", path.Join(root, name), path.Join(root, tmp), err)
+	if left, err := d.drop(rr, tmp); err != nil {
+		return fmt.Errorf("asset %s removed, but %s could not be deleted; remove %s by hand: %w", path.Join(root, name), leftAt(root, tmp, left), path.Join(root, left), err)
 	}
 	return nil
 }
@@ -248,6 +252,7 @@ func (b *Bridge) Remove(ctx context.Context, root string, names []string) error 
 		}
 	}
 	fmt.Fprintf(&sb, "echo %s\n", publishedLine)
-	sb.WriteString("rm -rf \"$t\" 2>/dev/null || { chmod -R u+rwx \"$t\"; rm -rf \"$t\"; } 2>/dev/null\nD\nexit 0\n")
+	sb.WriteString(dropScript(tmpName))
+	sb.WriteString("D\nexit 0\n")
 	return b.renameThenDelete(ctx, "removing assets under "+root, Command{Script: sb.String()})
 }

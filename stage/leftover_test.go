@@ -183,7 +183,8 @@ func TestKilledHostHelper(t *testing.T) {
 		require.NoError(t, err)
 		rm, err := exec.LookPath("rm")
 		require.NoError(t, err)
-		die := fmt.Sprintf("kill -9 %d $PPID; exit 1", os.Getpid())
+		// The shell's pid is recorded for the test, which waits for its end.
+		die := fmt.Sprintf("echo $PPID >%s; kill -9 %d $PPID; exit 1", filepath.Join(dir, killedShellFile), os.Getpid())
 		mkdirHook, mvHook, rmHook := "", "", ""
 		switch kind {
 		case "BridgeAtMkdir":
@@ -231,6 +232,30 @@ func TestKilledHostHelper(t *testing.T) {
 	t.Fatalf("the helper was not killed: %v", err)
 }
 
+// killedShellFile, in the sandbox directory (outside the stage root), is
+// where a BridgeAt helper records the pid of the shell it kills.
+const killedShellFile = "killed-shell.pid"
+
+// waitGone waits until pid is no live process (gone, or a zombie): a
+// SIGKILLed process may still run for an instant, and a sweep rightly
+// spares its directories until it has ended.
+func waitGone(t *testing.T, pid int) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			return
+		}
+		s := string(b)
+		if st := strings.TrimLeft(s[strings.LastIndexByte(s, ')')+1:], " "); strings.HasPrefix(st, "Z") || strings.HasPrefix(st, "X") {
+			return
+		}
+		require.True(t, time.Now().Before(deadline), "process %d still runs 30 s after SIGKILL", pid)
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 // TestSweepAfterKillAtMkdir: a host killed (with the sandbox command it
 // ran) right after the exclusive mkdir of a publish's or an unstage's
 // temporary directory, before its owner is recorded, leaves a directory
@@ -276,6 +301,13 @@ func TestSweepAfterKillAtMkdir(t *testing.T) {
 				require.ErrorAs(t, err, &ee, "%s", out)
 				ws, ok := ee.Sys().(syscall.WaitStatus)
 				require.True(t, ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL, "the helper must die by SIGKILL: %v\n%s", err, out)
+				if kind == "Bridge" {
+					b, err := os.ReadFile(filepath.Join(dir, killedShellFile))
+					require.NoError(t, err, "the helper records the shell it kills")
+					pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+					require.NoError(t, err)
+					waitGone(t, pid)
+				}
 				require.Len(t, leftovers(t, hostRoot), 1, "the killed host leaves the directory it made")
 				x := func() string {
 					t.Helper()

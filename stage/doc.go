@@ -78,10 +78,10 @@
 //     killed host left, once its owner process in the sandbox is gone (dead
 //     or a zombie), never one whose owner is alive. A temporary directory
 //     is made under a name that holds its maker's process id and gets its
-//     owner file before it takes its temporary name, so a host killed at
-//     any point leaves nothing the next sweep cannot judge; a directory of
-//     that form with no owner file (made by something else) stays until
-//     removed by hand. Through a FileReader, a stage with nothing to
+//     owner file before it takes its temporary name, and takes such a name
+//     again before it is deleted, so a host killed at any point leaves
+//     nothing the next sweep cannot judge; a temporary directory with no
+//     owner file (made by something else) stays until removed by hand. Through a FileReader, a stage with nothing to
 //     publish leaves the sweep to the next publish or unstage.
 //   - File times and ownership are not copied; content identity never
 //     depends on them.

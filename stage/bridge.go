@@ -804,9 +804,9 @@ done; }
 // publish, and of publishes and unstages killed before they deleted what
 // they had moved aside. D deletes them afterwards, outside the control
 // deadline. A directory without an owner file (none of this package's:
-// they are made with theirs, see mkOwnedScript), one whose owner is alive, and one this Bridge still uses
-// (between its transfer and its publish no sandbox process owns it; the
-// names in skip) are left alone. Each directory is renamed in one step, and
+// they are made with theirs, see mkOwnedScript), one whose owner is
+// alive, and one this Bridge still uses (between its transfer and its
+// publish no sandbox process owns it; the names in skip) are left alone. Each directory is renamed in one step, and
 // put back when its owner file changed meanwhile (a publish that claimed it
 // races the sweep), so a publish either moved the whole new tree first or
 // finds it gone and fails; it never publishes part of one. The check relies

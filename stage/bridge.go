@@ -531,14 +531,16 @@ const leftoversLine = "airlock-leftovers"
 
 // leftoverCheck (after sweepFuncs, in the root) prints leftoversLine when
 // a sweep would remove something: a temporary directory whose owner is
-// gone (none of skip), or a gonePrefix entry whose process is gone.
+// gone (none of skip), or a gonePrefix or newPrefix entry whose process is
+// gone.
 func leftoverCheck(skip []string) string {
 	var sb strings.Builder
 	sb.WriteString(`w=
-for s in ` + tempPrefix + `* ` + gonePrefix + `*; do
+for s in ` + tempPrefix + `* ` + gonePrefix + `* ` + newPrefix + `*; do
 [ -d "$s" ] && [ ! -L "$s" ] || continue
 case "$s" in
 ` + gonePrefix + `*) p=${s#` + gonePrefix + `}; p=${p%%-*};;
+` + newPrefix + `*) p=${s#` + newPrefix + `}; p=${p%%-*};;
 *) [ -f "$s/` + ownerFile + `" ] && [ ! -L "$s/` + ownerFile + `" ] || continue
 `)
 	if len(skip) > 0 {
@@ -714,8 +716,44 @@ func (b *Bridge) Publish(ctx context.Context, root, name string, src *Tree) (err
 // ownerFile, in a temporary directory, holds the process id of the
 // sandbox process that uses it: the tar that writes into it, then the
 // publish (or unstage) command that moves it into place and deletes what
-// is left. It is no member of the stream.
+// is left. It is no member of the stream. A temporary directory never
+// exists without it (mkOwnedScript), and it is only ever replaced whole
+// (claimScript): a process killed at any point leaves an owner file that
+// names it, or a directory whose name does.
 const ownerFile = "owner"
+
+// mkOwnedScript makes the temporary directory tmp (a sandbox path,
+// absolute or relative to the working directory) with its owner file
+// naming this shell already in it: the directory is made exclusively as
+// newPrefix + "$$-<rand>" beside tmp, gets its owner file, and is renamed
+// to tmp, which must not exist. A shell killed on the way leaves a
+// directory whose name holds its pid, which the sweep removes once that
+// process is gone (D). It exits 1 when tmp cannot be made.
+func mkOwnedScript(tmp string) string {
+	dir, base := path.Split(tmp)
+	return fmt.Sprintf(`k=%s$$%s; k0=%s
+mkdir -m 700 "$k" || exit 1
+if ! { echo $$ >"$k/%s" && [ ! -e "$k0" ] && [ ! -L "$k0" ] && mv "$k" "$k0"; }; then rm -rf "$k"; exit 1; fi
+`, q(dir+newPrefix), q(base[strings.LastIndexByte(base, '-'):]), q(tmp), ownerFile)
+}
+
+// dropScript (with $t the temporary directory tmp) deletes it. It first
+// renames it to gonePrefix + "$$-<rand>", since rm deletes the owner file
+// long before the rest: a shell killed while deleting leaves a directory
+// whose name holds its pid, which D removes once that process is gone.
+// When the rename fails, it deletes $t in place. Best effort.
+func dropScript(tmp string) string {
+	dir, base := path.Split(tmp)
+	return fmt.Sprintf(`g=%s$$%s
+if [ -d "$t" ] && [ ! -L "$t" ] && [ ! -e "$g" ] && [ ! -L "$g" ] && mv "$t" "$g" 2>/dev/null; then t=$g; fi
+rm -rf "$t" 2>/dev/null || { chmod -R u+rwx "$t"; rm -rf "$t"; } 2>/dev/null
+`, q(dir+gonePrefix), q(base[strings.LastIndexByte(base, '-'):]))
+}
+
+// claimScript (with $t the temporary directory) makes this shell its
+// owner: the owner file is replaced in one rename, so that a shell killed
+// meanwhile leaves the previous owner's (gone too), never an empty one.
+const claimScript = `{ echo $$ >"$t/` + ownerFile + `.new" && mv -f "$t/` + ownerFile + `.new" "$t/` + ownerFile + `"; }`
 
 // gonePrefix starts the names of what a sweep has moved out of the way
 // before it deletes it: gonePrefix + "<pid>-<n>", where pid is the sandbox
@@ -734,8 +772,10 @@ const gonePrefix = reservedPrefix + "-gone-"
 //
 // D deletes every gonePrefix entry of this shell or of a process that is
 // gone: what an earlier sweep (of this command, or of one killed before it
-// finished) moved out of the way. Best effort: a failure never fails the
-// command, and what stays is the next sweep's.
+// finished) moved out of the way; and every newPrefix entry of a process
+// that is gone (not this shell): a temporary directory whose maker was
+// killed before it renamed it (mkOwnedScript). Best effort: a failure
+// never fails the command, and what stays is the next sweep's.
 const sweepFuncs = `L() { if [ -d /proc/self ] && [ -e "/proc/$1" ]; then
 __s=; read -r __s <"/proc/$1/stat" 2>/dev/null || return 0
 __s=${__s##*) }
@@ -748,11 +788,12 @@ case "$(ps -o stat= -p "$1" 2>/dev/null)" in Z*) return 1;; esac
 return 0
 }
 G() { __i=0; g="$r/` + gonePrefix + `$$-0"; while [ -e "$g" ] || [ -L "$g" ]; do __i=$((__i+1)); g="$r/` + gonePrefix + `$$-$__i"; done; }
-D() { for __g in "$r"/` + gonePrefix + `*; do
+D() { for __g in "$r"/` + gonePrefix + `* "$r"/` + newPrefix + `*; do
 [ -d "$__g" ] && [ ! -L "$__g" ] || continue
-__p=${__g##*/` + gonePrefix + `}; __p=${__p%%-*}
+case "${__g##*/}" in ` + gonePrefix + `*) __p=${__g##*/` + gonePrefix + `}; __o=1;; *) __p=${__g##*/` + newPrefix + `}; __o=;; esac
+__p=${__p%%-*}
 case "$__p" in ''|*[!0-9]*) continue;; esac
-if [ "$__p" != "$$" ] && L "$__p"; then continue; fi
+if [ "$__p" = "$$" ]; then [ -n "$__o" ] || continue; elif L "$__p"; then continue; fi
 rm -rf "$__g" 2>/dev/null || { chmod -R u+rwx "$__g"; rm -rf "$__g"; } 2>/dev/null
 done; }
 `
@@ -762,10 +803,10 @@ done; }
 // those of cut transfers, of hosts killed between the transfer and the
 // publish, and of publishes and unstages killed before they deleted what
 // they had moved aside. D deletes them afterwards, outside the control
-// deadline. A directory without an owner file (its transfer has not
-// begun), one whose owner is alive, and one this Bridge still uses
-// (between its transfer and its publish no sandbox process owns it; the
-// names in skip) are left alone. Each directory is renamed in one step, and
+// deadline. A directory without an owner file (none of this package's:
+// they are made with theirs, see mkOwnedScript), one whose owner is
+// alive, and one this Bridge still uses (between its transfer and its
+// publish no sandbox process owns it; the names in skip) are left alone. Each directory is renamed in one step, and
 // put back when its owner file changed meanwhile (a publish that claimed it
 // races the sweep), so a publish either moved the whole new tree first or
 // finds it gone and fails; it never publishes part of one. The check relies
@@ -827,10 +868,10 @@ func publishScript(tmp, dst, mf, name string, exchange bool) string {
 	var sb strings.Builder
 	fmt.Fprintf(&sb, `%st=%s; d=%s; m=%s
 if [ ! -f "$t/complete" ] || [ ! -d "$t/new/tree" ] || [ -L "$t/new/tree" ] || [ ! -f "$t/new/manifest.json" ] || [ -L "$t/new/manifest.json" ] || [ ! -d "$t/old" ] || [ -L "$t/old" ]; then echo "transfer incomplete: $t lacks part of the stream" >&2; exit 3; fi
-echo $$ >"$t/%s" || exit 3
+%s || exit 3
 if [ -e "$m" ] || [ -L "$m" ]; then mv -f "$m" "$t/old/" || exit 4; fi
 x=
-`, finishAlone, q(tmp), q(dst), q(mf), ownerFile)
+`, finishAlone, q(tmp), q(dst), q(mf), claimScript)
 	if exchange {
 		sb.WriteString(`if [ -d "$d" ] && [ ! -L "$d" ] && mv --exchange "$t/new/tree" "$d" 2>/dev/null; then x=1; fi
 `)
@@ -841,8 +882,7 @@ if ! mv "$t/new/tree" "$d"; then mv %s "$d"; exit 4; fi
 fi
 mv -f "$t/new/manifest.json" "$m" || exit 5
 echo %s
-rm -rf "$t" 2>/dev/null || { chmod -R u+rwx "$t"; rm -rf "$t"; } 2>/dev/null
-exit 0`, q(path.Join(tmp, tarOld, name)), publishedLine)
+%sexit 0`, q(path.Join(tmp, tarOld, name)), publishedLine, dropScript(tmp))
 	return sb.String()
 }
 
@@ -894,10 +934,9 @@ func (b *Bridge) carry(ctx context.Context, tmp, dst string, plan carryPlan) (ma
 func (b *Bridge) cleanup(ctx context.Context, tmp, dst, name string) error {
 	script := fmt.Sprintf(`%st=%s; d=%s; o=%s
 if [ ! -e "$d" ] && [ ! -L "$d" ] && { [ -e "$o" ] || [ -L "$o" ]; }; then mv "$o" "$d"; fi
-if [ -d "$t" ] && [ ! -L "$t" ]; then echo $$ >"$t/%s" 2>/dev/null; fi
+if [ -d "$t" ] && [ ! -L "$t" ]; then %s 2>/dev/null; fi
 echo %s
-rm -rf "$t" 2>/dev/null || { chmod -R u+rwx "$t"; rm -rf "$t"; } 2>/dev/null
-exit 0`, finishAlone, q(tmp), q(dst), q(path.Join(tmp, tarOld, name)), ownerFile, publishedLine)
+%sexit 0`, finishAlone, q(tmp), q(dst), q(path.Join(tmp, tarOld, name)), claimScript, publishedLine, dropScript(tmp))
 	return b.renameThenDelete(ctx, "removing temporary directory "+tmp, Command{Script: script})
 }
 

@@ -34,6 +34,7 @@ type Dir struct {
 	rand  io.Reader // temporary names; crypto/rand unless a test sets it
 	locks keylock.Map
 	rm    func(r *os.Root, name string) error // removes a temporary directory; removeTree unless a test sets it
+	made  func()                              // called once a temporary directory exists, before its owner file is written (tests)
 }
 
 var _ Target = (*Dir)(nil)
@@ -201,13 +202,13 @@ func (d *Dir) Publish(ctx context.Context, root, name string, src *Tree) (err er
 		return fmt.Errorf("creating temporary directory %s (exclusively): %w", path.Join(root, tmp), err)
 	}
 	defer func() {
-		rerr := d.removeTree(rr, tmp)
+		left, rerr := d.drop(rr, tmp)
 		switch {
 		case rerr == nil:
 		case err == nil:
-			err = fmt.Errorf("asset %s published, but its temporary directory %s could not be removed; remove it by hand: %w", path.Join(root, name), path.Join(root, tmp), rerr)
+			err = fmt.Errorf("asset %s published, but its temporary directory %s could not be removed; remove %s by hand: %w", path.Join(root, name), leftAt(root, tmp, left), path.Join(root, left), rerr)
 		default:
-			err = errors.Join(err, fmt.Errorf("the temporary directory %s could not be removed; remove it by hand: %w", path.Join(root, tmp), rerr))
+			err = errors.Join(err, fmt.Errorf("the temporary directory %s could not be removed; remove %s by hand: %w", leftAt(root, tmp, left), path.Join(root, left), rerr))
 		}
 	}()
 	tr, err := rr.OpenRoot(tmp)
@@ -266,29 +267,41 @@ func writeManifestFile(r *os.Root, name string, src *Tree) error {
 
 // mkTemp makes the temporary directory tmp in rr, exclusively, with an
 // owner file naming this process, so that what a killed process leaves
-// there is removed by a later sweep.
+// there is removed by a later sweep. tmp never exists without its owner
+// file: the directory is made as newPrefix + "<pid>-<rand>", gets the
+// file, and is renamed to tmp; a process killed before the rename leaves
+// a directory whose name holds its pid, which the sweep removes too.
 func (d *Dir) mkTemp(rr *os.Root, tmp string) error {
-	if err := rr.Mkdir(tmp, 0o700); err != nil {
+	k := newPrefix + strconv.Itoa(os.Getpid()) + tmp[strings.LastIndexByte(tmp, '-'):]
+	if err := rr.Mkdir(k, 0o700); err != nil {
 		return err
 	}
-	f, err := rr.OpenFile(tmp+"/"+ownerFile, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
+	if d.made != nil {
+		d.made()
+	}
+	f, err := rr.OpenFile(k+"/"+ownerFile, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
 	if err == nil {
 		_, err = fmt.Fprintf(f, "%d\n", os.Getpid())
 		if cerr := f.Close(); err == nil {
 			err = cerr
 		}
 	}
+	if err == nil {
+		err = renameNoReplace(rr, k, tmp)
+	}
 	if err != nil {
-		return errors.Join(err, d.removeTree(rr, tmp))
+		return errors.Join(err, d.removeTree(rr, k))
 	}
 	return nil
 }
 
 // sweep removes the temporary directories under rr whose owner process is
 // gone (dead, or a zombie): what a process killed mid-publish or
-// mid-unstage left behind. A directory without a readable owner file, or
-// whose owner is alive (this process's own included), stays. Best effort:
-// a failure is the next sweep's.
+// mid-unstage left behind, and the newPrefix and gonePrefix directories of
+// processes killed while making or deleting one (see mkTemp and drop). A
+// directory without a readable owner file, or whose owner is alive (this
+// process's own included), stays. Best effort: a failure is the next
+// sweep's.
 func (d *Dir) sweep(rr *os.Root) {
 	f, err := rr.Open(".")
 	if err != nil {
@@ -297,6 +310,19 @@ func (d *Dir) sweep(rr *os.Root) {
 	names, _ := f.Readdirnames(-1)
 	f.Close()
 	for _, n := range names {
+		rest, ok := strings.CutPrefix(n, newPrefix)
+		if !ok {
+			rest, ok = strings.CutPrefix(n, gonePrefix)
+		}
+		if ok {
+			pid, _, _ := strings.Cut(rest, "-")
+			if p, err := strconv.Atoi(pid); err == nil && p != os.Getpid() && processGone(p) {
+				if fi, err := rr.Lstat(n); err == nil && fi.IsDir() {
+					_ = d.removeTree(rr, n)
+				}
+			}
+			continue
+		}
 		if !strings.HasPrefix(n, tempPrefix) {
 			continue
 		}
@@ -316,8 +342,31 @@ func (d *Dir) sweep(rr *os.Root) {
 		if err != nil || pid == os.Getpid() || !processGone(pid) {
 			continue
 		}
-		_ = d.removeTree(rr, n)
+		_, _ = d.drop(rr, n)
 	}
+}
+
+// leftAt names the temporary directory tmp under root and, when it is
+// not tmp, the name left that drop gave it.
+func leftAt(root, tmp, left string) string {
+	if left == tmp {
+		return path.Join(root, tmp)
+	}
+	return path.Join(root, tmp) + " (moved to " + path.Join(root, left) + " to be deleted)"
+}
+
+// drop removes the temporary directory tmp under rr. It first renames it
+// to gonePrefix + "<pid>-<rand>", since a removal deletes the owner file
+// long before the rest: a process killed while removing leaves a
+// directory whose name holds its pid, which the sweep removes once that
+// process is gone. When the rename fails, it removes tmp in place. It
+// returns the name of what is left when the removal fails.
+func (d *Dir) drop(rr *os.Root, tmp string) (string, error) {
+	g := gonePrefix + strconv.Itoa(os.Getpid()) + tmp[strings.LastIndexByte(tmp, '-'):]
+	if renameNoReplace(rr, tmp, g) == nil {
+		return g, d.removeTree(rr, g)
+	}
+	return tmp, d.removeTree(rr, tmp)
 }
 
 func (d *Dir) removeTree(r *os.Root, name string) error {
@@ -505,4 +554,15 @@ func swapPortable(rr *os.Root, tmp, name string) error {
 		return err
 	}
 	return nil
+}
+
+// renamePortable renames old to new in rr unless new exists (checked just
+// before: an entry made in between is not detected).
+func renamePortable(rr *os.Root, old, new string) error {
+	if _, err := rr.Lstat(new); err == nil {
+		return &os.LinkError{Op: "rename", Old: old, New: new, Err: fs.ErrExist}
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return rr.Rename(old, new)
 }

@@ -60,3 +60,20 @@ func renameBetween(rr, tr *os.Root, tmp, old, new string) error {
 	}
 	return nil
 }
+
+// renameNoReplace renames old to new in rr, failing when new exists.
+func renameNoReplace(rr *os.Root, old, new string) error {
+	rf, err := rr.Open(".")
+	if err != nil {
+		return err
+	}
+	defer rf.Close()
+	err = unix.Renameat2(int(rf.Fd()), old, int(rf.Fd()), new, unix.RENAME_NOREPLACE)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, unix.EINVAL), errors.Is(err, unix.ENOSYS), errors.Is(err, unix.EOPNOTSUPP):
+		return renamePortable(rr, old, new) // file system without renameat2 flags
+	}
+	return &os.LinkError{Op: "rename", Old: old, New: new, Err: err}
+}

@@ -11,3 +11,7 @@ func swapIn(rr, _ *os.Root, tmp, name string) error { return swapPortable(rr, tm
 
 // renameBetween renames <tmp>/old to new in rr.
 func renameBetween(rr, _ *os.Root, tmp, old, new string) error { return rr.Rename(tmp+"/"+old, new) }
+
+// renameNoReplace renames old to new in rr, failing when new exists (an
+// entry made at new between the check and the rename is not detected).
+func renameNoReplace(rr *os.Root, old, new string) error { return renamePortable(rr, old, new) }

@@ -76,10 +76,13 @@
 //     error) whose command could still be running. The next stage or
 //     unstage of the same root removes every such directory, and whatever a
 //     killed host left, once its owner process in the sandbox is gone (dead
-//     or a zombie), never one whose owner is alive; one whose transfer never
-//     began (no owner recorded) stays until removed by hand. Through a
-//     FileReader, a stage with nothing to publish leaves the sweep to the
-//     next publish or unstage.
+//     or a zombie), never one whose owner is alive. A temporary directory
+//     is made under a name that holds its maker's process id and gets its
+//     owner file before it takes its temporary name, and takes such a name
+//     again before it is deleted, so a host killed at any point leaves
+//     nothing the next sweep cannot judge; a temporary directory with no
+//     owner file (made by something else) stays until removed by hand. Through a FileReader, a stage with nothing to
+//     publish leaves the sweep to the next publish or unstage.
 //   - File times and ownership are not copied; content identity never
 //     depends on them.
 //   - A sandbox without mv --exchange (GNU coreutils 9.5+) sees an

@@ -57,3 +57,7 @@ func SetMaxEmbeddedCarry(t interface{ Cleanup(func()) }, n int) {
 	maxEmbeddedCarry = n
 	t.Cleanup(func() { maxEmbeddedCarry = old })
 }
+
+// SetMade makes d call made once a temporary directory exists, before its
+// owner file is written.
+func SetMade(d *Dir, made func()) { d.made = made }

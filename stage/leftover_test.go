@@ -26,13 +26,13 @@ import (
 // and zombie owners are swept; the publish's and unstage's control step
 // is the renames alone; Assets and Remove never follow a link at the root.
 
-// leftovers returns the names under root that are airlock's temporary or
-// swept-away entries.
+// leftovers returns the names under root that are airlock's own but not a
+// manifest: temporary, swept-away or half-made entries.
 func leftovers(t testing.TB, root string) []string {
 	t.Helper()
 	var out []string
 	for _, n := range listDir(t, root) {
-		if strings.HasPrefix(n, ".airlock-tmp-") || strings.HasPrefix(n, ".airlock-gone-") {
+		if strings.HasPrefix(n, ".airlock") && !strings.HasPrefix(n, ".airlock-manifest-") {
 			out = append(out, n)
 		}
 	}
@@ -168,13 +168,176 @@ func TestKilledHostHelper(t *testing.T) {
 				kill()
 			}
 		}))
+	case "BridgeAtMkdir", "BridgeAtClaim", "BridgeAtRename", "BridgeAtDelete":
+		// The sandbox's mkdir, mv or rm kills the host and the command's
+		// shell, as a host's death (with every process it started) would:
+		// Mkdir right after the mkdir of a temporary directory, Claim
+		// before the publish's mv of its owner file, Rename before the mv
+		// of a directory just made to its temporary name, Delete once the
+		// deletion of a temporary directory has removed its owner file
+		// (rm removes the entries in directory order).
+		bin := t.TempDir()
+		mkdir, err := exec.LookPath("mkdir")
+		require.NoError(t, err)
+		mv, err := exec.LookPath("mv")
+		require.NoError(t, err)
+		rm, err := exec.LookPath("rm")
+		require.NoError(t, err)
+		// The shell's pid is recorded for the test, which waits for its end.
+		die := fmt.Sprintf("echo $PPID >%s; kill -9 %d $PPID; exit 1", filepath.Join(dir, killedShellFile), os.Getpid())
+		mkdirHook, mvHook, rmHook := "", "", ""
+		switch kind {
+		case "BridgeAtMkdir":
+			mkdirHook = `if [ "$1" = -m ]; then for a; do case "${a##*/}" in .airlock-*) ` + mkdir + ` "$@" || exit 1; ` + die + `;; esac; done; fi`
+		case "BridgeAtClaim":
+			mvHook = `for a; do case "$a" in */owner.new) ` + die + `;; esac; done`
+		case "BridgeAtRename":
+			mvHook = `case "${1##*/}" in .airlock-new-*) ` + die + `;; esac`
+		case "BridgeAtDelete":
+			rmHook = `for a; do case "${a##*/}" in .airlock-*) if [ -f "$a/owner" ]; then ` + rm + ` -f "$a/owner"; ` + die + `; fi;; esac; done`
+		}
+		require.NoError(t, os.WriteFile(filepath.Join(bin, "mkdir"), []byte("#!/bin/sh\n"+mkdirHook+"\nexec "+mkdir+" \"$@\"\n"), 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(bin, "mv"), []byte("#!/bin/sh\n"+mvHook+"\nexec "+mv+" \"$@\"\n"), 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(bin, "rm"), []byte("#!/bin/sh\n"+rmHook+"\nexec "+rm+" \"$@\"\n"), 0o755))
+		local := stage.LocalRunner(dir)
+		target = stage.NewBridge(&scriptedRunner{next: local, match: func(stage.Command) bool { return true }, do: func(ctx context.Context, c stage.Command) error {
+			c.Env = map[string]string{"PATH": bin + ":" + os.Getenv("PATH")}
+			return local.Run(ctx, c)
+		}})
+	case "DirAtMkdir":
+		d, err := stage.NewDir(dir)
+		require.NoError(t, err)
+		stage.SetMade(d, kill)
+		target = d
+	case "DirAtDelete":
+		d, err := stage.NewDir(dir)
+		require.NoError(t, err)
+		stage.SetRemove(d, func(r *os.Root, name string) error {
+			_ = r.Remove(name + "/owner") // what a removal may well delete first
+			kill()
+			return nil
+		})
+		target = d
 	}
 	root := filepath.Join(dir, "rt")
-	if kind == "Dir" {
+	if strings.HasPrefix(kind, "Dir") {
 		root = "/rt"
 	}
-	_, err := stage.Stage(context.Background(), target, root, []stage.Asset{{Name: "x", Source: src}}, opts...)
+	var err error
+	if at == "Unstage" {
+		err = stage.Unstage(context.Background(), target, root, "x")
+	} else {
+		_, err = stage.Stage(context.Background(), target, root, []stage.Asset{{Name: "x", Source: src}}, opts...)
+	}
 	t.Fatalf("the helper was not killed: %v", err)
+}
+
+// killedShellFile, in the sandbox directory (outside the stage root), is
+// where a BridgeAt helper records the pid of the shell it kills.
+const killedShellFile = "killed-shell.pid"
+
+// waitGone waits until pid is no live process (gone, or a zombie): a
+// SIGKILLed process may still run for an instant, and a sweep rightly
+// spares its directories until it has ended.
+func waitGone(t *testing.T, pid int) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			return
+		}
+		s := string(b)
+		if st := strings.TrimLeft(s[strings.LastIndexByte(s, ')')+1:], " "); strings.HasPrefix(st, "Z") || strings.HasPrefix(st, "X") {
+			return
+		}
+		require.True(t, time.Now().Before(deadline), "process %d still runs 30 s after SIGKILL", pid)
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestSweepAfterKillAtMkdir: a host killed (with the sandbox command it
+// ran) right after the exclusive mkdir of a publish's or an unstage's
+// temporary directory, before its owner is recorded, leaves a directory
+// that the next stage (changed or unchanged) or unstage of the root
+// removes; the staged copy stays as it was. The same for a host killed
+// before the directory gets its temporary name (Rename), and before the
+// publish's claim of it replaces its owner file (Claim), and for one
+// killed while deleting it, once the deletion removed its owner file
+// (Delete: after the publish's renames, the new copy is in place; after
+// the unstage's, the asset is gone).
+func TestSweepAfterKillAtMkdir(t *testing.T) {
+	for _, tc := range []struct{ kind, point, killed, x string }{
+		{"Bridge", "Mkdir", "Stage", "old"}, {"Bridge", "Mkdir", "Unstage", "old"},
+		{"Dir", "Mkdir", "Stage", "old"}, {"Dir", "Mkdir", "Unstage", "old"},
+		{"Bridge", "Rename", "Stage", "old"}, {"Bridge", "Rename", "Unstage", "old"},
+		{"Bridge", "Claim", "Stage", "old"},
+		{"Bridge", "Delete", "Stage", "new"}, {"Bridge", "Delete", "Unstage", ""},
+		{"Dir", "Delete", "Stage", "new"}, {"Dir", "Delete", "Unstage", ""},
+	} {
+		kind, killed := tc.kind, tc.killed
+		for _, next := range []string{"Stage", "StageUnchanged", "Unstage"} {
+			t.Run(kind+"/"+tc.point+"/"+killed+"/"+next, func(t *testing.T) {
+				dir, srcX, srcY := t.TempDir(), t.TempDir(), t.TempDir()
+				root, hostRoot := filepath.Join(dir, "rt"), filepath.Join(dir, "rt")
+				var target stage.Target
+				if kind == "Dir" {
+					d, err := stage.NewDir(dir)
+					require.NoError(t, err)
+					target, root = d, "/rt"
+				} else {
+					target = stage.NewBridge(stage.LocalRunner(dir))
+				}
+				build(t, srcX, "a=old")
+				build(t, srcY, "a=y")
+				_, err := stage.Stage(t.Context(), target, root, []stage.Asset{{Name: "x", Source: srcX}, {Name: "y", Source: srcY}})
+				require.NoError(t, err)
+				build(t, srcX, "a=new")
+
+				c := exec.Command(os.Args[0], "-test.run=^TestKilledHostHelper$", "-test.count=1")
+				c.Env = append(os.Environ(), killHelperEnv+"="+kind+"At"+tc.point+":"+killed+":"+dir+":"+srcX)
+				out, err := c.CombinedOutput()
+				var ee *exec.ExitError
+				require.ErrorAs(t, err, &ee, "%s", out)
+				ws, ok := ee.Sys().(syscall.WaitStatus)
+				require.True(t, ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL, "the helper must die by SIGKILL: %v\n%s", err, out)
+				if kind == "Bridge" {
+					b, err := os.ReadFile(filepath.Join(dir, killedShellFile))
+					require.NoError(t, err, "the helper records the shell it kills")
+					pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+					require.NoError(t, err)
+					waitGone(t, pid)
+				}
+				require.Len(t, leftovers(t, hostRoot), 1, "the killed host leaves the directory it made")
+				x := func() string {
+					t.Helper()
+					b, err := os.ReadFile(filepath.Join(hostRoot, "x", "a"))
+					if errors.Is(err, os.ErrNotExist) {
+						return ""
+					}
+					require.NoError(t, err)
+					return string(b)
+				}
+				assert.Equal(t, tc.x, x(), "the staged copy stays, or is the new one")
+
+				switch next {
+				case "Stage":
+					_, err = stage.Stage(t.Context(), target, root, []stage.Asset{{Name: "x", Source: srcX}})
+					require.NoError(t, err)
+					assert.Equal(t, "new", readFile(t, filepath.Join(hostRoot, "x", "a")))
+				case "StageUnchanged":
+					st, err := stage.Stage(t.Context(), target, root, []stage.Asset{{Name: "y", Source: srcY}})
+					require.NoError(t, err)
+					assert.Equal(t, 0, st.Assets[0].Sent, "y is unchanged")
+					assert.Equal(t, tc.x, x())
+				case "Unstage":
+					require.NoError(t, stage.Unstage(t.Context(), target, root, "y"))
+					assert.Equal(t, tc.x, x())
+				}
+				assert.Empty(t, leftovers(t, hostRoot), "the next %s removes what the killed host left", next)
+			})
+		}
+	}
 }
 
 // TestKilledMidPublish: a host SIGKILLed while its publish command runs

@@ -263,8 +263,10 @@ func (b *Bridge) send(ctx context.Context, root, tmp, dst string, src *Tree) (se
 	sb.WriteString(sweepScript(b.inflight.under(root)))
 	// The owner file names the process that writes into tmp (this shell,
 	// then tar through exec), so that a later setup can tell a cut
-	// transfer's directory from a live one (sweepScript).
-	fmt.Fprintf(&sb, "mkdir -m 700 %s || exit 1\necho $$ >%s/%s || exit 1\necho %s\numask 0\n", q(tmp), q(tmp), ownerFile, readyLine)
+	// transfer's directory from a live one (sweepScript); tmp never exists
+	// without it (mkOwnedScript).
+	sb.WriteString(mkOwnedScript(tmp))
+	fmt.Fprintf(&sb, "echo %s\numask 0\n", readyLine)
 	// What the sweep moved away is deleted now, outside the control
 	// deadline (a data step, bounded by the caller's context).
 	sb.WriteString("D\n")

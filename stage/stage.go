@@ -38,6 +38,11 @@ const (
 	manifestSuffix = ".json"
 	tempPrefix     = ".airlock-tmp-"
 	maxNameLen     = 128
+	// newPrefix starts the name a temporary directory has while it is
+	// made: newPrefix + "<pid>-<rand>", pid being the process that makes it
+	// (and renames it to its tempPrefix name once its owner file is in
+	// it), so that what a process killed in between leaves names its owner.
+	newPrefix = ".airlock-new-"
 )
 
 // Sentinel errors. Each is wrapped (%w) by the error that reports it.

@@ -178,11 +178,15 @@ func (d *Dir) removeOne(rr *os.Root, root, name string) error {
 			continue
 		}
 		if err := rr.Rename(n, tmp+"/"+n); err != nil {
-			return errors.Join(fmt.Errorf("moving %s aside: %w", path.Join(root, n), err), d.removeTree(rr, tmp))
+			left, rerr := d.drop(rr, tmp)
+			if rerr != nil {
+				rerr = fmt.Errorf("the temporary directory %s could not be deleted; remove %s by hand: %w", leftAt(root, tmp, left), path.Join(root, left), rerr)
+			}
+			return errors.Join(fmt.Errorf("moving %s aside: %w", path.Join(root, n), err), rerr)
 		}
 	}
-	if err := d.removeTree(rr, tmp); err != nil {
-		return fmt.Errorf("asset %s removed, but %s could not be deleted; remove it by hand: %w", path.Join(root, name), path.Join(root, tmp), err)
+	if left, err := d.drop(rr, tmp); err != nil {
+		return fmt.Errorf("asset %s removed, but %s could not be deleted; remove %s by hand: %w", path.Join(root, name), leftAt(root, tmp, left), path.Join(root, left), err)
 	}
 	return nil
 }
@@ -240,13 +244,15 @@ func (b *Bridge) Remove(ctx context.Context, root string, names []string) error 
 	sb.WriteString(rootCheck(root))
 	sb.WriteString(sweepFuncs)
 	sb.WriteString(sweepScript(b.inflight.under(root)))
-	fmt.Fprintf(&sb, "t=%s\nmkdir -m 700 \"$t\" || exit 1\necho $$ >\"$t/%s\" || exit 1\n", q(tmpName), ownerFile)
+	sb.WriteString(mkOwnedScript(tmpName))
+	fmt.Fprintf(&sb, "t=%s\n", q(tmpName))
 	for _, n := range names {
 		for _, e := range []string{manifestName(n), n} {
 			fmt.Fprintf(&sb, "if [ -e %[1]s ] || [ -L %[1]s ]; then mv -f %[1]s \"$t/\" || exit 4; fi\n", q(e))
 		}
 	}
 	fmt.Fprintf(&sb, "echo %s\n", publishedLine)
-	sb.WriteString("rm -rf \"$t\" 2>/dev/null || { chmod -R u+rwx \"$t\"; rm -rf \"$t\"; } 2>/dev/null\nD\nexit 0\n")
+	sb.WriteString(dropScript(tmpName))
+	sb.WriteString("D\nexit 0\n")
 	return b.renameThenDelete(ctx, "removing assets under "+root, Command{Script: sb.String()})
 }

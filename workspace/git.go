@@ -165,7 +165,9 @@ func (r *Round) prepareGit(ctx context.Context, gitDir string) (err error) {
 	if err != nil {
 		return err
 	}
-	if err := g.Run(ctx, gitexec.Cmd{Args: append([]string{"add", "-A", "--ignore-errors"}, pathspecs(r.spec.Exclude)...), Env: ienv}); err != nil {
+	// The host's snapshot never holds a restore's temporary file.
+	ps := append(pathspecs(r.spec.Exclude), ":(exclude,glob)**/"+tmpPrefix+"[0-9]*.[0-9]*-*")
+	if err := g.Run(ctx, gitexec.Cmd{Args: append([]string{"add", "-A", "--ignore-errors"}, ps...), Env: ienv}); err != nil {
 		return fmt.Errorf("workspace: snapshotting the work tree of %s: %w", r.spec.Local, err)
 	}
 	wtTree, err := line("write-tree")
@@ -654,7 +656,7 @@ func (r *Round) applyGitFiles(ctx context.Context, g *gitexec.Git, hk hashKind, 
 	if err != nil {
 		return err
 	}
-	l, err := openLocal(r.spec.Local, hk)
+	l, err := openLocal(r.spec.Local, hk, r.journalDir())
 	if err != nil {
 		return err
 	}
@@ -678,6 +680,9 @@ func (r *Round) applyGitFiles(ctx context.Context, g *gitexec.Git, hk hashKind, 
 			continue
 		case reserved(p):
 			refuse(p, "under .git or the runtime directory")
+			continue
+		case hasTmpName(p):
+			refuse(p, whyTmpName)
 			continue
 		case excluded(r.rec.Exclude, p):
 			continue
@@ -857,7 +862,12 @@ func (r *Round) applyGitFiles(ctx context.Context, g *gitexec.Git, hk hashKind, 
 		}
 	}
 	err = readBlobs(ctx, g, filePaths, func(p string) string { return arrive[p].id }, func(p string, size int64, body io.Reader) error {
-		if err := l.writeFile(p, body, arrive[p].rem.perm); err != nil {
+		err := l.writeFile(p, body, arrive[p].rem.perm)
+		if why := nameRefused(err); why != "" {
+			refuse(p, why)
+			return nil
+		}
+		if err != nil {
 			return l.writeError(p, err)
 		}
 		res.Updated = append(res.Updated, p)
@@ -870,7 +880,12 @@ func (r *Round) applyGitFiles(ctx context.Context, g *gitexec.Git, hk hashKind, 
 		if _, ok := arrive[p]; !ok {
 			continue
 		}
-		if err := l.writeLink(p, links[p]); err != nil {
+		err := l.writeLink(p, links[p])
+		if why := nameRefused(err); why != "" {
+			refuse(p, why)
+			continue
+		}
+		if err != nil {
 			return l.writeError(p, err)
 		}
 		res.Updated = append(res.Updated, p)

@@ -183,10 +183,12 @@ func Prepare(ctx context.Context, spec Spec, opts ...Option) (*Round, error) {
 		if r.state == "" {
 			r.state = filepath.Join(gitDir, "airlock", "rounds")
 		}
+		r.sweepTmp()
 		err = r.prepareGit(ctx, gitDir)
 	} else {
 		r.rec.Kind = kindPlain
 		r.state = o.stateDir
+		r.sweepTmp()
 		err = r.preparePlain(ctx)
 	}
 	if err != nil {
@@ -241,6 +243,7 @@ func (r *Round) Restore(ctx context.Context) (*Result, error) {
 		return nil, err
 	}
 	defer unlock()
+	r.sweepTmp()
 	start := time.Now()
 	var res *Result
 	if r.rec.Kind == kindGit {

@@ -48,6 +48,8 @@ type local struct {
 	jf         *os.File        // the journal, once a temporary file was made
 	noted      map[string]bool // the directories it lists
 	leftover   bool            // a temporary file could not be removed: the journal stays
+
+	beforePlace func(tmp, rel string) // tests: runs before tmp is renamed over rel
 }
 
 // openLocal opens the work tree dir; the temporary files of its writes
@@ -259,6 +261,9 @@ func (l *local) spool(r io.Reader, perm fs.FileMode) (string, error) {
 
 // place renames the temporary file or link tmp over rel.
 func (l *local) place(tmp, rel string) error {
+	if l.beforePlace != nil {
+		l.beforePlace(tmp, rel)
+	}
 	if err := l.root.Rename(tmp, rel); err != nil {
 		l.removeTmp(tmp)
 		return asNameError(rel, err)

@@ -660,6 +660,7 @@ func (r *Round) applyGitFiles(ctx context.Context, g *gitexec.Git, hk hashKind, 
 	if err != nil {
 		return err
 	}
+	l.beforePlace = r.o.beforePlace
 	defer l.close()
 	refuse := func(p, why string) { r.refuse(res, p, why) }
 	type plan struct {

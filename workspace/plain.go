@@ -115,6 +115,7 @@ func (r *Round) restorePlain(ctx context.Context) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	l.beforePlace = r.o.beforePlace
 	defer l.close()
 	base := map[string]state{}
 	for _, e := range r.base.Entries {

@@ -73,7 +73,8 @@ type options struct {
 	maxBytes    int64
 	lockWait    time.Duration
 	casRetries  int
-	beforeCAS   func(attempt int) // tests: runs before each compare-and-swap of the local ref
+	beforeCAS   func(attempt int)     // tests: runs before each compare-and-swap of the local ref
+	beforePlace func(tmp, rel string) // tests: runs before a temporary file or link is renamed over rel
 }
 
 // Defaults.

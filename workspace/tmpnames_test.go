@@ -1,0 +1,389 @@
+package workspace_test
+
+import (
+	"archive/tar"
+	"bytes"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/airlockdev/airlock/stage"
+	"github.com/airlockdev/airlock/workspace"
+)
+
+// TestLongNamesArrive: a file whose name is NAME_MAX (255) bytes long, in
+// the top directory and below a directory whose name is 255 bytes long,
+// arrives like any other, over both kinds (the temporary name a write goes
+// through does not grow with the target's).
+func TestLongNamesArrive(t *testing.T) {
+	long := strings.Repeat("n", 255)
+	deep := "dir-" + strings.Repeat("m", 251) + "/" + strings.Repeat("o", 255)
+	for _, kind := range []string{"git", "plain"} {
+		t.Run(kind, func(t *testing.T) {
+			e := newEnv(t, func(t *testing.T, dir string) stage.Runner { return stage.LocalRunner(dir) })
+			r := prepareOneFile(t, e, kind)
+			write(t, e.remote, long, "255 bytes\n")
+			write(t, e.remote, deep, "two long components\n")
+			res, err := r.Restore(ctx(t))
+			require.NoError(t, err)
+			assert.Empty(t, res.Refused)
+			assert.Equal(t, []string{deep, long}, res.Updated)
+			assert.Equal(t, "255 bytes\n", read(t, e.local, long))
+			assert.Equal(t, "two long components\n", read(t, e.local, deep))
+			assert.Empty(t, tmpFiles(t, e.local), "temporary files left")
+		})
+	}
+}
+
+// TestNamesHostRefuses: entries whose names the host's file system does
+// not accept (a component of 256 or more bytes, which a sandbox on another
+// file system can hold) are listed in Refused with the reason, and the
+// rest of the restore goes on, over both kinds; a plain sandbox's name
+// with a backslash is refused under the path as the sandbox wrote it.
+func TestNamesHostRefuses(t *testing.T) {
+	tooLong := strings.Repeat("x", 300)
+	inDir := strings.Repeat("d", 300) + "/f"
+	t.Run("plain", func(t *testing.T) {
+		e := newEnv(t, func(t *testing.T, dir string) stage.Runner { return stage.LocalRunner(dir) })
+		fr := &fakeRunner{real: e.spec.Runner}
+		e.spec.Runner = fr
+		write(t, e.local, "a", "1\n")
+		r, err := workspace.Prepare(ctx(t), e.spec)
+		require.NoError(t, err)
+		var buf bytes.Buffer
+		tw := tar.NewWriter(&buf)
+		file := func(name, data string) {
+			require.NoError(t, tw.WriteHeader(&tar.Header{Name: name, Typeflag: tar.TypeReg, Mode: 0o644, Size: int64(len(data))}))
+			_, err := tw.Write([]byte(data))
+			require.NoError(t, err)
+		}
+		file("./a", "1\n")
+		file("./"+tooLong, "long\n")
+		require.NoError(t, tw.WriteHeader(&tar.Header{Name: "./" + strings.Repeat("d", 300) + "/", Typeflag: tar.TypeDir, Mode: 0o755}))
+		file("./"+inDir, "below a long name\n")
+		require.NoError(t, tw.WriteHeader(&tar.Header{Name: "./link-" + tooLong, Typeflag: tar.TypeSymlink, Linkname: "a"}))
+		file("./back\\slash", "backslash\n")
+		file("./ok", "ok\n")
+		require.NoError(t, tw.Close())
+		fr.inject = func(cmd stage.Command) (bool, error) {
+			if !strings.Contains(cmd.Script, "airlock-restore") {
+				return false, nil
+			}
+			_, err := cmd.Stdout.Write(restoreStream("", "tar", buf.Bytes()))
+			return true, err
+		}
+		res, err := r.Restore(ctx(t))
+		require.NoError(t, err, "a name the host cannot hold is refused, not a failed restore")
+		assert.Equal(t, []string{"back\\slash", strings.Repeat("d", 300), inDir, "link-" + tooLong, tooLong}, res.Refused)
+		for _, p := range []string{tooLong, "link-" + tooLong, strings.Repeat("d", 300)} {
+			assert.Contains(t, res.Reasons[p], "the host's file system does not accept the name", p)
+			assert.Contains(t, res.Reasons[p], "file name too long", p)
+		}
+		assert.Contains(t, res.Reasons["back\\slash"], "backslash")
+		assert.Equal(t, []string{"ok"}, res.Updated)
+		assert.Equal(t, "ok\n", read(t, e.local, "ok"))
+		assert.Empty(t, tmpFiles(t, e.local), "temporary files left")
+	})
+	t.Run("git", func(t *testing.T) {
+		e := newEnv(t, func(t *testing.T, dir string) stage.Runner { return stage.LocalRunner(dir) })
+		fr := &fakeRunner{real: e.spec.Runner}
+		e.spec.Runner = fr
+		initRepo(t, e.local, map[string]string{"a": "1\n"})
+		r, err := workspace.Prepare(ctx(t), e.spec)
+		require.NoError(t, err)
+		c := newCrafter(t, e.local, "refs/airlock/out/"+r.ID()+"/snap")
+		dir := c.tree(entry{"100644", "f", c.x})
+		lnk := strings.TrimSpace(gitIn(t, c.dir, "a", "hash-object", "-w", "--stdin"))
+		snap := c.commit(c.tree(entry{"100644", "a", c.one}, entry{"40000", strings.Repeat("d", 300), dir},
+			entry{"120000", "link-" + tooLong, lnk}, entry{"100644", "ok", c.x}, entry{"100644", tooLong, c.x}), c.head)
+		payload := c.bundle(snap, c.head)
+		fr.inject = func(cmd stage.Command) (bool, error) {
+			if !strings.Contains(cmd.Script, "airlock-restore") {
+				return false, nil
+			}
+			_, err := cmd.Stdout.Write(restoreStream("", "bundle "+c.head+" "+snap, payload))
+			return true, err
+		}
+		res, err := r.Restore(ctx(t))
+		require.NoError(t, err, "a name the host cannot hold is refused, not a failed restore")
+		assert.Equal(t, []string{inDir, "link-" + tooLong, tooLong}, res.Refused)
+		for _, p := range []string{inDir, "link-" + tooLong, tooLong} {
+			assert.Contains(t, res.Reasons[p], "the host's file system does not accept the name", p)
+		}
+		assert.Equal(t, []string{"ok"}, res.Updated)
+		assert.Equal(t, "x\n", read(t, e.local, "ok"))
+		assert.Empty(t, tmpFiles(t, e.local), "temporary files left")
+		assert.Equal(t, c.head+"\n", git(t, e.local, "rev-parse", "HEAD"))
+	})
+}
+
+// TestBackslashRefusedAsWritten: a plain sandbox's file named back\slash
+// is refused under that name (not as the ./back\slash of its tar stream).
+func TestBackslashRefusedAsWritten(t *testing.T) {
+	e := newEnv(t, func(t *testing.T, dir string) stage.Runner { return stage.LocalRunner(dir) })
+	r := prepareOneFile(t, e, "plain")
+	write(t, e.remote, "back\\slash", "backslash\n")
+	res, err := r.Restore(ctx(t))
+	require.NoError(t, err)
+	assert.Equal(t, []string{"back\\slash"}, res.Refused)
+	assert.False(t, exists(e.local, "back\\slash"))
+}
+
+// tmpFiles lists the temporary files of airlock's in the tree dir.
+func tmpFiles(t *testing.T, dir string) []string {
+	t.Helper()
+	var out []string
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if strings.HasPrefix(d.Name(), ".airlock-tmp-") || strings.Contains(d.Name(), ".airlock-") && d.Name() != ".airlock" {
+			rel, _ := filepath.Rel(dir, p)
+			out = append(out, filepath.ToSlash(rel))
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	slices.Sort(out)
+	return out
+}
+
+// journals lists the journals of temporary files in dir.
+func journals(t *testing.T, dir string) []string {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if os.IsNotExist(err) {
+		return nil
+	}
+	require.NoError(t, err)
+	var out []string
+	for _, e := range ents {
+		if strings.HasSuffix(e.Name(), ".journal") {
+			out = append(out, e.Name())
+		}
+	}
+	return out
+}
+
+// journalDir is where restores of a work tree of kind journal their
+// temporary files.
+func journalDir(local, kind string) string {
+	if kind == "git" {
+		return filepath.Join(local, ".git", "airlock")
+	}
+	return filepath.Join(local, stage.RuntimeDir)
+}
+
+// TestTmpLeftoversSwept plants the temporary files (and journals) that
+// killed restores leave, owned by a dead process, a zombie, a reused pid
+// and a live process, in the top directory, a subdirectory and the
+// runtime directory: the next Restore, and the next Prepare, remove all but
+// the live owner's, which Prepare never ships to the sandbox; the host's
+// git never snapshots one.
+func TestTmpLeftoversSwept(t *testing.T) {
+	requireProc(t)
+	dead, zombie, live, reused := owners(t)
+	for _, kind := range []string{"git", "plain"} {
+		t.Run(kind, func(t *testing.T) {
+			e := newEnv(t, func(t *testing.T, dir string) stage.Runner { return stage.LocalRunner(dir) })
+			r := prepareOneFile(t, e, kind)
+			jd := journalDir(e.local, kind)
+			var liveTmp []string
+			plants := 0
+			plant := func() {
+				plants++
+				for _, o := range []string{dead, zombie, live, reused} {
+					for _, d := range []string{".", "sub/dir", stage.RuntimeDir} {
+						p := filepath.ToSlash(filepath.Join(d, workspace.TmpNameOf(o)))
+						write(t, e.local, p, "half a file\n")
+						if o == live {
+							liveTmp = append(liveTmp, p)
+						}
+					}
+					require.NoError(t, workspace.WriteJournal(jd, o, ".", "sub/dir", stage.RuntimeDir))
+				}
+				slices.Sort(liveTmp)
+			}
+			check := func(what string) {
+				t.Helper()
+				assert.Equal(t, liveTmp, tmpFiles(t, e.local), "%s: only the live owner's temporary files stay", what)
+				js := journals(t, jd)
+				require.Len(t, js, plants, "%s: only the live owner's journals stay: %v", what, js)
+				for _, j := range js {
+					assert.True(t, strings.HasPrefix(j, "writes-"+live+"-"), "%s: %v", what, js)
+				}
+			}
+			plant()
+			write(t, e.remote, "a", "2\n")
+			res, err := r.Restore(ctx(t))
+			require.NoError(t, err)
+			assert.Equal(t, []string{"a"}, res.Updated)
+			assert.Empty(t, res.Refused)
+			check("after the Restore")
+			assert.Equal(t, "2\n", read(t, e.local, "a"))
+
+			plant()
+			r, err = workspace.Prepare(ctx(t), e.spec)
+			require.NoError(t, err)
+			check("after the Prepare")
+			assert.Empty(t, tmpFiles(t, e.remote), "Prepare shipped a temporary file to the sandbox")
+			if kind == "git" {
+				assert.NotContains(t, git(t, e.remote, "ls-files", "-c", "-o"), ".airlock-tmp-")
+			}
+			res, err = r.Restore(ctx(t))
+			require.NoError(t, err)
+			assert.Empty(t, res.Deleted, "a temporary file was taken for the user's and deleted")
+			assert.Empty(t, res.Refused)
+			check("after restoring the round")
+		})
+	}
+}
+
+// TestSandboxTmpNameRefused: a sandbox entry named like a temporary file
+// of airlock's is refused (a sweep could take it for a leftover), over
+// both kinds.
+func TestSandboxTmpNameRefused(t *testing.T) {
+	requireProc(t)
+	dead, _, _, _ := owners(t)
+	name := workspace.TmpNameOf(dead)
+	for _, kind := range []string{"git", "plain"} {
+		t.Run(kind, func(t *testing.T) {
+			e := newEnv(t, func(t *testing.T, dir string) stage.Runner { return stage.LocalRunner(dir) })
+			r := prepareOneFile(t, e, kind)
+			write(t, e.remote, name, "agent\n")
+			write(t, e.remote, "d/"+name, "agent\n")
+			write(t, e.remote, "ok", "ok\n")
+			res, err := r.Restore(ctx(t))
+			require.NoError(t, err)
+			assert.Equal(t, []string{name, "d/" + name}, res.Refused)
+			assert.Contains(t, res.Reasons[name], "temporary files")
+			assert.Equal(t, []string{"ok"}, res.Updated)
+			assert.Empty(t, tmpFiles(t, e.local))
+		})
+	}
+}
+
+// TestKilledRestoreTmp SIGKILLs a host in the middle of a Restore, with a
+// temporary file written and not yet renamed into place, over both kinds.
+// While the killed host's process is a zombie (not reaped), the next
+// Restore removes the temporary file and its journal and brings
+// everything; a host blocked at the same point and alive keeps its
+// temporary file through a Prepare, which does not ship it.
+func TestKilledRestoreTmp(t *testing.T) {
+	if os.Getenv("WORKSPACE_TMP_MODE") != "" {
+		t.Skip("child process")
+	}
+	requireProc(t)
+	for _, kind := range []string{"git", "plain"} {
+		t.Run(kind, func(t *testing.T) {
+			e := newEnv(t, func(t *testing.T, dir string) stage.Runner { return stage.LocalRunner(dir) })
+			state := t.TempDir()
+			opts := []workspace.Option{workspace.WithStateDir(state)}
+			if kind == "git" {
+				initRepo(t, e.local, map[string]string{"a": "1\n"})
+			} else {
+				write(t, e.local, "a", "1\n")
+			}
+			r, err := workspace.Prepare(ctx(t), e.spec, opts...)
+			require.NoError(t, err)
+			write(t, e.remote, "sub/dir/new", "agent\n")
+			write(t, e.remote, "a", "2\n")
+			if kind == "git" {
+				git(t, e.remote, "add", "-A", "--", ".", ":!"+stage.RuntimeDir)
+				git(t, e.remote, "commit", "-q", "-m", "agent")
+			}
+			mark := filepath.Join(t.TempDir(), "mark")
+			cmd := exec.Command(os.Args[0], "-test.run=^TestKilledRestoreTmpChild$", "-test.count=1")
+			cmd.Env = append(os.Environ(), "WORKSPACE_TMP_MODE="+kind, "WORKSPACE_TMP_ID="+r.ID(), "WORKSPACE_TMP_LOCAL="+e.local,
+				"WORKSPACE_TMP_REMOTE="+e.remote, "WORKSPACE_TMP_STATE="+state, "WORKSPACE_TMP_MARK="+mark)
+			require.NoError(t, cmd.Start())
+			reaped := false
+			t.Cleanup(func() {
+				if !reaped {
+					_ = cmd.Process.Kill()
+					_ = cmd.Wait() // killed: the error is the signal
+				}
+			})
+			deadline := time.Now().Add(2 * time.Minute)
+			for !exists(filepath.Dir(mark), "mark") {
+				require.True(t, time.Now().Before(deadline), "the child never reached the kill point")
+				time.Sleep(10 * time.Millisecond)
+			}
+			b, err := os.ReadFile(mark)
+			require.NoError(t, err)
+			tmp := string(b)
+			require.FileExists(t, filepath.Join(e.local, tmp))
+			require.Len(t, journals(t, journalDir(e.local, kind)), 1)
+
+			// The owner runs: its temporary file stays through a Prepare
+			// of the same work tree, which does not ship it.
+			other := newEnv(t, func(t *testing.T, dir string) stage.Runner { return stage.LocalRunner(dir) })
+			spec := e.spec
+			spec.Remote, spec.Runner = other.remote, other.spec.Runner
+			_, err = workspace.Prepare(ctx(t), spec, workspace.WithStateDir(t.TempDir()))
+			require.NoError(t, err)
+			assert.FileExists(t, filepath.Join(e.local, tmp), "a live owner's temporary file was removed")
+			assert.Len(t, journals(t, journalDir(e.local, kind)), 1, "a live owner's journal was removed")
+			assert.Empty(t, tmpFiles(t, other.remote), "Prepare shipped a temporary file to the sandbox")
+
+			// Killed, and a zombie: the next Restore sweeps.
+			require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
+			for procState(cmd.Process.Pid) != "Z" {
+				require.True(t, time.Now().Before(deadline), "the child did not die")
+				time.Sleep(5 * time.Millisecond)
+			}
+			r2, err := workspace.Reopen(ctx(t), e.spec, r.ID(), opts...)
+			require.NoError(t, err)
+			res, err := r2.Restore(ctx(t))
+			require.NoError(t, err)
+			assert.Equal(t, []string{"sub/dir/new"}, res.Updated)
+			assert.Empty(t, res.Refused)
+			assert.Equal(t, "agent\n", read(t, e.local, "sub/dir/new"))
+			assert.Equal(t, "2\n", read(t, e.local, "a"))
+			assert.Empty(t, tmpFiles(t, e.local), "temporary files of the killed host left")
+			assert.Empty(t, journals(t, journalDir(e.local, kind)), "the journal of the killed host left")
+			if kind == "git" {
+				assert.Equal(t, 1, res.Commits)
+				assert.Empty(t, git(t, e.local, "status", "--porcelain"))
+			}
+			reaped = true
+			_ = cmd.Wait() // killed: the error is the signal
+		})
+	}
+}
+
+// TestKilledRestoreTmpChild is the host TestKilledRestoreTmp kills: it
+// restores and blocks before renaming the temporary file of sub/dir/new
+// into place, after writing its path to the mark.
+func TestKilledRestoreTmpChild(t *testing.T) {
+	if os.Getenv("WORKSPACE_TMP_MODE") == "" {
+		t.Skip("run by TestKilledRestoreTmp")
+	}
+	remote, mark := os.Getenv("WORKSPACE_TMP_REMOTE"), os.Getenv("WORKSPACE_TMP_MARK")
+	spec := workspace.Spec{Local: os.Getenv("WORKSPACE_TMP_LOCAL"), Remote: remote, Runner: stage.LocalRunner(filepath.Dir(remote))}
+	r, err := workspace.Reopen(ctx(t), spec, os.Getenv("WORKSPACE_TMP_ID"), workspace.WithStateDir(os.Getenv("WORKSPACE_TMP_STATE")),
+		workspace.WithBeforePlace(func(tmp, rel string) {
+			if rel != "sub/dir/new" {
+				return
+			}
+			if err := os.WriteFile(mark+".tmp", []byte(tmp), 0o600); err != nil {
+				panic(err)
+			}
+			if err := os.Rename(mark+".tmp", mark); err != nil {
+				panic(err)
+			}
+			select {} // killed here
+		}))
+	require.NoError(t, err)
+	_, err = r.Restore(ctx(t))
+	require.NoError(t, err)
+}

@@ -387,3 +387,39 @@ func TestKilledRestoreTmpChild(t *testing.T) {
 	_, err = r.Restore(ctx(t))
 	require.NoError(t, err)
 }
+
+// TestRefLocksSwept plants the lock files that a git killed while it
+// updated a temporary ref leaves (alone, and beside the ref), owned by a
+// dead process, a zombie, a reused pid and a live one: the next Restore
+// removes all but the live owner's, and the refs beside them.
+func TestRefLocksSwept(t *testing.T) {
+	requireProc(t)
+	dead, zombie, live, reused := owners(t)
+	e := newEnv(t, func(t *testing.T, dir string) stage.Runner { return stage.LocalRunner(dir) })
+	r := prepareOneFile(t, e, "git")
+	id := r.ID()
+	refs := filepath.Join(e.local, ".git", "refs", "airlock")
+	for _, o := range []string{dead, zombie, live, reused} {
+		write(t, refs, "restore/"+o+"/"+id+"-abcdefabcdef.lock", "")
+		write(t, refs, "tmp/"+o+"/"+id+"/snap.lock", "")
+		if o != live {
+			git(t, e.local, "update-ref", "refs/airlock/restore/"+o+"/"+id+"-bbbbbbbbbbbb", "HEAD")
+			write(t, refs, "restore/"+o+"/"+id+"-bbbbbbbbbbbb.lock", "")
+		}
+	}
+	write(t, e.remote, "a", "2\n")
+	res, err := r.Restore(ctx(t))
+	require.NoError(t, err)
+	assert.Equal(t, []string{"a"}, res.Updated)
+	var locks []string
+	require.NoError(t, filepath.WalkDir(refs, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			rel, _ := filepath.Rel(refs, p)
+			locks = append(locks, filepath.ToSlash(rel))
+		}
+		return err
+	}))
+	assert.ElementsMatch(t, []string{"restore/" + live + "/" + id + "-abcdefabcdef.lock", "tmp/" + live + "/" + id + "/snap.lock"}, locks)
+	assert.Empty(t, git(t, e.local, "for-each-ref", "refs/airlock"))
+	git(t, e.local, "fsck", "--strict", "--no-progress")
+}

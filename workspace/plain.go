@@ -89,6 +89,20 @@ func (r *Round) restorePlainScript() string {
 cd "$r" 2>/dev/null || { echo "the sandbox directory $r is missing" >&2; exit 10; }
 rd=%s
 mkdir -p "$rd" 2>/dev/null
+# The report of a restore whose shell is gone (its host was killed) is
+# removed; one whose shell runs (a zombie does not) stays.
+if [ -d "$rd" ] && [ ! -L "$rd" ]; then
+  for f in "$rd"/restore-*.*; do
+    [ -f "$f" ] && [ ! -L "$f" ] || continue
+    p=${f##*.}
+    case $p in ''|*[!0-9]*) continue;; esac
+    if kill -0 "$p" 2>/dev/null; then
+      s=$(cat /proc/$p/stat 2>/dev/null); s=${s##*) }; s=${s%%%% *}
+      case $s in Z|X) ;; *) continue;; esac
+    fi
+    rm -f "$f"
+  done
+fi
 # A runtime directory that the sandbox replaced by a file or a link is
 # refused (the host lists it); the report then goes beside it.
 if [ -d "$rd" ] && [ ! -L "$rd" ]; then rep=./$rd/restore-$id.$$; else rep=./.airlock-restore-$id.$$; rm -f "$rep"; fi

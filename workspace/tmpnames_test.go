@@ -423,3 +423,32 @@ func TestRefLocksSwept(t *testing.T) {
 	assert.Empty(t, git(t, e.local, "for-each-ref", "refs/airlock"))
 	git(t, e.local, "fsck", "--strict", "--no-progress")
 }
+
+// TestSandboxReportSwept: the report file a plain restore's sandbox shell
+// leaves in the sandbox's runtime directory when its host is killed
+// (restore-<round>.<pid>) is removed by the next restore once that shell
+// is gone (dead, or a zombie), never while it runs.
+func TestSandboxReportSwept(t *testing.T) {
+	requireProc(t)
+	dead, zombie, live, _ := owners(t)
+	pid := func(tag string) string { p, _, _ := strings.Cut(tag, "."); return p }
+	e := newEnv(t, func(t *testing.T, dir string) stage.Runner { return stage.LocalRunner(dir) })
+	r := prepareOneFile(t, e, "plain")
+	rd := filepath.Join(e.remote, stage.RuntimeDir)
+	for _, o := range []string{dead, zombie, live} {
+		write(t, rd, "restore-"+r.ID()+"."+pid(o), "a report\n")
+	}
+	write(t, e.remote, "a", "2\n")
+	res, err := r.Restore(ctx(t))
+	require.NoError(t, err)
+	assert.Equal(t, []string{"a"}, res.Updated)
+	var left []string
+	ents, err := os.ReadDir(rd)
+	require.NoError(t, err)
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), "restore-") {
+			left = append(left, e.Name())
+		}
+	}
+	assert.Equal(t, []string{"restore-" + r.ID() + "." + pid(live)}, left)
+}

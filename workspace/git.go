@@ -78,8 +78,15 @@ func (r *Round) guestEnv() map[string]string {
 		"GIT_COMMITTER_NAME": r.o.name, "GIT_COMMITTER_EMAIL": r.o.email}
 }
 
-// pathspecs limit a snapshot to what is synced.
+// pathspecs limit the host's snapshot to what is synced: never a
+// restore's temporary file either.
 func pathspecs(exclude []string) []string {
+	return append(sandboxPathspecs(exclude), ":(exclude,glob)**/"+tmpPrefix+"[0-9]*.[0-9]*-*")
+}
+
+// sandboxPathspecs limit the sandbox's snapshot to what is synced (a
+// sandbox entry named like a temporary file is taken, and refused).
+func sandboxPathspecs(exclude []string) []string {
 	ps := []string{"--", ".", ":(exclude)" + stage.RuntimeDir}
 	for _, p := range exclude {
 		ps = append(ps, ":(exclude,glob)"+p, ":(exclude,glob)"+p+"/**")
@@ -165,9 +172,7 @@ func (r *Round) prepareGit(ctx context.Context, gitDir string) (err error) {
 	if err != nil {
 		return err
 	}
-	// The host's snapshot never holds a restore's temporary file.
-	ps := append(pathspecs(r.spec.Exclude), ":(exclude,glob)**/"+tmpPrefix+"[0-9]*.[0-9]*-*")
-	if err := g.Run(ctx, gitexec.Cmd{Args: append([]string{"add", "-A", "--ignore-errors"}, ps...), Env: ienv}); err != nil {
+	if err := g.Run(ctx, gitexec.Cmd{Args: append([]string{"add", "-A", "--ignore-errors"}, pathspecs(r.spec.Exclude)...), Env: ienv}); err != nil {
 		return fmt.Errorf("workspace: snapshotting the work tree of %s: %w", r.spec.Local, err)
 	}
 	wtTree, err := line("write-tree")
@@ -367,7 +372,7 @@ printf 'bundle %%s %%s\n' "${h:--}" "$s"
 g bundle create - "$out" --not "$bs" ${bh:+"$bh"} 2>/dev/null; st=$?
 g update-ref -d "$out"
 exit $st
-`, q(r.spec.Remote), q(id), strings.Join(quoteAll(pathspecs(r.rec.Exclude)), " "), findReport)
+`, q(r.spec.Remote), q(id), strings.Join(quoteAll(sandboxPathspecs(r.rec.Exclude)), " "), findReport)
 }
 
 func quoteAll(s []string) []string {

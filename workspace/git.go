@@ -344,6 +344,10 @@ type countWriter struct{ n int64 }
 // Write discards p and adds its length to n.
 func (c *countWriter) Write(p []byte) (int, error) { c.n += int64(len(p)); return len(p), nil }
 
+// restoreScript snapshots the sandbox's work tree through a scratch index
+// named by the round. One that exists, or its lock, is what a restore
+// whose host was killed left (the host's restore lock serializes the
+// restores of a work tree): both are removed first.
 func (r *Round) restoreScript() string {
 	id := r.rec.ID
 	return guestPrelude + fmt.Sprintf(`r=%s; id=%s
@@ -355,7 +359,7 @@ base=refs/airlock/base/$id
 bs=$(g rev-parse -q --verify "$base/snap^{commit}") || { echo "$base/snap is missing in the sandbox: prepare the round again" >&2; exit 12; }
 bh=$(g rev-parse -q --verify "$base/head^{commit}")
 ti=.git/airlock-restore-$id.index; rep=.git/airlock-restore-$id.report
-rm -f "$ti" "$rep"
+rm -f "$ti" "$ti.lock" "$rep"
 if [ -f .git/index ]; then cat .git/index > "$ti" && touch -r .git/index "$ti" || exit 13; fi
 GIT_INDEX_FILE=$ti g add -A --ignore-errors %[3]s >/dev/null 2>&1
 wt=$(GIT_INDEX_FILE=$ti g write-tree) || { rm -f "$ti"; exit 14; }

@@ -29,7 +29,8 @@ import (
 //	refs/airlock/tmp/<owner>/<round>/snap       Prepare
 //	refs/airlock/restore/<owner>/<round>-<rand> Restore
 //	<objects>/airlock-quarantine-<owner>-<rand> Restore
-//	<state>/tmp-<owner>-<round>.index           Prepare
+//	<state>/tmp-<owner>-<round>.index[.lock]    Prepare
+//	<state>/.airlock-tmp-<owner>-<rand>         Prepare (a state file being written)
 //	<state>/restore-<owner>-<round>-<rand>.bundle Restore
 //	<state>/prep-<owner>-<round>                Prepare (with <round>.json: a
 //	                                            round whose Prepare never returned)
@@ -229,7 +230,8 @@ func (r *Round) sweepState(locked bool) {
 		name := e.Name()
 		var rest string
 		switch {
-		case strings.HasPrefix(name, "tmp-") && strings.HasSuffix(name, ".index"):
+		case strings.HasPrefix(name, "tmp-") && (strings.HasSuffix(name, ".index") || strings.HasSuffix(name, ".index.lock")):
+			// the index, or the lock a git killed while writing it left
 			rest = strings.TrimPrefix(name, "tmp-")
 		case strings.HasPrefix(name, "restore-") && strings.HasSuffix(name, ".bundle"):
 			rest = strings.TrimPrefix(name, "restore-")

@@ -33,7 +33,9 @@ import (
 // directories it lists whose owner is gone, and then the journal. No walk
 // of the work tree is needed, and a temporary file whose owner runs is
 // never touched. Prepare never ships a temporary file to the sandbox, and
-// a sandbox entry with such a name is refused.
+// a sandbox entry with such a name is refused. The state files of a
+// round are written through the same kind of name in the state
+// directory, which the next Prepare or Restore sweeps the same way.
 
 const (
 	tmpPrefix     = ".airlock-tmp-"
@@ -180,6 +182,27 @@ func (r *Round) journalDir() string { return filepath.Dir(r.lockPath()) }
 // next sweep.
 func (r *Round) sweepTmp() {
 	sweepTmp(r.o.log, r.spec.Local, r.journalDir())
+	if r.state != "" {
+		sweepTmpState(r.o.log, r.state)
+	}
+}
+
+// sweepTmpState removes the temporary files of state files (see
+// saveState) in the state directory dir whose owner is gone.
+func sweepTmpState(log *slog.Logger, dir string) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return // none yet
+	}
+	for _, e := range ents {
+		tag, ok := tmpOwner(e.Name())
+		if !ok || !e.Type().IsRegular() || ownerAlive(tag) {
+			continue
+		}
+		if err := os.Remove(filepath.Join(dir, e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			log.Warn("removing a killed Prepare's temporary state file", "path", filepath.Join(dir, e.Name()), "error", err)
+		}
+	}
 }
 
 func sweepTmp(log *slog.Logger, work, dir string) {

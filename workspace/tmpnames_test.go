@@ -468,3 +468,64 @@ func TestSandboxIndexLockSwept(t *testing.T) {
 	assert.False(t, exists(e.remote, ".git/airlock-restore-"+r.ID()+".index.lock"))
 	assert.False(t, exists(e.remote, ".git/airlock-restore-"+r.ID()+".index"))
 }
+
+// TestStateTmpSwept: the temporary files of state files (a Prepare killed
+// while it saved a round) in the state directory, and for a git round the
+// lock of its scratch index (its git killed), are removed by the next
+// Prepare and Restore when their owner is gone, never while it runs, over
+// both kinds.
+func TestStateTmpSwept(t *testing.T) {
+	requireProc(t)
+	dead, zombie, live, reused := owners(t)
+	for _, kind := range []string{"git", "plain"} {
+		t.Run(kind, func(t *testing.T) {
+			e := newEnv(t, func(t *testing.T, dir string) stage.Runner { return stage.LocalRunner(dir) })
+			state := t.TempDir()
+			if kind == "git" {
+				initRepo(t, e.local, map[string]string{"a": "1\n"})
+			} else {
+				write(t, e.local, "a", "1\n")
+			}
+			opts := []workspace.Option{workspace.WithStateDir(state)}
+			liveNames := map[string]bool{}
+			plant := func() {
+				for _, o := range []string{dead, zombie, live, reused} {
+					n := workspace.TmpNameOf(o)
+					write(t, state, n, `{"schema":`)
+					idx := "tmp-" + o + "-0123456789abcdef01234567.index.lock"
+					if kind == "git" {
+						write(t, state, idx, "")
+					}
+					if o == live {
+						liveNames[n] = true
+						if kind == "git" {
+							liveNames[idx] = true
+						}
+					}
+				}
+			}
+			check := func(what string) {
+				t.Helper()
+				ents, err := os.ReadDir(state)
+				require.NoError(t, err)
+				got := map[string]bool{}
+				for _, e := range ents {
+					if !strings.HasSuffix(e.Name(), ".json") {
+						got[e.Name()] = true
+					}
+				}
+				assert.Equal(t, liveNames, got, "%s: only the live owner's scratch files stay", what)
+			}
+			plant()
+			r, err := workspace.Prepare(ctx(t), e.spec, opts...)
+			require.NoError(t, err)
+			check("after the Prepare")
+			plant()
+			write(t, e.remote, "a", "2\n")
+			res, err := r.Restore(ctx(t))
+			require.NoError(t, err)
+			assert.Equal(t, []string{"a"}, res.Updated)
+			check("after the Restore")
+		})
+	}
+}

@@ -1038,6 +1038,7 @@ func (r *Round) integrate(ctx context.Context, remote string, p mergePlan, res *
 	if err := r.finishIndex(ctx); err != nil {
 		return err
 	}
+	lock, locked := "", 0 // a ref lock that each attempt found in place
 	for attempt := range r.o.casRetries {
 		cur, err := g.Line(ctx, "rev-parse", "-q", "--verify", "HEAD^{commit}")
 		if err != nil && gitexec.Status(err) != 1 {
@@ -1092,6 +1093,9 @@ func (r *Round) integrate(ctx context.Context, remote string, p mergePlan, res *
 		if err := g.Run(ctx, gitexec.Cmd{Args: args}); err != nil {
 			os.Remove(marker)
 			if casLost(err) {
+				if l := refLock(err); l != "" && (lock == "" || l == lock) {
+					lock, locked = l, locked+1
+				}
 				continue // moved under us: try again
 			}
 			return fmt.Errorf("workspace: moving HEAD of %s to %s (it has not moved; the work tree already holds the sandbox's files: fix the cause and run Restore again): %w", r.spec.Local, newHead, err)
@@ -1105,7 +1109,25 @@ func (r *Round) integrate(ctx context.Context, remote string, p mergePlan, res *
 		os.Remove(marker)
 		return nil
 	}
+	if locked == r.o.casRetries {
+		return fmt.Errorf("%w: the lock %s of the ref of HEAD of %s stayed through each of %d attempts (HEAD has not moved; the work tree already holds the sandbox's files): another git is updating the ref, or a git was killed while it did (a host killed mid-restore leaves one); when no git runs in %s, remove %s and run Restore again", ErrRace, lock, r.spec.Local, r.o.casRetries, r.spec.Local, lock)
+	}
 	return fmt.Errorf("%w: HEAD of %s moved during each of %d attempts; restore again when it is quiet", ErrRace, r.spec.Local, r.o.casRetries)
+}
+
+// refLock returns the lock file an update-ref failed to create because it
+// exists ("Unable to create '<path>.lock': File exists"), "" otherwise.
+func refLock(err error) string {
+	msg := err.Error()
+	_, rest, ok := strings.Cut(msg, "Unable to create '")
+	if !ok {
+		return ""
+	}
+	p, rest, ok := strings.Cut(rest, "'")
+	if !ok || !strings.HasSuffix(p, ".lock") || !strings.HasPrefix(rest, ": File exists") {
+		return ""
+	}
+	return p
 }
 
 // casLost reports an update-ref that failed because the ref was not at the

@@ -529,3 +529,28 @@ func TestStateTmpSwept(t *testing.T) {
 		})
 	}
 }
+
+// TestStaleRefLockNamed: a lock on the local branch that stays through
+// every attempt of the restore's compare-and-swap (a git killed while it
+// updated the ref) fails the Restore with ErrRace naming the lock and what
+// to do, not as a ref that kept moving; removing it, the Restore completes.
+func TestStaleRefLockNamed(t *testing.T) {
+	e := newEnv(t, func(t *testing.T, dir string) stage.Runner { return stage.LocalRunner(dir) })
+	r := prepareOneFile(t, e, "git")
+	write(t, e.remote, "b", "agent\n")
+	git(t, e.remote, "add", "b")
+	git(t, e.remote, "commit", "-q", "-m", "agent")
+	lock := filepath.Join(e.local, ".git", "refs", "heads", "main.lock")
+	write(t, filepath.Dir(lock), "main.lock", "")
+	head := git(t, e.local, "rev-parse", "HEAD")
+	_, err := r.Restore(ctx(t))
+	require.ErrorIs(t, err, workspace.ErrRace)
+	assert.ErrorContains(t, err, "the lock "+lock+" of the ref of HEAD of "+e.local+" stayed through each of")
+	assert.ErrorContains(t, err, "remove "+lock+" and run Restore again")
+	assert.Equal(t, head, git(t, e.local, "rev-parse", "HEAD"))
+	require.NoError(t, os.Remove(lock))
+	res, err := r.Restore(ctx(t))
+	require.NoError(t, err)
+	assert.Equal(t, 1, res.Commits)
+	assert.Equal(t, "agent\n", read(t, e.local, "b"))
+}

@@ -300,7 +300,7 @@ func (r *Round) restorePlain(ctx context.Context) (*Result, error) {
 				}
 				return nil
 			}
-			if isTmpName(path.Base(p)) {
+			if hasTmpName(p) {
 				refuse(p, whyTmpName)
 				if e.Mode.IsDir() {
 					skip = append(skip, p)

@@ -345,9 +345,10 @@ type countWriter struct{ n int64 }
 func (c *countWriter) Write(p []byte) (int, error) { c.n += int64(len(p)); return len(p), nil }
 
 // restoreScript snapshots the sandbox's work tree through a scratch index
-// named by the round. One that exists, or its lock, is what a restore
+// named by the round, and bundles it from a ref named by the round. That
+// index, its lock or the ref's lock, when one exists, is what a restore
 // whose host was killed left (the host's restore lock serializes the
-// restores of a work tree): both are removed first.
+// restores of a work tree): they are removed first.
 func (r *Round) restoreScript() string {
 	id := r.rec.ID
 	return guestPrelude + fmt.Sprintf(`r=%s; id=%s
@@ -359,7 +360,7 @@ base=refs/airlock/base/$id
 bs=$(g rev-parse -q --verify "$base/snap^{commit}") || { echo "$base/snap is missing in the sandbox: prepare the round again" >&2; exit 12; }
 bh=$(g rev-parse -q --verify "$base/head^{commit}")
 ti=.git/airlock-restore-$id.index; rep=.git/airlock-restore-$id.report
-rm -f "$ti" "$ti.lock" "$rep"
+rm -f "$ti" "$ti.lock" "$rep" ".git/refs/airlock/out/$id/snap.lock"
 if [ -f .git/index ]; then cat .git/index > "$ti" && touch -r .git/index "$ti" || exit 13; fi
 GIT_INDEX_FILE=$ti g add -A --ignore-errors %[3]s >/dev/null 2>&1
 wt=$(GIT_INDEX_FILE=$ti g write-tree) || { rm -f "$ti"; exit 14; }

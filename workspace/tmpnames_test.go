@@ -453,20 +453,22 @@ func TestSandboxReportSwept(t *testing.T) {
 	assert.Equal(t, []string{"restore-" + r.ID() + "." + pid(live)}, left)
 }
 
-// TestSandboxIndexLockSwept: the lock of the scratch index a git
-// restore's sandbox shell left when its host was killed does not block the
-// next restore of the round.
+// TestSandboxIndexLockSwept: the scratch index, its lock and the lock of
+// the bundled ref that a git restore's sandbox shell left when its host
+// was killed do not block the next restore of the round.
 func TestSandboxIndexLockSwept(t *testing.T) {
 	e := newEnv(t, func(t *testing.T, dir string) stage.Runner { return stage.LocalRunner(dir) })
 	r := prepareOneFile(t, e, "git")
 	write(t, e.remote, ".git/airlock-restore-"+r.ID()+".index.lock", "")
 	write(t, e.remote, ".git/airlock-restore-"+r.ID()+".index", "half an index")
+	write(t, e.remote, ".git/refs/airlock/out/"+r.ID()+"/snap.lock", "")
 	write(t, e.remote, "a", "2\n")
 	res, err := r.Restore(ctx(t))
 	require.NoError(t, err)
 	assert.Equal(t, []string{"a"}, res.Updated)
 	assert.False(t, exists(e.remote, ".git/airlock-restore-"+r.ID()+".index.lock"))
 	assert.False(t, exists(e.remote, ".git/airlock-restore-"+r.ID()+".index"))
+	assert.False(t, exists(e.remote, ".git/refs/airlock/out/"+r.ID()+"/snap.lock"))
 }
 
 // TestStateTmpSwept: the temporary files of state files (a Prepare killed

@@ -556,3 +556,22 @@ func TestStaleRefLockNamed(t *testing.T) {
 	assert.Equal(t, 1, res.Commits)
 	assert.Equal(t, "agent\n", read(t, e.local, "b"))
 }
+
+// TestPrepareRemovesHalfPacks: the half-written pack files a sandbox git
+// killed in the middle of a Prepare leaves (objects/pack/tmp_*) are removed
+// by the next Prepare, which then round-trips.
+func TestPrepareRemovesHalfPacks(t *testing.T) {
+	e := newEnv(t, func(t *testing.T, dir string) stage.Runner { return stage.LocalRunner(dir) })
+	initRepo(t, e.local, map[string]string{"a": "1\n"})
+	_, err := workspace.Prepare(ctx(t), e.spec)
+	require.NoError(t, err)
+	for _, n := range []string{"tmp_pack_Ab12Cd", "tmp_idx_Ab12Cd", "tmp_rev_Ab12Cd"} {
+		write(t, e.remote, ".git/objects/pack/"+n, "PACK half")
+	}
+	roundTripAfter(t, e, "half-packs")
+	ents, err := os.ReadDir(filepath.Join(e.remote, ".git", "objects", "pack"))
+	require.NoError(t, err)
+	for _, f := range ents {
+		assert.False(t, strings.HasPrefix(f.Name(), "tmp_"), "half-written pack file %s left", f.Name())
+	}
+}

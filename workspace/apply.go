@@ -1,7 +1,6 @@
 package workspace
 
 import (
-	"crypto/rand"
 	"crypto/sha1"
 	"crypto/sha256"
 	"encoding/hex"
@@ -18,6 +17,7 @@ import (
 	"syscall"
 
 	"github.com/airlockdev/airlock/internal/tree"
+	"github.com/airlockdev/airlock/stage"
 )
 
 // An entry's state on one side of the 3-way merge.
@@ -43,17 +43,29 @@ type local struct {
 	dir  string
 	root *os.Root
 	hk   hashKind
+
+	journalDir string          // where the journal of temporary files goes (see tmpfiles.go)
+	jf         *os.File        // the journal, once a temporary file was made
+	noted      map[string]bool // the directories it lists
+	leftover   bool            // a temporary file could not be removed: the journal stays
+
+	beforePlace func(tmp, rel string) // tests: runs before tmp is renamed over rel
 }
 
-func openLocal(dir string, hk hashKind) (*local, error) {
+// openLocal opens the work tree dir; the temporary files of its writes
+// are journaled in journalDir.
+func openLocal(dir string, hk hashKind, journalDir string) (*local, error) {
 	root, err := os.OpenRoot(dir)
 	if err != nil {
 		return nil, fmt.Errorf("workspace: opening the local work tree: %w", err)
 	}
-	return &local{dir: dir, root: root, hk: hk}, nil
+	return &local{dir: dir, root: root, hk: hk, journalDir: journalDir, noted: map[string]bool{}}, nil
 }
 
-func (l *local) close() { l.root.Close() }
+func (l *local) close() {
+	l.closeJournal()
+	l.root.Close()
+}
 
 func (l *local) newHash(size int64) hash.Hash {
 	switch l.hk {
@@ -91,7 +103,7 @@ func (l *local) blockedAt(rel string) (string, error) {
 	for _, c := range parts[:len(parts)-1] {
 		p = path.Join(p, c)
 		fi, err := l.root.Lstat(p)
-		if errors.Is(err, fs.ErrNotExist) {
+		if cannotExist(err) {
 			return "", nil
 		}
 		if err != nil {
@@ -136,7 +148,7 @@ func (l *local) statAt(rel string) (st state, blocker string, err error) {
 // statLeaf reads the state of rel, whose parents are directories.
 func (l *local) statLeaf(rel string) (state, error) {
 	fi, err := l.root.Lstat(rel)
-	if errors.Is(err, fs.ErrNotExist) {
+	if cannotExist(err) {
 		return state{}, nil
 	}
 	if err != nil {
@@ -176,6 +188,13 @@ func (l *local) statLeaf(rel string) (state, error) {
 	return state{kind: 'x'}, nil
 }
 
+// cannotExist reports a lookup that found nothing: the path does not
+// exist, or its name is one the file system cannot hold (too long, or an
+// encoding it refuses), so it cannot exist either.
+func cannotExist(err error) bool {
+	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENAMETOOLONG) || errors.Is(err, syscall.EILSEQ)
+}
+
 var errBlocked = errors.New("a parent is a symbolic link or not a directory")
 
 // mkdirs creates the missing parents of rel (mode 0755), refusing to pass
@@ -188,12 +207,12 @@ func (l *local) mkdirs(rel string) error {
 		fi, err := l.root.Lstat(p)
 		if errors.Is(err, fs.ErrNotExist) {
 			if err := l.root.Mkdir(p, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
-				return err
+				return asNameError(p, err)
 			}
 			continue
 		}
 		if err != nil {
-			return err
+			return asNameError(p, err) // a name too long to look up
 		}
 		if !fi.IsDir() {
 			return fmt.Errorf("%s: %w", p, errBlocked)
@@ -202,27 +221,17 @@ func (l *local) mkdirs(rel string) error {
 	return nil
 }
 
-func tmpName(rel string) string {
-	dir, base := path.Split(rel)
-	return dir + "." + base + ".airlock-" + strings.ToLower(rand.Text()[:16])
-}
-
-// writeFile replaces rel with the content of r, atomically (a temporary
-// file in the same directory, renamed over rel).
-func (l *local) writeFile(rel string, r io.Reader, perm fs.FileMode) (err error) {
-	if err := l.mkdirs(rel); err != nil {
-		return err
+// tmpFile writes the content of r to a new temporary file in the
+// directory dir (which exists) and returns its path.
+func (l *local) tmpFile(dir string, r io.Reader, perm fs.FileMode) (string, error) {
+	if err := l.note(dir); err != nil {
+		return "", err
 	}
-	tmp := tmpName(rel)
+	tmp := path.Join(dir, tmpBase())
 	f, err := l.root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
 	if err != nil {
-		return err
+		return "", err
 	}
-	defer func() {
-		if err != nil {
-			l.root.Remove(tmp)
-		}
-	}()
 	_, err = io.Copy(f, r)
 	if err == nil {
 		err = f.Chmod(perm &^ (fs.ModeSetuid | fs.ModeSetgid | fs.ModeSticky) & fs.ModePerm)
@@ -231,9 +240,48 @@ func (l *local) writeFile(rel string, r io.Reader, perm fs.FileMode) (err error)
 		err = cerr
 	}
 	if err != nil {
+		l.removeTmp(tmp)
+		return "", err
+	}
+	return tmp, nil
+}
+
+// spool writes the content of r to a new temporary file in the local
+// runtime directory and returns its path.
+func (l *local) spool(r io.Reader, perm fs.FileMode) (string, error) {
+	if err := l.mkdirs(stage.RuntimeDir + "/spool"); err != nil {
+		return "", l.writeError(stage.RuntimeDir, err)
+	}
+	tmp, err := l.tmpFile(stage.RuntimeDir, r, perm)
+	if err != nil {
+		return "", l.writeError(stage.RuntimeDir, err)
+	}
+	return tmp, nil
+}
+
+// place renames the temporary file or link tmp over rel.
+func (l *local) place(tmp, rel string) error {
+	if l.beforePlace != nil {
+		l.beforePlace(tmp, rel)
+	}
+	if err := l.root.Rename(tmp, rel); err != nil {
+		l.removeTmp(tmp)
+		return asNameError(rel, err)
+	}
+	return nil
+}
+
+// writeFile replaces rel with the content of r, atomically (a temporary
+// file in the same directory, renamed over rel).
+func (l *local) writeFile(rel string, r io.Reader, perm fs.FileMode) error {
+	if err := l.mkdirs(rel); err != nil {
 		return err
 	}
-	return l.root.Rename(tmp, rel)
+	tmp, err := l.tmpFile(path.Dir(rel), r, perm)
+	if err != nil {
+		return err
+	}
+	return l.place(tmp, rel)
 }
 
 // writeLink replaces rel with a symbolic link to target, atomically.
@@ -241,15 +289,15 @@ func (l *local) writeLink(rel, target string) error {
 	if err := l.mkdirs(rel); err != nil {
 		return err
 	}
-	tmp := tmpName(rel)
+	dir := path.Dir(rel)
+	if err := l.note(dir); err != nil {
+		return err
+	}
+	tmp := path.Join(dir, tmpBase())
 	if err := l.root.Symlink(target, tmp); err != nil {
-		return err
+		return asNameError(rel, err) // a target too long
 	}
-	if err := l.root.Rename(tmp, rel); err != nil {
-		l.root.Remove(tmp)
-		return err
-	}
-	return nil
+	return l.place(tmp, rel)
 }
 
 // remove deletes the file or link rel; a directory only when empty.
@@ -335,7 +383,7 @@ func (c *linkCheck) fsKind(p string) (byte, error) {
 	}
 	fi, err := c.l.root.Lstat(p)
 	switch {
-	case errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR):
+	case cannotExist(err) || errors.Is(err, syscall.ENOTDIR):
 	case err != nil:
 		return 0, fmt.Errorf("workspace: reading local %s: %w", p, err)
 	case fi.IsDir():

@@ -25,8 +25,8 @@
 // sandbox's repository turns out to lack objects its refs name). Prepare
 // repairs what an earlier Prepare cut short left in the sandbox: an
 // incomplete .git (an init cut short) is completed by git init, which
-// overwrites nothing; lock files of a killed git and scratch files and
-// refs of earlier rounds are removed; the work tree and index are reset as
+// overwrites nothing; lock files and half-written packs of a killed git
+// and scratch files and refs of earlier rounds are removed; the work tree and index are reset as
 // always. A repository git init cannot repair is an error naming it and
 // saying to remove it. Ignored files and Spec.Exclude do not travel;
 // committed history always travels whole.
@@ -176,6 +176,32 @@
 //     another process under the same pid) and never one whose owner runs.
 //     Restore refs in the layout of earlier versions go too (made under
 //     the restore lock that Restore holds).
+//     So do the lock files a killed git left beside such a ref, the lock
+//     of a Prepare's scratch index and the temporary files of state files
+//     (written as .airlock-tmp-<owner>-<random> in the state directory);
+//     a lock on the local branch itself is never removed (it may be the
+//     user's git): one that outlasts every compare-and-swap attempt is
+//     named in the ErrRace, with what to do. In the
+//     work tree, a restore writes each file and link under a temporary
+//     name in its directory, .airlock-tmp-<owner>-<random> (a fixed
+//     length: a target of NAME_MAX bytes is written like any other), and
+//     renames it into place; before the first one in a directory it
+//     records the directory in a journal beside the restore lock
+//     (writes-<owner>-<random>.journal), removed when it returns. The next
+//     Prepare or Restore of the work tree reads the journals whose owner
+//     is gone and removes the temporary files in the directories they
+//     list whose owner is gone (no walk of the work tree). Prepare never
+//     sends a temporary file to the sandbox, and a sandbox entry with
+//     such a name is refused. A plain restore's report in the sandbox's
+//     runtime directory (restore-<round>.<pid>) is removed by the next
+//     restore once its shell is dead or a zombie; a git restore's scratch
+//     index, its lock and the lock of its bundled ref, named by the round,
+//     by the next restore of the round.
+//   - A name the host's file system does not accept (too long for it, or
+//     an encoding or character it does not store: ENAMETOOLONG, EILSEQ,
+//     EINVAL) is listed in Result.Refused with the reason, and the rest
+//     arrives; a plain directory's entry whose name holds a backslash is
+//     refused, under the path as the sandbox wrote it.
 //   - Restores of one work tree are serialized by a lock (flock on
 //     <git dir>/airlock/restore.lock, or <Local>/.airlock/restore.lock for
 //     a plain directory); a dead owner's lock is free at once; the wait is

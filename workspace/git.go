@@ -78,8 +78,15 @@ func (r *Round) guestEnv() map[string]string {
 		"GIT_COMMITTER_NAME": r.o.name, "GIT_COMMITTER_EMAIL": r.o.email}
 }
 
-// pathspecs limit a snapshot to what is synced.
+// pathspecs limit the host's snapshot to what is synced: never a
+// restore's temporary file either.
 func pathspecs(exclude []string) []string {
+	return append(sandboxPathspecs(exclude), ":(exclude,glob)**/"+tmpPrefix+"[0-9]*.[0-9]*-*")
+}
+
+// sandboxPathspecs limit the sandbox's snapshot to what is synced (a
+// sandbox entry named like a temporary file is taken, and refused).
+func sandboxPathspecs(exclude []string) []string {
 	ps := []string{"--", ".", ":(exclude)" + stage.RuntimeDir}
 	for _, p := range exclude {
 		ps = append(ps, ":(exclude,glob)"+p, ":(exclude,glob)"+p+"/**")
@@ -337,10 +344,11 @@ type countWriter struct{ n int64 }
 // Write discards p and adds its length to n.
 func (c *countWriter) Write(p []byte) (int, error) { c.n += int64(len(p)); return len(p), nil }
 
-// restoreScript is the sandbox side of a git restore. Its scratch files
-// and its ref are the round's own (the host holds the round's lock), so
-// the locks a killed earlier restore of the round left on them (a cut
-// connection kills the whole command, git included) are removed first.
+// restoreScript snapshots the sandbox's work tree through a scratch index
+// named by the round, and bundles it from a ref named by the round. That
+// index, its lock or the ref's lock, when one exists, is what a restore
+// whose host was killed left (the host's restore lock serializes the
+// restores of a work tree): they are removed first.
 func (r *Round) restoreScript() string {
 	id := r.rec.ID
 	return guestPrelude + fmt.Sprintf(`r=%s; id=%s
@@ -369,7 +377,7 @@ printf 'bundle %%s %%s\n' "${h:--}" "$s"
 g bundle create - "$out" --not "$bs" ${bh:+"$bh"} 2>/dev/null; st=$?
 g update-ref -d "$out"
 exit $st
-`, q(r.spec.Remote), q(id), strings.Join(quoteAll(pathspecs(r.rec.Exclude)), " "), findReport)
+`, q(r.spec.Remote), q(id), strings.Join(quoteAll(sandboxPathspecs(r.rec.Exclude)), " "), findReport)
 }
 
 func quoteAll(s []string) []string {
@@ -658,10 +666,11 @@ func (r *Round) applyGitFiles(ctx context.Context, g *gitexec.Git, hk hashKind, 
 	if err != nil {
 		return err
 	}
-	l, err := openLocal(r.spec.Local, hk)
+	l, err := openLocal(r.spec.Local, hk, r.journalDir())
 	if err != nil {
 		return err
 	}
+	l.beforePlace = r.o.beforePlace
 	defer l.close()
 	refuse := func(p, why string) { r.refuse(res, p, why) }
 	type plan struct {
@@ -682,6 +691,9 @@ func (r *Round) applyGitFiles(ctx context.Context, g *gitexec.Git, hk hashKind, 
 			continue
 		case reserved(p):
 			refuse(p, "under .git or the runtime directory")
+			continue
+		case hasTmpName(p):
+			refuse(p, whyTmpName)
 			continue
 		case excluded(r.rec.Exclude, p):
 			continue
@@ -861,7 +873,12 @@ func (r *Round) applyGitFiles(ctx context.Context, g *gitexec.Git, hk hashKind, 
 		}
 	}
 	err = readBlobs(ctx, g, filePaths, func(p string) string { return arrive[p].id }, func(p string, size int64, body io.Reader) error {
-		if err := l.writeFile(p, body, arrive[p].rem.perm); err != nil {
+		err := l.writeFile(p, body, arrive[p].rem.perm)
+		if why := nameRefused(err); why != "" {
+			refuse(p, why)
+			return nil
+		}
+		if err != nil {
 			return l.writeError(p, err)
 		}
 		res.Updated = append(res.Updated, p)
@@ -874,7 +891,12 @@ func (r *Round) applyGitFiles(ctx context.Context, g *gitexec.Git, hk hashKind, 
 		if _, ok := arrive[p]; !ok {
 			continue
 		}
-		if err := l.writeLink(p, links[p]); err != nil {
+		err := l.writeLink(p, links[p])
+		if why := nameRefused(err); why != "" {
+			refuse(p, why)
+			continue
+		}
+		if err != nil {
 			return l.writeError(p, err)
 		}
 		res.Updated = append(res.Updated, p)
@@ -1017,6 +1039,7 @@ func (r *Round) integrate(ctx context.Context, remote string, p mergePlan, res *
 	if err := r.finishIndex(ctx); err != nil {
 		return err
 	}
+	lock, locked := "", 0 // a ref lock that each attempt found in place
 	for attempt := range r.o.casRetries {
 		cur, err := g.Line(ctx, "rev-parse", "-q", "--verify", "HEAD^{commit}")
 		if err != nil && gitexec.Status(err) != 1 {
@@ -1071,6 +1094,9 @@ func (r *Round) integrate(ctx context.Context, remote string, p mergePlan, res *
 		if err := g.Run(ctx, gitexec.Cmd{Args: args}); err != nil {
 			os.Remove(marker)
 			if casLost(err) {
+				if l := refLock(err); l != "" && (lock == "" || l == lock) {
+					lock, locked = l, locked+1
+				}
 				continue // moved under us: try again
 			}
 			return fmt.Errorf("workspace: moving HEAD of %s to %s (it has not moved; the work tree already holds the sandbox's files: fix the cause and run Restore again): %w", r.spec.Local, newHead, err)
@@ -1084,7 +1110,25 @@ func (r *Round) integrate(ctx context.Context, remote string, p mergePlan, res *
 		os.Remove(marker)
 		return nil
 	}
+	if locked == r.o.casRetries {
+		return fmt.Errorf("%w: the lock %s of the ref of HEAD of %s stayed through each of %d attempts (HEAD has not moved; the work tree already holds the sandbox's files): another git is updating the ref, or a git was killed while it did (a host killed mid-restore leaves one); when no git runs in %s, remove %s and run Restore again", ErrRace, lock, r.spec.Local, r.o.casRetries, r.spec.Local, lock)
+	}
 	return fmt.Errorf("%w: HEAD of %s moved during each of %d attempts; restore again when it is quiet", ErrRace, r.spec.Local, r.o.casRetries)
+}
+
+// refLock returns the lock file an update-ref failed to create because it
+// exists ("Unable to create '<path>.lock': File exists"), "" otherwise.
+func refLock(err error) string {
+	msg := err.Error()
+	_, rest, ok := strings.Cut(msg, "Unable to create '")
+	if !ok {
+		return ""
+	}
+	p, rest, ok := strings.Cut(rest, "'")
+	if !ok || !strings.HasSuffix(p, ".lock") || !strings.HasPrefix(rest, ": File exists") {
+		return ""
+	}
+	return p
 }
 
 // casLost reports an update-ref that failed because the ref was not at the

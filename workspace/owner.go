@@ -29,7 +29,8 @@ import (
 //	refs/airlock/tmp/<owner>/<round>/snap       Prepare
 //	refs/airlock/restore/<owner>/<round>-<rand> Restore
 //	<objects>/airlock-quarantine-<owner>-<rand> Restore
-//	<state>/tmp-<owner>-<round>.index           Prepare
+//	<state>/tmp-<owner>-<round>.index[.lock]    Prepare
+//	<state>/.airlock-tmp-<owner>-<rand>         Prepare (a state file being written)
 //	<state>/restore-<owner>-<round>-<rand>.bundle Restore
 //	<state>/prep-<owner>-<round>                Prepare (with <round>.json: a
 //	                                            round whose Prepare never returned)
@@ -116,6 +117,7 @@ func ownerAlive(tag string) bool {
 // remove one is logged and left for the next sweep.
 func (r *Round) sweepLeftovers(ctx context.Context, locked bool) {
 	g := r.git
+	r.sweepRefLocks(ctx) // first: a ref's lock would fail its deletion
 	out, err := g.Output(ctx, "for-each-ref", "--format=%(refname)", "refs/airlock/tmp/", "refs/airlock/restore/")
 	if err != nil {
 		r.o.log.Warn("listing leftover refs", "error", err)
@@ -171,6 +173,52 @@ func (r *Round) sweepLeftovers(ctx context.Context, locked bool) {
 	}
 }
 
+// sweepRefLocks removes the lock files that a git killed while it updated
+// a temporary ref left (<common dir>/refs/airlock/{tmp,restore}/<owner>/…
+// .lock), whose owner is gone: git then lists no such ref, and the lock
+// would stay for good.
+func (r *Round) sweepRefLocks(ctx context.Context) {
+	common, err := r.git.Line(ctx, "rev-parse", "--path-format=absolute", "--git-common-dir")
+	if err != nil {
+		r.o.log.Warn("finding the common git directory", "error", err)
+		return
+	}
+	for _, kind := range []string{"tmp", "restore"} {
+		top := filepath.Join(common, "refs", "airlock", kind)
+		ents, err := os.ReadDir(top)
+		if err != nil {
+			continue // none
+		}
+		for _, e := range ents {
+			if _, _, owned := parseOwner(e.Name()); !owned || !e.IsDir() || ownerAlive(e.Name()) {
+				continue
+			}
+			dir := filepath.Join(top, e.Name())
+			var dirs []string
+			werr := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+				switch {
+				case err != nil:
+					return err
+				case d.IsDir():
+					dirs = append(dirs, p)
+				case strings.HasSuffix(d.Name(), ".lock") && d.Type().IsRegular():
+					if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+						return err
+					}
+				}
+				return nil
+			})
+			if werr != nil {
+				r.o.log.Warn("removing the ref locks of a killed host", "path", dir, "error", werr)
+				continue
+			}
+			for i := len(dirs) - 1; i >= 0; i-- {
+				os.Remove(dirs[i]) // only when empty: a ref git still lists stays
+			}
+		}
+	}
+}
+
 // sweepState removes the scratch files in the round's state directory
 // whose owner is gone (see sweepLeftovers).
 func (r *Round) sweepState(locked bool) {
@@ -182,7 +230,8 @@ func (r *Round) sweepState(locked bool) {
 		name := e.Name()
 		var rest string
 		switch {
-		case strings.HasPrefix(name, "tmp-") && strings.HasSuffix(name, ".index"):
+		case strings.HasPrefix(name, "tmp-") && (strings.HasSuffix(name, ".index") || strings.HasSuffix(name, ".index.lock")):
+			// the index, or the lock a git killed while writing it left
 			rest = strings.TrimPrefix(name, "tmp-")
 		case strings.HasPrefix(name, "restore-") && strings.HasSuffix(name, ".bundle"):
 			rest = strings.TrimPrefix(name, "restore-")

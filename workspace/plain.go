@@ -44,7 +44,7 @@ func (r *Round) preparePlain(ctx context.Context) (err error) {
 	var localFailed atomic.Bool
 	pats := r.spec.Exclude
 	go func() {
-		res, err := writeTar(ctx, wp, r.spec.Local, func(rel string, _ bool) bool { return excluded(pats, rel) })
+		res, err := writeTar(ctx, wp, r.spec.Local, func(rel string, _ bool) bool { return excluded(pats, rel) || isTmpName(path.Base(rel)) })
 		wp.Close()
 		if err != nil {
 			localFailed.Store(true) // before the command is stopped: the cause
@@ -89,6 +89,20 @@ func (r *Round) restorePlainScript() string {
 cd "$r" 2>/dev/null || { echo "the sandbox directory $r is missing" >&2; exit 10; }
 rd=%s
 mkdir -p "$rd" 2>/dev/null
+# The report of a restore whose shell is gone (its host was killed) is
+# removed; one whose shell runs (a zombie does not) stays.
+if [ -d "$rd" ] && [ ! -L "$rd" ]; then
+  for f in "$rd"/restore-*.*; do
+    [ -f "$f" ] && [ ! -L "$f" ] || continue
+    p=${f##*.}
+    case $p in ''|*[!0-9]*) continue;; esac
+    if kill -0 "$p" 2>/dev/null; then
+      s=$(cat /proc/$p/stat 2>/dev/null); s=${s##*) }; s=${s%%%% *}
+      case $s in Z|X) ;; *) continue;; esac
+    fi
+    rm -f "$f"
+  done
+fi
 # A runtime directory that the sandbox replaced by a file or a link is
 # refused (the host lists it); the report then goes beside it.
 if [ -d "$rd" ] && [ ! -L "$rd" ]; then rep=./$rd/restore-$id.$$; else rep=./.airlock-restore-$id.$$; rm -f "$rep"; fi
@@ -111,10 +125,11 @@ const spoolMax = 8 << 20
 
 func (r *Round) restorePlain(ctx context.Context) (*Result, error) {
 	res := &Result{}
-	l, err := openLocal(r.spec.Local, hashSHA256)
+	l, err := openLocal(r.spec.Local, hashSHA256, r.journalDir())
 	if err != nil {
 		return nil, err
 	}
+	l.beforePlace = r.o.beforePlace
 	defer l.close()
 	base := map[string]state{}
 	for _, e := range r.base.Entries {
@@ -200,10 +215,19 @@ func (r *Round) restorePlain(ctx context.Context) (*Result, error) {
 			localWins(p, loc)
 			return false, nil
 		}
-		if err := l.mkdirs(p); err != nil {
-			return false, l.writeError(p, err)
+		err = l.mkdirs(p)
+		if err == nil {
+			if err = l.root.Mkdir(p, 0o700); errors.Is(err, fs.ErrExist) {
+				err = nil
+			}
+			err = asNameError(p, err)
 		}
-		if err := l.root.Mkdir(p, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+		if why := nameRefused(err); why != "" {
+			refuse(p, why)
+			blocked[p] = why
+			return false, nil
+		}
+		if err != nil {
 			return false, l.writeError(p, err)
 		}
 		created = append(created, newDir{p, perm})
@@ -219,11 +243,10 @@ func (r *Round) restorePlain(ctx context.Context) (*Result, error) {
 		typeDir bool   // replaces a local directory
 	}
 	later := map[string]*deferred{}
-	spools := 0
 	defer func() {
 		for _, d := range later {
 			if d.spool != "" {
-				l.root.Remove(d.spool)
+				l.removeTmp(d.spool)
 			}
 		}
 	}()
@@ -248,7 +271,18 @@ func (r *Round) restorePlain(ctx context.Context) (*Result, error) {
 			p := e.Path
 			switch {
 			case p == "":
-				refuse(e.Name, "not a clean relative path")
+				// The sandbox's path as written (its tar names
+				// each member ./<path>).
+				name := strings.TrimPrefix(e.Name, "./")
+				why := "not a clean relative path"
+				switch {
+				case !tree.ValidPath(name):
+				case strings.Contains(name, "\\"):
+					why = "a name with a backslash, which a host may read as a path separator"
+				case len(name) > tree.DefaultMaxPathLen:
+					why = fmt.Sprintf("a path longer than %d bytes", tree.DefaultMaxPathLen)
+				}
+				refuse(name, why)
 				return nil
 			case under(p) || seen[p]:
 				return nil
@@ -261,6 +295,13 @@ func (r *Round) restorePlain(ctx context.Context) (*Result, error) {
 			seen[p] = true
 			if reserved(p) {
 				refuse(p, "under .git or the runtime directory")
+				if e.Mode.IsDir() {
+					skip = append(skip, p)
+				}
+				return nil
+			}
+			if hasTmpName(p) {
+				refuse(p, whyTmpName)
 				if e.Mode.IsDir() {
 					skip = append(skip, p)
 				}
@@ -327,10 +368,9 @@ func (r *Round) restorePlain(ctx context.Context) (*Result, error) {
 			if loc.kind == 'd' && b.kind == 'd' {
 				// A directory the sandbox replaced by a file: spooled
 				// until the directory is gone.
-				spools++
-				sp := path.Join(stage.RuntimeDir, fmt.Sprintf("spool-%s-%d", r.rec.ID, spools))
-				if err := l.writeFile(sp, body, e.Mode.Perm()); err != nil {
-					return l.writeError(sp, err)
+				sp, err := l.spool(body, e.Mode.Perm())
+				if err != nil {
+					return fmt.Errorf("workspace: spooling %s: %w", p, err)
 				}
 				later[p] = &deferred{rem: state{kind: 'f', perm: e.Mode.Perm()}, spool: sp, typeDir: true}
 				return nil
@@ -377,7 +417,7 @@ func (r *Round) restorePlain(ctx context.Context) (*Result, error) {
 		d := later[p]
 		delete(later, p)
 		if d.spool != "" {
-			l.root.Remove(d.spool)
+			l.removeTmp(d.spool)
 		}
 		if !d.typeDir {
 			return
@@ -437,21 +477,21 @@ func (r *Round) restorePlain(ctx context.Context) (*Result, error) {
 				return nil, err
 			}
 		}
+		var err error
 		if d.rem.kind == 'l' {
-			if err := l.writeLink(p, d.target); err != nil {
-				return nil, l.writeError(p, err)
-			}
-		} else {
-			err := l.mkdirs(p)
-			if err == nil {
-				if err = l.root.Chmod(d.spool, d.rem.perm&fs.ModePerm); err == nil {
-					err = l.root.Rename(d.spool, p)
-				}
-			}
-			if err != nil {
-				return nil, l.writeError(p, err)
-			}
+			err = l.writeLink(p, d.target)
+		} else if err = l.mkdirs(p); err == nil {
+			err = l.place(d.spool, p)
 			d.spool = ""
+		}
+		if why := nameRefused(err); why != "" {
+			refuse(p, why)
+			continue
+		}
+		if err != nil {
+			return nil, l.writeError(p, err)
+		}
+		if d.rem.kind != 'l' {
 			written++
 		}
 		res.Updated = append(res.Updated, p)
@@ -477,11 +517,15 @@ func (r *Round) plainFile(l *local, p string, e tarEntry, body io.Reader, b, loc
 		}
 		content = bytes.NewReader(data)
 	} else {
-		spool = path.Join(stage.RuntimeDir, "spool-"+r.rec.ID)
-		if err := l.writeFile(spool, io.TeeReader(body, hs), 0o600); err != nil {
-			return fmt.Errorf("workspace: spooling %s: %w", p, l.writeError(spool, err))
+		var err error
+		if spool, err = l.spool(io.TeeReader(body, hs), e.Mode.Perm()); err != nil {
+			return fmt.Errorf("workspace: spooling %s: %w", p, err)
 		}
-		defer l.root.Remove(spool)
+		defer func() {
+			if spool != "" {
+				l.removeTmp(spool)
+			}
+		}()
 	}
 	rem := state{kind: 'f', perm: e.Mode.Perm(), id: hex.EncodeToString(hs.Sum(nil))}
 	switch {
@@ -495,11 +539,16 @@ func (r *Round) plainFile(l *local, p string, e tarEntry, body io.Reader, b, loc
 	if spool != "" {
 		if err = l.mkdirs(p); err == nil {
 			if err = l.root.Chmod(spool, rem.perm); err == nil {
-				err = l.root.Rename(spool, p)
+				err = l.place(spool, p)
+				spool = ""
 			}
 		}
 	} else {
 		err = l.writeFile(p, content, rem.perm)
+	}
+	if why := nameRefused(err); why != "" {
+		r.refuse(res, p, why)
+		return nil
 	}
 	if err != nil {
 		return l.writeError(p, err)

@@ -25,8 +25,9 @@ g() { git -c core.hooksPath=/dev/null -c core.fsmonitor=false -c gc.auto=0 -c ma
 // earlier Prepare cut short left (it runs in the work tree, after the
 // check that .git is not a link or a file): a missing or incomplete .git
 // (an init cut short: no HEAD, objects or refs) is completed by git init,
-// which creates what is missing and overwrites nothing; lock files of a
-// killed git, the scratch files of an earlier round and the refs whose
+// which creates what is missing and overwrites nothing; lock files and
+// half-written packs (objects/pack/tmp_*) of a killed git, the scratch
+// files of an earlier round and the refs whose
 // object is missing (an objects directory emptied or cut short) are
 // removed (Prepare owns the sandbox repository while it runs). A repository git
 // still cannot open is a clear error (exit 12). Then GIT_DIR pins every
@@ -38,6 +39,7 @@ rm -f .git/airlock-prepare-* .git/airlock-restore-* 2>/dev/null
 if [ -d .git ]; then
   if command -v find >/dev/null 2>&1; then find .git -path .git/objects -prune -o -name '*.lock' -type f -exec rm -f {} + 2>/dev/null
   else rm -f .git/*.lock .git/refs/heads/*.lock 2>/dev/null; fi
+  rm -f .git/objects/pack/tmp_pack_* .git/objects/pack/tmp_idx_* .git/objects/pack/tmp_rev_* 2>/dev/null
 fi
 if ! usable; then
   e=$(g init -q . 2>&1 >/dev/null)

@@ -107,12 +107,12 @@ func (r *Round) saveState(ctx context.Context) error {
 	}
 	if r.rec.Kind == kindPlain {
 		p := filepath.Join(r.state, r.rec.ID+".manifest.json")
-		if err := atomicfile.WriteFile(ctx, p, r.base.Canonical(), 0o600); err != nil {
+		if err := atomicfile.WriteFileNamed(ctx, p, tmpBase(), r.base.Canonical(), 0o600); err != nil {
 			return &fs.PathError{Op: "workspace.Prepare", Path: p, Err: err}
 		}
 	}
 	p := filepath.Join(r.state, r.rec.ID+".json")
-	if err := atomicfile.WriteFile(ctx, p, r.rec.encode(), 0o600); err != nil {
+	if err := atomicfile.WriteFileNamed(ctx, p, tmpBase(), r.rec.encode(), 0o600); err != nil {
 		return &fs.PathError{Op: "workspace.Prepare", Path: p, Err: err}
 	}
 	return nil

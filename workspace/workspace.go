@@ -73,7 +73,8 @@ type options struct {
 	maxBytes    int64
 	lockWait    time.Duration
 	casRetries  int
-	beforeCAS   func(attempt int) // tests: runs before each compare-and-swap of the local ref
+	beforeCAS   func(attempt int)     // tests: runs before each compare-and-swap of the local ref
+	beforePlace func(tmp, rel string) // tests: runs before a temporary file or link is renamed over rel
 }
 
 // Defaults.
@@ -183,10 +184,12 @@ func Prepare(ctx context.Context, spec Spec, opts ...Option) (*Round, error) {
 		if r.state == "" {
 			r.state = filepath.Join(gitDir, "airlock", "rounds")
 		}
+		r.sweepTmp()
 		err = r.prepareGit(ctx, gitDir)
 	} else {
 		r.rec.Kind = kindPlain
 		r.state = o.stateDir
+		r.sweepTmp()
 		err = r.preparePlain(ctx)
 	}
 	if err != nil {
@@ -241,6 +244,7 @@ func (r *Round) Restore(ctx context.Context) (*Result, error) {
 		return nil, err
 	}
 	defer unlock()
+	r.sweepTmp()
 	start := time.Now()
 	var res *Result
 	if r.rec.Kind == kindGit {

@@ -21,7 +21,18 @@ import (
 // An error after the rename (only the directory sync can fail there) means
 // the new content is visible but may not be durable.
 func WriteFile(ctx context.Context, path string, data []byte, perm fs.FileMode) error {
-	return write(ctx, osBackend{}, path, data, perm, "")
+	return write(ctx, osBackend{}, path, data, perm, "", "")
+}
+
+// WriteFileNamed is [WriteFile] with the temporary file named tmpBase (a
+// base name, which the caller makes unique) in path's directory: a caller
+// that sweeps the temporary files of killed writers names them so it can
+// tell whose they are.
+func WriteFileNamed(ctx context.Context, path, tmpBase string, data []byte, perm fs.FileMode) error {
+	if tmpBase == "" || tmpBase != filepath.Base(tmpBase) || tmpBase == "." || tmpBase == ".." {
+		return fmt.Errorf("atomicfile: temporary name %q is not a base name", tmpBase)
+	}
+	return write(ctx, osBackend{}, path, data, perm, "", tmpBase)
 }
 
 // File is what Write needs of a file its FS opens.
@@ -47,7 +58,7 @@ type FS[F File] interface {
 // cancelled write never publishes. Unlike [WriteFile], Write does not sync
 // the directory.
 func Write[F File](ctx context.Context, fsys FS[F], name string, data []byte, perm fs.FileMode, tmpDir string) error {
-	return write(ctx, fsBackend[F]{fsys}, name, data, perm, tmpDir)
+	return write(ctx, fsBackend[F]{fsys}, name, data, perm, tmpDir, "")
 }
 
 // file is what write needs of an open temporary file.
@@ -69,15 +80,19 @@ type backend interface {
 	syncDir(dir string) error
 }
 
-// write is the one implementation behind [Write] and [WriteFile].
-func write(ctx context.Context, b backend, name string, data []byte, perm fs.FileMode, tmpDir string) (err error) {
+// write is the one implementation behind [Write], [WriteFile] and
+// [WriteFileNamed]; tmpBase "" names the temporary file after name.
+func write(ctx context.Context, b backend, name string, data []byte, perm fs.FileMode, tmpDir, tmpBase string) (err error) {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	if tmpDir == "" {
 		tmpDir = filepath.Dir(name)
 	}
-	tmp := filepath.Join(tmpDir, "."+filepath.Base(name)+".tmp-"+rand.Text())
+	if tmpBase == "" {
+		tmpBase = "." + filepath.Base(name) + ".tmp-" + rand.Text()
+	}
+	tmp := filepath.Join(tmpDir, tmpBase)
 	f, err := b.createExcl(tmp, perm)
 	if err != nil {
 		return fmt.Errorf("create temporary file %q: %w", tmp, err)

@@ -179,11 +179,44 @@ func (failingDirSync) syncDir(string) error { return errInjected }
 func TestWriteFileDirSyncFails(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "f.json")
-	err := write(t.Context(), failingDirSync{}, path, []byte("new"), 0o600, "")
+	err := write(t.Context(), failingDirSync{}, path, []byte("new"), 0o600, "", "")
 	require.ErrorIs(t, err, errInjected)
 	assert.ErrorContains(t, err, "sync directory of "+strconv.Quote(path))
 	got, err := os.ReadFile(path)
 	require.NoError(t, err)
 	assert.Equal(t, "new", string(got), "the content was published before the sync")
 	assert.Equal(t, []string{"f.json"}, osNames(t, dir), "the published file is not removed")
+}
+
+// TestWriteFileNamed: the temporary file has the caller's name, in the
+// target's directory, and is gone after the write; a name that is not a
+// base name is refused before anything is written.
+func TestWriteFileNamed(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "f.json")
+	var seen []string
+	err := write(t.Context(), watchCreate{osBackend{}, &seen}, path, []byte("new"), 0o600, "", ".mine-1")
+	require.NoError(t, err)
+	assert.Equal(t, []string{filepath.Join(dir, ".mine-1")}, seen)
+	require.NoError(t, WriteFileNamed(t.Context(), path, ".mine-2", []byte("newer"), 0o600))
+	got, err := os.ReadFile(path)
+	require.NoError(t, err)
+	assert.Equal(t, "newer", string(got))
+	ents, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	require.Len(t, ents, 1)
+	for _, bad := range []string{"", ".", "..", "a/b"} {
+		assert.ErrorContains(t, WriteFileNamed(t.Context(), path, bad, []byte("x"), 0o600), "is not a base name", bad)
+	}
+}
+
+// watchCreate records the temporary files it creates.
+type watchCreate struct {
+	osBackend
+	seen *[]string
+}
+
+func (w watchCreate) createExcl(name string, perm fs.FileMode) (file, error) {
+	*w.seen = append(*w.seen, name)
+	return w.osBackend.createExcl(name, perm)
 }

@@ -1,0 +1,288 @@
+package workspace
+
+import (
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/airlockdev/airlock/internal/tree"
+)
+
+// Temporary files in the work tree. A restore writes each file and link
+// under a temporary name in the target's directory and renames it into
+// place; a large file of a plain directory's round is spooled the same way
+// in the runtime directory. The name is .airlock-tmp-<owner>-<rand>: its
+// length does not depend on the target's (a target of NAME_MAX bytes is
+// written like any other), and it carries its owner (see owner.go).
+//
+// Before its first temporary file in a directory, a restore appends the
+// directory (NUL-terminated, relative to the work tree) to its journal,
+// <journal dir>/writes-<owner>-<rand>.journal, where the journal directory
+// is <git dir>/airlock for a git work tree and <work tree>/.airlock for a
+// plain directory (beside the restore lock). The journal goes when the
+// restore returns with no temporary file left. A host killed meanwhile
+// leaves both: the next Prepare or Restore of the work tree reads each
+// journal whose owner is gone, removes the temporary files in the
+// directories it lists whose owner is gone, and then the journal. No walk
+// of the work tree is needed, and a temporary file whose owner runs is
+// never touched. Prepare never ships a temporary file to the sandbox, and
+// a sandbox entry with such a name is refused. The state files of a
+// round are written through the same kind of name in the state
+// directory, which the next Prepare or Restore sweeps the same way.
+
+const (
+	tmpPrefix     = ".airlock-tmp-"
+	tmpRandLen    = 16
+	journalPrefix = "writes-"
+	journalSuffix = ".journal"
+)
+
+// whyTmpName is why a sandbox entry named like a temporary file is refused.
+const whyTmpName = "a name airlock reserves for its temporary files (" + tmpPrefix + "<owner>-<random>)"
+
+// whyName is why an entry whose name the host cannot hold is refused.
+const whyName = "the host's file system does not accept the name %s (%v)"
+
+func tmpRand() string { return strings.ToLower(rand.Text()[:tmpRandLen]) }
+
+// tmpBase is a new temporary name owned by this process.
+func tmpBase() string { return tmpPrefix + ownerTag() + "-" + tmpRand() }
+
+// tmpOwner returns the owner tag of the temporary name n; ok is false when
+// n is not one.
+func tmpOwner(n string) (tag string, ok bool) {
+	rest, found := strings.CutPrefix(n, tmpPrefix)
+	if !found {
+		return "", false
+	}
+	i := strings.LastIndexByte(rest, '-')
+	if i < 0 || len(rest)-i-1 != tmpRandLen {
+		return "", false
+	}
+	for _, c := range rest[i+1:] {
+		if (c < 'a' || c > 'z') && (c < '2' || c > '7') {
+			return "", false
+		}
+	}
+	tag = rest[:i]
+	if _, _, ok := parseOwner(tag); !ok {
+		return "", false
+	}
+	return tag, true
+}
+
+// isTmpName reports whether n is a temporary name of airlock's.
+func isTmpName(n string) bool {
+	_, ok := tmpOwner(n)
+	return ok
+}
+
+// hasTmpName reports whether a component of the path p is a temporary
+// name.
+func hasTmpName(p string) bool {
+	for _, c := range strings.Split(p, "/") {
+		if isTmpName(c) {
+			return true
+		}
+	}
+	return false
+}
+
+// nameError is a write that failed because the host's file system does
+// not accept a name (too long, or an encoding or a character it does not
+// store): the entry is refused and the restore goes on.
+type nameError struct {
+	name string // the work-tree path whose name was not accepted
+	err  error
+}
+
+func (e *nameError) Error() string { return e.name + ": " + e.err.Error() }
+func (e *nameError) Unwrap() error { return e.err }
+
+// asNameError wraps err, from creating the work-tree path name, when it
+// says the name is not accepted.
+func asNameError(name string, err error) error {
+	if errors.Is(err, syscall.ENAMETOOLONG) || errors.Is(err, syscall.EILSEQ) || errors.Is(err, syscall.EINVAL) {
+		var errno syscall.Errno
+		if errors.As(err, &errno) {
+			err = errno
+		}
+		return &nameError{name: name, err: err}
+	}
+	return err
+}
+
+// nameRefused returns why the entry p is refused when err says the host
+// does not accept a name on its way, "" otherwise.
+func nameRefused(err error) string {
+	var ne *nameError
+	if errors.As(err, &ne) {
+		return fmt.Sprintf(whyName, ne.name, ne.err)
+	}
+	return ""
+}
+
+// note records dir in the journal before the first temporary file there.
+func (l *local) note(dir string) error {
+	if l.journalDir == "" || l.noted[dir] {
+		return nil
+	}
+	if l.jf == nil {
+		if err := os.MkdirAll(l.journalDir, 0o700); err != nil {
+			return fmt.Errorf("creating the journal directory %s: %w", l.journalDir, err)
+		}
+		p := filepath.Join(l.journalDir, journalPrefix+ownerTag()+"-"+tmpRand()+journalSuffix)
+		f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND|syscall.O_NOFOLLOW, 0o600)
+		if err != nil {
+			return fmt.Errorf("creating the journal of temporary files: %w", err)
+		}
+		l.jf = f
+	}
+	if _, err := l.jf.Write([]byte(dir + "\x00")); err != nil {
+		return fmt.Errorf("recording %s in the journal %s: %w", dir, l.jf.Name(), err)
+	}
+	l.noted[dir] = true
+	return nil
+}
+
+// removeTmp removes a temporary file of this restore; one that cannot be
+// removed keeps the journal for the next sweep.
+func (l *local) removeTmp(tmp string) {
+	if err := l.root.Remove(tmp); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		l.leftover = true
+	}
+}
+
+// closeJournal removes the journal unless a temporary file stayed.
+func (l *local) closeJournal() {
+	if l.jf == nil {
+		return
+	}
+	l.jf.Close()
+	if !l.leftover {
+		os.Remove(l.jf.Name())
+	}
+	l.jf = nil
+}
+
+// journalDir is where restores of the round's work tree keep their
+// journals: beside the restore lock.
+func (r *Round) journalDir() string { return filepath.Dir(r.lockPath()) }
+
+// sweepTmp removes the temporary files that restores of the round's work
+// tree left when their host was killed: the journals whose owner is gone
+// name the directories. A failure is logged, and the journal stays for the
+// next sweep.
+func (r *Round) sweepTmp() {
+	sweepTmp(r.o.log, r.spec.Local, r.journalDir())
+	if r.state != "" {
+		sweepTmpState(r.o.log, r.state)
+	}
+}
+
+// sweepTmpState removes the temporary files of state files (see
+// saveState) in the state directory dir whose owner is gone.
+func sweepTmpState(log *slog.Logger, dir string) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return // none yet
+	}
+	for _, e := range ents {
+		tag, ok := tmpOwner(e.Name())
+		if !ok || !e.Type().IsRegular() || ownerAlive(tag) {
+			continue
+		}
+		if err := os.Remove(filepath.Join(dir, e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			log.Warn("removing a killed Prepare's temporary state file", "path", filepath.Join(dir, e.Name()), "error", err)
+		}
+	}
+}
+
+func sweepTmp(log *slog.Logger, work, dir string) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return // none yet
+	}
+	var root *os.Root
+	defer func() {
+		if root != nil {
+			root.Close()
+		}
+	}()
+	for _, e := range ents {
+		rest, ok := strings.CutPrefix(e.Name(), journalPrefix)
+		if !ok || !strings.HasSuffix(rest, journalSuffix) || !e.Type().IsRegular() {
+			continue
+		}
+		tag, _, _ := strings.Cut(rest, "-")
+		if _, _, owned := parseOwner(tag); !owned || ownerAlive(tag) {
+			continue
+		}
+		data, err := readState(dir, e.Name())
+		if err != nil {
+			log.Warn("reading the journal of a killed restore", "path", filepath.Join(dir, e.Name()), "error", err)
+			continue
+		}
+		if root == nil {
+			if root, err = os.OpenRoot(work); err != nil {
+				log.Warn("opening the work tree to remove a killed restore's temporary files", "path", work, "error", err)
+				return
+			}
+		}
+		done := true
+		dirs := strings.Split(string(data), "\x00")
+		for _, d := range dirs[:len(dirs)-1] { // the last one is unterminated: no file was made there
+			if d != "." && !tree.ValidPath(d) {
+				continue
+			}
+			if !sweepTmpDir(log, root, work, d) {
+				done = false
+			}
+		}
+		if done {
+			if err := os.Remove(filepath.Join(dir, e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				log.Warn("removing the journal of a killed restore", "path", filepath.Join(dir, e.Name()), "error", err)
+			}
+		}
+	}
+}
+
+// sweepTmpDir removes the temporary files in the work-tree directory d
+// whose owner is gone; false when one stays for a reason other than its
+// owner running.
+func sweepTmpDir(log *slog.Logger, root *os.Root, work, d string) bool {
+	f, err := root.Open(d)
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
+		return true
+	}
+	if err != nil {
+		log.Warn("reading a directory a killed restore wrote in", "path", filepath.Join(work, d), "error", err)
+		return false
+	}
+	names, err := f.Readdirnames(-1)
+	f.Close()
+	if err != nil {
+		log.Warn("reading a directory a killed restore wrote in", "path", filepath.Join(work, d), "error", err)
+		return false
+	}
+	ok := true
+	for _, n := range names {
+		tag, isTmp := tmpOwner(n)
+		if !isTmp || ownerAlive(tag) {
+			continue
+		}
+		p := path.Join(d, n)
+		if err := root.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			log.Warn("removing a killed restore's temporary file", "path", filepath.Join(work, p), "error", err)
+			ok = false
+		}
+	}
+	return ok
+}

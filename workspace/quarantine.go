@@ -130,8 +130,8 @@ func (r *Round) receiveHistory(ctx context.Context, q *quarantineDir, objects st
 	var ferr error
 	if fresh {
 		if rw, newHead, ferr = r.rewriteCommits(ctx, q, h.head); ferr != nil {
-			if strict {
-				return ferr // commits git accepts that could not be rewritten here: a host failure
+			if strict || hostFailure(ferr) || ctx.Err() != nil {
+				return ferr // commits git accepts that could not be rewritten here, or a write that failed: a host failure
 			}
 			newHead = h.head
 		}
@@ -158,6 +158,11 @@ func (r *Round) receiveHistory(ctx context.Context, q *quarantineDir, objects st
 			f.head, f.history = newHead, true
 			res.Rewritten = rw
 			return r.pin(ctx, f, newHead, f.cleanup)
+		}
+		if hostFailure(ferr) || ctx.Err() != nil {
+			// The host could not store the commits: never a reason to
+			// refuse them.
+			return r.storeFailed(objects, ferr)
 		}
 	}
 	bad, err := scanCommits(ctx, q.git, h.head, hk, r.o.maxBytes)
@@ -385,7 +390,8 @@ func recommit(raw []byte, tree string, parents []string) ([]byte, error) {
 }
 
 // indexPack stores the pack that follows bundle's header, under git's
-// object directory.
+// object directory. A bundle the host cannot open or read is an
+// *fs.PathError.
 func indexPack(ctx context.Context, g *gitexec.Git, bundle string, args ...string) error {
 	f, err := os.Open(bundle)
 	if err != nil {
@@ -397,6 +403,9 @@ func indexPack(ctx context.Context, g *gitexec.Git, bundle string, args ...strin
 	// (verify, list-heads) already, so only its end is looked for here.
 	for i := 0; ; i++ {
 		l, err := br.ReadSlice('\n')
+		if err != nil && err != io.EOF && err != bufio.ErrBufferFull {
+			return &fs.PathError{Op: "read", Path: bundle, Err: err} // the host's copy could not be read
+		}
 		if err != nil || i > 100000 {
 			return fmt.Errorf("%w: the sandbox's bundle header does not end", ErrHostile)
 		}

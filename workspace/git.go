@@ -224,13 +224,9 @@ func (r *Round) prepareGit(ctx context.Context, gitDir string) (err error) {
 
 // snapshotFailed is the error of Prepare's step what (git, writing
 // objects and a temporary index into the repository) that failed with
-// err. Nothing of the user's changed: the work tree, the index and every
-// ref are as they were; a host-side failure says to free space.
+// err; Prepare adds what to do when it is the host's failure.
 func (r *Round) snapshotFailed(what string, err error) error {
-	if hostFailure(err) {
-		return fmt.Errorf("workspace: %s of %s (writing into %s) failed on the host: %w; the work tree, the index and the refs are unchanged: free space on the file system of %s (or fix what the error names) and run Prepare again", what, r.spec.Local, r.gitDir, err, r.gitDir)
-	}
-	return fmt.Errorf("workspace: %s of %s: %w", what, r.spec.Local, err)
+	return fmt.Errorf("workspace: %s of %s (writing into %s): %w", what, r.spec.Local, r.gitDir, err)
 }
 
 // knownCommits returns those of have that are commits in the local

@@ -395,7 +395,8 @@ func quoteAll(s []string) []string {
 // stage.ErrTransport, never ErrHostile), with fn's observation as context;
 // a stream that ended early from a command that exited non-zero is that
 // command's failure. Only output of a command that ran normally is judged
-// by fn alone (ErrHostile).
+// by fn alone (ErrHostile). When fn stopped reading at the host's limit
+// (ErrTooLarge), that is the error, whatever the command's end.
 func (r *Round) restoreStream(ctx context.Context, op, script string, env map[string]string, fn func(*bufio.Reader) error) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -414,6 +415,11 @@ func (r *Round) restoreStream(ctx context.Context, op, script string, env map[st
 	}
 	pr.CloseWithError(errStop)
 	rerr := <-done
+	if errors.Is(ferr, ErrTooLarge) {
+		// The host stopped reading at its limit on purpose: that is the
+		// reason, not what the command then died of (SIGPIPE).
+		return ferr
+	}
 	if ferr != nil {
 		if ended && rerr != nil && !errors.Is(rerr, errStop) {
 			var ee *stage.ExitError

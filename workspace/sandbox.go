@@ -162,11 +162,13 @@ func (r *Round) probe(ctx context.Context) (probe, error) {
 	// The Bridge's control deadline is the Runner's own when it has one
 	// (stage.ControlDeadline).
 	err := stage.NewBridge(r.spec.Runner).Control(ctx, stage.Command{Script: probeScript(r.spec.Remote), Stdout: lw})
+	if lw.over {
+		// The host stopped reading at the limit: that is the reason,
+		// whatever the command's end (a broken pipe) says.
+		return probe{}, fmt.Errorf("%w: the sandbox probe wrote more than 1 MiB", ErrHostile)
+	}
 	if err != nil {
 		return probe{}, fmt.Errorf("workspace: probing the sandbox at %s: %w", r.spec.Remote, err)
-	}
-	if lw.over {
-		return probe{}, fmt.Errorf("%w: the sandbox probe wrote more than 1 MiB", ErrHostile)
 	}
 	return parseProbe(out.Bytes())
 }

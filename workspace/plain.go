@@ -240,6 +240,9 @@ func (r *Round) restorePlain(ctx context.Context) (*Result, error) {
 			if !writtenStripped(c) {
 				seen[p] = true // refused: its tar member is not looked at
 			}
+			if c == 'n' {
+				skip = append(skip, p) // nor anything below a nested .git
+			}
 		}
 		if h.tail == "empty" {
 			return nil

@@ -382,10 +382,9 @@ func TestRestoreFullDiskAtCAS(t *testing.T) {
 	git(t, e.local, "fsck", "--strict")
 }
 
-// leftoversIn lists the temporary names below dir: git's packs and
-// locks (tmp_pack_*, tmp_idx_*, *.lock) and airlock's (quarantines,
-// temporary indexes and bundles). A loose object's tmp_obj_* that git
-// itself leaves on a full disk is git's, swept by its gc.
+// leftoversIn lists the temporary names below dir: git's (tmp_pack_*,
+// tmp_idx_*, tmp_obj_*, *.lock) and airlock's (quarantines, temporary
+// indexes and bundles).
 func leftoversIn(t *testing.T, dir string) []string {
 	t.Helper()
 	var out []string
@@ -395,7 +394,7 @@ func leftoversIn(t *testing.T, dir string) []string {
 		}
 		n := de.Name()
 		switch {
-		case strings.HasPrefix(n, "tmp_pack_"), strings.HasPrefix(n, "tmp_idx_"), strings.HasSuffix(n, ".lock") && !strings.HasSuffix(p, filepath.Join("airlock", n)),
+		case strings.HasPrefix(n, "tmp_"), strings.HasSuffix(n, ".lock") && !strings.HasSuffix(p, filepath.Join("airlock", n)),
 			strings.HasPrefix(n, "airlock-quarantine-"), strings.HasPrefix(n, "tmp-"), strings.HasSuffix(n, ".bundle"), strings.Contains(n, ".airlock-"):
 			rel, _ := filepath.Rel(dir, p)
 			out = append(out, rel)

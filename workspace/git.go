@@ -148,7 +148,20 @@ func (r *Round) prepareGit(ctx context.Context, gitDir string) (err error) {
 	if err := copyIndex(gitDir, tmpIdx); err != nil {
 		return fmt.Errorf("workspace: copying the index of %s: %w", r.spec.Local, err)
 	}
-	ienv := []string{"GIT_INDEX_FILE=" + tmpIdx}
+	// The snapshot's objects are written into a quarantine of the object
+	// directory and moved into it once all are written: a Prepare that
+	// fails (a full disk, a kill) leaves none of them, nor git's
+	// temporary files (tmp_obj_*), behind.
+	objects, err := g.Line(ctx, "rev-parse", "--path-format=absolute", "--git-path", "objects")
+	if err != nil {
+		return err
+	}
+	q, err := r.newQuarantine(objects)
+	if err != nil {
+		return err
+	}
+	defer q.remove()
+	ienv := []string{"GIT_INDEX_FILE=" + tmpIdx, "GIT_OBJECT_DIRECTORY=" + q.dir, "GIT_ALTERNATE_OBJECT_DIRECTORIES=" + objects}
 	var unmerged bytes.Buffer
 	if err := g.Run(ctx, gitexec.Cmd{Args: []string{"ls-files", "-u", "-z"}, Env: ienv, Stdout: &unmerged}); err != nil {
 		return err
@@ -187,6 +200,9 @@ func (r *Round) prepareGit(ctx context.Context, gitDir string) (err error) {
 	snap, err := line("committing the work tree", append(append([]string{"commit-tree", wtTree}, parent...), "-p", x, "-m", "airlock: work tree of round "+id)...)
 	if err != nil {
 		return err
+	}
+	if err := q.migrateAll(objects); err != nil {
+		return r.snapshotFailed("moving the snapshot's objects into place", err)
 	}
 	r.rec.Branch, r.rec.Head, r.rec.Snap, r.rec.Tree, r.rec.Index = branch, head, snap, wtTree, idxTree
 

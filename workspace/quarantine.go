@@ -116,6 +116,45 @@ func (q *quarantineDir) migrate(objects string) error {
 	return nil
 }
 
+// migrateAll moves every object of the quarantine into the object
+// directory objects: the loose ones (each linked in under its name, an
+// object already there being the same content), then the packs.
+func (q *quarantineDir) migrateAll(objects string) error {
+	ents, err := os.ReadDir(q.dir)
+	if err != nil {
+		return err
+	}
+	for _, d := range ents {
+		if !d.IsDir() || len(d.Name()) != 2 || !hexDigits(d.Name()) {
+			continue
+		}
+		objs, err := os.ReadDir(filepath.Join(q.dir, d.Name()))
+		if err != nil {
+			return err
+		}
+		for _, o := range objs {
+			if !hexDigits(o.Name()) {
+				continue // git's temporary file of an object it did not finish
+			}
+			if err := os.Mkdir(filepath.Join(objects, d.Name()), 0o777); err != nil && !errors.Is(err, fs.ErrExist) {
+				return err
+			}
+			src, dst := filepath.Join(q.dir, d.Name(), o.Name()), filepath.Join(objects, d.Name(), o.Name())
+			if err := os.Link(src, dst); err != nil && !errors.Is(err, fs.ErrExist) {
+				if rerr := os.Rename(src, dst); rerr != nil {
+					return rerr
+				}
+			}
+		}
+	}
+	return q.migrate(objects)
+}
+
+// hexDigits reports a non-empty name of lowercase hex digits only.
+func hexDigits(s string) bool {
+	return s != "" && strings.Trim(s, "0123456789abcdef") == ""
+}
+
 // receiveHistory decides what of the quarantined bundle enters the
 // repository (see above) and sets f's git, head and history; strict says
 // the bundle passed the strict fsck.

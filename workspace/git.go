@@ -412,7 +412,8 @@ func quoteAll(s []string) []string {
 // a stream that ended early from a command that exited non-zero is that
 // command's failure. Only output of a command that ran normally is judged
 // by fn alone (ErrHostile). When fn stopped reading at the host's limit
-// (ErrTooLarge), that is the error, whatever the command's end.
+// (ErrTooLarge) or on a host-side failure (a full disk), that is the
+// error, whatever the command's end.
 func (r *Round) restoreStream(ctx context.Context, op, script string, env map[string]string, fn func(*bufio.Reader) error) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -431,9 +432,10 @@ func (r *Round) restoreStream(ctx context.Context, op, script string, env map[st
 	}
 	pr.CloseWithError(errStop)
 	rerr := <-done
-	if errors.Is(ferr, ErrTooLarge) {
-		// The host stopped reading at its limit on purpose: that is the
-		// reason, not what the command then died of (SIGPIPE).
+	if errors.Is(ferr, ErrTooLarge) || hostFailure(ferr) {
+		// The host stopped reading on purpose, at its limit or because it
+		// could not write what it read: that is the reason, not what the
+		// command then died of (SIGPIPE).
 		return ferr
 	}
 	if ferr != nil {
@@ -516,6 +518,9 @@ func (r *Round) restoreGit(ctx context.Context) (*Result, error) {
 			return fmt.Errorf("%w: the bundle of %s's commits and work tree is larger than %d bytes; nothing was integrated: raise WithMaxBytes", ErrTooLarge, r.spec.Remote, r.o.maxBytes)
 		}
 		if err != nil {
+			if hostFailure(err) {
+				return fmt.Errorf("workspace: receiving the sandbox's bundle into %s failed on the host: %w; nothing was integrated and the sandbox still holds everything: free space on its file system (or fix what the error names) and run Restore again", bundle, err)
+			}
 			return fmt.Errorf("workspace: receiving the sandbox's bundle: %w", err)
 		}
 		r.o.report(stage.Progress{Asset: "restore", Bytes: r.o.maxBytes - lw.n, TotalBytes: r.o.maxBytes - lw.n})

@@ -160,7 +160,11 @@
 //     so are a bundle's extra refs and the paths of commits it refuses; a
 //     malformed stream or unreadable bundle fails with ErrHostile and
 //     writes nothing.
-//     A truncated stream deletes nothing.
+//     A plain sandbox's stream is read up to WithMaxBytes of file content:
+//     at the file past it the host stops reading, and the restore fails
+//     with ErrTooLarge (not the broken pipe the sandbox's tar then dies
+//     of); files ahead of it in the stream may have arrived, whole,
+//     nothing is deleted, and a Restore with a larger limit completes.
 //   - The runtime directory never comes back. Each entry at the top of the
 //     sandbox's stage.RuntimeDir (or the directory itself when it is not a
 //     directory) is listed in Result.Refused, so assets staged there show

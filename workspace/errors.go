@@ -21,8 +21,11 @@ var (
 	// refs are not exactly the one asked for. The whole restore failed
 	// closed: nothing of it was written locally.
 	ErrHostile = errors.New("sandbox sent invalid data")
-	// ErrTooLarge reports sandbox history (the bundle) larger than
-	// WithMaxBytes; nothing of it was integrated.
+	// ErrTooLarge reports sandbox data larger than WithMaxBytes: a git
+	// sandbox's bundle (nothing of it was integrated) or a plain
+	// sandbox's files (the host stopped reading at the file past the
+	// limit: nothing was deleted, nothing after it arrived). The host's
+	// stop is the reason, whatever the sandbox command then died of.
 	ErrTooLarge = errors.New("sandbox data exceeds the byte limit")
 	// ErrConflict reports diverged histories whose merge has conflicts. It
 	// is a *ConflictError; local refs and files are unchanged.

@@ -381,3 +381,124 @@ func TestRestoreFullDiskAtCAS(t *testing.T) {
 	assert.Equal(t, " M a\n?? dirty.bin\n", git(t, e.local, "status", "--porcelain"))
 	git(t, e.local, "fsck", "--strict")
 }
+
+// leftoversIn lists the temporary names below dir: git's (tmp_pack_*,
+// tmp_idx_*, tmp_obj_*, *.lock) and airlock's (quarantines, temporary
+// indexes and bundles).
+func leftoversIn(t *testing.T, dir string) []string {
+	t.Helper()
+	var out []string
+	err := filepath.WalkDir(dir, func(p string, de fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		n := de.Name()
+		switch {
+		case strings.HasPrefix(n, "tmp_"), strings.HasSuffix(n, ".lock") && !strings.HasSuffix(p, filepath.Join("airlock", n)),
+			strings.HasPrefix(n, "airlock-quarantine-"), strings.HasPrefix(n, "tmp-"), strings.HasSuffix(n, ".bundle"), strings.Contains(n, ".airlock-"):
+			rel, _ := filepath.Rel(dir, p)
+			out = append(out, rel)
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	return out
+}
+
+// mountObjects puts the object directory of the repository at local on a
+// tmpfs of size, keeping its objects.
+func mountObjects(t *testing.T, local, size string) string {
+	t.Helper()
+	objects := filepath.Join(local, ".git", "objects")
+	keep := filepath.Join(t.TempDir(), "objects")
+	out, err := exec.Command("cp", "-a", objects, keep).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	mountTmpfs(t, objects, size)
+	out, err = exec.Command("cp", "-a", keep+"/.", objects).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	return objects
+}
+
+// TestRestoreFullObjectDir: the repository's object directory is full
+// while the sandbox's pack is stored in the quarantine (git says "write
+// error. Out of diskspace", or names no cause at all): Restore fails with
+// an error wrapping ENOSPC that names the object directory and says to
+// run Restore again, never ErrHostile; nothing moved and nothing is left
+// (no quarantine, no tmp_pack_*); with space again, Restore completes.
+func TestRestoreFullObjectDir(t *testing.T) {
+	for _, leave := range []int64{0, 4 << 10, 16 << 10, 64 << 10, 160 << 10} {
+		t.Run(fmt.Sprintf("free-%dKiB", leave>>10), func(t *testing.T) {
+			e := newEnv(t, localRunner)
+			initRepo(t, e.local, map[string]string{"a": "1\n"})
+			objects := mountObjects(t, e.local, "1m")
+			r, err := workspace.Prepare(ctx(t), e.spec)
+			require.NoError(t, err)
+			want := agentWork(t, e, "git", 200<<10)
+			head := git(t, e.local, "rev-parse", "HEAD")
+			status := git(t, e.local, "status", "--porcelain")
+			filler := fill(t, objects, leave)
+
+			_, err = r.Restore(ctx(t))
+			require.Error(t, err, "a pack of 200 KiB stored with %d KiB free", leave>>10)
+			assert.ErrorIs(t, err, syscall.ENOSPC)
+			assert.NotErrorIs(t, err, workspace.ErrHostile, "a full host disk is no hostile sandbox")
+			assert.Contains(t, err.Error(), objects)
+			assert.Contains(t, err.Error(), "run Restore again")
+			assert.Equal(t, head, git(t, e.local, "rev-parse", "HEAD"))
+			assert.Equal(t, status, git(t, e.local, "status", "--porcelain"), "nothing of the work tree changed")
+			assert.Empty(t, leftoversIn(t, filepath.Join(e.local, ".git")), "temporary files left in the repository")
+
+			require.NoError(t, os.Remove(filler))
+			res, err := r.Restore(ctx(t))
+			require.NoError(t, err)
+			assertArrived(t, e, want)
+			assert.Equal(t, 1, res.Commits)
+			assert.Equal(t, git(t, e.remote, "rev-parse", "HEAD"), git(t, e.local, "rev-parse", "HEAD"))
+			assert.Empty(t, leftoversIn(t, filepath.Join(e.local, ".git")))
+			git(t, e.local, "fsck", "--strict")
+		})
+	}
+}
+
+// TestPrepareFullRepository: the repository (objects, the temporary index
+// of the snapshot) is on a tmpfs filled to leave 0, 1, 2, ... pages:
+// every Prepare that fails wraps ENOSPC (git's "Out of diskspace" and
+// "No space left on device" alike), names the repository, leaves the
+// user's work tree, index and refs as they were and nothing temporary
+// behind, and succeeds once space is freed.
+func TestPrepareFullRepository(t *testing.T) {
+	e := newEnv(t, localRunner)
+	mnt := filepath.Join(filepath.Dir(e.local), "mnt")
+	mountTmpfs(t, mnt, "2m")
+	gitDir := filepath.Join(mnt, "gitdir")
+	git(t, e.local, "init", "-q", "-b", "main", "--separate-git-dir", gitDir)
+	write(t, e.local, "a", "1\n")
+	git(t, e.local, "add", "a")
+	git(t, e.local, "commit", "-q", "-m", "initial")
+	failed, clean := 0, 0
+	for k := int64(0); clean < 2 && k <= 96<<10; k += 4 << 10 {
+		write(t, e.local, fmt.Sprintf("dirty-%d.bin", k), randomBytes(t, 24<<10))
+		status := git(t, e.local, "status", "--porcelain=v2", "--branch")
+		filler := fill(t, mnt, k)
+		r, err := workspace.Prepare(ctx(t), e.spec)
+		require.NoError(t, os.Remove(filler))
+		if err == nil {
+			clean++
+			_, err = r.Restore(ctx(t))
+			require.NoError(t, err)
+			continue
+		}
+		clean = 0
+		failed++
+		assert.ErrorIs(t, err, syscall.ENOSPC, "Prepare with %d KiB free", k>>10)
+		assert.Contains(t, err.Error(), gitDir)
+		assert.Contains(t, err.Error(), "run Prepare again")
+		assert.Equal(t, status, git(t, e.local, "status", "--porcelain=v2", "--branch"), "Prepare with %d KiB free changed git status", k>>10)
+		assert.Empty(t, leftoversIn(t, gitDir), "Prepare with %d KiB free left temporary files", k>>10)
+		_, err = workspace.Prepare(ctx(t), e.spec)
+		require.NoError(t, err, "the Prepare retried with space again (%d KiB were free)", k>>10)
+	}
+	require.Equal(t, 2, clean, "Prepare still met the full disk at the sweep's end")
+	assert.NotZero(t, failed, "no level met the full disk: the sweep tests nothing")
+	git(t, e.local, "fsck", "--strict")
+}

@@ -155,7 +155,20 @@ func (r *Round) prepareGit(ctx context.Context, gitDir string) (err error) {
 	if err := copyIndex(gitDir, tmpIdx); err != nil {
 		return fmt.Errorf("workspace: copying the index of %s: %w", r.spec.Local, err)
 	}
-	ienv := []string{"GIT_INDEX_FILE=" + tmpIdx}
+	// The snapshot's objects are written into a quarantine of the object
+	// directory and moved into it once all are written: a Prepare that
+	// fails (a full disk, a kill) leaves none of them, nor git's
+	// temporary files (tmp_obj_*), behind.
+	objects, err := g.Line(ctx, "rev-parse", "--path-format=absolute", "--git-path", "objects")
+	if err != nil {
+		return err
+	}
+	q, err := r.newQuarantine(objects)
+	if err != nil {
+		return err
+	}
+	defer q.remove()
+	ienv := []string{"GIT_INDEX_FILE=" + tmpIdx, "GIT_OBJECT_DIRECTORY=" + q.dir, "GIT_ALTERNATE_OBJECT_DIRECTORIES=" + objects}
 	var unmerged bytes.Buffer
 	if err := g.Run(ctx, gitexec.Cmd{Args: []string{"ls-files", "-u", "-z"}, Env: ienv, Stdout: &unmerged}); err != nil {
 		return err
@@ -163,19 +176,23 @@ func (r *Round) prepareGit(ctx context.Context, gitDir string) (err error) {
 	if unmerged.Len() > 0 {
 		return fmt.Errorf("%w: %s has unmerged paths; finish or abort the merge first", ErrRepo, r.spec.Local)
 	}
-	line := func(args ...string) (string, error) {
+	// Each step writes into the repository (objects, the temporary
+	// index): a failure says where, and what to do.
+	line := func(what string, args ...string) (string, error) {
 		var out bytes.Buffer
-		err := g.Run(ctx, gitexec.Cmd{Args: args, Env: append(ienv, r.identEnv()...), Stdout: &out})
-		return strings.TrimSpace(out.String()), err
+		if err := g.Run(ctx, gitexec.Cmd{Args: args, Env: append(ienv, r.identEnv()...), Stdout: &out}); err != nil {
+			return "", r.snapshotFailed(what, err)
+		}
+		return strings.TrimSpace(out.String()), nil
 	}
-	idxTree, err := line("write-tree")
+	idxTree, err := line("recording the index", "write-tree")
 	if err != nil {
 		return err
 	}
 	if err := g.Run(ctx, gitexec.Cmd{Args: append([]string{"add", "-A", "--ignore-errors"}, pathspecs(r.spec.Exclude)...), Env: ienv}); err != nil {
-		return fmt.Errorf("workspace: snapshotting the work tree of %s: %w", r.spec.Local, err)
+		return r.snapshotFailed("snapshotting the work tree", err)
 	}
-	wtTree, err := line("write-tree")
+	wtTree, err := line("recording the work tree", "write-tree")
 	if err != nil {
 		return err
 	}
@@ -183,13 +200,16 @@ func (r *Round) prepareGit(ctx context.Context, gitDir string) (err error) {
 	if head != "" {
 		parent = []string{"-p", head}
 	}
-	x, err := line(append(append([]string{"commit-tree", idxTree}, parent...), "-m", "airlock: index of round "+id)...)
+	x, err := line("committing the index", append(append([]string{"commit-tree", idxTree}, parent...), "-m", "airlock: index of round "+id)...)
 	if err != nil {
 		return err
 	}
-	snap, err := line(append(append([]string{"commit-tree", wtTree}, parent...), "-p", x, "-m", "airlock: work tree of round "+id)...)
+	snap, err := line("committing the work tree", append(append([]string{"commit-tree", wtTree}, parent...), "-p", x, "-m", "airlock: work tree of round "+id)...)
 	if err != nil {
 		return err
+	}
+	if err := q.migrateAll(objects); err != nil {
+		return r.snapshotFailed("moving the snapshot's objects into place", err)
 	}
 	r.rec.Branch, r.rec.Head, r.rec.Snap, r.rec.Tree, r.rec.Index = branch, head, snap, wtTree, idxTree
 
@@ -223,6 +243,13 @@ func (r *Round) prepareGit(ctx context.Context, gitDir string) (err error) {
 		err = r.shipGit(ctx, nil)
 	}
 	return err
+}
+
+// snapshotFailed is the error of Prepare's step what (git, writing
+// objects and a temporary index into the repository) that failed with
+// err; Prepare adds what to do when it is the host's failure.
+func (r *Round) snapshotFailed(what string, err error) error {
+	return fmt.Errorf("workspace: %s of %s (writing into %s): %w", what, r.spec.Local, r.gitDir, err)
 }
 
 // knownCommits returns those of have that are commits in the local
@@ -396,7 +423,9 @@ func quoteAll(s []string) []string {
 // stage.ErrTransport, never ErrHostile), with fn's observation as context;
 // a stream that ended early from a command that exited non-zero is that
 // command's failure. Only output of a command that ran normally is judged
-// by fn alone (ErrHostile).
+// by fn alone (ErrHostile). When fn stopped reading at the host's limit
+// (ErrTooLarge) or on a host-side failure (a full disk), that is the
+// error, whatever the command's end.
 func (r *Round) restoreStream(ctx context.Context, op, script string, env map[string]string, fn func(*bufio.Reader) error) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -415,6 +444,12 @@ func (r *Round) restoreStream(ctx context.Context, op, script string, env map[st
 	}
 	pr.CloseWithError(errStop)
 	rerr := <-done
+	if errors.Is(ferr, ErrTooLarge) || hostFailure(ferr) {
+		// The host stopped reading on purpose, at its limit or because it
+		// could not write what it read: that is the reason, not what the
+		// command then died of (SIGPIPE).
+		return ferr
+	}
 	if ferr != nil {
 		if ended && rerr != nil && !errors.Is(rerr, errStop) {
 			var ee *stage.ExitError
@@ -495,6 +530,9 @@ func (r *Round) restoreGit(ctx context.Context) (*Result, error) {
 			return fmt.Errorf("%w: the bundle of %s's commits and work tree is larger than %d bytes; nothing was integrated: raise WithMaxBytes", ErrTooLarge, r.spec.Remote, r.o.maxBytes)
 		}
 		if err != nil {
+			if hostFailure(err) {
+				return fmt.Errorf("workspace: receiving the sandbox's bundle into %s failed on the host: %w; nothing was integrated and the sandbox still holds everything: free space on its file system (or fix what the error names) and run Restore again", bundle, err)
+			}
 			return fmt.Errorf("workspace: receiving the sandbox's bundle: %w", err)
 		}
 		r.o.report(stage.Progress{Asset: "restore", Bytes: r.o.maxBytes - lw.n, TotalBytes: r.o.maxBytes - lw.n})
@@ -587,23 +625,37 @@ func (r *Round) fetchBundle(ctx context.Context, bundle string, h header, hk has
 			f.cleanup()
 		}
 	}()
+	// A failing index-pack is the sandbox's pack or the host's disk: a
+	// failure to write (git says so: a full disk, a quota, a read-only or
+	// failing file system) or to read the bundle is the host's and never
+	// ErrHostile; only what git refused in the pack is the sandbox's.
+	hostErr := func(err error) error {
+		if cerr := ctx.Err(); cerr != nil {
+			return fmt.Errorf("workspace: receiving the sandbox's bundle: %w", cerr)
+		}
+		var pe *fs.PathError
+		if hostFailure(err) || errors.As(err, &pe) {
+			return r.storeFailed(q.dir, err)
+		}
+		return nil
+	}
 	strict := true
 	if serr := indexPack(ctx, q.git, bundle, "--strict"); serr != nil {
 		if errors.Is(serr, ErrHostile) {
 			return nil, serr
 		}
-		if hostFailure(serr) {
-			return nil, fmt.Errorf("workspace: storing the sandbox's objects in %s: %w; nothing was integrated: fix the cause (free space) and run Restore again", r.gitDir, serr)
-		}
-		if cerr := ctx.Err(); cerr != nil {
-			return nil, fmt.Errorf("workspace: receiving the sandbox's bundle: %w", cerr)
+		if herr := hostErr(serr); herr != nil {
+			return nil, herr
 		}
 		r.o.log.Warn("the sandbox's bundle fails the strict fsck; reading it through a quarantine", "round", id, "error", serr)
 		strict = false
 		if err := q.reset(); err != nil {
-			return nil, fmt.Errorf("workspace: emptying the quarantine %s: %w", q.dir, err)
+			return nil, r.storeFailed(q.dir, fmt.Errorf("emptying the quarantine: %w", err))
 		}
 		if err := indexPack(ctx, q.git, bundle); err != nil {
+			if herr := hostErr(err); herr != nil {
+				return nil, herr
+			}
 			return nil, fmt.Errorf("%w: the sandbox's bundle holds no valid pack: %w", ErrHostile, err)
 		}
 	}
@@ -1007,15 +1059,24 @@ func readBlobs(ctx context.Context, g *gitexec.Git, paths []string, id func(stri
 }
 
 // hostFailure reports an error of the host itself (a full disk, an
-// exceeded quota, a read-only file system, an I/O error), not of what the
-// sandbox sent.
+// exceeded quota, a read-only file system, an I/O error, a file too large
+// or not writable, a write git could not do), not of what the sandbox
+// sent.
 func hostFailure(err error) bool {
-	for _, e := range []error{syscall.ENOSPC, syscall.EDQUOT, syscall.EROFS, syscall.EIO} {
+	for _, e := range []error{syscall.ENOSPC, syscall.EDQUOT, syscall.EROFS, syscall.EIO, syscall.EFBIG, syscall.EACCES, syscall.EPERM, gitexec.ErrWrite} {
 		if errors.Is(err, e) {
 			return true
 		}
 	}
 	return false
+}
+
+// storeFailed is the error of a host-side failure to store the sandbox's
+// objects in dir (a quarantine of the repository's object directory):
+// it wraps err and says what to do; nothing was integrated, and the
+// sandbox still holds everything, so the round stays restorable.
+func (r *Round) storeFailed(dir string, err error) error {
+	return fmt.Errorf("workspace: storing the sandbox's objects in %s failed on the host: %w; nothing was integrated and the sandbox still holds everything: free space on the file system of %s (or fix what the error names) and run Restore again", dir, err, r.gitDir)
 }
 
 type countReader struct {

@@ -172,6 +172,10 @@ func TestHostileTarStream(t *testing.T) {
 	assert.Equal(t, []string{"a"}, res.Deleted, "a is absent from a whole stream")
 }
 
+// TestMaxBytes: a plain sandbox's stream past WithMaxBytes is cut there:
+// the Restore fails with ErrTooLarge naming the file, writes it not and
+// deletes nothing (what follows in the stream was never seen); with the
+// file gone, the next Restore completes.
 func TestMaxBytes(t *testing.T) {
 	e := newEnv(t, func(t *testing.T, dir string) stage.Runner { return stage.LocalRunner(dir) })
 	write(t, e.local, "a", "1\n")
@@ -179,11 +183,17 @@ func TestMaxBytes(t *testing.T) {
 	require.NoError(t, err)
 	write(t, e.remote, "big", strings.Repeat("b", 100))
 	require.NoError(t, os.Remove(filepath.Join(e.remote, "a")))
-	res, err := r.Restore(ctx(t))
-	require.NoError(t, err)
-	assert.Contains(t, res.Refused, "big")
+	_, err = r.Restore(ctx(t))
+	require.ErrorIs(t, err, workspace.ErrTooLarge)
+	assert.Contains(t, err.Error(), "(big is the one past the limit)")
 	assert.False(t, exists(e.local, "big"))
 	assert.True(t, exists(e.local, "a"), "a truncated stream deletes nothing")
+
+	require.NoError(t, os.Remove(filepath.Join(e.remote, "big")))
+	res, err := r.Restore(ctx(t))
+	require.NoError(t, err)
+	assert.Equal(t, []string{"a"}, res.Deleted)
+	assert.False(t, exists(e.local, "a"))
 }
 
 // TestHostileBundle feeds crafted bundles through a fake Runner: tree

@@ -2,6 +2,7 @@ package workspace_test
 
 import (
 	"crypto/rand"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -120,5 +121,64 @@ func TestHostGitMissingOrTooOld(t *testing.T) {
 			assert.Equal(t, before, hashOutside(t, filepath.Dir(e.local)), "something changed")
 			assert.NoDirExists(t, filepath.Dir(e.remote), "the sandbox was touched")
 		})
+	}
+}
+
+// TestMaxBytesSparseFile: a sparse file far past WithMaxBytes in the
+// sandbox. A plain sandbox's stream is cut by the host at the limit: the
+// Restore fails with ErrTooLarge naming the file (not with the exit
+// status the sandbox's tar then dies of, SIGPIPE), and writes nothing; with
+// the file gone, the next Restore brings the rest. A git sandbox's bundle
+// compresses the zeros: the file is refused, the rest arrives.
+func TestMaxBytesSparseFile(t *testing.T) {
+	for _, kind := range []string{"plain", "git"} {
+		for _, rc := range runners[:2] {
+			t.Run(kind+"/"+rc.name, func(t *testing.T) {
+				e := newEnv(t, rc.new)
+				var opts []workspace.Option
+				if kind == "git" {
+					initRepo(t, e.local, map[string]string{"a": "1\n"})
+				} else {
+					write(t, e.local, "a", "1\n")
+					opts = append(opts, workspace.WithStateDir(filepath.Join(filepath.Dir(e.local), "state")))
+				}
+				opts = append(opts, workspace.WithMaxBytes(1<<20))
+				r, err := workspace.Prepare(ctx(t), e.spec, opts...)
+				require.NoError(t, err)
+				size := int64(1 << 30)
+				if kind == "git" {
+					size = 32 << 20 // the sandbox's git add reads it all
+				}
+				f, err := os.Create(filepath.Join(e.remote, "huge.bin"))
+				require.NoError(t, err)
+				require.NoError(t, f.Truncate(size))
+				require.NoError(t, f.Close())
+				write(t, e.remote, "small", "small\n")
+				before := hashOutside(t, e.local, filepath.Join(e.local, ".git"))
+
+				res, err := r.Restore(ctx(t))
+				if kind == "git" {
+					require.NoError(t, err)
+					assert.Equal(t, []string{"huge.bin"}, res.Refused)
+					assert.Equal(t, "over the byte limit", res.Reasons["huge.bin"])
+					assert.False(t, exists(e.local, "huge.bin"))
+					assert.Equal(t, "small\n", read(t, e.local, "small"))
+					return
+				}
+				require.ErrorIs(t, err, workspace.ErrTooLarge)
+				var ee *stage.ExitError
+				assert.False(t, errors.As(err, &ee), "the sandbox command's end is not the reason: %v", err)
+				assert.Contains(t, err.Error(), "huge.bin is the one past the limit")
+				assert.Contains(t, err.Error(), "raise WithMaxBytes")
+				assert.Equal(t, before, hashOutside(t, e.local), "a Restore that failed with ErrTooLarge wrote something")
+
+				require.NoError(t, os.Remove(filepath.Join(e.remote, "huge.bin")))
+				res, err = r.Restore(ctx(t))
+				require.NoError(t, err)
+				assert.Equal(t, []string{"small"}, res.Updated)
+				assert.Empty(t, res.Refused)
+				assert.Equal(t, "small\n", read(t, e.local, "small"))
+			})
+		}
 	}
 }

@@ -98,3 +98,65 @@ func TestRestoreWithoutFind(t *testing.T) {
 		})
 	}
 }
+
+// TestRestoreNestedGit: a .git below the top of the sandbox's tree (a
+// directory that is no repository, a gitfile, a link, a real nested
+// repository) never reaches the host, and is listed in Refused with its
+// reason, although the sandbox's git never shows it (git add and ls-files
+// skip every entry named .git); with find and without, both kinds. What
+// else the directories hold arrives; a real nested repository is a
+// submodule to a git sandbox, refused as such.
+func TestRestoreNestedGit(t *testing.T) {
+	for _, kind := range []string{"git", "plain"} {
+		for _, rc := range []string{"local", "local-without-find", "remotetest"} {
+			t.Run(kind+"/"+rc, func(t *testing.T) {
+				e := newEnv(t, func(t *testing.T, dir string) stage.Runner {
+					switch rc {
+					case "local-without-find":
+						return newWithoutFind(t, stage.LocalRunner(dir))
+					case "remotetest":
+						return runners[1].new(t, dir)
+					}
+					return stage.LocalRunner(dir)
+				})
+				r := prepareOneFile(t, e, kind)
+				write(t, e.remote, "sub/.git/config", "[core]\n\thooksPath = /tmp\n")
+				write(t, e.remote, "sub/ok.txt", "ok\n")
+				write(t, e.remote, "only/.git/config", "[core]\n")
+				write(t, e.remote, "deep/x/y/.git", "gitdir: /etc\n")
+				write(t, e.remote, "deep/x/y/z.txt", "z\n")
+				require.NoError(t, os.MkdirAll(filepath.Join(e.remote, "lnk"), 0o755))
+				require.NoError(t, os.Symlink("/etc", filepath.Join(e.remote, "lnk", ".git")))
+				write(t, e.remote, "lnk/file.txt", "f\n")
+				mod := filepath.Join(e.remote, "mod")
+				require.NoError(t, os.MkdirAll(mod, 0o755))
+				git(t, mod, "init", "-q")
+				write(t, mod, "file.txt", "in a nested repository\n")
+				git(t, mod, "add", "file.txt")
+				git(t, mod, "commit", "-q", "-m", "nested")
+
+				res, err := r.Restore(ctx(t))
+				require.NoError(t, err)
+				nested := []string{"deep/x/y/.git", "lnk/.git", "mod/.git", "only/.git", "sub/.git"}
+				want := nested
+				if kind == "git" {
+					want = []string{"deep/x/y/.git", "lnk/.git", "mod", "mod/.git", "only/.git", "sub/.git"}
+				}
+				assert.Equal(t, want, res.Refused)
+				for _, p := range nested {
+					assert.Equal(t, "a .git directory (nested repository) is never restored", res.Reasons[p], p)
+					assert.False(t, exists(e.local, p), "%s was written on the host", p)
+				}
+				assert.Equal(t, "ok\n", read(t, e.local, "sub/ok.txt"))
+				assert.Equal(t, "z\n", read(t, e.local, "deep/x/y/z.txt"))
+				assert.Equal(t, "f\n", read(t, e.local, "lnk/file.txt"))
+				if kind == "git" {
+					assert.False(t, exists(e.local, "mod"), "a nested repository is a submodule to the sandbox's git: refused")
+				} else {
+					assert.Equal(t, "in a nested repository\n", read(t, e.local, "mod/file.txt"))
+				}
+				assert.Empty(t, res.Kept)
+			})
+		}
+	}
+}

@@ -250,7 +250,7 @@ func (r *Round) restorePlain(ctx context.Context) (*Result, error) {
 			}
 		}
 	}()
-	truncated := false
+	tooLarge := "" // the file past the byte limit
 	var h header
 	written := 0
 	err = r.restoreStream(ctx, "reading the sandbox directory "+r.spec.Remote, r.restorePlainScript(), nil, func(br *bufio.Reader) error {
@@ -262,6 +262,9 @@ func (r *Round) restorePlain(ctx context.Context) (*Result, error) {
 		for p, c := range h.special {
 			if !writtenStripped(c) {
 				seen[p] = true // refused: its tar member is not looked at
+			}
+			if c == 'n' {
+				skip = append(skip, p) // nor anything below a nested .git
 			}
 		}
 		if h.tail == "empty" {
@@ -323,7 +326,7 @@ func (r *Round) restorePlain(ctx context.Context) (*Result, error) {
 				sent[p] = 'f'
 			}
 			if body == nil {
-				refuse(p, "over the byte limit")
+				tooLarge = p // readTar stops after it
 				return nil
 			}
 			if e.Mode.IsDir() {
@@ -378,8 +381,9 @@ func (r *Round) restorePlain(ctx context.Context) (*Result, error) {
 			return r.plainFile(l, p, e, body, b, loc, res, &written, localWins)
 		})
 		if errors.Is(err, errTruncated) {
-			truncated = true
-			return nil
+			// The host stops reading here: what follows in the stream
+			// never arrives, so the restore fails (and deletes nothing).
+			return fmt.Errorf("%w: %s holds more than %d bytes of files (%s is the one past the limit); nothing was deleted and the entries after it did not arrive: raise WithMaxBytes (or remove the file in the sandbox) and run Restore again", ErrTooLarge, r.spec.Remote, r.o.maxBytes, tooLarge)
 		}
 		return err
 	})
@@ -388,26 +392,24 @@ func (r *Round) restorePlain(ctx context.Context) (*Result, error) {
 	}
 	deleted := map[string]bool{}
 	var dirs []string
-	if !truncated {
-		for p, b := range base {
-			if seen[p] || under(p) {
-				continue
-			}
-			if b.kind == 'd' {
-				dirs = append(dirs, p)
-				continue
-			}
-			loc, _, err := l.statAt(p) // absent below a local non-directory
-			if err != nil {
-				return nil, err
-			}
-			switch {
-			case loc.kind == 0:
-			case !loc.eq(b):
-				res.Kept = append(res.Kept, p)
-			default:
-				deleted[p] = true
-			}
+	for p, b := range base {
+		if seen[p] || under(p) {
+			continue
+		}
+		if b.kind == 'd' {
+			dirs = append(dirs, p)
+			continue
+		}
+		loc, _, err := l.statAt(p) // absent below a local non-directory
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case loc.kind == 0:
+		case !loc.eq(b):
+			res.Kept = append(res.Kept, p)
+		default:
+			deleted[p] = true
 		}
 	}
 	// withdraw refuses the deferred entry p and keeps what its change of

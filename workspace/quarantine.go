@@ -116,6 +116,45 @@ func (q *quarantineDir) migrate(objects string) error {
 	return nil
 }
 
+// migrateAll moves every object of the quarantine into the object
+// directory objects: the loose ones (each linked in under its name, an
+// object already there being the same content), then the packs.
+func (q *quarantineDir) migrateAll(objects string) error {
+	ents, err := os.ReadDir(q.dir)
+	if err != nil {
+		return err
+	}
+	for _, d := range ents {
+		if !d.IsDir() || len(d.Name()) != 2 || !hexDigits(d.Name()) {
+			continue
+		}
+		objs, err := os.ReadDir(filepath.Join(q.dir, d.Name()))
+		if err != nil {
+			return err
+		}
+		for _, o := range objs {
+			if !hexDigits(o.Name()) {
+				continue // git's temporary file of an object it did not finish
+			}
+			if err := os.Mkdir(filepath.Join(objects, d.Name()), 0o777); err != nil && !errors.Is(err, fs.ErrExist) {
+				return err
+			}
+			src, dst := filepath.Join(q.dir, d.Name(), o.Name()), filepath.Join(objects, d.Name(), o.Name())
+			if err := os.Link(src, dst); err != nil && !errors.Is(err, fs.ErrExist) {
+				if rerr := os.Rename(src, dst); rerr != nil {
+					return rerr
+				}
+			}
+		}
+	}
+	return q.migrate(objects)
+}
+
+// hexDigits reports a non-empty name of lowercase hex digits only.
+func hexDigits(s string) bool {
+	return s != "" && strings.Trim(s, "0123456789abcdef") == ""
+}
+
 // receiveHistory decides what of the quarantined bundle enters the
 // repository (see above) and sets f's git, head and history; strict says
 // the bundle passed the strict fsck.
@@ -130,8 +169,8 @@ func (r *Round) receiveHistory(ctx context.Context, q *quarantineDir, objects st
 	var ferr error
 	if fresh {
 		if rw, newHead, ferr = r.rewriteCommits(ctx, q, h.head); ferr != nil {
-			if strict {
-				return ferr // commits git accepts that could not be rewritten here: a host failure
+			if strict || hostFailure(ferr) || ctx.Err() != nil {
+				return ferr // commits git accepts that could not be rewritten here, or a write that failed: a host failure
 			}
 			newHead = h.head
 		}
@@ -158,6 +197,11 @@ func (r *Round) receiveHistory(ctx context.Context, q *quarantineDir, objects st
 			f.head, f.history = newHead, true
 			res.Rewritten = rw
 			return r.pin(ctx, f, newHead, f.cleanup)
+		}
+		if hostFailure(ferr) || ctx.Err() != nil {
+			// The host could not store the commits: never a reason to
+			// refuse them.
+			return r.storeFailed(objects, ferr)
 		}
 	}
 	bad, err := scanCommits(ctx, q.git, h.head, hk, r.o.maxBytes)
@@ -385,7 +429,8 @@ func recommit(raw []byte, tree string, parents []string) ([]byte, error) {
 }
 
 // indexPack stores the pack that follows bundle's header, under git's
-// object directory.
+// object directory. A bundle the host cannot open or read is an
+// *fs.PathError.
 func indexPack(ctx context.Context, g *gitexec.Git, bundle string, args ...string) error {
 	f, err := os.Open(bundle)
 	if err != nil {
@@ -397,6 +442,9 @@ func indexPack(ctx context.Context, g *gitexec.Git, bundle string, args ...strin
 	// (verify, list-heads) already, so only its end is looked for here.
 	for i := 0; ; i++ {
 		l, err := br.ReadSlice('\n')
+		if err != nil && err != io.EOF && err != bufio.ErrBufferFull {
+			return &fs.PathError{Op: "read", Path: bundle, Err: err} // the host's copy could not be read
+		}
 		if err != nil || i > 100000 {
 			return fmt.Errorf("%w: the sandbox's bundle header does not end", ErrHostile)
 		}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path"
 	"strconv"
 	"strings"
 
@@ -154,6 +155,10 @@ func parseReport(rep []byte) (map[string]byte, error) {
 		}
 		switch rec[0] {
 		case 'h', 'u', 's':
+		case 'n':
+			if path.Base(p) != ".git" || p == ".git" {
+				return nil, fmt.Errorf("%w: the report names %.120q as a nested .git", ErrHostile, p)
+			}
 		case 'r':
 			if p != stage.RuntimeDir && !strings.HasPrefix(p, stage.RuntimeDir+"/") {
 				return nil, fmt.Errorf("%w: the report names %.120q as a runtime directory entry", ErrHostile, p)
@@ -177,6 +182,8 @@ func reportReason(c byte) string {
 		return "a FIFO, socket or device"
 	case 'g':
 		return "not added by the sandbox's git (a path git refuses, or an unreadable file)"
+	case 'n':
+		return whyNestedGit
 	}
 	return "in the runtime directory, which never comes back"
 }
@@ -184,6 +191,11 @@ func reportReason(c byte) string {
 // writtenStripped reports whether a report record's entry may still be written
 // (with the offending bits stripped): only a setuid, setgid or sticky file.
 func writtenStripped(c byte) bool { return c == 'u' }
+
+// whyNestedGit is the reason a .git below the top of the sandbox's tree
+// is refused: it is never written on the host (git would read it as a
+// repository of its own), and its content is not looked at.
+const whyNestedGit = "a .git directory (nested repository) is never restored"
 
 var errTruncated = errors.New("sandbox stream truncated at the byte limit")
 

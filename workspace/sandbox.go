@@ -58,6 +58,9 @@ if [ -z "$has" ]; then printf '\n# airlock: the runtime directory\n/` + stage.Ru
 //   - u: a regular file with a setuid, setgid or sticky bit (written
 //     without those bits, and listed in Result.Refused);
 //   - s: a FIFO, socket or device (refused);
+//   - n: an entry named .git below the top (a nested repository, which a
+//     git sandbox's add and ls-files never show; refused, and nothing
+//     below it is looked at);
 //   - r: an entry at the top of the runtime directory, or the runtime
 //     directory itself when it is not a directory (never restored, listed
 //     in Result.Refused).
@@ -65,7 +68,7 @@ if [ -z "$has" ]; then printf '\n# airlock: the runtime directory\n/` + stage.Ru
 // It runs in the sandbox work tree; $rep names the file the report is
 // written to, which is left out of it. The walk is find's when the sandbox
 // has find, else shellWalk's, which needs only sh and ls.
-const findReport = `{ if command -v find >/dev/null 2>&1; then find . \( -path ./.git -o -path ./` + stage.RuntimeDir + ` \) -prune -o -type f -links +1 -exec printf 'h%s\0' {} + -o -type f \( -perm -4000 -o -perm -2000 -o -perm -1000 \) -exec printf 'u%s\0' {} + -o ! -type f ! -type d ! -type l -exec printf 's%s\0' {} +
+const findReport = `{ if command -v find >/dev/null 2>&1; then find . \( -path ./.git -o -path ./` + stage.RuntimeDir + ` \) -prune -o -name .git -prune -exec printf 'n%s\0' {} + -o -type f -links +1 -exec printf 'h%s\0' {} + -o -type f \( -perm -4000 -o -perm -2000 -o -perm -1000 \) -exec printf 'u%s\0' {} + -o ! -type f ! -type d ! -type l -exec printf 's%s\0' {} +
 else ` + shellWalk + `
 fi
 rt=./` + stage.RuntimeDir + `
@@ -73,7 +76,7 @@ if [ -L "$rt" ] || { [ -e "$rt" ] && [ ! -d "$rt" ]; }; then printf 'r%s\0' "$rt
 elif [ -d "$rt" ]; then for f in "$rt"/* "$rt"/.[!.]* "$rt"/..?*; do if { [ -e "$f" ] || [ -L "$f" ]; } && [ "$f" != "$rep" ]; then printf 'r%s\0' "$f"; fi; done
 fi; }`
 
-// shellWalk writes the h, u and s records of findReport without find: a
+// shellWalk writes the n, h, u and s records of findReport without find: a
 // recursive sh function over globs (links are never followed, .git and the
 // runtime directory skipped), the type and mode tests of test(1), and the
 // link count from ls -ln, read once a directory and per file only in a
@@ -83,6 +86,7 @@ const shellWalk = `aln() ( set -f; set -- $(ls -ldn -- "$1" 2>/dev/null); echo "
 aw() {
   set -- "$1" "$(ls -lnqA -- "$1" 2>/dev/null | while read -r m n x; do case $m in -*) [ "$n" = 1 ] || { echo y; break; };; esac; done)"
   for f in "$1"/* "$1"/.[!.]* "$1"/..?*; do
+    case $f in ./.git) ;; */.git) printf 'n%s\0' "$f"; continue ;; esac
     if [ -L "$f" ] || [ ! -e "$f" ]; then continue; fi
     if [ -d "$f" ]; then case $f in ./.git|./` + stage.RuntimeDir + `) ;; *) aw "$f" ;; esac
     elif [ -f "$f" ]; then
@@ -164,11 +168,13 @@ func (r *Round) probe(ctx context.Context) (probe, error) {
 	// The Bridge's control deadline is the Runner's own when it has one
 	// (stage.ControlDeadline).
 	err := stage.NewBridge(r.spec.Runner).Control(ctx, stage.Command{Script: probeScript(r.spec.Remote), Stdout: lw})
+	if lw.over {
+		// The host stopped reading at the limit: that is the reason,
+		// whatever the command's end (a broken pipe) says.
+		return probe{}, fmt.Errorf("%w: the sandbox probe wrote more than 1 MiB", ErrHostile)
+	}
 	if err != nil {
 		return probe{}, fmt.Errorf("workspace: probing the sandbox at %s: %w", r.spec.Remote, err)
-	}
-	if lw.over {
-		return probe{}, fmt.Errorf("%w: the sandbox probe wrote more than 1 MiB", ErrHostile)
 	}
 	return parseProbe(out.Bytes())
 }

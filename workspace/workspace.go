@@ -193,6 +193,12 @@ func Prepare(ctx context.Context, spec Spec, opts ...Option) (*Round, error) {
 		err = r.preparePlain(ctx)
 	}
 	if err != nil {
+		if hostFailure(err) && ctx.Err() == nil {
+			// A host-side write failed (a full disk, ...): the user's work
+			// tree, index and refs are as they were, and nothing of the
+			// round is left.
+			return nil, fmt.Errorf("%w; nothing of %s changed: free space where the error says (or fix what it names) and run Prepare again", err, spec.Local)
+		}
 		return nil, err
 	}
 	o.log.LogAttrs(ctx, slog.LevelInfo, "workspace prepared", slog.String("round", id), slog.String("kind", r.rec.Kind), slog.Duration("elapsed", time.Since(start)))

@@ -9,9 +9,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
+	"unicode"
 )
 
 // ErrNotFound reports that no git executable is on the host's PATH.
@@ -22,6 +24,14 @@ type Error struct {
 	Args   []string // the git arguments, without the isolating -c options
 	Status int      // exit status; -1 when killed by a signal
 	Stderr string   // trimmed, at most 4 KiB
+
+	// Cause is what the file system showed when git said a write failed
+	// without naming why (ENOSPC: no block or inode left; EROFS: mounted
+	// read-only), looked at in CauseDir, the nearest existing directory of
+	// the path git named (else of the command's directory); 0 when git
+	// named the cause itself or the file system showed none.
+	Cause    syscall.Errno
+	CauseDir string
 }
 
 func (e *Error) Error() string {
@@ -29,31 +39,152 @@ func (e *Error) Error() string {
 	if e.Stderr != "" {
 		msg += ": " + e.Stderr
 	}
+	if e.Cause != 0 {
+		msg += fmt.Sprintf(" (the file system of %s: %v)", e.CauseDir, e.Cause)
+	}
 	return msg
 }
 
-// hostErrors are the messages (C locale strerror) of the host-side
-// failures a git command may report in Stderr.
+// ErrWrite reports that git said it could not write a file ("unable to
+// write", "write error", "short write", ...): a host-side write failure.
+// An *Error unwraps to the cause as well when git named it, or when the
+// file system showed it (Error.Cause).
+var ErrWrite = errors.New("git could not write a file")
+
+// hostErrors are the host-side causes a git command may report in
+// Stderr, each as git spells it: the C locale's strerror after ": "
+// (die_errno, error_errno), or git's own wording.
 var hostErrors = []struct {
-	msg   string
-	errno syscall.Errno
+	suffix string // the end of a line
+	errno  syscall.Errno
 }{
-	{"No space left on device", syscall.ENOSPC},
-	{"Disk quota exceeded", syscall.EDQUOT},
-	{"Read-only file system", syscall.EROFS},
-	{"Input/output error", syscall.EIO},
+	{": No space left on device", syscall.ENOSPC},
+	{" write error. Out of diskspace", syscall.ENOSPC}, // csum-file.c: write(2) wrote nothing
+	{": Disk quota exceeded", syscall.EDQUOT},
+	{": Read-only file system", syscall.EROFS},
+	{": Input/output error", syscall.EIO},
+	{": File too large", syscall.EFBIG},
+	{": Permission denied", syscall.EACCES},
 }
 
-// Unwrap returns the host-side failure git reported (ENOSPC, EDQUOT,
-// EROFS, EIO, read from Stderr), so that errors.Is(err, syscall.ENOSPC)
-// holds for a git command that failed on a full disk; nil otherwise.
-func (e *Error) Unwrap() error {
-	for _, h := range hostErrors {
-		if strings.Contains(e.Stderr, h.msg) {
-			return h.errno
+// writeFailures are git's wordings of a failed write.
+var writeFailures = []string{"write error", "unable to write", "could not write", "couldn't write", "failed to write", "short write", "write failure", "error when closing", "fsync error"}
+
+// parse reads git's own message lines of Stderr ("fatal: ", "error: " or
+// "warning: " and then the message): the errnos their ends name, whether
+// one says a write failed (in its unquoted words; a write on a pipe whose
+// reader went away, Broken pipe, is none), and the names quoted in those.
+// A name git quotes in a message decides nothing.
+func (e *Error) parse() (errnos []syscall.Errno, write bool, named []string) {
+	for _, l := range strings.Split(e.Stderr, "\n") {
+		l = strings.TrimSpace(l)
+		msg, ok := strings.CutPrefix(l, "fatal: ")
+		if !ok {
+			msg, ok = strings.CutPrefix(l, "error: ")
+		}
+		if !ok {
+			msg, ok = strings.CutPrefix(l, "warning: ")
+		}
+		if !ok {
+			continue
+		}
+		for _, h := range hostErrors {
+			if strings.HasSuffix(msg, h.suffix) && !slices.Contains(errnos, h.errno) {
+				errnos = append(errnos, h.errno)
+			}
+		}
+		words, quoted := unquoted(msg)
+		low := strings.ToLower(words)
+		if !strings.HasSuffix(msg, ": Broken pipe") && slices.ContainsFunc(writeFailures, func(w string) bool { return strings.Contains(low, w) }) {
+			write = true
+			named = append(named, quoted...)
 		}
 	}
-	return nil
+	return errnos, write, named
+}
+
+// Unwrap returns the host-side failures git reported in Stderr: the errno
+// a message line names (ENOSPC, EDQUOT, EROFS, EIO, EFBIG, EACCES), so
+// that errors.Is(err, syscall.ENOSPC) holds for a git command that failed
+// on a full disk, ErrWrite when a line says a write failed, and Cause.
+// Only git's own message lines count, only their ends for an errno and
+// only their unquoted words for a write failure.
+func (e *Error) Unwrap() []error {
+	errnos, write, _ := e.parse()
+	var errs []error
+	for _, n := range errnos {
+		errs = append(errs, n)
+	}
+	if e.Cause != 0 && !slices.Contains(errnos, e.Cause) {
+		errs = append(errs, e.Cause)
+	}
+	if write {
+		errs = append(errs, ErrWrite)
+	}
+	return errs
+}
+
+// lookAtCause sets Cause when git said a write failed without naming why:
+// the file system of the first path it named (absolute ones first,
+// relative ones below dir), else of dir, is looked at, in the nearest
+// directory of it that exists.
+func (e *Error) lookAtCause(dir string) {
+	errnos, write, named := e.parse()
+	if !write || len(errnos) > 0 {
+		return
+	}
+	// An absolute name is the file's path; a relative one may be a ref's.
+	slices.SortStableFunc(named, func(a, b string) int {
+		if filepath.IsAbs(a) == filepath.IsAbs(b) {
+			return 0
+		}
+		if filepath.IsAbs(a) {
+			return -1
+		}
+		return 1
+	})
+	for _, p := range append(named, ".") {
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(dir, p)
+		}
+		for d := p; ; d = filepath.Dir(d) {
+			if fi, err := os.Stat(d); err == nil && fi.IsDir() {
+				if c := fsCause(d); c != 0 {
+					e.Cause, e.CauseDir = c, d
+				}
+				return
+			}
+			if d == filepath.Dir(d) {
+				break
+			}
+		}
+	}
+}
+
+// unquoted splits msg into its words outside git's quotes ('name') and
+// the quoted names. A quote opens after a character that is not a letter
+// (so "couldn't" is a word) and closes before one.
+func unquoted(msg string) (string, []string) {
+	var b, q strings.Builder
+	var names []string
+	rs := []rune(msg)
+	letter := func(i int) bool { return i >= 0 && i < len(rs) && unicode.IsLetter(rs[i]) }
+	in := false
+	for i, r := range rs {
+		switch {
+		case r == '\'' && !in && !letter(i-1):
+			in = true
+		case r == '\'' && in && !letter(i+1):
+			names = append(names, q.String())
+			q.Reset()
+			in = false
+		case in:
+			q.WriteRune(r)
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String(), names
 }
 
 // Git runs git commands in one repository directory.
@@ -129,7 +260,13 @@ func (g *Git) Run(ctx context.Context, c Cmd) error {
 		if ee.Exited() {
 			st = ee.ExitCode()
 		}
-		return &Error{Args: c.Args, Status: st, Stderr: strings.TrimSpace(stderr.String())}
+		e := &Error{Args: c.Args, Status: st, Stderr: strings.TrimSpace(stderr.String())}
+		dir := g.Dir
+		if dir == "" {
+			dir = "."
+		}
+		e.lookAtCause(dir)
+		return e
 	}
 	return fmt.Errorf("running git %s: %w", strings.Join(c.Args, " "), err)
 }

@@ -2,6 +2,7 @@ package gitexec
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"syscall"
 	"testing"
@@ -41,19 +42,44 @@ func TestEnvironmentScrubbed(t *testing.T) {
 
 // TestErrorUnwrapsHostFailure: a git command that failed on a full disk
 // (or a quota, a read-only file system, an I/O error) is that errno to
-// errors.Is; any other failure is none of them.
+// errors.Is, in every spelling git uses; a write failure whose cause git
+// does not name is ErrWrite; any other failure is none of them, and a
+// name git quotes in its message decides nothing.
 func TestErrorUnwrapsHostFailure(t *testing.T) {
-	for msg, want := range map[string]syscall.Errno{
-		"fatal: write error: No space left on device":                         syscall.ENOSPC,
-		"error: unable to write file: Disk quota exceeded":                    syscall.EDQUOT,
-		"fatal: Unable to create '/r/.git/index.lock': Read-only file system": syscall.EROFS,
-		"fatal: read error: Input/output error":                               syscall.EIO,
+	hostErrnos := []syscall.Errno{syscall.ENOSPC, syscall.EDQUOT, syscall.EROFS, syscall.EIO, syscall.EFBIG, syscall.EACCES}
+	for _, c := range []struct {
+		msg   string
+		errno syscall.Errno // 0: none
+		write bool          // ErrWrite
+	}{
+		{"fatal: write error: No space left on device", syscall.ENOSPC, true},
+		{"fatal: sha1 file '/r/.git/objects/pack/tmp_idx_9iQIZw' write error. Out of diskspace", syscall.ENOSPC, true},
+		{"fatal: sha1 file '/r/.git/index.lock' write error: No space left on device", syscall.ENOSPC, true},
+		{"error: file write error: No space left on device\nfatal: unable to write loose object file", syscall.ENOSPC, true},
+		{"error: unable to write file: Disk quota exceeded", syscall.EDQUOT, true},
+		{"fatal: Unable to create '/r/.git/index.lock': Read-only file system", syscall.EROFS, false},
+		{"fatal: read error: Input/output error", syscall.EIO, false},
+		{"fatal: write failure on 'x': File too large", syscall.EFBIG, true},
+		{"error: insufficient permission for adding an object to repository database .git/objects\nfatal: unable to open '/r/.git/objects/pack/tmp_pack_x': Permission denied", syscall.EACCES, false},
+		{"fatal: unable to write new index file", 0, true},
+		{"error: short write", 0, true},
+		{"fatal: failed to write commit object", 0, true},
+		{"error: error when closing loose object file", 0, true},
+		{"fatal: write error: Broken pipe", 0, false},
+		{"fatal: pack has bad object at offset 12", 0, false},
+		{"error: invalid path 'No space left on device'\nfatal: unable to add 'x: No space left on device' to index", 0, false},
+		{"error: invalid path 'write error/unable to write'", 0, false},
+		{"remote: fatal: write error: No space left on device", 0, false}, // not this git's own line
+		{"hint: the write error. Out of diskspace", 0, false},
 	} {
-		err := error(&Error{Args: []string{"index-pack"}, Status: 128, Stderr: msg})
-		assert.ErrorIs(t, err, want, msg)
-	}
-	err := error(&Error{Args: []string{"index-pack"}, Status: 128, Stderr: "fatal: pack has bad object at offset 12"})
-	for _, e := range []syscall.Errno{syscall.ENOSPC, syscall.EDQUOT, syscall.EROFS, syscall.EIO} {
-		assert.NotErrorIs(t, err, e)
+		err := error(&Error{Args: []string{"index-pack"}, Status: 128, Stderr: c.msg})
+		for _, e := range hostErrnos {
+			if e == c.errno {
+				assert.ErrorIs(t, err, e, c.msg)
+			} else {
+				assert.NotErrorIs(t, err, e, c.msg)
+			}
+		}
+		assert.Equal(t, c.write, errors.Is(err, ErrWrite), "ErrWrite for %q", c.msg)
 	}
 }

@@ -1,5 +1,3 @@
-//go:build linux
-
 package attack
 
 import (
@@ -69,7 +67,7 @@ func (f filler) path() string { return filepath.Join(f.mnt, "filler") }
 func (f filler) avail() int64 {
 	var st syscall.Statfs_t
 	require.NoError(f.t, syscall.Statfs(f.mnt, &st))
-	return int64(st.Bavail) * st.Bsize
+	return int64(st.Bavail) * int64(st.Bsize)
 }
 
 func (f filler) fill(free int64) {

@@ -79,7 +79,7 @@ func (f filler) fill(free int64) {
 	}
 	fh, err := os.OpenFile(f.path(), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	require.NoError(f.t, err)
-	require.NoError(f.t, syscall.Fallocate(int(fh.Fd()), 0, 0, size), "fallocate %d bytes for the filler", size)
+	require.NoError(f.t, allocate(fh, size), "allocating %d bytes for the filler", size)
 	require.NoError(f.t, fh.Close())
 }
 

@@ -2,7 +2,6 @@ package workspace_test
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -260,6 +259,6 @@ func TestKilledHostChild(t *testing.T) {
 		_, err := workspace.Prepare(ctx(t), spec)
 		require.NoError(t, err)
 	default:
-		t.Fatal(fmt.Sprintf("unknown mode %q", mode))
+		t.Fatalf("unknown mode %q", mode)
 	}
 }

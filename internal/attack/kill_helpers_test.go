@@ -88,18 +88,6 @@ func startChild(t *testing.T, role, dir, arg string) *child {
 	return c
 }
 
-// line returns the value of the child's last "key value" line, or "".
-func (c *child) line(key string) string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for i := len(c.lines) - 1; i >= 0; i-- {
-		if v, ok := strings.CutPrefix(c.lines[i], key+" "); ok {
-			return v
-		}
-	}
-	return ""
-}
-
 func (c *child) output() string {
 	c.mu.Lock()
 	defer c.mu.Unlock()

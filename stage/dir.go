@@ -17,6 +17,7 @@ import (
 	"syscall"
 
 	"github.com/airlockdev/airlock/internal/keylock"
+	"github.com/airlockdev/airlock/internal/owner"
 	"github.com/airlockdev/airlock/internal/tree"
 )
 
@@ -316,7 +317,7 @@ func (d *Dir) sweep(rr *os.Root) {
 		}
 		if ok {
 			pid, _, _ := strings.Cut(rest, "-")
-			if p, err := strconv.Atoi(pid); err == nil && p != os.Getpid() && processGone(p) {
+			if p, err := strconv.Atoi(pid); err == nil && p != os.Getpid() && owner.Gone(p) {
 				if fi, err := rr.Lstat(n); err == nil && fi.IsDir() {
 					_ = d.removeTree(rr, n)
 				}
@@ -339,7 +340,7 @@ func (d *Dir) sweep(rr *os.Root) {
 			continue
 		}
 		pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-		if err != nil || pid == os.Getpid() || !processGone(pid) {
+		if err != nil || pid == os.Getpid() || !owner.Gone(pid) {
 			continue
 		}
 		_, _ = d.drop(rr, n)

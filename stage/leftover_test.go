@@ -44,7 +44,7 @@ func leftovers(t testing.TB, root string) []string {
 // reaps it (what a sandbox's PID 1 that never reaps leaves behind).
 func zombie(t *testing.T) int {
 	t.Helper()
-	c := exec.Command("sh", "-c", `sleep 0 & echo $!; exec sleep 60`)
+	c := exec.Command("sh", "-c", `sleep 1 & echo $!; exec sleep 60`)
 	out, err := c.StdoutPipe()
 	require.NoError(t, err)
 	require.NoError(t, c.Start())

@@ -20,6 +20,7 @@ import (
 	"syscall"
 
 	"github.com/airlockdev/airlock/internal/gitexec"
+	"github.com/airlockdev/airlock/internal/owner"
 	"github.com/airlockdev/airlock/internal/tree"
 	"github.com/airlockdev/airlock/stage"
 )
@@ -150,7 +151,7 @@ func (r *Round) prepareGit(ctx context.Context, gitDir string) (err error) {
 		return &fs.PathError{Op: "workspace.Prepare", Path: r.state, Err: err}
 	}
 	r.sweepLeftovers(ctx, false)
-	tmpIdx := filepath.Join(r.state, "tmp-"+ownerTag()+"-"+id+".index")
+	tmpIdx := filepath.Join(r.state, "tmp-"+owner.Tag()+"-"+id+".index")
 	defer os.Remove(tmpIdx)
 	if err := copyIndex(gitDir, tmpIdx); err != nil {
 		return fmt.Errorf("workspace: copying the index of %s: %w", r.spec.Local, err)
@@ -221,7 +222,7 @@ func (r *Round) prepareGit(ctx context.Context, gitDir string) (err error) {
 	// The marker says the round is not prepared yet: a host killed
 	// before Prepare returns leaves a round no caller knows, which the
 	// next sweep removes with it.
-	mark := filepath.Join(r.state, "prep-"+ownerTag()+"-"+id)
+	mark := filepath.Join(r.state, "prep-"+owner.Tag()+"-"+id)
 	if err := os.WriteFile(mark, nil, 0o600); err != nil {
 		return &fs.PathError{Op: "workspace.Prepare", Path: mark, Err: err}
 	}
@@ -276,7 +277,7 @@ func (r *Round) shipGit(ctx context.Context, known []string) error {
 	g, id := r.git, r.rec.ID
 	snap := r.rec.Snap
 	needBundle := !slices.Contains(known, snap)
-	tmpRef := "refs/airlock/tmp/" + ownerTag() + "/" + id + "/snap"
+	tmpRef := "refs/airlock/tmp/" + owner.Tag() + "/" + id + "/snap"
 	var stdin io.Reader
 	var bundleErr chan error
 	ctx, cancel := context.WithCancel(ctx)
@@ -503,7 +504,7 @@ func (r *Round) restoreGit(ctx context.Context) (*Result, error) {
 		return nil, &fs.PathError{Op: "workspace.Restore", Path: r.state, Err: err}
 	}
 	r.sweepLeftovers(ctx, true) // Restore holds the restore lock
-	bundle := filepath.Join(r.state, "restore-"+ownerTag()+"-"+id+"-"+strings.ToLower(rand.Text()[:12])+".bundle")
+	bundle := filepath.Join(r.state, "restore-"+owner.Tag()+"-"+id+"-"+strings.ToLower(rand.Text()[:12])+".bundle")
 	defer os.Remove(bundle)
 	var h header
 	err := r.restoreStream(ctx, "reading the sandbox work tree "+r.spec.Remote, r.restoreScript(), r.guestEnv(), func(br *bufio.Reader) error {

@@ -4,6 +4,8 @@ import (
 	"os"
 	"strconv"
 	"testing"
+
+	"github.com/airlockdev/airlock/internal/owner"
 )
 
 // TestRecommit: only the tree and parents change; signatures go (with
@@ -33,21 +35,21 @@ func TestOwnerAlive(t *testing.T) {
 	if _, err := os.Stat("/proc/self/stat"); err != nil {
 		t.Skip("needs /proc")
 	}
-	self := ownerTag()
-	if !ownerAlive(self) {
-		t.Errorf("ownerAlive(%q) (this process) = false", self)
+	self := owner.Tag()
+	if !owner.Alive(self) {
+		t.Errorf("owner.Alive(%q) (this process) = false", self)
 	}
-	pid, start, ok := parseOwner(self)
+	pid, start, ok := owner.Parse(self)
 	if !ok || pid != os.Getpid() || start == 0 {
-		t.Errorf("parseOwner(%q) = %d, %d, %v", self, pid, start, ok)
+		t.Errorf("owner.Parse(%q) = %d, %d, %v", self, pid, start, ok)
 	}
-	ppid := ownerTagOf(os.Getppid())
-	if !ownerAlive(ppid) {
-		t.Errorf("ownerAlive(%q) (the parent) = false", ppid)
+	ppid := owner.TagOf(os.Getppid())
+	if !owner.Alive(ppid) {
+		t.Errorf("owner.Alive(%q) (the parent) = false", ppid)
 	}
 	for _, tag := range []string{"", "1", "x.1", "01.2", "-1.2", "1.-2", "1.02", strconv.Itoa(os.Getpid()) + "." + strconv.FormatUint(start+1, 10), "2147483646.1"} {
-		if ownerAlive(tag) {
-			t.Errorf("ownerAlive(%q) = true", tag)
+		if owner.Alive(tag) {
+			t.Errorf("owner.Alive(%q) = true", tag)
 		}
 	}
 }

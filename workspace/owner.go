@@ -7,12 +7,10 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 
 	"github.com/airlockdev/airlock/internal/gitexec"
+	"github.com/airlockdev/airlock/internal/owner"
 )
 
 // Leftovers. What a round creates in the host repository for the length of
@@ -40,77 +38,6 @@ import (
 // holds the restore lock, under which they were made; temporary refs of an
 // earlier version's Prepare are left alone.
 
-var selfTagOnce = sync.OnceValue(func() string { return ownerTagOf(os.Getpid()) })
-
-// ownerTag names this process as the owner of a leftover.
-func ownerTag() string { return selfTagOnce() }
-
-func ownerTagOf(pid int) string {
-	start, _, _ := procStat(pid)
-	return strconv.Itoa(pid) + "." + strconv.FormatUint(start, 10)
-}
-
-// procStat reads the start time and state letter of pid from
-// /proc/<pid>/stat; ok is false when it cannot be read.
-func procStat(pid int) (start uint64, state byte, ok bool) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0, 0, false
-	}
-	// pid (comm) state ppid …; comm may hold spaces and parentheses.
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return 0, 0, false
-	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 20 || len(f[0]) != 1 {
-		return 0, 0, false
-	}
-	start, err = strconv.ParseUint(f[19], 10, 64)
-	if err != nil {
-		return 0, 0, false
-	}
-	return start, f[0][0], true
-}
-
-// parseOwner splits an owner tag; ok is false when tag is not one.
-func parseOwner(tag string) (pid int, start uint64, ok bool) {
-	p, s, found := strings.Cut(tag, ".")
-	if !found {
-		return 0, 0, false
-	}
-	pid, err := strconv.Atoi(p)
-	if err != nil || pid <= 0 || strconv.Itoa(pid) != p {
-		return 0, 0, false
-	}
-	start, err = strconv.ParseUint(s, 10, 64)
-	if err != nil || strconv.FormatUint(start, 10) != s {
-		return 0, 0, false
-	}
-	return pid, start, true
-}
-
-// ownerAlive reports whether the owner named by tag still runs. A zombie
-// is dead; so is a process with the owner's pid but another start time.
-// Without /proc, kill(pid, 0) decides (a zombie then counts as alive).
-func ownerAlive(tag string) bool {
-	pid, start, ok := parseOwner(tag)
-	if !ok {
-		return false
-	}
-	if tag == ownerTag() {
-		return true
-	}
-	if st, state, ok := procStat(pid); ok {
-		return state != 'Z' && state != 'X' && (start == 0 || st == start)
-	}
-	if _, err := os.Stat("/proc/self/stat"); err == nil {
-		return false // /proc works, and pid is not in it
-	}
-	err := syscall.Kill(pid, 0)
-	return err == nil || errors.Is(err, syscall.EPERM)
-}
-
 // sweepLeftovers removes the temporary refs and quarantine directories in
 // the repository whose owner is gone. locked says the caller holds the
 // restore lock: then restore refs without an owner go too. A failure to
@@ -133,9 +60,9 @@ func (r *Round) sweepLeftovers(ctx context.Context, locked bool) {
 			continue
 		}
 		tag, _, _ := strings.Cut(rest, "/")
-		_, _, owned := parseOwner(tag)
+		_, _, owned := owner.Parse(tag)
 		switch {
-		case owned && ownerAlive(tag):
+		case owned && owner.Alive(tag):
 			continue
 		case !owned && (isTmp || !locked):
 			continue // an earlier version's: its owner cannot be told
@@ -164,7 +91,7 @@ func (r *Round) sweepLeftovers(ctx context.Context, locked bool) {
 			continue
 		}
 		tag, _, _ := strings.Cut(rest, "-")
-		if _, _, owned := parseOwner(tag); !owned || ownerAlive(tag) {
+		if _, _, owned := owner.Parse(tag); !owned || owner.Alive(tag) {
 			continue
 		}
 		if err := os.RemoveAll(filepath.Join(objects, e.Name())); err != nil {
@@ -190,7 +117,7 @@ func (r *Round) sweepRefLocks(ctx context.Context) {
 			continue // none
 		}
 		for _, e := range ents {
-			if _, _, owned := parseOwner(e.Name()); !owned || !e.IsDir() || ownerAlive(e.Name()) {
+			if _, _, owned := owner.Parse(e.Name()); !owned || !e.IsDir() || owner.Alive(e.Name()) {
 				continue
 			}
 			dir := filepath.Join(top, e.Name())
@@ -238,7 +165,7 @@ func (r *Round) sweepState(locked bool) {
 		case strings.HasPrefix(name, "prep-"):
 			// prep-<owner>-<round>: a Prepare that did not return
 			tag, id, _ := strings.Cut(strings.TrimPrefix(name, "prep-"), "-")
-			if _, _, owned := parseOwner(tag); !owned || !validID(id) || ownerAlive(tag) {
+			if _, _, owned := owner.Parse(tag); !owned || !validID(id) || owner.Alive(tag) {
 				continue
 			}
 			kept := false
@@ -258,8 +185,8 @@ func (r *Round) sweepState(locked bool) {
 		}
 		if rest != "" {
 			tag, _, _ := strings.Cut(rest, "-")
-			_, _, owned := parseOwner(tag)
-			if owned && ownerAlive(tag) || !owned && !(locked && strings.HasPrefix(name, "restore-")) {
+			_, _, owned := owner.Parse(tag)
+			if owned && owner.Alive(tag) || !owned && !(locked && strings.HasPrefix(name, "restore-")) {
 				continue
 			}
 		}

@@ -17,6 +17,7 @@ import (
 	"strings"
 
 	"github.com/airlockdev/airlock/internal/gitexec"
+	"github.com/airlockdev/airlock/internal/owner"
 )
 
 // Every bundle is indexed into a quarantine object directory first (the
@@ -54,7 +55,7 @@ type quarantineDir struct {
 // newQuarantine makes an empty quarantine in the repository's object
 // directory objects.
 func (r *Round) newQuarantine(objects string) (*quarantineDir, error) {
-	dir := filepath.Join(objects, quarantinePrefix+ownerTag()+"-"+strings.ToLower(rand.Text()[:12]))
+	dir := filepath.Join(objects, quarantinePrefix+owner.Tag()+"-"+strings.ToLower(rand.Text()[:12]))
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		return nil, &fs.PathError{Op: "workspace.Restore", Path: dir, Err: err}
 	}
@@ -221,7 +222,7 @@ func (r *Round) receiveHistory(ctx context.Context, q *quarantineDir, objects st
 // from pruning it until f's cleanup, which then runs then.
 func (r *Round) pin(ctx context.Context, f *fetched, commit string, then func()) error {
 	g := r.git
-	ref := "refs/airlock/restore/" + ownerTag() + "/" + r.rec.ID + "-" + strings.ToLower(rand.Text()[:12])
+	ref := "refs/airlock/restore/" + owner.Tag() + "/" + r.rec.ID + "-" + strings.ToLower(rand.Text()[:12])
 	if err := g.Run(ctx, gitexec.Cmd{Args: []string{"update-ref", ref, commit, ""}}); err != nil {
 		return fmt.Errorf("workspace: creating the private ref %s for %s: %w", ref, commit, err)
 	}

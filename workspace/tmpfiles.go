@@ -12,6 +12,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/airlockdev/airlock/internal/owner"
 	"github.com/airlockdev/airlock/internal/tree"
 )
 
@@ -53,7 +54,7 @@ const whyName = "the host's file system does not accept the name %s (%v)"
 func tmpRand() string { return strings.ToLower(rand.Text()[:tmpRandLen]) }
 
 // tmpBase is a new temporary name owned by this process.
-func tmpBase() string { return tmpPrefix + ownerTag() + "-" + tmpRand() }
+func tmpBase() string { return tmpPrefix + owner.Tag() + "-" + tmpRand() }
 
 // tmpOwner returns the owner tag of the temporary name n; ok is false when
 // n is not one.
@@ -72,7 +73,7 @@ func tmpOwner(n string) (tag string, ok bool) {
 		}
 	}
 	tag = rest[:i]
-	if _, _, ok := parseOwner(tag); !ok {
+	if _, _, ok := owner.Parse(tag); !ok {
 		return "", false
 	}
 	return tag, true
@@ -138,7 +139,7 @@ func (l *local) note(dir string) error {
 		if err := os.MkdirAll(l.journalDir, 0o700); err != nil {
 			return fmt.Errorf("creating the journal directory %s: %w", l.journalDir, err)
 		}
-		p := filepath.Join(l.journalDir, journalPrefix+ownerTag()+"-"+tmpRand()+journalSuffix)
+		p := filepath.Join(l.journalDir, journalPrefix+owner.Tag()+"-"+tmpRand()+journalSuffix)
 		f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND|syscall.O_NOFOLLOW, 0o600)
 		if err != nil {
 			return fmt.Errorf("creating the journal of temporary files: %w", err)
@@ -196,7 +197,7 @@ func sweepTmpState(log *slog.Logger, dir string) {
 	}
 	for _, e := range ents {
 		tag, ok := tmpOwner(e.Name())
-		if !ok || !e.Type().IsRegular() || ownerAlive(tag) {
+		if !ok || !e.Type().IsRegular() || owner.Alive(tag) {
 			continue
 		}
 		if err := os.Remove(filepath.Join(dir, e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -222,7 +223,7 @@ func sweepTmp(log *slog.Logger, work, dir string) {
 			continue
 		}
 		tag, _, _ := strings.Cut(rest, "-")
-		if _, _, owned := parseOwner(tag); !owned || ownerAlive(tag) {
+		if _, _, owned := owner.Parse(tag); !owned || owner.Alive(tag) {
 			continue
 		}
 		data, err := readState(dir, e.Name())
@@ -275,7 +276,7 @@ func sweepTmpDir(log *slog.Logger, root *os.Root, work, d string) bool {
 	ok := true
 	for _, n := range names {
 		tag, isTmp := tmpOwner(n)
-		if !isTmp || ownerAlive(tag) {
+		if !isTmp || owner.Alive(tag) {
 			continue
 		}
 		p := path.Join(d, n)

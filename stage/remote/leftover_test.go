@@ -187,7 +187,7 @@ func testSweepZombieOwner(t *testing.T, h *remote.Host, root string) {
 	_, err := stage.Stage(t.Context(), h, root, []stage.Asset{{Name: "x", Source: src}})
 	require.NoError(t, err)
 
-	c := exec.Command("sh", "-c", `sleep 0 & echo $!; exec sleep 60`)
+	c := exec.Command("sh", "-c", `sleep 1 & echo $!; exec sleep 60`)
 	out, err := c.StdoutPipe()
 	require.NoError(t, err)
 	require.NoError(t, c.Start())

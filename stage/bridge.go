@@ -543,16 +543,7 @@ case "$s" in
 ` + newPrefix + `*) p=${s#` + newPrefix + `}; p=${p%%-*};;
 *) [ -f "$s/` + ownerFile + `" ] && [ ! -L "$s/` + ownerFile + `" ] || continue
 `)
-	if len(skip) > 0 {
-		sb.WriteString(`case "$s" in `)
-		for i, n := range skip {
-			if i > 0 {
-				sb.WriteByte('|')
-			}
-			sb.WriteString(q(n))
-		}
-		sb.WriteString(") continue;; esac\n")
-	}
+	skipCase(&sb, `"$s"`, skip)
 	sb.WriteString(`p=; read -r p <"$s/` + ownerFile + `" 2>/dev/null;;
 esac
 case "$p" in ''|*[!0-9]*) continue;; esac
@@ -798,6 +789,23 @@ rm -rf "$__g" 2>/dev/null || { chmod -R u+rwx "$__g"; rm -rf "$__g"; } 2>/dev/nu
 done; }
 `
 
+// skipCase writes a case statement that skips the loop's iteration when
+// word (a quoted sh word) is one of the names in skip; nothing when skip
+// is empty.
+func skipCase(sb *strings.Builder, word string, skip []string) {
+	if len(skip) == 0 {
+		return
+	}
+	sb.WriteString("case " + word + " in ")
+	for i, n := range skip {
+		if i > 0 {
+			sb.WriteByte('|')
+		}
+		sb.WriteString(q(n))
+	}
+	sb.WriteString(") continue;; esac\n")
+}
+
 // sweepScript (with $r the root, after sweepFuncs) moves out of the way
 // the temporary directories whose owner process is gone (dead or a zombie):
 // those of cut transfers, of hosts killed between the transfer and the
@@ -820,16 +828,7 @@ func sweepScript(skip []string) string {
 	sb.WriteString(`for s in "$r"/` + tempPrefix + `*; do
 [ -d "$s" ] && [ ! -L "$s" ] && [ -f "$s/` + ownerFile + `" ] && [ ! -L "$s/` + ownerFile + `" ] || continue
 `)
-	if len(skip) > 0 {
-		sb.WriteString(`case "${s##*/}" in `)
-		for i, n := range skip {
-			if i > 0 {
-				sb.WriteByte('|')
-			}
-			sb.WriteString(q(n))
-		}
-		sb.WriteString(") continue;; esac\n")
-	}
+	skipCase(&sb, `"${s##*/}"`, skip)
 	sb.WriteString(`p=; read -r p <"$s/` + ownerFile + `" 2>/dev/null
 case "$p" in ''|*[!0-9]*) continue;; esac
 if [ "$p" = "$$" ] || L "$p"; then continue; fi

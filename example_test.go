@@ -8,6 +8,7 @@ import (
 	"path"
 	"path/filepath"
 
+	"github.com/airlockdev/airlock/sandbox"
 	"github.com/airlockdev/airlock/skills"
 	"github.com/airlockdev/airlock/stage"
 	"github.com/airlockdev/airlock/stage/remote"
@@ -35,7 +36,7 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	root := path.Join(srv.Dir(), "work", stage.RuntimeDir)
+	root := path.Join(srv.Dir(), "work", sandbox.RuntimeDir)
 	rt, err := stage.Stage(ctx, host, root, []stage.Asset{{Name: "skills", Source: bundle.Dir}})
 	if err != nil {
 		log.Fatal(err)

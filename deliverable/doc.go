@@ -6,11 +6,11 @@
 //
 // A Workspace is where the agent's files are: LocalWorkspace reads a
 // directory on the host's disk by descriptor (package internal/tree);
-// RemoteWorkspace reads a directory inside a sandbox through a stage.Runner,
+// RemoteWorkspace reads a directory inside a sandbox through a sandbox.Runner,
 // one command per file, which walks the path refusing links, reports the
 // file's link count, size and times on stderr, streams its bytes on stdout
 // and reports its state again at the end. When the Runner is also a
-// stage.FileReader (remote.Host reads over SFTP) and the root is an absolute
+// sandbox.FileReader (remote.Host reads over SFTP) and the root is an absolute
 // path, the bytes of a file of up to 16 MiB come through ReadFile instead,
 // at most the announced size, and the same command then walks the path
 // again and must find every directory and the file unchanged (SFTP follows

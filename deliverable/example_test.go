@@ -12,7 +12,7 @@ import (
 	"github.com/spf13/afero"
 
 	"github.com/airlockdev/airlock/deliverable"
-	"github.com/airlockdev/airlock/stage"
+	"github.com/airlockdev/airlock/sandbox"
 )
 
 func ExampleRegistrar_Register() {
@@ -93,9 +93,9 @@ func ExampleRemoteWorkspace() {
 		return
 	}
 	defer os.RemoveAll(dir)
-	sandbox := stage.LocalRunner(dir)
+	runner := sandbox.Local(dir)
 	ctx := context.Background()
-	if err := sandbox.Run(ctx, stage.Command{Script: "mkdir out && printf 'done\\n' > out/log.txt && ln -s out link"}); err != nil {
+	if err := runner.Run(ctx, sandbox.Command{Script: "mkdir out && printf 'done\\n' > out/log.txt && ln -s out link"}); err != nil {
 		fmt.Println(err)
 		return
 	}
@@ -105,7 +105,7 @@ func ExampleRemoteWorkspace() {
 		return
 	}
 	reg := &deliverable.Registrar{Store: store, ToolName: "attach_file"}
-	workspace := deliverable.RemoteWorkspace(sandbox, dir)
+	workspace := deliverable.RemoteWorkspace(runner, dir)
 	sum := sha256.Sum256([]byte("done\n"))
 	req := deliverable.Request{
 		ContentRef: "out/log.txt", Filename: "log.txt", ContentType: "text/plain",

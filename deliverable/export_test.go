@@ -25,7 +25,7 @@ func CountHashed(n *atomic.Int64) (restore func()) {
 }
 
 // SetMaxFileReaderBytes lowers the size above which a remote file is streamed
-// by its command instead of read through a stage.FileReader, until restore is
+// by its command instead of read through a sandbox.FileReader, until restore is
 // called. Tests using it must not run in parallel.
 func SetMaxFileReaderBytes(n int64) (restore func()) {
 	old := maxFileReaderBytes

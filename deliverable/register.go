@@ -42,7 +42,7 @@ type Registrar struct {
 // component (ErrSymlinkDenied), and must be a regular file (ErrPathDenied)
 // with one hard link (ErrHardlinkDenied) and exactly ByteSize bytes
 // (ErrSizeMismatch; when the workspace can tell, and a remote one whose
-// Runner is a stage.FileReader can, without reading any content, a file
+// Runner is a sandbox.FileReader can, without reading any content, a file
 // that changed while it was opened is ErrFileChanged instead: a race is
 // the sandbox's doing, not the request's). It is read once, never more than its announced size,
 // while the SHA-256 of the bytes received is computed here, on the host

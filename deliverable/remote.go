@@ -13,8 +13,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/airlockdev/airlock/internal/shellproto"
-	"github.com/airlockdev/airlock/stage"
+	"github.com/airlockdev/airlock/internal/shell"
+	"github.com/airlockdev/airlock/sandbox"
 )
 
 // RemoteWorkspace returns the Workspace rooted at dir inside the sandbox
@@ -32,7 +32,7 @@ import (
 //  4. stats the file again and reports it, so the host can tell a file that
 //     changed while it was read.
 //
-// When r is also a stage.FileReader (remote.Host: SFTP) and dir is an
+// When r is also a sandbox.FileReader (remote.Host: SFTP) and dir is an
 // absolute, clean path, step 3 stops after the report: the host reads the
 // file through ReadFile instead of cat, at most its announced size (a file
 // that grew is cut off), and then tells the command (on its stdin) to walk
@@ -60,11 +60,11 @@ import (
 // The command needs POSIX sh, cat, and stat or ls in the sandbox. Its
 // context is the one given to Open; once it ends, the read fails. The first
 // report is a control step: it must arrive within the control deadline
-// (stage.ControlDeadline of r: stage.MaxControlTimeout, or the Runner's own
-// shorter one), or Open fails with stage.ErrTransport; and within a few
+// (sandbox.ControlDeadline of r: sandbox.MaxControlTimeout, or the Runner's own
+// shorter one), or Open fails with sandbox.ErrTransport; and within a few
 // seconds of the first content byte, or Open fails with ErrProtocol.
 // FileStat.Mode carries no permission bits. A Runner failure other than an
-// exit status (a lost connection) wraps stage.ErrTransport, never
+// exit status (a lost connection) wraps sandbox.ErrTransport, never
 // ErrProtocol or ErrFileChanged.
 //
 // Non-guarantees: the sandbox owns its file system, so the link checks are
@@ -76,18 +76,18 @@ import (
 // updating a renamed directory's change time (Linux file systems do; POSIX
 // does not require it), and the directories above dir are trusted as dir
 // itself is.
-func RemoteWorkspace(r stage.Runner, dir string) Workspace {
+func RemoteWorkspace(r sandbox.Runner, dir string) Workspace {
 	w := remoteWorkspace{r: r, dir: dir}
-	if fr, ok := r.(stage.FileReader); ok && path.IsAbs(dir) && path.Clean(dir) == dir {
+	if fr, ok := r.(sandbox.FileReader); ok && path.IsAbs(dir) && path.Clean(dir) == dir {
 		w.fr = fr // the SFTP path needs an absolute sandbox path that the shell resolves the same way
 	}
 	return w
 }
 
 type remoteWorkspace struct {
-	r   stage.Runner
+	r   sandbox.Runner
 	dir string
-	fr  stage.FileReader // nil: every file is streamed by the command
+	fr  sandbox.FileReader // nil: every file is streamed by the command
 }
 
 var _ Workspace = remoteWorkspace{}
@@ -105,7 +105,7 @@ const (
 // from the request's is stat'ed again (see recheck).
 const recheckPause = 100 * time.Millisecond
 
-// maxFileReaderBytes is the largest file read through a stage.FileReader,
+// maxFileReaderBytes is the largest file read through a sandbox.FileReader,
 // which returns the whole file at once; larger files are streamed by the
 // command. A variable so that tests can lower it.
 var maxFileReaderBytes int64 = 16 << 20
@@ -128,7 +128,7 @@ func (f *firstWrite) Write(p []byte) (int, error) {
 // report goes to the original stderr (fd 3); the tools' own diagnostics are
 // discarded so they cannot corrupt the reports.
 //
-// With ask=1 (a Runner that is also a stage.FileReader) the command reports
+// With ask=1 (a Runner that is also a sandbox.FileReader) the command reports
 // the file, then reads the host's decision from stdin: "cat" streams the
 // file as without ask; "check" means the host has read the file itself
 // (through the FileReader, which follows links) and asks the command to walk
@@ -214,11 +214,11 @@ func (w remoteWorkspace) script(parts []string, ask bool) string {
 	if ask {
 		b.WriteString("ask=1\n")
 	}
-	fmt.Fprintf(&b, "walk() {\ncd -P %s || bad root\nwant=$(pwd -P) || bad root\n[ \"$want\" = / ] && want=\ndirs=\ntrack\n", shellproto.Quote(root))
+	fmt.Fprintf(&b, "walk() {\ncd -P %s || bad root\nwant=$(pwd -P) || bad root\n[ \"$want\" = / ] && want=\ndirs=\ntrack\n", shell.Quote(root))
 	for i, p := range parts[:len(parts)-1] {
-		fmt.Fprintf(&b, "step %d %s\n", i+1, shellproto.Quote(p))
+		fmt.Fprintf(&b, "step %d %s\n", i+1, shell.Quote(p))
 	}
-	fmt.Fprintf(&b, "}\nwalk\nleaf %d %s\n", len(parts), shellproto.Quote(parts[len(parts)-1]))
+	fmt.Fprintf(&b, "}\nwalk\nleaf %d %s\n", len(parts), shell.Quote(parts[len(parts)-1]))
 	return b.String()
 }
 
@@ -233,7 +233,7 @@ func (w remoteWorkspace) Open(ctx context.Context, name string) (File, error) {
 	cctx, cancel := context.WithCancel(ctx)
 	pr, pw := io.Pipe()
 	f := &remoteFile{name: name, ctx: cctx, cancel: cancel, pr: pr, ctl: newControl()}
-	cmd := stage.Command{Script: w.script(parts, w.fr != nil), Stderr: f.ctl}
+	cmd := sandbox.Command{Script: w.script(parts, w.fr != nil), Stderr: f.ctl}
 	if w.fr != nil {
 		var stdin io.Reader
 		stdin, f.decision = io.Pipe()
@@ -242,12 +242,12 @@ func (w remoteWorkspace) Open(ctx context.Context, name string) (File, error) {
 	}
 	out := &firstWrite{w: pw, seen: make(chan struct{})}
 	cmd.Stdout = out
-	limit := stage.ControlDeadline(w.r)
+	limit := sandbox.ControlDeadline(w.r)
 	f.limit = limit
 	// Once the host has read every announced byte (and sent its last
 	// decision), the wait for the trailer and the command's exit is a
 	// control step (f.watch.Arm in Read).
-	f.watch = stage.Watch(cctx, w.r, cmd, stage.WatchOptions{
+	f.watch = sandbox.Watch(cctx, w.r, cmd, sandbox.WatchOptions{
 		Op:       fmt.Sprintf("reading %q from the remote workspace", name),
 		Deadline: limit,
 		After: func(err error) {
@@ -280,7 +280,7 @@ func (w remoteWorkspace) Open(ctx context.Context, name string) (File, error) {
 				// Content came, its report did not: the sandbox broke the protocol.
 				return nil, fmt.Errorf("%w: open %q: content but no report from the sandbox within %s", ErrProtocol, name, headerGrace)
 			}
-			return nil, fmt.Errorf("%w: open %q: no report from the sandbox within the %s control deadline; the command may still be running; check the sandbox connection and retry", stage.ErrTransport, name, limit)
+			return nil, fmt.Errorf("%w: open %q: no report from the sandbox within the %s control deadline; the command may still be running; check the sandbox connection and retry", sandbox.ErrTransport, name, limit)
 		case <-ctx.Done():
 			_ = f.Close() // always nil
 			return nil, ctx.Err()
@@ -474,14 +474,14 @@ type remoteFile struct {
 
 	// With a FileReader: the file's absolute sandbox path, and the command's
 	// stdin, which takes one decision line (see remoteScript).
-	fr       stage.FileReader
+	fr       sandbox.FileReader
 	path     string
 	decision *io.PipeWriter
 	decided  sync.Once
 	started  bool
 	check    bool // the content came from fr: ask for the check once it has been read
 	ctl      *control
-	watch    *stage.Watched
+	watch    *sandbox.Watched
 	done     <-chan struct{} // watch.Done()
 	runErr   error           // set before done is closed
 	limit    time.Duration   // the control deadline
@@ -536,7 +536,7 @@ func (f *remoteFile) decide(line string) {
 }
 
 // begin runs before the first byte is read when the Runner is a
-// stage.FileReader: a file of at most maxFileReaderBytes whose stat came
+// sandbox.FileReader: a file of at most maxFileReaderBytes whose stat came
 // with a change time (stat(1), not ls) is read through it, at most its
 // announced size, and once the caller has read it all the command is asked
 // to check that the path and the file are unchanged. Otherwise, or when the
@@ -558,7 +558,7 @@ func (f *remoteFile) begin() error {
 		return nil
 	case err == nil:
 		return f.changed("it has %d bytes, not the announced %d: the file changed while it was read", len(data), f.st.Size)
-	case errors.Is(err, stage.ErrLimit):
+	case errors.Is(err, sandbox.ErrLimit):
 		return f.changed("it grew past the announced %d bytes while it was read; the read was cut off", f.st.Size)
 	case f.ctx.Err() != nil:
 		return fmt.Errorf("read %q from the remote workspace: %w", f.name, f.ctx.Err())
@@ -569,7 +569,7 @@ func (f *remoteFile) begin() error {
 
 // recheck tells a file whose announced size differs from the request's
 // from one that changed while it was opened: when the command waits for
-// the host's decision (a stage.FileReader Runner), it is asked to walk the
+// the host's decision (a sandbox.FileReader Runner), it is asked to walk the
 // path again and stat the file without sending any content, and a second
 // stat that differs from the first (or a path that moved) is
 // ErrFileChanged, as during a read. nil means the file held still (or,
@@ -630,13 +630,13 @@ func (f *remoteFile) recheck() error {
 // caller's cancellation) as a transport failure: the command could not be
 // followed to its end.
 func runFailure(err error) error {
-	var ee *stage.ExitError
+	var ee *sandbox.ExitError
 	switch {
-	case err == nil, errors.Is(err, stage.ErrTransport), errors.As(err, &ee),
+	case err == nil, errors.Is(err, sandbox.ErrTransport), errors.As(err, &ee),
 		errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return err
 	}
-	return fmt.Errorf("%w: %w", stage.ErrTransport, err)
+	return fmt.Errorf("%w: %w", sandbox.ErrTransport, err)
 }
 
 func (f *remoteFile) fail(err error) (int, error) {

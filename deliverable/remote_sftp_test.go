@@ -21,12 +21,13 @@ import (
 
 	"github.com/airlockdev/airlock/deliverable"
 	"github.com/airlockdev/airlock/internal/sshdtest"
+	"github.com/airlockdev/airlock/sandbox"
 	"github.com/airlockdev/airlock/stage"
 	"github.com/airlockdev/airlock/stage/remote"
 	"github.com/airlockdev/airlock/stage/remote/remotetest"
 )
 
-// sftpHost is a remote.Host whose ReadFile (the stage.FileReader through
+// sftpHost is a remote.Host whose ReadFile (the sandbox.FileReader through
 // which RemoteWorkspace reads over SFTP) is counted, with hooks that run
 // before and after the real read: the agent acting while the host reads.
 type sftpHost struct {
@@ -35,7 +36,7 @@ type sftpHost struct {
 	before, after func()
 }
 
-var _ stage.FileReader = (*sftpHost)(nil)
+var _ sandbox.FileReader = (*sftpHost)(nil)
 
 func (h *sftpHost) ReadFile(ctx context.Context, p string, max int64) ([]byte, error) {
 	h.reads.Add(1)
@@ -276,7 +277,7 @@ func testRegisterRejectionsOverSSH(t *testing.T, addr string, cfg remote.Config,
 	})
 }
 
-// readerRunner plays a sandbox whose Runner is also a stage.FileReader: the
+// readerRunner plays a sandbox whose Runner is also a sandbox.FileReader: the
 // command sends header, then reads the host's decision line from stdin and
 // answers it with body (on "cat") or extra (on "check") and then trailer.
 // ReadFile answers with read.
@@ -290,7 +291,7 @@ type readerRunner struct {
 	reads    atomic.Int32
 }
 
-func (r *readerRunner) Run(ctx context.Context, cmd stage.Command) error {
+func (r *readerRunner) Run(ctx context.Context, cmd sandbox.Command) error {
 	if _, err := io.WriteString(cmd.Stderr, r.header); err != nil {
 		return err
 	}
@@ -342,7 +343,7 @@ func TestRemoteWorkspaceFileReaderProtocol(t *testing.T) {
 		{"read over the FileReader, checked by the command",
 			&readerRunner{header: head, trailer: tail, read: serve(content, nil)}, "check", 1, nil, ""},
 		{"FileReader fails: the command streams the file",
-			&readerRunner{header: head, body: content, trailer: tail, read: serve("", fmt.Errorf("%w: no sftp subsystem", stage.ErrTransport))}, "cat", 1, nil, ""},
+			&readerRunner{header: head, body: content, trailer: tail, read: serve("", fmt.Errorf("%w: no sftp subsystem", sandbox.ErrTransport))}, "cat", 1, nil, ""},
 		{"FileReader finds no regular file: the command streams it",
 			&readerRunner{header: head, body: content, trailer: tail, read: serve("", fs.ErrNotExist)}, "cat", 1, nil, ""},
 		{"stat without change times (ls only): streamed, no FileReader",
@@ -402,7 +403,7 @@ func TestRemoteWorkspaceFileReaderNeedsAnAbsoluteRoot(t *testing.T) {
 		h := &hostileRunner{header: "airlock-file-v1 file " + good + "\n", body: fixed(content), trailer: "airlock-file-end-v1 " + good + "\n"}
 		r := struct {
 			*hostileRunner
-			stage.FileReader
+			sandbox.FileReader
 		}{h, &readerRunner{read: func(string, int64) ([]byte, error) {
 			t.Errorf("root %q: the FileReader was used", root)
 			return nil, errors.New("unused")

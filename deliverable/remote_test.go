@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/airlockdev/airlock/deliverable"
-	"github.com/airlockdev/airlock/stage"
+	"github.com/airlockdev/airlock/sandbox"
 )
 
 // hostileRunner plays a sandbox that answers the file command however it
@@ -33,7 +33,7 @@ type hostileRunner struct {
 	scripts   atomic.Int32
 }
 
-var _ stage.Runner = (*hostileRunner)(nil)
+var _ sandbox.Runner = (*hostileRunner)(nil)
 
 type countingWriter struct {
 	w io.Writer
@@ -46,7 +46,7 @@ func (c countingWriter) Write(p []byte) (int, error) {
 	return n, err
 }
 
-func (h *hostileRunner) Run(ctx context.Context, cmd stage.Command) error {
+func (h *hostileRunner) Run(ctx context.Context, cmd sandbox.Command) error {
 	h.scripts.Add(1)
 	defer func() {
 		select {
@@ -134,7 +134,7 @@ func TestRemoteWorkspaceHostileSandbox(t *testing.T) {
 		{"link in a component out of range", &hostileRunner{header: "airlock-file-v1 link 7\n"}, deliverable.ErrProtocol, hostSide, 0},
 		{"says it is a directory", &hostileRunner{header: "airlock-file-v1 type directory\n"}, deliverable.ErrPathDenied, request, 0},
 		{"unknown type", &hostileRunner{header: "airlock-file-v1 type door\n"}, deliverable.ErrProtocol, hostSide, 0},
-		{"exits with an error after the body", &hostileRunner{header: head(good), body: fixed(content), trailer: tail(good), exit: &stage.ExitError{Status: 1}}, nil, hostSide, int64(len(content))},
+		{"exits with an error after the body", &hostileRunner{header: head(good), body: fixed(content), trailer: tail(good), exit: &sandbox.ExitError{Status: 1}}, nil, hostSide, int64(len(content))},
 		{"says nothing and fails", &hostileRunner{exit: errInjected}, errInjected, hostSide, 0},
 		{"says nothing", &hostileRunner{}, deliverable.ErrProtocol, hostSide, 0},
 	}
@@ -190,7 +190,7 @@ func TestRemoteWorkspaceAbandonsAStuckRunner(t *testing.T) {
 	stuck, exited := make(chan struct{}), make(chan struct{})
 	t.Cleanup(func() { close(stuck); <-exited }) // no goroutine outlives the test
 	h := &hostileRunner{header: "airlock-file-v1 file " + fmt.Sprintf("1 %d 1 2 3", 99) + "\n", trailer: "airlock-file-end-v1 " + st + "\n", ignore: stuck}
-	wrapped := runnerFunc(func(ctx context.Context, cmd stage.Command) error {
+	wrapped := runnerFunc(func(ctx context.Context, cmd sandbox.Command) error {
 		defer close(exited)
 		return h.Run(ctx, cmd)
 	})
@@ -204,7 +204,7 @@ func TestRemoteWorkspaceAbandonsAStuckRunner(t *testing.T) {
 func TestRemoteWorkspaceContextEndsWhileWaiting(t *testing.T) {
 	stuck, exited := make(chan struct{}), make(chan struct{})
 	t.Cleanup(func() { close(stuck); <-exited })
-	silent := runnerFunc(func(ctx context.Context, cmd stage.Command) error {
+	silent := runnerFunc(func(ctx context.Context, cmd sandbox.Command) error {
 		defer close(exited)
 		<-stuck
 		return nil
@@ -215,9 +215,9 @@ func TestRemoteWorkspaceContextEndsWhileWaiting(t *testing.T) {
 	assert.ErrorIs(t, err, context.DeadlineExceeded)
 }
 
-type runnerFunc func(ctx context.Context, cmd stage.Command) error
+type runnerFunc func(ctx context.Context, cmd sandbox.Command) error
 
-func (f runnerFunc) Run(ctx context.Context, cmd stage.Command) error { return f(ctx, cmd) }
+func (f runnerFunc) Run(ctx context.Context, cmd sandbox.Command) error { return f(ctx, cmd) }
 
 // TestRemoteWorkspaceScriptQuotesNames pins that a name is passed as data:
 // a name that is shell syntax opens the file of that name and runs nothing.
@@ -225,7 +225,7 @@ func TestRemoteWorkspaceScriptQuotesNames(t *testing.T) {
 	dir := t.TempDir()
 	name := `$(touch pwned)'; touch pwned; '` + "`touch pwned`"
 	writeFile(t, dir, name, []byte("x"))
-	f, err := deliverable.RemoteWorkspace(stage.LocalRunner(dir), dir).Open(t.Context(), name)
+	f, err := deliverable.RemoteWorkspace(sandbox.Local(dir), dir).Open(t.Context(), name)
 	require.NoError(t, err)
 	got, err := io.ReadAll(f)
 	require.NoError(t, errors.Join(err, f.Close()))

@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/airlockdev/airlock/deliverable"
-	"github.com/airlockdev/airlock/stage"
+	"github.com/airlockdev/airlock/sandbox"
 	"github.com/airlockdev/airlock/stage/remote"
 	"github.com/airlockdev/airlock/stage/remote/remotetest"
 )
@@ -43,7 +43,7 @@ func registerWithin(t *testing.T, f *fixture, ws deliverable.Workspace, req deli
 // mistake.
 func requireTransport(t *testing.T, err error) {
 	t.Helper()
-	require.ErrorIs(t, err, stage.ErrTransport)
+	require.ErrorIs(t, err, sandbox.ErrTransport)
 	assert.NotErrorIs(t, err, deliverable.ErrProtocol)
 	assert.NotErrorIs(t, err, deliverable.ErrFileChanged)
 	requireHostError(t, err)
@@ -51,18 +51,18 @@ func requireTransport(t *testing.T, err error) {
 
 // sleepRunner runs every command as "sleep 60" through a real Runner (which
 // honours its context) and has a 1 s control deadline of its own.
-type sleepRunner struct{ next stage.Runner }
+type sleepRunner struct{ next sandbox.Runner }
 
 func (sleepRunner) ControlTimeout() time.Duration { return time.Second }
 
-func (s sleepRunner) Run(ctx context.Context, cmd stage.Command) error {
+func (s sleepRunner) Run(ctx context.Context, cmd sandbox.Command) error {
 	cmd.Script = "sleep 60"
 	return s.next.Run(ctx, cmd)
 }
 
 // TestRemoteReadHonoursRunnersControlTimeout: the first report of a remote
 // read is a control step under the Runner's own control deadline
-// (remote.Config.ControlTimeout), not always stage.MaxControlTimeout, and
+// (remote.Config.ControlTimeout), not always sandbox.MaxControlTimeout, and
 // its expiry is a transport failure.
 func TestRemoteReadHonoursRunnersControlTimeout(t *testing.T) {
 	data := []byte("a,b\n1,2\n")
@@ -70,7 +70,7 @@ func TestRemoteReadHonoursRunnersControlTimeout(t *testing.T) {
 		f := newFixture(t)
 		writeFile(t, f.ws, "r.csv", data)
 		start := time.Now()
-		err := registerWithin(t, f, deliverable.RemoteWorkspace(sleepRunner{stage.LocalRunner(f.ws)}, f.ws), requestFor("r.csv", "k", data), 25*time.Second)
+		err := registerWithin(t, f, deliverable.RemoteWorkspace(sleepRunner{sandbox.Local(f.ws)}, f.ws), requestFor("r.csv", "k", data), 25*time.Second)
 		requireTransport(t, err)
 		assert.Less(t, time.Since(start), 15*time.Second)
 	})
@@ -95,11 +95,11 @@ func TestRemoteReadHonoursRunnersControlTimeout(t *testing.T) {
 // (until the test ends), whatever its context: an exec client that does
 // not exit once the remote process has. Its control deadline is 1 s.
 type neverReturns struct {
-	next    stage.Runner
+	next    sandbox.Runner
 	release chan struct{}
 }
 
-func newNeverReturns(t *testing.T, next stage.Runner) neverReturns {
+func newNeverReturns(t *testing.T, next sandbox.Runner) neverReturns {
 	n := neverReturns{next: next, release: make(chan struct{})}
 	t.Cleanup(func() { close(n.release) })
 	return n
@@ -107,14 +107,14 @@ func newNeverReturns(t *testing.T, next stage.Runner) neverReturns {
 
 func (neverReturns) ControlTimeout() time.Duration { return time.Second }
 
-func (n neverReturns) Run(ctx context.Context, cmd stage.Command) error {
+func (n neverReturns) Run(ctx context.Context, cmd sandbox.Command) error {
 	err := n.next.Run(ctx, cmd)
 	<-n.release
 	return err
 }
 
 // neverReturnsReader is neverReturns over a remote.Host, keeping its
-// stage.FileReader (SFTP) path.
+// sandbox.FileReader (SFTP) path.
 type neverReturnsReader struct {
 	neverReturns
 	h *remote.Host
@@ -141,7 +141,7 @@ func TestRemoteRegisterRunnerNeverReturns(t *testing.T) {
 		size int64 // the request's byte size
 	}{
 		{"cat", func(t *testing.T, dir string) deliverable.Workspace {
-			return deliverable.RemoteWorkspace(newNeverReturns(t, stage.LocalRunner(dir)), dir)
+			return deliverable.RemoteWorkspace(newNeverReturns(t, sandbox.Local(dir)), dir)
 		}, int64(len(data))},
 		{"FileReader", func(t *testing.T, dir string) deliverable.Workspace {
 			return deliverable.RemoteWorkspace(neverReturnsReader{newNeverReturns(t, h), h}, dir)
@@ -169,7 +169,7 @@ func TestRemoteRegisterRunnerNeverReturns(t *testing.T) {
 // not cut), then fails as a dropped connection does: a plain error, which
 // the Runner contract makes a transport failure.
 type cutRunner struct {
-	next stage.Runner
+	next sandbox.Runner
 	n    int
 }
 
@@ -189,7 +189,7 @@ func (c *cutWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-func (c cutRunner) Run(ctx context.Context, cmd stage.Command) error {
+func (c cutRunner) Run(ctx context.Context, cmd sandbox.Command) error {
 	if c.n >= 0 {
 		cmd.Stdout = &cutWriter{w: cmd.Stdout, left: c.n}
 	}
@@ -206,7 +206,7 @@ func TestRemoteRegisterCutIsTransport(t *testing.T) {
 		t.Run(fmt.Sprint(n), func(t *testing.T) {
 			f := newFixture(t)
 			writeFile(t, f.ws, "r.csv", data)
-			_, err := f.reg.Register(t.Context(), deliverable.RemoteWorkspace(cutRunner{stage.LocalRunner(f.ws), n}, f.ws), "t", "r", requestFor("r.csv", "k", data))
+			_, err := f.reg.Register(t.Context(), deliverable.RemoteWorkspace(cutRunner{sandbox.Local(f.ws), n}, f.ws), "t", "r", requestFor("r.csv", "k", data))
 			requireTransport(t, err)
 			assert.Empty(t, filesUnder(t, f.fs, f.dir, "blobs"))
 		})

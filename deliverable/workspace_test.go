@@ -16,7 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/airlockdev/airlock/deliverable"
-	"github.com/airlockdev/airlock/stage"
+	"github.com/airlockdev/airlock/sandbox"
 	"github.com/airlockdev/airlock/stage/remote"
 	"github.com/airlockdev/airlock/stage/remote/remotetest"
 )
@@ -34,10 +34,10 @@ func workspaceFactories() []workspaceFactory {
 	return []workspaceFactory{
 		{"local", local},
 		{"remote over sh", func(t *testing.T, dir string) deliverable.Workspace {
-			return deliverable.RemoteWorkspace(stage.LocalRunner(t.TempDir()), dir)
+			return deliverable.RemoteWorkspace(sandbox.Local(t.TempDir()), dir)
 		}},
 		{"remote over sh, root relative to the runner", func(t *testing.T, dir string) deliverable.Workspace {
-			return deliverable.RemoteWorkspace(stage.LocalRunner(dir), "")
+			return deliverable.RemoteWorkspace(sandbox.Local(dir), "")
 		}},
 		{"remote over SSH (remotetest)", func(t *testing.T, dir string) deliverable.Workspace {
 			srv := remotetest.NewServer(t)
@@ -254,7 +254,7 @@ func TestLocalWorkspaceRejectsBadRoots(t *testing.T) {
 }
 
 func TestRemoteWorkspaceRootMissing(t *testing.T) {
-	ws := deliverable.RemoteWorkspace(stage.LocalRunner(t.TempDir()), filepath.Join(t.TempDir(), "missing"))
+	ws := deliverable.RemoteWorkspace(sandbox.Local(t.TempDir()), filepath.Join(t.TempDir(), "missing"))
 	f := newFixture(t)
 	_, err := f.reg.Register(t.Context(), ws, "t", "r", requestFor("r.csv", "k", []byte("x")))
 	var he *deliverable.HostError

@@ -29,7 +29,7 @@
 // # Names
 //
 // The package says "runtime" nowhere, so that its directories are not
-// confused with stage's: stage.RuntimeDir is the ".airlock" directory each
+// confused with stage's: sandbox.RuntimeDir is the ".airlock" directory each
 // workspace reserves, stage.Runtime maps host sources to sandbox paths, and
 // the stage root is the sandbox directory assets are staged into.
 // Config.StateDir is the host's state directory and Binding.SessionDir one

@@ -77,7 +77,7 @@ func (p Profile) Digest() string {
 
 // Config is the input of [Bind].
 //
-// On the word "runtime": this package uses it nowhere. stage.RuntimeDir is
+// On the word "runtime": this package uses it nowhere. sandbox.RuntimeDir is
 // the ".airlock" directory every workspace reserves, stage.Runtime maps host
 // sources to their paths in the sandbox, and the stage root is the sandbox
 // directory passed to stage.Stage. Config.StateDir and Binding.SessionDir

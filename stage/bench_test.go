@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/airlockdev/airlock/internal/treegen"
+	"github.com/airlockdev/airlock/sandbox"
 
 	"github.com/airlockdev/airlock/stage"
 )
@@ -98,10 +99,10 @@ func BenchmarkTarPipe(b *testing.B) {
 
 func BenchmarkStageDir(b *testing.B) {
 	src, size := benchSource(b)
-	sandbox := b.TempDir()
-	d, err := stage.NewDir(sandbox)
+	sandboxDir := b.TempDir()
+	d, err := stage.NewDir(sandboxDir)
 	require.NoError(b, err)
-	next := fresh(b, filepath.Join(sandbox, "rt"))
+	next := fresh(b, filepath.Join(sandboxDir, "rt"))
 	b.SetBytes(size)
 	for b.Loop() {
 		root := "/rt/" + filepath.Base(next())
@@ -112,9 +113,9 @@ func BenchmarkStageDir(b *testing.B) {
 
 func BenchmarkStageBridge(b *testing.B) {
 	src, size := benchSource(b)
-	sandbox := b.TempDir()
-	br := stage.NewBridge(stage.LocalRunner(sandbox))
-	next := fresh(b, filepath.Join(sandbox, "rt"))
+	sandboxDir := b.TempDir()
+	br := stage.NewBridge(sandbox.Local(sandboxDir))
+	next := fresh(b, filepath.Join(sandboxDir, "rt"))
 	b.SetBytes(size)
 	for b.Loop() {
 		_, err := stage.Stage(context.Background(), br, next(), []stage.Asset{{Name: "tree", Source: src}})
@@ -149,6 +150,6 @@ func BenchmarkRestageDirNoIndex(b *testing.B) {
 }
 
 func BenchmarkRestageBridge(b *testing.B) {
-	sandbox := b.TempDir()
-	benchRestage(b, stage.NewBridge(stage.LocalRunner(sandbox)), filepath.Join(sandbox, "rt"), stage.WithIndex(stage.NewIndex()))
+	sandboxDir := b.TempDir()
+	benchRestage(b, stage.NewBridge(sandbox.Local(sandboxDir)), filepath.Join(sandboxDir, "rt"), stage.WithIndex(stage.NewIndex()))
 }

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"path"
 	"slices"
 	"strings"
@@ -15,100 +14,9 @@ import (
 	"time"
 
 	"github.com/airlockdev/airlock/internal/keylock"
-	"github.com/airlockdev/airlock/internal/shellproto"
+	"github.com/airlockdev/airlock/internal/shell"
+	"github.com/airlockdev/airlock/sandbox"
 )
-
-// Command is one POSIX sh script to run in the sandbox.
-type Command struct {
-	Script string            // POSIX sh script
-	Env    map[string]string // delivered without ever appearing in argv; bounded by MaxEnvEntryBytes and MaxEnvBytes
-	Dir    string            // working directory; "" means the Runner's default
-	Stdin  io.Reader         // nil: empty
-	Stdout io.Writer         // nil: discarded
-	Stderr io.Writer         // nil: discarded
-}
-
-// The bounds of Command.Env. Every Runner of this module checks them before
-// it runs anything and fails with an error naming the variable; any value
-// within them (newlines, quotes, backslashes, invalid UTF-8, trailing
-// newlines: every byte but NUL, which no environment can carry) arrives
-// byte-exact, in time linear in its size.
-const (
-	// MaxEnvEntryBytes bounds one variable: len(name)+len(value)+2 (the
-	// "=" and the NUL of its NAME=value string). It is Linux's limit on one
-	// string of a new process's environment (MAX_ARG_STRLEN, 128 KiB): a
-	// longer one fails every exec in the sandbox with "Argument list too
-	// long".
-	MaxEnvEntryBytes = 128 << 10
-	// MaxEnvBytes bounds all of a command's variables together (the sum of
-	// their entries as above), leaving room in the sandbox's ARG_MAX
-	// (usually 2 MiB) for its own environment and the script. Pass larger
-	// data on Stdin or in a file.
-	MaxEnvBytes = 1 << 20
-)
-
-// CheckEnv reports the first problem with env that would keep a Runner from
-// delivering it: a name that is not a shell name ([A-Za-z_][A-Za-z0-9_]*), a
-// value holding NUL, a variable over MaxEnvEntryBytes, or a total over
-// MaxEnvBytes. A Runner calls it before it runs anything.
-func CheckEnv(env map[string]string) error {
-	total := 0
-	for _, k := range slices.Sorted(maps.Keys(env)) {
-		v := env[k]
-		if !validEnvKey(k) {
-			return fmt.Errorf("environment variable name %q is not a shell name ([A-Za-z_][A-Za-z0-9_]*); rename it; nothing was run", k)
-		}
-		if strings.ContainsRune(v, 0) {
-			return fmt.Errorf("environment variable %s: its value holds a NUL byte, which no process environment can carry; nothing was run", k)
-		}
-		n := len(k) + len(v) + 2
-		if n > MaxEnvEntryBytes {
-			return fmt.Errorf("environment variable %s: its NAME=value entry is %d bytes, over the limit of %d (stage.MaxEnvEntryBytes, the kernel's limit on one environment string); nothing was run; pass the data on stdin or in a file", k, n, MaxEnvEntryBytes)
-		}
-		total += n
-	}
-	if total > MaxEnvBytes {
-		return fmt.Errorf("the environment is %d bytes (NAME=value entries together), over the limit of %d (stage.MaxEnvBytes); nothing was run; pass the data on stdin or in a file", total, MaxEnvBytes)
-	}
-	return nil
-}
-
-// Runner runs commands in a sandbox. It is all a command-only provider
-// (Kubernetes exec, Daytona, E2B, …) has to offer.
-//
-// Run returns nil when the script exited with status 0 and an error that
-// errors.As finds as *ExitError when it exited otherwise; any other error
-// means the command could not be run or followed to its end (a transport
-// failure). Run should return when ctx ends; Bridge does not rely on it.
-// Env values must never appear in a command line. Bridge's scripts stay
-// under about 72 KiB (a delta publish names up to 64 KiB of unchanged
-// files in its send command; longer lists travel on stdin), which the
-// Runner must be able to pass to sh.
-type Runner interface {
-	// Run runs cmd in the sandbox and waits for it to end.
-	Run(ctx context.Context, cmd Command) error
-}
-
-// ExitError reports a sandbox command that ran and failed.
-type ExitError struct {
-	Status int    // exit status; -1 when the command was killed by a signal
-	Signal string // the signal's name without "SIG" ("KILL", "TERM"), when one ended the command and the Runner knows it
-}
-
-// Error implements error: "exited with status N", or "killed by signal
-// NAME" for a command a signal ended.
-func (e *ExitError) Error() string {
-	switch {
-	case e.Status < 0 && e.Signal != "":
-		return "killed by signal " + e.Signal
-	case e.Status < 0:
-		return "killed by a signal"
-	}
-	return fmt.Sprintf("exited with status %d", e.Status)
-}
-
-// MaxControlTimeout caps the deadline of every control operation.
-const MaxControlTimeout = 30 * time.Second
 
 // BridgeOption configures a Bridge.
 type BridgeOption func(*Bridge)
@@ -120,7 +28,7 @@ type BridgeOption func(*Bridge)
 // d <= 0 means ControlDeadline(r), the default.
 func WithControlTimeout(d time.Duration) BridgeOption {
 	return func(b *Bridge) {
-		b.timeout = min(clampControl(d), b.timeout)
+		b.timeout = min(sandbox.ClampControl(d), b.timeout)
 	}
 }
 
@@ -592,11 +500,11 @@ func (b *Bridge) parseProbe(r io.Reader, op string, want map[string]int, res [][
 	}
 	word, ok := strings.CutPrefix(strings.TrimSuffix(string(line), "\n"), probeHeader)
 	if !ok {
-		return fmt.Errorf("%w: %s: the reply starts with %q, not the probe header", ErrTransport, op, shellproto.Truncate(string(line), 64))
+		return fmt.Errorf("%w: %s: the reply starts with %q, not the probe header", ErrTransport, op, shell.Truncate(string(line), 64))
 	}
 	if word != "-" {
 		if len(word) < 2 || (word[0] != '0' && word[0] != '1') || (word[1] != '0' && word[1] != '1') {
-			return fmt.Errorf("%w: %s: malformed capability word %q", ErrTransport, op, shellproto.Truncate(word, 64))
+			return fmt.Errorf("%w: %s: malformed capability word %q", ErrTransport, op, shell.Truncate(word, 64))
 		}
 		b.setCaps(sandboxCaps{sha256: word[0] == '1', exchange: word[1] == '1'}, word[2:])
 	}

@@ -18,20 +18,21 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/airlockdev/airlock/sandbox"
 	"github.com/airlockdev/airlock/stage"
 )
 
 // scriptedRunner passes commands to a real runner, except those that match
 // a rule, which it handles itself.
 type scriptedRunner struct {
-	next  stage.Runner
-	match func(stage.Command) bool
-	do    func(ctx context.Context, cmd stage.Command) error
+	next  sandbox.Runner
+	match func(sandbox.Command) bool
+	do    func(ctx context.Context, cmd sandbox.Command) error
 	mu    sync.Mutex
-	log   []stage.Command // every command run, whole
+	log   []sandbox.Command // every command run, whole
 }
 
-func (s *scriptedRunner) Run(ctx context.Context, cmd stage.Command) error {
+func (s *scriptedRunner) Run(ctx context.Context, cmd sandbox.Command) error {
 	s.mu.Lock()
 	s.log = append(s.log, cmd)
 	s.mu.Unlock()
@@ -41,30 +42,30 @@ func (s *scriptedRunner) Run(ctx context.Context, cmd stage.Command) error {
 	return s.next.Run(ctx, cmd)
 }
 
-func (s *scriptedRunner) commands() []stage.Command {
+func (s *scriptedRunner) commands() []sandbox.Command {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return append([]stage.Command(nil), s.log...)
+	return append([]sandbox.Command(nil), s.log...)
 }
 
 // Recognizers for the bridge's commands.
 var (
-	isProbe = func(c stage.Command) bool { return strings.Contains(c.Script, `exec tar -c -f - "$@"`) }
+	isProbe = func(c sandbox.Command) bool { return strings.Contains(c.Script, `exec tar -c -f - "$@"`) }
 	// The send command makes the temporary directory and takes the stream:
 	// it is both isSetup and isTransfer.
-	isSetup    = func(c stage.Command) bool { return strings.Contains(c.Script, "mkdir -m 700") }
-	isTransfer = func(c stage.Command) bool { return c.Stdin != nil && strings.Contains(c.Script, "tar -x") }
-	isPublish  = func(c stage.Command) bool { return strings.Contains(c.Script, "transfer incomplete") }
-	isCleanup  = func(c stage.Command) bool { return strings.Contains(c.Script, `mv "$o" "$d"; fi`) }
-	isFetch    = func(c stage.Command) bool { return strings.Contains(c.Script, "exec tar -c -f - .") }
+	isSetup    = func(c sandbox.Command) bool { return strings.Contains(c.Script, "mkdir -m 700") }
+	isTransfer = func(c sandbox.Command) bool { return c.Stdin != nil && strings.Contains(c.Script, "tar -x") }
+	isPublish  = func(c sandbox.Command) bool { return strings.Contains(c.Script, "transfer incomplete") }
+	isCleanup  = func(c sandbox.Command) bool { return strings.Contains(c.Script, `mv "$o" "$d"; fi`) }
+	isFetch    = func(c sandbox.Command) bool { return strings.Contains(c.Script, "exec tar -c -f - .") }
 )
 
 // hang blocks until the test ends, ignoring ctx, like a provider that never
 // honours its own timeout.
-func hang(t *testing.T) func(context.Context, stage.Command) error {
+func hang(t *testing.T) func(context.Context, sandbox.Command) error {
 	release := make(chan struct{})
 	t.Cleanup(func() { close(release) })
-	return func(context.Context, stage.Command) error {
+	return func(context.Context, sandbox.Command) error {
 		<-release
 		return nil
 	}
@@ -78,7 +79,7 @@ func hang(t *testing.T) func(context.Context, stage.Command) error {
 func TestBridgeHangingRunner(t *testing.T) {
 	cases := []struct {
 		name   string
-		match  func(stage.Command) bool
+		match  func(sandbox.Command) bool
 		caller time.Duration // the caller's deadline; 0: none
 		verify bool          // stage twice, the second time WithVerify (so that Fetch runs)
 	}{
@@ -99,22 +100,22 @@ func TestBridgeHangingRunner(t *testing.T) {
 			assets := []stage.Asset{{Name: "a", Source: src}}
 			var opts []stage.Option
 			if c.verify {
-				_, err := stage.Stage(context.Background(), stage.NewBridge(stage.LocalRunner(dir)), root, assets)
+				_, err := stage.Stage(context.Background(), stage.NewBridge(sandbox.Local(dir)), root, assets)
 				require.NoError(t, err)
 				opts = append(opts, stage.WithVerify())
 			}
-			r := &scriptedRunner{next: stage.LocalRunner(dir), match: c.match, do: hang(t)}
+			r := &scriptedRunner{next: sandbox.Local(dir), match: c.match, do: hang(t)}
 			if c.name == "Cleanup" {
 				// Make the transfer fail so that a cleanup runs.
-				r.match = func(cmd stage.Command) bool { return isTransfer(cmd) || isCleanup(cmd) }
+				r.match = func(cmd sandbox.Command) bool { return isTransfer(cmd) || isCleanup(cmd) }
 				h := hang(t)
-				r.do = func(ctx context.Context, cmd stage.Command) error {
+				r.do = func(ctx context.Context, cmd sandbox.Command) error {
 					if isTransfer(cmd) {
 						// The directory is made, then tar fails.
 						if _, err := io.WriteString(cmd.Stdout, "airlock-ready\n"); err != nil {
 							return err
 						}
-						return &stage.ExitError{Status: 2}
+						return &sandbox.ExitError{Status: 2}
 					}
 					return h(ctx, cmd)
 				}
@@ -140,7 +141,7 @@ func TestBridgeHangingRunner(t *testing.T) {
 				t.Fatalf("Stage still running %s after it started", limit+3*time.Second)
 			}
 			took := time.Since(start)
-			assert.ErrorIs(t, err, stage.ErrTransport)
+			assert.ErrorIs(t, err, sandbox.ErrTransport)
 			if c.caller > 0 {
 				assert.ErrorIs(t, err, context.DeadlineExceeded, "the caller's deadline ended the wait")
 			}
@@ -174,9 +175,9 @@ func TestBridgeCancelDuringSetup(t *testing.T) {
 	for _, c := range []struct {
 		name string
 		// run performs the setup and reports; cancel is the caller's.
-		run func(ctx context.Context, local stage.Runner, cmd stage.Command, cancel func()) error
+		run func(ctx context.Context, local sandbox.Runner, cmd sandbox.Command, cancel func()) error
 	}{
-		{"ReportsAfterCancel", func(ctx context.Context, local stage.Runner, cmd stage.Command, cancel func()) error {
+		{"ReportsAfterCancel", func(ctx context.Context, local sandbox.Runner, cmd sandbox.Command, cancel func()) error {
 			if err := local.Run(ctx, cmd); err != nil {
 				return err
 			}
@@ -184,7 +185,7 @@ func TestBridgeCancelDuringSetup(t *testing.T) {
 			<-ctx.Done()
 			return ctx.Err()
 		}},
-		{"RunsAfterCancel", func(_ context.Context, local stage.Runner, cmd stage.Command, cancel func()) error {
+		{"RunsAfterCancel", func(_ context.Context, local sandbox.Runner, cmd sandbox.Command, cancel func()) error {
 			// A provider that ignores ctx and runs the command late.
 			cancel()
 			time.Sleep(100 * time.Millisecond)
@@ -195,16 +196,16 @@ func TestBridgeCancelDuringSetup(t *testing.T) {
 			dir := t.TempDir()
 			src := t.TempDir()
 			build(t, src, "f=x")
-			local := stage.LocalRunner(dir)
+			local := sandbox.Local(dir)
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			r := &scriptedRunner{next: local, match: isSetup, do: func(ctx context.Context, cmd stage.Command) error {
+			r := &scriptedRunner{next: local, match: isSetup, do: func(ctx context.Context, cmd sandbox.Command) error {
 				return c.run(ctx, local, cmd, cancel)
 			}}
 			root := filepath.Join(dir, "rt")
 			_, err := stage.Stage(ctx, stage.NewBridge(r), root, []stage.Asset{{Name: "a", Source: src}})
 			assert.ErrorIs(t, err, context.Canceled)
-			assert.False(t, errors.Is(err, stage.ErrTransport), "%v", err)
+			assert.False(t, errors.Is(err, sandbox.ErrTransport), "%v", err)
 			assertNoTemp(t, root)
 			_, err = os.Lstat(filepath.Join(root, "a"))
 			assert.ErrorIs(t, err, os.ErrNotExist, "nothing may be published")
@@ -221,29 +222,29 @@ func TestBridgeControlTimeoutClamp(t *testing.T) {
 	}{
 		{time.Second, time.Second},
 		{100 * time.Millisecond, 100 * time.Millisecond},
-		{stage.MaxControlTimeout, stage.MaxControlTimeout},
-		{stage.MaxControlTimeout + time.Nanosecond, stage.MaxControlTimeout},
-		{time.Hour, stage.MaxControlTimeout},
-		{0, stage.MaxControlTimeout},
-		{-time.Second, stage.MaxControlTimeout},
+		{sandbox.MaxControlTimeout, sandbox.MaxControlTimeout},
+		{sandbox.MaxControlTimeout + time.Nanosecond, sandbox.MaxControlTimeout},
+		{time.Hour, sandbox.MaxControlTimeout},
+		{0, sandbox.MaxControlTimeout},
+		{-time.Second, sandbox.MaxControlTimeout},
 	}
 	for _, c := range cases {
 		t.Run(c.in.String(), func(t *testing.T) {
-			assert.Equal(t, c.want, stage.NewBridge(stage.LocalRunner(t.TempDir()), stage.WithControlTimeout(c.in)).ControlTimeout())
+			assert.Equal(t, c.want, stage.NewBridge(sandbox.Local(t.TempDir()), stage.WithControlTimeout(c.in)).ControlTimeout())
 		})
 	}
-	assert.Equal(t, stage.MaxControlTimeout, stage.NewBridge(stage.LocalRunner(t.TempDir())).ControlTimeout(), "default")
+	assert.Equal(t, sandbox.MaxControlTimeout, stage.NewBridge(sandbox.Local(t.TempDir())).ControlTimeout(), "default")
 }
 
 // TestBridgeControlEnforcedOnHost checks that a larger configured timeout is
 // clamped in practice: a hanging Control returns ErrTransport at the
 // configured deadline, not later, even though the runner ignores ctx.
 func TestBridgeControlEnforcedOnHost(t *testing.T) {
-	r := &scriptedRunner{match: func(stage.Command) bool { return true }, do: hang(t)}
+	r := &scriptedRunner{match: func(sandbox.Command) bool { return true }, do: hang(t)}
 	b := stage.NewBridge(r, stage.WithControlTimeout(300*time.Millisecond))
 	start := time.Now()
-	err := b.Control(context.Background(), stage.Command{Script: "true"})
-	assert.ErrorIs(t, err, stage.ErrTransport)
+	err := b.Control(context.Background(), sandbox.Command{Script: "true"})
+	assert.ErrorIs(t, err, sandbox.ErrTransport)
 	assert.InDelta(t, 300*time.Millisecond, time.Since(start), float64(500*time.Millisecond))
 }
 
@@ -265,8 +266,8 @@ func TestBridgeTransferNotBoundByControlDeadline(t *testing.T) {
 	dir := t.TempDir()
 	src := t.TempDir()
 	build(t, src, "f=x")
-	local := stage.LocalRunner(dir)
-	r := &scriptedRunner{next: local, match: isTransfer, do: func(ctx context.Context, cmd stage.Command) error {
+	local := sandbox.Local(dir)
+	r := &scriptedRunner{next: local, match: isTransfer, do: func(ctx context.Context, cmd sandbox.Command) error {
 		// The directory is made at once; the stream then takes four
 		// control deadlines to arrive.
 		cmd.Stdin = &slowReader{r: cmd.Stdin, delay: 600 * time.Millisecond}
@@ -283,35 +284,38 @@ func TestBridgeErrors(t *testing.T) {
 	boom := errors.New("connection reset")
 	cases := []struct {
 		name      string
-		match     func(stage.Command) bool
-		do        func(ctx context.Context, cmd stage.Command) error
+		match     func(sandbox.Command) bool
+		do        func(ctx context.Context, cmd sandbox.Command) error
 		transport bool
 		status    int
 		either    bool // ErrTransport or the publish's completeness check, depending on pipe buffering
 	}{
-		{"ProbeExit", isProbe, func(context.Context, stage.Command) error { return &stage.ExitError{Status: 7} }, false, 7, false},
-		{"ProbeTransport", isProbe, func(context.Context, stage.Command) error { return boom }, true, 0, false},
-		{"ProbeGarbage", isProbe, func(_ context.Context, c stage.Command) error { _, err := fmt.Fprint(c.Stdout, "M 5\nab"); return err }, true, 0, false},
-		{"SetupExit", isSetup, func(context.Context, stage.Command) error { return &stage.ExitError{Status: 1} }, false, 1, false},
-		{"TransferExit", isTransfer, func(context.Context, stage.Command) error { return &stage.ExitError{Status: 2} }, false, 2, false},
-		{"TransferTransport", isTransfer, func(context.Context, stage.Command) error { return boom }, true, 0, false},
-		{"TransferStopsEarly", isTransfer, func(context.Context, stage.Command) error { return nil }, true, 0, true},
-		{"PublishExit", isPublish, func(context.Context, stage.Command) error { return &stage.ExitError{Status: 3} }, false, 3, false},
+		{"ProbeExit", isProbe, func(context.Context, sandbox.Command) error { return &sandbox.ExitError{Status: 7} }, false, 7, false},
+		{"ProbeTransport", isProbe, func(context.Context, sandbox.Command) error { return boom }, true, 0, false},
+		{"ProbeGarbage", isProbe, func(_ context.Context, c sandbox.Command) error {
+			_, err := fmt.Fprint(c.Stdout, "M 5\nab")
+			return err
+		}, true, 0, false},
+		{"SetupExit", isSetup, func(context.Context, sandbox.Command) error { return &sandbox.ExitError{Status: 1} }, false, 1, false},
+		{"TransferExit", isTransfer, func(context.Context, sandbox.Command) error { return &sandbox.ExitError{Status: 2} }, false, 2, false},
+		{"TransferTransport", isTransfer, func(context.Context, sandbox.Command) error { return boom }, true, 0, false},
+		{"TransferStopsEarly", isTransfer, func(context.Context, sandbox.Command) error { return nil }, true, 0, true},
+		{"PublishExit", isPublish, func(context.Context, sandbox.Command) error { return &sandbox.ExitError{Status: 3} }, false, 3, false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			dir := t.TempDir()
 			src := t.TempDir()
 			build(t, src, "f=x")
-			r := &scriptedRunner{next: stage.LocalRunner(dir), match: c.match, do: c.do}
+			r := &scriptedRunner{next: sandbox.Local(dir), match: c.match, do: c.do}
 			_, err := stage.Stage(context.Background(), stage.NewBridge(r), filepath.Join(dir, "rt"), []stage.Asset{{Name: "a", Source: src}})
 			require.Error(t, err)
-			if c.either && !errors.Is(err, stage.ErrTransport) {
+			if c.either && !errors.Is(err, sandbox.ErrTransport) {
 				assert.ErrorContains(t, err, "transfer incomplete")
 			} else {
-				assert.Equal(t, c.transport, errors.Is(err, stage.ErrTransport), "ErrTransport: %v", err)
+				assert.Equal(t, c.transport, errors.Is(err, sandbox.ErrTransport), "ErrTransport: %v", err)
 			}
-			var ee *stage.ExitError
+			var ee *sandbox.ExitError
 			if c.status != 0 {
 				require.ErrorAs(t, err, &ee)
 				assert.Equal(t, c.status, ee.Status)
@@ -339,12 +343,12 @@ func TestBridgeTruncatedTransfer(t *testing.T) {
 			src := t.TempDir()
 			build(t, src, "a=old", "b=old")
 			root := filepath.Join(dir, "rt")
-			local := stage.LocalRunner(dir)
+			local := sandbox.Local(dir)
 			_, err := stage.Stage(context.Background(), stage.NewBridge(local), root, []stage.Asset{{Name: "x", Source: src}})
 			require.NoError(t, err)
 			build(t, src, "c="+strings.Repeat("new", 3000))
 			var truncated atomic.Bool
-			r := &scriptedRunner{next: local, match: isTransfer, do: func(ctx context.Context, cmd stage.Command) error {
+			r := &scriptedRunner{next: local, match: isTransfer, do: func(ctx context.Context, cmd sandbox.Command) error {
 				cmd.Stdin = &cutReader{r: cmd.Stdin, n: cut, end: tc.end, hit: &truncated}
 				return local.Run(ctx, cmd)
 			}}
@@ -370,11 +374,11 @@ func TestBridgePublishChecksCompleteness(t *testing.T) {
 			src := t.TempDir()
 			build(t, src, "a=old", "b=old")
 			root := filepath.Join(dir, "rt")
-			local := stage.LocalRunner(dir)
+			local := sandbox.Local(dir)
 			_, err := stage.Stage(context.Background(), stage.NewBridge(local), root, []stage.Asset{{Name: "x", Source: src}})
 			require.NoError(t, err)
 			build(t, src, "a=new", "b=new") // both changed: nothing is carried over, both travel
-			r := &scriptedRunner{next: local, match: isTransfer, do: func(ctx context.Context, cmd stage.Command) error {
+			r := &scriptedRunner{next: local, match: isTransfer, do: func(ctx context.Context, cmd sandbox.Command) error {
 				// The host sends the stream once the command reports that
 				// its directory is ready: run it, and hand tar the prefix.
 				in := cmd.Stdin
@@ -397,7 +401,7 @@ func TestBridgePublishChecksCompleteness(t *testing.T) {
 				return local.Run(ctx, cmd)
 			}}
 			_, err = stage.Stage(context.Background(), stage.NewBridge(r), root, []stage.Asset{{Name: "x", Source: src}})
-			var ee *stage.ExitError
+			var ee *sandbox.ExitError
 			require.ErrorAs(t, err, &ee)
 			assert.Equal(t, 3, ee.Status, "the publish command's completeness check: %v", err)
 			assert.ErrorContains(t, err, "transfer incomplete")
@@ -448,10 +452,10 @@ func (c *cutReader) Read(p []byte) (int, error) {
 
 func TestLocalRunner(t *testing.T) {
 	dir := t.TempDir()
-	r := stage.LocalRunner(dir)
+	r := sandbox.Local(dir)
 	t.Run("EnvNotInArgv", func(t *testing.T) {
 		var out strings.Builder
-		err := r.Run(context.Background(), stage.Command{
+		err := r.Run(context.Background(), sandbox.Command{
 			Script: `printf '%s|' "$AIRLOCK_SECRET"; if [ -r /proc/$$/cmdline ]; then tr '\0' ' ' < /proc/$$/cmdline; else ps -o args= -p $$; fi`,
 			Env:    map[string]string{"AIRLOCK_SECRET": "hunter2"},
 			Stdout: &out,
@@ -463,14 +467,14 @@ func TestLocalRunner(t *testing.T) {
 		assert.Contains(t, argv, "/bin/sh")
 	})
 	t.Run("BadEnvName", func(t *testing.T) {
-		err := r.Run(context.Background(), stage.Command{Script: "true", Env: map[string]string{"A=B": "x"}})
+		err := r.Run(context.Background(), sandbox.Command{Script: "true", Env: map[string]string{"A=B": "x"}})
 		assert.Error(t, err)
 	})
 	t.Run("Dir", func(t *testing.T) {
 		require.NoError(t, os.Mkdir(filepath.Join(dir, "sub"), 0o755))
 		for _, c := range []struct{ dir, want string }{{"", dir}, {"sub", filepath.Join(dir, "sub")}, {"/", "/"}} {
 			var out strings.Builder
-			require.NoError(t, r.Run(context.Background(), stage.Command{Script: "pwd -P", Dir: c.dir, Stdout: &out}))
+			require.NoError(t, r.Run(context.Background(), sandbox.Command{Script: "pwd -P", Dir: c.dir, Stdout: &out}))
 			want, err := filepath.EvalSymlinks(c.want)
 			require.NoError(t, err)
 			assert.Equal(t, want, strings.TrimSpace(out.String()))
@@ -478,17 +482,17 @@ func TestLocalRunner(t *testing.T) {
 	})
 	t.Run("Stdin", func(t *testing.T) {
 		var out strings.Builder
-		require.NoError(t, r.Run(context.Background(), stage.Command{Script: "cat", Stdin: strings.NewReader("in"), Stdout: &out}))
+		require.NoError(t, r.Run(context.Background(), sandbox.Command{Script: "cat", Stdin: strings.NewReader("in"), Stdout: &out}))
 		assert.Equal(t, "in", out.String())
 	})
 	t.Run("ExitStatus", func(t *testing.T) {
 		var stderr strings.Builder
-		err := r.Run(context.Background(), stage.Command{Script: "echo oops >&2; exit 3", Stderr: &stderr})
-		var ee *stage.ExitError
+		err := r.Run(context.Background(), sandbox.Command{Script: "echo oops >&2; exit 3", Stderr: &stderr})
+		var ee *sandbox.ExitError
 		require.ErrorAs(t, err, &ee)
 		assert.Equal(t, 3, ee.Status)
 		assert.Equal(t, "oops\n", stderr.String())
-		assert.False(t, errors.Is(err, stage.ErrTransport))
+		assert.False(t, errors.Is(err, sandbox.ErrTransport))
 	})
 	t.Run("CancelKillsChildren", func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
@@ -497,7 +501,7 @@ func TestLocalRunner(t *testing.T) {
 		start := time.Now()
 		// The child holds stdout open: without the group kill, Run would
 		// wait for it.
-		err := r.Run(ctx, stage.Command{Script: "sleep 30 & echo started; wait", Stdout: &out})
+		err := r.Run(ctx, sandbox.Command{Script: "sleep 30 & echo started; wait", Stdout: &out})
 		assert.ErrorIs(t, err, context.DeadlineExceeded)
 		assert.Less(t, time.Since(start), 5*time.Second)
 		assert.Equal(t, "started\n", out.String())
@@ -517,7 +521,7 @@ func TestBridgeCommandsDoNotGrowWithFiles(t *testing.T) {
 			}
 			var scripts []string
 			var mu sync.Mutex
-			r := recordingRunner{Runner: stage.LocalRunner(dir), record: func(s string) {
+			r := recordingRunner{Runner: sandbox.Local(dir), record: func(s string) {
 				mu.Lock()
 				defer mu.Unlock()
 				scripts = append(scripts, s)
@@ -534,11 +538,11 @@ func TestBridgeCommandsDoNotGrowWithFiles(t *testing.T) {
 }
 
 type recordingRunner struct {
-	stage.Runner
+	sandbox.Runner
 	record func(script string)
 }
 
-func (r recordingRunner) Run(ctx context.Context, cmd stage.Command) error {
+func (r recordingRunner) Run(ctx context.Context, cmd sandbox.Command) error {
 	r.record(cmd.Script)
 	return r.Runner.Run(ctx, cmd)
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/airlockdev/airlock/sandbox"
 	"github.com/airlockdev/airlock/stage"
 )
 
@@ -177,7 +178,7 @@ func TestCacheResumeDoesNotTouchSandbox(t *testing.T) {
 	src := t.TempDir()
 	build(t, src, "f=x")
 	runs := new(atomic.Int64)
-	b := stage.NewBridge(countingRunner{Runner: stage.LocalRunner(dir), n: runs})
+	b := stage.NewBridge(countingRunner{Runner: sandbox.Local(dir), n: runs})
 	do := func(ctx context.Context) (*stage.Runtime, error) {
 		return stage.Stage(ctx, b, filepath.Join(dir, "rt"), []stage.Asset{{Name: "a", Source: src}})
 	}

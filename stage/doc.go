@@ -60,7 +60,7 @@
 //     all ([CheckEnv] refuses more before anything runs).
 //   - A Runner may offer optional capabilities ([FileReader],
 //     [ControlTimeouter]) that the
-//     engine uses when present; the shell protocol itself (internal/shellproto)
+//     engine uses when present; the shell protocol itself (internal/shell)
 //     is shared by Bridge, remote.Host and workspace.
 //
 // Non-guarantees:

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/airlockdev/airlock/sandbox"
 	"github.com/airlockdev/airlock/stage"
 )
 
@@ -65,17 +66,17 @@ func Example() {
 
 func ExampleNewBridge() {
 	// Any sandbox that runs shell commands: here, this machine.
-	sandbox, host := scratch("sandbox"), scratch("tools")
-	defer os.RemoveAll(sandbox)
+	dir, host := scratch("sandbox"), scratch("tools")
+	defer os.RemoveAll(dir)
 	defer os.RemoveAll(host)
 	check(os.WriteFile(filepath.Join(host, "run.sh"), []byte("#!/bin/sh\n"), 0o755))
 
-	b := stage.NewBridge(stage.LocalRunner(sandbox), stage.WithControlTimeout(10*time.Second))
-	rt, err := stage.Stage(context.Background(), b, filepath.Join(sandbox, "rt"), []stage.Asset{{Name: "tools", Source: host}}, stage.WithVerify())
+	b := stage.NewBridge(sandbox.Local(dir), stage.WithControlTimeout(10*time.Second))
+	rt, err := stage.Stage(context.Background(), b, filepath.Join(dir, "rt"), []stage.Asset{{Name: "tools", Source: host}}, stage.WithVerify())
 	if err != nil {
 		log.Fatal(err)
 	}
-	fi, err := os.Stat(filepath.Join(sandbox, "rt", "tools", "run.sh"))
+	fi, err := os.Stat(filepath.Join(dir, "rt", "tools", "run.sh"))
 	check(err)
 	fmt.Println(rt.Assets[0].Files, fi.Mode())
 	// Output:

@@ -11,16 +11,17 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/airlockdev/airlock/sandbox"
 	"github.com/airlockdev/airlock/stage"
 )
 
 // envRunner adds env to every command.
 type envRunner struct {
-	next stage.Runner
+	next sandbox.Runner
 	env  map[string]string
 }
 
-func (r envRunner) Run(ctx context.Context, cmd stage.Command) error {
+func (r envRunner) Run(ctx context.Context, cmd sandbox.Command) error {
 	merged := map[string]string{}
 	for k, v := range r.env {
 		merged[k] = v
@@ -51,7 +52,7 @@ esac
 exec ` + realMv + ` "$@"
 `
 	require.NoError(t, os.WriteFile(filepath.Join(bin, "mv"), []byte(fake), 0o755))
-	r := envRunner{next: stage.LocalRunner(dir), env: map[string]string{"PATH": bin + ":" + os.Getenv("PATH")}}
+	r := envRunner{next: sandbox.Local(dir), env: map[string]string{"PATH": bin + ":" + os.Getenv("PATH")}}
 	b := stage.NewBridge(r)
 	root := filepath.Join(dir, "rt")
 	src := t.TempDir()
@@ -73,7 +74,7 @@ exec ` + realMv + ` "$@"
 // noFiles is a Runner with the FileReader capability that finds no file,
 // so the Bridge's probe runs no command and the publish's setup must learn
 // the sandbox's tools.
-type noFiles struct{ stage.Runner }
+type noFiles struct{ sandbox.Runner }
 
 func (noFiles) ReadFile(context.Context, string, int64) ([]byte, error) { return nil, os.ErrNotExist }
 
@@ -88,12 +89,12 @@ func TestBridgeSetupNamesMissingTool(t *testing.T) {
 		require.NoError(t, err)
 		require.NoError(t, os.Symlink(p, filepath.Join(bin, tool)))
 	}
-	r := envRunner{next: stage.LocalRunner(dir), env: map[string]string{"PATH": bin}}
+	r := envRunner{next: sandbox.Local(dir), env: map[string]string{"PATH": bin}}
 	root := filepath.Join(dir, "rt")
 	src := t.TempDir()
 	build(t, src, "a=1")
 	_, err := stage.Stage(t.Context(), stage.NewBridge(noFiles{r}), root, []stage.Asset{{Name: "x", Source: src}})
-	require.ErrorIs(t, err, stage.ErrTransport)
+	require.ErrorIs(t, err, sandbox.ErrTransport)
 	assert.ErrorContains(t, err, "the sandbox lacks tar")
 	_, err = os.Stat(root)
 	assert.ErrorIs(t, err, os.ErrNotExist, "nothing was created")
@@ -110,7 +111,7 @@ func TestBridgeDeltaWithoutSHA256Sum(t *testing.T) {
 		require.NoError(t, err)
 		require.NoError(t, os.Symlink(p, filepath.Join(bin, tool)))
 	}
-	b := stage.NewBridge(envRunner{next: stage.LocalRunner(dir), env: map[string]string{"PATH": bin}})
+	b := stage.NewBridge(envRunner{next: sandbox.Local(dir), env: map[string]string{"PATH": bin}})
 	root := filepath.Join(dir, "rt")
 	src := t.TempDir()
 	build(t, src, "a=1", "b=2", "c=3")

@@ -28,7 +28,7 @@ import (
 // read) for one round trip, and that a changed source is hashed and its new
 // record written.
 func TestOpenIndexServesNewProcess(t *testing.T) {
-	forEachSandbox(t, func(t *testing.T, sb sandbox) {
+	forEachSandbox(t, func(t *testing.T, sb sbox) {
 		src := t.TempDir()
 		build(t, src, "f=12345", "d/g=abc", "l -> f")
 		assets := []stage.Asset{{Name: "i", Source: src}}
@@ -166,7 +166,7 @@ func TestOpenIndexDirectory(t *testing.T) {
 // indexFixture stages a source once through a persistent index and makes
 // its record claim 999 files, so that a record trusted later shows.
 type indexFixture struct {
-	sb     sandbox
+	sb     sbox
 	assets []stage.Asset
 	dir    string
 	path   string // the source's record file

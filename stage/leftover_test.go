@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/airlockdev/airlock/sandbox"
 	"github.com/airlockdev/airlock/stage"
 )
 
@@ -90,7 +91,7 @@ func TestSweepZombieOwner(t *testing.T) {
 	}
 	for _, op := range []string{"Stage", "Unstage"} {
 		t.Run(op, func(t *testing.T) {
-			forEachSandbox(t, func(t *testing.T, sb sandbox) {
+			forEachSandbox(t, func(t *testing.T, sb sbox) {
 				src := t.TempDir()
 				build(t, src, "a=1")
 				_, err := stage.Stage(t.Context(), sb, sb.root, []stage.Asset{{Name: "x", Source: src}, {Name: "y", Source: src}})
@@ -137,9 +138,9 @@ func TestKilledHostHelper(t *testing.T) {
 	var opts []stage.Option
 	switch kind {
 	case "Bridge":
-		target = stage.NewBridge(&scriptedRunner{next: stage.LocalRunner(dir), match: func(c stage.Command) bool {
+		target = stage.NewBridge(&scriptedRunner{next: sandbox.Local(dir), match: func(c sandbox.Command) bool {
 			return at == "publish" && isPublish(c)
-		}, do: func(context.Context, stage.Command) error { kill(); return nil }})
+		}, do: func(context.Context, sandbox.Command) error { kill(); return nil }})
 	case "BridgeMidPublish":
 		// Every mv is slow and marks that the publish has begun; the
 		// host dies once it has, before the publish reports.
@@ -148,8 +149,8 @@ func TestKilledHostHelper(t *testing.T) {
 		require.NoError(t, err)
 		started := filepath.Join(bin, "started")
 		require.NoError(t, os.WriteFile(filepath.Join(bin, "mv"), []byte("#!/bin/sh\n: >"+started+"\nsleep 0.3\nexec "+mv+" \"$@\"\n"), 0o755))
-		local := stage.LocalRunner(dir)
-		target = stage.NewBridge(&scriptedRunner{next: local, match: isPublish, do: func(ctx context.Context, c stage.Command) error {
+		local := sandbox.Local(dir)
+		target = stage.NewBridge(&scriptedRunner{next: local, match: isPublish, do: func(ctx context.Context, c sandbox.Command) error {
 			c.Env = map[string]string{"PATH": bin + ":" + os.Getenv("PATH")}
 			go func() { _ = local.Run(ctx, c) }()
 			for {
@@ -163,7 +164,7 @@ func TestKilledHostHelper(t *testing.T) {
 		d, err := stage.NewDir(dir)
 		require.NoError(t, err)
 		target = d
-		opts = append(opts, stage.WithProgress(func(p stage.Progress) {
+		opts = append(opts, stage.WithProgress(func(p sandbox.Progress) {
 			if p.Files >= 3 {
 				kill()
 			}
@@ -199,8 +200,8 @@ func TestKilledHostHelper(t *testing.T) {
 		require.NoError(t, os.WriteFile(filepath.Join(bin, "mkdir"), []byte("#!/bin/sh\n"+mkdirHook+"\nexec "+mkdir+" \"$@\"\n"), 0o755))
 		require.NoError(t, os.WriteFile(filepath.Join(bin, "mv"), []byte("#!/bin/sh\n"+mvHook+"\nexec "+mv+" \"$@\"\n"), 0o755))
 		require.NoError(t, os.WriteFile(filepath.Join(bin, "rm"), []byte("#!/bin/sh\n"+rmHook+"\nexec "+rm+" \"$@\"\n"), 0o755))
-		local := stage.LocalRunner(dir)
-		target = stage.NewBridge(&scriptedRunner{next: local, match: func(stage.Command) bool { return true }, do: func(ctx context.Context, c stage.Command) error {
+		local := sandbox.Local(dir)
+		target = stage.NewBridge(&scriptedRunner{next: local, match: func(sandbox.Command) bool { return true }, do: func(ctx context.Context, c sandbox.Command) error {
 			c.Env = map[string]string{"PATH": bin + ":" + os.Getenv("PATH")}
 			return local.Run(ctx, c)
 		}})
@@ -286,7 +287,7 @@ func TestSweepAfterKillAtMkdir(t *testing.T) {
 					require.NoError(t, err)
 					target, root = d, "/rt"
 				} else {
-					target = stage.NewBridge(stage.LocalRunner(dir))
+					target = stage.NewBridge(sandbox.Local(dir))
 				}
 				build(t, srcX, "a=old")
 				build(t, srcY, "a=y")
@@ -348,7 +349,7 @@ func TestKilledMidPublish(t *testing.T) {
 	dir, src := t.TempDir(), t.TempDir()
 	root := filepath.Join(dir, "rt")
 	build(t, src, "a=old")
-	_, err := stage.Stage(t.Context(), stage.NewBridge(stage.LocalRunner(dir)), root, []stage.Asset{{Name: "x", Source: src}})
+	_, err := stage.Stage(t.Context(), stage.NewBridge(sandbox.Local(dir)), root, []stage.Asset{{Name: "x", Source: src}})
 	require.NoError(t, err)
 	build(t, src, "a=new")
 	c := exec.Command(os.Args[0], "-test.run=^TestKilledHostHelper$", "-test.count=1")
@@ -379,7 +380,7 @@ func TestSweepAfterKilledHost(t *testing.T) {
 					require.NoError(t, err)
 					target, root = d, "/rt"
 				} else {
-					target = stage.NewBridge(stage.LocalRunner(dir))
+					target = stage.NewBridge(sandbox.Local(dir))
 				}
 				build(t, src, "a=old", "b=old", "c=old", "d=old")
 				_, err := stage.Stage(t.Context(), target, root, []stage.Asset{{Name: "x", Source: src}, {Name: "y", Source: src}})
@@ -419,11 +420,11 @@ func TestSweepAfterKilledHost(t *testing.T) {
 // slowRmRunner runs every command with a PATH whose rm sleeps longer than
 // the control deadline before it removes anything.
 type slowRmRunner struct {
-	stage.Runner
+	sandbox.Runner
 	bin string
 }
 
-func newSlowRm(t *testing.T, r stage.Runner, sleep time.Duration) slowRmRunner {
+func newSlowRm(t *testing.T, r sandbox.Runner, sleep time.Duration) slowRmRunner {
 	bin := t.TempDir()
 	real, err := exec.LookPath("rm")
 	require.NoError(t, err)
@@ -432,7 +433,7 @@ func newSlowRm(t *testing.T, r stage.Runner, sleep time.Duration) slowRmRunner {
 	return slowRmRunner{Runner: r, bin: bin}
 }
 
-func (s slowRmRunner) Run(ctx context.Context, cmd stage.Command) error {
+func (s slowRmRunner) Run(ctx context.Context, cmd sandbox.Command) error {
 	env := map[string]string{"PATH": s.bin + ":" + os.Getenv("PATH")}
 	for k, v := range cmd.Env {
 		env[k] = v
@@ -450,7 +451,7 @@ func TestBridgeSlowRm(t *testing.T) {
 	dir, src := t.TempDir(), t.TempDir()
 	root := filepath.Join(dir, "rt")
 	const timeout = 500 * time.Millisecond
-	b := stage.NewBridge(newSlowRm(t, stage.LocalRunner(dir), 3*timeout), stage.WithControlTimeout(timeout))
+	b := stage.NewBridge(newSlowRm(t, sandbox.Local(dir), 3*timeout), stage.WithControlTimeout(timeout))
 	build(t, src, "a=v1", "b=v1")
 	assets := []stage.Asset{{Name: "x", Source: src}, {Name: "y", Source: src}}
 	_, err := stage.Stage(t.Context(), b, root, assets)
@@ -481,7 +482,7 @@ func TestBridgeSlowRm(t *testing.T) {
 // asset there. Probe finds no manifest and Fetch no asset through it. The
 // directory outside is untouched.
 func TestPrunerRefusesLinkedRoot(t *testing.T) {
-	forEachSandbox(t, func(t *testing.T, sb sandbox) {
+	forEachSandbox(t, func(t *testing.T, sb sbox) {
 		outside := filepath.Join(sb.dir, "outside")
 		build(t, outside, ".airlock-manifest-x.json={}", "x/f=keep", ".airlock-tmp-x-1/owner=1")
 		require.NoError(t, os.Symlink(outside, sb.hostRoot))
@@ -493,7 +494,7 @@ func TestPrunerRefusesLinkedRoot(t *testing.T) {
 			assert.ErrorContains(t, aerr, "is a symbolic link; refusing to follow it")
 			require.Error(t, uerr)
 			assert.ErrorContains(t, uerr, "is a symbolic link; refusing to follow it")
-			var ee *stage.ExitError
+			var ee *sandbox.ExitError
 			assert.True(t, errors.As(uerr, &ee), "%v", uerr)
 		} else {
 			require.NoError(t, aerr)
@@ -525,11 +526,11 @@ func TestPrunerRefusesLinkedRoot(t *testing.T) {
 func TestBridgeSweepSparesOwnTransfers(t *testing.T) {
 	dir := t.TempDir()
 	root := filepath.Join(dir, "rt")
-	local := stage.LocalRunner(dir)
+	local := sandbox.Local(dir)
 	xWaiting, yDone := make(chan struct{}), make(chan struct{})
-	r := &scriptedRunner{next: local, match: func(c stage.Command) bool {
+	r := &scriptedRunner{next: local, match: func(c sandbox.Command) bool {
 		return isPublish(c) && strings.Contains(c.Script, "/rt/x'")
-	}, do: func(ctx context.Context, c stage.Command) error {
+	}, do: func(ctx context.Context, c sandbox.Command) error {
 		close(xWaiting)
 		<-yDone
 		return local.Run(ctx, c)
@@ -562,7 +563,7 @@ func TestBridgeSweepSparesOwnTransfers(t *testing.T) {
 // the publish's renames leaves), on every target, and keeps a live owner's;
 // with none, it stays one probe.
 func TestStageUnchangedSweeps(t *testing.T) {
-	forEachSandbox(t, func(t *testing.T, sb sandbox) {
+	forEachSandbox(t, func(t *testing.T, sb sbox) {
 		src := t.TempDir()
 		build(t, src, "a=1")
 		assets := []stage.Asset{{Name: "x", Source: src}}

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/airlockdev/airlock/sandbox"
 	"github.com/airlockdev/airlock/stage"
 )
 
@@ -28,7 +29,7 @@ var rawNameTargets = []struct {
 	{"Bridge", func(t *testing.T) (stage.Target, string, string) {
 		host := t.TempDir()
 		root := filepath.Join(host, "rt")
-		return stage.NewBridge(stage.LocalRunner(host)), filepath.ToSlash(root), root
+		return stage.NewBridge(sandbox.Local(host)), filepath.ToSlash(root), root
 	}},
 }
 

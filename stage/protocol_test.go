@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/airlockdev/airlock/sandbox"
 	"github.com/airlockdev/airlock/stage"
 )
 
@@ -53,7 +54,7 @@ func TestReadTarStreamHostile(t *testing.T) {
 				t.Fatalf("entry %q must not reach fn", name)
 				return nil
 			})
-			assert.ErrorIs(t, err, stage.ErrTransport)
+			assert.ErrorIs(t, err, sandbox.ErrTransport)
 		})
 	}
 	t.Run("TypesReported", func(t *testing.T) {
@@ -82,7 +83,7 @@ func TestReadTarStreamHostile(t *testing.T) {
 	})
 	t.Run("Garbage", func(t *testing.T) {
 		err := stage.ReadTarStream(bytes.NewReader(bytes.Repeat([]byte("x"), 1024)), func(stage.Entry, io.Reader) error { return nil })
-		assert.ErrorIs(t, err, stage.ErrTransport)
+		assert.ErrorIs(t, err, sandbox.ErrTransport)
 	})
 }
 
@@ -123,7 +124,7 @@ func TestBridgeProbeHostile(t *testing.T) {
 					member{name: ".airlock-manifest-b.json", typeflag: tar.TypeReg, body: big},
 					member{name: ".airlock-manifest-c.json", typeflag: tar.TypeReg, body: big})...)
 			}
-			r := &scriptedRunner{match: func(stage.Command) bool { return true }, do: func(_ context.Context, cmd stage.Command) error {
+			r := &scriptedRunner{match: func(sandbox.Command) bool { return true }, do: func(_ context.Context, cmd sandbox.Command) error {
 				_, err := cmd.Stdout.Write(out)
 				return err
 			}}
@@ -133,7 +134,7 @@ func TestBridgeProbeHostile(t *testing.T) {
 			}
 			got, err := stage.NewBridge(r).Probe(context.Background(), "/rt", names)
 			if c.transport {
-				assert.ErrorIs(t, err, stage.ErrTransport)
+				assert.ErrorIs(t, err, sandbox.ErrTransport)
 				return
 			}
 			require.NoError(t, err)
@@ -183,11 +184,11 @@ func FuzzReadTarStream(f *testing.F) {
 // TestBridgeProbeMissingTool: a sandbox without a tool the protocol needs
 // fails the first probe with an error that names the tool.
 func TestBridgeProbeMissingTool(t *testing.T) {
-	r := &scriptedRunner{match: func(stage.Command) bool { return true }, do: func(_ context.Context, cmd stage.Command) error {
+	r := &scriptedRunner{match: func(sandbox.Command) bool { return true }, do: func(_ context.Context, cmd sandbox.Command) error {
 		_, err := cmd.Stdout.Write([]byte("airlock-probe 00 tar chmod\n"))
 		return err
 	}}
 	_, err := stage.NewBridge(r).Probe(context.Background(), "/rt", []string{"a"})
-	require.ErrorIs(t, err, stage.ErrTransport)
+	require.ErrorIs(t, err, sandbox.ErrTransport)
 	assert.ErrorContains(t, err, "the sandbox lacks tar chmod")
 }

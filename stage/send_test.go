@@ -12,12 +12,13 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/airlockdev/airlock/sandbox"
 	"github.com/airlockdev/airlock/stage"
 )
 
 // isCarry recognizes the carry command of a plan too long for the send
 // command's script.
-func isCarry(c stage.Command) bool { return c.Script == "exec /bin/sh -s" }
+func isCarry(c sandbox.Command) bool { return c.Script == "exec /bin/sh -s" }
 
 // TestDeltaCarryOutOfLine: a carry too long to travel in the send command
 // runs as a command of its own while the send command waits; the result is
@@ -27,7 +28,7 @@ func TestDeltaCarryOutOfLine(t *testing.T) {
 	dir, src := t.TempDir(), t.TempDir()
 	root := filepath.Join(dir, "rt")
 	build(t, src, "a=alpha", "d/b=bravo", "d/c=charlie", "e=echo")
-	r := &scriptedRunner{next: stage.LocalRunner(dir), match: func(stage.Command) bool { return false }}
+	r := &scriptedRunner{next: sandbox.Local(dir), match: func(sandbox.Command) bool { return false }}
 	b := stage.NewBridge(r)
 	rt, err := stage.Stage(t.Context(), b, root, []stage.Asset{{Name: "x", Source: src}})
 	require.NoError(t, err)
@@ -79,7 +80,7 @@ func TestDeltaCarryHashTools(t *testing.T) {
 			root := filepath.Join(dir, "rt")
 			build(t, src, "a=alpha", "b=bravo", "c=charlie")
 			require.NoError(t, os.Chmod(filepath.Join(src, "b"), 0o750))
-			b := stage.NewBridge(stage.LocalRunner(dir))
+			b := stage.NewBridge(sandbox.Local(dir))
 			_, err := stage.Stage(t.Context(), b, root, []stage.Asset{{Name: "x", Source: src}})
 			require.NoError(t, err)
 			require.NoError(t, os.Chmod(filepath.Join(root, "x", "b"), 0o600))
@@ -144,19 +145,19 @@ func TestSendReportHostile(t *testing.T) {
 			dir, src := t.TempDir(), t.TempDir()
 			root := filepath.Join(dir, "rt")
 			build(t, src, "a=alpha", "b=bravo")
-			local := stage.LocalRunner(dir)
+			local := sandbox.Local(dir)
 			_, err := stage.Stage(t.Context(), stage.NewBridge(local), root, []stage.Asset{{Name: "x", Source: src}})
 			require.NoError(t, err)
 
 			build(t, src, "a=ALPHA")
-			r := &scriptedRunner{next: local, match: isTransfer, do: func(ctx context.Context, cmd stage.Command) error {
+			r := &scriptedRunner{next: local, match: isTransfer, do: func(ctx context.Context, cmd sandbox.Command) error {
 				if err := c.out(cmd.Stdout); err != nil {
 					return err
 				}
-				return &stage.ExitError{Status: 1}
+				return &sandbox.ExitError{Status: 1}
 			}}
 			_, err = stage.Stage(t.Context(), stage.NewBridge(r), root, []stage.Asset{{Name: "x", Source: src}})
-			require.ErrorIs(t, err, stage.ErrTransport)
+			require.ErrorIs(t, err, sandbox.ErrTransport)
 			assert.ErrorContains(t, err, c.want)
 			assert.Equal(t, "alpha", readFile(t, filepath.Join(root, "x", "a")), "the previous copy stays")
 		})

@@ -17,13 +17,9 @@ import (
 	"unicode/utf8"
 
 	"github.com/airlockdev/airlock/internal/digest"
-	"github.com/airlockdev/airlock/internal/shellproto"
 	"github.com/airlockdev/airlock/internal/tree"
+	"github.com/airlockdev/airlock/sandbox"
 )
-
-// RuntimeDir is the directory every workspace reserves for airlock's runtime
-// files. Workspace sync and restore never carry it in either direction.
-const RuntimeDir = ".airlock"
 
 // MaxManifestBytes bounds a manifest read back from a sandbox. A stored
 // manifest that is larger is treated as absent, so the asset is published
@@ -59,7 +55,7 @@ var (
 	// deadline, output that does not follow the bridge protocol. A transport
 	// failure does not prove the sandbox command stopped; Stage never
 	// replays the write it interrupted.
-	ErrTransport = shellproto.ErrTransport
+	ErrTransport = sandbox.ErrTransport
 	// ErrMismatch reports a sandbox copy that does not match the manifest it
 	// was published with (see WithVerify).
 	ErrMismatch = errors.New("sandbox copy does not match its manifest")
@@ -173,19 +169,6 @@ func (r *Runtime) Path(name string) (string, bool) {
 		}
 	}
 	return "", false
-}
-
-// Progress reports a stage's advance. Every field only grows during one
-// Stage call: Files and Bytes count what has been staged or found already in
-// place, across all assets; TotalFiles and TotalBytes are estimated from a
-// metadata pass before any content is read and raised if the content turns
-// out larger.
-type Progress struct {
-	Asset      string // the asset being staged
-	Files      int    // regular files staged or found in place so far
-	TotalFiles int    // estimated regular files in all assets
-	Bytes      int64  // bytes of those files so far
-	TotalBytes int64  // estimated bytes in all assets
 }
 
 // Option configures Stage.

@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/airlockdev/airlock/sandbox"
 	"github.com/airlockdev/airlock/stage"
 
 	"github.com/airlockdev/airlock/internal/treetest"
@@ -25,7 +26,7 @@ import (
 
 // sandbox is one kind of target under test, with the host directory that
 // holds its files.
-type sandbox struct {
+type sbox struct {
 	stage.Target
 	dir      string // host directory playing the sandbox
 	root     string // stage root, in-sandbox
@@ -33,40 +34,40 @@ type sandbox struct {
 	runs     *atomic.Int64
 }
 
-func (s sandbox) host(rel string) string { return filepath.Join(s.hostRoot, filepath.FromSlash(rel)) }
+func (s sbox) host(rel string) string { return filepath.Join(s.hostRoot, filepath.FromSlash(rel)) }
 
 var sandboxes = []struct {
 	name string
-	new  func(t *testing.T) sandbox
+	new  func(t *testing.T) sbox
 }{
-	{"Dir", func(t *testing.T) sandbox {
+	{"Dir", func(t *testing.T) sbox {
 		dir := t.TempDir()
 		d, err := stage.NewDir(dir)
 		require.NoError(t, err)
-		return sandbox{Target: d, dir: dir, root: "/rt", hostRoot: filepath.Join(dir, "rt")}
+		return sbox{Target: d, dir: dir, root: "/rt", hostRoot: filepath.Join(dir, "rt")}
 	}},
-	{"Bridge", func(t *testing.T) sandbox {
+	{"Bridge", func(t *testing.T) sbox {
 		dir := t.TempDir()
 		runs := new(atomic.Int64)
-		r := countingRunner{Runner: stage.LocalRunner(dir), n: runs}
+		r := countingRunner{Runner: sandbox.Local(dir), n: runs}
 		root := filepath.Join(dir, "rt")
-		return sandbox{Target: stage.NewBridge(r), dir: dir, root: root, hostRoot: root, runs: runs}
+		return sbox{Target: stage.NewBridge(r), dir: dir, root: root, hostRoot: root, runs: runs}
 	}},
 }
 
 // forEachSandbox runs f once per target kind.
-func forEachSandbox(t *testing.T, f func(t *testing.T, sb sandbox)) {
+func forEachSandbox(t *testing.T, f func(t *testing.T, sb sbox)) {
 	for _, k := range sandboxes {
 		t.Run(k.name, func(t *testing.T) { f(t, k.new(t)) })
 	}
 }
 
 type countingRunner struct {
-	stage.Runner
+	sandbox.Runner
 	n *atomic.Int64
 }
 
-func (c countingRunner) Run(ctx context.Context, cmd stage.Command) error {
+func (c countingRunner) Run(ctx context.Context, cmd sandbox.Command) error {
 	c.n.Add(1)
 	return c.Runner.Run(ctx, cmd)
 }
@@ -147,7 +148,7 @@ func TestStageLinks(t *testing.T) {
 		"o0 -> " + filepath.Join(outside, "secret"), "a/o1 -> " + outside, "a/b/o2 -> ../../../" + filepath.Base(outside),
 		"a/b/c/o3 -> " + filepath.Join(outside, "sdir"), "a/b/c/dangling -> nowhere",
 	}
-	forEachSandbox(t, func(t *testing.T, sb sandbox) {
+	forEachSandbox(t, func(t *testing.T, sb sbox) {
 		t.Run("SkipLinks", func(t *testing.T) {
 			src := t.TempDir()
 			build(t, src, append(append(append([]string{}, base...), inside...), out...)...)
@@ -226,14 +227,14 @@ func TestStagePlantedLinks(t *testing.T) {
 	build(t, src, "SKILL.md=skill", "sub/file=file")
 	cases := []struct {
 		name  string
-		plant func(t *testing.T, sb sandbox, outside string)
+		plant func(t *testing.T, sb sbox, outside string)
 		fails bool
 	}{
-		{"AtManifest", func(t *testing.T, sb sandbox, outside string) {
+		{"AtManifest", func(t *testing.T, sb sbox, outside string) {
 			require.NoError(t, os.MkdirAll(sb.hostRoot, 0o755))
 			require.NoError(t, os.Symlink(filepath.Join(outside, "victim"), sb.host(".airlock-manifest-skills.json")))
 		}, false},
-		{"AtTempName", func(t *testing.T, sb sandbox, outside string) {
+		{"AtTempName", func(t *testing.T, sb sbox, outside string) {
 			stage.SetRand(sb.Target, bytes.NewReader(make([]byte, 64)))
 			require.NoError(t, os.MkdirAll(sb.hostRoot, 0o755))
 			require.NoError(t, os.Symlink(outside, sb.host(".airlock-tmp-skills-0000000000000000")))
@@ -241,7 +242,7 @@ func TestStagePlantedLinks(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			forEachSandbox(t, func(t *testing.T, sb sandbox) {
+			forEachSandbox(t, func(t *testing.T, sb sbox) {
 				outside := t.TempDir()
 				build(t, outside, "victim=VICTIM")
 				c.plant(t, sb, outside)
@@ -280,7 +281,7 @@ func TestDirConfinedAboveRoot(t *testing.T) {
 // points, and checks that the previous copy survives and that no temporary
 // directory is left.
 func TestStageCancelMidStage(t *testing.T) {
-	forEachSandbox(t, func(t *testing.T, sb sandbox) {
+	forEachSandbox(t, func(t *testing.T, sb sbox) {
 		src := t.TempDir()
 		var spec []string
 		for i := range 60 {
@@ -295,7 +296,7 @@ func TestStageCancelMidStage(t *testing.T) {
 		}
 		for _, after := range []int{1, 20, 59} {
 			ctx, cancel := context.WithCancel(context.Background())
-			_, err := stage.Stage(ctx, sb, sb.root, assets, stage.WithProgress(func(p stage.Progress) {
+			_, err := stage.Stage(ctx, sb, sb.root, assets, stage.WithProgress(func(p sandbox.Progress) {
 				if p.Files >= after {
 					cancel()
 				}
@@ -323,7 +324,7 @@ func TestDirPublishReportsTempRemovalFailure(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	_, err = stage.Stage(ctx, d, "/rt", assets, stage.WithProgress(func(p stage.Progress) {
+	_, err = stage.Stage(ctx, d, "/rt", assets, stage.WithProgress(func(p sandbox.Progress) {
 		if p.Files >= 1 {
 			cancel()
 		}
@@ -340,7 +341,7 @@ func TestDirPublishReportsTempRemovalFailure(t *testing.T) {
 // TestStageReuseIsOneRoundTrip checks that staging unchanged content again
 // runs a single sandbox command and writes nothing.
 func TestStageReuseIsOneRoundTrip(t *testing.T) {
-	forEachSandbox(t, func(t *testing.T, sb sandbox) {
+	forEachSandbox(t, func(t *testing.T, sb sbox) {
 		a, b := t.TempDir(), t.TempDir()
 		build(t, a, "x=1", "d/y=2")
 		build(t, b, "z=3")
@@ -368,7 +369,7 @@ func TestStageReuseIsOneRoundTrip(t *testing.T) {
 // TestWithVerify tampers with a staged copy: without WithVerify the stored
 // manifest is trusted, with it the copy is checked and published again.
 func TestWithVerify(t *testing.T) {
-	forEachSandbox(t, func(t *testing.T, sb sandbox) {
+	forEachSandbox(t, func(t *testing.T, sb sbox) {
 		src := t.TempDir()
 		build(t, src, "f=original", "d/g=other")
 		assets := []stage.Asset{{Name: "v", Source: src}}
@@ -424,7 +425,7 @@ func TestWithVerify(t *testing.T) {
 // non-directory asset directory as ErrMismatch, naming its path. (One that
 // is a link is stagetest.TestTarget's PlantedLinkToCopy.)
 func TestFetchUnusableAssetDir(t *testing.T) {
-	forEachSandbox(t, func(t *testing.T, sb sandbox) {
+	forEachSandbox(t, func(t *testing.T, sb sbox) {
 		require.NoError(t, os.MkdirAll(sb.hostRoot, 0o755))
 		require.NoError(t, os.WriteFile(sb.host("file"), []byte("x"), 0o644))
 		for _, name := range []string{"missing", "file"} {
@@ -476,7 +477,7 @@ func TestStagePublishWithoutContent(t *testing.T) {
 // TestWithIndex checks that an index hit skips hashing (it reports what the
 // index remembers) and that every change that matters defeats it.
 func TestWithIndex(t *testing.T) {
-	forEachSandbox(t, func(t *testing.T, sb sandbox) {
+	forEachSandbox(t, func(t *testing.T, sb sbox) {
 		src := t.TempDir()
 		build(t, src, "f=12345", "d/g=abc", "l -> f")
 		assets := []stage.Asset{{Name: "i", Source: src}}
@@ -549,7 +550,7 @@ func TestWithIndex(t *testing.T) {
 }
 
 func TestStageExclude(t *testing.T) {
-	forEachSandbox(t, func(t *testing.T, sb sandbox) {
+	forEachSandbox(t, func(t *testing.T, sb sbox) {
 		src := t.TempDir()
 		build(t, src, "keep=1", "drop.tmp=2", "sub/drop.tmp=3", "cache/x=4", "sub/cache/y=5")
 		rt, err := stage.Stage(context.Background(), sb, sb.root, []stage.Asset{{Name: "e", Source: src, Exclude: []string{"*.tmp", "cache", "sub/cache"}}})

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/airlockdev/airlock/sandbox"
 	"github.com/airlockdev/airlock/stage"
 )
 
@@ -31,7 +32,7 @@ func TestBridgeSweepsCutTransfers(t *testing.T) {
 
 	src := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(src, "a"), []byte("1"), 0o644))
-	b := stage.NewBridge(stage.LocalRunner(""))
+	b := stage.NewBridge(sandbox.Local(""))
 	_, err := stage.Stage(t.Context(), b, root, []stage.Asset{{Name: "x", Source: src}})
 	require.NoError(t, err)
 

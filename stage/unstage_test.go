@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/airlockdev/airlock/sandbox"
 	"github.com/airlockdev/airlock/stage"
 )
 
@@ -24,7 +25,7 @@ func unstageTargets(t *testing.T) map[string]func(t *testing.T) (stage.Target, s
 		},
 		"Bridge": func(t *testing.T) (stage.Target, string) {
 			dir := t.TempDir()
-			return stage.NewBridge(stage.LocalRunner(dir)), filepath.Join(dir, "rt")
+			return stage.NewBridge(sandbox.Local(dir)), filepath.Join(dir, "rt")
 		},
 	}
 }

@@ -15,21 +15,22 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/airlockdev/airlock/sandbox"
 	"github.com/airlockdev/airlock/stage"
 )
 
 // afterRun runs every command through a real Runner; a matched one runs
 // for real and then its Run never returns (until the test ends), whatever
 // its context, like an exec client that does not exit after the remote
-// process ended. Its control deadline is control (stage.ControlTimeouter).
+// process ended. Its control deadline is control (sandbox.ControlTimeouter).
 type afterRun struct {
-	next    stage.Runner
+	next    sandbox.Runner
 	control time.Duration
-	match   func(stage.Command) bool
+	match   func(sandbox.Command) bool
 	release chan struct{}
 }
 
-func newAfterRun(t *testing.T, next stage.Runner, match func(stage.Command) bool) *afterRun {
+func newAfterRun(t *testing.T, next sandbox.Runner, match func(sandbox.Command) bool) *afterRun {
 	a := &afterRun{next: next, control: time.Second, match: match, release: make(chan struct{})}
 	t.Cleanup(func() { close(a.release) })
 	return a
@@ -37,7 +38,7 @@ func newAfterRun(t *testing.T, next stage.Runner, match func(stage.Command) bool
 
 func (a *afterRun) ControlTimeout() time.Duration { return a.control }
 
-func (a *afterRun) Run(ctx context.Context, cmd stage.Command) error {
+func (a *afterRun) Run(ctx context.Context, cmd sandbox.Command) error {
 	err := a.next.Run(ctx, cmd)
 	if a.match(cmd) {
 		<-a.release
@@ -46,8 +47,10 @@ func (a *afterRun) Run(ctx context.Context, cmd stage.Command) error {
 }
 
 var (
-	isAssets = func(c stage.Command) bool { return strings.Contains(c.Script, `printf '%s\0' "$f"`) }
-	isRemove = func(c stage.Command) bool { return strings.Contains(c.Script, "removed, but $t could not be deleted") }
+	isAssets = func(c sandbox.Command) bool { return strings.Contains(c.Script, `printf '%s\0' "$f"`) }
+	isRemove = func(c sandbox.Command) bool {
+		return strings.Contains(c.Script, "removed, but $t could not be deleted")
+	}
 )
 
 // returnsWithin runs fn and fails the test when it has not returned within
@@ -74,7 +77,7 @@ func TestBridgeRunnerNeverReturns(t *testing.T) {
 	stage.SetMaxEmbeddedCarry(t, 1) // the carry travels in a command of its own
 	cases := []struct {
 		name  string
-		match func(stage.Command) bool
+		match func(sandbox.Command) bool
 		run   func(ctx context.Context, b *stage.Bridge, root, src string) error
 		// kept: the previous copy must still be there, unchanged
 		kept bool
@@ -105,7 +108,7 @@ func TestBridgeRunnerNeverReturns(t *testing.T) {
 			src := t.TempDir()
 			build(t, src, "f=1", "g=same", "h=same too")
 			root := filepath.Join(dir, "rt")
-			local := stage.LocalRunner(dir)
+			local := sandbox.Local(dir)
 			_, err := stage.Stage(t.Context(), stage.NewBridge(local), root, []stage.Asset{{Name: "a", Source: src}, {Name: "old", Source: src}})
 			require.NoError(t, err)
 			build(t, src, "f=2")
@@ -118,7 +121,7 @@ func TestBridgeRunnerNeverReturns(t *testing.T) {
 				require.NoError(t, err)
 				c.done(t, root)
 			} else {
-				require.ErrorIs(t, err, stage.ErrTransport)
+				require.ErrorIs(t, err, sandbox.ErrTransport)
 			}
 			assert.Less(t, time.Since(start), 15*time.Second)
 			if c.kept {
@@ -141,13 +144,13 @@ func restage(opts ...stage.Option) func(ctx context.Context, b *stage.Bridge, ro
 // sleeper runs a matched command as "sleep 60" (through the real Runner,
 // which honours its context) and has a 1 s control deadline of its own.
 type sleeper struct {
-	next  stage.Runner
-	match func(stage.Command) bool
+	next  sandbox.Runner
+	match func(sandbox.Command) bool
 }
 
 func (s sleeper) ControlTimeout() time.Duration { return time.Second }
 
-func (s sleeper) Run(ctx context.Context, cmd stage.Command) error {
+func (s sleeper) Run(ctx context.Context, cmd sandbox.Command) error {
 	if s.match(cmd) {
 		cmd.Script = "sleep 60"
 	}
@@ -160,7 +163,7 @@ func (s sleeper) Run(ctx context.Context, cmd stage.Command) error {
 func TestBridgeHonoursRunnersControlTimeout(t *testing.T) {
 	for name, run := range map[string]func(ctx context.Context, b *stage.Bridge, root string) error{
 		"Control": func(ctx context.Context, b *stage.Bridge, _ string) error {
-			return b.Control(ctx, stage.Command{Script: "true"})
+			return b.Control(ctx, sandbox.Command{Script: "true"})
 		},
 		"Probe": func(ctx context.Context, b *stage.Bridge, root string) error {
 			_, err := b.Probe(ctx, root, []string{"a"})
@@ -173,17 +176,17 @@ func TestBridgeHonoursRunnersControlTimeout(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			dir := t.TempDir()
-			b := stage.NewBridge(sleeper{next: stage.LocalRunner(dir), match: func(stage.Command) bool { return true }})
+			b := stage.NewBridge(sleeper{next: sandbox.Local(dir), match: func(sandbox.Command) bool { return true }})
 			start := time.Now()
 			err := returnsWithin(t, 40*time.Second, func() error { return run(t.Context(), b, filepath.Join(dir, "rt")) })
-			require.ErrorIs(t, err, stage.ErrTransport)
+			require.ErrorIs(t, err, sandbox.ErrTransport)
 			assert.Less(t, time.Since(start), 15*time.Second)
 		})
 	}
 	t.Run("shorter option wins", func(t *testing.T) {
-		b := stage.NewBridge(sleeper{next: stage.LocalRunner(t.TempDir())}, stage.WithControlTimeout(200*time.Millisecond))
+		b := stage.NewBridge(sleeper{next: sandbox.Local(t.TempDir())}, stage.WithControlTimeout(200*time.Millisecond))
 		assert.Equal(t, 200*time.Millisecond, b.ControlTimeout())
-		b = stage.NewBridge(sleeper{next: stage.LocalRunner(t.TempDir())}, stage.WithControlTimeout(10*time.Second))
+		b = stage.NewBridge(sleeper{next: sandbox.Local(t.TempDir())}, stage.WithControlTimeout(10*time.Second))
 		assert.Equal(t, time.Second, b.ControlTimeout(), "the Runner's shorter deadline applies")
 	})
 }
@@ -191,12 +194,12 @@ func TestBridgeHonoursRunnersControlTimeout(t *testing.T) {
 // cutAfter runs matched commands with their stdout cut after n bytes, and
 // then fails them as a dropped connection does (a plain error).
 type cutAfter struct {
-	next  stage.Runner
-	match func(stage.Command) bool
+	next  sandbox.Runner
+	match func(sandbox.Command) bool
 	n     int64
 }
 
-func (c cutAfter) Run(ctx context.Context, cmd stage.Command) error {
+func (c cutAfter) Run(ctx context.Context, cmd sandbox.Command) error {
 	if !c.match(cmd) {
 		return c.next.Run(ctx, cmd)
 	}
@@ -229,14 +232,14 @@ func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
 // (its stdout and stdin), then fails it as a dropped connection: always
 // ErrTransport, and the previous copy stays.
 func TestBridgeCutIsTransport(t *testing.T) {
-	for name, m := range map[string]func(stage.Command) bool{"probe": isProbe, "send": isTransfer, "publish": isPublish, "fetch": isFetch} {
+	for name, m := range map[string]func(sandbox.Command) bool{"probe": isProbe, "send": isTransfer, "publish": isPublish, "fetch": isFetch} {
 		for _, n := range []int64{0, 10, 600} {
 			t.Run(fmt.Sprintf("%s/%d", name, n), func(t *testing.T) {
 				dir := t.TempDir()
 				src := t.TempDir()
 				build(t, src, "f=1")
 				root := filepath.Join(dir, "rt")
-				local := stage.LocalRunner(dir)
+				local := sandbox.Local(dir)
 				_, err := stage.Stage(t.Context(), stage.NewBridge(local), root, []stage.Asset{{Name: "a", Source: src}})
 				require.NoError(t, err)
 				build(t, src, "f=2")
@@ -247,7 +250,7 @@ func TestBridgeCutIsTransport(t *testing.T) {
 					assert.Equal(t, "2", readFile(t, filepath.Join(root, "a", "f")))
 					return
 				}
-				require.ErrorIs(t, err, stage.ErrTransport)
+				require.ErrorIs(t, err, sandbox.ErrTransport)
 				if name != "publish" && name != "fetch" {
 					assert.Equal(t, "1", readFile(t, filepath.Join(root, "a", "f")))
 				}

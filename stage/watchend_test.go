@@ -6,10 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/airlockdev/airlock/sandbox"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/airlockdev/airlock/stage"
 )
 
 // TestWatchEndLine: an ArmAtEnd command's end line never reaches its
@@ -17,7 +16,7 @@ import (
 func TestWatchEndLine(t *testing.T) {
 	for _, script := range []string{"true", "printf 'a\\nb' >&2", "printf 'airlock-command' >&2", "echo airlock-command-end-not >&2; exit 3"} {
 		var out strings.Builder
-		x := stage.Watch(t.Context(), stage.LocalRunner(t.TempDir()), stage.Command{Script: script, Stderr: &out}, stage.WatchOptions{Op: "test", ArmAtEnd: true})
+		x := sandbox.Watch(t.Context(), sandbox.Local(t.TempDir()), sandbox.Command{Script: script, Stderr: &out}, sandbox.WatchOptions{Op: "test", ArmAtEnd: true})
 		err := x.Wait()
 		want := strings.TrimPrefix(strings.TrimPrefix(script, "printf '"), "echo ")
 		switch script {
@@ -25,7 +24,7 @@ func TestWatchEndLine(t *testing.T) {
 			require.NoError(t, err)
 			assert.Empty(t, strings.TrimSpace(out.String()))
 		case "echo airlock-command-end-not >&2; exit 3":
-			var ee *stage.ExitError
+			var ee *sandbox.ExitError
 			require.ErrorAs(t, err, &ee)
 			assert.Equal(t, 3, ee.Status)
 			assert.Equal(t, "airlock-command-end-not", strings.TrimSpace(out.String()))
@@ -44,7 +43,7 @@ type pieces struct {
 	release chan struct{}
 }
 
-func (p pieces) Run(_ context.Context, cmd stage.Command) error {
+func (p pieces) Run(_ context.Context, cmd sandbox.Command) error {
 	for _, s := range p.parts {
 		if _, err := cmd.Stderr.Write([]byte(s)); err != nil {
 			return err
@@ -67,9 +66,9 @@ func TestWatchEndLineSplit(t *testing.T) {
 		{"abc\nairlock-command-en", "X\n", "airlock-command-end\ntail"},
 	} {
 		var out strings.Builder
-		x := stage.Watch(t.Context(), pieces{parts, release}, stage.Command{Script: "true", Stderr: &out}, stage.WatchOptions{Op: "test", ArmAtEnd: true, Deadline: 100 * time.Millisecond})
+		x := sandbox.Watch(t.Context(), pieces{parts, release}, sandbox.Command{Script: "true", Stderr: &out}, sandbox.WatchOptions{Op: "test", ArmAtEnd: true, Deadline: 100 * time.Millisecond})
 		err := x.Wait()
-		require.ErrorIs(t, err, stage.ErrTransport, "%q", parts)
+		require.ErrorIs(t, err, sandbox.ErrTransport, "%q", parts)
 		want := "abc\ntail"
 		if strings.Contains(strings.Join(parts, ""), "en"+"X") {
 			want = "abc\nairlock-command-enX\ntail"

@@ -17,7 +17,7 @@ import (
 	"syscall"
 
 	"github.com/airlockdev/airlock/internal/tree"
-	"github.com/airlockdev/airlock/stage"
+	"github.com/airlockdev/airlock/sandbox"
 )
 
 // An entry's state on one side of the 3-way merge.
@@ -249,12 +249,12 @@ func (l *local) tmpFile(dir string, r io.Reader, perm fs.FileMode) (string, erro
 // spool writes the content of r to a new temporary file in the local
 // runtime directory and returns its path.
 func (l *local) spool(r io.Reader, perm fs.FileMode) (string, error) {
-	if err := l.mkdirs(stage.RuntimeDir + "/spool"); err != nil {
-		return "", l.writeError(stage.RuntimeDir, err)
+	if err := l.mkdirs(sandbox.RuntimeDir + "/spool"); err != nil {
+		return "", l.writeError(sandbox.RuntimeDir, err)
 	}
-	tmp, err := l.tmpFile(stage.RuntimeDir, r, perm)
+	tmp, err := l.tmpFile(sandbox.RuntimeDir, r, perm)
 	if err != nil {
-		return "", l.writeError(stage.RuntimeDir, err)
+		return "", l.writeError(sandbox.RuntimeDir, err)
 	}
 	return tmp, nil
 }

@@ -12,9 +12,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/airlockdev/airlock/internal/shellproto"
+	"github.com/airlockdev/airlock/internal/shell"
 	"github.com/airlockdev/airlock/internal/sshdtest"
-	"github.com/airlockdev/airlock/stage"
+	"github.com/airlockdev/airlock/sandbox"
 	"github.com/airlockdev/airlock/stage/remote/remotetest"
 	"github.com/airlockdev/airlock/workspace"
 )
@@ -80,13 +80,13 @@ func BenchmarkRoundTrip(b *testing.B) {
 	}
 	// The round trip over each runner: LocalRunner, and remote.Host over
 	// remotetest and a real sshd (skipped without one).
-	runnerFor := map[string]func(b *testing.B) stage.Runner{
-		"local": func(*testing.B) stage.Runner { return stage.LocalRunner("/") },
-		"remotetest": func(b *testing.B) stage.Runner {
+	runnerFor := map[string]func(b *testing.B) sandbox.Runner{
+		"local": func(*testing.B) sandbox.Runner { return sandbox.Local("/") },
+		"remotetest": func(b *testing.B) sandbox.Runner {
 			srv := remotetest.NewServer(b)
 			return dialHost(b, srv.Addr(), srv.Config(), "/")
 		},
-		"sshd": func(b *testing.B) stage.Runner {
+		"sshd": func(b *testing.B) sandbox.Runner {
 			srv := sshdtest.Start(b)
 			return dialHost(b, srv.Addr(), srv.Config(), "/")
 		},
@@ -114,7 +114,7 @@ func BenchmarkRoundTrip(b *testing.B) {
 		})
 	}
 	b.Run("manual", func(b *testing.B) {
-		run := stage.LocalRunner("/")
+		run := sandbox.Local("/")
 		for i := 0; b.Loop(); i++ {
 			b.StopTimer()
 			local := clone(b)
@@ -128,7 +128,7 @@ git bundle create -q %[1]s.bundle --all
 git clone -q -b main %[1]s.bundle %[2]s
 { git diff --name-only; git diff --cached --name-only; git ls-files -o --exclude-standard; } | sort -u | tar -c -f - -T - | (cd %[2]s && tar -x -f -)
 `, local, remote)
-			if err := run.Run(b.Context(), stage.Command{Script: script}); err != nil {
+			if err := run.Run(b.Context(), sandbox.Command{Script: script}); err != nil {
 				b.Fatal(err)
 			}
 			b.StopTimer()
@@ -145,7 +145,7 @@ git fetch -q %[2]s.back main:refs/heads/back
 git update-ref refs/heads/main refs/heads/back
 tar -x -f %[2]s.tar
 `, local, remote)
-			if err := run.Run(b.Context(), stage.Command{Script: script}); err != nil {
+			if err := run.Run(b.Context(), sandbox.Command{Script: script}); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -167,7 +167,7 @@ tar -x -f %[2]s.tar
 				b.StopTimer()
 				local := clone(b)
 				remote := filepath.Join(b.TempDir(), "sandbox")
-				l, r := shellproto.Quote(local), shellproto.Quote(remote)
+				l, r := shell.Quote(local), shell.Quote(remote)
 				b.StartTimer()
 				// git bundle create | ssh (clone); tar of the dirty files | ssh tar x.
 				c.send(b, `cd `+l+` && git bundle create -q - --all`,
@@ -191,7 +191,7 @@ tar -x -f %[2]s.tar
 			for i := 0; b.Loop(); i++ {
 				b.StopTimer()
 				remote := filepath.Join(b.TempDir(), "sandbox")
-				spec := workspace.Spec{Local: local, Remote: remote, Runner: stage.LocalRunner("/")}
+				spec := workspace.Spec{Local: local, Remote: remote, Runner: sandbox.Local("/")}
 				if name == "second-prepare" {
 					if _, err := workspace.Prepare(b.Context(), spec); err != nil {
 						b.Fatal(err)
@@ -276,8 +276,8 @@ func (c sshClient) recv(b *testing.B, remote, local string) {
 	c.run(b, `"$@" | { `+local+`; }`, remote)
 }
 
-// runnerTransport is the remote half over a stage.Runner (remote.Host).
-type runnerTransport struct{ run stage.Runner }
+// runnerTransport is the remote half over a sandbox.Runner (remote.Host).
+type runnerTransport struct{ run sandbox.Runner }
 
 func (t runnerTransport) send(b *testing.B, local, remote string) { t.pipe(b, local, remote, true) }
 func (t runnerTransport) recv(b *testing.B, remote, local string) { t.pipe(b, local, remote, false) }
@@ -287,7 +287,7 @@ func (t runnerTransport) recv(b *testing.B, remote, local string) { t.pipe(b, lo
 func (t runnerTransport) pipe(b *testing.B, local, remote string, toRemote bool) {
 	b.Helper()
 	pr, pw := io.Pipe()
-	cmd := stage.Command{Script: remote}
+	cmd := sandbox.Command{Script: remote}
 	var in io.Reader
 	var out io.Writer
 	if toRemote {

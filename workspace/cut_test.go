@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/airlockdev/airlock/stage"
+	"github.com/airlockdev/airlock/sandbox"
 	"github.com/airlockdev/airlock/workspace"
 )
 
@@ -121,7 +121,7 @@ func TestPrepareRepairsSandbox(t *testing.T) {
 // complete is an error that names it and says what to do, not a
 // misleading one.
 func TestPrepareUnrepairableSandbox(t *testing.T) {
-	e := newEnv(t, func(t *testing.T, dir string) stage.Runner { return stage.LocalRunner(dir) })
+	e := newEnv(t, func(t *testing.T, dir string) sandbox.Runner { return sandbox.Local(dir) })
 	initRepo(t, e.local, map[string]string{"a": "1\n"})
 	require.NoError(t, os.MkdirAll(filepath.Join(e.remote, ".git", "HEAD", "x"), 0o755))
 	_, err := workspace.Prepare(ctx(t), e.spec)
@@ -136,12 +136,12 @@ func TestPrepareUnrepairableSandbox(t *testing.T) {
 // dropped connection ends it) after line cut; every other command runs
 // as it is.
 type cutRunner struct {
-	real stage.Runner
+	real sandbox.Runner
 	cut  int
 	hit  bool // the kill was reached
 }
 
-func (c *cutRunner) Run(ctx context.Context, cmd stage.Command) error {
+func (c *cutRunner) Run(ctx context.Context, cmd sandbox.Command) error {
 	if strings.Contains(cmd.Script, "airlock-prepare-") {
 		lines := strings.Split(cmd.Script, "\n")
 		if c.cut < len(lines) {
@@ -210,11 +210,11 @@ func TestPrepareCutAtEveryLine(t *testing.T) {
 // a connection cut in the middle of a git command (an init, a fetch, a
 // ref update, the checkout).
 type gitKillRunner struct {
-	real stage.Runner
+	real sandbox.Runner
 	kill int
 }
 
-func (k *gitKillRunner) Run(ctx context.Context, cmd stage.Command) error {
+func (k *gitKillRunner) Run(ctx context.Context, cmd sandbox.Command) error {
 	if strings.Contains(cmd.Script, "airlock-prepare-") {
 		lines := strings.Split(cmd.Script, "\n")
 		for i, l := range lines {

@@ -2,7 +2,7 @@
 // no git remote anywhere: the local execution-workspace directory is the
 // only persistence boundary across runs.
 //
-// [Prepare] gives the sandbox (through a [stage.Runner]) a copy of
+// [Prepare] gives the sandbox (through a [sandbox.Runner]) a copy of
 // Spec.Local at Spec.Remote and returns a [Round]; [Round.Restore] brings
 // the agent's commits and edits back. [Reopen] recovers a round by its id
 // after a host restart.
@@ -19,7 +19,7 @@
 // same branch (or a detached HEAD) at the same commit, the user's index
 // and the work tree, so git status there shows what it shows locally, and
 // the sandbox's .git/info/exclude gets the line "/.airlock"
-// (stage.RuntimeDir; appended once, the lines there kept), so an agent's
+// (sandbox.RuntimeDir; appended once, the lines there kept), so an agent's
 // git add -A leaves the staged assets out. A second Prepare on the same
 // sandbox sends only the commits it lacks (the whole history when the
 // sandbox's repository turns out to lack objects its refs name). Prepare
@@ -38,7 +38,7 @@
 // object directory (<git dir>/objects/airlock-quarantine-…, removed
 // afterwards) with index-pack --strict (fsck, every warning fatal). When
 // it passes and neither the sandbox's new commits nor its snapshot hold a
-// path under stage.RuntimeDir or matching Spec.Exclude, the pack moves
+// path under sandbox.RuntimeDir or matching Spec.Exclude, the pack moves
 // into the repository and the snapshot goes to a private ref that is
 // deleted afterwards.
 //
@@ -82,7 +82,7 @@
 //
 // # Plain directories
 //
-// Prepare clears Spec.Remote except stage.RuntimeDir and sends the tree as
+// Prepare clears Spec.Remote except sandbox.RuntimeDir and sends the tree as
 // one tar stream (read through internal/tree, links skipped); its manifest
 // is the baseline. Restore reads the sandbox's tar stream as hostile.
 //
@@ -153,7 +153,7 @@
 //   - Sandbox content is hostile. A path that is not clean or escapes, a
 //     symbolic link whose target leaves the work tree, a FIFO, socket or
 //     device, a regular file with several links, a path with a .git
-//     component or under stage.RuntimeDir (also as a case-folding, HFS+
+//     component or under sandbox.RuntimeDir (also as a case-folding, HFS+
 //     or NTFS file system would read the name: ".GIT.", "git~1"), a path
 //     the sandbox's git did not add, a submodule, and a file past
 //     [WithMaxBytes] is never written and is listed in Result.Refused, and
@@ -166,7 +166,7 @@
 //     of); files ahead of it in the stream may have arrived, whole,
 //     nothing is deleted, and a Restore with a larger limit completes.
 //   - The runtime directory never comes back. Each entry at the top of the
-//     sandbox's stage.RuntimeDir (or the directory itself when it is not a
+//     sandbox's sandbox.RuntimeDir (or the directory itself when it is not a
 //     directory) is listed in Result.Refused, so assets staged there show
 //     as, for example, ".airlock/skills"; what lies deeper is covered by
 //     that entry.

@@ -8,7 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 
-	"github.com/airlockdev/airlock/stage"
+	"github.com/airlockdev/airlock/sandbox"
 	"github.com/airlockdev/airlock/workspace"
 )
 
@@ -25,8 +25,8 @@ func Example() {
 			log.Print(err)
 		}
 	}()
-	local, sandbox := filepath.Join(base, "local"), filepath.Join(base, "sandbox")
-	for _, d := range []string{local, sandbox} {
+	local, sandboxDir := filepath.Join(base, "local"), filepath.Join(base, "sandbox")
+	for _, d := range []string{local, sandboxDir} {
 		if err := os.Mkdir(d, 0o755); err != nil {
 			log.Fatal(err)
 		}
@@ -45,7 +45,7 @@ func Example() {
 	sh(local, `git init -q -b main && echo v1 >notes.txt && git add notes.txt && git commit -qm first && echo v2 >notes.txt`)
 
 	ctx := context.Background()
-	spec := workspace.Spec{Local: local, Remote: filepath.Join(sandbox, "work"), Runner: stage.LocalRunner(sandbox)}
+	spec := workspace.Spec{Local: local, Remote: filepath.Join(sandboxDir, "work"), Runner: sandbox.Local(sandboxDir)}
 	round, err := workspace.Prepare(ctx, spec)
 	if err != nil {
 		log.Fatal(err)

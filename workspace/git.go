@@ -22,7 +22,7 @@ import (
 	"github.com/airlockdev/airlock/internal/gitexec"
 	"github.com/airlockdev/airlock/internal/owner"
 	"github.com/airlockdev/airlock/internal/tree"
-	"github.com/airlockdev/airlock/stage"
+	"github.com/airlockdev/airlock/sandbox"
 )
 
 // openRepo returns a git runner for local when it is the top of a git work
@@ -88,7 +88,7 @@ func pathspecs(exclude []string) []string {
 // sandboxPathspecs limit the sandbox's snapshot to what is synced (a
 // sandbox entry named like a temporary file is taken, and refused).
 func sandboxPathspecs(exclude []string) []string {
-	ps := []string{"--", ".", ":(exclude)" + stage.RuntimeDir}
+	ps := []string{"--", ".", ":(exclude)" + sandbox.RuntimeDir}
 	for _, p := range exclude {
 		ps = append(ps, ":(exclude,glob)"+p, ":(exclude,glob)"+p+"/**")
 	}
@@ -236,7 +236,7 @@ func (r *Round) prepareGit(ctx context.Context, gitDir string) (err error) {
 		}
 	}()
 	err = r.shipGit(ctx, known)
-	var ee *stage.ExitError
+	var ee *sandbox.ExitError
 	if len(known) > 0 && errors.As(err, &ee) && ee.Status == 14 {
 		// The sandbox lacks objects of commits its refs name (an objects
 		// directory emptied or cut short): send the whole history.
@@ -312,7 +312,7 @@ func (r *Round) shipGit(ctx context.Context, known []string) error {
 	if needBundle {
 		hb = "1"
 	}
-	clean := "-e /" + stage.RuntimeDir
+	clean := "-e /" + sandbox.RuntimeDir
 	for _, p := range r.spec.Exclude {
 		clean += " -e " + q(p)
 	}
@@ -348,8 +348,8 @@ g read-tree "$idx" || exit 20
 g update-index -q --refresh >/dev/null 2>&1
 exit 0
 `, q(r.spec.Remote), q(id), q(r.rec.Branch), q(r.rec.Head), q(snap), q(r.rec.Index), hb, q(tmpRef), sandboxRepair, clean)
-	r.o.report(stage.Progress{Asset: "prepare"})
-	err := runGuest(ctx, r.spec.Runner, "preparing the sandbox work tree "+r.spec.Remote, stage.Command{Script: script, Env: r.guestEnv(), Stdin: stdin}, nil)
+	r.o.report(sandbox.Progress{Asset: "prepare"})
+	err := runGuest(ctx, r.spec.Runner, "preparing the sandbox work tree "+r.spec.Remote, sandbox.Command{Script: script, Env: r.guestEnv(), Stdin: stdin}, nil)
 	if needBundle && err != nil {
 		// Nobody reads the bundle any more: stop its writer.
 		cancel()
@@ -363,7 +363,7 @@ exit 0
 	if err != nil {
 		return err
 	}
-	r.o.report(stage.Progress{Asset: "prepare", Bytes: sent.n, TotalBytes: sent.n})
+	r.o.report(sandbox.Progress{Asset: "prepare", Bytes: sent.n, TotalBytes: sent.n})
 	return nil
 }
 
@@ -421,7 +421,7 @@ func quoteAll(s []string) []string {
 // writing. When fn fails because the stream ended early and the command
 // could not be followed to its end (a lost connection, a Runner that never
 // returned, the context), the error is the transport failure (wrapping
-// stage.ErrTransport, never ErrHostile), with fn's observation as context;
+// sandbox.ErrTransport, never ErrHostile), with fn's observation as context;
 // a stream that ended early from a command that exited non-zero is that
 // command's failure. Only output of a command that ran normally is judged
 // by fn alone (ErrHostile). When fn stopped reading at the host's limit
@@ -433,7 +433,7 @@ func (r *Round) restoreStream(ctx context.Context, op, script string, env map[st
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
 	go func() {
-		err := runGuest(ctx, r.spec.Runner, op, stage.Command{Script: script, Env: env, Stdout: pw}, func(err error) { pw.CloseWithError(err) })
+		err := runGuest(ctx, r.spec.Runner, op, sandbox.Command{Script: script, Env: env, Stdout: pw}, func(err error) { pw.CloseWithError(err) })
 		pw.CloseWithError(err)
 		done <- err
 	}()
@@ -453,14 +453,14 @@ func (r *Round) restoreStream(ctx context.Context, op, script string, env map[st
 	}
 	if ferr != nil {
 		if ended && rerr != nil && !errors.Is(rerr, errStop) {
-			var ee *stage.ExitError
+			var ee *sandbox.ExitError
 			switch {
-			case errors.Is(rerr, stage.ErrTransport):
+			case errors.Is(rerr, sandbox.ErrTransport):
 				return fmt.Errorf("%w (the stream was cut: %v)", rerr, ferr)
 			case errors.As(rerr, &ee):
 				return rerr
 			default: // the context ended
-				return fmt.Errorf("%w: %w (the stream was cut: %v)", stage.ErrTransport, rerr, ferr)
+				return fmt.Errorf("%w: %w (the stream was cut: %v)", sandbox.ErrTransport, rerr, ferr)
 			}
 		}
 		return ferr
@@ -536,7 +536,7 @@ func (r *Round) restoreGit(ctx context.Context) (*Result, error) {
 			}
 			return fmt.Errorf("workspace: receiving the sandbox's bundle: %w", err)
 		}
-		r.o.report(stage.Progress{Asset: "restore", Bytes: r.o.maxBytes - lw.n, TotalBytes: r.o.maxBytes - lw.n})
+		r.o.report(sandbox.Progress{Asset: "restore", Bytes: r.o.maxBytes - lw.n, TotalBytes: r.o.maxBytes - lw.n})
 		return nil
 	})
 	if err != nil {

@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/airlockdev/airlock/internal/sshdtest"
-	"github.com/airlockdev/airlock/stage"
+	"github.com/airlockdev/airlock/sandbox"
 	"github.com/airlockdev/airlock/stage/remote"
 	"github.com/airlockdev/airlock/stage/remote/remotetest"
 	"github.com/airlockdev/airlock/workspace"
@@ -22,14 +22,14 @@ import (
 // SSH one, remotetest) is one more line here.
 var runners = []struct {
 	name string
-	new  func(t *testing.T, dir string) stage.Runner
+	new  func(t *testing.T, dir string) sandbox.Runner
 }{
-	{"local", func(t *testing.T, dir string) stage.Runner { return stage.LocalRunner(dir) }},
-	{"remotetest", func(t *testing.T, dir string) stage.Runner {
+	{"local", func(t *testing.T, dir string) sandbox.Runner { return sandbox.Local(dir) }},
+	{"remotetest", func(t *testing.T, dir string) sandbox.Runner {
 		srv := remotetest.NewServer(t, remotetest.WithDir(dir))
 		return dialHost(t, srv.Addr(), srv.Config(), dir)
 	}},
-	{"sshd", func(t *testing.T, dir string) stage.Runner {
+	{"sshd", func(t *testing.T, dir string) sandbox.Runner {
 		srv := sshdtest.Start(t)
 		return dialHost(t, srv.Addr(), srv.Config(), dir)
 	}},
@@ -37,7 +37,7 @@ var runners = []struct {
 
 // dialHost connects a remote.Host whose commands run in dir unless they
 // name another directory.
-func dialHost(t testing.TB, addr string, cfg remote.Config, dir string) stage.Runner {
+func dialHost(t testing.TB, addr string, cfg remote.Config, dir string) sandbox.Runner {
 	t.Helper()
 	h, err := remote.Dial(t.Context(), addr, cfg)
 	require.NoError(t, err)
@@ -47,15 +47,15 @@ func dialHost(t testing.TB, addr string, cfg remote.Config, dir string) stage.Ru
 
 // inDir runs commands in dir by default.
 type inDir struct {
-	r   stage.Runner
+	r   sandbox.Runner
 	dir string
 }
 
 // ControlTimeout passes the wrapped Runner's control deadline on
-// (stage.ControlTimeouter), as a wrapping Runner should.
-func (d inDir) ControlTimeout() time.Duration { return stage.ControlDeadline(d.r) }
+// (sandbox.ControlTimeouter), as a wrapping Runner should.
+func (d inDir) ControlTimeout() time.Duration { return sandbox.ControlDeadline(d.r) }
 
-func (d inDir) Run(ctx context.Context, cmd stage.Command) error {
+func (d inDir) Run(ctx context.Context, cmd sandbox.Command) error {
 	if cmd.Dir == "" {
 		cmd.Dir = d.dir
 	}
@@ -63,7 +63,7 @@ func (d inDir) Run(ctx context.Context, cmd stage.Command) error {
 }
 
 // eachRunner runs fn once per runner, as a subtest.
-func eachRunner(t *testing.T, fn func(t *testing.T, newRunner func(t *testing.T, dir string) stage.Runner)) {
+func eachRunner(t *testing.T, fn func(t *testing.T, newRunner func(t *testing.T, dir string) sandbox.Runner)) {
 	for _, rc := range runners {
 		t.Run(rc.name, func(t *testing.T) { fn(t, rc.new) })
 	}
@@ -75,7 +75,7 @@ type env struct {
 	spec          workspace.Spec
 }
 
-func newEnv(t *testing.T, newRunner func(t *testing.T, dir string) stage.Runner) *env {
+func newEnv(t *testing.T, newRunner func(t *testing.T, dir string) sandbox.Runner) *env {
 	t.Helper()
 	base := t.TempDir()
 	e := &env{local: filepath.Join(base, "local"), remote: filepath.Join(base, "sandbox", "work")}

@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/airlockdev/airlock/stage"
+	"github.com/airlockdev/airlock/sandbox"
 	"github.com/airlockdev/airlock/workspace"
 )
 
@@ -34,7 +34,7 @@ func hostHas(t *testing.T, dir, obj string) bool {
 // runtime directory, enters the host's object store; all other changes
 // arrive with their messages, authors and dates.
 func TestRuntimeDirNeverInHistory(t *testing.T) {
-	eachRunner(t, func(t *testing.T, newRunner func(t *testing.T, dir string) stage.Runner) {
+	eachRunner(t, func(t *testing.T, newRunner func(t *testing.T, dir string) sandbox.Runner) {
 		e := newEnv(t, newRunner)
 		e.spec.Exclude = []string{"secret.env", "cfg/*.env"}
 		initRepo(t, e.local, map[string]string{"a": "1\n", "cfg/local.env": "host\n"})
@@ -44,10 +44,10 @@ func TestRuntimeDirNeverInHistory(t *testing.T) {
 		r, err := workspace.Prepare(ctx(t), e.spec)
 		require.NoError(t, err)
 		exclude := read(t, e.remote, ".git/info/exclude")
-		assert.Contains(t, strings.Split(exclude, "\n"), "/"+stage.RuntimeDir)
+		assert.Contains(t, strings.Split(exclude, "\n"), "/"+sandbox.RuntimeDir)
 
 		// What a stage leaves in the sandbox's runtime directory.
-		write(t, e.remote, stage.RuntimeDir+"/skills/s1/SKILL.md", "skill\n")
+		write(t, e.remote, sandbox.RuntimeDir+"/skills/s1/SKILL.md", "skill\n")
 		assert.Equal(t, "", git(t, e.remote, "status", "--porcelain"), "the runtime directory is not ignored in the sandbox")
 
 		gitAt := func(date string, args ...string) {
@@ -66,7 +66,7 @@ func TestRuntimeDirNeverInHistory(t *testing.T) {
 		// 2: git add -f of the runtime directory, beside a real change.
 		write(t, e.remote, "b.txt", "b\n")
 		write(t, e.remote, ".AIRLOCK/y", "the runtime directory to a case-folding file system\n")
-		gitAt("1700000002 +0100", "add", "-f", stage.RuntimeDir, ".AIRLOCK", "b.txt")
+		gitAt("1700000002 +0100", "add", "-f", sandbox.RuntimeDir, ".AIRLOCK", "b.txt")
 		gitAt("1700000002 +0100", "commit", "-q", "-m", "two: add -f")
 		// 3: excluded paths: a new one, and one the local history tracks.
 		write(t, e.remote, "secret.env", "agent secret\n")
@@ -77,8 +77,8 @@ func TestRuntimeDirNeverInHistory(t *testing.T) {
 		// 4: a side branch with more of the runtime directory, merged.
 		gitAt("1700000004 +0100", "checkout", "-q", "-b", "side", "HEAD~2")
 		write(t, e.remote, "d.txt", "d\n")
-		write(t, e.remote, stage.RuntimeDir+"/side", "side\n")
-		gitAt("1700000004 +0100", "add", "-f", "d.txt", stage.RuntimeDir+"/side")
+		write(t, e.remote, sandbox.RuntimeDir+"/side", "side\n")
+		gitAt("1700000004 +0100", "add", "-f", "d.txt", sandbox.RuntimeDir+"/side")
 		gitAt("1700000004 +0100", "commit", "-q", "-m", "four: side")
 		gitAt("1700000005 +0100", "checkout", "-q", "main")
 		gitAt("1700000005 +0100", "merge", "-q", "--no-ff", "-m", "five: merge", "side")
@@ -108,17 +108,17 @@ func TestRuntimeDirNeverInHistory(t *testing.T) {
 		assert.Equal(t, []string{"a", "b.txt", "c.txt", "cfg/local.env", "d.txt", "e.txt", "exclude-me-not"}, files)
 		assert.Equal(t, "host\n", git(t, e.local, "show", "HEAD:cfg/local.env"), "an excluded path the local history tracks changed")
 		for _, l := range strings.Split(git(t, e.local, "rev-list", "--all", "--objects"), "\n") {
-			assert.NotContains(t, strings.ToLower(l), stage.RuntimeDir, "reachable object %q", l)
+			assert.NotContains(t, strings.ToLower(l), sandbox.RuntimeDir, "reachable object %q", l)
 			assert.NotContains(t, l, "secret.env", "reachable object %q", l)
 		}
 		for _, p := range []string{"a", "b.txt", "c.txt", "d.txt", "e.txt", "dirty.txt"} {
 			assert.True(t, exists(e.local, p), "%s did not arrive", p)
 		}
 		assert.Equal(t, "2\n", read(t, e.local, "a"))
-		assert.False(t, exists(e.local, stage.RuntimeDir), "the runtime directory came back")
+		assert.False(t, exists(e.local, sandbox.RuntimeDir), "the runtime directory came back")
 		assert.False(t, exists(e.local, "secret.env"), "an excluded file came back")
 		assert.Equal(t, "?? dirty.txt\n", git(t, e.local, "status", "--porcelain", "--untracked-files=all"))
-		assert.NotContains(t, git(t, e.local, "ls-files"), stage.RuntimeDir)
+		assert.NotContains(t, git(t, e.local, "ls-files"), sandbox.RuntimeDir)
 		assert.Empty(t, git(t, e.local, "for-each-ref", "refs/airlock"))
 		git(t, e.local, "fsck", "--strict", "--no-progress")
 		assertNoQuarantine(t, e.local)
@@ -142,7 +142,7 @@ func TestRuntimeDirNeverInHistory(t *testing.T) {
 		r2, err := workspace.Prepare(ctx(t), e.spec)
 		require.NoError(t, err)
 		assert.Equal(t, git(t, e.local, "rev-parse", "HEAD"), git(t, e.remote, "rev-parse", "HEAD"))
-		assert.Equal(t, 1, strings.Count(read(t, e.remote, ".git/info/exclude"), "/"+stage.RuntimeDir+"\n"), "the exclude line was added twice")
+		assert.Equal(t, 1, strings.Count(read(t, e.remote, ".git/info/exclude"), "/"+sandbox.RuntimeDir+"\n"), "the exclude line was added twice")
 		write(t, e.remote, "f.txt", "f\n")
 		git(t, e.remote, "add", "-A")
 		git(t, e.remote, "commit", "-q", "-m", "seven")
@@ -150,7 +150,7 @@ func TestRuntimeDirNeverInHistory(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, 1, res.Commits)
 		assert.Empty(t, res.Rewritten)
-		assert.NotContains(t, git(t, e.local, "ls-tree", "-r", "--name-only", "HEAD"), stage.RuntimeDir)
+		assert.NotContains(t, git(t, e.local, "ls-tree", "-r", "--name-only", "HEAD"), sandbox.RuntimeDir)
 	})
 }
 
@@ -167,7 +167,7 @@ func assertNoQuarantine(t *testing.T, local string) {
 // sandbox's .git/info/exclude once, keeping the lines there, also a last
 // line without its newline.
 func TestSandboxExcludeKept(t *testing.T) {
-	e := newEnv(t, func(t *testing.T, dir string) stage.Runner { return stage.LocalRunner(dir) })
+	e := newEnv(t, func(t *testing.T, dir string) sandbox.Runner { return sandbox.Local(dir) })
 	initRepo(t, e.local, map[string]string{"a": "1\n"})
 	require.NoError(t, os.MkdirAll(e.remote, 0o755))
 	git(t, e.remote, "init", "-q")
@@ -176,9 +176,9 @@ func TestSandboxExcludeKept(t *testing.T) {
 		_, err := workspace.Prepare(ctx(t), e.spec)
 		require.NoError(t, err)
 	}
-	assert.Equal(t, "# mine\n*.log\nbuild/\n# airlock: the runtime directory\n/"+stage.RuntimeDir+"\n", read(t, e.remote, ".git/info/exclude"))
+	assert.Equal(t, "# mine\n*.log\nbuild/\n# airlock: the runtime directory\n/"+sandbox.RuntimeDir+"\n", read(t, e.remote, ".git/info/exclude"))
 	write(t, e.remote, "x.log", "log\n")
-	write(t, e.remote, stage.RuntimeDir+"/skills/x", "x\n")
+	write(t, e.remote, sandbox.RuntimeDir+"/skills/x", "x\n")
 	assert.Equal(t, "", git(t, e.remote, "status", "--porcelain"))
 	assert.True(t, slices.Contains(strings.Split(read(t, e.remote, ".git/info/exclude"), "\n"), "build/"))
 }
@@ -192,7 +192,7 @@ func TestRuntimeDirInRootCommit(t *testing.T) {
 	r, err := workspace.Prepare(ctx(t), e.spec)
 	require.NoError(t, err)
 	write(t, e.remote, "a.txt", "a\n")
-	write(t, e.remote, stage.RuntimeDir+"/skills/x", "x\n")
+	write(t, e.remote, sandbox.RuntimeDir+"/skills/x", "x\n")
 	git(t, e.remote, "add", "-f", ".")
 	git(t, e.remote, "commit", "-q", "-m", "root")
 	orig := strings.TrimSpace(git(t, e.remote, "rev-parse", "HEAD"))
@@ -218,8 +218,8 @@ func TestRuntimeDirDiverged(t *testing.T) {
 	git(t, e.local, "add", "h.txt")
 	git(t, e.local, "commit", "-q", "-m", "host meanwhile")
 	write(t, e.remote, "b.txt", "b\n")
-	write(t, e.remote, stage.RuntimeDir+"/x", "x\n")
-	git(t, e.remote, "add", "-f", "b.txt", stage.RuntimeDir)
+	write(t, e.remote, sandbox.RuntimeDir+"/x", "x\n")
+	git(t, e.remote, "add", "-f", "b.txt", sandbox.RuntimeDir)
 	git(t, e.remote, "commit", "-q", "-m", "agent")
 	orig := strings.TrimSpace(git(t, e.remote, "rev-parse", "HEAD"))
 	res, err := r.Restore(ctx(t))

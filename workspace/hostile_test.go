@@ -22,7 +22,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/airlockdev/airlock/stage"
+	"github.com/airlockdev/airlock/sandbox"
 	"github.com/airlockdev/airlock/workspace"
 )
 
@@ -70,7 +70,7 @@ func plantHostile(t *testing.T, e *env) {
 	write(t, e.remote, "sgid", "group\n")
 	require.NoError(t, os.Chmod(filepath.Join(e.remote, "sgid"), fs.ModeSetgid|0o644))
 	require.NoError(t, os.Link(filepath.Join(base, "outside/secret"), filepath.Join(e.remote, "hard")))
-	write(t, e.remote, stage.RuntimeDir+"/evil", "runtime\n")
+	write(t, e.remote, sandbox.RuntimeDir+"/evil", "runtime\n")
 	require.NoError(t, syscall.Mkfifo(filepath.Join(e.remote, "fifo"), 0o644))
 	require.NoError(t, os.Symlink("ok.txt", filepath.Join(e.remote, "inside-link")))
 	write(t, e.remote, "ok.txt", "fine\n")
@@ -79,7 +79,7 @@ func plantHostile(t *testing.T, e *env) {
 func TestHostileSandbox(t *testing.T) {
 	for _, kind := range []string{"git", "plain"} {
 		t.Run(kind, func(t *testing.T) {
-			eachRunner(t, func(t *testing.T, newRunner func(t *testing.T, dir string) stage.Runner) {
+			eachRunner(t, func(t *testing.T, newRunner func(t *testing.T, dir string) sandbox.Runner) {
 				e := newEnv(t, newRunner)
 				r := prepareOneFile(t, e, kind)
 				plantHostile(t, e)
@@ -88,8 +88,8 @@ func TestHostileSandbox(t *testing.T) {
 				res, err := r.Restore(ctx(t))
 				require.NoError(t, err)
 				assert.Equal(t, before, hashOutside(t, base, e.local, filepath.Dir(e.remote)), "something outside the work tree changed")
-				assert.Equal(t, []string{stage.RuntimeDir + "/evil", "etc", "fifo", "hard", "sgid", "suid", "up"}, res.Refused)
-				for _, p := range []string{"etc", "up", "hard", "fifo", stage.RuntimeDir + "/evil"} {
+				assert.Equal(t, []string{sandbox.RuntimeDir + "/evil", "etc", "fifo", "hard", "sgid", "suid", "up"}, res.Refused)
+				for _, p := range []string{"etc", "up", "hard", "fifo", sandbox.RuntimeDir + "/evil"} {
 					assert.False(t, exists(e.local, p), "%s was written", p)
 				}
 				// A setuid or setgid file is written without those bits
@@ -113,12 +113,12 @@ func TestHostileSandbox(t *testing.T) {
 // fakeRunner passes every command to a real Runner, except that inject may
 // answer a command itself.
 type fakeRunner struct {
-	real   stage.Runner
+	real   sandbox.Runner
 	mu     sync.Mutex
-	inject func(cmd stage.Command) (bool, error)
+	inject func(cmd sandbox.Command) (bool, error)
 }
 
-func (f *fakeRunner) Run(ctx context.Context, cmd stage.Command) error {
+func (f *fakeRunner) Run(ctx context.Context, cmd sandbox.Command) error {
 	f.mu.Lock()
 	inj := f.inject
 	f.mu.Unlock()
@@ -135,7 +135,7 @@ func restoreStream(report string, tail string, payload []byte) []byte {
 }
 
 func TestHostileTarStream(t *testing.T) {
-	e := newEnv(t, func(t *testing.T, dir string) stage.Runner { return stage.LocalRunner(dir) })
+	e := newEnv(t, func(t *testing.T, dir string) sandbox.Runner { return sandbox.Local(dir) })
 	fr := &fakeRunner{real: e.spec.Runner}
 	e.spec.Runner = fr
 	write(t, e.local, "a", "1\n")
@@ -143,7 +143,7 @@ func TestHostileTarStream(t *testing.T) {
 	require.NoError(t, err)
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
-	for _, name := range []string{"../x", "/abs/x", "./" + stage.RuntimeDir + "/x", ".git/config", "d/../../x", "ok"} {
+	for _, name := range []string{"../x", "/abs/x", "./" + sandbox.RuntimeDir + "/x", ".git/config", "d/../../x", "ok"} {
 		require.NoError(t, tw.WriteHeader(&tar.Header{Name: name, Typeflag: tar.TypeReg, Mode: 0o644, Size: 3}))
 		_, err := tw.Write([]byte("pwn"))
 		require.NoError(t, err)
@@ -151,7 +151,7 @@ func TestHostileTarStream(t *testing.T) {
 	require.NoError(t, tw.WriteHeader(&tar.Header{Name: "hl", Typeflag: tar.TypeLink, Linkname: "/etc/passwd"}))
 	require.NoError(t, tw.WriteHeader(&tar.Header{Name: "dev", Typeflag: tar.TypeChar, Devmajor: 1, Devminor: 3}))
 	require.NoError(t, tw.Close())
-	fr.inject = func(cmd stage.Command) (bool, error) {
+	fr.inject = func(cmd sandbox.Command) (bool, error) {
 		if !strings.Contains(cmd.Script, "airlock-restore") {
 			return false, nil
 		}
@@ -163,12 +163,12 @@ func TestHostileTarStream(t *testing.T) {
 	res, err := r.Restore(ctx(t))
 	require.NoError(t, err)
 	assert.Equal(t, before, hashOutside(t, base, e.local, filepath.Dir(e.remote)))
-	for _, p := range []string{"../x", "/abs/x", stage.RuntimeDir + "/x", ".git/config", "d/../../x", "hl", "dev"} {
+	for _, p := range []string{"../x", "/abs/x", sandbox.RuntimeDir + "/x", ".git/config", "d/../../x", "hl", "dev"} {
 		assert.Contains(t, res.Refused, p)
 	}
 	assert.Equal(t, []string{"ok"}, res.Updated)
 	assert.False(t, exists(e.local, ".git"))
-	assert.False(t, exists(e.local, stage.RuntimeDir+"/x"))
+	assert.False(t, exists(e.local, sandbox.RuntimeDir+"/x"))
 	assert.Equal(t, []string{"a"}, res.Deleted, "a is absent from a whole stream")
 }
 
@@ -177,7 +177,7 @@ func TestHostileTarStream(t *testing.T) {
 // deletes nothing (what follows in the stream was never seen); with the
 // file gone, the next Restore completes.
 func TestMaxBytes(t *testing.T) {
-	e := newEnv(t, func(t *testing.T, dir string) stage.Runner { return stage.LocalRunner(dir) })
+	e := newEnv(t, func(t *testing.T, dir string) sandbox.Runner { return sandbox.Local(dir) })
 	write(t, e.local, "a", "1\n")
 	r, err := workspace.Prepare(ctx(t), e.spec, workspace.WithMaxBytes(10))
 	require.NoError(t, err)
@@ -278,7 +278,7 @@ func TestHostileBundle(t *testing.T) {
 			}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			e := newEnv(t, func(t *testing.T, dir string) stage.Runner { return stage.LocalRunner(dir) })
+			e := newEnv(t, func(t *testing.T, dir string) sandbox.Runner { return sandbox.Local(dir) })
 			fr := &fakeRunner{real: e.spec.Runner}
 			e.spec.Runner = fr
 			initRepo(t, e.local, map[string]string{"a": "1\n"})
@@ -286,7 +286,7 @@ func TestHostileBundle(t *testing.T) {
 			require.NoError(t, err)
 			c := newCrafter(t, e.local, "refs/airlock/out/"+r.ID()+"/snap")
 			cr := tc.craft(t, c)
-			fr.inject = func(cmd stage.Command) (bool, error) {
+			fr.inject = func(cmd sandbox.Command) (bool, error) {
 				if !strings.Contains(cmd.Script, "airlock-restore") {
 					return false, nil
 				}
@@ -407,23 +407,23 @@ func TestRuntimeDirLinkRefused(t *testing.T) {
 			name += "/file"
 		}
 		t.Run(name, func(t *testing.T) {
-			eachRunner(t, func(t *testing.T, newRunner func(t *testing.T, dir string) stage.Runner) {
+			eachRunner(t, func(t *testing.T, newRunner func(t *testing.T, dir string) sandbox.Runner) {
 				e := newEnv(t, newRunner)
 				r := prepareOneFile(t, e, kind)
 				elsewhere := filepath.Join(filepath.Dir(e.remote), "elsewhere")
 				write(t, elsewhere, "loot", "loot\n")
-				require.NoError(t, os.RemoveAll(filepath.Join(e.remote, stage.RuntimeDir)))
+				require.NoError(t, os.RemoveAll(filepath.Join(e.remote, sandbox.RuntimeDir)))
 				if asFile {
-					write(t, e.remote, stage.RuntimeDir, "not a directory\n")
+					write(t, e.remote, sandbox.RuntimeDir, "not a directory\n")
 				} else {
-					require.NoError(t, os.Symlink(elsewhere, filepath.Join(e.remote, stage.RuntimeDir)))
+					require.NoError(t, os.Symlink(elsewhere, filepath.Join(e.remote, sandbox.RuntimeDir)))
 				}
 				write(t, e.remote, "a", "2\n")
 				res, err := r.Restore(ctx(t))
 				require.NoError(t, err)
-				assert.Equal(t, []string{stage.RuntimeDir}, res.Refused)
+				assert.Equal(t, []string{sandbox.RuntimeDir}, res.Refused)
 				assert.Equal(t, []string{"a"}, res.Updated)
-				assert.False(t, exists(e.local, stage.RuntimeDir+"/loot"))
+				assert.False(t, exists(e.local, sandbox.RuntimeDir+"/loot"))
 			})
 		})
 	}
@@ -435,7 +435,7 @@ func TestRuntimeDirLinkRefused(t *testing.T) {
 // refused and its path listed, the local HEAD stays, the agent's work tree
 // edits still arrive, and no object of the commit enters the repository.
 func TestHostileSandboxCommits(t *testing.T) {
-	eachRunner(t, func(t *testing.T, newRunner func(t *testing.T, dir string) stage.Runner) {
+	eachRunner(t, func(t *testing.T, newRunner func(t *testing.T, dir string) sandbox.Runner) {
 		e := newEnv(t, newRunner)
 		r := prepareOneFile(t, e, "git")
 		head := strings.TrimSpace(git(t, e.local, "rev-parse", "HEAD"))
@@ -468,7 +468,7 @@ func TestHostileSandboxCommits(t *testing.T) {
 func TestDotGitSpellingsRefused(t *testing.T) {
 	for _, kind := range []string{"git", "plain"} {
 		t.Run(kind, func(t *testing.T) {
-			eachRunner(t, func(t *testing.T, newRunner func(t *testing.T, dir string) stage.Runner) {
+			eachRunner(t, func(t *testing.T, newRunner func(t *testing.T, dir string) sandbox.Runner) {
 				e := newEnv(t, newRunner)
 				r := prepareOneFile(t, e, kind)
 				evil := []string{".GIT./hooks/post-checkout", "GIT~1/config", "sub/.g\u200cit/hooks/pre-commit", ".Airlock /skills/x"}

@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/airlockdev/airlock/stage"
+	"github.com/airlockdev/airlock/sandbox"
 	"github.com/airlockdev/airlock/workspace"
 )
 
@@ -37,7 +37,7 @@ func sandboxCommit(t *testing.T, dir, file, content, subject string) string {
 // merge computation and the compare-and-swap; the restore computes again
 // and installs a merge of both.
 func TestRestoreRetriesWhenHeadMoves(t *testing.T) {
-	e := newEnv(t, func(t *testing.T, dir string) stage.Runner { return stage.LocalRunner(dir) })
+	e := newEnv(t, func(t *testing.T, dir string) sandbox.Runner { return sandbox.Local(dir) })
 	initRepo(t, e.local, map[string]string{"a": "1\n"})
 	var attempts []int
 	var moved string
@@ -66,7 +66,7 @@ func TestRestoreRetriesWhenHeadMoves(t *testing.T) {
 // after the bound the restore fails with ErrRace, HEAD is the other
 // writer's, and a later restore succeeds.
 func TestRestoreRaceExhausted(t *testing.T) {
-	e := newEnv(t, func(t *testing.T, dir string) stage.Runner { return stage.LocalRunner(dir) })
+	e := newEnv(t, func(t *testing.T, dir string) sandbox.Runner { return sandbox.Local(dir) })
 	initRepo(t, e.local, map[string]string{"a": "1\n"})
 	keepMoving := true
 	attempts := 0
@@ -97,7 +97,7 @@ func TestRestoreRaceExhausted(t *testing.T) {
 // TestRestoreConflict: diverged histories that conflict fail with a
 // *ConflictError naming the path, before anything local is changed.
 func TestRestoreConflict(t *testing.T) {
-	eachRunner(t, func(t *testing.T, newRunner func(t *testing.T, dir string) stage.Runner) {
+	eachRunner(t, func(t *testing.T, newRunner func(t *testing.T, dir string) sandbox.Runner) {
 		e := newEnv(t, newRunner)
 		initRepo(t, e.local, map[string]string{"a.txt": "base\n", "keep.txt": "k\n"})
 		r, err := workspace.Prepare(ctx(t), e.spec)

@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/airlockdev/airlock/stage"
+	"github.com/airlockdev/airlock/sandbox"
 	"github.com/airlockdev/airlock/workspace"
 )
 
@@ -72,7 +72,7 @@ func owners(t *testing.T) (dead, zombie, live, reused string) {
 func TestLeftoversSwept(t *testing.T) {
 	requireProc(t)
 	dead, zombie, live, reused := owners(t)
-	e := newEnv(t, func(t *testing.T, dir string) stage.Runner { return stage.LocalRunner(dir) })
+	e := newEnv(t, func(t *testing.T, dir string) sandbox.Runner { return sandbox.Local(dir) })
 	r := prepareOneFile(t, e, "git")
 	id := r.ID()
 	objects := filepath.Join(e.local, ".git", "objects")
@@ -147,11 +147,11 @@ func TestLeftoversSwept(t *testing.T) {
 // blockRunner runs every command, but announces the prepare script (by
 // creating the file mark) and then never runs it.
 type blockRunner struct {
-	real stage.Runner
+	real sandbox.Runner
 	mark string
 }
 
-func (b blockRunner) Run(ctx context.Context, cmd stage.Command) error {
+func (b blockRunner) Run(ctx context.Context, cmd sandbox.Command) error {
 	if strings.Contains(cmd.Script, "airlock-prepare-") {
 		if err := os.WriteFile(b.mark, nil, 0o600); err != nil {
 			return err
@@ -174,7 +174,7 @@ func TestKilledHostLeftovers(t *testing.T) {
 	requireProc(t)
 	for _, mode := range []string{"restore", "prepare"} {
 		t.Run(mode, func(t *testing.T) {
-			e := newEnv(t, func(t *testing.T, dir string) stage.Runner { return stage.LocalRunner(dir) })
+			e := newEnv(t, func(t *testing.T, dir string) sandbox.Runner { return sandbox.Local(dir) })
 			r := prepareOneFile(t, e, "git")
 			write(t, e.remote, "b", "agent\n")
 			git(t, e.remote, "add", "b")
@@ -242,7 +242,7 @@ func TestKilledHostChild(t *testing.T) {
 		t.Skip("run by TestKilledHostLeftovers")
 	}
 	remote, mark := os.Getenv("WORKSPACE_KILL_REMOTE"), os.Getenv("WORKSPACE_KILL_MARK")
-	spec := workspace.Spec{Local: os.Getenv("WORKSPACE_KILL_LOCAL"), Remote: remote, Runner: stage.LocalRunner(filepath.Dir(remote))}
+	spec := workspace.Spec{Local: os.Getenv("WORKSPACE_KILL_LOCAL"), Remote: remote, Runner: sandbox.Local(filepath.Dir(remote))}
 	switch mode {
 	case "restore":
 		r, err := workspace.Reopen(ctx(t), spec, os.Getenv("WORKSPACE_KILL_ID"), workspace.WithBeforeCAS(func(int) {

@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/airlockdev/airlock/stage"
+	"github.com/airlockdev/airlock/sandbox"
 	"github.com/airlockdev/airlock/workspace"
 )
 
@@ -20,7 +20,7 @@ import (
 // WithMaxBytes is refused as a whole with ErrTooLarge; the local repository
 // and work tree are unchanged and the received part is not kept.
 func TestMaxBytesGitBundle(t *testing.T) {
-	eachRunner(t, func(t *testing.T, newRunner func(t *testing.T, dir string) stage.Runner) {
+	eachRunner(t, func(t *testing.T, newRunner func(t *testing.T, dir string) sandbox.Runner) {
 		e := newEnv(t, newRunner)
 		initRepo(t, e.local, map[string]string{"a": "1\n"})
 		const limit = 16 << 10
@@ -54,7 +54,7 @@ func TestMaxBytesGitBundle(t *testing.T) {
 // TestMaxBytesGitFile: a bundle within the limit whose file content is
 // larger (it compresses well) restores, with the over-limit file refused.
 func TestMaxBytesGitFile(t *testing.T) {
-	eachRunner(t, func(t *testing.T, newRunner func(t *testing.T, dir string) stage.Runner) {
+	eachRunner(t, func(t *testing.T, newRunner func(t *testing.T, dir string) sandbox.Runner) {
 		e := newEnv(t, newRunner)
 		initRepo(t, e.local, map[string]string{"a": "1\n"})
 		r, err := workspace.Prepare(ctx(t), e.spec, workspace.WithMaxBytes(16<<10))
@@ -93,7 +93,7 @@ func TestHostGitMissingOrTooOld(t *testing.T) {
 		{"missing", "", "", "workspace: git is missing on the host; install git 2.38 or later"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			e := newEnv(t, func(t *testing.T, dir string) stage.Runner { return stage.LocalRunner(dir) })
+			e := newEnv(t, func(t *testing.T, dir string) sandbox.Runner { return sandbox.Local(dir) })
 			initRepo(t, e.local, map[string]string{"a": "1\n"})
 			write(t, e.local, "a", "dirty\n")
 			r, err := workspace.Prepare(ctx(t), e.spec) // with the real git, to Reopen below
@@ -166,7 +166,7 @@ func TestMaxBytesSparseFile(t *testing.T) {
 					return
 				}
 				require.ErrorIs(t, err, workspace.ErrTooLarge)
-				var ee *stage.ExitError
+				var ee *sandbox.ExitError
 				assert.False(t, errors.As(err, &ee), "the sandbox command's end is not the reason: %v", err)
 				assert.Contains(t, err.Error(), "huge.bin is the one past the limit")
 				assert.Contains(t, err.Error(), "raise WithMaxBytes")

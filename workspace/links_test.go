@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/airlockdev/airlock/stage"
+	"github.com/airlockdev/airlock/sandbox"
 	"github.com/airlockdev/airlock/workspace"
 )
 
@@ -90,7 +90,7 @@ func assertLinksInside(t *testing.T, top string) {
 		}
 		first, _, _ := strings.Cut(inside, "/")
 		assert.NotEqual(t, ".git", strings.ToLower(first), "the link %s resolves into .git (%s)", rel, end)
-		assert.NotEqual(t, stage.RuntimeDir, strings.ToLower(first), "the link %s resolves into the runtime directory (%s)", rel, end)
+		assert.NotEqual(t, sandbox.RuntimeDir, strings.ToLower(first), "the link %s resolves into the runtime directory (%s)", rel, end)
 		assert.NotContains(t, strings.ToLower(inside), "/.git/", "the link %s resolves into a .git directory (%s)", rel, end)
 		return nil
 	})
@@ -115,7 +115,7 @@ func symlink(t *testing.T, dir, rel, target string) {
 func TestLinkChainsStayInside(t *testing.T) {
 	for _, kind := range []string{"git", "plain"} {
 		t.Run(kind, func(t *testing.T) {
-			eachRunner(t, func(t *testing.T, newRunner func(t *testing.T, dir string) stage.Runner) {
+			eachRunner(t, func(t *testing.T, newRunner func(t *testing.T, dir string) sandbox.Runner) {
 				e := newEnv(t, newRunner)
 				write(t, filepath.Dir(e.local), "outside/secret", "host secret\n")
 				files := map[string]string{"a.txt": "a\n", "sub/deep/f.txt": "f\n", "sub/q/inner.txt": "q\n", "sub/ff": "ff\n"}
@@ -158,7 +158,7 @@ func TestLinkChainsStayInside(t *testing.T) {
 					"g1":             ".git/config", // into .git
 					"g2":             "sub/../.git", // into .git
 					"g3":             ".GIT/HEAD",   // .git as a case-folding system reads it
-					"g4":             stage.RuntimeDir + "/x",
+					"g4":             sandbox.RuntimeDir + "/x",
 					"t1":             "loc/deep/f.txt", // through a local link
 					"ok1":            "sub/deep",       // inside
 					"ok2":            "ok1",            // through ok1
@@ -232,7 +232,7 @@ func TestLinkChainsStayInside(t *testing.T) {
 func TestLinkChainOverRounds(t *testing.T) {
 	for _, kind := range []string{"git", "plain"} {
 		t.Run(kind, func(t *testing.T) {
-			e := newEnv(t, func(t *testing.T, dir string) stage.Runner { return stage.LocalRunner(dir) })
+			e := newEnv(t, func(t *testing.T, dir string) sandbox.Runner { return sandbox.Local(dir) })
 			if kind == "git" {
 				initRepo(t, e.local, map[string]string{"p/a/f": "f\n", "top.txt": "t\n"})
 			} else {

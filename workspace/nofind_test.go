@@ -12,18 +12,18 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/airlockdev/airlock/internal/shellproto"
-	"github.com/airlockdev/airlock/stage"
+	"github.com/airlockdev/airlock/internal/shell"
+	"github.com/airlockdev/airlock/sandbox"
 )
 
 // withoutFind runs every sandbox script with a PATH that holds every
 // command of this machine's PATH except find.
 type withoutFind struct {
-	real stage.Runner
+	real sandbox.Runner
 	bin  string
 }
 
-func newWithoutFind(t *testing.T, real stage.Runner) withoutFind {
+func newWithoutFind(t *testing.T, real sandbox.Runner) withoutFind {
 	t.Helper()
 	bin := t.TempDir()
 	for _, dir := range filepath.SplitList(os.Getenv("PATH")) {
@@ -46,8 +46,8 @@ func newWithoutFind(t *testing.T, real stage.Runner) withoutFind {
 	return withoutFind{real: real, bin: bin}
 }
 
-func (w withoutFind) Run(ctx context.Context, cmd stage.Command) error {
-	cmd.Script = "PATH=" + shellproto.Quote(w.bin) + "; export PATH\n" + cmd.Script
+func (w withoutFind) Run(ctx context.Context, cmd sandbox.Command) error {
+	cmd.Script = "PATH=" + shell.Quote(w.bin) + "; export PATH\n" + cmd.Script
 	return w.real.Run(ctx, cmd)
 }
 
@@ -60,16 +60,16 @@ func TestRestoreWithoutFind(t *testing.T) {
 	for _, kind := range []string{"git", "plain", "git/find", "plain/find"} {
 		t.Run(kind, func(t *testing.T) {
 			withFind := strings.HasSuffix(kind, "/find")
-			e := newEnv(t, func(t *testing.T, dir string) stage.Runner {
+			e := newEnv(t, func(t *testing.T, dir string) sandbox.Runner {
 				if withFind {
-					return stage.LocalRunner(dir)
+					return sandbox.Local(dir)
 				}
-				return newWithoutFind(t, stage.LocalRunner(dir))
+				return newWithoutFind(t, sandbox.Local(dir))
 			})
 			r := prepareOneFile(t, e, strings.TrimSuffix(kind, "/find"))
 			// Prove the runner hides find, or has it.
 			var out strings.Builder
-			require.NoError(t, e.spec.Runner.Run(ctx(t), stage.Command{Script: "command -v find >/dev/null && echo find || echo none", Stdout: &out}))
+			require.NoError(t, e.spec.Runner.Run(ctx(t), sandbox.Command{Script: "command -v find >/dev/null && echo find || echo none", Stdout: &out}))
 			require.Equal(t, map[bool]string{true: "find\n", false: "none\n"}[withFind], out.String())
 
 			plantHostile(t, e)
@@ -87,7 +87,7 @@ func TestRestoreWithoutFind(t *testing.T) {
 			require.NoError(t, err)
 			assert.Equal(t, before, hashOutside(t, base, e.local, filepath.Dir(e.remote)), "something outside the work tree changed")
 			d := "deep/a dir */-x/"
-			assert.Equal(t, []string{stage.RuntimeDir + "/evil", d + "..sticky", d + ".pipe\nx", d + "kept.txt", d + "twin [1]", "etc", "fifo", "hard", "sgid", "suid", "up"}, res.Refused)
+			assert.Equal(t, []string{sandbox.RuntimeDir + "/evil", d + "..sticky", d + ".pipe\nx", d + "kept.txt", d + "twin [1]", "etc", "fifo", "hard", "sgid", "suid", "up"}, res.Refused)
 			for _, p := range []string{"hard", "fifo", d + "kept.txt", d + "twin [1]", d + ".pipe\nx"} {
 				assert.False(t, exists(e.local, p), "%s was written", p)
 			}
@@ -110,14 +110,14 @@ func TestRestoreNestedGit(t *testing.T) {
 	for _, kind := range []string{"git", "plain"} {
 		for _, rc := range []string{"local", "local-without-find", "remotetest"} {
 			t.Run(kind+"/"+rc, func(t *testing.T) {
-				e := newEnv(t, func(t *testing.T, dir string) stage.Runner {
+				e := newEnv(t, func(t *testing.T, dir string) sandbox.Runner {
 					switch rc {
 					case "local-without-find":
-						return newWithoutFind(t, stage.LocalRunner(dir))
+						return newWithoutFind(t, sandbox.Local(dir))
 					case "remotetest":
 						return runners[1].new(t, dir)
 					}
-					return stage.LocalRunner(dir)
+					return sandbox.Local(dir)
 				})
 				r := prepareOneFile(t, e, kind)
 				write(t, e.remote, "sub/.git/config", "[core]\n\thooksPath = /tmp\n")

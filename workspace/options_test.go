@@ -12,12 +12,12 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/airlockdev/airlock/stage"
+	"github.com/airlockdev/airlock/sandbox"
 	"github.com/airlockdev/airlock/workspace"
 )
 
 func TestWithCommitterNamesTheMergeCommit(t *testing.T) {
-	e := newEnv(t, func(t *testing.T, dir string) stage.Runner { return stage.LocalRunner(dir) })
+	e := newEnv(t, func(t *testing.T, dir string) sandbox.Runner { return sandbox.Local(dir) })
 	initRepo(t, e.local, map[string]string{"a": "1\n"})
 	r, err := workspace.Prepare(ctx(t), e.spec, workspace.WithCommitter("Robo", "robo@example.com"))
 	require.NoError(t, err)
@@ -34,9 +34,9 @@ func TestWithCommitterNamesTheMergeCommit(t *testing.T) {
 }
 
 func TestMissingSandboxTool(t *testing.T) {
-	e := newEnv(t, func(t *testing.T, dir string) stage.Runner { return stage.LocalRunner(dir) })
+	e := newEnv(t, func(t *testing.T, dir string) sandbox.Runner { return sandbox.Local(dir) })
 	initRepo(t, e.local, map[string]string{"a": "1\n"})
-	fr := &fakeRunner{real: e.spec.Runner, inject: func(cmd stage.Command) (bool, error) {
+	fr := &fakeRunner{real: e.spec.Runner, inject: func(cmd sandbox.Command) (bool, error) {
 		_, err := cmd.Stdout.Write([]byte("tool tar\nend\n"))
 		return true, err
 	}}
@@ -53,20 +53,20 @@ func TestMissingSandboxTool(t *testing.T) {
 
 func TestBadSpec(t *testing.T) {
 	for name, spec := range map[string]workspace.Spec{
-		"relative local": {Local: "x", Remote: "/r", Runner: stage.LocalRunner("/")},
-		"root remote":    {Local: "/tmp", Remote: "/", Runner: stage.LocalRunner("/")},
+		"relative local": {Local: "x", Remote: "/r", Runner: sandbox.Local("/")},
+		"root remote":    {Local: "/tmp", Remote: "/", Runner: sandbox.Local("/")},
 		"no runner":      {Local: "/tmp", Remote: "/r"},
-		"bad pattern":    {Local: "/tmp", Remote: "/r", Runner: stage.LocalRunner("/"), Exclude: []string{"["}},
+		"bad pattern":    {Local: "/tmp", Remote: "/r", Runner: sandbox.Local("/"), Exclude: []string{"["}},
 	} {
 		_, err := workspace.Prepare(ctx(t), spec)
 		assert.ErrorIs(t, err, workspace.ErrSpec, name)
 	}
-	_, err := workspace.Reopen(ctx(t), workspace.Spec{Local: t.TempDir(), Remote: "/r", Runner: stage.LocalRunner("/")}, "../x")
+	_, err := workspace.Reopen(ctx(t), workspace.Spec{Local: t.TempDir(), Remote: "/r", Runner: sandbox.Local("/")}, "../x")
 	assert.ErrorIs(t, err, workspace.ErrNoRound)
 }
 
 func TestExcludeNeverSynced(t *testing.T) {
-	e := newEnv(t, func(t *testing.T, dir string) stage.Runner { return stage.LocalRunner(dir) })
+	e := newEnv(t, func(t *testing.T, dir string) sandbox.Runner { return sandbox.Local(dir) })
 	write(t, e.local, "a", "1\n")
 	write(t, e.local, "cache/x", "local cache\n")
 	e.spec.Exclude = []string{"cache"}
@@ -84,11 +84,11 @@ func TestExcludeNeverSynced(t *testing.T) {
 // TestRestoreLock: a dead owner's lock file does not block; a live holder
 // makes a restore wait and then fail with ErrLocked.
 func TestRestoreLock(t *testing.T) {
-	e := newEnv(t, func(t *testing.T, dir string) stage.Runner { return stage.LocalRunner(dir) })
+	e := newEnv(t, func(t *testing.T, dir string) sandbox.Runner { return sandbox.Local(dir) })
 	write(t, e.local, "a", "1\n")
 	r, err := workspace.Prepare(ctx(t), e.spec)
 	require.NoError(t, err)
-	lock := filepath.Join(e.local, stage.RuntimeDir, "restore.lock")
+	lock := filepath.Join(e.local, sandbox.RuntimeDir, "restore.lock")
 	require.NoError(t, os.MkdirAll(filepath.Dir(lock), 0o700))
 	require.NoError(t, os.WriteFile(lock, []byte("999999999\n"), 0o600))
 	_, err = r.Restore(ctx(t))
@@ -103,18 +103,18 @@ func TestRestoreLock(t *testing.T) {
 }
 
 func TestTemporaryRefsDeletedOnError(t *testing.T) {
-	e := newEnv(t, func(t *testing.T, dir string) stage.Runner { return stage.LocalRunner(dir) })
+	e := newEnv(t, func(t *testing.T, dir string) sandbox.Runner { return sandbox.Local(dir) })
 	initRepo(t, e.local, map[string]string{"a": "1\n"})
-	fr := &fakeRunner{real: e.spec.Runner, inject: func(cmd stage.Command) (bool, error) {
+	fr := &fakeRunner{real: e.spec.Runner, inject: func(cmd sandbox.Command) (bool, error) {
 		if cmd.Stdin == nil {
 			return false, nil
 		}
-		return true, &stage.ExitError{Status: 9}
+		return true, &sandbox.ExitError{Status: 9}
 	}}
 	e.spec.Runner = fr
 	refs := git(t, e.local, "for-each-ref")
 	_, err := workspace.Prepare(ctx(t), e.spec)
-	var ee *stage.ExitError
+	var ee *sandbox.ExitError
 	require.ErrorAs(t, err, &ee)
 	assert.Equal(t, refs, git(t, e.local, "for-each-ref"))
 	entries, _ := os.ReadDir(filepath.Join(e.local, ".git", "airlock", "rounds"))
@@ -122,7 +122,7 @@ func TestTemporaryRefsDeletedOnError(t *testing.T) {
 }
 
 func TestWithLoggerReportsRefusals(t *testing.T) {
-	e := newEnv(t, func(t *testing.T, dir string) stage.Runner { return stage.LocalRunner(dir) })
+	e := newEnv(t, func(t *testing.T, dir string) sandbox.Runner { return sandbox.Local(dir) })
 	write(t, e.local, "a", "1\n")
 	var buf bytes.Buffer
 	r, err := workspace.Prepare(ctx(t), e.spec, workspace.WithLogger(slog.New(slog.NewTextHandler(&buf, nil))))
@@ -137,11 +137,11 @@ func TestWithLoggerReportsRefusals(t *testing.T) {
 // TestTemporaryRefsDeletedOnCancel: a prepare cancelled while its bundle
 // travels leaves the user's refs exactly as they were.
 func TestTemporaryRefsDeletedOnCancel(t *testing.T) {
-	e := newEnv(t, func(t *testing.T, dir string) stage.Runner { return stage.LocalRunner(dir) })
+	e := newEnv(t, func(t *testing.T, dir string) sandbox.Runner { return sandbox.Local(dir) })
 	initRepo(t, e.local, map[string]string{"a": "1\n"})
 	c, cancel := context.WithCancel(ctx(t))
 	defer cancel()
-	e.spec.Runner = &fakeRunner{real: e.spec.Runner, inject: func(cmd stage.Command) (bool, error) {
+	e.spec.Runner = &fakeRunner{real: e.spec.Runner, inject: func(cmd sandbox.Command) (bool, error) {
 		if cmd.Stdin == nil {
 			return false, nil
 		}
@@ -158,7 +158,7 @@ func TestTemporaryRefsDeletedOnCancel(t *testing.T) {
 // while the host adds a file to it during the run: the baseline files go,
 // the directory and the new local file stay.
 func TestNonEmptyDirectoryNeverForceDeleted(t *testing.T) {
-	e := newEnv(t, func(t *testing.T, dir string) stage.Runner { return stage.LocalRunner(dir) })
+	e := newEnv(t, func(t *testing.T, dir string) sandbox.Runner { return sandbox.Local(dir) })
 	write(t, e.local, "d/x", "1\n")
 	write(t, e.local, "keep", "k\n")
 	r, err := workspace.Prepare(ctx(t), e.spec)

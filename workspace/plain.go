@@ -18,7 +18,7 @@ import (
 	"sync/atomic"
 
 	"github.com/airlockdev/airlock/internal/tree"
-	"github.com/airlockdev/airlock/stage"
+	"github.com/airlockdev/airlock/sandbox"
 )
 
 func (r *Round) preparePlain(ctx context.Context) (err error) {
@@ -62,8 +62,8 @@ for f in * .[!.]* ..?*; do
 done
 umask 0
 exec tar -x -o -f -
-`, q(r.spec.Remote), q(stage.RuntimeDir))
-	rerr := runGuest(ctx, r.spec.Runner, "sending the tree to "+r.spec.Remote, stage.Command{Script: script, Stdin: rp}, nil)
+`, q(r.spec.Remote), q(sandbox.RuntimeDir))
+	rerr := runGuest(ctx, r.spec.Runner, "sending the tree to "+r.spec.Remote, sandbox.Command{Script: script, Stdin: rp}, nil)
 	if rerr != nil && !localFailed.Load() {
 		// Nobody reads the stream any more (a cut connection stops the
 		// Runner's copy): stop the writer rather than wait for it forever.
@@ -80,7 +80,7 @@ exec tar -x -o -f -
 		return rerr
 	}
 	r.base = w.res.Manifest
-	r.o.report(stage.Progress{Asset: "prepare", Files: r.base.Files(), TotalFiles: r.base.Files(), Bytes: r.base.Bytes(), TotalBytes: r.base.Bytes()})
+	r.o.report(sandbox.Progress{Asset: "prepare", Files: r.base.Files(), TotalFiles: r.base.Files(), Bytes: r.base.Bytes(), TotalBytes: r.base.Bytes()})
 	return r.saveState(ctx)
 }
 
@@ -116,7 +116,7 @@ done
 if [ $# -eq 0 ]; then printf 'empty\n'; exit 0; fi
 printf 'tar\n'
 exec tar -c -f - "$@"
-`, q(r.spec.Remote), q(r.rec.ID), q(stage.RuntimeDir), findReport)
+`, q(r.spec.Remote), q(r.rec.ID), q(sandbox.RuntimeDir), findReport)
 }
 
 // spoolMax is the largest file held in memory while it is compared; a
@@ -501,7 +501,7 @@ func (r *Round) restorePlain(ctx context.Context) (*Result, error) {
 	for i := len(created) - 1; i >= 0; i-- {
 		l.root.Chmod(created[i].path, created[i].perm)
 	}
-	r.o.report(stage.Progress{Asset: "restore", Files: written, TotalFiles: written})
+	r.o.report(sandbox.Progress{Asset: "restore", Files: written, TotalFiles: written})
 	return res, nil
 }
 

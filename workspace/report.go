@@ -12,7 +12,7 @@ import (
 	"strings"
 
 	"github.com/airlockdev/airlock/internal/tree"
-	"github.com/airlockdev/airlock/stage"
+	"github.com/airlockdev/airlock/sandbox"
 )
 
 // The restore stream a sandbox sends (both kinds):
@@ -89,10 +89,10 @@ func readHeader(br *bufio.Reader, git bool) (header, error) {
 
 // cutStream is the error of a restore stream that ended early: a
 // transport failure when the command's run failed so (the pipe carries
-// its error, which wraps stage.ErrTransport, or the context's), else the
+// its error, which wraps sandbox.ErrTransport, or the context's), else the
 // sandbox's broken protocol (ErrHostile). Never both.
 func cutStream(what string, err error) error {
-	if errors.Is(err, stage.ErrTransport) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+	if errors.Is(err, sandbox.ErrTransport) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return fmt.Errorf("workspace: %s: %w", what, err)
 	}
 	return fmt.Errorf("%w: %s: %v", ErrHostile, what, err)
@@ -160,7 +160,7 @@ func parseReport(rep []byte) (map[string]byte, error) {
 				return nil, fmt.Errorf("%w: the report names %.120q as a nested .git", ErrHostile, p)
 			}
 		case 'r':
-			if p != stage.RuntimeDir && !strings.HasPrefix(p, stage.RuntimeDir+"/") {
+			if p != sandbox.RuntimeDir && !strings.HasPrefix(p, sandbox.RuntimeDir+"/") {
 				return nil, fmt.Errorf("%w: the report names %.120q as a runtime directory entry", ErrHostile, p)
 			}
 		default:

@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/airlockdev/airlock/stage"
+	"github.com/airlockdev/airlock/sandbox"
 	"github.com/airlockdev/airlock/workspace"
 )
 
@@ -74,7 +74,7 @@ func TestHostRestartChild(t *testing.T) {
 	}
 	remote := os.Getenv("WORKSPACE_CHILD_REMOTE")
 	name := os.Getenv("WORKSPACE_CHILD_RUNNER")
-	var runner stage.Runner
+	var runner sandbox.Runner
 	for _, rc := range runners {
 		if rc.name == name {
 			runner = rc.new(t, filepath.Dir(remote))

@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/airlockdev/airlock/stage"
+	"github.com/airlockdev/airlock/sandbox"
 	"github.com/airlockdev/airlock/workspace"
 )
 
@@ -33,7 +33,7 @@ func userState(t *testing.T, dir string) []string {
 }
 
 func TestRoundTrip(t *testing.T) {
-	eachRunner(t, func(t *testing.T, newRunner func(t *testing.T, dir string) stage.Runner) {
+	eachRunner(t, func(t *testing.T, newRunner func(t *testing.T, dir string) sandbox.Runner) {
 		e := newEnv(t, newRunner)
 		initRepo(t, e.local, map[string]string{"tracked.txt": "v1\n", "staged.txt": "s1\n", "gone.txt": "g\n", ".gitignore": "ignored.txt\n"})
 		write(t, e.local, "tracked.txt", "v2 local dirty\n")
@@ -88,21 +88,21 @@ func TestRoundTrip(t *testing.T) {
 }
 
 func TestSecondPrepareSendsOnlyMissingCommits(t *testing.T) {
-	eachRunner(t, func(t *testing.T, newRunner func(t *testing.T, dir string) stage.Runner) {
+	eachRunner(t, func(t *testing.T, newRunner func(t *testing.T, dir string) sandbox.Runner) {
 		e := newEnv(t, newRunner)
 		big := make([]byte, 200000)
 		_, err := rand.Read(big)
 		require.NoError(t, err)
 		initRepo(t, e.local, map[string]string{"a": string(big)})
 		var first, second int64
-		r, err := workspace.Prepare(ctx(t), e.spec, workspace.WithProgress(func(p stage.Progress) { first = p.Bytes }))
+		r, err := workspace.Prepare(ctx(t), e.spec, workspace.WithProgress(func(p sandbox.Progress) { first = p.Bytes }))
 		require.NoError(t, err)
 		_, err = r.Restore(ctx(t))
 		require.NoError(t, err)
 		write(t, e.local, "b", "small\n")
 		git(t, e.local, "add", "b")
 		git(t, e.local, "commit", "-q", "-m", "two")
-		_, err = workspace.Prepare(ctx(t), e.spec, workspace.WithProgress(func(p stage.Progress) { second = p.Bytes }))
+		_, err = workspace.Prepare(ctx(t), e.spec, workspace.WithProgress(func(p sandbox.Progress) { second = p.Bytes }))
 		require.NoError(t, err)
 		assert.Greater(t, first, int64(0))
 		assert.Less(t, second*3, first, "the second bundle (%d bytes) should omit what the sandbox had (first %d)", second, first)
@@ -112,7 +112,7 @@ func TestSecondPrepareSendsOnlyMissingCommits(t *testing.T) {
 }
 
 func TestDetachedHeadAndEmptyRepo(t *testing.T) {
-	eachRunner(t, func(t *testing.T, newRunner func(t *testing.T, dir string) stage.Runner) {
+	eachRunner(t, func(t *testing.T, newRunner func(t *testing.T, dir string) sandbox.Runner) {
 		t.Run("detached", func(t *testing.T) {
 			e := newEnv(t, newRunner)
 			initRepo(t, e.local, map[string]string{"a": "1\n"})
@@ -150,7 +150,7 @@ func TestDetachedHeadAndEmptyRepo(t *testing.T) {
 }
 
 func TestConcurrentRounds(t *testing.T) {
-	eachRunner(t, func(t *testing.T, newRunner func(t *testing.T, dir string) stage.Runner) {
+	eachRunner(t, func(t *testing.T, newRunner func(t *testing.T, dir string) sandbox.Runner) {
 		e := newEnv(t, newRunner)
 		initRepo(t, e.local, map[string]string{"shared.txt": "base\n", "doomed.txt": "base\n"})
 		specB := e.spec
@@ -197,7 +197,7 @@ func TestConcurrentRounds(t *testing.T) {
 }
 
 func TestIndexUntouched(t *testing.T) {
-	eachRunner(t, func(t *testing.T, newRunner func(t *testing.T, dir string) stage.Runner) {
+	eachRunner(t, func(t *testing.T, newRunner func(t *testing.T, dir string) sandbox.Runner) {
 		e := newEnv(t, newRunner)
 		initRepo(t, e.local, map[string]string{"a": "1\n", "b": "1\n"})
 		write(t, e.local, "a", "2\n")
@@ -216,21 +216,21 @@ func TestIndexUntouched(t *testing.T) {
 }
 
 func TestPlainDirectory(t *testing.T) {
-	eachRunner(t, func(t *testing.T, newRunner func(t *testing.T, dir string) stage.Runner) {
+	eachRunner(t, func(t *testing.T, newRunner func(t *testing.T, dir string) sandbox.Runner) {
 		e := newEnv(t, newRunner)
 		write(t, e.local, "keep.txt", "k\n")
 		write(t, e.local, "edit.txt", "e1\n")
 		write(t, e.local, "del.txt", "d\n")
 		write(t, e.local, "dir/deep.txt", "deep\n")
 		write(t, e.local, "localedit.txt", "l1\n")
-		require.NoError(t, os.MkdirAll(filepath.Join(e.remote, stage.RuntimeDir), 0o755))
-		write(t, e.remote, stage.RuntimeDir+"/skill.md", "staged\n")
+		require.NoError(t, os.MkdirAll(filepath.Join(e.remote, sandbox.RuntimeDir), 0o755))
+		write(t, e.remote, sandbox.RuntimeDir+"/skill.md", "staged\n")
 		write(t, e.remote, "stale.txt", "from an older run\n")
 		state := t.TempDir()
 		r, err := workspace.Prepare(ctx(t), e.spec, workspace.WithStateDir(state))
 		require.NoError(t, err)
 		assert.False(t, exists(e.remote, "stale.txt"), "the remote directory was not cleared")
-		assert.Equal(t, "staged\n", read(t, e.remote, stage.RuntimeDir+"/skill.md"), "the runtime directory was not kept")
+		assert.Equal(t, "staged\n", read(t, e.remote, sandbox.RuntimeDir+"/skill.md"), "the runtime directory was not kept")
 		assert.Equal(t, "deep\n", read(t, e.remote, "dir/deep.txt"))
 
 		write(t, e.remote, "edit.txt", "e2\n")
@@ -248,14 +248,14 @@ func TestPlainDirectory(t *testing.T) {
 		assert.Equal(t, []string{"edit.txt", "new/file.sh"}, res.Updated)
 		assert.Equal(t, []string{"del.txt"}, res.Deleted)
 		assert.Equal(t, []string{"localedit.txt"}, res.Kept)
-		assert.Equal(t, []string{stage.RuntimeDir + "/skill.md"}, res.Refused, "a runtime directory entry is listed, never written")
+		assert.Equal(t, []string{sandbox.RuntimeDir + "/skill.md"}, res.Refused, "a runtime directory entry is listed, never written")
 		assert.Equal(t, "e2\n", read(t, e.local, "edit.txt"))
 		assert.False(t, exists(e.local, "del.txt"))
 		assert.Equal(t, "l2 local\n", read(t, e.local, "localedit.txt"))
 		fi, err := os.Stat(filepath.Join(e.local, "new/file.sh"))
 		require.NoError(t, err)
 		assert.Equal(t, os.FileMode(0o755), fi.Mode().Perm())
-		assert.False(t, exists(e.local, stage.RuntimeDir+"/skill.md"))
+		assert.False(t, exists(e.local, sandbox.RuntimeDir+"/skill.md"))
 
 		_, err = workspace.Reopen(ctx(t), e.spec, r.ID())
 		assert.ErrorIs(t, err, workspace.ErrSpec, "a plain round needs its state dir")
@@ -268,7 +268,7 @@ func TestPlainDirectory(t *testing.T) {
 func TestSequentialRestoresStaleBaselines(t *testing.T) {
 	for _, kind := range []string{"git", "plain"} {
 		t.Run(kind, func(t *testing.T) {
-			eachRunner(t, func(t *testing.T, newRunner func(t *testing.T, dir string) stage.Runner) {
+			eachRunner(t, func(t *testing.T, newRunner func(t *testing.T, dir string) sandbox.Runner) {
 				e := newEnv(t, newRunner)
 				files := map[string]string{"dir/keep.txt": "k\n", "top.txt": "t\n"}
 				if kind == "git" {

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/airlockdev/airlock/internal/gitexec"
-	"github.com/airlockdev/airlock/internal/shellproto"
-	"github.com/airlockdev/airlock/stage"
+	"github.com/airlockdev/airlock/internal/shell"
+	"github.com/airlockdev/airlock/sandbox"
 )
 
 // guestPrelude starts every sandbox script that runs git: the sandbox's
@@ -49,8 +49,8 @@ export GIT_DIR=.git
 g for-each-ref --format='%(refname)' 2>/dev/null | g cat-file --batch-check 2>/dev/null | while read -r n m; do if [ "$m" = missing ]; then g update-ref -d "$n" >/dev/null 2>&1; fi; done
 mkdir -p .git/info || { echo "cannot create $r/.git/info; remove $r/.git and prepare again" >&2; exit 12; }
 has=
-if [ -f .git/info/exclude ]; then while IFS= read -r l || [ -n "$l" ]; do [ "$l" = /` + stage.RuntimeDir + ` ] && has=1; done < .git/info/exclude; fi
-if [ -z "$has" ]; then printf '\n# airlock: the runtime directory\n/` + stage.RuntimeDir + `\n' >> .git/info/exclude || { echo "cannot write $r/.git/info/exclude" >&2; exit 12; }; fi`
+if [ -f .git/info/exclude ]; then while IFS= read -r l || [ -n "$l" ]; do [ "$l" = /` + sandbox.RuntimeDir + ` ] && has=1; done < .git/info/exclude; fi
+if [ -z "$has" ]; then printf '\n# airlock: the runtime directory\n/` + sandbox.RuntimeDir + `\n' >> .git/info/exclude || { echo "cannot write $r/.git/info/exclude" >&2; exit 12; }; fi`
 
 // findReport is the sandbox's list of entries that no tar header or git
 // tree can be trusted to show, one record <type><./path>NUL each:
@@ -68,10 +68,10 @@ if [ -z "$has" ]; then printf '\n# airlock: the runtime directory\n/` + stage.Ru
 // It runs in the sandbox work tree; $rep names the file the report is
 // written to, which is left out of it. The walk is find's when the sandbox
 // has find, else shellWalk's, which needs only sh and ls.
-const findReport = `{ if command -v find >/dev/null 2>&1; then find . \( -path ./.git -o -path ./` + stage.RuntimeDir + ` \) -prune -o -name .git -prune -exec printf 'n%s\0' {} + -o -type f -links +1 -exec printf 'h%s\0' {} + -o -type f \( -perm -4000 -o -perm -2000 -o -perm -1000 \) -exec printf 'u%s\0' {} + -o ! -type f ! -type d ! -type l -exec printf 's%s\0' {} +
+const findReport = `{ if command -v find >/dev/null 2>&1; then find . \( -path ./.git -o -path ./` + sandbox.RuntimeDir + ` \) -prune -o -name .git -prune -exec printf 'n%s\0' {} + -o -type f -links +1 -exec printf 'h%s\0' {} + -o -type f \( -perm -4000 -o -perm -2000 -o -perm -1000 \) -exec printf 'u%s\0' {} + -o ! -type f ! -type d ! -type l -exec printf 's%s\0' {} +
 else ` + shellWalk + `
 fi
-rt=./` + stage.RuntimeDir + `
+rt=./` + sandbox.RuntimeDir + `
 if [ -L "$rt" ] || { [ -e "$rt" ] && [ ! -d "$rt" ]; }; then printf 'r%s\0' "$rt"
 elif [ -d "$rt" ]; then for f in "$rt"/* "$rt"/.[!.]* "$rt"/..?*; do if { [ -e "$f" ] || [ -L "$f" ]; } && [ "$f" != "$rep" ]; then printf 'r%s\0' "$f"; fi; done
 fi; }`
@@ -88,7 +88,7 @@ aw() {
   for f in "$1"/* "$1"/.[!.]* "$1"/..?*; do
     case $f in ./.git) ;; */.git) printf 'n%s\0' "$f"; continue ;; esac
     if [ -L "$f" ] || [ ! -e "$f" ]; then continue; fi
-    if [ -d "$f" ]; then case $f in ./.git|./` + stage.RuntimeDir + `) ;; *) aw "$f" ;; esac
+    if [ -d "$f" ]; then case $f in ./.git|./` + sandbox.RuntimeDir + `) ;; *) aw "$f" ;; esac
     elif [ -f "$f" ]; then
       if [ -n "$2" ] && [ "$(aln "$f")" != 1 ]; then printf 'h%s\0' "$f"
       elif [ -u "$f" ] || [ -g "$f" ] || [ -k "$f" ]; then printf 'u%s\0' "$f"; fi
@@ -99,7 +99,7 @@ aw() {
 aw .`
 
 // q quotes s for POSIX sh.
-func q(s string) string { return shellproto.Quote(s) }
+func q(s string) string { return shell.Quote(s) }
 
 // probe is what the sandbox said about itself.
 type probe struct {
@@ -166,8 +166,8 @@ func (r *Round) probe(ctx context.Context) (probe, error) {
 	var out bytes.Buffer
 	lw := &limitWriter{w: &out, n: 1 << 20}
 	// The Bridge's control deadline is the Runner's own when it has one
-	// (stage.ControlDeadline).
-	err := stage.NewBridge(r.spec.Runner).Control(ctx, stage.Command{Script: probeScript(r.spec.Remote), Stdout: lw})
+	// (sandbox.ControlDeadline).
+	err := sandbox.Control(ctx, r.spec.Runner, sandbox.Command{Script: probeScript(r.spec.Remote), Stdout: lw})
 	if lw.over {
 		// The host stopped reading at the limit: that is the reason,
 		// whatever the command's end (a broken pipe) says.
@@ -205,15 +205,15 @@ const guestStopGrace = 500 * time.Millisecond
 
 // runGuest runs a data command (bounded by ctx only) and maps its failure:
 // an exit status becomes an error carrying the script's stderr; anything
-// else wraps stage.ErrTransport. The script reports its end (stage.Watch,
+// else wraps sandbox.ErrTransport. The script reports its end (sandbox.Watch,
 // ArmAtEnd): from then on the Runner must return within the control
-// deadline (stage.ControlDeadline), or the command is abandoned, expire
-// (when not nil) runs with the error, which wraps stage.ErrTransport, and
+// deadline (sandbox.ControlDeadline), or the command is abandoned, expire
+// (when not nil) runs with the error, which wraps sandbox.ErrTransport, and
 // so does runGuest's.
-func runGuest(ctx context.Context, run stage.Runner, op string, cmd stage.Command, expire func(error)) error {
-	stderr := &shellproto.LimitedBuffer{Max: 4 << 10, Truncate: true}
+func runGuest(ctx context.Context, run sandbox.Runner, op string, cmd sandbox.Command, expire func(error)) error {
+	stderr := &shell.LimitedBuffer{Max: 4 << 10, Truncate: true}
 	cmd.Stderr = stderr
-	x := stage.Watch(ctx, run, cmd, stage.WatchOptions{Op: op, ArmAtEnd: true, OnExpire: expire})
+	x := sandbox.Watch(ctx, run, cmd, sandbox.WatchOptions{Op: op, ArmAtEnd: true, OnExpire: expire})
 	var err error
 	select {
 	case <-x.Done():
@@ -231,15 +231,15 @@ func runGuest(ctx context.Context, run stage.Runner, op string, cmd stage.Comman
 		case <-x.Expired():
 			err = x.TimeoutErr()
 		case <-t.C:
-			return fmt.Errorf("workspace: %s: %w (%w: the sandbox command did not end within %s of being stopped and was abandoned)", op, ctx.Err(), stage.ErrTransport, guestStopGrace)
+			return fmt.Errorf("workspace: %s: %w (%w: the sandbox command did not end within %s of being stopped and was abandoned)", op, ctx.Err(), sandbox.ErrTransport, guestStopGrace)
 		}
 	}
 	if err == nil {
 		return nil
 	}
-	var ee *stage.ExitError
+	var ee *sandbox.ExitError
 	switch {
-	case errors.Is(err, stage.ErrTransport):
+	case errors.Is(err, sandbox.ErrTransport):
 		return fmt.Errorf("workspace: %s: %w", op, err)
 	case ctx.Err() != nil:
 		return fmt.Errorf("workspace: %s: %w", op, ctx.Err())
@@ -250,7 +250,7 @@ func runGuest(ctx context.Context, run stage.Runner, op string, cmd stage.Comman
 		}
 		return fmt.Errorf("workspace: %s failed in the sandbox: %w: %s", op, err, msg)
 	}
-	return fmt.Errorf("workspace: %w: %s: %w", stage.ErrTransport, op, err)
+	return fmt.Errorf("workspace: %w: %s: %w", sandbox.ErrTransport, op, err)
 }
 
 // limitWriter passes at most n bytes to w and then fails every write.

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/airlockdev/airlock/sandbox"
 	"github.com/airlockdev/airlock/stage"
 )
 
@@ -17,12 +18,12 @@ import (
 func TestStagedSkillsNeverComeBack(t *testing.T) {
 	for _, kind := range []string{"git", "plain"} {
 		t.Run(kind, func(t *testing.T) {
-			eachRunner(t, func(t *testing.T, newRunner func(t *testing.T, dir string) stage.Runner) {
+			eachRunner(t, func(t *testing.T, newRunner func(t *testing.T, dir string) sandbox.Runner) {
 				e := newEnv(t, newRunner)
 				r := prepareOneFile(t, e, kind)
 				skill := t.TempDir()
 				write(t, skill, "SKILL.md", "---\nname: s\ndescription: d\n---\n")
-				rt, err := stage.Stage(ctx(t), stage.NewBridge(e.spec.Runner), filepath.Join(e.remote, stage.RuntimeDir, "skills"),
+				rt, err := stage.Stage(ctx(t), stage.NewBridge(e.spec.Runner), filepath.Join(e.remote, sandbox.RuntimeDir, "skills"),
 					[]stage.Asset{{Name: "s", Source: skill}})
 				require.NoError(t, err)
 				p, ok := rt.Path("s")
@@ -32,11 +33,11 @@ func TestStagedSkillsNeverComeBack(t *testing.T) {
 				res, err := r.Restore(ctx(t))
 				require.NoError(t, err)
 				assert.Equal(t, []string{"a"}, res.Updated)
-				assert.Equal(t, []string{stage.RuntimeDir + "/skills"}, res.Refused, "the runtime directory is listed by its top entries, never written")
-				_, err = os.Lstat(filepath.Join(e.local, stage.RuntimeDir, "skills"))
+				assert.Equal(t, []string{sandbox.RuntimeDir + "/skills"}, res.Refused, "the runtime directory is listed by its top entries, never written")
+				_, err = os.Lstat(filepath.Join(e.local, sandbox.RuntimeDir, "skills"))
 				assert.ErrorIs(t, err, os.ErrNotExist)
 				if kind == "git" {
-					assert.NoDirExists(t, filepath.Join(e.local, stage.RuntimeDir))
+					assert.NoDirExists(t, filepath.Join(e.local, sandbox.RuntimeDir))
 				}
 			})
 		})

@@ -1,7 +1,7 @@
 package workspace
 
 // The workspace's tar streams, in the shell protocol's encoding: the
-// writer and the hostile reader are internal/shellproto's, shared with
+// writer and the hostile reader are internal/shell's, shared with
 // stage.Bridge and remote.Host.
 
 import (
@@ -13,19 +13,19 @@ import (
 	"strings"
 	"time"
 
-	"github.com/airlockdev/airlock/internal/shellproto"
+	"github.com/airlockdev/airlock/internal/shell"
 	"github.com/airlockdev/airlock/internal/tree"
 )
 
 // writeTar streams the tree at dir (read through internal/tree, links
 // skipped, exclude applied) to w, in the shell protocol's tree encoding
-// (shellproto.WritePlain), and returns what it sent.
+// (shell.WritePlain), and returns what it sent.
 func writeTar(ctx context.Context, w io.Writer, dir string, exclude func(rel string, isDir bool) bool) (*tree.Result, error) {
 	var res *tree.Result
-	_, err := shellproto.WritePlain(w, time.Now().Truncate(time.Second), func(fn func(shellproto.Entry, io.Reader) error) ([]byte, error) {
+	_, err := shell.WritePlain(w, time.Now().Truncate(time.Second), func(fn func(shell.Entry, io.Reader) error) ([]byte, error) {
 		var err error
 		res, err = tree.Walk(ctx, dir, tree.Options{Exclude: exclude}, func(it *tree.Item) error {
-			e := shellproto.Entry{Path: it.Path, Mode: it.Mode.Perm(), Size: it.Size}
+			e := shell.Entry{Path: it.Path, Mode: it.Mode.Perm(), Size: it.Size}
 			if it.Type == tree.Dir {
 				e.Mode |= fs.ModeDir
 			}
@@ -40,12 +40,12 @@ func writeTar(ctx context.Context, w io.Writer, dir string, exclude func(rel str
 }
 
 // tarEntry is one member of a sandbox's tar stream, as the hostile reader
-// reports it (shellproto.Member: Name raw, Path set only when Name is a
+// reports it (shell.Member: Name raw, Path set only when Name is a
 // clean relative path, Linkname for symbolic and hard links).
-type tarEntry = shellproto.Member
+type tarEntry = shell.Member
 
 // readTar parses a tar stream from a sandbox's `tar -c` through the shell
-// protocol's hostile reader (shellproto.Members). Nothing in it is
+// protocol's hostile reader (shell.Members). Nothing in it is
 // trusted: a member's name may be anything (Path is "" when it is not a
 // clean relative path, holds a backslash or is too long), links are
 // reported by type and never resolved, and at most limit bytes of content
@@ -53,7 +53,7 @@ type tarEntry = shellproto.Member
 // the reader stops with errTruncated. fn may read r (valid until it
 // returns) or not.
 func readTar(r io.Reader, limit int64, fn func(e tarEntry, r io.Reader) error) error {
-	err := shellproto.Members(r, func(e tarEntry, r io.Reader) error {
+	err := shell.Members(r, func(e tarEntry, r io.Reader) error {
 		if strings.Contains(e.Path, "\\") || len(e.Path) > tree.DefaultMaxPathLen {
 			e.Path = ""
 		}
@@ -68,7 +68,7 @@ func readTar(r io.Reader, limit int64, fn func(e tarEntry, r io.Reader) error) e
 		}
 		return fn(e, r)
 	})
-	if errors.Is(err, shellproto.ErrMalformedTar) {
+	if errors.Is(err, shell.ErrMalformedTar) {
 		return fmt.Errorf("%w: reading the sandbox's tar stream: %w", ErrHostile, err)
 	}
 	return err

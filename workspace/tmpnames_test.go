@@ -16,7 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/airlockdev/airlock/stage"
+	"github.com/airlockdev/airlock/sandbox"
 	"github.com/airlockdev/airlock/workspace"
 )
 
@@ -29,7 +29,7 @@ func TestLongNamesArrive(t *testing.T) {
 	deep := "dir-" + strings.Repeat("m", 251) + "/" + strings.Repeat("o", 255)
 	for _, kind := range []string{"git", "plain"} {
 		t.Run(kind, func(t *testing.T) {
-			e := newEnv(t, func(t *testing.T, dir string) stage.Runner { return stage.LocalRunner(dir) })
+			e := newEnv(t, func(t *testing.T, dir string) sandbox.Runner { return sandbox.Local(dir) })
 			r := prepareOneFile(t, e, kind)
 			write(t, e.remote, long, "255 bytes\n")
 			write(t, e.remote, deep, "two long components\n")
@@ -53,7 +53,7 @@ func TestNamesHostRefuses(t *testing.T) {
 	tooLong := strings.Repeat("x", 300)
 	inDir := strings.Repeat("d", 300) + "/f"
 	t.Run("plain", func(t *testing.T) {
-		e := newEnv(t, func(t *testing.T, dir string) stage.Runner { return stage.LocalRunner(dir) })
+		e := newEnv(t, func(t *testing.T, dir string) sandbox.Runner { return sandbox.Local(dir) })
 		fr := &fakeRunner{real: e.spec.Runner}
 		e.spec.Runner = fr
 		write(t, e.local, "a", "1\n")
@@ -74,7 +74,7 @@ func TestNamesHostRefuses(t *testing.T) {
 		file("./back\\slash", "backslash\n")
 		file("./ok", "ok\n")
 		require.NoError(t, tw.Close())
-		fr.inject = func(cmd stage.Command) (bool, error) {
+		fr.inject = func(cmd sandbox.Command) (bool, error) {
 			if !strings.Contains(cmd.Script, "airlock-restore") {
 				return false, nil
 			}
@@ -94,7 +94,7 @@ func TestNamesHostRefuses(t *testing.T) {
 		assert.Empty(t, tmpFiles(t, e.local), "temporary files left")
 	})
 	t.Run("git", func(t *testing.T) {
-		e := newEnv(t, func(t *testing.T, dir string) stage.Runner { return stage.LocalRunner(dir) })
+		e := newEnv(t, func(t *testing.T, dir string) sandbox.Runner { return sandbox.Local(dir) })
 		fr := &fakeRunner{real: e.spec.Runner}
 		e.spec.Runner = fr
 		initRepo(t, e.local, map[string]string{"a": "1\n"})
@@ -106,7 +106,7 @@ func TestNamesHostRefuses(t *testing.T) {
 		snap := c.commit(c.tree(entry{"100644", "a", c.one}, entry{"40000", strings.Repeat("d", 300), dir},
 			entry{"120000", "link-" + tooLong, lnk}, entry{"100644", "ok", c.x}, entry{"100644", tooLong, c.x}), c.head)
 		payload := c.bundle(snap, c.head)
-		fr.inject = func(cmd stage.Command) (bool, error) {
+		fr.inject = func(cmd sandbox.Command) (bool, error) {
 			if !strings.Contains(cmd.Script, "airlock-restore") {
 				return false, nil
 			}
@@ -129,7 +129,7 @@ func TestNamesHostRefuses(t *testing.T) {
 // TestBackslashRefusedAsWritten: a plain sandbox's file named back\slash
 // is refused under that name (not as the ./back\slash of its tar stream).
 func TestBackslashRefusedAsWritten(t *testing.T) {
-	e := newEnv(t, func(t *testing.T, dir string) stage.Runner { return stage.LocalRunner(dir) })
+	e := newEnv(t, func(t *testing.T, dir string) sandbox.Runner { return sandbox.Local(dir) })
 	r := prepareOneFile(t, e, "plain")
 	write(t, e.remote, "back\\slash", "backslash\n")
 	res, err := r.Restore(ctx(t))
@@ -180,7 +180,7 @@ func journalDir(local, kind string) string {
 	if kind == "git" {
 		return filepath.Join(local, ".git", "airlock")
 	}
-	return filepath.Join(local, stage.RuntimeDir)
+	return filepath.Join(local, sandbox.RuntimeDir)
 }
 
 // TestTmpLeftoversSwept plants the temporary files (and journals) that
@@ -194,7 +194,7 @@ func TestTmpLeftoversSwept(t *testing.T) {
 	dead, zombie, live, reused := owners(t)
 	for _, kind := range []string{"git", "plain"} {
 		t.Run(kind, func(t *testing.T) {
-			e := newEnv(t, func(t *testing.T, dir string) stage.Runner { return stage.LocalRunner(dir) })
+			e := newEnv(t, func(t *testing.T, dir string) sandbox.Runner { return sandbox.Local(dir) })
 			r := prepareOneFile(t, e, kind)
 			jd := journalDir(e.local, kind)
 			var liveTmp []string
@@ -202,14 +202,14 @@ func TestTmpLeftoversSwept(t *testing.T) {
 			plant := func() {
 				plants++
 				for _, o := range []string{dead, zombie, live, reused} {
-					for _, d := range []string{".", "sub/dir", stage.RuntimeDir} {
+					for _, d := range []string{".", "sub/dir", sandbox.RuntimeDir} {
 						p := filepath.ToSlash(filepath.Join(d, workspace.TmpNameOf(o)))
 						write(t, e.local, p, "half a file\n")
 						if o == live {
 							liveTmp = append(liveTmp, p)
 						}
 					}
-					require.NoError(t, workspace.WriteJournal(jd, o, ".", "sub/dir", stage.RuntimeDir))
+					require.NoError(t, workspace.WriteJournal(jd, o, ".", "sub/dir", sandbox.RuntimeDir))
 				}
 				slices.Sort(liveTmp)
 			}
@@ -257,7 +257,7 @@ func TestSandboxTmpNameRefused(t *testing.T) {
 	name := workspace.TmpNameOf(dead)
 	for _, kind := range []string{"git", "plain"} {
 		t.Run(kind, func(t *testing.T) {
-			e := newEnv(t, func(t *testing.T, dir string) stage.Runner { return stage.LocalRunner(dir) })
+			e := newEnv(t, func(t *testing.T, dir string) sandbox.Runner { return sandbox.Local(dir) })
 			r := prepareOneFile(t, e, kind)
 			write(t, e.remote, name, "agent\n")
 			write(t, e.remote, "d/"+name, "agent\n")
@@ -285,7 +285,7 @@ func TestKilledRestoreTmp(t *testing.T) {
 	requireProc(t)
 	for _, kind := range []string{"git", "plain"} {
 		t.Run(kind, func(t *testing.T) {
-			e := newEnv(t, func(t *testing.T, dir string) stage.Runner { return stage.LocalRunner(dir) })
+			e := newEnv(t, func(t *testing.T, dir string) sandbox.Runner { return sandbox.Local(dir) })
 			state := t.TempDir()
 			opts := []workspace.Option{workspace.WithStateDir(state)}
 			if kind == "git" {
@@ -298,7 +298,7 @@ func TestKilledRestoreTmp(t *testing.T) {
 			write(t, e.remote, "sub/dir/new", "agent\n")
 			write(t, e.remote, "a", "2\n")
 			if kind == "git" {
-				git(t, e.remote, "add", "-A", "--", ".", ":!"+stage.RuntimeDir)
+				git(t, e.remote, "add", "-A", "--", ".", ":!"+sandbox.RuntimeDir)
 				git(t, e.remote, "commit", "-q", "-m", "agent")
 			}
 			mark := filepath.Join(t.TempDir(), "mark")
@@ -326,7 +326,7 @@ func TestKilledRestoreTmp(t *testing.T) {
 
 			// The owner runs: its temporary file stays through a Prepare
 			// of the same work tree, which does not ship it.
-			other := newEnv(t, func(t *testing.T, dir string) stage.Runner { return stage.LocalRunner(dir) })
+			other := newEnv(t, func(t *testing.T, dir string) sandbox.Runner { return sandbox.Local(dir) })
 			spec := e.spec
 			spec.Remote, spec.Runner = other.remote, other.spec.Runner
 			_, err = workspace.Prepare(ctx(t), spec, workspace.WithStateDir(t.TempDir()))
@@ -369,7 +369,7 @@ func TestKilledRestoreTmpChild(t *testing.T) {
 		t.Skip("run by TestKilledRestoreTmp")
 	}
 	remote, mark := os.Getenv("WORKSPACE_TMP_REMOTE"), os.Getenv("WORKSPACE_TMP_MARK")
-	spec := workspace.Spec{Local: os.Getenv("WORKSPACE_TMP_LOCAL"), Remote: remote, Runner: stage.LocalRunner(filepath.Dir(remote))}
+	spec := workspace.Spec{Local: os.Getenv("WORKSPACE_TMP_LOCAL"), Remote: remote, Runner: sandbox.Local(filepath.Dir(remote))}
 	r, err := workspace.Reopen(ctx(t), spec, os.Getenv("WORKSPACE_TMP_ID"), workspace.WithStateDir(os.Getenv("WORKSPACE_TMP_STATE")),
 		workspace.WithBeforePlace(func(tmp, rel string) {
 			if rel != "sub/dir/new" {
@@ -395,7 +395,7 @@ func TestKilledRestoreTmpChild(t *testing.T) {
 func TestRefLocksSwept(t *testing.T) {
 	requireProc(t)
 	dead, zombie, live, reused := owners(t)
-	e := newEnv(t, func(t *testing.T, dir string) stage.Runner { return stage.LocalRunner(dir) })
+	e := newEnv(t, func(t *testing.T, dir string) sandbox.Runner { return sandbox.Local(dir) })
 	r := prepareOneFile(t, e, "git")
 	id := r.ID()
 	refs := filepath.Join(e.local, ".git", "refs", "airlock")
@@ -432,9 +432,9 @@ func TestSandboxReportSwept(t *testing.T) {
 	requireProc(t)
 	dead, zombie, live, _ := owners(t)
 	pid := func(tag string) string { p, _, _ := strings.Cut(tag, "."); return p }
-	e := newEnv(t, func(t *testing.T, dir string) stage.Runner { return stage.LocalRunner(dir) })
+	e := newEnv(t, func(t *testing.T, dir string) sandbox.Runner { return sandbox.Local(dir) })
 	r := prepareOneFile(t, e, "plain")
-	rd := filepath.Join(e.remote, stage.RuntimeDir)
+	rd := filepath.Join(e.remote, sandbox.RuntimeDir)
 	for _, o := range []string{dead, zombie, live} {
 		write(t, rd, "restore-"+r.ID()+"."+pid(o), "a report\n")
 	}
@@ -457,7 +457,7 @@ func TestSandboxReportSwept(t *testing.T) {
 // the bundled ref that a git restore's sandbox shell left when its host
 // was killed do not block the next restore of the round.
 func TestSandboxIndexLockSwept(t *testing.T) {
-	e := newEnv(t, func(t *testing.T, dir string) stage.Runner { return stage.LocalRunner(dir) })
+	e := newEnv(t, func(t *testing.T, dir string) sandbox.Runner { return sandbox.Local(dir) })
 	r := prepareOneFile(t, e, "git")
 	write(t, e.remote, ".git/airlock-restore-"+r.ID()+".index.lock", "")
 	write(t, e.remote, ".git/airlock-restore-"+r.ID()+".index", "half an index")
@@ -481,7 +481,7 @@ func TestStateTmpSwept(t *testing.T) {
 	dead, zombie, live, reused := owners(t)
 	for _, kind := range []string{"git", "plain"} {
 		t.Run(kind, func(t *testing.T) {
-			e := newEnv(t, func(t *testing.T, dir string) stage.Runner { return stage.LocalRunner(dir) })
+			e := newEnv(t, func(t *testing.T, dir string) sandbox.Runner { return sandbox.Local(dir) })
 			state := t.TempDir()
 			if kind == "git" {
 				initRepo(t, e.local, map[string]string{"a": "1\n"})
@@ -537,7 +537,7 @@ func TestStateTmpSwept(t *testing.T) {
 // updated the ref) fails the Restore with ErrRace naming the lock and what
 // to do, not as a ref that kept moving; removing it, the Restore completes.
 func TestStaleRefLockNamed(t *testing.T) {
-	e := newEnv(t, func(t *testing.T, dir string) stage.Runner { return stage.LocalRunner(dir) })
+	e := newEnv(t, func(t *testing.T, dir string) sandbox.Runner { return sandbox.Local(dir) })
 	r := prepareOneFile(t, e, "git")
 	write(t, e.remote, "b", "agent\n")
 	git(t, e.remote, "add", "b")
@@ -561,7 +561,7 @@ func TestStaleRefLockNamed(t *testing.T) {
 // killed in the middle of a Prepare leaves (objects/pack/tmp_*) are removed
 // by the next Prepare, which then round-trips.
 func TestPrepareRemovesHalfPacks(t *testing.T) {
-	e := newEnv(t, func(t *testing.T, dir string) stage.Runner { return stage.LocalRunner(dir) })
+	e := newEnv(t, func(t *testing.T, dir string) sandbox.Runner { return sandbox.Local(dir) })
 	initRepo(t, e.local, map[string]string{"a": "1\n"})
 	_, err := workspace.Prepare(ctx(t), e.spec)
 	require.NoError(t, err)

@@ -17,19 +17,19 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/airlockdev/airlock/stage"
+	"github.com/airlockdev/airlock/sandbox"
 	"github.com/airlockdev/airlock/stage/remote/remotetest"
 	"github.com/airlockdev/airlock/workspace"
 )
 
 // errConnLost is what a Runner whose connection dropped returns: a plain
 // error (the Runner contract makes any error but an *ExitError a transport
-// failure), deliberately not wrapping stage.ErrTransport.
+// failure), deliberately not wrapping sandbox.ErrTransport.
 var errConnLost = errors.New("read tcp 10.0.0.1:22: connection reset by peer")
 
 // fault is what a faultRunner does to the commands it matches.
 type fault struct {
-	match func(stage.Command) bool
+	match func(sandbox.Command) bool
 	// stdout, stdin >= 0: the command's output (input) is cut after that
 	// many bytes, the command stopped, and Run fails with errConnLost.
 	stdout, stdin int64
@@ -43,16 +43,16 @@ type fault struct {
 
 // faultRunner runs commands through a real Runner, with the fault set at
 // the time applied to the commands it matches. Its control deadline is
-// control (stage.ControlTimeouter) when set.
+// control (sandbox.ControlTimeouter) when set.
 type faultRunner struct {
-	real    stage.Runner
+	real    sandbox.Runner
 	control time.Duration
 	release chan struct{} // closed when the test ends: hung Runs return
 	mu      sync.Mutex
 	f       *fault
 }
 
-func newFaultRunner(t *testing.T, real stage.Runner, control time.Duration) *faultRunner {
+func newFaultRunner(t *testing.T, real sandbox.Runner, control time.Duration) *faultRunner {
 	fr := &faultRunner{real: real, control: control, release: make(chan struct{})}
 	t.Cleanup(func() { close(fr.release) })
 	return fr
@@ -66,7 +66,7 @@ func (fr *faultRunner) set(f *fault) {
 	fr.f = f
 }
 
-func (fr *faultRunner) Run(ctx context.Context, cmd stage.Command) error {
+func (fr *faultRunner) Run(ctx context.Context, cmd sandbox.Command) error {
 	fr.mu.Lock()
 	f := fr.f
 	fr.mu.Unlock()
@@ -140,13 +140,13 @@ func (c *cutReader) Read(p []byte) (int, error) {
 	return k, err
 }
 
-func isProbe(cmd stage.Command) bool { return strings.Contains(cmd.Script, "gitversion") }
+func isProbe(cmd sandbox.Command) bool { return strings.Contains(cmd.Script, "gitversion") }
 
-func isShip(cmd stage.Command) bool {
+func isShip(cmd sandbox.Command) bool {
 	return strings.Contains(cmd.Script, "g read-tree --reset -u") || strings.Contains(cmd.Script, "cannot clear")
 }
 
-func isRestore(cmd stage.Command) bool { return strings.Contains(cmd.Script, "airlock-restore 1") }
+func isRestore(cmd sandbox.Command) bool { return strings.Contains(cmd.Script, "airlock-restore 1") }
 
 // streamCuts returns cut points at and around every phase boundary of the
 // restore stream s: the magic line, the report line, inside the report,
@@ -183,13 +183,13 @@ func streamCuts(t *testing.T, s []byte) []int64 {
 
 // TestTransportCutIsNotHostile cuts the connection in every phase of
 // Prepare (probe, ship) and Restore (header, report, tail line, payload,
-// after the last byte; Restore runs no probe): each failure wraps stage.ErrTransport and
+// after the last byte; Restore runs no probe): each failure wraps sandbox.ErrTransport and
 // never workspace.ErrHostile, and the round restores once the connection
 // is back.
 func TestTransportCutIsNotHostile(t *testing.T) {
 	for _, kind := range []string{"git", "plain"} {
 		t.Run(kind, func(t *testing.T) {
-			e := newEnv(t, func(t *testing.T, dir string) stage.Runner { return stage.LocalRunner(dir) })
+			e := newEnv(t, func(t *testing.T, dir string) sandbox.Runner { return sandbox.Local(dir) })
 			fr := newFaultRunner(t, e.spec.Runner, 0)
 			e.spec.Runner = fr
 			if kind == "git" {
@@ -201,7 +201,7 @@ func TestTransportCutIsNotHostile(t *testing.T) {
 			check := func(what string, err error) {
 				t.Helper()
 				require.Error(t, err, what)
-				assert.ErrorIs(t, err, stage.ErrTransport, what)
+				assert.ErrorIs(t, err, sandbox.ErrTransport, what)
 				assert.NotErrorIs(t, err, workspace.ErrHostile, what)
 			}
 			// Prepare: the probe, then the ship at several points of its stdin.
@@ -266,14 +266,14 @@ func within(t *testing.T, limit time.Duration, fn func() error) error {
 // hangScript replaces a matched command's script by one that sleeps, run
 // through the real Runner with its context.
 type hangScript struct {
-	real    stage.Runner
+	real    sandbox.Runner
 	control time.Duration
-	match   func(stage.Command) bool
+	match   func(sandbox.Command) bool
 }
 
 func (h hangScript) ControlTimeout() time.Duration { return h.control }
 
-func (h hangScript) Run(ctx context.Context, cmd stage.Command) error {
+func (h hangScript) Run(ctx context.Context, cmd sandbox.Command) error {
 	if h.match(cmd) {
 		cmd.Script = "sleep 60"
 	}
@@ -281,20 +281,20 @@ func (h hangScript) Run(ctx context.Context, cmd stage.Command) error {
 }
 
 // TestProbeHonoursRunnersControlTimeout: a Runner (remote.Host, or any
-// stage.ControlTimeouter) with a 1 s control deadline whose probe hangs
+// sandbox.ControlTimeouter) with a 1 s control deadline whose probe hangs
 // fails Prepare with ErrTransport near 1 s, not after the 30 s default.
 func TestProbeHonoursRunnersControlTimeout(t *testing.T) {
 	t.Run("ControlTimeouter", func(t *testing.T) {
-		e := newEnv(t, func(t *testing.T, dir string) stage.Runner { return stage.LocalRunner(dir) })
+		e := newEnv(t, func(t *testing.T, dir string) sandbox.Runner { return sandbox.Local(dir) })
 		e.spec.Runner = hangScript{real: e.spec.Runner, control: time.Second, match: isProbe}
 		initRepo(t, e.local, map[string]string{"a": "1\n"})
 		start := time.Now()
 		err := within(t, 25*time.Second, func() error { _, err := workspace.Prepare(ctx(t), e.spec); return err })
-		require.ErrorIs(t, err, stage.ErrTransport)
+		require.ErrorIs(t, err, sandbox.ErrTransport)
 		assert.Less(t, time.Since(start), 15*time.Second)
 	})
 	t.Run("remote.Config.ControlTimeout", func(t *testing.T) {
-		e := newEnv(t, func(t *testing.T, dir string) stage.Runner { return stage.LocalRunner(dir) })
+		e := newEnv(t, func(t *testing.T, dir string) sandbox.Runner { return sandbox.Local(dir) })
 		srv := remotetest.NewServer(t, remotetest.WithDir(filepath.Dir(e.remote)), remotetest.WithHang("gitversion"))
 		cfg := srv.Config()
 		cfg.ControlTimeout = time.Second
@@ -302,7 +302,7 @@ func TestProbeHonoursRunnersControlTimeout(t *testing.T) {
 		initRepo(t, e.local, map[string]string{"a": "1\n"})
 		start := time.Now()
 		err := within(t, 25*time.Second, func() error { _, err := workspace.Prepare(ctx(t), e.spec); return err })
-		require.ErrorIs(t, err, stage.ErrTransport)
+		require.ErrorIs(t, err, sandbox.ErrTransport)
 		assert.Less(t, time.Since(start), 15*time.Second)
 	})
 }
@@ -314,7 +314,7 @@ func TestProbeHonoursRunnersControlTimeout(t *testing.T) {
 func TestRunnerNeverReturns(t *testing.T) {
 	for _, kind := range []string{"git", "plain"} {
 		t.Run(kind, func(t *testing.T) {
-			e := newEnv(t, func(t *testing.T, dir string) stage.Runner { return stage.LocalRunner(dir) })
+			e := newEnv(t, func(t *testing.T, dir string) sandbox.Runner { return sandbox.Local(dir) })
 			fr := newFaultRunner(t, e.spec.Runner, time.Second)
 			e.spec.Runner = fr
 			if kind == "git" {
@@ -326,11 +326,11 @@ func TestRunnerNeverReturns(t *testing.T) {
 				t.Helper()
 				start := time.Now()
 				err := within(t, 25*time.Second, fn)
-				require.ErrorIs(t, err, stage.ErrTransport, what)
+				require.ErrorIs(t, err, sandbox.ErrTransport, what)
 				assert.NotErrorIs(t, err, workspace.ErrHostile, what)
 				assert.Less(t, time.Since(start), 15*time.Second, what)
 			}
-			for name, m := range map[string]func(stage.Command) bool{"probe": isProbe, "ship": isShip} {
+			for name, m := range map[string]func(sandbox.Command) bool{"probe": isProbe, "ship": isShip} {
 				fr.set(&fault{match: m, hang: true, stdout: -1, stdin: -1})
 				op("prepare: "+name, func() error { _, err := workspace.Prepare(ctx(t), e.spec); return err })
 			}

@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/airlockdev/airlock/stage"
+	"github.com/airlockdev/airlock/sandbox"
 	"github.com/airlockdev/airlock/workspace"
 )
 
@@ -50,7 +50,7 @@ func kindOf(t *testing.T, dir, rel string) byte {
 	return 'f'
 }
 
-func localRunner(t *testing.T, dir string) stage.Runner { return stage.LocalRunner(dir) }
+func localRunner(t *testing.T, dir string) sandbox.Runner { return sandbox.Local(dir) }
 
 // prepareWith makes the local work tree hold target.txt and x as kind
 // from (committed for git) and prepares a round.

@@ -15,15 +15,15 @@ import (
 
 	"github.com/airlockdev/airlock/internal/gitexec"
 	"github.com/airlockdev/airlock/internal/tree"
-	"github.com/airlockdev/airlock/stage"
+	"github.com/airlockdev/airlock/sandbox"
 )
 
 // Spec names the two sides of a round.
 type Spec struct {
-	Local   string       // host work tree (git work tree or plain directory), absolute
-	Remote  string       // absolute directory in the sandbox
-	Runner  stage.Runner // runs every sandbox command
-	Exclude []string     // extra slash patterns never synced either way; stage.RuntimeDir is always excluded
+	Local   string         // host work tree (git work tree or plain directory), absolute
+	Remote  string         // absolute directory in the sandbox
+	Runner  sandbox.Runner // runs every sandbox command
+	Exclude []string       // extra slash patterns never synced either way; sandbox.RuntimeDir is always excluded
 }
 
 // Result reports what a Restore brought back.
@@ -50,7 +50,7 @@ type Result struct {
 	Reasons map[string]string
 	// Rewritten lists the sandbox commits that were rewritten before they
 	// were integrated, oldest first: those that held a path under
-	// stage.RuntimeDir or matching Spec.Exclude (those paths dropped),
+	// sandbox.RuntimeDir or matching Spec.Exclude (those paths dropped),
 	// and every commit above one of them (new parents). Old is the
 	// sandbox's id, which never enters the local repository; New is the
 	// id in the local history.
@@ -67,7 +67,7 @@ type Option func(*options)
 
 type options struct {
 	log         *slog.Logger
-	progress    func(stage.Progress)
+	progress    func(sandbox.Progress)
 	name, email string
 	stateDir    string
 	maxBytes    int64
@@ -101,7 +101,7 @@ func WithLogger(l *slog.Logger) Option {
 
 // WithProgress calls fn as a Prepare or Restore advances; Asset is
 // "prepare" or "restore", and every count only grows. Default: none.
-func WithProgress(fn func(stage.Progress)) Option {
+func WithProgress(fn func(sandbox.Progress)) Option {
 	return func(o *options) { o.progress = fn }
 }
 
@@ -137,7 +137,7 @@ func newOptions(opts []Option) options {
 	return o
 }
 
-func (o *options) report(p stage.Progress) {
+func (o *options) report(p sandbox.Progress) {
 	if o.progress != nil {
 		o.progress(p)
 	}
@@ -278,13 +278,13 @@ func (r *Round) lockPath() string {
 	if r.rec.Kind == kindGit {
 		return filepath.Join(r.gitDir, "airlock", "restore.lock")
 	}
-	return filepath.Join(r.spec.Local, stage.RuntimeDir, "restore.lock")
+	return filepath.Join(r.spec.Local, sandbox.RuntimeDir, "restore.lock")
 }
 
 func checkSpec(spec Spec, o options) error {
 	switch {
 	case spec.Runner == nil:
-		return fmt.Errorf("%w: Spec.Runner is nil; pass stage.LocalRunner(dir) or another Runner", ErrSpec)
+		return fmt.Errorf("%w: Spec.Runner is nil; pass sandbox.Local(dir) or another Runner", ErrSpec)
 	case !filepath.IsAbs(spec.Local) || filepath.Clean(spec.Local) != spec.Local || spec.Local == "/":
 		return fmt.Errorf("%w: Spec.Local %q must be an absolute, clean path below /", ErrSpec, spec.Local)
 	case !path.IsAbs(spec.Remote) || path.Clean(spec.Remote) != spec.Remote || spec.Remote == "/" || strings.ContainsAny(spec.Remote, "\x00\n"):
@@ -327,7 +327,7 @@ func validID(id string) bool {
 // the patterns, or lies in the runtime directory.
 func excluded(pats []string, rel string) bool {
 	for p := rel; p != "." && p != ""; p = path.Dir(p) {
-		if path.Dir(p) == "." && foldName(p) == stage.RuntimeDir {
+		if path.Dir(p) == "." && foldName(p) == sandbox.RuntimeDir {
 			return true
 		}
 		for _, pat := range pats {
@@ -344,7 +344,7 @@ func excluded(pats []string, rel string) bool {
 // file system (HFS+, APFS, NTFS) may read the name.
 func reserved(rel string) bool {
 	first, _, _ := strings.Cut(rel, "/")
-	if foldName(first) == stage.RuntimeDir {
+	if foldName(first) == sandbox.RuntimeDir {
 		return true
 	}
 	for _, c := range strings.Split(rel, "/") {

@@ -7,14 +7,14 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/airlockdev/airlock/stage"
+	"github.com/airlockdev/airlock/sandbox"
 	"github.com/airlockdev/airlock/workspace"
 )
 
 // TestNoRemoteGit is the contract: no remote anywhere, the commit and its
 // bytes still come back.
 func TestNoRemoteGit(t *testing.T) {
-	eachRunner(t, func(t *testing.T, newRunner func(t *testing.T, dir string) stage.Runner) {
+	eachRunner(t, func(t *testing.T, newRunner func(t *testing.T, dir string) sandbox.Runner) {
 		e := newEnv(t, newRunner)
 		initRepo(t, e.local, map[string]string{"a.txt": "one\n"})
 		assert.Empty(t, git(t, e.local, "remote"))

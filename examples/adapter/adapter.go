@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/afero"
 
 	"github.com/airlockdev/airlock/deliverable"
+	"github.com/airlockdev/airlock/sandbox"
 	"github.com/airlockdev/airlock/session"
 	"github.com/airlockdev/airlock/skills"
 	"github.com/airlockdev/airlock/stage"
@@ -21,7 +22,7 @@ import (
 // Sandbox is what a run needs of the sandbox; *remote.Host is one.
 type Sandbox interface {
 	stage.Target
-	stage.Runner
+	sandbox.Runner
 }
 
 // Run is one agent run in a sandbox. Every field is required but Log.
@@ -41,7 +42,7 @@ type Run struct {
 // Turn is the agent's prompt, workspace, runner and session to resume ("": fresh).
 type Turn struct {
 	Prompt, Remote, SessionKey, ResumeID string
-	Runner                               stage.Runner
+	Runner                               sandbox.Runner
 }
 
 // Completion is the agent's report: session ids, files delivered, other citations.
@@ -71,7 +72,7 @@ func (r *Run) Do(ctx context.Context) (*Outcome, error) {
 	if bundle.Dir != "" {
 		assets = []stage.Asset{{Name: "skills", Source: bundle.Dir, Links: stage.RejectLinks}} // a bundle holds no link
 	}
-	rt, err := stage.Stage(ctx, r.Sandbox, path.Join(r.Remote, stage.RuntimeDir), assets, stage.WithPrune(), stage.WithLogger(log))
+	rt, err := stage.Stage(ctx, r.Sandbox, path.Join(r.Remote, sandbox.RuntimeDir), assets, stage.WithPrune(), stage.WithLogger(log))
 	if err != nil {
 		return nil, fmt.Errorf("stage skills: %w", err)
 	}
@@ -142,7 +143,7 @@ func classify(err error) Action {
 	case errors.Is(err, session.ErrDrift), errors.Is(err, session.ErrUnsupportedSchema),
 		errors.Is(err, session.ErrUnknownField), errors.Is(err, session.ErrMalformedRecord):
 		return StartFresh
-	case errors.Is(err, stage.ErrTransport), errors.Is(err, stage.ErrChanged), errors.Is(err, deliverable.ErrBusy),
+	case errors.Is(err, sandbox.ErrTransport), errors.Is(err, stage.ErrChanged), errors.Is(err, deliverable.ErrBusy),
 		errors.Is(err, workspace.ErrLocked), errors.Is(err, workspace.ErrRace), errors.Is(err, context.DeadlineExceeded):
 		return Retry
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/airlockdev/airlock/deliverable"
+	"github.com/airlockdev/airlock/sandbox"
 	"github.com/airlockdev/airlock/session"
 	"github.com/airlockdev/airlock/skills"
 	"github.com/airlockdev/airlock/stage"
@@ -64,7 +65,7 @@ func TestRun(t *testing.T) {
 	assert.Equal(t, 1, out.Restored.Commits)
 	assert.Equal(t, "findings for run-1\n", read(t, r.Local, "report.md"))
 	assert.Equal(t, "agent commit 0\n", git(t, r.Local, "log", "-1", "--format=%s"))
-	assert.NoDirExists(t, filepath.Join(r.Local, stage.RuntimeDir))
+	assert.NoDirExists(t, filepath.Join(r.Local, sandbox.RuntimeDir))
 
 	// The next run resumes the session the first one saved.
 	r.RunID = "run-2"
@@ -113,7 +114,7 @@ func TestRunErrors(t *testing.T) {
 		}},
 		{"agent lost its transport", func(ctx context.Context, t *testing.T, turn Turn) (Completion, error) {
 			_, err := reviewer(ctx, t, turn, "findings\n", 0)
-			return Completion{}, errors.Join(err, fmt.Errorf("acp: %w: connection reset", stage.ErrTransport))
+			return Completion{}, errors.Join(err, fmt.Errorf("acp: %w: connection reset", sandbox.ErrTransport))
 		}, Retry, nil},
 		{"agent crashed", func(ctx context.Context, t *testing.T, turn Turn) (Completion, error) {
 			_, err := reviewer(ctx, t, turn, "findings\n", 0)
@@ -142,8 +143,8 @@ func TestClassify(t *testing.T) {
 		err  error
 		want Action
 	}{
-		{fmt.Errorf("stage skills: %w", &stage.AssetError{Op: "publish", Err: stage.ErrTransport}), Retry},
-		{&deliverable.HostError{Op: "read workspace", Err: stage.ErrTransport}, Retry},
+		{fmt.Errorf("stage skills: %w", &stage.AssetError{Op: "publish", Err: sandbox.ErrTransport}), Retry},
+		{&deliverable.HostError{Op: "read workspace", Err: sandbox.ErrTransport}, Retry},
 		{fmt.Errorf("materialize skills: %w", skills.ErrChanged), Retry},
 		{workspace.ErrLocked, Retry},
 		{workspace.ErrRace, Retry},
@@ -213,7 +214,7 @@ func reviewer(ctx context.Context, t *testing.T, turn Turn, report string, sizeO
 	m := skillFile.FindStringSubmatch(turn.Prompt)
 	require.NotNil(t, m, turn.Prompt)
 	var skill strings.Builder
-	err := turn.Runner.Run(ctx, stage.Command{Dir: turn.Remote, Stdout: &skill, Env: map[string]string{
+	err := turn.Runner.Run(ctx, sandbox.Command{Dir: turn.Remote, Stdout: &skill, Env: map[string]string{
 		"SKILL": m[1], "REPORT": report, "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM": "1"},
 		Script: `set -e
 cat -- "$SKILL"

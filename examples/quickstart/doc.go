@@ -23,7 +23,7 @@
 //     identity is path-free (the same selection under another state
 //     directory has the same identity).
 //  2. stage.Stage the bundle over SSH under the sandbox workspace's .airlock/
-//     (stage.RuntimeDir); stage it again (Reused); change one skill file and
+//     (sandbox.RuntimeDir); stage it again (Reused); change one skill file and
 //     stage again (one file sent). The sandbox copy holds no link and no byte
 //     of the secret.
 //  3. Render the prompt for the sandbox (Bundle.Prompt of the staged path,

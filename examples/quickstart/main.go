@@ -17,6 +17,7 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
+	"github.com/airlockdev/airlock/sandbox"
 	"github.com/airlockdev/airlock/stage"
 	"github.com/airlockdev/airlock/stage/remote"
 	"github.com/airlockdev/airlock/stage/remote/remotetest"
@@ -327,7 +328,7 @@ func skillAssets(bundleDir string) []stage.Asset {
 // and returns its stdout; a failure carries its stderr.
 func (e *env) sh(ctx context.Context, dir, script string, vars map[string]string) (string, error) {
 	var out, errOut strings.Builder
-	err := e.host.Run(ctx, stage.Command{Script: script, Dir: dir, Env: vars, Stdout: &out, Stderr: &errOut})
+	err := e.host.Run(ctx, sandbox.Command{Script: script, Dir: dir, Env: vars, Stdout: &out, Stderr: &errOut})
 	if err != nil {
 		return "", fmt.Errorf("sandbox command failed: %w: %s", err, strings.TrimSpace(errOut.String()))
 	}

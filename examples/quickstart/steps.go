@@ -19,6 +19,7 @@ import (
 	"github.com/spf13/afero"
 
 	"github.com/airlockdev/airlock/deliverable"
+	"github.com/airlockdev/airlock/sandbox"
 	"github.com/airlockdev/airlock/session"
 	"github.com/airlockdev/airlock/skills"
 	"github.com/airlockdev/airlock/stage"
@@ -116,7 +117,7 @@ func (e *env) materialize(ctx context.Context, fixtures string, s *Summary) erro
 // of one file.
 func (e *env) stage(ctx context.Context, s *Summary) error {
 	st, r := e.st, &s.Stage
-	r.Root = path.Join(e.remoteDir, stage.RuntimeDir)
+	r.Root = path.Join(e.remoteDir, sandbox.RuntimeDir)
 	opts := []stage.Option{stage.WithLogger(e.log)}
 	rt, err := stage.Stage(ctx, e.host, r.Root, skillAssets(st.bundle.Dir), opts...)
 	if err != nil {
@@ -487,13 +488,13 @@ func (e *env) restore(ctx context.Context, s *Summary) error {
 		}
 	}
 	for _, p := range res.Updated {
-		if p == stage.RuntimeDir || strings.HasPrefix(p, stage.RuntimeDir+"/") {
+		if p == sandbox.RuntimeDir || strings.HasPrefix(p, sandbox.RuntimeDir+"/") {
 			return fmt.Errorf("restore updated %s", p)
 		}
 	}
-	_, err = os.Lstat(filepath.Join(st.local, stage.RuntimeDir))
+	_, err = os.Lstat(filepath.Join(st.local, sandbox.RuntimeDir))
 	if r.RuntimeDirHome = !errors.Is(err, fs.ErrNotExist); r.RuntimeDirHome {
-		return fmt.Errorf("%s came back to the local workspace (%v)", stage.RuntimeDir, err)
+		return fmt.Errorf("%s came back to the local workspace (%v)", sandbox.RuntimeDir, err)
 	}
 	if _, err := e.sh(ctx, e.remoteDir, `[ -d .airlock/skills ] || { echo ".airlock/skills is gone from the sandbox" >&2; exit 1; }`, nil); err != nil {
 		return err
@@ -502,15 +503,15 @@ func (e *env) restore(ctx context.Context, s *Summary) error {
 	if err != nil {
 		return err
 	}
-	sandbox, err := e.sh(ctx, e.remoteDir, "git remote", map[string]string{"GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM": "1"})
+	remotes, err := e.sh(ctx, e.remoteDir, "git remote", map[string]string{"GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM": "1"})
 	if err != nil {
 		return err
 	}
-	if r.RemotesEmpty = local == "" && sandbox == ""; !r.RemotesEmpty {
-		return fmt.Errorf("git remote is not empty: local %q, sandbox %q", local, sandbox)
+	if r.RemotesEmpty = local == "" && remotes == ""; !r.RemotesEmpty {
+		return fmt.Errorf("git remote is not empty: local %q, sandbox %q", local, remotes)
 	}
 	e.progress(7, "restore", "%d commit back (HEAD %s), updated %v; dirty app.txt and notes.txt kept; %s stayed in the sandbox; git remote empty on both sides",
-		r.Commits, r.Head[:12], r.Updated, stage.RuntimeDir)
+		r.Commits, r.Head[:12], r.Updated, sandbox.RuntimeDir)
 	return nil
 }
 

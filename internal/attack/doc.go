@@ -9,7 +9,7 @@
 //     stalls the SSH connection after N bytes, with N swept over every
 //     phase of Stage, Unstage, workspace.Prepare, Round.Restore and a
 //     remote deliverable Register, over remotetest and a real sshd. After
-//     each fault: the error wraps stage.ErrTransport, the old state is
+//     each fault: the error wraps sandbox.ErrTransport, the old state is
 //     intact, a retry on a new connection succeeds and leaves nothing
 //     behind. AIRLOCK_FAULT_SWEEP=full sweeps every byte-boundary class;
 //     the default is a bounded sweep for CI.

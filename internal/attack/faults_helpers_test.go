@@ -24,6 +24,7 @@ import (
 
 	"github.com/airlockdev/airlock/internal/faultnet"
 	"github.com/airlockdev/airlock/internal/sshdtest"
+	"github.com/airlockdev/airlock/sandbox"
 	"github.com/airlockdev/airlock/stage"
 	"github.com/airlockdev/airlock/stage/remote"
 	"github.com/airlockdev/airlock/stage/remote/remotetest"
@@ -31,7 +32,7 @@ import (
 
 // controlTimeout is the control deadline of the Hosts whose connection is
 // faulted (remote.Config.ControlTimeout): a stalled control step must end
-// in stage.ErrTransport within it. The clean runs (setup, measuring, the
+// in sandbox.ErrTransport within it. The clean runs (setup, measuring, the
 // retry) keep the default deadline, so that a loaded machine cannot fail
 // them.
 const controlTimeout = 3 * time.Second
@@ -44,7 +45,7 @@ const stallKeepAlive = time.Second
 // sandbox is one SSH server the suite runs over. Its file system is the
 // test's own (remotetest runs commands here; sshdtest is a local sshd), so
 // the tests inspect the sandbox side directly.
-type sandbox struct {
+type server struct {
 	name string
 	addr string
 	cfg  remote.Config
@@ -54,22 +55,22 @@ type sandbox struct {
 // sandboxKinds are the servers every sweep runs over.
 var sandboxKinds = []struct {
 	name  string
-	start func(t *testing.T) sandbox
+	start func(t *testing.T) server
 }{
-	{"remotetest", func(t *testing.T) sandbox {
+	{"remotetest", func(t *testing.T) server {
 		dir := t.TempDir()
 		srv := remotetest.NewServer(t, remotetest.WithDir(dir))
-		return sandbox{name: "remotetest", addr: srv.Addr(), cfg: srv.Config(), dir: dir}
+		return server{name: "remotetest", addr: srv.Addr(), cfg: srv.Config(), dir: dir}
 	}},
-	{"sshd", func(t *testing.T) sandbox {
+	{"sshd", func(t *testing.T) server {
 		srv := sshdtest.Start(t) // skips, saying how to get sshd, when it is missing
-		return sandbox{name: "sshd", addr: srv.Addr(), cfg: srv.Config(), dir: srv.Dir()}
+		return server{name: "sshd", addr: srv.Addr(), cfg: srv.Config(), dir: srv.Dir()}
 	}},
 }
 
 // config is the sandbox's client configuration with no keepalives (their
 // bytes would make the byte counts of two runs differ).
-func (s sandbox) config() remote.Config {
+func (s server) config() remote.Config {
 	c := s.cfg
 	c.KeepAlive = -1
 	c.DialTimeout = 10 * time.Second
@@ -77,14 +78,14 @@ func (s sandbox) config() remote.Config {
 }
 
 // faultedConfig is config with the suite's short control deadline.
-func (s sandbox) faultedConfig() remote.Config {
+func (s server) faultedConfig() remote.Config {
 	c := s.config()
 	c.ControlTimeout = controlTimeout
 	return c
 }
 
 // dial connects directly (no proxy): the retry's new connection.
-func (s sandbox) dial(t *testing.T) *remote.Host {
+func (s server) dial(t *testing.T) *remote.Host {
 	t.Helper()
 	h, err := remote.Dial(t.Context(), s.addr, s.config())
 	require.NoError(t, err, "dialling %s directly", s.name)
@@ -93,7 +94,7 @@ func (s sandbox) dial(t *testing.T) *remote.Host {
 }
 
 // fresh returns a new, empty directory in the sandbox.
-func (s sandbox) fresh(t *testing.T, name string) string {
+func (s server) fresh(t *testing.T, name string) string {
 	t.Helper()
 	d, err := os.MkdirTemp(s.dir, name+"-")
 	require.NoError(t, err)
@@ -105,7 +106,7 @@ func (s sandbox) fresh(t *testing.T, name string) string {
 // itself; in a measuring run they record where each command starts.
 type link struct {
 	target stage.Target
-	runner stage.Runner
+	runner sandbox.Runner
 }
 
 func hostLink(h *remote.Host) link { return link{target: h, runner: h} }
@@ -131,8 +132,8 @@ type recorder struct {
 }
 
 var (
-	_ stage.Runner     = (*recorder)(nil)
-	_ stage.FileReader = (*recorder)(nil)
+	_ sandbox.Runner     = (*recorder)(nil)
+	_ sandbox.FileReader = (*recorder)(nil)
 )
 
 func (r *recorder) add(label string) {
@@ -141,7 +142,7 @@ func (r *recorder) add(label string) {
 	r.marks = append(r.marks, mark{at: r.p.Bytes().Total(), label: label})
 }
 
-func (r *recorder) Run(ctx context.Context, cmd stage.Command) error {
+func (r *recorder) Run(ctx context.Context, cmd sandbox.Command) error {
 	r.add(phaseOf(cmd.Script))
 	return r.h.Run(ctx, cmd)
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/airlockdev/airlock/deliverable"
 	"github.com/airlockdev/airlock/internal/faultnet"
+	"github.com/airlockdev/airlock/sandbox"
 	"github.com/airlockdev/airlock/stage"
 	"github.com/airlockdev/airlock/stage/remote"
 	"github.com/airlockdev/airlock/workspace"
@@ -37,7 +38,7 @@ type scenario struct {
 // operation makes a fresh scenario for each run of a sweep.
 type operation struct {
 	name string
-	new  func(t *testing.T, sb sandbox) *scenario
+	new  func(t *testing.T, sb server) *scenario
 }
 
 // operations is every operation the fault sweep attacks.
@@ -58,7 +59,7 @@ var errGuard = errors.New("hang guard of the fault suite expired: the operation 
 
 // TestFaults sweeps a cut (and a few stalls) over every phase of every
 // operation, over every sandbox kind. For each fault: the operation fails
-// with stage.ErrTransport (or succeeds, when the fault came after its
+// with sandbox.ErrTransport (or succeeds, when the fault came after its
 // last byte mattered), the old state is intact, a retry on a new, direct
 // connection succeeds, and it leaves no leftover of either run.
 //
@@ -111,7 +112,7 @@ func concurrently(t *testing.T, n int, fn func(i int)) {
 
 // measure runs op once through a clean proxy and records the bytes its
 // connection moved and where each command began.
-func measure(t *testing.T, sb sandbox, op operation) measured {
+func measure(t *testing.T, sb server, op operation) measured {
 	t.Helper()
 	sc := op.new(t, sb)
 	p, err := faultnet.Listen(sb.addr)
@@ -137,7 +138,7 @@ func measure(t *testing.T, sb sandbox, op operation) measured {
 // faultOnce runs a fresh scenario of op with fault f on its connection,
 // checks what the fault left, retries on a new connection and checks the
 // outcome.
-func faultOnce(t *testing.T, sb sandbox, op operation, m measured, f faultnet.Fault) {
+func faultOnce(t *testing.T, sb server, op operation, m measured, f faultnet.Fault) {
 	sc := op.new(t, sb)
 	p, err := faultnet.Listen(sb.addr)
 	require.NoError(t, err)
@@ -190,7 +191,7 @@ func faultOnce(t *testing.T, sb sandbox, op operation, m measured, f faultnet.Fa
 		return
 	}
 	t.Logf("%s (%s) after %v: %v", f, phase, took.Round(time.Millisecond), err)
-	assert.ErrorIs(t, err, stage.ErrTransport, "%s of %s on %s during %q: the error must wrap stage.ErrTransport", f, op.name, sb.name, phase)
+	assert.ErrorIs(t, err, sandbox.ErrTransport, "%s of %s on %s during %q: the error must wrap sandbox.ErrTransport", f, op.name, sb.name, phase)
 	assert.False(t, guarded, "%s during %q: the operation did not end by itself within %v (the hang guard's context ended)", f, phase, guard)
 	assert.False(t, hung, "%s during %q: the operation ignored its context's end; it returned only when the connection was closed", f, phase)
 	sc.intact(t)
@@ -227,7 +228,7 @@ func changeTree(t *testing.T, src string) {
 	require.NoError(t, os.Remove(filepath.Join(src, "d0/f3.txt")))
 }
 
-func newStageFirst(t *testing.T, sb sandbox) *scenario {
+func newStageFirst(t *testing.T, sb server) *scenario {
 	src := stageTree(t)
 	want := files(t, src)
 	base := sb.fresh(t, "stage")
@@ -252,7 +253,7 @@ func newStageFirst(t *testing.T, sb sandbox) *scenario {
 	}
 }
 
-func newStageDelta(t *testing.T, sb sandbox) *scenario {
+func newStageDelta(t *testing.T, sb server) *scenario {
 	src, other := stageTree(t), t.TempDir()
 	writeFiles(t, other, "y.txt", "deselected\n")
 	base := sb.fresh(t, "stage")
@@ -284,7 +285,7 @@ func newStageDelta(t *testing.T, sb sandbox) *scenario {
 	}
 }
 
-func newUnstage(t *testing.T, sb sandbox) *scenario {
+func newUnstage(t *testing.T, sb server) *scenario {
 	src, other := stageTree(t), t.TempDir()
 	writeFiles(t, other, "y.txt", "kept\n")
 	base := sb.fresh(t, "stage")
@@ -328,7 +329,7 @@ func hostRepo(t *testing.T) string {
 	return local
 }
 
-func newPrepare(t *testing.T, sb sandbox) *scenario {
+func newPrepare(t *testing.T, sb server) *scenario {
 	local := hostRepo(t)
 	base := sb.fresh(t, "ws")
 	work := filepath.Join(base, "work")
@@ -346,14 +347,14 @@ func newPrepare(t *testing.T, sb sandbox) *scenario {
 		done: func(t *testing.T) {
 			assertRepoIntact(t, local, before)
 			assertNoHostLeftovers(t, local)
-			assert.Equal(t, before.tree, files(t, work, ".git", stage.RuntimeDir), "the sandbox's work tree")
+			assert.Equal(t, before.tree, files(t, work, ".git", sandbox.RuntimeDir), "the sandbox's work tree")
 			assert.Equal(t, before.head, strings.TrimSpace(git(t, work, "rev-parse", "HEAD")), "the sandbox's HEAD")
 			assertNoSandboxGitLeftovers(t, work)
 		},
 	}
 }
 
-func newRestore(t *testing.T, sb sandbox) *scenario {
+func newRestore(t *testing.T, sb server) *scenario {
 	local := hostRepo(t)
 	base := sb.fresh(t, "ws")
 	work := filepath.Join(base, "work")
@@ -367,7 +368,7 @@ func newRestore(t *testing.T, sb sandbox) *scenario {
 	git(t, work, "commit", "-q", "-m", "agent")
 	writeFiles(t, work, "dir/c.txt", "rewritten\n", "agent-untracked.txt", "u\n")
 	agentHead := strings.TrimSpace(git(t, work, "rev-parse", "HEAD"))
-	agentTree := files(t, work, ".git", stage.RuntimeDir)
+	agentTree := files(t, work, ".git", sandbox.RuntimeDir)
 	before := snapshotRepo(t, local)
 	return &scenario{
 		sandboxDir: base,
@@ -385,7 +386,7 @@ func newRestore(t *testing.T, sb sandbox) *scenario {
 		},
 		done: func(t *testing.T) {
 			assert.Equal(t, agentHead, strings.TrimSpace(git(t, local, "rev-parse", "HEAD")), "the agent's commit, fast-forwarded")
-			assert.Equal(t, agentTree, files(t, local, ".git", stage.RuntimeDir), "every file the agent left")
+			assert.Equal(t, agentTree, files(t, local, ".git", sandbox.RuntimeDir), "every file the agent left")
 			assertFsck(t, local)
 			assertNoHostLeftovers(t, local)
 			assertNoSandboxGitLeftovers(t, work)
@@ -405,12 +406,12 @@ func plainDir(t *testing.T) string {
 // files.
 func assertNoTempFiles(t *testing.T, dir string) {
 	t.Helper()
-	for p := range files(t, dir, stage.RuntimeDir) {
+	for p := range files(t, dir, sandbox.RuntimeDir) {
 		assert.NotContains(t, filepath.Base(p), ".airlock-", "a temporary file left in the work tree: %s", p)
 	}
 }
 
-func newPreparePlain(t *testing.T, sb sandbox) *scenario {
+func newPreparePlain(t *testing.T, sb server) *scenario {
 	local, state := plainDir(t), t.TempDir()
 	base := sb.fresh(t, "plain")
 	work := filepath.Join(base, "work")
@@ -424,12 +425,12 @@ func newPreparePlain(t *testing.T, sb sandbox) *scenario {
 		intact: func(t *testing.T) { assert.Equal(t, before, files(t, local), "the host directory") },
 		done: func(t *testing.T) {
 			assert.Equal(t, before, files(t, local), "the host directory")
-			assert.Equal(t, before, files(t, work, stage.RuntimeDir), "the sandbox's copy")
+			assert.Equal(t, before, files(t, work, sandbox.RuntimeDir), "the sandbox's copy")
 		},
 	}
 }
 
-func newRestorePlain(t *testing.T, sb sandbox) *scenario {
+func newRestorePlain(t *testing.T, sb server) *scenario {
 	local, state := plainDir(t), t.TempDir()
 	base := sb.fresh(t, "plain")
 	work := filepath.Join(base, "work")
@@ -439,8 +440,8 @@ func newRestorePlain(t *testing.T, sb sandbox) *scenario {
 	// The agent edits, adds and deletes.
 	writeFiles(t, work, "a.txt", "agent\n", "dir/new.txt", "new\n")
 	require.NoError(t, os.Remove(filepath.Join(work, "dir", "deep", "d.txt")))
-	agentTree := files(t, work, stage.RuntimeDir)
-	before := files(t, local, stage.RuntimeDir)
+	agentTree := files(t, work, sandbox.RuntimeDir)
+	before := files(t, local, sandbox.RuntimeDir)
 	return &scenario{
 		sandboxDir: base,
 		run: func(ctx context.Context, l link) error {
@@ -452,17 +453,17 @@ func newRestorePlain(t *testing.T, sb sandbox) *scenario {
 			return err
 		},
 		intact: func(t *testing.T) {
-			assert.Equal(t, before, files(t, local, stage.RuntimeDir), "the host directory")
+			assert.Equal(t, before, files(t, local, sandbox.RuntimeDir), "the host directory")
 			assertNoTempFiles(t, local)
 		},
 		done: func(t *testing.T) {
-			assert.Equal(t, agentTree, files(t, local, stage.RuntimeDir), "every change the agent made")
+			assert.Equal(t, agentTree, files(t, local, sandbox.RuntimeDir), "every change the agent made")
 			assertNoTempFiles(t, local)
 		},
 	}
 }
 
-func newRegister(t *testing.T, sb sandbox) *scenario {
+func newRegister(t *testing.T, sb server) *scenario {
 	ws := sb.fresh(t, "deliv")
 	content := strings.Repeat("report line\n", 100<<10/12)
 	writeFiles(t, ws, "out/report.txt", content)
@@ -532,8 +533,10 @@ func TestStalledConnectionHonoursContext(t *testing.T) {
 				name string
 				call func(ctx context.Context, h *remote.Host) error
 			}{
-				{"Run", func(ctx context.Context, h *remote.Host) error { return h.Run(ctx, stage.Command{Script: "true"}) }},
-				{"Control", func(ctx context.Context, h *remote.Host) error { return h.Control(ctx, stage.Command{Script: "true"}) }},
+				{"Run", func(ctx context.Context, h *remote.Host) error { return h.Run(ctx, sandbox.Command{Script: "true"}) }},
+				{"Control", func(ctx context.Context, h *remote.Host) error {
+					return h.Control(ctx, sandbox.Command{Script: "true"})
+				}},
 				{"ReadFile", func(ctx context.Context, h *remote.Host) error {
 					_, err := h.ReadFile(ctx, filepath.Join(sb.dir, "missing"), 1<<10)
 					return err
@@ -556,7 +559,7 @@ func TestStalledConnectionHonoursContext(t *testing.T) {
 					select {
 					case err := <-done:
 						require.Error(t, err)
-						assert.True(t, errors.Is(err, stage.ErrTransport) || errors.Is(err, context.DeadlineExceeded),
+						assert.True(t, errors.Is(err, sandbox.ErrTransport) || errors.Is(err, context.DeadlineExceeded),
 							"%s on a stalled connection: want ErrTransport or the context's error, got %v", name, err)
 					case <-time.After(controlTimeout + 5*time.Second):
 						t.Errorf("%s on a stalled connection did not return within %v of its 1 s context (control deadline %v); closing the connection", name, controlTimeout+5*time.Second, controlTimeout)

@@ -21,7 +21,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/airlockdev/airlock/deliverable"
-	"github.com/airlockdev/airlock/stage"
+	"github.com/airlockdev/airlock/sandbox"
 	"github.com/airlockdev/airlock/workspace"
 )
 
@@ -132,7 +132,7 @@ func checkNoSpace(t *testing.T, err error, mnt, what string) {
 func fullWork(t *testing.T, kind string) (workspace.Spec, []workspace.Option, filler) {
 	mnt := tmpfs(t, 6<<20)
 	sb := t.TempDir()
-	spec := workspace.Spec{Local: filepath.Join(mnt, "local"), Remote: filepath.Join(sb, "work"), Runner: stage.LocalRunner(sb)}
+	spec := workspace.Spec{Local: filepath.Join(mnt, "local"), Remote: filepath.Join(sb, "work"), Runner: sandbox.Local(sb)}
 	fs := map[string]string{"README": "readme\n", "keep/a.txt": "a\n", "keep/b.txt": strings.Repeat("b", 5000)}
 	var opts []workspace.Option
 	if kind == "git" {
@@ -161,7 +161,7 @@ func agentChange(t *testing.T, spec workspace.Spec, kind string, n int) {
 		require.NoError(t, os.RemoveAll(filepath.Join(spec.Remote, "agent", fmt.Sprintf("%03d", n-1), "f0.bin")))
 	}
 	if kind == "git" {
-		gitIn(t, spec.Remote, "add", "-A", "--", ".", ":!"+stage.RuntimeDir)
+		gitIn(t, spec.Remote, "add", "-A", "--", ".", ":!"+sandbox.RuntimeDir)
 		gitIn(t, spec.Remote, "commit", "-q", "-m", fmt.Sprintf("agent %d", n))
 	}
 	writeFiles(t, spec.Remote, map[string]string{fmt.Sprintf("agent/%03d/untracked.txt", n): strings.Repeat("u", 4500)})
@@ -178,7 +178,7 @@ func TestFullDiskRestore(t *testing.T) {
 				require.NoError(t, err, "preparing round %d (the disk is not full yet)", n)
 				agentChange(t, spec, kind, n)
 				before := files(t, spec.Local, ".git")
-				sandbox := files(t, spec.Remote, ".git", stage.RuntimeDir)
+				remoteFiles := files(t, spec.Remote, ".git", sandbox.RuntimeDir)
 				var head string
 				if kind == "git" {
 					head = gitIn(t, spec.Local, "rev-parse", "HEAD")
@@ -199,17 +199,17 @@ func TestFullDiskRestore(t *testing.T) {
 					if old, ok := before[p]; ok && old == data {
 						continue
 					}
-					if data != sandbox[p] {
+					if data != remoteFiles[p] {
 						t.Errorf("%s: %s holds %d bytes that are neither the local file nor the sandbox's: half-written", what, p, len(data))
 					}
 				}
 				assert.Empty(t, leftovers(t, fl.mnt), "%s: temporary files left on the full disk", what)
 				// Nothing lost: the sandbox still has everything.
-				require.Empty(t, treeDiff(sandbox, files(t, spec.Remote, ".git", stage.RuntimeDir)), "%s: the sandbox's files changed", what)
+				require.Empty(t, treeDiff(remoteFiles, files(t, spec.Remote, ".git", sandbox.RuntimeDir)), "%s: the sandbox's files changed", what)
 				if kind == "git" {
 					checkRepo(t, spec.Local)
 					if now := gitIn(t, spec.Local, "rev-parse", "HEAD"); now != head {
-						if d := treeDiff(sandbox, withoutLeftovers(files(t, spec.Local, ".git", stage.RuntimeDir))); d != "" {
+						if d := treeDiff(remoteFiles, withoutLeftovers(files(t, spec.Local, ".git", sandbox.RuntimeDir))); d != "" {
 							t.Errorf("%s: HEAD moved to the agent's commit although the work tree is incomplete:\n%s", what, d)
 						}
 					}
@@ -252,7 +252,7 @@ func TestFullDiskPrepare(t *testing.T) {
 				fl.free()
 				what := fmt.Sprintf("Prepare with %d bytes free", k)
 				if perr == nil {
-					require.Empty(t, treeDiff(files(t, spec.Local, ".git", stage.RuntimeDir), files(t, spec.Remote, ".git", stage.RuntimeDir)), "%s succeeded: the sandbox must hold the local files", what)
+					require.Empty(t, treeDiff(files(t, spec.Local, ".git", sandbox.RuntimeDir), files(t, spec.Remote, ".git", sandbox.RuntimeDir)), "%s succeeded: the sandbox must hold the local files", what)
 					_, err := r.Restore(context.Background())
 					require.NoError(t, err, "restoring the round of %s", what)
 					checkSpec(t, spec, kind, filepath.Join(fl.mnt, "state"), what+", then restored")
@@ -275,7 +275,7 @@ func TestFullDiskPrepare(t *testing.T) {
 				// The retry, with space again, completes.
 				r, err := workspace.Prepare(context.Background(), spec, opts...)
 				require.NoError(t, err, "the Prepare retried after freeing space (%s)", what)
-				require.Empty(t, treeDiff(files(t, spec.Local, ".git", stage.RuntimeDir), files(t, spec.Remote, ".git", stage.RuntimeDir)), "the retried Prepare: the sandbox must hold the local files")
+				require.Empty(t, treeDiff(files(t, spec.Local, ".git", sandbox.RuntimeDir), files(t, spec.Remote, ".git", sandbox.RuntimeDir)), "the retried Prepare: the sandbox must hold the local files")
 				_, err = r.Restore(context.Background())
 				require.NoError(t, err, "restoring the retried Prepare's round")
 				checkSpec(t, spec, kind, filepath.Join(fl.mnt, "state"), "the retried Prepare, then restored")
@@ -293,7 +293,7 @@ func TestFullDiskRegister(t *testing.T) {
 	require.NoError(t, err)
 	reg := &deliverable.Registrar{Store: store}
 	sb := t.TempDir()
-	ws := deliverable.RemoteWorkspace(stage.LocalRunner(sb), sb)
+	ws := deliverable.RemoteWorkspace(sandbox.Local(sb), sb)
 	size := 40 << 10
 	if os.Getenv("AIRLOCK_FULLDISK") == "full" {
 		size = 400 << 10

@@ -24,6 +24,7 @@ import (
 	"github.com/airlockdev/airlock/deliverable"
 	"github.com/airlockdev/airlock/internal/hostiletree"
 	"github.com/airlockdev/airlock/internal/sshdtest"
+	"github.com/airlockdev/airlock/sandbox"
 	"github.com/airlockdev/airlock/stage"
 	"github.com/airlockdev/airlock/stage/remote"
 	"github.com/airlockdev/airlock/stage/remote/remotetest"
@@ -71,7 +72,7 @@ type sandboxKind struct {
 type sandboxConn struct {
 	// runner returns a Runner whose commands run in the sandbox directory
 	// sub (below dir) unless they name another.
-	runner func(sub string) stage.Runner
+	runner func(sub string) sandbox.Runner
 	// target is a stage Target over the sandbox; root returns the stage
 	// root that lies at the host path p (below dir).
 	target stage.Target
@@ -88,11 +89,11 @@ func dial(t *testing.T, addr string, cfg remote.Config) *remote.Host {
 
 // inDir runs a Runner's commands in dir unless they name another.
 type inDir struct {
-	stage.Runner
+	sandbox.Runner
 	dir string
 }
 
-func (d inDir) Run(ctx context.Context, cmd stage.Command) error {
+func (d inDir) Run(ctx context.Context, cmd sandbox.Command) error {
 	if cmd.Dir == "" {
 		cmd.Dir = d.dir
 	}
@@ -102,7 +103,7 @@ func (d inDir) Run(ctx context.Context, cmd stage.Command) error {
 // readerInDir keeps a FileReader visible through inDir.
 type readerInDir struct {
 	inDir
-	fr stage.FileReader
+	fr sandbox.FileReader
 }
 
 func (r readerInDir) ReadFile(ctx context.Context, p string, limit int64) ([]byte, error) {
@@ -114,7 +115,7 @@ func sandboxKinds() []sandboxKind {
 		return sandboxKind{name: name, connect: func(t *testing.T, dir string) *sandboxConn {
 			h := start(t, dir)
 			return &sandboxConn{
-				runner: func(sub string) stage.Runner { return readerInDir{inDir{h, sub}, h} },
+				runner: func(sub string) sandbox.Runner { return readerInDir{inDir{h, sub}, h} },
 				target: h,
 				root:   func(p string) string { return p },
 			}
@@ -122,8 +123,8 @@ func sandboxKinds() []sandboxKind {
 	}
 	local := func(t *testing.T, dir string) *sandboxConn {
 		return &sandboxConn{
-			runner: func(sub string) stage.Runner { return stage.LocalRunner(sub) },
-			target: stage.NewBridge(stage.LocalRunner(dir)),
+			runner: func(sub string) sandbox.Runner { return sandbox.Local(sub) },
+			target: stage.NewBridge(sandbox.Local(dir)),
 			root:   func(p string) string { return p },
 		}
 	}
@@ -367,11 +368,11 @@ func restoreRounds(t *testing.T, kind string, conn *sandboxConn, top string, c h
 		what := fmt.Sprintf("round %d of %s (%s)", ri, c.Name, kind)
 		r, err := workspace.Prepare(context.Background(), spec, opts...)
 		require.NoError(t, err, "%s: Prepare", what)
-		require.NoError(t, hostiletree.Clear(spec.Remote, ".git", stage.RuntimeDir, "README"))
+		require.NoError(t, hostiletree.Clear(spec.Remote, ".git", sandbox.RuntimeDir, "README"))
 		require.NoError(t, hostiletree.Write(spec.Remote, nodes))
 		committed := false
 		if commit {
-			if out, err := gitErr(spec.Remote, "add", "-A", "--", ".", ":!"+stage.RuntimeDir); err != nil {
+			if out, err := gitErr(spec.Remote, "add", "-A", "--", ".", ":!"+sandbox.RuntimeDir); err != nil {
 				t.Logf("%s: the sandbox's git does not add the tree (%v: %s); it stays uncommitted", what, err, strings.TrimSpace(out))
 			} else if out, err := gitErr(spec.Remote, "commit", "-q", "--allow-empty", "-m", what); err != nil {
 				t.Logf("%s: the sandbox's git does not commit the tree (%v: %s)", what, err, strings.TrimSpace(out))
@@ -387,7 +388,7 @@ func restoreRounds(t *testing.T, kind string, conn *sandboxConn, top string, c h
 		res, err := r.Restore(context.Background())
 		require.NoError(t, err, "%s: the Restore of a hostile work tree must refuse entries, not fail", what)
 		require.Equal(t, outside, describe(t, hostDir, spec.Local), "%s: the Restore wrote outside the work tree %s", what, spec.Local)
-		out, err := hostiletree.LinksOutside(spec.Local, ".git", stage.RuntimeDir)
+		out, err := hostiletree.LinksOutside(spec.Local, ".git", sandbox.RuntimeDir)
 		require.NoError(t, err)
 		assert.Empty(t, out, "%s: links on the host that resolve outside the work tree (or into .git or the runtime directory)", what)
 		assert.Empty(t, res.Kept, "%s: nothing local changed, so nothing may be Kept", what)
@@ -489,7 +490,7 @@ func checkArrived(t *testing.T, local string, nodes []hostiletree.Node, res *wor
 		}
 		rel, _ := filepath.Rel(local, hp)
 		p := filepath.ToSlash(rel)
-		if p == ".git" || p == stage.RuntimeDir {
+		if p == ".git" || p == sandbox.RuntimeDir {
 			return filepath.SkipDir
 		}
 		if _, ok := want[p]; ok || p == "." || p == "README" || de.IsDir() || refusedCovers(res.Refused, p) {

@@ -24,6 +24,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/airlockdev/airlock/sandbox"
 	"github.com/airlockdev/airlock/stage"
 )
 
@@ -366,8 +367,8 @@ func leftovers(t testing.TB, dir string, skip ...string) []string {
 		}
 		// airlock's own lock files (flock, kept) live in an airlock
 		// directory; any other *.lock is a stale git lock.
-		ownLock := strings.HasSuffix(rel, ".lock") && (path.Base(path.Dir(rel)) == "airlock" || path.Base(path.Dir(rel)) == stage.RuntimeDir)
-		if (isLeftover(de.Name()) && !ownLock) || strings.Contains(rel, stage.RuntimeDir+"/restore-") {
+		ownLock := strings.HasSuffix(rel, ".lock") && (path.Base(path.Dir(rel)) == "airlock" || path.Base(path.Dir(rel)) == sandbox.RuntimeDir)
+		if (isLeftover(de.Name()) && !ownLock) || strings.Contains(rel, sandbox.RuntimeDir+"/restore-") {
 			out = append(out, rel)
 		}
 		return nil

@@ -17,6 +17,7 @@ import (
 
 	"github.com/airlockdev/airlock/internal/sshdtest"
 	"github.com/airlockdev/airlock/internal/treegen"
+	"github.com/airlockdev/airlock/sandbox"
 	"github.com/airlockdev/airlock/stage"
 	"github.com/airlockdev/airlock/stage/remote"
 	"github.com/airlockdev/airlock/workspace"
@@ -99,7 +100,7 @@ func stageTarget(t testing.TB, base, kind string) (stage.Target, string) {
 		require.NoError(t, err)
 		return d, "/stage"
 	case "bridge":
-		return stage.NewBridge(stage.LocalRunner(sb)), filepath.Join(sb, "stage")
+		return stage.NewBridge(sandbox.Local(sb)), filepath.Join(sb, "stage")
 	}
 	t.Fatalf("unknown stage target %q", kind)
 	return nil, ""
@@ -209,7 +210,7 @@ func workSpec(base, kind string) (workspace.Spec, []workspace.Option) {
 	spec := workspace.Spec{
 		Local:  filepath.Join(k, "local"),
 		Remote: filepath.Join(k, "sandbox", "work"),
-		Runner: stage.LocalRunner(filepath.Join(k, "sandbox")),
+		Runner: sandbox.Local(filepath.Join(k, "sandbox")),
 	}
 	var opts []workspace.Option
 	if kind == "plain" {
@@ -250,7 +251,7 @@ func checkWork(t *testing.T, base, kind, what string) {
 // directory ("" for none).
 func checkSpec(t *testing.T, spec workspace.Spec, kind, state, what string) {
 	t.Helper()
-	require.Empty(t, treeDiff(withoutLeftovers(files(t, spec.Remote, ".git", stage.RuntimeDir)), withoutLeftovers(files(t, spec.Local, ".git", stage.RuntimeDir))),
+	require.Empty(t, treeDiff(withoutLeftovers(files(t, spec.Remote, ".git", sandbox.RuntimeDir)), withoutLeftovers(files(t, spec.Local, ".git", sandbox.RuntimeDir))),
 		"%s: the host work tree %s must hold exactly the sandbox's files (want: the sandbox's)", what, spec.Local)
 	if kind == "git" {
 		require.Equal(t, gitIn(t, spec.Remote, "rev-parse", "HEAD"), gitIn(t, spec.Local, "rev-parse", "HEAD"), "%s: HEAD on both sides", what)
@@ -312,7 +313,7 @@ func TestKillRestore(t *testing.T) {
 				writeFiles(t, spec.Remote, agent)
 				require.NoError(t, os.Remove(filepath.Join(spec.Remote, "src", "d0", fmt.Sprintf("f%03d.txt", i*5))))
 				if kind == "git" {
-					gitIn(t, spec.Remote, "add", "-A", "--", ".", ":!"+stage.RuntimeDir)
+					gitIn(t, spec.Remote, "add", "-A", "--", ".", ":!"+sandbox.RuntimeDir)
 					gitIn(t, spec.Remote, "commit", "-q", "-m", fmt.Sprintf("agent round %d", i))
 				}
 				u := map[string]string{}
@@ -329,7 +330,7 @@ func TestKillRestore(t *testing.T) {
 				res, err := r.Restore(context.Background())
 				require.NoError(t, err, "the Restore of round %s after the kill", id)
 				for _, p := range res.Refused {
-					if strings.HasPrefix(p, stage.RuntimeDir+"/") {
+					if strings.HasPrefix(p, sandbox.RuntimeDir+"/") {
 						continue // the runtime directory never comes back; a leftover there is found below
 					}
 					t.Errorf("the recovery Restore refused %q: nothing of the agent's work may be refused", p)

@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/airlockdev/airlock/internal/treegen"
+	"github.com/airlockdev/airlock/sandbox"
 	"github.com/airlockdev/airlock/stage"
 	"github.com/airlockdev/airlock/stage/remote"
 	"github.com/airlockdev/airlock/stage/remote/remotetest"
@@ -336,7 +337,7 @@ func BenchmarkConcurrentStage50(b *testing.B) {
 		rss0 := procStatus(b, "VmRSS")
 		sbs := startSandboxes(b, n)
 		for _, s := range sbs { // every connection has run a command: its sessions and buffers exist
-			require.NoError(b, s.host.Run(context.Background(), stage.Command{Script: "true"}))
+			require.NoError(b, s.host.Run(context.Background(), sandbox.Command{Script: "true"}))
 		}
 		runtime.GC()
 		perConn := float64(procStatus(b, "VmRSS")-rss0) / n

@@ -13,7 +13,7 @@ import (
 	"golang.org/x/crypto/ssh/agent"
 
 	"github.com/airlockdev/airlock/internal/sshdtest"
-	"github.com/airlockdev/airlock/stage"
+	"github.com/airlockdev/airlock/sandbox"
 	"github.com/airlockdev/airlock/stage/remote"
 	"github.com/airlockdev/airlock/stage/remote/remotetest"
 )
@@ -55,7 +55,7 @@ func TestDialAgentAuthSSHD(t *testing.T) {
 	t.Cleanup(func() { _ = h.Close() })
 
 	var out bytes.Buffer
-	require.NoError(t, h.Run(t.Context(), stage.Command{Script: "echo agent-ok", Stdout: &out}))
+	require.NoError(t, h.Run(t.Context(), sandbox.Command{Script: "echo agent-ok", Stdout: &out}))
 	assert.Equal(t, "agent-ok\n", out.String())
 
 	// Without the agent's signers the same server refuses the login.

@@ -15,6 +15,6 @@ type Config struct {
 	HostKeyCallback ssh.HostKeyCallback // required: Dial fails without it; never defaulted to insecure
 	DialTimeout     time.Duration       // default 10 s
 	KeepAlive       time.Duration       // default 15 s; 0 keeps the default, <0 turns it off
-	ControlTimeout  time.Duration       // control operations: min(this, stage.MaxControlTimeout)
+	ControlTimeout  time.Duration       // control operations: min(this, sandbox.MaxControlTimeout)
 	Logger          *slog.Logger        // nil: discard
 }

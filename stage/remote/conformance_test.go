@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/airlockdev/airlock/internal/sshdtest"
+	"github.com/airlockdev/airlock/sandbox"
 	"github.com/airlockdev/airlock/stage"
 	"github.com/airlockdev/airlock/stage/remote"
 	"github.com/airlockdev/airlock/stage/remote/remotetest"
@@ -23,7 +24,7 @@ import (
 
 // hostShell lets the suite act as the hostile sandbox through the Host's
 // own runner.
-var hostShell = stagetest.WithSandboxShell(func(t *testing.T, tg stage.Target) (stage.Runner, string) {
+var hostShell = stagetest.WithSandboxShell(func(t *testing.T, tg stage.Target) (sandbox.Runner, string) {
 	return tg.(*remote.Host), ""
 })
 
@@ -35,14 +36,14 @@ func TestHostConformanceRemotetest(t *testing.T) {
 }
 
 func TestHostRunnerConformanceRemotetest(t *testing.T) {
-	stagetest.TestRunner(t, func(t *testing.T) stage.Runner {
+	stagetest.TestRunner(t, func(t *testing.T) sandbox.Runner {
 		return dial(t, remotetest.NewServer(t))
 	})
 }
 
 func TestHostRunnerConformanceSSHD(t *testing.T) {
 	srv := sshdtest.Start(t)
-	stagetest.TestRunner(t, func(t *testing.T) stage.Runner {
+	stagetest.TestRunner(t, func(t *testing.T) sandbox.Runner {
 		h, err := remote.Dial(t.Context(), srv.Addr(), srv.Config())
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = h.Close() })
@@ -95,7 +96,7 @@ func TestHostSSHDEnvNotInArgv(t *testing.T) {
 		}
 	}()
 	var out bytes.Buffer
-	err = h.Run(t.Context(), stage.Command{Script: `sleep 1; printf %s "$SECRET"`, Env: map[string]string{"SECRET": secret}, Stdout: &out})
+	err = h.Run(t.Context(), sandbox.Command{Script: `sleep 1; printf %s "$SECRET"`, Env: map[string]string{"SECRET": secret}, Stdout: &out})
 	close(stop)
 	leak := <-found
 	require.NoError(t, err)
@@ -125,7 +126,7 @@ func TestHostSSHDDelta(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	err = h.Run(ctx, stage.Command{Script: "trap '' TERM; sleep 30"})
+	err = h.Run(ctx, sandbox.Command{Script: "trap '' TERM; sleep 30"})
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	assert.Less(t, time.Since(start), 3*time.Second)
 }

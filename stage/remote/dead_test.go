@@ -14,12 +14,13 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/airlockdev/airlock/sandbox"
 	"github.com/airlockdev/airlock/stage"
 	"github.com/airlockdev/airlock/stage/remote/remotetest"
 )
 
 // TestHostDeadPeerEveryCall: once the connection is gone, every call of
-// the Host fails with stage.ErrTransport, promptly, and the copy staged
+// the Host fails with sandbox.ErrTransport, promptly, and the copy staged
 // before stays as it was.
 func TestHostDeadPeerEveryCall(t *testing.T) {
 	dir := t.TempDir()
@@ -34,8 +35,8 @@ func TestHostDeadPeerEveryCall(t *testing.T) {
 	writeFiles(t, src, "a", "new")
 
 	calls := map[string]func() error{
-		"Run":     func() error { return h.Run(t.Context(), stage.Command{Script: "true"}) },
-		"Control": func() error { return h.Control(t.Context(), stage.Command{Script: "true"}) },
+		"Run":     func() error { return h.Run(t.Context(), sandbox.Command{Script: "true"}) },
+		"Control": func() error { return h.Control(t.Context(), sandbox.Command{Script: "true"}) },
 		"Stage": func() error {
 			_, err := stage.Stage(t.Context(), h, root, []stage.Asset{{Name: "x", Source: src}})
 			return err
@@ -66,7 +67,7 @@ func TestHostDeadPeerEveryCall(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			start := time.Now()
 			err := call()
-			require.ErrorIs(t, err, stage.ErrTransport)
+			require.ErrorIs(t, err, sandbox.ErrTransport)
 			assert.Less(t, time.Since(start), 2*time.Second)
 		})
 	}
@@ -110,7 +111,7 @@ func TestHostFloodingSandbox(t *testing.T) {
 			grew := peakHeapGrowth(t, func() {
 				rt, err := stage.Stage(t.Context(), h, root, []stage.Asset{{Name: "x", Source: src}})
 				if c.fails != "" {
-					require.ErrorIs(t, err, stage.ErrTransport)
+					require.ErrorIs(t, err, sandbox.ErrTransport)
 					require.ErrorContains(t, err, c.fails)
 					return
 				}
@@ -129,7 +130,7 @@ func TestHostFloodingSandbox(t *testing.T) {
 			t.Logf("heap grew by at most %d KiB while the sandbox sent 64 MiB per tool call", grew>>10)
 			assert.Less(t, grew, int64(24<<20), "the host must not keep the flood")
 			var out bytes.Buffer
-			require.NoError(t, h.Run(t.Context(), stage.Command{Script: "echo still-fine", Stdout: &out}))
+			require.NoError(t, h.Run(t.Context(), sandbox.Command{Script: "echo still-fine", Stdout: &out}))
 			assert.Equal(t, "still-fine\n", out.String())
 		})
 	}

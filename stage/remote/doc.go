@@ -1,6 +1,6 @@
 // Package remote makes an SSH machine a sandbox: [Host] is one SSH
 // connection (golang.org/x/crypto/ssh, with github.com/pkg/sftp where it
-// saves round trips) that is both a stage.Runner — scripts run by the
+// saves round trips) that is both a sandbox.Runner — scripts run by the
 // server's /bin/sh — and a stage.Target, speaking the shell protocol of
 // stage.Bridge over that runner. workspace and deliverable reach the
 // sandbox through the same Host.
@@ -14,12 +14,12 @@
 //     request, an SSH env request or any argv; a bad key is refused before
 //     anything is sent.
 //   - Every control operation runs under the control deadline
-//     (Config.ControlTimeout, at most stage.MaxControlTimeout; the Host is
-//     a stage.ControlTimeouter, so workspace and deliverable use it too)
+//     (Config.ControlTimeout, at most sandbox.MaxControlTimeout; the Host is
+//     a sandbox.ControlTimeouter, so workspace and deliverable use it too)
 //     even when the server never answers; a
 //     cancelled command is stopped with everything it started, on servers
 //     that ignore signal requests (OpenSSH) too; keepalives find a dead
-//     peer, after which every call fails with stage.ErrTransport.
+//     peer, after which every call fails with sandbox.ErrTransport.
 //   - Output read from the sandbox for control operations is bounded.
 //
 // Where SFTP is used: the stored manifests of Probe (no process in the

@@ -15,7 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/airlockdev/airlock/internal/sshdtest"
-	"github.com/airlockdev/airlock/stage"
+	"github.com/airlockdev/airlock/sandbox"
 	"github.com/airlockdev/airlock/stage/remote"
 	"github.com/airlockdev/airlock/stage/remote/remotetest"
 )
@@ -27,7 +27,7 @@ import (
 func bigEnvValue(name string) string {
 	var sb strings.Builder
 	tail := "'\"\\ \xff\xfe $HOME `x` __airlock_env_end\n__airlock_env_end\n\n\n"
-	max := stage.MaxEnvEntryBytes - len(name) - 2
+	max := sandbox.MaxEnvEntryBytes - len(name) - 2
 	for i := 0; sb.Len() < max-len(tail)-2; i++ {
 		sb.WriteByte("a'\\\"$\r\t"[i%7])
 		sb.WriteByte('\n')
@@ -39,7 +39,7 @@ func bigEnvValue(name string) string {
 	return sb.String()
 }
 
-// testEnvDelivery: a variable of stage.MaxEnvEntryBytes with some 65,000
+// testEnvDelivery: a variable of sandbox.MaxEnvEntryBytes with some 65,000
 // newlines arrives byte-exact within the control deadline (the old prelude
 // rebuilt the string per line: minutes, then "Argument list too long"),
 // and the script's own stdin starts exactly after the environment; values
@@ -47,11 +47,11 @@ func bigEnvValue(name string) string {
 func testEnvDelivery(t *testing.T, h *remote.Host, dir string) {
 	t.Run("Largest", func(t *testing.T) {
 		v := bigEnvValue("BIG")
-		require.Equal(t, stage.MaxEnvEntryBytes, len("BIG")+len(v)+2)
+		require.Equal(t, sandbox.MaxEnvEntryBytes, len("BIG")+len(v)+2)
 		require.Greater(t, strings.Count(v, "\n"), 50000)
 		var out bytes.Buffer
 		// Control: under the control deadline.
-		err := h.Control(t.Context(), stage.Command{
+		err := h.Control(t.Context(), sandbox.Command{
 			Script: `printf %s "$BIG"; printf '|%s|' "$SMALL"; cat`,
 			Env:    map[string]string{"BIG": v, "SMALL": "s\n"},
 			Stdin:  strings.NewReader("stdin\n"), Stdout: &out,
@@ -62,13 +62,13 @@ func testEnvDelivery(t *testing.T, h *remote.Host, dir string) {
 	t.Run("ManyAtTheTotalBound", func(t *testing.T) {
 		env := map[string]string{}
 		total := 0
-		for i := 0; total+(100<<10) <= stage.MaxEnvBytes; i++ {
+		for i := 0; total+(100<<10) <= sandbox.MaxEnvBytes; i++ {
 			k := fmt.Sprintf("V%d", i)
 			env[k] = strings.Repeat(fmt.Sprintf("%d\n", i), 50<<10)
 			total += len(k) + len(env[k]) + 2
 		}
 		var out bytes.Buffer
-		err := h.Control(t.Context(), stage.Command{Script: `for k in $(env | sed -n 's/^\(V[0-9]*\)=.*/\1/p' | sort); do eval "printf '%s' \"\$$k\"" | cksum; done`, Env: env, Stdout: &out})
+		err := h.Control(t.Context(), sandbox.Command{Script: `for k in $(env | sed -n 's/^\(V[0-9]*\)=.*/\1/p' | sort); do eval "printf '%s' \"\$$k\"" | cksum; done`, Env: env, Stdout: &out})
 		require.NoError(t, err)
 		assert.Equal(t, len(env), strings.Count(out.String(), "\n"))
 	})
@@ -76,12 +76,12 @@ func testEnvDelivery(t *testing.T, h *remote.Host, dir string) {
 		// Newlines and quotes cost the most on the wire: still within the
 		// control deadline at the bounds.
 		env := map[string]string{}
-		for i := range stage.MaxEnvBytes / stage.MaxEnvEntryBytes {
+		for i := range sandbox.MaxEnvBytes / sandbox.MaxEnvEntryBytes {
 			k := fmt.Sprintf("W%d", i)
-			env[k] = strings.Repeat("\n'", (stage.MaxEnvEntryBytes-len(k)-2)/2)
+			env[k] = strings.Repeat("\n'", (sandbox.MaxEnvEntryBytes-len(k)-2)/2)
 		}
 		var out bytes.Buffer
-		err := h.Control(t.Context(), stage.Command{Script: `printf %s "$W0" | cksum; printf %s "$W7" | wc -c`, Env: env, Stdout: &out})
+		err := h.Control(t.Context(), sandbox.Command{Script: `printf %s "$W0" | cksum; printf %s "$W7" | wc -c`, Env: env, Stdout: &out})
 		require.NoError(t, err)
 		var want bytes.Buffer
 		c := exec.Command("sh", "-c", `printf %s "$W0" | cksum; printf %s "$W7" | wc -c`)
@@ -95,27 +95,27 @@ func testEnvDelivery(t *testing.T, h *remote.Host, dir string) {
 		env  map[string]string
 		want string
 	}{
-		{"EntryOverBound", map[string]string{"BIG": strings.Repeat("x\n", (stage.MaxEnvEntryBytes-3)/2)}, "stage.MaxEnvEntryBytes"},
+		{"EntryOverBound", map[string]string{"BIG": strings.Repeat("x\n", (sandbox.MaxEnvEntryBytes-3)/2)}, "sandbox.MaxEnvEntryBytes"},
 		{"TotalOverBound", func() map[string]string {
 			env := map[string]string{}
 			for i := range 9 {
 				env[fmt.Sprintf("V%d", i)] = strings.Repeat("y", 120<<10)
 			}
 			return env
-		}(), "stage.MaxEnvBytes"},
+		}(), "sandbox.MaxEnvBytes"},
 		{"NUL", map[string]string{"A": "a\x00b"}, "NUL"},
 		{"Reserved", map[string]string{"__airlock_l": "x"}, "the prelude's own"},
 	}
 	for _, c := range over {
 		t.Run(c.name, func(t *testing.T) {
 			marker := filepath.Join(dir, "marker-"+c.name)
-			err := h.Run(t.Context(), stage.Command{Script: "touch " + marker, Env: c.env})
+			err := h.Run(t.Context(), sandbox.Command{Script: "touch " + marker, Env: c.env})
 			require.Error(t, err)
 			assert.ErrorContains(t, err, c.want)
 			assert.ErrorContains(t, err, "nothing was run")
-			var ee *stage.ExitError
+			var ee *sandbox.ExitError
 			assert.False(t, errors.As(err, &ee), "refused before running, not a failed command: %v", err)
-			assert.False(t, errors.Is(err, stage.ErrTransport), "%v", err)
+			assert.False(t, errors.Is(err, sandbox.ErrTransport), "%v", err)
 			_, serr := os.Lstat(marker)
 			assert.ErrorIs(t, serr, os.ErrNotExist, "the script must not have run")
 		})
@@ -141,7 +141,7 @@ func testEnvDelivery(t *testing.T, h *remote.Host, dir string) {
 			for i := range len(env) {
 				script += fmt.Sprintf(`printf '%%s\000' "$R%d"; `, i)
 			}
-			require.NoError(t, h.Control(t.Context(), stage.Command{Script: script + "cat", Env: env, Stdin: strings.NewReader("end"), Stdout: &out}))
+			require.NoError(t, h.Control(t.Context(), sandbox.Command{Script: script + "cat", Env: env, Stdin: strings.NewReader("end"), Stdout: &out}))
 			var want strings.Builder
 			for i := range len(env) {
 				want.WriteString(env[fmt.Sprintf("R%d", i)] + "\x00")
@@ -176,11 +176,11 @@ func FuzzHostEnv(f *testing.F) {
 	require.NoError(f, err)
 	f.Cleanup(func() { _ = h.Close() })
 	f.Fuzz(func(t *testing.T, v string) {
-		if strings.ContainsRune(v, 0) || len(v) > stage.MaxEnvEntryBytes-4 {
+		if strings.ContainsRune(v, 0) || len(v) > sandbox.MaxEnvEntryBytes-4 {
 			t.Skip("not a value an environment can carry")
 		}
 		var out bytes.Buffer
-		require.NoError(t, h.Run(t.Context(), stage.Command{Script: `printf %s "$V"; cat`, Env: map[string]string{"V": v}, Stdin: strings.NewReader("|in"), Stdout: &out}))
+		require.NoError(t, h.Run(t.Context(), sandbox.Command{Script: `printf %s "$V"; cat`, Env: map[string]string{"V": v}, Stdin: strings.NewReader("|in"), Stdout: &out}))
 		require.Equal(t, v+"|in", out.String())
 	})
 }

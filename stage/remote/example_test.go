@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"log"
 
-	"github.com/airlockdev/airlock/stage"
+	"github.com/airlockdev/airlock/sandbox"
 	"github.com/airlockdev/airlock/stage/remote"
 	"github.com/airlockdev/airlock/stage/remote/remotetest"
 )
@@ -37,7 +37,7 @@ func ExampleHost_Run() {
 	}()
 
 	var out bytes.Buffer
-	err = host.Run(ctx, stage.Command{
+	err = host.Run(ctx, sandbox.Command{
 		Script: `printf 'hello %s\n' "$WHO"; printf '%s\n' "$(basename "$PWD" | cut -c1-11)"`,
 		Env:    map[string]string{"WHO": "sandbox"},
 		Stdout: &out,

@@ -14,6 +14,7 @@ import (
 
 	"github.com/pkg/sftp"
 
+	"github.com/airlockdev/airlock/sandbox"
 	"github.com/airlockdev/airlock/stage"
 )
 
@@ -101,12 +102,12 @@ func readEntry(c *sftp.Client, d string, e fetchEntry, fn func(e stage.Entry, r 
 		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) {
 			return fmt.Errorf("%w: %s could not be opened in the sandbox: %v", stage.ErrMismatch, p, err)
 		}
-		return fmt.Errorf("%w: remote: opening %s: %w", stage.ErrTransport, p, err)
+		return fmt.Errorf("%w: remote: opening %s: %w", sandbox.ErrTransport, p, err)
 	}
 	defer f.Close()
 	st, err := f.Stat()
 	if err != nil {
-		return fmt.Errorf("%w: remote: fstat %s: %w", stage.ErrTransport, p, err)
+		return fmt.Errorf("%w: remote: fstat %s: %w", sandbox.ErrTransport, p, err)
 	}
 	if !st.Mode().IsRegular() {
 		return fmt.Errorf("%w: %s changed while it was read: it is no longer a regular file", stage.ErrMismatch, p)
@@ -131,7 +132,7 @@ type transportReader struct {
 func (t *transportReader) Read(b []byte) (int, error) {
 	n, err := t.r.Read(b)
 	if err != nil && !errors.Is(err, io.EOF) {
-		t.err = fmt.Errorf("%w: remote: reading %s: %w", stage.ErrTransport, t.p, err)
+		t.err = fmt.Errorf("%w: remote: reading %s: %w", sandbox.ErrTransport, t.p, err)
 		err = t.err
 	}
 	return n, err
@@ -147,7 +148,7 @@ func listCopy(c *sftp.Client, d string) (list []fetchEntry, small bool, err erro
 	case errors.Is(err, fs.ErrNotExist):
 		return nil, false, fmt.Errorf("%w: the asset directory %s is missing in the sandbox", stage.ErrMismatch, d)
 	case err != nil:
-		return nil, false, fmt.Errorf("%w: remote: lstat %s: %w", stage.ErrTransport, d, err)
+		return nil, false, fmt.Errorf("%w: remote: lstat %s: %w", sandbox.ErrTransport, d, err)
 	case fi.Mode()&fs.ModeSymlink != 0:
 		return nil, false, fmt.Errorf("%w: the asset directory %s is a symbolic link in the sandbox", stage.ErrMismatch, d)
 	case !fi.IsDir():
@@ -165,13 +166,13 @@ func listCopy(c *sftp.Client, d string) (list []fetchEntry, small bool, err erro
 			if errors.Is(err, fs.ErrPermission) || errors.Is(err, fs.ErrNotExist) {
 				return fmt.Errorf("%w: %s could not be read in the sandbox: %v", stage.ErrMismatch, dir, err)
 			}
-			return fmt.Errorf("%w: remote: reading directory %s: %w", stage.ErrTransport, dir, err)
+			return fmt.Errorf("%w: remote: reading directory %s: %w", sandbox.ErrTransport, dir, err)
 		}
 		slices.SortFunc(entries, func(a, b os.FileInfo) int { return strings.Compare(a.Name(), b.Name()) })
 		for _, e := range entries {
 			n := e.Name()
 			if n == "." || n == ".." || n == "" || strings.Contains(n, "/") {
-				return fmt.Errorf("%w: remote: %s lists the name %q", stage.ErrTransport, dir, n)
+				return fmt.Errorf("%w: remote: %s lists the name %q", sandbox.ErrTransport, dir, n)
 			}
 			r := path.Join(rel, n)
 			m := e.Mode()
@@ -209,7 +210,7 @@ func fetchCtxErr(ctx context.Context, d, op string, timeout time.Duration) error
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("fetching %s: %s: %w", d, op, err)
 	}
-	return fmt.Errorf("%w: fetching %s: %s did not finish within the %s control deadline; check the sandbox connection", stage.ErrTransport, d, op, timeout)
+	return fmt.Errorf("%w: fetching %s: %s did not finish within the %s control deadline; check the sandbox connection", sandbox.ErrTransport, d, op, timeout)
 }
 
 // newSFTP starts an SFTP client on the connection, giving up when ctx
@@ -228,7 +229,7 @@ func (h *Host) newSFTP(ctx context.Context) (*sftp.Client, error) {
 	select {
 	case r := <-ch:
 		if r.err != nil {
-			return nil, fmt.Errorf("%w: remote: starting SFTP: %w", stage.ErrTransport, r.err)
+			return nil, fmt.Errorf("%w: remote: starting SFTP: %w", sandbox.ErrTransport, r.err)
 		}
 		return r.c, nil
 	case <-ctx.Done():

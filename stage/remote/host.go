@@ -19,7 +19,8 @@ import (
 	"github.com/pkg/sftp"
 	"golang.org/x/crypto/ssh"
 
-	"github.com/airlockdev/airlock/internal/shellproto"
+	"github.com/airlockdev/airlock/internal/shell"
+	"github.com/airlockdev/airlock/sandbox"
 	"github.com/airlockdev/airlock/stage"
 )
 
@@ -33,7 +34,7 @@ const (
 // closing of its session (which makes the server kill it).
 const stopGrace = 250 * time.Millisecond
 
-// Host is one SSH connection to a sandbox. It is a stage.Runner (exec
+// Host is one SSH connection to a sandbox. It is a sandbox.Runner (exec
 // sessions, each script run by the server's /bin/sh) and a stage.Target (the
 // shell protocol of stage.Bridge over that runner, with SFTP where it saves
 // round trips), so Stage, workspace and deliverable all reach the sandbox
@@ -45,7 +46,7 @@ const stopGrace = 250 * time.Millisecond
 // operation runs under the control deadline even when the server never
 // answers; a cancelled command is signalled (TERM), then its session is
 // closed; a dead peer is found by keepalives and every call then fails with
-// stage.ErrTransport. Everything stage.Bridge promises about publishes holds.
+// sandbox.ErrTransport. Everything stage.Bridge promises about publishes holds.
 //
 // Non-guarantees: the sandbox owns its file system (see stage.Bridge); a
 // command whose session is closed is stopped only as far as the server stops
@@ -68,8 +69,8 @@ type Host struct {
 }
 
 var (
-	_ stage.Runner = (*Host)(nil)
-	_ stage.Target = (*Host)(nil)
+	_ sandbox.Runner = (*Host)(nil)
+	_ stage.Target   = (*Host)(nil)
 )
 
 // Dial connects to addr ("host:port"; port 22 when absent), verifies the
@@ -91,7 +92,7 @@ func Dial(ctx context.Context, addr string, cfg Config) (*Host, error) {
 	var d net.Dialer
 	conn, err := d.DialContext(dctx, "tcp", addr)
 	if err != nil {
-		return nil, fmt.Errorf("%w: remote: dialing %s: %w", stage.ErrTransport, addr, err)
+		return nil, fmt.Errorf("%w: remote: dialing %s: %w", sandbox.ErrTransport, addr, err)
 	}
 	// The handshake honours ctx and the timeout through the connection's
 	// deadline and, on cancellation, by closing the connection.
@@ -112,11 +113,11 @@ func Dial(ctx context.Context, addr string, cfg Config) (*Host, error) {
 		case errors.As(err, &he):
 			return nil, he
 		case err == nil || dctx.Err() != nil:
-			return nil, fmt.Errorf("%w: remote: SSH handshake with %s: %w", stage.ErrTransport, addr, context.Cause(dctx))
+			return nil, fmt.Errorf("%w: remote: SSH handshake with %s: %w", sandbox.ErrTransport, addr, context.Cause(dctx))
 		case strings.Contains(err.Error(), "unable to authenticate"):
 			return nil, fmt.Errorf("remote: %s refused authentication as user %q: %w; check Config.User and Config.Auth (the key must be in the server's authorized_keys)", addr, cfg.User, err)
 		}
-		return nil, fmt.Errorf("%w: remote: SSH handshake with %s: %w", stage.ErrTransport, addr, err)
+		return nil, fmt.Errorf("%w: remote: SSH handshake with %s: %w", sandbox.ErrTransport, addr, err)
 	}
 	_ = conn.SetDeadline(time.Time{})
 	return NewHost(ssh.NewClient(cc, chans, reqs), cfg)
@@ -134,10 +135,10 @@ func NewHost(c *ssh.Client, cfg Config) (*Host, error) {
 		h.log = slog.New(slog.DiscardHandler)
 	}
 	h.controlTimeout = cfg.ControlTimeout
-	if h.controlTimeout <= 0 || h.controlTimeout > stage.MaxControlTimeout {
-		h.controlTimeout = stage.MaxControlTimeout
+	if h.controlTimeout <= 0 || h.controlTimeout > sandbox.MaxControlTimeout {
+		h.controlTimeout = sandbox.MaxControlTimeout
 	}
-	h.bridge = stage.NewBridge(h) // its control deadline is h's (stage.ControlTimeouter)
+	h.bridge = stage.NewBridge(h) // its control deadline is h's (sandbox.ControlTimeouter)
 	every := cfg.KeepAlive
 	if every == 0 {
 		every = DefaultKeepAlive
@@ -218,17 +219,17 @@ func (h *Host) Close() error {
 	return h.closeErr
 }
 
-// Run implements stage.Runner: cmd.Script runs under the server's /bin/sh
+// Run implements sandbox.Runner: cmd.Script runs under the server's /bin/sh
 // in cmd.Dir (the login directory when ""). The script travels in the exec
 // request; cmd.Env travels on stdin ahead of cmd.Stdin, read by a short
 // prelude that exports it, so no value appears in any argv or SSH env
 // request; delivery is linear in the environment's size. cmd.Env must pass
-// stage.CheckEnv (shell names, no NUL, each variable within
-// stage.MaxEnvEntryBytes and all within stage.MaxEnvBytes) and no name may
+// sandbox.CheckEnv (shell names, no NUL, each variable within
+// sandbox.MaxEnvEntryBytes and all within sandbox.MaxEnvBytes) and no name may
 // start with __airlock_ (the prelude's own); a bad one is an error before
 // anything is sent.
-func (h *Host) Run(ctx context.Context, cmd stage.Command) error {
-	if err := stage.CheckEnv(cmd.Env); err != nil {
+func (h *Host) Run(ctx context.Context, cmd sandbox.Command) error {
+	if err := sandbox.CheckEnv(cmd.Env); err != nil {
 		return fmt.Errorf("remote: %w", err)
 	}
 	keys := slices.Sorted(maps.Keys(cmd.Env))
@@ -242,7 +243,7 @@ func (h *Host) Run(ctx context.Context, cmd stage.Command) error {
 	}
 	select {
 	case <-h.closed:
-		return fmt.Errorf("%w: remote: the connection is closed", stage.ErrTransport)
+		return fmt.Errorf("%w: remote: the connection is closed", sandbox.ErrTransport)
 	default:
 	}
 
@@ -273,7 +274,7 @@ func (h *Host) Run(ctx context.Context, cmd stage.Command) error {
 	// the command on a server that ignores signal requests, as OpenSSH
 	// does) or that Command.Dir is missing; the Host strips it.
 	if cmd.Dir != "" {
-		fmt.Fprintf(&script, "cd %s 2>/dev/null || { printf '%s\\n' >&2; exit 125; }\n", shellproto.Quote(cmd.Dir), headerPrefix+headerNoDir)
+		fmt.Fprintf(&script, "cd %s 2>/dev/null || { printf '%s\\n' >&2; exit 125; }\n", shell.Quote(cmd.Dir), headerPrefix+headerNoDir)
 	}
 	fmt.Fprintf(&script, "printf '%s%%s\\n' \"$$\" >&2\n", headerPrefix+headerPid)
 	// The script runs as a child sh of a small supervisor shell, so that a
@@ -283,7 +284,7 @@ func (h *Host) Run(ctx context.Context, cmd stage.Command) error {
 	// $$ of its own; one killed by a signal is reported as killed by that
 	// signal (the supervisor re-raises it on itself).
 	fmt.Fprintf(&script, "__airlock_c=%s\nexec 3<&0\ntrap 'kill -KILL 0 2>/dev/null' TERM HUP INT\n/bin/sh -c \"$__airlock_c\" <&3 3<&- &\n__airlock_p=$!\nexec 3<&-\nwait \"$__airlock_p\"\n__airlock_s=$?\n"+
-		"if [ \"$__airlock_s\" -gt 128 ] && [ \"$__airlock_s\" -lt 193 ]; then trap - TERM HUP INT; kill -s \"$(kill -l \"$__airlock_s\")\" $$ 2>/dev/null; fi\nexit \"$__airlock_s\"\n", shellproto.Quote(cmd.Script))
+		"if [ \"$__airlock_s\" -gt 128 ] && [ \"$__airlock_s\" -lt 193 ]; then trap - TERM HUP INT; kill -s \"$(kill -l \"$__airlock_s\")\" $$ 2>/dev/null; fi\nexit \"$__airlock_s\"\n", shell.Quote(cmd.Script))
 
 	sess, err := h.newSession(ctx)
 	if err != nil {
@@ -295,7 +296,7 @@ func (h *Host) Run(ctx context.Context, cmd stage.Command) error {
 	var in io.WriteCloser
 	if stdin != nil {
 		if in, err = sess.StdinPipe(); err != nil {
-			return fmt.Errorf("%w: remote: %w", stage.ErrTransport, err)
+			return fmt.Errorf("%w: remote: %w", sandbox.ErrTransport, err)
 		}
 	}
 	// The exec request and the wait both run in a goroutine: a server that
@@ -303,8 +304,8 @@ func (h *Host) Run(ctx context.Context, cmd stage.Command) error {
 	done := make(chan error, 1)
 	started := make(chan struct{})
 	go func() {
-		if err := sess.Start("exec /bin/sh -c " + shellproto.Quote(script.String())); err != nil {
-			done <- fmt.Errorf("%w: remote: starting the command: %w", stage.ErrTransport, err)
+		if err := sess.Start("exec /bin/sh -c " + shell.Quote(script.String())); err != nil {
+			done <- fmt.Errorf("%w: remote: starting the command: %w", sandbox.ErrTransport, err)
 			return
 		}
 		close(started)
@@ -329,7 +330,7 @@ func (h *Host) Run(ctx context.Context, cmd stage.Command) error {
 	case <-h.closed:
 		sess.Close()
 		<-done
-		return fmt.Errorf("%w: remote: the connection was closed while the command ran", stage.ErrTransport)
+		return fmt.Errorf("%w: remote: the connection was closed while the command ran", sandbox.ErrTransport)
 	}
 	stopped := fmt.Errorf("remote command stopped: %w", ctx.Err())
 	ended := func(within time.Duration) bool {
@@ -442,7 +443,7 @@ func (h *Host) newSession(ctx context.Context) (*ssh.Session, error) {
 	select {
 	case o := <-ch:
 		if o.err != nil {
-			return nil, fmt.Errorf("%w: remote: opening a session: %w", stage.ErrTransport, o.err)
+			return nil, fmt.Errorf("%w: remote: opening a session: %w", sandbox.ErrTransport, o.err)
 		}
 		return o.s, nil
 	case <-ctx.Done():
@@ -455,7 +456,7 @@ func (h *Host) newSession(ctx context.Context) (*ssh.Session, error) {
 			o.s.Close()
 		}
 	}()
-	return nil, fmt.Errorf("%w: remote: opening a session: the server did not answer: %w", stage.ErrTransport, why)
+	return nil, fmt.Errorf("%w: remote: opening a session: the server did not answer: %w", sandbox.ErrTransport, why)
 }
 
 // kill stops the supervisor pid (whose TERM trap kills its process group)
@@ -490,18 +491,18 @@ func exitErr(err error) error {
 	var ee *ssh.ExitError
 	if errors.As(err, &ee) {
 		if sig := ee.Signal(); sig != "" {
-			return &stage.ExitError{Status: -1, Signal: sig}
+			return &sandbox.ExitError{Status: -1, Signal: sig}
 		}
-		return &stage.ExitError{Status: ee.ExitStatus()}
+		return &sandbox.ExitError{Status: ee.ExitStatus()}
 	}
-	if errors.Is(err, stage.ErrTransport) {
+	if errors.Is(err, sandbox.ErrTransport) {
 		return err
 	}
 	var em *ssh.ExitMissingError
 	if errors.As(err, &em) {
-		return fmt.Errorf("%w: remote: the command ended without an exit status (the connection dropped?)", stage.ErrTransport)
+		return fmt.Errorf("%w: remote: the command ended without an exit status (the connection dropped?)", sandbox.ErrTransport)
 	}
-	return fmt.Errorf("%w: remote: %w", stage.ErrTransport, err)
+	return fmt.Errorf("%w: remote: %w", sandbox.ErrTransport, err)
 }
 
 // envReserved starts the names of the prelude's own shell variables, which
@@ -532,17 +533,17 @@ func envQuote(v string) string {
 	return sb.String()
 }
 
-var _ stage.ControlTimeouter = (*Host)(nil)
+var _ sandbox.ControlTimeouter = (*Host)(nil)
 
-// ControlTimeout implements stage.ControlTimeouter: the effective control
-// deadline, min(Config.ControlTimeout, stage.MaxControlTimeout). Every
+// ControlTimeout implements sandbox.ControlTimeouter: the effective control
+// deadline, min(Config.ControlTimeout, sandbox.MaxControlTimeout). Every
 // package that runs control steps through the Host (stage.Bridge,
 // workspace, deliverable) honours it.
 func (h *Host) ControlTimeout() time.Duration { return h.controlTimeout }
 
 // Control runs cmd as a control operation: under the control deadline (see
 // stage.Bridge.Control).
-func (h *Host) Control(ctx context.Context, cmd stage.Command) error {
+func (h *Host) Control(ctx context.Context, cmd sandbox.Command) error {
 	return h.bridge.Control(ctx, cmd)
 }
 
@@ -568,7 +569,7 @@ func (h *Host) SFTP() (*sftp.Client, error) {
 	defer h.sftpMu.Unlock()
 	select {
 	case <-h.closed:
-		return nil, fmt.Errorf("%w: remote: the connection is closed", stage.ErrTransport)
+		return nil, fmt.Errorf("%w: remote: the connection is closed", sandbox.ErrTransport)
 	default:
 	}
 	if h.sftpCli != nil {
@@ -594,9 +595,9 @@ func (h *Host) Remove(ctx context.Context, root string, names []string) error {
 	return h.bridge.Remove(ctx, root, names)
 }
 
-var _ stage.FileReader = (*Host)(nil)
+var _ sandbox.FileReader = (*Host)(nil)
 
-// ReadFile implements stage.FileReader over SFTP. SFTP has no O_NOFOLLOW:
+// ReadFile implements sandbox.FileReader over SFTP. SFTP has no O_NOFOLLOW:
 // the last component is checked with Lstat and the opened file's size and
 // type are checked again, so a link swapped in between can only make the
 // host read another file of the sandbox (which the caller treats as
@@ -632,7 +633,7 @@ func readFile(c *sftp.Client, p string, max int64) ([]byte, error) {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, err
 		}
-		return nil, fmt.Errorf("%w: remote: lstat %s: %w", stage.ErrTransport, p, err)
+		return nil, fmt.Errorf("%w: remote: lstat %s: %w", sandbox.ErrTransport, p, err)
 	}
 	if !fi.Mode().IsRegular() {
 		return nil, &fs.PathError{Op: "read", Path: p, Err: fs.ErrNotExist}
@@ -645,7 +646,7 @@ func readFile(c *sftp.Client, p string, max int64) ([]byte, error) {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, err
 		}
-		return nil, fmt.Errorf("%w: remote: open %s: %w", stage.ErrTransport, p, err)
+		return nil, fmt.Errorf("%w: remote: open %s: %w", sandbox.ErrTransport, p, err)
 	}
 	defer f.Close()
 	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
@@ -653,7 +654,7 @@ func readFile(c *sftp.Client, p string, max int64) ([]byte, error) {
 	}
 	b, err := io.ReadAll(io.LimitReader(f, max+1))
 	if err != nil {
-		return nil, fmt.Errorf("%w: remote: reading %s: %w", stage.ErrTransport, p, err)
+		return nil, fmt.Errorf("%w: remote: reading %s: %w", sandbox.ErrTransport, p, err)
 	}
 	if int64(len(b)) > max {
 		return nil, fmt.Errorf("%w: %s holds more than %d bytes", stage.ErrLimit, p, max)

@@ -21,6 +21,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/airlockdev/airlock/internal/treegen"
+	"github.com/airlockdev/airlock/sandbox"
 	"github.com/airlockdev/airlock/stage"
 	"github.com/airlockdev/airlock/stage/remote"
 	"github.com/airlockdev/airlock/stage/remote/remotetest"
@@ -52,35 +53,35 @@ func TestHostRun(t *testing.T) {
 	srv := remotetest.NewServer(t)
 	h := dial(t, srv)
 	var out, errb bytes.Buffer
-	err := h.Run(t.Context(), stage.Command{
+	err := h.Run(t.Context(), sandbox.Command{
 		Script: `printf '%s|' "$A" "$B"; cat; echo oops >&2; exit 3`,
 		Env:    map[string]string{"A": "x y 'q' $HOME\nline2", "B": "é"},
 		Stdin:  strings.NewReader("in-data"),
 		Stdout: &out, Stderr: &errb,
 	})
-	var ee *stage.ExitError
+	var ee *sandbox.ExitError
 	require.ErrorAs(t, err, &ee)
 	assert.Equal(t, 3, ee.Status)
 	assert.Equal(t, "x y 'q' $HOME\nline2|é|in-data", out.String())
 	assert.Equal(t, "oops\n", errb.String())
 
 	out.Reset()
-	require.NoError(t, h.Run(t.Context(), stage.Command{Script: "pwd", Dir: srv.Dir(), Stdout: &out}))
+	require.NoError(t, h.Run(t.Context(), sandbox.Command{Script: "pwd", Dir: srv.Dir(), Stdout: &out}))
 	assert.Equal(t, srv.Dir()+"\n", out.String())
 
 	errb.Reset()
-	err = h.Run(t.Context(), stage.Command{Script: "echo ran", Dir: "/no/such/dir", Stdout: &out, Stderr: &errb})
+	err = h.Run(t.Context(), sandbox.Command{Script: "echo ran", Dir: "/no/such/dir", Stdout: &out, Stderr: &errb})
 	require.ErrorIs(t, err, fs.ErrNotExist)
 	assert.ErrorContains(t, err, "/no/such/dir")
 	assert.Empty(t, errb.String(), "the prelude's header line is not the caller's")
 
 	// The header line never reaches the caller's stderr.
 	errb.Reset()
-	require.NoError(t, h.Run(t.Context(), stage.Command{Script: "echo e >&2", Stderr: &errb}))
+	require.NoError(t, h.Run(t.Context(), sandbox.Command{Script: "echo e >&2", Stderr: &errb}))
 	assert.Equal(t, "e\n", errb.String())
 
 	for _, bad := range []string{"", "1A", "A-B", "A=B", "A B", "Ä"} {
-		err := h.Run(t.Context(), stage.Command{Script: "true", Env: map[string]string{bad: "v"}})
+		err := h.Run(t.Context(), sandbox.Command{Script: "true", Env: map[string]string{bad: "v"}})
 		require.Error(t, err, "%q", bad)
 		assert.Contains(t, err.Error(), "is not a shell name", "%q", bad)
 	}
@@ -89,8 +90,8 @@ func TestHostRun(t *testing.T) {
 func TestHostRunSignal(t *testing.T) {
 	srv := remotetest.NewServer(t)
 	h := dial(t, srv)
-	err := h.Run(t.Context(), stage.Command{Script: "kill -KILL $$"})
-	var ee *stage.ExitError
+	err := h.Run(t.Context(), sandbox.Command{Script: "kill -KILL $$"})
+	var ee *sandbox.ExitError
 	require.ErrorAs(t, err, &ee)
 	assert.Equal(t, -1, ee.Status)
 	assert.Equal(t, "KILL", ee.Signal)
@@ -102,7 +103,7 @@ func TestHostRunCancelIgnoringTERM(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	err := h.Run(ctx, stage.Command{Script: "trap '' TERM; sleep 30"})
+	err := h.Run(ctx, sandbox.Command{Script: "trap '' TERM; sleep 30"})
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	assert.Less(t, time.Since(start), 2*time.Second)
 }
@@ -225,7 +226,7 @@ func TestHostHangIsTransport(t *testing.T) {
 			start := time.Now()
 			_, err = stage.Stage(t.Context(), h, root, []stage.Asset{{Name: "x", Source: src}})
 			took := time.Since(start)
-			require.ErrorIs(t, err, stage.ErrTransport)
+			require.ErrorIs(t, err, sandbox.ErrTransport)
 			assert.Contains(t, err.Error(), "did not finish within the 300ms control deadline")
 			if c.failTar {
 				assert.Contains(t, err.Error(), "tar: no space left on device", "the transfer's own failure is kept")
@@ -254,7 +255,7 @@ func TestHostDropMidStream(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(src, "a"), big, 0o644))
 	flaky := remotetest.NewServer(t, remotetest.WithDir(dir), remotetest.WithDropAfter(1<<20))
 	_, err = stage.Stage(t.Context(), dial(t, flaky), root, []stage.Asset{{Name: "x", Source: src}})
-	require.ErrorIs(t, err, stage.ErrTransport)
+	require.ErrorIs(t, err, sandbox.ErrTransport)
 	got, err := os.ReadFile(filepath.Join(root, "x", "a"))
 	require.NoError(t, err)
 	assert.Equal(t, "old", string(got), "the previous copy must stay")
@@ -498,7 +499,7 @@ func TestHostFetchOverSFTP(t *testing.T) {
 	hh := dial(t, hung, func(c *remote.Config) { c.ControlTimeout = 300 * time.Millisecond })
 	start := time.Now()
 	err := hh.Fetch(t.Context(), root, "x10", func(stage.Entry, io.Reader) error { return nil })
-	require.ErrorIs(t, err, stage.ErrTransport)
+	require.ErrorIs(t, err, sandbox.ErrTransport)
 	assert.Contains(t, err.Error(), "starting SFTP did not finish within the 300ms control deadline")
 	assert.Less(t, time.Since(start), 2*time.Second)
 }

@@ -9,7 +9,7 @@ import (
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/knownhosts"
 
-	"github.com/airlockdev/airlock/internal/shellproto"
+	"github.com/airlockdev/airlock/internal/shell"
 )
 
 // Host key errors. Dial wraps them (through x/crypto/ssh's handshake
@@ -95,7 +95,7 @@ func KnownHosts(files ...string) (ssh.HostKeyCallback, error) {
 func FixedHostKey(authorizedKeyLine string) (ssh.HostKeyCallback, error) {
 	want, _, _, _, err := ssh.ParseAuthorizedKey([]byte(authorizedKeyLine))
 	if err != nil {
-		return nil, fmt.Errorf("remote: FixedHostKey: %q is not a public key line (want \"ssh-ed25519 AAAA…\"): %w", shellproto.Truncate(authorizedKeyLine, 40), err)
+		return nil, fmt.Errorf("remote: FixedHostKey: %q is not a public key line (want \"ssh-ed25519 AAAA…\"): %w", shell.Truncate(authorizedKeyLine, 40), err)
 	}
 	wantFP := ssh.FingerprintSHA256(want)
 	wantBytes := string(want.Marshal())

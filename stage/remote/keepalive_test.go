@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/airlockdev/airlock/stage"
+	"github.com/airlockdev/airlock/sandbox"
 	"github.com/airlockdev/airlock/stage/remote"
 	"github.com/airlockdev/airlock/stage/remote/remotetest"
 )
@@ -93,20 +93,20 @@ func TestHostKeepAliveFindsDeadPeer(t *testing.T) {
 	h, err := remote.Dial(t.Context(), p.ln.Addr().String(), cfg)
 	require.NoError(t, err)
 	defer h.Close()
-	require.NoError(t, h.Run(t.Context(), stage.Command{Script: "true"}), "the connection works before the freeze")
+	require.NoError(t, h.Run(t.Context(), sandbox.Command{Script: "true"}), "the connection works before the freeze")
 
 	done := make(chan error, 1)
-	go func() { done <- h.Run(t.Context(), stage.Command{Script: "sleep 60"}) }()
+	go func() { done <- h.Run(t.Context(), sandbox.Command{Script: "sleep 60"}) }()
 	time.Sleep(300 * time.Millisecond)
 	p.frozen.Store(true)
 	start := time.Now()
 	select {
 	case err := <-done:
-		require.ErrorIs(t, err, stage.ErrTransport)
+		require.ErrorIs(t, err, sandbox.ErrTransport)
 		assert.Less(t, time.Since(start), 12*time.Second)
 	case <-time.After(30 * time.Second):
 		t.Fatal("a dead peer was not detected within 30 s")
 	}
-	err = h.Run(t.Context(), stage.Command{Script: "true"})
-	assert.ErrorIs(t, err, stage.ErrTransport, "every later call fails with ErrTransport")
+	err = h.Run(t.Context(), sandbox.Command{Script: "true"})
+	assert.ErrorIs(t, err, sandbox.ErrTransport, "every later call fails with ErrTransport")
 }

@@ -20,6 +20,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/airlockdev/airlock/internal/sshdtest"
+	"github.com/airlockdev/airlock/sandbox"
 	"github.com/airlockdev/airlock/stage"
 	"github.com/airlockdev/airlock/stage/remote"
 	"github.com/airlockdev/airlock/stage/remote/remotetest"
@@ -81,9 +82,9 @@ const hostKillEnv = "AIRLOCK_TEST_HOST_KILL_HELPER"
 // killAtPublish passes commands on, and SIGKILLs this process when the
 // publish command comes: the host dies between the transfer and the
 // publish.
-type killAtPublish struct{ r stage.Runner }
+type killAtPublish struct{ r sandbox.Runner }
 
-func (k killAtPublish) Run(ctx context.Context, cmd stage.Command) error {
+func (k killAtPublish) Run(ctx context.Context, cmd sandbox.Command) error {
 	if strings.Contains(cmd.Script, "transfer incomplete") {
 		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
 		select {}
@@ -213,11 +214,11 @@ func testSweepZombieOwner(t *testing.T, h *remote.Host, root string) {
 // slowRm runs every command with an rm that sleeps before removing
 // anything; the PATH travels in Command.Env, through the Host's prelude.
 type slowRm struct {
-	r   stage.Runner
+	r   sandbox.Runner
 	bin string
 }
 
-func (s slowRm) Run(ctx context.Context, cmd stage.Command) error {
+func (s slowRm) Run(ctx context.Context, cmd sandbox.Command) error {
 	env := map[string]string{"PATH": s.bin + ":" + os.Getenv("PATH")}
 	for k, v := range cmd.Env {
 		env[k] = v
@@ -283,7 +284,7 @@ func TestHostRefusesLinkedRoot(t *testing.T) {
 			assert.ErrorContains(t, err, "is a symbolic link; refusing to follow it")
 			err = stage.Unstage(t.Context(), h, root, "x")
 			assert.ErrorContains(t, err, "is a symbolic link; refusing to follow it")
-			var ee *stage.ExitError
+			var ee *sandbox.ExitError
 			assert.True(t, errors.As(err, &ee), "%v", err)
 			b, err := os.ReadFile(filepath.Join(outside, "x", "f"))
 			require.NoError(t, err)

@@ -13,29 +13,30 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/airlockdev/airlock/sandbox"
 	"github.com/airlockdev/airlock/stage"
 	"github.com/airlockdev/airlock/stage/remote"
 	"github.com/airlockdev/airlock/stage/remote/remotetest"
 )
 
-// TestHostReportsItsControlTimeout: the Host is a stage.ControlTimeouter,
+// TestHostReportsItsControlTimeout: the Host is a sandbox.ControlTimeouter,
 // so that every package's control steps through it (a Bridge of its own,
 // workspace, deliverable) use Config.ControlTimeout.
 func TestHostReportsItsControlTimeout(t *testing.T) {
 	srv := remotetest.NewServer(t)
 	for _, c := range []struct{ set, want time.Duration }{
-		{0, stage.MaxControlTimeout},
+		{0, sandbox.MaxControlTimeout},
 		{time.Second, time.Second},
-		{time.Hour, stage.MaxControlTimeout},
+		{time.Hour, sandbox.MaxControlTimeout},
 	} {
 		h := dial(t, srv, func(cfg *remote.Config) { cfg.ControlTimeout = c.set })
-		assert.Equal(t, c.want, stage.ControlDeadline(h), "Config.ControlTimeout %s", c.set)
+		assert.Equal(t, c.want, sandbox.ControlDeadline(h), "Config.ControlTimeout %s", c.set)
 	}
 }
 
 // TestStageDropSweep drops the connection after n bytes from the host, for
 // n across every phase of a stage (handshake, probe, setup, transfer,
-// publish): each failure wraps stage.ErrTransport, the asset is always a
+// publish): each failure wraps sandbox.ErrTransport, the asset is always a
 // whole copy (the old one unless the publish ran), and a stage on a new
 // connection succeeds.
 func TestStageDropSweep(t *testing.T) {
@@ -59,8 +60,8 @@ func TestStageDropSweep(t *testing.T) {
 			}
 			if err != nil {
 				failed++
-				require.ErrorIs(t, err, stage.ErrTransport)
-				var ee *stage.ExitError
+				require.ErrorIs(t, err, sandbox.ErrTransport)
+				var ee *sandbox.ExitError
 				assert.False(t, errors.As(err, &ee), "a dropped connection is no exit status: %v", err)
 			}
 			got, err := os.ReadFile(filepath.Join(root, "x", "b"))

@@ -4,7 +4,7 @@
 // cancellation, concurrency) which also plays the attacker (a source
 // directory swapped for a link while a stage runs; with [WithSandboxShell],
 // links planted at the root, at the asset path and inside a published
-// copy); [TestRunner], the conformance suite every stage.Runner passes
+// copy); [TestRunner], the conformance suite every sandbox.Runner passes
 // (exit status and signals, Env delivered and never in argv, invalid Env
 // keys refused, working directory, stdin, stdout and stderr beyond a pipe
 // buffer, prompt cancellation that leaves no process behind); and

@@ -4,6 +4,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/airlockdev/airlock/sandbox"
 	"github.com/airlockdev/airlock/stage"
 	"github.com/airlockdev/airlock/stage/stagetest"
 )
@@ -17,10 +18,10 @@ func ExampleTestTarget() {
 	testBridgeConformance := func(t *testing.T) {
 		stagetest.TestTarget(t, func(t *testing.T) (stage.Target, string) {
 			dir := t.TempDir()
-			return stage.NewBridge(stage.LocalRunner(dir)), filepath.ToSlash(filepath.Join(dir, "home", "agent", "rt"))
-		}, stagetest.WithSandboxShell(func(*testing.T, stage.Target) (stage.Runner, string) {
+			return stage.NewBridge(sandbox.Local(dir)), filepath.ToSlash(filepath.Join(dir, "home", "agent", "rt"))
+		}, stagetest.WithSandboxShell(func(*testing.T, stage.Target) (sandbox.Runner, string) {
 			// This Bridge's sandbox is this machine: its paths are the host's.
-			return stage.LocalRunner("/"), ""
+			return sandbox.Local("/"), ""
 		}))
 	}
 	_ = testBridgeConformance // in a real package: func TestBridgeConformance(t *testing.T) { ... }
@@ -31,8 +32,8 @@ func ExampleTestTarget() {
 // TestLocalRunnerConformance runs it.)
 func ExampleTestRunner() {
 	testLocalRunnerConformance := func(t *testing.T) {
-		stagetest.TestRunner(t, func(t *testing.T) stage.Runner {
-			return stage.LocalRunner(t.TempDir())
+		stagetest.TestRunner(t, func(t *testing.T) sandbox.Runner {
+			return sandbox.Local(t.TempDir())
 		})
 	}
 	_ = testLocalRunnerConformance // in a real package: func TestLocalRunnerConformance(t *testing.T) { ... }

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/airlockdev/airlock/sandbox"
 	"github.com/airlockdev/airlock/stage"
 )
 
@@ -28,22 +29,22 @@ import (
 // was broken.
 
 // sandbox reaches into a Target's sandbox as a process there would.
-type sandbox struct {
-	sh     stage.Runner
+type sandboxShell struct {
+	sh     sandbox.Runner
 	prefix string // where sh sees the sandbox's "/"
 }
 
 // at returns where sh sees the sandbox path p.
-func (s *sandbox) at(p string) string { return s.prefix + p }
+func (s *sandboxShell) at(p string) string { return s.prefix + p }
 
 // run runs script through the sandbox shell and returns its stdout; a
 // failure stops the test.
-func (s *sandbox) run(t *testing.T, script string, env map[string]string) string {
+func (s *sandboxShell) run(t *testing.T, script string, env map[string]string) string {
 	t.Helper()
 	var stdout, stderr bytes.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	err := s.sh.Run(ctx, stage.Command{Script: script, Env: env, Stdout: &stdout, Stderr: &stderr})
+	err := s.sh.Run(ctx, sandbox.Command{Script: script, Env: env, Stdout: &stdout, Stderr: &stderr})
 	mustNoError(t, err, "sandbox shell (WithSandboxShell): %s\nscript:\n%s\nstderr: %s", firstLine(script), script, stderr.String())
 	return stdout.String()
 }
@@ -57,7 +58,7 @@ func firstLine(s string) string {
 // a file staged through the Target must be where the shell looks. A shell
 // that looked elsewhere would let every hostile case pass for the wrong
 // reason. It leaves the sandbox as it found it (root removed).
-func (s *sandbox) check(t *testing.T, target stage.Target, root string) {
+func (s *sandboxShell) check(t *testing.T, target stage.Target, root string) {
 	t.Helper()
 	tag := rand.Text()
 	src := source(t, spec{path: "probe", data: tag})
@@ -72,14 +73,14 @@ func (s *sandbox) check(t *testing.T, target stage.Target, root string) {
 
 // plant replaces whatever is at the sandbox path at with a symbolic link to
 // target, creating the parent directories.
-func (s *sandbox) plant(t *testing.T, at, target string) {
+func (s *sandboxShell) plant(t *testing.T, at, target string) {
 	t.Helper()
 	s.run(t, `p=$(dirname "$L") && mkdir -p "$p" && rm -rf "$L" && ln -s "$T" "$L"`, map[string]string{"L": s.at(at), "T": target})
 }
 
 // reaches stops the test unless the sandbox path rel below at holds a
 // regular file with content want (or, want empty, any regular file).
-func (s *sandbox) reaches(t *testing.T, at, rel, want string) {
+func (s *sandboxShell) reaches(t *testing.T, at, rel, want string) {
 	t.Helper()
 	f := s.at(at) + "/" + rel
 	got := s.run(t, `if [ -f "$F" ]; then printf 'file:'; cat "$F"; fi`, map[string]string{"F": f})
@@ -88,7 +89,7 @@ func (s *sandbox) reaches(t *testing.T, at, rel, want string) {
 }
 
 // isRealDir reports whether the sandbox path p is a directory, not a link.
-func (s *sandbox) isRealDir(t *testing.T, p string) bool {
+func (s *sandboxShell) isRealDir(t *testing.T, p string) bool {
 	t.Helper()
 	return s.run(t, `if [ -d "$P" ] && [ ! -L "$P" ]; then echo yes; fi`, map[string]string{"P": s.at(p)}) == "yes\n"
 }
@@ -96,7 +97,7 @@ func (s *sandbox) isRealDir(t *testing.T, p string) bool {
 // snapshot describes the directory the shell sees at dir: every name and
 // every file's checksum. Two snapshots differ when anything was written,
 // created or removed there.
-func (s *sandbox) snapshot(t *testing.T, dir string) string {
+func (s *sandboxShell) snapshot(t *testing.T, dir string) string {
 	t.Helper()
 	return s.run(t, `cd "$D" && find . -print | LC_ALL=C sort && find . -type f -exec cksum {} + | LC_ALL=C sort`, map[string]string{"D": dir})
 }
@@ -119,7 +120,7 @@ const victimData = "VICTIM"
 // machine's files (a stage.Dir, a Bridge over LocalRunner, an in-process
 // server), and also by a relative path when the sandbox's "/" is a host
 // directory.
-func (s *sandbox) victims(t *testing.T, root string) []victim {
+func (s *sandboxShell) victims(t *testing.T, root string) []victim {
 	t.Helper()
 	p := path.Join(path.Dir(root), "stagetest-victim-"+rand.Text())
 	s.run(t, `mkdir -p "$D" && printf '%s' "$V" > "$D/victim"`, map[string]string{"D": s.at(p), "V": victimData})
@@ -127,7 +128,7 @@ func (s *sandbox) victims(t *testing.T, root string) []victim {
 		// Best effort: the sandbox may be gone already.
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		_ = s.sh.Run(ctx, stage.Command{Script: `rm -rf "$D"`, Env: map[string]string{"D": s.at(p)}})
+		_ = s.sh.Run(ctx, sandbox.Command{Script: `rm -rf "$D"`, Env: map[string]string{"D": s.at(p)}})
 	})
 	vs := []victim{{
 		name: "InSandbox",
@@ -177,7 +178,7 @@ func relPath(from, to string) string {
 
 // testPlantedLinkAtRoot: a link planted at the stage root is replaced by
 // a directory, never written through.
-func testPlantedLinkAtRoot(t *testing.T, target stage.Target, root string, sb *sandbox) {
+func testPlantedLinkAtRoot(t *testing.T, target stage.Target, root string, sb *sandboxShell) {
 	src := source(t, mixed...)
 	for _, v := range sb.victims(t, root) {
 		t.Run(v.name, func(t *testing.T) {
@@ -194,7 +195,7 @@ func testPlantedLinkAtRoot(t *testing.T, target stage.Target, root string, sb *s
 
 // testPlantedLinkAtAsset: a link planted at <root>/<name> is replaced by
 // the published copy, never written through.
-func testPlantedLinkAtAsset(t *testing.T, target stage.Target, root string, sb *sandbox) {
+func testPlantedLinkAtAsset(t *testing.T, target stage.Target, root string, sb *sandboxShell) {
 	src := source(t, mixed...)
 	for _, v := range sb.victims(t, root) {
 		t.Run(v.name, func(t *testing.T) {
@@ -215,7 +216,7 @@ func testPlantedLinkAtAsset(t *testing.T, target stage.Target, root string, sb *
 // exact copy of it, so that a Target that followed the link would find the
 // right content: Fetch must refuse it (ErrMismatch), and WithVerify must
 // publish again instead of reusing it.
-func testPlantedLinkToCopy(t *testing.T, target stage.Target, root string, sb *sandbox) {
+func testPlantedLinkToCopy(t *testing.T, target stage.Target, root string, sb *sandboxShell) {
 	src := source(t, mixed...)
 	for _, v := range sb.victims(t, root) {
 		t.Run(v.name, func(t *testing.T) {
@@ -246,7 +247,7 @@ func testPlantedLinkToCopy(t *testing.T, target stage.Target, root string, sb *s
 // testPlantedLinkInCopy plants links inside a published copy, in place of
 // a file and of a directory: Fetch reports them as links without following
 // them, and WithVerify publishes the asset again.
-func testPlantedLinkInCopy(t *testing.T, target stage.Target, root string, sb *sandbox) {
+func testPlantedLinkInCopy(t *testing.T, target stage.Target, root string, sb *sandboxShell) {
 	src := source(t, mixed...)
 	for _, v := range sb.victims(t, root) {
 		t.Run(v.name, func(t *testing.T) {
@@ -282,7 +283,7 @@ func testPlantedLinkInCopy(t *testing.T, target stage.Target, root string, sb *s
 // second under every link policy: each stage succeeds or fails with
 // ErrChanged or ErrLink, and the secret never reaches the sandbox. It
 // needs no sandbox shell; with one, it also searches the whole root.
-func testSourceLinkSwapRace(t *testing.T, target stage.Target, root string, sb *sandbox) {
+func testSourceLinkSwapRace(t *testing.T, target stage.Target, root string, sb *sandboxShell) {
 	secretData := "stagetest-secret-" + rand.Text()
 	secret := source(t, spec{path: "f", data: secretData}, spec{path: "g", data: secretData}, spec{path: "deep/h", data: secretData})
 	src := source(t, spec{path: "a/f", data: "public"}, spec{path: "a/g", data: "public"}, spec{path: "a/deep/h", data: "public"}, spec{path: "b", data: "public"})
@@ -348,7 +349,7 @@ exit 0`, map[string]string{"R": sb.at(root), "S": secretData})
 // then staged. Whatever the target carries over from the old copy, the new
 // copy equals the source: the tampered and the missing file are sent
 // again, never carried.
-func testDeltaTamperedOldCopy(t *testing.T, target stage.Target, root string, sb *sandbox) {
+func testDeltaTamperedOldCopy(t *testing.T, target stage.Target, root string, sb *sandboxShell) {
 	var specs []spec
 	for i := range 20 {
 		specs = append(specs, spec{path: fmt.Sprintf("d%d/f%02d.txt", i%2, i), data: strings.Repeat(fmt.Sprint(i%10), 50)})

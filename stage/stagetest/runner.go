@@ -18,13 +18,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/airlockdev/airlock/stage"
+	"github.com/airlockdev/airlock/sandbox"
 )
 
-// TestRunner is the conformance suite every stage.Runner passes. newRunner
+// TestRunner is the conformance suite every sandbox.Runner passes. newRunner
 // returns a Runner for each subtest; its sandbox needs POSIX sh with awk,
 // cat, sleep, kill, mkdir and rm. The suite checks how a command ended (a
-// status as *stage.ExitError, a signal as Status -1), that Env reaches the
+// status as *sandbox.ExitError, a signal as Status -1), that Env reaches the
 // command intact and never appears in any process's command line (it scans
 // /proc on this machine and, through the Runner, in the sandbox, where
 // there is one), that an invalid Env key is refused before anything runs,
@@ -32,7 +32,7 @@ import (
 // stdin, stdout and stderr kept apart and intact in sizes far beyond a
 // pipe buffer, and that cancelling returns promptly even when the command
 // ignores SIGTERM, leaving no process behind.
-func TestRunner(t *testing.T, newRunner func(t *testing.T) stage.Runner) {
+func TestRunner(t *testing.T, newRunner func(t *testing.T) sandbox.Runner) {
 	t.Helper()
 	for _, c := range runnerCases {
 		t.Run(c.name, func(t *testing.T) {
@@ -45,7 +45,7 @@ func TestRunner(t *testing.T, newRunner func(t *testing.T) stage.Runner) {
 
 var runnerCases = []struct {
 	name string
-	run  func(t *testing.T, r stage.Runner)
+	run  func(t *testing.T, r sandbox.Runner)
 }{
 	{"ExitStatus", testExitStatus},
 	{"KilledBySignal", testKilledBySignal},
@@ -69,7 +69,7 @@ var runnerCases = []struct {
 const runTimeout = time.Minute
 
 // runCmd runs cmd with stdout and stderr captured (unless cmd sets them).
-func runCmd(r stage.Runner, cmd stage.Command) (stdout, stderr string, err error) {
+func runCmd(r sandbox.Runner, cmd sandbox.Command) (stdout, stderr string, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
 	defer cancel()
 	var o, e bytes.Buffer
@@ -84,21 +84,21 @@ func runCmd(r stage.Runner, cmd stage.Command) (stdout, stderr string, err error
 }
 
 // runOK runs cmd, which must succeed, and returns its stdout.
-func runOK(t *testing.T, r stage.Runner, cmd stage.Command) string {
+func runOK(t *testing.T, r sandbox.Runner, cmd sandbox.Command) string {
 	t.Helper()
 	out, stderr, err := runCmd(r, cmd)
 	mustNoError(t, err, "running %q (stderr %q)", firstLine(cmd.Script), stderr)
 	return out
 }
 
-func testExitStatus(t *testing.T, r stage.Runner) {
-	out := runOK(t, r, stage.Command{Script: "echo fine; exit 0"})
+func testExitStatus(t *testing.T, r sandbox.Runner) {
+	out := runOK(t, r, sandbox.Command{Script: "echo fine; exit 0"})
 	expectEqual(t, "fine\n", out, "stdout of a command that succeeded")
 	for _, status := range []int{1, 3, 255} {
-		out, stderr, err := runCmd(r, stage.Command{Script: fmt.Sprintf("echo out; echo err >&2; exit %d", status)})
-		var ee *stage.ExitError
+		out, stderr, err := runCmd(r, sandbox.Command{Script: fmt.Sprintf("echo out; echo err >&2; exit %d", status)})
+		var ee *sandbox.ExitError
 		if !errors.As(err, &ee) {
-			t.Errorf("exit %d: Run returned %v, want an error errors.As finds as *stage.ExitError", status, err)
+			t.Errorf("exit %d: Run returned %v, want an error errors.As finds as *sandbox.ExitError", status, err)
 			continue
 		}
 		expectEqual(t, status, ee.Status, "ExitError.Status of exit %d", status)
@@ -108,12 +108,12 @@ func testExitStatus(t *testing.T, r stage.Runner) {
 	}
 }
 
-func testKilledBySignal(t *testing.T, r stage.Runner) {
+func testKilledBySignal(t *testing.T, r sandbox.Runner) {
 	for _, sig := range []string{"KILL", "TERM"} {
-		_, _, err := runCmd(r, stage.Command{Script: "kill -s " + sig + " $$; sleep 5"})
-		var ee *stage.ExitError
+		_, _, err := runCmd(r, sandbox.Command{Script: "kill -s " + sig + " $$; sleep 5"})
+		var ee *sandbox.ExitError
 		if !errors.As(err, &ee) {
-			t.Errorf("killed by SIG%s: Run returned %v, want an error errors.As finds as *stage.ExitError", sig, err)
+			t.Errorf("killed by SIG%s: Run returned %v, want an error errors.As finds as *sandbox.ExitError", sig, err)
 			continue
 		}
 		expectEqual(t, -1, ee.Status, "ExitError.Status of a command killed by SIG%s", sig)
@@ -144,7 +144,7 @@ var awkwardValues = map[string]string{
 	"_lower_1":          "lowercase key",
 }
 
-func testEnv(t *testing.T, r stage.Runner) {
+func testEnv(t *testing.T, r sandbox.Runner) {
 	keys := slices.Sorted(func(yield func(string) bool) {
 		for k := range awkwardValues {
 			if !yield(k) {
@@ -158,7 +158,7 @@ func testEnv(t *testing.T, r stage.Runner) {
 	for _, k := range keys {
 		args.WriteString(` "$` + k + `"`)
 	}
-	out := runOK(t, r, stage.Command{Script: `exec /bin/sh -c 'printf "%s\037"` + args.String() + `'`, Env: awkwardValues})
+	out := runOK(t, r, sandbox.Command{Script: `exec /bin/sh -c 'printf "%s\037"` + args.String() + `'`, Env: awkwardValues})
 	got := strings.Split(out, "\037")
 	must(t, len(got) == len(keys)+1 && got[len(keys)] == "", "the command printed %q, want %d values", out, len(keys))
 	for i, k := range keys {
@@ -225,14 +225,14 @@ func (w *signalWriter) String() string {
 // second and, meanwhile, reads every command line on this machine and, in
 // a second command, every command line in the sandbox: the secret is in
 // none of them, and the command sees it.
-func testEnvNotInArgv(t *testing.T, r stage.Runner) {
+func testEnvNotInArgv(t *testing.T, r sandbox.Runner) {
 	secret := "stagetest-env-" + rand.Text()
 	out := newSignalWriter()
 	done := make(chan error, 1)
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
 		defer cancel()
-		done <- r.Run(ctx, stage.Command{
+		done <- r.Run(ctx, sandbox.Command{
 			Script: `printf '%s\n' "$AIRLOCK_SECRET"; sleep 1; /bin/sh -c 'sleep 1; printf "%s\n" "$AIRLOCK_SECRET"'`,
 			Env:    map[string]string{"AIRLOCK_SECRET": secret},
 			Stdout: out,
@@ -249,7 +249,7 @@ func testEnvNotInArgv(t *testing.T, r stage.Runner) {
 	// command still runs.
 	sandboxView := make(chan string, 1)
 	go func() {
-		o, _, err := runCmd(r, stage.Command{Script: `[ -r /proc/self/cmdline ] || { echo no-proc; exit 0; }
+		o, _, err := runCmd(r, sandbox.Command{Script: `[ -r /proc/self/cmdline ] || { echo no-proc; exit 0; }
 i=0; while [ $i -lt 20 ]; do cat /proc/[0-9]*/cmdline 2>/dev/null; echo; i=$((i+1)); sleep 0.05 2>/dev/null || :; done; exit 0`})
 		if err != nil {
 			o = "error: " + err.Error()
@@ -282,49 +282,49 @@ scan:
 	}
 }
 
-func testBadEnvKey(t *testing.T, r stage.Runner) {
+func testBadEnvKey(t *testing.T, r sandbox.Runner) {
 	for _, key := range []string{"", "A=B", "=A", "A-B", "1A", "9", "A\x00B", "A B", "A.B", "é", "A\nB"} {
-		out, _, err := runCmd(r, stage.Command{Script: "echo ran", Env: map[string]string{"OK_KEY": "v", key: "v"}})
+		out, _, err := runCmd(r, sandbox.Command{Script: "echo ran", Env: map[string]string{"OK_KEY": "v", key: "v"}})
 		if err == nil {
 			t.Errorf("Env key %q was accepted; a Runner must refuse any key outside [A-Za-z_][A-Za-z0-9_]*", key)
 			continue
 		}
-		var ee *stage.ExitError
+		var ee *sandbox.ExitError
 		expect(t, !errors.As(err, &ee), "Env key %q: the refusal is an ExitError (%v): the key must be refused before anything runs", key, err)
 		expectEqual(t, "", out, "Env key %q: the command must not run", key)
 	}
-	out := runOK(t, r, stage.Command{Script: `printf '%s %s %s' "$_1" "$A_b9" "$z"`, Env: map[string]string{"_1": "one", "A_b9": "two", "z": "three"}})
+	out := runOK(t, r, sandbox.Command{Script: `printf '%s %s %s' "$_1" "$A_b9" "$z"`, Env: map[string]string{"_1": "one", "A_b9": "two", "z": "three"}})
 	expectEqual(t, "one two three", out, "valid keys")
 }
 
 // sandboxTempDir creates a directory in the sandbox (its name holds a
 // space) and returns its physical path; it is removed at the end of the
 // test.
-func sandboxTempDir(t *testing.T, r stage.Runner) string {
+func sandboxTempDir(t *testing.T, r sandbox.Runner) string {
 	t.Helper()
-	out := runOK(t, r, stage.Command{Script: `d="${TMPDIR:-/tmp}/stagetest runner.$$" && rm -rf "$d" && mkdir "$d" && cd "$d" && pwd -P`})
+	out := runOK(t, r, sandbox.Command{Script: `d="${TMPDIR:-/tmp}/stagetest runner.$$" && rm -rf "$d" && mkdir "$d" && cd "$d" && pwd -P`})
 	dir := strings.TrimSuffix(out, "\n")
 	must(t, strings.HasPrefix(dir, "/"), "creating a directory in the sandbox printed %q", out)
 	t.Cleanup(func() {
-		_, _, err := runCmd(r, stage.Command{Script: `rm -rf "$D"`, Env: map[string]string{"D": dir}})
+		_, _, err := runCmd(r, sandbox.Command{Script: `rm -rf "$D"`, Env: map[string]string{"D": dir}})
 		expectNoError(t, err, "removing %s in the sandbox", dir)
 	})
 	return dir
 }
 
-func testDir(t *testing.T, r stage.Runner) {
+func testDir(t *testing.T, r sandbox.Runner) {
 	dir := sandboxTempDir(t, r)
-	runOK(t, r, stage.Command{Script: `mkdir "$D/sub dir"`, Env: map[string]string{"D": dir}})
+	runOK(t, r, sandbox.Command{Script: `mkdir "$D/sub dir"`, Env: map[string]string{"D": dir}})
 	for _, d := range []string{dir, dir + "/sub dir", "/"} {
-		out := runOK(t, r, stage.Command{Script: "pwd -P", Dir: d})
+		out := runOK(t, r, sandbox.Command{Script: "pwd -P", Dir: d})
 		expectEqual(t, d+"\n", out, "the working directory of a command with Dir %q", d)
 	}
-	runOK(t, r, stage.Command{Script: "pwd -P"}) // the Runner's default, whatever it is
+	runOK(t, r, sandbox.Command{Script: "pwd -P"}) // the Runner's default, whatever it is
 }
 
-func testMissingDir(t *testing.T, r stage.Runner) {
+func testMissingDir(t *testing.T, r sandbox.Runner) {
 	missing := sandboxTempDir(t, r) + "/missing"
-	out, _, err := runCmd(r, stage.Command{Script: "echo ran", Dir: missing})
+	out, _, err := runCmd(r, sandbox.Command{Script: "echo ran", Dir: missing})
 	must(t, err != nil, "a command with a missing Dir %s succeeded (it printed %q)", missing, out)
 	expectEqual(t, "", out, "a command with a missing Dir must not run")
 	msg := strings.ToLower(err.Error())
@@ -333,8 +333,8 @@ func testMissingDir(t *testing.T, r stage.Runner) {
 		"the error for a missing Dir must say that it is missing: %v", err)
 }
 
-func testStdinWithEnv(t *testing.T, r stage.Runner) {
-	out := runOK(t, r, stage.Command{
+func testStdinWithEnv(t *testing.T, r sandbox.Runner) {
+	out := runOK(t, r, sandbox.Command{
 		Script: `printf '%s|' "$AIRLOCK_IN"; cat`,
 		Env:    map[string]string{"AIRLOCK_IN": "v a l"},
 		Stdin:  strings.NewReader("line one\nline two\nno newline"),
@@ -342,13 +342,13 @@ func testStdinWithEnv(t *testing.T, r stage.Runner) {
 	expectEqual(t, "v a l|line one\nline two\nno newline", out, "Env and stdin together")
 }
 
-func testStdoutAndStderr(t *testing.T, r stage.Runner) {
-	out, stderr, err := runCmd(r, stage.Command{Script: "printf out1; printf err1 >&2; printf out2; printf err2 >&2"})
+func testStdoutAndStderr(t *testing.T, r sandbox.Runner) {
+	out, stderr, err := runCmd(r, sandbox.Command{Script: "printf out1; printf err1 >&2; printf out2; printf err2 >&2"})
 	mustNoError(t, err, "Run")
 	expectEqual(t, "out1out2", out, "stdout")
 	expectEqual(t, "err1err2", stderr, "stderr")
 	var e bytes.Buffer
-	_, _, err = runCmd(r, stage.Command{Script: "printf out; printf err >&2", Stdout: io.Discard, Stderr: &e})
+	_, _, err = runCmd(r, sandbox.Command{Script: "printf out; printf err >&2", Stdout: io.Discard, Stderr: &e})
 	mustNoError(t, err, "Run")
 	expectEqual(t, "err", e.String(), "stderr with stdout discarded")
 }
@@ -371,34 +371,34 @@ func expectSameBytes(t *testing.T, want, got []byte, what string) {
 	}
 }
 
-func testLargeOutput(t *testing.T, r stage.Runner) {
+func testLargeOutput(t *testing.T, r sandbox.Runner) {
 	const lines = 1 << 20 // 8 MiB on stdout, 1 MiB on stderr, interleaved
-	out, stderr, err := runCmd(r, stage.Command{Script: fmt.Sprintf(
+	out, stderr, err := runCmd(r, sandbox.Command{Script: fmt.Sprintf(
 		`awk 'BEGIN { for (i = 0; i < %d; i++) { printf "%%07d\n", i; if (i %% 8 == 0) printf "%%07d\n", i > "/dev/stderr" } }'`, lines)})
 	mustNoError(t, err, "Run")
 	expectSameBytes(t, numbered(lines, 1), []byte(out), "stdout")
 	expectSameBytes(t, numbered(lines, 8), []byte(stderr), "stderr")
 }
 
-func testLargeStdin(t *testing.T, r stage.Runner) {
+func testLargeStdin(t *testing.T, r sandbox.Runner) {
 	in := make([]byte, 4<<20+3)
 	rng := mrand.NewChaCha8([32]byte{1})
 	_, _ = rng.Read(in)
-	out, _, err := runCmd(r, stage.Command{Script: "cat", Stdin: bytes.NewReader(in)})
+	out, _, err := runCmd(r, sandbox.Command{Script: "cat", Stdin: bytes.NewReader(in)})
 	mustNoError(t, err, "Run")
 	expectSameBytes(t, in, []byte(out), "stdin copied to stdout")
 }
 
-func testStdinNotRead(t *testing.T, r stage.Runner) {
+func testStdinNotRead(t *testing.T, r sandbox.Runner) {
 	in := bytes.Repeat([]byte("unread "), 1<<20)
-	out, _, err := runCmd(r, stage.Command{Script: "echo done", Stdin: bytes.NewReader(in)})
+	out, _, err := runCmd(r, sandbox.Command{Script: "echo done", Stdin: bytes.NewReader(in)})
 	expectNoError(t, err, "a command that exits 0 without reading its stdin")
 	expectEqual(t, "done\n", out, "stdout")
 }
 
-func testNilStreams(t *testing.T, r stage.Runner) {
+func testNilStreams(t *testing.T, r sandbox.Runner) {
 	var e bytes.Buffer
-	_, _, err := runCmd(r, stage.Command{
+	_, _, err := runCmd(r, sandbox.Command{
 		Script: `cat; echo stdin-empty >&2; awk 'BEGIN { for (i = 0; i < 131072; i++) printf "%07d\n", i }'`,
 		Stdout: nil, Stderr: &e,
 	})
@@ -409,13 +409,13 @@ func testNilStreams(t *testing.T, r stage.Runner) {
 // testCancel cancels a command that ignores SIGTERM (and whose child does
 // too): Run returns within 2 s with the context's error, and neither the
 // shell nor its child is left running.
-func testCancel(t *testing.T, r stage.Runner) {
+func testCancel(t *testing.T, r sandbox.Runner) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	out := newSignalWriter()
 	done := make(chan error, 1)
 	go func() {
-		done <- r.Run(ctx, stage.Command{Script: `trap '' TERM; sleep 30 & echo "$$ $!"; wait; sleep 30`, Stdout: out})
+		done <- r.Run(ctx, sandbox.Command{Script: `trap '' TERM; sleep 30 & echo "$$ $!"; wait; sleep 30`, Stdout: out})
 	}()
 	select {
 	case <-out.ready:
@@ -441,7 +441,7 @@ if kill -0 "$p" 2>/dev/null; then s=; [ -r /proc/$p/stat ] && s=$(sed 's/.*) //'
 done`
 	var left string
 	for deadline := time.Now().Add(3 * time.Second); ; {
-		left = runOK(t, r, stage.Command{Script: script, Env: map[string]string{"PIDS": strings.Join(pids, " ")}})
+		left = runOK(t, r, sandbox.Command{Script: script, Env: map[string]string{"PIDS": strings.Join(pids, " ")}})
 		if left == "" || time.Now().After(deadline) {
 			break
 		}
@@ -450,25 +450,25 @@ done`
 	expectEqual(t, "", left, "processes of the cancelled command still running (shell %s, child %s)", pids[0], pids[1])
 }
 
-func testRunCancelledBeforeStart(t *testing.T, r stage.Runner) {
+func testRunCancelledBeforeStart(t *testing.T, r sandbox.Runner) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	var out bytes.Buffer
 	start := time.Now()
-	err := r.Run(ctx, stage.Command{Script: "echo ran", Stdout: &out})
+	err := r.Run(ctx, sandbox.Command{Script: "echo ran", Stdout: &out})
 	expect(t, errors.Is(err, context.Canceled), "Run with a cancelled context returned %v, want an error wrapping context.Canceled", err)
 	expect(t, time.Since(start) < 2*time.Second, "Run with a cancelled context took %s", time.Since(start))
 	expectEqual(t, "", out.String(), "a command whose context has ended must not run")
 }
 
-func testRunConcurrent(t *testing.T, r stage.Runner) {
+func testRunConcurrent(t *testing.T, r sandbox.Runner) {
 	const n = 8
 	outs := make([]string, n)
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {
-			outs[i], _, errs[i] = runCmd(r, stage.Command{
+			outs[i], _, errs[i] = runCmd(r, sandbox.Command{
 				Script: `printf '%s:' "$AIRLOCK_N"; cat`,
 				Env:    map[string]string{"AIRLOCK_N": strconv.Itoa(i)},
 				Stdin:  strings.NewReader(strings.Repeat(strconv.Itoa(i), 1000)),

@@ -18,6 +18,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/airlockdev/airlock/sandbox"
 	"github.com/airlockdev/airlock/stage"
 )
 
@@ -25,7 +26,7 @@ import (
 type Option func(*config)
 
 type config struct {
-	shell func(t *testing.T, target stage.Target) (stage.Runner, string)
+	shell func(t *testing.T, target stage.Target) (sandbox.Runner, string)
 }
 
 // WithSandboxShell lets TestTarget play the hostile sandbox: plant links at
@@ -42,7 +43,7 @@ type config struct {
 // are skipped, each with a message that names this option; the cases that
 // attack from the host side (a source directory swapped for a link while a
 // stage runs) always run.
-func WithSandboxShell(shell func(t *testing.T, target stage.Target) (sh stage.Runner, hostPrefix string)) Option {
+func WithSandboxShell(shell func(t *testing.T, target stage.Target) (sh sandbox.Runner, hostPrefix string)) Option {
 	return func(c *config) { c.shell = shell }
 }
 
@@ -76,11 +77,11 @@ func TestTarget(t *testing.T, newTarget func(t *testing.T) (stage.Target, string
 			target, root := newTarget(t)
 			must(t, target != nil, "newTarget returned a nil Target")
 			must(t, path.IsAbs(root) && path.Clean(root) == root && root != "/", "newTarget must return an absolute, clean root other than /, got %q", root)
-			var sb *sandbox
+			var sb *sandboxShell
 			if cfg.shell != nil && c.run == nil {
 				sh, prefix := cfg.shell(t, target)
 				must(t, sh != nil, "the WithSandboxShell function returned a nil Runner")
-				sb = &sandbox{sh: sh, prefix: strings.TrimSuffix(prefix, "/")}
+				sb = &sandboxShell{sh: sh, prefix: strings.TrimSuffix(prefix, "/")}
 			}
 			switch {
 			case c.hostile != nil:
@@ -98,8 +99,8 @@ func TestTarget(t *testing.T, newTarget func(t *testing.T) (stage.Target, string
 var cases = []struct {
 	name    string
 	run     func(t *testing.T, target stage.Target, root string)
-	source  func(t *testing.T, target stage.Target, root string, sb *sandbox) // attacks from the host; sb may be nil
-	hostile func(t *testing.T, target stage.Target, root string, sb *sandbox) // needs the sandbox shell
+	source  func(t *testing.T, target stage.Target, root string, sb *sandboxShell) // attacks from the host; sb may be nil
+	hostile func(t *testing.T, target stage.Target, root string, sb *sandboxShell) // needs the sandbox shell
 }{
 	{name: "StageAndFetch", run: testStageAndFetch},
 	{name: "ProbeAbsent", run: testProbeAbsent},
@@ -516,8 +517,8 @@ func testProgress(t *testing.T, target stage.Target, root string) {
 	a := source(t, mixed...)
 	b := source(t, spec{path: "x", data: "xx"}, spec{path: "y/z", data: "zzz"})
 	var mu sync.Mutex
-	var seen []stage.Progress
-	opt := stage.WithProgress(func(p stage.Progress) {
+	var seen []sandbox.Progress
+	opt := stage.WithProgress(func(p sandbox.Progress) {
 		mu.Lock()
 		seen = append(seen, p)
 		mu.Unlock()
@@ -559,7 +560,7 @@ func testCancelKeepsPreviousCopy(t *testing.T, target stage.Target, root string)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	_, err := stage.Stage(ctx, target, root, assets, stage.WithProgress(func(p stage.Progress) {
+	_, err := stage.Stage(ctx, target, root, assets, stage.WithProgress(func(p sandbox.Progress) {
 		if p.Files >= 1 {
 			cancel()
 		}

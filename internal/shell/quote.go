@@ -1,4 +1,4 @@
-package shellproto
+package shell
 
 import "strings"
 

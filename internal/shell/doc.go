@@ -1,4 +1,4 @@
-// Package shellproto is the one home of the shell protocol that stages
+// Package shell is the one home of the shell protocol that stages
 // trees into a sandbox that runs POSIX sh: the tar stream the host writes
 // (layout, carried entries, the completion marker), the hostile reader of the
 // tar streams a sandbox sends back, sh quoting and bounded output buffers.
@@ -10,4 +10,4 @@
 // that are absolute, unclean or leave the top directory, reports links and
 // special files by type and never resolves them, and callers bound what they
 // keep.
-package shellproto
+package shell

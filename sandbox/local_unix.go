@@ -1,6 +1,6 @@
 //go:build unix
 
-package stage
+package sandbox
 
 import (
 	"os/exec"

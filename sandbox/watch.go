@@ -1,4 +1,4 @@
-package stage
+package sandbox
 
 import (
 	"bytes"
@@ -74,7 +74,7 @@ func Watch(ctx context.Context, r Runner, cmd Command, o WatchOptions) *Watched 
 	if w.d <= 0 {
 		w.d = ControlDeadline(r)
 	}
-	w.d = clampControl(w.d)
+	w.d = ClampControl(w.d)
 	if cmd.Stdout != nil {
 		cmd.Stdout = &lifeWriter{w: w, dst: cmd.Stdout}
 	}

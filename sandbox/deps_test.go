@@ -1,4 +1,4 @@
-package stage_test
+package sandbox_test
 
 import (
 	"bytes"
@@ -113,4 +113,79 @@ func TestDependencies(t *testing.T) {
 	for _, p := range []string{module + "/stage", module + "/stage/stagetest", module + "/stage/remote"} {
 		assert.True(t, seen[p], "go list did not list %s: the rules above checked nothing about it", p)
 	}
+}
+
+// publicImports pins which of the module's public packages each library
+// package may import (internal packages are not listed: any package may use
+// them, and they import no public package but where named here). sandbox is
+// the ground floor: the vocabulary every other package shares, importing
+// only the protocol home (internal/shell, itself standard library and
+// internal helpers only). A package imports another top-level package only
+// where it composes it: remote.Host is a stage.Target built on
+// stage.Bridge; stagetest checks stage Targets; mcptool serves deliverable's
+// registration. workspace and deliverable reach a sandbox through
+// sandbox.Runner alone.
+var publicImports = map[string][]string{
+	"sandbox":                       nil,
+	"skills":                        {"sandbox"},
+	"session":                       {"sandbox", "skills"},
+	"stage":                         {"sandbox"},
+	"stage/remote":                  {"sandbox", "stage"},
+	"stage/remote/remotetest":       {"sandbox", "stage", "stage/remote"},
+	"stage/stagetest":               {"sandbox", "stage"},
+	"workspace":                     {"sandbox"},
+	"deliverable":                   {"sandbox"},
+	"deliverable/mcptool":           {"sandbox", "deliverable"},
+	"internal/sshdtest":             {"sandbox", "stage", "stage/remote"}, // the real-sshd harness builds remote.Hosts
+	"internal/cmd/benchstage":       {"sandbox", "skills", "stage"},
+	"github.com/airlockdev/airlock": {"sandbox", "skills", "session", "stage", "workspace", "deliverable"},
+}
+
+// TestImportGraph checks publicImports against go list: every library
+// package of the module is listed (a new one must be placed), and none
+// imports a public package it is not allowed to. internal packages import
+// no public package except those listed.
+func TestImportGraph(t *testing.T) {
+	pkgs := modulePackages(t)
+	for _, p := range pkgs {
+		rel := strings.TrimPrefix(strings.TrimPrefix(p.ImportPath, module), "/")
+		if rel == "" {
+			rel = module
+		}
+		allowed, listed := publicImports[rel]
+		if p.Name == "main" && !listed {
+			continue // programs compose what they like
+		}
+		internal := strings.HasPrefix(rel, "internal/")
+		if !listed && !internal {
+			t.Errorf("%s is not in publicImports: place it in the import graph (sandbox/deps_test.go)", p.ImportPath)
+			continue
+		}
+		for _, imp := range p.Imports {
+			if imp != module && !strings.HasPrefix(imp, module+"/") {
+				continue
+			}
+			irel := strings.TrimPrefix(strings.TrimPrefix(imp, module), "/")
+			if strings.HasPrefix(irel, "internal/") {
+				continue
+			}
+			if !slices.Contains(allowed, irel) {
+				t.Errorf("%s imports %s: not allowed by publicImports (sandbox/deps_test.go); use sandbox's vocabulary, or move what is shared down into sandbox", p.ImportPath, imp)
+			}
+		}
+	}
+	// sandbox's own dependencies within the module: the protocol home and
+	// what it uses, nothing public.
+	for _, p := range pkgs {
+		if p.ImportPath != module+"/sandbox" {
+			continue
+		}
+		for _, d := range p.Deps {
+			if strings.HasPrefix(d, module+"/") && !strings.HasPrefix(d, module+"/internal/") {
+				t.Errorf("sandbox depends on %s: it is the ground floor and may depend on no other public package of the module", d)
+			}
+		}
+		return
+	}
+	t.Fatal("go list did not list the sandbox package")
 }

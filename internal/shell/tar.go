@@ -1,4 +1,4 @@
-package shellproto
+package shell
 
 import (
 	"archive/tar"
@@ -13,11 +13,19 @@ import (
 	"github.com/airlockdev/airlock/internal/tree"
 )
 
-// ErrTransport is wrapped by every transport failure: a command that could
-// not be run or followed to its end, a control operation that outlived its
-// deadline, output that does not follow the protocol. stage re-exports it as
-// stage.ErrTransport.
-var ErrTransport = errors.New("sandbox transport failure")
+// The error classes of talking to a sandbox; package sandbox exports them
+// (sandbox.ErrTransport, sandbox.ErrProtocol, sandbox.ErrLimit).
+var (
+	// ErrTransport is wrapped by every transport failure: a command that
+	// could not be run or followed to its end, a control operation that
+	// outlived its deadline.
+	ErrTransport = errors.New("sandbox transport failure")
+	// ErrProtocol is wrapped by every reply of a sandbox that answered but
+	// broke the protocol: a malformed, oversized or out-of-order reply.
+	ErrProtocol = errors.New("sandbox broke the protocol")
+	// ErrLimit is wrapped when what a sandbox sent exceeds a bound.
+	ErrLimit = tree.ErrLimit
+)
 
 // Entry is one member of a tree stream: a directory (Mode.IsDir), a regular
 // file (Mode.IsRegular, Size bytes) or, when read back from a sandbox, a

@@ -224,8 +224,8 @@ func validEnvKey(k string) bool {
 //
 // A full disk (ENOSPC, EDQUOT) is not retryable: it clears only when
 // someone frees space, so a retry on a timer fails the same way until an
-// operator acts; the error names the file system to free, and the same call
-// succeeds unchanged afterwards.
+// operator acts; the error names the path, and the same call succeeds
+// unchanged afterwards.
 //
 // An error that answers for itself (a method Retryable() bool anywhere in
 // its chain; the first one errors.As finds) is believed before ErrTransport

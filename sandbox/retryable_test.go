@@ -61,7 +61,8 @@ var answers = map[string][]answer{
 	"stage.ErrChanged":   {{stage.ErrChanged, true}}, // a host source that changed while read: stage again when it is quiet
 	"stage.ErrLimit":     {{stage.ErrLimit, false}},
 	"stage.ErrNoPrune":   {{stage.ErrNoPrune, false}},
-	"stage.ExitError":    {{&stage.ExitError{Status: 2}, false}},
+	//lint:ignore SA1019 the deprecated alias is still an exported error type of stage
+	"stage.ExitError": {{&stage.ExitError{Status: 2}, false}},
 	"stage.AssetError": {
 		{&stage.AssetError{Op: "publish", Name: "skills", Path: "/w/.airlock/skills", Err: sandbox.ErrTransport}, true},
 		{&stage.AssetError{Op: "read", Name: "skills", Path: "/src", Err: stage.ErrChanged}, true},

@@ -7,6 +7,7 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"io"
 	"io/fs"
 	"maps"
 	"os"
@@ -48,7 +49,9 @@ var answers = map[string][]answer{
 	"sandbox.ErrTransport": {{sandbox.ErrTransport, true}, {fmt.Errorf("%w: ssh: connection lost", sandbox.ErrTransport), true}},
 	"sandbox.ErrProtocol": {{sandbox.ErrProtocol, false},
 		{errors.Join(sandbox.ErrProtocol, sandbox.ErrTransport), false}}, // the hostile reply decides, not the cut after it
-	"sandbox.ErrLimit":  {{sandbox.ErrLimit, false}},
+	"sandbox.ErrLimit": {{sandbox.ErrLimit, false}},
+	// A stopped command's outcome is unknown: a transport failure.
+	"sandbox.StopError": {{&sandbox.StopError{Err: context.Canceled, Detail: "the kill exec failed"}, true}, {&sandbox.StopError{Verified: true, Err: io.ErrUnexpectedEOF}, true}},
 	"sandbox.ExitError": {{&sandbox.ExitError{Status: 1}, false}, {&sandbox.ExitError{Status: -1, Signal: "KILL"}, false}},
 
 	// stage.

@@ -50,7 +50,7 @@ type Dropped struct {
 
 // Identity identifies a bundle's content. It never holds a host path.
 type Identity struct {
-	Digest string // "sha256:<hex>" over the bundle's skills and drops
+	Digest string // "sha256:<hex>" over the surviving skills (Key, Name, tree digest); drops, of which the agent is told nothing, do not take part
 }
 
 // Bundle is the result of Materialize.

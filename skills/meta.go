@@ -294,14 +294,14 @@ func (m Meta) Validate(dirName string) error {
 	return fmt.Errorf("%w: %s", ErrSpec, strings.Join(errs, "; "))
 }
 
-// nameRune reports the characters a spec name may hold: "-", a digit or
-// other number, or a letter that is neither upper nor title case (so
+// nameRune reports the characters a spec name may hold: "-", a decimal
+// digit (any script), or a letter that is neither upper nor title case (so
 // lowercase letters and letters of scripts without case).
 func nameRune(r rune) bool {
 	switch {
 	case r == '-':
 		return true
-	case unicode.IsNumber(r):
+	case unicode.IsDigit(r):
 		return true
 	case unicode.IsLetter(r):
 		return !unicode.IsUpper(r) && !unicode.IsTitle(r)

@@ -54,7 +54,7 @@ func TestParseMeta(t *testing.T) {
 func TestMetaValidate(t *testing.T) {
 	ok := Meta{Name: "pdf-tools", Description: "Reads PDFs."}
 	require.NoError(t, ok.Validate("pdf-tools"))
-	for _, name := range []string{"i18n-données", "データ-2", "ß-ǆ"} {
+	for _, name := range []string{"i18n-données", "データ-2", "ß-ǆ", "٣-x"} {
 		require.NoError(t, Meta{Name: name, Description: strings.Repeat("d", 1024)}.Validate(name), name)
 	}
 	for _, tc := range []struct {
@@ -68,6 +68,7 @@ func TestMetaValidate(t *testing.T) {
 		{"upper", Meta{Name: "Pdf", Description: "d"}, "Pdf", `may hold only lowercase letters, digits and - (found 'P', U+0050)`},
 		{"upper non-ASCII", Meta{Name: "données-É", Description: "d"}, "données-É", `(found 'É', U+00C9)`},
 		{"underscore", Meta{Name: "pdf_tools", Description: "d"}, "pdf_tools", `(found '_', U+005F)`},
+		{"a number that is no digit", Meta{Name: "v½", Description: "d"}, "v½", "U+00BD)"},
 		{"decomposed accent", Meta{Name: "donne\u0301es", Description: "d"}, "donne\u0301es", "U+0301)"},
 		{"leading hyphen", Meta{Name: "-pdf", Description: "d"}, "-pdf", "leading, trailing or double hyphen"},
 		{"trailing hyphen", Meta{Name: "pdf-", Description: "d"}, "pdf-", "leading, trailing or double hyphen"},

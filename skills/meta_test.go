@@ -171,6 +171,8 @@ func TestParseMetaLenient(t *testing.T) {
 		{"unquoted colon", "---\nname: a\ndescription: Use when: x\n---\n", Meta{Name: "a", Description: "Use when: x"}, []string{"description"}, ""},
 		{"trailing colon, quotes and backslash", "---\ndescription: Say \"hi\" \\ then:  \ncompatibility: Needs: git\n---\n",
 			Meta{Description: `Say "hi" \ then:`, Compatibility: "Needs: git"}, []string{"description", "compatibility"}, ""},
+		{"quotes cannot inject a key", "---\nname: a\ndescription: a: b\", name: \"evil\n---\n",
+			Meta{Name: "a", Description: `a: b", name: "evil`}, []string{"description"}, ""},
 		{"a comment is text", "---\ndescription: Use when: x # y\n---\n", Meta{Description: "Use when: x # y"}, []string{"description"}, ""},
 		{"nested lines are not read leniently", "---\nmetadata:\n  a: b: c\n---\n", Meta{}, nil, "does not parse"},
 		{"indicator first: not a plain scalar", "---\ndescription: [a: b\n---\n", Meta{}, nil, "does not parse"},

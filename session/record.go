@@ -189,7 +189,7 @@ func decodeRecord(data []byte) (Record, error) {
 	if d, ok := tok.(json.Delim); !ok || d != '{' {
 		return Record{}, fmt.Errorf("%w: not a JSON object", ErrMalformedRecord)
 	}
-	values := make(map[string]json.RawMessage, 9)
+	values := make(map[string]json.RawMessage, 10)
 	var keys []string
 	for dec.More() {
 		tok, err := dec.Token()
@@ -216,7 +216,6 @@ func decodeRecord(data []byte) (Record, error) {
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return Record{}, fmt.Errorf("%w: trailing data after the record object", ErrMalformedRecord)
 	}
-
 	return fromValues(values, keys)
 }
 
@@ -232,9 +231,9 @@ func fromValues(values map[string]json.RawMessage, keys []string) (Record, error
 		}
 	}
 	fields := fieldsOf(schema)
-	name := Schema
+	format := Schema
 	if schema == SchemaV1 {
-		name = SchemaV1
+		format = SchemaV1
 	}
 	for _, k := range keys {
 		if slices.Contains(fields, k) {
@@ -245,7 +244,7 @@ func fromValues(values map[string]json.RawMessage, keys []string) (Record, error
 				return Record{}, fmt.Errorf("%w: %q is %q in the wrong case (field names are case-sensitive)", ErrUnknownField, k, known)
 			}
 		}
-		return Record{}, fmt.Errorf("%w: %q is not a field of %s", ErrUnknownField, k, name)
+		return Record{}, fmt.Errorf("%w: %q is not a field of %s", ErrUnknownField, k, format)
 	}
 	if _, ok := values["schema"]; !ok {
 		return Record{}, fmt.Errorf("%w: the record has no schema (the draft schema-less format); want %q", ErrUnsupportedSchema, Schema)

@@ -7,6 +7,8 @@ import (
 	"io/fs"
 	"path"
 	"sync"
+
+	"github.com/airlockdev/airlock/sandbox"
 )
 
 // maxParallelReads bounds the ReadFile calls in flight for one probe.
@@ -46,7 +48,7 @@ func (b *Bridge) probeFiles(ctx context.Context, fr FileReader, root string, nam
 				case err == nil:
 					total += int64(len(data))
 					if total > MaxProbeBytes {
-						err = fmt.Errorf("%w: %s: the sandbox's manifests hold more than %d bytes together", ErrTransport, op, MaxProbeBytes)
+						err = fmt.Errorf("%w: %s: the sandbox's manifests hold more than %d bytes together", sandbox.ErrProtocol, op, MaxProbeBytes)
 						break
 					}
 					res[i] = data

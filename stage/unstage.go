@@ -9,6 +9,8 @@ import (
 	"path"
 	"slices"
 	"strings"
+
+	"github.com/airlockdev/airlock/internal/shell"
 )
 
 // Pruner is an optional interface of a Target: one that can list and remove
@@ -251,7 +253,7 @@ func (b *Bridge) Remove(ctx context.Context, root string, names []string) error 
 			fmt.Fprintf(&sb, "if [ -e %[1]s ] || [ -L %[1]s ]; then mv -f %[1]s \"$t/\" || exit 4; fi\n", q(e))
 		}
 	}
-	fmt.Fprintf(&sb, "echo %s\n", publishedLine)
+	fmt.Fprintf(&sb, "echo %s\n", shell.PublishedLine)
 	sb.WriteString(dropScript(tmpName))
 	sb.WriteString("D\nexit 0\n")
 	return b.renameThenDelete(ctx, "removing assets under "+root, Command{Script: sb.String()})

@@ -250,18 +250,18 @@ func Members(r io.Reader, fn func(m Member, r io.Reader) error) error {
 // ReadTar parses a tar stream written by a sandbox's `tar -c .` and calls
 // fn for each member below the top directory, strictly: a member name that
 // is absolute, not clean or leaves the top is a protocol error wrapping
-// ErrTransport, as is a stream that is not tar; links and special files
+// ErrProtocol, as is a stream that is not tar; links and special files
 // are reported by type, never resolved; a hard link is reported as
 // fs.ModeIrregular; setuid, setgid and sticky bits are dropped.
 func ReadTar(r io.Reader, fn func(Entry, io.Reader) error) error {
 	err := Members(r, func(m Member, r io.Reader) error {
 		if m.Path == "" {
-			return fmt.Errorf("%w: the sandbox's tar stream names %q, which is not a clean relative path", ErrTransport, m.Name)
+			return fmt.Errorf("%w: the sandbox's tar stream names %q, which is not a clean relative path", ErrProtocol, m.Name)
 		}
 		return fn(Entry{Path: m.Path, Mode: m.Mode &^ (fs.ModeSetuid | fs.ModeSetgid | fs.ModeSticky), Size: m.Size}, r)
 	})
 	if errors.Is(err, ErrMalformedTar) {
-		return fmt.Errorf("%w: reading the sandbox's tar stream: %w", ErrTransport, err)
+		return fmt.Errorf("%w: reading the sandbox's tar stream: %w", ErrProtocol, err)
 	}
 	return err
 }

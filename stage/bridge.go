@@ -175,18 +175,26 @@ func (b *Bridge) runControl(ctx context.Context, op string, cmd Command, settle 
 }
 
 // renameThenDelete runs a publish or unstage command: a control operation
-// until the command prints shell.PublishedLine (its renames are done) or ends,
-// and then, for deleting what it moved aside, a wait of at most the control
-// deadline more. Once the line
-// came, the operation has succeeded whatever follows: a deletion that
-// fails, is cut or outlasts the wait leaves a directory that the next
-// sweep removes (the command is not stopped; it may still be deleting).
-// The caller's cancellation cuts neither wait short: a cut publish or
-// cleanup would leave its directory behind until the next sweep.
+// until the command prints shell.PublishedLine (its renames are done) or
+// ends, and then, for deleting what it moved aside, a wait of at most the
+// control deadline more. Once the line came, the operation has succeeded
+// whatever follows: a deletion that fails, is cut or outlasts the wait
+// leaves a directory that the next sweep removes (the command is not
+// stopped; it may still be deleting). The caller's cancellation cuts
+// neither wait short: a cut publish or cleanup would leave its directory
+// behind until the next sweep. A command that exits 0 without the line
+// succeeds too (a sweep or an unstage whose root is gone has nothing to
+// rename); see renames for the publish, which must print it.
 func (b *Bridge) renameThenDelete(ctx context.Context, op string, cmd Command) error {
+	_, err := b.renames(ctx, op, cmd)
+	return err
+}
+
+// renames is renameThenDelete; out tells what the command printed.
+func (b *Bridge) renames(ctx context.Context, op string, cmd Command) (out *shell.LineWatch, err error) {
 	stderr := &limitedBuffer{Max: 4 << 10, Truncate: true}
 	cmd.Stderr = stderr
-	out := shell.NewLineWatch(shell.PublishedLine)
+	out = shell.NewLineWatch(shell.PublishedLine)
 	cmd.Stdout = out
 	rctx, rcancel := context.WithCancel(context.WithoutCancel(ctx))
 	done := make(chan error, 1)
@@ -199,20 +207,20 @@ func (b *Bridge) renameThenDelete(ctx context.Context, op string, cmd Command) e
 	select {
 	case err := <-done:
 		if out.Saw() {
-			return nil
+			return out, nil
 		}
-		return b.classify(context.WithoutCancel(ctx), nil, op, err, stderr)
+		return out, b.classify(context.WithoutCancel(ctx), nil, op, err, stderr)
 	case <-out.Seen():
 	case <-timer.C:
 		rcancel()
-		return b.timeoutErr(op)
+		return out, b.timeoutErr(op)
 	}
 	timer.Reset(b.timeout)
 	select {
 	case <-done:
 	case <-timer.C:
 	}
-	return nil
+	return out, nil
 }
 
 // maxStopGrace bounds how long a data command (and a cancelled setup) gets
@@ -808,14 +816,27 @@ func (b *Bridge) Fetch(ctx context.Context, root, name string, fn func(e Entry, 
 	stderr := &limitedBuffer{Max: 4 << 10, Truncate: true}
 	script := shell.FetchScript(root, d)
 	ended, rerr := b.runData(dctx, "fetching "+d, Command{Script: script, Stdout: pw, Stderr: stderr}, nil, func() { pw.CloseWithError(errFetchStopped) }, tarEnd)
+	// A parse that failed while the command ran explains its end (the
+	// archive broke the protocol); a parse that failed only once the
+	// command had ended read a cut archive, which the command's own
+	// failure explains.
+	var err error
+	early := false
+	select {
+	case err = <-perr:
+		early = true
+	default:
+	}
 	pw.Close()
+	if !early {
+		err = <-perr
+	}
 	var ee *ExitError
 	if ended && errors.As(rerr, &ee) && ee.Status == shell.FetchUnusable && ctx.Err() == nil {
 		if msg, ok := shell.FetchReason(stderr.String()); ok {
 			return fmt.Errorf("%w: the asset directory %s %s in the sandbox", ErrMismatch, d, msg)
 		}
 	}
-	err := <-perr
 	if !ended && rerr != nil {
 		return rerr // the archive came whole, the command never ended: abandon it (it only reads)
 	}
@@ -830,13 +851,14 @@ func (b *Bridge) Fetch(ctx context.Context, root, name string, fn func(e Entry, 
 			return fmt.Errorf("%w: fetching %s: the sandbox command did not end", ErrTransport, d)
 		}
 	}
-	if err != nil {
+	failed := rerr != nil && !errors.Is(rerr, errFetchDone)
+	if err != nil && (early || !failed) {
 		if cerr := ctx.Err(); cerr != nil {
 			return fmt.Errorf("fetching %s: %w", d, cerr)
 		}
 		return err
 	}
-	if rerr != nil && !errors.Is(rerr, errFetchDone) {
+	if failed {
 		return b.classify(ctx, nil, "fetching "+d, rerr, stderr)
 	}
 	return nil

@@ -320,11 +320,12 @@ func (s *Report) fail(r io.Reader, onErr func(), format string, a ...any) {
 // LineWatch is a command's stdout that closes Seen once the output starts
 // with Line and a newline; it keeps no more than that.
 type LineWatch struct {
-	line string
-	mu   sync.Mutex
-	buf  []byte
-	seen chan struct{}
-	ok   bool
+	line  string
+	mu    sync.Mutex
+	buf   []byte
+	seen  chan struct{}
+	ok    bool
+	wrote bool
 }
 
 // NewLineWatch returns a LineWatch for line (without its newline).
@@ -336,6 +337,7 @@ func NewLineWatch(line string) *LineWatch {
 func (w *LineWatch) Write(p []byte) (int, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	w.wrote = w.wrote || len(p) > 0
 	if !w.ok && len(w.buf) < len(w.line) {
 		w.buf = append(w.buf, p[:min(len(p), len(w.line)-len(w.buf))]...)
 		if string(w.buf) == w.line {
@@ -348,6 +350,13 @@ func (w *LineWatch) Write(p []byte) (int, error) {
 
 // Seen is closed once the line came.
 func (w *LineWatch) Seen() <-chan struct{} { return w.seen }
+
+// Wrote reports whether anything was written.
+func (w *LineWatch) Wrote() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.wrote
+}
 
 // Saw reports whether the line came.
 func (w *LineWatch) Saw() bool {

@@ -182,19 +182,13 @@ func (b *Bridge) runControl(ctx context.Context, op string, cmd Command, settle 
 // leaves a directory that the next sweep removes (the command is not
 // stopped; it may still be deleting). The caller's cancellation cuts
 // neither wait short: a cut publish or cleanup would leave its directory
-// behind until the next sweep. A command that exits 0 without the line
-// succeeds too (a sweep or an unstage whose root is gone has nothing to
-// rename); see renames for the publish, which must print it.
+// behind until the next sweep. A command that prints something else first
+// (a sandbox's noisy mv) is waited for to its end, under the control
+// deadline, and its exit status decides.
 func (b *Bridge) renameThenDelete(ctx context.Context, op string, cmd Command) error {
-	_, err := b.renames(ctx, op, cmd)
-	return err
-}
-
-// renames is renameThenDelete; out tells what the command printed.
-func (b *Bridge) renames(ctx context.Context, op string, cmd Command) (out *shell.LineWatch, err error) {
 	stderr := &limitedBuffer{Max: 4 << 10, Truncate: true}
 	cmd.Stderr = stderr
-	out = shell.NewLineWatch(shell.PublishedLine)
+	out := shell.NewLineWatch(shell.PublishedLine)
 	cmd.Stdout = out
 	rctx, rcancel := context.WithCancel(context.WithoutCancel(ctx))
 	done := make(chan error, 1)
@@ -207,20 +201,20 @@ func (b *Bridge) renames(ctx context.Context, op string, cmd Command) (out *shel
 	select {
 	case err := <-done:
 		if out.Saw() {
-			return out, nil
+			return nil
 		}
-		return out, b.classify(context.WithoutCancel(ctx), nil, op, err, stderr)
+		return b.classify(context.WithoutCancel(ctx), nil, op, err, stderr)
 	case <-out.Seen():
 	case <-timer.C:
 		rcancel()
-		return out, b.timeoutErr(op)
+		return b.timeoutErr(op)
 	}
 	timer.Reset(b.timeout)
 	select {
 	case <-done:
 	case <-timer.C:
 	}
-	return out, nil
+	return nil
 }
 
 // maxStopGrace bounds how long a data command (and a cancelled setup) gets

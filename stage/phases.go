@@ -355,25 +355,15 @@ func (s *publishRun) abandoned(op string, wdone <-chan error) error {
 // publish moves the new copy into place: a control step the caller's
 // cancellation does not cut (only the control deadline bounds it). A
 // cancellation before it starts, or a publish that failed in the sandbox,
-// leads to the cleanup. A transport failure leaves an unknown outcome (the
-// command may still be renaming), and so does a publish that ended without
-// reporting its renames (ErrTransport when it printed nothing, as an exec
-// client cut mid-command does, else ErrProtocol): nothing more is sent.
+// leads to the cleanup; a transport failure leaves an unknown outcome (the
+// command may still be renaming): nothing more is sent.
 func (s *publishRun) publish() phase {
 	if s.err = s.ctx.Err(); s.err != nil { // the last point at which a cancellation stops the publish
 		return phaseCleanup
 	}
 	caps, _ := s.b.knownCaps()
-	op := "moving the new copy into place"
-	out, err := s.b.renames(s.ctx, op, sandbox.Command{Script: publishScript(s.tmp, s.dst, s.mf, s.name, caps.exchange)})
-	switch {
-	case err == nil && !out.Saw() && out.Wrote():
-		err = fmt.Errorf("%s: %w: the publish command exited without reporting its renames (%s); its outcome is unknown and %s is left to the next sweep", op, sandbox.ErrProtocol, shell.PublishedLine, s.tmp)
-	case err == nil && !out.Saw():
-		err = fmt.Errorf("%w: %s: the publish command exited without any output; its outcome is unknown and %s is left to the next sweep", ErrTransport, op, s.tmp)
-	}
-	s.err = err
-	if err == nil || errors.Is(err, ErrTransport) || errors.Is(err, sandbox.ErrProtocol) {
+	s.err = s.b.renameThenDelete(s.ctx, "moving the new copy into place", sandbox.Command{Script: publishScript(s.tmp, s.dst, s.mf, s.name, caps.exchange)})
+	if s.err == nil || errors.Is(s.err, ErrTransport) {
 		return phaseDone
 	}
 	return phaseCleanup

@@ -42,6 +42,9 @@ const (
 	// MaxArchiveTail bounds what may follow the end of a tar archive: tar
 	// pads its output; a little is accepted, never an endless tail.
 	MaxArchiveTail = 1 << 20
+	// TarReadAhead is how far past the end of an archive ReadTar may have
+	// read (its buffer): bytes CheckTail does not see.
+	TarReadAhead = tarBuffer
 )
 
 // RequiredTools are the tools the stage protocol needs besides POSIX sh.
@@ -136,21 +139,12 @@ func ReadProbe(r io.Reader, names []string, maxFile, maxAll int64) (ProbeReply, 
 	if err := rep.header(br); err != nil {
 		return rep, err
 	}
-	tooMuch := func() error {
-		if lr.N <= 0 {
-			return fmt.Errorf("%w: the sandbox sent more than %d bytes", ErrProtocol, maxAll)
-		}
-		return nil
-	}
 	err := ReadTar(br, func(e Entry, r io.Reader) error { return rep.file(e, r, maxFile) })
-	if err == nil {
-		err = tooMuch()
-	}
 	if err == nil {
 		err = CheckTail(br)
 	}
-	if err == nil {
-		err = tooMuch()
+	if lr.N <= 0 { // whatever else went wrong, the reply was too long
+		err = fmt.Errorf("%w: the sandbox sent more than %d bytes", ErrProtocol, maxAll)
 	}
 	return rep, err
 }
@@ -203,9 +197,10 @@ func (p *ProbeReply) file(e Entry, r io.Reader, maxFile int64) error {
 	return nil
 }
 
-// CheckTail reads what follows the end of an archive: at most
-// MaxArchiveTail bytes are accepted (tar pads its output); more is an
-// error wrapping ErrProtocol.
+// CheckTail reads what follows the end of an archive read by ReadTar:
+// under MaxArchiveTail bytes are accepted (tar pads its output), besides
+// the at most TarReadAhead bytes that ReadTar buffered past the end; more
+// is an error wrapping ErrProtocol.
 func CheckTail(r io.Reader) error {
 	if n, _ := io.Copy(io.Discard, io.LimitReader(r, MaxArchiveTail)); n == MaxArchiveTail {
 		return fmt.Errorf("%w: data after the end of the archive", ErrProtocol)
@@ -320,12 +315,11 @@ func (s *Report) fail(r io.Reader, onErr func(), format string, a ...any) {
 // LineWatch is a command's stdout that closes Seen once the output starts
 // with Line and a newline; it keeps no more than that.
 type LineWatch struct {
-	line  string
-	mu    sync.Mutex
-	buf   []byte
-	seen  chan struct{}
-	ok    bool
-	wrote bool
+	line string
+	mu   sync.Mutex
+	buf  []byte
+	seen chan struct{}
+	ok   bool
 }
 
 // NewLineWatch returns a LineWatch for line (without its newline).
@@ -337,7 +331,6 @@ func NewLineWatch(line string) *LineWatch {
 func (w *LineWatch) Write(p []byte) (int, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.wrote = w.wrote || len(p) > 0
 	if !w.ok && len(w.buf) < len(w.line) {
 		w.buf = append(w.buf, p[:min(len(p), len(w.line)-len(w.buf))]...)
 		if string(w.buf) == w.line {
@@ -350,13 +343,6 @@ func (w *LineWatch) Write(p []byte) (int, error) {
 
 // Seen is closed once the line came.
 func (w *LineWatch) Seen() <-chan struct{} { return w.seen }
-
-// Wrote reports whether anything was written.
-func (w *LineWatch) Wrote() bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.wrote
-}
 
 // Saw reports whether the line came.
 func (w *LineWatch) Saw() bool {

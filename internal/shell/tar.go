@@ -180,6 +180,9 @@ func WriteFiles(w io.Writer, mtime time.Time, files []Entry, open func(e Entry) 
 // archive (or is cut in the middle of one).
 var ErrMalformedTar = errors.New("malformed tar stream")
 
+// tarBuffer is the read buffer of Members.
+const tarBuffer = 256 << 10
+
 // Member is one member of a tar stream that a sandbox sent, as it stands:
 // nothing in it is trusted.
 type Member struct {
@@ -199,7 +202,7 @@ type Member struct {
 // until fn returns; fn may read all, part or none of it. A stream that is
 // not tar fails with ErrMalformedTar.
 func Members(r io.Reader, fn func(m Member, r io.Reader) error) error {
-	tr := tar.NewReader(bufio.NewReaderSize(r, 256<<10))
+	tr := tar.NewReader(bufio.NewReaderSize(r, tarBuffer))
 	for {
 		h, err := tr.Next()
 		if errors.Is(err, io.EOF) {

@@ -91,7 +91,7 @@ func WithControlTimeout(d time.Duration) BridgeOption {
 // copy stays. Without procfs in
 // the sandbox, a zombie owner is recognised only where ps reports it.
 type Bridge struct {
-	r       Runner
+	r       sandbox.Runner
 	timeout time.Duration
 	rand    io.Reader
 	locks   keylock.Map
@@ -107,8 +107,8 @@ type Bridge struct {
 var _ Target = (*Bridge)(nil)
 
 // NewBridge returns a Target that stages through r.
-func NewBridge(r Runner, opts ...BridgeOption) *Bridge {
-	b := &Bridge{r: r, timeout: ControlDeadline(r), rand: rand.Reader}
+func NewBridge(r sandbox.Runner, opts ...BridgeOption) *Bridge {
+	b := &Bridge{r: r, timeout: sandbox.ControlDeadline(r), rand: rand.Reader}
 	for _, o := range opts {
 		o(b)
 	}
@@ -137,13 +137,13 @@ type controlRunner struct {
 // ControlTimeout implements sandbox.ControlTimeouter.
 func (r controlRunner) ControlTimeout() time.Duration { return r.timeout }
 
-func (b *Bridge) control(ctx context.Context, op string, cmd Command) error {
+func (b *Bridge) control(ctx context.Context, op string, cmd sandbox.Command) error {
 	return b.runControl(ctx, op, cmd, 0)
 }
 
 // runControl is control. When the caller's ctx ends first, it waits up to
 // settle more for the Runner to return before it returns the ctx error.
-func (b *Bridge) runControl(ctx context.Context, op string, cmd Command, settle time.Duration) error {
+func (b *Bridge) runControl(ctx context.Context, op string, cmd sandbox.Command, settle time.Duration) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("%s: %w", op, err)
 	}
@@ -185,7 +185,7 @@ func (b *Bridge) runControl(ctx context.Context, op string, cmd Command, settle 
 // behind until the next sweep. A command that prints something else first
 // (a sandbox's noisy mv) is waited for to its end, under the control
 // deadline, and its exit status decides.
-func (b *Bridge) renameThenDelete(ctx context.Context, op string, cmd Command) error {
+func (b *Bridge) renameThenDelete(ctx context.Context, op string, cmd sandbox.Command) error {
 	stderr := &limitedBuffer{Max: 4 << 10, Truncate: true}
 	cmd.Stderr = stderr
 	out := shell.NewLineWatch(shell.PublishedLine)
@@ -235,8 +235,8 @@ func (b *Bridge) stopGrace() time.Duration { return min(maxStopGrace, b.timeout)
 // reports whether it returned; when it did not, the command may still be
 // running and is abandoned, and err is the expired deadline's (wrapping
 // ErrTransport) or nil when dctx ended.
-func (b *Bridge) runData(dctx context.Context, op string, cmd Command, after, stop func(), armAt <-chan struct{}) (ended bool, err error) {
-	x := Watch(dctx, b.r, cmd, WatchOptions{Op: op, Deadline: b.timeout, After: func(error) {
+func (b *Bridge) runData(dctx context.Context, op string, cmd sandbox.Command, after, stop func(), armAt <-chan struct{}) (ended bool, err error) {
+	x := sandbox.Watch(dctx, b.r, cmd, sandbox.WatchOptions{Op: op, Deadline: b.timeout, After: func(error) {
 		if after != nil {
 			after()
 		}
@@ -286,7 +286,7 @@ func (b *Bridge) classify(ctx, cctx context.Context, op string, err error, stder
 	if cctx != nil && cctx.Err() != nil {
 		return b.timeoutErr(op)
 	}
-	var ee *ExitError
+	var ee *sandbox.ExitError
 	if errors.As(err, &ee) {
 		msg := strings.TrimSpace(stderr.String())
 		if msg == "" {
@@ -319,7 +319,7 @@ func (b *Bridge) Probe(ctx context.Context, root string, names []string) ([][]by
 	if c, known := b.knownCaps(); known && c.missing != "" {
 		return nil, c.missingErr()
 	}
-	if fr, ok := b.r.(FileReader); ok && len(names) > 0 {
+	if fr, ok := b.r.(sandbox.FileReader); ok && len(names) > 0 {
 		// No process in the sandbox: an unchanged asset costs no command at
 		// all; what the sandbox offers is learnt when a publish needs it.
 		return b.probeFiles(ctx, fr, root, names)
@@ -371,7 +371,7 @@ func (b *Bridge) probeShell(ctx context.Context, root string, names []string) ([
 		pr.CloseWithError(err) // a reply that breaks the protocol stops the command's output
 		parsed <- err
 	}()
-	err := b.control(ctx, op, Command{Script: sb.String(), Stdout: pw})
+	err := b.control(ctx, op, sandbox.Command{Script: sb.String(), Stdout: pw})
 	// A reply the parser refused while the command ran explains the
 	// command's failure (its output was cut off); otherwise the command's
 	// own error comes first.
@@ -442,8 +442,8 @@ func (b *Bridge) sweepRoot(ctx context.Context, root string) error {
 	sb.WriteString(sweepFuncs)
 	sb.WriteString(sweepScript(b.inflight.under(root)))
 	sb.WriteString("echo " + shell.PublishedLine + "\nD\nexit 0\n")
-	err := b.renameThenDelete(ctx, "sweeping the leftovers under "+root, Command{Script: sb.String()})
-	var ee *ExitError
+	err := b.renameThenDelete(ctx, "sweeping the leftovers under "+root, sandbox.Command{Script: sb.String()})
+	var ee *sandbox.ExitError
 	if errors.As(err, &ee) {
 		return nil
 	}
@@ -700,7 +700,7 @@ func (b *Bridge) carry(ctx context.Context, tmp, dst string, plan carryPlan) (ma
 	defer cancel()
 	outR, outW := io.Pipe()
 	go rep.Read(outR, cancel)
-	ended, rerr := b.runData(dctx, op, Command{Script: "exec /bin/sh -s", Stdin: strings.NewReader(script), Stdout: outW, Stderr: stderr}, func() { outW.Close() }, cancel, rep.Carried)
+	ended, rerr := b.runData(dctx, op, sandbox.Command{Script: "exec /bin/sh -s", Stdin: strings.NewReader(script), Stdout: outW, Stderr: stderr}, func() { outW.Close() }, cancel, rep.Carried)
 	if !ended && rerr != nil {
 		return nil, true, fmt.Errorf("%w; its temporary directory %s is left behind: remove it by hand", rerr, tmp)
 	}
@@ -729,7 +729,7 @@ if [ ! -e "$d" ] && [ ! -L "$d" ] && { [ -e "$o" ] || [ -L "$o" ]; }; then mv "$
 if [ -d "$t" ] && [ ! -L "$t" ]; then %s 2>/dev/null; fi
 echo %s
 %sexit 0`, finishAlone, q(tmp), q(dst), q(path.Join(tmp, tarOld, name)), claimScript, shell.PublishedLine, dropScript(tmp))
-	return b.renameThenDelete(ctx, "removing temporary directory "+tmp, Command{Script: script})
+	return b.renameThenDelete(ctx, "removing temporary directory "+tmp, sandbox.Command{Script: script})
 }
 
 // pathSet is a set of sandbox paths, counted.
@@ -809,7 +809,7 @@ func (b *Bridge) Fetch(ctx context.Context, root, name string, fn func(e Entry, 
 	}()
 	stderr := &limitedBuffer{Max: 4 << 10, Truncate: true}
 	script := shell.FetchScript(root, d)
-	ended, rerr := b.runData(dctx, "fetching "+d, Command{Script: script, Stdout: pw, Stderr: stderr}, nil, func() { pw.CloseWithError(errFetchStopped) }, tarEnd)
+	ended, rerr := b.runData(dctx, "fetching "+d, sandbox.Command{Script: script, Stdout: pw, Stderr: stderr}, nil, func() { pw.CloseWithError(errFetchStopped) }, tarEnd)
 	// A parse that failed while the command ran explains its end (the
 	// archive broke the protocol); a parse that failed only once the
 	// command had ended read a cut archive, which the command's own
@@ -825,7 +825,7 @@ func (b *Bridge) Fetch(ctx context.Context, root, name string, fn func(e Entry, 
 	if !early {
 		err = <-perr
 	}
-	var ee *ExitError
+	var ee *sandbox.ExitError
 	if ended && errors.As(rerr, &ee) && ee.Status == shell.FetchUnusable && ctx.Err() == nil {
 		if msg, ok := shell.FetchReason(stderr.String()); ok {
 			return fmt.Errorf("%w: the asset directory %s %s in the sandbox", ErrMismatch, d, msg)

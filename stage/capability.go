@@ -18,7 +18,7 @@ const maxParallelReads = 16
 // control deadline. A manifest that is missing, a link, not a regular file
 // or over MaxManifestBytes is nil; all of them together may not exceed
 // MaxProbeBytes.
-func (b *Bridge) probeFiles(ctx context.Context, fr FileReader, root string, names []string) ([][]byte, error) {
+func (b *Bridge) probeFiles(ctx context.Context, fr sandbox.FileReader, root string, names []string) ([][]byte, error) {
 	op := "reading the stored manifests under " + root
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("%s: %w", op, err)

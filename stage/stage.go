@@ -176,7 +176,7 @@ type Option func(*options)
 
 type options struct {
 	log      *slog.Logger
-	progress func(Progress)
+	progress func(sandbox.Progress)
 	verify   bool
 	index    *Index
 	prune    bool
@@ -196,7 +196,7 @@ func WithLogger(l *slog.Logger) Option {
 // WithProgress calls fn as the stage advances, from the calling goroutine of
 // Stage or of the Target's Publish. Default: none. Setting it adds a
 // metadata-only pass over each Source to compute the totals.
-func WithProgress(fn func(Progress)) Option {
+func WithProgress(fn func(sandbox.Progress)) Option {
 	return func(o *options) { o.progress = fn }
 }
 
@@ -384,7 +384,7 @@ type stager struct {
 	t    Target
 	root string
 	o    options
-	prog Progress
+	prog sandbox.Progress
 }
 
 func (s *stager) report(asset string, files int, bytes int64) {

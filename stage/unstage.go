@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/airlockdev/airlock/internal/shell"
+	"github.com/airlockdev/airlock/sandbox"
 )
 
 // Pruner is an optional interface of a Target: one that can list and remove
@@ -214,7 +215,7 @@ cd "$r" 2>/dev/null || exit 0
 func (b *Bridge) Assets(ctx context.Context, root string) ([]string, error) {
 	script := rootCheck(root) + fmt.Sprintf(`for f in %s*%s; do if [ -f "$f" ] && [ ! -L "$f" ]; then printf '%%s\0' "$f"; fi; done`, manifestPrefix, manifestSuffix)
 	out := &limitedBuffer{Max: 4 << 20}
-	if err := b.control(ctx, "listing the assets under "+root, Command{Script: script, Stdout: out}); err != nil {
+	if err := b.control(ctx, "listing the assets under "+root, sandbox.Command{Script: script, Stdout: out}); err != nil {
 		return nil, err
 	}
 	var files []string
@@ -256,5 +257,5 @@ func (b *Bridge) Remove(ctx context.Context, root string, names []string) error 
 	fmt.Fprintf(&sb, "echo %s\n", shell.PublishedLine)
 	sb.WriteString(dropScript(tmpName))
 	sb.WriteString("D\nexit 0\n")
-	return b.renameThenDelete(ctx, "removing assets under "+root, Command{Script: sb.String()})
+	return b.renameThenDelete(ctx, "removing assets under "+root, sandbox.Command{Script: sb.String()})
 }

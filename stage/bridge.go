@@ -62,6 +62,9 @@ func WithControlTimeout(d time.Duration) BridgeOption {
 // FileReader). No file content is ever base64-encoded or sent one command
 // per file.
 //
+// A publish runs as named phases (setup, carry, stream, publish, cleanup;
+// see phase), each a function with explicit transitions.
+//
 // Every control command runs under the control deadline (ControlDeadline
 // of the Runner, or shorter with WithControlTimeout), enforced on the
 // host even when the Runner ignores its context: by then the operation

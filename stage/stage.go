@@ -52,7 +52,9 @@ var (
 	ErrBadRoot = errors.New("invalid stage root")
 	// ErrTransport is wrapped by every transport failure: a Runner that
 	// failed to run a command, a control operation that outlived its
-	// deadline, output that does not follow the bridge protocol. A transport
+	// deadline. Output that does not follow the bridge protocol (a garbled
+	// or oversized reply, a tar stream naming "../x") wraps
+	// sandbox.ErrProtocol instead. A transport
 	// failure does not prove the sandbox command stopped; Stage never
 	// replays the write it interrupted.
 	ErrTransport = sandbox.ErrTransport

@@ -362,6 +362,7 @@ func (b *Bridge) probeShell(ctx context.Context, root string, names []string) ([
 	var reply shell.ProbeReply
 	pr, pw := io.Pipe()
 	parsed := make(chan error, 1)
+	refused := make(chan struct{}) // closed before a refusal disturbs the command
 	go func() {
 		var err error
 		reply, err = shell.ReadProbe(pr, files, MaxManifestBytes, MaxProbeBytes)
@@ -370,6 +371,7 @@ func (b *Bridge) probeShell(ctx context.Context, root string, names []string) ([
 		}
 		if err != nil {
 			err = fmt.Errorf("%s: %w", op, err)
+			close(refused)
 		}
 		pr.CloseWithError(err) // a reply that breaks the protocol stops the command's output
 		parsed <- err
@@ -378,17 +380,9 @@ func (b *Bridge) probeShell(ctx context.Context, root string, names []string) ([
 	// A reply the parser refused while the command ran explains the
 	// command's failure (its output was cut off); otherwise the command's
 	// own error comes first.
-	var perr error
-	early := false
-	select {
-	case perr = <-parsed:
-		early = true
-	default:
-	}
+	early := isClosed(refused)
 	pw.Close()
-	if !early {
-		perr = <-parsed
-	}
+	perr := <-parsed
 	switch {
 	case perr != nil && early && ctx.Err() == nil:
 		return nil, perr
@@ -796,7 +790,8 @@ func (b *Bridge) Fetch(ctx context.Context, root, name string, fn func(e Entry, 
 	d := path.Join(root, name)
 	pr, pw := io.Pipe()
 	perr := make(chan error, 1)
-	tarEnd := make(chan struct{}) // the end of the archive arrived
+	refused := make(chan struct{}) // closed before a refusal stops the command
+	tarEnd := make(chan struct{})  // the end of the archive arrived
 	go func() {
 		err := shell.ReadFetch(pr, func(e shell.Entry, r io.Reader) error {
 			return fn(Entry{Path: e.Path, Mode: e.Mode, Size: e.Size}, r)
@@ -805,6 +800,7 @@ func (b *Bridge) Fetch(ctx context.Context, root, name string, fn func(e Entry, 
 			if errors.Is(err, sandbox.ErrProtocol) { // else fn's own error
 				err = fmt.Errorf("fetching %s: %w", d, err)
 			}
+			close(refused)
 			cancel()
 		}
 		pr.CloseWithError(errFetchDone)
@@ -817,17 +813,9 @@ func (b *Bridge) Fetch(ctx context.Context, root, name string, fn func(e Entry, 
 	// archive broke the protocol); a parse that failed only once the
 	// command had ended read a cut archive, which the command's own
 	// failure explains.
-	var err error
-	early := false
-	select {
-	case err = <-perr:
-		early = true
-	default:
-	}
+	early := isClosed(refused)
 	pw.Close()
-	if !early {
-		err = <-perr
-	}
+	err := <-perr
 	var ee *sandbox.ExitError
 	if ended && errors.As(rerr, &ee) && ee.Status == shell.FetchUnusable && ctx.Err() == nil {
 		if msg, ok := shell.FetchReason(stderr.String()); ok {
@@ -862,5 +850,15 @@ func (b *Bridge) Fetch(ctx context.Context, root, name string, fn func(e Entry, 
 }
 
 var errFetchStopped = errors.New("fetch stopped")
+
+// isClosed reports whether c is closed.
+func isClosed(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
+}
 
 var errFetchDone = errors.New("fetch finished reading")

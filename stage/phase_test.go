@@ -199,7 +199,7 @@ func (f *phaseFake) rename(ctx context.Context, cmd sandbox.Command, p string) e
 // fault and checks the transitions it takes, the error it ends with and
 // that a hanging Runner is given up on in time.
 func TestBridgePhases(t *testing.T) {
-	const control = 300 * time.Millisecond
+	const control = time.Second
 	ok := []string{"setup>carry", "carry>stream", "stream>publish", "publish>done"}
 	cases := []struct {
 		at, fault string
@@ -218,7 +218,7 @@ func TestBridgePhases(t *testing.T) {
 		{at: "carry", fault: "cancel", path: []string{"setup>carry", "carry>cleanup", "cleanup>done"}, is: []error{context.Canceled}},
 		{at: "carry", fault: "cut", path: []string{"setup>carry", "carry>cleanup", "cleanup>done"}, is: []error{sandbox.ErrTransport, errCut}},
 		// The carry is data: only the caller's deadline bounds it.
-		{at: "carry", fault: "hang", path: []string{"setup>carry", "carry>done"}, is: []error{sandbox.ErrTransport, context.DeadlineExceeded}, contains: "left behind", caller: 500 * time.Millisecond},
+		{at: "carry", fault: "hang", path: []string{"setup>carry", "carry>done"}, is: []error{sandbox.ErrTransport, context.DeadlineExceeded}, contains: "left behind", caller: 2 * time.Second},
 		{at: "carry", fault: "hostile", path: []string{"setup>carry", "carry>cleanup", "cleanup>done"}, is: []error{sandbox.ErrProtocol}, not: []error{sandbox.ErrTransport}, contains: "more hash lines than files carried"},
 
 		{at: "stream", fault: "cancel", path: []string{"setup>carry", "carry>stream", "stream>cleanup", "cleanup>done"}, is: []error{context.Canceled}},

@@ -197,3 +197,29 @@ func TestBridgeProbeMissingTool(t *testing.T) {
 	require.ErrorIs(t, err, sandbox.ErrTransport)
 	assert.ErrorContains(t, err, "the sandbox lacks tar chmod")
 }
+
+// floodReader is a FileReader whose every file holds data; it runs no
+// shell.
+type floodReader struct{ data []byte }
+
+func (floodReader) Run(context.Context, sandbox.Command) error {
+	return errors.New("floodReader runs no shell")
+}
+
+func (f floodReader) ReadFile(_ context.Context, _ string, max int64) ([]byte, error) {
+	if int64(len(f.data)) > max {
+		return nil, sandbox.ErrLimit
+	}
+	return f.data, nil
+}
+
+// TestBridgeProbeFilesFlood: manifests read through a FileReader that hold
+// more than MaxProbeBytes together break the protocol (ErrProtocol, not a
+// transport failure).
+func TestBridgeProbeFilesFlood(t *testing.T) {
+	big := make([]byte, stage.MaxManifestBytes/2+1)
+	_, err := stage.NewBridge(floodReader{big}).Probe(t.Context(), "/rt", []string{"a", "b", "c"})
+	require.ErrorIs(t, err, sandbox.ErrProtocol)
+	assert.False(t, errors.Is(err, sandbox.ErrTransport), "%v", err)
+	assert.ErrorContains(t, err, "reading the stored manifests under /rt: the sandbox's manifests hold more than")
+}

@@ -15,6 +15,7 @@ type options struct {
 	hang      []string      // exec commands containing any of these never answer
 	hangSFTP  bool          // the sftp subsystem is accepted and never answers
 	dropAfter int64         // 0 means never
+	noForward bool          // refuse remote forwarding requests
 }
 
 // WithDir makes commands run in dir (made absolute), and makes relative SFTP
@@ -79,6 +80,16 @@ func WithDropAfter(n int64) Option {
 func WithHangSFTP() Option {
 	return func(o *options) error {
 		o.hangSFTP = true
+		return nil
+	}
+}
+
+// WithoutForwarding makes the server refuse every remote forwarding
+// request ("tcpip-forward", "streamlocal-forward@openssh.com"), as OpenSSH
+// does with DisableForwarding. Default: both are served (see Server).
+func WithoutForwarding() Option {
+	return func(o *options) error {
+		o.noForward = true
 		return nil
 	}
 }

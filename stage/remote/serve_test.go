@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -252,4 +253,54 @@ func TestServeInSandboxBoundsRequests(t *testing.T) {
 	status, err := bufio.NewReader(conn).ReadString('\n')
 	require.NoError(t, err)
 	assert.Equal(t, "HTTP/1.1 431 Request Header Fields Too Large\r\n", status)
+}
+
+type zeros struct{}
+
+func (zeros) Read(p []byte) (int, error) { clear(p); return len(p), nil }
+
+// TestServeInSandboxFloodHoldsMemory: a sandbox that opens eight times
+// MaxForwardConns connections and pushes a large body down each, to a
+// handler that does not read it, grows the host's heap by a bounded amount
+// (the served connections' SSH windows), not by what it sends.
+func TestServeInSandboxFloodHoldsMemory(t *testing.T) {
+	h := dial(t, remotetest.NewServer(t))
+	var inside atomic.Int64
+	release := make(chan struct{})
+	stall := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		inside.Add(1)
+		_, _ = r.Body.Read(make([]byte, 1))
+		<-release
+	})
+	addr, err := h.ServeInSandbox(t.Context(), "tcp", "127.0.0.1:0", stall)
+	require.NoError(t, err)
+
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	const flood, body = 8 * remote.MaxForwardConns, 64 << 20
+	var conns []net.Conn
+	defer func() {
+		close(release)
+		for _, c := range conns {
+			_ = c.Close()
+		}
+	}()
+	for range flood {
+		c, err := net.Dial("tcp", addr.String())
+		require.NoError(t, err)
+		conns = append(conns, c)
+		go func() {
+			_, _ = fmt.Fprintf(c, "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n", body)
+			_, _ = io.Copy(c, io.LimitReader(zeros{}, body)) // blocks once every buffer is full
+		}()
+	}
+	require.Eventually(t, func() bool { return inside.Load() >= remote.MaxForwardConns }, 10*time.Second, 10*time.Millisecond)
+	time.Sleep(time.Second) // let every window and buffer fill
+	assert.Equal(t, int64(remote.MaxForwardConns), inside.Load(), "connections served at once")
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	grown := int64(after.HeapInuse) - int64(before.HeapInuse)
+	t.Logf("heap grew by %d MiB while the sandbox tried to send %d MiB", grown>>20, flood*body>>20)
+	assert.Less(t, grown, int64(96<<20), "the host's heap grew with what the sandbox sent")
 }

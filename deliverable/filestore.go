@@ -227,7 +227,7 @@ func (s *FileStore) commitNew(ctx context.Context, e Entry, run runFile, tmp str
 
 	rc := entryReceipt(a, Applied, e)
 	run.Attachments = append(run.Attachments, a)
-	run.WorkProducts = append(run.WorkProducts, *rc.WorkProduct)
+	run.WorkProducts = append(run.WorkProducts, ArtifactWorkProduct(a))
 	run.Receipts = append(run.Receipts, receiptEntry{Key: e.Key.IdempotencyKey, Fingerprint: e.Fingerprint, Receipt: rc})
 	if err := s.writeJSON(ctx, s.runPath(e.Key.TaskID, e.Key.RunID), run); err != nil {
 		if rerr := s.fs.Remove(record); rerr != nil {

@@ -113,13 +113,13 @@ func (r *Registrar) RegisterFor(ctx context.Context, ws Workspace, b Binding, re
 		Title:       n.Title,
 		Command:     b.Command,
 		Revision:    b.Revision,
-		Entities:    b.Entities,
+		Entities:    NewEntityRefs(b.Entities...),
 	}
 	if rc, err := replay(ctx, rj, r.Store, e); err == nil || !errors.Is(err, ErrNotFound) {
 		if err != nil {
 			return rc, err
 		}
-		return bindReceipt(rc, e), nil
+		return bindReceipt(rc), nil
 	}
 
 	ref := req.ContentRef
@@ -172,7 +172,7 @@ func (r *Registrar) RegisterFor(ctx context.Context, ws Workspace, b Binding, re
 	rc, err := r.Store.Put(ctx, e, c)
 	switch {
 	case err == nil:
-		return bindReceipt(rc, e), nil
+		return bindReceipt(rc), nil
 	case v.err != nil:
 		return Receipt{}, v.err
 	case c.err != nil && errors.Is(c.err, ErrHashMismatch) && c.got != "":

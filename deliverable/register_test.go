@@ -34,14 +34,13 @@ func TestRegisterStoresVerifiedFile(t *testing.T) {
 	require.NoError(t, err)
 
 	assert.Regexp(t, uuidV4, rc.AttachmentID)
-	wp := deliverable.ArtifactWorkProduct(deliverable.Attachment{ID: rc.AttachmentID, TaskID: "task-1", RunID: "run-1", Title: "Results"})
 	assert.Equal(t, deliverable.Receipt{
 		AttachmentID: rc.AttachmentID, TaskID: "task-1", RunID: "run-1", Filename: "results.csv",
 		ContentType: "text/csv", SHA256: sum(data), ByteSize: int64(len(data)),
-		ContentPath:  "/api/attachments/" + rc.AttachmentID + "/content",
-		DownloadPath: "/api/attachments/" + rc.AttachmentID + "/content?download=1",
-		Disposition:  deliverable.Applied,
-		WorkProduct:  &wp,
+		ContentPath:   "/api/attachments/" + rc.AttachmentID + "/content",
+		DownloadPath:  "/api/attachments/" + rc.AttachmentID + "/content?download=1",
+		Disposition:   deliverable.Applied,
+		WorkProductID: rc.AttachmentID,
 	}, rc)
 
 	a, content, err := f.store.Open(t.Context(), rc.AttachmentID)

@@ -53,12 +53,13 @@ type Receipt struct {
 	// The host's ids from Registrar.RegisterFor's Binding, echoed back;
 	// empty when the host supplied none (Register). A replay returns the
 	// ones stored with the receipt.
-	Command    string      `json:"command,omitempty"`    // the host's id of the command that registered it
-	Revision   string      `json:"revision,omitempty"`   // the host's revision of the task it is bound to
-	EntityRefs []EntityRef `json:"entityRefs,omitempty"` // the host's records it belongs to
-	// WorkProduct is the attachment's artifact work product
-	// (ArtifactWorkProduct); nil only in receipts stored before it existed.
-	WorkProduct *WorkProduct `json:"workProduct,omitempty"`
+	Command    string     `json:"command,omitempty"`   // the host's id of the command that registered it
+	Revision   string     `json:"revision,omitempty"`  // the host's revision of the task it is bound to
+	EntityRefs EntityRefs `json:"entityRefs,omitzero"` // the host's records it belongs to
+	// WorkProductID is the id of the attachment's artifact work product
+	// (ArtifactWorkProduct: the attachment's own id); "" only in receipts
+	// stored before work products existed.
+	WorkProductID string `json:"workProductId,omitempty"`
 }
 
 // Attachment is a stored, verified file belonging to one task and run.

@@ -28,7 +28,7 @@ type Entry struct {
 	// returns and replays; they take no part in the Fingerprint.
 	Command  string
 	Revision string
-	Entities []EntityRef
+	Entities EntityRefs
 }
 
 // Store keeps attachments, their content and idempotency receipts. It is what

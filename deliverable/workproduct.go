@@ -158,12 +158,11 @@ func (b Binding) check() error {
 	return nil
 }
 
-// bind completes a receipt a Store returned: the artifact work product of
-// its attachment when the Store left it out.
-func bindReceipt(rc Receipt, e Entry) Receipt {
-	if rc.WorkProduct == nil && rc.AttachmentID != "" {
-		wp := ArtifactWorkProduct(Attachment{ID: rc.AttachmentID, TaskID: rc.TaskID, RunID: rc.RunID, Title: e.Title})
-		rc.WorkProduct = &wp
+// bindReceipt completes a receipt a Store returned: the artifact work
+// product's id when the Store left it out.
+func bindReceipt(rc Receipt) Receipt {
+	if rc.WorkProductID == "" {
+		rc.WorkProductID = rc.AttachmentID
 	}
 	return rc
 }
@@ -172,11 +171,64 @@ func bindReceipt(rc Receipt, e Entry) Receipt {
 // the attachment's artifact work product: what a Store returns and keeps.
 func entryReceipt(a Attachment, d Disposition, e Entry) Receipt {
 	rc := receiptFor(a, d)
-	rc.Command, rc.Revision = e.Command, e.Revision
-	if len(e.Entities) > 0 {
-		rc.EntityRefs = append([]EntityRef(nil), e.Entities...)
-	}
-	wp := ArtifactWorkProduct(a)
-	rc.WorkProduct = &wp
+	rc.Command, rc.Revision, rc.EntityRefs = e.Command, e.Revision, e.Entities
+	rc.WorkProductID = ArtifactWorkProduct(a).ID
 	return rc
+}
+
+// EntityRefs is a list of EntityRef that keeps Receipt comparable with ==:
+// it holds the list's canonical JSON. Its JSON form is the array of
+// {"type","id"} objects; the zero value is the empty list.
+type EntityRefs struct{ enc string }
+
+// NewEntityRefs returns the list refs (nil or empty: the zero value).
+func NewEntityRefs(refs ...EntityRef) EntityRefs {
+	if len(refs) == 0 {
+		return EntityRefs{}
+	}
+	var b strings.Builder
+	b.WriteByte('[')
+	for i, r := range refs {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(`{"type":` + jsonString(r.Type) + `,"id":` + jsonString(r.ID) + `}`)
+	}
+	b.WriteByte(']')
+	return EntityRefs{enc: b.String()}
+}
+
+// List returns the references, nil for none.
+func (e EntityRefs) List() []EntityRef {
+	if e.enc == "" {
+		return nil
+	}
+	var out []EntityRef
+	if err := json.Unmarshal([]byte(e.enc), &out); err != nil {
+		panic(fmt.Sprintf("deliverable: EntityRefs holds %q: %v", e.enc, err)) // built by NewEntityRefs or UnmarshalJSON only
+	}
+	return out
+}
+
+// IsZero reports whether the list is empty (for omitzero).
+func (e EntityRefs) IsZero() bool { return e.enc == "" }
+
+// MarshalJSON returns the JSON array ([] for none).
+func (e EntityRefs) MarshalJSON() ([]byte, error) {
+	if e.enc == "" {
+		return []byte("[]"), nil
+	}
+	return []byte(e.enc), nil
+}
+
+// UnmarshalJSON reads a JSON array of {"type","id"} objects, or null.
+func (e *EntityRefs) UnmarshalJSON(data []byte) error {
+	var refs []EntityRef
+	dec := json.NewDecoder(strings.NewReader(string(data)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&refs); err != nil {
+		return fmt.Errorf("%w: entity references: %w", ErrInvalidRequest, err)
+	}
+	*e = NewEntityRefs(refs...)
+	return nil
 }

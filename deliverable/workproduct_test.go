@@ -81,14 +81,19 @@ func TestArtifactWorkProductAndBinding(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "cmd-1", rc.Command)
 	assert.Equal(t, "7", rc.Revision)
-	assert.Equal(t, b.Entities, rc.EntityRefs)
-	require.NotNil(t, rc.WorkProduct)
+	assert.Equal(t, b.Entities, rc.EntityRefs.List())
+	assert.Equal(t, rc.AttachmentID, rc.WorkProductID)
+	wp, err := f.store.WorkProduct(t.Context(), rc.WorkProductID)
+	require.NoError(t, err)
 	assert.Equal(t, deliverable.WorkProduct{ID: rc.AttachmentID, Type: "artifact", Provider: "airlock", TaskID: "T", RunID: "R", Title: "Results",
 		Metadata: json.RawMessage(`{"attachmentId":"` + rc.AttachmentID + `","contentPath":"/api/attachments/` + rc.AttachmentID +
-			`/content","downloadPath":"/api/attachments/` + rc.AttachmentID + `/content?download=1"}`)}, *rc.WorkProduct)
-	wp, err := f.store.WorkProduct(t.Context(), rc.AttachmentID)
+			`/content","downloadPath":"/api/attachments/` + rc.AttachmentID + `/content?download=1"}`)}, wp)
+	raw, err := json.Marshal(rc)
 	require.NoError(t, err)
-	assert.Equal(t, *rc.WorkProduct, wp)
+	assert.Contains(t, string(raw), `"command":"cmd-1","revision":"7","entityRefs":[{"type":"issue","id":"ISS-1"}],"workProductId":"`+rc.AttachmentID+`"}`)
+	var back deliverable.Receipt
+	require.NoError(t, json.Unmarshal(raw, &back))
+	assert.True(t, back == rc, "a receipt survives JSON and stays comparable")
 
 	// A replay under other host ids returns the stored receipt.
 	b2 := b
@@ -181,7 +186,9 @@ func TestEvidenceWorkspaceFiles(t *testing.T) {
 	req.ContentType = "text/markdown"
 	rc, err := f.reg.Register(t.Context(), local(t, f.ws), "T", "R", req)
 	require.NoError(t, err)
-	want.Refs = []string{rc.WorkProduct.Citation()}
+	art, err := f.store.WorkProduct(t.Context(), rc.WorkProductID)
+	require.NoError(t, err)
+	want.Refs = []string{art.Citation()}
 	assert.Equal(t, "deliverable:"+rc.AttachmentID, want.Refs[0])
 	require.NoError(t, deliverable.ValidateEvidence(t.Context(), host, want))
 	want.Refs = []string{"work_product:" + rc.AttachmentID, wp.Citation()}

@@ -69,7 +69,8 @@ const MaxRequestBytes = 1 << 20
 // the completion report uses.
 type Result struct {
 	deliverable.Receipt
-	Citation string `json:"citation" jsonschema:"cite the file in the completion report exactly so: deliverable:<attachmentId>"`
+	Citation    string                  `json:"citation" jsonschema:"cite the file in the completion report exactly so: deliverable:<attachmentId>"`
+	WorkProduct deliverable.WorkProduct `json:"workProduct" jsonschema:"the attachment's artifact work product"`
 }
 
 // An Option configures New.
@@ -137,8 +138,12 @@ func New(reg *deliverable.Registrar, ws deliverable.Workspace, taskID, runID str
 // mustSchema infers the JSON schema of T; metadata (json.RawMessage) is an
 // object. T's schema is fixed at compile time, so a failure is a bug here.
 func mustSchema[T any]() *jsonschema.Schema {
+	ref := &jsonschema.Schema{Type: "object", Required: []string{"type", "id"}, Properties: map[string]*jsonschema.Schema{
+		"type": {Type: "string"}, "id": {Type: "string"},
+	}}
 	s, err := jsonschema.For[T](&jsonschema.ForOptions{TypeSchemas: map[reflect.Type]*jsonschema.Schema{
-		reflect.TypeFor[json.RawMessage](): {Type: "object"},
+		reflect.TypeFor[json.RawMessage]():        {Type: "object"},
+		reflect.TypeFor[deliverable.EntityRefs](): {Type: "array", Items: ref},
 	}})
 	if err != nil {
 		panic(fmt.Sprintf("mcptool: schema of %T: %v", *new(T), err))
@@ -191,7 +196,7 @@ func (t *tool) call(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToo
 		t.cfg.log.Error("mcptool: registration failed on the host", "tool", t.name, "task", t.cfg.binding.TaskID, "run", t.cfg.binding.RunID, "err", err)
 		return toolError(t.cfg.hostText), nil
 	}
-	out := Result{Receipt: rc, Citation: "deliverable:" + rc.AttachmentID}
+	out := Result{Receipt: rc, Citation: "deliverable:" + rc.AttachmentID, WorkProduct: t.workProduct(ctx, rc, in)}
 	data, err := json.Marshal(out)
 	if err != nil {
 		return nil, fmt.Errorf("mcptool: encode receipt: %w", err) // a Receipt always encodes
@@ -203,6 +208,17 @@ func (t *tool) call(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToo
 	text := fmt.Sprintf("%s %s as attachment %s. Cite it in your completion report as %s.\n%s",
 		what, rc.Filename, rc.AttachmentID, out.Citation, data)
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}, StructuredContent: json.RawMessage(data)}, nil
+}
+
+// workProduct returns the receipt's artifact work product: the store's
+// record when the Store serves them, else the one its attachment implies.
+func (t *tool) workProduct(ctx context.Context, rc deliverable.Receipt, in deliverable.Request) deliverable.WorkProduct {
+	if wps, ok := t.reg.Store.(deliverable.WorkProducts); ok {
+		if wp, err := wps.WorkProduct(ctx, rc.WorkProductID); err == nil {
+			return wp
+		}
+	}
+	return deliverable.ArtifactWorkProduct(deliverable.Attachment{ID: rc.AttachmentID, TaskID: rc.TaskID, RunID: rc.RunID, Title: strings.TrimSpace(in.Title)})
 }
 
 func toolError(msg string) *mcp.CallToolResult {

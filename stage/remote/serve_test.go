@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/airlockdev/airlock/internal/sshdtest"
+	"github.com/airlockdev/airlock/sandbox"
 	"github.com/airlockdev/airlock/stage/remote"
 	"github.com/airlockdev/airlock/stage/remote/remotetest"
 )
@@ -117,6 +118,37 @@ func TestServeInSandboxForwardRefused(t *testing.T) {
 	assert.Contains(t, err.Error(), "AllowTcpForwarding")
 	_, err = h.ServeInSandbox(t.Context(), "unix", shortSocket(t), hello)
 	require.ErrorIs(t, err, remote.ErrForward)
+}
+
+func TestServeInSandboxUnixPathTaken(t *testing.T) {
+	h := dial(t, remotetest.NewServer(t))
+	sock := shortSocket(t)
+	require.NoError(t, os.WriteFile(sock, []byte("x"), 0o600))
+	_, err := h.ServeInSandbox(t.Context(), "unix", sock, hello)
+	require.ErrorIs(t, err, remote.ErrForward)
+	assert.Contains(t, err.Error(), "unix "+sock)
+	b, err := os.ReadFile(sock)
+	require.NoError(t, err)
+	assert.Equal(t, "x", string(b), "the file in the way is left alone")
+}
+
+// TestServeInSandboxServerNeverAnswers: a forward request the server
+// leaves unanswered fails under the control deadline, as ErrTransport.
+func TestServeInSandboxServerNeverAnswers(t *testing.T) {
+	h := dial(t, remotetest.NewServer(t, remotetest.WithHangForward()), func(c *remote.Config) {
+		c.ControlTimeout = 300 * time.Millisecond
+		c.KeepAlive = -1
+	})
+	start := time.Now()
+	_, err := h.ServeInSandbox(t.Context(), "tcp", "127.0.0.1:0", hello)
+	require.ErrorIs(t, err, sandbox.ErrTransport)
+	assert.Contains(t, err.Error(), "the server did not answer the forward request within 300ms")
+	assert.Less(t, time.Since(start), 5*time.Second)
+
+	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+	defer cancel()
+	_, err = h.ServeInSandbox(ctx, "tcp", "127.0.0.1:0", hello)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
 }
 
 // refused waits until address no longer accepts connections.

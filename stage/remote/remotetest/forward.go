@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 
 	"golang.org/x/crypto/ssh"
@@ -60,6 +61,9 @@ func (s *Server) serveGlobal(sconn *ssh.ServerConn, reqs <-chan *ssh.Request) {
 	f := &forwards{s: s, sconn: sconn, lns: map[string]net.Listener{}}
 	defer f.closeAll()
 	for req := range reqs {
+		if s.opts.hangForward && strings.Contains(req.Type, "forward") {
+			continue // never answered
+		}
 		ok, reply := false, []byte(nil)
 		if !s.opts.noForward {
 			switch req.Type {

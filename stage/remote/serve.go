@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"os"
 	"path"
 	"sync"
 	"time"
@@ -22,14 +23,24 @@ import (
 // closed at once, so the SSH connection never stalls behind a listener that
 // stopped accepting), a request's header is at most MaxForwardHeaderBytes
 // and its body at most MaxForwardBodyBytes (more is cut off with 413 by the
-// time the handler reads it), and a connection that sends nothing is
-// closed after ForwardIdleTimeout.
+// time the handler reads it), a request's header must arrive within
+// ForwardHeaderTimeout, and a connection idle between requests is closed
+// after ForwardIdleTimeout (SSH channels have no deadlines of their own;
+// the forward gives them read deadlines, reading at most 32 KiB ahead).
+// A sandbox that keeps every slot busy locks itself out of the forward,
+// and no more, until its connections time out.
 const (
 	MaxForwardConns       = 16
 	MaxForwardHeaderBytes = 16 << 10
 	MaxForwardBodyBytes   = 4 << 20
 	ForwardHeaderTimeout  = 10 * time.Second
 	ForwardIdleTimeout    = 60 * time.Second
+)
+
+// The timeouts ServeInSandbox uses; tests shorten them.
+var (
+	forwardHeaderTimeout = ForwardHeaderTimeout
+	forwardIdleTimeout   = ForwardIdleTimeout
 )
 
 // ErrForward: the SSH server refused to forward the address (OpenSSH's
@@ -77,8 +88,8 @@ func (h *Host) ServeInSandbox(ctx context.Context, network, address string, hand
 	}
 	srv := &http.Server{
 		Handler:           http.MaxBytesHandler(handler, MaxForwardBodyBytes),
-		ReadHeaderTimeout: ForwardHeaderTimeout,
-		IdleTimeout:       ForwardIdleTimeout,
+		ReadHeaderTimeout: forwardHeaderTimeout,
+		IdleTimeout:       forwardIdleTimeout,
 		MaxHeaderBytes:    MaxForwardHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(h.log.Handler(), slog.LevelDebug),
 	}
@@ -184,21 +195,152 @@ func (l *limitListener) Accept() (net.Conn, error) {
 		}
 		select {
 		case l.sem <- struct{}{}:
-			return &limitConn{Conn: c, release: func() { <-l.sem }}, nil
+			return newDeadlineConn(c, func() { <-l.sem }), nil
 		default:
 			_ = c.Close() // over the limit: refused
 		}
 	}
 }
 
-type limitConn struct {
+// forwardChunk is the most a deadlineConn reads ahead of its reader.
+const forwardChunk = 32 << 10
+
+// deadlineConn gives a forwarded connection (an SSH channel, whose
+// SetReadDeadline is not supported) working read deadlines, so that
+// http.Server's header and idle timeouts hold: one goroutine reads the
+// channel a chunk at a time and waits until Read has handed the chunk out;
+// Read waits for a chunk, the deadline, or a change of the deadline. Write
+// deadlines are not supported (the server sets none).
+type deadlineConn struct {
 	net.Conn
+	chunks  chan chunk
+	ack     chan struct{}
+	closed  chan struct{}
 	once    sync.Once
 	release func()
+
+	mu       sync.Mutex
+	deadline time.Time
+	changed  chan struct{} // closed and replaced when the deadline changes
+
+	pending []byte // the rest of the chunk being handed out; Read's alone
+	err     error  // the pump's final error, once its chunks are handed out
 }
 
-func (c *limitConn) Close() error {
-	err := c.Conn.Close()
-	c.once.Do(c.release)
+type chunk struct {
+	b   []byte
+	err error
+}
+
+func newDeadlineConn(c net.Conn, release func()) *deadlineConn {
+	d := &deadlineConn{Conn: c, chunks: make(chan chunk), ack: make(chan struct{}), closed: make(chan struct{}),
+		release: release, changed: make(chan struct{})}
+	go d.pump()
+	return d
+}
+
+func (d *deadlineConn) pump() {
+	buf := make([]byte, forwardChunk)
+	for {
+		n, err := d.Conn.Read(buf)
+		select {
+		case d.chunks <- chunk{buf[:n], err}:
+		case <-d.closed:
+			return
+		}
+		if err != nil {
+			return
+		}
+		select { // buf is Read's until it acknowledges
+		case <-d.ack:
+		case <-d.closed:
+			return
+		}
+	}
+}
+
+func (d *deadlineConn) Read(p []byte) (int, error) {
+	if len(d.pending) == 0 && d.err != nil {
+		return 0, d.err
+	}
+	for len(d.pending) == 0 {
+		d.mu.Lock()
+		dl, changed := d.deadline, d.changed
+		d.mu.Unlock()
+		var expired <-chan time.Time
+		stop := func() bool { return false }
+		if !dl.IsZero() {
+			wait := time.Until(dl)
+			if wait <= 0 {
+				return 0, os.ErrDeadlineExceeded
+			}
+			t := time.NewTimer(wait)
+			expired, stop = t.C, t.Stop
+		}
+		err := d.wait(changed, expired)
+		stop()
+		if err != nil {
+			return 0, err
+		}
+	}
+	n := copy(p, d.pending)
+	d.pending = d.pending[n:]
+	if len(d.pending) == 0 && d.err == nil {
+		select {
+		case d.ack <- struct{}{}:
+		case <-d.closed:
+		}
+	}
+	return n, nil
+}
+
+// wait waits for the pump's next chunk (kept in pending), the deadline,
+// a change of the deadline (nil: the caller looks again) or Close.
+func (d *deadlineConn) wait(changed <-chan struct{}, expired <-chan time.Time) error {
+	for {
+		select {
+		case c := <-d.chunks:
+			d.err = c.err
+			if len(c.b) > 0 {
+				d.pending = c.b
+				return nil
+			}
+			if c.err != nil {
+				return c.err
+			}
+			select { // an empty read: the pump goes on
+			case d.ack <- struct{}{}:
+			case <-d.closed:
+				return net.ErrClosed
+			}
+		case <-expired:
+			return os.ErrDeadlineExceeded
+		case <-changed:
+			return nil
+		case <-d.closed:
+			return net.ErrClosed
+		}
+	}
+}
+
+func (d *deadlineConn) SetReadDeadline(t time.Time) error {
+	d.mu.Lock()
+	d.deadline = t
+	close(d.changed)
+	d.changed = make(chan struct{})
+	d.mu.Unlock()
+	return nil
+}
+
+func (d *deadlineConn) SetDeadline(t time.Time) error { return d.SetReadDeadline(t) }
+
+func (d *deadlineConn) SetWriteDeadline(time.Time) error { return nil }
+
+func (d *deadlineConn) Close() error {
+	err := d.Conn.Close()
+	d.once.Do(func() {
+		close(d.closed)
+		d.release()
+	})
 	return err
 }

@@ -336,3 +336,45 @@ func TestServeInSandboxFloodHoldsMemory(t *testing.T) {
 	t.Logf("heap grew by %d MiB while the sandbox tried to send %d MiB", grown>>20, flood*body>>20)
 	assert.Less(t, grown, int64(96<<20), "the host's heap grew with what the sandbox sent")
 }
+
+// TestServeInSandboxSilentConnectionsTimeOut: SSH channels have no read
+// deadlines of their own; the forward gives them some, so a sandbox that
+// fills every slot with connections that send nothing (or half a header,
+// or stay idle after a request) loses them after the header or idle
+// timeout, and the forward serves again.
+func TestServeInSandboxSilentConnectionsTimeOut(t *testing.T) {
+	defer remote.SetForwardTimeouts(300*time.Millisecond, 300*time.Millisecond)()
+	h := dial(t, remotetest.NewServer(t))
+	addr, err := h.ServeInSandbox(t.Context(), "tcp", "127.0.0.1:0", hello)
+	require.NoError(t, err)
+
+	var conns []net.Conn
+	defer func() {
+		for _, c := range conns {
+			_ = c.Close()
+		}
+	}()
+	for i := range remote.MaxForwardConns {
+		c, err := net.Dial("tcp", addr.String())
+		require.NoError(t, err)
+		conns = append(conns, c)
+		switch i % 3 {
+		case 1:
+			_, err = io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\n") // half a header
+		case 2:
+			_, err = io.WriteString(c, "GET /idle HTTP/1.1\r\nHost: x\r\n\r\n") // then idle
+		}
+		require.NoError(t, err)
+	}
+	start := time.Now()
+	for i, c := range conns {
+		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		b, err := io.ReadAll(c)
+		require.NoError(t, err, "connection %d was not closed by the server", i)
+		if i%3 == 2 {
+			assert.Contains(t, string(b), "hello GET /idle", "the idle connection got its answer first")
+		}
+	}
+	assert.Less(t, time.Since(start), 3*time.Second)
+	assert.Equal(t, "hello GET /after", get(t, sandboxClient("tcp", addr.String()), "http://sandbox/after"))
+}

@@ -232,3 +232,29 @@ func (e *EntityRefs) UnmarshalJSON(data []byte) error {
 	*e = NewEntityRefs(refs...)
 	return nil
 }
+
+// RecordWorkspaceFile records a workspace_file work product: a file that
+// stays in a workspace, named by ref (see WorkspaceRef), for the task and
+// run of b. It is a signpost for the user and for a code-fix completion
+// (ValidateEvidence accepts it as a citation when the objective asks for no
+// file); it stores no bytes and never delivers a requested file. Its id is
+// fresh; the work product is returned. Registrar.Store must implement
+// WorkProductRecorder (FileStore does). Errors are *HostError values, but
+// an invalid ref, which wraps ErrInvalidRequest or ErrPathDenied.
+func (r *Registrar) RecordWorkspaceFile(ctx context.Context, b Binding, ref WorkspaceRef, title string) (WorkProduct, error) {
+	rec, ok := r.Store.(WorkProductRecorder)
+	if !ok {
+		return WorkProduct{}, hostErr("record workspace file", fmt.Errorf("Registrar.Store (%T) does not implement WorkProductRecorder; use a FileStore or implement RecordWorkProduct", r.Store))
+	}
+	if err := b.check(); err != nil {
+		return WorkProduct{}, hostErr("record workspace file", err)
+	}
+	wp, err := WorkspaceFileWorkProduct(newUUID(), b.TaskID, b.RunID, title, ref)
+	if err != nil {
+		return WorkProduct{}, err
+	}
+	if err := rec.RecordWorkProduct(ctx, wp); err != nil {
+		return WorkProduct{}, hostErr("record workspace file", err)
+	}
+	return wp, nil
+}

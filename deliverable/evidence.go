@@ -113,8 +113,9 @@ func (e *EvidenceError) Unwrap() error { return &RequestError{Message: e.Message
 // judged too: an artifact's as the citation of its attachment; a
 // workspace_file work product of ev.TaskID is accepted as evidence when the
 // objective asks for no file (a code fix), and never delivers a requested
-// file (the rejection says it is a signpost, not an upload); any other is
-// rejected.
+// file (the rejection says it is a signpost, not an upload); an unknown
+// work product, or a workspace file of another task, is rejected; the
+// host's own kinds are not judged.
 //
 // Every rejection is an *EvidenceError wrapping ErrEvidence; its message
 // names ev.ToolName. Every other failure is a *HostError: a nil tasks, an

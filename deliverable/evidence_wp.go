@@ -33,9 +33,12 @@ func resolveWorkProducts(ctx context.Context, tasks Tasks, ev Evidence) (Evidenc
 				"Completion cites %q, which is not a work product of this task. Cite this task's work products, "+
 					"or use %s for a file and cite deliverable:<attachmentId> from its receipt.", clip(ref), toolName(ev.ToolName))}
 		}
-		id, valid := parseUUID(s[len(workProductScheme):])
-		if !valid {
-			return ev, nil, reject("the id is not a UUID")
+		id := strings.TrimSpace(s[len(workProductScheme):])
+		if err := checkID("work product id", id); err != nil {
+			return ev, nil, reject(err.Error())
+		}
+		if canon, ok := parseUUID(id); ok {
+			id = canon
 		}
 		wp, err := wps.WorkProduct(ctx, id)
 		switch {
@@ -46,7 +49,7 @@ func resolveWorkProducts(ctx context.Context, tasks Tasks, ev Evidence) (Evidenc
 		case wp.Type == WorkProductArtifact:
 			refs = append(refs, citationScheme+wp.ID) // judged as the attachment it is
 		case wp.Type != WorkProductWorkspaceFile:
-			return ev, nil, reject(fmt.Sprintf("work product type %q", clip(wp.Type)))
+			refs = append(refs, ref) // the host's own kind (a pull request, …): not judged here
 		case wp.TaskID != ev.TaskID:
 			return ev, nil, reject(fmt.Sprintf("it belongs to task %q", clip(wp.TaskID)))
 		default:

@@ -3,6 +3,7 @@ package deliverable_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -169,14 +170,15 @@ func TestEvidenceWorkspaceFiles(t *testing.T) {
 	for ref, detail := range map[string]string{
 		other.Citation(): `it belongs to task "U"`,
 		"work_product:00000000-0000-4000-8000-000000000000": "no such work product",
-		"work_product:42": "the id is not a UUID",
+		"work_product:42":   "no such work product",
+		"work_product:a\tb": `work product id "a\tb" contains the control character U+0009`,
 	} {
 		fix.Refs = []string{ref}
 		err := deliverable.ValidateEvidence(t.Context(), host, fix)
 		require.ErrorAs(t, err, &ee, ref)
 		assert.Equal(t, detail, ee.Detail)
-		assert.Equal(t, "Completion cites \""+ref+"\", which is not a work product of this task. Cite this task's work products, "+
-			"or use register_deliverable for a file and cite deliverable:<attachmentId> from its receipt.", ee.Message)
+		assert.Equal(t, fmt.Sprintf("Completion cites %q, which is not a work product of this task. Cite this task's work products, "+
+			"or use register_deliverable for a file and cite deliverable:<attachmentId> from its receipt.", ref), ee.Message)
 	}
 
 	// An artifact's work product is its attachment: it delivers the file.
@@ -194,7 +196,25 @@ func TestEvidenceWorkspaceFiles(t *testing.T) {
 	want.Refs = []string{"work_product:" + rc.AttachmentID, wp.Citation()}
 	require.NoError(t, deliverable.ValidateEvidence(t.Context(), host, want))
 
+	// The host's own kinds of work product are not judged here.
+	pr := prTasks{host}
+	fix.Refs = []string{"work_product:PR-7"}
+	require.NoError(t, deliverable.ValidateEvidence(t.Context(), pr, fix))
+	want.Refs = []string{"work_product:PR-7"}
+	require.ErrorAs(t, deliverable.ValidateEvidence(t.Context(), pr, want), &ee)
+	assert.Equal(t, []string{"summary.md"}, ee.Missing)
+
 	// Without WorkProducts, such citations are ignored, as before.
 	fix.Refs = []string{"work_product:42"}
 	require.NoError(t, deliverable.ValidateEvidence(t.Context(), storeTasks{memTasks: tasks, store: f.store}, fix))
+}
+
+// prTasks also knows the host's own pull-request work products.
+type prTasks struct{ wpTasks }
+
+func (p prTasks) WorkProduct(ctx context.Context, id string) (deliverable.WorkProduct, error) {
+	if id == "PR-7" {
+		return deliverable.WorkProduct{ID: id, Type: "pull_request", Provider: "github", TaskID: "T"}, nil
+	}
+	return p.wpTasks.WorkProduct(ctx, id)
 }

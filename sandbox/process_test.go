@@ -77,7 +77,10 @@ func dialHost(t *testing.T, addr string, cfg remote.Config) *remote.Host {
 // eachRunner runs fn over every runner.
 func eachRunner(t *testing.T, fn func(t *testing.T, rig procRig)) {
 	for _, pr := range procRunners {
-		t.Run(pr.name, func(t *testing.T) { fn(t, pr.rig(t)) })
+		t.Run(pr.name, func(t *testing.T) {
+			t.Parallel() // mostly waiting out graces; each has its own tag
+			fn(t, pr.rig(t))
+		})
 	}
 }
 
@@ -274,6 +277,7 @@ func TestProcessStopDeadTransport(t *testing.T) {
 		}
 		for _, how := range hows {
 			t.Run(pr.name+"/"+how, func(t *testing.T) {
+				t.Parallel()
 				rig := pr.rig(t)
 				fr := &failingRunner{Runner: rig.r}
 				s := start(t, fr, termIgnoringTree, nil)
@@ -432,4 +436,47 @@ func TestProcessStartRefuses(t *testing.T) {
 		assert.ErrorIs(t, err, os.ErrNotExist)
 		assert.ErrorContains(t, err, "starting a process")
 	})
+}
+
+// TestProcessWriteCancelled: a Write whose ctx ends part-way closes the
+// session too; one whose ctx ended before it began delivers nothing and
+// closes nothing.
+func TestProcessWriteCancelled(t *testing.T) {
+	r := shortRunner{sandbox.Local(t.TempDir()), procDeadline}
+	s := start(t, r, "echo ready; sleep 300", nil)
+	s.awaitReady(t)
+	done, cancel := context.WithCancel(t.Context())
+	cancel()
+	err := s.p.Write(done, []byte("x"))
+	require.ErrorIs(t, err, context.Canceled)
+	assert.ErrorContains(t, err, "input not delivered")
+	select {
+	case <-s.p.Done():
+		t.Fatal("a Write that delivered nothing closed the session")
+	case <-time.After(100 * time.Millisecond):
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	defer cancel()
+	err = s.p.Write(ctx, make([]byte, 16<<20))
+	require.ErrorIs(t, err, sandbox.ErrTransport)
+	assert.ErrorIs(t, err, context.DeadlineExceeded)
+	exit, err := s.p.Wait(t.Context())
+	require.NoError(t, err)
+	assert.Equal(t, sandbox.Exit{Status: -1, Signal: "TERM", Exited: true, Verified: true}, exit)
+}
+
+// TestProcessStopWaitBounded: Stop's ctx bounds only the wait; the
+// shutdown goes on and Wait reports it.
+func TestProcessStopWaitBounded(t *testing.T) {
+	r := shortRunner{sandbox.Local(t.TempDir()), procDeadline}
+	s := start(t, r, "trap '' TERM; echo ready; sleep 300", nil)
+	s.awaitReady(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+	defer cancel()
+	_, err := s.p.Stop(ctx)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.ErrorContains(t, err, "stopped waiting for its end")
+	exit, err := s.p.Wait(t.Context())
+	require.NoError(t, err)
+	assert.Equal(t, sandbox.Exit{Status: -1, Signal: "KILL", Exited: true, Verified: true}, exit)
 }

@@ -191,8 +191,8 @@ func TestProcessScriptsRun(t *testing.T) {
 			require.NoError(t, err)
 			stdout, err := cmd.StdoutPipe()
 			require.NoError(t, err)
-			var stderr bytes.Buffer
-			cmd.Stderr = &stderr
+			stderr := &shell.LimitedBuffer{Max: 64 << 10, Truncate: true} // read while the command may write
+			cmd.Stderr = stderr
 			require.NoError(t, cmd.Start())
 			t.Cleanup(func() {
 				for _, pid := range tagged(t, tag) {

@@ -95,7 +95,13 @@ type Exit struct {
 // is never Verified; processes of another user (setuid programs) can be
 // neither signalled nor seen; stdout must be read (it is a pipe: an unread
 // one stops the command's output and, at Stop, costs the control deadline
-// and the command's status).
+// and the command's status). The command's end is seen when Runner.Run
+// returns: a Runner that waits for the end of Command.Stdin before it
+// returns (Local, Exec and remote.Host do not: Stdin is an OS pipe here)
+// reports it only at CloseStdin or Stop. The session and group are found
+// by the leader's pid; once every process of them is gone, a new session
+// with that pid (pid reuse) would be taken for them — the shutdown runs
+// as soon as the run ends, which leaves that window small.
 type Process struct {
 	r      Runner
 	ctx    context.Context // Start's context without its cancellation: values for the Runner

@@ -174,7 +174,9 @@ type FileReport struct {
 // or names a component out of range (or the leaf as not a directory), is
 // a protocol error (ErrProtocol).
 func ParseFileReport(line string, n int) (FileReport, error) {
-	bad := func() (FileReport, error) { return FileReport{}, protocolf("unexpected report %q", Truncate(line, 200)) }
+	bad := func() (FileReport, error) {
+		return FileReport{}, protocolf("unexpected report %q", Truncate(line, 200))
+	}
 	rest, ok := strings.CutPrefix(line, FileHeader+" ")
 	if !ok {
 		return bad()

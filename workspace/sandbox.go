@@ -17,9 +17,6 @@ import (
 // protocol's (internal/shell: WorkspaceProbeScript, GitPrepareScript,
 // PlainPrepareScript, GitRestoreScript, PlainRestoreScript).
 
-// q quotes s for POSIX sh.
-func q(s string) string { return shell.Quote(s) }
-
 // probe is what the sandbox said about itself.
 type probe = shell.WorkspaceProbe
 

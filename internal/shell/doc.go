@@ -1,13 +1,30 @@
-// Package shell is the one home of the shell protocol that stages
-// trees into a sandbox that runs POSIX sh: the tar stream the host writes
-// (layout, carried entries, the completion marker), the hostile reader of the
-// tar streams a sandbox sends back, sh quoting and bounded output buffers.
+// Package shell is the one home of the shell protocol that talks to a
+// sandbox that runs POSIX sh: every script airlock's packages send and
+// every parser of what comes back.
 //
-// stage.Bridge, remote.Host (through Bridge) and workspace all speak it; none
-// of them has a tar writer or reader of its own.
+//   - tar.go: the tar stream the host writes (layout, carried entries, the
+//     completion marker) and the hostile readers of the tar streams a
+//     sandbox sends back (Members, ReadTar, ReadLimited);
+//   - workspace.go, restore.go, report.go: package workspace's probe, git
+//     and plain prepares and restores, the restore stream
+//     ("airlock-restore 1") and its report of entries no tar header shows;
+//   - file.go: package deliverable's file command ("airlock-file-v1"), its
+//     reports and a bounded collector of them;
+//   - quote.go, buffer.go: sh quoting and bounded output buffers.
+//
+// stage.Bridge, remote.Host (through Bridge), workspace and deliverable
+// all speak it; none of them has a script or a reply parser of its own.
 //
 // Everything read from a sandbox is hostile: ReadTar rejects member names
 // that are absolute, unclean or leave the top directory, reports links and
 // special files by type and never resolves them, and callers bound what they
-// keep.
+// keep. One error class per failure kind: a reply that breaks the protocol
+// is an error that errors.Is matches to ErrProtocol (a package gives it its
+// own name with ProtocolSentinel: workspace.ErrHostile,
+// deliverable.ErrProtocol); a reply cut by the transport keeps the
+// transport's error (ErrTransport, or the context's), never ErrProtocol.
+//
+// Every script is POSIX sh: the tests parse each (scriptSamples) with
+// dash -n, busybox sh -n and sh -n, and the packages' tests run them under
+// dash and busybox sh.
 package shell

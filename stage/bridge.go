@@ -909,8 +909,9 @@ func (b *Bridge) Fetch(ctx context.Context, root, name string, fn func(e Entry, 
 	pr, pw := io.Pipe()
 	perr := make(chan error, 1)
 	tarEnd := make(chan struct{}) // the end of the archive arrived
+	sr := &shell.EndReader{R: pr} // did the stream end before the reader gave up?
 	go func() {
-		err := readTarStream(pr, fn)
+		err := readTarStream(sr, fn)
 		if err != nil {
 			cancel()
 		} else {
@@ -960,6 +961,12 @@ exec tar -c -f - .`, q(d), q(root), fetchUnusableMarker, fetchUnusable)
 	if err != nil {
 		if cerr := ctx.Err(); cerr != nil {
 			return fmt.Errorf("fetching %s: %w", d, cerr)
+		}
+		if sr.Ended() && rerr != nil && !errors.Is(rerr, errFetchDone) && errors.Is(err, shell.ErrProtocol) {
+			// The stream ended early because the command's run failed
+			// (a cut connection): that is the reason, not the archive
+			// it cut short.
+			return fmt.Errorf("%w (the archive was cut short: %v)", b.classify(ctx, nil, "fetching "+d, rerr, stderr), err)
 		}
 		return err
 	}

@@ -16,7 +16,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"syscall"
 
 	"github.com/airlockdev/airlock/internal/gitexec"
@@ -362,9 +361,9 @@ func (r *Round) restoreStream(ctx context.Context, op, script string, env map[st
 		pw.CloseWithError(err)
 		done <- err
 	}()
-	sr := &streamEnd{r: pr}
+	sr := &shell.EndReader{R: pr}
 	ferr := fn(bufio.NewReaderSize(sr, 256<<10))
-	ended := sr.ended.Load() // the stream ended (the command's run did) before fn gave up
+	ended := sr.Ended() // the stream ended (the command's run did) before fn gave up
 	if ferr != nil {
 		cancel()
 	}
@@ -394,21 +393,6 @@ func (r *Round) restoreStream(ctx context.Context, op, script string, env map[st
 		return rerr
 	}
 	return nil
-}
-
-// streamEnd records that its reader returned an error (the end of the
-// stream, or the command's failure that closed it).
-type streamEnd struct {
-	r     io.Reader
-	ended atomic.Bool
-}
-
-func (s *streamEnd) Read(p []byte) (int, error) {
-	n, err := s.r.Read(p)
-	if err != nil {
-		s.ended.Store(true)
-	}
-	return n, err
 }
 
 func (r *Round) hashKind(ctx context.Context) (hashKind, error) {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"sync/atomic"
 )
 
 // ProtocolSentinel returns a package's own sentinel for a sandbox that
@@ -51,3 +53,27 @@ func Cut(what string, err error) error {
 func transportCut(err error) bool {
 	return errors.Is(err, ErrTransport) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }
+
+// EndReader passes R's reads on and records that R returned an error (the
+// end of the stream, or the failure that closed it). A caller whose parser
+// refused a reply asks Ended to tell the two cases apart: when the stream
+// ended before the parser gave up and the command's run failed, the reply
+// was cut short by that failure (a transport failure, not the sandbox's
+// broken protocol); when it had not ended, the parser refused what the
+// sandbox sent.
+type EndReader struct {
+	R     io.Reader
+	ended atomic.Bool
+}
+
+// Read implements io.Reader.
+func (e *EndReader) Read(p []byte) (int, error) {
+	n, err := e.R.Read(p)
+	if err != nil {
+		e.ended.Store(true)
+	}
+	return n, err
+}
+
+// Ended reports whether a read of R returned an error.
+func (e *EndReader) Ended() bool { return e.ended.Load() }

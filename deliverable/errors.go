@@ -4,6 +4,7 @@ import (
 	"errors"
 
 	"github.com/airlockdev/airlock/internal/sentinel"
+	"github.com/airlockdev/airlock/internal/shell"
 )
 
 // Sentinel errors. Every error returned by this package that a caller may branch
@@ -53,8 +54,10 @@ var (
 	// ErrProtocol: a remote workspace's reply broke the file protocol (a
 	// malformed header or trailer, numbers out of range, unexpected output).
 	// It comes from the sandbox, so it is never taken as the agent's request
-	// being wrong; it is returned inside a *HostError.
-	ErrProtocol = errors.New("deliverable: remote workspace broke the file protocol")
+	// being wrong; it is returned inside a *HostError. errors.Is matches it
+	// to sandbox.ErrProtocol too, the class every package gives a sandbox
+	// that broke the protocol; a transport failure is never ErrProtocol.
+	ErrProtocol = shell.ProtocolSentinel("deliverable: remote workspace broke the file protocol")
 )
 
 // DefaultToolName is the name of the agent's registration tool that messages

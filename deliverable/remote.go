@@ -8,7 +8,6 @@ import (
 	"io"
 	"io/fs"
 	"path"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -92,13 +91,12 @@ type remoteWorkspace struct {
 
 var _ Workspace = remoteWorkspace{}
 
-// Protocol limits and markers.
+// Protocol limits. The protocol itself (the command, its reports and
+// their parsers) is the shell protocol's: shell.FileScript,
+// shell.ParseFileReport, shell.ParseFileTrailer.
 const (
-	remoteHeader  = "airlock-file-v1"
-	remoteTrailer = "airlock-file-end-v1"
-	maxControl    = 1024 // bytes of stderr: the header and trailer lines
-	closeGrace    = 500 * time.Millisecond
-	headerGrace   = 5 * time.Second // the longest content may overtake the first report
+	closeGrace  = 500 * time.Millisecond
+	headerGrace = 5 * time.Second // the longest content may overtake the first report
 )
 
 // recheckPause is how long after the first stat a file whose size differs
@@ -124,102 +122,10 @@ func (f *firstWrite) Write(p []byte) (int, error) {
 	return f.w.Write(p)
 }
 
-// remoteScript is the one command of an Open: see RemoteWorkspace. Every
-// report goes to the original stderr (fd 3); the tools' own diagnostics are
-// discarded so they cannot corrupt the reports.
-//
-// With ask=1 (a Runner that is also a sandbox.FileReader) the command reports
-// the file, then reads the host's decision from stdin: "cat" streams the
-// file as without ask; "check" means the host has read the file itself
-// (through the FileReader, which follows links) and asks the command to walk
-// the path again from the root and report the file's state. The walk
-// records every directory's inode and change time (dirs); the second walk
-// must find the same physical path, no link, and the same directories, or
-// the trailer says "moved".
-const remoteScript = `exec 3>&2 2>/dev/null
-set -f
-LC_ALL=C
-export LC_ALL
-pass=1
-say() { printf '` + remoteHeader + ` %s\n' "$*" >&3; }
-bad() {
-	if [ "$pass" = 2 ]; then printf '` + remoteTrailer + ` moved\n' >&3; exit 0; fi
-	say "$@"; exit 0
-}
-ok() { case $1 in ''|*[!0-9.\ ]*) return 1;; esac; set -- $1; [ $# -eq 5 ]; }
-st() {
-	for fmt in '%h %s %i %.9Y %.9Z' '%h %s %i %Y %Z'; do
-		s=$(stat -c "$fmt" "$1") && ok "$s" && { printf '%s\n' "$s"; return 0; }
-	done
-	s=$(stat -f '%l %z %i %m %c' "$1") && ok "$s" && { printf '%s\n' "$s"; return 0; }
-	set -- $(ls -lnid "$1") && [ $# -ge 9 ] && printf '%s %s %s %s_%s_%s 0\n' "$3" "$6" "$1" "$7" "$8" "$9"
-}
-track() {
-	[ "$ask" = 1 ] || return 0
-	d=$(st .) || bad nostat
-	set -- $d
-	dirs="$dirs $3:$5"
-}
-step() {
-	if [ -L "./$2" ]; then bad link "$1"; fi
-	if [ ! -e "./$2" ]; then bad missing "$1"; fi
-	if [ ! -d "./$2" ]; then bad notdir "$1"; fi
-	cd -P "./$2" || bad missing "$1"
-	want=$want/$2
-	[ "$(pwd -P)" = "$want" ] || bad changed "$1"
-	track
-}
-leaf() {
-	f=./$2
-	if [ -L "$f" ]; then say link "$1"; exit 0; fi
-	if [ ! -e "$f" ]; then say missing "$1"; exit 0; fi
-	if [ -d "$f" ]; then say type directory; exit 0; fi
-	if [ -p "$f" ]; then say type fifo; exit 0; fi
-	if [ -S "$f" ]; then say type socket; exit 0; fi
-	if [ -b "$f" ] || [ -c "$f" ]; then say type device; exit 0; fi
-	if [ ! -f "$f" ]; then say type other; exit 0; fi
-	if [ ! -r "$f" ]; then say unreadable; exit 0; fi
-	a=$(st "$f") && [ -n "$a" ] || { say nostat; exit 0; }
-	say file $a
-	how=cat
-	if [ "$ask" = 1 ]; then IFS= read -r how || exit 0; fi
-	case $how in
-	cat) cat "$f" || exit 1 ;;
-	check)
-		d1=$dirs w1=$want pass=2
-		walk
-		[ "$dirs" = "$d1" ] && [ "$want" = "$w1" ] || bad
-		;;
-	*) exit 0 ;;
-	esac
-	b=$(st "$f") || b=gone
-	if [ -L "$f" ]; then b=link; fi
-	printf '` + remoteTrailer + ` %s\n' "$b" >&3
-	exit 0
-}
-`
-
 // script returns the command that opens the file whose path components are
-// parts; ask makes it wait for the host's decision (see remoteScript).
+// parts (shell.FileScript); ask makes it wait for the host's decision.
 func (w remoteWorkspace) script(parts []string, ask bool) string {
-	root := w.dir
-	switch {
-	case root == "":
-		root = "."
-	case !strings.HasPrefix(root, "/"):
-		root = "./" + root // never an option to cd
-	}
-	var b strings.Builder
-	b.WriteString(remoteScript)
-	if ask {
-		b.WriteString("ask=1\n")
-	}
-	fmt.Fprintf(&b, "walk() {\ncd -P %s || bad root\nwant=$(pwd -P) || bad root\n[ \"$want\" = / ] && want=\ndirs=\ntrack\n", shell.Quote(root))
-	for i, p := range parts[:len(parts)-1] {
-		fmt.Fprintf(&b, "step %d %s\n", i+1, shell.Quote(p))
-	}
-	fmt.Fprintf(&b, "}\nwalk\nleaf %d %s\n", len(parts), shell.Quote(parts[len(parts)-1]))
-	return b.String()
+	return shell.FileScript(w.dir, parts, ask)
 }
 
 func (w remoteWorkspace) Open(ctx context.Context, name string) (File, error) {
@@ -232,7 +138,7 @@ func (w remoteWorkspace) Open(ctx context.Context, name string) (File, error) {
 	parts := strings.Split(name, "/")
 	cctx, cancel := context.WithCancel(ctx)
 	pr, pw := io.Pipe()
-	f := &remoteFile{name: name, ctx: cctx, cancel: cancel, pr: pr, ctl: newControl()}
+	f := &remoteFile{name: name, ctx: cctx, cancel: cancel, pr: pr, ctl: shell.NewReports(shell.MaxFileReports)}
 	cmd := sandbox.Command{Script: w.script(parts, w.fr != nil), Stderr: f.ctl}
 	if w.fr != nil {
 		var stdin io.Reader
@@ -252,7 +158,7 @@ func (w remoteWorkspace) Open(ctx context.Context, name string) (File, error) {
 		Deadline: limit,
 		After: func(err error) {
 			f.runErr = err
-			f.ctl.end()
+			f.ctl.End()
 			_ = pw.Close() // closing a pipe writer never fails
 		},
 		OnExpire: func(err error) { _ = pw.CloseWithError(err) }, // reads fail with err; always nil
@@ -269,7 +175,7 @@ func (w remoteWorkspace) Open(ctx context.Context, name string) (File, error) {
 	seen := out.seen
 	for waiting := true; waiting; {
 		select {
-		case <-f.ctl.header:
+		case <-f.ctl.First():
 			waiting = false
 		case <-seen:
 			seen = nil
@@ -286,11 +192,11 @@ func (w remoteWorkspace) Open(ctx context.Context, name string) (File, error) {
 			return nil, ctx.Err()
 		}
 	}
-	lines, extra := f.ctl.lines()
+	lines, extra := f.ctl.Lines()
 	if len(lines) == 0 {
 		if extra {
 			_ = f.Close() // always nil
-			return nil, fmt.Errorf("%w: open %q: the first report is not a line of at most %d bytes", ErrProtocol, name, maxControl)
+			return nil, fmt.Errorf("%w: open %q: the first report is not a line of at most %d bytes", ErrProtocol, name, shell.MaxFileReports)
 		}
 		f.decide("")  // a Runner may wait for its stdin to end
 		<-f.done      // the header was signaled by the end of the command
@@ -310,158 +216,37 @@ func (w remoteWorkspace) Open(ctx context.Context, name string) (File, error) {
 	return f, nil
 }
 
-// parseHeader reads the first report: "file <stat>" or a refusal naming a
-// component (1-based) of parts.
+// parseHeader reads the first report (shell.ParseFileReport): the file's
+// stat, or a refusal naming a component of parts.
 func parseHeader(line string, parts []string) (FileStat, string, error) {
 	name := strings.Join(parts, "/")
-	bad := func() (FileStat, string, error) {
-		return FileStat{}, "", fmt.Errorf("%w: open %q: unexpected report %q", ErrProtocol, name, clip(line))
+	r, err := shell.ParseFileReport(line, len(parts))
+	if err != nil {
+		return FileStat{}, "", fmt.Errorf("%w: open %q: %w", ErrProtocol, name, err)
 	}
-	rest, ok := strings.CutPrefix(line, remoteHeader+" ")
-	if !ok {
-		return bad()
-	}
-	f := strings.Split(rest, " ")
 	refuse := func(sentinel error, format string, args ...any) (FileStat, string, error) {
 		return FileStat{}, "", &fs.PathError{Op: "open", Path: name, Err: fmt.Errorf("%w: "+format, append([]any{sentinel}, args...)...)}
 	}
-	component := func() (string, bool) {
-		if len(f) != 2 || !isDigits(f[1]) {
-			return "", false
-		}
-		i, err := strconv.Atoi(f[1])
-		if err != nil || i < 1 || i > len(parts) {
-			return "", false
-		}
-		return strings.Join(parts[:i], "/"), true
+	c := strings.Join(parts[:r.Component], "/")
+	switch r.Kind {
+	case shell.FileOK:
+		return FileStat{Size: r.Stat.Size, Links: r.Stat.Links}, r.Stat.Sig, nil
+	case shell.FileLink:
+		return refuse(ErrSymlinkDenied, "%q is a symbolic link", c)
+	case shell.FileMissing:
+		return refuse(fs.ErrNotExist, "%q does not exist", c)
+	case shell.FileNotDir:
+		return refuse(ErrPathDenied, "%q is not a directory", c)
+	case shell.FileChanged:
+		return refuse(ErrFileChanged, "%q changed while the path was walked", c)
+	case shell.FileType:
+		return refuse(ErrPathDenied, "it is a %s, not a regular file", r.Type)
+	case shell.FileUnreadable:
+		return refuse(ErrPathDenied, "it is not readable")
+	case shell.FileRoot:
+		return FileStat{}, "", errors.New("the remote workspace root cannot be entered")
 	}
-	switch f[0] {
-	case "file":
-		st, sig, ok := parseStat(strings.Join(f[1:], " "))
-		if !ok {
-			return bad()
-		}
-		return st, sig, nil
-	case "link":
-		if c, ok := component(); ok {
-			return refuse(ErrSymlinkDenied, "%q is a symbolic link", c)
-		}
-	case "missing":
-		if c, ok := component(); ok {
-			return refuse(fs.ErrNotExist, "%q does not exist", c)
-		}
-	case "notdir":
-		if c, ok := component(); ok && c != name {
-			return refuse(ErrPathDenied, "%q is not a directory", c)
-		}
-	case "changed":
-		if c, ok := component(); ok {
-			return refuse(ErrFileChanged, "%q changed while the path was walked", c)
-		}
-	case "type":
-		if len(f) == 2 && strings.Contains(" directory fifo socket device other ", " "+f[1]+" ") {
-			return refuse(ErrPathDenied, "it is a %s, not a regular file", f[1])
-		}
-	case "unreadable":
-		if len(f) == 1 {
-			return refuse(ErrPathDenied, "it is not readable")
-		}
-	case "root":
-		if len(f) == 1 {
-			return FileStat{}, "", errors.New("the remote workspace root cannot be entered")
-		}
-	case "nostat":
-		if len(f) == 1 {
-			return FileStat{}, "", errors.New("the sandbox has neither stat nor ls to describe the file")
-		}
-	}
-	return bad()
-}
-
-// parseStat reads "<links> <size> <inode> <mtime> <ctime>" and returns the
-// link count and size, and the whole line as the file's signature. Every
-// token is 1 to 40 bytes of [0-9A-Za-z:._-]; links and size are decimal.
-func parseStat(s string) (FileStat, string, bool) {
-	f := strings.Split(s, " ")
-	if len(f) != 5 {
-		return FileStat{}, "", false
-	}
-	for _, t := range f {
-		if len(t) == 0 || len(t) > 40 || strings.Trim(t, "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ:._-") != "" {
-			return FileStat{}, "", false
-		}
-	}
-	if !isDigits(f[0]) || !isDigits(f[1]) {
-		return FileStat{}, "", false
-	}
-	links, err := strconv.ParseUint(f[0], 10, 64)
-	if err != nil {
-		return FileStat{}, "", false
-	}
-	size, err := strconv.ParseInt(f[1], 10, 64)
-	if err != nil {
-		return FileStat{}, "", false
-	}
-	return FileStat{Size: size, Links: links}, s, true
-}
-
-func isDigits(s string) bool {
-	return s != "" && strings.Trim(s, "0123456789") == ""
-}
-
-// control collects the command's reports from stderr, at most maxControl
-// bytes, and signals when the first line is complete or the command ended.
-type control struct {
-	mu       sync.Mutex
-	buf      bytes.Buffer
-	overflow bool
-	header   chan struct{}
-	signaled bool
-}
-
-func newControl() *control { return &control{header: make(chan struct{})} }
-
-func (c *control) Write(p []byte) (int, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if room := maxControl - c.buf.Len(); len(p) > room {
-		c.overflow = true
-		p = p[:max(room, 0)]
-	}
-	c.buf.Write(p)
-	if !c.signaled && (c.overflow || bytes.IndexByte(c.buf.Bytes(), '\n') >= 0) {
-		c.signaled = true
-		close(c.header)
-	}
-	return len(p), nil
-}
-
-// end signals that the command ended (there will be no header if there is none yet).
-func (c *control) end() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if !c.signaled {
-		c.signaled = true
-		close(c.header)
-	}
-}
-
-// lines returns the complete lines and whether anything else (a partial
-// line, bytes over the limit) was written.
-func (c *control) lines() ([]string, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	s := c.buf.String()
-	var out []string
-	for {
-		i := strings.IndexByte(s, '\n')
-		if i < 0 {
-			break
-		}
-		out = append(out, s[:i])
-		s = s[i+1:]
-	}
-	return out, c.overflow || s != ""
+	return FileStat{}, "", errors.New("the sandbox has neither stat nor ls to describe the file") // shell.FileNoStat
 }
 
 // remoteFile streams the content of one Open.
@@ -480,7 +265,7 @@ type remoteFile struct {
 	decided  sync.Once
 	started  bool
 	check    bool // the content came from fr: ask for the check once it has been read
-	ctl      *control
+	ctl      *shell.Reports
 	watch    *sandbox.Watched
 	done     <-chan struct{} // watch.Done()
 	runErr   error           // set before done is closed
@@ -546,7 +331,7 @@ func (f *remoteFile) begin() error {
 	if f.fr == nil {
 		return nil
 	}
-	if t := strings.Fields(f.sig); f.st.Size > maxFileReaderBytes || len(t) != 5 || t[4] == "0" {
+	if f.st.Size > maxFileReaderBytes || !(shell.FileStat{Sig: f.sig}).ChangeTime() {
 		f.decide("cat")
 		return nil
 	}
@@ -602,26 +387,37 @@ func (f *remoteFile) recheck() error {
 	if f.runErr != nil {
 		return fmt.Errorf("open %q in the remote workspace: %w", f.name, runFailure(f.runErr))
 	}
-	lines, extra := f.ctl.lines()
+	return f.checkTrailer("open", "opened", true)
+}
+
+// checkTrailer reads the reports of a command that ended: exactly the
+// header and a trailer (shell.ParseFileTrailer) whose stat matches the
+// header's, else ErrFileChanged (the file changed while it was opened or
+// read: while says which) or ErrProtocol (op, "open" or "read", names the
+// step). moved says whether the command walked the path twice, so that a
+// "moved" trailer can come.
+func (f *remoteFile) checkTrailer(op, while string, moved bool) error {
+	lines, extra := f.ctl.Lines()
 	if extra || len(lines) != 2 {
-		return fmt.Errorf("%w: open %q: the reports are not exactly a header and a trailer line", ErrProtocol, f.name)
+		return fmt.Errorf("%w: %s %q: the reports are not exactly a header and a trailer line", ErrProtocol, op, f.name)
 	}
-	after, ok := strings.CutPrefix(lines[1], remoteTrailer+" ")
-	switch {
-	case !ok:
-		return fmt.Errorf("%w: open %q: unexpected trailer %q", ErrProtocol, f.name, clip(lines[1]))
-	case after == "gone":
-		return f.changed("the file was removed while it was opened")
-	case after == "link":
-		return f.changed("the file was replaced by a symbolic link while it was opened")
-	case after == "moved":
-		return f.changed("a directory on its path was moved, replaced or changed while it was opened")
+	end, err := shell.ParseFileTrailer(lines[1])
+	if err != nil {
+		return fmt.Errorf("%w: %s %q: %w", ErrProtocol, op, f.name, err)
 	}
-	if _, _, ok := parseStat(after); !ok {
-		return fmt.Errorf("%w: open %q: unexpected trailer %q", ErrProtocol, f.name, clip(lines[1]))
+	switch end.Kind {
+	case shell.EndGone:
+		return f.changed("the file was removed while it was %s", while)
+	case shell.EndLink:
+		return f.changed("the file was replaced by a symbolic link while it was %s", while)
+	case shell.EndMoved:
+		if !moved {
+			return fmt.Errorf("%w: %s %q: trailer %q, but the path was walked once", ErrProtocol, op, f.name, clip(lines[1]))
+		}
+		return f.changed("a directory on its path was moved, replaced or changed while it was %s", while)
 	}
-	if after != f.sig {
-		return f.changed("its links, size, identity or times changed while it was opened (%q, then %q)", f.sig, after)
+	if end.Stat.Sig != f.sig {
+		return f.changed("its links, size, identity or times changed while it was %s (%q, then %q)", while, f.sig, end.Stat.Sig)
 	}
 	return nil
 }
@@ -717,26 +513,8 @@ func (f *remoteFile) Read(p []byte) (int, error) {
 	if f.runErr != nil {
 		return f.fail(fmt.Errorf("read %q from the remote workspace: %w", f.name, runFailure(f.runErr)))
 	}
-	lines, extra := f.ctl.lines()
-	if extra || len(lines) != 2 {
-		return f.fail(fmt.Errorf("%w: read %q: the reports are not exactly a header and a trailer line", ErrProtocol, f.name))
-	}
-	after, ok := strings.CutPrefix(lines[1], remoteTrailer+" ")
-	switch {
-	case !ok:
-		return f.fail(fmt.Errorf("%w: read %q: unexpected trailer %q", ErrProtocol, f.name, clip(lines[1])))
-	case after == "gone":
-		return f.fail(f.changed("the file was removed while it was read"))
-	case after == "link":
-		return f.fail(f.changed("the file was replaced by a symbolic link while it was read"))
-	case after == "moved" && f.fr != nil:
-		return f.fail(f.changed("a directory on its path was moved, replaced or changed while it was read"))
-	}
-	if _, _, ok := parseStat(after); !ok {
-		return f.fail(fmt.Errorf("%w: read %q: unexpected trailer %q", ErrProtocol, f.name, clip(lines[1])))
-	}
-	if after != f.sig {
-		return f.fail(f.changed("its links, size, identity or times changed while it was read (%q, then %q)", f.sig, after))
+	if err := f.checkTrailer("read", "read", f.fr != nil); err != nil {
+		return f.fail(err)
 	}
 	f.eof = true
 	return 0, io.EOF

@@ -381,6 +381,12 @@ func TestRemoteWorkspaceFileReaderProtocol(t *testing.T) {
 				return
 			}
 			require.ErrorIs(t, err, tc.want)
+			if tc.want == deliverable.ErrProtocol {
+				require.ErrorIs(t, err, sandbox.ErrProtocol, "deliverable.ErrProtocol is the protocol class")
+				assert.NotErrorIs(t, err, sandbox.ErrTransport)
+			} else {
+				assert.NotErrorIs(t, err, sandbox.ErrProtocol, "only a broken protocol is ErrProtocol")
+			}
 			var re *deliverable.RequestError
 			switch tc.class {
 			case request:

@@ -153,6 +153,12 @@ func TestRemoteWorkspaceHostileSandbox(t *testing.T) {
 			if tc.want != nil {
 				require.ErrorIs(t, err, tc.want)
 			}
+			if tc.want == deliverable.ErrProtocol {
+				require.ErrorIs(t, err, sandbox.ErrProtocol, "deliverable.ErrProtocol is the protocol class")
+				assert.NotErrorIs(t, err, sandbox.ErrTransport)
+			} else {
+				assert.NotErrorIs(t, err, sandbox.ErrProtocol, "only a broken protocol is ErrProtocol")
+			}
 			var re *deliverable.RequestError
 			var he *deliverable.HostError
 			switch tc.class {

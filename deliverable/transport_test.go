@@ -45,6 +45,7 @@ func requireTransport(t *testing.T, err error) {
 	t.Helper()
 	require.ErrorIs(t, err, sandbox.ErrTransport)
 	assert.NotErrorIs(t, err, deliverable.ErrProtocol)
+	assert.NotErrorIs(t, err, sandbox.ErrProtocol)
 	assert.NotErrorIs(t, err, deliverable.ErrFileChanged)
 	requireHostError(t, err)
 }

@@ -510,3 +510,7 @@ func (b *boundedFile) Read(p []byte) (int, error) {
 	}
 	return n, err
 }
+
+func isDigits(s string) bool {
+	return s != "" && strings.Trim(s, "0123456789") == ""
+}

@@ -160,6 +160,13 @@
 //     so are a bundle's extra refs and the paths of commits it refuses; a
 //     malformed stream or unreadable bundle fails with ErrHostile and
 //     writes nothing.
+//   - One error class per failure kind: a sandbox that broke the protocol
+//     (a probe, restore header, report or tar stream that does not parse,
+//     a bundle that does not verify) is ErrHostile, which errors.Is also
+//     matches to sandbox.ErrProtocol; a reply cut by a lost connection, a
+//     Runner that never returned or an expired control deadline wraps
+//     sandbox.ErrTransport. Never both. The scripts and their parsers are
+//     internal/shell's, checked in its tests under dash and busybox sh.
 //     A plain sandbox's stream is read up to WithMaxBytes of file content:
 //     at the file past it the host stops reading, and the restore fails
 //     with ErrTooLarge (not the broken pipe the sandbox's tar then dies

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/airlockdev/airlock/internal/sentinel"
+	"github.com/airlockdev/airlock/internal/shell"
 )
 
 // Sentinel errors. Every error a caller may branch on wraps one of them
@@ -27,8 +28,10 @@ var (
 	// malformed status line, a bundle that does not verify or fails fsck
 	// (a tree entry named "..", ".git" or holding a slash), a bundle whose
 	// refs are not exactly the one asked for. The whole restore failed
-	// closed: nothing of it was written locally.
-	ErrHostile = errors.New("sandbox sent invalid data")
+	// closed: nothing of it was written locally. errors.Is matches it to
+	// sandbox.ErrProtocol too, the class every package gives a sandbox
+	// that broke the protocol; a transport failure is never ErrHostile.
+	ErrHostile = shell.ProtocolSentinel("sandbox sent invalid data")
 	// ErrTooLarge reports sandbox data larger than WithMaxBytes: a git
 	// sandbox's bundle (nothing of it was integrated) or a plain
 	// sandbox's files (the host stopped reading at the file past the

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/airlockdev/airlock/sandbox"
 	"github.com/airlockdev/airlock/workspace"
 )
 
@@ -442,6 +443,7 @@ func TestRestoreFullObjectDir(t *testing.T) {
 			require.Error(t, err, "a pack of 200 KiB stored with %d KiB free", leave>>10)
 			assert.ErrorIs(t, err, syscall.ENOSPC)
 			assert.NotErrorIs(t, err, workspace.ErrHostile, "a full host disk is no hostile sandbox")
+			assert.NotErrorIs(t, err, sandbox.ErrProtocol, "a full host disk is no hostile sandbox")
 			assert.Contains(t, err.Error(), objects)
 			assert.Contains(t, err.Error(), "run Restore again")
 			assert.Equal(t, head, git(t, e.local, "rev-parse", "HEAD"))

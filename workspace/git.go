@@ -16,11 +16,11 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"syscall"
 
 	"github.com/airlockdev/airlock/internal/gitexec"
 	"github.com/airlockdev/airlock/internal/owner"
+	"github.com/airlockdev/airlock/internal/shell"
 	"github.com/airlockdev/airlock/internal/tree"
 	"github.com/airlockdev/airlock/sandbox"
 )
@@ -133,7 +133,7 @@ func (r *Round) prepareGit(ctx context.Context, gitDir string) (err error) {
 	if err != nil {
 		return err
 	}
-	if err := pr.checkTools(true); err != nil {
+	if err := checkTools(pr, true); err != nil {
 		return err
 	}
 	head, err := g.Line(ctx, "rev-parse", "-q", "--verify", "HEAD^{commit}")
@@ -215,7 +215,7 @@ func (r *Round) prepareGit(ctx context.Context, gitDir string) (err error) {
 	r.rec.Branch, r.rec.Head, r.rec.Snap, r.rec.Tree, r.rec.Index = branch, head, snap, wtTree, idxTree
 
 	// Commits the sandbox already holds need not travel.
-	known, err := r.knownCommits(ctx, pr.have)
+	known, err := r.knownCommits(ctx, pr.Have)
 	if err != nil {
 		return err
 	}
@@ -308,46 +308,8 @@ func (r *Round) shipGit(ctx context.Context, known []string) error {
 		}()
 		stdin = pr
 	}
-	hb := "0"
-	if needBundle {
-		hb = "1"
-	}
-	clean := "-e /" + sandbox.RuntimeDir
-	for _, p := range r.spec.Exclude {
-		clean += " -e " + q(p)
-	}
-	script := guestPrelude + fmt.Sprintf(`r=%s; id=%s; br=%s; head=%s; snap=%s; idx=%s; hb=%s; tmp=%s
-mkdir -p "$r" && cd "$r" || { echo "cannot enter $r" >&2; exit 10; }
-if [ -L .git ] || { [ -e .git ] && [ ! -d .git ]; }; then echo "$r/.git is not a directory; remove it" >&2; exit 11; fi
-%s
-base=refs/airlock/base/$id
-if [ "$hb" = 1 ]; then
-  b=.git/airlock-prepare-$id.bundle
-  cat > "$b" || { rm -f "$b"; exit 13; }
-  if ! g bundle verify "$b" >/dev/null 2>.git/airlock-prepare-$id.err; then
-    e=$(cat .git/airlock-prepare-$id.err); rm -f "$b" .git/airlock-prepare-$id.err
-    echo "the bundle does not verify in the sandbox repository $r/.git: $e; remove $r/.git and prepare again" >&2; exit 14
-  fi
-  rm -f .git/airlock-prepare-$id.err
-  g fetch -q --no-tags "$b" "$tmp:$base/snap" || { rm -f "$b"; exit 15; }
-  rm -f "$b"
-fi
-g update-ref "$base/snap" "$snap" || exit 16
-if [ -n "$head" ]; then g update-ref "$base/head" "$head" || exit 16; fi
-g for-each-ref --format='%%(refname)' refs/airlock/base refs/airlock/out | while read -r ref; do case "$ref" in "$base"/*) ;; *) g update-ref -d "$ref" ;; esac; done
-if [ -n "$head" ]; then
-  if [ -n "$br" ]; then g update-ref "$br" "$head" && g symbolic-ref HEAD "$br" || exit 17
-  else g update-ref --no-deref HEAD "$head" || exit 17; fi
-else
-  g symbolic-ref HEAD "$br" || exit 17
-  if g rev-parse -q --verify "$br" >/dev/null; then g update-ref -d "$br" || exit 17; fi
-fi
-g read-tree --reset -u "$snap^{tree}" || exit 18
-g clean -fdq %s >/dev/null || exit 19
-g read-tree "$idx" || exit 20
-g update-index -q --refresh >/dev/null 2>&1
-exit 0
-`, q(r.spec.Remote), q(id), q(r.rec.Branch), q(r.rec.Head), q(snap), q(r.rec.Index), hb, q(tmpRef), sandboxRepair, clean)
+	script := shell.GitPrepareScript(shell.GitPrepare{Remote: r.spec.Remote, ID: id, Branch: r.rec.Branch, Head: r.rec.Head,
+		Snap: snap, Index: r.rec.Index, TmpRef: tmpRef, Bundle: needBundle, Exclude: r.spec.Exclude})
 	r.o.report(sandbox.Progress{Asset: "prepare"})
 	err := runGuest(ctx, r.spec.Runner, "preparing the sandbox work tree "+r.spec.Remote, sandbox.Command{Script: script, Env: r.guestEnv(), Stdin: stdin}, nil)
 	if needBundle && err != nil {
@@ -372,48 +334,10 @@ type countWriter struct{ n int64 }
 // Write discards p and adds its length to n.
 func (c *countWriter) Write(p []byte) (int, error) { c.n += int64(len(p)); return len(p), nil }
 
-// restoreScript snapshots the sandbox's work tree through a scratch index
-// named by the round, and bundles it from a ref named by the round. That
-// index, its lock or the ref's lock, when one exists, is what a restore
-// whose host was killed left (the host's restore lock serializes the
-// restores of a work tree): they are removed first.
+// restoreScript streams the sandbox's work tree back
+// (shell.GitRestoreScript), limited to what the round syncs.
 func (r *Round) restoreScript() string {
-	id := r.rec.ID
-	return guestPrelude + fmt.Sprintf(`r=%s; id=%s
-cd "$r" 2>/dev/null || { echo "the sandbox work tree $r is missing" >&2; exit 10; }
-[ -d .git ] && [ ! -L .git ] || { echo "$r/.git is missing or not a directory" >&2; exit 11; }
-GIT_DIR=.git g rev-parse --git-dir >/dev/null 2>&1 || { echo "$r/.git is not a usable git repository (HEAD, objects or refs missing): the sandbox's commits cannot be read" >&2; exit 11; }
-export GIT_DIR=.git
-base=refs/airlock/base/$id
-bs=$(g rev-parse -q --verify "$base/snap^{commit}") || { echo "$base/snap is missing in the sandbox: prepare the round again" >&2; exit 12; }
-bh=$(g rev-parse -q --verify "$base/head^{commit}")
-ti=.git/airlock-restore-$id.index; rep=.git/airlock-restore-$id.report; out=refs/airlock/out/$id/snap
-rm -f "$ti" "$rep" "$ti.lock" ".git/$out.lock"
-g update-ref -d "$out" >/dev/null 2>&1
-if [ -f .git/index ]; then cat .git/index > "$ti" && touch -r .git/index "$ti" || exit 13; fi
-GIT_INDEX_FILE=$ti g add -A --ignore-errors %[3]s >/dev/null 2>&1
-wt=$(GIT_INDEX_FILE=$ti g write-tree) || { rm -f "$ti"; exit 14; }
-h=$(g rev-parse -q --verify 'HEAD^{commit}')
-{ %[4]s; printf 'G\0'; GIT_INDEX_FILE=$ti g ls-files -z -o --exclude-standard %[3]s; } > "$rep" 2>/dev/null
-rm -f "$ti"
-n=$(( $(wc -c < "$rep") ))
-printf 'airlock-restore 1\nreport %%d\n' "$n"; cat "$rep"; rm -f "$rep"
-if [ "$h" = "$bh" ] && [ "$wt" = "$(g rev-parse "$bs^{tree}")" ]; then printf 'nochange\n'; exit 0; fi
-s=$(g commit-tree "$wt" ${h:+-p "$h"} -m "airlock: sandbox work tree of round $id") || exit 15
-g update-ref "$out" "$s" || exit 16
-printf 'bundle %%s %%s\n' "${h:--}" "$s"
-g bundle create - "$out" --not "$bs" ${bh:+"$bh"} 2>/dev/null; st=$?
-g update-ref -d "$out"
-exit $st
-`, q(r.spec.Remote), q(id), strings.Join(quoteAll(sandboxPathspecs(r.rec.Exclude)), " "), findReport)
-}
-
-func quoteAll(s []string) []string {
-	out := make([]string, len(s))
-	for i, v := range s {
-		out[i] = q(v)
-	}
-	return out
+	return shell.GitRestoreScript(r.spec.Remote, r.rec.ID, sandboxPathspecs(r.rec.Exclude))
 }
 
 // restoreStream runs script in the sandbox and hands its output to fn as a
@@ -437,9 +361,9 @@ func (r *Round) restoreStream(ctx context.Context, op, script string, env map[st
 		pw.CloseWithError(err)
 		done <- err
 	}()
-	sr := &streamEnd{r: pr}
+	sr := &shell.EndReader{R: pr}
 	ferr := fn(bufio.NewReaderSize(sr, 256<<10))
-	ended := sr.ended.Load() // the stream ended (the command's run did) before fn gave up
+	ended := sr.Ended() // the stream ended (the command's run did) before fn gave up
 	if ferr != nil {
 		cancel()
 	}
@@ -471,21 +395,6 @@ func (r *Round) restoreStream(ctx context.Context, op, script string, env map[st
 	return nil
 }
 
-// streamEnd records that its reader returned an error (the end of the
-// stream, or the command's failure that closed it).
-type streamEnd struct {
-	r     io.Reader
-	ended atomic.Bool
-}
-
-func (s *streamEnd) Read(p []byte) (int, error) {
-	n, err := s.r.Read(p)
-	if err != nil {
-		s.ended.Store(true)
-	}
-	return n, err
-}
-
 func (r *Round) hashKind(ctx context.Context) (hashKind, error) {
 	f, err := r.git.Line(ctx, "rev-parse", "--show-object-format")
 	if err != nil {
@@ -512,7 +421,7 @@ func (r *Round) restoreGit(ctx context.Context) (*Result, error) {
 		if h, err = readHeader(br, true); err != nil {
 			return err
 		}
-		if h.tail == "nochange" {
+		if h.Tail == shell.TailNoChange {
 			if n, _ := io.CopyN(io.Discard, br, 1); n > 0 {
 				return fmt.Errorf("%w: data after the nochange line", ErrHostile)
 			}
@@ -542,8 +451,8 @@ func (r *Round) restoreGit(ctx context.Context) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	r.refuseReported(h.special, res)
-	if h.tail == "nochange" {
+	r.refuseReported(h.Special, res)
+	if h.Tail == shell.TailNoChange {
 		cur, err := g.Line(ctx, "rev-parse", "-q", "--verify", "HEAD^{commit}")
 		if err != nil && gitexec.Status(err) != 1 {
 			return nil, err
@@ -567,7 +476,7 @@ func (r *Round) restoreGit(ctx context.Context) (*Result, error) {
 		return nil, err
 	}
 	// Files first: a failure leaves the refs alone.
-	if err := r.applyGitFiles(ctx, snap.git, hk, snap.tree, h.special, res); err != nil {
+	if err := r.applyGitFiles(ctx, snap.git, hk, snap.tree, h.Special, res); err != nil {
 		return nil, err
 	}
 	if err := r.integrate(ctx, head, plan, res); err != nil {
@@ -607,7 +516,7 @@ func (r *Round) fetchBundle(ctx context.Context, bundle string, h header, hk has
 		return nil, fmt.Errorf("%w: the sandbox's bundle lists %d refs, more than %d", ErrHostile, len(lines), maxRefused)
 	}
 	for _, l := range lines {
-		if l != h.snap+" "+want {
+		if l != h.Snap+" "+want {
 			_, name, _ := strings.Cut(l, " ")
 			r.refuse(res, name, "a ref the restore did not ask for, in the sandbox's bundle")
 		}
@@ -660,21 +569,21 @@ func (r *Round) fetchBundle(ctx context.Context, bundle string, h header, hk has
 			return nil, fmt.Errorf("%w: the sandbox's bundle holds no valid pack: %w", ErrHostile, err)
 		}
 	}
-	if err := q.git.Run(ctx, gitexec.Cmd{Args: []string{"rev-list", "--objects", "--quiet", h.snap, "--not", "--all"}}); err != nil {
+	if err := q.git.Run(ctx, gitexec.Cmd{Args: []string{"rev-list", "--objects", "--quiet", h.Snap, "--not", "--all"}}); err != nil {
 		return nil, fmt.Errorf("%w: the sandbox's bundle is incomplete: %w", ErrHostile, err)
 	}
-	got, err := q.git.Line(ctx, "rev-list", "--parents", "-n", "1", h.snap)
+	got, err := q.git.Line(ctx, "rev-list", "--parents", "-n", "1", h.Snap)
 	if err != nil {
-		return nil, fmt.Errorf("%w: the sandbox's snapshot %s did not arrive: %w", ErrHostile, h.snap, err)
+		return nil, fmt.Errorf("%w: the sandbox's snapshot %s did not arrive: %w", ErrHostile, h.Snap, err)
 	}
-	wantParents := []string{h.snap}
-	if h.head != "" {
-		wantParents = append(wantParents, h.head)
+	wantParents := []string{h.Snap}
+	if h.Head != "" {
+		wantParents = append(wantParents, h.Head)
 	}
 	if !slices.Equal(strings.Fields(got), wantParents) {
-		return nil, fmt.Errorf("%w: the sandbox's snapshot is %q, want commit %s with parent %q", ErrHostile, got, h.snap, h.head)
+		return nil, fmt.Errorf("%w: the sandbox's snapshot is %q, want commit %s with parent %q", ErrHostile, got, h.Snap, h.Head)
 	}
-	if f.tree, err = q.git.Line(ctx, "rev-parse", h.snap+"^{tree}"); err != nil {
+	if f.tree, err = q.git.Line(ctx, "rev-parse", h.Snap+"^{tree}"); err != nil {
 		return nil, err
 	}
 	if err := r.receiveHistory(ctx, q, objects, f, h, hk, strict, res); err != nil {

@@ -302,6 +302,8 @@ func TestHostileBundle(t *testing.T) {
 			assert.False(t, exists(e.local, "sub"), "sub/.GIT was written")
 			if tc.err != "" {
 				require.ErrorIs(t, err, workspace.ErrHostile)
+				require.ErrorIs(t, err, sandbox.ErrProtocol, "ErrHostile is the protocol class")
+				assert.NotErrorIs(t, err, sandbox.ErrTransport)
 				assert.True(t, strings.HasPrefix(err.Error(), tc.err), "error %q does not start with %q", err, tc.err)
 				assert.Equal(t, refs, git(t, e.local, "for-each-ref"))
 				assert.Equal(t, c.head+"\n", git(t, e.local, "rev-parse", "HEAD"))

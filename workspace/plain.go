@@ -17,6 +17,7 @@ import (
 	"strings"
 	"sync/atomic"
 
+	"github.com/airlockdev/airlock/internal/shell"
 	"github.com/airlockdev/airlock/internal/tree"
 	"github.com/airlockdev/airlock/sandbox"
 )
@@ -26,7 +27,7 @@ func (r *Round) preparePlain(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	if err := pr.checkTools(false); err != nil {
+	if err := checkTools(pr, false); err != nil {
 		return err
 	}
 	rp, wp, err := os.Pipe()
@@ -52,17 +53,7 @@ func (r *Round) preparePlain(ctx context.Context) (err error) {
 		}
 		wdone <- walked{res, err}
 	}()
-	script := fmt.Sprintf(`r=%s
-mkdir -p "$r" && cd "$r" || { echo "cannot enter $r" >&2; exit 10; }
-for f in * .[!.]* ..?*; do
-  if [ -e "$f" ] || [ -L "$f" ]; then
-    [ "$f" = %s ] && continue
-    rm -rf -- "$f" 2>/dev/null || { chmod -R u+rwx -- "$f"; rm -rf -- "$f"; } || { echo "cannot clear $r/$f" >&2; exit 11; }
-  fi
-done
-umask 0
-exec tar -x -o -f -
-`, q(r.spec.Remote), q(sandbox.RuntimeDir))
+	script := shell.PlainPrepareScript(r.spec.Remote)
 	rerr := runGuest(ctx, r.spec.Runner, "sending the tree to "+r.spec.Remote, sandbox.Command{Script: script, Stdin: rp}, nil)
 	if rerr != nil && !localFailed.Load() {
 		// Nobody reads the stream any more (a cut connection stops the
@@ -84,40 +75,9 @@ exec tar -x -o -f -
 	return r.saveState(ctx)
 }
 
-func (r *Round) restorePlainScript() string {
-	return fmt.Sprintf(`r=%s; id=%s
-cd "$r" 2>/dev/null || { echo "the sandbox directory $r is missing" >&2; exit 10; }
-rd=%s
-mkdir -p "$rd" 2>/dev/null
-# The report of a restore whose shell is gone (its host was killed) is
-# removed; one whose shell runs (a zombie does not) stays.
-if [ -d "$rd" ] && [ ! -L "$rd" ]; then
-  for f in "$rd"/restore-*.*; do
-    [ -f "$f" ] && [ ! -L "$f" ] || continue
-    p=${f##*.}
-    case $p in ''|*[!0-9]*) continue;; esac
-    if kill -0 "$p" 2>/dev/null; then
-      s=$(cat /proc/$p/stat 2>/dev/null); s=${s##*) }; s=${s%%%% *}
-      case $s in Z|X) ;; *) continue;; esac
-    fi
-    rm -f "$f"
-  done
-fi
-# A runtime directory that the sandbox replaced by a file or a link is
-# refused (the host lists it); the report then goes beside it.
-if [ -d "$rd" ] && [ ! -L "$rd" ]; then rep=./$rd/restore-$id.$$; else rep=./.airlock-restore-$id.$$; rm -f "$rep"; fi
-%s > "$rep" 2>/dev/null
-n=$(( $(wc -c < "$rep") ))
-printf 'airlock-restore 1\nreport %%d\n' "$n"; cat "$rep"; rm -f "$rep"
-set --
-for f in * .[!.]* ..?*; do
-  if [ -e "$f" ] || [ -L "$f" ]; then [ "$f" = "$rd" ] || [ "./$f" = "$rep" ] || set -- "$@" "./$f"; fi
-done
-if [ $# -eq 0 ]; then printf 'empty\n'; exit 0; fi
-printf 'tar\n'
-exec tar -c -f - "$@"
-`, q(r.spec.Remote), q(r.rec.ID), q(sandbox.RuntimeDir), findReport)
-}
+// restorePlainScript streams the sandbox directory back
+// (shell.PlainRestoreScript).
+func (r *Round) restorePlainScript() string { return shell.PlainRestoreScript(r.spec.Remote, r.rec.ID) }
 
 // spoolMax is the largest file held in memory while it is compared; a
 // larger one is spooled into the local runtime directory.
@@ -258,16 +218,16 @@ func (r *Round) restorePlain(ctx context.Context) (*Result, error) {
 		if h, err = readHeader(br, false); err != nil {
 			return err
 		}
-		r.refuseReported(h.special, res)
-		for p, c := range h.special {
+		r.refuseReported(h.Special, res)
+		for p, c := range h.Special {
 			if !writtenStripped(c) {
 				seen[p] = true // refused: its tar member is not looked at
 			}
-			if c == 'n' {
+			if c == shell.ReportNestedGit {
 				skip = append(skip, p) // nor anything below a nested .git
 			}
 		}
-		if h.tail == "empty" {
+		if h.Tail == shell.TailEmpty {
 			return nil
 		}
 		err = readTar(br, r.o.maxBytes, func(e tarEntry, body io.Reader) error {
@@ -380,7 +340,7 @@ func (r *Round) restorePlain(ctx context.Context) (*Result, error) {
 			}
 			return r.plainFile(l, p, e, body, b, loc, res, &written, localWins)
 		})
-		if errors.Is(err, errTruncated) {
+		if errors.Is(err, shell.ErrTruncated) {
 			// The host stops reading here: what follows in the stream
 			// never arrives, so the restore fails (and deletes nothing).
 			return fmt.Errorf("%w: %s holds more than %d bytes of files (%s is the one past the limit); nothing was deleted and the entries after it did not arrive: raise WithMaxBytes (or remove the file in the sandbox) and run Restore again", ErrTooLarge, r.spec.Remote, r.o.maxBytes, tooLarge)

@@ -161,23 +161,23 @@ func hexDigits(s string) bool {
 // the bundle passed the strict fsck.
 func (r *Round) receiveHistory(ctx context.Context, q *quarantineDir, objects string, f *fetched, h header, hk hashKind, strict bool, res *Result) error {
 	g := r.git
-	fresh := h.head != ""
+	fresh := h.Head != ""
 	if fresh {
-		fresh = g.Run(ctx, gitexec.Cmd{Args: []string{"cat-file", "-e", h.head + "^{commit}"}}) != nil
+		fresh = g.Run(ctx, gitexec.Cmd{Args: []string{"cat-file", "-e", h.Head + "^{commit}"}}) != nil
 	}
 	var rw []Rewrite
-	newHead := h.head
+	newHead := h.Head
 	var ferr error
 	if fresh {
-		if rw, newHead, ferr = r.rewriteCommits(ctx, q, h.head); ferr != nil {
+		if rw, newHead, ferr = r.rewriteCommits(ctx, q, h.Head); ferr != nil {
 			if strict || hostFailure(ferr) || ctx.Err() != nil {
 				return ferr // commits git accepts that could not be rewritten here, or a write that failed: a host failure
 			}
-			newHead = h.head
+			newHead = h.Head
 		}
 	}
 	if strict && ferr == nil && len(rw) == 0 {
-		clean, err := r.snapshotClean(ctx, q.git, h.snap)
+		clean, err := r.snapshotClean(ctx, q.git, h.Snap)
 		if err != nil {
 			return err
 		}
@@ -185,12 +185,12 @@ func (r *Round) receiveHistory(ctx context.Context, q *quarantineDir, objects st
 			if err := q.migrate(objects); err != nil {
 				return err
 			}
-			f.git, f.head, f.history = g, h.head, true
-			return r.pin(ctx, f, h.snap, q.remove)
+			f.git, f.head, f.history = g, h.Head, true
+			return r.pin(ctx, f, h.Snap, q.remove)
 		}
 	}
 	if !fresh {
-		f.head, f.history = h.head, true
+		f.head, f.history = h.Head, true
 		return nil
 	}
 	if ferr == nil {
@@ -205,7 +205,7 @@ func (r *Round) receiveHistory(ctx context.Context, q *quarantineDir, objects st
 			return r.storeFailed(objects, ferr)
 		}
 	}
-	bad, err := scanCommits(ctx, q.git, h.head, hk, r.o.maxBytes)
+	bad, err := scanCommits(ctx, q.git, h.Head, hk, r.o.maxBytes)
 	if err != nil {
 		return err
 	}
@@ -213,7 +213,7 @@ func (r *Round) receiveHistory(ctx context.Context, q *quarantineDir, objects st
 		r.refuse(res, p, "a path git refuses in the sandbox's commits (not integrated; their work tree arrives as uncommitted edits)")
 	}
 	if len(bad) == 0 {
-		r.refuse(res, "commit "+h.head, "the sandbox's commits fail git fsck (not integrated): "+ferr.Error())
+		r.refuse(res, "commit "+h.Head, "the sandbox's commits fail git fsck (not integrated): "+ferr.Error())
 	}
 	return nil
 }

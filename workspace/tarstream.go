@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"strings"
 	"time"
 
 	"github.com/airlockdev/airlock/internal/shell"
@@ -45,29 +44,16 @@ func writeTar(ctx context.Context, w io.Writer, dir string, exclude func(rel str
 type tarEntry = shell.Member
 
 // readTar parses a tar stream from a sandbox's `tar -c` through the shell
-// protocol's hostile reader (shell.Members). Nothing in it is
+// protocol's hostile reader (shell.ReadLimited). Nothing in it is
 // trusted: a member's name may be anything (Path is "" when it is not a
 // clean relative path, holds a backslash or is too long), links are
 // reported by type and never resolved, and at most limit bytes of content
 // are read: the member that crosses it is reported to fn with r == nil and
-// the reader stops with errTruncated. fn may read r (valid until it
-// returns) or not.
+// the reader stops with shell.ErrTruncated. fn may read r (valid until it
+// returns) or not. A stream that is not tar is ErrHostile (and
+// sandbox.ErrProtocol).
 func readTar(r io.Reader, limit int64, fn func(e tarEntry, r io.Reader) error) error {
-	err := shell.Members(r, func(e tarEntry, r io.Reader) error {
-		if strings.Contains(e.Path, "\\") || len(e.Path) > tree.DefaultMaxPathLen {
-			e.Path = ""
-		}
-		if e.Mode.IsRegular() {
-			if e.Size > limit {
-				if err := fn(e, nil); err != nil {
-					return err
-				}
-				return errTruncated
-			}
-			limit -= e.Size
-		}
-		return fn(e, r)
-	})
+	err := shell.ReadLimited(r, limit, fn)
 	if errors.Is(err, shell.ErrMalformedTar) {
 		return fmt.Errorf("%w: reading the sandbox's tar stream: %w", ErrHostile, err)
 	}

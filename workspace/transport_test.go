@@ -203,6 +203,7 @@ func TestTransportCutIsNotHostile(t *testing.T) {
 				require.Error(t, err, what)
 				assert.ErrorIs(t, err, sandbox.ErrTransport, what)
 				assert.NotErrorIs(t, err, workspace.ErrHostile, what)
+				assert.NotErrorIs(t, err, sandbox.ErrProtocol, what)
 			}
 			// Prepare: the probe, then the ship at several points of its stdin.
 			fr.set(&fault{match: isProbe, stdout: 3, stdin: -1})
@@ -328,6 +329,7 @@ func TestRunnerNeverReturns(t *testing.T) {
 				err := within(t, 25*time.Second, fn)
 				require.ErrorIs(t, err, sandbox.ErrTransport, what)
 				assert.NotErrorIs(t, err, workspace.ErrHostile, what)
+				assert.NotErrorIs(t, err, sandbox.ErrProtocol, what)
 				assert.Less(t, time.Since(start), 15*time.Second, what)
 			}
 			for name, m := range map[string]func(sandbox.Command) bool{"probe": isProbe, "ship": isShip} {

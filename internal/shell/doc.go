@@ -1,17 +1,39 @@
-// Package shell is the one home of the shell protocol that stages
-// trees into a sandbox that runs POSIX sh: the tar stream the host writes
-// (layout, carried entries, the completion marker), the hostile reader of the
-// tar streams a sandbox sends back, sh quoting, bounded output buffers, and
-// the agent-process protocol of sandbox.Start (process.go: the wrapper that
-// starts a command in a session of its own, tagged, and reports it in a
-// bounded header line; the scripts that signal and count its processes
-// through /proc; the strict parsers of both replies).
+// Package shell is the one home of the shell protocol that talks to a
+// sandbox that runs POSIX sh: every script airlock's packages send and
+// every parser of what comes back.
 //
-// stage.Bridge, remote.Host (through Bridge) and workspace all speak it; none
-// of them has a tar writer or reader of its own.
+//   - tar.go: the tar stream the host writes (layout, carried entries, the
+//     completion marker) and the hostile readers of the tar streams a
+//     sandbox sends back (Members, ReadTar, ReadLimited);
+//   - workspace.go, restore.go, report.go: package workspace's probe, git
+//     and plain prepares and restores, the restore stream
+//     ("airlock-restore 1") and its report of entries no tar header shows;
+//   - file.go: package deliverable's file command ("airlock-file-v1"), its
+//     reports and a bounded collector of them;
+//   - stage.go: package stage's probe reply, ready/carried/published lines,
+//     send report and fetch framing, with bounded headers and trailers;
+//   - wrap.go, wrap_exec.go: the env prelude (env on stdin), the supervisor
+//     and its header, and sandbox.Exec's wrapper (the nonce-tagged
+//     completion record, the in-sandbox watchdog, the kill by run id);
+//   - process.go: sandbox.Start's agent-process protocol (the wrapper that
+//     starts a command in a session of its own, tagged, and reports it in
+//     a bounded header line; the scripts that signal and count its
+//     processes through /proc; the strict parsers of both replies);
+//   - quote.go, buffer.go: sh quoting and bounded output buffers.
+//
+// stage.Bridge, remote.Host (through Bridge), workspace and deliverable
+// all speak it; none of them has a script or a reply parser of its own.
 //
 // Everything read from a sandbox is hostile: ReadTar rejects member names
 // that are absolute, unclean or leave the top directory, reports links and
 // special files by type and never resolves them, and callers bound what they
-// keep.
+// keep. One error class per failure kind: a reply that breaks the protocol
+// is an error that errors.Is matches to ErrProtocol (a package gives it its
+// own name with ProtocolSentinel: workspace.ErrHostile,
+// deliverable.ErrProtocol); a reply cut by the transport keeps the
+// transport's error (ErrTransport, or the context's), never ErrProtocol.
+//
+// Every script is POSIX sh: the tests parse each (scriptSamples) with
+// dash -n, busybox sh -n and sh -n, and the packages' tests run them under
+// dash and busybox sh.
 package shell

@@ -177,8 +177,9 @@ func WriteFiles(w io.Writer, mtime time.Time, files []Entry, open func(e Entry) 
 }
 
 // ErrMalformedTar is wrapped by Members when the stream is not a tar
-// archive (or is cut in the middle of one).
-var ErrMalformedTar = errors.New("malformed tar stream")
+// archive (or is cut in the middle of one while the command ran
+// normally). It is a protocol error: errors.Is matches it to ErrProtocol.
+var ErrMalformedTar = ProtocolSentinel("malformed tar stream")
 
 // tarBuffer is the read buffer of Members.
 const tarBuffer = 256 << 10
@@ -200,7 +201,10 @@ type Member struct {
 // (a hard link, a sparse file or any other type as fs.ModeIrregular) and
 // never resolved. For a regular file, r yields its content and is valid
 // until fn returns; fn may read all, part or none of it. A stream that is
-// not tar fails with ErrMalformedTar.
+// not tar fails with ErrMalformedTar (a protocol error); a stream whose
+// reader failed with a transport failure (an error wrapping ErrTransport,
+// as a pipe closed with the Runner's error does) or with the context's
+// error fails with that error, never ErrMalformedTar.
 func Members(r io.Reader, fn func(m Member, r io.Reader) error) error {
 	tr := tar.NewReader(bufio.NewReaderSize(r, tarBuffer))
 	for {
@@ -209,6 +213,9 @@ func Members(r io.Reader, fn func(m Member, r io.Reader) error) error {
 			return nil
 		}
 		if err != nil {
+			if transportCut(err) {
+				return fmt.Errorf("reading the sandbox's tar stream: %w", err)
+			}
 			return fmt.Errorf("%w: %v", ErrMalformedTar, err)
 		}
 		m := Member{Name: h.Name, Mode: fs.FileMode(h.Mode) & fs.ModePerm, Linkname: h.Linkname}
@@ -253,9 +260,11 @@ func Members(r io.Reader, fn func(m Member, r io.Reader) error) error {
 // ReadTar parses a tar stream written by a sandbox's `tar -c .` and calls
 // fn for each member below the top directory, strictly: a member name that
 // is absolute, not clean or leaves the top is a protocol error wrapping
-// ErrProtocol, as is a stream that is not tar; links and special files
-// are reported by type, never resolved; a hard link is reported as
-// fs.ModeIrregular; setuid, setgid and sticky bits are dropped.
+// ErrProtocol, as is a stream that is not tar (ErrMalformedTar); a
+// transport failure of the reader stays one (see Members). Links and
+// special files are reported by type, never resolved; a hard link is
+// reported as fs.ModeIrregular; setuid, setgid and sticky bits are
+// dropped.
 func ReadTar(r io.Reader, fn func(Entry, io.Reader) error) error {
 	err := Members(r, func(m Member, r io.Reader) error {
 		if m.Path == "" {
@@ -267,6 +276,36 @@ func ReadTar(r io.Reader, fn func(Entry, io.Reader) error) error {
 		return fmt.Errorf("%w: reading the sandbox's tar stream: %w", ErrProtocol, err)
 	}
 	return err
+}
+
+// ErrTruncated is returned by ReadLimited when the content of the
+// sandbox's regular files exceeds the byte limit.
+var ErrTruncated = errors.New("sandbox stream truncated at the byte limit")
+
+// ReadLimited reads a tar stream from a sandbox's `tar -c` like Members,
+// with two more refusals and a bound: a member whose Path holds a
+// backslash (which a host may read as a separator) or is longer than
+// tree.DefaultMaxPathLen gets Path "" too, and at most limit bytes of
+// content are handed out: the regular file that crosses it is reported to
+// fn with r == nil and the reader stops with ErrTruncated. A stream that
+// is not tar fails with an error wrapping ErrMalformedTar (a protocol
+// error).
+func ReadLimited(r io.Reader, limit int64, fn func(m Member, r io.Reader) error) error {
+	return Members(r, func(m Member, r io.Reader) error {
+		if strings.Contains(m.Path, "\\") || len(m.Path) > tree.DefaultMaxPathLen {
+			m.Path = ""
+		}
+		if m.Mode.IsRegular() {
+			if m.Size > limit {
+				if err := fn(m, nil); err != nil {
+					return err
+				}
+				return ErrTruncated
+			}
+			limit -= m.Size
+		}
+		return fn(m, r)
+	})
 }
 
 // onlyReader hides every method but Read, so io.CopyBuffer uses our buffer.

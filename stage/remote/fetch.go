@@ -141,7 +141,10 @@ func (t *transportReader) Read(b []byte) (int, error) {
 // listCopy lists the copy at d depth first, names sorted, a directory
 // before its contents. small is false (and the list partial) as soon as it
 // holds more than fetchSFTPFiles regular files. A d that is missing, a
-// link or not a directory is ErrMismatch, as for the shell protocol.
+// link or not a directory is ErrMismatch, as for the shell protocol; a
+// listing that names an entry "", ".", ".." or with a slash, or gives a
+// regular file a negative size, breaks the protocol (sandbox.ErrProtocol);
+// a request that fails otherwise is a transport failure.
 func listCopy(c *sftp.Client, d string) (list []fetchEntry, small bool, err error) {
 	fi, err := c.Lstat(d)
 	switch {
@@ -172,11 +175,13 @@ func listCopy(c *sftp.Client, d string) (list []fetchEntry, small bool, err erro
 		for _, e := range entries {
 			n := e.Name()
 			if n == "." || n == ".." || n == "" || strings.Contains(n, "/") {
-				return fmt.Errorf("%w: remote: %s lists the name %q", sandbox.ErrTransport, dir, n)
+				return fmt.Errorf("%w: remote: the sandbox's SFTP server lists the name %q in %s, which is not a plain name", sandbox.ErrProtocol, n, dir)
 			}
 			r := path.Join(rel, n)
 			m := e.Mode()
 			switch {
+			case m.IsRegular() && e.Size() < 0:
+				return fmt.Errorf("%w: remote: the sandbox's SFTP server lists %s with the size %d", sandbox.ErrProtocol, path.Join(dir, n), e.Size())
 			case m.IsRegular():
 				if files++; files > fetchSFTPFiles {
 					return errTooMany

@@ -1,0 +1,204 @@
+package shell
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+)
+
+// The restore stream a workspace sandbox sends (both kinds):
+//
+//	airlock-restore 1\n
+//	report <n>\n
+//	<n bytes of report records (FindReport; a git sandbox's then G NUL
+//	 and the paths its git did not add, NUL-terminated)>
+//	<tail line>\n
+//	<payload>
+//
+// A git sandbox's tail is "nochange" (no payload) or "bundle <head|-> <snap>"
+// followed by a git bundle; a plain sandbox's is "empty" or "tar" followed
+// by a tar stream.
+const (
+	RestoreMagic   = "airlock-restore 1"
+	MaxReportBytes = 16 << 20 // the longest report a restore stream may carry
+	MaxLineBytes   = 256      // the longest header line
+)
+
+// The tails of a restore stream (RestoreHeader.Tail).
+const (
+	TailNoChange = "nochange" // git: nothing changed, no payload
+	TailBundle   = "bundle"   // git: a bundle follows
+	TailEmpty    = "empty"    // plain: the directory is empty, no payload
+	TailTar      = "tar"      // plain: a tar stream follows
+)
+
+// RestoreHeader is the parsed start of a restore stream.
+type RestoreHeader struct {
+	Special map[string]byte // path -> its report record type (ParseReport)
+	Tail    string          // TailNoChange, TailBundle, TailEmpty or TailTar
+	Head    string          // bundle: the sandbox HEAD, "" when unborn
+	Snap    string          // bundle: the snapshot commit
+}
+
+// ReadRestoreHeader parses the start of a restore stream from br (a git
+// sandbox's when git is true, else a plain one's), leaving br at the
+// payload. Everything is bounded: lines by MaxLineBytes, the report by
+// MaxReportBytes. A stream that breaks the format is a protocol error
+// (ErrProtocol); one that ends early is the transport's failure when the
+// reader failed with one (ErrTransport, or the context's error), else a
+// protocol error too.
+func ReadRestoreHeader(br *bufio.Reader, git bool) (RestoreHeader, error) {
+	l, err := readLine(br)
+	if err != nil {
+		return RestoreHeader{}, err
+	}
+	if l != RestoreMagic {
+		return RestoreHeader{}, protocolf("the restore stream starts with %.80q, want %q", l, RestoreMagic)
+	}
+	if l, err = readLine(br); err != nil {
+		return RestoreHeader{}, err
+	}
+	ns, ok := strings.CutPrefix(l, "report ")
+	n, perr := strconv.Atoi(ns)
+	if !ok || perr != nil || n < 0 || n > MaxReportBytes || strconv.Itoa(n) != ns {
+		return RestoreHeader{}, protocolf("bad report line %.80q", l)
+	}
+	rep := make([]byte, n)
+	if _, err := io.ReadFull(br, rep); err != nil {
+		return RestoreHeader{}, Cut("the report ended early", err)
+	}
+	h := RestoreHeader{}
+	if h.Special, err = ParseReport(rep); err != nil {
+		return RestoreHeader{}, err
+	}
+	if l, err = readLine(br); err != nil {
+		return RestoreHeader{}, err
+	}
+	f := strings.Split(l, " ")
+	switch {
+	case git && len(f) == 1 && f[0] == TailNoChange, !git && len(f) == 1 && (f[0] == TailEmpty || f[0] == TailTar):
+		h.Tail = f[0]
+	case git && len(f) == 3 && f[0] == TailBundle && (f[1] == "-" || IsObjectName(f[1])) && IsObjectName(f[2]):
+		h.Tail, h.Snap = TailBundle, f[2]
+		if f[1] != "-" {
+			h.Head = f[1]
+		}
+	default:
+		return RestoreHeader{}, protocolf("bad restore tail line %.80q", l)
+	}
+	return h, nil
+}
+
+// readLine reads one header line of at most MaxLineBytes.
+func readLine(br *bufio.Reader) (string, error) {
+	var b []byte
+	for {
+		c, err := br.ReadByte()
+		if err != nil {
+			return "", Cut("the restore stream ended inside a header line", err)
+		}
+		if c == '\n' {
+			return string(b), nil
+		}
+		if len(b) >= MaxLineBytes {
+			return "", protocolf("a restore header line is longer than %d bytes", MaxLineBytes)
+		}
+		b = append(b, c)
+	}
+}
+
+// IsObjectName reports whether s is a git object name: 40 (SHA-1) or 64
+// (SHA-256) lowercase hex digits.
+func IsObjectName(s string) bool {
+	if len(s) != 40 && len(s) != 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// GitRestoreScript returns the script that streams a git sandbox's work
+// tree back (the restore stream above, tail "nochange" or "bundle"): it
+// snapshots the work tree at remote through a scratch index named by the
+// round id, limited to pathspecs, and bundles it from a ref named by the
+// round. That index, its lock or the ref's lock, when one exists, is what
+// a restore whose host was killed left (the host's restore lock serializes
+// the restores of a work tree): they are removed first.
+func GitRestoreScript(remote, id string, pathspecs []string) string {
+	specs := make([]string, len(pathspecs))
+	for i, p := range pathspecs {
+		specs[i] = Quote(p)
+	}
+	return GitPrelude + fmt.Sprintf(`r=%s; id=%s
+cd "$r" 2>/dev/null || { echo "the sandbox work tree $r is missing" >&2; exit 10; }
+[ -d .git ] && [ ! -L .git ] || { echo "$r/.git is missing or not a directory" >&2; exit 11; }
+GIT_DIR=.git g rev-parse --git-dir >/dev/null 2>&1 || { echo "$r/.git is not a usable git repository (HEAD, objects or refs missing): the sandbox's commits cannot be read" >&2; exit 11; }
+export GIT_DIR=.git
+base=refs/airlock/base/$id
+bs=$(g rev-parse -q --verify "$base/snap^{commit}") || { echo "$base/snap is missing in the sandbox: prepare the round again" >&2; exit 12; }
+bh=$(g rev-parse -q --verify "$base/head^{commit}")
+ti=.git/airlock-restore-$id.index; rep=.git/airlock-restore-$id.report; out=refs/airlock/out/$id/snap
+rm -f "$ti" "$rep" "$ti.lock" ".git/$out.lock"
+g update-ref -d "$out" >/dev/null 2>&1
+if [ -f .git/index ]; then cat .git/index > "$ti" && touch -r .git/index "$ti" || exit 13; fi
+GIT_INDEX_FILE=$ti g add -A --ignore-errors %[3]s >/dev/null 2>&1
+wt=$(GIT_INDEX_FILE=$ti g write-tree) || { rm -f "$ti"; exit 14; }
+h=$(g rev-parse -q --verify 'HEAD^{commit}')
+{ %[4]s; printf 'G\0'; GIT_INDEX_FILE=$ti g ls-files -z -o --exclude-standard %[3]s; } > "$rep" 2>/dev/null
+rm -f "$ti"
+n=$(( $(wc -c < "$rep") ))
+printf '%[5]s\nreport %%d\n' "$n"; cat "$rep"; rm -f "$rep"
+if [ "$h" = "$bh" ] && [ "$wt" = "$(g rev-parse "$bs^{tree}")" ]; then printf 'nochange\n'; exit 0; fi
+s=$(g commit-tree "$wt" ${h:+-p "$h"} -m "airlock: sandbox work tree of round $id") || exit 15
+g update-ref "$out" "$s" || exit 16
+printf 'bundle %%s %%s\n' "${h:--}" "$s"
+g bundle create - "$out" --not "$bs" ${bh:+"$bh"} 2>/dev/null; st=$?
+g update-ref -d "$out"
+exit $st
+`, Quote(remote), Quote(id), strings.Join(specs, " "), FindReport, RestoreMagic)
+}
+
+// PlainRestoreScript returns the script that streams a plain sandbox
+// directory back (the restore stream above, tail "empty" or "tar"). The
+// report goes into the runtime directory, named by the round id and the
+// shell's pid; the report of a restore whose shell is gone (its host was
+// killed) is removed first, one whose shell runs (a zombie does not)
+// stays. A runtime directory that the sandbox replaced by a file or a link
+// is refused (the host lists it); the report then goes beside it.
+func PlainRestoreScript(remote, id string) string {
+	return fmt.Sprintf(`r=%s; id=%s
+cd "$r" 2>/dev/null || { echo "the sandbox directory $r is missing" >&2; exit 10; }
+rd=%s
+mkdir -p "$rd" 2>/dev/null
+if [ -d "$rd" ] && [ ! -L "$rd" ]; then
+  for f in "$rd"/restore-*.*; do
+    [ -f "$f" ] && [ ! -L "$f" ] || continue
+    p=${f##*.}
+    case $p in ''|*[!0-9]*) continue;; esac
+    if kill -0 "$p" 2>/dev/null; then
+      s=$(cat /proc/$p/stat 2>/dev/null); s=${s##*) }; s=${s%%%% *}
+      case $s in Z|X) ;; *) continue;; esac
+    fi
+    rm -f "$f"
+  done
+fi
+if [ -d "$rd" ] && [ ! -L "$rd" ]; then rep=./$rd/restore-$id.$$; else rep=./.airlock-restore-$id.$$; rm -f "$rep"; fi
+%s > "$rep" 2>/dev/null
+n=$(( $(wc -c < "$rep") ))
+printf '%s\nreport %%d\n' "$n"; cat "$rep"; rm -f "$rep"
+set --
+for f in * .[!.]* ..?*; do
+  if [ -e "$f" ] || [ -L "$f" ]; then [ "$f" = "$rd" ] || [ "./$f" = "$rep" ] || set -- "$@" "./$f"; fi
+done
+if [ $# -eq 0 ]; then printf 'empty\n'; exit 0; fi
+printf 'tar\n'
+exec tar -c -f - "$@"
+`, Quote(remote), Quote(id), Quote(RuntimeDir), FindReport, RestoreMagic)
+}

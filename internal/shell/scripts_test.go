@@ -1,0 +1,118 @@
+package shell
+
+import (
+	"bytes"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// hostileWord is a value that every script must carry as one word: quotes,
+// a newline, globs, a command substitution and a leading dash.
+const hostileWord = "-x 'it''s' \"q\" $(id) `id` *?[a] \n; &&"
+
+// scriptSamples returns representative instances of every script this
+// package produces, by name: with plain values, and with values that only
+// survive correct quoting. A new script (or template) gets its line here,
+// so that the syntax checks below cover it.
+func scriptSamples() map[string]string {
+	oid := strings.Repeat("a", 40)
+	out := map[string]string{
+		"GitPrelude": GitPrelude,
+		"FindReport": FindReport,
+	}
+	for _, v := range []struct{ name, word string }{{"plain", "/work/tree"}, {"hostile", "/tmp/" + hostileWord}} {
+		w := v.word
+		out["WorkspaceProbeScript/"+v.name] = WorkspaceProbeScript(w)
+		out["PlainPrepareScript/"+v.name] = PlainPrepareScript(w)
+		out["PlainRestoreScript/"+v.name] = PlainRestoreScript(w, "abc123")
+		out["GitRestoreScript/"+v.name] = GitRestoreScript(w, "abc123", []string{":(exclude,glob)" + hostileWord, "."})
+		for _, bundle := range []bool{false, true} {
+			name := "GitPrepareScript/" + v.name
+			if bundle {
+				name += "/bundle"
+			}
+			out[name] = GitPrepareScript(GitPrepare{Remote: w, ID: "abc123", Branch: "refs/heads/main", Head: oid, Snap: oid,
+				Index: oid, TmpRef: "refs/airlock/tmp/x/abc123/snap", Bundle: bundle, Exclude: []string{hostileWord, "*.o"}})
+		}
+		for _, ask := range []bool{false, true} {
+			name := "FileScript/" + v.name
+			if ask {
+				name += "/ask"
+			}
+			out[name] = FileScript(w, []string{"d", hostileWord, "f"}, ask)
+			out[name+"/relative"] = FileScript("rel/"+hostileWord, []string{"f"}, ask)
+			out[name+"/here"] = FileScript("", []string{"f"}, ask)
+		}
+	}
+	return out
+}
+
+// shells are the POSIX shells every script must parse and run under.
+var shells = []struct {
+	name string
+	argv []string // the shell; "-c script" or "-n" follows
+}{
+	{"dash", []string{"dash"}},
+	{"busybox sh", []string{"busybox", "sh"}},
+	{"sh", []string{"sh"}},
+}
+
+// TestScriptsParse runs `<shell> -n` on every script sample under dash,
+// busybox sh and the system's sh: each must parse.
+func TestScriptsParse(t *testing.T) {
+	samples := scriptSamples()
+	if len(samples) < 20 {
+		t.Fatalf("only %d script samples", len(samples))
+	}
+	for _, sh := range shells {
+		t.Run(sh.name, func(t *testing.T) {
+			if _, err := exec.LookPath(sh.argv[0]); err != nil {
+				t.Skipf("%s is not installed (Debian: apt-get install dash busybox-static): %v", sh.argv[0], err)
+			}
+			for name, script := range samples {
+				cmd := exec.Command(sh.argv[0], append(sh.argv[1:], "-n")...)
+				cmd.Stdin = strings.NewReader(script)
+				var stderr bytes.Buffer
+				cmd.Stderr = &stderr
+				if err := cmd.Run(); err != nil {
+					t.Errorf("%s -n %s: %v: %s", sh.name, name, err, stderr.String())
+				}
+			}
+		})
+	}
+}
+
+// TestScriptsParseCatchesErrors shows that the check above can fail: a
+// script with an unclosed quote is refused by every shell.
+func TestScriptsParseCatchesErrors(t *testing.T) {
+	for _, sh := range shells {
+		if _, err := exec.LookPath(sh.argv[0]); err != nil {
+			t.Skipf("%s is not installed (Debian: apt-get install dash busybox-static): %v", sh.argv[0], err)
+		}
+		cmd := exec.Command(sh.argv[0], append(sh.argv[1:], "-n")...)
+		cmd.Stdin = strings.NewReader(FileScript("/x", []string{"f"}, false) + "echo 'unclosed\n")
+		if err := cmd.Run(); err == nil {
+			t.Errorf("%s -n accepted a script with an unclosed quote", sh.name)
+		}
+	}
+}
+
+// TestQuotedWordsSurvive runs the assignments of the samples' scripts
+// under each shell: a hostile value arrives as the very word it was.
+func TestQuotedWordsSurvive(t *testing.T) {
+	for _, sh := range shells {
+		t.Run(sh.name, func(t *testing.T) {
+			if _, err := exec.LookPath(sh.argv[0]); err != nil {
+				t.Skipf("%s is not installed (Debian: apt-get install dash busybox-static): %v", sh.argv[0], err)
+			}
+			out, err := exec.Command(sh.argv[0], append(sh.argv[1:], "-c", "r="+Quote(hostileWord)+"; printf %s \"$r\"")...).Output()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(out) != hostileWord {
+				t.Fatalf("%s: %q arrived as %q", sh.name, hostileWord, out)
+			}
+		})
+	}
+}

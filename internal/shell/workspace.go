@@ -1,0 +1,190 @@
+package shell
+
+import (
+	"fmt"
+	"strings"
+)
+
+// The scripts of a workspace round (package workspace): the probe, the
+// two prepares and, in restore.go, the two restores.
+
+// GitPrelude starts every sandbox script that runs git: the sandbox's
+// own GIT_* redirections are dropped, system and global configuration
+// ignored, hooks off, no prompt; g runs git so.
+const GitPrelude = `unset GIT_DIR GIT_WORK_TREE GIT_INDEX_FILE GIT_OBJECT_DIRECTORY GIT_ALTERNATE_OBJECT_DIRECTORIES GIT_NAMESPACE GIT_COMMON_DIR GIT_CEILING_DIRECTORIES GIT_CONFIG GIT_CONFIG_PARAMETERS GIT_CONFIG_COUNT GIT_EXEC_PATH GIT_TEMPLATE_DIR GIT_SSH GIT_SSH_COMMAND GIT_EXTERNAL_DIFF GIT_PAGER GIT_EDITOR GIT_QUARANTINE_PATH GIT_REPLACE_REF_BASE GIT_NO_REPLACE_OBJECTS GIT_GRAFT_FILE GIT_SHALLOW_FILE GIT_DISCOVERY_ACROSS_FILESYSTEM GIT_LITERAL_PATHSPECS GIT_GLOB_PATHSPECS GIT_NOGLOB_PATHSPECS GIT_ICASE_PATHSPECS GIT_TRACE 2>/dev/null
+export GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null GIT_TERMINAL_PROMPT=0 GIT_OPTIONAL_LOCKS=0 LC_ALL=C
+g() { git -c core.hooksPath=/dev/null -c core.fsmonitor=false -c gc.auto=0 -c maintenance.auto=false -c core.autocrlf=false -c core.quotePath=false "$@"; }
+`
+
+// gitRepair makes the sandbox's repository usable, whatever an earlier
+// prepare cut short left (it runs in the work tree, after the check that
+// .git is not a link or a file): a missing or incomplete .git (an init cut
+// short: no HEAD, objects or refs) is completed by git init, which creates
+// what is missing and overwrites nothing; lock files and half-written
+// packs (objects/pack/tmp_*) of a killed git, the scratch files of an
+// earlier round and the refs whose object is missing (an objects directory
+// emptied or cut short) are removed (the prepare owns the sandbox
+// repository while it runs). A repository git still cannot open is a
+// clear error (exit 12). Then GIT_DIR pins every git command to this
+// repository (never one above it), and the runtime directory is ignored
+// through .git/info/exclude (appended once; the lines there stay).
+const gitRepair = `usable() { GIT_DIR=.git g rev-parse --git-dir >/dev/null 2>&1; }
+rm -f .git/airlock-prepare-* .git/airlock-restore-* 2>/dev/null
+if [ -d .git ]; then
+  if command -v find >/dev/null 2>&1; then find .git -path .git/objects -prune -o -name '*.lock' -type f -exec rm -f {} + 2>/dev/null
+  else rm -f .git/*.lock .git/refs/heads/*.lock 2>/dev/null; fi
+  rm -f .git/objects/pack/tmp_pack_* .git/objects/pack/tmp_idx_* .git/objects/pack/tmp_rev_* 2>/dev/null
+fi
+if ! usable; then
+  e=$(g init -q . 2>&1 >/dev/null)
+  usable || { echo "the sandbox repository $r/.git is damaged and git init cannot repair it ($e); remove $r/.git and prepare again" >&2; exit 12; }
+fi
+export GIT_DIR=.git
+g for-each-ref --format='%(refname)' 2>/dev/null | g cat-file --batch-check 2>/dev/null | while read -r n m; do if [ "$m" = missing ]; then g update-ref -d "$n" >/dev/null 2>&1; fi; done
+mkdir -p .git/info || { echo "cannot create $r/.git/info; remove $r/.git and prepare again" >&2; exit 12; }
+has=
+if [ -f .git/info/exclude ]; then while IFS= read -r l || [ -n "$l" ]; do [ "$l" = /` + RuntimeDir + ` ] && has=1; done < .git/info/exclude; fi
+if [ -z "$has" ]; then printf '\n# airlock: the runtime directory\n/` + RuntimeDir + `\n' >> .git/info/exclude || { echo "cannot write $r/.git/info/exclude" >&2; exit 12; }; fi`
+
+// GitPrepare is what GitPrepareScript needs to know.
+type GitPrepare struct {
+	Remote  string   // the sandbox work tree
+	ID      string   // the round id
+	Branch  string   // the branch HEAD names, "" for a detached HEAD
+	Head    string   // the commit HEAD is at, "" when unborn
+	Snap    string   // the snapshot commit (the work tree as sent)
+	Index   string   // the tree the index holds
+	TmpRef  string   // the ref the bundle carries the snapshot under
+	Bundle  bool     // a git bundle arrives on stdin
+	Exclude []string // git clean -e patterns kept (the runtime directory always is)
+}
+
+// GitPrepareScript returns the script that makes the sandbox work tree
+// p.Remote the prepared round: it creates or repairs the repository,
+// fetches the bundle from stdin (when p.Bundle), records the round's base
+// refs, points HEAD, and checks out the snapshot and the index. Its exit
+// statuses 10 to 20 name the step that failed (the error on stderr says
+// what to do).
+func GitPrepareScript(p GitPrepare) string {
+	hb := "0"
+	if p.Bundle {
+		hb = "1"
+	}
+	clean := "-e /" + RuntimeDir
+	for _, e := range p.Exclude {
+		clean += " -e " + Quote(e)
+	}
+	return GitPrelude + fmt.Sprintf(`r=%s; id=%s; br=%s; head=%s; snap=%s; idx=%s; hb=%s; tmp=%s
+mkdir -p "$r" && cd "$r" || { echo "cannot enter $r" >&2; exit 10; }
+if [ -L .git ] || { [ -e .git ] && [ ! -d .git ]; }; then echo "$r/.git is not a directory; remove it" >&2; exit 11; fi
+%s
+base=refs/airlock/base/$id
+if [ "$hb" = 1 ]; then
+  b=.git/airlock-prepare-$id.bundle
+  cat > "$b" || { rm -f "$b"; exit 13; }
+  if ! g bundle verify "$b" >/dev/null 2>.git/airlock-prepare-$id.err; then
+    e=$(cat .git/airlock-prepare-$id.err); rm -f "$b" .git/airlock-prepare-$id.err
+    echo "the bundle does not verify in the sandbox repository $r/.git: $e; remove $r/.git and prepare again" >&2; exit 14
+  fi
+  rm -f .git/airlock-prepare-$id.err
+  g fetch -q --no-tags "$b" "$tmp:$base/snap" || { rm -f "$b"; exit 15; }
+  rm -f "$b"
+fi
+g update-ref "$base/snap" "$snap" || exit 16
+if [ -n "$head" ]; then g update-ref "$base/head" "$head" || exit 16; fi
+g for-each-ref --format='%%(refname)' refs/airlock/base refs/airlock/out | while read -r ref; do case "$ref" in "$base"/*) ;; *) g update-ref -d "$ref" ;; esac; done
+if [ -n "$head" ]; then
+  if [ -n "$br" ]; then g update-ref "$br" "$head" && g symbolic-ref HEAD "$br" || exit 17
+  else g update-ref --no-deref HEAD "$head" || exit 17; fi
+else
+  g symbolic-ref HEAD "$br" || exit 17
+  if g rev-parse -q --verify "$br" >/dev/null; then g update-ref -d "$br" || exit 17; fi
+fi
+g read-tree --reset -u "$snap^{tree}" || exit 18
+g clean -fdq %s >/dev/null || exit 19
+g read-tree "$idx" || exit 20
+g update-index -q --refresh >/dev/null 2>&1
+exit 0
+`, Quote(p.Remote), Quote(p.ID), Quote(p.Branch), Quote(p.Head), Quote(p.Snap), Quote(p.Index), hb, Quote(p.TmpRef), gitRepair, clean)
+}
+
+// PlainPrepareScript returns the script that makes the sandbox directory
+// remote the plain tree a tar stream on stdin holds: everything there but
+// the runtime directory is removed first (exit 10: remote cannot be
+// entered; 11: an entry cannot be removed).
+func PlainPrepareScript(remote string) string {
+	return fmt.Sprintf(`r=%s
+mkdir -p "$r" && cd "$r" || { echo "cannot enter $r" >&2; exit 10; }
+for f in * .[!.]* ..?*; do
+  if [ -e "$f" ] || [ -L "$f" ]; then
+    [ "$f" = %s ] && continue
+    rm -rf -- "$f" 2>/dev/null || { chmod -R u+rwx -- "$f"; rm -rf -- "$f"; } || { echo "cannot clear $r/$f" >&2; exit 11; }
+  fi
+done
+umask 0
+exec tar -x -o -f -
+`, Quote(remote), Quote(RuntimeDir))
+}
+
+// MaxProbeHave bounds the commits a workspace probe may list.
+const MaxProbeHave = 2000
+
+// WorkspaceProbe is what a workspace sandbox said about itself.
+type WorkspaceProbe struct {
+	Tools      map[string]bool // "git", "tar": the tools it has
+	GitVersion string          // "git version …" or ""
+	Have       []string        // commit names the sandbox repository holds (refs and HEAD), at most MaxProbeHave
+}
+
+// WorkspaceProbeScript returns the probe of a workspace sandbox whose work
+// tree is remote: its tools, its git version, and the commits its
+// repository already holds. ParseWorkspaceProbe reads its output.
+func WorkspaceProbeScript(remote string) string {
+	return fmt.Sprintf(`r=%s
+for t in git tar; do if command -v "$t" >/dev/null 2>&1; then echo "tool $t"; fi; done
+if command -v git >/dev/null 2>&1; then v=$(git --version 2>/dev/null) && echo "gitversion $v"; fi
+if [ -d "$r/.git" ] && [ ! -L "$r/.git" ] && cd "$r" 2>/dev/null; then
+%s
+export GIT_DIR=.git
+{ g for-each-ref --count=%d --format='%%(objectname)' refs/airlock/base refs/heads; g rev-parse -q --verify 'HEAD^{commit}'; } 2>/dev/null | g cat-file --batch-check='%%(objecttype) %%(objectname)' 2>/dev/null | while read -r t n; do [ "$t" = commit ] && echo "have $n"; done
+fi
+echo end
+`, Quote(remote), GitPrelude, MaxProbeHave-1)
+}
+
+// ParseWorkspaceProbe reads a workspace probe's output. It accepts only
+// the lines the probe writes and requires the final "end" line; anything
+// else is a protocol error (ErrProtocol).
+func ParseWorkspaceProbe(data []byte) (WorkspaceProbe, error) {
+	p := WorkspaceProbe{Tools: map[string]bool{}}
+	lines := strings.Split(string(data), "\n")
+	if len(lines) < 2 || lines[len(lines)-1] != "" || lines[len(lines)-2] != "end" {
+		return WorkspaceProbe{}, protocolf("the sandbox probe did not end with its end line")
+	}
+	for _, l := range lines[:len(lines)-2] {
+		k, v, _ := strings.Cut(l, " ")
+		switch k {
+		case "tool":
+			if v != "git" && v != "tar" {
+				return WorkspaceProbe{}, protocolf("the sandbox probe names an unknown tool %q", v)
+			}
+			p.Tools[v] = true
+		case "gitversion":
+			if p.GitVersion != "" || len(v) > 200 {
+				return WorkspaceProbe{}, protocolf("the sandbox probe has a bad git version line")
+			}
+			p.GitVersion = v
+		case "have":
+			if !IsObjectName(v) {
+				return WorkspaceProbe{}, protocolf("the sandbox probe lists %q, not an object name", v)
+			}
+			if len(p.Have) >= MaxProbeHave {
+				return WorkspaceProbe{}, protocolf("the sandbox probe lists more than %d commits", MaxProbeHave)
+			}
+			p.Have = append(p.Have, v)
+		default:
+			return WorkspaceProbe{}, protocolf("unexpected sandbox probe line %.80q", l)
+		}
+	}
+	return p, nil
+}

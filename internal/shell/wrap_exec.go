@@ -29,7 +29,7 @@ import (
 // and then exits 0, so that a client that exits otherwise after the end
 // record failed itself. With a deadline, a watchdog inside the sandbox
 // kills the script's group when it passes, whatever the host can still
-// reach. The wrapper also writes the script's pid to a file named by the
+// reach. Before the script starts, its bootstrap writes its pid to a file named by the
 // run id (RunFile), which the kill script (KillScript) finds when the start
 // record never reached the host.
 //
@@ -71,36 +71,63 @@ func ExecWrapper(c ExecCall) (wrapper, prelude string) {
 	}
 	var w strings.Builder
 	w.WriteString("__airlock_d=\n")
+	launch := `"$__airlock_c"`
 	if len(c.Script) > MaxArgScript {
 		pre.WriteString("__airlock_c=" + EnvQuote(c.Script) + "\n")
+		launch = `'. /dev/fd/4' 4<<__airlock_E
+$__airlock_c
+__airlock_E
+`
 	} else {
 		w.WriteString("__airlock_c=" + Quote(c.Script) + "\n")
 	}
 	pre.WriteString(EnvLines(c.Env))
 	pre.WriteString(EnvEnd + "\n")
-	w.WriteString(EnvReader("exit 0"))
+	w.WriteString(execEnvReader)
 	w.WriteString(`__airlock_t="` + ExecRecordPrefix + `$__airlock_n:"` + "\n")
 	if c.Dir != "" {
 		fmt.Fprintf(&w, "cd %s 2>/dev/null || { printf '%%s no-dir\\n' \"$__airlock_t\" >&2; exit 0; }\n", Quote(c.Dir))
 	}
-	w.WriteString(execSupervisor)
+	w.WriteString(strings.ReplaceAll(execSupervisor, "@LAUNCH@", launch))
 	return w.String(), pre.String()
 }
+
+// execEnvReader reads the prelude (see EnvReader): the wrapper's own
+// assignments are evaluated at once; the exports of Command.Env are kept
+// for the script's launch, so that they reach the script and nothing of
+// the wrapper's (its watchdog, its PATH and IFS) sees them. Stdin that
+// ends before the terminator runs nothing and reports nothing.
+const execEnvReader = `set -- '
+'
+__airlock_ok= __airlock_v=
+while IFS= read -r __airlock_l; do
+case $__airlock_l in
+` + EnvEnd + `) __airlock_ok=1; break;;
+export\ *) __airlock_v="$__airlock_v$__airlock_l$1";;
+*) eval "$__airlock_l";;
+esac
+done
+[ -n "$__airlock_ok" ] || exit 0
+unset __airlock_l __airlock_ok; set --
+`
 
 // execSupervisor starts the script, its watchdog and the run file, waits,
 // and writes the end record. The TERM/HUP/INT trap stops the script's
 // group when the engine signals the wrapper (sshd does on a closed
 // session).
 const execSupervisor = `exec 3<&0
-if command -v setsid >/dev/null 2>&1; then
-setsid /bin/sh -c "$__airlock_c" <&3 3<&- & __airlock_p=$! __airlock_g=group __airlock_k=-$!
-else
-/bin/sh -c "$__airlock_c" <&3 3<&- & __airlock_p=$! __airlock_g=nogroup __airlock_k=$!
-fi
-exec 3<&-
-trap 'kill -KILL $__airlock_k 2>/dev/null; exit 0' TERM HUP INT
+if command -v setsid >/dev/null 2>&1; then __airlock_g=group; else __airlock_g=nogroup; fi
 __airlock_f="${TMPDIR:-/tmp}/.airlock-exec-$__airlock_i"
-(set -C; printf '%s %s\n' "$__airlock_p" "$__airlock_g" >"$__airlock_f") 2>/dev/null || __airlock_f=
+__airlock_b='(set -C; printf "%s %s\n" "$$" "$1" >"$0") 2>/dev/null; exec /bin/sh -c "$2"'
+( set -- '
+'; eval "$__airlock_v"; set --; [ $__airlock_g = nogroup ] || exec setsid /bin/sh -c "$__airlock_b" "$__airlock_f" group @LAUNCH@
+exec /bin/sh -c "$__airlock_b" "$__airlock_f" nogroup @LAUNCH@
+) <&3 3<&- &
+__airlock_p=$!
+if [ $__airlock_g = group ]; then __airlock_k=-$__airlock_p; else __airlock_k=$__airlock_p; fi
+exec 3<&-
+unset __airlock_v
+trap 'kill -KILL $__airlock_k 2>/dev/null; exit 0' TERM HUP INT
 printf '%s start %s %s\n' "$__airlock_t" "$__airlock_p" "$__airlock_g" >&2
 __airlock_w=
 if [ -n "$__airlock_d" ]; then
@@ -112,7 +139,7 @@ fi
 wait "$__airlock_p"
 __airlock_s=$?
 [ -z "$__airlock_w" ] || kill "$__airlock_w" 2>/dev/null
-[ -z "$__airlock_f" ] || rm -f "$__airlock_f"
+rm -f "$__airlock_f"
 __airlock_x=
 if [ "$__airlock_s" -gt 128 ] && [ "$__airlock_s" -lt 193 ]; then __airlock_x=$(kill -l "$__airlock_s" 2>/dev/null); fi
 printf '%s end %s %s\n' "$__airlock_t" "$__airlock_s" "$__airlock_x" >&2
@@ -140,6 +167,8 @@ const KillMark = "airlock-exec-kill: "
 // gone) and answers one line, parsed by ParseKill.
 func KillScript(id, pid, mode string) string {
 	return fmt.Sprintf(`p=%s g=%s f="${TMPDIR:-/tmp}/.airlock-exec-%s"
+i=0
+while [ -z "$p" ] && [ ! -r "$f" ] && [ $i -lt 10 ]; do sleep 0.05 2>/dev/null || sleep 1; i=$((i+1)); done
 if [ -z "$p" ] && [ -r "$f" ]; then read -r p g <"$f" || :; fi
 case $p in ''|*[!0-9]*) echo '%snot-found'; exit 0;; esac
 case $g in group) k=-$p;; *) k=$p;; esac

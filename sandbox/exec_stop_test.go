@@ -1,0 +1,170 @@
+package sandbox_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/airlockdev/airlock/sandbox"
+)
+
+// stubborn is a script that ignores TERM, starts a child that does too,
+// and writes its pid (its group's id) to $PF.
+const stubborn = `trap '' TERM; sleep 30 & echo $$ >"$PF"; wait; sleep 30`
+
+// startStubborn runs stubborn through r under ctx and returns its group id
+// and the channel Run's result arrives on.
+func startStubborn(t *testing.T, ctx context.Context, r sandbox.Runner) (int, <-chan error) {
+	t.Helper()
+	pf := filepath.Join(t.TempDir(), "pid")
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx, sandbox.Command{Script: stubborn, Env: map[string]string{"PF": pf}}) }()
+	pg := readPid(t, pf)
+	killGroupAtEnd(t, pg)
+	return pg, done
+}
+
+// TestExecWatchdog: a script that ignores ctx and TERM, run through a
+// client that ignores ctx too and whose kill call fails (a dead
+// transport), is still killed by the deadline, inside the sandbox: its
+// whole group is gone soon after the deadline. Without a deadline the
+// same setup leaves it running (so the watchdog is what killed it).
+func TestExecWatchdog(t *testing.T) {
+	f := &fakeSDK{ignoreCtx: true, failKill: true}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	start := time.Now()
+	pg, done := startStubborn(t, ctx, sandbox.FromExec(f.exec))
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return within 10s of a 2s deadline")
+	}
+	var se *sandbox.StopError
+	require.ErrorAs(t, err, &se)
+	assert.False(t, se.Verified, "the kill call failed, yet termination is reported verified")
+	assert.Contains(t, se.Detail, "connection refused")
+	assert.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.ErrorIs(t, err, sandbox.ErrTransport)
+	assert.True(t, waitGone(t, pg, 5*time.Second), "the script's group %d is alive %s after a 2s deadline", pg, time.Since(start).Round(time.Millisecond))
+
+	t.Run("without a deadline it stays", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		pg, done := startStubborn(t, ctx, sandbox.FromExec((&fakeSDK{ignoreCtx: true, failKill: true}).exec))
+		time.Sleep(3 * time.Second)
+		cancel()
+		<-done
+		assert.True(t, groupAlive(t, pg), "the group died without a watchdog: the test cannot tell the watchdog's work")
+	})
+}
+
+// TestExecCancelVerified: over a client whose kill call works, a cancelled
+// stubborn command's group is gone and Run says so (a StopError with
+// Verified); the group is checked from this machine, the sandbox.
+func TestExecCancelVerified(t *testing.T) {
+	runners := map[string]sandbox.Runner{"FromExec": sandbox.FromExec((&fakeSDK{}).exec)}
+	for name, prefix := range execPrefixes(t) {
+		runners[name] = sandbox.Exec(prefix...)
+	}
+	for name, r := range runners {
+		t.Run(name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			pg, done := startStubborn(t, ctx, r)
+			cancel()
+			err := <-done
+			var se *sandbox.StopError
+			require.ErrorAs(t, err, &se)
+			assert.True(t, se.Verified, "termination not verified: %v", err)
+			assert.ErrorIs(t, err, context.Canceled)
+			assert.ErrorIs(t, err, sandbox.ErrTransport)
+			assert.False(t, groupAlive(t, pg), "the group %d is alive although Run said it is gone", pg)
+		})
+	}
+}
+
+// TestExecCancelNotVerified: when the kill call fails, Run says that
+// termination is not verified, and why.
+func TestExecCancelNotVerified(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	pg, done := startStubborn(t, ctx, sandbox.FromExec((&fakeSDK{failKill: true}).exec))
+	cancel()
+	err := <-done
+	var se *sandbox.StopError
+	require.ErrorAs(t, err, &se)
+	assert.False(t, se.Verified)
+	assert.Contains(t, err.Error(), "not verified")
+	assert.Contains(t, err.Error(), "connection refused")
+	assert.True(t, groupAlive(t, pg), "the group is gone: the test did not exercise an unverified stop")
+
+	t.Run("kill through an exec that fails", func(t *testing.T) {
+		// The CLI's second exec runs the same argv prefix: one that fails
+		// when it sees the kill script.
+		r := sandbox.Exec("sh", "-c", `case "$3" in *airlock-exec-kill*) exit 7;; esac; exec "$@"`, "sh")
+		ctx, cancel := context.WithCancel(context.Background())
+		pg, done := startStubborn(t, ctx, r)
+		cancel()
+		err := <-done
+		var se *sandbox.StopError
+		require.ErrorAs(t, err, &se)
+		assert.False(t, se.Verified)
+		assert.Contains(t, se.Detail, "exit status 7")
+		assert.True(t, groupAlive(t, pg))
+	})
+}
+
+// failingReader yields data, then fails.
+type failingReader struct {
+	data []byte
+	err  error
+}
+
+func (f *failingReader) Read(p []byte) (int, error) {
+	if len(f.data) == 0 {
+		return 0, f.err
+	}
+	n := copy(p, f.data)
+	f.data = f.data[n:]
+	return n, nil
+}
+
+// TestExecStdinFails: when Command.Stdin fails mid-stream the sandbox sees
+// no end of its input: a script that writes its stdin to a file and then
+// marks it done never marks it. With a clean end, it does (so the test can
+// fail).
+func TestExecStdinFails(t *testing.T) {
+	injected := errors.New("injected read failure")
+	runners := map[string]func() sandbox.Runner{"FromExec": func() sandbox.Runner { return sandbox.FromExec((&fakeSDK{}).exec) }}
+	for name, prefix := range execPrefixes(t) {
+		runners[name] = func() sandbox.Runner { return sandbox.Exec(prefix...) }
+	}
+	for name, newRunner := range runners {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			cmd := sandbox.Command{Script: `cat > f && touch done`, Dir: dir}
+			cmd.Stdin = &failingReader{data: []byte(strings.Repeat("part of a tar stream\n", 1000)), err: injected}
+			_, _, err := run(t, newRunner(), cmd)
+			assert.ErrorIs(t, err, sandbox.ErrTransport)
+			assert.ErrorIs(t, err, injected)
+			assert.Contains(t, err.Error(), "reading Command.Stdin failed")
+			time.Sleep(300 * time.Millisecond)
+			assert.NoFileExists(t, filepath.Join(dir, "done"), "the sandbox took a failed stdin for its end")
+
+			cmd.Stdin = &failingReader{data: []byte("whole\n"), err: io.EOF}
+			_, _, err = run(t, newRunner(), cmd)
+			require.NoError(t, err)
+			assert.FileExists(t, filepath.Join(dir, "done"))
+			b, err := os.ReadFile(filepath.Join(dir, "f"))
+			require.NoError(t, err)
+			assert.Equal(t, "whole\n", string(b))
+		})
+	}
+}

@@ -1,12 +1,16 @@
 package sandbox_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -167,4 +171,61 @@ func TestExecStdinFails(t *testing.T) {
 			assert.Equal(t, "whole\n", string(b))
 		})
 	}
+}
+
+// TestExecNoSetsid: in a sandbox without setsid the script shares the
+// wrapper's process group; a stop kills the script's own process and says
+// that termination is not verified (its children cannot be told apart).
+func TestExecNoSetsid(t *testing.T) {
+	bin := t.TempDir()
+	for _, tool := range []string{"sleep", "rm"} {
+		p, err := exec.LookPath(tool)
+		require.NoError(t, err)
+		require.NoError(t, os.Symlink(p, filepath.Join(bin, tool)))
+	}
+	r := sandbox.ExecWith(sandbox.ExecOptions{Environ: []string{"PATH=" + bin}})
+	out, _, err := run(t, r, sandbox.Command{Script: "echo ran"})
+	require.NoError(t, err)
+	assert.Equal(t, "ran\n", out)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	pf := filepath.Join(t.TempDir(), "pid")
+	done := make(chan error, 1)
+	go func() {
+		done <- r.Run(ctx, sandbox.Command{Script: `trap '' TERM; echo $$ >"$PF"; while :; do sleep 1; done`, Env: map[string]string{"PF": pf}})
+	}()
+	pid := readPid(t, pf)
+	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
+	cancel()
+	err = <-done
+	var se *sandbox.StopError
+	require.ErrorAs(t, err, &se)
+	assert.False(t, se.Verified)
+	assert.Contains(t, se.Detail, "no setsid")
+	assert.Eventually(t, func() bool { return syscall.Kill(pid, 0) != nil || isZombie(pid) }, 3*time.Second, 20*time.Millisecond, "the script %d outlived the stop", pid)
+}
+
+// isZombie reports whether pid is a zombie.
+func isZombie(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	return len(f) > 0 && f[0] == "Z"
+}
+
+// TestExecEnviron: ExecOptions.Environ is the client's environment (and so
+// the plain prefix's script's); by default this process's environment
+// stays here but for the listed variables.
+func TestExecEnviron(t *testing.T) {
+	t.Setenv("AIRLOCK_HOST_SECRET", "host-secret")
+	t.Setenv("KUBECONFIG", "/k/config")
+	script := `printf '%s|%s|%s' "$AIRLOCK_HOST_SECRET" "$KUBECONFIG" "$AIRLOCK_CLIENT"`
+	out, _, err := run(t, sandbox.Exec(), sandbox.Command{Script: script})
+	require.NoError(t, err)
+	assert.Equal(t, "|/k/config|", out, "the default client environment")
+	out, _, err = run(t, sandbox.ExecWith(sandbox.ExecOptions{Environ: []string{"PATH=/usr/bin:/bin", "AIRLOCK_CLIENT=c"}}), sandbox.Command{Script: script})
+	require.NoError(t, err)
+	assert.Equal(t, "||c", out, "ExecOptions.Environ")
 }

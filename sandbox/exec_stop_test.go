@@ -125,14 +125,18 @@ func TestExecCancelNotVerified(t *testing.T) {
 	})
 }
 
-// failingReader yields data, then fails.
+// failingReader yields data, then (after wait, when set) fails.
 type failingReader struct {
 	data []byte
 	err  error
+	wait func()
 }
 
 func (f *failingReader) Read(p []byte) (int, error) {
 	if len(f.data) == 0 {
+		if f.wait != nil {
+			f.wait()
+		}
 		return 0, f.err
 	}
 	n := copy(p, f.data)
@@ -153,8 +157,19 @@ func TestExecStdinFails(t *testing.T) {
 	for name, newRunner := range runners {
 		t.Run(name, func(t *testing.T) {
 			dir := t.TempDir()
-			cmd := sandbox.Command{Script: `cat > f && touch done`, Dir: dir}
-			cmd.Stdin = &failingReader{data: []byte(strings.Repeat("part of a tar stream\n", 1000)), err: injected}
+			cmd := sandbox.Command{Script: `cat > f && : > done`, Dir: dir}
+			data := []byte(strings.Repeat("part of a tar stream\n", 1000))
+			// The failure comes once the script has read all the data, and
+			// is waiting for more.
+			waitRead := func() {
+				for end := time.Now().Add(30 * time.Second); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+					if fi, err := os.Stat(filepath.Join(dir, "f")); err == nil && fi.Size() == int64(len(data)) {
+						return
+					}
+				}
+				t.Errorf("the script did not write the data it read")
+			}
+			cmd.Stdin = &failingReader{data: data, err: injected, wait: waitRead}
 			_, _, err := run(t, newRunner(), cmd)
 			assert.ErrorIs(t, err, sandbox.ErrTransport)
 			assert.ErrorIs(t, err, injected)
@@ -228,4 +243,31 @@ func TestExecEnviron(t *testing.T) {
 	out, _, err = run(t, sandbox.ExecWith(sandbox.ExecOptions{Environ: []string{"PATH=/usr/bin:/bin", "AIRLOCK_CLIENT=c"}}), sandbox.Command{Script: script})
 	require.NoError(t, err)
 	assert.Equal(t, "||c", out, "ExecOptions.Environ")
+}
+
+// shortControl gives a Runner a control deadline of d.
+type shortControl struct {
+	sandbox.Runner
+	d time.Duration
+}
+
+func (s shortControl) ControlTimeout() time.Duration { return s.d }
+
+// TestExecWatchdogThroughControl: sandbox.Control's deadline reaches the
+// sandbox: a control step whose script ignores TERM, over a transport
+// that can neither stop the client nor run the kill call, is killed in
+// the sandbox when the control deadline passes.
+func TestExecWatchdogThroughControl(t *testing.T) {
+	r := shortControl{sandbox.FromExec((&fakeSDK{ignoreCtx: true, failKill: true}).exec), 2 * time.Second}
+	pf := filepath.Join(t.TempDir(), "pid")
+	done := make(chan error, 1)
+	go func() {
+		done <- sandbox.Control(context.Background(), r, sandbox.Command{Script: stubborn, Env: map[string]string{"PF": pf}})
+	}()
+	pg := readPid(t, pf)
+	killGroupAtEnd(t, pg)
+	err := <-done
+	assert.ErrorIs(t, err, sandbox.ErrTransport)
+	assert.Contains(t, err.Error(), "control deadline")
+	assert.True(t, waitGone(t, pg, 5*time.Second), "the control step's group %d outlived its deadline", pg)
 }

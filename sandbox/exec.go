@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"math"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/airlockdev/airlock/internal/shell"
@@ -219,9 +220,9 @@ func (r *execRunner) result(err error, rec *shell.RecordWriter, cmd Command) err
 	case rs.NoDir:
 		return &fs.PathError{Op: "chdir", Path: cmd.Dir, Err: fmt.Errorf("the working directory is missing or not a directory in the sandbox: %w", fs.ErrNotExist)}
 	case !rs.Ended && err != nil:
-		return fmt.Errorf("%w: sandbox: %s ended without the command's completion record (%v); the command may or may not have run; check the engine and the sandbox", ErrTransport, r.name, err)
+		return fmt.Errorf("%w: sandbox: %s ended without the command's completion record (%v)%s; the command may or may not have run; check the engine and the sandbox", ErrTransport, r.name, err, said(rec))
 	case !rs.Ended:
-		return fmt.Errorf("%w: sandbox: %s exited 0 without the command's completion record; the command may or may not have run (a cut exec stream?)", ErrTransport, r.name)
+		return fmt.Errorf("%w: sandbox: %s exited 0 without the command's completion record%s; the command may or may not have run (a cut exec stream?)", ErrTransport, r.name, said(rec))
 	case err != nil:
 		return fmt.Errorf("%w: sandbox: %s failed after the command ended: %w; the command's output may be incomplete", ErrTransport, r.name, err)
 	case rs.Signal != "":
@@ -230,6 +231,14 @@ func (r *execRunner) result(err error, rec *shell.RecordWriter, cmd Command) err
 		return &ExitError{Status: rs.Status}
 	}
 	return nil
+}
+
+// said quotes the end of what the client wrote on stderr, for an error.
+func said(rec *shell.RecordWriter) string {
+	if t := strings.TrimSpace(rec.Tail()); t != "" {
+		return fmt.Sprintf("; its stderr ended with %q", t)
+	}
+	return ""
 }
 
 // feed writes the prelude and Command.Stdin to pw, and closes pw at

@@ -235,3 +235,12 @@ func TestExecStderrWithoutNewline(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, bytes.Equal(in, []byte(out)), "binary stdin/stdout round trip")
 }
+
+// TestExecNoRecordSaysWhy: the error of a client that failed quotes the
+// end of what it said on stderr.
+func TestExecNoRecordSaysWhy(t *testing.T) {
+	_, stderr, err := run(t, sandbox.Exec("sh", "-c", `echo 'Error from server (NotFound): pods "agent-7" not found' >&2; exit 1`, "sh"), sandbox.Command{Script: "exit 0"})
+	assert.ErrorIs(t, err, sandbox.ErrTransport)
+	assert.Contains(t, err.Error(), `pods \"agent-7\" not found`)
+	assert.Contains(t, stderr, "agent-7", "the client's stderr still reaches Command.Stderr")
+}

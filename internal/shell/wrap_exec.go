@@ -237,7 +237,11 @@ type RecordWriter struct {
 	held  []byte
 	rec   ExecRecords
 	wrErr error
+	tail  []byte // the last bytes passed on, for error messages
 }
+
+// tailMax bounds RecordWriter.Tail.
+const tailMax = 256
 
 // NewRecordWriter returns a RecordWriter for the records tagged with nonce.
 func NewRecordWriter(nonce string, w io.Writer) *RecordWriter {
@@ -288,7 +292,12 @@ func partialPrefix(b, tag []byte) int {
 }
 
 func (r *RecordWriter) emit(p []byte) {
-	if len(p) == 0 || r.W == nil || r.wrErr != nil {
+	if len(p) == 0 {
+		return
+	}
+	r.tail = append(r.tail, p[max(0, len(p)-tailMax):]...)
+	r.tail = r.tail[max(0, len(r.tail)-tailMax):]
+	if r.W == nil || r.wrErr != nil {
 		return
 	}
 	if _, err := r.W.Write(p); err != nil {
@@ -353,6 +362,14 @@ func (r *RecordWriter) Records() ExecRecords {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.rec
+}
+
+// Tail returns the last bytes (at most 256) passed on: what an exec
+// client that failed said last.
+func (r *RecordWriter) Tail() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return string(r.tail)
 }
 
 // Err returns the first error of W.

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -270,4 +271,83 @@ func TestExecWatchdogThroughControl(t *testing.T) {
 	assert.ErrorIs(t, err, sandbox.ErrTransport)
 	assert.Contains(t, err.Error(), "control deadline")
 	assert.True(t, waitGone(t, pg, 5*time.Second), "the control step's group %d outlived its deadline", pg)
+}
+
+// TestExecClientEndsSandbox: over bwrap with its own PID namespace the
+// sandbox ends with the client; with ExecOptions.ClientEndsSandbox a
+// cancelled stubborn command is gone (checked on this machine, by its
+// unique command line) and the stop is verified; without it the kill
+// exec, in a new namespace, cannot find the command and the stop is not
+// verified.
+func TestExecClientEndsSandbox(t *testing.T) {
+	bwrap, err := exec.LookPath("bwrap")
+	if err != nil {
+		t.Skip("bwrap (Debian bubblewrap) is not installed")
+	}
+	argv := []string{bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "--unshare-pid", "--die-with-parent", "--new-session", "--"}
+	if out, err := exec.Command(argv[0], append(argv[1:], "true")...).CombinedOutput(); err != nil {
+		t.Skipf("bwrap does not work on this machine (user namespaces?): %v: %s", err, out)
+	}
+	shared := append(append([]string{}, argv[:8]...), "--bind", t.TempDir(), "/tmp")
+	shared = append(shared, argv[10:]...)
+	for _, c := range []struct {
+		name   string
+		argv   []string
+		ends   bool
+		detail string
+	}{
+		{"ClientEndsSandbox", argv, true, ""},
+		{"a private /tmp: no run file", argv, false, "run file was not found"},
+		{"a shared /tmp: another namespace", shared, false, "another PID namespace"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ends := c.ends
+			r := sandbox.ExecWith(sandbox.ExecOptions{Environ: []string{"PATH=/usr/bin:/bin"}, ClientEndsSandbox: ends}, c.argv...)
+			marker := strconv.Itoa(3000 + time.Now().Nanosecond()%1000)
+			ctx, cancel := context.WithCancel(context.Background())
+			out := make(chan struct{})
+			done := make(chan error, 1)
+			go func() {
+				done <- r.Run(ctx, sandbox.Command{Script: `trap '' TERM; sleep ` + marker + ` & echo up; wait`, Stdout: closeOnWrite(out)})
+			}()
+			select {
+			case <-out:
+			case err := <-done:
+				t.Fatalf("the command ended before it started: %v", err)
+			}
+			cancel()
+			err := <-done
+			var se *sandbox.StopError
+			require.ErrorAs(t, err, &se)
+			assert.Equal(t, ends, se.Verified, "Verified: %v", err)
+			assert.Contains(t, se.Detail, c.detail)
+			assert.Eventually(t, func() bool { return !cmdlineRunning("sleep\x00" + marker + "\x00") }, 3*time.Second, 20*time.Millisecond,
+				"the sandbox's sleep %s outlived the killed bwrap", marker)
+		})
+	}
+}
+
+// closeOnWrite returns a writer that closes c on its first write.
+func closeOnWrite(c chan struct{}) io.Writer {
+	var once sync.Once
+	return writerFunc(func(p []byte) (int, error) { once.Do(func() { close(c) }); return len(p), nil })
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// cmdlineRunning reports whether a live process on this machine has a
+// command line holding needle.
+func cmdlineRunning(needle string) bool {
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err == nil && bytes.Contains(b, []byte(needle)) {
+			if n, err := strconv.Atoi(e.Name()); err == nil && !isZombie(n) {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -118,7 +118,7 @@ unset __airlock_l __airlock_ok; set --
 const execSupervisor = `exec 3<&0
 if command -v setsid >/dev/null 2>&1; then __airlock_g=group; else __airlock_g=nogroup; fi
 __airlock_f="${TMPDIR:-/tmp}/.airlock-exec-$__airlock_i"
-__airlock_b='(set -C; printf "%s %s\n" "$$" "$1" >"$0") 2>/dev/null; exec /bin/sh -c "$2"'
+__airlock_b='(set -C; printf "%s %s %s\n" "$$" "$1" "$(readlink /proc/self/ns/pid 2>/dev/null)" >"$0") 2>/dev/null; exec /bin/sh -c "$2"'
 ( set -- '
 '; eval "$__airlock_v"; set --; [ $__airlock_g = nogroup ] || exec setsid /bin/sh -c "$__airlock_b" "$__airlock_f" group @LAUNCH@
 exec /bin/sh -c "$__airlock_b" "$__airlock_f" nogroup @LAUNCH@
@@ -150,29 +150,41 @@ exit 0
 type KillOutcome int
 
 const (
-	KillUnknown  KillOutcome = iota // no answer, or one that does not parse
-	KillGone                        // the script's group is gone (zombies aside)
-	KillPidGone                     // the script is gone; it had no group of its own, so its children are unknown
-	KillNotFound                    // no pid known and no run file: never started, or already ended and cleaned up
-	KillAlive                       // still there after the kill
+	KillUnknown     KillOutcome = iota // no answer, or one that does not parse
+	KillGone                           // the script's group is gone (zombies aside)
+	KillPidGone                        // the script is gone; it had no group of its own, so its children are unknown
+	KillNotFound                       // no pid known and no run file: never started, or already ended and cleaned up
+	KillAlive                          // still there after the kill
+	KillUnconfirmed                    // killed by the host's pid, but no run file confirmed whose it is
+	KillOtherNS                        // the run file is from another PID namespace: this exec cannot reach the command
 )
 
 // KillMark starts the kill script's answer line.
 const KillMark = "airlock-exec-kill: "
 
-// KillScript returns the sh text of the second exec that stops a call:
-// it kills the script's group (pid and group mode from the start record
-// when the host saw it, "" and "" otherwise: then from the run file),
-// waits up to about two seconds for it to be gone (a zombie counts as
-// gone) and answers one line, parsed by ParseKill.
+// KillScript returns the sh text of the second exec that stops a call.
+// The run file (written by the script's bootstrap: pid, group mode, PID
+// namespace) is the proof of whose group a pid is: with it, the script's
+// group is killed and waited for (up to about two seconds; a zombie
+// counts as gone); from another PID namespace nothing is killed; without
+// it, the pid and mode from the start record (when the host saw it; ""
+// otherwise) are killed on trust and the result is unconfirmed. It answers
+// one line, parsed by ParseKill.
 func KillScript(id, pid, mode string) string {
-	return fmt.Sprintf(`p=%s g=%s f="${TMPDIR:-/tmp}/.airlock-exec-%s"
+	return fmt.Sprintf(`p=%s g=%s f="${TMPDIR:-/tmp}/.airlock-exec-%s" m=%s
 i=0
-while [ -z "$p" ] && [ ! -r "$f" ] && [ $i -lt 10 ]; do sleep 0.05 2>/dev/null || sleep 1; i=$((i+1)); done
-if [ -z "$p" ] && [ -r "$f" ]; then read -r p g <"$f" || :; fi
-case $p in ''|*[!0-9]*) echo '%snot-found'; exit 0;; esac
+while [ ! -r "$f" ] && [ $i -lt 10 ]; do sleep 0.05 2>/dev/null || sleep 1; i=$((i+1)); done
+fp= fg= fn=
+[ -r "$f" ] && { read -r fp fg fn <"$f" || :; }
+me=$(readlink /proc/self/ns/pid 2>/dev/null)
+if [ -n "$fp" ]; then
+[ "$fn" = "$me" ] || { echo "${m}other-ns"; exit 0; }
+p=$fp g=$fg
+fi
+case $p in ''|*[!0-9]*) echo "${m}not-found"; exit 0;; esac
 case $g in group) k=-$p;; *) k=$p;; esac
 kill -KILL $k 2>/dev/null
+[ -n "$fp" ] || { echo "${m}unconfirmed"; exit 0; }
 live() {
 kill -0 $k 2>/dev/null || return 1
 [ -r /proc/self/stat ] || return 0
@@ -186,12 +198,12 @@ return 1
 }
 i=0
 while live; do
-i=$((i+1)); [ $i -gt 40 ] && { echo '%salive'; exit 0; }
+i=$((i+1)); [ $i -gt 40 ] && { echo "${m}alive"; exit 0; }
 sleep 0.05 2>/dev/null || sleep 1
 done
 rm -f "$f"
-if [ "$g" = group ]; then echo '%sgone'; else echo '%spid-gone'; fi
-`, Quote(pid), Quote(mode), id, KillMark, KillMark, KillMark, KillMark)
+if [ "$g" = group ]; then echo "${m}gone"; else echo "${m}pid-gone"; fi
+`, Quote(pid), Quote(mode), id, Quote(KillMark))
 }
 
 // ParseKill reads the kill script's answer from its stdout.
@@ -206,6 +218,10 @@ func ParseKill(out []byte) KillOutcome {
 		return KillNotFound
 	case "alive":
 		return KillAlive
+	case "unconfirmed":
+		return KillUnconfirmed
+	case "other-ns":
+		return KillOtherNS
 	}
 	return KillUnknown
 }

@@ -21,7 +21,10 @@ import (
 // its standard output and error written to stdout and stderr. It returns
 // when the process ended: nil when it exited 0, an error otherwise (a
 // failed call, a lost connection, a non-zero exit). When ctx ends it stops
-// the call and returns promptly. It must never allocate a TTY.
+// the call and returns promptly. It must never allocate a TTY. argv is a
+// command vector (["sh", "-c", wrapper] from the Runner); an SDK whose
+// exec takes one command string gets the words quoted for sh, each in
+// single quotes.
 //
 // A provider with a Go SDK exec call (E2B, Daytona, Modal, client-go's
 // remotecommand…) is an ExecFunc in a few lines; FromExec makes it a

@@ -14,9 +14,11 @@ import (
 //
 // The wrapper reads the prelude from stdin (the call's nonce and run id,
 // the control deadline, the script when it is large, then the environment;
-// see EnvReader), enters Command.Dir, starts the script as /bin/sh -c in a
-// process group of its own (setsid, where the sandbox has it) and waits
-// for it. It reports on stderr in records tagged with the nonce,
+// see EnvReader; the environment is exported only in the script's launch,
+// so the wrapper's own processes never carry it), enters Command.Dir,
+// starts the script as /bin/sh -c in a process group of its own (setsid,
+// where the sandbox has it; a script over MaxArgScript is read from a
+// here-document on fd 4, as no argv can hold it) and waits for it. It reports on stderr in records tagged with the nonce,
 // "airlock-exec-<nonce>: <what>\n", which the host strips wherever they
 // appear (RecordWriter):
 //
@@ -29,9 +31,10 @@ import (
 // and then exits 0, so that a client that exits otherwise after the end
 // record failed itself. With a deadline, a watchdog inside the sandbox
 // kills the script's group when it passes, whatever the host can still
-// reach. Before the script starts, its bootstrap writes its pid to a file named by the
-// run id (RunFile), which the kill script (KillScript) finds when the start
-// record never reached the host.
+// reach. Before the script starts, its bootstrap writes its pid, group
+// mode and PID namespace to a file named by the run id (RunFile): the
+// kill script (KillScript) finds the script by it when the start record
+// never reached the host, and proves by it that a pid is the script's.
 //
 // The nonce travels on stdin only: it is in no argv, no environment and no
 // file, so neither the script nor a nested call can produce a record by

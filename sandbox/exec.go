@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"math"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/airlockdev/airlock/internal/shell"
@@ -20,7 +21,10 @@ import (
 // its standard output and error written to stdout and stderr. It returns
 // when the process ended: nil when it exited 0, an error otherwise (a
 // failed call, a lost connection, a non-zero exit). When ctx ends it stops
-// the call and returns promptly. It must never allocate a TTY.
+// the call and returns promptly. It must never allocate a TTY. argv is a
+// command vector (["sh", "-c", wrapper] from the Runner); an SDK whose
+// exec takes one command string gets the words quoted for sh, each in
+// single quotes.
 //
 // A provider with a Go SDK exec call (E2B, Daytona, Modal, client-go's
 // remotecommand…) is an ExecFunc in a few lines; FromExec makes it a
@@ -37,6 +41,15 @@ type ExecOptions struct {
 	// DOCKER_CONFIG, DOCKER_CONTEXT, DOCKER_CERT_PATH, DOCKER_TLS_VERIFY,
 	// KUBECONFIG, CONTAINER_HOST, CONTAINER_CONNECTION, XDG_RUNTIME_DIR.
 	Environ []string
+	// ClientEndsSandbox says that killing the client's process group ends
+	// every process the command started: the sandbox lives and dies with
+	// the client, as bwrap's does with --unshare-pid and --die-with-parent
+	// (its PID namespace ends with it). A stop then runs no kill exec (a
+	// second client would be another sandbox, which cannot see the
+	// first's processes) and is verified once the killed client has
+	// exited and closed its output. Default false: the engine keeps the
+	// command running without the client (docker, podman, kubectl).
+	ClientEndsSandbox bool
 }
 
 // Exec returns a Runner for a CLI exec engine: each Command runs as
@@ -100,7 +113,7 @@ func ExecWith(o ExecOptions, argv ...string) Runner {
 	if len(argv) > 0 {
 		name = argv[0]
 	}
-	return &execRunner{fn: c.run, name: name, bad: checkArgv(argv)}
+	return &execRunner{fn: c.run, name: name, bad: checkArgv(argv), endsAll: o.ClientEndsSandbox}
 }
 
 // FromExec returns a Runner that runs each Command through fn as
@@ -114,9 +127,10 @@ func ExecWith(o ExecOptions, argv ...string) Runner {
 func FromExec(fn ExecFunc) Runner { return &execRunner{fn: fn, name: "the exec call"} }
 
 type execRunner struct {
-	fn   ExecFunc
-	name string // for errors: argv[0] or "the exec call"
-	bad  error  // the argv was refused
+	fn      ExecFunc
+	name    string // for errors: argv[0] or "the exec call"
+	bad     error  // the argv was refused
+	endsAll bool   // ExecOptions.ClientEndsSandbox
 }
 
 var _ Runner = (*execRunner)(nil)
@@ -219,9 +233,9 @@ func (r *execRunner) result(err error, rec *shell.RecordWriter, cmd Command) err
 	case rs.NoDir:
 		return &fs.PathError{Op: "chdir", Path: cmd.Dir, Err: fmt.Errorf("the working directory is missing or not a directory in the sandbox: %w", fs.ErrNotExist)}
 	case !rs.Ended && err != nil:
-		return fmt.Errorf("%w: sandbox: %s ended without the command's completion record (%v); the command may or may not have run; check the engine and the sandbox", ErrTransport, r.name, err)
+		return fmt.Errorf("%w: sandbox: %s ended without the command's completion record (%v)%s; the command may or may not have run; check the engine and the sandbox", ErrTransport, r.name, err, said(rec))
 	case !rs.Ended:
-		return fmt.Errorf("%w: sandbox: %s exited 0 without the command's completion record; the command may or may not have run (a cut exec stream?)", ErrTransport, r.name)
+		return fmt.Errorf("%w: sandbox: %s exited 0 without the command's completion record%s; the command may or may not have run (a cut exec stream? an exec without -i, which gives the sandbox no stdin?)", ErrTransport, r.name, said(rec))
 	case err != nil:
 		return fmt.Errorf("%w: sandbox: %s failed after the command ended: %w; the command's output may be incomplete", ErrTransport, r.name, err)
 	case rs.Signal != "":
@@ -230,6 +244,14 @@ func (r *execRunner) result(err error, rec *shell.RecordWriter, cmd Command) err
 		return &ExitError{Status: rs.Status}
 	}
 	return nil
+}
+
+// said quotes the end of what the client wrote on stderr, for an error.
+func said(rec *shell.RecordWriter) string {
+	if t := strings.TrimSpace(rec.Tail()); t != "" {
+		return fmt.Sprintf("; its stderr ended with %q", t)
+	}
+	return ""
 }
 
 // feed writes the prelude and Command.Stdin to pw, and closes pw at

@@ -27,6 +27,9 @@ type stopper struct {
 // host never meant.
 func (s *stopper) stop(cause error) error {
 	s.cancel()
+	if s.r.endsAll {
+		return s.stopWithClient(cause)
+	}
 	rs := s.rec.Records()
 	outcome, detail := s.kill(rs)
 	t := time.NewTimer(abandonAfter)
@@ -36,10 +39,38 @@ func (s *stopper) stop(cause error) error {
 	case <-t.C:
 		detail += fmt.Sprintf("; %s did not return within %s of its cancellation and was abandoned", s.r.name, abandonAfter)
 	}
+	s.close()
+	return &StopError{Verified: outcome == shell.KillGone, Err: cause, Detail: detail}
+}
+
+// stopWithClient is stop for a sandbox that ends with its client
+// (ExecOptions.ClientEndsSandbox): verified when the killed client exited
+// and its output closed before clientWaitDelay could force it (no process
+// of the sandbox still held it).
+func (s *stopper) stopWithClient(cause error) error {
+	start := time.Now()
+	t := time.NewTimer(killTimeout)
+	defer t.Stop()
+	se := &StopError{Err: cause}
+	select {
+	case <-s.done:
+		if time.Since(start) < clientWaitDelay {
+			se.Verified = true
+		} else {
+			se.Detail = fmt.Sprintf("%s was killed, but something kept its output open for %s", s.r.name, clientWaitDelay)
+		}
+	case <-t.C:
+		se.Detail = fmt.Sprintf("%s did not end within %s of SIGKILL", s.r.name, killTimeout)
+	}
+	s.close()
+	return se
+}
+
+// close ends the first call's stdin and flushes its stderr.
+func (s *stopper) close() {
 	s.pw.Close()
 	s.pr.Close()
 	s.rec.Flush()
-	return &StopError{Verified: outcome == shell.KillGone, Err: cause, Detail: detail}
 }
 
 // kill runs the kill script through the runner's ExecFunc.
@@ -61,6 +92,10 @@ func (s *stopper) kill(rs shell.ExecRecords) (shell.KillOutcome, string) {
 		return o, "the command had not reported its start, and no trace of it was found in the sandbox"
 	case o == shell.KillNotFound:
 		return o, "the command's process was not found"
+	case o == shell.KillUnconfirmed:
+		return o, "the command's run file was not found in the sandbox, so the process killed could not be confirmed as the command's"
+	case o == shell.KillOtherNS:
+		return o, "the kill exec ran in another PID namespace than the command (does each exec start a sandbox of its own? then set ExecOptions.ClientEndsSandbox)"
 	case o == shell.KillAlive:
 		return o, "processes of its group were still alive two seconds after SIGKILL"
 	case err != nil:

@@ -14,9 +14,11 @@ import (
 //
 // The wrapper reads the prelude from stdin (the call's nonce and run id,
 // the control deadline, the script when it is large, then the environment;
-// see EnvReader), enters Command.Dir, starts the script as /bin/sh -c in a
-// process group of its own (setsid, where the sandbox has it) and waits
-// for it. It reports on stderr in records tagged with the nonce,
+// see EnvReader; the environment is exported only in the script's launch,
+// so the wrapper's own processes never carry it), enters Command.Dir,
+// starts the script as /bin/sh -c in a process group of its own (setsid,
+// where the sandbox has it; a script over MaxArgScript is read from a
+// here-document on fd 4, as no argv can hold it) and waits for it. It reports on stderr in records tagged with the nonce,
 // "airlock-exec-<nonce>: <what>\n", which the host strips wherever they
 // appear (RecordWriter):
 //
@@ -29,9 +31,10 @@ import (
 // and then exits 0, so that a client that exits otherwise after the end
 // record failed itself. With a deadline, a watchdog inside the sandbox
 // kills the script's group when it passes, whatever the host can still
-// reach. The wrapper also writes the script's pid to a file named by the
-// run id (RunFile), which the kill script (KillScript) finds when the start
-// record never reached the host.
+// reach. Before the script starts, its bootstrap writes its pid, group
+// mode and PID namespace to a file named by the run id (RunFile): the
+// kill script (KillScript) finds the script by it when the start record
+// never reached the host, and proves by it that a pid is the script's.
 //
 // The nonce travels on stdin only: it is in no argv, no environment and no
 // file, so neither the script nor a nested call can produce a record by
@@ -71,36 +74,63 @@ func ExecWrapper(c ExecCall) (wrapper, prelude string) {
 	}
 	var w strings.Builder
 	w.WriteString("__airlock_d=\n")
+	launch := `"$__airlock_c"`
 	if len(c.Script) > MaxArgScript {
 		pre.WriteString("__airlock_c=" + EnvQuote(c.Script) + "\n")
+		launch = `'. /dev/fd/4' 4<<__airlock_E
+$__airlock_c
+__airlock_E
+`
 	} else {
 		w.WriteString("__airlock_c=" + Quote(c.Script) + "\n")
 	}
 	pre.WriteString(EnvLines(c.Env))
 	pre.WriteString(EnvEnd + "\n")
-	w.WriteString(EnvReader("exit 0"))
+	w.WriteString(execEnvReader)
 	w.WriteString(`__airlock_t="` + ExecRecordPrefix + `$__airlock_n:"` + "\n")
 	if c.Dir != "" {
 		fmt.Fprintf(&w, "cd %s 2>/dev/null || { printf '%%s no-dir\\n' \"$__airlock_t\" >&2; exit 0; }\n", Quote(c.Dir))
 	}
-	w.WriteString(execSupervisor)
+	w.WriteString(strings.ReplaceAll(execSupervisor, "@LAUNCH@", launch))
 	return w.String(), pre.String()
 }
+
+// execEnvReader reads the prelude (see EnvReader): the wrapper's own
+// assignments are evaluated at once; the exports of Command.Env are kept
+// for the script's launch, so that they reach the script and nothing of
+// the wrapper's (its watchdog, its PATH and IFS) sees them. Stdin that
+// ends before the terminator runs nothing and reports nothing.
+const execEnvReader = `set -- '
+'
+__airlock_ok= __airlock_v=
+while IFS= read -r __airlock_l; do
+case $__airlock_l in
+` + EnvEnd + `) __airlock_ok=1; break;;
+export\ *) __airlock_v="$__airlock_v$__airlock_l$1";;
+*) eval "$__airlock_l";;
+esac
+done
+[ -n "$__airlock_ok" ] || exit 0
+unset __airlock_l __airlock_ok; set --
+`
 
 // execSupervisor starts the script, its watchdog and the run file, waits,
 // and writes the end record. The TERM/HUP/INT trap stops the script's
 // group when the engine signals the wrapper (sshd does on a closed
 // session).
 const execSupervisor = `exec 3<&0
-if command -v setsid >/dev/null 2>&1; then
-setsid /bin/sh -c "$__airlock_c" <&3 3<&- & __airlock_p=$! __airlock_g=group __airlock_k=-$!
-else
-/bin/sh -c "$__airlock_c" <&3 3<&- & __airlock_p=$! __airlock_g=nogroup __airlock_k=$!
-fi
-exec 3<&-
-trap 'kill -KILL $__airlock_k 2>/dev/null; exit 0' TERM HUP INT
+if command -v setsid >/dev/null 2>&1; then __airlock_g=group; else __airlock_g=nogroup; fi
 __airlock_f="${TMPDIR:-/tmp}/.airlock-exec-$__airlock_i"
-(set -C; printf '%s %s\n' "$__airlock_p" "$__airlock_g" >"$__airlock_f") 2>/dev/null || __airlock_f=
+__airlock_b='(set -C; printf "%s %s %s\n" "$$" "$1" "$(readlink /proc/self/ns/pid 2>/dev/null)" >"$0") 2>/dev/null; exec /bin/sh -c "$2"'
+( set -- '
+'; eval "$__airlock_v"; set --; [ $__airlock_g = nogroup ] || exec setsid /bin/sh -c "$__airlock_b" "$__airlock_f" group @LAUNCH@
+exec /bin/sh -c "$__airlock_b" "$__airlock_f" nogroup @LAUNCH@
+) <&3 3<&- &
+__airlock_p=$!
+if [ $__airlock_g = group ]; then __airlock_k=-$__airlock_p; else __airlock_k=$__airlock_p; fi
+exec 3<&-
+unset __airlock_v
+trap 'kill -KILL $__airlock_k 2>/dev/null; exit 0' TERM HUP INT
 printf '%s start %s %s\n' "$__airlock_t" "$__airlock_p" "$__airlock_g" >&2
 __airlock_w=
 if [ -n "$__airlock_d" ]; then
@@ -112,7 +142,7 @@ fi
 wait "$__airlock_p"
 __airlock_s=$?
 [ -z "$__airlock_w" ] || kill "$__airlock_w" 2>/dev/null
-[ -z "$__airlock_f" ] || rm -f "$__airlock_f"
+rm -f "$__airlock_f"
 __airlock_x=
 if [ "$__airlock_s" -gt 128 ] && [ "$__airlock_s" -lt 193 ]; then __airlock_x=$(kill -l "$__airlock_s" 2>/dev/null); fi
 printf '%s end %s %s\n' "$__airlock_t" "$__airlock_s" "$__airlock_x" >&2
@@ -123,27 +153,41 @@ exit 0
 type KillOutcome int
 
 const (
-	KillUnknown  KillOutcome = iota // no answer, or one that does not parse
-	KillGone                        // the script's group is gone (zombies aside)
-	KillPidGone                     // the script is gone; it had no group of its own, so its children are unknown
-	KillNotFound                    // no pid known and no run file: never started, or already ended and cleaned up
-	KillAlive                       // still there after the kill
+	KillUnknown     KillOutcome = iota // no answer, or one that does not parse
+	KillGone                           // the script's group is gone (zombies aside)
+	KillPidGone                        // the script is gone; it had no group of its own, so its children are unknown
+	KillNotFound                       // no pid known and no run file: never started, or already ended and cleaned up
+	KillAlive                          // still there after the kill
+	KillUnconfirmed                    // killed by the host's pid, but no run file confirmed whose it is
+	KillOtherNS                        // the run file is from another PID namespace: this exec cannot reach the command
 )
 
 // KillMark starts the kill script's answer line.
 const KillMark = "airlock-exec-kill: "
 
-// KillScript returns the sh text of the second exec that stops a call:
-// it kills the script's group (pid and group mode from the start record
-// when the host saw it, "" and "" otherwise: then from the run file),
-// waits up to about two seconds for it to be gone (a zombie counts as
-// gone) and answers one line, parsed by ParseKill.
+// KillScript returns the sh text of the second exec that stops a call.
+// The run file (written by the script's bootstrap: pid, group mode, PID
+// namespace) is the proof of whose group a pid is: with it, the script's
+// group is killed and waited for (up to about two seconds; a zombie
+// counts as gone); from another PID namespace nothing is killed; without
+// it, the pid and mode from the start record (when the host saw it; ""
+// otherwise) are killed on trust and the result is unconfirmed. It answers
+// one line, parsed by ParseKill.
 func KillScript(id, pid, mode string) string {
-	return fmt.Sprintf(`p=%s g=%s f="${TMPDIR:-/tmp}/.airlock-exec-%s"
-if [ -z "$p" ] && [ -r "$f" ]; then read -r p g <"$f" || :; fi
-case $p in ''|*[!0-9]*) echo '%snot-found'; exit 0;; esac
+	return fmt.Sprintf(`p=%s g=%s f="${TMPDIR:-/tmp}/.airlock-exec-%s" m=%s
+i=0
+while [ ! -r "$f" ] && [ $i -lt 10 ]; do sleep 0.05 2>/dev/null || sleep 1; i=$((i+1)); done
+fp= fg= fn=
+[ -r "$f" ] && { read -r fp fg fn <"$f" || :; }
+me=$(readlink /proc/self/ns/pid 2>/dev/null)
+if [ -n "$fp" ]; then
+[ "$fn" = "$me" ] || { echo "${m}other-ns"; exit 0; }
+p=$fp g=$fg
+fi
+case $p in ''|*[!0-9]*) echo "${m}not-found"; exit 0;; esac
 case $g in group) k=-$p;; *) k=$p;; esac
 kill -KILL $k 2>/dev/null
+[ -n "$fp" ] || { echo "${m}unconfirmed"; exit 0; }
 live() {
 kill -0 $k 2>/dev/null || return 1
 [ -r /proc/self/stat ] || return 0
@@ -157,12 +201,12 @@ return 1
 }
 i=0
 while live; do
-i=$((i+1)); [ $i -gt 40 ] && { echo '%salive'; exit 0; }
+i=$((i+1)); [ $i -gt 40 ] && { echo "${m}alive"; exit 0; }
 sleep 0.05 2>/dev/null || sleep 1
 done
 rm -f "$f"
-if [ "$g" = group ]; then echo '%sgone'; else echo '%spid-gone'; fi
-`, Quote(pid), Quote(mode), id, KillMark, KillMark, KillMark, KillMark)
+if [ "$g" = group ]; then echo "${m}gone"; else echo "${m}pid-gone"; fi
+`, Quote(pid), Quote(mode), id, Quote(KillMark))
 }
 
 // ParseKill reads the kill script's answer from its stdout.
@@ -177,6 +221,10 @@ func ParseKill(out []byte) KillOutcome {
 		return KillNotFound
 	case "alive":
 		return KillAlive
+	case "unconfirmed":
+		return KillUnconfirmed
+	case "other-ns":
+		return KillOtherNS
 	}
 	return KillUnknown
 }
@@ -208,7 +256,11 @@ type RecordWriter struct {
 	held  []byte
 	rec   ExecRecords
 	wrErr error
+	tail  []byte // the last bytes passed on, for error messages
 }
+
+// tailMax bounds RecordWriter.Tail.
+const tailMax = 256
 
 // NewRecordWriter returns a RecordWriter for the records tagged with nonce.
 func NewRecordWriter(nonce string, w io.Writer) *RecordWriter {
@@ -259,7 +311,12 @@ func partialPrefix(b, tag []byte) int {
 }
 
 func (r *RecordWriter) emit(p []byte) {
-	if len(p) == 0 || r.W == nil || r.wrErr != nil {
+	if len(p) == 0 {
+		return
+	}
+	r.tail = append(r.tail, p[max(0, len(p)-tailMax):]...)
+	r.tail = r.tail[max(0, len(r.tail)-tailMax):]
+	if r.W == nil || r.wrErr != nil {
 		return
 	}
 	if _, err := r.W.Write(p); err != nil {
@@ -324,6 +381,14 @@ func (r *RecordWriter) Records() ExecRecords {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.rec
+}
+
+// Tail returns the last bytes (at most 256) passed on: what an exec
+// client that failed said last.
+func (r *RecordWriter) Tail() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return string(r.tail)
 }
 
 // Err returns the first error of W.

@@ -12,12 +12,12 @@ import (
 	"github.com/airlockdev/airlock/sandbox"
 )
 
-// fakeSDK stands for a provider's Go SDK (E2B, Daytona, Modal…) whose
+// exampleSDK stands for a provider's Go SDK (E2B, Daytona, Modal…) whose
 // exec call runs an argv in one of its sandboxes with the streams wired.
 // This one runs it on this machine.
-type fakeSDK struct{}
+type exampleSDK struct{}
 
-func (fakeSDK) Exec(ctx context.Context, sandboxID string, argv []string, stdin io.Reader, stdout, stderr io.Writer) (exitCode int, err error) {
+func (exampleSDK) Exec(ctx context.Context, sandboxID string, argv []string, stdin io.Reader, stdout, stderr io.Writer) (exitCode int, err error) {
 	c := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	c.Stdin, c.Stdout, c.Stderr = stdin, stdout, stderr
 	err = c.Run()
@@ -32,7 +32,7 @@ func (fakeSDK) Exec(ctx context.Context, sandboxID string, argv []string, stdin 
 // cancellation by a second call. The exit code the SDK reports is not
 // needed (the completion record says how the script ended).
 func ExampleFromExec() {
-	client := fakeSDK{}
+	client := exampleSDK{}
 	r := sandbox.FromExec(func(ctx context.Context, argv []string, stdin io.Reader, stdout, stderr io.Writer) error {
 		code, err := client.Exec(ctx, "sbx-42", argv, stdin, stdout, stderr)
 		if err == nil && code != 0 {

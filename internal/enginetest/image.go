@@ -72,7 +72,9 @@ func rootfs() ([]entry, error) {
 // treeSet collects entries by name, adding parent directories as needed.
 type treeSet struct{ m map[string]entry }
 
-func newTreeSet() *treeSet { return &treeSet{m: map[string]entry{"/": {name: "/", typ: tar.TypeDir, mode: 0o755}}} }
+func newTreeSet() *treeSet {
+	return &treeSet{m: map[string]entry{"/": {name: "/", typ: tar.TypeDir, mode: 0o755}}}
+}
 
 func (s *treeSet) add(e entry) {
 	for d := path.Dir(e.name); d != "/"; d = path.Dir(d) {

@@ -201,9 +201,21 @@ func (c *Container) Argv() []string { return []string{string(c.engine), "exec", 
 // channel that does not depend on the code under test.
 func (c *Container) Sh(tb testing.TB, script string) string {
 	tb.Helper()
+	return c.sh(tb, User, script)
+}
+
+// ShAsRoot is Sh as root in the container: to remove what `docker cp`
+// wrote (owned by root), for one.
+func (c *Container) ShAsRoot(tb testing.TB, script string) string {
+	tb.Helper()
+	return c.sh(tb, "0:0", script)
+}
+
+func (c *Container) sh(tb testing.TB, user, script string) string {
+	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), engineTimeout)
 	defer cancel()
-	out, err := run(ctx, nil, c.bin, "exec", "-i", c.id, "sh", "-c", script)
+	out, err := run(ctx, nil, c.bin, "exec", "-i", "-u", user, c.id, "sh", "-c", script)
 	if err != nil {
 		tb.Fatalf("enginetest: in container %s: %v\nscript:\n%s", c.id, err, script)
 	}
@@ -211,21 +223,22 @@ func (c *Container) Sh(tb testing.TB, script string) string {
 }
 
 // Kill kills the container (`<engine> kill`: SIGKILL to every process in
-// it) and waits until the engine reports it stopped. Its file system stays.
-func (c *Container) Kill(tb testing.TB) {
-	tb.Helper()
+// it) and waits until the engine reports it stopped; its file system
+// stays. It returns an error rather than failing a test, so that a fault
+// injector may call it from any goroutine.
+func (c *Container) Kill() error {
 	ctx, cancel := context.WithTimeout(context.Background(), engineTimeout)
 	defer cancel()
 	if _, err := run(ctx, nil, c.bin, "kill", c.id); err != nil {
-		tb.Fatalf("enginetest: killing container %s: %v", c.id, err)
+		return fmt.Errorf("enginetest: killing container %s: %w", c.id, err)
 	}
 	for {
 		out, err := run(ctx, nil, c.bin, "inspect", "--format", "{{.State.Running}}", c.id)
 		if err != nil {
-			tb.Fatalf("enginetest: container %s after kill: %v", c.id, err)
+			return fmt.Errorf("enginetest: container %s after kill: %w", c.id, err)
 		}
 		if strings.TrimSpace(out) == "false" {
-			return
+			return nil
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -246,7 +259,9 @@ func (c *Container) Start(tb testing.TB) {
 // Restart kills the container and starts it again.
 func (c *Container) Restart(tb testing.TB) {
 	tb.Helper()
-	c.Kill(tb)
+	if err := c.Kill(); err != nil {
+		tb.Fatal(err)
+	}
 	c.Start(tb)
 }
 

@@ -16,7 +16,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/spf13/afero"
 	"github.com/stretchr/testify/assert"
@@ -155,9 +154,9 @@ func TestDockerWorkspace(t *testing.T) {
 	assert.Equal(t, hex.EncodeToString(sum[:]), rc.SHA256)
 }
 
-// tripRunner calls trip once, from its own goroutine, when more than after
-// bytes have crossed one command's stdin or stdout: a fault injected in
-// the middle of a data stream.
+// tripRunner calls trip once when more than after bytes have crossed one
+// command's stdin or stdout, holding that stream until trip returns: a
+// fault injected in the middle of a data stream, before it can end.
 type tripRunner struct {
 	r     sandbox.Runner
 	after int64
@@ -174,7 +173,7 @@ func (tr *tripRunner) Run(ctx context.Context, cmd sandbox.Command) error {
 	var n atomic.Int64
 	count := func(k int) {
 		if n.Add(int64(k)) > tr.after {
-			tr.once.Do(func() { go func() { tr.trip(); close(tr.done) }() })
+			tr.once.Do(func() { tr.trip(); close(tr.done) })
 		}
 	}
 	if cmd.Stdin != nil {
@@ -186,12 +185,12 @@ func (tr *tripRunner) Run(ctx context.Context, cmd sandbox.Command) error {
 	return tr.r.Run(ctx, cmd)
 }
 
-// tripped reports whether trip ran (and waits for it to end).
+// tripped reports whether trip ran.
 func (tr *tripRunner) tripped() bool {
 	select {
 	case <-tr.done:
 		return true
-	case <-time.After(2 * time.Minute):
+	default:
 		return false
 	}
 }
@@ -279,9 +278,11 @@ func TestDockerKillMidStage(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, hostSums(t, v1), sandboxSums(t, c, root+"/tree"))
 
-	trip := newTrip(r, 4<<20, func() { c.Kill(t) })
+	var killErr error
+	trip := newTrip(r, 4<<20, func() { killErr = c.Kill() })
 	_, err = stage.Stage(t.Context(), stage.NewBridge(trip), root, assets(v2))
 	require.True(t, trip.tripped(), "the container was never killed: the stage sent less than 4 MiB?")
+	require.NoError(t, killErr)
 	require.Error(t, err)
 	assert.ErrorIs(t, err, sandbox.ErrTransport, "%v", err)
 	assert.True(t, sandbox.Retryable(err), "%v", err)
@@ -308,11 +309,13 @@ func TestDockerKillMidRestore(t *testing.T) {
 	before := hostSums(t, local)
 	beforeHead := hostGit(t, local, "rev-parse", "HEAD")
 
-	trip := newTrip(r, 4<<20, func() { c.Kill(t) })
+	var killErr error
+	trip := newTrip(r, 4<<20, func() { killErr = c.Kill() })
 	reopened, err := workspace.Reopen(t.Context(), workspace.Spec{Local: local, Remote: remote, Runner: trip}, round.ID())
 	require.NoError(t, err)
 	_, err = reopened.Restore(t.Context())
 	require.True(t, trip.tripped(), "the container was never killed: the restore read less than 4 MiB?")
+	require.NoError(t, killErr)
 	require.Error(t, err)
 	assert.ErrorIs(t, err, sandbox.ErrTransport, "%v", err)
 	assert.Equal(t, before, hostSums(t, local), "the local work tree is untouched")

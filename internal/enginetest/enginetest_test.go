@@ -27,7 +27,7 @@ tar -cf - f | tar -tf -`)
 		"2d711642b726b04401627ca9fbac32f5c8530fb1903cc4db02258717921a4881  -\ngit-ok\ncommit-ok\nf\n", out)
 
 	c.Sh(t, `echo kept > kept && sleep 1000 >/dev/null 2>&1 &`)
-	c.Kill(t)
+	require.NoError(t, c.Kill())
 	_, err := exec.Command("docker", "exec", c.ID(), "true").CombinedOutput()
 	require.Error(t, err, "a killed container runs nothing")
 	c.Start(t)

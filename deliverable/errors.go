@@ -1,10 +1,16 @@
 package deliverable
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/airlockdev/airlock/internal/sentinel"
+)
 
 // Sentinel errors. Every error returned by this package that a caller may branch
 // on wraps one of these; test with errors.Is. Path errors are *fs.PathError values
-// whose Err wraps the sentinel.
+// whose Err wraps the sentinel. sandbox.Retryable answers true for ErrBusy and
+// for a transport failure reading a remote workspace (sandbox.ErrTransport, in a
+// *HostError), false for the rest and for every *RequestError.
 var (
 	// ErrPathDenied: ContentRef is absolute, a URL, escapes the workspace, names
 	// something other than a regular file, or is otherwise not a plain
@@ -16,7 +22,10 @@ var (
 	// cannot be read on this platform).
 	ErrHardlinkDenied = errors.New("deliverable: hard link denied")
 	// ErrFileChanged: the file's identity or size changed before, during or after the read.
-	ErrFileChanged = errors.New("deliverable: file changed while it was read")
+	// Not retryable (sandbox.Retryable), though it may wrap a temporary
+	// read error: the agent is still writing its file, and it registers
+	// the file again once it is complete (a *RequestError tells it so).
+	ErrFileChanged = sentinel.Permanent("deliverable: file changed while it was read")
 	// ErrSizeMismatch: the file's size differs from the declared ByteSize.
 	ErrSizeMismatch = errors.New("deliverable: size mismatch")
 	// ErrSizeDenied: the declared ByteSize is not in 1..MaxBytes.
@@ -38,9 +47,9 @@ var (
 	// unknown id from a failing host.
 	ErrNotFound = errors.New("deliverable: not found")
 	// ErrBusy: rows needed by ValidateEvidence are locked by a concurrent writer.
-	// The check may be retried. A Locker returns an error wrapping ErrBusy when
-	// its lock cannot be taken without waiting.
-	ErrBusy = errors.New("deliverable: rows are busy; retry")
+	// The check may be retried: sandbox.Retryable answers true. A Locker returns
+	// an error wrapping ErrBusy when its lock cannot be taken without waiting.
+	ErrBusy = sentinel.Temporary("deliverable: rows are busy; retry")
 	// ErrProtocol: a remote workspace's reply broke the file protocol (a
 	// malformed header or trailer, numbers out of range, unexpected output).
 	// It comes from the sandbox, so it is never taken as the agent's request
@@ -83,6 +92,11 @@ func (e *RequestError) Error() string { return e.Message }
 
 // Unwrap returns Err.
 func (e *RequestError) Unwrap() error { return e.Err }
+
+// Retryable answers sandbox.Retryable: false, whatever Err wraps. The agent
+// fixes its request or its file and calls the tool again; the host never
+// replays the request unchanged.
+func (e *RequestError) Retryable() bool { return false }
 
 // HostError is a failure on the host's side: an unusable Registrar or
 // Workspace, a host-supplied id, a failing Store or Tasks, a workspace that

@@ -211,16 +211,27 @@ func validEnvKey(k string) bool {
 
 // Retryable reports whether the operation that returned err may succeed if
 // it is tried again unchanged: a transport failure (ErrTransport: a lost
-// connection, an expired control deadline, a killed client), or an error
-// that says it is temporary (a method Retryable() bool or Temporary() bool
-// that returns true, found anywhere in its chain). Nothing an agent or a
-// hostile sandbox did is retryable: ErrProtocol, an *ExitError, a bad
-// input, a limit, a conflict. The caller's own cancellation (context.Canceled
-// or DeadlineExceeded without ErrTransport) is not retryable either: the
-// caller decided to stop.
+// connection, an expired control deadline, a killed client), a condition
+// that clears by itself (another restore holds the work tree's lock, a ref
+// moved under a restore, rows busy, a host source that changed while it was
+// read), or an error that says it is temporary (a method Temporary() bool
+// that returns true, found anywhere in its chain: EINTR, EAGAIN, EMFILE, a
+// network timeout). Nothing an agent or a hostile sandbox did is retryable:
+// ErrProtocol, an *ExitError, a bad input, a limit, a conflict, a missing
+// tool, a refused host key. The caller's own cancellation (context.Canceled
+// or DeadlineExceeded without ErrTransport) is not retryable either, though
+// DeadlineExceeded says it is temporary: the caller decided to stop.
 //
-// An error that answers for itself (a Retryable method anywhere in its
-// chain) is believed before ErrTransport and ErrProtocol are looked for.
+// A full disk (ENOSPC, EDQUOT) is not retryable: it clears only when
+// someone frees space, so a retry on a timer fails the same way until an
+// operator acts; the error names the path, and the same call succeeds
+// unchanged afterwards.
+//
+// An error that answers for itself (a method Retryable() bool anywhere in
+// its chain; the first one errors.As finds) is believed before ErrTransport
+// and ErrProtocol are looked for. Every error type and sentinel of this
+// module answers correctly through this function; a Runner of its own may
+// give its errors a Retryable method, or wrap ErrTransport.
 func Retryable(err error) bool {
 	if err == nil {
 		return false
@@ -234,6 +245,9 @@ func Retryable(err error) bool {
 	}
 	if errors.Is(err, ErrTransport) {
 		return true
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
 	}
 	var t interface{ Temporary() bool }
 	if errors.As(err, &t) {

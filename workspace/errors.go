@@ -4,10 +4,18 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/airlockdev/airlock/internal/sentinel"
 )
 
 // Sentinel errors. Every error a caller may branch on wraps one of them
-// (test with [errors.Is]).
+// (test with [errors.Is]). sandbox.Retryable answers true for ErrLocked and
+// ErrRace (another process holds what the restore needs, for a while) and
+// for a transport failure (sandbox.ErrTransport); for everything else here
+// it answers false: a bad spec, a missing tool, a hostile sandbox, a limit,
+// a conflict, a missing or malformed round, an unusable repository, and a
+// full disk on the host (ENOSPC, EDQUOT) — that one clears only when
+// someone frees space, and the error says where.
 var (
 	// ErrSpec reports an unusable Spec or option: a relative or unclean
 	// path, a missing Runner, a bad exclude pattern. Nothing was changed.
@@ -31,13 +39,16 @@ var (
 	// is a *ConflictError; local refs and files are unchanged.
 	ErrConflict = errors.New("merge conflict")
 	// ErrLocked reports a restore that waited too long for another restore
-	// of the same work tree.
-	ErrLocked = errors.New("work tree restore lock held")
+	// of the same work tree. Retryable (sandbox.Retryable): the other
+	// restore ends, and the same Restore then takes the lock.
+	ErrLocked = sentinel.Temporary("work tree restore lock held")
 	// ErrRace reports a local ref that kept moving while a restore tried to
 	// install its result (compare-and-swap retries exhausted). The
 	// sandbox's files were already merged; restore again to install the
-	// commits.
-	ErrRace = errors.New("local ref changed during restore")
+	// commits. Retryable (sandbox.Retryable): the git that moved the ref
+	// ends. A ref lock a killed git left stays until it is removed, so a
+	// caller bounds its retries; the error names the lock file.
+	ErrRace = sentinel.Temporary("local ref changed during restore")
 	// ErrNoRound reports a Reopen of an id whose state is not there.
 	ErrNoRound = errors.New("no such workspace round")
 	// ErrBadState reports a round state file that does not decode strictly.

@@ -133,19 +133,17 @@ const (
 	TellAgent  Action = "tell agent"  // the agent can fix it: show it err's message
 )
 
-// classify sorts a non-nil error of Do (or of remote.Dial) into an Action.
+// classify sorts a non-nil error of Do (or of remote.Dial) into an Action; sandbox.Retryable says what may be retried.
 func classify(err error) Action {
-	var reqErr *deliverable.RequestError
-	var evErr *deliverable.EvidenceError
+	var reqErr *deliverable.RequestError // an *EvidenceError is one too
 	switch {
-	case errors.As(err, &reqErr), errors.As(err, &evErr):
+	case errors.As(err, &reqErr):
 		return TellAgent
 	case errors.Is(err, session.ErrDrift), errors.Is(err, session.ErrUnsupportedSchema),
 		errors.Is(err, session.ErrUnknownField), errors.Is(err, session.ErrMalformedRecord):
 		return StartFresh
-	case errors.Is(err, sandbox.ErrTransport), errors.Is(err, stage.ErrChanged), errors.Is(err, deliverable.ErrBusy),
-		errors.Is(err, workspace.ErrLocked), errors.Is(err, workspace.ErrRace), errors.Is(err, context.DeadlineExceeded):
+	case sandbox.Retryable(err):
 		return Retry
 	}
-	return HostFault // host key refused, bad input, tools missing, conflicts, hostile sandbox, …
+	return HostFault // host key refused, bad input, tools missing, conflicts, hostile sandbox, full disk, …
 }

@@ -6,11 +6,13 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/spf13/afero"
@@ -138,7 +140,11 @@ func TestRunErrors(t *testing.T) {
 	}
 }
 
+// TestClassify: the agent's errors and the session's are the adapter's to
+// sort; whatever else may be retried, sandbox.Retryable says, including
+// errors classify does not name.
 func TestClassify(t *testing.T) {
+	changed := &fs.PathError{Op: "read", Path: "report.md", Err: fmt.Errorf("%w: %w", deliverable.ErrFileChanged, stage.ErrChanged)}
 	for _, tc := range []struct {
 		err  error
 		want Action
@@ -146,24 +152,30 @@ func TestClassify(t *testing.T) {
 		{fmt.Errorf("stage skills: %w", &stage.AssetError{Op: "publish", Err: sandbox.ErrTransport}), Retry},
 		{&deliverable.HostError{Op: "read workspace", Err: sandbox.ErrTransport}, Retry},
 		{fmt.Errorf("materialize skills: %w", skills.ErrChanged), Retry},
-		{workspace.ErrLocked, Retry},
+		{fmt.Errorf("restore workspace: %w", &fs.PathError{Op: "lock", Path: "/w", Err: workspace.ErrLocked}), Retry},
 		{workspace.ErrRace, Retry},
-		{deliverable.ErrBusy, Retry},
-		{context.DeadlineExceeded, Retry},
+		{&deliverable.HostError{Op: "validate evidence", Err: deliverable.ErrBusy}, Retry},
+		{fmt.Errorf("%w: a control command did not finish within the 30s control deadline", sandbox.ErrTransport), Retry},
+		{&fs.PathError{Op: "read", Path: "/w/a", Err: syscall.EINTR}, Retry}, // says it is temporary
 		{&session.DriftError{Fields: []string{"model"}}, StartFresh},
 		{fmt.Errorf("load: %w", session.ErrMalformedRecord), StartFresh},
 		{session.ErrUnsupportedSchema, StartFresh},
 		{session.ErrUnknownField, StartFresh},
 		{&deliverable.RequestError{Field: "sha256", Message: "fix it", Err: deliverable.ErrHashMismatch}, TellAgent},
+		{&deliverable.RequestError{Field: "contentRef", Message: "register it once it is complete", Err: changed}, TellAgent},
 		{&deliverable.EvidenceError{Message: "cite it"}, TellAgent},
 		{&remote.HostKeyError{Host: "h:22", Err: remote.ErrHostKeyMismatch}, HostFault},
 		{&deliverable.HostError{Op: "store", Err: errors.New("disk full")}, HostFault},
+		{&deliverable.HostError{Op: "store", Err: &fs.PathError{Op: "write", Path: "/att/x", Err: syscall.ENOSPC}}, HostFault},
 		{&deliverable.HostError{Op: "read workspace", Err: deliverable.ErrProtocol}, HostFault},
+		{fmt.Errorf("stage skills: %w", &stage.AssetError{Op: "publish", Err: fmt.Errorf("%w: bad reply", sandbox.ErrProtocol)}), HostFault},
 		{&workspace.ToolError{Tool: "git", Where: "sandbox"}, HostFault},
 		{&workspace.ConflictError{Paths: []string{"a"}}, HostFault},
 		{fmt.Errorf("x: %w", workspace.ErrHostile), HostFault},
+		{fmt.Errorf("agent: %w", &sandbox.ExitError{Status: 2}), HostFault},
 		{stage.ErrLink, HostFault},
 		{context.Canceled, HostFault},
+		{context.DeadlineExceeded, HostFault}, // the caller's own deadline: its decision, not a transient fault
 		{errors.New("anything else"), HostFault},
 	} {
 		assert.Equal(t, tc.want, classify(tc.err), "%v", tc.err)

@@ -11,8 +11,8 @@
 // placeholder hook: running Claude Code, Codex, … is out of scope),
 // Round.Restore, then deliverable.Register of each file the agent delivered,
 // read from the sandbox, and deliverable.ValidateEvidence of its completion.
-// classify sorts any error into retry, start fresh, tell the agent, or host
-// fault. main.go only parses flags and dials; the host key is always checked
+// classify sorts any error into retry (whatever sandbox.Retryable says may
+// be retried), start fresh, tell the agent, or host fault. main.go only parses flags and dials; the host key is always checked
 // against -known-hosts.
 //
 // adapter_test.go pins the link policy of the staging site with

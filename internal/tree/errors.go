@@ -3,6 +3,8 @@ package tree
 import (
 	"errors"
 	"fmt"
+
+	"github.com/airlockdev/airlock/internal/sentinel"
 )
 
 var (
@@ -24,7 +26,10 @@ var (
 	// FollowLinksWithin, or a link in any component of an OpenFile path.
 	ErrLink = errors.New("symbolic link not allowed")
 	// ErrChanged reports a file or directory that changed while it was read.
-	ErrChanged = errors.New("changed while being read")
+	// Retryable (sandbox.Retryable): reading again once the tree is quiet
+	// succeeds. A package that reports an agent's file that changed wraps
+	// it in a sentinel that answers for itself (deliverable.ErrFileChanged).
+	ErrChanged = sentinel.Temporary("changed while being read")
 	// ErrNotDir reports a walk root that is missing, a link or not a directory.
 	ErrNotDir = errors.New("not a directory")
 	// ErrEscape reports a path that is absolute, not clean, or leaves its root.

@@ -1,17 +1,13 @@
 package remote
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"log/slog"
-	"maps"
 	"net"
-	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -232,11 +228,8 @@ func (h *Host) Run(ctx context.Context, cmd sandbox.Command) error {
 	if err := sandbox.CheckEnv(cmd.Env); err != nil {
 		return fmt.Errorf("remote: %w", err)
 	}
-	keys := slices.Sorted(maps.Keys(cmd.Env))
-	for _, k := range keys {
-		if strings.HasPrefix(k, envReserved) {
-			return fmt.Errorf("remote: environment variable %s: names starting with %s are the prelude's own; rename it; nothing was run", k, envReserved)
-		}
+	if err := shell.CheckEnvNames(cmd.Env); err != nil {
+		return fmt.Errorf("remote: %w", err)
 	}
 	if err := ctx.Err(); err != nil {
 		return err
@@ -249,49 +242,32 @@ func (h *Host) Run(ctx context.Context, cmd sandbox.Command) error {
 
 	var script strings.Builder
 	stdin := cmd.Stdin
-	if len(keys) > 0 {
-		// One line per variable, the value single-quoted with each newline
-		// spelled '"$1"' (the prelude sets $1 to a newline; the supervisor
-		// below takes no arguments), so no line of it ever is the
-		// terminator; read(1) takes one byte at a time from a pipe, so the
-		// script's own stdin starts exactly after the terminator line, and
-		// each line is read and evaluated once: linear in the
-		// environment's size (at most six bytes on stdin per byte of a
-		// value).
-		var env strings.Builder
-		for _, k := range keys {
-			env.WriteString("export " + k + "=" + envQuote(cmd.Env[k]) + "\n")
-		}
-		env.WriteString(envEnd + "\n")
-		fmt.Fprintf(&script, "set -- '\n'\nwhile IFS= read -r __airlock_l; do [ \"$__airlock_l\" = %s ] && break; eval \"$__airlock_l\"; done; unset __airlock_l; set --\n", envEnd)
+	if len(cmd.Env) > 0 {
+		// The shared prelude (internal/shell): the environment on stdin,
+		// ahead of cmd.Stdin.
+		script.WriteString(shell.EnvReader("exit 125"))
+		env := strings.NewReader(shell.EnvLines(cmd.Env) + shell.EnvEnd + "\n")
 		if stdin == nil {
-			stdin = strings.NewReader(env.String())
+			stdin = env
 		} else {
-			stdin = io.MultiReader(strings.NewReader(env.String()), stdin)
+			stdin = io.MultiReader(env, stdin)
 		}
 	}
 	// The first line on stderr tells the host the supervisor's pid (to stop
 	// the command on a server that ignores signal requests, as OpenSSH
-	// does) or that Command.Dir is missing; the Host strips it.
-	if cmd.Dir != "" {
-		fmt.Fprintf(&script, "cd %s 2>/dev/null || { printf '%s\\n' >&2; exit 125; }\n", shell.Quote(cmd.Dir), headerPrefix+headerNoDir)
-	}
-	fmt.Fprintf(&script, "printf '%s%%s\\n' \"$$\" >&2\n", headerPrefix+headerPid)
-	// The script runs as a child sh of a small supervisor shell, so that a
-	// TERM from the host stops everything the script started even when the
-	// script ignores TERM (OpenSSH signals only the session's first
-	// process and kills nothing when the session closes). The child has a
-	// $$ of its own; one killed by a signal is reported as killed by that
-	// signal (the supervisor re-raises it on itself).
-	fmt.Fprintf(&script, "__airlock_c=%s\nexec 3<&0\ntrap 'kill -KILL 0 2>/dev/null' TERM HUP INT\n/bin/sh -c \"$__airlock_c\" <&3 3<&- &\n__airlock_p=$!\nexec 3<&-\nwait \"$__airlock_p\"\n__airlock_s=$?\n"+
-		"if [ \"$__airlock_s\" -gt 128 ] && [ \"$__airlock_s\" -lt 193 ]; then trap - TERM HUP INT; kill -s \"$(kill -l \"$__airlock_s\")\" $$ 2>/dev/null; fi\nexit \"$__airlock_s\"\n", shell.Quote(cmd.Script))
+	// does) or that Command.Dir is missing; the Host strips it. The script
+	// runs as a child of a supervisor shell whose TERM trap stops its
+	// process group (OpenSSH signals only the session's first process and
+	// kills nothing when the session closes).
+	script.WriteString(shell.HeaderScript(cmd.Dir))
+	script.WriteString(shell.Supervise(cmd.Script))
 
 	sess, err := h.newSession(ctx)
 	if err != nil {
 		return err
 	}
 	defer sess.Close()
-	stderr := &headerWriter{w: cmd.Stderr}
+	stderr := &shell.HeaderWriter{W: cmd.Stderr}
 	sess.Stdout, sess.Stderr = cmd.Stdout, stderr
 	var in io.WriteCloser
 	if stdin != nil {
@@ -322,7 +298,7 @@ func (h *Host) Run(ctx context.Context, cmd sandbox.Command) error {
 	select {
 	case err := <-done:
 		var ee *ssh.ExitError
-		if _, noDir := stderr.state(); noDir && errors.As(err, &ee) && ee.ExitStatus() == 125 {
+		if _, noDir := stderr.State(); noDir && errors.As(err, &ee) && ee.ExitStatus() == 125 {
 			return &fs.PathError{Op: "chdir", Path: cmd.Dir, Err: fmt.Errorf("the working directory is missing or not a directory in the sandbox: %w", fs.ErrNotExist)}
 		}
 		return exitErr(err)
@@ -351,7 +327,7 @@ func (h *Host) Run(ctx context.Context, cmd sandbox.Command) error {
 		}
 		// The server ignored the signal (OpenSSH does): stop the
 		// supervisor from a second session.
-		if pid, _ := stderr.state(); pid > 0 {
+		if pid, _ := stderr.State(); pid > 0 {
 			h.kill(pid)
 			if ended(stopGrace) {
 				return stopped
@@ -366,63 +342,6 @@ func (h *Host) Run(ctx context.Context, cmd sandbox.Command) error {
 		h.log.Warn("remote: a cancelled command's session did not close; abandoning it")
 	}
 	return stopped
-}
-
-// The header line the prelude writes to stderr before the script runs.
-const (
-	headerPrefix = "airlock-remote: "
-	headerPid    = "pid "
-	headerNoDir  = "no-dir"
-)
-
-// headerWriter passes everything to w except a leading header line (see
-// headerPrefix), which it parses and swallows.
-type headerWriter struct {
-	w     io.Writer
-	mu    sync.Mutex
-	head  []byte
-	done  bool
-	pid   int
-	noDir bool
-}
-
-// Write passes p on to w once the header has been parsed and swallowed.
-func (m *headerWriter) Write(p []byte) (int, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	n := len(p)
-	if !m.done {
-		m.head = append(m.head, p...)
-		i := bytes.IndexByte(m.head, '\n')
-		switch {
-		case i < 0 && len(m.head) < 64 && bytes.HasPrefix([]byte(headerPrefix), m.head[:min(len(m.head), len(headerPrefix))]):
-			return n, nil // maybe a header: wait for its end
-		case i >= 0 && bytes.HasPrefix(m.head, []byte(headerPrefix)):
-			line := string(m.head[len(headerPrefix):i])
-			if v, ok := strings.CutPrefix(line, headerPid); ok {
-				m.pid, _ = strconv.Atoi(v)
-			} else if line == headerNoDir {
-				m.noDir = true
-			}
-			p = m.head[i+1:]
-		default:
-			p = m.head
-		}
-		m.done, m.head = true, nil
-	}
-	if m.w == nil || len(p) == 0 {
-		return n, nil
-	}
-	if _, err := m.w.Write(p); err != nil {
-		return 0, err
-	}
-	return n, nil
-}
-
-func (m *headerWriter) state() (pid int, noDir bool) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.pid, m.noDir
 }
 
 // newSession opens a session, waiting no longer than ctx and the Host's
@@ -503,34 +422,6 @@ func exitErr(err error) error {
 		return fmt.Errorf("%w: remote: the command ended without an exit status (the connection dropped?)", sandbox.ErrTransport)
 	}
 	return fmt.Errorf("%w: remote: %w", sandbox.ErrTransport, err)
-}
-
-// envReserved starts the names of the prelude's own shell variables, which
-// no Command.Env name may use.
-const envReserved = "__airlock_"
-
-// envEnd ends the environment on stdin. Every other line of it starts with
-// "export ", so no value can end it early.
-const envEnd = "__airlock_env_end"
-
-// envQuote quotes v as one line of shell: single quotes, with each ' and
-// each newline ("$1", which the prelude sets to one) outside them.
-func envQuote(v string) string {
-	var sb strings.Builder
-	sb.Grow(len(v) + 2)
-	sb.WriteByte('\'')
-	for i := 0; i < len(v); i++ {
-		switch c := v[i]; c {
-		case '\'':
-			sb.WriteString(`'"'"'`)
-		case '\n':
-			sb.WriteString(`'"$1"'`)
-		default:
-			sb.WriteByte(c)
-		}
-	}
-	sb.WriteByte('\'')
-	return sb.String()
 }
 
 var _ sandbox.ControlTimeouter = (*Host)(nil)

@@ -1,0 +1,164 @@
+package shell
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+)
+
+// The environment prelude: Command.Env travels on the command's stdin,
+// ahead of the script's own input, never in an argv. The host writes one
+// line per variable (EnvLines), each an `export NAME='value'` with every
+// newline of the value spelled '"$1"' (the prelude sets $1 to a newline),
+// then the terminator line EnvEnd; the sandbox side (EnvReader) reads and
+// evaluates one line at a time until the terminator. read(1) takes one byte
+// at a time from a pipe, so the script's stdin starts exactly after the
+// terminator, and the delivery is linear in the environment's size (at most
+// six bytes on stdin per byte of a value).
+const (
+	// EnvReserved starts the names of the wrappers' own shell variables;
+	// no Command.Env name may use it (CheckEnvNames).
+	EnvReserved = "__airlock_"
+	// EnvEnd ends the environment on stdin. Every other line of it is an
+	// assignment, so no value can end it early.
+	EnvEnd = "__airlock_env_end"
+)
+
+// CheckEnvNames refuses a variable name that starts with EnvReserved.
+func CheckEnvNames(env map[string]string) error {
+	for _, k := range slices.Sorted(maps.Keys(env)) {
+		if strings.HasPrefix(k, EnvReserved) {
+			return fmt.Errorf("environment variable %s: names starting with %s are the prelude's own; rename it; nothing was run", k, EnvReserved)
+		}
+	}
+	return nil
+}
+
+// EnvQuote quotes v as one line of shell: single quotes, with each ' and
+// each newline ("$1", which the prelude sets to one) outside them.
+func EnvQuote(v string) string {
+	var sb strings.Builder
+	sb.Grow(len(v) + 2)
+	sb.WriteByte('\'')
+	for i := 0; i < len(v); i++ {
+		switch c := v[i]; c {
+		case '\'':
+			sb.WriteString(`'"'"'`)
+		case '\n':
+			sb.WriteString(`'"$1"'`)
+		default:
+			sb.WriteByte(c)
+		}
+	}
+	sb.WriteByte('\'')
+	return sb.String()
+}
+
+// EnvLines returns what the host writes on stdin for env: one export line
+// per variable, sorted by name, without the terminator (the caller may add
+// lines of its own, assignments to EnvReserved names, before EnvEnd).
+func EnvLines(env map[string]string) string {
+	var sb strings.Builder
+	for _, k := range slices.Sorted(maps.Keys(env)) {
+		sb.WriteString("export " + k + "=" + EnvQuote(env[k]) + "\n")
+	}
+	return sb.String()
+}
+
+// EnvReader returns the sh text that reads the prelude from stdin: every
+// line up to EnvEnd is evaluated; stdin that ends before the terminator (a
+// host or a transport that died mid-prelude) runs onCut instead of the
+// script, which must not run with half its environment.
+func EnvReader(onCut string) string {
+	return "set -- '\n'\n__airlock_ok=\n" +
+		"while IFS= read -r __airlock_l; do [ \"$__airlock_l\" = " + EnvEnd + " ] && { __airlock_ok=1; break; }; eval \"$__airlock_l\"; done\n" +
+		"[ -n \"$__airlock_ok\" ] || { " + onCut + "; }\nunset __airlock_l __airlock_ok; set --\n"
+}
+
+// The header line remote.Host's wrapper writes first on stderr: the
+// supervisor's pid, or that Command.Dir is missing.
+const (
+	HeaderPrefix = "airlock-remote: "
+	HeaderPid    = "pid "
+	HeaderNoDir  = "no-dir"
+)
+
+// HeaderScript returns the sh text that enters dir (when not "") and
+// writes the header: on a missing dir the no-dir header and exit 125.
+func HeaderScript(dir string) string {
+	var sb strings.Builder
+	if dir != "" {
+		fmt.Fprintf(&sb, "cd %s 2>/dev/null || { printf '%s\\n' >&2; exit 125; }\n", Quote(dir), HeaderPrefix+HeaderNoDir)
+	}
+	fmt.Fprintf(&sb, "printf '%s%%s\\n' \"$$\" >&2\n", HeaderPrefix+HeaderPid)
+	return sb.String()
+}
+
+// Supervise returns the sh text that runs script as a child sh of a small
+// supervisor shell, so that a TERM (or HUP, INT) to the supervisor stops
+// everything the script started even when the script ignores TERM (it
+// kills the supervisor's process group). The child has a $$ of its own;
+// one killed by a signal is reported as killed by that signal (the
+// supervisor re-raises it on itself). remote.Host runs it.
+func Supervise(script string) string {
+	return fmt.Sprintf("__airlock_c=%s\nexec 3<&0\ntrap 'kill -KILL 0 2>/dev/null' TERM HUP INT\n/bin/sh -c \"$__airlock_c\" <&3 3<&- &\n__airlock_p=$!\nexec 3<&-\nwait \"$__airlock_p\"\n__airlock_s=$?\n"+
+		"if [ \"$__airlock_s\" -gt 128 ] && [ \"$__airlock_s\" -lt 193 ]; then trap - TERM HUP INT; kill -s \"$(kill -l \"$__airlock_s\")\" $$ 2>/dev/null; fi\nexit \"$__airlock_s\"\n", Quote(script))
+}
+
+// HeaderWriter passes everything to W except a leading header line (see
+// HeaderPrefix), which it parses and swallows. It is safe for concurrent
+// use.
+type HeaderWriter struct {
+	W     io.Writer // nil: discard
+	mu    sync.Mutex
+	head  []byte
+	done  bool
+	pid   int
+	noDir bool
+}
+
+// Write passes p on to W once the header has been parsed and swallowed.
+func (m *HeaderWriter) Write(p []byte) (int, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := len(p)
+	if !m.done {
+		m.head = append(m.head, p...)
+		i := bytes.IndexByte(m.head, '\n')
+		switch {
+		case i < 0 && len(m.head) < 64 && bytes.HasPrefix([]byte(HeaderPrefix), m.head[:min(len(m.head), len(HeaderPrefix))]):
+			return n, nil // maybe a header: wait for its end
+		case i >= 0 && bytes.HasPrefix(m.head, []byte(HeaderPrefix)):
+			line := string(m.head[len(HeaderPrefix):i])
+			if v, ok := strings.CutPrefix(line, HeaderPid); ok {
+				m.pid, _ = strconv.Atoi(v)
+			} else if line == HeaderNoDir {
+				m.noDir = true
+			}
+			p = m.head[i+1:]
+		default:
+			p = m.head
+		}
+		m.done, m.head = true, nil
+	}
+	if m.W == nil || len(p) == 0 {
+		return n, nil
+	}
+	if _, err := m.W.Write(p); err != nil {
+		return 0, err
+	}
+	return n, nil
+}
+
+// State returns what the header said: the supervisor's pid (0 when not
+// seen) and whether the directory was missing.
+func (m *HeaderWriter) State() (pid int, noDir bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.pid, m.noDir
+}

@@ -1,0 +1,80 @@
+package sandbox
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+)
+
+// cliClient runs the local client of a CLI exec engine.
+type cliClient struct {
+	prefix  []string
+	environ []string
+}
+
+// clientWaitDelay bounds how long the client's output pipes are read after
+// it exited (a process it left behind may hold them).
+const clientWaitDelay = 2 * time.Second
+
+// run is cliClient's ExecFunc: prefix... argv... in a process group of
+// its own, killed whole when ctx ends.
+func (c *cliClient) run(ctx context.Context, argv []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	full := append(slices.Clone(c.prefix), argv...)
+	cmd := exec.CommandContext(ctx, full[0], full[1:]...)
+	cmd.Env = c.environ
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, stdout, stderr
+	cmd.WaitDelay = clientWaitDelay
+	clientProcAttr(cmd)
+	errc := make(chan error, 1)
+	go func() {
+		// The parent-death signal (Linux) is sent when the thread that
+		// started the child ends: this goroutine keeps its thread until the
+		// child has been waited for.
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := cmd.Start(); err != nil {
+			errc <- fmt.Errorf("starting %s: %w", full[0], err)
+			return
+		}
+		errc <- cmd.Wait()
+	}()
+	return <-errc
+}
+
+// ttyFlags are the argv tokens that ask an engine for a TTY.
+var ttyFlags = []string{"-t", "--tty", "-it", "-ti", "--tty=true", "-t=true"}
+
+// checkArgv refuses a TTY flag before the first "--".
+func checkArgv(argv []string) error {
+	for _, a := range argv {
+		if a == "--" {
+			break
+		}
+		if slices.Contains(ttyFlags, a) {
+			return fmt.Errorf("sandbox: Exec: the argument %q asks %s for a TTY, which mixes stdout and stderr and mangles binary streams; drop it (use -i alone); nothing was run", a, cmp.Or(strings.Join(argv[:1], ""), "the engine"))
+		}
+	}
+	return nil
+}
+
+// execEnvKeys are the variables the default client environment keeps.
+var execEnvKeys = []string{"HOME", "LANG", "DOCKER_HOST", "DOCKER_CONFIG", "DOCKER_CONTEXT", "DOCKER_CERT_PATH", "DOCKER_TLS_VERIFY",
+	"KUBECONFIG", "CONTAINER_HOST", "CONTAINER_CONNECTION", "XDG_RUNTIME_DIR"}
+
+// execEnviron is the default ExecOptions.Environ.
+func execEnviron() []string {
+	env := []string{"PATH=" + cmp.Or(os.Getenv("PATH"), "/usr/local/bin:/usr/bin:/bin")}
+	for _, k := range execEnvKeys {
+		if v, ok := os.LookupEnv(k); ok {
+			env = append(env, k+"="+v)
+		}
+	}
+	return env
+}

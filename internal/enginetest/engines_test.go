@@ -16,6 +16,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/spf13/afero"
 	"github.com/stretchr/testify/assert"
@@ -61,8 +62,51 @@ func TestDockerTarget(t *testing.T) {
 	}, stagetest.WithSandboxShell(func(t *testing.T, _ stage.Target) (sandbox.Runner, string) { return r, "" }))
 }
 
+// TestBwrapRunner runs the suite over bwrap sharing the host's PID
+// namespace (see enginetest.BwrapConfig.SharePIDs: the suite's Cancel
+// case checks from a second call that no process is left).
 func TestBwrapRunner(t *testing.T) {
-	stagetest.TestRunner(t, func(t *testing.T) sandbox.Runner { return sandbox.Exec(enginetest.Bwrap(t, t.TempDir())...) })
+	stagetest.TestRunner(t, func(t *testing.T) sandbox.Runner { return sandbox.Exec(enginetest.BwrapSharedPIDs(t, t.TempDir())...) })
+}
+
+// TestBwrapCancelIsolated: with a PID namespace of its own, a cancelled
+// command dies with its bwrap (--die-with-parent), though no second call
+// can see it: checked from the host.
+func TestBwrapCancelIsolated(t *testing.T) {
+	r := sandbox.Exec(enginetest.Bwrap(t, t.TempDir())...)
+	marker := "airlock-bwrap-isolated-cancel"
+	ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+	defer cancel()
+	err := r.Run(ctx, sandbox.Command{Script: "trap '' TERM; sleep 60 & sleep 60; : " + marker})
+	require.ErrorIs(t, err, sandbox.ErrTransport)
+	var stop *sandbox.StopError
+	require.ErrorAs(t, err, &stop)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		left := hostProcesses(t, marker)
+		if len(left) == 0 {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "processes left after cancel: %v", left)
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// hostProcesses lists the host processes whose command line holds marker
+// (but this test binary).
+func hostProcesses(t *testing.T, marker string) []string {
+	t.Helper()
+	files, err := filepath.Glob("/proc/[0-9]*/cmdline")
+	require.NoError(t, err)
+	var out []string
+	self := fmt.Sprintf("/proc/%d/", os.Getpid())
+	for _, p := range files {
+		b, err := os.ReadFile(p)
+		if err == nil && !strings.HasPrefix(p, self) && bytes.Contains(b, []byte(marker)) {
+			out = append(out, p+": "+strings.ReplaceAll(string(b), "\x00", " "))
+		}
+	}
+	return out
 }
 
 func TestBwrapTarget(t *testing.T) {
@@ -154,13 +198,14 @@ func TestDockerWorkspace(t *testing.T) {
 	assert.Equal(t, hex.EncodeToString(sum[:]), rc.SHA256)
 }
 
-// tripRunner calls trip once when more than after bytes have crossed one
-// command's stdin or stdout, holding that stream until trip returns: a
+// tripRunner calls trip once when more than after bytes have crossed its
+// commands' stdin or stdout, holding that stream until trip returns: a
 // fault injected in the middle of a data stream, before it can end.
 type tripRunner struct {
 	r     sandbox.Runner
 	after int64
 	trip  func()
+	n     atomic.Int64
 	once  sync.Once
 	done  chan struct{}
 }
@@ -170,9 +215,8 @@ func newTrip(r sandbox.Runner, after int64, trip func()) *tripRunner {
 }
 
 func (tr *tripRunner) Run(ctx context.Context, cmd sandbox.Command) error {
-	var n atomic.Int64
 	count := func(k int) {
-		if n.Add(int64(k)) > tr.after {
+		if tr.n.Add(int64(k)) > tr.after {
 			tr.once.Do(func() { tr.trip(); close(tr.done) })
 		}
 	}
@@ -281,7 +325,7 @@ func TestDockerKillMidStage(t *testing.T) {
 	var killErr error
 	trip := newTrip(r, 4<<20, func() { killErr = c.Kill() })
 	_, err = stage.Stage(t.Context(), stage.NewBridge(trip), root, assets(v2))
-	require.True(t, trip.tripped(), "the container was never killed: the stage sent less than 4 MiB?")
+	require.True(t, trip.tripped(), "the container was never killed: the stage sent %d bytes", trip.n.Load())
 	require.NoError(t, killErr)
 	require.Error(t, err)
 	assert.ErrorIs(t, err, sandbox.ErrTransport, "%v", err)
@@ -314,7 +358,7 @@ func TestDockerKillMidRestore(t *testing.T) {
 	reopened, err := workspace.Reopen(t.Context(), workspace.Spec{Local: local, Remote: remote, Runner: trip}, round.ID())
 	require.NoError(t, err)
 	_, err = reopened.Restore(t.Context())
-	require.True(t, trip.tripped(), "the container was never killed: the restore read less than 4 MiB?")
+	require.True(t, trip.tripped(), "the container was never killed: the restore read %d bytes", trip.n.Load())
 	require.NoError(t, killErr)
 	require.Error(t, err)
 	assert.ErrorIs(t, err, sandbox.ErrTransport, "%v", err)

@@ -66,7 +66,8 @@ func TestPodmanSkips(t *testing.T) {
 
 // TestBwrap checks the sandbox BwrapArgs makes: the work directory is
 // writable, nothing else is; no network, no host home, no /etc, no
-// capability, a PID namespace of its own, an empty environment.
+// capability, a PID namespace of its own, an empty environment, and of
+// /etc only the alternatives links.
 func TestBwrap(t *testing.T) {
 	work := t.TempDir()
 	secret := filepath.Join(t.TempDir(), "secret")
@@ -74,7 +75,8 @@ func TestBwrap(t *testing.T) {
 	argv := enginetest.Bwrap(t, work)
 	script := `echo ok > here
 cat "$1" 2>/dev/null && echo read-secret
-ls /home /root /etc 2>/dev/null && echo saw-home
+ls /home 2>/dev/null || ls /root 2>/dev/null && echo saw-home
+ls /etc
 touch /usr/x /x /tmp/../y 2>/dev/null && echo wrote-outside
 tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '
 grep CapEff /proc/self/status
@@ -83,7 +85,7 @@ echo "pid $$"; env | sort | tr '\n' ' '`
 	cmd.Env = []string{"PATH=/usr/bin:/bin", "LEAK=host"}
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "%s", out)
-	assert.Equal(t, "lo\nCapEff:\t0000000000000000\npid 2\nHOME="+work+" PATH=/usr/bin:/bin PWD="+work+" ", string(out))
+	assert.Equal(t, "alternatives\nlo\nCapEff:\t0000000000000000\npid 2\nHOME="+work+" PATH=/usr/bin:/bin PWD="+work+" TMPDIR=/tmp ", string(out))
 	b, err := os.ReadFile(filepath.Join(work, "here"))
 	require.NoError(t, err)
 	assert.Equal(t, "ok\n", string(b))

@@ -198,9 +198,12 @@ func TestDockerWorkspace(t *testing.T) {
 	assert.Equal(t, hex.EncodeToString(sum[:]), rc.SHA256)
 }
 
-// tripRunner calls trip once when more than after bytes have crossed its
-// commands' stdin or stdout, holding that stream until trip returns: a
-// fault injected in the middle of a data stream, before it can end.
+// tripRunner starts trip once, in its own goroutine, when more than
+// after bytes have crossed its commands' stdin or stdout, and slows those
+// streams down (a pause per read or write) until trip has returned: a
+// fault injected in the middle of a data stream, before it can end. The
+// streams are slowed, not held: a docker daemon that cannot hand an
+// exec's output to its client may not answer `docker inspect` either.
 type tripRunner struct {
 	r     sandbox.Runner
 	after int64
@@ -216,8 +219,15 @@ func newTrip(r sandbox.Runner, after int64, trip func()) *tripRunner {
 
 func (tr *tripRunner) Run(ctx context.Context, cmd sandbox.Command) error {
 	count := func(k int) {
-		if tr.n.Add(int64(k)) > tr.after {
-			tr.once.Do(func() { tr.trip(); close(tr.done) })
+		if tr.n.Add(int64(k)) <= tr.after {
+			return
+		}
+		tr.once.Do(func() {
+			go func() { tr.trip(); close(tr.done) }()
+		})
+		select {
+		case <-tr.done:
+		case <-time.After(5 * time.Millisecond):
 		}
 	}
 	if cmd.Stdin != nil {
@@ -229,15 +239,22 @@ func (tr *tripRunner) Run(ctx context.Context, cmd sandbox.Command) error {
 	return tr.r.Run(ctx, cmd)
 }
 
-// tripped reports whether trip ran.
+// tripped reports whether trip ran, waiting for it to end: the operation
+// may return (its client killed) while trip still waits for the engine.
 func (tr *tripRunner) tripped() bool {
+	if tr.n.Load() <= tr.after {
+		return false
+	}
 	select {
 	case <-tr.done:
 		return true
-	default:
+	case <-time.After(engineWait):
 		return false
 	}
 }
+
+// engineWait bounds a wait for the engine (a kill to take effect).
+const engineWait = 2 * time.Minute
 
 type countReader struct {
 	r     io.Reader

@@ -59,6 +59,7 @@ func testConfig(t *testing.T) Config {
 		Profile:        p,
 		Model:          p.Model,
 		PermissionMode: ApproveReads,
+		SkillsDigest:   testSkillsDigest,
 	}
 }
 
@@ -80,6 +81,7 @@ func TestBindDerivesCanonicalBinding(t *testing.T) {
 	assert.Equal(t, cfg.Profile.Digest(), b.ProfileDigest)
 	assert.Equal(t, cfg.Model, b.Model)
 	assert.Equal(t, cfg.PermissionMode, b.PermissionMode)
+	assert.Equal(t, cfg.SkillsDigest, b.SkillsDigest)
 	assert.Regexp(t, keyRE, b.Key)
 	assert.Equal(t, filepath.Join(cfg.StateDir, "sessions", "session-1-"+digest.Hex([]byte("session-1"))[:16]), b.SessionDir)
 	_, err := os.Lstat(b.SessionDir)
@@ -310,6 +312,8 @@ func TestKeyChangesWithEveryBoundInput(t *testing.T) {
 		{"model (and profile model)", func(c *Config) { c.Model = "claude-opus-4"; c.Profile.Model = c.Model }},
 		{"permission mode approve-all", func(c *Config) { c.PermissionMode = ApproveAll }},
 		{"permission mode deny-all", func(c *Config) { c.PermissionMode = DenyAll }},
+		{"skills digest", func(c *Config) { c.SkillsDigest = "sha256:" + strings.Repeat("4d", 32) }},
+		{"no skills", func(c *Config) { c.SkillsDigest = "" }},
 	}
 	seen := map[string]string{b0.Key: "base"}
 	for _, tt := range tests {
@@ -371,6 +375,19 @@ func TestCanonicalIsUnambiguous(t *testing.T) {
 	assert.NotEqual(t, digest.Encode("t", "a,", "b"), digest.Encode("t", "a", ",b"))
 	assert.NotEqual(t, digest.Encode("t1", "x"), digest.Encode("t", "1x"))
 	assert.Equal(t, []byte("1:t,1:a,0:,"), digest.Encode("t", "a", ""))
+}
+
+func TestBindRejectsMalformedSkillsDigest(t *testing.T) {
+	for _, d := range []string{strings.Repeat("3c", 32), "sha256:" + strings.Repeat("3C", 32), "sha256:abc", " "} {
+		cfg := testConfig(t)
+		cfg.SkillsDigest = d
+		_, err := Bind(cfg)
+		require.ErrorIs(t, err, ErrInvalidSkillsDigest, d)
+		assert.Contains(t, err.Error(), `pass the skills bundle's Identity.Digest, or "" when no skill was selected`)
+	}
+	b := mustBind(t, testConfig(t))
+	b.SkillsDigest = "sha256:x"
+	assert.ErrorIs(t, b.Verify(b.Identity()), ErrInvalidBinding, "a binding not made by Bind")
 }
 
 func TestBindErrorMessagesNameTheFix(t *testing.T) {

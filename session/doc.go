@@ -1,6 +1,6 @@
 // Package session binds a durable agent session (an ACP provider session of
 // Claude, Codex, Pi, …) to the workspace, agent profile, model, permission
-// mode and session id that created it, persists that binding as one closed
+// mode, skill set and session id that created it, persists that binding as one closed
 // record format, and refuses to resume under anything else.
 //
 // # Binding
@@ -19,9 +19,15 @@
 //     bytes; the suffix is the first 16 hex digits of SHA-256 of the
 //     raw id, so "a/b", "a:b" and "a_b" get three different directories.
 //   - ProfileDigest: [Profile.Digest], over every profile field.
+//   - SkillsDigest: Config.SkillsDigest as given: the skills bundle's
+//     Identity.Digest (skills.Bundle.Identity), or "" when the run selected
+//     no skill. It names the skill set the agent's prompt lists and holds no
+//     path, so the same skills staged at another sandbox path, or
+//     materialized under another state directory, keep it, while any change
+//     to the selected set changes it.
 //   - Key, the provider session key: "airlock-" + hex SHA-256 over a
 //     length-prefixed encoding of the session id, workspace path, workspace
-//     digest, profile digest, model and permission mode. It names the
+//     digest, profile digest, skills digest, model and permission mode. It names the
 //     session wherever a provider or a cache needs a name for it (an ACP
 //     session key, a stage.Cache key), so nothing kept under it is reused
 //     under another binding.
@@ -41,18 +47,19 @@
 // Session ids, record ids and models are 1–240 bytes of UTF-8 without control
 // characters. The model must equal the profile's qualified model.
 //
-// # Record format (schema airlock.session-identity.v1)
+// # Record format (schema airlock.session-identity.v2)
 //
 // A [Record] is encoded as one JSON object whose keys are exactly, in this
 // order as written by [Record.Encode]:
 //
-//	schema              "airlock.session-identity.v1"
+//	schema              "airlock.session-identity.v2"
 //	session_id          the session id
 //	record_id           the caller's id for this record
 //	backend_session_id  the session id the backend assigned
 //	agent_session_id    the session id the agent assigned
 //	profile_digest      "sha256:" + 64 lowercase hex
 //	workspace_digest    "sha256:" + 64 lowercase hex
+//	skills_digest       "sha256:" + 64 lowercase hex, or "" (no skill selected)
 //	model               the qualified model
 //	permission_mode     "approve-all", "approve-reads" or "deny-all"
 //
@@ -61,9 +68,11 @@
 // in any order and insignificant whitespace, and rejects everything else:
 //
 //   - [ErrUnsupportedSchema]: no schema field (the draft, schema-less format)
-//     or a schema string other than [Schema] ("…v2", "…v0", "").
-//   - [ErrUnknownField]: a key that is not one of the nine above, including a
-//     known key in another case ("Model", "SESSION_ID").
+//     or a schema string other than [Schema] and [SchemaV1] ("…v3", "…v0",
+//     "").
+//   - [ErrUnknownField]: a key that is not one of the ten above (the nine
+//     of v1, below), including a known key in another case ("Model",
+//     "SESSION_ID").
 //   - [ErrMalformedRecord]: invalid UTF-8 (also an escaped lone surrogate),
 //     anything but one JSON object, trailing data, a duplicate key (compared
 //     after unescaping), a missing field, a null or non-string value, a digest
@@ -72,6 +81,18 @@
 //
 // A record whose schema string is readable and different is reported as
 // [ErrUnsupportedSchema] even if its other fields are also foreign.
+//
+// # Records written before skills_digest (schema airlock.session-identity.v1)
+//
+// The v1 format is the v2 format without skills_digest: the same nine other
+// keys, read by the same closed rules (a skills_digest key in a v1 record is
+// [ErrUnknownField]). [DecodeRecord] still decodes one, to a Record with
+// Schema [SchemaV1] and an empty SkillsDigest, which [Record.Encode]
+// re-encodes in the v1 format. Such a record cannot prove which skills its
+// session was told about, so it fails closed: [Binding.Check] always
+// reports drift in skills_digest ([DriftError.Unproven] names it, even for
+// a binding without skills), and [Store.Resume] answers [Drifted]. The host
+// starts a fresh session and saves its v2 record over the old one.
 //
 // # Store
 //
@@ -94,8 +115,8 @@
 //   - Fail closed: [Binding.Verify], [Binding.Check], [Store.Load] and
 //     [Store.Resume] compare
 //     every immutable field (session_id, workspace_digest, profile_digest,
-//     model, permission_mode) exactly and report each difference in a
-//     [*DriftError] (errors.Is(err, [ErrDrift])). Nothing is ever repaired
+//     skills_digest, model, permission_mode) exactly and report each
+//     difference in a [*DriftError] (errors.Is(err, [ErrDrift])). Nothing is ever repaired
 //     from the current request; on any error the caller starts a fresh
 //     session.
 //   - Whatever [DecodeRecord] accepts, [Record.Encode] re-encodes to bytes
@@ -114,6 +135,8 @@
 //   - The Store trusts its directory (the host's own state directory is not
 //     hostile); it does not lock, and concurrent saves of one session are
 //     last-writer-wins.
-//   - Profile fields other than Model are not interpreted, only digested.
+//   - Profile fields other than Model are not interpreted, only digested;
+//     SkillsDigest is checked for its form only, not recomputed: the host
+//     passes the digest of the bundle whose prompt the agent gets.
 //   - The package logs nothing; every outcome is a return value.
 package session

@@ -15,15 +15,16 @@ var (
 	ErrDrift = errors.New("session identity drift")
 
 	// ErrUnsupportedSchema reports a record without a schema (the draft,
-	// schema-less format) or with a schema other than [Schema].
+	// schema-less format) or with a schema other than [Schema] and
+	// [SchemaV1].
 	ErrUnsupportedSchema = errors.New("unsupported session record schema")
 
-	// ErrUnknownField reports a record field that is not part of the v1
-	// format, including a known field spelled in a different case.
+	// ErrUnknownField reports a record field that is not part of its
+	// schema's format, including a known field spelled in a different case.
 	ErrUnknownField = errors.New("unknown session record field")
 
 	// ErrMalformedRecord reports a record that is not exactly one JSON object
-	// of the v1 format: bad syntax, invalid UTF-8, trailing data, a duplicate
+	// of its schema's format: bad syntax, invalid UTF-8, trailing data, a duplicate
 	// key, a missing field, a null, a wrong type, or an invalid value.
 	ErrMalformedRecord = errors.New("malformed session record")
 
@@ -47,6 +48,10 @@ var (
 	// [ApproveAll], [ApproveReads] or [DenyAll].
 	ErrInvalidPermissionMode = errors.New("invalid session permission mode")
 
+	// ErrInvalidSkillsDigest reports a Config.SkillsDigest that is neither
+	// "" nor "sha256:" + 64 lowercase hex.
+	ErrInvalidSkillsDigest = errors.New("invalid session skills digest")
+
 	// ErrInvalidBinding reports a [Binding] that was not produced by [Bind]
 	// (for example the zero value), used with Verify, Check or a [Store].
 	ErrInvalidBinding = errors.New("invalid session binding")
@@ -56,17 +61,26 @@ var (
 // controller identity ([Binding.Verify]) or a persisted record
 // ([Binding.Check]). Fields holds the record's JSON names (see the package
 // documentation) in the fixed order session_id, workspace_digest,
-// profile_digest, model, permission_mode.
+// profile_digest, skills_digest, model, permission_mode.
 //
 // errors.Is(err, ErrDrift) holds for every *DriftError.
 type DriftError struct {
 	Fields []string // the drifted fields' JSON names
+	// Unproven lists the fields among Fields that the record cannot prove
+	// because its schema predates them (skills_digest for a [SchemaV1]
+	// record), whatever the binding holds; nil otherwise.
+	Unproven []string
+	// Schema is the record's schema when Unproven is set, else "".
+	Schema string
 }
 
 // Error names the drifted fields and says to start a fresh session.
 func (e *DriftError) Error() string {
-	return "session: identity drift in " + strings.Join(e.Fields, ", ") +
-		": the session was created under a different binding; start a fresh session"
+	msg := "session: identity drift in " + strings.Join(e.Fields, ", ")
+	if len(e.Unproven) > 0 {
+		msg += " (the record, schema " + e.Schema + ", predates " + strings.Join(e.Unproven, ", ") + " and cannot prove it)"
+	}
+	return msg + ": the session was created under a different binding; start a fresh session"
 }
 
 // Is reports whether target is [ErrDrift].

@@ -6,22 +6,25 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
 	"github.com/airlockdev/airlock/internal/jsonlit"
 )
 
-// maxRecordSize bounds the bytes [DecodeRecord] accepts. A v1 record with
+// maxRecordSize bounds the bytes [DecodeRecord] accepts. A record with
 // every field at its longest, fully \u-escaped, stays well below it.
 const maxRecordSize = 64 << 10
 
-// Record is the persisted, closed v1 session record. Its JSON encoding is
+// Record is the persisted, closed session record. Its JSON encoding is
 // described in the package documentation. [Binding.NewRecord] makes one;
-// the immutable fields (SessionID, ProfileDigest, WorkspaceDigest, Model,
-// PermissionMode) are what [Binding.Check] compares.
+// the immutable fields (SessionID, ProfileDigest, WorkspaceDigest,
+// SkillsDigest, Model, PermissionMode) are what [Binding.Check] compares.
 type Record struct {
-	Schema    string // always [Schema]
+	// Schema is [Schema] for every record this package makes; a record
+	// decoded from the v1 format has [SchemaV1] (and no SkillsDigest).
+	Schema    string
 	SessionID string // the binding's session id
 
 	// RecordID is the host's own id for this record (for example the id of
@@ -38,6 +41,7 @@ type Record struct {
 
 	ProfileDigest   string         // "sha256:" + 64 lowercase hex
 	WorkspaceDigest string         // "sha256:" + 64 lowercase hex
+	SkillsDigest    string         // "sha256:" + 64 lowercase hex, or "" when no skill was selected
 	Model           string         // the qualified model
 	PermissionMode  PermissionMode // one of the known modes
 }
@@ -51,16 +55,43 @@ type wireRecord struct {
 	AgentSessionID   string `json:"agent_session_id"`
 	ProfileDigest    string `json:"profile_digest"`
 	WorkspaceDigest  string `json:"workspace_digest"`
+	SkillsDigest     string `json:"skills_digest"`
 	Model            string `json:"model"`
 	PermissionMode   string `json:"permission_mode"`
 }
 
-// recordFields lists the JSON names in encoding order.
-func recordFields() [9]string {
-	return [...]string{
+// wireRecordV1 is the closed v1 format: wireRecord without skills_digest.
+type wireRecordV1 struct {
+	Schema           string `json:"schema"`
+	SessionID        string `json:"session_id"`
+	RecordID         string `json:"record_id"`
+	BackendSessionID string `json:"backend_session_id"`
+	AgentSessionID   string `json:"agent_session_id"`
+	ProfileDigest    string `json:"profile_digest"`
+	WorkspaceDigest  string `json:"workspace_digest"`
+	Model            string `json:"model"`
+	PermissionMode   string `json:"permission_mode"`
+}
+
+// recordFields lists the JSON names of the current format in encoding
+// order.
+func recordFields() []string {
+	return []string{
 		"schema", "session_id", "record_id", "backend_session_id", "agent_session_id",
-		"profile_digest", "workspace_digest", "model", "permission_mode",
+		"profile_digest", "workspace_digest", "skills_digest", "model", "permission_mode",
 	}
+}
+
+// fieldsOf lists the JSON names of schema's format in encoding order: the
+// v1 names for SchemaV1, the current ones for any other schema.
+func fieldsOf(schema string) []string {
+	if schema == SchemaV1 {
+		return []string{
+			"schema", "session_id", "record_id", "backend_session_id", "agent_session_id",
+			"profile_digest", "workspace_digest", "model", "permission_mode",
+		}
+	}
+	return recordFields()
 }
 
 // field returns a pointer to the string that holds the named JSON field.
@@ -80,6 +111,8 @@ func (w *wireRecord) field(name string) *string {
 		return &w.ProfileDigest
 	case "workspace_digest":
 		return &w.WorkspaceDigest
+	case "skills_digest":
+		return &w.SkillsDigest
 	case "model":
 		return &w.Model
 	case "permission_mode":
@@ -89,17 +122,16 @@ func (w *wireRecord) field(name string) *string {
 }
 
 // Encode returns the canonical JSON encoding of r: one compact object with
-// the fields in the fixed order of the package documentation, no HTML
-// escaping, no trailing newline. It first validates r exactly as
-// [DecodeRecord] would, so whatever Encode returns decodes to r.
+// the fields of r's schema in the fixed order of the package documentation,
+// no HTML escaping, no trailing newline. It first validates r exactly as
+// [DecodeRecord] would, so whatever Encode returns decodes to r. (A
+// [SchemaV1] record, as DecodeRecord returns one, encodes in the v1 format;
+// [Binding.NewRecord] always makes a [Schema] record.)
 func (r Record) Encode() ([]byte, error) {
 	if err := validateRecord(r); err != nil {
 		return nil, fmt.Errorf("session: encode record: %w", err)
 	}
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(wireRecord{
+	w := wireRecord{
 		Schema:           r.Schema,
 		SessionID:        r.SessionID,
 		RecordID:         r.RecordID,
@@ -107,20 +139,33 @@ func (r Record) Encode() ([]byte, error) {
 		AgentSessionID:   r.AgentSessionID,
 		ProfileDigest:    r.ProfileDigest,
 		WorkspaceDigest:  r.WorkspaceDigest,
+		SkillsDigest:     r.SkillsDigest,
 		Model:            r.Model,
 		PermissionMode:   string(r.PermissionMode),
-	}); err != nil {
+	}
+	var v any = w
+	if r.Schema == SchemaV1 {
+		v = wireRecordV1{Schema: w.Schema, SessionID: w.SessionID, RecordID: w.RecordID, BackendSessionID: w.BackendSessionID,
+			AgentSessionID: w.AgentSessionID, ProfileDigest: w.ProfileDigest, WorkspaceDigest: w.WorkspaceDigest,
+			Model: w.Model, PermissionMode: w.PermissionMode}
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
 		return nil, fmt.Errorf("session: encode record: %w", err)
 	}
 	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
 
-// DecodeRecord strictly decodes one v1 record. It accepts exactly one JSON
-// object (surrounding whitespace allowed; field order free) holding every
-// field of the v1 format once, each a string, and nothing else; keys match
-// case-sensitively. Every failure wraps [ErrUnsupportedSchema],
-// [ErrUnknownField] or [ErrMalformedRecord]; the caller's remedy is always
-// the same: start a fresh session.
+// DecodeRecord strictly decodes one record of schema [Schema] or
+// [SchemaV1]. It accepts exactly one JSON object (surrounding whitespace
+// allowed; field order free) holding every field of its schema's format
+// once, each a string, and nothing else; keys match case-sensitively. A v1
+// record decodes (its format is closed and still read by the v1 rules) but
+// can never be resumed: see [SchemaV1]. Every failure wraps
+// [ErrUnsupportedSchema], [ErrUnknownField] or [ErrMalformedRecord]; the
+// caller's remedy is always the same: start a fresh session.
 func DecodeRecord(data []byte) (Record, error) {
 	r, err := decodeRecord(data)
 	if err != nil {
@@ -144,7 +189,7 @@ func decodeRecord(data []byte) (Record, error) {
 	if d, ok := tok.(json.Delim); !ok || d != '{' {
 		return Record{}, fmt.Errorf("%w: not a JSON object", ErrMalformedRecord)
 	}
-	values := make(map[string]json.RawMessage, 9)
+	values := make(map[string]json.RawMessage, 10)
 	var keys []string
 	for dec.More() {
 		tok, err := dec.Token()
@@ -171,32 +216,42 @@ func decodeRecord(data []byte) (Record, error) {
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return Record{}, fmt.Errorf("%w: trailing data after the record object", ErrMalformedRecord)
 	}
+	return fromValues(values, keys)
+}
 
+// fromValues builds the record from its decoded top-level values (keys in
+// input order) under the rules of its schema's format.
+func fromValues(values map[string]json.RawMessage, keys []string) (Record, error) {
 	// A readable schema other than ours wins over every other complaint: the
 	// record belongs to a different format version.
+	var schema string
 	if raw, ok := values["schema"]; ok {
-		var s string
-		if isString(raw) && json.Unmarshal(raw, &s) == nil && s != Schema {
-			return Record{}, fmt.Errorf("%w: schema %q, want %q", ErrUnsupportedSchema, s, Schema)
+		if isString(raw) && json.Unmarshal(raw, &schema) == nil && schema != Schema && schema != SchemaV1 {
+			return Record{}, fmt.Errorf("%w: schema %q, want %q (or the closed %q)", ErrUnsupportedSchema, schema, Schema, SchemaV1)
 		}
 	}
-	var w wireRecord
+	fields := fieldsOf(schema)
+	format := Schema
+	if schema == SchemaV1 {
+		format = SchemaV1
+	}
 	for _, k := range keys {
-		if w.field(k) != nil {
+		if slices.Contains(fields, k) {
 			continue
 		}
-		for _, known := range recordFields() {
+		for _, known := range fields {
 			if strings.EqualFold(k, known) {
 				return Record{}, fmt.Errorf("%w: %q is %q in the wrong case (field names are case-sensitive)", ErrUnknownField, k, known)
 			}
 		}
-		return Record{}, fmt.Errorf("%w: %q is not a field of %s", ErrUnknownField, k, Schema)
+		return Record{}, fmt.Errorf("%w: %q is not a field of %s", ErrUnknownField, k, format)
 	}
 	if _, ok := values["schema"]; !ok {
 		return Record{}, fmt.Errorf("%w: the record has no schema (the draft schema-less format); want %q", ErrUnsupportedSchema, Schema)
 	}
+	var w wireRecord
 	var missing []string
-	for _, name := range recordFields() {
+	for _, name := range fields {
 		raw, ok := values[name]
 		if !ok {
 			missing = append(missing, name)
@@ -223,6 +278,7 @@ func decodeRecord(data []byte) (Record, error) {
 		AgentSessionID:   w.AgentSessionID,
 		ProfileDigest:    w.ProfileDigest,
 		WorkspaceDigest:  w.WorkspaceDigest,
+		SkillsDigest:     w.SkillsDigest,
 		Model:            w.Model,
 		PermissionMode:   PermissionMode(w.PermissionMode),
 	}
@@ -232,13 +288,15 @@ func decodeRecord(data []byte) (Record, error) {
 	return r, nil
 }
 
-// validateRecord checks every field value of r against the v1 rules.
+// validateRecord checks every field value of r against the rules of its
+// schema.
 func validateRecord(r Record) error {
-	if r.Schema != Schema {
-		if r.Schema == "" {
-			return fmt.Errorf("%w: the record has no schema; want %q", ErrUnsupportedSchema, Schema)
-		}
-		return fmt.Errorf("%w: schema %q, want %q", ErrUnsupportedSchema, r.Schema, Schema)
+	switch r.Schema {
+	case Schema, SchemaV1:
+	case "":
+		return fmt.Errorf("%w: the record has no schema; want %q", ErrUnsupportedSchema, Schema)
+	default:
+		return fmt.Errorf("%w: schema %q, want %q (or the closed %q)", ErrUnsupportedSchema, r.Schema, Schema, SchemaV1)
 	}
 	ids := []struct{ name, value string }{
 		{"session_id", r.SessionID},
@@ -256,6 +314,12 @@ func validateRecord(r Record) error {
 	}
 	if err := checkDigest(r.WorkspaceDigest); err != nil {
 		return fmt.Errorf("%w: field %q: %w", ErrMalformedRecord, "workspace_digest", err)
+	}
+	if r.Schema == SchemaV1 && r.SkillsDigest != "" {
+		return fmt.Errorf("%w: field %q: the %s format has no such field", ErrMalformedRecord, "skills_digest", SchemaV1)
+	}
+	if err := checkSkillsDigest(r.SkillsDigest); err != nil {
+		return fmt.Errorf("%w: field %q: %w (\"\" when no skill was selected)", ErrMalformedRecord, "skills_digest", err)
 	}
 	if err := checkID(r.Model); err != nil {
 		return fmt.Errorf("%w: field %q: %w", ErrMalformedRecord, "model", err)

@@ -13,6 +13,7 @@ import (
 var (
 	testProfileDigest   = "sha256:" + strings.Repeat("1a", 32)
 	testWorkspaceDigest = "sha256:" + strings.Repeat("2b", 32)
+	testSkillsDigest    = "sha256:" + strings.Repeat("3c", 32)
 )
 
 func testRecord() Record {
@@ -24,16 +25,32 @@ func testRecord() Record {
 		AgentSessionID:   "agent-1",
 		ProfileDigest:    testProfileDigest,
 		WorkspaceDigest:  testWorkspaceDigest,
+		SkillsDigest:     testSkillsDigest,
 		Model:            "claude-sonnet-4",
 		PermissionMode:   ApproveReads,
 	}
 }
 
 // canonicalJSON is testRecord's exact encoding.
-var canonicalJSON = `{"schema":"airlock.session-identity.v1","session_id":"session-1","record_id":"rec-1",` +
+var canonicalJSON = `{"schema":"airlock.session-identity.v2","session_id":"session-1","record_id":"rec-1",` +
+	`"backend_session_id":"backend-1","agent_session_id":"agent-1",` +
+	`"profile_digest":"` + testProfileDigest + `","workspace_digest":"` + testWorkspaceDigest + `",` +
+	`"skills_digest":"` + testSkillsDigest + `",` +
+	`"model":"claude-sonnet-4","permission_mode":"approve-reads"}`
+
+// canonicalV1JSON is the closed v1 encoding of testRecord without its
+// skills digest: a record written before skills_digest existed.
+var canonicalV1JSON = `{"schema":"airlock.session-identity.v1","session_id":"session-1","record_id":"rec-1",` +
 	`"backend_session_id":"backend-1","agent_session_id":"agent-1",` +
 	`"profile_digest":"` + testProfileDigest + `","workspace_digest":"` + testWorkspaceDigest + `",` +
 	`"model":"claude-sonnet-4","permission_mode":"approve-reads"}`
+
+// testRecordV1 is what canonicalV1JSON decodes to.
+func testRecordV1() Record {
+	r := testRecord()
+	r.Schema, r.SkillsDigest = SchemaV1, ""
+	return r
+}
 
 // recordJSON renders testRecord as a JSON object after edit changes the
 // field map (set a value to nil for JSON null, delete a key to drop it).
@@ -97,6 +114,8 @@ func TestRecordRoundTrip(t *testing.T) {
 			return r
 		}(),
 		"approve-all": func() Record { r := testRecord(); r.PermissionMode = ApproveAll; return r }(),
+		"no skills":   func() Record { r := testRecord(); r.SkillsDigest = ""; return r }(),
+		"v1":          testRecordV1(),
 	}
 	for name, r := range records {
 		t.Run(name, func(t *testing.T) {
@@ -117,9 +136,10 @@ func TestDecodeAcceptsEquivalentSpellings(t *testing.T) {
 	tests := map[string]string{
 		"surrounding whitespace": " \n\t" + canonicalJSON + "\n\r ",
 		"reordered fields": `{"permission_mode":"approve-reads","model":"claude-sonnet-4",` +
+			`"skills_digest":"` + testSkillsDigest + `",` +
 			`"workspace_digest":"` + testWorkspaceDigest + `","profile_digest":"` + testProfileDigest + `",` +
 			`"agent_session_id":"agent-1","backend_session_id":"backend-1","record_id":"rec-1",` +
-			`"session_id":"session-1","schema":"airlock.session-identity.v1"}`,
+			`"session_id":"session-1","schema":"airlock.session-identity.v2"}`,
 		"escaped characters": strings.Replace(canonicalJSON, `"rec-1"`, `"rec\u002d1"`, 1),
 	}
 	var pretty bytes.Buffer
@@ -132,6 +152,15 @@ func TestDecodeAcceptsEquivalentSpellings(t *testing.T) {
 			assert.Equal(t, want, got)
 		})
 	}
+
+	t.Run("v1", func(t *testing.T) {
+		got, err := DecodeRecord([]byte(canonicalV1JSON))
+		require.NoError(t, err)
+		assert.Equal(t, testRecordV1(), got)
+		again, err := got.Encode()
+		require.NoError(t, err)
+		assert.Equal(t, canonicalV1JSON, string(again), "a v1 record re-encodes in the v1 format")
+	})
 
 	t.Run("escaped surrogate pair", func(t *testing.T) {
 		data := strings.Replace(canonicalJSON, `"rec-1"`, `"rec-\ud83e\udd80"`, 1)
@@ -199,11 +228,19 @@ func TestDecodeRejectsMalformedRecords(t *testing.T) {
 		{"missing agent_session_id", recordJSON(t, del("agent_session_id")), ErrMalformedRecord, "agent_session_id"},
 		{"missing profile_digest", recordJSON(t, del("profile_digest")), ErrMalformedRecord, "profile_digest"},
 		{"missing workspace_digest", recordJSON(t, del("workspace_digest")), ErrMalformedRecord, "workspace_digest"},
+		{"missing skills_digest", recordJSON(t, del("skills_digest")), ErrMalformedRecord, "missing field(s) skills_digest"},
 		{"missing model", recordJSON(t, del("model")), ErrMalformedRecord, "model"},
 		{"missing permission_mode", recordJSON(t, del("permission_mode")), ErrMalformedRecord, "missing field(s) permission_mode"},
-		{"schema v2", recordJSON(t, set("schema", "airlock.session-identity.v2")), ErrUnsupportedSchema, "v2"},
+		{"schema v3", recordJSON(t, set("schema", "airlock.session-identity.v3")), ErrUnsupportedSchema, "v3"},
 		{"schema v0", recordJSON(t, set("schema", "airlock.session-identity.v0")), ErrUnsupportedSchema, "v0"},
-		{"schema v2 with new fields", recordJSON(t, func(m map[string]any) { m["schema"] = "airlock.session-identity.v2"; m["extra"] = "x" }), ErrUnsupportedSchema, "v2"},
+		{"schema v3 with new fields", recordJSON(t, func(m map[string]any) { m["schema"] = "airlock.session-identity.v3"; m["extra"] = "x" }), ErrUnsupportedSchema, "v3"},
+
+		// The closed v1 format: read by its own rules.
+		{"v1 with skills_digest", recordJSON(t, set("schema", SchemaV1)), ErrUnknownField, `"skills_digest" is not a field of airlock.session-identity.v1`},
+		{"v1 missing model", strings.Replace(canonicalV1JSON, `"model":"claude-sonnet-4",`, "", 1), ErrMalformedRecord, "missing field(s) model"},
+		{"v1 field in wrong case", strings.Replace(canonicalV1JSON, `"model"`, `"MODEL"`, 1), ErrUnknownField, "wrong case"},
+		{"v1 with extra field", canonicalV1JSON[:len(canonicalV1JSON)-1] + `,"extra":"x"}`, ErrUnknownField, `"extra"`},
+		{"v1 bare digest", strings.Replace(canonicalV1JSON, testProfileDigest, bareHex, 1), ErrMalformedRecord, "prefix"},
 		{"empty schema", recordJSON(t, set("schema", "")), ErrUnsupportedSchema, "schema"},
 		{"schema in wrong case", recordJSON(t, set("schema", "AIRLOCK.SESSION-IDENTITY.V1")), ErrUnsupportedSchema, "schema"},
 
@@ -226,6 +263,9 @@ func TestDecodeRejectsMalformedRecords(t *testing.T) {
 		{"short digest", recordJSON(t, set("workspace_digest", "sha256:"+bareHex[:40])), ErrMalformedRecord, "want 64"},
 		{"long digest", recordJSON(t, set("workspace_digest", "sha256:"+bareHex+"00")), ErrMalformedRecord, "want 64"},
 		{"empty digest", recordJSON(t, set("workspace_digest", "")), ErrMalformedRecord, "prefix"},
+		{"bare skills digest", recordJSON(t, set("skills_digest", bareHex)), ErrMalformedRecord, `field "skills_digest"`},
+		{"skills digest in upper-case hex", recordJSON(t, set("skills_digest", "sha256:"+strings.ToUpper(bareHex))), ErrMalformedRecord, "lowercase hex"},
+		{"null skills digest", recordJSON(t, set("skills_digest", nil)), ErrMalformedRecord, `"skills_digest" is null`},
 		{"unknown permission mode", recordJSON(t, set("permission_mode", "approve-everything")), ErrMalformedRecord, "unknown permission mode"},
 		{"empty permission mode", recordJSON(t, set("permission_mode", "")), ErrMalformedRecord, "unknown permission mode"},
 		{"permission mode in wrong case", recordJSON(t, set("permission_mode", "Deny-All")), ErrMalformedRecord, "unknown permission mode"},
@@ -260,7 +300,9 @@ func TestEncodeRejectsWhatDecodeRejects(t *testing.T) {
 		sentinel error
 	}{
 		{"zero record", func(r *Record) { *r = Record{} }, ErrUnsupportedSchema},
-		{"other schema", func(r *Record) { r.Schema = "airlock.session-identity.v2" }, ErrUnsupportedSchema},
+		{"other schema", func(r *Record) { r.Schema = "airlock.session-identity.v3" }, ErrUnsupportedSchema},
+		{"v1 with a skills digest", func(r *Record) { r.Schema = SchemaV1 }, ErrMalformedRecord},
+		{"bare skills digest", func(r *Record) { r.SkillsDigest = strings.Repeat("3c", 32) }, ErrMalformedRecord},
 		{"empty record id", func(r *Record) { r.RecordID = "" }, ErrMalformedRecord},
 		{"invalid UTF-8 backend id", func(r *Record) { r.BackendSessionID = "\xff" }, ErrMalformedRecord},
 		{"control character in agent id", func(r *Record) { r.AgentSessionID = "a\rb" }, ErrMalformedRecord},

@@ -45,6 +45,13 @@ func TestStoreResume(t *testing.T) {
 	file := filepath.Join("/state", label(b.SessionID)+".json")
 	drifted := cfg
 	drifted.PermissionMode, drifted.Model, drifted.Profile.Model = ApproveAll, "claude-opus-4", "claude-opus-4"
+	otherSkills, noSkills := cfg, cfg
+	otherSkills.SkillsDigest, noSkills.SkillsDigest = "sha256:"+strings.Repeat("4d", 32), ""
+	v1rec := rec
+	v1rec.Schema, v1rec.SkillsDigest = SchemaV1, ""
+	v1, err := v1rec.Encode()
+	require.NoError(t, err)
+	require.NotContains(t, string(v1), "skills_digest")
 
 	cases := []struct {
 		name    string
@@ -62,8 +69,20 @@ func TestStoreResume(t *testing.T) {
 		{"drift", func(t *testing.T, fsys afero.Fs) {
 			require.NoError(t, afero.WriteFile(fsys, file, good, 0o600))
 		}, mustBind(t, drifted), Drifted, []string{"profile_digest", "model", "permission_mode"}, ErrDrift},
+		{"skill set changed", func(t *testing.T, fsys afero.Fs) {
+			require.NoError(t, afero.WriteFile(fsys, file, good, 0o600))
+		}, mustBind(t, otherSkills), Drifted, []string{"skills_digest"}, ErrDrift},
+		{"skills no longer selected", func(t *testing.T, fsys afero.Fs) {
+			require.NoError(t, afero.WriteFile(fsys, file, good, 0o600))
+		}, mustBind(t, noSkills), Drifted, []string{"skills_digest"}, ErrDrift},
+		{"v1 record: cannot prove the skill set", func(t *testing.T, fsys afero.Fs) {
+			require.NoError(t, afero.WriteFile(fsys, file, v1, 0o600))
+		}, b, Drifted, []string{"skills_digest"}, ErrDrift},
+		{"v1 record, even without skills", func(t *testing.T, fsys afero.Fs) {
+			require.NoError(t, afero.WriteFile(fsys, file, v1, 0o600))
+		}, mustBind(t, noSkills), Drifted, []string{"skills_digest"}, ErrDrift},
 		{"another schema", func(t *testing.T, fsys afero.Fs) {
-			data := strings.Replace(string(good), Schema, "airlock.session-identity.v2", 1)
+			data := strings.Replace(string(good), Schema, "airlock.session-identity.v3", 1)
 			require.NoError(t, afero.WriteFile(fsys, file, []byte(data), 0o600))
 		}, b, Undecodable, nil, ErrUnsupportedSchema},
 		{"unknown field", func(t *testing.T, fsys afero.Fs) {

@@ -15,8 +15,16 @@ import (
 	"github.com/airlockdev/airlock/internal/digest"
 )
 
-// Schema is the only record schema this package reads and writes.
-const Schema = "airlock.session-identity.v1"
+// Schema is the schema of the records this package writes: v2, which binds
+// the skill set (skills_digest).
+const Schema = "airlock.session-identity.v2"
+
+// SchemaV1 is the schema of the records written before skills_digest
+// existed. [DecodeRecord] still reads them under the closed v1 rules, and
+// [Binding.Check] always finds them drifted in skills_digest: a v1 record
+// cannot prove which skills its session was told about, so its session is
+// never resumed (start fresh; the new record is v2).
+const SchemaV1 = "airlock.session-identity.v1"
 
 // maxIDLen is the longest session id, record id or model, in bytes.
 const maxIDLen = 240
@@ -100,6 +108,14 @@ type Config struct {
 	Model string
 	// PermissionMode must be one of the known modes.
 	PermissionMode PermissionMode
+	// SkillsDigest is the identity of the skill bundle the agent is told
+	// about: skills.Bundle.Identity.Digest ("sha256:" + 64 lowercase hex),
+	// or "" when the run selected no skill. It takes part in the Key and is
+	// persisted, so a session is never resumed under another skill set
+	// (its prompt would list the old skills). The digest holds no path: the
+	// same skills staged at another sandbox path, or materialized under
+	// another state directory, keep it.
+	SkillsDigest string
 }
 
 // Binding is the canonical identity of a session, produced by [Bind]. Its
@@ -120,12 +136,13 @@ type Binding struct {
 	SessionDir string
 
 	ProfileDigest  string         // Profile.Digest()
+	SkillsDigest   string         // Config.SkillsDigest ("" when no skill was selected)
 	Model          string         // Config.Model
 	PermissionMode PermissionMode // Config.PermissionMode
 
 	// Key is the provider session key: "airlock-" + 64 hex of SHA-256 over
-	// the session id, workspace path and digest, profile digest, model and
-	// permission mode. Pass it wherever a provider or a cache names the
+	// the session id, workspace path and digest, profile digest, skills
+	// digest, model and permission mode. Pass it wherever a provider or a cache names the
 	// session (an ACP session key, a stage.Cache key): any change to a
 	// bound input gives another key, so state kept under the old one is
 	// never reused under a different binding.
@@ -138,6 +155,7 @@ type Identity struct {
 	SessionID       string         // the session id
 	WorkspaceDigest string         // "sha256:" + 64 lowercase hex
 	ProfileDigest   string         // "sha256:" + 64 lowercase hex
+	SkillsDigest    string         // "sha256:" + 64 lowercase hex, or "" for no skill
 	Model           string         // the qualified model
 	PermissionMode  PermissionMode // the permission mode
 }
@@ -147,12 +165,16 @@ type Identity struct {
 // nothing.
 //
 // Errors: [ErrInvalidSessionID], [ErrInvalidPermissionMode],
-// [ErrUnqualifiedModel], and, as a [*fs.PathError] carrying the path as
-// given, [ErrInvalidWorkspace] or [ErrInvalidStateDir] (also wrapping the
-// underlying error, e.g. [fs.ErrNotExist], when there is one).
+// [ErrUnqualifiedModel], [ErrInvalidSkillsDigest], and, as a
+// [*fs.PathError] carrying the path as given, [ErrInvalidWorkspace] or
+// [ErrInvalidStateDir] (also wrapping the underlying error, e.g.
+// [fs.ErrNotExist], when there is one).
 func Bind(cfg Config) (Binding, error) {
 	if err := checkID(cfg.SessionID); err != nil {
 		return Binding{}, fmt.Errorf("session: bind: %w: %w; pass a non-empty session id without control characters", ErrInvalidSessionID, err)
+	}
+	if err := checkSkillsDigest(cfg.SkillsDigest); err != nil {
+		return Binding{}, fmt.Errorf("session: bind: %w: %w; pass the skills bundle's Identity.Digest, or \"\" when no skill was selected", ErrInvalidSkillsDigest, err)
 	}
 	if !cfg.PermissionMode.valid() {
 		return Binding{}, fmt.Errorf("session: bind: %w %q; use %q, %q or %q",
@@ -179,14 +201,16 @@ func Bind(cfg Config) (Binding, error) {
 		WorkspaceDigest: digest.Of([]byte(ws)),
 		SessionDir:      filepath.Join(rt, "sessions", label(cfg.SessionID)),
 		ProfileDigest:   cfg.Profile.Digest(),
+		SkillsDigest:    cfg.SkillsDigest,
 		Model:           cfg.Model,
 		PermissionMode:  cfg.PermissionMode,
 	}
-	b.Key = "airlock-" + digest.Hex(digest.Encode("airlock.session-key.v1",
+	b.Key = "airlock-" + digest.Hex(digest.Encode("airlock.session-key.v2",
 		"session_id", b.SessionID,
 		"workspace", b.Workspace,
 		"workspace_digest", b.WorkspaceDigest,
 		"profile_digest", b.ProfileDigest,
+		"skills_digest", b.SkillsDigest,
 		"model", b.Model,
 		"permission_mode", string(b.PermissionMode),
 	))
@@ -269,6 +293,14 @@ func checkID(s string) error {
 		}
 	}
 	return nil
+}
+
+// checkSkillsDigest allows "" (no skill selected) or a digest.
+func checkSkillsDigest(s string) error {
+	if s == "" {
+		return nil
+	}
+	return checkDigest(s)
 }
 
 // checkDigest enforces "sha256:" followed by exactly 64 lowercase hex digits.

@@ -14,7 +14,7 @@ import (
 	"github.com/airlockdev/airlock/internal/tree"
 )
 
-// Store persists v1 records as files in one directory of an [afero.Fs].
+// Store persists records as files in one directory of an [afero.Fs].
 //
 // A session's record lives at <dir>/<readable>-<16 hex>.json, the same
 // collision-resistant name as the session's SessionDir (see [Bind]), so it
@@ -123,9 +123,11 @@ const (
 	// NoRecord: the store holds no record for the session id.
 	NoRecord FreshReason = "no_record"
 	// Drifted: the record was saved under a different binding of the same
-	// session id; [StartFresh.Fields] names the fields that differ.
+	// session id, or is a [SchemaV1] record, which cannot prove the skill
+	// set; [StartFresh.Fields] names the fields that differ (skills_digest
+	// for a v1 record).
 	Drifted FreshReason = "drift"
-	// Undecodable: the record is not a valid v1 record: another or no
+	// Undecodable: the record is not a valid record: another or no
 	// schema, an unknown field, malformed, too large, or not a regular
 	// file. Saving a new record replaces it.
 	Undecodable FreshReason = "undecodable"

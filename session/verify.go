@@ -8,6 +8,7 @@ func (b Binding) Identity() Identity {
 		SessionID:       b.SessionID,
 		WorkspaceDigest: b.WorkspaceDigest,
 		ProfileDigest:   b.ProfileDigest,
+		SkillsDigest:    b.SkillsDigest,
 		Model:           b.Model,
 		PermissionMode:  b.PermissionMode,
 	}
@@ -21,8 +22,8 @@ type RecordIDs struct {
 	AgentSessionID   string // the session id the agent assigned
 }
 
-// NewRecord returns the v1 record that persists this binding together with
-// ids. The ids are validated by [Record.Encode] (and so by [Store.Save]).
+// NewRecord returns the record ([Schema]) that persists this binding
+// together with ids. The ids are validated by [Record.Encode] (and so by [Store.Save]).
 func (b Binding) NewRecord(ids RecordIDs) Record {
 	return Record{
 		Schema:           Schema,
@@ -32,6 +33,7 @@ func (b Binding) NewRecord(ids RecordIDs) Record {
 		AgentSessionID:   ids.AgentSessionID,
 		ProfileDigest:    b.ProfileDigest,
 		WorkspaceDigest:  b.WorkspaceDigest,
+		SkillsDigest:     b.SkillsDigest,
 		Model:            b.Model,
 		PermissionMode:   b.PermissionMode,
 	}
@@ -46,13 +48,15 @@ func (b Binding) Verify(id Identity) error {
 	if err := b.validate(); err != nil {
 		return err
 	}
-	return drift(b, id.SessionID, id.WorkspaceDigest, id.ProfileDigest, id.Model, id.PermissionMode)
+	return drift(b, id, "")
 }
 
 // Check compares a persisted record with the binding. The record must be a
-// valid v1 record ([ErrUnsupportedSchema], [ErrMalformedRecord]); then every
+// valid record ([ErrUnsupportedSchema], [ErrMalformedRecord]); then every
 // immutable field is compared exactly and a mismatch is a [*DriftError]
-// naming each differing field. The record is never repaired: on any error,
+// naming each differing field. A [SchemaV1] record cannot prove the skill
+// binding and always drifts in skills_digest ([DriftError.Unproven]), even
+// for a binding without skills. The record is never repaired: on any error,
 // start a fresh session.
 func (b Binding) Check(r Record) error {
 	if err := b.validate(); err != nil {
@@ -61,30 +65,45 @@ func (b Binding) Check(r Record) error {
 	if err := validateRecord(r); err != nil {
 		return fmt.Errorf("session: check record: %w; start a fresh session", err)
 	}
-	return drift(b, r.SessionID, r.WorkspaceDigest, r.ProfileDigest, r.Model, r.PermissionMode)
+	id := Identity{SessionID: r.SessionID, WorkspaceDigest: r.WorkspaceDigest, ProfileDigest: r.ProfileDigest,
+		SkillsDigest: r.SkillsDigest, Model: r.Model, PermissionMode: r.PermissionMode}
+	return drift(b, id, r.Schema)
 }
 
-func drift(b Binding, sessionID, workspaceDigest, profileDigest, model string, mode PermissionMode) error {
-	var fields []string
-	if sessionID != b.SessionID {
+// drift compares id with b field by field; schema is the schema of the
+// record id comes from ("" for a controller's claim).
+func drift(b Binding, id Identity, schema string) error {
+	var fields, unproven []string
+	if id.SessionID != b.SessionID {
 		fields = append(fields, "session_id")
 	}
-	if workspaceDigest != b.WorkspaceDigest {
+	if id.WorkspaceDigest != b.WorkspaceDigest {
 		fields = append(fields, "workspace_digest")
 	}
-	if profileDigest != b.ProfileDigest {
+	if id.ProfileDigest != b.ProfileDigest {
 		fields = append(fields, "profile_digest")
 	}
-	if model != b.Model {
+	switch {
+	case schema == SchemaV1:
+		fields = append(fields, "skills_digest")
+		unproven = []string{"skills_digest"}
+	case id.SkillsDigest != b.SkillsDigest:
+		fields = append(fields, "skills_digest")
+	}
+	if id.Model != b.Model {
 		fields = append(fields, "model")
 	}
-	if mode != b.PermissionMode {
+	if id.PermissionMode != b.PermissionMode {
 		fields = append(fields, "permission_mode")
 	}
-	if len(fields) > 0 {
-		return &DriftError{Fields: fields}
+	if len(fields) == 0 {
+		return nil
 	}
-	return nil
+	d := &DriftError{Fields: fields}
+	if unproven != nil {
+		d.Unproven, d.Schema = unproven, schema
+	}
+	return d
 }
 
 // validate rejects a binding whose immutable fields could not have come from
@@ -101,6 +120,9 @@ func (b Binding) validate() error {
 	}
 	if err := checkDigest(b.ProfileDigest); err != nil {
 		return bad("profile digest", err)
+	}
+	if err := checkSkillsDigest(b.SkillsDigest); err != nil {
+		return bad("skills digest", err)
 	}
 	if err := checkID(b.Model); err != nil {
 		return bad("model", err)

@@ -29,7 +29,9 @@ func TestVerify(t *testing.T) {
 		{"absent workspace digest", func(id *Identity) { id.WorkspaceDigest = "" }, []string{"workspace_digest"}},
 		{"bare workspace digest", func(id *Identity) { id.WorkspaceDigest = strings.TrimPrefix(b.WorkspaceDigest, "sha256:") }, []string{"workspace_digest"}},
 		{"session id differing in case", func(id *Identity) { id.SessionID = strings.ToUpper(b.SessionID) }, []string{"session_id"}},
-		{"zero identity", func(id *Identity) { *id = Identity{} }, []string{"session_id", "workspace_digest", "profile_digest", "model", "permission_mode"}},
+		{"other skills", func(id *Identity) { id.SkillsDigest = otherDigest }, []string{"skills_digest"}},
+		{"absent skills digest", func(id *Identity) { id.SkillsDigest = "" }, []string{"skills_digest"}},
+		{"zero identity", func(id *Identity) { *id = Identity{} }, []string{"session_id", "workspace_digest", "profile_digest", "skills_digest", "model", "permission_mode"}},
 		{"two fields", func(id *Identity) { id.Model = "m"; id.SessionID = "s" }, []string{"session_id", "model"}},
 	}
 	for _, tt := range tests {
@@ -59,6 +61,7 @@ func TestIdentityAndNewRecordCarryTheBinding(t *testing.T) {
 		SessionID:       b.SessionID,
 		WorkspaceDigest: b.WorkspaceDigest,
 		ProfileDigest:   b.ProfileDigest,
+		SkillsDigest:    testSkillsDigest,
 		Model:           b.Model,
 		PermissionMode:  b.PermissionMode,
 	}, b.Identity())
@@ -72,6 +75,7 @@ func TestIdentityAndNewRecordCarryTheBinding(t *testing.T) {
 		AgentSessionID:   "agent-1",
 		ProfileDigest:    b.ProfileDigest,
 		WorkspaceDigest:  b.WorkspaceDigest,
+		SkillsDigest:     testSkillsDigest,
 		Model:            b.Model,
 		PermissionMode:   b.PermissionMode,
 	}, r)
@@ -101,9 +105,14 @@ func TestCheck(t *testing.T) {
 		{"other profile", func(r *Record) { r.ProfileDigest = otherDigest }, ErrDrift, []string{"profile_digest"}},
 		{"other model", func(r *Record) { r.Model = "gpt-5" }, ErrDrift, []string{"model"}},
 		{"other permission mode", func(r *Record) { r.PermissionMode = DenyAll }, ErrDrift, []string{"permission_mode"}},
+		{"other skills", func(r *Record) { r.SkillsDigest = otherDigest }, ErrDrift, []string{"skills_digest"}},
+		{"no skills recorded", func(r *Record) { r.SkillsDigest = "" }, ErrDrift, []string{"skills_digest"}},
+		{"v1 record", func(r *Record) { r.Schema, r.SkillsDigest = SchemaV1, "" }, ErrDrift, []string{"skills_digest"}},
+		{"v1 record and another model", func(r *Record) { r.Schema, r.SkillsDigest, r.Model = SchemaV1, "", "m" }, ErrDrift, []string{"skills_digest", "model"}},
+		{"v1 record with a skills digest", func(r *Record) { r.Schema = SchemaV1 }, ErrMalformedRecord, nil},
 		{"everything", func(r *Record) {
-			r.SessionID, r.WorkspaceDigest, r.ProfileDigest, r.Model, r.PermissionMode = "s", otherDigest, otherDigest, "m", ApproveAll
-		}, ErrDrift, []string{"session_id", "workspace_digest", "profile_digest", "model", "permission_mode"}},
+			r.SessionID, r.WorkspaceDigest, r.ProfileDigest, r.SkillsDigest, r.Model, r.PermissionMode = "s", otherDigest, otherDigest, otherDigest, "m", ApproveAll
+		}, ErrDrift, []string{"session_id", "workspace_digest", "profile_digest", "skills_digest", "model", "permission_mode"}},
 		{"absent permission mode", func(r *Record) { r.PermissionMode = "" }, ErrMalformedRecord, nil},
 		{"missing schema", func(r *Record) { r.Schema = "" }, ErrUnsupportedSchema, nil},
 		{"other schema", func(r *Record) { r.Schema = "airlock.session-identity.v0" }, ErrUnsupportedSchema, nil},
@@ -164,6 +173,11 @@ func TestInvalidBindingNeverMatches(t *testing.T) {
 		{"no profile digest", func() Binding { b := valid; b.ProfileDigest = ""; return b }()},
 		{"no model", func() Binding { b := valid; b.Model = ""; return b }()},
 		{"no permission mode", func() Binding { b := valid; b.PermissionMode = ""; return b }()},
+		{"bare skills digest", func() Binding {
+			b := valid
+			b.SkillsDigest = strings.TrimPrefix(b.SkillsDigest, "sha256:")
+			return b
+		}()},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -178,4 +192,29 @@ func TestDriftErrorIs(t *testing.T) {
 	assert.ErrorIs(t, err, ErrDrift)
 	assert.NotErrorIs(t, err, ErrMalformedRecord)
 	assert.Equal(t, "session: identity drift in model: the session was created under a different binding; start a fresh session", err.Error())
+}
+
+// TestCheckV1RecordFailsClosed: a record written before skills_digest
+// existed is read (its format is closed and valid) but never resumed, even
+// by a binding without skills, and the drift says why.
+func TestCheckV1RecordFailsClosed(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.SkillsDigest = ""
+	b := mustBind(t, cfg)
+	r := b.NewRecord(RecordIDs{RecordID: "rec-1", BackendSessionID: "backend-1", AgentSessionID: "agent-1"})
+	require.NoError(t, b.Check(r), "the v2 record of a binding without skills resumes")
+	r.Schema = SchemaV1
+	data, err := r.Encode()
+	require.NoError(t, err)
+	decoded, err := DecodeRecord(data)
+	require.NoError(t, err)
+	require.Equal(t, r, decoded)
+
+	err = b.Check(decoded)
+	require.ErrorIs(t, err, ErrDrift)
+	var de *DriftError
+	require.ErrorAs(t, err, &de)
+	assert.Equal(t, &DriftError{Fields: []string{"skills_digest"}, Unproven: []string{"skills_digest"}, Schema: SchemaV1}, de)
+	assert.Equal(t, "session: identity drift in skills_digest (the record, schema airlock.session-identity.v1, predates skills_digest and cannot prove it): "+
+		"the session was created under a different binding; start a fresh session", err.Error())
 }

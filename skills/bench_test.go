@@ -55,6 +55,31 @@ func BenchmarkMaterializeReuse(b *testing.B) {
 	}
 }
 
+// BenchmarkMaterializeReuseAllDropped materializes again, in strict mode,
+// an unchanged selection of which every skill is dropped (each Source.Name
+// differs from its SKILL.md's name): an index hit like any other, where it
+// once copied and hashed the whole tree on every call.
+func BenchmarkMaterializeReuseAllDropped(b *testing.B) {
+	_, sel := benchSources(b)
+	for i := range sel {
+		sel[i].Name = "renamed-" + sel[i].Name
+	}
+	state := b.TempDir()
+	time.Sleep(racyWindow + 100*time.Millisecond)
+	first, err := Materialize(context.Background(), state, sel, WithStrictSpec())
+	if err != nil {
+		b.Fatal(err)
+	}
+	if len(first.Skills) != 0 || len(first.Dropped) != len(sel) {
+		b.Fatalf("%d skills kept, %d dropped; want all %d dropped", len(first.Skills), len(first.Dropped), len(sel))
+	}
+	for b.Loop() {
+		if _, err := Materialize(context.Background(), state, sel, WithStrictSpec()); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 // BenchmarkCpA is the baseline: cp -a of the same tree.
 func BenchmarkCpA(b *testing.B) {
 	if _, err := exec.LookPath("cp"); err != nil {

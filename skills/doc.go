@@ -18,6 +18,13 @@
 //     dropped: listed in [Bundle.Dropped], logged at Warn, and absent from the
 //     bundle, the prompt and the identity. So is a skill whose directory is
 //     missing, a link or not a directory.
+//   - A description is never cut silently. One longer than [MaxDescription]
+//     characters in prompt form is, in default mode, cut at the last
+//     sentence boundary that fits (else clause, else word; see [Cut]),
+//     ended with [CutMarker], reported in [Skill.DescriptionCut] and logged
+//     at Warn with the skill and both lengths on every call that returns
+//     it; the full text stays in the SKILL.md the prompt names. In strict
+//     mode ([WithStrictSpec]) such a skill is dropped.
 //   - The identity holds no host path. It is a digest over a version tag and
 //     the sorted (Key, Name, tree digest) of the surviving skills: moving the
 //     state directory or rendering the prompt for another root never changes
@@ -41,8 +48,49 @@
 //     without reading or writing any content: each source's metadata (paths,
 //     types, modes, sizes, inode numbers, modification and change times) is
 //     fingerprinted, as git's index does, and trusted only when nothing in it
-//     changed within the last two seconds. Any other call copies each usable
-//     skill once, hashing as it copies.
+//     changed within the last two seconds. That holds whatever survives: a
+//     selection of which every skill is dropped is indexed too (it needs the
+//     state directory, which exists once anything was copied). Any other
+//     call copies each usable skill once, hashing as it copies.
+//
+// # Default and strict mode against the Agent Skills spec
+//
+// By default a SKILL.md that departs from the spec (agentskills.io, whose
+// reference validator is skills-ref) is kept and the departure logged at
+// Warn ("skill violates the Agent Skills spec"); [WithStrictSpec] drops it
+// with the same reason. Strict mode is the spec: it keeps exactly what the
+// spec accepts. The cases where airlock and skills-ref were found to differ,
+// and what airlock does (TestSpecEdgeCases holds one row for each):
+//
+//   - No frontmatter (no first line "---"): the spec requires one. Default
+//     mode keeps the skill with an empty description and logs "SKILL.md has
+//     no frontmatter": the user selected it, and the prompt still names it
+//     and its file. Strict mode drops it.
+//   - description: "" (or only white space): the spec requires a
+//     non-empty description. Default mode keeps the skill, logging that the
+//     agent is told only its name; strict mode drops it. (description: with
+//     no value is a YAML null, not a string, and is dropped in both modes.)
+//   - description: Use when: x — the unquoted ": " makes the YAML invalid,
+//     and skills-ref rejects it, but it is what authors write and what agent
+//     CLIs accept. Default mode reads such a top-level value as plain text to
+//     the end of its line ([ParseMetaLenient]: "Use when: x"), only when the
+//     block does not parse otherwise, and logs the key to quote; strict mode
+//     reads YAML only and drops the skill.
+//   - name: i18n-données: the spec allows lowercase letters, and skills-ref
+//     accepts those of any script, so airlock does too (letters that are
+//     neither upper nor title case, digits, "-"). Unlike skills-ref, airlock
+//     does not NFKC-normalize names: a name that passes only once normalized
+//     (a decomposed accent) is a violation, and the directory name must
+//     match byte for byte.
+//   - A leading byte order mark: accepted in both modes. YAML allows one at
+//     the start of a stream and it is an encoding signature, not text before
+//     the frontmatter; skills-ref rejects it only because it reads the file
+//     with the BOM kept and checks for a leading "---".
+//   - A description of 1,024 characters and trailing spaces: the limit is
+//     counted on the value as written, as the spec and skills-ref count it.
+//     A quoted value keeps its spaces (1,027 characters: a violation,
+//     logged, and in strict mode a drop; the prompt form, trimmed, fits and
+//     is not cut); a plain value loses them in YAML and is valid.
 //
 // Non-guarantees: the state directory is trusted: a bundle and an index
 // entry already under it are reused without re-reading their bytes. A source

@@ -25,7 +25,7 @@ const racyWindow = 2 * time.Second
 
 // indexSchema versions the index entry format and the selection
 // fingerprint that names it.
-const indexSchema = "airlock.skills.index.v2"
+const indexSchema = "airlock.skills.index.v3"
 
 // selectionPrint fingerprints a whole selection from metadata.
 type selectionPrint struct {
@@ -112,10 +112,17 @@ type indexSkill struct {
 	Key         string    `json:"key"`
 	Name        string    `json:"name"`
 	Description string    `json:"description"`
+	Cut         *indexCut `json:"cut"`
 	Digest      string    `json:"digest"`
 	Files       int       `json:"files"`
 	Bytes       int64     `json:"bytes"`
 	Skipped     []rawText `json:"skipped"`
+}
+
+type indexCut struct {
+	Original int    `json:"original"`
+	Kept     int    `json:"kept"`
+	At       string `json:"at"`
 }
 
 type indexDropped struct {
@@ -135,6 +142,9 @@ func toIndex(b *Bundle) indexEntry {
 	e := indexEntry{Schema: indexSchema, Identity: b.Identity.Digest}
 	for _, s := range b.Skills {
 		is := indexSkill{Key: s.Key, Name: s.Name, Description: s.Description, Digest: s.Digest, Files: s.Files, Bytes: s.Bytes}
+		if c := s.DescriptionCut; c != nil {
+			is.Cut = &indexCut{Original: c.Original, Kept: c.Kept, At: c.At}
+		}
 		for _, p := range s.Skipped {
 			is.Skipped = append(is.Skipped, rawText(p))
 		}
@@ -150,6 +160,9 @@ func (e indexEntry) bundle(dir string) *Bundle {
 	b := &Bundle{Dir: dir, Identity: Identity{Digest: e.Identity}}
 	for _, is := range e.Skills {
 		s := Skill{Key: is.Key, Name: is.Name, Description: is.Description, Digest: is.Digest, Files: is.Files, Bytes: is.Bytes}
+		if c := is.Cut; c != nil {
+			s.DescriptionCut = &Cut{Original: c.Original, Kept: c.Kept, At: c.At}
+		}
 		for _, p := range is.Skipped {
 			s.Skipped = append(s.Skipped, string(p))
 		}
@@ -167,7 +180,8 @@ func indexPath(stateDir string, p selectionPrint) string {
 
 // lookupIndex returns the bundle an earlier call built from exactly this
 // selection, when its metadata still pins its content and the bundle is
-// still there.
+// still there. A selection of which no skill survived has no bundle
+// directory: its entry alone is the answer.
 func lookupIndex(stateDir string, p selectionPrint) (*Bundle, bool) {
 	if !p.usable {
 		return nil, false
@@ -179,12 +193,15 @@ func lookupIndex(stateDir string, p selectionPrint) (*Bundle, bool) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	var e indexEntry
-	if err := dec.Decode(&e); err != nil || e.Schema != indexSchema || len(e.Skills) == 0 {
+	if err := dec.Decode(&e); err != nil || e.Schema != indexSchema {
 		return nil, false
 	}
 	b := e.bundle("")
 	if identity(b.Skills) != b.Identity {
 		return nil, false
+	}
+	if len(b.Skills) == 0 {
+		return b, true
 	}
 	b.Dir = bundleDir(stateDir, b.Identity)
 	if fi, err := os.Lstat(b.Dir); err != nil || !fi.IsDir() {

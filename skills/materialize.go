@@ -29,11 +29,18 @@ type Source struct {
 
 // Skill is a materialized skill.
 type Skill struct {
-	Key, Name, Description string   // Key, Name: from the Source; Description: SKILL.md's, in prompt form, at most 1024 characters
-	Digest                 string   // "sha256:<hex>" of the copied tree's manifest
-	Files                  int      // regular files in the copied tree
-	Bytes                  int64    // total size in bytes of those files
-	Skipped                []string // links and special files left out, relative paths (raw name bytes)
+	Key, Name string // from the Source
+	// Description is SKILL.md's, in prompt form, at most MaxDescription
+	// characters; a longer one is cut at a sentence or clause boundary and
+	// ends in CutMarker (default mode; strict mode drops the skill).
+	Description string
+	// DescriptionCut reports that cut (nil: the description is whole). Each
+	// cut is also logged at Warn on every Materialize call that returns it.
+	DescriptionCut *Cut
+	Digest         string   // "sha256:<hex>" of the copied tree's manifest
+	Files          int      // regular files in the copied tree
+	Bytes          int64    // total size in bytes of those files
+	Skipped        []string // links and special files left out, relative paths (raw name bytes)
 }
 
 // Dropped is a selected skill left out of the bundle, with a human reason.
@@ -43,7 +50,7 @@ type Dropped struct {
 
 // Identity identifies a bundle's content. It never holds a host path.
 type Identity struct {
-	Digest string // "sha256:<hex>" over the bundle's skills and drops
+	Digest string // "sha256:<hex>" over the surviving skills (Key, Name, tree digest); drops, of which the agent is told nothing, do not take part
 }
 
 // Bundle is the result of Materialize.
@@ -133,7 +140,10 @@ func WithLimits(l Limits) Option {
 }
 
 // WithStrictSpec drops a skill whose frontmatter violates the Agent Skills
-// spec. Default: the violation is only logged.
+// spec, reads the frontmatter as YAML only (no [ParseMetaLenient]), and so
+// never cuts a description (one over [MaxDescription] is a violation).
+// Default: the violation is only logged. See the package documentation for
+// the edge cases.
 func WithStrictSpec() Option { return func(o *options) { o.strict = true } }
 
 // Materialize copies the selected skills into an owned bundle under stateDir
@@ -175,7 +185,10 @@ func Materialize(ctx context.Context, stateDir string, sources []Source, opts ..
 		// that changes during or after the copy gets new times (the racy
 		// window covers timestamp granularity), so that key can never match
 		// it again: no second fingerprint is needed.
-		if before.usable && b.Dir != "" {
+		// A selection of which no skill survived is indexed too: it would
+		// otherwise be copied and hashed again on every call. Its entry
+		// needs the state directory, which exists once anything was copied.
+		if before.usable {
 			if o.beforeIndex != nil {
 				o.beforeIndex()
 			}
@@ -184,6 +197,12 @@ func Materialize(ctx context.Context, stateDir string, sources []Source, opts ..
 	}
 	for _, d := range b.Dropped {
 		o.log.Warn("skill dropped", "skill.key", d.Key, "skill.name", d.Name, "reason", d.Reason)
+	}
+	for _, s := range b.Skills {
+		if c := s.DescriptionCut; c != nil {
+			o.log.Warn("skill description cut to fit the prompt", "skill.key", s.Key, "skill.name", s.Name,
+				"original", c.Original, "kept", c.Kept, "at", c.At, "limit", MaxDescription)
+		}
 	}
 	return b, nil
 }
@@ -333,6 +352,7 @@ func copySkill(ctx context.Context, src Source, dst string, o options) copyOutco
 	drop := func(reason string) copyOutcome {
 		return copyOutcome{reason: reason, err: tree.RemoveAll(dst)}
 	}
+	var out copyOutcome
 	var md []byte
 	e, ok := entry(res.Manifest, "SKILL.md")
 	if ok && e.Type == tree.File && e.Size <= MaxSkillMD {
@@ -344,20 +364,41 @@ func copySkill(ctx context.Context, src Source, dst string, o options) copyOutco
 	if reason := usable(e, ok, res.Skipped, md, src); reason != "" {
 		return drop(reason)
 	}
-	meta, err := ParseMeta(md)
+	meta, notes, err := parseMeta(md, !o.strict)
 	if err != nil {
 		return drop(err.Error())
 	}
-	var warn string
-	if err := meta.Validate(src.Name); err != nil {
+	if warn := specWarning(meta, notes, src.Name); warn != "" {
 		if o.strict {
-			return drop(err.Error())
+			return drop(warn)
 		}
-		warn = err.Error()
+		out.warn = warn
 	}
 	m := res.Manifest
-	return copyOutcome{warn: warn, skill: Skill{Key: src.Key, Name: src.Name, Description: description(meta.Description),
-		Digest: m.Digest(), Files: m.Files(), Bytes: m.Bytes(), Skipped: res.Skipped}}
+	desc, cut := description(meta.Description)
+	out.skill = Skill{Key: src.Key, Name: src.Name, Description: desc, DescriptionCut: cut,
+		Digest: m.Digest(), Files: m.Files(), Bytes: m.Bytes(), Skipped: res.Skipped}
+	return out
+}
+
+// specWarning says how a SKILL.md departs from the Agent Skills spec, or
+// "": the violations Meta.Validate finds, after a missing frontmatter or
+// values read leniently (ParseMetaLenient).
+func specWarning(meta Meta, notes parseNotes, dirName string) string {
+	var parts []string
+	if notes.none {
+		parts = append(parts, errNoFrontmatter.Error())
+	}
+	for _, k := range notes.lenient {
+		parts = append(parts, fmt.Sprintf("%s: the value holds an unquoted \": \", which is not valid YAML; read as text to the end of the line (quote the value)", k))
+	}
+	if err := meta.Validate(dirName); err != nil {
+		parts = append(parts, strings.TrimPrefix(err.Error(), ErrSpec.Error()+": "))
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return ErrSpec.Error() + ": " + strings.Join(parts, "; ")
 }
 
 func entry(m tree.Manifest, p string) (tree.Entry, bool) {

@@ -6,7 +6,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-	"unicode/utf8"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -55,6 +54,9 @@ func TestParseMeta(t *testing.T) {
 func TestMetaValidate(t *testing.T) {
 	ok := Meta{Name: "pdf-tools", Description: "Reads PDFs."}
 	require.NoError(t, ok.Validate("pdf-tools"))
+	for _, name := range []string{"i18n-données", "データ-2", "ß-ǆ", "٣-x"} {
+		require.NoError(t, Meta{Name: name, Description: strings.Repeat("d", 1024)}.Validate(name), name)
+	}
 	for _, tc := range []struct {
 		name string
 		m    Meta
@@ -63,12 +65,17 @@ func TestMetaValidate(t *testing.T) {
 	}{
 		{"missing name", Meta{Description: "d"}, "x", "name is missing"},
 		{"long name", Meta{Name: strings.Repeat("a", 65), Description: "d"}, strings.Repeat("a", 65), "at most 64"},
-		{"upper", Meta{Name: "Pdf", Description: "d"}, "Pdf", "only a-z, 0-9 and -"},
+		{"upper", Meta{Name: "Pdf", Description: "d"}, "Pdf", `may hold only lowercase letters, digits and - (found 'P', U+0050)`},
+		{"upper non-ASCII", Meta{Name: "données-É", Description: "d"}, "données-É", `(found 'É', U+00C9)`},
+		{"underscore", Meta{Name: "pdf_tools", Description: "d"}, "pdf_tools", `(found '_', U+005F)`},
+		{"a number that is no digit", Meta{Name: "v½", Description: "d"}, "v½", "U+00BD)"},
+		{"decomposed accent", Meta{Name: "donne\u0301es", Description: "d"}, "donne\u0301es", "U+0301)"},
 		{"leading hyphen", Meta{Name: "-pdf", Description: "d"}, "-pdf", "leading, trailing or double hyphen"},
 		{"trailing hyphen", Meta{Name: "pdf-", Description: "d"}, "pdf-", "leading, trailing or double hyphen"},
 		{"double hyphen", Meta{Name: "p--df", Description: "d"}, "p--df", "leading, trailing or double hyphen"},
 		{"dir mismatch", Meta{Name: "pdf", Description: "d"}, "other", `differs from the directory name "other"`},
 		{"no description", Meta{Name: "pdf", Description: "  "}, "pdf", "description is missing"},
+		{"trailing spaces count", Meta{Name: "pdf", Description: strings.Repeat("d", 1024) + "  "}, "pdf", "description is 1026 characters; at most 1024"},
 		{"long description", Meta{Name: "pdf", Description: strings.Repeat("é", 1025)}, "pdf", "description is 1025 characters"},
 		{"long compatibility", Meta{Name: "pdf", Description: "d", Compatibility: strings.Repeat("c", 501)}, "pdf", "compatibility is 501"},
 		{"unknown key", Meta{Name: "pdf", Description: "d", Unknown: []string{"version"}}, "pdf", `key "version" is not in the spec`},
@@ -82,9 +89,12 @@ func TestMetaValidate(t *testing.T) {
 }
 
 func TestDescription(t *testing.T) {
-	assert.Equal(t, "a b c", description("  a\n\tb \x1b c \r\n"))
-	long := description(strings.Repeat("ü", 2000))
-	assert.Equal(t, 1024, utf8.RuneCountInString(long))
+	got, cut := description("  a\n\tb \x1b c \r\n")
+	assert.Equal(t, "a b c", got)
+	assert.Nil(t, cut)
+	long, cut := description(strings.Repeat("ü", 2000))
+	assert.Equal(t, strings.Repeat("ü", 1023)+CutMarker, long, "no space at all: cut between characters")
+	assert.Equal(t, &Cut{Original: 2000, Kept: 1023, At: CutCharacter}, cut)
 }
 
 // FuzzParseMeta checks that ParseMeta never panics, that every error wraps
@@ -95,8 +105,16 @@ func FuzzParseMeta(f *testing.F) {
 	f.Add([]byte("---\nallowed-tools: [a, b]\nx: 1\n---\n"))
 	f.Add([]byte("no frontmatter"))
 	f.Add([]byte("---\nname: &a x\ndescription: *a\n---\n"))
+	f.Add([]byte("---\nname: x\ndescription: Use when: a \"b\" \\ c:\n---\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		m, err := ParseMeta(data)
+		lm, lenient, lerr := ParseMetaLenient(data)
+		if lerr != nil && !errors.Is(lerr, ErrFrontmatter) {
+			t.Fatalf("lenient error does not wrap ErrFrontmatter: %v", lerr)
+		}
+		if err == nil && (lerr != nil || lenient != nil || !assert.ObjectsAreEqual(m, lm)) {
+			t.Fatalf("valid YAML read otherwise leniently: %#v, %v, %v; strict %#v", lm, lenient, lerr, m)
+		}
 		if err != nil {
 			if !errors.Is(err, ErrFrontmatter) {
 				t.Fatalf("error does not wrap ErrFrontmatter: %v", err)
@@ -140,6 +158,43 @@ func FuzzParseMeta(f *testing.F) {
 			t.Fatalf("round trip changed the meta:\n%#v\n%#v", m, again)
 		}
 	})
+}
+
+func TestParseMetaLenient(t *testing.T) {
+	for _, tc := range []struct {
+		name, in string
+		want     Meta
+		lenient  []string
+		err      string
+	}{
+		{"valid YAML untouched", "---\nname: a\ndescription: \"Use when: x\"\n---\n", Meta{Name: "a", Description: "Use when: x"}, nil, ""},
+		{"unquoted colon", "---\nname: a\ndescription: Use when: x\n---\n", Meta{Name: "a", Description: "Use when: x"}, []string{"description"}, ""},
+		{"trailing colon, quotes and backslash", "---\ndescription: Say \"hi\" \\ then:  \ncompatibility: Needs: git\n---\n",
+			Meta{Description: `Say "hi" \ then:`, Compatibility: "Needs: git"}, []string{"description", "compatibility"}, ""},
+		{"quotes cannot inject a key", "---\nname: a\ndescription: a: b\", name: \"evil\n---\n",
+			Meta{Name: "a", Description: `a: b", name: "evil`}, []string{"description"}, ""},
+		{"a comment is text", "---\ndescription: Use when: x # y\n---\n", Meta{Description: "Use when: x # y"}, []string{"description"}, ""},
+		{"nested lines are not read leniently", "---\nmetadata:\n  a: b: c\n---\n", Meta{}, nil, "does not parse"},
+		{"indicator first: not a plain scalar", "---\ndescription: [a: b\n---\n", Meta{}, nil, "does not parse"},
+		{"continuation line still fails", "---\ndescription: Use when: x\n  and more\n---\n", Meta{}, nil, "mapping values are not allowed"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, lenient, err := ParseMetaLenient([]byte(tc.in))
+			if tc.err != "" {
+				require.ErrorIs(t, err, ErrFrontmatter)
+				assert.Contains(t, err.Error(), tc.err)
+				assert.Nil(t, lenient)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, got)
+			assert.Equal(t, tc.lenient, lenient)
+			if tc.lenient != nil {
+				_, err := ParseMeta([]byte(tc.in))
+				require.ErrorIs(t, err, ErrFrontmatter, "ParseMeta stays strict")
+			}
+		})
+	}
 }
 
 func TestParseMetaLinear(t *testing.T) {

@@ -156,7 +156,9 @@ func TestPromptDropsInvisibleAndControl(t *testing.T) {
 			}
 			assert.Equal(t, 5, strings.Count(p, "\n"), "one line per skill, nothing split")
 
-			assert.Equal(t, want, description("Safe"+r+"word:"+r+r+" "+r+"evil"+r))
+			got, cut := description("Safe" + r + "word:" + r + r + " " + r + "evil" + r)
+			assert.Equal(t, want, got)
+			assert.Nil(t, cut)
 		})
 	}
 }

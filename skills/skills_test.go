@@ -563,3 +563,53 @@ func TestMaterializeRefusesRelativePaths(t *testing.T) {
 	require.ErrorIs(t, err, ErrInvalidSource)
 	assert.ErrorContains(t, err, `directory "skills/n" is not an absolute host path`)
 }
+
+// TestMaterializeIndexAllDropped: a selection of which every skill is
+// dropped is indexed like any other, so calling again with it unchanged
+// copies and hashes nothing (it once copied every skill on every call),
+// and still logs each drop; a change to a source is noticed.
+func TestMaterializeIndexAllDropped(t *testing.T) {
+	state, src := t.TempDir(), t.TempDir()
+	writeMD(t, filepath.Join(src, "a"), "---\nname: not-a\ndescription: d\n---\n")
+	writeMD(t, filepath.Join(src, "b"), "---\nname: b\n---\n")
+	require.NoError(t, os.MkdirAll(filepath.Join(src, "c"), 0o755)) // no SKILL.md
+	var sel []Source
+	for _, n := range []string{"a", "b", "c"} {
+		sel = append(sel, Source{Key: "k/" + n, Name: n, Dir: filepath.Join(src, n)})
+	}
+	var copies []string
+	spy := func(o *options) {
+		o.racy = 0
+		o.copied = func(name string) { copies = append(copies, name) }
+	}
+	ctx := context.Background()
+	first, err := Materialize(ctx, state, sel, spy, WithStrictSpec())
+	require.NoError(t, err)
+	assert.Empty(t, first.Skills)
+	assert.Len(t, first.Dropped, 3)
+	assert.Equal(t, "", first.Dir)
+	assert.Equal(t, []string{"a", "b", "c"}, copies)
+
+	copies = nil
+	var logs bytes.Buffer
+	again, err := Materialize(ctx, state, sel, spy, WithStrictSpec(), WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+	require.NoError(t, err)
+	assert.Empty(t, copies, "an unchanged all-dropped selection is an index hit: nothing copied or hashed")
+	assert.Equal(t, first, again)
+	for _, n := range []string{"a", "b", "c"} {
+		assert.Contains(t, logs.String(), "skill.name="+n, "each drop is logged on an index hit too")
+	}
+	entries, err := os.ReadDir(state)
+	require.NoError(t, err)
+	for _, e := range entries {
+		assert.True(t, strings.HasPrefix(e.Name(), ".index-"), "nothing but the index entry is left: %s", e.Name())
+	}
+
+	writeMD(t, filepath.Join(src, "b"), "---\nname: b\ndescription: Now usable.\n---\n")
+	copies = nil
+	changed, err := Materialize(ctx, state, sel, spy, WithStrictSpec())
+	require.NoError(t, err)
+	assert.Equal(t, []string{"a", "b", "c"}, copies, "a changed source is copied again")
+	require.Len(t, changed.Skills, 1)
+	assert.Equal(t, "b", changed.Skills[0].Name)
+}

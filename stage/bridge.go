@@ -1,7 +1,6 @@
 package stage
 
 import (
-	"bufio"
 	"context"
 	"crypto/rand"
 	"errors"
@@ -63,6 +62,9 @@ func WithControlTimeout(d time.Duration) BridgeOption {
 // FileReader). No file content is ever base64-encoded or sent one command
 // per file.
 //
+// A publish runs as named phases (setup, carry, stream, publish, cleanup;
+// see phase), each a function with explicit transitions.
+//
 // Every control command runs under the control deadline (ControlDeadline
 // of the Runner, or shorter with WithControlTimeout), enforced on the
 // host even when the Runner ignores its context: by then the operation
@@ -92,7 +94,7 @@ func WithControlTimeout(d time.Duration) BridgeOption {
 // copy stays. Without procfs in
 // the sandbox, a zombie owner is recognised only where ps reports it.
 type Bridge struct {
-	r       Runner
+	r       sandbox.Runner
 	timeout time.Duration
 	rand    io.Reader
 	locks   keylock.Map
@@ -101,13 +103,15 @@ type Bridge struct {
 	// inflight: the temporary directories of this Bridge's publishes under
 	// way, which its sweeps leave alone.
 	inflight pathSet
+	// onPhase, when set (tests), is told each transition of a Publish.
+	onPhase func(from, to phase, err error)
 }
 
 var _ Target = (*Bridge)(nil)
 
 // NewBridge returns a Target that stages through r.
-func NewBridge(r Runner, opts ...BridgeOption) *Bridge {
-	b := &Bridge{r: r, timeout: ControlDeadline(r), rand: rand.Reader}
+func NewBridge(r sandbox.Runner, opts ...BridgeOption) *Bridge {
+	b := &Bridge{r: r, timeout: sandbox.ControlDeadline(r), rand: rand.Reader}
 	for _, o := range opts {
 		o(b)
 	}
@@ -122,22 +126,27 @@ func NewBridge(r Runner, opts ...BridgeOption) *Bridge {
 // Runner may still write to cmd.Stdout and cmd.Stderr afterwards, so pass
 // writers that tolerate it. Adapters use it for their own short sandbox
 // operations (queue reads, input delivery).
-func (b *Bridge) Control(ctx context.Context, cmd Command) error {
-	err := b.control(ctx, "command", cmd)
-	var ee *ExitError
-	if err == nil || errors.Is(err, ErrTransport) || errors.As(err, &ee) {
-		return err
-	}
-	return fmt.Errorf("%w: %w", ErrTransport, err)
+func (b *Bridge) Control(ctx context.Context, cmd sandbox.Command) error {
+	return sandbox.Control(ctx, controlRunner{b.r, b.timeout}, cmd)
 }
 
-func (b *Bridge) control(ctx context.Context, op string, cmd Command) error {
+// controlRunner is the Bridge's Runner with the Bridge's control deadline
+// (WithControlTimeout), for sandbox.Control.
+type controlRunner struct {
+	sandbox.Runner
+	timeout time.Duration
+}
+
+// ControlTimeout implements sandbox.ControlTimeouter.
+func (r controlRunner) ControlTimeout() time.Duration { return r.timeout }
+
+func (b *Bridge) control(ctx context.Context, op string, cmd sandbox.Command) error {
 	return b.runControl(ctx, op, cmd, 0)
 }
 
 // runControl is control. When the caller's ctx ends first, it waits up to
 // settle more for the Runner to return before it returns the ctx error.
-func (b *Bridge) runControl(ctx context.Context, op string, cmd Command, settle time.Duration) error {
+func (b *Bridge) runControl(ctx context.Context, op string, cmd sandbox.Command, settle time.Duration) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("%s: %w", op, err)
 	}
@@ -169,18 +178,20 @@ func (b *Bridge) runControl(ctx context.Context, op string, cmd Command, settle 
 }
 
 // renameThenDelete runs a publish or unstage command: a control operation
-// until the command prints publishedLine (its renames are done) or ends,
-// and then, for deleting what it moved aside, a wait of at most the control
-// deadline more. Once the line
-// came, the operation has succeeded whatever follows: a deletion that
-// fails, is cut or outlasts the wait leaves a directory that the next
-// sweep removes (the command is not stopped; it may still be deleting).
-// The caller's cancellation cuts neither wait short: a cut publish or
-// cleanup would leave its directory behind until the next sweep.
-func (b *Bridge) renameThenDelete(ctx context.Context, op string, cmd Command) error {
+// until the command prints shell.PublishedLine (its renames are done) or
+// ends, and then, for deleting what it moved aside, a wait of at most the
+// control deadline more. Once the line came, the operation has succeeded
+// whatever follows: a deletion that fails, is cut or outlasts the wait
+// leaves a directory that the next sweep removes (the command is not
+// stopped; it may still be deleting). The caller's cancellation cuts
+// neither wait short: a cut publish or cleanup would leave its directory
+// behind until the next sweep. A command that prints something else first
+// (a sandbox's noisy mv) is waited for to its end, under the control
+// deadline, and its exit status decides.
+func (b *Bridge) renameThenDelete(ctx context.Context, op string, cmd sandbox.Command) error {
 	stderr := &limitedBuffer{Max: 4 << 10, Truncate: true}
 	cmd.Stderr = stderr
-	out := &lineWatch{line: publishedLine + "\n", seen: make(chan struct{})}
+	out := shell.NewLineWatch(shell.PublishedLine)
 	cmd.Stdout = out
 	rctx, rcancel := context.WithCancel(context.WithoutCancel(ctx))
 	done := make(chan error, 1)
@@ -192,11 +203,11 @@ func (b *Bridge) renameThenDelete(ctx context.Context, op string, cmd Command) e
 	defer timer.Stop()
 	select {
 	case err := <-done:
-		if out.saw() {
+		if out.Saw() {
 			return nil
 		}
 		return b.classify(context.WithoutCancel(ctx), nil, op, err, stderr)
-	case <-out.seen:
+	case <-out.Seen():
 	case <-timer.C:
 		rcancel()
 		return b.timeoutErr(op)
@@ -207,35 +218,6 @@ func (b *Bridge) renameThenDelete(ctx context.Context, op string, cmd Command) e
 	case <-timer.C:
 	}
 	return nil
-}
-
-// lineWatch is a command's stdout that closes seen once the output starts
-// with line; it keeps no more than that.
-type lineWatch struct {
-	line string
-	mu   sync.Mutex
-	buf  []byte
-	seen chan struct{}
-	ok   bool
-}
-
-func (w *lineWatch) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if !w.ok && len(w.buf) < len(w.line) {
-		w.buf = append(w.buf, p[:min(len(p), len(w.line)-len(w.buf))]...)
-		if string(w.buf) == w.line {
-			w.ok = true
-			close(w.seen)
-		}
-	}
-	return len(p), nil
-}
-
-func (w *lineWatch) saw() bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.ok
 }
 
 // maxStopGrace bounds how long a data command (and a cancelled setup) gets
@@ -256,8 +238,8 @@ func (b *Bridge) stopGrace() time.Duration { return min(maxStopGrace, b.timeout)
 // reports whether it returned; when it did not, the command may still be
 // running and is abandoned, and err is the expired deadline's (wrapping
 // ErrTransport) or nil when dctx ended.
-func (b *Bridge) runData(dctx context.Context, op string, cmd Command, after, stop func(), armAt <-chan struct{}) (ended bool, err error) {
-	x := Watch(dctx, b.r, cmd, WatchOptions{Op: op, Deadline: b.timeout, After: func(error) {
+func (b *Bridge) runData(dctx context.Context, op string, cmd sandbox.Command, after, stop func(), armAt <-chan struct{}) (ended bool, err error) {
+	x := sandbox.Watch(dctx, b.r, cmd, sandbox.WatchOptions{Op: op, Deadline: b.timeout, After: func(error) {
 		if after != nil {
 			after()
 		}
@@ -307,7 +289,7 @@ func (b *Bridge) classify(ctx, cctx context.Context, op string, err error, stder
 	if cctx != nil && cctx.Err() != nil {
 		return b.timeoutErr(op)
 	}
-	var ee *ExitError
+	var ee *sandbox.ExitError
 	if errors.As(err, &ee) {
 		msg := strings.TrimSpace(stderr.String())
 		if msg == "" {
@@ -319,7 +301,7 @@ func (b *Bridge) classify(ctx, cctx context.Context, op string, err error, stder
 }
 
 // MaxProbeBytes bounds the whole reply of one Probe, all manifests
-// together: a sandbox that sends more fails the probe with ErrTransport,
+// together: a sandbox that sends more fails the probe with ErrProtocol,
 // and the host never holds more than this of its output.
 const MaxProbeBytes = MaxManifestBytes + 1<<20
 
@@ -329,19 +311,6 @@ type sandboxCaps struct {
 	sha256   bool // sha256sum or openssl is there: unchanged files can be carried over and checked (delta publish)
 	exchange bool // mv --exchange (GNU coreutils 9.5+): the publish swaps old and new copies in one rename
 }
-
-// probeHeader starts every probe reply: "airlock-probe <caps>\n", where caps
-// is "-" when not asked, else two digits (sha256sum, mv --exchange) and, when
-// a required tool is missing, a space and the missing tools' names.
-const probeHeader = "airlock-probe "
-
-// detectScript prints the capability word of probeHeader.
-const detectScript = `m=
-for t in tar mkdir mv rm cat chmod; do command -v "$t" >/dev/null 2>&1 || m="$m $t"; done
-s=0; { command -v sha256sum || command -v openssl; } >/dev/null 2>&1 && s=1
-x=0; mv --help 2>/dev/null | grep -q -e '--exchange' && x=1
-c="$s$x$m"
-`
 
 // Probe implements Target. The sandbox lists the manifests that exist as
 // regular files and sends them as one tar stream: one command, one process
@@ -353,7 +322,7 @@ func (b *Bridge) Probe(ctx context.Context, root string, names []string) ([][]by
 	if c, known := b.knownCaps(); known && c.missing != "" {
 		return nil, c.missingErr()
 	}
-	if fr, ok := b.r.(FileReader); ok && len(names) > 0 {
+	if fr, ok := b.r.(sandbox.FileReader); ok && len(names) > 0 {
 		// No process in the sandbox: an unchanged asset costs no command at
 		// all; what the sandbox offers is learnt when a publish needs it.
 		return b.probeFiles(ctx, fr, root, names)
@@ -368,52 +337,52 @@ func (b *Bridge) probeShell(ctx context.Context, root string, names []string) ([
 	if len(names) == 0 && known {
 		return [][]byte{}, nil
 	}
-	want := make(map[string]int, len(names))
+	files := make([]string, len(names))
 	var sb strings.Builder
 	if known {
 		sb.WriteString("c=-\n")
 	} else {
-		sb.WriteString(detectScript)
+		sb.WriteString(shell.DetectScript)
 	}
 	// A link at the root is never followed: nothing is staged there (the
 	// next publish replaces it by a directory).
-	fmt.Fprintf(&sb, "echo \"%s$c\"\nr=%s\n[ -L \"$r\" ] && exit 0\ncd \"$r\" 2>/dev/null || exit 0\n", probeHeader, q(root))
+	fmt.Fprintf(&sb, "%sr=%s\n[ -L \"$r\" ] && exit 0\ncd \"$r\" 2>/dev/null || exit 0\n", shell.EchoHeader, q(root))
 	// Leftovers a sweep would remove are reported, so that a stage with
 	// nothing to publish still removes them (see sweepRoot).
 	sb.WriteString(sweepFuncs)
 	sb.WriteString(leftoverCheck(b.inflight.under(root)))
 	sb.WriteString("set --\nfor f in")
 	for i, n := range names {
-		want[manifestName(n)] = i
-		sb.WriteString(" " + q(manifestName(n)))
+		files[i] = manifestName(n)
+		sb.WriteString(" " + q(files[i]))
 	}
 	sb.WriteString("; do if [ -f \"$f\" ] && [ ! -L \"$f\" ]; then set -- \"$@\" \"$f\"; fi; done\n[ $# -eq 0 ] || exec tar -c -f - \"$@\"")
 	op := "reading the stored manifests under " + root
 
-	res := make([][]byte, len(names))
+	var reply shell.ProbeReply
 	pr, pw := io.Pipe()
 	parsed := make(chan error, 1)
-	var leftovers bool
+	refused := make(chan struct{}) // closed before a refusal disturbs the command
 	go func() {
-		err := b.parseProbe(pr, op, want, res, &leftovers)
+		var err error
+		reply, err = shell.ReadProbe(pr, files, MaxManifestBytes, MaxProbeBytes)
+		if reply.Asked {
+			b.setCaps(reply.Caps)
+		}
+		if err != nil {
+			err = fmt.Errorf("%s: %w", op, err)
+			close(refused)
+		}
 		pr.CloseWithError(err) // a reply that breaks the protocol stops the command's output
 		parsed <- err
 	}()
-	err := b.control(ctx, op, Command{Script: sb.String(), Stdout: pw})
+	err := b.control(ctx, op, sandbox.Command{Script: sb.String(), Stdout: pw})
 	// A reply the parser refused while the command ran explains the
 	// command's failure (its output was cut off); otherwise the command's
 	// own error comes first.
-	var perr error
-	early := false
-	select {
-	case perr = <-parsed:
-		early = true
-	default:
-	}
+	early := isClosed(refused)
 	pw.Close()
-	if !early {
-		perr = <-parsed
-	}
+	perr := <-parsed
 	switch {
 	case perr != nil && early && ctx.Err() == nil:
 		return nil, perr
@@ -425,19 +394,15 @@ func (b *Bridge) probeShell(ctx context.Context, root string, names []string) ([
 	if c, ok := b.knownCaps(); ok && c.missing != "" {
 		return nil, c.missingErr()
 	}
-	if leftovers {
+	if reply.Leftovers {
 		if err := b.sweepRoot(ctx, root); err != nil {
 			return nil, err
 		}
 	}
-	return res, nil
+	return reply.Files, nil
 }
 
-// leftoversLine, after the probe header, reports that the root holds
-// leftovers a sweep would remove.
-const leftoversLine = "airlock-leftovers"
-
-// leftoverCheck (after sweepFuncs, in the root) prints leftoversLine when
+// leftoverCheck (after sweepFuncs, in the root) prints shell.LeftoversLine when
 // a sweep would remove something: a temporary directory whose owner is
 // gone (none of skip), or a gonePrefix or newPrefix entry whose process is
 // gone.
@@ -457,7 +422,7 @@ esac
 case "$p" in ''|*[!0-9]*) continue;; esac
 if ! L "$p"; then w=1; break; fi
 done
-[ -z "$w" ] || echo ` + leftoversLine + `
+[ -z "$w" ] || echo ` + shell.LeftoversLine + `
 `)
 	return sb.String()
 }
@@ -473,9 +438,9 @@ func (b *Bridge) sweepRoot(ctx context.Context, root string) error {
 	fmt.Fprintf(&sb, "%sr=%s\n[ -L \"$r\" ] && exit 0\ncd \"$r\" 2>/dev/null || exit 0\n", finishAlone, q(root))
 	sb.WriteString(sweepFuncs)
 	sb.WriteString(sweepScript(b.inflight.under(root)))
-	sb.WriteString("echo " + publishedLine + "\nD\nexit 0\n")
-	err := b.renameThenDelete(ctx, "sweeping the leftovers under "+root, Command{Script: sb.String()})
-	var ee *ExitError
+	sb.WriteString("echo " + shell.PublishedLine + "\nD\nexit 0\n")
+	err := b.renameThenDelete(ctx, "sweeping the leftovers under "+root, sandbox.Command{Script: sb.String()})
+	var ee *sandbox.ExitError
 	if errors.As(err, &ee) {
 		return nil
 	}
@@ -486,78 +451,16 @@ func (c capsState) missingErr() error {
 	return fmt.Errorf("%w: the sandbox lacks%s, which staging needs (POSIX sh with tar, mkdir, mv, rm, cat and chmod); install it in the sandbox image", ErrTransport, c.missing)
 }
 
-// parseProbe reads a probe reply: the header, then the manifests' tar
-// stream, filling res.
-func (b *Bridge) parseProbe(r io.Reader, op string, want map[string]int, res [][]byte, leftovers *bool) error {
-	lr := &io.LimitedReader{R: r, N: MaxProbeBytes + 1}
-	br := bufio.NewReaderSize(lr, 4<<10)
-	line, err := br.ReadSlice('\n')
-	if err != nil {
-		if errors.Is(err, io.EOF) && len(line) == 0 {
-			return fmt.Errorf("%w: %s: the sandbox's reply is empty (is /bin/sh there?)", ErrTransport, op)
-		}
-		return fmt.Errorf("%w: %s: the reply does not start with a header line: %v", ErrTransport, op, err)
-	}
-	word, ok := strings.CutPrefix(strings.TrimSuffix(string(line), "\n"), probeHeader)
-	if !ok {
-		return fmt.Errorf("%w: %s: the reply starts with %q, not the probe header", ErrTransport, op, shell.Truncate(string(line), 64))
-	}
-	if word != "-" {
-		if len(word) < 2 || (word[0] != '0' && word[0] != '1') || (word[1] != '0' && word[1] != '1') {
-			return fmt.Errorf("%w: %s: malformed capability word %q", ErrTransport, op, shell.Truncate(word, 64))
-		}
-		b.setCaps(sandboxCaps{sha256: word[0] == '1', exchange: word[1] == '1'}, word[2:])
-	}
-	if next, _ := br.Peek(len(leftoversLine) + 1); string(next) == leftoversLine+"\n" {
-		_, _ = br.Discard(len(next))
-		*leftovers = true
-	}
-	seen := make([]bool, len(res))
-	err = readTarStream(br, func(e Entry, r io.Reader) error {
-		i, ok := want[e.Path]
-		switch {
-		case !ok:
-			return fmt.Errorf("%w: %s: the sandbox sent %q, which was not asked for", ErrTransport, op, e.Path)
-		case seen[i]:
-			return fmt.Errorf("%w: %s: the sandbox sent %q twice", ErrTransport, op, e.Path)
-		}
-		seen[i] = true
-		if !e.Mode.IsRegular() || e.Size > MaxManifestBytes {
-			return nil // not a usable manifest
-		}
-		data, err := io.ReadAll(r)
-		if err != nil {
-			return fmt.Errorf("%w: %s: %v", ErrTransport, op, err)
-		}
-		res[i] = data
-		return nil
-	})
-	if err == nil && lr.N <= 0 {
-		err = fmt.Errorf("%w: %s: the sandbox sent more than %d bytes", ErrTransport, op, MaxProbeBytes)
-	}
-	if err != nil {
-		return err
-	}
-	// tar pads its output; accept a little, never an endless tail.
-	if n, _ := io.Copy(io.Discard, io.LimitReader(br, 1<<20)); n == 1<<20 {
-		return fmt.Errorf("%w: %s: data after the end of the archive", ErrTransport, op)
-	}
-	if lr.N <= 0 {
-		return fmt.Errorf("%w: %s: the sandbox sent more than %d bytes", ErrTransport, op, MaxProbeBytes)
-	}
-	return nil
-}
-
 func (b *Bridge) knownCaps() (capsState, bool) {
 	b.capsMu.Lock()
 	defer b.capsMu.Unlock()
 	return b.caps, b.caps.known
 }
 
-func (b *Bridge) setCaps(c sandboxCaps, missing string) {
+func (b *Bridge) setCaps(c shell.Caps) {
 	b.capsMu.Lock()
 	defer b.capsMu.Unlock()
-	b.caps = capsState{sandboxCaps: c, known: true, missing: missing}
+	b.caps = capsState{sandboxCaps: sandboxCaps{sha256: c.SHA256, exchange: c.Exchange}, known: true, missing: c.Missing}
 }
 
 // capsState is what the first probe learnt.
@@ -592,24 +495,8 @@ func (b *Bridge) Publish(ctx context.Context, root, name string, src *Tree) (err
 	b.inflight.add(tmp)
 	defer b.inflight.remove(tmp)
 
-	out, err := b.send(ctx, root, tmp, dst, src)
-	if err == nil {
-		caps, _ := b.knownCaps()
-		if err = ctx.Err(); err == nil { // the last point at which a cancellation stops the publish
-			// The publish is short and must not be cut in half by the
-			// caller: only the control deadline bounds it.
-			err = b.renameThenDelete(ctx, "moving the new copy into place", Command{Script: publishScript(tmp, dst, mf, name, caps.exchange)})
-			if err == nil || errors.Is(err, ErrTransport) {
-				return err // on a transport failure its outcome is unknown: send nothing more
-			}
-		}
-	} else if !out.created || out.uncertain {
-		return err // not created by us, or the sandbox may still be writing into it
-	}
-	if cerr := b.cleanup(ctx, tmp, dst, name); cerr != nil {
-		return errors.Join(err, cerr)
-	}
-	return err
+	s := &publishRun{b: b, ctx: ctx, root: root, name: name, tmp: tmp, dst: dst, mf: mf, src: src}
+	return s.run()
 }
 
 // ownerFile, in a temporary directory, holds the process id of the
@@ -748,11 +635,6 @@ done
 	return sb.String()
 }
 
-// publishedLine is what the publish and unstage commands print once their
-// renames are done: what follows (deleting the old copy) is outside the
-// control deadline.
-const publishedLine = "airlock-published"
-
 // finishAlone starts the publish, cleanup and unstage scripts: a host that
 // dies mid-command closes the command's stdout and stderr, and the command
 // must still finish its renames and delete what it moved aside (a write to
@@ -770,7 +652,7 @@ const finishAlone = "trap '' PIPE\n"
 // stays inside tmp, which the command claims first (its owner file names
 // the command's shell), so that a command killed before it deleted it
 // leaves a directory the next sweep removes. Only renames come before
-// publishedLine.
+// shell.PublishedLine.
 func publishScript(tmp, dst, mf, name string, exchange bool) string {
 	var sb strings.Builder
 	fmt.Fprintf(&sb, `%st=%s; d=%s; m=%s
@@ -789,7 +671,7 @@ if ! mv "$t/new/tree" "$d"; then mv %s "$d"; exit 4; fi
 fi
 mv -f "$t/new/manifest.json" "$m" || exit 5
 echo %s
-%sexit 0`, q(path.Join(tmp, tarOld, name)), publishedLine, dropScript(tmp))
+%sexit 0`, q(path.Join(tmp, tarOld, name)), shell.PublishedLine, dropScript(tmp))
 	return sb.String()
 }
 
@@ -807,29 +689,29 @@ const maxCarryArgs = 96 << 10
 // bounded by ARG_MAX; it is a data command (bounded by ctx), as copying
 // may take long.
 func (b *Bridge) carry(ctx context.Context, tmp, dst string, plan carryPlan) (map[string]bool, bool, error) {
-	script := "umask 0\nah=1\necho " + readyLine + "\n" + plan.script(tmp+"/new/tree", dst) + "echo " + carriedLine + "\nexit 0\n"
-	rep := newSendReport(plan.want)
+	script := "umask 0\nah=1\necho " + shell.ReadyLine + "\n" + plan.script(tmp+"/new/tree", dst) + "echo " + shell.CarriedLine + "\nexit 0\n"
+	rep := shell.NewReport(plan.want)
 	stderr := &limitedBuffer{Max: 4 << 10, Truncate: true}
 	op := "carrying unchanged files into " + tmp
 	dctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	outR, outW := io.Pipe()
-	go rep.read(outR, cancel)
-	ended, rerr := b.runData(dctx, op, Command{Script: "exec /bin/sh -s", Stdin: strings.NewReader(script), Stdout: outW, Stderr: stderr}, func() { outW.Close() }, cancel, rep.carried)
+	go rep.Read(outR, cancel)
+	ended, rerr := b.runData(dctx, op, sandbox.Command{Script: "exec /bin/sh -s", Stdin: strings.NewReader(script), Stdout: outW, Stderr: stderr}, func() { outW.Close() }, cancel, rep.Carried)
 	if !ended && rerr != nil {
 		return nil, true, fmt.Errorf("%w; its temporary directory %s is left behind: remove it by hand", rerr, tmp)
 	}
 	if !ended {
 		return nil, true, fmt.Errorf("%s: %w (%w: the sandbox command did not end within %s of being stopped; its temporary directory %s is left behind: remove it by hand)", op, context.Cause(ctx), ErrTransport, b.stopGrace(), tmp)
 	}
-	<-rep.done
+	<-rep.Done
 	if rerr != nil {
 		return nil, false, b.classify(ctx, nil, op, rerr, stderr)
 	}
-	if rep.err != nil {
-		return nil, false, fmt.Errorf("%w: %s: %w", ErrTransport, op, rep.err)
+	if rep.Err != nil {
+		return nil, false, fmt.Errorf("%s: %w", op, rep.Err)
 	}
-	return rep.hashes, false, nil
+	return rep.Hashes, false, nil
 }
 
 // cleanup removes the temporary directory tmp of a failed publish, putting
@@ -843,8 +725,8 @@ func (b *Bridge) cleanup(ctx context.Context, tmp, dst, name string) error {
 if [ ! -e "$d" ] && [ ! -L "$d" ] && { [ -e "$o" ] || [ -L "$o" ]; }; then mv "$o" "$d"; fi
 if [ -d "$t" ] && [ ! -L "$t" ]; then %s 2>/dev/null; fi
 echo %s
-%sexit 0`, finishAlone, q(tmp), q(dst), q(path.Join(tmp, tarOld, name)), claimScript, publishedLine, dropScript(tmp))
-	return b.renameThenDelete(ctx, "removing temporary directory "+tmp, Command{Script: script})
+%sexit 0`, finishAlone, q(tmp), q(dst), q(path.Join(tmp, tarOld, name)), claimScript, shell.PublishedLine, dropScript(tmp))
+	return b.renameThenDelete(ctx, "removing temporary directory "+tmp, sandbox.Command{Script: script})
 }
 
 // pathSet is a set of sandbox paths, counted.
@@ -901,48 +783,45 @@ var errSandboxGone = errors.New("the sandbox command has ended")
 
 // Fetch implements Target. An asset directory that is missing, a link, not
 // a directory or not readable is reported as ErrMismatch (the script exits
-// with fetchUnusable and says why on stderr).
+// with shell.FetchUnusable and says why on stderr).
 func (b *Bridge) Fetch(ctx context.Context, root, name string, fn func(e Entry, r io.Reader) error) error {
 	dctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	d := path.Join(root, name)
 	pr, pw := io.Pipe()
 	perr := make(chan error, 1)
-	tarEnd := make(chan struct{}) // the end of the archive arrived
+	refused := make(chan struct{}) // closed before a refusal stops the command
+	tarEnd := make(chan struct{})  // the end of the archive arrived
 	go func() {
-		err := readTarStream(pr, fn)
+		err := shell.ReadFetch(pr, func(e shell.Entry, r io.Reader) error {
+			return fn(Entry{Path: e.Path, Mode: e.Mode, Size: e.Size}, r)
+		}, func() { close(tarEnd) })
 		if err != nil {
-			cancel()
-		} else {
-			close(tarEnd)
-			// tar pads its output; accept a little, never an endless tail.
-			if n, _ := io.Copy(io.Discard, io.LimitReader(pr, 1<<20)); n == 1<<20 {
-				err = fmt.Errorf("%w: fetching %s: data after the end of the archive", ErrTransport, d)
-				cancel()
+			if errors.Is(err, sandbox.ErrProtocol) { // else fn's own error
+				err = fmt.Errorf("fetching %s: %w", d, err)
 			}
+			close(refused)
+			cancel()
 		}
 		pr.CloseWithError(errFetchDone)
 		perr <- err
 	}()
 	stderr := &limitedBuffer{Max: 4 << 10, Truncate: true}
-	script := fmt.Sprintf(`d=%s; w=
-if [ -L %s ]; then w='lies under a stage root that is a symbolic link'
-elif [ -L "$d" ]; then w='is a symbolic link'
-elif [ ! -e "$d" ]; then w='is missing'
-elif [ ! -d "$d" ]; then w='is not a directory'
-elif [ ! -r "$d" ] || [ ! -x "$d" ] || ! cd "$d" 2>/dev/null; then w='is not readable'
-fi
-if [ -n "$w" ]; then echo "%s$w" >&2; exit %d; fi
-exec tar -c -f - .`, q(d), q(root), fetchUnusableMarker, fetchUnusable)
-	ended, rerr := b.runData(dctx, "fetching "+d, Command{Script: script, Stdout: pw, Stderr: stderr}, nil, func() { pw.CloseWithError(errFetchStopped) }, tarEnd)
+	script := shell.FetchScript(root, d)
+	ended, rerr := b.runData(dctx, "fetching "+d, sandbox.Command{Script: script, Stdout: pw, Stderr: stderr}, nil, func() { pw.CloseWithError(errFetchStopped) }, tarEnd)
+	// A parse that failed while the command ran explains its end (the
+	// archive broke the protocol); a parse that failed only once the
+	// command had ended read a cut archive, which the command's own
+	// failure explains.
+	early := isClosed(refused)
 	pw.Close()
-	var ee *ExitError
-	if ended && errors.As(rerr, &ee) && ee.Status == fetchUnusable && ctx.Err() == nil {
-		if msg, ok := strings.CutPrefix(strings.TrimSpace(stderr.String()), fetchUnusableMarker); ok {
+	err := <-perr
+	var ee *sandbox.ExitError
+	if ended && errors.As(rerr, &ee) && ee.Status == shell.FetchUnusable && ctx.Err() == nil {
+		if msg, ok := shell.FetchReason(stderr.String()); ok {
 			return fmt.Errorf("%w: the asset directory %s %s in the sandbox", ErrMismatch, d, msg)
 		}
 	}
-	err := <-perr
 	if !ended && rerr != nil {
 		return rerr // the archive came whole, the command never ended: abandon it (it only reads)
 	}
@@ -957,24 +836,29 @@ exec tar -c -f - .`, q(d), q(root), fetchUnusableMarker, fetchUnusable)
 			return fmt.Errorf("%w: fetching %s: the sandbox command did not end", ErrTransport, d)
 		}
 	}
-	if err != nil {
+	failed := rerr != nil && !errors.Is(rerr, errFetchDone)
+	if err != nil && (early || !failed) {
 		if cerr := ctx.Err(); cerr != nil {
 			return fmt.Errorf("fetching %s: %w", d, cerr)
 		}
 		return err
 	}
-	if rerr != nil && !errors.Is(rerr, errFetchDone) {
+	if failed {
 		return b.classify(ctx, nil, "fetching "+d, rerr, stderr)
 	}
 	return nil
 }
 
-// The Fetch script's report of an unusable asset directory.
-const (
-	fetchUnusable       = 3
-	fetchUnusableMarker = "airlock-fetch: "
-)
-
 var errFetchStopped = errors.New("fetch stopped")
+
+// isClosed reports whether c is closed.
+func isClosed(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
+}
 
 var errFetchDone = errors.New("fetch finished reading")

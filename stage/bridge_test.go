@@ -289,18 +289,19 @@ func TestBridgeErrors(t *testing.T) {
 		transport bool
 		status    int
 		either    bool // ErrTransport or the publish's completeness check, depending on pipe buffering
+		protocol  bool // the sandbox broke the protocol: ErrProtocol, not ErrTransport
 	}{
-		{"ProbeExit", isProbe, func(context.Context, sandbox.Command) error { return &sandbox.ExitError{Status: 7} }, false, 7, false},
-		{"ProbeTransport", isProbe, func(context.Context, sandbox.Command) error { return boom }, true, 0, false},
+		{"ProbeExit", isProbe, func(context.Context, sandbox.Command) error { return &sandbox.ExitError{Status: 7} }, false, 7, false, false},
+		{"ProbeTransport", isProbe, func(context.Context, sandbox.Command) error { return boom }, true, 0, false, false},
 		{"ProbeGarbage", isProbe, func(_ context.Context, c sandbox.Command) error {
 			_, err := fmt.Fprint(c.Stdout, "M 5\nab")
 			return err
-		}, true, 0, false},
-		{"SetupExit", isSetup, func(context.Context, sandbox.Command) error { return &sandbox.ExitError{Status: 1} }, false, 1, false},
-		{"TransferExit", isTransfer, func(context.Context, sandbox.Command) error { return &sandbox.ExitError{Status: 2} }, false, 2, false},
-		{"TransferTransport", isTransfer, func(context.Context, sandbox.Command) error { return boom }, true, 0, false},
-		{"TransferStopsEarly", isTransfer, func(context.Context, sandbox.Command) error { return nil }, true, 0, true},
-		{"PublishExit", isPublish, func(context.Context, sandbox.Command) error { return &sandbox.ExitError{Status: 3} }, false, 3, false},
+		}, false, 0, false, true},
+		{"SetupExit", isSetup, func(context.Context, sandbox.Command) error { return &sandbox.ExitError{Status: 1} }, false, 1, false, false},
+		{"TransferExit", isTransfer, func(context.Context, sandbox.Command) error { return &sandbox.ExitError{Status: 2} }, false, 2, false, false},
+		{"TransferTransport", isTransfer, func(context.Context, sandbox.Command) error { return boom }, true, 0, false, false},
+		{"TransferStopsEarly", isTransfer, func(context.Context, sandbox.Command) error { return nil }, true, 0, true, false},
+		{"PublishExit", isPublish, func(context.Context, sandbox.Command) error { return &sandbox.ExitError{Status: 3} }, false, 3, false, false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -315,6 +316,7 @@ func TestBridgeErrors(t *testing.T) {
 			} else {
 				assert.Equal(t, c.transport, errors.Is(err, sandbox.ErrTransport), "ErrTransport: %v", err)
 			}
+			assert.Equal(t, c.protocol, errors.Is(err, sandbox.ErrProtocol), "ErrProtocol: %v", err)
 			var ee *sandbox.ExitError
 			if c.status != 0 {
 				require.ErrorAs(t, err, &ee)

@@ -7,6 +7,8 @@ import (
 	"io/fs"
 	"path"
 	"sync"
+
+	"github.com/airlockdev/airlock/sandbox"
 )
 
 // maxParallelReads bounds the ReadFile calls in flight for one probe.
@@ -16,7 +18,7 @@ const maxParallelReads = 16
 // control deadline. A manifest that is missing, a link, not a regular file
 // or over MaxManifestBytes is nil; all of them together may not exceed
 // MaxProbeBytes.
-func (b *Bridge) probeFiles(ctx context.Context, fr FileReader, root string, names []string) ([][]byte, error) {
+func (b *Bridge) probeFiles(ctx context.Context, fr sandbox.FileReader, root string, names []string) ([][]byte, error) {
 	op := "reading the stored manifests under " + root
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("%s: %w", op, err)
@@ -46,7 +48,7 @@ func (b *Bridge) probeFiles(ctx context.Context, fr FileReader, root string, nam
 				case err == nil:
 					total += int64(len(data))
 					if total > MaxProbeBytes {
-						err = fmt.Errorf("%w: %s: the sandbox's manifests hold more than %d bytes together", ErrTransport, op, MaxProbeBytes)
+						err = fmt.Errorf("%w: %s: the sandbox's manifests hold more than %d bytes together", sandbox.ErrProtocol, op, MaxProbeBytes)
 						break
 					}
 					res[i] = data

@@ -51,6 +51,12 @@
 //     once the command has the stream's last byte, the wait for its end is
 //     a control step again ([Watch]), so a Runner that never returns cannot
 //     hold a Stage.
+//   - A sandbox that breaks the protocol (a garbled, oversized or
+//     out-of-order reply, a tar stream with a member outside its
+//     directory) fails the operation with sandbox.ErrProtocol, wrapped with
+//     what was being done; a lost connection or an expired deadline with
+//     [ErrTransport]. The lines and their bounded parsers live in
+//     internal/shell.
 //   - Deleting an old copy is no part of any control step: a publish's and
 //     an unstage's control step is their renames; the deletion follows in
 //     the same command, and a deletion that fails or is cut is the next

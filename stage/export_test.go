@@ -61,3 +61,12 @@ func SetMaxEmbeddedCarry(t interface{ Cleanup(func()) }, n int) {
 // SetMade makes d call made once a temporary directory exists, before its
 // owner file is written.
 func SetMade(d *Dir, made func()) { d.made = made }
+
+// SetPhaseHook makes b call fn at each transition of a Publish, with the
+// publish's error so far.
+func SetPhaseHook(b *Bridge, fn func(from, to string, err error)) {
+	b.onPhase = func(f, t phase, err error) { fn(f.String(), t.String(), err) }
+}
+
+// PhaseName returns the name of the i-th phase.
+func PhaseName(i int) string { return phase(i).String() }

@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"io/fs"
 	"path"
@@ -54,7 +55,8 @@ func TestReadTarStreamHostile(t *testing.T) {
 				t.Fatalf("entry %q must not reach fn", name)
 				return nil
 			})
-			assert.ErrorIs(t, err, sandbox.ErrTransport)
+			assert.ErrorIs(t, err, sandbox.ErrProtocol)
+			assert.ErrorContains(t, err, "which is not a clean relative path")
 		})
 	}
 	t.Run("TypesReported", func(t *testing.T) {
@@ -83,7 +85,8 @@ func TestReadTarStreamHostile(t *testing.T) {
 	})
 	t.Run("Garbage", func(t *testing.T) {
 		err := stage.ReadTarStream(bytes.NewReader(bytes.Repeat([]byte("x"), 1024)), func(stage.Entry, io.Reader) error { return nil })
-		assert.ErrorIs(t, err, sandbox.ErrTransport)
+		assert.ErrorIs(t, err, sandbox.ErrProtocol)
+		assert.False(t, errors.Is(err, sandbox.ErrTransport), "a hostile stream is no transport failure: %v", err)
 	})
 }
 
@@ -92,10 +95,10 @@ func TestReadTarStreamHostile(t *testing.T) {
 func TestBridgeProbeHostile(t *testing.T) {
 	const m = ".airlock-manifest-a.json"
 	cases := []struct {
-		name      string
-		out       []byte
-		transport bool
-		want      [][]byte
+		name     string
+		out      []byte
+		protocol bool
+		want     [][]byte
 	}{
 		{"Nothing", nil, false, [][]byte{nil, nil}},
 		{"One", tarOf(t, member{name: m, typeflag: tar.TypeReg, body: "{}"}), false, [][]byte{[]byte("{}"), nil}},
@@ -133,8 +136,10 @@ func TestBridgeProbeHostile(t *testing.T) {
 				names = append(names, "c")
 			}
 			got, err := stage.NewBridge(r).Probe(context.Background(), "/rt", names)
-			if c.transport {
-				assert.ErrorIs(t, err, sandbox.ErrTransport)
+			if c.protocol {
+				assert.ErrorIs(t, err, sandbox.ErrProtocol)
+				assert.False(t, errors.Is(err, sandbox.ErrTransport), "a hostile reply is no transport failure: %v", err)
+				assert.ErrorContains(t, err, "reading the stored manifests under /rt")
 				return
 			}
 			require.NoError(t, err)
@@ -191,4 +196,30 @@ func TestBridgeProbeMissingTool(t *testing.T) {
 	_, err := stage.NewBridge(r).Probe(context.Background(), "/rt", []string{"a"})
 	require.ErrorIs(t, err, sandbox.ErrTransport)
 	assert.ErrorContains(t, err, "the sandbox lacks tar chmod")
+}
+
+// floodReader is a FileReader whose every file holds data; it runs no
+// shell.
+type floodReader struct{ data []byte }
+
+func (floodReader) Run(context.Context, sandbox.Command) error {
+	return errors.New("floodReader runs no shell")
+}
+
+func (f floodReader) ReadFile(_ context.Context, _ string, max int64) ([]byte, error) {
+	if int64(len(f.data)) > max {
+		return nil, sandbox.ErrLimit
+	}
+	return f.data, nil
+}
+
+// TestBridgeProbeFilesFlood: manifests read through a FileReader that hold
+// more than MaxProbeBytes together break the protocol (ErrProtocol, not a
+// transport failure).
+func TestBridgeProbeFilesFlood(t *testing.T) {
+	big := make([]byte, stage.MaxManifestBytes/2+1)
+	_, err := stage.NewBridge(floodReader{big}).Probe(t.Context(), "/rt", []string{"a", "b", "c"})
+	require.ErrorIs(t, err, sandbox.ErrProtocol)
+	assert.False(t, errors.Is(err, sandbox.ErrTransport), "%v", err)
+	assert.ErrorContains(t, err, "reading the stored manifests under /rt: the sandbox's manifests hold more than")
 }

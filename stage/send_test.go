@@ -2,6 +2,7 @@ package stage_test
 
 import (
 	"context"
+	"errors"
 	"io"
 	"os"
 	"os/exec"
@@ -100,7 +101,7 @@ func TestDeltaCarryHashTools(t *testing.T) {
 
 // TestSendReportHostile: what the send command prints is parsed as it
 // streams and bounded: a sandbox that floods it, sends an endless line or
-// more hash lines than files fails the publish with ErrTransport, and the
+// more hash lines than files fails the publish with ErrProtocol, and the
 // previous copy stays.
 func TestSendReportHostile(t *testing.T) {
 	for _, c := range []struct {
@@ -157,7 +158,8 @@ func TestSendReportHostile(t *testing.T) {
 				return &sandbox.ExitError{Status: 1}
 			}}
 			_, err = stage.Stage(t.Context(), stage.NewBridge(r), root, []stage.Asset{{Name: "x", Source: src}})
-			require.ErrorIs(t, err, sandbox.ErrTransport)
+			require.ErrorIs(t, err, sandbox.ErrProtocol)
+			assert.False(t, errors.Is(err, sandbox.ErrTransport), "a hostile report is no transport failure: %v", err)
 			assert.ErrorContains(t, err, c.want)
 			assert.Equal(t, "alpha", readFile(t, filepath.Join(root, "x", "a")), "the previous copy stays")
 		})

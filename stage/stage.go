@@ -52,7 +52,9 @@ var (
 	ErrBadRoot = errors.New("invalid stage root")
 	// ErrTransport is wrapped by every transport failure: a Runner that
 	// failed to run a command, a control operation that outlived its
-	// deadline, output that does not follow the bridge protocol. A transport
+	// deadline. Output that does not follow the bridge protocol (a garbled
+	// or oversized reply, a tar stream naming "../x") wraps
+	// sandbox.ErrProtocol instead. A transport
 	// failure does not prove the sandbox command stopped; Stage never
 	// replays the write it interrupted.
 	ErrTransport = sandbox.ErrTransport
@@ -176,7 +178,7 @@ type Option func(*options)
 
 type options struct {
 	log      *slog.Logger
-	progress func(Progress)
+	progress func(sandbox.Progress)
 	verify   bool
 	index    *Index
 	prune    bool
@@ -196,7 +198,7 @@ func WithLogger(l *slog.Logger) Option {
 // WithProgress calls fn as the stage advances, from the calling goroutine of
 // Stage or of the Target's Publish. Default: none. Setting it adds a
 // metadata-only pass over each Source to compute the totals.
-func WithProgress(fn func(Progress)) Option {
+func WithProgress(fn func(sandbox.Progress)) Option {
 	return func(o *options) { o.progress = fn }
 }
 
@@ -384,7 +386,7 @@ type stager struct {
 	t    Target
 	root string
 	o    options
-	prog Progress
+	prog sandbox.Progress
 }
 
 func (s *stager) report(asset string, files int, bytes int64) {

@@ -9,6 +9,9 @@ import (
 	"path"
 	"slices"
 	"strings"
+
+	"github.com/airlockdev/airlock/internal/shell"
+	"github.com/airlockdev/airlock/sandbox"
 )
 
 // Pruner is an optional interface of a Target: one that can list and remove
@@ -212,7 +215,7 @@ cd "$r" 2>/dev/null || exit 0
 func (b *Bridge) Assets(ctx context.Context, root string) ([]string, error) {
 	script := rootCheck(root) + fmt.Sprintf(`for f in %s*%s; do if [ -f "$f" ] && [ ! -L "$f" ]; then printf '%%s\0' "$f"; fi; done`, manifestPrefix, manifestSuffix)
 	out := &limitedBuffer{Max: 4 << 20}
-	if err := b.control(ctx, "listing the assets under "+root, Command{Script: script, Stdout: out}); err != nil {
+	if err := b.control(ctx, "listing the assets under "+root, sandbox.Command{Script: script, Stdout: out}); err != nil {
 		return nil, err
 	}
 	var files []string
@@ -251,8 +254,8 @@ func (b *Bridge) Remove(ctx context.Context, root string, names []string) error 
 			fmt.Fprintf(&sb, "if [ -e %[1]s ] || [ -L %[1]s ]; then mv -f %[1]s \"$t/\" || exit 4; fi\n", q(e))
 		}
 	}
-	fmt.Fprintf(&sb, "echo %s\n", publishedLine)
+	fmt.Fprintf(&sb, "echo %s\n", shell.PublishedLine)
 	sb.WriteString(dropScript(tmpName))
 	sb.WriteString("D\nexit 0\n")
-	return b.renameThenDelete(ctx, "removing assets under "+root, Command{Script: sb.String()})
+	return b.renameThenDelete(ctx, "removing assets under "+root, sandbox.Command{Script: sb.String()})
 }

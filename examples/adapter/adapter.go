@@ -81,6 +81,9 @@ func (r *Run) Do(ctx context.Context) (*Outcome, error) {
 	}
 	cfg := r.Session
 	cfg.Workspace, cfg.StateDir = r.Local, r.StateDir
+	if len(r.Skills) > 0 { // bind the session to the skill set its prompt lists
+		cfg.SkillsDigest = bundle.Identity.Digest
+	}
 	bind, err := session.Bind(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("bind session: %w", err)

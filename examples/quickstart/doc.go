@@ -28,8 +28,10 @@
 //     of the secret.
 //  3. Render the prompt for the sandbox (Bundle.Prompt of the staged path,
 //     equal to Runtime.Rewrite of the host prompt) and print it on stdout.
-//  4. session.Bind, save the v1 record, resume it, and refuse a resume under
-//     another model (*session.DriftError).
+//  4. session.Bind (bound to the staged bundle's skills identity), save the
+//     v2 record, resume it, and refuse a resume under another model, then
+//     under another skill set (release-notes deselected: drift in
+//     skills_digest) (*session.DriftError).
 //  5. workspace.Prepare a small git workspace (a commit, a dirty edit, an
 //     untracked file) in the sandbox, then play the agent through the SSH
 //     runner: read the skill file the prompt names, commit a change, write

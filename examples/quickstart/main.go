@@ -109,6 +109,10 @@ type SessionResult struct {
 	Resumed     bool     `json:"resumed"`
 	AgentID     string   `json:"agent_session_id"` // from the resumed record
 	DriftFields []string `json:"drift_fields"`
+	// SkillsDigest is the skill set the session is bound to: the identity
+	// of the bundle whose prompt the agent gets.
+	SkillsDigest      string   `json:"skills_digest"`
+	SkillsDriftFields []string `json:"skills_drift_fields"` // the resume after deselecting a skill
 }
 
 // WorkspaceResult is step 5.

@@ -88,10 +88,14 @@ func checkSummary(t *testing.T, sum *Summary, stdout, stderr *bytes.Buffer) {
 
 	se := sum.Session
 	assert.True(t, strings.HasPrefix(se.Key, "airlock-"), se.Key)
-	assert.Equal(t, "airlock.session-identity.v1", se.Schema)
+	assert.Equal(t, "airlock.session-identity.v2", se.Schema)
 	assert.True(t, se.Resumed)
 	assert.Equal(t, "agent-9", se.AgentID)
 	assert.Equal(t, []string{"profile_digest", "model"}, se.DriftFields)
+	assert.True(t, strings.HasPrefix(se.SkillsDigest, "sha256:"), se.SkillsDigest)
+	assert.NotEqual(t, sk.Identity, se.SkillsDigest, "bound to the bundle staged after the edit of step 2, whose prompt the agent gets")
+	assert.Equal(t, []string{"skills_digest"}, se.SkillsDriftFields)
+	assert.Contains(t, lines[3], "skill set changed (release-notes deselected): drifted [skills_digest]")
 
 	w := sum.Workspace
 	assert.Len(t, w.Round, 24)

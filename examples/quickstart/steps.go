@@ -243,18 +243,20 @@ func profile(model string) session.Profile {
 		CommandDigest: digest([]byte("claude-code-acp --stdio")), Model: model, PermissionPolicy: "workspace-write"}
 }
 
-// 4. Session: bind, save, resume; a resume under another model is refused.
+// 4. Session: bind (to the skill set the prompt lists), save, resume; a
+// resume under another model, or another skill set, is refused.
 func (e *env) session(ctx context.Context, s *Summary) error {
 	st, r := e.st, &s.Session
 	st.local = filepath.Join(e.base, "host", "workspace")
 	if err := os.MkdirAll(st.local, 0o755); err != nil {
 		return err
 	}
-	bind := func(model string) (session.Binding, error) {
+	r.SkillsDigest = st.bundle.Identity.Digest
+	bind := func(model, skillsDigest string) (session.Binding, error) {
 		return session.Bind(session.Config{SessionID: "task-42/run-1", Workspace: st.local, StateDir: st.stateDir,
-			Profile: profile(model), Model: model, PermissionMode: session.ApproveReads})
+			Profile: profile(model), Model: model, PermissionMode: session.ApproveReads, SkillsDigest: skillsDigest})
 	}
-	b, err := bind("claude-sonnet-4-5")
+	b, err := bind("claude-sonnet-4-5", r.SkillsDigest)
 	if err != nil {
 		return err
 	}
@@ -275,7 +277,7 @@ func (e *env) session(ctx context.Context, s *Summary) error {
 	if rec.AgentSessionID != "agent-9" || rec.Schema != session.Schema {
 		return fmt.Errorf("resumed record %+v, want agent session agent-9 under %s", rec, session.Schema)
 	}
-	drifted, err := bind("claude-opus-4-1")
+	drifted, err := bind("claude-opus-4-1", r.SkillsDigest)
 	if err != nil {
 		return err
 	}
@@ -291,9 +293,45 @@ func (e *env) session(ctx context.Context, s *Summary) error {
 		return fmt.Errorf("the start-fresh answer does not carry the drift: %v", res.Fresh.Err)
 	}
 	r.DriftFields = drift.Fields
-	e.progress(4, "session", "key %s…; %s saved and resumed; another model refused: drifted %v (start fresh)",
-		r.Key[:20], r.Schema, r.DriftFields)
+	if r.SkillsDriftFields, err = e.skillsDrift(ctx, store, func(d string) (session.Binding, error) { return bind("claude-sonnet-4-5", d) }); err != nil {
+		return err
+	}
+	e.progress(4, "session", "key %s…; %s saved and resumed; another model refused: drifted %v; "+
+		"skill set changed (release-notes deselected): drifted %v (start fresh)",
+		r.Key[:20], r.Schema, r.DriftFields, r.SkillsDriftFields)
 	return nil
+}
+
+// skillsDrift deselects release-notes and resumes under the new skill set:
+// the warm session's prompt lists the old skills, so the resume must be
+// refused, naming skills_digest.
+func (e *env) skillsDrift(ctx context.Context, store *session.Store, bind func(skillsDigest string) (session.Binding, error)) ([]string, error) {
+	st := e.st
+	var fewer []skills.Source
+	for _, src := range st.sources() {
+		if src.Name != "release-notes" {
+			fewer = append(fewer, src)
+		}
+	}
+	b, err := skills.Materialize(ctx, filepath.Join(st.stateDir, "skills"), fewer, skills.WithLogger(e.log))
+	if err != nil {
+		return nil, err
+	}
+	if b.Identity == st.bundle.Identity {
+		return nil, errors.New("deselecting a skill left the bundle identity unchanged")
+	}
+	other, err := bind(b.Identity.Digest)
+	if err != nil {
+		return nil, err
+	}
+	res, err := store.Resume(ctx, other)
+	if err != nil {
+		return nil, fmt.Errorf("resume under another skill set: %w", err)
+	}
+	if res.Fresh == nil || res.Fresh.Reason != session.Drifted || !slices.Equal(res.Fresh.Fields, []string{"skills_digest"}) {
+		return nil, fmt.Errorf("a resume under another skill set was not refused as drift in skills_digest alone: %+v", res.Fresh)
+	}
+	return res.Fresh.Fields, nil
 }
 
 // The local workspace's files.

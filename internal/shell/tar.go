@@ -180,6 +180,9 @@ func WriteFiles(w io.Writer, mtime time.Time, files []Entry, open func(e Entry) 
 // archive (or is cut in the middle of one).
 var ErrMalformedTar = errors.New("malformed tar stream")
 
+// tarBuffer is the read buffer of Members.
+const tarBuffer = 256 << 10
+
 // Member is one member of a tar stream that a sandbox sent, as it stands:
 // nothing in it is trusted.
 type Member struct {
@@ -199,7 +202,7 @@ type Member struct {
 // until fn returns; fn may read all, part or none of it. A stream that is
 // not tar fails with ErrMalformedTar.
 func Members(r io.Reader, fn func(m Member, r io.Reader) error) error {
-	tr := tar.NewReader(bufio.NewReaderSize(r, 256<<10))
+	tr := tar.NewReader(bufio.NewReaderSize(r, tarBuffer))
 	for {
 		h, err := tr.Next()
 		if errors.Is(err, io.EOF) {
@@ -250,18 +253,18 @@ func Members(r io.Reader, fn func(m Member, r io.Reader) error) error {
 // ReadTar parses a tar stream written by a sandbox's `tar -c .` and calls
 // fn for each member below the top directory, strictly: a member name that
 // is absolute, not clean or leaves the top is a protocol error wrapping
-// ErrTransport, as is a stream that is not tar; links and special files
+// ErrProtocol, as is a stream that is not tar; links and special files
 // are reported by type, never resolved; a hard link is reported as
 // fs.ModeIrregular; setuid, setgid and sticky bits are dropped.
 func ReadTar(r io.Reader, fn func(Entry, io.Reader) error) error {
 	err := Members(r, func(m Member, r io.Reader) error {
 		if m.Path == "" {
-			return fmt.Errorf("%w: the sandbox's tar stream names %q, which is not a clean relative path", ErrTransport, m.Name)
+			return fmt.Errorf("%w: the sandbox's tar stream names %q, which is not a clean relative path", ErrProtocol, m.Name)
 		}
 		return fn(Entry{Path: m.Path, Mode: m.Mode &^ (fs.ModeSetuid | fs.ModeSetgid | fs.ModeSticky), Size: m.Size}, r)
 	})
 	if errors.Is(err, ErrMalformedTar) {
-		return fmt.Errorf("%w: reading the sandbox's tar stream: %w", ErrTransport, err)
+		return fmt.Errorf("%w: reading the sandbox's tar stream: %w", ErrProtocol, err)
 	}
 	return err
 }

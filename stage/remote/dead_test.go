@@ -78,7 +78,7 @@ func TestHostDeadPeerEveryCall(t *testing.T) {
 
 // TestHostFloodingSandbox: sandbox tools that flood stdout and stderr
 // cannot grow the host's memory. A flood in the send command's report
-// (here from mkdir) fails the stage with ErrTransport; one during the other
+// (here from mkdir) fails the stage with ErrProtocol; one during the other
 // control operations (mv and rm: publish, cleanup, unstage) is dropped
 // beyond a small bound, and they still do what they say.
 func TestHostFloodingSandbox(t *testing.T) {
@@ -111,7 +111,7 @@ func TestHostFloodingSandbox(t *testing.T) {
 			grew := peakHeapGrowth(t, func() {
 				rt, err := stage.Stage(t.Context(), h, root, []stage.Asset{{Name: "x", Source: src}})
 				if c.fails != "" {
-					require.ErrorIs(t, err, sandbox.ErrTransport)
+					require.ErrorIs(t, err, sandbox.ErrProtocol)
 					require.ErrorContains(t, err, c.fails)
 					return
 				}

@@ -1,0 +1,451 @@
+package stage
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"strings"
+	"time"
+
+	"github.com/airlockdev/airlock/internal/shell"
+	"github.com/airlockdev/airlock/sandbox"
+)
+
+// phase is one step of a Publish through a Bridge. The send command runs
+// through the first three; the publish and the cleanup are commands of
+// their own.
+//
+//	setup   → carry    the temporary directory exists (ReadyLine came)
+//	carry   → stream   the unchanged files are carried (CarriedLine came)
+//	stream  → publish  the send command read the whole stream and ended
+//	publish → done     the new copy is in place, or its outcome is unknown
+//	any     → cleanup  a failure after tmp was made, once no command writes into it
+//	any     → done     a failure before tmp was made, or with a command that may still write
+//	cleanup → done
+type phase int
+
+const (
+	phaseSetup   phase = iota // the send command makes the temporary directory: a control step
+	phaseCarry                // unchanged files are copied inside the sandbox: data
+	phaseStream               // the rest of the tree is streamed: data, its end a control step
+	phasePublish              // the new copy is moved into place: a control step
+	phaseCleanup              // a failed publish's temporary directory is removed
+	phaseDone
+)
+
+var phaseNames = [...]string{"setup", "carry", "stream", "publish", "cleanup", "done"}
+
+// String returns the phase's name ("setup", …, "done").
+func (p phase) String() string {
+	if p < 0 || int(p) >= len(phaseNames) {
+		return fmt.Sprintf("phase(%d)", int(p))
+	}
+	return phaseNames[p]
+}
+
+// sendOutcome is how a failed send phase left the temporary directory.
+type sendOutcome struct {
+	// created: the temporary directory was made and the send command has
+	// ended (or never got that far), so removing tmp is safe.
+	created bool
+	// uncertain: the send command may still be running (or its outcome is
+	// unknown after a control timeout): send nothing more to tmp.
+	uncertain bool
+}
+
+// publishRun is one Publish through a Bridge, carried from phase to phase.
+type publishRun struct {
+	b                        *Bridge
+	ctx                      context.Context
+	root, name, tmp, dst, mf string
+	src                      *Tree
+	plan                     carryPlan
+	embed                    bool            // the carry travels in the send command's script
+	cmd                      *sendCmd        // the send command, from setup on
+	carried                  map[string]bool // the files the sandbox carried and checked
+	err                      error
+}
+
+// run runs the phases from setup to done and returns the publish's error.
+func (s *publishRun) run() error {
+	for p := phaseSetup; p != phaseDone; {
+		next := s.step(p)
+		if next > phaseStream && s.cmd != nil {
+			s.cmd.cancel() // the send command is over (or abandoned)
+		}
+		if s.b.onPhase != nil {
+			s.b.onPhase(p, next, s.err)
+		}
+		p = next
+	}
+	return s.err
+}
+
+func (s *publishRun) step(p phase) phase {
+	switch p {
+	case phaseSetup:
+		return s.setup()
+	case phaseCarry:
+		return s.carry()
+	case phaseStream:
+		return s.stream()
+	case phasePublish:
+		return s.publish()
+	case phaseCleanup:
+		return s.cleanup()
+	}
+	panic("stage: no phase " + p.String())
+}
+
+// failSend ends a send phase with err: the cleanup follows when the
+// temporary directory was made and no command may still write into it.
+func (s *publishRun) failSend(out sendOutcome, err error) phase {
+	s.err = err
+	if out.created && !out.uncertain {
+		return phaseCleanup
+	}
+	return phaseDone
+}
+
+// setup starts the send command and waits, under the control deadline,
+// for it to report the temporary directory made (learning the sandbox's
+// tools on the way when the Bridge does not know them).
+func (s *publishRun) setup() phase {
+	c, known := s.b.knownCaps()
+	if u := s.src.Unchanged(); len(u) > 0 && (!known || c.sha256) {
+		s.plan = planCarry(u)
+	}
+	s.embed = s.plan.size <= maxEmbeddedCarry
+	cmd, err := s.b.startSend(s.ctx, s.sendScript(known, c), s.plan.want, s.tmp)
+	if err != nil {
+		return s.failSend(sendOutcome{}, err)
+	}
+	s.cmd = cmd
+	op := "creating temporary directory " + s.tmp
+	if out, err := s.awaitReady(op); err != nil {
+		return s.failSend(out, err)
+	}
+	if !known {
+		if out, err := s.learnCaps(op); err != nil {
+			return s.failSend(out, err)
+		}
+	}
+	if out, err := s.checkReady(op); err != nil {
+		return s.failSend(out, err)
+	}
+	return phaseCarry
+}
+
+// sendScript is the send command: setup (learning the sandbox's tools when
+// known is false), the carry of unchanged files when it is embedded, and
+// the extraction of the stream.
+func (s *publishRun) sendScript(known bool, c capsState) string {
+	var sb strings.Builder
+	if !known {
+		// Learn the tools first; refuse before changing anything when one
+		// is missing (exit 97, the header names them).
+		sb.WriteString(shell.DetectScript + shell.EchoHeader + "case \"$c\" in *' '*) exit 97;; esac\nah=$s\n")
+	} else if c.sha256 {
+		sb.WriteString("ah=1\n") // the sandbox can hash: carry
+	}
+	sb.WriteString("umask 022\n")
+	if parent := path.Dir(s.root); parent != "/" {
+		fmt.Fprintf(&sb, "p=%s\n[ -d \"$p\" ] || mkdir -p \"$p\" || exit 1\n", q(parent))
+	}
+	// A link or non-directory at the root is replaced, never followed.
+	fmt.Fprintf(&sb, "r=%s\nif [ -L \"$r\" ] || { [ -e \"$r\" ] && [ ! -d \"$r\" ]; }; then rm -f \"$r\" || exit 1; fi\n", q(s.root))
+	sb.WriteString("[ -d \"$r\" ] || mkdir \"$r\" || exit 1\n")
+	sb.WriteString(sweepFuncs)
+	sb.WriteString(sweepScript(s.b.inflight.under(s.root)))
+	// The owner file names the process that writes into tmp (this shell,
+	// then tar through exec), so that a later setup can tell a cut
+	// transfer's directory from a live one (sweepScript); tmp never exists
+	// without it (mkOwnedScript).
+	sb.WriteString(mkOwnedScript(s.tmp))
+	fmt.Fprintf(&sb, "echo %s\numask 0\n", shell.ReadyLine)
+	// What the sweep moved away is deleted now, outside the control
+	// deadline (a data step, bounded by the caller's context).
+	sb.WriteString("D\n")
+	if len(s.plan.want) > 0 && s.embed {
+		sb.WriteString(s.plan.script(s.tmp+"/new/tree", s.dst))
+	}
+	fmt.Fprintf(&sb, "echo %s\ncd %s || exit 1\nexec tar -x -o -f -\n", shell.CarriedLine, q(s.tmp))
+	return sb.String()
+}
+
+// awaitReady waits for ReadyLine or the command's end, under the control
+// deadline.
+func (s *publishRun) awaitReady(op string) (sendOutcome, error) {
+	c := s.cmd
+	timer := time.NewTimer(s.b.timeout)
+	defer timer.Stop()
+	select {
+	case <-c.rep.Ready:
+	case err := <-c.done:
+		c.end(err)
+	case <-timer.C:
+		c.stop()
+		return sendOutcome{uncertain: true}, s.b.timeoutErr(op)
+	case <-s.ctx.Done():
+		if !c.stop() {
+			return sendOutcome{uncertain: true}, fmt.Errorf("%s: %w (%w: %s)", op, s.ctx.Err(), ErrTransport, c.left(op))
+		}
+		// The exclusive mkdir of a fresh random name either happened or
+		// not, and the command has ended: removing that name is safe.
+		return sendOutcome{created: true}, fmt.Errorf("%s: %w", op, s.ctx.Err())
+	}
+	return sendOutcome{}, nil
+}
+
+// learnCaps takes what the sandbox offers from the send command's header.
+func (s *publishRun) learnCaps(op string) (sendOutcome, error) {
+	c := s.cmd
+	if caps, err := shell.ParseCaps(c.rep.Caps); err == nil {
+		s.b.setCaps(caps)
+	}
+	if k, ok := s.b.knownCaps(); ok && k.missing != "" {
+		return sendOutcome{}, k.missingErr()
+	} else if ok {
+		return sendOutcome{}, nil
+	}
+	if c.ended && c.rerr != nil && c.rep.Err == nil {
+		return sendOutcome{}, s.b.classify(s.ctx, nil, op, c.rerr, c.stderr)
+	}
+	ok := c.stop()
+	out := sendOutcome{created: ok, uncertain: !ok}
+	switch {
+	case c.rep.Err != nil:
+		return out, fmt.Errorf("%s: %w", op, c.rep.Err)
+	case c.rep.Caps != "":
+		return out, fmt.Errorf("%s: %w: the setup command reported a malformed capability word %q", op, sandbox.ErrProtocol, shell.Truncate(c.rep.Caps, 64))
+	}
+	return out, fmt.Errorf("%w: %s: the setup command did not report what the sandbox offers", ErrTransport, op)
+}
+
+// checkReady fails the setup of a command that ended before it made the
+// directory.
+func (s *publishRun) checkReady(op string) (sendOutcome, error) {
+	c := s.cmd
+	select {
+	case <-c.rep.Ready:
+		return sendOutcome{}, nil // also when the command got past the setup and then ended
+	default:
+	}
+	switch {
+	case c.rep.Err != nil:
+		return sendOutcome{}, fmt.Errorf("%s: %w", op, c.rep.Err)
+	case c.rerr == nil:
+		return sendOutcome{created: true}, fmt.Errorf("%w: %s: the sandbox command ended before it made the directory", ErrTransport, op)
+	case s.ctx.Err() != nil:
+		// As when the cancellation is seen first (awaitReady): the
+		// command has ended, so removing the fresh name is safe.
+		return sendOutcome{created: true}, fmt.Errorf("%s: %w", op, s.ctx.Err())
+	}
+	return sendOutcome{}, s.b.classify(s.ctx, nil, op, c.rerr, c.stderr) // not created by us
+}
+
+// carry carries the unchanged files by a command of its own when the plan
+// is too long to travel in the send command's script, then waits for the
+// send command's CarriedLine (data: bounded by the caller's context).
+func (s *publishRun) carry() phase {
+	c := s.cmd
+	s.carried = c.rep.Hashes
+	if len(s.plan.want) > 0 && !s.embed && !c.ended {
+		if k, _ := s.b.knownCaps(); k.sha256 {
+			carried, uncertain, err := s.b.carry(s.ctx, s.tmp, s.dst, s.plan)
+			if err != nil {
+				ok := c.stop()
+				return s.failSend(sendOutcome{created: ok && !uncertain, uncertain: uncertain || !ok}, err)
+			}
+			s.carried = carried
+		}
+	}
+	op := "sending the tree to " + s.tmp
+	if !c.ended {
+		select {
+		case <-c.rep.Carried:
+			return phaseStream
+		case err := <-c.done:
+			c.end(err)
+		case <-s.ctx.Done():
+			if !c.stop() {
+				return s.failSend(sendOutcome{uncertain: true}, fmt.Errorf("%s: %w (%w: %s)", op, s.ctx.Err(), ErrTransport, c.left(op)))
+			}
+			return s.failSend(sendOutcome{created: true}, fmt.Errorf("%s: %w", op, s.ctx.Err()))
+		}
+	}
+	created := sendOutcome{created: true}
+	switch {
+	case c.rep.Err != nil:
+		return s.failSend(created, fmt.Errorf("%s: %w", op, c.rep.Err))
+	case c.rerr != nil:
+		return s.failSend(created, s.b.classify(s.ctx, nil, op, c.rerr, c.stderr))
+	}
+	return s.failSend(created, fmt.Errorf("%w: %s: the sandbox command exited before reading the stream", ErrTransport, op))
+}
+
+// stream writes the tar stream of what was not carried and waits for the
+// send command's end; once the command has the stream's last byte, the
+// wait is a control step.
+func (s *publishRun) stream() phase {
+	c := s.cmd
+	op := "sending the tree to " + s.tmp
+	wdone := make(chan error, 1)
+	go func() {
+		_, werr := writeTarStream(c.dctx, sink{c.pw}, s.src, s.carried)
+		if werr != nil {
+			c.cancel() // stop the sandbox side before it sees the end of the stream
+		}
+		if cerr := c.pw.Close(); werr == nil && cerr == nil {
+			c.x.ArmWhenRead(c.pr) // the stream's last byte is written: armed once the command has read it
+		}
+		wdone <- werr
+	}()
+	select {
+	case err := <-c.done:
+		c.end(err)
+		c.stopWriting()
+	case <-c.x.Expired():
+		// The command has all of the stream and has not ended within the
+		// control deadline: its outcome is unknown; publish nothing.
+		c.cancel()
+		return s.failSend(sendOutcome{uncertain: true}, fmt.Errorf("%w; its temporary directory %s is left behind: remove it by hand", c.x.TimeoutErr(), s.tmp))
+	case <-c.dctx.Done():
+		if !c.stop() {
+			return s.failSend(sendOutcome{uncertain: true}, s.abandoned(op, wdone))
+		}
+	}
+	werr := <-wdone
+	created := sendOutcome{created: true}
+	switch {
+	case c.rep.Err != nil && s.ctx.Err() == nil: // the report's failure stopped the stream
+		return s.failSend(created, fmt.Errorf("%s: %w", op, c.rep.Err))
+	case werr != nil && !errors.Is(werr, errSandboxGone):
+		return s.failSend(created, werr) // reading the source failed (or the caller cancelled)
+	case c.rep.Err != nil:
+		return s.failSend(created, fmt.Errorf("%s: %w", op, c.rep.Err))
+	case c.rerr != nil:
+		return s.failSend(created, s.b.classify(s.ctx, nil, op, c.rerr, c.stderr))
+	case werr != nil:
+		return s.failSend(created, fmt.Errorf("%w: %s: the sandbox command exited before reading the whole stream", ErrTransport, op))
+	}
+	return phasePublish
+}
+
+// abandoned is the error of a stream whose command did not end once told
+// to stop.
+func (s *publishRun) abandoned(op string, wdone <-chan error) error {
+	var werr error
+	select {
+	case werr = <-wdone:
+	case <-time.After(s.b.stopGrace()):
+	}
+	switch cerr := s.ctx.Err(); {
+	case cerr != nil:
+		return fmt.Errorf("%s: %w (%w: %s)", op, cerr, ErrTransport, s.cmd.left(op))
+	case werr != nil && !errors.Is(werr, errSandboxGone):
+		return fmt.Errorf("%w (%w: %s)", werr, ErrTransport, s.cmd.left(op))
+	}
+	return fmt.Errorf("%w: %s: %s", ErrTransport, op, s.cmd.left(op))
+}
+
+// publish moves the new copy into place: a control step the caller's
+// cancellation does not cut (only the control deadline bounds it). A
+// cancellation before it starts, or a publish that failed in the sandbox,
+// leads to the cleanup; a transport failure leaves an unknown outcome (the
+// command may still be renaming): nothing more is sent.
+func (s *publishRun) publish() phase {
+	if s.err = s.ctx.Err(); s.err != nil { // the last point at which a cancellation stops the publish
+		return phaseCleanup
+	}
+	caps, _ := s.b.knownCaps()
+	s.err = s.b.renameThenDelete(s.ctx, "moving the new copy into place", sandbox.Command{Script: publishScript(s.tmp, s.dst, s.mf, s.name, caps.exchange)})
+	if s.err == nil || errors.Is(s.err, ErrTransport) {
+		return phaseDone
+	}
+	return phaseCleanup
+}
+
+// cleanup removes the temporary directory of a failed publish (Bridge.cleanup).
+func (s *publishRun) cleanup() phase {
+	if cerr := s.b.cleanup(s.ctx, s.tmp, s.dst, s.name); cerr != nil {
+		s.err = errors.Join(s.err, cerr)
+	}
+	return phaseDone
+}
+
+// sendCmd is a running send command.
+type sendCmd struct {
+	dctx   context.Context
+	cancel context.CancelFunc
+	pr, pw *os.File // the tar stream
+	rep    *shell.Report
+	stderr *limitedBuffer
+	x      *sandbox.Watched
+	done   chan error
+	grace  time.Duration
+	tmp    string
+	ended  bool  // the Runner returned
+	rerr   error // what it returned
+}
+
+// startSend starts the send command script for tmp, whose report accepts
+// the hashes of want.
+func (b *Bridge) startSend(ctx context.Context, script string, want map[string]string, tmp string) (*sendCmd, error) {
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("creating a pipe for the tar stream: %w", err)
+	}
+	growPipe(pw)
+	c := &sendCmd{pr: pr, pw: pw, rep: shell.NewReport(want), stderr: &limitedBuffer{Max: 4 << 10, Truncate: true}, done: make(chan error, 1), grace: b.stopGrace(), tmp: tmp}
+	c.dctx, c.cancel = context.WithCancel(ctx)
+	outR, outW := io.Pipe()
+	go c.rep.Read(outR, c.cancel)
+	cmd := sandbox.Command{Script: script, Stdin: pr, Stdout: outW, Stderr: c.stderr}
+	// Once the command has the stream's last byte, the wait for the
+	// report's end and the command's exit is a control step.
+	c.x = sandbox.Watch(c.dctx, b.r, cmd, sandbox.WatchOptions{Op: "sending the tree to " + tmp, Deadline: b.timeout, After: func(err error) {
+		pr.Close()
+		outW.Close()
+		c.done <- err
+	}})
+	return c, nil
+}
+
+// end records the Runner's return, once its report is read.
+func (c *sendCmd) end(err error) {
+	c.ended, c.rerr = true, err
+	<-c.rep.Done
+}
+
+func (c *sendCmd) stopWriting() {
+	_ = c.pw.SetWriteDeadline(time.Now())
+	c.pw.Close()
+}
+
+// stop tells the command to stop and waits at most the grace for it to
+// end; it reports whether it did.
+func (c *sendCmd) stop() bool {
+	c.cancel()
+	c.stopWriting()
+	if c.ended {
+		return true
+	}
+	t := time.NewTimer(c.grace)
+	defer t.Stop()
+	select {
+	case err := <-c.done:
+		c.end(err)
+		return true
+	case <-t.C:
+		return false
+	}
+}
+
+// left says what an abandoned command leaves.
+func (c *sendCmd) left(op string) string {
+	return fmt.Sprintf("%s: the sandbox command did not end within %s of being stopped and may still be writing; its temporary directory %s is left behind: remove it by hand", op, c.grace, c.tmp)
+}

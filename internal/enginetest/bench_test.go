@@ -97,8 +97,20 @@ func BenchmarkDockerStage(b *testing.B) {
 			b.ReportMetric(med["airlock"]/med["tar-exec"], "airlock/tar-exec")
 			b.Logf("%d files, %.1f MiB, %d runs each: airlock %.0f ms, docker cp %.0f ms, tar | docker exec %.0f ms (medians); airlock/tar-exec %.2fx",
 				tree.Files, float64(tree.Bytes)/(1<<20), len(times["airlock"]), med["airlock"], med["docker-cp"], med["tar-exec"], med["airlock"]/med["tar-exec"])
+			for _, m := range stageMethods {
+				b.Logf("%s: %s", m.name, spread(times[m.name]))
+			}
 		})
 	}
+}
+
+// spread lists ds in milliseconds, in run order.
+func spread(ds []time.Duration) string {
+	var parts []string
+	for _, d := range ds {
+		parts = append(parts, fmt.Sprint(d.Milliseconds()))
+	}
+	return strings.Join(parts, " ")
 }
 
 // median returns the median of ds in milliseconds.

@@ -7,7 +7,11 @@
 //	r := sandbox.Exec(c.Argv()...) // docker exec -i <id>
 //
 // and to break the engine under a running command (Container.Kill, then
-// Container.Start).
+// Container.Start). For bubblewrap, Bwrap (and BwrapArgs with a
+// BwrapConfig) gives the argv of an isolated sandbox with one writable
+// work directory:
+//
+//	r := sandbox.Exec(enginetest.Bwrap(t, work)...) // bwrap <flags> --
 //
 // Every helper skips its test, with a message naming what is missing, when
 // the engine is absent: the docker command, a daemon that answers `docker

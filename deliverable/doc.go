@@ -39,6 +39,23 @@
 // and records as JSON files replaced atomically; see its documentation for
 // the write order and what a failure can leave behind.
 //
+// # Work products, the host's ids and content types
+//
+// Every attachment has an artifact work product (ArtifactWorkProduct: type
+// "artifact", provider "airlock", metadata canonicalized from the
+// attachment id), which FileStore records with it and the Receipt carries.
+// A file that stays in a workspace is recorded as a "workspace_file" work
+// product (Registrar.RecordWorkspaceFile; its metadata is the WorkspaceRef's
+// encoding): a signpost, never an upload. Registrar.RegisterFor takes a
+// Binding whose Command, Revision and Entities are the host's own ids (this
+// package has no tracker of its own): they are checked for shape, kept with
+// the receipt and echoed back in it, replays included. Registrar.ContentTypes
+// is an optional allow-list (DeliverableContentTypes: video, PDF, images,
+// archives, reports, HTML, text); a type outside it is rejected
+// (ErrContentTypeDenied) with the list. Package deliverable/mcptool offers
+// Register to the agent as the Model Context Protocol tool
+// "register_deliverable".
+//
 // # Errors for the agent and for the host
 //
 // Every rejection of the agent's request is a *RequestError: its Message is
@@ -57,7 +74,10 @@
 // ValidateEvidence accepts a cited attachment when it is on the task itself
 // or on a direct child task that is done, and requires that every file the
 // task's objective asks for (DetectRequests) is covered by an attachment the
-// task registered in this run. Rejections are *EvidenceError values whose
+// task registered in this run. When the host's Tasks implements
+// WorkProducts, a cited workspace_file work product of the task is
+// evidence for a task that asks for no file (a code fix), and never
+// delivers a requested file. Rejections are *EvidenceError values whose
 // message tells the agent what to do; each also unwraps to a *RequestError.
 //
 // # Workspace references

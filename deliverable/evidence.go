@@ -109,6 +109,14 @@ func (e *EvidenceError) Unwrap() error { return &RequestError{Message: e.Message
 // named file one with that file's base name. A child's attachment never
 // satisfies this.
 //
+// When tasks implements WorkProducts, "work_product:<id>" citations are
+// judged too: an artifact's as the citation of its attachment; a
+// workspace_file work product of ev.TaskID is accepted as evidence when the
+// objective asks for no file (a code fix), and never delivers a requested
+// file (the rejection says it is a signpost, not an upload); an unknown
+// work product, or a workspace file of another task, is rejected; the
+// host's own kinds are not judged.
+//
 // Every rejection is an *EvidenceError wrapping ErrEvidence; its message
 // names ev.ToolName. Every other failure is a *HostError: a nil tasks, an
 // empty TaskID or RunID, a failing Tasks method (wrapped as it is), ctx.
@@ -123,8 +131,12 @@ func ValidateEvidence(ctx context.Context, tasks Tasks, ev Evidence) error {
 			return &HostError{Op: "validate evidence", Err: fmt.Errorf("field %s of Evidence is empty", f.name)}
 		}
 	}
+	ev, signposts, err := resolveWorkProducts(ctx, tasks, ev)
+	if err != nil {
+		return err
+	}
 	if err := validateEvidence(ctx, tasks, ev); err != nil {
-		return hostErr("validate evidence", err)
+		return hostErr("validate evidence", explainSignposts(err, signposts))
 	}
 	return nil
 }

@@ -26,7 +26,8 @@ import (
 //
 //	blobs/<sha256>         content, addressed by its SHA-256
 //	attachments/<id>.json  one attachment record
-//	runs/<hash>.json       per task and run: its attachments and receipts by key
+//	runs/<hash>.json       per task and run: its attachments, receipts by key and work products
+//	workproducts/<id>.json one work product record: which run file holds it
 //	tmp/                   files being written; renamed into place when complete
 //
 // Every file is written to tmp/, synced, and renamed into place, so a reader
@@ -69,7 +70,7 @@ func NewFileStore(fsys afero.Fs, dir string) (*FileStore, error) {
 		return nil, fmt.Errorf("%w: deliverable.NewFileStore: dir is empty; pass the store's directory", ErrInvalidRequest)
 	}
 	s := &FileStore{fs: fsys, dir: filepath.Clean(dir)}
-	for _, d := range []string{"blobs", "attachments", "runs", "tmp"} {
+	for _, d := range []string{"blobs", "attachments", "runs", "workproducts", "tmp"} {
 		p := filepath.Join(s.dir, d)
 		if err := fsys.MkdirAll(p, 0o700); err != nil {
 			return nil, fmt.Errorf("deliverable: create store directory %s: %w", p, err)
@@ -85,6 +86,9 @@ type runFile struct {
 	RunID       string         `json:"runId"`
 	Attachments []Attachment   `json:"attachments"`
 	Receipts    []receiptEntry `json:"receipts"`
+	// WorkProducts: each attachment's artifact and the recorded
+	// workspace_file work products, in the order stored.
+	WorkProducts []WorkProduct `json:"workProducts,omitempty"`
 }
 
 type receiptEntry struct {
@@ -155,7 +159,7 @@ func (s *FileStore) Put(ctx context.Context, e Entry, content *Content) (Receipt
 		if _, err := io.CopyBuffer(io.Discard, ctxReader{ctx, content}, make([]byte, copyBufSize)); err != nil {
 			return Receipt{}, fmt.Errorf("deliverable: read content: %w", err)
 		}
-		rc := receiptFor(a, Duplicate)
+		rc := entryReceipt(a, Duplicate, e)
 		run.Receipts = append(run.Receipts, receiptEntry{Key: e.Key.IdempotencyKey, Fingerprint: e.Fingerprint, Receipt: rc})
 		if err := s.writeJSON(ctx, s.runPath(e.Key.TaskID, e.Key.RunID), run); err != nil {
 			return Receipt{}, err
@@ -221,8 +225,9 @@ func (s *FileStore) commitNew(ctx context.Context, e Entry, run runFile, tmp str
 		return Receipt{}, undoBlob(err)
 	}
 
-	rc := receiptFor(a, Applied)
+	rc := entryReceipt(a, Applied, e)
 	run.Attachments = append(run.Attachments, a)
+	run.WorkProducts = append(run.WorkProducts, ArtifactWorkProduct(a))
 	run.Receipts = append(run.Receipts, receiptEntry{Key: e.Key.IdempotencyKey, Fingerprint: e.Fingerprint, Receipt: rc})
 	if err := s.writeJSON(ctx, s.runPath(e.Key.TaskID, e.Key.RunID), run); err != nil {
 		if rerr := s.fs.Remove(record); rerr != nil {

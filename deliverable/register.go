@@ -24,6 +24,12 @@ type Registrar struct {
 	// ToolName is the name of the agent's registration tool, used in the
 	// messages of rejections; "" means DefaultToolName.
 	ToolName string
+	// ContentTypes, when not empty, is the allow-list of contentTypes:
+	// media types ("application/pdf") or whole top-level types ("image/*"),
+	// matched without parameters and case-insensitively.
+	// DeliverableContentTypes returns the usual kinds of deliverables. Empty
+	// allows any media type.
+	ContentTypes []string
 }
 
 // Register verifies the file req.ContentRef of workspace ws for task taskID
@@ -57,6 +63,17 @@ type Registrar struct {
 // Registrar's configuration, taskID or runID, the Store, a workspace that
 // cannot be read, ctx) is a *HostError.
 func (r *Registrar) Register(ctx context.Context, ws Workspace, taskID, runID string, req Request) (Receipt, error) {
+	return r.RegisterFor(ctx, ws, Binding{TaskID: taskID, RunID: runID}, req)
+}
+
+// RegisterFor is Register for the task and run of b, whose other ids (the
+// host's command, revision and entity references) are kept with the
+// receipt and echoed back in it, replays included; they take no part in
+// the idempotency check. An invalid Binding is a *HostError. When
+// Registrar.ContentTypes is set, a contentType it does not allow is a
+// rejection (ErrContentTypeDenied) listing what is allowed.
+func (r *Registrar) RegisterFor(ctx context.Context, ws Workspace, b Binding, req Request) (Receipt, error) {
+	taskID, runID := b.TaskID, b.RunID
 	host := func(op string, err error) (Receipt, error) { return Receipt{}, hostErr(op, err) }
 	if r.Store == nil {
 		return host("register", errors.New("Registrar.Store is nil; set it (for example to a FileStore)"))
@@ -71,14 +88,15 @@ func (r *Registrar) Register(ctx context.Context, ws Workspace, taskID, runID st
 	if maxBytes < 0 {
 		return host("register", fmt.Errorf("Registrar.MaxBytes is %d; use 0 for the default or a positive limit", maxBytes))
 	}
-	for _, id := range []struct{ name, v string }{{"task id", taskID}, {"run id", runID}} {
-		if err := checkID(id.name, id.v); err != nil {
-			return host("register", err)
-		}
+	if err := b.check(); err != nil {
+		return host("register", err)
 	}
 	rj := rejecter{tool: toolName(r.ToolName)}
 	n, rel, err := normalize(rj, req, maxBytes)
 	if err != nil {
+		return Receipt{}, err
+	}
+	if err := checkContentType(rj, r.ContentTypes, n.ContentType); err != nil {
 		return Receipt{}, err
 	}
 	if err := ctx.Err(); err != nil {
@@ -93,9 +111,15 @@ func (r *Registrar) Register(ctx context.Context, ws Workspace, taskID, runID st
 		SHA256:      n.SHA256,
 		ByteSize:    n.ByteSize,
 		Title:       n.Title,
+		Command:     b.Command,
+		Revision:    b.Revision,
+		Entities:    NewEntityRefs(b.Entities...),
 	}
 	if rc, err := replay(ctx, rj, r.Store, e); err == nil || !errors.Is(err, ErrNotFound) {
-		return rc, err
+		if err != nil {
+			return rc, err
+		}
+		return bindReceipt(rc), nil
 	}
 
 	ref := req.ContentRef
@@ -148,7 +172,7 @@ func (r *Registrar) Register(ctx context.Context, ws Workspace, taskID, runID st
 	rc, err := r.Store.Put(ctx, e, c)
 	switch {
 	case err == nil:
-		return rc, nil
+		return bindReceipt(rc), nil
 	case v.err != nil:
 		return Receipt{}, v.err
 	case c.err != nil && errors.Is(c.err, ErrHashMismatch) && c.got != "":

@@ -37,9 +37,10 @@ func TestRegisterStoresVerifiedFile(t *testing.T) {
 	assert.Equal(t, deliverable.Receipt{
 		AttachmentID: rc.AttachmentID, TaskID: "task-1", RunID: "run-1", Filename: "results.csv",
 		ContentType: "text/csv", SHA256: sum(data), ByteSize: int64(len(data)),
-		ContentPath:  "/api/attachments/" + rc.AttachmentID + "/content",
-		DownloadPath: "/api/attachments/" + rc.AttachmentID + "/content?download=1",
-		Disposition:  deliverable.Applied,
+		ContentPath:   "/api/attachments/" + rc.AttachmentID + "/content",
+		DownloadPath:  "/api/attachments/" + rc.AttachmentID + "/content?download=1",
+		Disposition:   deliverable.Applied,
+		WorkProductID: rc.AttachmentID,
 	}, rc)
 
 	a, content, err := f.store.Open(t.Context(), rc.AttachmentID)

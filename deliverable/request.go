@@ -14,15 +14,16 @@ import (
 )
 
 // Request asks Register to verify and store one workspace file. All fields are
-// supplied by the agent and are untrusted.
+// supplied by the agent and are untrusted. The jsonschema tags describe each
+// field for the agent (package mcptool's input schema is inferred from them).
 type Request struct {
-	ContentRef     string `json:"contentRef"`     // workspace-relative path of the file
-	Filename       string `json:"filename"`       // basename shown to the user
-	ContentType    string `json:"contentType"`    // media type, e.g. "application/pdf"
-	ByteSize       int64  `json:"byteSize"`       // exact size in bytes
-	SHA256         string `json:"sha256"`         // 64 hex digits (either case)
-	Title          string `json:"title"`          // short human description
-	IdempotencyKey string `json:"idempotencyKey"` // unique per task and run
+	ContentRef     string `json:"contentRef" jsonschema:"the file's path relative to the workspace root, such as out/report.pdf: no absolute path, URL, .. or symbolic link"`
+	Filename       string `json:"filename" jsonschema:"the file's base name, the last element of contentRef, as the user will see it"`
+	ContentType    string `json:"contentType" jsonschema:"the file's media type, such as application/pdf, text/csv or image/png"`
+	ByteSize       int64  `json:"byteSize" jsonschema:"the file's exact size in bytes, measured after the file is complete"`
+	SHA256         string `json:"sha256" jsonschema:"the SHA-256 of the file's bytes as 64 hex digits, computed after the file is complete"`
+	Title          string `json:"title" jsonschema:"a short description of the file for the user"`
+	IdempotencyKey string `json:"idempotencyKey" jsonschema:"a key unique to this file in this run; send the same key again to retry after an unclear result, a new key for a new file"`
 }
 
 // Disposition says whether Register stored a new attachment.
@@ -48,6 +49,17 @@ type Receipt struct {
 	ContentPath  string      `json:"contentPath"`  // /api/attachments/<id>/content
 	DownloadPath string      `json:"downloadPath"` // /api/attachments/<id>/content?download=1
 	Disposition  Disposition `json:"disposition"`  // Applied or Duplicate
+
+	// The host's ids from Registrar.RegisterFor's Binding, echoed back;
+	// empty when the host supplied none (Register). A replay returns the
+	// ones stored with the receipt.
+	Command    string     `json:"command,omitempty"`   // the host's id of the command that registered it
+	Revision   string     `json:"revision,omitempty"`  // the host's revision of the task it is bound to
+	EntityRefs EntityRefs `json:"entityRefs,omitzero"` // the host's records it belongs to
+	// WorkProductID is the id of the attachment's artifact work product
+	// (ArtifactWorkProduct: the attachment's own id); "" only in receipts
+	// stored before work products existed.
+	WorkProductID string `json:"workProductId,omitempty"`
 }
 
 // Attachment is a stored, verified file belonging to one task and run.

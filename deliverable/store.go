@@ -24,6 +24,11 @@ type Entry struct {
 	SHA256      string // lowercase hex
 	ByteSize    int64  // exact size of the content
 	Title       string // the agent's short description
+	// The host's ids (Binding), which the Store keeps in the receipt it
+	// returns and replays; they take no part in the Fingerprint.
+	Command  string
+	Revision string
+	Entities EntityRefs
 }
 
 // Store keeps attachments, their content and idempotency receipts. It is what

@@ -77,6 +77,7 @@ var answers = map[string][]answer{
 	// stage/remote.
 	"stage/remote.ErrNoHostKeyCallback": {{remote.ErrNoHostKeyCallback, false}},
 	"stage/remote.ErrUnknownHost":       {{remote.ErrUnknownHost, false}},
+	"stage/remote.ErrForward":           {{remote.ErrForward, false}}, // a server configuration (AllowTcpForwarding) or a taken address: not cured by retrying
 	"stage/remote.ErrHostKeyMismatch":   {{remote.ErrHostKeyMismatch, false}},
 	"stage/remote.HostKeyError": {
 		{&remote.HostKeyError{Host: "h:22", Err: remote.ErrHostKeyMismatch}, false},
@@ -107,6 +108,7 @@ var answers = map[string][]answer{
 		{&fs.PathError{Op: "read", Path: "report.md", Err: fmt.Errorf("%w: %w", deliverable.ErrFileChanged, stage.ErrChanged)}, false}},
 	"deliverable.ErrSizeMismatch":        {{deliverable.ErrSizeMismatch, false}},
 	"deliverable.ErrSizeDenied":          {{deliverable.ErrSizeDenied, false}},
+	"deliverable.ErrContentTypeDenied":   {{deliverable.ErrContentTypeDenied, false}},
 	"deliverable.ErrHashMismatch":        {{deliverable.ErrHashMismatch, false}},
 	"deliverable.ErrInvalidRequest":      {{deliverable.ErrInvalidRequest, false}},
 	"deliverable.ErrIdempotencyConflict": {{deliverable.ErrIdempotencyConflict, false}},

@@ -6,12 +6,15 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
+	"net/http"
 	"path"
 	"path/filepath"
 
 	"github.com/spf13/afero"
 
 	"github.com/airlockdev/airlock/deliverable"
+	"github.com/airlockdev/airlock/deliverable/mcptool"
 	"github.com/airlockdev/airlock/sandbox"
 	"github.com/airlockdev/airlock/session"
 	"github.com/airlockdev/airlock/skills"
@@ -39,10 +42,16 @@ type Run struct {
 	Log                      *slog.Logger
 }
 
-// Turn is the agent's prompt, workspace, runner and session to resume ("": fresh).
+// Turn is the agent's prompt, workspace, runner and session to resume ("": fresh), and
+// ToolURL, where the agent reaches register_deliverable over MCP inside the sandbox ("": none).
 type Turn struct {
-	Prompt, Remote, SessionKey, ResumeID string
-	Runner                               sandbox.Runner
+	Prompt, Remote, SessionKey, ResumeID, ToolURL string
+	Runner                                        sandbox.Runner
+}
+
+// forwarder is a Sandbox that serves a handler inside the sandbox; *remote.Host is one.
+type forwarder interface {
+	ServeInSandbox(ctx context.Context, network, address string, h http.Handler) (net.Addr, error)
 }
 
 // Completion is the agent's report: session ids, files delivered, other citations.
@@ -97,6 +106,18 @@ func (r *Run) Do(ctx context.Context) (*Outcome, error) {
 	if turn.ResumeID, out.Resumed = res.Record.AgentSessionID, res.Fresh == nil; res.Fresh != nil { // Record is zero then
 		log.Info("starting a fresh session", "reason", res.Fresh.Reason, "err", res.Fresh.Err)
 	}
+	reg, ws := &deliverable.Registrar{Store: r.Files}, deliverable.RemoteWorkspace(r.Sandbox, r.Remote)
+	if f, ok := r.Sandbox.(forwarder); ok { // the agent's tool, on the sandbox's loopback, through the SSH connection
+		tctx, stop := context.WithCancel(ctx) // the forward ends with the run
+		defer stop()
+		mux := http.NewServeMux()
+		mux.Handle("/mcp", mcptool.Handler(mcptool.New(reg, ws, r.TaskID, r.RunID)))
+		addr, err := f.ServeInSandbox(tctx, "tcp", "127.0.0.1:0", mux)
+		if err != nil {
+			return nil, fmt.Errorf("serve register_deliverable in the sandbox: %w", err)
+		}
+		turn.ToolURL = "http://" + addr.String() + "/mcp"
+	}
 	round, err := workspace.Prepare(ctx, workspace.Spec{Local: r.Local, Remote: r.Remote, Runner: r.Sandbox}, workspace.WithLogger(log))
 	if err != nil {
 		return nil, fmt.Errorf("prepare workspace: %w", err)
@@ -112,7 +133,7 @@ func (r *Run) Do(ctx context.Context) (*Outcome, error) {
 	if err := store.Save(ctx, bind.NewRecord(session.RecordIDs{RecordID: r.RunID, BackendSessionID: done.BackendSessionID, AgentSessionID: done.AgentSessionID})); err != nil {
 		return out, fmt.Errorf("save session: %w", err)
 	}
-	reg, ws, refs := &deliverable.Registrar{Store: r.Files}, deliverable.RemoteWorkspace(r.Sandbox, r.Remote), done.Refs
+	refs := done.Refs // the agent's citations, those of the tool's receipts among them
 	for _, req := range done.Deliver {
 		rc, err := reg.Register(ctx, ws, r.TaskID, r.RunID, req)
 		if err != nil {

@@ -128,6 +128,7 @@ type WorkspaceResult struct {
 // DeliverResult is step 6.
 type DeliverResult struct {
 	AttachmentID      string   `json:"attachment_id"`
+	Citation          string   `json:"citation"` // from the tool's receipt: deliverable:<attachment id>
 	Disposition       string   `json:"disposition"`
 	ByteSize          int64    `json:"byte_size"`
 	SHA256            string   `json:"sha256"`
@@ -153,6 +154,7 @@ type env struct {
 	st        *state
 	base      string // host temporary directory
 	host      *remote.Host
+	embedded  bool   // the sandbox is remotetest's, on this machine
 	remoteDir string // the sandbox workspace
 	log       *slog.Logger
 	stderr    io.Writer
@@ -236,7 +238,7 @@ func (e *env) connect(ctx context.Context, o Options, sum *Summary) (func() erro
 		if e.host, err = remote.Dial(ctx, srv.Addr(), cfg); err != nil {
 			return nil, errors.Join(err, srv.Close())
 		}
-		e.remoteDir = filepath.Join(srv.Dir(), "work")
+		e.remoteDir, e.embedded = filepath.Join(srv.Dir(), "work"), true
 		sum.Sandbox = "remotetest " + srv.Addr()
 		return func() error { return errors.Join(e.host.Close(), srv.Close()) }, nil
 	}

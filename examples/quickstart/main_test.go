@@ -111,6 +111,7 @@ func checkSummary(t *testing.T, sum *Summary, stdout, stderr *bytes.Buffer) {
 	assert.Equal(t, "applied", d.Disposition)
 	assert.Positive(t, d.ByteSize)
 	assert.Len(t, d.SHA256, 64)
+	assert.Equal(t, "deliverable:"+d.AttachmentID, d.Citation, "the agent cites the tool's receipt")
 	assert.True(t, d.Replayed && d.Accepted && d.ChildAccepted)
 	assert.NotEqual(t, d.AttachmentID, d.ChildAttachmentID)
 	assert.Equal(t, []string{"report.md"}, d.ChildAloneMissing)

@@ -415,23 +415,21 @@ func (e *env) deliverable(ctx context.Context, s *Summary) error {
 	req := deliverable.Request{ContentRef: "report.md", Filename: "report.md", ContentType: "text/markdown",
 		ByteSize: int64(len(st.report)), SHA256: hex.EncodeToString(sha(st.report)), Title: "Review findings",
 		IdempotencyKey: "report-1"}
-	rc, err := reg.Register(ctx, ws, "task-42", "run-1", req)
+	// The agent registers its report through the tool, and again with the same key.
+	first, second, err := e.agentRegisters(ctx, reg, ws, req)
 	if err != nil {
 		return err
 	}
-	r.AttachmentID, r.Disposition, r.ByteSize, r.SHA256 = rc.AttachmentID, string(rc.Disposition), rc.ByteSize, rc.SHA256
+	rc := first.Receipt
+	r.AttachmentID, r.Disposition, r.ByteSize, r.SHA256, r.Citation = rc.AttachmentID, string(rc.Disposition), rc.ByteSize, rc.SHA256, first.Citation
 	if rc.Disposition != deliverable.Applied || rc.ByteSize != req.ByteSize {
 		return fmt.Errorf("receipt %+v, want a new attachment of %d bytes", rc, req.ByteSize)
 	}
 	if err := storedIs(ctx, files, rc.AttachmentID, st.report); err != nil {
 		return err
 	}
-	again, err := reg.Register(ctx, ws, "task-42", "run-1", req)
-	if err != nil {
-		return fmt.Errorf("replay: %w", err)
-	}
-	if r.Replayed = again == rc; !r.Replayed {
-		return fmt.Errorf("the replay under the same key gave %+v, want %+v", again, rc)
+	if r.Replayed = second.Receipt == rc; !r.Replayed {
+		return fmt.Errorf("the replay under the same key gave %+v, want %+v", second.Receipt, rc)
 	}
 
 	// A done child task delivered the changelog in its own run.
@@ -448,7 +446,7 @@ func (e *env) deliverable(ctx context.Context, s *Summary) error {
 	}}
 	ev := deliverable.Evidence{TaskID: "task-42", RunID: "run-1",
 		Objective: "Review the change and write the findings to report.md, then attach it.",
-		Refs:      []string{"deliverable:" + rc.AttachmentID}}
+		Refs:      []string{first.Citation}}
 	if err := deliverable.ValidateEvidence(ctx, tasks, ev); err != nil {
 		return fmt.Errorf("evidence citing the report: %w", err)
 	}
@@ -465,8 +463,8 @@ func (e *env) deliverable(ctx context.Context, s *Summary) error {
 		return fmt.Errorf("the child's file alone was not refused for the missing report.md: %v", err)
 	}
 	r.ChildAloneMissing = evErr.Missing
-	e.progress(6, "deliverable", "report.md read over SSH, %d bytes, SHA-256 verified on the host, attachment %s; replay: same receipt; evidence accepted, also with a done child's file (alone it is refused)",
-		r.ByteSize, r.AttachmentID)
+	e.progress(6, "deliverable", "the agent called register_deliverable over MCP in the sandbox: report.md read over SSH, %d bytes, SHA-256 verified on the host, cited as %s; replay: same receipt; evidence accepted, also with a done child's file (alone it is refused)",
+		r.ByteSize, r.Citation)
 	return nil
 }
 

@@ -149,6 +149,8 @@ PasswordAuthentication no
 KbdInteractiveAuthentication no
 AllowUsers %s
 Subsystem sftp internal-sftp
+AllowTcpForwarding yes
+AllowStreamLocalForwarding yes
 ClientAliveInterval 0
 MaxSessions 64
 MaxStartups 64

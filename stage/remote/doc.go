@@ -21,6 +21,12 @@
 //     that ignore signal requests (OpenSSH) too; keepalives find a dead
 //     peer, after which every call fails with sandbox.ErrTransport.
 //   - Output read from the sandbox for control operations is bounded.
+//   - [Host.ServeInSandbox] serves an http.Handler on a loopback port or a
+//     unix socket inside the sandbox through the same SSH connection (remote
+//     forwarding), so the sandbox reaches it with no route to the host; the
+//     forward ends with its context or the Host, and the sandbox's
+//     connections, headers and bodies are bounded (MaxForwardConns,
+//     MaxForwardHeaderBytes, MaxForwardBodyBytes).
 //
 // Where SFTP is used: the stored manifests of Probe (no process in the
 // sandbox), the read-back of WithVerify (Fetch) for copies of at most 64

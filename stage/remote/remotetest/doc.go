@@ -3,7 +3,11 @@
 //
 // A Server listens on 127.0.0.1 only, runs every "exec" request as
 // /bin/sh -c COMMAND in its directory, serves the "sftp" subsystem with
-// github.com/pkg/sftp, and accepts exactly one ephemeral ed25519 client key.
+// github.com/pkg/sftp, serves remote forwarding ("tcpip-forward" on
+// loopback addresses and "streamlocal-forward@openssh.com" on absolute
+// socket paths, each connection relayed over a channel it opens to the
+// client; WithoutForwarding refuses both), and accepts exactly one
+// ephemeral ed25519 client key.
 // Server.Config returns a client configuration that trusts exactly this
 // server's ephemeral host key and authenticates with that client key, so a
 // test never needs key files, known_hosts or InsecureIgnoreHostKey:
@@ -36,7 +40,8 @@
 //   - "env" requests are refused and never applied, as most real servers do;
 //     "pty-req", "shell" and unknown channel requests are refused too.
 //   - Close kills every running command, closes every connection and returns
-//     only when every goroutine the server started has finished.
+//     only when every goroutine the server started has finished. A
+//     connection's forwards are closed when it ends.
 //
 // # Non-guarantees
 //

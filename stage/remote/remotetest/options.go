@@ -10,11 +10,13 @@ import (
 type Option func(*options) error
 
 type options struct {
-	dir       string        // "" means a fresh temporary directory
-	latency   time.Duration // round-trip delay; 0 means none
-	hang      []string      // exec commands containing any of these never answer
-	hangSFTP  bool          // the sftp subsystem is accepted and never answers
-	dropAfter int64         // 0 means never
+	dir         string        // "" means a fresh temporary directory
+	latency     time.Duration // round-trip delay; 0 means none
+	hang        []string      // exec commands containing any of these never answer
+	hangSFTP    bool          // the sftp subsystem is accepted and never answers
+	dropAfter   int64         // 0 means never
+	noForward   bool          // refuse remote forwarding requests
+	hangForward bool          // never answer remote forwarding requests
 }
 
 // WithDir makes commands run in dir (made absolute), and makes relative SFTP
@@ -79,6 +81,26 @@ func WithDropAfter(n int64) Option {
 func WithHangSFTP() Option {
 	return func(o *options) error {
 		o.hangSFTP = true
+		return nil
+	}
+}
+
+// WithoutForwarding makes the server refuse every remote forwarding
+// request ("tcpip-forward", "streamlocal-forward@openssh.com"), as OpenSSH
+// does with DisableForwarding. Default: both are served (see Server).
+func WithoutForwarding() Option {
+	return func(o *options) error {
+		o.noForward = true
+		return nil
+	}
+}
+
+// WithHangForward makes the server leave every remote forwarding request
+// unanswered, as a stuck server would; the client's request waits until it
+// gives up or the connection ends. Default: they are answered.
+func WithHangForward() Option {
+	return func(o *options) error {
+		o.hangForward = true
 		return nil
 	}
 }

@@ -262,15 +262,7 @@ func (s *Server) serveConn(raw net.Conn) {
 	if err != nil {
 		return // handshake or authentication failed; the client sees why
 	}
-	s.wg.Go(func() {
-		for req := range reqs {
-			// keepalive@openssh.com and anything else: OpenSSH answers
-			// unknown global requests with failure, which is still an answer.
-			if req.WantReply {
-				_ = req.Reply(false, nil) // fails only when the connection is gone
-			}
-		}
-	})
+	s.wg.Go(func() { s.serveGlobal(sconn, reqs) })
 	for nc := range chans {
 		if nc.ChannelType() != "session" {
 			_ = nc.Reject(ssh.UnknownChannelType, "remotetest serves session channels only")

@@ -55,6 +55,14 @@ func TestDockerRunner(t *testing.T) {
 	stagetest.TestRunner(t, func(t *testing.T) sandbox.Runner { return r })
 }
 
+// TestPodmanRunner: the same suite over `podman exec -i` (skipped, naming
+// podman, where it is not installed).
+func TestPodmanRunner(t *testing.T) {
+	c := enginetest.StartContainer(t, enginetest.Podman)
+	r := sandbox.Exec(c.Argv()...)
+	stagetest.TestRunner(t, func(t *testing.T) sandbox.Runner { return r })
+}
+
 func TestDockerTarget(t *testing.T) {
 	_, r := dockerRunner(t)
 	stagetest.TestTarget(t, func(t *testing.T) (stage.Target, string) {

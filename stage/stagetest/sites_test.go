@@ -37,6 +37,8 @@ func TestRepositorySites(t *testing.T) {
 		`examples/quickstart/main.go "skills" RejectLinks`,
 		// So does the adapter example.
 		`examples/adapter/adapter.go "skills" RejectLinks`,
+		// And the bubblewrap example.
+		`examples/bwrap/steps.go "skills" RejectLinks`,
 		// The stage command stages what its user points it at, under the
 		// policy its -links flag names (default skip).
 		`examples/stage/main.go *name policy`,

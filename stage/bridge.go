@@ -645,7 +645,10 @@ const finishAlone = "trap '' PIPE\n"
 // publishScript moves the transferred tree in tmp into place at dst and its
 // manifest to mf, then deletes the old copy. The old manifest leaves before
 // the old tree, in one mv, so that no moment pairs a manifest with a tree
-// it does not describe. With exchange (mv --exchange), the new tree and the
+// it does not describe. Before the renames, the stream's modes script
+// (shell.TarModes) gives every directory of the new tree its manifest
+// mode, whatever the sandbox's tar did with the directories the carry
+// had made. With exchange (mv --exchange), the new tree and the
 // old one trade places in one atomic rename, so a reader finds either copy
 // at dst, never nothing; without it, or when the exchange fails, two
 // renames leave dst absent for an instant (never partial). The old copy
@@ -656,8 +659,9 @@ const finishAlone = "trap '' PIPE\n"
 func publishScript(tmp, dst, mf, name string, exchange bool) string {
 	var sb strings.Builder
 	fmt.Fprintf(&sb, `%st=%s; d=%s; m=%s
-if [ ! -f "$t/complete" ] || [ ! -d "$t/new/tree" ] || [ -L "$t/new/tree" ] || [ ! -f "$t/new/manifest.json" ] || [ -L "$t/new/manifest.json" ] || [ ! -d "$t/old" ] || [ -L "$t/old" ]; then echo "transfer incomplete: $t lacks part of the stream" >&2; exit 3; fi
+if [ ! -f "$t/complete" ] || [ ! -d "$t/new/tree" ] || [ -L "$t/new/tree" ] || [ ! -f "$t/new/manifest.json" ] || [ -L "$t/new/manifest.json" ] || [ ! -d "$t/old" ] || [ -L "$t/old" ] || [ ! -f "$t/modes" ] || [ -L "$t/modes" ]; then echo "transfer incomplete: $t lacks part of the stream" >&2; exit 3; fi
 %s || exit 3
+if ! (cd "$t" && . ./modes); then echo "cannot set the modes of the directories in $t/new/tree; stage again" >&2; exit 3; fi
 if [ -e "$m" ] || [ -L "$m" ]; then mv -f "$m" "$t/old/" || exit 4; fi
 x=
 `, finishAlone, q(tmp), q(dst), q(mf), claimScript)

@@ -369,7 +369,7 @@ func TestBridgeTruncatedTransfer(t *testing.T) {
 // itself succeeds: the publish command must notice and refuse, at every
 // boundary.
 func TestBridgePublishChecksCompleteness(t *testing.T) {
-	const members = 7 // new/, new/tree/, a, b, new/manifest.json, old/, complete
+	const members = 8 // new/, new/tree/, a, b, new/manifest.json, old/, modes, complete
 	for k := range members - 1 {
 		t.Run(fmt.Sprint(k), func(t *testing.T) {
 			dir := t.TempDir()

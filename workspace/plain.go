@@ -44,8 +44,11 @@ func (r *Round) preparePlain(ctx context.Context) (err error) {
 	wdone := make(chan walked, 1)
 	var localFailed atomic.Bool
 	pats := r.spec.Exclude
+	// The stream's directories' modes travel as its last member, a
+	// temporary name (which the walk leaves out) at the top.
+	modes := tmpBase()
 	go func() {
-		res, err := writeTar(ctx, wp, r.spec.Local, func(rel string, _ bool) bool { return excluded(pats, rel) || isTmpName(path.Base(rel)) })
+		res, err := writeTar(ctx, wp, r.spec.Local, modes, func(rel string, _ bool) bool { return excluded(pats, rel) || isTmpName(path.Base(rel)) })
 		wp.Close()
 		if err != nil {
 			localFailed.Store(true) // before the command is stopped: the cause
@@ -53,7 +56,7 @@ func (r *Round) preparePlain(ctx context.Context) (err error) {
 		}
 		wdone <- walked{res, err}
 	}()
-	script := shell.PlainPrepareScript(r.spec.Remote)
+	script := shell.PlainPrepareScript(r.spec.Remote, modes)
 	rerr := runGuest(ctx, r.spec.Runner, "sending the tree to "+r.spec.Remote, sandbox.Command{Script: script, Stdin: rp}, nil)
 	if rerr != nil && !localFailed.Load() {
 		// Nobody reads the stream any more (a cut connection stops the

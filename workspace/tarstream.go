@@ -18,10 +18,11 @@ import (
 
 // writeTar streams the tree at dir (read through internal/tree, links
 // skipped, exclude applied) to w, in the shell protocol's tree encoding
-// (shell.WritePlain), and returns what it sent.
-func writeTar(ctx context.Context, w io.Writer, dir string, exclude func(rel string, isDir bool) bool) (*tree.Result, error) {
+// (shell.WritePlain, whose last member is the directories' modes script,
+// named modes: a name exclude must leave out), and returns what it sent.
+func writeTar(ctx context.Context, w io.Writer, dir, modes string, exclude func(rel string, isDir bool) bool) (*tree.Result, error) {
 	var res *tree.Result
-	_, err := shell.WritePlain(w, time.Now().Truncate(time.Second), func(fn func(shell.Entry, io.Reader) error) ([]byte, error) {
+	_, err := shell.WritePlain(w, time.Now().Truncate(time.Second), modes, func(fn func(shell.Entry, io.Reader) error) ([]byte, error) {
 		var err error
 		res, err = tree.Walk(ctx, dir, tree.Options{Exclude: exclude}, func(it *tree.Item) error {
 			e := shell.Entry{Path: it.Path, Mode: it.Mode.Perm(), Size: it.Size}

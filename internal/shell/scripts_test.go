@@ -2,6 +2,7 @@ package shell
 
 import (
 	"bytes"
+	"io/fs"
 	"os/exec"
 	"strings"
 	"testing"
@@ -24,7 +25,9 @@ func scriptSamples() map[string]string {
 	for _, v := range []struct{ name, word string }{{"plain", "/work/tree"}, {"hostile", "/tmp/" + hostileWord}} {
 		w := v.word
 		out["WorkspaceProbeScript/"+v.name] = WorkspaceProbeScript(w)
-		out["PlainPrepareScript/"+v.name] = PlainPrepareScript(w)
+		out["PlainPrepareScript/"+v.name] = PlainPrepareScript(w, ".airlock-tmp-x")
+		out["PlainPrepareScript/"+v.name+"/modes"] = PlainPrepareScript("/tmp", w)
+		out["ModesScript/"+v.name] = string(ModesScript("new/tree/", []Entry{{Path: w, Mode: fs.ModeDir | 0o555}, {Path: w + "/a", Mode: fs.ModeDir | 0o700}}))
 		out["PlainRestoreScript/"+v.name] = PlainRestoreScript(w, "abc123")
 		out["GitRestoreScript/"+v.name] = GitRestoreScript(w, "abc123", []string{":(exclude,glob)" + hostileWord, "."})
 		for _, bundle := range []bool{false, true} {

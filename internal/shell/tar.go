@@ -38,14 +38,16 @@ type Entry struct {
 
 // The host's tar stream, extracted into a fresh temporary directory:
 // "new/tree/" and everything below it, "new/manifest.json", an empty "old/"
-// (where the publish moves the previous copy), and last an empty
-// "complete". tar reads its input in order, so "complete" exists only when
-// every member before it arrived whole.
+// (where the publish moves the previous copy), "modes" (ModesScript of the
+// tree's directories, names relative to the temporary directory) and last
+// an empty "complete". tar reads its input in order, so "complete" exists
+// only when every member before it arrived whole.
 const (
 	TarNew      = "new/"
 	TarTree     = "new/tree/"
 	TarManifest = "new/manifest.json"
 	TarOld      = "old/"
+	TarModes    = "modes"
 	TarComplete = "complete"
 )
 
@@ -64,17 +66,17 @@ func WriteStream(w io.Writer, mtime time.Time, walk WalkFunc) (manifest []byte, 
 				return err
 			}
 		}
-		if manifest, err = WriteTree(tw, TarTree, mtime, walk); err != nil {
+		var dirs []Entry
+		if manifest, dirs, err = WriteTree(tw, TarTree, mtime, walk); err != nil {
 			return err
 		}
-		h := &tar.Header{Typeflag: tar.TypeReg, Name: TarManifest, Mode: 0o644, Size: int64(len(manifest)), ModTime: mtime}
-		if err := tw.WriteHeader(h); err != nil {
-			return err
-		}
-		if _, err := tw.Write(manifest); err != nil {
+		if err := writeMember(tw, TarManifest, 0o644, mtime, manifest); err != nil {
 			return err
 		}
 		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: TarOld, Mode: 0o700, ModTime: mtime}); err != nil {
+			return err
+		}
+		if err := writeMember(tw, TarModes, 0o600, mtime, ModesScript(TarTree, dirs)); err != nil {
 			return err
 		}
 		return tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: TarComplete, Mode: 0o600, ModTime: mtime})
@@ -86,14 +88,29 @@ func WriteStream(w io.Writer, mtime time.Time, walk WalkFunc) (manifest []byte, 
 }
 
 // WritePlain writes the tree walk yields to w as one plain tar stream (no
-// layout: names relative to where the sandbox extracts it) and returns
-// what walk returned.
-func WritePlain(w io.Writer, mtime time.Time, walk WalkFunc) (out []byte, err error) {
+// layout: names relative to where the sandbox extracts it), then, as its
+// last member, the regular file modes: ModesScript of the tree's
+// directories, for the sandbox to run after the extraction (see
+// PlainPrepareScript). It returns what walk returned. modes must be a
+// name the tree does not hold.
+func WritePlain(w io.Writer, mtime time.Time, modes string, walk WalkFunc) (out []byte, err error) {
 	err = writeArchive(w, func(tw *tar.Writer) error {
-		out, err = WriteTree(tw, "", mtime, walk)
-		return err
+		var dirs []Entry
+		if out, dirs, err = WriteTree(tw, "", mtime, walk); err != nil {
+			return err
+		}
+		return writeMember(tw, modes, 0o600, mtime, ModesScript("", dirs))
 	})
 	return out, err
+}
+
+// writeMember writes the regular file name holding data.
+func writeMember(tw *tar.Writer, name string, mode int64, mtime time.Time, data []byte) error {
+	if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: name, Mode: mode, Size: int64(len(data)), ModTime: mtime}); err != nil {
+		return err
+	}
+	_, err := tw.Write(data)
+	return err
 }
 
 // writeArchive gives fn a tar writer on a buffered w, then closes the
@@ -112,20 +129,20 @@ func writeArchive(w io.Writer, fn func(tw *tar.Writer) error) error {
 
 // WriteTree writes the directories and regular files walk yields to tw,
 // each name prefixed with prefix ("" or a path ending in "/"), and returns
-// what walk returned. A directory without owner rwx is written with it (so
-// that tar, as a non-root user, can fill it) and given its real mode by a
-// second header at the end, deepest first. It does not close tw.
-func WriteTree(tw *tar.Writer, prefix string, mtime time.Time, walk WalkFunc) ([]byte, error) {
-	var fixups []Entry
+// what walk returned and the directories, in walk order. Every directory
+// is written with owner rwx (so that tar, as a non-root user, can fill
+// it): its real mode is ModesScript's to set, after the extraction, since
+// a sandbox's tar may leave the mode of a directory that already exists
+// alone (busybox tar as a non-root user does), whatever a later header
+// says. It does not close tw.
+func WriteTree(tw *tar.Writer, prefix string, mtime time.Time, walk WalkFunc) ([]byte, []Entry, error) {
+	var dirs []Entry
 	buf := make([]byte, 256<<10)
 	out, err := walk(func(e Entry, r io.Reader) error {
 		h := &tar.Header{Name: prefix + e.Path, Mode: int64(e.Mode.Perm()), ModTime: mtime}
 		if e.Mode.IsDir() {
-			h.Typeflag, h.Name = tar.TypeDir, h.Name+"/"
-			if e.Mode&0o700 != 0o700 {
-				h.Mode |= 0o700
-				fixups = append(fixups, e)
-			}
+			h.Typeflag, h.Name, h.Mode = tar.TypeDir, h.Name+"/", h.Mode|0o700
+			dirs = append(dirs, Entry{Path: e.Path, Mode: e.Mode})
 			return tw.WriteHeader(h)
 		}
 		h.Typeflag, h.Size = tar.TypeReg, e.Size
@@ -136,16 +153,47 @@ func WriteTree(tw *tar.Writer, prefix string, mtime time.Time, walk WalkFunc) ([
 		return err
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	for i := len(fixups) - 1; i >= 0; i-- {
-		e := fixups[i]
-		h := &tar.Header{Typeflag: tar.TypeDir, Name: prefix + e.Path + "/", Mode: int64(e.Mode.Perm()), ModTime: mtime}
-		if err := tw.WriteHeader(h); err != nil {
-			return nil, err
+	return out, dirs, nil
+}
+
+// maxModesArgs bounds the bytes of names one chmod line of ModesScript
+// holds (ARG_MAX is 128 KiB per argument and about 2 MiB in all on Linux).
+const maxModesArgs = 64 << 10
+
+// ModesScript returns the sh lines that give each directory of dirs (a
+// tree's directories in walk order: a directory before its contents) its
+// permission bits, each name prefixed with prefix and relative to the
+// working directory: chmod calls, deepest first (the reverse of walk
+// order, so that no directory loses its owner's search permission before
+// what is below it is done), consecutive directories of one mode in one
+// call. A failed chmod exits 1 (the script is meant to run in a subshell,
+// or through sh). Its length is linear in the names'.
+func ModesScript(prefix string, dirs []Entry) []byte {
+	var sb strings.Builder
+	mode, n := fs.FileMode(0), 0
+	end := func() {
+		if n > 0 {
+			sb.WriteString(" || exit 1\n")
 		}
+		n = 0
 	}
-	return out, nil
+	for i := len(dirs) - 1; i >= 0; i-- {
+		d := dirs[i]
+		a := Quote(prefix + d.Path)
+		if n > 0 && (d.Mode.Perm() != mode || n+1+len(a) > maxModesArgs) {
+			end()
+		}
+		if n == 0 {
+			mode = d.Mode.Perm()
+			fmt.Fprintf(&sb, "chmod %o --", mode)
+		}
+		sb.WriteString(" " + a)
+		n += 1 + len(a)
+	}
+	end()
+	return []byte(sb.String())
 }
 
 // WriteFiles writes regular files as one plain tar stream (no layout):

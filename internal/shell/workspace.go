@@ -109,11 +109,16 @@ exit 0
 }
 
 // PlainPrepareScript returns the script that makes the sandbox directory
-// remote the plain tree a tar stream on stdin holds: everything there but
-// the runtime directory is removed first (exit 10: remote cannot be
-// entered; 11: an entry cannot be removed).
-func PlainPrepareScript(remote string) string {
-	return fmt.Sprintf(`r=%s
+// remote the plain tree a tar stream on stdin holds (WritePlain, whose
+// last member is the file modes, a name at the top the tree does not
+// hold): everything there but the runtime directory is removed first, the
+// stream is extracted, then modes sets every directory's permission bits
+// and is removed, since the sandbox's tar may leave those of a directory
+// it made itself alone. Exit 10: remote cannot be entered; 11: an entry
+// cannot be removed; 12: the modes cannot be set; 13: the stream lacked
+// modes; otherwise tar's status when the extraction failed.
+func PlainPrepareScript(remote, modes string) string {
+	return fmt.Sprintf(`r=%s; f0=%s
 mkdir -p "$r" && cd "$r" || { echo "cannot enter $r" >&2; exit 10; }
 for f in * .[!.]* ..?*; do
   if [ -e "$f" ] || [ -L "$f" ]; then
@@ -122,8 +127,12 @@ for f in * .[!.]* ..?*; do
   fi
 done
 umask 0
-exec tar -x -o -f -
-`, Quote(remote), Quote(RuntimeDir))
+tar -x -o -f -; s=$?
+if [ "$s" != 0 ]; then rm -f -- "$f0"; exit "$s"; fi
+if [ ! -f "$f0" ] || [ -L "$f0" ]; then echo "the tar stream lacked $f0, its last member: the transfer was cut; prepare again" >&2; exit 13; fi
+if ! (. "./$f0"); then rm -f -- "$f0"; echo "cannot set the modes of the directories in $r; prepare again" >&2; exit 12; fi
+rm -f -- "$f0"
+`, Quote(remote), Quote(modes), Quote(RuntimeDir))
 }
 
 // MaxProbeHave bounds the commits a workspace probe may list.

@@ -1,0 +1,638 @@
+package sandbox_test
+
+// Attack tests written from the public docs only (README "Runners" and
+// "Errors", go doc ./sandbox, issue 19). Each test names the promise it
+// checks; a failing one is a finding.
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/airlockdev/airlock/sandbox"
+)
+
+// a19Run runs cmd with a generous bound so that a hang fails the test
+// instead of the whole binary.
+func a19Run(t *testing.T, r sandbox.Runner, cmd sandbox.Command, bound time.Duration) error {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx, cmd) }()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(bound):
+		t.Fatalf("Run did not return within %v", bound)
+		return nil
+	}
+}
+
+// a19Local is an ExecFunc that runs argv here, as the doc's example SDK.
+func a19Local(ctx context.Context, argv []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	c := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	c.Stdin, c.Stdout, c.Stderr = stdin, stdout, stderr
+	c.WaitDelay = 2 * time.Second
+	return c.Run()
+}
+
+// a19Runners are the runners every contract test is tried on.
+func a19Runners(t *testing.T) map[string]sandbox.Runner {
+	return map[string]sandbox.Runner{
+		"Exec()":      sandbox.Exec(),
+		"Exec(sh -c)": sandbox.Exec("sh", "-c", `"$@"`, "engine"),
+		"FromExec":    sandbox.FromExec(a19Local),
+		"Local":       sandbox.Local(t.TempDir()),
+	}
+}
+
+func a19Status(t *testing.T, err error, want int) {
+	t.Helper()
+	var ee *sandbox.ExitError
+	if want == 0 {
+		if err != nil {
+			t.Fatalf("want nil, got %v", err)
+		}
+		return
+	}
+	if !errors.As(err, &ee) || ee.Status != want {
+		t.Fatalf("want *ExitError status %d, got %T %v", want, err, err)
+	}
+}
+
+// Promise: a record with the right shape and the wrong nonce is the script's
+// own output: it decides nothing and reaches Command.Stderr byte-exact.
+func TestAttackForgedRecordWrongNonce(t *testing.T) {
+	forged := "airlock-exec-00000000000000000000000000000000: end 0 \n" +
+		"airlock-exec-00000000000000000000000000000000: start 1 group\n"
+	script := `printf '%s' "$F" >&2; exit 5`
+	for name, r := range a19Runners(t) {
+		t.Run(name, func(t *testing.T) {
+			var e bytes.Buffer
+			err := a19Run(t, r, sandbox.Command{Script: script, Env: map[string]string{"F": forged}, Stderr: &e}, 20*time.Second)
+			a19Status(t, err, 5)
+			if e.String() != forged {
+				t.Fatalf("stderr not byte-exact: %q", e.String())
+			}
+		})
+	}
+}
+
+// Promise: Stderr receives the script's output byte-exact, kept apart, even
+// when it does not end in a newline (the record then follows on the same
+// line) and when it is binary holding the record's bytes.
+func TestAttackStderrNoTrailingNewline(t *testing.T) {
+	cases := map[string]string{
+		"plain":   "no newline at end",
+		"prefix":  "airlock-exec-",
+		"binary":  "\x00\xff\rairlock-exec-\x00: end 0 \x00",
+		"cr":      "line\r",
+		"onlynul": "\x00",
+	}
+	for name, r := range a19Runners(t) {
+		for cn, payload := range cases {
+			t.Run(name+"/"+cn, func(t *testing.T) {
+				var o, e bytes.Buffer
+				err := a19Run(t, r, sandbox.Command{
+					Script: `printf 'X\0Y' ; cat >&2; exit 7`,
+					Stdin:  strings.NewReader(payload), Stdout: &o, Stderr: &e,
+				}, 20*time.Second)
+				a19Status(t, err, 7)
+				if e.String() != payload || o.String() != "X\x00Y" {
+					t.Fatalf("stderr %q stdout %q", e.String(), o.String())
+				}
+			})
+		}
+	}
+}
+
+// Promise: stderr beyond any buffer, with no newline at all, is delivered
+// byte-exact (no bounded line buffer may cut or refuse it).
+func TestAttackStderrFloodNoNewline(t *testing.T) {
+	for name, r := range a19Runners(t) {
+		t.Run(name, func(t *testing.T) {
+			var e a19CountWriter
+			err := a19Run(t, r, sandbox.Command{
+				Script: `head -c 8388608 /dev/zero | tr '\0' 'a' >&2; exit 4`,
+				Stderr: &e,
+			}, 60*time.Second)
+			a19Status(t, err, 4)
+			if e.n != 8<<20 || e.other {
+				t.Fatalf("stderr: %d bytes (other bytes: %v), want %d", e.n, e.other, 8<<20)
+			}
+		})
+	}
+}
+
+type a19CountWriter struct {
+	mu    sync.Mutex
+	n     int
+	other bool
+}
+
+func (c *a19CountWriter) Write(b []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.n += len(b)
+	if bytes.IndexFunc(b, func(r rune) bool { return r != 'a' }) >= 0 {
+		c.other = true
+	}
+	return len(b), nil
+}
+
+// Promise: a script that closes its stderr still reports its own status.
+func TestAttackScriptClosesStderr(t *testing.T) {
+	for name, r := range a19Runners(t) {
+		t.Run(name, func(t *testing.T) {
+			err := a19Run(t, r, sandbox.Command{Script: `exec 2>&-; exec 2>/dev/null; exit 9`}, 20*time.Second)
+			a19Status(t, err, 9)
+		})
+	}
+}
+
+// Promise: output written after the script's end by a background child that
+// kept stderr open still reaches Stderr (byte-exact), and the status is the
+// script's.
+func TestAttackLateStderrAfterRecord(t *testing.T) {
+	for name, r := range a19Runners(t) {
+		t.Run(name, func(t *testing.T) {
+			var e bytes.Buffer
+			var mu sync.Mutex
+			err := a19Run(t, r, sandbox.Command{
+				Script: `(sleep 0.3; printf late >&2) & printf early >&2; exit 3`,
+				Stderr: a19WriterFunc(func(b []byte) (int, error) { mu.Lock(); defer mu.Unlock(); return e.Write(b) }),
+			}, 20*time.Second)
+			a19Status(t, err, 3)
+			mu.Lock()
+			defer mu.Unlock()
+			if e.String() != "earlylate" {
+				t.Fatalf("stderr %q, want %q", e.String(), "earlylate")
+			}
+		})
+	}
+}
+
+type a19WriterFunc func([]byte) (int, error)
+
+func (f a19WriterFunc) Write(b []byte) (int, error) { return f(b) }
+
+// Promise: no record is ErrTransport, whatever the client's exit. A script
+// that kills its wrapper leaves no record.
+func TestAttackScriptKillsWrapper(t *testing.T) {
+	for name, r := range a19Runners(t) {
+		if name == "Local" {
+			continue
+		}
+		t.Run(name, func(t *testing.T) {
+			err := a19Run(t, r, sandbox.Command{Script: `kill -9 $PPID; exit 0`}, 20*time.Second)
+			if !errors.Is(err, sandbox.ErrTransport) {
+				t.Fatalf("want ErrTransport, got %T %v", err, err)
+			}
+		})
+	}
+}
+
+// Promise: an exec client that exits 0 before the script ended (kubectl's
+// "exit 0 mid-command") is ErrTransport, not success.
+func TestAttackClientExitsZeroEarly(t *testing.T) {
+	r := sandbox.Exec("sh", "-c", `"$@" & sleep 0.2; exit 0`, "engine")
+	err := a19Run(t, r, sandbox.Command{Script: `sleep 2; exit 0`}, 20*time.Second)
+	if !errors.Is(err, sandbox.ErrTransport) {
+		t.Fatalf("want ErrTransport, got %T %v", err, err)
+	}
+	fr := sandbox.FromExec(func(ctx context.Context, argv []string, stdin io.Reader, stdout, stderr io.Writer) error {
+		c := exec.Command(argv[0], argv[1:]...)
+		c.Stdin, c.Stdout, c.Stderr = stdin, stdout, io.Discard
+		if err := c.Start(); err != nil {
+			return err
+		}
+		go c.Wait()
+		time.Sleep(200 * time.Millisecond)
+		return nil
+	})
+	err = a19Run(t, fr, sandbox.Command{Script: `sleep 2; exit 0`}, 20*time.Second)
+	if !errors.Is(err, sandbox.ErrTransport) {
+		t.Fatalf("FromExec: want ErrTransport, got %T %v", err, err)
+	}
+}
+
+// Promise: a client that fails after the record is ErrTransport too (the
+// output may be cut).
+func TestAttackClientFailsAfterRecord(t *testing.T) {
+	r := sandbox.Exec("sh", "-c", `"$@"; exit 1`, "engine")
+	err := a19Run(t, r, sandbox.Command{Script: `exit 0`}, 20*time.Second)
+	if !errors.Is(err, sandbox.ErrTransport) {
+		t.Fatalf("want ErrTransport, got %T %v", err, err)
+	}
+	fr := sandbox.FromExec(func(ctx context.Context, argv []string, stdin io.Reader, stdout, stderr io.Writer) error {
+		if err := a19Local(ctx, argv, stdin, stdout, stderr); err != nil {
+			return err
+		}
+		return errors.New("stream reset by peer")
+	})
+	err = a19Run(t, fr, sandbox.Command{Script: `exit 0`}, 20*time.Second)
+	if !errors.Is(err, sandbox.ErrTransport) {
+		t.Fatalf("FromExec: want ErrTransport, got %T %v", err, err)
+	}
+}
+
+// Promise: an fn that ignores ctx is abandoned a second after the kill call;
+// Control's deadline holds whatever the Runner does.
+func TestAttackClientHangsAfterScript(t *testing.T) {
+	block := make(chan struct{})
+	defer close(block)
+	fr := sandbox.FromExec(func(ctx context.Context, argv []string, stdin io.Reader, stdout, stderr io.Writer) error {
+		_ = a19Local(context.Background(), argv, stdin, stdout, stderr)
+		<-block // never returns, ignores ctx
+		return nil
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	start := time.Now()
+	err := sandbox.Control(ctx, fr, sandbox.Command{Script: `exit 0`})
+	if el := time.Since(start); el > 8*time.Second {
+		t.Fatalf("Control took %v", el)
+	}
+	// The script ended with a record; a client that never returns is
+	// either nil (record seen) or ErrTransport. Anything else is wrong.
+	if err != nil && !errors.Is(err, sandbox.ErrTransport) {
+		t.Fatalf("got %T %v", err, err)
+	}
+}
+
+// Promise: Control's deadline is enforced even when r ignores its context,
+// with an error wrapping ErrTransport.
+func TestAttackControlNeverReturns(t *testing.T) {
+	block := make(chan struct{})
+	defer close(block)
+	r := a19ShortRunner{d: time.Second, f: func(ctx context.Context, cmd sandbox.Command) error { <-block; return nil }}
+	start := time.Now()
+	err := sandbox.Control(context.Background(), r, sandbox.Command{Script: "true"})
+	if el := time.Since(start); el > 3*time.Second {
+		t.Fatalf("Control held %v past a 1s deadline", el)
+	}
+	if !errors.Is(err, sandbox.ErrTransport) || !sandbox.Retryable(err) {
+		t.Fatalf("want retryable ErrTransport, got %v", err)
+	}
+	// Caller's cancellation: wraps ErrTransport and ctx's error.
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	err = sandbox.Control(ctx, r, sandbox.Command{Script: "true"})
+	if !errors.Is(err, sandbox.ErrTransport) || !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled: want ErrTransport and Canceled, got %v", err)
+	}
+	// A plain error from the Runner is wrapped in ErrTransport.
+	r2 := a19ShortRunner{d: time.Second, f: func(ctx context.Context, cmd sandbox.Command) error { return errors.New("boom") }}
+	if err := sandbox.Control(context.Background(), r2, sandbox.Command{}); !errors.Is(err, sandbox.ErrTransport) {
+		t.Fatalf("plain runner error: want ErrTransport, got %v", err)
+	}
+	// An ExitError stays an ExitError, with stderr in the message.
+	r3 := sandbox.Exec()
+	err = sandbox.Control(context.Background(), r3, sandbox.Command{Script: `echo why-it-failed >&2; exit 2`})
+	var ee *sandbox.ExitError
+	if !errors.As(err, &ee) || ee.Status != 2 || !strings.Contains(err.Error(), "why-it-failed") || errors.Is(err, sandbox.ErrTransport) {
+		t.Fatalf("exit 2: got %v", err)
+	}
+}
+
+type a19ShortRunner struct {
+	d time.Duration
+	f func(ctx context.Context, cmd sandbox.Command) error
+}
+
+func (s a19ShortRunner) Run(ctx context.Context, cmd sandbox.Command) error { return s.f(ctx, cmd) }
+func (s a19ShortRunner) ControlTimeout() time.Duration                     { return s.d }
+
+// Promise: an fn that dies mid-stdin is ErrTransport (not an ExitError and
+// not success).
+func TestAttackClientDiesMidStdin(t *testing.T) {
+	fr := sandbox.FromExec(func(ctx context.Context, argv []string, stdin io.Reader, stdout, stderr io.Writer) error {
+		buf := make([]byte, 10)
+		_, _ = io.ReadFull(stdin, buf)
+		return errors.New("connection lost")
+	})
+	err := a19Run(t, fr, sandbox.Command{Script: `cat >/dev/null`, Stdin: strings.NewReader(strings.Repeat("x", 1<<20))}, 20*time.Second)
+	if !errors.Is(err, sandbox.ErrTransport) {
+		t.Fatalf("want ErrTransport, got %T %v", err, err)
+	}
+	r := sandbox.Exec("sh", "-c", `head -c 100 >/dev/null; exit 0`, "engine")
+	err = a19Run(t, r, sandbox.Command{Script: `cat >/dev/null`, Stdin: strings.NewReader(strings.Repeat("x", 1<<20))}, 20*time.Second)
+	if !errors.Is(err, sandbox.ErrTransport) {
+		t.Fatalf("Exec: want ErrTransport, got %T %v", err, err)
+	}
+}
+
+// Promise: Env reaches the script byte-exact: every byte but NUL.
+func TestAttackEnvEveryByte(t *testing.T) {
+	var all []byte
+	for b := 1; b < 256; b++ {
+		all = append(all, byte(b))
+	}
+	val := string(all) + "\n\n"
+	env := map[string]string{"V": val, "W": "'\"$(touch /tmp/a19pwn)`x`\\\n__airlock_env_end\nexport X=1"}
+	for name, r := range a19Runners(t) {
+		t.Run(name, func(t *testing.T) {
+			var o bytes.Buffer
+			err := a19Run(t, r, sandbox.Command{Script: `printf '%s|%s' "$V" "$W"`, Env: env, Stdout: &o}, 20*time.Second)
+			a19Status(t, err, 0)
+			if want := env["V"] + "|" + env["W"]; o.String() != want {
+				t.Fatalf("env not byte-exact:\n got %q\nwant %q", o.String(), want)
+			}
+		})
+	}
+	if _, err := os.Stat("/tmp/a19pwn"); err == nil {
+		t.Fatal("a value was evaluated: /tmp/a19pwn exists")
+	}
+}
+
+// Promise: any valid shell name is delivered byte-exact (CheckEnv refuses
+// only non-names, NUL and sizes). Names the wrapper uses itself, PATH and
+// IFS must neither break the run nor be altered.
+func TestAttackEnvAwkwardNames(t *testing.T) {
+	cases := []struct{ name, val, script string }{
+		{"__airlock_x", "mine", `printf %s "$__airlock_x"`},
+		{"__airlock_c", "mine", `printf %s "$__airlock_c"`},
+		{"__airlock_b", "mine", `printf %s "$__airlock_b"`},
+		{"__airlock_f", "mine", `printf %s "$__airlock_f"`},
+		{"__airlock_n", "mine", `printf %s "$__airlock_n"`},
+		{"__airlock_v", "mine", `printf %s "$__airlock_v"`},
+		{"IFS", ":/ ", `printf %s "$IFS"`},
+		{"PATH", "/nonexistent-a19", `printf %s "$PATH"`},
+		{"TMPDIR", "/nonexistent-a19", `printf %s "$TMPDIR"`},
+		{"ENV", "/nonexistent-a19", `printf %s "$ENV"`},
+	}
+	for name, r := range a19Runners(t) {
+		for _, c := range cases {
+			t.Run(name+"/"+c.name, func(t *testing.T) {
+				var o, e bytes.Buffer
+				env := map[string]string{c.name: c.val}
+				err := a19Run(t, r, sandbox.Command{Script: c.script, Env: env, Stdout: &o, Stderr: &e}, 20*time.Second)
+				if cerr := sandbox.CheckEnv(env); cerr != nil {
+					t.Logf("CheckEnv refuses %s: %v", c.name, cerr)
+				}
+				if err != nil || o.String() != c.val {
+					t.Fatalf("Env %s=%q: err %v, stdout %q, stderr %q", c.name, c.val, err, o.String(), e.String())
+				}
+			})
+		}
+	}
+}
+
+// Promise: Dir is the working directory; a missing one wraps fs.ErrNotExist
+// and nothing runs.
+func TestAttackDirAwkward(t *testing.T) {
+	base := t.TempDir()
+	odd := filepath.Join(base, "a dir\nwith 'quotes' $(x) and\ttabs")
+	if err := os.Mkdir(odd, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, r := range a19Runners(t) {
+		t.Run(name, func(t *testing.T) {
+			var o bytes.Buffer
+			err := a19Run(t, r, sandbox.Command{Script: `pwd -P`, Dir: odd, Stdout: &o}, 20*time.Second)
+			if err != nil || o.String() != odd+"\n" {
+				t.Fatalf("odd dir: err %v, pwd %q", err, o.String())
+			}
+			marker := filepath.Join(base, "ran-"+strings.ReplaceAll(name, " ", "_"))
+			err = a19Run(t, r, sandbox.Command{Script: `touch "$M"`, Env: map[string]string{"M": marker}, Dir: filepath.Join(base, "missing")}, 20*time.Second)
+			if !errors.Is(err, fs.ErrNotExist) {
+				t.Fatalf("missing dir: want fs.ErrNotExist, got %T %v", err, err)
+			}
+			if _, serr := os.Stat(marker); serr == nil {
+				t.Fatal("missing dir: the script ran anyway")
+			}
+			f := filepath.Join(base, "file")
+			_ = os.WriteFile(f, nil, 0o644)
+			if err := a19Run(t, r, sandbox.Command{Script: `true`, Dir: f}, 20*time.Second); err == nil {
+				t.Fatal("Dir naming a file: no error")
+			}
+		})
+	}
+}
+
+// Promise: scripts of up to 1 MiB run (over 64 KiB they travel on stdin,
+// with Command.Stdin still delivered byte-exact after them).
+func TestAttackBigScript(t *testing.T) {
+	for _, size := range []int{64 << 10, 1 << 20} {
+		var b strings.Builder
+		b.WriteString("x=0\n")
+		for b.Len() < size-200 {
+			b.WriteString(": 'padding padding padding padding padding padding padding'\n")
+		}
+		b.WriteString(`printf 'end:%s' "$(cat)"`)
+		script := b.String()
+		for name, r := range a19Runners(t) {
+			t.Run(fmt.Sprintf("%s/%d", name, size), func(t *testing.T) {
+				var o, e bytes.Buffer
+				err := a19Run(t, r, sandbox.Command{Script: script, Stdin: strings.NewReader("in"), Stdout: &o, Stderr: &e}, 60*time.Second)
+				if err != nil || o.String() != "end:in" {
+					t.Fatalf("script of %d bytes: err %v, stdout %q stderr %.200q", len(script), err, o.String(), e.String())
+				}
+			})
+		}
+	}
+}
+
+// Promise: Env never appears in any command line, on either side, nor in
+// the client's environment.
+func TestAttackEnvNotInArgvOrClientEnviron(t *testing.T) {
+	secret := "a19-secret-" + strconv.Itoa(os.Getpid())
+	r := sandbox.Exec("sh", "-c", `"$@"; exit $?`, "a19-engine")
+	done := make(chan error, 1)
+	go func() {
+		done <- r.Run(context.Background(), sandbox.Command{Script: `sleep 1`, Env: map[string]string{"S": secret}})
+	}()
+	time.Sleep(500 * time.Millisecond)
+	ents, _ := os.ReadDir("/proc")
+	for _, de := range ents {
+		if _, err := strconv.Atoi(de.Name()); err != nil {
+			continue
+		}
+		cl, _ := os.ReadFile("/proc/" + de.Name() + "/cmdline")
+		if bytes.Contains(cl, []byte(secret)) {
+			t.Errorf("secret in argv of pid %s: %q", de.Name(), cl)
+		}
+		if bytes.Contains(cl, []byte("a19-engine")) {
+			en, _ := os.ReadFile("/proc/" + de.Name() + "/environ")
+			if bytes.Contains(en, []byte(secret)) {
+				t.Errorf("secret in the client's environ (pid %s)", de.Name())
+			}
+		}
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Promise: never a TTY: a tty flag before "--" makes every Run fail with an
+// error naming it.
+func TestAttackTTYFlags(t *testing.T) {
+	for _, flag := range []string{"-t", "--tty", "-it", "-ti", "--tty=true", "-dit", "-itd", "--tty=1", "-e=X", "--interactive=true"} {
+		r := sandbox.Exec("sh", "-c", `shift 2; "$@"`, "engine", flag, "--")
+		err := a19Run(t, r, sandbox.Command{Script: "true"}, 20*time.Second)
+		tty := flag != "-e=X" && flag != "--interactive=true"
+		if tty && (err == nil || !strings.Contains(err.Error(), flag)) {
+			t.Errorf("flag %s: want an error naming it, got %v", flag, err)
+		}
+		if !tty && err != nil {
+			t.Errorf("flag %s (no tty): got %v", flag, err)
+		}
+	}
+}
+
+// Promise: a ctx deadline is enforced inside the sandbox too: a watchdog
+// kills the script's process group when it passes, even when the host can
+// no longer reach it (here: the client ignores ctx, and the kill call
+// fails).
+func TestAttackWatchdogWhenClientGone(t *testing.T) {
+	pidf := filepath.Join(t.TempDir(), "pid")
+	calls := 0
+	var mu sync.Mutex
+	fr := sandbox.FromExec(func(ctx context.Context, argv []string, stdin io.Reader, stdout, stderr io.Writer) error {
+		mu.Lock()
+		calls++
+		n := calls
+		mu.Unlock()
+		if n > 1 {
+			return errors.New("unreachable") // the kill call cannot reach the sandbox
+		}
+		c := exec.Command(argv[0], argv[1:]...)
+		c.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+		c.Stdin, c.Stdout, c.Stderr = stdin, stdout, stderr
+		if err := c.Start(); err != nil {
+			return err
+		}
+		go c.Wait()
+		<-ctx.Done() // the host loses the sandbox; the command is left there
+		return ctx.Err()
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	err := fr.Run(ctx, sandbox.Command{Script: `echo $$ >"$P"; while :; do sleep 0.1; done`, Env: map[string]string{"P": pidf}})
+	if !errors.Is(err, sandbox.ErrTransport) {
+		t.Fatalf("want ErrTransport, got %v", err)
+	}
+	time.Sleep(3 * time.Second)
+	b, rerr := os.ReadFile(pidf)
+	if rerr != nil {
+		t.Fatalf("script never ran: %v", rerr)
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	if a19Alive(pid) {
+		_ = syscall.Kill(-pid, syscall.SIGKILL)
+		t.Fatalf("script pid %d still alive 3s past its deadline: the watchdog did not fire", pid)
+	}
+}
+
+func a19Alive(pid int) bool {
+	st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	f := strings.Fields(string(st[bytes.LastIndexByte(st, ')')+1:]))
+	return len(f) > 0 && f[0] != "Z"
+}
+
+// Promise: cancellation kills the script's group by its nonce with a second
+// exec and returns a *StopError saying whether that was verified; with a TERM
+// ignoring tree (children, grandchildren) none is left.
+func TestAttackCancelTermIgnoringTree(t *testing.T) {
+	for name, r := range a19Runners(t) {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			ctx, cancel := context.WithCancel(context.Background())
+			script := `trap '' TERM HUP INT; (trap '' TERM; (trap '' TERM; echo $$ >"$D/gc"; while :; do sleep 0.1; done) & echo $$ >"$D/c"; while :; do sleep 0.1; done) & echo $$ >"$D/p"; while :; do sleep 0.1; done`
+			done := make(chan error, 1)
+			go func() { done <- r.Run(ctx, sandbox.Command{Script: script, Env: map[string]string{"D": dir}}) }()
+			time.Sleep(700 * time.Millisecond)
+			cancel()
+			var err error
+			select {
+			case err = <-done:
+			case <-time.After(15 * time.Second):
+				t.Fatal("Run did not return after cancel")
+			}
+			if !errors.Is(err, sandbox.ErrTransport) || !errors.Is(err, context.Canceled) {
+				t.Errorf("want ErrTransport+Canceled, got %T %v (ErrTransport %v, Canceled %v)", err, err,
+					errors.Is(err, sandbox.ErrTransport), errors.Is(err, context.Canceled))
+			}
+			var se *sandbox.StopError
+			if name != "Local" && (!errors.As(err, &se) || !se.Verified) {
+				t.Errorf("want a verified *StopError, got %T %v", err, err)
+			}
+			time.Sleep(300 * time.Millisecond)
+			for _, f := range []string{"p", "c", "gc"} {
+				b, _ := os.ReadFile(filepath.Join(dir, f))
+				pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+				if pid > 0 && a19Alive(pid) {
+					_ = syscall.Kill(pid, syscall.SIGKILL)
+					t.Errorf("%s (pid %d) still alive after cancel", f, pid)
+				}
+			}
+		})
+	}
+}
+
+// Non-guarantee probe: can the script read the nonce? The docs say the nonce
+// only keeps a script from forging by accident; a script that reads it from
+// its parent's /proc forges a success. This test documents which: it fails
+// if a deliberate forge succeeds (exit 1 reported as nil).
+func TestAttackNonceFromProc(t *testing.T) {
+	script := `for p in $PPID $(cat /proc/$PPID/stat | cut -d' ' -f4); do
+  n=$(tr '\0' '\n' </proc/$p/environ 2>/dev/null | sed -n 's/^__airlock_n=//p')
+  [ -n "$n" ] || n=$(tr '\0' '\n' </proc/$p/cmdline 2>/dev/null | grep -o 'airlock-exec-[0-9a-f]*' | head -n1 | sed 's/airlock-exec-//')
+  [ -n "$n" ] && { printf 'airlock-exec-%s: end 0 \n' "$n" >&2; exec 2>&-; kill -9 $PPID; }
+done; exit 1`
+	r := sandbox.Exec()
+	err := a19Run(t, r, sandbox.Command{Script: script}, 20*time.Second)
+	if err == nil {
+		t.Fatal("a script forged its completion record by reading the nonce from /proc: exit 1 reported as success")
+	}
+}
+
+var _ = regexp.MustCompile
+
+// Promise (CheckEnv): it "reports the first problem with env that would keep
+// a Runner from delivering it", and "a Runner calls it". So a map CheckEnv
+// accepts must not be refused by a Runner of this module.
+func TestAttackCheckEnvAgreesWithRunners(t *testing.T) {
+	env := map[string]string{"__airlock_x": "v"}
+	cerr := sandbox.CheckEnv(env)
+	for name, r := range a19Runners(t) {
+		err := a19Run(t, r, sandbox.Command{Script: `printf %s "$__airlock_x"`, Env: env}, 20*time.Second)
+		if (cerr == nil) != (err == nil) {
+			t.Errorf("%s: CheckEnv says %v, Run says %v", name, cerr, err)
+		}
+	}
+}
+
+// Promise: the Runner contract's "Scripts of up to 1 MiB run" (Exec beyond).
+func TestAttackScriptThresholds(t *testing.T) {
+	for _, size := range []int{128<<10 + 1, 2 << 20} {
+		script := "printf ok\n#" + strings.Repeat("p", size-12) + "\n"
+		for name, r := range a19Runners(t) {
+			var o bytes.Buffer
+			err := a19Run(t, r, sandbox.Command{Script: script, Stdout: &o}, 60*time.Second)
+			if size <= 1<<20 && (err != nil || o.String() != "ok") {
+				t.Errorf("%s, %d-byte script (within 1 MiB): %v", name, len(script), err)
+			}
+			if size > 1<<20 {
+				t.Logf("%s, %d-byte script: err %v out %q", name, len(script), err, o.String())
+			}
+		}
+	}
+}

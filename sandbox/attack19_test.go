@@ -315,7 +315,7 @@ type a19ShortRunner struct {
 }
 
 func (s a19ShortRunner) Run(ctx context.Context, cmd sandbox.Command) error { return s.f(ctx, cmd) }
-func (s a19ShortRunner) ControlTimeout() time.Duration                     { return s.d }
+func (s a19ShortRunner) ControlTimeout() time.Duration                      { return s.d }
 
 // Promise: an fn that dies mid-stdin is ErrTransport (not an ExitError and
 // not success).
@@ -634,5 +634,456 @@ func TestAttackScriptThresholds(t *testing.T) {
 				t.Logf("%s, %d-byte script: err %v out %q", name, len(script), err, o.String())
 			}
 		}
+	}
+}
+
+// a19ProcRunners are the runners Process is tried on.
+func a19ProcRunners(t *testing.T) map[string]sandbox.Runner {
+	return map[string]sandbox.Runner{
+		"Local":    sandbox.Local(t.TempDir()),
+		"Exec()":   sandbox.Exec(),
+		"FromExec": sandbox.FromExec(a19Local),
+	}
+}
+
+// a19Tagged lists live (non-zombie) pids whose environ carries tag.
+func a19Tagged(tag string) []int {
+	var out []int
+	ents, _ := os.ReadDir("/proc")
+	for _, de := range ents {
+		pid, err := strconv.Atoi(de.Name())
+		if err != nil {
+			continue
+		}
+		en, _ := os.ReadFile("/proc/" + de.Name() + "/environ")
+		for _, kv := range bytes.Split(en, []byte{0}) {
+			if string(kv) == sandbox.ProcessTagVar+"="+tag && a19Alive(pid) {
+				out = append(out, pid)
+			}
+		}
+	}
+	return out
+}
+
+func a19Drain(p *sandbox.Process) <-chan []byte {
+	ch := make(chan []byte, 1)
+	go func() { b, _ := io.ReadAll(p.Stdout()); ch <- b }()
+	return ch
+}
+
+// Promise: Stop, Wait and the shutdown are safe from any goroutine, any
+// number of times, and report the same Exit; with a TERM-ignoring tree that
+// escapes with setsid (keeping its tag) nothing is left and Exit.Verified.
+func TestAttackProcessStopConcurrentTree(t *testing.T) {
+	for name, r := range a19ProcRunners(t) {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			p, err := sandbox.Start(ctx, r, sandbox.Command{Script: `trap '' TERM
+(trap '' TERM; setsid sh -c 'trap "" TERM; while :; do sleep 0.1; done' & while :; do sleep 0.1; done) &
+echo ready; while :; do sleep 0.1; done`})
+			if err != nil {
+				t.Fatal(err)
+			}
+			out := a19Drain(p)
+			time.Sleep(500 * time.Millisecond)
+			tag := p.Tag()
+			if n := len(a19Tagged(tag)); n < 3 {
+				t.Fatalf("only %d tagged processes before Stop", n)
+			}
+			var wg sync.WaitGroup
+			exits := make([]sandbox.Exit, 4)
+			errs := make([]error, 4)
+			for i := range 4 {
+				wg.Add(1)
+				go func() { defer wg.Done(); exits[i], errs[i] = p.Stop(ctx) }()
+			}
+			wg.Wait()
+			for i := range 4 {
+				if exits[i] != exits[0] || (errs[i] == nil) != (errs[0] == nil) {
+					t.Errorf("Stop %d: %+v %v, Stop 0: %+v %v", i, exits[i], errs[i], exits[0], errs[0])
+				}
+			}
+			if errs[0] != nil || !exits[0].Verified {
+				t.Errorf("Stop: %+v %v, want Verified", exits[0], errs[0])
+			}
+			if left := a19Tagged(tag); len(left) > 0 {
+				for _, pid := range left {
+					_ = syscall.Kill(pid, syscall.SIGKILL)
+				}
+				t.Errorf("tagged processes left after a verified Stop: %v", left)
+			}
+			if b := <-out; string(b) != "ready\n" {
+				t.Errorf("stdout %q", b)
+			}
+			e2, err2 := p.Wait(ctx)
+			if e2 != exits[0] || (err2 == nil) != (errs[0] == nil) {
+				t.Errorf("Wait after Stop: %+v %v", e2, err2)
+			}
+			// Write after Stop: fails.
+			if err := p.Write(ctx, []byte("x")); err == nil {
+				t.Error("Write after Stop succeeded")
+			}
+		})
+	}
+}
+
+// Non-guarantee, documented: a process that leaves the session and
+// rewrites its environment escapes. Probe: does Stop still claim Verified?
+// (Documented as possible; logged, not failed.)
+func TestAttackProcessEscapeEnvRewrite(t *testing.T) {
+	r := sandbox.Local(t.TempDir())
+	pidf := filepath.Join(t.TempDir(), "pid")
+	p, err := sandbox.Start(context.Background(), r, sandbox.Command{
+		Script: `setsid env -u AIRLOCK_PROCESS sh -c 'echo $$ >"$P"; exec sleep 30' </dev/null >/dev/null 2>&1 & sleep 0.3; echo go; while :; do sleep 0.1; done`,
+		Env:    map[string]string{"P": pidf},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := a19Drain(p)
+	time.Sleep(600 * time.Millisecond)
+	ex, err := p.Stop(context.Background())
+	<-out
+	b, _ := os.ReadFile(pidf)
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	esc := pid > 0 && a19Alive(pid)
+	if esc {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+	t.Logf("escapee alive after Stop: %v; Exit %+v err %v (documented non-guarantee)", esc, ex, err)
+}
+
+// Promise: Stop before any output, a process that exits immediately, and
+// Stdout never read all settle within about four control deadlines.
+func TestAttackProcessEdgeLifetimes(t *testing.T) {
+	cases := map[string]string{
+		"exit-now":     `exit 3`,
+		"no-output":    `sleep 30`,
+		"flood-unread": `head -c 10000000 /dev/zero`,
+	}
+	for name, r := range a19ProcRunners(t) {
+		for cn, script := range cases {
+			t.Run(name+"/"+cn, func(t *testing.T) {
+				rr := a19ShortRunnerWrap{r: r, d: 4 * time.Second}
+				p, err := sandbox.Start(context.Background(), rr, sandbox.Command{Script: script})
+				if err != nil {
+					t.Fatalf("Start: %v", err)
+				}
+				if cn == "exit-now" {
+					go io.Copy(io.Discard, p.Stdout())
+					ex, err := p.Wait(context.Background())
+					if !ex.Exited || ex.Status != 3 || !ex.Verified || err != nil {
+						t.Errorf("exit 3: %+v %v", ex, err)
+					}
+					return
+				}
+				start := time.Now()
+				ex, err := p.Stop(context.Background())
+				if el := time.Since(start); el > 17*time.Second {
+					t.Errorf("Stop took %v, more than four 4s control deadlines", el)
+				}
+				t.Logf("Exit %+v err %v", ex, err)
+				if cn == "no-output" && (err != nil || !ex.Verified) {
+					t.Errorf("Stop before output: %+v %v", ex, err)
+				}
+				if tagged := a19Tagged(p.Tag()); len(tagged) > 0 {
+					t.Errorf("left after Stop: %v", tagged)
+				}
+			})
+		}
+	}
+}
+
+type a19ShortRunnerWrap struct {
+	r sandbox.Runner
+	d time.Duration
+}
+
+func (s a19ShortRunnerWrap) Run(ctx context.Context, cmd sandbox.Command) error {
+	return s.r.Run(ctx, cmd)
+}
+func (s a19ShortRunnerWrap) ControlTimeout() time.Duration { return s.d }
+
+// Promise: ctx already ended: Start fails (its deadline ended) and nothing
+// is left running; Write with an ended ctx delivers nothing and closes
+// nothing.
+func TestAttackProcessCancelledCtx(t *testing.T) {
+	for name, r := range a19ProcRunners(t) {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel()
+			p, err := sandbox.Start(ctx, r, sandbox.Command{Script: `touch "$D/ran"; sleep 30`, Env: map[string]string{"D": dir}})
+			if err == nil {
+				ex, serr := p.Stop(context.Background())
+				t.Errorf("Start with a cancelled ctx succeeded (Stop: %+v %v)", ex, serr)
+			}
+			time.Sleep(300 * time.Millisecond)
+			if _, serr := os.Stat(filepath.Join(dir, "ran")); serr == nil {
+				t.Logf("the command ran with a cancelled ctx (err %v)", err)
+			}
+			p, err = sandbox.Start(context.Background(), r, sandbox.Command{Script: `cat`})
+			if err != nil {
+				t.Fatal(err)
+			}
+			out := a19Drain(p)
+			if err := p.Write(ctx, []byte("lost\n")); err == nil {
+				t.Error("Write with ended ctx succeeded")
+			} else {
+				t.Logf("Write with ended ctx: %v (retryable %v)", err, sandbox.Retryable(err))
+			}
+			if err := p.Write(context.Background(), []byte("kept\n")); err != nil {
+				t.Errorf("Write after a cancelled Write: %v", err)
+			}
+			_ = p.CloseStdin()
+			ex, err := p.Wait(context.Background())
+			if b := <-out; string(b) != "kept\n" || err != nil || ex.Status != 0 {
+				t.Errorf("stdout %q exit %+v err %v", b, ex, err)
+			}
+		})
+	}
+}
+
+// Promise: huge Writes are delivered byte-exact; a Write concurrent with
+// Stop returns (bounded) rather than hanging.
+func TestAttackProcessHugeWrite(t *testing.T) {
+	for name, r := range a19ProcRunners(t) {
+		t.Run(name, func(t *testing.T) {
+			p, err := sandbox.Start(context.Background(), r, sandbox.Command{Script: `cat`})
+			if err != nil {
+				t.Fatal(err)
+			}
+			out := a19Drain(p)
+			big := bytes.Repeat([]byte("0123456789abcdef"), 1<<20) // 16 MiB
+			if err := p.Write(context.Background(), big); err != nil {
+				t.Fatalf("16 MiB write: %v", err)
+			}
+			_ = p.CloseStdin()
+			if err := p.Write(context.Background(), []byte("x")); err == nil || errors.Is(err, sandbox.ErrTransport) {
+				t.Errorf("Write after CloseStdin: %v, want a non-transport error", err)
+			}
+			ex, err := p.Wait(context.Background())
+			if b := <-out; !bytes.Equal(b, big) || err != nil || !ex.Verified {
+				t.Errorf("echo of 16 MiB: %d bytes, exit %+v, err %v", len(b), ex, err)
+			}
+		})
+	}
+	// A Write blocked on a command that never reads, and a Stop meanwhile.
+	p, err := sandbox.Start(context.Background(), sandbox.Local(t.TempDir()), sandbox.Command{Script: `sleep 60`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go io.Copy(io.Discard, p.Stdout())
+	wdone := make(chan error, 1)
+	go func() { wdone <- p.Write(context.Background(), make([]byte, 8<<20)) }()
+	time.Sleep(300 * time.Millisecond)
+	if _, err := p.Stop(context.Background()); err != nil {
+		t.Errorf("Stop: %v", err)
+	}
+	select {
+	case err := <-wdone:
+		if !errors.Is(err, sandbox.ErrTransport) {
+			t.Errorf("blocked Write after Stop: %v, want ErrTransport", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Error("a blocked Write did not return after Stop")
+	}
+}
+
+// Promise: Start refuses Stdin/Stdout set, the tag variable in Env and a
+// script over MaxProcessScript, with errors, before anything runs.
+func TestAttackProcessRefusals(t *testing.T) {
+	r := sandbox.Local(t.TempDir())
+	bad := []sandbox.Command{
+		{Script: "true", Stdin: strings.NewReader("")},
+		{Script: "true", Stdout: io.Discard},
+		{Script: "true", Env: map[string]string{sandbox.ProcessTagVar: "x"}},
+		{Script: "true #" + strings.Repeat("x", sandbox.MaxProcessScript)},
+		{Script: "true", Env: map[string]string{"1BAD": "x"}},
+	}
+	for i, c := range bad {
+		p, err := sandbox.Start(context.Background(), r, c)
+		if err == nil {
+			_, _ = p.Stop(context.Background())
+			t.Errorf("case %d: Start accepted it", i)
+		}
+	}
+}
+
+// Promise: a hostile sandbox whose header is broken is ErrProtocol; and a
+// sandbox that cannot be reached at Stop is Verified false with ErrTransport.
+func TestAttackProcessDeadTransportAtStop(t *testing.T) {
+	var mu sync.Mutex
+	dead := false
+	fr := sandbox.FromExec(func(ctx context.Context, argv []string, stdin io.Reader, stdout, stderr io.Writer) error {
+		mu.Lock()
+		d := dead
+		mu.Unlock()
+		if d {
+			return errors.New("connection refused")
+		}
+		return a19Local(ctx, argv, stdin, stdout, stderr)
+	})
+	p, err := sandbox.Start(context.Background(), a19ShortRunnerWrap{r: fr, d: 3 * time.Second}, sandbox.Command{Script: `trap '' TERM; while :; do sleep 0.1; done`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go io.Copy(io.Discard, p.Stdout())
+	mu.Lock()
+	dead = true
+	mu.Unlock()
+	ex, err := p.Stop(context.Background())
+	tag := p.Tag()
+	for _, pid := range a19Tagged(tag) {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+	if ex.Verified || !errors.Is(err, sandbox.ErrTransport) || !strings.Contains(err.Error(), tag) {
+		t.Errorf("Stop over a dead transport: %+v %v (want Verified false, ErrTransport, the tag named)", ex, err)
+	}
+}
+
+// a19Marked lists live pids whose environ holds kv.
+func a19Marked(kv string) []int {
+	var out []int
+	ents, _ := os.ReadDir("/proc")
+	for _, de := range ents {
+		pid, err := strconv.Atoi(de.Name())
+		if err != nil {
+			continue
+		}
+		en, _ := os.ReadFile("/proc/" + de.Name() + "/environ")
+		if bytes.Contains(append([]byte{0}, en...), []byte("\x00"+kv+"\x00")) && a19Alive(pid) {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// Promise: a header that does not parse, names another tag or names an
+// impossible pid is ErrProtocol, and whatever started is stopped by its tag
+// before Start returns.
+func TestAttackProcessForgedHeader(t *testing.T) {
+	forgeries := map[string]string{
+		"garbage":  "hello world\n",
+		"othertag": "airlock-process-v1 00000000000000000000000000000000 1234 1234 1234\n",
+		"pid0":     "airlock-process-v1 %TAG% 0 0 0\n",
+		"negative": "airlock-process-v1 %TAG% -5 -5 -5\n",
+		"huge":     "airlock-process-v1 " + strings.Repeat("9", 1<<20),
+		"mismatch": "airlock-process-v1 %TAG% 100 200 300\n",
+		"extra":    "airlock-process-v1 %TAG% 100 100 100 extra\n",
+		"overflow": "airlock-process-v1 %TAG% 99999999999999999999 1 1\n",
+	}
+	tagRe := regexp.MustCompile(`AIRLOCK_PROCESS='?([0-9a-f]+)`)
+	for name, forged := range forgeries {
+		t.Run(name, func(t *testing.T) {
+			mark := "A19MARK=" + name + strconv.Itoa(os.Getpid())
+			first := true
+			var mu sync.Mutex
+			fr := sandbox.FromExec(func(ctx context.Context, argv []string, stdin io.Reader, stdout, stderr io.Writer) error {
+				mu.Lock()
+				f := first
+				first = false
+				mu.Unlock()
+				if !f {
+					return a19Local(ctx, argv, stdin, stdout, stderr)
+				}
+				// Read the prelude to learn the tag, then forge the header.
+				pr, pw := io.Pipe()
+				var seen bytes.Buffer
+				go func() { _, err := io.Copy(pw, io.TeeReader(stdin, &seen)); pw.CloseWithError(err) }()
+				c := exec.CommandContext(ctx, argv[0], argv[1:]...)
+				c.Stdin, c.Stderr = pr, stderr
+				c.Stdout = io.Discard
+				c.WaitDelay = time.Second
+				if err := c.Start(); err != nil {
+					return err
+				}
+				time.Sleep(200 * time.Millisecond)
+				m := tagRe.FindStringSubmatch(seen.String() + strings.Join(argv, " "))
+				tag := "unknown"
+				if m != nil {
+					tag = m[1]
+				}
+				_, _ = io.WriteString(stdout, strings.ReplaceAll(forged, "%TAG%", tag))
+				return c.Wait()
+			})
+			p, err := sandbox.Start(context.Background(), a19ShortRunnerWrap{r: fr, d: 3 * time.Second},
+				sandbox.Command{Script: `sleep 30`, Env: map[string]string{"A19MARK": strings.TrimPrefix(mark, "A19MARK=")}})
+			if err == nil {
+				go io.Copy(io.Discard, p.Stdout())
+				ex, serr := p.Stop(context.Background())
+				t.Errorf("forged header %q accepted (Stop: %+v %v)", forged[:min(len(forged), 80)], ex, serr)
+			} else if !errors.Is(err, sandbox.ErrProtocol) {
+				t.Errorf("forged header: want ErrProtocol, got %v", err)
+			}
+			if left := a19Marked(mark); len(left) > 0 {
+				for _, pid := range left {
+					_ = syscall.Kill(pid, syscall.SIGKILL)
+				}
+				t.Errorf("left running after Start failed: %v", left)
+			}
+		})
+	}
+}
+
+// Promise (Retryable): each class answers as documented.
+func TestAttackRetryableTable(t *testing.T) {
+	type tmp struct{ error }
+	cases := []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"nil", nil, false},
+		{"transport", fmt.Errorf("x: %w", sandbox.ErrTransport), true},
+		{"protocol", fmt.Errorf("x: %w", sandbox.ErrProtocol), false},
+		{"limit", fmt.Errorf("x: %w", sandbox.ErrLimit), false},
+		{"exit", &sandbox.ExitError{Status: 1}, false},
+		{"protocol+transport", fmt.Errorf("%w %w", sandbox.ErrTransport, sandbox.ErrProtocol), false},
+		{"canceled", context.Canceled, false},
+		{"deadline", context.DeadlineExceeded, false},
+		{"deadline-wrapped", fmt.Errorf("op: %w", context.DeadlineExceeded), false},
+		{"eintr", &os.PathError{Op: "read", Path: "/x", Err: syscall.EINTR}, true},
+		{"eagain", syscall.EAGAIN, true},
+		{"emfile", &os.SyscallError{Syscall: "open", Err: syscall.EMFILE}, true},
+		{"enospc", &os.PathError{Op: "write", Path: "/x", Err: syscall.ENOSPC}, false},
+		{"edquot", syscall.EDQUOT, false},
+		{"stop", &sandbox.StopError{Err: context.Canceled}, true},
+		{"fs-notexist", fs.ErrNotExist, false},
+		{"plain", errors.New("boom"), false},
+		{"self-false-over-transport", fmt.Errorf("%w: %w", a19Self(false), sandbox.ErrTransport), false},
+		{"self-true-over-protocol", fmt.Errorf("%w: %w", a19Self(true), sandbox.ErrProtocol), true},
+		{"temporary-in-join", errors.Join(errors.New("a"), syscall.EAGAIN), true},
+		{"tmp-struct", tmp{syscall.EAGAIN}, false},
+	}
+	for _, c := range cases {
+		if got := sandbox.Retryable(c.err); got != c.want {
+			t.Errorf("%s: Retryable(%v) = %v, want %v", c.name, c.err, got, c.want)
+		}
+	}
+}
+
+type a19Self bool
+
+func (s a19Self) Error() string   { return "self " + strconv.FormatBool(bool(s)) }
+func (s a19Self) Retryable() bool { return bool(s) }
+
+// Promise (Retryable): a full disk is not retryable, "the error names the
+// path". A host disk that fills while a Runner writes Command.Stdout is the
+// realistic way to meet it: the Runner's error must not turn it retryable.
+func TestAttackRetryableFullDiskStdout(t *testing.T) {
+	full := a19WriterFunc(func(b []byte) (int, error) {
+		return 0, &os.PathError{Op: "write", Path: "/host/out", Err: syscall.ENOSPC}
+	})
+	for name, r := range a19Runners(t) {
+		t.Run(name, func(t *testing.T) {
+			err := a19Run(t, r, sandbox.Command{Script: `head -c 100000 /dev/zero`, Stdout: full}, 20*time.Second)
+			if err == nil {
+				t.Fatal("a Stdout that fails: nil error")
+			}
+			if sandbox.Retryable(err) || !errors.Is(err, syscall.ENOSPC) || !strings.Contains(err.Error(), "/host/out") {
+				t.Errorf("full disk on Stdout: %v (retryable %v, ENOSPC %v)", err, sandbox.Retryable(err), errors.Is(err, syscall.ENOSPC))
+			}
+		})
 	}
 }

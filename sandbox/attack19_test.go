@@ -23,6 +23,8 @@ import (
 	"time"
 
 	"github.com/airlockdev/airlock/sandbox"
+	"github.com/airlockdev/airlock/stage"
+	"github.com/airlockdev/airlock/stage/stagetest"
 )
 
 // a19Run runs cmd with a generous bound so that a hang fails the test
@@ -1085,5 +1087,180 @@ func TestAttackRetryableFullDiskStdout(t *testing.T) {
 				t.Errorf("full disk on Stdout: %v (retryable %v, ENOSPC %v)", err, sandbox.Retryable(err), errors.Is(err, syscall.ENOSPC))
 			}
 		})
+	}
+}
+
+// a19Trickle writes one byte per Write (records split across writes).
+type a19Trickle struct{ w io.Writer }
+
+func (c a19Trickle) Write(b []byte) (int, error) {
+	for i := range b {
+		if _, err := c.w.Write(b[i : i+1]); err != nil {
+			return i, err
+		}
+	}
+	return len(b), nil
+}
+
+// a19TrickleExec is an engine that delivers every byte of stdout and stderr
+// in its own write, and reads stdin in 1-byte reads.
+func a19TrickleExec(ctx context.Context, argv []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	return a19Local(ctx, argv, io.LimitReader(stdin, 1<<62), a19Trickle{stdout}, a19Trickle{stderr})
+}
+
+// Promise: the Runner contract (stagetest.TestRunner) holds over Exec and
+// over an engine that splits the completion record across writes.
+func TestAttackRunnerConformanceTrickle(t *testing.T) {
+	stagetest.TestRunner(t, func(t *testing.T) sandbox.Runner { return sandbox.FromExec(a19TrickleExec) })
+}
+
+// Promise: stage.NewBridge(sandbox.Exec(...)) passes stagetest.TestTarget,
+// hostile sandbox shell included.
+func TestAttackBridgeOverExec(t *testing.T) {
+	for name, r := range map[string]sandbox.Runner{
+		"Exec()":           sandbox.Exec(),
+		"Exec(sh engine)":  sandbox.Exec("sh", "-c", `"$@"; exit $?`, "engine"),
+		"FromExec trickle": sandbox.FromExec(a19TrickleExec),
+	} {
+		t.Run(name, func(t *testing.T) {
+			stagetest.TestTarget(t, func(t *testing.T) (stage.Target, string) {
+				return stage.NewBridge(r), filepath.Join(t.TempDir(), "rt")
+			}, stagetest.WithSandboxShell(func(t *testing.T, _ stage.Target) (sandbox.Runner, string) {
+				return sandbox.Exec(), ""
+			}))
+		})
+	}
+}
+
+// a19FailingReader yields n bytes, then fails.
+type a19FailingReader struct{ n int }
+
+func (f *a19FailingReader) Read(b []byte) (int, error) {
+	if f.n <= 0 {
+		time.Sleep(200 * time.Millisecond)
+		return 0, errors.New("host source vanished")
+	}
+	k := min(len(b), f.n)
+	for i := range k {
+		b[i] = 'x'
+	}
+	f.n -= k
+	return k, nil
+}
+
+// Promise: a failed read of Command.Stdin never looks like its end to the
+// sandbox (the client is killed, not its stdin closed; for FromExec, "an fn
+// that stops on ctx never forwards a false EOF" — the doc's own example SDK
+// is exec.CommandContext).
+func TestAttackStdinFailureNoFalseEOF(t *testing.T) {
+	for name, r := range a19Runners(t) {
+		t.Run(name, func(t *testing.T) {
+			d := t.TempDir()
+			err := a19Run(t, r, sandbox.Command{
+				Script: `cat >"$D/f"; touch "$D/eof"; sleep 5`,
+				Env:    map[string]string{"D": d}, Stdin: &a19FailingReader{n: 4096},
+			}, 30*time.Second)
+			if !errors.Is(err, sandbox.ErrTransport) || !strings.Contains(err.Error(), "host source vanished") {
+				t.Errorf("want ErrTransport naming the stdin failure, got %v", err)
+			}
+			time.Sleep(500 * time.Millisecond)
+			if _, serr := os.Stat(filepath.Join(d, "eof")); serr == nil {
+				t.Errorf("the script saw EOF after a failed Stdin (false end of input); err %v", err)
+			}
+		})
+	}
+}
+
+// Promise: Control's deadline holds over Exec when the script ignores TERM
+// and when Command.Stdout blocks forever; nothing of the script is left.
+func TestAttackControlDeadlineOverExec(t *testing.T) {
+	for name, r := range map[string]sandbox.Runner{"Exec()": sandbox.Exec(), "FromExec": sandbox.FromExec(a19Local)} {
+		t.Run(name, func(t *testing.T) {
+			d := t.TempDir()
+			rr := a19ShortRunnerWrap{r: r, d: 2 * time.Second}
+			start := time.Now()
+			err := sandbox.Control(context.Background(), rr, sandbox.Command{
+				Script: `trap '' TERM; echo $$ >"$D/p"; while :; do sleep 0.1; done`, Env: map[string]string{"D": d}})
+			if el := time.Since(start); el > 4*time.Second || !errors.Is(err, sandbox.ErrTransport) {
+				t.Errorf("TERM-ignoring script: %v after %v", err, el)
+			}
+			time.Sleep(time.Second)
+			b, _ := os.ReadFile(filepath.Join(d, "p"))
+			if pid, _ := strconv.Atoi(strings.TrimSpace(string(b))); pid > 0 && a19Alive(pid) {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+				t.Errorf("script pid %d alive after its control step expired", pid)
+			}
+			block := make(chan struct{})
+			defer close(block)
+			start = time.Now()
+			err = sandbox.Control(context.Background(), rr, sandbox.Command{
+				Script: `echo out`, Stdout: a19WriterFunc(func(b []byte) (int, error) { <-block; return len(b), nil })})
+			if el := time.Since(start); el > 4*time.Second || !errors.Is(err, sandbox.ErrTransport) {
+				t.Errorf("blocked Stdout: %v after %v", err, el)
+			}
+		})
+	}
+}
+
+// Promise: Env bounds — an entry of exactly MaxEnvEntryBytes and a total of
+// MaxEnvBytes arrive byte-exact on every Runner; one byte more is refused
+// naming the variable.
+func TestAttackEnvBounds(t *testing.T) {
+	one := map[string]string{"BIG": strings.Repeat("v", sandbox.MaxEnvEntryBytes-len("BIG")-2)}
+	total := map[string]string{}
+	per := sandbox.MaxEnvBytes / 8
+	for i := range 8 {
+		n := fmt.Sprintf("V%d", i)
+		total[n] = strings.Repeat("w", per-len(n)-2)
+	}
+	for name, r := range a19Runners(t) {
+		t.Run(name, func(t *testing.T) {
+			for label, env := range map[string]map[string]string{"entry": one, "total": total} {
+				var o bytes.Buffer
+				err := a19Run(t, r, sandbox.Command{Script: `env | grep -c '^[VB][0-9I]' ; printf '%s' "$BIG$V0" | wc -c`, Env: env, Stdout: &o}, 30*time.Second)
+				if err != nil {
+					t.Errorf("%s at the bound: %v", label, err)
+				}
+			}
+			over := map[string]string{"BIG": one["BIG"] + "v"}
+			if err := a19Run(t, r, sandbox.Command{Script: "true", Env: over}, 10*time.Second); err == nil || !strings.Contains(err.Error(), "BIG") {
+				t.Errorf("over the entry bound: %v", err)
+			}
+		})
+	}
+}
+
+// Promise (ExecWith ClientEndsSandbox, bwrap): cancellation ends every
+// process of the sandbox, verified; Process works there.
+func TestAttackBwrapClientEndsSandbox(t *testing.T) {
+	if _, err := exec.LookPath("bwrap"); err != nil {
+		t.Skip("bwrap not installed")
+	}
+	r := sandbox.ExecWith(sandbox.ExecOptions{ClientEndsSandbox: true},
+		"bwrap", "--dev-bind", "/", "/", "--proc", "/proc", "--unshare-pid", "--die-with-parent", "--")
+	if err := a19Run(t, r, sandbox.Command{Script: "true"}, 20*time.Second); err != nil {
+		t.Skipf("bwrap cannot run here: %v", err)
+	}
+	d := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- r.Run(ctx, sandbox.Command{Script: `trap '' TERM; (setsid sh -c 'trap "" TERM; while :; do sleep 0.1; done' &) ; touch "$D/up"; while :; do sleep 0.1; done`, Env: map[string]string{"D": d}})
+	}()
+	time.Sleep(800 * time.Millisecond)
+	cancel()
+	err := <-done
+	var se *sandbox.StopError
+	if !errors.As(err, &se) || !se.Verified {
+		t.Errorf("bwrap cancel: %T %v, want a verified *StopError", err, err)
+	}
+	p, err := sandbox.Start(context.Background(), r, sandbox.Command{Script: `trap '' TERM; echo hi; while :; do sleep 0.1; done`})
+	if err != nil {
+		t.Fatalf("Start over bwrap: %v", err)
+	}
+	out := a19Drain(p)
+	ex, err := p.Stop(context.Background())
+	if b := <-out; string(b) != "hi\n" || err != nil || !ex.Verified {
+		t.Errorf("Process over bwrap: stdout %q exit %+v err %v", b, ex, err)
 	}
 }

@@ -1264,3 +1264,140 @@ func TestAttackBwrapClientEndsSandbox(t *testing.T) {
 		t.Errorf("Process over bwrap: stdout %q exit %+v err %v", b, ex, err)
 	}
 }
+
+// Promise: on cancellation "the error says whether termination was
+// verified". Over plain Exec (no ClientEndsSandbox) with bwrap the kill exec
+// is a second bwrap, another PID namespace: it cannot see the first's
+// processes, so it must not report them verified gone while they live
+// (here bwrap without --die-with-parent, and the README's own line with it).
+func TestAttackBwrapPlainExecVerifiedClaim(t *testing.T) {
+	if _, err := exec.LookPath("bwrap"); err != nil {
+		t.Skip("bwrap not installed")
+	}
+	for name, argv := range map[string][]string{
+		"no-die-with-parent": {"bwrap", "--dev-bind", "/", "/", "--proc", "/proc", "--unshare-pid", "--new-session", "--"},
+		"readme-line":        {"bwrap", "--dev-bind", "/", "/", "--proc", "/proc", "--unshare-pid", "--die-with-parent", "--new-session", "--"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			r := sandbox.Exec(argv...)
+			if err := a19Run(t, r, sandbox.Command{Script: "true"}, 20*time.Second); err != nil {
+				t.Skipf("bwrap cannot run here: %v", err)
+			}
+			mark := "A19BW=" + name + strconv.Itoa(os.Getpid())
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() {
+				done <- r.Run(ctx, sandbox.Command{Script: `trap '' TERM HUP; while :; do sleep 0.1; done`, Env: map[string]string{"A19BW": strings.TrimPrefix(mark, "A19BW=")}})
+			}()
+			time.Sleep(800 * time.Millisecond)
+			if len(a19Marked(mark)) == 0 {
+				t.Fatal("script not seen running")
+			}
+			cancel()
+			err := <-done
+			time.Sleep(500 * time.Millisecond)
+			left := a19Marked(mark)
+			for _, pid := range left {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+			}
+			var se *sandbox.StopError
+			verified := errors.As(err, &se) && se.Verified
+			t.Logf("err %v; left %v", err, left)
+			if verified && len(left) > 0 {
+				t.Errorf("StopError.Verified true while %d processes of the command live: %v", len(left), err)
+			}
+		})
+	}
+}
+
+// Promise: Control's deadline holds when the script leaves a daemon that
+// keeps stdout and stderr open after the script ended.
+func TestAttackLingeringDaemonHoldsPipes(t *testing.T) {
+	for name, r := range a19Runners(t) {
+		t.Run(name, func(t *testing.T) {
+			d := t.TempDir()
+			rr := a19ShortRunnerWrap{r: r, d: 3 * time.Second}
+			start := time.Now()
+			err := sandbox.Control(context.Background(), rr, sandbox.Command{
+				Script: `setsid sh -c 'echo $$ >"$D/p"; exec sleep 20' & exit 0`, Env: map[string]string{"D": d}})
+			el := time.Since(start)
+			b, _ := os.ReadFile(filepath.Join(d, "p"))
+			if pid, _ := strconv.Atoi(strings.TrimSpace(string(b))); pid > 0 {
+				defer syscall.Kill(pid, syscall.SIGKILL)
+			}
+			t.Logf("err %v after %v", err, el)
+			if el > 5*time.Second {
+				t.Errorf("Control held %v past a 3s deadline", el)
+			}
+			if err != nil && !errors.Is(err, sandbox.ErrTransport) {
+				t.Errorf("got %v", err)
+			}
+		})
+	}
+}
+
+// Promise (Exit.Exited): false when the run failed; an engine that exits 0
+// mid-command (kubectl) gives no record, so the Process must not report a
+// clean exit 0.
+func TestAttackProcessClientExitsZeroEarly(t *testing.T) {
+	first := true
+	var mu sync.Mutex
+	fr := sandbox.FromExec(func(ctx context.Context, argv []string, stdin io.Reader, stdout, stderr io.Writer) error {
+		mu.Lock()
+		f := first
+		first = false
+		mu.Unlock()
+		if !f {
+			return a19Local(ctx, argv, stdin, stdout, stderr)
+		}
+		c := exec.Command(argv[0], argv[1:]...)
+		c.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+		c.Stdin, c.Stdout, c.Stderr = stdin, stdout, stderr
+		if err := c.Start(); err != nil {
+			return err
+		}
+		go c.Wait()
+		time.Sleep(time.Second)
+		return nil // the stream idle timeout: exit 0, command still running
+	})
+	p, err := sandbox.Start(context.Background(), a19ShortRunnerWrap{r: fr, d: 4 * time.Second}, sandbox.Command{Script: `echo hi; sleep 30`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go io.Copy(io.Discard, p.Stdout())
+	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Second)
+	defer cancel()
+	ex, err := p.Wait(ctx)
+	t.Logf("Exit %+v err %v", ex, err)
+	if ex.Exited && ex.Status == 0 && err == nil {
+		t.Error("an engine that exited 0 mid-command was reported as the command's clean exit 0")
+	}
+	if left := a19Tagged(p.Tag()); len(left) > 0 {
+		for _, pid := range left {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+		t.Errorf("left after settle: %v", left)
+	}
+}
+
+// Promise (Runner contract): "Run returns nil when the script exited with
+// status 0". A script that starts a service in the background (`server &`,
+// output not redirected) and exits 0 is reported as a retryable transport
+// failure, and a caller that retries starts a second service.
+func TestAttackDaemonExitZeroIsTransport(t *testing.T) {
+	for name, r := range map[string]sandbox.Runner{"Exec()": sandbox.Exec(), "Local": sandbox.Local(t.TempDir())} {
+		t.Run(name, func(t *testing.T) {
+			d := t.TempDir()
+			var o bytes.Buffer
+			err := a19Run(t, r, sandbox.Command{Stdout: &o,
+				Script: `sh -c 'echo $$ >"$D/p"; exec sleep 8' & echo started; exit 0`, Env: map[string]string{"D": d}}, 20*time.Second)
+			b, _ := os.ReadFile(filepath.Join(d, "p"))
+			if pid, _ := strconv.Atoi(strings.TrimSpace(string(b))); pid > 0 {
+				defer syscall.Kill(pid, syscall.SIGKILL)
+			}
+			if err != nil {
+				t.Errorf("script exited 0, Run says %v (retryable %v)", err, sandbox.Retryable(err))
+			}
+		})
+	}
+}

@@ -992,7 +992,9 @@ func TestAttackProcessForgedHeader(t *testing.T) {
 				// Read the prelude to learn the tag, then forge the header.
 				pr, pw := io.Pipe()
 				var seen bytes.Buffer
-				go func() { _, err := io.Copy(pw, io.TeeReader(stdin, &seen)); pw.CloseWithError(err) }()
+				var smu sync.Mutex
+				tee := a19WriterFunc(func(b []byte) (int, error) { smu.Lock(); defer smu.Unlock(); return seen.Write(b) })
+				go func() { _, err := io.Copy(pw, io.TeeReader(stdin, tee)); pw.CloseWithError(err) }()
 				c := exec.CommandContext(ctx, argv[0], argv[1:]...)
 				c.Stdin, c.Stderr = pr, stderr
 				c.Stdout = io.Discard
@@ -1001,7 +1003,9 @@ func TestAttackProcessForgedHeader(t *testing.T) {
 					return err
 				}
 				time.Sleep(200 * time.Millisecond)
+				smu.Lock()
 				m := tagRe.FindStringSubmatch(seen.String() + strings.Join(argv, " "))
+				smu.Unlock()
 				tag := "unknown"
 				if m != nil {
 					tag = m[1]
@@ -1399,5 +1403,59 @@ func TestAttackDaemonExitZeroIsTransport(t *testing.T) {
 				t.Errorf("script exited 0, Run says %v (retryable %v)", err, sandbox.Retryable(err))
 			}
 		})
+	}
+}
+
+// Promise: a header naming an impossible pid is ErrProtocol. pid/group 1 is
+// never the leader of a session the wrapper made (bwrap's init is 1, the
+// command a child); accepting it would aim the shutdown's group signals at
+// "-1", every process of the user. The stop steps here never run anything.
+func TestAttackProcessHeaderPidOne(t *testing.T) {
+	tagRe := regexp.MustCompile(`AIRLOCK_PROCESS='?([0-9a-f]+)`)
+	var mu sync.Mutex
+	calls := 0
+	var steps []string
+	fr := sandbox.FromExec(func(ctx context.Context, argv []string, stdin io.Reader, stdout, stderr io.Writer) error {
+		mu.Lock()
+		calls++
+		n := calls
+		mu.Unlock()
+		var b []byte
+		one := make([]byte, 1)
+		for !bytes.HasSuffix(b, []byte("__airlock_env_end\n")) && len(b) < 1<<16 {
+			if _, err := stdin.Read(one); err != nil {
+				break
+			}
+			b = append(b, one[0])
+		}
+		if n > 1 {
+			mu.Lock()
+			steps = append(steps, strings.Join(argv, " ")+string(b))
+			mu.Unlock()
+			return errors.New("not run")
+		}
+		tag := "unknown"
+		if m := tagRe.FindStringSubmatch(string(b)); m != nil {
+			tag = m[1]
+		}
+		_, _ = io.WriteString(stdout, "airlock-process-v1 "+tag+" 1 1 1\n")
+		<-ctx.Done()
+		return ctx.Err()
+	})
+	p, err := sandbox.Start(context.Background(), a19ShortRunnerWrap{r: fr, d: 2 * time.Second}, sandbox.Command{Script: "sleep 30"})
+	if err == nil {
+		go io.Copy(io.Discard, p.Stdout())
+		ex, serr := p.Stop(context.Background())
+		mu.Lock()
+		kill1 := 0
+		for _, s := range steps {
+			if strings.Contains(s, " -1") || strings.Contains(s, "-- -1") {
+				kill1++
+			}
+		}
+		mu.Unlock()
+		t.Errorf("header with pid/group/session 1 accepted (Stop %+v %v; %d stop steps mention -1)", ex, serr, kill1)
+	} else if !errors.Is(err, sandbox.ErrProtocol) {
+		t.Errorf("want ErrProtocol, got %v", err)
 	}
 }

@@ -606,7 +606,6 @@ done; exit 1`
 	}
 }
 
-var _ = regexp.MustCompile
 
 // Promise (CheckEnv): it "reports the first problem with env that would keep
 // a Runner from delivering it", and "a Runner calls it". So a map CheckEnv
@@ -1457,5 +1456,38 @@ func TestAttackProcessHeaderPidOne(t *testing.T) {
 		t.Errorf("header with pid/group/session 1 accepted (Stop %+v %v; %d stop steps mention -1)", ex, serr, kill1)
 	} else if !errors.Is(err, sandbox.ErrProtocol) {
 		t.Errorf("want ErrProtocol, got %v", err)
+	}
+}
+
+// Probe of the documented non-guarantee ("the nonce only keeps the script
+// from forging by accident"): a script that rewrites the file by which the
+// kill exec finds its group ($TMPDIR/.airlock-exec-*), pointing it at a dead
+// pid, survives cancellation. Does the StopError still claim Verified?
+// TMPDIR is private so no other run's file is touched.
+func TestAttackRewritePidFileVerified(t *testing.T) {
+	tmp := t.TempDir()
+	r := sandbox.ExecWith(sandbox.ExecOptions{Environ: []string{"PATH=/usr/local/bin:/usr/bin:/bin", "TMPDIR=" + tmp}})
+	mark := "A19PF=" + strconv.Itoa(os.Getpid())
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- r.Run(ctx, sandbox.Command{Env: map[string]string{"A19PF": strings.TrimPrefix(mark, "A19PF="), "T": tmp}, Script: `sleep 0.2
+for f in "$T"/.airlock-exec-*; do [ -f "$f" ] && printf '999999 group %s\n' "$(readlink /proc/self/ns/pid)" >"$f"; done
+ls -la "$T" >&2
+setsid sh -c 'trap "" TERM HUP; while :; do sleep 0.1; done' & trap '' TERM HUP; while :; do sleep 0.1; done`})
+	}()
+	time.Sleep(time.Second)
+	files, _ := filepath.Glob(filepath.Join(tmp, ".airlock-exec-*"))
+	cancel()
+	err := <-done
+	time.Sleep(300 * time.Millisecond)
+	left := a19Marked(mark)
+	for _, pid := range left {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+	var se *sandbox.StopError
+	t.Logf("pid files %v; err %v; left %v", files, err, left)
+	if errors.As(err, &se) && se.Verified && len(left) > 0 {
+		t.Logf("non-guarantee confirmed: Verified true while %d processes live", len(left))
 	}
 }

@@ -606,7 +606,6 @@ done; exit 1`
 	}
 }
 
-
 // Promise (CheckEnv): it "reports the first problem with env that would keep
 // a Runner from delivering it", and "a Runner calls it". So a map CheckEnv
 // accepts must not be refused by a Runner of this module.
@@ -1251,8 +1250,10 @@ func TestAttackBwrapClientEndsSandbox(t *testing.T) {
 		done <- r.Run(ctx, sandbox.Command{Script: `trap '' TERM; (setsid sh -c 'trap "" TERM; while :; do sleep 0.1; done' &) ; touch "$D/up"; while :; do sleep 0.1; done`, Env: map[string]string{"D": d}})
 	}()
 	time.Sleep(800 * time.Millisecond)
+	t0 := time.Now()
 	cancel()
 	err := <-done
+	t.Logf("cancel returned after %v: %v", time.Since(t0), err)
 	var se *sandbox.StopError
 	if !errors.As(err, &se) || !se.Verified {
 		t.Errorf("bwrap cancel: %T %v, want a verified *StopError", err, err)
@@ -1262,7 +1263,9 @@ func TestAttackBwrapClientEndsSandbox(t *testing.T) {
 		t.Fatalf("Start over bwrap: %v", err)
 	}
 	out := a19Drain(p)
+	t0 = time.Now()
 	ex, err := p.Stop(context.Background())
+	t.Logf("Stop returned after %v: %+v %v", time.Since(t0), ex, err)
 	if b := <-out; string(b) != "hi\n" || err != nil || !ex.Verified {
 		t.Errorf("Process over bwrap: stdout %q exit %+v err %v", b, ex, err)
 	}
@@ -1489,5 +1492,43 @@ setsid sh -c 'trap "" TERM HUP; while :; do sleep 0.1; done' & trap '' TERM HUP;
 	t.Logf("pid files %v; err %v; left %v", files, err, left)
 	if errors.As(err, &se) && se.Verified && len(left) > 0 {
 		t.Logf("non-guarantee confirmed: Verified true while %d processes live", len(left))
+	}
+}
+
+// Promise (Process over ExecWith ClientEndsSandbox, bwrap): Stop's
+// Exit.Verified means no process is left; Stop is prompt for a command that
+// merely ignores TERM (KILL after StopGrace, not a whole control deadline),
+// and Exited reports the KILL.
+func TestAttackBwrapProcessStop(t *testing.T) {
+	if _, err := exec.LookPath("bwrap"); err != nil {
+		t.Skip("bwrap not installed")
+	}
+	r := sandbox.ExecWith(sandbox.ExecOptions{ClientEndsSandbox: true},
+		"bwrap", "--dev-bind", "/", "/", "--proc", "/proc", "--unshare-pid", "--die-with-parent", "--")
+	if err := a19Run(t, r, sandbox.Command{Script: "true"}, 20*time.Second); err != nil {
+		t.Skipf("bwrap cannot run here: %v", err)
+	}
+	mark := "A19BP=" + strconv.Itoa(os.Getpid())
+	p, err := sandbox.Start(context.Background(), r, sandbox.Command{Script: `trap '' TERM; echo hi; while :; do sleep 0.1; done`,
+		Env: map[string]string{"A19BP": strings.TrimPrefix(mark, "A19BP=")}})
+	if err != nil {
+		t.Fatalf("Start over bwrap: %v", err)
+	}
+	out := a19Drain(p)
+	time.Sleep(300 * time.Millisecond)
+	t0 := time.Now()
+	ex, err := p.Stop(context.Background())
+	el := time.Since(t0)
+	<-out
+	left := a19Marked(mark)
+	for _, pid := range left {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+	t.Logf("Stop after %v: %+v %v; left %v", el, ex, err, left)
+	if ex.Verified && len(left) > 0 {
+		t.Errorf("Verified with %d processes alive", len(left))
+	}
+	if el > sandbox.StopGrace+10*time.Second || !ex.Exited {
+		t.Errorf("Stop of a TERM-ignoring command over bwrap took %v and reported Exited %v (over Exec() it is StopGrace plus a few seconds, Exited true)", el, ex.Exited)
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -577,4 +578,131 @@ func TestAttackForwardLifecycle(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("ServeInSandbox after Host.Close hung")
 	}
+}
+
+// a20Remote serves the tool over the forward, bound to a RemoteWorkspace of
+// the sandbox's directory, and connects the agent's MCP client to it.
+func a20Remote(t *testing.T) (*remotetest.Server, *mcp.ClientSession, string) {
+	t.Helper()
+	ctx := t.Context()
+	srv := remotetest.NewServer(t)
+	host, err := remote.Dial(ctx, srv.Addr(), srv.Config())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = host.Close() })
+	storeDir := t.TempDir()
+	store, err := deliverable.NewFileStore(afero.NewOsFs(), storeDir)
+	require.NoError(t, err)
+	server := mcptool.New(&deliverable.Registrar{Store: store}, deliverable.RemoteWorkspace(host, srv.Dir()), "task-1", "run-1")
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", mcptool.Handler(server))
+	addr, err := host.ServeInSandbox(ctx, "tcp", "127.0.0.1:0", mux)
+	require.NoError(t, err)
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "v1"}, nil).Connect(ctx,
+		&mcp.StreamableClientTransport{Endpoint: "http://" + addr.String() + "/mcp", DisableStandaloneSSE: true}, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = cs.Close() })
+	return srv, cs, storeDir
+}
+
+func TestAttackRemoteWorkspaceHostileNames(t *testing.T) {
+	srv, cs, storeDir := a20Remote(t)
+	e := &a20{ws: srv.Dir(), storeDir: storeDir, session: cs}
+	data := []byte("payload\n")
+	pwned := filepath.Join(srv.Dir(), "pwned")
+	for _, name := range []string{"$(touch pwned).txt", "`touch pwned`.txt", "a'b\".txt", "-n.txt", "--.txt", "sp ace.txt", "ünï ✓.txt", "*.txt", "a;touch pwned.txt"} {
+		t.Run(name, func(t *testing.T) {
+			e.write(t, name, data)
+			res := e.call(t, a20Args(name, data, "k-"+name))
+			require.False(t, res.IsError, "%q: %s", name, a20Text(res))
+			sc := res.StructuredContent.(map[string]any)
+			assert.Equal(t, a20Sum(data), sc["sha256"])
+			_, err := os.Lstat(pwned)
+			assert.ErrorIs(t, err, os.ErrNotExist, "a file name ran a command in the sandbox")
+		})
+	}
+	secret := filepath.Join(t.TempDir(), "secret")
+	require.NoError(t, os.WriteFile(secret, data, 0o600))
+	require.NoError(t, os.Symlink(secret, filepath.Join(srv.Dir(), "link.txt")))
+	require.NoError(t, os.Symlink("/dev/zero", filepath.Join(srv.Dir(), "zero.txt")))
+	require.NoError(t, syscall.Mkfifo(filepath.Join(srv.Dir(), "fifo.txt"), 0o644))
+	e.write(t, "h.txt", data)
+	require.NoError(t, os.Link(filepath.Join(srv.Dir(), "h.txt"), filepath.Join(srv.Dir(), "h2.txt")))
+	for _, name := range []string{"link.txt", "zero.txt", "fifo.txt", "h.txt"} {
+		t.Run("reject "+name, func(t *testing.T) {
+			done := make(chan *mcp.CallToolResult, 1)
+			go func() {
+				res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "register_deliverable", Arguments: a20Args(name, data, "r-"+name)})
+				if err != nil {
+					res = &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "protocol error: " + err.Error()}}}
+				}
+				done <- res
+			}()
+			select {
+			case res := <-done:
+				e.rejected(t, res, "contentRef")
+			case <-time.After(40 * time.Second):
+				t.Fatalf("%s blocked the tool", name)
+			}
+		})
+	}
+}
+
+func TestAttackConcurrentSameKeyDifferentContent(t *testing.T) {
+	e := a20Start(t, nil, nil)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	ok, conflict := 0, 0
+	for i := range 12 {
+		data := []byte(fmt.Sprintf("content %d\n", i))
+		name := fmt.Sprintf("f%d.txt", i)
+		e.write(t, name, data)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := e.session.CallTool(context.Background(), &mcp.CallToolParams{Name: "register_deliverable", Arguments: a20Args(name, data, "shared")})
+			mu.Lock()
+			defer mu.Unlock()
+			if err == nil && !res.IsError {
+				ok++
+			} else if err == nil && strings.Contains(a20Text(res), "idempotencyKey") {
+				conflict++
+			}
+		}()
+	}
+	wg.Wait()
+	assert.Equal(t, 1, ok, "one request wins the key")
+	assert.Equal(t, 11, conflict, "every other is a conflict naming idempotencyKey")
+	entries, err := os.ReadDir(filepath.Join(e.storeDir, "attachments"))
+	require.NoError(t, err)
+	assert.Len(t, entries, 1)
+}
+
+func TestAttackStatelessHandlerHoldsNoSessions(t *testing.T) {
+	e := a20Start(t, nil, nil)
+	ws, err := deliverable.LocalWorkspace(e.ws)
+	require.NoError(t, err)
+	ts := httptest.NewServer(mcptool.Handler(mcptool.New(&deliverable.Registrar{Store: e.store}, ws, "task-1", "run-1")))
+	defer ts.Close()
+	initBody := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"x","version":"1"}}}`
+	post := func() {
+		req, _ := http.NewRequest(http.MethodPost, ts.URL, strings.NewReader(initBody))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		resp, err := ts.Client().Do(req)
+		require.NoError(t, err)
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		assert.Equal(t, 200, resp.StatusCode)
+		assert.Empty(t, resp.Header.Get("Mcp-Session-Id"), "stateless: no session id")
+	}
+	for range 50 {
+		post()
+	}
+	time.Sleep(100 * time.Millisecond)
+	before := runtime.NumGoroutine()
+	for range 2000 {
+		post()
+	}
+	time.Sleep(300 * time.Millisecond)
+	assert.Less(t, runtime.NumGoroutine()-before, 50, "goroutines grew with initialize requests")
 }

@@ -18,6 +18,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -154,6 +155,9 @@ func TestAttackMalformedArgumentsAreToolErrors(t *testing.T) {
 		{"array arguments", json.RawMessage(`[1,2,3]`), ""},
 		{"null arguments", json.RawMessage(`null`), ""},
 		{"missing file", a20Args("nope.txt", data, "missing"), "contentRef"},
+		{"long ref", base("contentRef", strings.Repeat("a/", 50000)+"ok.txt"), "contentRef"},
+		{"empty ref", base("contentRef", ""), "contentRef"},
+		{"bidi filename", base("filename", "ok\u202etxt.exe"), "filename"},
 	}
 	for _, row := range rows {
 		t.Run(row.name, func(t *testing.T) {
@@ -705,4 +709,166 @@ func TestAttackStatelessHandlerHoldsNoSessions(t *testing.T) {
 	}
 	time.Sleep(300 * time.Millisecond)
 	assert.Less(t, runtime.NumGoroutine()-before, 50, "goroutines grew with initialize requests")
+}
+
+// TestAttackReadmeAgentView: the README's "agent's tool" section shows the
+// tool's description word for word, and its host snippet works with the
+// SDK's default client transport (as an agent's MCP configuration uses it).
+func TestAttackReadmeAgentView(t *testing.T) {
+	raw, err := os.ReadFile("../../README.md")
+	require.NoError(t, err)
+	readme := string(raw)
+	i := strings.Index(readme, "word for word:")
+	require.GreaterOrEqual(t, i, 0)
+	block := readme[i:]
+	start := strings.Index(block, "```text\n") + len("```text\n")
+	end := strings.Index(block[start:], "```")
+	require.Greater(t, end, 0)
+	assert.Equal(t, strings.TrimSpace(block[start:start+end]), strings.TrimSpace(mcptool.Description("register_deliverable")))
+
+	// The host's view, as the README writes it.
+	ctx := t.Context()
+	srv := remotetest.NewServer(t)
+	host, err := remote.Dial(ctx, srv.Addr(), srv.Config())
+	require.NoError(t, err)
+	defer host.Close()
+	store, err := deliverable.NewFileStore(afero.NewOsFs(), t.TempDir())
+	require.NoError(t, err)
+	reg := &deliverable.Registrar{Store: store}
+	workDir, taskID, runID := srv.Dir(), "task-1", "run-1"
+	server := mcptool.New(reg, deliverable.RemoteWorkspace(host, workDir), taskID, runID)
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", mcptool.Handler(server))
+	addr, err := host.ServeInSandbox(ctx, "tcp", "127.0.0.1:0", mux)
+	require.NoError(t, err)
+	endpoint := "http://" + addr.String() + "/mcp"
+
+	data := []byte("# Report\n")
+	require.NoError(t, os.WriteFile(filepath.Join(srv.Dir(), "report.md"), data, 0o644))
+	cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "v1"}, nil).Connect(cctx,
+		&mcp.StreamableClientTransport{Endpoint: endpoint}, nil)
+	require.NoError(t, err, "the SDK's default client transport must connect")
+	defer cs.Close()
+	res, err := cs.CallTool(cctx, &mcp.CallToolParams{Name: "register_deliverable", Arguments: a20Args("report.md", data, "rep-1")})
+	require.NoError(t, err)
+	require.False(t, res.IsError, a20Text(res))
+	sc := res.StructuredContent.(map[string]any)
+	assert.Equal(t, "deliverable:"+sc["attachmentId"].(string), sc["citation"])
+	assert.Contains(t, a20Text(res), "deliverable:"+sc["attachmentId"].(string), "the text content cites the receipt for clients that ignore structured content")
+}
+
+// TestAttackForwardSlotsHeldByNonReaders: connections that ask for a large
+// response and never read it must time out like any other (the doc: "a
+// sandbox that keeps every slot busy locks itself out ... until its
+// connections time out"), so the forward serves again afterwards.
+func TestAttackForwardSlotsHeldByNonReaders(t *testing.T) {
+	ctx := t.Context()
+	big := strings.Repeat("x", 1<<20)
+	_, _, addr := a20Forward(t, ctx, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/ok" {
+			w.WriteHeader(204)
+			return
+		}
+		for range 64 {
+			if _, err := io.WriteString(w, big); err != nil {
+				return
+			}
+		}
+	}))
+	var conns []net.Conn
+	defer func() {
+		for _, c := range conns {
+			_ = c.Close()
+		}
+	}()
+	for range remote.MaxForwardConns {
+		c, err := net.Dial("tcp", addr.String())
+		require.NoError(t, err)
+		_, err = io.WriteString(c, "GET /big HTTP/1.1\r\nHost: x\r\n\r\n")
+		require.NoError(t, err)
+		conns = append(conns, c)
+	}
+	time.Sleep(time.Second)
+	if code, err := a20Get(addr); err == nil && code == 204 {
+		t.Log("a slot was still free")
+	}
+	deadline := time.Now().Add(remote.ForwardIdleTimeout + remote.ForwardHeaderTimeout + 20*time.Second)
+	for {
+		code, err := a20Get(addr)
+		if err == nil && code == 204 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("16 connections that never read their responses locked the forward for good (%v %d)", err, code)
+		}
+		time.Sleep(time.Second)
+	}
+}
+
+// TestAttackStdioGarbage runs ServeStdio in a child process (this test binary)
+// and feeds it garbage, then a real call, then closes stdin.
+func TestAttackStdioGarbage(t *testing.T) {
+	if os.Getenv("A20_STDIO_WS") != "" {
+		ws, err := deliverable.LocalWorkspace(os.Getenv("A20_STDIO_WS"))
+		if err != nil {
+			os.Exit(3)
+		}
+		store, err := deliverable.NewFileStore(afero.NewOsFs(), os.Getenv("A20_STDIO_STORE"))
+		if err != nil {
+			os.Exit(4)
+		}
+		err = mcptool.ServeStdio(context.Background(), mcptool.New(&deliverable.Registrar{Store: store}, ws, "task-1", "run-1"))
+		if err != nil {
+			os.Stderr.WriteString("serve: " + err.Error())
+			os.Exit(5)
+		}
+		os.Exit(0)
+	}
+	ws, storeDir := t.TempDir(), t.TempDir()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestAttackStdioGarbage$")
+	cmd.Env = append(os.Environ(), "A20_STDIO_WS="+ws, "A20_STDIO_STORE="+storeDir)
+	stdin, err := cmd.StdinPipe()
+	require.NoError(t, err)
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	require.NoError(t, cmd.Start())
+	lines := bufio.NewScanner(stdout)
+	lines.Buffer(make([]byte, 1<<20), 1<<20)
+	send := func(s string) { _, err := io.WriteString(stdin, s+"\n"); require.NoError(t, err) }
+	send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"x","version":"1"}}}`)
+	require.True(t, lines.Scan(), "no initialize answer: %s", stderr.String())
+	send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"register_deliverable","arguments":{"contentRef":"../../etc/passwd","filename":"passwd","contentType":"text/plain","byteSize":1,"sha256":"` + strings.Repeat("0", 64) + `","title":"t","idempotencyKey":"k"}}}`)
+	require.True(t, lines.Scan(), "no answer to the call: %s", stderr.String())
+	var resp struct {
+		Result struct {
+			IsError bool `json:"isError"`
+			Content []struct {
+				Text string `json:"text"`
+			} `json:"content"`
+		} `json:"result"`
+	}
+	require.NoError(t, json.Unmarshal(lines.Bytes(), &resp), lines.Text())
+	assert.True(t, resp.Result.IsError, lines.Text())
+	require.NotEmpty(t, resp.Result.Content)
+	assert.Contains(t, resp.Result.Content[0].Text, "contentRef")
+	assert.NotContains(t, resp.Result.Content[0].Text, ws)
+	require.NoError(t, stdin.Close())
+	done := make(chan error, 1)
+	go func() {
+		for lines.Scan() {
+		}
+		done <- cmd.Wait()
+	}()
+	select {
+	case err := <-done:
+		assert.NoError(t, err, "ServeStdio must end cleanly when the client disconnects: %s", stderr.String())
+	case <-time.After(10 * time.Second):
+		_ = cmd.Process.Kill()
+		t.Fatal("ServeStdio did not end after stdin closed")
+	}
 }

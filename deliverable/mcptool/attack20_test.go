@@ -111,6 +111,9 @@ func (e *a20) rejected(t *testing.T, res *mcp.CallToolResult, want ...string) st
 	text := a20Text(res)
 	require.True(t, res.IsError, "want a tool error, got %q %v", text, res.StructuredContent)
 	require.NotEmpty(t, text)
+	if os.Getenv("A20_SHOW") != "" {
+		t.Logf("agent sees: %s", text)
+	}
 	assert.NotContains(t, text, e.ws, "host workspace path leaked to the agent")
 	assert.NotContains(t, text, e.storeDir, "host store path leaked to the agent")
 	assert.NotContains(t, text, os.TempDir()+"/", "a host temp path leaked")
@@ -809,23 +812,41 @@ func TestAttackForwardSlotsHeldByNonReaders(t *testing.T) {
 
 // TestAttackStdioGarbage runs ServeStdio in a child process (this test binary)
 // and feeds it garbage, then a real call, then closes stdin.
+// TestAttackStdioGarbage runs ServeStdio in a child process (this test
+// binary): a rejected call, then one poison line, then a plain request; the
+// server must keep answering until stdin closes ("until the client
+// disconnects or ctx ends"), and then end cleanly.
 func TestAttackStdioGarbage(t *testing.T) {
 	if os.Getenv("A20_STDIO_WS") != "" {
-		ws, err := deliverable.LocalWorkspace(os.Getenv("A20_STDIO_WS"))
-		if err != nil {
-			os.Exit(3)
-		}
-		store, err := deliverable.NewFileStore(afero.NewOsFs(), os.Getenv("A20_STDIO_STORE"))
-		if err != nil {
-			os.Exit(4)
-		}
-		err = mcptool.ServeStdio(context.Background(), mcptool.New(&deliverable.Registrar{Store: store}, ws, "task-1", "run-1"))
-		if err != nil {
-			os.Stderr.WriteString("serve: " + err.Error())
-			os.Exit(5)
-		}
-		os.Exit(0)
+		a20StdioChild()
 	}
+	for name, poison := range map[string]string{
+		"deep":     `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"register_deliverable","arguments":` + a20DeepArgs(1500) + `}}`,
+		"not json": `this is not json`,
+		"unknown":  `{"jsonrpc":"2.0","id":3,"method":"no/such/method","params":{}}`,
+	} {
+		t.Run(name, func(t *testing.T) { a20StdioRun(t, poison) })
+	}
+}
+
+func a20StdioChild() {
+	ws, err := deliverable.LocalWorkspace(os.Getenv("A20_STDIO_WS"))
+	if err != nil {
+		os.Exit(3)
+	}
+	store, err := deliverable.NewFileStore(afero.NewOsFs(), os.Getenv("A20_STDIO_STORE"))
+	if err != nil {
+		os.Exit(4)
+	}
+	err = mcptool.ServeStdio(context.Background(), mcptool.New(&deliverable.Registrar{Store: store}, ws, "task-1", "run-1"))
+	if err != nil {
+		os.Stderr.WriteString("serve: " + err.Error())
+		os.Exit(5)
+	}
+	os.Exit(0)
+}
+
+func a20StdioRun(t *testing.T, poison string) {
 	ws, storeDir := t.TempDir(), t.TempDir()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestAttackStdioGarbage$")
 	cmd.Env = append(os.Environ(), "A20_STDIO_WS="+ws, "A20_STDIO_STORE="+storeDir)
@@ -836,9 +857,10 @@ func TestAttackStdioGarbage(t *testing.T) {
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	require.NoError(t, cmd.Start())
+	defer func() { _ = cmd.Process.Kill() }()
 	lines := bufio.NewScanner(stdout)
 	lines.Buffer(make([]byte, 1<<20), 1<<20)
-	send := func(s string) { _, err := io.WriteString(stdin, s+"\n"); require.NoError(t, err) }
+	send := func(s string) { _, _ = io.WriteString(stdin, s+"\n") }
 	send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"x","version":"1"}}}`)
 	require.True(t, lines.Scan(), "no initialize answer: %s", stderr.String())
 	send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
@@ -857,6 +879,14 @@ func TestAttackStdioGarbage(t *testing.T) {
 	require.NotEmpty(t, resp.Result.Content)
 	assert.Contains(t, resp.Result.Content[0].Text, "contentRef")
 	assert.NotContains(t, resp.Result.Content[0].Text, ws)
+
+	send(poison)
+	send(`{"jsonrpc":"2.0","id":4,"method":"tools/list","params":{}}`)
+	var gotList bool
+	for !gotList && lines.Scan() {
+		gotList = strings.Contains(lines.Text(), `"id":4`)
+	}
+	assert.True(t, gotList, "ServeStdio stopped answering after %.60q (stderr: %s)", poison, stderr.String())
 	require.NoError(t, stdin.Close())
 	done := make(chan error, 1)
 	go func() {
@@ -868,7 +898,270 @@ func TestAttackStdioGarbage(t *testing.T) {
 	case err := <-done:
 		assert.NoError(t, err, "ServeStdio must end cleanly when the client disconnects: %s", stderr.String())
 	case <-time.After(10 * time.Second):
-		_ = cmd.Process.Kill()
 		t.Fatal("ServeStdio did not end after stdin closed")
 	}
+}
+
+func TestAttackForwardSetupIsBounded(t *testing.T) {
+	ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(204) })
+	srv := remotetest.NewServer(t)
+	host, err := remote.Dial(t.Context(), srv.Addr(), srv.Config())
+	require.NoError(t, err)
+	defer host.Close()
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	addr, err := host.ServeInSandbox(ctx, "tcp", "127.0.0.1:0", ok)
+	if err == nil {
+		time.Sleep(200 * time.Millisecond)
+		_, gerr := a20Get(addr)
+		assert.Error(t, gerr, "a forward set up with an ended ctx must not be served")
+	}
+
+	hung := remotetest.NewServer(t, remotetest.WithHangForward())
+	cfg := hung.Config()
+	cfg.ControlTimeout = 2 * time.Second
+	hh, err := remote.Dial(t.Context(), hung.Addr(), cfg)
+	require.NoError(t, err)
+	defer hh.Close()
+	for name, mk := range map[string]func() (context.Context, context.CancelFunc){
+		"ctx deadline": func() (context.Context, context.CancelFunc) { return context.WithTimeout(t.Context(), 2*time.Second) },
+		"no deadline":  func() (context.Context, context.CancelFunc) { return context.WithCancel(t.Context()) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			ctx, cancel := mk()
+			defer cancel()
+			done := make(chan error, 1)
+			go func() { _, err := hh.ServeInSandbox(ctx, "tcp", "127.0.0.1:0", ok); done <- err }()
+			select {
+			case err := <-done:
+				require.Error(t, err)
+				assert.True(t, errors.Is(err, context.DeadlineExceeded) || strings.Contains(err.Error(), "forward"), "%v", err)
+			case <-time.After(10 * time.Second):
+				t.Fatal("ServeInSandbox waited on a server that never answers the forward request (control deadline 2 s)")
+			}
+		})
+	}
+}
+
+func TestAttackHostCloseEndsRequestsInFlight(t *testing.T) {
+	srv := remotetest.NewServer(t)
+	host, err := remote.Dial(t.Context(), srv.Addr(), srv.Config())
+	require.NoError(t, err)
+	entered, ended := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	addr, err := host.ServeInSandbox(context.Background(), "tcp", "127.0.0.1:0", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		once.Do(func() { close(entered) })
+		<-r.Context().Done()
+		close(ended)
+	}))
+	require.NoError(t, err)
+	go func() { _, _ = a20Get(addr) }()
+	<-entered
+	closed := make(chan error, 1)
+	go func() { closed <- host.Close() }()
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Host.Close hung with a forwarded request in flight")
+	}
+	select {
+	case <-ended:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Host.Close did not end the handler's request")
+	}
+	_, err = a20Get(addr)
+	assert.Error(t, err, "the forward must be gone with the Host")
+}
+
+// TestAttackRacingWriter rewrites the file between two versions of one size
+// while the agent registers version A: every call either fails as a tool
+// error or stores exactly version A.
+func TestAttackRacingWriter(t *testing.T) {
+	a := []byte(strings.Repeat("A", 256<<10))
+	b := []byte(strings.Repeat("B", 256<<10))
+	check := func(t *testing.T, dir string, storeDir string, call func(key string) *mcp.CallToolResult) {
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				v := a
+				if i%2 == 1 {
+					v = b
+				}
+				tmp := filepath.Join(dir, ".tmp")
+				_ = os.WriteFile(tmp, v, 0o644)
+				_ = os.Rename(tmp, filepath.Join(dir, "race.bin"))
+				f, err := os.OpenFile(filepath.Join(dir, "race.bin"), os.O_WRONLY, 0)
+				if err == nil {
+					_, _ = f.WriteAt(v[:4096], 0)
+					_ = f.Close()
+				}
+			}
+		}()
+		stored, rejected := 0, 0
+		for i := range 30 {
+			res := call(fmt.Sprintf("race-%d", i))
+			if res.IsError {
+				rejected++
+				continue
+			}
+			stored++
+			sc := res.StructuredContent.(map[string]any)
+			blob, err := os.ReadFile(filepath.Join(storeDir, "blobs", sc["sha256"].(string)))
+			require.NoError(t, err)
+			require.Equal(t, a20Sum(a), a20Sum(blob), "stored bytes are not the declared ones")
+		}
+		close(stop)
+		wg.Wait()
+		t.Logf("stored %d, rejected %d", stored, rejected)
+	}
+	t.Run("local", func(t *testing.T) {
+		e := a20Start(t, nil, nil)
+		e.write(t, "race.bin", a)
+		check(t, e.ws, e.storeDir, func(key string) *mcp.CallToolResult {
+			res := e.call(t, a20Args("race.bin", a, key))
+			if res.IsError {
+				e.rejected(t, res)
+			}
+			return res
+		})
+	})
+	t.Run("remote", func(t *testing.T) {
+		srv, cs, storeDir := a20Remote(t)
+		e := &a20{ws: srv.Dir(), storeDir: storeDir, session: cs}
+		e.write(t, "race.bin", a)
+		check(t, srv.Dir(), storeDir, func(key string) *mcp.CallToolResult {
+			res := e.call(t, a20Args("race.bin", a, key))
+			if res.IsError {
+				e.rejected(t, res)
+			}
+			return res
+		})
+	})
+}
+
+// TestAttackForwardPipelinedNonReaders: the same lockout with the tool's
+// own handler, whose responses are small: each connection pipelines
+// thousands of tools/list requests and never reads a response.
+func TestAttackForwardPipelinedNonReaders(t *testing.T) {
+	ctx := t.Context()
+	e := a20Start(t, nil, nil)
+	ws, err := deliverable.LocalWorkspace(e.ws)
+	require.NoError(t, err)
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", mcptool.Handler(mcptool.New(&deliverable.Registrar{Store: e.store}, ws, "task-1", "run-1")))
+	mux.HandleFunc("/ok", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(204) })
+	_, _, addr := a20Forward(t, ctx, mux)
+	body := `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}`
+	req := "POST /mcp HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nMcp-Protocol-Version: 2025-06-18\r\nContent-Length: " + fmt.Sprint(len(body)) + "\r\n\r\n" + body
+	pipeline := strings.Repeat(req, 20000)
+	var conns []net.Conn
+	defer func() {
+		for _, c := range conns {
+			_ = c.Close()
+		}
+	}()
+	for range remote.MaxForwardConns {
+		c, err := net.Dial("tcp", addr.String())
+		require.NoError(t, err)
+		conns = append(conns, c)
+		go func() { _, _ = io.WriteString(c, pipeline) }()
+	}
+	time.Sleep(3 * time.Second)
+	deadline := time.Now().Add(remote.ForwardIdleTimeout + remote.ForwardHeaderTimeout + 20*time.Second)
+	for {
+		code, err := a20Get(addr)
+		if err == nil && code == 204 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("16 connections pipelining tools/list without reading locked the tool's forward for good (%v %d)", err, code)
+		}
+		time.Sleep(time.Second)
+	}
+}
+
+func a20DeepArgs(depth int) string {
+	return `{"contentRef":"ok.txt","filename":"ok.txt","contentType":"text/plain","byteSize":6,"sha256":"x","idempotencyKey":"deep","title":` +
+		strings.Repeat("[", depth) + strings.Repeat("]", depth) + `}`
+}
+
+// TestAttackDeepArgumentsAreToolErrors: a title nested 1,500 arrays deep
+// (well under every size limit) is "arguments that do not decode into a
+// Request"; the package doc promises a tool error naming the field. Over a
+// stream transport (in-memory here, ServeStdio alike) the session must
+// survive it; over HTTP the answer must be the tool error, not a 400.
+func TestAttackDeepArgumentsAreToolErrors(t *testing.T) {
+	e := a20Start(t, nil, nil)
+	data := []byte("hello\n")
+	e.write(t, "ok.txt", data)
+	res, err := e.session.CallTool(context.Background(), &mcp.CallToolParams{Name: "register_deliverable", Arguments: json.RawMessage(a20DeepArgs(1500))})
+	if assert.NoError(t, err, "a deeply nested argument must be a tool error, not a protocol failure") {
+		e.rejected(t, res, "title")
+	}
+	res, err = e.session.CallTool(context.Background(), &mcp.CallToolParams{Name: "register_deliverable", Arguments: a20Args("ok.txt", data, "after-deep")})
+	require.NoError(t, err, "one deeply nested argument ended the agent's MCP session for good")
+	assert.False(t, res.IsError, a20Text(res))
+
+	ws, err := deliverable.LocalWorkspace(e.ws)
+	require.NoError(t, err)
+	h := mcptool.Handler(mcptool.New(&deliverable.Registrar{Store: e.store}, ws, "task-1", "run-1"))
+	body := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"register_deliverable","arguments":` + a20DeepArgs(1500) + `}}`
+	req := httptest.NewRequest(http.MethodPost, "/mcp", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	assert.Equal(t, http.StatusOK, rec.Code, "over HTTP: %s", rec.Body.String())
+	assert.Contains(t, rec.Body.String(), `"isError":true`)
+}
+
+// TestAttackStdioHugeLineMemory: one unterminated 256 MiB JSON string on
+// stdin. MaxRequestBytes bounds Handler's bodies; the stdio server should be
+// as bounded (it may run in the host's own process).
+func TestAttackStdioHugeLineMemory(t *testing.T) {
+	if os.Getenv("A20_STDIO_WS") != "" {
+		a20StdioChild()
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestAttackStdioHugeLineMemory$")
+	cmd.Env = append(os.Environ(), "A20_STDIO_WS="+t.TempDir(), "A20_STDIO_STORE="+t.TempDir())
+	stdin, err := cmd.StdinPipe()
+	require.NoError(t, err)
+	cmd.Stdout = io.Discard
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	require.NoError(t, cmd.Start())
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait(); t.Logf("child stderr: %.300s", stderr.String()) }()
+	_, err = io.WriteString(stdin, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"a":"`)
+	require.NoError(t, err)
+	chunk := strings.Repeat("a", 1<<20)
+	written := 0
+	for range 256 {
+		if _, err := io.WriteString(stdin, chunk); err != nil {
+			break
+		}
+		written++
+	}
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", cmd.Process.Pid))
+	require.NoError(t, err)
+	if !strings.Contains(string(status), "VmHWM:") {
+		t.Logf("the child ended after %d MiB (a bound, not growth)", written)
+		return
+	}
+	var rssKB int
+	for _, l := range strings.Split(string(status), "\n") {
+		if strings.HasPrefix(l, "VmHWM:") {
+			_, _ = fmt.Sscanf(strings.TrimSpace(strings.TrimPrefix(l, "VmHWM:")), "%d", &rssKB)
+		}
+	}
+	t.Logf("wrote %d MiB; child peak RSS %d MiB", written, rssKB>>10)
+	assert.Less(t, rssKB>>10, 160, "the stdio server buffered an unterminated message of %d MiB", written)
 }

@@ -1102,26 +1102,29 @@ func TestAttackDeepArgumentsAreToolErrors(t *testing.T) {
 	e := a20Start(t, nil, nil)
 	data := []byte("hello\n")
 	e.write(t, "ok.txt", data)
-	res, err := e.session.CallTool(context.Background(), &mcp.CallToolParams{Name: "register_deliverable", Arguments: json.RawMessage(a20DeepArgs(1500))})
-	if assert.NoError(t, err, "a deeply nested argument must be a tool error, not a protocol failure") {
-		e.rejected(t, res, "title")
-	}
-	res, err = e.session.CallTool(context.Background(), &mcp.CallToolParams{Name: "register_deliverable", Arguments: a20Args("ok.txt", data, "after-deep")})
-	require.NoError(t, err, "one deeply nested argument ended the agent's MCP session for good")
-	assert.False(t, res.IsError, a20Text(res))
-
-	ws, err := deliverable.LocalWorkspace(e.ws)
-	require.NoError(t, err)
-	h := mcptool.Handler(mcptool.New(&deliverable.Registrar{Store: e.store}, ws, "task-1", "run-1"))
-	body := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"register_deliverable","arguments":` + a20DeepArgs(1500) + `}}`
-	req := httptest.NewRequest(http.MethodPost, "/mcp", strings.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
-	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, req)
-	assert.Equal(t, http.StatusOK, rec.Code, "over HTTP: %s", rec.Body.String())
-	assert.Contains(t, rec.Body.String(), `"isError":true`)
+	t.Run("http", func(t *testing.T) {
+		ws, err := deliverable.LocalWorkspace(e.ws)
+		require.NoError(t, err)
+		h := mcptool.Handler(mcptool.New(&deliverable.Registrar{Store: e.store}, ws, "task-1", "run-1"))
+		body := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"register_deliverable","arguments":` + a20DeepArgs(1500) + `}}`
+		req := httptest.NewRequest(http.MethodPost, "/mcp", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		assert.Equal(t, http.StatusOK, rec.Code, "over HTTP: %s", rec.Body.String())
+		assert.Contains(t, rec.Body.String(), `"isError":true`)
+	})
+	t.Run("stream", func(t *testing.T) {
+		res, err := e.session.CallTool(context.Background(), &mcp.CallToolParams{Name: "register_deliverable", Arguments: json.RawMessage(a20DeepArgs(1500))})
+		if assert.NoError(t, err, "a deeply nested argument must be a tool error, not a protocol failure") {
+			e.rejected(t, res, "title")
+		}
+		res, err = e.session.CallTool(context.Background(), &mcp.CallToolParams{Name: "register_deliverable", Arguments: a20Args("ok.txt", data, "after-deep")})
+		require.NoError(t, err, "one deeply nested argument ended the agent's MCP session for good")
+		assert.False(t, res.IsError, a20Text(res))
+	})
 }
 
 // TestAttackStdioHugeLineMemory: one unterminated 256 MiB JSON string on
@@ -1164,4 +1167,60 @@ func TestAttackStdioHugeLineMemory(t *testing.T) {
 	}
 	t.Logf("wrote %d MiB; child peak RSS %d MiB", written, rssKB>>10)
 	assert.Less(t, rssKB>>10, 160, "the stdio server buffered an unterminated message of %d MiB", written)
+}
+
+func TestAttackReplayEdges(t *testing.T) {
+	e := a20Start(t, nil, nil)
+	data := []byte("replayed\n")
+	e.write(t, "p.txt", data)
+	first := e.call(t, a20Args("p.txt", data, "p"))
+	require.False(t, first.IsError, a20Text(first))
+	other := a20Args("p.txt", data, "p")
+	other["title"] = "another title"
+	e.rejected(t, e.call(t, other), "idempotencyKey")
+	other = a20Args("p.txt", data, "p")
+	other["contentType"] = "text/markdown"
+	e.rejected(t, e.call(t, other), "idempotencyKey")
+	require.NoError(t, os.Remove(filepath.Join(e.ws, "p.txt")))
+	replay := e.call(t, a20Args("p.txt", data, "p"))
+	require.False(t, replay.IsError, "a replay does not read the file: %s", a20Text(replay))
+	assert.Equal(t, first.StructuredContent, replay.StructuredContent)
+	// A new key for the same bytes after the file is gone: not found, as a tool error.
+	e.rejected(t, e.call(t, a20Args("p.txt", data, "p2")), "contentRef")
+}
+
+func TestAttackBadHostBindingIsHostError(t *testing.T) {
+	store, err := deliverable.NewFileStore(afero.NewOsFs(), t.TempDir())
+	require.NoError(t, err)
+	dir := t.TempDir()
+	ws, err := deliverable.LocalWorkspace(dir)
+	require.NoError(t, err)
+	data := []byte("b\n")
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "b.txt"), data, 0o644))
+	for name, opts := range map[string][]mcptool.Option{
+		"bad command":  {mcptool.WithBinding("cmd\n1", "rev")},
+		"huge entity":  {mcptool.WithBinding("c", "r", deliverable.EntityRef{Type: "issue", ID: strings.Repeat("x", 5000)})},
+		"bad task ids": nil,
+	} {
+		t.Run(name, func(t *testing.T) {
+			task := "task-1"
+			if opts == nil {
+				task = " bad\x00task "
+			}
+			server := mcptool.New(&deliverable.Registrar{Store: store}, ws, task, "run-1", opts...)
+			st, ct := mcp.NewInMemoryTransports()
+			ss, err := server.Connect(context.Background(), st, nil)
+			require.NoError(t, err)
+			defer ss.Close()
+			cs, err := mcp.NewClient(&mcp.Implementation{Name: "a", Version: "v1"}, nil).Connect(context.Background(), ct, nil)
+			require.NoError(t, err)
+			defer cs.Close()
+			res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "register_deliverable", Arguments: a20Args("b.txt", data, "k")})
+			require.NoError(t, err)
+			require.True(t, res.IsError)
+			text := a20Text(res)
+			assert.Contains(t, text, "host's side", "a host misconfiguration is a host error: %s", text)
+			assert.NotContains(t, text, dir)
+		})
+	}
 }

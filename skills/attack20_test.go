@@ -322,3 +322,31 @@ func TestAttackSpecEdgeCasesAreLogged(t *testing.T) {
 		})
 	}
 }
+
+func TestAttackCutLenientCRLFBlock(t *testing.T) {
+	// A long unquoted "Use when: …" value with CRLF line ends (lenient
+	// parse), and a literal block whose sentences end at line ends.
+	var b strings.Builder
+	for utf8.RuneCountInString(b.String()) < 1100 {
+		b.WriteString("Run the grep FIRST if no provider is named. ")
+	}
+	long := strings.TrimSpace(b.String())
+	md := "---\r\nname: lenient\r\ndescription: Use when: " + long + "\r\n---\r\nbody\r\n"
+	r := a20Materialize(t, t.TempDir(), "lenient", md)
+	kept := a20CheckCut(t, r, "lenient", "Use when: "+long, skills.CutSentence)
+	assert.True(t, strings.HasSuffix(kept, "named."), kept[len(kept)-20:])
+	assert.NotContains(t, r.bundle.Skills[0].Description, "\r")
+
+	var lit strings.Builder
+	lit.WriteString("---\nname: block\ndescription: |\n")
+	var flat []string
+	for i := 0; utf8.RuneCountInString(strings.Join(flat, " ")) < 1100; i++ {
+		line := "Step " + strconv.Itoa(i) + " reads the file?"
+		lit.WriteString("  " + line + "\n")
+		flat = append(flat, line)
+	}
+	lit.WriteString("---\n")
+	r = a20Materialize(t, t.TempDir(), "block", lit.String())
+	kept = a20CheckCut(t, r, "block", strings.Join(flat, " "), skills.CutSentence)
+	assert.True(t, strings.HasSuffix(kept, "file?"), kept[len(kept)-20:])
+}

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -223,7 +224,15 @@ func TestProcessScriptsRun(t *testing.T) {
 				require.NoError(t, err)
 				assert.Equal(t, want, got, "the command reads the wrapper's stdin")
 			}
-			tree := tagged(t, tag)
+			// The background children were forked before the output, but a
+			// shell may still be between fork and exec (busybox): wait for
+			// them to show in /proc.
+			var tree []int
+			for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+				if tree = tagged(t, tag); len(tree) >= 3 || time.Now().After(deadline) {
+					break
+				}
+			}
 			require.GreaterOrEqual(t, len(tree), 3, "the leader, a subshell and sleeps carry the tag")
 			assert.Equal(t, "left "+strconv.Itoa(len(tree)), signal(t, c, tag, h, "TERM", 3), "TERM is ignored by all")
 			assert.Equal(t, "gone", signal(t, c, tag, h, "KILL", 20))

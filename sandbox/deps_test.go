@@ -137,6 +137,7 @@ var publicImports = map[string][]string{
 	"deliverable":                   {"sandbox"},
 	"deliverable/mcptool":           {"sandbox", "deliverable"},
 	"internal/sshdtest":             {"sandbox", "stage", "stage/remote"}, // the real-sshd harness builds remote.Hosts
+	"internal/busyboxuser":          {"sandbox"},                          // a test Runner: busybox sh as an unprivileged user
 	"internal/cmd/benchstage":       {"sandbox", "skills", "stage"},
 	"github.com/airlockdev/airlock": {"sandbox", "skills", "session", "stage", "workspace", "deliverable"},
 }

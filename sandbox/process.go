@@ -119,6 +119,7 @@ type Process struct {
 	cancelRun context.CancelFunc
 	runDone   chan struct{}
 	runErr    error // set before runDone closes
+	viaRunner bool  // the shutdown ended the run by its cancellation (endByRunner); settle's own
 
 	once    sync.Once
 	unwatch func() bool // stops watching Start's ctx; under mu
@@ -301,7 +302,7 @@ func (p *Process) settle() {
 	p.mu.Lock()
 	p.unwatch()
 	p.mu.Unlock()
-	p.closeStdin(fmt.Errorf("sandbox: process %d: the process session is closed (stopped, or its command ended): %w", p.PID(), io.ErrClosedPipe))
+	p.closeStdin(fmt.Errorf("%w: sandbox: process %d: input not delivered: the process session is closed (Stop, a failed Write, the end of Start's context, or the command's end): %w; Wait reports how it ended", ErrTransport, p.PID(), io.ErrClosedPipe))
 	verified, err := p.terminate()
 	d := ControlDeadline(p.r)
 	if !p.awaitRun(d) {
@@ -321,6 +322,8 @@ func (p *Process) settle() {
 			exit.Status, exit.Exited = 0, true
 		case errors.As(p.runErr, &ee):
 			exit.Status, exit.Signal, exit.Exited = ee.Status, ee.Signal, true
+		case p.viaRunner && verified:
+			exit.Exited = true // the Runner's cancellation ended it, and the Runner confirmed it
 		}
 	default:
 	}

@@ -319,7 +319,7 @@ func (p *Process) settle() {
 	p.mu.Lock()
 	p.unwatch()
 	p.mu.Unlock()
-	p.closeStdin(fmt.Errorf("%w: sandbox: process %d: input not delivered: the process session is closed (Stop, a failed Write, the end of Start's context, or the command's end): %w; Wait reports how it ended", ErrTransport, p.PID(), io.ErrClosedPipe))
+	p.closeStdin(fmt.Errorf("%w: sandbox: process %d: the process session is closed (Stop, a failed Write, the end of Start's context, or the command's end): %w; Wait reports how it ended", ErrTransport, p.PID(), io.ErrClosedPipe))
 	verified, err := p.terminate()
 	d := ControlDeadline(p.r)
 	if !p.awaitRun(d) {

@@ -263,7 +263,7 @@ func TestProcessStopsTermIgnoringTree(t *testing.T) {
 		err = s.p.Write(t.Context(), []byte("x"))
 		assert.ErrorIs(t, err, io.ErrClosedPipe)
 		assert.ErrorIs(t, err, sandbox.ErrTransport, "a Write after the shutdown is a transport failure, not the caller's CloseStdin")
-		assert.ErrorContains(t, err, "input not delivered: the process session is closed")
+		assert.ErrorContains(t, err, "the process session is closed (Stop, a failed Write, the end of Start's context, or the command's end)")
 	})
 }
 
@@ -404,7 +404,7 @@ func TestProcessWriteCutByStop(t *testing.T) {
 		assert.ErrorContains(t, err, "the process session is closed")
 		again := s.p.Write(t.Context(), []byte("x"))
 		assert.ErrorIs(t, again, sandbox.ErrTransport)
-		assert.ErrorContains(t, again, "input not delivered: the process session is closed")
+		assert.ErrorContains(t, again, "the process session is closed (Stop, a failed Write, the end of Start's context, or the command's end)")
 	})
 }
 

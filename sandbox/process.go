@@ -41,16 +41,24 @@ type Exit struct {
 	// "KILL"), when one did and the Runner knows it.
 	Signal string
 	// Exited says the Runner reported the command's end: Status and Signal
-	// are the command's. False when the run failed (a lost connection) or
-	// did not end within the control deadline after the processes were
-	// stopped.
+	// are the command's. It is true too, with Status -1 and no Signal, when
+	// the stop steps could not reach the process (another PID namespace,
+	// see Process) and the Runner's cancellation, which Stop then used,
+	// reported the end verified. False when the run failed (a lost
+	// connection) or did not end within the control deadline after the
+	// processes were stopped.
 	Exited bool
 	// Verified says the sandbox confirmed, by scanning its /proc after the
 	// signals, that no live process of the command's session or process
 	// group and none carrying its tag is left (zombies, which run nothing,
 	// are not counted). It is the sandbox's own word: a hostile sandbox
 	// can lie, and a process that both left the session and cleared its
-	// environment cannot be found.
+	// environment cannot be found. Where the stop steps run in another
+	// PID namespace than the process (each exec a sandbox of its own, as
+	// bwrap --unshare-pid makes) no scan can see it: Verified is then the
+	// Runner's word instead, true only when the cancellation of Start's
+	// run returned a *StopError with Verified (Exec with
+	// ExecOptions.ClientEndsSandbox: the killed client ended the sandbox).
 	Verified bool
 }
 
@@ -64,8 +72,10 @@ type Exit struct {
 //     leader of a new session and process group (setsid; job control where
 //     setsid is missing) with ProcessTagVar=Tag() in its environment,
 //     inherited by every descendant, even one that leaves the group with
-//     setsid. The leader reports its pid, group and session in one bounded
-//     header line on stdout before the command runs; Start waits for it
+//     setsid. The leader reports its pid, the group and session it leads
+//     and its PID namespace in one bounded header line on stdout before the
+//     command runs (a header naming a group or session other than the pid
+//     is impossible for it, and refused); Start waits for it
 //     within the control deadline. What follows is the command's stdout,
 //     byte for byte.
 //   - Write delivers input through an OS pipe that is the run's stdin; each
@@ -78,7 +88,13 @@ type Exit struct {
 //     are left, a second step sends KILL, repeats it for late forks and
 //     waits for them to be gone; the run is then given the control
 //     deadline to report the command's status. Exit.Verified is true only
-//     when the sandbox answered that none is left.
+//     when the sandbox answered that none is left. A step that runs in
+//     another PID namespace than the process (the header names the
+//     process's) signals nothing, as the pids there are other processes':
+//     then the shutdown gives the command the grace to end, cancels
+//     Start's run (the Runner's own way to stop it: Exec with
+//     ClientEndsSandbox kills the client, which ends the sandbox) and
+//     reports what the Runner said (see Exit.Verified).
 //
 // Guarantees: the stdout Stdout returns is the command's, byte-exact;
 // Write is bounded by the control deadline, and on its failure the process
@@ -119,6 +135,7 @@ type Process struct {
 	cancelRun context.CancelFunc
 	runDone   chan struct{}
 	runErr    error // set before runDone closes
+	viaRunner bool  // the shutdown ended the run by its cancellation (endByRunner); settle's own
 
 	once    sync.Once
 	unwatch func() bool // stops watching Start's ctx; under mu
@@ -135,8 +152,9 @@ type Process struct {
 // whole process, as in exec.CommandContext: when it ends, the process is
 // stopped through Stop's path; its values reach the Runner.
 //
-// A header that does not parse, names another tag or names an impossible
-// pid is an error wrapping ErrProtocol; a Runner that fails, or no header
+// A header that does not parse, names another tag, or names an impossible
+// pid, group or session (pid 1, or a group or session the leader does not
+// lead) is an error wrapping ErrProtocol; a Runner that fails, or no header
 // within the deadline, wraps ErrTransport; a command that ends before its
 // header is reported with the run's error. In each case whatever started is
 // stopped by its tag before Start returns.
@@ -301,7 +319,7 @@ func (p *Process) settle() {
 	p.mu.Lock()
 	p.unwatch()
 	p.mu.Unlock()
-	p.closeStdin(fmt.Errorf("sandbox: process %d: the process session is closed (stopped, or its command ended): %w", p.PID(), io.ErrClosedPipe))
+	p.closeStdin(fmt.Errorf("%w: sandbox: process %d: the process session is closed (Stop, a failed Write, the end of Start's context, or the command's end): %w; Wait reports how it ended", ErrTransport, p.PID(), io.ErrClosedPipe))
 	verified, err := p.terminate()
 	d := ControlDeadline(p.r)
 	if !p.awaitRun(d) {
@@ -321,6 +339,8 @@ func (p *Process) settle() {
 			exit.Status, exit.Exited = 0, true
 		case errors.As(p.runErr, &ee):
 			exit.Status, exit.Signal, exit.Exited = ee.Status, ee.Signal, true
+		case p.viaRunner && verified:
+			exit.Exited = true // the Runner's cancellation ended it, and the Runner confirmed it
 		}
 	default:
 	}

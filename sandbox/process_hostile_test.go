@@ -22,6 +22,9 @@ type scriptedSandbox struct {
 	header func(tag string) string
 	reply  func(tag string) string
 	d      time.Duration
+	// stopped is what the run returns when it is cancelled (nil: an
+	// ErrTransport error).
+	stopped func(cause error) error
 
 	mu    sync.Mutex
 	steps []string
@@ -45,6 +48,9 @@ func (s *scriptedSandbox) Run(ctx context.Context, cmd sandbox.Command) error {
 		return fmt.Errorf("%w: scriptedSandbox: %w", sandbox.ErrTransport, err)
 	}
 	<-ctx.Done()
+	if s.stopped != nil {
+		return s.stopped(ctx.Err())
+	}
 	return fmt.Errorf("%w: scriptedSandbox: %w", sandbox.ErrTransport, ctx.Err())
 }
 
@@ -78,7 +84,15 @@ func TestProcessHostileHeader(t *testing.T) {
 		"BannerFirst": func(tag string) string { return "Welcome to the sandbox\nairlock-process-v1 " + tag + " 42 42 42\n" },
 		"Binary":      func(string) string { return "\x00\xff\xfe\n" },
 		"CRLF":        func(tag string) string { return "airlock-process-v1 " + tag + " 42 42 42\r\n" },
-		"Endless":     func(string) string { return strings.Repeat("a", 1<<20) },
+		// The leader leads its group (setsid: and its session) and reports
+		// "-" for what it does not lead: anything else aims elsewhere.
+		"Mismatch":      func(tag string) string { return "airlock-process-v1 " + tag + " 100 200 300\n" },
+		"MismatchNS":    func(tag string) string { return "airlock-process-v1 " + tag + " 100 200 300 pid:[4026531836]\n" },
+		"OtherGroup":    func(tag string) string { return "airlock-process-v1 " + tag + " 42 7 -\n" },
+		"OtherSession":  func(tag string) string { return "airlock-process-v1 " + tag + " 42 42 7\n" },
+		"SessionAlone":  func(tag string) string { return "airlock-process-v1 " + tag + " 42 - 42\n" },
+		"NamespaceWord": func(tag string) string { return "airlock-process-v1 " + tag + " 42 42 42 $(reboot)\n" },
+		"Endless":       func(string) string { return strings.Repeat("a", 1<<20) },
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
@@ -144,6 +158,58 @@ func TestProcessHostileReply(t *testing.T) {
 			require.Len(t, steps, 2, "TERM, then KILL")
 			assert.Contains(t, steps[0], " __k=TERM __p=4242 __g=4242 __s=4242 ")
 			assert.Contains(t, steps[1], " __k=KILL __p=4242 __g=4242 __s=4242 ")
+		})
+	}
+}
+
+// TestProcessOtherNamespace: a signal step that runs in another PID
+// namespace than the process ("otherns": each exec a sandbox of its own)
+// signals nothing, so Stop ends the process by cancelling Start's run after
+// the grace, without a KILL step, and reports what the Runner said: a
+// verified *StopError is a verified end (Exited, Status -1); anything else
+// is not verified, with ErrTransport and the reason. The header's PID
+// namespace reaches the steps.
+func TestProcessOtherNamespace(t *testing.T) {
+	otherns := func(tag string) string { return "airlock-process-v1-" + tag + " otherns\n" }
+	for name, c := range map[string]struct {
+		stopped func(error) error
+		exit    sandbox.Exit
+		want    string
+	}{
+		"RunnerVerified": {func(err error) error { return &sandbox.StopError{Verified: true, Err: err} }, sandbox.Exit{Status: -1, Exited: true, Verified: true}, ""},
+		"RunnerUnverified": {func(err error) error {
+			return &sandbox.StopError{Err: err, Detail: "the kill exec ran in another PID namespace"}
+		},
+			sandbox.Exit{Status: -1}, "the Runner's cancellation did not confirm its end: sandbox command stopped (context canceled); its termination is not verified: the kill exec ran in another PID namespace"},
+		"RunnerPlainError": {nil, sandbox.Exit{Status: -1}, "the Runner's cancellation did not confirm its end"},
+		"EndsAtCancel": {func(error) error { return &sandbox.ExitError{Status: -1, Signal: "KILL"} },
+			sandbox.Exit{Status: -1, Signal: "KILL", Exited: true}, "its run ended on its own at its cancellation"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			sb := &scriptedSandbox{
+				header: func(tag string) string { return "airlock-process-v1 " + tag + " 4242 4242 4242 pid:[4026532101]\n" },
+				reply:  otherns, d: 2 * time.Second, stopped: c.stopped,
+			}
+			p, err := sandbox.Start(t.Context(), sb, sandbox.Command{Script: "agent"})
+			require.NoError(t, err)
+			began := time.Now()
+			exit, err := p.Stop(t.Context())
+			took := time.Since(began)
+			assert.Equal(t, c.exit, exit)
+			if c.want == "" {
+				require.NoError(t, err)
+			} else {
+				require.ErrorIs(t, err, sandbox.ErrTransport)
+				assert.ErrorContains(t, err, c.want)
+				assert.ErrorContains(t, err, "process 4242 (leading session and group 4242")
+				assert.ErrorContains(t, err, "the stop steps run in another PID namespace than the process")
+			}
+			assert.GreaterOrEqual(t, took, time.Second, "the grace (half the 2s control deadline) comes first")
+			assert.Less(t, took, 3*time.Second, "then the cancellation, not another control deadline")
+			steps := sb.signalSteps()
+			require.Len(t, steps, 1, "TERM only: a KILL step could not reach it either")
+			assert.Contains(t, steps[0], " __k=TERM __p=4242 __g=4242 __s=4242 __ns='pid:[4026532101]' ")
 		})
 	}
 }

@@ -24,8 +24,11 @@ import (
 // shutdown path (as Stop does, without waiting for it: Wait reports the
 // end) and returns an error wrapping ErrTransport; every later Write fails
 // the same way. A ctx that has ended before Write starts delivers nothing
-// and closes nothing. After CloseStdin, Write fails with an error that does
-// not wrap ErrTransport.
+// and closes nothing. A Write cut off by CloseStdin or by the shutdown
+// (Stop, the end of Start's context, the command's end) wraps ErrTransport
+// and says so; so does a Write after the shutdown. Only a Write that starts
+// after CloseStdin fails with an error that does not wrap ErrTransport: the
+// caller closed the input.
 func (p *Process) Write(ctx context.Context, b []byte) error {
 	if err := p.writable(); err != nil {
 		return err
@@ -60,7 +63,8 @@ func (p *Process) Write(ctx context.Context, b []byte) error {
 		return nil
 	}
 	if werr := p.writable(); werr != nil {
-		return werr // CloseStdin or the shutdown closed the pipe under it
+		// CloseStdin or the shutdown closed the pipe under it.
+		return fmt.Errorf("%w: sandbox: process %d: delivering %d bytes of input: cut off, part of it may have reached the command: %w", ErrTransport, p.PID(), len(b), werr)
 	}
 	why := err
 	switch {
@@ -111,22 +115,30 @@ func (p *Process) closeStdin(why error) {
 
 // terminate runs the TERM step and, unless it found every process gone, the
 // KILL step; it reports whether the sandbox confirmed that none is left,
-// and otherwise why not.
+// and otherwise why not. A step that runs in another PID namespace than
+// the process cannot reach it: then the Runner's cancellation ends it
+// (endByRunner).
 func (p *Process) terminate() (bool, error) {
 	h, ok := p.hw.header()
 	if !ok {
 		h = shell.ProcessHeader{Group: -1, Session: -1}
 	}
+	where := describe(h, ok, p.tag)
 	d := ControlDeadline(p.r)
 	rep, termErr := p.signal(h, "TERM", min(StopGrace, d/2))
-	if termErr == nil && rep.Gone {
+	switch {
+	case termErr == nil && rep.Gone:
 		return true, nil
+	case termErr == nil && rep.OtherNS:
+		return p.endByRunner(where)
 	}
 	rep, err := p.signal(h, "KILL", min(killWait, d/2))
-	if err == nil && rep.Gone {
+	switch {
+	case err == nil && rep.Gone:
 		return true, nil
+	case err == nil && rep.OtherNS:
+		return p.endByRunner(where)
 	}
-	where := describe(h, ok, p.tag)
 	find := fmt.Sprintf("find what is left with grep -lzx %s=%s /proc/*/environ and the process group, and kill it from the sandbox", ProcessTagVar, p.tag)
 	switch {
 	case err != nil && errors.Is(err, ErrProtocol):
@@ -137,6 +149,34 @@ func (p *Process) terminate() (bool, error) {
 		return false, fmt.Errorf("%w: %s: its end is not verified: the sandbox has no /proc to check; its process group was signalled; processes that left it may remain", ErrTransport, where)
 	}
 	return false, fmt.Errorf("%w: %s: its end is not verified: %d processes were still running after KILL (uninterruptible, or forking faster than they die); %s", ErrTransport, where, rep.Left, find)
+}
+
+// endByRunner stops a process the signal steps cannot reach (they run in
+// another PID namespace: each exec a sandbox of its own, as bwrap
+// --unshare-pid makes): it gives the command the grace to end on its own
+// (its stdin is closed), then cancels Start's run, which is the Runner's
+// own way to stop it, and waits for the run's report. The end is verified
+// only when the Runner says so: a *StopError with Verified (for Exec with
+// ExecOptions.ClientEndsSandbox: the killed client ended the sandbox).
+func (p *Process) endByRunner(where string) (bool, error) {
+	d := ControlDeadline(p.r)
+	const why = "the stop steps run in another PID namespace than the process (each exec a sandbox of its own?), so they can neither see nor signal it"
+	if p.awaitRun(min(StopGrace, d/2)) {
+		return false, fmt.Errorf("%w: %s: its end is not verified: %s, and its run ended by itself; if the sandbox ends with its client (ExecOptions.ClientEndsSandbox), nothing of it is left", ErrTransport, where, why)
+	}
+	p.viaRunner = true
+	p.cancelRun()
+	if !p.awaitRun(d) {
+		return false, fmt.Errorf("%w: %s: its end is not verified: %s, and its run did not end within %s of its cancellation; kill it from the host that runs the sandbox", ErrTransport, where, why, d)
+	}
+	var se *StopError
+	if errors.As(p.runErr, &se) && se.Verified {
+		return true, nil
+	}
+	if p.runErr == nil || errors.As(p.runErr, new(*ExitError)) {
+		return false, fmt.Errorf("%w: %s: its end is not verified: %s, and its run ended on its own at its cancellation; if the sandbox ends with its client (ExecOptions.ClientEndsSandbox), nothing of it is left", ErrTransport, where, why)
+	}
+	return false, fmt.Errorf("%s: its end is not verified: %s, and the Runner's cancellation did not confirm its end: %w", where, why, asTransport(p.runErr))
 }
 
 // describe names the process h for an error: its pid, the session or

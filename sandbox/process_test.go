@@ -262,7 +262,8 @@ func TestProcessStopsTermIgnoringTree(t *testing.T) {
 		assert.Equal(t, exit, again, "a second Stop reports the same end")
 		err = s.p.Write(t.Context(), []byte("x"))
 		assert.ErrorIs(t, err, io.ErrClosedPipe)
-		assert.ErrorContains(t, err, "the process session is closed")
+		assert.ErrorIs(t, err, sandbox.ErrTransport, "a Write after the shutdown is a transport failure, not the caller's CloseStdin")
+		assert.ErrorContains(t, err, "the process session is closed (Stop, a failed Write, the end of Start's context, or the command's end)")
 	})
 }
 
@@ -377,6 +378,33 @@ func TestProcessWriteStalled(t *testing.T) {
 		assert.True(t, exit.Verified)
 		assert.Equal(t, "KILL", exit.Signal)
 		assert.Empty(t, members(t, s.p.Tag(), s.p.PID()))
+	})
+}
+
+// TestProcessWriteCutByStop: a Write blocked on a command that does not
+// read, cut off by Stop, fails with ErrTransport saying it was cut off and
+// that part of it may have been delivered; a Write after it fails the same
+// way.
+func TestProcessWriteCutByStop(t *testing.T) {
+	eachRunner(t, func(t *testing.T, rig procRig) {
+		s := start(t, rig.r, "echo ready; sleep 300", nil)
+		s.awaitReady(t)
+		wrote := make(chan error, 1)
+		go func() { wrote <- s.p.Write(context.Background(), make([]byte, 64<<20)) }()
+		time.Sleep(300 * time.Millisecond)
+		_, err := s.p.Stop(t.Context())
+		require.NoError(t, err)
+		select {
+		case err = <-wrote:
+		case <-time.After(procDeadline):
+			t.Fatal("the blocked Write did not return after Stop")
+		}
+		require.ErrorIs(t, err, sandbox.ErrTransport)
+		assert.ErrorContains(t, err, "delivering 67108864 bytes of input: cut off, part of it may have reached the command")
+		assert.ErrorContains(t, err, "the process session is closed")
+		again := s.p.Write(t.Context(), []byte("x"))
+		assert.ErrorIs(t, again, sandbox.ErrTransport)
+		assert.ErrorContains(t, again, "the process session is closed (Stop, a failed Write, the end of Start's context, or the command's end)")
 	})
 }
 

@@ -45,16 +45,21 @@ func ValidProcessTag(tag string) bool {
 
 // processLeader runs as the first process of the new session ($1: the
 // command's script). It reads its own process group and session from
-// /proc ("-" where there is none), prints the header and becomes the
-// command's shell.
-const processLeader = `__airlock_c=$1; __airlock_g=-; __airlock_d=-
+// /proc and its PID namespace from /proc/$$/ns/pid, and prints the header:
+// the group and the session only when it leads them ("-" otherwise, or
+// where /proc does not say), the namespace "-" where it cannot be read.
+// Then it becomes the command's shell.
+const processLeader = `__airlock_c=$1; __airlock_g=-; __airlock_d=-; __airlock_n=-
 if { read -r __airlock_s < /proc/$$/stat; } 2>/dev/null; then
 __airlock_s=${__airlock_s##*) }
 set -- $__airlock_s
-__airlock_g=$3 __airlock_d=$4
+[ "$3" = "$$" ] && __airlock_g=$3
+[ "$4" = "$$" ] && __airlock_d=$4
 fi
-printf '` + processMagic + ` %s %s %s %s\n' "$` + ProcessTagVar + `" "$$" "$__airlock_g" "$__airlock_d"
-unset __airlock_s __airlock_g __airlock_d
+__airlock_s=$(readlink /proc/$$/ns/pid 2>/dev/null) || __airlock_s=
+case $__airlock_s in 'pid:['*']') __airlock_n=$__airlock_s;; esac
+printf '` + processMagic + ` %s %s %s %s %s\n' "$` + ProcessTagVar + `" "$$" "$__airlock_g" "$__airlock_d" "$__airlock_n"
+unset __airlock_s __airlock_g __airlock_d __airlock_n
 exec /bin/sh -c "$__airlock_c"
 `
 
@@ -68,10 +73,12 @@ exec /bin/sh -c "$__airlock_c"
 // says so and only the tag finds it). The leader, already in its session,
 // writes the header line
 //
-//	airlock-process-v1 TAG PID PGID SID
+//	airlock-process-v1 TAG PID PGID SID NS
 //
-// to stdout before the command's first byte (PGID and SID are "-" without
-// /proc). Everything after it is the command's stdout, byte for byte. The
+// to stdout before the command's first byte: PGID and SID are its pid when
+// it leads its group and session, "-" when it does not or /proc does not
+// say; NS is its PID namespace ("pid:[4026531836]"), "-" when it cannot be
+// read. Everything after it is the command's stdout, byte for byte. The
 // wrapper's stdin is the command's; the wrapper then waits for the leader
 // and exits with its status, re-raising the signal that killed it, so the
 // Runner reports the command's own end. script travels in the wrapper's
@@ -101,17 +108,22 @@ exit "$__airlock_s"
 
 // ProcessHeader is what the header line says of an agent process.
 type ProcessHeader struct {
-	PID     int // the leader's pid (>= 2)
-	Group   int // the process group the command leads (its PID), or -1 when it has none of its own or /proc did not say
-	Session int // the session the command leads (its PID), or -1 likewise
+	PID     int    // the leader's pid (>= 2)
+	Group   int    // the process group the command leads (its PID), or -1 when it has none of its own or /proc did not say
+	Session int    // the session the command leads (its PID), or -1 likewise
+	NS      string // the leader's PID namespace, as readlink /proc/PID/ns/pid prints it ("pid:[N]"), or "" when unknown
 }
 
 // ParseProcessHeader parses line, the header without its newline, of the
-// process tagged tag. Anything but the exact form (a line of up to
-// MaxProcessHeader bytes, the tag, a pid from 2 to 2^31-1, a group and a
-// session that are decimal or "-") is an error wrapping ErrProtocol. A
-// group or session other than the leader's own is reported as -1: the
-// signal scripts never touch a group or session the command does not lead.
+// process tagged tag. Anything but the exact form is an error wrapping
+// ErrProtocol: a line of up to MaxProcessHeader bytes, the tag, a pid from
+// 2 to 2^31-1, a group and a session that are the pid or "-", and a PID
+// namespace "pid:[N]" or "-" (a header without it, the form before it was
+// added, is read as "-"). The leader is the first process of a session
+// (setsid: pid, group and session are one) or of a group (job control: pid
+// and group are one), and it reports "-" for what it does not lead; a
+// header naming another group or session, or a session without its group,
+// is impossible: a forgery, refused rather than aimed at.
 func ParseProcessHeader(line []byte, tag string) (ProcessHeader, error) {
 	bad := func(why string) (ProcessHeader, error) {
 		return ProcessHeader{}, fmt.Errorf("%w: the process header %q %s", ErrProtocol, Truncate(string(line), MaxProcessHeader), why)
@@ -120,8 +132,8 @@ func ParseProcessHeader(line []byte, tag string) (ProcessHeader, error) {
 		return bad(fmt.Sprintf("is longer than %d bytes", MaxProcessHeader-1))
 	}
 	f := strings.Split(string(line), " ")
-	if len(f) != 5 || f[0] != processMagic {
-		return bad("is not \"" + processMagic + " TAG PID PGID SID\"")
+	if (len(f) != 5 && len(f) != 6) || f[0] != processMagic {
+		return bad("is not \"" + processMagic + " TAG PID PGID SID NS\"")
 	}
 	if f[1] != tag {
 		return bad("names another process's tag")
@@ -132,18 +144,40 @@ func ParseProcessHeader(line []byte, tag string) (ProcessHeader, error) {
 	}
 	h := ProcessHeader{PID: pid, Group: -1, Session: -1}
 	for i, p := range []*int{&h.Group, &h.Session} {
-		if f[3+i] == "-" {
-			continue
-		}
-		id, ok := parseID(f[3+i])
-		if !ok {
-			return bad("has an invalid process group or session")
-		}
-		if id == pid {
-			*p = id
+		switch f[3+i] {
+		case "-":
+		case f[2]:
+			*p = pid
+		default:
+			return bad("names a process group or session other than its pid: the leader reports only the group and session it leads")
 		}
 	}
+	if h.Session == pid && h.Group != pid {
+		return bad("names a session the process leads without its group: a session leader leads its group")
+	}
+	if len(f) == 6 && f[5] != "-" {
+		if !validPIDNamespace(f[5]) {
+			return bad("has an invalid PID namespace (pid:[N] or -)")
+		}
+		h.NS = f[5]
+	}
 	return h, nil
+}
+
+// validPIDNamespace reports whether ns reads as readlink /proc/PID/ns/pid
+// prints a PID namespace: pid:[N], N decimal.
+func validPIDNamespace(ns string) bool {
+	n, pre := strings.CutPrefix(ns, "pid:[")
+	n, post := strings.CutSuffix(n, "]")
+	if !pre || !post || n == "" || len(n) > 20 {
+		return false
+	}
+	for i := 0; i < len(n); i++ {
+		if n[i] < '0' || n[i] > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // parseID parses a decimal pid: digits only, no sign, at most maxPID.
@@ -170,8 +204,14 @@ func parseID(s string) (int, bool) {
 // as soon as none is left ("gone") or after __n rounds of a tenth of a
 // second (a second where sleep takes whole seconds only) and then reports
 // how many are left. Zombies are not members: they run nothing. Without
-// /proc it signals the group of the leader __p and reports "noproc".
-const processSignal = `if ! { read -r __l < /proc/self/stat; } 2>/dev/null; then
+// /proc it signals the group of the leader __p and reports "noproc". When
+// the leader's PID namespace __ns is known and is not this script's (each
+// exec a sandbox of its own, as bwrap --unshare-pid makes), its pids name
+// other processes here: it signals nothing and reports "otherns".
+const processSignal = `if [ "$__ns" != - ] && [ "$(readlink /proc/self/ns/pid 2>/dev/null)" != "$__ns" ]; then
+echo "$__r otherns"; exit 0
+fi
+if ! { read -r __l < /proc/self/stat; } 2>/dev/null; then
 [ "$__p" -gt 1 ] && kill -$__k -$__p 2>/dev/null
 echo "$__r noproc"; exit 0
 fi
@@ -207,6 +247,7 @@ echo "$__r left $#"
 // process tagged tag whose header was h (h.PID 0, Group and Session -1 when
 // no header arrived: then the tag alone finds them) with sig ("TERM" or
 // "KILL") and waits up to rounds tenths of a second for them to be gone.
+// A script that runs in another PID namespace than h.NS signals nothing.
 // Its stdout is one reply line for ParseProcessReply.
 func ProcessSignal(tag string, h ProcessHeader, sig string, rounds int) string {
 	if !ValidProcessTag(tag) {
@@ -215,7 +256,11 @@ func ProcessSignal(tag string, h ProcessHeader, sig string, rounds int) string {
 	if sig != "TERM" && sig != "KILL" {
 		panic("shell: ProcessSignal: signal " + strconv.Quote(sig))
 	}
-	return fmt.Sprintf("__t=%s __r=%s __k=%s __p=%d __g=%d __s=%d __n=%d\n", ProcessTagVar+"="+tag, processMagic+"-"+tag, sig, max(h.PID, 0), h.Group, h.Session, max(rounds, 0)) + processSignal
+	ns := "-"
+	if validPIDNamespace(h.NS) {
+		ns = h.NS
+	}
+	return fmt.Sprintf("__t=%s __r=%s __k=%s __p=%d __g=%d __s=%d __ns=%s __n=%d\n", ProcessTagVar+"="+tag, processMagic+"-"+tag, sig, max(h.PID, 0), h.Group, h.Session, Quote(ns), max(rounds, 0)) + processSignal
 }
 
 // ProcessReply is what a signal script reports.
@@ -223,6 +268,9 @@ type ProcessReply struct {
 	Gone   bool // no process of the agent process is left
 	Left   int  // how many are left, when not Gone
 	NoProc bool // the sandbox has no /proc: nothing could be checked
+	// OtherNS: the script ran in another PID namespace than the leader:
+	// it could neither see nor signal the processes (nothing was sent).
+	OtherNS bool
 }
 
 // ParseProcessReply parses the output of ProcessSignal's script for tag.
@@ -231,17 +279,19 @@ func ParseProcessReply(out []byte, tag string) (ProcessReply, error) {
 	line, ok := bytes.CutSuffix(out, []byte("\n"))
 	rest, tagged := bytes.CutPrefix(line, []byte(processMagic+"-"+tag+" "))
 	if !ok || !tagged || len(out) > MaxProcessReply || bytes.ContainsRune(line, '\n') {
-		return ProcessReply{}, fmt.Errorf("%w: the reply of the process signal script %q is not one %q line", ErrProtocol, Truncate(string(out), MaxProcessReply), processMagic+"-TAG gone|left N|noproc")
+		return ProcessReply{}, fmt.Errorf("%w: the reply of the process signal script %q is not one %q line", ErrProtocol, Truncate(string(out), MaxProcessReply), processMagic+"-TAG gone|left N|noproc|otherns")
 	}
 	switch s := string(rest); {
 	case s == "gone":
 		return ProcessReply{Gone: true}, nil
 	case s == "noproc":
 		return ProcessReply{NoProc: true}, nil
+	case s == "otherns":
+		return ProcessReply{OtherNS: true}, nil
 	case strings.HasPrefix(s, "left "):
 		if n, ok := parseID(s[len("left "):]); ok && n > 0 {
 			return ProcessReply{Left: n}, nil
 		}
 	}
-	return ProcessReply{}, fmt.Errorf("%w: the reply of the process signal script %q is not \"gone\", \"left N\" or \"noproc\"", ErrProtocol, Truncate(string(out), MaxProcessReply))
+	return ProcessReply{}, fmt.Errorf("%w: the reply of the process signal script %q is not \"gone\", \"left N\", \"noproc\" or \"otherns\"", ErrProtocol, Truncate(string(out), MaxProcessReply))
 }

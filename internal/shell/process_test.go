@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strconv"
 	"strings"
@@ -33,11 +34,13 @@ func TestParseProcessHeader(t *testing.T) {
 		want shell.ProcessHeader
 	}{
 		{line("42 42 42"), shell.ProcessHeader{PID: 42, Group: 42, Session: 42}},
-		{line("42 42 7"), shell.ProcessHeader{PID: 42, Group: 42, Session: -1}}, // set -m: a group, not a session
-		{line("42 7 7"), shell.ProcessHeader{PID: 42, Group: -1, Session: -1}},  // neither: the tag alone
-		{line("42 - -"), shell.ProcessHeader{PID: 42, Group: -1, Session: -1}},  // no /proc
-		{line("42 1 0"), shell.ProcessHeader{PID: 42, Group: -1, Session: -1}},  // never init's or the kernel's
+		{line("42 42 -"), shell.ProcessHeader{PID: 42, Group: 42, Session: -1}}, // set -m: a group, not a session
+		{line("42 - -"), shell.ProcessHeader{PID: 42, Group: -1, Session: -1}},  // neither (dash without setsid), or no /proc: the tag alone
 		{line("2147483647 2147483647 2147483647"), shell.ProcessHeader{PID: 1<<31 - 1, Group: 1<<31 - 1, Session: 1<<31 - 1}},
+		{line("42 42 42 pid:[4026531836]"), shell.ProcessHeader{PID: 42, Group: 42, Session: 42, NS: "pid:[4026531836]"}},
+		{line("42 42 - pid:[4026532101]"), shell.ProcessHeader{PID: 42, Group: 42, Session: -1, NS: "pid:[4026532101]"}},
+		{line("42 - - -"), shell.ProcessHeader{PID: 42, Group: -1, Session: -1}}, // namespace unreadable
+		{line("42 42 42 pid:[" + strings.Repeat("9", 20) + "]"), shell.ProcessHeader{PID: 42, Group: 42, Session: 42, NS: "pid:[" + strings.Repeat("9", 20) + "]"}},
 	} {
 		h, err := shell.ParseProcessHeader(c.in, testTag)
 		require.NoError(t, err, "%q", c.in)
@@ -51,6 +54,15 @@ func TestParseProcessHeader(t *testing.T) {
 		[]byte("airlock-process-v2 " + testTag + " 42 42 42"),
 		[]byte("airlock-process-v1  " + testTag + " 42 42 42"),
 		line("42 42 " + strings.Repeat("4", 100)),
+		// Impossible for the leader, which leads its group (setsid: and its
+		// session) and prints "-" for what it does not lead: a forgery that
+		// would aim the signals at other processes' group or session.
+		line("100 200 300"), line("100 200 300 pid:[4026531836]"), line("42 42 7"), line("42 7 7"), line("42 7 -"),
+		line("42 1 0"), line("42 - 42"), line("42 - 7"), line("42 0 42"), line("42 -1 -1"), line("42 042 42"),
+		// A namespace that is not readlink's form.
+		line("42 42 42 42"), line("42 42 42 pid:[]"), line("42 42 42 pid:[12a]"), line("42 42 42 net:[4026531836]"),
+		line("42 42 42 pid:[1] "), line("42 42 42 pid:[1] x"), line("42 42 42 pid:[" + strings.Repeat("9", 21) + "]"),
+		line("42 42 42 'pid:[1]'"), line("42 42 42 pid:[$(id)]"),
 	} {
 		_, err := shell.ParseProcessHeader(in, testTag)
 		assert.ErrorIs(t, err, shell.ErrProtocol, "%q", in)
@@ -64,6 +76,8 @@ func FuzzParseProcessHeader(f *testing.F) {
 	f.Add([]byte("airlock-process-v1 " + testTag + " 42 42 42"))
 	f.Add([]byte("airlock-process-v1 " + testTag + " 42 - 7"))
 	f.Add([]byte("airlock-process-v1 " + testTag + " 1 1 1"))
+	f.Add([]byte("airlock-process-v1 " + testTag + " 100 200 300"))
+	f.Add([]byte("airlock-process-v1 " + testTag + " 42 42 - pid:[4026531836]"))
 	f.Fuzz(func(t *testing.T, line []byte) {
 		h, err := shell.ParseProcessHeader(line, testTag)
 		if err != nil {
@@ -72,8 +86,14 @@ func FuzzParseProcessHeader(f *testing.F) {
 			}
 			return
 		}
-		if h.PID < 2 || (h.Group != -1 && h.Group != h.PID) || (h.Session != -1 && h.Session != h.PID) {
+		if h.PID < 2 || (h.Group != -1 && h.Group != h.PID) || (h.Session != -1 && h.Session != h.PID) || (h.Session == h.PID && h.Group != h.PID) {
 			t.Fatalf("%q: accepted %+v", line, h)
+		}
+		if f := strings.Fields(string(line)); len(f) < 5 || (f[3] != "-" && f[3] != f[2]) || (f[4] != "-" && f[4] != f[2]) {
+			t.Fatalf("%q: accepted a group or session other than the pid (%+v)", line, h)
+		}
+		if h.NS != "" && !regexp.MustCompile(`^pid:\[[0-9]{1,20}\]$`).MatchString(h.NS) {
+			t.Fatalf("%q: accepted the namespace %q", line, h.NS)
 		}
 		if !bytes.HasPrefix(line, []byte("airlock-process-v1 "+testTag+" "+strconv.Itoa(h.PID)+" ")) {
 			t.Fatalf("%q: accepted without the tag and pid it reports (%+v)", line, h)
@@ -88,6 +108,7 @@ func TestParseProcessReply(t *testing.T) {
 		r + "noproc\n":   {NoProc: true},
 		r + "left 3\n":   {Left: 3},
 		r + "left 300\n": {Left: 300},
+		r + "otherns\n":  {OtherNS: true},
 	} {
 		got, err := shell.ParseProcessReply([]byte(in), testTag)
 		require.NoError(t, err, "%q", in)
@@ -95,7 +116,7 @@ func TestParseProcessReply(t *testing.T) {
 	}
 	for _, in := range []string{
 		"", "\n", r + "gone", r + "gone\n\n", "x\n" + r + "gone\n", r + "left 0\n", r + "left -1\n", r + "left\n",
-		r + "left 3 \n", r + "Gone\n", "airlock-process-v1-" + strings.Repeat("ab", 16) + " gone\n",
+		r + "left 3 \n", r + "Gone\n", r + "otherns \n", r + "otherns 1\n", "airlock-process-v1-" + strings.Repeat("ab", 16) + " gone\n",
 		r + "gone\n" + strings.Repeat("x", shell.MaxProcessReply),
 	} {
 		_, err := shell.ParseProcessReply([]byte(in), testTag)
@@ -154,6 +175,16 @@ func shellCases(t *testing.T) []shellCase {
 	return cases
 }
 
+// has reports whether tool is on c's PATH.
+func (c shellCase) has(tool string) bool {
+	for _, dir := range filepath.SplitList(c.path) {
+		if _, err := os.Stat(filepath.Join(dir, tool)); err == nil {
+			return true
+		}
+	}
+	return false
+}
+
 func (c shellCase) command(script string) *exec.Cmd {
 	cmd := exec.Command(c.sh[0], append(c.sh[1:], "-c", script)...)
 	cmd.Env = []string{"PATH=" + c.path}
@@ -205,13 +236,18 @@ func TestProcessScriptsRun(t *testing.T) {
 			require.NoError(t, err, "stderr: %s", stderr.String())
 			h, err := shell.ParseProcessHeader(bytes.TrimSuffix(line, []byte("\n")), tag)
 			require.NoError(t, err)
+			ns, err := os.Readlink("/proc/self/ns/pid")
+			require.NoError(t, err)
+			if !c.has("readlink") {
+				ns = "" // the leader cannot read its namespace: unknown, "-"
+			}
 			switch c.own {
 			case "session":
-				assert.Equal(t, shell.ProcessHeader{PID: h.PID, Group: h.PID, Session: h.PID}, h)
+				assert.Equal(t, shell.ProcessHeader{PID: h.PID, Group: h.PID, Session: h.PID, NS: ns}, h)
 			case "group":
-				assert.Equal(t, shell.ProcessHeader{PID: h.PID, Group: h.PID, Session: -1}, h, "set -m: a group of its own in the wrapper's session")
+				assert.Equal(t, shell.ProcessHeader{PID: h.PID, Group: h.PID, Session: -1, NS: ns}, h, "set -m: a group of its own in the wrapper's session")
 			default:
-				assert.Equal(t, shell.ProcessHeader{PID: h.PID, Group: -1, Session: -1}, h, "no setsid, no job control in dash: no group of its own")
+				assert.Equal(t, shell.ProcessHeader{PID: h.PID, Group: -1, Session: -1, NS: ns}, h, "no setsid, no job control in dash: no group of its own")
 			}
 			out := make([]byte, 5)
 			_, err = io.ReadFull(br, out)
@@ -234,6 +270,10 @@ func TestProcessScriptsRun(t *testing.T) {
 				}
 			}
 			require.GreaterOrEqual(t, len(tree), 3, "the leader, a subshell and sleeps carry the tag")
+			elsewhere := h
+			elsewhere.NS = "pid:[1]" // no namespace has inode 1: the step runs in another
+			assert.Equal(t, "otherns", signal(t, c, tag, elsewhere, "KILL", 3), "from another PID namespace its pids are not its")
+			assert.ElementsMatch(t, tree, tagged(t, tag), "a step in another PID namespace signals nothing")
 			assert.Equal(t, "left "+strconv.Itoa(len(tree)), signal(t, c, tag, h, "TERM", 3), "TERM is ignored by all")
 			assert.Equal(t, "gone", signal(t, c, tag, h, "KILL", 20))
 			assert.Empty(t, tagged(t, tag), "nothing tagged is left")

@@ -82,7 +82,7 @@ func (m message) tooDeep(d int) verdict {
 		text := fmt.Sprintf("%s: %s nests arrays or objects more than %d levels deep; pass it as a JSON string.",
 			printable(m.tool, "the tool"), printable(m.deepArg, "an argument"), MaxNesting)
 		res, _ := json.Marshal(map[string]any{"content": []any{map[string]string{"type": "text", "text": text}}, "isError": true})
-		msg, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": m.id, "result": json.RawMessage(res)})
+		msg, _ := json.Marshal(rpcMessage{Version: "2.0", ID: m.id, Result: res})
 		return verdict{answer: msg, result: true, log: why}
 	case m.method == "tools/call" && m.id != nil:
 		return verdict{answer: rpcError(m.id, -32602, "invalid params: "+why), log: why}
@@ -103,8 +103,21 @@ func rpcError(id json.RawMessage, code int, text string) []byte {
 	if id == nil {
 		id = json.RawMessage("null")
 	}
-	msg, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "error": map[string]any{"code": code, "message": text}})
+	msg, _ := json.Marshal(rpcMessage{Version: "2.0", ID: id, Error: &rpcErr{Code: code, Message: text}})
 	return msg
+}
+
+// rpcMessage is a JSON-RPC 2.0 response.
+type rpcMessage struct {
+	Version string          `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id"`
+	Result  json.RawMessage `json:"result,omitempty"`
+	Error   *rpcErr         `json:"error,omitempty"`
+}
+
+type rpcErr struct {
+	Code    int    `json:"code"`
+	Message string `json:"message"`
 }
 
 // nesting returns the deepest nesting of objects and arrays in data, strings

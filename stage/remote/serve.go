@@ -29,16 +29,20 @@ import (
 // after ForwardIdleTimeout, and one whose reader stops reading is closed
 // once a single write of the response has waited ForwardWriteTimeout (SSH
 // channels have no deadlines of their own; the forward gives them read
-// deadlines, reading at most 32 KiB ahead, and write deadlines).
+// deadlines, reading at most 32 KiB ahead, and write deadlines). A
+// connection is closed after its MaxForwardConnRequests-th response (sent
+// with "Connection: close"; clients reconnect), so that one that pipelines
+// requests without reading the answers frees its slot too.
 // A sandbox that keeps every slot busy locks itself out of the forward,
 // and no more, until its connections time out.
 const (
-	MaxForwardConns       = 16
-	MaxForwardHeaderBytes = 16 << 10
-	MaxForwardBodyBytes   = 4 << 20
-	ForwardHeaderTimeout  = 10 * time.Second
-	ForwardIdleTimeout    = 60 * time.Second
-	ForwardWriteTimeout   = 30 * time.Second
+	MaxForwardConns        = 16
+	MaxForwardHeaderBytes  = 16 << 10
+	MaxForwardBodyBytes    = 4 << 20
+	ForwardHeaderTimeout   = 10 * time.Second
+	ForwardIdleTimeout     = 60 * time.Second
+	ForwardWriteTimeout    = 30 * time.Second
+	MaxForwardConnRequests = 1000
 )
 
 // The timeouts ServeInSandbox uses; tests shorten them.
@@ -92,7 +96,10 @@ func (h *Host) ServeInSandbox(ctx context.Context, network, address string, hand
 		return nil, err
 	}
 	srv := &http.Server{
-		Handler:           http.MaxBytesHandler(handler, MaxForwardBodyBytes),
+		Handler: countRequests(http.MaxBytesHandler(handler, MaxForwardBodyBytes)),
+		ConnContext: func(ctx context.Context, _ net.Conn) context.Context {
+			return context.WithValue(ctx, connRequests{}, new(atomic.Int64))
+		},
 		ReadHeaderTimeout: forwardHeaderTimeout,
 		IdleTimeout:       forwardIdleTimeout,
 		MaxHeaderBytes:    MaxForwardHeaderBytes,
@@ -114,6 +121,20 @@ func (h *Host) ServeInSandbox(ctx context.Context, network, address string, hand
 		_ = srv.Close() // closes the listener (cancelling the forward) and every connection
 	}()
 	return ln.Addr(), nil
+}
+
+// connRequests keys a connection's request count in its context.
+type connRequests struct{}
+
+// countRequests closes a connection after its MaxForwardConnRequests-th
+// response.
+func countRequests(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if n, ok := r.Context().Value(connRequests{}).(*atomic.Int64); ok && n.Add(1) >= MaxForwardConnRequests {
+			w.Header().Set("Connection", "close")
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // listen asks the server for the forward, under the control deadline: a

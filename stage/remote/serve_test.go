@@ -440,3 +440,45 @@ func TestServeInSandboxNonReadersTimeOut(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 	}
 }
+
+// TestServeInSandboxPipelinersFreeTheirSlots: connections that pipeline
+// requests and never read the small answers are closed after
+// MaxForwardConnRequests responses, long before any buffer fills.
+func TestServeInSandboxPipelinersFreeTheirSlots(t *testing.T) {
+	h := dial(t, remotetest.NewServer(t))
+	addr, err := h.ServeInSandbox(t.Context(), "tcp", "127.0.0.1:0", hello)
+	require.NoError(t, err)
+	pipeline := strings.Repeat("GET /p HTTP/1.1\r\nHost: x\r\n\r\n", 3*remote.MaxForwardConnRequests)
+	var conns []net.Conn
+	defer func() {
+		for _, c := range conns {
+			_ = c.Close()
+		}
+	}()
+	for range remote.MaxForwardConns {
+		c, err := net.Dial("tcp", addr.String())
+		require.NoError(t, err)
+		conns = append(conns, c)
+		go func() { _, _ = io.WriteString(c, pipeline) }() // fails once the server closes the connection
+	}
+	start := time.Now()
+	for {
+		c := &http.Client{Timeout: time.Second, Transport: sandboxClient("tcp", addr.String()).Transport}
+		resp, err := c.Get("http://sandbox/after")
+		if err == nil {
+			b, rerr := io.ReadAll(resp.Body)
+			_ = resp.Body.Close()
+			require.NoError(t, rerr)
+			assert.Equal(t, "hello GET /after", string(b))
+			break
+		}
+		require.Less(t, time.Since(start), 20*time.Second, "the pipeliners still hold every slot: %v", err)
+		time.Sleep(200 * time.Millisecond)
+	}
+	// A pipeliner's connection ends right after its last allowed answer.
+	_ = conns[0].SetReadDeadline(time.Now().Add(10 * time.Second))
+	b, err := io.ReadAll(conns[0])
+	require.NoError(t, err, "the pipelining connection was not closed")
+	assert.Equal(t, remote.MaxForwardConnRequests, strings.Count(string(b), "hello GET /p"))
+	assert.Equal(t, 1, strings.Count(string(b), "Connection: close"))
+}

@@ -9,7 +9,7 @@
 // server over streamable HTTP (mount it anywhere; stage/remote's
 // Host.ServeInSandbox makes it reachable inside a sandbox at
 // http://127.0.0.1:<port>/mcp), ServeStdio over stdin and stdout for a
-// local agent.
+// local agent, ServeConn over any other byte stream.
 //
 // # What the agent sees
 //
@@ -37,6 +37,13 @@
 //     (the SDK's stateless mode, JSON responses, bodies of at most
 //     MaxRequestBytes), so a client that opens many sessions holds no memory
 //     on the host.
+//   - No message ends a session: ServeStdio and ServeConn check each line
+//     before the SDK reads it (one JSON-RPC 2.0 object, at most
+//     MaxRequestBytes, nested at most MaxNesting levels) and answer a bad
+//     one with a JSON-RPC error; Handler answers a body nested too deeply
+//     itself. A tool call whose argument is nested too deeply gets a tool
+//     error naming the argument. JSON-RPC batches are not accepted on a
+//     stream (MCP dropped them in 2025-06-18).
 //
 // # Non-guarantees
 //

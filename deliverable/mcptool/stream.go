@@ -35,20 +35,32 @@ func serveStream(ctx context.Context, s *mcp.Server, r io.Reader, w io.Writer, l
 	go func() { _ = pw.CloseWithError(filterLines(r, pw, out, log)) }()
 	t := &mcp.IOTransport{Reader: pr, Writer: nopCloser{out}, MaxLineLength: MaxRequestBytes + 1}
 	err := serveIO(ctx, s, t)
-	_ = pr.Close() // the filter's next write ends it
+	_ = pr.Close() // the filter's next write to the SDK ends it
+	out.stop()     // and it writes no answer after ServeConn returned
 	return err
 }
 
-// lineWriter serializes whole messages from the SDK and the filter.
+// lineWriter serializes whole messages from the SDK and the filter; after
+// stop it writes nothing.
 type lineWriter struct {
-	mu sync.Mutex
-	w  io.Writer
+	mu      sync.Mutex
+	w       io.Writer
+	stopped bool
 }
 
 func (l *lineWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.stopped {
+		return 0, io.ErrClosedPipe
+	}
 	return l.w.Write(p)
+}
+
+func (l *lineWriter) stop() {
+	l.mu.Lock()
+	l.stopped = true
+	l.mu.Unlock()
 }
 
 type nopCloser struct{ io.Writer }

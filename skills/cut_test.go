@@ -35,6 +35,14 @@ func TestCutDescription(t *testing.T) {
 		{"CJK sentence", "これは文です。次の文はとても長いです", 12, "これは文です。…", &Cut{Original: 18, Kept: 7, At: CutSentence}},
 		{"CJK clause", "これは、とても長い文です", 8, "これは…", &Cut{Original: 12, Kept: 3, At: CutClause}},
 		{"emoji kept whole", "ok 🦀🦀🦀🦀", 5, "ok…", &Cut{Original: 7, Kept: 2, At: CutWord}},
+		{"combining mark stays with its letter", strings.Repeat("e\u0301", 5), 5, "e\u0301e\u0301…", &Cut{Original: 10, Kept: 4, At: CutCharacter}},
+		{"flags paired from the run's start", "🇫🇷🇩🇪🇮🇹", 4, "🇫🇷…", &Cut{Original: 6, Kept: 2, At: CutCharacter}},
+		{"skin tone stays with its emoji", "👍🏽👍🏽👍🏽", 4, "👍🏽…", &Cut{Original: 6, Kept: 2, At: CutCharacter}},
+		{"ZWJ sequence whole", "👩\u200d💻👩\u200d💻", 5, "👩\u200d💻…", &Cut{Original: 6, Kept: 3, At: CutCharacter}},
+		{"variation selector and keycap", "1\ufe0f\u20e32\ufe0f\u20e3", 5, "1\ufe0f\u20e3…", &Cut{Original: 6, Kept: 3, At: CutCharacter}},
+		{"tag sequence whole", "🏴\U000e0067\U000e0062\U000e0065\U000e006e\U000e0067\U000e007fab", 7, "…", &Cut{Original: 9, At: CutCharacter}},
+		{"one cluster longer than the room", "e" + strings.Repeat("\u0301", 10), 4, "…", &Cut{Original: 11, At: CutCharacter}},
+		{"no word cut inside a ZWJ pair", "ab\u200d cd", 4, "a…", &Cut{Original: 6, Kept: 1, At: CutCharacter}},
 		{"limit one", "abc", 1, "…", &Cut{Original: 3, At: CutCharacter}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

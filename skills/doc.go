@@ -20,8 +20,9 @@
 //     missing, a link or not a directory.
 //   - A description is never cut silently. One longer than [MaxDescription]
 //     characters in prompt form is, in default mode, cut at the last
-//     sentence boundary that fits (else clause, else word; see [Cut]),
-//     ended with [CutMarker], reported in [Skill.DescriptionCut] and logged
+//     sentence boundary that fits (else clause, else word, else between
+//     two user-perceived characters, never inside one such as "e" plus a
+//     combining accent or a flag; see [Cut]), ended with [CutMarker], reported in [Skill.DescriptionCut] and logged
 //     at Warn with the skill and both lengths on every call that returns
 //     it; the full text stays in the SKILL.md the prompt names. In strict
 //     mode ([WithStrictSpec]) such a skill is dropped.

@@ -1117,6 +1117,28 @@ func TestAttackDeepArgumentsAreToolErrors(t *testing.T) {
 		assert.Contains(t, rec.Body.String(), `"isError":true`)
 	})
 	t.Run("stream", func(t *testing.T) {
+		// fix20: served through mcptool.ServeConn (ServeStdio's code) rather than
+		// straight through the SDK's in-memory transport, in which no product
+		// code sits between the client and the SDK's decoder.
+		ws, err := deliverable.LocalWorkspace(e.ws)
+		require.NoError(t, err)
+		c1, c2 := net.Pipe()
+		served := make(chan error, 1)
+		go func() {
+			served <- mcptool.ServeConn(context.Background(), mcptool.New(&deliverable.Registrar{Store: e.store}, ws, "task-1", "run-1"), c1, nil)
+		}()
+		cs, err := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "v1"}, nil).Connect(context.Background(), &mcp.IOTransport{Reader: c2, Writer: c2}, nil)
+		require.NoError(t, err)
+		e := &a20{ws: e.ws, storeDir: e.storeDir, store: e.store, session: cs}
+		defer func() {
+			require.NoError(t, cs.Close())
+			select {
+			case err := <-served:
+				assert.NoError(t, err, "ServeConn ends cleanly when the client disconnects")
+			case <-time.After(10 * time.Second):
+				t.Fatal("ServeConn did not end after the client closed")
+			}
+		}()
 		res, err := e.session.CallTool(context.Background(), &mcp.CallToolParams{Name: "register_deliverable", Arguments: json.RawMessage(a20DeepArgs(1500))})
 		if assert.NoError(t, err, "a deeply nested argument must be a tool error, not a protocol failure") {
 			e.rejected(t, res, "title")

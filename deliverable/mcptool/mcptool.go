@@ -9,7 +9,7 @@
 // server over streamable HTTP (mount it anywhere; stage/remote's
 // Host.ServeInSandbox makes it reachable inside a sandbox at
 // http://127.0.0.1:<port>/mcp), ServeStdio over stdin and stdout for a
-// local agent.
+// local agent, ServeConn over any other byte stream.
 //
 // # What the agent sees
 //
@@ -37,6 +37,13 @@
 //     (the SDK's stateless mode, JSON responses, bodies of at most
 //     MaxRequestBytes), so a client that opens many sessions holds no memory
 //     on the host.
+//   - No message ends a session: ServeStdio and ServeConn check each line
+//     before the SDK reads it (one JSON-RPC 2.0 object, at most
+//     MaxRequestBytes, nested at most MaxNesting levels) and answer a bad
+//     one with a JSON-RPC error; Handler answers a body nested too deeply
+//     itself. A tool call whose argument is nested too deeply gets a tool
+//     error naming the argument. JSON-RPC batches are not accepted on a
+//     stream (MCP dropped them in 2025-06-18).
 //
 // # Non-guarantees
 //
@@ -53,6 +60,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"os"
 	"reflect"
 	"strings"
 
@@ -258,28 +266,34 @@ func decodeRequest(tool string, args json.RawMessage) (deliverable.Request, stri
 
 // Handler serves s over MCP's streamable HTTP transport, statelessly (no
 // session is kept between requests), answering with JSON, reading at most
-// MaxRequestBytes of a body. Mount it at the path the agent is given, such
-// as /mcp.
+// MaxRequestBytes of a body. A body nested deeper than MaxNesting is
+// answered by Handler itself (the SDK would answer 400): as a tool error
+// naming the argument when it is a tool call's argument that is too deep.
+// Mount it at the path the agent is given, such as /mcp.
 func Handler(s *mcp.Server) http.Handler {
-	return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, &mcp.StreamableHTTPOptions{
+	return guardHTTP(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, &mcp.StreamableHTTPOptions{
 		Stateless:           true,
 		JSONResponse:        true,
 		MaxRequestBodyBytes: MaxRequestBytes,
-	})
+	}))
 }
 
 // ServeStdio serves s on this process's standard input and output (one
 // MCP session, newline-delimited JSON) until the client disconnects or ctx
 // ends. It is the entry point of a local agent's tool process: the agent
-// starts the program and speaks MCP on its stdin and stdout.
+// starts the program and speaks MCP on its stdin and stdout. A line that
+// is not one JSON-RPC 2.0 message, is over MaxRequestBytes or nests deeper
+// than MaxNesting is answered with a JSON-RPC error (or a tool error, see
+// ServeConn) and the session goes on; what is dropped is logged to
+// slog.Default at Debug.
 func ServeStdio(ctx context.Context, s *mcp.Server) error {
-	return serveIO(ctx, s, &mcp.StdioTransport{})
+	return serveStream(ctx, s, os.Stdin, os.Stdout, slog.Default())
 }
 
 func serveIO(ctx context.Context, s *mcp.Server, t mcp.Transport) error {
 	err := s.Run(ctx, t)
 	if err != nil && ctx.Err() == nil {
-		return fmt.Errorf("mcptool: serving MCP on stdio: %w", err)
+		return fmt.Errorf("mcptool: serving MCP on a stream: %w", err)
 	}
 	return err
 }

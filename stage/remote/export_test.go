@@ -9,3 +9,11 @@ func SetForwardTimeouts(header, idle time.Duration) (restore func()) {
 	forwardHeaderTimeout, forwardIdleTimeout = header, idle
 	return func() { forwardHeaderTimeout, forwardIdleTimeout = h, i }
 }
+
+// SetForwardWriteTimeout shortens ServeInSandbox's write timeout for a test
+// and returns the function that restores it.
+func SetForwardWriteTimeout(d time.Duration) (restore func()) {
+	w := forwardWriteTimeout
+	forwardWriteTimeout = d
+	return func() { forwardWriteTimeout = w }
+}

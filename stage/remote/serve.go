@@ -12,6 +12,7 @@ import (
 	"os"
 	"path"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/airlockdev/airlock/sandbox"
@@ -24,23 +25,31 @@ import (
 // stopped accepting), a request's header is at most MaxForwardHeaderBytes
 // and its body at most MaxForwardBodyBytes (more is cut off with 413 by the
 // time the handler reads it), a request's header must arrive within
-// ForwardHeaderTimeout, and a connection idle between requests is closed
-// after ForwardIdleTimeout (SSH channels have no deadlines of their own;
-// the forward gives them read deadlines, reading at most 32 KiB ahead).
+// ForwardHeaderTimeout, a connection idle between requests is closed
+// after ForwardIdleTimeout, and one whose reader stops reading is closed
+// once a single write of the response has waited ForwardWriteTimeout (SSH
+// channels have no deadlines of their own; the forward gives them read
+// deadlines, reading at most 32 KiB ahead, and write deadlines). A
+// connection is closed after its MaxForwardConnRequests-th response (sent
+// with "Connection: close"; clients reconnect), so that one that pipelines
+// requests without reading the answers frees its slot too.
 // A sandbox that keeps every slot busy locks itself out of the forward,
 // and no more, until its connections time out.
 const (
-	MaxForwardConns       = 16
-	MaxForwardHeaderBytes = 16 << 10
-	MaxForwardBodyBytes   = 4 << 20
-	ForwardHeaderTimeout  = 10 * time.Second
-	ForwardIdleTimeout    = 60 * time.Second
+	MaxForwardConns        = 16
+	MaxForwardHeaderBytes  = 16 << 10
+	MaxForwardBodyBytes    = 4 << 20
+	ForwardHeaderTimeout   = 10 * time.Second
+	ForwardIdleTimeout     = 60 * time.Second
+	ForwardWriteTimeout    = 30 * time.Second
+	MaxForwardConnRequests = 1000
 )
 
 // The timeouts ServeInSandbox uses; tests shorten them.
 var (
 	forwardHeaderTimeout = ForwardHeaderTimeout
 	forwardIdleTimeout   = ForwardIdleTimeout
+	forwardWriteTimeout  = ForwardWriteTimeout
 )
 
 // ErrForward: the SSH server refused to forward the address (OpenSSH's
@@ -79,7 +88,7 @@ func (h *Host) ServeInSandbox(ctx context.Context, network, address string, hand
 	}
 	select {
 	case <-h.closed:
-		return nil, fmt.Errorf("remote: ServeInSandbox %s %s: %w", network, address, net.ErrClosed)
+		return nil, fmt.Errorf("remote: ServeInSandbox %s %s: the Host is closed (%w); dial a new one with remote.Dial", network, address, net.ErrClosed)
 	default:
 	}
 	ln, err := h.listen(ctx, network, address)
@@ -87,7 +96,10 @@ func (h *Host) ServeInSandbox(ctx context.Context, network, address string, hand
 		return nil, err
 	}
 	srv := &http.Server{
-		Handler:           http.MaxBytesHandler(handler, MaxForwardBodyBytes),
+		Handler: countRequests(http.MaxBytesHandler(handler, MaxForwardBodyBytes)),
+		ConnContext: func(ctx context.Context, _ net.Conn) context.Context {
+			return context.WithValue(ctx, connRequests{}, new(atomic.Int64))
+		},
 		ReadHeaderTimeout: forwardHeaderTimeout,
 		IdleTimeout:       forwardIdleTimeout,
 		MaxHeaderBytes:    MaxForwardHeaderBytes,
@@ -109,6 +121,20 @@ func (h *Host) ServeInSandbox(ctx context.Context, network, address string, hand
 		_ = srv.Close() // closes the listener (cancelling the forward) and every connection
 	}()
 	return ln.Addr(), nil
+}
+
+// connRequests keys a connection's request count in its context.
+type connRequests struct{}
+
+// countRequests closes a connection after its MaxForwardConnRequests-th
+// response.
+func countRequests(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if n, ok := r.Context().Value(connRequests{}).(*atomic.Int64); ok && n.Add(1) >= MaxForwardConnRequests {
+			w.Header().Set("Connection", "close")
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // listen asks the server for the forward, under the control deadline: a
@@ -133,7 +159,7 @@ func (h *Host) listen(ctx context.Context, network, address string) (net.Listene
 	select {
 	case r := <-ch:
 		if r.err != nil {
-			return nil, fmt.Errorf("%w: %s %s: %w; allow forwarding on the server (OpenSSH: AllowTcpForwarding, AllowStreamLocalForwarding) or pick a free address", ErrForward, network, address, r.err)
+			return nil, fmt.Errorf("%w: %s %s: %w; %s", ErrForward, network, address, r.err, h.refusalHint(network, address))
 		}
 		return r.ln, nil
 	case <-ctx.Done():
@@ -150,6 +176,43 @@ func (h *Host) listen(ctx context.Context, network, address string) (net.Listene
 		return nil, fmt.Errorf("remote: ServeInSandbox %s %s: %w", network, address, err)
 	}
 	return nil, fmt.Errorf("%w: remote: ServeInSandbox %s %s: the server did not answer the forward request within %v", sandbox.ErrTransport, network, address, h.controlTimeout)
+}
+
+// refusalHint says what to do about a refused forward: for a unix socket
+// whose directory is missing in the sandbox, or whose path is taken, that
+// (looked up over SFTP, within the control deadline); else the general
+// remedy.
+func (h *Host) refusalHint(network, address string) string {
+	general := "allow forwarding on the server (OpenSSH: AllowTcpForwarding, AllowStreamLocalForwarding) or pick a free address"
+	if network != "unix" {
+		return general
+	}
+	hint := make(chan string, 1)
+	go func() {
+		c, err := h.SFTP()
+		if err != nil {
+			hint <- general
+			return
+		}
+		dir := path.Dir(address)
+		if _, err := c.Stat(dir); errors.Is(err, os.ErrNotExist) {
+			hint <- fmt.Sprintf("the directory %s does not exist in the sandbox; create it first or pick a socket path in an existing directory", dir)
+			return
+		}
+		if _, err := c.Lstat(address); err == nil {
+			hint <- fmt.Sprintf("a file is in the way at %s in the sandbox; remove it or pick a free path", address)
+			return
+		}
+		hint <- general
+	}()
+	t := time.NewTimer(h.controlTimeout)
+	defer t.Stop()
+	select {
+	case s := <-hint:
+		return s
+	case <-t.C:
+		return general
+	}
 }
 
 // checkForwardAddr accepts "tcp" with a loopback IP and a port, and "unix"
@@ -195,7 +258,7 @@ func (l *limitListener) Accept() (net.Conn, error) {
 		}
 		select {
 		case l.sem <- struct{}{}:
-			return newDeadlineConn(c, func() { <-l.sem }), nil
+			return newDeadlineConn(c, forwardWriteTimeout, func() { <-l.sem }), nil
 		default:
 			_ = c.Close() // over the limit: refused
 		}
@@ -209,8 +272,11 @@ const forwardChunk = 32 << 10
 // SetReadDeadline is not supported) working read deadlines, so that
 // http.Server's header and idle timeouts hold: one goroutine reads the
 // channel a chunk at a time and waits until Read has handed the chunk out;
-// Read waits for a chunk, the deadline, or a change of the deadline. Write
-// deadlines are not supported (the server sets none).
+// Read waits for a chunk, the deadline, or a change of the deadline. A
+// Write that has not completed by the write deadline or within
+// writeTimeout, whichever is sooner, closes the connection (the channel
+// write cannot be interrupted otherwise) and fails with
+// os.ErrDeadlineExceeded.
 type deadlineConn struct {
 	net.Conn
 	chunks  chan chunk
@@ -219,8 +285,12 @@ type deadlineConn struct {
 	once    sync.Once
 	release func()
 
+	writeTimeout time.Duration
+	timedOut     atomic.Bool // a Write's deadline closed the connection
+
 	mu       sync.Mutex
 	deadline time.Time
+	wdl      time.Time     // the write deadline
 	changed  chan struct{} // closed and replaced when the deadline changes
 
 	pending []byte // the rest of the chunk being handed out; Read's alone
@@ -232,9 +302,9 @@ type chunk struct {
 	err error
 }
 
-func newDeadlineConn(c net.Conn, release func()) *deadlineConn {
+func newDeadlineConn(c net.Conn, writeTimeout time.Duration, release func()) *deadlineConn {
 	d := &deadlineConn{Conn: c, chunks: make(chan chunk), ack: make(chan struct{}), closed: make(chan struct{}),
-		release: release, changed: make(chan struct{})}
+		release: release, changed: make(chan struct{}), writeTimeout: writeTimeout}
 	go d.pump()
 	return d
 }
@@ -332,9 +402,44 @@ func (d *deadlineConn) SetReadDeadline(t time.Time) error {
 	return nil
 }
 
-func (d *deadlineConn) SetDeadline(t time.Time) error { return d.SetReadDeadline(t) }
+func (d *deadlineConn) SetDeadline(t time.Time) error {
+	_ = d.SetWriteDeadline(t)
+	return d.SetReadDeadline(t)
+}
 
-func (d *deadlineConn) SetWriteDeadline(time.Time) error { return nil }
+func (d *deadlineConn) SetWriteDeadline(t time.Time) error {
+	d.mu.Lock()
+	d.wdl = t
+	d.mu.Unlock()
+	return nil
+}
+
+// Write writes p, closing the connection when the write deadline or
+// writeTimeout passes first: a reader that never reads frees its slot.
+func (d *deadlineConn) Write(p []byte) (int, error) {
+	if d.timedOut.Load() {
+		return 0, os.ErrDeadlineExceeded
+	}
+	d.mu.Lock()
+	limit := time.Now().Add(d.writeTimeout)
+	if !d.wdl.IsZero() && d.wdl.Before(limit) {
+		limit = d.wdl
+	}
+	d.mu.Unlock()
+	wait := time.Until(limit)
+	if wait <= 0 {
+		return 0, os.ErrDeadlineExceeded
+	}
+	t := time.AfterFunc(wait, func() {
+		d.timedOut.Store(true)
+		_ = d.Close()
+	})
+	n, err := d.Conn.Write(p)
+	if !t.Stop() && d.timedOut.Load() {
+		return n, os.ErrDeadlineExceeded
+	}
+	return n, err
+}
 
 func (d *deadlineConn) Close() error {
 	err := d.Conn.Close()

@@ -127,6 +127,7 @@ func TestServeInSandboxUnixPathTaken(t *testing.T) {
 	_, err := h.ServeInSandbox(t.Context(), "unix", sock, hello)
 	require.ErrorIs(t, err, remote.ErrForward)
 	assert.Contains(t, err.Error(), "unix "+sock)
+	assert.Contains(t, err.Error(), "a file is in the way at "+sock+" in the sandbox; remove it or pick a free path")
 	b, err := os.ReadFile(sock)
 	require.NoError(t, err)
 	assert.Equal(t, "x", string(b), "the file in the way is left alone")
@@ -182,6 +183,8 @@ func TestServeInSandboxEndsWithContextAndHost(t *testing.T) {
 	refused(t, "unix", sock)
 	_, err = h.ServeInSandbox(t.Context(), "tcp", "127.0.0.1:0", hello)
 	require.ErrorIs(t, err, net.ErrClosed)
+	assert.Contains(t, err.Error(), "the Host is closed")
+	assert.Contains(t, err.Error(), "dial a new one with remote.Dial")
 }
 
 // TestServeInSandboxFloodIsBounded: a sandbox that opens many more
@@ -377,4 +380,105 @@ func TestServeInSandboxSilentConnectionsTimeOut(t *testing.T) {
 	}
 	assert.Less(t, time.Since(start), 3*time.Second)
 	assert.Equal(t, "hello GET /after", get(t, sandboxClient("tcp", addr.String()), "http://sandbox/after"))
+}
+
+// TestServeInSandboxUnixDirMissing: a socket in a directory the sandbox
+// lacks is refused with that said, not "allow forwarding".
+func TestServeInSandboxUnixDirMissing(t *testing.T) {
+	h := dial(t, remotetest.NewServer(t))
+	dir := filepath.Join(filepath.Dir(shortSocket(t)), "nodir")
+	_, err := h.ServeInSandbox(t.Context(), "unix", dir+"/s.sock", hello)
+	require.ErrorIs(t, err, remote.ErrForward)
+	assert.Contains(t, err.Error(), "the directory "+dir+" does not exist in the sandbox; create it first or pick a socket path in an existing directory")
+	assert.NotContains(t, err.Error(), "AllowStreamLocalForwarding")
+}
+
+// TestServeInSandboxNonReadersTimeOut: connections that ask for a large
+// response and never read it are closed once a write has waited the write
+// timeout, so their slots free and the forward serves again.
+func TestServeInSandboxNonReadersTimeOut(t *testing.T) {
+	defer remote.SetForwardWriteTimeout(500 * time.Millisecond)()
+	big := strings.Repeat("x", 1<<20)
+	h := dial(t, remotetest.NewServer(t))
+	addr, err := h.ServeInSandbox(t.Context(), "tcp", "127.0.0.1:0", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/big" {
+			hello.ServeHTTP(w, r)
+			return
+		}
+		for range 64 {
+			if _, err := io.WriteString(w, big); err != nil {
+				return
+			}
+		}
+	}))
+	require.NoError(t, err)
+	var conns []net.Conn
+	defer func() {
+		for _, c := range conns {
+			_ = c.Close()
+		}
+	}()
+	for range remote.MaxForwardConns {
+		c, err := net.Dial("tcp", addr.String())
+		require.NoError(t, err)
+		_, err = io.WriteString(c, "GET /big HTTP/1.1\r\nHost: x\r\n\r\n")
+		require.NoError(t, err)
+		conns = append(conns, c)
+	}
+	start := time.Now()
+	for {
+		c := &http.Client{Timeout: time.Second, Transport: sandboxClient("tcp", addr.String()).Transport}
+		resp, err := c.Get("http://sandbox/after")
+		if err == nil {
+			b, rerr := io.ReadAll(resp.Body)
+			_ = resp.Body.Close()
+			require.NoError(t, rerr)
+			assert.Equal(t, "hello GET /after", string(b))
+			break
+		}
+		require.Less(t, time.Since(start), 15*time.Second, "the non-readers still hold every slot: %v", err)
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// TestServeInSandboxPipelinersFreeTheirSlots: connections that pipeline
+// requests and never read the small answers are closed after
+// MaxForwardConnRequests responses, long before any buffer fills.
+func TestServeInSandboxPipelinersFreeTheirSlots(t *testing.T) {
+	h := dial(t, remotetest.NewServer(t))
+	addr, err := h.ServeInSandbox(t.Context(), "tcp", "127.0.0.1:0", hello)
+	require.NoError(t, err)
+	pipeline := strings.Repeat("GET /p HTTP/1.1\r\nHost: x\r\n\r\n", 3*remote.MaxForwardConnRequests)
+	var conns []net.Conn
+	defer func() {
+		for _, c := range conns {
+			_ = c.Close()
+		}
+	}()
+	for range remote.MaxForwardConns {
+		c, err := net.Dial("tcp", addr.String())
+		require.NoError(t, err)
+		conns = append(conns, c)
+		go func() { _, _ = io.WriteString(c, pipeline) }() // fails once the server closes the connection
+	}
+	start := time.Now()
+	for {
+		c := &http.Client{Timeout: time.Second, Transport: sandboxClient("tcp", addr.String()).Transport}
+		resp, err := c.Get("http://sandbox/after")
+		if err == nil {
+			b, rerr := io.ReadAll(resp.Body)
+			_ = resp.Body.Close()
+			require.NoError(t, rerr)
+			assert.Equal(t, "hello GET /after", string(b))
+			break
+		}
+		require.Less(t, time.Since(start), 20*time.Second, "the pipeliners still hold every slot: %v", err)
+		time.Sleep(200 * time.Millisecond)
+	}
+	// A pipeliner's connection ends right after its last allowed answer.
+	_ = conns[0].SetReadDeadline(time.Now().Add(10 * time.Second))
+	b, err := io.ReadAll(conns[0])
+	require.NoError(t, err, "the pipelining connection was not closed")
+	assert.Equal(t, remote.MaxForwardConnRequests, strings.Count(string(b), "hello GET /p"))
+	assert.Equal(t, 1, strings.Count(string(b), "Connection: close"))
 }

@@ -123,7 +123,7 @@ unset __airlock_l __airlock_ok; set --
 // session).
 const execSupervisor = `exec 3<&0
 __airlock_S=$(command -v setsid 2>/dev/null)
-case $__airlock_S in /*) __airlock_g=group;; *) __airlock_g=nogroup;; esac
+if [ -n "$__airlock_S" ]; then __airlock_g=group; else __airlock_g=nogroup; fi
 __airlock_f="${TMPDIR:-/tmp}/.airlock-exec-$__airlock_i"
 __airlock_ns=$(readlink /proc/self/ns/pid 2>/dev/null)
 __airlock_b='(set -C; printf "%s %s %s\n" "$$" "$1" "$2" >"$0") 2>/dev/null; exec /bin/sh -c "$3"'

@@ -188,7 +188,7 @@ func CheckEnv(env map[string]string) error {
 			return fmt.Errorf("environment variable name %q is not a shell name ([A-Za-z_][A-Za-z0-9_]*); rename it; nothing was run", k)
 		}
 		if strings.HasPrefix(k, shell.EnvReserved) {
-			return fmt.Errorf("environment variable %s: names starting with %s are reserved for airlock's wrappers; rename it; nothing was run", k, shell.EnvReserved)
+			return fmt.Errorf("environment variable %s: names starting with %s are the prelude's own (reserved for airlock's wrappers, on every Runner); rename it; nothing was run", k, shell.EnvReserved)
 		}
 		if strings.ContainsRune(v, 0) {
 			return fmt.Errorf("environment variable %s: its value holds a NUL byte, which no process environment can carry; nothing was run", k)

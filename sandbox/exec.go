@@ -80,10 +80,12 @@ type ExecOptions struct {
 //     a process left behind by the script (a daemon started with &) keeps
 //     open is a success after a wait of 2s; what that process writes
 //     later is not read.
-//   - A write to Command.Stdout or Stderr that fails (a full disk) is
-//     returned as such, "writing the command's stdout: …", once the
-//     record says the command ended (the rest of that output is
-//     discarded): not ErrTransport, not retryable.
+//   - A write to Command.Stdout that fails (a full disk) stops the
+//     output there, as a closed pipe would, and Run returns that error,
+//     "writing the command's stdout: …" (not ErrTransport, nor the
+//     SIGPIPE or client failure that follows it). One to Command.Stderr
+//     discards the rest of stderr (the records still travel there) and
+//     is returned the same way once the command ended.
 //   - A ctx deadline (a control step's, see Control) is enforced inside
 //     the sandbox too: a watchdog kills the script's process group when it
 //     passes, even when the host can no longer reach the sandbox.
@@ -243,13 +245,11 @@ func (r *execRunner) result(err error, rec *shell.RecordWriter, stdout *outputWr
 		// writes later is not read.
 		err = nil
 	}
-	if rs.Ended && err == nil {
-		if oerr := stdout.Err(); oerr != nil {
-			return oerr
-		}
-		if werr := rec.Err(); werr != nil {
-			return fmt.Errorf("sandbox: writing the command's stderr: %w; the rest of its stderr was discarded (the command ran to its end); free the destination and run it again", werr)
-		}
+	if oerr := stdout.Err(); oerr != nil && !rs.NoDir {
+		return oerr // what followed (SIGPIPE, a failed client) is its doing
+	}
+	if werr := rec.Err(); werr != nil && rs.Ended && err == nil {
+		return fmt.Errorf("sandbox: writing the command's stderr: %w; the rest of its stderr was discarded (the command ran to its end); fix the destination (free space) and run it again", werr)
 	}
 	switch {
 	case rs.NoDir:

@@ -50,9 +50,9 @@ func WithEnviron(env []string) LocalOption {
 // error wrapping ErrTransport and ctx.Err(). A failed read of Command.Stdin
 // kills the group before the script can see an end of its input, and Run
 // returns an error wrapping ErrTransport and that failure. A write to
-// Command.Stdout or Stderr that fails (a full disk) is returned as such,
-// "writing the command's stdout: …", once the script has ended (the rest
-// of that output is discarded). A script that exits 0 while a process it
+// Command.Stdout or Stderr that fails (a full disk) stops that output, as
+// a closed pipe would, and Run returns the write error, "writing the
+// command's stdout: …", in place of what followed (a SIGPIPE). A script that exits 0 while a process it
 // left behind holds its output open is a success after a second's wait;
 // what that process writes later is not read. A script killed by a signal
 // is reported as an ExitError with Status -1 and the signal's name.

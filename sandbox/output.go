@@ -6,12 +6,13 @@ import (
 	"sync"
 )
 
-// outputWriter passes a command's output on to w until w fails: it keeps
-// that first error and discards the rest (reporting it written), so that
-// the command still runs to its end and its completion is known. Run
-// returns the kept error (Err) in place of the command's own outcome: a
-// host that cannot take the output (a full disk) is the host's failure,
-// neither the command's nor the transport's.
+// outputWriter passes a command's output on to w and keeps w's first
+// error; that write and every later one fail with it, so that the output
+// stops there (as it would on a closed pipe). Run returns the kept error
+// (Err) in place of what followed from it (a client or script killed by
+// SIGPIPE, a client whose copy failed): a host that cannot take the output
+// (a full disk) is the host's failure, neither the command's nor the
+// transport's, and the error keeps its path and errno.
 type outputWriter struct {
 	w    io.Writer
 	what string // "stdout", "stderr"
@@ -27,21 +28,19 @@ func newOutputWriter(w io.Writer, what string) *outputWriter {
 	return &outputWriter{w: w, what: what}
 }
 
-// Write implements io.Writer; it never fails.
+// Write implements io.Writer.
 func (o *outputWriter) Write(p []byte) (int, error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.err != nil {
-		return len(p), nil
+		return 0, o.err
 	}
 	n, err := o.w.Write(p)
-	switch {
-	case err != nil:
-		o.err = err
-	case n < len(p):
-		o.err = io.ErrShortWrite
+	if err == nil && n < len(p) {
+		err = io.ErrShortWrite
 	}
-	return len(p), nil
+	o.err = err
+	return n, err
 }
 
 // Err returns the first write error, as an error saying what failed, or
@@ -52,7 +51,7 @@ func (o *outputWriter) Err() error {
 	if o.err == nil {
 		return nil
 	}
-	return fmt.Errorf("sandbox: writing the command's %s: %w; the rest of its %s was discarded (the command ran to its end); free the destination and run it again", o.what, o.err, o.what)
+	return fmt.Errorf("sandbox: writing the command's %s: %w; its %s is incomplete and the command may have been ended by the failed write; fix the destination (free space) and run it again", o.what, o.err, o.what)
 }
 
 // firstOutputErr returns the first write error of ws, or nil.

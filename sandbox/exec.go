@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"math"
 	"os"
+	"os/exec"
 	"strings"
 	"time"
 
@@ -75,7 +76,16 @@ type ExecOptions struct {
 //     per-call random nonce on stderr, stripped before Command.Stderr sees
 //     it; no record is ErrTransport, whatever the client's exit, and a
 //     client that fails after the record is ErrTransport too (the output
-//     may be cut).
+//     may be cut). A client that exits 0 after the record but whose output
+//     a process left behind by the script (a daemon started with &) keeps
+//     open is a success after a wait of 2s; what that process writes
+//     later is not read.
+//   - A write to Command.Stdout that fails (a full disk) stops the
+//     output there, as a closed pipe would, and Run returns that error,
+//     "writing the command's stdout: …" (not ErrTransport, nor the
+//     SIGPIPE or client failure that follows it). One to Command.Stderr
+//     discards the rest of stderr (the records still travel there) and
+//     is returned the same way once the command ended.
 //   - A ctx deadline (a control step's, see Control) is enforced inside
 //     the sandbox too: a watchdog kills the script's process group when it
 //     passes, even when the host can no longer reach the sandbox.
@@ -90,8 +100,10 @@ type ExecOptions struct {
 //     that turns a killed client into EOF, as docker and kubectl may,
 //     delivers EOF if the kill exec is slower: frame what must arrive
 //     whole, as stage's tar stream and its complete marker do).
-//   - Never a TTY: an argv token -t, --tty, -it, -ti or --tty=true before
-//     the first "--" makes every Run fail with an error naming it.
+//   - Never a TTY: an argv token before the first "--" that asks for one
+//     makes every Run fail with an error naming it: --tty, --tty=V or
+//     -t=V (V anything but false or 0), and -t or a cluster of the
+//     boolean letters d, i, q and t that holds t (-it, -ti, -dit, -itd).
 //
 // The script runs as `/bin/sh -c`, in a process group of its own when the
 // sandbox has setsid (util-linux and busybox do); without it, cancellation
@@ -179,10 +191,7 @@ func (r *execRunner) Run(ctx context.Context, cmd Command) error {
 		return fmt.Errorf("%w: sandbox: %s: a pipe for stdin: %w", ErrTransport, r.name, err)
 	}
 	rec := shell.NewRecordWriter(call.Nonce, cmd.Stderr)
-	stdout := cmd.Stdout
-	if stdout == nil {
-		stdout = io.Discard
-	}
+	stdout := newOutputWriter(cmd.Stdout, "stdout")
 	ectx, ecancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer ecancel()
 	done := make(chan error, 1)
@@ -200,7 +209,7 @@ func (r *execRunner) Run(ctx context.Context, cmd Command) error {
 			return fmt.Errorf("%w: sandbox: %s: %w", ErrTransport, r.name, serr)
 		default:
 		}
-		return r.result(err, rec, cmd)
+		return r.result(err, rec, stdout, cmd)
 	case <-ctx.Done():
 		return s.stop(ctx.Err())
 	case serr := <-failed:
@@ -227,8 +236,21 @@ func (r *execRunner) check(cmd Command) error {
 
 // result maps what the wrapper reported, and how the client ended, onto
 // Runner's errors.
-func (r *execRunner) result(err error, rec *shell.RecordWriter, cmd Command) error {
+func (r *execRunner) result(err error, rec *shell.RecordWriter, stdout *outputWriter, cmd Command) error {
 	rs := rec.Records()
+	if rs.Ended && errors.Is(err, exec.ErrWaitDelay) {
+		// The client exited 0 after the completion record, and a process
+		// the script left behind (a daemon started with &) holds the
+		// output open: the command's end is known; what that process
+		// writes later is not read.
+		err = nil
+	}
+	if oerr := stdout.Err(); oerr != nil && !rs.NoDir {
+		return oerr // what followed (SIGPIPE, a failed client) is its doing
+	}
+	if werr := rec.Err(); werr != nil && rs.Ended && err == nil {
+		return fmt.Errorf("sandbox: writing the command's stderr: %w; the rest of its stderr was discarded (the command ran to its end); fix the destination (free space) and run it again", werr)
+	}
 	switch {
 	case rs.NoDir:
 		return &fs.PathError{Op: "chdir", Path: cmd.Dir, Err: fmt.Errorf("the working directory is missing or not a directory in the sandbox: %w", fs.ErrNotExist)}

@@ -48,8 +48,23 @@ func (c *cliClient) run(ctx context.Context, argv []string, stdin io.Reader, std
 	return <-errc
 }
 
-// ttyFlags are the argv tokens that ask an engine for a TTY.
-var ttyFlags = []string{"-t", "--tty", "-it", "-ti", "--tty=true", "-t=true"}
+// ttyFlag reports whether the argv token a asks an engine for a TTY:
+// --tty, --tty=V or -t=V with V other than false or 0, or a single-dash
+// cluster made only of the boolean letters d, i, q and t that holds t
+// (-t, -it, -dit). A flag that takes a value (-c test, -w /tmp) is none.
+func ttyFlag(a string) bool {
+	if name, v, ok := strings.Cut(a, "="); ok {
+		return (name == "--tty" || name == "-t") && v != "false" && v != "0"
+	}
+	if a == "--tty" {
+		return true
+	}
+	c, ok := strings.CutPrefix(a, "-")
+	if !ok || c == "" || strings.HasPrefix(c, "-") || strings.Trim(c, "diqt") != "" {
+		return false
+	}
+	return strings.Contains(c, "t")
+}
 
 // checkArgv refuses a TTY flag before the first "--".
 func checkArgv(argv []string) error {
@@ -57,7 +72,7 @@ func checkArgv(argv []string) error {
 		if a == "--" {
 			break
 		}
-		if slices.Contains(ttyFlags, a) {
+		if ttyFlag(a) {
 			return fmt.Errorf("sandbox: Exec: the argument %q asks %s for a TTY, which mixes stdout and stderr and mangles binary streams; drop it (use -i alone); nothing was run", a, cmp.Or(strings.Join(argv[:1], ""), "the engine"))
 		}
 	}

@@ -20,9 +20,16 @@ import (
 const RuntimeDir = ".airlock"
 
 // Command is one POSIX sh script to run in the sandbox.
+//
+// Env is bounded by MaxEnvEntryBytes and MaxEnvBytes; names must be shell
+// names and must not start with "__airlock_" (reserved for the wrappers;
+// CheckEnv says which is wrong). Every other variable reaches the script
+// byte-exact, PATH, TMPDIR and ENV included, except IFS: sh resets IFS to
+// space, tab and newline when it starts (POSIX), on every Runner, so a
+// script sees the default IFS whatever Env says; set IFS in the script.
 type Command struct {
 	Script string            // POSIX sh script
-	Env    map[string]string // delivered without ever appearing in argv; bounded by MaxEnvEntryBytes and MaxEnvBytes
+	Env    map[string]string // delivered without ever appearing in argv; see below
 	Dir    string            // working directory; "" means the Runner's default
 	Stdin  io.Reader         // nil: empty
 	Stdout io.Writer         // nil: discarded
@@ -169,14 +176,19 @@ const (
 
 // CheckEnv reports the first problem with env that would keep a Runner from
 // delivering it: a name that is not a shell name ([A-Za-z_][A-Za-z0-9_]*), a
-// value holding NUL, a variable over MaxEnvEntryBytes, or a total over
-// MaxEnvBytes. A Runner calls it before it runs anything.
+// name starting with "__airlock_" (reserved for the wrappers' own shell
+// variables, on every Runner alike), a value holding NUL, a variable over
+// MaxEnvEntryBytes, or a total over MaxEnvBytes. A Runner calls it before
+// it runs anything.
 func CheckEnv(env map[string]string) error {
 	total := 0
 	for _, k := range slices.Sorted(maps.Keys(env)) {
 		v := env[k]
 		if !validEnvKey(k) {
 			return fmt.Errorf("environment variable name %q is not a shell name ([A-Za-z_][A-Za-z0-9_]*); rename it; nothing was run", k)
+		}
+		if strings.HasPrefix(k, shell.EnvReserved) {
+			return fmt.Errorf("environment variable %s: names starting with %s are the prelude's own (reserved for airlock's wrappers, on every Runner); rename it; nothing was run", k, shell.EnvReserved)
 		}
 		if strings.ContainsRune(v, 0) {
 			return fmt.Errorf("environment variable %s: its value holds a NUL byte, which no process environment can carry; nothing was run", k)

@@ -115,16 +115,21 @@ unset __airlock_l __airlock_ok; set --
 `
 
 // execSupervisor starts the script, its watchdog and the run file, waits,
-// and writes the end record. The TERM/HUP/INT trap stops the script's
+// and writes the end record. Everything it needs from PATH (setsid,
+// readlink) is found or run before Command.Env is exported, so an Env
+// PATH of the caller's (even one naming nothing) cannot break the launch;
+// the script itself then runs with that PATH. The TERM/HUP/INT trap stops the script's
 // group when the engine signals the wrapper (sshd does on a closed
 // session).
 const execSupervisor = `exec 3<&0
-if command -v setsid >/dev/null 2>&1; then __airlock_g=group; else __airlock_g=nogroup; fi
+__airlock_S=$(command -v setsid 2>/dev/null)
+if [ -n "$__airlock_S" ]; then __airlock_g=group; else __airlock_g=nogroup; fi
 __airlock_f="${TMPDIR:-/tmp}/.airlock-exec-$__airlock_i"
-__airlock_b='(set -C; printf "%s %s %s\n" "$$" "$1" "$(readlink /proc/self/ns/pid 2>/dev/null)" >"$0") 2>/dev/null; exec /bin/sh -c "$2"'
+__airlock_ns=$(readlink /proc/self/ns/pid 2>/dev/null)
+__airlock_b='(set -C; printf "%s %s %s\n" "$$" "$1" "$2" >"$0") 2>/dev/null; exec /bin/sh -c "$3"'
 ( set -- '
-'; eval "$__airlock_v"; set --; [ $__airlock_g = nogroup ] || exec setsid /bin/sh -c "$__airlock_b" "$__airlock_f" group @LAUNCH@
-exec /bin/sh -c "$__airlock_b" "$__airlock_f" nogroup @LAUNCH@
+'; eval "$__airlock_v"; set --; [ $__airlock_g = nogroup ] || exec "$__airlock_S" /bin/sh -c "$__airlock_b" "$__airlock_f" group "$__airlock_ns" @LAUNCH@
+exec /bin/sh -c "$__airlock_b" "$__airlock_f" nogroup "$__airlock_ns" @LAUNCH@
 ) <&3 3<&- &
 __airlock_p=$!
 if [ $__airlock_g = group ]; then __airlock_k=-$__airlock_p; else __airlock_k=$__airlock_p; fi

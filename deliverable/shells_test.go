@@ -2,7 +2,6 @@ package deliverable_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -16,46 +15,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/airlockdev/airlock/deliverable"
+	"github.com/airlockdev/airlock/internal/busyboxuser"
 	"github.com/airlockdev/airlock/sandbox"
 )
 
-// shellRunner runs each script as `<argv> -c script` in dir: the sandbox's
-// shell is argv (dash, or busybox sh, whose applets then stand in for cat,
-// stat and ls). Env would reach the script through the process environment
-// (tests only); the file command has none.
-type shellRunner struct {
-	argv []string
-	dir  string
-}
-
-func (s shellRunner) Run(ctx context.Context, cmd sandbox.Command) error {
-	c := exec.CommandContext(ctx, s.argv[0], append(s.argv[1:], "-c", cmd.Script)...)
-	c.Dir = s.dir
-	if cmd.Dir != "" {
-		c.Dir = cmd.Dir
-	}
-	c.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + s.dir, "LANG=C"}
-	for k, v := range cmd.Env {
-		c.Env = append(c.Env, k+"="+v)
-	}
-	c.Stdin, c.Stdout, c.Stderr = cmd.Stdin, cmd.Stdout, cmd.Stderr
-	err := c.Run()
-	var ee *exec.ExitError
-	switch {
-	case err == nil:
-		return nil
-	case errors.As(err, &ee) && ee.ExitCode() >= 0:
-		return &sandbox.ExitError{Status: ee.ExitCode()}
-	case errors.As(err, &ee):
-		return &sandbox.ExitError{Status: -1}
-	}
-	return fmt.Errorf("%w: %s: %w", sandbox.ErrTransport, s.argv[0], err)
-}
-
-// readerShell is a shellRunner that is also a sandbox.FileReader (as
+// readerShell is a busyboxuser.ShellRunner that is also a sandbox.FileReader (as
 // remote.Host is over SFTP), so that the command takes the host's decision
 // and walks the path a second time.
-type readerShell struct{ shellRunner }
+type readerShell struct{ busyboxuser.ShellRunner }
 
 func (r readerShell) ReadFile(ctx context.Context, p string, max int64) ([]byte, error) {
 	fi, err := os.Lstat(p)
@@ -92,9 +59,9 @@ func TestRemoteReadUnderShells(t *testing.T) {
 			for _, fr := range []bool{false, true} {
 				t.Run(fmt.Sprintf("filereader=%v", fr), func(t *testing.T) {
 					f := newFixture(t)
-					var r sandbox.Runner = shellRunner{argv: sh.argv, dir: f.ws}
+					var r sandbox.Runner = busyboxuser.ShellRunner{Argv: sh.argv, Dir: f.ws}
 					if fr {
-						r = readerShell{shellRunner{argv: sh.argv, dir: f.ws}}
+						r = readerShell{busyboxuser.ShellRunner{Argv: sh.argv, Dir: f.ws}}
 					}
 					ws := deliverable.RemoteWorkspace(r, f.ws)
 					writeFile(t, f.ws, "out/it's $(id).csv", data)

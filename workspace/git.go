@@ -266,7 +266,7 @@ func (r *Round) knownCommits(ctx context.Context, have []string) ([]string, erro
 	}
 	var known []string
 	for _, l := range strings.Split(out.String(), "\n") {
-		if name, ok := strings.CutSuffix(l, " commit"); ok && isHex(name) && !slices.Contains(known, name) {
+		if name, ok := strings.CutSuffix(l, " commit"); ok && shell.IsObjectName(name) && !slices.Contains(known, name) {
 			known = append(known, name)
 		}
 	}
@@ -1302,7 +1302,7 @@ func (r *Round) finishIndex(ctx context.Context) error {
 	}
 	for _, m := range ms {
 		old, new, ok := strings.Cut(strings.TrimPrefix(filepath.Base(m), r.rec.ID+".index-"), "-")
-		if !ok || (!isHex(old) && old != "unborn") || !isHex(new) {
+		if !ok || (!shell.IsObjectName(old) && old != "unborn") || !shell.IsObjectName(new) {
 			continue
 		}
 		if old == "unborn" {

@@ -1,9 +1,6 @@
 package workspace_test
 
 import (
-	"context"
-	"errors"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,42 +9,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/airlockdev/airlock/internal/busyboxuser"
 	"github.com/airlockdev/airlock/sandbox"
 	"github.com/airlockdev/airlock/workspace"
 )
-
-// shellRunner runs each script as `<argv> -c script` in dir: the sandbox's
-// shell is argv (dash, busybox sh, whose applets then stand in for tar,
-// find, stat and ls). Env reaches the script through the process
-// environment (tests only: a real Runner never puts it where ps shows it).
-type shellRunner struct {
-	argv []string
-	dir  string
-}
-
-func (s shellRunner) Run(ctx context.Context, cmd sandbox.Command) error {
-	c := exec.CommandContext(ctx, s.argv[0], append(s.argv[1:], "-c", cmd.Script)...)
-	c.Dir = s.dir
-	if cmd.Dir != "" {
-		c.Dir = cmd.Dir
-	}
-	c.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + s.dir, "LANG=C"}
-	for k, v := range cmd.Env {
-		c.Env = append(c.Env, k+"="+v)
-	}
-	c.Stdin, c.Stdout, c.Stderr = cmd.Stdin, cmd.Stdout, cmd.Stderr
-	err := c.Run()
-	var ee *exec.ExitError
-	switch {
-	case err == nil:
-		return nil
-	case errors.As(err, &ee) && ee.ExitCode() >= 0:
-		return &sandbox.ExitError{Status: ee.ExitCode()}
-	case errors.As(err, &ee):
-		return &sandbox.ExitError{Status: -1}
-	}
-	return fmt.Errorf("%w: %s: %w", sandbox.ErrTransport, s.argv[0], err)
-}
 
 // sandboxShells are the POSIX shells the sandbox scripts must run under.
 var sandboxShells = []struct {
@@ -66,7 +31,7 @@ func eachShell(t *testing.T, fn func(t *testing.T, newRunner func(t *testing.T, 
 			if _, err := exec.LookPath(sh.argv[0]); err != nil {
 				t.Skipf("%s is not installed (Debian: apt-get install dash busybox-static): %v", sh.argv[0], err)
 			}
-			fn(t, func(t *testing.T, dir string) sandbox.Runner { return shellRunner{argv: sh.argv, dir: dir} })
+			fn(t, func(t *testing.T, dir string) sandbox.Runner { return busyboxuser.ShellRunner{Argv: sh.argv, Dir: dir} })
 		})
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 
 	"github.com/airlockdev/airlock/internal/atomicfile"
+	"github.com/airlockdev/airlock/internal/shell"
 	"github.com/airlockdev/airlock/internal/tree"
 )
 
@@ -74,28 +75,15 @@ func decodeRecord(data []byte) (record, error) {
 	}
 	if r.Kind == kindGit {
 		for _, h := range []string{r.Snap, r.Tree, r.Index} {
-			if !isHex(h) {
+			if !shell.IsObjectName(h) {
 				return record{}, fmt.Errorf("%w: bad object name %q", ErrBadState, h)
 			}
 		}
-		if r.Head != "" && !isHex(r.Head) {
+		if r.Head != "" && !shell.IsObjectName(r.Head) {
 			return record{}, fmt.Errorf("%w: bad head %q", ErrBadState, r.Head)
 		}
 	}
 	return r, nil
-}
-
-func isHex(s string) bool {
-	if len(s) != 40 && len(s) != 64 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
-			return false
-		}
-	}
-	return true
 }
 
 func (r *Round) saveState(ctx context.Context) error {

@@ -417,7 +417,7 @@ case "$s" in
 *) [ -f "$s/` + ownerFile + `" ] && [ ! -L "$s/` + ownerFile + `" ] || continue
 `)
 	skipCase(&sb, `"$s"`, skip)
-	sb.WriteString(`p=; read -r p <"$s/` + ownerFile + `" 2>/dev/null;;
+	sb.WriteString(`p=; read -r p <"$s/` + ownerFile + `" 2>/dev/null; F "$s/` + ownerFile + `" && { w=1; break; };;
 esac
 case "$p" in ''|*[!0-9]*) continue;; esac
 if ! L "$p"; then w=1; break; fi
@@ -505,7 +505,13 @@ func (b *Bridge) Publish(ctx context.Context, root, name string, src *Tree) (err
 // is left. It is no member of the stream. A temporary directory never
 // exists without it (mkOwnedScript), and it is only ever replaced whole
 // (claimScript): a process killed at any point leaves an owner file that
-// names it, or a directory whose name does.
+// names it, or a directory whose name does. A second line holds the
+// owner's PID namespace (readlink /proc/self/ns/pid) where the sandbox
+// shows it: an owner recorded in a PID namespace other than the sweeping
+// shell's is one that shell cannot see — an engine that gives every exec a
+// namespace of its own (bwrap --unshare-pid), which ended with that exec —
+// and counts as gone (its pid, in the sweeper's namespace, may well be a
+// live process of the sweeper's own).
 const ownerFile = "owner"
 
 // mkOwnedScript makes the temporary directory tmp (a sandbox path,
@@ -519,7 +525,7 @@ func mkOwnedScript(tmp string) string {
 	dir, base := path.Split(tmp)
 	return fmt.Sprintf(`k=%s$$%s; k0=%s
 mkdir -m 700 "$k" || exit 1
-if ! { echo $$ >"$k/%s" && [ ! -e "$k0" ] && [ ! -L "$k0" ] && mv "$k" "$k0" >/dev/null; }; then rm -rf "$k" >/dev/null; exit 1; fi
+if ! { { echo $$; readlink /proc/self/ns/pid 2>/dev/null; } >"$k/%s" && [ ! -e "$k0" ] && [ ! -L "$k0" ] && mv "$k" "$k0" >/dev/null; }; then rm -rf "$k" >/dev/null; exit 1; fi
 `, q(dir+newPrefix), q(base[strings.LastIndexByte(base, '-'):]), q(tmp), ownerFile)
 }
 
@@ -539,7 +545,7 @@ rm -rf "$t" 2>/dev/null || { chmod -R u+rwx "$t"; rm -rf "$t"; } 2>/dev/null
 // claimScript (with $t the temporary directory) makes this shell its
 // owner: the owner file is replaced in one rename, so that a shell killed
 // meanwhile leaves the previous owner's (gone too), never an empty one.
-const claimScript = `{ echo $$ >"$t/` + ownerFile + `.new" && mv -f "$t/` + ownerFile + `.new" "$t/` + ownerFile + `" >/dev/null; }`
+const claimScript = `{ { echo $$; readlink /proc/self/ns/pid 2>/dev/null; } >"$t/` + ownerFile + `.new" && mv -f "$t/` + ownerFile + `.new" "$t/` + ownerFile + `" >/dev/null; }`
 
 // gonePrefix starts the names of what a sweep has moved out of the way
 // before it deletes it: gonePrefix + "<pid>-<n>", where pid is the sandbox
@@ -562,7 +568,9 @@ const gonePrefix = reservedPrefix + "-gone-"
 // that is gone (not this shell): a temporary directory whose maker was
 // killed before it renamed it (mkOwnedScript). Best effort: a failure
 // never fails the command, and what stays is the next sweep's.
-const sweepFuncs = `L() { if [ -d /proc/self ] && [ -e "/proc/$1" ]; then
+const sweepFuncs = `__ns=$(readlink /proc/self/ns/pid 2>/dev/null)
+F() { __n=; { read -r __x; read -r __n; } <"$1" 2>/dev/null; [ -n "$__n" ] && [ -n "$__ns" ] && [ "$__n" != "$__ns" ]; }
+L() { if [ -d /proc/self ] && [ -e "/proc/$1" ]; then
 __s=; read -r __s <"/proc/$1/stat" 2>/dev/null || return 0
 __s=${__s##*) }
 case "$__s" in Z*|X*) return 1;; esac
@@ -626,7 +634,7 @@ func sweepScript(skip []string) string {
 	skipCase(&sb, `"${s##*/}"`, skip)
 	sb.WriteString(`p=; read -r p <"$s/` + ownerFile + `" 2>/dev/null
 case "$p" in ''|*[!0-9]*) continue;; esac
-if [ "$p" = "$$" ] || L "$p"; then continue; fi
+if [ "$p" = "$$" ] || { ! F "$s/` + ownerFile + `" && L "$p"; }; then continue; fi
 G; mv "$s" "$g" 2>/dev/null || continue
 o=; read -r o <"$g/` + ownerFile + `" 2>/dev/null
 if [ "$o" != "$p" ]; then mv "$g" "$s" 2>/dev/null; fi

@@ -1,9 +1,11 @@
 package stage_test
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strconv"
 	"testing"
@@ -97,4 +99,82 @@ func deadPID(t *testing.T) string {
 	c := exec.Command("true")
 	require.NoError(t, c.Run())
 	return strconv.Itoa(c.Process.Pid)
+}
+
+// TestBridgeSweepsOwnersOfOtherPIDNamespaces: an engine that gives every
+// exec a PID namespace of its own (bwrap --unshare-pid) records owners
+// whose pids mean nothing in the next exec's namespace, where the same
+// small pid is often a live process of the sweeper's own. An owner file
+// that names another PID namespace is swept even though its pid is alive
+// here; one that names this namespace, or none, is judged by its pid as
+// before. (TestBwrapTarget's CancelKeepsPreviousCopy left such a directory
+// behind when the pids collided.)
+func TestBridgeSweepsOwnersOfOtherPIDNamespaces(t *testing.T) {
+	ns, err := os.Readlink("/proc/self/ns/pid")
+	if err != nil {
+		t.Skipf("this machine does not show PID namespaces (/proc/self/ns/pid: %v)", err)
+	}
+	root := filepath.Join(t.TempDir(), "rt")
+	src := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(src, "a"), []byte("1"), 0o644))
+	b := stage.NewBridge(sandbox.Local(""))
+	_, err = stage.Stage(t.Context(), b, root, []stage.Asset{{Name: "x", Source: src}})
+	require.NoError(t, err)
+
+	live := exec.Command("sleep", "60")
+	require.NoError(t, live.Start())
+	t.Cleanup(func() { _ = live.Process.Kill(); _ = live.Wait() })
+	pid := strconv.Itoa(live.Process.Pid)
+	for name, owner := range map[string]string{
+		".airlock-tmp-x-foreign": pid + "\npid:[1]\n", // alive here, but another namespace's
+		".airlock-tmp-x-ours":    pid + "\n" + ns + "\n",
+		".airlock-tmp-x-old":     pid + "\n", // written before the namespace line
+	} {
+		d := filepath.Join(root, name)
+		require.NoError(t, os.MkdirAll(filepath.Join(d, "new", "tree"), 0o700))
+		require.NoError(t, os.WriteFile(filepath.Join(d, "owner"), []byte(owner), 0o644))
+	}
+	require.NoError(t, os.WriteFile(filepath.Join(src, "a"), []byte("2"), 0o644))
+	_, err = stage.Stage(t.Context(), b, root, []stage.Asset{{Name: "x", Source: src}})
+	require.NoError(t, err)
+	entries, err := os.ReadDir(root)
+	require.NoError(t, err)
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	sort.Strings(names)
+	assert.Equal(t, []string{".airlock-manifest-x.json", ".airlock-tmp-x-old", ".airlock-tmp-x-ours", "x"}, names)
+
+	// The owner files airlock writes carry the namespace.
+	for _, n := range []string{".airlock-tmp-x-old", ".airlock-tmp-x-ours"} {
+		require.NoError(t, os.RemoveAll(filepath.Join(root, n)))
+	}
+	require.NoError(t, os.WriteFile(filepath.Join(src, "a"), []byte("3"), 0o644))
+	var owners []string
+	spy := ownerSpy{Runner: sandbox.Local(""), root: root, owners: &owners}
+	_, err = stage.Stage(t.Context(), stage.NewBridge(spy), root, []stage.Asset{{Name: "x", Source: src}})
+	require.NoError(t, err)
+	require.NotEmpty(t, owners, "a publish claimed a temporary directory")
+	for _, o := range owners {
+		assert.Regexp(t, `^[0-9]+\n`+regexp.QuoteMeta(ns)+`\n$`, o)
+	}
+}
+
+// ownerSpy reads every owner file under root after each command.
+type ownerSpy struct {
+	sandbox.Runner
+	root   string
+	owners *[]string
+}
+
+func (s ownerSpy) Run(ctx context.Context, cmd sandbox.Command) error {
+	err := s.Runner.Run(ctx, cmd)
+	ms, _ := filepath.Glob(filepath.Join(s.root, ".airlock-tmp-*", "owner"))
+	for _, m := range ms {
+		if b, rerr := os.ReadFile(m); rerr == nil {
+			*s.owners = append(*s.owners, string(b))
+		}
+	}
+	return err
 }

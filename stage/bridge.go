@@ -525,7 +525,7 @@ func mkOwnedScript(tmp string) string {
 	dir, base := path.Split(tmp)
 	return fmt.Sprintf(`k=%s$$%s; k0=%s
 mkdir -m 700 "$k" || exit 1
-if ! { { echo $$; readlink /proc/self/ns/pid 2>/dev/null; } >"$k/%s" && [ ! -e "$k0" ] && [ ! -L "$k0" ] && mv "$k" "$k0" >/dev/null; }; then rm -rf "$k" >/dev/null; exit 1; fi
+if ! { { echo $$; readlink /proc/self/ns/pid 2>/dev/null || :; } >"$k/%s" && [ ! -e "$k0" ] && [ ! -L "$k0" ] && mv "$k" "$k0" >/dev/null; }; then rm -rf "$k" >/dev/null; exit 1; fi
 `, q(dir+newPrefix), q(base[strings.LastIndexByte(base, '-'):]), q(tmp), ownerFile)
 }
 
@@ -545,7 +545,7 @@ rm -rf "$t" 2>/dev/null || { chmod -R u+rwx "$t"; rm -rf "$t"; } 2>/dev/null
 // claimScript (with $t the temporary directory) makes this shell its
 // owner: the owner file is replaced in one rename, so that a shell killed
 // meanwhile leaves the previous owner's (gone too), never an empty one.
-const claimScript = `{ { echo $$; readlink /proc/self/ns/pid 2>/dev/null; } >"$t/` + ownerFile + `.new" && mv -f "$t/` + ownerFile + `.new" "$t/` + ownerFile + `" >/dev/null; }`
+const claimScript = `{ { echo $$; readlink /proc/self/ns/pid 2>/dev/null || :; } >"$t/` + ownerFile + `.new" && mv -f "$t/` + ownerFile + `.new" "$t/` + ownerFile + `" >/dev/null; }`
 
 // gonePrefix starts the names of what a sweep has moved out of the way
 // before it deletes it: gonePrefix + "<pid>-<n>", where pid is the sandbox

@@ -343,7 +343,7 @@ func busyUnder(dir string) []string {
 		}
 		if d.IsDir() && strings.HasPrefix(d.Name(), ".airlock-tmp-") {
 			if b, err := os.ReadFile(filepath.Join(p, "owner")); err == nil {
-				if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && alive(pid) {
+				if pid, err := strconv.Atoi(strings.TrimSpace(strings.SplitN(string(b), "\n", 2)[0])); err == nil && alive(pid) {
 					busy = append(busy, fmt.Sprintf("%d (owner of %s)", pid, p))
 				}
 			}

@@ -303,7 +303,7 @@ func waitOwnerGone(t *testing.T, dir string) {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(dir, "owner"))
 	require.NoError(t, err, "a started transfer records its tar's pid")
-	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	pid, err := strconv.Atoi(strings.TrimSpace(strings.SplitN(string(b), "\n", 2)[0])) // the pid; then its PID namespace
 	require.NoError(t, err)
 	deadline := time.Now().Add(10 * time.Second)
 	for {

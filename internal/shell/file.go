@@ -279,10 +279,15 @@ func isDigits(s string) bool { return s != "" && strings.Trim(s, "0123456789") =
 
 // Reports collects a command's report lines from its stderr, at most max
 // bytes (the rest is dropped and recorded), and signals when the first
-// line is complete or the command ended. It is safe for concurrent use.
+// report is complete or the command ended. Only lines that start with
+// FileHeader or FileTrailer are reports: anything else on stderr is the
+// sandbox's own noise (a login shell's rc files, a tool's warning) and is
+// dropped, whatever its length. It is safe for concurrent use.
 type Reports struct {
 	mu       sync.Mutex
-	buf      bytes.Buffer
+	buf      bytes.Buffer // the reports kept
+	line     []byte       // the line being written, while it may be a report
+	skip     bool         // the line being written is noise
 	max      int
 	overflow bool
 	first    chan struct{}
@@ -297,16 +302,56 @@ func (c *Reports) Write(p []byte) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	n := len(p)
-	if room := c.max - c.buf.Len(); len(p) > room {
-		c.overflow = true
-		p = p[:max(room, 0)]
+	for len(p) > 0 {
+		i := bytes.IndexByte(p, '\n')
+		chunk := p
+		if i >= 0 {
+			chunk = p[:i]
+		}
+		if !c.skip {
+			c.line = append(c.line, chunk...)
+			if !mayBeReport(c.line) {
+				c.skip, c.line = true, c.line[:0]
+			} else if len(c.line) > c.max {
+				c.keep(c.line) // over the limit: overflow
+				c.line = c.line[:0]
+				c.skip = true
+			}
+		}
+		if i < 0 {
+			break
+		}
+		if !c.skip {
+			c.keep(append(c.line, '\n'))
+		}
+		c.line, c.skip = c.line[:0], false
+		p = p[i+1:]
 	}
-	c.buf.Write(p)
 	if !c.signaled && (c.overflow || bytes.IndexByte(c.buf.Bytes(), '\n') >= 0) {
 		c.signaled = true
 		close(c.first)
 	}
 	return n, nil
+}
+
+// keep adds b to the reports kept, within max.
+func (c *Reports) keep(b []byte) {
+	if room := c.max - c.buf.Len(); len(b) > room {
+		c.overflow = true
+		b = b[:max(room, 0)]
+	}
+	c.buf.Write(b)
+}
+
+// mayBeReport says whether line (a line's start) may still be a report.
+func mayBeReport(line []byte) bool {
+	for _, h := range []string{FileHeader + " ", FileTrailer + " "} {
+		k := min(len(line), len(h))
+		if string(line[:k]) == h[:k] {
+			return true
+		}
+	}
+	return false
 }
 
 // First is closed once the first line is complete, the limit is reached
@@ -324,12 +369,15 @@ func (c *Reports) End() {
 	}
 }
 
-// Lines returns the complete lines and whether anything else (a partial
-// line, bytes over the limit) was written.
+// Lines returns the complete reports and whether anything else (a partial
+// report, bytes over the limit) was written.
 func (c *Reports) Lines() ([]string, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	s := c.buf.String()
+	if len(c.line) > 0 && !c.skip {
+		s += string(c.line) // a partial report: extra
+	}
 	var out []string
 	for {
 		i := strings.IndexByte(s, '\n')

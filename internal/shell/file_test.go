@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // FuzzFileReport checks the parser of the file command's first report:
@@ -103,4 +106,25 @@ func TestReportsBounded(t *testing.T) {
 	if len(lines) != 0 || !extra {
 		t.Fatalf("Lines = %q, %v; want none and extra", lines, extra)
 	}
+}
+
+// TestReportsDropNoise: what a sandbox's environment writes on stderr
+// around the file command's reports (a login shell's rc files, a tool's
+// warning — seen: pyenv's rehash failing in a concurrent shell) is not a
+// report and does not break the protocol; the reports still arrive whole.
+func TestReportsDropNoise(t *testing.T) {
+	r := NewReports(1 << 10)
+	noise := "rm: cannot remove '/root/.pyenv/shims/tmp.x': No such file or directory\n" + strings.Repeat("x", 4<<10) + "\n"
+	for _, chunk := range []string{noise[:7], noise[7:], "airlock-fi", "le-v1 file 1 5 sig\n", "warning\n", "airlock-file-end-v1 gone\n"} {
+		_, err := r.Write([]byte(chunk))
+		require.NoError(t, err)
+	}
+	select {
+	case <-r.First():
+	default:
+		t.Fatal("the first report is complete: First must be closed")
+	}
+	lines, extra := r.Lines()
+	assert.Equal(t, []string{"airlock-file-v1 file 1 5 sig", "airlock-file-end-v1 gone"}, lines)
+	assert.False(t, extra, "noise is not extra")
 }

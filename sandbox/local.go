@@ -43,7 +43,9 @@ func WithEnviron(env []string) LocalOption {
 // NUL, is refused before anything runs, and so is a working directory that
 // is missing or not a directory. A script over 64 KiB (more than an argv
 // string can hold) is written to a private temporary file, removed when
-// Run returns, and run as `. FILE`; $0 and $@ are the same either way.
+// Run returns, and run as `. FILE`; $0 and $@ are the same either way. A
+// failure to write that file (a full disk) is the host's own error, with
+// its path, not a transport failure: nothing was run.
 //
 // When ctx ends, the script and everything it started (its process group)
 // are killed with SIGKILL, whatever signals they ignore, and Run returns an
@@ -158,12 +160,12 @@ func localScript(script string) (arg string, cleanup func(), err error) {
 	}
 	f, err := os.CreateTemp("", "airlock-script-*.sh") // mode 0600
 	if err != nil {
-		return "", nil, fmt.Errorf("%w: sandbox: a temporary file for a %d-byte script: %w; check the host's temporary directory (TMPDIR); nothing was run", ErrTransport, len(script), err)
+		return "", nil, fmt.Errorf("sandbox: a temporary file for a %d-byte script: %w; check the host's temporary directory (TMPDIR); nothing was run", len(script), err)
 	}
 	_, werr := f.WriteString(script)
 	if err := cmp.Or(werr, f.Close()); err != nil {
 		_ = os.Remove(f.Name())
-		return "", nil, fmt.Errorf("%w: sandbox: writing a %d-byte script to %s: %w; nothing was run", ErrTransport, len(script), f.Name(), err)
+		return "", nil, fmt.Errorf("sandbox: writing a %d-byte script to %s: %w; nothing was run", len(script), f.Name(), err)
 	}
 	return ". " + shell.Quote(f.Name()), func() { _ = os.Remove(f.Name()) }, nil
 }

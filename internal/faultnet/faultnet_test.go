@@ -24,31 +24,43 @@ type target struct {
 	wg       sync.WaitGroup
 	mu       sync.Mutex
 	received [][]byte
+	open     map[net.Conn]struct{}
 }
 
 func newTarget(t *testing.T, handle func(c net.Conn, got *bytes.Buffer)) *target {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	tg := &target{ln: ln}
+	tg := &target{ln: ln, open: make(map[net.Conn]struct{})}
 	tg.wg.Go(func() {
 		for {
 			c, err := ln.Accept()
 			if err != nil {
 				return
 			}
+			tg.mu.Lock()
+			tg.open[c] = struct{}{}
+			tg.mu.Unlock()
 			tg.wg.Go(func() {
 				defer c.Close()
 				var got bytes.Buffer
 				handle(c, &got)
 				tg.mu.Lock()
 				tg.received = append(tg.received, got.Bytes())
+				delete(tg.open, c)
 				tg.mu.Unlock()
 			})
 		}
 	})
 	t.Cleanup(func() {
 		ln.Close()
+		// A connection the proxy never closed (a test that failed before
+		// its proxy's Close) would hold Wait forever: close what is left.
+		tg.mu.Lock()
+		for c := range tg.open {
+			c.Close()
+		}
+		tg.mu.Unlock()
 		tg.wg.Wait()
 	})
 	return tg
@@ -228,6 +240,9 @@ func TestStall(t *testing.T) {
 	tg := newTarget(t, echo)
 	p, err := faultnet.Listen(tg.addr())
 	require.NoError(t, err)
+	// A failure before the explicit Close below must still release the
+	// stalled connection, or the target's cleanup would wait forever.
+	t.Cleanup(func() { assert.NoError(t, p.Close()) })
 	p.Arm(faultnet.Fault{After: 1000, Dir: faultnet.Both, Mode: faultnet.Stall})
 	c := dial(t, p)
 	roundTrip(t, c, 500) // 500 up, 500 down: the budget is spent
@@ -311,6 +326,7 @@ func TestCloseLeavesNoGoroutine(t *testing.T) {
 	base := settledGoroutines()
 	p, err := faultnet.Listen(tg.addr())
 	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, p.Close()) }) // releases the stalls if an assertion fails first
 	var conns []net.Conn
 	for i, f := range []*faultnet.Fault{nil, {After: 5, Mode: faultnet.Cut}, {After: 5, Mode: faultnet.Stall}, {After: 0, Mode: faultnet.Stall}} {
 		if f == nil {
@@ -321,6 +337,10 @@ func TestCloseLeavesNoGoroutine(t *testing.T) {
 		c, err := net.Dial("tcp", p.Addr())
 		require.NoError(t, err)
 		conns = append(conns, c)
+		// Dial returns once the kernel has the connection, which can be
+		// before the proxy accepted it and read the armed fault: wait, so
+		// the next Arm cannot reach this connection.
+		require.Eventually(t, func() bool { return p.Accepted() == i+1 }, 5*time.Second, time.Millisecond)
 		_, err = c.Write(pattern(100))
 		require.NoError(t, err, "connection %d", i)
 	}

@@ -36,10 +36,14 @@
 //     untracked file) in the sandbox, then play the agent through the SSH
 //     runner: read the skill file the prompt names, commit a change, write
 //     report.md.
-//  6. deliverable.Register report.md from the remote workspace (read over
-//     SSH, hashed on the host), replay it (same receipt), validate a
-//     completion citing it, then one citing a done child task's file too (and
-//     refuse the child's file alone: it is context, not the delivery).
+//  6. The agent delivers report.md by calling register_deliverable, the MCP
+//     tool of deliverable/mcptool, served on the sandbox's own loopback
+//     through the SSH connection (remote.Host.ServeInSandbox) and called with
+//     the MCP SDK's client from the sandbox side: the file is read over SSH
+//     and hashed on the host, a replay with the same idempotencyKey returns
+//     the same receipt, a completion citing deliverable:<id> is validated,
+//     then one citing a done child task's file too (and the child's file
+//     alone is refused: it is context, not the delivery).
 //  7. Round.Restore: the commit and the files come back, the user's dirty
 //     edit and untracked file stay, .airlock/ does not come back, and git
 //     remote is empty on both sides throughout.

@@ -12,32 +12,31 @@ import (
 	"github.com/airlockdev/airlock/sandbox"
 )
 
-// exampleSDK stands for a provider's Go SDK (E2B, Daytona, Modal…) whose
-// exec call runs an argv in one of its sandboxes with the streams wired.
-// This one runs it on this machine.
-type exampleSDK struct{}
+// providerSDK stands for a provider's Go SDK (E2B, Daytona, Modal…) whose exec
+// call runs an argv in one of its sandboxes with the streams wired. This
+// one runs it on this machine.
+type providerSDK struct{}
 
-func (exampleSDK) Exec(ctx context.Context, sandboxID string, argv []string, stdin io.Reader, stdout, stderr io.Writer) (exitCode int, err error) {
+func (providerSDK) Exec(ctx context.Context, id string, argv []string, in io.Reader, out, errw io.Writer) (int, error) {
 	c := exec.CommandContext(ctx, argv[0], argv[1:]...)
-	c.Stdin, c.Stdout, c.Stderr = stdin, stdout, stderr
-	err = c.Run()
-	if ee, ok := err.(*exec.ExitError); ok {
-		return ee.ExitCode(), nil
+	c.Stdin, c.Stdout, c.Stderr = in, out, errw
+	if err := c.Run(); err != nil {
+		if ee, ok := errors.AsType[*exec.ExitError](err); ok {
+			return ee.ExitCode(), nil
+		}
+		return 0, err
 	}
-	return 0, err
+	return 0, nil
 }
 
-// A provider whose SDK has an exec call becomes a Runner: FromExec adds env
-// on stdin, the completion record, the in-sandbox watchdog and
-// cancellation by a second call. The exit code the SDK reports is not
-// needed (the completion record says how the script ended).
+// A provider whose SDK has an exec call becomes a Runner: FromExec adds the
+// env on stdin, the completion record, the in-sandbox watchdog and the kill
+// by a second call. The SDK's exit code is not needed: the completion
+// record says how the script ended.
 func ExampleFromExec() {
-	client := exampleSDK{}
-	r := sandbox.FromExec(func(ctx context.Context, argv []string, stdin io.Reader, stdout, stderr io.Writer) error {
-		code, err := client.Exec(ctx, "sbx-42", argv, stdin, stdout, stderr)
-		if err == nil && code != 0 {
-			err = fmt.Errorf("exit code %d", code)
-		}
+	sdk := providerSDK{}
+	r := sandbox.FromExec(func(ctx context.Context, argv []string, in io.Reader, out, errw io.Writer) error {
+		_, err := sdk.Exec(ctx, "sbx-42", argv, in, out, errw)
 		return err
 	})
 
@@ -48,8 +47,8 @@ func ExampleFromExec() {
 		Stdin:  bytes.NewBufferString("sandbox"),
 		Stdout: &out,
 	})
-	var ee *sandbox.ExitError
-	if !errors.As(err, &ee) {
+	ee, ok := errors.AsType[*sandbox.ExitError](err)
+	if !ok {
 		log.Fatal(err)
 	}
 	fmt.Print(out.String())

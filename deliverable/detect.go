@@ -16,20 +16,18 @@ type Requests struct {
 
 // DetectRequests reads a task's objective (the text the host bound to the run,
 // never the agent's own summary) and reports whether it asks for a file output
-// and which output files it names, following the rules of
-// shared/corpus/README.md: an explicit publication request ("attach", "export
-// as", "save as", "downloadable", "as a CSV", a named output file) asks for a
-// file; reading or discussing an input, or a file the user already provided,
-// does not; a "Deliverables" label and the list below it state outputs;
-// negations, in-place edits, repository work, inline answers and
+// and which output files it names, by the eleven rules of the package
+// documentation (section "Requested files"): in short, an explicit
+// publication request ("attach", "export as", "save as", "downloadable", "as
+// a CSV", a named output file) asks for a file; reading or discussing an
+// input does not; a "Deliverables" label and the list below it state
+// outputs; negations, in-place edits, repository work, inline answers and
 // expected-denied writes ask for none; a sentence that says a just-written
 // file is "not a deliverable" exempts that one file unless it is also to be
-// delivered; a file named as a model or template ("in the same format as
-// X") or listed under an Inputs or Context heading is an input; a product
-// feature or bug that mentions a file the product writes is repository work;
-// and the rules hold in other languages ("Bitte exportiere … als
-// umsatz.xlsx und hänge sie an", "整理成 summary.pdf 並附上"). The reading itself lives in internal/reqdetect, whose Explain
-// says which rule decided each file.
+// delivered; a file named as a model or template, or listed under an Inputs
+// or Context heading, is an input; and the rules hold in other languages.
+// The reading itself lives in internal/reqdetect, whose Explain says which
+// rule decided each file.
 //
 // Guarantees: the result depends only on objective (two calls agree); it never
 // panics, for any input including invalid UTF-8; every entry of Files is a

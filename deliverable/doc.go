@@ -80,6 +80,82 @@
 // delivers a requested file. Rejections are *EvidenceError values whose
 // message tells the agent what to do; each also unwraps to a *RequestError.
 //
+// # Requested files
+//
+// DetectRequests reads a task's objective (the text the host bound to the
+// run, never the agent's own report) and returns Requests: File, whether
+// the text asks for a file output at all, and Files, the output files it
+// names, verbatim, de-duplicated and sorted; a named file makes File true.
+// ValidateEvidence uses it to know which files a completion must deliver.
+// The text is read by these rules (internal/reqdetect, the reader, refers
+// to them by number):
+//
+//  1. Publishing asks for a file. A request to hand something over as a
+//     file asks for one: attach, export as, save as, make downloadable, "as
+//     a CSV" (or PDF, XLSX, …), or an output file named as the destination
+//     ("write results to out.json").
+//  2. Reading does not. A file the text asks to be read, summarized,
+//     reviewed or discussed is an input ("summarize data.json", "review the
+//     PDF and answer in chat", "a summary of this PDF in chat").
+//  3. A format becomes an output file only through an output file name
+//     ("results.json") or an explicit destination ("as JSON", "into JSON").
+//     An input joined to a format by "to" is a text answer ("convert
+//     users.csv to JSON" asks for no file); "as", "into" or a named output
+//     file make it a file.
+//  4. A "Deliverable:" or "Deliverables" label states outputs. A file named
+//     on the label's line, or in the list right below it (blank lines
+//     between items allowed), is requested, relative paths
+//     ("dist/index.html") and web files ("index.html", "styles.css")
+//     included. Within such an item these are not requested: a repository
+//     change (a pull request, commit or branch); a file named as an input
+//     ("a comparison of input.csv and baseline.csv"); a file the item
+//     forbids ("do not create report.pdf"); a file edited in place ("update
+//     styles.css") unless the item also asks to publish it; a file to be
+//     written inline in the reply ("index.html and styles.css inline in
+//     the reply"); and every file of an item that says no files are
+//     created. An inline or no-upload instruction about another output of
+//     the same item leaves a named file requested ("index.html and a short
+//     summary in the reply" still requests index.html).
+//  5. Negation asks for none: "do not create a file", "create no files",
+//     "without any files", "don't attach".
+//  6. A requested file is exempt when the very next sentence says it is
+//     not a deliverable ("Write memory.txt. This is personal memory, not a
+//     task deliverable."). Such a qualifier covers one file, named in the
+//     request sentence right before it; separate requests may each have
+//     their own. It exempts nothing when that sentence requests several
+//     files, when the file is also to be made downloadable, attached or
+//     sent to the user (a delivery verb wins, also after the qualifier),
+//     or when the file is qualified only as "for internal verification".
+//  7. A write that a negative test expects to be denied ("attempt a native
+//     write to /outside/probe.txt; this negative test must be denied") is a
+//     denied attempt, not a deliverable; it does not cancel a real output
+//     named beside it.
+//  8. Repository work is not a file deliverable: fixing, refactoring or
+//     updating a source file, opening a pull request, creating a branch.
+//  9. The rules hold in the language the task is written in: German,
+//     French, Spanish, Portuguese, Italian, Dutch, Japanese, Chinese and
+//     Korean as well as English. "Bitte exportiere die Tabelle als
+//     umsatz.xlsx und hänge sie an" requests umsatz.xlsx, "請把結果整理成
+//     summary.pdf 並附上" requests summary.pdf, "Lee notas.txt y responde
+//     aquí" requests none; labels and headings in those languages
+//     ("Ergebnis", "Livrables", "Entregables", "成果物", "交付物") work as
+//     "Deliverables" does.
+//  10. A file named as a model, template, example or earlier version ("use
+//     template.docx", "in the same format as last-week.csv", "like the Q1
+//     deck") is an input, even beside a request for a new file of the same
+//     kind; so is a file listed under a heading or label for inputs,
+//     context or references ("Inputs", "Context", "Background", "参考資料").
+//  11. A product feature or bug that mentions a file the product writes
+//     ("add a --output report.pdf flag", "the export writes a broken
+//     invoices.csv") is repository work.
+//
+// A file named in a negated request (rule 5, or "do not create report.pdf"
+// inside an item) is never requested, whatever else the text says. The worked cases in
+// internal/reqdetect/testdata/requested-files.jsonl (one JSON object a
+// line: objective, file, files) are examples of these rules that the
+// tests hold the reader to; DetectRequests documents what it guarantees
+// and where it is only a heuristic.
+//
 // # Workspace references
 //
 // A WorkspaceRef names a place in a file of a registered workspace by ids and

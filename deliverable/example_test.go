@@ -234,3 +234,29 @@ func ExampleDecodeWorkspaceRef() {
 	// Output:
 	// deliverable: invalid request: workspace reference: displayPath "src/main.go:13" is not "src/main.go:12", what relativePath, line and column give
 }
+
+// DetectRequests reads the task's own text by the rules of the package
+// documentation (section "Requested files"): which objectives ask for a
+// file, and which files they name as outputs.
+func ExampleDetectRequests() {
+	for _, objective := range []string{
+		"Export the Q3 numbers as q3.xlsx and attach it.",
+		"Summarize data.json and answer in chat.",
+		"Convert users.csv to JSON.",
+		"Deliverables:\n- dist/index.html\n- update styles.css\n",
+		"Write memory.txt. This is personal memory, not a task deliverable.",
+		"Bitte exportiere die Tabelle als umsatz.xlsx und hänge sie an.",
+		"Render the chart as a PNG.",
+	} {
+		r := deliverable.DetectRequests(objective)
+		fmt.Printf("%t %q\n", r.File, r.Files)
+	}
+	// Output:
+	// true ["q3.xlsx"]
+	// false []
+	// false []
+	// true ["dist/index.html"]
+	// false []
+	// true ["umsatz.xlsx"]
+	// true []
+}

@@ -31,8 +31,16 @@ type Entry struct {
 	Entities EntityRefs
 }
 
-// Store keeps attachments, their content and idempotency receipts. It is what
-// Registrar and Handler consume; FileStore is the embedded default.
+// Store keeps attachments (the files an agent delivers for a task), their
+// content and idempotency receipts. It is what Registrar and Handler
+// consume; FileStore is the embedded default.
+//
+// It is not session.Store, which persists session records (the binding a
+// provider session was made under, and the ids to resume it). The two keep
+// the same short name because each is the store of its own package and is
+// always written package-qualified (deliverable.Store, session.Store) at
+// the call site, where the package says which one it is; a host that uses
+// both reads them apart without a longer name.
 //
 // Implementations must be safe for concurrent use and atomic: a Put either
 // stores the receipt together with its attachment record and content, or leaves

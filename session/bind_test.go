@@ -219,7 +219,11 @@ func TestBindRejectsInvalidIdentity(t *testing.T) {
 		{"absent permission mode", func(c *Config) { c.PermissionMode = "" }, ErrInvalidPermissionMode},
 		{"permission mode wrong case", func(c *Config) { c.PermissionMode = "Approve-All" }, ErrInvalidPermissionMode},
 		{"model differs from profile", func(c *Config) { c.Model = "gpt-5" }, ErrUnqualifiedModel},
-		{"empty model", func(c *Config) { c.Model, c.Profile.Model = "", "" }, ErrUnqualifiedModel},
+		{"model set, profile model empty", func(c *Config) { c.Profile.Model = "" }, ErrUnqualifiedModel},
+		{"model empty, profile model empty", func(c *Config) { c.Model, c.Profile.Model = "", "" }, ErrUnqualifiedModel},
+		{"model empty, profile model too long", func(c *Config) { c.Model, c.Profile.Model = "", strings.Repeat("m", 241) }, ErrUnqualifiedModel},
+		{"model empty, profile model with control character", func(c *Config) { c.Model, c.Profile.Model = "", "m\nx" }, ErrUnqualifiedModel},
+		{"model differs from profile only in case", func(c *Config) { c.Model = strings.ToUpper(c.Profile.Model) }, ErrUnqualifiedModel},
 		{"model too long", func(c *Config) { c.Model = strings.Repeat("m", 241); c.Profile.Model = c.Model }, ErrUnqualifiedModel},
 		{"model with control character", func(c *Config) { c.Model = "m\tx"; c.Profile.Model = c.Model }, ErrUnqualifiedModel},
 	}
@@ -232,6 +236,42 @@ func TestBindRejectsInvalidIdentity(t *testing.T) {
 			assert.Equal(t, Binding{}, b)
 		})
 	}
+}
+
+// TestBindModelHasOneSource pins that Profile.Model is the session's model:
+// an empty Config.Model means it, and a Config.Model equal to it binds the
+// very same session (same Binding, same Key).
+func TestBindModelHasOneSource(t *testing.T) {
+	for _, model := range []string{"claude-sonnet-4", "x", "openai/gpt-5 (2025-08)"} {
+		t.Run(model, func(t *testing.T) {
+			cfg := testConfig(t)
+			cfg.Profile.Model = model
+
+			cfg.Model = ""
+			implicit := mustBind(t, cfg)
+			cfg.Model = model
+			explicit := mustBind(t, cfg)
+
+			assert.Equal(t, model, implicit.Model)
+			assert.Equal(t, explicit, implicit, "an empty Config.Model must bind exactly as Config.Model = Profile.Model")
+			assert.Equal(t, model, implicit.NewRecord(RecordIDs{}).Model)
+			assert.Equal(t, model, implicit.Identity().Model)
+		})
+	}
+}
+
+func TestBindModelMismatchNamesBoth(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.Model = "gpt-5"
+	_, err := Bind(cfg)
+	require.ErrorIs(t, err, ErrUnqualifiedModel)
+	assert.EqualError(t, err, `session: bind: unqualified session model: Config.Model "gpt-5" differs from Profile.Model "claude-sonnet-4"; `+
+		`leave Config.Model empty (it defaults to Profile.Model) or qualify the profile for this model`)
+
+	cfg.Model, cfg.Profile.Model = "", ""
+	_, err = Bind(cfg)
+	require.ErrorIs(t, err, ErrUnqualifiedModel)
+	assert.EqualError(t, err, "session: bind: unqualified session model: Profile.Model: empty; set Profile.Model to the qualified model")
 }
 
 func TestBindAcceptsBoundaryIDs(t *testing.T) {

@@ -45,7 +45,30 @@
 // compared.
 //
 // Session ids, record ids and models are 1–240 bytes of UTF-8 without control
-// characters. The model must equal the profile's qualified model.
+// characters.
+//
+// The session's model has one source: Profile.Model, the model the profile
+// was qualified for. It is digested with the rest of the profile and is also
+// bound, compared and persisted on its own (Binding.Model, the record's
+// "model"), so a drift report names it. Config.Model may be left empty, which
+// means Profile.Model; a non-empty Config.Model is kept for callers that name
+// the model twice and must equal Profile.Model exactly
+// ([ErrUnqualifiedModel] otherwise), so the two can never disagree.
+//
+// A record carries two ids from outside the host besides its own RecordID
+// (see [Record]):
+//
+//   - AgentSessionID is the agent's id for its conversation: over ACP, the
+//     sessionId that session/new returned, which session/load takes back
+//     to continue it.
+//   - BackendSessionID is the backend's id for the place the agent runs:
+//     the provider's session around the agent, such as a hosted sandbox's
+//     id (an E2B sandbox id, a Daytona workspace id) or a provider API's
+//     session id, so the host can reattach to the same sandbox before it
+//     asks the agent to resume.
+//
+// Neither is compared on resume (the binding is); both are stored and
+// returned so the host can pass each back to the side that issued it.
 //
 // # Record format (schema airlock.session-identity.v2)
 //
@@ -55,8 +78,8 @@
 //	schema              "airlock.session-identity.v2"
 //	session_id          the session id
 //	record_id           the caller's id for this record
-//	backend_session_id  the session id the backend assigned
-//	agent_session_id    the session id the agent assigned
+//	backend_session_id  the backend's id (a hosted sandbox or provider session)
+//	agent_session_id    the agent's id (the sessionId of ACP session/new)
 //	profile_digest      "sha256:" + 64 lowercase hex
 //	workspace_digest    "sha256:" + 64 lowercase hex
 //	skills_digest       "sha256:" + 64 lowercase hex, or "" (no skill selected)

@@ -36,8 +36,8 @@ var (
 	// not exist, is not a directory, or resolves to a filesystem root.
 	ErrInvalidStateDir = errors.New("invalid session state directory")
 
-	// ErrUnqualifiedModel reports a model that is blank, invalid, or differs
-	// from the model of the qualified profile.
+	// ErrUnqualifiedModel reports a Profile.Model that is blank or invalid,
+	// or a non-empty Config.Model that differs from Profile.Model.
 	ErrUnqualifiedModel = errors.New("unqualified session model")
 
 	// ErrInvalidSessionID reports a session id that is empty, longer than

@@ -42,14 +42,14 @@ func ExampleBind() {
 		SessionID:      "task-42/run-1",
 		Workspace:      workspace,
 		StateDir:       stateDir,
-		Profile:        profile,
-		Model:          "claude-sonnet-4",
+		Profile:        profile, // Profile.Model is the session's model; Config.Model may stay empty
 		PermissionMode: session.ApproveReads,
 	})
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
+	fmt.Println(b.Model)
 	fmt.Println(filepath.Base(b.SessionDir))
 	fmt.Println(filepath.Base(filepath.Dir(b.SessionDir)))
 
@@ -62,6 +62,7 @@ func ExampleBind() {
 		fmt.Println("drift:", drift.Fields)
 	}
 	// Output:
+	// claude-sonnet-4
 	// task-42_run-1-e7b0c27b6c3876d7
 	// sessions
 	// drift: [model permission_mode]

@@ -33,11 +33,17 @@ type Record struct {
 	// never compared: a resume does not depend on it.
 	RecordID string
 
-	// BackendSessionID and AgentSessionID are the ids the backend (the ACP
-	// server) and the agent assigned to the session; they are what a resume
-	// passes back to them.
+	// BackendSessionID is the id the backend assigned to the place the
+	// agent runs: the provider's session around the agent, for example a
+	// hosted sandbox's id (an E2B sandbox id, a Daytona workspace id) or a
+	// provider API's session id. A resume passes it back to the provider
+	// to reattach to that sandbox.
 	BackendSessionID string
-	AgentSessionID   string // see BackendSessionID
+
+	// AgentSessionID is the id the agent assigned to its conversation: over
+	// ACP, the sessionId that session/new returned. A resume passes it back
+	// to the agent (ACP session/load) to continue that conversation.
+	AgentSessionID string
 
 	ProfileDigest   string         // "sha256:" + 64 lowercase hex
 	WorkspaceDigest string         // "sha256:" + 64 lowercase hex

@@ -53,7 +53,7 @@ func (m PermissionMode) valid() bool {
 
 // Profile is the qualified agent profile a session runs under. Every field
 // takes part in [Profile.Digest]; none is interpreted by this package except
-// Model, which [Bind] requires to equal [Config.Model].
+// Model, the session's one source for its model (see [Config.Model]).
 type Profile struct {
 	Driver           string // the adapter driver, e.g. "acp"
 	Protocol         string // the protocol and version the driver speaks
@@ -62,7 +62,7 @@ type Profile struct {
 	ServerPackage    string // the package of the agent's server (an ACP adapter)
 	ServerVersion    string // that package's version
 	CommandDigest    string // a digest of the command line that starts it
-	Model            string // the qualified model; must equal Config.Model
+	Model            string // the qualified model the session runs; Binding.Model is this
 	PermissionPolicy string // the agent's own permission policy, as configured
 }
 
@@ -104,7 +104,11 @@ type Config struct {
 	StateDir string
 	// Profile is the qualified agent profile.
 	Profile Profile
-	// Model must equal Profile.Model.
+	// Model is optional: Profile.Model is the one source of the session's
+	// model, and an empty Model means Profile.Model. A non-empty Model must
+	// equal Profile.Model exactly, or Bind fails with [ErrUnqualifiedModel]
+	// (a caller that names the model twice gets its two names checked,
+	// never one silently preferred). New code leaves it empty.
 	Model string
 	// PermissionMode must be one of the known modes.
 	PermissionMode PermissionMode
@@ -137,7 +141,7 @@ type Binding struct {
 
 	ProfileDigest  string         // Profile.Digest()
 	SkillsDigest   string         // Config.SkillsDigest ("" when no skill was selected)
-	Model          string         // Config.Model
+	Model          string         // Profile.Model (which a non-empty Config.Model equals)
 	PermissionMode PermissionMode // Config.PermissionMode
 
 	// Key is the provider session key: "airlock-" + 64 hex of SHA-256 over
@@ -180,12 +184,9 @@ func Bind(cfg Config) (Binding, error) {
 		return Binding{}, fmt.Errorf("session: bind: %w %q; use %q, %q or %q",
 			ErrInvalidPermissionMode, cfg.PermissionMode, ApproveAll, ApproveReads, DenyAll)
 	}
-	if err := checkID(cfg.Model); err != nil {
-		return Binding{}, fmt.Errorf("session: bind: %w: model: %w", ErrUnqualifiedModel, err)
-	}
-	if cfg.Model != cfg.Profile.Model {
-		return Binding{}, fmt.Errorf("session: bind: %w: model %q differs from the profile's qualified model %q; qualify the profile for this model",
-			ErrUnqualifiedModel, cfg.Model, cfg.Profile.Model)
+	model, err := bindModel(cfg)
+	if err != nil {
+		return Binding{}, err
 	}
 	ws, err := realDir("workspace", cfg.Workspace, ErrInvalidWorkspace)
 	if err != nil {
@@ -202,7 +203,7 @@ func Bind(cfg Config) (Binding, error) {
 		SessionDir:      filepath.Join(rt, "sessions", label(cfg.SessionID)),
 		ProfileDigest:   cfg.Profile.Digest(),
 		SkillsDigest:    cfg.SkillsDigest,
-		Model:           cfg.Model,
+		Model:           model,
 		PermissionMode:  cfg.PermissionMode,
 	}
 	b.Key = "airlock-" + digest.Hex(digest.Encode("airlock.session-key.v2",
@@ -215,6 +216,19 @@ func Bind(cfg Config) (Binding, error) {
 		"permission_mode", string(b.PermissionMode),
 	))
 	return b, nil
+}
+
+// bindModel returns the session's model: Profile.Model, which a non-empty
+// Config.Model must equal.
+func bindModel(cfg Config) (string, error) {
+	if cfg.Model != "" && cfg.Model != cfg.Profile.Model {
+		return "", fmt.Errorf("session: bind: %w: Config.Model %q differs from Profile.Model %q; leave Config.Model empty (it defaults to Profile.Model) or qualify the profile for this model",
+			ErrUnqualifiedModel, cfg.Model, cfg.Profile.Model)
+	}
+	if err := checkID(cfg.Profile.Model); err != nil {
+		return "", fmt.Errorf("session: bind: %w: Profile.Model: %w; set Profile.Model to the qualified model", ErrUnqualifiedModel, err)
+	}
+	return cfg.Profile.Model, nil
 }
 
 // realDir resolves p to an absolute path with every symbolic link evaluated

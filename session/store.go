@@ -14,7 +14,14 @@ import (
 	"github.com/airlockdev/airlock/internal/tree"
 )
 
-// Store persists records as files in one directory of an [afero.Fs].
+// Store persists session records ([Record]: which binding a provider
+// session was made under, and the ids to resume it) as files in one
+// directory of an [afero.Fs]. It is not deliverable.Store, which keeps the
+// files an agent delivers (attachments, their content and receipts). The
+// two keep the same short name because each is the store of its own
+// package and is always written package-qualified (session.Store,
+// deliverable.Store) at the call site, where the package says which one it
+// is; a host that uses both reads them apart without a longer name.
 //
 // A session's record lives at <dir>/<readable>-<16 hex>.json, the same
 // collision-resistant name as the session's SessionDir (see [Bind]), so it

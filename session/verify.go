@@ -18,8 +18,8 @@ func (b Binding) Identity() Identity {
 // each 1–240 bytes of UTF-8 without control characters.
 type RecordIDs struct {
 	RecordID         string // the host's id for the record; see [Record.RecordID]
-	BackendSessionID string // the session id the backend assigned
-	AgentSessionID   string // the session id the agent assigned
+	BackendSessionID string // the backend's id, e.g. a hosted sandbox or provider session id; see [Record.BackendSessionID]
+	AgentSessionID   string // the agent's id, e.g. the sessionId ACP session/new returned; see [Record.AgentSessionID]
 }
 
 // NewRecord returns the record ([Schema]) that persists this binding

@@ -27,10 +27,12 @@
 //     it; the full text stays in the SKILL.md the prompt names. In strict
 //     mode ([WithStrictSpec]) such a skill is dropped.
 //   - The identity holds no host path. It is a digest over a version tag and
-//     the sorted (Key, Name, tree digest) of the surviving skills: moving the
-//     state directory or rendering the prompt for another root never changes
-//     it; any changed byte, mode, added, removed or renamed file, or change
-//     of selection does. File names are bytes: the tree digest, the identity
+//     the sorted (Key, Name, tree digest) of the surviving skills only:
+//     moving the state directory or rendering the prompt for another root
+//     never changes it, and neither does a dropped skill or a link or
+//     special file a copy left out; any changed byte, mode, added, removed
+//     or renamed file of a surviving skill, or change of the surviving set,
+//     does. File names are bytes: the tree digest, the identity
 //     and the index are injective over them, so names that differ only in
 //     bytes that are not valid UTF-8 (f\xff and f\xfe) give different
 //     identities, and renaming one gives a fresh bundle.

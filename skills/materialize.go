@@ -48,9 +48,23 @@ type Dropped struct {
 	Key, Name, Reason string // Key, Name: from the Source; Reason: why the skill was left out
 }
 
-// Identity identifies a bundle's content. It never holds a host path.
+// Identity identifies a bundle's content: the skills the agent is told
+// about and can read. It never holds a host path.
 type Identity struct {
-	Digest string // "sha256:<hex>" over the surviving skills (Key, Name, tree digest); drops, of which the agent is told nothing, do not take part
+	// Digest is "sha256:<64 hex>" over a version tag and, for each skill
+	// in Bundle.Skills (the skills that survived), sorted by Key then Name:
+	// its Key, its Name and its tree digest (Skill.Digest: the path, type,
+	// permission bits, size and SHA-256 of every directory and regular
+	// file of its copy, SKILL.md included).
+	//
+	// Nothing else takes part. Not a dropped skill (Bundle.Dropped), of
+	// which the agent is told nothing: dropping one, or changing one that
+	// stays dropped, leaves the identity of the others, and a selection
+	// whose every skill is dropped has the identity of an empty selection.
+	// Not what a copy leaves out (Skill.Skipped: links and special files).
+	// Not a host path (Source.Dir, the state directory, Bundle.Dir), the
+	// order of the sources, or the root a prompt is rendered for.
+	Digest string
 }
 
 // Bundle is the result of Materialize.

@@ -103,3 +103,25 @@ func ExampleCache() {
 	// bundle-a reused: true
 	// bundle-b reused: false
 }
+
+// WithProgress reports a stage as it advances: Files and Bytes done so far
+// against estimated totals, every field only growing. A command-line host
+// draws a bar from it (examples/stage); this one keeps the last report.
+func ExampleWithProgress() {
+	host, sandboxDir := scratch("docs"), scratch("sandbox")
+	defer os.RemoveAll(host)
+	defer os.RemoveAll(sandboxDir)
+	for i, text := range []string{"one\n", "two\n", "three\n"} {
+		check(os.WriteFile(filepath.Join(host, fmt.Sprintf("page-%d.md", i)), []byte(text), 0o644))
+	}
+	target, err := stage.NewDir(sandboxDir)
+	check(err)
+
+	var last sandbox.Progress
+	_, err = stage.Stage(context.Background(), target, "/rt", []stage.Asset{{Name: "docs", Source: host}},
+		stage.WithProgress(func(p sandbox.Progress) { last = p }))
+	check(err)
+	fmt.Printf("%s: %d/%d files, %d/%d bytes\n", last.Asset, last.Files, last.TotalFiles, last.Bytes, last.TotalBytes)
+	// Output:
+	// docs: 3/3 files, 14/14 bytes
+}

@@ -21,6 +21,14 @@
 // as text or, with -json, as one JSON object. On failure it prints one line
 // and exits 1.
 //
+// Progress (stage.WithProgress) goes to stderr, so stdout keeps exactly the
+// report: -progress auto (the default) draws a progress bar
+// (github.com/schollz/progressbar) when stdout and stderr are both
+// terminals, writes plain lines otherwise ("progress NAME 40% (2/3 files,
+// 7/17 bytes)", one when the stage starts and one each time it passes
+// another tenth, for logs and pipes), and shows nothing with -json;
+// -progress bar, lines or off chooses one. The code is in progress.go.
+//
 // bench.sh times it against tar over ssh, rsync, scp and cp -a on a
 // throwaway loopback sshd.
 package main

@@ -65,6 +65,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, sshCfg *r
 	name := fl.String("name", "", "directory under the root (default: base name of -src)")
 	links := fl.String("links", "skip", "symbolic links: skip, reject or within (follow those that stay inside -src)")
 	asJSON := fl.Bool("json", false, "print one JSON object")
+	showProgress := fl.String("progress", progressAuto, "progress on stderr: auto (off with -json, a bar on a terminal, plain lines otherwise), bar, lines or off")
 	state := fl.String("state", "", "index directory (default: <user cache dir>/airlock/stage-index)")
 	keyFile := fl.String("i", "", "SSH private key file")
 	useAgent := fl.Bool("agent", false, "authenticate with the SSH agent at $SSH_AUTH_SOCK")
@@ -82,6 +83,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, sshCfg *r
 	policy, ok := map[string]stage.LinkPolicy{"skip": stage.SkipLinks, "reject": stage.RejectLinks, "within": stage.FollowLinksWithin}[*links]
 	if !ok {
 		return fmt.Errorf("-links %q: want skip, reject or within", *links)
+	}
+	prog, err := newProgress(*showProgress, *asJSON, stdout, stderr)
+	if err != nil {
+		return err
 	}
 	source, err := filepath.Abs(*src)
 	if err != nil {
@@ -129,8 +134,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, sshCfg *r
 		parent := filepath.Dir(dest)
 		where = func(p string) string { return filepath.Join(parent, filepath.FromSlash(p)) }
 	}
-	rt, err := stage.Stage(ctx, target, root, []stage.Asset{{Name: *name, Source: source, Links: policy}}, stage.WithIndex(ix))
-	if err != nil {
+	rt, err := stage.Stage(ctx, target, root, []stage.Asset{{Name: *name, Source: source, Links: policy}},
+		append(prog.options(), stage.WithIndex(ix))...)
+	if err := errors.Join(err, prog.finish()); err != nil {
 		return err
 	}
 	a := rt.Assets[0]

@@ -48,8 +48,8 @@ func (r Reason) String() string {
 
 // Detect reads a task's objective (the text the host bound to the run, never
 // the agent's own summary) and reports whether it asks for a file output and
-// which output files it names, following the rules of
-// shared/corpus/README.md. doc.go says how it reads.
+// which output files it names, following the rules of package deliverable's
+// documentation (section "Requested files"). doc.go says how it reads.
 //
 // Guarantees: the result depends only on objective (two calls agree); it never
 // panics, for any input including invalid UTF-8; every entry of Files is a

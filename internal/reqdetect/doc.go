@@ -1,7 +1,24 @@
 // Package reqdetect reads a task's text and reports whether it asks for a file
-// and which files it names (the rules: shared/corpus/README.md). It is the
-// reader behind deliverable.DetectRequests; Explain says, per file and for the
-// decision, which rule decided and the span of text it read.
+// and which files it names. It is the reader behind
+// deliverable.DetectRequests; Explain says, per file and for the decision,
+// which rule decided and the span of text it read.
+//
+// The rules it implements are stated, numbered 1 to 11, in package
+// deliverable's documentation, section "Requested files" (go doc
+// github.com/airlockdev/airlock/deliverable); "rule 9" below and in the code
+// means that list's rule 9. In one line each: (1) a publication request
+// asks for a file; (2) reading or discussing an input does not; (3) a
+// format is an output file only through an output name or "as"/"into", not
+// "convert X to JSON"; (4) a Deliverables label and its list state
+// outputs, minus repository changes, inputs, forbidden, in-place, inline
+// and no-file items; (5) negation asks for none; (6) the next sentence can
+// exempt one just-requested file as "not a deliverable", unless a delivery
+// verb wins; (7) an expected-denied write is an attempt, not a
+// deliverable; (8) repository work is not a file deliverable; (9) the
+// rules hold in other languages; (10) models, templates and files under
+// Inputs or Context headings are inputs; (11) a product feature or bug
+// naming a file the product writes is repository work. The worked cases
+// in testdata/requested-files.jsonl are examples of them.
 //
 // One file per stage: tokens.go (tokens and sentences), lines.go (labels, list
 // items, paragraphs), phrases.go (verbs, phrases, negation, inline markers),

@@ -198,9 +198,24 @@ func (h *sshHost) acceptNewFile(userFiles []string) (string, error) {
 	case err != nil:
 		return "", h.errorf("StrictHostKeyChecking accept-new: %w", err)
 	case !fi.Mode().IsRegular():
-		return "", h.errorf("StrictHostKeyChecking accept-new needs a regular file to remember a new host's key in; UserKnownHostsFile %s is a %s, so every host would look new on every connection; name a file, or set StrictHostKeyChecking yes", f, fi.Mode().Type())
+		return "", h.errorf("StrictHostKeyChecking accept-new needs a regular file to remember a new host's key in; UserKnownHostsFile %s is a %s, so every host would look new on every connection; name a file, or set StrictHostKeyChecking yes", f, fileKind(fi.Mode()))
 	}
 	return f, nil
+}
+
+// fileKind names what a non-regular file is.
+func fileKind(m fs.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "directory"
+	case m&fs.ModeDevice != 0:
+		return "device"
+	case m&fs.ModeNamedPipe != 0:
+		return "named pipe"
+	case m&fs.ModeSocket != 0:
+		return "socket"
+	}
+	return "special file"
 }
 
 // knownHostsCheck checks host keys against known_hosts files read at each

@@ -67,7 +67,11 @@ func (h *sshHost) auth() ([]ssh.AuthMethod, error) {
 		case ag.sock != "":
 			agentSays = "the agent at " + ag.sock + " holds no key"
 		}
-		return nil, h.errorf("no key to log in with: no usable IdentityFile (looked for %s), and %s; add an IdentityFile line or load a key into ssh-agent (ssh-add)", strings.Join(looked, ", "), agentSays)
+		filesSay := "IdentityFile none"
+		if len(looked) > 0 {
+			filesSay = "no usable IdentityFile (looked for " + strings.Join(looked, ", ") + ")"
+		}
+		return nil, h.errorf("no key to log in with: %s, and %s; add an IdentityFile line or load a key into ssh-agent (ssh-add)", filesSay, agentSays)
 	}
 	return []ssh.AuthMethod{ssh.PublicKeys(signers...)}, nil
 }

@@ -481,3 +481,17 @@ func TestLoadSSHConfigOffersKeys(t *testing.T) {
 		assert.EqualError(t, err, `remote: ssh config for host "srv": no key to log in with: IdentityFile none, and the agent: reaching ssh-agent: dial unix `+gone+`: connect: no such file or directory; add an IdentityFile line or load a key into ssh-agent (ssh-add)`)
 	})
 }
+
+// TestDialChecksJumps: every hop needs its own HostKeyCallback, and hops
+// are listed flat; both are refused before anything is dialled.
+func TestDialChecksJumps(t *testing.T) {
+	cb := ssh.FixedHostKey(signerOf(t).PublicKey())
+	_, err := remote.Dial(t.Context(), "127.0.0.1:1", remote.Config{HostKeyCallback: cb, Jumps: []remote.Jump{{Addr: "bastion:22"}}})
+	assert.ErrorIs(t, err, remote.ErrNoHostKeyCallback)
+	assert.True(t, strings.HasPrefix(err.Error(), "remote: Config.Jumps[0] (bastion:22): remote: Config.HostKeyCallback is nil"), err.Error())
+
+	nested := remote.Jump{Addr: "inner:22", Config: remote.Config{HostKeyCallback: cb}}
+	_, err = remote.Dial(t.Context(), "127.0.0.1:1", remote.Config{HostKeyCallback: cb,
+		Jumps: []remote.Jump{{Addr: "bastion:22", Config: remote.Config{HostKeyCallback: cb, Jumps: []remote.Jump{nested}}}}})
+	assert.EqualError(t, err, "remote: Config.Jumps[0] (bastion:22) has Jumps of its own; list every hop, first hop first, in the outer Config.Jumps")
+}

@@ -441,7 +441,7 @@ func parseProxyJump(v string) ([]jumpSpec, error) {
 			if i := strings.LastIndex(hop, "@"); i >= 0 {
 				sp.user, hop = hop[:i], hop[i+1:]
 			}
-			sp.host = hop
+			sp.host = strings.TrimSuffix(strings.TrimPrefix(hop, "["), "]") // [::1]
 			if host, port, err := net.SplitHostPort(hop); err == nil {
 				sp.host, sp.port = host, port
 			}

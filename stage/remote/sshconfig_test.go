@@ -105,6 +105,19 @@ Host six
 	})
 }
 
+// TestLoadSSHConfigDefaultFiles: without WithSSHConfigFiles, ~/.ssh/config
+// (under WithSSHHome) is read, ahead of /etc/ssh/ssh_config (this
+// machine's, when it has one: the home file pins what this test checks).
+func TestLoadSSHConfigDefaultFiles(t *testing.T) {
+	e := newSSHEnv(t)
+	writeFile(t, filepath.Join(e.home, ".ssh", "config"), "Host home-alias\n  HostName from-home.example\n  Port 2201\n  User homeuser\n"+
+		"Host *\n  StrictHostKeyChecking yes\n  IdentityFile ~/.ssh/id_ed25519\n")
+	addr, cfg, err := remote.LoadSSHConfig("home-alias", remote.WithSSHHome(e.home), remote.WithSSHAgent(""))
+	require.NoError(t, err)
+	assert.Equal(t, "from-home.example:2201", addr)
+	assert.Equal(t, "homeuser", cfg.User)
+}
+
 // TestLoadSSHConfigInclude: an Include (absolute path, with a glob) is
 // read where it stands.
 func TestLoadSSHConfigInclude(t *testing.T) {
@@ -216,6 +229,8 @@ func TestLoadSSHConfigProxyJump(t *testing.T) {
   ProxyJump j1,deploy@j2:2200
 Host u
   ProxyJump ssh://me@j2:2022
+Host v6
+  ProxyJump [2001:db8::1],[2001:db8::2]:2200,ops@2001:db8::3
 Host n
   ProxyJump none
 Host j1
@@ -259,6 +274,10 @@ Host *
 	_, cfg, err = e.load(t, "u", config, "")
 	require.NoError(t, err)
 	assert.Equal(t, []hop{{"j3:22", "everyone", 0}, {"bastion2.example:2022", "me", 3 * time.Second}}, hops(cfg))
+
+	_, cfg, err = e.load(t, "v6", config, "")
+	require.NoError(t, err)
+	assert.Equal(t, []hop{{"[2001:db8::1]:22", "everyone", 0}, {"[2001:db8::2]:2200", "everyone", 0}, {"[2001:db8::3]:22", "ops", 0}}, hops(cfg))
 
 	_, cfg, err = e.load(t, "n", config, "")
 	require.NoError(t, err)
@@ -347,6 +366,17 @@ func TestLoadSSHConfigHostKeys(t *testing.T) {
 		})
 	}
 
+	t.Run("AcceptNewRevoked", func(t *testing.T) {
+		file := filepath.Join(t.TempDir(), "known_hosts")
+		revoked := writeFile(t, filepath.Join(t.TempDir(), "revoked"), "@revoked * "+string(ssh.MarshalAuthorizedKey(serverKey)))
+		_, cfg, err := e.load(t, "h", "StrictHostKeyChecking accept-new\nUserKnownHostsFile "+file+"\nGlobalKnownHostsFile "+revoked+"\n", "")
+		require.NoError(t, err)
+		err = checkKey(cfg.HostKeyCallback, addr, serverKey)
+		var he *remote.HostKeyError
+		require.ErrorAs(t, err, &he, "a revoked key is never remembered")
+		assert.Contains(t, err.Error(), "that key is marked @revoked in "+revoked+":1")
+		assert.NoFileExists(t, file)
+	})
 	t.Run("AcceptNewNoTrailingNewline", func(t *testing.T) {
 		file := writeFile(t, filepath.Join(t.TempDir(), "known_hosts"), "# mine")
 		_, cfg, err := e.load(t, "h", "StrictHostKeyChecking accept-new\nUserKnownHostsFile "+file+"\n", "")

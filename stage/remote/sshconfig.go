@@ -66,8 +66,9 @@ func WithSSHAgent(socket string) SSHConfigOption {
 // LoadSSHConfig builds the address and the Config to Dial the host that
 // alias names in the user's OpenSSH configuration, the way `ssh alias`
 // would connect: by default ~/.ssh/config, then /etc/ssh/ssh_config (parsed
-// with github.com/kevinburke/ssh_config; Host, Match Host, Match all and
-// Include are understood). addr is "HostName:Port".
+// with github.com/kevinburke/ssh_config; Host, Match Host — matched
+// against the alias, as Host is —, Match all and Include are understood).
+// addr is "HostName:Port".
 //
 // What it reads, per host (the target and each ProxyJump hop):
 //   - HostName (default: alias itself; %h and %% expanded), Port (default

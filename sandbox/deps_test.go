@@ -18,7 +18,7 @@ import (
 const module = "github.com/airlockdev/airlock"
 
 // sshPackages are the imports that only the SSH transport may bring in.
-var sshPackages = []string{"golang.org/x/crypto/ssh", "github.com/pkg/sftp"}
+var sshPackages = []string{"golang.org/x/crypto/ssh", "github.com/pkg/sftp", "github.com/kevinburke/ssh_config"}
 
 // sshHome are the library packages that may import sshPackages: the SSH
 // target, its in-process server, and the harness that starts a real sshd

@@ -1,7 +1,7 @@
 // Command adapter is the code an adapter author copies: one agent run in a
 // real SSH sandbox, every error sorted into what to do next.
 //
-//	go run ./examples/adapter -ssh user@host[:port] -i KEYFILE -known-hosts FILE \
+//	go run ./examples/adapter -ssh ALIAS \
 //		[-workspace DIR] [-remote-dir DIR] [-skill DIR]... [-state DIR] [-objective TEXT]
 //
 // adapter.go is the whole run (Run.Do, under 180 lines): skills.Materialize,
@@ -15,8 +15,9 @@
 // Round.Restore, then deliverable.Register of each file the agent delivered,
 // read from the sandbox, and deliverable.ValidateEvidence of its completion.
 // classify sorts any error into retry (whatever sandbox.Retryable says may
-// be retried), start fresh, tell the agent, or host fault. main.go only parses flags and dials; the host key is always checked
-// against -known-hosts.
+// be retried), start fresh, tell the agent, or host fault. main.go only parses flags and dials ALIAS
+// as ssh would (remote.LoadSSHConfig: ~/.ssh/config, the agent,
+// known_hosts, ProxyJump); the host key is always checked.
 //
 // adapter_test.go pins the link policy of the staging site with
 // stagetest.ScanSites and runs Do against remotetest, the in-process SSH

@@ -13,7 +13,6 @@ import (
 	"strings"
 
 	"github.com/spf13/afero"
-	"golang.org/x/crypto/ssh"
 
 	"github.com/airlockdev/airlock/deliverable"
 	"github.com/airlockdev/airlock/session"
@@ -29,9 +28,7 @@ func (s *skillDirs) Set(v string) error { *s = append(*s, v); return nil }
 
 func main() {
 	var dirs skillDirs
-	target := flag.String("ssh", "", "sandbox, user@host[:port] (required)")
-	keyFile := flag.String("i", "", "unencrypted private key file (required)")
-	knownHosts := flag.String("known-hosts", "", "known_hosts file that lists the sandbox (required)")
+	target := flag.String("ssh", "", "the sandbox: a host alias of your ssh config (required)")
 	local := flag.String("workspace", ".", "host workspace (a git work tree or a plain directory)")
 	remoteDir := flag.String("remote-dir", "", "its copy in the sandbox (default /tmp/airlock-adapter-<random>)")
 	stateDir := flag.String("state", "", "host state directory (default <user cache dir>/airlock/adapter)")
@@ -40,7 +37,7 @@ func main() {
 	flag.Var(&dirs, "skill", "a skill directory (repeatable)")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	err := run(ctx, *target, *keyFile, *knownHosts, *local, *remoteDir, *stateDir, *objective, dirs, *verbose)
+	err := run(ctx, *target, *local, *remoteDir, *stateDir, *objective, dirs, *verbose)
 	stop()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "adapter: %s: %v\n", classify(err), err)
@@ -49,28 +46,20 @@ func main() {
 }
 
 // run dials the sandbox and does one Run with a placeholder agent.
-func run(ctx context.Context, target, keyFile, knownHosts, local, remoteDir, stateDir, objective string, dirs []string, verbose bool) error {
-	user, addr, ok := strings.Cut(target, "@")
-	if !ok || user == "" || addr == "" || keyFile == "" || knownHosts == "" {
-		return errors.New("usage: adapter -ssh user@host[:port] -i KEYFILE -known-hosts FILE [flags]")
+func run(ctx context.Context, target, local, remoteDir, stateDir, objective string, dirs []string, verbose bool) error {
+	if target == "" {
+		return errors.New("usage: adapter -ssh ALIAS [flags]")
 	}
-	hostKeys, err := remote.KnownHosts(knownHosts)
+	addr, cfg, err := remote.LoadSSHConfig(target) // as `ssh ALIAS` connects: ~/.ssh/config, the agent, known_hosts
 	if err != nil {
 		return err
-	}
-	pem, err := os.ReadFile(keyFile)
-	if err != nil {
-		return err
-	}
-	signer, err := ssh.ParsePrivateKey(pem)
-	if err != nil {
-		return fmt.Errorf("-i %s: %w", keyFile, err)
 	}
 	log := slog.New(slog.DiscardHandler)
 	if verbose {
 		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
-	host, err := remote.Dial(ctx, addr, remote.Config{User: user, Auth: []ssh.AuthMethod{ssh.PublicKeys(signer)}, HostKeyCallback: hostKeys, Logger: log})
+	cfg.Logger = log
+	host, err := remote.Dial(ctx, addr, cfg)
 	if err != nil {
 		return err
 	}

@@ -2,16 +2,18 @@
 // setup and no network:
 //
 //	go run ./examples/quickstart [-keep] [-v] [-json]
-//	go run ./examples/quickstart -ssh user@host[:port] -i KEYFILE [-known-hosts FILE] [-remote-dir DIR]
+//	go run ./examples/quickstart -ssh ALIAS [-ssh-config FILE] [-remote-dir DIR]
 //
 // By default the sandbox is remotetest, the in-process SSH server of
 // stage/remote/remotetest, reached through remote.Dial like any SSH host;
 // everything lives in one temporary directory, removed at the end unless
-// -keep is given. With -ssh the same steps run against a real SSH sandbox:
-// the private key comes from -i (unencrypted), the host key is checked
-// against -known-hosts (default ~/.ssh/known_hosts; there is no way to skip
-// the check), and the sandbox workspace is -remote-dir, which must not exist
-// yet (default /tmp/airlock-quickstart-<random>) and is removed at the end
+// -keep is given. With -ssh the same steps run against a real SSH sandbox,
+// reached as `ssh ALIAS` reaches it: remote.LoadSSHConfig reads ALIAS's
+// HostName, Port, User, IdentityFile, known_hosts and ProxyJump from
+// ~/.ssh/config and /etc/ssh/ssh_config (or from -ssh-config FILE alone,
+// as ssh -F) and uses the agent at $SSH_AUTH_SOCK; the host key is always
+// checked. The sandbox workspace is -remote-dir, which must not exist yet
+// (default /tmp/airlock-quickstart-<random>) and is removed at the end
 // unless -keep is given.
 //
 // The steps, each checked by the code that runs it:

@@ -9,13 +9,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"strings"
-
-	"golang.org/x/crypto/ssh"
 
 	"github.com/airlockdev/airlock/sandbox"
 	"github.com/airlockdev/airlock/stage"
@@ -28,9 +25,8 @@ func main() {
 	flag.BoolVar(&o.Keep, "keep", false, "keep the temporary directory (and, with -ssh, the remote workspace)")
 	flag.BoolVar(&o.Verbose, "v", false, "slog debug output on stderr")
 	flag.BoolVar(&o.JSON, "json", false, "print a machine-readable summary on stdout")
-	flag.StringVar(&o.SSH, "ssh", "", "run against a real SSH sandbox, user@host[:port] (default: the embedded remotetest server)")
-	flag.StringVar(&o.KeyFile, "i", "", "with -ssh: unencrypted private key file")
-	flag.StringVar(&o.KnownHosts, "known-hosts", "", "with -ssh: known_hosts file (default ~/.ssh/known_hosts)")
+	flag.StringVar(&o.SSH, "ssh", "", "run against a real SSH sandbox: a host alias of your ssh config (default: the embedded remotetest server)")
+	flag.StringVar(&o.SSHConfig, "ssh-config", "", "with -ssh: read this ssh_config file instead of ~/.ssh/config and /etc/ssh/ssh_config (as ssh -F)")
 	flag.StringVar(&o.RemoteDir, "remote-dir", "", "with -ssh: sandbox workspace, must not exist (default /tmp/airlock-quickstart-<random>)")
 	flag.StringVar(&o.Skills, "skills", "", "skill fixtures (default: testdata/skills of this module)")
 	flag.Parse()
@@ -50,8 +46,8 @@ func main() {
 // Options are the command's flags.
 type Options struct {
 	Keep, Verbose, JSON bool
-	SSH                 string // user@host[:port]; "" runs the embedded remotetest server
-	KeyFile, KnownHosts string
+	SSH                 string // a host alias of the ssh config (remote.LoadSSHConfig); "" runs the embedded remotetest server
+	SSHConfig           string // the ssh_config file to read instead of the user's and the system's
 	RemoteDir           string
 	Skills              string // fixture directory; "" finds testdata/skills above the working directory
 }
@@ -242,7 +238,11 @@ func (e *env) connect(ctx context.Context, o Options, sum *Summary) (func() erro
 		sum.Sandbox = "remotetest " + srv.Addr()
 		return func() error { return errors.Join(e.host.Close(), srv.Close()) }, nil
 	}
-	cfg, addr, err := sshConfig(o)
+	var opts []remote.SSHConfigOption
+	if o.SSHConfig != "" {
+		opts = append(opts, remote.WithSSHConfigFiles(o.SSHConfig, ""))
+	}
+	addr, cfg, err := remote.LoadSSHConfig(o.SSH, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -267,41 +267,6 @@ func (e *env) connect(ctx context.Context, o Options, sum *Summary) (func() erro
 		}
 		return errors.Join(err, e.host.Close())
 	}, nil
-}
-
-// sshConfig builds the client configuration of -ssh, -i and -known-hosts.
-func sshConfig(o Options) (remote.Config, string, error) {
-	user, addr, ok := strings.Cut(o.SSH, "@")
-	if !ok || user == "" || addr == "" {
-		return remote.Config{}, "", fmt.Errorf("-ssh %q: want user@host[:port]", o.SSH)
-	}
-	if _, _, err := net.SplitHostPort(addr); err != nil {
-		addr = net.JoinHostPort(addr, "22")
-	}
-	if o.KeyFile == "" {
-		return remote.Config{}, "", errors.New("-ssh needs -i KEYFILE")
-	}
-	pem, err := os.ReadFile(o.KeyFile)
-	if err != nil {
-		return remote.Config{}, "", err
-	}
-	signer, err := ssh.ParsePrivateKey(pem)
-	if err != nil {
-		return remote.Config{}, "", fmt.Errorf("-i %s: %w (an unencrypted key is needed)", o.KeyFile, err)
-	}
-	known := o.KnownHosts
-	if known == "" {
-		home, err := os.UserHomeDir()
-		if err != nil {
-			return remote.Config{}, "", fmt.Errorf("-known-hosts: %w", err)
-		}
-		known = filepath.Join(home, ".ssh", "known_hosts")
-	}
-	hostKeys, err := remote.KnownHosts(known)
-	if err != nil {
-		return remote.Config{}, "", err
-	}
-	return remote.Config{User: user, Auth: []ssh.AuthMethod{ssh.PublicKeys(signer)}, HostKeyCallback: hostKeys}, addr, nil
 }
 
 // findFixtures returns dir, or testdata/skills of the module that holds the

@@ -6,7 +6,6 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"encoding/pem"
-	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
@@ -16,9 +15,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/crypto/ssh"
-	"golang.org/x/crypto/ssh/knownhosts"
 
 	"github.com/airlockdev/airlock/internal/sshdtest"
+	"github.com/airlockdev/airlock/stage/remote"
+	"github.com/airlockdev/airlock/stage/remote/remotetest"
 )
 
 func TestQuickstart(t *testing.T) {
@@ -29,18 +29,20 @@ func TestQuickstart(t *testing.T) {
 	checkSummary(t, sum, &stdout, &stderr)
 }
 
-// TestQuickstartOverSSHD runs the same steps the way -ssh user@host:port -i
-// KEY -known-hosts FILE does, against a real OpenSSH sshd (skipped, saying
-// how to install it, when there is none), and checks every step's result as
-// TestQuickstart does; the remote workspace is removed afterwards.
+// TestQuickstartOverSSHD runs the same steps the way -ssh ALIAS
+// -ssh-config FILE does, against a real OpenSSH sshd (skipped, saying how
+// to install it, when there is none) that the file names as "sandbox", and
+// checks every step's result as TestQuickstart does; the remote workspace
+// is removed afterwards.
 func TestQuickstartOverSSHD(t *testing.T) {
 	srv := sshdtest.Start(t)
-	o := Options{JSON: true, SSH: srv.User() + "@" + srv.Addr(), KeyFile: srv.KeyFile(), KnownHosts: srv.KnownHostsFile(),
-		RemoteDir: srv.Dir() + "/work"}
+	config := filepath.Join(t.TempDir(), "config")
+	require.NoError(t, os.WriteFile(config, []byte(srv.SSHConfig("sandbox")), 0o600))
+	o := Options{JSON: true, SSH: "sandbox", SSHConfig: config, RemoteDir: srv.Dir() + "/work"}
 	var stdout, stderr bytes.Buffer
 	sum, err := run(t.Context(), o, &stdout, &stderr)
 	require.NoError(t, err, "stderr:\n%s\nsshd log:\n%s", stderr.String(), srv.Log())
-	assert.Equal(t, "ssh "+o.SSH, sum.Sandbox)
+	assert.Equal(t, "ssh "+srv.User()+"@"+srv.Addr(), sum.Sandbox)
 	assert.Equal(t, o.RemoteDir, sum.RemoteDir)
 	checkSummary(t, sum, &stdout, &stderr)
 	assert.NoDirExists(t, o.RemoteDir, "the remote workspace is removed without -keep")
@@ -151,17 +153,12 @@ func TestQuickstartFailsNamingTheStep(t *testing.T) {
 	assert.Empty(t, stdout.String(), "no summary for a failed run")
 }
 
-func TestSSHConfig(t *testing.T) {
-	for _, tc := range []struct{ ssh, key, want string }{
-		{"host:22", "k", `want user@host[:port]`},
-		{"@host", "k", `want user@host[:port]`},
-		{"me@host", "", "-ssh needs -i KEYFILE"},
-		{"me@host", "/nonexistent/key", "no such file"},
-	} {
-		_, _, err := sshConfig(Options{SSH: tc.ssh, KeyFile: tc.key})
-		assert.ErrorContains(t, err, tc.want, tc.ssh)
-	}
-
+// TestSSHRefusals: -ssh goes through remote.LoadSSHConfig, so a host
+// whose key known_hosts does not list is refused with the production
+// *remote.HostKeyError, and a configuration that turns the check off is
+// refused before anything is dialled.
+func TestSSHRefusals(t *testing.T) {
+	srv := remotetest.NewServer(t)
 	dir := t.TempDir()
 	_, priv, err := ed25519.GenerateKey(rand.Reader)
 	require.NoError(t, err)
@@ -169,19 +166,23 @@ func TestSSHConfig(t *testing.T) {
 	require.NoError(t, err)
 	key := filepath.Join(dir, "id_ed25519")
 	require.NoError(t, os.WriteFile(key, pem.EncodeToMemory(block), 0o600))
-	_, _, err = sshConfig(Options{SSH: "me@sandbox.example", KeyFile: key, KnownHosts: filepath.Join(dir, "missing")})
-	assert.ErrorIs(t, err, fs.ErrNotExist, "known_hosts is required")
-
-	signer, err := ssh.NewSignerFromKey(priv)
-	require.NoError(t, err)
 	known := filepath.Join(dir, "known_hosts")
-	line := knownhosts.Line([]string{"sandbox.example"}, signer.PublicKey())
-	require.NoError(t, os.WriteFile(known, []byte(line+"\n"), 0o600))
-	cfg, addr, err := sshConfig(Options{SSH: "me@sandbox.example", KeyFile: key, KnownHosts: known})
+	require.NoError(t, os.WriteFile(known, nil, 0o600))
+	host, port, err := net.SplitHostPort(srv.Addr())
 	require.NoError(t, err)
-	assert.Equal(t, "sandbox.example:22", addr)
-	assert.Equal(t, "me", cfg.User)
-	assert.Len(t, cfg.Auth, 1)
-	require.NotNil(t, cfg.HostKeyCallback)
-	assert.NoError(t, cfg.HostKeyCallback("sandbox.example:22", &net.TCPAddr{IP: net.IPv4(192, 0, 2, 1), Port: 22}, signer.PublicKey()))
+	config := filepath.Join(dir, "config")
+	require.NoError(t, os.WriteFile(config, []byte("Host sandbox\n  HostName "+host+"\n  Port "+port+"\n  IdentityFile "+key+
+		"\n  IdentitiesOnly yes\n  UserKnownHostsFile "+known+"\n  GlobalKnownHostsFile none\nHost insecure\n  StrictHostKeyChecking no\n"), 0o600))
+
+	var stdout, stderr bytes.Buffer
+	_, err = run(t.Context(), Options{SSH: "sandbox", SSHConfig: config}, &stdout, &stderr)
+	var he *remote.HostKeyError
+	require.ErrorAs(t, err, &he)
+	assert.ErrorIs(t, err, remote.ErrUnknownHost)
+	assert.Equal(t, ssh.FingerprintSHA256(srv.HostKey()), he.Fingerprint)
+	assert.True(t, strings.HasPrefix(err.Error(), "connect to the sandbox: remote: "+srv.Addr()+": host is not in known_hosts"), err.Error())
+
+	_, err = run(t.Context(), Options{SSH: "insecure", SSHConfig: config}, &stdout, &stderr)
+	assert.ErrorContains(t, err, `connect to the sandbox: remote: ssh config for host "insecure": StrictHostKeyChecking no would trust any host key`)
+	assert.Empty(t, stdout.String())
 }

@@ -113,8 +113,8 @@ if [[ $ssh_ok == 1 ]]; then
 		ssh_ok=0
 	fi
 	SSH="ssh -F $s/ssh_config"
-	AIRLOCK_SSH="-i $s/id_ed25519 -known-hosts $s/known_hosts"
-	to="ssh://$user@127.0.0.1:$port"
+	AIRLOCK_SSH="-ssh-config $s/ssh_config"
+	to="ssh://bench"
 fi
 
 # --- timing ------------------------------------------------------------------

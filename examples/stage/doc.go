@@ -1,16 +1,18 @@
 // Command stage copies one host directory into a sandbox with stage.Stage
 // and reports what it did:
 //
-//	go run ./examples/stage -src DIR -to DEST [-name NAME] [-links skip|reject|within] [-json]
+//	go run ./examples/stage -src DIR -to DEST [-name NAME] [-links skip|reject|within] [-json] [-ssh-config FILE]
 //
 // DEST is the stage root; the copy lands in DEST/NAME (NAME defaults to
 // the base name of DIR). DEST is either a local directory (its parent must
 // exist; the parent is the sandbox, stage.NewDir, so nothing is written
 // outside it) or an SSH destination, ssh://[user@]host[:port]/abs/path,
-// reached with stage/remote: authenticate with -i KEY (an unencrypted
-// private key file) or -agent (the agent at $SSH_AUTH_SOCK), and verify the
-// host key against -known-hosts FILE (default ~/.ssh/known_hosts; there is
-// no way to skip the check).
+// reached with stage/remote the way `ssh host` reaches it: host is looked
+// up in ~/.ssh/config and /etc/ssh/ssh_config (or in -ssh-config FILE
+// alone, as ssh -F) by remote.LoadSSHConfig — HostName, Port, User,
+// IdentityFile, the agent at $SSH_AUTH_SOCK, known_hosts, ProxyJump — and
+// the user and port in DEST win over the file's. The host key is always
+// checked (StrictHostKeyChecking no is refused).
 //
 // The metadata index is kept under -state DIR (default
 // <user cache dir>/airlock/stage-index, stage.OpenIndex), so a later run on

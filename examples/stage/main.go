@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,14 +13,10 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
-	"os/user"
 	"path"
 	"path/filepath"
 	"strings"
 	"time"
-
-	"golang.org/x/crypto/ssh"
-	"golang.org/x/crypto/ssh/agent"
 
 	"github.com/airlockdev/airlock/stage"
 	"github.com/airlockdev/airlock/stage/remote"
@@ -55,8 +52,8 @@ type report struct {
 }
 
 // run is the command: parse args, build the target, stage once, print.
-// sshCfg, when not nil, replaces the SSH configuration built from -i,
-// -agent and -known-hosts (tests).
+// sshCfg, when not nil, replaces the SSH configuration LoadSSHConfig
+// builds (tests).
 func run(ctx context.Context, args []string, stdout, stderr io.Writer, sshCfg *remote.Config) error {
 	fl := flag.NewFlagSet("stage", flag.ContinueOnError)
 	fl.SetOutput(io.Discard)
@@ -67,9 +64,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, sshCfg *r
 	asJSON := fl.Bool("json", false, "print one JSON object")
 	showProgress := fl.String("progress", progressAuto, "progress on stderr: auto (off with -json, a bar on a terminal, plain lines otherwise), bar, lines or off")
 	state := fl.String("state", "", "index directory (default: <user cache dir>/airlock/stage-index)")
-	keyFile := fl.String("i", "", "SSH private key file")
-	useAgent := fl.Bool("agent", false, "authenticate with the SSH agent at $SSH_AUTH_SOCK")
-	knownHosts := fl.String("known-hosts", "", "known_hosts file (default: ~/.ssh/known_hosts)")
+	sshConfig := fl.String("ssh-config", "", "ssh_config file to read instead of ~/.ssh/config and /etc/ssh/ssh_config (as ssh -F)")
 	if err := fl.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fl.SetOutput(stderr)
@@ -78,7 +73,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, sshCfg *r
 		return err
 	}
 	if *src == "" || *to == "" || fl.NArg() > 0 {
-		return errors.New("usage: stage -src DIR -to DEST [-name NAME] [-links skip|reject|within] [-json] [-state DIR] [-i KEY | -agent] [-known-hosts FILE]")
+		return errors.New("usage: stage -src DIR -to DEST [-name NAME] [-links skip|reject|within] [-json] [-state DIR] [-ssh-config FILE]")
 	}
 	policy, ok := map[string]stage.LinkPolicy{"skip": stage.SkipLinks, "reject": stage.RejectLinks, "within": stage.FollowLinksWithin}[*links]
 	if !ok {
@@ -105,11 +100,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, sshCfg *r
 	var root string
 	var where func(p string) string // the staged path as the user names it
 	if strings.HasPrefix(*to, "ssh://") {
-		addr, cfg, dir, done, err := sshDest(*to, sshCfg, *keyFile, *useAgent, *knownHosts)
+		addr, cfg, dir, err := sshDest(*to, sshCfg, *sshConfig)
 		if err != nil {
 			return err
 		}
-		defer done()
 		h, err := remote.Dial(ctx, addr, cfg)
 		if err != nil {
 			return err
@@ -169,78 +163,34 @@ func openIndex(dir string, stderr io.Writer) (*stage.Index, error) {
 }
 
 // sshDest parses ssh://[user@]host[:port]/abs/path and builds the client
-// configuration: cfg when given, else from the key file or the agent and
-// the known_hosts file. done releases the agent connection.
-func sshDest(dest string, cfg *remote.Config, keyFile string, useAgent bool, knownHosts string) (addr string, _ remote.Config, dir string, done func(), _ error) {
-	done = func() {}
+// configuration: cfg when given, else the one `ssh host` would use
+// (remote.LoadSSHConfig), with the user and port of dest winning.
+func sshDest(dest string, cfg *remote.Config, sshConfig string) (addr string, _ remote.Config, dir string, _ error) {
 	u, err := url.Parse(dest)
 	if err != nil {
-		return "", remote.Config{}, "", nil, fmt.Errorf("-to: %w", err)
+		return "", remote.Config{}, "", fmt.Errorf("-to: %w", err)
 	}
 	if _, hasPass := u.User.Password(); hasPass || u.RawQuery != "" || u.Fragment != "" || u.Hostname() == "" {
-		return "", remote.Config{}, "", nil, fmt.Errorf("-to %q: want ssh://[user@]host[:port]/abs/path (no password, query or fragment)", dest)
+		return "", remote.Config{}, "", fmt.Errorf("-to %q: want ssh://[user@]host[:port]/abs/path (no password, query or fragment)", dest)
 	}
 	if dir = u.Path; dir == "" || path.Clean(dir) != dir || dir == "/" {
-		return "", remote.Config{}, "", nil, fmt.Errorf("-to %q: the path %q must be absolute, clean and below /", dest, u.Path)
+		return "", remote.Config{}, "", fmt.Errorf("-to %q: the path %q must be absolute, clean and below /", dest, u.Path)
 	}
-	port := u.Port()
-	if port == "" {
-		port = "22"
-	}
-	addr = net.JoinHostPort(u.Hostname(), port)
 	if cfg != nil {
-		return addr, *cfg, dir, done, nil
+		return net.JoinHostPort(u.Hostname(), cmp.Or(u.Port(), "22")), *cfg, dir, nil
 	}
-	c := remote.Config{User: u.User.Username()}
-	if c.User == "" {
-		me, err := user.Current()
-		if err != nil {
-			return "", remote.Config{}, "", nil, fmt.Errorf("-to %q names no user and the current one is unknown: %w", dest, err)
-		}
-		c.User = me.Username
+	var opts []remote.SSHConfigOption
+	if sshConfig != "" {
+		opts = append(opts, remote.WithSSHConfigFiles(sshConfig, ""))
 	}
-	switch {
-	case keyFile != "" && useAgent:
-		return "", remote.Config{}, "", nil, errors.New("pass -i KEY or -agent, not both")
-	case keyFile != "":
-		pem, err := os.ReadFile(keyFile)
-		if err != nil {
-			return "", remote.Config{}, "", nil, fmt.Errorf("-i: %w", err)
-		}
-		signer, err := ssh.ParsePrivateKey(pem)
-		if _, encrypted := errors.AsType[*ssh.PassphraseMissingError](err); encrypted {
-			return "", remote.Config{}, "", nil, fmt.Errorf("-i %s: the key is encrypted; load it into an agent (ssh-add) and pass -agent", keyFile)
-		}
-		if err != nil {
-			return "", remote.Config{}, "", nil, fmt.Errorf("-i %s: %w", keyFile, err)
-		}
-		c.Auth = []ssh.AuthMethod{ssh.PublicKeys(signer)}
-	case useAgent:
-		sock := os.Getenv("SSH_AUTH_SOCK")
-		if sock == "" {
-			return "", remote.Config{}, "", nil, errors.New("-agent: SSH_AUTH_SOCK is not set; start an agent (eval $(ssh-agent); ssh-add) or pass -i KEY")
-		}
-		// The signers call the agent during the handshake.
-		conn, err := net.Dial("unix", sock)
-		if err != nil {
-			return "", remote.Config{}, "", nil, fmt.Errorf("-agent: %w", err)
-		}
-		done = func() { conn.Close() }
-		c.Auth = []ssh.AuthMethod{ssh.PublicKeysCallback(agent.NewClient(conn).Signers)}
-	default:
-		return "", remote.Config{}, "", nil, errors.New("an ssh:// destination needs -i KEY or -agent")
+	addr, c, err := remote.LoadSSHConfig(u.Hostname(), opts...)
+	if err != nil {
+		return "", remote.Config{}, "", err
 	}
-	if knownHosts == "" {
-		home, err := os.UserHomeDir()
-		if err != nil {
-			done()
-			return "", remote.Config{}, "", nil, fmt.Errorf("no default -known-hosts: %w; pass -known-hosts FILE", err)
-		}
-		knownHosts = filepath.Join(home, ".ssh", "known_hosts")
+	c.User = cmp.Or(u.User.Username(), c.User)
+	if port := u.Port(); port != "" {
+		host, _, _ := net.SplitHostPort(addr) // LoadSSHConfig's addr is host:port
+		addr = net.JoinHostPort(host, port)
 	}
-	if c.HostKeyCallback, err = remote.KnownHosts(knownHosts); err != nil {
-		done()
-		return "", remote.Config{}, "", nil, fmt.Errorf("%w (pass -known-hosts FILE)", err)
-	}
-	return addr, c, dir, done, nil
+	return addr, c, dir, nil
 }

@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"encoding/pem"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +19,7 @@ import (
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/knownhosts"
 
+	"github.com/airlockdev/airlock/internal/sshdtest"
 	"github.com/airlockdev/airlock/stage"
 	"github.com/airlockdev/airlock/stage/remote"
 	"github.com/airlockdev/airlock/stage/remote/remotetest"
@@ -138,10 +140,11 @@ func TestLinksFlag(t *testing.T) {
 	assert.Equal(t, 0, r.Skipped)
 }
 
-// TestSSHFlags dials remotetest with the flags a user passes (no injected
-// configuration): the host key is checked against -known-hosts, and the
-// key file is offered.
-func TestSSHFlags(t *testing.T) {
+// TestSSHConfigFlag dials remotetest as a user's ssh configuration
+// (-ssh-config) says, with no injected configuration: the host key is
+// checked against the file's UserKnownHostsFile, and the file's key is
+// offered as the user the destination names.
+func TestSSHConfigFlag(t *testing.T) {
 	srv := remotetest.NewServer(t)
 	dir := t.TempDir()
 	_, priv, err := ed25519.GenerateKey(rand.Reader)
@@ -150,27 +153,57 @@ func TestSSHFlags(t *testing.T) {
 	require.NoError(t, err)
 	key := filepath.Join(dir, "id_ed25519")
 	require.NoError(t, os.WriteFile(key, pem.EncodeToMemory(block), 0o600))
+	host, port, err := net.SplitHostPort(srv.Addr())
+	require.NoError(t, err)
+	config := func(known string) string {
+		f := filepath.Join(t.TempDir(), "config")
+		require.NoError(t, os.WriteFile(f, []byte("Host sandbox\n  HostName "+host+"\n  Port "+port+"\n  IdentityFile "+key+
+			"\n  IdentitiesOnly yes\n  UserKnownHostsFile "+known+"\n  GlobalKnownHostsFile none\n"), 0o600))
+		return f
+	}
 	empty := filepath.Join(dir, "empty_known_hosts")
 	require.NoError(t, os.WriteFile(empty, nil, 0o600))
 	known := filepath.Join(dir, "known_hosts")
 	require.NoError(t, os.WriteFile(known, []byte(knownhosts.Line([]string{knownhosts.Normalize(srv.Addr())}, srv.HostKey())+"\n"), 0o600))
-	dest := "ssh://someone@" + srv.Addr() + srv.Dir() + "/rt"
-	args := []string{"-src", writeSource(t), "-to", dest, "-state", filepath.Join(dir, "state"), "-i", key}
+	dest := "ssh://someone@sandbox" + srv.Dir() + "/rt"
+	args := []string{"-src", writeSource(t), "-to", dest, "-state", filepath.Join(dir, "state")}
 
-	err = run(context.Background(), append(args, "-known-hosts", empty), new(bytes.Buffer), new(bytes.Buffer), nil)
+	err = run(context.Background(), append(args, "-ssh-config", config(empty)), new(bytes.Buffer), new(bytes.Buffer), nil)
 	assert.ErrorIs(t, err, remote.ErrUnknownHost)
-	err = run(context.Background(), append(args, "-known-hosts", known), new(bytes.Buffer), new(bytes.Buffer), nil)
+	err = run(context.Background(), append(args, "-ssh-config", config(known)), new(bytes.Buffer), new(bytes.Buffer), nil)
 	require.Error(t, err, "the host key passes; the unknown client key is refused")
 	assert.NotErrorIs(t, err, remote.ErrUnknownHost)
 	assert.NotErrorIs(t, err, remote.ErrHostKeyMismatch)
 	assert.Contains(t, err.Error(), `"someone"`, "the error names the user from -to")
+	assert.Contains(t, err.Error(), srv.Addr(), "the address comes from the file")
 	assert.NoDirExists(t, filepath.Join(srv.Dir(), "rt"))
+}
+
+// TestSSHD stages into a real sshd with nothing but flags: the host alias
+// in -to and the configuration file that names it.
+func TestSSHD(t *testing.T) {
+	srv := sshdtest.Start(t)
+	config := filepath.Join(t.TempDir(), "config")
+	require.NoError(t, os.WriteFile(config, []byte(srv.SSHConfig("sandbox")), 0o600))
+	src := writeSource(t)
+	var out, errOut bytes.Buffer
+	require.NoError(t, run(context.Background(), []string{"-src", src, "-to", "ssh://sandbox" + srv.Dir() + "/rt", "-ssh-config", config,
+		"-state", t.TempDir(), "-json"}, &out, &errOut, nil), "sshd log:\n%s", srv.Log())
+	var r report
+	require.NoError(t, json.Unmarshal(out.Bytes(), &r))
+	assert.Equal(t, "ssh://sandbox"+srv.Dir()+"/rt/skills", r.Path)
+	assert.Equal(t, 3, r.Sent)
+	got, err := os.ReadFile(filepath.Join(srv.Dir(), "rt", "skills", "a", "b.txt"))
+	require.NoError(t, err)
+	assert.Equal(t, "bee", string(got))
 }
 
 func TestUsageErrors(t *testing.T) {
 	src := writeSource(t)
 	state := t.TempDir()
-	usage := "usage: stage -src DIR -to DEST [-name NAME] [-links skip|reject|within] [-json] [-state DIR] [-i KEY | -agent] [-known-hosts FILE]"
+	insecure := filepath.Join(state, "insecure_config")
+	require.NoError(t, os.WriteFile(insecure, []byte("Host h\n  StrictHostKeyChecking no\n"), 0o600))
+	usage := "usage: stage -src DIR -to DEST [-name NAME] [-links skip|reject|within] [-json] [-state DIR] [-ssh-config FILE]"
 	cases := []struct {
 		name string
 		args []string
@@ -186,9 +219,10 @@ func TestUsageErrors(t *testing.T) {
 		{"SSHNotClean", []string{"-src", src, "-to", "ssh://u@h/a/../b"}, `-to "ssh://u@h/a/../b": the path "/a/../b" must be absolute, clean and below /`},
 		{"SSHSlash", []string{"-src", src, "-to", "ssh://u@h/"}, `-to "ssh://u@h/": the path "/" must be absolute, clean and below /`},
 		{"SSHPassword", []string{"-src", src, "-to", "ssh://u:pw@h/rt"}, `-to "ssh://u:pw@h/rt": want ssh://[user@]host[:port]/abs/path (no password, query or fragment)`},
-		{"SSHNoAuth", []string{"-src", src, "-to", "ssh://u@h/rt"}, "an ssh:// destination needs -i KEY or -agent"},
-		{"SSHBothAuth", []string{"-src", src, "-to", "ssh://u@h/rt", "-i", "k", "-agent"}, "pass -i KEY or -agent, not both"},
-		{"SSHMissingKey", []string{"-src", src, "-to", "ssh://u@h/rt", "-i", filepath.Join(state, "nokey")}, "-i: open " + filepath.Join(state, "nokey") + ": no such file or directory"},
+		{"SSHMissingConfig", []string{"-src", src, "-to", "ssh://u@h/rt", "-ssh-config", filepath.Join(state, "noconfig")},
+			"remote: reading ssh config: open " + filepath.Join(state, "noconfig") + ": no such file or directory"},
+		{"SSHInsecureConfig", []string{"-src", src, "-to", "ssh://u@h/rt", "-ssh-config", insecure},
+			`remote: ssh config for host "h": StrictHostKeyChecking no would trust any host key, so a machine in the middle could read and change everything sent; remove that line for this host, or set it to yes (trust the keys known_hosts lists) or accept-new (remember a new host's key, refuse a changed one)`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -79,10 +79,37 @@ func (s *Server) Log() string {
 	return string(b)
 }
 
+// SSHConfig returns an OpenSSH client configuration block that reaches
+// this server as alias: HostName, Port, User, the client key as the only
+// IdentityFile, and KnownHostsFile as the only known_hosts file.
+func (s *Server) SSHConfig(alias string) string {
+	host, port, _ := net.SplitHostPort(s.addr) // s.addr is JoinHostPort's
+	return fmt.Sprintf("Host %s\n  HostName %s\n  Port %s\n  User %s\n  IdentityFile %s\n  IdentitiesOnly yes\n  UserKnownHostsFile %s\n  GlobalKnownHostsFile none\n  StrictHostKeyChecking yes\n",
+		alias, host, port, s.user, s.KeyFile(), s.KnownHostsFile())
+}
+
+// An Option configures Start.
+type Option func(*options)
+
+type options struct {
+	noTCPForwarding bool
+}
+
+// WithoutTCPForwarding makes the server refuse TCP forwarding
+// (AllowTcpForwarding no), as a jump host that must not be one does.
+// Default: allowed (a server can be a ProxyJump hop).
+func WithoutTCPForwarding() Option {
+	return func(o *options) { o.noTCPForwarding = true }
+}
+
 // Start starts sshd for tb and stops it on tb.Cleanup. It skips tb when
 // sshd or ssh-keygen is missing.
-func Start(tb testing.TB) *Server {
+func Start(tb testing.TB, opts ...Option) *Server {
 	tb.Helper()
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
 	if _, err := os.Stat(Path); err != nil {
 		tb.Skipf("sshdtest: %s not found (%v); install OpenSSH's server (apt-get install openssh-server) to run the real-sshd tests — .ci/run does", Path, err)
 	}
@@ -137,6 +164,10 @@ func Start(tb testing.TB) *Server {
 	if err != nil {
 		tb.Fatal(err)
 	}
+	forwarding := "yes"
+	if o.noTCPForwarding {
+		forwarding = "no"
+	}
 	cfg := fmt.Sprintf(`ListenAddress 127.0.0.1
 Port %d
 HostKey %s
@@ -149,13 +180,13 @@ PasswordAuthentication no
 KbdInteractiveAuthentication no
 AllowUsers %s
 Subsystem sftp internal-sftp
-AllowTcpForwarding yes
+AllowTcpForwarding %s
 AllowStreamLocalForwarding yes
 ClientAliveInterval 0
 MaxSessions 64
 MaxStartups 64
 LogLevel ERROR
-`, port, filepath.Join(base, "host"), filepath.Join(base, "authorized_keys"), filepath.Join(base, "sshd.pid"), u.Username)
+`, port, filepath.Join(base, "host"), filepath.Join(base, "authorized_keys"), filepath.Join(base, "sshd.pid"), u.Username, forwarding)
 	cfgPath := filepath.Join(base, "sshd_config")
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 		tb.Fatal(err)

@@ -5,11 +5,22 @@
 // stage.Bridge over that runner. workspace and deliverable reach the
 // sandbox through the same Host.
 //
+// [LoadSSHConfig] builds the address and [Config] from the user's OpenSSH
+// configuration, the way `ssh alias` connects: HostName, Port, User,
+// IdentityFile and IdentitiesOnly, the agent at SSH_AUTH_SOCK, the
+// known_hosts files under StrictHostKeyChecking yes or accept-new (never
+// no), ProxyJump hops ([Config].Jumps), ConnectTimeout and
+// ServerAliveInterval:
+//
+//	addr, cfg, err := remote.LoadSSHConfig("sandbox")
+//	host, err := remote.Dial(ctx, addr, cfg)
+//
 // Guarantees:
 //   - The server's host key is always verified: [Config].HostKeyCallback is
-//     required ([KnownHosts], [FixedHostKey]); there is no insecure default,
-//     and a refused key is a [*HostKeyError] naming the host, the presented
-//     key's SHA256 fingerprint and how to trust it.
+//     required ([KnownHosts], [FixedHostKey], or LoadSSHConfig's), and so is
+//     each ProxyJump hop's; there is no insecure default, and a refused key
+//     is a [*HostKeyError] naming the host, the presented key's SHA256
+//     fingerprint and how to trust it.
 //   - Command.Env values travel on the session's stdin, never in the exec
 //     request, an SSH env request or any argv; a bad key is refused before
 //     anything is sent.
@@ -41,9 +52,12 @@
 // SFTP has no O_NOFOLLOW, so what is read over SFTP is checked with Lstat
 // first and again on the open handle; a link swapped in between can make
 // the host read another file of the sandbox, which then fails its hash
-// check. The package reads no environment variable:
-// an ssh-agent is used when the caller passes agent.NewClient(...)'s
-// signers in Config.Auth.
+// check. Only LoadSSHConfig reads the environment (the home directory,
+// SSH_AUTH_SOCK, the current user; options replace the first two); Dial
+// and the Host read none: with a hand-built Config, an ssh-agent is used
+// when the caller passes agent.NewClient(...)'s signers in Config.Auth.
+// LoadSSHConfig understands the ssh_config keywords its doc lists, and
+// nothing else (no ProxyCommand, no Match exec, no certificates).
 //
 // stage/remote/remotetest is an in-process SSH server for tests and the
 // examples' embedded sandbox.

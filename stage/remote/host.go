@@ -49,6 +49,7 @@ const stopGrace = 250 * time.Millisecond
 // it (OpenSSH and remotetest kill it).
 type Host struct {
 	c      *ssh.Client
+	jumps  []*ssh.Client // the hops c goes through (Config.Jumps), first hop first
 	cfg    Config
 	log    *slog.Logger
 	bridge *stage.Bridge
@@ -71,27 +72,92 @@ var (
 
 // Dial connects to addr ("host:port"; port 22 when absent), verifies the
 // server's key with cfg.HostKeyCallback and authenticates with cfg.Auth.
-// ctx bounds the dial and the handshake, as does cfg.DialTimeout.
+// With cfg.Jumps it first logs in to each hop in order, each through the
+// one before, and reaches addr through the last; every hop's key is
+// verified by its own callback, and Close closes the whole chain. ctx
+// bounds the whole dial; each hop's DialTimeout (and cfg.DialTimeout, for
+// the target) bounds its own connect and handshake.
+//
+// A refused host key — the target's or a hop's — is returned as the
+// *HostKeyError itself, whose Host names the server that presented it.
 func Dial(ctx context.Context, addr string, cfg Config) (*Host, error) {
+	if err := checkJumps(cfg); err != nil {
+		return nil, err
+	}
+	var chain []*ssh.Client
+	closeChain := func() {
+		for i := len(chain) - 1; i >= 0; i-- {
+			chain[i].Close()
+		}
+	}
+	var via *ssh.Client
+	viaAddr := ""
+	for _, j := range cfg.Jumps {
+		c, err := dialHop(ctx, via, viaAddr, j.Addr, j.Config)
+		if err != nil {
+			closeChain()
+			return nil, err
+		}
+		chain = append(chain, c)
+		via, viaAddr = c, withPort(j.Addr)
+	}
+	c, err := dialHop(ctx, via, viaAddr, addr, cfg)
+	if err != nil {
+		closeChain()
+		return nil, err
+	}
+	h, err := NewHost(c, cfg)
+	if err != nil {
+		c.Close()
+		closeChain()
+		return nil, err
+	}
+	h.jumps = chain
+	return h, nil
+}
+
+// checkJumps refuses a Config whose HostKeyCallback, or any hop's, is nil,
+// and a hop with hops of its own.
+func checkJumps(cfg Config) error {
 	if cfg.HostKeyCallback == nil {
-		return nil, ErrNoHostKeyCallback
+		return ErrNoHostKeyCallback
 	}
+	for i, j := range cfg.Jumps {
+		switch {
+		case j.Config.HostKeyCallback == nil:
+			return fmt.Errorf("remote: Config.Jumps[%d] (%s): %w", i, j.Addr, ErrNoHostKeyCallback)
+		case len(j.Config.Jumps) > 0:
+			return fmt.Errorf("remote: Config.Jumps[%d] (%s) has Jumps of its own; list every hop, first hop first, in the outer Config.Jumps", i, j.Addr)
+		}
+	}
+	return nil
+}
+
+// withPort returns addr with port 22 when it names none.
+func withPort(addr string) string {
 	if _, _, err := net.SplitHostPort(addr); err != nil {
-		addr = net.JoinHostPort(addr, "22")
+		return net.JoinHostPort(addr, "22")
 	}
+	return addr
+}
+
+// dialHop connects to addr — from this machine, or through via (reached
+// at viaAddr) — and logs in with cfg, under cfg.DialTimeout.
+func dialHop(ctx context.Context, via *ssh.Client, viaAddr, addr string, cfg Config) (*ssh.Client, error) {
+	addr = withPort(addr)
 	timeout := cfg.DialTimeout
 	if timeout <= 0 {
 		timeout = DefaultDialTimeout
 	}
 	dctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	var d net.Dialer
-	conn, err := d.DialContext(dctx, "tcp", addr)
+	conn, err := dialConn(dctx, via, viaAddr, addr)
 	if err != nil {
-		return nil, fmt.Errorf("%w: remote: dialing %s: %w", sandbox.ErrTransport, addr, err)
+		return nil, err
 	}
 	// The handshake honours ctx and the timeout through the connection's
-	// deadline and, on cancellation, by closing the connection.
+	// deadline (a channel through a hop has none) and, on cancellation, by
+	// closing the connection.
 	if dl, ok := dctx.Deadline(); ok {
 		_ = conn.SetDeadline(dl)
 	}
@@ -110,18 +176,41 @@ func Dial(ctx context.Context, addr string, cfg Config) (*Host, error) {
 			return nil, he
 		case err == nil || dctx.Err() != nil:
 			return nil, fmt.Errorf("%w: remote: SSH handshake with %s: %w", sandbox.ErrTransport, addr, context.Cause(dctx))
+		case errors.As(err, new(*keyFileError)):
+			return nil, fmt.Errorf("remote: logging in to %s as %q: %w", addr, cfg.User, err)
 		case strings.Contains(err.Error(), "unable to authenticate"):
 			return nil, fmt.Errorf("remote: %s refused authentication as user %q: %w; check Config.User and Config.Auth (the key must be in the server's authorized_keys)", addr, cfg.User, err)
 		}
 		return nil, fmt.Errorf("%w: remote: SSH handshake with %s: %w", sandbox.ErrTransport, addr, err)
 	}
 	_ = conn.SetDeadline(time.Time{})
-	return NewHost(ssh.NewClient(cc, chans, reqs), cfg)
+	return ssh.NewClient(cc, chans, reqs), nil
+}
+
+// dialConn opens the connection a handshake runs over: TCP from this
+// machine, or a direct-tcpip channel through via.
+func dialConn(ctx context.Context, via *ssh.Client, viaAddr, addr string) (net.Conn, error) {
+	if via == nil {
+		var d net.Dialer
+		conn, err := d.DialContext(ctx, "tcp", addr)
+		if err != nil {
+			return nil, fmt.Errorf("%w: remote: dialing %s: %w", sandbox.ErrTransport, addr, err)
+		}
+		return conn, nil
+	}
+	conn, err := via.DialContext(ctx, "tcp", addr)
+	if err == nil {
+		return conn, nil
+	}
+	if oe, ok := errors.AsType[*ssh.OpenChannelError](err); ok && oe.Reason == ssh.Prohibited {
+		return nil, fmt.Errorf("remote: jump host %s refused to connect to %s: %w; it must allow TCP forwarding (AllowTcpForwarding in its sshd_config)", viaAddr, addr, err)
+	}
+	return nil, fmt.Errorf("%w: remote: dialing %s through jump host %s: %w", sandbox.ErrTransport, addr, viaAddr, err)
 }
 
 // NewHost adopts c, a connected client (its host key verified by whoever
-// dialled it): Close closes it. cfg's Auth and HostKeyCallback are not used;
-// its KeepAlive, ControlTimeout and Logger are.
+// dialled it): Close closes it. cfg's Auth, HostKeyCallback and Jumps are
+// not used; its KeepAlive, ControlTimeout and Logger are.
 func NewHost(c *ssh.Client, cfg Config) (*Host, error) {
 	if c == nil {
 		return nil, errors.New("remote: NewHost: nil *ssh.Client")
@@ -204,6 +293,11 @@ func (h *Host) Close() error {
 		// answers holds sftpMu until its channel ends.
 		if err := h.c.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
 			h.closeErr = err
+		}
+		for i := len(h.jumps) - 1; i >= 0; i-- {
+			if err := h.jumps[i].Close(); err != nil && !errors.Is(err, net.ErrClosed) {
+				h.closeErr = errors.Join(h.closeErr, err)
+			}
 		}
 		h.sftpMu.Lock()
 		if h.sftpCli != nil {

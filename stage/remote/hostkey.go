@@ -3,8 +3,12 @@ package remote
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
+	"sync"
 
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/knownhosts"
@@ -62,30 +66,35 @@ func KnownHosts(files ...string) (ssh.HostKeyCallback, error) {
 	}
 	list := strings.Join(files, ", ")
 	return func(hostname string, remote net.Addr, key ssh.PublicKey) error {
-		err := cb(hostname, remote, key)
-		if err == nil {
-			return nil
+		if err := cb(hostname, remote, key); err != nil {
+			return knownHostsError(hostname, key, err, list)
 		}
-		he := &HostKeyError{Host: hostname, Key: key, Fingerprint: ssh.FingerprintSHA256(key), Err: err}
-		var ke *knownhosts.KeyError
-		var re *knownhosts.RevokedError
-		switch {
-		case errors.As(err, &ke) && len(ke.Want) == 0:
-			he.Err = ErrUnknownHost
-			he.how = fmt.Sprintf("check that fingerprint out of band (ssh-keygen -lf on the server's host key), then add the host's line to %s (for example from ssh-keyscan)", list)
-		case errors.As(err, &ke):
-			he.Err = ErrHostKeyMismatch
-			for _, k := range ke.Want {
-				he.Known = append(he.Known, fmt.Sprintf("%s:%d", k.Filename, k.Line))
-			}
-			he.how = fmt.Sprintf("known_hosts trusts another key for it (%s); if the host was re-keyed, check the new fingerprint out of band and replace that line", strings.Join(he.Known, ", "))
-		case errors.As(err, &re):
-			he.how = fmt.Sprintf("that key is marked @revoked in %s:%d; it will not be trusted", re.Revoked.Filename, re.Revoked.Line)
-		default:
-			he.how = "check the known_hosts files " + list
-		}
-		return he
+		return nil
 	}, nil
+}
+
+// knownHostsError turns the error of a knownhosts callback into a
+// *HostKeyError that says how to trust the key; list names the files read.
+func knownHostsError(hostname string, key ssh.PublicKey, err error, list string) *HostKeyError {
+	he := &HostKeyError{Host: hostname, Key: key, Fingerprint: ssh.FingerprintSHA256(key), Err: err}
+	var ke *knownhosts.KeyError
+	var re *knownhosts.RevokedError
+	switch {
+	case errors.As(err, &ke) && len(ke.Want) == 0:
+		he.Err = ErrUnknownHost
+		he.how = fmt.Sprintf("check that fingerprint out of band (ssh-keygen -lf on the server's host key), then add the host's line to %s (for example from ssh-keyscan)", list)
+	case errors.As(err, &ke):
+		he.Err = ErrHostKeyMismatch
+		for _, k := range ke.Want {
+			he.Known = append(he.Known, fmt.Sprintf("%s:%d", k.Filename, k.Line))
+		}
+		he.how = fmt.Sprintf("known_hosts trusts another key for it (%s); if the host was re-keyed, check the new fingerprint out of band and replace that line", strings.Join(he.Known, ", "))
+	case errors.As(err, &re):
+		he.how = fmt.Sprintf("that key is marked @revoked in %s:%d; it will not be trusted", re.Revoked.Filename, re.Revoked.Line)
+	default:
+		he.how = "check the known_hosts files " + list
+	}
+	return he
 }
 
 // FixedHostKey returns a HostKeyCallback that trusts exactly one key, given
@@ -106,4 +115,188 @@ func FixedHostKey(authorizedKeyLine string) (ssh.HostKeyCallback, error) {
 		return &HostKeyError{Host: hostname, Key: key, Fingerprint: ssh.FingerprintSHA256(key), Err: ErrHostKeyMismatch,
 			how: fmt.Sprintf("the only trusted key is %s %s; if the host was re-keyed, check the new fingerprint out of band and pass its key line", want.Type(), wantFP)}
 	}, nil
+}
+
+// hostKeys builds h's HostKeyCallback from StrictHostKeyChecking and the
+// known_hosts files.
+func (h *sshHost) hostKeys() (ssh.HostKeyCallback, error) {
+	mode, err := h.get("StrictHostKeyChecking")
+	if err != nil {
+		return nil, err
+	}
+	accept := false
+	switch strings.ToLower(mode) {
+	case "", "yes", "true", "ask":
+	case "accept-new":
+		accept = true
+	case "no", "off", "false":
+		return nil, h.errorf("StrictHostKeyChecking %s would trust any host key, so a machine in the middle could read and change everything sent; remove that line for this host, or set it to yes (trust the keys known_hosts lists) or accept-new (remember a new host's key, refuse a changed one)", mode)
+	default:
+		return nil, h.errorf("StrictHostKeyChecking %q: want yes, ask or accept-new", mode)
+	}
+	userFiles, err := h.knownHostsFiles("UserKnownHostsFile", "~/.ssh/known_hosts ~/.ssh/known_hosts2")
+	if err != nil {
+		return nil, err
+	}
+	globalFiles, err := h.knownHostsFiles("GlobalKnownHostsFile", "/etc/ssh/ssh_known_hosts /etc/ssh/ssh_known_hosts2")
+	if err != nil {
+		return nil, err
+	}
+	k := &knownHostsCheck{files: append(userFiles, globalFiles...), name: h.hostKeyAlias, advise: strings.Join(userFiles, ", ")}
+	if len(userFiles) == 0 {
+		k.advise = strings.Join(globalFiles, ", ")
+	}
+	if accept {
+		if k.hash, err = h.yesNo("HashKnownHosts", false); err != nil {
+			return nil, err
+		}
+		if k.write, err = h.acceptNewFile(userFiles); err != nil {
+			return nil, err
+		}
+	}
+	if _, err := k.db(); err != nil { // a broken file fails here, not at Dial
+		return nil, h.errorf("%w", err)
+	}
+	return k.check, nil
+}
+
+// knownHostsFiles returns the expanded files of key (def when unset; none
+// when "none").
+func (h *sshHost) knownHostsFiles(key, def string) ([]string, error) {
+	v, err := h.get(key)
+	if err != nil {
+		return nil, err
+	}
+	if v == "" {
+		v = def
+	}
+	if strings.EqualFold(v, "none") {
+		return nil, nil
+	}
+	var files []string
+	for _, f := range splitArgs(v) {
+		p, err := h.expandPath(key, f)
+		if err != nil {
+			return nil, err
+		}
+		files = append(files, p)
+	}
+	return files, nil
+}
+
+// acceptNewFile returns the file accept-new appends to: the first user
+// known_hosts file, which must be a regular file or not exist yet.
+func (h *sshHost) acceptNewFile(userFiles []string) (string, error) {
+	if len(userFiles) == 0 {
+		return "", h.errorf("StrictHostKeyChecking accept-new needs a UserKnownHostsFile to remember a new host's key in, and UserKnownHostsFile is none; name a file, or set StrictHostKeyChecking yes")
+	}
+	f := userFiles[0]
+	fi, err := os.Stat(f)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return f, nil
+	case err != nil:
+		return "", h.errorf("StrictHostKeyChecking accept-new: %w", err)
+	case !fi.Mode().IsRegular():
+		return "", h.errorf("StrictHostKeyChecking accept-new needs a regular file to remember a new host's key in; UserKnownHostsFile %s is a %s, so every host would look new on every connection; name a file, or set StrictHostKeyChecking yes", f, fileKind(fi.Mode()))
+	}
+	return f, nil
+}
+
+// fileKind names what a non-regular file is.
+func fileKind(m fs.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "directory"
+	case m&fs.ModeDevice != 0:
+		return "device"
+	case m&fs.ModeNamedPipe != 0:
+		return "named pipe"
+	case m&fs.ModeSocket != 0:
+		return "socket"
+	}
+	return "special file"
+}
+
+// knownHostsCheck checks host keys against known_hosts files read at each
+// check (so a key accept-new appended is trusted on the next Dial); a file
+// that does not exist is skipped, as ssh skips it.
+type knownHostsCheck struct {
+	files  []string // user files first
+	name   string   // HostKeyAlias: the name to look up instead of the dialled host
+	write  string   // accept-new: an unknown host's key is appended here; "" refuses it
+	hash   bool     // write the host name hashed (HashKnownHosts)
+	advise string   // the files a user adds a line to, for the error's advice
+	mu     sync.Mutex
+}
+
+// db reads the files that exist.
+func (k *knownHostsCheck) db() (ssh.HostKeyCallback, error) {
+	var present []string
+	for _, f := range k.files {
+		_, err := os.Stat(f)
+		switch {
+		case err == nil:
+			present = append(present, f)
+		case !errors.Is(err, fs.ErrNotExist):
+			return nil, fmt.Errorf("known_hosts: %w", err)
+		}
+	}
+	cb, err := knownhosts.New(present...)
+	if err != nil {
+		return nil, fmt.Errorf("reading known_hosts: %w", err)
+	}
+	return cb, nil
+}
+
+// check is the HostKeyCallback.
+func (k *knownHostsCheck) check(hostname string, remote net.Addr, key ssh.PublicKey) error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	cb, err := k.db()
+	if err != nil {
+		return fmt.Errorf("remote: %s: %w", hostname, err)
+	}
+	lookup := hostname
+	if k.name != "" {
+		lookup = net.JoinHostPort(k.name, "22")
+	}
+	err = cb(lookup, remote, key)
+	if err == nil {
+		return nil
+	}
+	he := knownHostsError(hostname, key, err, k.advise)
+	if k.write == "" || !errors.Is(he.Err, ErrUnknownHost) {
+		return he
+	}
+	if err := appendKnownHost(k.write, lookup, key, k.hash); err != nil {
+		he.how = fmt.Sprintf("StrictHostKeyChecking accept-new could not remember it: %v", err)
+		return he
+	}
+	return nil
+}
+
+// appendKnownHost appends host's key to file (creating it, and its
+// directory, for this user only).
+func appendKnownHost(file, host string, key ssh.PublicKey, hash bool) error {
+	name := knownhosts.Normalize(host)
+	if hash {
+		name = knownhosts.HashHostname(name)
+	}
+	line := knownhosts.Line([]string{name}, key) + "\n"
+	if err := os.MkdirAll(filepath.Dir(file), 0o700); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(file, os.O_RDWR|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return err
+	}
+	if fi, err := f.Stat(); err == nil && fi.Size() > 0 {
+		last := make([]byte, 1)
+		if _, err := f.ReadAt(last, fi.Size()-1); err == nil && last[0] != '\n' {
+			line = "\n" + line // the file's last line has no newline of its own
+		}
+	}
+	_, err = f.WriteString(line)
+	return errors.Join(err, f.Close())
 }

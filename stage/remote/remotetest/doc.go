@@ -9,8 +9,10 @@
 // client; WithoutForwarding refuses both), and accepts exactly one
 // ephemeral ed25519 client key.
 // Server.Config returns a client configuration that trusts exactly this
-// server's ephemeral host key and authenticates with that client key, so a
-// test never needs key files, known_hosts or InsecureIgnoreHostKey:
+// server's ephemeral host key (through remote.FixedHostKey, so a wrong key
+// fails with the production *remote.HostKeyError, fingerprint and advice
+// included) and authenticates with that client key, so a test never needs
+// key files, known_hosts or InsecureIgnoreHostKey:
 //
 //	func TestStage(t *testing.T) {
 //		srv := remotetest.NewServer(t)

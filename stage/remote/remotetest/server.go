@@ -117,13 +117,20 @@ func (s *Server) Addr() string { return s.ln.Addr().String() }
 func (s *Server) Dir() string { return s.dir }
 
 // Config returns a client configuration that authenticates with this
-// server's client key and trusts exactly this server's host key
-// (ssh.FixedHostKey). Each call returns a fresh value the caller may modify.
+// server's client key and trusts exactly this server's host key through
+// remote.FixedHostKey, the production callback: another key is refused
+// with the *remote.HostKeyError a real host's would be (the fingerprint
+// presented, the one trusted, and what to do). Each call returns a fresh
+// value the caller may modify.
 func (s *Server) Config() remote.Config {
+	hostKeys, err := remote.FixedHostKey(string(ssh.MarshalAuthorizedKey(s.hostKey)))
+	if err != nil {
+		panic("remotetest: the host key does not parse: " + err.Error()) // a key Start generated always does
+	}
 	return remote.Config{
 		User:            s.user,
 		Auth:            []ssh.AuthMethod{ssh.PublicKeys(s.clientAuth)},
-		HostKeyCallback: ssh.FixedHostKey(s.hostKey),
+		HostKeyCallback: hostKeys,
 	}
 }
 

@@ -15,6 +15,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/crypto/ssh"
+
+	"github.com/airlockdev/airlock/stage/remote"
 )
 
 func TestExec(t *testing.T) {
@@ -365,4 +367,27 @@ func TestCloseIdempotent(t *testing.T) {
 	require.NoError(t, srv.Close())
 	_, err = ssh.Dial("tcp", addr, clientConfig(srv))
 	assert.ErrorContains(t, err, "connection refused")
+}
+
+// TestConfigHostKeyErrorIsProduction: a Config that trusts another
+// server's key is refused by remote.Dial with the production
+// *remote.HostKeyError — the presented fingerprint, the trusted one and
+// the advice — not x/crypto's bare "ssh: host key mismatch".
+func TestConfigHostKeyErrorIsProduction(t *testing.T) {
+	srv := NewServer(t)
+	other := NewServer(t)
+	_, err := remote.Dial(t.Context(), srv.Addr(), other.Config()) // trusts other's key only
+	var he *remote.HostKeyError
+	require.ErrorAs(t, err, &he)
+	assert.ErrorIs(t, err, remote.ErrHostKeyMismatch)
+	assert.Equal(t, srv.Addr(), he.Host)
+	assert.Equal(t, ssh.FingerprintSHA256(srv.HostKey()), he.Fingerprint)
+	assert.EqualError(t, err, "remote: "+srv.Addr()+": host key mismatch: the server presented ssh-ed25519 key "+ssh.FingerprintSHA256(srv.HostKey())+
+		"; the only trusted key is ssh-ed25519 "+ssh.FingerprintSHA256(other.HostKey())+
+		"; if the host was re-keyed, check the new fingerprint out of band and pass its key line")
+
+	// Its own key passes.
+	h, err := remote.Dial(t.Context(), srv.Addr(), srv.Config())
+	require.NoError(t, err)
+	require.NoError(t, h.Close())
 }

@@ -37,7 +37,14 @@
 //
 // FileStore, the default Store, keeps blobs content-addressed on an afero.Fs
 // and records as JSON files replaced atomically; see its documentation for
-// the write order and what a failure can leave behind.
+// the write order and what a failure can leave behind. OpenFileStore(dir)
+// opens one in a directory of the host's disk; NewFileStore takes any
+// afero.Fs (tests, other stores). Its directory follows the rule of every
+// airlock state directory (session.Bind's StateDir, skills.Materialize's):
+// a missing one is created with its missing parents, mode 0700 before the
+// umask; an existing one is used as it is, a link already on its path
+// followed; a dangling link at or above it is never followed to create
+// anything, and fails the call.
 //
 // # Work products, the host's ids and content types
 //
@@ -70,6 +77,12 @@
 // with errors.Is.
 //
 // # Evidence
+//
+// A host without a task table of its own uses FileStore.Tasks: a FileTasks
+// keeps the tasks it is told about (id, parent, status, objective; Put,
+// SetStatus) beside the attachments, is the Tasks (with WorkProducts and
+// Locker) that ValidateEvidence reads, and its Complete checks a
+// completion against the task's recorded objective and marks the task done.
 //
 // ValidateEvidence accepts a cited attachment when it is on the task itself
 // or on a direct child task that is done, and requires that every file the

@@ -28,7 +28,8 @@ type Task struct {
 	Status   Status // its current status
 }
 
-// Tasks is provided by the host. Both methods return an error wrapping
+// Tasks is provided by the host, or by FileStore.Tasks (a FileTasks, for a
+// host with no task table of its own). Both methods return an error wrapping
 // ErrNotFound for an unknown id; an error wrapping fs.ErrNotExist (what os,
 // afero and many stores return for a missing file) is taken the same way.
 // Any other error is treated as a host failure and returned, not as a

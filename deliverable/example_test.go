@@ -191,6 +191,66 @@ func ExampleValidateEvidence() {
 	// Completion cites no registered attachment on this task or its completed child tasks. Use register_deliverable for the requested file and cite deliverable:<attachmentId> from its receipt.
 }
 
+// A host with no task table of its own keeps its tasks beside the
+// attachments, and completes them through FileTasks.
+func ExampleFileTasks() {
+	dir, err := os.MkdirTemp("", "airlock-state-")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer os.RemoveAll(dir)
+	store, err := deliverable.OpenFileStore(filepath.Join(dir, "attachments"))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	tasks, ctx := store.Tasks(), context.Background()
+	for _, r := range []deliverable.TaskRecord{
+		{ID: "parent", Status: deliverable.StatusInProgress, Objective: "Explain how a newsletter works."},
+		{ID: "child", ParentID: "parent", Status: deliverable.StatusInProgress, Objective: "Write a summary to summary.txt."},
+	} {
+		if err := tasks.Put(ctx, r); err != nil {
+			fmt.Println(err)
+			return
+		}
+	}
+
+	// The child's agent delivers summary.txt.
+	data := []byte("A newsletter is a letter to many.\n")
+	if err := os.WriteFile(filepath.Join(dir, "summary.txt"), data, 0o644); err != nil {
+		fmt.Println(err)
+		return
+	}
+	ws, err := deliverable.LocalWorkspace(dir)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	sum := sha256.Sum256(data)
+	rc, err := (&deliverable.Registrar{Store: store}).Register(ctx, ws, "child", "run-2", deliverable.Request{
+		ContentRef: "summary.txt", Filename: "summary.txt", ContentType: "text/plain", ByteSize: int64(len(data)),
+		SHA256: hex.EncodeToString(sum[:]), Title: "Summary", IdempotencyKey: "summary"})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	cite := []string{"deliverable:" + rc.AttachmentID}
+
+	// Until the child is done, its file proves nothing for the parent.
+	err = tasks.Complete(ctx, deliverable.Evidence{TaskID: "parent", RunID: "run-1", Refs: cite})
+	fmt.Println(errors.Is(err, deliverable.ErrEvidence))
+	fmt.Println(tasks.Complete(ctx, deliverable.Evidence{TaskID: "child", RunID: "run-2", Refs: cite}))
+	fmt.Println(tasks.Complete(ctx, deliverable.Evidence{TaskID: "parent", RunID: "run-1", Refs: cite}))
+	parent, err := tasks.Task(ctx, "parent")
+	fmt.Println(parent.Status, err)
+	// Output:
+	// true
+	// <nil>
+	// <nil>
+	// done <nil>
+}
+
 func ExampleContentDisposition() {
 	fmt.Println(deliverable.ContentDisposition("attachment", "Übersicht 2024.pdf"))
 	// Output:

@@ -20,7 +20,9 @@ import (
 	"github.com/airlockdev/airlock/internal/keylock"
 )
 
-// FileStore is the embedded default Store: plain files on an afero.Fs.
+// FileStore is the embedded default Store: plain files on an afero.Fs
+// (OpenFileStore for a directory of the host's disk). Its Tasks method
+// gives a task table kept beside the attachments (FileTasks).
 //
 // Layout under its directory:
 //
@@ -28,6 +30,7 @@ import (
 //	attachments/<id>.json  one attachment record
 //	runs/<hash>.json       per task and run: its attachments, receipts by key and work products
 //	workproducts/<id>.json one work product record: which run file holds it
+//	tasks/<hash>.json      one task recorded through FileTasks (see FileStore.Tasks)
 //	tmp/                   files being written; renamed into place when complete
 //
 // Every file is written to tmp/, synced, and renamed into place, so a reader
@@ -54,6 +57,7 @@ type FileStore struct {
 	dir    string
 	runs   keylock.Map
 	commit sync.Mutex
+	tasks  keylock.Map // FileTasks: by task id
 }
 
 var _ Store = (*FileStore)(nil)
@@ -61,7 +65,8 @@ var _ Store = (*FileStore)(nil)
 const fileStoreVersion = 1
 
 // NewFileStore returns a FileStore keeping its files under dir on fsys,
-// creating the directories it needs.
+// creating the directories it needs (with their missing parents, mode
+// 0700). A host keeping its files on its own disk calls OpenFileStore.
 func NewFileStore(fsys afero.Fs, dir string) (*FileStore, error) {
 	if fsys == nil {
 		return nil, fmt.Errorf("%w: deliverable.NewFileStore: fs is nil; pass an afero.Fs such as afero.NewOsFs()", ErrInvalidRequest)
@@ -70,7 +75,7 @@ func NewFileStore(fsys afero.Fs, dir string) (*FileStore, error) {
 		return nil, fmt.Errorf("%w: deliverable.NewFileStore: dir is empty; pass the store's directory", ErrInvalidRequest)
 	}
 	s := &FileStore{fs: fsys, dir: filepath.Clean(dir)}
-	for _, d := range []string{"blobs", "attachments", "runs", "workproducts", "tmp"} {
+	for _, d := range []string{"blobs", "attachments", "runs", "workproducts", "tasks", "tmp"} {
 		p := filepath.Join(s.dir, d)
 		if err := fsys.MkdirAll(p, 0o700); err != nil {
 			return nil, fmt.Errorf("deliverable: create store directory %s: %w", p, err)

@@ -153,14 +153,17 @@ func TestBindRejectsBadDirectories(t *testing.T) {
 	missing := filepath.Join(dir, "missing")
 
 	tests := []struct {
-		name     string
-		path     string
-		alsoIs   error // an additional error the result must wrap, if any
-		contains string
+		name   string
+		path   string
+		alsoIs error // an additional error the result must wrap, if any
+		// workspaceOnly: a state directory is created there instead
+		// (TestBindCreatesStateDir).
+		workspaceOnly bool
+		contains      string
 	}{
 		{name: "empty", path: "", contains: "blank"},
 		{name: "blank", path: "  \t", contains: "blank"},
-		{name: "does not exist", path: missing, alsoIs: fs.ErrNotExist},
+		{name: "does not exist", path: missing, alsoIs: fs.ErrNotExist, workspaceOnly: true},
 		{name: "dangling symlink", path: dangling, alsoIs: fs.ErrNotExist},
 		{name: "regular file", path: file, contains: "regular file"},
 		{name: "symlink to regular file", path: fileLink, contains: "regular file"},
@@ -179,6 +182,9 @@ func TestBindRejectsBadDirectories(t *testing.T) {
 	}
 	for _, target := range targets {
 		for _, tt := range tests {
+			if tt.workspaceOnly && target.sentinel == ErrInvalidStateDir {
+				continue
+			}
 			t.Run(target.name+"/"+tt.name, func(t *testing.T) {
 				cfg := base
 				target.set(&cfg, tt.path)
@@ -197,6 +203,7 @@ func TestBindRejectsBadDirectories(t *testing.T) {
 				if tt.path != "" {
 					assert.Contains(t, err.Error(), tt.path)
 				}
+				assert.NoDirExists(t, filepath.Join(dir, "nowhere"), "a dangling link's target is never created")
 			})
 		}
 	}

@@ -8,8 +8,9 @@
 // [Bind] resolves Config.Workspace and Config.StateDir to real paths
 // (absolute, every symbolic link evaluated; a relative path is joined to the
 // working directory as getcwd(2) reports it, never $PWD) and requires each to
-// be an existing directory that is not a filesystem root (a path equal to its
-// own parent). From the result it derives:
+// be a directory that is not a filesystem root (a path equal to its own
+// parent). The workspace must exist; the state directory is created when
+// missing (see State directories below). From the result it derives:
 //
 //   - WorkspaceDigest: "sha256:" + hex SHA-256 of the real workspace path.
 //   - SessionDir, the session's own directory on the host:
@@ -70,6 +71,23 @@
 // Neither is compared on resume (the binding is); both are stored and
 // returned so the host can pass each back to the side that issued it.
 //
+// # State directories
+//
+// One rule for the host's state directories, shared by [Bind]
+// (Config.StateDir), skills.Materialize and deliverable.FileStore (and
+// [OpenStore]): a missing directory is created, with its missing parents,
+// mode 0700 before the umask; an existing one is used as it is, whatever
+// its mode. The host's own state directory is trusted, so a link already
+// on its path is followed (Bind then records the real path). A link is
+// never followed to create something: a dangling link at or above the
+// directory fails the call ([ErrInvalidStateDir] wrapping fs.ErrNotExist)
+// and creates nothing where it points. Bind creates what is missing
+// through an os.Root on the real path of the deepest existing directory
+// above it, and requires the result to resolve to exactly the directories
+// it made: a link planted on the path while it works is refused, not
+// followed out. A missing path with a ".." component is refused (pass its
+// real path). Bind creates the state directory only, never SessionDir.
+//
 // # Record format (schema airlock.session-identity.v2)
 //
 // A [Record] is encoded as one JSON object whose keys are exactly, in this
@@ -121,7 +139,8 @@
 //
 // A [Store] keeps one record per session id at <dir>/<readable>-<16 hex>.json
 // (the same name as the session's SessionDir, plus ".json") on an
-// [github.com/spf13/afero.Fs], written atomically (hidden temporary file
+// [github.com/spf13/afero.Fs] ([OpenStore] for a directory of the host,
+// [NewStore] for any afero.Fs), written atomically (hidden temporary file
 // ".<name>.tmp-<random>" created exclusively, fsync, rename, directory fsync)
 // with mode 0600. The name depends on the session id only, so a record saved
 // under another binding of the same session id is found and rejected with
@@ -146,8 +165,10 @@
 //     that decode to the same record, and Encode refuses what Decode would.
 //   - The package never launches a process and never reads the environment
 //     (a test pins this by scanning the package's own source).
-//     It touches the host file system only in [Bind] (to resolve and stat the
-//     two directories) and through the afero.Fs given to a [Store].
+//     It touches the host file system only in [Bind] (to create a missing
+//     state directory, and to resolve and stat the
+//     two directories), in [OpenStore] (to create the store's directory)
+//     and through a [Store]'s afero.Fs.
 //
 // # Non-guarantees
 //

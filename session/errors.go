@@ -32,8 +32,10 @@ var (
 	// exist, is not a directory, or resolves to a filesystem root.
 	ErrInvalidWorkspace = errors.New("invalid session workspace")
 
-	// ErrInvalidStateDir reports a state directory that is blank, does
-	// not exist, is not a directory, or resolves to a filesystem root.
+	// ErrInvalidStateDir reports a state directory that is blank, cannot
+	// be created (a dangling link, a file on its path, a link planted
+	// while it was created, no permission), is not a directory, or
+	// resolves to a filesystem root.
 	ErrInvalidStateDir = errors.New("invalid session state directory")
 
 	// ErrUnqualifiedModel reports a Profile.Model that is blank or invalid,

@@ -1,6 +1,7 @@
 package session
 
 import (
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -99,7 +100,9 @@ type Config struct {
 	Workspace string
 	// StateDir is the host's own state directory (not inside the workspace,
 	// not in the sandbox) under which each session gets its SessionDir; it
-	// is resolved to its real path. It does not take part in the Key, so
+	// is created when missing (with its parents, mode 0700, as
+	// skills.Materialize and deliverable.FileStore create theirs) and
+	// resolved to its real path. It does not take part in the Key, so
 	// moving it does not invalidate a session.
 	StateDir string
 	// Profile is the qualified agent profile.
@@ -164,9 +167,11 @@ type Identity struct {
 	PermissionMode  PermissionMode // the permission mode
 }
 
-// Bind validates cfg and derives the session's canonical binding. It reads
-// the file system only to resolve and stat the two directories; it creates
-// nothing.
+// Bind validates cfg and derives the session's canonical binding. It
+// touches the file system only to resolve and stat the two directories and
+// to create a missing StateDir (with its missing parents, mode 0700; see
+// the package documentation for the rule on links); the workspace must
+// exist.
 //
 // Errors: [ErrInvalidSessionID], [ErrInvalidPermissionMode],
 // [ErrUnqualifiedModel], [ErrInvalidSkillsDigest], and, as a
@@ -192,7 +197,7 @@ func Bind(cfg Config) (Binding, error) {
 	if err != nil {
 		return Binding{}, err
 	}
-	rt, err := realDir("state directory", cfg.StateDir, ErrInvalidStateDir)
+	rt, err := stateDir(cfg.StateDir)
 	if err != nil {
 		return Binding{}, err
 	}
@@ -237,18 +242,9 @@ func realDir(what, p string, sentinel error) (string, error) {
 	fail := func(err error) (string, error) {
 		return "", &fs.PathError{Op: "session.Bind " + what, Path: p, Err: err}
 	}
-	if strings.TrimSpace(p) == "" {
-		return fail(fmt.Errorf("%w: the path is blank; pass an existing directory", sentinel))
-	}
-	abs := p
-	if !filepath.IsAbs(p) {
-		// syscall.Getwd, not os.Getwd (which consults $PWD): the package
-		// never reads the environment.
-		wd, err := syscall.Getwd()
-		if err != nil {
-			return fail(fmt.Errorf("%w: cannot make the relative path absolute (pass an absolute path): %w", sentinel, err))
-		}
-		abs = filepath.Join(wd, p)
+	abs, err := absPath(p)
+	if err != nil {
+		return fail(fmt.Errorf("%w: %w", sentinel, err))
 	}
 	resolved, err := filepath.EvalSymlinks(abs)
 	if err != nil {
@@ -265,6 +261,24 @@ func realDir(what, p string, sentinel error) (string, error) {
 		return fail(fmt.Errorf("%w: the real path %q is a filesystem root; pass a dedicated directory", sentinel, resolved))
 	}
 	return resolved, nil
+}
+
+// absPath returns p made absolute against the working directory, not
+// cleaned; a blank p is an error.
+func absPath(p string) (string, error) {
+	if strings.TrimSpace(p) == "" {
+		return "", errors.New("the path is blank; pass a directory")
+	}
+	if filepath.IsAbs(p) {
+		return p, nil
+	}
+	// syscall.Getwd, not os.Getwd (which consults $PWD): the package
+	// never reads the environment.
+	wd, err := syscall.Getwd()
+	if err != nil {
+		return "", fmt.Errorf("cannot make the relative path absolute (pass an absolute path): %w", err)
+	}
+	return filepath.Join(wd, p), nil
 }
 
 // label returns the collision-resistant file name derived from a session id:

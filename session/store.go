@@ -7,6 +7,7 @@ import (
 	"io"
 	"io/fs"
 	"path/filepath"
+	"strings"
 
 	"github.com/spf13/afero"
 
@@ -40,9 +41,27 @@ type Store struct {
 }
 
 // NewStore returns a store that keeps records in dir on fsys. The directory is
-// created (mode 0700) on the first Save.
+// created (mode 0700) on the first Save. A host keeping its records on its
+// own disk calls [OpenStore]; NewStore serves tests and other file systems.
 func NewStore(fsys afero.Fs, dir string) *Store {
 	return &Store{fs: fsys, dir: dir}
+}
+
+// OpenStore returns a store that keeps records in the host directory dir,
+// on the operating system's file system (NewStore(afero.NewOsFs(), dir)),
+// and creates dir now as the package creates every state directory (see
+// the package documentation): with its missing parents, mode 0700; an
+// existing directory is used as it is, and a dangling link is not
+// followed. Errors are [*fs.PathError] values naming dir.
+func OpenStore(dir string) (*Store, error) {
+	if strings.TrimSpace(dir) == "" {
+		return nil, &fs.PathError{Op: "session.OpenStore", Path: dir, Err: errors.New("the directory is blank; pass the directory that keeps the session records")}
+	}
+	fsys := afero.NewOsFs()
+	if err := fsys.MkdirAll(dir, 0o700); err != nil {
+		return nil, &fs.PathError{Op: "session.OpenStore", Path: dir, Err: fmt.Errorf("create the store directory: %w", err)}
+	}
+	return NewStore(fsys, dir), nil
 }
 
 func (s *Store) usable() error {

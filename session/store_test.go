@@ -455,3 +455,42 @@ func TestStoreConcurrentSavesPublishWholeRecords(t *testing.T) {
 	assert.Regexp(t, `^rec-x{1,8}$`, got.RecordID)
 	assert.Len(t, dirNames(t, fsys, dir), 1)
 }
+
+// TestOpenStore: OpenStore creates its directory now (with parents, mode
+// 0700) on the host's file system, keeps records there, and refuses a
+// blank path, a dangling link and a file.
+func TestOpenStore(t *testing.T) {
+	ctx := context.Background()
+	base := realTempDir(t)
+	dir := filepath.Join(base, "state", "sessions")
+	s, err := OpenStore(dir)
+	require.NoError(t, err)
+	assertPrivateDir(t, filepath.Join(base, "state"))
+	assertPrivateDir(t, dir)
+
+	b := mustBind(t, testConfig(t))
+	r := b.NewRecord(RecordIDs{RecordID: "rec-1", BackendSessionID: "backend-1", AgentSessionID: "agent-1"})
+	require.NoError(t, s.Save(ctx, r))
+	assert.FileExists(t, filepath.Join(dir, filepath.Base(b.SessionDir)+".json"))
+	again, err := OpenStore(dir) // an existing directory: used as it is
+	require.NoError(t, err)
+	res, err := again.Resume(ctx, b)
+	require.NoError(t, err)
+	require.Nil(t, res.Fresh)
+	assert.Equal(t, r, res.Record)
+
+	file := filepath.Join(base, "file")
+	require.NoError(t, os.WriteFile(file, []byte("x"), 0o600))
+	dangling := filepath.Join(base, "dangling")
+	require.NoError(t, os.Symlink(filepath.Join(base, "nowhere"), dangling))
+	for _, p := range []string{"", " ", file, filepath.Join(file, "sessions"), dangling, filepath.Join(dangling, "sessions")} {
+		s, err := OpenStore(p)
+		require.Error(t, err, "%q", p)
+		assert.Nil(t, s)
+		var pe *fs.PathError
+		require.ErrorAs(t, err, &pe)
+		assert.Equal(t, "session.OpenStore", pe.Op)
+		assert.Equal(t, p, pe.Path)
+	}
+	assert.NoDirExists(t, filepath.Join(base, "nowhere"), "a dangling link's target is never created")
+}

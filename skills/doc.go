@@ -7,6 +7,13 @@
 // selected skill under <stateDir>/<id>/<Name>/, where <id> is derived from the
 // bundle's [Identity].
 //
+// The state directory follows the rule every airlock state directory
+// follows (session.Bind's StateDir, deliverable.FileStore): a missing one is
+// created, with its missing parents, mode 0700 before the umask (once there
+// is something to copy); an existing one is used as it is, a link already on
+// its path followed; a dangling link at or above it is never followed to
+// create anything, and fails the call. It must be an absolute path.
+//
 // Guarantees:
 //   - A bundle holds copies, never links: a symbolic link at any depth of a
 //     skill is neither copied nor followed (it is listed in [Skill.Skipped]),

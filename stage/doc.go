@@ -6,7 +6,10 @@
 // [Runtime.Rewrite] turns host paths in text (a skills prompt) into sandbox
 // paths. Targets: [NewDir] (a host directory playing the sandbox),
 // [NewBridge] (any sandbox that runs shell commands, through a [Runner]),
-// and remote.Host in stage/remote (SSH). stagetest.TestTarget is the
+// and remote.Host in stage/remote (SSH). A [Sandbox] is a Target that is
+// also a Runner, the one value a run stages into and runs commands in:
+// remote.Host is one, and [Over] makes one of any Runner (through a
+// Bridge). stagetest.TestTarget is the
 // conformance suite every Target passes (and stagetest.TestRunner every
 // Runner). A [Cache] keeps a session's Runtime between turns; an [Index]
 // ([NewIndex] in memory, [OpenIndex] on disk, shared by processes) lets a

@@ -6,6 +6,7 @@ import (
 	"log"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/airlockdev/airlock/sandbox"
@@ -81,6 +82,27 @@ func ExampleNewBridge() {
 	fmt.Println(rt.Assets[0].Files, fi.Mode())
 	// Output:
 	// 1 -rwxr-xr-x
+}
+
+func ExampleOver() {
+	// A command-only sandbox (here this machine; in real use sandbox.Exec
+	// over kubectl or docker) as the one value a run stages into and runs in.
+	dir, host := scratch("sandbox"), scratch("skills")
+	defer os.RemoveAll(dir)
+	defer os.RemoveAll(host)
+	check(os.WriteFile(filepath.Join(host, "SKILL.md"), []byte("---\nname: review\n---\n"), 0o644))
+
+	var sb stage.Sandbox = stage.Over(sandbox.Local(dir))
+	root := filepath.Join(dir, "work", sandbox.RuntimeDir)
+	rt, err := stage.Stage(context.Background(), sb, root, []stage.Asset{{Name: "skills", Source: host}}, stage.WithPrune())
+	check(err)
+	p, _ := rt.Path("skills")
+	var out strings.Builder
+	check(sb.Run(context.Background(), sandbox.Command{Script: `head -n 2 "$F"`, Env: map[string]string{"F": p + "/SKILL.md"}, Stdout: &out}))
+	fmt.Print(out.String())
+	// Output:
+	// ---
+	// name: review
 }
 
 func ExampleCache() {

@@ -101,7 +101,8 @@
 //
 // Kept means only that a local edit won. Every sandbox entry that does
 // not arrive for any other reason is in Refused, with the reason in
-// Result.Reasons. Everything is decided before anything is written (for
+// Result.Reasons, except the entries of the runtime directory, which
+// never arrive by design and are listed in Result.Runtime. Everything is decided before anything is written (for
 // a plain directory: once the whole stream is read, for its links and
 // the entries that replace a local directory), so the order in which the
 // sandbox lists its entries changes nothing.
@@ -173,10 +174,12 @@
 //     of); files ahead of it in the stream may have arrived, whole,
 //     nothing is deleted, and a Restore with a larger limit completes.
 //   - The runtime directory never comes back. Each entry at the top of the
-//     sandbox's sandbox.RuntimeDir (or the directory itself when it is not a
-//     directory) is listed in Result.Refused, so assets staged there show
-//     as, for example, ".airlock/skills"; what lies deeper is covered by
-//     that entry.
+//     sandbox's sandbox.RuntimeDir is listed in Result.Runtime, not in
+//     Refused, so assets staged there show as, for example,
+//     ".airlock/skills" without alarming a host that alerts on Refused;
+//     what lies deeper is covered by that entry. A runtime directory that
+//     is not a directory (a link, a file) is listed in Result.Refused as
+//     ".airlock".
 //   - Leftovers of a killed host are removed. The temporary refs
 //     (refs/airlock/tmp/<owner>/…, refs/airlock/restore/<owner>/…),
 //     quarantine directories (<git dir>/objects/airlock-quarantine-<owner>-…)

@@ -88,7 +88,9 @@ func TestHostileSandbox(t *testing.T) {
 				res, err := r.Restore(ctx(t))
 				require.NoError(t, err)
 				assert.Equal(t, before, hashOutside(t, base, e.local, filepath.Dir(e.remote)), "something outside the work tree changed")
-				assert.Equal(t, []string{sandbox.RuntimeDir + "/evil", "etc", "fifo", "hard", "sgid", "suid", "up"}, res.Refused)
+				assert.Equal(t, []string{"etc", "fifo", "hard", "sgid", "suid", "up"}, res.Refused)
+				assert.Equal(t, []string{sandbox.RuntimeDir + "/evil"}, res.Runtime, "the runtime directory's entries are listed apart")
+				assert.NotContains(t, res.Reasons, sandbox.RuntimeDir+"/evil")
 				for _, p := range []string{"etc", "up", "hard", "fifo", sandbox.RuntimeDir + "/evil"} {
 					assert.False(t, exists(e.local, p), "%s was written", p)
 				}
@@ -397,7 +399,8 @@ func gitIn(t *testing.T, dir, stdin string, args ...string) string {
 
 // TestRuntimeDirLinkRefused: a sandbox whose runtime directory is a link
 // to a directory elsewhere, or a regular file, gets ".airlock" listed in
-// Refused and the rest restored; nothing of the link's target comes back.
+// Refused (not in Runtime: it is no entry of a runtime directory) and the
+// rest restored; nothing of the link's target comes back.
 func TestRuntimeDirLinkRefused(t *testing.T) {
 	for _, c := range []struct {
 		kind   string
@@ -424,6 +427,8 @@ func TestRuntimeDirLinkRefused(t *testing.T) {
 				res, err := r.Restore(ctx(t))
 				require.NoError(t, err)
 				assert.Equal(t, []string{sandbox.RuntimeDir}, res.Refused)
+				assert.Contains(t, res.Reasons[sandbox.RuntimeDir], "not a directory")
+				assert.Empty(t, res.Runtime, "a runtime directory that is not one is refused, not listed as runtime")
 				assert.Equal(t, []string{"a"}, res.Updated)
 				assert.False(t, exists(e.local, sandbox.RuntimeDir+"/loot"))
 			})

@@ -87,7 +87,8 @@ func TestRestoreWithoutFind(t *testing.T) {
 			require.NoError(t, err)
 			assert.Equal(t, before, hashOutside(t, base, e.local, filepath.Dir(e.remote)), "something outside the work tree changed")
 			d := "deep/a dir */-x/"
-			assert.Equal(t, []string{sandbox.RuntimeDir + "/evil", d + "..sticky", d + ".pipe\nx", d + "kept.txt", d + "twin [1]", "etc", "fifo", "hard", "sgid", "suid", "up"}, res.Refused)
+			assert.Equal(t, []string{d + "..sticky", d + ".pipe\nx", d + "kept.txt", d + "twin [1]", "etc", "fifo", "hard", "sgid", "suid", "up"}, res.Refused)
+			assert.Equal(t, []string{sandbox.RuntimeDir + "/evil"}, res.Runtime)
 			for _, p := range []string{"hard", "fifo", d + "kept.txt", d + "twin [1]", d + ".pipe\nx"} {
 				assert.False(t, exists(e.local, p), "%s was written", p)
 			}

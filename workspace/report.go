@@ -62,6 +62,10 @@ func reportReason(c byte) string {
 	return "in the runtime directory, which never comes back"
 }
 
+// whyRuntimeNotDir is the reason a sandbox's runtime directory that is not
+// a directory (a link, a file) is refused.
+const whyRuntimeNotDir = "the runtime directory is not a directory (a link or a file); it never comes back"
+
 // writtenStripped reports whether a report record's entry may still be written
 // (with the offending bits stripped): only a setuid, setgid or sticky file.
 func writtenStripped(c byte) bool { return c == shell.ReportSetID }
@@ -71,16 +75,18 @@ func writtenStripped(c byte) bool { return c == shell.ReportSetID }
 // repository of its own), and its content is not looked at.
 const whyNestedGit = "a .git directory (nested repository) is never restored"
 
-// refuseReported lists the report's entries in res.Refused: runtime
-// directory entries always (logged at debug level: staged assets live
-// there), the others unless excluded.
+// refuseReported lists the report's entries: the runtime directory's in
+// res.Runtime (logged at debug level: staged assets live there), a runtime
+// directory that is not one in res.Refused, the others in res.Refused
+// unless excluded.
 func (r *Round) refuseReported(special map[string]byte, res *Result) {
 	for p, c := range special {
 		switch {
-		case c == shell.ReportRuntime:
-			res.Refused = append(res.Refused, p)
-			res.reason(p, reportReason(c))
+		case c == shell.ReportRuntime && p != sandbox.RuntimeDir:
+			res.Runtime = append(res.Runtime, p)
 			r.o.log.Debug("runtime directory entry not restored", "round", r.rec.ID, "path", p)
+		case c == shell.ReportRuntime:
+			r.refuse(res, p, whyRuntimeNotDir)
 		case !excluded(r.rec.Exclude, p):
 			r.refuse(res, p, reportReason(c))
 		}

@@ -33,7 +33,9 @@ func TestStagedSkillsNeverComeBack(t *testing.T) {
 				res, err := r.Restore(ctx(t))
 				require.NoError(t, err)
 				assert.Equal(t, []string{"a"}, res.Updated)
-				assert.Equal(t, []string{sandbox.RuntimeDir + "/skills"}, res.Refused, "the runtime directory is listed by its top entries, never written")
+				assert.Equal(t, []string{sandbox.RuntimeDir + "/skills"}, res.Runtime, "the runtime directory is listed by its top entries, never written")
+				assert.Empty(t, res.Refused, "staged assets are no refusal: a host alerting on Refused stays quiet")
+				assert.Empty(t, res.Reasons)
 				_, err = os.Lstat(filepath.Join(e.local, sandbox.RuntimeDir, "skills"))
 				assert.ErrorIs(t, err, os.ErrNotExist)
 				if kind == "git" {

@@ -37,14 +37,22 @@ type Result struct {
 	// that did not arrive for another reason (hostile or over-limit
 	// entries, links that would not resolve inside the work tree, changes
 	// of type that could not apply whole and the deletions below them,
-	// entries below a local edit that was kept), the top entries of the
-	// sandbox's runtime directory, and setuid, setgid or sticky files
-	// (written without those bits, so also in Updated when they
-	// changed). Refused also names, as
-	// the sandbox wrote them, the refs of a bundle that were not asked for
-	// and the refused paths (or "commit <id>") of sandbox commits that
-	// were not integrated.
+	// entries below a local edit that was kept, a runtime directory that
+	// is not a directory), and setuid, setgid or sticky files (written
+	// without those bits, so also in Updated when they changed). Refused
+	// also names, as the sandbox wrote them, the refs of a bundle that
+	// were not asked for and the refused paths (or "commit <id>") of
+	// sandbox commits that were not integrated. An adapter may alert on
+	// Refused: nothing a well-behaved run leaves there.
 	Updated, Deleted, Kept, Refused []string
+	// Runtime lists the entries at the top of the sandbox's
+	// sandbox.RuntimeDir (".airlock/skills" for skills staged there),
+	// relative slash paths, sorted. They never come back, by design: they
+	// are the host's own staged assets and state, not the agent's work, so
+	// they are neither in Refused nor in Reasons. A runtime directory that
+	// is not a directory (a link, a file) is not listed here: ".airlock"
+	// is then in Refused.
+	Runtime []string
 	// Reasons says why each path in Refused was refused (the first reason
 	// when there were several).
 	Reasons map[string]string
@@ -261,13 +269,14 @@ func (r *Round) Restore(ctx context.Context) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, l := range [][]string{res.Updated, res.Deleted, res.Kept, res.Refused} {
+	for _, l := range [][]string{res.Updated, res.Deleted, res.Kept, res.Refused, res.Runtime} {
 		slices.Sort(l)
 	}
 	res.Updated = slices.Compact(res.Updated)
 	res.Deleted = slices.Compact(res.Deleted)
 	res.Kept = slices.Compact(res.Kept)
 	res.Refused = slices.Compact(res.Refused)
+	res.Runtime = slices.Compact(res.Runtime)
 	r.o.log.LogAttrs(ctx, slog.LevelInfo, "workspace restored", slog.String("round", r.rec.ID),
 		slog.Int("commits", res.Commits), slog.Int("updated", len(res.Updated)), slog.Int("deleted", len(res.Deleted)),
 		slog.Int("kept", len(res.Kept)), slog.Int("refused", len(res.Refused)), slog.Duration("elapsed", time.Since(start)))

@@ -11,8 +11,6 @@ import (
 	"path"
 	"path/filepath"
 
-	"github.com/spf13/afero"
-
 	"github.com/airlockdev/airlock/deliverable"
 	"github.com/airlockdev/airlock/deliverable/mcptool"
 	"github.com/airlockdev/airlock/sandbox"
@@ -22,16 +20,10 @@ import (
 	"github.com/airlockdev/airlock/workspace"
 )
 
-// Sandbox is what a run needs of the sandbox; *remote.Host is one.
-type Sandbox interface {
-	stage.Target
-	sandbox.Runner
-}
-
 // Run is one agent run in a sandbox. Every field is required but Log.
 type Run struct {
-	Sandbox                  Sandbox
-	StateDir                 string // host state: bundles, session records
+	Sandbox                  stage.Sandbox // *remote.Host, or stage.Over(any sandbox.Runner)
+	StateDir                 string        // host state: bundles, session records
 	Skills                   []skills.Source
 	Local, Remote            string            // the host workspace and its sandbox copy
 	Session                  session.Config    // Workspace and StateDir are filled in
@@ -97,7 +89,10 @@ func (r *Run) Do(ctx context.Context) (*Outcome, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bind session: %w", err)
 	}
-	store := session.NewStore(afero.NewOsFs(), filepath.Join(r.StateDir, "sessions"))
+	store, err := session.OpenStore(filepath.Join(r.StateDir, "sessions"))
+	if err != nil {
+		return nil, err
+	}
 	turn := Turn{Prompt: out.Prompt, Remote: r.Remote, SessionKey: bind.Key, Runner: r.Sandbox}
 	res, err := store.Resume(ctx, bind)
 	if err != nil {

@@ -15,7 +15,6 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/spf13/afero"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -68,6 +67,8 @@ func TestRun(t *testing.T) {
 	assert.Equal(t, "findings for run-1\n", read(t, r.Local, "report.md"))
 	assert.Equal(t, "agent commit 0\n", git(t, r.Local, "log", "-1", "--format=%s"))
 	assert.NoDirExists(t, filepath.Join(r.Local, sandbox.RuntimeDir))
+	assert.Empty(t, out.Restored.Refused, "the staged skills are no refusal")
+	assert.Contains(t, out.Restored.Runtime, sandbox.RuntimeDir+"/skills", "listed apart, with the manifest beside it")
 
 	// The next run resumes the session the first one saved.
 	r.RunID = "run-2"
@@ -195,12 +196,11 @@ func dial(t *testing.T, srv *remotetest.Server) *remote.Host {
 
 // newRun is a Run on a fresh git workspace, the fixture skills and a fresh
 // host state; its Agent is the caller's.
-func newRun(t *testing.T, sb Sandbox, remoteDir string) *Run {
+func newRun(t *testing.T, sb stage.Sandbox, remoteDir string) *Run {
 	t.Helper()
 	base := t.TempDir()
 	local, state := filepath.Join(base, "workspace"), filepath.Join(base, "state")
-	require.NoError(t, os.MkdirAll(local, 0o755))
-	require.NoError(t, os.MkdirAll(state, 0o755))
+	require.NoError(t, os.MkdirAll(local, 0o755)) // the state directory: created by the run
 	git(t, local, "init", "-q", "-b", "main")
 	require.NoError(t, os.WriteFile(filepath.Join(local, "app.txt"), []byte("v1\n"), 0o644))
 	git(t, local, "add", "app.txt")
@@ -211,11 +211,12 @@ func newRun(t *testing.T, sb Sandbox, remoteDir string) *Run {
 	for _, n := range []string{"code-review", "release-notes", "borrowed"} {
 		sources = append(sources, skills.Source{Key: "acme/" + n, Name: n, Dir: filepath.Join(fixtures, n)})
 	}
-	files, err := deliverable.NewFileStore(afero.NewOsFs(), filepath.Join(state, "attachments"))
+	files, err := deliverable.OpenFileStore(filepath.Join(state, "attachments"))
 	require.NoError(t, err)
+	tasks := files.Tasks()
+	require.NoError(t, tasks.Put(t.Context(), deliverable.TaskRecord{ID: "task-1", Status: deliverable.StatusInProgress, Objective: objective}))
 	return &Run{Sandbox: sb, StateDir: state, Skills: sources, Local: local, Remote: remoteDir,
-		Session: sessionConfig("task-1"), TaskID: "task-1", RunID: "run-1", Objective: objective, Files: files,
-		Tasks: newTasks(files, deliverable.Task{ID: "task-1", Status: deliverable.StatusInProgress})}
+		Session: sessionConfig("task-1"), TaskID: "task-1", RunID: "run-1", Objective: objective, Files: files, Tasks: tasks}
 }
 
 var skillFile = regexp.MustCompile(`\(file: (\S+/code-review/SKILL\.md)\)`)

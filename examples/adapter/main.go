@@ -12,8 +12,6 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/spf13/afero"
-
 	"github.com/airlockdev/airlock/deliverable"
 	"github.com/airlockdev/airlock/session"
 	"github.com/airlockdev/airlock/skills"
@@ -77,9 +75,6 @@ func run(ctx context.Context, target, local, remoteDir, stateDir, objective stri
 		}
 		stateDir = filepath.Join(cache, "airlock", "adapter")
 	}
-	if err := os.MkdirAll(stateDir, 0o700); err != nil {
-		return err
-	}
 	var sources []skills.Source
 	for _, d := range dirs {
 		abs, err := filepath.Abs(d)
@@ -88,8 +83,12 @@ func run(ctx context.Context, target, local, remoteDir, stateDir, objective stri
 		}
 		sources = append(sources, skills.Source{Key: "local/" + filepath.Base(abs), Name: filepath.Base(abs), Dir: abs})
 	}
-	files, err := deliverable.NewFileStore(afero.NewOsFs(), filepath.Join(stateDir, "attachments"))
+	files, err := deliverable.OpenFileStore(filepath.Join(stateDir, "attachments"))
 	if err != nil {
+		return err
+	}
+	tasks := files.Tasks() // the host's task table, beside the attachments
+	if err := tasks.Put(ctx, deliverable.TaskRecord{ID: "task-1", Status: deliverable.StatusInProgress, Objective: objective}); err != nil {
 		return err
 	}
 	r := &Run{
@@ -97,7 +96,7 @@ func run(ctx context.Context, target, local, remoteDir, stateDir, objective stri
 		Session: sessionConfig("adapter/" + filepath.Base(local)),
 		TaskID:  "task-1", RunID: "run-" + strings.ToLower(rand.Text()[:8]), Objective: objective,
 		Files: files,
-		Tasks: newTasks(files, deliverable.Task{ID: "task-1", Status: deliverable.StatusInProgress}),
+		Tasks: tasks,
 		Agent: placeholderAgent,
 		Log:   log,
 	}
@@ -123,27 +122,4 @@ func sessionConfig(id string) session.Config {
 		ServerPackage: "@zed-industries/claude-code-acp", ServerVersion: "0.5.0",
 		CommandDigest: "sha256:" + strings.Repeat("0", 64), Model: "claude-sonnet-4-5", PermissionPolicy: "workspace-write"}
 	return session.Config{SessionID: id, Profile: p, Model: p.Model, PermissionMode: session.ApproveReads}
-}
-
-// tasks is the host's task table; attachments come from the FileStore.
-type tasks struct {
-	*deliverable.FileStore
-	byID map[string]deliverable.Task
-}
-
-var _ deliverable.Tasks = tasks{}
-
-func newTasks(files *deliverable.FileStore, ts ...deliverable.Task) tasks {
-	t := tasks{FileStore: files, byID: map[string]deliverable.Task{}}
-	for _, x := range ts {
-		t.byID[x.ID] = x
-	}
-	return t
-}
-
-func (t tasks) Task(_ context.Context, id string) (deliverable.Task, error) {
-	if x, ok := t.byID[id]; ok {
-		return x, nil
-	}
-	return deliverable.Task{}, fmt.Errorf("task %s: %w", id, deliverable.ErrNotFound)
 }

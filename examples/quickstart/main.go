@@ -141,6 +141,7 @@ type RestoreResult struct {
 	Head           string   `json:"head"`
 	Updated        []string `json:"updated"`
 	Kept           []string `json:"kept"`
+	Runtime        []string `json:"runtime"` // the sandbox's .airlock entries: never restored, no refusal
 	RuntimeDirHome bool     `json:"runtime_dir_came_back"`
 	RemotesEmpty   bool     `json:"remotes_empty"`
 }

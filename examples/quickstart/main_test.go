@@ -122,6 +122,7 @@ func checkSummary(t *testing.T, sum *Summary, stdout, stderr *bytes.Buffer) {
 	assert.Equal(t, 1, r.Commits)
 	assert.Equal(t, w.Commit, r.Head)
 	assert.Equal(t, []string{"CHANGELOG.md", "report.md"}, r.Updated)
+	assert.Contains(t, r.Runtime, ".airlock/skills", "the staged skills are listed apart from refusals")
 	assert.False(t, r.RuntimeDirHome)
 	assert.True(t, r.RemotesEmpty)
 }

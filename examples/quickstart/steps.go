@@ -16,8 +16,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/spf13/afero"
-
 	"github.com/airlockdev/airlock/deliverable"
 	"github.com/airlockdev/airlock/sandbox"
 	"github.com/airlockdev/airlock/session"
@@ -261,7 +259,10 @@ func (e *env) session(ctx context.Context, s *Summary) error {
 		return err
 	}
 	r.Key, r.Schema = b.Key, session.Schema
-	store := session.NewStore(afero.NewOsFs(), filepath.Join(st.stateDir, "sessions"))
+	store, err := session.OpenStore(filepath.Join(st.stateDir, "sessions"))
+	if err != nil {
+		return err
+	}
 	if err := store.Save(ctx, b.NewRecord(session.RecordIDs{RecordID: "rec-1", BackendSessionID: "backend-7", AgentSessionID: "agent-9"})); err != nil {
 		return err
 	}
@@ -406,7 +407,7 @@ printf '%s' "$REPORT" > report.md`, vars)
 // evidence, then evidence citing a done child's file.
 func (e *env) deliverable(ctx context.Context, s *Summary) error {
 	st, r := e.st, &s.Deliverable
-	files, err := deliverable.NewFileStore(afero.NewOsFs(), filepath.Join(st.stateDir, "attachments"))
+	files, err := deliverable.OpenFileStore(filepath.Join(st.stateDir, "attachments"))
 	if err != nil {
 		return err
 	}
@@ -440,10 +441,16 @@ func (e *env) deliverable(ctx context.Context, s *Summary) error {
 		return fmt.Errorf("the child's file: %w", err)
 	}
 	r.ChildAttachmentID = child.AttachmentID
-	tasks := hostTasks{FileStore: files, tasks: map[string]deliverable.Task{
-		"task-42": {ID: "task-42", Status: deliverable.StatusInProgress},
-		"task-43": {ID: "task-43", ParentID: "task-42", Status: deliverable.StatusDone},
-	}}
+	// The host's tasks, kept beside the attachments.
+	tasks := files.Tasks()
+	for _, t := range []deliverable.TaskRecord{
+		{ID: "task-42", Status: deliverable.StatusInProgress, Objective: "Review the change and write the findings to report.md, then attach it."},
+		{ID: "task-43", ParentID: "task-42", Status: deliverable.StatusDone, Objective: "Add a changelog entry to CHANGELOG.md."},
+	} {
+		if err := tasks.Put(ctx, t); err != nil {
+			return err
+		}
+	}
 	ev := deliverable.Evidence{TaskID: "task-42", RunID: "run-1",
 		Objective: "Review the change and write the findings to report.md, then attach it.",
 		Refs:      []string{first.Citation}}
@@ -485,19 +492,6 @@ func storedIs(ctx context.Context, files *deliverable.FileStore, id, want string
 	return nil
 }
 
-// hostTasks is the host's task table; attachments come from the FileStore.
-type hostTasks struct {
-	*deliverable.FileStore
-	tasks map[string]deliverable.Task
-}
-
-func (h hostTasks) Task(_ context.Context, id string) (deliverable.Task, error) {
-	if t, ok := h.tasks[id]; ok {
-		return t, nil
-	}
-	return deliverable.Task{}, fmt.Errorf("task %s: %w", id, deliverable.ErrNotFound)
-}
-
 // 7. Restore: the commit and the files arrive, .airlock/ does not, no git
 // remote anywhere.
 func (e *env) restore(ctx context.Context, s *Summary) error {
@@ -506,7 +500,10 @@ func (e *env) restore(ctx context.Context, s *Summary) error {
 	if err != nil {
 		return err
 	}
-	r.Commits, r.Head, r.Updated, r.Kept = res.Commits, res.Head, res.Updated, res.Kept
+	r.Commits, r.Head, r.Updated, r.Kept, r.Runtime = res.Commits, res.Head, res.Updated, res.Kept, res.Runtime
+	if len(res.Refused) > 0 { // the staged skills are listed in Runtime, not here
+		return fmt.Errorf("restore refused %v: %v", res.Refused, res.Reasons)
+	}
 	if res.Commits != 1 || res.Head != st.commit {
 		return fmt.Errorf("restored %d commits to HEAD %s, want 1, the agent's %s", res.Commits, res.Head, st.commit)
 	}

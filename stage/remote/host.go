@@ -33,8 +33,8 @@ const stopGrace = 250 * time.Millisecond
 // Host is one SSH connection to a sandbox. It is a sandbox.Runner (exec
 // sessions, each script run by the server's /bin/sh) and a stage.Target (the
 // shell protocol of stage.Bridge over that runner, with SFTP where it saves
-// round trips), so Stage, workspace and deliverable all reach the sandbox
-// through it.
+// round trips) — a stage.Sandbox — so Stage, workspace and deliverable all
+// reach the sandbox through it.
 //
 // Guarantees: the host key is verified by Config.HostKeyCallback (there is
 // no insecure default); Command.Env values travel on the session's stdin,
@@ -68,6 +68,7 @@ type Host struct {
 var (
 	_ sandbox.Runner = (*Host)(nil)
 	_ stage.Target   = (*Host)(nil)
+	_ stage.Sandbox  = (*Host)(nil)
 )
 
 // Dial connects to addr ("host:port"; port 22 when absent), verifies the

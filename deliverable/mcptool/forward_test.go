@@ -1,6 +1,8 @@
 package mcptool_test
 
 import (
+	"context"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -28,13 +30,11 @@ func agentThroughForward(t *testing.T, h *remote.Host, sandboxDir string) {
 	wsDir := filepath.Join(sandboxDir, "work")
 	require.NoError(t, os.MkdirAll(wsDir, 0o755))
 	s := mcptool.New(reg, deliverable.RemoteWorkspace(h, wsDir), "task-1", "run-1", mcptool.WithBinding("cmd-1", "rev-1"))
-	mux := http.NewServeMux()
-	mux.Handle("/mcp", mcptool.Handler(s))
-	addr, err := h.ServeInSandbox(t.Context(), "tcp", "127.0.0.1:0", mux)
+	endpoint, err := mcptool.ServeInSandbox(t.Context(), h, s)
 	require.NoError(t, err)
+	require.Regexp(t, `^http://127\.0\.0\.1:[1-9][0-9]*/mcp$`, endpoint)
 
 	// The sandbox side.
-	endpoint := "http://" + addr.String() + "/mcp"
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "test"}, nil).Connect(t.Context(),
 		&mcp.StreamableClientTransport{Endpoint: endpoint, DisableStandaloneSSE: true, MaxRetries: -1}, nil)
 	require.NoError(t, err)
@@ -74,10 +74,7 @@ func agentThroughForward(t *testing.T, h *remote.Host, sandboxDir string) {
 
 func TestAgentThroughForwardRemotetest(t *testing.T) {
 	srv := remotetest.NewServer(t)
-	h, err := remote.Dial(t.Context(), srv.Addr(), srv.Config())
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = h.Close() })
-	agentThroughForward(t, h, srv.Dir())
+	agentThroughForward(t, srv.Dial(t), srv.Dir())
 }
 
 func TestAgentThroughForwardSSHD(t *testing.T) {
@@ -86,4 +83,22 @@ func TestAgentThroughForwardSSHD(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = h.Close() })
 	agentThroughForward(t, h, srv.Dir())
+}
+
+// refusingForwarder is a sandbox that refuses every forward.
+type refusingForwarder struct{}
+
+func (refusingForwarder) ServeInSandbox(context.Context, string, string, http.Handler) (net.Addr, error) {
+	return nil, remote.ErrForward
+}
+
+// TestServeInSandboxRefused: a refused forward is the forwarder's error,
+// said to be the tool's, and no URL.
+func TestServeInSandboxRefused(t *testing.T) {
+	_, reg := newStore(t)
+	s := mcptool.New(reg, deliverable.RemoteWorkspace(nil, "/work"), "task-1", "run-1")
+	url, err := mcptool.ServeInSandbox(t.Context(), refusingForwarder{}, s)
+	require.ErrorIs(t, err, remote.ErrForward)
+	assert.Equal(t, "mcptool: serving the tool inside the sandbox: "+remote.ErrForward.Error(), err.Error())
+	assert.Empty(t, url)
 }

@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
-	"net/http"
 	"path"
 	"path/filepath"
 
@@ -25,25 +23,18 @@ type Run struct {
 	Sandbox                  stage.Sandbox // *remote.Host, or stage.Over(any sandbox.Runner)
 	StateDir                 string        // host state: bundles, session records
 	Skills                   []skills.Source
-	Local, Remote            string            // the host workspace and its sandbox copy
-	Session                  session.Config    // Workspace and StateDir are filled in
-	TaskID, RunID, Objective string            // Objective: the task's own text, bound by the host
-	Files                    deliverable.Store // where delivered files go
-	Tasks                    deliverable.Tasks
+	Local, Remote            string                 // the host workspace and its sandbox copy
+	Session                  session.Config         // Workspace and StateDir are filled in
+	TaskID, RunID, Objective string                 // Objective: the task's own text, bound by the host
+	Files                    *deliverable.FileStore // delivered files, and the host's tasks beside them (Files.Tasks)
 	Agent                    func(context.Context, Turn) (Completion, error)
 	Log                      *slog.Logger
 }
 
-// Turn is the agent's prompt, workspace, runner and session to resume ("": fresh), and
-// ToolURL, where the agent reaches register_deliverable over MCP inside the sandbox ("": none).
+// Turn is the agent's prompt, workspace, runner, session to resume ("": fresh) and MCP tool URL in the sandbox ("": none).
 type Turn struct {
 	Prompt, Remote, SessionKey, ResumeID, ToolURL string
 	Runner                                        sandbox.Runner
-}
-
-// forwarder is a Sandbox that serves a handler inside the sandbox; *remote.Host is one.
-type forwarder interface {
-	ServeInSandbox(ctx context.Context, network, address string, h http.Handler) (net.Addr, error)
 }
 
 // Completion is the agent's report: session ids, files delivered, other citations.
@@ -81,10 +72,7 @@ func (r *Run) Do(ctx context.Context) (*Outcome, error) {
 		out.Prompt = bundle.Prompt(root) // rendered for the sandbox's path
 	}
 	cfg := r.Session
-	cfg.Workspace, cfg.StateDir = r.Local, r.StateDir
-	if len(r.Skills) > 0 { // bind the session to the skill set its prompt lists
-		cfg.SkillsDigest = bundle.Identity.Digest
-	}
+	cfg.Workspace, cfg.StateDir, cfg.SkillsDigest = r.Local, r.StateDir, bundle.Identity.Digest // bound to the skills its prompt lists
 	bind, err := session.Bind(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("bind session: %w", err)
@@ -102,24 +90,19 @@ func (r *Run) Do(ctx context.Context) (*Outcome, error) {
 		log.Info("starting a fresh session", "reason", res.Fresh.Reason, "err", res.Fresh.Err)
 	}
 	reg, ws := &deliverable.Registrar{Store: r.Files}, deliverable.RemoteWorkspace(r.Sandbox, r.Remote)
-	if f, ok := r.Sandbox.(forwarder); ok { // the agent's tool, on the sandbox's loopback, through the SSH connection
+	if f, ok := r.Sandbox.(mcptool.Forwarder); ok { // the agent's tool, on the sandbox's loopback, through the SSH connection
 		tctx, stop := context.WithCancel(ctx) // the forward ends with the run
 		defer stop()
-		mux := http.NewServeMux()
-		mux.Handle("/mcp", mcptool.Handler(mcptool.New(reg, ws, r.TaskID, r.RunID)))
-		addr, err := f.ServeInSandbox(tctx, "tcp", "127.0.0.1:0", mux)
-		if err != nil {
-			return nil, fmt.Errorf("serve register_deliverable in the sandbox: %w", err)
+		if turn.ToolURL, err = mcptool.ServeInSandbox(tctx, f, mcptool.New(reg, ws, r.TaskID, r.RunID)); err != nil {
+			return nil, err
 		}
-		turn.ToolURL = "http://" + addr.String() + "/mcp"
 	}
 	round, err := workspace.Prepare(ctx, workspace.Spec{Local: r.Local, Remote: r.Remote, Runner: r.Sandbox}, workspace.WithLogger(log))
 	if err != nil {
 		return nil, fmt.Errorf("prepare workspace: %w", err)
 	}
 	done, agentErr := r.Agent(ctx, turn)
-	// Bring the work home even if the agent failed (a failed restore: workspace.Reopen by id).
-	if out.Restored, err = round.Restore(ctx); err != nil {
+	if out.Restored, err = round.Restore(ctx); err != nil { // even if the agent failed (a failed restore: workspace.Reopen by id)
 		return out, errors.Join(agentErr, fmt.Errorf("restore workspace (round %s): %w", round.ID(), err))
 	}
 	if agentErr != nil {
@@ -136,7 +119,7 @@ func (r *Run) Do(ctx context.Context) (*Outcome, error) {
 		}
 		out.Receipts, refs = append(out.Receipts, rc), append(refs, "deliverable:"+rc.AttachmentID)
 	}
-	if err := deliverable.ValidateEvidence(ctx, r.Tasks, deliverable.Evidence{TaskID: r.TaskID, RunID: r.RunID, Objective: r.Objective, Refs: refs}); err != nil {
+	if err := deliverable.ValidateEvidence(ctx, r.Files.Tasks(), deliverable.Evidence{TaskID: r.TaskID, RunID: r.RunID, Objective: r.Objective, Refs: refs}); err != nil {
 		return out, fmt.Errorf("validate evidence: %w", err)
 	}
 	return out, nil
@@ -158,8 +141,7 @@ func classify(err error) Action {
 	switch {
 	case errors.As(err, &reqErr):
 		return TellAgent
-	case errors.Is(err, session.ErrDrift), errors.Is(err, session.ErrUnsupportedSchema),
-		errors.Is(err, session.ErrUnknownField), errors.Is(err, session.ErrMalformedRecord):
+	case errors.Is(err, session.ErrDrift), errors.Is(err, session.ErrUnsupportedSchema), errors.Is(err, session.ErrUnknownField), errors.Is(err, session.ErrMalformedRecord):
 		return StartFresh
 	case sandbox.Retryable(err):
 		return Retry

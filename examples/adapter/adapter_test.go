@@ -46,7 +46,7 @@ const objective = "Review the change and write the findings to report.md, then a
 
 func TestRun(t *testing.T) {
 	srv := remotetest.NewServer(t) // the sandbox: an SSH server in this process
-	r := newRun(t, dial(t, srv), srv.Dir()+"/work")
+	r := newRun(t, srv.Dial(t), srv.Dir()+"/work")
 
 	var turns []Turn
 	r.Agent = func(ctx context.Context, turn Turn) (Completion, error) {
@@ -90,7 +90,7 @@ func TestRun(t *testing.T) {
 // restored whatever happened after Prepare.
 func TestRunErrors(t *testing.T) {
 	srv := remotetest.NewServer(t)
-	host := dial(t, srv)
+	host := srv.Dial(t)
 
 	for i, tc := range []struct {
 		name   string
@@ -183,17 +183,6 @@ func TestClassify(t *testing.T) {
 	}
 }
 
-// dial connects to srv as main connects to a real sandbox (remote.Dial with
-// a Config that pins the host key; srv.Config pins srv's) and closes the
-// Host when the test ends.
-func dial(t *testing.T, srv *remotetest.Server) *remote.Host {
-	t.Helper()
-	host, err := remote.Dial(t.Context(), srv.Addr(), srv.Config())
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, host.Close()) })
-	return host
-}
-
 // newRun is a Run on a fresh git workspace, the fixture skills and a fresh
 // host state; its Agent is the caller's.
 func newRun(t *testing.T, sb stage.Sandbox, remoteDir string) *Run {
@@ -213,10 +202,9 @@ func newRun(t *testing.T, sb stage.Sandbox, remoteDir string) *Run {
 	}
 	files, err := deliverable.OpenFileStore(filepath.Join(state, "attachments"))
 	require.NoError(t, err)
-	tasks := files.Tasks()
-	require.NoError(t, tasks.Put(t.Context(), deliverable.TaskRecord{ID: "task-1", Status: deliverable.StatusInProgress, Objective: objective}))
+	require.NoError(t, files.Tasks().Put(t.Context(), deliverable.TaskRecord{ID: "task-1", Status: deliverable.StatusInProgress, Objective: objective}))
 	return &Run{Sandbox: sb, StateDir: state, Skills: sources, Local: local, Remote: remoteDir,
-		Session: sessionConfig("task-1"), TaskID: "task-1", RunID: "run-1", Objective: objective, Files: files, Tasks: tasks}
+		Session: sessionConfig("task-1"), TaskID: "task-1", RunID: "run-1", Objective: objective, Files: files}
 }
 
 var skillFile = regexp.MustCompile(`\(file: (\S+/code-review/SKILL\.md)\)`)

@@ -4,12 +4,12 @@
 //	go run ./examples/adapter -ssh ALIAS \
 //		[-workspace DIR] [-remote-dir DIR] [-skill DIR]... [-state DIR] [-objective TEXT]
 //
-// adapter.go is the whole run (Run.Do, under 180 lines): skills.Materialize,
+// adapter.go is the whole run (Run.Do, 150 lines): skills.Materialize,
 // stage.Stage of the bundle under <remote>/.airlock, the prompt rewritten
 // onto the sandbox, session.Bind with a resume of the saved record (or a
 // fresh session when it drifted), the register_deliverable tool served
 // over MCP inside the sandbox through the SSH connection
-// (remote.Host.ServeInSandbox; the agent gets its URL in Turn.ToolURL),
+// (mcptool.ServeInSandbox over remote.Host; the agent gets its URL in Turn.ToolURL),
 // workspace.Prepare, the agent (a placeholder hook: running Claude Code,
 // Codex, … is out of scope),
 // Round.Restore, then deliverable.Register of each file the agent delivered,

@@ -87,8 +87,7 @@ func run(ctx context.Context, target, local, remoteDir, stateDir, objective stri
 	if err != nil {
 		return err
 	}
-	tasks := files.Tasks() // the host's task table, beside the attachments
-	if err := tasks.Put(ctx, deliverable.TaskRecord{ID: "task-1", Status: deliverable.StatusInProgress, Objective: objective}); err != nil {
+	if err := files.Tasks().Put(ctx, deliverable.TaskRecord{ID: "task-1", Status: deliverable.StatusInProgress, Objective: objective}); err != nil {
 		return err
 	}
 	r := &Run{
@@ -96,7 +95,6 @@ func run(ctx context.Context, target, local, remoteDir, stateDir, objective stri
 		Session: sessionConfig("adapter/" + filepath.Base(local)),
 		TaskID:  "task-1", RunID: "run-" + strings.ToLower(rand.Text()[:8]), Objective: objective,
 		Files: files,
-		Tasks: tasks,
 		Agent: placeholderAgent,
 		Log:   log,
 	}

@@ -11,7 +11,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/airlockdev/airlock/deliverable"
 	"github.com/airlockdev/airlock/sandbox"
 	"github.com/airlockdev/airlock/stage/remote/remotetest"
 )
@@ -23,7 +22,7 @@ import (
 // as a tool error it can read.
 func TestRunAgentRegistersThroughTheTool(t *testing.T) {
 	srv := remotetest.NewServer(t)
-	r := newRun(t, dial(t, srv), srv.Dir()+"/work")
+	r := newRun(t, srv.Dial(t), srv.Dir()+"/work")
 	var receipt map[string]any
 	r.Agent = func(ctx context.Context, turn Turn) (Completion, error) {
 		require.NotEmpty(t, turn.ToolURL, "remote.Host forwards: the agent gets the tool")
@@ -54,7 +53,7 @@ func TestRunAgentRegistersThroughTheTool(t *testing.T) {
 	assert.Empty(t, out.Receipts, "the agent registered the file itself")
 	id, _ := receipt["attachmentId"].(string)
 	require.NotEmpty(t, id, "%v", receipt)
-	a, err := r.Files.(*deliverable.FileStore).Attachment(t.Context(), id)
+	a, err := r.Files.Attachment(t.Context(), id)
 	require.NoError(t, err)
 	assert.Equal(t, "report.md", a.Filename)
 	assert.Equal(t, "deliverable:"+id, receipt["citation"])

@@ -110,6 +110,27 @@ func NewServer(tb testing.TB, opts ...Option) *Server {
 	return s
 }
 
+// Dial connects a remote.Host to the server for a test with Config,
+// failing tb if it cannot, and closes the Host when the test and its
+// subtests finish (a failed Close fails tb). The test's whole sandbox is
+// then two lines:
+//
+//	srv := remotetest.NewServer(t)
+//	host := srv.Dial(t)
+func (s *Server) Dial(tb testing.TB) *remote.Host {
+	tb.Helper()
+	h, err := remote.Dial(tb.Context(), s.Addr(), s.Config())
+	if err != nil {
+		tb.Fatalf("remotetest: Dial %s: %v", s.Addr(), err)
+	}
+	tb.Cleanup(func() {
+		if err := h.Close(); err != nil {
+			tb.Errorf("remotetest: closing the Host: %v", err)
+		}
+	})
+	return h
+}
+
 // Addr returns the address the server listens on, "127.0.0.1:PORT".
 func (s *Server) Addr() string { return s.ln.Addr().String() }
 

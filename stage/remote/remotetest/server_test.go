@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/crypto/ssh"
 
+	"github.com/airlockdev/airlock/sandbox"
 	"github.com/airlockdev/airlock/stage/remote"
 )
 
@@ -390,4 +391,19 @@ func TestConfigHostKeyErrorIsProduction(t *testing.T) {
 	h, err := remote.Dial(t.Context(), srv.Addr(), srv.Config())
 	require.NoError(t, err)
 	require.NoError(t, h.Close())
+}
+
+// TestServerDial: Dial hands a test a connected Host that runs commands
+// and is closed when the test ends.
+func TestServerDial(t *testing.T) {
+	srv := NewServer(t)
+	var host *remote.Host
+	t.Run("dial", func(t *testing.T) {
+		host = srv.Dial(t)
+		var out bytes.Buffer
+		require.NoError(t, host.Run(t.Context(), sandbox.Command{Script: "echo ok", Stdout: &out}))
+		assert.Equal(t, "ok\n", out.String())
+	})
+	err := host.Run(t.Context(), sandbox.Command{Script: "true"})
+	assert.ErrorIs(t, err, sandbox.ErrTransport, "the subtest's cleanup closed the Host")
 }

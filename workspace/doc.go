@@ -92,12 +92,12 @@
 // strictly (a path that is not clean or escapes, a malformed record, is
 // ErrHostile), and the objects it names travel in the restore's bundle,
 // under a commit of the sandbox's index tree that is the snapshot's last
-// parent: each must be a blob in what the restore received, or the
-// restore fails with ErrHostile before anything is written. An entry
-// under .git (in any spelling a file system reads as .git) or the
-// runtime directory, one with a temporary file's name, and a submodule
-// (gitlink) are listed in Result.Refused; one matching Spec.Exclude is
-// left out, as its file is.
+// parent: each must be a blob that the bundle brought or the repository
+// holds, or the restore fails with ErrHostile before anything is
+// written. An entry under .git (in any spelling a file system reads as
+// .git) or the runtime directory, one with a temporary file's name, and
+// a submodule (gitlink) are listed in Result.Refused; one matching
+// Spec.Exclude is left out, as its file is.
 //
 // After the work tree, before HEAD moves, the entries are merged into the
 // local index by the rule of the work tree, against the baseline index:

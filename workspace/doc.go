@@ -80,6 +80,52 @@
 // still matched the old HEAD follow the new one; entries the user staged
 // differently are left alone. No new commits is a result, not an error.
 //
+// # What the agent staged
+//
+// What the agent staged comes back staged. The restore script compares
+// the sandbox's index with the index the round's Prepare gave it (the
+// baseline index: the user's, as it was) and reports each path where
+// they differ: an entry added or changed (git add, a mode change, a
+// staged hunk beside an unstaged one), removed (git rm, git rm --cached),
+// or added as intent-to-add (git add -N); git mv R R2 is R removed and R2
+// added, which git status reads as the rename. The report is parsed
+// strictly (a path that is not clean or escapes, a malformed record, is
+// ErrHostile), and the objects it names travel in the restore's bundle,
+// under a commit of the sandbox's index tree that is the snapshot's last
+// parent: each must be a blob that the bundle brought or the repository
+// holds, or the restore fails with ErrHostile before anything is
+// written. An entry under .git (in any spelling a file system reads as
+// .git) or the runtime directory, one with a temporary file's name, and
+// a submodule (gitlink) are listed in Result.Refused; one matching
+// Spec.Exclude is left out, as its file is.
+//
+// After the work tree, before HEAD moves, the entries are merged into the
+// local index by the rule of the work tree, against the baseline index:
+// a path whose local index entry is still the baseline's gets the
+// sandbox's entry; one the user changed since Prepare (git add, git rm,
+// a mode, an intent-to-add entry, a merge left unmerged) keeps the
+// user's entry and is listed in Kept, unless it already is the
+// sandbox's. An entry at a path the work tree refused is not staged
+// either; a staged symbolic link is staged only when the work tree holds
+// that very link after the restore (so its target passed the link rules,
+// or is the user's own); an intent-to-add entry needs its file in the
+// work tree; an entry the local index leaves no room for (the user's
+// entry d stays where the sandbox's d/x needs a directory, or the
+// reverse) is refused. Paths the sandbox did not change in its index are
+// never touched. The merge runs on a copy of the index while Restore
+// holds git's own lock on it (<git dir>/index.lock), and the copy
+// replaces the index by rename: a git that writes the index meanwhile
+// waits, or fails as it does on any lock, and a reader sees the old
+// index or the new one. A lock that stays a few seconds (another git,
+// or one that was killed) fails the Restore with ErrRace naming it,
+// after the work tree and before the index and HEAD moved; Restore again
+// once it is gone. The blobs the entries name move into the repository
+// first (checked by the strict fsck when they come from the quarantine).
+// A sandbox index that cannot be written as a tree (unmerged entries)
+// brings nothing of its staged state back, and a warning is logged.
+// Restoring again changes nothing: the entries then already are the
+// sandbox's.
+//
 // # Plain directories
 //
 // Prepare clears Spec.Remote except sandbox.RuntimeDir and sends the tree as
@@ -162,8 +208,8 @@
 //     malformed stream or unreadable bundle fails with ErrHostile and
 //     writes nothing.
 //   - One error class per failure kind: a sandbox that broke the protocol
-//     (a probe, restore header, report or tar stream that does not parse,
-//     a bundle that does not verify) is ErrHostile, which errors.Is also
+//     (a probe, restore header, report, staged section or tar stream that
+//     does not parse, a bundle that does not verify) is ErrHostile, which errors.Is also
 //     matches to sandbox.ErrProtocol; a reply cut by a lost connection, a
 //     Runner that never returned or an expired control deadline wraps
 //     sandbox.ErrTransport. Never both. The scripts and their parsers are
@@ -238,6 +284,13 @@
 //     a *ConflictError that appears only on a compare-and-swap retry (the
 //     local ref moved to a conflicting commit during the restore).
 //   - Files are not fsynced.
+//   - A host killed while it holds the index lock leaves
+//     <git dir>/index.lock, as a killed git does; git then names it, and
+//     it stays until the user removes it (it is never removed for the
+//     user: it may be a running git's).
+//   - Intent-to-add entries of the user's index do not travel (the
+//     sandbox gets the index's tree); a local intent-to-add entry counts
+//     as a change of the user's.
 //   - The tar writer and hostile tar reader live in tarstream.go until the
 //     shared internal package of stage lands.
 package workspace

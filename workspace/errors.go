@@ -46,11 +46,13 @@ var (
 	// restore ends, and the same Restore then takes the lock.
 	ErrLocked = sentinel.Temporary("work tree restore lock held")
 	// ErrRace reports a local ref that kept moving while a restore tried to
-	// install its result (compare-and-swap retries exhausted). The
-	// sandbox's files were already merged; restore again to install the
-	// commits. Retryable (sandbox.Retryable): the git that moved the ref
-	// ends. A ref lock a killed git left stays until it is removed, so a
-	// caller bounds its retries; the error names the lock file.
+	// install its result (compare-and-swap retries exhausted), or a lock
+	// on the local index that stayed while the restore waited to stage
+	// what the agent staged. The sandbox's files were already merged;
+	// restore again to install the commits and the staged entries.
+	// Retryable (sandbox.Retryable): the git that moved the ref or holds
+	// the index ends. A lock a killed git left stays until it is removed,
+	// so a caller bounds its retries; the error names the lock file.
 	ErrRace = sentinel.Temporary("local ref changed during restore")
 	// ErrNoRound reports a Reopen of an id whose state is not there.
 	ErrNoRound = errors.New("no such workspace round")

@@ -324,6 +324,10 @@ func TestIndexFollowsOnRetry(t *testing.T) {
 	write(t, e.remote, "b", "new\n")
 	git(t, e.remote, "add", "a", "b")
 	git(t, e.remote, "commit", "-q", "-m", "agent commit")
+	// The agent's index goes back to the round's: it stages nothing, so
+	// the local index has to follow HEAD (what it staged would have
+	// brought a and b along already).
+	git(t, e.remote, "read-tree", "HEAD~1")
 	write(t, e.local, "c", "staged by the user\n")
 	git(t, e.local, "add", "c")
 

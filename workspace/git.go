@@ -337,7 +337,7 @@ func (c *countWriter) Write(p []byte) (int, error) { c.n += int64(len(p)); retur
 // restoreScript streams the sandbox's work tree back
 // (shell.GitRestoreScript), limited to what the round syncs.
 func (r *Round) restoreScript() string {
-	return shell.GitRestoreScript(r.spec.Remote, r.rec.ID, sandboxPathspecs(r.rec.Exclude))
+	return shell.GitRestoreScript(r.spec.Remote, r.rec.ID, r.rec.Index, sandboxPathspecs(r.rec.Exclude))
 }
 
 // restoreStream runs script in the sandbox and hands its output to fn as a
@@ -469,20 +469,36 @@ func (r *Round) restoreGit(ctx context.Context) (*Result, error) {
 		return nil, err
 	}
 	defer snap.cleanup()
-	head := snap.head // "" when refused: the local HEAD stays
-	// A merge that would conflict fails before any file is written.
-	plan, err := r.planMerge(ctx, head)
-	if err != nil {
-		return nil, err
-	}
-	// Files first: a failure leaves the refs alone.
-	if err := r.applyGitFiles(ctx, snap.git, hk, snap.tree, h.Special, res); err != nil {
-		return nil, err
-	}
-	if err := r.integrate(ctx, head, plan, res); err != nil {
+	if err := r.install(ctx, snap, h, hk, res); err != nil {
 		return nil, err
 	}
 	return res, nil
+}
+
+// install brings the received snapshot in: the work tree, the staged
+// entries, then the sandbox's HEAD (snap.head, "" when refused: the
+// local HEAD stays). The staged entries are judged, and a merge that
+// would conflict fails, before any file is written; a failure after
+// leaves the refs alone.
+func (r *Round) install(ctx context.Context, snap *fetched, h header, hk hashKind, res *Result) error {
+	staged, err := r.checkStaged(ctx, snap.git, h.Staged, res)
+	if err != nil {
+		return err
+	}
+	plan, err := r.planMerge(ctx, snap.head)
+	if err != nil {
+		return err
+	}
+	if err := r.applyGitFiles(ctx, snap.git, hk, snap.tree, h.Special, res); err != nil {
+		return err
+	}
+	if err := r.finishIndex(ctx); err != nil {
+		return err
+	}
+	if err := r.applyStaged(ctx, snap.git, hk, staged, res); err != nil {
+		return err
+	}
+	return r.integrate(ctx, snap.head, plan, res)
 }
 
 // fetched is the sandbox's snapshot, received.
@@ -580,8 +596,11 @@ func (r *Round) fetchBundle(ctx context.Context, bundle string, h header, hk has
 	if h.Head != "" {
 		wantParents = append(wantParents, h.Head)
 	}
+	if h.Index != "" {
+		wantParents = append(wantParents, h.Index)
+	}
 	if !slices.Equal(strings.Fields(got), wantParents) {
-		return nil, fmt.Errorf("%w: the sandbox's snapshot is %q, want commit %s with parent %q", ErrHostile, got, h.Snap, h.Head)
+		return nil, fmt.Errorf("%w: the sandbox's snapshot is %q, want commit %s with parents %q", ErrHostile, got, h.Snap, wantParents[1:])
 	}
 	if f.tree, err = q.git.Line(ctx, "rev-parse", h.Snap+"^{tree}"); err != nil {
 		return nil, err
@@ -592,9 +611,10 @@ func (r *Round) fetchBundle(ctx context.Context, bundle string, h header, hk has
 	return f, nil
 }
 
-// change is one line of git diff-tree -r -z.
+// change is one line of git diff-tree -r -z (or diff-index).
 type change struct {
 	oldMode, newMode, oldID, newID, path string
+	status                               string // A, D, M, T; U for an unmerged path (diff-index)
 }
 
 // parseDiffTree reads `git diff-tree -r -z --no-renames` output.
@@ -606,7 +626,7 @@ func parseDiffTree(out []byte) ([]change, error) {
 		if len(meta) != 5 {
 			return nil, fmt.Errorf("workspace: unexpected diff-tree record %q", f[i])
 		}
-		cs = append(cs, change{meta[0], meta[1], meta[2], meta[3], string(f[i+1])})
+		cs = append(cs, change{meta[0], meta[1], meta[2], meta[3], string(f[i+1]), meta[4]})
 	}
 	return cs, nil
 }

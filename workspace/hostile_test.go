@@ -132,8 +132,15 @@ func (f *fakeRunner) Run(ctx context.Context, cmd sandbox.Command) error {
 	return f.real.Run(ctx, cmd)
 }
 
+// restoreStream is a restore stream with report, tail and payload; a git
+// stream's (its tail "nochange" or "bundle …") says its index is the
+// baseline's (an empty staged section).
 func restoreStream(report string, tail string, payload []byte) []byte {
-	return append([]byte(fmt.Sprintf("airlock-restore 1\nreport %d\n%s%s\n", len(report), report, tail)), payload...)
+	staged := ""
+	if tail == "nochange" || strings.HasPrefix(tail, "bundle ") {
+		staged = "staged 0\n"
+	}
+	return append([]byte(fmt.Sprintf("airlock-restore 1\nreport %d\n%s%s%s\n", len(report), report, staged, tail)), payload...)
 }
 
 func TestHostileTarStream(t *testing.T) {

@@ -177,7 +177,7 @@ func (r *Round) receiveHistory(ctx context.Context, q *quarantineDir, objects st
 		}
 	}
 	if strict && ferr == nil && len(rw) == 0 {
-		clean, err := r.snapshotClean(ctx, q.git, h.Snap)
+		clean, err := r.snapshotClean(ctx, q.git, h.Snap, h.Index)
 		if err != nil {
 			return err
 		}
@@ -233,17 +233,24 @@ func (r *Round) pin(ctx context.Context, f *fetched, commit string, then func())
 	return nil
 }
 
-// snapshotClean reports whether the snapshot snap (read through q) adds
-// or changes no path under the runtime directory or matching Spec.Exclude
-// against the baseline.
-func (r *Round) snapshotClean(ctx context.Context, q *gitexec.Git, snap string) (bool, error) {
-	out, err := q.Output(ctx, "diff-tree", "-r", "-t", "-z", "--name-only", "--no-renames", r.rec.Tree, snap)
-	if err != nil {
-		return false, nil // the baseline is gone: applyGitFiles says so
+// snapshotClean reports whether the snapshot snap and the commit of the
+// sandbox's index (index, "" for none), read through q, add or change no
+// path under the runtime directory or matching Spec.Exclude against the
+// baseline's work tree and index.
+func (r *Round) snapshotClean(ctx context.Context, q *gitexec.Git, snap, index string) (bool, error) {
+	pairs := [][2]string{{r.rec.Tree, snap}}
+	if index != "" {
+		pairs = append(pairs, [2]string{r.rec.Index, index})
 	}
-	for _, p := range strings.Split(string(out), "\x00") {
-		if p != "" && excluded(r.rec.Exclude, p) {
-			return false, nil
+	for _, pr := range pairs {
+		out, err := q.Output(ctx, "diff-tree", "-r", "-t", "-z", "--name-only", "--no-renames", pr[0], pr[1])
+		if err != nil {
+			return false, nil // the baseline is gone: applyGitFiles says so
+		}
+		for _, p := range strings.Split(string(out), "\x00") {
+			if p != "" && excluded(r.rec.Exclude, p) {
+				return false, nil
+			}
 		}
 	}
 	return true, nil

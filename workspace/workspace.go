@@ -32,8 +32,9 @@ type Result struct {
 	Head      string // local HEAD after restore ("" for plain directories)
 	Commits   int    // commits brought back
 	Merged    bool   // a merge commit was needed
-	// Relative slash paths, sorted. Kept: local edits that beat a remote
-	// change or deletion, and nothing else. Refused: every sandbox entry
+	// Relative slash paths, sorted. Kept: local edits (of a file, or of
+	// an index entry) that beat a remote change or deletion, and nothing
+	// else. Refused: every sandbox entry
 	// that did not arrive for another reason (hostile or over-limit
 	// entries, links that would not resolve inside the work tree, changes
 	// of type that could not apply whole and the deletions below them,

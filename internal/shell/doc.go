@@ -5,9 +5,10 @@
 //   - tar.go: the tar stream the host writes (layout, carried entries, the
 //     completion marker) and the hostile readers of the tar streams a
 //     sandbox sends back (Members, ReadTar, ReadLimited);
-//   - workspace.go, restore.go, report.go: package workspace's probe, git
-//     and plain prepares and restores, the restore stream
-//     ("airlock-restore 1") and its report of entries no tar header shows;
+//   - workspace.go, restore.go, report.go, staged.go: package workspace's
+//     probe, git and plain prepares and restores, the restore stream
+//     ("airlock-restore 1"), its report of entries no tar header shows and
+//     a git sandbox's staged section (its index against the baseline's);
 //   - file.go: package deliverable's file command ("airlock-file-v1"), its
 //     reports and a bounded collector of them;
 //   - stage.go: package stage's probe reply, ready/carried/published lines,

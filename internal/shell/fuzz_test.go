@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -21,13 +22,17 @@ import (
 // it refuses is a protocol error, never a transport failure (the input
 // is all there). Seeds: testdata/fuzz/FuzzRestoreHeader.
 func FuzzRestoreHeader(f *testing.F) {
-	f.Add([]byte("airlock-restore 1\nreport 0\nnochange\n"), true)
-	f.Add([]byte("airlock-restore 1\nreport 8\nh./a/b\x00s./c\x00nochange\n"), true)
-	f.Add([]byte("airlock-restore 1\nreport 0\nbundle - "+strings.Repeat("a", 40)+"\nPACK"), true)
+	oid := strings.Repeat("a", 40)
+	staged := string(StagedRecords(Staged{Entries: []StagedEntry{{Path: "a", Mode: "100644", ID: oid}, {Path: "gone"}, {Path: "n", Mode: "100644", ID: oid, IntentToAdd: true}}}))
+	f.Add([]byte("airlock-restore 1\nreport 0\nstaged 0\nnochange\n"), true)
+	f.Add([]byte("airlock-restore 1\nreport 8\nh./a/b\x00s./c\x00staged 0\nnochange\n"), true)
+	f.Add([]byte("airlock-restore 1\nreport 0\nstaged 0\nbundle - "+oid+"\nPACK"), true)
+	f.Add([]byte(fmt.Sprintf("airlock-restore 1\nreport 0\nstaged %d\n%sbundle %s %s %s\nPACK", len(staged), staged, oid, oid, oid)), true)
+	f.Add([]byte("airlock-restore 1\nreport 0\nstaged 2\nU\x00bundle - "+oid+"\nPACK"), true)
 	f.Add([]byte("airlock-restore 1\nreport 7\nh../x\x00\x00tar\n"), false)
 	f.Add([]byte("airlock-restore 1\nreport 0\ntar\n"), false)
-	f.Add([]byte("airlock-restore 1\nreport 22\nr./.airlock/x\x00u./suid\x00nochange\n"), true)
-	f.Add([]byte("airlock-restore 1\nreport 22\ns./f\x00G\x00.GIT./x\x00f\x00sub/\x00nochange\n"), true)
+	f.Add([]byte("airlock-restore 1\nreport 22\nr./.airlock/x\x00u./suid\x00staged 0\nnochange\n"), true)
+	f.Add([]byte("airlock-restore 1\nreport 22\ns./f\x00G\x00.GIT./x\x00f\x00sub/\x00staged 0\nnochange\n"), true)
 	f.Fuzz(func(t *testing.T, data []byte, git bool) {
 		h, err := ReadRestoreHeader(bufio.NewReader(bytes.NewReader(data)), git)
 		if err != nil {
@@ -41,7 +46,7 @@ func FuzzRestoreHeader(f *testing.F) {
 		if err != nil {
 			t.Fatalf("re-serialized header %q does not parse: %v", again, err)
 		}
-		if h2.Tail != h.Tail || h2.Head != h.Head || h2.Snap != h.Snap || !maps.Equal(h2.Special, h.Special) {
+		if h2.Tail != h.Tail || h2.Head != h.Head || h2.Snap != h.Snap || h2.Index != h.Index || !maps.Equal(h2.Special, h.Special) || !reflect.DeepEqual(h2.Staged, h.Staged) {
 			t.Fatalf("round trip changed the header: %+v vs %+v", h2, h)
 		}
 	})
@@ -83,9 +88,20 @@ func reserialize(t *testing.T, h RestoreHeader, git bool) string {
 			t.Fatalf("accepted snap %q", h.Snap)
 		}
 		tail = "bundle " + head + " " + h.Snap
+		if h.Index != "" {
+			if !IsObjectName(h.Index) || len(h.Staged.Entries) == 0 {
+				t.Fatalf("accepted index commit %q beside %d staged entries", h.Index, len(h.Staged.Entries))
+			}
+			tail += " " + h.Index
+		} else if len(h.Staged.Entries) > 0 {
+			t.Fatal("staged entries accepted without an index commit")
+		}
 	case TailNoChange:
 		if !git {
 			t.Fatal("nochange accepted for a plain stream")
+		}
+		if !h.Staged.Empty() {
+			t.Fatal("nochange accepted after a staged section")
 		}
 	case TailTar, TailEmpty:
 		if git {
@@ -94,7 +110,15 @@ func reserialize(t *testing.T, h RestoreHeader, git bool) string {
 	default:
 		t.Fatalf("accepted tail %q", h.Tail)
 	}
-	return fmt.Sprintf("airlock-restore 1\nreport %d\n%s%s\n", rep.Len(), rep.String(), tail)
+	staged := ""
+	if git {
+		checkStaged(t, h.Staged)
+		st := StagedRecords(h.Staged)
+		staged = fmt.Sprintf("staged %d\n%s", len(st), st)
+	} else if !reflect.DeepEqual(h.Staged, Staged{}) {
+		t.Fatal("a plain stream accepted with a staged section")
+	}
+	return fmt.Sprintf("airlock-restore 1\nreport %d\n%s%s%s\n", rep.Len(), rep.String(), staged, tail)
 }
 
 // FuzzReadLimited checks the hostile tar reader with a byte limit: an

@@ -14,12 +14,17 @@ import (
 //	report <n>\n
 //	<n bytes of report records (FindReport; a git sandbox's then G NUL
 //	 and the paths its git did not add, NUL-terminated)>
+//	staged <m>\n                       (a git sandbox's only)
+//	<m bytes: the staged section (ParseStaged)>
 //	<tail line>\n
 //	<payload>
 //
-// A git sandbox's tail is "nochange" (no payload) or "bundle <head|-> <snap>"
-// followed by a git bundle; a plain sandbox's is "empty" or "tar" followed
-// by a tar stream.
+// A git sandbox's tail is "nochange" (no payload; the staged section is
+// then empty) or "bundle <head|-> <snap> [<index>]" followed by a git
+// bundle: <index> is the commit of the sandbox's index tree, the
+// snapshot's last parent, present exactly when the staged section lists
+// entries. A plain sandbox's tail is "empty" or "tar" followed by a tar
+// stream.
 const (
 	RestoreMagic   = "airlock-restore 1"
 	MaxReportBytes = 16 << 20 // the longest report a restore stream may carry
@@ -37,15 +42,17 @@ const (
 // RestoreHeader is the parsed start of a restore stream.
 type RestoreHeader struct {
 	Special map[string]byte // path -> its report record type (ParseReport)
+	Staged  Staged          // git: the sandbox's index against the baseline's (ParseStaged)
 	Tail    string          // TailNoChange, TailBundle, TailEmpty or TailTar
 	Head    string          // bundle: the sandbox HEAD, "" when unborn
 	Snap    string          // bundle: the snapshot commit
+	Index   string          // bundle: the commit of the sandbox's index tree, "" when Staged lists no entry
 }
 
 // ReadRestoreHeader parses the start of a restore stream from br (a git
 // sandbox's when git is true, else a plain one's), leaving br at the
 // payload. Everything is bounded: lines by MaxLineBytes, the report by
-// MaxReportBytes. A stream that breaks the format is a protocol error
+// MaxReportBytes, the staged section by MaxStagedBytes. A stream that breaks the format is a protocol error
 // (ErrProtocol); one that ends early is the transport's failure when the
 // reader failed with one (ErrTransport, or the context's error), else a
 // protocol error too.
@@ -60,35 +67,74 @@ func ReadRestoreHeader(br *bufio.Reader, git bool) (RestoreHeader, error) {
 	if l, err = readLine(br); err != nil {
 		return RestoreHeader{}, err
 	}
-	ns, ok := strings.CutPrefix(l, "report ")
-	n, perr := strconv.Atoi(ns)
-	if !ok || perr != nil || n < 0 || n > MaxReportBytes || strconv.Itoa(n) != ns {
-		return RestoreHeader{}, protocolf("bad report line %.80q", l)
-	}
-	rep := make([]byte, n)
-	if _, err := io.ReadFull(br, rep); err != nil {
-		return RestoreHeader{}, Cut("the report ended early", err)
+	rep, err := readSection(br, l, "report", MaxReportBytes)
+	if err != nil {
+		return RestoreHeader{}, err
 	}
 	h := RestoreHeader{}
 	if h.Special, err = ParseReport(rep); err != nil {
 		return RestoreHeader{}, err
 	}
+	if git {
+		if l, err = readLine(br); err != nil {
+			return RestoreHeader{}, err
+		}
+		st, err := readSection(br, l, "staged", MaxStagedBytes)
+		if err != nil {
+			return RestoreHeader{}, err
+		}
+		if h.Staged, err = ParseStaged(st); err != nil {
+			return RestoreHeader{}, err
+		}
+	}
 	if l, err = readLine(br); err != nil {
 		return RestoreHeader{}, err
 	}
+	if err := h.parseTail(l, git); err != nil {
+		return RestoreHeader{}, err
+	}
+	return h, nil
+}
+
+// readSection reads the section that the header line l ("<name> <n>")
+// announces: n bytes, at most max.
+func readSection(br *bufio.Reader, l, name string, max int) ([]byte, error) {
+	ns, ok := strings.CutPrefix(l, name+" ")
+	n, perr := strconv.Atoi(ns)
+	if !ok || perr != nil || n < 0 || n > max || strconv.Itoa(n) != ns {
+		return nil, protocolf("bad %s line %.80q", name, l)
+	}
+	b := make([]byte, n)
+	if _, err := io.ReadFull(br, b); err != nil {
+		return nil, Cut("the "+name+" ended early", err)
+	}
+	return b, nil
+}
+
+// parseTail reads the tail line l into h, whose staged section it must
+// agree with.
+func (h *RestoreHeader) parseTail(l string, git bool) error {
 	f := strings.Split(l, " ")
 	switch {
-	case git && len(f) == 1 && f[0] == TailNoChange, !git && len(f) == 1 && (f[0] == TailEmpty || f[0] == TailTar):
+	case git && len(f) == 1 && f[0] == TailNoChange && h.Staged.Empty(), !git && len(f) == 1 && (f[0] == TailEmpty || f[0] == TailTar):
 		h.Tail = f[0]
-	case git && len(f) == 3 && f[0] == TailBundle && (f[1] == "-" || IsObjectName(f[1])) && IsObjectName(f[2]):
+	case git && (len(f) == 3 || len(f) == 4) && f[0] == TailBundle && (f[1] == "-" || IsObjectName(f[1])) && IsObjectName(f[2]):
 		h.Tail, h.Snap = TailBundle, f[2]
 		if f[1] != "-" {
 			h.Head = f[1]
 		}
+		if len(f) == 4 {
+			h.Index = f[3]
+		}
+		if (h.Index != "") != (len(h.Staged.Entries) > 0) || (h.Index != "" && !IsObjectName(h.Index)) {
+			return protocolf("the restore tail line %.80q does not name the index commit exactly when the staged section lists entries", l)
+		}
+	case git && len(f) == 1 && f[0] == TailNoChange:
+		return protocolf("the restore tail line is %q after a staged section that lists changes", l)
 	default:
-		return RestoreHeader{}, protocolf("bad restore tail line %.80q", l)
+		return protocolf("bad restore tail line %.80q", l)
 	}
-	return h, nil
+	return nil
 }
 
 // readLine reads one header line of at most MaxLineBytes.
@@ -128,15 +174,21 @@ func IsObjectName(s string) bool {
 // tree back (the restore stream above, tail "nochange" or "bundle"): it
 // snapshots the work tree at remote through a scratch index named by the
 // round id, limited to pathspecs, and bundles it from a ref named by the
-// round. That index, its lock or the ref's lock, when one exists, is what
-// a restore whose host was killed left (the host's restore lock serializes
-// the restores of a work tree): they are removed first.
-func GitRestoreScript(remote, id string, pathspecs []string) string {
+// round. Before the snapshot, the scratch index (a copy of the sandbox's
+// index) is written as a tree and compared with index, the tree of the
+// index the round's prepare gave the sandbox, under the same pathspecs:
+// that is the staged section, and the tree's commit becomes the
+// snapshot's last parent when it lists entries, so the objects they name
+// travel in the bundle. That index, its lock, the staged section's files
+// or the ref's lock, when one exists, is what a restore whose host was
+// killed left (the host's restore lock serializes the restores of a work
+// tree): they are removed first.
+func GitRestoreScript(remote, id, index string, pathspecs []string) string {
 	specs := make([]string, len(pathspecs))
 	for i, p := range pathspecs {
 		specs[i] = Quote(p)
 	}
-	return GitPrelude + fmt.Sprintf(`r=%s; id=%s
+	return GitPrelude + fmt.Sprintf(`r=%s; id=%s; idx=%s
 cd "$r" 2>/dev/null || { echo "the sandbox work tree $r is missing" >&2; exit 10; }
 [ -d .git ] && [ ! -L .git ] || { echo "$r/.git is missing or not a directory" >&2; exit 11; }
 GIT_DIR=.git g rev-parse --git-dir >/dev/null 2>&1 || { echo "$r/.git is not a usable git repository (HEAD, objects or refs missing): the sandbox's commits cannot be read" >&2; exit 11; }
@@ -144,25 +196,37 @@ export GIT_DIR=.git
 base=refs/airlock/base/$id
 bs=$(g rev-parse -q --verify "$base/snap^{commit}") || { echo "$base/snap is missing in the sandbox: prepare the round again" >&2; exit 12; }
 bh=$(g rev-parse -q --verify "$base/head^{commit}")
-ti=.git/airlock-restore-$id.index; rep=.git/airlock-restore-$id.report; out=refs/airlock/out/$id/snap
-rm -f "$ti" "$rep" "$ti.lock" ".git/$out.lock"
+ti=.git/airlock-restore-$id.index; rep=.git/airlock-restore-$id.report; st=.git/airlock-restore-$id.staged; out=refs/airlock/out/$id/snap
+rm -f "$ti" "$rep" "$st" "$st.i" "$ti.lock" ".git/$out.lock"
 g update-ref -d "$out" >/dev/null 2>&1
 if [ -f .git/index ]; then cat .git/index > "$ti" && touch -r .git/index "$ti" || exit 13; fi
-GIT_INDEX_FILE=$ti g add -A --ignore-errors %[3]s >/dev/null 2>&1
-wt=$(GIT_INDEX_FILE=$ti g write-tree) || { rm -f "$ti"; exit 14; }
+if it=$(GIT_INDEX_FILE=$ti g write-tree 2>/dev/null); then
+  GIT_INDEX_FILE=$ti g diff-index --cached -z --no-renames "$idx" %[4]s > "$st" 2>/dev/null || { echo "cannot compare the sandbox's index with the round's ($idx): prepare the round again" >&2; rm -f "$ti" "$st"; exit 17; }
+  GIT_INDEX_FILE=$ti g diff-index --cached -z --no-renames --name-only "$it" %[4]s > "$st.i" 2>/dev/null || { rm -f "$ti" "$st" "$st.i"; exit 17; }
+  if [ -s "$st.i" ]; then printf 'I\0' >> "$st"; cat "$st.i" >> "$st"; fi
+  rm -f "$st.i"
+else
+  it=; printf 'U\0' > "$st"
+fi
+GIT_INDEX_FILE=$ti g add -A --ignore-errors %[4]s >/dev/null 2>&1
+wt=$(GIT_INDEX_FILE=$ti g write-tree) || { rm -f "$ti" "$st"; exit 14; }
 h=$(g rev-parse -q --verify 'HEAD^{commit}')
-{ %[4]s; printf 'G\0'; GIT_INDEX_FILE=$ti g ls-files -z -o --exclude-standard %[3]s; } > "$rep" 2>/dev/null
+{ %[5]s; printf 'G\0'; GIT_INDEX_FILE=$ti g ls-files -z -o --exclude-standard %[4]s; } > "$rep" 2>/dev/null
 rm -f "$ti"
+ic=
+if [ -n "$it" ] && [ -s "$st" ]; then ic=$(g commit-tree "$it" ${h:+-p "$h"} -m "airlock: sandbox index of round $id") || { rm -f "$st" "$rep"; exit 15; }; fi
 n=$(( $(wc -c < "$rep") ))
-printf '%[5]s\nreport %%d\n' "$n"; cat "$rep"; rm -f "$rep"
-if [ "$h" = "$bh" ] && [ "$wt" = "$(g rev-parse "$bs^{tree}")" ]; then printf 'nochange\n'; exit 0; fi
-s=$(g commit-tree "$wt" ${h:+-p "$h"} -m "airlock: sandbox work tree of round $id") || exit 15
+printf '%[6]s\nreport %%d\n' "$n"; cat "$rep"; rm -f "$rep"
+n=$(( $(wc -c < "$st") ))
+printf 'staged %%d\n' "$n"; cat "$st"; rm -f "$st"
+if [ "$h" = "$bh" ] && [ "$wt" = "$(g rev-parse "$bs^{tree}")" ] && [ "$n" = 0 ]; then printf 'nochange\n'; exit 0; fi
+s=$(g commit-tree "$wt" ${h:+-p "$h"} ${ic:+-p "$ic"} -m "airlock: sandbox work tree of round $id") || exit 15
 g update-ref "$out" "$s" || exit 16
-printf 'bundle %%s %%s\n' "${h:--}" "$s"
-g bundle create - "$out" --not "$bs" ${bh:+"$bh"} 2>/dev/null; st=$?
+printf 'bundle %%s %%s%%s\n' "${h:--}" "$s" "${ic:+ $ic}"
+g bundle create - "$out" --not "$bs" ${bh:+"$bh"} 2>/dev/null; x=$?
 g update-ref -d "$out"
-exit $st
-`, Quote(remote), Quote(id), strings.Join(specs, " "), FindReport, RestoreMagic)
+exit $x
+`, Quote(remote), Quote(id), Quote(index), strings.Join(specs, " "), FindReport, RestoreMagic)
 }
 
 // PlainRestoreScript returns the script that streams a plain sandbox

@@ -1,0 +1,425 @@
+package workspace
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/airlockdev/airlock/internal/gitexec"
+	"github.com/airlockdev/airlock/internal/owner"
+	"github.com/airlockdev/airlock/internal/shell"
+)
+
+// What the agent staged comes back staged. The sandbox reports its index
+// where it differs from the index the round's prepare gave it (the
+// baseline index, record.Index): shell's staged section, whose objects
+// travel in the restore's bundle. checkStaged judges it before anything
+// is written; applyStaged merges it into the local index by the 3-way
+// rule of the work tree, after the work tree and before HEAD moves.
+
+// Reasons a staged entry is refused.
+const (
+	whyStagedReserved = "a staged entry under .git or the runtime directory"
+	whyStagedGitlink  = "a staged submodule (gitlink), which is never restored"
+	whyStagedLink     = "a staged symbolic link that the work tree does not hold as restored (a link is staged only as it arrived)"
+	whyStagedIntent   = "an intent-to-add entry (git add -N) whose file the work tree does not hold"
+	whyStagedInTheWay = "the local index holds %s where this staged entry needs a directory or a file (a local change, which wins)"
+)
+
+// checkStaged judges the sandbox's staged section st (its objects read
+// through g) before anything is written. An entry at a path the sandbox
+// may never write (.git, the runtime directory, a temporary file's name)
+// or a submodule is listed in res.Refused, one under Spec.Exclude is left
+// out, and the rest is returned. Every object a returned entry names must
+// be a blob that g reads (the bundle's or the repository's): otherwise
+// the restore fails with ErrHostile before anything is written.
+func (r *Round) checkStaged(ctx context.Context, g *gitexec.Git, st shell.Staged, res *Result) ([]shell.StagedEntry, error) {
+	if st.NoTree {
+		r.o.log.Warn("the sandbox's index could not be written as a tree (unmerged entries, or an object it names is missing): what it staged does not come back", "round", r.rec.ID)
+		return nil, nil
+	}
+	var keep []shell.StagedEntry
+	ids := map[string]string{}
+	var blobs []string
+	for _, e := range st.Entries {
+		switch {
+		case reserved(e.Path):
+			r.refuse(res, e.Path, whyStagedReserved)
+			continue
+		case hasTmpName(e.Path):
+			r.refuse(res, e.Path, whyTmpName)
+			continue
+		case excluded(r.rec.Exclude, e.Path):
+			continue
+		case e.Mode == "160000":
+			r.refuse(res, e.Path, whyStagedGitlink)
+			continue
+		case e.Mode != "" && !e.IntentToAdd:
+			ids[e.Path] = e.ID
+			blobs = append(blobs, e.Path)
+		}
+		keep = append(keep, e)
+	}
+	if _, err := blobSizes(ctx, g, blobs, func(p string) string { return ids[p] }); err != nil {
+		return nil, fmt.Errorf("workspace: the sandbox's staged entries (nothing was written): %w", err)
+	}
+	return keep, nil
+}
+
+// applyStaged merges the staged entries (from checkStaged; their objects
+// read through g) into the local index. An entry at a path the work tree
+// refused is not staged either; a staged link must be the link the work
+// tree holds after the restore (its target was checked as it arrived, or
+// it is the user's own), and an intent-to-add entry needs its file there.
+// Under the index's lock, on a copy: each path whose local entry still is
+// the baseline's gets the sandbox's; one the user changed since Prepare
+// keeps the user's and is listed in res.Kept, unless it already is the
+// sandbox's. An entry the local index leaves no room for (a local file
+// where it needs a directory, or the reverse) is refused. The objects move
+// into the repository first.
+func (r *Round) applyStaged(ctx context.Context, g *gitexec.Git, hk hashKind, staged []shell.StagedEntry, res *Result) error {
+	if len(staged) == 0 {
+		return nil
+	}
+	refused := map[string]bool{}
+	for _, p := range res.Refused {
+		refused[p] = true
+	}
+	l, err := openLocal(r.spec.Local, hk, r.journalDir())
+	if err != nil {
+		return err
+	}
+	defer l.close()
+	var want []shell.StagedEntry
+	for _, e := range staged {
+		if refusedAt(refused, e.Path) {
+			continue
+		}
+		if e.IntentToAdd || e.Mode == "120000" {
+			st, err := l.stat(e.Path)
+			if err != nil {
+				return fmt.Errorf("workspace: reading local %s: %w", e.Path, err)
+			}
+			if e.IntentToAdd && st.kind != 'f' && st.kind != 'l' {
+				r.refuse(res, e.Path, whyStagedIntent)
+				continue
+			}
+			if !e.IntentToAdd && (st.kind != 'l' || st.id != e.ID) {
+				r.refuse(res, e.Path, whyStagedLink)
+				continue
+			}
+		}
+		want = append(want, e)
+	}
+	if len(want) == 0 {
+		return nil
+	}
+	if err := r.adoptBlobs(ctx, g, want); err != nil {
+		return err
+	}
+	return r.withIndex(ctx, func(env []string) (bool, error) { return r.stageInto(ctx, env, want, res) })
+}
+
+// refusedAt reports whether p or a directory above it is refused.
+func refusedAt(refused map[string]bool, p string) bool {
+	for ; p != "."; p = path.Dir(p) {
+		if refused[p] {
+			return true
+		}
+	}
+	return false
+}
+
+// stageInto applies want to the index env names (GIT_INDEX_FILE), by the
+// 3-way rule against the baseline index; it reports whether it changed
+// anything.
+func (r *Round) stageInto(ctx context.Context, env []string, want []shell.StagedEntry, res *Result) (bool, error) {
+	g := r.git
+	var out bytes.Buffer
+	if err := g.Run(ctx, gitexec.Cmd{Args: []string{"diff-index", "--cached", "-z", "--no-renames", r.rec.Index}, Env: env, Stdout: &out}); err != nil {
+		return false, fmt.Errorf("workspace: comparing the index of %s with the round's (a gc may have pruned %s): %w", r.spec.Local, r.rec.Index, err)
+	}
+	changed, err := parseDiffTree(out.Bytes()) // the local index's changes since Prepare
+	if err != nil {
+		return false, err
+	}
+	local := map[string]change{}
+	for _, c := range changed {
+		local[c.path] = c
+	}
+	var intent map[string]bool // the local intent-to-add entries, read when needed
+	var apply []shell.StagedEntry
+	for _, e := range want {
+		c, moved := local[e.Path]
+		if !moved {
+			apply = append(apply, e)
+			continue
+		}
+		if intent == nil && c.newID == emptyBlob(len(c.newID)) {
+			intent = r.localIntents(ctx, env)
+		}
+		if !sameEntry(c, intent[e.Path], e) {
+			res.Kept = append(res.Kept, e.Path)
+		}
+	}
+	if len(apply) == 0 {
+		return false, nil
+	}
+	var paths bytes.Buffer
+	if err := g.Run(ctx, gitexec.Cmd{Args: []string{"ls-files", "-z"}, Env: env, Stdout: &paths}); err != nil {
+		return false, err
+	}
+	apply = r.roomFor(strings.Split(paths.String(), "\x00"), apply, res)
+	return r.writeStaged(ctx, env, apply, strings.Repeat("0", len(r.rec.Index)))
+}
+
+// sameEntry reports whether the local index's entry (c's new side; intent:
+// an intent-to-add entry) is the sandbox's e.
+func sameEntry(c change, intent bool, e shell.StagedEntry) bool {
+	switch {
+	case c.status == "U":
+		return false
+	case e.Mode == "":
+		return c.newMode == "000000"
+	case e.IntentToAdd || intent:
+		return e.IntentToAdd && intent
+	}
+	return c.newMode == e.Mode && c.newID == e.ID
+}
+
+// localIntents returns the paths of the index env names that are
+// intent-to-add entries: those its own tree leaves out. An index that
+// cannot be written as a tree (unmerged entries) gives none.
+func (r *Round) localIntents(ctx context.Context, env []string) map[string]bool {
+	set := map[string]bool{}
+	var t, out bytes.Buffer
+	if err := r.git.Run(ctx, gitexec.Cmd{Args: []string{"write-tree"}, Env: env, Stdout: &t}); err != nil {
+		return set
+	}
+	if err := r.git.Run(ctx, gitexec.Cmd{Args: []string{"diff-index", "--cached", "-z", "--no-renames", "--name-only", strings.TrimSpace(t.String())}, Env: env, Stdout: &out}); err != nil {
+		return set
+	}
+	for _, p := range strings.Split(out.String(), "\x00") {
+		if p != "" {
+			set[p] = true
+		}
+	}
+	return set
+}
+
+// roomFor returns the entries of apply that the local index (its paths
+// as listed) leaves room for once apply is applied: an entry whose
+// directory the index holds as a file, or whose path it holds as a
+// directory, is refused.
+func (r *Round) roomFor(paths []string, apply []shell.StagedEntry, res *Result) []shell.StagedEntry {
+	final := map[string]bool{}
+	for _, p := range paths {
+		if p != "" {
+			final[p] = true
+		}
+	}
+	for _, e := range apply {
+		final[e.Path] = e.Mode != ""
+	}
+	dirs := map[string]string{} // a directory -> an entry below it
+	for p, in := range final {
+		for d := path.Dir(p); in && d != "."; d = path.Dir(d) {
+			dirs[d] = p
+		}
+	}
+	var ok []shell.StagedEntry
+	for _, e := range apply {
+		in := ""
+		if e.Mode != "" {
+			in = dirs[e.Path]
+			for d := path.Dir(e.Path); in == "" && d != "."; d = path.Dir(d) {
+				if final[d] {
+					in = d
+				}
+			}
+		}
+		if in != "" {
+			r.refuse(res, e.Path, fmt.Sprintf(whyStagedInTheWay, in))
+			continue
+		}
+		ok = append(ok, e)
+	}
+	return ok
+}
+
+// writeStaged writes apply into the index env names: entries and
+// removals through update-index --index-info, then the intent-to-add
+// entries through git add -N (their files are in the work tree).
+func (r *Round) writeStaged(ctx context.Context, env []string, apply []shell.StagedEntry, zero string) (bool, error) {
+	var in, intent bytes.Buffer
+	for _, e := range apply {
+		switch {
+		case e.Mode == "" || e.IntentToAdd:
+			fmt.Fprintf(&in, "0 %s\t%s\x00", zero, e.Path)
+			if e.IntentToAdd {
+				intent.WriteString(e.Path + "\x00")
+			}
+		default:
+			fmt.Fprintf(&in, "%s %s\t%s\x00", e.Mode, e.ID, e.Path)
+		}
+	}
+	if in.Len() == 0 {
+		return false, nil
+	}
+	if err := r.git.Run(ctx, gitexec.Cmd{Args: []string{"update-index", "-z", "--index-info"}, Env: env, Stdin: &in}); err != nil {
+		return false, fmt.Errorf("workspace: staging the sandbox's index entries in %s: %w", r.spec.Local, err)
+	}
+	if intent.Len() > 0 {
+		args := []string{"add", "--intent-to-add", "--force", "--pathspec-from-file=-", "--pathspec-file-nul"}
+		if err := r.git.Run(ctx, gitexec.Cmd{Args: args, Env: append(env, "GIT_LITERAL_PATHSPECS=1"), Stdin: &intent}); err != nil {
+			return false, fmt.Errorf("workspace: adding the sandbox's intent-to-add entries to the index of %s: %w", r.spec.Local, err)
+		}
+	}
+	return true, nil
+}
+
+// emptyBlob is the id of the empty blob of a repository whose ids are n
+// hex digits long.
+func emptyBlob(n int) string {
+	if n == 64 {
+		return "473a0f4c3be8a93681a267e3b1e9a7dcda1185436fe141f7749120a303721813"
+	}
+	return "e69de29bb2d1d6434b8b29ae775ad8c2e48c5391"
+}
+
+// adoptBlobs moves the blobs the entries name that the repository lacks
+// from g (the quarantine the restore read them from) into the
+// repository, checked by the strict fsck.
+func (r *Round) adoptBlobs(ctx context.Context, g *gitexec.Git, entries []shell.StagedEntry) error {
+	var in strings.Builder
+	for _, e := range entries {
+		if e.Mode != "" && !e.IntentToAdd {
+			in.WriteString(e.ID + "\n")
+		}
+	}
+	if in.Len() == 0 {
+		return nil
+	}
+	var out bytes.Buffer
+	if err := r.git.Run(ctx, gitexec.Cmd{Args: []string{"cat-file", "--batch-check=%(objectname)"}, Stdin: strings.NewReader(in.String()), Stdout: &out}); err != nil {
+		return err
+	}
+	var missing bytes.Buffer
+	for _, l := range strings.Split(out.String(), "\n") {
+		if id, ok := strings.CutSuffix(l, " missing"); ok {
+			missing.WriteString(id + "\n")
+		}
+	}
+	if missing.Len() == 0 {
+		return nil
+	}
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		err := g.Run(cctx, gitexec.Cmd{Args: []string{"pack-objects", "--stdout", "-q"}, Stdin: &missing, Stdout: pw})
+		pw.CloseWithError(err)
+		done <- err
+	}()
+	err := r.git.Run(ctx, gitexec.Cmd{Args: []string{"index-pack", "--stdin", "--strict"}, Stdin: pr, Stdout: io.Discard})
+	if err != nil {
+		cancel()
+	}
+	pr.CloseWithError(errStop)
+	if perr := <-done; err == nil && perr != nil && !errors.Is(perr, errStop) {
+		err = perr
+	}
+	if err != nil {
+		return r.storeFailed(r.gitDir, fmt.Errorf("moving the sandbox's staged blobs into the repository: %w", err))
+	}
+	return nil
+}
+
+// Waiting for the index lock of another git.
+const (
+	indexLockWait = 2 * time.Second
+	indexLockPoll = 20 * time.Millisecond
+)
+
+// withIndex runs fn on a copy of the local index (the environment it gets
+// names it) while it holds the index's lock, <git dir>/index.lock, as git
+// does; when fn changed the copy, the copy's content is written into the
+// lock file, which is renamed over the index: no git writes the index in
+// between, and a reader sees the old index or the new one. A lock that
+// stays (another git, or a killed one) fails with ErrRace naming it.
+func (r *Round) withIndex(ctx context.Context, fn func(env []string) (bool, error)) error {
+	index := filepath.Join(r.gitDir, "index")
+	lock := index + ".lock"
+	f, err := lockIndex(ctx, lock, r.spec.Local)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if f != nil {
+			f.Close()
+			os.Remove(lock)
+		}
+	}()
+	scratch := filepath.Join(r.state, "tmp-"+owner.Tag()+"-"+r.rec.ID+"-staged.index")
+	os.Remove(scratch)
+	defer os.Remove(scratch)
+	if err := copyIndex(r.gitDir, scratch); err != nil {
+		return fmt.Errorf("workspace: copying the index of %s: %w", r.spec.Local, err)
+	}
+	changed, err := fn([]string{"GIT_INDEX_FILE=" + scratch})
+	if err != nil || !changed {
+		return err
+	}
+	src, err := os.Open(scratch)
+	if err != nil {
+		return fmt.Errorf("workspace: reading the new index of %s: %w", r.spec.Local, err)
+	}
+	_, err = io.Copy(f, src)
+	src.Close()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(lock, index)
+	}
+	if err != nil {
+		os.Remove(lock)
+		f = nil
+		return fmt.Errorf("workspace: writing the index of %s (it is as it was; the work tree already holds the sandbox's files and HEAD has not moved: fix the cause and run Restore again): %w", r.spec.Local, err)
+	}
+	f = nil
+	return nil
+}
+
+// lockIndex creates the index lock file lock, waiting a while for a git
+// that holds it.
+func lockIndex(ctx context.Context, lock, work string) (*os.File, error) {
+	deadline := time.Now().Add(indexLockWait)
+	for {
+		f, err := os.OpenFile(lock, os.O_RDWR|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o666)
+		if err == nil {
+			return f, nil
+		}
+		if !errors.Is(err, fs.ErrExist) {
+			return nil, &fs.PathError{Op: "lock", Path: lock, Err: err}
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("%w: the index lock %s stayed for %s (the work tree already holds the sandbox's files; the index and HEAD have not moved): another git is writing the index, or one was killed while it did; when no git runs in %s, remove %s and run Restore again", ErrRace, lock, indexLockWait, work, lock)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(indexLockPoll):
+		}
+	}
+}

@@ -59,6 +59,8 @@ var (
 	// sandbox.ErrProtocol instead. A transport failure does not prove the
 	// sandbox command stopped; Stage never replays the write it
 	// interrupted.
+	//
+	// Deprecated: use sandbox.ErrTransport.
 	ErrTransport = sandbox.ErrTransport
 	// ErrMismatch reports a sandbox copy that does not match the manifest it
 	// was published with (see WithVerify).

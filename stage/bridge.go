@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"path"
 	"slices"
 	"strings"
@@ -145,7 +146,12 @@ func (b *Bridge) control(ctx context.Context, op string, cmd sandbox.Command) er
 }
 
 // runControl is control. When the caller's ctx ends first, it waits up to
-// settle more for the Runner to return before it returns the ctx error.
+// settle more for the Runner to return before it returns the ctx error. A
+// reply that cmd.Stdout refuses as a protocol break (a write error that
+// wraps ErrProtocol: a reply over its bound, one its parser refused) stops
+// the command at once, and is the operation's error (the Runner gets
+// stopGrace to return): a sandbox that floods is hostile, not a transport
+// that timed out, whatever the Runner makes of the refused write.
 func (b *Bridge) runControl(ctx context.Context, op string, cmd sandbox.Command, settle time.Duration) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("%s: %w", op, err)
@@ -156,25 +162,73 @@ func (b *Bridge) runControl(ctx context.Context, op string, cmd sandbox.Command,
 	}
 	cctx, cancel := context.WithTimeout(ctx, b.timeout)
 	defer cancel()
+	out := &refusalWriter{w: cmd.Stdout, stop: cancel}
+	if cmd.Stdout != nil {
+		cmd.Stdout = out
+	}
 	done := make(chan error, 1)
 	go func() { done <- b.r.Run(cctx, cmd) }()
 	select {
 	case err := <-done:
+		if perr := out.refused(); perr != nil && ctx.Err() == nil {
+			return fmt.Errorf("%s: %w", op, perr)
+		}
 		return b.classify(ctx, cctx, op, err, stderr)
 	case <-cctx.Done():
 		if err := ctx.Err(); err != nil {
-			if settle > 0 {
-				t := time.NewTimer(settle)
-				defer t.Stop()
-				select {
-				case <-done:
-				case <-t.C:
-				}
-			}
+			waitFor(done, settle)
 			return fmt.Errorf("%s: %w", op, err)
+		}
+		if perr := out.refused(); perr != nil {
+			waitFor(done, b.stopGrace())
+			return fmt.Errorf("%s: %w", op, perr)
 		}
 		return b.timeoutErr(op)
 	}
+}
+
+// waitFor waits up to d for done to deliver.
+func waitFor(done <-chan error, d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+	}
+}
+
+// refusalWriter is a control command's Stdout: it passes writes on to w
+// and, at the first write w refuses as a protocol break, keeps that error
+// and calls stop (which stops the command).
+type refusalWriter struct {
+	w    io.Writer
+	stop func()
+	mu   sync.Mutex
+	perr error
+}
+
+// Write implements io.Writer.
+func (r *refusalWriter) Write(p []byte) (int, error) {
+	n, err := r.w.Write(p)
+	if err != nil && errors.Is(err, sandbox.ErrProtocol) {
+		r.mu.Lock()
+		if r.perr == nil {
+			r.perr = err
+		}
+		r.mu.Unlock()
+		r.stop()
+	}
+	return n, err
+}
+
+// refused returns the protocol break w reported, or nil.
+func (r *refusalWriter) refused() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.perr
 }
 
 // renameThenDelete runs a publish or unstage command: a control operation
@@ -278,7 +332,13 @@ func (b *Bridge) timeoutErr(op string) error {
 }
 
 // classify maps a Runner result onto the package's errors. cctx is the
-// control context (nil for data commands).
+// control context (nil for data commands). A command that ran and failed
+// is its *ExitError; a sandbox that broke the protocol (an error wrapping
+// ErrProtocol, such as an output over its bound) and a failure of the
+// host's own (an *fs.PathError the Runner met on the host: a full disk
+// where it writes the script or the output) keep their class, with op
+// added, so that sandbox.Retryable answers for them (never retryable, and
+// by the errno); anything else the Runner returns is a transport failure.
 func (b *Bridge) classify(ctx, cctx context.Context, op string, err error, stderr *limitedBuffer) error {
 	if err == nil {
 		return nil
@@ -297,7 +357,18 @@ func (b *Bridge) classify(ctx, cctx context.Context, op string, err error, stder
 		}
 		return fmt.Errorf("%s failed in the sandbox: %w: %s", op, err, msg)
 	}
+	if errors.Is(err, sandbox.ErrProtocol) || hostSide(err) {
+		return fmt.Errorf("%s: %w", op, err)
+	}
 	return fmt.Errorf("%w: %s: %w", ErrTransport, op, err)
+}
+
+// hostSide reports whether err, a Runner's error that is no transport
+// failure it reported as one, is a failure on the host: a path of the
+// host that could not be read or written (*fs.PathError).
+func hostSide(err error) bool {
+	var pe *fs.PathError
+	return !errors.Is(err, sandbox.ErrTransport) && errors.As(err, &pe)
 }
 
 // MaxProbeBytes bounds the whole reply of one Probe, all manifests

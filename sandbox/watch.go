@@ -1,7 +1,6 @@
 package sandbox
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -10,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/airlockdev/airlock/internal/shell"
 )
 
 // WatchOptions configures Watch.
@@ -82,8 +83,8 @@ func Watch(ctx context.Context, r Runner, cmd Command, o WatchOptions) *Watched 
 		cmd.Stdin = &armingReader{w: w, src: cmd.Stdin}
 	}
 	if o.ArmAtEnd {
-		cmd.Script = "(\n" + cmd.Script + "\n)\n__airlock_w=$?\nprintf '\\n" + watchEndLine + "\\n' >&2\nexit $__airlock_w\n"
-		cmd.Stderr = &endWriter{w: w, dst: cmd.Stderr}
+		cmd.Script = shell.WatchEndScript(cmd.Script)
+		cmd.Stderr = &endWriter{w: w, end: shell.EndLineWriter{Dst: cmd.Stderr, OnEnd: w.Arm}}
 	} else if cmd.Stderr != nil {
 		cmd.Stderr = &lifeWriter{w: w, dst: cmd.Stderr}
 	}
@@ -97,10 +98,6 @@ func Watch(ctx context.Context, r Runner, cmd Command, o WatchOptions) *Watched 
 	}()
 	return w
 }
-
-// watchEndLine is the line an ArmAtEnd command writes on stderr once its
-// script has ended.
-const watchEndLine = "airlock-command-end"
 
 // Arm starts the control deadline of the command's end (see Watch). Only
 // the first call does anything.
@@ -225,72 +222,18 @@ func (l *lifeWriter) Write(p []byte) (int, error) {
 	return n, err
 }
 
-// endWriter is the stderr of an ArmAtEnd command: it passes every line on
-// except the end line, at which it arms the deadline. A partial line is
-// held back only while it may still become the end line.
+// endWriter is the stderr of an ArmAtEnd command: it counts each write as
+// a sign of life and passes it to end (shell.EndLineWriter), which arms
+// the deadline at the end line (shell.WatchEndLine) and passes every other
+// line on.
 type endWriter struct {
-	w       *Watched
-	dst     io.Writer // nil: discarded
-	mu      sync.Mutex
-	pending []byte // the start of a line that may be the end line
-	mid     bool   // inside a line that is not the end line
+	w   *Watched
+	end shell.EndLineWriter
 }
 
 func (e *endWriter) Write(p []byte) (int, error) {
 	e.w.alive()
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	n := len(p)
-	var out []byte
-	for len(p) > 0 {
-		if e.mid {
-			// Inside a line: pass on up to and including its newline.
-			i := bytes.IndexByte(p, '\n')
-			if i < 0 {
-				out = append(out, p...)
-				p = nil
-				break
-			}
-			out = append(out, p[:i+1]...)
-			p = p[i+1:]
-			e.mid = false
-			continue
-		}
-		// At the beginning of a line (or holding its start).
-		i := bytes.IndexByte(p, '\n')
-		var chunk []byte
-		if i < 0 {
-			chunk = p
-		} else {
-			chunk = p[:i]
-		}
-		cand := append(e.pending, chunk...)
-		switch {
-		case i >= 0 && string(cand) == watchEndLine:
-			e.pending = nil
-			p = p[i+1:]
-			e.w.Arm()
-		case len(cand) <= len(watchEndLine) && watchEndLine[:len(cand)] == string(cand) && i < 0:
-			e.pending = cand // may still be the end line
-			p = nil
-		default:
-			out = append(out, cand...)
-			e.pending = nil
-			if i >= 0 {
-				out = append(out, '\n')
-				p = p[i+1:]
-				e.mid = false
-			} else {
-				p = nil
-				e.mid = true
-			}
-		}
-	}
-	if e.dst != nil && len(out) > 0 {
-		if _, err := e.dst.Write(out); err != nil {
-			return 0, err
-		}
-	}
+	n, err := e.end.Write(p)
 	e.w.alive()
-	return n, nil
+	return n, err
 }

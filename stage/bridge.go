@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"path"
 	"slices"
 	"strings"
@@ -145,7 +146,12 @@ func (b *Bridge) control(ctx context.Context, op string, cmd sandbox.Command) er
 }
 
 // runControl is control. When the caller's ctx ends first, it waits up to
-// settle more for the Runner to return before it returns the ctx error.
+// settle more for the Runner to return before it returns the ctx error. A
+// reply that cmd.Stdout refuses as a protocol break (a write error that
+// wraps ErrProtocol: a reply over its bound, one its parser refused) stops
+// the command at once, and is the operation's error (the Runner gets
+// stopGrace to return): a sandbox that floods is hostile, not a transport
+// that timed out, whatever the Runner makes of the refused write.
 func (b *Bridge) runControl(ctx context.Context, op string, cmd sandbox.Command, settle time.Duration) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("%s: %w", op, err)
@@ -156,25 +162,73 @@ func (b *Bridge) runControl(ctx context.Context, op string, cmd sandbox.Command,
 	}
 	cctx, cancel := context.WithTimeout(ctx, b.timeout)
 	defer cancel()
+	out := &refusalWriter{w: cmd.Stdout, stop: cancel}
+	if cmd.Stdout != nil {
+		cmd.Stdout = out
+	}
 	done := make(chan error, 1)
 	go func() { done <- b.r.Run(cctx, cmd) }()
 	select {
 	case err := <-done:
+		if perr := out.refused(); perr != nil && ctx.Err() == nil {
+			return fmt.Errorf("%s: %w", op, perr)
+		}
 		return b.classify(ctx, cctx, op, err, stderr)
 	case <-cctx.Done():
 		if err := ctx.Err(); err != nil {
-			if settle > 0 {
-				t := time.NewTimer(settle)
-				defer t.Stop()
-				select {
-				case <-done:
-				case <-t.C:
-				}
-			}
+			waitFor(done, settle)
 			return fmt.Errorf("%s: %w", op, err)
+		}
+		if perr := out.refused(); perr != nil {
+			waitFor(done, b.stopGrace())
+			return fmt.Errorf("%s: %w", op, perr)
 		}
 		return b.timeoutErr(op)
 	}
+}
+
+// waitFor waits up to d for done to deliver.
+func waitFor(done <-chan error, d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+	}
+}
+
+// refusalWriter is a control command's Stdout: it passes writes on to w
+// and, at the first write w refuses as a protocol break, keeps that error
+// and calls stop (which stops the command).
+type refusalWriter struct {
+	w    io.Writer
+	stop func()
+	mu   sync.Mutex
+	perr error
+}
+
+// Write implements io.Writer.
+func (r *refusalWriter) Write(p []byte) (int, error) {
+	n, err := r.w.Write(p)
+	if err != nil && errors.Is(err, sandbox.ErrProtocol) {
+		r.mu.Lock()
+		if r.perr == nil {
+			r.perr = err
+		}
+		r.mu.Unlock()
+		r.stop()
+	}
+	return n, err
+}
+
+// refused returns the protocol break w reported, or nil.
+func (r *refusalWriter) refused() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.perr
 }
 
 // renameThenDelete runs a publish or unstage command: a control operation
@@ -278,7 +332,13 @@ func (b *Bridge) timeoutErr(op string) error {
 }
 
 // classify maps a Runner result onto the package's errors. cctx is the
-// control context (nil for data commands).
+// control context (nil for data commands). A command that ran and failed
+// is its *ExitError; a sandbox that broke the protocol (an error wrapping
+// ErrProtocol, such as an output over its bound) and a failure of the
+// host's own (an *fs.PathError the Runner met on the host: a full disk
+// where it writes the script or the output) keep their class, with op
+// added, so that sandbox.Retryable answers for them (never retryable, and
+// by the errno); anything else the Runner returns is a transport failure.
 func (b *Bridge) classify(ctx, cctx context.Context, op string, err error, stderr *limitedBuffer) error {
 	if err == nil {
 		return nil
@@ -297,7 +357,18 @@ func (b *Bridge) classify(ctx, cctx context.Context, op string, err error, stder
 		}
 		return fmt.Errorf("%s failed in the sandbox: %w: %s", op, err, msg)
 	}
+	if errors.Is(err, sandbox.ErrProtocol) || hostSide(err) {
+		return fmt.Errorf("%s: %w", op, err)
+	}
 	return fmt.Errorf("%w: %s: %w", ErrTransport, op, err)
+}
+
+// hostSide reports whether err, a Runner's error that is no transport
+// failure it reported as one, is a failure on the host: a path of the
+// host that could not be read or written (*fs.PathError).
+func hostSide(err error) bool {
+	var pe *fs.PathError
+	return !errors.Is(err, sandbox.ErrTransport) && errors.As(err, &pe)
 }
 
 // MaxProbeBytes bounds the whole reply of one Probe, all manifests
@@ -338,25 +409,14 @@ func (b *Bridge) probeShell(ctx context.Context, root string, names []string) ([
 		return [][]byte{}, nil
 	}
 	files := make([]string, len(names))
-	var sb strings.Builder
-	if known {
-		sb.WriteString("c=-\n")
-	} else {
-		sb.WriteString(shell.DetectScript)
-	}
-	// A link at the root is never followed: nothing is staged there (the
-	// next publish replaces it by a directory).
-	fmt.Fprintf(&sb, "%sr=%s\n[ -L \"$r\" ] && exit 0\ncd \"$r\" 2>/dev/null || exit 0\n", shell.EchoHeader, q(root))
-	// Leftovers a sweep would remove are reported, so that a stage with
-	// nothing to publish still removes them (see sweepRoot).
-	sb.WriteString(sweepFuncs)
-	sb.WriteString(leftoverCheck(b.inflight.under(root)))
-	sb.WriteString("set --\nfor f in")
 	for i, n := range names {
 		files[i] = manifestName(n)
-		sb.WriteString(" " + q(files[i]))
 	}
-	sb.WriteString("; do if [ -f \"$f\" ] && [ ! -L \"$f\" ]; then set -- \"$@\" \"$f\"; fi; done\n[ $# -eq 0 ] || exec tar -c -f - \"$@\"")
+	// A link at the root is never followed: nothing is staged there (the
+	// next publish replaces it by a directory). Leftovers a sweep would
+	// remove are reported, so that a stage with nothing to publish still
+	// removes them (see sweepRoot).
+	script := shell.ProbeScript(root, !known, b.inflight.under(root), files)
 	op := "reading the stored manifests under " + root
 
 	var reply shell.ProbeReply
@@ -376,7 +436,7 @@ func (b *Bridge) probeShell(ctx context.Context, root string, names []string) ([
 		pr.CloseWithError(err) // a reply that breaks the protocol stops the command's output
 		parsed <- err
 	}()
-	err := b.control(ctx, op, sandbox.Command{Script: sb.String(), Stdout: pw})
+	err := b.control(ctx, op, sandbox.Command{Script: script, Stdout: pw})
 	// A reply the parser refused while the command ran explains the
 	// command's failure (its output was cut off); otherwise the command's
 	// own error comes first.
@@ -402,44 +462,15 @@ func (b *Bridge) probeShell(ctx context.Context, root string, names []string) ([
 	return reply.Files, nil
 }
 
-// leftoverCheck (after sweepFuncs, in the root) prints shell.LeftoversLine when
-// a sweep would remove something: a temporary directory whose owner is
-// gone (none of skip), or a gonePrefix or newPrefix entry whose process is
-// gone.
-func leftoverCheck(skip []string) string {
-	var sb strings.Builder
-	sb.WriteString(`w=
-for s in ` + tempPrefix + `* ` + gonePrefix + `* ` + newPrefix + `*; do
-[ -d "$s" ] && [ ! -L "$s" ] || continue
-case "$s" in
-` + gonePrefix + `*) p=${s#` + gonePrefix + `}; p=${p%%-*};;
-` + newPrefix + `*) p=${s#` + newPrefix + `}; p=${p%%-*};;
-*) [ -f "$s/` + ownerFile + `" ] && [ ! -L "$s/` + ownerFile + `" ] || continue
-`)
-	skipCase(&sb, `"$s"`, skip)
-	sb.WriteString(`p=; read -r p <"$s/` + ownerFile + `" 2>/dev/null; F "$s/` + ownerFile + `" && { w=1; break; };;
-esac
-case "$p" in ''|*[!0-9]*) continue;; esac
-if ! L "$p"; then w=1; break; fi
-done
-[ -z "$w" ] || echo ` + shell.LeftoversLine + `
-`)
-	return sb.String()
-}
-
-// sweepRoot runs a sweep of root (sweepScript, then D) as a command of its
+// sweepRoot runs a sweep of root (shell.SweepRootScript) as a command of its
 // own: what a probe that found leftovers runs, so that the next stage of a
 // root removes them even when it has nothing to publish. The renames are a
 // control step; the deletion follows outside the control deadline (see
 // renameThenDelete). A command that ran and failed is not an error (the
 // next sweep tries again); a transport failure is.
 func (b *Bridge) sweepRoot(ctx context.Context, root string) error {
-	var sb strings.Builder
-	fmt.Fprintf(&sb, "%sr=%s\n[ -L \"$r\" ] && exit 0\ncd \"$r\" 2>/dev/null || exit 0\n", finishAlone, q(root))
-	sb.WriteString(sweepFuncs)
-	sb.WriteString(sweepScript(b.inflight.under(root)))
-	sb.WriteString("echo " + shell.PublishedLine + "\nD\nexit 0\n")
-	err := b.renameThenDelete(ctx, "sweeping the leftovers under "+root, sandbox.Command{Script: sb.String()})
+	script := shell.SweepRootScript(root, b.inflight.under(root))
+	err := b.renameThenDelete(ctx, "sweeping the leftovers under "+root, sandbox.Command{Script: script})
 	var ee *sandbox.ExitError
 	if errors.As(err, &ee) {
 		return nil
@@ -499,197 +530,12 @@ func (b *Bridge) Publish(ctx context.Context, root, name string, src *Tree) (err
 	return s.run()
 }
 
-// ownerFile, in a temporary directory, holds the process id of the
-// sandbox process that uses it: the tar that writes into it, then the
-// publish (or unstage) command that moves it into place and deletes what
-// is left. It is no member of the stream. A temporary directory never
-// exists without it (mkOwnedScript), and it is only ever replaced whole
-// (claimScript): a process killed at any point leaves an owner file that
-// names it, or a directory whose name does. A second line holds the
-// owner's PID namespace (readlink /proc/self/ns/pid) where the sandbox
-// shows it: an owner recorded in a PID namespace other than the sweeping
-// shell's is one that shell cannot see — an engine that gives every exec a
-// namespace of its own (bwrap --unshare-pid), which ended with that exec —
-// and counts as gone (its pid, in the sweeper's namespace, may well be a
-// live process of the sweeper's own).
-const ownerFile = "owner"
-
-// mkOwnedScript makes the temporary directory tmp (a sandbox path,
-// absolute or relative to the working directory) with its owner file
-// naming this shell already in it: the directory is made exclusively as
-// newPrefix + "$$-<rand>" beside tmp, gets its owner file, and is renamed
-// to tmp, which must not exist. A shell killed on the way leaves a
-// directory whose name holds its pid, which the sweep removes once that
-// process is gone (D). It exits 1 when tmp cannot be made.
-func mkOwnedScript(tmp string) string {
-	dir, base := path.Split(tmp)
-	return fmt.Sprintf(`k=%s$$%s; k0=%s
-mkdir -m 700 "$k" || exit 1
-if ! { { echo $$; readlink /proc/self/ns/pid 2>/dev/null || :; } >"$k/%s" && [ ! -e "$k0" ] && [ ! -L "$k0" ] && mv "$k" "$k0" >/dev/null; }; then rm -rf "$k" >/dev/null; exit 1; fi
-`, q(dir+newPrefix), q(base[strings.LastIndexByte(base, '-'):]), q(tmp), ownerFile)
-}
-
-// dropScript (with $t the temporary directory tmp) deletes it. It first
-// renames it to gonePrefix + "$$-<rand>", since rm deletes the owner file
-// long before the rest: a shell killed while deleting leaves a directory
-// whose name holds its pid, which D removes once that process is gone.
-// When the rename fails, it deletes $t in place. Best effort.
-func dropScript(tmp string) string {
-	dir, base := path.Split(tmp)
-	return fmt.Sprintf(`g=%s$$%s
-if [ -d "$t" ] && [ ! -L "$t" ] && [ ! -e "$g" ] && [ ! -L "$g" ] && mv "$t" "$g" 2>/dev/null; then t=$g; fi
-rm -rf "$t" 2>/dev/null || { chmod -R u+rwx "$t"; rm -rf "$t"; } 2>/dev/null
-`, q(dir+gonePrefix), q(base[strings.LastIndexByte(base, '-'):]))
-}
-
-// claimScript (with $t the temporary directory) makes this shell its
-// owner: the owner file is replaced in one rename, so that a shell killed
-// meanwhile leaves the previous owner's (gone too), never an empty one.
-const claimScript = `{ { echo $$; readlink /proc/self/ns/pid 2>/dev/null || :; } >"$t/` + ownerFile + `.new" && mv -f "$t/` + ownerFile + `.new" "$t/` + ownerFile + `" >/dev/null; }`
-
-// gonePrefix starts the names of what a sweep has moved out of the way
-// before it deletes it: gonePrefix + "<pid>-<n>", where pid is the sandbox
-// process that moved it (and deletes it).
-const gonePrefix = reservedPrefix + "-gone-"
-
-// sweepFuncs defines the shell functions of the sweep, with $r the root.
-//
-// L PID succeeds when PID is a live process: on Linux, one whose
-// /proc/PID/stat state is not Z (zombie) or X (dead), since kill -0
-// succeeds on a zombie and a sandbox whose PID 1 never reaps keeps its
-// zombies forever; elsewhere kill -0 (a refusal, EPERM, counts as alive)
-// and ps's state, when ps answers.
-//
-// G sets $g to a fresh gonePrefix name of this shell.
-//
-// D deletes every gonePrefix entry of this shell or of a process that is
-// gone: what an earlier sweep (of this command, or of one killed before it
-// finished) moved out of the way; and every newPrefix entry of a process
-// that is gone (not this shell): a temporary directory whose maker was
-// killed before it renamed it (mkOwnedScript). Best effort: a failure
-// never fails the command, and what stays is the next sweep's.
-const sweepFuncs = `__ns=$(readlink /proc/self/ns/pid 2>/dev/null)
-F() { __n=; { read -r __x; read -r __n; } <"$1" 2>/dev/null; [ -n "$__n" ] && [ -n "$__ns" ] && [ "$__n" != "$__ns" ]; }
-L() { if [ -d /proc/self ] && [ -e "/proc/$1" ]; then
-__s=; read -r __s <"/proc/$1/stat" 2>/dev/null || return 0
-__s=${__s##*) }
-case "$__s" in Z*|X*) return 1;; esac
-return 0
-fi
-if [ -d /proc/self ]; then kill -0 "$1" 2>/dev/null; return; fi
-if ! kill -0 "$1" 2>/dev/null; then case "$(kill -0 "$1" 2>&1)" in *ermi*) return 0;; esac; return 1; fi
-case "$(ps -o stat= -p "$1" 2>/dev/null)" in Z*) return 1;; esac
-return 0
-}
-G() { __i=0; g="$r/` + gonePrefix + `$$-0"; while [ -e "$g" ] || [ -L "$g" ]; do __i=$((__i+1)); g="$r/` + gonePrefix + `$$-$__i"; done; }
-D() { for __g in "$r"/` + gonePrefix + `* "$r"/` + newPrefix + `*; do
-[ -d "$__g" ] && [ ! -L "$__g" ] || continue
-case "${__g##*/}" in ` + gonePrefix + `*) __p=${__g##*/` + gonePrefix + `}; __o=1;; *) __p=${__g##*/` + newPrefix + `}; __o=;; esac
-__p=${__p%%-*}
-case "$__p" in ''|*[!0-9]*) continue;; esac
-if [ "$__p" = "$$" ]; then [ -n "$__o" ] || continue; elif L "$__p"; then continue; fi
-rm -rf "$__g" 2>/dev/null || { chmod -R u+rwx "$__g"; rm -rf "$__g"; } 2>/dev/null
-done; }
-`
-
-// skipCase writes a case statement that skips the loop's iteration when
-// word (a quoted sh word) is one of the names in skip; nothing when skip
-// is empty.
-func skipCase(sb *strings.Builder, word string, skip []string) {
-	if len(skip) == 0 {
-		return
-	}
-	sb.WriteString("case " + word + " in ")
-	for i, n := range skip {
-		if i > 0 {
-			sb.WriteByte('|')
-		}
-		sb.WriteString(q(n))
-	}
-	sb.WriteString(") continue;; esac\n")
-}
-
-// sweepScript (with $r the root, after sweepFuncs) moves out of the way
-// the temporary directories whose owner process is gone (dead or a zombie):
-// those of cut transfers, of hosts killed between the transfer and the
-// publish, and of publishes and unstages killed before they deleted what
-// they had moved aside. D deletes them afterwards, outside the control
-// deadline. A directory without an owner file (none of this package's:
-// they are made with theirs, see mkOwnedScript), one whose owner is
-// alive, and one this Bridge still uses (between its transfer and its
-// publish no sandbox process owns it; the names in skip) are left alone. Each directory is renamed in one step, and
-// put back when its owner file changed meanwhile (a publish that claimed it
-// races the sweep), so a publish either moved the whole new tree first or
-// finds it gone and fails; it never publishes part of one. The check relies
-// on the sandbox's process ids: a root shared between machines (or PID
-// namespaces), or with another host process that stages into it at the
-// same instant, can lose a transfer's directory, which fails that
-// transfer, never its sandbox's copy. Best effort: a failure here never
-// fails the command.
-func sweepScript(skip []string) string {
-	var sb strings.Builder
-	sb.WriteString(`for s in "$r"/` + tempPrefix + `*; do
-[ -d "$s" ] && [ ! -L "$s" ] && [ -f "$s/` + ownerFile + `" ] && [ ! -L "$s/` + ownerFile + `" ] || continue
-`)
-	skipCase(&sb, `"${s##*/}"`, skip)
-	sb.WriteString(`p=; read -r p <"$s/` + ownerFile + `" 2>/dev/null
-case "$p" in ''|*[!0-9]*) continue;; esac
-if [ "$p" = "$$" ] || { ! F "$s/` + ownerFile + `" && L "$p"; }; then continue; fi
-G; mv "$s" "$g" 2>/dev/null || continue
-o=; read -r o <"$g/` + ownerFile + `" 2>/dev/null
-if [ "$o" != "$p" ]; then mv "$g" "$s" 2>/dev/null; fi
-done
-`)
-	return sb.String()
-}
-
-// finishAlone starts the publish, cleanup and unstage scripts: a host that
-// dies mid-command closes the command's stdout and stderr, and the command
-// must still finish its renames and delete what it moved aside (a write to
-// a closed pipe fails instead of killing the shell), so that it leaves
-// nothing behind.
-const finishAlone = "trap '' PIPE\n"
-
-// publishScript moves the transferred tree in tmp into place at dst and its
-// manifest to mf, then deletes the old copy. The old manifest leaves before
-// the old tree, in one mv, so that no moment pairs a manifest with a tree
-// it does not describe. Before the renames, the stream's modes script
-// (shell.TarModes) gives every directory of the new tree its manifest
-// mode, whatever the sandbox's tar did with the directories the carry
-// had made. With exchange (mv --exchange), the new tree and the
-// old one trade places in one atomic rename, so a reader finds either copy
-// at dst, never nothing; without it, or when the exchange fails, two
-// renames leave dst absent for an instant (never partial). The old copy
-// stays inside tmp, which the command claims first (its owner file names
-// the command's shell), so that a command killed before it deleted it
-// leaves a directory the next sweep removes. Only renames come before
-// shell.PublishedLine.
-func publishScript(tmp, dst, mf, name string, exchange bool) string {
-	var sb strings.Builder
-	fmt.Fprintf(&sb, `%st=%s; d=%s; m=%s
-if [ ! -f "$t/complete" ] || [ ! -d "$t/new/tree" ] || [ -L "$t/new/tree" ] || [ ! -f "$t/new/manifest.json" ] || [ -L "$t/new/manifest.json" ] || [ ! -d "$t/old" ] || [ -L "$t/old" ] || [ ! -f "$t/modes" ] || [ -L "$t/modes" ]; then echo "transfer incomplete: $t lacks part of the stream" >&2; exit 3; fi
-%s || exit 3
-if ! (cd "$t" && . ./modes); then echo "cannot set the modes of the directories in $t/new/tree; stage again" >&2; exit 3; fi
-if [ -e "$m" ] || [ -L "$m" ]; then mv -f "$m" "$t/old/" || exit 4; fi
-x=
-`, finishAlone, q(tmp), q(dst), q(mf), claimScript)
-	if exchange {
-		sb.WriteString(`if [ -d "$d" ] && [ ! -L "$d" ] && mv --exchange "$t/new/tree" "$d" 2>/dev/null; then x=1; fi
-`)
-	}
-	fmt.Fprintf(&sb, `if [ -z "$x" ]; then
-if [ -e "$d" ] || [ -L "$d" ]; then mv -f "$d" "$t/old/" || exit 4; fi
-if ! mv "$t/new/tree" "$d"; then mv %s "$d"; exit 4; fi
-fi
-mv -f "$t/new/manifest.json" "$m" || exit 5
-echo %s
-%sexit 0`, q(path.Join(tmp, tarOld, name)), shell.PublishedLine, dropScript(tmp))
-	return sb.String()
-}
-
-// maxCarryArgs bounds the bytes of file names one carry command line holds
-// (ARG_MAX is 128 KiB per argument and about 2 MiB in all on Linux).
-const maxCarryArgs = 96 << 10
+// ownerFile and gonePrefix are the protocol's names (shell.OwnerFile,
+// shell.GonePrefix), which Dir uses too.
+const (
+	ownerFile  = shell.OwnerFile
+	gonePrefix = shell.GonePrefix
+)
 
 // carry copies the unchanged files of plan from the previous copy dst
 // into tmp/new/tree inside the sandbox (a copy, never a link), has the
@@ -700,16 +546,16 @@ const maxCarryArgs = 96 << 10
 // command's script: its script travels on stdin, so its length is not
 // bounded by ARG_MAX; it is a data command (bounded by ctx), as copying
 // may take long.
-func (b *Bridge) carry(ctx context.Context, tmp, dst string, plan carryPlan) (map[string]bool, bool, error) {
-	script := "umask 0\nah=1\necho " + shell.ReadyLine + "\n" + plan.script(tmp+"/new/tree", dst) + "echo " + shell.CarriedLine + "\nexit 0\n"
-	rep := shell.NewReport(plan.want)
+func (b *Bridge) carry(ctx context.Context, tmp, dst string, plan *shell.CarryPlan) (map[string]bool, bool, error) {
+	script := shell.CarryScript(plan, tmp, dst)
+	rep := shell.NewReport(plan.Want)
 	stderr := &limitedBuffer{Max: 4 << 10, Truncate: true}
 	op := "carrying unchanged files into " + tmp
 	dctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	outR, outW := io.Pipe()
 	go rep.Read(outR, cancel)
-	ended, rerr := b.runData(dctx, op, sandbox.Command{Script: "exec /bin/sh -s", Stdin: strings.NewReader(script), Stdout: outW, Stderr: stderr}, func() { outW.Close() }, cancel, rep.Carried)
+	ended, rerr := b.runData(dctx, op, sandbox.Command{Script: shell.StdinScript, Stdin: strings.NewReader(script), Stdout: outW, Stderr: stderr}, func() { outW.Close() }, cancel, rep.Carried)
 	if !ended && rerr != nil {
 		return nil, true, fmt.Errorf("%w; its temporary directory %s is left behind: remove it by hand", rerr, tmp)
 	}
@@ -733,12 +579,7 @@ func (b *Bridge) carry(ctx context.Context, tmp, dst string, plan carryPlan) (ma
 // renameThenDelete), claiming tmp first so that a cut deletion leaves a
 // directory the next sweep removes.
 func (b *Bridge) cleanup(ctx context.Context, tmp, dst, name string) error {
-	script := fmt.Sprintf(`%st=%s; d=%s; o=%s
-if [ ! -e "$d" ] && [ ! -L "$d" ] && { [ -e "$o" ] || [ -L "$o" ]; }; then mv "$o" "$d"; fi
-if [ -d "$t" ] && [ ! -L "$t" ]; then %s 2>/dev/null; fi
-echo %s
-%sexit 0`, finishAlone, q(tmp), q(dst), q(path.Join(tmp, tarOld, name)), claimScript, shell.PublishedLine, dropScript(tmp))
-	return b.renameThenDelete(ctx, "removing temporary directory "+tmp, sandbox.Command{Script: script})
+	return b.renameThenDelete(ctx, "removing temporary directory "+tmp, sandbox.Command{Script: shell.CleanupScript(tmp, dst, name)})
 }
 
 // pathSet is a set of sandbox paths, counted.

@@ -57,8 +57,12 @@
 //   - A sandbox that breaks the protocol (a garbled, oversized or
 //     out-of-order reply, a tar stream with a member outside its
 //     directory) fails the operation with sandbox.ErrProtocol, wrapped with
-//     what was being done; a lost connection or an expired deadline with
-//     [ErrTransport]. The lines and their bounded parsers live in
+//     what was being done (a reply over its bound stops the command at
+//     once); a lost connection or an expired deadline with
+//     [ErrTransport]; a failure on the host's side that the Runner reports
+//     as an *fs.PathError (a full disk where it writes) keeps its own
+//     class, so sandbox.Retryable answers from its errno. The scripts,
+//     the lines they print and their bounded parsers live in
 //     internal/shell.
 //   - Deleting an old copy is no part of any control step: a publish's and
 //     an unstage's control step is their renames; the deletion follows in

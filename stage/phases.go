@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path"
-	"strings"
 	"time"
 
 	"github.com/airlockdev/airlock/internal/shell"
@@ -62,7 +60,7 @@ type publishRun struct {
 	ctx                      context.Context
 	root, name, tmp, dst, mf string
 	src                      *Tree
-	plan                     carryPlan
+	plan                     shell.CarryPlan
 	embed                    bool            // the carry travels in the send command's script
 	cmd                      *sendCmd        // the send command, from setup on
 	carried                  map[string]bool // the files the sandbox carried and checked
@@ -118,8 +116,8 @@ func (s *publishRun) setup() phase {
 	if u := s.src.Unchanged(); len(u) > 0 && (!known || c.sha256) {
 		s.plan = planCarry(u)
 	}
-	s.embed = s.plan.size <= maxEmbeddedCarry
-	cmd, err := s.b.startSend(s.ctx, s.sendScript(known, c), s.plan.want, s.tmp)
+	s.embed = s.plan.Size <= maxEmbeddedCarry
+	cmd, err := s.b.startSend(s.ctx, s.sendScript(known, c), s.plan.Want, s.tmp)
 	if err != nil {
 		return s.failSend(sendOutcome{}, err)
 	}
@@ -139,41 +137,15 @@ func (s *publishRun) setup() phase {
 	return phaseCarry
 }
 
-// sendScript is the send command: setup (learning the sandbox's tools when
-// known is false), the carry of unchanged files when it is embedded, and
-// the extraction of the stream.
+// sendScript is the send command (shell.SendScript): setup (learning the
+// sandbox's tools when known is false), the carry of unchanged files when
+// it is embedded, and the extraction of the stream.
 func (s *publishRun) sendScript(known bool, c capsState) string {
-	var sb strings.Builder
-	if !known {
-		// Learn the tools first; refuse before changing anything when one
-		// is missing (exit 97, the header names them).
-		sb.WriteString(shell.DetectScript + shell.EchoHeader + "case \"$c\" in *' '*) exit 97;; esac\nah=$s\n")
-	} else if c.sha256 {
-		sb.WriteString("ah=1\n") // the sandbox can hash: carry
+	send := shell.Send{Root: s.root, Tmp: s.tmp, Dst: s.dst, Detect: !known, Hash: c.sha256, Skip: s.b.inflight.under(s.root)}
+	if s.embed {
+		send.Carry = &s.plan
 	}
-	sb.WriteString("umask 022\n")
-	if parent := path.Dir(s.root); parent != "/" {
-		fmt.Fprintf(&sb, "p=%s\n[ -d \"$p\" ] || mkdir -p \"$p\" || exit 1\n", q(parent))
-	}
-	// A link or non-directory at the root is replaced, never followed.
-	fmt.Fprintf(&sb, "r=%s\nif [ -L \"$r\" ] || { [ -e \"$r\" ] && [ ! -d \"$r\" ]; }; then rm -f \"$r\" || exit 1; fi\n", q(s.root))
-	sb.WriteString("[ -d \"$r\" ] || mkdir \"$r\" || exit 1\n")
-	sb.WriteString(sweepFuncs)
-	sb.WriteString(sweepScript(s.b.inflight.under(s.root)))
-	// The owner file names the process that writes into tmp (this shell,
-	// then tar through exec), so that a later setup can tell a cut
-	// transfer's directory from a live one (sweepScript); tmp never exists
-	// without it (mkOwnedScript).
-	sb.WriteString(mkOwnedScript(s.tmp))
-	fmt.Fprintf(&sb, "echo %s\numask 0\n", shell.ReadyLine)
-	// What the sweep moved away is deleted now, outside the control
-	// deadline (a data step, bounded by the caller's context).
-	sb.WriteString("D\n")
-	if len(s.plan.want) > 0 && s.embed {
-		sb.WriteString(s.plan.script(s.tmp+"/new/tree", s.dst))
-	}
-	fmt.Fprintf(&sb, "echo %s\ncd %s || exit 1\nexec tar -x -o -f -\n", shell.CarriedLine, q(s.tmp))
-	return sb.String()
+	return shell.SendScript(send)
 }
 
 // awaitReady waits for ReadyLine or the command's end, under the control
@@ -253,9 +225,9 @@ func (s *publishRun) checkReady(op string) (sendOutcome, error) {
 func (s *publishRun) carry() phase {
 	c := s.cmd
 	s.carried = c.rep.Hashes
-	if len(s.plan.want) > 0 && !s.embed && !c.ended {
+	if len(s.plan.Want) > 0 && !s.embed && !c.ended {
 		if k, _ := s.b.knownCaps(); k.sha256 {
-			carried, uncertain, err := s.b.carry(s.ctx, s.tmp, s.dst, s.plan)
+			carried, uncertain, err := s.b.carry(s.ctx, s.tmp, s.dst, &s.plan)
 			if err != nil {
 				ok := c.stop()
 				return s.failSend(sendOutcome{created: ok && !uncertain, uncertain: uncertain || !ok}, err)
@@ -362,7 +334,7 @@ func (s *publishRun) publish() phase {
 		return phaseCleanup
 	}
 	caps, _ := s.b.knownCaps()
-	s.err = s.b.renameThenDelete(s.ctx, "moving the new copy into place", sandbox.Command{Script: publishScript(s.tmp, s.dst, s.mf, s.name, caps.exchange)})
+	s.err = s.b.renameThenDelete(s.ctx, "moving the new copy into place", sandbox.Command{Script: shell.PublishScript(s.tmp, s.dst, s.mf, s.name, caps.exchange)})
 	if s.err == nil || errors.Is(s.err, ErrTransport) {
 		return phaseDone
 	}

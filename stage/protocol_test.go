@@ -5,11 +5,15 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"path"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -222,4 +226,188 @@ func TestBridgeProbeFilesFlood(t *testing.T) {
 	require.ErrorIs(t, err, sandbox.ErrProtocol)
 	assert.False(t, errors.Is(err, sandbox.ErrTransport), "%v", err)
 	assert.ErrorContains(t, err, "reading the stored manifests under /rt: the sandbox's manifests hold more than")
+}
+
+// flood writes garbage to w in 64 KiB chunks, n bytes in all, and returns
+// the first write error (the sandbox's output refused), or nil.
+func flood(w io.Writer, n int) error {
+	chunk := bytes.Repeat([]byte("flood!\x00\n"), 8<<10)
+	for sent := 0; sent < n; sent += len(chunk) {
+		if _, err := w.Write(chunk); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Hostile floods: how a Runner reports a sandbox whose reply floods.
+var floods = map[string]func(ctx context.Context, cmd sandbox.Command) error{
+	// The Runner passes the refused write's error on (as sandbox.Local
+	// does); a reply never refused ends after 8 MiB.
+	"refused": func(_ context.Context, cmd sandbox.Command) error {
+		return flood(cmd.Stdout, 8<<20)
+	},
+	// The Runner bounds the output itself (an engine's own limit) and
+	// reports the break.
+	"bounded": func(_ context.Context, cmd sandbox.Command) error {
+		_ = flood(cmd.Stdout, 1<<20) // refused or not, the Runner's own bound ends it
+		return fmt.Errorf("%w: the engine's reply exceeds its bound", sandbox.ErrProtocol)
+	},
+	// The command never ends once its output is refused (an SSH session
+	// whose stdout copy failed stops reading the channel), until the
+	// Runner's context ends: then it reports a transport failure.
+	"stuck": func(ctx context.Context, cmd sandbox.Command) error {
+		_ = flood(cmd.Stdout, 8<<20)
+		<-ctx.Done()
+		return fmt.Errorf("%w: the session was stopped: %w", sandbox.ErrTransport, ctx.Err())
+	},
+}
+
+// TestBridgeFloodIsProtocol: a sandbox whose reply floods, however the
+// Runner reports it, fails the operation with ErrProtocol (hostile or
+// broken, never retryable, never a transport failure), naming the path,
+// and a refused reply stops the command rather than waiting out the
+// control deadline. Remove reads nothing but the published line: only a
+// Runner that reports the break itself makes its flood an error.
+func TestBridgeFloodIsProtocol(t *testing.T) {
+	dir := t.TempDir()
+	root := filepath.ToSlash(filepath.Join(dir, "rt"))
+	src := t.TempDir()
+	build(t, src, "f=x")
+	isAssets := func(c sandbox.Command) bool { return strings.Contains(c.Script, `printf '%s\0'`) }
+	isRemove := func(c sandbox.Command) bool { return strings.Contains(c.Script, "unstage") }
+	ops := []struct {
+		name   string
+		match  func(sandbox.Command) bool
+		floods []string
+		run    func(ctx context.Context, b *stage.Bridge) error
+		path   string
+	}{
+		{"Assets", isAssets, []string{"refused", "bounded", "stuck"}, func(ctx context.Context, b *stage.Bridge) error {
+			_, err := b.Assets(ctx, root)
+			return err
+		}, "listing the assets under " + root},
+		{"Probe", isProbe, []string{"refused", "bounded", "stuck"}, func(ctx context.Context, b *stage.Bridge) error {
+			_, err := b.Probe(ctx, root, []string{"a"})
+			return err
+		}, "reading the stored manifests under " + root},
+		{"Fetch", isFetch, []string{"refused", "bounded", "stuck"}, func(ctx context.Context, b *stage.Bridge) error {
+			return b.Fetch(ctx, root, "a", func(stage.Entry, io.Reader) error { return nil })
+		}, "fetching " + root + "/a"},
+		{"Publish", isTransfer, []string{"refused", "bounded", "stuck"}, func(ctx context.Context, b *stage.Bridge) error {
+			_, err := stage.Stage(ctx, b, root, []stage.Asset{{Name: "a", Source: src}})
+			return err
+		}, root + "/.airlock-tmp-a-"},
+		{"Remove", isRemove, []string{"bounded"}, func(ctx context.Context, b *stage.Bridge) error {
+			return b.Remove(ctx, root, []string{"a"})
+		}, "removing assets under " + root},
+	}
+	for _, op := range ops {
+		for _, kind := range op.floods {
+			t.Run(op.name+"/"+kind, func(t *testing.T) {
+				r := &scriptedRunner{next: sandbox.Local(dir), match: op.match, do: floods[kind]}
+				b := stage.NewBridge(r, stage.WithControlTimeout(20*time.Second))
+				start := time.Now()
+				err := op.run(t.Context(), b)
+				require.Error(t, err)
+				assert.ErrorIs(t, err, sandbox.ErrProtocol)
+				assert.False(t, errors.Is(err, sandbox.ErrTransport), "a flood is no transport failure: %v", err)
+				assert.False(t, sandbox.Retryable(err), "a hostile sandbox is not retryable: %v", err)
+				assert.ErrorContains(t, err, op.path)
+				assert.NotContains(t, err.Error(), "free space", "the host's disk is not the problem")
+				assert.Less(t, time.Since(start), 10*time.Second, "the flood must stop the command, not wait out the control deadline: %v", err)
+			})
+		}
+	}
+}
+
+// TestBridgeAssetsFloodLocal: a sandbox whose shell lists manifest names
+// without end through sandbox.Local: the listing stops at its bound, the
+// command is stopped, and the error is the sandbox's broken protocol.
+func TestBridgeAssetsFloodLocal(t *testing.T) {
+	dir := t.TempDir()
+	endless := sandbox.Command{Script: `while :; do printf '%s\0' .airlock-manifest-aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa.json; done`}
+	r := &scriptedRunner{next: sandbox.Local(dir), match: func(c sandbox.Command) bool { return strings.Contains(c.Script, `printf '%s\0'`) },
+		do: func(ctx context.Context, cmd sandbox.Command) error {
+			endless.Stdout, endless.Stderr = cmd.Stdout, cmd.Stderr
+			return sandbox.Local(dir).Run(ctx, endless)
+		}}
+	start := time.Now()
+	_, err := stage.NewBridge(r, stage.WithControlTimeout(20*time.Second)).Assets(t.Context(), "/rt")
+	require.ErrorIs(t, err, sandbox.ErrProtocol)
+	assert.False(t, errors.Is(err, sandbox.ErrTransport), "%v", err)
+	assert.False(t, sandbox.Retryable(err), "%v", err)
+	assert.ErrorContains(t, err, "listing the assets under /rt: sandbox output exceeds its limit: more than 4194304 bytes")
+	assert.Less(t, time.Since(start), 10*time.Second)
+}
+
+// TestBridgeHostErrorKeepsClass: a Runner's failure on the host's side
+// (an *fs.PathError: the host could not write the script's temporary
+// file, or the output) is passed through, not made a transport failure,
+// so that sandbox.Retryable answers from its errno: a full disk is not
+// retryable, an interrupted call is.
+func TestBridgeHostErrorKeepsClass(t *testing.T) {
+	dir := t.TempDir()
+	src := t.TempDir()
+	build(t, src, "f=x")
+	root := filepath.ToSlash(filepath.Join(dir, "rt"))
+	ops := map[string]func(ctx context.Context, b *stage.Bridge) error{
+		"Assets": func(ctx context.Context, b *stage.Bridge) error { _, err := b.Assets(ctx, root); return err },
+		"Probe": func(ctx context.Context, b *stage.Bridge) error {
+			_, err := b.Probe(ctx, root, []string{"a"})
+			return err
+		},
+		"Remove": func(ctx context.Context, b *stage.Bridge) error { return b.Remove(ctx, root, []string{"a"}) },
+		"Fetch": func(ctx context.Context, b *stage.Bridge) error {
+			return b.Fetch(ctx, root, "a", func(stage.Entry, io.Reader) error { return nil })
+		},
+		"Stage": func(ctx context.Context, b *stage.Bridge) error {
+			_, err := stage.Stage(ctx, b, root, []stage.Asset{{Name: "a", Source: src}})
+			return err
+		},
+	}
+	for _, c := range []struct {
+		errno     syscall.Errno
+		retryable bool
+	}{{syscall.ENOSPC, false}, {syscall.EINTR, true}} {
+		for name, op := range ops {
+			t.Run(name+"/"+c.errno.Error(), func(t *testing.T) {
+				r := &scriptedRunner{match: func(sandbox.Command) bool { return true }, do: func(context.Context, sandbox.Command) error {
+					return fmt.Errorf("sandbox: writing a script to /host/tmp/airlock-script-1.sh: %w", &fs.PathError{Op: "write", Path: "/host/tmp/airlock-script-1.sh", Err: c.errno})
+				}}
+				err := op(t.Context(), stage.NewBridge(r))
+				require.ErrorIs(t, err, c.errno)
+				assert.False(t, errors.Is(err, sandbox.ErrTransport), "the host's own failure is no transport failure: %v", err)
+				assert.Equal(t, c.retryable, sandbox.Retryable(err), "%v", err)
+				assert.ErrorContains(t, err, "/host/tmp/airlock-script-1.sh")
+			})
+		}
+	}
+	// A transport failure stays one; an error the Runner does not classify
+	// is taken for one.
+	for _, rerr := range []error{fmt.Errorf("%w: connection reset", sandbox.ErrTransport), errors.New("engine: something broke")} {
+		r := &scriptedRunner{match: func(sandbox.Command) bool { return true }, do: func(context.Context, sandbox.Command) error { return rerr }}
+		_, err := stage.NewBridge(r).Assets(t.Context(), root)
+		require.ErrorIs(t, err, sandbox.ErrTransport, "%v", rerr)
+		assert.True(t, sandbox.Retryable(err), "%v", err)
+	}
+}
+
+// TestBridgeLocalScriptFileFails: through sandbox.Local, an unstage whose
+// script is too long for an argument travels in a temporary file; a
+// TMPDIR that does not exist fails it with the host's error, naming the
+// directory, and not as a retryable transport failure.
+func TestBridgeLocalScriptFileFails(t *testing.T) {
+	dir := t.TempDir()
+	missing := filepath.Join(t.TempDir(), "no-such-tmp")
+	t.Setenv("TMPDIR", missing)
+	names := make([]string, 2000)
+	for i := range names {
+		names[i] = fmt.Sprintf("asset-%04d-%s", i, strings.Repeat("x", 40))
+	}
+	err := stage.NewBridge(sandbox.Local(dir)).Remove(t.Context(), filepath.ToSlash(filepath.Join(dir, "rt")), names)
+	require.ErrorIs(t, err, fs.ErrNotExist)
+	assert.False(t, errors.Is(err, sandbox.ErrTransport), "%v", err)
+	assert.False(t, sandbox.Retryable(err), "%v", err)
+	assert.ErrorContains(t, err, missing)
 }

@@ -17,6 +17,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/airlockdev/airlock/internal/digest"
+	"github.com/airlockdev/airlock/internal/shell"
 	"github.com/airlockdev/airlock/internal/tree"
 	"github.com/airlockdev/airlock/sandbox"
 )
@@ -26,19 +27,20 @@ import (
 // again.
 const MaxManifestBytes = 64 << 20
 
-// Reserved names under a stage root. Asset names may not start with
-// reservedPrefix.
+// Reserved names under a stage root (the protocol's: see shell.TempPrefix
+// and its neighbours, which Dir and Bridge share). Asset names may not
+// start with reservedPrefix.
 const (
-	reservedPrefix = ".airlock"
-	manifestPrefix = ".airlock-manifest-"
-	manifestSuffix = ".json"
-	tempPrefix     = ".airlock-tmp-"
+	reservedPrefix = shell.StageReserved
+	manifestPrefix = shell.ManifestPrefix
+	manifestSuffix = shell.ManifestSuffix
+	tempPrefix     = shell.TempPrefix
 	maxNameLen     = 128
 	// newPrefix starts the name a temporary directory has while it is
 	// made: newPrefix + "<pid>-<rand>", pid being the process that makes it
 	// (and renames it to its tempPrefix name once its owner file is in
 	// it), so that what a process killed in between leaves names its owner.
-	newPrefix = ".airlock-new-"
+	newPrefix = shell.NewPrefix
 )
 
 // Sentinel errors. Each is wrapped (%w) by the error that reports it.
@@ -54,9 +56,11 @@ var (
 	// failed to run a command, a control operation that outlived its
 	// deadline. Output that does not follow the bridge protocol (a garbled
 	// or oversized reply, a tar stream naming "../x") wraps
-	// sandbox.ErrProtocol instead. A transport
-	// failure does not prove the sandbox command stopped; Stage never
-	// replays the write it interrupted.
+	// sandbox.ErrProtocol instead. A transport failure does not prove the
+	// sandbox command stopped; Stage never replays the write it
+	// interrupted.
+	//
+	// Deprecated: use sandbox.ErrTransport.
 	ErrTransport = sandbox.ErrTransport
 	// ErrMismatch reports a sandbox copy that does not match the manifest it
 	// was published with (see WithVerify).

@@ -34,8 +34,5 @@ func readTarStream(r io.Reader, fn func(Entry, io.Reader) error) error {
 	})
 }
 
-// q quotes s for POSIX sh.
-func q(s string) string { return shell.Quote(s) }
-
 // limitedBuffer collects bounded sandbox output.
 type limitedBuffer = shell.LimitedBuffer

@@ -194,46 +194,26 @@ func (d *Dir) removeOne(rr *os.Root, root, name string) error {
 	return nil
 }
 
-// rootLinkExit is the exit status of an Assets or Remove script that found
-// a symbolic link at the stage root.
-const rootLinkExit = 7
-
-// rootCheck refuses (exit rootLinkExit) a stage root that is a symbolic
-// link, which the scripts would otherwise follow (harmless over SSH, where
-// the sandbox owns everything it can reach, but through LocalRunner it
-// would list or remove host files outside the root), and changes into the
-// root; a missing root ends the script with status 0 (nothing staged).
-func rootCheck(root string) string {
-	return fmt.Sprintf(`r=%s
-if [ -L "$r" ]; then echo "the stage root $r is a symbolic link; refusing to follow it: remove the link (the next Stage puts a directory there)" >&2; exit %d; fi
-cd "$r" 2>/dev/null || exit 0
-`, q(root), rootLinkExit)
-}
-
-// Assets implements Pruner: one control command. A stage root that is a
-// symbolic link is refused with an error, never followed.
+// Assets implements Pruner: one control command (shell.AssetsScript). A
+// stage root that is a symbolic link is refused with an error, never
+// followed. A sandbox whose listing is longer than shell.MaxAssetList
+// breaks the protocol: the command is stopped and the error wraps
+// sandbox.ErrProtocol.
 func (b *Bridge) Assets(ctx context.Context, root string) ([]string, error) {
-	script := rootCheck(root) + fmt.Sprintf(`for f in %s*%s; do if [ -f "$f" ] && [ ! -L "$f" ]; then printf '%%s\0' "$f"; fi; done`, manifestPrefix, manifestSuffix)
-	out := &limitedBuffer{Max: 4 << 20}
-	if err := b.control(ctx, "listing the assets under "+root, sandbox.Command{Script: script, Stdout: out}); err != nil {
+	out := &limitedBuffer{Max: shell.MaxAssetList}
+	if err := b.control(ctx, "listing the assets under "+root, sandbox.Command{Script: shell.AssetsScript(root), Stdout: out}); err != nil {
 		return nil, err
 	}
-	var files []string
-	for f := range strings.SplitSeq(out.String(), "\x00") {
-		if f != "" {
-			files = append(files, f)
-		}
-	}
-	return assetNames(files), nil
+	return assetNames(shell.ParseAssetList(out.Bytes())), nil
 }
 
-// Remove implements Pruner: one command for all names. Each asset's
-// manifest and directory are moved into a fresh temporary directory (the
-// control part: renames only), which is then deleted outside the control
-// deadline (see renameThenDelete); the command also sweeps the root (see
-// sweepScript), so an unstage removes what killed hosts left behind. A
-// stage root that is a symbolic link is refused with an error, never
-// followed.
+// Remove implements Pruner: one command for all names
+// (shell.RemoveScript). Each asset's manifest and directory are moved into
+// a fresh temporary directory (the control part: renames only), which is
+// then deleted outside the control deadline (see renameThenDelete); the
+// command also sweeps the root, so an unstage removes what killed hosts
+// left behind. A stage root that is a symbolic link is refused with an
+// error, never followed.
 func (b *Bridge) Remove(ctx context.Context, root string, names []string) error {
 	if len(names) == 0 {
 		return nil
@@ -242,20 +222,6 @@ func (b *Bridge) Remove(ctx context.Context, root string, names []string) error 
 	if err != nil {
 		return err
 	}
-	var sb strings.Builder
-	sb.WriteString(finishAlone)
-	sb.WriteString(rootCheck(root))
-	sb.WriteString(sweepFuncs)
-	sb.WriteString(sweepScript(b.inflight.under(root)))
-	sb.WriteString(mkOwnedScript(tmpName))
-	fmt.Fprintf(&sb, "t=%s\n", q(tmpName))
-	for _, n := range names {
-		for _, e := range []string{manifestName(n), n} {
-			fmt.Fprintf(&sb, "if [ -e %[1]s ] || [ -L %[1]s ]; then mv -f %[1]s \"$t/\" || exit 4; fi\n", q(e))
-		}
-	}
-	fmt.Fprintf(&sb, "echo %s\n", shell.PublishedLine)
-	sb.WriteString(dropScript(tmpName))
-	sb.WriteString("D\nexit 0\n")
-	return b.renameThenDelete(ctx, "removing assets under "+root, sandbox.Command{Script: sb.String()})
+	script := shell.RemoveScript(root, tmpName, b.inflight.under(root), names)
+	return b.renameThenDelete(ctx, "removing assets under "+root, sandbox.Command{Script: script})
 }

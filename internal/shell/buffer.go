@@ -2,16 +2,19 @@ package shell
 
 import (
 	"bytes"
-	"errors"
+	"fmt"
 	"sync"
 )
 
-// ErrOutputTooLarge is returned by a LimitedBuffer that does not truncate
-// once its limit is reached.
-var ErrOutputTooLarge = errors.New("sandbox output exceeds its limit")
+// ErrOutputTooLarge is wrapped by the error of a LimitedBuffer that does
+// not truncate once its limit is reached: a sandbox whose reply is longer
+// than the protocol allows is hostile or broken, so errors.Is matches it
+// to ErrProtocol too (never to ErrTransport): not retryable.
+var ErrOutputTooLarge = ProtocolSentinel("sandbox output exceeds its limit")
 
 // LimitedBuffer collects output up to Max bytes. Beyond that it either drops
-// the rest (Truncate) or fails the write with ErrOutputTooLarge. It is safe
+// the rest (Truncate) or fails the write (and every later one) with an
+// error wrapping ErrOutputTooLarge. It is safe
 // for concurrent use: a Runner abandoned after a timeout may still write.
 type LimitedBuffer struct {
 	mu       sync.Mutex
@@ -27,7 +30,7 @@ func (b *LimitedBuffer) Write(p []byte) (int, error) {
 	room := b.Max - b.buf.Len()
 	if len(p) > room {
 		if !b.Truncate {
-			return 0, ErrOutputTooLarge
+			return 0, fmt.Errorf("%w: more than %d bytes (a hostile or broken sandbox)", ErrOutputTooLarge, b.Max)
 		}
 		b.buf.Write(p[:max(room, 0)])
 		return len(p), nil

@@ -13,17 +13,30 @@
 //     reports and a bounded collector of them;
 //   - stage.go: package stage's probe reply, ready/carried/published lines,
 //     send report and fetch framing, with bounded headers and trailers;
-//   - wrap.go, wrap_exec.go: the env prelude (env on stdin), the supervisor
-//     and its header, and sandbox.Exec's wrapper (the nonce-tagged
-//     completion record, the in-sandbox watchdog, the kill by run id);
+//   - stageroot.go, stagepublish.go, stageprune.go: stage.Bridge's scripts
+//     and the names it reserves under a stage root: the probe, the sweep
+//     of what dead processes left, the send command with its carry of
+//     unchanged files (PlanCarry), the publish and the cleanup, and the
+//     unstage's listing (with its NUL-list parser) and removal;
+//   - wrap.go, wrap_exec.go: the env prelude (env on stdin), remote.Host's
+//     supervisor, its header, its session command and the script that
+//     stops it from a second session, and sandbox.Exec's wrapper (the
+//     nonce-tagged completion record, the in-sandbox watchdog, the kill by
+//     run id);
+//   - watch.go: sandbox.Watch's end line (the wrapper that reports a
+//     command's end on stderr, and the writer that finds it);
 //   - process.go: sandbox.Start's agent-process protocol (the wrapper that
 //     starts a command in a session of its own, tagged, and reports it in
 //     a bounded header line; the scripts that signal and count its
 //     processes through /proc; the strict parsers of both replies);
-//   - quote.go, buffer.go: sh quoting and bounded output buffers.
+//   - quote.go, buffer.go: sh quoting (Quote, and QuoteWord, which leaves
+//     safe words bare) and bounded output buffers (a reply over its bound
+//     is ErrOutputTooLarge, a protocol break).
 //
-// stage.Bridge, remote.Host (through Bridge), workspace and deliverable
-// all speak it; none of them has a script or a reply parser of its own.
+// stage.Bridge and stage.Dir (the names under a stage root), remote.Host
+// (its wrapper: EnvReader, HeaderScript, Supervise; its staging through
+// Bridge), sandbox (Exec, Start, Watch), workspace and deliverable all
+// speak it; none of them has a script or a reply parser of its own.
 //
 // Everything read from a sandbox is hostile: ReadTar rejects member names
 // that are absolute, unclean or leave the top directory, reports links and

@@ -2,6 +2,7 @@ package shell
 
 import (
 	"bytes"
+	"fmt"
 	"io/fs"
 	"os/exec"
 	"strings"
@@ -47,8 +48,52 @@ func scriptSamples() map[string]string {
 			out[name+"/relative"] = FileScript("rel/"+hostileWord, []string{"f"}, ask)
 			out[name+"/here"] = FileScript("", []string{"f"}, ask)
 		}
+		stageSamples(out, v.name, w)
+		remoteSamples(out, v.name, w)
 	}
 	return out
+}
+
+// stageSamples adds package stage's scripts (stage.Bridge's probe, sweep,
+// send, carry, publish, cleanup, list and remove) for the word w, under
+// names ending in /name.
+func stageSamples(out map[string]string, name, w string) {
+	root := "/rt/" + w
+	tmp := root + "/" + TempPrefix + w + "-0123456789abcdef"
+	dst := root + "/" + w
+	skip := []string{TempPrefix + w + "-00", TempPrefix + "b-11"}
+	plan := PlanCarry([]CarryFile{{Path: "a", Mode: 0o644, SHA256: strings.Repeat("a", 64)}, {Path: w, Mode: 0o755, SHA256: strings.Repeat("b", 64)}, {Path: "d/e f", Mode: 0o600}})
+	for _, detect := range []bool{false, true} {
+		out[fmt.Sprintf("ProbeScript/%s/detect=%v", name, detect)] = ProbeScript(root, detect, skip, []string{ManifestName(w), ManifestName("b")})
+		out[fmt.Sprintf("SendScript/%s/detect=%v", name, detect)] = SendScript(Send{Root: root, Tmp: tmp, Dst: dst, Detect: detect, Skip: skip})
+		out[fmt.Sprintf("SendScript/%s/detect=%v/carry", name, detect)] = SendScript(Send{Root: root, Tmp: tmp, Dst: dst, Detect: detect, Hash: true, Carry: &plan})
+		out[fmt.Sprintf("PublishScript/%s/exchange=%v", name, detect)] = PublishScript(tmp, dst, root+"/"+ManifestName(w), w, detect)
+	}
+	out["ProbeScript/"+name+"/none"] = ProbeScript(root, false, nil, nil)
+	out["SendScript/"+name+"/top"] = SendScript(Send{Root: "/" + w, Tmp: "/" + w + "/" + TempPrefix + "a-00", Dst: "/" + w + "/a"})
+	out["SweepRootScript/"+name] = SweepRootScript(root, skip)
+	out["SweepRootScript/"+name+"/noskip"] = SweepRootScript(root, nil)
+	out["CarryScript/"+name] = CarryScript(&plan, tmp, dst)
+	out["CleanupScript/"+name] = CleanupScript(tmp, dst, w)
+	out["AssetsScript/"+name] = AssetsScript(root)
+	out["RemoveScript/"+name] = RemoveScript(root, TempPrefix+"unstage-00", skip, []string{w, "b"})
+}
+
+// remoteSamples adds remote.Host's wrapper (the env prelude, the header
+// and the supervisor), its session command and stop script, sandbox.Watch's
+// end wrapper and the stdin script for the word w, under names ending in
+// /name.
+func remoteSamples(out map[string]string, name, w string) {
+	script := "echo " + Quote(w) + "; exit 3"
+	out["EnvReader/"+name] = EnvReader("exit 125")
+	out["HeaderScript/"+name] = HeaderScript("/tmp/" + w)
+	out["HeaderScript/"+name+"/nodir"] = HeaderScript("")
+	out["Supervise/"+name] = Supervise(script)
+	out["RemoteWrapper/"+name] = EnvReader("exit 125") + HeaderScript("/tmp/"+w) + Supervise(script)
+	out["SessionCommand/"+name] = SessionCommand(EnvReader("exit 125") + HeaderScript(w) + Supervise(script))
+	out["StopSupervisorScript"] = StopSupervisorScript(12345)
+	out["WatchEndScript/"+name] = WatchEndScript(script)
+	out["StdinScript"] = StdinScript
 }
 
 // shells are the POSIX shells every script must parse and run under.

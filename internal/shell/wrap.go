@@ -110,6 +110,19 @@ func Supervise(script string) string {
 		"if [ \"$__airlock_s\" -gt 128 ] && [ \"$__airlock_s\" -lt 193 ]; then trap - TERM HUP INT; kill -s \"$(kill -l \"$__airlock_s\")\" $$ 2>/dev/null; fi\nexit \"$__airlock_s\"\n", Quote(script))
 }
 
+// SessionCommand is the command remote.Host asks the SSH server to run:
+// wrapper (EnvReader, HeaderScript and Supervise, in that order) as the
+// one argument of the server's /bin/sh.
+func SessionCommand(wrapper string) string { return "exec /bin/sh -c " + Quote(wrapper) }
+
+// StopSupervisorScript stops the supervisor whose pid the header reported
+// (HeaderPid), from a second session, on a server that ignores signal
+// requests: TERM (its trap kills its process group), a moment's grace,
+// then KILL. It always exits 0.
+func StopSupervisorScript(pid int) string {
+	return fmt.Sprintf("kill -TERM %d 2>/dev/null; sleep 0.2; kill -KILL %d 2>/dev/null; exit 0", pid, pid)
+}
+
 // HeaderWriter passes everything to W except a leading header line (see
 // HeaderPrefix), which it parses and swallows. It is safe for concurrent
 // use.

@@ -375,7 +375,7 @@ func (h *Host) Run(ctx context.Context, cmd sandbox.Command) error {
 	done := make(chan error, 1)
 	started := make(chan struct{})
 	go func() {
-		if err := sess.Start("exec /bin/sh -c " + shell.Quote(script.String())); err != nil {
+		if err := sess.Start(shell.SessionCommand(script.String())); err != nil {
 			done <- fmt.Errorf("%w: remote: starting the command: %w", sandbox.ErrTransport, err)
 			return
 		}
@@ -489,7 +489,7 @@ func (h *Host) kill(pid int) {
 	defer s.Close()
 	done := make(chan error, 1)
 	go func() {
-		done <- s.Run(fmt.Sprintf("kill -TERM %d 2>/dev/null; sleep 0.2; kill -KILL %d 2>/dev/null; exit 0", pid, pid))
+		done <- s.Run(shell.StopSupervisorScript(pid))
 	}()
 	select {
 	case <-done:

@@ -1,0 +1,328 @@
+package shell_test
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/airlockdev/airlock/internal/shell"
+)
+
+// shRun runs script under sh with stdin; it returns stdout, stderr and the
+// exit status (-1 when a signal ended it).
+func shRun(t *testing.T, sh []string, script string, stdin io.Reader) (stdout, stderr string, status int) {
+	t.Helper()
+	cmd := exec.Command(sh[0], append(sh[1:], "-c", script)...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // a supervisor's kill 0 stays in its group
+	var out, errb bytes.Buffer
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, &out, &errb
+	err := cmd.Run()
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &ee):
+		status = ee.ExitCode()
+	default:
+		t.Fatalf("%v: %v", sh, err)
+	}
+	return out.String(), errb.String(), status
+}
+
+// stageTree is the tree the stage scripts' test publishes: a directory
+// and two files.
+func stageTree(t *testing.T) (io.Reader, []byte) {
+	t.Helper()
+	var buf bytes.Buffer
+	manifest, err := shell.WriteStream(&buf, time.Unix(1e9, 0), func(fn func(shell.Entry, io.Reader) error) ([]byte, error) {
+		for _, e := range []struct {
+			e    shell.Entry
+			body string
+		}{{shell.Entry{Path: "d", Mode: os.ModeDir | 0o750}, ""}, {shell.Entry{Path: "d/f", Mode: 0o644, Size: 7}, "content"}, {shell.Entry{Path: "x", Mode: 0o600, Size: 5}, "carry"}} {
+			if err := fn(e.e, strings.NewReader(e.body)); err != nil {
+				return nil, err
+			}
+		}
+		return []byte(`{"manifest":1}`), nil
+	})
+	require.NoError(t, err)
+	return &buf, manifest
+}
+
+// report parses a send or carry command's stdout.
+func report(t *testing.T, out string, want map[string]string) *shell.Report {
+	t.Helper()
+	rep := shell.NewReport(want)
+	rep.Read(strings.NewReader(out), func() {})
+	<-rep.Done
+	require.NoError(t, rep.Err, "%q", out)
+	return rep
+}
+
+// deadPid returns the pid of a process that has ended.
+func deadPid(t *testing.T) int {
+	t.Helper()
+	cmd := exec.Command("true")
+	require.NoError(t, cmd.Run())
+	return cmd.Process.Pid
+}
+
+// TestStageScriptsRun runs package stage's scripts under sh, dash and
+// busybox sh over a real directory: a send with the tools learnt, its
+// publish, a probe that reads the manifest back, a send whose carry copies
+// a file from the published copy and hashes it (embedded and as a command
+// of its own), its cleanup, the list of assets, a sweep of what a dead
+// process left, a root that is a link, and the removal.
+func TestStageScriptsRun(t *testing.T) {
+	for _, sh := range shells(t) {
+		t.Run(strings.Join(sh, " "), func(t *testing.T) {
+			root := filepath.Join(t.TempDir(), "it's a root")
+			dst, mf := filepath.Join(root, "a"), filepath.Join(root, shell.ManifestName("a"))
+			tmp := filepath.Join(root, shell.TempPrefix+"a-0011")
+			stream, manifest := stageTree(t)
+			out, stderr, status := shRun(t, sh, shell.SendScript(shell.Send{Root: root, Tmp: tmp, Dst: dst, Detect: true}), stream)
+			require.Equal(t, 0, status, "send: %s", stderr)
+			rep := report(t, out, nil)
+			require.True(t, strings.HasPrefix(out, shell.ProbeHeader), "%q", out)
+			caps, err := shell.ParseCaps(rep.Caps)
+			require.NoError(t, err)
+			require.Empty(t, caps.Missing)
+			assert.FileExists(t, filepath.Join(tmp, shell.TarComplete))
+			owner, err := os.ReadFile(filepath.Join(tmp, shell.OwnerFile))
+			require.NoError(t, err)
+			assert.Regexp(t, `^[0-9]+\n`, string(owner))
+
+			out, stderr, status = shRun(t, sh, shell.PublishScript(tmp, dst, mf, "a", caps.Exchange), nil)
+			require.Equal(t, 0, status, "publish: %s", stderr)
+			assert.Equal(t, shell.PublishedLine+"\n", out)
+			assert.Equal(t, "content", readString(t, filepath.Join(dst, "d", "f")))
+			assert.Equal(t, string(manifest), readString(t, mf))
+			assert.NoDirExists(t, tmp)
+			fi, err := os.Stat(filepath.Join(dst, "d"))
+			require.NoError(t, err)
+			assert.Equal(t, os.FileMode(0o750), fi.Mode().Perm(), "the modes script ran")
+
+			out, _, status = shRun(t, sh, shell.ProbeScript(root, false, nil, []string{shell.ManifestName("a"), shell.ManifestName("b")}), nil)
+			require.Equal(t, 0, status)
+			probe, err := shell.ReadProbe(strings.NewReader(out), []string{shell.ManifestName("a"), shell.ManifestName("b")}, 1<<10, 1<<20)
+			require.NoError(t, err)
+			assert.Equal(t, [][]byte{manifest, nil}, probe.Files)
+			assert.False(t, probe.Asked || probe.Leftovers)
+
+			sum := sha256.Sum256([]byte("carry"))
+			want := map[string]string{"x": hex.EncodeToString(sum[:])}
+			plan := shell.PlanCarry([]shell.CarryFile{{Path: "x", Mode: 0o600, SHA256: want["x"]}, {Path: "missing", Mode: 0o644, SHA256: want["x"]}})
+			tmp2 := filepath.Join(root, shell.TempPrefix+"a-0022")
+			stream, _ = stageTree(t)
+			out, stderr, status = shRun(t, sh, shell.SendScript(shell.Send{Root: root, Tmp: tmp2, Dst: dst, Hash: caps.SHA256, Carry: &plan}), stream)
+			require.Equal(t, 0, status, "send with a carry: %s", stderr)
+			assert.Equal(t, map[string]bool{"x": true}, report(t, out, plan.Want).Hashes, "stderr: %s", stderr)
+			assert.Equal(t, "carry", readString(t, filepath.Join(tmp2, "new", "tree", "x")))
+
+			out, stderr, status = shRun(t, sh, shell.CarryScript(&plan, tmp2, dst), nil)
+			require.Equal(t, 0, status, "carry: %s", stderr)
+			assert.Equal(t, map[string]bool{"x": true}, report(t, out, plan.Want).Hashes)
+
+			out, stderr, status = shRun(t, sh, shell.CleanupScript(tmp2, dst, "a"), nil)
+			require.Equal(t, 0, status, "cleanup: %s", stderr)
+			assert.Equal(t, shell.PublishedLine+"\n", out)
+			assert.NoDirExists(t, tmp2)
+			assert.FileExists(t, filepath.Join(dst, "d", "f"), "the copy in place stays")
+
+			out, _, status = shRun(t, sh, shell.AssetsScript(root), nil)
+			require.Equal(t, 0, status)
+			assert.Equal(t, []string{shell.ManifestName("a")}, shell.ParseAssetList([]byte(out)))
+
+			left := filepath.Join(root, shell.TempPrefix+"z-00")
+			require.NoError(t, os.MkdirAll(filepath.Join(left, "new"), 0o700))
+			require.NoError(t, os.WriteFile(filepath.Join(left, shell.OwnerFile), []byte(strconv.Itoa(deadPid(t))+"\n"), 0o600))
+			out, _, status = shRun(t, sh, shell.ProbeScript(root, false, nil, nil), nil)
+			require.Equal(t, 0, status)
+			probe, err = shell.ReadProbe(strings.NewReader(out), nil, 0, 1<<10)
+			require.NoError(t, err)
+			assert.True(t, probe.Leftovers, "a dead owner's directory is reported")
+			out, _, status = shRun(t, sh, shell.SweepRootScript(root, []string{filepath.Base(left)}), nil)
+			require.Equal(t, 0, status)
+			assert.Equal(t, shell.PublishedLine+"\n", out)
+			assert.DirExists(t, left, "a directory the host still uses is left alone")
+			out, _, status = shRun(t, sh, shell.SweepRootScript(root, nil), nil)
+			require.Equal(t, 0, status)
+			assert.Equal(t, shell.PublishedLine+"\n", out)
+			assert.NoDirExists(t, left)
+
+			link := filepath.Join(t.TempDir(), "link")
+			require.NoError(t, os.Symlink(root, link))
+			_, stderr, status = shRun(t, sh, shell.AssetsScript(link), nil)
+			assert.Equal(t, shell.RootLinkExit, status)
+			assert.Contains(t, stderr, "is a symbolic link")
+			_, _, status = shRun(t, sh, shell.RemoveScript(link, shell.TempPrefix+"unstage-00", nil, []string{"a"}), nil)
+			assert.Equal(t, shell.RootLinkExit, status)
+			assert.DirExists(t, dst)
+
+			out, stderr, status = shRun(t, sh, shell.RemoveScript(root, shell.TempPrefix+"unstage-00", nil, []string{"a", "never"}), nil)
+			require.Equal(t, 0, status, "remove: %s", stderr)
+			assert.Equal(t, shell.PublishedLine+"\n", out)
+			ents, err := os.ReadDir(root)
+			require.NoError(t, err)
+			assert.Empty(t, ents, "the asset, its manifest and the temporary directory are gone")
+		})
+	}
+}
+
+func readString(t *testing.T, p string) string {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	require.NoError(t, err)
+	return string(b)
+}
+
+// TestRemoteWrapperRuns runs remote.Host's wrapper (the env prelude, the
+// header and the supervisor) under sh, dash and busybox sh: the
+// environment arrives byte-exact and stdin starts after it, the header
+// names the supervisor, the script runs in the directory and its status
+// comes back; a missing directory and an environment cut short are exit
+// 125 with nothing run; a script killed by a signal is reported so.
+func TestRemoteWrapperRuns(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "it's here")
+	require.NoError(t, os.Mkdir(dir, 0o755))
+	env := map[string]string{"A": "it's\nmulti line", "B": "$(id) `id` \\ *"}
+	wrapper := func(dir, script string) string {
+		return shell.EnvReader("exit 125") + shell.HeaderScript(dir) + shell.Supervise(script)
+	}
+	stdin := func(env map[string]string, end bool) io.Reader {
+		s := shell.EnvLines(env)
+		if end {
+			s += shell.EnvEnd + "\n"
+		}
+		return strings.NewReader(s + "input line\n")
+	}
+	for _, sh := range shells(t) {
+		t.Run(strings.Join(sh, " "), func(t *testing.T) {
+			script := `printf '%s|%s|' "$A" "$B"; read -r l; printf '%s|' "$l"; pwd; exit 3`
+			out, stderr, status := shRun(t, sh, wrapper(dir, script), stdin(env, true))
+			assert.Equal(t, 3, status)
+			assert.Equal(t, env["A"]+"|"+env["B"]+"|input line|"+dir+"\n", out)
+			hw := &shell.HeaderWriter{}
+			_, err := hw.Write([]byte(stderr))
+			require.NoError(t, err)
+			pid, noDir := hw.State()
+			assert.Positive(t, pid, "stderr: %q", stderr)
+			assert.False(t, noDir)
+
+			out, stderr, status = shRun(t, sh, wrapper(filepath.Join(dir, "missing"), script), stdin(env, true))
+			assert.Equal(t, 125, status)
+			assert.Empty(t, out)
+			hw = &shell.HeaderWriter{}
+			_, err = hw.Write([]byte(stderr))
+			require.NoError(t, err)
+			_, noDir = hw.State()
+			assert.True(t, noDir, "stderr: %q", stderr)
+
+			out, _, status = shRun(t, sh, wrapper(dir, script), stdin(env, false))
+			assert.Equal(t, 125, status, "an environment without its end runs nothing")
+			assert.Empty(t, out)
+
+			cmd := exec.Command(sh[0], append(sh[1:], "-c", wrapper("", `kill -TERM $$; sleep 5`))...)
+			cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+			cmd.Stdin = stdin(nil, true)
+			err = cmd.Run()
+			var ee *exec.ExitError
+			require.ErrorAs(t, err, &ee)
+			ws := ee.Sys().(syscall.WaitStatus)
+			assert.True(t, ws.Signaled() && ws.Signal() == syscall.SIGTERM, "the supervisor re-raises the script's signal: %v", ws)
+		})
+	}
+}
+
+// TestWatchEndRuns runs sandbox.Watch's end wrapper under each shell: the
+// script's stderr passes through, the end line comes once the script has
+// ended and is not passed on, and the status is the script's. A line
+// that only starts like the end line is passed on whole.
+func TestWatchEndRuns(t *testing.T) {
+	for _, sh := range shells(t) {
+		t.Run(strings.Join(sh, " "), func(t *testing.T) {
+			_, stderr, status := shRun(t, sh, shell.WatchEndScript(`printf 'partial' >&2; echo `+shell.WatchEndLine+`-not >&2; exit 4`), nil)
+			assert.Equal(t, 4, status)
+			var dst bytes.Buffer
+			ends := 0
+			w := &shell.EndLineWriter{Dst: &dst, OnEnd: func() { ends++ }}
+			for i := 0; i < len(stderr); i += 3 { // in pieces, as a pipe may deliver it
+				_, err := w.Write([]byte(stderr[i:min(i+3, len(stderr))]))
+				require.NoError(t, err)
+			}
+			assert.Equal(t, 1, ends, "%q", stderr)
+			assert.Equal(t, "partial"+shell.WatchEndLine+"-not\n\n", dst.String())
+		})
+	}
+}
+
+// TestEndLineWriterFails: a destination that fails fails the write.
+func TestEndLineWriterFails(t *testing.T) {
+	boom := errors.New("disk full")
+	w := &shell.EndLineWriter{Dst: failWriter{boom}}
+	_, err := w.Write([]byte("x\n"))
+	require.ErrorIs(t, err, boom)
+	n, err := (&shell.EndLineWriter{Dst: failWriter{boom}}).Write([]byte(shell.WatchEndLine + "\n"))
+	require.NoError(t, err, "nothing to pass on")
+	assert.Equal(t, len(shell.WatchEndLine)+1, n)
+}
+
+type failWriter struct{ err error }
+
+func (f failWriter) Write([]byte) (int, error) { return 0, f.err }
+
+// TestSessionCommandAndStop runs remote.Host's session command under each
+// shell as an SSH server's shell would, then stops its supervisor with
+// the stop script: the script's TERM-ignoring child is gone.
+func TestSessionCommandAndStop(t *testing.T) {
+	for _, sh := range shells(t) {
+		t.Run(strings.Join(sh, " "), func(t *testing.T) {
+			script := `trap '' TERM; echo started; sleep 30`
+			cmd := exec.Command(sh[0], append(sh[1:], "-c", shell.SessionCommand(shell.HeaderScript("")+shell.Supervise(script)))...)
+			// A session of its own, as an SSH server gives it: the
+			// supervisor's TERM trap kills its whole process group.
+			cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+			hw := &shell.HeaderWriter{}
+			cmd.Stderr = hw
+			stdout, err := cmd.StdoutPipe()
+			require.NoError(t, err)
+			require.NoError(t, cmd.Start())
+			line := make([]byte, len("started\n"))
+			_, err = io.ReadFull(stdout, line)
+			require.NoError(t, err)
+			pid, _ := hw.State()
+			require.Positive(t, pid)
+			_, _, status := shRun(t, sh, shell.StopSupervisorScript(pid), nil)
+			assert.Equal(t, 0, status)
+			done := make(chan error, 1)
+			go func() { done <- cmd.Wait() }()
+			select {
+			case err = <-done:
+				var ee *exec.ExitError
+				require.ErrorAs(t, err, &ee, "the session ended by a signal")
+			case <-time.After(10 * time.Second):
+				require.NoError(t, cmd.Process.Kill())
+				t.Fatal("the session did not end once its supervisor was stopped")
+			}
+			// The session's group (its leader's pid) must be empty: the
+			// sleep that ignores TERM was killed too.
+			deadline := time.Now().Add(5 * time.Second)
+			for syscall.Kill(-cmd.Process.Pid, 0) == nil && time.Now().Before(deadline) {
+				time.Sleep(20 * time.Millisecond)
+			}
+			assert.ErrorIs(t, syscall.Kill(-cmd.Process.Pid, 0), syscall.ESRCH, "a process of the session is left")
+		})
+	}
+}

@@ -1,0 +1,75 @@
+package shell
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+)
+
+// The unstage side of the stage protocol (stage.Bridge's Assets and
+// Remove): listing the assets staged under a root, and removing some.
+
+// RootLinkExit is the exit status of an AssetsScript or RemoveScript that
+// found a symbolic link at the stage root.
+const RootLinkExit = 7
+
+// MaxAssetList bounds the reply of AssetsScript: a sandbox that sends more
+// breaks the protocol.
+const MaxAssetList = 4 << 20
+
+// rootCheck refuses (exit RootLinkExit) a stage root that is a symbolic
+// link, which the scripts would otherwise follow (harmless over SSH, where
+// the sandbox owns everything it can reach, but through a local runner it
+// would list or remove host files outside the root), and changes into the
+// root; a missing root ends the script with status 0 (nothing staged).
+func rootCheck(root string) string {
+	return fmt.Sprintf(`r=%s
+if [ -L "$r" ]; then echo "the stage root $r is a symbolic link; refusing to follow it: remove the link (the next Stage puts a directory there)" >&2; exit %d; fi
+cd "$r" 2>/dev/null || exit 0
+`, Quote(root), RootLinkExit)
+}
+
+// AssetsScript lists the stored manifests under root that are regular
+// files, each name followed by a NUL (ParseAssetList reads the reply).
+func AssetsScript(root string) string {
+	return rootCheck(root) + fmt.Sprintf(`for f in %s*%s; do if [ -f "$f" ] && [ ! -L "$f" ]; then printf '%%s\0' "$f"; fi; done`, ManifestPrefix, ManifestSuffix)
+}
+
+// ParseAssetList returns the names of AssetsScript's reply (at most
+// MaxAssetList bytes, which the caller bounds), in the order sent, empty
+// names dropped. The names are the sandbox's: the caller checks them.
+func ParseAssetList(reply []byte) []string {
+	var files []string
+	for f := range bytes.SplitSeq(reply, []byte{0}) {
+		if len(f) > 0 {
+			files = append(files, string(f))
+		}
+	}
+	return files
+}
+
+// RemoveScript removes the assets names under root in one command: it
+// sweeps the root (sweepScript, leaving the temporary directories in skip
+// alone), makes the temporary directory tmp (a name in the root) and moves
+// each asset's manifest and directory into it (renames only), prints
+// PublishedLine, then deletes tmp and what the sweep moved away. A root
+// that is a symbolic link is refused (RootLinkExit), a missing one has
+// nothing to remove.
+func RemoveScript(root, tmp string, skip, names []string) string {
+	var sb strings.Builder
+	sb.WriteString(finishAlone)
+	sb.WriteString(rootCheck(root))
+	sb.WriteString(sweepFuncs)
+	sb.WriteString(sweepScript(skip))
+	sb.WriteString(mkOwnedScript(tmp))
+	fmt.Fprintf(&sb, "t=%s\n", Quote(tmp))
+	for _, n := range names {
+		for _, e := range []string{ManifestName(n), n} {
+			fmt.Fprintf(&sb, "if [ -e %[1]s ] || [ -L %[1]s ]; then mv -f %[1]s \"$t/\" || exit 4; fi\n", Quote(e))
+		}
+	}
+	fmt.Fprintf(&sb, "echo %s\n", PublishedLine)
+	sb.WriteString(dropScript(tmp))
+	sb.WriteString("D\nexit 0\n")
+	return sb.String()
+}

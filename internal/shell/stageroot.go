@@ -1,0 +1,261 @@
+package shell
+
+import (
+	"fmt"
+	"path"
+	"strings"
+)
+
+// The stage root: the names the stage protocol reserves under it (stage.Dir
+// uses them too), and the scripts that make, claim, sweep and delete its
+// temporary directories. Each script that works on the root takes the root
+// in $r; each that works on one temporary directory takes it in $t.
+//
+// A temporary directory (TempPrefix + "<asset>-<rand>") holds OwnerFile:
+// the process id of the sandbox process that uses it (the tar that writes
+// into it, then the publish, cleanup or unstage command that moves it into
+// place and deletes what is left). It is no member of the stream. A
+// temporary directory never exists without it (MkOwnedScript), and it is
+// only ever replaced whole (ClaimScript): a process killed at any point
+// leaves an owner file that names it, or a directory whose name does. A
+// second line holds the owner's PID namespace (readlink /proc/self/ns/pid)
+// where the sandbox shows it: an owner recorded in a PID namespace other
+// than the sweeping shell's is one that shell cannot see — an engine that
+// gives every exec a namespace of its own (bwrap --unshare-pid), which
+// ended with that exec — and counts as gone (its pid, in the sweeper's
+// namespace, may well be a live process of the sweeper's own).
+const (
+	// StageReserved starts every name the protocol keeps under a stage
+	// root; no asset name may start with it.
+	StageReserved = RuntimeDir
+	// ManifestPrefix and ManifestSuffix frame an asset's stored manifest:
+	// ManifestPrefix + name + ManifestSuffix (ManifestName).
+	ManifestPrefix = StageReserved + "-manifest-"
+	ManifestSuffix = ".json"
+	// TempPrefix starts the name of a temporary directory.
+	TempPrefix = StageReserved + "-tmp-"
+	// NewPrefix starts the name a temporary directory has while it is
+	// made: NewPrefix + "<pid>-<rand>", pid being the process that makes
+	// it (and renames it to its TempPrefix name once its owner file is in
+	// it), so that what a process killed in between leaves names its
+	// owner.
+	NewPrefix = StageReserved + "-new-"
+	// GonePrefix starts the names of what a sweep or a deletion has moved
+	// out of the way before it deletes it: GonePrefix + "<pid>-<n>", where
+	// pid is the sandbox process that moved it (and deletes it).
+	GonePrefix = StageReserved + "-gone-"
+	// OwnerFile, in a temporary directory, names its owner process.
+	OwnerFile = "owner"
+)
+
+// ManifestName returns the name of the stored manifest of the asset name.
+func ManifestName(name string) string { return ManifestPrefix + name + ManifestSuffix }
+
+// finishAlone starts the publish, cleanup, unstage and sweep scripts: a
+// host that dies mid-command closes the command's stdout and stderr, and
+// the command must still finish its renames and delete what it moved aside
+// (a write to a closed pipe fails instead of killing the shell), so that
+// it leaves nothing behind.
+const finishAlone = "trap '' PIPE\n"
+
+// mkOwnedScript makes the temporary directory tmp (a sandbox path,
+// absolute or relative to the working directory) with its owner file
+// naming this shell already in it: the directory is made exclusively as
+// NewPrefix + "$$-<rand>" beside tmp, gets its owner file, and is renamed
+// to tmp, which must not exist. A shell killed on the way leaves a
+// directory whose name holds its pid, which the sweep removes once that
+// process is gone (D). It exits 1 when tmp cannot be made.
+func mkOwnedScript(tmp string) string {
+	dir, base := path.Split(tmp)
+	return fmt.Sprintf(`k=%s$$%s; k0=%s
+mkdir -m 700 "$k" || exit 1
+if ! { { echo $$; readlink /proc/self/ns/pid 2>/dev/null || :; } >"$k/%s" && [ ! -e "$k0" ] && [ ! -L "$k0" ] && mv "$k" "$k0" >/dev/null; }; then rm -rf "$k" >/dev/null; exit 1; fi
+`, Quote(dir+NewPrefix), Quote(base[strings.LastIndexByte(base, '-'):]), Quote(tmp), OwnerFile)
+}
+
+// dropScript (with $t the temporary directory tmp) deletes it. It first
+// renames it to GonePrefix + "$$-<rand>", since rm deletes the owner file
+// long before the rest: a shell killed while deleting leaves a directory
+// whose name holds its pid, which D removes once that process is gone.
+// When the rename fails, it deletes $t in place. Best effort.
+func dropScript(tmp string) string {
+	dir, base := path.Split(tmp)
+	return fmt.Sprintf(`g=%s$$%s
+if [ -d "$t" ] && [ ! -L "$t" ] && [ ! -e "$g" ] && [ ! -L "$g" ] && mv "$t" "$g" 2>/dev/null; then t=$g; fi
+rm -rf "$t" 2>/dev/null || { chmod -R u+rwx "$t"; rm -rf "$t"; } 2>/dev/null
+`, Quote(dir+GonePrefix), Quote(base[strings.LastIndexByte(base, '-'):]))
+}
+
+// claimScript (with $t the temporary directory) makes this shell its
+// owner: the owner file is replaced in one rename, so that a shell killed
+// meanwhile leaves the previous owner's (gone too), never an empty one.
+const claimScript = `{ { echo $$; readlink /proc/self/ns/pid 2>/dev/null || :; } >"$t/` + OwnerFile + `.new" && mv -f "$t/` + OwnerFile + `.new" "$t/` + OwnerFile + `" >/dev/null; }`
+
+// sweepFuncs defines the shell functions of the sweep, with $r the root.
+//
+// F FILE succeeds when the owner file FILE records a PID namespace other
+// than this shell's (both known): its owner is one this shell cannot see.
+//
+// L PID succeeds when PID is a live process: on Linux, one whose
+// /proc/PID/stat state is not Z (zombie) or X (dead), since kill -0
+// succeeds on a zombie and a sandbox whose PID 1 never reaps keeps its
+// zombies forever; elsewhere kill -0 (a refusal, EPERM, counts as alive)
+// and ps's state, when ps answers.
+//
+// G sets $g to a fresh GonePrefix name of this shell.
+//
+// D deletes every GonePrefix entry of this shell or of a process that is
+// gone: what an earlier sweep (of this command, or of one killed before it
+// finished) moved out of the way; and every NewPrefix entry of a process
+// that is gone (not this shell): a temporary directory whose maker was
+// killed before it renamed it (mkOwnedScript). Best effort: a failure
+// never fails the command, and what stays is the next sweep's.
+const sweepFuncs = `__ns=$(readlink /proc/self/ns/pid 2>/dev/null)
+F() { __n=; { read -r __x; read -r __n; } <"$1" 2>/dev/null; [ -n "$__n" ] && [ -n "$__ns" ] && [ "$__n" != "$__ns" ]; }
+L() { if [ -d /proc/self ] && [ -e "/proc/$1" ]; then
+__s=; read -r __s <"/proc/$1/stat" 2>/dev/null || return 0
+__s=${__s##*) }
+case "$__s" in Z*|X*) return 1;; esac
+return 0
+fi
+if [ -d /proc/self ]; then kill -0 "$1" 2>/dev/null; return; fi
+if ! kill -0 "$1" 2>/dev/null; then case "$(kill -0 "$1" 2>&1)" in *ermi*) return 0;; esac; return 1; fi
+case "$(ps -o stat= -p "$1" 2>/dev/null)" in Z*) return 1;; esac
+return 0
+}
+G() { __i=0; g="$r/` + GonePrefix + `$$-0"; while [ -e "$g" ] || [ -L "$g" ]; do __i=$((__i+1)); g="$r/` + GonePrefix + `$$-$__i"; done; }
+D() { for __g in "$r"/` + GonePrefix + `* "$r"/` + NewPrefix + `*; do
+[ -d "$__g" ] && [ ! -L "$__g" ] || continue
+case "${__g##*/}" in ` + GonePrefix + `*) __p=${__g##*/` + GonePrefix + `}; __o=1;; *) __p=${__g##*/` + NewPrefix + `}; __o=;; esac
+__p=${__p%%-*}
+case "$__p" in ''|*[!0-9]*) continue;; esac
+if [ "$__p" = "$$" ]; then [ -n "$__o" ] || continue; elif L "$__p"; then continue; fi
+rm -rf "$__g" 2>/dev/null || { chmod -R u+rwx "$__g"; rm -rf "$__g"; } 2>/dev/null
+done; }
+`
+
+// skipCase writes a case statement that skips the loop's iteration when
+// word (a quoted sh word) is one of the names in skip; nothing when skip
+// is empty.
+func skipCase(sb *strings.Builder, word string, skip []string) {
+	if len(skip) == 0 {
+		return
+	}
+	sb.WriteString("case " + word + " in ")
+	for i, n := range skip {
+		if i > 0 {
+			sb.WriteByte('|')
+		}
+		sb.WriteString(Quote(n))
+	}
+	sb.WriteString(") continue;; esac\n")
+}
+
+// sweepScript (with $r the root, after sweepFuncs) moves out of the way
+// the temporary directories whose owner process is gone (dead or a zombie):
+// those of cut transfers, of hosts killed between the transfer and the
+// publish, and of publishes and unstages killed before they deleted what
+// they had moved aside. D deletes them afterwards, outside the control
+// deadline. A directory without an owner file (none of the protocol's:
+// they are made with theirs, see mkOwnedScript), one whose owner is
+// alive, and one the host still uses (between its transfer and its
+// publish no sandbox process owns it; the names in skip) are left alone.
+// Each directory is renamed in one step, and put back when its owner file
+// changed meanwhile (a publish that claimed it races the sweep), so a
+// publish either moved the whole new tree first or finds it gone and
+// fails; it never publishes part of one. The check relies on the
+// sandbox's process ids: a root shared between machines (or PID
+// namespaces), or with another host process that stages into it at the
+// same instant, can lose a transfer's directory, which fails that
+// transfer, never its sandbox's copy. Best effort: a failure here never
+// fails the command.
+func sweepScript(skip []string) string {
+	var sb strings.Builder
+	sb.WriteString(`for s in "$r"/` + TempPrefix + `*; do
+[ -d "$s" ] && [ ! -L "$s" ] && [ -f "$s/` + OwnerFile + `" ] && [ ! -L "$s/` + OwnerFile + `" ] || continue
+`)
+	skipCase(&sb, `"${s##*/}"`, skip)
+	sb.WriteString(`p=; read -r p <"$s/` + OwnerFile + `" 2>/dev/null
+case "$p" in ''|*[!0-9]*) continue;; esac
+if [ "$p" = "$$" ] || { ! F "$s/` + OwnerFile + `" && L "$p"; }; then continue; fi
+G; mv "$s" "$g" 2>/dev/null || continue
+o=; read -r o <"$g/` + OwnerFile + `" 2>/dev/null
+if [ "$o" != "$p" ]; then mv "$g" "$s" 2>/dev/null; fi
+done
+`)
+	return sb.String()
+}
+
+// leftoverCheck (after sweepFuncs, in the root) prints LeftoversLine when
+// a sweep would remove something: a temporary directory whose owner is
+// gone (none of skip), or a GonePrefix or NewPrefix entry whose process is
+// gone.
+func leftoverCheck(skip []string) string {
+	var sb strings.Builder
+	sb.WriteString(`w=
+for s in ` + TempPrefix + `* ` + GonePrefix + `* ` + NewPrefix + `*; do
+[ -d "$s" ] && [ ! -L "$s" ] || continue
+case "$s" in
+` + GonePrefix + `*) p=${s#` + GonePrefix + `}; p=${p%%-*};;
+` + NewPrefix + `*) p=${s#` + NewPrefix + `}; p=${p%%-*};;
+*) [ -f "$s/` + OwnerFile + `" ] && [ ! -L "$s/` + OwnerFile + `" ] || continue
+`)
+	skipCase(&sb, `"$s"`, skip)
+	sb.WriteString(`p=; read -r p <"$s/` + OwnerFile + `" 2>/dev/null; F "$s/` + OwnerFile + `" && { w=1; break; };;
+esac
+case "$p" in ''|*[!0-9]*) continue;; esac
+if ! L "$p"; then w=1; break; fi
+done
+[ -z "$w" ] || echo ` + LeftoversLine + `
+`)
+	return sb.String()
+}
+
+// enterRoot sets $r to root and changes into it; a root that is a link
+// (never followed: nothing is staged there) or missing ends the script
+// with status 0.
+func enterRoot(sb *strings.Builder, root string) {
+	fmt.Fprintf(sb, "r=%s\n[ -L \"$r\" ] && exit 0\ncd \"$r\" 2>/dev/null || exit 0\n", Quote(root))
+}
+
+// ProbeScript is the probe command of the stage root root (see ReadProbe
+// for its reply): the probe header (with the capability word when detect
+// is set, else "-"), LeftoversLine when a sweep would remove something
+// (none of the temporary directories named in skip, which the host still
+// uses), and a tar of the files (manifest names, relative to the root)
+// that exist as regular files. A root that is a link or missing sends the
+// header alone.
+func ProbeScript(root string, detect bool, skip, files []string) string {
+	var sb strings.Builder
+	if detect {
+		sb.WriteString(DetectScript)
+	} else {
+		sb.WriteString("c=-\n")
+	}
+	sb.WriteString(EchoHeader)
+	enterRoot(&sb, root)
+	// Leftovers a sweep would remove are reported, so that a stage with
+	// nothing to publish still removes them (SweepRootScript).
+	sb.WriteString(sweepFuncs)
+	sb.WriteString(leftoverCheck(skip))
+	sb.WriteString("set --\nfor f in")
+	for _, f := range files {
+		sb.WriteString(" " + Quote(f))
+	}
+	sb.WriteString("; do if [ -f \"$f\" ] && [ ! -L \"$f\" ]; then set -- \"$@\" \"$f\"; fi; done\n[ $# -eq 0 ] || exec tar -c -f - \"$@\"")
+	return sb.String()
+}
+
+// SweepRootScript sweeps the stage root root as a command of its own
+// (sweepScript, leaving the temporary directories in skip alone): it
+// prints PublishedLine once its renames are done, then deletes what it
+// moved away. A root that is a link or missing is left alone.
+func SweepRootScript(root string, skip []string) string {
+	var sb strings.Builder
+	sb.WriteString(finishAlone)
+	enterRoot(&sb, root)
+	sb.WriteString(sweepFuncs)
+	sb.WriteString(sweepScript(skip))
+	sb.WriteString("echo " + PublishedLine + "\nD\nexit 0\n")
+	return sb.String()
+}

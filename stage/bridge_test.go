@@ -268,12 +268,14 @@ func TestBridgeTransferNotBoundByControlDeadline(t *testing.T) {
 	build(t, src, "f=x")
 	local := sandbox.Local(dir)
 	r := &scriptedRunner{next: local, match: isTransfer, do: func(ctx context.Context, cmd sandbox.Command) error {
-		// The directory is made at once; the stream then takes four
-		// control deadlines to arrive.
-		cmd.Stdin = &slowReader{r: cmd.Stdin, delay: 600 * time.Millisecond}
+		// The directory is made at once; the stream then takes two and a
+		// half control deadlines to arrive. (The deadline is 1 s, not less:
+		// the control steps around the stream must fit in it on a loaded
+		// machine, which 150 ms did not always.)
+		cmd.Stdin = &slowReader{r: cmd.Stdin, delay: 2500 * time.Millisecond}
 		return local.Run(ctx, cmd)
 	}}
-	b := stage.NewBridge(r, stage.WithControlTimeout(150*time.Millisecond))
+	b := stage.NewBridge(r, stage.WithControlTimeout(time.Second))
 	rt, err := stage.Stage(context.Background(), b, filepath.Join(dir, "rt"), []stage.Asset{{Name: "a", Source: src}})
 	require.NoError(t, err)
 	assert.Equal(t, "x", readFile(t, filepath.Join(dir, "rt", "a", "f")))

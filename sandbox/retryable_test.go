@@ -58,6 +58,7 @@ var answers = map[string][]answer{
 	"stage.ErrBadAsset":  {{stage.ErrBadAsset, false}},
 	"stage.ErrBadRoot":   {{stage.ErrBadRoot, false}},
 	"stage.ErrTransport": {{stage.ErrTransport, true}},
+	"stage.ErrTool":      {{stage.ErrTool, false}, {fmt.Errorf("%w: the sandbox lacks tar", stage.ErrTool), false}}, // install it in the image
 	"stage.ErrMismatch":  {{stage.ErrMismatch, false}},
 	"stage.ErrNoContent": {{stage.ErrNoContent, false}},
 	"stage.ErrLink":      {{stage.ErrLink, false}},
@@ -77,7 +78,8 @@ var answers = map[string][]answer{
 	// stage/remote.
 	"stage/remote.ErrNoHostKeyCallback": {{remote.ErrNoHostKeyCallback, false}},
 	"stage/remote.ErrUnknownHost":       {{remote.ErrUnknownHost, false}},
-	"stage/remote.ErrForward":           {{remote.ErrForward, false}}, // a server configuration (AllowTcpForwarding) or a taken address: not cured by retrying
+	"stage/remote.ErrForward":           {{remote.ErrForward, false}},      // a server configuration (AllowTcpForwarding) or a taken address: not cured by retrying
+	"stage/remote.ErrEncryptedKey":      {{remote.ErrEncryptedKey, false}}, // ssh-add the key, or give its passphrase: not cured by retrying
 	"stage/remote.ErrHostKeyMismatch":   {{remote.ErrHostKeyMismatch, false}},
 	"stage/remote.HostKeyError": {
 		{&remote.HostKeyError{Host: "h:22", Err: remote.ErrHostKeyMismatch}, false},

@@ -479,7 +479,7 @@ func (b *Bridge) sweepRoot(ctx context.Context, root string) error {
 }
 
 func (c capsState) missingErr() error {
-	return fmt.Errorf("%w: the sandbox lacks%s, which staging needs (POSIX sh with tar, mkdir, mv, rm, cat and chmod); install it in the sandbox image", ErrTransport, c.missing)
+	return fmt.Errorf("%w: the sandbox lacks%s, which staging needs (POSIX sh with tar, mkdir, mv, rm, cat and chmod); install it in the sandbox image", ErrTool, c.missing)
 }
 
 func (b *Bridge) knownCaps() (capsState, bool) {

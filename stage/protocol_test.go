@@ -198,8 +198,9 @@ func TestBridgeProbeMissingTool(t *testing.T) {
 		return err
 	}}
 	_, err := stage.NewBridge(r).Probe(context.Background(), "/rt", []string{"a"})
-	require.ErrorIs(t, err, sandbox.ErrTransport)
-	assert.ErrorContains(t, err, "the sandbox lacks tar chmod")
+	require.ErrorIs(t, err, stage.ErrTool)
+	assert.False(t, sandbox.Retryable(err))
+	assert.Equal(t, "sandbox tool missing: the sandbox lacks tar chmod, which staging needs (POSIX sh with tar, mkdir, mv, rm, cat and chmod); install it in the sandbox image", err.Error())
 }
 
 // floodReader is a FileReader whose every file holds data; it runs no

@@ -68,6 +68,10 @@ var (
 	// ErrNoContent reports a Target whose Publish returned without reading
 	// the tree it was given.
 	ErrNoContent = errors.New("target published without reading the tree")
+	// ErrTool reports a sandbox that lacks a tool the Bridge's protocol
+	// needs (POSIX sh with tar, mkdir, mv, rm, cat and chmod). Trying
+	// again does not help: install the tool in the sandbox image.
+	ErrTool = errors.New("sandbox tool missing")
 
 	// ErrLink reports a symbolic link in a Source that the asset's
 	// LinkPolicy does not allow.

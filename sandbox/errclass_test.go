@@ -1,0 +1,105 @@
+package sandbox_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/airlockdev/airlock/sandbox"
+)
+
+// errRunner is a Runner that writes to Command.Stdout once and returns what
+// its function makes of that write's error.
+type errRunner func(werr error) error
+
+func (f errRunner) Run(_ context.Context, cmd sandbox.Command) error {
+	var werr error
+	if cmd.Stdout != nil {
+		_, werr = cmd.Stdout.Write([]byte("out"))
+	}
+	return f(werr)
+}
+
+// TestControlHostFailures: Control passes the host's own failures on with
+// its context but unchanged in class (not ErrTransport; Retryable follows
+// what they wrap), keeps ErrProtocol alone, and marks every other Runner
+// failure as ErrTransport.
+func TestControlHostFailures(t *testing.T) {
+	errOwn := errors.New("the caller's writer is over its own limit")
+	own := writerFunc(func([]byte) (int, error) { return 0, errOwn })
+	enospc := &fs.PathError{Op: "write", Path: "/host/spool/x", Err: syscall.ENOSPC}
+	eagain := &fs.PathError{Op: "fork/exec", Path: "/bin/sh", Err: syscall.EAGAIN}
+	cases := []struct {
+		name      string
+		stdout    writerFunc // nil: none
+		run       func(werr error) error
+		host      bool // passed on, not ErrTransport
+		protocol  bool
+		retryable bool
+		is        error
+	}{
+		{"the caller's writer failed, the Runner wraps it", own, func(werr error) error { return fmt.Errorf("writing the command's stdout: %w", werr) }, true, false, false, errOwn},
+		{"the caller's writer failed, the Runner returns it", own, func(werr error) error { return werr }, true, false, false, errOwn},
+		{"a host file on a full disk", nil, func(error) error { return fmt.Errorf("spooling the script: %w", enospc) }, true, false, false, syscall.ENOSPC},
+		{"a host file, temporary", nil, func(error) error { return fmt.Errorf("starting: %w", eagain) }, true, false, true, syscall.EAGAIN},
+		{"a missing working directory", nil, func(error) error {
+			return &fs.PathError{Op: "chdir", Path: "/w/gone", Err: fmt.Errorf("missing: %w", fs.ErrNotExist)}
+		}, true, false, false, fs.ErrNotExist},
+		{"a broken protocol", nil, func(error) error { return fmt.Errorf("%w: a garbled record", sandbox.ErrProtocol) }, false, true, false, sandbox.ErrProtocol},
+		{"a plain Runner failure", nil, func(error) error { return errors.New("stream reset") }, false, false, true, sandbox.ErrTransport},
+		{"a writer error that the Runner did not cause", own, func(error) error { return errors.New("stream reset") }, false, false, true, sandbox.ErrTransport},
+		{"a connection's errno", nil, func(error) error {
+			return &os.SyscallError{Syscall: "read", Err: syscall.ECONNRESET}
+		}, false, false, true, sandbox.ErrTransport},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			cmd := sandbox.Command{Script: "true"}
+			if c.stdout != nil {
+				cmd.Stdout = c.stdout
+			}
+			err := sandbox.Control(t.Context(), errRunner(c.run), cmd)
+			require.Error(t, err)
+			assert.ErrorIs(t, err, c.is)
+			assert.Equal(t, !c.host && !c.protocol, errors.Is(err, sandbox.ErrTransport), "ErrTransport: %v", err)
+			assert.Equal(t, c.protocol, errors.Is(err, sandbox.ErrProtocol), "ErrProtocol: %v", err)
+			assert.Equal(t, c.retryable, sandbox.Retryable(err), "Retryable: %v", err)
+			assert.True(t, strings.HasPrefix(err.Error(), "a control command: ") || strings.Contains(err.Error(), ": a control command: "), "no context: %v", err)
+		})
+	}
+}
+
+// TestControlLocalHostFailures: the host failures of the real Local runner
+// keep their class through Control: its temporary file for a large script
+// that cannot be created (a TMPDIR that is gone), and a missing Command.Dir.
+func TestControlLocalHostFailures(t *testing.T) {
+	gone := filepath.Join(t.TempDir(), "gone")
+	t.Setenv("TMPDIR", gone)
+	r := sandbox.Local(t.TempDir())
+	big := "true\n#" + strings.Repeat("x", 100<<10) + "\n"
+	err := sandbox.Control(t.Context(), r, sandbox.Command{Script: big})
+	require.Error(t, err)
+	assert.ErrorIs(t, err, fs.ErrNotExist)
+	assert.NotErrorIs(t, err, sandbox.ErrTransport)
+	assert.False(t, sandbox.Retryable(err), "%v", err)
+	assert.Contains(t, err.Error(), gone)
+
+	err = sandbox.Control(t.Context(), r, sandbox.Command{Script: "true", Dir: "missing"})
+	require.Error(t, err)
+	assert.ErrorIs(t, err, fs.ErrNotExist)
+	assert.NotErrorIs(t, err, sandbox.ErrTransport)
+	assert.False(t, sandbox.Retryable(err), "%v", err)
+
+	// The same file, written: the script runs.
+	t.Setenv("TMPDIR", t.TempDir())
+	require.NoError(t, sandbox.Control(t.Context(), r, sandbox.Command{Script: big}))
+}

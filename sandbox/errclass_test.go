@@ -10,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -102,4 +103,64 @@ func TestControlLocalHostFailures(t *testing.T) {
 	// The same file, written: the script runs.
 	t.Setenv("TMPDIR", t.TempDir())
 	require.NoError(t, sandbox.Control(t.Context(), r, sandbox.Command{Script: big}))
+}
+
+// endingSandbox is a sandbox whose process wrapper writes out and then
+// returns err at once (no header, or part of one); its signal steps answer
+// that everything is gone.
+type endingSandbox struct {
+	out string
+	err error
+}
+
+func (s endingSandbox) Run(_ context.Context, cmd sandbox.Command) error {
+	m := tagInScript.FindStringSubmatch(cmd.Script)
+	if m == nil {
+		return fmt.Errorf("endingSandbox: no tag in the script %q", cmd.Script)
+	}
+	if strings.HasPrefix(cmd.Script, "__t=") {
+		_, err := fmt.Fprint(cmd.Stdout, gone(m[1]))
+		return err
+	}
+	if _, err := fmt.Fprint(cmd.Stdout, s.out); err != nil {
+		return err
+	}
+	return s.err
+}
+
+func (endingSandbox) ControlTimeout() time.Duration { return time.Second }
+
+// TestProcessEndsWithoutHeader: a wrapper run that succeeds without the
+// whole header broke the protocol (ErrProtocol, never ErrTransport); one
+// that exits non-zero is its ExitError; a Runner's plain failure is
+// ErrTransport, and the host's own failure keeps its error.
+func TestProcessEndsWithoutHeader(t *testing.T) {
+	enospc := &fs.PathError{Op: "write", Path: "/host/tmp/airlock-script-1.sh", Err: syscall.ENOSPC}
+	for name, c := range map[string]struct {
+		sb               endingSandbox
+		is               error
+		transport, proto bool
+	}{
+		"status 0, nothing":      {endingSandbox{}, sandbox.ErrProtocol, false, true},
+		"status 0, half a line":  {endingSandbox{out: "airlock-process-v1 "}, sandbox.ErrProtocol, false, true},
+		"exit status 3":          {endingSandbox{err: &sandbox.ExitError{Status: 3}}, nil, false, false},
+		"a plain Runner failure": {endingSandbox{err: errors.New("stream reset")}, sandbox.ErrTransport, true, false},
+		"the host's own failure": {endingSandbox{err: fmt.Errorf("spooling: %w", enospc)}, syscall.ENOSPC, false, false},
+	} {
+		t.Run(name, func(t *testing.T) {
+			p, err := sandbox.Start(t.Context(), c.sb, sandbox.Command{Script: "agent"})
+			require.Error(t, err)
+			assert.Nil(t, p)
+			if c.is != nil {
+				assert.ErrorIs(t, err, c.is)
+			} else {
+				var ee *sandbox.ExitError
+				require.ErrorAs(t, err, &ee)
+				assert.Equal(t, 3, ee.Status)
+			}
+			assert.Equal(t, c.transport, errors.Is(err, sandbox.ErrTransport), "ErrTransport: %v", err)
+			assert.Equal(t, c.proto, errors.Is(err, sandbox.ErrProtocol), "ErrProtocol: %v", err)
+			assert.Equal(t, c.transport, sandbox.Retryable(err), "Retryable: %v", err)
+		})
+	}
 }

@@ -1,9 +1,11 @@
 package sandbox_test
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -163,4 +165,75 @@ func TestProcessEndsWithoutHeader(t *testing.T) {
 			assert.Equal(t, c.transport, sandbox.Retryable(err), "Retryable: %v", err)
 		})
 	}
+}
+
+// forgingEngine is an ExecFunc of a hostile engine: it reads the call's
+// nonce from the prelude on stdin (its first line, which only the wrapper
+// is meant to read), runs nothing, and writes records(nonce) on stderr.
+func forgingEngine(records func(tag string) string) sandbox.ExecFunc {
+	return func(_ context.Context, _ []string, stdin io.Reader, _, stderr io.Writer) error {
+		line, err := bufio.NewReader(stdin).ReadString('\n')
+		if err != nil {
+			return err
+		}
+		nonce, ok := strings.CutPrefix(strings.TrimSuffix(line, "\n"), "__airlock_n=")
+		if !ok {
+			return fmt.Errorf("forgingEngine: the prelude starts with %q, not the nonce", line)
+		}
+		_, err = io.WriteString(stderr, records("airlock-exec-"+nonce+": "))
+		return err
+	}
+}
+
+// TestExecBrokenRecords: records tagged with the call's nonce that do not
+// parse or come out of order (a second end record) are ErrProtocol — only
+// the wrapper knows the nonce — never ErrTransport nor a status; the same
+// engine forging a well-formed run is believed (the harness works).
+func TestExecBrokenRecords(t *testing.T) {
+	for name, c := range map[string]struct {
+		records func(tag string) string
+		broken  string // "": a run that exited 3
+	}{
+		"well-formed":         {func(tag string) string { return tag + "start 42 group\n" + tag + "end 3 \n" }, ""},
+		"garbled end":         {func(tag string) string { return tag + "start 42 group\n" + tag + "end x\n" }, `the record "end x" does not parse`},
+		"garbled only":        {func(tag string) string { return tag + "ended\n" }, `the record "ended" does not parse`},
+		"oversized":           {func(tag string) string { return tag + "start 42 group\n" + tag + strings.Repeat("e", 100) + "\n" }, "a record longer than 64 bytes"},
+		"a second end":        {func(tag string) string { return tag + "start 42 group\n" + tag + "end 0 \n" + tag + "end 1 \n" }, `a second end record "end 1 "`},
+		"an end before start": {func(tag string) string { return tag + "end 0 \n" + tag + "start 42 group\n" }, "without a start record"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, _, err := run(t, sandbox.FromExec(forgingEngine(c.records)), sandbox.Command{Script: "exit 0"})
+			if c.broken == "" {
+				var ee *sandbox.ExitError
+				require.ErrorAs(t, err, &ee)
+				assert.Equal(t, 3, ee.Status)
+				return
+			}
+			require.ErrorIs(t, err, sandbox.ErrProtocol)
+			assert.NotErrorIs(t, err, sandbox.ErrTransport)
+			assert.False(t, errors.As(err, new(*sandbox.ExitError)), "a broken record was taken for a status: %v", err)
+			assert.False(t, sandbox.Retryable(err))
+			assert.ErrorContains(t, err, c.broken)
+			// Through Control too, which keeps ErrProtocol alone.
+			err = sandbox.Control(t.Context(), sandbox.FromExec(forgingEngine(c.records)), sandbox.Command{Script: "exit 0"})
+			require.ErrorIs(t, err, sandbox.ErrProtocol)
+			assert.NotErrorIs(t, err, sandbox.ErrTransport)
+		})
+	}
+}
+
+// TestExecForgedSecondEnd: a real engine (a sh prefix) that reads the
+// nonce off the prelude, passes the call on to the real wrapper, and then
+// forges a second end record: ErrProtocol, where the forged status (7)
+// used to replace the script's.
+func TestExecForgedSecondEnd(t *testing.T) {
+	engine := `IFS= read -r l; n=${l#__airlock_n=}
+{ printf '%s\n' "$l"; cat; } | "$@"
+printf 'airlock-exec-%s: end 7 \n' "$n" >&2`
+	out, _, err := run(t, sandbox.Exec("sh", "-c", engine, "engine"), sandbox.Command{Script: "echo ran"})
+	assert.Equal(t, "ran\n", out, "the real wrapper ran the script")
+	require.ErrorIs(t, err, sandbox.ErrProtocol)
+	assert.NotErrorIs(t, err, sandbox.ErrTransport)
+	assert.False(t, errors.As(err, new(*sandbox.ExitError)), "the forged status was believed: %v", err)
+	assert.ErrorContains(t, err, `a second end record "end 7 "`)
 }

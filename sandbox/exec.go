@@ -76,7 +76,9 @@ type ExecOptions struct {
 //     per-call random nonce on stderr, stripped before Command.Stderr sees
 //     it; no record is ErrTransport, whatever the client's exit, and a
 //     client that fails after the record is ErrTransport too (the output
-//     may be cut). A client that exits 0 after the record but whose output
+//     may be cut). A record with the nonce that does not parse, or comes
+//     out of order (a second end record), is ErrProtocol: only the
+//     wrapper knows the nonce. A client that exits 0 after the record but whose output
 //     a process left behind by the script (a daemon started with &) keeps
 //     open is a success after a wait of 2s; what that process writes
 //     later is not read.
@@ -238,6 +240,11 @@ func (r *execRunner) check(cmd Command) error {
 // Runner's errors.
 func (r *execRunner) result(err error, rec *shell.RecordWriter, stdout *outputWriter, cmd Command) error {
 	rs := rec.Records()
+	if rs.Broken != "" {
+		// Only the wrapper knows the nonce: whatever else went wrong, the
+		// sandbox (or the engine) answered with records it did not write.
+		return fmt.Errorf("%w: sandbox: %s: the wrapper's records on stderr break the protocol: %s; the sandbox or the engine is broken or hostile; the command may or may not have run", ErrProtocol, r.name, rs.Broken)
+	}
 	if rs.Ended && errors.Is(err, exec.ErrWaitDelay) {
 		// The client exited 0 after the completion record, and a process
 		// the script left behind (a daemon started with &) holds the

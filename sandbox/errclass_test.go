@@ -237,3 +237,78 @@ printf 'airlock-exec-%s: end 7 \n' "$n" >&2`
 	assert.False(t, errors.As(err, new(*sandbox.ExitError)), "the forged status was believed: %v", err)
 	assert.ErrorContains(t, err, `a second end record "end 7 "`)
 }
+
+// TestExecStopKillReply: the kill step's reply decides the class of an
+// unverified stop: a reply that arrived but does not parse is the
+// sandbox's broken protocol (ErrProtocol, with ErrTransport: not
+// retryable); a kill exec that failed or answered nothing is ErrTransport
+// alone (retryable); an answer that parses, even an unverified one, adds
+// no KillErr. The engine is a sh prefix that runs the real wrapper and
+// answers the kill script as the case says.
+func TestExecStopKillReply(t *testing.T) {
+	for name, c := range map[string]struct {
+		kill     string // the engine's answer to the kill script
+		verified bool
+		killErr  error // nil: none
+		detail   string
+	}{
+		"the kill script":       {`exec "$@"`, true, nil, ""},
+		"alive":                 {`echo 'airlock-exec-kill: alive'`, false, nil, "still alive"},
+		"garbage":               {`echo 'Welcome to the sandbox'`, false, sandbox.ErrProtocol, `does not parse (stdout "Welcome to the sandbox\n")`},
+		"an unknown answer":     {`echo 'airlock-exec-kill: maybe'`, false, sandbox.ErrProtocol, "does not parse"},
+		"no answer":             {`echo nothing here >&2`, false, sandbox.ErrTransport, "gave no answer (nothing here)"},
+		"the kill exec fails":   {`exit 7`, false, sandbox.ErrTransport, "exit status 7"},
+		"garbage, then failing": {`echo garbage; exit 7`, false, sandbox.ErrTransport, "exit status 7"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			r := sandbox.Exec("sh", "-c", `case "$3" in *airlock-exec-kill*) `+c.kill+`; exit;; esac; exec "$@"`, "sh")
+			ctx, cancel := context.WithCancel(context.Background())
+			_, done := startStubborn(t, ctx, r)
+			cancel()
+			err := <-done
+			var se *sandbox.StopError
+			require.ErrorAs(t, err, &se)
+			assert.Equal(t, c.verified, se.Verified, "Verified: %v", err)
+			assert.ErrorIs(t, err, sandbox.ErrTransport)
+			assert.ErrorIs(t, err, context.Canceled)
+			assert.Contains(t, se.Detail, c.detail)
+			if c.killErr == nil {
+				assert.NoError(t, se.KillErr)
+				assert.NotErrorIs(t, err, sandbox.ErrProtocol)
+				assert.True(t, sandbox.Retryable(err), "%v", err)
+				return
+			}
+			require.ErrorIs(t, se.KillErr, c.killErr)
+			assert.ErrorIs(t, err, c.killErr)
+			assert.Equal(t, c.killErr == sandbox.ErrTransport, sandbox.Retryable(err), "Retryable: %v", err)
+			if c.killErr == sandbox.ErrTransport {
+				assert.NotErrorIs(t, err, sandbox.ErrProtocol)
+			}
+		})
+	}
+}
+
+// TestProcessStopKillReplyBroken: a process whose stop goes through the
+// Runner's cancellation (its signal steps run in another PID namespace)
+// and whose Runner reports a kill step that the sandbox answered with
+// garbage ends unverified, and Stop's error carries ErrProtocol: not
+// retryable.
+func TestProcessStopKillReplyBroken(t *testing.T) {
+	garbled := fmt.Errorf("%w: sandbox: the sandbox's answer to the kill call does not parse", sandbox.ErrProtocol)
+	sb := &scriptedSandbox{
+		header: func(tag string) string { return "airlock-process-v1 " + tag + " 4242 4242 4242 pid:[4026532101]\n" },
+		reply:  func(tag string) string { return "airlock-process-v1-" + tag + " otherns\n" },
+		d:      2 * time.Second,
+		stopped: func(err error) error {
+			return &sandbox.StopError{Err: err, Detail: "the sandbox's answer to the kill call does not parse", KillErr: garbled}
+		},
+	}
+	p, err := sandbox.Start(t.Context(), sb, sandbox.Command{Script: "agent"})
+	require.NoError(t, err)
+	exit, err := p.Stop(t.Context())
+	assert.Equal(t, sandbox.Exit{Status: -1}, exit)
+	require.ErrorIs(t, err, sandbox.ErrProtocol)
+	assert.ErrorIs(t, err, sandbox.ErrTransport)
+	assert.ErrorContains(t, err, "its end is not verified")
+	assert.False(t, sandbox.Retryable(err), "%v", err)
+}

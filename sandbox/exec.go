@@ -157,14 +157,22 @@ const (
 
 // StopError reports a command that Run stopped before it ended: its ctx
 // ended (Err is ctx.Err()) or Command.Stdin failed (Err is that failure).
-// It wraps ErrTransport and Err. Verified says that the sandbox confirmed,
-// after the kill, that no process of the command's process group is left
-// (zombies aside); false means processes may still run there, and Detail
-// says why it could not be told.
+// It wraps ErrTransport and Err, and KillErr when set. Verified says that
+// the sandbox confirmed, after the kill, that no process of the command's
+// process group is left (zombies aside); false means processes may still
+// run there, and Detail says why it could not be told.
 type StopError struct {
 	Verified bool
 	Err      error
 	Detail   string
+	// KillErr is the kill step's failure when it gave no usable answer:
+	// an error wrapping ErrProtocol when the sandbox answered with
+	// something that does not parse (it is broken or hostile: the
+	// StopError is then not Retryable), or ErrTransport when the kill
+	// call failed or answered nothing. nil when the sandbox answered
+	// (whether or not it confirmed the end: Detail says what it found),
+	// and when no kill call ran (ExecOptions.ClientEndsSandbox).
+	KillErr error
 }
 
 // Error implements error.
@@ -175,8 +183,13 @@ func (e *StopError) Error() string {
 	return fmt.Sprintf("sandbox command stopped (%v); its termination is not verified: %s; processes of it may still run in the sandbox", e.Err, e.Detail)
 }
 
-// Unwrap returns ErrTransport and Err.
-func (e *StopError) Unwrap() []error { return []error{ErrTransport, e.Err} }
+// Unwrap returns ErrTransport and Err, and KillErr when it is set.
+func (e *StopError) Unwrap() []error {
+	if e.KillErr != nil {
+		return []error{ErrTransport, e.Err, e.KillErr}
+	}
+	return []error{ErrTransport, e.Err}
+}
 
 // Run implements Runner.
 func (r *execRunner) Run(ctx context.Context, cmd Command) error {

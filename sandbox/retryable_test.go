@@ -236,7 +236,9 @@ func TestRetryableReal(t *testing.T) {
 	assert.False(t, sandbox.Retryable(err), "%v", err)
 
 	// The host's own failure through Control: a Stdout on a full disk.
-	full := writerFunc(func([]byte) (int, error) { return 0, &fs.PathError{Op: "write", Path: "/host/out", Err: syscall.ENOSPC} })
+	full := writerFunc(func([]byte) (int, error) {
+		return 0, &fs.PathError{Op: "write", Path: "/host/out", Err: syscall.ENOSPC}
+	})
 	err = sandbox.Control(ctx, sandbox.Local(t.TempDir()), sandbox.Command{Script: "echo out", Stdout: full})
 	require.ErrorIs(t, err, syscall.ENOSPC)
 	assert.False(t, sandbox.Retryable(err), "a full disk under Control's Stdout: %v", err)

@@ -64,7 +64,11 @@ import (
 // seconds of the first content byte, or Open fails with ErrProtocol.
 // FileStat.Mode carries no permission bits. A Runner failure other than an
 // exit status (a lost connection) wraps sandbox.ErrTransport, never
-// ErrProtocol or ErrFileChanged.
+// ErrProtocol or ErrFileChanged; but a Runner that reports a broken
+// protocol of its own (sandbox.ErrProtocol: Exec's garbled completion
+// record) is ErrProtocol, and the host's own failure (a host file the
+// Runner could not write: see sandbox.Control) is returned as it is, with
+// its path.
 //
 // Non-guarantees: the sandbox owns its file system, so the link checks are
 // the sandbox's own and a hostile sandbox can serve any bytes it likes under
@@ -422,14 +426,19 @@ func (f *remoteFile) checkTrailer(op, while string, moved bool) error {
 	return nil
 }
 
-// runFailure marks a Runner failure that is not an exit status (nor the
-// caller's cancellation) as a transport failure: the command could not be
-// followed to its end.
+// runFailure marks a Runner failure that is not an exit status, a broken
+// protocol, the caller's cancellation nor the host's own failure (a host
+// file the Runner could not write, named by its path: see sandbox.Control)
+// as a transport failure: the command could not be followed to its end. A
+// broken protocol (sandbox.ErrProtocol: a garbled completion record) is
+// ErrProtocol, this package's.
 func runFailure(err error) error {
 	var ee *sandbox.ExitError
 	switch {
-	case err == nil, errors.Is(err, sandbox.ErrTransport), errors.As(err, &ee),
-		errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+	case errors.Is(err, sandbox.ErrProtocol) && !errors.Is(err, ErrProtocol):
+		return fmt.Errorf("%w: %w", ErrProtocol, err) // the Runner's own protocol (Exec's completion record)
+	case err == nil, errors.Is(err, sandbox.ErrTransport), errors.Is(err, sandbox.ErrProtocol), errors.As(err, &ee),
+		errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded), shell.HostFault(err):
 		return err
 	}
 	return fmt.Errorf("%w: %w", sandbox.ErrTransport, err)

@@ -1089,21 +1089,27 @@ func (s a19Self) Retryable() bool { return bool(s) }
 
 // Promise (Retryable): a full disk is not retryable, "the error names the
 // path". A host disk that fills while a Runner writes Command.Stdout is the
-// realistic way to meet it: the Runner's error must not turn it retryable.
+// realistic way to meet it: the Runner's error must not turn it retryable,
+// nor must Control's, which runs every control step.
 func TestAttackRetryableFullDiskStdout(t *testing.T) {
 	full := a19WriterFunc(func(b []byte) (int, error) {
 		return 0, &os.PathError{Op: "write", Path: "/host/out", Err: syscall.ENOSPC}
 	})
 	for name, r := range a19Runners(t) {
-		t.Run(name, func(t *testing.T) {
-			err := a19Run(t, r, sandbox.Command{Script: `head -c 100000 /dev/zero`, Stdout: full}, 20*time.Second)
-			if err == nil {
-				t.Fatal("a Stdout that fails: nil error")
-			}
-			if sandbox.Retryable(err) || !errors.Is(err, syscall.ENOSPC) || !strings.Contains(err.Error(), "/host/out") {
-				t.Errorf("full disk on Stdout: %v (retryable %v, ENOSPC %v)", err, sandbox.Retryable(err), errors.Is(err, syscall.ENOSPC))
-			}
-		})
+		for how, run := range map[string]func(cmd sandbox.Command) error{
+			"Run":     func(cmd sandbox.Command) error { return a19Run(t, r, cmd, 20*time.Second) },
+			"Control": func(cmd sandbox.Command) error { return sandbox.Control(context.Background(), r, cmd) }, // bounded by its deadline
+		} {
+			t.Run(name+"/"+how, func(t *testing.T) {
+				err := run(sandbox.Command{Script: `head -c 100000 /dev/zero`, Stdout: full})
+				if err == nil {
+					t.Fatal("a Stdout that fails: nil error")
+				}
+				if sandbox.Retryable(err) || errors.Is(err, sandbox.ErrTransport) || !errors.Is(err, syscall.ENOSPC) || !strings.Contains(err.Error(), "/host/out") {
+					t.Errorf("full disk on Stdout: %v (retryable %v, ErrTransport %v, ENOSPC %v)", err, sandbox.Retryable(err), errors.Is(err, sandbox.ErrTransport), errors.Is(err, syscall.ENOSPC))
+				}
+			})
+		}
 	}
 }
 

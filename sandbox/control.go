@@ -19,6 +19,19 @@ import (
 // deadline, a Runner failure, the caller's cancellation (which also wraps
 // ctx's error). A command that ran and exited non-zero is an *ExitError,
 // with the first 4 KiB of its stderr in the message when cmd.Stderr is nil.
+// A Runner error that wraps ErrProtocol (the sandbox broke the protocol)
+// keeps that class, never also ErrTransport.
+//
+// The host's own failures are not the transport's: they are returned with
+// op's context but otherwise unchanged, so that Retryable follows what
+// they wrap (a full disk is not retryable). They are the Runner errors
+// that wrap an error cmd.Stdout or cmd.Stderr returned (a writer of the
+// caller's that failed: a full disk, a limit of its own) or an
+// *fs.PathError (a host file named by its path that the Runner could not
+// create or write, such as Local's temporary file for a large script; or
+// the missing working directory, fs.ErrNotExist, for which nothing ran).
+// Any other Runner error, one that follows no part of the Runner contract,
+// wraps ErrTransport.
 // The Runner may still write to cmd.Stdout and cmd.Stderr after a timeout,
 // so pass writers that tolerate it. Adapters use it for their own short
 // sandbox operations (queue reads, input delivery).
@@ -31,6 +44,9 @@ func control(ctx context.Context, r Runner, d time.Duration, op string, cmd Comm
 		return fmt.Errorf("%w: %s: %w", ErrTransport, op, err)
 	}
 	var stderr *shell.LimitedBuffer
+	var outT, errT *shell.WriteTracker
+	cmd.Stdout, outT = shell.TrackWriter(cmd.Stdout)
+	cmd.Stderr, errT = shell.TrackWriter(cmd.Stderr)
 	if cmd.Stderr == nil {
 		stderr = &shell.LimitedBuffer{Max: 4 << 10, Truncate: true}
 		cmd.Stderr = stderr
@@ -59,7 +75,7 @@ func control(ctx context.Context, r Runner, d time.Duration, op string, cmd Comm
 			}
 			return fmt.Errorf("%s failed in the sandbox: %w", op, err)
 		}
-		if errors.Is(err, ErrTransport) || errors.Is(err, ErrProtocol) {
+		if errors.Is(err, ErrTransport) || errors.Is(err, ErrProtocol) || shell.HostFault(err, outT.Err(), errT.Err()) {
 			return fmt.Errorf("%s: %w", op, err)
 		}
 		return fmt.Errorf("%w: %s: %w", ErrTransport, op, err)

@@ -76,7 +76,9 @@ type ExecOptions struct {
 //     per-call random nonce on stderr, stripped before Command.Stderr sees
 //     it; no record is ErrTransport, whatever the client's exit, and a
 //     client that fails after the record is ErrTransport too (the output
-//     may be cut). A client that exits 0 after the record but whose output
+//     may be cut). A record with the nonce that does not parse, or comes
+//     out of order (a second end record), is ErrProtocol: only the
+//     wrapper knows the nonce. A client that exits 0 after the record but whose output
 //     a process left behind by the script (a daemon started with &) keeps
 //     open is a success after a wait of 2s; what that process writes
 //     later is not read.
@@ -155,14 +157,22 @@ const (
 
 // StopError reports a command that Run stopped before it ended: its ctx
 // ended (Err is ctx.Err()) or Command.Stdin failed (Err is that failure).
-// It wraps ErrTransport and Err. Verified says that the sandbox confirmed,
-// after the kill, that no process of the command's process group is left
-// (zombies aside); false means processes may still run there, and Detail
-// says why it could not be told.
+// It wraps ErrTransport and Err, and KillErr when set. Verified says that
+// the sandbox confirmed, after the kill, that no process of the command's
+// process group is left (zombies aside); false means processes may still
+// run there, and Detail says why it could not be told.
 type StopError struct {
 	Verified bool
 	Err      error
 	Detail   string
+	// KillErr is the kill step's failure when it gave no usable answer:
+	// an error wrapping ErrProtocol when the sandbox answered with
+	// something that does not parse (it is broken or hostile: the
+	// StopError is then not Retryable), or ErrTransport when the kill
+	// call failed or answered nothing. nil when the sandbox answered
+	// (whether or not it confirmed the end: Detail says what it found),
+	// and when no kill call ran (ExecOptions.ClientEndsSandbox).
+	KillErr error
 }
 
 // Error implements error.
@@ -173,8 +183,13 @@ func (e *StopError) Error() string {
 	return fmt.Sprintf("sandbox command stopped (%v); its termination is not verified: %s; processes of it may still run in the sandbox", e.Err, e.Detail)
 }
 
-// Unwrap returns ErrTransport and Err.
-func (e *StopError) Unwrap() []error { return []error{ErrTransport, e.Err} }
+// Unwrap returns ErrTransport and Err, and KillErr when it is set.
+func (e *StopError) Unwrap() []error {
+	if e.KillErr != nil {
+		return []error{ErrTransport, e.Err, e.KillErr}
+	}
+	return []error{ErrTransport, e.Err}
+}
 
 // Run implements Runner.
 func (r *execRunner) Run(ctx context.Context, cmd Command) error {
@@ -238,6 +253,11 @@ func (r *execRunner) check(cmd Command) error {
 // Runner's errors.
 func (r *execRunner) result(err error, rec *shell.RecordWriter, stdout *outputWriter, cmd Command) error {
 	rs := rec.Records()
+	if rs.Broken != "" {
+		// Only the wrapper knows the nonce: whatever else went wrong, the
+		// sandbox (or the engine) answered with records it did not write.
+		return fmt.Errorf("%w: sandbox: %s: the wrapper's records on stderr break the protocol: %s; the sandbox or the engine is broken or hostile; the command may or may not have run", ErrProtocol, r.name, rs.Broken)
+	}
 	if rs.Ended && errors.Is(err, exec.ErrWaitDelay) {
 		// The client exited 0 after the completion record, and a process
 		// the script left behind (a daemon started with &) holds the

@@ -31,7 +31,7 @@ func (s *stopper) stop(cause error) error {
 		return s.stopWithClient(cause)
 	}
 	rs := s.rec.Records()
-	outcome, detail := s.kill(rs)
+	outcome, detail, kerr := s.kill(rs)
 	t := time.NewTimer(abandonAfter)
 	defer t.Stop()
 	select {
@@ -40,7 +40,7 @@ func (s *stopper) stop(cause error) error {
 		detail += fmt.Sprintf("; %s did not return within %s of its cancellation and was abandoned", s.r.name, abandonAfter)
 	}
 	s.close()
-	return &StopError{Verified: outcome == shell.KillGone, Err: cause, Detail: detail}
+	return &StopError{Verified: outcome == shell.KillGone, Err: cause, Detail: detail, KillErr: kerr}
 }
 
 // stopWithClient is stop for a sandbox that ends with its client
@@ -73,8 +73,10 @@ func (s *stopper) close() {
 	s.rec.Flush()
 }
 
-// kill runs the kill script through the runner's ExecFunc.
-func (s *stopper) kill(rs shell.ExecRecords) (shell.KillOutcome, string) {
+// kill runs the kill script through the runner's ExecFunc and returns
+// what it found, the detail of an unverified stop, and the kill step's
+// failure when it gave no usable answer (see StopError.KillErr).
+func (s *stopper) kill(rs shell.ExecRecords) (shell.KillOutcome, string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), killTimeout)
 	defer cancel()
 	var out, errb bytes.Buffer
@@ -85,22 +87,29 @@ func (s *stopper) kill(rs shell.ExecRecords) (shell.KillOutcome, string) {
 	err := s.r.fn(ctx, []string{"sh", "-c", shell.KillScript(s.call.ID, pid, mode)}, bytes.NewReader(nil), &out, &errb)
 	switch o := shell.ParseKill(out.Bytes()); {
 	case o == shell.KillGone:
-		return o, ""
+		return o, "", nil
 	case o == shell.KillPidGone:
-		return o, "the command ran without a process group of its own (no setsid in the sandbox): its children cannot be told apart"
+		return o, "the command ran without a process group of its own (no setsid in the sandbox): its children cannot be told apart", nil
 	case o == shell.KillNotFound && !rs.Started:
-		return o, "the command had not reported its start, and no trace of it was found in the sandbox"
+		return o, "the command had not reported its start, and no trace of it was found in the sandbox", nil
 	case o == shell.KillNotFound:
-		return o, "the command's process was not found"
+		return o, "the command's process was not found", nil
 	case o == shell.KillUnconfirmed:
-		return o, "the command's run file was not found in the sandbox, so the process killed could not be confirmed as the command's"
+		return o, "the command's run file was not found in the sandbox, so the process killed could not be confirmed as the command's", nil
 	case o == shell.KillOtherNS:
-		return o, "the kill exec ran in another PID namespace than the command (does each exec start a sandbox of its own? then set ExecOptions.ClientEndsSandbox)"
+		return o, "the kill exec ran in another PID namespace than the command (does each exec start a sandbox of its own? then set ExecOptions.ClientEndsSandbox)", nil
 	case o == shell.KillAlive:
-		return o, "processes of its group were still alive two seconds after SIGKILL"
+		return o, "processes of its group were still alive two seconds after SIGKILL", nil
 	case err != nil:
-		return o, fmt.Sprintf("the kill call through %s failed: %v (%s)", s.r.name, err, shell.Truncate(string(bytes.TrimSpace(errb.Bytes())), 200))
+		d := fmt.Sprintf("the kill call through %s failed: %v (%s)", s.r.name, err, shell.Truncate(string(bytes.TrimSpace(errb.Bytes())), 200))
+		return o, d, fmt.Errorf("%w: sandbox: %s", ErrTransport, d)
+	case out.Len() == 0:
+		d := fmt.Sprintf("the kill call through %s gave no answer (%s)", s.r.name, shell.Truncate(string(bytes.TrimSpace(errb.Bytes())), 200))
+		return o, d, fmt.Errorf("%w: sandbox: %s", ErrTransport, d)
 	default:
-		return o, fmt.Sprintf("the kill call through %s gave no answer (stdout %q)", s.r.name, shell.Truncate(out.String(), 200))
+		// The call succeeded and the sandbox answered, but not with the
+		// kill script's line.
+		d := fmt.Sprintf("the sandbox's answer to the kill call through %s does not parse (stdout %q)", s.r.name, shell.Truncate(out.String(), 200))
+		return o, d, fmt.Errorf("%w: sandbox: %s; the sandbox is broken or hostile", ErrProtocol, d)
 	}
 }

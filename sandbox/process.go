@@ -154,10 +154,13 @@ type Process struct {
 //
 // A header that does not parse, names another tag, or names an impossible
 // pid, group or session (pid 1, or a group or session the leader does not
-// lead) is an error wrapping ErrProtocol; a Runner that fails, or no header
-// within the deadline, wraps ErrTransport; a command that ends before its
-// header is reported with the run's error. In each case whatever started is
-// stopped by its tag before Start returns.
+// lead) is an error wrapping ErrProtocol, and so is a run that succeeds
+// (status 0) without a whole header; a Runner that fails, or no header
+// within the deadline, wraps ErrTransport (a failure on the host itself,
+// such as Local's temporary file on a full disk, keeps its own error, as
+// with Control); a command that exits non-zero before its header is
+// reported with its *ExitError. In each case whatever started is stopped
+// by its tag before Start returns.
 func Start(ctx context.Context, r Runner, cmd Command) (*Process, error) {
 	if err := checkProcessCommand(cmd); err != nil {
 		return nil, err

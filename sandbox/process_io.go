@@ -276,22 +276,30 @@ func (w *headerWriter) fail(err error) {
 }
 
 // end records that the run ended with runErr: a header still missing fails.
+// A run that succeeded without it broke the protocol (the wrapper exits
+// with the leader's status, and the leader prints the header before the
+// command starts): ErrProtocol. A Runner failure keeps its class when it
+// has one (ErrTransport, ErrProtocol, the host's own: see Control) and
+// wraps ErrTransport otherwise.
 func (w *headerWriter) end(runErr error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.good || w.err != nil {
 		return
 	}
-	if runErr == nil {
-		w.fail(errors.New("sandbox: starting a process: the wrapper exited (status 0) before the process reported itself; check that the sandbox has /bin/sh and setsid (or job control)"))
-		return
-	}
 	var ee *ExitError
-	if errors.As(runErr, &ee) {
+	switch {
+	case runErr == nil && len(w.buf) > 0:
+		w.fail(fmt.Errorf("%w: sandbox: starting a process: the wrapper exited (status 0) in the middle of the header line %q; the sandbox is broken or hostile", ErrProtocol, shell.Truncate(string(w.buf), 64)))
+	case runErr == nil:
+		w.fail(fmt.Errorf("%w: sandbox: starting a process: the wrapper exited (status 0) without the header line its process prints before it runs; the sandbox is broken or hostile (is its /bin/sh a POSIX shell?)", ErrProtocol))
+	case errors.As(runErr, &ee):
 		w.fail(fmt.Errorf("sandbox: starting a process: the wrapper ended before the process reported itself: %w; see its stderr", runErr))
-		return
+	case errors.Is(runErr, ErrTransport), errors.Is(runErr, ErrProtocol), shell.HostFault(runErr):
+		w.fail(fmt.Errorf("sandbox: starting a process: %w", runErr))
+	default:
+		w.fail(fmt.Errorf("%w: sandbox: starting a process: %w", ErrTransport, runErr))
 	}
-	w.fail(fmt.Errorf("sandbox: starting a process: %w", runErr))
 }
 
 // result returns the header's failure, or nil once it parsed.

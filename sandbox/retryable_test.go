@@ -51,7 +51,10 @@ var answers = map[string][]answer{
 		{errors.Join(sandbox.ErrProtocol, sandbox.ErrTransport), false}}, // the hostile reply decides, not the cut after it
 	"sandbox.ErrLimit": {{sandbox.ErrLimit, false}},
 	// A stopped command's outcome is unknown: a transport failure.
-	"sandbox.StopError": {{&sandbox.StopError{Err: context.Canceled, Detail: "the kill exec failed"}, true}, {&sandbox.StopError{Verified: true, Err: io.ErrUnexpectedEOF}, true}},
+	"sandbox.StopError": {{&sandbox.StopError{Err: context.Canceled, Detail: "the kill exec failed"}, true}, {&sandbox.StopError{Verified: true, Err: io.ErrUnexpectedEOF}, true},
+		{&sandbox.StopError{Err: context.Canceled, KillErr: fmt.Errorf("%w: the kill call failed: exit status 7", sandbox.ErrTransport)}, true},
+		// the sandbox answered the kill call with garbage: its broken protocol decides
+		{&sandbox.StopError{Err: context.Canceled, KillErr: fmt.Errorf("%w: the answer to the kill call does not parse", sandbox.ErrProtocol)}, false}},
 	"sandbox.ExitError": {{&sandbox.ExitError{Status: 1}, false}, {&sandbox.ExitError{Status: -1, Signal: "KILL"}, false}},
 
 	// stage.
@@ -232,6 +235,21 @@ func TestRetryableReal(t *testing.T) {
 	var ee *sandbox.ExitError
 	require.ErrorAs(t, err, &ee)
 	assert.Equal(t, 3, ee.Status)
+	assert.False(t, sandbox.Retryable(err), "%v", err)
+
+	// The host's own failure through Control: a Stdout on a full disk.
+	full := writerFunc(func([]byte) (int, error) {
+		return 0, &fs.PathError{Op: "write", Path: "/host/out", Err: syscall.ENOSPC}
+	})
+	err = sandbox.Control(ctx, sandbox.Local(t.TempDir()), sandbox.Command{Script: "echo out", Stdout: full})
+	require.ErrorIs(t, err, syscall.ENOSPC)
+	assert.False(t, sandbox.Retryable(err), "a full disk under Control's Stdout: %v", err)
+
+	// A sandbox that forges a second completion record (ErrProtocol).
+	err = sandbox.Control(ctx, sandbox.FromExec(forgingEngine(func(tag string) string {
+		return tag + "start 42 group\n" + tag + "end 0 \n" + tag + "end 0 \n"
+	})), sandbox.Command{Script: "true"})
+	require.ErrorIs(t, err, sandbox.ErrProtocol)
 	assert.False(t, sandbox.Retryable(err), "%v", err)
 
 	dir, err := stage.NewDir(t.TempDir())

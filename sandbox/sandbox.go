@@ -46,7 +46,14 @@ type Command struct {
 //   - Any other error means the command could not be run or followed to its
 //     end, and wraps ErrTransport. A Runner that cannot tell (an exec client
 //     whose exit status mixes the two) must not guess: Exec's completion
-//     record is the way to tell.
+//     record is the way to tell. A sandbox that answered but broke the
+//     Runner's own protocol (a garbled completion record) wraps
+//     ErrProtocol instead. The host's own failures keep their own error,
+//     not ErrTransport: a write to Stdout or Stderr that failed is
+//     returned wrapping the writer's error, and a host file the Runner
+//     could not create or write (a temporary file on a full disk) as an
+//     error wrapping the *fs.PathError that names it (Control tells these
+//     apart the same way).
 //   - Stdin is delivered byte-exact and then closed (EOF); Stdout and Stderr
 //     receive the script's output byte-exact, kept apart.
 //   - Env reaches the script byte-exact (any byte but NUL, within

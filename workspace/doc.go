@@ -212,7 +212,10 @@
 //     does not parse, a bundle that does not verify) is ErrHostile, which errors.Is also
 //     matches to sandbox.ErrProtocol; a reply cut by a lost connection, a
 //     Runner that never returned or an expired control deadline wraps
-//     sandbox.ErrTransport. Never both. The scripts and their parsers are
+//     sandbox.ErrTransport. Never both. A Runner's failure on the host
+//     itself (its temporary file on a full disk, an output write that
+//     failed: see sandbox.Control) is neither: it is returned as it is,
+//     with its path. The scripts and their parsers are
 //     internal/shell's, checked in its tests under dash and busybox sh.
 //     A plain sandbox's stream is read up to WithMaxBytes of file content:
 //     at the file past it the host stops reading, and the restore fails

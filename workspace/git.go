@@ -346,8 +346,9 @@ func (r *Round) restoreScript() string {
 // could not be followed to its end (a lost connection, a Runner that never
 // returned, the context), the error is the transport failure (wrapping
 // sandbox.ErrTransport, never ErrHostile), with fn's observation as context;
-// a stream that ended early from a command that exited non-zero is that
-// command's failure. Only output of a command that ran normally is judged
+// a stream that ended early from a command that exited non-zero, from a
+// Runner that broke the protocol or failed on the host (runGuest) is that
+// failure. Only output of a command that ran normally is judged
 // by fn alone (ErrHostile). When fn stopped reading at the host's limit
 // (ErrTooLarge) or on a host-side failure (a full disk), that is the
 // error, whatever the command's end.
@@ -381,7 +382,10 @@ func (r *Round) restoreStream(ctx context.Context, op, script string, env map[st
 			switch {
 			case errors.Is(rerr, sandbox.ErrTransport):
 				return fmt.Errorf("%w (the stream was cut: %v)", rerr, ferr)
-			case errors.As(rerr, &ee):
+			case errors.As(rerr, &ee), errors.Is(rerr, sandbox.ErrProtocol),
+				!errors.Is(rerr, context.Canceled) && !errors.Is(rerr, context.DeadlineExceeded):
+				// The command's failure, a broken protocol or the host's own
+				// failure (runGuest) is why the stream ended.
 				return rerr
 			default: // the context ended
 				return fmt.Errorf("%w: %w (the stream was cut: %v)", sandbox.ErrTransport, rerr, ferr)

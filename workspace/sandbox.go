@@ -68,8 +68,11 @@ func checkTools(p probe, git bool) error {
 const guestStopGrace = 500 * time.Millisecond
 
 // runGuest runs a data command (bounded by ctx only) and maps its failure:
-// an exit status becomes an error carrying the script's stderr; anything
-// else wraps sandbox.ErrTransport. The script reports its end (sandbox.Watch,
+// an exit status becomes an error carrying the script's stderr; a Runner
+// that reports a broken protocol of its own (sandbox.ErrProtocol) is
+// ErrHostile; the host's own failure (a write to cmd.Stdout that failed, a
+// host file the Runner could not write: see sandbox.Control) is returned
+// as it is; anything else wraps sandbox.ErrTransport. The script reports its end (sandbox.Watch,
 // ArmAtEnd): from then on the Runner must return within the control
 // deadline (sandbox.ControlDeadline), or the command is abandoned, expire
 // (when not nil) runs with the error, which wraps sandbox.ErrTransport, and
@@ -77,6 +80,8 @@ const guestStopGrace = 500 * time.Millisecond
 func runGuest(ctx context.Context, run sandbox.Runner, op string, cmd sandbox.Command, expire func(error)) error {
 	stderr := &shell.LimitedBuffer{Max: 4 << 10, Truncate: true}
 	cmd.Stderr = stderr
+	var out *shell.WriteTracker
+	cmd.Stdout, out = shell.TrackWriter(cmd.Stdout)
 	x := sandbox.Watch(ctx, run, cmd, sandbox.WatchOptions{Op: op, ArmAtEnd: true, OnExpire: expire})
 	var err error
 	select {
@@ -103,7 +108,9 @@ func runGuest(ctx context.Context, run sandbox.Runner, op string, cmd sandbox.Co
 	}
 	var ee *sandbox.ExitError
 	switch {
-	case errors.Is(err, sandbox.ErrTransport):
+	case errors.Is(err, sandbox.ErrProtocol) && !errors.Is(err, ErrHostile):
+		return fmt.Errorf("%w: %s: %w", ErrHostile, op, err) // the Runner's own protocol (Exec's completion record)
+	case errors.Is(err, sandbox.ErrTransport), errors.Is(err, sandbox.ErrProtocol):
 		return fmt.Errorf("workspace: %s: %w", op, err)
 	case ctx.Err() != nil:
 		return fmt.Errorf("workspace: %s: %w", op, ctx.Err())
@@ -113,6 +120,8 @@ func runGuest(ctx context.Context, run sandbox.Runner, op string, cmd sandbox.Co
 			return fmt.Errorf("workspace: %s failed in the sandbox: %w", op, err)
 		}
 		return fmt.Errorf("workspace: %s failed in the sandbox: %w: %s", op, err, msg)
+	case shell.HostFault(err, out.Err()):
+		return fmt.Errorf("workspace: %s: %w", op, err)
 	}
 	return fmt.Errorf("workspace: %w: %s: %w", sandbox.ErrTransport, op, err)
 }

@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"os"
+	"sync"
 	"sync/atomic"
 )
 
@@ -77,3 +80,80 @@ func (e *EndReader) Read(p []byte) (int, error) {
 
 // Ended reports whether a read of R returned an error.
 func (e *EndReader) Ended() bool { return e.ended.Load() }
+
+// HostFault reports whether err, a Runner's failure that wraps neither
+// ErrTransport, ErrProtocol nor an exit status, is the host's own rather
+// than the transport's, so that a caller which marks the rest as
+// ErrTransport passes it on unchanged (and Retryable follows what it
+// wraps: a full disk is not retryable, EAGAIN is). The host's own is
+//   - an error wrapping an *fs.PathError: a file named by its path, which
+//     the Runner failed to create or write on the host (Local's temporary
+//     file for a large script on a full disk, a Command.Stdout file), or
+//     the command's working directory that is missing (the Runner
+//     contract's fs.ErrNotExist: nothing ran);
+//   - an error wrapping one of writeErrs, the errors the caller's own
+//     Command.Stdout and Stderr returned (WriteTracker.Err; nil ones are
+//     ignored): a writer that failed (a full disk, a limit of its own)
+//     is the host's failure, whatever the Runner made of it.
+//
+// A connection's failure (a *net.OpError, an SSH error, an exec client
+// that died) is none of these: it stays a transport failure.
+func HostFault(err error, writeErrs ...error) bool {
+	if err == nil {
+		return false
+	}
+	if _, ok := errors.AsType[*fs.PathError](err); ok {
+		return true
+	}
+	for _, w := range writeErrs {
+		if w != nil && errors.Is(err, w) {
+			return true
+		}
+	}
+	return false
+}
+
+// WriteTracker passes writes on to W and keeps W's first error, so that a
+// caller can tell (HostFault) a Runner's failure that its own writer
+// caused. It is safe for concurrent use if W is.
+type WriteTracker struct {
+	W   io.Writer
+	mu  sync.Mutex
+	err error
+}
+
+// Write implements io.Writer.
+func (w *WriteTracker) Write(p []byte) (int, error) {
+	n, err := w.W.Write(p)
+	if err != nil {
+		w.mu.Lock()
+		if w.err == nil {
+			w.err = err
+		}
+		w.mu.Unlock()
+	}
+	return n, err
+}
+
+// Err returns W's first error, or nil (also for a nil WriteTracker).
+func (w *WriteTracker) Err() error {
+	if w == nil {
+		return nil
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.err
+}
+
+// TrackWriter returns what a Runner should be given in place of the
+// caller's writer w, and the tracker of w's errors: w itself when it is nil
+// or an *os.File (a Runner may hand a file to the command directly; its
+// write errors are *fs.PathError, which HostFault knows), else a
+// WriteTracker of w.
+func TrackWriter(w io.Writer) (io.Writer, *WriteTracker) {
+	if _, ok := w.(*os.File); ok || w == nil {
+		return w, nil
+	}
+	t := &WriteTracker{W: w}
+	return t, t
+}

@@ -234,8 +234,8 @@ func ParseKill(out []byte) KillOutcome {
 	return KillUnknown
 }
 
-// maxRecord bounds one record after its tag: longer is not a record of
-// the wrapper, and it is passed on as output.
+// maxRecord bounds one record after its tag: a longer one is not the
+// wrapper's (it breaks the protocol), and it is passed on as output.
 const maxRecord = 64
 
 // ExecRecords is what the wrapper reported.
@@ -247,13 +247,24 @@ type ExecRecords struct {
 	Ended   bool
 	Status  int
 	Signal  string // "" unless a signal killed the script
+	// Broken says why the records tagged with the call's nonce break the
+	// protocol, "" when they do not: one that does not parse or is longer
+	// than its bound, or one out of the wrapper's order (no-dir alone, or
+	// start and then end, each once: a second end, a start after the
+	// end). Only the wrapper knows the nonce, so the sandbox is broken or
+	// hostile. The first of each record counts; the rest is ignored.
+	Broken string
 }
 
 // RecordWriter passes stderr on to W byte-exact, less the records tagged
 // with Nonce (see ExecWrapper), wherever they appear; it holds back at
 // most a tag's length of bytes that might start one, until the next write
-// or Flush. A tagged line that does not parse is passed on. It is safe for
-// concurrent use.
+// or Flush. A tagged line that does not parse is passed on, and so are
+// the tag and what follows it when no newline comes within the bound of a
+// record; either breaks the protocol (ExecRecords.Broken), and so does a
+// record out of order (dropped). A tagged record cut off by the end of
+// the stream is no record, unless the end record came before it (then it
+// breaks the protocol). It is safe for concurrent use.
 type RecordWriter struct {
 	W     io.Writer // nil: discard
 	tag   []byte
@@ -294,6 +305,9 @@ func (r *RecordWriter) Write(p []byte) (int, error) {
 			r.held = append([]byte(nil), buf[i:]...) // the record's end is still to come
 			break
 		}
+		if j < 0 {
+			r.broke(fmt.Sprintf("a record longer than %d bytes", maxRecord))
+		}
 		if j < 0 || !r.parse(string(rest[:j])) {
 			r.emit(buf[i : i+len(r.tag)]) // not a record: output
 			buf = rest
@@ -329,21 +343,48 @@ func (r *RecordWriter) emit(p []byte) {
 	}
 }
 
-// parse reads one record; false when it is not one.
+// parse reads one record, line, the text after its tag; false when it
+// does not parse (which breaks the protocol). A record out of the
+// wrapper's order (no-dir alone; start, then end; each once) is dropped
+// and breaks the protocol.
 func (r *RecordWriter) parse(line string) bool {
 	f := strings.Split(line, " ")
+	first := !r.rec.NoDir && !r.rec.Started // Ended implies Started
 	switch {
 	case len(f) == 1 && f[0] == "no-dir":
+		if !first {
+			r.broke("a no-dir record after another record")
+			break
+		}
 		r.rec.NoDir = true
 	case len(f) == 3 && f[0] == "start" && digits(f[1]) && (f[2] == "group" || f[2] == "nogroup"):
+		if !first {
+			r.broke("a start record after another record")
+			break
+		}
 		r.rec.Started, r.rec.Pid, r.rec.Group = true, f[1], f[2]
 	case len(f) == 3 && f[0] == "end" && digits(f[1]) && len(f[1]) <= 3 && signalWord(f[2]):
-		st, _ := strconv.Atoi(f[1])
-		r.rec.Ended, r.rec.Status, r.rec.Signal = true, st, f[2]
+		switch {
+		case r.rec.Ended:
+			r.broke(fmt.Sprintf("a second end record %q", line))
+		case !r.rec.Started:
+			r.broke(fmt.Sprintf("an end record %q without a start record", line))
+		default:
+			st, _ := strconv.Atoi(f[1])
+			r.rec.Ended, r.rec.Status, r.rec.Signal = true, st, f[2]
+		}
 	default:
+		r.broke(fmt.Sprintf("the record %q does not parse", line))
 		return false
 	}
 	return true
+}
+
+// broke records the first reason the records break the protocol.
+func (r *RecordWriter) broke(why string) {
+	if r.rec.Broken == "" {
+		r.rec.Broken = why
+	}
 }
 
 // signalWord reports whether s may be a signal's name as kill -l prints
@@ -377,6 +418,10 @@ func digits(s string) bool {
 func (r *RecordWriter) Flush() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if bytes.HasPrefix(r.held, r.tag) && (r.rec.Ended || r.rec.NoDir) {
+		// Nothing follows the last record but the wrapper's exit.
+		r.broke("a record cut off after the last record")
+	}
 	r.emit(r.held)
 	r.held = nil
 }

@@ -320,6 +320,39 @@ func (h *Host) Close() error {
 // start with __airlock_ (the prelude's own); a bad one is an error before
 // anything is sent.
 func (h *Host) Run(ctx context.Context, cmd sandbox.Command) error {
+	if err := h.checkRun(ctx, cmd); err != nil {
+		return err
+	}
+	script, stdin := runScript(cmd)
+	sess, err := h.newSession(ctx)
+	if err != nil {
+		return err
+	}
+	defer sess.Close()
+	stderr := &shell.HeaderWriter{W: cmd.Stderr}
+	sess.Stdout, sess.Stderr = cmd.Stdout, stderr
+	var in io.WriteCloser
+	if stdin != nil {
+		if in, err = sess.StdinPipe(); err != nil {
+			return fmt.Errorf("%w: remote: %w", sandbox.ErrTransport, err)
+		}
+	}
+	done, started := startSession(sess, script, in, stdin)
+	select {
+	case err := <-done:
+		return runResult(err, stderr, cmd.Dir)
+	case <-ctx.Done():
+	case <-h.closed:
+		sess.Close()
+		<-done
+		return fmt.Errorf("%w: remote: the connection was closed while the command ran", sandbox.ErrTransport)
+	}
+	return h.stopRun(ctx.Err(), sess, stderr, done, started)
+}
+
+// checkRun refuses what Run must not start: a bad Command.Env, an ended
+// ctx, a closed Host.
+func (h *Host) checkRun(ctx context.Context, cmd sandbox.Command) error {
 	if err := sandbox.CheckEnv(cmd.Env); err != nil {
 		return fmt.Errorf("remote: %w", err)
 	}
@@ -334,7 +367,12 @@ func (h *Host) Run(ctx context.Context, cmd sandbox.Command) error {
 		return fmt.Errorf("%w: remote: the connection is closed", sandbox.ErrTransport)
 	default:
 	}
+	return nil
+}
 
+// runScript returns the script Run execs for cmd and the session's stdin
+// (nil: none).
+func runScript(cmd sandbox.Command) (string, io.Reader) {
 	var script strings.Builder
 	stdin := cmd.Stdin
 	if len(cmd.Env) > 0 {
@@ -356,30 +394,22 @@ func (h *Host) Run(ctx context.Context, cmd sandbox.Command) error {
 	// kills nothing when the session closes).
 	script.WriteString(shell.HeaderScript(cmd.Dir))
 	script.WriteString(shell.Supervise(cmd.Script))
+	return script.String(), stdin
+}
 
-	sess, err := h.newSession(ctx)
-	if err != nil {
-		return err
-	}
-	defer sess.Close()
-	stderr := &shell.HeaderWriter{W: cmd.Stderr}
-	sess.Stdout, sess.Stderr = cmd.Stdout, stderr
-	var in io.WriteCloser
-	if stdin != nil {
-		if in, err = sess.StdinPipe(); err != nil {
-			return fmt.Errorf("%w: remote: %w", sandbox.ErrTransport, err)
-		}
-	}
-	// The exec request and the wait both run in a goroutine: a server that
-	// never answers must not hold the caller past ctx.
-	done := make(chan error, 1)
-	started := make(chan struct{})
+// startSession execs script in sess and copies stdin to in (when not nil).
+// The exec request and the wait both run in a goroutine, so that a server
+// that never answers cannot hold the caller past its context: done receives
+// the session's end; started is closed once the exec request succeeded.
+func startSession(sess *ssh.Session, script string, in io.WriteCloser, stdin io.Reader) (done <-chan error, started <-chan struct{}) {
+	d := make(chan error, 1)
+	s := make(chan struct{})
 	go func() {
-		if err := sess.Start(shell.SessionCommand(script.String())); err != nil {
-			done <- fmt.Errorf("%w: remote: starting the command: %w", sandbox.ErrTransport, err)
+		if err := sess.Start(shell.SessionCommand(script)); err != nil {
+			d <- fmt.Errorf("%w: remote: starting the command: %w", sandbox.ErrTransport, err)
 			return
 		}
-		close(started)
+		close(s)
 		if in != nil {
 			// Not waited for: a stdin that never ends must not hold Run
 			// once the command has exited.
@@ -388,22 +418,29 @@ func (h *Host) Run(ctx context.Context, cmd sandbox.Command) error {
 				in.Close()
 			}()
 		}
-		done <- sess.Wait()
+		d <- sess.Wait()
 	}()
-	select {
-	case err := <-done:
-		var ee *ssh.ExitError
-		if _, noDir := stderr.State(); noDir && errors.As(err, &ee) && ee.ExitStatus() == 125 {
-			return &fs.PathError{Op: "chdir", Path: cmd.Dir, Err: fmt.Errorf("the working directory is missing or not a directory in the sandbox: %w", fs.ErrNotExist)}
-		}
-		return exitErr(err)
-	case <-ctx.Done():
-	case <-h.closed:
-		sess.Close()
-		<-done
-		return fmt.Errorf("%w: remote: the connection was closed while the command ran", sandbox.ErrTransport)
+	return d, s
+}
+
+// runResult maps the end of a session that ran to its end onto the
+// Runner's errors: the missing Command.Dir that the header reported, an
+// exit status, or a transport failure (exitErr).
+func runResult(err error, stderr *shell.HeaderWriter, dir string) error {
+	var ee *ssh.ExitError
+	if _, noDir := stderr.State(); noDir && errors.As(err, &ee) && ee.ExitStatus() == 125 {
+		return &fs.PathError{Op: "chdir", Path: dir, Err: fmt.Errorf("the working directory is missing or not a directory in the sandbox: %w", fs.ErrNotExist)}
 	}
-	stopped := fmt.Errorf("remote command stopped: %w", ctx.Err())
+	return exitErr(err)
+}
+
+// stopRun stops a command whose ctx ended (cause is ctx.Err()): SIGTERM
+// through the session, then, on a server that ignores signals (OpenSSH),
+// the supervisor killed from a second session, then the session closed;
+// a session the server keeps open is abandoned (it ends with the
+// connection). It returns the error of a stopped command.
+func (h *Host) stopRun(cause error, sess *ssh.Session, stderr *shell.HeaderWriter, done <-chan error, started <-chan struct{}) error {
+	stopped := fmt.Errorf("remote command stopped: %w", cause)
 	ended := func(within time.Duration) bool {
 		t := time.NewTimer(within)
 		defer t.Stop()

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"path"
 	"slices"
 	"strings"
@@ -119,14 +118,17 @@ func NewBridge(r sandbox.Runner, opts ...BridgeOption) *Bridge {
 	return b
 }
 
-// Control runs cmd as a control operation: under the control deadline,
-// enforced even when the Runner ignores its context. Every failure to
-// complete wraps ErrTransport — a timeout, a Runner failure, the caller's
-// cancellation — except a command that ran and exited non-zero, which wraps
-// *ExitError. A timeout does not prove that the command stopped, and the
-// Runner may still write to cmd.Stdout and cmd.Stderr afterwards, so pass
-// writers that tolerate it. Adapters use it for their own short sandbox
-// operations (queue reads, input delivery).
+// Control runs cmd as a control operation, sandbox.Control under the
+// Bridge's control deadline (WithControlTimeout), enforced even when the
+// Runner ignores its context. A failure to complete wraps ErrTransport — a
+// timeout, a Runner failure, the caller's cancellation — except a command
+// that ran and exited non-zero (*ExitError), a reply that broke the
+// protocol (ErrProtocol) and the host's own failures (a caller's writer
+// or a host file that failed), which keep their class; see
+// sandbox.Control. A timeout does not prove that the command stopped, and
+// the Runner may still write to cmd.Stdout and cmd.Stderr afterwards, so
+// pass writers that tolerate it. Adapters use it for their own short
+// sandbox operations (queue reads, input delivery).
 func (b *Bridge) Control(ctx context.Context, cmd sandbox.Command) error {
 	return sandbox.Control(ctx, controlRunner{b.r, b.timeout}, cmd)
 }
@@ -367,8 +369,7 @@ func (b *Bridge) classify(ctx, cctx context.Context, op string, err error, stder
 // failure it reported as one, is a failure on the host: a path of the
 // host that could not be read or written (*fs.PathError).
 func hostSide(err error) bool {
-	var pe *fs.PathError
-	return !errors.Is(err, sandbox.ErrTransport) && errors.As(err, &pe)
+	return !errors.Is(err, sandbox.ErrTransport) && shell.HostFault(err)
 }
 
 // MaxProbeBytes bounds the whole reply of one Probe, all manifests

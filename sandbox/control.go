@@ -20,7 +20,9 @@ import (
 // ctx's error). A command that ran and exited non-zero is an *ExitError,
 // with the first 4 KiB of its stderr in the message when cmd.Stderr is nil.
 // A Runner error that wraps ErrProtocol (the sandbox broke the protocol)
-// keeps that class, never also ErrTransport.
+// keeps that class, never also ErrTransport, and so does a command the
+// Runner refused before running anything (ErrBadCommand: an env CheckEnv
+// refuses, a TTY flag in Exec's argv).
 //
 // The host's own failures are not the transport's: they are returned with
 // op's context but otherwise unchanged, so that Retryable follows what
@@ -75,7 +77,7 @@ func control(ctx context.Context, r Runner, d time.Duration, op string, cmd Comm
 			}
 			return fmt.Errorf("%s failed in the sandbox: %w", op, err)
 		}
-		if errors.Is(err, ErrTransport) || errors.Is(err, ErrProtocol) || shell.HostFault(err, outT.Err(), errT.Err()) {
+		if errors.Is(err, ErrTransport) || errors.Is(err, ErrProtocol) || errors.Is(err, ErrBadCommand) || shell.HostFault(err, outT.Err(), errT.Err()) {
 			return fmt.Errorf("%s: %w", op, err)
 		}
 		return fmt.Errorf("%w: %s: %w", ErrTransport, op, err)

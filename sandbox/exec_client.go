@@ -73,7 +73,7 @@ func checkArgv(argv []string) error {
 			break
 		}
 		if ttyFlag(a) {
-			return fmt.Errorf("sandbox: Exec: the argument %q asks %s for a TTY, which mixes stdout and stderr and mangles binary streams; drop it (use -i alone); nothing was run", a, cmp.Or(strings.Join(argv[:1], ""), "the engine"))
+			return refuse("sandbox: Exec: the argument %q asks %s for a TTY, which mixes stdout and stderr and mangles binary streams; drop it (use -i alone); nothing was run", a, cmp.Or(strings.Join(argv[:1], ""), "the engine"))
 		}
 	}
 	return nil

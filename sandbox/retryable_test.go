@@ -49,7 +49,8 @@ var answers = map[string][]answer{
 	"sandbox.ErrTransport": {{sandbox.ErrTransport, true}, {fmt.Errorf("%w: ssh: connection lost", sandbox.ErrTransport), true}},
 	"sandbox.ErrProtocol": {{sandbox.ErrProtocol, false},
 		{errors.Join(sandbox.ErrProtocol, sandbox.ErrTransport), false}}, // the hostile reply decides, not the cut after it
-	"sandbox.ErrLimit": {{sandbox.ErrLimit, false}},
+	"sandbox.ErrLimit":      {{sandbox.ErrLimit, false}},
+	"sandbox.ErrBadCommand": {{sandbox.ErrBadCommand, false}, {sandbox.CheckEnv(map[string]string{"A-B": "x"}), false}},
 	// A stopped command's outcome is unknown: a transport failure.
 	"sandbox.StopError": {{&sandbox.StopError{Err: context.Canceled, Detail: "the kill exec failed"}, true}, {&sandbox.StopError{Verified: true, Err: io.ErrUnexpectedEOF}, true},
 		{&sandbox.StopError{Err: context.Canceled, KillErr: fmt.Errorf("%w: the kill call failed: exit status 7", sandbox.ErrTransport)}, true},

@@ -114,7 +114,25 @@ var (
 	// ErrLimit is wrapped when something read from the sandbox is larger
 	// than the bound the caller set.
 	ErrLimit = shell.ErrLimit
+	// ErrBadCommand is matched (errors.Is) by a Command or a runner that a
+	// Runner refuses before it runs anything: an env that CheckEnv
+	// refuses, a TTY flag in Exec's argv. Nothing ran; trying again
+	// unchanged does not help (not Retryable), and Control returns it as
+	// it is, never as ErrTransport.
+	ErrBadCommand = errors.New("the command cannot be run as given")
 )
+
+// badCommand is a refusal that matches ErrBadCommand with a message of
+// its own.
+type badCommand struct{ msg string }
+
+func (e *badCommand) Error() string        { return e.msg }
+func (e *badCommand) Is(target error) bool { return target == ErrBadCommand }
+
+// refuse returns a *badCommand with the formatted message.
+func refuse(format string, args ...any) error {
+	return &badCommand{msg: fmt.Sprintf(format, args...)}
+}
 
 // MaxControlTimeout caps the deadline of every control step.
 const MaxControlTimeout = 30 * time.Second
@@ -186,28 +204,28 @@ const (
 // name starting with "__airlock_" (reserved for the wrappers' own shell
 // variables, on every Runner alike), a value holding NUL, a variable over
 // MaxEnvEntryBytes, or a total over MaxEnvBytes. A Runner calls it before
-// it runs anything.
+// it runs anything. Its errors match ErrBadCommand.
 func CheckEnv(env map[string]string) error {
 	total := 0
 	for _, k := range slices.Sorted(maps.Keys(env)) {
 		v := env[k]
 		if !validEnvKey(k) {
-			return fmt.Errorf("environment variable name %q is not a shell name ([A-Za-z_][A-Za-z0-9_]*); rename it; nothing was run", k)
+			return refuse("environment variable name %q is not a shell name ([A-Za-z_][A-Za-z0-9_]*); rename it; nothing was run", k)
 		}
 		if strings.HasPrefix(k, shell.EnvReserved) {
-			return fmt.Errorf("environment variable %s: names starting with %s are the prelude's own (reserved for airlock's wrappers, on every Runner); rename it; nothing was run", k, shell.EnvReserved)
+			return refuse("environment variable %s: names starting with %s are the prelude's own (reserved for airlock's wrappers, on every Runner); rename it; nothing was run", k, shell.EnvReserved)
 		}
 		if strings.ContainsRune(v, 0) {
-			return fmt.Errorf("environment variable %s: its value holds a NUL byte, which no process environment can carry; nothing was run", k)
+			return refuse("environment variable %s: its value holds a NUL byte, which no process environment can carry; nothing was run", k)
 		}
 		n := len(k) + len(v) + 2
 		if n > MaxEnvEntryBytes {
-			return fmt.Errorf("environment variable %s: its NAME=value entry is %d bytes, over the limit of %d (sandbox.MaxEnvEntryBytes, the kernel's limit on one environment string); nothing was run; pass the data on stdin or in a file", k, n, MaxEnvEntryBytes)
+			return refuse("environment variable %s: its NAME=value entry is %d bytes, over the limit of %d (sandbox.MaxEnvEntryBytes, the kernel's limit on one environment string); nothing was run; pass the data on stdin or in a file", k, n, MaxEnvEntryBytes)
 		}
 		total += n
 	}
 	if total > MaxEnvBytes {
-		return fmt.Errorf("the environment is %d bytes (NAME=value entries together), over the limit of %d (sandbox.MaxEnvBytes); nothing was run; pass the data on stdin or in a file", total, MaxEnvBytes)
+		return refuse("the environment is %d bytes (NAME=value entries together), over the limit of %d (sandbox.MaxEnvBytes); nothing was run; pass the data on stdin or in a file", total, MaxEnvBytes)
 	}
 	return nil
 }

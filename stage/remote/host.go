@@ -329,8 +329,10 @@ func (h *Host) Run(ctx context.Context, cmd sandbox.Command) error {
 		return err
 	}
 	defer sess.Close()
-	stderr := &shell.HeaderWriter{W: cmd.Stderr}
-	sess.Stdout, sess.Stderr = cmd.Stdout, stderr
+	out, outT := shell.TrackWriter(cmd.Stdout)
+	errw, errT := shell.TrackWriter(cmd.Stderr)
+	stderr := &shell.HeaderWriter{W: errw}
+	sess.Stdout, sess.Stderr = out, stderr
 	var in io.WriteCloser
 	if stdin != nil {
 		if in, err = sess.StdinPipe(); err != nil {
@@ -340,6 +342,9 @@ func (h *Host) Run(ctx context.Context, cmd sandbox.Command) error {
 	done, started := startSession(sess, script, in, stdin)
 	select {
 	case err := <-done:
+		if err != nil && !errors.Is(err, sandbox.ErrTransport) && shell.HostFault(err, outT.Err(), errT.Err()) {
+			return fmt.Errorf("remote: %w", err) // the caller's writer failed (a full disk, a limit): the host's, not the transport's
+		}
 		return runResult(err, stderr, cmd.Dir)
 	case <-ctx.Done():
 	case <-h.closed:

@@ -24,7 +24,7 @@
 // The steps, each checked by the code that runs it:
 //
 //  1. skills.Materialize two fixtures of testdata/skills and stage.Stage the
-//     bundle (through stage.NewBridge over the sandbox's Runner) under
+//     bundle (through stage.Over, a Bridge over the sandbox's Runner) under
 //     /work/ws/.airlock; workspace.Prepare a git workspace at /work/ws.
 //  2. The agent tries to read a host secret (a file outside the work
 //     directory, by its host path), list /home and /root, follow links

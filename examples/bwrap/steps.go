@@ -21,8 +21,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/spf13/afero"
-
 	"github.com/airlockdev/airlock/deliverable"
 	"github.com/airlockdev/airlock/sandbox"
 	"github.com/airlockdev/airlock/skills"
@@ -107,7 +105,7 @@ func (e *env) stage(ctx context.Context, fixtures string, s *Summary) error {
 	}
 	e.bundle = b
 	root := path.Join(remoteWS, sandbox.RuntimeDir)
-	rt, err := stage.Stage(ctx, stage.NewBridge(e.r), root, []stage.Asset{{Name: "skills", Source: b.Dir, Links: stage.RejectLinks}})
+	rt, err := stage.Stage(ctx, stage.Over(e.r), root, []stage.Asset{{Name: "skills", Source: b.Dir, Links: stage.RejectLinks}})
 	if err != nil {
 		return err
 	}
@@ -281,7 +279,7 @@ func (e *env) restore(ctx context.Context, s *Summary) error {
 
 // 4. Register report.md from the sandbox workspace, hashed on the host.
 func (e *env) deliverable(ctx context.Context, s *Summary) error {
-	files, err := deliverable.NewFileStore(afero.NewOsFs(), filepath.Join(e.base, "state", "attachments"))
+	files, err := deliverable.OpenFileStore(filepath.Join(e.base, "state", "attachments"))
 	if err != nil {
 		return err
 	}

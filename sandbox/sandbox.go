@@ -269,6 +269,11 @@ func validEnvKey(k string) bool {
 // and ErrProtocol are looked for. Every error type and sentinel of this
 // module answers correctly through this function; a Runner of its own may
 // give its errors a Retryable method, or wrap ErrTransport.
+//
+// An errors.Join of independent failures is read as one chain, so one
+// transport failure in it makes it retryable: a caller that joins an
+// agent's lost connection with a restore's conflict should return the
+// failure that decides what to do next (the conflict), not the join.
 func Retryable(err error) bool {
 	if err == nil {
 		return false

@@ -103,7 +103,7 @@ func (r *Run) Do(ctx context.Context) (*Outcome, error) {
 	}
 	done, agentErr := r.Agent(ctx, turn)
 	if out.Restored, err = round.Restore(ctx); err != nil { // even if the agent failed (a failed restore: workspace.Reopen by id)
-		return out, errors.Join(agentErr, fmt.Errorf("restore workspace (round %s): %w", round.ID(), err))
+		return out, fmt.Errorf("restore workspace (round %s; the agent: %v): %w", round.ID(), agentErr, err) // the restore's error decides
 	}
 	if agentErr != nil {
 		return out, fmt.Errorf("agent: %w", agentErr)

@@ -118,6 +118,10 @@ func (e *EvidenceError) Unwrap() error { return &RequestError{Message: e.Message
 // work product, or a workspace file of another task, is rejected; the
 // host's own kinds are not judged.
 //
+// An empty ev.Objective asks for no file, except when tasks records each
+// task's objective (FileTasks): the recorded one is then used, so that a
+// host that forgot to pass it does not accept a completion with no file.
+//
 // Every rejection is an *EvidenceError wrapping ErrEvidence; its message
 // names ev.ToolName. Every other failure is a *HostError: a nil tasks, an
 // empty TaskID or RunID, a failing Tasks method (wrapped as it is), ctx.
@@ -132,6 +136,15 @@ func ValidateEvidence(ctx context.Context, tasks Tasks, ev Evidence) error {
 			return &HostError{Op: "validate evidence", Err: fmt.Errorf("field %s of Evidence is empty", f.name)}
 		}
 	}
+	if strings.TrimSpace(ev.Objective) == "" {
+		if rec, ok := tasks.(objectiveRecorder); ok { // FileTasks: the recorded objective, never none
+			r, err := rec.Record(ctx, ev.TaskID)
+			if err != nil {
+				return &HostError{Op: "validate evidence", Err: fmt.Errorf("reading task %q's objective: %w", ev.TaskID, err)}
+			}
+			ev.Objective = r.Objective
+		}
+	}
 	ev, signposts, err := resolveWorkProducts(ctx, tasks, ev)
 	if err != nil {
 		return err
@@ -140,6 +153,12 @@ func ValidateEvidence(ctx context.Context, tasks Tasks, ev Evidence) error {
 		return hostErr("validate evidence", explainSignposts(err, signposts))
 	}
 	return nil
+}
+
+// objectiveRecorder is a Tasks that records each task's objective
+// (FileTasks).
+type objectiveRecorder interface {
+	Record(ctx context.Context, id string) (TaskRecord, error)
 }
 
 func validateEvidence(ctx context.Context, tasks Tasks, ev Evidence) error {

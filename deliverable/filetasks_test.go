@@ -138,6 +138,21 @@ func TestFileTasksValidateEvidence(t *testing.T) {
 		var ee *deliverable.EvidenceError
 		require.ErrorAs(t, deliverable.ValidateEvidence(t.Context(), f.tasks, ev(refs...)), &ee, name)
 	}
+
+	// An Evidence without its objective is judged by the recorded one: it
+	// names output.json, so a completion citing nothing is refused, and
+	// one citing the file passes.
+	bare := deliverable.Evidence{TaskID: "P", RunID: "R"}
+	var ee *deliverable.EvidenceError
+	require.ErrorAs(t, deliverable.ValidateEvidence(t.Context(), f.tasks, bare), &ee)
+	assert.Equal(t, []string{"output.json"}, ee.Missing)
+	bare.Refs = []string{own}
+	assert.NoError(t, deliverable.ValidateEvidence(t.Context(), f.tasks, bare))
+	// A task that is not recorded is the host's failure, not a pass.
+	err := deliverable.ValidateEvidence(t.Context(), f.tasks, deliverable.Evidence{TaskID: "nobody", RunID: "R"})
+	var he *deliverable.HostError
+	require.ErrorAs(t, err, &he)
+	assert.ErrorIs(t, err, deliverable.ErrNotFound)
 }
 
 func TestFileTasksComplete(t *testing.T) {

@@ -13,7 +13,8 @@ import (
 // for a transport failure reading a remote workspace (sandbox.ErrTransport, in a
 // *HostError), false for the rest and for every *RequestError.
 var (
-	// ErrPathDenied: ContentRef is absolute, a URL, escapes the workspace, names
+	// ErrPathDenied: ContentRef is absolute, a URL, escapes the workspace, is
+	// in or names .airlock (sandbox.RuntimeDir) or .git in any case, names
 	// something other than a regular file, or is otherwise not a plain
 	// workspace-relative path.
 	ErrPathDenied = errors.New("deliverable: path denied")

@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/airlockdev/airlock/internal/digest"
+	"github.com/airlockdev/airlock/sandbox"
 )
 
 // Request asks Register to verify and store one workspace file. All fields are
@@ -219,7 +220,8 @@ func isBidiControl(r rune) bool {
 // cleanRef checks an untrusted workspace-relative path lexically and returns
 // it cleaned, or why it is refused ("is absolute", …). It refuses absolute
 // and home paths, URLs and other schemes, backslashes, NUL and control
-// characters, any ".." component, and the root itself.
+// characters, any ".." component, a component that is sandbox.RuntimeDir
+// or .git in any case (airlock's and git's own files), and the root itself.
 func cleanRef(unsafePath string) (clean, why string) {
 	switch {
 	case unsafePath == "":
@@ -240,8 +242,13 @@ func cleanRef(unsafePath string) (clean, why string) {
 		return "", `contains a backslash ("/" is the separator)`
 	}
 	for _, c := range strings.Split(unsafePath, "/") {
-		if c == ".." {
+		switch {
+		case c == "..":
 			return "", `contains ".."`
+		case strings.EqualFold(c, sandbox.RuntimeDir):
+			return "", "is in or names " + sandbox.RuntimeDir + ", airlock's own directory, which holds no deliverable"
+		case strings.EqualFold(c, ".git"):
+			return "", "is in or names .git, the repository's own data, which holds no deliverable"
 		}
 	}
 	clean = path.Clean(unsafePath)

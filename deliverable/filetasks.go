@@ -135,7 +135,7 @@ func (t *FileTasks) Put(ctx context.Context, r TaskRecord) error {
 
 func (t *FileTasks) write(ctx context.Context, r TaskRecord) error {
 	return t.s.writeJSON(ctx, t.path(r.ID), taskFile{Version: fileStoreVersion,
-		Task: taskFields{ID: r.ID, ParentID: r.ParentID, Status: r.Status, Objective: r.Objective}})
+		Task: taskFields(r)})
 }
 
 // Record returns the record of task id, or an error wrapping ErrNotFound.

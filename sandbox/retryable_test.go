@@ -61,7 +61,7 @@ var answers = map[string][]answer{
 	// stage.
 	"stage.ErrBadAsset":  {{stage.ErrBadAsset, false}},
 	"stage.ErrBadRoot":   {{stage.ErrBadRoot, false}},
-	"stage.ErrTransport": {{stage.ErrTransport, true}},
+	"stage.ErrTransport": {{stage.ErrTransport, true}}, //lint:ignore SA1019 the deprecated alias keeps its answer for its release
 	"stage.ErrTool":      {{stage.ErrTool, false}, {fmt.Errorf("%w: the sandbox lacks tar", stage.ErrTool), false}}, // install it in the image
 	"stage.ErrMismatch":  {{stage.ErrMismatch, false}},
 	"stage.ErrNoContent": {{stage.ErrNoContent, false}},

@@ -7,11 +7,6 @@ import (
 	"github.com/airlockdev/airlock/internal/shell"
 )
 
-// The bridge's tar stream layout (see shell).
-const (
-	tarOld = shell.TarOld
-)
-
 // writeTarStream writes src to w as one tar stream (shell's layout)
 // and returns its manifest. Files the Target carried from the previous copy
 // (Tree.Carry) are left out of the stream.

@@ -59,9 +59,10 @@ var answers = map[string][]answer{
 	"sandbox.ExitError": {{&sandbox.ExitError{Status: 1}, false}, {&sandbox.ExitError{Status: -1, Signal: "KILL"}, false}},
 
 	// stage.
-	"stage.ErrBadAsset":  {{stage.ErrBadAsset, false}},
-	"stage.ErrBadRoot":   {{stage.ErrBadRoot, false}},
-	"stage.ErrTransport": {{stage.ErrTransport, true}}, //lint:ignore SA1019 the deprecated alias keeps its answer for its release
+	"stage.ErrBadAsset": {{stage.ErrBadAsset, false}},
+	"stage.ErrBadRoot":  {{stage.ErrBadRoot, false}},
+	//lint:ignore SA1019 the deprecated alias keeps its answer for its release
+	"stage.ErrTransport": {{stage.ErrTransport, true}},
 	"stage.ErrTool":      {{stage.ErrTool, false}, {fmt.Errorf("%w: the sandbox lacks tar", stage.ErrTool), false}}, // install it in the image
 	"stage.ErrMismatch":  {{stage.ErrMismatch, false}},
 	"stage.ErrNoContent": {{stage.ErrNoContent, false}},

@@ -52,7 +52,9 @@ func NewStore(fsys afero.Fs, dir string) *Store {
 // and creates dir now as the package creates every state directory (see
 // the package documentation): with its missing parents, mode 0700; an
 // existing directory is used as it is, and a dangling link is not
-// followed. Errors are [*fs.PathError] values naming dir.
+// followed. Errors are [*fs.PathError] values naming dir. Any directory
+// of the host's will do; the examples keep it beside the sessions' own
+// directories, as <Config.StateDir>/sessions.
 func OpenStore(dir string) (*Store, error) {
 	if strings.TrimSpace(dir) == "" {
 		return nil, &fs.PathError{Op: "session.OpenStore", Path: dir, Err: errors.New("the directory is blank; pass the directory that keeps the session records")}

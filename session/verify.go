@@ -15,7 +15,13 @@ func (b Binding) Identity() Identity {
 }
 
 // RecordIDs are the ids a new [Record] carries besides the binding's own:
-// each 1–240 bytes of UTF-8 without control characters.
+// each 1–240 bytes of UTF-8 without control characters. All three are
+// required: a record with an empty one does not encode, and [Store.Save]
+// refuses it with [ErrMalformedRecord] (a bug in the caller, not a reason
+// to start fresh). A host whose sandbox has no backend session of its own
+// (an SSH machine, a local directory) passes the sandbox's own name for it,
+// such as "ssh://user@host:22/work" or the directory, so that a record
+// says where its session ran.
 type RecordIDs struct {
 	RecordID         string // the host's id for the record; see [Record.RecordID]
 	BackendSessionID string // the backend's id, e.g. a hosted sandbox or provider session id; see [Record.BackendSessionID]

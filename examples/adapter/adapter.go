@@ -141,7 +141,7 @@ func classify(err error) Action {
 	switch {
 	case errors.As(err, &reqErr):
 		return TellAgent
-	case errors.Is(err, session.ErrDrift), errors.Is(err, session.ErrUnsupportedSchema), errors.Is(err, session.ErrUnknownField), errors.Is(err, session.ErrMalformedRecord):
+	case errors.Is(err, session.ErrDrift): // Resume answers a drifted or unreadable record with Fresh; Save's ErrMalformedRecord is our bug
 		return StartFresh
 	case sandbox.Retryable(err):
 		return Retry

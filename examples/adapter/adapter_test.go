@@ -159,9 +159,9 @@ func TestClassify(t *testing.T) {
 		{fmt.Errorf("%w: a control command did not finish within the 30s control deadline", sandbox.ErrTransport), Retry},
 		{&fs.PathError{Op: "read", Path: "/w/a", Err: syscall.EINTR}, Retry}, // says it is temporary
 		{&session.DriftError{Fields: []string{"model"}}, StartFresh},
-		{fmt.Errorf("load: %w", session.ErrMalformedRecord), StartFresh},
-		{session.ErrUnsupportedSchema, StartFresh},
-		{session.ErrUnknownField, StartFresh},
+		// Save refusing a record the run built (an empty session id) is the
+		// adapter's bug, not a reason to start fresh on every run.
+		{fmt.Errorf("save session: %w", session.ErrMalformedRecord), HostFault},
 		{&deliverable.RequestError{Field: "sha256", Message: "fix it", Err: deliverable.ErrHashMismatch}, TellAgent},
 		{&deliverable.RequestError{Field: "contentRef", Message: "register it once it is complete", Err: changed}, TellAgent},
 		{&deliverable.EvidenceError{Message: "cite it"}, TellAgent},

@@ -15,13 +15,16 @@
 // key files, known_hosts or InsecureIgnoreHostKey:
 //
 //	func TestStage(t *testing.T) {
-//		srv := remotetest.NewServer(t)
-//		cfg := srv.Config()
-//		host, err := remote.Dial(ctx, srv.Addr(), cfg)
-//		require.NoError(t, err)
-//		defer host.Close()
+//		srv := remotetest.NewServer(t) // closed when the test ends
+//		host := srv.Dial(t)            // remote.Dial with srv.Config(); closed when the test ends
 //		// ... stage into srv.Dir() through host and check the result on disk.
 //	}
+//
+// (srv.Dial is remote.Dial(t.Context(), srv.Addr(), srv.Config()) with the
+// error and the Close checked.) The server serves session channels and the
+// forwards only: a "direct-tcpip" channel (ssh -L, ssh.Client.Dial) is
+// refused, so a test's agent-side client reaches a forwarded address
+// directly on this machine, where the server runs.
 //
 // Faults are injected with options: WithLatency delays every byte in both
 // directions without limiting throughput, WithHang makes matching exec

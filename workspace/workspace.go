@@ -47,7 +47,8 @@ type Result struct {
 	// Refused: nothing a well-behaved run leaves there.
 	Updated, Deleted, Kept, Refused []string
 	// Runtime lists the entries at the top of the sandbox's
-	// sandbox.RuntimeDir (".airlock/skills" for skills staged there),
+	// sandbox.RuntimeDir (".airlock/skills" for skills staged there, and
+	// the stage manifest beside it, ".airlock/.airlock-manifest-skills.json"),
 	// relative slash paths, sorted. They never come back, by design: they
 	// are the host's own staged assets and state, not the agent's work, so
 	// they are neither in Refused nor in Reasons. A runtime directory that

@@ -302,8 +302,11 @@ func TestSessionCommandAndStop(t *testing.T) {
 			line := make([]byte, len("started\n"))
 			_, err = io.ReadFull(stdout, line)
 			require.NoError(t, err)
-			pid, _ := hw.State()
-			require.Positive(t, pid)
+			// The header is on stderr, which os/exec copies into hw on a
+			// goroutine of its own: it can arrive after stdout's line.
+			var pid int
+			require.Eventually(t, func() bool { pid, _ = hw.State(); return pid > 0 }, 10*time.Second, time.Millisecond,
+				"the supervisor's header never arrived on stderr")
 			_, _, status := shRun(t, sh, shell.StopSupervisorScript(pid), nil)
 			assert.Equal(t, 0, status)
 			done := make(chan error, 1)

@@ -52,18 +52,23 @@ func NewStore(fsys afero.Fs, dir string) *Store {
 // and creates dir now as the package creates every state directory (see
 // the package documentation): with its missing parents, mode 0700; an
 // existing directory is used as it is, and a dangling link is not
-// followed. Errors are [*fs.PathError] values naming dir. Any directory
+// followed, and a filesystem root is refused (ErrInvalidStateDir), as Bind
+// refuses it. Errors are [*fs.PathError] values naming dir. Any directory
 // of the host's will do; the examples keep it beside the sessions' own
 // directories, as <Config.StateDir>/sessions.
 func OpenStore(dir string) (*Store, error) {
 	if strings.TrimSpace(dir) == "" {
 		return nil, &fs.PathError{Op: "session.OpenStore", Path: dir, Err: errors.New("the directory is blank; pass the directory that keeps the session records")}
 	}
-	fsys := afero.NewOsFs()
-	if err := fsys.MkdirAll(dir, 0o700); err != nil {
-		return nil, &fs.PathError{Op: "session.OpenStore", Path: dir, Err: fmt.Errorf("create the store directory: %w", err)}
+	// Bind's rule for its StateDir: created with its parents through an
+	// os.Root, a dangling link never followed, a filesystem root refused.
+	if _, err := stateDir(dir); err != nil {
+		if pe, ok := errors.AsType[*fs.PathError](err); ok {
+			return nil, &fs.PathError{Op: "session.OpenStore", Path: dir, Err: pe.Err}
+		}
+		return nil, &fs.PathError{Op: "session.OpenStore", Path: dir, Err: err}
 	}
-	return NewStore(fsys, dir), nil
+	return NewStore(afero.NewOsFs(), dir), nil
 }
 
 func (s *Store) usable() error {

@@ -109,8 +109,12 @@ type Bridge struct {
 
 var _ Target = (*Bridge)(nil)
 
-// NewBridge returns a Target that stages through r.
+// NewBridge returns a Target that stages through r. A nil r gives a Bridge
+// whose every operation fails with an error matching sandbox.ErrBadCommand.
 func NewBridge(r sandbox.Runner, opts ...BridgeOption) *Bridge {
+	if r == nil {
+		r = nilRunner{}
+	}
 	b := &Bridge{r: r, timeout: sandbox.ControlDeadline(r), rand: rand.Reader}
 	for _, o := range opts {
 		o(b)
@@ -359,11 +363,19 @@ func (b *Bridge) classify(ctx, cctx context.Context, op string, err error, stder
 		}
 		return fmt.Errorf("%s failed in the sandbox: %w: %s", op, err, msg)
 	}
-	if errors.Is(err, sandbox.ErrProtocol) || hostSide(err) {
+	if errors.Is(err, sandbox.ErrProtocol) || errors.Is(err, sandbox.ErrBadCommand) || hostSide(err) {
 		return fmt.Errorf("%s: %w", op, err)
 	}
 	return fmt.Errorf("%w: %s: %w", ErrTransport, op, err)
 }
+
+// nilRunner stands for the nil Runner NewBridge was given: it runs nothing.
+type nilRunner struct{}
+
+// errNilRunner is what nilRunner answers.
+var errNilRunner = fmt.Errorf("%w: stage: the Bridge was made with a nil sandbox.Runner; pass the sandbox's Runner to NewBridge or Over", sandbox.ErrBadCommand)
+
+func (nilRunner) Run(context.Context, sandbox.Command) error { return errNilRunner }
 
 // hostSide reports whether err, a Runner's error that is no transport
 // failure it reported as one, is a failure on the host: a path of the

@@ -29,7 +29,8 @@ type Sandbox interface {
 // sandbox.FileReader exactly when r is one (ReadFile is r's). Any other
 // method of r is not carried over: type-assert r itself for it.
 func Over(r sandbox.Runner, opts ...BridgeOption) Sandbox {
-	s := &bridged{Bridge: NewBridge(r, opts...), r: r}
+	b := NewBridge(r, opts...)
+	s := &bridged{Bridge: b, r: b.r} // a nil r: the Bridge's stand-in, which fails every call
 	if fr, ok := r.(sandbox.FileReader); ok {
 		return &bridgedReader{bridged: s, fr: fr}
 	}

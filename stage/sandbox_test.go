@@ -90,3 +90,18 @@ func TestOverStagesAndRuns(t *testing.T) {
 	require.NoError(t, stage.Unstage(t.Context(), sb, root, "skills"))
 	assert.NoDirExists(t, filepath.FromSlash(p))
 }
+
+// TestOverNilRunner: a Sandbox over a nil Runner fails every call with the
+// reason, matching sandbox.ErrBadCommand: no panic, no transport failure.
+func TestOverNilRunner(t *testing.T) {
+	sb := stage.Over(nil)
+	src := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(src, "f"), []byte("x"), 0o644))
+	_, err := stage.Stage(t.Context(), sb, "/nonexistent/rt", []stage.Asset{{Name: "a", Source: src}})
+	require.ErrorIs(t, err, sandbox.ErrBadCommand)
+	assert.NotErrorIs(t, err, sandbox.ErrTransport)
+	assert.False(t, sandbox.Retryable(err))
+	assert.Contains(t, err.Error(), "the Bridge was made with a nil sandbox.Runner")
+	err = sb.Run(t.Context(), sandbox.Command{Script: "true"})
+	require.ErrorIs(t, err, sandbox.ErrBadCommand)
+}

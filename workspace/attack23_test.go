@@ -200,6 +200,7 @@ func TestAttack23UnmergedSandboxIndex(t *testing.T) {
 	assert.Equal(t, "ok\n", read(t, e.local, "ok"))
 	assert.NotContains(t, git(t, e.local, "ls-files", "-s", "--stage"), " 1\t", "an unmerged entry reached the local index")
 	assert.Empty(t, git(t, e.local, "ls-files", "-u"))
+	t.Logf("local status after an unmerged sandbox index:\n%s", git(t, e.local, "status", "--porcelain"))
 	assert.Contains(t, strings.ToLower(logs.String()), "warn", "no warning was logged for the staged state that did not come back: %s", logs.String())
 }
 

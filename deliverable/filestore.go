@@ -10,8 +10,10 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
 
 	"github.com/spf13/afero"
 
@@ -46,7 +48,10 @@ import (
 // deleted while no FileStore runs; the error returned says which file was
 // left. So may files left in tmp/ by a process that died while writing.
 // Files are synced before they are renamed, directories are not: which
-// renames survive a power loss is up to the file system.
+// renames survive a power loss is up to the file system. A record file
+// that is not a regular file (a directory, a FIFO, a device) is a damaged
+// store file: reading it fails at once with an error naming it, and never
+// waits on a FIFO.
 //
 // Concurrency: Puts for one task and run are serialized, and the commit step
 // is serialized store-wide, within one FileStore value. Use one FileStore per
@@ -301,12 +306,12 @@ func (s *FileStore) writeJSON(ctx context.Context, name string, v any) error {
 
 // readJSON strictly decodes name into v; a missing file wraps ErrNotFound.
 func (s *FileStore) readJSON(name string, v any) error {
-	data, err := afero.ReadFile(s.fs, name)
+	data, err := s.readRegular(name)
 	if errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("%w: %s does not exist", ErrNotFound, name)
 	}
 	if err != nil {
-		return fmt.Errorf("deliverable: read %s: %w", name, err)
+		return err
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
@@ -317,6 +322,39 @@ func (s *FileStore) readJSON(name string, v any) error {
 		return fmt.Errorf("deliverable: decode %s: trailing data; the store file is damaged", name)
 	}
 	return nil
+}
+
+// readRegular reads the store file name, which must be a regular file: a
+// directory, FIFO, socket or device in its place is refused without
+// reading it, and a FIFO without waiting for a writer (checked before the
+// open, which does not block, and again on the file opened).
+func (s *FileStore) readRegular(name string) ([]byte, error) {
+	damaged := func(m fs.FileMode) error {
+		return fmt.Errorf("deliverable: read %s: not a regular file (mode %s); the store file is damaged: remove it, then write the record again", name, m)
+	}
+	st, err := s.fs.Stat(name)
+	if err != nil {
+		return nil, fmt.Errorf("deliverable: read %s: %w", name, err)
+	}
+	if !st.Mode().IsRegular() {
+		return nil, damaged(st.Mode())
+	}
+	f, err := s.fs.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, fmt.Errorf("deliverable: read %s: %w", name, err)
+	}
+	defer f.Close()
+	if st, err = f.Stat(); err == nil && !st.Mode().IsRegular() {
+		return nil, damaged(st.Mode())
+	}
+	var data []byte
+	if err == nil {
+		data, err = io.ReadAll(f)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("deliverable: read %s: %w", name, err)
+	}
+	return data, nil
 }
 
 func (s *FileStore) readRun(taskID, runID string) (runFile, error) {

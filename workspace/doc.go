@@ -121,8 +121,12 @@
 // after the work tree and before the index and HEAD moved; Restore again
 // once it is gone. The blobs the entries name move into the repository
 // first (checked by the strict fsck when they come from the quarantine).
-// A sandbox index that cannot be written as a tree (unmerged entries)
-// brings nothing of its staged state back, and a warning is logged.
+// A sandbox index that cannot be written as a tree (unmerged entries, a
+// path that is both a file and a directory, such as a and a/x, or an
+// object it names is missing) brings nothing of its staged state back:
+// the work tree and the commits arrive, no entry of the sandbox's index
+// reaches the local index, Result.StagedDropped says why (it is ""
+// whenever the staged state came back), and a warning is logged.
 // Restoring again changes nothing: the entries then already are the
 // sandbox's.
 //

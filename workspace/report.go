@@ -17,10 +17,14 @@ type header = shell.RestoreHeader
 
 // readHeader parses the start of a restore stream from br, leaving br at
 // the payload (shell.ReadRestoreHeader): a stream that breaks the protocol
-// is ErrHostile (and sandbox.ErrProtocol); one cut by the transport wraps
+// is ErrHostile (and sandbox.ErrProtocol), and says nothing was written,
+// as nothing is before the header is whole; one cut by the transport wraps
 // sandbox.ErrTransport.
 func readHeader(br *bufio.Reader, git bool) (header, error) {
 	h, err := shell.ReadRestoreHeader(br, git)
+	if errors.Is(err, sandbox.ErrProtocol) {
+		return h, fmt.Errorf("%w (nothing was written)", hostile(err))
+	}
 	return h, hostile(err)
 }
 

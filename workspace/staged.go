@@ -35,8 +35,13 @@ const (
 	whyStagedInTheWay = "the local index holds %s where this staged entry needs a directory or a file (a local change, which wins)"
 )
 
+// whyStagedDropped is Result.StagedDropped when the sandbox's index
+// cannot be written as a tree.
+const whyStagedDropped = "the sandbox's index could not be written as a tree (unmerged entries, a path that is both a file and a directory, or an object it names is missing): nothing the agent staged came back (no entry of its index reached the local index); the work tree came back unstaged: stage it locally, or fix the index in the sandbox (git status there) and run Restore again"
+
 // checkStaged judges the sandbox's staged section st (its objects read
-// through g) before anything is written. An entry at a path the sandbox
+// through g) before anything is written. An index the sandbox could not
+// write as a tree brings nothing back: res.StagedDropped says so. An entry at a path the sandbox
 // may never write (.git, the runtime directory, a temporary file's name)
 // or a submodule is listed in res.Refused, one under Spec.Exclude is left
 // out, and the rest is returned. Every object a returned entry names must
@@ -44,7 +49,8 @@ const (
 // the restore fails with ErrHostile before anything is written.
 func (r *Round) checkStaged(ctx context.Context, g *gitexec.Git, st shell.Staged, res *Result) ([]shell.StagedEntry, error) {
 	if st.NoTree {
-		r.o.log.Warn("the sandbox's index could not be written as a tree (unmerged entries, or an object it names is missing): what it staged does not come back", "round", r.rec.ID)
+		res.StagedDropped = whyStagedDropped
+		r.o.log.Warn("the sandbox's index could not be written as a tree (unmerged entries, a path that is both a file and a directory, or an object it names is missing): what it staged does not come back", "round", r.rec.ID)
 		return nil, nil
 	}
 	var keep []shell.StagedEntry

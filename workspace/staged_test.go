@@ -66,6 +66,7 @@ func TestStagedRoundTrip(t *testing.T) {
 		res, err := r.Restore(ctx(t))
 		require.NoError(t, err)
 		assert.Empty(t, res.Kept)
+		assert.Empty(t, res.StagedDropped)
 		assert.Equal(t, []string{"R2", "hunks", "ita", "link", "new", "x"}, res.Updated)
 		assert.Equal(t, []string{"R", "gone"}, res.Deleted)
 		assert.Equal(t, withoutRuntime(git(t, e.remote, "ls-files", "-s")), git(t, e.local, "ls-files", "-s"))
@@ -363,4 +364,100 @@ func TestStagedFromQuarantine(t *testing.T) {
 	assert.Equal(t, "AM s\n", withoutRuntime(git(t, e.local, "status", "--porcelain", "--untracked-files=no")))
 	assert.Equal(t, "staged only, then edited\n", read(t, e.local, "s"))
 	git(t, e.local, "fsck", "--strict", "--no-progress")
+}
+
+// TestStagedDropped: a sandbox index that cannot be written as a tree
+// (unmerged entries, a path that is both a file and a directory, an
+// entry whose object is missing) brings
+// nothing of the agent's staged state back, and Result.StagedDropped says
+// so; the work tree arrives, no entry of that index reaches the local
+// index, and the restore is no error. Once the agent's index is whole
+// again, a second Restore brings it back and StagedDropped is "".
+func TestStagedDropped(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		spoil func(t *testing.T, dir string)
+	}{
+		{"unmerged", func(t *testing.T, dir string) { // what a conflicted git merge leaves
+			base, ours, theirs := a23Blob(t, dir, "base\n"), a23Blob(t, dir, "ours\n"), a23Blob(t, dir, "theirs\n")
+			git(t, dir, "rm", "-q", "--cached", "conf")
+			gitStdin(t, dir, "100644 "+base+" 1\tconf\n100644 "+ours+" 2\tconf\n100644 "+theirs+" 3\tconf\n", "update-index", "--index-info")
+			write(t, dir, "conf", "<<<<<<< ours\nours\n=======\ntheirs\n>>>>>>> theirs\n")
+		}},
+		{"file and directory", func(t *testing.T, dir string) {
+			ents := a23Entries(t, dir)
+			id := a23Blob(t, dir, "clash\n")
+			a23WriteIndex(t, filepath.Join(dir, ".git", "index"), append(ents, a23Entry{"d", 0o100644, id, 0}, a23Entry{"d/x", 0o100644, id, 0}))
+		}},
+		{"missing object", func(t *testing.T, dir string) {
+			gitStdin(t, dir, "100644 "+strings.Repeat("1", 40)+"\tmissing\n", "update-index", "--index-info")
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, func(t *testing.T, dir string) sandbox.Runner { return sandbox.Local(dir) })
+			initRepo(t, e.local, map[string]string{"a": "1\n", "conf": "base\n"})
+			r, err := workspace.Prepare(ctx(t), e.spec)
+			require.NoError(t, err)
+			write(t, e.remote, "ok", "staged\n")
+			write(t, e.remote, "a", "changed\n")
+			git(t, e.remote, "add", "ok", "a")
+			tc.spoil(t, e.remote)
+			before := git(t, e.local, "ls-files", "-s")
+
+			res, err := r.Restore(ctx(t))
+			require.NoError(t, err)
+			assert.Contains(t, res.StagedDropped, "the sandbox's index could not be written as a tree")
+			assert.Contains(t, res.StagedDropped, "nothing the agent staged came back")
+			assert.Equal(t, "staged\n", read(t, e.local, "ok"))
+			assert.Equal(t, "changed\n", read(t, e.local, "a"))
+			assert.Equal(t, before, git(t, e.local, "ls-files", "-s"), "an entry of the sandbox's index reached the local index")
+			assert.Empty(t, res.Refused)
+
+			git(t, e.remote, "reset", "-q")
+			git(t, e.remote, "add", "ok", "a")
+			again, err := r.Restore(ctx(t))
+			require.NoError(t, err)
+			assert.Empty(t, again.StagedDropped)
+			assert.Equal(t, "M  a\nA  ok\n", git(t, e.local, "status", "--porcelain", "ok", "a"))
+		})
+	}
+}
+
+// TestStagedUncleanPath: an entry the agent wrote into its index itself,
+// at a path that is not clean (absolute, an empty or "." component,
+// climbing out): some git writes into the index's tree as entries it
+// cannot read back. Every one fails the restore with ErrHostile naming
+// the path and saying nothing was written, and nothing was: not the
+// local index, not the work tree, not the path itself.
+func TestStagedUncleanPath(t *testing.T) {
+	abs := filepath.Join(t.TempDir(), "abs")
+	for _, p := range []string{abs, abs + "/x", "e//x", "e/./x", "e/../../x"} {
+		t.Run(p, func(t *testing.T) {
+			e := newEnv(t, func(t *testing.T, dir string) sandbox.Runner { return sandbox.Local(dir) })
+			initRepo(t, e.local, map[string]string{"a": "1\n"})
+			r, err := workspace.Prepare(ctx(t), e.spec)
+			require.NoError(t, err)
+			write(t, e.remote, "ok", "staged\n")
+			write(t, e.remote, "a", "changed\n")
+			git(t, e.remote, "add", "ok", "a")
+			ents := a23Entries(t, e.remote)
+			a23WriteIndex(t, filepath.Join(e.remote, ".git", "index"), append(ents, a23Entry{p, 0o100644, a23Blob(t, e.remote, "evil\n"), 0}))
+			index, err := os.ReadFile(filepath.Join(e.local, ".git", "index"))
+			require.NoError(t, err)
+
+			_, err = r.Restore(ctx(t))
+			require.ErrorIs(t, err, workspace.ErrHostile)
+			assert.ErrorIs(t, err, sandbox.ErrProtocol)
+			assert.NotErrorIs(t, err, sandbox.ErrTransport)
+			assert.ErrorContains(t, err, fmt.Sprintf("%q, not a clean relative path", p))
+			assert.ErrorContains(t, err, "nothing was written")
+			after, err := os.ReadFile(filepath.Join(e.local, ".git", "index"))
+			require.NoError(t, err)
+			assert.Equal(t, index, after, "the local index changed")
+			assert.Equal(t, "1\n", read(t, e.local, "a"))
+			assert.False(t, exists(e.local, "ok"))
+			assert.NoFileExists(t, abs)
+			assert.NoDirExists(t, abs)
+		})
+	}
 }

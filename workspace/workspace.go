@@ -58,6 +58,15 @@ type Result struct {
 	// Reasons says why each path in Refused was refused (the first reason
 	// when there were several).
 	Reasons map[string]string
+	// StagedDropped says why nothing of what the agent staged came back,
+	// when that is so: the sandbox's index could not be written as a tree
+	// (unmerged entries, a path that is both a file and a directory, an
+	// object it names is missing), so nothing is known of it. The work
+	// tree and the commits came back all the same; no entry of the
+	// sandbox's index reached the local index. "" when the staged state came back (or there was none to
+	// bring), and always for plain directories. An adapter may alert on
+	// it as on Refused.
+	StagedDropped string
 	// Rewritten lists the sandbox commits that were rewritten before they
 	// were integrated, oldest first: those that held a path under
 	// sandbox.RuntimeDir or matching Spec.Exclude (those paths dropped),

@@ -179,7 +179,10 @@ func IsObjectName(s string) bool {
 // index the round's prepare gave the sandbox, under the same pathspecs:
 // that is the staged section, and the tree's commit becomes the
 // snapshot's last parent when it lists entries, so the objects they name
-// travel in the bundle. That index, its lock, the staged section's files
+// travel in the bundle. A tree that git cannot read back (written from
+// an entry whose path is absolute or has an empty component) gets no
+// commit: the section goes as it is, and the host refuses the path it
+// names (ParseStaged), or the tail that names no index commit. That index, its lock, the staged section's files
 // or the ref's lock, when one exists, is what a restore whose host was
 // killed left (the host's restore lock serializes the restores of a work
 // tree): they are removed first.
@@ -202,8 +205,11 @@ g update-ref -d "$out" >/dev/null 2>&1
 if [ -f .git/index ]; then cat .git/index > "$ti" && touch -r .git/index "$ti" || exit 13; fi
 if it=$(GIT_INDEX_FILE=$ti g write-tree 2>/dev/null); then
   GIT_INDEX_FILE=$ti g diff-index --cached -z --no-renames "$idx" %[4]s > "$st" 2>/dev/null || { echo "cannot compare the sandbox's index with the round's ($idx): prepare the round again" >&2; rm -f "$ti" "$st"; exit 17; }
-  GIT_INDEX_FILE=$ti g diff-index --cached -z --no-renames --name-only "$it" %[4]s > "$st.i" 2>/dev/null || { rm -f "$ti" "$st" "$st.i"; exit 17; }
-  if [ -s "$st.i" ]; then printf 'I\0' >> "$st"; cat "$st.i" >> "$st"; fi
+  if GIT_INDEX_FILE=$ti g diff-index --cached -z --no-renames --name-only "$it" %[4]s > "$st.i" 2>/dev/null; then
+    if [ -s "$st.i" ]; then printf 'I\0' >> "$st"; cat "$st.i" >> "$st"; fi
+  else
+    it=
+  fi
   rm -f "$st.i"
 else
   it=; printf 'U\0' > "$st"

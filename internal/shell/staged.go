@@ -12,12 +12,17 @@ import (
 // (the index the prepare gave it). It is one of:
 //
 //   - empty: the index is the baseline's;
-//   - "U" NUL: the index cannot be written as a tree (unmerged entries, an
-//     object it names is missing): its state does not come back;
+//   - "U" NUL: the index cannot be written as a tree (unmerged entries, a
+//     path that is both a file and a directory, an object it names is
+//     missing): its state does not come back;
 //   - the records of git diff-index --cached -z --no-renames against the
 //     baseline, ":<old mode> <new mode> <old id> <new id> <status>" NUL
 //     "<path>" NUL each, then, when the index holds intent-to-add entries
 //     (git add -N), an "I" NUL record and their paths, NUL-terminated.
+//     An index whose tree git cannot read back (an entry's path is
+//     absolute or has an empty component, which no git add writes) sends
+//     its records without that list and without the index commit: its
+//     bad path fails ParseStaged, by name.
 //
 // The objects the entries name travel in the restore's bundle: the
 // snapshot commit's last parent is a commit of the index's tree (the tail

@@ -3,6 +3,9 @@ package shell
 import (
 	"bufio"
 	"bytes"
+	"crypto/sha1"
+	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -10,6 +13,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -317,6 +321,91 @@ func TestGitRestoreScriptStaged(t *testing.T) {
 			}
 			if !h.Staged.NoTree || h.Index != "" {
 				t.Fatalf("an unmerged index came back as %+v, index %q", h.Staged, h.Index)
+			}
+		})
+	}
+}
+
+// writeRawIndex writes a version 2 index file holding ents (mode, object
+// name, path; stage 0, no stat data), sorted by path, with none of the
+// checks git makes on paths: what a hostile sandbox can leave in its
+// .git/index.
+func writeRawIndex(t *testing.T, file string, ents [][3]string) {
+	t.Helper()
+	slices.SortFunc(ents, func(a, b [3]string) int { return strings.Compare(a[2], b[2]) })
+	var b bytes.Buffer
+	b.WriteString("DIRC")
+	b.Write(binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint32(nil, 2), uint32(len(ents))))
+	for _, e := range ents {
+		mode, err := strconv.ParseUint(e[0], 8, 32)
+		must(t, err)
+		id, err := hex.DecodeString(e[1])
+		must(t, err)
+		var stat [40]byte // ctime, mtime, dev, ino, mode, uid, gid, size
+		binary.BigEndian.PutUint32(stat[24:], uint32(mode))
+		b.Write(stat[:])
+		b.Write(id)
+		b.Write(binary.BigEndian.AppendUint16(nil, uint16(min(len(e[2]), 0xfff))))
+		b.WriteString(e[2])
+		b.Write(make([]byte, 8-(62+len(e[2]))%8)) // NUL-padded to a multiple of 8
+	}
+	sum := sha1.Sum(b.Bytes())
+	b.Write(sum[:])
+	must(t, os.WriteFile(file, b.Bytes(), 0o644))
+}
+
+// TestGitRestoreScriptUnreadableIndexTree: an index entry whose path is
+// absolute, which git writes into the index's tree as an entry with an
+// empty name that it then cannot read back. The script still sends its
+// staged section, which names the path (no bare exit status), and the
+// host's parser refuses it by name as a protocol error.
+func TestGitRestoreScriptUnreadableIndexTree(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skipf("git is not installed: %v", err)
+	}
+	for _, sh := range shells {
+		t.Run(sh.name, func(t *testing.T) {
+			if _, err := exec.LookPath(sh.argv[0]); err != nil {
+				t.Skipf("%s is not installed (Debian: apt-get install dash busybox-static): %v", sh.argv[0], err)
+			}
+			dir := t.TempDir()
+			env := append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null", "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@t", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@t")
+			git := func(args ...string) string {
+				t.Helper()
+				cmd := exec.Command("git", args...)
+				cmd.Dir, cmd.Env = dir, env
+				out, err := cmd.CombinedOutput()
+				if err != nil {
+					t.Fatalf("git %v: %v: %s", args, err, out)
+				}
+				return strings.TrimSpace(string(out))
+			}
+			must(t, os.WriteFile(filepath.Join(dir, "x"), []byte("x\n"), 0o644))
+			git("init", "-q", "-b", "main")
+			git("add", "x")
+			git("commit", "-q", "-m", "base")
+			id := "0123456789abcdef01234567"
+			git("update-ref", "refs/airlock/base/"+id+"/snap", "HEAD")
+			git("update-ref", "refs/airlock/base/"+id+"/head", "HEAD")
+			idx := git("rev-parse", "HEAD^{tree}")
+			x := git("rev-parse", "HEAD:x")
+			writeRawIndex(t, filepath.Join(dir, ".git", "index"), [][3]string{{"100644", x, "x"}, {"100644", x, "new"}, {"100755", x, "/tmp/airlock-abs"}})
+			if _, err := exec.Command("git", "-C", dir, "diff-index", "--cached", "--name-only", git("write-tree")).CombinedOutput(); err == nil {
+				t.Fatal("git reads back the tree of an index with an absolute path: the test no longer plays the case")
+			}
+
+			script := GitRestoreScript(dir, id, idx, []string{"--", ".", ":(exclude)" + RuntimeDir})
+			cmd := exec.Command(sh.argv[0], append(sh.argv[1:], "-c", script)...)
+			cmd.Env = env
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			out, runErr := cmd.Output() // the header is judged whatever the bundle after it did: the host stops reading there
+			_, err := ReadRestoreHeader(bufio.NewReader(bytes.NewReader(out)), true)
+			if !errors.Is(err, ErrProtocol) || !strings.Contains(err.Error(), `"/tmp/airlock-abs", not a clean relative path`) {
+				t.Fatalf("got %v (the script: %v, stderr %q), want the protocol error naming /tmp/airlock-abs", err, runErr, stderr.String())
+			}
+			if _, err := os.Lstat("/tmp/airlock-abs"); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("/tmp/airlock-abs: %v", err)
 			}
 		})
 	}

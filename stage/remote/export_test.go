@@ -17,3 +17,12 @@ func SetForwardWriteTimeout(d time.Duration) (restore func()) {
 	forwardWriteTimeout = d
 	return func() { forwardWriteTimeout = w }
 }
+
+// SetKnownHostsLockWait shortens how long accept-new waits for another
+// process's lock on known_hosts, for a test, and returns the function
+// that restores it.
+func SetKnownHostsLockWait(d time.Duration) (restore func()) {
+	w := knownHostsLockWait
+	knownHostsLockWait = d
+	return func() { knownHostsLockWait = w }
+}

@@ -6,7 +6,6 @@ import (
 	"io/fs"
 	"net"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 
@@ -55,10 +54,17 @@ func (e *HostKeyError) Unwrap() error { return e.Err }
 // non-standard ports as OpenSSH writes them). An unknown host fails with
 // ErrUnknownHost, a host with another key with ErrHostKeyMismatch, each in a
 // *HostKeyError that names the host and the presented key's fingerprint.
-// At least one file is required; a file that cannot be read is an error.
+// At least one file is required; a file that cannot be read is an error,
+// and so is one that is not a regular file (a named pipe, a device;
+// /dev/null is read as empty).
 func KnownHosts(files ...string) (ssh.HostKeyCallback, error) {
 	if len(files) == 0 {
 		return nil, errors.New("remote: KnownHosts needs at least one known_hosts file")
+	}
+	for _, f := range files {
+		if err := checkRegular(f); errors.Is(err, errNotRegular) {
+			return nil, fmt.Errorf("remote: reading known_hosts: %w", err)
+		}
 	}
 	cb, err := knownhosts.New(files...)
 	if err != nil {
@@ -153,6 +159,9 @@ func (h *sshHost) hostKeys() (ssh.HostKeyCallback, error) {
 		if k.write, err = h.acceptNewFile(userFiles); err != nil {
 			return nil, err
 		}
+		if err := h.acceptNewName(k.write, k.hash); err != nil {
+			return nil, err
+		}
 	}
 	if _, err := k.db(); err != nil { // a broken file fails here, not at Dial
 		return nil, h.errorf("%w", err)
@@ -203,6 +212,21 @@ func (h *sshHost) acceptNewFile(userFiles []string) (string, error) {
 	return f, nil
 }
 
+// acceptNewName refuses a HostKeyAlias (or HostName, without one) that
+// accept-new would write to file verbatim and known_hosts would read as a
+// pattern or other syntax: "*" or "evil,*" would make the key it remembers
+// trusted for other hosts. Hashed (HashKnownHosts), any name is a literal.
+func (h *sshHost) acceptNewName(file string, hash bool) error {
+	what, name := "HostKeyAlias", h.hostKeyAlias
+	if name == "" {
+		what, name = "HostName", h.hostName
+	}
+	if why := knownHostsNameProblem(name); why != "" && !hash {
+		return h.errorf("StrictHostKeyChecking accept-new would write %s %q to %s as it is, and it %s; give it a plain host name, set HashKnownHosts yes (a hashed name is a literal), or set StrictHostKeyChecking yes and add the host's line yourself", what, name, file, why)
+	}
+	return nil
+}
+
 // fileKind names what a non-regular file is.
 func fileKind(m fs.FileMode) string {
 	switch {
@@ -234,10 +258,12 @@ type knownHostsCheck struct {
 func (k *knownHostsCheck) db() (ssh.HostKeyCallback, error) {
 	var present []string
 	for _, f := range k.files {
-		_, err := os.Stat(f)
+		err := checkRegular(f)
 		switch {
 		case err == nil:
 			present = append(present, f)
+		case errors.Is(err, errNotRegular):
+			return nil, fmt.Errorf("known_hosts: %w; name regular files in UserKnownHostsFile and GlobalKnownHostsFile", err)
 		case !errors.Is(err, fs.ErrNotExist):
 			return nil, fmt.Errorf("known_hosts: %w", err)
 		}
@@ -269,34 +295,5 @@ func (k *knownHostsCheck) check(hostname string, remote net.Addr, key ssh.Public
 	if k.write == "" || !errors.Is(he.Err, ErrUnknownHost) {
 		return he
 	}
-	if err := appendKnownHost(k.write, lookup, key, k.hash); err != nil {
-		he.how = fmt.Sprintf("StrictHostKeyChecking accept-new could not remember it: %v", err)
-		return he
-	}
-	return nil
-}
-
-// appendKnownHost appends host's key to file (creating it, and its
-// directory, for this user only).
-func appendKnownHost(file, host string, key ssh.PublicKey, hash bool) error {
-	name := knownhosts.Normalize(host)
-	if hash {
-		name = knownhosts.HashHostname(name)
-	}
-	line := knownhosts.Line([]string{name}, key) + "\n"
-	if err := os.MkdirAll(filepath.Dir(file), 0o700); err != nil {
-		return err
-	}
-	f, err := os.OpenFile(file, os.O_RDWR|os.O_APPEND|os.O_CREATE, 0o600)
-	if err != nil {
-		return err
-	}
-	if fi, err := f.Stat(); err == nil && fi.Size() > 0 {
-		last := make([]byte, 1)
-		if _, err := f.ReadAt(last, fi.Size()-1); err == nil && last[0] != '\n' {
-			line = "\n" + line // the file's last line has no newline of its own
-		}
-	}
-	_, err = f.WriteString(line)
-	return errors.Join(err, f.Close())
+	return k.accept(hostname, lookup, remote, key, he)
 }

@@ -95,9 +95,15 @@ func WithSSHAgent(socket string) SSHConfigOption {
 //     skipped; "none": no file). accept-new also appends an unknown host's
 //     key to the first UserKnownHostsFile (hashed under HashKnownHosts
 //     yes) and trusts it; a known host that presents another key is still
-//     refused. no and off are refused: they would trust any key. A refused
-//     key is a *HostKeyError, at Dial. HostKeyAlias names the host in
-//     known_hosts.
+//     refused. It decides under an exclusive flock(2) on that file, after
+//     reading the files again: of several Configs, or processes using this
+//     package (ssh itself takes no lock), meeting one new host at once, the
+//     first remembers its key and the others are checked against it. A name known_hosts would read as a pattern or
+//     other syntax (*, ?, !, a comma, white space, #, brackets outside
+//     [host]:port, a leading @ or |) is never written: refused unless
+//     HashKnownHosts is yes (a hashed name is a literal). no and off are
+//     refused: they would trust any key. A refused key is a
+//     *HostKeyError, at Dial. HostKeyAlias names the host in known_hosts.
 //   - ProxyJump: one or more comma-separated hops ([user@]host[:port] or
 //     ssh://[user@]host[:port]), dialled in order into Config.Jumps; each
 //     hop is resolved through the same configuration (its own HostName,
@@ -112,8 +118,17 @@ func WithSSHAgent(socket string) SSHConfigOption {
 // Not supported: Match criteria other than Host and all (a parse error),
 // ProxyCommand, CertificateFile, environment variables in paths
 // (${VAR}: an error), CanonicalizeHostname. A relative Include is resolved
-// by the parser under the real user's ~/.ssh (or /etc/ssh for a file there),
-// not under WithSSHHome.
+// by the parser under the real user's ~/.ssh (under /etc/ssh in a file
+// included from there), not under WithSSHHome.
+//
+// Every file it reads — a configuration file, an Include target, an
+// identity file and its .pub, a known_hosts file — must be a regular file
+// (or a link to one; /dev/null reads as empty): a named pipe, device,
+// socket or directory is an error naming it, never a wait for a writer (a
+// default identity file is skipped instead, as a missing one is). The
+// parser opens Include targets, and x/crypto's knownhosts the known_hosts
+// files, by name after that check: only someone who can replace files in
+// those directories can swap a FIFO in between.
 //
 // LoadSSHConfig is the package's one reader of the environment: the home
 // directory, $SSH_AUTH_SOCK, the current user and the host name, each
@@ -142,6 +157,7 @@ type sshLoader struct {
 	agentEnv string // $SSH_AUTH_SOCK, or WithSSHAgent's socket
 	local    localInfo
 	agents   map[string]*agentKeys // by socket path
+	includes includeChecker        // the files Include lines reach, checked before the parser reads them
 }
 
 type sshConfigFile struct {
@@ -173,8 +189,9 @@ func newSSHLoader(opts []SSHConfigOption) (*sshLoader, error) {
 		l.home = home
 	}
 	l.local.uid = strconv.Itoa(os.Getuid())
+	l.includes = includeChecker{home: os.Getenv("HOME"), seen: map[string]int{}} // the parser's home: $HOME when the user is unknown
 	if u, err := user.Current(); err == nil {
-		l.local.user = u.Username
+		l.local.user, l.includes.home = u.Username, u.HomeDir
 	}
 	l.local.hostname, _ = os.Hostname() // only %l and %L need it; "" then
 	files, named := o.files, o.filesSet
@@ -192,14 +209,18 @@ func newSSHLoader(opts []SSHConfigOption) (*sshLoader, error) {
 	return l, nil
 }
 
-// parse reads one configuration file; a default one may be missing.
+// parse reads one configuration file; a default one may be missing. The
+// file and those its Include lines reach must be regular files.
 func (l *sshLoader) parse(file string, named bool) error {
-	b, err := os.ReadFile(file)
+	b, err := readRegular(file)
 	if errors.Is(err, fs.ErrNotExist) && !named {
 		return nil
 	}
 	if err != nil {
 		return fmt.Errorf("remote: reading ssh config: %w", err)
+	}
+	if err := l.includes.check(file, b, false, 0); err != nil { // DecodeBytes parses it as a user file
+		return fmt.Errorf("remote: ssh config %w", err)
 	}
 	cfg, err := ssh_config.DecodeBytes(b)
 	if err != nil {

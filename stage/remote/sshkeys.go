@@ -6,7 +6,6 @@ import (
 	"io"
 	"io/fs"
 	"net"
-	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -115,7 +114,7 @@ func (h *sshHost) identities() (ids []identity, looked []string, err error) {
 // is an error.
 func loadIdentity(file string) (id identity, ok bool, err error) {
 	id.file = file
-	b, err := os.ReadFile(file)
+	b, err := readRegular(file)
 	if errors.Is(err, fs.ErrNotExist) {
 		id.why = errNoPrivateKey
 		if id.pub, err = readPublicKey(file + ".pub"); errors.Is(err, fs.ErrNotExist) {
@@ -146,7 +145,7 @@ func loadIdentity(file string) (id identity, ok bool, err error) {
 
 // readPublicKey reads an authorized_keys-style public key file.
 func readPublicKey(file string) (ssh.PublicKey, error) {
-	b, err := os.ReadFile(file)
+	b, err := readRegular(file)
 	if err != nil {
 		return nil, err
 	}

@@ -23,7 +23,6 @@ type a23TB struct {
 	testing.TB // the real test, for everything not overridden
 	mu         sync.Mutex
 	failed     bool
-	msgs       []string
 	cleanups   []func()
 }
 

@@ -391,7 +391,9 @@ func TestProcessWriteCutByStop(t *testing.T) {
 		s.awaitReady(t)
 		wrote := make(chan error, 1)
 		go func() { wrote <- s.p.Write(context.Background(), make([]byte, 64<<20)) }()
-		time.Sleep(300 * time.Millisecond)
+		// Long enough for the Write to be under way (and blocked: the
+		// command never reads) on a loaded machine; 300 ms was not always.
+		time.Sleep(time.Second)
 		_, err := s.p.Stop(t.Context())
 		require.NoError(t, err)
 		select {

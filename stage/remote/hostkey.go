@@ -13,6 +13,7 @@ import (
 	"golang.org/x/crypto/ssh/knownhosts"
 
 	"github.com/airlockdev/airlock/internal/shell"
+	"github.com/airlockdev/airlock/internal/tree"
 )
 
 // Host key errors. Dial wraps them (through x/crypto/ssh's handshake
@@ -207,7 +208,7 @@ func (h *sshHost) acceptNewFile(userFiles []string) (string, error) {
 	case err != nil:
 		return "", h.errorf("StrictHostKeyChecking accept-new: %w", err)
 	case !fi.Mode().IsRegular():
-		return "", h.errorf("StrictHostKeyChecking accept-new needs a regular file to remember a new host's key in; UserKnownHostsFile %s is a %s, so every host would look new on every connection; name a file, or set StrictHostKeyChecking yes", f, fileKind(fi.Mode()))
+		return "", h.errorf("StrictHostKeyChecking accept-new needs a regular file to remember a new host's key in; UserKnownHostsFile %s is a %s, so every host would look new on every connection; name a file, or set StrictHostKeyChecking yes", f, tree.Kind(fi.Mode()))
 	}
 	return f, nil
 }
@@ -225,21 +226,6 @@ func (h *sshHost) acceptNewName(file string, hash bool) error {
 		return h.errorf("StrictHostKeyChecking accept-new would write %s %q to %s as it is, and it %s; give it a plain host name, set HashKnownHosts yes (a hashed name is a literal), or set StrictHostKeyChecking yes and add the host's line yourself", what, name, file, why)
 	}
 	return nil
-}
-
-// fileKind names what a non-regular file is.
-func fileKind(m fs.FileMode) string {
-	switch {
-	case m.IsDir():
-		return "directory"
-	case m&fs.ModeDevice != 0:
-		return "device"
-	case m&fs.ModeNamedPipe != 0:
-		return "named pipe"
-	case m&fs.ModeSocket != 0:
-		return "socket"
-	}
-	return "special file"
 }
 
 // knownHostsCheck checks host keys against known_hosts files read at each

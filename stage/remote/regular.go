@@ -7,6 +7,8 @@ import (
 	"io/fs"
 	"os"
 	"syscall"
+
+	"github.com/airlockdev/airlock/internal/tree"
 )
 
 // errNotRegular is the cause of a *fs.PathError for a configuration,
@@ -17,7 +19,7 @@ var errNotRegular = errors.New("not a regular file")
 
 // notRegular returns the *fs.PathError for path, which is of mode m.
 func notRegular(op, path string, m fs.FileMode) error {
-	return &fs.PathError{Op: op, Path: path, Err: fmt.Errorf("is a %s, %w", fileKind(m), errNotRegular)}
+	return &fs.PathError{Op: op, Path: path, Err: fmt.Errorf("is a %s, %w", tree.Kind(m), errNotRegular)}
 }
 
 // statRegular stats path (following links) and refuses anything but a

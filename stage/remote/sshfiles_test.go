@@ -74,7 +74,7 @@ func TestLoadSSHConfigSpecialFiles(t *testing.T) {
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), fifo)
 			if c.want != "" {
-				assert.EqualError(t, err, strings.NewReplacer("SPECIAL", fifo, "CONFIG", config, "KIND", "named pipe").Replace(c.want))
+				assert.EqualError(t, err, strings.NewReplacer("SPECIAL", fifo, "CONFIG", config, "KIND", "FIFO").Replace(c.want))
 			}
 		})
 		if name == "IncludeNestedGlob" {
@@ -99,7 +99,7 @@ func TestLoadSSHConfigIdentityPubFIFO(t *testing.T) {
 	key := filepath.Join(t.TempDir(), "key")
 	attack23FIFO(t, key+".pub")
 	_, _, err := attack23Load(t, 2*time.Second, "h", attack23Opts(t, e.home, "IdentityFile "+key+"\n")...)
-	require.EqualError(t, err, `remote: ssh config for host "h": open `+key+`.pub: is a named pipe, not a regular file`)
+	require.EqualError(t, err, `remote: ssh config for host "h": open `+key+`.pub: is a FIFO, not a regular file`)
 }
 
 // TestLoadSSHConfigDevNull: /dev/null, and a link to it, still read as an

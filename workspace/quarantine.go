@@ -470,34 +470,47 @@ func (r *Round) adoptCommits(ctx context.Context, q *gitexec.Git, head string) e
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	list, listW := io.Pipe()
-	pack, packW := io.Pipe()
-	errs := make(chan error, 2)
+	listed := make(chan error, 1)
 	go func() {
 		err := q.Run(ctx, gitexec.Cmd{Args: []string{"rev-list", "--objects", "--no-object-names", head, "--not", "--all"}, Stdout: listW})
 		listW.CloseWithError(err)
-		errs <- err
+		listed <- err
 	}()
+	err := r.packInto(ctx, q, list)
+	list.CloseWithError(errStop) // a rev-list still writing stops
+	if err != nil {
+		cancel()
+		<-listed
+		return err
+	}
+	if e := <-listed; e != nil && !errors.Is(e, errStop) {
+		return e
+	}
+	return nil
+}
+
+// packInto packs the objects list names (one id a line) out of from and
+// indexes the pack into the repository with index-pack --strict, so that
+// nothing enters it that the strict fsck refuses.
+func (r *Round) packInto(ctx context.Context, from *gitexec.Git, list io.Reader) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	pack, packW := io.Pipe()
+	packed := make(chan error, 1)
 	go func() {
-		err := q.Run(ctx, gitexec.Cmd{Args: []string{"pack-objects", "--stdout", "-q"}, Stdin: list, Stdout: packW})
-		list.CloseWithError(errStop)
+		err := from.Run(ctx, gitexec.Cmd{Args: []string{"pack-objects", "--stdout", "-q"}, Stdin: list, Stdout: packW})
 		packW.CloseWithError(err)
-		errs <- err
+		packed <- err
 	}()
 	err := r.git.Run(ctx, gitexec.Cmd{Args: []string{"index-pack", "--stdin", "--strict"}, Stdin: pack, Stdout: io.Discard})
 	if err != nil {
 		cancel()
 	}
 	pack.CloseWithError(errStop)
-	e1, e2 := <-errs, <-errs
-	if err != nil {
-		return err
+	if perr := <-packed; err == nil && perr != nil && !errors.Is(perr, errStop) {
+		err = perr
 	}
-	for _, e := range []error{e1, e2} {
-		if e != nil && !errors.Is(e, errStop) {
-			return e
-		}
-	}
-	return nil
+	return err
 }
 
 // maxRefused bounds the paths one scan lists.

@@ -328,24 +328,7 @@ func (r *Round) adoptBlobs(ctx context.Context, g *gitexec.Git, entries []shell.
 	if missing.Len() == 0 {
 		return nil
 	}
-	pr, pw := io.Pipe()
-	done := make(chan error, 1)
-	cctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	go func() {
-		err := g.Run(cctx, gitexec.Cmd{Args: []string{"pack-objects", "--stdout", "-q"}, Stdin: &missing, Stdout: pw})
-		pw.CloseWithError(err)
-		done <- err
-	}()
-	err := r.git.Run(ctx, gitexec.Cmd{Args: []string{"index-pack", "--stdin", "--strict"}, Stdin: pr, Stdout: io.Discard})
-	if err != nil {
-		cancel()
-	}
-	pr.CloseWithError(errStop)
-	if perr := <-done; err == nil && perr != nil && !errors.Is(perr, errStop) {
-		err = perr
-	}
-	if err != nil {
+	if err := r.packInto(ctx, g, &missing); err != nil {
 		return r.storeFailed(r.gitDir, fmt.Errorf("moving the sandbox's staged blobs into the repository: %w", err))
 	}
 	return nil

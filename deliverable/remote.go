@@ -437,8 +437,7 @@ func runFailure(err error) error {
 	switch {
 	case errors.Is(err, sandbox.ErrProtocol) && !errors.Is(err, ErrProtocol):
 		return fmt.Errorf("%w: %w", ErrProtocol, err) // the Runner's own protocol (Exec's completion record)
-	case err == nil, errors.Is(err, sandbox.ErrTransport), errors.Is(err, sandbox.ErrProtocol), errors.As(err, &ee),
-		errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded), shell.HostFault(err):
+	case err == nil, errors.As(err, &ee), errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded), shell.KeepsClass(err):
 		return err
 	}
 	return fmt.Errorf("%w: %w", sandbox.ErrTransport, err)

@@ -77,7 +77,7 @@ func control(ctx context.Context, r Runner, d time.Duration, op string, cmd Comm
 			}
 			return fmt.Errorf("%s failed in the sandbox: %w", op, err)
 		}
-		if errors.Is(err, ErrTransport) || errors.Is(err, ErrProtocol) || errors.Is(err, ErrBadCommand) || shell.HostFault(err, outT.Err(), errT.Err()) {
+		if shell.KeepsClass(err, outT.Err(), errT.Err()) {
 			return fmt.Errorf("%s: %w", op, err)
 		}
 		return fmt.Errorf("%w: %s: %w", ErrTransport, op, err)

@@ -119,7 +119,7 @@ var (
 	// refuses, a TTY flag in Exec's argv. Nothing ran; trying again
 	// unchanged does not help (not Retryable), and Control returns it as
 	// it is, never as ErrTransport.
-	ErrBadCommand = errors.New("the command cannot be run as given")
+	ErrBadCommand = shell.ErrBadCommand
 )
 
 // badCommand is a refusal that matches ErrBadCommand with a message of

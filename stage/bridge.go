@@ -363,7 +363,7 @@ func (b *Bridge) classify(ctx, cctx context.Context, op string, err error, stder
 		}
 		return fmt.Errorf("%s failed in the sandbox: %w: %s", op, err, msg)
 	}
-	if errors.Is(err, sandbox.ErrProtocol) || errors.Is(err, sandbox.ErrBadCommand) || hostSide(err) {
+	if !errors.Is(err, sandbox.ErrTransport) && shell.KeepsClass(err) {
 		return fmt.Errorf("%s: %w", op, err)
 	}
 	return fmt.Errorf("%w: %s: %w", ErrTransport, op, err)
@@ -376,13 +376,6 @@ type nilRunner struct{}
 var errNilRunner = fmt.Errorf("%w: stage: the Bridge was made with a nil sandbox.Runner; pass the sandbox's Runner to NewBridge or Over", sandbox.ErrBadCommand)
 
 func (nilRunner) Run(context.Context, sandbox.Command) error { return errNilRunner }
-
-// hostSide reports whether err, a Runner's error that is no transport
-// failure it reported as one, is a failure on the host: a path of the
-// host that could not be read or written (*fs.PathError).
-func hostSide(err error) bool {
-	return !errors.Is(err, sandbox.ErrTransport) && shell.HostFault(err)
-}
 
 // MaxProbeBytes bounds the whole reply of one Probe, all manifests
 // together: a sandbox that sends more fails the probe with ErrProtocol,

@@ -89,3 +89,16 @@ func TestHostFailureIsNotTransport(t *testing.T) {
 		})
 	}
 }
+
+// TestRefusedCommandIsNotTransport: a Runner that refuses every command
+// before running it (a TTY flag in an Exec line) fails Prepare with that
+// refusal, sandbox.ErrBadCommand, not a retryable transport failure.
+func TestRefusedCommandIsNotTransport(t *testing.T) {
+	e := newEnv(t, func(t *testing.T, dir string) sandbox.Runner { return sandbox.Exec("docker", "exec", "-it", "agent-7") })
+	write(t, e.local, "a", "1\n")
+	_, err := workspace.Prepare(ctx(t), e.spec)
+	require.ErrorIs(t, err, sandbox.ErrBadCommand)
+	assert.NotErrorIs(t, err, sandbox.ErrTransport)
+	assert.False(t, sandbox.Retryable(err))
+	assert.Contains(t, err.Error(), `the argument "-it" asks docker for a TTY`)
+}

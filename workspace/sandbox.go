@@ -120,7 +120,7 @@ func runGuest(ctx context.Context, run sandbox.Runner, op string, cmd sandbox.Co
 			return fmt.Errorf("workspace: %s failed in the sandbox: %w", op, err)
 		}
 		return fmt.Errorf("workspace: %s failed in the sandbox: %w: %s", op, err, msg)
-	case shell.HostFault(err, out.Err()):
+	case shell.KeepsClass(err, out.Err()):
 		return fmt.Errorf("workspace: %s: %w", op, err)
 	}
 	return fmt.Errorf("workspace: %w: %s: %w", sandbox.ErrTransport, op, err)

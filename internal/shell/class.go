@@ -81,6 +81,16 @@ func (e *EndReader) Read(p []byte) (int, error) {
 // Ended reports whether a read of R returned an error.
 func (e *EndReader) Ended() bool { return e.ended.Load() }
 
+// KeepsClass reports whether a Runner's error err already says what it is,
+// so that a caller passes it on instead of marking it ErrTransport: a
+// transport failure, a protocol break, a command refused before it ran
+// (ErrBadCommand), or the host's own failure (HostFault, with writeErrs).
+// Every package that runs commands through a Runner sorts its errors by
+// this one rule.
+func KeepsClass(err error, writeErrs ...error) bool {
+	return errors.Is(err, ErrTransport) || errors.Is(err, ErrProtocol) || errors.Is(err, ErrBadCommand) || HostFault(err, writeErrs...)
+}
+
 // HostFault reports whether err, a Runner's failure that wraps neither
 // ErrTransport, ErrProtocol nor an exit status, is the host's own rather
 // than the transport's, so that a caller which marks the rest as

@@ -79,3 +79,23 @@ func TestTrackWriter(t *testing.T) {
 type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// TestKeepsClass: the one rule by which a Runner's error is passed on
+// rather than marked ErrTransport.
+func TestKeepsClass(t *testing.T) {
+	own := errors.New("the caller's writer failed")
+	for _, c := range []struct {
+		err  error
+		want bool
+	}{
+		{fmt.Errorf("%w: reset", ErrTransport), true},
+		{fmt.Errorf("%w: bad reply", ErrProtocol), true},
+		{fmt.Errorf("refused: %w", ErrBadCommand), true},
+		{&fs.PathError{Op: "write", Path: "/host/out", Err: syscall.ENOSPC}, true},
+		{fmt.Errorf("copy: %w", own), true},
+		{errors.New("ssh: connection lost"), false},
+		{syscall.ECONNRESET, false},
+	} {
+		assert.Equal(t, c.want, KeepsClass(c.err, own), "%v", c.err)
+	}
+}

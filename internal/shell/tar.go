@@ -25,6 +25,9 @@ var (
 	ErrProtocol = errors.New("sandbox broke the protocol")
 	// ErrLimit is wrapped when what a sandbox sent exceeds a bound.
 	ErrLimit = tree.ErrLimit
+	// ErrBadCommand is matched by a command a Runner refused before it ran
+	// anything (sandbox.ErrBadCommand).
+	ErrBadCommand = errors.New("the command cannot be run as given")
 )
 
 // Entry is one member of a tree stream: a directory (Mode.IsDir), a regular

@@ -196,21 +196,35 @@ func flockNamed(f *os.File, file string, deadline time.Time) (bool, error) {
 }
 
 // appendLine appends line to f, after a newline when the file's last line
-// has none.
+// has none. A write that fails part way (a full disk) is undone: the file
+// is cut back to its size before, so it never holds half a line that
+// would make every later read of it fail.
 func appendLine(f *os.File, line string) error {
 	fi, err := f.Stat()
 	if err != nil {
 		return err
 	}
-	if fi.Size() > 0 {
+	if err := writeLine(f, fi.Size(), line); err != nil {
+		if terr := f.Truncate(fi.Size()); terr != nil {
+			return fmt.Errorf("%w; cutting the file back to its %d bytes before also failed, so remove its last, partial line by hand: %w", err, fi.Size(), terr)
+		}
+		return err
+	}
+	return nil
+}
+
+// writeLine appends line to f, whose size is size, after a newline when
+// its last byte is none.
+func writeLine(f *os.File, size int64, line string) error {
+	if size > 0 {
 		last := make([]byte, 1)
-		if _, err := f.ReadAt(last, fi.Size()-1); err != nil {
+		if _, err := f.ReadAt(last, size-1); err != nil {
 			return err
 		}
 		if last[0] != '\n' {
 			line = "\n" + line
 		}
 	}
-	_, err = f.WriteString(line)
+	_, err := f.WriteString(line)
 	return err
 }

@@ -33,7 +33,7 @@ func leftovers(t testing.TB, root string) []string {
 	t.Helper()
 	var out []string
 	for _, n := range listDir(t, root) {
-		if strings.HasPrefix(n, ".airlock") && !strings.HasPrefix(n, ".airlock-manifest-") {
+		if strings.HasPrefix(n, ".airlock") && !strings.HasPrefix(n, ".airlock-manifest-") && !strings.HasPrefix(n, ".airlock-stamps-") {
 			out = append(out, n)
 		}
 	}

@@ -53,19 +53,24 @@ func TestDeltaCarryOutOfLine(t *testing.T) {
 }
 
 // TestDeltaCarryHashTools: the sandbox checks carried copies with openssl
-// or sha256sum, whichever it has; with neither, nothing is carried and
-// every file travels. Whichever tool, a carried file gets the manifest's
-// mode back even when the sandbox changed its copy's.
+// or sha256sum, whichever it has; with neither, or without awk, nothing is
+// carried and every file travels; without the link tools (cp, find, stat,
+// xargs) files are copied and hashed, never linked. Whichever tool, a
+// carried file gets the manifest's mode back even when the sandbox changed
+// its copy's.
 func TestDeltaCarryHashTools(t *testing.T) {
-	base := []string{"tar", "mkdir", "mv", "rm", "cat", "chmod", "grep"}
+	base := []string{"tar", "mkdir", "mv", "rm", "cat", "chmod", "grep", "tr"}
+	link := []string{"awk", "cp", "find", "stat", "xargs"}
 	for _, c := range []struct {
 		name  string
 		tools []string
 		sent  int
 	}{
-		{"openssl", []string{"openssl"}, 1},
-		{"sha256sum", []string{"sha256sum"}, 1},
-		{"neither", nil, 3},
+		{"openssl", append([]string{"openssl"}, link...), 1},
+		{"sha256sum", append([]string{"sha256sum"}, link...), 1},
+		{"sha256sum, awk alone", []string{"sha256sum", "awk"}, 1},
+		{"no awk", []string{"sha256sum", "cp", "find", "stat", "xargs"}, 3},
+		{"neither", link, 3},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			bin := t.TempDir()

@@ -78,6 +78,7 @@ func TestBridgeSweepsCutTransfers(t *testing.T) {
 	sort.Strings(names)
 	assert.Equal(t, []string{
 		".airlock-manifest-x.json",
+		".airlock-stamps-x",
 		".airlock-tmp-x-junk",
 		".airlock-tmp-x-link",
 		".airlock-tmp-x-notbegun",
@@ -144,7 +145,7 @@ func TestBridgeSweepsOwnersOfOtherPIDNamespaces(t *testing.T) {
 		names = append(names, e.Name())
 	}
 	sort.Strings(names)
-	assert.Equal(t, []string{".airlock-manifest-x.json", ".airlock-tmp-x-old", ".airlock-tmp-x-ours", "x"}, names)
+	assert.Equal(t, []string{".airlock-manifest-x.json", ".airlock-stamps-x", ".airlock-tmp-x-old", ".airlock-tmp-x-ours", "x"}, names)
 
 	// The owner files airlock writes carry the namespace.
 	for _, n := range []string{".airlock-tmp-x-old", ".airlock-tmp-x-ours"} {

@@ -18,8 +18,13 @@
 # tool is skipped with a message. Nothing outside the work directory
 # (under $TMPDIR, removed on exit unless KEEP=1) is touched.
 #
+# SHAPE=pages uses the 38,000-file tree (internal/treegen Pages) instead;
+# TMPDIR picks the file system of the host tree and of the sandbox;
+# SCENARIOS="ssh-one-changed ssh-unchanged" runs only those.
+#
 #   examples/stage/bench.sh            # RUNS=10
 #   RUNS=5 TMPDIR=/dev/shm examples/stage/bench.sh
+#   RUNS=5 SHAPE=pages TMPDIR=/var/tmp examples/stage/bench.sh
 set -euo pipefail
 
 RUNS=${RUNS:-10}
@@ -41,7 +46,7 @@ have go || { echo "bench.sh: go is required" >&2; exit 1; }
 
 echo "== building examples/stage and generating the tree in $work" >&2
 (cd "$repo" && go build -o "$work/stage" ./examples/stage && go build -o "$work/gentree" ./examples/stage/internal/gentree)
-"$work/gentree" "$work/src" >&2
+"$work/gentree" "$work/src" "${SHAPE:-standard}" >&2
 src=$work/src
 dst=$work/dst
 state=$work/state
@@ -127,6 +132,7 @@ results=$work/results.tsv # scenario, contender, median seconds
 bench() {
 	local scenario=$1 setup=$2 prepare=$3
 	shift 3
+	if [[ -n ${SCENARIOS:-} && " $SCENARIOS " != *" $scenario "* ]]; then return; fi
 	local names=() cmds=()
 	while (($#)); do names+=("$1"); cmds+=("$2"); shift 2; done
 	echo "== $scenario" >&2

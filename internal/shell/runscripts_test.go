@@ -329,3 +329,81 @@ func TestSessionCommandAndStop(t *testing.T) {
 		})
 	}
 }
+
+// TestCarryLinksVouchedFiles runs a publish and then carries under sh,
+// dash and busybox sh: the publish records the copy's stamps; a file whose
+// stamp and mode are unchanged is carried as a hard link into the previous
+// copy's inode and reported on a LinkedLine; a file rewritten in place
+// (same size), one whose mode changed and every file once the stamps are
+// gone are copied and hashed instead, and the previous copy is left as it
+// was.
+func TestCarryLinksVouchedFiles(t *testing.T) {
+	sum := func(s string) string { h := sha256.Sum256([]byte(s)); return hex.EncodeToString(h[:]) }
+	for _, sh := range shells(t) {
+		t.Run(strings.Join(sh, " "), func(t *testing.T) {
+			root := filepath.Join(t.TempDir(), "it's a root")
+			dst, mf := filepath.Join(root, "a"), filepath.Join(root, shell.ManifestName("a"))
+			stamps := filepath.Join(root, shell.StampsName("a"))
+			tmp := filepath.Join(root, shell.TempPrefix+"a-0011")
+			stream, _ := stageTree(t)
+			_, stderr, status := shRun(t, sh, shell.SendScript(shell.Send{Root: root, Tmp: tmp, Dst: dst, Hash: true}), stream)
+			require.Equal(t, 0, status, "send: %s", stderr)
+			_, stderr, status = shRun(t, sh, shell.PublishScript(tmp, dst, mf, "a", false), nil)
+			require.Equal(t, 0, status, "publish: %s", stderr)
+			rec := readString(t, stamps)
+			assert.Regexp(t, `(?m)^[0-9]+ 7 .+ \./d/f$`, rec)
+			assert.Regexp(t, `(?m)^[0-9]+ 5 .+ \./x$`, rec)
+
+			time.Sleep(20 * time.Millisecond) // past the file system's clock tick
+			require.NoError(t, os.WriteFile(filepath.Join(dst, "d", "f"), []byte("CONTENT"), 0o644))
+			plan := shell.PlanCarry([]shell.CarryFile{{Path: "x", Mode: 0o600, SHA256: sum("carry")}, {Path: "d/f", Mode: 0o644, SHA256: sum("content")}, {Path: "missing", Mode: 0o644, SHA256: sum("x")}})
+			carry := func(name string) (tree string, linked []string, hashes map[string]bool) {
+				t.Helper()
+				tmp := filepath.Join(root, shell.TempPrefix+name)
+				require.NoError(t, os.MkdirAll(tmp, 0o700))
+				out, stderr, status := shRun(t, sh, shell.CarryScript(&plan, tmp, dst), nil)
+				require.Equal(t, 0, status, "carry: %s", stderr)
+				for l := range strings.SplitSeq(out, "\n") {
+					if p, ok := strings.CutPrefix(l, shell.LinkedLine); ok {
+						linked = append(linked, p)
+					}
+				}
+				return filepath.Join(tmp, "new", "tree"), linked, report(t, out, plan.Want).Hashes
+			}
+			tree, linked, hashes := carry("a-01")
+			assert.Equal(t, []string{"x"}, linked, "only the untouched file is vouched for")
+			assert.Equal(t, map[string]bool{"x": true}, hashes, "the rewritten file's copy has other bytes: it is sent")
+			assert.True(t, sameFile(t, filepath.Join(tree, "x"), filepath.Join(dst, "x")), "x is a link into the previous copy")
+			assert.False(t, sameFile(t, filepath.Join(tree, "d", "f"), filepath.Join(dst, "d", "f")), "d/f is a copy")
+			assert.NoFileExists(t, filepath.Join(tree, "missing"))
+
+			time.Sleep(20 * time.Millisecond)
+			require.NoError(t, os.Chmod(filepath.Join(dst, "x"), 0o640))
+			tree, linked, hashes = carry("a-02")
+			assert.Empty(t, linked, "a mode change is no stamp match")
+			assert.Equal(t, map[string]bool{"x": true}, hashes)
+			assert.False(t, sameFile(t, filepath.Join(tree, "x"), filepath.Join(dst, "x")))
+			fi, err := os.Stat(filepath.Join(dst, "x"))
+			require.NoError(t, err)
+			assert.Equal(t, os.FileMode(0o640), fi.Mode().Perm(), "the previous copy keeps its mode")
+			fi, err = os.Stat(filepath.Join(tree, "x"))
+			require.NoError(t, err)
+			assert.Equal(t, os.FileMode(0o600), fi.Mode().Perm(), "the copy has the manifest's")
+
+			require.NoError(t, os.Chmod(filepath.Join(dst, "x"), 0o600))
+			require.NoError(t, os.Remove(stamps))
+			_, linked, hashes = carry("a-03")
+			assert.Empty(t, linked, "no stamps, no links")
+			assert.Equal(t, map[string]bool{"x": true}, hashes)
+		})
+	}
+}
+
+func sameFile(t *testing.T, a, b string) bool {
+	t.Helper()
+	fa, err := os.Stat(a)
+	require.NoError(t, err)
+	fb, err := os.Stat(b)
+	require.NoError(t, err)
+	return os.SameFile(fa, fb)
+}

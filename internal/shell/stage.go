@@ -293,7 +293,9 @@ func (s *Report) line(l string, phase *int, lines int) string {
 		if lines > len(s.want)+16 {
 			return "more hash lines than files carried"
 		}
-		if sum, p, ok := ParseHashLine(l); ok && s.want[p] == sum {
+		if p, ok := strings.CutPrefix(l, LinkedLine); ok && s.want[p] != "" {
+			s.Hashes[p] = true
+		} else if sum, p, ok := ParseHashLine(l); ok && s.want[p] == sum {
 			s.Hashes[p] = true
 		}
 	default:

@@ -1,10 +1,11 @@
 package shell
 
 import (
+	"cmp"
 	"fmt"
 	"io/fs"
 	"path"
-	"sort"
+	"slices"
 	"strings"
 )
 
@@ -76,10 +77,6 @@ func SendScript(s Send) string {
 	return sb.String()
 }
 
-// MaxCarryArgs bounds the bytes of file names one carry line holds
-// (ARG_MAX is 128 KiB per argument and about 2 MiB in all on Linux).
-const MaxCarryArgs = 96 << 10
-
 // CarryFile is a file to carry from the previous copy: its path (relative
 // to the copy's top), its mode and the SHA-256 the manifest gives it.
 type CarryFile struct {
@@ -88,87 +85,124 @@ type CarryFile struct {
 	SHA256 string // lowercase hex
 }
 
-// CarryPlan is the carry part of a publish: the files to copy inside the
-// sandbox, as calls of the carry's function C in batches, and the hash
-// each must have.
+// CarryPlan is the carry part of a publish: the files to carry from the
+// previous copy, one "MODE PATH" line each (the carry script's input),
+// sorted by mode, and the hash each must have.
 type CarryPlan struct {
-	calls []string          // "C 644 'a' 'b'"; each under MaxCarryArgs bytes
+	lines []string          // "644 a/b"
 	Want  map[string]string // path → lowercase hex SHA-256: what Report accepts
-	Size  int               // bytes of the calls in a script
+	Size  int               // bytes of the lines in a script
 }
 
 // PlanCarry plans carrying files. Files whose names the hash tools would
 // print escaped, or that tar would read as options, are left out (sent).
 func PlanCarry(files []CarryFile) CarryPlan {
 	p := CarryPlan{Want: make(map[string]string, len(files))}
-	byMode := make(map[string][]string)
-	var modes []string
+	files = slices.Clone(files)
+	slices.SortStableFunc(files, func(a, b CarryFile) int { return cmp.Compare(a.Mode.Perm(), b.Mode.Perm()) })
 	for _, f := range files {
 		if strings.ContainsAny(f.Path, "\\\n\r") || strings.HasPrefix(f.Path, "-") {
 			continue
 		}
-		m := fmt.Sprintf("%o", f.Mode.Perm())
-		if _, ok := byMode[m]; !ok {
-			modes = append(modes, m)
-		}
-		byMode[m] = append(byMode[m], QuoteWord(f.Path))
+		l := fmt.Sprintf("%o %s", f.Mode.Perm(), f.Path)
+		p.lines = append(p.lines, l)
+		p.Size += len(l) + 1
 		p.Want[f.Path] = f.SHA256
-	}
-	sort.Strings(modes)
-	for _, m := range modes {
-		p.batch(m, byMode[m])
 	}
 	return p
 }
 
-// batch adds the calls of C that carry the quoted names args of mode m,
-// each line under MaxCarryArgs bytes.
-func (p *CarryPlan) batch(m string, args []string) {
-	var sb strings.Builder
-	flush := func() {
-		if sb.Len() > 0 {
-			p.calls = append(p.calls, sb.String())
-			p.Size += sb.Len() + 1
-			sb.Reset()
-		}
-	}
-	for _, a := range args {
-		if sb.Len() > 0 && sb.Len()+1+len(a) > MaxCarryArgs {
-			flush()
-		}
-		if sb.Len() == 0 {
-			sb.WriteString("C " + m)
-		}
-		sb.WriteString(" " + a)
-	}
-	flush()
-}
+// StampsName returns the name, under the stage root, of the stamps of the
+// asset name's copy: one line per regular file of the copy, "INODE SIZE
+// MTIME CTIME ./PATH" as stat -c '%i %s %y %z %n' prints it, recorded by
+// the publish once the copy is in place and the old one deleted. A file
+// whose stamp (and mode) are the same at the next publish is vouched for
+// by them: it is carried as a hard link, unread. The stamps are the
+// sandbox's own record of its own copy, as trustworthy as the hashes it
+// reports: a sandbox can always lie about its copy (the staged copy is no
+// boundary against the sandbox that holds it).
+func StampsName(name string) string { return StageReserved + "-stamps-" + name }
 
-// carryFuncs defines the carry's shell functions. H hashes its arguments
-// (openssl when the sandbox has it, which is several times faster than
-// most sha256sum builds, else sha256sum; both print "<hex> <flag><path>").
+// LinkedLine starts a line of a carry's report that names a file carried
+// as a hard link, vouched for by its stamps.
+const LinkedLine = "airlock-linked "
+
+// stampFuncs defines Z [MODE-FORMATS]: the stamps of the regular files
+// under the working directory, one line each: inode, size, modification
+// and change times to the nanosecond, the mode when asked, then the path
+// (./…). It takes them with GNU find's -printf where the sandbox has it
+// (F=5: four fields, then the mode), else with stat (GNU or BusyBox;
+// F=9: %y and %z are three fields each). $1 and $2 are what stands before
+// the path: " " to record, " %m " and " %a " to have the mode too. A
+// sandbox that changes its tools between two publishes vouches for
+// nothing at the second: the lines differ.
+const stampFuncs = `Z() { if find . -maxdepth 0 -printf '' >/dev/null 2>&1; then F=5; find . -type f -printf "%i %s %T@ %C@${1:- }%p\n"; else F=9; find . -type f -exec stat -c "%i %s %y %z${2:- }%n" {} +; fi; }
+`
+
+// carryFuncs defines the carry's shell functions, with $n the new tree.
+//
+// H hashes its arguments (openssl when the sandbox has it, which is
+// several times faster than most sha256sum builds, else sha256sum; both
+// print "<hex> <flag><path>").
+//
 // C MODE NAMES... copies NAMES from the previous copy (the working
 // directory) into $n with tar, drops whatever arrived that is not a
 // regular file, sets the manifest's MODE and hashes the rest. Errors are
 // not fatal: a file whose hash is not reported is sent.
+//
+// K STAMPS reads the plan ("MODE PATH" lines, sorted by mode) on stdin.
+// A file whose stamp and mode are what STAMPS recorded at the last publish
+// is vouched for: the previous copy is linked whole into $n (cp -al: new
+// directories, the files hard links), then whatever is not a vouched file
+// is taken out of it (files that changed or left, anything that is not a
+// regular file, directories left empty; the stream brings back the
+// host's), and each vouched file is reported on a LinkedLine. The others
+// are carried by C, batched by mode. When any of that fails (no cp -al,
+// find or stat %y here, say), $n is made anew and every file goes through
+// C. Without awk nothing is carried: every file is sent.
 const carryFuncs = `H() { if command -v openssl >/dev/null 2>&1; then openssl dgst -sha256 -r "$@"; else sha256sum -- "$@"; fi; }
 C() { m=$1; shift
 tar -c -f - -- "$@" 2>/dev/null | (cd "$n" && tar -x -o -f - 2>/dev/null)
 (cd "$n" && for f; do if [ -L "$f" ] || { [ -e "$f" ] && [ ! -f "$f" ]; }; then rm -rf -- "$f"; fi; done; chmod "$m" -- "$@"; H "$@") 2>/dev/null; }
+P='function put(m, f) { if (w && (c != m || w > B)) { print "" > R; w = 0 }
+if (!w) { printf "C %s", m > R; c = m; w = 1 }; printf " \047%s\047", f > R; w += length(f) + 3 }
+FILENAME == ARGV[1] { r[$0]; next }
+FILENAME == ARGV[2] { o = F; for (i = 1; i <= F; i++) o += length($i); p = substr($0, o + 1); d[p] = $F; k[p] = substr($0, 1, o - length($F) - 1) p; next }
+{ f = substr($0, length($1) + 2); q = "./" f; ok = (q in k) && d[q] == $1 && (k[q] in r); if (ok) { print f > L; z[q] }
+if (index(f, "\047")) gsub(/\047/, "\047\"\047\"\047", f); if (!ok) put($1, f) }
+END { printf "" > L; printf "" > D; if (w) print "" > R; else printf "" > R; for (p in k) if (!(p in z)) print p > D }'
+Q() { awk -v L="$n.l" -v R="$n.r" -v D="$n.d" -v B=` + carryBatch + ` -v F="$F" "$P" "$@" "$n.p" 2>/dev/null; }
+K() { s=$1; F=0; : >"$n.c"; cat >"$n.p" || return 0
+if [ -f "$s" ] && [ ! -L "$s" ]; then Z ' %m ' ' %a ' >"$n.c" 2>/dev/null || : >"$n.c"; else s=/dev/null; fi
+if ! Q "$s" "$n.c"; then :
+elif [ ! -s "$n.l" ]; then . "$n.r"
+elif rmdir "$n" >/dev/null 2>&1 && cp -al . "$n" >/dev/null 2>&1 && (cd "$n" && { [ "$(id -u 2>/dev/null)" = 0 ] || find . -type d ! -perm -700 -exec chmod u+rwx {} +; } && find . ! -type f ! -type d -exec rm -f {} + && tr '\n' '\0' <"$n.d" | xargs -0 rm -f -- && { [ ! -s "$n.d" ] || find . -depth -mindepth 1 -type d -exec rmdir {} + 2>/dev/null || :; }) >/dev/null 2>&1; then awk '{ print "` + LinkedLine + `" $0 }' "$n.l"; . "$n.r"
+else rm -rf "$n" >/dev/null 2>&1 && mkdir -p "$n" >/dev/null 2>&1 && Q /dev/null /dev/null && . "$n.r"; fi
+rm -f "$n.c" "$n.p" "$n.l" "$n.r" "$n.d" >/dev/null 2>&1; }
 `
 
+// carryBatch bounds the bytes of file names one C call holds (ARG_MAX is
+// 128 KiB per argument and about 2 MiB in all on Linux).
+const carryBatch = "98304"
+
 // write writes the carry as shell lines: from the previous copy dst into
-// tmp's new tree, reporting the hashes (when $ah is 1: the sandbox can
-// hash). It leaves the working directory where it found it.
+// tmp's new tree, reporting links and hashes (when $ah is 1: the sandbox
+// can hash). It leaves the working directory where it found it.
 func (p *CarryPlan) write(sb *strings.Builder, tmp, dst string) {
 	fmt.Fprintf(sb, "n=%s\nif [ \"$ah\" = 1 ] && mkdir -p \"$n\" && cd %s 2>/dev/null; then\n", Quote(tmp+"/new/tree"), Quote(dst))
+	sb.WriteString(stampFuncs)
 	sb.WriteString(carryFuncs)
-	for _, c := range p.calls {
-		sb.WriteString(c)
+	fmt.Fprintf(sb, "K %s <<'%s'\n", Quote(stampsOf(dst)), carryEnd)
+	for _, l := range p.lines {
+		sb.WriteString(l)
 		sb.WriteByte('\n')
 	}
-	sb.WriteString("cd / || exit 1\nfi\n")
+	sb.WriteString(carryEnd + "\ncd / || exit 1\nfi\n")
 }
+
+// carryEnd ends the plan in the script: no plan line, which starts with a
+// mode and a space, can equal it.
+const carryEnd = "airlock-carry-end"
 
 // StdinScript is the script of a command whose script travels on its
 // stdin (CarryScript): it has sh read it from there.
@@ -207,9 +241,11 @@ func PublishScript(tmp, dst, mf, name string, exchange bool) string {
 if [ ! -f "$t/complete" ] || [ ! -d "$t/new/tree" ] || [ -L "$t/new/tree" ] || [ ! -f "$t/new/manifest.json" ] || [ -L "$t/new/manifest.json" ] || [ ! -d "$t/old" ] || [ -L "$t/old" ] || [ ! -f "$t/modes" ] || [ -L "$t/modes" ]; then echo "transfer incomplete: $t lacks part of the stream" >&2; exit 3; fi
 %s || exit 3
 if ! (cd "$t" && . ./modes); then echo "cannot set the modes of the directories in $t/new/tree; stage again" >&2; exit 3; fi
+s=%s
+if [ -e "$s" ] || [ -L "$s" ]; then mv -f "$s" "$t/old/" || exit 4; fi
 if [ -e "$m" ] || [ -L "$m" ]; then mv -f "$m" "$t/old/" || exit 4; fi
 x=
-`, finishAlone, Quote(tmp), Quote(dst), Quote(mf), claimScript)
+`, finishAlone, Quote(tmp), Quote(dst), Quote(mf), claimScript, Quote(stampsOf(dst)))
 	if exchange {
 		sb.WriteString(`if [ -d "$d" ] && [ ! -L "$d" ] && mv --exchange "$t/new/tree" "$d" 2>/dev/null; then x=1; fi
 `)
@@ -220,8 +256,21 @@ if ! mv "$t/new/tree" "$d"; then mv %s "$d"; exit 4; fi
 fi
 mv -f "$t/new/manifest.json" "$m" || exit 5
 echo %s
-%sexit 0`, Quote(path.Join(tmp, TarOld, name)), PublishedLine, dropScript(tmp))
+%s%sexit 0`, Quote(path.Join(tmp, TarOld, name)), PublishedLine, dropScript(tmp), recordStamps(dst))
 	return sb.String()
+}
+
+// stampsOf returns the stamps file of the copy at dst.
+func stampsOf(dst string) string { return path.Join(path.Dir(dst), StampsName(path.Base(dst))) }
+
+// recordStamps records the stamps of the copy at dst (see StampsName),
+// once the old copy is deleted (deleting a link changes the change time of
+// the file it shared). Best effort: without stamps the next carry hashes.
+func recordStamps(dst string) string {
+	return fmt.Sprintf(`%ss=%s
+rm -f "$s.new" 2>/dev/null
+if [ -d %s ] && [ ! -L %s ] && (cd %s && Z) >"$s.new" 2>/dev/null; then mv -f "$s.new" "$s" 2>/dev/null; else rm -f "$s.new" 2>/dev/null; fi
+`, stampFuncs, Quote(stampsOf(dst)), Quote(dst), Quote(dst), Quote(dst))
 }
 
 // CleanupScript removes the temporary directory tmp of a failed publish of

@@ -77,12 +77,15 @@ if ! { { echo $$; readlink /proc/self/ns/pid 2>/dev/null || :; } >"$k/%s" && [ !
 // renames it to GonePrefix + "$$-<rand>", since rm deletes the owner file
 // long before the rest: a shell killed while deleting leaves a directory
 // whose name holds its pid, which D removes once that process is gone.
-// When the rename fails, it deletes $t in place. Best effort.
+// When the rename fails, it deletes $t in place. A directory that is not
+// writable gets its owner's permissions first; files are never chmodded,
+// since a carried file shares its inode with the copy in place. Best
+// effort.
 func dropScript(tmp string) string {
 	dir, base := path.Split(tmp)
 	return fmt.Sprintf(`g=%s$$%s
 if [ -d "$t" ] && [ ! -L "$t" ] && [ ! -e "$g" ] && [ ! -L "$g" ] && mv "$t" "$g" 2>/dev/null; then t=$g; fi
-rm -rf "$t" 2>/dev/null || { chmod -R u+rwx "$t"; rm -rf "$t"; } 2>/dev/null
+rm -rf "$t" 2>/dev/null || { find "$t" -type d -exec chmod u+rwx {} +; rm -rf "$t"; } 2>/dev/null
 `, Quote(dir+GonePrefix), Quote(base[strings.LastIndexByte(base, '-'):]))
 }
 
@@ -130,7 +133,7 @@ case "${__g##*/}" in ` + GonePrefix + `*) __p=${__g##*/` + GonePrefix + `}; __o=
 __p=${__p%%-*}
 case "$__p" in ''|*[!0-9]*) continue;; esac
 if [ "$__p" = "$$" ]; then [ -n "$__o" ] || continue; elif L "$__p"; then continue; fi
-rm -rf "$__g" 2>/dev/null || { chmod -R u+rwx "$__g"; rm -rf "$__g"; } 2>/dev/null
+rm -rf "$__g" 2>/dev/null || { find "$__g" -type d -exec chmod u+rwx {} +; rm -rf "$__g"; } 2>/dev/null
 done; }
 `
 

@@ -22,6 +22,14 @@ type Shape struct {
 // of them 2 MiB.
 var Standard = Shape{Dirs: 20, Files: 100, MinBytes: 512, MaxBytes: 16 << 10, Large: 4, Large1: 2 << 20, Seed: 1}
 
+// Pages is the large benchmark tree, the size of a real documentation
+// repository (tldr-pages: 38,490 files): 38 directories x 1,000 files of
+// 128 B–4 KiB, about 80 MB.
+var Pages = Shape{Dirs: 38, Files: 1000, MinBytes: 128, MaxBytes: 4 << 10, Seed: 2}
+
+// Shapes are the named shapes, for the benchmark commands' flags.
+var Shapes = map[string]Shape{"standard": Standard, "pages": Pages}
+
 // Tree is what Write wrote.
 type Tree struct {
 	Dirs  []string // the skill directories

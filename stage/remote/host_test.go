@@ -280,7 +280,7 @@ func TestHostDropMidStream(t *testing.T) {
 	for _, e := range entries {
 		names = append(names, e.Name())
 	}
-	assert.Equal(t, []string{".airlock-manifest-x.json", "x"}, names)
+	assert.Equal(t, []string{".airlock-manifest-x.json", ".airlock-stamps-x", "x"}, names)
 }
 
 // tempDirs lists the temporary directories under root.

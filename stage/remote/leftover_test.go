@@ -266,7 +266,7 @@ func testSlowRm(t *testing.T, h *remote.Host, dir string) {
 	for _, e := range ents {
 		names = append(names, e.Name())
 	}
-	assert.Equal(t, []string{".airlock-manifest-x.json", "x"}, names)
+	assert.Equal(t, []string{".airlock-manifest-x.json", ".airlock-stamps-x", "x"}, names)
 }
 
 // TestHostRefusesLinkedRoot: Assets and Unstage over SSH refuse a stage

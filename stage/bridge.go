@@ -33,14 +33,17 @@ func WithControlTimeout(d time.Duration) BridgeOption {
 
 // Bridge is a Target for sandboxes that can only run shell commands. It
 // needs POSIX sh and tar (plus mkdir, mv, rm, cat, chmod) in the sandbox,
-// and uses sha256sum or openssl (for delta publish) and mv --exchange when
+// and uses awk, cp -al, find, stat and sha256sum or openssl (for delta
+// publish) and mv --exchange when
 // the sandbox has them.
 //
 // A changed asset costs two commands. The first makes the root and an
 // exclusive temporary directory (a control step: it must report the
-// directory made within the control deadline), copies the unchanged files
-// from the previous copy and checks their SHA-256 in the sandbox (delta
-// publish; a long list of them is carried by a command of its own), and
+// directory made within the control deadline), carries the unchanged
+// files from the previous copy (delta publish: hard links for the files
+// whose stamps the last publish recorded and that are unchanged, copies
+// checked against their SHA-256 for the others; a long list of them is
+// carried by a command of its own), and
 // then receives the rest of the tree as a single buffered tar stream on its
 // stdin (a data step). The second checks the transfer completed and moves
 // the tree and its manifest into place: renames alone are its control step
@@ -543,10 +546,11 @@ const (
 	gonePrefix = shell.GonePrefix
 )
 
-// carry copies the unchanged files of plan from the previous copy dst
-// into tmp/new/tree inside the sandbox (a copy, never a link), has the
-// sandbox hash each copy, and returns the files whose copy has the SHA-256
-// the manifest gives: those need not be sent. A copy that is missing, not
+// carry carries the unchanged files of plan from the previous copy dst
+// into tmp/new/tree inside the sandbox (a hard link for a file its stamps
+// vouch for, else a copy the sandbox hashes; see shell.StampsName), and
+// returns the files linked or whose copy has the SHA-256 the manifest
+// gives: those need not be sent. A copy that is missing, not
 // a regular file or has other bytes is sent as usual (the transfer
 // replaces it). It is the carry of a plan too long to travel in the send
 // command's script: its script travels on stdin, so its length is not

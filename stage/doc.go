@@ -36,9 +36,18 @@
 //     is no longer a directory is published again.
 //   - Delta publish: re-staging changed content sends only the files that
 //     differ from the stored manifest ([StagedAsset].Sent counts what was
-//     sent); the others are copied from the previous copy into the fresh
-//     directory — never linked — and checked there against their SHA-256
-//     (a sandbox without sha256sum gets every file again).
+//     sent); the others come from the previous copy. [Dir] copies them
+//     into the fresh directory and checks their SHA-256. [Bridge] has the
+//     sandbox record each file's stamp (inode, size, modification and
+//     change time) when it publishes a copy; at the next publish a file
+//     whose stamp and mode are unchanged is hard-linked into the fresh
+//     copy unread (the previous copy is deleted right after the publish,
+//     so each file ends with one link), and the others are copied and
+//     hashed there; [WithVerify] still reads back every byte. A sandbox
+//     without awk, or without sha256sum and openssl, gets every file
+//     again. A file rewritten in place within the file system's clock
+//     tick of the publish, keeping its size, passes the stamp check: the
+//     staged copy is no boundary against the sandbox that holds it.
 //   - File names are bytes: a name that is not valid UTF-8 is staged as it
 //     is, and the manifest records it losslessly (a "path_hex" key), so
 //     every digest is injective over the tree.

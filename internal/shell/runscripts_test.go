@@ -407,3 +407,42 @@ func sameFile(t *testing.T, a, b string) bool {
 	require.NoError(t, err)
 	return os.SameFile(fa, fb)
 }
+
+// TestCarryRaceSwappedFile: a file of the previous copy replaced between
+// the stamp check and the link (here by a cp that swaps it first, as an
+// agent racing the stage would) is not reported linked and is taken out
+// of the new tree, so the host sends it; its neighbour is still linked.
+func TestCarryRaceSwappedFile(t *testing.T) {
+	cpPath, err := exec.LookPath("cp")
+	require.NoError(t, err)
+	for _, sh := range shells(t) {
+		t.Run(strings.Join(sh, " "), func(t *testing.T) {
+			root := filepath.Join(t.TempDir(), "root")
+			dst, mf := filepath.Join(root, "a"), filepath.Join(root, shell.ManifestName("a"))
+			tmp := filepath.Join(root, shell.TempPrefix+"a-0011")
+			stream, _ := stageTree(t)
+			_, stderr, status := shRun(t, sh, shell.SendScript(shell.Send{Root: root, Tmp: tmp, Dst: dst, Hash: true}), stream)
+			require.Equal(t, 0, status, "send: %s", stderr)
+			_, stderr, status = shRun(t, sh, shell.PublishScript(tmp, dst, mf, "a", false), nil)
+			require.Equal(t, 0, status, "publish: %s", stderr)
+
+			bin := t.TempDir()
+			swap := "#!/bin/sh\nif [ \"$1\" = -al ]; then printf CARRY >x.new && mv -f x.new x; fi\nexec " + cpPath + " \"$@\"\n"
+			require.NoError(t, os.WriteFile(filepath.Join(bin, "cp"), []byte(swap), 0o755))
+			if out, _, _ := shRun(t, sh, "PATH="+bin+":$PATH\ncommand -v cp", nil); strings.TrimSpace(out) != filepath.Join(bin, "cp") {
+				t.Skipf("%s runs its own cp (%q), not one from PATH: the swap cannot be planted", sh[0], strings.TrimSpace(out))
+			}
+			sum := func(s string) string { h := sha256.Sum256([]byte(s)); return hex.EncodeToString(h[:]) }
+			plan := shell.PlanCarry([]shell.CarryFile{{Path: "x", Mode: 0o600, SHA256: sum("carry")}, {Path: "d/f", Mode: 0o644, SHA256: sum("content")}})
+			tmp2 := filepath.Join(root, shell.TempPrefix+"a-02")
+			require.NoError(t, os.MkdirAll(tmp2, 0o700))
+			out, stderr, status := shRun(t, sh, "PATH="+bin+":$PATH\n"+shell.CarryScript(&plan, tmp2, dst), nil)
+			require.Equal(t, 0, status, "carry: %s", stderr)
+			assert.Contains(t, out, shell.LinkedLine+"d/f\n")
+			assert.NotContains(t, out, shell.LinkedLine+"x\n")
+			assert.Equal(t, map[string]bool{"d/f": true}, report(t, out, plan.Want).Hashes, "x is sent")
+			assert.NoFileExists(t, filepath.Join(tmp2, "new", "tree", "x"), "the swapped file is taken out before the stream")
+			assert.Equal(t, "CARRY", readString(t, filepath.Join(dst, "x")), "the copy in place is the sandbox's own business")
+		})
+	}
+}

@@ -127,7 +127,8 @@ func StampsName(name string) string { return StageReserved + "-stamps-" + name }
 // as a hard link, vouched for by its stamps.
 const LinkedLine = "airlock-linked "
 
-// stampFuncs defines Z [MODE-FORMATS]: the stamps of the regular files
+// stampFuncs defines Y, the inode and path of each regular file under the
+// working directory, and Z [MODE-FORMATS]: the stamps of the regular files
 // under the working directory, one line each: inode, size, modification
 // and change times to the nanosecond, the mode when asked, then the path
 // (./…). It takes them with GNU find's -printf where the sandbox has it
@@ -136,7 +137,8 @@ const LinkedLine = "airlock-linked "
 // the path: " " to record, " %m " and " %a " to have the mode too. A
 // sandbox that changes its tools between two publishes vouches for
 // nothing at the second: the lines differ.
-const stampFuncs = `Z() { if find . -maxdepth 0 -printf '' >/dev/null 2>&1; then F=5; find . -type f -printf "%i %s %T@ %C@${1:- }%p\n"; else F=9; find . -type f -exec stat -c "%i %s %y %z${2:- }%n" {} +; fi; }
+const stampFuncs = `Y() { if find . -maxdepth 0 -printf '' >/dev/null 2>&1; then find . -type f -printf '%i %p\n'; else find . -type f -exec stat -c '%i %n' {} +; fi; }
+Z() { if find . -maxdepth 0 -printf '' >/dev/null 2>&1; then F=5; find . -type f -printf "%i %s %T@ %C@${1:- }%p\n"; else F=9; find . -type f -exec stat -c "%i %s %y %z${2:- }%n" {} +; fi; }
 `
 
 // carryFuncs defines the carry's shell functions, with $n the new tree.
@@ -156,7 +158,9 @@ const stampFuncs = `Z() { if find . -maxdepth 0 -printf '' >/dev/null 2>&1; then
 // directories, the files hard links), then whatever is not a vouched file
 // is taken out of it (files that changed or left, anything that is not a
 // regular file, directories left empty; the stream brings back the
-// host's), and each vouched file is reported on a LinkedLine. The others
+// host's), and each vouched file still there as the inode its stamp
+// named is reported on a LinkedLine (one replaced or removed meanwhile is
+// taken out and not reported: it is sent). The others
 // are carried by C, batched by mode. When any of that fails (no cp -al,
 // find or stat %y here, say), $n is made anew and every file goes through
 // C. Without awk nothing is carried: every file is sent.
@@ -167,8 +171,8 @@ tar -c -f - -- "$@" 2>/dev/null | (cd "$n" && tar -x -o -f - 2>/dev/null)
 P='function put(m, f) { if (w && (c != m || w > B)) { print "" > R; w = 0 }
 if (!w) { printf "C %s", m > R; c = m; w = 1 }; printf " \047%s\047", f > R; w += length(f) + 3 }
 FILENAME == ARGV[1] { r[$0]; next }
-FILENAME == ARGV[2] { o = F; for (i = 1; i <= F; i++) o += length($i); p = substr($0, o + 1); d[p] = $F; k[p] = substr($0, 1, o - length($F) - 1) p; next }
-{ f = substr($0, length($1) + 2); q = "./" f; ok = (q in k) && d[q] == $1 && (k[q] in r); if (ok) { print f > L; z[q] }
+FILENAME == ARGV[2] { o = F; for (i = 1; i <= F; i++) o += length($i); p = substr($0, o + 1); d[p] = $F; k[p] = substr($0, 1, o - length($F) - 1) p; e[p] = $1; next }
+{ f = substr($0, length($1) + 2); q = "./" f; ok = (q in k) && d[q] == $1 && (k[q] in r); if (ok) { print e[q] " " f > L; z[q] }
 if (index(f, "\047")) gsub(/\047/, "\047\"\047\"\047", f); if (!ok) put($1, f) }
 END { printf "" > L; printf "" > D; if (w) print "" > R; else printf "" > R; for (p in k) if (!(p in z)) print p > D }'
 Q() { awk -v L="$n.l" -v R="$n.r" -v D="$n.d" -v B=` + carryBatch + ` -v F="$F" "$P" "$@" "$n.p" 2>/dev/null; }
@@ -176,9 +180,9 @@ K() { s=$1; F=0; : >"$n.c"; cat >"$n.p" || return 0
 if [ -f "$s" ] && [ ! -L "$s" ]; then Z ' %m ' ' %a ' >"$n.c" 2>/dev/null || : >"$n.c"; else s=/dev/null; fi
 if ! Q "$s" "$n.c"; then :
 elif [ ! -s "$n.l" ]; then . "$n.r"
-elif rmdir "$n" >/dev/null 2>&1 && cp -al . "$n" >/dev/null 2>&1 && (cd "$n" && { [ "$(id -u 2>/dev/null)" = 0 ] || find . -type d ! -perm -700 -exec chmod u+rwx {} +; } && find . ! -type f ! -type d -exec rm -f {} + && tr '\n' '\0' <"$n.d" | xargs -0 rm -f -- && { [ ! -s "$n.d" ] || find . -depth -mindepth 1 -type d -exec rmdir {} + 2>/dev/null || :; }) >/dev/null 2>&1; then awk '{ print "` + LinkedLine + `" $0 }' "$n.l"; . "$n.r"
+elif rmdir "$n" >/dev/null 2>&1 && cp -al . "$n" >/dev/null 2>&1 && (cd "$n" && { { [ "$(id -u 2>/dev/null)" = 0 ] || find . -type d ! -perm -700 -exec chmod u+rwx {} +; } && find . ! -type f ! -type d -exec rm -f {} + && tr '\n' '\0' <"$n.d" | xargs -0 rm -f -- && { [ ! -s "$n.d" ] || find . -depth -mindepth 1 -type d -exec rmdir {} + 2>/dev/null || :; }; } >/dev/null 2>&1 && Y >"$n.f" 2>/dev/null); then awk -v X="$n.x" 'FILENAME == ARGV[1] { h[substr($0, length($1) + 2)] = $1; next } { p = substr($0, length($1) + 2); if (h["./" p] == $1) print "` + LinkedLine + `" p; else print p > X } END { printf "" > X }' "$n.f" "$n.l" && (cd "$n" && tr '\n' '\0' <"$n.x" | xargs -0 rm -f --) >/dev/null 2>&1; . "$n.r"
 else rm -rf "$n" >/dev/null 2>&1 && mkdir -p "$n" >/dev/null 2>&1 && Q /dev/null /dev/null && . "$n.r"; fi
-rm -f "$n.c" "$n.p" "$n.l" "$n.r" "$n.d" >/dev/null 2>&1; }
+rm -f "$n.c" "$n.p" "$n.l" "$n.r" "$n.d" "$n.f" "$n.x" >/dev/null 2>&1; }
 `
 
 // carryBatch bounds the bytes of file names one C call holds (ARG_MAX is

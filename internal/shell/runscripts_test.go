@@ -391,10 +391,19 @@ func TestCarryLinksVouchedFiles(t *testing.T) {
 			assert.Equal(t, os.FileMode(0o600), fi.Mode().Perm(), "the copy has the manifest's")
 
 			require.NoError(t, os.Chmod(filepath.Join(dst, "x"), 0o600))
+			require.NoError(t, os.WriteFile(filepath.Join(dst, "d", "f"), []byte("content"), 0o644))
+			for _, junk := range []string{"j1", "j2", "j3", "j4", "j5"} {
+				require.NoError(t, os.WriteFile(filepath.Join(dst, junk), []byte(junk), 0o644))
+			}
+			tree, linked, hashes = carry("a-025")
+			assert.Empty(t, linked, "two of seven files vouched for: copying them beats linking the whole copy")
+			assert.Equal(t, map[string]bool{"x": true, "d/f": true}, hashes)
+			assert.NoFileExists(t, filepath.Join(tree, "j1"), "what the sandbox added stays out")
+
 			require.NoError(t, os.Remove(stamps))
 			_, linked, hashes = carry("a-03")
 			assert.Empty(t, linked, "no stamps, no links")
-			assert.Equal(t, map[string]bool{"x": true}, hashes)
+			assert.Equal(t, map[string]bool{"x": true, "d/f": true}, hashes)
 		})
 	}
 }

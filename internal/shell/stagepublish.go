@@ -164,7 +164,9 @@ Z() { if find . -maxdepth 0 -printf '' >/dev/null 2>&1; then F=5; find . -type f
 // taken out and not reported: it is sent). The others
 // are carried by C, batched by mode. When any of that fails (no cp -al,
 // find or stat %y here, say), $n is made anew and every file goes through
-// C. Without awk nothing is carried: every file is sent.
+// C, as are all of them when fewer than half the files of the previous
+// copy are vouched for (linking it whole would cost more than copying
+// those). Without awk nothing is carried: every file is sent.
 const carryFuncs = `H() { if command -v openssl >/dev/null 2>&1; then openssl dgst -sha256 -r "$@"; else sha256sum -- "$@"; fi; }
 C() { m=$1; shift
 tar -c -f - -- "$@" 2>/dev/null | (cd "$n" && tar -x -o -f - 2>/dev/null)
@@ -181,6 +183,7 @@ K() { s=$1; F=0; : >"$n.c"; cat >"$n.p" || return 0
 if [ -f "$s" ] && [ ! -L "$s" ]; then Z ' %m ' ' %a ' >"$n.c" 2>/dev/null || : >"$n.c"; else s=/dev/null; fi
 if ! Q "$s" "$n.c"; then :
 elif [ ! -s "$n.l" ]; then . "$n.r"
+elif [ $(($(wc -l <"$n.l") * 2)) -lt "$(wc -l <"$n.c")" ]; then Q /dev/null /dev/null && . "$n.r"
 elif rmdir "$n" >/dev/null 2>&1 && cp -al . "$n" >/dev/null 2>&1 && (cd "$n" && { { [ "$(id -u 2>/dev/null)" = 0 ] || find . -type d ! -perm -700 -exec chmod u+rwx {} +; } && find . ! -type f ! -type d -exec rm -f {} + && tr '\n' '\0' <"$n.d" | xargs -0 rm -f -- && { [ ! -s "$n.d" ] || find . -depth -mindepth 1 -type d -exec rmdir {} + 2>/dev/null || :; }; } >/dev/null 2>&1 && Y >"$n.f" 2>/dev/null); then awk -v X="$n.x" 'FILENAME == ARGV[1] { h[substr($0, length($1) + 2)] = $1; next } { p = substr($0, length($1) + 2); if (h["./" p] == $1) print "` + LinkedLine + `" p; else print p > X } END { printf "" > X }' "$n.f" "$n.l" && (cd "$n" && tr '\n' '\0' <"$n.x" | xargs -0 rm -f --) >/dev/null 2>&1; . "$n.r"
 else rm -rf "$n" >/dev/null 2>&1 && mkdir -p "$n" >/dev/null 2>&1 && Q /dev/null /dev/null && . "$n.r"; fi
 rm -f "$n.c" "$n.p" "$n.l" "$n.r" "$n.d" "$n.f" "$n.x" >/dev/null 2>&1; }

@@ -342,14 +342,8 @@ func TestCarryLinksVouchedFiles(t *testing.T) {
 	for _, sh := range shells(t) {
 		t.Run(strings.Join(sh, " "), func(t *testing.T) {
 			root := filepath.Join(t.TempDir(), "it's a root")
-			dst, mf := filepath.Join(root, "a"), filepath.Join(root, shell.ManifestName("a"))
+			dst := publishTree(t, sh, root)
 			stamps := filepath.Join(root, shell.StampsName("a"))
-			tmp := filepath.Join(root, shell.TempPrefix+"a-0011")
-			stream, _ := stageTree(t)
-			_, stderr, status := shRun(t, sh, shell.SendScript(shell.Send{Root: root, Tmp: tmp, Dst: dst, Hash: true}), stream)
-			require.Equal(t, 0, status, "send: %s", stderr)
-			_, stderr, status = shRun(t, sh, shell.PublishScript(tmp, dst, mf, "a", false), nil)
-			require.Equal(t, 0, status, "publish: %s", stderr)
 			rec := readString(t, stamps)
 			assert.Regexp(t, `(?m)^[0-9]+ 7 .+ \./d/f$`, rec)
 			assert.Regexp(t, `(?m)^[0-9]+ 5 .+ \./x$`, rec)
@@ -427,13 +421,7 @@ func TestCarryRaceSwappedFile(t *testing.T) {
 	for _, sh := range shells(t) {
 		t.Run(strings.Join(sh, " "), func(t *testing.T) {
 			root := filepath.Join(t.TempDir(), "root")
-			dst, mf := filepath.Join(root, "a"), filepath.Join(root, shell.ManifestName("a"))
-			tmp := filepath.Join(root, shell.TempPrefix+"a-0011")
-			stream, _ := stageTree(t)
-			_, stderr, status := shRun(t, sh, shell.SendScript(shell.Send{Root: root, Tmp: tmp, Dst: dst, Hash: true}), stream)
-			require.Equal(t, 0, status, "send: %s", stderr)
-			_, stderr, status = shRun(t, sh, shell.PublishScript(tmp, dst, mf, "a", false), nil)
-			require.Equal(t, 0, status, "publish: %s", stderr)
+			dst := publishTree(t, sh, root)
 
 			bin := t.TempDir()
 			swap := "#!/bin/sh\nif [ \"$1\" = -al ]; then printf CARRY >x.new && mv -f x.new x; fi\nexec " + cpPath + " \"$@\"\n"
@@ -454,4 +442,18 @@ func TestCarryRaceSwappedFile(t *testing.T) {
 			assert.Equal(t, "CARRY", readString(t, filepath.Join(dst, "x")), "the copy in place is the sandbox's own business")
 		})
 	}
+}
+
+// publishTree sends stageTree's tree to root/a under sh and publishes it;
+// it returns the copy's path.
+func publishTree(t *testing.T, sh []string, root string) string {
+	t.Helper()
+	dst, mf := filepath.Join(root, "a"), filepath.Join(root, shell.ManifestName("a"))
+	tmp := filepath.Join(root, shell.TempPrefix+"a-0011")
+	stream, _ := stageTree(t)
+	_, stderr, status := shRun(t, sh, shell.SendScript(shell.Send{Root: root, Tmp: tmp, Dst: dst, Hash: true}), stream)
+	require.Equal(t, 0, status, "send: %s", stderr)
+	_, stderr, status = shRun(t, sh, shell.PublishScript(tmp, dst, mf, "a", false), nil)
+	require.Equal(t, 0, status, "publish: %s", stderr)
+	return dst
 }

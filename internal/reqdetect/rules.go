@@ -37,3 +37,19 @@ func register(stage int, name, doc string, rules []rule) bool {
 	ruleTables = append(ruleTables, ruleTable{stage, name, doc, rules})
 	return true
 }
+
+// base returns the rule a table row embeds.
+func (r rule) base() rule { return r }
+
+// ruleList returns the rules of a table's rows, in order.
+func ruleList[T interface{ base() rule }](rows []T) []rule {
+	out := make([]rule, len(rows))
+	for k, r := range rows {
+		out[k] = r.base()
+	}
+	return out
+}
+
+// foreignCue is the id of a reason recorded by note alone: languages.go's
+// readers of other languages (rule 9).
+var foreignCue = rule{"foreign-cue", "rule 9: a cue word of another language decides it"}

@@ -51,25 +51,54 @@ func markRepoWork(units []*unit) {
 				if m.role != roleOutput || m.delivery || u.item && !u.listed || m.verb >= 0 && u.cls[m.verb] == verbExport {
 					continue
 				}
-				dirs, ext := pathParts(m.name)
-				switch {
-				case sourceExts[ext] && (code || slices.ContainsFunc(dirs, func(d string) bool { return sourceDirs[d] })):
-					m.role = roleRepo
-					m.note(u, "repository work: a source file created in the source tree", p.start, p.end-1)
-				case sourceExts[ext] && pr:
-					m.role = roleRepo
-					m.note(u, "repository work: a source file of a change the text asks to open as a pull request, branch or commit", p.start, p.end-1)
-				case (builds || built) && (m.checked ||
-					(buildExts[ext] || slices.ContainsFunc(dirs, func(d string) bool { return buildDirs[d] })) &&
-						m.verb >= 0 && buildVerbs[lemmaOf(u.toks[m.verb].low)]):
-					m.role = roleRepo
-					m.note(u, "repository work: a build output", p.start, p.end-1)
+				c := repoCtx{u: u, m: m, code: code, pr: pr, builds: builds || built}
+				c.dirs, c.ext = pathParts(m.name)
+				for _, r := range repoRules {
+					if r.match(&c) {
+						m.role = roleRepo
+						m.decide(u, r.rule, "", p.start, p.end-1)
+						break
+					}
 				}
 			}
 		}
 		built, prev = builds, u
 	}
 }
+
+// repoCtx is what repoRules read about an output file m of unit u.
+type repoCtx struct {
+	u                *unit
+	m                *mention
+	code, pr, builds bool // a code noun in its phrase; a pull request asked for; the project built here or just before
+	dirs             []string
+	ext              string
+}
+
+type repoRule struct {
+	rule
+	match func(c *repoCtx) bool
+}
+
+func (c *repoCtx) under(set map[string]bool) bool {
+	return slices.ContainsFunc(c.dirs, func(d string) bool { return set[d] })
+}
+
+// repoRules make an output file repository work (rule 8): the first row
+// that matches decides.
+var repoRules = []repoRule{
+	{rule{"repo-source-tree", "repository work: a source file created in the source tree"},
+		func(c *repoCtx) bool { return sourceExts[c.ext] && (c.code || c.under(sourceDirs)) }},
+	{rule{"repo-change-module", "repository work: a source file of a change the text asks to open as a pull request, branch or commit"},
+		func(c *repoCtx) bool { return sourceExts[c.ext] && c.pr }},
+	{rule{"repo-build-output", "repository work: a build output"},
+		func(c *repoCtx) bool {
+			return c.builds && (c.m.checked || (buildExts[c.ext] || c.under(buildDirs)) &&
+				c.m.verb >= 0 && buildVerbs[lemmaOf(c.u.toks[c.m.verb].low)])
+		}},
+}
+
+var _ = register(5, "repo", "repository work across the text (rule 8): the first row that matches", ruleList(repoRules))
 
 // reaches reports whether a reference in unit ref (a pronoun, a noun
 // phrase naming an earlier file, a qualifier, a denial remark or a build
@@ -182,6 +211,8 @@ func listVerb(lead *unit, i int) bool {
 	return isOutputish(c)
 }
 
+var deniedWrite = rule{"denied-write", "denied: an expected-denied write (rule 7)"}
+
 // markDenials marks denied-write phrases (rule 7).
 func markDenials(units []*unit) {
 	for ui, u := range units {
@@ -202,7 +233,7 @@ func markDenials(units []*unit) {
 			for _, m := range p.mentions {
 				if (whole || m.tok < marker) && m.role == roleOutput && !m.forbid {
 					m.role, m.delivery = roleDenied, false
-					m.note(u, "denied: an expected-denied write", p.start, p.end-1)
+					m.decide(u, deniedWrite, "", p.start, p.end-1)
 				}
 			}
 		}
@@ -238,64 +269,95 @@ func resolvePronouns(units []*unit) {
 			if own {
 				continue
 			}
-			ms, ph, from := antecedent(units, ui, pi, p)
-			switch {
-			case deliver:
-				for _, m := range ms {
-					if !m.forbid {
-						m.role, m.delivery = roleOutput, true
-						m.note(u, "delivered: a delivery verb refers back to it", p.start, p.end-1)
-					}
-				}
-				if ph != nil {
-					ph.delivered = true
-				}
-				if len(ms) > 0 || ph != nil {
-					p.signal, p.delivered = false, false
-				}
-			case p.negDeliver:
-				for _, m := range ms {
-					m.forbid = true
-					m.note(u, "forbidden: a negated delivery refers back to it", p.start, p.end-1)
-				}
-				if ph != nil {
-					ph.forbid = true
-				}
-			case repoRef:
-				for _, m := range ms {
-					m.repoRef = true
-					m.note(u, "repository work: a repository verb refers back to it", p.start, p.end-1)
-				}
-				// "build the Docker image and push it to the registry": the
-				// unnamed request it refers to is repository work too.
-				if ph != nil && !ph.delivered {
-					ph.signal = false
-				}
-			case makeRef:
-				for _, m := range ms {
-					if m.role == roleInput || m.role == roleNone {
-						m.role = roleOutput
-						m.note(u, "output: a verb of making refers back to it (\"create it\")", p.start, p.end-1)
-					}
-				}
-			case inlineRef:
-				for _, m := range ms {
-					if m.role == roleOutput && !m.delivery {
-						m.role = roleInline
-						m.note(u, "inline: a verb of showing refers back to it with an inline marker", p.start, p.end-1)
-					}
-				}
-				// "Render README.md as HTML and paste it here": the
-				// unnamed request it refers to is shown, not delivered.
-				for _, q := range []*phrase{ph, from} {
-					if q != nil && !q.delivered {
-						q.signal = false
-					}
+			c := pronounCtx{u: u, p: p, deliver: deliver, repoRef: repoRef, makeRef: makeRef, inlineRef: inlineRef}
+			c.ms, c.ph, c.from = antecedent(units, ui, pi, p)
+			for _, r := range pronounRules {
+				if r.match(&c) {
+					r.apply(&c, r.rule)
+					break
 				}
 			}
 		}
 	}
 }
+
+// pronounCtx is what pronounRules read: phrase p of u refers back to the
+// files ms or the unnamed request ph (from: the phrase it was found in).
+type pronounCtx struct {
+	u                                    *unit
+	p, ph, from                          *phrase
+	ms                                   []*mention
+	deliver, repoRef, makeRef, inlineRef bool
+}
+
+type pronounRule struct {
+	rule
+	match func(c *pronounCtx) bool
+	apply func(c *pronounCtx, r rule)
+}
+
+// each records r on every file m it refers to for which ok holds.
+func (c *pronounCtx) each(r rule, ok func(m *mention) bool, set func(m *mention)) {
+	for _, m := range c.ms {
+		if ok(m) {
+			set(m)
+			m.decide(c.u, r, "", c.p.start, c.p.end-1)
+		}
+	}
+}
+
+// pronounRules give the files a pronoun or anaphor refers to the role of
+// the verb that refers: the first row that matches decides.
+var pronounRules = []pronounRule{
+	{rule{"pronoun-delivered", "delivered: a delivery verb refers back to it"},
+		func(c *pronounCtx) bool { return c.deliver },
+		func(c *pronounCtx, r rule) {
+			c.each(r, func(m *mention) bool { return !m.forbid }, func(m *mention) { m.role, m.delivery = roleOutput, true })
+			if c.ph != nil {
+				c.ph.delivered = true
+			}
+			if len(c.ms) > 0 || c.ph != nil {
+				c.p.signal, c.p.delivered = false, false
+			}
+		}},
+	{rule{"pronoun-forbidden", "forbidden: a negated delivery refers back to it"},
+		func(c *pronounCtx) bool { return c.p.negDeliver },
+		func(c *pronounCtx, r rule) {
+			c.each(r, func(*mention) bool { return true }, func(m *mention) { m.forbid = true })
+			if c.ph != nil {
+				c.ph.forbid = true
+			}
+		}},
+	// "build the Docker image and push it to the registry": the unnamed
+	// request it refers to is repository work too.
+	{rule{"pronoun-repo", "repository work: a repository verb refers back to it"},
+		func(c *pronounCtx) bool { return c.repoRef },
+		func(c *pronounCtx, r rule) {
+			c.each(r, func(*mention) bool { return true }, func(m *mention) { m.repoRef = true })
+			if c.ph != nil && !c.ph.delivered {
+				c.ph.signal = false
+			}
+		}},
+	{rule{"pronoun-made", `output: a verb of making refers back to it ("create it")`},
+		func(c *pronounCtx) bool { return c.makeRef },
+		func(c *pronounCtx, r rule) {
+			c.each(r, func(m *mention) bool { return m.role == roleInput || m.role == roleNone }, func(m *mention) { m.role = roleOutput })
+		}},
+	// "Render README.md as HTML and paste it here": the unnamed request it
+	// refers to is shown, not delivered.
+	{rule{"pronoun-inline", "inline: a verb of showing refers back to it with an inline marker"},
+		func(c *pronounCtx) bool { return c.inlineRef },
+		func(c *pronounCtx, r rule) {
+			c.each(r, func(m *mention) bool { return m.role == roleOutput && !m.delivery }, func(m *mention) { m.role = roleInline })
+			for _, q := range []*phrase{c.ph, c.from} {
+				if q != nil && !q.delivered {
+					q.signal = false
+				}
+			}
+		}},
+}
+
+var _ = register(5, "pronoun", "what a pronoun or anaphor refers back to takes the referring verb's role: the first row that matches", ruleList(pronounRules))
 
 // shows reports whether phrase p has a verb that presents its object itself
 // (showVerbs: "show", "paste", "print"), not negated: with an inline marker
@@ -560,14 +622,15 @@ func (c candidate) delivered() bool {
 	return false
 }
 
+var notDeliverable = rule{"not-deliverable", "exempt: the sentence after its request says it is not a deliverable (rule 6)"}
+
 func (c candidate) exempt(q *unit) {
-	const rule = "exempt: the sentence after its request says it is not a deliverable"
 	if c.phrase != nil {
 		c.phrase.exempt = true
 	}
 	for _, m := range c.mentions {
 		m.exempt = true
-		m.note(q, rule, q.qualifier, len(q.toks)-1)
+		m.decide(q, notDeliverable, "", q.qualifier, len(q.toks)-1)
 	}
 }
 
@@ -669,9 +732,9 @@ func collect(units []*unit) Result {
 		default:
 			by = v.last
 		}
-		why.Rule, why.Span = by.rule, by.span
-		if why.Rule == "" {
-			why.Rule = "no rule gave it a role"
+		why.ID, why.Rule, why.Span = by.id, by.rule, by.span
+		if why.ID == "" {
+			why.ID, why.Rule = noRole.id, noRole.doc
 		}
 		if why.Requested {
 			r.Files = append(r.Files, name)
@@ -679,15 +742,70 @@ func collect(units []*unit) Result {
 		r.Why = append(r.Why, why)
 	}
 	slices.Sort(r.Files)
-	switch {
-	case len(r.Files) > 0:
-		r.File = true
-		r.Decision = Reason{Requested: true, Rule: "a named file is requested: " + strings.Join(r.Files, ", ")}
-	case unnamed != nil:
-		r.File = true
-		r.Decision = Reason{Requested: true, Rule: unnamed.rule, Span: unnamed.span}
-	default:
-		r.Decision = Reason{Rule: "no request for a file survives"}
+	c := decisionCtx{r: &r, unnamed: unnamed}
+	for _, d := range decisionRules {
+		if d.match(&c) {
+			r.File = d.requested
+			r.Decision = d.decide(&c)
+			r.Decision.Requested = d.requested
+			break
+		}
 	}
 	return r
 }
+
+// decisionCtx is what decisionRules read: the reasons of every file and
+// the first unnamed request that survives.
+type decisionCtx struct {
+	r       *Result
+	unnamed *phrase
+}
+
+type decisionRule struct {
+	rule
+	requested bool
+	match     func(c *decisionCtx) bool
+	decide    func(c *decisionCtx) Reason // its ID is the rule that decided: a file's, the request's, or the row's own
+}
+
+// firstWhy returns the first reason whose Requested is want.
+func (c *decisionCtx) firstWhy(want bool) (Reason, bool) {
+	for _, w := range c.r.Why {
+		if w.Requested == want {
+			return w, true
+		}
+	}
+	return Reason{}, false
+}
+
+// decisionRules make the overall decision (Result.File): the first row that
+// matches decides. The decision's ID is that of the reason behind it.
+var decisionRules = []decisionRule{
+	{rule{"named-file", "a named file is requested: the decision takes the rule of the first one mentioned"}, true,
+		func(c *decisionCtx) bool { return len(c.r.Files) > 0 },
+		func(c *decisionCtx) Reason {
+			w, _ := c.firstWhy(true)
+			return Reason{ID: w.ID, Rule: "a named file is requested: " + strings.Join(c.r.Files, ", "), Span: w.Span}
+		}},
+	{rule{"unnamed-file", "an unnamed request for a file survives: the decision takes its rule"}, true,
+		func(c *decisionCtx) bool { return c.unnamed != nil },
+		func(c *decisionCtx) Reason {
+			return Reason{ID: c.unnamed.id, Rule: c.unnamed.rule, Span: c.unnamed.span}
+		}},
+	{rule{"no-request", "no request for a file survives: the decision takes the rule of the first file mentioned, if any"}, false,
+		func(*decisionCtx) bool { return true },
+		func(c *decisionCtx) Reason {
+			if w, ok := c.firstWhy(false); ok {
+				return Reason{ID: w.ID, Rule: "no request for a file survives; first " + w.File + ": " + w.Rule, Span: w.Span}
+			}
+			return Reason{ID: "no-request", Rule: "no request for a file survives"}
+		}},
+}
+
+// noRole explains a file no rule gave a role.
+var noRole = rule{"no-role", "no rule gave it a role"}
+
+var _ = register(6, "decision", "the overall decision: the first row that matches", ruleList(decisionRules))
+
+var _ = register(5, "across", "single rules of the later stages: inputs under a heading, denials, qualifiers, attempts",
+	[]rule{inputHeading, deniedWrite, notDeliverable, attemptTarget, noRole, foreignCue})

@@ -42,9 +42,9 @@ func (r Reason) String() string {
 		name = r.File
 	}
 	if r.Span == "" {
-		return fmt.Sprintf("%s: %s (%s)", name, verdict, r.Rule)
+		return fmt.Sprintf("%s: %s [%s] (%s)", name, verdict, r.ID, r.Rule)
 	}
-	return fmt.Sprintf("%s: %s (%s) in %q", name, verdict, r.Rule, r.Span)
+	return fmt.Sprintf("%s: %s [%s] (%s) in %q", name, verdict, r.ID, r.Rule, r.Span)
 }
 
 // Detect reads a task's objective (the text the host bound to the run, never
@@ -87,7 +87,8 @@ func Detect(objective string) Result {
 }
 
 // Explain returns Detect's trace for objective, one line per file and one
-// for the decision: for tests and debugging. Its wording is not stable.
+// for the decision, each with the id of the rule that decided it in
+// brackets: for tests and debugging. Its wording is not stable.
 func Explain(objective string) string {
 	r := Detect(objective)
 	var b strings.Builder

@@ -122,7 +122,9 @@ func detectCheck(t *testing.T, objective string, r Result) {
 		assert.Contains(t, objective, w.File, "a reason names a file of the objective")
 		assert.Contains(t, objective, w.Span, "a reason's span is text of the objective")
 		assert.NotEmpty(t, w.Rule, "every reason names its rule")
+		assert.Contains(t, ruleIDs(), w.ID, "a reason's id is a registered rule's")
 	}
+	assert.Contains(t, ruleIDs(), r.Decision.ID, "the decision's id is a registered rule's")
 }
 
 // runCases checks every case and prints Explain's trace for a failing one.
@@ -195,7 +197,7 @@ func TestExplainCoversEveryFile(t *testing.T) {
 		}
 	}
 	got := Explain("Fix the broken links in docs/guide.md and attach the updated file.")
-	assert.Contains(t, got, `docs/guide.md: requested (delivered: a delivery verb refers back to it) in "and attach the updated file"`)
+	assert.Contains(t, got, `docs/guide.md: requested [pronoun-delivered] (delivered: a delivery verb refers back to it) in "and attach the updated file"`)
 }
 
 func TestParseCaseRejectsMalformed(t *testing.T) {
@@ -395,6 +397,35 @@ func BenchmarkDetectLinear(b *testing.B) {
 					Detect(shapes[name])
 				}
 			})
+		}
+	}
+}
+
+// ruleIDs returns the ids of every registered rule.
+func ruleIDs() map[string]bool {
+	ids := map[string]bool{}
+	for _, tab := range ruleTables {
+		for _, r := range tab.rules {
+			ids[r.id] = true
+		}
+	}
+	return ids
+}
+
+// Every rule has a kebab-case id no other rule has and a one-line doc.
+func TestRuleTables(t *testing.T) {
+	seen := map[string]string{}
+	require.NotEmpty(t, ruleTables)
+	for _, tab := range ruleTables {
+		require.NotEmpty(t, tab.rules, "table %s", tab.name)
+		for _, r := range tab.rules {
+			assert.Regexp(t, `^[a-z0-9]+(-[a-z0-9]+)*$`, r.id, "table %s", tab.name)
+			assert.NotEmpty(t, r.doc, "rule %s", r.id)
+			assert.NotContains(t, r.doc, "\n", "rule %s", r.id)
+			if prev, dup := seen[r.id]; dup {
+				t.Errorf("rule id %q is in table %s and in table %s", r.id, prev, tab.name)
+			}
+			seen[r.id] = tab.name
 		}
 	}
 }

@@ -158,6 +158,8 @@ func inputLabel(line string) bool {
 	return slices.Contains(inputLabels, s)
 }
 
+var inputHeading = rule{"input-heading", "input: listed under a heading or label for inputs, context or references (rule 10)"}
+
 // listedInputs makes the files of a unit under an input heading or label
 // that no verb made outputs inputs the text presents (rule 10).
 func listedInputs(u *unit) {
@@ -165,7 +167,7 @@ func listedInputs(u *unit) {
 		for _, m := range p.mentions {
 			if m.role == roleNone || m.role == roleOutput && m.verb < 0 && !m.delivery {
 				m.role, m.existing = roleInput, true
-				m.note(u, "input: listed under a heading or label for inputs, context or references", m.tok, m.tok)
+				m.decide(u, inputHeading, "", m.tok, m.tok)
 			}
 		}
 	}

@@ -106,6 +106,29 @@ func (p *phrase) request(u *unit, rule string, a, b int) {
 	}
 }
 
+// requestBy records an unnamed file request read by rule r, quoting
+// detail, over tokens a..b.
+func (p *phrase) requestBy(u *unit, r rule, detail string, a, b int) {
+	p.signal = true
+	if p.rule == "" {
+		p.decide(u, r, detail, a, b)
+	}
+}
+
+// Requests for a file the text does not name (rule 1), in the order
+// readPhrase and signalAt try them.
+var (
+	ruleAttachUnnamed  = rule{"attach-unnamed", "unnamed request: an attach or upload verb or a delivery marker"}
+	ruleExportUnnamed  = rule{"export-unnamed", "unnamed request: an export verb"}
+	ruleDestFormat     = rule{"dest-format", "unnamed request: a file or format after a destination preposition"}
+	ruleBareFormat     = rule{"bare-format", `unnamed request: a format standing as its own clause ("— PDF, one page")`}
+	ruleAcceptedFormat = rule{"accepted-format", `unnamed request: a file or format accepted as the answer ("a Markdown file is fine")`}
+	ruleOutputObject   = rule{"output-object", "unnamed request: a file or format is the object of an output verb"}
+)
+
+var _ = register(4, "unnamed", "requests for a file the text does not name",
+	[]rule{ruleAttachUnnamed, ruleExportUnnamed, ruleDestFormat, ruleBareFormat, ruleAcceptedFormat, ruleOutputObject})
+
 // namesOutput reports whether the phrase names an output file (requested or
 // forbidden): its unnamed request, if any, is about that file.
 func (p *phrase) namesOutput() bool {
@@ -228,11 +251,11 @@ func readPhrase(u *unit, p *phrase) {
 
 	p.returns = (p.send || p.attach) && hasWord(u, p, returnParticles)
 	if p.attach || p.marker {
-		p.request(u, "unnamed request: an attach or upload verb or a delivery marker", p.start, p.end-1)
+		p.requestBy(u, ruleAttachUnnamed, "", p.start, p.end-1)
 		p.delivered = true
 	}
 	if p.export && !p.inline {
-		p.request(u, "unnamed request: an export verb", p.start, p.end-1)
+		p.requestBy(u, ruleExportUnnamed, "", p.start, p.end-1)
 	}
 	if p.negated || u.question {
 		p.signal = false
@@ -1342,37 +1365,37 @@ func signalAt(u *unit, p *phrase, i, lastVerb, head int, prep string, prepOfVerb
 			// JSON"; not the particle of "look into JSON Schema").
 			if hc != verbInput && hc != verbReply && hc != verbEdit && hc != verbStated || digest ||
 				t.is(resultPreps...) && (hc == verbEdit || hc == verbInput && i > head+1) {
-				p.request(u, "unnamed request: "+dest(t.low), i, min(k, p.end-1))
+				p.requestBy(u, ruleDestFormat, t.low, i, min(k, p.end-1))
 			}
 		case t.is("to"):
 			// "to a JSON file" or "to a PDF" after a transform verb is a
 			// file; "to JSON" stays a text request (rule 3).
 			if outputish || vc == verbTransform && (noun || format && formats[toks[k].low]) {
-				p.request(u, "unnamed request: "+dest(t.low), i, min(k, p.end-1))
+				p.requestBy(u, ruleDestFormat, t.low, i, min(k, p.end-1))
 			}
 		case t.is("in"):
 			switch {
 			case format && k+1 < p.end && toks[k+1].is(formatWords...):
 				if hc != verbInput && hc != verbReply && hc != verbEdit {
-					p.request(u, "unnamed request: "+dest(t.low), i, min(k, p.end-1))
+					p.requestBy(u, ruleDestFormat, t.low, i, min(k, p.end-1))
 				}
 			case !toks[i+1].is(indefArticles...) || i > 0 && toks[i-1].is(locatedBe...):
 				// "in the PDF" is where something already is; "what is in a PDF"
 			case isOutputish(hc) || digest:
-				p.request(u, "unnamed request: "+dest(t.low), i, min(k, p.end-1)) // "put the results in a CSV", "summarize X in a PDF"
+				p.requestBy(u, ruleDestFormat, t.low, i, min(k, p.end-1)) // "put the results in a CSV", "summarize X in a PDF"
 			case hc == verbReply && (noun || formats[toks[k].low]):
-				p.request(u, "unnamed request: "+dest(t.low), i, min(k, p.end-1)) // "explain the results in a Word document"
+				p.requestBy(u, ruleDestFormat, t.low, i, min(k, p.end-1)) // "explain the results in a Word document"
 			}
 		}
 		return
 	}
 
 	if bareFormat(u, i, p.end) && (isOutputish(hc) || isOutputish(vc) || i >= 2 && toks[i-2].is(outputSubjects...)) {
-		p.request(u, "unnamed request: a format standing as its own clause (\"— PDF, one page\")", i, i)
+		p.requestBy(u, ruleBareFormat, "", i, i)
 		return
 	}
 	if acceptedFormat(u, i, p.end) {
-		p.request(u, "unnamed request: a file or format accepted as the answer (\"a Markdown file is fine\")", i, min(i+3, p.end-1))
+		p.requestBy(u, ruleAcceptedFormat, "", i, min(i+3, p.end-1))
 		return
 	}
 	strong := formats[t.low] && formatHead(u, i, p.end) || countedFormat(u, i, p.end) || formatDocument(u, i, p.end)
@@ -1390,7 +1413,7 @@ func signalAt(u *unit, p *phrase, i, lastVerb, head int, prep string, prepOfVerb
 	if prepOfVerb {
 		return // "advice on naming files": not the verb's object
 	}
-	p.request(u, "unnamed request: a file or format is the object of the output verb", max(lastVerb, p.start), i)
+	p.requestBy(u, ruleOutputObject, "", max(lastVerb, p.start), i)
 }
 
 // destAdjective reports whether toks[k] may modify a destination's format
@@ -1518,11 +1541,6 @@ func phrasalMake(u *unit, i int) bool {
 	}
 	v := toks[i-3]
 	return v.kind == tokWord && !functionWords[v.low] && !determiners[v.low] && lemmaOf(v.low) == ""
-}
-
-// dest names the destination rule of the preposition w.
-func dest(w string) string {
-	return "a file or format after the destination \"" + w + "\""
 }
 
 // isOutputish reports whether a verb of class c makes its object an

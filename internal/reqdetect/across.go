@@ -98,7 +98,7 @@ var repoRules = []repoRule{
 		}},
 }
 
-var _ = register(5, "repo", "repository work across the text (rule 8): the first row that matches", ruleList(repoRules))
+var _ = register(50, "repo", "repository work across the text (rule 8): the first row that matches", ruleList(repoRules))
 
 // reaches reports whether a reference in unit ref (a pronoun, a noun
 // phrase naming an earlier file, a qualifier, a denial remark or a build
@@ -357,7 +357,7 @@ var pronounRules = []pronounRule{
 		}},
 }
 
-var _ = register(5, "pronoun", "what a pronoun or anaphor refers back to takes the referring verb's role: the first row that matches", ruleList(pronounRules))
+var _ = register(52, "pronoun", "what a pronoun or anaphor refers back to takes the referring verb's role: the first row that matches", ruleList(pronounRules))
 
 // shows reports whether phrase p has a verb that presents its object itself
 // (showVerbs: "show", "paste", "print"), not negated: with an inline marker
@@ -805,7 +805,7 @@ var decisionRules = []decisionRule{
 // noRole explains a file no rule gave a role.
 var noRole = rule{"no-role", "no rule gave it a role"}
 
-var _ = register(6, "decision", "the overall decision: the first row that matches", ruleList(decisionRules))
+var _ = register(60, "decision", "the overall decision: the first row that matches", ruleList(decisionRules))
 
-var _ = register(5, "across", "single rules of the later stages: inputs under a heading, denials, qualifiers, attempts",
+var _ = register(51, "across", "single rules of the later stages: inputs under a heading, denials, qualifiers, attempts",
 	[]rule{inputHeading, deniedWrite, notDeliverable, attemptTarget, noRole, foreignCue})

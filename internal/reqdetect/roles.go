@@ -126,7 +126,7 @@ var (
 	ruleOutputObject   = rule{"output-object", "unnamed request: a file or format is the object of an output verb"}
 )
 
-var _ = register(4, "unnamed", "requests for a file the text does not name",
+var _ = register(43, "unnamed", "requests for a file the text does not name",
 	[]rule{ruleAttachUnnamed, ruleExportUnnamed, ruleDestFormat, ruleBareFormat, ruleAcceptedFormat, ruleOutputObject})
 
 // namesOutput reports whether the phrase names an output file (requested or

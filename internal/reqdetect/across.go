@@ -6,32 +6,14 @@ import (
 	"strings"
 )
 
-// ---------------------------------------------------------------------------
 // Stage 5: across units
 
 // markRepoWork makes the outputs of code tasks repository work (rule 8):
-//
-//   - a source file created in the source tree: a source-code extension
-//     (sourceExts) and a source directory in its path ("src/Button.tsx")
-//     or a code noun in its phrase ("a new React component in Button.tsx", "a
-//     unit test in parser_test.go");
-//   - a build output: after a unit or in a unit that builds the project ("build
-//     the project", "compile the app"), a file under a build directory or with
-//     a build extension ("dist/app.js", "public/bundle.js") that the build
-//     verb produces, or any file that a passive verb checks ("make sure
-//     dist/app.js is generated", "make sure site/index.html is produced"); an
-//     explicit "write the log to build.log" stays an output;
-//   - a source file made in a text that asks anywhere for a pull request,
-//     branch or commit (not negated): a module of that change ("split it
-//     into invoice_model.py and invoice_tax.py … and open a pull request").
-//
-// A Deliverables item, a delivered file (attach, send, downloadable…) and an
-// exported one stay requested.
 func markRepoWork(units []*unit) {
 	built := false // the unit before builds the project
-	// A text that asks for a pull request, branch or commit anywhere does
-	// code work: the source files it makes ("split it into model.py and
-	// render.py … and open a pull request") are modules of that change.
+	// A text that asks for a pull request, branch or commit anywhere does code work: the source files
+	// it makes ("split it into model.py and render.py … and open a pull request") are modules of that
+	// change.
 	pr := false
 	for _, u := range units {
 		for _, p := range u.phrases {
@@ -100,13 +82,11 @@ var repoRules = []repoRule{
 
 var _ = register(50, "repo", "repository work across the text (rule 8): the first row that matches", ruleList(repoRules))
 
-// reaches reports whether a reference in unit ref (a pronoun, a noun
-// phrase naming an earlier file, a qualifier, a denial remark or a build
-// step) may reach back to unit to: a sentence of a Deliverables item or of
-// a bullet a request introduces refers only within its own item (rule 4
-// reads "within such an item"), so "- a branch release/s14 with the version
-// bump" leaves the file of the item above it alone; prose refers across
-// its sentences.
+// reaches reports whether a reference in unit ref (a pronoun, a noun phrase naming an earlier file,
+// a qualifier, a denial remark or a build step) may reach back to unit to: a sentence of a
+// Deliverables item or of a bullet a request introduces refers only within its own item (rule 4
+// reads "within such an item"), so "- a branch release/s14 with the version bump" leaves the file
+// of the item above it alone; prose refers across its sentences.
 func reaches(ref, to *unit) bool {
 	return to != nil && (!ref.item || ref.block == to.block)
 }
@@ -146,12 +126,10 @@ func pathParts(s string) (dirs []string, ext string) {
 	return parts[:len(parts)-1], base[strings.LastIndexByte(base, '.')+1:]
 }
 
-// requestsList reports whether the unit lead, a line ending in ":", asks for
-// the files listed below it: its last phrase has an output or delivery verb,
-// not negated, a pointer or file noun for its object ("Create these:",
-// "Write the two files below:", "Attach the following files:") or a want
-// verb with no object of its own ("What I need back:"), and no output file
-// of its own.
+// requestsList reports whether the unit lead, a line ending in ":", asks for the files listed below
+// it: its last phrase has an output or delivery verb, not negated, a pointer or file noun for its
+// object ("Create these:", "Write the two files below:", "Attach the following files:") or a want
+// verb with no object of its own ("What I need back:"), and no output file of its own.
 func requestsList(lead *unit) bool {
 	if lead.listRead {
 		return lead.listAsks
@@ -190,16 +168,15 @@ func asksForList(lead *unit) bool {
 			object = true
 		}
 	}
-	// A verb with no object of its own before the colon asks for the list
-	// itself ("Return:", "What I need back:", "Your output should
-	// include:"), as it does with a pointer ("We need the following:").
+	// A verb with no object of its own before the colon asks for the list itself ("Return:", "What I
+	// need back:", "Your output should include:"), as it does with a pointer ("We need the
+	// following:").
 	return pointer || verb && !object
 }
 
-// listVerb reports whether toks[i] of a list lead asks for what follows: an
-// output, delivery or want verb, or "the output" before a be-form, not
-// negated; an output or delivery verb after a wh-word and "to" ("What to
-// deliver:") heads the list too.
+// listVerb reports whether toks[i] of a list lead asks for what follows: an output, delivery or
+// want verb, or "the output" before a be-form, not negated; an output or delivery verb after a
+// wh-word and "to" ("What to deliver:") heads the list too.
 func listVerb(lead *unit, i int) bool {
 	c := lead.cls[i]
 	if lead.neg[i] || c == verbNone {
@@ -359,10 +336,9 @@ var pronounRules = []pronounRule{
 
 var _ = register(52, "pronoun", "what a pronoun or anaphor refers back to takes the referring verb's role: the first row that matches", ruleList(pronounRules))
 
-// shows reports whether phrase p has a verb that presents its object itself
-// (showVerbs: "show", "paste", "print"), not negated: with an inline marker
-// and a pronoun ("show it to me inline") the file it refers to is written in
-// the reply. "Summarize it in the chat" writes something else there.
+// shows reports whether phrase p has a verb that presents its object itself (showVerbs: "show",
+// "paste", "print"), not negated: with an inline marker and a pronoun ("show it to me inline") the
+// file it refers to is written in the reply.
 func shows(u *unit, p *phrase) bool {
 	for i := p.start; i < p.end; i++ {
 		if u.verbAt(i) && !u.neg[i] && showVerbs[lemmaOf(u.toks[i].low)] {
@@ -372,10 +348,9 @@ func shows(u *unit, p *phrase) bool {
 	return false
 }
 
-// makes reports whether phrase p has a verb of making (makingVerbs:
-// "create", "generate", "write"), not negated, in its base form: with a
-// pronoun object the file it refers to is made ("Check whether out.json
-// exists; if not, create it").
+// makes reports whether phrase p has a verb of making (makingVerbs: "create", "generate", "write"),
+// not negated, in its base form: with a pronoun object the file it refers to is made ("Check
+// whether out.json exists; if not, create it").
 func makes(u *unit, p *phrase) bool {
 	for i := p.start; i < p.end; i++ {
 		if u.verbAt(i) && !u.neg[i] && makingVerbs[u.toks[i].low] {
@@ -395,19 +370,15 @@ func hasWord(u *unit, p *phrase, words []string) bool {
 	return false
 }
 
-// antecedent finds what a pronoun in phrase pi of unit ui refers to: the
-// files (the last one, or all of them for a plural) of the nearest earlier
-// phrase in the unit that has files, or an earlier phrase's unnamed request;
-// for the unit's first phrase, the last such phrase of the previous unit that
-// is not a bare qualifier or denial remark. It returns the files ms and the
-// phrase from that holds them, or the phrase ph whose unnamed request it is.
+// antecedent finds what a pronoun in phrase pi of unit ui refers to: the files (the last one, or
+// all of them for a plural) of the nearest earlier phrase in the unit that has files, or an earlier
+// phrase's unnamed request; for the unit's first phrase, the last such phrase of the previous unit
+// that is not a bare qualifier or denial remark.
 func antecedent(units []*unit, ui, pi int, ref *phrase) (ms []*mention, ph, from *phrase) {
 	plural, pair, np, sameDoc, part, kind := ref.plural, ref.pair, ref.anaphor, ref.sameDoc, ref.part, ref.kind
-	// pickLive picks from the files of p that are not inputs the text
-	// presents as already there (existing): "Numbers are in the export I
-	// attached (metrics.csv). Please make it something I can download"
-	// delivers the one-pager, not metrics.csv; "send it back" may return
-	// such a file.
+	// pickLive picks from the files of p that are not inputs the text presents as already there
+	// (existing): "Numbers are in the export I attached (metrics.csv). Please make it something I can
+	// download" delivers the one-pager, not metrics.csv; "send it back" may return such a file.
 	live := func(p *phrase) []*mention {
 		if ref.returns {
 			return p.mentions // "I attached budget.xlsx. Please fix the formulas and send it back."
@@ -421,18 +392,15 @@ func antecedent(units []*unit, ui, pi int, ref *phrase) (ms []*mention, ph, from
 		}
 		return ms[len(ms)-1:]
 	}
-	// made returns the files of phrase pp of unit pu that a noun phrase
-	// ("the updated file") names: a file made or edited earlier, not one
-	// read, or the file its participle's verb worked on ("Shorten
-	// abstract.txt … the shortened one"); adjacent says pp is the phrase
-	// right before the noun phrase.
+	// made returns the files of phrase pp of unit pu that a noun phrase ("the updated file") names: a
+	// file made or edited earlier, not one read, or the file its participle's verb worked on ("Shorten
+	// abstract.txt … the shortened one"); adjacent says pp is the phrase right before the noun phrase.
 	made := func(pu *unit, pp *phrase, adjacent bool) []*mention {
 		var got []*mention
 		acted := actedFrom(pu.toks, pp, part) // first word of pp that part's verb is, or -1
 		for _, m := range pp.mentions {
-			// "Reformat speakers.csv … the reformatted file": a transform
-			// that keeps the document (keepingTransforms), named by its
-			// participle; "Convert data.csv … the converted file" is the
+			// "Reformat speakers.csv … the reformatted file": a transform that keeps the document
+			// (keepingTransforms), named by its participle; "Convert data.csv … the converted file" is the
 			// product of the conversion.
 			byVerb := acted >= 0 && acted < m.tok && keepingTransforms[lemmaOf(part)]
 			if m.reshaped && !sameDoc && !byVerb {
@@ -445,10 +413,9 @@ func antecedent(units []*unit, ui, pi int, ref *phrase) (ms []*mention, ph, from
 				got = append(got, m) // "The team uses candidates.xlsx. … share the updated sheet"
 				continue
 			}
-			// A file no verb governs in the phrase right before, after a
-			// verb no lexicon lists, is what the noun phrase names ("Fill
-			// in the owners in raci.xlsx and upload the completed sheet",
-			// "Trim intro.mp4 … upload the shorter clip").
+			// A file no verb governs in the phrase right before, after a verb no lexicon lists, is what the
+			// noun phrase names ("Fill in the owners in raci.xlsx and upload the completed sheet", "Trim
+			// intro.mp4 … upload the shorter clip").
 			ungoverned := m.role == roleNone && (acted >= 0 && acted < m.tok || adjacent || kind != "")
 			if m.role == roleOutput || m.role == roleEdit || ungoverned {
 				got = append(got, m)
@@ -477,21 +444,19 @@ func antecedent(units []*unit, ui, pi int, ref *phrase) (ms []*mention, ph, from
 		case pp.signal:
 			return nil, pp, nil
 		case !np && makesUnnamed(u, pp):
-			// "Please turn this into a release overview … and deliver it
-			// as a PDF": the pronoun is that product, which has no name,
-			// not a file of an earlier sentence.
+			// "Please turn this into a release overview … and deliver it as a PDF": the pronoun is that
+			// product, which has no name, not a file of an earlier sentence.
 			return nil, nil, nil
 		}
 		// "review it and attach it", "Once you are done, please attach
 		// it": a phrase that names nothing is passed over.
 	}
 	if np && (pi == 0 || kind != "") {
-		// A noun phrase opening its sentence, or a kind noun anywhere in
-		// it, reaches the last phrase of the sentence before, past a bare
-		// qualifier or denial remark ("the onboarding doc (onboarding.docx)
-		// is too long. Can you cut it down and send the trimmed doc back?",
-		// ("Update the totals in q3.xlsx. Then upload the spreadsheet.",
-		// "Edit chapter3.docx. Then email me the edited chapter.").
+		// A noun phrase opening its sentence, or a kind noun anywhere in it, reaches the last phrase of
+		// the sentence before, past a bare qualifier or denial remark ("the onboarding doc
+		// (onboarding.docx) is too long. Can you cut it down and send the trimmed doc back?", ("Update
+		// the totals in q3.xlsx. Then upload the spreadsheet.", "Edit chapter3.docx. Then email me the
+		// edited chapter.").
 		for k := ui - 1; k >= 0 && k >= ui-3 && reaches(u, units[k]); k-- {
 			pu := units[k]
 			if pu.bare && (pu.qualifier >= 0 || pu.denial) {
@@ -537,11 +502,9 @@ func antecedent(units []*unit, ui, pi int, ref *phrase) (ms []*mention, ph, from
 	return got, nil, from
 }
 
-// makesUnnamed reports whether phrase p makes something it does not name:
-// an output or transform verb, not negated, whose object or output
-// preposition ("into", "as") opens with an indefinite article within
-// productSpan tokens ("write a summary", "turn this into a release
-// overview").
+// makesUnnamed reports whether phrase p makes something it does not name: an output or transform
+// verb, not negated, whose object or output preposition ("into", "as") opens with an indefinite
+// article within productSpan tokens ("write a summary", "turn this into a release overview").
 func makesUnnamed(u *unit, p *phrase) bool {
 	for i := p.start; i < p.end; i++ {
 		if !u.verbAt(i) || u.neg[i] || u.cls[i] != verbOutput && u.cls[i] != verbTransform {
@@ -560,9 +523,8 @@ func makesUnnamed(u *unit, p *phrase) bool {
 	return false
 }
 
-// liveMentions returns the files of phrase p that a pronoun may refer to:
-// all but the inputs the text presents as already there (mention.existing),
-// which only a delivery "back" returns.
+// liveMentions returns the files of phrase p that a pronoun may refer to: all but the inputs the
+// text presents as already there (mention.existing), which only a delivery "back" returns.
 func liveMentions(p *phrase) []*mention {
 	var ms []*mention
 	for _, m := range p.mentions {
@@ -584,9 +546,9 @@ func onlyInputs(p *phrase) bool {
 	return true
 }
 
-// changedPart reports whether part is the participle of an edit or
-// transform verb ("updated", "reformatted"): a noun phrase it modifies names
-// a file that the work changed, even one first named as an input.
+// changedPart reports whether part is the participle of an edit or transform verb ("updated",
+// "reformatted"): a noun phrase it modifies names a file that the work changed, even one first
+// named as an input.
 func changedPart(part string) bool {
 	c := verbClasses[lemmaOf(part)]
 	return part != "" && (c == verbEdit || c == verbTransform)

@@ -52,9 +52,8 @@ func readUnits(text string) []*unit {
 	// it last; paraLead is the lead of the paragraph being read.
 	var lead, paraLead *unit
 	block := 0 // numbers paragraphs, bullets and items: the sentences of one share it
-	// inputs is set under a heading or label for inputs (rule 10): by a
-	// heading until the next heading or Deliverables label, by a label line
-	// while its bullets last.
+	// inputs is set under a heading or label for inputs (rule 10): by a heading until the next heading
+	// or Deliverables label, by a label line while its bullets last.
 	inputs, byHeading := false, false
 	flush := func() {
 		got := splitSentences(para, false)
@@ -122,9 +121,8 @@ func readUnits(text string) []*unit {
 	return units
 }
 
-// cutLabel reports whether s starts with label, case folded, a run of
-// blanks in s matching each space of label ("Zu  liefern:"), and returns
-// the rest of s.
+// cutLabel reports whether s starts with label, case folded, a run of blanks in s matching each
+// space of label ("Zu  liefern:"), and returns the rest of s.
 func cutLabel(s, label string) (string, bool) {
 	words := strings.Split(label, " ")
 	for k, word := range words {
@@ -143,9 +141,8 @@ func cutLabel(s, label string) (string, bool) {
 	return s, true
 }
 
-// inputLabel reports whether line is a heading or label for inputs,
-// context or references (inputLabels: "## Context", "Inputs:", "**参考資料**",
-// "Kontext: …").
+// inputLabel reports whether line is a heading or label for inputs, context or references
+// (inputLabels: "## Context", "Inputs:", "**参考資料**", "Kontext: …").
 func inputLabel(line string) bool {
 	s := strings.TrimLeft(strings.TrimSpace(line), "#")
 	s = strings.ToLower(strings.Trim(strings.TrimSpace(s), emphasisMarks+blanks))
@@ -173,9 +170,8 @@ func listedInputs(u *unit) {
 	}
 }
 
-// readBlock collects the items of the Deliverables block whose label is
-// lines[i]; rest is the label line's text after the colon. It returns the items
-// and the index of the last line it consumed.
+// readBlock collects the items of the Deliverables block whose label is lines[i]; rest is the label
+// line's text after the colon. It returns the items and the index of the last line it consumed.
 func readBlock(lines []srcLine, i int, rest string) ([]*unit, int) {
 	var items [][]token
 	if strings.TrimSpace(rest) != "" {
@@ -274,10 +270,9 @@ func labelLine(line string) (string, bool) {
 	return "", false
 }
 
-// modifiedLabel reads a label of up to labelSpan words whose last word is a
-// labelTails word and whose other words are plain modifiers, followed by a
-// colon ("Expected outputs:", "Required artifacts: a.zip"): the text after
-// the colon is returned.
+// modifiedLabel reads a label of up to labelSpan words whose last word is a labelTails word and
+// whose other words are plain modifiers, followed by a colon ("Expected outputs:", "Required
+// artifacts: a.zip"): the text after the colon is returned.
 func modifiedLabel(s string) (string, bool) {
 	head, rest, ok := strings.Cut(s, ":")
 	if !ok {

@@ -4,11 +4,9 @@ package reqdetect
 
 import "fmt"
 
-// rule is one named decision of the reader, the way a go vet analyzer is a
-// named value with a Doc: a kebab-case id, unique in the package
-// ("deliver-verb", "input-heading", "negated-delivery"), and one line saying
-// what it reads and what it decides. Table rows embed it next to their
-// matcher; Reason.ID carries the id of the rule that decided.
+// rule is one named decision of the reader, the way a go vet analyzer is a named value with a Doc:
+// a kebab-case id, unique in the package ("deliver-verb", "input-heading", "negated-delivery"), and
+// one line saying what it reads and what it decides.
 type rule struct {
 	id  string
 	doc string

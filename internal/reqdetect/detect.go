@@ -27,6 +27,7 @@ type Result struct {
 type Reason struct {
 	File      string // the file name as written; "" for the overall decision
 	Requested bool   // the file (or, for the decision, a file) is requested
+	ID        string // the deciding rule's id ("output-prep"); doc.go lists every rule
 	Rule      string // the rule, in words: "output: the object of the output preposition \"into\""
 	Span      string // the text of the objective the rule read, verbatim
 }

@@ -42,6 +42,7 @@ type mention struct {
 // trace is the rule that decided something and the span of the objective it
 // read.
 type trace struct {
+	id   string
 	rule string
 	span string
 }
@@ -53,10 +54,16 @@ func (t *trace) note(u *unit, rule string, a, b int) {
 	}
 	a, b = max(a, 0), min(b, len(u.toks)-1)
 	lo, hi := u.toks[a].pos, u.toks[b].pos+len(u.toks[b].text)
-	t.rule, t.span = rule, ""
+	t.rule, t.span, t.id = rule, "", foreignCue.id
 	if 0 <= lo && lo <= hi && hi <= len(u.src) {
 		t.span = u.src[lo:hi]
 	}
+}
+
+// decide records rule r, quoting detail, over tokens a..b of u.
+func (t *trace) decide(u *unit, r rule, detail string, a, b int) {
+	t.note(u, r.text(detail), a, b)
+	t.id = r.id
 }
 
 // phrase is one verb phrase of a unit: toks[start:end].
@@ -652,168 +659,16 @@ func readMention(u *unit, p *phrase, i, lastVerb, head, gov int, prep string) *m
 	if vi >= 0 && vi < i {
 		from = vi
 	}
-	why := func(r fileRole, rule string) {
-		m.role = r
-		m.note(u, rule, from, i)
-	}
-	switch {
-	case u.question:
-		why(roleInput, "a question asks about the file, not for it")
-	case verb == verbEdit && editedPart(u, vi, gov):
-		why(roleEdit, "edited in place: \"of\" names the file whose part \""+toks[vi].text+"\" edits")
-	case inputPreps[prep]:
-		why(roleInput, "input: governed by the input preposition \""+prep+"\"")
-	case compared:
-		why(roleInput, "input: the standard of a comparison (\"the same way as NAME\", \"such as NAME\")")
-	case topic:
-		why(roleInput, "input: the topic of an embedded clause (\"a summary of how NAME differs …\")")
-	case vi >= 0 && vi < i && inSource(u, vi, i, prep):
-		why(roleInput, "input: inside the source phrase (\"from the notes in NAME\") of \""+toks[vi].text+"\"")
-	case presentedAfter(u, i, p.end):
-		why(roleInput, "input: a participle after it presents it as already there (\"x.xlsx attached\")")
-		m.existing = true
-	case verb == verbStated && formOf(toks[vi].low, lemmaOf(toks[vi].low)) == formS:
-		why(roleInput, "input: a statement of what something does (\""+toks[vi].text+"\")")
-	case verb == verbStated:
-		why(roleInput, "input: a statement about a file that exists (\""+toks[vi].text+"\")")
-		// "the export I attached (metrics.csv)", "the report the agency
-		// sent": a file given to the reader is not one to deliver back.
-		m.existing = presentedClasses[verbClasses[lemmaOf(toks[vi].low)]]
-	case locatedIn(u, gov):
-		why(roleInput, "input: a statement of where something already is")
-		// "The template is in the repo under templates/monthly.docx": the
-		// file is there already; a later pronoun passes it over.
-		m.existing = true
-	case outputPreps[prep] && (verb == verbNone || isOutputish(verb) || verb == verbTransform || verb == verbProbe ||
-		verb == verbInput && digestVerbs[lemmaOf(toks[vi].low)]):
-		// The object of an output preposition ("into NAME", "as NAME",
-		// "called NAME") is what the phrase produces, whatever its verb.
-		why(roleOutput, "output: the object of the output preposition \""+prep+"\"")
-		if verb == verbProbe {
-			m.role = roleInput
-			probeOutput(u, m, vi, i)
+	c := &mentionCtx{u: u, p: p, m: m, toks: toks, i: i, vi: vi, gov: gov, from: from, verb: verb, prep: prep,
+		compared: compared, topic: topic, target: target, need: need, inputGoverned: inputPreps[prep]}
+	c.firstRule(mentionRules)
+	for k := range mentionOverrides {
+		if mentionOverrides[k].match(c) {
+			c.apply(&mentionOverrides[k])
 		}
-	case verb == verbNone:
-		switch {
-		case existingAt(toks, i):
-			why(roleInput, "input: named as a file that already exists (\"the existing NAME\")")
-		case locatedSubject(u, i, p.end):
-			why(roleInput, "input: the subject of a statement of where it already is (\"NAME is in the shared drive\")")
-			m.existing = true
-		case i+1 < p.end && toks[i+1].is(compareLinks...):
-			why(roleInput, "input: one side of a comparison (\"NAME vs NAME\")")
-		case u.item && u.inPlace:
-			why(roleEdit, "edited in place: a Deliverables item that says \"in place\"")
-		case u.item && itemEdit(u, vi, i, gov):
-			why(roleEdit, "edited in place: the object of \""+toks[vi].text+"\", a verb opening the item that names no making")
-		case u.listed:
-			why(roleOutput, "output: named in a list that a request for files introduces")
-		case u.item:
-			why(roleOutput, "output: named in a Deliverables item")
-		case namedBy(u, i):
-			why(roleOutput, "output: the name a naming verb gives its object (\"name it NAME\")")
-		case wantsWork(u, i, p.end):
-			why(roleEdit, "edited in place: the subject of \""+toks[i+1].text+"\" is what the work changes")
-		case storedIn(u, gov):
-			why(roleOutput, "output: the place a product of the work (\"the result\") is kept")
-		case namesFileNoun(u, i):
-			why(roleOutput, "output: the name of the file a request asks for (\"keep them in one file, emails.md\")")
-		case goesTo(u, i):
-			why(roleOutput, "output: where something goes (\"results go in NAME\")")
-		case declaredOutput(u.toks, i, p.end):
-			why(roleOutput, "output: named as the output (\"NAME as the only output\")")
-		default:
-			why(roleNone, "no verb or output preposition governs the file")
-		}
-	case need:
-		// "The config (settings.yaml) needs to be shared with the mobile
-		// team": the file is there already; a later pronoun passes it over.
-		why(roleInput, "input: a passive delivery to someone else states a need (\"NAME needs to be shared with the team\")")
-		m.existing = true
-	case isOutputish(verb) && receives(u, vi, i, p.end):
-		why(roleEdit, "edited in place: the file receives what \""+toks[vi].text+"\" gives")
-	case isOutputish(verb) && changedBy(u, vi, i, p.end):
-		why(roleEdit, "edited in place: \""+toks[vi].text+"\" gives the file a new property (\"make the chart in report.pptx bigger\")")
-	case verb == verbWant && wantedChanged(u, vi, i):
-		why(roleEdit, "edited in place: what \""+toks[vi].text+"\" wants is the file changed (\"need the deck updated\")")
-	case isOutputish(verb):
-		why(roleOutput, "output: the object of the output verb \""+toks[vi].text+"\"")
-		if !target && isSourceOf(toks, i, p.end) {
-			why(roleInput, "input: the source of a file named after \"to/into/as\"") // "save notes.md as notes.pdf"
-		}
-	case verb == verbTransform:
-		why(roleInput, "input: the source of the transform verb \""+toks[vi].text+"\"")
-		switch {
-		case target:
-			why(roleOutput, "output: the destination of the transform verb \""+toks[vi].text+"\"")
-		case u.inPlace:
-			// "Translate menu.docx into Spanish in place": the file itself
-			// is changed, and stays the same document.
-			why(roleEdit, "edited in place: the object of the transform verb \""+toks[vi].text+"\" in a sentence that says \"in place\"")
-		case p.lastDest <= i:
-			// "Reformat config.yaml so the keys are sorted": with no
-			// destination the file itself is reshaped.
-			why(roleEdit, "edited in place: the object of the transform verb \""+toks[vi].text+"\", which names no destination")
-			m.reshaped = true
-		}
-	case verb == verbReply && howTo(toks, vi):
-		why(roleInput, "input: a how-to question (\""+toks[vi].text+"\") asks for knowledge, not work")
-	case verb == verbInput || verb == verbReply:
-		why(roleInput, "input: the object of the reading or reply verb \""+toks[vi].text+"\"")
-		// "You'll find the template in docs/template.docx": the file is
-		// there already; a later pronoun passes it over.
-		m.existing = findsThere(toks, vi)
-	case verb == verbEdit:
-		why(roleEdit, "edited in place: the object of \""+toks[vi].text+"\"")
-	case verb == verbRepo:
-		why(roleRepo, "repository work: the object of \""+toks[vi].text+"\"")
-	case verb == verbProbe:
-		why(roleInput, "an attempt, not an output")
-		probeOutput(u, m, vi, i)
 	}
-	if m.role == roleOutput && vi > 0 && vi < i && featureGerund(u, vi) {
-		// "Support writing metrics.json from the exporter service": a
-		// feature of the product, which writes the file (rule 11).
-		m.role = roleRepo
-		m.note(u, "repository work: a product feature that writes the file (\""+toks[vi-1].text+" "+toks[vi].text+"\")", vi-1, i)
-	}
-	if m.role == roleOutput && !u.item && vi > 0 && vi < i && productVerb(u, vi) {
-		// "Make the CLI save output.json by default", "The app should save
-		// settings.json on exit": the product writes the file (rule 11).
-		m.role = roleRepo
-		m.note(u, "repository work: a product writes the file (\""+toks[vi-1].text+" "+toks[vi].text+"\")", vi-1, i)
-	}
-	if m.role == roleOutput && !m.delivery && !u.item && modelNP(u, p, i) {
-		m.role = roleInput
-	}
-	if (m.role == roleInput || m.role == roleNone && !u.item) && !m.existing && modelRef(u, p, i, vi, prep, compared) {
-		m.role = roleInput
-		// "in the same format as churn_october.csv and attach it", "like
-		// q1_deck.pptx", "use template.docx": a model is an input a later
-		// pronoun passes over; "it" is the new output (rule 10).
-		m.existing = true
-		m.note(u, "input: named as a model, template, example or earlier version", max(i-modelSpan, p.start), i)
-	}
-	if m.role == roleOutput && p.repo {
-		m.role = roleRepo
-		m.note(u, "repository work: its phrase is about a pull request, branch or commit", p.start, p.end-1)
-	}
-	governedByDelivery := vi >= 0 && (verb == verbAttach || verb == verbSend) && !need
-	switch {
-	case u.neg[i]:
-		if m.role == roleOutput || governedByDelivery {
-			m.forbid = true
-			m.note(u, "forbidden: a negated output or delivery names it", p.start, i)
-		}
-		m.role = roleNone
-	case u.inl[i]:
-		m.role = roleInline
-		m.note(u, "inline: an inline marker covers it", i, p.end-1)
-	case u.question:
-	case !inputPreps[prep] && !m.existing && !compared && !topic && (p.marker && m.role != roleInput || (governedByDelivery && (p.attach || p.send))):
-		m.role, m.delivery = roleOutput, true
-		m.note(u, "delivered: a delivery verb or marker reaches it", p.start, p.end-1)
-	}
+	c.governedByDelivery = vi >= 0 && (verb == verbAttach || verb == verbSend) && !need
+	c.firstRule(mentionMarks)
 	return m
 }
 
@@ -1207,13 +1062,15 @@ func editedPart(u *unit, vi, gov int) bool {
 	return true
 }
 
+var attemptTarget = rule{"attempt-target", "output: the target of an attempted write"}
+
 // probeOutput makes the target of an attempted write an output ("attempt a
 // native write to x"), for markDenials to deny.
 func probeOutput(u *unit, m *mention, vi, i int) {
 	for k := vi + 1; k < i; k++ {
 		if verbClasses[lemmaOf(u.toks[k].low)] == verbOutput {
 			m.role = roleOutput
-			m.note(u, "output: the target of an attempted write", vi, i)
+			m.decide(u, attemptTarget, "", vi, i)
 			return
 		}
 	}

@@ -1,0 +1,55 @@
+package reqdetect
+
+import "fmt"
+
+// rule is one named decision of the reader, the way a go vet analyzer is a
+// named value with a Doc: a kebab-case id, unique in the package
+// ("deliver-verb", "input-heading", "negated-delivery"), and one line saying
+// what it reads and what it decides. Table rows embed it next to their
+// matcher; Reason.ID carries the id of the rule that decided.
+type rule struct {
+	id  string
+	doc string
+}
+
+// text is the rule's doc, with detail (the word it read) in parentheses.
+func (r rule) text(detail string) string {
+	if detail == "" {
+		return r.doc
+	}
+	return fmt.Sprintf("%s (%q)", r.doc, detail)
+}
+
+// ruleTable is one ordered table of rules, as doc.go lists it.
+type ruleTable struct {
+	stage int    // where the table sits in the reading: tables are listed by stage, then name
+	name  string // "mention", "foreign"
+	doc   string // one line
+	rules []rule
+}
+
+// ruleTables holds every table, registered by register.
+var ruleTables []ruleTable
+
+// register adds a table to the registry that doc.go and Explain's ids come
+// from; call it from a package-level var (var _ = register(...)).
+func register(stage int, name, doc string, rules []rule) bool {
+	ruleTables = append(ruleTables, ruleTable{stage, name, doc, rules})
+	return true
+}
+
+// base returns the rule a table row embeds.
+func (r rule) base() rule { return r }
+
+// ruleList returns the rules of a table's rows, in order.
+func ruleList[T interface{ base() rule }](rows []T) []rule {
+	out := make([]rule, len(rows))
+	for k, r := range rows {
+		out[k] = r.base()
+	}
+	return out
+}
+
+// foreignCue is the id of a reason recorded by note alone: languages.go's
+// readers of other languages (rule 9).
+var foreignCue = rule{"foreign-cue", "rule 9: a cue word of another language decides it"}

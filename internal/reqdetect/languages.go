@@ -10,6 +10,123 @@ import (
 // ---------------------------------------------------------------------------
 // Rule 9: tasks written in other languages
 
+// langTable holds the cue words of one language (rule 9), one field a
+// role: words separated by spaces, "_" for a space inside a cue
+// ("fichiers_de_sortie"), "*" ending a stem ("exportier*" reads
+// "exportiere", "exportieren"), "…" joining the head of a separable verb to
+// its particle ("voeg…bij"). A Latin word matches a cue when both, folded
+// (foldWord), are equal or the word starts with the stem; it may carry an
+// elided article before an apostrophe ("l'export") and clitics after a
+// hyphen ("exporte-le"). A CJK cue matches anywhere in a run of CJK text.
+// Adding a language is adding a table here and cases in testdata.
+type langTable struct {
+	code, name string
+	// Verb cues, by the role they give the files they govern: given with
+	// the task ("anbei"), attachment nouns ("Anhang"), delivery and export
+	// ("hänge an"), send ("schick"), making ("erstelle"), converting
+	// ("konvertiere"), reading ("lies") and answering in text ("antworte").
+	presented, attach, delivery, send, output, transform, input, reply string
+	// inline place an output in the reply ("hier"); negators negate the
+	// nearest verb ("nicht"); fileWords are file nouns ("Datei").
+	inline, negators, fileWords string
+	// Rule 10: model words before a file ("wie", "Vorlage"), or right after
+	// it in CJK text ("と同じ"), and model nouns after "as" ("als Vorlage").
+	model, modelAfter, modelNouns string
+	// Destination words before a file ("als", "成"); namingPreps are those
+	// that name a thing made with no verb; source words before or after it
+	// ("aus", "から").
+	destPreps, namingPreps, sourcePreps, sourceAfter string
+	// Rule 11: product nouns ("Skript") and verbs that build a feature
+	// ("implementiere").
+	productNouns, featureVerbs string
+	// Questions about something ("wie", "如何") and statements of what was
+	// done ("habe", "了", "已经").
+	whWords, howTo, perfect, doneAfter, doneBefore string
+	// function words tell the language; deliverables and inputs are the
+	// headings and labels of outputs ("Ergebnis") and of inputs ("Kontext").
+	function, deliverables, inputs string
+}
+
+var langTables = []*langTable{langDE, langFR, langES, langPT, langIT, langNL, langJA, langZH, langKO}
+
+// The cue lists the reader uses are the union of every table's field.
+var (
+	foreignPresented, foreignAttachNouns, foreignDelivery, foreignSend, foreignOutput, foreignTransform,
+	foreignInput, foreignReply, foreignInline, foreignNegators, foreignFileWords, foreignModel,
+	foreignModelAfter, foreignModelNouns, foreignDestPreps, foreignNamingPreps, foreignSourcePreps,
+	foreignSourceAfter, foreignProductNouns, foreignFeatureVerbs, foreignWhWords, foreignHowTo, foreignPerfect,
+	foreignDoneAfter, foreignDoneBefore []string
+	foreignSeparable     []separable
+	foreignFunctionWords = map[string]bool{}
+	// englishFunctionWords are common English words: a unit with more
+	// foreign function words than these, or with CJK text, is foreign.
+	englishFunctionWords = newSet("the and to of is it for with this that please me you your from into as be " +
+		"are on by then my our all should must can will")
+	// sharedFileWords are binary formats every language names as such.
+	sharedFileWords = "file pdf xlsx xls docx pptx png jpg zip csv excel powerpoint"
+	// foreignProductFlags open a command-line option whose value a product
+	// writes ("--output summary.json", "-o out.csv"): rule 11.
+	foreignProductFlags = []string{"--", "-o"}
+)
+
+// separable is a verb whose particle stands apart at the end of the clause
+// ("Voeg het bestand bij", "Lade sie hoch").
+type separable struct {
+	head, particle string
+	class          cueClass
+}
+
+func words(s string) []string {
+	f := strings.Fields(s)
+	for i, w := range f {
+		f[i] = strings.ReplaceAll(w, "_", " ")
+	}
+	return f
+}
+
+// buildLists joins the tables into the cue lists and adds their labels to
+// labelWords (longest first, so "Ergebnisse" is tried before "Ergebnis")
+// and inputLabels.
+func buildLists() {
+	var labels []string
+	foreignFileWords = words(sharedFileWords)
+	foreignModelNouns = []string{"template"}
+	for _, t := range langTables {
+		for _, f := range []struct {
+			dst   *[]string
+			src   string
+			class cueClass
+		}{
+			{&foreignPresented, t.presented, cuePresented}, {&foreignAttachNouns, t.attach, cueAttached},
+			{&foreignDelivery, t.delivery, cueDelivery}, {&foreignSend, t.send, cueSend},
+			{&foreignOutput, t.output, cueOutput}, {&foreignTransform, t.transform, cueTransform},
+			{&foreignInput, t.input, cueInput}, {&foreignReply, t.reply, cueReply},
+			{&foreignInline, t.inline, 0}, {&foreignNegators, t.negators, 0}, {&foreignFileWords, t.fileWords, 0},
+			{&foreignModel, t.model, 0}, {&foreignModelAfter, t.modelAfter, 0}, {&foreignModelNouns, t.modelNouns, 0},
+			{&foreignDestPreps, t.destPreps, 0}, {&foreignNamingPreps, t.namingPreps, 0},
+			{&foreignSourcePreps, t.sourcePreps, 0}, {&foreignSourceAfter, t.sourceAfter, 0},
+			{&foreignProductNouns, t.productNouns, 0}, {&foreignFeatureVerbs, t.featureVerbs, 0},
+			{&foreignWhWords, t.whWords, 0}, {&foreignHowTo, t.howTo, 0}, {&foreignPerfect, t.perfect, 0},
+			{&foreignDoneAfter, t.doneAfter, 0}, {&foreignDoneBefore, t.doneBefore, 0},
+		} {
+			for _, w := range words(f.src) {
+				if head, particle, ok := strings.Cut(w, "…"); ok {
+					foreignSeparable = append(foreignSeparable, separable{head, particle, f.class})
+					continue
+				}
+				*f.dst = append(*f.dst, w)
+			}
+		}
+		for _, w := range words(t.function) {
+			foreignFunctionWords[w] = true
+		}
+		labels = append(labels, words(t.deliverables)...)
+		inputLabels = append(inputLabels, words(t.inputs)...)
+	}
+	slices.SortStableFunc(labels, func(a, b string) int { return len(b) - len(a) })
+	labelWords = append(labelWords, labels...)
+}
+
 // cueClass is the role a cue word of another language gives the files it
 // governs (the lists are in lexicon.go).
 type cueClass uint8
@@ -157,6 +274,7 @@ func foldedList(l *[]string) []string {
 }
 
 func init() {
+	buildLists()
 	for _, c := range foreignCueClasses {
 		foldedList(c.words)
 	}
@@ -179,7 +297,7 @@ func startsUpper(s string) bool {
 func separableCue(w string, later map[string]int) cueClass {
 	for _, sv := range foreignSeparable {
 		step()
-		if head, particle, _ := strings.Cut(sv.verb, " "); foldWord(head) == w && later[particle] > 0 {
+		if foldWord(sv.head) == w && later[sv.particle] > 0 {
 			return sv.class
 		}
 	}

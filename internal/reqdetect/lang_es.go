@@ -1,0 +1,28 @@
+package reqdetect
+
+// langES is the cue table of Spanish (rule 9; languages.go reads it).
+var langES = &langTable{code: "es", name: "Spanish",
+	presented:    "adjunto adjuntos adjuntado adjuntada adjuntamos",
+	attach:       "anexo",
+	delivery:     "adjunta* adjunte* adjúnta* adjuntes exporta* expórta* guarda guardar guarde guardes guárda* sube subir suba súbe* descargable entrega* entrégal*",
+	send:         "envía* envia* enviar envíe* reenvía* devuelve* devuélve* comparte* compartir",
+	output:       "crea crear cree créa* escribe escribir redacta* genera generar genere prepara preparar produce elabora* haz",
+	transform:    "convierte* conviert* transforma* traduce* traduzca",
+	input:        "lee leer lea resume resumir resuma analiza* compara* revisa* examina* usa usar utiliza* consulta* abre mira",
+	reply:        "responde responder contesta* explica* dime",
+	inline:       "aquí aqui",
+	negators:     "no nunca ningún ninguna ninguno sin nada",
+	fileWords:    "archivo archivos",
+	model:        "plantilla modelo ejemplo basado basada basándote mismo misma igual estilo siguiendo",
+	modelNouns:   "plantilla modelo ejemplo",
+	destPreps:    "como a",
+	namingPreps:  "como",
+	sourcePreps:  "desde de",
+	productNouns: "botón boton comando herramienta programa función aplicación servicio opción funcionalidad",
+	featureVerbs: "añade* agrega* implementa* incorpora*",
+	whWords:      "quién qué cuándo cuál cómo dónde ¿cómo ¿qué ¿dónde ¿cuál",
+	perfect:      "he has ha hemos han",
+	function:     "los las y con por para una del este esta que aquí",
+	deliverables: "entregables entregable archivos_de_salida resultados_esperados a_entregar",
+	inputs:       "entradas archivos_de_entrada contexto antecedentes referencias fuentes adjuntos",
+}

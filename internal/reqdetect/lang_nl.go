@@ -1,0 +1,27 @@
+package reqdetect
+
+// langNL is the cue table of Dutch (rule 9; languages.go reads it).
+var langNL = &langTable{code: "nl", name: "Dutch",
+	presented:    "bijgevoegd",
+	attach:       "bijlage",
+	delivery:     "bijvoegen bij_te_voegen exporteer* opslaan upload* lever opleveren oplever* downloadbaar voeg…bij sla…op",
+	send:         "stuur* deel delen",
+	output:       "maak maken schrijf schrijven genereer genereren produceer creëer stel…op",
+	transform:    "converteer* vertaal* zet…om",
+	input:        "lees lezen vat samenvatten analyseer* vergelijk* bekijk* controleer* gebruik* beoordeel* vat…samen",
+	reply:        "antwoord beantwoord* vertel leg leg…uit",
+	inline:       "hier chat",
+	negators:     "niet geen zonder nooit niets",
+	fileWords:    "bestand bestanden",
+	model:        "zoals sjabloon voorbeeld gebaseerd hetzelfde dezelfde stijl volgens",
+	modelNouns:   "sjabloon voorbeeld",
+	destPreps:    "naar",
+	sourcePreps:  "uit van",
+	productNouns: "knop opdracht functie programma dienst optie functionaliteit",
+	featureVerbs: "voeg implementeer* bouw",
+	whWords:      "wat wanneer waarom welke hoe waar",
+	perfect:      "heb hebt heeft hebben",
+	function:     "het een en voor dit deze naar niet",
+	deliverables: "opleveringen oplevering uitvoerbestanden op_te_leveren",
+	inputs:       "invoer invoerbestanden achtergrond referenties bronnen bijlagen",
+}

@@ -1,0 +1,28 @@
+package reqdetect
+
+// langPT is the cue table of Portuguese (rule 9; languages.go reads it).
+var langPT = &langTable{code: "pt", name: "Portuguese",
+	presented:    "anexos anexado anexada segue seguem",
+	attach:       "anexo",
+	delivery:     "anexa* anexe* exporte salva salvar salve salvá* entregue publique",
+	send:         "envie compartilhe*",
+	output:       "cria criar crie escreva escrever redija gere gerar prepare produza elabore faça",
+	transform:    "converta converter converte transforme traduza",
+	input:        "leia ler resumo analise analisar revise examine use utilize consulte abra verifique",
+	reply:        "responda explique diga",
+	inline:       "aqui",
+	negators:     "não nao nenhum nenhuma sem",
+	fileWords:    "arquivo arquivos",
+	model:        "exemplo baseado baseada baseando mesmo mesma seguindo",
+	modelNouns:   "modelo exemplo",
+	destPreps:    "em para",
+	namingPreps:  "como",
+	sourcePreps:  "de da",
+	productNouns: "botão ferramenta função aplicativo serviço opção funcionalidade",
+	featureVerbs: "adicione adiciona* implemente",
+	whWords:      "quem quando qual como onde porque",
+	perfect:      "tenho tem temos têm",
+	function:     "os uma da dos das em não favor ao como",
+	deliverables: "entregáveis entregável entregas arquivos_de_saída",
+	inputs:       "arquivos_de_entrada referências fontes anexos contexto",
+}

@@ -188,7 +188,11 @@ func listVerb(lead *unit, i int) bool {
 	return isOutputish(c)
 }
 
-var deniedWrite = rule{"denied-write", "denied: an expected-denied write (rule 7)"}
+// The two ways a write is expected to be denied (rule 7).
+var (
+	denialMarker  = rule{"denial-marker", "denied: a remark in its phrase says the write is expected to be denied (rule 7)"}
+	deniedAttempt = rule{"denied-attempt", "denied: an attempt its sentence or the next says must be denied (rule 7)"}
+)
 
 // markDenials marks denied-write phrases (rule 7).
 func markDenials(units []*unit) {
@@ -210,7 +214,11 @@ func markDenials(units []*unit) {
 			for _, m := range p.mentions {
 				if (whole || m.tok < marker) && m.role == roleOutput && !m.forbid {
 					m.role, m.delivery = roleDenied, false
-					m.decide(u, deniedWrite, "", p.start, p.end-1)
+					r := deniedAttempt
+					if m.tok < marker {
+						r = denialMarker
+					}
+					m.decide(u, r, "", p.start, p.end-1)
 				}
 			}
 		}
@@ -770,4 +778,4 @@ var noRole = rule{"no-role", "no rule gave it a role"}
 var _ = register(60, "decision", "the overall decision: the first row that matches", ruleList(decisionRules))
 
 var _ = register(51, "across", "single rules of the later stages: inputs under a heading, denials, qualifiers, attempts",
-	[]rule{inputHeading, deniedWrite, notDeliverable, attemptTarget, noRole, foreignCue})
+	[]rule{inputHeading, denialMarker, deniedAttempt, notDeliverable, attemptTarget, noRole, foreignCue})

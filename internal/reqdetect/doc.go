@@ -25,146 +25,104 @@
 //
 // # Rules
 //
-// Table mention (stage 4): a file's role from the words that govern it: the
-// first row that matches.
+// Table mention (stage 4): a file's role from the words that govern it: the first row that matches.
 //
 //   - [question] a question asks about the file, not for it
-//   - [edited-part] edited in place: "of" names the file whose part an edit
-//     verb edits
+//   - [edited-part] edited in place: "of" names the file whose part an edit verb edits
 //   - [input-prep] input: governed by an input preposition
-//   - [compared] input: the standard of a comparison ("the same way as NAME",
-//     "such as NAME")
-//   - [topic-clause] input: the topic of an embedded clause ("a summary of how
-//     NAME differs …")
-//   - [source-phrase] input: inside the source phrase of a verb ("from the
-//     notes in NAME")
-//   - [presented-after] input: a participle after it presents it as already
-//     there ("x.xlsx attached")
+//   - [compared] input: the standard of a comparison ("the same way as NAME", "such as NAME")
+//   - [topic-clause] input: the topic of an embedded clause ("a summary of how NAME differs …")
+//   - [source-phrase] input: inside the source phrase of a verb ("from the notes in NAME")
+//   - [presented-after] input: a participle after it presents it as already there ("x.xlsx attached")
 //   - [stated-does] input: a statement of what something does
 //   - [stated-exists] input: a statement about a file that exists
 //   - [located-in] input: a statement of where something already is
-//   - [attempt] an attempt, not an output (its target is, for markDenials to
-//     deny)
-//   - [output-prep] output: the object of an output preposition ("into", "as",
-//     "called"), whatever the verb
-//   - [existing-mark] input: named as a file that already exists ("the
-//     existing NAME")
-//   - [located-subject] input: the subject of a statement of where it already
-//     is ("NAME is in the shared drive")
+//   - [attempt] an attempt, not an output (its target is, for markDenials to deny)
+//   - [output-prep] output: the object of an output preposition ("into", "as", "called"), whatever the verb
+//   - [existing-mark] input: named as a file that already exists ("the existing NAME")
+//   - [located-subject] input: the subject of a statement of where it already is ("NAME is in the shared drive")
 //   - [compare-link] input: one side of a comparison ("NAME vs NAME")
-//   - [item-in-place] edited in place: a Deliverables item that says "in
-//     place"
-//   - [item-edit] edited in place: the object of a verb opening the item that
-//     names no making
-//   - [requested-list] output: named in a list that a request for files
-//     introduces
+//   - [item-in-place] edited in place: a Deliverables item that says "in place"
+//   - [item-edit] edited in place: the object of a verb opening the item that names no making
+//   - [requested-list] output: named in a list that a request for files introduces
 //   - [deliverables-item] output: named in a Deliverables item
-//   - [named-by] output: the name a naming verb gives its object ("name it
-//     NAME")
-//   - [wants-work] edited in place: the subject of a need for work is what the
-//     work changes
-//   - [stored-in] output: the place a product of the work ("the result") is
-//     kept
-//   - [file-noun-name] output: the name of the file a request asks for ("keep
-//     them in one file, emails.md")
+//   - [named-by] output: the name a naming verb gives its object ("name it NAME")
+//   - [wants-work] edited in place: the subject of a need for work is what the work changes
+//   - [stored-in] output: the place a product of the work ("the result") is kept
+//   - [file-noun-name] output: the name of the file a request asks for ("keep them in one file, emails.md")
 //   - [goes-to] output: where something goes ("results go in NAME")
-//   - [declared-output] output: named as the output ("NAME as the only
-//     output")
+//   - [declared-output] output: named as the output ("NAME as the only output")
 //   - [ungoverned] no verb or output preposition governs the file
-//   - [passive-need] input: a passive delivery to someone else states a need
-//     ("NAME needs to be shared with the team")
+//   - [passive-need] input: a passive delivery to someone else states a need ("NAME needs to be shared with the team")
 //   - [receives] edited in place: the file receives what an output verb gives
-//   - [changed-by] edited in place: an output verb gives the file a new
-//     property ("make the chart in report.pptx bigger")
-//   - [wanted-changed] edited in place: what a verb of wanting wants is the
-//     file changed ("need the deck updated")
-//   - [source-of-named] input: the source of a file named after "to/into/as"
-//     ("save notes.md as notes.pdf")
+//   - [changed-by] edited in place: an output verb gives the file a new property ("make the chart in report.pptx
+//     bigger")
+//   - [wanted-changed] edited in place: what a verb of wanting wants is the file changed ("need the deck updated")
+//   - [source-of-named] input: the source of a file named after "to/into/as" ("save notes.md as notes.pdf")
 //   - [output-verb] output: the object of an output verb
 //   - [transform-target] output: the destination of a transform verb
-//   - [transform-in-place] edited in place: the object of a transform verb in
-//     a sentence that says "in place"
-//   - [transform-reshape] edited in place: the object of a transform verb that
-//     names no destination
+//   - [transform-in-place] edited in place: the object of a transform verb in a sentence that says "in place"
+//   - [transform-reshape] edited in place: the object of a transform verb that names no destination
 //   - [transform-source] input: the source of a transform verb
 //   - [how-to] input: a how-to question asks for knowledge, not work
 //   - [read-verb] input: the object of a reading or reply verb
 //   - [edit-verb] edited in place: the object of an edit verb
 //   - [repo-verb] repository work: the object of a repository verb
 //
-// Table mention-override (stage 4): revisions of that role: every row that
-// matches applies.
+// Table mention-override (stage 4): revisions of that role: every row that matches applies.
 //
 //   - [feature-gerund] repository work: a product feature that writes the file
 //   - [product-writes] repository work: a product writes the file
-//   - [model-noun] input: a model noun phrase holds the file ("a sample in
-//     NAME")
-//   - [model-ref] input: named as a model, template, example or earlier
-//     version
-//   - [repo-phrase] repository work: its phrase is about a pull request,
-//     branch or commit
+//   - [model-noun] input: a model noun phrase holds the file ("a sample in NAME")
+//   - [model-ref] input: named as a model, template, example or earlier version
+//   - [repo-phrase] repository work: its phrase is about a pull request, branch or commit
 //
-// Table mention-mark (stage 4): negation, inline and delivery marks on the
-// file: the first row that matches.
+// Table mention-mark (stage 4): negation, inline and delivery marks on the file: the first row that matches.
 //
 //   - [forbidden] forbidden: a negated output or delivery names it
 //   - [negated] not requested: a negation covers it
 //   - [inline] inline: an inline marker covers it
-//   - [question-no-delivery] a question: no delivery verb or marker reaches
-//     its files
+//   - [question-no-delivery] a question: no delivery verb or marker reaches its files
 //   - [delivered] delivered: a delivery verb or marker reaches it
 //
 // Table unnamed (stage 4): requests for a file the text does not name.
 //
-//   - [attach-unnamed] unnamed request: an attach or upload verb or a delivery
-//     marker
+//   - [attach-unnamed] unnamed request: an attach or upload verb or a delivery marker
 //   - [export-unnamed] unnamed request: an export verb
-//   - [dest-format] unnamed request: a file or format after a destination
-//     preposition
-//   - [bare-format] unnamed request: a format standing as its own clause ("—
-//     PDF, one page")
-//   - [accepted-format] unnamed request: a file or format accepted as the
-//     answer ("a Markdown file is fine")
-//   - [output-object] unnamed request: a file or format is the object of an
-//     output verb
+//   - [dest-format] unnamed request: a file or format after a destination preposition
+//   - [bare-format] unnamed request: a format standing as its own clause ("— PDF, one page")
+//   - [accepted-format] unnamed request: a file or format accepted as the answer ("a Markdown file is fine")
+//   - [output-object] unnamed request: a file or format is the object of an output verb
 //
-// Table repo (stage 5): repository work across the text (rule 8): the first
-// row that matches.
+// Table repo (stage 5): repository work across the text (rule 8): the first row that matches.
 //
-//   - [repo-source-tree] repository work: a source file created in the source
-//     tree
-//   - [repo-change-module] repository work: a source file of a change the text
-//     asks to open as a pull request, branch or commit
+//   - [repo-source-tree] repository work: a source file created in the source tree
+//   - [repo-change-module] repository work: a source file of a change the text asks to open as a pull request, branch
+//     or commit
 //   - [repo-build-output] repository work: a build output
 //
-// Table across (stage 5): single rules of the later stages: inputs under a
-// heading, denials, qualifiers, attempts.
+// Table across (stage 5): single rules of the later stages: inputs under a heading, denials, qualifiers, attempts.
 //
-//   - [input-heading] input: listed under a heading or label for inputs,
-//     context or references (rule 10)
-//   - [denied-write] denied: an expected-denied write (rule 7)
-//   - [not-deliverable] exempt: the sentence after its request says it is not
-//     a deliverable (rule 6)
+//   - [input-heading] input: listed under a heading or label for inputs, context or references (rule 10)
+//   - [denial-marker] denied: a remark in its phrase says the write is expected to be denied (rule 7)
+//   - [denied-attempt] denied: an attempt its sentence or the next says must be denied (rule 7)
+//   - [not-deliverable] exempt: the sentence after its request says it is not a deliverable (rule 6)
 //   - [attempt-target] output: the target of an attempted write
 //   - [no-role] no rule gave it a role
 //   - [foreign-cue] rule 9: a cue word of another language decides it
 //
-// Table pronoun (stage 5): what a pronoun or anaphor refers back to takes the
-// referring verb's role: the first row that matches.
+// Table pronoun (stage 5): what a pronoun or anaphor refers back to takes the referring verb's role: the first row
+// that matches.
 //
 //   - [pronoun-delivered] delivered: a delivery verb refers back to it
 //   - [pronoun-forbidden] forbidden: a negated delivery refers back to it
 //   - [pronoun-repo] repository work: a repository verb refers back to it
 //   - [pronoun-made] output: a verb of making refers back to it ("create it")
-//   - [pronoun-inline] inline: a verb of showing refers back to it with an
-//     inline marker
+//   - [pronoun-inline] inline: a verb of showing refers back to it with an inline marker
 //
 // Table decision (stage 6): the overall decision: the first row that matches.
 //
-//   - [named-file] a named file is requested: the decision takes the rule of
-//     the first one mentioned
-//   - [unnamed-file] an unnamed request for a file survives: the decision
-//     takes its rule
-//   - [no-request] no request for a file survives: the decision takes the rule
-//     of the first file mentioned, if any
+//   - [named-file] a named file is requested: the decision takes the rule of the first one mentioned
+//   - [unnamed-file] an unnamed request for a file survives: the decision takes its rule
+//   - [no-request] no request for a file survives: the decision takes the rule of the first file mentioned, if any
 package reqdetect

@@ -66,7 +66,7 @@ func renderDoc() ([]byte, error) {
 	return format.Source(b.Bytes())
 }
 
-// wrap breaks s into lines of at most 76 bytes at blanks; lines after the
+// wrap breaks s into lines of at most 116 bytes at blanks; lines after the
 // first start with indent.
 func wrap(s, indent string) string {
 	var out strings.Builder
@@ -75,7 +75,7 @@ func wrap(s, indent string) string {
 		switch {
 		case line == "":
 			line = s[:len(s)-len(strings.TrimLeft(s, " "))] + w // keep s's own indent
-		case len(line)+1+len(w) > 76:
+		case len(line)+1+len(w) > 116:
 			out.WriteString(line + "\n")
 			line = indent + w
 		default:

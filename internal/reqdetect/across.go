@@ -215,7 +215,7 @@ func markDenials(units []*unit) {
 				if (whole || m.tok < marker) && m.role == roleOutput && !m.forbid {
 					m.role, m.delivery = roleDenied, false
 					r := deniedAttempt
-					if m.tok < marker {
+					if m.tok < marker && marker < p.end {
 						r = denialMarker
 					}
 					m.decide(u, r, "", p.start, p.end-1)

@@ -66,8 +66,7 @@ func (c *repoCtx) under(set map[string]bool) bool {
 	return slices.ContainsFunc(c.dirs, func(d string) bool { return set[d] })
 }
 
-// repoRules make an output file repository work (rule 8): the first row
-// that matches decides.
+// repoRules make an output file repository work (rule 8): the first row that matches decides.
 var repoRules = []repoRule{
 	{rule{"repo-source-tree", "repository work: a source file created in the source tree"},
 		func(c *repoCtx) bool { return sourceExts[c.ext] && (c.code || c.under(sourceDirs)) }},
@@ -114,8 +113,7 @@ func buildsProject(u *unit) bool {
 	return false
 }
 
-// pathParts returns the lower-cased directories and extension of the
-// file name s.
+// pathParts returns the lower-cased directories and extension of the file name s.
 func pathParts(s string) (dirs []string, ext string) {
 	low := strings.ToLower(s)
 	parts := strings.FieldsFunc(low, func(r rune) bool { return strings.ContainsRune(pathSeparators, r) })
@@ -128,8 +126,7 @@ func pathParts(s string) (dirs []string, ext string) {
 
 // requestsList reports whether the unit lead, a line ending in ":", asks for the files listed below
 // it: its last phrase has an output or delivery verb, not negated, a pointer or file noun for its
-// object ("Create these:", "Write the two files below:", "Attach the following files:") or a want
-// verb with no object of its own ("What I need back:"), and no output file of its own.
+// object or a want verb with no object of its own, and no output file of its own.
 func requestsList(lead *unit) bool {
 	if lead.listRead {
 		return lead.listAsks
@@ -225,8 +222,7 @@ func markDenials(units []*unit) {
 	}
 }
 
-// resolvePronouns resolves pronoun objects of delivery, negated delivery and
-// repository verbs.
+// resolvePronouns resolves pronoun objects of delivery, negated delivery and repository verbs.
 func resolvePronouns(units []*unit) {
 	for _, u := range units {
 		u.bare, u.last = true, -1
@@ -344,9 +340,8 @@ var pronounRules = []pronounRule{
 
 var _ = register(52, "pronoun", "what a pronoun or anaphor refers back to takes the referring verb's role: the first row that matches", ruleList(pronounRules))
 
-// shows reports whether phrase p has a verb that presents its object itself (showVerbs: "show",
-// "paste", "print"), not negated: with an inline marker and a pronoun ("show it to me inline") the
-// file it refers to is written in the reply.
+// shows reports whether phrase p has a verb that presents its object itself, not negated: with an
+// inline marker and a pronoun the file it refers to is written in the reply.
 func shows(u *unit, p *phrase) bool {
 	for i := p.start; i < p.end; i++ {
 		if u.verbAt(i) && !u.neg[i] && showVerbs[lemmaOf(u.toks[i].low)] {
@@ -356,9 +351,8 @@ func shows(u *unit, p *phrase) bool {
 	return false
 }
 
-// makes reports whether phrase p has a verb of making (makingVerbs: "create", "generate", "write"),
-// not negated, in its base form: with a pronoun object the file it refers to is made ("Check
-// whether out.json exists; if not, create it").
+// makes reports whether phrase p has a verb of making, not negated, in its base form: with a
+// pronoun object the file it refers to is made.
 func makes(u *unit, p *phrase) bool {
 	for i := p.start; i < p.end; i++ {
 		if u.verbAt(i) && !u.neg[i] && makingVerbs[u.toks[i].low] {
@@ -554,9 +548,8 @@ func onlyInputs(p *phrase) bool {
 	return true
 }
 
-// changedPart reports whether part is the participle of an edit or transform verb ("updated",
-// "reformatted"): a noun phrase it modifies names a file that the work changed, even one first
-// named as an input.
+// changedPart reports whether part is the participle of an edit or transform verb: a noun phrase it
+// modifies names a file that the work changed, even one first named as an input.
 func changedPart(part string) bool {
 	c := verbClasses[lemmaOf(part)]
 	return part != "" && (c == verbEdit || c == verbTransform)
@@ -604,8 +597,7 @@ func (c candidate) exempt(q *unit) {
 	}
 }
 
-// candidates lists the requested outputs of u that start before token
-// index before.
+// candidates lists the requested outputs of u that start before token index before.
 func candidates(u *unit, before int) []candidate {
 	var out []candidate
 	byName := map[string]int{}

@@ -141,8 +141,7 @@ func cutLabel(s, label string) (string, bool) {
 	return s, true
 }
 
-// inputLabel reports whether line is a heading or label for inputs, context or references
-// (inputLabels: "## Context", "Inputs:", "**参考資料**", "Kontext: …").
+// inputLabel reports whether line is a heading or label for inputs, context or references.
 func inputLabel(line string) bool {
 	s := strings.TrimLeft(strings.TrimSpace(line), "#")
 	s = strings.ToLower(strings.Trim(strings.TrimSpace(s), emphasisMarks+blanks))
@@ -225,8 +224,7 @@ func itemUnits(items [][]token) []*unit {
 	return units
 }
 
-// labelLine reports whether line is a Deliverables label and returns the
-// text after its colon.
+// labelLine reports whether line is a Deliverables label and returns the text after its colon.
 func labelLine(line string) (string, bool) {
 	s := strings.TrimSpace(line)
 	if low := strings.ToLower(strings.TrimRight(s, labelTrailers)); strings.Contains(low, labelStem) &&
@@ -271,8 +269,7 @@ func labelLine(line string) (string, bool) {
 }
 
 // modifiedLabel reads a label of up to labelSpan words whose last word is a labelTails word and
-// whose other words are plain modifiers, followed by a colon ("Expected outputs:", "Required
-// artifacts: a.zip"): the text after the colon is returned.
+// whose other words are plain modifiers, followed by a colon: the text after the colon is returned.
 func modifiedLabel(s string) (string, bool) {
 	head, rest, ok := strings.Cut(s, ":")
 	if !ok {
@@ -290,8 +287,7 @@ func modifiedLabel(s string) (string, bool) {
 	return strings.TrimLeft(rest, emphasisMarks+blanks), true
 }
 
-// stripBullet strips a list marker ("-", "*", "+", "•", "1.", "2)", "a)",
-// "- [ ]") from line.
+// stripBullet strips a list marker", "a)", "- [ ]") from line.
 func stripBullet(line string) (string, bool) {
 	s := strings.TrimLeft(line, " \t")
 	if s == "" {

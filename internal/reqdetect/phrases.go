@@ -154,9 +154,8 @@ func markVerbs(u *unit) {
 }
 
 // modifierKept reports whether the participle at i in a Deliverables item still modifies the noun
-// before it: a reading or reply verb before it in its clause takes that noun as its object ("- look
-// at the screenshot attached to this task"), or a negator before it negates the noun phrase ("- no
-// other files attached").
+// before it: a reading or reply verb before it in its clause takes that noun as its object, or a
+// negator before it negates the noun phrase.
 func modifierKept(u *unit, i int) bool {
 	for k := i - 1; k >= 0 && k >= i-resumeSpan && u.toks[k].kind != tokPunct; k-- {
 		if u.verbAt(k) && (u.cls[k] == verbInput || u.cls[k] == verbReply) || negators[u.toks[k].low] || u.toks[k].is(noWords...) {
@@ -174,9 +173,8 @@ func finiteS(u *unit, i int) bool {
 	return !u.asked[i] && !ensured(u.toks, i) && !labelAt(u, i)
 }
 
-// labelAt reports whether the word at i stands as a label does: right before a colon ("… last week.
-// Outputs: summary.json") or alone, opening its sentence at the end of a line ("… last week.
-// Outputs\npredictions.csv").
+// labelAt reports whether the word at i stands as a label does: right before a colon or alone,
+// opening its sentence at the end of a line.
 func labelAt(u *unit, i int) bool {
 	toks := u.toks
 	if i+1 >= len(toks) {
@@ -191,10 +189,8 @@ func labelAt(u *unit, i int) bool {
 
 // inflectedNoun reports whether the lexicon word at i, in an -s or perfect form, is a noun or its
 // modifier rather than a verb, since it stands where only an imperative could stand and an
-// imperative takes the base form: an -s form opening its clause (the sentence, a clause after
-// punctuation or a clause opened by "that" or a subordinator: "Exports are slow on Mondays",
-// "reports that downloads fail") is a plural noun, the subject of what follows; a perfect form
-// opening a prose sentence before a plain word ("Exported files open blank") modifies that noun.
+// imperative takes the base form: an -s form opening its clause is a plural noun, the subject of
+// what follows; a perfect form opening a prose sentence before a plain word modifies that noun.
 func inflectedNoun(u *unit, i int, form wordForm, c verbClass) bool {
 	toks := u.toks
 	if c == verbWant || u.asked[i] || i+1 >= len(toks) || labelAt(u, i) {
@@ -233,8 +229,7 @@ func objectOfVerb(u *unit, i int) bool {
 }
 
 // modifies reports whether the participle at i modifies a noun rather than heads a clause: right
-// after a plain noun ("the prices listed on the page") or between an active verb and its object
-// ("write corrected ones").
+// after a plain noun or between an active verb and its object.
 func modifies(u *unit, i int) bool {
 	if i == 0 {
 		return false
@@ -249,9 +244,7 @@ func modifies(u *unit, i int) bool {
 }
 
 // stated reports whether the past or perfect verb at i states what was done rather than asks for
-// it: after a subject ("I sent", "you already generated", "the designer sent", "we've written"), a
-// perfect auxiliary ("I have uploaded") or a past passive ("report.pdf was exported"), or
-// presenting a file ("Attached is contract.docx").
+// it: after a subject, a perfect auxiliary or a past passive, or presenting a file.
 func stated(toks []token, i int) bool {
 	if (i == 0 || toks[i-1].kind == tokPunct) && i+1 < len(toks) && indicativeBe[toks[i+1].low] {
 		return true // "Attached is", "Attached are"
@@ -277,8 +270,7 @@ func stated(toks []token, i int) bool {
 }
 
 // conditionalWant reports whether the word at i is a verb of liking after "would" or a subject
-// contracted with it ("I'd love a PDF version", "we would like the figures as a spreadsheet"): a
-// polite want (wantWords).
+// contracted with it: a polite want (wantWords).
 func conditionalWant(toks []token, i int) bool {
 	if i == 0 || !toks[i].is(wantWords...) {
 		return false
@@ -300,8 +292,7 @@ func benefactive(toks []token, i int) bool {
 }
 
 // phrasalMaking reports whether the word at i, which no lexicon lists, opens its clause before a
-// making particle and an indefinite article ("Whip up a quick FAQ page", "Set up a weekly report
-// template", "throw together a deck"): a phrasal verb of making, read as an output verb.
+// making particle and an indefinite article: a phrasal verb of making, read as an output verb.
 func phrasalMaking(toks []token, i int) bool {
 	w := toks[i].low
 	if i+2 >= len(toks) || functionWords[w] || determiners[w] || strings.HasSuffix(w, adverbSuffix) ||
@@ -312,16 +303,13 @@ func phrasalMaking(toks []token, i int) bool {
 		toks[i-1].is("you")
 }
 
-// pastHabit reports whether the base verb at i follows "used to" ("We used
-// to export data as CSV"): a past habit, not a request.
+// pastHabit reports whether the base verb at i follows "used to": a past habit, not a request.
 func pastHabit(toks []token, i int) bool {
 	return i >= 2 && toks[i-1].is("to") && toks[i-2].is("used")
 }
 
 // progressive reports whether the -ing verb at i is the present progressive of a subject other than
-// the addressee ("I'm sharing budget.xlsx", "We are uploading the price list as prices.csv", "the
-// vendor is sending invoice.pdf"): the subject does the work, so it states what happens rather than
-// asks for it.
+// the addressee: the subject does the work, so it states what happens rather than asks for it.
 func progressive(toks []token, i int) bool {
 	k := skipAdverbs(toks, i-1)
 	if k < 0 || toks[k].kind != tokWord {
@@ -334,8 +322,7 @@ func progressive(toks []token, i int) bool {
 }
 
 // future reports whether the base verb at i follows "will" or "going to" and a subject other than
-// the addressee ("The auditors will send audit.pdf tomorrow", "I'll forward it", "I'm going to
-// upload v2.csv"): a plan of someone else's, not a request.
+// the addressee: a plan of someone else's, not a request.
 func future(toks []token, i int) bool {
 	k := skipAdverbs(toks, i-1)
 	if k < 0 || toks[k].kind != tokWord {
@@ -351,9 +338,8 @@ func future(toks []token, i int) bool {
 }
 
 // presentPassive reports whether the participle at i of an attach or send verb follows an
-// indicative present be-form ("proposal.docx is attached", "the logs are shared below"): it
-// presents a file that is already there, unless the clause asks for it ("make sure report.pdf is
-// attached").
+// indicative present be-form: it presents a file that is already there, unless the clause asks for
+// it.
 func presentPassive(u *unit, i int, c verbClass) bool {
 	toks := u.toks
 	k := skipAdverbs(toks, i-1)
@@ -371,9 +357,7 @@ func presentPassive(u *unit, i int, c verbClass) bool {
 
 // passiveSubject reports whether toks[k], right before the be-form of a present passive, ends a
 // noun-phrase subject: a file, a closing parenthesis or quote after one, a subject pronoun, or a
-// plain noun (not a function word, determiner or question word, and no word already read as a verb:
-// "Is it exported?", "where is it saved" ask; a lexicon word read as a noun, "Each build's coverage
-// report is saved to …", is one).
+// plain noun.
 func passiveSubject(u *unit, k int) bool {
 	toks := u.toks
 	t := toks[k]
@@ -440,9 +424,8 @@ func specifies(u *unit, i int) bool {
 }
 
 // requestVerb reports whether the verb at k, not negated, asks for a thing to be made or given: a
-// want verb in any form ("The client needs the deck", "I'd like"), "the output" before a be-form,
-// or an output, delivery or transform verb in its base form, the form an imperative takes ("Send me
-// …", "Please produce …").
+// want verb in any form, "the output" before a be-form, or an output, delivery or transform verb in
+// its base form, the form an imperative takes.
 func requestVerb(u *unit, k int) bool {
 	c := u.cls[k]
 	switch {
@@ -458,9 +441,8 @@ func requestVerb(u *unit, k int) bool {
 }
 
 // statedBefore reports whether the nearest verb before the participle at i, at most resumeSpan
-// tokens back, states what someone did: a statement (verbStated: "Our designer exported the new
-// logo") or a lexicon verb in a past, perfect or -s form that is no want ("Legal sent over the
-// NDA").
+// tokens back, states what someone did: a statement or a lexicon verb in a past, perfect or -s form
+// that is no want.
 func statedBefore(u *unit, i int) bool {
 	for k := i - 1; k >= 0 && k >= i-resumeSpan; k-- {
 		if !u.verbAt(k) {
@@ -481,9 +463,8 @@ func statedBefore(u *unit, i int) bool {
 }
 
 // habitual reports whether the base verb at i follows a subject pronoun other than the addressee
-// (pastSubjects) that opens a subordinate clause ("when we export from Amplitude", "If we export
-// the ledger as XLSX", "Whenever I export the board"): a present-tense statement of what happens,
-// not a request.
+// (pastSubjects) that opens a subordinate clause: a present-tense statement of what happens, not a
+// request.
 func habitual(toks []token, i int) bool {
 	k := skipAdverbs(toks, i-1)
 	if k < 1 || toks[k].kind != tokWord || !pastSubjects[toks[k].low] {
@@ -505,8 +486,7 @@ func statingSubject(toks []token, k int) bool {
 	return plainWord(t) && opensClause(toks, k, true)
 }
 
-// askedBefore reports whether a modal or question word stands right before
-// the subject at k ("Could we be sharing …", "Will you send …").
+// askedBefore reports whether a modal or question word stands right before the subject at k.
 func askedBefore(toks []token, k int) bool {
 	return k > 0 && (toks[k-1].is(askAux...) || toks[k-1].is(questionWords...))
 }
@@ -528,9 +508,7 @@ func howTo(toks []token, i int) bool {
 
 // embeddedQuestion reports whether the verb at i stands in an embedded question: a clause opened by
 // "whether" (whetherWords), or by a wh-word or "if" (embeddedWh) right after a reply verb and its
-// recipient ("tell me whether exporting to CSV is better", "Discuss whether we should send the deck
-// as a PPTX", "tell me how converting the slides to PDF would affect …", "tell me what happens if I
-// convert …").
+// recipient.
 func embeddedQuestion(u *unit, i int) bool {
 	toks := u.toks
 	gerund := strings.HasSuffix(toks[i].low, "ing")
@@ -564,8 +542,7 @@ func letKnow(toks []token, v int) bool {
 
 // discussedGerund reports whether the -ing verb at i names an activity that a reading or reply verb
 // before it discusses: its object, or the object of a preposition in its phrase, with no
-// punctuation, clause joiner or other verb between ("Compare exporting to XLSX with exporting to
-// CSV", "describe the steps for saving as PDF").
+// punctuation, clause joiner or other verb between.
 func discussedGerund(u *unit, i int) bool {
 	toks := u.toks
 	for k := i - 1; k >= 0 && k >= i-embeddedSpan; k-- {
@@ -581,8 +558,7 @@ func discussedGerund(u *unit, i int) bool {
 }
 
 // afterAux reports whether a perfect auxiliary or a past be-form stands right before the word at i,
-// past statement adverbs ("I've already put", "was put"): a verb whose participle is its base form
-// is then a participle.
+// past statement adverbs: a verb whose participle is its base form is then a participle.
 func afterAux(toks []token, i int) bool {
 	k := i - 1
 	for k >= 0 && toks[k].kind == tokWord && statementAdverbs[toks[k].low] {
@@ -592,11 +568,9 @@ func afterAux(toks []token, i int) bool {
 		(perfectAux[toks[k].low] || passiveBe[toks[k].low] || strings.HasSuffix(toks[k].low, perfectClitic))
 }
 
-// pastAfterPronoun reports whether the verb at i, whose past form is its base form ("put", "read"),
-// follows a subject pronoun that cannot be the addressee of a request (pastSubjects: "I put the
-// answers in survey.xlsx", "we read report.pdf"), past statement adverbs allowed, and no modal or
-// question word asks before that pronoun ("Could we put …", "Can I read …"): a statement, not an
-// imperative.
+// pastAfterPronoun reports whether the verb at i, whose past form is its base form, follows a
+// subject pronoun that cannot be the addressee of a request, past statement adverbs allowed, and no
+// modal or question word asks before that pronoun: a statement, not an imperative.
 func pastAfterPronoun(toks []token, i int) bool {
 	k := i - 1
 	for k >= 0 && toks[k].kind == tokWord && statementAdverbs[toks[k].low] {
@@ -609,9 +583,8 @@ func pastAfterPronoun(toks []token, i int) bool {
 }
 
 // unknownVerbAt reports whether the plain word at i, which no lexicon lists, stands in a verb's
-// place before an object: after a coordinator or "then" that opens a phrase ("and then recreate it
-// as graph.svg", "then duplicate slides.pptx"), or opening its sentence, after "please" or not, as
-// an imperative does ("Stitch the three weekly reports together into one PDF").
+// place before an object: after a coordinator or "then" that opens a phrase, or opening its
+// sentence, after "please" or not, as an imperative does.
 func unknownVerbAt(toks []token, i int) bool {
 	w := toks[i].low
 	if i+1 >= len(toks) || functionWords[w] || determiners[w] || strings.HasSuffix(w, adverbSuffix) ||
@@ -625,15 +598,13 @@ func unknownVerbAt(toks []token, i int) bool {
 	return objectFollows(toks, i+1) || particleAt(toks, i+1) && objectFollows(toks, i+2) // "freshen up index.html"
 }
 
-// particleAt reports whether toks[k] is the particle of a phrasal verb
-// ("freshen up", "piece together", "write out").
+// particleAt reports whether toks[k] is the particle of a phrasal verb.
 func particleAt(toks []token, k int) bool {
 	return k < len(toks) && (toks[k].is(makingParticles...) || toks[k].is(verbParticles...))
 }
 
 // pastAfterSubject reports whether the plain word at i, which no lexicon lists, is a past verb
-// after a subject pronoun ("I dropped …", "we already moved …"): a regular past form ("-ed") states
-// what was done.
+// after a subject pronoun: a regular past form states what was done.
 func pastAfterSubject(toks []token, i int) bool {
 	w := toks[i].low
 	if len(w) < 5 || !strings.HasSuffix(w, pastSuffix) || functionWords[w] {
@@ -647,8 +618,7 @@ func pastAfterSubject(toks []token, i int) bool {
 }
 
 // presents reports whether the participle at i opens a clause of prose and its object, a subject or
-// a colon follows ("Given the results in data.csv, …", "Attached you'll find minutes.docx",
-// "Attached: deck.pptx"): an imperative takes the base form, so this presents what exists.
+// a colon follows: an imperative takes the base form, so this presents what exists.
 func presents(toks []token, i int) bool {
 	if i > 0 && toks[i-1].kind != tokPunct || i+1 >= len(toks) {
 		return false
@@ -661,8 +631,7 @@ func presents(toks []token, i int) bool {
 }
 
 // opensClause reports whether the plain noun at k, with the determiner or possessive before it,
-// opens its sentence, a clause after punctuation or a subordinate clause ("The designer sent", "If
-// the script saves").
+// opens its sentence, a clause after punctuation or a subordinate clause.
 func opensClause(toks []token, k int, compound bool) bool {
 	j, n := k-1, 0
 	for compound && j >= 0 && n < subjectCompound && toks[j].kind == tokWord && plainWord(toks[j]) {
@@ -677,8 +646,7 @@ func opensClause(toks []token, k int, compound bool) bool {
 }
 
 // reducedRelative reports whether the noun subject at k, with its determiner, follows a noun
-// directly: a relative clause with no "that" ("the brochure the vendor sent", "the report the
-// agency sent"), which states what was done to that noun.
+// directly: a relative clause with no "that", which states what was done to that noun.
 func reducedRelative(toks []token, k int) bool {
 	if k < 2 || !subjectDets[toks[k-1].low] {
 		return false
@@ -689,10 +657,9 @@ func reducedRelative(toks []token, k int) bool {
 		!nounPreps[t.low] && !inputPreps[t.low]
 }
 
-// describes reports whether the present-tense verb at i ("writes", "saves") has a subject, and so
-// describes what something does rather than asks for it: a file ("when app.py writes to cache.db"),
-// a third-person pronoun ("it writes a log to build.log") or a noun opening its clause ("If the
-// script saves output.json").
+// describes reports whether the present-tense verb at i has a subject, and so describes what
+// something does rather than asks for it: a file, a third-person pronoun or a noun opening its
+// clause.
 func describes(toks []token, i int) bool {
 	k := i - 1
 	for k >= 0 && toks[k].kind == tokWord && statementAdverbs[toks[k].low] {
@@ -773,8 +740,7 @@ func formOf(w, lemma string) wordForm {
 	return formPerfect
 }
 
-// nounPosition reports whether the lexicon word at i is used as a noun or adjective ("climate
-// change", "the code changes", "test results"):
+// nounPosition reports whether the lexicon word at i is used as a noun or adjective:
 func nounPosition(u *unit, noun []bool, i int, form wordForm) bool {
 	toks := u.toks
 	if i == 0 || toks[i-1].kind != tokWord {
@@ -927,8 +893,7 @@ func nounFollows(toks []token, k int) bool {
 	return t.is(nounFollowers...)
 }
 
-// verbAt reports whether toks[i] is a verb (the noun "deliverable" is not
-// counted here).
+// verbAt reports whether toks[i] is a verb.
 func (u *unit) verbAt(i int) bool {
 	step()
 	return i >= 0 && i < len(u.toks) && u.cls[i] != verbNone && u.cls[i] != verbPseudo
@@ -964,8 +929,7 @@ func isOpener(t token) bool {
 	return openers[t.low]
 }
 
-// verbAhead reports whether a verb (or a negating verb such as "avoid")
-// follows from toks[j], across fillers ("then", "also", "do not", "of").
+// verbAhead reports whether a verb follows from toks[j], across fillers.
 func verbAhead(u *unit, j int) bool {
 	for k := j; k < len(u.toks) && k < j+5; k++ {
 		t := u.toks[k]
@@ -1083,9 +1047,8 @@ func negatePhrase(u *unit, p *phrase, i int) {
 	}
 }
 
-// exceptionAt reports whether an exception opens at toks[k] ("except summary.md", "other than
-// notes.md", "apart from out.csv"): what follows it is exempt from the negation before it ("Don't
-// create new files except summary.md").
+// exceptionAt reports whether an exception opens at toks[k]: what follows it is exempt from the
+// negation before it.
 func exceptionAt(toks []token, k, end int) bool {
 	t := toks[k]
 	if t.is(exceptWords...) {
@@ -1168,12 +1131,9 @@ func markInline(u *unit) {
 	}
 }
 
-// deliveryVenue reports whether the inline marker at i, a preposition and a reply noun ("in this
-// thread", "in the channel"), names where a file is shared rather than text written: it follows a
-// destination that names a file format or file noun ("as a CSV", "as an XLSX file"), and the verb
-// governing the phrase before it delivers or is one no lexicon lists ("Share the segment list as a
-// CSV in this thread", "Post the list as an XLSX in the channel"; that verb at most resumeSpan
-// tokens before the destination).
+// deliveryVenue reports whether the inline marker at i, a preposition and a reply noun, names where
+// a file is shared rather than text written: it follows a destination that names a file format or
+// file noun, and the verb governing the phrase before it delivers or is one no lexicon lists.
 func deliveryVenue(u *unit, p *phrase, i int) bool {
 	toks := u.toks
 	if !toks[i].is(inlinePreps...) || i < 2 {
@@ -1241,9 +1201,7 @@ func coverInline(u *unit, i int) {
 // beforeGiven returns the index before the reduced participle clause that ends at toks[j], right
 // before the inline marker at toks[i], or j when there is none: a participle, after "to be" or not,
 // with a particle or "in full" after it, an "-ly" adverb before the marker allowed, says how the
-// file before it is given ("main.go written inline in the reply", "query.sql, written out inline",
-// "schema.sql, to be written inline", "app.js, pasted in full in your reply", "query.sql written
-// directly into your reply").
+// file before it is given.
 func beforeGiven(toks []token, j, i int) int {
 	k := j
 	for k >= 0 && j-k < 2 && toks[k].kind == tokWord && strings.HasSuffix(toks[k].low, adverbSuffix) {

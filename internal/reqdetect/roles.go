@@ -38,8 +38,7 @@ type mention struct {
 	trace         // the last rule that decided its role
 }
 
-// trace is the rule that decided something and the span of the objective it
-// read.
+// trace is the rule that decided something and the span of the objective it read.
 type trace struct {
 	id   string
 	rule string
@@ -105,8 +104,7 @@ func (p *phrase) request(u *unit, rule string, a, b int) {
 	}
 }
 
-// requestBy records an unnamed file request read by rule r, quoting
-// detail, over tokens a..b.
+// requestBy records an unnamed file request read by rule r, quoting detail, over tokens a..b.
 func (p *phrase) requestBy(u *unit, r rule, detail string, a, b int) {
 	p.signal = true
 	if p.rule == "" {
@@ -290,10 +288,8 @@ func resumedVerb(u *unit, start int) int {
 }
 
 // toThirdParty reports whether the send verb at i names a recipient or a venue other than the user:
-// a recipient preposition ("to", "with", "on": recipientPreps) after it, within recipientSpan
-// tokens and its clause, and then a noun phrase that is no user pronoun (recipients, addressees:
-// "me", "us", "you"), file noun or format ("email it to the client", "share it with the sales
-// team", "forward it to anyone", "share it on social media").
+// a recipient preposition after it, within recipientSpan tokens and its clause, and then a noun
+// phrase that is no user pronoun, file noun or format.
 func toThirdParty(u *unit, i, end int) bool {
 	j, _ := prepHead(u, i, end, recipientSpan, recipientPreps)
 	if j < 0 || u.toks[j].is(recipients...) || u.toks[j].is(addressees...) {
@@ -329,11 +325,8 @@ func prepHead(u *unit, i, end, span int, preps []string) (head int, det bool) {
 }
 
 // passiveNeed reports whether the attach or send verb at k, not negated, states a need rather than
-// asks for a delivery: a participle in a passive infinitive or modal passive (passiveInfinitives:
-// "needs to be shared", "has to be sent", "should be uploaded") that either sends to someone other
-// than the user (toThirdParty: "… needs to be shared with the mobile team", "… has to be sent to
-// legal") or names who else delivers it (agentAt: "… should be uploaded to the portal by the ops
-// team").
+// asks for a delivery: a participle in a passive infinitive or modal passive that either sends to
+// someone other than the user or names who else delivers it.
 func passiveNeed(u *unit, k, end int) bool {
 	toks := u.toks
 	c := u.cls[k]
@@ -361,10 +354,8 @@ func agentAt(u *unit, k, end int) bool {
 }
 
 // topicClause returns the index of the word that opens an embedded clause holding the file at i, or
-// -1: a topicWh word ("how", "why", "whether") at most topicSpan tokens back in its phrase, right
-// after a noun's topic preposition (topicIntroPreps) or a verb whose object it is (topicIntro: "a
-// summary of how jan.csv differs from feb.csv", "a report on whether staging.yaml matches
-// prod.yaml", "tell me whether a.csv and b.csv agree", "write up how import.py maps fields").
+// -1: a topicWh word at most topicSpan tokens back in its phrase, right after a noun's topic
+// preposition (topicIntroPreps) or a verb whose object it is.
 func topicClause(u *unit, p *phrase, i int, prep string) int {
 	toks := u.toks
 	inRun := func(k int) bool {
@@ -400,8 +391,7 @@ func topicClause(u *unit, p *phrase, i int, prep string) int {
 }
 
 // topicIntro reports whether the topicWh word at k follows a topic preposition (topicIntroPreps) or
-// a verb whose object the clause is, a recipient or a particle between allowed ("tell me why …",
-// "write up how import.py maps fields").
+// a verb whose object the clause is, a recipient or a particle between allowed.
 func topicIntro(u *unit, k int) bool {
 	j := k - 1
 	if j >= 0 && u.toks[j].is(recipients...) {
@@ -417,10 +407,8 @@ func topicIntro(u *unit, k int) bool {
 }
 
 // comparisonAt reports whether the "as" or "to" at k introduces the standard of a comparison rather
-// than a destination: "as" after a comparison lead at most comparisonSpan words back ("such as
-// NAME", "the same way as NAME", "with the same structure as NAME") or after an earlier "as" and a
-// word or two ("as detailed as NAME"; not "as well as"), and "to" after a comparison adjective or
-// its adverb ("similar to NAME", "keyed identically to NAME").
+// than a destination: "as" after a comparison lead at most comparisonSpan words back or after an
+// earlier "as" and a word or two, and "to" after a comparison adjective or its adverb.
 func comparisonAt(u *unit, k int) bool {
 	toks := u.toks
 	if k < 1 {
@@ -450,9 +438,8 @@ func comparisonAt(u *unit, k int) bool {
 }
 
 // echoesObject reports whether the file at i carries in its name the identifier that marks the
-// object of its phrase, before the comparison at gov: a modifier with a digit ("Q4", "v2", "2025"),
-// at most resumeSpan tokens back, that is a whole segment of the file's base name ("Draft the Q4
-// version in the same structure as okrs-q4.docx").
+// object of its phrase, before the comparison at gov: a modifier with a digit, at most resumeSpan
+// tokens back, that is a whole segment of the file's base name.
 func echoesObject(u *unit, p *phrase, gov, i int) bool {
 	name := u.toks[i].low
 	if k := strings.LastIndexAny(name, `/\`); k >= 0 {
@@ -494,8 +481,7 @@ func examplesOf(u *unit, k int) bool {
 
 // comparedAt reports whether the file at i, governed by the token at gov (prep its word), is the
 // standard of a comparison: the object of a comparison's "as" or "to" (comparisonAt), or the
-// subject of a clause of comparison after "as" ("just as CHANGELOG-old.md does", "as old.csv is"):
-// an input reference, not an output.
+// subject of a clause of comparison after "as": an input reference, not an output.
 func comparedAt(u *unit, p *phrase, gov, i int, prep string) bool {
 	if gov < 0 || prep != "as" && prep != "to" || !u.toks[gov].is(prep) {
 		return false
@@ -557,10 +543,8 @@ func appositionPrep(u *unit, p *phrase, i int, prep string) string {
 	return prep
 }
 
-// combineFiles reads a repository verb that joins files into a named file ("merge a.csv and b.csv
-// into merged.csv", "merge them into merged.csv") as a transform verb: an output preposition and a
-// file follow it, and the phrase names no pull request, branch or commit ("merge feature into
-// main").
+// combineFiles reads a repository verb that joins files into a named file as a transform verb: an
+// output preposition and a file follow it, and the phrase names no pull request, branch or commit.
 func combineFiles(u *unit, p *phrase) {
 	for i := p.start; i < p.end; i++ {
 		if repoAt(u.toks, i) {
@@ -648,8 +632,7 @@ func readMention(u *unit, p *phrase, i, lastVerb, head, gov int, prep string) *m
 
 // inSource reports whether the file at i, governed by a storage preposition or "of" (prep), lies in
 // the noun phrase of a source preposition (sourcePreps) between the verb at vi and the file, at
-// most sourceSpan tokens back ("put together a one-pager from the notes in my_week.md", "a deck
-// using the figures in q2.xlsx"): the file holds what the work reads, not what it makes, once the
+// most sourceSpan tokens back: the file holds what the work reads, not what it makes, once the
 // verb's object has named what it makes (madeBefore).
 func inSource(u *unit, vi, i int, prep string) bool {
 	if !slices.Contains(storagePreps, prep) && prep != "of" {
@@ -668,8 +651,7 @@ func inSource(u *unit, vi, i int, prep string) bool {
 }
 
 // madeBefore reports whether the object of the verb at vi, before the token at k, introduces what
-// the verb makes: a file or an indefinite article, looked for at most resumeSpan tokens before k
-// ("put together a one-pager from …", "create checklist.pdf from …").
+// the verb makes: a file or an indefinite article, looked for at most resumeSpan tokens before k.
 func madeBefore(u *unit, vi, k int) bool {
 	for j := max(vi+1, k-resumeSpan); j < k; j++ {
 		if u.toks[j].kind == tokFile || u.toks[j].is(indefArticles...) {
@@ -697,10 +679,8 @@ func presentedAfter(u *unit, i, end int) bool {
 }
 
 // itemEdit reports whether the file at i of a Deliverables item is the object of a verb no lexicon
-// lists that opens the item as an imperative (verbUnknown vi: "- refresh styles.css so buttons use
-// the new palette", "- modernize the wording in letter.docx", "- freshen up index.html"): with no
-// output preposition and no delivery, the work changes a file that is already there, and the item
-// asks for no new file.
+// lists that opens the item as an imperative: with no output preposition and no delivery, the work
+// changes a file that is already there, and the item asks for no new file.
 func itemEdit(u *unit, vi, i, gov int) bool {
 	toks := u.toks
 	if vi < 0 || u.cls[vi] != verbUnknown || vi > 1 || vi == 1 && !toks[0].is(politeWords...) ||
@@ -736,9 +716,8 @@ func itemEdit(u *unit, vi, i, gov int) bool {
 
 // editedSpan reports whether toks[k:i], between an item's opening verb and its file, is the object
 // the verb changes and the place of that object in the file: determiners, possessives, plain words
-// and nouns, and a storage preposition or "of" right before the file ("the wording in letter.docx",
-// "the margins of layout.css"); no verb, punctuation, other file, clause opener or other
-// preposition.
+// and nouns, and a storage preposition or "of" right before the file; no verb, punctuation, other
+// file, clause opener or other preposition.
 func editedSpan(u *unit, k, i int) bool {
 	toks := u.toks
 	for j := k; j < i; j++ {
@@ -755,9 +734,8 @@ func editedSpan(u *unit, k, i int) bool {
 	return true
 }
 
-// resultClause reports whether a clause of result or purpose opens at toks[k]: a result word ("so",
-// "so that": resultLeads), "to" and a verb with its object ("to match the brand") or "to" and a
-// measure ("to 200 words").
+// resultClause reports whether a clause of result or purpose opens at toks[k]: a result word, "to"
+// and a verb with its object or "to" and a measure.
 func resultClause(u *unit, k int) bool {
 	toks := u.toks
 	if k >= len(toks) {
@@ -780,9 +758,8 @@ func resultClause(u *unit, k int) bool {
 }
 
 // modifierWord reports whether w, opening a Deliverables item before a file, reads as a modifier or
-// a noun rather than a verb: a word a modifier or noun list holds ("final", "new", "existing",
-// "invoice", "chart"), a participle ("detailed"), or a word with an adjective ending
-// (adjectiveSuffixes: "annual", "executive", "printable").
+// a noun rather than a verb: a word a modifier or noun list holds, a participle, or a word with an
+// adjective ending.
 func modifierWord(w string) bool {
 	_, format := formats[w]
 	_, kind := kindNouns[w]
@@ -813,9 +790,8 @@ func existingAt(toks []token, i int) bool {
 	return false
 }
 
-// changedBy reports whether the causative verb at vi (causatives: "make") gives the file at i a
-// property: a predicate adjective right after the file ends the clause ("make the chart in
-// report.pptx bigger", "make report.md shorter"), so the file is changed, not made.
+// changedBy reports whether the causative verb at vi gives the file at i a property: a predicate
+// adjective right after the file ends the clause, so the file is changed, not made.
 func changedBy(u *unit, vi, i, end int) bool {
 	toks := u.toks
 	if !causatives[lemmaOf(toks[vi].low)] || i+1 >= end || !plainWord(toks[i+1]) {
@@ -873,8 +849,7 @@ func goesTo(u *unit, i int) bool {
 	return toks[k-1].is(motionVerbs...) || k >= 2 && toks[k-1].is("up") && toks[k-2].is(endVerbs...) // "should end up in docs/x.md"
 }
 
-// declaredOutput reports whether the file at i is followed by "as", an
-// article and an output role ("keep report.pdf as the only output").
+// declaredOutput reports whether the file at i is followed by "as", an article and an output role.
 func declaredOutput(toks []token, i, end int) bool {
 	k := i + 1
 	if k >= end || !toks[k].is("as") {
@@ -894,9 +869,7 @@ func receives(u *unit, vi, i, end int) bool {
 }
 
 // namedBy reports whether the file at i is the name a naming verb gives its object: the verb in a
-// verb's place (opening the sentence or after a coordinator, "then" or "please"), then a pronoun or
-// a short noun phrase, then the file ("name it INV-2026-001.pdf", "call the output file
-// summary.txt").
+// verb's place, then a pronoun or a short noun phrase, then the file.
 func namedBy(u *unit, i int) bool {
 	toks := u.toks
 	k := i - 1
@@ -910,19 +883,16 @@ func namedBy(u *unit, i int) bool {
 	return k == 0 || toks[k-1].kind == tokPunct || openers[toks[k-1].low] || toks[k-1].is(politeWords...)
 }
 
-// wantsWork reports whether the file at i is the subject of a want verb right after it ("Résumé.PDF
-// needs a new header", "config.yaml requires two fixes"): the work the sentence asks for changes
-// that file.
+// wantsWork reports whether the file at i is the subject of a want verb right after it: the work
+// the sentence asks for changes that file.
 func wantsWork(u *unit, i, end int) bool {
 	k := i + 1
 	return k < end && u.cls[k] == verbWant && formOf(u.toks[k].low, lemmaOf(u.toks[k].low)) == formS
 }
 
 // storedIn reports whether the file whose governing token is gov is where the product of the work
-// goes: the object of a storage preposition ("in", "inside") right after a noun phrase that names a
-// made thing ("the result", "the final version", "the cleaned data", "a record of the attempt") or
-// a pronoun, which is itself the object of a word in a verb's place ("keep the result in
-// backlog.csv", "leave the final version in out.md", "file them in oldest.json").
+// goes: the object of a storage preposition right after a noun phrase that names a made thing or a
+// pronoun, which is itself the object of a word in a verb's place.
 func storedIn(u *unit, gov int) bool {
 	toks := u.toks
 	k := gov
@@ -959,8 +929,7 @@ func verbPlace(t token) bool {
 }
 
 // lastDestination returns the index of the last destination in phrase p, or -1: "to", "into" or
-// "as" and then, past determiners, a word or file that is not a verb ("to JSON", "into English",
-// "as a PDF"; not "to save space").
+// "as" and then, past determiners, a word or file that is not a verb.
 func lastDestination(u *unit, p *phrase) int {
 	last := -1
 	for k := p.start; k < p.end; k++ {
@@ -980,9 +949,8 @@ func lastDestination(u *unit, p *phrase) int {
 }
 
 // editedPart reports whether the file whose governing token is gov names what the edit verb at vi
-// changes through "of" after the verb's own object ("tidy up the formatting of resume.docx",
-// "update the header of README.md"): between the verb and "of" stand only determiners, coordinators
-// and plain nouns, no file, preposition or other verb.
+// changes through "of" after the verb's own object: between the verb and "of" stand only
+// determiners, coordinators and plain nouns, no file, preposition or other verb.
 func editedPart(u *unit, vi, gov int) bool {
 	k := gov
 	if k <= vi+1 || k-vi > 6 || !u.toks[k].is("of") {
@@ -999,8 +967,7 @@ func editedPart(u *unit, vi, gov int) bool {
 
 var attemptTarget = rule{"attempt-target", "output: the target of an attempted write"}
 
-// probeOutput makes the target of an attempted write an output ("attempt a
-// native write to x"), for markDenials to deny.
+// probeOutput makes the target of an attempted write an output, for markDenials to deny.
 func probeOutput(u *unit, m *mention, vi, i int) {
 	for k := vi + 1; k < i; k++ {
 		if verbClasses[lemmaOf(u.toks[k].low)] == verbOutput {
@@ -1012,8 +979,7 @@ func probeOutput(u *unit, m *mention, vi, i int) {
 }
 
 // locatedIn reports whether the file whose governing token is gov (see readMention) is where
-// something already is: a locative preposition after an indicative be-form ("the raw data is
-// already in data.csv").
+// something already is: a locative preposition after an indicative be-form.
 func locatedIn(u *unit, gov int) bool {
 	k := gov
 	if k < 1 {
@@ -1048,10 +1014,7 @@ func locatedIn(u *unit, gov int) bool {
 }
 
 // placeStated reports whether the locative preposition at k follows a present-tense verb no lexicon
-// lists ("lives", "sits": a plain word ending in presentSuffix, adverbs allowed on either side of
-// it) whose subject is a file, a third-person pronoun or a noun opening its clause ("The vendor
-// list lives in the repo"; not "Save the results in the repo", where the plain word is the object
-// of a verb).
+// lists whose subject is a file, a third-person pronoun or a noun opening its clause.
 func placeStated(u *unit, k int) bool {
 	toks := u.toks
 	v := skipAdverbs(toks, k-1)
@@ -1086,8 +1049,7 @@ func beforeBe(toks []token, k int) bool {
 }
 
 // findsThere reports whether the verb at vi is a verb of finding (findingVerbs) after the addressee
-// and a modal or future auxiliary ("you'll find", "you can find", "you will find"): it presents
-// what it finds as already there.
+// and a modal or future auxiliary: it presents what it finds as already there.
 func findsThere(toks []token, vi int) bool {
 	if !toks[vi].is(findingVerbs...) || vi == 0 {
 		return false
@@ -1112,8 +1074,7 @@ func locatedSubject(u *unit, i, end int) bool {
 	return k < end && locativePreps[u.toks[k].low]
 }
 
-// passiveVerb finds a passive verb after the file at i ("report.pdf must be attached", "The final
-// report, report.pdf, must be attached"), or -1.
+// passiveVerb finds a passive verb after the file at i, or -1.
 func passiveVerb(u *unit, i, end int) int {
 	for k := i + 1; k < end && k <= i+passiveSpan; k++ {
 		if t := u.toks[k]; !u.verbAt(k) && t.kind == tokWord && (determiners[t.low] || plainWord(t) && !participle(t.low)) {
@@ -1131,8 +1092,7 @@ func passiveVerb(u *unit, i, end int) int {
 }
 
 // closedAdjunct reports whether the verb at vi is an -ing participle that opens phrase p after a
-// comma, and another comma closes that adjunct before the file at i ("…, cleaning up filler words,
-// into memo.txt").
+// comma, and another comma closes that adjunct before the file at i.
 func closedAdjunct(u *unit, p *phrase, vi, i int) bool {
 	toks := u.toks
 	w := toks[vi].low
@@ -1149,8 +1109,7 @@ func closedAdjunct(u *unit, p *phrase, vi, i int) bool {
 
 // reducedPassive finds the participle of an edit, repository, reading or reply verb right after the
 // file at i, closing quote marks or the rest of a run of files between, that acts on it with no
-// auxiliary ("`README.md` updated with the new numbers", "input.csv and baseline.csv compared"), or
-// -1: the file is then changed or read, not made.
+// auxiliary, or -1: the file is then changed or read, not made.
 func reducedPassive(u *unit, i, end int) int {
 	k := i + 1
 	for k < end && k <= i+passiveSpan && (u.toks[k].punct(quoteMarks...) || u.toks[k].kind == tokFile ||
@@ -1171,8 +1130,7 @@ func reducedPassive(u *unit, i, end int) int {
 }
 
 // isSourceOf reports whether the file at i is followed by "to/into/as" and another file, or a
-// format other than its own: it is then the source of that file or that format ("save notes.md as
-// notes.pdf", "give me users.csv as JSON"; not "write report.md as Markdown").
+// format other than its own: it is then the source of that file or that format.
 func isSourceOf(toks []token, i, end int) bool {
 	j := i + 1
 	if j >= end || !toks[j].is(sourceLinks...) {
@@ -1193,8 +1151,7 @@ func isSourceOf(toks []token, i, end int) bool {
 	return toks[j].kind == tokWord && isFormat && fileExts[toks[j].low] && !sameFormat(ext, toks[j].low)
 }
 
-// sameFormat reports whether the extension ext and the format word w name
-// one format ("md" and "markdown", "yml" and "yaml").
+// sameFormat reports whether the extension ext and the format word w name one format.
 func sameFormat(ext, w string) bool {
 	canon := func(s string) string {
 		if c, ok := formatAliases[s]; ok {
@@ -1301,8 +1258,7 @@ func signalAt(u *unit, p *phrase, i, lastVerb, head int, prep string, prepOfVerb
 }
 
 // destAdjective reports whether toks[k] may modify a destination's format or file noun after its
-// article ("a one-page PDF", "a clean PDF", "a chart image", "a clean XLSX workbook": destWord)
-// that is neither a format nor a file noun itself.
+// article that is neither a format nor a file noun itself.
 func destAdjective(u *unit, k int) bool {
 	t := u.toks[k]
 	_, format := formats[t.low]
@@ -1310,8 +1266,7 @@ func destAdjective(u *unit, k int) bool {
 }
 
 // destWord reports whether toks[k] may be a word of a destination's noun phrase: a plain word, or a
-// lexicon word read there as a noun or adjective ("into a clean XLSX workbook", "into a single PDF
-// bundle").
+// lexicon word read there as a noun or adjective.
 func destWord(u *unit, k int) bool {
 	t := u.toks[k]
 	if plainWord(t) {
@@ -1322,9 +1277,7 @@ func destWord(u *unit, k int) bool {
 
 // destFormat reports whether the word at k, right after a destination's preposition and article, is
 // an inherently binary format that modifies the head noun of the destination, at most destHeadSpan
-// words on ("into a PDF handout", "as a PNG poster", "to PDF handouts", "into a PDF recipe
-// booklet"), a head that ends the noun phrase (nounFollows; not "to PDF loses the links"): the
-// destination is a document of that format.
+// words on, a head that ends the noun phrase: the destination is a document of that format.
 func destFormat(u *unit, k, end int, result bool) bool {
 	toks := u.toks
 	strong, ok := formats[toks[k].low]
@@ -1343,14 +1296,12 @@ func destFormat(u *unit, k, end int, result bool) bool {
 	return false
 }
 
-// plural reports whether w has the plural ending of a noun (pluralSuffix;
-// "fixtures", "records", not "address").
+// plural reports whether w has the plural ending of a noun.
 func plural(w string) bool {
 	return strings.HasSuffix(w, pluralSuffix) && !strings.HasSuffix(w, pluralSuffix+pluralSuffix)
 }
 
-// toolNoun reports whether w is the agent noun of a lexicon verb ("parser",
-// "converter", "generator", "viewer"): a tool that does the verb's work.
+// toolNoun reports whether w is the agent noun of a lexicon verb: a tool that does the verb's work.
 func toolNoun(w string) bool {
 	for _, suf := range agentSuffixes {
 		b, ok := strings.CutSuffix(w, suf)
@@ -1373,8 +1324,7 @@ func bareFormat(u *unit, i, end int) bool {
 }
 
 // acceptedFormat reports whether the word at i heads a file noun phrase with an indefinite article
-// ("a Markdown file", "a PDF") that a be-form and an acceptance word follow ("a Markdown file is
-// fine", "a PDF would be perfect"): the text accepts that file as the answer.
+// that a be-form and an acceptance word follow: the text accepts that file as the answer.
 func acceptedFormat(u *unit, i, end int) bool {
 	toks := u.toks
 	_, format := formats[toks[i].low]
@@ -1414,8 +1364,7 @@ func phrasalMake(u *unit, i int) bool {
 	return v.kind == tokWord && !functionWords[v.low] && !determiners[v.low] && lemmaOf(v.low) == ""
 }
 
-// isOutputish reports whether a verb of class c makes its object an
-// output.
+// isOutputish reports whether a verb of class c makes its object an output.
 func isOutputish(c verbClass) bool {
 	return c == verbOutput || c == verbExport || c == verbAttach || c == verbSend || c == verbPseudo || c == verbWant
 }
@@ -1453,9 +1402,8 @@ func formatDocument(u *unit, i, end int) bool {
 	return formatDocNouns[u.toks[i+1].low] && u.toks[i+1].kind == tokWord
 }
 
-// formatHead reports whether toks[k] is a format word used as the head of its noun phrase ("a CSV",
-// "a PDF report", and for an inherently binary format a compound document noun: "a PNG bar chart")
-// rather than as a modifier ("a CSV parser", "a PDF parser library").
+// formatHead reports whether toks[k] is a format word used as the head of its noun phrase rather
+// than as a modifier.
 func formatHead(u *unit, k, end int) bool {
 	t := u.toks[k]
 	if _, ok := formats[t.low]; !ok || t.kind != tokWord && t.kind != tokOther { // "MP3" is a mixed token
@@ -1488,8 +1436,7 @@ func fileNounHead(toks []token, k, end int) bool {
 	return k+1 >= end || !fileModifiers[toks[k+1].low]
 }
 
-// markerLen returns the length of a delivery marker at toks[i]
-// ("downloadable", "download link", "for download", "as an attachment"), or 0.
+// markerLen returns the length of a delivery marker at toks[i], or 0.
 func markerLen(toks []token, i int) int {
 	at := func(k int, words ...string) bool { return k < len(toks) && toks[k].is(words...) }
 	t := toks[i]
@@ -1512,8 +1459,7 @@ func markerLen(toks []token, i int) int {
 	return 0
 }
 
-// pronounAt reports whether toks[i] is a pronoun object that refers back
-// to a file ("it", "them", "this", "the file", "these files").
+// pronounAt reports whether toks[i] is a pronoun object that refers back to a file.
 func pronounAt(toks []token, i, end int) (found, plural, np bool) {
 	t := toks[i]
 	next := func() (token, bool) {
@@ -1552,9 +1498,7 @@ func pronounAt(toks []token, i, end int) (found, plural, np bool) {
 }
 
 // anaphoricNP reports whether the noun phrase after "the" at toks[k] refers back to a file made or
-// edited earlier in the same item: a head that names a made thing ("the result", "the corrected
-// one", "the revised copy", "the new version") or any head after a participle ("the edited config",
-// "the patched stylesheet", "the cleaned-up version").
+// edited earlier in the same item: a head that names a made thing or any head after a participle.
 func anaphoricNP(toks []token, k, end int) (found, plural, np bool) {
 	modified := false
 	for n := 0; k < end && n < 4 && toks[k].kind == tokWord; k, n = k+1, n+1 {
@@ -1596,16 +1540,14 @@ func kindAt(toks []token, k, end int) (string, bool) {
 	return "", false
 }
 
-// ofKind reports whether the file name is of the kind the kind noun names
-// ("q3.xlsx" is a spreadsheet, "intro.mp4" a clip).
+// ofKind reports whether the file name is of the kind the kind noun names.
 func ofKind(name, kind string) bool {
 	_, ext := pathParts(name)
 	return slices.Contains(kindNouns[kind], ext)
 }
 
 // sameDocAt reports whether the noun phrase from toks[k] has a head that names the same document in
-// a new state ("the tidied version", "the corrected copy") rather than a product of another kind
-// ("the resulting PDF", "the result").
+// a new state rather than a product of another kind.
 func sameDocAt(toks []token, k, end int) bool {
 	for n := 0; k < end && n < 4 && toks[k].kind == tokWord; k, n = k+1, n+1 {
 		if sameDocHeads[toks[k].low] {
@@ -1629,8 +1571,7 @@ func participleAt(toks []token, k, end int) string {
 
 // actedFrom returns the index of the first word of phrase p that is the verb whose participle part
 // is, or -1: a file after it in p is the one the anaphor names by the work done on it, whatever
-// that verb is ("Shorten abstract.txt … the shortened one", "Normalize the column names in data.csv
-// … the normalized file").
+// that verb is.
 func actedFrom(toks []token, p *phrase, part string) int {
 	if part == "" {
 		return -1
@@ -1643,8 +1584,7 @@ func actedFrom(toks []token, p *phrase, part string) int {
 	return -1
 }
 
-// participleOf reports whether part is the regular past participle of the
-// verb w ("shortened" of "shorten", "tidied" of "tidy", "zipped" of "zip").
+// participleOf reports whether part is the regular past participle of the verb w.
 func participleOf(part, w string) bool {
 	for _, s := range inflections {
 		if b, ok := strings.CutSuffix(part, s.suffix); ok && strings.HasSuffix(s.suffix, "d") && b+s.restore == w {
@@ -1683,8 +1623,7 @@ func prepSkip(t token) bool {
 	return false
 }
 
-// findQualifier returns the index of a "not a deliverable" qualifier in
-// toks, or -1.
+// findQualifier returns the index of a "not a deliverable" qualifier in toks, or -1.
 func findQualifier(toks []token) int {
 	for i, t := range toks {
 		if t.is(nonDeliverables...) {
@@ -1732,10 +1671,8 @@ func denialAt(toks []token, i int) bool {
 }
 
 // modelRef reports whether the input file at i is named as a model, template, example or earlier
-// version (rule 10): the standard of a comparison ("in the same format as NAME"), the object of
-// "like", of a verb of following (modelVerbs: "use", "follow"), or a file with a modelWords word at
-// most modelSpan tokens before it in its phrase ("based on NAME", "the template in NAME") or after
-// it ("NAME as a template").
+// version (rule 10): the standard of a comparison, the object of "like", of a verb of following, or
+// a file with a modelWords word at most modelSpan tokens before it in its phrase or after it.
 func modelRef(u *unit, p *phrase, i, vi int, prep string, compared bool) bool {
 	if compared || modelPreps[prep] || vi >= 0 && vi < i && modelVerbs[lemmaOf(u.toks[vi].low)] {
 		return true
@@ -1756,9 +1693,8 @@ func modelRef(u *unit, p *phrase, i, vi int, prep string, compared bool) bool {
 	return false
 }
 
-// featureGerund reports whether the verb at vi is a gerund after a verb of building a feature
-// ("support writing NAME", "implement saving NAME"): the product writes the file, the task changes
-// the product (rule 11).
+// featureGerund reports whether the verb at vi is a gerund after a verb of building a feature: the
+// product writes the file, the task changes the product (rule 11).
 func featureGerund(u *unit, vi int) bool {
 	w := u.toks[vi].low
 	return strings.HasSuffix(w, "ing") && featureVerbs[lemmaOf(u.toks[vi-1].low)] ||
@@ -1777,8 +1713,7 @@ func productVerb(u *unit, vi int) bool {
 }
 
 // modelNP reports whether the file at i ends a noun phrase headed by a model word (modelHeads) that
-// a preposition or verb of following governs ("like the example in NAME", "using the template in
-// NAME", "from the sample in NAME"): the file holds the model, not the output (rule 10).
+// a preposition or verb of following governs: the file holds the model, not the output (rule 10).
 func modelNP(u *unit, p *phrase, i int) bool {
 	toks := u.toks
 	k := i - 1

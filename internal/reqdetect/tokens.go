@@ -75,8 +75,7 @@ func tokenizeAt(s string, base int) []token {
 	return toks
 }
 
-// tokenize splits one line into tokens. Every token's text is a
-// substring of s.
+// tokenize splits one line into tokens. Every token's text is a substring of s.
 func tokenize(s string) []token {
 	var toks []token
 	for i := 0; i < len(s); {
@@ -116,8 +115,7 @@ func tokenize(s string) []token {
 	return toks
 }
 
-// cjkFirst is below every rune of the CJK scripts (Hangul Jamo starts at
-// U+1100): isCJK.
+// cjkFirst is below every rune of the CJK scripts (Hangul Jamo starts at U+1100): isCJK.
 const cjkFirst = 0x1100
 
 // isCJK reports whether r is written in a script with no spaces between
@@ -126,9 +124,8 @@ func isCJK(r rune) bool {
 	return r >= cjkFirst && unicode.In(r, unicode.Han, unicode.Hiragana, unicode.Katakana, unicode.Hangul)
 }
 
-// cjkPieces cuts a run that mixes CJK text with a file name written against it, with no space
-// ("請把結果整理成summary.pdf並附上", "report.pdfを作成して", "report.pdf로") into the CJK text and the name (rule
-// 9).
+// cjkPieces cuts a run that mixes CJK text with a file name written against it, with no space into
+// the CJK text and the name (rule 9).
 func cjkPieces(run string) []string {
 	var segs []string
 	start, prev := 0, false
@@ -228,8 +225,7 @@ func splitRun(toks []token, run string) []token {
 	return toks
 }
 
-// splitColons splits s at colons ("report.md:12" is the file report.md, a colon and a number) and
-// classifies each piece. A leading drive letter ("C:\out\a.pdf") is not split.
+// splitColons splits s at colons and classifies each piece. A leading drive letter is not split.
 func splitColons(toks []token, s string) []token {
 	from := 0
 	if len(s) > 2 && s[1] == ':' && (s[2] == '\\' || s[2] == '/') &&
@@ -345,8 +341,7 @@ func splitSentences(toks []token, item bool) []*unit {
 }
 
 // leadQuestion reports whether a question opens its main clause with a wh-word after a leading
-// phrase and a comma ("Per the spec in docs/spec.md, which fields are required?", "Looking at
-// q3.xlsx, what stands out?").
+// phrase and a comma.
 func leadQuestion(toks []token) bool {
 	for i := 1; i+1 < len(toks) && i < leadSpan; i++ {
 		if toks[i].punct(",") {
@@ -356,8 +351,7 @@ func leadQuestion(toks []token) bool {
 	return false
 }
 
-// politeAsk reports whether a question is a request phrased politely ("Is it possible to attach the
-// log file?", "Do you mind attaching it?").
+// politeAsk reports whether a question is a request phrased politely.
 func politeAsk(toks []token) bool {
 	if !toks[0].is(politeOpeners...) {
 		return false

@@ -248,6 +248,6 @@ var mentionMarks = []mentionRule{
 		}, func(c *mentionCtx) { c.m.delivery = true }},
 }
 
-var _ = register(4, "mention", "a file's role from the words that govern it: the first row that matches", ruleList(mentionRules))
-var _ = register(4, "mention-override", "revisions of that role: every row that matches applies", ruleList(mentionOverrides))
-var _ = register(4, "mention-mark", "negation, inline and delivery marks on the file: the first row that matches", ruleList(mentionMarks))
+var _ = register(40, "mention", "a file's role from the words that govern it: the first row that matches", ruleList(mentionRules))
+var _ = register(41, "mention-override", "revisions of that role: every row that matches applies", ruleList(mentionOverrides))
+var _ = register(42, "mention-mark", "negation, inline and delivery marks on the file: the first row that matches", ruleList(mentionMarks))

@@ -1,12 +1,12 @@
 package reqdetect
 
+//go:generate go test -run ^TestDocGo$ -update-doc .
+
 import "fmt"
 
-// rule is one named decision of the reader, the way a go vet analyzer is a
-// named value with a Doc: a kebab-case id, unique in the package
-// ("deliver-verb", "input-heading", "negated-delivery"), and one line saying
-// what it reads and what it decides. Table rows embed it next to their
-// matcher; Reason.ID carries the id of the rule that decided.
+// rule is one named decision of the reader, the way a go vet analyzer is a named value with a Doc:
+// a kebab-case id, unique in the package ("deliver-verb", "input-heading", "negated-delivery"), and
+// one line saying what it reads and what it decides.
 type rule struct {
 	id  string
 	doc string
@@ -20,9 +20,10 @@ func (r rule) text(detail string) string {
 	return fmt.Sprintf("%s (%q)", r.doc, detail)
 }
 
-// ruleTable is one ordered table of rules, as doc.go lists it.
+// ruleTable is one ordered table of rules; doc.go lists the tables by
+// order.
 type ruleTable struct {
-	stage int    // where the table sits in the reading: tables are listed by stage, then name
+	order int    // stage*10 + place in the stage; stages: 1 lines, 2 units, 3 phrases, 4 roles, 5 across sentences, 6 the decision
 	name  string // "mention", "foreign"
 	doc   string // one line
 	rules []rule
@@ -33,8 +34,8 @@ var ruleTables []ruleTable
 
 // register adds a table to the registry that doc.go and Explain's ids come
 // from; call it from a package-level var (var _ = register(...)).
-func register(stage int, name, doc string, rules []rule) bool {
-	ruleTables = append(ruleTables, ruleTable{stage, name, doc, rules})
+func register(order int, name, doc string, rules []rule) bool {
+	ruleTables = append(ruleTables, ruleTable{order, name, doc, rules})
 	return true
 }
 

@@ -770,4 +770,4 @@ var noRole = rule{"no-role", "no rule gave it a role"}
 var _ = register(60, "decision", "the overall decision: the first row that matches", ruleList(decisionRules))
 
 var _ = register(51, "across", "single rules of the later stages: inputs under a heading, denials, qualifiers, attempts",
-	[]rule{inputHeading, denialMarker, deniedAttempt, notDeliverable, attemptTarget, noRole, foreignCue})
+	[]rule{inputHeading, denialMarker, deniedAttempt, notDeliverable, attemptTarget, noRole})

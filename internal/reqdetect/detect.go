@@ -18,6 +18,10 @@ type Result struct {
 	Why []Reason
 	// Decision is the reason for File.
 	Decision Reason
+	// Unsure is "" when the reader is sure of its reading, else why not:
+	// "language: the text is mostly Russian …, which has no table", or
+	// "conflicting signals: …" (languages.go: unsure).
+	Unsure string
 }
 
 // Reason is the rule that decided one file's role, or the overall decision,
@@ -73,7 +77,9 @@ func Detect(objective string) Result {
 	markDenials(units)
 	resolvePronouns(units)
 	applyQualifiers(units)
-	return collect(units)
+	r := collect(units)
+	r.Unsure = unsure(objective, units)
+	return r
 }
 
 // Explain returns Detect's trace for objective, one line per file and one for the decision, each

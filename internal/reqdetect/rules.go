@@ -50,7 +50,3 @@ func ruleList[T interface{ base() rule }](rows []T) []rule {
 	}
 	return out
 }
-
-// foreignCue is the id of a reason recorded by note alone: languages.go's
-// readers of other languages (rule 9).
-var foreignCue = rule{"foreign-cue", "rule 9: a cue word of another language decides it"}

@@ -5,7 +5,7 @@ package reqdetect
 import "fmt"
 
 // rule is one named decision of the reader, the way a go vet analyzer is a named value with a Doc:
-// a kebab-case id, unique in the package ("deliver-verb", "input-heading", "negated-delivery"), and
+// a kebab-case id, unique in the package ("output-verb", "input-heading", "forbidden"), and
 // one line saying what it reads and what it decides.
 type rule struct {
 	id  string
@@ -20,8 +20,7 @@ func (r rule) text(detail string) string {
 	return fmt.Sprintf("%s (%q)", r.doc, detail)
 }
 
-// ruleTable is one ordered table of rules; doc.go lists the tables by
-// order.
+// ruleTable is one ordered table of rules; doc.go lists the tables by order.
 type ruleTable struct {
 	order int    // stage*10 + place in the stage; stages: 1 lines, 2 units, 3 phrases, 4 roles, 5 across sentences, 6 the decision
 	name  string // "mention", "foreign"

@@ -1167,10 +1167,10 @@ var foreignAsks = []rule{
 	{"foreign-asks-output", "rule 9: an output word before a file noun or format asks for a file"},
 }
 
-var _ = register(4, "foreign", "rule 9: a file in a sentence in another language: the first row that matches",
+var _ = register(43, "foreign", "rule 9: a file in a sentence in another language: the first row that matches",
 	ruleList(foreignRules))
-var _ = register(4, "foreign-mark", "rule 9: revisions of that role: every row that matches applies", ruleList(foreignMarks))
-var _ = register(4, "foreign-asks", "rule 9: an unnamed file request in another language", foreignAsks)
+var _ = register(44, "foreign-mark", "rule 9: revisions of that role: every row that matches applies", ruleList(foreignMarks))
+var _ = register(45, "foreign-asks", "rule 9: an unnamed file request in another language", foreignAsks)
 
 func (c *foreignCtx) apply(row *foreignRule, a, b int) {
 	if row.role != roleKeep {
@@ -1251,11 +1251,8 @@ func readForeign(u *unit) {
 		if !asks {
 			continue
 		}
-		p.signal = true
+		p.requestBy(u, foreignAsks[min(int(h.class)-int(cueDelivery), 1)], u.toks[h.tok].text, h.tok, h.tok)
 		p.delivered = p.delivered || h.class == cueDelivery
-		if p.rule == "" {
-			p.decide(u, foreignAsks[min(int(h.class)-int(cueDelivery), 1)], u.toks[h.tok].text, h.tok, h.tok)
-		}
 	}
 }
 

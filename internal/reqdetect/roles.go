@@ -96,14 +96,6 @@ type phrase struct {
 	trace      // the rule behind its unnamed request
 }
 
-// request records an unnamed file request read by rule over tokens a..b.
-func (p *phrase) request(u *unit, rule string, a, b int) {
-	p.signal = true
-	if p.rule == "" {
-		p.note(u, rule, a, b)
-	}
-}
-
 // requestBy records an unnamed file request read by rule r, quoting detail, over tokens a..b.
 func (p *phrase) requestBy(u *unit, r rule, detail string, a, b int) {
 	p.signal = true

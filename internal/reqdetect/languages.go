@@ -648,6 +648,17 @@ func (r *foreignReading) repoObject(u *unit, h cueHit) bool {
 	return false
 }
 
+// statedBefore reports whether a perfect auxiliary stands at most
+// modelSpan tokens before the file at i in its clause ("hat er als X").
+func (r *foreignReading) statedBefore(u *unit, i int) bool {
+	for k := i - 1; k >= 0 && k >= i-2*modelSpan && (u.toks[k].kind != tokPunct || u.toks[k].punct(nameQuoteMarks...)); k-- {
+		if inList(r.words[k], &foreignPerfect) {
+			return true
+		}
+	}
+	return false
+}
+
 // repoUnit reports whether u names repository work ("een pull request met
 // …", "ブランチ").
 func (r *foreignReading) repoUnit(u *unit) bool {
@@ -931,40 +942,52 @@ func (r *foreignReading) verbTok(k int) bool { return len(r.at(k)) > 0 }
 func (r *foreignReading) destAt(u *unit, i int) bool { return r.destBy(u, i, &foreignDestPreps) }
 
 func (r *foreignReading) destBy(u *unit, i int, preps *[]string) bool {
-	if i > 0 {
-		if !r.cjk[i-1] && inList(r.words[i-1], preps) {
-			return true
-		}
-		if r.cjk[i-1] && slices.ContainsFunc(*preps, func(d string) bool {
-			return isCJKString(d) && strings.HasSuffix(u.toks[i-1].low, d)
-		}) {
-			return true
-		}
+	p, n := around(u, i)
+	if p >= 0 && !r.cjk[p] && inList(r.words[p], preps) {
+		return true
 	}
-	return i+1 < len(u.toks) && r.cjk[i+1] && slices.ContainsFunc(*preps, func(d string) bool {
-		return isCJKString(d) && strings.HasPrefix(u.toks[i+1].low, d)
+	return slices.ContainsFunc(*preps, func(d string) bool {
+		return isCJKString(d) && (p >= 0 && r.cjk[p] && strings.HasSuffix(u.toks[p].low, d) ||
+			n < len(u.toks) && r.cjk[n] && strings.HasPrefix(u.toks[n].low, d))
 	})
 }
+
+// around returns the tokens before and after token i, past the quotes
+// around a file name ("`papers.bib` 에서"): -1 and len(u.toks) at the ends.
+func around(u *unit, i int) (int, int) {
+	p, n := i-1, i+1
+	for p >= 0 && u.toks[p].punct(nameQuoteMarks...) {
+		p--
+	}
+	for n < len(u.toks) && u.toks[n].punct(nameQuoteMarks...) {
+		n++
+	}
+	return p, n
+}
+
+var nameQuoteMarks = []string{"`", `"`, "'", "“", "”", "‘", "’", "「", "」", "『", "』"}
 
 // sourceAt reports whether the file at i is a source the work reads: after
 // a source word ("aus daten.csv", "从 data.csv"), before a CJK source
 // particle ("data.csvから"), or followed by a destination word and another
 // file ("exportiere daten.csv als daten.xlsx").
 func (r *foreignReading) sourceAt(u *unit, i int) bool {
-	if i > 0 && !r.cjk[i-1] && inList(r.words[i-1], &foreignSourcePreps) {
+	p, n := around(u, i)
+	switch {
+	case p >= 0 && !r.cjk[p] && inList(r.words[p], &foreignSourcePreps):
+		return true
+	case p >= 0 && r.cjk[p] && slices.ContainsFunc(foreignSourcePreps, func(s string) bool {
+		return isCJKString(s) && strings.HasSuffix(u.toks[p].low, s)
+	}):
+		return true
+	case n < len(u.toks) && r.cjk[n] && slices.ContainsFunc(foreignSourceAfter, func(s string) bool {
+		return strings.HasPrefix(u.toks[n].low, s)
+	}):
 		return true
 	}
-	if i > 0 && r.cjk[i-1] && slices.ContainsFunc(foreignSourcePreps, func(s string) bool {
-		return isCJKString(s) && strings.HasSuffix(u.toks[i-1].low, s)
-	}) {
-		return true
-	}
-	if i+1 < len(u.toks) && r.cjk[i+1] && slices.ContainsFunc(foreignSourceAfter, func(s string) bool {
-		return strings.HasPrefix(u.toks[i+1].low, s)
-	}) {
-		return true
-	}
-	return i+2 < len(u.toks) && u.toks[i+2].kind == tokFile && r.destAt(u, i+2)
+	_, f := around(u, n)
+	return n < len(u.toks) && f < len(u.toks) && u.toks[f].kind == tokFile &&
+		slices.ContainsFunc(foreignDestPreps, func(d string) bool { return r.words[n] == d || r.cjk[n] && strings.HasSuffix(u.toks[n].low, d) })
 }
 
 // productSubject reports whether the cue hits[g] governing the file at i
@@ -1067,7 +1090,7 @@ func (r *foreignReading) qualifierAt(u *unit) int {
 			}
 			continue
 		}
-		if !r.inL(r.words[i], negs, &foreignNegators) {
+		if !inList(r.words[i], &foreignNegators) {
 			continue
 		}
 		for j := i + 1; j < len(u.toks) && j <= i+qualifierSpan && u.toks[j].kind == tokWord; j++ {
@@ -1122,7 +1145,7 @@ var foreignRules = []foreignRule{
 	{rule{"foreign-presented", "rule 9: presented as given with the task"}, roleInput,
 		func(c *foreignCtx) bool { return c.gc == cuePresented }, (*foreignCtx).existing},
 	{rule{"foreign-source", "rule 9: the source the work reads (\"aus X\", \"X から\")"}, roleInput,
-		func(c *foreignCtx) bool { return c.r.sourceAt(c.u, c.i) }, nil},
+		func(c *foreignCtx) bool { return c.gc != cueNaming && c.r.sourceAt(c.u, c.i) }, nil},
 	{rule{"foreign-product", "rule 9: the product writes it, a feature or bug: repository work (rule 11)"}, roleRepo,
 		func(c *foreignCtx) bool {
 			return c.makes() && (c.r.feature || c.r.product[c.g] || bugReport(c.u) || c.r.productSubject(c.u, c.g, c.i))
@@ -1144,6 +1167,8 @@ var foreignRules = []foreignRule{
 		func(c *foreignCtx) bool { return c.gc == cueInput || c.gc == cueReply }, nil},
 	{rule{"foreign-repo-item", "rule 9: named in a Deliverables item about repository work (rule 4)"}, roleRepo,
 		func(c *foreignCtx) bool { return c.u.item && c.r.repoUnit(c.u) }, nil},
+	{rule{"foreign-stated", "rule 9: a statement of what was done names it: a perfect auxiliary before it"}, roleInput,
+		func(c *foreignCtx) bool { return c.gc == cueNone && c.r.statedBefore(c.u, c.i) }, (*foreignCtx).existing},
 	{rule{"foreign-item", "rule 9: output: named as a destination or in a Deliverables item"}, roleOutput,
 		func(c *foreignCtx) bool { return c.u.item || c.r.destBy(c.u, c.i, &foreignNamingPreps) }, nil},
 	{rule{"foreign-ungoverned", "rule 9: no cue word governs the file"}, roleNone,

@@ -31,4 +31,6 @@ var langES = &langTable{code: "es", name: "Spanish",
 	repo:         "rama prueba pruebas test",
 	bug:          "error",
 	nounMarks:    "del",
+	pointers:     "este esta",
+	clitics:      "lo la los las",
 }

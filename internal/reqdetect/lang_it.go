@@ -31,4 +31,6 @@ var langIT = &langTable{code: "it", name: "Italian",
 	repo:         "ramo test",
 	bug:          "errore",
 	nounMarks:    "di del della dei delle degli",
+	pointers:     "questo questa",
+	clitics:      "lo la",
 }

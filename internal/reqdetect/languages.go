@@ -46,6 +46,10 @@ type langTable struct {
 	// function words tell the language; deliverables and inputs are the
 	// headings and labels of outputs ("Ergebnis") and inputs ("Kontext").
 	function, deliverables, inputs string
+	// pointers refer back to a file named before ("sie", "このファイル"),
+	// clitics do so at the end of a verb ("adjúntalo") or, written with a
+	// hyphen, only after one ("envoie-le", "anexe-o").
+	pointers, clitics string
 	// nounMarks make the cue after them a noun ("tempi di consegna").
 	nounMarks string
 	neg, inl  []string // negators and inline, split: read by language
@@ -67,7 +71,7 @@ var (
 	foreignPolite, foreignModel, foreignModelAfter, foreignModelNouns, foreignDestPreps, foreignNamingPreps,
 	foreignSourcePreps, foreignSourceAfter, foreignRepo, foreignProductNouns, foreignFeatureVerbs, foreignBug,
 	foreignWhWords, foreignHowTo, foreignPerfect, foreignDoneAfter, foreignDoneBefore, foreignNouns,
-	foreignNounMarks []string
+	foreignNounMarks, foreignPointers, foreignClitics []string
 	foreignSeparable     []separable
 	sharedCues           = words(shared.delivery + " " + shared.edit) // they do not make a sentence foreign
 	foreignFunctionWords = map[string][]*langTable{}
@@ -121,6 +125,7 @@ func buildLists() {
 			{&foreignBug, t.bug, 0}, {&foreignWhWords, t.whWords, 0}, {&foreignHowTo, t.howTo, 0},
 			{&foreignPerfect, t.perfect, 0}, {&foreignDoneAfter, t.doneAfter, 0},
 			{&foreignDoneBefore, t.doneBefore, 0}, {&foreignNounMarks, t.nounMarks, 0},
+			{&foreignPointers, t.pointers, 0}, {&foreignClitics, t.clitics, 0},
 		} {
 			for _, w := range words(f.src) {
 				if head, particle, ok := strings.Cut(w, "…"); ok {
@@ -342,7 +347,7 @@ func init() {
 	for _, l := range []*[]string{&foreignNegators, &foreignModel, &foreignModelAfter, &foreignInline,
 		&foreignDestPreps, &foreignNamingPreps, &foreignProductNouns, &foreignFileWords, &foreignSourcePreps,
 		&foreignSourceAfter, &foreignModelNouns, &foreignFeatureVerbs, &foreignWhWords, &foreignHowTo,
-		&foreignPerfect, &foreignPolite, &sharedCues, &foreignAheadOnly, &foreignNounMarks, &foreignRepo, &foreignBug, &foreignNouns} {
+		&foreignPerfect, &foreignPolite, &sharedCues, &foreignAheadOnly, &foreignNounMarks, &foreignPointers, &foreignRepo, &foreignBug, &foreignNouns} {
 		foldedList(l)
 	}
 }
@@ -642,6 +647,36 @@ func (r *foreignReading) repoObject(u *unit, h cueHit) bool {
 	for k := h.tok + 1; k < len(u.toks) && k <= h.tok+repoSpan; k++ {
 		t := u.toks[k]
 		if !r.cjk[k] && inList(foldWord(t.text), &foreignRepo) || r.cjk[k] && len(cjkIndex(t.low, &foreignRepo)) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// refersBack reports whether the delivery cue h refers back to a file named
+// before: a pointer right after it or a clitic on it ("Envoie-le-moi",
+// "adjúntalo", "hänge sie an", "このファイルを送って"), in a unit that names no
+// file and makes nothing else.
+func (r *foreignReading) refersBack(u *unit, h cueHit) bool {
+	if len(u.phrases) == 0 || slices.ContainsFunc(u.phrases, func(p *phrase) bool { return len(p.mentions) > 0 }) ||
+		slices.ContainsFunc(r.hits, func(o cueHit) bool { return o.class >= cueOutput && o.class <= cueNaming }) {
+		return false
+	}
+	if r.cjk[h.tok] {
+		return len(cjkIndex(u.toks[h.tok].low, &foreignPointers)) > 0 ||
+			h.tok > 0 && r.cjk[h.tok-1] && len(cjkIndex(u.toks[h.tok-1].low, &foreignPointers)) > 0
+	}
+	if r.fileWordFrom[0] >= 0 {
+		return false
+	}
+	head, rest, _ := strings.Cut(r.words[h.tok], "-")
+	if slices.ContainsFunc(foreignClitics, func(c string) bool {
+		return strings.HasSuffix(head, c) || slices.Contains(strings.Split(rest, "-"), strings.TrimPrefix(c, "-"))
+	}) {
+		return true
+	}
+	for k := h.tok + 1; k < len(u.toks) && k <= h.tok+repoSpan; k++ {
+		if inList(r.words[k], &foreignPointers) {
 			return true
 		}
 	}
@@ -1268,6 +1303,10 @@ func readForeign(u *unit) {
 			continue
 		}
 		p := u.phrases[q]
+		if (h.class == cueDelivery || h.class == cueSend) && r.refersBack(u, h) {
+			// "Envoie-le-moi", "このファイルを私に送って": it delivers a file named before.
+			p.pronoun, p.attach, p.send = true, p.attach || h.class == cueDelivery, p.send || h.class == cueSend
+		}
 		asks := h.class == cueDelivery
 		if !asks && (h.class == cueOutput || h.class == cueTransform) &&
 			(r.fileWordFrom[h.tok+1] >= 0 || r.cjk[h.tok] && r.fileWord(u, h.tok)) {

@@ -928,6 +928,9 @@ func (r *foreignReading) featureUnit(u *unit) bool {
 		}
 		verb = verb || inList(r.words[i], &foreignFeatureVerbs)
 		noun = noun || productWord(t.text)
+		if strings.HasPrefix(t.text, "--") && len(t.text) > 2 {
+			return true // a command-line flag: the sentence is about the product ("quando for passada a flag --excel")
+		}
 	}
 	for i := 0; i < len(u.toks) && i < 3; i++ {
 		t := u.toks[i]
@@ -939,17 +942,6 @@ func (r *foreignReading) featureUnit(u *unit) bool {
 		}
 	}
 	return verb && noun
-}
-
-// bugReport reports whether the text opens with a bug or feature label
-// ("Bug: …", "## Bug", "Feature request …", "不具合報告"): the files the
-// product writes are repository work (rule 11), wherever they are named.
-func bugReport(u *unit) bool {
-	head := strings.TrimLeft(u.src, "#* \t\n")
-	head = head[:min(len(head), 3*productNameBytes)]
-	return slices.ContainsFunc(foreignBug, func(b string) bool {
-		return len(head) >= len(b) && strings.EqualFold(head[:len(b)], b)
-	})
 }
 
 // productWord reports whether a Latin word, a part of it between hyphens,
@@ -1183,7 +1175,7 @@ var foreignRules = []foreignRule{
 		func(c *foreignCtx) bool { return c.gc != cueNaming && c.r.sourceAt(c.u, c.i) }, nil},
 	{rule{"foreign-product", "rule 9: the product writes it, a feature or bug: repository work (rule 11)"}, roleRepo,
 		func(c *foreignCtx) bool {
-			return c.makes() && (c.r.feature || c.r.product[c.g] || bugReport(c.u) || c.r.productSubject(c.u, c.g, c.i))
+			return c.makes() && (c.r.feature || c.r.product[c.g] || c.r.productSubject(c.u, c.g, c.i))
 		}, func(c *foreignCtx) { c.r.product[c.g] = true }},
 	{rule{"foreign-forbidden", "rule 9: forbidden: a negated output or delivery word names it"}, roleNone,
 		func(c *foreignCtx) bool { return c.gneg && c.gc != cueInput && c.gc != cueReply && c.gc != cueEdit },

@@ -31,36 +31,6 @@
 //
 // # Rules
 //
-// Table foreign-mark (stage 0): rule 9: revisions of that role: every row that matches applies.
-//
-//   - [foreign-negated-after] rule 9: forbidden: a negated delivery word after it refers back to it
-//   - [foreign-delivered-after] rule 9: delivered: a delivery word after it refers back to it
-//   - [foreign-inline] rule 9: inline: a marker places it in the reply
-//
-// Table foreign-asks (stage 0): rule 9: an unnamed file request in another language.
-//
-//   - [foreign-asks-delivery] rule 9: a delivery or export word asks for a file
-//   - [foreign-asks-output] rule 9: an output word before a file noun or format asks for a file
-//
-// Table foreign (stage 0): rule 9: a file in a sentence in another language: the first row that matches.
-//
-//   - [foreign-question] rule 9: a question asks about the file, not for it
-//   - [foreign-flag] rule 9: the value of a command-line option, a file the product writes (rule 11)
-//   - [foreign-model] rule 9: named as a model, template or example (rule 10)
-//   - [foreign-input-heading] rule 9: listed under a heading for inputs, context or references (rule 10)
-//   - [foreign-presented] rule 9: presented as given with the task
-//   - [foreign-source] rule 9: the source the work reads ("aus X", "X から")
-//   - [foreign-product] rule 9: the product writes it, a feature or bug: repository work (rule 11)
-//   - [foreign-forbidden] rule 9: forbidden: a negated output or delivery word names it
-//   - [foreign-edit] rule 9: edited in place: the object of an edit word
-//   - [foreign-delivery] rule 9: delivered: a delivery word governs it
-//   - [foreign-output] rule 9: output: the object of an output or naming word
-//   - [foreign-transform-source] rule 9: the source of a transform word
-//   - [foreign-input] rule 9: the object of a reading or reply word
-//   - [foreign-repo-item] rule 9: named in a Deliverables item about repository work (rule 4)
-//   - [foreign-item] rule 9: output: named as a destination or in a Deliverables item
-//   - [foreign-ungoverned] rule 9: no cue word governs the file
-//
 // Table mention (stage 4): a file's role from the words that govern it: the first row that matches.
 //
 //   - [question] a question asks about the file, not for it
@@ -129,6 +99,37 @@
 //   - [bare-format] unnamed request: a format standing as its own clause ("— PDF, one page")
 //   - [accepted-format] unnamed request: a file or format accepted as the answer ("a Markdown file is fine")
 //   - [output-object] unnamed request: a file or format is the object of an output verb
+//
+// Table foreign (stage 4): rule 9: a file in a sentence in another language: the first row that matches.
+//
+//   - [foreign-question] rule 9: a question asks about the file, not for it
+//   - [foreign-flag] rule 9: the value of a command-line option, a file the product writes (rule 11)
+//   - [foreign-model] rule 9: named as a model, template or example (rule 10)
+//   - [foreign-input-heading] rule 9: listed under a heading for inputs, context or references (rule 10)
+//   - [foreign-presented] rule 9: presented as given with the task
+//   - [foreign-source] rule 9: the source the work reads ("aus X", "X から")
+//   - [foreign-product] rule 9: the product writes it, a feature or bug: repository work (rule 11)
+//   - [foreign-forbidden] rule 9: forbidden: a negated output or delivery word names it
+//   - [foreign-edit] rule 9: edited in place: the object of an edit word
+//   - [foreign-delivery] rule 9: delivered: a delivery word governs it
+//   - [foreign-output] rule 9: output: the object of an output or naming word
+//   - [foreign-transform-source] rule 9: the source of a transform word
+//   - [foreign-input] rule 9: the object of a reading or reply word
+//   - [foreign-repo-item] rule 9: named in a Deliverables item about repository work (rule 4)
+//   - [foreign-stated] rule 9: a statement of what was done names it: a perfect auxiliary before it
+//   - [foreign-item] rule 9: output: named as a destination or in a Deliverables item
+//   - [foreign-ungoverned] rule 9: no cue word governs the file
+//
+// Table foreign-mark (stage 4): rule 9: revisions of that role: every row that matches applies.
+//
+//   - [foreign-negated-after] rule 9: forbidden: a negated delivery word after it refers back to it
+//   - [foreign-delivered-after] rule 9: delivered: a delivery word after it refers back to it
+//   - [foreign-inline] rule 9: inline: a marker places it in the reply
+//
+// Table foreign-asks (stage 4): rule 9: an unnamed file request in another language.
+//
+//   - [foreign-asks-delivery] rule 9: a delivery or export word asks for a file
+//   - [foreign-asks-output] rule 9: an output word before a file noun or format asks for a file
 //
 // Table repo (stage 5): repository work across the text (rule 8): the first row that matches.
 //

@@ -31,4 +31,5 @@ var langDE = &langTable{code: "de", name: "German",
 	repo:         "branch zweig test tests regressionstest unittest",
 	bug:          "fehler",
 	nounMarks:    "der dem des den zur zum",
+	pointers:     "sie ihn es diese dieses",
 }

@@ -31,4 +31,6 @@ var langFR = &langTable{code: "fr", name: "French",
 	repo:         "branche test tests",
 	bug:          "anomalie",
 	nounMarks:    "du des",
+	pointers:     "ce cette",
+	clitics:      "-le -la -les",
 }

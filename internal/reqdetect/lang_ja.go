@@ -27,4 +27,5 @@ var langJA = &langTable{code: "ja", name: "Japanese",
 	polite:       "ください お願いします お願い",
 	repo:         "プルリクエスト ブランチ コミット リポジトリ テスト",
 	bug:          "バグ 不具合",
+	pointers:     "このファイル それ これ その",
 }

@@ -29,4 +29,5 @@ var langKO = &langTable{code: "ko", name: "Korean",
 	polite:       "주세요 주십시오 부탁",
 	repo:         "브랜치 커밋 저장소 리포지토리 풀_리퀘스트 풀리퀘스트 테스트",
 	bug:          "버그",
+	pointers:     "이 그",
 }

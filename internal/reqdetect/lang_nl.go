@@ -30,4 +30,5 @@ var langNL = &langTable{code: "nl", name: "Dutch",
 	repo:         "branch tak test tests regressietest",
 	bug:          "fout",
 	nounMarks:    "van",
+	pointers:     "dit deze",
 }

@@ -31,4 +31,6 @@ var langPT = &langTable{code: "pt", name: "Portuguese",
 	repo:         "branch teste testes",
 	bug:          "erro",
 	nounMarks:    "do dos",
+	pointers:     "este esta",
+	clitics:      "-o -a -os -as",
 }

@@ -31,4 +31,5 @@ var langZH = &langTable{code: "zh", name: "Chinese",
 	polite:       "请 請 麻烦 麻煩",
 	repo:         "分支 合并请求 合併請求 拉取请求 仓库 倉庫 PR 测试 測試 单元测试 單元測試",
 	bug:          "缺陷 错误 錯誤",
+	pointers:     "这个文件 這個檔案 该文件 該檔案 它",
 }

@@ -46,6 +46,10 @@ type langTable struct {
 	// function words tell the language; deliverables and inputs are the
 	// headings and labels of outputs ("Ergebnis") and inputs ("Kontext").
 	function, deliverables, inputs string
+	// pointers refer back to a file named before ("sie", "このファイル"),
+	// clitics do so at the end of a verb ("adjúntalo") or, written with a
+	// hyphen, only after one ("envoie-le", "anexe-o").
+	pointers, clitics string
 	// nounMarks make the cue after them a noun ("tempi di consegna").
 	nounMarks string
 	neg, inl  []string // negators and inline, split: read by language
@@ -67,7 +71,7 @@ var (
 	foreignPolite, foreignModel, foreignModelAfter, foreignModelNouns, foreignDestPreps, foreignNamingPreps,
 	foreignSourcePreps, foreignSourceAfter, foreignRepo, foreignProductNouns, foreignFeatureVerbs, foreignBug,
 	foreignWhWords, foreignHowTo, foreignPerfect, foreignDoneAfter, foreignDoneBefore, foreignNouns,
-	foreignNounMarks []string
+	foreignNounMarks, foreignPointers, foreignClitics []string
 	foreignSeparable     []separable
 	sharedCues           = words(shared.delivery + " " + shared.edit) // they do not make a sentence foreign
 	foreignFunctionWords = map[string][]*langTable{}
@@ -121,6 +125,7 @@ func buildLists() {
 			{&foreignBug, t.bug, 0}, {&foreignWhWords, t.whWords, 0}, {&foreignHowTo, t.howTo, 0},
 			{&foreignPerfect, t.perfect, 0}, {&foreignDoneAfter, t.doneAfter, 0},
 			{&foreignDoneBefore, t.doneBefore, 0}, {&foreignNounMarks, t.nounMarks, 0},
+			{&foreignPointers, t.pointers, 0}, {&foreignClitics, t.clitics, 0},
 		} {
 			for _, w := range words(f.src) {
 				if head, particle, ok := strings.Cut(w, "…"); ok {
@@ -342,7 +347,7 @@ func init() {
 	for _, l := range []*[]string{&foreignNegators, &foreignModel, &foreignModelAfter, &foreignInline,
 		&foreignDestPreps, &foreignNamingPreps, &foreignProductNouns, &foreignFileWords, &foreignSourcePreps,
 		&foreignSourceAfter, &foreignModelNouns, &foreignFeatureVerbs, &foreignWhWords, &foreignHowTo,
-		&foreignPerfect, &foreignPolite, &sharedCues, &foreignAheadOnly, &foreignNounMarks, &foreignRepo, &foreignBug, &foreignNouns} {
+		&foreignPerfect, &foreignPolite, &sharedCues, &foreignAheadOnly, &foreignNounMarks, &foreignPointers, &foreignRepo, &foreignBug, &foreignNouns} {
 		foldedList(l)
 	}
 }
@@ -648,6 +653,47 @@ func (r *foreignReading) repoObject(u *unit, h cueHit) bool {
 	return false
 }
 
+// refersBack reports whether the delivery cue h refers back to a file named
+// before: a pointer right after it or a clitic on it ("Envoie-le-moi",
+// "adjúntalo", "hänge sie an", "このファイルを送って"), in a unit that names no
+// file and makes nothing else.
+func (r *foreignReading) refersBack(u *unit, h cueHit) bool {
+	if len(u.phrases) == 0 || slices.ContainsFunc(u.phrases, func(p *phrase) bool { return len(p.mentions) > 0 }) ||
+		slices.ContainsFunc(r.hits, func(o cueHit) bool { return o.class >= cueOutput && o.class <= cueNaming }) {
+		return false
+	}
+	if r.cjk[h.tok] {
+		return len(cjkIndex(u.toks[h.tok].low, &foreignPointers)) > 0 ||
+			h.tok > 0 && r.cjk[h.tok-1] && len(cjkIndex(u.toks[h.tok-1].low, &foreignPointers)) > 0
+	}
+	if r.fileWordFrom[0] >= 0 {
+		return false
+	}
+	head, rest, _ := strings.Cut(r.words[h.tok], "-")
+	if slices.ContainsFunc(foreignClitics, func(c string) bool {
+		return strings.HasSuffix(head, c) || slices.Contains(strings.Split(rest, "-"), strings.TrimPrefix(c, "-"))
+	}) {
+		return true
+	}
+	for k := h.tok + 1; k < len(u.toks) && k <= h.tok+repoSpan; k++ {
+		if inList(r.words[k], &foreignPointers) {
+			return true
+		}
+	}
+	return false
+}
+
+// statedBefore reports whether a perfect auxiliary stands at most
+// modelSpan tokens before the file at i in its clause ("hat er als X").
+func (r *foreignReading) statedBefore(u *unit, i int) bool {
+	for k := i - 1; k >= 0 && k >= i-2*modelSpan && (u.toks[k].kind != tokPunct || u.toks[k].punct(nameQuoteMarks...)); k-- {
+		if inList(r.words[k], &foreignPerfect) {
+			return true
+		}
+	}
+	return false
+}
+
 // repoUnit reports whether u names repository work ("een pull request met
 // …", "ブランチ").
 func (r *foreignReading) repoUnit(u *unit) bool {
@@ -882,6 +928,9 @@ func (r *foreignReading) featureUnit(u *unit) bool {
 		}
 		verb = verb || inList(r.words[i], &foreignFeatureVerbs)
 		noun = noun || productWord(t.text)
+		if strings.HasPrefix(t.text, "--") && len(t.text) > 2 {
+			return true // a command-line flag: the sentence is about the product ("quando for passada a flag --excel")
+		}
 	}
 	for i := 0; i < len(u.toks) && i < 3; i++ {
 		t := u.toks[i]
@@ -893,17 +942,6 @@ func (r *foreignReading) featureUnit(u *unit) bool {
 		}
 	}
 	return verb && noun
-}
-
-// bugReport reports whether the text opens with a bug or feature label
-// ("Bug: …", "## Bug", "Feature request …", "不具合報告"): the files the
-// product writes are repository work (rule 11), wherever they are named.
-func bugReport(u *unit) bool {
-	head := strings.TrimLeft(u.src, "#* \t\n")
-	head = head[:min(len(head), 3*productNameBytes)]
-	return slices.ContainsFunc(foreignBug, func(b string) bool {
-		return len(head) >= len(b) && strings.EqualFold(head[:len(b)], b)
-	})
 }
 
 // productWord reports whether a Latin word, a part of it between hyphens,
@@ -931,40 +969,52 @@ func (r *foreignReading) verbTok(k int) bool { return len(r.at(k)) > 0 }
 func (r *foreignReading) destAt(u *unit, i int) bool { return r.destBy(u, i, &foreignDestPreps) }
 
 func (r *foreignReading) destBy(u *unit, i int, preps *[]string) bool {
-	if i > 0 {
-		if !r.cjk[i-1] && inList(r.words[i-1], preps) {
-			return true
-		}
-		if r.cjk[i-1] && slices.ContainsFunc(*preps, func(d string) bool {
-			return isCJKString(d) && strings.HasSuffix(u.toks[i-1].low, d)
-		}) {
-			return true
-		}
+	p, n := around(u, i)
+	if p >= 0 && !r.cjk[p] && inList(r.words[p], preps) {
+		return true
 	}
-	return i+1 < len(u.toks) && r.cjk[i+1] && slices.ContainsFunc(*preps, func(d string) bool {
-		return isCJKString(d) && strings.HasPrefix(u.toks[i+1].low, d)
+	return slices.ContainsFunc(*preps, func(d string) bool {
+		return isCJKString(d) && (p >= 0 && r.cjk[p] && strings.HasSuffix(u.toks[p].low, d) ||
+			n < len(u.toks) && r.cjk[n] && strings.HasPrefix(u.toks[n].low, d))
 	})
 }
+
+// around returns the tokens before and after token i, past the quotes
+// around a file name ("`papers.bib` 에서"): -1 and len(u.toks) at the ends.
+func around(u *unit, i int) (int, int) {
+	p, n := i-1, i+1
+	for p >= 0 && u.toks[p].punct(nameQuoteMarks...) {
+		p--
+	}
+	for n < len(u.toks) && u.toks[n].punct(nameQuoteMarks...) {
+		n++
+	}
+	return p, n
+}
+
+var nameQuoteMarks = []string{"`", `"`, "'", "“", "”", "‘", "’", "「", "」", "『", "』"}
 
 // sourceAt reports whether the file at i is a source the work reads: after
 // a source word ("aus daten.csv", "从 data.csv"), before a CJK source
 // particle ("data.csvから"), or followed by a destination word and another
 // file ("exportiere daten.csv als daten.xlsx").
 func (r *foreignReading) sourceAt(u *unit, i int) bool {
-	if i > 0 && !r.cjk[i-1] && inList(r.words[i-1], &foreignSourcePreps) {
+	p, n := around(u, i)
+	switch {
+	case p >= 0 && !r.cjk[p] && inList(r.words[p], &foreignSourcePreps):
+		return true
+	case p >= 0 && r.cjk[p] && slices.ContainsFunc(foreignSourcePreps, func(s string) bool {
+		return isCJKString(s) && strings.HasSuffix(u.toks[p].low, s)
+	}):
+		return true
+	case n < len(u.toks) && r.cjk[n] && slices.ContainsFunc(foreignSourceAfter, func(s string) bool {
+		return strings.HasPrefix(u.toks[n].low, s)
+	}):
 		return true
 	}
-	if i > 0 && r.cjk[i-1] && slices.ContainsFunc(foreignSourcePreps, func(s string) bool {
-		return isCJKString(s) && strings.HasSuffix(u.toks[i-1].low, s)
-	}) {
-		return true
-	}
-	if i+1 < len(u.toks) && r.cjk[i+1] && slices.ContainsFunc(foreignSourceAfter, func(s string) bool {
-		return strings.HasPrefix(u.toks[i+1].low, s)
-	}) {
-		return true
-	}
-	return i+2 < len(u.toks) && u.toks[i+2].kind == tokFile && r.destAt(u, i+2)
+	_, f := around(u, n)
+	return n < len(u.toks) && f < len(u.toks) && u.toks[f].kind == tokFile &&
+		slices.ContainsFunc(foreignDestPreps, func(d string) bool { return r.words[n] == d || r.cjk[n] && strings.HasSuffix(u.toks[n].low, d) })
 }
 
 // productSubject reports whether the cue hits[g] governing the file at i
@@ -1067,7 +1117,7 @@ func (r *foreignReading) qualifierAt(u *unit) int {
 			}
 			continue
 		}
-		if !r.inL(r.words[i], negs, &foreignNegators) {
+		if !inList(r.words[i], &foreignNegators) {
 			continue
 		}
 		for j := i + 1; j < len(u.toks) && j <= i+qualifierSpan && u.toks[j].kind == tokWord; j++ {
@@ -1122,10 +1172,10 @@ var foreignRules = []foreignRule{
 	{rule{"foreign-presented", "rule 9: presented as given with the task"}, roleInput,
 		func(c *foreignCtx) bool { return c.gc == cuePresented }, (*foreignCtx).existing},
 	{rule{"foreign-source", "rule 9: the source the work reads (\"aus X\", \"X から\")"}, roleInput,
-		func(c *foreignCtx) bool { return c.r.sourceAt(c.u, c.i) }, nil},
+		func(c *foreignCtx) bool { return c.gc != cueNaming && c.r.sourceAt(c.u, c.i) }, nil},
 	{rule{"foreign-product", "rule 9: the product writes it, a feature or bug: repository work (rule 11)"}, roleRepo,
 		func(c *foreignCtx) bool {
-			return c.makes() && (c.r.feature || c.r.product[c.g] || bugReport(c.u) || c.r.productSubject(c.u, c.g, c.i))
+			return c.makes() && (c.r.feature || c.r.product[c.g] || c.r.productSubject(c.u, c.g, c.i))
 		}, func(c *foreignCtx) { c.r.product[c.g] = true }},
 	{rule{"foreign-forbidden", "rule 9: forbidden: a negated output or delivery word names it"}, roleNone,
 		func(c *foreignCtx) bool { return c.gneg && c.gc != cueInput && c.gc != cueReply && c.gc != cueEdit },
@@ -1144,6 +1194,8 @@ var foreignRules = []foreignRule{
 		func(c *foreignCtx) bool { return c.gc == cueInput || c.gc == cueReply }, nil},
 	{rule{"foreign-repo-item", "rule 9: named in a Deliverables item about repository work (rule 4)"}, roleRepo,
 		func(c *foreignCtx) bool { return c.u.item && c.r.repoUnit(c.u) }, nil},
+	{rule{"foreign-stated", "rule 9: a statement of what was done names it: a perfect auxiliary before it"}, roleInput,
+		func(c *foreignCtx) bool { return c.gc == cueNone && c.r.statedBefore(c.u, c.i) }, (*foreignCtx).existing},
 	{rule{"foreign-item", "rule 9: output: named as a destination or in a Deliverables item"}, roleOutput,
 		func(c *foreignCtx) bool { return c.u.item || c.r.destBy(c.u, c.i, &foreignNamingPreps) }, nil},
 	{rule{"foreign-ungoverned", "rule 9: no cue word governs the file"}, roleNone,
@@ -1167,10 +1219,10 @@ var foreignAsks = []rule{
 	{"foreign-asks-output", "rule 9: an output word before a file noun or format asks for a file"},
 }
 
-var _ = register(4, "foreign", "rule 9: a file in a sentence in another language: the first row that matches",
+var _ = register(43, "foreign", "rule 9: a file in a sentence in another language: the first row that matches",
 	ruleList(foreignRules))
-var _ = register(4, "foreign-mark", "rule 9: revisions of that role: every row that matches applies", ruleList(foreignMarks))
-var _ = register(4, "foreign-asks", "rule 9: an unnamed file request in another language", foreignAsks)
+var _ = register(44, "foreign-mark", "rule 9: revisions of that role: every row that matches applies", ruleList(foreignMarks))
+var _ = register(45, "foreign-asks", "rule 9: an unnamed file request in another language", foreignAsks)
 
 func (c *foreignCtx) apply(row *foreignRule, a, b int) {
 	if row.role != roleKeep {
@@ -1243,6 +1295,10 @@ func readForeign(u *unit) {
 			continue
 		}
 		p := u.phrases[q]
+		if (h.class == cueDelivery || h.class == cueSend) && r.refersBack(u, h) {
+			// "Envoie-le-moi", "このファイルを私に送って": it delivers a file named before.
+			p.pronoun, p.attach, p.send = true, p.attach || h.class == cueDelivery, p.send || h.class == cueSend
+		}
 		asks := h.class == cueDelivery
 		if !asks && (h.class == cueOutput || h.class == cueTransform) &&
 			(r.fileWordFrom[h.tok+1] >= 0 || r.cjk[h.tok] && r.fileWord(u, h.tok)) {
@@ -1251,11 +1307,8 @@ func readForeign(u *unit) {
 		if !asks {
 			continue
 		}
-		p.signal = true
+		p.requestBy(u, foreignAsks[min(int(h.class)-int(cueDelivery), 1)], u.toks[h.tok].text, h.tok, h.tok)
 		p.delivered = p.delivered || h.class == cueDelivery
-		if p.rule == "" {
-			p.decide(u, foreignAsks[min(int(h.class)-int(cueDelivery), 1)], u.toks[h.tok].text, h.tok, h.tok)
-		}
 	}
 }
 

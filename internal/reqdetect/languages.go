@@ -1001,7 +1001,8 @@ var nameQuoteMarks = []string{"`", `"`, "'", "“", "”", "‘", "’", "「", 
 func (r *foreignReading) sourceAt(u *unit, i int) bool {
 	p, n := around(u, i)
 	switch {
-	case p >= 0 && !r.cjk[p] && inList(r.words[p], &foreignSourcePreps):
+	case p >= 0 && !r.cjk[p] && (inList(r.words[p], &foreignSourcePreps) ||
+		p > 0 && inList(r.words[p-1]+" "+r.words[p], &foreignSourcePreps)): // "aus X", "à partir de X"
 		return true
 	case p >= 0 && r.cjk[p] && slices.ContainsFunc(foreignSourcePreps, func(s string) bool {
 		return isCJKString(s) && strings.HasSuffix(u.toks[p].low, s)

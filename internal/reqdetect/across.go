@@ -236,8 +236,8 @@ func resolvePronouns(units []*unit) {
 		for pi, p := range u.phrases {
 			deliver := (p.attach || p.send || p.marker) && !p.denied
 			repoRef := (p.repoVerb || p.repo) && !p.negated
-			inlineRef := (p.inline || hasWord(u, p, replyPlaces)) && !deliver && !p.negated && shows(u, p) // "show it to me inline"
-			makeRef := !p.negated && !p.inline && !p.anaphor && makes(u, p)                                // "if not, create it"
+			inlineRef := (p.inline || hasWord(u, p, replyPlaces)) && !deliver && !p.negated && hasVerb(u, p, showVerbs, true) // "show it to me inline"
+			makeRef := !p.negated && !p.inline && !p.anaphor && hasVerb(u, p, makingVerbs, false)                             // "if not, create it"
 			if !p.pronoun || !(deliver || p.negDeliver || repoRef || inlineRef || makeRef) {
 				continue
 			}
@@ -340,22 +340,15 @@ var pronounRules = []pronounRule{
 
 var _ = register(52, "pronoun", "what a pronoun or anaphor refers back to takes the referring verb's role: the first row that matches", ruleList(pronounRules))
 
-// shows reports whether phrase p has a verb that presents its object itself, not negated: with an
-// inline marker and a pronoun the file it refers to is written in the reply.
-func shows(u *unit, p *phrase) bool {
+// hasVerb reports whether phrase p has a verb, not negated, that set holds: by its lemma (showVerbs:
+// with an inline marker the file a pronoun refers to is written in the reply), or as written
+// (makingVerbs, base forms: with a pronoun object the file it refers to is made).
+func hasVerb(u *unit, p *phrase, set map[string]bool, lemma bool) bool {
 	for i := p.start; i < p.end; i++ {
-		if u.verbAt(i) && !u.neg[i] && showVerbs[lemmaOf(u.toks[i].low)] {
-			return true
+		if !u.verbAt(i) || u.neg[i] {
+			continue
 		}
-	}
-	return false
-}
-
-// makes reports whether phrase p has a verb of making, not negated, in its base form: with a
-// pronoun object the file it refers to is made.
-func makes(u *unit, p *phrase) bool {
-	for i := p.start; i < p.end; i++ {
-		if u.verbAt(i) && !u.neg[i] && makingVerbs[u.toks[i].low] {
+		if w := u.toks[i].low; set[w] && !lemma || lemma && set[lemmaOf(w)] {
 			return true
 		}
 	}
@@ -770,4 +763,4 @@ var noRole = rule{"no-role", "no rule gave it a role"}
 var _ = register(60, "decision", "the overall decision: the first row that matches", ruleList(decisionRules))
 
 var _ = register(51, "across", "single rules of the later stages: inputs under a heading, denials, qualifiers, attempts",
-	[]rule{inputHeading, denialMarker, deniedAttempt, notDeliverable, attemptTarget, noRole, foreignCue})
+	[]rule{inputHeading, denialMarker, deniedAttempt, notDeliverable, attemptTarget, noRole})

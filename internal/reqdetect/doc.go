@@ -10,6 +10,12 @@
 // list's rule 9. The worked cases in testdata/requested-files.jsonl show what
 // it is held to; each records the id of the rule that decides it.
 //
+// Guarantees (Detect): the result depends only on the text, never panics, names
+// files verbatim, sorted and unique, and the work is linear in the text's length.
+// Non-guarantees: it is a heuristic reader of English and of the cue words of
+// nine other languages, not a parser; it sees file names only with a known
+// extension.
+//
 // It reads in stages: (1) lines: Deliverables labels and their items, list
 // leads, input headings (lines.go); (2) units: tokens and sentences
 // (tokens.go); (3) phrases: verb classes, negation, inline markers
@@ -17,7 +23,7 @@
 // unnamed files (mention.go, roles.go), and the cue words of other languages
 // (rule 9); (5) across sentences: repository work, denials, pronouns,
 // qualifiers (across.go); (6) the decision (across.go). Word lists are in
-// lexicon.go. The work is linear in the length of the text.
+// lexicon.go.
 //
 // Each decisive step is an ordered table of named rules (rules.go: an id, a
 // doc line and a matcher), like go vet's analyzers; a new kind of miss is a
@@ -140,7 +146,6 @@
 //   - [not-deliverable] exempt: the sentence after its request says it is not a deliverable (rule 6)
 //   - [attempt-target] output: the target of an attempted write
 //   - [no-role] no rule gave it a role
-//   - [foreign-cue] rule 9: a cue word of another language decides it
 //
 // Table pronoun (stage 5): what a pronoun or anaphor refers back to takes the referring verb's role: the first row
 // that matches.

@@ -30,6 +30,12 @@ documentation, section "Requested files"; "rule 9" in the code means that
 list's rule 9. The worked cases in testdata/requested-files.jsonl show what
 it is held to; each records the id of the rule that decides it.
 
+Guarantees (Detect): the result depends only on the text, never panics, names
+files verbatim, sorted and unique, and the work is linear in the text's length.
+Non-guarantees: it is a heuristic reader of English and of the cue words of
+nine other languages, not a parser; it sees file names only with a known
+extension.
+
 It reads in stages: (1) lines: Deliverables labels and their items, list
 leads, input headings (lines.go); (2) units: tokens and sentences
 (tokens.go); (3) phrases: verb classes, negation, inline markers
@@ -37,7 +43,7 @@ leads, input headings (lines.go); (2) units: tokens and sentences
 unnamed files (mention.go, roles.go), and the cue words of other languages
 (rule 9); (5) across sentences: repository work, denials, pronouns,
 qualifiers (across.go); (6) the decision (across.go). Word lists are in
-lexicon.go. The work is linear in the length of the text.
+lexicon.go.
 
 Each decisive step is an ordered table of named rules (rules.go: an id, a
 doc line and a matcher), like go vet's analyzers; a new kind of miss is a

@@ -124,21 +124,21 @@ func readUnits(text string) []*unit {
 // cutLabel reports whether s starts with label, case folded, a run of blanks in s matching each
 // space of label ("Zu  liefern:"), and returns the rest of s.
 func cutLabel(s, label string) (string, bool) {
-	words := strings.Split(label, " ")
-	for k, word := range words {
+	for {
+		word, more, spaced := strings.Cut(label, " ")
 		if len(s) < len(word) || !strings.EqualFold(s[:len(word)], word) {
 			return "", false
 		}
 		s = s[len(word):]
-		if k < len(words)-1 {
-			rest := strings.TrimLeft(s, blanks)
-			if len(rest) == len(s) {
-				return "", false
-			}
-			s = rest
+		if !spaced {
+			return s, true
 		}
+		rest := strings.TrimLeft(s, blanks)
+		if len(rest) == len(s) {
+			return "", false
+		}
+		s, label = rest, more
 	}
-	return s, true
 }
 
 // inputLabel reports whether line is a heading or label for inputs, context or references.

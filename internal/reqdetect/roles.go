@@ -45,23 +45,17 @@ type trace struct {
 	span string
 }
 
-// note records rule and the span from token a to token b of u.
-func (t *trace) note(u *unit, rule string, a, b int) {
+// decide records rule r, quoting detail, and the span from token a to token b of u.
+func (t *trace) decide(u *unit, r rule, detail string, a, b int) {
 	if a > b {
 		a, b = b, a
 	}
 	a, b = max(a, 0), min(b, len(u.toks)-1)
 	lo, hi := u.toks[a].pos, u.toks[b].pos+len(u.toks[b].text)
-	t.rule, t.span, t.id = rule, "", foreignCue.id
+	t.id, t.rule, t.span = r.id, r.text(detail), ""
 	if 0 <= lo && lo <= hi && hi <= len(u.src) {
 		t.span = u.src[lo:hi]
 	}
-}
-
-// decide records rule r, quoting detail, over tokens a..b of u.
-func (t *trace) decide(u *unit, r rule, detail string, a, b int) {
-	t.note(u, r.text(detail), a, b)
-	t.id = r.id
 }
 
 // phrase is one verb phrase of a unit: toks[start:end].

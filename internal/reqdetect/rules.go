@@ -5,7 +5,7 @@ package reqdetect
 import "fmt"
 
 // rule is one named decision of the reader, the way a go vet analyzer is a named value with a Doc:
-// a kebab-case id, unique in the package ("deliver-verb", "input-heading", "negated-delivery"), and
+// a kebab-case id, unique in the package ("output-verb", "input-heading", "forbidden"), and
 // one line saying what it reads and what it decides.
 type rule struct {
 	id  string
@@ -20,8 +20,7 @@ func (r rule) text(detail string) string {
 	return fmt.Sprintf("%s (%q)", r.doc, detail)
 }
 
-// ruleTable is one ordered table of rules; doc.go lists the tables by
-// order.
+// ruleTable is one ordered table of rules; doc.go lists the tables by order.
 type ruleTable struct {
 	order int    // stage*10 + place in the stage; stages: 1 lines, 2 units, 3 phrases, 4 roles, 5 across sentences, 6 the decision
 	name  string // "mention", "foreign"
@@ -50,7 +49,3 @@ func ruleList[T interface{ base() rule }](rows []T) []rule {
 	}
 	return out
 }
-
-// foreignCue is the id of a reason recorded by note alone: languages.go's
-// readers of other languages (rule 9).
-var foreignCue = rule{"foreign-cue", "rule 9: a cue word of another language decides it"}

@@ -537,6 +537,9 @@ func scan(u *unit) *foreignReading {
 		if head, _, ok := strings.Cut(w, "-"); c == cueNone && ok && head != "" {
 			c = latinCue(head) // "exporte-le"
 		}
+		if c == cueNone && len(w) >= typoMin {
+			c = typoCue(w) // "anhägen", "exportiern"
+		}
 		if c != cueNone {
 			r.hits = append(r.hits, cueHit{tok: i, class: c})
 		}
@@ -633,6 +636,54 @@ func quoted(u *unit, i, off int) bool {
 	}
 	r, _ := utf8.DecodeLastRuneInString(u.src[:p])
 	return strings.ContainsRune(`'"‘“「『«„`, r)
+}
+
+// typoMin is the shortest word read as a typo of a cue.
+const typoMin, typoTail = 7, 2
+
+// typoCue returns the class of the delivery, send or output cue the folded
+// word w is one typo away from (a letter dropped, added, changed, or two
+// swapped), or cueNone; w's start is compared with a stem.
+func typoCue(w string) cueClass {
+	for _, c := range foreignCueClasses[5:8] {
+		for _, cue := range *c.words {
+			step()
+			cue = foldWord(cue)
+			stem, isStem := strings.CutSuffix(cue, "*")
+			if isCJKString(cue) || len(stem) < typoMin-1 {
+				continue
+			}
+			for d := -1; d <= 1; d++ {
+				if n := len(stem) + d; (isStem || d == 0) && n <= len(w) && (isStem || n == len(w)) &&
+					!strings.Contains(w, "-") && oneTypo(w[:n], stem) {
+					return c.class
+				}
+			}
+		}
+	}
+	return cueNone
+}
+
+// oneTypo reports whether a and b differ by one edit or one swap of
+// neighbouring letters before their last typoTail letters, where an
+// inflection ending differs ("escreve", "escreva").
+func oneTypo(a, b string) bool {
+	if len(a) < len(b) {
+		a, b = b, a
+	}
+	i := 0
+	for i < len(b) && a[i] == b[i] {
+		i++
+	}
+	switch {
+	case i+typoTail >= len(b):
+		return false
+	case len(a) == len(b) && i < len(a):
+		return a[i+1:] == b[i+1:] || i+1 < len(a) && a[i] == b[i+1] && a[i+1] == b[i] && a[i+2:] == b[i+2:]
+	case len(a) == len(b)+1:
+		return a[i+1:] == b[i:]
+	}
+	return false
 }
 
 // repoObject reports whether the cue h takes repository work as its object

@@ -57,3 +57,20 @@ func TestForeignRuleIDs(t *testing.T) {
 	}
 	assert.Equal(t, map[string]string{"umsatz.xlsx": "foreign-delivery", "daten.csv": "foreign-input"}, ids)
 }
+
+// A typo in a long delivery or output word still reads as that word; an
+// inflection ending that differs does not ("escreve" is not "escreva").
+func TestForeignTypos(t *testing.T) {
+	for objective, files := range map[string][]string{
+		"Bitte die Tabelle als umsatz.xlsx anhägen.":                        {"umsatz.xlsx"},
+		"Bitte exportire die Tabelle als umsatz.xlsx und hänge sie an.":     {"umsatz.xlsx"},
+		"Por favor ajdunta el archivo informe.pdf al ticket.":               {"informe.pdf"},
+		"Hoje o comando escreve `saida/relatorio.html` sempre que é usado.": nil,
+	} {
+		assert.Equal(t, files, Detect(objective).Files, "%q", objective)
+	}
+	assert.True(t, oneTypo("anhagen", "anhangen"))
+	assert.True(t, oneTypo("exportiern", "exportiren"))
+	assert.False(t, oneTypo("escreve", "escreva"), "an ending differs")
+	assert.False(t, oneTypo("anhangen", "anhangen"), "equal words")
+}

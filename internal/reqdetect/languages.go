@@ -61,7 +61,7 @@ var langTables = []*langTable{langDE, langFR, langES, langPT, langIT, langNL, la
 // resultaat", "een fix in", "PR", "**Bug:**") and binary formats.
 var shared = &langTable{code: "en", name: "English", delivery: "save* attach* upload* download", edit: "fix",
 	fileWords: "file pdf xlsx xls docx pptx png jpg zip csv excel powerpoint", modelNouns: "template",
-	repo: "pr prs mr pull branch commit", bug: "bug bugfix feature", inline: "inline in-line",
+	repo: "pr prs mr pull branch commit", bug: "bug bugfix feature", inline: "inline in-line", negators: "no not never without don't",
 	deliverables: "deliverable deliverables"}
 
 // The cue lists the reader uses: every table's field joined.

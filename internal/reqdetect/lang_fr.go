@@ -21,4 +21,5 @@ var langFR = &langTable{
 	edit:         "corrige* modifie* mettre…jour mets…jour mettez…jour actualise* ajuste* répare* retouche* adapte*",
 	naming:       "appelle* nomme* intitule*", polite: "merci svp s'il_vous_plaît", repo: "branche test tests",
 	bug: "anomalie", nounMarks: "du des", pointers: "ce cette", clitics: "-le -la -les",
+	other: "autre* supplémentaire*",
 }

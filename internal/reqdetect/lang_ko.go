@@ -10,4 +10,5 @@ var langKO = &langTable{
 	doneAfter: "했 됐 한_", deliverables: "산출물 결과물 제출물 출력_파일", inputs: "배경 참고_자료 참고자료 입력 입력_파일 첨부_파일",
 	edit: "수정 업데이트 변경 편집 고쳐 고치", naming: "이름", polite: "주세요 주십시오 부탁", repo: "브랜치 커밋 저장소 리포지토리 풀_리퀘스트 풀리퀘스트 테스트",
 	bug: "버그", pointers: "이 그",
+	other: "다른 추가",
 }

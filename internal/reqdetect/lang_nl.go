@@ -21,4 +21,5 @@ var langNL = &langTable{
 	edit:         "pas…aan aanpassen werk…bij bijwerken wijzig* corrigeer* repareer* herstel*", naming: "noem* geef…naam",
 	polite: "graag alsjeblieft alstublieft", repo: "branch tak test tests regressietest", bug: "fout", nounMarks: "van",
 	pointers: "dit deze",
+	other:    "andere extra verdere",
 }

@@ -20,4 +20,5 @@ var langPT = &langTable{
 	edit:         "atualiz* corrij* corrig* modifique* modifica* ajust* edite* edita* conserte*",
 	naming:       "chame* chama* nomeie* nomeia* intitule*", polite: "por_favor favor", repo: "branch teste testes",
 	bug: "erro", nounMarks: "do dos", pointers: "este esta", clitics: "-o -a -os -as",
+	other: "outro* outra* adiciona*",
 }

@@ -50,9 +50,10 @@ type langTable struct {
 	// clitics do so at the end of a verb ("adjúntalo") or, written with a
 	// hyphen, only after one ("envoie-le", "anexe-o").
 	pointers, clitics string
-	// nounMarks make the cue after them a noun ("tempi di consegna").
-	nounMarks string
-	neg, inl  []string // negators and inline, split: read by language
+	// nounMarks make the cue after them a noun ("tempi di consegna"); other
+	// words keep a negation to more files ("keine weiteren Dateien").
+	nounMarks, other string
+	neg, inl         []string // negators and inline, split: read by language
 }
 
 var langTables = []*langTable{langDE, langFR, langES, langPT, langIT, langNL, langJA, langZH, langKO}
@@ -71,7 +72,7 @@ var (
 	foreignPolite, foreignModel, foreignModelAfter, foreignModelNouns, foreignDestPreps, foreignNamingPreps,
 	foreignSourcePreps, foreignSourceAfter, foreignRepo, foreignProductNouns, foreignFeatureVerbs, foreignBug,
 	foreignWhWords, foreignHowTo, foreignPerfect, foreignDoneAfter, foreignDoneBefore, foreignNouns,
-	foreignNounMarks, foreignPointers, foreignClitics []string
+	foreignNounMarks, foreignPointers, foreignClitics, foreignOther []string
 	foreignSeparable     []separable
 	sharedCues           = words(shared.delivery + " " + shared.edit) // they do not make a sentence foreign
 	foreignFunctionWords = map[string][]*langTable{}
@@ -125,7 +126,7 @@ func buildLists() {
 			{&foreignBug, t.bug, 0}, {&foreignWhWords, t.whWords, 0}, {&foreignHowTo, t.howTo, 0},
 			{&foreignPerfect, t.perfect, 0}, {&foreignDoneAfter, t.doneAfter, 0},
 			{&foreignDoneBefore, t.doneBefore, 0}, {&foreignNounMarks, t.nounMarks, 0},
-			{&foreignPointers, t.pointers, 0}, {&foreignClitics, t.clitics, 0},
+			{&foreignPointers, t.pointers, 0}, {&foreignClitics, t.clitics, 0}, {&foreignOther, t.other, 0},
 		} {
 			for _, w := range words(f.src) {
 				if head, particle, ok := strings.Cut(w, "…"); ok {
@@ -347,7 +348,7 @@ func init() {
 	for _, l := range []*[]string{&foreignNegators, &foreignModel, &foreignModelAfter, &foreignInline,
 		&foreignDestPreps, &foreignNamingPreps, &foreignProductNouns, &foreignFileWords, &foreignSourcePreps,
 		&foreignSourceAfter, &foreignModelNouns, &foreignFeatureVerbs, &foreignWhWords, &foreignHowTo,
-		&foreignPerfect, &foreignPolite, &sharedCues, &foreignAheadOnly, &foreignNounMarks, &foreignPointers, &foreignRepo, &foreignBug, &foreignNouns} {
+		&foreignPerfect, &foreignPolite, &sharedCues, &foreignAheadOnly, &foreignNounMarks, &foreignPointers, &foreignOther, &foreignRepo, &foreignBug, &foreignNouns} {
 		foldedList(l)
 	}
 }
@@ -1137,6 +1138,39 @@ func (r *foreignReading) fileWord(u *unit, j int) bool {
 	return hit && !negd
 }
 
+// noFile returns the token of a file noun a sentence that names no file
+// and makes nothing negates as a whole ("keine Datei nötig", "ファイルは不要",
+// "파일은 필요 없습니다"), or -1; "keine weiteren Dateien" is not one.
+func (r *foreignReading) noFile(u *unit) int {
+	if slices.ContainsFunc(u.phrases, func(p *phrase) bool { return len(p.mentions) > 0 }) ||
+		slices.ContainsFunc(r.hits, func(h cueHit) bool { return h.class.makes() && !h.neg }) {
+		return -1
+	}
+	for j, t := range u.toks {
+		if r.cjk[j] {
+			f := cjkIndex(t.low, &foreignFileWords)
+			n := cjkIndex(t.low, &foreignNegators)
+			if len(f) > 0 && (len(n) > 0 || j+1 < len(u.toks) && r.cjk[j+1] && len(cjkIndex(u.toks[j+1].low, &foreignNegators)) > 0) &&
+				len(cjkIndex(t.low, &foreignOther)) == 0 {
+				return j
+			}
+			continue
+		}
+		if t.kind == tokFile || !inList(r.words[j], &foreignFileWords) {
+			continue
+		}
+		for k := j - 1; k >= 0 && k >= j-2 && !r.cjk[k]; k-- {
+			if inList(r.words[k], &foreignOther) {
+				break
+			}
+			if r.inL(r.words[k], negs, &foreignNegators) {
+				return j
+			}
+		}
+	}
+	return -1
+}
+
 // polite reports whether u has a polite marker ("bitte", "merci de", "请",
 // "ください"): under an input heading only such a sentence asks for a file.
 func (r *foreignReading) polite(u *unit) bool {
@@ -1337,6 +1371,15 @@ func readForeign(u *unit) {
 	if u.question || u.inputs && !r.polite(u) {
 		return // a question asks about files; a unit under an input heading lists them
 	}
+	if k := r.noFile(u); k >= 0 {
+		// "Antworte hier, keine Datei nötig": no file at all, also of the
+		// requests before it, as "don't attach them" refers back to them.
+		for _, p := range u.phrases {
+			if p.start <= k && k < p.end {
+				p.pronoun, p.negDeliver, p.plural = true, true, true
+			}
+		}
+	}
 	q := 0 // the phrase holding the cue: hits and phrases are both in text order
 	for k, h := range r.hits {
 		step()
@@ -1446,9 +1489,9 @@ func unsure(objective string, units []*unit) string {
 		for _, p := range u.phrases {
 			for _, m := range p.mentions {
 				forbid[m.name] = forbid[m.name] || m.forbid
-				delivered[m.name] = delivered[m.name] || m.role == roleOutput && m.delivery
+				delivered[m.name] = delivered[m.name] || m.role == roleOutput
 				if forbid[m.name] && delivered[m.name] {
-					return "conflicting signals: a delivery word and a negation of another language both bear on " + m.name
+					return "conflicting signals: a request and a negation of another language both bear on " + m.name
 				}
 			}
 		}

@@ -25,7 +25,10 @@ func TestDetectUnsure(t *testing.T) {
 		{"Lütfen tabloyu rapor.xlsx olarak dışa aktar ve bu göreve ekle, bu çok önemli bir iş için.",
 			"language: the text is mostly Turkish, which has no table"},
 		{"Erstelle bericht.pdf und hänge ihn an. Hänge bericht.pdf nicht an.",
-			"conflicting signals: a delivery word and a negation of another language both bear on bericht.pdf"},
+			"conflicting signals: a request and a negation of another language both bear on bericht.pdf"},
+		{"Erstelle bericht.pdf. Antworte hier, keine Datei nötig.",
+			"conflicting signals: a request and a negation of another language both bear on bericht.pdf"},
+		{"Lies daten.csv. Antworte hier, keine Datei nötig.", ""},
 		{"Erstelle bericht.pdf und hänge ihn an. Schicke mir auch bericht.pdf.", ""},
 	} {
 		assert.Equal(t, c.unsure, Detect(c.objective).Unsure, "%q", c.objective)

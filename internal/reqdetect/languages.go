@@ -50,9 +50,10 @@ type langTable struct {
 	// clitics do so at the end of a verb ("adjúntalo") or, written with a
 	// hyphen, only after one ("envoie-le", "anexe-o").
 	pointers, clitics string
-	// nounMarks make the cue after them a noun ("tempi di consegna").
-	nounMarks string
-	neg, inl  []string // negators and inline, split: read by language
+	// nounMarks make the cue after them a noun ("tempi di consegna"); other
+	// words keep a negation to more files ("keine weiteren Dateien").
+	nounMarks, other string
+	neg, inl         []string // negators and inline, split: read by language
 }
 
 var langTables = []*langTable{langDE, langFR, langES, langPT, langIT, langNL, langJA, langZH, langKO}
@@ -61,7 +62,7 @@ var langTables = []*langTable{langDE, langFR, langES, langPT, langIT, langNL, la
 // resultaat", "een fix in", "PR", "**Bug:**") and binary formats.
 var shared = &langTable{code: "en", name: "English", delivery: "save* attach* upload* download", edit: "fix",
 	fileWords: "file pdf xlsx xls docx pptx png jpg zip csv excel powerpoint", modelNouns: "template",
-	repo: "pr prs mr pull branch commit", bug: "bug bugfix feature", inline: "inline in-line",
+	repo: "pr prs mr pull branch commit", bug: "bug bugfix feature", inline: "inline in-line", negators: "no not never without don't",
 	deliverables: "deliverable deliverables"}
 
 // The cue lists the reader uses: every table's field joined.
@@ -71,7 +72,7 @@ var (
 	foreignPolite, foreignModel, foreignModelAfter, foreignModelNouns, foreignDestPreps, foreignNamingPreps,
 	foreignSourcePreps, foreignSourceAfter, foreignRepo, foreignProductNouns, foreignFeatureVerbs, foreignBug,
 	foreignWhWords, foreignHowTo, foreignPerfect, foreignDoneAfter, foreignDoneBefore, foreignNouns,
-	foreignNounMarks, foreignPointers, foreignClitics []string
+	foreignNounMarks, foreignPointers, foreignClitics, foreignOther []string
 	foreignSeparable     []separable
 	sharedCues           = words(shared.delivery + " " + shared.edit) // they do not make a sentence foreign
 	foreignFunctionWords = map[string][]*langTable{}
@@ -125,7 +126,7 @@ func buildLists() {
 			{&foreignBug, t.bug, 0}, {&foreignWhWords, t.whWords, 0}, {&foreignHowTo, t.howTo, 0},
 			{&foreignPerfect, t.perfect, 0}, {&foreignDoneAfter, t.doneAfter, 0},
 			{&foreignDoneBefore, t.doneBefore, 0}, {&foreignNounMarks, t.nounMarks, 0},
-			{&foreignPointers, t.pointers, 0}, {&foreignClitics, t.clitics, 0},
+			{&foreignPointers, t.pointers, 0}, {&foreignClitics, t.clitics, 0}, {&foreignOther, t.other, 0},
 		} {
 			for _, w := range words(f.src) {
 				if head, particle, ok := strings.Cut(w, "…"); ok {
@@ -347,7 +348,7 @@ func init() {
 	for _, l := range []*[]string{&foreignNegators, &foreignModel, &foreignModelAfter, &foreignInline,
 		&foreignDestPreps, &foreignNamingPreps, &foreignProductNouns, &foreignFileWords, &foreignSourcePreps,
 		&foreignSourceAfter, &foreignModelNouns, &foreignFeatureVerbs, &foreignWhWords, &foreignHowTo,
-		&foreignPerfect, &foreignPolite, &sharedCues, &foreignAheadOnly, &foreignNounMarks, &foreignPointers, &foreignRepo, &foreignBug, &foreignNouns} {
+		&foreignPerfect, &foreignPolite, &sharedCues, &foreignAheadOnly, &foreignNounMarks, &foreignPointers, &foreignOther, &foreignRepo, &foreignBug, &foreignNouns} {
 		foldedList(l)
 	}
 }
@@ -537,6 +538,9 @@ func scan(u *unit) *foreignReading {
 		if head, _, ok := strings.Cut(w, "-"); c == cueNone && ok && head != "" {
 			c = latinCue(head) // "exporte-le"
 		}
+		if c == cueNone && len(w) >= typoMin {
+			c = typoCue(w) // "anhägen", "exportiern"
+		}
 		if c != cueNone {
 			r.hits = append(r.hits, cueHit{tok: i, class: c})
 		}
@@ -633,6 +637,54 @@ func quoted(u *unit, i, off int) bool {
 	}
 	r, _ := utf8.DecodeLastRuneInString(u.src[:p])
 	return strings.ContainsRune(`'"‘“「『«„`, r)
+}
+
+// typoMin is the shortest word read as a typo of a cue.
+const typoMin, typoTail = 7, 2
+
+// typoCue returns the class of the delivery, send or output cue the folded
+// word w is one typo away from (a letter dropped, added, changed, or two
+// swapped), or cueNone; w's start is compared with a stem.
+func typoCue(w string) cueClass {
+	for _, c := range foreignCueClasses[5:8] {
+		for _, cue := range *c.words {
+			step()
+			cue = foldWord(cue)
+			stem, isStem := strings.CutSuffix(cue, "*")
+			if isCJKString(cue) || len(stem) < typoMin-1 {
+				continue
+			}
+			for d := -1; d <= 1; d++ {
+				if n := len(stem) + d; (isStem || d == 0) && n <= len(w) && (isStem || n == len(w)) &&
+					!strings.Contains(w, "-") && oneTypo(w[:n], stem) {
+					return c.class
+				}
+			}
+		}
+	}
+	return cueNone
+}
+
+// oneTypo reports whether a and b differ by one edit or one swap of
+// neighbouring letters before their last typoTail letters, where an
+// inflection ending differs ("escreve", "escreva").
+func oneTypo(a, b string) bool {
+	if len(a) < len(b) {
+		a, b = b, a
+	}
+	i := 0
+	for i < len(b) && a[i] == b[i] {
+		i++
+	}
+	switch {
+	case i+typoTail >= len(b):
+		return false
+	case len(a) == len(b) && i < len(a):
+		return a[i+1:] == b[i+1:] || i+1 < len(a) && a[i] == b[i+1] && a[i+1] == b[i] && a[i+2:] == b[i+2:]
+	case len(a) == len(b)+1:
+		return a[i+1:] == b[i:]
+	}
+	return false
 }
 
 // repoObject reports whether the cue h takes repository work as its object
@@ -1001,7 +1053,8 @@ var nameQuoteMarks = []string{"`", `"`, "'", "“", "”", "‘", "’", "「", 
 func (r *foreignReading) sourceAt(u *unit, i int) bool {
 	p, n := around(u, i)
 	switch {
-	case p >= 0 && !r.cjk[p] && inList(r.words[p], &foreignSourcePreps):
+	case p >= 0 && !r.cjk[p] && (inList(r.words[p], &foreignSourcePreps) ||
+		p > 0 && inList(r.words[p-1]+" "+r.words[p], &foreignSourcePreps)): // "aus X", "à partir de X"
 		return true
 	case p >= 0 && r.cjk[p] && slices.ContainsFunc(foreignSourcePreps, func(s string) bool {
 		return isCJKString(s) && strings.HasSuffix(u.toks[p].low, s)
@@ -1083,6 +1136,39 @@ func (r *foreignReading) fileWord(u *unit, j int) bool {
 	negd := j > 0 && !r.cjk[j-1] && r.inL(r.words[j-1], negs, &foreignNegators) ||
 		j > 1 && !r.cjk[j-2] && r.inL(r.words[j-2], negs, &foreignNegators)
 	return hit && !negd
+}
+
+// noFile returns the token of a file noun a sentence that names no file
+// and makes nothing negates as a whole ("keine Datei nötig", "ファイルは不要",
+// "파일은 필요 없습니다"), or -1; "keine weiteren Dateien" is not one.
+func (r *foreignReading) noFile(u *unit) int {
+	if slices.ContainsFunc(u.phrases, func(p *phrase) bool { return len(p.mentions) > 0 }) ||
+		slices.ContainsFunc(r.hits, func(h cueHit) bool { return h.class.makes() && !h.neg }) {
+		return -1
+	}
+	for j, t := range u.toks {
+		if r.cjk[j] {
+			f := cjkIndex(t.low, &foreignFileWords)
+			n := cjkIndex(t.low, &foreignNegators)
+			if len(f) > 0 && (len(n) > 0 || j+1 < len(u.toks) && r.cjk[j+1] && len(cjkIndex(u.toks[j+1].low, &foreignNegators)) > 0) &&
+				len(cjkIndex(t.low, &foreignOther)) == 0 {
+				return j
+			}
+			continue
+		}
+		if t.kind == tokFile || !inList(r.words[j], &foreignFileWords) {
+			continue
+		}
+		for k := j - 1; k >= 0 && k >= j-2 && !r.cjk[k]; k-- {
+			if inList(r.words[k], &foreignOther) {
+				break
+			}
+			if r.inL(r.words[k], negs, &foreignNegators) {
+				return j
+			}
+		}
+	}
+	return -1
 }
 
 // polite reports whether u has a polite marker ("bitte", "merci de", "请",
@@ -1285,6 +1371,15 @@ func readForeign(u *unit) {
 	if u.question || u.inputs && !r.polite(u) {
 		return // a question asks about files; a unit under an input heading lists them
 	}
+	if k := r.noFile(u); k >= 0 {
+		// "Antworte hier, keine Datei nötig": no file at all, also of the
+		// requests before it, as "don't attach them" refers back to them.
+		for _, p := range u.phrases {
+			if p.start <= k && k < p.end {
+				p.pronoun, p.negDeliver, p.plural = true, true, true
+			}
+		}
+	}
 	q := 0 // the phrase holding the cue: hits and phrases are both in text order
 	for k, h := range r.hits {
 		step()
@@ -1394,9 +1489,9 @@ func unsure(objective string, units []*unit) string {
 		for _, p := range u.phrases {
 			for _, m := range p.mentions {
 				forbid[m.name] = forbid[m.name] || m.forbid
-				delivered[m.name] = delivered[m.name] || m.role == roleOutput && m.delivery
+				delivered[m.name] = delivered[m.name] || m.role == roleOutput
 				if forbid[m.name] && delivered[m.name] {
-					return "conflicting signals: a delivery word and a negation of another language both bear on " + m.name
+					return "conflicting signals: a request and a negation of another language both bear on " + m.name
 				}
 			}
 		}

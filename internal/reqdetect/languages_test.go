@@ -25,7 +25,10 @@ func TestDetectUnsure(t *testing.T) {
 		{"Lütfen tabloyu rapor.xlsx olarak dışa aktar ve bu göreve ekle, bu çok önemli bir iş için.",
 			"language: the text is mostly Turkish, which has no table"},
 		{"Erstelle bericht.pdf und hänge ihn an. Hänge bericht.pdf nicht an.",
-			"conflicting signals: a delivery word and a negation of another language both bear on bericht.pdf"},
+			"conflicting signals: a request and a negation of another language both bear on bericht.pdf"},
+		{"Erstelle bericht.pdf. Antworte hier, keine Datei nötig.",
+			"conflicting signals: a request and a negation of another language both bear on bericht.pdf"},
+		{"Lies daten.csv. Antworte hier, keine Datei nötig.", ""},
 		{"Erstelle bericht.pdf und hänge ihn an. Schicke mir auch bericht.pdf.", ""},
 	} {
 		assert.Equal(t, c.unsure, Detect(c.objective).Unsure, "%q", c.objective)
@@ -56,4 +59,21 @@ func TestForeignRuleIDs(t *testing.T) {
 		ids[w.File] = w.ID
 	}
 	assert.Equal(t, map[string]string{"umsatz.xlsx": "foreign-delivery", "daten.csv": "foreign-input"}, ids)
+}
+
+// A typo in a long delivery or output word still reads as that word; an
+// inflection ending that differs does not ("escreve" is not "escreva").
+func TestForeignTypos(t *testing.T) {
+	for objective, files := range map[string][]string{
+		"Bitte die Tabelle als umsatz.xlsx anhägen.":                        {"umsatz.xlsx"},
+		"Bitte exportire die Tabelle als umsatz.xlsx und hänge sie an.":     {"umsatz.xlsx"},
+		"Por favor ajdunta el archivo informe.pdf al ticket.":               {"informe.pdf"},
+		"Hoje o comando escreve `saida/relatorio.html` sempre que é usado.": nil,
+	} {
+		assert.Equal(t, files, Detect(objective).Files, "%q", objective)
+	}
+	assert.True(t, oneTypo("anhagen", "anhangen"))
+	assert.True(t, oneTypo("exportiern", "exportiren"))
+	assert.False(t, oneTypo("escreve", "escreva"), "an ending differs")
+	assert.False(t, oneTypo("anhangen", "anhangen"), "equal words")
 }

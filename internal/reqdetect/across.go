@@ -6,32 +6,14 @@ import (
 	"strings"
 )
 
-// ---------------------------------------------------------------------------
 // Stage 5: across units
 
 // markRepoWork makes the outputs of code tasks repository work (rule 8):
-//
-//   - a source file created in the source tree: a source-code extension
-//     (sourceExts) and a source directory in its path ("src/Button.tsx")
-//     or a code noun in its phrase ("a new React component in Button.tsx", "a
-//     unit test in parser_test.go");
-//   - a build output: after a unit or in a unit that builds the project ("build
-//     the project", "compile the app"), a file under a build directory or with
-//     a build extension ("dist/app.js", "public/bundle.js") that the build
-//     verb produces, or any file that a passive verb checks ("make sure
-//     dist/app.js is generated", "make sure site/index.html is produced"); an
-//     explicit "write the log to build.log" stays an output;
-//   - a source file made in a text that asks anywhere for a pull request,
-//     branch or commit (not negated): a module of that change ("split it
-//     into invoice_model.py and invoice_tax.py … and open a pull request").
-//
-// A Deliverables item, a delivered file (attach, send, downloadable…) and an
-// exported one stay requested.
 func markRepoWork(units []*unit) {
 	built := false // the unit before builds the project
-	// A text that asks for a pull request, branch or commit anywhere does
-	// code work: the source files it makes ("split it into model.py and
-	// render.py … and open a pull request") are modules of that change.
+	// A text that asks for a pull request, branch or commit anywhere does code work: the source files
+	// it makes ("split it into model.py and render.py … and open a pull request") are modules of that
+	// change.
 	pr := false
 	for _, u := range units {
 		for _, p := range u.phrases {
@@ -51,19 +33,14 @@ func markRepoWork(units []*unit) {
 				if m.role != roleOutput || m.delivery || u.item && !u.listed || m.verb >= 0 && u.cls[m.verb] == verbExport {
 					continue
 				}
-				dirs, ext := pathParts(m.name)
-				switch {
-				case sourceExts[ext] && (code || slices.ContainsFunc(dirs, func(d string) bool { return sourceDirs[d] })):
-					m.role = roleRepo
-					m.note(u, "repository work: a source file created in the source tree", p.start, p.end-1)
-				case sourceExts[ext] && pr:
-					m.role = roleRepo
-					m.note(u, "repository work: a source file of a change the text asks to open as a pull request, branch or commit", p.start, p.end-1)
-				case (builds || built) && (m.checked ||
-					(buildExts[ext] || slices.ContainsFunc(dirs, func(d string) bool { return buildDirs[d] })) &&
-						m.verb >= 0 && buildVerbs[lemmaOf(u.toks[m.verb].low)]):
-					m.role = roleRepo
-					m.note(u, "repository work: a build output", p.start, p.end-1)
+				c := repoCtx{u: u, m: m, code: code, pr: pr, builds: builds || built}
+				c.dirs, c.ext = pathParts(m.name)
+				for _, r := range repoRules {
+					if r.match(&c) {
+						m.role = roleRepo
+						m.decide(u, r.rule, "", p.start, p.end-1)
+						break
+					}
 				}
 			}
 		}
@@ -71,13 +48,44 @@ func markRepoWork(units []*unit) {
 	}
 }
 
-// reaches reports whether a reference in unit ref (a pronoun, a noun
-// phrase naming an earlier file, a qualifier, a denial remark or a build
-// step) may reach back to unit to: a sentence of a Deliverables item or of
-// a bullet a request introduces refers only within its own item (rule 4
-// reads "within such an item"), so "- a branch release/s14 with the version
-// bump" leaves the file of the item above it alone; prose refers across
-// its sentences.
+// repoCtx is what repoRules read about an output file m of unit u.
+type repoCtx struct {
+	u                *unit
+	m                *mention
+	code, pr, builds bool // a code noun in its phrase; a pull request asked for; the project built here or just before
+	dirs             []string
+	ext              string
+}
+
+type repoRule struct {
+	rule
+	match func(c *repoCtx) bool
+}
+
+func (c *repoCtx) under(set map[string]bool) bool {
+	return slices.ContainsFunc(c.dirs, func(d string) bool { return set[d] })
+}
+
+// repoRules make an output file repository work (rule 8): the first row that matches decides.
+var repoRules = []repoRule{
+	{rule{"repo-source-tree", "repository work: a source file created in the source tree"},
+		func(c *repoCtx) bool { return sourceExts[c.ext] && (c.code || c.under(sourceDirs)) }},
+	{rule{"repo-change-module", "repository work: a source file of a change the text asks to open as a pull request, branch or commit"},
+		func(c *repoCtx) bool { return sourceExts[c.ext] && c.pr }},
+	{rule{"repo-build-output", "repository work: a build output"},
+		func(c *repoCtx) bool {
+			return c.builds && (c.m.checked || (buildExts[c.ext] || c.under(buildDirs)) &&
+				c.m.verb >= 0 && buildVerbs[lemmaOf(c.u.toks[c.m.verb].low)])
+		}},
+}
+
+var _ = register(50, "repo", "repository work across the text (rule 8): the first row that matches", ruleList(repoRules))
+
+// reaches reports whether a reference in unit ref (a pronoun, a noun phrase naming an earlier file,
+// a qualifier, a denial remark or a build step) may reach back to unit to: a sentence of a
+// Deliverables item or of a bullet a request introduces refers only within its own item (rule 4
+// reads "within such an item"), so "- a branch release/s14 with the version bump" leaves the file
+// of the item above it alone; prose refers across its sentences.
 func reaches(ref, to *unit) bool {
 	return to != nil && (!ref.item || ref.block == to.block)
 }
@@ -105,8 +113,7 @@ func buildsProject(u *unit) bool {
 	return false
 }
 
-// pathParts returns the lower-cased directories and extension of the
-// file name s.
+// pathParts returns the lower-cased directories and extension of the file name s.
 func pathParts(s string) (dirs []string, ext string) {
 	low := strings.ToLower(s)
 	parts := strings.FieldsFunc(low, func(r rune) bool { return strings.ContainsRune(pathSeparators, r) })
@@ -117,12 +124,9 @@ func pathParts(s string) (dirs []string, ext string) {
 	return parts[:len(parts)-1], base[strings.LastIndexByte(base, '.')+1:]
 }
 
-// requestsList reports whether the unit lead, a line ending in ":", asks for
-// the files listed below it: its last phrase has an output or delivery verb,
-// not negated, a pointer or file noun for its object ("Create these:",
-// "Write the two files below:", "Attach the following files:") or a want
-// verb with no object of its own ("What I need back:"), and no output file
-// of its own.
+// requestsList reports whether the unit lead, a line ending in ":", asks for the files listed below
+// it: its last phrase has an output or delivery verb, not negated, a pointer or file noun for its
+// object or a want verb with no object of its own, and no output file of its own.
 func requestsList(lead *unit) bool {
 	if lead.listRead {
 		return lead.listAsks
@@ -161,16 +165,15 @@ func asksForList(lead *unit) bool {
 			object = true
 		}
 	}
-	// A verb with no object of its own before the colon asks for the list
-	// itself ("Return:", "What I need back:", "Your output should
-	// include:"), as it does with a pointer ("We need the following:").
+	// A verb with no object of its own before the colon asks for the list itself ("Return:", "What I
+	// need back:", "Your output should include:"), as it does with a pointer ("We need the
+	// following:").
 	return pointer || verb && !object
 }
 
-// listVerb reports whether toks[i] of a list lead asks for what follows: an
-// output, delivery or want verb, or "the output" before a be-form, not
-// negated; an output or delivery verb after a wh-word and "to" ("What to
-// deliver:") heads the list too.
+// listVerb reports whether toks[i] of a list lead asks for what follows: an output, delivery or
+// want verb, or "the output" before a be-form, not negated; an output or delivery verb after a
+// wh-word and "to" ("What to deliver:") heads the list too.
 func listVerb(lead *unit, i int) bool {
 	c := lead.cls[i]
 	if lead.neg[i] || c == verbNone {
@@ -181,6 +184,12 @@ func listVerb(lead *unit, i int) bool {
 	}
 	return isOutputish(c)
 }
+
+// The two ways a write is expected to be denied (rule 7).
+var (
+	denialMarker  = rule{"denial-marker", "denied: a remark in its phrase says the write is expected to be denied (rule 7)"}
+	deniedAttempt = rule{"denied-attempt", "denied: an attempt its sentence or the next says must be denied (rule 7)"}
+)
 
 // markDenials marks denied-write phrases (rule 7).
 func markDenials(units []*unit) {
@@ -202,15 +211,18 @@ func markDenials(units []*unit) {
 			for _, m := range p.mentions {
 				if (whole || m.tok < marker) && m.role == roleOutput && !m.forbid {
 					m.role, m.delivery = roleDenied, false
-					m.note(u, "denied: an expected-denied write", p.start, p.end-1)
+					r := deniedAttempt
+					if m.tok < marker && marker < p.end {
+						r = denialMarker
+					}
+					m.decide(u, r, "", p.start, p.end-1)
 				}
 			}
 		}
 	}
 }
 
-// resolvePronouns resolves pronoun objects of delivery, negated delivery and
-// repository verbs.
+// resolvePronouns resolves pronoun objects of delivery, negated delivery and repository verbs.
 func resolvePronouns(units []*unit) {
 	for _, u := range units {
 		u.bare, u.last = true, -1
@@ -224,8 +236,8 @@ func resolvePronouns(units []*unit) {
 		for pi, p := range u.phrases {
 			deliver := (p.attach || p.send || p.marker) && !p.denied
 			repoRef := (p.repoVerb || p.repo) && !p.negated
-			inlineRef := (p.inline || hasWord(u, p, replyPlaces)) && !deliver && !p.negated && shows(u, p) // "show it to me inline"
-			makeRef := !p.negated && !p.inline && !p.anaphor && makes(u, p)                                // "if not, create it"
+			inlineRef := (p.inline || hasWord(u, p, replyPlaces)) && !deliver && !p.negated && hasVerb(u, p, showVerbs, true) // "show it to me inline"
+			makeRef := !p.negated && !p.inline && !p.anaphor && hasVerb(u, p, makingVerbs, false)                             // "if not, create it"
 			if !p.pronoun || !(deliver || p.negDeliver || repoRef || inlineRef || makeRef) {
 				continue
 			}
@@ -238,85 +250,105 @@ func resolvePronouns(units []*unit) {
 			if own {
 				continue
 			}
-			ms, ph, from := antecedent(units, ui, pi, p)
-			switch {
-			case deliver:
-				for _, m := range ms {
-					if !m.forbid {
-						m.role, m.delivery = roleOutput, true
-						m.note(u, "delivered: a delivery verb refers back to it", p.start, p.end-1)
-					}
-				}
-				if ph != nil {
-					ph.delivered = true
-				}
-				if len(ms) > 0 || ph != nil {
-					p.signal, p.delivered = false, false
-				}
-			case p.negDeliver:
-				for _, m := range ms {
-					m.forbid = true
-					m.note(u, "forbidden: a negated delivery refers back to it", p.start, p.end-1)
-				}
-				if ph != nil {
-					ph.forbid = true
-				}
-			case repoRef:
-				for _, m := range ms {
-					m.repoRef = true
-					m.note(u, "repository work: a repository verb refers back to it", p.start, p.end-1)
-				}
-				// "build the Docker image and push it to the registry": the
-				// unnamed request it refers to is repository work too.
-				if ph != nil && !ph.delivered {
-					ph.signal = false
-				}
-			case makeRef:
-				for _, m := range ms {
-					if m.role == roleInput || m.role == roleNone {
-						m.role = roleOutput
-						m.note(u, "output: a verb of making refers back to it (\"create it\")", p.start, p.end-1)
-					}
-				}
-			case inlineRef:
-				for _, m := range ms {
-					if m.role == roleOutput && !m.delivery {
-						m.role = roleInline
-						m.note(u, "inline: a verb of showing refers back to it with an inline marker", p.start, p.end-1)
-					}
-				}
-				// "Render README.md as HTML and paste it here": the
-				// unnamed request it refers to is shown, not delivered.
-				for _, q := range []*phrase{ph, from} {
-					if q != nil && !q.delivered {
-						q.signal = false
-					}
+			c := pronounCtx{u: u, p: p, deliver: deliver, repoRef: repoRef, makeRef: makeRef, inlineRef: inlineRef}
+			c.ms, c.ph, c.from = antecedent(units, ui, pi, p)
+			for _, r := range pronounRules {
+				if r.match(&c) {
+					r.apply(&c, r.rule)
+					break
 				}
 			}
 		}
 	}
 }
 
-// shows reports whether phrase p has a verb that presents its object itself
-// (showVerbs: "show", "paste", "print"), not negated: with an inline marker
-// and a pronoun ("show it to me inline") the file it refers to is written in
-// the reply. "Summarize it in the chat" writes something else there.
-func shows(u *unit, p *phrase) bool {
-	for i := p.start; i < p.end; i++ {
-		if u.verbAt(i) && !u.neg[i] && showVerbs[lemmaOf(u.toks[i].low)] {
-			return true
-		}
-	}
-	return false
+// pronounCtx is what pronounRules read: phrase p of u refers back to the
+// files ms or the unnamed request ph (from: the phrase it was found in).
+type pronounCtx struct {
+	u                                    *unit
+	p, ph, from                          *phrase
+	ms                                   []*mention
+	deliver, repoRef, makeRef, inlineRef bool
 }
 
-// makes reports whether phrase p has a verb of making (makingVerbs:
-// "create", "generate", "write"), not negated, in its base form: with a
-// pronoun object the file it refers to is made ("Check whether out.json
-// exists; if not, create it").
-func makes(u *unit, p *phrase) bool {
+type pronounRule struct {
+	rule
+	match func(c *pronounCtx) bool
+	apply func(c *pronounCtx, r rule)
+}
+
+// each records r on every file m it refers to for which ok holds.
+func (c *pronounCtx) each(r rule, ok func(m *mention) bool, set func(m *mention)) {
+	for _, m := range c.ms {
+		if ok(m) {
+			set(m)
+			m.decide(c.u, r, "", c.p.start, c.p.end-1)
+		}
+	}
+}
+
+// pronounRules give the files a pronoun or anaphor refers to the role of
+// the verb that refers: the first row that matches decides.
+var pronounRules = []pronounRule{
+	{rule{"pronoun-delivered", "delivered: a delivery verb refers back to it"},
+		func(c *pronounCtx) bool { return c.deliver },
+		func(c *pronounCtx, r rule) {
+			c.each(r, func(m *mention) bool { return !m.forbid }, func(m *mention) { m.role, m.delivery = roleOutput, true })
+			if c.ph != nil {
+				c.ph.delivered = true
+			}
+			if len(c.ms) > 0 || c.ph != nil {
+				c.p.signal, c.p.delivered = false, false
+			}
+		}},
+	{rule{"pronoun-forbidden", "forbidden: a negated delivery refers back to it"},
+		func(c *pronounCtx) bool { return c.p.negDeliver },
+		func(c *pronounCtx, r rule) {
+			c.each(r, func(*mention) bool { return true }, func(m *mention) { m.forbid = true })
+			if c.ph != nil {
+				c.ph.forbid = true
+			}
+		}},
+	// "build the Docker image and push it to the registry": the unnamed
+	// request it refers to is repository work too.
+	{rule{"pronoun-repo", "repository work: a repository verb refers back to it"},
+		func(c *pronounCtx) bool { return c.repoRef },
+		func(c *pronounCtx, r rule) {
+			c.each(r, func(*mention) bool { return true }, func(m *mention) { m.repoRef = true })
+			if c.ph != nil && !c.ph.delivered {
+				c.ph.signal = false
+			}
+		}},
+	{rule{"pronoun-made", `output: a verb of making refers back to it ("create it")`},
+		func(c *pronounCtx) bool { return c.makeRef },
+		func(c *pronounCtx, r rule) {
+			c.each(r, func(m *mention) bool { return m.role == roleInput || m.role == roleNone }, func(m *mention) { m.role = roleOutput })
+		}},
+	// "Render README.md as HTML and paste it here": the unnamed request it
+	// refers to is shown, not delivered.
+	{rule{"pronoun-inline", "inline: a verb of showing refers back to it with an inline marker"},
+		func(c *pronounCtx) bool { return c.inlineRef },
+		func(c *pronounCtx, r rule) {
+			c.each(r, func(m *mention) bool { return m.role == roleOutput && !m.delivery }, func(m *mention) { m.role = roleInline })
+			for _, q := range []*phrase{c.ph, c.from} {
+				if q != nil && !q.delivered {
+					q.signal = false
+				}
+			}
+		}},
+}
+
+var _ = register(52, "pronoun", "what a pronoun or anaphor refers back to takes the referring verb's role: the first row that matches", ruleList(pronounRules))
+
+// hasVerb reports whether phrase p has a verb, not negated, that set holds: by its lemma (showVerbs:
+// with an inline marker the file a pronoun refers to is written in the reply), or as written
+// (makingVerbs, base forms: with a pronoun object the file it refers to is made).
+func hasVerb(u *unit, p *phrase, set map[string]bool, lemma bool) bool {
 	for i := p.start; i < p.end; i++ {
-		if u.verbAt(i) && !u.neg[i] && makingVerbs[u.toks[i].low] {
+		if !u.verbAt(i) || u.neg[i] {
+			continue
+		}
+		if w := u.toks[i].low; set[w] && !lemma || lemma && set[lemmaOf(w)] {
 			return true
 		}
 	}
@@ -333,19 +365,15 @@ func hasWord(u *unit, p *phrase, words []string) bool {
 	return false
 }
 
-// antecedent finds what a pronoun in phrase pi of unit ui refers to: the
-// files (the last one, or all of them for a plural) of the nearest earlier
-// phrase in the unit that has files, or an earlier phrase's unnamed request;
-// for the unit's first phrase, the last such phrase of the previous unit that
-// is not a bare qualifier or denial remark. It returns the files ms and the
-// phrase from that holds them, or the phrase ph whose unnamed request it is.
+// antecedent finds what a pronoun in phrase pi of unit ui refers to: the files (the last one, or
+// all of them for a plural) of the nearest earlier phrase in the unit that has files, or an earlier
+// phrase's unnamed request; for the unit's first phrase, the last such phrase of the previous unit
+// that is not a bare qualifier or denial remark.
 func antecedent(units []*unit, ui, pi int, ref *phrase) (ms []*mention, ph, from *phrase) {
 	plural, pair, np, sameDoc, part, kind := ref.plural, ref.pair, ref.anaphor, ref.sameDoc, ref.part, ref.kind
-	// pickLive picks from the files of p that are not inputs the text
-	// presents as already there (existing): "Numbers are in the export I
-	// attached (metrics.csv). Please make it something I can download"
-	// delivers the one-pager, not metrics.csv; "send it back" may return
-	// such a file.
+	// pickLive picks from the files of p that are not inputs the text presents as already there
+	// (existing): "Numbers are in the export I attached (metrics.csv). Please make it something I can
+	// download" delivers the one-pager, not metrics.csv; "send it back" may return such a file.
 	live := func(p *phrase) []*mention {
 		if ref.returns {
 			return p.mentions // "I attached budget.xlsx. Please fix the formulas and send it back."
@@ -359,18 +387,15 @@ func antecedent(units []*unit, ui, pi int, ref *phrase) (ms []*mention, ph, from
 		}
 		return ms[len(ms)-1:]
 	}
-	// made returns the files of phrase pp of unit pu that a noun phrase
-	// ("the updated file") names: a file made or edited earlier, not one
-	// read, or the file its participle's verb worked on ("Shorten
-	// abstract.txt … the shortened one"); adjacent says pp is the phrase
-	// right before the noun phrase.
+	// made returns the files of phrase pp of unit pu that a noun phrase ("the updated file") names: a
+	// file made or edited earlier, not one read, or the file its participle's verb worked on ("Shorten
+	// abstract.txt … the shortened one"); adjacent says pp is the phrase right before the noun phrase.
 	made := func(pu *unit, pp *phrase, adjacent bool) []*mention {
 		var got []*mention
 		acted := actedFrom(pu.toks, pp, part) // first word of pp that part's verb is, or -1
 		for _, m := range pp.mentions {
-			// "Reformat speakers.csv … the reformatted file": a transform
-			// that keeps the document (keepingTransforms), named by its
-			// participle; "Convert data.csv … the converted file" is the
+			// "Reformat speakers.csv … the reformatted file": a transform that keeps the document
+			// (keepingTransforms), named by its participle; "Convert data.csv … the converted file" is the
 			// product of the conversion.
 			byVerb := acted >= 0 && acted < m.tok && keepingTransforms[lemmaOf(part)]
 			if m.reshaped && !sameDoc && !byVerb {
@@ -383,10 +408,9 @@ func antecedent(units []*unit, ui, pi int, ref *phrase) (ms []*mention, ph, from
 				got = append(got, m) // "The team uses candidates.xlsx. … share the updated sheet"
 				continue
 			}
-			// A file no verb governs in the phrase right before, after a
-			// verb no lexicon lists, is what the noun phrase names ("Fill
-			// in the owners in raci.xlsx and upload the completed sheet",
-			// "Trim intro.mp4 … upload the shorter clip").
+			// A file no verb governs in the phrase right before, after a verb no lexicon lists, is what the
+			// noun phrase names ("Fill in the owners in raci.xlsx and upload the completed sheet", "Trim
+			// intro.mp4 … upload the shorter clip").
 			ungoverned := m.role == roleNone && (acted >= 0 && acted < m.tok || adjacent || kind != "")
 			if m.role == roleOutput || m.role == roleEdit || ungoverned {
 				got = append(got, m)
@@ -415,21 +439,19 @@ func antecedent(units []*unit, ui, pi int, ref *phrase) (ms []*mention, ph, from
 		case pp.signal:
 			return nil, pp, nil
 		case !np && makesUnnamed(u, pp):
-			// "Please turn this into a release overview … and deliver it
-			// as a PDF": the pronoun is that product, which has no name,
-			// not a file of an earlier sentence.
+			// "Please turn this into a release overview … and deliver it as a PDF": the pronoun is that
+			// product, which has no name, not a file of an earlier sentence.
 			return nil, nil, nil
 		}
 		// "review it and attach it", "Once you are done, please attach
 		// it": a phrase that names nothing is passed over.
 	}
 	if np && (pi == 0 || kind != "") {
-		// A noun phrase opening its sentence, or a kind noun anywhere in
-		// it, reaches the last phrase of the sentence before, past a bare
-		// qualifier or denial remark ("the onboarding doc (onboarding.docx)
-		// is too long. Can you cut it down and send the trimmed doc back?",
-		// ("Update the totals in q3.xlsx. Then upload the spreadsheet.",
-		// "Edit chapter3.docx. Then email me the edited chapter.").
+		// A noun phrase opening its sentence, or a kind noun anywhere in it, reaches the last phrase of
+		// the sentence before, past a bare qualifier or denial remark ("the onboarding doc
+		// (onboarding.docx) is too long. Can you cut it down and send the trimmed doc back?", ("Update
+		// the totals in q3.xlsx. Then upload the spreadsheet.", "Edit chapter3.docx. Then email me the
+		// edited chapter.").
 		for k := ui - 1; k >= 0 && k >= ui-3 && reaches(u, units[k]); k-- {
 			pu := units[k]
 			if pu.bare && (pu.qualifier >= 0 || pu.denial) {
@@ -475,11 +497,9 @@ func antecedent(units []*unit, ui, pi int, ref *phrase) (ms []*mention, ph, from
 	return got, nil, from
 }
 
-// makesUnnamed reports whether phrase p makes something it does not name:
-// an output or transform verb, not negated, whose object or output
-// preposition ("into", "as") opens with an indefinite article within
-// productSpan tokens ("write a summary", "turn this into a release
-// overview").
+// makesUnnamed reports whether phrase p makes something it does not name: an output or transform
+// verb, not negated, whose object or output preposition ("into", "as") opens with an indefinite
+// article within productSpan tokens ("write a summary", "turn this into a release overview").
 func makesUnnamed(u *unit, p *phrase) bool {
 	for i := p.start; i < p.end; i++ {
 		if !u.verbAt(i) || u.neg[i] || u.cls[i] != verbOutput && u.cls[i] != verbTransform {
@@ -498,9 +518,8 @@ func makesUnnamed(u *unit, p *phrase) bool {
 	return false
 }
 
-// liveMentions returns the files of phrase p that a pronoun may refer to:
-// all but the inputs the text presents as already there (mention.existing),
-// which only a delivery "back" returns.
+// liveMentions returns the files of phrase p that a pronoun may refer to: all but the inputs the
+// text presents as already there (mention.existing), which only a delivery "back" returns.
 func liveMentions(p *phrase) []*mention {
 	var ms []*mention
 	for _, m := range p.mentions {
@@ -522,9 +541,8 @@ func onlyInputs(p *phrase) bool {
 	return true
 }
 
-// changedPart reports whether part is the participle of an edit or
-// transform verb ("updated", "reformatted"): a noun phrase it modifies names
-// a file that the work changed, even one first named as an input.
+// changedPart reports whether part is the participle of an edit or transform verb: a noun phrase it
+// modifies names a file that the work changed, even one first named as an input.
 func changedPart(part string) bool {
 	c := verbClasses[lemmaOf(part)]
 	return part != "" && (c == verbEdit || c == verbTransform)
@@ -560,19 +578,19 @@ func (c candidate) delivered() bool {
 	return false
 }
 
+var notDeliverable = rule{"not-deliverable", "exempt: the sentence after its request says it is not a deliverable (rule 6)"}
+
 func (c candidate) exempt(q *unit) {
-	const rule = "exempt: the sentence after its request says it is not a deliverable"
 	if c.phrase != nil {
 		c.phrase.exempt = true
 	}
 	for _, m := range c.mentions {
 		m.exempt = true
-		m.note(q, rule, q.qualifier, len(q.toks)-1)
+		m.decide(q, notDeliverable, "", q.qualifier, len(q.toks)-1)
 	}
 }
 
-// candidates lists the requested outputs of u that start before token
-// index before.
+// candidates lists the requested outputs of u that start before token index before.
 func candidates(u *unit, before int) []candidate {
 	var out []candidate
 	byName := map[string]int{}
@@ -669,9 +687,9 @@ func collect(units []*unit) Result {
 		default:
 			by = v.last
 		}
-		why.Rule, why.Span = by.rule, by.span
-		if why.Rule == "" {
-			why.Rule = "no rule gave it a role"
+		why.ID, why.Rule, why.Span = by.id, by.rule, by.span
+		if why.ID == "" {
+			why.ID, why.Rule = noRole.id, noRole.doc
 		}
 		if why.Requested {
 			r.Files = append(r.Files, name)
@@ -679,15 +697,70 @@ func collect(units []*unit) Result {
 		r.Why = append(r.Why, why)
 	}
 	slices.Sort(r.Files)
-	switch {
-	case len(r.Files) > 0:
-		r.File = true
-		r.Decision = Reason{Requested: true, Rule: "a named file is requested: " + strings.Join(r.Files, ", ")}
-	case unnamed != nil:
-		r.File = true
-		r.Decision = Reason{Requested: true, Rule: unnamed.rule, Span: unnamed.span}
-	default:
-		r.Decision = Reason{Rule: "no request for a file survives"}
+	c := decisionCtx{r: &r, unnamed: unnamed}
+	for _, d := range decisionRules {
+		if d.match(&c) {
+			r.File = d.requested
+			r.Decision = d.decide(&c)
+			r.Decision.Requested = d.requested
+			break
+		}
 	}
 	return r
 }
+
+// decisionCtx is what decisionRules read: the reasons of every file and
+// the first unnamed request that survives.
+type decisionCtx struct {
+	r       *Result
+	unnamed *phrase
+}
+
+type decisionRule struct {
+	rule
+	requested bool
+	match     func(c *decisionCtx) bool
+	decide    func(c *decisionCtx) Reason // its ID is the rule that decided: a file's, the request's, or the row's own
+}
+
+// firstWhy returns the first reason whose Requested is want.
+func (c *decisionCtx) firstWhy(want bool) (Reason, bool) {
+	for _, w := range c.r.Why {
+		if w.Requested == want {
+			return w, true
+		}
+	}
+	return Reason{}, false
+}
+
+// decisionRules make the overall decision (Result.File): the first row that
+// matches decides. The decision's ID is that of the reason behind it.
+var decisionRules = []decisionRule{
+	{rule{"named-file", "a named file is requested: the decision takes the rule of the first one mentioned"}, true,
+		func(c *decisionCtx) bool { return len(c.r.Files) > 0 },
+		func(c *decisionCtx) Reason {
+			w, _ := c.firstWhy(true)
+			return Reason{ID: w.ID, Rule: "a named file is requested: " + strings.Join(c.r.Files, ", "), Span: w.Span}
+		}},
+	{rule{"unnamed-file", "an unnamed request for a file survives: the decision takes its rule"}, true,
+		func(c *decisionCtx) bool { return c.unnamed != nil },
+		func(c *decisionCtx) Reason {
+			return Reason{ID: c.unnamed.id, Rule: c.unnamed.rule, Span: c.unnamed.span}
+		}},
+	{rule{"no-request", "no request for a file survives: the decision takes the rule of the first file mentioned, if any"}, false,
+		func(*decisionCtx) bool { return true },
+		func(c *decisionCtx) Reason {
+			if w, ok := c.firstWhy(false); ok {
+				return Reason{ID: w.ID, Rule: "no request for a file survives; first " + w.File + ": " + w.Rule, Span: w.Span}
+			}
+			return Reason{ID: "no-request", Rule: "no request for a file survives"}
+		}},
+}
+
+// noRole explains a file no rule gave a role.
+var noRole = rule{"no-role", "no rule gave it a role"}
+
+var _ = register(60, "decision", "the overall decision: the first row that matches", ruleList(decisionRules))
+
+var _ = register(51, "across", "single rules of the later stages: inputs under a heading, denials, qualifiers, attempts",
+	[]rule{inputHeading, denialMarker, deniedAttempt, notDeliverable, attemptTarget, noRole})

@@ -7,19 +7,21 @@ import (
 
 // Result is what a task's own text asks to be delivered as files, and why.
 type Result struct {
-	// File reports whether the text asks for a file output at all, named or
-	// not ("export the results as a CSV"). It is true whenever Files is not
-	// empty.
+	// File reports whether the text asks for a file output at all, named or not ("export the results
+	// as a CSV"). It is true whenever Files is not empty.
 	File bool
-	// Files lists the output files the text names, exactly as written
-	// ("dist/index.html", "report.pdf"), de-duplicated and sorted byte-wise.
-	// It is nil when the text names no output file.
+	// Files lists the output files the text names, exactly as written ("dist/index.html",
+	// "report.pdf"), de-duplicated and sorted byte-wise. It is nil when the text names no output file.
 	Files []string
 	// Why holds one Reason for every file name the text mentions, requested
 	// or not, in order of first mention.
 	Why []Reason
 	// Decision is the reason for File.
 	Decision Reason
+	// Unsure is "" when the reader is sure of its reading, else why not:
+	// "language: the text is mostly Russian …, which has no table", or
+	// "conflicting signals: …" (languages.go: unsure).
+	Unsure string
 }
 
 // Reason is the rule that decided one file's role, or the overall decision,
@@ -27,6 +29,7 @@ type Result struct {
 type Reason struct {
 	File      string // the file name as written; "" for the overall decision
 	Requested bool   // the file (or, for the decision, a file) is requested
+	ID        string // the deciding rule's id ("output-prep"); doc.go lists every rule
 	Rule      string // the rule, in words: "output: the object of the output preposition \"into\""
 	Span      string // the text of the objective the rule read, verbatim
 }
@@ -41,30 +44,22 @@ func (r Reason) String() string {
 		name = r.File
 	}
 	if r.Span == "" {
-		return fmt.Sprintf("%s: %s (%s)", name, verdict, r.Rule)
+		return fmt.Sprintf("%s: %s [%s] (%s)", name, verdict, r.ID, r.Rule)
 	}
-	return fmt.Sprintf("%s: %s (%s) in %q", name, verdict, r.Rule, r.Span)
+	return fmt.Sprintf("%s: %s [%s] (%s) in %q", name, verdict, r.ID, r.Rule, r.Span)
 }
 
-// Detect reads a task's objective (the text the host bound to the run, never
-// the agent's own summary) and reports whether it asks for a file output and
-// which output files it names, following the rules of package deliverable's
-// documentation (section "Requested files"). doc.go says how it reads.
+// Detect reads a task's objective (the text the host bound to the run, never the agent's own
+// summary) and reports whether it asks for a file output and which output files it names, following
+// the rules of package deliverable's documentation (section "Requested files").
 //
-// Guarantees: the result depends only on objective (two calls agree); it never
-// panics, for any input including invalid UTF-8; every entry of Files is a
-// file name written verbatim in objective; Files is sorted, without
-// duplicates, and nil when empty; File is true whenever Files is not. The work
-// is linear in the length of objective.
+// Guarantees: the result depends only on objective; it never panics, for any input including invalid
+// UTF-8; every entry of Files is written verbatim in objective; Files is sorted, without duplicates,
+// and nil when empty; File is true whenever Files is not. The work is linear in the length of objective.
 //
-// Non-guarantees: it is a heuristic reader, not a parser: of English, and
-// of the cue words of German, French, Spanish, Portuguese, Italian, Dutch,
-// Japanese, Chinese and Korean (rule 9: delivery, output, reading and reply
-// verbs, negations, labels), not their grammar. It recognizes file names
-// only with a known extension ("Makefile" and "LICENSE" are not seen), and
-// may misread unusual phrasings; the worked cases in
-// testdata/requested-files.jsonl show what it is held to. Names are compared as written: "./out.json" and
-// "out.json" are two names.
+// Non-guarantees: it is a heuristic reader of English and of the cue words of nine other languages
+// (rule 9), not a parser. It sees file names only with a known extension ("Makefile" is not seen) and
+// compares them as written ("./out.json" and "out.json" are two names).
 func Detect(objective string) Result {
 	units := readUnits(objective)
 	for _, u := range units {
@@ -82,11 +77,13 @@ func Detect(objective string) Result {
 	markDenials(units)
 	resolvePronouns(units)
 	applyQualifiers(units)
-	return collect(units)
+	r := collect(units)
+	r.Unsure = unsure(objective, units)
+	return r
 }
 
-// Explain returns Detect's trace for objective, one line per file and one
-// for the decision: for tests and debugging. Its wording is not stable.
+// Explain returns Detect's trace for objective, one line per file and one for the decision, each
+// with the id of the rule that decided it in brackets: for tests and debugging.
 func Explain(objective string) string {
 	r := Detect(objective)
 	var b strings.Builder

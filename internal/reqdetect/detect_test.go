@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"maps"
@@ -38,11 +39,18 @@ type Case struct {
 	File      bool
 	Files     []string
 	Why       string // one line saying which rule the case shows; optional
+	Rule      string // the id of the rule that decides it (Result.Decision.ID); optional, "" when absent
 }
+
+// updateRules rewrites the "rule" key of every case in casesPath to the id
+// Detect's decision has now, after a merge or a new rule:
+//
+//	go test ./internal/reqdetect -run TestDetectCases -update-rules
+var updateRules = flag.Bool("update-rules", false, "rewrite the \"rule\" key of every case in "+casesPath)
 
 // ParseCase decodes one case strictly: one object with exactly the keys
 // objective (string), file (bool), files (array of strings, never null) and
-// an optional why (string), no trailing data, and a self-consistent
+// an optional why (string) and rule (string, last), no trailing data, and a self-consistent
 // expectation (files sorted, unique, written in the objective, and file true
 // when files is not empty).
 func ParseCase(line []byte) (Case, error) {
@@ -51,6 +59,7 @@ func ParseCase(line []byte) (Case, error) {
 		File      *bool     `json:"file"`
 		Files     *[]string `json:"files"`
 		Why       string    `json:"why"`
+		Rule      string    `json:"rule"`
 	}
 	dec := json.NewDecoder(bytes.NewReader(line))
 	dec.DisallowUnknownFields()
@@ -68,7 +77,7 @@ func ParseCase(line []byte) (Case, error) {
 	case raw.Files == nil || *raw.Files == nil:
 		return Case{}, fmt.Errorf("%w: no \"files\" array", errCase)
 	}
-	c := Case{Objective: *raw.Objective, File: *raw.File, Files: *raw.Files, Why: raw.Why}
+	c := Case{Objective: *raw.Objective, File: *raw.File, Files: *raw.Files, Why: raw.Why, Rule: raw.Rule}
 	for i, f := range c.Files {
 		switch {
 		case i > 0 && f <= c.Files[i-1]:
@@ -122,7 +131,9 @@ func detectCheck(t *testing.T, objective string, r Result) {
 		assert.Contains(t, objective, w.File, "a reason names a file of the objective")
 		assert.Contains(t, objective, w.Span, "a reason's span is text of the objective")
 		assert.NotEmpty(t, w.Rule, "every reason names its rule")
+		assert.Contains(t, ruleIDs(), w.ID, "a reason's id is a registered rule's")
 	}
+	assert.Contains(t, ruleIDs(), r.Decision.ID, "the decision's id is a registered rule's")
 }
 
 // runCases checks every case and prints Explain's trace for a failing one.
@@ -143,6 +154,9 @@ func runCases(t *testing.T, path string, cases []Case) {
 			if got.File != c.File || !assert.ObjectsAreEqual(want, got.Files) {
 				t.Errorf("%s:%d %q\n  want file=%v files=%q (%s)\n  got  file=%v files=%q\ntrace:\n%s",
 					path, c.Line, c.Objective, c.File, c.Files, c.Why, got.File, got.Files, Explain(c.Objective))
+			} else if c.Rule != "" && c.Rule != got.Decision.ID {
+				t.Errorf("%s:%d %q\n  decided by rule %q, the case says %q (regenerate with -update-rules)\ntrace:\n%s",
+					path, c.Line, c.Objective, got.Decision.ID, c.Rule, Explain(c.Objective))
 			}
 			detectCheck(t, c.Objective, got)
 		})
@@ -154,9 +168,39 @@ func runCases(t *testing.T, path string, cases []Case) {
 }
 
 func TestDetectCases(t *testing.T) {
+	if *updateRules {
+		rewriteRules(t, casesPath)
+	}
 	cases := LoadCases(t, casesPath)
 	require.GreaterOrEqual(t, len(cases), 50+173+100+150, "the 50 shared cases, the first 173, at least 100 of issue 13 and 150 of rules 9-11")
+	for _, c := range cases {
+		assert.NotEmpty(t, c.Rule, "%s:%d records no \"rule\" (add it with -update-rules)", casesPath, c.Line)
+	}
 	runCases(t, casesPath, cases)
+}
+
+// rewriteRules sets the "rule" key of every case of the file at path, the
+// last key of its line, to the id of Detect's decision now.
+func rewriteRules(t *testing.T, path string) {
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	lines := bytes.SplitAfter(data, []byte("\n"))
+	for n, line := range lines {
+		body := bytes.TrimSuffix(line, []byte("\n"))
+		if len(body) == 0 {
+			continue
+		}
+		c, err := ParseCase(body)
+		require.NoError(t, err, "%s:%d", path, n+1)
+		head := bytes.TrimSuffix(body, []byte("}"))
+		if c.Rule != "" {
+			old := fmt.Sprintf(`, "rule": %q`, c.Rule)
+			require.True(t, bytes.HasSuffix(head, []byte(old)), "%s:%d: \"rule\" must be the line's last key, written %s", path, n+1, old)
+			head = bytes.TrimSuffix(head, []byte(old))
+		}
+		lines[n] = fmt.Appendf(nil, "%s, \"rule\": %q}%s", head, Detect(c.Objective).Decision.ID, line[len(body):])
+	}
+	require.NoError(t, os.WriteFile(path, bytes.Join(lines, nil), 0o644))
 }
 
 func TestDetectSharedCorpus(t *testing.T) {
@@ -195,7 +239,7 @@ func TestExplainCoversEveryFile(t *testing.T) {
 		}
 	}
 	got := Explain("Fix the broken links in docs/guide.md and attach the updated file.")
-	assert.Contains(t, got, `docs/guide.md: requested (delivered: a delivery verb refers back to it) in "and attach the updated file"`)
+	assert.Contains(t, got, `docs/guide.md: requested [pronoun-delivered] (delivered: a delivery verb refers back to it) in "and attach the updated file"`)
 }
 
 func TestParseCaseRejectsMalformed(t *testing.T) {
@@ -212,6 +256,7 @@ func TestParseCaseRejectsMalformed(t *testing.T) {
 		`{"objective":1,"file":true,"files":[]}`,
 		`{"objective":"x","file":true,"files":[],"note":"extra"}`,
 		`{"objective":"x","file":true,"files":[],"why":1}`,
+		`{"objective":"x","file":true,"files":[],"rule":true}`,
 		`{"objective":"x","file":true,"files":[]} {}`,
 		`{"objective":"a.txt","file":false,"files":["a.txt"]}`,
 		`{"objective":"a.txt b.txt","file":true,"files":["b.txt","a.txt"]}`,
@@ -226,6 +271,9 @@ func TestParseCaseRejectsMalformed(t *testing.T) {
 	c, err := ParseCase([]byte(`{"objective":"Write a.txt.","file":true,"files":["a.txt"],"why":"w"}`))
 	require.NoError(t, err)
 	assert.Equal(t, Case{Objective: "Write a.txt.", File: true, Files: []string{"a.txt"}, Why: "w"}, c)
+	c, err = ParseCase([]byte(`{"objective":"Write a.txt.","file":true,"files":["a.txt"],"rule":"output-verb"}`))
+	require.NoError(t, err)
+	assert.Equal(t, Case{Objective: "Write a.txt.", File: true, Files: []string{"a.txt"}, Rule: "output-verb"}, c)
 }
 
 func TestDetectZeroValue(t *testing.T) {
@@ -395,6 +443,35 @@ func BenchmarkDetectLinear(b *testing.B) {
 					Detect(shapes[name])
 				}
 			})
+		}
+	}
+}
+
+// ruleIDs returns the ids of every registered rule.
+func ruleIDs() map[string]bool {
+	ids := map[string]bool{}
+	for _, tab := range ruleTables {
+		for _, r := range tab.rules {
+			ids[r.id] = true
+		}
+	}
+	return ids
+}
+
+// Every rule has a kebab-case id no other rule has and a one-line doc.
+func TestRuleTables(t *testing.T) {
+	seen := map[string]string{}
+	require.NotEmpty(t, ruleTables)
+	for _, tab := range ruleTables {
+		require.NotEmpty(t, tab.rules, "table %s", tab.name)
+		for _, r := range tab.rules {
+			assert.Regexp(t, `^[a-z0-9]+(-[a-z0-9]+)*$`, r.id, "table %s", tab.name)
+			assert.NotEmpty(t, r.doc, "rule %s", r.id)
+			assert.NotContains(t, r.doc, "\n", "rule %s", r.id)
+			if prev, dup := seen[r.id]; dup {
+				t.Errorf("rule id %q is in table %s and in table %s", r.id, prev, tab.name)
+			}
+			seen[r.id] = tab.name
 		}
 	}
 }

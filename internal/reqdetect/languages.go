@@ -10,20 +10,173 @@ import (
 // ---------------------------------------------------------------------------
 // Rule 9: tasks written in other languages
 
-// cueClass is the role a cue word of another language gives the files it
-// governs (the lists are in lexicon.go).
+// langTable holds the cue words of one language, one field a role: words
+// separated by spaces, "_" for a space inside a label ("fichiers_de_sortie"),
+// "*" ending a stem ("exportier*" reads "exportiere"), "…" joining the head
+// of a separable verb to its particle, which must follow in the sentence
+// ("voeg…bij"). Latin words match folded (foldWord), after an elided article
+// ("l'export") and before clitics ("exporte-le"); a CJK cue matches anywhere
+// in a run of CJK text. Adding a language is adding a table (lang_xx.go) to
+// langTables and cases to testdata/requested-files.jsonl.
+type langTable struct {
+	code, name string
+	// Verb cues by the role they give the files they govern: given with the
+	// task ("anbei"), attachment nouns ("Anhang"), delivery and export
+	// ("hänge an"), send ("schick"), making ("erstelle"), converting
+	// ("konvertiere"), reading and running ("lies"), answering in text
+	// ("antworte"), editing in place ("korrigiere"), naming ("nenne").
+	presented, attach, delivery, send, output, transform, input, reply, edit, naming string
+	// inline place an output in the reply ("hier"); negators negate the
+	// nearest verb ("nicht"); fileWords are file nouns ("Datei"); polite
+	// markers make a sentence a request ("bitte").
+	inline, negators, fileWords, polite string
+	// Rule 10: model words before a file ("wie", "Vorlage") or right after
+	// it in CJK text ("と同じ"), model nouns after "as" ("als Vorlage").
+	model, modelAfter, modelNouns string
+	// Destination words before a file ("als", "成"; namingPreps name a thing
+	// made with no verb); source words before or after it ("aus", "から").
+	destPreps, namingPreps, sourcePreps, sourceAfter string
+	// Rule 8 and 11: repository nouns ("Branch", "分支"), product nouns
+	// ("Skript"), verbs that build a feature ("implementiere") and the
+	// label of a bug report ("Fehler:").
+	repo, productNouns, featureVerbs, bug string
+	// Questions about something ("wie", "如何") and statements of what was
+	// done ("habe", "了", "已经").
+	whWords, howTo, perfect, doneAfter, doneBefore string
+	// function words tell the language; deliverables and inputs are the
+	// headings and labels of outputs ("Ergebnis") and inputs ("Kontext").
+	function, deliverables, inputs string
+	// pointers refer back to a file named before ("sie", "このファイル"),
+	// clitics do so at the end of a verb ("adjúntalo") or, written with a
+	// hyphen, only after one ("envoie-le", "anexe-o").
+	pointers, clitics string
+	// nounMarks make the cue after them a noun ("tempi di consegna"); other
+	// words keep a negation to more files ("keine weiteren Dateien").
+	nounMarks, other string
+	neg, inl         []string // negators and inline, split: read by language
+}
+
+var langTables = []*langTable{langDE, langFR, langES, langPT, langIT, langNL, langJA, langZH, langKO}
+
+// shared holds the cues every language borrows from English ("Save het
+// resultaat", "een fix in", "PR", "**Bug:**") and binary formats.
+var shared = &langTable{code: "en", name: "English", delivery: "save* attach* upload* download", edit: "fix",
+	fileWords: "file pdf xlsx xls docx pptx png jpg zip csv excel powerpoint", modelNouns: "template",
+	repo: "pr prs mr pull branch commit", bug: "bug bugfix feature", inline: "inline in-line", negators: "no not never without don't",
+	deliverables: "deliverable deliverables"}
+
+// The cue lists the reader uses: every table's field joined.
+var (
+	foreignPresented, foreignAttachNouns, foreignDelivery, foreignSend, foreignOutput, foreignTransform,
+	foreignInput, foreignReply, foreignEdit, foreignNaming, foreignInline, foreignNegators, foreignFileWords,
+	foreignPolite, foreignModel, foreignModelAfter, foreignModelNouns, foreignDestPreps, foreignNamingPreps,
+	foreignSourcePreps, foreignSourceAfter, foreignRepo, foreignProductNouns, foreignFeatureVerbs, foreignBug,
+	foreignWhWords, foreignHowTo, foreignPerfect, foreignDoneAfter, foreignDoneBefore, foreignNouns,
+	foreignNounMarks, foreignPointers, foreignClitics, foreignOther []string
+	foreignSeparable     []separable
+	sharedCues           = words(shared.delivery + " " + shared.edit) // they do not make a sentence foreign
+	foreignFunctionWords = map[string][]*langTable{}
+	// foreignAheadOnly are the negators that reach only a verb after them
+	// ("no adjuntes"; "Anexa … no card" is "in the card").
+	foreignAheadOnly []string
+	// englishFunctionWords are common English words: a unit with more
+	// foreign function words than these, or with CJK text, is foreign.
+	englishFunctionWords = newSet("the and to of is it for with this that please me you your from into as be " +
+		"are on by then my our all should must can will")
+	// foreignProductFlags open a command-line option whose value a product
+	// writes ("--output summary.json", "-o out.csv"): rule 11.
+	foreignProductFlags = []string{"--", "-o"}
+)
+
+// separable is a verb whose particle stands apart ("Voeg het bestand bij").
+type separable struct {
+	head, particle string
+	class          cueClass
+}
+
+func words(s string) []string {
+	f := strings.Fields(s)
+	for i, w := range f {
+		f[i] = strings.ReplaceAll(w, "_", " ")
+	}
+	return f
+}
+
+// buildLists joins the tables into the cue lists and adds their labels to
+// labelWords (longest first: "Ergebnisse" before "Ergebnis") and inputLabels.
+func buildLists() {
+	var labels []string
+	for _, t := range append([]*langTable{shared}, langTables...) {
+		for _, f := range []struct {
+			dst   *[]string
+			src   string
+			class cueClass
+		}{
+			{&foreignPresented, t.presented, cuePresented}, {&foreignAttachNouns, t.attach, cueAttached},
+			{&foreignDelivery, t.delivery, cueDelivery}, {&foreignSend, t.send, cueSend},
+			{&foreignOutput, t.output, cueOutput}, {&foreignTransform, t.transform, cueTransform},
+			{&foreignInput, t.input, cueInput}, {&foreignReply, t.reply, cueReply},
+			{&foreignEdit, t.edit, cueEdit}, {&foreignNaming, t.naming, cueNaming},
+			{&foreignInline, t.inline, 0}, {&foreignNegators, strings.ReplaceAll(t.negators, ">", ""), 0}, {&foreignFileWords, t.fileWords, 0},
+			{&foreignPolite, t.polite, 0}, {&foreignModel, t.model, 0}, {&foreignModelAfter, t.modelAfter, 0},
+			{&foreignModelNouns, t.modelNouns, 0}, {&foreignDestPreps, t.destPreps, 0},
+			{&foreignNamingPreps, t.namingPreps, 0}, {&foreignSourcePreps, t.sourcePreps, 0},
+			{&foreignSourceAfter, t.sourceAfter, 0}, {&foreignRepo, t.repo, 0},
+			{&foreignProductNouns, t.productNouns, 0}, {&foreignFeatureVerbs, t.featureVerbs, 0},
+			{&foreignBug, t.bug, 0}, {&foreignWhWords, t.whWords, 0}, {&foreignHowTo, t.howTo, 0},
+			{&foreignPerfect, t.perfect, 0}, {&foreignDoneAfter, t.doneAfter, 0},
+			{&foreignDoneBefore, t.doneBefore, 0}, {&foreignNounMarks, t.nounMarks, 0},
+			{&foreignPointers, t.pointers, 0}, {&foreignClitics, t.clitics, 0}, {&foreignOther, t.other, 0},
+		} {
+			for _, w := range words(f.src) {
+				if head, particle, ok := strings.Cut(w, "…"); ok {
+					foreignSeparable = append(foreignSeparable, separable{head, particle, f.class})
+					continue
+				}
+				*f.dst = append(*f.dst, w)
+			}
+		}
+		for _, w := range words(t.function) {
+			foreignFunctionWords[w] = append(foreignFunctionWords[w], t)
+		}
+		t.neg, t.inl = words(strings.ReplaceAll(t.negators, ">", "")), words(t.inline)
+		for _, w := range words(t.negators) {
+			if a, ok := strings.CutSuffix(w, ">"); ok {
+				foreignAheadOnly = append(foreignAheadOnly, a)
+			}
+		}
+		foldedList(&t.neg)
+		foldedList(&t.inl)
+		// A CJK label or repository noun holds no verb ("交付物", "저장소").
+		for _, w := range words(t.deliverables + " " + t.repo) {
+			if isCJKString(w) {
+				foreignNouns = append(foreignNouns, w)
+			}
+		}
+		if t != shared {
+			labels = append(labels, words(t.deliverables)...)
+			inputLabels = append(inputLabels, words(t.inputs)...)
+		}
+	}
+	slices.SortStableFunc(labels, func(a, b string) int { return len(b) - len(a) })
+	labelWords = append(labelWords, labels...)
+}
+
+// cueClass is the role a cue word gives the files it governs.
 type cueClass uint8
 
 const (
 	cueNone      cueClass = iota
 	cuePresented          // the file is given with the task: an input
-	cueAttached           // an attachment noun ("Anhang", "附件"): presented or a delivery marker, by context
+	cueAttached           // an attachment noun: presented or a delivery marker, by context
 	cueDelivery           // attach, export, save, upload: asks for a file by itself
 	cueSend               // send, share: delivers a file named elsewhere
 	cueOutput             // create, write: its files are outputs
 	cueTransform          // convert: its object is the source, its destination the output
-	cueInput              // read, summarize, use
+	cueNaming             // name, call: its file is the output's name
+	cueInput              // read, summarize, use, run
 	cueReply              // reply, explain: an answer in text
+	cueEdit               // fix, update, adjust: its file is edited in place
 )
 
 // foreignCueClasses are tried in this order on a word: a presented form is
@@ -32,15 +185,13 @@ var foreignCueClasses = []struct {
 	class cueClass
 	words *[]string
 }{
-	{cuePresented, &foreignPresented},
-	{cueAttached, &foreignAttachNouns},
-	{cueReply, &foreignReply},
-	{cueTransform, &foreignTransform},
-	{cueDelivery, &foreignDelivery},
-	{cueSend, &foreignSend},
-	{cueOutput, &foreignOutput},
-	{cueInput, &foreignInput},
+	{cuePresented, &foreignPresented}, {cueAttached, &foreignAttachNouns}, {cueNaming, &foreignNaming},
+	{cueReply, &foreignReply}, {cueTransform, &foreignTransform}, {cueDelivery, &foreignDelivery},
+	{cueSend, &foreignSend}, {cueOutput, &foreignOutput}, {cueEdit, &foreignEdit}, {cueInput, &foreignInput},
 }
+
+// makes reports whether c makes or delivers its files.
+func (c cueClass) makes() bool { return c >= cueDelivery && c <= cueNaming }
 
 // cueHit is one cue found in a unit: at token tok, byte off inside it.
 type cueHit struct {
@@ -57,6 +208,9 @@ const (
 	cjkNegBytes        = 9  // within one CJK run, a negator touches a verb at most this many bytes away
 	productNameBytes   = 24 // in CJK text a product noun starts at most this many bytes after the start of the cue naming it
 	productSubjectSpan = 4  // a product noun stands at most this far before the verb it is the subject of
+	repoSpan           = 2  // a repository noun stands at most this far after the verb it is the object of
+	qualifierSpan      = 4  // a negator stands at most this far before the deliverable noun it denies
+	productSuffix      = 4  // a compound ending in a product noun this long or longer names a product ("Rechnungsexport")
 )
 
 // isForeign reports whether u is written in another language than English:
@@ -71,7 +225,7 @@ func isForeign(u *unit) bool {
 			return true
 		}
 		switch {
-		case foreignFunctionWords[t.low]:
+		case len(foreignFunctionWords[t.low]) > 0:
 			foreign++
 		case englishFunctionWords[t.low]:
 			english++
@@ -84,18 +238,59 @@ func isForeign(u *unit) bool {
 		return false
 	}
 	// No English function word: a cue word no English lexicon lists makes
-	// it foreign ("Konvertiere daten.csv in daten.xlsx", "Salva i risultati
-	// come risultati.csv").
+	// it foreign ("Konvertiere daten.csv in daten.xlsx").
 	for _, t := range u.toks {
-		if t.kind == tokWord && lemmaOf(t.low) == "" && latinCue(foldWord(t.text)) != cueNone {
+		if w := foldWord(t.text); t.kind == tokWord && lemmaOf(t.low) == "" && latinCue(w) != cueNone &&
+			!inList(w, &sharedCues) {
 			return true
 		}
 	}
 	return false
 }
 
-// foldWord lower-cases w and drops the accents of Latin letters, so that
-// "Hänge", "hange" and "hänge" match one cue.
+// unitLang returns the table of the language u is written in, or nil when
+// its function words do not tell: by script in CJK text (kana Japanese,
+// hangul Korean, else Chinese), else the table with the most function words,
+// at least langMin and more than any other.
+func unitLang(u *unit) *langTable {
+	count := make([]int, len(langTables))
+	han := false
+	for _, t := range u.toks {
+		switch {
+		case strings.ContainsFunc(t.text, func(r rune) bool { return unicode.Is(unicode.Hangul, r) }):
+			return langKO
+		case strings.ContainsFunc(t.text, func(r rune) bool { return unicode.In(r, unicode.Hiragana, unicode.Katakana) }):
+			return langJA
+		case strings.ContainsFunc(t.text, isCJK):
+			han = true
+		}
+		for _, l := range foreignFunctionWords[t.low] {
+			count[slices.Index(langTables, l)]++
+		}
+	}
+	if han {
+		return langZH
+	}
+	best, second := 0, 0
+	for k, n := range count {
+		if n > count[best] {
+			best = k
+		}
+	}
+	for k, n := range count {
+		if k != best {
+			second = max(second, n)
+		}
+	}
+	if count[best] < langMin || count[best] == second {
+		return nil
+	}
+	return langTables[best]
+}
+
+const langMin = 2
+
+// foldWord lower-cases w and drops the accents of Latin letters.
 func foldWord(w string) string {
 	var b strings.Builder
 	for _, r := range strings.ToLower(w) {
@@ -113,14 +308,12 @@ var accentFolds = map[rune]rune{
 	'ù': 'u', 'û': 'u', 'ü': 'u', 'ç': 'c', 'ñ': 'n', '’': '\'',
 }
 
-// folded caches every cue list folded once, and latinIndex its Latin cues
-// for look-up: the exact words in a set, the stems by their first
-// stemKey bytes (fewer for a shorter stem).
+// latinIndex holds each list's Latin cues for look-up: the exact words in a
+// set, the stems by their first stemKey bytes; cjkCues its CJK cues by
+// their first rune.
 var (
-	folded     = map[*[]string][]string{}
 	latinIndex = map[*[]string]*cueIndex{}
-	// cjkCues holds the CJK cues of each list by their first rune.
-	cjkCues = map[*[]string]map[rune][]string{}
+	cjkCues    = map[*[]string]map[rune][]string{}
 )
 
 const stemKey = 3
@@ -130,40 +323,32 @@ type cueIndex struct {
 	stems map[string][]string
 }
 
-func foldedList(l *[]string) []string {
-	if f, ok := folded[l]; ok {
-		return f
-	}
-	f := make([]string, len(*l))
+func foldedList(l *[]string) {
 	ix := &cueIndex{exact: map[string]bool{}, stems: map[string][]string{}}
-	for i, c := range *l {
-		f[i] = foldWord(c)
-		if r, _ := utf8.DecodeRuneInString(f[i]); isCJK(r) {
-			if cjkCues[l] == nil {
-				cjkCues[l] = map[rune][]string{}
-			}
-			cjkCues[l][r] = append(cjkCues[l][r], f[i])
-			continue
-		}
-		if stem, ok := strings.CutSuffix(f[i], "*"); ok {
+	cjkCues[l] = map[rune][]string{}
+	for _, c := range *l {
+		f := foldWord(c)
+		if r, _ := utf8.DecodeRuneInString(f); isCJK(r) {
+			cjkCues[l][r] = append(cjkCues[l][r], f)
+		} else if stem, ok := strings.CutSuffix(f, "*"); ok {
 			k := stem[:min(len(stem), stemKey)]
 			ix.stems[k] = append(ix.stems[k], stem)
 		} else {
-			ix.exact[f[i]] = true
+			ix.exact[f] = true
 		}
 	}
-	folded[l], latinIndex[l] = f, ix
-	return f
+	latinIndex[l] = ix
 }
 
 func init() {
+	buildLists()
 	for _, c := range foreignCueClasses {
 		foldedList(c.words)
 	}
 	for _, l := range []*[]string{&foreignNegators, &foreignModel, &foreignModelAfter, &foreignInline,
 		&foreignDestPreps, &foreignNamingPreps, &foreignProductNouns, &foreignFileWords, &foreignSourcePreps,
-		&foreignSourceAfter, &foreignAttachNouns, &foreignModelNouns, &foreignFeatureVerbs, &foreignWhWords,
-		&foreignHowTo, &foreignPerfect} {
+		&foreignSourceAfter, &foreignModelNouns, &foreignFeatureVerbs, &foreignWhWords, &foreignHowTo,
+		&foreignPerfect, &foreignPolite, &sharedCues, &foreignAheadOnly, &foreignNounMarks, &foreignPointers, &foreignOther, &foreignRepo, &foreignBug, &foreignNouns} {
 		foldedList(l)
 	}
 }
@@ -174,12 +359,11 @@ func startsUpper(s string) bool {
 }
 
 // separableCue returns the class of a separable verb whose head is the
-// folded word w and whose particle is one of the words still ahead in its
-// unit (later), or cueNone ("Voeg het bestand bij", "Lade sie hoch").
+// folded word w and whose particle is still ahead in its unit (later).
 func separableCue(w string, later map[string]int) cueClass {
 	for _, sv := range foreignSeparable {
 		step()
-		if head, particle, _ := strings.Cut(sv.verb, " "); foldWord(head) == w && later[particle] > 0 {
+		if foldWord(sv.head) == w && later[foldWord(sv.particle)] > 0 {
 			return sv.class
 		}
 	}
@@ -218,8 +402,8 @@ func inList(w string, l *[]string) bool {
 	return false
 }
 
-// cjkIndex returns every byte offset in s of a CJK cue of l, each offset
-// once, in order.
+// cjkIndex returns every byte offset in s of a CJK cue of l, each once, in
+// order.
 func cjkIndex(s string, l *[]string) []int {
 	step()
 	ix := cjkCues[l]
@@ -238,42 +422,66 @@ func cjkIndex(s string, l *[]string) []int {
 	return at
 }
 
+// cjkSpans returns the byte spans of the CJK cues of l in s.
+func cjkSpans(s string, l *[]string) [][2]int {
+	var sp [][2]int
+	for _, off := range cjkIndex(s, l) {
+		for _, cue := range cjkCues[l][[]rune(s[off:])[0]] {
+			if strings.HasPrefix(s[off:], cue) {
+				sp = append(sp, [2]int{off, off + len(cue)})
+				break
+			}
+		}
+	}
+	return sp
+}
+
 // foreignReading is what readForeign finds in a unit.
 type foreignReading struct {
-	hits  []cueHit // verb cues, in text order
-	cjk   []bool   // token holds CJK text
-	words []string // each word token folded ("" for others)
+	lang  *langTable // the unit's language, or nil
+	hits  []cueHit   // verb cues, in text order
+	cjk   []bool     // token holds CJK text
+	words []string   // each word token folded ("" for others)
 	// first[i] is the index in hits of the first cue at token i or after
-	// it (len(hits) past the last): the cues of token i are
-	// hits[first[i]:first[i+1]]. Every look-up below reads through it, so
-	// the reading stays linear in the unit's length.
+	// it: the cues of token i are hits[first[i]:first[i+1]]. Every look-up
+	// reads through it, so the reading stays linear.
 	first []int
-	// inlineFrom[i] and deliverFrom[i] say whether an inline marker, or a
-	// delivery cue not negated, stands at token i or after it;
-	// fileWordFrom[i] is the first file noun or binary format at or after
-	// token i before the end of its clause, or -1.
-	inlineFrom, deliverFrom, negDeliverFrom []bool
-	fileWordFrom                            []int
-	// barrier[i] is the last token at or before i that is a parenthesis
-	// or ";", or -1: a verb does not govern a file across one ("- note.pdf
-	// (ne pas créer de brouillon.docx)").
-	barrier []int
-	// product[k] says hits[k] is a product's verb or names a product
-	// ("Der Export schreibt", "导出功能"): it asks for no file.
+	// inlineN[i] counts the inline markers at token i or after it;
+	// deliverFrom[i] says whether a delivery cue, not negated, stands there;
+	// fileWordFrom[i] is the first file noun at or after token i in its
+	// clause, or -1.
+	inlineN                     []int
+	deliverFrom, negDeliverFrom []bool
+	fileWordFrom                []int
+	// group[i] is the open parenthesis token i stands in, or -1; clause[i]
+	// counts the ";" before it: a verb governs a file of its own group and
+	// clause only ("- note.pdf (ne pas créer de brouillon.docx)").
+	group, clause []int
+	// product[k] says hits[k] is a product's verb, names a product or
+	// takes repository work as object ("Der Export schreibt", "提交 PR").
 	product []bool
-	// feature says the unit asks to build a product feature (featureUnit).
-	feature bool
+	feature bool // the unit asks to build a product feature or reports a bug
 }
+
+// inL reports whether the folded word w is in the list l of the unit's
+// language, or of any language when it is not known (pick picks l).
+func (r *foreignReading) inL(w string, pick func(*langTable) *[]string, all *[]string) bool {
+	if r.lang != nil {
+		return inList(w, pick(r.lang)) || inList(w, pick(shared))
+	}
+	return inList(w, all)
+}
+
+func negs(t *langTable) *[]string { return &t.neg }
+func inls(t *langTable) *[]string { return &t.inl }
 
 // scan finds the cue words of u, decides which negators reach which verb,
 // and records the CJK tokens.
 func scan(u *unit) *foreignReading {
-	r := &foreignReading{cjk: make([]bool, len(u.toks)), words: make([]string, len(u.toks))}
+	r := &foreignReading{lang: unitLang(u), cjk: make([]bool, len(u.toks)), words: make([]string, len(u.toks))}
 	type negAt struct{ tok, off int }
-	var negs []negAt
-	// later counts the words still ahead of the token being read, for the
-	// particle of a separable verb ("voeg … bij", "lade … hoch").
-	later := map[string]int{}
+	var ngs []negAt
+	later := map[string]int{} // the words still ahead, for a separable verb's particle
 	for _, t := range u.toks {
 		if t.kind == tokWord {
 			later[foldWord(t.text)]++
@@ -285,11 +493,13 @@ func scan(u *unit) *foreignReading {
 		}
 		if strings.ContainsFunc(t.text, isCJK) {
 			r.cjk[i] = true
+			nouns := cjkSpans(t.low, &foreignNouns)
 			var local []cueHit
 			seen := map[int]bool{}
 			for _, c := range foreignCueClasses {
 				for _, off := range cjkIndex(t.low, c.words) {
-					if !seen[off] {
+					inNoun := slices.ContainsFunc(nouns, func(s [2]int) bool { return s[0] <= off && off < s[1] })
+					if !seen[off] && !inNoun && !quoted(u, i, off) {
 						seen[off] = true
 						local = append(local, cueHit{tok: i, off: off, class: c.class})
 					}
@@ -298,7 +508,7 @@ func scan(u *unit) *foreignReading {
 			slices.SortFunc(local, func(a, b cueHit) int { return a.off - b.off })
 			r.hits = append(r.hits, local...)
 			for _, off := range cjkIndex(t.low, &foreignNegators) {
-				negs = append(negs, negAt{i, off})
+				ngs = append(ngs, negAt{i, off})
 			}
 			continue
 		}
@@ -307,58 +517,63 @@ func scan(u *unit) *foreignReading {
 			later[w]--
 		}
 		if k := strings.IndexByte(w, '\''); k > 0 && k <= 3 {
-			// "l'export", "n'exporte", "qu'il": an elided article or
-			// negation before the word.
-			if w[:k+1] == "n'" {
-				negs = append(negs, negAt{i, 0})
+			if w[:k+1] == "n'" { // "n'exporte"
+				ngs = append(ngs, negAt{i, 0})
 			}
-			w = w[k+1:]
+			w = w[k+1:] // "l'export", "qu'il"
 		}
 		r.words[i] = w
-		if i > 0 && u.toks[i-1].kind != tokPunct && startsUpper(t.text) && !inList(w, &foreignAttachNouns) {
-			continue // a noun or a name ("die Zusammenfassung", "der Export"), not a verb
+		if i > 0 && u.toks[i-1].kind != tokPunct && startsUpper(t.text) && !inList(w, &foreignAttachNouns) ||
+			quoted(u, i, 0) || i > 0 && inList(r.words[i-1], &foreignNounMarks) {
+			continue // a noun or a name ("der Export", "di consegna"), or a quoted label ('Exporteer facturen')
 		}
-		if inList(w, &foreignNegators) {
-			negs = append(negs, negAt{i, 0})
+		if r.inL(w, negs, &foreignNegators) {
+			ngs = append(ngs, negAt{i, 0})
 			continue
 		}
 		c := latinCue(w)
 		if c == cueNone {
 			c = separableCue(w, later)
 		}
-		if c == cueNone {
-			if head, _, ok := strings.Cut(w, "-"); ok && head != "" {
-				c = latinCue(head) // "exporte-le", "joins-la"
-			}
+		if head, _, ok := strings.Cut(w, "-"); c == cueNone && ok && head != "" {
+			c = latinCue(head) // "exporte-le"
+		}
+		if c == cueNone && len(w) >= typoMin {
+			c = typoCue(w) // "anhägen", "exportiern"
 		}
 		if c != cueNone {
 			r.hits = append(r.hits, cueHit{tok: i, class: c})
 		}
 	}
-	// An attachment noun with another verb cue beside it is a delivery
-	// marker ("Schick mir die Datei als Anhang"); alone it presents what
-	// the task brings ("Im Anhang findest du daten.csv").
-	other := slices.ContainsFunc(r.hits, func(h cueHit) bool {
-		return h.class >= cueDelivery && h.class <= cueTransform
-	})
+	// An attachment noun beside another verb cue, or in a Deliverables
+	// item, is a delivery marker ("als Anhang schicken"); alone it presents
+	// what the task brings ("Im Anhang findest du daten.csv"). So is a
+	// presented form in an item ("hier ans Ticket angehängt").
+	other := u.item || slices.ContainsFunc(r.hits, func(h cueHit) bool { return h.class.makes() })
 	for k := range r.hits {
-		if r.hits[k].class == cueAttached {
-			r.hits[k].class = cuePresented
+		if h := &r.hits[k]; h.class == cueAttached || h.class == cuePresented && u.item {
+			h.class = cuePresented
 			if other {
-				r.hits[k].class = cueDelivery
+				h.class = cueDelivery
 			}
 		}
 	}
 	n := len(u.toks)
-	r.barrier = make([]int, n)
+	r.group, r.clause = make([]int, n), make([]int, n)
+	open := []int{-1}
 	for i, t := range u.toks {
-		r.barrier[i] = -1
 		if i > 0 {
-			r.barrier[i] = r.barrier[i-1]
+			r.clause[i] = r.clause[i-1]
 		}
-		if t.punct(asideMarks...) {
-			r.barrier[i] = i
+		switch {
+		case t.punct("(", "（"):
+			open = append(open, i)
+		case t.punct(")", "）") && len(open) > 1:
+			open = open[:len(open)-1]
+		case t.punct(";", "；"):
+			r.clause[i]++
 		}
+		r.group[i] = open[len(open)-1]
 	}
 	r.first = make([]int, n+1)
 	for i, k := n, len(r.hits); i >= 0; i-- {
@@ -371,31 +586,32 @@ func scan(u *unit) *foreignReading {
 	r.markStated(u)
 	r.product = make([]bool, len(r.hits))
 	for k, h := range r.hits {
-		r.product[k] = r.productName(u, h)
+		r.product[k] = r.productName(u, h) || r.repoObject(u, h)
 	}
-	for _, ng := range negs {
+	for _, ng := range ngs {
 		if h := r.negated(u, ng.tok, ng.off); h >= 0 {
 			r.hits[h].neg = true
 		}
 	}
-	r.inlineFrom, r.deliverFrom, r.negDeliverFrom = make([]bool, n+1), make([]bool, n+1), make([]bool, n+1)
+	r.inlineN, r.deliverFrom, r.negDeliverFrom = make([]int, n+1), make([]bool, n+1), make([]bool, n+1)
 	r.fileWordFrom = make([]int, n+1)
 	r.fileWordFrom[n] = -1
 	for i := n - 1; i >= 0; i-- {
 		step()
-		t := u.toks[i]
-		r.inlineFrom[i] = r.inlineFrom[i+1] ||
-			r.cjk[i] && len(cjkIndex(t.low, &foreignInline)) > 0 || !r.cjk[i] && inList(r.words[i], &foreignInline)
+		r.inlineN[i] = r.inlineN[i+1]
+		if r.inlineAt(u, i) {
+			r.inlineN[i]++
+		}
 		r.deliverFrom[i], r.negDeliverFrom[i] = r.deliverFrom[i+1], r.negDeliverFrom[i+1]
-		for _, h := range r.hits[r.first[i]:r.first[i+1]] {
-			if h.class == cueDelivery || h.class == cueSend {
+		for k := r.first[i]; k < r.first[i+1]; k++ {
+			if h := r.hits[k]; (h.class == cueDelivery || h.class == cueSend) && !r.product[k] {
 				r.deliverFrom[i] = r.deliverFrom[i] || !h.neg
 				r.negDeliverFrom[i] = r.negDeliverFrom[i] || h.neg
 			}
 		}
 		r.fileWordFrom[i] = r.fileWordFrom[i+1]
 		switch {
-		case t.kind == tokPunct && t.punct(";", "。", "."):
+		case u.toks[i].kind == tokPunct && u.toks[i].punct(";", "。", "."):
 			r.fileWordFrom[i] = -1
 		case r.fileWord(u, i):
 			r.fileWordFrom[i] = i
@@ -404,10 +620,146 @@ func scan(u *unit) *foreignReading {
 	return r
 }
 
+func (r *foreignReading) inlineAt(u *unit, i int) bool {
+	if r.cjk[i] {
+		return len(cjkIndex(u.toks[i].low, &foreignInline)) > 0
+	}
+	return r.inL(r.words[i], inls, &foreignInline)
+}
+
+// quoted reports whether the text right before byte off of token i opens a
+// quotation: a cue there names a button or a menu ("klik op 'Exporteer
+// facturen'", "「匯出對帳單」"), it asks for nothing.
+func quoted(u *unit, i, off int) bool {
+	p := u.toks[i].pos + off
+	if p <= 0 || p > len(u.src) {
+		return false
+	}
+	r, _ := utf8.DecodeLastRuneInString(u.src[:p])
+	return strings.ContainsRune(`'"‘“「『«„`, r)
+}
+
+// typoMin is the shortest word read as a typo of a cue.
+const typoMin, typoTail = 7, 2
+
+// typoCue returns the class of the delivery, send or output cue the folded
+// word w is one typo away from (a letter dropped, added, changed, or two
+// swapped), or cueNone; w's start is compared with a stem.
+func typoCue(w string) cueClass {
+	for _, c := range foreignCueClasses[5:8] {
+		for _, cue := range *c.words {
+			step()
+			cue = foldWord(cue)
+			stem, isStem := strings.CutSuffix(cue, "*")
+			if isCJKString(cue) || len(stem) < typoMin-1 {
+				continue
+			}
+			for d := -1; d <= 1; d++ {
+				if n := len(stem) + d; (isStem || d == 0) && n <= len(w) && (isStem || n == len(w)) &&
+					!strings.Contains(w, "-") && oneTypo(w[:n], stem) {
+					return c.class
+				}
+			}
+		}
+	}
+	return cueNone
+}
+
+// oneTypo reports whether a and b differ by one edit or one swap of
+// neighbouring letters before their last typoTail letters, where an
+// inflection ending differs ("escreve", "escreva").
+func oneTypo(a, b string) bool {
+	if len(a) < len(b) {
+		a, b = b, a
+	}
+	i := 0
+	for i < len(b) && a[i] == b[i] {
+		i++
+	}
+	switch {
+	case i+typoTail >= len(b):
+		return false
+	case len(a) == len(b) && i < len(a):
+		return a[i+1:] == b[i+1:] || i+1 < len(a) && a[i] == b[i+1] && a[i+1] == b[i] && a[i+2:] == b[i+2:]
+	case len(a) == len(b)+1:
+		return a[i+1:] == b[i:]
+	}
+	return false
+}
+
+// repoObject reports whether the cue h takes repository work as its object
+// ("提交 PR", "eine PR aufmachen", "プルリクエストを作成"): rule 8.
+func (r *foreignReading) repoObject(u *unit, h cueHit) bool {
+	if r.cjk[h.tok] {
+		t := u.toks[h.tok].low
+		if len(cjkIndex(t[:h.off], &foreignRepo)) > 0 {
+			return true
+		}
+	}
+	for k := h.tok + 1; k < len(u.toks) && k <= h.tok+repoSpan; k++ {
+		t := u.toks[k]
+		if !r.cjk[k] && inList(foldWord(t.text), &foreignRepo) || r.cjk[k] && len(cjkIndex(t.low, &foreignRepo)) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// refersBack reports whether the delivery cue h refers back to a file named
+// before: a pointer right after it or a clitic on it ("Envoie-le-moi",
+// "adjúntalo", "hänge sie an", "このファイルを送って"), in a unit that names no
+// file and makes nothing else.
+func (r *foreignReading) refersBack(u *unit, h cueHit) bool {
+	if len(u.phrases) == 0 || slices.ContainsFunc(u.phrases, func(p *phrase) bool { return len(p.mentions) > 0 }) ||
+		slices.ContainsFunc(r.hits, func(o cueHit) bool { return o.class >= cueOutput && o.class <= cueNaming }) {
+		return false
+	}
+	if r.cjk[h.tok] {
+		return len(cjkIndex(u.toks[h.tok].low, &foreignPointers)) > 0 ||
+			h.tok > 0 && r.cjk[h.tok-1] && len(cjkIndex(u.toks[h.tok-1].low, &foreignPointers)) > 0
+	}
+	if r.fileWordFrom[0] >= 0 {
+		return false
+	}
+	head, rest, _ := strings.Cut(r.words[h.tok], "-")
+	if slices.ContainsFunc(foreignClitics, func(c string) bool {
+		return strings.HasSuffix(head, c) || slices.Contains(strings.Split(rest, "-"), strings.TrimPrefix(c, "-"))
+	}) {
+		return true
+	}
+	for k := h.tok + 1; k < len(u.toks) && k <= h.tok+repoSpan; k++ {
+		if inList(r.words[k], &foreignPointers) {
+			return true
+		}
+	}
+	return false
+}
+
+// statedBefore reports whether a perfect auxiliary stands at most
+// modelSpan tokens before the file at i in its clause ("hat er als X").
+func (r *foreignReading) statedBefore(u *unit, i int) bool {
+	for k := i - 1; k >= 0 && k >= i-2*modelSpan && (u.toks[k].kind != tokPunct || u.toks[k].punct(nameQuoteMarks...)); k-- {
+		if inList(r.words[k], &foreignPerfect) {
+			return true
+		}
+	}
+	return false
+}
+
+// repoUnit reports whether u names repository work ("een pull request met
+// …", "ブランチ").
+func (r *foreignReading) repoUnit(u *unit) bool {
+	for i, t := range u.toks {
+		if t.kind != tokFile && (r.cjk[i] && len(cjkIndex(t.low, &foreignRepo)) > 0 || !r.cjk[i] && inList(foldWord(t.text), &foreignRepo)) {
+			return true
+		}
+	}
+	return false
+}
+
 // markStated turns a cue that states what was done into a presented one
 // (foreignPerfect before it, foreignDoneAfter or foreignDoneBefore around
-// it in CJK text): "Ich habe bericht.pdf gestern hochgeladen", "我已经上传了
-// report.pdf".
+// it in CJK text): "Ich habe bericht.pdf gestern hochgeladen", "我已经上传了".
 func (r *foreignReading) markStated(u *unit) {
 	aux := -1 // the last perfect auxiliary, while no punctuation follows it
 	k := 0
@@ -420,10 +772,11 @@ func (r *foreignReading) markStated(u *unit) {
 		}
 		for ; k < len(r.hits) && r.hits[k].tok == i; k++ {
 			h := &r.hits[k]
-			if h.class < cueDelivery || h.class > cueTransform {
+			if !h.class.makes() {
 				continue
 			}
-			if aux >= 0 && aux < i || r.cjk[i] && doneAround(t.low, h.off) {
+			if aux >= 0 && aux < i || r.cjk[i] && doneAround(t.low, h.off) ||
+				!r.cjk[i] && i+1 < len(u.toks) && inList(r.words[i+1], &foreignPerfect) { // "hängen schon im Ticket"
 				h.class = cuePresented
 			}
 		}
@@ -452,9 +805,8 @@ func doneAround(run string, off int) bool {
 	return false
 }
 
-// question reports whether u is a question that asks about something, not
-// for it: it ends in a question mark and opens with a foreignWhWords word,
-// or it has a foreignHowTo word in CJK text.
+// question reports whether u asks about something, not for it: it ends in
+// a question mark and opens with a wh-word, or has a how-to word in CJK text.
 func (r *foreignReading) question(u *unit) bool {
 	for i, t := range u.toks {
 		if r.cjk[i] && len(cjkIndex(t.low, &foreignHowTo)) > 0 {
@@ -486,12 +838,12 @@ func (r *foreignReading) at(i int) []cueHit {
 // negated returns the verb cue a negator at token tok (byte off in a CJK
 // run) reaches, or -1: the nearest after it within negAheadSpan tokens, or
 // else before it within negBehindSpan tokens with no punctuation between; in
-// CJK text the nearest in the same run within cjkNegBytes bytes, or in the
-// run right before ("첨부하지 마세요").
+// CJK text the nearest in its run within cjkNegBytes bytes, or in one of the
+// two runs right before ("첨부하지 마세요", "첨부는 하지 마세요").
 func (r *foreignReading) negated(u *unit, tok, off int) int {
 	if r.cjk[tok] {
 		best, dist := -1, cjkNegBytes+1
-		for k := r.first[max(tok-1, 0)]; k < r.first[tok+1]; k++ {
+		for k := r.first[max(tok-2, 0)]; k < r.first[tok+1]; k++ {
 			step()
 			h, d := r.hits[k], -1
 			switch {
@@ -499,8 +851,8 @@ func (r *foreignReading) negated(u *unit, tok, off int) int {
 				d = h.off - off
 			case h.tok == tok:
 				d = off - h.off
-			case off <= cjkNegBytes: // the run right before
-				d = off + 1
+			case off <= cjkNegBytes && !r.punctBetween(u, h.tok, tok):
+				d = off + tok - h.tok
 			}
 			if d >= 0 && d < dist {
 				best, dist = k, d
@@ -519,12 +871,13 @@ func (r *foreignReading) negated(u *unit, tok, off int) int {
 	// Behind it, a verb of making or delivering is preferred to a reading
 	// word between ("Schreib die Zusammenfassung nicht in eine Datei").
 	any := -1
-	for j := tok - 1; j >= 0 && j >= tok-negBehindSpan && !r.punctBetween(u, j, tok); j-- {
+	for j := tok - 1; j >= 0 && j >= tok-negBehindSpan && !r.punctBetween(u, j, tok) &&
+		!inList(r.words[tok], &foreignAheadOnly); j-- {
 		if len(r.at(j)) == 0 {
 			continue
 		}
 		k := r.first[j+1] - 1
-		if c := r.hits[k].class; c >= cueDelivery && c <= cueTransform {
+		if r.hits[k].class.makes() {
 			return k
 		}
 		if any < 0 {
@@ -546,28 +899,27 @@ func (r *foreignReading) punctBetween(u *unit, a, b int) bool {
 // postpositional reports whether u is Japanese or Korean, whose verbs come
 // after their objects: a file takes the role of the verb after it first.
 func postpositional(u *unit) bool {
-	for _, t := range u.toks {
-		if strings.ContainsFunc(t.text, func(r rune) bool {
-			return unicode.In(r, unicode.Hiragana, unicode.Katakana, unicode.Hangul)
-		}) {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(u.toks, func(t token) bool {
+		return strings.ContainsFunc(t.text, func(r rune) bool { return unicode.In(r, unicode.Hiragana, unicode.Katakana, unicode.Hangul) })
+	})
 }
 
 // governing returns the verb cue that governs the file at token i: the
-// nearest before it, or after it if none is before (the other way round in
-// Japanese and Korean), or -1.
+// nearest before it in its group and clause, or after it if none is before
+// (the other way round in Japanese and Korean), or -1.
 func (r *foreignReading) governing(i int, after bool) int {
+	same := func(k int) bool {
+		t := r.hits[k].tok
+		return r.group[t] == r.group[i] && r.clause[t] == r.clause[i]
+	}
 	before, next := r.first[i]-1, -1
 	if k := r.first[i+1]; k < len(r.hits) {
 		next = k
 	}
-	if before >= 0 && r.barrier[i] > r.hits[before].tok {
+	if before >= 0 && !same(before) {
 		before = -1
 	}
-	if next >= 0 && r.barrier[r.hits[next].tok] > i {
+	if next >= 0 && !same(next) {
 		next = -1
 	}
 	if after && next >= 0 || before < 0 {
@@ -577,10 +929,10 @@ func (r *foreignReading) governing(i int, after bool) int {
 }
 
 // modelAt reports whether the file at i is named as a model, template,
-// example or earlier version (rule 10): a foreignModel word within
-// modelSpan tokens before it and no verb cue between ("im gleichen Format
-// wie X", "la plantilla X", "模板 X"), or a foreignModelAfter word in the
-// run right after it ("X と同じ形式で", "X 처럼").
+// example or earlier version (rule 10): a model word within modelSpan tokens
+// before it and no verb cue between ("im gleichen Format wie X", "模板 X"), a
+// modelAfter word right after it ("X と同じ形式で", "X 처럼"), or an "as"
+// word and a model noun after it ("mit X als Vorlage").
 func (r *foreignReading) modelAt(u *unit, i int) bool {
 	for k := i - 1; k >= 0 && k >= i-modelSpan; k-- {
 		t := u.toks[k]
@@ -604,8 +956,6 @@ func (r *foreignReading) modelAt(u *unit, i int) bool {
 	if i+1 < len(u.toks) && !r.cjk[i+1] && inList(r.words[i+1], &foreignModelAfter) {
 		return true
 	}
-	// "mit X als Vorlage", "X comme modèle": an "as" word and a model noun
-	// after the file, an article between allowed.
 	if i+2 < len(u.toks) && !r.cjk[i+1] && inList(r.words[i+1], &foreignNamingPreps) {
 		for k := i + 2; k < len(u.toks) && k <= i+3; k++ {
 			if inList(foldWord(u.toks[k].text), &foreignModelNouns) {
@@ -616,8 +966,10 @@ func (r *foreignReading) modelAt(u *unit, i int) bool {
 	return false
 }
 
-// featureUnit reports whether u asks to build a product feature: a
-// foreignFeatureVerbs word and a foreignProductNouns word in it (rule 11).
+// featureUnit reports whether u asks to build a product feature (a feature
+// verb and a product noun in it) or reports a bug (it opens with a bug label:
+// "Bug:", "**Bug** :", "버그 리포트:"): the files the product writes are
+// repository work (rule 11).
 func (r *foreignReading) featureUnit(u *unit) bool {
 	verb, noun := false, false
 	for i, t := range u.toks {
@@ -628,16 +980,34 @@ func (r *foreignReading) featureUnit(u *unit) bool {
 		}
 		verb = verb || inList(r.words[i], &foreignFeatureVerbs)
 		noun = noun || productWord(t.text)
+		if strings.HasPrefix(t.text, "--") && len(t.text) > 2 {
+			return true // a command-line flag: the sentence is about the product ("quando for passada a flag --excel")
+		}
+	}
+	for i := 0; i < len(u.toks) && i < 3; i++ {
+		t := u.toks[i]
+		if t.punct(":", "：") {
+			break
+		}
+		if t.kind != tokPunct && (r.cjk[i] && len(cjkIndex(t.low, &foreignBug)) > 0 || inList(foldWord(t.text), &foreignBug)) {
+			return strings.ContainsAny(u.src[t.pos:min(len(u.src), u.toks[len(u.toks)-1].pos)], ":：")
+		}
 	}
 	return verb && noun
 }
 
-// productWord reports whether a Latin word, or a part of it between
-// hyphens, is a product noun ("Export-Button").
+// productWord reports whether a Latin word, a part of it between hyphens,
+// or the end of a compound, is a product noun ("Export-Button",
+// "Rechnungsexport", "exportknop").
 func productWord(w string) bool {
 	for part := range strings.SplitSeq(foldWord(w), "-") {
 		if inList(part, &foreignProductNouns) {
 			return true
+		}
+		for k := 1; k+productSuffix <= len(part); k++ {
+			if latinIndex[&foreignProductNouns].exact[part[k:]] {
+				return true
+			}
 		}
 	}
 	return false
@@ -646,68 +1016,65 @@ func productWord(w string) bool {
 func (r *foreignReading) verbTok(k int) bool { return len(r.at(k)) > 0 }
 
 // destAt reports whether the file at i is a destination: right after a
-// foreignDestPreps word ("als X", "整理成 X", "保存为 X") or, in Japanese and
-// Korean, right before a particle of destination ("X로", "Xに").
+// destination word ("als X", "整理成 X") or, in Japanese and Korean, right
+// before a particle of destination ("X로", "Xに").
 func (r *foreignReading) destAt(u *unit, i int) bool { return r.destBy(u, i, &foreignDestPreps) }
 
-// destBy reports whether a word of preps makes the file at i a
-// destination (destAt).
 func (r *foreignReading) destBy(u *unit, i int, preps *[]string) bool {
-	if i > 0 {
-		p := u.toks[i-1]
-		if !r.cjk[i-1] && inList(r.words[i-1], preps) {
-			return true
-		}
-		if r.cjk[i-1] {
-			for _, d := range *preps {
-				if isCJKString(d) && strings.HasSuffix(p.low, d) {
-					return true
-				}
-			}
-		}
-	}
-	if i+1 < len(u.toks) && r.cjk[i+1] {
-		for _, d := range *preps {
-			if isCJKString(d) && strings.HasPrefix(u.toks[i+1].low, d) {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-// sourceAt reports whether the file at i is a source the work reads: after
-// a source preposition (foreignSourcePreps: "aus daten.csv", "从 data.csv"),
-// before a CJK source particle (foreignSourceAfter: "data.csvから"), or
-// followed by a destination word and another file ("exportiere daten.csv
-// als daten.xlsx").
-func (r *foreignReading) sourceAt(u *unit, i int) bool {
-	if i > 0 && !r.cjk[i-1] && inList(r.words[i-1], &foreignSourcePreps) {
+	p, n := around(u, i)
+	if p >= 0 && !r.cjk[p] && inList(r.words[p], preps) {
 		return true
 	}
-	if i > 0 && r.cjk[i-1] {
-		for _, s := range foreignSourcePreps {
-			if isCJKString(s) && strings.HasSuffix(u.toks[i-1].low, s) {
-				return true
-			}
-		}
+	return slices.ContainsFunc(*preps, func(d string) bool {
+		return isCJKString(d) && (p >= 0 && r.cjk[p] && strings.HasSuffix(u.toks[p].low, d) ||
+			n < len(u.toks) && r.cjk[n] && strings.HasPrefix(u.toks[n].low, d))
+	})
+}
+
+// around returns the tokens before and after token i, past the quotes
+// around a file name ("`papers.bib` 에서"): -1 and len(u.toks) at the ends.
+func around(u *unit, i int) (int, int) {
+	p, n := i-1, i+1
+	for p >= 0 && u.toks[p].punct(nameQuoteMarks...) {
+		p--
 	}
-	if i+1 < len(u.toks) && r.cjk[i+1] {
-		for _, s := range foreignSourceAfter {
-			if strings.HasPrefix(u.toks[i+1].low, s) {
-				return true
-			}
-		}
+	for n < len(u.toks) && u.toks[n].punct(nameQuoteMarks...) {
+		n++
 	}
-	return i+2 < len(u.toks) && u.toks[i+2].kind == tokFile && r.destAt(u, i+2)
+	return p, n
+}
+
+var nameQuoteMarks = []string{"`", `"`, "'", "“", "”", "‘", "’", "「", "」", "『", "』"}
+
+// sourceAt reports whether the file at i is a source the work reads: after
+// a source word ("aus daten.csv", "从 data.csv"), before a CJK source
+// particle ("data.csvから"), or followed by a destination word and another
+// file ("exportiere daten.csv als daten.xlsx").
+func (r *foreignReading) sourceAt(u *unit, i int) bool {
+	p, n := around(u, i)
+	switch {
+	case p >= 0 && !r.cjk[p] && (inList(r.words[p], &foreignSourcePreps) ||
+		p > 0 && inList(r.words[p-1]+" "+r.words[p], &foreignSourcePreps)): // "aus X", "à partir de X"
+		return true
+	case p >= 0 && r.cjk[p] && slices.ContainsFunc(foreignSourcePreps, func(s string) bool {
+		return isCJKString(s) && strings.HasSuffix(u.toks[p].low, s)
+	}):
+		return true
+	case n < len(u.toks) && r.cjk[n] && slices.ContainsFunc(foreignSourceAfter, func(s string) bool {
+		return strings.HasPrefix(u.toks[n].low, s)
+	}):
+		return true
+	}
+	_, f := around(u, n)
+	return n < len(u.toks) && f < len(u.toks) && u.toks[f].kind == tokFile &&
+		slices.ContainsFunc(foreignDestPreps, func(d string) bool { return r.words[n] == d || r.cjk[n] && strings.HasSuffix(u.toks[n].low, d) })
 }
 
 // productSubject reports whether the cue hits[g] governing the file at i
-// has a product as its subject (rule 11): a foreignProductNouns word at
-// most productSubjectSpan tokens before the cue ("Der Export schreibt …", "Le
-// script génère …", "El botón de exportar genera …"), or in CJK text in the
-// cue's run before it or in the run right before the file ("导出功能生成的",
-// "エクスポート機能が壊れた orders.csv を出力する").
+// has a product as its subject (rule 11): a product noun at most
+// productSubjectSpan tokens before the cue ("Der Export schreibt …"), or in
+// CJK text in the cue's run before it or in the run right before the file
+// ("导出功能生成的").
 func (r *foreignReading) productSubject(u *unit, g, i int) bool {
 	h := r.hits[g]
 	if r.cjk[h.tok] {
@@ -728,9 +1095,8 @@ func (r *foreignReading) productSubject(u *unit, g, i int) bool {
 }
 
 // productName reports whether the cue h is part of a product's name: in CJK
-// text a product noun right after it in its run ("导出功能", "エクスポート機能"),
-// in Latin text a product noun right before it and a linking word
-// ("El botón de exportar", "le bouton d'export").
+// text a product noun right after it in its run ("导出功能"), in Latin text a
+// product noun right before it ("El botón de exportar").
 func (r *foreignReading) productName(u *unit, h cueHit) bool {
 	if r.cjk[h.tok] {
 		return slices.ContainsFunc(cjkIndex(u.toks[h.tok].low, &foreignProductNouns), func(off int) bool {
@@ -752,63 +1118,226 @@ func flagAt(u *unit, i int) bool {
 		return false
 	}
 	p := u.toks[i-1].text
-	for _, f := range foreignProductFlags {
-		if strings.HasPrefix(p, f) && len(p) > 1 {
+	return slices.ContainsFunc(foreignProductFlags, func(f string) bool { return strings.HasPrefix(p, f) && len(p) > 1 })
+}
+
+// fileWord reports whether token j is a file noun or binary format ("eine
+// PDF-Datei", "PDF檔"), not negated.
+func (r *foreignReading) fileWord(u *unit, j int) bool {
+	t := u.toks[j]
+	hit := r.cjk[j] && slices.ContainsFunc(cjkIndex(t.low, &foreignFileWords), func(off int) bool {
+		return !slices.ContainsFunc(cjkIndex(t.low, &foreignNegators), func(n int) bool { return n < off }) // "不要生成文件"
+	})
+	if !r.cjk[j] && t.kind != tokFile {
+		for part := range strings.SplitSeq(foldWord(t.text), "-") {
+			hit = hit || inList(part, &foreignFileWords)
+		}
+	}
+	negd := j > 0 && !r.cjk[j-1] && r.inL(r.words[j-1], negs, &foreignNegators) ||
+		j > 1 && !r.cjk[j-2] && r.inL(r.words[j-2], negs, &foreignNegators)
+	return hit && !negd
+}
+
+// noFile returns the token of a file noun a sentence that names no file
+// and makes nothing negates as a whole ("keine Datei nötig", "ファイルは不要",
+// "파일은 필요 없습니다"), or -1; "keine weiteren Dateien" is not one.
+func (r *foreignReading) noFile(u *unit) int {
+	if slices.ContainsFunc(u.phrases, func(p *phrase) bool { return len(p.mentions) > 0 }) ||
+		slices.ContainsFunc(r.hits, func(h cueHit) bool { return h.class.makes() && !h.neg }) {
+		return -1
+	}
+	for j, t := range u.toks {
+		if r.cjk[j] {
+			f := cjkIndex(t.low, &foreignFileWords)
+			n := cjkIndex(t.low, &foreignNegators)
+			if len(f) > 0 && (len(n) > 0 || j+1 < len(u.toks) && r.cjk[j+1] && len(cjkIndex(u.toks[j+1].low, &foreignNegators)) > 0) &&
+				len(cjkIndex(t.low, &foreignOther)) == 0 {
+				return j
+			}
+			continue
+		}
+		if t.kind == tokFile || !inList(r.words[j], &foreignFileWords) {
+			continue
+		}
+		for k := j - 1; k >= 0 && k >= j-2 && !r.cjk[k]; k-- {
+			if inList(r.words[k], &foreignOther) {
+				break
+			}
+			if r.inL(r.words[k], negs, &foreignNegators) {
+				return j
+			}
+		}
+	}
+	return -1
+}
+
+// polite reports whether u has a polite marker ("bitte", "merci de", "请",
+// "ください"): under an input heading only such a sentence asks for a file.
+func (r *foreignReading) polite(u *unit) bool {
+	for i, t := range u.toks {
+		if r.cjk[i] && len(cjkIndex(t.low, &foreignPolite)) > 0 || !r.cjk[i] && inList(r.words[i], &foreignPolite) {
 			return true
 		}
 	}
 	return false
 }
 
-// inlineAfter reports whether an inline marker ("hier im Chat", "ici",
-// "在这里") follows the file at i in its unit.
-func (r *foreignReading) inlineAfter(i int) bool { return r.inlineFrom[i+1] }
-
-// deliveredAfter reports whether a delivery cue, not negated, follows token
-// i ("… als umsatz.xlsx und hänge sie an"): it delivers the outputs before
-// it.
-func (r *foreignReading) deliveredAfter(i int) bool { return r.deliverFrom[i+1] }
-
-// fileWord reports whether token j is a file noun or binary format
-// (foreignFileWords: "eine PDF-Datei", "un fichier Excel", "PDF檔"), not
-// negated.
-func (r *foreignReading) fileWord(u *unit, j int) bool {
-	t := u.toks[j]
-	hit := r.cjk[j] && len(cjkIndex(t.low, &foreignFileWords)) > 0
-	if !r.cjk[j] && t.kind != tokFile {
-		for part := range strings.SplitSeq(foldWord(t.text), "-") {
-			hit = hit || inList(part, &foreignFileWords)
+// qualifierAt returns the token of a "not a deliverable" qualifier in u
+// (rule 6: "kein Liefergegenstand", "no un entregable", "不是交付物",
+// "成果物ではありません", "산출물이 아닙니다"), or -1.
+func (r *foreignReading) qualifierAt(u *unit) int {
+	noun := func(k int) bool {
+		w := r.words[k]
+		if r.cjk[k] {
+			w = u.toks[k].low
+		}
+		return slices.ContainsFunc(labelWords, func(l string) bool {
+			return w == foldWord(l) || r.cjk[k] && strings.Contains(w, l)
+		}) || strings.HasPrefix(w, "deliverable")
+	}
+	for i := range u.toks {
+		if r.cjk[i] {
+			if noun(i) && (len(cjkIndex(u.toks[i].low, &foreignNegators)) > 0 ||
+				i+1 < len(u.toks) && r.cjk[i+1] && slices.Contains(cjkIndex(u.toks[i+1].low, &foreignNegators), 0)) {
+				return i
+			}
+			continue
+		}
+		if !inList(r.words[i], &foreignNegators) {
+			continue
+		}
+		for j := i + 1; j < len(u.toks) && j <= i+qualifierSpan && u.toks[j].kind == tokWord; j++ {
+			if noun(j) {
+				return i
+			}
 		}
 	}
-	negd := j > 0 && !r.cjk[j-1] && inList(r.words[j-1], &foreignNegators) ||
-		j > 1 && !r.cjk[j-2] && inList(r.words[j-2], &foreignNegators)
-	return hit && !negd
+	return -1
 }
 
-// fileWordAt reports whether a file noun or binary format the text asks to
-// be made stands after the cue at token k in its clause: an output verb
-// then asks for a file ("Erstelle eine PDF-Datei").
-func (r *foreignReading) fileWordAt(k int) bool { return r.fileWordFrom[k+1] >= 0 }
+// foreignCtx is what the foreign rules read about the file at token i.
+type foreignCtx struct {
+	u    *unit
+	m    *mention
+	r    *foreignReading
+	i, g int      // the file's token; the governing cue's index in r.hits, or -1
+	gc   cueClass // that cue's class, cueNone without one
+	gneg bool     // that cue is negated
+	from int      // the governing cue's token, or i
+}
+
+// foreignRule is one row of the foreign table: when match holds, the file
+// takes role (roleKeep: its role stays), then runs, if set.
+type foreignRule struct {
+	rule
+	role  fileRole
+	match func(c *foreignCtx) bool
+	then  func(c *foreignCtx)
+}
+
+func (c *foreignCtx) existing()  { c.m.existing = true }
+func (c *foreignCtx) forbid()    { c.m.forbid = true }
+func (c *foreignCtx) delivered() { c.m.delivery = true }
+func (c *foreignCtx) makes() bool {
+	return c.gc == cueOutput || c.gc == cueDelivery || c.gc == cueNaming
+}
+func (c *foreignCtx) undelivered() bool { return c.m.role == roleOutput && !c.m.delivery }
+
+// foreignRules give a file of a unit written in another language its role
+// from the cue that governs it (governing): the first row that matches
+// decides; foreignMarks then revise it, each row that matches applying.
+var foreignRules = []foreignRule{
+	{rule{"foreign-question", "rule 9: a question asks about the file, not for it"}, roleInput,
+		func(c *foreignCtx) bool { return c.u.question }, nil},
+	{rule{"foreign-flag", "rule 9: the value of a command-line option, a file the product writes (rule 11)"}, roleRepo,
+		func(c *foreignCtx) bool { return flagAt(c.u, c.i) }, nil},
+	{rule{"foreign-model", "rule 9: named as a model, template or example (rule 10)"}, roleInput,
+		func(c *foreignCtx) bool { return c.r.modelAt(c.u, c.i) }, (*foreignCtx).existing},
+	{rule{"foreign-input-heading", "rule 9: listed under a heading for inputs, context or references (rule 10)"}, roleInput,
+		func(c *foreignCtx) bool { return c.u.inputs }, (*foreignCtx).existing},
+	{rule{"foreign-presented", "rule 9: presented as given with the task"}, roleInput,
+		func(c *foreignCtx) bool { return c.gc == cuePresented }, (*foreignCtx).existing},
+	{rule{"foreign-source", "rule 9: the source the work reads (\"aus X\", \"X から\")"}, roleInput,
+		func(c *foreignCtx) bool { return c.gc != cueNaming && c.r.sourceAt(c.u, c.i) }, nil},
+	{rule{"foreign-product", "rule 9: the product writes it, a feature or bug: repository work (rule 11)"}, roleRepo,
+		func(c *foreignCtx) bool {
+			return c.makes() && (c.r.feature || c.r.product[c.g] || c.r.productSubject(c.u, c.g, c.i))
+		}, func(c *foreignCtx) { c.r.product[c.g] = true }},
+	{rule{"foreign-forbidden", "rule 9: forbidden: a negated output or delivery word names it"}, roleNone,
+		func(c *foreignCtx) bool { return c.gneg && c.gc != cueInput && c.gc != cueReply && c.gc != cueEdit },
+		(*foreignCtx).forbid},
+	{rule{"foreign-edit", "rule 9: edited in place: the object of an edit word"}, roleEdit,
+		func(c *foreignCtx) bool { return c.gc == cueEdit }, nil},
+	{rule{"foreign-delivery", "rule 9: delivered: a delivery word governs it"}, roleOutput,
+		func(c *foreignCtx) bool { return c.gc == cueDelivery || c.gc == cueSend }, (*foreignCtx).delivered},
+	{rule{"foreign-output", "rule 9: output: the object of an output or naming word"}, roleOutput,
+		func(c *foreignCtx) bool {
+			return c.gc == cueOutput || c.gc == cueNaming || c.gc == cueTransform && c.r.destAt(c.u, c.i)
+		}, nil},
+	{rule{"foreign-transform-source", "rule 9: the source of a transform word"}, roleInput,
+		func(c *foreignCtx) bool { return c.gc == cueTransform }, nil},
+	{rule{"foreign-input", "rule 9: the object of a reading or reply word"}, roleInput,
+		func(c *foreignCtx) bool { return c.gc == cueInput || c.gc == cueReply }, nil},
+	{rule{"foreign-repo-item", "rule 9: named in a Deliverables item about repository work (rule 4)"}, roleRepo,
+		func(c *foreignCtx) bool { return c.u.item && c.r.repoUnit(c.u) }, nil},
+	{rule{"foreign-stated", "rule 9: a statement of what was done names it: a perfect auxiliary before it"}, roleInput,
+		func(c *foreignCtx) bool { return c.gc == cueNone && c.r.statedBefore(c.u, c.i) }, (*foreignCtx).existing},
+	{rule{"foreign-item", "rule 9: output: named as a destination or in a Deliverables item"}, roleOutput,
+		func(c *foreignCtx) bool { return c.u.item || c.r.destBy(c.u, c.i, &foreignNamingPreps) }, nil},
+	{rule{"foreign-ungoverned", "rule 9: no cue word governs the file"}, roleNone,
+		func(*foreignCtx) bool { return true }, nil},
+}
+
+var foreignMarks = []foreignRule{
+	{rule{"foreign-negated-after", "rule 9: forbidden: a negated delivery word after it refers back to it"}, roleNone,
+		func(c *foreignCtx) bool { return c.undelivered() && c.r.negDeliverFrom[c.i+1] }, (*foreignCtx).forbid},
+	{rule{"foreign-delivered-after", "rule 9: delivered: a delivery word after it refers back to it"}, roleOutput,
+		func(c *foreignCtx) bool {
+			return (c.undelivered() || c.m.role == roleEdit) && c.r.deliverFrom[c.i+1]
+		}, (*foreignCtx).delivered},
+	{rule{"foreign-inline", "rule 9: inline: a marker places it in the reply"}, roleInline,
+		func(c *foreignCtx) bool { return c.undelivered() && c.r.inlineN[c.i+1] > 0 }, nil},
+}
+
+// foreignAsks are the rows by which a cue asks for a file by itself.
+var foreignAsks = []rule{
+	{"foreign-asks-delivery", "rule 9: a delivery or export word asks for a file"},
+	{"foreign-asks-output", "rule 9: an output word before a file noun or format asks for a file"},
+}
+
+var _ = register(43, "foreign", "rule 9: a file in a sentence in another language: the first row that matches",
+	ruleList(foreignRules))
+var _ = register(44, "foreign-mark", "rule 9: revisions of that role: every row that matches applies", ruleList(foreignMarks))
+var _ = register(45, "foreign-asks", "rule 9: an unnamed file request in another language", foreignAsks)
+
+func (c *foreignCtx) apply(row *foreignRule, a, b int) {
+	if row.role != roleKeep {
+		c.m.role = row.role
+	}
+	detail := ""
+	if c.g >= 0 && a == c.from {
+		detail = c.u.toks[c.from].text
+	}
+	c.m.decide(c.u, row.rule, detail, a, b)
+	if row.then != nil {
+		row.then(c)
+	}
+}
 
 // readForeign reads a unit written in another language (rule 9) and
-// replaces the English reading of its files and requests. A file takes the
-// role of the cue that governs it (governing): a delivery, send or output
-// verb makes it an output, a transform verb its source or, after a
-// destination word, its output, a reading or reply verb an input; a negated
-// output or delivery forbids it; a model word makes it an input (rule 10),
-// and so does a presented form or an input heading; a file after a
-// command-line option is repository work (rule 11); a file no cue governs
-// is an output in a Deliverables item or after a destination word. A
-// delivery or export cue, not negated, asks for a file by itself, and so
-// does an output verb before a file noun or binary format.
+// replaces the English reading of its files and requests: each file takes
+// its role from foreignRules and foreignMarks; a delivery cue, not negated,
+// asks for a file by itself, and so does an output or transform cue before
+// a file noun or format outside an inline phrase.
 func readForeign(u *unit) {
 	if !isForeign(u) {
 		return
 	}
 	r := scan(u)
 	r.feature = r.featureUnit(u)
-	if r.question(u) {
-		u.question = true
+	u.question = u.question || r.question(u)
+	if u.qualifier < 0 {
+		u.qualifier = r.qualifierAt(u)
 	}
 	after := postpositional(u)
 	for i := range u.toks {
@@ -819,101 +1348,153 @@ func readForeign(u *unit) {
 	}
 	for _, p := range u.phrases {
 		for _, m := range p.mentions {
-			readForeignMention(u, p, m, r, after)
+			i := m.tok
+			*m = mention{name: m.name, tok: i, verb: -1}
+			c := &foreignCtx{u: u, m: m, r: r, i: i, g: r.governing(i, after), from: i}
+			if c.g >= 0 {
+				h := r.hits[c.g]
+				c.gc, c.gneg, c.from, m.verb = h.class, h.neg, h.tok, h.tok
+			}
+			for k := range foreignRules {
+				if foreignRules[k].match(c) {
+					c.apply(&foreignRules[k], c.from, i)
+					break
+				}
+			}
+			for k := range foreignMarks {
+				if foreignMarks[k].match(c) {
+					c.apply(&foreignMarks[k], i, len(u.toks)-1)
+				}
+			}
 		}
 	}
-	if u.question || u.inputs {
+	if u.question || u.inputs && !r.polite(u) {
 		return // a question asks about files; a unit under an input heading lists them
+	}
+	if k := r.noFile(u); k >= 0 {
+		// "Antworte hier, keine Datei nötig": no file at all, also of the
+		// requests before it, as "don't attach them" refers back to them.
+		for _, p := range u.phrases {
+			if p.start <= k && k < p.end {
+				p.pronoun, p.negDeliver, p.plural = true, true, true
+			}
+		}
 	}
 	q := 0 // the phrase holding the cue: hits and phrases are both in text order
 	for k, h := range r.hits {
 		step()
-		asks := h.class == cueDelivery ||
-			h.class == cueOutput && (r.fileWordAt(h.tok) || r.cjk[h.tok] && r.fileWord(u, h.tok)) // "PDFファイルを作成"
-		if !asks || h.neg || r.product[k] || r.feature {
-			continue
-		}
 		for q < len(u.phrases) && u.phrases[q].end <= h.tok {
 			q++
 		}
-		if q < len(u.phrases) && u.phrases[q].start <= h.tok {
-			p := u.phrases[q]
-			p.request(u, "rule 9: the "+cueName(h.class)+" \""+u.toks[h.tok].text+"\" asks for a file", h.tok, h.tok)
-			p.delivered = p.delivered || h.class == cueDelivery
+		if q >= len(u.phrases) || u.phrases[q].start > h.tok || h.neg || r.product[k] || r.feature {
+			continue
+		}
+		p := u.phrases[q]
+		if (h.class == cueDelivery || h.class == cueSend) && r.refersBack(u, h) {
+			// "Envoie-le-moi", "このファイルを私に送って": it delivers a file named before.
+			p.pronoun, p.attach, p.send = true, p.attach || h.class == cueDelivery, p.send || h.class == cueSend
+		}
+		asks := h.class == cueDelivery
+		if !asks && (h.class == cueOutput || h.class == cueTransform) &&
+			(r.fileWordFrom[h.tok+1] >= 0 || r.cjk[h.tok] && r.fileWord(u, h.tok)) {
+			asks = r.inlineN[p.start] == r.inlineN[p.end] // no inline marker in its phrase
+		}
+		if !asks {
+			continue
+		}
+		p.requestBy(u, foreignAsks[min(int(h.class)-int(cueDelivery), 1)], u.toks[h.tok].text, h.tok, h.tok)
+		p.delivered = p.delivered || h.class == cueDelivery
+	}
+}
+
+// otherScripts are scripts no table reads, otherLatin Latin-script
+// languages no table reads, by a few of their own function words: Unsure
+// names them.
+var (
+	otherScripts = []struct {
+		name  string
+		table *unicode.RangeTable
+	}{
+		{"Russian or another Cyrillic-script language", unicode.Cyrillic}, {"Arabic", unicode.Arabic},
+		{"Hebrew", unicode.Hebrew}, {"Hindi or another Devanagari-script language", unicode.Devanagari},
+		{"Thai", unicode.Thai}, {"Greek", unicode.Greek}, {"Bengali", unicode.Bengali}, {"Tamil", unicode.Tamil},
+		{"Georgian", unicode.Georgian}, {"Armenian", unicode.Armenian}, {"Amharic", unicode.Ethiopic},
+	}
+	otherLatin = map[string]string{
+		"Polish": "się jest że oraz lub proszę dla jako który która które plik", "Swedish": "och är inte som till ska också eller filen",
+		"Danish or Norwegian": "og ikke af skal også eller filen til", "Turkish": "ve bir bu için ile çok olarak lütfen dosya değil ama",
+		"Czech": "že jako nebo soubor prosím není také", "Finnish": "että tämä ole tiedosto kanssa myös tai sekä",
+		"Indonesian": "yang untuk dengan ini itu dari tidak akan berkas tolong dan", "Romanian": "și este să care pentru fișier sau",
+		"Hungarian": "és az hogy egy fájl kérlek vagy nem",
+	}
+	otherLatinWords = map[string]string{}
+)
+
+const otherLatinMin = 3 // function words a Latin-script language without a table needs to be named
+
+func init() {
+	for name, ws := range otherLatin {
+		for _, w := range strings.Fields(ws) {
+			otherLatinWords[w] = name
 		}
 	}
 }
 
-func cueName(c cueClass) string {
-	if c == cueDelivery {
-		return "delivery or export word"
+// unsure returns why the reading of objective may be wrong, or "": the text
+// is mostly in a language no table reads, or a delivery cue and a negation
+// of another language bear on the same output file.
+func unsure(objective string, units []*unit) string {
+	counts := make([]int, len(otherScripts))
+	letters := 0
+	for _, c := range objective {
+		if !unicode.IsLetter(c) {
+			continue
+		}
+		letters++
+		for k, s := range otherScripts {
+			if unicode.Is(s.table, c) {
+				counts[k]++
+				break
+			}
+		}
 	}
-	return "output verb"
-}
-
-func readForeignMention(u *unit, p *phrase, m *mention, r *foreignReading, after bool) {
-	i := m.tok
-	*m = mention{name: m.name, tok: i, verb: -1}
-	why := func(role fileRole, rule string, from int) {
-		m.role = role
-		m.note(u, "rule 9: "+rule, from, i)
+	for k, n := range counts {
+		if 2*n > letters {
+			return "language: the text is mostly " + otherScripts[k].name + ", which has no table"
+		}
 	}
-	g := r.governing(i, after)
-	gc, gneg, from := cueNone, false, i
-	if g >= 0 {
-		gc, gneg, from = r.hits[g].class, r.hits[g].neg, r.hits[g].tok
-		m.verb = r.hits[g].tok
-	}
-	dest := r.destAt(u, i)
-	switch {
-	case u.question:
-		why(roleInput, "a question asks about the file, not for it", i)
-	case flagAt(u, i):
-		why(roleRepo, "the value of a command-line option: a file the product writes (rule 11)", i-1)
-	case r.modelAt(u, i):
-		why(roleInput, "named as a model, template or example (rule 10)", max(i-modelSpan, 0))
-		m.existing = true
-	case u.inputs:
-		why(roleInput, "listed under a heading for inputs, context or references (rule 10)", i)
-		m.existing = true
-	case gc == cuePresented:
-		why(roleInput, "presented as given with the task (\""+u.toks[from].text+"\")", from)
-		m.existing = true
-	case r.sourceAt(u, i):
-		why(roleInput, "the source of a destination named after it", i)
-	case (gc == cueOutput || gc == cueDelivery) && (r.feature || r.productSubject(u, g, i)):
-		r.product[g] = true
-		why(roleRepo, "the product (\""+u.toks[from].text+"\") writes it: a feature or bug, repository work (rule 11)", from)
-	case gneg && gc != cueInput && gc != cueReply:
-		m.forbid = true
-		m.note(u, "rule 9: forbidden: a negated output or delivery (\""+u.toks[from].text+"\") names it", from, i)
-	case gc == cueDelivery || gc == cueSend:
-		why(roleOutput, "delivered: the delivery word \""+u.toks[from].text+"\" governs it", from)
-		m.delivery = true
-	case gc == cueOutput || gc == cueTransform && dest:
-		why(roleOutput, "output: the object of the output verb \""+u.toks[from].text+"\"", from)
-	case gc == cueTransform:
-		why(roleInput, "the source of the transform verb \""+u.toks[from].text+"\"", from)
-	case gc == cueInput || gc == cueReply:
-		why(roleInput, "the object of the reading or reply word \""+u.toks[from].text+"\"", from)
-	case u.item || r.destBy(u, i, &foreignNamingPreps):
-		why(roleOutput, "output: named as a destination or in a Deliverables item", i)
-	default:
-		why(roleNone, "no cue word governs the file", i)
-	}
-	if m.role == roleOutput && !m.delivery {
+	other, known := map[string]int{}, 0
+	best := ""
+	for _, f := range strings.FieldsFunc(strings.ToLower(objective), func(r rune) bool { return !unicode.IsLetter(r) }) {
+		step()
 		switch {
-		case r.negDeliverFrom[i+1]:
-			// "Erstelle X, aber hänge sie nicht an": as "don't attach it"
-			// after an output, a negated delivery forbids it.
-			m.role, m.forbid = roleNone, true
-			m.note(u, "rule 9: forbidden: a negated delivery word after it refers back to it", i, len(u.toks)-1)
-		case r.deliveredAfter(i):
-			m.delivery = true
-			m.note(u, "rule 9: delivered: a delivery word after it refers back to it", i, len(u.toks)-1)
-		case r.inlineAfter(i):
-			m.role = roleInline
-			m.note(u, "rule 9: inline: a marker places it in the reply", i, len(u.toks)-1)
+		case otherLatinWords[f] != "" && len(foreignFunctionWords[f]) == 0:
+			other[otherLatinWords[f]]++
+			if best == "" || other[otherLatinWords[f]] > other[best] ||
+				other[otherLatinWords[f]] == other[best] && otherLatinWords[f] < best {
+				best = otherLatinWords[f]
+			}
+		case len(foreignFunctionWords[f]) > 0 || englishFunctionWords[f]:
+			known++
 		}
 	}
+	if best != "" && other[best] >= otherLatinMin && other[best] > known {
+		return "language: the text is mostly " + best + ", which has no table"
+	}
+	forbid, delivered := map[string]bool{}, map[string]bool{}
+	for _, u := range units {
+		if !isForeign(u) {
+			continue
+		}
+		for _, p := range u.phrases {
+			for _, m := range p.mentions {
+				forbid[m.name] = forbid[m.name] || m.forbid
+				delivered[m.name] = delivered[m.name] || m.role == roleOutput
+				if forbid[m.name] && delivered[m.name] {
+					return "conflicting signals: a request and a negation of another language both bear on " + m.name
+				}
+			}
+		}
+	}
+	return ""
 }

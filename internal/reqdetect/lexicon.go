@@ -4,7 +4,6 @@ import (
 	"strings"
 )
 
-// ---------------------------------------------------------------------------
 // Lexicon
 
 type verbClass uint8
@@ -58,24 +57,19 @@ var verbClasses = func() map[string]verbClass {
 	return m
 }()
 
-// namingVerbs give their object the name after it ("name it
-// INV-2026-001.pdf", "call the output file summary.txt"): namedBy.
+// namingVerbs give their object the name after it: namedBy.
 var namingVerbs = newSet("name call title label")
 
-// politeWords may stand before a verb in a verb's place ("please name it
-// …"): namedBy.
+// politeWords may stand before a verb in a verb's place: namedBy.
 var politeWords = []string{"please", "kindly"}
 
-// givingVerbs take a recipient before their object ("give invoice.pdf a
-// once-over"): receives.
+// givingVerbs take a recipient before their object: receives.
 var givingVerbs = newSet("give hand")
 
-// sameParticiples are lexicon verbs whose past participle is their base
-// form ("I've put", "has been read"): afterAux.
+// sameParticiples are lexicon verbs whose past participle is their base form: afterAux.
 var sameParticiples = newSet("put read output cast")
 
-// perfectClitic ends a subject contracted with a perfect auxiliary ("I've",
-// "we've"): afterAux.
+// perfectClitic ends a subject contracted with a perfect auxiliary: afterAux.
 const perfectClitic = "'ve"
 
 var irregularVerbs = map[string]string{
@@ -112,15 +106,13 @@ func lemmaOf(w string) string {
 // the lexicon verb spelled with suffix replaced by restore.
 type inflection struct{ suffix, restore string }
 
-// inflections are the regular endings lemmaOf strips, tried in this order:
-// "copies" and "tried" (y restored), "fixes", "writes", "attached",
-// "created", "attaching", "creating" (e restored).
+// inflections are the regular endings lemmaOf strips, tried in this order: "copies" and "tried" (y
+// restored), "fixes", "writes", "attached", "created", "attaching", "creating" (e restored).
 var inflections = []inflection{
 	{"ies", "y"}, {"ied", "y"}, {"es", ""}, {"s", ""}, {"ed", ""}, {"d", ""}, {"ing", ""}, {"ing", "e"},
 }
 
-// doubledInflections are the endings after which lemmaOf also undoes a
-// doubled final consonant ("zipped", "putting").
+// doubledInflections are the endings after which lemmaOf also undoes a doubled final consonant.
 var doubledInflections = []string{"ed", "ing"}
 
 func newSet(words string) map[string]bool {
@@ -144,19 +136,7 @@ var (
 		"pixi.js docs.rs bun.sh")
 	abbrevs    = newSet("e.g i.e etc vs cf approx incl eg ie mr mrs ms dr fig al")
 	labelWords = []string{"deliverables", "deliverable", "output files", "output file", "outputs", "output",
-		"artifacts", "artifact",
-		// rule 9: the same labels in other languages, a longer word before
-		// a shorter one it starts with ("Ergebnisse" before "Ergebnis")
-		"erwartete ergebnisse", "ergebnisse", "ergebnis", "lieferumfang", "liefergegenstände", "ausgabedateien",
-		"zu liefern", "abgaben", "abgabe", // de
-		"livrables", "livrable", "fichiers de sortie", "résultats attendus", "à livrer", // fr
-		"entregables", "entregable", "archivos de salida", "resultados esperados", "a entregar", // es
-		"entregáveis", "entregável", "entregas", "arquivos de saída", // pt
-		"consegne", "consegna", "file di output", "risultati attesi", "da consegnare", // it
-		"opleveringen", "oplevering", "uitvoerbestanden", "op te leveren", // nl
-		"成果物", "納品物", "提出物", "出力ファイル", // ja
-		"交付物", "交付成果", "成果", "产出物", "產出物", "产出", "產出", "输出文件", "輸出檔案", // zh
-		"산출물", "결과물", "제출물", "출력 파일"} // ko
+		"artifacts", "artifact"} // languages.go adds the labels of the other languages (rule 9)
 	determiners = newSet("a an the this these those my your our their its his her any some each " +
 		"every no another")
 	// inputDets mark a noun as something that already exists: an input.
@@ -175,16 +155,11 @@ var (
 		"carefully immediately")
 	prepFillers = newSet("and or plus both either file files new separate single " +
 		"two three four several following all")
-	// nounPreps are prepositions after which a lexicon word is a
-	// noun unless it is a gerund ("a report on test results").
+	// nounPreps are prepositions after which a lexicon word is a noun unless it is a gerund.
 	nounPreps = newSet("of on about for in from with regarding into at by via per")
-	// nounLeads open a noun phrase as a determiner would ("only direct
-	// quotes about pricing", "all error reports in …"), but only with a plain
-	// word between them and the lexicon word ("only write" is a verb):
-	// nounPosition.
-	// compoundSpan is how many plain words may open a clause before a
-	// lexicon word that ends their noun compound ("landing page copy"):
-	// compoundHead.
+	// nounLeads open a noun phrase as a determiner would, but only with a plain word between them
+	// and the lexicon word: nounPosition. compoundSpan is how many plain words may open a clause
+	// before a lexicon word that ends their noun compound: compoundHead.
 	compoundSpan = 3
 	nounLeads    = []string{"only", "all", "both", "many", "few", "several", "more", "most", "other", "such"}
 	// causatives take a bare verb after them ("make it", "try open").
@@ -203,23 +178,20 @@ var (
 		"plugin docs documentation")
 	buildExts = newSet("js mjs cjs css map wasm jar war whl exe dll so o class")
 	buildDirs = newSet("dist build out target bin public .next _site")
-	// digestVerbs are input verbs that write something new about
-	// their input: "summarize the bug reports in a PDF".
+	// digestVerbs are input verbs that write something new about their input: "summarize the bug
+	// reports in a PDF".
 	digestVerbs = newSet("summarize summarise analyze analyse compare evaluate assess audit classify")
 	inputPreps  = newSet("of from between against versus vs using about on for regarding like " +
 		"comparing than with")
-	// questionWords open a question that asks about something rather
-	// than for something ("Who wrote report.pdf?"; not "Can you export …?").
+	// questionWords open a question that asks about something rather than for something.
 	questionWords = []string{"who", "what", "when", "where", "why", "how", "which", "whose", "is", "are",
 		"was", "were", "does", "do", "did", "has", "have", "had", "isn't", "aren't", "doesn't", "didn't",
 		"should", "shall", "what's", "where's", "how's", "who's", "what’s", "where’s", "how’s", "who’s"}
 	beForms = []string{"is", "are", "should", "must", "will", "shall", "would", "could", "can", "goes", "go"}
-	// outputSubjects before a beForms word are the subject of a statement
-	// of what the output is ("the output should be a CSV file", "the format
-	// should be PPTX"): what follows names an output (markVerbs).
+	// outputSubjects before a beForms word are the subject of a statement of what the output is:
+	// what follows names an output (markVerbs).
 	outputSubjects = []string{"output", "outputs", "format", "formats"}
-	// adverbSuffix marks a word that is no verb in a verb's place
-	// ("then possibly the appendix"): unknownVerbAt.
+	// adverbSuffix marks a word that is no verb in a verb's place: unknownVerbAt.
 	adverbSuffix  = "ly"
 	replyNouns    = []string{"reply", "chat", "response", "answer", "message", "conversation", "thread", "comment", "body", "channel"}
 	tempWords     = newSet("temp temporary tmp scratch intermediate throwaway throw-away")
@@ -234,16 +206,12 @@ var (
 		"invoice presentation deck slides archive download dump snapshot backup format form")
 )
 
-// formatDocNouns are document nouns that a format word before them makes a
-// file ("a CSV export", "a JSON dump", "an HTML document"): formatDocument.
-// "report" and "summary" are not among them: "a Markdown summary" may be
-// written in the reply.
+// formatDocNouns are document nouns that a format word before them makes a file: formatDocument.
 var formatDocNouns = newSet("export exports dump dumps backup backups snapshot snapshots document " +
 	"documents archive archives")
 
-// formats maps format words to whether they are inherently a file
-// (strong: "a PDF") or only a text format (weak: JSON, CSV — a file only as a
-// destination or with a file noun).
+// formats maps format words to whether they are inherently a file (strong: "a PDF") or only a text
+// format (weak: JSON, CSV — a file only as a destination or with a file noun).
 var formats = func() map[string]bool {
 	m := map[string]bool{}
 	for _, w := range strings.Fields("pdf xlsx xls docx pptx odt ods png jpg jpeg gif webp zip tarball archive " +
@@ -262,74 +230,56 @@ var formats = func() map[string]bool {
 var formatAliases = map[string]string{"markdown": "md", "yml": "yaml", "htm": "html", "jpeg": "jpg",
 	"tif": "tiff", "tgz": "gz"}
 
-// outputPreps govern an output: the file or format after them is what the
-// phrase produces ("into answers.csv", "as revenue.png", "a file called
-// notes.txt", "a workbook named budget.xlsx"). "to" is not among them: it
-// marks an output only after an output verb (rule 3: "convert users.csv to
-// JSON" is a text request).
+// outputPreps govern an output: the file or format after them is what the phrase produces.
 var outputPreps = newSet("into as called named entitled titled")
 
-// locativePreps say where something is ("is already in data.csv", "is in
-// the repo under NAME").
+// locativePreps say where something is.
 var locativePreps = newSet("in inside at on within under")
 
-// findingVerbs after the addressee and a modal ("you'll find", "you can
-// find": findingClitics, findingAux) present what they find as already
-// there: findsThere.
+// findingVerbs after the addressee and a modal present what they find as already there: findsThere.
 var (
 	findingVerbs   = []string{"find", "see"}
 	findingClitics = []string{"you'll", "you’ll"}
 	findingAux     = []string{"will", "can", "should", "'ll"}
 )
 
-// placeNames give the name a thing has in a place a statement names ("is
-// already in the workspace as churn_q3.csv"): locatedIn.
+// placeNames give the name a thing has in a place a statement names: locatedIn.
 var placeNames = []string{"as"}
 
-// presentSuffix ends the present-tense form of a verb no lexicon lists
-// ("lives", "sits"); a word ending in it twice ("address") is none:
-// placeStated.
+// presentSuffix ends the present-tense form of a verb no lexicon lists ("lives", "sits"); a word
+// ending in it twice ("address") is none: placeStated.
 const presentSuffix = "s"
 
-// pluralSuffix ends a plural noun ("fixtures"); a word ending in it twice
-// ("address") is none: plural.
+// pluralSuffix ends a plural noun; a word ending in it twice is none: plural.
 const pluralSuffix = "s"
 
-// placeSpan is how many tokens a place named in two steps may hold between
-// its two locative prepositions ("is in the shared repo under NAME"):
-// locatedIn.
+// placeSpan is how many tokens a place named in two steps may hold between its two locative
+// prepositions ("is in the shared repo under NAME"): locatedIn.
 const placeSpan = 4
 
 // indicativeBe are be-forms that state a fact; "be" after a modal ("should be
 // in report.md") asks for something and is not among them.
 var indicativeBe = newSet("is are was were 's")
 
-// statementAdverbs may stand between a subject or be-form and the verb of a
-// statement ("you already generated", "is already in").
+// statementAdverbs may stand between a subject or be-form and the verb of a statement.
 var statementAdverbs = newSet("already just recently previously earlier also still all both once")
 
-// subjectPronouns open a statement when a past verb follows them ("I sent",
-// "you already generated", "we've written").
+// subjectPronouns open a statement when a past verb follows them.
 var subjectPronouns = newSet("i we you they he she someone somebody everyone i've we've you've they've " +
 	"i'd we'd you'd they'd i'll we'll you'll they'll")
 
-// pastSubjects make a verb whose past form is its base form ("put",
-// "read") a past statement right after them ("I put the answers in
-// survey.xlsx"); "you" is not among them ("you put it in out.csv" may be an
-// instruction), nor are the contracted future and conditional forms:
-// pastAfterPronoun. askAux before the pronoun make it a request ("Could we
-// put …").
+// pastSubjects make a verb whose past form is its base form a past statement right after them;
+// "you" is not among them, nor are the contracted future and conditional forms: pastAfterPronoun.
+// askAux before the pronoun make it a request.
 var (
 	pastSubjects = newSet("i we they he she someone somebody everyone")
 	askAux       = []string{"can", "could", "would", "will", "shall", "should", "may", "might", "let", "please"}
 )
 
-// Statements in the present progressive or the future ("I'm sharing
-// budget.xlsx", "The auditors will send audit.pdf") and present passives of
-// delivery ("proposal.docx is attached"): progressive, future,
-// presentPassive. statingClitics and futureClitics are a subject other than
-// the addressee contracted with "am/are/is" or "will"; progressiveBe and
-// presentBe are the be-forms of those statements.
+// Statements in the present progressive or the future and present passives of delivery:
+// progressive, future, presentPassive. statingClitics and futureClitics are a subject other than
+// the addressee contracted with "am/are/is" or "will"; progressiveBe and presentBe are the be-forms
+// of those statements.
 var (
 	statingClitics = newSet("i'm we're they're he's she's i’m we’re they’re he’s she’s")
 	futureClitics  = newSet("i'll we'll they'll he'll she'll i’ll we’ll they’ll he’ll she’ll")
@@ -337,57 +287,46 @@ var (
 	presentBe      = []string{"is", "are", "'s"}
 )
 
-// statingPassiveAux are the indicative auxiliaries of a present passive
-// that states what happens to a thing ("The metrics are exported to …",
-// "the log gets written to app.log"); passivePronouns are the pronoun
-// subjects of such a statement: presentPassive, passiveSubject.
+// statingPassiveAux are the indicative auxiliaries of a present passive that states what happens to
+// a thing ("The metrics are exported to …", "the log gets written to app.log"); passivePronouns are
+// the pronoun subjects of such a statement: presentPassive, passiveSubject.
 var (
 	statingPassiveAux = []string{"is", "are", "'s", "gets", "get"}
 	passivePronouns   = []string{"it", "they", "this", "that", "these", "those", "everything", "each"}
 )
 
-// wantWords after "would" or a "'d" clitic want their object ("I'd love a
-// PDF version", "we would like a CSV"): conditionalWant. recipients after
-// an unlisted verb opening its clause make it ask to be given its object
-// ("Get me a zip"): benefactive.
+// wantWords after "would" or a "'d" clitic want their object: conditionalWant. recipients after an
+// unlisted verb opening its clause make it ask to be given its object: benefactive.
 var (
 	wantWords  = []string{"like", "love", "prefer", "appreciate"}
 	recipients = []string{"me", "us"}
 )
 
-// referentModifiers may stand between a pointer and its file noun in an
-// edit of the file an item names ("edit the existing file", "update the same
-// document"): editsReferent.
+// referentModifiers may stand between a pointer and its file noun in an edit of the file an item
+// names ("edit the existing file", "update the same document"): editsReferent.
 var referentModifiers = []string{"existing", "same", "original", "current"}
 
-// isClitics end in "'s" but contract "is", "has" or "us", not a possessive
-// ("it's written", "let's export"): possessive.
+// isClitics end in "'s" but contract "is", "has" or "us", not a possessive: possessive.
 var isClitics = newSet("it's that's there's here's what's who's where's when's how's let's he's she's " +
 	"one's everyone's someone's nobody's everything's nothing's something's")
 
-// existingMarks before a file that no verb governs say it already exists,
-// so it is an input ("- the existing report.docx, reviewed"): existingAt.
-// compareLinks after such a file make it one side of a comparison ("a.csv
-// vs b.csv").
+// existingMarks before a file that no verb governs say it already exists, so it is an input:
+// existingAt. compareLinks after such a file make it one side of a comparison.
 var (
 	existingMarks = newSet("existing attached uploaded provided given original source input current")
 	compareLinks  = []string{"vs", "vs.", "versus", "against"}
 )
 
-// motionVerbs before "in/into/to" and a file say where an output goes
-// ("Results go in results/summary.json", "everything belongs in out.zip"):
-// goesTo.
+// motionVerbs before "in/into/to" and a file say where an output goes: goesTo.
 var (
 	motionVerbs = []string{"go", "goes", "belong", "belongs"}
 	motionPreps = []string{"in", "into", "to", "inside"}
-	// endVerbs before "up" and a motion preposition say where an output
-	// ends up ("It should end up in docs/onboarding.md"): goesTo.
+	// endVerbs before "up" and a motion preposition say where an output ends up: goesTo.
 	endVerbs = []string{"end", "ends"}
 )
 
-// outputRoles after "as" and an article name the role of the file before
-// them ("keep report.pdf as the only output"): declaredOutput. roleFillers
-// may stand between.
+// outputRoles after "as" and an article name the role of the file before them ("keep report.pdf as
+// the only output"): declaredOutput. roleFillers may stand between.
 var (
 	outputRoles = []string{"output", "deliverable", "attachment", "result"}
 	roleFillers = []string{"only", "final", "sole", "main", "single", "one"}
@@ -397,31 +336,25 @@ var (
 // it the form of the request ("— PDF, one page", "Format: PDF"): bareFormat.
 var formatLeadMarks = []string{"—", "–", ":", "-"}
 
-// acceptWords after a be-form accept the file or format before them as the
-// answer ("a Markdown file is fine"): acceptedFormat.
+// acceptWords after a be-form accept the file or format before them as the answer: acceptedFormat.
 var (
 	acceptWords = []string{"fine", "ok", "okay", "enough", "acceptable", "perfect", "great", "best", "preferred"}
 	acceptBe    = []string{"is", "'s", "would", "will", "be", "works", "should"}
 )
 
-// exceptWords open an exception to a negation ("Don't create new files
-// except summary.md"); "other than" and "apart from" do too: exceptionAt.
+// exceptWords open an exception to a negation; "other than" and "apart from" do too: exceptionAt.
 var exceptWords = []string{"except", "besides", "excepting"}
 
-// inlinePreps open an inline marker before a reply noun ("in the reply",
-// "into the chat"): inlineLen.
+// inlinePreps open an inline marker before a reply noun: inlineLen.
 var inlinePreps = []string{"in", "into"}
 
-// listIncludes after a verb of a list lead, and particles, still leave the
-// list its object ("Your output should include:", "What I need back:"):
-// asksForList.
+// listIncludes after a verb of a list lead, and particles, still leave the list its object ("Your
+// output should include:", "What I need back:"): asksForList.
 var listIncludes = []string{"include", "includes", "contain", "contains", "cover", "covers", "consist", "be",
 	"back", "over", "out", "up"}
 
-// labelTails end a short label line whose first words modify them
-// ("Expected outputs:", "Final deliverables:", "Required artifacts:"), and
-// labelModifierStops are modifiers that make such a line name inputs
-// instead ("Input files:", "Sample output:"): labelLine.
+// labelTails end a short label line whose first words modify them, and labelModifierStops are
+// modifiers that make such a line name inputs instead: labelLine.
 var (
 	labelTails         = newSet("output outputs artifacts artifact deliverables deliverable")
 	labelModifierStops = newSet("input inputs source sources reference existing attached provided sample " +
@@ -429,98 +362,80 @@ var (
 	labelSpan = 3
 )
 
-// listPointers after an output or delivery verb on a line ending in ":" point
-// at the list below it ("Create these:", "Write the following:", "the two
-// files below:"): requestsList. A file noun points as well.
+// listPointers after an output or delivery verb on a line ending in ":" point at the list below it
+// ("Create these:", "Write the following:", "the two files below:"): requestsList.
 var listPointers = []string{"these", "those", "following", "below"}
 
-// pastSuffix marks a regular past form of a verb no lexicon lists ("I
-// dropped"): pastAfterSubject.
+// pastSuffix marks a regular past form of a verb no lexicon lists: pastAfterSubject.
 const pastSuffix = "ed"
 
 // thirdPersonSubjects make the present-tense verb after them a statement of
 // what something does ("it writes a log to build.log"): describes.
 var thirdPersonSubjects = newSet("it he she someone somebody everyone everybody nobody this")
 
-// presentedClasses are the verb classes whose bare participle after "(",
-// a file or a file and a comma describes a thing that already exists
-// ("(exported to rotation.tsv, attached)", "headcount_plan.xlsx attached",
-// "(shared in Drive)"): describesThing. Output verbs are not among them:
-// "(saved as summary.md)" may say how a requested output is kept, unless a
-// statement stands before the parenthesis (statedBefore).
+// presentedClasses are the verb classes whose bare participle after "(", a file or a file and a
+// comma describes a thing that already exists ("(exported to rotation.tsv, attached)",
+// "headcount_plan.xlsx attached", "(shared in Drive)"): describesThing. Output verbs are not among
+// them: "(saved as summary.md)" may say how a requested output is kept, unless a statement stands
+// before the parenthesis (statedBefore).
 var presentedClasses = map[verbClass]bool{verbAttach: true, verbSend: true, verbExport: true}
 
 // parenSpan is how far back describesThing looks for the "(" that a
 // participle after a comma stands inside.
 const parenSpan = 8
 
-// subordinators open a subordinate or embedded clause; a noun right after
-// them is its subject ("when the job runs", "If the script saves
-// output.json", "explain why the script writes out.json"): opensClause.
+// subordinators open a subordinate or embedded clause; a noun right after them is its subject:
+// opensClause.
 var subordinators = newSet("when whenever if once while after before until unless because since whether " +
 	"why how where what which")
 
-// howToWords before "to" and a verb make an embedded question ("how to
-// export", "where to save"): howTo.
+// howToWords before "to" and a verb make an embedded question: howTo.
 var howToWords = []string{"how", "where", "when", "what", "which", "whether"}
 
-// whetherWords open an embedded question wherever they stand ("tell me
-// whether exporting to CSV is better"); embeddedWh do so right after a reply
-// verb and its recipient ("tell me how converting the slides to PDF would
-// …", "explain which export is better"): embeddedQuestion, which looks back
-// at most embeddedSpan tokens. clauseJoiners end the embedded clause, as
-// punctuation does ("…, then export the ledger as XLSX"), and keep a gerund
-// after them out of the object of a verb before them: discussedGerund.
+// whetherWords open an embedded question wherever they stand; embeddedWh do so right after a reply
+// verb and its recipient: embeddedQuestion, which looks back at most embeddedSpan tokens.
+// clauseJoiners end the embedded clause, as punctuation does, and keep a gerund after them out of
+// the object of a verb before them: discussedGerund.
 var (
 	whetherWords  = []string{"whether"}
 	embeddedWh    = []string{"which", "how", "what", "why", "if", "where", "when"}
 	embeddedSpan  = 12
 	clauseJoiners = []string{"and", "but", "then", "so", "while", "after", "before", "once"}
-	// alternativeMarks inside an embedded question list the alternatives it
-	// asks about ("let me know which is better: saving as PDF or as DOCX",
-	// "which is faster — exporting to CSV or to XLSX"): embeddedQuestion
-	// does not stop at them before a gerund.
+	// alternativeMarks inside an embedded question list the alternatives it asks about:
+	// embeddedQuestion does not stop at them before a gerund.
 	alternativeMarks = []string{":", "—", "–"}
-	// informWords after "let me/us" ask to be told, as a reply verb does
-	// ("let me know if saving as PDF would lose the comments"): letKnow.
+	// informWords after "let me/us" ask to be told, as a reply verb does: letKnow.
 	informWords = []string{"know"}
 )
 
-// codeQuotes around a command make it the subject of the verb after them
-// ("`make build` writes to build/output.txt"): quotedSubject.
+// codeQuotes around a command make it the subject of the verb after them: quotedSubject.
 var codeQuotes = []string{"`", `"`}
 
-// ensureWords and a purposeLeads word before "that" make the clause after them
-// what the user asks for, not a statement ("Make sure the script writes to
-// out.json", "so that it saves …"): ensured.
+// ensureWords and a purposeLeads word before "that" make the clause after them what the user asks
+// for, not a statement ("Make sure the script writes to out.json", "so that it saves …"): ensured.
 var (
 	ensureWords  = []string{"ensure", "ensures", "sure", "certain", "guarantee"}
 	purposeLeads = []string{"so", "such"}
 )
 
-// possessives and determiners that open a noun subject ("the designer sent",
-// "our team exported"); subjectCompound is how many plain words may stand
-// between such a word and the noun ("Our legacy CRM exports"): opensClause.
+// possessives and determiners that open a noun subject; subjectCompound is how many plain words may
+// stand between such a word and the noun: opensClause.
 var subjectDets = newSet("the our my your their his her a an this that another some")
 
 const subjectCompound = 2
 
-// productSpan is how many tokens after an output or transform verb
-// makesUnnamed looks for the indefinite article of the thing it makes ("turn
-// this into a release overview").
+// productSpan is how many tokens after an output or transform verb makesUnnamed looks for the
+// indefinite article of the thing it makes ("turn this into a release overview").
 const productSpan = 4
 
-// perfectAux make the participle after them a statement ("I have uploaded",
-// "has been exported"); passiveBe the same for a past passive ("report.pdf
-// was exported").
+// perfectAux make the participle after them a statement; passiveBe the same for a past passive.
 var (
 	perfectAux = newSet("have has had 've")
 	passiveBe  = newSet("was were been")
 )
 
-// anaphorHeads are nouns that, after "the", name a file made or edited
-// earlier in the item ("the result", "the corrected one", "the revised
-// copy"); anaphorPlurals are their plurals.
+// anaphorHeads are nouns that, after "the", name a file made or edited earlier in the item ("the
+// result", "the corrected one", "the revised copy"); anaphorPlurals are their plurals.
 var (
 	anaphorHeads   = newSet("one ones copy copies version versions result results edition draft")
 	anaphorPlurals = newSet("ones copies versions results")
@@ -534,68 +449,54 @@ var (
 	storedPronouns = []string{"it", "them"}
 )
 
-// makingVerbs, in their base form with a pronoun object, make the file the
-// pronoun refers to ("if not, create it"): makes. "make" is not among them:
-// "make it shorter" edits.
+// makingVerbs, in their base form with a pronoun object, make the file the pronoun refers to ("if
+// not, create it"): makes. "make" is not among them: "make it shorter" edits.
 var makingVerbs = newSet("create generate write produce")
 
-// showVerbs present their object itself, so with an inline marker a file
-// they refer back to is written in the reply ("show it to me inline", "paste
-// them in the chat"): shows.
+// showVerbs present their object itself, so with an inline marker a file they refer back to is
+// written in the reply ("show it to me inline", "paste them in the chat"): shows.
 var showVerbs = newSet("show paste print")
 
-// replyPlaces, after a verb of showing with a pronoun object, say the
-// reply is where it goes, as an inline marker would ("paste it here"):
-// resolvePronouns.
+// replyPlaces, after a verb of showing with a pronoun object, say the reply is where it goes, as an
+// inline marker would ("paste it here"): resolvePronouns.
 var replyPlaces = []string{"here"}
 
-// keptNouns name a record kept of the work ("keep a record of the attempt in
-// notes.md", "a log"): productNP.
+// keptNouns name a record kept of the work: productNP.
 var keptNouns = newSet("record records log logs note notes changelog changelogs journal diary tally")
 
-// sameDocHeads are the anaphorHeads that name the same document in a new
-// state ("the tidied version"); only they reach a file reshaped by a transform
-// verb with no destination ("reformat config.yaml … share the tidied
-// version"; not "compile paper.tex … attach the result"): sameDocAt.
+// sameDocHeads are the anaphorHeads that name the same document in a new state; only they reach a
+// file reshaped by a transform verb with no destination: sameDocAt.
 var sameDocHeads = newSet("copy copies version versions edition draft one ones")
 
-// keepingTransforms are transform verbs whose result is the same document
-// in a new shape, so their participle names the file they reshaped ("the
-// reformatted file"); other transforms make a new product ("the converted
-// file"): antecedent.
+// keepingTransforms are transform verbs whose result is the same document in a new shape, so their
+// participle names the file they reshaped; other transforms make a new product: antecedent.
 var keepingTransforms = newSet("reformat")
 
-// editParticles, after a lexicon verb, make it an edit verb: a phrasal
-// verb of touching up what exists ("touch up README.md"; "touch out.txt"
-// creates the file): markVerbs.
+// editParticles, after a lexicon verb, make it an edit verb: a phrasal verb of touching up what
+// exists ("touch up README.md"; "touch out.txt" creates the file): markVerbs.
 var editParticles = map[string][]string{"touch": {"up"}}
 
-// resultLeads open a clause saying what a change achieves ("refresh
-// styles.css so buttons use the new palette"): resultClause. editSpan is
-// how many tokens may stand between the verb opening a Deliverables item
-// and the file it changes, or span the run of files it opens: itemEdit.
+// resultLeads open a clause saying what a change achieves ("refresh styles.css so buttons use the
+// new palette"): resultClause. editSpan is how many tokens may stand between the verb opening a
+// Deliverables item and the file it changes, or span the run of files it opens: itemEdit.
 var (
 	resultLeads = []string{"so"}
 	editSpan    = 8
 )
 
-// adjectiveSuffixes end words that, opening a Deliverables item before a
-// file, modify it rather than act on it ("- Annual report.pdf", "-
-// Executive summary.md", "- Printable checklist.pdf"): modifierWord.
+// adjectiveSuffixes end words that, opening a Deliverables item before a file, modify it rather
+// than act on it: modifierWord.
 var adjectiveSuffixes = []string{"al", "ive", "able", "ible", "ful", "ous", "ic", "less", "ish", "ent", "ant",
 	"ary", "ory"}
 
-// returnParticles after a delivery verb return a file to the user who gave
-// it ("send it back"): such a pronoun reaches a file the text presents as
-// already there (readPhrase sets phrase.returns; antecedent).
+// returnParticles after a delivery verb return a file to the user who gave it: such a pronoun
+// reaches a file the text presents as already there (readPhrase sets phrase.returns; antecedent).
 var returnParticles = []string{"back"}
 
-// verbParticles may follow the object of a phrasal verb ("send the trimmed
-// doc back", "hand the deck over"): kindAt.
+// verbParticles may follow the object of a phrasal verb: kindAt.
 var verbParticles = []string{"back", "over", "out", "along", "across"}
 
-// kindNouns name a kind of file, with the extensions of that kind: after
-// "the" ("upload the spreadsheet", "the shorter clip") such a noun refers
+// kindNouns name a kind of file, with the extensions of that kind: after "the" such a noun refers
 // back to a file of its kind made or edited earlier (kindAt, ofKind).
 var kindNouns = map[string][]string{
 	"spreadsheet":  {"xlsx", "xls", "xlsm", "ods", "csv", "tsv"},
@@ -632,184 +533,137 @@ var kindNouns = map[string][]string{
 var madeModifiers = newSet("new final latest resulting finished revised updated corrected fixed edited " +
 	"cleaned patched modified improved")
 
-// clauseBreaks end a clause inside a phrase: a negation does not reach across
-// them ("Export the totals as totals.csv (no PDF needed)", "Write report.md —
-// no need to attach anything else").
+// clauseBreaks end a clause inside a phrase: a negation does not reach across them ("Export the
+// totals as totals.csv (no PDF needed)", "Write report.md — no need to attach anything else").
 var clauseBreaks = newSet("( ) — – ; : - --")
 
-// ---------------------------------------------------------------------------
 // Call-site lists: the words and marks one rule matches at one position.
-// Most are passed to token.is or token.punct (or the at and prev helpers
-// built on is) and so are slices, like questionWords and beForms above; a
-// list looked up by a plain string is a set. Order does not matter except
-// where a comment says so.
 
 // Stage 1 and 2 (tokens.go, lines.go): sentences, questions, bullets.
 var (
-	// sentenceEnds end a sentence in splitSentences (a "." after an
-	// abbreviation excepted).
+	// sentenceEnds end a sentence in splitSentences (a "." after an abbreviation excepted).
 	sentenceEnds = []string{".", "!", "?", "…", "。", "！", "？"}
-	// whWords open the main clause of a question after a leading phrase
-	// and a comma, within leadSpan tokens of its start: leadQuestion.
+	// whWords open the main clause of a question after a leading phrase and a comma, within leadSpan
+	// tokens of its start: leadQuestion.
 	whWords  = []string{"who", "what", "when", "where", "why", "how", "which", "whose"}
 	leadSpan = 12
-	// politeOpeners may open a question that is a polite request
-	// ("Is it possible to …", "Do you mind …", "Could …"): politeAsk.
+	// politeOpeners may open a question that is a polite request: politeAsk.
 	politeOpeners = []string{"is", "are", "do", "does", "would", "could", "will"}
-	// politeAbility come before "to" in a polite request ("possible to",
-	// "able to", "a way to"): politeAsk.
+	// politeAbility come before "to" in a polite request: politeAsk.
 	politeAbility = []string{"possible", "able", "way"}
-	// labelDashes after a label word stand for its colon ("Deliverables —",
-	// "Outputs - a.csv"): labelLine.
+	// labelDashes after a label word stand for its colon: labelLine.
 	labelDashes = []string{"—", "–", "-"}
-	// labelNegators, besides negators, make a Deliverables label a denial
-	// ("No deliverables:", "Non-deliverables:"): labelLine.
+	// labelNegators, besides negators, make a Deliverables label a denial: labelLine.
 	labelNegators = newSet("no non")
-	// checkboxMarks are task-list boxes stripped after a bullet ("- [x]
-	// report.md"): stripBullet tries them in this order.
+	// checkboxMarks are task-list boxes stripped after a bullet ("- [x] report.md"): stripBullet tries
+	// them in this order.
 	checkboxMarks = []string{"[ ]", "[x]", "[X]"}
-	// bulletMarks are the runes that open a bullet item ("- a.md", "• a.md"):
-	// stripBullet.
+	// bulletMarks are the runes that open a bullet item ("- a.md", "• a.md"): stripBullet.
 	bulletMarks = "-*+•‣◦▪"
-	// labelStem, in a line ending in ":" or in labelBelow, makes the line a
-	// Deliverables label ("The deliverables are:", "Our deliverables are
-	// listed below."): labelLine, after trimming labelTrailers.
+	// labelStem, in a line ending in ":" or in labelBelow, makes the line a Deliverables label:
+	// labelLine, after trimming labelTrailers.
 	labelStem     = "deliverable"
 	labelBelow    = " below"
 	labelTrailers = "*_ ."
-	// emphasisMarks are the markdown emphasis around a label
-	// ("**Deliverables:**") and blanks the spaces after it: labelLine.
+	// emphasisMarks are the markdown emphasis around a label ("**Deliverables:**") and blanks the
+	// spaces after it: labelLine.
 	emphasisMarks = "*_"
 	blanks        = " \t"
-	// asideMarks open or close an aside, or a clause: a foreign verb
-	// governs no file across one (languages.go: governing).
+	// asideMarks open or close an aside, or a clause: a foreign verb governs no file across one
+	// (languages.go: governing).
 	asideMarks = []string{"(", ")", ";", "；", "（", "）"}
-	// wideColon is the full-width colon of CJK text ("成果物：a.pdf"), a
-	// label's colon too: labelLine.
+	// wideColon is the full-width colon of CJK text ("成果物：a.pdf"), a label's colon too: labelLine.
 	wideColon = "："
-	// runMarks, besides letters, digits and marks, belong to a word or path
-	// run ("dist/index.html", `C:\out`, "don't"): isRunRune.
+	// runMarks, besides letters, digits and marks, belong to a word or path run: isRunRune.
 	runMarks = `_-./~+\:'’`
-	// nameQuotes open a quoted file name that may contain blanks (`"final
-	// report.pdf"`, "“final report.pdf”"): tokenize.
+	// nameQuotes open a quoted file name that may contain blanks: tokenize.
 	nameQuotes = "\"`“"
-	// apostrophes around a run are quotes (splitRun), runTrailers after it
-	// are punctuation ("notes.md." ends a sentence, "x.md:" opens a list),
-	// and wordMarks may stand inside a word ("don't", "e-mail"): classify.
+	// apostrophes around a run are quotes (splitRun), runTrailers after it are punctuation, and
+	// wordMarks may stand inside a word: classify.
 	apostrophes = "'’"
 	runTrailers = ".:'’"
 	wordMarks   = "'’-"
-	// pathSeparators separate a path's directories ("dist/index.html",
-	// `C:\out\q3.xlsx`): IsFile, pathParts.
+	// pathSeparators separate a path's directories: IsFile, pathParts.
 	pathSeparators = `/\`
 	// numberClosers end a numbered bullet ("1.", "2)"): stripBullet.
 	numberClosers = ".)"
-	// nameMarks alone do not make a file's name ("..md" and "-.md" are not
-	// files): IsFile.
+	// nameMarks alone do not make a file's name ("..md" and "-.md" are not files): IsFile.
 	nameMarks = ".-_~+'’"
 )
 
 // Stage 3 (phrases.go): verbs, phrase splits, negation, inline markers.
 var (
-	// inPlaceWords follow "in" to say a file is edited where it is ("in
-	// place", "in situ"; "in-place" is one word): analyze sets inPlace.
+	// inPlaceWords follow "in" to say a file is edited where it is: analyze sets inPlace.
 	inPlaceWords = []string{"place", "situ"}
-	// makeSureWords after "make" make it no output verb ("make sure",
-	// "make certain"): markVerbs.
+	// makeSureWords after "make" make it no output verb ("make sure", "make certain"): markVerbs.
 	makeSureWords = []string{"sure", "certain"}
-	// objectPronouns start the object of a verb (objectFollows), so the
-	// lexicon word before them is a verb ("for each file write it").
+	// objectPronouns start the object of a verb (objectFollows), so the lexicon word before them is a
+	// verb ("for each file write it").
 	objectPronouns = []string{"it", "them", "me", "us", "him", "her"}
-	// quoteMarks after a lexicon word do not show it to be a noun
-	// (nounFollows): a quote may open the verb's object.
+	// quoteMarks after a lexicon word do not show it to be a noun (nounFollows): a quote may open the
+	// verb's object.
 	quoteMarks = []string{`"`, "`", "'", "“", "‘"}
-	// nounFollowers follow a noun rather than a verb (nounFollows):
-	// prepositions, coordinators, be-forms and modals ("the bug reports in
-	// a PDF", "the code changes are …").
+	// nounFollowers follow a noun rather than a verb (nounFollows): prepositions, coordinators,
+	// be-forms and modals ("the bug reports in a PDF", "the code changes are …").
 	nounFollowers = []string{"in", "as", "into", "of", "for", "from", "on", "about", "with", "and", "or",
 		"are", "were", "is", "was", "should", "must", "will", "can", "need", "have", "has"}
-	// relativePronouns open a relative phrase (splitPhrases sets rel), which
-	// inherits its antecedent phrase's repository work.
+	// relativePronouns open a relative phrase (splitPhrases sets rel), which inherits its antecedent
+	// phrase's repository work.
 	relativePronouns = []string{"that", "which", "who"}
-	// openerMarks are the punctuation that may open a new phrase when a verb
-	// follows (isOpener; the words are openers).
+	// openerMarks are the punctuation that may open a new phrase when a verb follows (isOpener; the
+	// words are openers).
 	openerMarks = []string{",", "(", ")", "—", "–", ":"}
-	// negatingVerbs negate what follows them as a verb would ("avoid
-	// creating files", "skip the PDF"): verbAhead counts them as verbs and
-	// negate negates their whole phrase.
+	// negatingVerbs negate what follows them as a verb would ("avoid creating files", "skip the PDF"):
+	// verbAhead counts them as verbs and negate negates their whole phrase.
 	negatingVerbs = []string{"avoid", "refrain", "skip", "omit"}
-	// existentials may open a negated clause after a comma ("…, there's no
-	// need to summarise it"; "there is" as well): verbAhead skips them.
+	// existentials may open a negated clause after a comma: verbAhead skips them.
 	existentials = []string{"there's", "there’s"}
-	// negationFillers are skipped between a negator and the word it negates
-	// ("don't ever attach", "do not need to attach", "never to be
-	// created"): nextContent.
+	// negationFillers are skipped between a negator and the word it negates: nextContent.
 	negationFillers = []string{"to", "be", "ever", "yet", "please", "also", "from", "just", "even", "you",
 		"we", "i"}
-	// infinitiveLeads are skipped between a negator and its verb only
-	// before "to" ("don't need to attach", "you don't have to create a
-	// file"); "don't need a PDF" negates the want itself: nextContent.
+	// infinitiveLeads are skipped between a negator and its verb only before "to"; "don't need a
+	// PDF" negates the want itself: nextContent.
 	infinitiveLeads = []string{"need", "needs", "have", "has"}
-	// forgetVerbs turn a negation positive ("don't forget to attach", "do
-	// not hesitate to send"): negate.
+	// forgetVerbs turn a negation positive: negate.
 	forgetVerbs = []string{"forget", "forgot", "fail", "omit", "neglect", "skip", "avoid", "hesitate"}
-	// noWords negate a noun phrase or, before a file word, the phrase ("no
-	// PDF", "zero files"): negate.
+	// noWords negate a noun phrase or, before a file word, the phrase: negate.
 	noWords = []string{"no", "zero"}
-	// disjunctions open a verb phrase that a negation of the phrase before
-	// reaches ("don't create any files or attach anything", "never export
-	// nor upload it"): analyze.
+	// disjunctions open a verb phrase that a negation of the phrase before reaches: analyze.
 	disjunctions = []string{"or", "nor"}
-	// needWords after a no-word negate the whole phrase ("no need to
-	// attach"): negate.
+	// needWords after a no-word negate the whole phrase ("no need to attach"): negate.
 	needWords = []string{"need", "needs"}
-	// otherWords after a no-word negate only the noun phrase ("no other
-	// files", "no extra output"): negate.
+	// otherWords after a no-word negate only the noun phrase: negate.
 	otherWords = []string{"other", "additional", "extra", "further", "more", "separate"}
-	// insteadWords negate what follows ("without a PDF", "instead of
-	// creating", "rather than a file"): negate.
+	// insteadWords negate what follows: negate.
 	insteadWords = []string{"without", "instead", "rather"}
-	// insteadLinks join an instead-word to what it negates ("instead of",
-	// "rather than"): negate skips them.
+	// insteadLinks join an instead-word to what it negates: negate skips them.
 	insteadLinks = []string{"of", "than"}
-	// nothingExceptions after "nothing" keep it from negating the phrase
-	// ("nothing else", "nothing but report.md"): negate.
+	// nothingExceptions after "nothing" keep it from negating the phrase: negate.
 	nothingExceptions = []string{"else", "more", "but", "except"}
-	// npBreakMarks end a negated noun phrase (negateNP; so do "but" and a
-	// verb).
+	// npBreakMarks end a negated noun phrase (negateNP; so do "but" and a verb).
 	npBreakMarks = []string{",", ";", ":", "(", ")", "—", "–"}
-	// outputNouns, besides formats and fileNouns, name a kind of file output
-	// ("no outputs", "no downloads", "no exports"): isFiley.
+	// outputNouns, besides formats and fileNouns, name a kind of file output: isFiley.
 	outputNouns = []string{"output", "outputs", "download", "downloads", "deliverable", "deliverables", "export", "exports"}
-	// venueSpan is how many tokens before an inline marker deliveryVenue
-	// looks for the "as"/"into" of a file destination ("as a CSV in this
-	// thread").
+	// venueSpan is how many tokens before an inline marker deliveryVenue looks for the "as"/"into" of
+	// a file destination ("as a CSV in this thread").
 	venueSpan = 5
-	// inlineWords are one-word inline markers ("paste it inline"):
-	// inlineLen, and coverInline skips them.
+	// inlineWords are one-word inline markers: inlineLen, and coverInline skips them.
 	inlineWords = []string{"inline", "in-line"}
-	// replyDets may stand between "in" and a reply noun ("in the reply",
-	// "in your message"): inlineLen.
+	// replyDets may stand between "in" and a reply noun: inlineLen.
 	replyDets = []string{"the", "your", "my", "this", "a", "our", "that"}
-	// codeBlockNouns follow "code" in an inline marker ("in a code block"):
-	// inlineLen.
+	// codeBlockNouns follow "code" in an inline marker ("in a code block"): inlineLen.
 	codeBlockNouns = []string{"block", "blocks"}
-	// textFileNouns after "as text" make it a file, not an inline marker
-	// ("as text files"): inlineLen.
+	// textFileNouns after "as text" make it a file, not an inline marker ("as text files"): inlineLen.
 	textFileNouns = []string{"file", "files"}
-	// inlineLeadMarks are skipped between an inline marker and what it
-	// covers ("report.md, inline"): coverInline.
+	// inlineLeadMarks are skipped between an inline marker and what it covers: coverInline.
 	inlineLeadMarks = []string{",", "("}
-	// fullnessWords after "in" say a file is given whole ("pasted in full
-	// in your reply"): beforeGiven skips them with the participle before
-	// them.
+	// fullnessWords after "in" say a file is given whole ("pasted in full in your reply"): beforeGiven
+	// skips them with the participle before them.
 	fullnessWords = []string{"full", "entirety"}
-	// inlineQuantifiers gather the run of files before an inline marker
-	// ("index.html and styles.css, both inline in the reply"): coverInline.
+	// inlineQuantifiers gather the run of files before an inline marker: coverInline.
 	inlineQuantifiers = []string{"both", "all", "each"}
-	// fileListJoiners and fileListMarks join a run of file names that one
-	// inline marker covers ("index.html and styles.css inline", "`a.md`,
-	// `b.md` inline"): coverInline.
+	// fileListJoiners and fileListMarks join a run of file names that one inline marker covers
+	// ("index.html and styles.css inline", "`a.md`, `b.md` inline"): coverInline.
 	fileListJoiners = []string{"and", "or", "both", "plus"}
 	fileListMarks   = []string{",", "&", "`", `"`, "*"}
 )
@@ -817,214 +671,155 @@ var (
 // Stage 4 (roles.go): passives, destinations, markers, pronouns, repository
 // work, qualifiers and denials.
 var (
-	// recipientPreps open the recipient or the venue of a send verb ("email
-	// it to the client", "share it with the team", "share it on social
-	// media"), looked for within recipientSpan tokens of the verb;
-	// addressees, like recipients, name the user ("send it to you" in a
-	// message written for the user): toThirdParty.
+	// recipientPreps open the recipient or the venue of a send verb, looked for within
+	// recipientSpan tokens of the verb; addressees, like recipients, name the user: toThirdParty.
 	recipientPreps = []string{"to", "with", "on"}
 	recipientSpan  = 6
 	addressees     = []string{"you", "yourself", "myself", "ourselves"}
-	// topicPreps before a pronoun make it the topic of a message, not the
-	// object a verb delivers or forbids ("do not email the client about
-	// it"): readPhrase.
+	// topicPreps before a pronoun make it the topic of a message, not the object a verb delivers or
+	// forbids ("do not email the client about it"): readPhrase.
 	topicPreps = []string{"about", "regarding", "concerning"}
-	// appositionSpan is how many words the noun phrase before a
-	// parenthesised file may have for the file to name it ("as a bar chart
-	// (spend.png)"): appositionPrep.
+	// appositionSpan is how many words the noun phrase before a parenthesised file may have for the
+	// file to name it ("as a bar chart (spend.png)"): appositionPrep.
 	appositionSpan = 4
-	// wantSpan is how many tokens after a want verb wantedChanged looks
-	// for the participle that says its object is changed.
+	// wantSpan is how many tokens after a want verb wantedChanged looks for the participle that says
+	// its object is changed.
 	wantSpan = 8
-	// sourcePreps before the noun phrase a parenthesised file names make
-	// the file a source ("from the screen recording (signup.mov)"):
-	// appositionPrep. "for" and "of" are not ("the export for November
-	// (payroll.csv)", "a diagram of the architecture (architecture.svg)"
-	// name the whole noun phrase).
+	// sourcePreps before the noun phrase a parenthesised file names make the file a source ("from the
+	// screen recording (signup.mov)"): appositionPrep.
 	sourcePreps = []string{"from", "using"}
-	// resumeSpan is how far back before a parenthesis resumedVerb looks
-	// for the verb that governs again after it closes.
+	// resumeSpan is how far back before a parenthesis resumedVerb looks for the verb that governs
+	// again after it closes.
 	resumeSpan = 16
-	// npPrepSpan is how many modifiers may stand between an input
-	// preposition and the file heading its noun phrase ("against last
-	// quarter's baseline.csv"): npPrep.
+	// npPrepSpan is how many modifiers may stand between an input preposition and the file heading its
+	// noun phrase ("against last quarter's baseline.csv"): npPrep.
 	npPrepSpan = 3
-	// npPrepSkips are the input prepositions npPrep does not reach across
-	// modifiers: "notes for Monday's standup.md" may name the notes' file.
+	// npPrepSkips are the input prepositions npPrep does not reach across modifiers: "notes for
+	// Monday's standup.md" may name the notes' file.
 	npPrepSkips = []string{"for"}
-	// subjectSpan is how many tokens after a delivery marker
-	// inStatedSubject looks for the verb whose subject holds it.
+	// subjectSpan is how many tokens after a delivery marker inStatedSubject looks for the verb whose
+	// subject holds it.
 	subjectSpan = 8
-	// sourceSpan is how many tokens before a file inSource looks for the
-	// source preposition whose noun phrase holds it ("from the notes in
-	// my_week.md").
+	// sourceSpan is how many tokens before a file inSource looks for the source preposition whose noun
+	// phrase holds it ("from the notes in my_week.md").
 	sourceSpan = 6
-	// passiveSpan is how many tokens after a file passiveVerb looks for
-	// its passive verb.
+	// passiveSpan is how many tokens after a file passiveVerb looks for its passive verb.
 	passiveSpan = 7
-	// passiveAux before a verb after a file make that verb passive and the
-	// file its object ("report.pdf must be attached", "dist/app.js gets
-	// built"): passiveVerb.
+	// passiveAux before a verb after a file make that verb passive and the file its object
+	// ("report.pdf must be attached", "dist/app.js gets built"): passiveVerb.
 	passiveAux = []string{"be", "is", "are", "was", "were", "been", "being", "get", "gets", "got"}
-	// sourceLinks between two files make the first the source of the second
-	// ("save notes.md as notes.pdf"): isSourceOf.
+	// sourceLinks between two files make the first the source of the second: isSourceOf.
 	sourceLinks = []string{"to", "into", "as"}
-	// destPreps open a destination ("as a CSV", "into a file", "to a JSON
-	// file", "in a PDF"): signalAt.
+	// destPreps open a destination: signalAt.
 	destPreps = []string{"as", "into", "to", "in"}
-	// destOutputPreps are the destPreps that open a destination after any
-	// governing verb but a reading, reply or edit one ("as a CSV", "into a
-	// file"); "to" and "in" have rules of their own: signalAt.
+	// destOutputPreps are the destPreps that open a destination after any governing verb but a
+	// reading, reply or edit one; "to" and "in" have rules of their own: signalAt.
 	destOutputPreps = []string{"as", "into"}
-	// resultPreps are the destOutputPreps that name what the object becomes
-	// after an edit or reading verb too ("restructure the scans into JSON",
-	// "parse the log into JSON"), and make a text format before a head noun
-	// a document ("into JSON fixtures"); "as" after a reading verb says how
-	// the input is read ("fetch the data as JSON"): signalAt, destFormat.
+	// resultPreps are the destOutputPreps that name what the object becomes after an edit or
+	// reading verb too, and make a text format before a head noun a document; "as" after a reading
+	// verb says how the input is read: signalAt, destFormat.
 	resultPreps = []string{"into"}
-	// destModifiers, like determiners, may stand between a destination
-	// preposition and its format or file noun ("as a separate file", "into
-	// a new spreadsheet", "into one PDF"): signalAt.
+	// destModifiers, like determiners, may stand between a destination preposition and its format or
+	// file noun ("as a separate file", "into a new spreadsheet", "into one PDF"): signalAt.
 	destModifiers = []string{"new", "separate", "single", "standalone", "proper", "real", "one"}
-	// agentSuffixes turn a lexicon verb into the noun of a tool that does
-	// its work ("parser", "converter", "generator"): after a format in a
-	// destination such a noun names code, not a file ("into a PDF
-	// generator"): toolNoun.
+	// agentSuffixes turn a lexicon verb into the noun of a tool that does its work: after a format
+	// in a destination such a noun names code, not a file: toolNoun.
 	agentSuffixes = []string{"ers", "ors", "er", "or"}
-	// destHeadSpan is how many words may follow a binary format in a
-	// destination up to the head noun it modifies ("into a PDF recipe
-	// booklet"): destFormat.
+	// destHeadSpan is how many words may follow a binary format in a destination up to the head noun
+	// it modifies ("into a PDF recipe booklet"): destFormat.
 	destHeadSpan = 2
-	// formatWords after a format make "in" a destination even without an
-	// article ("in PDF format", "in tabular form"): signalAt.
+	// formatWords after a format make "in" a destination even without an article: signalAt.
 	formatWords = []string{"format", "form"}
-	// makingParticles after a plain word make it a phrasal verb of making
-	// ("whip up a CSV", "throw together a PDF"): phrasalMake.
+	// makingParticles after a plain word make it a phrasal verb of making: phrasalMake.
 	makingParticles = []string{"up", "together"}
-	// indefArticles mark a destination or counted format as new ("in a
-	// PDF", "a CSV of all users"): signalAt, countedFormat, markerLen.
+	// indefArticles mark a destination or counted format as new ("in a PDF", "a CSV of all users"):
+	// signalAt, countedFormat, markerLen.
 	indefArticles = []string{"a", "an"}
-	// locatedBe before "in" say where something already is ("what is in a
-	// PDF", "goes in a PDF"), so "in" is no destination: signalAt.
+	// locatedBe before "in" say where something already is, so "in" is no destination: signalAt.
 	locatedBe = []string{"is", "are", "was", "were", "be", "goes", "go"}
-	// wordDocNouns after "Word" make it the document format ("a Word
-	// document"), not the noun "word": formatHead.
+	// wordDocNouns after "Word" make it the document format, not the noun "word": formatHead.
 	wordDocNouns = []string{"document", "documents", "doc", "docs", "file", "files"}
-	// downloadLinkNouns after "download" make a delivery marker ("download
-	// link", "download URL"): markerLen.
+	// downloadLinkNouns after "download" make a delivery marker: markerLen.
 	downloadLinkNouns = []string{"link", "links", "url"}
-	// downloadLeads before "download" make a delivery marker ("for
-	// download", "can download"): markerLen.
+	// downloadLeads before "download" make a delivery marker: markerLen.
 	downloadLeads = []string{"for", "to", "can", "could"}
-	// attachmentNouns after "as (a/an)" make a delivery marker ("as an
-	// attachment", "as a download"): markerLen.
+	// attachmentNouns after "as (a/an)" make a delivery marker: markerLen.
 	attachmentNouns = []string{"attachment", "attachments", "download"}
-	// pluralPronouns refer back to several files ("attach them", "send
-	// both"): pronounAt.
+	// pluralPronouns refer back to several files ("attach them", "send both"): pronounAt.
 	pluralPronouns = []string{"them", "both"}
-	// pairPronouns refer back to two files, across sentences if need be
-	// ("Write a.json. … Write b.json. … Attach both."): antecedent.
+	// pairPronouns refer back to two files, across sentences if need be: antecedent.
 	pairPronouns = []string{"both"}
-	// pointerDets refer back to a file with or without a noun ("this",
-	// "these files", "the file"): pronounAt.
+	// pointerDets refer back to a file with or without a noun: pronounAt.
 	pointerDets = []string{"this", "that", "these", "those", "the"}
 	// pluralPointers are the plural pointerDets: pronounAt.
 	pluralPointers = []string{"these", "those"}
-	// pointedNouns and pointedPlurals after a pointer refer back to one or
-	// several files ("the file", "these attachments"): pronounAt.
+	// pointedNouns and pointedPlurals after a pointer refer back to one or several files ("the file",
+	// "these attachments"): pronounAt.
 	pointedNouns   = []string{"file", "attachment", "output", "document"}
 	pointedPlurals = []string{"files", "attachments", "outputs", "documents"}
-	// productNouns after a pointer name a product of the work, read as an
-	// anaphoric noun phrase ("the output", like "the result"): it refers
-	// within its sentence, or from the sentence's start to the one before:
-	// pronounAt.
+	// productNouns after a pointer name a product of the work, read as an anaphoric noun phrase: it
+	// refers within its sentence, or from the sentence's start to the one before: pronounAt.
 	productNouns = []string{"output", "outputs"}
-	// repoNouns make a phrase repository work ("open a PR", "on the
-	// branch"): repoAt.
+	// repoNouns make a phrase repository work ("open a PR", "on the branch"): repoAt.
 	repoNouns = []string{"pr", "prs", "mr", "branch", "branches", "commit", "commits"}
-	// pullWords and requestNouns make a phrase repository work as a pair
-	// ("pull request", "merge requests"): repoAt.
+	// pullWords and requestNouns make a phrase repository work as a pair: repoAt.
 	pullWords    = []string{"pull", "merge"}
 	requestNouns = []string{"request", "requests"}
-	// governorStops are the punctuation that prepSkip does not look across
-	// when it seeks the word governing a file.
+	// governorStops are the punctuation that prepSkip does not look across when it seeks the word
+	// governing a file.
 	governorStops = []string{";", ".", "!", "?"}
-	// nonDeliverables are one-word "not a deliverable" qualifiers:
-	// findQualifier.
+	// nonDeliverables are one-word "not a deliverable" qualifiers: findQualifier.
 	nonDeliverables = []string{"non-deliverable", "non-deliverables"}
-	// qualifierNegators open a "not a deliverable" qualifier within five
-	// words of a deliverableWords word ("is not a deliverable", "no
-	// delivery needed"): findQualifier.
+	// qualifierNegators open a "not a deliverable" qualifier within five words of a deliverableWords
+	// word ("is not a deliverable", "no delivery needed"): findQualifier.
 	qualifierNegators = []string{"not", "no", "never", "isn't", "aren't", "nor"}
 	deliverableWords  = []string{"deliverable", "deliverables", "delivery", "delivered"}
-	// deniedLeads before "denied" mark an expected denial ("must be denied",
-	// "permission denied"): denialAt.
+	// deniedLeads before "denied" mark an expected denial: denialAt.
 	deniedLeads = []string{"be", "is", "are", "was", "were", "been", "being", "get", "gets", "got",
 		"permission", "access"}
-	// failLeads before "fail" mark an expected denial ("should fail",
-	// "expected to fail"): denialAt.
+	// failLeads before "fail" mark an expected denial ("should fail", "expected to fail"): denialAt.
 	failLeads = []string{"must", "should", "will", "to", "shall"}
-	// refusalWords after a refusalLeads word mark an expected denial ("is
-	// rejected", "be blocked"): denialAt.
+	// refusalWords after a refusalLeads word mark an expected denial: denialAt.
 	refusalWords = []string{"rejected", "refused", "blocked", "forbidden", "prevented"}
 	refusalLeads = []string{"be", "is", "are", "was", "were", "been", "get", "gets"}
-	// activeRefusals after a modal mark an expected denial by whatever
-	// refuses the write ("the sandbox should reject it", "it must block
-	// the write"): denialAt.
+	// activeRefusals after a modal mark an expected denial by whatever refuses the write: denialAt.
 	activeRefusals     = []string{"reject", "deny", "block", "refuse", "prevent"}
 	activeRefusalLeads = []string{"should", "must", "will", "would", "to"}
-	// negativeTestNouns after "negative" mark an expected denial ("negative
-	// test", "a negative check"): denialAt.
+	// negativeTestNouns after "negative" mark an expected denial: denialAt.
 	negativeTestNouns = []string{"test", "tests", "case", "check"}
-	// denialErrnos are error names that mark an expected denial by
-	// themselves: denialAt.
+	// denialErrnos are error names that mark an expected denial by themselves: denialAt.
 	denialErrnos = []string{"eacces", "eperm", "erofs"}
-	// succeedNegators before "succeed" mark an expected denial ("must not
-	// succeed"): denialAt.
+	// succeedNegators before "succeed" mark an expected denial ("must not succeed"): denialAt.
 	succeedNegators = []string{"not", "never"}
-	// permitWords after "not" mark an expected denial ("not permitted", "not
-	// allowed"): denialAt.
+	// permitWords after "not" mark an expected denial ("not permitted", "not allowed"): denialAt.
 	permitWords = []string{"permitted", "allowed"}
 )
 
 // Stage 4 (roles.go): embedded topic clauses, comparisons and stated needs.
 var (
-	// topicWh open an embedded clause whose files are what a digest noun
-	// or a reading or reply verb talks about ("a summary of how jan.csv
-	// differs from feb.csv", "a report on whether staging.yaml matches
-	// prod.yaml", "explain why q3.csv is larger than q2.csv"): topicClause,
-	// which looks back at most topicSpan tokens from the file for it.
+	// topicWh open an embedded clause whose files are what a digest noun or a reading or reply verb
+	// talks about: topicClause, which looks back at most topicSpan tokens from the file for it.
 	topicWh   = []string{"how", "why", "whether", "what", "where", "when", "if"}
 	topicSpan = 12
-	// topicIntroPreps before a topicWh word make its clause the topic of
-	// the noun before them ("an analysis of why …", "notes on how …", "a
-	// look into why …"): topicClause.
+	// topicIntroPreps before a topicWh word make its clause the topic of the noun before them ("an
+	// analysis of why …", "notes on how …", "a look into why …"): topicClause.
 	topicIntroPreps = []string{"of", "on", "about", "regarding", "concerning", "into"}
-	// comparisonLeads before "as", at most comparisonSpan words back, make
-	// it the "as" of a comparison ("such as NAME", "the same way as NAME",
-	// "the same column order as NAME"), whose object is the standard
-	// compared with, an input: comparisonAt. So does an earlier "as" ("as
-	// detailed as NAME"), except in asAsIdioms, where "as … as" joins
-	// ("summary.md as well as report.pdf").
+	// comparisonLeads before "as", at most comparisonSpan words back, make it the "as" of a
+	// comparison, whose object is the standard compared with, an input: comparisonAt.
 	comparisonLeads = []string{"same", "such"}
 	comparisonSpan  = 3
 	asAsIdioms      = []string{"well"}
-	// comparisonAdjectives before "to", or their "-ly" adverbs, make it the
-	// "to" of a comparison ("similar to NAME", "keyed identically to
-	// NAME"): comparisonAt.
+	// comparisonAdjectives before "to", or their "-ly" adverbs, make it the "to" of a comparison
+	// ("similar to NAME", "keyed identically to NAME"): comparisonAt.
 	comparisonAdjectives = newSet("similar identical equivalent analogous comparable")
-	// comparisonAuxes right after "as NAME" and before punctuation or the
-	// end make NAME the subject of a clause of comparison ("just as
-	// CHANGELOG-old.md does"): comparedAt.
+	// comparisonAuxes right after "as NAME" and before punctuation or the end make NAME the subject of
+	// a clause of comparison ("just as CHANGELOG-old.md does"): comparedAt.
 	comparisonAuxes = []string{"does", "do", "did", "is", "was", "are", "were", "has", "had", "have"}
-	// passiveInfinitives right before a delivery participle make it a
-	// passive infinitive or modal passive ("needs to be shared", "should be
-	// uploaded", "has to get sent"): passiveNeed.
+	// passiveInfinitives right before a delivery participle make it a passive infinitive or modal
+	// passive ("needs to be shared", "should be uploaded", "has to get sent"): passiveNeed.
 	passiveInfinitives = []string{"be", "get"}
-	// agentPreps open the agent of a passive delivery ("uploaded to the
-	// portal by the ops team"), looked for within agentSpan tokens of the
-	// participle; deadlineWords after them name a time, not an agent ("by
-	// Friday", "by the end of the week"): agentAt.
+	// agentPreps open the agent of a passive delivery, looked for within agentSpan tokens of the
+	// participle; deadlineWords after them name a time, not an agent: agentAt.
 	agentPreps    = []string{"by"}
 	agentSpan     = 8
 	deadlineWords = newSet("monday tuesday wednesday thursday friday saturday sunday today tonight tomorrow " +
@@ -1033,357 +828,33 @@ var (
 		"october november december")
 )
 
-// Rule 9 (languages.go): the cue words of the other languages a task may be
-// written in: German, French, Spanish, Portuguese, Italian, Dutch, Japanese,
-// Chinese and Korean. A Latin-script word matches a cue word when, both
-// folded to lower case without accents (foldWord), they are equal, or the
-// cue ends in "*" and the word starts with what precedes it ("exportier*"
-// reads "exportiere", "exportieren"); a word may carry an elided article or
-// negation before an apostrophe ("l'export", "n'exporte") and clitics after
-// a hyphen ("exporte-le"). A CJK cue matches anywhere inside a run of CJK
-// text, which has no spaces ("並附在這個任務上" holds "附在"). Each list
-// names one role a cue gives; foreignCue tries them in the order of
-// foreignCueClasses, so a presented form ("anbei", "ci-joint") is read
-// before the delivery verb it shares a stem with.
-var (
-	// foreignPresented say a file is given with the task, already there
-	// ("Im Anhang findest du …", "ci-joint", "adjunto el informe", "添付の
-	// ファイル"): its files are inputs a later delivery passes over.
-	foreignPresented = []string{
-		"anbei", "angehängt", "beigefügt", "beiliegend", // de
-		"ci-joint", "ci-jointe", "trouverez", // fr
-		"adjunto", "adjuntos", "adjuntado", "adjuntada", "adjuntamos", // es
-		"anexos", "anexado", "anexada", "segue", "seguem", // pt
-		"allegata", "allegati", "allego", // it
-		"bijgevoegd",                           // nl
-		"添付の", "添付した", "添付します", "添付された", "添付済", // ja
-		"附件中", "已附", "附上的", "附加的", "附带的", // zh
-		"첨부한", "첨부된", "첨부합니다", "첨부드", // ko
-	}
-	// foreignAttachNouns name an attachment: beside another verb cue a
-	// delivery marker ("Schick sie als Anhang", "作为附件发送"), alone a file
-	// given with the task ("Im Anhang findest du daten.csv").
-	foreignAttachNouns = []string{"anhang", "pièce", "jointe", "anexo", "allegato", "bijlage", "附件", "첨부파일"}
-	// foreignFileWords are file nouns and binary formats: after an output
-	// verb, not negated, they ask for a file ("Erstelle eine PDF-Datei",
-	// "crea un archivo Excel", "生成PDF文件").
-	foreignFileWords = []string{
-		"datei", "dateien", "fichier", "fichiers", "archivo", "archivos", "arquivo", "arquivos", "file",
-		"bestand", "bestanden", "pdf", "xlsx", "xls", "docx", "pptx", "png", "jpg", "zip", "csv", "excel",
-		"powerpoint", "ファイル", "文件", "檔案", "档案", "파일", "pdf", "エクセル",
-	}
-	// foreignDelivery are delivery verbs, export and save verbs and
-	// delivery markers: they ask for a file by themselves ("hänge sie an",
-	// "à joindre", "exporta como", "附在", "添付して", "첨부해").
-	foreignDelivery = []string{
-		"anhäng*", "anzuhäng*", "häng*", "beifüg*", "beizufüg*", "exportier*", "speicher*", "abspeicher*",
-		"hochlad*", "hochzulad*", "herunterladbar", "download", "veröffentlich*", // de
-		"joindre", "joins", "joignez", "joigne", "joins-le", "joins-la", "attache", "attachez", "exporte*",
-		"enregistre*", "sauvegarde*", "téléverse*", "livrer", "livrez", "livre-moi", "publie*", "téléchargeable", // fr
-		"adjunta*", "adjunte*", "adjúnta*", "adjuntes", "exporta*", "expórta*", "guarda", "guardar", "guarde",
-		"guardes", "guárda*", "sube", "subir", "suba", "súbe*", "descargable", "entrega*", "entrégal*", // es
-		"anexa*", "anexe*", "exporte", "salva", "salvar", "salve", "salvá*", "entregue", "publique", // pt
-		"allega*", "esporta*", "salvalo", "salvala", "salvare", "carica*", "consegna*", "scaricabile", // it
-		"bijvoegen", "bij te voegen", "exporteer*", "opslaan", "upload*", "lever", "opleveren", "oplever*",
-		"downloadbaar",                                                      // nl
-		"添付", "アップロード", "エクスポート", "書き出", "出力", "保存", "納品", "提出", "ダウンロード可能", // ja
-		"附上", "附在", "附加", "作为附件", "作為附件", "上传", "上傳", "导出", "導出", "汇出", "匯出", "输出",
-		"保存", "存为", "存成", "儲存", "另存", "交付", "提交", "可下载", "可下載", // zh
-		"첨부", "업로드", "내보내", "저장", "제출", "납품", // ko
-	}
-	// foreignSeparable are verbs whose particle stands apart at the end of
-	// the clause ("Voeg het bestand bij", "Lade sie im Ticket hoch", "Sla
-	// het op"): the head word is the cue when the particle follows it in
-	// its unit.
-	foreignSeparable = []struct {
-		verb  string // "head particle"
-		class cueClass
-	}{
-		{"voeg bij", cueDelivery}, {"sla op", cueDelivery}, {"lade hoch", cueDelivery}, {"füge bei", cueDelivery},
-		{"stelle bereit", cueDelivery}, {"stel op", cueOutput}, {"stelle zusammen", cueOutput},
-		{"zet om", cueTransform}, {"vat samen", cueInput}, {"leg uit", cueReply},
-	}
-	// foreignSend deliver a file named elsewhere ("schick mir …", "envoie
-	// …", "發送給我"): the files they govern are outputs, but they ask for
-	// no file of their own, as send does.
-	foreignSend = []string{
-		"schick*", "sende", "senden", "teile", "teilen", "liefer*", // de
-		"envoie*", "envoyer", "envoyez", "renvoie*", "renvoyer", "renvoyez", "partage*", // fr
-		"envía*", "envia*", "enviar", "envíe*", "reenvía*", "devuelve*", "devuélve*", "comparte*", "compartir", // es
-		"envie", "compartilhe*", // pt
-		"invia*", "condividi*", "manda*", "rimanda*", // it
-		"stuur*", "deel", "delen", // nl
-		"送って", "送付", "送信", "共有", // ja
-		"发送", "發送", "发给", "發給", "分享", "发布", "發佈", // zh
-		"보내", "공유", "전송", // ko
-	}
-	// foreignOutput are verbs of making ("erstelle", "rédige", "genera",
-	// "作成", "整理成", "작성"): the files they govern are outputs.
-	foreignOutput = []string{
-		"erstell*", "schreib*", "generier*", "erzeug*", "verfass*", "mach", "mache", "produzier*", // de
-		"crée", "créer", "créez", "rédige*", "écris", "écrire", "écrivez", "génère", "générer", "générez",
-		"produis", "produire", "prépare", "préparer", "préparez", "fais", "faites", // fr
-		"crea", "crear", "cree", "créa*", "escribe", "escribir", "redacta*", "genera", "generar", "genere",
-		"prepara", "preparar", "produce", "elabora*", "haz", // es
-		"cria", "criar", "crie", "escreva", "escrever", "redija", "gere", "gerar", "prepare", "produza",
-		"elabore", "faça", // pt
-		"creare", "crealo", "creala", "scrivi", "scrivere", "redigi", "produci", "prepara", "fai", // it
-		"maak", "maken", "schrijf", "schrijven", "genereer", "genereren", "produceer", "creëer", // nl
-		"作成", "作って", "作る", "生成", "書いて", "まとめて", // ja
-		"整理成", "整理为", "整理為", "生成", "创建", "創建", "建立", "制作", "製作", "编写", "編寫", "撰写", "撰寫",
-		"写成", "寫成", "做成", "写一份", "寫一份", "做一份", "制成", "製成", // zh
-		"작성", "만들", "생성", "정리해", // ko
-	}
-	// foreignTransform reshape a source into a destination ("konvertiere
-	// daten.csv in daten.json", "转换成"): the file right after them is the
-	// source, a file after a foreignDestPreps word the output.
-	foreignTransform = []string{
-		"konvertier*", "umwandel*", "wandle", "übersetz*", // de
-		"convertis", "convertir", "convertissez", "transforme*", "tradui*", // fr
-		"convierte*", "conviert*", "transforma*", "traduce*", "traduzca", // es
-		"converta", "converter", "converte", "transforme", "traduza", // pt
-		"converti", "convertire", "trasforma*", "traduci", // it
-		"converteer*", "vertaal*", // nl
-		"変換", "翻訳", // ja
-		"转换", "轉換", "转成", "轉成", "转为", "轉為", "翻译", "翻譯", // zh
-		"변환", "번역", // ko
-	}
-	// foreignInput are verbs of reading, digesting and using an input
-	// ("lies", "résume", "lee", "読んで", "阅读", "읽고").
-	foreignInput = []string{
-		"lies", "lese", "lesen", "fasse", "zusammenfass*", "prüf*", "überprüf*", "analysier*", "vergleich*",
-		"sieh", "schau", "nutze", "verwende", "benutze", "öffne", "bewerte", // de
-		"lis", "lire", "lisez", "résume", "résumer", "résumez", "analyse", "analyser", "analysez", "compare",
-		"comparer", "examine", "vérifie*", "relis", "consulte*", "utilise*", "ouvre", "étudie", "regarde", // fr
-		"lee", "leer", "lea", "resume", "resumir", "resuma", "analiza*", "compara*", "revisa*", "examina*",
-		"usa", "usar", "utiliza*", "consulta*", "abre", "mira", // es
-		"leia", "ler", "resumo", "analise", "analisar", "revise", "examine", "use", "utilize",
-		"consulte", "abra", "verifique", // pt
-		"leggi", "leggere", "riassumi", "riassumere", "analizza*", "confronta*", "rivedi", "esamina*",
-		"utilizza*", "apri", "controlla*", "verifica*", // it
-		"lees", "lezen", "vat", "samenvatten", "analyseer*", "vergelijk*", "bekijk*", "controleer*",
-		"gebruik*", "beoordeel*", // nl
-		"読んで", "読み", "要約", "確認", "分析", "比較", "見て", "レビュー", "使って", "使用", // ja
-		"阅读", "閱讀", "读", "讀", "看一下", "查看", "总结", "總結", "摘要", "分析", "比较", "比較", "审阅",
-		"審閱", "检查", "檢查", "使用", // zh
-		"읽", "요약", "분석", "비교", "검토", "확인", "사용", // ko
-	}
-	// foreignReply are verbs of answering in text, and phrases that place
-	// the answer in the reply ("antworte hier", "réponds ici", "responde
-	// aquí", "在这里回复", "ここで返信"): the files they govern are inputs,
-	// and they ask for no file.
-	foreignReply = []string{
-		"antworte", "antworten", "beantworte*", "erklär*", "nenne", "sag", // de
-		"réponds", "répondez", "répondre", "explique*", "dis-moi", "dites-moi", // fr
-		"responde", "responder", "contesta*", "explica*", "dime", // es
-		"responda", "explique", "diga", // pt
-		"rispondi", "rispondere", "spiega*", "dimmi", // it
-		"antwoord", "beantwoord*", "vertel", "leg", // nl
-		"返信", "回答", "答えて", "説明", "教えて", // ja
-		"回复", "回覆", "回答", "答复", "答覆", "说明", "說明", "告诉", "告訴", "解释", "解釋", // zh
-		"답변", "답해", "답장", "설명", "알려", // ko
-	}
-	// foreignInline place an output in the reply itself ("hier im Chat",
-	// "ici", "aquí", "在这里", "ここに"): an output they follow is written
-	// inline, not delivered.
-	foreignInline = []string{
-		"hier", "chat", // de, nl
-		"ici",          // fr
-		"aquí", "aqui", // es, pt
-		"chat-", // it ("nella chat")
-		"这里", "這裡", "这儿", "聊天", "对话中", "ここ", "チャット", "여기", "채팅",
-	}
-	// foreignNegators negate the nearest verb cue after them, or before
-	// them with no punctuation between ("nicht anhängen", "Hänge die Datei
-	// nicht an", "ne pas joindre", "no adjuntes", "不要附", "添付不要",
-	// "첨부하지 마세요").
-	foreignNegators = []string{
-		"nicht", "kein", "keine", "keinen", "keiner", "keines", "nichts", "ohne", // de
-		"ne", "n'", "pas", "aucun", "aucune", "sans", "jamais", "rien", // fr
-		"no", "nunca", "ningún", "ninguna", "ninguno", "sin", "nada", // es
-		"não", "nao", "nenhum", "nenhuma", "sem", // pt
-		"non", "nessun", "nessuna", "nessuno", "senza", "mai", "niente", // it
-		"niet", "geen", "zonder", "nooit", "niets", // nl
-		"不要", "しないで", "しない", "せず", "ないで", "不可", "禁止", "不用", "無用", // ja
-		"别", "別", "无需", "無需", "不必", "不需要", "勿", "无须", "無須", // zh
-		"말고", "마세요", "마십시오", "않", "금지", "없이", // ko
-	}
-	// foreignModel name a file as a model, template, example or earlier
-	// version (rule 10): a file they stand right before ("wie X", "comme X",
-	// "la plantilla X", "模板 X"), or, for the postpositional ones in
-	// foreignModelAfter, right after ("X と同じ形式で", "X 처럼"), is an
-	// input, whatever verb governs its sentence.
-	foreignModel = []string{
-		"wie", "vorlage", "muster", "beispiel", "basierend", "anhand", "vorbild", "gleichen", "stil", "folgend", // de
-		"comme", "modèle", "gabarit", "exemple", "d'après", "basé", "basée", "basant", "inspiré", "même", "style", "suivant", // fr
-		"plantilla", "modelo", "ejemplo", "basado", "basada", "basándote", "mismo", "misma", "igual", "estilo", "siguiendo", // es
-		"exemplo", "baseado", "baseada", "baseando", "mesmo", "mesma", "seguindo", // pt
-		"modello", "esempio", "basato", "basata", "basandoti", "stesso", "stessa", "stile", "seguendo", // it
-		"zoals", "sjabloon", "voorbeeld", "gebaseerd", "hetzelfde", "dezelfde", "stijl", "volgens", // nl
-		"テンプレート", "ひな形", "雛形", "例の", "参考に", // ja
-		"模板", "范本", "範本", "样例", "樣例", "参照", "參照", "按照", "依照", "仿照", "根据", "根據", "基于",
-		"基於", "像", "参考", "參考", // zh
-		"템플릿", "양식", // ko
-	}
-	// foreignModelNouns after a file and an "as" word name it as a model
-	// ("mit X als Vorlage", "X comme modèle", "X como plantilla").
-	foreignModelNouns = []string{"vorlage", "muster", "beispiel", "modèle", "exemple", "gabarit", "plantilla",
-		"modelo", "ejemplo", "exemplo", "modello", "esempio", "sjabloon", "voorbeeld", "template"}
-	foreignModelAfter = []string{
-		"と同じ", "を参考", "をもとに", "を元に", "に基づ", "のような", "みたいな", "をテンプレート", "を雛形", // ja
-		"一样", "一樣", "相同", "为模板", "為模板", "作为模板", "作為模板", "的格式", // zh
-		"처럼", "같은", "참고", "기반", "바탕", "템플릿으로", // ko
-	}
-	// foreignDestPreps before a file make it the destination of the verb
-	// before ("als umsatz.xlsx", "en facture.pdf", "como datos.xlsx",
-	// "整理成 X", "保存为 X"); a file followed by one and another file is
-	// that verb's source ("exportiere daten.csv als daten.xlsx").
-	foreignDestPreps = []string{
-		"als", "in", "nach", "zu", "unter", // de
-		"en", "sous", "vers", // fr
-		"como", "a", // es
-		"em", "para", // pt
-		"come", // it
-		"naar", // nl
-		"成", "为", "為", "として", "に", "로", "으로",
-	}
-	// foreignNamingPreps are the foreignDestPreps that name what a thing
-	// is made as ("als X", "sous X", "como X", "成 X", "X로"): they make a
-	// file an output with no verb governing it; the others ("in X", "nach
-	// X", "Xに") only after an output, delivery or transform verb.
-	foreignNamingPreps = []string{"als", "sous", "como", "come", "成", "为", "為", "として", "로", "으로"}
-	// foreignSourcePreps before a file, or foreignSourceAfter right after
-	// it in CJK text, make it the source the work reads, an input whatever
-	// verb governs the sentence ("mit den Zahlen aus daten.csv", "à partir
-	// de notes.txt", "从 data.csv", "data.csvから", "data.csv에서").
-	foreignSourcePreps = []string{"aus", "von", "de", "desde", "da", "dal", "dalla", "dai", "uit", "van", "从", "從", "根据", "根據"}
-	foreignSourceAfter = []string{"から", "より", "에서", "中的", "里的", "裡的", "の内容"}
-	// foreignFunctionWords are common words of the other Latin-script
-	// languages, and englishFunctionWords of English: a unit with more of
-	// the first than of the second, or with CJK text, is read by
-	// languages.go (isForeign). Words English also has, or that stand in
-	// English text ("in", "a", "die", "no", "as", "per", "met", "van",
-	// "et al", "e.g."), are in neither.
-	foreignFunctionWords = newSet("der das und ist mit für von dem des ein eine einen bitte sie ihn ihm " +
-		"als auf nicht dieses diese dieser zum zur " + // de
-		"la les un une du au aux à pour avec dans sur cette merci ne pas " + // fr
-		"los las y con por para una del este esta que aquí " + // es
-		"os uma da dos das em não favor ao como " + // pt
-		"il gli di della questo questa che nel nella " + // it
-		"het een en voor dit deze naar niet") // nl
-	englishFunctionWords = newSet("the and to of is it for with this that please me you your from into as be are " +
-		"on by then my our all should must can will")
-	// foreignProductNouns name a product or a part of it ("der Export",
-	// "le script", "el botón", "功能", "機能"): as the subject of an output
-	// or export verb they make the file it writes repository work (rule
-	// 11): productSubject.
-	foreignProductNouns = []string{
-		"export", "exporter", "script", "skript", "tool", "funktion", "befehl", "programm", "app", "dienst",
-		"job", "button", "knopf", "schaltfläche", "option", "feature", // de
-		"fonctionnalité", "opción", "funcionalidad", "opção", "funcionalidade", "opzione", "funzionalità",
-		"optie", "functionaliteit", "オプション", "选项", "選項", "옵션", // fr, es, pt, it, nl, ja, zh, ko
-		"commande", "outil", "programme", "fonction", "bouton", "application", "service", // fr
-		"botón", "boton", "comando", "herramienta", "programa", "función", "aplicación", "servicio", // es
-		"botão", "ferramenta", "função", "aplicativo", "serviço", // pt
-		"pulsante", "strumento", "funzione", "programma", "servizio", // it
-		"knop", "opdracht", "functie", "programma", "dienst", // nl
-		"機能", "コマンド", "ツール", "スクリプト", "ボタン", "アプリ", "プログラム", // ja
-		"功能", "命令", "工具", "脚本", "腳本", "按钮", "按鈕", "程序", "程式", "服务", "服務", // zh
-		"기능", "명령", "도구", "스크립트", "버튼", "프로그램", // ko
-	}
-	// foreignFeatureVerbs ask to build a feature ("Implementiere eine
-	// Funktion, die …", "Ajoute une fonction qui …", "添加一个…的功能"): with a
-	// product noun in the unit, the files its output or export verbs write
-	// are the product's, repository work (rule 11): featureUnit.
-	foreignFeatureVerbs = []string{
-		"implementier*", "hinzufüg*", "hinzuzufüg*", "füge", "unterstütz*", "baue", // de
-		"ajoute*", "implémente*", "intègre", // fr
-		"añade*", "agrega*", "implementa*", "incorpora*", // es
-		"adicione", "adiciona*", "implemente", // pt
-		"aggiungi*", "implementa", // it
-		"voeg", "implementeer*", "bouw", // nl
-		"追加", "実装", "添加", "新增", "实现", "實現", "实作", "實作", "支持", "支援", "추가", "구현", "지원",
-	}
-	// foreignWhWords open a question that asks about something, not for
-	// it, when the unit ends in a question mark ("Wie exportiere ich …?",
-	// "Comment enregistrer … ?", "¿Cómo …?"); foreignHowTo in CJK text asks
-	// for knowledge anywhere ("如何…导出", "PDFに書き出す方法"): a cue there
-	// asks for nothing and its files are inputs.
-	foreignWhWords = []string{
-		"wer", "was", "wann", "warum", "welche", "welcher", "welches", "wo", "wie", "wieso", // de
-		"qui", "que", "quoi", "quand", "pourquoi", "quel", "quelle", "quels", "quelles", "comment", "où", // fr
-		"quién", "qué", "cuándo", "cuál", "cómo", "dónde", "¿cómo", "¿qué", "¿dónde", "¿cuál", // es
-		"quem", "quando", "qual", "como", "onde", "porque", // pt
-		"chi", "che", "perché", "quale", "come", "dove", // it
-		"wat", "wanneer", "waarom", "welke", "hoe", "waar", // nl
-	}
-	foreignHowTo = []string{"如何", "怎么", "怎麼", "怎样", "怎樣", "方法", "やり方", "どうやって", "どうすれば", "어떻게", "방법"}
-	// foreignPerfect are perfect auxiliaries ("ich habe … hochgeladen",
-	// "j'ai exporté", "he subido"): a cue after one, with no punctuation
-	// between, states what was done, and its files are inputs given with
-	// the task. foreignDoneAfter right after a CJK cue, or foreignDoneBefore
-	// right before it, do the same ("上传了", "已经上传", "アップロードしました",
-	// "업로드했").
-	foreignPerfect = []string{
-		"habe", "hast", "hat", "haben", "habt", "wurde", "wurden", // de
-		"ai", "as", "avons", "avez", "ont", // fr
-		"he", "has", "ha", "hemos", "han", // es
-		"tenho", "tem", "temos", "têm", // pt
-		"ho", "hai", "abbiamo", "hanno", // it
-		"heb", "hebt", "heeft", "hebben", // nl
-	}
-	foreignDoneAfter  = []string{"了", "过", "過", "した", "しました", "済", "했", "됐", "한 "}
-	foreignDoneBefore = []string{"已经", "已經", "已"}
-	// foreignProductFlags open a command-line option whose value a product
-	// writes ("--output summary.json", "-o out.csv"): rule 11 reads a file
-	// right after one as repository work.
-	foreignProductFlags = []string{"--", "-o"}
-	// inputLabels are headings and labels whose lines list inputs, context
-	// or references (rule 10): "Inputs", "Context", "Kontext", "Contexte",
-	// "Contexto", "Background", "References", "参考資料", "背景".
-	inputLabels = []string{
-		"inputs", "input", "input files", "context", "background", "references", "reference", "sources",
-		"materials", "attachments", "given", // en
-		"eingaben", "eingabe", "eingabedateien", "kontext", "hintergrund", "referenzen", "quellen", "unterlagen",
-		"vorlagen", "anhänge", // de
-		"entrées", "entrée", "fichiers d'entrée", "contexte", "références", "sources", "documents fournis",
-		"pièces jointes",                                                                                    // fr
-		"entradas", "archivos de entrada", "contexto", "antecedentes", "referencias", "fuentes", "adjuntos", // es
-		"arquivos de entrada", "referências", "fontes", "anexos", // pt
-		"file di input", "contesto", "riferimenti", "fonti", "allegati", // it
-		"invoer", "invoerbestanden", "achtergrond", "referenties", "bronnen", "bijlagen", // nl
-		"参考資料", "背景", "参考", "入力", "入力ファイル", "添付ファイル", "资料", "資料", // ja
-		"参考资料", "參考資料", "输入", "輸入", "输入文件", "上下文", "附件", // zh
-		"배경", "참고 자료", "참고자료", "입력", "입력 파일", "첨부 파일", // ko
-	}
-)
+// inputLabels are headings and labels whose lines list inputs, context or references (rule 10):
+// "Inputs", "Context", "Background", "References"; languages.go adds those of the other languages.
+var inputLabels = []string{"inputs", "input", "input files", "context", "background", "references", "reference",
+	"sources", "materials", "attachments", "given"}
 
 // Rule 10 (roles.go): files named as a model, template, example or earlier
 // version are inputs a later pronoun passes over: modelRef.
 var (
-	// modelWords before a file, or after it and "as", name it as a model
-	// ("based on NAME", "the template in NAME", "NAME as a template").
+	// modelWords before a file, or after it and "as", name it as a model.
 	modelWords = newSet("template templates based modeled modelled model example sample blueprint pattern " +
 		"reference starting basis layout style format skeleton boilerplate structure")
 	// featureVerbs before a gerund of an output verb make it a feature
 	// the product gains ("support writing NAME"): rule 11, featureGerund.
 	featureVerbs = newSet("support supports implement allow enable stop stops")
-	// modelHeads head a noun phrase naming a model, modelLinks join it to
-	// the file that holds it, and modelGovernors govern it ("like the
-	// example in NAME", "using the template from NAME"): modelNP.
+	// modelHeads head a noun phrase naming a model, modelLinks join it to the file that holds it,
+	// and modelGovernors govern it: modelNP.
 	modelHeads     = newSet("template templates example examples sample samples model blueprint boilerplate skeleton")
 	modelLinks     = []string{"in", "at", "of", "from", "on"}
 	modelGovernors = []string{"like", "following", "using", "per", "after", "from"}
-	// softwareNouns name a piece of software, softwareCausatives make one
-	// do something and productModals state what it should do ("Make the CLI
-	// save NAME", "The app should save NAME"): rule 11, productVerb.
+	// softwareNouns name a piece of software, softwareCausatives make one do something and
+	// productModals state what it should do: rule 11, productVerb.
 	softwareNouns = newSet("cli app application tool script exporter importer command service job daemon server " +
 		"endpoint program binary plugin extension button api function module bot")
 	softwareCausatives = newSet("make let have")
 	productModals      = []string{"should", "must", "will", "shall"}
 	// modelPreps govern a model ("like NAME").
 	modelPreps = newSet("like after")
-	// modelVerbs take a model or a tool as their object ("use NAME",
-	// "follow NAME"), not the thing made.
+	// modelVerbs take a model or a tool as their object, not the thing made.
 	modelVerbs = newSet("use reuse follow mirror mimic copy")
 )

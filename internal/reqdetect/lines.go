@@ -52,9 +52,8 @@ func readUnits(text string) []*unit {
 	// it last; paraLead is the lead of the paragraph being read.
 	var lead, paraLead *unit
 	block := 0 // numbers paragraphs, bullets and items: the sentences of one share it
-	// inputs is set under a heading or label for inputs (rule 10): by a
-	// heading until the next heading or Deliverables label, by a label line
-	// while its bullets last.
+	// inputs is set under a heading or label for inputs (rule 10): by a heading until the next heading
+	// or Deliverables label, by a label line while its bullets last.
 	inputs, byHeading := false, false
 	flush := func() {
 		got := splitSentences(para, false)
@@ -122,30 +121,27 @@ func readUnits(text string) []*unit {
 	return units
 }
 
-// cutLabel reports whether s starts with label, case folded, a run of
-// blanks in s matching each space of label ("Zu  liefern:"), and returns
-// the rest of s.
+// cutLabel reports whether s starts with label, case folded, a run of blanks in s matching each
+// space of label ("Zu  liefern:"), and returns the rest of s.
 func cutLabel(s, label string) (string, bool) {
-	words := strings.Split(label, " ")
-	for k, word := range words {
+	for {
+		word, more, spaced := strings.Cut(label, " ")
 		if len(s) < len(word) || !strings.EqualFold(s[:len(word)], word) {
 			return "", false
 		}
 		s = s[len(word):]
-		if k < len(words)-1 {
-			rest := strings.TrimLeft(s, blanks)
-			if len(rest) == len(s) {
-				return "", false
-			}
-			s = rest
+		if !spaced {
+			return s, true
 		}
+		rest := strings.TrimLeft(s, blanks)
+		if len(rest) == len(s) {
+			return "", false
+		}
+		s, label = rest, more
 	}
-	return s, true
 }
 
-// inputLabel reports whether line is a heading or label for inputs,
-// context or references (inputLabels: "## Context", "Inputs:", "**参考資料**",
-// "Kontext: …").
+// inputLabel reports whether line is a heading or label for inputs, context or references.
 func inputLabel(line string) bool {
 	s := strings.TrimLeft(strings.TrimSpace(line), "#")
 	s = strings.ToLower(strings.Trim(strings.TrimSpace(s), emphasisMarks+blanks))
@@ -158,6 +154,8 @@ func inputLabel(line string) bool {
 	return slices.Contains(inputLabels, s)
 }
 
+var inputHeading = rule{"input-heading", "input: listed under a heading or label for inputs, context or references (rule 10)"}
+
 // listedInputs makes the files of a unit under an input heading or label
 // that no verb made outputs inputs the text presents (rule 10).
 func listedInputs(u *unit) {
@@ -165,15 +163,14 @@ func listedInputs(u *unit) {
 		for _, m := range p.mentions {
 			if m.role == roleNone || m.role == roleOutput && m.verb < 0 && !m.delivery {
 				m.role, m.existing = roleInput, true
-				m.note(u, "input: listed under a heading or label for inputs, context or references", m.tok, m.tok)
+				m.decide(u, inputHeading, "", m.tok, m.tok)
 			}
 		}
 	}
 }
 
-// readBlock collects the items of the Deliverables block whose label is
-// lines[i]; rest is the label line's text after the colon. It returns the items
-// and the index of the last line it consumed.
+// readBlock collects the items of the Deliverables block whose label is lines[i]; rest is the label
+// line's text after the colon. It returns the items and the index of the last line it consumed.
 func readBlock(lines []srcLine, i int, rest string) ([]*unit, int) {
 	var items [][]token
 	if strings.TrimSpace(rest) != "" {
@@ -227,8 +224,7 @@ func itemUnits(items [][]token) []*unit {
 	return units
 }
 
-// labelLine reports whether line is a Deliverables label and returns the
-// text after its colon.
+// labelLine reports whether line is a Deliverables label and returns the text after its colon.
 func labelLine(line string) (string, bool) {
 	s := strings.TrimSpace(line)
 	if low := strings.ToLower(strings.TrimRight(s, labelTrailers)); strings.Contains(low, labelStem) &&
@@ -272,10 +268,8 @@ func labelLine(line string) (string, bool) {
 	return "", false
 }
 
-// modifiedLabel reads a label of up to labelSpan words whose last word is a
-// labelTails word and whose other words are plain modifiers, followed by a
-// colon ("Expected outputs:", "Required artifacts: a.zip"): the text after
-// the colon is returned.
+// modifiedLabel reads a label of up to labelSpan words whose last word is a labelTails word and
+// whose other words are plain modifiers, followed by a colon: the text after the colon is returned.
 func modifiedLabel(s string) (string, bool) {
 	head, rest, ok := strings.Cut(s, ":")
 	if !ok {
@@ -293,8 +287,7 @@ func modifiedLabel(s string) (string, bool) {
 	return strings.TrimLeft(rest, emphasisMarks+blanks), true
 }
 
-// stripBullet strips a list marker ("-", "*", "+", "•", "1.", "2)", "a)",
-// "- [ ]") from line.
+// stripBullet strips a list marker", "a)", "- [ ]") from line.
 func stripBullet(line string) (string, bool) {
 	s := strings.TrimLeft(line, " \t")
 	if s == "" {

@@ -46,10 +46,9 @@ func analyze(u *unit) {
 	}
 }
 
-// editsReferent reports whether a Deliverables item has an edit verb, not
-// negated, whose object refers back to the item's file ("edit the existing
-// file", "update it"): the item then says its file is changed where it is,
-// as "in place" does.
+// editsReferent reports whether a Deliverables item has an edit verb, not negated, whose object
+// refers back to the item's file ("edit the existing file", "update it"): the item then says its
+// file is changed where it is, as "in place" does.
 func editsReferent(u *unit) bool {
 	for i := range u.toks {
 		if u.cls[i] != verbEdit || u.neg[i] || i+1 >= len(u.toks) {
@@ -140,10 +139,9 @@ func markVerbs(u *unit) {
 			c != verbWant && (form == formIng && progressive(u.toks, i) || form == formBase && future(u.toks, i)) {
 			c = verbStated
 		} else if form == formPerfect && !(u.item && presentedClasses[c] && !modifierKept(u, i)) && modifies(u, i) {
-			// In a Deliverables item a delivery participle after a noun
-			// says how the output is given ("- screenshots of the page
-			// attached to this ticket"): it stays a verb, unless the noun
-			// before it is read or negated (modifierKept).
+			// In a Deliverables item a delivery participle after a noun says how the output is given ("-
+			// screenshots of the page attached to this ticket"): it stays a verb, unless the noun before it
+			// is read or negated (modifierKept).
 			noun[i] = true // "the product prices listed on …", "write corrected ones"
 			continue
 		}
@@ -155,12 +153,9 @@ func markVerbs(u *unit) {
 	}
 }
 
-// modifierKept reports whether the participle at i in a Deliverables item
-// still modifies the noun before it: a reading or reply verb before it in
-// its clause takes that noun as its object ("- look at the screenshot
-// attached to this task"), or a negator before it negates the noun phrase
-// ("- no other files attached"). It looks back to the clause's first
-// token, at most resumeSpan tokens.
+// modifierKept reports whether the participle at i in a Deliverables item still modifies the noun
+// before it: a reading or reply verb before it in its clause takes that noun as its object, or a
+// negator before it negates the noun phrase.
 func modifierKept(u *unit, i int) bool {
 	for k := i - 1; k >= 0 && k >= i-resumeSpan && u.toks[k].kind != tokPunct; k-- {
 		if u.verbAt(k) && (u.cls[k] == verbInput || u.cls[k] == verbReply) || negators[u.toks[k].low] || u.toks[k].is(noWords...) {
@@ -170,22 +165,16 @@ func modifierKept(u *unit, i int) bool {
 	return false
 }
 
-// finiteS reports whether the -s form at i, which describes finds no
-// subject for, is still a finite verb and no imperative: an imperative takes
-// the base form, so "A customer on the Enterprise plan says …" and "The
-// nightly job exports results to out.json" state what happens whatever
-// stands before the verb. A clause asking for that behaviour ("make sure the
-// job exports …", "so that it saves …": ensured) is a request, and a verb an
-// embedded question asks about keeps its reading.
+// finiteS reports whether the -s form at i, which describes finds no subject for, is still a finite
+// verb and no imperative: an imperative takes the base form, so "A customer on the Enterprise plan
+// says …" and "The nightly job exports results to out.json" state what happens whatever stands
+// before the verb.
 func finiteS(u *unit, i int) bool {
 	return !u.asked[i] && !ensured(u.toks, i) && !labelAt(u, i)
 }
 
-// labelAt reports whether the word at i stands as a label does: right
-// before a colon ("… last week. Outputs: summary.json") or alone, opening
-// its sentence at the end of a line ("… last week. Outputs\npredictions.csv").
-// It keeps the reading its lexicon gives it, as a compound before a colon
-// does (compoundHead).
+// labelAt reports whether the word at i stands as a label does: right before a colon or alone,
+// opening its sentence at the end of a line.
 func labelAt(u *unit, i int) bool {
 	toks := u.toks
 	if i+1 >= len(toks) {
@@ -198,19 +187,10 @@ func labelAt(u *unit, i int) bool {
 	return i == 0 && end <= next && next <= len(u.src) && strings.Contains(u.src[end:next], "\n")
 }
 
-// inflectedNoun reports whether the lexicon word at i, in an -s or perfect
-// form, is a noun or its modifier rather than a verb, since it stands where
-// only an imperative could stand and an imperative takes the base form: an
-// -s form opening its clause (the sentence, a clause after punctuation or a
-// clause opened by "that" or a subordinator: "Exports are slow on
-// Mondays", "reports that downloads fail") is a plural noun, the subject of
-// what follows; a perfect form opening a prose sentence before a plain word
-// ("Exported files open blank") modifies that noun. A verb before the word
-// makes an -s form its object (nounPosition: "says exports time out"), and
-// so does a verb before the word's plain modifiers ("Produce two exports",
-// "don't include drafts": objectOfVerb). A want verb ("Needs a PDF"), an
-// embedded question, a clause asking for the behaviour ("so that saves …")
-// and a label before a colon ("Outputs:") keep their reading.
+// inflectedNoun reports whether the lexicon word at i, in an -s or perfect form, is a noun or its
+// modifier rather than a verb, since it stands where only an imperative could stand and an
+// imperative takes the base form: an -s form opening its clause is a plural noun, the subject of
+// what follows; a perfect form opening a prose sentence before a plain word modifies that noun.
 func inflectedNoun(u *unit, i int, form wordForm, c verbClass) bool {
 	toks := u.toks
 	if c == verbWant || u.asked[i] || i+1 >= len(toks) || labelAt(u, i) {
@@ -228,10 +208,9 @@ func inflectedNoun(u *unit, i int, form wordForm, c verbClass) bool {
 	return false
 }
 
-// objectOfVerb reports whether the word at i ends the object of a verb
-// before it, with only plain modifiers between, at most compoundSpan of
-// them: a verb ("Produce two exports") or a word a negator or "to" puts in a
-// verb's place ("don't include drafts").
+// objectOfVerb reports whether the word at i ends the object of a verb before it, with only plain
+// modifiers between, at most compoundSpan of them: a verb ("Produce two exports") or a word a
+// negator or "to" puts in a verb's place ("don't include drafts").
 func objectOfVerb(u *unit, i int) bool {
 	toks := u.toks
 	for k := i - 1; k >= 0 && k >= i-1-compoundSpan; k-- {
@@ -249,9 +228,8 @@ func objectOfVerb(u *unit, i int) bool {
 	return false
 }
 
-// modifies reports whether the participle at i modifies a noun rather than
-// heads a clause: right after a plain noun ("the prices listed on the page")
-// or between an active verb and its object ("write corrected ones").
+// modifies reports whether the participle at i modifies a noun rather than heads a clause: right
+// after a plain noun or between an active verb and its object.
 func modifies(u *unit, i int) bool {
 	if i == 0 {
 		return false
@@ -265,11 +243,8 @@ func modifies(u *unit, i int) bool {
 		!negators[prev.low] && lemmaOf(prev.low) == "" && !subjectPronouns[prev.low]
 }
 
-// stated reports whether the past or perfect verb at i states what was done
-// rather than asks for it: after a subject ("I sent", "you already
-// generated", "the designer sent", "we've written"), a perfect auxiliary
-// ("I have uploaded") or a past passive ("report.pdf was exported"), or
-// presenting a file ("Attached is contract.docx").
+// stated reports whether the past or perfect verb at i states what was done rather than asks for
+// it: after a subject, a perfect auxiliary or a past passive, or presenting a file.
 func stated(toks []token, i int) bool {
 	if (i == 0 || toks[i-1].kind == tokPunct) && i+1 < len(toks) && indicativeBe[toks[i+1].low] {
 		return true // "Attached is", "Attached are"
@@ -288,15 +263,14 @@ func stated(toks []token, i int) bool {
 	case functionWords[w] || determiners[w] || lemmaOf(w) != "":
 		return false
 	}
-	// A noun subject opening the sentence or clause: "The designer sent",
-	// "Our team exported", "Someone's script generated"; or of a relative
-	// clause with no "that": "the brochure the vendor sent".
+	// A noun subject opening the sentence or clause: "The designer sent", "Our team exported",
+	// "Someone's script generated"; or of a relative clause with no "that": "the brochure the vendor
+	// sent".
 	return opensClause(toks, k, false) || reducedRelative(toks, k)
 }
 
-// conditionalWant reports whether the word at i is a verb of liking after
-// "would" or a subject contracted with it ("I'd love a PDF version", "we
-// would like the figures as a spreadsheet"): a polite want (wantWords).
+// conditionalWant reports whether the word at i is a verb of liking after "would" or a subject
+// contracted with it: a polite want (wantWords).
 func conditionalWant(toks []token, i int) bool {
 	if i == 0 || !toks[i].is(wantWords...) {
 		return false
@@ -305,10 +279,9 @@ func conditionalWant(toks []token, i int) bool {
 	return p.is("would") || strings.HasSuffix(p.low, "'d") || strings.HasSuffix(p.low, "’d")
 }
 
-// benefactive reports whether the word at i, which no lexicon lists, opens
-// its clause and is followed by a recipient pronoun and an object ("Get me
-// a zip of the invoices", "Grab us a CSV"): an imperative that asks to be
-// given something, read as a want verb.
+// benefactive reports whether the word at i, which no lexicon lists, opens its clause and is
+// followed by a recipient pronoun and an object ("Get me a zip of the invoices", "Grab us a CSV"):
+// an imperative that asks to be given something, read as a want verb.
 func benefactive(toks []token, i int) bool {
 	w := toks[i].low
 	if i+2 >= len(toks) || functionWords[w] || determiners[w] || strings.HasSuffix(w, adverbSuffix) ||
@@ -318,10 +291,8 @@ func benefactive(toks []token, i int) bool {
 	return i == 0 || toks[i-1].kind == tokPunct || toks[i-1].is(politeWords...) || openers[toks[i-1].low]
 }
 
-// phrasalMaking reports whether the word at i, which no lexicon lists,
-// opens its clause before a making particle and an indefinite article
-// ("Whip up a quick FAQ page", "Set up a weekly report template", "throw
-// together a deck"): a phrasal verb of making, read as an output verb.
+// phrasalMaking reports whether the word at i, which no lexicon lists, opens its clause before a
+// making particle and an indefinite article: a phrasal verb of making, read as an output verb.
 func phrasalMaking(toks []token, i int) bool {
 	w := toks[i].low
 	if i+2 >= len(toks) || functionWords[w] || determiners[w] || strings.HasSuffix(w, adverbSuffix) ||
@@ -332,17 +303,13 @@ func phrasalMaking(toks []token, i int) bool {
 		toks[i-1].is("you")
 }
 
-// pastHabit reports whether the base verb at i follows "used to" ("We used
-// to export data as CSV"): a past habit, not a request.
+// pastHabit reports whether the base verb at i follows "used to": a past habit, not a request.
 func pastHabit(toks []token, i int) bool {
 	return i >= 2 && toks[i-1].is("to") && toks[i-2].is("used")
 }
 
-// progressive reports whether the -ing verb at i is the present
-// progressive of a subject other than the addressee ("I'm sharing
-// budget.xlsx", "We are uploading the price list as prices.csv", "the
-// vendor is sending invoice.pdf"): the subject does the work, so it states
-// what happens rather than asks for it.
+// progressive reports whether the -ing verb at i is the present progressive of a subject other than
+// the addressee: the subject does the work, so it states what happens rather than asks for it.
 func progressive(toks []token, i int) bool {
 	k := skipAdverbs(toks, i-1)
 	if k < 0 || toks[k].kind != tokWord {
@@ -354,10 +321,8 @@ func progressive(toks []token, i int) bool {
 	return toks[k].is(progressiveBe...) && k > 0 && statingSubject(toks, k-1) && !askedBefore(toks, k-1)
 }
 
-// future reports whether the base verb at i follows "will" or "going to"
-// and a subject other than the addressee ("The auditors will send audit.pdf
-// tomorrow", "I'll forward it", "I'm going to upload v2.csv"): a plan of
-// someone else's, not a request.
+// future reports whether the base verb at i follows "will" or "going to" and a subject other than
+// the addressee: a plan of someone else's, not a request.
 func future(toks []token, i int) bool {
 	k := skipAdverbs(toks, i-1)
 	if k < 0 || toks[k].kind != tokWord {
@@ -372,16 +337,9 @@ func future(toks []token, i int) bool {
 	return toks[k].is("will") && k > 0 && statingSubject(toks, k-1) && !askedBefore(toks, k-1)
 }
 
-// presentPassive reports whether the participle at i of an attach or send
-// verb follows an indicative present be-form ("proposal.docx is attached",
-// "the logs are shared below"): it presents a file that is already there,
-// unless the clause asks for it ("make sure report.pdf is attached"). The
-// participle of an output or export verb does the same after an indicative
-// present be-form or "get(s)" (statingPassiveAux) with a noun-phrase subject
-// right before it ("The metrics are exported to s3://…", "the log gets
-// written to app.log"): it says what happens, not what to do. A modal or
-// need passive ("must be exported", "needs to be saved") has "be" there and
-// stays a request; a Deliverables item states how its outputs are given.
+// presentPassive reports whether the participle at i of an attach or send verb follows an
+// indicative present be-form: it presents a file that is already there, unless the clause asks for
+// it.
 func presentPassive(u *unit, i int, c verbClass) bool {
 	toks := u.toks
 	k := skipAdverbs(toks, i-1)
@@ -397,12 +355,9 @@ func presentPassive(u *unit, i int, c verbClass) bool {
 	return false
 }
 
-// passiveSubject reports whether toks[k], right before the be-form of a
-// present passive, ends a noun-phrase subject: a file, a closing
-// parenthesis or quote after one, a subject pronoun, or a plain noun (not
-// a function word, determiner or question word, and no word already read
-// as a verb: "Is it exported?", "where is it saved" ask; a lexicon word
-// read as a noun, "Each build's coverage report is saved to …", is one).
+// passiveSubject reports whether toks[k], right before the be-form of a present passive, ends a
+// noun-phrase subject: a file, a closing parenthesis or quote after one, a subject pronoun, or a
+// plain noun.
 func passiveSubject(u *unit, k int) bool {
 	toks := u.toks
 	t := toks[k]
@@ -420,20 +375,11 @@ func passiveSubject(u *unit, k int) bool {
 		!askedBefore(toks, k)
 }
 
-// describesThing reports whether the participle at i of a verb that
-// delivers or exports (presentedClasses) describes a thing that already
-// exists, with no auxiliary before it: it opens a parenthesis ("(exported to
-// rotation.tsv, attached)", "(attached)", "(shared in Drive)"), or follows
-// a file directly or after a comma ("headcount_plan.xlsx attached",
-// "(iam_roles.json, attached)"). An imperative takes the base form ("attach
-// x.csv") and a request for the passive an auxiliary ("x.csv must be
-// attached"), so a bare participle there is a reduced relative clause of
-// the noun before it, not a request. Prose only: a Deliverables item
-// ("- metrics.csv attached to this task") states how its output is given,
-// and so does a participle with a destination after a request
-// (specifies). After a statement the participle of any verb opening a
-// parenthesis describes the thing the statement is about ("Our designer
-// exported the new logo (saved as logo_v3.svg)": statedBefore).
+// describesThing reports whether the participle at i of a verb that delivers or exports
+// (presentedClasses) describes a thing that already exists, with no auxiliary before it: it opens a
+// parenthesis ("(exported to rotation.tsv, attached)", "(attached)", "(shared in Drive)"), or
+// follows a file directly or after a comma ("headcount_plan.xlsx attached", "(iam_roles.json,
+// attached)").
 func describesThing(u *unit, i int, c verbClass) bool {
 	toks := u.toks
 	if i == 0 || specifies(u, i) {
@@ -462,13 +408,9 @@ func describesThing(u *unit, i int, c verbClass) bool {
 	return false
 }
 
-// specifies reports whether the participle at i, followed by "to", "into"
-// or "as", says how a thing an earlier request verb of its sentence asks
-// for is to be given ("Send me the final deck (exported as PDF)"): a
-// request verb (requestVerb) at most resumeSpan tokens before it. "ops
-// keeps the rotation in a sheet (exported to rotation.tsv, attached)" and
-// "Opposing counsel sent a draft (attached as draft.pdf)" name no such
-// request.
+// specifies reports whether the participle at i, followed by "to", "into" or "as", says how a thing
+// an earlier request verb of its sentence asks for is to be given ("Send me the final deck
+// (exported as PDF)"): a request verb (requestVerb) at most resumeSpan tokens before it.
 func specifies(u *unit, i int) bool {
 	if i+1 >= len(u.toks) || !u.toks[i+1].is(sourceLinks...) {
 		return false
@@ -481,13 +423,9 @@ func specifies(u *unit, i int) bool {
 	return false
 }
 
-// requestVerb reports whether the verb at k, not negated, asks for a thing
-// to be made or given: a want verb in any form ("The client needs the
-// deck", "I'd like"), "the output" before a be-form, or an output,
-// delivery or transform verb in its base form, the form an imperative
-// takes ("Send me …", "Please produce …"). A past, perfect or -s form
-// ("Opposing counsel sent", "the vendor shared", "Maya gave us") states
-// what someone did: it is no imperative.
+// requestVerb reports whether the verb at k, not negated, asks for a thing to be made or given: a
+// want verb in any form, "the output" before a be-form, or an output, delivery or transform verb in
+// its base form, the form an imperative takes.
 func requestVerb(u *unit, k int) bool {
 	c := u.cls[k]
 	switch {
@@ -502,12 +440,9 @@ func requestVerb(u *unit, k int) bool {
 	return lemma != "" && formOf(u.toks[k].low, lemma) == formBase
 }
 
-// statedBefore reports whether the nearest verb before the participle at
-// i, at most resumeSpan tokens back, states what someone did: a statement
-// (verbStated: "Our designer exported the new logo") or a lexicon verb in a
-// past, perfect or -s form that is no want ("Legal sent over the NDA"). A
-// participle opening a parenthesis after it ("(saved as logo_v3.svg)")
-// then describes the thing the statement is about.
+// statedBefore reports whether the nearest verb before the participle at i, at most resumeSpan
+// tokens back, states what someone did: a statement or a lexicon verb in a past, perfect or -s form
+// that is no want.
 func statedBefore(u *unit, i int) bool {
 	for k := i - 1; k >= 0 && k >= i-resumeSpan; k-- {
 		if !u.verbAt(k) {
@@ -527,11 +462,9 @@ func statedBefore(u *unit, i int) bool {
 	return false
 }
 
-// habitual reports whether the base verb at i follows a subject pronoun
-// other than the addressee (pastSubjects) that opens a subordinate clause
-// ("when we export from Amplitude", "If we export the ledger as XLSX",
-// "Whenever I export the board"): a present-tense statement of what
-// happens, not a request. An imperative has no subject.
+// habitual reports whether the base verb at i follows a subject pronoun other than the addressee
+// (pastSubjects) that opens a subordinate clause: a present-tense statement of what happens, not a
+// request.
 func habitual(toks []token, i int) bool {
 	k := skipAdverbs(toks, i-1)
 	if k < 1 || toks[k].kind != tokWord || !pastSubjects[toks[k].low] {
@@ -540,9 +473,8 @@ func habitual(toks []token, i int) bool {
 	return toks[k-1].kind == tokWord && subordinators[toks[k-1].low]
 }
 
-// statingSubject reports whether toks[k] is the subject of a statement: a
-// subject pronoun other than the addressee (pastSubjects) or a plain noun
-// opening its clause ("The auditors").
+// statingSubject reports whether toks[k] is the subject of a statement: a subject pronoun other
+// than the addressee (pastSubjects) or a plain noun opening its clause ("The auditors").
 func statingSubject(toks []token, k int) bool {
 	t := toks[k]
 	if t.kind != tokWord {
@@ -554,15 +486,13 @@ func statingSubject(toks []token, k int) bool {
 	return plainWord(t) && opensClause(toks, k, true)
 }
 
-// askedBefore reports whether a modal or question word stands right before
-// the subject at k ("Could we be sharing …", "Will you send …").
+// askedBefore reports whether a modal or question word stands right before the subject at k.
 func askedBefore(toks []token, k int) bool {
 	return k > 0 && (toks[k-1].is(askAux...) || toks[k-1].is(questionWords...))
 }
 
-// skipAdverbs returns the index of the first token at or before k that is
-// not a statement adverb ("already", "just") or an "-ly" adverb
-// ("currently").
+// skipAdverbs returns the index of the first token at or before k that is not a statement adverb
+// ("already", "just") or an "-ly" adverb ("currently").
 func skipAdverbs(toks []token, k int) int {
 	for k >= 0 && toks[k].kind == tokWord && (statementAdverbs[toks[k].low] || strings.HasSuffix(toks[k].low, adverbSuffix)) {
 		k--
@@ -570,25 +500,15 @@ func skipAdverbs(toks []token, k int) int {
 	return k
 }
 
-// howTo reports whether the base verb at i follows a wh-word and "to" ("how
-// to export", "where to save"): an embedded question that names knowledge,
-// not work the text asks for.
+// howTo reports whether the base verb at i follows a wh-word and "to" ("how to export", "where to
+// save"): an embedded question that names knowledge, not work the text asks for.
 func howTo(toks []token, i int) bool {
 	return i >= 2 && toks[i-1].is("to") && toks[i-2].is(howToWords...)
 }
 
-// embeddedQuestion reports whether the verb at i stands in an embedded
-// question: a clause opened by "whether" (whetherWords), or by a wh-word or
-// "if" (embeddedWh) right after a reply verb and its recipient ("tell me
-// whether exporting to CSV is better", "Discuss whether we should send the
-// deck as a PPTX", "tell me how converting the slides to PDF would affect
-// …", "tell me what happens if I convert …"). The clause asks about the
-// work, not for it, and a destination in it is the question's ("I'd like
-// your opinion on whether to export the ledger as XLSX"); it reaches back at
-// most embeddedSpan tokens and ends at punctuation or a clause joiner ("…,
-// then export the ledger as XLSX"), except a colon or dash before a gerund,
-// which lists the alternatives asked about ("which is better: saving as PDF
-// or as DOCX"; not "whether the totals match — export the sheet as XLSX").
+// embeddedQuestion reports whether the verb at i stands in an embedded question: a clause opened by
+// "whether" (whetherWords), or by a wh-word or "if" (embeddedWh) right after a reply verb and its
+// recipient.
 func embeddedQuestion(u *unit, i int) bool {
 	toks := u.toks
 	gerund := strings.HasSuffix(toks[i].low, "ing")
@@ -620,13 +540,9 @@ func letKnow(toks []token, v int) bool {
 	return v >= 2 && toks[v].is(informWords...) && toks[v-1].is(recipients...) && toks[v-2].is("let")
 }
 
-// discussedGerund reports whether the -ing verb at i names an activity
-// that a reading or reply verb before it discusses: its object, or the
-// object of a preposition in its phrase, with no punctuation, clause joiner
-// or other verb between ("Compare exporting to XLSX with exporting to CSV",
-// "describe the steps for saving as PDF"). A gerund after a comma or an
-// opener ("…, exporting it as CSV", "before exporting it") has a clause of
-// its own and is not one.
+// discussedGerund reports whether the -ing verb at i names an activity that a reading or reply verb
+// before it discusses: its object, or the object of a preposition in its phrase, with no
+// punctuation, clause joiner or other verb between.
 func discussedGerund(u *unit, i int) bool {
 	toks := u.toks
 	for k := i - 1; k >= 0 && k >= i-embeddedSpan; k-- {
@@ -641,9 +557,8 @@ func discussedGerund(u *unit, i int) bool {
 	return false
 }
 
-// afterAux reports whether a perfect auxiliary or a past be-form stands
-// right before the word at i, past statement adverbs ("I've already put",
-// "was put"): a verb whose participle is its base form is then a participle.
+// afterAux reports whether a perfect auxiliary or a past be-form stands right before the word at i,
+// past statement adverbs: a verb whose participle is its base form is then a participle.
 func afterAux(toks []token, i int) bool {
 	k := i - 1
 	for k >= 0 && toks[k].kind == tokWord && statementAdverbs[toks[k].low] {
@@ -653,12 +568,9 @@ func afterAux(toks []token, i int) bool {
 		(perfectAux[toks[k].low] || passiveBe[toks[k].low] || strings.HasSuffix(toks[k].low, perfectClitic))
 }
 
-// pastAfterPronoun reports whether the verb at i, whose past form is its
-// base form ("put", "read"), follows a subject pronoun that cannot be the
-// addressee of a request (pastSubjects: "I put the answers in survey.xlsx",
-// "we read report.pdf"), past statement adverbs allowed, and no modal or
-// question word asks before that pronoun ("Could we put …", "Can I read …"):
-// a statement, not an imperative.
+// pastAfterPronoun reports whether the verb at i, whose past form is its base form, follows a
+// subject pronoun that cannot be the addressee of a request, past statement adverbs allowed, and no
+// modal or question word asks before that pronoun: a statement, not an imperative.
 func pastAfterPronoun(toks []token, i int) bool {
 	k := i - 1
 	for k >= 0 && toks[k].kind == tokWord && statementAdverbs[toks[k].low] {
@@ -670,13 +582,9 @@ func pastAfterPronoun(toks []token, i int) bool {
 	return k == 0 || !toks[k-1].is(askAux...) && !toks[k-1].is(questionWords...)
 }
 
-// unknownVerbAt reports whether the plain word at i, which no lexicon lists,
-// stands in a verb's place before an object: after a coordinator or "then"
-// that opens a phrase ("and then recreate it as graph.svg", "then duplicate
-// slides.pptx"), or opening its sentence, after "please" or not, as an
-// imperative does ("Stitch the three weekly reports together into one PDF").
-// Such a verb gives its objects no role, but a destination after it ("as
-// NAME") is its own, not that of the verb before it.
+// unknownVerbAt reports whether the plain word at i, which no lexicon lists, stands in a verb's
+// place before an object: after a coordinator or "then" that opens a phrase, or opening its
+// sentence, after "please" or not, as an imperative does.
 func unknownVerbAt(toks []token, i int) bool {
 	w := toks[i].low
 	if i+1 >= len(toks) || functionWords[w] || determiners[w] || strings.HasSuffix(w, adverbSuffix) ||
@@ -690,15 +598,13 @@ func unknownVerbAt(toks []token, i int) bool {
 	return objectFollows(toks, i+1) || particleAt(toks, i+1) && objectFollows(toks, i+2) // "freshen up index.html"
 }
 
-// particleAt reports whether toks[k] is the particle of a phrasal verb
-// ("freshen up", "piece together", "write out").
+// particleAt reports whether toks[k] is the particle of a phrasal verb.
 func particleAt(toks []token, k int) bool {
 	return k < len(toks) && (toks[k].is(makingParticles...) || toks[k].is(verbParticles...))
 }
 
-// pastAfterSubject reports whether the plain word at i, which no lexicon
-// lists, is a past verb after a subject pronoun ("I dropped …", "we already
-// moved …"): a regular past form ("-ed") states what was done.
+// pastAfterSubject reports whether the plain word at i, which no lexicon lists, is a past verb
+// after a subject pronoun: a regular past form states what was done.
 func pastAfterSubject(toks []token, i int) bool {
 	w := toks[i].low
 	if len(w) < 5 || !strings.HasSuffix(w, pastSuffix) || functionWords[w] {
@@ -711,11 +617,8 @@ func pastAfterSubject(toks []token, i int) bool {
 	return k >= 0 && toks[k].kind == tokWord && subjectPronouns[toks[k].low]
 }
 
-// presents reports whether the participle at i opens a clause of prose and
-// its object, a subject or a colon follows ("Given the results in data.csv,
-// …", "Attached you'll find minutes.docx", "Attached: deck.pptx"): an imperative takes the base form, so
-// this presents what exists. A Deliverables item ("- Generated report.pdf")
-// is not read this way.
+// presents reports whether the participle at i opens a clause of prose and its object, a subject or
+// a colon follows: an imperative takes the base form, so this presents what exists.
 func presents(toks []token, i int) bool {
 	if i > 0 && toks[i-1].kind != tokPunct || i+1 >= len(toks) {
 		return false
@@ -727,16 +630,8 @@ func presents(toks []token, i int) bool {
 	return n.kind == tokFile || n.kind == tokWord && (determiners[n.low] || subjectPronouns[n.low])
 }
 
-// opensClause reports whether the plain noun at k, with the determiner or
-// possessive before it, opens its sentence, a clause after punctuation or a
-// subordinate clause ("The designer sent", "If the script saves"). With
-// compound, for a verb that is finite whatever its subject (a present -s
-// form, a progressive or a future), up to subjectCompound plain words may
-// stand between that determiner and the noun ("Our legacy CRM exports",
-// "the finance team will send"); with no determiner the noun stands alone,
-// since an imperative opens with a verb no lexicon may list. A past form is
-// no such verb: "a one-page memo saved as memo.docx" is a noun and its
-// participle.
+// opensClause reports whether the plain noun at k, with the determiner or possessive before it,
+// opens its sentence, a clause after punctuation or a subordinate clause.
 func opensClause(toks []token, k int, compound bool) bool {
 	j, n := k-1, 0
 	for compound && j >= 0 && n < subjectCompound && toks[j].kind == tokWord && plainWord(toks[j]) {
@@ -750,10 +645,8 @@ func opensClause(toks []token, k int, compound bool) bool {
 	return j < 0 || toks[j].kind == tokPunct || toks[j].kind == tokWord && subordinators[toks[j].low]
 }
 
-// reducedRelative reports whether the noun subject at k, with its
-// determiner, follows a noun directly: a relative clause with no "that"
-// ("the brochure the vendor sent", "the report the agency sent"), which
-// states what was done to that noun.
+// reducedRelative reports whether the noun subject at k, with its determiner, follows a noun
+// directly: a relative clause with no "that", which states what was done to that noun.
 func reducedRelative(toks []token, k int) bool {
 	if k < 2 || !subjectDets[toks[k-1].low] {
 		return false
@@ -764,13 +657,9 @@ func reducedRelative(toks []token, k int) bool {
 		!nounPreps[t.low] && !inputPreps[t.low]
 }
 
-// describes reports whether the present-tense verb at i ("writes", "saves")
-// has a subject, and so describes what something does rather than asks for
-// it: a file ("when app.py writes to cache.db"), a third-person pronoun
-// ("it writes a log to build.log") or a noun opening its clause ("If the
-// script saves output.json"). A clause that asks for that behaviour ("Make
-// sure the script writes to out.json", "so that it saves …") is a request,
-// not a statement.
+// describes reports whether the present-tense verb at i has a subject, and so describes what
+// something does rather than asks for it: a file, a third-person pronoun or a noun opening its
+// clause.
 func describes(toks []token, i int) bool {
 	k := i - 1
 	for k >= 0 && toks[k].kind == tokWord && statementAdverbs[toks[k].low] {
@@ -782,9 +671,8 @@ func describes(toks []token, i int) bool {
 	switch t := toks[k]; {
 	case t.kind == tokFile || t.kind == tokWord && thirdPersonSubjects[t.low] || quotedSubject(toks, k):
 	case t.is(relativePronouns...):
-		// "a Makefile target that builds app.zip", "scraper.py, which
-		// dumps data to scraped.json": what the antecedent does; "make
-		// sure that …" and "so that …" are no relative.
+		// "a Makefile target that builds app.zip", "scraper.py, which dumps data to scraped.json": what
+		// the antecedent does; "make sure that …" and "so that …" are no relative.
 		a := k - 1
 		if a > 0 && toks[a].punct(",") && toks[a-1].kind == tokFile {
 			a--
@@ -804,9 +692,8 @@ func describes(toks []token, i int) bool {
 	return !ensured(toks, k)
 }
 
-// quotedSubject reports whether toks[k] closes a quoted span that can be a
-// subject ("`make build` writes"): a closing quote mark with its opening mark
-// at most eight tokens before it.
+// quotedSubject reports whether toks[k] closes a quoted span that can be a subject ("`make build`
+// writes"): a closing quote mark with its opening mark at most eight tokens before it.
 func quotedSubject(toks []token, k int) bool {
 	t := toks[k]
 	if t.kind != tokPunct || !t.punct(codeQuotes...) {
@@ -820,9 +707,8 @@ func quotedSubject(toks []token, k int) bool {
 	return false
 }
 
-// ensured reports whether the clause before the subject at k asks for what
-// follows ("make sure", "ensure", "so that"): it looks back to the clause's
-// first token, at most eight tokens.
+// ensured reports whether the clause before the subject at k asks for what follows ("make sure",
+// "ensure", "so that"): it looks back to the clause's first token, at most eight tokens.
 func ensured(toks []token, k int) bool {
 	for j := k - 1; j >= 0 && j >= k-8 && toks[j].kind != tokPunct; j-- {
 		if toks[j].is(ensureWords...) || toks[j].is("that") && j > 0 && toks[j-1].is(purposeLeads...) {
@@ -854,29 +740,7 @@ func formOf(w, lemma string) wordForm {
 	return formPerfect
 }
 
-// nounPosition reports whether the lexicon word at i is used as a noun
-// or adjective ("climate change", "the code changes", "test results"):
-//   - right after a determiner, in any form ("a native write", "the parsed
-//     records"), or after "that" following a noun preposition or a verb ("the
-//     log of that attempt", "return that list");
-//   - right after a noun preposition (of, on, about, for, in…), unless it is a
-//     gerund ("a report on test results", "a list of open issues"; not
-//     "instead of creating");
-//   - in its base or -s form right after an active verb, as its object
-//     ("create test data", "save search results");
-//   - in its base form after a determiner or a noun preposition and up to two
-//     plain words, nouns or number-like modifiers ("the CSV export", "on
-//     climate change", "the load test results", "a 40-page settlement
-//     draft"); an -s form there only inside a prepositional phrase ("a
-//     summary of the code changes"), in the object of a verb ("write the
-//     error counts to counts.json") or when a preposition, a be-form or the
-//     end of the phrase follows ("the bug reports in a PDF"; not "the script
-//     writes out.json"); an -s form after a quantifier and a plain word
-//     likewise when a preposition or the end follows ("only direct quotes
-//     about pricing"); neither when an object follows ("for each file write
-//     a summary").
-//
-// noun marks the earlier lexicon words already read as nouns.
+// nounPosition reports whether the lexicon word at i is used as a noun or adjective:
 func nounPosition(u *unit, noun []bool, i int, form wordForm) bool {
 	toks := u.toks
 	if i == 0 || toks[i-1].kind != tokWord {
@@ -937,9 +801,8 @@ func nounPosition(u *unit, noun []bool, i int, form wordForm) bool {
 	return false
 }
 
-// possessive reports whether t is a noun in the possessive ("survey's",
-// "users'"), which a noun always follows; a contraction of "is", "has" or
-// "us" ("it's", "let's": isClitics) is none.
+// possessive reports whether t is a noun in the possessive ("survey's", "users'"), which a noun
+// always follows; a contraction of "is", "has" or "us" ("it's", "let's": isClitics) is none.
 func possessive(t token) bool {
 	if t.kind != tokWord || isClitics[t.low] {
 		return false
@@ -948,9 +811,8 @@ func possessive(t token) bool {
 	return len(w) > 2 && (strings.HasSuffix(w, "'s") || strings.HasSuffix(w, "s'"))
 }
 
-// afterDeterminedNoun reports whether a determiner and one or two plain
-// words stand right before toks[i] ("the screen recording", "a team
-// meeting"): an -ing word there ends a noun compound.
+// afterDeterminedNoun reports whether a determiner and one or two plain words stand right before
+// toks[i] ("the screen recording", "a team meeting"): an -ing word there ends a noun compound.
 func afterDeterminedNoun(toks []token, i int) bool {
 	for j := i - 1; j >= 0 && j >= i-3; j-- {
 		t := toks[j]
@@ -967,14 +829,10 @@ func afterDeterminedNoun(toks []token, i int) bool {
 	return false
 }
 
-// compoundHead reports whether the base-form lexicon word at i ends a noun
-// compound that opens its clause: only plain words (no function word,
-// determiner, pronoun, adverb or verb) stand between it and the start of the
-// clause, at most compoundSpan of them ("landing page copy (copy.md)",
-// "marketing copy in copy.md", "quick export of the users"). An imperative
-// opens with its verb, so a lexicon word after such words is a noun. A colon
-// right after it makes the compound a label ("Expected output: answers.json")
-// and leaves the word as it reads there.
+// compoundHead reports whether the base-form lexicon word at i ends a noun compound that opens its
+// clause: only plain words (no function word, determiner, pronoun, adverb or verb) stand between it
+// and the start of the clause, at most compoundSpan of them ("landing page copy (copy.md)",
+// "marketing copy in copy.md", "quick export of the users").
 func compoundHead(toks []token, noun []bool, i int) bool {
 	if i+1 < len(toks) && toks[i+1].punct(":") {
 		return false
@@ -993,9 +851,8 @@ func compoundHead(toks []token, noun []bool, i int) bool {
 	return n > 0
 }
 
-// plainWord reports whether t is a content word no lexicon lists as a verb
-// and no closed class holds: not a function word, determiner, negator,
-// opener, filler, pronoun or "-ly" adverb.
+// plainWord reports whether t is a content word no lexicon lists as a verb and no closed class
+// holds: not a function word, determiner, negator, opener, filler, pronoun or "-ly" adverb.
 func plainWord(t token) bool {
 	w := t.low
 	return !functionWords[w] && !determiners[w] && !negators[w] && !openers[w] && !fillers[w] &&
@@ -1036,8 +893,7 @@ func nounFollows(toks []token, k int) bool {
 	return t.is(nounFollowers...)
 }
 
-// verbAt reports whether toks[i] is a verb (the noun "deliverable" is not
-// counted here).
+// verbAt reports whether toks[i] is a verb.
 func (u *unit) verbAt(i int) bool {
 	step()
 	return i >= 0 && i < len(u.toks) && u.cls[i] != verbNone && u.cls[i] != verbPseudo
@@ -1073,8 +929,7 @@ func isOpener(t token) bool {
 	return openers[t.low]
 }
 
-// verbAhead reports whether a verb (or a negating verb such as "avoid")
-// follows from toks[j], across fillers ("then", "also", "do not", "of").
+// verbAhead reports whether a verb follows from toks[j], across fillers.
 func verbAhead(u *unit, j int) bool {
 	for k := j; k < len(u.toks) && k < j+5; k++ {
 		t := u.toks[k]
@@ -1173,10 +1028,9 @@ func negate(u *unit, p *phrase) {
 	}
 }
 
-// negatePhrase negates the clause of phrase p that holds the negator at i:
-// the whole phrase, or only the part between the clause breaks around i ("(no
-// PDF needed)", "— no need to attach anything else"). A negated clause that
-// opens the phrase negates the phrase.
+// negatePhrase negates the clause of phrase p that holds the negator at i: the whole phrase, or
+// only the part between the clause breaks around i ("(no PDF needed)", "— no need to attach
+// anything else").
 func negatePhrase(u *unit, p *phrase, i int) {
 	lo, hi := i, i
 	for lo > p.start && !isClauseBreak(u.toks[lo-1]) {
@@ -1193,10 +1047,8 @@ func negatePhrase(u *unit, p *phrase, i int) {
 	}
 }
 
-// exceptionAt reports whether an exception opens at toks[k] ("except
-// summary.md", "other than notes.md", "apart from out.csv"): what follows
-// it is exempt from the negation before it ("Don't create new files except
-// summary.md").
+// exceptionAt reports whether an exception opens at toks[k]: what follows it is exempt from the
+// negation before it.
 func exceptionAt(toks []token, k, end int) bool {
 	t := toks[k]
 	if t.is(exceptWords...) {
@@ -1279,15 +1131,9 @@ func markInline(u *unit) {
 	}
 }
 
-// deliveryVenue reports whether the inline marker at i, a preposition and
-// a reply noun ("in this thread", "in the channel"), names where a file
-// is shared rather than text written: it follows a destination that names a
-// file format or file noun ("as a CSV", "as an XLSX file"), and the verb
-// governing the phrase before it delivers or is one no lexicon lists
-// ("Share the segment list as a CSV in this thread", "Post the list as an
-// XLSX in the channel"; that verb at most resumeSpan tokens before the
-// destination). "Give me a CSV of the users in the chat" has no such
-// destination and stays inline.
+// deliveryVenue reports whether the inline marker at i, a preposition and a reply noun, names where
+// a file is shared rather than text written: it follows a destination that names a file format or
+// file noun, and the verb governing the phrase before it delivers or is one no lexicon lists.
 func deliveryVenue(u *unit, p *phrase, i int) bool {
 	toks := u.toks
 	if !toks[i].is(inlinePreps...) || i < 2 {
@@ -1352,14 +1198,10 @@ func coverInline(u *unit, i int) {
 	}
 }
 
-// beforeGiven returns the index before the reduced participle clause that
-// ends at toks[j], right before the inline marker at toks[i], or j when there
-// is none: a participle, after "to be" or not, with a particle or "in full"
-// after it, an "-ly" adverb before the marker allowed, says how the file
-// before it is given ("main.go written inline in the reply", "query.sql,
-// written out inline", "schema.sql, to be written inline", "app.js, pasted
-// in full in your reply", "query.sql written directly into your reply"). The
-// marker then covers what stands before that clause.
+// beforeGiven returns the index before the reduced participle clause that ends at toks[j], right
+// before the inline marker at toks[i], or j when there is none: a participle, after "to be" or not,
+// with a particle or "in full" after it, an "-ly" adverb before the marker allowed, says how the
+// file before it is given.
 func beforeGiven(toks []token, j, i int) int {
 	k := j
 	for k >= 0 && j-k < 2 && toks[k].kind == tokWord && strings.HasSuffix(toks[k].low, adverbSuffix) {
@@ -1383,9 +1225,8 @@ func beforeGiven(toks []token, j, i int) int {
 	return k
 }
 
-// givenParticiple reports whether w is a past participle ("written",
-// "pasted", "included"): a lexicon verb's perfect form or a word shaped
-// like one.
+// givenParticiple reports whether w is a past participle ("written", "pasted", "included"): a
+// lexicon verb's perfect form or a word shaped like one.
 func givenParticiple(w string) bool {
 	if lemma := lemmaOf(w); lemma != "" && formOf(w, lemma) == formPerfect {
 		return true

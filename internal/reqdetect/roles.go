@@ -7,7 +7,6 @@ import (
 	"unicode/utf8"
 )
 
-// ---------------------------------------------------------------------------
 // Stage 3 and 4: verbs, phrases, negation, inline markers, roles
 
 type fileRole uint8
@@ -39,21 +38,21 @@ type mention struct {
 	trace         // the last rule that decided its role
 }
 
-// trace is the rule that decided something and the span of the objective it
-// read.
+// trace is the rule that decided something and the span of the objective it read.
 type trace struct {
+	id   string
 	rule string
 	span string
 }
 
-// note records rule and the span from token a to token b of u.
-func (t *trace) note(u *unit, rule string, a, b int) {
+// decide records rule r, quoting detail, and the span from token a to token b of u.
+func (t *trace) decide(u *unit, r rule, detail string, a, b int) {
 	if a > b {
 		a, b = b, a
 	}
 	a, b = max(a, 0), min(b, len(u.toks)-1)
 	lo, hi := u.toks[a].pos, u.toks[b].pos+len(u.toks[b].text)
-	t.rule, t.span = rule, ""
+	t.id, t.rule, t.span = r.id, r.text(detail), ""
 	if 0 <= lo && lo <= hi && hi <= len(u.src) {
 		t.span = u.src[lo:hi]
 	}
@@ -91,13 +90,27 @@ type phrase struct {
 	trace      // the rule behind its unnamed request
 }
 
-// request records an unnamed file request read by rule over tokens a..b.
-func (p *phrase) request(u *unit, rule string, a, b int) {
+// requestBy records an unnamed file request read by rule r, quoting detail, over tokens a..b.
+func (p *phrase) requestBy(u *unit, r rule, detail string, a, b int) {
 	p.signal = true
 	if p.rule == "" {
-		p.note(u, rule, a, b)
+		p.decide(u, r, detail, a, b)
 	}
 }
+
+// Requests for a file the text does not name (rule 1), in the order
+// readPhrase and signalAt try them.
+var (
+	ruleAttachUnnamed  = rule{"attach-unnamed", "unnamed request: an attach or upload verb or a delivery marker"}
+	ruleExportUnnamed  = rule{"export-unnamed", "unnamed request: an export verb"}
+	ruleDestFormat     = rule{"dest-format", "unnamed request: a file or format after a destination preposition"}
+	ruleBareFormat     = rule{"bare-format", `unnamed request: a format standing as its own clause ("— PDF, one page")`}
+	ruleAcceptedFormat = rule{"accepted-format", `unnamed request: a file or format accepted as the answer ("a Markdown file is fine")`}
+	ruleOutputObject   = rule{"output-object", "unnamed request: a file or format is the object of an output verb"}
+)
+
+var _ = register(43, "unnamed", "requests for a file the text does not name",
+	[]rule{ruleAttachUnnamed, ruleExportUnnamed, ruleDestFormat, ruleBareFormat, ruleAcceptedFormat, ruleOutputObject})
 
 // namesOutput reports whether the phrase names an output file (requested or
 // forbidden): its unnamed request, if any, is about that file.
@@ -176,10 +189,9 @@ func readPhrase(u *unit, p *phrase) {
 	for i := p.start; i < p.end; i++ {
 		t := toks[i]
 		if paren && i > p.start && t.punct(")") {
-			// "generate a changelog … (attached) as CHANGELOG.md", "Write
-			// up the findings (no need to attach the raw logs) in
-			// findings.md": after the parenthesis that opened the phrase
-			// closes, the verb before it governs again.
+			// "generate a changelog … (attached) as CHANGELOG.md", "Write up the findings (no need to attach
+			// the raw logs) in findings.md": after the parenthesis that opened the phrase closes, the verb
+			// before it governs again.
 			lastVerb, head, prepOfVerb, paren = resumedVerb(u, p.start), -1, false, false
 			head = lastVerb
 		}
@@ -192,13 +204,10 @@ func readPhrase(u *unit, p *phrase) {
 			}
 		}
 		if u.verbAt(i) || (u.cls[i] == verbPseudo && !u.neg[i]) {
-			// A verb inside a prepositional complement of the verb before
-			// it ("a guide on how to use the API", "a report on testing
-			// X") does not take over the phrase, nor does a statement
-			// inside its object ("put everything you found into X"): a
-			// destination later in the phrase still belongs to the verb
-			// before it. A verb of an embedded question does take it over
-			// ("your opinion on whether to export the ledger as XLSX").
+			// A verb inside a prepositional complement of the verb before it ("a guide on how to use the
+			// API", "a report on testing X") does not take over the phrase, nor does a statement inside its
+			// object ("put everything you found into X"): a destination later in the phrase still belongs to
+			// the verb before it.
 			if (!prepOfVerb || head < 0) && (u.cls[i] != verbStated || head < 0) || u.asked[i] {
 				head = i
 			}
@@ -221,25 +230,21 @@ func readPhrase(u *unit, p *phrase) {
 
 	p.returns = (p.send || p.attach) && hasWord(u, p, returnParticles)
 	if p.attach || p.marker {
-		p.request(u, "unnamed request: an attach or upload verb or a delivery marker", p.start, p.end-1)
+		p.requestBy(u, ruleAttachUnnamed, "", p.start, p.end-1)
 		p.delivered = true
 	}
 	if p.export && !p.inline {
-		p.request(u, "unnamed request: an export verb", p.start, p.end-1)
+		p.requestBy(u, ruleExportUnnamed, "", p.start, p.end-1)
 	}
 	if p.negated || u.question {
 		p.signal = false
 	}
 }
 
-// inStatedSubject reports whether the token at i stands in a definite
-// subject of a statement: "the" or a mark of an input right before it, no
-// verb before it in phrase p (which opens at most subjectSpan tokens
-// before it), and a statement within subjectSpan tokens
-// after it, before any punctuation ("The downloadable report the agency
-// sent (x.pdf) claims …"). A delivery marker there describes a thing that
-// exists, not the form of a request; "A downloadable copy of the deck I
-// sent, please" asks for a new one.
+// inStatedSubject reports whether the token at i stands in a definite subject of a statement: "the"
+// or a mark of an input right before it, no verb before it in phrase p (which opens at most
+// subjectSpan tokens before it), and a statement within subjectSpan tokens after it, before any
+// punctuation ("The downloadable report the agency sent (x.pdf) claims …").
 func inStatedSubject(u *unit, p *phrase, i int) bool {
 	if i == 0 || i-p.start > subjectSpan || !u.toks[i-1].is("the") && !inputDets[u.toks[i-1].low] {
 		return false
@@ -257,9 +262,8 @@ func inStatedSubject(u *unit, p *phrase, i int) bool {
 	return false
 }
 
-// resumedVerb returns the last verb, not negated, before the token at
-// start, at most resumeSpan tokens back in its unit, or -1: the verb a
-// parenthesis opening at start interrupts.
+// resumedVerb returns the last verb, not negated, before the token at start, at most resumeSpan
+// tokens back in its unit, or -1: the verb a parenthesis opening at start interrupts.
 func resumedVerb(u *unit, start int) int {
 	for k := start - 1; k >= 0 && k >= start-resumeSpan; k-- {
 		if u.verbAt(k) && !u.neg[k] {
@@ -269,15 +273,9 @@ func resumedVerb(u *unit, start int) int {
 	return -1
 }
 
-// toThirdParty reports whether the send verb at i names a recipient or a
-// venue other than the user: a recipient preposition ("to", "with", "on":
-// recipientPreps) after it, within recipientSpan tokens and its clause, and
-// then a noun phrase that is no user pronoun (recipients, addressees: "me",
-// "us", "you"), file noun or format ("email it to the client", "share it
-// with the sales team", "forward it to anyone", "share it on social
-// media"). Sending to someone else is an action of its own, so negating it
-// ("do not email it to the client") leaves the file the text asks for
-// requested.
+// toThirdParty reports whether the send verb at i names a recipient or a venue other than the user:
+// a recipient preposition after it, within recipientSpan tokens and its clause, and then a noun
+// phrase that is no user pronoun, file noun or format.
 func toThirdParty(u *unit, i, end int) bool {
 	j, _ := prepHead(u, i, end, recipientSpan, recipientPreps)
 	if j < 0 || u.toks[j].is(recipients...) || u.toks[j].is(addressees...) {
@@ -288,10 +286,9 @@ func toThirdParty(u *unit, i, end int) bool {
 	return !format && !fileNouns[w] && !functionWords[w]
 }
 
-// prepHead finds the first of preps within span tokens after i, in i's
-// clause, and returns the index of the word heading its noun phrase (past
-// any determiners) and whether a determiner stood before it; -1 when there
-// is no such preposition or its phrase holds no word.
+// prepHead finds the first of preps within span tokens after i, in i's clause, and returns the
+// index of the word heading its noun phrase (past any determiners) and whether a determiner stood
+// before it; -1 when there is no such preposition or its phrase holds no word.
 func prepHead(u *unit, i, end, span int, preps []string) (head int, det bool) {
 	toks := u.toks
 	for k := i + 1; k < end && k <= i+span; k++ {
@@ -313,15 +310,9 @@ func prepHead(u *unit, i, end, span int, preps []string) (head int, det bool) {
 	return -1, false
 }
 
-// passiveNeed reports whether the attach or send verb at k, not negated,
-// states a need rather than asks for a delivery: a participle in a passive
-// infinitive or modal passive (passiveInfinitives: "needs to be shared",
-// "has to be sent", "should be uploaded") that either sends to someone other
-// than the user (toThirdParty: "… needs to be shared with the mobile team",
-// "… has to be sent to legal") or names who else delivers it (agentAt:
-// "… should be uploaded to the portal by the ops team"). Someone else's
-// delivery is no deliverable for the user; "report.pdf must be attached to
-// the task" and "data.csv should be shared with me" still ask for one.
+// passiveNeed reports whether the attach or send verb at k, not negated, states a need rather than
+// asks for a delivery: a participle in a passive infinitive or modal passive that either sends to
+// someone other than the user or names who else delivers it.
 func passiveNeed(u *unit, k, end int) bool {
 	toks := u.toks
 	c := u.cls[k]
@@ -335,11 +326,10 @@ func passiveNeed(u *unit, k, end int) bool {
 	return c == verbSend && toThirdParty(u, k, end) || agentAt(u, k, end)
 }
 
-// agentAt reports whether an agent phrase follows the passive participle at
-// k within agentSpan tokens and its clause: an agent preposition ("by") and
-// a noun phrase that opens with a determiner or a capitalised word and names
-// no time (deadlineWords): "by the ops team", "by IT"; not "by Friday", "by
-// the end of the week", "by email".
+// agentAt reports whether an agent phrase follows the passive participle at k within agentSpan
+// tokens and its clause: an agent preposition ("by") and a noun phrase that opens with a determiner
+// or a capitalised word and names no time (deadlineWords): "by the ops team", "by IT"; not "by
+// Friday", "by the end of the week", "by email".
 func agentAt(u *unit, k, end int) bool {
 	n, det := prepHead(u, k, end, agentSpan, agentPreps)
 	if n < 0 || deadlineWords[u.toks[n].low] {
@@ -349,23 +339,9 @@ func agentAt(u *unit, k, end int) bool {
 	return det || unicode.IsUpper(r)
 }
 
-// topicClause returns the index of the word that opens an embedded clause
-// holding the file at i, or -1: a topicWh word ("how", "why", "whether")
-// at most topicSpan tokens back in its phrase, right after a noun's topic
-// preposition (topicIntroPreps) or a verb whose object it is (topicIntro:
-// "a summary of how jan.csv differs from feb.csv", "a report on whether
-// staging.yaml matches prod.yaml", "tell me whether a.csv and b.csv
-// agree", "write up how import.py maps fields"). The clause says what the
-// noun or verb is about, so its files are inputs, whatever verb stands
-// inside it. Punctuation or a clause joiner between ends the clause, except
-// inside a run of files ("whether old.csv and new.csv …"). With a verb
-// before the clause, at most resumeSpan tokens back in the phrase, that is
-// no reading or reply verb, a file after an output preposition, "to" or a
-// storage preposition is where that verb puts its product ("Write an
-// explanation of how parser.py works to notes.md", "Keep a record of what
-// you try in progress.log"), read by the phrase's own rules; with none, it
-// is where something in the clause is ("- an explanation of why the
-// numbers in q1.csv don't match q1_final.xlsx").
+// topicClause returns the index of the word that opens an embedded clause holding the file at i, or
+// -1: a topicWh word at most topicSpan tokens back in its phrase, right after a noun's topic
+// preposition (topicIntroPreps) or a verb whose object it is.
 func topicClause(u *unit, p *phrase, i int, prep string) int {
 	toks := u.toks
 	inRun := func(k int) bool {
@@ -400,10 +376,8 @@ func topicClause(u *unit, p *phrase, i int, prep string) int {
 	return -1
 }
 
-// topicIntro reports whether the topicWh word at k follows a topic
-// preposition (topicIntroPreps) or a verb whose object the clause is, a
-// recipient or a particle between allowed ("tell me why …", "write up how
-// import.py maps fields").
+// topicIntro reports whether the topicWh word at k follows a topic preposition (topicIntroPreps) or
+// a verb whose object the clause is, a recipient or a particle between allowed.
 func topicIntro(u *unit, k int) bool {
 	j := k - 1
 	if j >= 0 && u.toks[j].is(recipients...) {
@@ -418,14 +392,9 @@ func topicIntro(u *unit, k int) bool {
 	return u.toks[j].is(topicIntroPreps...) || u.verbAt(j)
 }
 
-// comparisonAt reports whether the "as" or "to" at k introduces the
-// standard of a comparison rather than a destination: "as" after a
-// comparison lead at most comparisonSpan words back ("such as NAME", "the
-// same way as NAME", "with the same structure as NAME") or after an
-// earlier "as" and a word or two ("as detailed as NAME"; not "as well as"),
-// and "to" after a comparison adjective or its adverb ("similar to NAME",
-// "keyed identically to NAME"). The words between are no verbs, function
-// words or punctuation.
+// comparisonAt reports whether the "as" or "to" at k introduces the standard of a comparison rather
+// than a destination: "as" after a comparison lead at most comparisonSpan words back or after an
+// earlier "as" and a word or two, and "to" after a comparison adjective or its adverb.
 func comparisonAt(u *unit, k int) bool {
 	toks := u.toks
 	if k < 1 {
@@ -454,13 +423,9 @@ func comparisonAt(u *unit, k int) bool {
 	return false
 }
 
-// echoesObject reports whether the file at i carries in its name the
-// identifier that marks the object of its phrase, before the comparison at
-// gov: a modifier with a digit ("Q4", "v2", "2025"), at most resumeSpan
-// tokens back, that is a whole segment of the file's base name ("Draft the
-// Q4 version in the same structure as okrs-q4.docx"). The file then names
-// the thing made, not the standard it is compared with ("Write the Q4
-// summary in the same format as q3-summary.md").
+// echoesObject reports whether the file at i carries in its name the identifier that marks the
+// object of its phrase, before the comparison at gov: a modifier with a digit, at most resumeSpan
+// tokens back, that is a whole segment of the file's base name.
 func echoesObject(u *unit, p *phrase, gov, i int) bool {
 	name := u.toks[i].low
 	if k := strings.LastIndexAny(name, `/\`); k >= 0 {
@@ -485,10 +450,9 @@ func formatWord(w string) bool {
 	return ok
 }
 
-// examplesOf reports whether the "as" at k is the "such as" that names
-// examples of a file noun right before it, a comma between allowed ("the
-// standard files, such as README.md"): the files it names take the role
-// the verb gives that noun, not a comparison's or a destination's.
+// examplesOf reports whether the "as" at k is the "such as" that names examples of a file noun
+// right before it, a comma between allowed ("the standard files, such as README.md"): the files it
+// names take the role the verb gives that noun, not a comparison's or a destination's.
 func examplesOf(u *unit, k int) bool {
 	toks := u.toks
 	if k < 2 || !toks[k].is("as") || !toks[k-1].is("such") {
@@ -501,11 +465,9 @@ func examplesOf(u *unit, k int) bool {
 	return fileNouns[toks[j].low] && toks[j].kind == tokWord
 }
 
-// comparedAt reports whether the file at i, governed by the token at gov
-// (prep its word), is the standard of a comparison: the object of a
-// comparison's "as" or "to" (comparisonAt), or the subject of a clause of
-// comparison after "as" ("just as CHANGELOG-old.md does", "as old.csv
-// is"): an input reference, not an output.
+// comparedAt reports whether the file at i, governed by the token at gov (prep its word), is the
+// standard of a comparison: the object of a comparison's "as" or "to" (comparisonAt), or the
+// subject of a clause of comparison after "as": an input reference, not an output.
 func comparedAt(u *unit, p *phrase, gov, i int, prep string) bool {
 	if gov < 0 || prep != "as" && prep != "to" || !u.toks[gov].is(prep) {
 		return false
@@ -518,11 +480,9 @@ func comparedAt(u *unit, p *phrase, gov, i int, prep string) bool {
 		(i+2 >= p.end || toks[i+2].kind == tokPunct)
 }
 
-// npPrep returns the input preposition that governs the noun phrase the
-// file at i heads, when the word before the file is a modifier of it (a
-// possessive or a plain word, not a preposition): "against last quarter's
-// baseline.csv", "from the old legacy.csv". It looks back at most
-// npPrepSpan modifiers; otherwise it returns prep.
+// npPrep returns the input preposition that governs the noun phrase the file at i heads, when the
+// word before the file is a modifier of it (a possessive or a plain word, not a preposition):
+// "against last quarter's baseline.csv", "from the old legacy.csv".
 func npPrep(u *unit, p *phrase, i int, prep string) string {
 	k := i - 1
 	for k >= p.start && k >= i-npPrepSpan && prepSkip(u.toks[k]) && u.toks[k].kind != tokFile {
@@ -546,12 +506,10 @@ func npPrep(u *unit, p *phrase, i int, prep string) string {
 	return prep
 }
 
-// appositionPrep returns the output or source preposition that governs the
-// noun phrase a file in parentheses names ("present it as a chart
-// (spend.png)", "save the totals into a workbook (q1.xlsx)", "from the
-// screen recording (signup.mov)"), or prep when the file is no such
-// apposition: the file stands in for that noun phrase. The noun phrase
-// is at most appositionSpan words with no preposition inside.
+// appositionPrep returns the output or source preposition that governs the noun phrase a file in
+// parentheses names ("present it as a chart (spend.png)", "save the totals into a workbook
+// (q1.xlsx)", "from the screen recording (signup.mov)"), or prep when the file is no such
+// apposition: the file stands in for that noun phrase.
 func appositionPrep(u *unit, p *phrase, i int, prep string) string {
 	toks := u.toks
 	if i-2 < p.start || !toks[i-1].punct("(") {
@@ -571,10 +529,8 @@ func appositionPrep(u *unit, p *phrase, i int, prep string) string {
 	return prep
 }
 
-// combineFiles reads a repository verb that joins files into a named file
-// ("merge a.csv and b.csv into merged.csv", "merge them into merged.csv") as
-// a transform verb: an output preposition and a file follow it, and the
-// phrase names no pull request, branch or commit ("merge feature into main").
+// combineFiles reads a repository verb that joins files into a named file as a transform verb: an
+// output preposition and a file follow it, and the phrase names no pull request, branch or commit.
 func combineFiles(u *unit, p *phrase) {
 	for i := p.start; i < p.end; i++ {
 		if repoAt(u.toks, i) {
@@ -603,12 +559,8 @@ func combineFiles(u *unit, p *phrase) {
 	}
 }
 
-// readMention gives the file at toks[i] its role, and records the rule that
-// gave it and the span that rule read.
-//
-// gov is the nearest token before i, in its phrase, that is neither a file
-// nor a determiner or filler word (a punctuation mark counts), or -1: the
-// word that may govern the file ("in", "of").
+// readMention gives the file at toks[i] its role, and records the rule that gave it and the span
+// that rule read.
 func readMention(u *unit, p *phrase, i, lastVerb, head, gov int, prep string) *mention {
 	toks := u.toks
 	m := &mention{name: toks[i].text, tok: i}
@@ -640,9 +592,8 @@ func readMention(u *unit, p *phrase, i, lastVerb, head, gov int, prep string) *m
 		vi, verb = head, u.cls[head]
 	}
 	if vi >= 0 && outputPreps[prep] && closedAdjunct(u, p, vi, i) {
-		// "Transcribe the memo, cleaning up filler words, into memo.txt":
-		// the destination after the adjunct's closing comma is not the
-		// participle's.
+		// "Transcribe the memo, cleaning up filler words, into memo.txt": the destination after the
+		// adjunct's closing comma is not the participle's.
 		vi, verb = -1, verbNone
 	}
 	m.verb = vi
@@ -652,179 +603,23 @@ func readMention(u *unit, p *phrase, i, lastVerb, head, gov int, prep string) *m
 	if vi >= 0 && vi < i {
 		from = vi
 	}
-	why := func(r fileRole, rule string) {
-		m.role = r
-		m.note(u, rule, from, i)
-	}
-	switch {
-	case u.question:
-		why(roleInput, "a question asks about the file, not for it")
-	case verb == verbEdit && editedPart(u, vi, gov):
-		why(roleEdit, "edited in place: \"of\" names the file whose part \""+toks[vi].text+"\" edits")
-	case inputPreps[prep]:
-		why(roleInput, "input: governed by the input preposition \""+prep+"\"")
-	case compared:
-		why(roleInput, "input: the standard of a comparison (\"the same way as NAME\", \"such as NAME\")")
-	case topic:
-		why(roleInput, "input: the topic of an embedded clause (\"a summary of how NAME differs …\")")
-	case vi >= 0 && vi < i && inSource(u, vi, i, prep):
-		why(roleInput, "input: inside the source phrase (\"from the notes in NAME\") of \""+toks[vi].text+"\"")
-	case presentedAfter(u, i, p.end):
-		why(roleInput, "input: a participle after it presents it as already there (\"x.xlsx attached\")")
-		m.existing = true
-	case verb == verbStated && formOf(toks[vi].low, lemmaOf(toks[vi].low)) == formS:
-		why(roleInput, "input: a statement of what something does (\""+toks[vi].text+"\")")
-	case verb == verbStated:
-		why(roleInput, "input: a statement about a file that exists (\""+toks[vi].text+"\")")
-		// "the export I attached (metrics.csv)", "the report the agency
-		// sent": a file given to the reader is not one to deliver back.
-		m.existing = presentedClasses[verbClasses[lemmaOf(toks[vi].low)]]
-	case locatedIn(u, gov):
-		why(roleInput, "input: a statement of where something already is")
-		// "The template is in the repo under templates/monthly.docx": the
-		// file is there already; a later pronoun passes it over.
-		m.existing = true
-	case outputPreps[prep] && (verb == verbNone || isOutputish(verb) || verb == verbTransform || verb == verbProbe ||
-		verb == verbInput && digestVerbs[lemmaOf(toks[vi].low)]):
-		// The object of an output preposition ("into NAME", "as NAME",
-		// "called NAME") is what the phrase produces, whatever its verb.
-		why(roleOutput, "output: the object of the output preposition \""+prep+"\"")
-		if verb == verbProbe {
-			m.role = roleInput
-			probeOutput(u, m, vi, i)
+	c := &mentionCtx{u: u, p: p, m: m, toks: toks, i: i, vi: vi, gov: gov, from: from, verb: verb, prep: prep,
+		compared: compared, topic: topic, target: target, need: need, inputGoverned: inputPreps[prep]}
+	c.firstRule(mentionRules)
+	for k := range mentionOverrides {
+		if mentionOverrides[k].match(c) {
+			c.apply(&mentionOverrides[k])
 		}
-	case verb == verbNone:
-		switch {
-		case existingAt(toks, i):
-			why(roleInput, "input: named as a file that already exists (\"the existing NAME\")")
-		case locatedSubject(u, i, p.end):
-			why(roleInput, "input: the subject of a statement of where it already is (\"NAME is in the shared drive\")")
-			m.existing = true
-		case i+1 < p.end && toks[i+1].is(compareLinks...):
-			why(roleInput, "input: one side of a comparison (\"NAME vs NAME\")")
-		case u.item && u.inPlace:
-			why(roleEdit, "edited in place: a Deliverables item that says \"in place\"")
-		case u.item && itemEdit(u, vi, i, gov):
-			why(roleEdit, "edited in place: the object of \""+toks[vi].text+"\", a verb opening the item that names no making")
-		case u.listed:
-			why(roleOutput, "output: named in a list that a request for files introduces")
-		case u.item:
-			why(roleOutput, "output: named in a Deliverables item")
-		case namedBy(u, i):
-			why(roleOutput, "output: the name a naming verb gives its object (\"name it NAME\")")
-		case wantsWork(u, i, p.end):
-			why(roleEdit, "edited in place: the subject of \""+toks[i+1].text+"\" is what the work changes")
-		case storedIn(u, gov):
-			why(roleOutput, "output: the place a product of the work (\"the result\") is kept")
-		case namesFileNoun(u, i):
-			why(roleOutput, "output: the name of the file a request asks for (\"keep them in one file, emails.md\")")
-		case goesTo(u, i):
-			why(roleOutput, "output: where something goes (\"results go in NAME\")")
-		case declaredOutput(u.toks, i, p.end):
-			why(roleOutput, "output: named as the output (\"NAME as the only output\")")
-		default:
-			why(roleNone, "no verb or output preposition governs the file")
-		}
-	case need:
-		// "The config (settings.yaml) needs to be shared with the mobile
-		// team": the file is there already; a later pronoun passes it over.
-		why(roleInput, "input: a passive delivery to someone else states a need (\"NAME needs to be shared with the team\")")
-		m.existing = true
-	case isOutputish(verb) && receives(u, vi, i, p.end):
-		why(roleEdit, "edited in place: the file receives what \""+toks[vi].text+"\" gives")
-	case isOutputish(verb) && changedBy(u, vi, i, p.end):
-		why(roleEdit, "edited in place: \""+toks[vi].text+"\" gives the file a new property (\"make the chart in report.pptx bigger\")")
-	case verb == verbWant && wantedChanged(u, vi, i):
-		why(roleEdit, "edited in place: what \""+toks[vi].text+"\" wants is the file changed (\"need the deck updated\")")
-	case isOutputish(verb):
-		why(roleOutput, "output: the object of the output verb \""+toks[vi].text+"\"")
-		if !target && isSourceOf(toks, i, p.end) {
-			why(roleInput, "input: the source of a file named after \"to/into/as\"") // "save notes.md as notes.pdf"
-		}
-	case verb == verbTransform:
-		why(roleInput, "input: the source of the transform verb \""+toks[vi].text+"\"")
-		switch {
-		case target:
-			why(roleOutput, "output: the destination of the transform verb \""+toks[vi].text+"\"")
-		case u.inPlace:
-			// "Translate menu.docx into Spanish in place": the file itself
-			// is changed, and stays the same document.
-			why(roleEdit, "edited in place: the object of the transform verb \""+toks[vi].text+"\" in a sentence that says \"in place\"")
-		case p.lastDest <= i:
-			// "Reformat config.yaml so the keys are sorted": with no
-			// destination the file itself is reshaped.
-			why(roleEdit, "edited in place: the object of the transform verb \""+toks[vi].text+"\", which names no destination")
-			m.reshaped = true
-		}
-	case verb == verbReply && howTo(toks, vi):
-		why(roleInput, "input: a how-to question (\""+toks[vi].text+"\") asks for knowledge, not work")
-	case verb == verbInput || verb == verbReply:
-		why(roleInput, "input: the object of the reading or reply verb \""+toks[vi].text+"\"")
-		// "You'll find the template in docs/template.docx": the file is
-		// there already; a later pronoun passes it over.
-		m.existing = findsThere(toks, vi)
-	case verb == verbEdit:
-		why(roleEdit, "edited in place: the object of \""+toks[vi].text+"\"")
-	case verb == verbRepo:
-		why(roleRepo, "repository work: the object of \""+toks[vi].text+"\"")
-	case verb == verbProbe:
-		why(roleInput, "an attempt, not an output")
-		probeOutput(u, m, vi, i)
 	}
-	if m.role == roleOutput && vi > 0 && vi < i && featureGerund(u, vi) {
-		// "Support writing metrics.json from the exporter service": a
-		// feature of the product, which writes the file (rule 11).
-		m.role = roleRepo
-		m.note(u, "repository work: a product feature that writes the file (\""+toks[vi-1].text+" "+toks[vi].text+"\")", vi-1, i)
-	}
-	if m.role == roleOutput && !u.item && vi > 0 && vi < i && productVerb(u, vi) {
-		// "Make the CLI save output.json by default", "The app should save
-		// settings.json on exit": the product writes the file (rule 11).
-		m.role = roleRepo
-		m.note(u, "repository work: a product writes the file (\""+toks[vi-1].text+" "+toks[vi].text+"\")", vi-1, i)
-	}
-	if m.role == roleOutput && !m.delivery && !u.item && modelNP(u, p, i) {
-		m.role = roleInput
-	}
-	if (m.role == roleInput || m.role == roleNone && !u.item) && !m.existing && modelRef(u, p, i, vi, prep, compared) {
-		m.role = roleInput
-		// "in the same format as churn_october.csv and attach it", "like
-		// q1_deck.pptx", "use template.docx": a model is an input a later
-		// pronoun passes over; "it" is the new output (rule 10).
-		m.existing = true
-		m.note(u, "input: named as a model, template, example or earlier version", max(i-modelSpan, p.start), i)
-	}
-	if m.role == roleOutput && p.repo {
-		m.role = roleRepo
-		m.note(u, "repository work: its phrase is about a pull request, branch or commit", p.start, p.end-1)
-	}
-	governedByDelivery := vi >= 0 && (verb == verbAttach || verb == verbSend) && !need
-	switch {
-	case u.neg[i]:
-		if m.role == roleOutput || governedByDelivery {
-			m.forbid = true
-			m.note(u, "forbidden: a negated output or delivery names it", p.start, i)
-		}
-		m.role = roleNone
-	case u.inl[i]:
-		m.role = roleInline
-		m.note(u, "inline: an inline marker covers it", i, p.end-1)
-	case u.question:
-	case !inputPreps[prep] && !m.existing && !compared && !topic && (p.marker && m.role != roleInput || (governedByDelivery && (p.attach || p.send))):
-		m.role, m.delivery = roleOutput, true
-		m.note(u, "delivered: a delivery verb or marker reaches it", p.start, p.end-1)
-	}
+	c.governedByDelivery = vi >= 0 && (verb == verbAttach || verb == verbSend) && !need
+	c.firstRule(mentionMarks)
 	return m
 }
 
-// inSource reports whether the file at i, governed by a storage
-// preposition or "of" (prep), lies in the noun phrase of a source
-// preposition (sourcePreps) between the verb at vi and the file, at most
-// sourceSpan tokens back ("put together a one-pager from the notes in
-// my_week.md", "a deck using the figures in q2.xlsx"): the file holds what
-// the work reads, not what it makes, once the verb's object has named what
-// it makes (madeBefore). An output preposition, "to", a verb, punctuation or
-// another file between ends the source phrase.
+// inSource reports whether the file at i, governed by a storage preposition or "of" (prep), lies in
+// the noun phrase of a source preposition (sourcePreps) between the verb at vi and the file, at
+// most sourceSpan tokens back: the file holds what the work reads, not what it makes, once the
+// verb's object has named what it makes (madeBefore).
 func inSource(u *unit, vi, i int, prep string) bool {
 	if !slices.Contains(storagePreps, prep) && prep != "of" {
 		return false
@@ -841,12 +636,8 @@ func inSource(u *unit, vi, i int, prep string) bool {
 	return false
 }
 
-// madeBefore reports whether the object of the verb at vi, before the
-// token at k, introduces what the verb makes: a file or an indefinite
-// article, looked for at most resumeSpan tokens before k ("put together a one-pager from …", "create checklist.pdf from
-// …"). A definite object ("Write the results from the test run in
-// results.json") may still take the file after the source as its
-// destination.
+// madeBefore reports whether the object of the verb at vi, before the token at k, introduces what
+// the verb makes: a file or an indefinite article, looked for at most resumeSpan tokens before k.
 func madeBefore(u *unit, vi, k int) bool {
 	for j := max(vi+1, k-resumeSpan); j < k; j++ {
 		if u.toks[j].kind == tokFile || u.toks[j].is(indefArticles...) {
@@ -856,11 +647,10 @@ func madeBefore(u *unit, vi, k int) bool {
 	return false
 }
 
-// presentedAfter reports whether a participle that describes a thing
-// already there (describesThing) follows the file at i, a comma or closing
-// quote marks or a "(" between ("headcount_plan.xlsx attached",
-// "(iam_roles.json, attached)", "my_week.md (attached)"): the file is presented as an input, whatever verb stands
-// before it ("I want a gut check on our plan (plan.xlsx attached)").
+// presentedAfter reports whether a participle that describes a thing already there (describesThing)
+// follows the file at i, a comma or closing quote marks or a "(" between ("headcount_plan.xlsx
+// attached", "(iam_roles.json, attached)", "my_week.md (attached)"): the file is presented as an
+// input, whatever verb stands before it ("I want a gut check on our plan (plan.xlsx attached)").
 func presentedAfter(u *unit, i, end int) bool {
 	for k := i + 1; k < end && k <= i+3; k++ {
 		t := u.toks[k]
@@ -874,22 +664,9 @@ func presentedAfter(u *unit, i, end int) bool {
 	return false
 }
 
-// itemEdit reports whether the file at i of a Deliverables item is the
-// object of a verb no lexicon lists that opens the item as an imperative
-// (verbUnknown vi: "- refresh styles.css so buttons use the new palette", "-
-// modernize the wording in letter.docx", "- freshen up index.html"): with no
-// output preposition and no delivery, the work changes a file that is
-// already there, and the item asks for no new file. The verb governs the
-// file through a noun phrase and a storage preposition or "of"
-// (editedSpan), or directly; a file it names, stores or sends somewhere
-// ("- Name the file x.docx", "- Keep the final version in notes.md": namedBy,
-// storedIn, goesTo) is made. A word that reads as a modifier of the file
-// ("- Final report.pdf", "- Annual report.pdf": modifierWord) is no verb;
-// right before the file, a word with no particle after it ("freshen up") is
-// read as a verb only when a clause saying what the change achieves follows
-// the file or the run of files it opens (resultClause: "- refresh
-// styles.css so …", "- recolour logo.svg to match the brand"): "- Quick
-// notes.md on the meeting" names a file to make.
+// itemEdit reports whether the file at i of a Deliverables item is the object of a verb no lexicon
+// lists that opens the item as an imperative: with no output preposition and no delivery, the work
+// changes a file that is already there, and the item asks for no new file.
 func itemEdit(u *unit, vi, i, gov int) bool {
 	toks := u.toks
 	if vi < 0 || u.cls[vi] != verbUnknown || vi > 1 || vi == 1 && !toks[0].is(politeWords...) ||
@@ -913,9 +690,8 @@ func itemEdit(u *unit, vi, i, gov int) bool {
 	if k > vi+1 {
 		return true // "- freshen up index.html with the new copy"
 	}
-	// What follows the run says whether the work changes its files ("-
-	// refresh styles.css so …"; not "- Combine jan.csv and feb.csv into
-	// q1.csv").
+	// What follows the run says whether the work changes its files ("- refresh styles.css so …"; not
+	// "- Combine jan.csv and feb.csv into q1.csv").
 	e := i + 1
 	for e < len(toks) && e-k <= editSpan && (toks[e].kind == tokFile || toks[e].is(fileListJoiners...) || toks[e].punct(",") &&
 		e+1 < len(toks) && toks[e+1].kind == tokFile) {
@@ -924,12 +700,10 @@ func itemEdit(u *unit, vi, i, gov int) bool {
 	return resultClause(u, e)
 }
 
-// editedSpan reports whether toks[k:i], between an item's opening verb and
-// its file, is the object the verb changes and the place of that object in
-// the file: determiners, possessives, plain words and nouns, and a storage
-// preposition or "of" right before the file ("the wording in letter.docx",
-// "the margins of layout.css"); no verb, punctuation, other file, clause
-// opener or other preposition.
+// editedSpan reports whether toks[k:i], between an item's opening verb and its file, is the object
+// the verb changes and the place of that object in the file: determiners, possessives, plain words
+// and nouns, and a storage preposition or "of" right before the file; no verb, punctuation, other
+// file, clause opener or other preposition.
 func editedSpan(u *unit, k, i int) bool {
 	toks := u.toks
 	for j := k; j < i; j++ {
@@ -946,10 +720,8 @@ func editedSpan(u *unit, k, i int) bool {
 	return true
 }
 
-// resultClause reports whether a clause of result or purpose opens at
-// toks[k]: a result word ("so", "so that": resultLeads), "to" and a verb
-// with its object ("to match the brand") or "to" and a measure ("to 200
-// words").
+// resultClause reports whether a clause of result or purpose opens at toks[k]: a result word, "to"
+// and a verb with its object or "to" and a measure.
 func resultClause(u *unit, k int) bool {
 	toks := u.toks
 	if k >= len(toks) {
@@ -971,11 +743,9 @@ func resultClause(u *unit, k int) bool {
 	return v.kind == tokWord && !functionWords[v.low] && !determiners[v.low] && objectFollows(toks, k+2)
 }
 
-// modifierWord reports whether w, opening a Deliverables item before a
-// file, reads as a modifier or a noun rather than a verb: a word a modifier
-// or noun list holds ("final", "new", "existing", "invoice", "chart"), a
-// participle ("detailed"), or a word with an adjective ending
-// (adjectiveSuffixes: "annual", "executive", "printable").
+// modifierWord reports whether w, opening a Deliverables item before a file, reads as a modifier or
+// a noun rather than a verb: a word a modifier or noun list holds, a participle, or a word with an
+// adjective ending.
 func modifierWord(w string) bool {
 	_, format := formats[w]
 	_, kind := kindNouns[w]
@@ -992,9 +762,8 @@ func modifierWord(w string) bool {
 	return false
 }
 
-// existingAt reports whether the file at i follows a word that says it
-// already exists (existingMarks: "the existing report.docx", "the attached
-// brief.pdf"), at most one word between.
+// existingAt reports whether the file at i follows a word that says it already exists
+// (existingMarks: "the existing report.docx", "the attached brief.pdf"), at most one word between.
 func existingAt(toks []token, i int) bool {
 	for k := i - 1; k >= 0 && k >= i-2; k-- {
 		if toks[k].kind != tokWord {
@@ -1007,11 +776,8 @@ func existingAt(toks []token, i int) bool {
 	return false
 }
 
-// changedBy reports whether the causative verb at vi (causatives: "make")
-// gives the file at i a property: a predicate adjective right after the
-// file ends the clause ("make the chart in report.pptx bigger", "make
-// report.md shorter"), so the file is changed, not made. A delivery marker
-// there ("make report.pdf downloadable") still delivers it.
+// changedBy reports whether the causative verb at vi gives the file at i a property: a predicate
+// adjective right after the file ends the clause, so the file is changed, not made.
 func changedBy(u *unit, vi, i, end int) bool {
 	toks := u.toks
 	if !causatives[lemmaOf(toks[vi].low)] || i+1 >= end || !plainWord(toks[i+1]) {
@@ -1021,10 +787,9 @@ func changedBy(u *unit, vi, i, end int) bool {
 	return k >= end || toks[k].kind == tokPunct || openers[toks[k].low]
 }
 
-// wantedChanged reports whether the object of the want verb at vi is
-// wanted changed rather than made: the participle of an edit or transform
-// verb stands between the verb and the file at i, or right after the file
-// ("We need the pitch deck updated … (deck.pptx)", "I want report.docx
+// wantedChanged reports whether the object of the want verb at vi is wanted changed rather than
+// made: the participle of an edit or transform verb stands between the verb and the file at i, or
+// right after the file ("We need the pitch deck updated … (deck.pptx)", "I want report.docx
 // fixed").
 func wantedChanged(u *unit, vi, i int) bool {
 	changed := func(k int) bool {
@@ -1041,11 +806,8 @@ func wantedChanged(u *unit, vi, i int) bool {
 	return i+1 < len(u.toks) && changed(i+1)
 }
 
-// namesFileNoun reports whether the file at i is set off by a comma or a
-// parenthesis right after a file noun of a request ("keep them all in one
-// file, emails.md"): it names that file. A file noun marked as existing or
-// made before ("the attached file, data.csv", "the exported file
-// (contacts.vcf)") is not asked for.
+// namesFileNoun reports whether the file at i is set off by a comma or a parenthesis right after a
+// file noun of a request ("keep them all in one file, emails.md"): it names that file.
 func namesFileNoun(u *unit, i int) bool {
 	toks := u.toks
 	if i < 2 || !toks[i-1].punct(",", "(") || !fileNouns[toks[i-2].low] || u.question {
@@ -1059,9 +821,8 @@ func namesFileNoun(u *unit, i int) bool {
 	return true
 }
 
-// goesTo reports whether the file at i follows a verb of motion and a
-// preposition ("Results go in results/summary.json", "everything belongs in
-// out.zip"): where something goes is an output.
+// goesTo reports whether the file at i follows a verb of motion and a preposition ("Results go in
+// results/summary.json", "everything belongs in out.zip"): where something goes is an output.
 func goesTo(u *unit, i int) bool {
 	toks := u.toks
 	k := i - 1
@@ -1074,8 +835,7 @@ func goesTo(u *unit, i int) bool {
 	return toks[k-1].is(motionVerbs...) || k >= 2 && toks[k-1].is("up") && toks[k-2].is(endVerbs...) // "should end up in docs/x.md"
 }
 
-// declaredOutput reports whether the file at i is followed by "as", an
-// article and an output role ("keep report.pdf as the only output").
+// declaredOutput reports whether the file at i is followed by "as", an article and an output role.
 func declaredOutput(toks []token, i, end int) bool {
 	k := i + 1
 	if k >= end || !toks[k].is("as") {
@@ -1086,20 +846,16 @@ func declaredOutput(toks []token, i, end int) bool {
 	return k < end && toks[k].is(outputRoles...)
 }
 
-// receives reports whether the file at i is the first object of a verb of
-// giving and so receives the second one: right after the verb, before an
-// indefinite noun phrase ("give invoice.pdf a once-over", "give report.pdf a
-// new title"); not "give me report.pdf", "give report.pdf to Ana".
+// receives reports whether the file at i is the first object of a verb of giving and so receives
+// the second one: right after the verb, before an indefinite noun phrase ("give invoice.pdf a
+// once-over", "give report.pdf a new title"); not "give me report.pdf", "give report.pdf to Ana".
 func receives(u *unit, vi, i, end int) bool {
 	return vi >= 0 && vi == i-1 && givingVerbs[lemmaOf(u.toks[vi].low)] &&
 		i+1 < end && u.toks[i+1].is(indefArticles...)
 }
 
-// namedBy reports whether the file at i is the name a naming verb gives its
-// object: the verb in a verb's place (opening the sentence or after a
-// coordinator, "then" or "please"), then a pronoun or a short noun phrase,
-// then the file ("name it INV-2026-001.pdf", "call the output file
-// summary.txt").
+// namedBy reports whether the file at i is the name a naming verb gives its object: the verb in a
+// verb's place, then a pronoun or a short noun phrase, then the file.
 func namedBy(u *unit, i int) bool {
 	toks := u.toks
 	k := i - 1
@@ -1113,22 +869,16 @@ func namedBy(u *unit, i int) bool {
 	return k == 0 || toks[k-1].kind == tokPunct || openers[toks[k-1].low] || toks[k-1].is(politeWords...)
 }
 
-// wantsWork reports whether the file at i is the subject of a want verb
-// right after it ("Résumé.PDF needs a new header", "config.yaml requires
-// two fixes"): the work the sentence asks for changes that file.
+// wantsWork reports whether the file at i is the subject of a want verb right after it: the work
+// the sentence asks for changes that file.
 func wantsWork(u *unit, i, end int) bool {
 	k := i + 1
 	return k < end && u.cls[k] == verbWant && formOf(u.toks[k].low, lemmaOf(u.toks[k].low)) == formS
 }
 
-// storedIn reports whether the file whose governing token is gov is where
-// the product of the work goes: the object of a storage preposition ("in",
-// "inside") right after a noun phrase that names a made thing ("the result",
-// "the final version", "the cleaned data", "a record of the attempt") or a
-// pronoun, which is itself the object of a word in a verb's place ("keep the
-// result in backlog.csv", "leave the final version in out.md", "file them in
-// oldest.json"). A phrase that opens its sentence ("The result in out.csv looks
-// off") or follows a preposition ("based on the results in x.csv") is not one.
+// storedIn reports whether the file whose governing token is gov is where the product of the work
+// goes: the object of a storage preposition right after a noun phrase that names a made thing or a
+// pronoun, which is itself the object of a word in a verb's place.
 func storedIn(u *unit, gov int) bool {
 	toks := u.toks
 	k := gov
@@ -1149,9 +899,8 @@ func storedIn(u *unit, gov int) bool {
 	return false
 }
 
-// productNP reports whether the noun phrase from toks[k] names a made thing:
-// an anaphoric noun phrase ("the result", "the cleaned data") or a kept
-// record ("a record of the attempt", "a log").
+// productNP reports whether the noun phrase from toks[k] names a made thing: an anaphoric noun
+// phrase ("the result", "the cleaned data") or a kept record ("a record of the attempt", "a log").
 func productNP(toks []token, k, end int) bool {
 	if found, _, _ := anaphoricNP(toks, k, end); found {
 		return true
@@ -1165,10 +914,8 @@ func verbPlace(t token) bool {
 	return t.kind == tokWord && !functionWords[t.low] && !determiners[t.low] && !nounPreps[t.low]
 }
 
-// lastDestination returns the index of the last destination in phrase p, or
-// -1: "to", "into" or "as" and then, past determiners, a word or file that is
-// not a verb ("to JSON", "into English", "as a PDF"; not "to save space"). A
-// file before it has a destination after it.
+// lastDestination returns the index of the last destination in phrase p, or -1: "to", "into" or
+// "as" and then, past determiners, a word or file that is not a verb.
 func lastDestination(u *unit, p *phrase) int {
 	last := -1
 	for k := p.start; k < p.end; k++ {
@@ -1187,12 +934,9 @@ func lastDestination(u *unit, p *phrase) int {
 	return last
 }
 
-// editedPart reports whether the file whose governing token is gov names
-// what the edit verb at vi
-// changes through "of" after the verb's own object ("tidy up the formatting
-// of resume.docx", "update the header of README.md"): between the verb and
-// "of" stand only determiners, coordinators and plain nouns, no file,
-// preposition or other verb.
+// editedPart reports whether the file whose governing token is gov names what the edit verb at vi
+// changes through "of" after the verb's own object: between the verb and "of" stand only
+// determiners, coordinators and plain nouns, no file, preposition or other verb.
 func editedPart(u *unit, vi, gov int) bool {
 	k := gov
 	if k <= vi+1 || k-vi > 6 || !u.toks[k].is("of") {
@@ -1207,35 +951,21 @@ func editedPart(u *unit, vi, gov int) bool {
 	return true
 }
 
-// probeOutput makes the target of an attempted write an output ("attempt a
-// native write to x"), for markDenials to deny.
+var attemptTarget = rule{"attempt-target", "output: the target of an attempted write"}
+
+// probeOutput makes the target of an attempted write an output, for markDenials to deny.
 func probeOutput(u *unit, m *mention, vi, i int) {
 	for k := vi + 1; k < i; k++ {
 		if verbClasses[lemmaOf(u.toks[k].low)] == verbOutput {
 			m.role = roleOutput
-			m.note(u, "output: the target of an attempted write", vi, i)
+			m.decide(u, attemptTarget, "", vi, i)
 			return
 		}
 	}
 }
 
-// locatedIn reports whether the file whose governing token is gov (see
-// readMention) is where something already is: a locative preposition after
-// an indicative be-form ("the raw data is already in data.csv"). "should be
-// in" is a request and does not count.
-//
-// The place may be named in two steps, a locative phrase of plain words
-// and then the file, at most placeSpan tokens between the two prepositions
-// ("the template is in the repo under templates/monthly.docx", "it is on
-// the shared drive at finance/q3.xlsx").
-//
-// A name given by "as" after such a statement of place is the name the
-// thing has there ("The Q3 export is already in the workspace as
-// churn_q3.csv"), and so is one after a present-tense verb no lexicon lists
-// that has a subject ("The vendor list lives in the repo as vendors.yaml":
-// placeStated): the statement presents an input. An imperative ("keep it in
-// the workspace as notes.md") or a clause asking for the state ("make sure
-// the report is in the workspace as report.pdf": ensured) is a request.
+// locatedIn reports whether the file whose governing token is gov (see readMention) is where
+// something already is: a locative preposition after an indicative be-form.
 func locatedIn(u *unit, gov int) bool {
 	k := gov
 	if k < 1 {
@@ -1269,12 +999,8 @@ func locatedIn(u *unit, gov int) bool {
 	return false
 }
 
-// placeStated reports whether the locative preposition at k follows a
-// present-tense verb no lexicon lists ("lives", "sits": a plain word ending
-// in presentSuffix, adverbs allowed on either side of it) whose subject is a
-// file, a third-person pronoun or a noun opening its clause ("The vendor
-// list lives in the repo"; not "Save the results in the repo", where the
-// plain word is the object of a verb).
+// placeStated reports whether the locative preposition at k follows a present-tense verb no lexicon
+// lists whose subject is a file, a third-person pronoun or a noun opening its clause.
 func placeStated(u *unit, k int) bool {
 	toks := u.toks
 	v := skipAdverbs(toks, k-1)
@@ -1308,10 +1034,8 @@ func beforeBe(toks []token, k int) bool {
 	return k >= 0 && indicativeBe[toks[k].low] && toks[k].kind == tokWord
 }
 
-// findsThere reports whether the verb at vi is a verb of finding
-// (findingVerbs) after the addressee and a modal or future auxiliary
-// ("you'll find", "you can find", "you will find"): it presents what it
-// finds as already there.
+// findsThere reports whether the verb at vi is a verb of finding (findingVerbs) after the addressee
+// and a modal or future auxiliary: it presents what it finds as already there.
 func findsThere(toks []token, vi int) bool {
 	if !toks[vi].is(findingVerbs...) || vi == 0 {
 		return false
@@ -1323,11 +1047,9 @@ func findsThere(toks []token, vi int) bool {
 	return k >= 1 && toks[k].is(findingAux...) && toks[k-1].is("you")
 }
 
-// locatedSubject reports whether the file at i, which no verb governs, is
-// the subject of a statement of where it already is: an indicative
-// be-form and a locative preposition right after it ("templates/q3.xlsx is
-// in the shared drive", "budget.xlsx is already on the drive"). "should
-// be in" is a request and does not count.
+// locatedSubject reports whether the file at i, which no verb governs, is the subject of a
+// statement of where it already is: an indicative be-form and a locative preposition right after it
+// ("templates/q3.xlsx is in the shared drive", "budget.xlsx is already on the drive").
 func locatedSubject(u *unit, i, end int) bool {
 	k := i + 1
 	if k >= end || !indicativeBe[u.toks[k].low] || u.toks[k].kind != tokWord {
@@ -1338,11 +1060,7 @@ func locatedSubject(u *unit, i, end int) bool {
 	return k < end && locativePreps[u.toks[k].low]
 }
 
-// passiveVerb finds a passive verb after the file at i ("report.pdf must
-// be attached", "The final report, report.pdf, must be attached"), or -1. A
-// noun or determiner between them ends the search: the verb then has a
-// subject of its own ("docs/spec.md, which fields are required"); a
-// participle does not ("report.pdf, once finished, must be attached").
+// passiveVerb finds a passive verb after the file at i, or -1.
 func passiveVerb(u *unit, i, end int) int {
 	for k := i + 1; k < end && k <= i+passiveSpan; k++ {
 		if t := u.toks[k]; !u.verbAt(k) && t.kind == tokWord && (determiners[t.low] || plainWord(t) && !participle(t.low)) {
@@ -1359,9 +1077,8 @@ func passiveVerb(u *unit, i, end int) int {
 	return -1
 }
 
-// closedAdjunct reports whether the verb at vi is an -ing participle that
-// opens phrase p after a comma, and another comma closes that adjunct before
-// the file at i ("…, cleaning up filler words, into memo.txt").
+// closedAdjunct reports whether the verb at vi is an -ing participle that opens phrase p after a
+// comma, and another comma closes that adjunct before the file at i.
 func closedAdjunct(u *unit, p *phrase, vi, i int) bool {
 	toks := u.toks
 	w := toks[vi].low
@@ -1376,11 +1093,9 @@ func closedAdjunct(u *unit, p *phrase, vi, i int) bool {
 	return false
 }
 
-// reducedPassive finds the participle of an edit, repository, reading or
-// reply verb right after the file at i, closing quote marks or the rest of a
-// run of files between, that acts on it with no auxiliary ("`README.md`
-// updated with the new numbers", "input.csv and baseline.csv compared"), or
-// -1: the file is then changed or read, not made.
+// reducedPassive finds the participle of an edit, repository, reading or reply verb right after the
+// file at i, closing quote marks or the rest of a run of files between, that acts on it with no
+// auxiliary, or -1: the file is then changed or read, not made.
 func reducedPassive(u *unit, i, end int) int {
 	k := i + 1
 	for k < end && k <= i+passiveSpan && (u.toks[k].punct(quoteMarks...) || u.toks[k].kind == tokFile ||
@@ -1400,10 +1115,8 @@ func reducedPassive(u *unit, i, end int) int {
 	return k
 }
 
-// isSourceOf reports whether the file at i is followed by "to/into/as" and
-// another file, or a format other than its own: it is then the source of
-// that file or that format ("save notes.md as notes.pdf", "give me
-// users.csv as JSON"; not "write report.md as Markdown").
+// isSourceOf reports whether the file at i is followed by "to/into/as" and another file, or a
+// format other than its own: it is then the source of that file or that format.
 func isSourceOf(toks []token, i, end int) bool {
 	j := i + 1
 	if j >= end || !toks[j].is(sourceLinks...) {
@@ -1424,8 +1137,7 @@ func isSourceOf(toks []token, i, end int) bool {
 	return toks[j].kind == tokWord && isFormat && fileExts[toks[j].low] && !sameFormat(ext, toks[j].low)
 }
 
-// sameFormat reports whether the extension ext and the format word w name
-// one format ("md" and "markdown", "yml" and "yaml").
+// sameFormat reports whether the extension ext and the format word w name one format.
 func sameFormat(ext, w string) bool {
 	canon := func(s string) string {
 		if c, ok := formatAliases[s]; ok {
@@ -1445,9 +1157,8 @@ func signalAt(u *unit, p *phrase, i, lastVerb, head int, prep string, prepOfVerb
 		vc, hc = u.cls[lastVerb], u.cls[head]
 	}
 	if u.item && (lastVerb < 0 || vc == verbUnknown && hc == verbUnknown) {
-		// A Deliverables item states outputs: with no verb, or only a verb
-		// of no class ("- Help me name the output file"), it asks for what
-		// it names.
+		// A Deliverables item states outputs: with no verb, or only a verb of no class ("- Help me name
+		// the output file"), it asks for what it names.
 		vc, hc = verbOutput, verbOutput
 	}
 	outputish := isOutputish(vc)
@@ -1476,46 +1187,42 @@ func signalAt(u *unit, p *phrase, i, lastVerb, head int, prep string, prepOfVerb
 		}
 		switch {
 		case t.is(destOutputPreps...):
-			// "as a CSV" after any verb but a reading, reply or edit one, or
-			// a statement ("We used to export data as CSV"); after a
-			// reading verb "as" says how the input is read ("fetch the
-			// data as JSON"). An edit or reading verb that reshapes its
-			// object "into" a format makes a new document of it
-			// ("restructure the scans into JSON", "parse the log into
-			// JSON"; not the particle of "look into JSON Schema").
+			// "as a CSV" after any verb but a reading, reply or edit one, or a statement ("We used to export
+			// data as CSV"); after a reading verb "as" says how the input is read ("fetch the data as
+			// JSON").
 			if hc != verbInput && hc != verbReply && hc != verbEdit && hc != verbStated || digest ||
 				t.is(resultPreps...) && (hc == verbEdit || hc == verbInput && i > head+1) {
-				p.request(u, "unnamed request: "+dest(t.low), i, min(k, p.end-1))
+				p.requestBy(u, ruleDestFormat, t.low, i, min(k, p.end-1))
 			}
 		case t.is("to"):
 			// "to a JSON file" or "to a PDF" after a transform verb is a
 			// file; "to JSON" stays a text request (rule 3).
 			if outputish || vc == verbTransform && (noun || format && formats[toks[k].low]) {
-				p.request(u, "unnamed request: "+dest(t.low), i, min(k, p.end-1))
+				p.requestBy(u, ruleDestFormat, t.low, i, min(k, p.end-1))
 			}
 		case t.is("in"):
 			switch {
 			case format && k+1 < p.end && toks[k+1].is(formatWords...):
 				if hc != verbInput && hc != verbReply && hc != verbEdit {
-					p.request(u, "unnamed request: "+dest(t.low), i, min(k, p.end-1))
+					p.requestBy(u, ruleDestFormat, t.low, i, min(k, p.end-1))
 				}
 			case !toks[i+1].is(indefArticles...) || i > 0 && toks[i-1].is(locatedBe...):
 				// "in the PDF" is where something already is; "what is in a PDF"
 			case isOutputish(hc) || digest:
-				p.request(u, "unnamed request: "+dest(t.low), i, min(k, p.end-1)) // "put the results in a CSV", "summarize X in a PDF"
+				p.requestBy(u, ruleDestFormat, t.low, i, min(k, p.end-1)) // "put the results in a CSV", "summarize X in a PDF"
 			case hc == verbReply && (noun || formats[toks[k].low]):
-				p.request(u, "unnamed request: "+dest(t.low), i, min(k, p.end-1)) // "explain the results in a Word document"
+				p.requestBy(u, ruleDestFormat, t.low, i, min(k, p.end-1)) // "explain the results in a Word document"
 			}
 		}
 		return
 	}
 
 	if bareFormat(u, i, p.end) && (isOutputish(hc) || isOutputish(vc) || i >= 2 && toks[i-2].is(outputSubjects...)) {
-		p.request(u, "unnamed request: a format standing as its own clause (\"— PDF, one page\")", i, i)
+		p.requestBy(u, ruleBareFormat, "", i, i)
 		return
 	}
 	if acceptedFormat(u, i, p.end) {
-		p.request(u, "unnamed request: a file or format accepted as the answer (\"a Markdown file is fine\")", i, min(i+3, p.end-1))
+		p.requestBy(u, ruleAcceptedFormat, "", i, min(i+3, p.end-1))
 		return
 	}
 	strong := formats[t.low] && formatHead(u, i, p.end) || countedFormat(u, i, p.end) || formatDocument(u, i, p.end)
@@ -1533,22 +1240,19 @@ func signalAt(u *unit, p *phrase, i, lastVerb, head int, prep string, prepOfVerb
 	if prepOfVerb {
 		return // "advice on naming files": not the verb's object
 	}
-	p.request(u, "unnamed request: a file or format is the object of the output verb", max(lastVerb, p.start), i)
+	p.requestBy(u, ruleOutputObject, "", max(lastVerb, p.start), i)
 }
 
-// destAdjective reports whether toks[k] may modify a destination's format
-// or file noun after its article ("a one-page PDF", "a clean PDF", "a chart
-// image", "a clean XLSX workbook": destWord) that is neither a format nor a
-// file noun itself.
+// destAdjective reports whether toks[k] may modify a destination's format or file noun after its
+// article that is neither a format nor a file noun itself.
 func destAdjective(u *unit, k int) bool {
 	t := u.toks[k]
 	_, format := formats[t.low]
 	return t.kind == tokWord && destWord(u, k) && !format && !fileNouns[t.low]
 }
 
-// destWord reports whether toks[k] may be a word of a destination's noun
-// phrase: a plain word, or a lexicon word read there as a noun or adjective
-// ("into a clean XLSX workbook", "into a single PDF bundle").
+// destWord reports whether toks[k] may be a word of a destination's noun phrase: a plain word, or a
+// lexicon word read there as a noun or adjective.
 func destWord(u *unit, k int) bool {
 	t := u.toks[k]
 	if plainWord(t) {
@@ -1557,20 +1261,9 @@ func destWord(u *unit, k int) bool {
 	return lemmaOf(t.low) != "" && !u.verbAt(k) && !functionWords[t.low] && !determiners[t.low]
 }
 
-// destFormat reports whether the word at k, right after a destination's
-// preposition and article, is an inherently binary format that modifies the
-// head noun of the destination, at most destHeadSpan words on ("into a PDF
-// handout", "as a PNG poster", "to PDF handouts", "into a PDF recipe
-// booklet"), a head that ends the noun phrase (nounFollows; not "to PDF
-// loses the links"): the destination is a document of that format. After
-// "into" (result: resultPreps), which names what the object becomes, a
-// text format before a plural head noun counts as well: a set of documents
-// of that format ("into JSON fixtures", "into CSV batches of 500 rows"; not
-// "into a SQL table"); after "as" such a pair says how a text is laid out
-// ("as Markdown bullet points", "as JSON objects") and does not.
-// A word that names a tool working on the format ("into a PDF generator",
-// "a PNG viewer", "into a JSON parser": toolNoun) makes the destination
-// code, not a file.
+// destFormat reports whether the word at k, right after a destination's preposition and article, is
+// an inherently binary format that modifies the head noun of the destination, at most destHeadSpan
+// words on, a head that ends the noun phrase: the destination is a document of that format.
 func destFormat(u *unit, k, end int, result bool) bool {
 	toks := u.toks
 	strong, ok := formats[toks[k].low]
@@ -1589,14 +1282,12 @@ func destFormat(u *unit, k, end int, result bool) bool {
 	return false
 }
 
-// plural reports whether w has the plural ending of a noun (pluralSuffix;
-// "fixtures", "records", not "address").
+// plural reports whether w has the plural ending of a noun.
 func plural(w string) bool {
 	return strings.HasSuffix(w, pluralSuffix) && !strings.HasSuffix(w, pluralSuffix+pluralSuffix)
 }
 
-// toolNoun reports whether w is the agent noun of a lexicon verb ("parser",
-// "converter", "generator", "viewer"): a tool that does the verb's work.
+// toolNoun reports whether w is the agent noun of a lexicon verb: a tool that does the verb's work.
 func toolNoun(w string) bool {
 	for _, suf := range agentSuffixes {
 		b, ok := strings.CutSuffix(w, suf)
@@ -1607,10 +1298,9 @@ func toolNoun(w string) bool {
 	return false
 }
 
-// bareFormat reports whether the word at i is an inherently binary format
-// standing as its own clause after a dash or colon, before punctuation or
-// the end ("I need a printable checklist — PDF, one page", "Format: PDF"):
-// it says in what form the requested thing comes.
+// bareFormat reports whether the word at i is an inherently binary format standing as its own
+// clause after a dash or colon, before punctuation or the end ("I need a printable checklist — PDF,
+// one page", "Format: PDF"): it says in what form the requested thing comes.
 func bareFormat(u *unit, i, end int) bool {
 	toks := u.toks
 	if !formats[toks[i].low] || i == 0 || !toks[i-1].punct(formatLeadMarks...) {
@@ -1619,10 +1309,8 @@ func bareFormat(u *unit, i, end int) bool {
 	return i+1 >= end || toks[i+1].kind == tokPunct || toks[i+1].is(politeWords...)
 }
 
-// acceptedFormat reports whether the word at i heads a file noun phrase
-// with an indefinite article ("a Markdown file", "a PDF") that a be-form
-// and an acceptance word follow ("a Markdown file is fine", "a PDF would
-// be perfect"): the text accepts that file as the answer.
+// acceptedFormat reports whether the word at i heads a file noun phrase with an indefinite article
+// that a be-form and an acceptance word follow: the text accepts that file as the answer.
 func acceptedFormat(u *unit, i, end int) bool {
 	toks := u.toks
 	_, format := formats[toks[i].low]
@@ -1650,10 +1338,9 @@ func extensionWord(t token) bool {
 	return ok && t.kind == tokOther && fileExts[ext]
 }
 
-// phrasalMake reports whether the format or file noun at toks[i] is the
-// new object of a phrasal verb of making that no lexicon lists: a plain word
-// and a making particle before an indefinite article ("whip up a CSV", "throw
-// together a PDF").
+// phrasalMake reports whether the format or file noun at toks[i] is the new object of a phrasal
+// verb of making that no lexicon lists: a plain word and a making particle before an indefinite
+// article ("whip up a CSV", "throw together a PDF").
 func phrasalMake(u *unit, i int) bool {
 	toks := u.toks
 	if i < 3 || !toks[i-1].is(indefArticles...) || !toks[i-2].is(makingParticles...) {
@@ -1663,20 +1350,14 @@ func phrasalMake(u *unit, i int) bool {
 	return v.kind == tokWord && !functionWords[v.low] && !determiners[v.low] && lemmaOf(v.low) == ""
 }
 
-// dest names the destination rule of the preposition w.
-func dest(w string) string {
-	return "a file or format after the destination \"" + w + "\""
-}
-
-// isOutputish reports whether a verb of class c makes its object an
-// output.
+// isOutputish reports whether a verb of class c makes its object an output.
 func isOutputish(c verbClass) bool {
 	return c == verbOutput || c == verbExport || c == verbAttach || c == verbSend || c == verbPseudo || c == verbWant
 }
 
-// countedFormat reports whether the text format at toks[i] is a counted
-// noun of its own, so a document: "a CSV of all active users", "a clean JSON",
-// but not "a JSON parser", "a Markdown summary" or "JSON" alone.
+// countedFormat reports whether the text format at toks[i] is a counted noun of its own, so a
+// document: "a CSV of all active users", "a clean JSON", but not "a JSON parser", "a Markdown
+// summary" or "JSON" alone.
 func countedFormat(u *unit, i, end int) bool {
 	toks := u.toks
 	if strong, ok := formats[toks[i].low]; !ok || strong || toks[i].kind != tokWord {
@@ -1696,9 +1377,9 @@ func countedFormat(u *unit, i, end int) bool {
 	return n.kind == tokPunct || n.kind == tokWord && (functionWords[n.low] || strings.HasSuffix(n.low, "ing"))
 }
 
-// formatDocument reports whether the text format at toks[i] names the
-// format of a document noun right after it, which makes the pair a file: "a
-// CSV export", "a JSON dump", "a Markdown document"; not "a CSV parser".
+// formatDocument reports whether the text format at toks[i] names the format of a document noun
+// right after it, which makes the pair a file: "a CSV export", "a JSON dump", "a Markdown
+// document"; not "a CSV parser".
 func formatDocument(u *unit, i, end int) bool {
 	t := u.toks[i]
 	if _, ok := formats[t.low]; !ok || t.kind != tokWord || i+1 >= end {
@@ -1707,10 +1388,8 @@ func formatDocument(u *unit, i, end int) bool {
 	return formatDocNouns[u.toks[i+1].low] && u.toks[i+1].kind == tokWord
 }
 
-// formatHead reports whether toks[k] is a format word used as the head of
-// its noun phrase ("a CSV", "a PDF report", and for an inherently binary
-// format a compound document noun: "a PNG bar chart") rather than as a
-// modifier ("a CSV parser", "a PDF parser library").
+// formatHead reports whether toks[k] is a format word used as the head of its noun phrase rather
+// than as a modifier.
 func formatHead(u *unit, k, end int) bool {
 	t := u.toks[k]
 	if _, ok := formats[t.low]; !ok || t.kind != tokWord && t.kind != tokOther { // "MP3" is a mixed token
@@ -1734,9 +1413,8 @@ func formatHead(u *unit, k, end int) bool {
 	return format
 }
 
-// fileNounHead reports whether toks[k] is "file", "attachment" or the
-// like used as a noun of its own ("a file"), not as a modifier ("file
-// permissions").
+// fileNounHead reports whether toks[k] is "file", "attachment" or the like used as a noun of its
+// own ("a file"), not as a modifier ("file permissions").
 func fileNounHead(toks []token, k, end int) bool {
 	if !fileNouns[toks[k].low] || toks[k].kind != tokWord {
 		return false
@@ -1744,8 +1422,7 @@ func fileNounHead(toks []token, k, end int) bool {
 	return k+1 >= end || !fileModifiers[toks[k+1].low]
 }
 
-// markerLen returns the length of a delivery marker at toks[i]
-// ("downloadable", "download link", "for download", "as an attachment"), or 0.
+// markerLen returns the length of a delivery marker at toks[i], or 0.
 func markerLen(toks []token, i int) int {
 	at := func(k int, words ...string) bool { return k < len(toks) && toks[k].is(words...) }
 	t := toks[i]
@@ -1768,8 +1445,7 @@ func markerLen(toks []token, i int) int {
 	return 0
 }
 
-// pronounAt reports whether toks[i] is a pronoun object that refers back
-// to a file ("it", "them", "this", "the file", "these files").
+// pronounAt reports whether toks[i] is a pronoun object that refers back to a file.
 func pronounAt(toks []token, i, end int) (found, plural, np bool) {
 	t := toks[i]
 	next := func() (token, bool) {
@@ -1807,11 +1483,8 @@ func pronounAt(toks []token, i, end int) (found, plural, np bool) {
 	return false, false, false
 }
 
-// anaphoricNP reports whether the noun phrase after "the" at toks[k] refers
-// back to a file made or edited earlier in the same item: a head that names a
-// made thing ("the result", "the corrected one", "the revised copy", "the new
-// version") or any head after a participle ("the edited config", "the
-// patched stylesheet", "the cleaned-up version").
+// anaphoricNP reports whether the noun phrase after "the" at toks[k] refers back to a file made or
+// edited earlier in the same item: a head that names a made thing or any head after a participle.
 func anaphoricNP(toks []token, k, end int) (found, plural, np bool) {
 	modified := false
 	for n := 0; k < end && n < 4 && toks[k].kind == tokWord; k, n = k+1, n+1 {
@@ -1831,10 +1504,9 @@ func anaphoricNP(toks []token, k, end int) (found, plural, np bool) {
 	return false, false, false
 }
 
-// kindAt returns the kind noun (kindNouns) that heads the noun phrase from
-// toks[k], after at most two modifiers, and whether it is plural: "the
-// spreadsheet", "the shorter clip", "the updated slides". The head must end
-// the noun phrase ("the chart data" is data, not a chart).
+// kindAt returns the kind noun (kindNouns) that heads the noun phrase from toks[k], after at most
+// two modifiers, and whether it is plural: "the spreadsheet", "the shorter clip", "the updated
+// slides".
 func kindAt(toks []token, k, end int) (string, bool) {
 	for n := 0; k < end && n < 3 && toks[k].kind == tokWord; k, n = k+1, n+1 {
 		w := toks[k].low
@@ -1854,17 +1526,14 @@ func kindAt(toks []token, k, end int) (string, bool) {
 	return "", false
 }
 
-// ofKind reports whether the file name is of the kind the kind noun names
-// ("q3.xlsx" is a spreadsheet, "intro.mp4" a clip).
+// ofKind reports whether the file name is of the kind the kind noun names.
 func ofKind(name, kind string) bool {
 	_, ext := pathParts(name)
 	return slices.Contains(kindNouns[kind], ext)
 }
 
-// sameDocAt reports whether the noun phrase from toks[k] has a head that
-// names the same document in a new state ("the tidied version", "the
-// corrected copy") rather than a product of another kind ("the resulting
-// PDF", "the result").
+// sameDocAt reports whether the noun phrase from toks[k] has a head that names the same document in
+// a new state rather than a product of another kind.
 func sameDocAt(toks []token, k, end int) bool {
 	for n := 0; k < end && n < 4 && toks[k].kind == tokWord; k, n = k+1, n+1 {
 		if sameDocHeads[toks[k].low] {
@@ -1874,9 +1543,8 @@ func sameDocAt(toks []token, k, end int) bool {
 	return false
 }
 
-// participleAt returns the first participle of the noun phrase from
-// toks[k] ("shortened" in "the shortened one"), without a particle after a
-// hyphen, or "".
+// participleAt returns the first participle of the noun phrase from toks[k] ("shortened" in "the
+// shortened one"), without a particle after a hyphen, or "".
 func participleAt(toks []token, k, end int) string {
 	for n := 0; k < end && n < 4 && toks[k].kind == tokWord; k, n = k+1, n+1 {
 		if participle(toks[k].low) {
@@ -1887,11 +1555,9 @@ func participleAt(toks []token, k, end int) string {
 	return ""
 }
 
-// actedFrom returns the index of the first word of phrase p that is the verb
-// whose participle part is, or -1: a file after it in p is the one the
-// anaphor names by the work done on it, whatever that verb is ("Shorten
-// abstract.txt … the shortened one", "Normalize the column names in data.csv
-// … the normalized file").
+// actedFrom returns the index of the first word of phrase p that is the verb whose participle part
+// is, or -1: a file after it in p is the one the anaphor names by the work done on it, whatever
+// that verb is.
 func actedFrom(toks []token, p *phrase, part string) int {
 	if part == "" {
 		return -1
@@ -1904,8 +1570,7 @@ func actedFrom(toks []token, p *phrase, part string) int {
 	return -1
 }
 
-// participleOf reports whether part is the regular past participle of the
-// verb w ("shortened" of "shorten", "tidied" of "tidy", "zipped" of "zip").
+// participleOf reports whether part is the regular past participle of the verb w.
 func participleOf(part, w string) bool {
 	for _, s := range inflections {
 		if b, ok := strings.CutSuffix(part, s.suffix); ok && strings.HasSuffix(s.suffix, "d") && b+s.restore == w {
@@ -1930,9 +1595,8 @@ func repoAt(toks []token, i int) bool {
 	return t.is(pullWords...) && i+1 < len(toks) && toks[i+1].is(requestNouns...)
 }
 
-// prepSkip reports whether t is transparent when looking for the word
-// that governs a file: other files, coordinators, determiners, "file",
-// quotes.
+// prepSkip reports whether t is transparent when looking for the word that governs a file: other
+// files, coordinators, determiners, "file", quotes.
 func prepSkip(t token) bool {
 	switch t.kind {
 	case tokFile:
@@ -1945,8 +1609,7 @@ func prepSkip(t token) bool {
 	return false
 }
 
-// findQualifier returns the index of a "not a deliverable" qualifier in
-// toks, or -1.
+// findQualifier returns the index of a "not a deliverable" qualifier in toks, or -1.
 func findQualifier(toks []token) int {
 	for i, t := range toks {
 		if t.is(nonDeliverables...) {
@@ -1993,13 +1656,9 @@ func denialAt(toks []token, i int) bool {
 	return false
 }
 
-// modelRef reports whether the input file at i is named as a model,
-// template, example or earlier version (rule 10): the standard of a
-// comparison ("in the same format as NAME"), the object of "like", of a
-// verb of following (modelVerbs: "use", "follow"), or a file with a
-// modelWords word at most modelSpan tokens before it in its phrase
-// ("based on NAME", "the template in NAME") or after it ("NAME as a
-// template").
+// modelRef reports whether the input file at i is named as a model, template, example or earlier
+// version (rule 10): the standard of a comparison, the object of "like", of a verb of following, or
+// a file with a modelWords word at most modelSpan tokens before it in its phrase or after it.
 func modelRef(u *unit, p *phrase, i, vi int, prep string, compared bool) bool {
 	if compared || modelPreps[prep] || vi >= 0 && vi < i && modelVerbs[lemmaOf(u.toks[vi].low)] {
 		return true
@@ -2020,19 +1679,17 @@ func modelRef(u *unit, p *phrase, i, vi int, prep string, compared bool) bool {
 	return false
 }
 
-// featureGerund reports whether the verb at vi is a gerund after a verb of
-// building a feature ("support writing NAME", "implement saving NAME"):
-// the product writes the file, the task changes the product (rule 11).
+// featureGerund reports whether the verb at vi is a gerund after a verb of building a feature: the
+// product writes the file, the task changes the product (rule 11).
 func featureGerund(u *unit, vi int) bool {
 	w := u.toks[vi].low
 	return strings.HasSuffix(w, "ing") && featureVerbs[lemmaOf(u.toks[vi-1].low)] ||
 		featureVerbs[u.toks[vi-1].low]
 }
 
-// productVerb reports whether the verb at vi has a product as its subject
-// (rule 11): a softwareNouns word right before it after a causative verb
-// and a determiner ("Make the CLI save NAME"), or before a modal right
-// before it ("The app should save NAME").
+// productVerb reports whether the verb at vi has a product as its subject (rule 11): a
+// softwareNouns word right before it after a causative verb and a determiner ("Make the CLI save
+// NAME"), or before a modal right before it ("The app should save NAME").
 func productVerb(u *unit, vi int) bool {
 	toks := u.toks
 	if vi >= 3 && softwareNouns[toks[vi-1].low] && determiners[toks[vi-2].low] && softwareCausatives[toks[vi-3].low] {
@@ -2041,10 +1698,8 @@ func productVerb(u *unit, vi int) bool {
 	return vi >= 2 && toks[vi-1].is(productModals...) && softwareNouns[toks[vi-2].low]
 }
 
-// modelNP reports whether the file at i ends a noun phrase headed by a
-// model word (modelHeads) that a preposition or verb of following governs
-// ("like the example in NAME", "using the template in NAME", "from the
-// sample in NAME"): the file holds the model, not the output (rule 10).
+// modelNP reports whether the file at i ends a noun phrase headed by a model word (modelHeads) that
+// a preposition or verb of following governs: the file holds the model, not the output (rule 10).
 func modelNP(u *unit, p *phrase, i int) bool {
 	toks := u.toks
 	k := i - 1

@@ -8,7 +8,6 @@ import (
 	"unicode/utf8"
 )
 
-// ---------------------------------------------------------------------------
 // Tokens
 
 type tokKind uint8
@@ -38,13 +37,7 @@ func (t token) punct(marks ...string) bool {
 	return t.kind == tokPunct && slices.Contains(marks, t.low)
 }
 
-// Work counting. The predicates every rule reads tokens through (token.is,
-// token.punct, unit.verbAt, lemmaOf, the cue matchers of languages.go) call
-// step; while counting is on, step counts the calls in steps. The count
-// measures the work Detect does for one input independently of how busy the
-// machine is: tests turn it on (export_test.go) to check that the work grows
-// linearly with the input (TestDetectLinear). It is off otherwise, and
-// Detect must not be called concurrently while it is on.
+// Work counting.
 var (
 	counting atomic.Bool
 	steps    atomic.Int64
@@ -82,8 +75,7 @@ func tokenizeAt(s string, base int) []token {
 	return toks
 }
 
-// tokenize splits one line into tokens. Every token's text is a
-// substring of s.
+// tokenize splits one line into tokens. Every token's text is a substring of s.
 func tokenize(s string) []token {
 	var toks []token
 	for i := 0; i < len(s); {
@@ -123,8 +115,7 @@ func tokenize(s string) []token {
 	return toks
 }
 
-// cjkFirst is below every rune of the CJK scripts (Hangul Jamo starts at
-// U+1100): isCJK.
+// cjkFirst is below every rune of the CJK scripts (Hangul Jamo starts at U+1100): isCJK.
 const cjkFirst = 0x1100
 
 // isCJK reports whether r is written in a script with no spaces between
@@ -133,10 +124,8 @@ func isCJK(r rune) bool {
 	return r >= cjkFirst && unicode.In(r, unicode.Han, unicode.Hiragana, unicode.Katakana, unicode.Hangul)
 }
 
-// cjkPieces cuts a run that mixes CJK text with a file name written against
-// it, with no space ("請把結果整理成summary.pdf並附上", "report.pdfを作成して",
-// "report.pdf로") into the CJK text and the name (rule 9). A run with no
-// CJK rune, or whose non-CJK parts name no file ("報告.md"), stays whole.
+// cjkPieces cuts a run that mixes CJK text with a file name written against it, with no space into
+// the CJK text and the name (rule 9).
 func cjkPieces(run string) []string {
 	var segs []string
 	start, prev := 0, false
@@ -179,9 +168,8 @@ func closingQuote(open rune) string {
 	return string(open)
 }
 
-// quotedFile reports whether s starts with a quoted file name that
-// contains blanks ("final report.pdf"); n is the offset of the closing quote.
-// Names without blanks are found by the ordinary tokenizer.
+// quotedFile reports whether s starts with a quoted file name that contains blanks ("final
+// report.pdf"); n is the offset of the closing quote.
 func quotedFile(s string, open rune, w int) (n int, ok bool) {
 	closing := closingQuote(open)
 	window := s[w:]
@@ -200,9 +188,9 @@ func quotedFile(s string, open rune, w int) (n int, ok bool) {
 	return w + end, true
 }
 
-// splitRun classifies one run of word and path characters: quotes around it
-// and sentence punctuation after it become punctuation tokens, a URL stays one
-// token, and colons separate pieces (a drive letter excepted).
+// splitRun classifies one run of word and path characters: quotes around it and sentence
+// punctuation after it become punctuation tokens, a URL stays one token, and colons separate pieces
+// (a drive letter excepted).
 func splitRun(toks []token, run string) []token {
 	for run != "" {
 		r, w := utf8.DecodeRuneInString(run)
@@ -237,9 +225,7 @@ func splitRun(toks []token, run string) []token {
 	return toks
 }
 
-// splitColons splits s at colons ("report.md:12" is the file report.md, a
-// colon and a number) and classifies each piece. A leading drive letter
-// ("C:\out\a.pdf") is not split.
+// splitColons splits s at colons and classifies each piece. A leading drive letter is not split.
 func splitColons(toks []token, s string) []token {
 	from := 0
 	if len(s) > 2 && s[1] == ':' && (s[2] == '\\' || s[2] == '/') &&
@@ -284,9 +270,8 @@ func classify(s string) token {
 	return token{text: s, low: low, kind: tokOther}
 }
 
-// IsFile reports whether s names a file: its last path element is
-// name.ext with a non-empty name and an extension from fileExts, and it is
-// not a framework's name ("Node.js").
+// IsFile reports whether s names a file: its last path element is name.ext with a non-empty name
+// and an extension from fileExts, and it is not a framework's name ("Node.js").
 func IsFile(s string) bool {
 	base := s[strings.LastIndexAny(s, pathSeparators)+1:]
 	dot := strings.LastIndexByte(base, '.')
@@ -302,7 +287,6 @@ func IsFile(s string) bool {
 	return !notFiles[strings.ToLower(s)]
 }
 
-// ---------------------------------------------------------------------------
 // Stage 1 and 2: lines, blocks, paragraphs, sentences
 
 // unit is one sentence of prose or of a Deliverables item.
@@ -356,10 +340,8 @@ func splitSentences(toks []token, item bool) []*unit {
 	return units
 }
 
-// leadQuestion reports whether a question opens its main clause with a
-// wh-word after a leading phrase and a comma ("Per the spec in docs/spec.md,
-// which fields are required?", "Looking at q3.xlsx, what stands out?"). Only
-// the first comma, within leadSpan tokens, is looked at.
+// leadQuestion reports whether a question opens its main clause with a wh-word after a leading
+// phrase and a comma.
 func leadQuestion(toks []token) bool {
 	for i := 1; i+1 < len(toks) && i < leadSpan; i++ {
 		if toks[i].punct(",") {
@@ -369,10 +351,7 @@ func leadQuestion(toks []token) bool {
 	return false
 }
 
-// politeAsk reports whether a question is a request phrased politely
-// ("Is it possible to attach the log file?", "Do you mind attaching it?").
-// A question opened by a wh-word ("Who is able to attach report.pdf?") is
-// not one.
+// politeAsk reports whether a question is a request phrased politely.
 func politeAsk(toks []token) bool {
 	if !toks[0].is(politeOpeners...) {
 		return false

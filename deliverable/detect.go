@@ -1,6 +1,10 @@
 package deliverable
 
-import "github.com/airlockdev/airlock/internal/reqdetect"
+import (
+	"fmt"
+
+	"github.com/airlockdev/airlock/internal/reqdetect"
+)
 
 // Requests is what a task's own text asks to be delivered as files.
 type Requests struct {
@@ -12,6 +16,39 @@ type Requests struct {
 	// ("dist/index.html", "report.pdf"), de-duplicated and sorted byte-wise.
 	// It is nil when the text names no output file.
 	Files []string
+	// Unsure is "" when the reading is sure; otherwise it says why it may
+	// be wrong: "language: the text is mostly Russian, which has no
+	// table", or "conflicting signals: …" (a delivery and a refusal bear
+	// on the same output). File and Files are still the best reading;
+	// Evidence.Unsure says what ValidateEvidence makes of them.
+	Unsure string
+}
+
+// UnsurePolicy says what ValidateEvidence does with a task whose text
+// DetectRequests is unsure of (Requests.Unsure).
+type UnsurePolicy int
+
+const (
+	// UnsureAsRead (the zero value) follows the reading as it is (File and
+	// Files) and logs the doubt: Evidence.Logger gets a warning naming the
+	// task, the run and the reason.
+	UnsureAsRead UnsurePolicy = iota
+	// UnsureRequireFile requires at least one file registered for the task
+	// in the run, whatever the reading says: a miss (a task closed without
+	// the file its requester asked for) costs more than asking an agent
+	// that did the job for its file. The rejection names the reason.
+	UnsureRequireFile
+)
+
+// String returns the policy's name ("as-read", "require-file").
+func (p UnsurePolicy) String() string {
+	switch p {
+	case UnsureAsRead:
+		return "as-read"
+	case UnsureRequireFile:
+		return "require-file"
+	}
+	return fmt.Sprintf("UnsurePolicy(%d)", int(p))
 }
 
 // DetectRequests reads a task's objective (the text the host bound to the run,
@@ -43,9 +80,11 @@ type Requests struct {
 // may misread unusual phrasings; the worked cases in
 // internal/reqdetect/testdata/requested-files.jsonl show what it is held to.
 // Names are compared as written: "./out.json" and "out.json" are two names.
+// Where the reader has no table for the text's language, or its signals
+// conflict, Unsure says so.
 func DetectRequests(objective string) Requests {
 	r := reqdetect.Detect(objective)
-	return Requests{File: r.File, Files: r.Files}
+	return Requests{File: r.File, Files: r.Files, Unsure: r.Unsure}
 }
 
 // detectIsFile reports whether s names a file the way DetectRequests sees one:

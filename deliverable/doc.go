@@ -165,9 +165,12 @@
 // A file named in a negated request (rule 5, or "do not create report.pdf"
 // inside an item) is never requested, whatever else the text says. The worked cases in
 // internal/reqdetect/testdata/requested-files.jsonl (one JSON object a
-// line: objective, file, files) are examples of these rules that the
-// tests hold the reader to; DetectRequests documents what it guarantees
-// and where it is only a heuristic.
+// line: objective, file, files, and the id of the reader's rule that
+// decides it) are examples of these rules that the tests hold the reader
+// to; DetectRequests documents what it guarantees and where it is only a
+// heuristic. Where the reader has no table for the text's language, or
+// its signals conflict, Requests.Unsure says so, and Evidence.Unsure
+// chooses what ValidateEvidence does then (UnsurePolicy).
 //
 // # Workspace references
 //

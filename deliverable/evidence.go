@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"slices"
 	"strings"
 )
@@ -56,6 +57,13 @@ type Evidence struct {
 	// ToolName is the name of the agent's registration tool, used in
 	// rejection messages; "" means DefaultToolName.
 	ToolName string
+	// Unsure is what to do when DetectRequests is unsure of Objective
+	// (Requests.Unsure): the zero value follows the reading and logs the
+	// doubt; UnsureRequireFile requires a registered file.
+	Unsure UnsurePolicy
+	// Logger receives the warning of an unsure reading; nil means
+	// slog.Default().
+	Logger *slog.Logger
 }
 
 // maxCitations bounds the attachments one completion may cite, and so the
@@ -117,6 +125,12 @@ func (e *EvidenceError) Unwrap() error { return &RequestError{Message: e.Message
 // file (the rejection says it is a signpost, not an upload); an unknown
 // work product, or a workspace file of another task, is rejected; the
 // host's own kinds are not judged.
+//
+// When DetectRequests is unsure of ev.Objective (Requests.Unsure: a
+// language it has no table for, conflicting signals), ev.Unsure decides:
+// UnsureAsRead (the default) follows the reading and logs a warning with
+// the reason to ev.Logger; UnsureRequireFile requires a file registered
+// for the task in the run, and its rejection gives the reason.
 //
 // An empty ev.Objective asks for no file, except when tasks records each
 // task's objective (FileTasks): the recorded one is then used, so that a
@@ -191,6 +205,20 @@ func validateEvidence(ctx context.Context, tasks Tasks, ev Evidence) error {
 	}
 
 	req := DetectRequests(ev.Objective)
+	if req.Unsure != "" {
+		switch ev.Unsure {
+		case UnsureRequireFile:
+			req.File = true
+		case UnsureAsRead:
+			log := ev.Logger
+			if log == nil {
+				log = slog.Default()
+			}
+			log.Warn("deliverable: the task's text is read without certainty; following the reading", "task", ev.TaskID, "run", ev.RunID, "unsure", req.Unsure, "file", req.File, "files", req.Files)
+		default:
+			return &HostError{Op: "validate evidence", Err: fmt.Errorf("Evidence.Unsure is %v, not a policy; pass UnsureAsRead or UnsureRequireFile", ev.Unsure)}
+		}
+	}
 	if len(ids) == 0 && !req.File && len(req.Files) == 0 {
 		return nil
 	}
@@ -301,8 +329,12 @@ func missingError(req Requests, own []Attachment, ev Evidence) error {
 		what = strings.Join(missing, ", ")
 		use = what
 	}
+	asks := "asks for " + what
+	if req.Unsure != "" && ev.Unsure == UnsureRequireFile && len(req.Files) == 0 {
+		asks = "may ask for a file (its text could not be read with certainty: " + req.Unsure + "; the host requires a file then)"
+	}
 	return &EvidenceError{Missing: missing, Message: fmt.Sprintf(
-		"The task asks for %s, but the completion cites no attachment registered for it on this task in run %s; "+
+		"The task %s, but the completion cites no attachment registered for it on this task in run %s; "+
 			"a child task's file does not count. Use %s for %s and cite deliverable:<attachmentId> from its receipt.",
-		what, clip(ev.RunID), toolName(ev.ToolName), use)}
+		asks, clip(ev.RunID), toolName(ev.ToolName), use)}
 }

@@ -7,53 +7,47 @@ import (
 	"unicode/utf8"
 )
 
-// ---------------------------------------------------------------------------
-// Rule 9: tasks written in other languages
+// Rule 9: tasks written in other languages.
 
-// langTable holds the cue words of one language, one field a role: words
-// separated by spaces, "_" for a space inside a label ("fichiers_de_sortie"),
-// "*" ending a stem ("exportier*" reads "exportiere"), "…" joining the head
-// of a separable verb to its particle, which must follow in the sentence
-// ("voeg…bij"). Latin words match folded (foldWord), after an elided article
+// langTable holds the cue words of one language (lang_xx.go), one field a
+// role, words separated by spaces: "_" for a space inside a label, "*" ends a
+// stem ("exportier*"), "…" joins a separable verb's head to the particle that
+// must follow it ("voeg…bij"), ">" marks a negator that reaches only ahead
+// ("no>"). Latin words match folded (foldWord), past an elided article
 // ("l'export") and before clitics ("exporte-le"); a CJK cue matches anywhere
-// in a run of CJK text. Adding a language is adding a table (lang_xx.go) to
-// langTables and cases to testdata/requested-files.jsonl.
+// in a run of CJK text. Adding a language is adding a table to langTables and
+// cases to testdata/requested-files.jsonl.
 type langTable struct {
 	code, name string
-	// Verb cues by the role they give the files they govern: given with the
-	// task ("anbei"), attachment nouns ("Anhang"), delivery and export
-	// ("hänge an"), send ("schick"), making ("erstelle"), converting
-	// ("konvertiere"), reading and running ("lies"), answering in text
-	// ("antworte"), editing in place ("korrigiere"), naming ("nenne").
+	// Verb cues by role: given with the task ("anbei"), attachment nouns
+	// ("Anhang"), delivery ("hänge an"), send ("schick"), making
+	// ("erstelle"), converting, reading and running ("lies"), answering in
+	// text ("antworte"), editing in place ("korrigiere"), naming ("nenne").
 	presented, attach, delivery, send, output, transform, input, reply, edit, naming string
-	// inline place an output in the reply ("hier"); negators negate the
-	// nearest verb ("nicht"); fileWords are file nouns ("Datei"); polite
-	// markers make a sentence a request ("bitte").
+	// The reply as a place ("hier"), negators ("nicht"), file nouns
+	// ("Datei"), polite markers ("bitte").
 	inline, negators, fileWords, polite string
-	// Rule 10: model words before a file ("wie", "Vorlage") or right after
-	// it in CJK text ("と同じ"), model nouns after "as" ("als Vorlage").
+	// Rule 10: model words before a file ("wie") or after it in CJK text
+	// ("と同じ"), model nouns after "as" ("als Vorlage").
 	model, modelAfter, modelNouns string
-	// Destination words before a file ("als", "成"; namingPreps name a thing
-	// made with no verb); source words before or after it ("aus", "から").
+	// Destination words ("als", "成"; namingPreps name a thing made without a
+	// verb); source words before or after a file ("aus", "から").
 	destPreps, namingPreps, sourcePreps, sourceAfter string
-	// Rule 8 and 11: repository nouns ("Branch", "分支"), product nouns
-	// ("Skript"), verbs that build a feature ("implementiere") and the
-	// label of a bug report ("Fehler:").
+	// Rules 8 and 11: repository nouns ("Branch"), product nouns ("Skript"),
+	// feature verbs ("implementiere"), bug labels ("Fehler:").
 	repo, productNouns, featureVerbs, bug string
-	// Questions about something ("wie", "如何") and statements of what was
-	// done ("habe", "了", "已经").
+	// Questions ("wie", "如何") and statements of what was done ("habe",
+	// "schon", "了", "已经").
 	whWords, howTo, perfect, doneAfter, doneBefore string
-	// function words tell the language; deliverables and inputs are the
-	// headings and labels of outputs ("Ergebnis") and inputs ("Kontext").
+	// Function words tell the language; the labels of outputs ("Ergebnis")
+	// and inputs ("Kontext").
 	function, deliverables, inputs string
-	// pointers refer back to a file named before ("sie", "このファイル"),
-	// clitics do so at the end of a verb ("adjúntalo") or, written with a
-	// hyphen, only after one ("envoie-le", "anexe-o").
-	pointers, clitics string
-	// nounMarks make the cue after them a noun ("tempi di consegna"); other
-	// words keep a negation to more files ("keine weiteren Dateien").
-	nounMarks, other string
-	neg, inl         []string // negators and inline, split: read by language
+	// Pointers back to a file ("sie", "このファイル"), clitics on a verb
+	// ("adjúntalo"; with "-", after a hyphen only: "envoie-le"), words that
+	// make the cue after them a noun ("di consegna"), and words for other
+	// files ("keine weiteren Dateien").
+	pointers, clitics, nounMarks, other string
+	neg, inl                            []string // negators and inline words, split
 }
 
 var langTables = []*langTable{langDE, langFR, langES, langPT, langIT, langNL, langJA, langZH, langKO}
@@ -621,10 +615,7 @@ func scan(u *unit) *foreignReading {
 }
 
 func (r *foreignReading) inlineAt(u *unit, i int) bool {
-	if r.cjk[i] {
-		return len(cjkIndex(u.toks[i].low, &foreignInline)) > 0
-	}
-	return r.inL(r.words[i], inls, &foreignInline)
+	return r.cjk[i] && r.in(u, i, &foreignInline) || !r.cjk[i] && r.inL(r.words[i], inls, &foreignInline)
 }
 
 // quoted reports whether the text right before byte off of token i opens a
@@ -697,8 +688,7 @@ func (r *foreignReading) repoObject(u *unit, h cueHit) bool {
 		}
 	}
 	for k := h.tok + 1; k < len(u.toks) && k <= h.tok+repoSpan; k++ {
-		t := u.toks[k]
-		if !r.cjk[k] && inList(foldWord(t.text), &foreignRepo) || r.cjk[k] && len(cjkIndex(t.low, &foreignRepo)) > 0 {
+		if r.in(u, k, &foreignRepo) {
 			return true
 		}
 	}
@@ -749,8 +739,8 @@ func (r *foreignReading) statedBefore(u *unit, i int) bool {
 // repoUnit reports whether u names repository work ("een pull request met
 // …", "ブランチ").
 func (r *foreignReading) repoUnit(u *unit) bool {
-	for i, t := range u.toks {
-		if t.kind != tokFile && (r.cjk[i] && len(cjkIndex(t.low, &foreignRepo)) > 0 || !r.cjk[i] && inList(foldWord(t.text), &foreignRepo)) {
+	for i := range u.toks {
+		if r.in(u, i, &foreignRepo) {
 			return true
 		}
 	}
@@ -808,8 +798,8 @@ func doneAround(run string, off int) bool {
 // question reports whether u asks about something, not for it: it ends in
 // a question mark and opens with a wh-word, or has a how-to word in CJK text.
 func (r *foreignReading) question(u *unit) bool {
-	for i, t := range u.toks {
-		if r.cjk[i] && len(cjkIndex(t.low, &foreignHowTo)) > 0 {
+	for i := range u.toks {
+		if r.cjk[i] && r.in(u, i, &foreignHowTo) {
 			return true
 		}
 	}
@@ -825,6 +815,15 @@ func (r *foreignReading) question(u *unit) bool {
 		first++
 	}
 	return asked && first < len(u.toks) && inList(foldWord(u.toks[first].text), &foreignWhWords)
+}
+
+// in reports whether token k holds a word of l: a CJK cue anywhere in its
+// run, or its folded Latin word.
+func (r *foreignReading) in(u *unit, k int, l *[]string) bool {
+	if r.cjk[k] {
+		return len(cjkIndex(u.toks[k].low, l)) > 0
+	}
+	return inList(r.words[k], l)
 }
 
 // at returns the cues of token i.
@@ -939,7 +938,7 @@ func (r *foreignReading) modelAt(u *unit, i int) bool {
 		if t.kind == tokFile || r.verbTok(k) && !r.cjk[k] {
 			break
 		}
-		if r.cjk[k] && len(cjkIndex(t.low, &foreignModel)) > 0 || !r.cjk[k] && inList(r.words[k], &foreignModel) {
+		if r.in(u, k, &foreignModel) {
 			return true
 		}
 		if r.cjk[k] {
@@ -1174,8 +1173,8 @@ func (r *foreignReading) noFile(u *unit) int {
 // polite reports whether u has a polite marker ("bitte", "merci de", "请",
 // "ください"): under an input heading only such a sentence asks for a file.
 func (r *foreignReading) polite(u *unit) bool {
-	for i, t := range u.toks {
-		if r.cjk[i] && len(cjkIndex(t.low, &foreignPolite)) > 0 || !r.cjk[i] && inList(r.words[i], &foreignPolite) {
+	for i := range u.toks {
+		if r.in(u, i, &foreignPolite) {
 			return true
 		}
 	}

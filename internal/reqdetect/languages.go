@@ -202,6 +202,7 @@ const (
 	cjkNegBytes        = 9  // within one CJK run, a negator touches a verb at most this many bytes away
 	productNameBytes   = 24 // in CJK text a product noun starts at most this many bytes after the start of the cue naming it
 	productSubjectSpan = 4  // a product noun stands at most this far before the verb it is the subject of
+	productRuns        = 3  // or, in CJK text, at most this far before the file it writes
 	repoSpan           = 2  // a repository noun stands at most this far after the verb it is the object of
 	qualifierSpan      = 4  // a negator stands at most this far before the deliverable noun it denies
 	productSuffix      = 4  // a compound ending in a product noun this long or longer names a product ("Rechnungsexport")
@@ -1080,7 +1081,13 @@ func (r *foreignReading) productSubject(u *unit, g, i int) bool {
 		if slices.ContainsFunc(cjkIndex(u.toks[h.tok].low, &foreignProductNouns), func(off int) bool { return off < h.off }) {
 			return true
 		}
-		return i > 0 && r.cjk[i-1] && i-1 != h.tok && len(cjkIndex(u.toks[i-1].low, &foreignProductNouns)) > 0
+		// "エクスポート機能が空の `export.csv`", "내보내기 기능이 빈 `export.csv`"
+		for k := i - 1; k >= 0 && k >= i-productRuns && (r.cjk[k] || u.toks[k].punct(nameQuoteMarks...)); k-- {
+			if k != h.tok && r.cjk[k] && r.in(u, k, &foreignProductNouns) {
+				return true
+			}
+		}
+		return false
 	}
 	for k := h.tok - 1; k >= 0 && k >= h.tok-productSubjectSpan; k-- {
 		if u.toks[k].kind == tokFile || u.toks[k].punct(asideMarks...) {
@@ -1100,7 +1107,7 @@ func (r *foreignReading) productName(u *unit, h cueHit) bool {
 	if r.cjk[h.tok] {
 		return slices.ContainsFunc(cjkIndex(u.toks[h.tok].low, &foreignProductNouns), func(off int) bool {
 			return off > h.off && off <= h.off+productNameBytes
-		})
+		}) || h.tok+1 < len(u.toks) && r.cjk[h.tok+1] && slices.Contains(cjkIndex(u.toks[h.tok+1].low, &foreignProductNouns), 0) // "내보내기 기능"
 	}
 	for k := h.tok - 1; k >= 0 && k >= h.tok-2; k-- {
 		if productWord(u.toks[k].text) {
@@ -1170,11 +1177,23 @@ func (r *foreignReading) noFile(u *unit) int {
 	return -1
 }
 
+// imperative reports whether u opens with a verb cue ("Voeg een rapport …
+// toe"): under an input heading such a sentence asks, as a polite one does.
+func (r *foreignReading) imperative(u *unit) bool {
+	k := 0
+	for k < len(u.toks) && u.toks[k].kind == tokPunct {
+		k++
+	}
+	return len(r.at(k)) > 0 && !r.cjk[k] && k+imperativeMin < len(u.toks) && !u.toks[k+1].punct(":", "：")
+}
+
+const imperativeMin = 3 // words after the verb of an imperative: a heading word alone ("## Anhänge") is none
+
 // polite reports whether u has a polite marker ("bitte", "merci de", "请",
 // "ください"): under an input heading only such a sentence asks for a file.
 func (r *foreignReading) polite(u *unit) bool {
 	for i := range u.toks {
-		if r.in(u, i, &foreignPolite) {
+		if r.in(u, i, &foreignPolite) || i > 0 && inList(r.words[i-1]+" "+r.words[i], &foreignPolite) { // "por favor"
 			return true
 		}
 	}
@@ -1367,7 +1386,7 @@ func readForeign(u *unit) {
 			}
 		}
 	}
-	if u.question || u.inputs && !r.polite(u) {
+	if u.question || u.inputs && !r.polite(u) && !r.imperative(u) {
 		return // a question asks about files; a unit under an input heading lists them
 	}
 	if k := r.noFile(u); k >= 0 {

@@ -23,5 +23,6 @@ var langDE = &langTable{
 	edit:         "anpass* pass…an aktualisier* überarbeit* korrigier* ändere ändern bearbeite behebe beheben repariere fixe fixen ergänze ergänzen überschreib*",
 	naming:       "nenne benenne* nennen", polite: "bitte", repo: "branch zweig test tests regressionstest unittest",
 	bug: "fehler", nounMarks: "der dem des den zur zum", pointers: "sie ihn es diese dieses",
-	other: "weitere* andere* zusätzliche*",
+	other:  "weitere* andere* zusätzliche*",
+	toward: "ans",
 }

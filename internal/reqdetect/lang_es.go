@@ -21,5 +21,6 @@ var langES = &langTable{
 	edit:         "actualiza* corrige* modifica* ajusta* arregla* edita* repara* cambia*",
 	naming:       "llama* llámalo llámala nombra* titula*", polite: "por_favor porfa", repo: "rama prueba pruebas test",
 	bug: "error", nounMarks: "del", pointers: "este esta", clitics: "lo la los las",
-	other: "otro* otra* adicional*",
+	other:  "otro* otra* adicional*",
+	toward: "al",
 }

@@ -21,5 +21,6 @@ var langFR = &langTable{
 	edit:         "corrige* modifie* mettre…jour mets…jour mettez…jour actualise* ajuste* répare* retouche* adapte*",
 	naming:       "appelle* nomme* intitule*", polite: "merci svp s'il_vous_plaît", repo: "branche test tests",
 	bug: "anomalie", nounMarks: "du des", pointers: "ce cette", clitics: "-le -la -les",
-	other: "autre* supplémentaire*",
+	other:  "autre* supplémentaire*",
+	toward: "au",
 }

@@ -21,5 +21,6 @@ var langIT = &langTable{
 	edit:         "aggiorna* correggi* correggere modifica* sistema* aggiusta* ritocca* adatta*",
 	naming:       "chiama* chiamala chiamalo nomina* intitola*", polite: "per_favore grazie", repo: "ramo test",
 	bug: "errore", nounMarks: "di del della dei delle degli", pointers: "questo questa", clitics: "lo la",
-	other: "altr* aggiuntiv*",
+	other:  "altr* aggiuntiv*",
+	toward: "al alla",
 }

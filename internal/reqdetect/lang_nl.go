@@ -22,4 +22,5 @@ var langNL = &langTable{
 	polite: "graag alsjeblieft alstublieft", repo: "branch tak test tests regressietest", bug: "fout", nounMarks: "van",
 	pointers: "dit deze",
 	other:    "andere extra verdere",
+	toward:   "aan",
 }

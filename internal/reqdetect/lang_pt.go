@@ -18,7 +18,8 @@ var langPT = &langTable{
 	deliverables: "entregáveis entregável entregas arquivos_de_saída",
 	inputs:       "arquivos_de_entrada referências fontes anexos contexto",
 	edit:         "atualiz* corrij* corrig* modifique* modifica* ajust* edite* edita* conserte*",
-	naming:       "chame* chama* nomeie* nomeia* intitule*", polite: "por_favor favor", repo: "branch teste testes",
+	naming:       "chame chame-o chame-a chamar chama nomeie* nomeia* intitule*", polite: "por_favor favor", repo: "branch teste testes",
 	bug: "erro", nounMarks: "do dos", pointers: "este esta", clitics: "-o -a -os -as",
-	other: "outro* outra* adiciona*",
+	other:  "outro* outra* adiciona*",
+	toward: "ao",
 }

@@ -47,7 +47,9 @@ type langTable struct {
 	// make the cue after them a noun ("di consegna"), and words for other
 	// files ("keine weiteren Dateien").
 	pointers, clitics, nounMarks, other string
-	neg, inl                            []string // negators and inline words, split
+	// toward words after a presented form say where it is to go ("ao").
+	toward   string
+	neg, inl []string // negators and inline words, split
 }
 
 var langTables = []*langTable{langDE, langFR, langES, langPT, langIT, langNL, langJA, langZH, langKO}
@@ -66,7 +68,7 @@ var (
 	foreignPolite, foreignModel, foreignModelAfter, foreignModelNouns, foreignDestPreps, foreignNamingPreps,
 	foreignSourcePreps, foreignSourceAfter, foreignRepo, foreignProductNouns, foreignFeatureVerbs, foreignBug,
 	foreignWhWords, foreignHowTo, foreignPerfect, foreignDoneAfter, foreignDoneBefore, foreignNouns,
-	foreignNounMarks, foreignPointers, foreignClitics, foreignOther []string
+	foreignNounMarks, foreignPointers, foreignClitics, foreignOther, foreignToward []string
 	foreignSeparable     []separable
 	sharedCues           = words(shared.delivery + " " + shared.edit) // they do not make a sentence foreign
 	foreignFunctionWords = map[string][]*langTable{}
@@ -120,7 +122,7 @@ func buildLists() {
 			{&foreignBug, t.bug, 0}, {&foreignWhWords, t.whWords, 0}, {&foreignHowTo, t.howTo, 0},
 			{&foreignPerfect, t.perfect, 0}, {&foreignDoneAfter, t.doneAfter, 0},
 			{&foreignDoneBefore, t.doneBefore, 0}, {&foreignNounMarks, t.nounMarks, 0},
-			{&foreignPointers, t.pointers, 0}, {&foreignClitics, t.clitics, 0}, {&foreignOther, t.other, 0},
+			{&foreignPointers, t.pointers, 0}, {&foreignClitics, t.clitics, 0}, {&foreignOther, t.other, 0}, {&foreignToward, t.toward, 0},
 		} {
 			for _, w := range words(f.src) {
 				if head, particle, ok := strings.Cut(w, "…"); ok {
@@ -343,7 +345,7 @@ func init() {
 	for _, l := range []*[]string{&foreignNegators, &foreignModel, &foreignModelAfter, &foreignInline,
 		&foreignDestPreps, &foreignNamingPreps, &foreignProductNouns, &foreignFileWords, &foreignSourcePreps,
 		&foreignSourceAfter, &foreignModelNouns, &foreignFeatureVerbs, &foreignWhWords, &foreignHowTo,
-		&foreignPerfect, &foreignPolite, &sharedCues, &foreignAheadOnly, &foreignNounMarks, &foreignPointers, &foreignOther, &foreignRepo, &foreignBug, &foreignNouns} {
+		&foreignPerfect, &foreignPolite, &sharedCues, &foreignAheadOnly, &foreignNounMarks, &foreignPointers, &foreignOther, &foreignToward, &foreignRepo, &foreignBug, &foreignNouns} {
 		foldedList(l)
 	}
 }
@@ -545,8 +547,14 @@ func scan(u *unit) *foreignReading {
 	// what the task brings ("Im Anhang findest du daten.csv"). So is a
 	// presented form in an item ("hier ans Ticket angehängt").
 	other := u.item || slices.ContainsFunc(r.hits, func(h cueHit) bool { return h.class.makes() })
+	named := slices.ContainsFunc(u.toks, func(t token) bool { return t.kind == tokFile })
 	for k := range r.hits {
-		if h := &r.hits[k]; h.class == cueAttached || h.class == cuePresented && u.item {
+		h := &r.hits[k]
+		if h.class == cuePresented && !r.cjk[h.tok] && h.tok+1 < len(u.toks) && !named &&
+			inList(foldWord(u.toks[h.tok+1].text), &foreignToward) {
+			h.class = cueDelivery // "Um relatório em PDF anexado ao chamado.": where it is to go
+		}
+		if h.class == cueAttached || h.class == cuePresented && u.item {
 			h.class = cuePresented
 			if other {
 				h.class = cueDelivery

@@ -1446,12 +1446,12 @@ var (
 		{"Thai", unicode.Thai}, {"Greek", unicode.Greek}, {"Bengali", unicode.Bengali}, {"Tamil", unicode.Tamil},
 		{"Georgian", unicode.Georgian}, {"Armenian", unicode.Armenian}, {"Amharic", unicode.Ethiopic},
 	}
-	otherLatin = map[string]string{
-		"Polish": "się jest że oraz lub proszę dla jako który która które plik", "Swedish": "och är inte som till ska också eller filen",
-		"Danish or Norwegian": "og ikke af skal også eller filen til", "Turkish": "ve bir bu için ile çok olarak lütfen dosya değil ama",
-		"Czech": "že jako nebo soubor prosím není také", "Finnish": "että tämä ole tiedosto kanssa myös tai sekä",
-		"Indonesian": "yang untuk dengan ini itu dari tidak akan berkas tolong dan", "Romanian": "și este să care pentru fișier sau",
-		"Hungarian": "és az hogy egy fájl kérlek vagy nem",
+	otherLatin = []string{ // name: words; a word is counted for the first language that lists it
+		"Polish: się jest że oraz lub proszę dla jako który która które plik", "Swedish: och är inte som till ska också eller filen",
+		"Danish or Norwegian: og ikke af skal også til", "Turkish: ve bir bu için ile çok olarak lütfen dosya değil ama",
+		"Czech: že jako nebo soubor prosím není také", "Finnish: että tämä ole tiedosto kanssa myös tai sekä",
+		"Indonesian: yang untuk dengan ini itu dari tidak akan berkas tolong dan", "Romanian: și este să care pentru fișier sau",
+		"Hungarian: és az hogy egy fájl kérlek vagy nem",
 	}
 	otherLatinWords = map[string]string{}
 )
@@ -1459,9 +1459,12 @@ var (
 const otherLatinMin = 3 // function words a Latin-script language without a table needs to be named
 
 func init() {
-	for name, ws := range otherLatin {
+	for _, l := range otherLatin {
+		name, ws, _ := strings.Cut(l, ": ")
 		for _, w := range strings.Fields(ws) {
-			otherLatinWords[w] = name
+			if otherLatinWords[w] == "" {
+				otherLatinWords[w] = name
+			}
 		}
 	}
 }

@@ -1511,10 +1511,12 @@ func unsure(objective string, units []*unit) string {
 		return "language: the text is mostly " + best + ", which has no table"
 	}
 	forbid, delivered := map[string]bool{}, map[string]bool{}
+	noFile, requested := false, ""
 	for _, u := range units {
 		if !isForeign(u) {
 			continue
 		}
+		noFile = noFile || scan(u).noFile(u) >= 0
 		for _, p := range u.phrases {
 			for _, m := range p.mentions {
 				forbid[m.name] = forbid[m.name] || m.forbid
@@ -1522,8 +1524,15 @@ func unsure(objective string, units []*unit) string {
 				if forbid[m.name] && delivered[m.name] {
 					return "conflicting signals: a request and a negation of another language both bear on " + m.name
 				}
+				if m.role == roleOutput && !m.forbid && requested == "" {
+					requested = m.name
+				}
 			}
 		}
+	}
+	if noFile && requested != "" {
+		// "Erstelle X. … ## Hinweis: keine Datei nötig" across sections.
+		return "conflicting signals: a request and a negation of another language both bear on " + requested
 	}
 	return ""
 }

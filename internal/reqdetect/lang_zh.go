@@ -12,7 +12,7 @@ var langZH = &langTable{
 	destPreps: "成 为 為", namingPreps: "成 为 為", sourcePreps: "从 從 根据 根據", sourceAfter: "中的 里的 裡的",
 	productNouns: "选项 選項 功能 命令 工具 脚本 腳本 按钮 按鈕 程序 程式 服务 服務", featureVerbs: "追加 実装 添加 新增 实现 實現 实作 實作 支持 支援",
 	howTo: "如何 怎么 怎麼 怎样 怎樣 方法", doneAfter: "了 过 過 済", doneBefore: "已经 已經 已",
-	deliverables: "交付物 交付成果 成果 产出物 產出物 产出 產出 输出文件 輸出檔案", inputs: "资料 資料 参考资料 參考資料 输入 輸入 输入文件 上下文 附件 背景 参考",
+	deliverables: "交付物 交付成果 成果 产出物 產出物 产出 產出 输出文件 輸出檔案", inputs: "资料 資料 参考资料 參考資料 输入 輸入 输入文件 上下文 附件 背景 参考 现状 現狀 输入数据 輸入資料 参考材料",
 	edit: "修复 修復 修正 修改 更新 改成 改為 改为 调整 調整 编辑 編輯", naming: "命名 名为 名為 叫做 文件名 檔名", polite: "请 請 麻烦 麻煩",
 	repo: "分支 合并请求 合併請求 拉取请求 仓库 倉庫 PR 测试 測試 单元测试 單元測試", bug: "缺陷 错误 錯誤", pointers: "这个文件 這個檔案 该文件 該檔案 它",
 	other: "其他 额外 額外 另外",

@@ -7,53 +7,49 @@ import (
 	"unicode/utf8"
 )
 
-// ---------------------------------------------------------------------------
-// Rule 9: tasks written in other languages
+// Rule 9: tasks written in other languages.
 
-// langTable holds the cue words of one language, one field a role: words
-// separated by spaces, "_" for a space inside a label ("fichiers_de_sortie"),
-// "*" ending a stem ("exportier*" reads "exportiere"), "…" joining the head
-// of a separable verb to its particle, which must follow in the sentence
-// ("voeg…bij"). Latin words match folded (foldWord), after an elided article
+// langTable holds the cue words of one language (lang_xx.go), one field a
+// role, words separated by spaces: "_" for a space inside a label, "*" ends a
+// stem ("exportier*"), "…" joins a separable verb's head to the particle that
+// must follow it ("voeg…bij"), ">" marks a negator that reaches only ahead
+// ("no>"). Latin words match folded (foldWord), past an elided article
 // ("l'export") and before clitics ("exporte-le"); a CJK cue matches anywhere
-// in a run of CJK text. Adding a language is adding a table (lang_xx.go) to
-// langTables and cases to testdata/requested-files.jsonl.
+// in a run of CJK text. Adding a language is adding a table to langTables and
+// cases to testdata/requested-files.jsonl.
 type langTable struct {
 	code, name string
-	// Verb cues by the role they give the files they govern: given with the
-	// task ("anbei"), attachment nouns ("Anhang"), delivery and export
-	// ("hänge an"), send ("schick"), making ("erstelle"), converting
-	// ("konvertiere"), reading and running ("lies"), answering in text
-	// ("antworte"), editing in place ("korrigiere"), naming ("nenne").
+	// Verb cues by role: given with the task ("anbei"), attachment nouns
+	// ("Anhang"), delivery ("hänge an"), send ("schick"), making
+	// ("erstelle"), converting, reading and running ("lies"), answering in
+	// text ("antworte"), editing in place ("korrigiere"), naming ("nenne").
 	presented, attach, delivery, send, output, transform, input, reply, edit, naming string
-	// inline place an output in the reply ("hier"); negators negate the
-	// nearest verb ("nicht"); fileWords are file nouns ("Datei"); polite
-	// markers make a sentence a request ("bitte").
+	// The reply as a place ("hier"), negators ("nicht"), file nouns
+	// ("Datei"), polite markers ("bitte").
 	inline, negators, fileWords, polite string
-	// Rule 10: model words before a file ("wie", "Vorlage") or right after
-	// it in CJK text ("と同じ"), model nouns after "as" ("als Vorlage").
+	// Rule 10: model words before a file ("wie") or after it in CJK text
+	// ("と同じ"), model nouns after "as" ("als Vorlage").
 	model, modelAfter, modelNouns string
-	// Destination words before a file ("als", "成"; namingPreps name a thing
-	// made with no verb); source words before or after it ("aus", "から").
+	// Destination words ("als", "成"; namingPreps name a thing made without a
+	// verb); source words before or after a file ("aus", "から").
 	destPreps, namingPreps, sourcePreps, sourceAfter string
-	// Rule 8 and 11: repository nouns ("Branch", "分支"), product nouns
-	// ("Skript"), verbs that build a feature ("implementiere") and the
-	// label of a bug report ("Fehler:").
+	// Rules 8 and 11: repository nouns ("Branch"), product nouns ("Skript"),
+	// feature verbs ("implementiere"), bug labels ("Fehler:").
 	repo, productNouns, featureVerbs, bug string
-	// Questions about something ("wie", "如何") and statements of what was
-	// done ("habe", "了", "已经").
+	// Questions ("wie", "如何") and statements of what was done ("habe",
+	// "schon", "了", "已经").
 	whWords, howTo, perfect, doneAfter, doneBefore string
-	// function words tell the language; deliverables and inputs are the
-	// headings and labels of outputs ("Ergebnis") and inputs ("Kontext").
+	// Function words tell the language; the labels of outputs ("Ergebnis")
+	// and inputs ("Kontext").
 	function, deliverables, inputs string
-	// pointers refer back to a file named before ("sie", "このファイル"),
-	// clitics do so at the end of a verb ("adjúntalo") or, written with a
-	// hyphen, only after one ("envoie-le", "anexe-o").
-	pointers, clitics string
-	// nounMarks make the cue after them a noun ("tempi di consegna"); other
-	// words keep a negation to more files ("keine weiteren Dateien").
-	nounMarks, other string
-	neg, inl         []string // negators and inline, split: read by language
+	// Pointers back to a file ("sie", "このファイル"), clitics on a verb
+	// ("adjúntalo"; with "-", after a hyphen only: "envoie-le"), words that
+	// make the cue after them a noun ("di consegna"), and words for other
+	// files ("keine weiteren Dateien").
+	pointers, clitics, nounMarks, other string
+	// toward words after a presented form say where it is to go ("ao").
+	toward   string
+	neg, inl []string // negators and inline words, split
 }
 
 var langTables = []*langTable{langDE, langFR, langES, langPT, langIT, langNL, langJA, langZH, langKO}
@@ -72,7 +68,7 @@ var (
 	foreignPolite, foreignModel, foreignModelAfter, foreignModelNouns, foreignDestPreps, foreignNamingPreps,
 	foreignSourcePreps, foreignSourceAfter, foreignRepo, foreignProductNouns, foreignFeatureVerbs, foreignBug,
 	foreignWhWords, foreignHowTo, foreignPerfect, foreignDoneAfter, foreignDoneBefore, foreignNouns,
-	foreignNounMarks, foreignPointers, foreignClitics, foreignOther []string
+	foreignNounMarks, foreignPointers, foreignClitics, foreignOther, foreignToward []string
 	foreignSeparable     []separable
 	sharedCues           = words(shared.delivery + " " + shared.edit) // they do not make a sentence foreign
 	foreignFunctionWords = map[string][]*langTable{}
@@ -126,7 +122,7 @@ func buildLists() {
 			{&foreignBug, t.bug, 0}, {&foreignWhWords, t.whWords, 0}, {&foreignHowTo, t.howTo, 0},
 			{&foreignPerfect, t.perfect, 0}, {&foreignDoneAfter, t.doneAfter, 0},
 			{&foreignDoneBefore, t.doneBefore, 0}, {&foreignNounMarks, t.nounMarks, 0},
-			{&foreignPointers, t.pointers, 0}, {&foreignClitics, t.clitics, 0}, {&foreignOther, t.other, 0},
+			{&foreignPointers, t.pointers, 0}, {&foreignClitics, t.clitics, 0}, {&foreignOther, t.other, 0}, {&foreignToward, t.toward, 0},
 		} {
 			for _, w := range words(f.src) {
 				if head, particle, ok := strings.Cut(w, "…"); ok {
@@ -208,6 +204,7 @@ const (
 	cjkNegBytes        = 9  // within one CJK run, a negator touches a verb at most this many bytes away
 	productNameBytes   = 24 // in CJK text a product noun starts at most this many bytes after the start of the cue naming it
 	productSubjectSpan = 4  // a product noun stands at most this far before the verb it is the subject of
+	productRuns        = 3  // or, in CJK text, at most this far before the file it writes
 	repoSpan           = 2  // a repository noun stands at most this far after the verb it is the object of
 	qualifierSpan      = 4  // a negator stands at most this far before the deliverable noun it denies
 	productSuffix      = 4  // a compound ending in a product noun this long or longer names a product ("Rechnungsexport")
@@ -348,7 +345,7 @@ func init() {
 	for _, l := range []*[]string{&foreignNegators, &foreignModel, &foreignModelAfter, &foreignInline,
 		&foreignDestPreps, &foreignNamingPreps, &foreignProductNouns, &foreignFileWords, &foreignSourcePreps,
 		&foreignSourceAfter, &foreignModelNouns, &foreignFeatureVerbs, &foreignWhWords, &foreignHowTo,
-		&foreignPerfect, &foreignPolite, &sharedCues, &foreignAheadOnly, &foreignNounMarks, &foreignPointers, &foreignOther, &foreignRepo, &foreignBug, &foreignNouns} {
+		&foreignPerfect, &foreignPolite, &sharedCues, &foreignAheadOnly, &foreignNounMarks, &foreignPointers, &foreignOther, &foreignToward, &foreignRepo, &foreignBug, &foreignNouns} {
 		foldedList(l)
 	}
 }
@@ -550,8 +547,14 @@ func scan(u *unit) *foreignReading {
 	// what the task brings ("Im Anhang findest du daten.csv"). So is a
 	// presented form in an item ("hier ans Ticket angehängt").
 	other := u.item || slices.ContainsFunc(r.hits, func(h cueHit) bool { return h.class.makes() })
+	named := slices.ContainsFunc(u.toks, func(t token) bool { return t.kind == tokFile })
 	for k := range r.hits {
-		if h := &r.hits[k]; h.class == cueAttached || h.class == cuePresented && u.item {
+		h := &r.hits[k]
+		if h.class == cuePresented && !r.cjk[h.tok] && h.tok+1 < len(u.toks) && !named &&
+			inList(foldWord(u.toks[h.tok+1].text), &foreignToward) {
+			h.class = cueDelivery // "Um relatório em PDF anexado ao chamado.": where it is to go
+		}
+		if h.class == cueAttached || h.class == cuePresented && u.item {
 			h.class = cuePresented
 			if other {
 				h.class = cueDelivery
@@ -621,10 +624,7 @@ func scan(u *unit) *foreignReading {
 }
 
 func (r *foreignReading) inlineAt(u *unit, i int) bool {
-	if r.cjk[i] {
-		return len(cjkIndex(u.toks[i].low, &foreignInline)) > 0
-	}
-	return r.inL(r.words[i], inls, &foreignInline)
+	return r.cjk[i] && r.in(u, i, &foreignInline) || !r.cjk[i] && r.inL(r.words[i], inls, &foreignInline)
 }
 
 // quoted reports whether the text right before byte off of token i opens a
@@ -697,8 +697,7 @@ func (r *foreignReading) repoObject(u *unit, h cueHit) bool {
 		}
 	}
 	for k := h.tok + 1; k < len(u.toks) && k <= h.tok+repoSpan; k++ {
-		t := u.toks[k]
-		if !r.cjk[k] && inList(foldWord(t.text), &foreignRepo) || r.cjk[k] && len(cjkIndex(t.low, &foreignRepo)) > 0 {
+		if r.in(u, k, &foreignRepo) {
 			return true
 		}
 	}
@@ -749,8 +748,8 @@ func (r *foreignReading) statedBefore(u *unit, i int) bool {
 // repoUnit reports whether u names repository work ("een pull request met
 // …", "ブランチ").
 func (r *foreignReading) repoUnit(u *unit) bool {
-	for i, t := range u.toks {
-		if t.kind != tokFile && (r.cjk[i] && len(cjkIndex(t.low, &foreignRepo)) > 0 || !r.cjk[i] && inList(foldWord(t.text), &foreignRepo)) {
+	for i := range u.toks {
+		if r.in(u, i, &foreignRepo) {
 			return true
 		}
 	}
@@ -808,8 +807,8 @@ func doneAround(run string, off int) bool {
 // question reports whether u asks about something, not for it: it ends in
 // a question mark and opens with a wh-word, or has a how-to word in CJK text.
 func (r *foreignReading) question(u *unit) bool {
-	for i, t := range u.toks {
-		if r.cjk[i] && len(cjkIndex(t.low, &foreignHowTo)) > 0 {
+	for i := range u.toks {
+		if r.cjk[i] && r.in(u, i, &foreignHowTo) {
 			return true
 		}
 	}
@@ -825,6 +824,15 @@ func (r *foreignReading) question(u *unit) bool {
 		first++
 	}
 	return asked && first < len(u.toks) && inList(foldWord(u.toks[first].text), &foreignWhWords)
+}
+
+// in reports whether token k holds a word of l: a CJK cue anywhere in its
+// run, or its folded Latin word.
+func (r *foreignReading) in(u *unit, k int, l *[]string) bool {
+	if r.cjk[k] {
+		return len(cjkIndex(u.toks[k].low, l)) > 0
+	}
+	return inList(r.words[k], l)
 }
 
 // at returns the cues of token i.
@@ -939,7 +947,7 @@ func (r *foreignReading) modelAt(u *unit, i int) bool {
 		if t.kind == tokFile || r.verbTok(k) && !r.cjk[k] {
 			break
 		}
-		if r.cjk[k] && len(cjkIndex(t.low, &foreignModel)) > 0 || !r.cjk[k] && inList(r.words[k], &foreignModel) {
+		if r.in(u, k, &foreignModel) {
 			return true
 		}
 		if r.cjk[k] {
@@ -1081,7 +1089,13 @@ func (r *foreignReading) productSubject(u *unit, g, i int) bool {
 		if slices.ContainsFunc(cjkIndex(u.toks[h.tok].low, &foreignProductNouns), func(off int) bool { return off < h.off }) {
 			return true
 		}
-		return i > 0 && r.cjk[i-1] && i-1 != h.tok && len(cjkIndex(u.toks[i-1].low, &foreignProductNouns)) > 0
+		// "エクスポート機能が空の `export.csv`", "내보내기 기능이 빈 `export.csv`"
+		for k := i - 1; k >= 0 && k >= i-productRuns && (r.cjk[k] || u.toks[k].punct(nameQuoteMarks...)); k-- {
+			if k != h.tok && r.cjk[k] && r.in(u, k, &foreignProductNouns) {
+				return true
+			}
+		}
+		return false
 	}
 	for k := h.tok - 1; k >= 0 && k >= h.tok-productSubjectSpan; k-- {
 		if u.toks[k].kind == tokFile || u.toks[k].punct(asideMarks...) {
@@ -1101,7 +1115,7 @@ func (r *foreignReading) productName(u *unit, h cueHit) bool {
 	if r.cjk[h.tok] {
 		return slices.ContainsFunc(cjkIndex(u.toks[h.tok].low, &foreignProductNouns), func(off int) bool {
 			return off > h.off && off <= h.off+productNameBytes
-		})
+		}) || h.tok+1 < len(u.toks) && r.cjk[h.tok+1] && slices.Contains(cjkIndex(u.toks[h.tok+1].low, &foreignProductNouns), 0) // "내보내기 기능"
 	}
 	for k := h.tok - 1; k >= 0 && k >= h.tok-2; k-- {
 		if productWord(u.toks[k].text) {
@@ -1171,11 +1185,23 @@ func (r *foreignReading) noFile(u *unit) int {
 	return -1
 }
 
+// imperative reports whether u opens with a verb cue ("Voeg een rapport …
+// toe"): under an input heading such a sentence asks, as a polite one does.
+func (r *foreignReading) imperative(u *unit) bool {
+	k := 0
+	for k < len(u.toks) && u.toks[k].kind == tokPunct {
+		k++
+	}
+	return len(r.at(k)) > 0 && !r.cjk[k] && k+imperativeMin < len(u.toks) && !u.toks[k+1].punct(":", "：")
+}
+
+const imperativeMin = 3 // words after the verb of an imperative: a heading word alone ("## Anhänge") is none
+
 // polite reports whether u has a polite marker ("bitte", "merci de", "请",
 // "ください"): under an input heading only such a sentence asks for a file.
 func (r *foreignReading) polite(u *unit) bool {
-	for i, t := range u.toks {
-		if r.cjk[i] && len(cjkIndex(t.low, &foreignPolite)) > 0 || !r.cjk[i] && inList(r.words[i], &foreignPolite) {
+	for i := range u.toks {
+		if r.in(u, i, &foreignPolite) || i > 0 && inList(r.words[i-1]+" "+r.words[i], &foreignPolite) { // "por favor"
 			return true
 		}
 	}
@@ -1368,7 +1394,7 @@ func readForeign(u *unit) {
 			}
 		}
 	}
-	if u.question || u.inputs && !r.polite(u) {
+	if u.question || u.inputs && !r.polite(u) && !r.imperative(u) {
 		return // a question asks about files; a unit under an input heading lists them
 	}
 	if k := r.noFile(u); k >= 0 {
@@ -1420,12 +1446,12 @@ var (
 		{"Thai", unicode.Thai}, {"Greek", unicode.Greek}, {"Bengali", unicode.Bengali}, {"Tamil", unicode.Tamil},
 		{"Georgian", unicode.Georgian}, {"Armenian", unicode.Armenian}, {"Amharic", unicode.Ethiopic},
 	}
-	otherLatin = map[string]string{
-		"Polish": "się jest że oraz lub proszę dla jako który która które plik", "Swedish": "och är inte som till ska också eller filen",
-		"Danish or Norwegian": "og ikke af skal også eller filen til", "Turkish": "ve bir bu için ile çok olarak lütfen dosya değil ama",
-		"Czech": "že jako nebo soubor prosím není také", "Finnish": "että tämä ole tiedosto kanssa myös tai sekä",
-		"Indonesian": "yang untuk dengan ini itu dari tidak akan berkas tolong dan", "Romanian": "și este să care pentru fișier sau",
-		"Hungarian": "és az hogy egy fájl kérlek vagy nem",
+	otherLatin = []string{ // name: words; a word is counted for the first language that lists it
+		"Polish: się jest że oraz lub proszę dla jako który która które plik", "Swedish: och är inte som till ska också eller filen",
+		"Danish or Norwegian: og ikke af skal også til", "Turkish: ve bir bu için ile çok olarak lütfen dosya değil ama",
+		"Czech: že jako nebo soubor prosím není také", "Finnish: että tämä ole tiedosto kanssa myös tai sekä",
+		"Indonesian: yang untuk dengan ini itu dari tidak akan berkas tolong dan", "Romanian: și este să care pentru fișier sau",
+		"Hungarian: és az hogy egy fájl kérlek vagy nem",
 	}
 	otherLatinWords = map[string]string{}
 )
@@ -1433,9 +1459,12 @@ var (
 const otherLatinMin = 3 // function words a Latin-script language without a table needs to be named
 
 func init() {
-	for name, ws := range otherLatin {
+	for _, l := range otherLatin {
+		name, ws, _ := strings.Cut(l, ": ")
 		for _, w := range strings.Fields(ws) {
-			otherLatinWords[w] = name
+			if otherLatinWords[w] == "" {
+				otherLatinWords[w] = name
+			}
 		}
 	}
 }
@@ -1482,10 +1511,12 @@ func unsure(objective string, units []*unit) string {
 		return "language: the text is mostly " + best + ", which has no table"
 	}
 	forbid, delivered := map[string]bool{}, map[string]bool{}
+	noFile, requested := false, ""
 	for _, u := range units {
 		if !isForeign(u) {
 			continue
 		}
+		noFile = noFile || scan(u).noFile(u) >= 0
 		for _, p := range u.phrases {
 			for _, m := range p.mentions {
 				forbid[m.name] = forbid[m.name] || m.forbid
@@ -1493,8 +1524,15 @@ func unsure(objective string, units []*unit) string {
 				if forbid[m.name] && delivered[m.name] {
 					return "conflicting signals: a request and a negation of another language both bear on " + m.name
 				}
+				if m.role == roleOutput && !m.forbid && requested == "" {
+					requested = m.name
+				}
 			}
 		}
+	}
+	if noFile && requested != "" {
+		// "Erstelle X. … ## Hinweis: keine Datei nötig" across sections.
+		return "conflicting signals: a request and a negation of another language both bear on " + requested
 	}
 	return ""
 }

@@ -29,6 +29,8 @@ func TestDetectUnsure(t *testing.T) {
 		{"Erstelle bericht.pdf. Antworte hier, keine Datei nötig.",
 			"conflicting signals: a request and a negation of another language both bear on bericht.pdf"},
 		{"Lies daten.csv. Antworte hier, keine Datei nötig.", ""},
+		{"Erstelle bericht.pdf.\n\n## Hinweis\nAntworte hier, keine Datei nötig.",
+			"conflicting signals: a request and a negation of another language both bear on bericht.pdf"},
 		{"Erstelle bericht.pdf und hänge ihn an. Schicke mir auch bericht.pdf.", ""},
 	} {
 		assert.Equal(t, c.unsure, Detect(c.objective).Unsure, "%q", c.objective)

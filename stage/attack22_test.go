@@ -1124,3 +1124,54 @@ func TestA22BusyboxUserReadOnly(t *testing.T) {
 		t.Logf("step %d: sent %d", i, a.Sent)
 	}
 }
+
+// The agent moves the whole stage root out (a rename keeps every file's
+// stamps) and leaves a link to it: the root link is replaced, and nothing
+// under the moved root is linked into the new copy.
+func TestA22TamperRootMovedOutAndLinked(t *testing.T) {
+	e := a22Bridge(t)
+	e.ok()
+	moved := filepath.Join(t.TempDir(), "rt")
+	require.NoError(t, os.Rename(e.root, moved))
+	require.NoError(t, os.Symlink(moved, e.root))
+	aFi, err := os.Lstat(filepath.Join(moved, "sk", "a.txt"))
+	require.NoError(t, err)
+	e.bump()
+	e.ok()
+	fi, err := os.Lstat(e.root)
+	require.NoError(t, err)
+	assert.True(t, fi.IsDir(), "the root link is replaced by a directory: %v", fi.Mode())
+	a22OneLink(t, e.dst())
+	a22Unchanged(t, filepath.Join(moved, "sk", "a.txt"), "alpha\n", aFi)
+}
+
+// The asset directory replaced by a link to an outside directory whose
+// files have the staged names and sizes but other bytes, with stamps
+// forged for them: the sandbox lies, but about files outside its staged
+// copy, and the new copy would hold their bytes.
+func TestA22TamperAssetDirLinkedWithForgedStamps(t *testing.T) {
+	e := a22Bridge(t)
+	e.ok()
+	out := t.TempDir()
+	a22Write(t, filepath.Join(out, "a.txt"), "EVIL!\n", 0o644)
+	require.NoError(t, os.RemoveAll(e.dst()))
+	require.NoError(t, os.Symlink(out, e.dst()))
+	b, err := os.ReadFile(e.stamps())
+	require.NoError(t, err)
+	var lines []string
+	for l := range strings.SplitSeq(strings.TrimSuffix(string(b), "\n"), "\n") {
+		if strings.HasSuffix(l, " ./a.txt") {
+			l = a22StampLine(t, filepath.Join(out, "a.txt"), "a.txt")
+		}
+		lines = append(lines, l)
+	}
+	require.NoError(t, os.WriteFile(e.stamps(), []byte(strings.Join(lines, "\n")+"\n"), 0o644))
+	fi, err := os.Lstat(filepath.Join(out, "a.txt"))
+	require.NoError(t, err)
+	e.bump()
+	_, err = e.stage(t.Context())
+	require.NoError(t, err)
+	d := a22Diff(a22Snap(t, e.src), a22Snap(t, e.dst()))
+	assert.Empty(t, d, "the new copy holds bytes of a file outside the root")
+	a22Unchanged(t, filepath.Join(out, "a.txt"), "EVIL!\n", fi)
+}

@@ -280,7 +280,7 @@ func TestA22TamperInPlaceAfterSleep(t *testing.T) {
 func TestA22TamperInPlaceImmediate(t *testing.T) {
 	e := a22Bridge(t)
 	slipped := 0
-	const rounds = 15
+	const rounds = 8
 	for i := range rounds {
 		e.bump()
 		e.ok()
@@ -1174,4 +1174,84 @@ func TestA22TamperAssetDirLinkedWithForgedStamps(t *testing.T) {
 	d := a22Diff(a22Snap(t, e.src), a22Snap(t, e.dst()))
 	assert.Empty(t, d, "the new copy holds bytes of a file outside the root")
 	a22Unchanged(t, filepath.Join(out, "a.txt"), "EVIL!\n", fi)
+}
+
+// The agent deletes its copy, or replaces it with a file or a FIFO, or
+// swaps two same-size files (a rename moves their change times); the
+// manifest and stamps stay.
+func TestA22TamperAssetDirGoneOrSwapped(t *testing.T) {
+	cases := map[string]func(t *testing.T, e *a22Env){
+		"removed": func(t *testing.T, e *a22Env) { require.NoError(t, os.RemoveAll(e.dst())) },
+		"file": func(t *testing.T, e *a22Env) {
+			require.NoError(t, os.RemoveAll(e.dst()))
+			a22Write(t, e.dst(), "not a dir", 0o644)
+		},
+		"fifo": func(t *testing.T, e *a22Env) {
+			require.NoError(t, os.RemoveAll(e.dst()))
+			require.NoError(t, syscall.Mkfifo(e.dst(), 0o644))
+		},
+		"swapped same-size files": func(t *testing.T, e *a22Env) {
+			x, y := filepath.Join(e.dst(), "sw1"), filepath.Join(e.dst(), "sw2")
+			require.NoError(t, os.Rename(x, x+".tmp"))
+			require.NoError(t, os.Rename(y, x))
+			require.NoError(t, os.Rename(x+".tmp", y))
+		},
+	}
+	for name, tamper := range cases {
+		t.Run(name, func(t *testing.T) {
+			e := a22Bridge(t)
+			a22Write(t, filepath.Join(e.src, "sw1"), "one\n", 0o644)
+			a22Write(t, filepath.Join(e.src, "sw2"), "two\n", 0o644)
+			e.ok()
+			time.Sleep(20 * time.Millisecond)
+			tamper(t, e)
+			e.bump()
+			ctx, cancel := context.WithTimeout(t.Context(), 15*time.Second)
+			defer cancel()
+			_, err := e.stage(ctx)
+			require.NoError(t, err)
+			a22Same(t, e.src, e.dst())
+			a22OneLink(t, e.dst())
+		})
+	}
+}
+
+// Two host files that are hard links of each other are two files in the
+// sandbox; the agent editing one does not change the other, and a delta
+// keeps them apart.
+func TestA22HostHardLinks(t *testing.T) {
+	e := a22Bridge(t)
+	require.NoError(t, os.Link(filepath.Join(e.src, "a.txt"), filepath.Join(e.src, "a-hard.txt")))
+	e.ok()
+	a22OneLink(t, e.dst())
+	e.bump()
+	e.ok()
+	a22OneLink(t, e.dst())
+	time.Sleep(20 * time.Millisecond)
+	a22Overwrite(t, filepath.Join(e.dst(), "a.txt"), "ALPHA")
+	e.bump()
+	e.ok()
+	a22OneLink(t, e.dst())
+}
+
+// The manifest replaced by a link to a file outside the root: the next
+// publish replaces it, never writes through it.
+func TestA22ManifestLinkOutside(t *testing.T) {
+	e := a22Bridge(t)
+	e.ok()
+	m := filepath.Join(e.root, ".airlock-manifest-"+e.name+".json")
+	old, err := os.ReadFile(m)
+	require.NoError(t, err)
+	outFile := filepath.Join(t.TempDir(), "victim")
+	a22Write(t, outFile, string(old), 0o644)
+	fi, err := os.Lstat(outFile)
+	require.NoError(t, err)
+	require.NoError(t, os.Remove(m))
+	require.NoError(t, os.Symlink(outFile, m))
+	e.bump()
+	e.ok()
+	a22Unchanged(t, outFile, string(old), fi)
+	lfi, err := os.Lstat(m)
+	require.NoError(t, err)
+	assert.True(t, lfi.Mode().IsRegular(), "the manifest is replaced, not written through: %v", lfi.Mode())
 }

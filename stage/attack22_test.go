@@ -812,7 +812,6 @@ func TestA22HostModeChangeThenFailedPublish(t *testing.T) {
 	h := &a22Hook{r: sandbox.Local(sb)}
 	e := a22BridgeOver(t, sb, h)
 	e.ok()
-	prev := a22Snap(t, e.dst())
 	require.NoError(t, os.Chmod(filepath.Join(e.src, "a.txt"), 0o755))
 	require.NoError(t, os.Chmod(filepath.Join(e.src, "ro.txt"), 0o600))
 	require.NoError(t, os.Chmod(filepath.Join(e.src, "sub", "deep"), 0o700))
@@ -833,7 +832,7 @@ func TestA22HostModeChangeThenFailedPublish(t *testing.T) {
 	require.NoError(t, os.Chmod(filepath.Join(e.src, "sub", "deep"), 0o755))
 	h.before = nil
 	e.ok()
-	prev = a22Snap(t, e.dst())
+	prev := a22Snap(t, e.dst())
 	require.NoError(t, os.Chmod(filepath.Join(e.src, "a.txt"), 0o755))
 	require.NoError(t, os.Chmod(filepath.Join(e.src, "ro.txt"), 0o600))
 	require.NoError(t, os.Chmod(filepath.Join(e.src, "sub", "deep"), 0o700))
@@ -847,7 +846,7 @@ func TestA22HostModeChangeThenFailedPublish(t *testing.T) {
 	}
 	_, err = e.stage(t.Context())
 	h.before = nil
-	require.Error(t, err)
+	require.ErrorIs(t, err, sandbox.ErrTransport, "the refused publish (command %d of %d) fails the stage", total, total)
 	require.Empty(t, a22Diff(prev, a22Snap(t, e.dst())), "the previous copy changed after a failed delta: %v", err)
 	e.ok()
 }

@@ -1254,3 +1254,107 @@ func TestA22ManifestLinkOutside(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, lfi.Mode().IsRegular(), "the manifest is replaced, not written through: %v", lfi.Mode())
 }
+
+// a22MmapWrite rewrites the first bytes of p through a shared mapping,
+// which changes no size and, on some file systems (tmpfs), no time.
+func a22MmapWrite(t testing.TB, p, data string) {
+	t.Helper()
+	f, err := os.OpenFile(p, os.O_RDWR, 0)
+	require.NoError(t, err)
+	defer func() { require.NoError(t, f.Close()) }()
+	fi, err := f.Stat()
+	require.NoError(t, err)
+	m, err := syscall.Mmap(int(f.Fd()), 0, int(fi.Size()), syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_SHARED)
+	require.NoError(t, err)
+	copy(m, data)
+	require.NoError(t, syscall.Munmap(m))
+}
+
+// The agent rewrites a staged file through mmap a while after the publish:
+// a change the docs do not list among those that pass the stamp check.
+func TestA22TamperMmap(t *testing.T) {
+	for _, fsys := range []string{"disk", "tmpfs"} {
+		t.Run(fsys, func(t *testing.T) {
+			sb := t.TempDir()
+			if fsys == "tmpfs" {
+				if os.Geteuid() != 0 {
+					t.Skip("mounting a tmpfs needs root")
+				}
+				out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", sb).CombinedOutput()
+				require.NoError(t, err, "%s", out)
+				t.Cleanup(func() {
+					out, err := exec.Command("umount", sb).CombinedOutput()
+					assert.NoError(t, err, "%s", out)
+				})
+			}
+			e := a22BridgeOver(t, sb, sandbox.Local(sb))
+			e.ok()
+			time.Sleep(50 * time.Millisecond)
+			p := filepath.Join(e.dst(), "a.txt")
+			before, err := os.Stat(p)
+			require.NoError(t, err)
+			a22MmapWrite(t, p, "ALPHA")
+			after, err := os.Stat(p)
+			require.NoError(t, err)
+			b, err := os.ReadFile(p)
+			require.NoError(t, err)
+			require.Equal(t, "ALPHA\n", string(b), "the mmap write landed")
+			t.Logf("%s: change time moved by the mmap write: %v", fsys, before.Sys().(*syscall.Stat_t).Ctim != after.Sys().(*syscall.Stat_t).Ctim)
+			e.bump()
+			e.ok()
+		})
+	}
+}
+
+// As the unprivileged busybox user: source directories that are read-only
+// (0555, 0500) survive a delta, a tampered file under them is re-sent, and
+// a mode change of the directory back to writable is applied.
+func TestA22BusyboxReadOnlySourceDirs(t *testing.T) {
+	env := busyboxuser.New(t)
+	sb := busyboxuser.Dir(t)
+	e := a22BridgeOver(t, sb, env.Runner(sb))
+	require.NoError(t, os.Chmod(filepath.Join(e.src, "sub", "deep"), 0o500))
+	require.NoError(t, os.Chmod(filepath.Join(e.src, "sub"), 0o555))
+	e.ok()
+	before := a22Snap(t, e.dst())
+	e.bump()
+	a := e.ok()
+	assert.Equal(t, 1, a.Sent)
+	after := a22Snap(t, e.dst())
+	assert.Equal(t, before["sub/deep/c.txt"].Ino, after["sub/deep/c.txt"].Ino, "c.txt under read-only directories is hard-linked")
+	time.Sleep(20 * time.Millisecond)
+	a22Overwrite(t, filepath.Join(e.dst(), "sub", "deep", "c.txt"), "CHARLIE")
+	e.bump()
+	a = e.ok()
+	assert.Equal(t, 2, a.Sent)
+	require.NoError(t, os.Chmod(filepath.Join(e.src, "sub"), 0o755))
+	require.NoError(t, os.Chmod(filepath.Join(e.src, "sub", "deep"), 0o755))
+	e.bump()
+	e.ok()
+	a22OneLink(t, e.dst())
+}
+
+// As the busybox user, the agent makes the asset directory read-only: a
+// stage fails (the directory cannot be renamed) and keeps the copy; once
+// the agent is gone, does every later stage fail too?
+func TestA22BusyboxReadOnlyAssetDirSticks(t *testing.T) {
+	env := busyboxuser.New(t)
+	sb := busyboxuser.Dir(t)
+	e := a22BridgeOver(t, sb, env.Runner(sb))
+	e.ok()
+	out, err := exec.Command("chown", "-R", fmt.Sprint(busyboxuser.UID), e.root).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	require.NoError(t, os.Chmod(e.dst(), 0o555))
+	prev := a22Snap(t, e.dst())
+	for i := range 2 {
+		e.bump()
+		_, err := e.stage(t.Context())
+		if err == nil {
+			a22Same(t, e.src, e.dst())
+			return
+		}
+		t.Logf("stage %d: %v", i, err)
+		require.Empty(t, a22Diff(prev, a22Snap(t, e.dst())), "stage %d: previous copy changed", i)
+	}
+	t.Errorf("an asset directory the sandbox made read-only (mode 0555, owned by the staging user) blocks every later stage; the Bridge owns it and could make it writable before the rename")
+}

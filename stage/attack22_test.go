@@ -1358,3 +1358,55 @@ func TestA22BusyboxReadOnlyAssetDirSticks(t *testing.T) {
 	}
 	t.Errorf("an asset directory the sandbox made read-only (mode 0555, owned by the staging user) blocks every later stage; the Bridge owns it and could make it writable before the rename")
 }
+
+// Asset names and a stage root full of shell metacharacters: a stage and
+// a delta are exact, the carry still links, and nothing lands elsewhere.
+func TestA22WeirdAssetNamesAndRoot(t *testing.T) {
+	sb := t.TempDir()
+	root := filepath.Join(sb, "r o'o\"t $HOME `x` -n", "é;t")
+	b := stage.NewBridge(sandbox.Local(sb))
+	names := []string{"q'uote", `d"q`, "sp ace", "$HOME", "-dash", "ü", "*", "x;y"}
+	var assets []stage.Asset
+	for _, n := range names {
+		src := t.TempDir()
+		a22Fill(t, src)
+		assets = append(assets, stage.Asset{Name: n, Source: src})
+	}
+	_, err := stage.Stage(t.Context(), b, root, append(assets[:1:1], stage.Asset{Name: "a\nb", Source: assets[0].Source}))
+	require.ErrorIs(t, err, stage.ErrBadAsset, "a name with a newline is refused")
+	rt, err := stage.Stage(t.Context(), b, root, assets)
+	require.NoError(t, err)
+	before := map[string]map[string]a22Node{}
+	for _, a := range rt.Assets {
+		a22Same(t, a.Source, filepath.Join(root, a.Name))
+		before[a.Name] = a22Snap(t, filepath.Join(root, a.Name))
+	}
+	for _, a := range assets {
+		a22Write(t, filepath.Join(a.Source, "trig.txt"), "v1", 0o644)
+	}
+	rt, err = stage.Stage(t.Context(), b, root, assets)
+	require.NoError(t, err)
+	for _, a := range rt.Assets {
+		dst := filepath.Join(root, a.Name)
+		a22Same(t, a.Source, dst)
+		a22OneLink(t, dst)
+		assert.Equal(t, 1, a.Sent, "asset %q", a.Name)
+		assert.Equal(t, before[a.Name]["big.bin"].Ino, a22Snap(t, dst)["big.bin"].Ino, "asset %q: big.bin hard-linked", a.Name)
+	}
+	ents := a22Names(t, sb)
+	assert.Equal(t, []string{"r o'o\"t $HOME `x` -n"}, ents, "only the root's parent under the sandbox directory")
+}
+
+// A backslash in the stage root: the delta carries nothing (every file is
+// sent again), where any other character keeps the carry.
+func TestA22BackslashRootDisablesDelta(t *testing.T) {
+	sb := t.TempDir()
+	e := a22BridgeOver(t, sb, sandbox.Local(sb))
+	e.root = filepath.Join(sb, `back\t`)
+	e.ok()
+	before := a22Snap(t, e.dst())
+	e.bump()
+	a := e.ok()
+	assert.Equal(t, 1, a.Sent, "a delta under root %q sends only trig.txt", e.root)
+	assert.Equal(t, before["big.bin"].Ino, a22Snap(t, e.dst())["big.bin"].Ino, "big.bin hard-linked from the previous copy")
+}

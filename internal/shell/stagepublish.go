@@ -159,9 +159,10 @@ Z() { if find . -maxdepth 0 -printf '' >/dev/null 2>&1; then F=5; find . -type f
 // directories, the files hard links), then whatever is not a vouched file
 // is taken out of it (files that changed or left, anything that is not a
 // regular file, directories left empty; the stream brings back the
-// host's), and each vouched file still there as the inode its stamp
-// named is reported on a LinkedLine (one replaced or removed meanwhile is
-// taken out and not reported: it is sent). The others
+// host's; names holding a newline, which no listing can carry, go
+// first). Then the new tree's regular files are listed: each vouched file
+// there as the inode its stamp named is reported on a LinkedLine, every
+// other file is taken out (one replaced meanwhile is then sent). The others
 // are carried by C, batched by mode. When any of that fails (no cp -al,
 // find or stat %y here, say), $n is made anew and every file goes through
 // C, as are all of them when fewer than half the files of the previous
@@ -171,22 +172,27 @@ const carryFuncs = `H() { if command -v openssl >/dev/null 2>&1; then openssl dg
 C() { m=$1; shift
 tar -c -f - -- "$@" 2>/dev/null | (cd "$n" && tar -x -o -f - 2>/dev/null)
 (cd "$n" && for f; do if [ -L "$f" ] || { [ -e "$f" ] && [ ! -f "$f" ]; }; then rm -rf -- "$f"; fi; done; chmod "$m" -- "$@"; H "$@") 2>/dev/null; }
-P='function put(m, f) { if (w && (c != m || w > B)) { print "" > R; w = 0 }
+P='BEGIN { L = ENVIRON["L"]; R = ENVIRON["R"]; N = ENVIRON["N"] }
+function put(m, f) { if (w && (c != m || w > B)) { print "" > R; w = 0 }
 if (!w) { printf "C %s", m > R; c = m; w = 1 }; printf " \047%s\047", f > R; w += length(f) + 3 }
 FILENAME == ARGV[1] { r[$0]; next }
-FILENAME == ARGV[2] { o = F; for (i = 1; i <= F; i++) o += length($i); p = substr($0, o + 1); d[p] = $F; k[p] = substr($0, 1, o - length($F) - 1) p; e[p] = $1; next }
-{ f = substr($0, length($1) + 2); q = "./" f; ok = (q in k) && d[q] == $1 && (k[q] in r); if (ok) { print e[q] " " f > L; z[q] }
+FILENAME == ARGV[2] { o = F; for (i = 1; i <= F; i++) o += length($i); p = substr($0, o + 1); d[p] = $F; k[p] = substr($0, 1, o - length($F) - 1) p; e[p] = $1; nc++; next }
+{ f = substr($0, length($1) + 2); q = "./" f; ok = (q in k) && d[q] == $1 && (k[q] in r); if (ok) { print e[q] " " f > L; nl++ }
 if (index(f, "\047")) gsub(/\047/, "\047\"\047\"\047", f); if (!ok) put($1, f) }
-END { printf "" > L; printf "" > D; if (w) print "" > R; else printf "" > R; for (p in k) if (!(p in z)) print p > D }'
-Q() { awk -v L="$n.l" -v R="$n.r" -v D="$n.d" -v B=` + carryBatch + ` -v F="$F" "$P" "$@" "$n.p" 2>/dev/null; }
-K() { s=$1; F=0; : >"$n.c"; cat >"$n.p" || return 0
-if [ -f "$s" ] && [ ! -L "$s" ]; then Z ' %m ' ' %a ' >"$n.c" 2>/dev/null || : >"$n.c"; else s=/dev/null; fi
+END { printf "" > L; if (w) print "" > R; else printf "" > R; print (nl && 2 * nl >= nc) ? "link" : "copy" > N }'
+Q() { L="$n.l" R="$n.r" N="$n.n" awk -v B=` + carryBatch + ` -v F="$F" "$P" "$@" "$n.p" 2>/dev/null; }
+V() { X="$n.x" awk 'BEGIN { X = ENVIRON["X"] } FILENAME == ARGV[1] { h["./" substr($0, length($1) + 2)] = $1; next }
+{ p = substr($0, length($1) + 2); if (h[p] == $1) { print "` + LinkedLine + `" substr(p, 3); h[p] = "" } else print p > X }
+END { printf "" > X }' "$n.l" "$n.f"; }
+K() { s=$1; F=0; true >"$n.c" || return 0; cat >"$n.p" || return 0
+if [ -f "$s" ] && [ ! -L "$s" ]; then Z ' %m ' ' %a ' >"$n.c" 2>/dev/null || true >"$n.c"; else s=/dev/null; fi
 if ! Q "$s" "$n.c"; then :
 elif [ ! -s "$n.l" ]; then . "$n.r"
-elif [ $(($(wc -l <"$n.l") * 2)) -lt "$(wc -l <"$n.c")" ]; then Q /dev/null /dev/null && . "$n.r"
-elif rmdir "$n" >/dev/null 2>&1 && cp -al . "$n" >/dev/null 2>&1 && (cd "$n" && { { [ "$(id -u 2>/dev/null)" = 0 ] || find . -type d ! -perm -700 -exec chmod u+rwx {} +; } && find . ! -type f ! -type d -exec rm -f {} + && tr '\n' '\0' <"$n.d" | xargs -0 rm -f -- && { [ ! -s "$n.d" ] || find . -depth -mindepth 1 -type d -exec rmdir {} + 2>/dev/null || :; }; } >/dev/null 2>&1 && Y >"$n.f" 2>/dev/null); then awk -v X="$n.x" 'FILENAME == ARGV[1] { h[substr($0, length($1) + 2)] = $1; next } { p = substr($0, length($1) + 2); if (h["./" p] == $1) print "` + LinkedLine + `" p; else print p > X } END { printf "" > X }' "$n.f" "$n.l" && (cd "$n" && tr '\n' '\0' <"$n.x" | xargs -0 rm -f --) >/dev/null 2>&1; . "$n.r"
+elif ! read w <"$n.n" || [ "$w" != link ]; then Q /dev/null /dev/null && . "$n.r"
+elif rmdir "$n" >/dev/null 2>&1 && cp -al . "$n" >/dev/null 2>&1 && (cd "$n" && { { [ "$(id -u 2>/dev/null)" = 0 ] || find . -type d ! -perm -700 -exec chmod u+rwx {} +; } && find . ! -type f ! -type d -exec rm -f {} + && find . -depth -name '*
+*' -exec rm -rf {} + && Y >"$n.f" && V >"$n.k" && tr '\n' '\0' <"$n.x" | xargs -0 rm -f -- && { find . -depth -mindepth 1 -type d -exec rmdir {} + 2>/dev/null || :; }; } >/dev/null 2>&1); then cat "$n.k"; . "$n.r"
 else rm -rf "$n" >/dev/null 2>&1 && mkdir -p "$n" >/dev/null 2>&1 && Q /dev/null /dev/null && . "$n.r"; fi
-rm -f "$n.c" "$n.p" "$n.l" "$n.r" "$n.d" "$n.f" "$n.x" >/dev/null 2>&1; }
+rm -f "$n.c" "$n.p" "$n.l" "$n.r" "$n.f" "$n.x" "$n.k" "$n.n" >/dev/null 2>&1; }
 `
 
 // carryBatch bounds the bytes of file names one C call holds (ARG_MAX is
@@ -197,7 +203,10 @@ const carryBatch = "98304"
 // tmp's new tree, reporting links and hashes (when $ah is 1: the sandbox
 // can hash). It leaves the working directory where it found it.
 func (p *CarryPlan) write(sb *strings.Builder, tmp, dst string) {
-	fmt.Fprintf(sb, "n=%s\nif [ \"$ah\" = 1 ] && mkdir -p \"$n\" && cd %s 2>/dev/null; then\n", Quote(tmp+"/new/tree"), Quote(dst))
+	// The previous copy is entered through its root, never through a link
+	// planted at dst: its physical path must be the root's and its name.
+	fmt.Fprintf(sb, "n=%s; e=%s\nif [ \"$ah\" = 1 ] && mkdir -p \"$n\" && cd -P %s 2>/dev/null && q=$(pwd -P) && [ -d \"$e\" ] && [ ! -L \"$e\" ] && cd -P \"./$e\" 2>/dev/null && [ \"$(pwd -P)\" = \"${q%%/}/$e\" ]; then\n",
+		Quote(tmp+"/new/tree"), Quote(path.Base(dst)), Quote(path.Dir(dst)))
 	sb.WriteString(stampFuncs)
 	sb.WriteString(carryFuncs)
 	fmt.Fprintf(sb, "K %s <<'%s'\n", Quote(stampsOf(dst)), carryEnd)
@@ -252,6 +261,7 @@ if ! (cd "$t" && . ./modes); then echo "cannot set the modes of the directories 
 s=%s
 if [ -e "$s" ] || [ -L "$s" ]; then mv -f "$s" "$t/old/" || exit 4; fi
 if [ -e "$m" ] || [ -L "$m" ]; then mv -f "$m" "$t/old/" || exit 4; fi
+if [ -d "$d" ] && [ ! -L "$d" ] && [ ! -w "$d" ]; then chmod u+w "$d" 2>/dev/null; fi
 x=
 `, finishAlone, Quote(tmp), Quote(dst), Quote(mf), claimScript, Quote(stampsOf(dst)))
 	if exchange {
@@ -284,11 +294,16 @@ if [ -d %s ] && [ ! -L %s ] && (cd %s && Z) >"$s.new" 2>/dev/null; then mv -f "$
 // CleanupScript removes the temporary directory tmp of a failed publish of
 // the asset name, putting back the previous copy (to dst) if the publish
 // had moved it aside. It prints PublishedLine once the putting back is
-// done, then claims tmp and deletes it.
+// done, then deletes what a send command killed while making tmp left
+// (mkOwnedScript's NewPrefix name, which ends with tmp's random suffix:
+// the caller knows that command has ended), and claims tmp and deletes it.
 func CleanupScript(tmp, dst, name string) string {
+	dir, base := path.Split(tmp)
 	return fmt.Sprintf(`%st=%s; d=%s; o=%s
 if [ ! -e "$d" ] && [ ! -L "$d" ] && { [ -e "$o" ] || [ -L "$o" ]; }; then mv "$o" "$d"; fi
 if [ -d "$t" ] && [ ! -L "$t" ]; then %s 2>/dev/null; fi
 echo %s
-%sexit 0`, finishAlone, Quote(tmp), Quote(dst), Quote(path.Join(tmp, TarOld, name)), claimScript, PublishedLine, dropScript(tmp))
+for k in %s*%s; do if [ -d "$k" ] && [ ! -L "$k" ]; then rm -rf "$k" 2>/dev/null; fi; done
+%sexit 0`, finishAlone, Quote(tmp), Quote(dst), Quote(path.Join(tmp, TarOld, name)), claimScript, PublishedLine,
+		Quote(dir+NewPrefix), Quote(base[strings.LastIndexByte(base, '-'):]), dropScript(tmp))
 }

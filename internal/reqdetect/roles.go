@@ -1141,7 +1141,7 @@ func isSourceOf(toks []token, i, end int) bool {
 func sameFormat(ext, w string) bool {
 	canon := func(s string) string {
 		if c, ok := formatAliases[s]; ok {
-			return c
+			return c[0]
 		}
 		return s
 	}
@@ -1584,7 +1584,7 @@ func participleOf(part, w string) bool {
 // adjective: "updated", "cleaned-up", "rewritten".
 func participle(w string) bool {
 	base, _, _ := strings.Cut(w, "-")
-	return len(base) > 3 && strings.HasSuffix(base, "ed") || irregularVerbs[base] != "" && strings.HasSuffix(base, "n")
+	return len(base) > 3 && strings.HasSuffix(base, "ed") || irregularVerbs[base] != nil && strings.HasSuffix(base, "n")
 }
 
 func repoAt(toks []token, i int) bool {

@@ -81,17 +81,13 @@ var repoRules = []repoRule{
 
 var _ = register(50, "repo", "repository work across the text (rule 8): the first row that matches", ruleList(repoRules))
 
-// reaches reports whether a reference in unit ref (a pronoun, a noun phrase naming an earlier file,
-// a qualifier, a denial remark or a build step) may reach back to unit to: a sentence of a
-// Deliverables item or of a bullet a request introduces refers only within its own item (rule 4
-// reads "within such an item"), so "- a branch release/s14 with the version bump" leaves the file
-// of the item above it alone; prose refers across its sentences.
+// reaches reports whether a reference in unit ref (a pronoun, a noun phrase naming an earlier file, a
+// qualifier, a denial remark or a build step) may reach back to unit to.
 func reaches(ref, to *unit) bool {
 	return to != nil && (!ref.item || ref.block == to.block)
 }
 
-// buildsProject reports whether u builds a project: a build verb, not negated,
-// whose object is a project noun ("build the project", "compile the app").
+// buildsProject reports whether u builds a project.
 func buildsProject(u *unit) bool {
 	for i, t := range u.toks {
 		if t.kind != tokWord || u.neg[i] || !buildVerbs[lemmaOf(t.low)] && !buildVerbs[t.low] {
@@ -125,8 +121,7 @@ func pathParts(s string) (dirs []string, ext string) {
 }
 
 // requestsList reports whether the unit lead, a line ending in ":", asks for the files listed below
-// it: its last phrase has an output or delivery verb, not negated, a pointer or file noun for its
-// object or a want verb with no object of its own, and no output file of its own.
+// it.
 func requestsList(lead *unit) bool {
 	if lead.listRead {
 		return lead.listAsks
@@ -171,9 +166,7 @@ func asksForList(lead *unit) bool {
 	return pointer || verb && !object
 }
 
-// listVerb reports whether toks[i] of a list lead asks for what follows: an output, delivery or
-// want verb, or "the output" before a be-form, not negated; an output or delivery verb after a
-// wh-word and "to" ("What to deliver:") heads the list too.
+// listVerb reports whether toks[i] of a list lead asks for what follows.
 func listVerb(lead *unit, i int) bool {
 	c := lead.cls[i]
 	if lead.neg[i] || c == verbNone {
@@ -340,9 +333,7 @@ var pronounRules = []pronounRule{
 
 var _ = register(52, "pronoun", "what a pronoun or anaphor refers back to takes the referring verb's role: the first row that matches", ruleList(pronounRules))
 
-// hasVerb reports whether phrase p has a verb, not negated, that set holds: by its lemma (showVerbs:
-// with an inline marker the file a pronoun refers to is written in the reply), or as written
-// (makingVerbs, base forms: with a pronoun object the file it refers to is made).
+// hasVerb reports whether phrase p has a verb, not negated, that set holds.
 func hasVerb(u *unit, p *phrase, set map[string]bool, lemma bool) bool {
 	for i := p.start; i < p.end; i++ {
 		if !u.verbAt(i) || u.neg[i] {
@@ -365,10 +356,7 @@ func hasWord(u *unit, p *phrase, words []string) bool {
 	return false
 }
 
-// antecedent finds what a pronoun in phrase pi of unit ui refers to: the files (the last one, or
-// all of them for a plural) of the nearest earlier phrase in the unit that has files, or an earlier
-// phrase's unnamed request; for the unit's first phrase, the last such phrase of the previous unit
-// that is not a bare qualifier or denial remark.
+// antecedent finds what a pronoun in phrase pi of unit ui refers to.
 func antecedent(units []*unit, ui, pi int, ref *phrase) (ms []*mention, ph, from *phrase) {
 	plural, pair, np, sameDoc, part, kind := ref.plural, ref.pair, ref.anaphor, ref.sameDoc, ref.part, ref.kind
 	// pickLive picks from the files of p that are not inputs the text presents as already there
@@ -497,9 +485,7 @@ func antecedent(units []*unit, ui, pi int, ref *phrase) (ms []*mention, ph, from
 	return got, nil, from
 }
 
-// makesUnnamed reports whether phrase p makes something it does not name: an output or transform
-// verb, not negated, whose object or output preposition ("into", "as") opens with an indefinite
-// article within productSpan tokens ("write a summary", "turn this into a release overview").
+// makesUnnamed reports whether phrase p makes something it does not name.
 func makesUnnamed(u *unit, p *phrase) bool {
 	for i := p.start; i < p.end; i++ {
 		if !u.verbAt(i) || u.neg[i] || u.cls[i] != verbOutput && u.cls[i] != verbTransform {
@@ -518,8 +504,7 @@ func makesUnnamed(u *unit, p *phrase) bool {
 	return false
 }
 
-// liveMentions returns the files of phrase p that a pronoun may refer to: all but the inputs the
-// text presents as already there (mention.existing), which only a delivery "back" returns.
+// liveMentions returns the files of phrase p that a pronoun may refer to.
 func liveMentions(p *phrase) []*mention {
 	var ms []*mention
 	for _, m := range p.mentions {
@@ -541,8 +526,7 @@ func onlyInputs(p *phrase) bool {
 	return true
 }
 
-// changedPart reports whether part is the participle of an edit or transform verb: a noun phrase it
-// modifies names a file that the work changed, even one first named as an input.
+// changedPart reports whether part is the participle of an edit or transform verb.
 func changedPart(part string) bool {
 	c := verbClasses[lemmaOf(part)]
 	return part != "" && (c == verbEdit || c == verbTransform)

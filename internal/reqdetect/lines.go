@@ -42,8 +42,7 @@ func (l srcLine) suffixAt(s string, trimmed bool) int {
 	return l.pos + len(t) - len(s)
 }
 
-// readUnits cuts text into units: the sentences of its prose paragraphs and
-// of the items of its Deliverables blocks.
+// readUnits cuts text into units.
 func readUnits(text string) []*unit {
 	lines := splitLines(text)
 	var units []*unit

@@ -46,9 +46,8 @@ func analyze(u *unit) {
 	}
 }
 
-// editsReferent reports whether a Deliverables item has an edit verb, not negated, whose object
-// refers back to the item's file ("edit the existing file", "update it"): the item then says its
-// file is changed where it is, as "in place" does.
+// editsReferent reports whether a Deliverables item has an edit verb, not negated, whose object refers
+// back to the item's file.
 func editsReferent(u *unit) bool {
 	for i := range u.toks {
 		if u.cls[i] != verbEdit || u.neg[i] || i+1 >= len(u.toks) {
@@ -154,8 +153,7 @@ func markVerbs(u *unit) {
 }
 
 // modifierKept reports whether the participle at i in a Deliverables item still modifies the noun
-// before it: a reading or reply verb before it in its clause takes that noun as its object, or a
-// negator before it negates the noun phrase.
+// before it.
 func modifierKept(u *unit, i int) bool {
 	for k := i - 1; k >= 0 && k >= i-resumeSpan && u.toks[k].kind != tokPunct; k-- {
 		if u.verbAt(k) && (u.cls[k] == verbInput || u.cls[k] == verbReply) || negators[u.toks[k].low] || u.toks[k].is(noWords...) {
@@ -166,15 +164,12 @@ func modifierKept(u *unit, i int) bool {
 }
 
 // finiteS reports whether the -s form at i, which describes finds no subject for, is still a finite
-// verb and no imperative: an imperative takes the base form, so "A customer on the Enterprise plan
-// says …" and "The nightly job exports results to out.json" state what happens whatever stands
-// before the verb.
+// verb and no imperative.
 func finiteS(u *unit, i int) bool {
 	return !u.asked[i] && !ensured(u.toks, i) && !labelAt(u, i)
 }
 
-// labelAt reports whether the word at i stands as a label does: right before a colon or alone,
-// opening its sentence at the end of a line.
+// labelAt reports whether the word at i stands as a label does.
 func labelAt(u *unit, i int) bool {
 	toks := u.toks
 	if i+1 >= len(toks) {
@@ -188,9 +183,8 @@ func labelAt(u *unit, i int) bool {
 }
 
 // inflectedNoun reports whether the lexicon word at i, in an -s or perfect form, is a noun or its
-// modifier rather than a verb, since it stands where only an imperative could stand and an
-// imperative takes the base form: an -s form opening its clause is a plural noun, the subject of
-// what follows; a perfect form opening a prose sentence before a plain word modifies that noun.
+// modifier rather than a verb, since it stands where only an imperative could stand and an imperative
+// takes the base form.
 func inflectedNoun(u *unit, i int, form wordForm, c verbClass) bool {
 	toks := u.toks
 	if c == verbWant || u.asked[i] || i+1 >= len(toks) || labelAt(u, i) {
@@ -209,8 +203,7 @@ func inflectedNoun(u *unit, i int, form wordForm, c verbClass) bool {
 }
 
 // objectOfVerb reports whether the word at i ends the object of a verb before it, with only plain
-// modifiers between, at most compoundSpan of them: a verb ("Produce two exports") or a word a
-// negator or "to" puts in a verb's place ("don't include drafts").
+// modifiers between, at most compoundSpan of them.
 func objectOfVerb(u *unit, i int) bool {
 	toks := u.toks
 	for k := i - 1; k >= 0 && k >= i-1-compoundSpan; k-- {
@@ -228,8 +221,7 @@ func objectOfVerb(u *unit, i int) bool {
 	return false
 }
 
-// modifies reports whether the participle at i modifies a noun rather than heads a clause: right
-// after a plain noun or between an active verb and its object.
+// modifies reports whether the participle at i modifies a noun rather than heads a clause.
 func modifies(u *unit, i int) bool {
 	if i == 0 {
 		return false
@@ -243,8 +235,7 @@ func modifies(u *unit, i int) bool {
 		!negators[prev.low] && lemmaOf(prev.low) == "" && !subjectPronouns[prev.low]
 }
 
-// stated reports whether the past or perfect verb at i states what was done rather than asks for
-// it: after a subject, a perfect auxiliary or a past passive, or presenting a file.
+// stated reports whether the past or perfect verb at i states what was done rather than asks for it.
 func stated(toks []token, i int) bool {
 	if (i == 0 || toks[i-1].kind == tokPunct) && i+1 < len(toks) && indicativeBe[toks[i+1].low] {
 		return true // "Attached is", "Attached are"
@@ -279,9 +270,8 @@ func conditionalWant(toks []token, i int) bool {
 	return p.is("would") || strings.HasSuffix(p.low, "'d") || strings.HasSuffix(p.low, "’d")
 }
 
-// benefactive reports whether the word at i, which no lexicon lists, opens its clause and is
-// followed by a recipient pronoun and an object ("Get me a zip of the invoices", "Grab us a CSV"):
-// an imperative that asks to be given something, read as a want verb.
+// benefactive reports whether the word at i, which no lexicon lists, opens its clause and is followed
+// by a recipient pronoun and an object.
 func benefactive(toks []token, i int) bool {
 	w := toks[i].low
 	if i+2 >= len(toks) || functionWords[w] || determiners[w] || strings.HasSuffix(w, adverbSuffix) ||
@@ -337,9 +327,8 @@ func future(toks []token, i int) bool {
 	return toks[k].is("will") && k > 0 && statingSubject(toks, k-1) && !askedBefore(toks, k-1)
 }
 
-// presentPassive reports whether the participle at i of an attach or send verb follows an
-// indicative present be-form: it presents a file that is already there, unless the clause asks for
-// it.
+// presentPassive reports whether the participle at i of an attach or send verb follows an indicative
+// present be-form.
 func presentPassive(u *unit, i int, c verbClass) bool {
 	toks := u.toks
 	k := skipAdverbs(toks, i-1)
@@ -356,8 +345,7 @@ func presentPassive(u *unit, i int, c verbClass) bool {
 }
 
 // passiveSubject reports whether toks[k], right before the be-form of a present passive, ends a
-// noun-phrase subject: a file, a closing parenthesis or quote after one, a subject pronoun, or a
-// plain noun.
+// noun-phrase subject.
 func passiveSubject(u *unit, k int) bool {
 	toks := u.toks
 	t := toks[k]
@@ -376,10 +364,7 @@ func passiveSubject(u *unit, k int) bool {
 }
 
 // describesThing reports whether the participle at i of a verb that delivers or exports
-// (presentedClasses) describes a thing that already exists, with no auxiliary before it: it opens a
-// parenthesis ("(exported to rotation.tsv, attached)", "(attached)", "(shared in Drive)"), or
-// follows a file directly or after a comma ("headcount_plan.xlsx attached", "(iam_roles.json,
-// attached)").
+// (presentedClasses) describes a thing that already exists, with no auxiliary before it.
 func describesThing(u *unit, i int, c verbClass) bool {
 	toks := u.toks
 	if i == 0 || specifies(u, i) {
@@ -408,9 +393,8 @@ func describesThing(u *unit, i int, c verbClass) bool {
 	return false
 }
 
-// specifies reports whether the participle at i, followed by "to", "into" or "as", says how a thing
-// an earlier request verb of its sentence asks for is to be given ("Send me the final deck
-// (exported as PDF)"): a request verb (requestVerb) at most resumeSpan tokens before it.
+// specifies reports whether the participle at i, followed by "to", "into" or "as", says how a thing an
+// earlier request verb of its sentence asks for is to be given.
 func specifies(u *unit, i int) bool {
 	if i+1 >= len(u.toks) || !u.toks[i+1].is(sourceLinks...) {
 		return false
@@ -423,9 +407,7 @@ func specifies(u *unit, i int) bool {
 	return false
 }
 
-// requestVerb reports whether the verb at k, not negated, asks for a thing to be made or given: a
-// want verb in any form, "the output" before a be-form, or an output, delivery or transform verb in
-// its base form, the form an imperative takes.
+// requestVerb reports whether the verb at k, not negated, asks for a thing to be made or given.
 func requestVerb(u *unit, k int) bool {
 	c := u.cls[k]
 	switch {
@@ -440,9 +422,8 @@ func requestVerb(u *unit, k int) bool {
 	return lemma != "" && formOf(u.toks[k].low, lemma) == formBase
 }
 
-// statedBefore reports whether the nearest verb before the participle at i, at most resumeSpan
-// tokens back, states what someone did: a statement or a lexicon verb in a past, perfect or -s form
-// that is no want.
+// statedBefore reports whether the nearest verb before the participle at i, at most resumeSpan tokens
+// back, states what someone did.
 func statedBefore(u *unit, i int) bool {
 	for k := i - 1; k >= 0 && k >= i-resumeSpan; k-- {
 		if !u.verbAt(k) {
@@ -463,8 +444,7 @@ func statedBefore(u *unit, i int) bool {
 }
 
 // habitual reports whether the base verb at i follows a subject pronoun other than the addressee
-// (pastSubjects) that opens a subordinate clause: a present-tense statement of what happens, not a
-// request.
+// (pastSubjects) that opens a subordinate clause.
 func habitual(toks []token, i int) bool {
 	k := skipAdverbs(toks, i-1)
 	if k < 1 || toks[k].kind != tokWord || !pastSubjects[toks[k].low] {
@@ -473,8 +453,7 @@ func habitual(toks []token, i int) bool {
 	return toks[k-1].kind == tokWord && subordinators[toks[k-1].low]
 }
 
-// statingSubject reports whether toks[k] is the subject of a statement: a subject pronoun other
-// than the addressee (pastSubjects) or a plain noun opening its clause ("The auditors").
+// statingSubject reports whether toks[k] is the subject of a statement.
 func statingSubject(toks []token, k int) bool {
 	t := toks[k]
 	if t.kind != tokWord {
@@ -491,8 +470,7 @@ func askedBefore(toks []token, k int) bool {
 	return k > 0 && (toks[k-1].is(askAux...) || toks[k-1].is(questionWords...))
 }
 
-// skipAdverbs returns the index of the first token at or before k that is not a statement adverb
-// ("already", "just") or an "-ly" adverb ("currently").
+// skipAdverbs returns the index of the first token at or before k that is not a statement adverb.
 func skipAdverbs(toks []token, k int) int {
 	for k >= 0 && toks[k].kind == tokWord && (statementAdverbs[toks[k].low] || strings.HasSuffix(toks[k].low, adverbSuffix)) {
 		k--
@@ -500,15 +478,12 @@ func skipAdverbs(toks []token, k int) int {
 	return k
 }
 
-// howTo reports whether the base verb at i follows a wh-word and "to" ("how to export", "where to
-// save"): an embedded question that names knowledge, not work the text asks for.
+// howTo reports whether the base verb at i follows a wh-word and "to".
 func howTo(toks []token, i int) bool {
 	return i >= 2 && toks[i-1].is("to") && toks[i-2].is(howToWords...)
 }
 
-// embeddedQuestion reports whether the verb at i stands in an embedded question: a clause opened by
-// "whether" (whetherWords), or by a wh-word or "if" (embeddedWh) right after a reply verb and its
-// recipient.
+// embeddedQuestion reports whether the verb at i stands in an embedded question.
 func embeddedQuestion(u *unit, i int) bool {
 	toks := u.toks
 	gerund := strings.HasSuffix(toks[i].low, "ing")
@@ -541,8 +516,7 @@ func letKnow(toks []token, v int) bool {
 }
 
 // discussedGerund reports whether the -ing verb at i names an activity that a reading or reply verb
-// before it discusses: its object, or the object of a preposition in its phrase, with no
-// punctuation, clause joiner or other verb between.
+// before it discusses.
 func discussedGerund(u *unit, i int) bool {
 	toks := u.toks
 	for k := i - 1; k >= 0 && k >= i-embeddedSpan; k-- {
@@ -582,9 +556,8 @@ func pastAfterPronoun(toks []token, i int) bool {
 	return k == 0 || !toks[k-1].is(askAux...) && !toks[k-1].is(questionWords...)
 }
 
-// unknownVerbAt reports whether the plain word at i, which no lexicon lists, stands in a verb's
-// place before an object: after a coordinator or "then" that opens a phrase, or opening its
-// sentence, after "please" or not, as an imperative does.
+// unknownVerbAt reports whether the plain word at i, which no lexicon lists, stands in a verb's place
+// before an object.
 func unknownVerbAt(toks []token, i int) bool {
 	w := toks[i].low
 	if i+1 >= len(toks) || functionWords[w] || determiners[w] || strings.HasSuffix(w, adverbSuffix) ||
@@ -645,8 +618,7 @@ func opensClause(toks []token, k int, compound bool) bool {
 	return j < 0 || toks[j].kind == tokPunct || toks[j].kind == tokWord && subordinators[toks[j].low]
 }
 
-// reducedRelative reports whether the noun subject at k, with its determiner, follows a noun
-// directly: a relative clause with no "that", which states what was done to that noun.
+// reducedRelative reports whether the noun subject at k, with its determiner, follows a noun directly.
 func reducedRelative(toks []token, k int) bool {
 	if k < 2 || !subjectDets[toks[k-1].low] {
 		return false
@@ -657,9 +629,8 @@ func reducedRelative(toks []token, k int) bool {
 		!nounPreps[t.low] && !inputPreps[t.low]
 }
 
-// describes reports whether the present-tense verb at i has a subject, and so describes what
-// something does rather than asks for it: a file, a third-person pronoun or a noun opening its
-// clause.
+// describes reports whether the present-tense verb at i has a subject, and so describes what something
+// does rather than asks for it.
 func describes(toks []token, i int) bool {
 	k := i - 1
 	for k >= 0 && toks[k].kind == tokWord && statementAdverbs[toks[k].low] {
@@ -692,8 +663,7 @@ func describes(toks []token, i int) bool {
 	return !ensured(toks, k)
 }
 
-// quotedSubject reports whether toks[k] closes a quoted span that can be a subject ("`make build`
-// writes"): a closing quote mark with its opening mark at most eight tokens before it.
+// quotedSubject reports whether toks[k] closes a quoted span that can be a subject.
 func quotedSubject(toks []token, k int) bool {
 	t := toks[k]
 	if t.kind != tokPunct || !t.punct(codeQuotes...) {
@@ -707,8 +677,7 @@ func quotedSubject(toks []token, k int) bool {
 	return false
 }
 
-// ensured reports whether the clause before the subject at k asks for what follows ("make sure",
-// "ensure", "so that"): it looks back to the clause's first token, at most eight tokens.
+// ensured reports whether the clause before the subject at k asks for what follows.
 func ensured(toks []token, k int) bool {
 	for j := k - 1; j >= 0 && j >= k-8 && toks[j].kind != tokPunct; j-- {
 		if toks[j].is(ensureWords...) || toks[j].is("that") && j > 0 && toks[j-1].is(purposeLeads...) {
@@ -801,8 +770,7 @@ func nounPosition(u *unit, noun []bool, i int, form wordForm) bool {
 	return false
 }
 
-// possessive reports whether t is a noun in the possessive ("survey's", "users'"), which a noun
-// always follows; a contraction of "is", "has" or "us" ("it's", "let's": isClitics) is none.
+// possessive reports whether t is a noun in the possessive.
 func possessive(t token) bool {
 	if t.kind != tokWord || isClitics[t.low] {
 		return false
@@ -830,9 +798,7 @@ func afterDeterminedNoun(toks []token, i int) bool {
 }
 
 // compoundHead reports whether the base-form lexicon word at i ends a noun compound that opens its
-// clause: only plain words (no function word, determiner, pronoun, adverb or verb) stand between it
-// and the start of the clause, at most compoundSpan of them ("landing page copy (copy.md)",
-// "marketing copy in copy.md", "quick export of the users").
+// clause.
 func compoundHead(toks []token, noun []bool, i int) bool {
 	if i+1 < len(toks) && toks[i+1].punct(":") {
 		return false
@@ -851,8 +817,7 @@ func compoundHead(toks []token, noun []bool, i int) bool {
 	return n > 0
 }
 
-// plainWord reports whether t is a content word no lexicon lists as a verb and no closed class
-// holds: not a function word, determiner, negator, opener, filler, pronoun or "-ly" adverb.
+// plainWord reports whether t is a content word no lexicon lists as a verb and no closed class holds.
 func plainWord(t token) bool {
 	w := t.low
 	return !functionWords[w] && !determiners[w] && !negators[w] && !openers[w] && !fillers[w] &&
@@ -869,8 +834,7 @@ func numeric(w string) bool {
 	return w != ""
 }
 
-// objectFollows reports whether toks[k] starts the object of a verb: a
-// file, a determiner or an object pronoun.
+// objectFollows reports whether toks[k] starts the object of a verb.
 func objectFollows(toks []token, k int) bool {
 	if k >= len(toks) {
 		return false
@@ -880,8 +844,7 @@ func objectFollows(toks []token, k int) bool {
 		determiners[t.low] && !t.is("no")
 }
 
-// nounFollows reports whether toks[k] is what follows a noun rather than
-// a verb: the end, punctuation, a preposition, a coordinator or a be-form.
+// nounFollows reports whether toks[k] is what follows a noun rather than a verb.
 func nounFollows(toks []token, k int) bool {
 	if k >= len(toks) {
 		return true
@@ -1028,9 +991,7 @@ func negate(u *unit, p *phrase) {
 	}
 }
 
-// negatePhrase negates the clause of phrase p that holds the negator at i: the whole phrase, or
-// only the part between the clause breaks around i ("(no PDF needed)", "— no need to attach
-// anything else").
+// negatePhrase negates the clause of phrase p that holds the negator at i.
 func negatePhrase(u *unit, p *phrase, i int) {
 	lo, hi := i, i
 	for lo > p.start && !isClauseBreak(u.toks[lo-1]) {
@@ -1047,8 +1008,7 @@ func negatePhrase(u *unit, p *phrase, i int) {
 	}
 }
 
-// exceptionAt reports whether an exception opens at toks[k]: what follows it is exempt from the
-// negation before it.
+// exceptionAt reports whether an exception opens at toks[k].
 func exceptionAt(toks []token, k, end int) bool {
 	t := toks[k]
 	if t.is(exceptWords...) {
@@ -1062,8 +1022,7 @@ func isClauseBreak(t token) bool {
 	return (t.kind == tokPunct || t.kind == tokOther) && clauseBreaks[t.low]
 }
 
-// negateNP negates the noun phrase starting at j: up to punctuation, "but",
-// a verb, or eight tokens.
+// negateNP negates the noun phrase starting at j.
 func negateNP(u *unit, j, end int) {
 	for k := j; k < end && k < j+8; k++ {
 		t := u.toks[k]
@@ -1118,8 +1077,7 @@ func inlineLen(toks []token, i int) int {
 	return 0
 }
 
-// markInline marks what each inline marker covers: the run of file names
-// right before it, or the one noun phrase right before it.
+// markInline marks what each inline marker covers.
 func markInline(u *unit) {
 	for _, p := range u.phrases {
 		for i := p.start; i < p.end; i++ {
@@ -1131,9 +1089,8 @@ func markInline(u *unit) {
 	}
 }
 
-// deliveryVenue reports whether the inline marker at i, a preposition and a reply noun, names where
-// a file is shared rather than text written: it follows a destination that names a file format or
-// file noun, and the verb governing the phrase before it delivers or is one no lexicon lists.
+// deliveryVenue reports whether the inline marker at i, a preposition and a reply noun, names where a
+// file is shared rather than text written.
 func deliveryVenue(u *unit, p *phrase, i int) bool {
 	toks := u.toks
 	if !toks[i].is(inlinePreps...) || i < 2 {
@@ -1199,9 +1156,7 @@ func coverInline(u *unit, i int) {
 }
 
 // beforeGiven returns the index before the reduced participle clause that ends at toks[j], right
-// before the inline marker at toks[i], or j when there is none: a participle, after "to be" or not,
-// with a particle or "in full" after it, an "-ly" adverb before the marker allowed, says how the
-// file before it is given.
+// before the inline marker at toks[i], or j when there is none.
 func beforeGiven(toks []token, j, i int) int {
 	k := j
 	for k >= 0 && j-k < 2 && toks[k].kind == tokWord && strings.HasSuffix(toks[k].low, adverbSuffix) {
@@ -1225,8 +1180,7 @@ func beforeGiven(toks []token, j, i int) int {
 	return k
 }
 
-// givenParticiple reports whether w is a past participle ("written", "pasted", "included"): a
-// lexicon verb's perfect form or a word shaped like one.
+// givenParticiple reports whether w is a past participle.
 func givenParticiple(w string) bool {
 	if lemma := lemmaOf(w); lemma != "" && formOf(w, lemma) == formPerfect {
 		return true

@@ -112,8 +112,7 @@ var (
 var _ = register(43, "unnamed", "requests for a file the text does not name",
 	[]rule{ruleAttachUnnamed, ruleExportUnnamed, ruleDestFormat, ruleBareFormat, ruleAcceptedFormat, ruleOutputObject})
 
-// namesOutput reports whether the phrase names an output file (requested or
-// forbidden): its unnamed request, if any, is about that file.
+// namesOutput reports whether the phrase names an output file (requested or forbidden).
 func (p *phrase) namesOutput() bool {
 	for _, m := range p.mentions {
 		if m.role == roleOutput || m.forbid {
@@ -241,10 +240,7 @@ func readPhrase(u *unit, p *phrase) {
 	}
 }
 
-// inStatedSubject reports whether the token at i stands in a definite subject of a statement: "the"
-// or a mark of an input right before it, no verb before it in phrase p (which opens at most
-// subjectSpan tokens before it), and a statement within subjectSpan tokens after it, before any
-// punctuation ("The downloadable report the agency sent (x.pdf) claims …").
+// inStatedSubject reports whether the token at i stands in a definite subject of a statement.
 func inStatedSubject(u *unit, p *phrase, i int) bool {
 	if i == 0 || i-p.start > subjectSpan || !u.toks[i-1].is("the") && !inputDets[u.toks[i-1].low] {
 		return false
@@ -273,9 +269,7 @@ func resumedVerb(u *unit, start int) int {
 	return -1
 }
 
-// toThirdParty reports whether the send verb at i names a recipient or a venue other than the user:
-// a recipient preposition after it, within recipientSpan tokens and its clause, and then a noun
-// phrase that is no user pronoun, file noun or format.
+// toThirdParty reports whether the send verb at i names a recipient or a venue other than the user.
 func toThirdParty(u *unit, i, end int) bool {
 	j, _ := prepHead(u, i, end, recipientSpan, recipientPreps)
 	if j < 0 || u.toks[j].is(recipients...) || u.toks[j].is(addressees...) {
@@ -311,8 +305,7 @@ func prepHead(u *unit, i, end, span int, preps []string) (head int, det bool) {
 }
 
 // passiveNeed reports whether the attach or send verb at k, not negated, states a need rather than
-// asks for a delivery: a participle in a passive infinitive or modal passive that either sends to
-// someone other than the user or names who else delivers it.
+// asks for a delivery.
 func passiveNeed(u *unit, k, end int) bool {
 	toks := u.toks
 	c := u.cls[k]
@@ -326,10 +319,8 @@ func passiveNeed(u *unit, k, end int) bool {
 	return c == verbSend && toThirdParty(u, k, end) || agentAt(u, k, end)
 }
 
-// agentAt reports whether an agent phrase follows the passive participle at k within agentSpan
-// tokens and its clause: an agent preposition ("by") and a noun phrase that opens with a determiner
-// or a capitalised word and names no time (deadlineWords): "by the ops team", "by IT"; not "by
-// Friday", "by the end of the week", "by email".
+// agentAt reports whether an agent phrase follows the passive participle at k within agentSpan tokens
+// and its clause.
 func agentAt(u *unit, k, end int) bool {
 	n, det := prepHead(u, k, end, agentSpan, agentPreps)
 	if n < 0 || deadlineWords[u.toks[n].low] {
@@ -340,8 +331,7 @@ func agentAt(u *unit, k, end int) bool {
 }
 
 // topicClause returns the index of the word that opens an embedded clause holding the file at i, or
-// -1: a topicWh word at most topicSpan tokens back in its phrase, right after a noun's topic
-// preposition (topicIntroPreps) or a verb whose object it is.
+// -1.
 func topicClause(u *unit, p *phrase, i int, prep string) int {
 	toks := u.toks
 	inRun := func(k int) bool {
@@ -393,8 +383,7 @@ func topicIntro(u *unit, k int) bool {
 }
 
 // comparisonAt reports whether the "as" or "to" at k introduces the standard of a comparison rather
-// than a destination: "as" after a comparison lead at most comparisonSpan words back or after an
-// earlier "as" and a word or two, and "to" after a comparison adjective or its adverb.
+// than a destination.
 func comparisonAt(u *unit, k int) bool {
 	toks := u.toks
 	if k < 1 {
@@ -423,9 +412,8 @@ func comparisonAt(u *unit, k int) bool {
 	return false
 }
 
-// echoesObject reports whether the file at i carries in its name the identifier that marks the
-// object of its phrase, before the comparison at gov: a modifier with a digit, at most resumeSpan
-// tokens back, that is a whole segment of the file's base name.
+// echoesObject reports whether the file at i carries in its name the identifier that marks the object
+// of its phrase, before the comparison at gov.
 func echoesObject(u *unit, p *phrase, gov, i int) bool {
 	name := u.toks[i].low
 	if k := strings.LastIndexAny(name, `/\`); k >= 0 {
@@ -450,9 +438,8 @@ func formatWord(w string) bool {
 	return ok
 }
 
-// examplesOf reports whether the "as" at k is the "such as" that names examples of a file noun
-// right before it, a comma between allowed ("the standard files, such as README.md"): the files it
-// names take the role the verb gives that noun, not a comparison's or a destination's.
+// examplesOf reports whether the "as" at k is the "such as" that names examples of a file noun right
+// before it, a comma between allowed.
 func examplesOf(u *unit, k int) bool {
 	toks := u.toks
 	if k < 2 || !toks[k].is("as") || !toks[k-1].is("such") {
@@ -466,8 +453,7 @@ func examplesOf(u *unit, k int) bool {
 }
 
 // comparedAt reports whether the file at i, governed by the token at gov (prep its word), is the
-// standard of a comparison: the object of a comparison's "as" or "to" (comparisonAt), or the
-// subject of a clause of comparison after "as": an input reference, not an output.
+// standard of a comparison.
 func comparedAt(u *unit, p *phrase, gov, i int, prep string) bool {
 	if gov < 0 || prep != "as" && prep != "to" || !u.toks[gov].is(prep) {
 		return false
@@ -480,9 +466,8 @@ func comparedAt(u *unit, p *phrase, gov, i int, prep string) bool {
 		(i+2 >= p.end || toks[i+2].kind == tokPunct)
 }
 
-// npPrep returns the input preposition that governs the noun phrase the file at i heads, when the
-// word before the file is a modifier of it (a possessive or a plain word, not a preposition):
-// "against last quarter's baseline.csv", "from the old legacy.csv".
+// npPrep returns the input preposition that governs the noun phrase the file at i heads, when the word
+// before the file is a modifier of it (a possessive or a plain word, not a preposition).
 func npPrep(u *unit, p *phrase, i int, prep string) string {
 	k := i - 1
 	for k >= p.start && k >= i-npPrepSpan && prepSkip(u.toks[k]) && u.toks[k].kind != tokFile {
@@ -507,9 +492,7 @@ func npPrep(u *unit, p *phrase, i int, prep string) string {
 }
 
 // appositionPrep returns the output or source preposition that governs the noun phrase a file in
-// parentheses names ("present it as a chart (spend.png)", "save the totals into a workbook
-// (q1.xlsx)", "from the screen recording (signup.mov)"), or prep when the file is no such
-// apposition: the file stands in for that noun phrase.
+// parentheses names.
 func appositionPrep(u *unit, p *phrase, i int, prep string) string {
 	toks := u.toks
 	if i-2 < p.start || !toks[i-1].punct("(") {
@@ -529,8 +512,7 @@ func appositionPrep(u *unit, p *phrase, i int, prep string) string {
 	return prep
 }
 
-// combineFiles reads a repository verb that joins files into a named file as a transform verb: an
-// output preposition and a file follow it, and the phrase names no pull request, branch or commit.
+// combineFiles reads a repository verb that joins files into a named file as a transform verb.
 func combineFiles(u *unit, p *phrase) {
 	for i := p.start; i < p.end; i++ {
 		if repoAt(u.toks, i) {
@@ -617,9 +599,8 @@ func readMention(u *unit, p *phrase, i, lastVerb, head, gov int, prep string) *m
 }
 
 // inSource reports whether the file at i, governed by a storage preposition or "of" (prep), lies in
-// the noun phrase of a source preposition (sourcePreps) between the verb at vi and the file, at
-// most sourceSpan tokens back: the file holds what the work reads, not what it makes, once the
-// verb's object has named what it makes (madeBefore).
+// the noun phrase of a source preposition (sourcePreps) between the verb at vi and the file, at most
+// sourceSpan tokens back.
 func inSource(u *unit, vi, i int, prep string) bool {
 	if !slices.Contains(storagePreps, prep) && prep != "of" {
 		return false
@@ -648,9 +629,7 @@ func madeBefore(u *unit, vi, k int) bool {
 }
 
 // presentedAfter reports whether a participle that describes a thing already there (describesThing)
-// follows the file at i, a comma or closing quote marks or a "(" between ("headcount_plan.xlsx
-// attached", "(iam_roles.json, attached)", "my_week.md (attached)"): the file is presented as an
-// input, whatever verb stands before it ("I want a gut check on our plan (plan.xlsx attached)").
+// follows the file at i, a comma or closing quote marks or a "(" between.
 func presentedAfter(u *unit, i, end int) bool {
 	for k := i + 1; k < end && k <= i+3; k++ {
 		t := u.toks[k]
@@ -665,8 +644,7 @@ func presentedAfter(u *unit, i, end int) bool {
 }
 
 // itemEdit reports whether the file at i of a Deliverables item is the object of a verb no lexicon
-// lists that opens the item as an imperative: with no output preposition and no delivery, the work
-// changes a file that is already there, and the item asks for no new file.
+// lists that opens the item as an imperative.
 func itemEdit(u *unit, vi, i, gov int) bool {
 	toks := u.toks
 	if vi < 0 || u.cls[vi] != verbUnknown || vi > 1 || vi == 1 && !toks[0].is(politeWords...) ||
@@ -700,10 +678,8 @@ func itemEdit(u *unit, vi, i, gov int) bool {
 	return resultClause(u, e)
 }
 
-// editedSpan reports whether toks[k:i], between an item's opening verb and its file, is the object
-// the verb changes and the place of that object in the file: determiners, possessives, plain words
-// and nouns, and a storage preposition or "of" right before the file; no verb, punctuation, other
-// file, clause opener or other preposition.
+// editedSpan reports whether toks[k:i], between an item's opening verb and its file, is the object the
+// verb changes and the place of that object in the file.
 func editedSpan(u *unit, k, i int) bool {
 	toks := u.toks
 	for j := k; j < i; j++ {
@@ -720,8 +696,7 @@ func editedSpan(u *unit, k, i int) bool {
 	return true
 }
 
-// resultClause reports whether a clause of result or purpose opens at toks[k]: a result word, "to"
-// and a verb with its object or "to" and a measure.
+// resultClause reports whether a clause of result or purpose opens at toks[k].
 func resultClause(u *unit, k int) bool {
 	toks := u.toks
 	if k >= len(toks) {
@@ -743,9 +718,8 @@ func resultClause(u *unit, k int) bool {
 	return v.kind == tokWord && !functionWords[v.low] && !determiners[v.low] && objectFollows(toks, k+2)
 }
 
-// modifierWord reports whether w, opening a Deliverables item before a file, reads as a modifier or
-// a noun rather than a verb: a word a modifier or noun list holds, a participle, or a word with an
-// adjective ending.
+// modifierWord reports whether w, opening a Deliverables item before a file, reads as a modifier or a
+// noun rather than a verb.
 func modifierWord(w string) bool {
 	_, format := formats[w]
 	_, kind := kindNouns[w]
@@ -762,8 +736,7 @@ func modifierWord(w string) bool {
 	return false
 }
 
-// existingAt reports whether the file at i follows a word that says it already exists
-// (existingMarks: "the existing report.docx", "the attached brief.pdf"), at most one word between.
+// existingAt reports whether the file at i follows a word that says it already exists (existingMarks).
 func existingAt(toks []token, i int) bool {
 	for k := i - 1; k >= 0 && k >= i-2; k-- {
 		if toks[k].kind != tokWord {
@@ -776,8 +749,7 @@ func existingAt(toks []token, i int) bool {
 	return false
 }
 
-// changedBy reports whether the causative verb at vi gives the file at i a property: a predicate
-// adjective right after the file ends the clause, so the file is changed, not made.
+// changedBy reports whether the causative verb at vi gives the file at i a property.
 func changedBy(u *unit, vi, i, end int) bool {
 	toks := u.toks
 	if !causatives[lemmaOf(toks[vi].low)] || i+1 >= end || !plainWord(toks[i+1]) {
@@ -787,10 +759,7 @@ func changedBy(u *unit, vi, i, end int) bool {
 	return k >= end || toks[k].kind == tokPunct || openers[toks[k].low]
 }
 
-// wantedChanged reports whether the object of the want verb at vi is wanted changed rather than
-// made: the participle of an edit or transform verb stands between the verb and the file at i, or
-// right after the file ("We need the pitch deck updated … (deck.pptx)", "I want report.docx
-// fixed").
+// wantedChanged reports whether the object of the want verb at vi is wanted changed rather than made.
 func wantedChanged(u *unit, vi, i int) bool {
 	changed := func(k int) bool {
 		w := u.toks[k].low
@@ -821,8 +790,7 @@ func namesFileNoun(u *unit, i int) bool {
 	return true
 }
 
-// goesTo reports whether the file at i follows a verb of motion and a preposition ("Results go in
-// results/summary.json", "everything belongs in out.zip"): where something goes is an output.
+// goesTo reports whether the file at i follows a verb of motion and a preposition.
 func goesTo(u *unit, i int) bool {
 	toks := u.toks
 	k := i - 1
@@ -846,16 +814,14 @@ func declaredOutput(toks []token, i, end int) bool {
 	return k < end && toks[k].is(outputRoles...)
 }
 
-// receives reports whether the file at i is the first object of a verb of giving and so receives
-// the second one: right after the verb, before an indefinite noun phrase ("give invoice.pdf a
-// once-over", "give report.pdf a new title"); not "give me report.pdf", "give report.pdf to Ana".
+// receives reports whether the file at i is the first object of a verb of giving and so receives the
+// second one.
 func receives(u *unit, vi, i, end int) bool {
 	return vi >= 0 && vi == i-1 && givingVerbs[lemmaOf(u.toks[vi].low)] &&
 		i+1 < end && u.toks[i+1].is(indefArticles...)
 }
 
-// namedBy reports whether the file at i is the name a naming verb gives its object: the verb in a
-// verb's place, then a pronoun or a short noun phrase, then the file.
+// namedBy reports whether the file at i is the name a naming verb gives its object.
 func namedBy(u *unit, i int) bool {
 	toks := u.toks
 	k := i - 1
@@ -869,16 +835,14 @@ func namedBy(u *unit, i int) bool {
 	return k == 0 || toks[k-1].kind == tokPunct || openers[toks[k-1].low] || toks[k-1].is(politeWords...)
 }
 
-// wantsWork reports whether the file at i is the subject of a want verb right after it: the work
-// the sentence asks for changes that file.
+// wantsWork reports whether the file at i is the subject of a want verb right after it.
 func wantsWork(u *unit, i, end int) bool {
 	k := i + 1
 	return k < end && u.cls[k] == verbWant && formOf(u.toks[k].low, lemmaOf(u.toks[k].low)) == formS
 }
 
 // storedIn reports whether the file whose governing token is gov is where the product of the work
-// goes: the object of a storage preposition right after a noun phrase that names a made thing or a
-// pronoun, which is itself the object of a word in a verb's place.
+// goes.
 func storedIn(u *unit, gov int) bool {
 	toks := u.toks
 	k := gov
@@ -899,8 +863,7 @@ func storedIn(u *unit, gov int) bool {
 	return false
 }
 
-// productNP reports whether the noun phrase from toks[k] names a made thing: an anaphoric noun
-// phrase ("the result", "the cleaned data") or a kept record ("a record of the attempt", "a log").
+// productNP reports whether the noun phrase from toks[k] names a made thing.
 func productNP(toks []token, k, end int) bool {
 	if found, _, _ := anaphoricNP(toks, k, end); found {
 		return true
@@ -908,14 +871,12 @@ func productNP(toks []token, k, end int) bool {
 	return k < end && toks[k].kind == tokWord && keptNouns[toks[k].low]
 }
 
-// verbPlace reports whether t may be the verb of the object after it: a
-// plain word, not a function word, determiner or preposition.
+// verbPlace reports whether t may be the verb of the object after it.
 func verbPlace(t token) bool {
 	return t.kind == tokWord && !functionWords[t.low] && !determiners[t.low] && !nounPreps[t.low]
 }
 
-// lastDestination returns the index of the last destination in phrase p, or -1: "to", "into" or
-// "as" and then, past determiners, a word or file that is not a verb.
+// lastDestination returns the index of the last destination in phrase p, or -1.
 func lastDestination(u *unit, p *phrase) int {
 	last := -1
 	for k := p.start; k < p.end; k++ {
@@ -935,8 +896,7 @@ func lastDestination(u *unit, p *phrase) int {
 }
 
 // editedPart reports whether the file whose governing token is gov names what the edit verb at vi
-// changes through "of" after the verb's own object: between the verb and "of" stand only
-// determiners, coordinators and plain nouns, no file, preposition or other verb.
+// changes through "of" after the verb's own object.
 func editedPart(u *unit, vi, gov int) bool {
 	k := gov
 	if k <= vi+1 || k-vi > 6 || !u.toks[k].is("of") {
@@ -1047,9 +1007,8 @@ func findsThere(toks []token, vi int) bool {
 	return k >= 1 && toks[k].is(findingAux...) && toks[k-1].is("you")
 }
 
-// locatedSubject reports whether the file at i, which no verb governs, is the subject of a
-// statement of where it already is: an indicative be-form and a locative preposition right after it
-// ("templates/q3.xlsx is in the shared drive", "budget.xlsx is already on the drive").
+// locatedSubject reports whether the file at i, which no verb governs, is the subject of a statement
+// of where it already is.
 func locatedSubject(u *unit, i, end int) bool {
 	k := i + 1
 	if k >= end || !indicativeBe[u.toks[k].low] || u.toks[k].kind != tokWord {
@@ -1148,8 +1107,7 @@ func sameFormat(ext, w string) bool {
 	return canon(ext) == canon(w)
 }
 
-// signalAt records an unnamed file request at the word toks[i]: a
-// destination ("as a CSV") or a file-ish object of an output verb.
+// signalAt records an unnamed file request at the word toks[i].
 func signalAt(u *unit, p *phrase, i, lastVerb, head int, prep string, prepOfVerb bool) {
 	toks := u.toks
 	vc, hc := verbNone, verbNone // classes of the nearest and of the governing verb
@@ -1251,8 +1209,7 @@ func destAdjective(u *unit, k int) bool {
 	return t.kind == tokWord && destWord(u, k) && !format && !fileNouns[t.low]
 }
 
-// destWord reports whether toks[k] may be a word of a destination's noun phrase: a plain word, or a
-// lexicon word read there as a noun or adjective.
+// destWord reports whether toks[k] may be a word of a destination's noun phrase.
 func destWord(u *unit, k int) bool {
 	t := u.toks[k]
 	if plainWord(t) {
@@ -1298,9 +1255,8 @@ func toolNoun(w string) bool {
 	return false
 }
 
-// bareFormat reports whether the word at i is an inherently binary format standing as its own
-// clause after a dash or colon, before punctuation or the end ("I need a printable checklist — PDF,
-// one page", "Format: PDF"): it says in what form the requested thing comes.
+// bareFormat reports whether the word at i is an inherently binary format standing as its own clause
+// after a dash or colon, before punctuation or the end.
 func bareFormat(u *unit, i, end int) bool {
 	toks := u.toks
 	if !formats[toks[i].low] || i == 0 || !toks[i-1].punct(formatLeadMarks...) {
@@ -1331,16 +1287,14 @@ func acceptedFormat(u *unit, i, end int) bool {
 	return j > i+1 && j < end && toks[j].is(acceptWords...)
 }
 
-// extensionWord reports whether t is a bare extension used as a modifier
-// ("an .ics file", "a .txt file"): a dot and a known extension.
+// extensionWord reports whether t is a bare extension used as a modifier.
 func extensionWord(t token) bool {
 	ext, ok := strings.CutPrefix(t.low, ".")
 	return ok && t.kind == tokOther && fileExts[ext]
 }
 
-// phrasalMake reports whether the format or file noun at toks[i] is the new object of a phrasal
-// verb of making that no lexicon lists: a plain word and a making particle before an indefinite
-// article ("whip up a CSV", "throw together a PDF").
+// phrasalMake reports whether the format or file noun at toks[i] is the new object of a phrasal verb
+// of making that no lexicon lists.
 func phrasalMake(u *unit, i int) bool {
 	toks := u.toks
 	if i < 3 || !toks[i-1].is(indefArticles...) || !toks[i-2].is(makingParticles...) {
@@ -1356,8 +1310,7 @@ func isOutputish(c verbClass) bool {
 }
 
 // countedFormat reports whether the text format at toks[i] is a counted noun of its own, so a
-// document: "a CSV of all active users", "a clean JSON", but not "a JSON parser", "a Markdown
-// summary" or "JSON" alone.
+// document.
 func countedFormat(u *unit, i, end int) bool {
 	toks := u.toks
 	if strong, ok := formats[toks[i].low]; !ok || strong || toks[i].kind != tokWord {
@@ -1377,9 +1330,8 @@ func countedFormat(u *unit, i, end int) bool {
 	return n.kind == tokPunct || n.kind == tokWord && (functionWords[n.low] || strings.HasSuffix(n.low, "ing"))
 }
 
-// formatDocument reports whether the text format at toks[i] names the format of a document noun
-// right after it, which makes the pair a file: "a CSV export", "a JSON dump", "a Markdown
-// document"; not "a CSV parser".
+// formatDocument reports whether the text format at toks[i] names the format of a document noun right
+// after it, which makes the pair a file.
 func formatDocument(u *unit, i, end int) bool {
 	t := u.toks[i]
 	if _, ok := formats[t.low]; !ok || t.kind != tokWord || i+1 >= end {
@@ -1413,8 +1365,7 @@ func formatHead(u *unit, k, end int) bool {
 	return format
 }
 
-// fileNounHead reports whether toks[k] is "file", "attachment" or the like used as a noun of its
-// own ("a file"), not as a modifier ("file permissions").
+// fileNounHead reports whether toks[k] is "file", "attachment" or the like used as a noun of its own.
 func fileNounHead(toks []token, k, end int) bool {
 	if !fileNouns[toks[k].low] || toks[k].kind != tokWord {
 		return false
@@ -1504,9 +1455,8 @@ func anaphoricNP(toks []token, k, end int) (found, plural, np bool) {
 	return false, false, false
 }
 
-// kindAt returns the kind noun (kindNouns) that heads the noun phrase from toks[k], after at most
-// two modifiers, and whether it is plural: "the spreadsheet", "the shorter clip", "the updated
-// slides".
+// kindAt returns the kind noun (kindNouns) that heads the noun phrase from toks[k], after at most two
+// modifiers, and whether it is plural.
 func kindAt(toks []token, k, end int) (string, bool) {
 	for n := 0; k < end && n < 3 && toks[k].kind == tokWord; k, n = k+1, n+1 {
 		w := toks[k].low
@@ -1543,8 +1493,7 @@ func sameDocAt(toks []token, k, end int) bool {
 	return false
 }
 
-// participleAt returns the first participle of the noun phrase from toks[k] ("shortened" in "the
-// shortened one"), without a particle after a hyphen, or "".
+// participleAt returns the first participle of the noun phrase from toks[k].
 func participleAt(toks []token, k, end int) string {
 	for n := 0; k < end && n < 4 && toks[k].kind == tokWord; k, n = k+1, n+1 {
 		if participle(toks[k].low) {
@@ -1555,9 +1504,8 @@ func participleAt(toks []token, k, end int) string {
 	return ""
 }
 
-// actedFrom returns the index of the first word of phrase p that is the verb whose participle part
-// is, or -1: a file after it in p is the one the anaphor names by the work done on it, whatever
-// that verb is.
+// actedFrom returns the index of the first word of phrase p that is the verb whose participle part is,
+// or -1.
 func actedFrom(toks []token, p *phrase, part string) int {
 	if part == "" {
 		return -1
@@ -1580,8 +1528,7 @@ func participleOf(part, w string) bool {
 	return len(w) >= 2 && part == w+w[len(w)-1:]+"ed"
 }
 
-// participle reports whether w looks like a past participle used as an
-// adjective: "updated", "cleaned-up", "rewritten".
+// participle reports whether w looks like a past participle used as an adjective.
 func participle(w string) bool {
 	base, _, _ := strings.Cut(w, "-")
 	return len(base) > 3 && strings.HasSuffix(base, "ed") || irregularVerbs[base] != nil && strings.HasSuffix(base, "n")
@@ -1595,8 +1542,7 @@ func repoAt(toks []token, i int) bool {
 	return t.is(pullWords...) && i+1 < len(toks) && toks[i+1].is(requestNouns...)
 }
 
-// prepSkip reports whether t is transparent when looking for the word that governs a file: other
-// files, coordinators, determiners, "file", quotes.
+// prepSkip reports whether t is transparent when looking for the word that governs a file.
 func prepSkip(t token) bool {
 	switch t.kind {
 	case tokFile:
@@ -1630,8 +1576,7 @@ func findQualifier(toks []token) int {
 	return -1
 }
 
-// denialAt reports whether an expected-denial marker starts at toks[i]:
-// "must be denied", "should fail", "is rejected", "negative test", "EACCES".
+// denialAt reports whether an expected-denial marker starts at toks[i].
 func denialAt(toks []token, i int) bool {
 	t := toks[i]
 	prev := func(words ...string) bool { return i > 0 && toks[i-1].is(words...) }
@@ -1657,8 +1602,7 @@ func denialAt(toks []token, i int) bool {
 }
 
 // modelRef reports whether the input file at i is named as a model, template, example or earlier
-// version (rule 10): the standard of a comparison, the object of "like", of a verb of following, or
-// a file with a modelWords word at most modelSpan tokens before it in its phrase or after it.
+// version (rule 10).
 func modelRef(u *unit, p *phrase, i, vi int, prep string, compared bool) bool {
 	if compared || modelPreps[prep] || vi >= 0 && vi < i && modelVerbs[lemmaOf(u.toks[vi].low)] {
 		return true
@@ -1679,17 +1623,14 @@ func modelRef(u *unit, p *phrase, i, vi int, prep string, compared bool) bool {
 	return false
 }
 
-// featureGerund reports whether the verb at vi is a gerund after a verb of building a feature: the
-// product writes the file, the task changes the product (rule 11).
+// featureGerund reports whether the verb at vi is a gerund after a verb of building a feature.
 func featureGerund(u *unit, vi int) bool {
 	w := u.toks[vi].low
 	return strings.HasSuffix(w, "ing") && featureVerbs[lemmaOf(u.toks[vi-1].low)] ||
 		featureVerbs[u.toks[vi-1].low]
 }
 
-// productVerb reports whether the verb at vi has a product as its subject (rule 11): a
-// softwareNouns word right before it after a causative verb and a determiner ("Make the CLI save
-// NAME"), or before a modal right before it ("The app should save NAME").
+// productVerb reports whether the verb at vi has a product as its subject (rule 11).
 func productVerb(u *unit, vi int) bool {
 	toks := u.toks
 	if vi >= 3 && softwareNouns[toks[vi-1].low] && determiners[toks[vi-2].low] && softwareCausatives[toks[vi-3].low] {

@@ -118,8 +118,7 @@ func tokenize(s string) []token {
 // cjkFirst is below every rune of the CJK scripts (Hangul Jamo starts at U+1100): isCJK.
 const cjkFirst = 0x1100
 
-// isCJK reports whether r is written in a script with no spaces between
-// words: Han, Hiragana, Katakana or Hangul.
+// isCJK reports whether r is written in a script with no spaces between words.
 func isCJK(r rune) bool {
 	return r >= cjkFirst && unicode.In(r, unicode.Han, unicode.Hiragana, unicode.Katakana, unicode.Hangul)
 }
@@ -168,8 +167,7 @@ func closingQuote(open rune) string {
 	return string(open)
 }
 
-// quotedFile reports whether s starts with a quoted file name that contains blanks ("final
-// report.pdf"); n is the offset of the closing quote.
+// quotedFile reports whether s starts with a quoted file name that contains blanks.
 func quotedFile(s string, open rune, w int) (n int, ok bool) {
 	closing := closingQuote(open)
 	window := s[w:]
@@ -188,9 +186,7 @@ func quotedFile(s string, open rune, w int) (n int, ok bool) {
 	return w + end, true
 }
 
-// splitRun classifies one run of word and path characters: quotes around it and sentence
-// punctuation after it become punctuation tokens, a URL stays one token, and colons separate pieces
-// (a drive letter excepted).
+// splitRun classifies one run of word and path characters.
 func splitRun(toks []token, run string) []token {
 	for run != "" {
 		r, w := utf8.DecodeRuneInString(run)
@@ -270,8 +266,7 @@ func classify(s string) token {
 	return token{text: s, low: low, kind: tokOther}
 }
 
-// IsFile reports whether s names a file: its last path element is name.ext with a non-empty name
-// and an extension from fileExts, and it is not a framework's name ("Node.js").
+// IsFile reports whether s names a file.
 func IsFile(s string) bool {
 	base := s[strings.LastIndexAny(s, pathSeparators)+1:]
 	dot := strings.LastIndexByte(base, '.')

@@ -11,9 +11,8 @@ import (
 // markRepoWork makes the outputs of code tasks repository work (rule 8):
 func markRepoWork(units []*unit) {
 	built := false // the unit before builds the project
-	// A text that asks for a pull request, branch or commit anywhere does code work: the source files
-	// it makes ("split it into model.py and render.py … and open a pull request") are modules of that
-	// change.
+	// A text that asks for a pull request, branch or commit anywhere does code work: the source files it makes ("split it into
+	// model.py and render.py … and open a pull request") are modules of that change.
 	pr := false
 	for _, u := range units {
 		for _, p := range u.phrases {
@@ -120,8 +119,7 @@ func pathParts(s string) (dirs []string, ext string) {
 	return parts[:len(parts)-1], base[strings.LastIndexByte(base, '.')+1:]
 }
 
-// requestsList reports whether the unit lead, a line ending in ":", asks for the files listed below
-// it.
+// requestsList reports whether the unit lead, a line ending in ":", asks for the files listed below it.
 func requestsList(lead *unit) bool {
 	if lead.listRead {
 		return lead.listAsks
@@ -150,8 +148,7 @@ func asksForList(lead *unit) bool {
 		if verb && t.kind == tokWord && (fileNouns[t.low] || t.is(listPointers...)) {
 			pointer = true
 		}
-		// "Files to produce:", "Files to attach:": a file noun before the
-		// infinitive that asks for them.
+		// "Files to produce:", "Files to attach:": a file noun before the infinitive that asks for them.
 		if fileNouns[t.low] && i+2 < p.end && lead.toks[i+1].is("to") && listVerb(lead, i+2) {
 			pointer = true
 		}
@@ -160,9 +157,8 @@ func asksForList(lead *unit) bool {
 			object = true
 		}
 	}
-	// A verb with no object of its own before the colon asks for the list itself ("Return:", "What I
-	// need back:", "Your output should include:"), as it does with a pointer ("We need the
-	// following:").
+	// A verb with no object of its own before the colon asks for the list itself ("Return:", "What I need back:", "Your output
+	// should include:"), as it does with a pointer ("We need the following:").
 	return pointer || verb && !object
 }
 
@@ -302,8 +298,7 @@ var pronounRules = []pronounRule{
 				c.ph.forbid = true
 			}
 		}},
-	// "build the Docker image and push it to the registry": the unnamed
-	// request it refers to is repository work too.
+	// "build the Docker image and push it to the registry": the unnamed request it refers to is repository work too.
 	{rule{"pronoun-repo", "repository work: a repository verb refers back to it"},
 		func(c *pronounCtx) bool { return c.repoRef },
 		func(c *pronounCtx, r rule) {
@@ -317,8 +312,7 @@ var pronounRules = []pronounRule{
 		func(c *pronounCtx, r rule) {
 			c.each(r, func(m *mention) bool { return m.role == roleInput || m.role == roleNone }, func(m *mention) { m.role = roleOutput })
 		}},
-	// "Render README.md as HTML and paste it here": the unnamed request it
-	// refers to is shown, not delivered.
+	// "Render README.md as HTML and paste it here": the unnamed request it refers to is shown, not delivered.
 	{rule{"pronoun-inline", "inline: a verb of showing refers back to it with an inline marker"},
 		func(c *pronounCtx) bool { return c.inlineRef },
 		func(c *pronounCtx, r rule) {
@@ -382,9 +376,8 @@ func antecedent(units []*unit, ui, pi int, ref *phrase) (ms []*mention, ph, from
 		var got []*mention
 		acted := actedFrom(pu.toks, pp, part) // first word of pp that part's verb is, or -1
 		for _, m := range pp.mentions {
-			// "Reformat speakers.csv … the reformatted file": a transform that keeps the document
-			// (keepingTransforms), named by its participle; "Convert data.csv … the converted file" is the
-			// product of the conversion.
+			// "Reformat speakers.csv … the reformatted file": a transform that keeps the document (keepingTransforms), named by
+			// its participle; "Convert data.csv … the converted file" is the product of the conversion.
 			byVerb := acted >= 0 && acted < m.tok && keepingTransforms[lemmaOf(part)]
 			if m.reshaped && !sameDoc && !byVerb {
 				continue // "compile paper.tex and attach the resulting PDF"
@@ -396,9 +389,8 @@ func antecedent(units []*unit, ui, pi int, ref *phrase) (ms []*mention, ph, from
 				got = append(got, m) // "The team uses candidates.xlsx. … share the updated sheet"
 				continue
 			}
-			// A file no verb governs in the phrase right before, after a verb no lexicon lists, is what the
-			// noun phrase names ("Fill in the owners in raci.xlsx and upload the completed sheet", "Trim
-			// intro.mp4 … upload the shorter clip").
+			// A file no verb governs in the phrase right before, after a verb no lexicon lists, is what the noun phrase names
+			// ("Fill in the owners in raci.xlsx and upload the completed sheet", "Trim intro.mp4 … upload the shorter clip").
 			ungoverned := m.role == roleNone && (acted >= 0 && acted < m.tok || adjacent || kind != "")
 			if m.role == roleOutput || m.role == roleEdit || ungoverned {
 				got = append(got, m)
@@ -419,8 +411,7 @@ func antecedent(units []*unit, ui, pi int, ref *phrase) (ms []*mention, ph, from
 			}
 			continue
 		case pp.signal && onlyInputs(pp):
-			// "Convert users.csv to a JSON file and share it": the
-			// pronoun is the product, not its source.
+			// "Convert users.csv to a JSON file and share it": the pronoun is the product, not its source.
 			return nil, pp, nil
 		case len(live(pp)) > 0:
 			return pickLive(pp), nil, pp
@@ -431,15 +422,13 @@ func antecedent(units []*unit, ui, pi int, ref *phrase) (ms []*mention, ph, from
 			// product, which has no name, not a file of an earlier sentence.
 			return nil, nil, nil
 		}
-		// "review it and attach it", "Once you are done, please attach
-		// it": a phrase that names nothing is passed over.
+		// "review it and attach it", "Once you are done, please attach it": a phrase that names nothing is passed over.
 	}
 	if np && (pi == 0 || kind != "") {
-		// A noun phrase opening its sentence, or a kind noun anywhere in it, reaches the last phrase of
-		// the sentence before, past a bare qualifier or denial remark ("the onboarding doc
-		// (onboarding.docx) is too long. Can you cut it down and send the trimmed doc back?", ("Update
-		// the totals in q3.xlsx. Then upload the spreadsheet.", "Edit chapter3.docx. Then email me the
-		// edited chapter.").
+		// A noun phrase opening its sentence, or a kind noun anywhere in it, reaches the last phrase of the sentence before,
+		// past a bare qualifier or denial remark ("the onboarding doc (onboarding.docx) is too long. Can you cut it down and
+		// send the trimmed doc back?", ("Update the totals in q3.xlsx. Then upload the spreadsheet.", "Edit chapter3.docx. Then
+		// email me the edited chapter.").
 		for k := ui - 1; k >= 0 && k >= ui-3 && reaches(u, units[k]); k-- {
 			pu := units[k]
 			if pu.bare && (pu.qualifier >= 0 || pu.denial) {
@@ -456,8 +445,7 @@ func antecedent(units []*unit, ui, pi int, ref *phrase) (ms []*mention, ph, from
 	if np {
 		return nil, nil, nil
 	}
-	// "both" gathers files from earlier units until it has two ("Write
-	// a.json. … Write b.json. … Attach both.").
+	// "both" gathers files from earlier units until it has two ("Write a.json. … Write b.json. … Attach both.").
 	var got []*mention
 	for k := ui - 1; k >= 0 && k >= ui-8 && reaches(u, units[k]); k-- {
 		pu := units[k]
@@ -543,8 +531,7 @@ func distinctNames(ms []*mention) int {
 	return n
 }
 
-// candidate is one requested output of a unit: a named file (all its
-// mentions in the unit) or one phrase's unnamed request.
+// candidate is one requested output of a unit: a named file (all its mentions in the unit) or one phrase's unnamed request.
 type candidate struct {
 	mentions []*mention
 	phrase   *phrase
@@ -693,8 +680,7 @@ func collect(units []*unit) Result {
 	return r
 }
 
-// decisionCtx is what decisionRules read: the reasons of every file and
-// the first unnamed request that survives.
+// decisionCtx is what decisionRules read: the reasons of every file and the first unnamed request that survives.
 type decisionCtx struct {
 	r       *Result
 	unnamed *phrase

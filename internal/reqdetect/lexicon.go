@@ -100,10 +100,9 @@ var formats = func() map[string]bool {
 	return m
 }()
 
-// presentedClasses are the verb classes whose bare participle after "(", a file or a file and a
-// comma describes a thing that already exists ("(exported to rotation.tsv, attached)",
-// "headcount_plan.xlsx attached", "(shared in Drive)"): describesThing. Output verbs are not among
-// them: "(saved as summary.md)" may say how a requested output is kept, unless a statement stands
+// presentedClasses are the verb classes whose bare participle after "(", a file or a file and a comma describes a thing that
+// already exists ("(exported to rotation.tsv, attached)", "headcount_plan.xlsx attached", "(shared in Drive)"): describesThing.
+// Output verbs are not among them: "(saved as summary.md)" may say how a requested output is kept, unless a statement stands
 // before the parenthesis (statedBefore).
 var presentedClasses = map[verbClass]bool{verbAttach: true, verbSend: true, verbExport: true}
 

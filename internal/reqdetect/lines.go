@@ -7,8 +7,7 @@ import (
 	"unicode/utf8"
 )
 
-// srcLine is one line of the objective without its line ending, and the
-// byte offset where it starts.
+// srcLine is one line of the objective without its line ending, and the byte offset where it starts.
 type srcLine struct {
 	text string
 	pos  int

@@ -20,8 +20,7 @@ func analyze(u *unit) {
 	for i, p := range u.phrases {
 		negate(u, p)
 		if i > 0 && !p.negated && u.toks[p.start].is(disjunctions...) {
-			// "don't create any files or attach anything": a negation
-			// reaches the verb phrases its "or" joins.
+			// "don't create any files or attach anything": a negation reaches the verb phrases its "or" joins.
 			if q := u.phrases[i-1]; q.negated || u.neg[q.end-1] {
 				negatePhrase(u, p, p.start)
 			}
@@ -46,8 +45,7 @@ func analyze(u *unit) {
 	}
 }
 
-// editsReferent reports whether a Deliverables item has an edit verb, not negated, whose object refers
-// back to the item's file.
+// editsReferent reports whether a Deliverables item has an edit verb, not negated, whose object refers back to the item's file.
 func editsReferent(u *unit) bool {
 	for i := range u.toks {
 		if u.cls[i] != verbEdit || u.neg[i] || i+1 >= len(u.toks) {
@@ -123,8 +121,7 @@ func markVerbs(u *unit) {
 			c = verbReply // "explain how to export report.pdf": knowledge, not work
 		}
 		if embeddedQuestion(u, i) || form == formIng && discussedGerund(u, i) {
-			// "tell me whether exporting to CSV is better", "compare
-			// exporting to XLSX with …": the work is asked about
+			// "tell me whether exporting to CSV is better", "compare exporting to XLSX with …": the work is asked about
 			c, u.asked[i] = verbReply, true
 		}
 		if inflectedNoun(u, i, form, c) {
@@ -138,9 +135,8 @@ func markVerbs(u *unit) {
 			c != verbWant && (form == formIng && progressive(u.toks, i) || form == formBase && future(u.toks, i)) {
 			c = verbStated
 		} else if form == formPerfect && !(u.item && presentedClasses[c] && !modifierKept(u, i)) && modifies(u, i) {
-			// In a Deliverables item a delivery participle after a noun says how the output is given ("-
-			// screenshots of the page attached to this ticket"): it stays a verb, unless the noun before it
-			// is read or negated (modifierKept).
+			// In a Deliverables item a delivery participle after a noun says how the output is given ("- screenshots of the
+			// page attached to this ticket"): it stays a verb, unless the noun before it is read or negated (modifierKept).
 			noun[i] = true // "the product prices listed on …", "write corrected ones"
 			continue
 		}
@@ -152,8 +148,7 @@ func markVerbs(u *unit) {
 	}
 }
 
-// modifierKept reports whether the participle at i in a Deliverables item still modifies the noun
-// before it.
+// modifierKept reports whether the participle at i in a Deliverables item still modifies the noun before it.
 func modifierKept(u *unit, i int) bool {
 	for k := i - 1; k >= 0 && k >= i-resumeSpan && u.toks[k].kind != tokPunct; k-- {
 		if u.verbAt(k) && (u.cls[k] == verbInput || u.cls[k] == verbReply) || negators[u.toks[k].low] || u.toks[k].is(noWords...) {
@@ -163,8 +158,7 @@ func modifierKept(u *unit, i int) bool {
 	return false
 }
 
-// finiteS reports whether the -s form at i, which describes finds no subject for, is still a finite
-// verb and no imperative.
+// finiteS reports whether the -s form at i, which describes finds no subject for, is still a finite verb and no imperative.
 func finiteS(u *unit, i int) bool {
 	return !u.asked[i] && !ensured(u.toks, i) && !labelAt(u, i)
 }
@@ -182,9 +176,8 @@ func labelAt(u *unit, i int) bool {
 	return i == 0 && end <= next && next <= len(u.src) && strings.Contains(u.src[end:next], "\n")
 }
 
-// inflectedNoun reports whether the lexicon word at i, in an -s or perfect form, is a noun or its
-// modifier rather than a verb, since it stands where only an imperative could stand and an imperative
-// takes the base form.
+// inflectedNoun reports whether the lexicon word at i, in an -s or perfect form, is a noun or its modifier rather than a verb,
+// since it stands where only an imperative could stand and an imperative takes the base form.
 func inflectedNoun(u *unit, i int, form wordForm, c verbClass) bool {
 	toks := u.toks
 	if c == verbWant || u.asked[i] || i+1 >= len(toks) || labelAt(u, i) {
@@ -254,9 +247,8 @@ func stated(toks []token, i int) bool {
 	case functionWords[w] || determiners[w] || lemmaOf(w) != "":
 		return false
 	}
-	// A noun subject opening the sentence or clause: "The designer sent", "Our team exported",
-	// "Someone's script generated"; or of a relative clause with no "that": "the brochure the vendor
-	// sent".
+	// A noun subject opening the sentence or clause: "The designer sent", "Our team exported", "Someone's script generated"; or
+	// of a relative clause with no "that": "the brochure the vendor sent".
 	return opensClause(toks, k, false) || reducedRelative(toks, k)
 }
 
@@ -327,8 +319,7 @@ func future(toks []token, i int) bool {
 	return toks[k].is("will") && k > 0 && statingSubject(toks, k-1) && !askedBefore(toks, k-1)
 }
 
-// presentPassive reports whether the participle at i of an attach or send verb follows an indicative
-// present be-form.
+// presentPassive reports whether the participle at i of an attach or send verb follows an indicative present be-form.
 func presentPassive(u *unit, i int, c verbClass) bool {
 	toks := u.toks
 	k := skipAdverbs(toks, i-1)
@@ -344,8 +335,7 @@ func presentPassive(u *unit, i int, c verbClass) bool {
 	return false
 }
 
-// passiveSubject reports whether toks[k], right before the be-form of a present passive, ends a
-// noun-phrase subject.
+// passiveSubject reports whether toks[k], right before the be-form of a present passive, ends a noun-phrase subject.
 func passiveSubject(u *unit, k int) bool {
 	toks := u.toks
 	t := toks[k]
@@ -509,14 +499,12 @@ func embeddedQuestion(u *unit, i int) bool {
 	return false
 }
 
-// letKnow reports whether toks[v] is the verb of "let me/us know", which
-// asks to be told as a reply verb does (informWords).
+// letKnow reports whether toks[v] is the verb of "let me/us know", which asks to be told as a reply verb does (informWords).
 func letKnow(toks []token, v int) bool {
 	return v >= 2 && toks[v].is(informWords...) && toks[v-1].is(recipients...) && toks[v-2].is("let")
 }
 
-// discussedGerund reports whether the -ing verb at i names an activity that a reading or reply verb
-// before it discusses.
+// discussedGerund reports whether the -ing verb at i names an activity that a reading or reply verb before it discusses.
 func discussedGerund(u *unit, i int) bool {
 	toks := u.toks
 	for k := i - 1; k >= 0 && k >= i-embeddedSpan; k-- {
@@ -556,8 +544,7 @@ func pastAfterPronoun(toks []token, i int) bool {
 	return k == 0 || !toks[k-1].is(askAux...) && !toks[k-1].is(questionWords...)
 }
 
-// unknownVerbAt reports whether the plain word at i, which no lexicon lists, stands in a verb's place
-// before an object.
+// unknownVerbAt reports whether the plain word at i, which no lexicon lists, stands in a verb's place before an object.
 func unknownVerbAt(toks []token, i int) bool {
 	w := toks[i].low
 	if i+1 >= len(toks) || functionWords[w] || determiners[w] || strings.HasSuffix(w, adverbSuffix) ||
@@ -797,8 +784,7 @@ func afterDeterminedNoun(toks []token, i int) bool {
 	return false
 }
 
-// compoundHead reports whether the base-form lexicon word at i ends a noun compound that opens its
-// clause.
+// compoundHead reports whether the base-form lexicon word at i ends a noun compound that opens its clause.
 func compoundHead(toks []token, noun []bool, i int) bool {
 	if i+1 < len(toks) && toks[i+1].punct(":") {
 		return false
@@ -914,8 +900,7 @@ func verbAhead(u *unit, j int) bool {
 	return false
 }
 
-// nextContent returns the index of the first token from j (before end)
-// that is not a filler such as "to", "be", "ever", or -1.
+// nextContent returns the index of the first token from j (before end) that is not a filler such as "to", "be", "ever", or -1.
 func nextContent(toks []token, j, end int) int {
 	for k := j; k < end && k < j+4; k++ {
 		if toks[k].is(infinitiveLeads...) {

@@ -98,8 +98,7 @@ func (p *phrase) requestBy(u *unit, r rule, detail string, a, b int) {
 	}
 }
 
-// Requests for a file the text does not name (rule 1), in the order
-// readPhrase and signalAt try them.
+// Requests for a file the text does not name (rule 1), in the order readPhrase and signalAt try them.
 var (
 	ruleAttachUnnamed  = rule{"attach-unnamed", "unnamed request: an attach or upload verb or a delivery marker"}
 	ruleExportUnnamed  = rule{"export-unnamed", "unnamed request: an export verb"}
@@ -144,8 +143,7 @@ func readPhrase(u *unit, p *phrase) {
 			}
 		case verbSend:
 			if u.neg[i] {
-				// "do not email it to the client" forbids another action,
-				// a send to someone else, not the delivery of the file.
+				// "do not email it to the client" forbids another action, a send to someone else, not the delivery of the file.
 				p.negDeliver = p.negDeliver || !toThirdParty(u, i, p.end)
 			} else if !passiveNeed(u, i, p.end) {
 				p.send = true // "… needs to be shared with the mobile team" states a need
@@ -188,9 +186,8 @@ func readPhrase(u *unit, p *phrase) {
 	for i := p.start; i < p.end; i++ {
 		t := toks[i]
 		if paren && i > p.start && t.punct(")") {
-			// "generate a changelog … (attached) as CHANGELOG.md", "Write up the findings (no need to attach
-			// the raw logs) in findings.md": after the parenthesis that opened the phrase closes, the verb
-			// before it governs again.
+			// "generate a changelog … (attached) as CHANGELOG.md", "Write up the findings (no need to attach the raw logs) in
+			// findings.md": after the parenthesis that opened the phrase closes, the verb before it governs again.
 			lastVerb, head, prepOfVerb, paren = resumedVerb(u, p.start), -1, false, false
 			head = lastVerb
 		}
@@ -203,10 +200,9 @@ func readPhrase(u *unit, p *phrase) {
 			}
 		}
 		if u.verbAt(i) || (u.cls[i] == verbPseudo && !u.neg[i]) {
-			// A verb inside a prepositional complement of the verb before it ("a guide on how to use the
-			// API", "a report on testing X") does not take over the phrase, nor does a statement inside its
-			// object ("put everything you found into X"): a destination later in the phrase still belongs to
-			// the verb before it.
+			// A verb inside a prepositional complement of the verb before it ("a guide on how to use the API", "a report on
+			// testing X") does not take over the phrase, nor does a statement inside its object ("put everything you found into
+			// X"): a destination later in the phrase still belongs to the verb before it.
 			if (!prepOfVerb || head < 0) && (u.cls[i] != verbStated || head < 0) || u.asked[i] {
 				head = i
 			}
@@ -216,8 +212,7 @@ func readPhrase(u *unit, p *phrase) {
 		}
 		if !prepSkip(t) {
 			prep = ""
-			// A verb ("I'd like report.pdf") or the second word of an
-			// exception ("other than out.csv") is no preposition.
+			// A verb ("I'd like report.pdf") or the second word of an exception ("other than out.csv") is no preposition.
 			if t.kind == tokWord && !u.verbAt(i) && !(i > p.start && exceptionAt(toks, i-1, p.end)) {
 				prep = t.low
 			}
@@ -304,8 +299,7 @@ func prepHead(u *unit, i, end, span int, preps []string) (head int, det bool) {
 	return -1, false
 }
 
-// passiveNeed reports whether the attach or send verb at k, not negated, states a need rather than
-// asks for a delivery.
+// passiveNeed reports whether the attach or send verb at k, not negated, states a need rather than asks for a delivery.
 func passiveNeed(u *unit, k, end int) bool {
 	toks := u.toks
 	c := u.cls[k]
@@ -319,8 +313,7 @@ func passiveNeed(u *unit, k, end int) bool {
 	return c == verbSend && toThirdParty(u, k, end) || agentAt(u, k, end)
 }
 
-// agentAt reports whether an agent phrase follows the passive participle at k within agentSpan tokens
-// and its clause.
+// agentAt reports whether an agent phrase follows the passive participle at k within agentSpan tokens and its clause.
 func agentAt(u *unit, k, end int) bool {
 	n, det := prepHead(u, k, end, agentSpan, agentPreps)
 	if n < 0 || deadlineWords[u.toks[n].low] {
@@ -330,8 +323,7 @@ func agentAt(u *unit, k, end int) bool {
 	return det || unicode.IsUpper(r)
 }
 
-// topicClause returns the index of the word that opens an embedded clause holding the file at i, or
-// -1.
+// topicClause returns the index of the word that opens an embedded clause holding the file at i, or -1.
 func topicClause(u *unit, p *phrase, i int, prep string) int {
 	toks := u.toks
 	inRun := func(k int) bool {
@@ -382,8 +374,7 @@ func topicIntro(u *unit, k int) bool {
 	return u.toks[j].is(topicIntroPreps...) || u.verbAt(j)
 }
 
-// comparisonAt reports whether the "as" or "to" at k introduces the standard of a comparison rather
-// than a destination.
+// comparisonAt reports whether the "as" or "to" at k introduces the standard of a comparison rather than a destination.
 func comparisonAt(u *unit, k int) bool {
 	toks := u.toks
 	if k < 1 {
@@ -452,8 +443,7 @@ func examplesOf(u *unit, k int) bool {
 	return fileNouns[toks[j].low] && toks[j].kind == tokWord
 }
 
-// comparedAt reports whether the file at i, governed by the token at gov (prep its word), is the
-// standard of a comparison.
+// comparedAt reports whether the file at i, governed by the token at gov (prep its word), is the standard of a comparison.
 func comparedAt(u *unit, p *phrase, gov, i int, prep string) bool {
 	if gov < 0 || prep != "as" && prep != "to" || !u.toks[gov].is(prep) {
 		return false
@@ -491,8 +481,7 @@ func npPrep(u *unit, p *phrase, i int, prep string) string {
 	return prep
 }
 
-// appositionPrep returns the output or source preposition that governs the noun phrase a file in
-// parentheses names.
+// appositionPrep returns the output or source preposition that governs the noun phrase a file in parentheses names.
 func appositionPrep(u *unit, p *phrase, i int, prep string) string {
 	toks := u.toks
 	if i-2 < p.start || !toks[i-1].punct("(") {
@@ -541,8 +530,7 @@ func combineFiles(u *unit, p *phrase) {
 	}
 }
 
-// readMention gives the file at toks[i] its role, and records the rule that gave it and the span
-// that rule read.
+// readMention gives the file at toks[i] its role, and records the rule that gave it and the span that rule read.
 func readMention(u *unit, p *phrase, i, lastVerb, head, gov int, prep string) *mention {
 	toks := u.toks
 	m := &mention{name: toks[i].text, tok: i}
@@ -569,8 +557,7 @@ func readMention(u *unit, p *phrase, i, lastVerb, head, gov int, prep string) *m
 	if target && head >= 0 && head != vi && isOutputish(u.cls[head]) &&
 		(verb == verbInput || verb == verbReply || verb == verbEdit ||
 			verb == verbStated && formOf(toks[vi].low, lemmaOf(toks[vi].low)) != formS) {
-		// "write a summary of how to use X to summary.md", "put everything
-		// you found into findings.xlsx"
+		// "write a summary of how to use X to summary.md", "put everything you found into findings.xlsx"
 		vi, verb = head, u.cls[head]
 	}
 	if vi >= 0 && outputPreps[prep] && closedAdjunct(u, p, vi, i) {
@@ -598,9 +585,8 @@ func readMention(u *unit, p *phrase, i, lastVerb, head, gov int, prep string) *m
 	return m
 }
 
-// inSource reports whether the file at i, governed by a storage preposition or "of" (prep), lies in
-// the noun phrase of a source preposition (sourcePreps) between the verb at vi and the file, at most
-// sourceSpan tokens back.
+// inSource reports whether the file at i, governed by a storage preposition or "of" (prep), lies in the noun phrase of a source
+// preposition (sourcePreps) between the verb at vi and the file, at most sourceSpan tokens back.
 func inSource(u *unit, vi, i int, prep string) bool {
 	if !slices.Contains(storagePreps, prep) && prep != "of" {
 		return false
@@ -718,8 +704,7 @@ func resultClause(u *unit, k int) bool {
 	return v.kind == tokWord && !functionWords[v.low] && !determiners[v.low] && objectFollows(toks, k+2)
 }
 
-// modifierWord reports whether w, opening a Deliverables item before a file, reads as a modifier or a
-// noun rather than a verb.
+// modifierWord reports whether w, opening a Deliverables item before a file, reads as a modifier or a noun rather than a verb.
 func modifierWord(w string) bool {
 	_, format := formats[w]
 	_, kind := kindNouns[w]
@@ -814,8 +799,7 @@ func declaredOutput(toks []token, i, end int) bool {
 	return k < end && toks[k].is(outputRoles...)
 }
 
-// receives reports whether the file at i is the first object of a verb of giving and so receives the
-// second one.
+// receives reports whether the file at i is the first object of a verb of giving and so receives the second one.
 func receives(u *unit, vi, i, end int) bool {
 	return vi >= 0 && vi == i-1 && givingVerbs[lemmaOf(u.toks[vi].low)] &&
 		i+1 < end && u.toks[i+1].is(indefArticles...)
@@ -841,8 +825,7 @@ func wantsWork(u *unit, i, end int) bool {
 	return k < end && u.cls[k] == verbWant && formOf(u.toks[k].low, lemmaOf(u.toks[k].low)) == formS
 }
 
-// storedIn reports whether the file whose governing token is gov is where the product of the work
-// goes.
+// storedIn reports whether the file whose governing token is gov is where the product of the work goes.
 func storedIn(u *unit, gov int) bool {
 	toks := u.toks
 	k := gov
@@ -1007,8 +990,7 @@ func findsThere(toks []token, vi int) bool {
 	return k >= 1 && toks[k].is(findingAux...) && toks[k-1].is("you")
 }
 
-// locatedSubject reports whether the file at i, which no verb governs, is the subject of a statement
-// of where it already is.
+// locatedSubject reports whether the file at i, which no verb governs, is the subject of a statement of where it already is.
 func locatedSubject(u *unit, i, end int) bool {
 	k := i + 1
 	if k >= end || !indicativeBe[u.toks[k].low] || u.toks[k].kind != tokWord {
@@ -1120,8 +1102,7 @@ func signalAt(u *unit, p *phrase, i, lastVerb, head int, prep string, prepOfVerb
 		vc, hc = verbOutput, verbOutput
 	}
 	outputish := isOutputish(vc)
-	// A digest verb ("summarize", "compare") writes something new: "as a
-	// PDF" or "in a PDF" after it is where that goes.
+	// A digest verb ("summarize", "compare") writes something new: "as a PDF" or "in a PDF" after it is where that goes.
 	digest := head >= 0 && hc == verbInput && digestVerbs[lemmaOf(toks[head].low)]
 	t := toks[i]
 
@@ -1145,16 +1126,14 @@ func signalAt(u *unit, p *phrase, i, lastVerb, head int, prep string, prepOfVerb
 		}
 		switch {
 		case t.is(destOutputPreps...):
-			// "as a CSV" after any verb but a reading, reply or edit one, or a statement ("We used to export
-			// data as CSV"); after a reading verb "as" says how the input is read ("fetch the data as
-			// JSON").
+			// "as a CSV" after any verb but a reading, reply or edit one, or a statement ("We used to export data as CSV");
+			// after a reading verb "as" says how the input is read ("fetch the data as JSON").
 			if hc != verbInput && hc != verbReply && hc != verbEdit && hc != verbStated || digest ||
 				t.is(resultPreps...) && (hc == verbEdit || hc == verbInput && i > head+1) {
 				p.requestBy(u, ruleDestFormat, t.low, i, min(k, p.end-1))
 			}
 		case t.is("to"):
-			// "to a JSON file" or "to a PDF" after a transform verb is a
-			// file; "to JSON" stays a text request (rule 3).
+			// "to a JSON file" or "to a PDF" after a transform verb is a file; "to JSON" stays a text request (rule 3).
 			if outputish || vc == verbTransform && (noun || format && formats[toks[k].low]) {
 				p.requestBy(u, ruleDestFormat, t.low, i, min(k, p.end-1))
 			}
@@ -1309,8 +1288,7 @@ func isOutputish(c verbClass) bool {
 	return c == verbOutput || c == verbExport || c == verbAttach || c == verbSend || c == verbPseudo || c == verbWant
 }
 
-// countedFormat reports whether the text format at toks[i] is a counted noun of its own, so a
-// document.
+// countedFormat reports whether the text format at toks[i] is a counted noun of its own, so a document.
 func countedFormat(u *unit, i, end int) bool {
 	toks := u.toks
 	if strong, ok := formats[toks[i].low]; !ok || strong || toks[i].kind != tokWord {
@@ -1340,8 +1318,7 @@ func formatDocument(u *unit, i, end int) bool {
 	return formatDocNouns[u.toks[i+1].low] && u.toks[i+1].kind == tokWord
 }
 
-// formatHead reports whether toks[k] is a format word used as the head of its noun phrase rather
-// than as a modifier.
+// formatHead reports whether toks[k] is a format word used as the head of its noun phrase rather than as a modifier.
 func formatHead(u *unit, k, end int) bool {
 	t := u.toks[k]
 	if _, ok := formats[t.low]; !ok || t.kind != tokWord && t.kind != tokOther { // "MP3" is a mixed token
@@ -1504,8 +1481,7 @@ func participleAt(toks []token, k, end int) string {
 	return ""
 }
 
-// actedFrom returns the index of the first word of phrase p that is the verb whose participle part is,
-// or -1.
+// actedFrom returns the index of the first word of phrase p that is the verb whose participle part is, or -1.
 func actedFrom(toks []token, p *phrase, part string) int {
 	if part == "" {
 		return -1
@@ -1601,8 +1577,7 @@ func denialAt(toks []token, i int) bool {
 	return false
 }
 
-// modelRef reports whether the input file at i is named as a model, template, example or earlier
-// version (rule 10).
+// modelRef reports whether the input file at i is named as a model, template, example or earlier version (rule 10).
 func modelRef(u *unit, p *phrase, i, vi int, prep string, compared bool) bool {
 	if compared || modelPreps[prep] || vi >= 0 && vi < i && modelVerbs[lemmaOf(u.toks[vi].low)] {
 		return true

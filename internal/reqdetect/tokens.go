@@ -60,8 +60,7 @@ func isRunRune(r rune) bool {
 		strings.ContainsRune(runMarks, r)
 }
 
-// tokenizeAt tokenizes s, which starts at byte offset base of the objective,
-// and records each token's offset.
+// tokenizeAt tokenizes s, which starts at byte offset base of the objective, and records each token's offset.
 func tokenizeAt(s string, base int) []token {
 	toks := tokenize(s)
 	at := 0
@@ -335,8 +334,7 @@ func splitSentences(toks []token, item bool) []*unit {
 	return units
 }
 
-// leadQuestion reports whether a question opens its main clause with a wh-word after a leading
-// phrase and a comma.
+// leadQuestion reports whether a question opens its main clause with a wh-word after a leading phrase and a comma.
 func leadQuestion(toks []token) bool {
 	for i := 1; i+1 < len(toks) && i < leadSpan; i++ {
 		if toks[i].punct(",") {

@@ -227,16 +227,7 @@ func resolvePronouns(units []*unit) {
 			repoRef := (p.repoVerb || p.repo) && !p.negated
 			inlineRef := (p.inline || hasWord(u, p, replyPlaces)) && !deliver && !p.negated && hasVerb(u, p, showVerbs, true) // "show it to me inline"
 			makeRef := !p.negated && !p.inline && !p.anaphor && hasVerb(u, p, makingVerbs, false)                             // "if not, create it"
-			if !p.pronoun || !(deliver || p.negDeliver || repoRef || inlineRef || makeRef) {
-				continue
-			}
-			own := false
-			for _, m := range p.mentions {
-				if m.role == roleOutput || m.forbid {
-					own = true
-				}
-			}
-			if own {
+			if !p.pronoun || !(deliver || p.negDeliver || repoRef || inlineRef || makeRef) || p.namesOutput() {
 				continue
 			}
 			c := pronounCtx{u: u, p: p, deliver: deliver, repoRef: repoRef, makeRef: makeRef, inlineRef: inlineRef}

@@ -233,10 +233,7 @@ func stated(toks []token, i int) bool {
 	if (i == 0 || toks[i-1].kind == tokPunct) && i+1 < len(toks) && indicativeBe[toks[i+1].low] {
 		return true // "Attached is", "Attached are"
 	}
-	k := i - 1
-	for k >= 0 && toks[k].kind == tokWord && statementAdverbs[toks[k].low] {
-		k--
-	}
+	k := skipAdverbs(toks, i-1, false)
 	if k < 0 || toks[k].kind != tokWord {
 		return false
 	}
@@ -293,7 +290,7 @@ func pastHabit(toks []token, i int) bool {
 // progressive reports whether the -ing verb at i is the present progressive of a subject other than
 // the addressee: the subject does the work, so it states what happens rather than asks for it.
 func progressive(toks []token, i int) bool {
-	k := skipAdverbs(toks, i-1)
+	k := skipAdverbs(toks, i-1, true)
 	if k < 0 || toks[k].kind != tokWord {
 		return false
 	}
@@ -306,7 +303,7 @@ func progressive(toks []token, i int) bool {
 // future reports whether the base verb at i follows "will" or "going to" and a subject other than
 // the addressee: a plan of someone else's, not a request.
 func future(toks []token, i int) bool {
-	k := skipAdverbs(toks, i-1)
+	k := skipAdverbs(toks, i-1, true)
 	if k < 0 || toks[k].kind != tokWord {
 		return false
 	}
@@ -322,7 +319,7 @@ func future(toks []token, i int) bool {
 // presentPassive reports whether the participle at i of an attach or send verb follows an indicative present be-form.
 func presentPassive(u *unit, i int, c verbClass) bool {
 	toks := u.toks
-	k := skipAdverbs(toks, i-1)
+	k := skipAdverbs(toks, i-1, true)
 	if k <= 0 || ensured(toks, k) {
 		return false
 	}
@@ -436,7 +433,7 @@ func statedBefore(u *unit, i int) bool {
 // habitual reports whether the base verb at i follows a subject pronoun other than the addressee
 // (pastSubjects) that opens a subordinate clause.
 func habitual(toks []token, i int) bool {
-	k := skipAdverbs(toks, i-1)
+	k := skipAdverbs(toks, i-1, true)
 	if k < 1 || toks[k].kind != tokWord || !pastSubjects[toks[k].low] {
 		return false
 	}
@@ -460,9 +457,10 @@ func askedBefore(toks []token, k int) bool {
 	return k > 0 && (toks[k-1].is(askAux...) || toks[k-1].is(questionWords...))
 }
 
-// skipAdverbs returns the index of the first token at or before k that is not a statement adverb.
-func skipAdverbs(toks []token, k int) int {
-	for k >= 0 && toks[k].kind == tokWord && (statementAdverbs[toks[k].low] || strings.HasSuffix(toks[k].low, adverbSuffix)) {
+// skipAdverbs returns the index of the first token at or before k that is not a statement adverb ("already", "just") or,
+// with ly, an "-ly" adverb ("currently").
+func skipAdverbs(toks []token, k int, ly bool) int {
+	for k >= 0 && toks[k].kind == tokWord && (statementAdverbs[toks[k].low] || ly && strings.HasSuffix(toks[k].low, adverbSuffix)) {
 		k--
 	}
 	return k
@@ -522,10 +520,7 @@ func discussedGerund(u *unit, i int) bool {
 // afterAux reports whether a perfect auxiliary or a past be-form stands right before the word at i,
 // past statement adverbs: a verb whose participle is its base form is then a participle.
 func afterAux(toks []token, i int) bool {
-	k := i - 1
-	for k >= 0 && toks[k].kind == tokWord && statementAdverbs[toks[k].low] {
-		k--
-	}
+	k := skipAdverbs(toks, i-1, false)
 	return k >= 0 && toks[k].kind == tokWord &&
 		(perfectAux[toks[k].low] || passiveBe[toks[k].low] || strings.HasSuffix(toks[k].low, perfectClitic))
 }
@@ -534,14 +529,11 @@ func afterAux(toks []token, i int) bool {
 // subject pronoun that cannot be the addressee of a request, past statement adverbs allowed, and no
 // modal or question word asks before that pronoun: a statement, not an imperative.
 func pastAfterPronoun(toks []token, i int) bool {
-	k := i - 1
-	for k >= 0 && toks[k].kind == tokWord && statementAdverbs[toks[k].low] {
-		k--
-	}
+	k := skipAdverbs(toks, i-1, false)
 	if k < 0 || toks[k].kind != tokWord || !pastSubjects[toks[k].low] {
 		return false
 	}
-	return k == 0 || !toks[k-1].is(askAux...) && !toks[k-1].is(questionWords...)
+	return !askedBefore(toks, k)
 }
 
 // unknownVerbAt reports whether the plain word at i, which no lexicon lists, stands in a verb's place before an object.
@@ -570,10 +562,7 @@ func pastAfterSubject(toks []token, i int) bool {
 	if len(w) < 5 || !strings.HasSuffix(w, pastSuffix) || functionWords[w] {
 		return false
 	}
-	k := i - 1
-	for k >= 0 && toks[k].kind == tokWord && statementAdverbs[toks[k].low] {
-		k--
-	}
+	k := skipAdverbs(toks, i-1, false)
 	return k >= 0 && toks[k].kind == tokWord && subjectPronouns[toks[k].low]
 }
 
@@ -619,10 +608,7 @@ func reducedRelative(toks []token, k int) bool {
 // describes reports whether the present-tense verb at i has a subject, and so describes what something
 // does rather than asks for it.
 func describes(toks []token, i int) bool {
-	k := i - 1
-	for k >= 0 && toks[k].kind == tokWord && statementAdverbs[toks[k].low] {
-		k--
-	}
+	k := skipAdverbs(toks, i-1, false)
 	if k < 0 {
 		return false
 	}

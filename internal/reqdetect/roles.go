@@ -306,7 +306,7 @@ func passiveNeed(u *unit, k, end int) bool {
 	if c != verbAttach && c != verbSend || u.neg[k] || formOf(toks[k].low, lemmaOf(toks[k].low)) != formPerfect {
 		return false
 	}
-	j := skipAdverbs(toks, k-1)
+	j := skipAdverbs(toks, k-1, true)
 	if j < 0 || !toks[j].is(passiveInfinitives...) {
 		return false
 	}
@@ -946,12 +946,12 @@ func locatedIn(u *unit, gov int) bool {
 // lists whose subject is a file, a third-person pronoun or a noun opening its clause.
 func placeStated(u *unit, k int) bool {
 	toks := u.toks
-	v := skipAdverbs(toks, k-1)
+	v := skipAdverbs(toks, k-1, true)
 	if v < 1 || toks[v].kind != tokWord || !plainWord(toks[v]) || !strings.HasSuffix(toks[v].low, presentSuffix) ||
 		strings.HasSuffix(toks[v].low, presentSuffix+presentSuffix) {
 		return false
 	}
-	j := skipAdverbs(toks, v-1) // "The logo currently lives on the CDN"
+	j := skipAdverbs(toks, v-1, true) // "The logo currently lives on the CDN"
 	if j < 0 {
 		return false
 	}
@@ -983,7 +983,7 @@ func findsThere(toks []token, vi int) bool {
 	if !toks[vi].is(findingVerbs...) || vi == 0 {
 		return false
 	}
-	k := skipAdverbs(toks, vi-1)
+	k := skipAdverbs(toks, vi-1, true)
 	if k >= 0 && toks[k].is(findingClitics...) {
 		return true
 	}

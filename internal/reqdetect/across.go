@@ -333,12 +333,7 @@ func hasVerb(u *unit, p *phrase, set map[string]bool, lemma bool) bool {
 
 // hasWord reports whether phrase p holds one of words.
 func hasWord(u *unit, p *phrase, words []string) bool {
-	for i := p.start; i < p.end; i++ {
-		if u.toks[i].is(words...) {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(u.toks[p.start:p.end], func(t token) bool { return t.is(words...) })
 }
 
 // antecedent finds what a pronoun in phrase pi of unit ui refers to.

@@ -285,7 +285,7 @@ func modifiedLabel(s string) (string, bool) {
 	return strings.TrimLeft(rest, emphasisMarks+blanks), true
 }
 
-// stripBullet strips a list marker", "a)", "- [ ]") from line.
+// stripBullet strips a list marker ("-", "1.", "a)", "- [ ]") from line.
 func stripBullet(line string) (string, bool) {
 	s := strings.TrimLeft(line, " \t")
 	if s == "" {

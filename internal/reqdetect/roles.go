@@ -606,12 +606,8 @@ func inSource(u *unit, vi, i int, prep string) bool {
 // madeBefore reports whether the object of the verb at vi, before the token at k, introduces what
 // the verb makes: a file or an indefinite article, looked for at most resumeSpan tokens before k.
 func madeBefore(u *unit, vi, k int) bool {
-	for j := max(vi+1, k-resumeSpan); j < k; j++ {
-		if u.toks[j].kind == tokFile || u.toks[j].is(indefArticles...) {
-			return true
-		}
-	}
-	return false
+	lo := min(max(vi+1, k-resumeSpan), k)
+	return slices.ContainsFunc(u.toks[lo:k], func(t token) bool { return t.kind == tokFile || t.is(indefArticles...) })
 }
 
 // presentedAfter reports whether a participle that describes a thing already there (describesThing)
@@ -1026,12 +1022,7 @@ func closedAdjunct(u *unit, p *phrase, vi, i int) bool {
 	if vi == 0 || !toks[vi-1].punct(",") || p.start != vi-1 || formOf(w, lemmaOf(w)) != formIng {
 		return false
 	}
-	for k := vi + 1; k < i; k++ {
-		if toks[k].punct(",") {
-			return true
-		}
-	}
-	return false
+	return vi < i && slices.ContainsFunc(toks[vi+1:i], func(t token) bool { return t.punct(",") })
 }
 
 // reducedPassive finds the participle of an edit, repository, reading or reply verb right after the

@@ -1115,32 +1115,29 @@ func signalAt(u *unit, p *phrase, i, lastVerb, head int, prep string, prepOfVerb
 		if !format && !noun {
 			return
 		}
+		req := false
 		switch {
 		case t.is(destOutputPreps...):
 			// "as a CSV" after any verb but a reading, reply or edit one, or a statement ("We used to export data as CSV");
 			// after a reading verb "as" says how the input is read ("fetch the data as JSON").
-			if hc != verbInput && hc != verbReply && hc != verbEdit && hc != verbStated || digest ||
-				t.is(resultPreps...) && (hc == verbEdit || hc == verbInput && i > head+1) {
-				p.requestBy(u, ruleDestFormat, t.low, i, min(k, p.end-1))
-			}
+			req = hc != verbInput && hc != verbReply && hc != verbEdit && hc != verbStated || digest ||
+				t.is(resultPreps...) && (hc == verbEdit || hc == verbInput && i > head+1)
 		case t.is("to"):
 			// "to a JSON file" or "to a PDF" after a transform verb is a file; "to JSON" stays a text request (rule 3).
-			if outputish || vc == verbTransform && (noun || format && formats[toks[k].low]) {
-				p.requestBy(u, ruleDestFormat, t.low, i, min(k, p.end-1))
-			}
+			req = outputish || vc == verbTransform && (noun || format && formats[toks[k].low])
 		case t.is("in"):
 			switch {
 			case format && k+1 < p.end && toks[k+1].is(formatWords...):
-				if hc != verbInput && hc != verbReply && hc != verbEdit {
-					p.requestBy(u, ruleDestFormat, t.low, i, min(k, p.end-1))
-				}
+				req = hc != verbInput && hc != verbReply && hc != verbEdit
 			case !toks[i+1].is(indefArticles...) || i > 0 && toks[i-1].is(locatedBe...):
 				// "in the PDF" is where something already is; "what is in a PDF"
-			case isOutputish(hc) || digest:
-				p.requestBy(u, ruleDestFormat, t.low, i, min(k, p.end-1)) // "put the results in a CSV", "summarize X in a PDF"
-			case hc == verbReply && (noun || formats[toks[k].low]):
-				p.requestBy(u, ruleDestFormat, t.low, i, min(k, p.end-1)) // "explain the results in a Word document"
+			default:
+				// "put the results in a CSV", "summarize X in a PDF", "explain the results in a Word document"
+				req = isOutputish(hc) || digest || hc == verbReply && (noun || formats[toks[k].low])
 			}
+		}
+		if req {
+			p.requestBy(u, ruleDestFormat, t.low, i, min(k, p.end-1))
 		}
 		return
 	}

@@ -32,12 +32,17 @@ const (
 
 var verbClasses = func() map[string]verbClass {
 	m := map[string]verbClass{}
-	for c, name := range map[verbClass]string{verbOutput: "verbOutput", verbExport: "verbExport",
-		verbAttach: "verbAttach", verbSend: "verbSend", verbTransform: "verbTransform", verbInput: "verbInput",
-		verbReply: "verbReply", verbEdit: "verbEdit", verbRepo: "verbRepo", verbProbe: "verbProbe",
-		verbPseudo: "verbPseudo", verbWant: "verbWant"} {
+	for c, name := range []string{verbOutput: "verbOutput", verbExport: "verbExport", verbAttach: "verbAttach",
+		verbSend: "verbSend", verbTransform: "verbTransform", verbInput: "verbInput", verbReply: "verbReply", verbEdit: "verbEdit",
+		verbRepo: "verbRepo", verbProbe: "verbProbe", verbPseudo: "verbPseudo", verbWant: "verbWant"} {
+		if name == "" {
+			continue // verbNone, verbStated and verbUnknown come from the rules, not from a list
+		}
 		for _, w := range lexList(name) {
-			m[w] = c
+			if _, dup := m[w]; dup {
+				panic(fmt.Sprintf("reqdetect: lexicon_en.txt: %q is in two verb classes (%s)", w, name))
+			}
+			m[w] = verbClass(c)
 		}
 	}
 	return m

@@ -966,10 +966,7 @@ func nounWord(u *unit, k int) bool {
 // beforeBe reports whether the preposition at k follows an indicative
 // be-form, statement adverbs allowed between ("is already in").
 func beforeBe(toks []token, k int) bool {
-	k--
-	for k >= 0 && statementAdverbs[toks[k].low] {
-		k--
-	}
+	k = skipAdverbs(toks, k-1, false)
 	return k >= 0 && indicativeBe[toks[k].low] && toks[k].kind == tokWord
 }
 
@@ -1178,11 +1175,7 @@ func destAdjective(u *unit, k int) bool {
 
 // destWord reports whether toks[k] may be a word of a destination's noun phrase.
 func destWord(u *unit, k int) bool {
-	t := u.toks[k]
-	if plainWord(t) {
-		return true
-	}
-	return lemmaOf(t.low) != "" && !u.verbAt(k) && !functionWords[t.low] && !determiners[t.low]
+	return plainWord(u.toks[k]) || nounWord(u, k)
 }
 
 // destFormat reports whether the word at k, right after a destination's preposition and article, is

@@ -11,9 +11,8 @@ import (
 // markRepoWork makes the outputs of code tasks repository work (rule 8):
 func markRepoWork(units []*unit) {
 	built := false // the unit before builds the project
-	// A text that asks for a pull request, branch or commit anywhere does code work: the source files
-	// it makes ("split it into model.py and render.py … and open a pull request") are modules of that
-	// change.
+	// A text that asks for a pull request, branch or commit anywhere does code work: the source files it makes ("split it into
+	// model.py and render.py … and open a pull request") are modules of that change.
 	pr := false
 	for _, u := range units {
 		for _, p := range u.phrases {
@@ -81,17 +80,13 @@ var repoRules = []repoRule{
 
 var _ = register(50, "repo", "repository work across the text (rule 8): the first row that matches", ruleList(repoRules))
 
-// reaches reports whether a reference in unit ref (a pronoun, a noun phrase naming an earlier file,
-// a qualifier, a denial remark or a build step) may reach back to unit to: a sentence of a
-// Deliverables item or of a bullet a request introduces refers only within its own item (rule 4
-// reads "within such an item"), so "- a branch release/s14 with the version bump" leaves the file
-// of the item above it alone; prose refers across its sentences.
+// reaches reports whether a reference in unit ref (a pronoun, a noun phrase naming an earlier file, a
+// qualifier, a denial remark or a build step) may reach back to unit to.
 func reaches(ref, to *unit) bool {
 	return to != nil && (!ref.item || ref.block == to.block)
 }
 
-// buildsProject reports whether u builds a project: a build verb, not negated,
-// whose object is a project noun ("build the project", "compile the app").
+// buildsProject reports whether u builds a project.
 func buildsProject(u *unit) bool {
 	for i, t := range u.toks {
 		if t.kind != tokWord || u.neg[i] || !buildVerbs[lemmaOf(t.low)] && !buildVerbs[t.low] {
@@ -124,9 +119,7 @@ func pathParts(s string) (dirs []string, ext string) {
 	return parts[:len(parts)-1], base[strings.LastIndexByte(base, '.')+1:]
 }
 
-// requestsList reports whether the unit lead, a line ending in ":", asks for the files listed below
-// it: its last phrase has an output or delivery verb, not negated, a pointer or file noun for its
-// object or a want verb with no object of its own, and no output file of its own.
+// requestsList reports whether the unit lead, a line ending in ":", asks for the files listed below it.
 func requestsList(lead *unit) bool {
 	if lead.listRead {
 		return lead.listAsks
@@ -155,8 +148,7 @@ func asksForList(lead *unit) bool {
 		if verb && t.kind == tokWord && (fileNouns[t.low] || t.is(listPointers...)) {
 			pointer = true
 		}
-		// "Files to produce:", "Files to attach:": a file noun before the
-		// infinitive that asks for them.
+		// "Files to produce:", "Files to attach:": a file noun before the infinitive that asks for them.
 		if fileNouns[t.low] && i+2 < p.end && lead.toks[i+1].is("to") && listVerb(lead, i+2) {
 			pointer = true
 		}
@@ -165,15 +157,12 @@ func asksForList(lead *unit) bool {
 			object = true
 		}
 	}
-	// A verb with no object of its own before the colon asks for the list itself ("Return:", "What I
-	// need back:", "Your output should include:"), as it does with a pointer ("We need the
-	// following:").
+	// A verb with no object of its own before the colon asks for the list itself ("Return:", "What I need back:", "Your output
+	// should include:"), as it does with a pointer ("We need the following:").
 	return pointer || verb && !object
 }
 
-// listVerb reports whether toks[i] of a list lead asks for what follows: an output, delivery or
-// want verb, or "the output" before a be-form, not negated; an output or delivery verb after a
-// wh-word and "to" ("What to deliver:") heads the list too.
+// listVerb reports whether toks[i] of a list lead asks for what follows.
 func listVerb(lead *unit, i int) bool {
 	c := lead.cls[i]
 	if lead.neg[i] || c == verbNone {
@@ -238,16 +227,7 @@ func resolvePronouns(units []*unit) {
 			repoRef := (p.repoVerb || p.repo) && !p.negated
 			inlineRef := (p.inline || hasWord(u, p, replyPlaces)) && !deliver && !p.negated && hasVerb(u, p, showVerbs, true) // "show it to me inline"
 			makeRef := !p.negated && !p.inline && !p.anaphor && hasVerb(u, p, makingVerbs, false)                             // "if not, create it"
-			if !p.pronoun || !(deliver || p.negDeliver || repoRef || inlineRef || makeRef) {
-				continue
-			}
-			own := false
-			for _, m := range p.mentions {
-				if m.role == roleOutput || m.forbid {
-					own = true
-				}
-			}
-			if own {
+			if !p.pronoun || !(deliver || p.negDeliver || repoRef || inlineRef || makeRef) || p.namesOutput() {
 				continue
 			}
 			c := pronounCtx{u: u, p: p, deliver: deliver, repoRef: repoRef, makeRef: makeRef, inlineRef: inlineRef}
@@ -309,8 +289,7 @@ var pronounRules = []pronounRule{
 				c.ph.forbid = true
 			}
 		}},
-	// "build the Docker image and push it to the registry": the unnamed
-	// request it refers to is repository work too.
+	// "build the Docker image and push it to the registry": the unnamed request it refers to is repository work too.
 	{rule{"pronoun-repo", "repository work: a repository verb refers back to it"},
 		func(c *pronounCtx) bool { return c.repoRef },
 		func(c *pronounCtx, r rule) {
@@ -324,8 +303,7 @@ var pronounRules = []pronounRule{
 		func(c *pronounCtx, r rule) {
 			c.each(r, func(m *mention) bool { return m.role == roleInput || m.role == roleNone }, func(m *mention) { m.role = roleOutput })
 		}},
-	// "Render README.md as HTML and paste it here": the unnamed request it
-	// refers to is shown, not delivered.
+	// "Render README.md as HTML and paste it here": the unnamed request it refers to is shown, not delivered.
 	{rule{"pronoun-inline", "inline: a verb of showing refers back to it with an inline marker"},
 		func(c *pronounCtx) bool { return c.inlineRef },
 		func(c *pronounCtx, r rule) {
@@ -340,9 +318,7 @@ var pronounRules = []pronounRule{
 
 var _ = register(52, "pronoun", "what a pronoun or anaphor refers back to takes the referring verb's role: the first row that matches", ruleList(pronounRules))
 
-// hasVerb reports whether phrase p has a verb, not negated, that set holds: by its lemma (showVerbs:
-// with an inline marker the file a pronoun refers to is written in the reply), or as written
-// (makingVerbs, base forms: with a pronoun object the file it refers to is made).
+// hasVerb reports whether phrase p has a verb, not negated, that set holds.
 func hasVerb(u *unit, p *phrase, set map[string]bool, lemma bool) bool {
 	for i := p.start; i < p.end; i++ {
 		if !u.verbAt(i) || u.neg[i] {
@@ -357,18 +333,10 @@ func hasVerb(u *unit, p *phrase, set map[string]bool, lemma bool) bool {
 
 // hasWord reports whether phrase p holds one of words.
 func hasWord(u *unit, p *phrase, words []string) bool {
-	for i := p.start; i < p.end; i++ {
-		if u.toks[i].is(words...) {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(u.toks[p.start:p.end], func(t token) bool { return t.is(words...) })
 }
 
-// antecedent finds what a pronoun in phrase pi of unit ui refers to: the files (the last one, or
-// all of them for a plural) of the nearest earlier phrase in the unit that has files, or an earlier
-// phrase's unnamed request; for the unit's first phrase, the last such phrase of the previous unit
-// that is not a bare qualifier or denial remark.
+// antecedent finds what a pronoun in phrase pi of unit ui refers to.
 func antecedent(units []*unit, ui, pi int, ref *phrase) (ms []*mention, ph, from *phrase) {
 	plural, pair, np, sameDoc, part, kind := ref.plural, ref.pair, ref.anaphor, ref.sameDoc, ref.part, ref.kind
 	// pickLive picks from the files of p that are not inputs the text presents as already there
@@ -394,9 +362,8 @@ func antecedent(units []*unit, ui, pi int, ref *phrase) (ms []*mention, ph, from
 		var got []*mention
 		acted := actedFrom(pu.toks, pp, part) // first word of pp that part's verb is, or -1
 		for _, m := range pp.mentions {
-			// "Reformat speakers.csv … the reformatted file": a transform that keeps the document
-			// (keepingTransforms), named by its participle; "Convert data.csv … the converted file" is the
-			// product of the conversion.
+			// "Reformat speakers.csv … the reformatted file": a transform that keeps the document (keepingTransforms), named by
+			// its participle; "Convert data.csv … the converted file" is the product of the conversion.
 			byVerb := acted >= 0 && acted < m.tok && keepingTransforms[lemmaOf(part)]
 			if m.reshaped && !sameDoc && !byVerb {
 				continue // "compile paper.tex and attach the resulting PDF"
@@ -408,9 +375,8 @@ func antecedent(units []*unit, ui, pi int, ref *phrase) (ms []*mention, ph, from
 				got = append(got, m) // "The team uses candidates.xlsx. … share the updated sheet"
 				continue
 			}
-			// A file no verb governs in the phrase right before, after a verb no lexicon lists, is what the
-			// noun phrase names ("Fill in the owners in raci.xlsx and upload the completed sheet", "Trim
-			// intro.mp4 … upload the shorter clip").
+			// A file no verb governs in the phrase right before, after a verb no lexicon lists, is what the noun phrase names
+			// ("Fill in the owners in raci.xlsx and upload the completed sheet", "Trim intro.mp4 … upload the shorter clip").
 			ungoverned := m.role == roleNone && (acted >= 0 && acted < m.tok || adjacent || kind != "")
 			if m.role == roleOutput || m.role == roleEdit || ungoverned {
 				got = append(got, m)
@@ -431,8 +397,7 @@ func antecedent(units []*unit, ui, pi int, ref *phrase) (ms []*mention, ph, from
 			}
 			continue
 		case pp.signal && onlyInputs(pp):
-			// "Convert users.csv to a JSON file and share it": the
-			// pronoun is the product, not its source.
+			// "Convert users.csv to a JSON file and share it": the pronoun is the product, not its source.
 			return nil, pp, nil
 		case len(live(pp)) > 0:
 			return pickLive(pp), nil, pp
@@ -443,15 +408,13 @@ func antecedent(units []*unit, ui, pi int, ref *phrase) (ms []*mention, ph, from
 			// product, which has no name, not a file of an earlier sentence.
 			return nil, nil, nil
 		}
-		// "review it and attach it", "Once you are done, please attach
-		// it": a phrase that names nothing is passed over.
+		// "review it and attach it", "Once you are done, please attach it": a phrase that names nothing is passed over.
 	}
 	if np && (pi == 0 || kind != "") {
-		// A noun phrase opening its sentence, or a kind noun anywhere in it, reaches the last phrase of
-		// the sentence before, past a bare qualifier or denial remark ("the onboarding doc
-		// (onboarding.docx) is too long. Can you cut it down and send the trimmed doc back?", ("Update
-		// the totals in q3.xlsx. Then upload the spreadsheet.", "Edit chapter3.docx. Then email me the
-		// edited chapter.").
+		// A noun phrase opening its sentence, or a kind noun anywhere in it, reaches the last phrase of the sentence before,
+		// past a bare qualifier or denial remark ("the onboarding doc (onboarding.docx) is too long. Can you cut it down and
+		// send the trimmed doc back?", ("Update the totals in q3.xlsx. Then upload the spreadsheet.", "Edit chapter3.docx. Then
+		// email me the edited chapter.").
 		for k := ui - 1; k >= 0 && k >= ui-3 && reaches(u, units[k]); k-- {
 			pu := units[k]
 			if pu.bare && (pu.qualifier >= 0 || pu.denial) {
@@ -468,8 +431,7 @@ func antecedent(units []*unit, ui, pi int, ref *phrase) (ms []*mention, ph, from
 	if np {
 		return nil, nil, nil
 	}
-	// "both" gathers files from earlier units until it has two ("Write
-	// a.json. … Write b.json. … Attach both.").
+	// "both" gathers files from earlier units until it has two ("Write a.json. … Write b.json. … Attach both.").
 	var got []*mention
 	for k := ui - 1; k >= 0 && k >= ui-8 && reaches(u, units[k]); k-- {
 		pu := units[k]
@@ -497,9 +459,7 @@ func antecedent(units []*unit, ui, pi int, ref *phrase) (ms []*mention, ph, from
 	return got, nil, from
 }
 
-// makesUnnamed reports whether phrase p makes something it does not name: an output or transform
-// verb, not negated, whose object or output preposition ("into", "as") opens with an indefinite
-// article within productSpan tokens ("write a summary", "turn this into a release overview").
+// makesUnnamed reports whether phrase p makes something it does not name.
 func makesUnnamed(u *unit, p *phrase) bool {
 	for i := p.start; i < p.end; i++ {
 		if !u.verbAt(i) || u.neg[i] || u.cls[i] != verbOutput && u.cls[i] != verbTransform {
@@ -518,8 +478,7 @@ func makesUnnamed(u *unit, p *phrase) bool {
 	return false
 }
 
-// liveMentions returns the files of phrase p that a pronoun may refer to: all but the inputs the
-// text presents as already there (mention.existing), which only a delivery "back" returns.
+// liveMentions returns the files of phrase p that a pronoun may refer to.
 func liveMentions(p *phrase) []*mention {
 	var ms []*mention
 	for _, m := range p.mentions {
@@ -541,8 +500,7 @@ func onlyInputs(p *phrase) bool {
 	return true
 }
 
-// changedPart reports whether part is the participle of an edit or transform verb: a noun phrase it
-// modifies names a file that the work changed, even one first named as an input.
+// changedPart reports whether part is the participle of an edit or transform verb.
 func changedPart(part string) bool {
 	c := verbClasses[lemmaOf(part)]
 	return part != "" && (c == verbEdit || c == verbTransform)
@@ -559,8 +517,7 @@ func distinctNames(ms []*mention) int {
 	return n
 }
 
-// candidate is one requested output of a unit: a named file (all its
-// mentions in the unit) or one phrase's unnamed request.
+// candidate is one requested output of a unit: a named file (all its mentions in the unit) or one phrase's unnamed request.
 type candidate struct {
 	mentions []*mention
 	phrase   *phrase
@@ -709,8 +666,7 @@ func collect(units []*unit) Result {
 	return r
 }
 
-// decisionCtx is what decisionRules read: the reasons of every file and
-// the first unnamed request that survives.
+// decisionCtx is what decisionRules read: the reasons of every file and the first unnamed request that survives.
 type decisionCtx struct {
 	r       *Result
 	unnamed *phrase

@@ -13,19 +13,16 @@ type Result struct {
 	// Files lists the output files the text names, exactly as written ("dist/index.html",
 	// "report.pdf"), de-duplicated and sorted byte-wise. It is nil when the text names no output file.
 	Files []string
-	// Why holds one Reason for every file name the text mentions, requested
-	// or not, in order of first mention.
+	// Why holds one Reason for every file name the text mentions, requested or not, in order of first mention.
 	Why []Reason
 	// Decision is the reason for File.
 	Decision Reason
-	// Unsure is "" when the reader is sure of its reading, else why not:
-	// "language: the text is mostly Russian …, which has no table", or
-	// "conflicting signals: …" (languages.go: unsure).
+	// Unsure is "" when the reader is sure of its reading, else why not: "language: the text is mostly Russian …, which has no
+	// table", or "conflicting signals: …" (languages.go: unsure).
 	Unsure string
 }
 
-// Reason is the rule that decided one file's role, or the overall decision,
-// and the span of the objective that rule read.
+// Reason is the rule that decided one file's role, or the overall decision, and the span of the objective that rule read.
 type Reason struct {
 	File      string // the file name as written; "" for the overall decision
 	Requested bool   // the file (or, for the decision, a file) is requested

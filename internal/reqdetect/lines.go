@@ -7,8 +7,7 @@ import (
 	"unicode/utf8"
 )
 
-// srcLine is one line of the objective without its line ending, and the
-// byte offset where it starts.
+// srcLine is one line of the objective without its line ending, and the byte offset where it starts.
 type srcLine struct {
 	text string
 	pos  int
@@ -42,8 +41,7 @@ func (l srcLine) suffixAt(s string, trimmed bool) int {
 	return l.pos + len(t) - len(s)
 }
 
-// readUnits cuts text into units: the sentences of its prose paragraphs and
-// of the items of its Deliverables blocks.
+// readUnits cuts text into units.
 func readUnits(text string) []*unit {
 	lines := splitLines(text)
 	var units []*unit
@@ -287,7 +285,7 @@ func modifiedLabel(s string) (string, bool) {
 	return strings.TrimLeft(rest, emphasisMarks+blanks), true
 }
 
-// stripBullet strips a list marker", "a)", "- [ ]") from line.
+// stripBullet strips a list marker ("-", "1.", "a)", "- [ ]") from line.
 func stripBullet(line string) (string, bool) {
 	s := strings.TrimLeft(line, " \t")
 	if s == "" {

@@ -112,8 +112,7 @@ func (c *mentionCtx) outputPrep() bool  { return outputPreps[c.prep] }
 func (c *mentionCtx) verbWord() string  { return c.toks[c.vi].low }
 func (c *mentionCtx) verbLemma() string { return lemmaOf(c.verbWord()) }
 
-// mentionRules give a file its role from the words that govern it in its
-// phrase (stage 4): the first row that matches decides.
+// mentionRules give a file its role from the words that govern it in its phrase (stage 4): the first row that matches decides.
 var mentionRules = []mentionRule{
 	{rule{"question", "a question asks about the file, not for it"}, roleInput, spanVerb, sayNone,
 		func(c *mentionCtx) bool { return c.u.question }, nil},
@@ -187,8 +186,7 @@ var mentionRules = []mentionRule{
 	{rule{"output-verb", "output: the object of an output verb"}, roleOutput, spanVerb, sayVerb, (*mentionCtx).outputish, nil},
 	{rule{"transform-target", "output: the destination of a transform verb"}, roleOutput, spanVerb, sayVerb,
 		func(c *mentionCtx) bool { return c.transform() && c.target }, nil},
-	// "Translate menu.docx into Spanish in place": the file itself is
-	// changed, and stays the same document.
+	// "Translate menu.docx into Spanish in place": the file itself is changed, and stays the same document.
 	{rule{"transform-in-place", `edited in place: the object of a transform verb in a sentence that says "in place"`}, roleEdit, spanVerb, sayVerb,
 		func(c *mentionCtx) bool { return c.transform() && c.u.inPlace }, nil},
 	// "Reformat config.yaml so the keys are sorted".
@@ -207,8 +205,7 @@ var mentionRules = []mentionRule{
 		func(c *mentionCtx) bool { return c.verb == verbRepo }, nil},
 }
 
-// mentionOverrides revise the role mentionRules gave: every row that
-// matches applies, in order.
+// mentionOverrides revise the role mentionRules gave: every row that matches applies, in order.
 var mentionOverrides = []mentionRule{
 	// "Support writing metrics.json from the exporter service" (rule 11).
 	{rule{"feature-gerund", "repository work: a product feature that writes the file"}, roleRepo, spanPair, sayPair,
@@ -229,8 +226,7 @@ var mentionOverrides = []mentionRule{
 		func(c *mentionCtx) bool { return c.output() && c.p.repo }, nil},
 }
 
-// mentionMarks apply the marks that cover the file: negation, inline
-// markers, delivery. The first row that matches decides.
+// mentionMarks apply the marks that cover the file: negation, inline markers, delivery. The first row that matches decides.
 var mentionMarks = []mentionRule{
 	{rule{"forbidden", "forbidden: a negated output or delivery names it"}, roleNone, spanToFile, sayNone,
 		func(c *mentionCtx) bool { return c.u.neg[c.i] && (c.output() || c.governedByDelivery) },

@@ -20,8 +20,7 @@ func analyze(u *unit) {
 	for i, p := range u.phrases {
 		negate(u, p)
 		if i > 0 && !p.negated && u.toks[p.start].is(disjunctions...) {
-			// "don't create any files or attach anything": a negation
-			// reaches the verb phrases its "or" joins.
+			// "don't create any files or attach anything": a negation reaches the verb phrases its "or" joins.
 			if q := u.phrases[i-1]; q.negated || u.neg[q.end-1] {
 				negatePhrase(u, p, p.start)
 			}
@@ -46,9 +45,7 @@ func analyze(u *unit) {
 	}
 }
 
-// editsReferent reports whether a Deliverables item has an edit verb, not negated, whose object
-// refers back to the item's file ("edit the existing file", "update it"): the item then says its
-// file is changed where it is, as "in place" does.
+// editsReferent reports whether a Deliverables item has an edit verb, not negated, whose object refers back to the item's file.
 func editsReferent(u *unit) bool {
 	for i := range u.toks {
 		if u.cls[i] != verbEdit || u.neg[i] || i+1 >= len(u.toks) {
@@ -124,8 +121,7 @@ func markVerbs(u *unit) {
 			c = verbReply // "explain how to export report.pdf": knowledge, not work
 		}
 		if embeddedQuestion(u, i) || form == formIng && discussedGerund(u, i) {
-			// "tell me whether exporting to CSV is better", "compare
-			// exporting to XLSX with …": the work is asked about
+			// "tell me whether exporting to CSV is better", "compare exporting to XLSX with …": the work is asked about
 			c, u.asked[i] = verbReply, true
 		}
 		if inflectedNoun(u, i, form, c) {
@@ -139,9 +135,8 @@ func markVerbs(u *unit) {
 			c != verbWant && (form == formIng && progressive(u.toks, i) || form == formBase && future(u.toks, i)) {
 			c = verbStated
 		} else if form == formPerfect && !(u.item && presentedClasses[c] && !modifierKept(u, i)) && modifies(u, i) {
-			// In a Deliverables item a delivery participle after a noun says how the output is given ("-
-			// screenshots of the page attached to this ticket"): it stays a verb, unless the noun before it
-			// is read or negated (modifierKept).
+			// In a Deliverables item a delivery participle after a noun says how the output is given ("- screenshots of the
+			// page attached to this ticket"): it stays a verb, unless the noun before it is read or negated (modifierKept).
 			noun[i] = true // "the product prices listed on …", "write corrected ones"
 			continue
 		}
@@ -153,9 +148,7 @@ func markVerbs(u *unit) {
 	}
 }
 
-// modifierKept reports whether the participle at i in a Deliverables item still modifies the noun
-// before it: a reading or reply verb before it in its clause takes that noun as its object, or a
-// negator before it negates the noun phrase.
+// modifierKept reports whether the participle at i in a Deliverables item still modifies the noun before it.
 func modifierKept(u *unit, i int) bool {
 	for k := i - 1; k >= 0 && k >= i-resumeSpan && u.toks[k].kind != tokPunct; k-- {
 		if u.verbAt(k) && (u.cls[k] == verbInput || u.cls[k] == verbReply) || negators[u.toks[k].low] || u.toks[k].is(noWords...) {
@@ -165,16 +158,12 @@ func modifierKept(u *unit, i int) bool {
 	return false
 }
 
-// finiteS reports whether the -s form at i, which describes finds no subject for, is still a finite
-// verb and no imperative: an imperative takes the base form, so "A customer on the Enterprise plan
-// says …" and "The nightly job exports results to out.json" state what happens whatever stands
-// before the verb.
+// finiteS reports whether the -s form at i, which describes finds no subject for, is still a finite verb and no imperative.
 func finiteS(u *unit, i int) bool {
 	return !u.asked[i] && !ensured(u.toks, i) && !labelAt(u, i)
 }
 
-// labelAt reports whether the word at i stands as a label does: right before a colon or alone,
-// opening its sentence at the end of a line.
+// labelAt reports whether the word at i stands as a label does.
 func labelAt(u *unit, i int) bool {
 	toks := u.toks
 	if i+1 >= len(toks) {
@@ -187,10 +176,8 @@ func labelAt(u *unit, i int) bool {
 	return i == 0 && end <= next && next <= len(u.src) && strings.Contains(u.src[end:next], "\n")
 }
 
-// inflectedNoun reports whether the lexicon word at i, in an -s or perfect form, is a noun or its
-// modifier rather than a verb, since it stands where only an imperative could stand and an
-// imperative takes the base form: an -s form opening its clause is a plural noun, the subject of
-// what follows; a perfect form opening a prose sentence before a plain word modifies that noun.
+// inflectedNoun reports whether the lexicon word at i, in an -s or perfect form, is a noun or its modifier rather than a verb,
+// since it stands where only an imperative could stand and an imperative takes the base form.
 func inflectedNoun(u *unit, i int, form wordForm, c verbClass) bool {
 	toks := u.toks
 	if c == verbWant || u.asked[i] || i+1 >= len(toks) || labelAt(u, i) {
@@ -209,8 +196,7 @@ func inflectedNoun(u *unit, i int, form wordForm, c verbClass) bool {
 }
 
 // objectOfVerb reports whether the word at i ends the object of a verb before it, with only plain
-// modifiers between, at most compoundSpan of them: a verb ("Produce two exports") or a word a
-// negator or "to" puts in a verb's place ("don't include drafts").
+// modifiers between, at most compoundSpan of them.
 func objectOfVerb(u *unit, i int) bool {
 	toks := u.toks
 	for k := i - 1; k >= 0 && k >= i-1-compoundSpan; k-- {
@@ -228,8 +214,7 @@ func objectOfVerb(u *unit, i int) bool {
 	return false
 }
 
-// modifies reports whether the participle at i modifies a noun rather than heads a clause: right
-// after a plain noun or between an active verb and its object.
+// modifies reports whether the participle at i modifies a noun rather than heads a clause.
 func modifies(u *unit, i int) bool {
 	if i == 0 {
 		return false
@@ -243,16 +228,12 @@ func modifies(u *unit, i int) bool {
 		!negators[prev.low] && lemmaOf(prev.low) == "" && !subjectPronouns[prev.low]
 }
 
-// stated reports whether the past or perfect verb at i states what was done rather than asks for
-// it: after a subject, a perfect auxiliary or a past passive, or presenting a file.
+// stated reports whether the past or perfect verb at i states what was done rather than asks for it.
 func stated(toks []token, i int) bool {
 	if (i == 0 || toks[i-1].kind == tokPunct) && i+1 < len(toks) && indicativeBe[toks[i+1].low] {
 		return true // "Attached is", "Attached are"
 	}
-	k := i - 1
-	for k >= 0 && toks[k].kind == tokWord && statementAdverbs[toks[k].low] {
-		k--
-	}
+	k := skipAdverbs(toks, i-1, false)
 	if k < 0 || toks[k].kind != tokWord {
 		return false
 	}
@@ -263,9 +244,8 @@ func stated(toks []token, i int) bool {
 	case functionWords[w] || determiners[w] || lemmaOf(w) != "":
 		return false
 	}
-	// A noun subject opening the sentence or clause: "The designer sent", "Our team exported",
-	// "Someone's script generated"; or of a relative clause with no "that": "the brochure the vendor
-	// sent".
+	// A noun subject opening the sentence or clause: "The designer sent", "Our team exported", "Someone's script generated"; or
+	// of a relative clause with no "that": "the brochure the vendor sent".
 	return opensClause(toks, k, false) || reducedRelative(toks, k)
 }
 
@@ -279,9 +259,8 @@ func conditionalWant(toks []token, i int) bool {
 	return p.is("would") || strings.HasSuffix(p.low, "'d") || strings.HasSuffix(p.low, "’d")
 }
 
-// benefactive reports whether the word at i, which no lexicon lists, opens its clause and is
-// followed by a recipient pronoun and an object ("Get me a zip of the invoices", "Grab us a CSV"):
-// an imperative that asks to be given something, read as a want verb.
+// benefactive reports whether the word at i, which no lexicon lists, opens its clause and is followed
+// by a recipient pronoun and an object.
 func benefactive(toks []token, i int) bool {
 	w := toks[i].low
 	if i+2 >= len(toks) || functionWords[w] || determiners[w] || strings.HasSuffix(w, adverbSuffix) ||
@@ -311,7 +290,7 @@ func pastHabit(toks []token, i int) bool {
 // progressive reports whether the -ing verb at i is the present progressive of a subject other than
 // the addressee: the subject does the work, so it states what happens rather than asks for it.
 func progressive(toks []token, i int) bool {
-	k := skipAdverbs(toks, i-1)
+	k := skipAdverbs(toks, i-1, true)
 	if k < 0 || toks[k].kind != tokWord {
 		return false
 	}
@@ -324,7 +303,7 @@ func progressive(toks []token, i int) bool {
 // future reports whether the base verb at i follows "will" or "going to" and a subject other than
 // the addressee: a plan of someone else's, not a request.
 func future(toks []token, i int) bool {
-	k := skipAdverbs(toks, i-1)
+	k := skipAdverbs(toks, i-1, true)
 	if k < 0 || toks[k].kind != tokWord {
 		return false
 	}
@@ -337,12 +316,10 @@ func future(toks []token, i int) bool {
 	return toks[k].is("will") && k > 0 && statingSubject(toks, k-1) && !askedBefore(toks, k-1)
 }
 
-// presentPassive reports whether the participle at i of an attach or send verb follows an
-// indicative present be-form: it presents a file that is already there, unless the clause asks for
-// it.
+// presentPassive reports whether the participle at i of an attach or send verb follows an indicative present be-form.
 func presentPassive(u *unit, i int, c verbClass) bool {
 	toks := u.toks
-	k := skipAdverbs(toks, i-1)
+	k := skipAdverbs(toks, i-1, true)
 	if k <= 0 || ensured(toks, k) {
 		return false
 	}
@@ -355,9 +332,7 @@ func presentPassive(u *unit, i int, c verbClass) bool {
 	return false
 }
 
-// passiveSubject reports whether toks[k], right before the be-form of a present passive, ends a
-// noun-phrase subject: a file, a closing parenthesis or quote after one, a subject pronoun, or a
-// plain noun.
+// passiveSubject reports whether toks[k], right before the be-form of a present passive, ends a noun-phrase subject.
 func passiveSubject(u *unit, k int) bool {
 	toks := u.toks
 	t := toks[k]
@@ -376,10 +351,7 @@ func passiveSubject(u *unit, k int) bool {
 }
 
 // describesThing reports whether the participle at i of a verb that delivers or exports
-// (presentedClasses) describes a thing that already exists, with no auxiliary before it: it opens a
-// parenthesis ("(exported to rotation.tsv, attached)", "(attached)", "(shared in Drive)"), or
-// follows a file directly or after a comma ("headcount_plan.xlsx attached", "(iam_roles.json,
-// attached)").
+// (presentedClasses) describes a thing that already exists, with no auxiliary before it.
 func describesThing(u *unit, i int, c verbClass) bool {
 	toks := u.toks
 	if i == 0 || specifies(u, i) {
@@ -408,9 +380,8 @@ func describesThing(u *unit, i int, c verbClass) bool {
 	return false
 }
 
-// specifies reports whether the participle at i, followed by "to", "into" or "as", says how a thing
-// an earlier request verb of its sentence asks for is to be given ("Send me the final deck
-// (exported as PDF)"): a request verb (requestVerb) at most resumeSpan tokens before it.
+// specifies reports whether the participle at i, followed by "to", "into" or "as", says how a thing an
+// earlier request verb of its sentence asks for is to be given.
 func specifies(u *unit, i int) bool {
 	if i+1 >= len(u.toks) || !u.toks[i+1].is(sourceLinks...) {
 		return false
@@ -423,9 +394,7 @@ func specifies(u *unit, i int) bool {
 	return false
 }
 
-// requestVerb reports whether the verb at k, not negated, asks for a thing to be made or given: a
-// want verb in any form, "the output" before a be-form, or an output, delivery or transform verb in
-// its base form, the form an imperative takes.
+// requestVerb reports whether the verb at k, not negated, asks for a thing to be made or given.
 func requestVerb(u *unit, k int) bool {
 	c := u.cls[k]
 	switch {
@@ -440,9 +409,8 @@ func requestVerb(u *unit, k int) bool {
 	return lemma != "" && formOf(u.toks[k].low, lemma) == formBase
 }
 
-// statedBefore reports whether the nearest verb before the participle at i, at most resumeSpan
-// tokens back, states what someone did: a statement or a lexicon verb in a past, perfect or -s form
-// that is no want.
+// statedBefore reports whether the nearest verb before the participle at i, at most resumeSpan tokens
+// back, states what someone did.
 func statedBefore(u *unit, i int) bool {
 	for k := i - 1; k >= 0 && k >= i-resumeSpan; k-- {
 		if !u.verbAt(k) {
@@ -463,18 +431,16 @@ func statedBefore(u *unit, i int) bool {
 }
 
 // habitual reports whether the base verb at i follows a subject pronoun other than the addressee
-// (pastSubjects) that opens a subordinate clause: a present-tense statement of what happens, not a
-// request.
+// (pastSubjects) that opens a subordinate clause.
 func habitual(toks []token, i int) bool {
-	k := skipAdverbs(toks, i-1)
+	k := skipAdverbs(toks, i-1, true)
 	if k < 1 || toks[k].kind != tokWord || !pastSubjects[toks[k].low] {
 		return false
 	}
 	return toks[k-1].kind == tokWord && subordinators[toks[k-1].low]
 }
 
-// statingSubject reports whether toks[k] is the subject of a statement: a subject pronoun other
-// than the addressee (pastSubjects) or a plain noun opening its clause ("The auditors").
+// statingSubject reports whether toks[k] is the subject of a statement.
 func statingSubject(toks []token, k int) bool {
 	t := toks[k]
 	if t.kind != tokWord {
@@ -491,24 +457,21 @@ func askedBefore(toks []token, k int) bool {
 	return k > 0 && (toks[k-1].is(askAux...) || toks[k-1].is(questionWords...))
 }
 
-// skipAdverbs returns the index of the first token at or before k that is not a statement adverb
-// ("already", "just") or an "-ly" adverb ("currently").
-func skipAdverbs(toks []token, k int) int {
-	for k >= 0 && toks[k].kind == tokWord && (statementAdverbs[toks[k].low] || strings.HasSuffix(toks[k].low, adverbSuffix)) {
+// skipAdverbs returns the index of the first token at or before k that is not a statement adverb ("already", "just") or,
+// with ly, an "-ly" adverb ("currently").
+func skipAdverbs(toks []token, k int, ly bool) int {
+	for k >= 0 && toks[k].kind == tokWord && (statementAdverbs[toks[k].low] || ly && strings.HasSuffix(toks[k].low, adverbSuffix)) {
 		k--
 	}
 	return k
 }
 
-// howTo reports whether the base verb at i follows a wh-word and "to" ("how to export", "where to
-// save"): an embedded question that names knowledge, not work the text asks for.
+// howTo reports whether the base verb at i follows a wh-word and "to".
 func howTo(toks []token, i int) bool {
 	return i >= 2 && toks[i-1].is("to") && toks[i-2].is(howToWords...)
 }
 
-// embeddedQuestion reports whether the verb at i stands in an embedded question: a clause opened by
-// "whether" (whetherWords), or by a wh-word or "if" (embeddedWh) right after a reply verb and its
-// recipient.
+// embeddedQuestion reports whether the verb at i stands in an embedded question.
 func embeddedQuestion(u *unit, i int) bool {
 	toks := u.toks
 	gerund := strings.HasSuffix(toks[i].low, "ing")
@@ -534,15 +497,12 @@ func embeddedQuestion(u *unit, i int) bool {
 	return false
 }
 
-// letKnow reports whether toks[v] is the verb of "let me/us know", which
-// asks to be told as a reply verb does (informWords).
+// letKnow reports whether toks[v] is the verb of "let me/us know", which asks to be told as a reply verb does (informWords).
 func letKnow(toks []token, v int) bool {
 	return v >= 2 && toks[v].is(informWords...) && toks[v-1].is(recipients...) && toks[v-2].is("let")
 }
 
-// discussedGerund reports whether the -ing verb at i names an activity that a reading or reply verb
-// before it discusses: its object, or the object of a preposition in its phrase, with no
-// punctuation, clause joiner or other verb between.
+// discussedGerund reports whether the -ing verb at i names an activity that a reading or reply verb before it discusses.
 func discussedGerund(u *unit, i int) bool {
 	toks := u.toks
 	for k := i - 1; k >= 0 && k >= i-embeddedSpan; k-- {
@@ -560,10 +520,7 @@ func discussedGerund(u *unit, i int) bool {
 // afterAux reports whether a perfect auxiliary or a past be-form stands right before the word at i,
 // past statement adverbs: a verb whose participle is its base form is then a participle.
 func afterAux(toks []token, i int) bool {
-	k := i - 1
-	for k >= 0 && toks[k].kind == tokWord && statementAdverbs[toks[k].low] {
-		k--
-	}
+	k := skipAdverbs(toks, i-1, false)
 	return k >= 0 && toks[k].kind == tokWord &&
 		(perfectAux[toks[k].low] || passiveBe[toks[k].low] || strings.HasSuffix(toks[k].low, perfectClitic))
 }
@@ -572,19 +529,14 @@ func afterAux(toks []token, i int) bool {
 // subject pronoun that cannot be the addressee of a request, past statement adverbs allowed, and no
 // modal or question word asks before that pronoun: a statement, not an imperative.
 func pastAfterPronoun(toks []token, i int) bool {
-	k := i - 1
-	for k >= 0 && toks[k].kind == tokWord && statementAdverbs[toks[k].low] {
-		k--
-	}
+	k := skipAdverbs(toks, i-1, false)
 	if k < 0 || toks[k].kind != tokWord || !pastSubjects[toks[k].low] {
 		return false
 	}
-	return k == 0 || !toks[k-1].is(askAux...) && !toks[k-1].is(questionWords...)
+	return !askedBefore(toks, k)
 }
 
-// unknownVerbAt reports whether the plain word at i, which no lexicon lists, stands in a verb's
-// place before an object: after a coordinator or "then" that opens a phrase, or opening its
-// sentence, after "please" or not, as an imperative does.
+// unknownVerbAt reports whether the plain word at i, which no lexicon lists, stands in a verb's place before an object.
 func unknownVerbAt(toks []token, i int) bool {
 	w := toks[i].low
 	if i+1 >= len(toks) || functionWords[w] || determiners[w] || strings.HasSuffix(w, adverbSuffix) ||
@@ -610,10 +562,7 @@ func pastAfterSubject(toks []token, i int) bool {
 	if len(w) < 5 || !strings.HasSuffix(w, pastSuffix) || functionWords[w] {
 		return false
 	}
-	k := i - 1
-	for k >= 0 && toks[k].kind == tokWord && statementAdverbs[toks[k].low] {
-		k--
-	}
+	k := skipAdverbs(toks, i-1, false)
 	return k >= 0 && toks[k].kind == tokWord && subjectPronouns[toks[k].low]
 }
 
@@ -645,8 +594,7 @@ func opensClause(toks []token, k int, compound bool) bool {
 	return j < 0 || toks[j].kind == tokPunct || toks[j].kind == tokWord && subordinators[toks[j].low]
 }
 
-// reducedRelative reports whether the noun subject at k, with its determiner, follows a noun
-// directly: a relative clause with no "that", which states what was done to that noun.
+// reducedRelative reports whether the noun subject at k, with its determiner, follows a noun directly.
 func reducedRelative(toks []token, k int) bool {
 	if k < 2 || !subjectDets[toks[k-1].low] {
 		return false
@@ -657,14 +605,10 @@ func reducedRelative(toks []token, k int) bool {
 		!nounPreps[t.low] && !inputPreps[t.low]
 }
 
-// describes reports whether the present-tense verb at i has a subject, and so describes what
-// something does rather than asks for it: a file, a third-person pronoun or a noun opening its
-// clause.
+// describes reports whether the present-tense verb at i has a subject, and so describes what something
+// does rather than asks for it.
 func describes(toks []token, i int) bool {
-	k := i - 1
-	for k >= 0 && toks[k].kind == tokWord && statementAdverbs[toks[k].low] {
-		k--
-	}
+	k := skipAdverbs(toks, i-1, false)
 	if k < 0 {
 		return false
 	}
@@ -692,8 +636,7 @@ func describes(toks []token, i int) bool {
 	return !ensured(toks, k)
 }
 
-// quotedSubject reports whether toks[k] closes a quoted span that can be a subject ("`make build`
-// writes"): a closing quote mark with its opening mark at most eight tokens before it.
+// quotedSubject reports whether toks[k] closes a quoted span that can be a subject.
 func quotedSubject(toks []token, k int) bool {
 	t := toks[k]
 	if t.kind != tokPunct || !t.punct(codeQuotes...) {
@@ -707,8 +650,7 @@ func quotedSubject(toks []token, k int) bool {
 	return false
 }
 
-// ensured reports whether the clause before the subject at k asks for what follows ("make sure",
-// "ensure", "so that"): it looks back to the clause's first token, at most eight tokens.
+// ensured reports whether the clause before the subject at k asks for what follows.
 func ensured(toks []token, k int) bool {
 	for j := k - 1; j >= 0 && j >= k-8 && toks[j].kind != tokPunct; j-- {
 		if toks[j].is(ensureWords...) || toks[j].is("that") && j > 0 && toks[j-1].is(purposeLeads...) {
@@ -801,8 +743,7 @@ func nounPosition(u *unit, noun []bool, i int, form wordForm) bool {
 	return false
 }
 
-// possessive reports whether t is a noun in the possessive ("survey's", "users'"), which a noun
-// always follows; a contraction of "is", "has" or "us" ("it's", "let's": isClitics) is none.
+// possessive reports whether t is a noun in the possessive.
 func possessive(t token) bool {
 	if t.kind != tokWord || isClitics[t.low] {
 		return false
@@ -829,10 +770,7 @@ func afterDeterminedNoun(toks []token, i int) bool {
 	return false
 }
 
-// compoundHead reports whether the base-form lexicon word at i ends a noun compound that opens its
-// clause: only plain words (no function word, determiner, pronoun, adverb or verb) stand between it
-// and the start of the clause, at most compoundSpan of them ("landing page copy (copy.md)",
-// "marketing copy in copy.md", "quick export of the users").
+// compoundHead reports whether the base-form lexicon word at i ends a noun compound that opens its clause.
 func compoundHead(toks []token, noun []bool, i int) bool {
 	if i+1 < len(toks) && toks[i+1].punct(":") {
 		return false
@@ -851,8 +789,7 @@ func compoundHead(toks []token, noun []bool, i int) bool {
 	return n > 0
 }
 
-// plainWord reports whether t is a content word no lexicon lists as a verb and no closed class
-// holds: not a function word, determiner, negator, opener, filler, pronoun or "-ly" adverb.
+// plainWord reports whether t is a content word no lexicon lists as a verb and no closed class holds.
 func plainWord(t token) bool {
 	w := t.low
 	return !functionWords[w] && !determiners[w] && !negators[w] && !openers[w] && !fillers[w] &&
@@ -869,8 +806,7 @@ func numeric(w string) bool {
 	return w != ""
 }
 
-// objectFollows reports whether toks[k] starts the object of a verb: a
-// file, a determiner or an object pronoun.
+// objectFollows reports whether toks[k] starts the object of a verb.
 func objectFollows(toks []token, k int) bool {
 	if k >= len(toks) {
 		return false
@@ -880,8 +816,7 @@ func objectFollows(toks []token, k int) bool {
 		determiners[t.low] && !t.is("no")
 }
 
-// nounFollows reports whether toks[k] is what follows a noun rather than
-// a verb: the end, punctuation, a preposition, a coordinator or a be-form.
+// nounFollows reports whether toks[k] is what follows a noun rather than a verb.
 func nounFollows(toks []token, k int) bool {
 	if k >= len(toks) {
 		return true
@@ -951,8 +886,7 @@ func verbAhead(u *unit, j int) bool {
 	return false
 }
 
-// nextContent returns the index of the first token from j (before end)
-// that is not a filler such as "to", "be", "ever", or -1.
+// nextContent returns the index of the first token from j (before end) that is not a filler such as "to", "be", "ever", or -1.
 func nextContent(toks []token, j, end int) int {
 	for k := j; k < end && k < j+4; k++ {
 		if toks[k].is(infinitiveLeads...) {
@@ -1028,9 +962,7 @@ func negate(u *unit, p *phrase) {
 	}
 }
 
-// negatePhrase negates the clause of phrase p that holds the negator at i: the whole phrase, or
-// only the part between the clause breaks around i ("(no PDF needed)", "— no need to attach
-// anything else").
+// negatePhrase negates the clause of phrase p that holds the negator at i.
 func negatePhrase(u *unit, p *phrase, i int) {
 	lo, hi := i, i
 	for lo > p.start && !isClauseBreak(u.toks[lo-1]) {
@@ -1047,8 +979,7 @@ func negatePhrase(u *unit, p *phrase, i int) {
 	}
 }
 
-// exceptionAt reports whether an exception opens at toks[k]: what follows it is exempt from the
-// negation before it.
+// exceptionAt reports whether an exception opens at toks[k].
 func exceptionAt(toks []token, k, end int) bool {
 	t := toks[k]
 	if t.is(exceptWords...) {
@@ -1062,8 +993,7 @@ func isClauseBreak(t token) bool {
 	return (t.kind == tokPunct || t.kind == tokOther) && clauseBreaks[t.low]
 }
 
-// negateNP negates the noun phrase starting at j: up to punctuation, "but",
-// a verb, or eight tokens.
+// negateNP negates the noun phrase starting at j.
 func negateNP(u *unit, j, end int) {
 	for k := j; k < end && k < j+8; k++ {
 		t := u.toks[k]
@@ -1118,8 +1048,7 @@ func inlineLen(toks []token, i int) int {
 	return 0
 }
 
-// markInline marks what each inline marker covers: the run of file names
-// right before it, or the one noun phrase right before it.
+// markInline marks what each inline marker covers.
 func markInline(u *unit) {
 	for _, p := range u.phrases {
 		for i := p.start; i < p.end; i++ {
@@ -1131,9 +1060,8 @@ func markInline(u *unit) {
 	}
 }
 
-// deliveryVenue reports whether the inline marker at i, a preposition and a reply noun, names where
-// a file is shared rather than text written: it follows a destination that names a file format or
-// file noun, and the verb governing the phrase before it delivers or is one no lexicon lists.
+// deliveryVenue reports whether the inline marker at i, a preposition and a reply noun, names where a
+// file is shared rather than text written.
 func deliveryVenue(u *unit, p *phrase, i int) bool {
 	toks := u.toks
 	if !toks[i].is(inlinePreps...) || i < 2 {
@@ -1199,9 +1127,7 @@ func coverInline(u *unit, i int) {
 }
 
 // beforeGiven returns the index before the reduced participle clause that ends at toks[j], right
-// before the inline marker at toks[i], or j when there is none: a participle, after "to be" or not,
-// with a particle or "in full" after it, an "-ly" adverb before the marker allowed, says how the
-// file before it is given.
+// before the inline marker at toks[i], or j when there is none.
 func beforeGiven(toks []token, j, i int) int {
 	k := j
 	for k >= 0 && j-k < 2 && toks[k].kind == tokWord && strings.HasSuffix(toks[k].low, adverbSuffix) {
@@ -1225,8 +1151,7 @@ func beforeGiven(toks []token, j, i int) int {
 	return k
 }
 
-// givenParticiple reports whether w is a past participle ("written", "pasted", "included"): a
-// lexicon verb's perfect form or a word shaped like one.
+// givenParticiple reports whether w is a past participle.
 func givenParticiple(w string) bool {
 	if lemma := lemmaOf(w); lemma != "" && formOf(w, lemma) == formPerfect {
 		return true

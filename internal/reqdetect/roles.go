@@ -98,8 +98,7 @@ func (p *phrase) requestBy(u *unit, r rule, detail string, a, b int) {
 	}
 }
 
-// Requests for a file the text does not name (rule 1), in the order
-// readPhrase and signalAt try them.
+// Requests for a file the text does not name (rule 1), in the order readPhrase and signalAt try them.
 var (
 	ruleAttachUnnamed  = rule{"attach-unnamed", "unnamed request: an attach or upload verb or a delivery marker"}
 	ruleExportUnnamed  = rule{"export-unnamed", "unnamed request: an export verb"}
@@ -112,8 +111,7 @@ var (
 var _ = register(43, "unnamed", "requests for a file the text does not name",
 	[]rule{ruleAttachUnnamed, ruleExportUnnamed, ruleDestFormat, ruleBareFormat, ruleAcceptedFormat, ruleOutputObject})
 
-// namesOutput reports whether the phrase names an output file (requested or
-// forbidden): its unnamed request, if any, is about that file.
+// namesOutput reports whether the phrase names an output file (requested or forbidden).
 func (p *phrase) namesOutput() bool {
 	for _, m := range p.mentions {
 		if m.role == roleOutput || m.forbid {
@@ -145,8 +143,7 @@ func readPhrase(u *unit, p *phrase) {
 			}
 		case verbSend:
 			if u.neg[i] {
-				// "do not email it to the client" forbids another action,
-				// a send to someone else, not the delivery of the file.
+				// "do not email it to the client" forbids another action, a send to someone else, not the delivery of the file.
 				p.negDeliver = p.negDeliver || !toThirdParty(u, i, p.end)
 			} else if !passiveNeed(u, i, p.end) {
 				p.send = true // "… needs to be shared with the mobile team" states a need
@@ -189,9 +186,8 @@ func readPhrase(u *unit, p *phrase) {
 	for i := p.start; i < p.end; i++ {
 		t := toks[i]
 		if paren && i > p.start && t.punct(")") {
-			// "generate a changelog … (attached) as CHANGELOG.md", "Write up the findings (no need to attach
-			// the raw logs) in findings.md": after the parenthesis that opened the phrase closes, the verb
-			// before it governs again.
+			// "generate a changelog … (attached) as CHANGELOG.md", "Write up the findings (no need to attach the raw logs) in
+			// findings.md": after the parenthesis that opened the phrase closes, the verb before it governs again.
 			lastVerb, head, prepOfVerb, paren = resumedVerb(u, p.start), -1, false, false
 			head = lastVerb
 		}
@@ -204,10 +200,9 @@ func readPhrase(u *unit, p *phrase) {
 			}
 		}
 		if u.verbAt(i) || (u.cls[i] == verbPseudo && !u.neg[i]) {
-			// A verb inside a prepositional complement of the verb before it ("a guide on how to use the
-			// API", "a report on testing X") does not take over the phrase, nor does a statement inside its
-			// object ("put everything you found into X"): a destination later in the phrase still belongs to
-			// the verb before it.
+			// A verb inside a prepositional complement of the verb before it ("a guide on how to use the API", "a report on
+			// testing X") does not take over the phrase, nor does a statement inside its object ("put everything you found into
+			// X"): a destination later in the phrase still belongs to the verb before it.
 			if (!prepOfVerb || head < 0) && (u.cls[i] != verbStated || head < 0) || u.asked[i] {
 				head = i
 			}
@@ -217,8 +212,7 @@ func readPhrase(u *unit, p *phrase) {
 		}
 		if !prepSkip(t) {
 			prep = ""
-			// A verb ("I'd like report.pdf") or the second word of an
-			// exception ("other than out.csv") is no preposition.
+			// A verb ("I'd like report.pdf") or the second word of an exception ("other than out.csv") is no preposition.
 			if t.kind == tokWord && !u.verbAt(i) && !(i > p.start && exceptionAt(toks, i-1, p.end)) {
 				prep = t.low
 			}
@@ -241,10 +235,7 @@ func readPhrase(u *unit, p *phrase) {
 	}
 }
 
-// inStatedSubject reports whether the token at i stands in a definite subject of a statement: "the"
-// or a mark of an input right before it, no verb before it in phrase p (which opens at most
-// subjectSpan tokens before it), and a statement within subjectSpan tokens after it, before any
-// punctuation ("The downloadable report the agency sent (x.pdf) claims …").
+// inStatedSubject reports whether the token at i stands in a definite subject of a statement.
 func inStatedSubject(u *unit, p *phrase, i int) bool {
 	if i == 0 || i-p.start > subjectSpan || !u.toks[i-1].is("the") && !inputDets[u.toks[i-1].low] {
 		return false
@@ -273,9 +264,7 @@ func resumedVerb(u *unit, start int) int {
 	return -1
 }
 
-// toThirdParty reports whether the send verb at i names a recipient or a venue other than the user:
-// a recipient preposition after it, within recipientSpan tokens and its clause, and then a noun
-// phrase that is no user pronoun, file noun or format.
+// toThirdParty reports whether the send verb at i names a recipient or a venue other than the user.
 func toThirdParty(u *unit, i, end int) bool {
 	j, _ := prepHead(u, i, end, recipientSpan, recipientPreps)
 	if j < 0 || u.toks[j].is(recipients...) || u.toks[j].is(addressees...) {
@@ -310,26 +299,21 @@ func prepHead(u *unit, i, end, span int, preps []string) (head int, det bool) {
 	return -1, false
 }
 
-// passiveNeed reports whether the attach or send verb at k, not negated, states a need rather than
-// asks for a delivery: a participle in a passive infinitive or modal passive that either sends to
-// someone other than the user or names who else delivers it.
+// passiveNeed reports whether the attach or send verb at k, not negated, states a need rather than asks for a delivery.
 func passiveNeed(u *unit, k, end int) bool {
 	toks := u.toks
 	c := u.cls[k]
 	if c != verbAttach && c != verbSend || u.neg[k] || formOf(toks[k].low, lemmaOf(toks[k].low)) != formPerfect {
 		return false
 	}
-	j := skipAdverbs(toks, k-1)
+	j := skipAdverbs(toks, k-1, true)
 	if j < 0 || !toks[j].is(passiveInfinitives...) {
 		return false
 	}
 	return c == verbSend && toThirdParty(u, k, end) || agentAt(u, k, end)
 }
 
-// agentAt reports whether an agent phrase follows the passive participle at k within agentSpan
-// tokens and its clause: an agent preposition ("by") and a noun phrase that opens with a determiner
-// or a capitalised word and names no time (deadlineWords): "by the ops team", "by IT"; not "by
-// Friday", "by the end of the week", "by email".
+// agentAt reports whether an agent phrase follows the passive participle at k within agentSpan tokens and its clause.
 func agentAt(u *unit, k, end int) bool {
 	n, det := prepHead(u, k, end, agentSpan, agentPreps)
 	if n < 0 || deadlineWords[u.toks[n].low] {
@@ -339,9 +323,7 @@ func agentAt(u *unit, k, end int) bool {
 	return det || unicode.IsUpper(r)
 }
 
-// topicClause returns the index of the word that opens an embedded clause holding the file at i, or
-// -1: a topicWh word at most topicSpan tokens back in its phrase, right after a noun's topic
-// preposition (topicIntroPreps) or a verb whose object it is.
+// topicClause returns the index of the word that opens an embedded clause holding the file at i, or -1.
 func topicClause(u *unit, p *phrase, i int, prep string) int {
 	toks := u.toks
 	inRun := func(k int) bool {
@@ -392,9 +374,7 @@ func topicIntro(u *unit, k int) bool {
 	return u.toks[j].is(topicIntroPreps...) || u.verbAt(j)
 }
 
-// comparisonAt reports whether the "as" or "to" at k introduces the standard of a comparison rather
-// than a destination: "as" after a comparison lead at most comparisonSpan words back or after an
-// earlier "as" and a word or two, and "to" after a comparison adjective or its adverb.
+// comparisonAt reports whether the "as" or "to" at k introduces the standard of a comparison rather than a destination.
 func comparisonAt(u *unit, k int) bool {
 	toks := u.toks
 	if k < 1 {
@@ -423,9 +403,8 @@ func comparisonAt(u *unit, k int) bool {
 	return false
 }
 
-// echoesObject reports whether the file at i carries in its name the identifier that marks the
-// object of its phrase, before the comparison at gov: a modifier with a digit, at most resumeSpan
-// tokens back, that is a whole segment of the file's base name.
+// echoesObject reports whether the file at i carries in its name the identifier that marks the object
+// of its phrase, before the comparison at gov.
 func echoesObject(u *unit, p *phrase, gov, i int) bool {
 	name := u.toks[i].low
 	if k := strings.LastIndexAny(name, `/\`); k >= 0 {
@@ -450,9 +429,8 @@ func formatWord(w string) bool {
 	return ok
 }
 
-// examplesOf reports whether the "as" at k is the "such as" that names examples of a file noun
-// right before it, a comma between allowed ("the standard files, such as README.md"): the files it
-// names take the role the verb gives that noun, not a comparison's or a destination's.
+// examplesOf reports whether the "as" at k is the "such as" that names examples of a file noun right
+// before it, a comma between allowed.
 func examplesOf(u *unit, k int) bool {
 	toks := u.toks
 	if k < 2 || !toks[k].is("as") || !toks[k-1].is("such") {
@@ -465,9 +443,7 @@ func examplesOf(u *unit, k int) bool {
 	return fileNouns[toks[j].low] && toks[j].kind == tokWord
 }
 
-// comparedAt reports whether the file at i, governed by the token at gov (prep its word), is the
-// standard of a comparison: the object of a comparison's "as" or "to" (comparisonAt), or the
-// subject of a clause of comparison after "as": an input reference, not an output.
+// comparedAt reports whether the file at i, governed by the token at gov (prep its word), is the standard of a comparison.
 func comparedAt(u *unit, p *phrase, gov, i int, prep string) bool {
 	if gov < 0 || prep != "as" && prep != "to" || !u.toks[gov].is(prep) {
 		return false
@@ -480,9 +456,8 @@ func comparedAt(u *unit, p *phrase, gov, i int, prep string) bool {
 		(i+2 >= p.end || toks[i+2].kind == tokPunct)
 }
 
-// npPrep returns the input preposition that governs the noun phrase the file at i heads, when the
-// word before the file is a modifier of it (a possessive or a plain word, not a preposition):
-// "against last quarter's baseline.csv", "from the old legacy.csv".
+// npPrep returns the input preposition that governs the noun phrase the file at i heads, when the word
+// before the file is a modifier of it (a possessive or a plain word, not a preposition).
 func npPrep(u *unit, p *phrase, i int, prep string) string {
 	k := i - 1
 	for k >= p.start && k >= i-npPrepSpan && prepSkip(u.toks[k]) && u.toks[k].kind != tokFile {
@@ -506,10 +481,7 @@ func npPrep(u *unit, p *phrase, i int, prep string) string {
 	return prep
 }
 
-// appositionPrep returns the output or source preposition that governs the noun phrase a file in
-// parentheses names ("present it as a chart (spend.png)", "save the totals into a workbook
-// (q1.xlsx)", "from the screen recording (signup.mov)"), or prep when the file is no such
-// apposition: the file stands in for that noun phrase.
+// appositionPrep returns the output or source preposition that governs the noun phrase a file in parentheses names.
 func appositionPrep(u *unit, p *phrase, i int, prep string) string {
 	toks := u.toks
 	if i-2 < p.start || !toks[i-1].punct("(") {
@@ -529,8 +501,7 @@ func appositionPrep(u *unit, p *phrase, i int, prep string) string {
 	return prep
 }
 
-// combineFiles reads a repository verb that joins files into a named file as a transform verb: an
-// output preposition and a file follow it, and the phrase names no pull request, branch or commit.
+// combineFiles reads a repository verb that joins files into a named file as a transform verb.
 func combineFiles(u *unit, p *phrase) {
 	for i := p.start; i < p.end; i++ {
 		if repoAt(u.toks, i) {
@@ -559,8 +530,7 @@ func combineFiles(u *unit, p *phrase) {
 	}
 }
 
-// readMention gives the file at toks[i] its role, and records the rule that gave it and the span
-// that rule read.
+// readMention gives the file at toks[i] its role, and records the rule that gave it and the span that rule read.
 func readMention(u *unit, p *phrase, i, lastVerb, head, gov int, prep string) *mention {
 	toks := u.toks
 	m := &mention{name: toks[i].text, tok: i}
@@ -587,8 +557,7 @@ func readMention(u *unit, p *phrase, i, lastVerb, head, gov int, prep string) *m
 	if target && head >= 0 && head != vi && isOutputish(u.cls[head]) &&
 		(verb == verbInput || verb == verbReply || verb == verbEdit ||
 			verb == verbStated && formOf(toks[vi].low, lemmaOf(toks[vi].low)) != formS) {
-		// "write a summary of how to use X to summary.md", "put everything
-		// you found into findings.xlsx"
+		// "write a summary of how to use X to summary.md", "put everything you found into findings.xlsx"
 		vi, verb = head, u.cls[head]
 	}
 	if vi >= 0 && outputPreps[prep] && closedAdjunct(u, p, vi, i) {
@@ -616,10 +585,8 @@ func readMention(u *unit, p *phrase, i, lastVerb, head, gov int, prep string) *m
 	return m
 }
 
-// inSource reports whether the file at i, governed by a storage preposition or "of" (prep), lies in
-// the noun phrase of a source preposition (sourcePreps) between the verb at vi and the file, at
-// most sourceSpan tokens back: the file holds what the work reads, not what it makes, once the
-// verb's object has named what it makes (madeBefore).
+// inSource reports whether the file at i, governed by a storage preposition or "of" (prep), lies in the noun phrase of a source
+// preposition (sourcePreps) between the verb at vi and the file, at most sourceSpan tokens back.
 func inSource(u *unit, vi, i int, prep string) bool {
 	if !slices.Contains(storagePreps, prep) && prep != "of" {
 		return false
@@ -639,18 +606,12 @@ func inSource(u *unit, vi, i int, prep string) bool {
 // madeBefore reports whether the object of the verb at vi, before the token at k, introduces what
 // the verb makes: a file or an indefinite article, looked for at most resumeSpan tokens before k.
 func madeBefore(u *unit, vi, k int) bool {
-	for j := max(vi+1, k-resumeSpan); j < k; j++ {
-		if u.toks[j].kind == tokFile || u.toks[j].is(indefArticles...) {
-			return true
-		}
-	}
-	return false
+	lo := min(max(vi+1, k-resumeSpan), k)
+	return slices.ContainsFunc(u.toks[lo:k], func(t token) bool { return t.kind == tokFile || t.is(indefArticles...) })
 }
 
 // presentedAfter reports whether a participle that describes a thing already there (describesThing)
-// follows the file at i, a comma or closing quote marks or a "(" between ("headcount_plan.xlsx
-// attached", "(iam_roles.json, attached)", "my_week.md (attached)"): the file is presented as an
-// input, whatever verb stands before it ("I want a gut check on our plan (plan.xlsx attached)").
+// follows the file at i, a comma or closing quote marks or a "(" between.
 func presentedAfter(u *unit, i, end int) bool {
 	for k := i + 1; k < end && k <= i+3; k++ {
 		t := u.toks[k]
@@ -665,8 +626,7 @@ func presentedAfter(u *unit, i, end int) bool {
 }
 
 // itemEdit reports whether the file at i of a Deliverables item is the object of a verb no lexicon
-// lists that opens the item as an imperative: with no output preposition and no delivery, the work
-// changes a file that is already there, and the item asks for no new file.
+// lists that opens the item as an imperative.
 func itemEdit(u *unit, vi, i, gov int) bool {
 	toks := u.toks
 	if vi < 0 || u.cls[vi] != verbUnknown || vi > 1 || vi == 1 && !toks[0].is(politeWords...) ||
@@ -700,10 +660,8 @@ func itemEdit(u *unit, vi, i, gov int) bool {
 	return resultClause(u, e)
 }
 
-// editedSpan reports whether toks[k:i], between an item's opening verb and its file, is the object
-// the verb changes and the place of that object in the file: determiners, possessives, plain words
-// and nouns, and a storage preposition or "of" right before the file; no verb, punctuation, other
-// file, clause opener or other preposition.
+// editedSpan reports whether toks[k:i], between an item's opening verb and its file, is the object the
+// verb changes and the place of that object in the file.
 func editedSpan(u *unit, k, i int) bool {
 	toks := u.toks
 	for j := k; j < i; j++ {
@@ -720,8 +678,7 @@ func editedSpan(u *unit, k, i int) bool {
 	return true
 }
 
-// resultClause reports whether a clause of result or purpose opens at toks[k]: a result word, "to"
-// and a verb with its object or "to" and a measure.
+// resultClause reports whether a clause of result or purpose opens at toks[k].
 func resultClause(u *unit, k int) bool {
 	toks := u.toks
 	if k >= len(toks) {
@@ -743,9 +700,7 @@ func resultClause(u *unit, k int) bool {
 	return v.kind == tokWord && !functionWords[v.low] && !determiners[v.low] && objectFollows(toks, k+2)
 }
 
-// modifierWord reports whether w, opening a Deliverables item before a file, reads as a modifier or
-// a noun rather than a verb: a word a modifier or noun list holds, a participle, or a word with an
-// adjective ending.
+// modifierWord reports whether w, opening a Deliverables item before a file, reads as a modifier or a noun rather than a verb.
 func modifierWord(w string) bool {
 	_, format := formats[w]
 	_, kind := kindNouns[w]
@@ -762,8 +717,7 @@ func modifierWord(w string) bool {
 	return false
 }
 
-// existingAt reports whether the file at i follows a word that says it already exists
-// (existingMarks: "the existing report.docx", "the attached brief.pdf"), at most one word between.
+// existingAt reports whether the file at i follows a word that says it already exists (existingMarks).
 func existingAt(toks []token, i int) bool {
 	for k := i - 1; k >= 0 && k >= i-2; k-- {
 		if toks[k].kind != tokWord {
@@ -776,8 +730,7 @@ func existingAt(toks []token, i int) bool {
 	return false
 }
 
-// changedBy reports whether the causative verb at vi gives the file at i a property: a predicate
-// adjective right after the file ends the clause, so the file is changed, not made.
+// changedBy reports whether the causative verb at vi gives the file at i a property.
 func changedBy(u *unit, vi, i, end int) bool {
 	toks := u.toks
 	if !causatives[lemmaOf(toks[vi].low)] || i+1 >= end || !plainWord(toks[i+1]) {
@@ -787,10 +740,7 @@ func changedBy(u *unit, vi, i, end int) bool {
 	return k >= end || toks[k].kind == tokPunct || openers[toks[k].low]
 }
 
-// wantedChanged reports whether the object of the want verb at vi is wanted changed rather than
-// made: the participle of an edit or transform verb stands between the verb and the file at i, or
-// right after the file ("We need the pitch deck updated … (deck.pptx)", "I want report.docx
-// fixed").
+// wantedChanged reports whether the object of the want verb at vi is wanted changed rather than made.
 func wantedChanged(u *unit, vi, i int) bool {
 	changed := func(k int) bool {
 		w := u.toks[k].low
@@ -821,8 +771,7 @@ func namesFileNoun(u *unit, i int) bool {
 	return true
 }
 
-// goesTo reports whether the file at i follows a verb of motion and a preposition ("Results go in
-// results/summary.json", "everything belongs in out.zip"): where something goes is an output.
+// goesTo reports whether the file at i follows a verb of motion and a preposition.
 func goesTo(u *unit, i int) bool {
 	toks := u.toks
 	k := i - 1
@@ -846,16 +795,13 @@ func declaredOutput(toks []token, i, end int) bool {
 	return k < end && toks[k].is(outputRoles...)
 }
 
-// receives reports whether the file at i is the first object of a verb of giving and so receives
-// the second one: right after the verb, before an indefinite noun phrase ("give invoice.pdf a
-// once-over", "give report.pdf a new title"); not "give me report.pdf", "give report.pdf to Ana".
+// receives reports whether the file at i is the first object of a verb of giving and so receives the second one.
 func receives(u *unit, vi, i, end int) bool {
 	return vi >= 0 && vi == i-1 && givingVerbs[lemmaOf(u.toks[vi].low)] &&
 		i+1 < end && u.toks[i+1].is(indefArticles...)
 }
 
-// namedBy reports whether the file at i is the name a naming verb gives its object: the verb in a
-// verb's place, then a pronoun or a short noun phrase, then the file.
+// namedBy reports whether the file at i is the name a naming verb gives its object.
 func namedBy(u *unit, i int) bool {
 	toks := u.toks
 	k := i - 1
@@ -869,16 +815,13 @@ func namedBy(u *unit, i int) bool {
 	return k == 0 || toks[k-1].kind == tokPunct || openers[toks[k-1].low] || toks[k-1].is(politeWords...)
 }
 
-// wantsWork reports whether the file at i is the subject of a want verb right after it: the work
-// the sentence asks for changes that file.
+// wantsWork reports whether the file at i is the subject of a want verb right after it.
 func wantsWork(u *unit, i, end int) bool {
 	k := i + 1
 	return k < end && u.cls[k] == verbWant && formOf(u.toks[k].low, lemmaOf(u.toks[k].low)) == formS
 }
 
-// storedIn reports whether the file whose governing token is gov is where the product of the work
-// goes: the object of a storage preposition right after a noun phrase that names a made thing or a
-// pronoun, which is itself the object of a word in a verb's place.
+// storedIn reports whether the file whose governing token is gov is where the product of the work goes.
 func storedIn(u *unit, gov int) bool {
 	toks := u.toks
 	k := gov
@@ -899,8 +842,7 @@ func storedIn(u *unit, gov int) bool {
 	return false
 }
 
-// productNP reports whether the noun phrase from toks[k] names a made thing: an anaphoric noun
-// phrase ("the result", "the cleaned data") or a kept record ("a record of the attempt", "a log").
+// productNP reports whether the noun phrase from toks[k] names a made thing.
 func productNP(toks []token, k, end int) bool {
 	if found, _, _ := anaphoricNP(toks, k, end); found {
 		return true
@@ -908,14 +850,12 @@ func productNP(toks []token, k, end int) bool {
 	return k < end && toks[k].kind == tokWord && keptNouns[toks[k].low]
 }
 
-// verbPlace reports whether t may be the verb of the object after it: a
-// plain word, not a function word, determiner or preposition.
+// verbPlace reports whether t may be the verb of the object after it.
 func verbPlace(t token) bool {
 	return t.kind == tokWord && !functionWords[t.low] && !determiners[t.low] && !nounPreps[t.low]
 }
 
-// lastDestination returns the index of the last destination in phrase p, or -1: "to", "into" or
-// "as" and then, past determiners, a word or file that is not a verb.
+// lastDestination returns the index of the last destination in phrase p, or -1.
 func lastDestination(u *unit, p *phrase) int {
 	last := -1
 	for k := p.start; k < p.end; k++ {
@@ -935,8 +875,7 @@ func lastDestination(u *unit, p *phrase) int {
 }
 
 // editedPart reports whether the file whose governing token is gov names what the edit verb at vi
-// changes through "of" after the verb's own object: between the verb and "of" stand only
-// determiners, coordinators and plain nouns, no file, preposition or other verb.
+// changes through "of" after the verb's own object.
 func editedPart(u *unit, vi, gov int) bool {
 	k := gov
 	if k <= vi+1 || k-vi > 6 || !u.toks[k].is("of") {
@@ -1003,12 +942,12 @@ func locatedIn(u *unit, gov int) bool {
 // lists whose subject is a file, a third-person pronoun or a noun opening its clause.
 func placeStated(u *unit, k int) bool {
 	toks := u.toks
-	v := skipAdverbs(toks, k-1)
+	v := skipAdverbs(toks, k-1, true)
 	if v < 1 || toks[v].kind != tokWord || !plainWord(toks[v]) || !strings.HasSuffix(toks[v].low, presentSuffix) ||
 		strings.HasSuffix(toks[v].low, presentSuffix+presentSuffix) {
 		return false
 	}
-	j := skipAdverbs(toks, v-1) // "The logo currently lives on the CDN"
+	j := skipAdverbs(toks, v-1, true) // "The logo currently lives on the CDN"
 	if j < 0 {
 		return false
 	}
@@ -1027,10 +966,7 @@ func nounWord(u *unit, k int) bool {
 // beforeBe reports whether the preposition at k follows an indicative
 // be-form, statement adverbs allowed between ("is already in").
 func beforeBe(toks []token, k int) bool {
-	k--
-	for k >= 0 && statementAdverbs[toks[k].low] {
-		k--
-	}
+	k = skipAdverbs(toks, k-1, false)
 	return k >= 0 && indicativeBe[toks[k].low] && toks[k].kind == tokWord
 }
 
@@ -1040,16 +976,14 @@ func findsThere(toks []token, vi int) bool {
 	if !toks[vi].is(findingVerbs...) || vi == 0 {
 		return false
 	}
-	k := skipAdverbs(toks, vi-1)
+	k := skipAdverbs(toks, vi-1, true)
 	if k >= 0 && toks[k].is(findingClitics...) {
 		return true
 	}
 	return k >= 1 && toks[k].is(findingAux...) && toks[k-1].is("you")
 }
 
-// locatedSubject reports whether the file at i, which no verb governs, is the subject of a
-// statement of where it already is: an indicative be-form and a locative preposition right after it
-// ("templates/q3.xlsx is in the shared drive", "budget.xlsx is already on the drive").
+// locatedSubject reports whether the file at i, which no verb governs, is the subject of a statement of where it already is.
 func locatedSubject(u *unit, i, end int) bool {
 	k := i + 1
 	if k >= end || !indicativeBe[u.toks[k].low] || u.toks[k].kind != tokWord {
@@ -1085,12 +1019,7 @@ func closedAdjunct(u *unit, p *phrase, vi, i int) bool {
 	if vi == 0 || !toks[vi-1].punct(",") || p.start != vi-1 || formOf(w, lemmaOf(w)) != formIng {
 		return false
 	}
-	for k := vi + 1; k < i; k++ {
-		if toks[k].punct(",") {
-			return true
-		}
-	}
-	return false
+	return vi < i && slices.ContainsFunc(toks[vi+1:i], func(t token) bool { return t.punct(",") })
 }
 
 // reducedPassive finds the participle of an edit, repository, reading or reply verb right after the
@@ -1141,15 +1070,14 @@ func isSourceOf(toks []token, i, end int) bool {
 func sameFormat(ext, w string) bool {
 	canon := func(s string) string {
 		if c, ok := formatAliases[s]; ok {
-			return c
+			return c[0]
 		}
 		return s
 	}
 	return canon(ext) == canon(w)
 }
 
-// signalAt records an unnamed file request at the word toks[i]: a
-// destination ("as a CSV") or a file-ish object of an output verb.
+// signalAt records an unnamed file request at the word toks[i].
 func signalAt(u *unit, p *phrase, i, lastVerb, head int, prep string, prepOfVerb bool) {
 	toks := u.toks
 	vc, hc := verbNone, verbNone // classes of the nearest and of the governing verb
@@ -1162,8 +1090,7 @@ func signalAt(u *unit, p *phrase, i, lastVerb, head int, prep string, prepOfVerb
 		vc, hc = verbOutput, verbOutput
 	}
 	outputish := isOutputish(vc)
-	// A digest verb ("summarize", "compare") writes something new: "as a
-	// PDF" or "in a PDF" after it is where that goes.
+	// A digest verb ("summarize", "compare") writes something new: "as a PDF" or "in a PDF" after it is where that goes.
 	digest := head >= 0 && hc == verbInput && digestVerbs[lemmaOf(toks[head].low)]
 	t := toks[i]
 
@@ -1185,34 +1112,29 @@ func signalAt(u *unit, p *phrase, i, lastVerb, head int, prep string, prepOfVerb
 		if !format && !noun {
 			return
 		}
+		req := false
 		switch {
 		case t.is(destOutputPreps...):
-			// "as a CSV" after any verb but a reading, reply or edit one, or a statement ("We used to export
-			// data as CSV"); after a reading verb "as" says how the input is read ("fetch the data as
-			// JSON").
-			if hc != verbInput && hc != verbReply && hc != verbEdit && hc != verbStated || digest ||
-				t.is(resultPreps...) && (hc == verbEdit || hc == verbInput && i > head+1) {
-				p.requestBy(u, ruleDestFormat, t.low, i, min(k, p.end-1))
-			}
+			// "as a CSV" after any verb but a reading, reply or edit one, or a statement ("We used to export data as CSV");
+			// after a reading verb "as" says how the input is read ("fetch the data as JSON").
+			req = hc != verbInput && hc != verbReply && hc != verbEdit && hc != verbStated || digest ||
+				t.is(resultPreps...) && (hc == verbEdit || hc == verbInput && i > head+1)
 		case t.is("to"):
-			// "to a JSON file" or "to a PDF" after a transform verb is a
-			// file; "to JSON" stays a text request (rule 3).
-			if outputish || vc == verbTransform && (noun || format && formats[toks[k].low]) {
-				p.requestBy(u, ruleDestFormat, t.low, i, min(k, p.end-1))
-			}
+			// "to a JSON file" or "to a PDF" after a transform verb is a file; "to JSON" stays a text request (rule 3).
+			req = outputish || vc == verbTransform && (noun || format && formats[toks[k].low])
 		case t.is("in"):
 			switch {
 			case format && k+1 < p.end && toks[k+1].is(formatWords...):
-				if hc != verbInput && hc != verbReply && hc != verbEdit {
-					p.requestBy(u, ruleDestFormat, t.low, i, min(k, p.end-1))
-				}
+				req = hc != verbInput && hc != verbReply && hc != verbEdit
 			case !toks[i+1].is(indefArticles...) || i > 0 && toks[i-1].is(locatedBe...):
 				// "in the PDF" is where something already is; "what is in a PDF"
-			case isOutputish(hc) || digest:
-				p.requestBy(u, ruleDestFormat, t.low, i, min(k, p.end-1)) // "put the results in a CSV", "summarize X in a PDF"
-			case hc == verbReply && (noun || formats[toks[k].low]):
-				p.requestBy(u, ruleDestFormat, t.low, i, min(k, p.end-1)) // "explain the results in a Word document"
+			default:
+				// "put the results in a CSV", "summarize X in a PDF", "explain the results in a Word document"
+				req = isOutputish(hc) || digest || hc == verbReply && (noun || formats[toks[k].low])
 			}
+		}
+		if req {
+			p.requestBy(u, ruleDestFormat, t.low, i, min(k, p.end-1))
 		}
 		return
 	}
@@ -1251,14 +1173,9 @@ func destAdjective(u *unit, k int) bool {
 	return t.kind == tokWord && destWord(u, k) && !format && !fileNouns[t.low]
 }
 
-// destWord reports whether toks[k] may be a word of a destination's noun phrase: a plain word, or a
-// lexicon word read there as a noun or adjective.
+// destWord reports whether toks[k] may be a word of a destination's noun phrase.
 func destWord(u *unit, k int) bool {
-	t := u.toks[k]
-	if plainWord(t) {
-		return true
-	}
-	return lemmaOf(t.low) != "" && !u.verbAt(k) && !functionWords[t.low] && !determiners[t.low]
+	return plainWord(u.toks[k]) || nounWord(u, k)
 }
 
 // destFormat reports whether the word at k, right after a destination's preposition and article, is
@@ -1298,9 +1215,8 @@ func toolNoun(w string) bool {
 	return false
 }
 
-// bareFormat reports whether the word at i is an inherently binary format standing as its own
-// clause after a dash or colon, before punctuation or the end ("I need a printable checklist — PDF,
-// one page", "Format: PDF"): it says in what form the requested thing comes.
+// bareFormat reports whether the word at i is an inherently binary format standing as its own clause
+// after a dash or colon, before punctuation or the end.
 func bareFormat(u *unit, i, end int) bool {
 	toks := u.toks
 	if !formats[toks[i].low] || i == 0 || !toks[i-1].punct(formatLeadMarks...) {
@@ -1331,16 +1247,14 @@ func acceptedFormat(u *unit, i, end int) bool {
 	return j > i+1 && j < end && toks[j].is(acceptWords...)
 }
 
-// extensionWord reports whether t is a bare extension used as a modifier
-// ("an .ics file", "a .txt file"): a dot and a known extension.
+// extensionWord reports whether t is a bare extension used as a modifier.
 func extensionWord(t token) bool {
 	ext, ok := strings.CutPrefix(t.low, ".")
 	return ok && t.kind == tokOther && fileExts[ext]
 }
 
-// phrasalMake reports whether the format or file noun at toks[i] is the new object of a phrasal
-// verb of making that no lexicon lists: a plain word and a making particle before an indefinite
-// article ("whip up a CSV", "throw together a PDF").
+// phrasalMake reports whether the format or file noun at toks[i] is the new object of a phrasal verb
+// of making that no lexicon lists.
 func phrasalMake(u *unit, i int) bool {
 	toks := u.toks
 	if i < 3 || !toks[i-1].is(indefArticles...) || !toks[i-2].is(makingParticles...) {
@@ -1355,9 +1269,7 @@ func isOutputish(c verbClass) bool {
 	return c == verbOutput || c == verbExport || c == verbAttach || c == verbSend || c == verbPseudo || c == verbWant
 }
 
-// countedFormat reports whether the text format at toks[i] is a counted noun of its own, so a
-// document: "a CSV of all active users", "a clean JSON", but not "a JSON parser", "a Markdown
-// summary" or "JSON" alone.
+// countedFormat reports whether the text format at toks[i] is a counted noun of its own, so a document.
 func countedFormat(u *unit, i, end int) bool {
 	toks := u.toks
 	if strong, ok := formats[toks[i].low]; !ok || strong || toks[i].kind != tokWord {
@@ -1377,9 +1289,8 @@ func countedFormat(u *unit, i, end int) bool {
 	return n.kind == tokPunct || n.kind == tokWord && (functionWords[n.low] || strings.HasSuffix(n.low, "ing"))
 }
 
-// formatDocument reports whether the text format at toks[i] names the format of a document noun
-// right after it, which makes the pair a file: "a CSV export", "a JSON dump", "a Markdown
-// document"; not "a CSV parser".
+// formatDocument reports whether the text format at toks[i] names the format of a document noun right
+// after it, which makes the pair a file.
 func formatDocument(u *unit, i, end int) bool {
 	t := u.toks[i]
 	if _, ok := formats[t.low]; !ok || t.kind != tokWord || i+1 >= end {
@@ -1388,8 +1299,7 @@ func formatDocument(u *unit, i, end int) bool {
 	return formatDocNouns[u.toks[i+1].low] && u.toks[i+1].kind == tokWord
 }
 
-// formatHead reports whether toks[k] is a format word used as the head of its noun phrase rather
-// than as a modifier.
+// formatHead reports whether toks[k] is a format word used as the head of its noun phrase rather than as a modifier.
 func formatHead(u *unit, k, end int) bool {
 	t := u.toks[k]
 	if _, ok := formats[t.low]; !ok || t.kind != tokWord && t.kind != tokOther { // "MP3" is a mixed token
@@ -1413,8 +1323,7 @@ func formatHead(u *unit, k, end int) bool {
 	return format
 }
 
-// fileNounHead reports whether toks[k] is "file", "attachment" or the like used as a noun of its
-// own ("a file"), not as a modifier ("file permissions").
+// fileNounHead reports whether toks[k] is "file", "attachment" or the like used as a noun of its own.
 func fileNounHead(toks []token, k, end int) bool {
 	if !fileNouns[toks[k].low] || toks[k].kind != tokWord {
 		return false
@@ -1504,9 +1413,8 @@ func anaphoricNP(toks []token, k, end int) (found, plural, np bool) {
 	return false, false, false
 }
 
-// kindAt returns the kind noun (kindNouns) that heads the noun phrase from toks[k], after at most
-// two modifiers, and whether it is plural: "the spreadsheet", "the shorter clip", "the updated
-// slides".
+// kindAt returns the kind noun (kindNouns) that heads the noun phrase from toks[k], after at most two
+// modifiers, and whether it is plural.
 func kindAt(toks []token, k, end int) (string, bool) {
 	for n := 0; k < end && n < 3 && toks[k].kind == tokWord; k, n = k+1, n+1 {
 		w := toks[k].low
@@ -1543,8 +1451,7 @@ func sameDocAt(toks []token, k, end int) bool {
 	return false
 }
 
-// participleAt returns the first participle of the noun phrase from toks[k] ("shortened" in "the
-// shortened one"), without a particle after a hyphen, or "".
+// participleAt returns the first participle of the noun phrase from toks[k].
 func participleAt(toks []token, k, end int) string {
 	for n := 0; k < end && n < 4 && toks[k].kind == tokWord; k, n = k+1, n+1 {
 		if participle(toks[k].low) {
@@ -1555,9 +1462,7 @@ func participleAt(toks []token, k, end int) string {
 	return ""
 }
 
-// actedFrom returns the index of the first word of phrase p that is the verb whose participle part
-// is, or -1: a file after it in p is the one the anaphor names by the work done on it, whatever
-// that verb is.
+// actedFrom returns the index of the first word of phrase p that is the verb whose participle part is, or -1.
 func actedFrom(toks []token, p *phrase, part string) int {
 	if part == "" {
 		return -1
@@ -1580,11 +1485,10 @@ func participleOf(part, w string) bool {
 	return len(w) >= 2 && part == w+w[len(w)-1:]+"ed"
 }
 
-// participle reports whether w looks like a past participle used as an
-// adjective: "updated", "cleaned-up", "rewritten".
+// participle reports whether w looks like a past participle used as an adjective.
 func participle(w string) bool {
 	base, _, _ := strings.Cut(w, "-")
-	return len(base) > 3 && strings.HasSuffix(base, "ed") || irregularVerbs[base] != "" && strings.HasSuffix(base, "n")
+	return len(base) > 3 && strings.HasSuffix(base, "ed") || irregularVerbs[base] != nil && strings.HasSuffix(base, "n")
 }
 
 func repoAt(toks []token, i int) bool {
@@ -1595,8 +1499,7 @@ func repoAt(toks []token, i int) bool {
 	return t.is(pullWords...) && i+1 < len(toks) && toks[i+1].is(requestNouns...)
 }
 
-// prepSkip reports whether t is transparent when looking for the word that governs a file: other
-// files, coordinators, determiners, "file", quotes.
+// prepSkip reports whether t is transparent when looking for the word that governs a file.
 func prepSkip(t token) bool {
 	switch t.kind {
 	case tokFile:
@@ -1630,8 +1533,7 @@ func findQualifier(toks []token) int {
 	return -1
 }
 
-// denialAt reports whether an expected-denial marker starts at toks[i]:
-// "must be denied", "should fail", "is rejected", "negative test", "EACCES".
+// denialAt reports whether an expected-denial marker starts at toks[i].
 func denialAt(toks []token, i int) bool {
 	t := toks[i]
 	prev := func(words ...string) bool { return i > 0 && toks[i-1].is(words...) }
@@ -1656,9 +1558,7 @@ func denialAt(toks []token, i int) bool {
 	return false
 }
 
-// modelRef reports whether the input file at i is named as a model, template, example or earlier
-// version (rule 10): the standard of a comparison, the object of "like", of a verb of following, or
-// a file with a modelWords word at most modelSpan tokens before it in its phrase or after it.
+// modelRef reports whether the input file at i is named as a model, template, example or earlier version (rule 10).
 func modelRef(u *unit, p *phrase, i, vi int, prep string, compared bool) bool {
 	if compared || modelPreps[prep] || vi >= 0 && vi < i && modelVerbs[lemmaOf(u.toks[vi].low)] {
 		return true
@@ -1679,17 +1579,14 @@ func modelRef(u *unit, p *phrase, i, vi int, prep string, compared bool) bool {
 	return false
 }
 
-// featureGerund reports whether the verb at vi is a gerund after a verb of building a feature: the
-// product writes the file, the task changes the product (rule 11).
+// featureGerund reports whether the verb at vi is a gerund after a verb of building a feature.
 func featureGerund(u *unit, vi int) bool {
 	w := u.toks[vi].low
 	return strings.HasSuffix(w, "ing") && featureVerbs[lemmaOf(u.toks[vi-1].low)] ||
 		featureVerbs[u.toks[vi-1].low]
 }
 
-// productVerb reports whether the verb at vi has a product as its subject (rule 11): a
-// softwareNouns word right before it after a causative verb and a determiner ("Make the CLI save
-// NAME"), or before a modal right before it ("The app should save NAME").
+// productVerb reports whether the verb at vi has a product as its subject (rule 11).
 func productVerb(u *unit, vi int) bool {
 	toks := u.toks
 	if vi >= 3 && softwareNouns[toks[vi-1].low] && determiners[toks[vi-2].low] && softwareCausatives[toks[vi-3].low] {

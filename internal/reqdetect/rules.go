@@ -4,9 +4,8 @@ package reqdetect
 
 import "fmt"
 
-// rule is one named decision of the reader, the way a go vet analyzer is a named value with a Doc:
-// a kebab-case id, unique in the package ("output-verb", "input-heading", "forbidden"), and
-// one line saying what it reads and what it decides.
+// rule is one named decision of the reader, the way a go vet analyzer is a named value with a Doc: a kebab-case id, unique in
+// the package ("output-verb", "input-heading", "forbidden"), and one line saying what it reads and what it decides.
 type rule struct {
 	id  string
 	doc string

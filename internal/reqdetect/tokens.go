@@ -60,8 +60,7 @@ func isRunRune(r rune) bool {
 		strings.ContainsRune(runMarks, r)
 }
 
-// tokenizeAt tokenizes s, which starts at byte offset base of the objective,
-// and records each token's offset.
+// tokenizeAt tokenizes s, which starts at byte offset base of the objective, and records each token's offset.
 func tokenizeAt(s string, base int) []token {
 	toks := tokenize(s)
 	at := 0
@@ -118,8 +117,7 @@ func tokenize(s string) []token {
 // cjkFirst is below every rune of the CJK scripts (Hangul Jamo starts at U+1100): isCJK.
 const cjkFirst = 0x1100
 
-// isCJK reports whether r is written in a script with no spaces between
-// words: Han, Hiragana, Katakana or Hangul.
+// isCJK reports whether r is written in a script with no spaces between words.
 func isCJK(r rune) bool {
 	return r >= cjkFirst && unicode.In(r, unicode.Han, unicode.Hiragana, unicode.Katakana, unicode.Hangul)
 }
@@ -168,8 +166,7 @@ func closingQuote(open rune) string {
 	return string(open)
 }
 
-// quotedFile reports whether s starts with a quoted file name that contains blanks ("final
-// report.pdf"); n is the offset of the closing quote.
+// quotedFile reports whether s starts with a quoted file name that contains blanks.
 func quotedFile(s string, open rune, w int) (n int, ok bool) {
 	closing := closingQuote(open)
 	window := s[w:]
@@ -188,9 +185,7 @@ func quotedFile(s string, open rune, w int) (n int, ok bool) {
 	return w + end, true
 }
 
-// splitRun classifies one run of word and path characters: quotes around it and sentence
-// punctuation after it become punctuation tokens, a URL stays one token, and colons separate pieces
-// (a drive letter excepted).
+// splitRun classifies one run of word and path characters.
 func splitRun(toks []token, run string) []token {
 	for run != "" {
 		r, w := utf8.DecodeRuneInString(run)
@@ -270,8 +265,7 @@ func classify(s string) token {
 	return token{text: s, low: low, kind: tokOther}
 }
 
-// IsFile reports whether s names a file: its last path element is name.ext with a non-empty name
-// and an extension from fileExts, and it is not a framework's name ("Node.js").
+// IsFile reports whether s names a file.
 func IsFile(s string) bool {
 	base := s[strings.LastIndexAny(s, pathSeparators)+1:]
 	dot := strings.LastIndexByte(base, '.')
@@ -340,8 +334,7 @@ func splitSentences(toks []token, item bool) []*unit {
 	return units
 }
 
-// leadQuestion reports whether a question opens its main clause with a wh-word after a leading
-// phrase and a comma.
+// leadQuestion reports whether a question opens its main clause with a wh-word after a leading phrase and a comma.
 func leadQuestion(toks []token) bool {
 	for i := 1; i+1 < len(toks) && i < leadSpan; i++ {
 		if toks[i].punct(",") {

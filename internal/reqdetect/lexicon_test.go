@@ -1,0 +1,68 @@
+package reqdetect
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestLexicon checks that every list the Go code names exists in lexicon_en.txt and every list
+// there is named by the code, once.
+func TestLexicon(t *testing.T) {
+	files, err := filepath.Glob("*.go")
+	require.NoError(t, err)
+	call := regexp.MustCompile(`lex(?:List|Set|Map)\("(\w+)"\)`)
+	named := map[string]int{}
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		src, err := os.ReadFile(f)
+		require.NoError(t, err)
+		for _, m := range call.FindAllStringSubmatch(string(src), -1) {
+			if m[1] != "name" {
+				named[m[1]]++
+			}
+		}
+	}
+	// verbClasses names its lists through a map of class names.
+	for _, c := range []string{"Output", "Export", "Attach", "Send", "Transform", "Input", "Reply", "Edit", "Repo",
+		"Probe", "Pseudo", "Want"} {
+		named["verb"+c]++
+	}
+	for name, n := range named {
+		_, ok := lexicon[name]
+		assert.True(t, ok, "the code names list %q, which lexicon_en.txt lacks", name)
+		assert.Equal(t, 1, n, "list %q is loaded %d times", name, n)
+	}
+	for name := range lexicon {
+		assert.Positive(t, named[name], "lexicon_en.txt has list %q, which no code names", name)
+		assert.True(t, lexUsed[name], "list %q was not loaded at init", name)
+	}
+}
+
+func TestParseLexicon(t *testing.T) {
+	lists, err := parseLexicon("# doc\na: x y\n\tz\n\nb: output files | output\n")
+	require.NoError(t, err)
+	assert.Equal(t, map[string][]string{"a": {"x", "y", "z"}, "b": {"output files", "output"}}, lists)
+	for text, want := range map[string]string{
+		"a x y\n":        `lexicon_en.txt:1: "a x y" is not a "name: words" line`,
+		"a: x\na: y\n":   `lexicon_en.txt:2: list "a" is defined twice`,
+		"a:\n":           `lexicon_en.txt:1: list "a" has no words`,
+		"# doc\n\tx y\n": `lexicon_en.txt:2: indented line "x y" continues no list`,
+		"two words: x\n": `lexicon_en.txt:1: "two words: x" is not a "name: words" line`,
+		": x\n":          `lexicon_en.txt:1: ": x" is not a "name: words" line`,
+	} {
+		_, err := parseLexicon(text)
+		assert.EqualError(t, err, want, "%q", text)
+	}
+	assert.PanicsWithValue(t, `reqdetect: lexicon_en.txt has no list "nope"; add a "nope: words" line`,
+		func() { lexList("nope") })
+	assert.True(t, slices.Equal(lexList("verbExport"), []string{"export"}))
+}

@@ -5,7 +5,8 @@
 #
 #   internal/cmd/benchstage/bench.sh [shape...]
 #
-# shapes: standard (20x100, ~25 MB), files100k (100,000 x 1 KiB),
+# shapes: standard (20x100, ~25 MB), pages (38,000 files of 128 B–4 KiB,
+#         ~80 MB), files100k (100,000 x 1 KiB),
 #         large1g (one 1 GiB file). Default: all three.
 #
 # The machine may be shared, so each shape is measured in ROUNDS rounds of
@@ -29,7 +30,7 @@ ROUNDS=${ROUNDS:-4}
 RUNS_LARGE=${RUNS_LARGE:-3}
 MODES=${MODES:-"stage materialize"}
 shapes=("$@")
-[ ${#shapes[@]} -gt 0 ] || shapes=(standard files100k large1g)
+[ ${#shapes[@]} -gt 0 ] || shapes=(standard pages files100k large1g)
 
 work=$(mktemp -d /tmp/benchstage.XXXXXX)
 BIN=$work/benchstage

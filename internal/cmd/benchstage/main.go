@@ -32,6 +32,8 @@ import (
 var shapes = map[string]treegen.Shape{
 	// 20 skills x 100 files, 0.5–16 KiB, four of 2 MiB: 2,000 files, ~25 MB.
 	"standard": treegen.Standard,
+	// 38 directories x 1,000 files of 128 B–4 KiB: 38,000 files, ~80 MB.
+	"pages": treegen.Pages,
 	// 100 skills x 1,000 files of 1 KiB: 100,000 files.
 	"files100k": {Dirs: 100, Files: 1000, MinBytes: 1024, MaxBytes: 1024, Seed: 2},
 	// One skill holding one 1 GiB file (and its SKILL.md).
@@ -40,7 +42,7 @@ var shapes = map[string]treegen.Shape{
 
 func main() {
 	mode := flag.String("mode", "", "gen, stage or materialize")
-	shape := flag.String("shape", "standard", "tree shape for -mode gen: standard, files100k or large1g")
+	shape := flag.String("shape", "standard", "tree shape for -mode gen: standard, pages, files100k or large1g")
 	src := flag.String("src", "", "source tree (stage, materialize)")
 	dst := flag.String("dst", "", "destination directory: must be empty or missing")
 	rss := flag.Bool("rss", false, "print the peak resident set size (maxrss) on stderr")

@@ -7,7 +7,7 @@
 #
 # shapes: standard (20x100, ~25 MB), pages (38,000 files of 128 B–4 KiB,
 #         ~80 MB), files100k (100,000 x 1 KiB),
-#         large1g (one 1 GiB file). Default: all three.
+#         large1g (one 1 GiB file). Default: all four.
 #
 # The machine may be shared, so each shape is measured in ROUNDS rounds of
 # hyperfine over all commands, and the medians (wall time, and CPU time

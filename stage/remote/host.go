@@ -59,6 +59,11 @@ type Host struct {
 	sftpMu  sync.Mutex
 	sftpCli *sftp.Client
 
+	// kaTimer sends the next keepalive (nil: keepalives off); kaMu orders
+	// its re-arming and its h.wg.Add against Close.
+	kaMu    sync.Mutex
+	kaTimer *time.Timer
+
 	closeOnce sync.Once
 	closed    chan struct{}
 	closeErr  error
@@ -230,8 +235,9 @@ func NewHost(c *ssh.Client, cfg Config) (*Host, error) {
 		every = DefaultKeepAlive
 	}
 	if every > 0 {
-		h.wg.Add(1)
-		go h.keepAlive(every)
+		h.kaMu.Lock()
+		h.kaTimer = time.AfterFunc(every, func() { h.keepAlive(every) })
+		h.kaMu.Unlock()
 	}
 	h.wg.Add(1)
 	go func() {
@@ -244,40 +250,59 @@ func NewHost(c *ssh.Client, cfg Config) (*Host, error) {
 
 // keepAlive sends a keepalive request every interval; a peer that does not
 // answer one within the next interval (or 5 s, whichever is longer) is dead:
-// the connection is closed, and every call fails with ErrTransport.
+// the connection is closed, and every call fails with ErrTransport. It runs
+// on a timer (time.AfterFunc, re-armed after each reply), so an idle Host
+// holds no goroutine for it between requests.
 func (h *Host) keepAlive(every time.Duration) {
+	h.kaMu.Lock()
+	select {
+	case <-h.closed:
+		h.kaMu.Unlock()
+		return
+	default:
+	}
+	// Under kaMu, which Close takes after closing h.closed and before
+	// h.wg.Wait: no Add can follow the Wait.
+	h.wg.Add(1)
+	h.kaMu.Unlock()
 	defer h.wg.Done()
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-h.closed:
-			return
-		case <-t.C:
+	if !h.keepAliveOnce(every) {
+		return
+	}
+	h.kaMu.Lock()
+	select {
+	case <-h.closed:
+	default:
+		h.kaTimer.Reset(every)
+	}
+	h.kaMu.Unlock()
+}
+
+// keepAliveOnce sends one keepalive request and waits for its reply; it
+// reports whether the connection is alive (and the Host open).
+func (h *Host) keepAliveOnce(every time.Duration) bool {
+	reply := make(chan error, 1)
+	go func() {
+		_, _, err := h.c.SendRequest("keepalive@openssh.com", true, nil)
+		reply <- err
+	}()
+	wait := time.NewTimer(max(every, 5*time.Second))
+	defer wait.Stop()
+	select {
+	case err := <-reply:
+		if err != nil {
+			h.log.Warn("remote: keepalive failed; the connection is gone", "err", err)
+			return false
 		}
-		reply := make(chan error, 1)
-		go func() {
-			_, _, err := h.c.SendRequest("keepalive@openssh.com", true, nil)
-			reply <- err
-		}()
-		wait := time.NewTimer(max(every, 5*time.Second))
-		select {
-		case err := <-reply:
-			wait.Stop()
-			if err != nil {
-				h.log.Warn("remote: keepalive failed; the connection is gone", "err", err)
-				return
-			}
-		case <-wait.C:
-			h.log.Warn("remote: no keepalive reply; closing the connection", "addr", h.c.RemoteAddr().String())
-			h.c.Close()
-			<-reply
-			return
-		case <-h.closed:
-			wait.Stop()
-			<-reply
-			return
-		}
+		return true
+	case <-wait.C:
+		h.log.Warn("remote: no keepalive reply; closing the connection", "addr", h.c.RemoteAddr().String())
+		h.c.Close()
+		<-reply
+		return false
+	case <-h.closed:
+		<-reply
+		return false
 	}
 }
 
@@ -290,6 +315,11 @@ func (h *Host) Client() *ssh.Client { return h.c }
 func (h *Host) Close() error {
 	h.closeOnce.Do(func() {
 		close(h.closed)
+		h.kaMu.Lock()
+		if h.kaTimer != nil {
+			h.kaTimer.Stop()
+		}
+		h.kaMu.Unlock()
 		// The connection goes first: an SFTP handshake the server never
 		// answers holds sftpMu until its channel ends.
 		if err := h.c.Close(); err != nil && !errors.Is(err, net.ErrClosed) {

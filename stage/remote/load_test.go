@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"os/exec"
@@ -14,6 +15,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"runtime"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
@@ -24,6 +26,7 @@ import (
 
 	"github.com/airlockdev/airlock/internal/sshdtest"
 	"github.com/airlockdev/airlock/internal/treegen"
+	"github.com/airlockdev/airlock/sandbox"
 	"github.com/airlockdev/airlock/stage"
 	"github.com/airlockdev/airlock/stage/remote"
 	"github.com/airlockdev/airlock/stage/remote/remotetest"
@@ -61,12 +64,13 @@ type memPoint struct {
 
 func (p memPoint) mem() uint64 { return p.heap + p.stack }
 
-// readMem measures the process after a GC (gc) or as it is.
+// readMem measures the process after a GC that returns free memory to the
+// OS (gc) or as it is.
 func readMem(t testing.TB, gc bool) memPoint {
 	t.Helper()
 	if gc {
 		runtime.GC()
-		runtime.GC()
+		debug.FreeOSMemory() // a GC that also returns the free pages: RSS as an idle process's
 	}
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
@@ -146,9 +150,25 @@ func runLoad(t *testing.T, srv loadTarget, src string, n int) loadResult {
 	}()
 	// At most 16 handshakes at a time: sshd drops unauthenticated
 	// connections beyond MaxStartups.
+	// The Hosts' warnings (a keepalive that went unanswered) explain a
+	// failed stage.
+	var warnings syncBuffer
+	cfg := srv.cfg
+	cfg.Logger = slog.New(slog.NewTextHandler(&warnings, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	// One machine serving every sandbox can starve a connection of CPU for
+	// longer than a keepalive waits (seen with 200 stages of the standard
+	// tree on 2 shared cores); AIRLOCK_LOAD_KEEPALIVE (a duration)
+	// lengthens it for such a run.
+	if v := os.Getenv("AIRLOCK_LOAD_KEEPALIVE"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			t.Fatalf("AIRLOCK_LOAD_KEEPALIVE=%q: %v", v, err)
+		}
+		cfg.KeepAlive = d
+	}
 	start := time.Now()
 	err := forN(n, 16, func(i int) error {
-		h, err := remote.Dial(t.Context(), srv.addr, srv.cfg)
+		h, err := remote.Dial(t.Context(), srv.addr, cfg)
 		hosts[i] = h
 		return err
 	})
@@ -195,7 +215,7 @@ func runLoad(t *testing.T, srv loadTarget, src string, n int) loadResult {
 	close(stop)
 	sampled.Wait()
 	if err != nil {
-		t.Fatalf("N=%d: concurrent stages: %v", n, err)
+		t.Fatalf("N=%d: concurrent stages after %v: %v\nthe Hosts' warnings:\n%s", n, r.stageWall, err, warnings.String())
 	}
 	if reused.Load() != 0 {
 		t.Fatalf("N=%d: %d stages reused a copy; every root is fresh", n, reused.Load())
@@ -221,6 +241,24 @@ func runLoad(t *testing.T, srv loadTarget, src string, n int) loadResult {
 		t.Errorf("N=%d: %d goroutines after closing every Host, %d before dialing", n, g, r.base.gor)
 	}
 	return r
+}
+
+// syncBuffer is a bytes.Buffer for concurrent writers.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 // forN runs fn(0..n-1) with at most par at a time and returns the first
@@ -486,3 +524,70 @@ func (signerAgent) Remove(ssh.PublicKey) error { return errors.New("signerAgent:
 func (signerAgent) RemoveAll() error           { return errors.New("signerAgent: read-only") }
 func (signerAgent) Lock([]byte) error          { return errors.New("signerAgent: read-only") }
 func (signerAgent) Unlock([]byte) error        { return errors.New("signerAgent: read-only") }
+
+// TestKeepAliveSlowPeerIsAlive: under load a peer reads slowly, and the
+// reply to a keepalive waits behind the data it has yet to read (up to a
+// channel window); a peer that keeps sending (window adjustments) is
+// alive, and the Host must not close the connection. Here the server
+// reads 256 KiB of stdin at 32 KiB/s through a throttling proxy, with a
+// keepalive every 200 ms and 5 s to answer each.
+func TestKeepAliveSlowPeerIsAlive(t *testing.T) {
+	srv := remotetest.NewServer(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	var proxies sync.WaitGroup
+	t.Cleanup(proxies.Wait)
+	proxies.Go(func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		s, err := net.Dial("tcp", srv.Addr())
+		if err != nil {
+			t.Errorf("proxy: %v", err)
+			return
+		}
+		defer s.Close()
+		proxies.Go(func() {
+			_, _ = io.Copy(c, s)
+			c.Close()
+		})
+		buf := make([]byte, 4<<10)
+		for {
+			n, err := c.Read(buf)
+			if n > 0 {
+				if _, werr := s.Write(buf[:n]); werr != nil {
+					return
+				}
+				time.Sleep(time.Duration(n) * time.Second / (32 << 10))
+			}
+			if err != nil {
+				return
+			}
+		}
+	})
+	var warnings syncBuffer
+	cfg := srv.Config()
+	cfg.KeepAlive = 200 * time.Millisecond
+	cfg.Logger = slog.New(slog.NewTextHandler(&warnings, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	h, err := remote.Dial(t.Context(), ln.Addr().String(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	start := time.Now()
+	err = h.Run(t.Context(), sandbox.Command{Script: "cat >/dev/null", Stdin: bytes.NewReader(make([]byte, 256<<10))})
+	if err != nil {
+		t.Fatalf("a slow peer's command failed after %v: %v\nwarnings:\n%s", time.Since(start), err, warnings.String())
+	}
+	if w := warnings.String(); w != "" {
+		t.Fatalf("warnings:\n%s", w)
+	}
+	if d := time.Since(start); d < 6*time.Second {
+		t.Fatalf("the command took %v: the proxy did not hold the keepalive behind the data for longer than the 5 s it has to answer", d)
+	}
+}

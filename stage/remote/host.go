@@ -10,6 +10,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/pkg/sftp"
@@ -59,6 +60,14 @@ type Host struct {
 	sftpMu  sync.Mutex
 	sftpCli *sftp.Client
 
+	// kaTimer sends the next keepalive (nil: keepalives off); kaMu orders
+	// its re-arming and its h.wg.Add against Close.
+	kaMu    sync.Mutex
+	kaTimer *time.Timer
+	// read counts the bytes read from the connection (nil: unknown, for a
+	// client NewHost adopted).
+	read *atomic.Uint64
+
 	closeOnce sync.Once
 	closed    chan struct{}
 	closeErr  error
@@ -94,7 +103,7 @@ func Dial(ctx context.Context, addr string, cfg Config) (*Host, error) {
 	var via *ssh.Client
 	viaAddr := ""
 	for _, j := range cfg.Jumps {
-		c, err := dialHop(ctx, via, viaAddr, j.Addr, j.Config)
+		c, _, err := dialHop(ctx, via, viaAddr, j.Addr, j.Config)
 		if err != nil {
 			closeChain()
 			return nil, err
@@ -102,12 +111,12 @@ func Dial(ctx context.Context, addr string, cfg Config) (*Host, error) {
 		chain = append(chain, c)
 		via, viaAddr = c, withPort(j.Addr)
 	}
-	c, err := dialHop(ctx, via, viaAddr, addr, cfg)
+	c, read, err := dialHop(ctx, via, viaAddr, addr, cfg)
 	if err != nil {
 		closeChain()
 		return nil, err
 	}
-	h, err := NewHost(c, cfg)
+	h, err := newHost(c, cfg, read)
 	if err != nil {
 		c.Close()
 		closeChain()
@@ -143,8 +152,9 @@ func withPort(addr string) string {
 }
 
 // dialHop connects to addr — from this machine, or through via (reached
-// at viaAddr) — and logs in with cfg, under cfg.DialTimeout.
-func dialHop(ctx context.Context, via *ssh.Client, viaAddr, addr string, cfg Config) (*ssh.Client, error) {
+// at viaAddr) — and logs in with cfg, under cfg.DialTimeout. It returns
+// the client and the count of bytes read from its connection.
+func dialHop(ctx context.Context, via *ssh.Client, viaAddr, addr string, cfg Config) (*ssh.Client, *atomic.Uint64, error) {
 	addr = withPort(addr)
 	timeout := cfg.DialTimeout
 	if timeout <= 0 {
@@ -152,10 +162,11 @@ func dialHop(ctx context.Context, via *ssh.Client, viaAddr, addr string, cfg Con
 	}
 	dctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	conn, err := dialConn(dctx, via, viaAddr, addr)
+	raw, err := dialConn(dctx, via, viaAddr, addr)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
+	conn := &countingConn{Conn: raw}
 	// The handshake honours ctx and the timeout through the connection's
 	// deadline (a channel through a hop has none) and, on cancellation, by
 	// closing the connection.
@@ -174,18 +185,32 @@ func dialHop(ctx context.Context, via *ssh.Client, viaAddr, addr string, cfg Con
 		var he *HostKeyError
 		switch {
 		case errors.As(err, &he):
-			return nil, he
+			return nil, nil, he
 		case err == nil || dctx.Err() != nil:
-			return nil, fmt.Errorf("%w: remote: SSH handshake with %s: %w", sandbox.ErrTransport, addr, context.Cause(dctx))
+			return nil, nil, fmt.Errorf("%w: remote: SSH handshake with %s: %w", sandbox.ErrTransport, addr, context.Cause(dctx))
 		case errors.As(err, new(*keyFileError)):
-			return nil, fmt.Errorf("remote: logging in to %s as %q: %w", addr, cfg.User, err)
+			return nil, nil, fmt.Errorf("remote: logging in to %s as %q: %w", addr, cfg.User, err)
 		case strings.Contains(err.Error(), "unable to authenticate"):
-			return nil, fmt.Errorf("remote: %s refused authentication as user %q: %w; check Config.User and Config.Auth (the key must be in the server's authorized_keys)", addr, cfg.User, err)
+			return nil, nil, fmt.Errorf("remote: %s refused authentication as user %q: %w; check Config.User and Config.Auth (the key must be in the server's authorized_keys)", addr, cfg.User, err)
 		}
-		return nil, fmt.Errorf("%w: remote: SSH handshake with %s: %w", sandbox.ErrTransport, addr, err)
+		return nil, nil, fmt.Errorf("%w: remote: SSH handshake with %s: %w", sandbox.ErrTransport, addr, err)
 	}
 	_ = conn.SetDeadline(time.Time{})
-	return ssh.NewClient(cc, chans, reqs), nil
+	return ssh.NewClient(cc, chans, reqs), &conn.read, nil
+}
+
+// countingConn counts the bytes read from its connection: the keepalive's
+// sign that the peer is alive while the reply to a keepalive waits behind
+// the data the peer has yet to read.
+type countingConn struct {
+	net.Conn
+	read atomic.Uint64
+}
+
+func (c *countingConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	c.read.Add(uint64(n))
+	return n, err
 }
 
 // dialConn opens the connection a handshake runs over: TCP from this
@@ -213,10 +238,16 @@ func dialConn(ctx context.Context, via *ssh.Client, viaAddr, addr string) (net.C
 // dialled it): Close closes it. cfg's Auth, HostKeyCallback and Jumps are
 // not used; its KeepAlive, ControlTimeout and Logger are.
 func NewHost(c *ssh.Client, cfg Config) (*Host, error) {
+	return newHost(c, cfg, nil)
+}
+
+// newHost is NewHost with the count of bytes read from c's connection
+// (nil: unknown, as for a client NewHost adopts).
+func newHost(c *ssh.Client, cfg Config, read *atomic.Uint64) (*Host, error) {
 	if c == nil {
 		return nil, errors.New("remote: NewHost: nil *ssh.Client")
 	}
-	h := &Host{c: c, cfg: cfg, log: cfg.Logger, closed: make(chan struct{})}
+	h := &Host{c: c, cfg: cfg, log: cfg.Logger, closed: make(chan struct{}), read: read}
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)
 	}
@@ -230,8 +261,9 @@ func NewHost(c *ssh.Client, cfg Config) (*Host, error) {
 		every = DefaultKeepAlive
 	}
 	if every > 0 {
-		h.wg.Add(1)
-		go h.keepAlive(every)
+		h.kaMu.Lock()
+		h.kaTimer = time.AfterFunc(every, func() { h.keepAlive(every) })
+		h.kaMu.Unlock()
 	}
 	h.wg.Add(1)
 	go func() {
@@ -243,42 +275,83 @@ func NewHost(c *ssh.Client, cfg Config) (*Host, error) {
 }
 
 // keepAlive sends a keepalive request every interval; a peer that does not
-// answer one within the next interval (or 5 s, whichever is longer) is dead:
-// the connection is closed, and every call fails with ErrTransport.
+// answer one within the next interval (or 5 s, whichever is longer) and
+// sends nothing else in that time either is dead: the connection is
+// closed, and every call fails with ErrTransport. (The reply can wait
+// behind the data the peer has yet to read — up to a channel window per
+// session — so a peer that is slow but sending, window adjustments
+// included, is alive, as OpenSSH's ServerAliveInterval counts it.) It runs
+// on a timer (time.AfterFunc, re-armed after each reply), so an idle Host
+// holds no goroutine for it between requests.
 func (h *Host) keepAlive(every time.Duration) {
+	h.kaMu.Lock()
+	select {
+	case <-h.closed:
+		h.kaMu.Unlock()
+		return
+	default:
+	}
+	// Under kaMu, which Close takes after closing h.closed and before
+	// h.wg.Wait: no Add can follow the Wait.
+	h.wg.Add(1)
+	h.kaMu.Unlock()
 	defer h.wg.Done()
-	t := time.NewTicker(every)
-	defer t.Stop()
+	if !h.keepAliveOnce(every) {
+		return
+	}
+	h.kaMu.Lock()
+	select {
+	case <-h.closed:
+	default:
+		h.kaTimer.Reset(every)
+	}
+	h.kaMu.Unlock()
+}
+
+// keepAliveOnce sends one keepalive request and waits for its reply; it
+// reports whether the connection is alive (and the Host open).
+func (h *Host) keepAliveOnce(every time.Duration) bool {
+	reply := make(chan error, 1)
+	go func() {
+		_, _, err := h.c.SendRequest("keepalive@openssh.com", true, nil)
+		reply <- err
+	}()
+	within := max(every, 5*time.Second)
+	wait := time.NewTimer(within)
+	defer wait.Stop()
+	seen := h.readBytes()
 	for {
 		select {
-		case <-h.closed:
-			return
-		case <-t.C:
-		}
-		reply := make(chan error, 1)
-		go func() {
-			_, _, err := h.c.SendRequest("keepalive@openssh.com", true, nil)
-			reply <- err
-		}()
-		wait := time.NewTimer(max(every, 5*time.Second))
-		select {
 		case err := <-reply:
-			wait.Stop()
 			if err != nil {
 				h.log.Warn("remote: keepalive failed; the connection is gone", "err", err)
-				return
+				return false
 			}
+			return true
 		case <-wait.C:
+			if now := h.readBytes(); h.read != nil && now != seen {
+				seen = now // the peer sent something: alive; keep waiting
+				wait.Reset(within)
+				continue
+			}
 			h.log.Warn("remote: no keepalive reply; closing the connection", "addr", h.c.RemoteAddr().String())
 			h.c.Close()
 			<-reply
-			return
+			return false
 		case <-h.closed:
-			wait.Stop()
 			<-reply
-			return
+			return false
 		}
 	}
+}
+
+// readBytes returns how many bytes were read from the connection so far
+// (0 when unknown).
+func (h *Host) readBytes() uint64 {
+	if h.read == nil {
+		return 0
+	}
+	return h.read.Load()
 }
 
 // Client returns the underlying SSH client (for port forwarding, say). The
@@ -290,6 +363,11 @@ func (h *Host) Client() *ssh.Client { return h.c }
 func (h *Host) Close() error {
 	h.closeOnce.Do(func() {
 		close(h.closed)
+		h.kaMu.Lock()
+		if h.kaTimer != nil {
+			h.kaTimer.Stop()
+		}
+		h.kaMu.Unlock()
 		// The connection goes first: an SFTP handshake the server never
 		// answers holds sftpMu until its channel ends.
 		if err := h.c.Close(); err != nil && !errors.Is(err, net.ErrClosed) {

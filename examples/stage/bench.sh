@@ -167,11 +167,18 @@ bench() {
 	done
 }
 
-empty="rm -rf $dst $state && mkdir -p $dst"
+empty="rm -rf $dst $state $state-base && mkdir -p $dst"
 stage_ssh="$work/stage -src $src -to $to$dst/airlock -state $state ${AIRLOCK_SSH:-}"
+# BASE_BIN=path (an examples/stage binary of another commit) is timed too,
+# as "airlock-base", into its own directory and index.
+base=()
+if [[ -n ${BASE_BIN:-} ]]; then
+	base_ssh="$BASE_BIN -src $src -to $to$dst/base -state $state-base ${AIRLOCK_SSH:-}"
+	base=(airlock-base "$base_ssh")
+fi
 
 if [[ $ssh_ok == 1 ]]; then
-	cold=(airlock "$stage_ssh" "tar | ssh tar x" "tar -C $src -cf - . | $SSH bench 'mkdir -p $dst/tar && tar -C $dst/tar -xf -'")
+	cold=(airlock "$stage_ssh" "${base[@]}" "tar | ssh tar x" "tar -C $src -cf - . | $SSH bench 'mkdir -p $dst/tar && tar -C $dst/tar -xf -'")
 	if have rsync; then cold+=("rsync -a -e ssh" "rsync -a -e '$SSH' $src/ bench:$dst/rsync/"); else skip "rsync: not installed"; fi
 	if have scp; then cold+=("scp -r" "scp -q -r -F $s/ssh_config $src bench:$dst/scp"); else skip "scp: not installed"; fi
 	bench ssh-first "" "$empty" "${cold[@]}"
@@ -179,13 +186,14 @@ if [[ $ssh_ok == 1 ]]; then
 	if have rsync; then
 		# The first stage (setup) leaves the sandbox copy and the index record.
 		both="$empty && $stage_ssh >/dev/null && rsync -a -e '$SSH' $src/ bench:$dst/rsync/"
-		bench ssh-unchanged "$both" "" airlock "$stage_ssh" "rsync no-op" "rsync -a -e '$SSH' $src/ bench:$dst/rsync/"
+		[[ -z ${BASE_BIN:-} ]] || both="$both && $base_ssh >/dev/null"
+		bench ssh-unchanged "$both" "" airlock "$stage_ssh" "${base[@]}" "rsync no-op" "rsync -a -e '$SSH' $src/ bench:$dst/rsync/"
 
 		# Each run first rewrites one file (same size, new bytes).
 		one=$src/skill-03/file-005.txt
 		size=$(stat -c %s "$one")
 		change="head -c $size /dev/urandom >$one.new && mv $one.new $one"
-		bench ssh-one-changed "$both" "$change" airlock "$stage_ssh" "rsync" "rsync -a -e '$SSH' $src/ bench:$dst/rsync/"
+		bench ssh-one-changed "$both" "$change" airlock "$stage_ssh" "${base[@]}" "rsync" "rsync -a -e '$SSH' $src/ bench:$dst/rsync/"
 	else
 		skip "the re-stage benchmarks: rsync is not installed"
 	fi

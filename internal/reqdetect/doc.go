@@ -80,6 +80,7 @@
 //
 //   - [feature-gerund] repository work: a product feature that writes the file
 //   - [product-writes] repository work: a product writes the file
+//   - [flag-feature] repository work: a sentence opening with an edit verb names a flag before the file
 //   - [model-noun] input: a model noun phrase holds the file ("a sample in NAME")
 //   - [model-ref] input: named as a model, template, example or earlier version
 //   - [repo-phrase] repository work: its phrase is about a pull request, branch or commit

@@ -22,7 +22,7 @@ var langDE = &langTable{
 	inputs:       "eingaben eingabe eingabedateien kontext hintergrund referenzen quellen unterlagen vorlagen anhänge ausgangslage eingabedaten ausgangsdaten quelldaten materialien",
 	edit:         "anpass* pass…an aktualisier* überarbeit* korrigier* ändere ändern bearbeite behebe beheben repariere fixe fixen ergänze ergänzen überschreib*",
 	naming:       "nenne benenne* nennen", polite: "bitte", repo: "branch zweig test tests regressionstest unittest",
-	bug: "fehler", nounMarks: "der dem des den zur zum", pointers: "sie ihn es diese dieses",
+	bug: "fehler bug", nounMarks: "der dem des den zur zum", pointers: "sie ihn es diese dieses",
 	other:  "weitere* andere* zusätzliche*",
 	toward: "ans",
 }

@@ -12,7 +12,7 @@ var langES = &langTable{
 	negators: "no> nunca> ningún ninguna ninguno sin> nada", fileWords: "archivo archivos",
 	model:      "plantilla modelo ejemplo basado basada basándote mismo misma igual estilo siguiendo",
 	modelNouns: "plantilla modelo ejemplo", destPreps: "como a", namingPreps: "como", sourcePreps: "desde a_partir_de datos_de copia_de",
-	productNouns: "botón boton comando herramienta programa función aplicación servicio opción funcionalidad",
+	productNouns: "botón boton comando herramienta programa función aplicación servicio opción funcionalidad endpoint exportador",
 	featureVerbs: "añade* agrega* implementa* incorpora*",
 	whWords:      "quién qué cuándo cuál cómo dónde ¿cómo ¿qué ¿dónde ¿cuál", perfect: "he has ha hemos han ya",
 	function:     "un los las y con por para una del este esta que aquí el es muy pero tu su sus lo se hay cuando nada también",

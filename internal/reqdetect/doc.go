@@ -47,6 +47,7 @@
 //   - [attempt] an attempt, not an output (its target is, for markDenials to deny)
 //   - [output-prep] output: the object of an output preposition ("into", "as", "called"), whatever the verb
 //   - [existing-mark] input: named as a file that already exists ("the existing NAME")
+//   - [edited-mark] edited in place: named as a file the work changes ("an updated NAME")
 //   - [located-subject] input: the subject of a statement of where it already is ("NAME is in the shared drive")
 //   - [compare-link] input: one side of a comparison ("NAME vs NAME")
 //   - [item-in-place] edited in place: a Deliverables item that says "in place"

@@ -740,9 +740,8 @@ func (r *foreignReading) repoUnit(u *unit) bool {
 	return false
 }
 
-// markStated turns a cue that states what was done into a presented one
-// (foreignPerfect before it, foreignDoneAfter or foreignDoneBefore around
-// it in CJK text): "Ich habe bericht.pdf gestern hochgeladen", "我已经上传了".
+// markStated turns a cue that states what was done into a presented one (foreignPerfect before it, foreignDoneAfter
+// or foreignDoneBefore around it in CJK text): "Ich habe bericht.pdf gestern hochgeladen", "我已经上传了".
 func (r *foreignReading) markStated(u *unit) {
 	aux := -1 // the last perfect auxiliary, while no punctuation follows it
 	k := 0
@@ -827,11 +826,9 @@ func (r *foreignReading) at(i int) []cueHit {
 	return r.hits[r.first[i]:r.first[i+1]]
 }
 
-// negated returns the verb cue a negator at token tok (byte off in a CJK
-// run) reaches, or -1: the nearest after it within negAheadSpan tokens, or
-// else before it within negBehindSpan tokens with no punctuation between; in
-// CJK text the nearest in its run within cjkNegBytes bytes, or in one of the
-// two runs right before ("첨부하지 마세요", "첨부는 하지 마세요").
+// negated returns the verb cue a negator at token tok (byte off in a CJK run) reaches, or -1: the nearest after it
+// within negAheadSpan tokens, or else before it within negBehindSpan tokens with no punctuation between; in CJK text
+// the nearest in its run within cjkNegBytes bytes, or in one of the two runs right before ("첨부하지 마세요", "첨부는 하지 마세요").
 func (r *foreignReading) negated(u *unit, tok, off int) int {
 	if r.cjk[tok] {
 		best, dist := -1, cjkNegBytes+1
@@ -896,9 +893,8 @@ func postpositional(u *unit) bool {
 	})
 }
 
-// governing returns the verb cue that governs the file at token i: the
-// nearest before it in its group and clause, or after it if none is before
-// (the other way round in Japanese and Korean), or -1.
+// governing returns the verb cue that governs the file at token i: the nearest before it in its group and clause, or
+// after it if none is before (the other way round in Japanese and Korean), or -1.
 func (r *foreignReading) governing(i int, after bool) int {
 	same := func(k int) bool {
 		t := r.hits[k].tok
@@ -920,11 +916,9 @@ func (r *foreignReading) governing(i int, after bool) int {
 	return before
 }
 
-// modelAt reports whether the file at i is named as a model, template,
-// example or earlier version (rule 10): a model word within modelSpan tokens
-// before it and no verb cue between ("im gleichen Format wie X", "模板 X"), a
-// modelAfter word right after it ("X と同じ形式で", "X 처럼"), or an "as"
-// word and a model noun after it ("mit X als Vorlage").
+// modelAt reports whether the file at i is named as a model, template, example or earlier version (rule 10): a model
+// word within modelSpan tokens before it and no verb cue between ("im gleichen Format wie X", "模板 X"), a modelAfter
+// word right after it ("X と同じ形式で", "X 처럼"), or an "as" word and a model noun after it ("mit X als Vorlage").
 func (r *foreignReading) modelAt(u *unit, i int) bool {
 	for k := i - 1; k >= 0 && k >= i-modelSpan; k-- {
 		t := u.toks[k]
@@ -994,9 +988,8 @@ func bugLabel(u *unit) bool {
 	return false
 }
 
-// productWord reports whether a Latin word, a part of it between hyphens,
-// or the end of a compound, is a product noun ("Export-Button",
-// "Rechnungsexport", "exportknop").
+// productWord reports whether a Latin word, a part of it between hyphens, or the end of a compound, is a product noun
+// ("Export-Button", "Rechnungsexport", "exportknop").
 func productWord(w string) bool {
 	for part := range strings.SplitSeq(foldWord(w), "-") {
 		if inList(part, &foreignProductNouns) {
@@ -1013,9 +1006,8 @@ func productWord(w string) bool {
 
 func (r *foreignReading) verbTok(k int) bool { return len(r.at(k)) > 0 }
 
-// destAt reports whether the file at i is a destination: right after a
-// destination word ("als X", "整理成 X") or, in Japanese and Korean, right
-// before a particle of destination ("X로", "Xに").
+// destAt reports whether the file at i is a destination: right after a destination word ("als X", "整理成 X") or, in
+// Japanese and Korean, right before a particle of destination ("X로", "Xに").
 func (r *foreignReading) destAt(u *unit, i int) bool { return r.destBy(u, i, &foreignDestPreps) }
 
 func (r *foreignReading) destBy(u *unit, i int, preps *[]string) bool {
@@ -1044,10 +1036,9 @@ func around(u *unit, i int) (int, int) {
 
 var nameQuoteMarks = []string{"`", `"`, "'", "“", "”", "‘", "’", "「", "」", "『", "』"}
 
-// sourceAt reports whether the file at i is a source the work reads: after
-// a source word ("aus daten.csv", "从 data.csv"), before a CJK source
-// particle ("data.csvから"), or followed by a destination word and another
-// file ("exportiere daten.csv als daten.xlsx").
+// sourceAt reports whether the file at i is a source the work reads: after a source word ("aus daten.csv", "从
+// data.csv"), before a CJK source particle ("data.csvから"), or followed by a destination word and another file
+// ("exportiere daten.csv als daten.xlsx").
 func (r *foreignReading) sourceAt(u *unit, i int) bool {
 	p, n := around(u, i)
 	switch {
@@ -1068,11 +1059,9 @@ func (r *foreignReading) sourceAt(u *unit, i int) bool {
 		slices.ContainsFunc(foreignDestPreps, func(d string) bool { return r.words[n] == d || r.cjk[n] && strings.HasSuffix(u.toks[n].low, d) })
 }
 
-// productSubject reports whether the cue hits[g] governing the file at i
-// has a product as its subject (rule 11): a product noun at most
-// productSubjectSpan tokens before the cue ("Der Export schreibt …"), or in
-// CJK text in the cue's run before it or in the run right before the file
-// ("导出功能生成的").
+// productSubject reports whether the cue hits[g] governing the file at i has a product as its subject (rule 11): a
+// product noun at most productSubjectSpan tokens before the cue ("Der Export schreibt …"), or in CJK text in the
+// cue's run before it or in the run right before the file ("导出功能生成的").
 func (r *foreignReading) productSubject(u *unit, g, i int) bool {
 	h := r.hits[g]
 	if r.cjk[h.tok] {

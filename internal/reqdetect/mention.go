@@ -146,7 +146,9 @@ var mentionRules = []mentionRule{
 				c.verb == verbInput && digestVerbs[c.verbLemma()])
 		}, nil},
 	{rule{"existing-mark", `input: named as a file that already exists ("the existing NAME")`}, roleInput, spanVerb, sayNone,
-		func(c *mentionCtx) bool { return c.unverbed() && existingAt(c.toks, c.i) }, nil},
+		func(c *mentionCtx) bool { return c.unverbed() && markedAt(c.toks, c.i, existingMarks) }, nil},
+	{rule{"edited-mark", `edited in place: named as a file the work changes ("an updated NAME")`}, roleEdit, spanVerb, sayNone,
+		func(c *mentionCtx) bool { return c.unverbed() && markedAt(c.toks, c.i, editedMarks) }, nil},
 	{rule{"located-subject", `input: the subject of a statement of where it already is ("NAME is in the shared drive")`}, roleInput, spanVerb, sayNone,
 		func(c *mentionCtx) bool { return c.unverbed() && locatedSubject(c.u, c.i, c.p.end) }, (*mentionCtx).markExisting},
 	{rule{"compare-link", `input: one side of a comparison ("NAME vs NAME")`}, roleInput, spanVerb, sayNone,

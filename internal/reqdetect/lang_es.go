@@ -18,7 +18,7 @@ var langES = &langTable{
 	function:     "un los las y con por para una del este esta que aquí el es muy pero tu su sus lo se hay cuando nada también",
 	deliverables: "entregables entregable archivos_de_salida resultados_esperados a_entregar",
 	inputs:       "entradas archivos_de_entrada contexto antecedentes referencias fuentes adjuntos situación datos_de_entrada materiales",
-	edit:         "actualiza* corrige* modifica* ajusta* arregla* edita* repara* cambia*",
+	edit:         "actualiza* corrige* corrección correcciones modifica* ajusta* arregla* edita* repara* cambia*",
 	naming:       "llama* llámalo llámala nombra* titula*", polite: "por_favor porfa", repo: "rama prueba pruebas test",
 	bug: "error", nounMarks: "del", pointers: "este esta", clitics: "lo la los las",
 	other:  "otro* otra* adicional*",

@@ -223,7 +223,7 @@ func resolvePronouns(units []*unit) {
 	}
 	for ui, u := range units {
 		for pi, p := range u.phrases {
-			deliver := (p.attach || p.send || p.marker) && !p.denied
+			deliver := (p.attach || p.send && !p.repo || p.marker) && !p.denied // "ship it as a pull request" is repository work
 			repoRef := (p.repoVerb || p.repo) && !p.negated
 			inlineRef := (p.inline || hasWord(u, p, replyPlaces)) && !deliver && !p.negated && hasVerb(u, p, showVerbs, true) // "show it to me inline"
 			makeRef := !p.negated && !p.inline && !p.anaphor && hasVerb(u, p, makingVerbs, false)                             // "if not, create it"

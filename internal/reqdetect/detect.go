@@ -59,13 +59,15 @@ func (r Reason) String() string {
 // compares them as written ("./out.json" and "out.json" are two names).
 func Detect(objective string) Result {
 	units := readUnits(objective)
+	bug := false // a bug label ("## Bug: …") came before: the statements below it are about the product (rule 11)
 	for _, u := range units {
 		u.src = objective
 		if u.lead != nil && requestsList(u.lead) {
 			u.item, u.listed = true, true
 		}
 		analyze(u)
-		readForeign(u)
+		bug = bug || bugLabel(u)
+		readForeign(u, bug)
 		if u.inputs {
 			listedInputs(u)
 		}

@@ -47,6 +47,7 @@
 //   - [attempt] an attempt, not an output (its target is, for markDenials to deny)
 //   - [output-prep] output: the object of an output preposition ("into", "as", "called"), whatever the verb
 //   - [existing-mark] input: named as a file that already exists ("the existing NAME")
+//   - [edited-mark] edited in place: named as a file the work changes ("an updated NAME")
 //   - [located-subject] input: the subject of a statement of where it already is ("NAME is in the shared drive")
 //   - [compare-link] input: one side of a comparison ("NAME vs NAME")
 //   - [item-in-place] edited in place: a Deliverables item that says "in place"
@@ -80,6 +81,7 @@
 //
 //   - [feature-gerund] repository work: a product feature that writes the file
 //   - [product-writes] repository work: a product writes the file
+//   - [flag-feature] repository work: a sentence opening with an edit verb names a flag before the file
 //   - [model-noun] input: a model noun phrase holds the file ("a sample in NAME")
 //   - [model-ref] input: named as a model, template, example or earlier version
 //   - [repo-phrase] repository work: its phrase is about a pull request, branch or commit

@@ -20,9 +20,9 @@ var langDE = &langTable{
 	function:     "der das und ist mit für von dem des ein eine einen bitte sie ihn ihm als auf nicht dieses diese dieser zum zur ich du wir ihr es den im vom bei aus nach wird werden kann soll muss auch noch nur oder aber wenn dass",
 	deliverables: "erwartete_ergebnisse ergebnisse ergebnis lieferumfang liefergegenstände ausgabedateien zu_liefern abgaben abgabe liefergegenstand",
 	inputs:       "eingaben eingabe eingabedateien kontext hintergrund referenzen quellen unterlagen vorlagen anhänge ausgangslage eingabedaten ausgangsdaten quelldaten materialien",
-	edit:         "anpass* pass…an aktualisier* überarbeit* korrigier* ändere ändern bearbeite behebe beheben repariere fixe fixen ergänze ergänzen überschreib*",
+	edit:         "anpass* korrektur* pass…an aktualisier* überarbeit* korrigier* ändere ändern bearbeite behebe beheben repariere fixe fixen ergänze ergänzen überschreib*",
 	naming:       "nenne benenne* nennen", polite: "bitte", repo: "branch zweig test tests regressionstest unittest",
-	bug: "fehler", nounMarks: "der dem des den zur zum", pointers: "sie ihn es diese dieses",
+	bug: "fehler bug", nounMarks: "der dem des den zur zum", pointers: "sie ihn es diese dieses",
 	other:  "weitere* andere* zusätzliche*",
 	toward: "ans",
 }

@@ -18,7 +18,7 @@ var langFR = &langTable{
 	function:     "la les un une du au aux à pour avec dans sur cette merci ne pas le des est je tu vous nous ce ces mais très",
 	deliverables: "livrables livrable fichiers_de_sortie résultats_attendus à_livrer",
 	inputs:       "entrées entrée fichiers_d'entrée contexte références sources documents_fournis pièces_jointes situation données_d'entrée documents_de_référence",
-	edit:         "corrige* modifie* mettre…jour mets…jour mettez…jour actualise* ajuste* répare* retouche* adapte*",
+	edit:         "corrige* correction* modifie* mettre…jour mets…jour mettez…jour actualise* ajuste* répare* retouche* adapte*",
 	naming:       "appelle* nomme* intitule*", polite: "merci svp s'il_vous_plaît", repo: "branche test tests",
 	bug: "anomalie", nounMarks: "du des", pointers: "ce cette", clitics: "-le -la -les",
 	other:  "autre* supplémentaire*",

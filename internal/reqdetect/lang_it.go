@@ -18,7 +18,7 @@ var langIT = &langTable{
 	function:     "un una il gli di della questo questa che nel nella lo non sono è anche dei delle degli alla sul sulla ci",
 	deliverables: "consegne consegna file_di_output risultati_attesi da_consegnare",
 	inputs:       "file_di_input contesto riferimenti fonti allegati premessa situazione dati_di_input materiali",
-	edit:         "aggiorna* correggi* correggere modifica* sistema* aggiusta* ritocca* adatta*",
+	edit:         "aggiorna* correggi* correzion* correggere modifica* sistema* aggiusta* ritocca* adatta*",
 	naming:       "chiama* chiamala chiamalo nomina* intitola*", polite: "per_favore grazie", repo: "ramo test",
 	bug: "errore", nounMarks: "di del della dei delle degli", pointers: "questo questa", clitics: "lo la",
 	other:  "altr* aggiuntiv*",

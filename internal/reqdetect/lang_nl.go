@@ -18,7 +18,7 @@ var langNL = &langTable{
 	function:     "het een en voor dit deze naar niet van op te ook maar dat je wij ik jij bij om aan",
 	deliverables: "opleveringen oplevering uitvoerbestanden op_te_leveren opleveren deliverable",
 	inputs:       "invoer invoerbestanden achtergrond referenties bronnen bijlagen situatie achtergrondinformatie invoergegevens",
-	edit:         "pas…aan aanpassen werk…bij bijwerken wijzig* corrigeer* repareer* herstel*", naming: "noem* geef…naam",
+	edit:         "pas…aan correctie* aanpassen werk…bij bijwerken wijzig* corrigeer* repareer* herstel*", naming: "noem* geef…naam",
 	polite: "graag alsjeblieft alstublieft", repo: "branch tak test tests regressietest", bug: "fout", nounMarks: "van",
 	pointers: "dit deze",
 	other:    "andere extra verdere",

@@ -17,7 +17,7 @@ var langPT = &langTable{
 	function:     "os uma da dos das em não favor ao como na nos nas um é você seu sua pelo pela também quando mas",
 	deliverables: "entregáveis entregável entregas arquivos_de_saída",
 	inputs:       "arquivos_de_entrada referências fontes anexos contexto situação dados_de_entrada materiais_de_apoio",
-	edit:         "atualiz* corrij* corrig* modifique* modifica* ajust* edite* edita* conserte*",
+	edit:         "atualiz* corrij* corrig* correção correções modifique* modifica* ajust* edite* edita* conserte*",
 	naming:       "chame chame-o chame-a chamar chama nomeie* nomeia* intitule*", polite: "por_favor favor", repo: "branch teste testes",
 	bug: "erro", nounMarks: "do dos", pointers: "este esta", clitics: "-o -a -os -as",
 	other:  "outro* outra* adiciona*",

@@ -9,20 +9,16 @@ import (
 
 // Rule 9: tasks written in other languages.
 
-// langTable holds the cue words of one language (lang_xx.go), one field a
-// role, words separated by spaces: "_" for a space inside a label, "*" ends a
-// stem ("exportier*"), "…" joins a separable verb's head to the particle that
-// must follow it ("voeg…bij"), ">" marks a negator that reaches only ahead
-// ("no>"). Latin words match folded (foldWord), past an elided article
-// ("l'export") and before clitics ("exporte-le"); a CJK cue matches anywhere
-// in a run of CJK text. Adding a language is adding a table to langTables and
-// cases to testdata/requested-files.jsonl.
+// langTable holds the cue words of one language (lang_xx.go), one field a role, words separated by spaces: "_" for a
+// space inside a label, "*" ends a stem ("exportier*"), "…" joins a separable verb's head to the particle that must
+// follow it ("voeg…bij"), ">" marks a negator that reaches only ahead ("no>"). Latin words match folded (foldWord),
+// past an elided article ("l'export") and before clitics ("exporte-le"); a CJK cue matches anywhere in a run of CJK
+// text. Adding a language is adding a table to langTables and cases to testdata/requested-files.jsonl.
 type langTable struct {
 	code, name string
-	// Verb cues by role: given with the task ("anbei"), attachment nouns
-	// ("Anhang"), delivery ("hänge an"), send ("schick"), making
-	// ("erstelle"), converting, reading and running ("lies"), answering in
-	// text ("antworte"), editing in place ("korrigiere"), naming ("nenne").
+	// Verb cues by role: given with the task ("anbei"), attachment nouns ("Anhang"), delivery ("hänge an"), send
+	// ("schick"), making ("erstelle"), converting, reading and running ("lies"), answering in text ("antworte"),
+	// editing in place ("korrigiere"), naming ("nenne").
 	presented, attach, delivery, send, output, transform, input, reply, edit, naming string
 	// The reply as a place ("hier"), negators ("nicht"), file nouns
 	// ("Datei"), polite markers ("bitte").
@@ -42,10 +38,9 @@ type langTable struct {
 	// Function words tell the language; the labels of outputs ("Ergebnis")
 	// and inputs ("Kontext").
 	function, deliverables, inputs string
-	// Pointers back to a file ("sie", "このファイル"), clitics on a verb
-	// ("adjúntalo"; with "-", after a hyphen only: "envoie-le"), words that
-	// make the cue after them a noun ("di consegna"), and words for other
-	// files ("keine weiteren Dateien").
+	// Pointers back to a file ("sie", "このファイル"), clitics on a verb ("adjúntalo"; with "-", after a hyphen only:
+	// "envoie-le"), words that make the cue after them a noun ("di consegna"), and words for other files ("keine
+	// weiteren Dateien").
 	pointers, clitics, nounMarks, other string
 	// toward words after a presented form say where it is to go ("ao").
 	toward   string
@@ -245,10 +240,9 @@ func isForeign(u *unit) bool {
 	return false
 }
 
-// unitLang returns the table of the language u is written in, or nil when
-// its function words do not tell: by script in CJK text (kana Japanese,
-// hangul Korean, else Chinese), else the table with the most function words,
-// at least langMin and more than any other.
+// unitLang returns the table of the language u is written in, or nil when its function words do not tell: by script
+// in CJK text (kana Japanese, hangul Korean, else Chinese), else the table with the most function words, at least
+// langMin and more than any other.
 func unitLang(u *unit) *langTable {
 	count := make([]int, len(langTables))
 	han := false
@@ -305,9 +299,8 @@ var accentFolds = map[rune]rune{
 	'ù': 'u', 'û': 'u', 'ü': 'u', 'ç': 'c', 'ñ': 'n', '’': '\'',
 }
 
-// latinIndex holds each list's Latin cues for look-up: the exact words in a
-// set, the stems by their first stemKey bytes; cjkCues its CJK cues by
-// their first rune.
+// latinIndex holds each list's Latin cues for look-up: the exact words in a set, the stems by their first stemKey
+// bytes; cjkCues its CJK cues by their first rune.
 var (
 	latinIndex = map[*[]string]*cueIndex{}
 	cjkCues    = map[*[]string]map[rune][]string{}
@@ -439,20 +432,16 @@ type foreignReading struct {
 	hits  []cueHit   // verb cues, in text order
 	cjk   []bool     // token holds CJK text
 	words []string   // each word token folded ("" for others)
-	// first[i] is the index in hits of the first cue at token i or after
-	// it: the cues of token i are hits[first[i]:first[i+1]]. Every look-up
-	// reads through it, so the reading stays linear.
+	// first[i] is the index in hits of the first cue at token i or after it: the cues of token i are
+	// hits[first[i]:first[i+1]]. Every look-up reads through it, so the reading stays linear.
 	first []int
-	// inlineN[i] counts the inline markers at token i or after it;
-	// deliverFrom[i] says whether a delivery cue, not negated, stands there;
-	// fileWordFrom[i] is the first file noun at or after token i in its
-	// clause, or -1.
+	// inlineN[i] counts the inline markers at token i or after it; deliverFrom[i] says whether a delivery cue, not
+	// negated, stands there; fileWordFrom[i] is the first file noun at or after token i in its clause, or -1.
 	inlineN                     []int
 	deliverFrom, negDeliverFrom []bool
 	fileWordFrom                []int
-	// group[i] is the open parenthesis token i stands in, or -1; clause[i]
-	// counts the ";" before it: a verb governs a file of its own group and
-	// clause only ("- note.pdf (ne pas créer de brouillon.docx)").
+	// group[i] is the open parenthesis token i stands in, or -1; clause[i] counts the ";" before it: a verb governs a
+	// file of its own group and clause only ("- note.pdf (ne pas créer de brouillon.docx)").
 	group, clause []int
 	// product[k] says hits[k] is a product's verb, names a product or
 	// takes repository work as object ("Der Export schreibt", "提交 PR").
@@ -542,10 +531,9 @@ func scan(u *unit) *foreignReading {
 			r.hits = append(r.hits, cueHit{tok: i, class: c})
 		}
 	}
-	// An attachment noun beside another verb cue, or in a Deliverables
-	// item, is a delivery marker ("als Anhang schicken"); alone it presents
-	// what the task brings ("Im Anhang findest du daten.csv"). So is a
-	// presented form in an item ("hier ans Ticket angehängt").
+	// An attachment noun beside another verb cue, or in a Deliverables item, is a delivery marker ("als Anhang
+	// schicken"); alone it presents what the task brings ("Im Anhang findest du daten.csv"). So is a presented form
+	// in an item ("hier ans Ticket angehängt").
 	other := u.item || slices.ContainsFunc(r.hits, func(h cueHit) bool { return h.class.makes() })
 	named := slices.ContainsFunc(u.toks, func(t token) bool { return t.kind == tokFile })
 	for k := range r.hits {
@@ -627,9 +615,8 @@ func (r *foreignReading) inlineAt(u *unit, i int) bool {
 	return r.cjk[i] && r.in(u, i, &foreignInline) || !r.cjk[i] && r.inL(r.words[i], inls, &foreignInline)
 }
 
-// quoted reports whether the text right before byte off of token i opens a
-// quotation: a cue there names a button or a menu ("klik op 'Exporteer
-// facturen'", "「匯出對帳單」"), it asks for nothing.
+// quoted reports whether the text right before byte off of token i opens a quotation: a cue there names a button or a
+// menu ("klik op 'Exporteer facturen'", "「匯出對帳單」"), it asks for nothing.
 func quoted(u *unit, i, off int) bool {
 	p := u.toks[i].pos + off
 	if p <= 0 || p > len(u.src) {
@@ -642,9 +629,8 @@ func quoted(u *unit, i, off int) bool {
 // typoMin is the shortest word read as a typo of a cue.
 const typoMin, typoTail = 7, 2
 
-// typoCue returns the class of the delivery, send or output cue the folded
-// word w is one typo away from (a letter dropped, added, changed, or two
-// swapped), or cueNone; w's start is compared with a stem.
+// typoCue returns the class of the delivery, send or output cue the folded word w is one typo away from (a letter
+// dropped, added, changed, or two swapped), or cueNone; w's start is compared with a stem.
 func typoCue(w string) cueClass {
 	for _, c := range foreignCueClasses[5:8] {
 		for _, cue := range *c.words {
@@ -665,9 +651,8 @@ func typoCue(w string) cueClass {
 	return cueNone
 }
 
-// oneTypo reports whether a and b differ by one edit or one swap of
-// neighbouring letters before their last typoTail letters, where an
-// inflection ending differs ("escreve", "escreva").
+// oneTypo reports whether a and b differ by one edit or one swap of neighbouring letters before their last typoTail
+// letters, where an inflection ending differs ("escreve", "escreva").
 func oneTypo(a, b string) bool {
 	if len(a) < len(b) {
 		a, b = b, a
@@ -704,10 +689,9 @@ func (r *foreignReading) repoObject(u *unit, h cueHit) bool {
 	return false
 }
 
-// refersBack reports whether the delivery cue h refers back to a file named
-// before: a pointer right after it or a clitic on it ("Envoie-le-moi",
-// "adjúntalo", "hänge sie an", "このファイルを送って"), in a unit that names no
-// file and makes nothing else.
+// refersBack reports whether the delivery cue h refers back to a file named before: a pointer right after it or a
+// clitic on it ("Envoie-le-moi", "adjúntalo", "hänge sie an", "このファイルを送って"), in a unit that names no file and makes
+// nothing else.
 func (r *foreignReading) refersBack(u *unit, h cueHit) bool {
 	if len(u.phrases) == 0 || slices.ContainsFunc(u.phrases, func(p *phrase) bool { return len(p.mentions) > 0 }) ||
 		slices.ContainsFunc(r.hits, func(o cueHit) bool { return o.class >= cueOutput && o.class <= cueNaming }) {
@@ -756,9 +740,8 @@ func (r *foreignReading) repoUnit(u *unit) bool {
 	return false
 }
 
-// markStated turns a cue that states what was done into a presented one
-// (foreignPerfect before it, foreignDoneAfter or foreignDoneBefore around
-// it in CJK text): "Ich habe bericht.pdf gestern hochgeladen", "我已经上传了".
+// markStated turns a cue that states what was done into a presented one (foreignPerfect before it, foreignDoneAfter
+// or foreignDoneBefore around it in CJK text): "Ich habe bericht.pdf gestern hochgeladen", "我已经上传了".
 func (r *foreignReading) markStated(u *unit) {
 	aux := -1 // the last perfect auxiliary, while no punctuation follows it
 	k := 0
@@ -843,11 +826,9 @@ func (r *foreignReading) at(i int) []cueHit {
 	return r.hits[r.first[i]:r.first[i+1]]
 }
 
-// negated returns the verb cue a negator at token tok (byte off in a CJK
-// run) reaches, or -1: the nearest after it within negAheadSpan tokens, or
-// else before it within negBehindSpan tokens with no punctuation between; in
-// CJK text the nearest in its run within cjkNegBytes bytes, or in one of the
-// two runs right before ("첨부하지 마세요", "첨부는 하지 마세요").
+// negated returns the verb cue a negator at token tok (byte off in a CJK run) reaches, or -1: the nearest after it
+// within negAheadSpan tokens, or else before it within negBehindSpan tokens with no punctuation between; in CJK text
+// the nearest in its run within cjkNegBytes bytes, or in one of the two runs right before ("첨부하지 마세요", "첨부는 하지 마세요").
 func (r *foreignReading) negated(u *unit, tok, off int) int {
 	if r.cjk[tok] {
 		best, dist := -1, cjkNegBytes+1
@@ -912,9 +893,8 @@ func postpositional(u *unit) bool {
 	})
 }
 
-// governing returns the verb cue that governs the file at token i: the
-// nearest before it in its group and clause, or after it if none is before
-// (the other way round in Japanese and Korean), or -1.
+// governing returns the verb cue that governs the file at token i: the nearest before it in its group and clause, or
+// after it if none is before (the other way round in Japanese and Korean), or -1.
 func (r *foreignReading) governing(i int, after bool) int {
 	same := func(k int) bool {
 		t := r.hits[k].tok
@@ -936,11 +916,9 @@ func (r *foreignReading) governing(i int, after bool) int {
 	return before
 }
 
-// modelAt reports whether the file at i is named as a model, template,
-// example or earlier version (rule 10): a model word within modelSpan tokens
-// before it and no verb cue between ("im gleichen Format wie X", "模板 X"), a
-// modelAfter word right after it ("X と同じ形式で", "X 처럼"), or an "as"
-// word and a model noun after it ("mit X als Vorlage").
+// modelAt reports whether the file at i is named as a model, template, example or earlier version (rule 10): a model
+// word within modelSpan tokens before it and no verb cue between ("im gleichen Format wie X", "模板 X"), a modelAfter
+// word right after it ("X と同じ形式で", "X 처럼"), or an "as" word and a model noun after it ("mit X als Vorlage").
 func (r *foreignReading) modelAt(u *unit, i int) bool {
 	for k := i - 1; k >= 0 && k >= i-modelSpan; k-- {
 		t := u.toks[k]
@@ -974,10 +952,8 @@ func (r *foreignReading) modelAt(u *unit, i int) bool {
 	return false
 }
 
-// featureUnit reports whether u asks to build a product feature (a feature
-// verb and a product noun in it) or reports a bug (it opens with a bug label:
-// "Bug:", "**Bug** :", "버그 리포트:"): the files the product writes are
-// repository work (rule 11).
+// featureUnit reports whether u asks to build a product feature (a feature verb and a product noun
+// in it, or a command-line flag): the files the product writes are repository work (rule 11).
 func (r *foreignReading) featureUnit(u *unit) bool {
 	verb, noun := false, false
 	for i, t := range u.toks {
@@ -988,25 +964,32 @@ func (r *foreignReading) featureUnit(u *unit) bool {
 		}
 		verb = verb || inList(r.words[i], &foreignFeatureVerbs)
 		noun = noun || productWord(t.text)
-		if strings.HasPrefix(t.text, "--") && len(t.text) > 2 {
+		if isFlag(t) {
 			return true // a command-line flag: the sentence is about the product ("quando for passada a flag --excel")
 		}
 	}
+	return verb && noun || bugLabel(u)
+}
+
+func isFlag(t token) bool { return strings.HasPrefix(t.text, "--") && len(t.text) > 2 } // a command-line flag
+
+// bugLabel reports whether u opens with a bug label ("Bug:", "**Bug** :", "버그 리포트:", "## 不具合: …"): Detect
+// reads the units from there on as a bug report, whose files the product writes (rule 11).
+func bugLabel(u *unit) bool {
 	for i := 0; i < len(u.toks) && i < 3; i++ {
 		t := u.toks[i]
 		if t.punct(":", "：") {
 			break
 		}
-		if t.kind != tokPunct && (r.cjk[i] && len(cjkIndex(t.low, &foreignBug)) > 0 || inList(foldWord(t.text), &foreignBug)) {
+		if t.kind != tokPunct && (strings.ContainsFunc(t.text, isCJK) && len(cjkIndex(t.low, &foreignBug)) > 0 || inList(foldWord(t.text), &foreignBug)) {
 			return strings.ContainsAny(u.src[t.pos:min(len(u.src), u.toks[len(u.toks)-1].pos)], ":：")
 		}
 	}
-	return verb && noun
+	return false
 }
 
-// productWord reports whether a Latin word, a part of it between hyphens,
-// or the end of a compound, is a product noun ("Export-Button",
-// "Rechnungsexport", "exportknop").
+// productWord reports whether a Latin word, a part of it between hyphens, or the end of a compound, is a product noun
+// ("Export-Button", "Rechnungsexport", "exportknop").
 func productWord(w string) bool {
 	for part := range strings.SplitSeq(foldWord(w), "-") {
 		if inList(part, &foreignProductNouns) {
@@ -1023,9 +1006,8 @@ func productWord(w string) bool {
 
 func (r *foreignReading) verbTok(k int) bool { return len(r.at(k)) > 0 }
 
-// destAt reports whether the file at i is a destination: right after a
-// destination word ("als X", "整理成 X") or, in Japanese and Korean, right
-// before a particle of destination ("X로", "Xに").
+// destAt reports whether the file at i is a destination: right after a destination word ("als X", "整理成 X") or, in
+// Japanese and Korean, right before a particle of destination ("X로", "Xに").
 func (r *foreignReading) destAt(u *unit, i int) bool { return r.destBy(u, i, &foreignDestPreps) }
 
 func (r *foreignReading) destBy(u *unit, i int, preps *[]string) bool {
@@ -1054,10 +1036,9 @@ func around(u *unit, i int) (int, int) {
 
 var nameQuoteMarks = []string{"`", `"`, "'", "“", "”", "‘", "’", "「", "」", "『", "』"}
 
-// sourceAt reports whether the file at i is a source the work reads: after
-// a source word ("aus daten.csv", "从 data.csv"), before a CJK source
-// particle ("data.csvから"), or followed by a destination word and another
-// file ("exportiere daten.csv als daten.xlsx").
+// sourceAt reports whether the file at i is a source the work reads: after a source word ("aus daten.csv", "从
+// data.csv"), before a CJK source particle ("data.csvから"), or followed by a destination word and another file
+// ("exportiere daten.csv als daten.xlsx").
 func (r *foreignReading) sourceAt(u *unit, i int) bool {
 	p, n := around(u, i)
 	switch {
@@ -1078,11 +1059,9 @@ func (r *foreignReading) sourceAt(u *unit, i int) bool {
 		slices.ContainsFunc(foreignDestPreps, func(d string) bool { return r.words[n] == d || r.cjk[n] && strings.HasSuffix(u.toks[n].low, d) })
 }
 
-// productSubject reports whether the cue hits[g] governing the file at i
-// has a product as its subject (rule 11): a product noun at most
-// productSubjectSpan tokens before the cue ("Der Export schreibt …"), or in
-// CJK text in the cue's run before it or in the run right before the file
-// ("导出功能生成的").
+// productSubject reports whether the cue hits[g] governing the file at i has a product as its subject (rule 11): a
+// product noun at most productSubjectSpan tokens before the cue ("Der Export schreibt …"), or in CJK text in the
+// cue's run before it or in the run right before the file ("导出功能生成的").
 func (r *foreignReading) productSubject(u *unit, g, i int) bool {
 	h := r.hits[g]
 	if r.cjk[h.tok] {
@@ -1355,12 +1334,12 @@ func (c *foreignCtx) apply(row *foreignRule, a, b int) {
 // its role from foreignRules and foreignMarks; a delivery cue, not negated,
 // asks for a file by itself, and so does an output or transform cue before
 // a file noun or format outside an inline phrase.
-func readForeign(u *unit) {
+func readForeign(u *unit, bug bool) {
 	if !isForeign(u) {
 		return
 	}
 	r := scan(u)
-	r.feature = r.featureUnit(u)
+	r.feature = r.featureUnit(u) || bug && !r.polite(u) && !r.imperative(u)
 	u.question = u.question || r.question(u)
 	if u.qualifier < 0 {
 		u.qualifier = r.qualifierAt(u)

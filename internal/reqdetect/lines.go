@@ -157,9 +157,13 @@ var inputHeading = rule{"input-heading", "input: listed under a heading or label
 // listedInputs makes the files of a unit under an input heading or label
 // that no verb made outputs inputs the text presents (rule 10).
 func listedInputs(u *unit) {
+	// A statement there ("Ops asks for the report as a file") asks for nothing; an imperative, polite or labelled line may.
+	asks := u.verbAt(0) || u.toks[0].is(politeWords...) || slices.ContainsFunc(u.toks[:min(3, len(u.toks))], func(t token) bool { return t.punct(":") })
 	for _, p := range u.phrases {
+		p.signal = p.signal && (asks || p.delivered)
 		for _, m := range p.mentions {
-			if m.role == roleNone || m.role == roleOutput && m.verb < 0 && !m.delivery {
+			label := m.verb >= 0 && m.verb+1 < m.tok && u.toks[m.verb+1].punct(":") // "Draft: `x.docx`", "Old output: `y.csv`"
+			if m.role == roleNone || m.role == roleOutput && (m.verb < 0 || label) && !m.delivery {
 				m.role, m.existing = roleInput, true
 				m.decide(u, inputHeading, "", m.tok, m.tok)
 			}

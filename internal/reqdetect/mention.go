@@ -1,5 +1,7 @@
 package reqdetect
 
+import "slices"
+
 // mentionCtx is what the mention rules read about the file at toks[i].
 type mentionCtx struct {
 	u                                 *unit
@@ -144,7 +146,9 @@ var mentionRules = []mentionRule{
 				c.verb == verbInput && digestVerbs[c.verbLemma()])
 		}, nil},
 	{rule{"existing-mark", `input: named as a file that already exists ("the existing NAME")`}, roleInput, spanVerb, sayNone,
-		func(c *mentionCtx) bool { return c.unverbed() && existingAt(c.toks, c.i) }, nil},
+		func(c *mentionCtx) bool { return c.unverbed() && markedAt(c.toks, c.i, existingMarks) }, nil},
+	{rule{"edited-mark", `edited in place: named as a file the work changes ("an updated NAME")`}, roleEdit, spanVerb, sayNone,
+		func(c *mentionCtx) bool { return c.unverbed() && markedAt(c.toks, c.i, editedMarks) }, nil},
 	{rule{"located-subject", `input: the subject of a statement of where it already is ("NAME is in the shared drive")`}, roleInput, spanVerb, sayNone,
 		func(c *mentionCtx) bool { return c.unverbed() && locatedSubject(c.u, c.i, c.p.end) }, (*mentionCtx).markExisting},
 	{rule{"compare-link", `input: one side of a comparison ("NAME vs NAME")`}, roleInput, spanVerb, sayNone,
@@ -213,6 +217,11 @@ var mentionOverrides = []mentionRule{
 	// "Make the CLI save output.json by default" (rule 11).
 	{rule{"product-writes", "repository work: a product writes the file"}, roleRepo, spanPair, sayPair,
 		func(c *mentionCtx) bool { return c.output() && !c.u.item && c.verbBefore() && productVerb(c.u, c.vi) }, nil},
+	// "Add a --format xlsx option to the CLI so it can write out.xlsx" (rule 11); the flag at most 16 tokens back.
+	{rule{"flag-feature", "repository work: a sentence opening with an edit verb names a flag before the file"}, roleRepo, spanToFile, sayNone,
+		func(c *mentionCtx) bool {
+			return c.output() && !c.u.item && c.u.cls[0] == verbEdit && slices.ContainsFunc(c.u.toks[max(0, c.i-16):c.i], isFlag)
+		}, nil},
 	{rule{"model-noun", `input: a model noun phrase holds the file ("a sample in NAME")`}, roleInput, spanModel, sayNone,
 		func(c *mentionCtx) bool { return c.output() && !c.m.delivery && !c.u.item && modelNP(c.u, c.p, c.i) }, nil},
 	// "in the same format as churn_october.csv and attach it": a model is

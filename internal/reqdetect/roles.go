@@ -717,13 +717,14 @@ func modifierWord(w string) bool {
 	return false
 }
 
-// existingAt reports whether the file at i follows a word that says it already exists (existingMarks).
-func existingAt(toks []token, i int) bool {
-	for k := i - 1; k >= 0 && k >= i-2; k-- {
-		if toks[k].kind != tokWord {
-			return false
-		}
-		if existingMarks[toks[k].low] {
+// markedAt reports whether the file at i follows, at most two words back, a word of marks (existingMarks, editedMarks).
+func markedAt(toks []token, i int, marks map[string]bool) bool {
+	k := i - 1
+	if k >= 0 && toks[k].punct(nameQuoteMarks...) {
+		k-- // "an updated `docs/usage.md`"
+	}
+	for n := 0; k >= 0 && n < 2 && toks[k].kind == tokWord; k, n = k-1, n+1 {
+		if marks[toks[k].low] {
 			return true
 		}
 	}
@@ -1121,7 +1122,7 @@ func signalAt(u *unit, p *phrase, i, lastVerb, head int, prep string, prepOfVerb
 				t.is(resultPreps...) && (hc == verbEdit || hc == verbInput && i > head+1)
 		case t.is("to"):
 			// "to a JSON file" or "to a PDF" after a transform verb is a file; "to JSON" stays a text request (rule 3).
-			req = outputish || vc == verbTransform && (noun || format && formats[toks[k].low])
+			req = (outputish || vc == verbTransform && (noun || format && formats[toks[k].low])) && (i == 0 || !toks[i-1].is(nearWords...))
 		case t.is("in"):
 			switch {
 			case format && k+1 < p.end && toks[k+1].is(formatWords...):
@@ -1159,8 +1160,8 @@ func signalAt(u *unit, p *phrase, i, lastVerb, head int, prep string, prepOfVerb
 			return
 		}
 	}
-	if prepOfVerb {
-		return // "advice on naming files": not the verb's object
+	if prepOfVerb || lastVerb > 0 && productVerb(u, lastVerb) {
+		return // "advice on naming files": not the verb's object; "make the uploader write a checksum file" (rule 11)
 	}
 	p.requestBy(u, ruleOutputObject, "", max(lastVerb, p.start), i)
 }

@@ -368,15 +368,16 @@ const (
 	labelTrailers  = "*_ ."
 	emphasisMarks  = "*_"
 	blanks         = " \t"
-	wideColon      = "："          // the full-width colon of CJK text ("成果物：a.pdf"), a label's colon too
-	runMarks       = `_-./~+\:'’` // besides letters, digits and marks, belong to a word or path run: isRunRune
-	nameQuotes     = "\"`“"       // open a quoted file name that may contain blanks: tokenize
-	apostrophes    = "'’"         // around a run are quotes: splitRun
-	runTrailers    = ".:'’"       // after a run are punctuation: classify
-	wordMarks      = "'’-"        // may stand inside a word: classify
-	pathSeparators = `/\`         // separate a path's directories: IsFile, pathParts
-	numberClosers  = ".)"         // end a numbered bullet ("1.", "2)"): stripBullet
-	nameMarks      = ".-_~+'’"    // alone do not make a file's name ("..md" and "-.md" are not files): IsFile
+	wideColon      = "："           // the full-width colon of CJK text ("成果物：a.pdf"), a label's colon too
+	runMarks       = `_-./~+\:'’`  // besides letters, digits and marks, belong to a word or path run: isRunRune
+	nameQuotes     = "\"`“"        // open a quoted file name that may contain blanks: tokenize
+	nameOpeners    = "\"`“'‘「『【(（" // before a run, may open a file name written in CJK: cjkPieces
+	apostrophes    = "'’"          // around a run are quotes: splitRun
+	runTrailers    = ".:'’"        // after a run are punctuation: classify
+	wordMarks      = "'’-"         // may stand inside a word: classify
+	pathSeparators = `/\`          // separate a path's directories: IsFile, pathParts
+	numberClosers  = ".)"          // end a numbered bullet ("1.", "2)"): stripBullet
+	nameMarks      = ".-_~+'’"     // alone do not make a file's name ("..md" and "-.md" are not files): IsFile
 )
 
 //go:embed lexicon_en.txt

@@ -102,7 +102,8 @@ func tokenize(s string) []token {
 				}
 				j += w2
 			}
-			for _, piece := range cjkPieces(s[i:j]) {
+			prev, _ := utf8.DecodeLastRuneInString(s[:i])
+			for _, piece := range cjkPieces(s[i:j], i == 0 || unicode.IsSpace(prev) || strings.ContainsRune(nameOpeners, prev)) {
 				toks = splitRun(toks, piece)
 			}
 			i = j
@@ -119,12 +120,13 @@ const cjkFirst = 0x1100
 
 // isCJK reports whether r is written in a script with no spaces between words.
 func isCJK(r rune) bool {
-	return r >= cjkFirst && unicode.In(r, unicode.Han, unicode.Hiragana, unicode.Katakana, unicode.Hangul)
+	return r >= cjkFirst && (unicode.In(r, unicode.Han, unicode.Hiragana, unicode.Katakana, unicode.Hangul) || r == 'ー')
 }
 
 // cjkPieces cuts a run that mixes CJK text with a file name written against it, with no space into
-// the CJK text and the name (rule 9).
-func cjkPieces(run string) []string {
+// the CJK text and the name (rule 9). After a blank or an opening quote (open), a name may start in CJK
+// when each Latin part joins on a name mark ("販促レポート_2025Q2.xlsx", "日報.xlsx").
+func cjkPieces(run string, open bool) []string {
 	var segs []string
 	start, prev := 0, false
 	for k, r := range run {
@@ -141,8 +143,21 @@ func cjkPieces(run string) []string {
 	}
 	// Pieces are contiguous: cur is the start of the piece being grown.
 	var pieces []string
-	cur, at := 0, 0
-	for _, seg := range segs {
+	cur, at, first := 0, 0, 0
+	r0, _ := utf8.DecodeRuneInString(run)
+	for k, end := 1, len(segs[0]); open && isCJK(r0) && k < len(segs); k++ {
+		r, _ := utf8.DecodeRuneInString(segs[k])
+		if end += len(segs[k]); !isCJK(r) && !strings.ContainsRune("_-.", r) {
+			break
+		} else if !isCJK(r) && IsFile("x"+strings.TrimRight(segs[k], runTrailers)) && IsFile(strings.TrimRight(run[:end], runTrailers)) {
+			cur, at, first = end, end, k+1
+			break
+		}
+	}
+	if cur > 0 {
+		pieces = append(pieces, run[:cur])
+	}
+	for _, seg := range segs[first:] {
 		r, _ := utf8.DecodeRuneInString(seg)
 		if !isCJK(r) && IsFile(strings.TrimRight(seg, runTrailers)) {
 			if at > cur {

@@ -581,7 +581,11 @@ func scan(u *unit) *foreignReading {
 	}
 	for _, ng := range ngs {
 		if h := r.negated(u, ng.tok, ng.off); h >= 0 {
-			r.hits[h].neg = true
+			r.hits[h].neg = true // and a cue coordinated right before it ("ファイルの作成や添付は不要")
+			if c, _ := utf8.DecodeLastRuneInString(u.toks[ng.tok].low[:max(r.hits[h].off, 0)]); h > 0 && r.cjk[ng.tok] &&
+				r.hits[h].tok == ng.tok && r.hits[h-1].tok == ng.tok && strings.ContainsRune("やと・和或及", c) {
+				r.hits[h-1].neg = true
+			}
 		}
 	}
 	r.inlineN, r.deliverFrom, r.negDeliverFrom = make([]int, n+1), make([]bool, n+1), make([]bool, n+1)

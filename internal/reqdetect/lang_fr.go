@@ -3,7 +3,7 @@ package reqdetect
 // langFR is the cue table of French (rule 9; languages.go reads it).
 var langFR = &langTable{
 	code: "fr", name: "French", presented: "ci-joint ci-jointe trouverez", attach: "pièce jointe",
-	delivery:  "joindre joins joignez joigne joins-le joins-la attache attachez exporte* enregistre* sauvegarde* téléverse* livrer livrez livre-moi publie* téléchargeable mets…disposition mettre…disposition téléchargement",
+	delivery:  "joindre joins joignez joigne joins-le joins-la attache attachez exporte* enregistre enregistrer enregistrez enregistre-le enregistre-la sauvegarde* téléverse* livrer livrez livre-moi publie* téléchargeable mets…disposition mettre…disposition téléchargement",
 	send:      "envoie* envoyer envoyez renvoie* renvoyer renvoyez partage*",
 	output:    "crée créer créez rédige* écris écrire écrivez génère générer générez produis produire prépare préparer préparez fais faites",
 	transform: "convertis convertir convertissez transforme* tradui*",

@@ -502,7 +502,7 @@ func scan(u *unit) *foreignReading {
 		if t.kind == tokWord {
 			later[w]--
 		}
-		if k := strings.IndexByte(w, '\''); k > 0 && k <= 3 {
+		if k := strings.IndexByte(w, '\''); k > 0 && k <= 3 && !r.inL(w, negs, &foreignNegators) {
 			if w[:k+1] == "n'" { // "n'exporte"
 				ngs = append(ngs, negAt{i, 0})
 			}

@@ -2,8 +2,8 @@ package reqdetect
 
 // langPT is the cue table of Portuguese (rule 9; languages.go reads it).
 var langPT = &langTable{
-	code: "pt", name: "Portuguese", presented: "anexos anexado anexada segue seguem", attach: "anexo",
-	delivery:  "anexa* anexe* exporte salva salvar salve salvá* entregue publique disponibiliz* anexe* anexa*",
+	code: "pt", name: "Portuguese", presented: "anexos anexado anexada segue seguem exportada exportado", attach: "anexo",
+	delivery:  "anexa* anexe* exporte salva salvar salve salvá* entregue publique disponibiliz* descarregar descarregável anexe* anexa*",
 	send:      "envie compartilhe*",
 	output:    "cria criar crie escreva escrever redija gere gerar prepare produza elabore faça monte monta montar",
 	transform: "converta converter converte transforme traduza",

@@ -3,7 +3,7 @@ package reqdetect
 // langJA is the cue table of Japanese (rule 9; languages.go reads it).
 var langJA = &langTable{
 	code: "ja", name: "Japanese", presented: "添付の 添付した 添付します 添付された 添付済",
-	delivery: "アップロード エクスポート 書き出 ダウンロード可能 添付 出力 保存 納品 提出", send: "送って 送付 送信 共有", output: "作って 作る 書いて まとめて 作成 生成",
+	delivery: "アップロード エクスポート 書き出 ダウンロード可能 ダウンロードできる 添付 出力 保存 納品 提出", send: "送って 送付 送信 共有", output: "作って 作る 書いて まとめて 作成 生成",
 	transform: "変換 翻訳", input: "読んで 読み 見て レビュー 使って 要約 確認 分析 比較 使用 実行", reply: "答えて 教えて 返信 回答 説明",
 	inline: "ここ チャット 返信 コメント欄 インライン", negators: "しないで しない せず ないで 不要 不可 禁止 不用 無用 ません ではない", fileWords: "ファイル エクセル",
 	model: "テンプレート ひな形 例の 参考に 雛形", modelAfter: "と同じ を参考 をもとに を元に に基づ のような みたいな をテンプレート を雛形", destPreps: "として に",

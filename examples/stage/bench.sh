@@ -20,7 +20,9 @@
 #
 # SHAPE=pages uses the 38,000-file tree (internal/treegen Pages) instead;
 # TMPDIR picks the file system of the host tree and of the sandbox;
-# SCENARIOS="ssh-one-changed ssh-unchanged" runs only those.
+# SCENARIOS="ssh-one-changed ssh-unchanged" runs only those; NO_SCP=1 leaves
+# scp -r out (minutes on a 38,000-file tree on disk); BASE_BIN=path times
+# another commit's examples/stage beside it, as "airlock-base".
 #
 #   examples/stage/bench.sh            # RUNS=10
 #   RUNS=5 TMPDIR=/dev/shm examples/stage/bench.sh
@@ -180,7 +182,7 @@ fi
 if [[ $ssh_ok == 1 ]]; then
 	cold=(airlock "$stage_ssh" "${base[@]}" "tar | ssh tar x" "tar -C $src -cf - . | $SSH bench 'mkdir -p $dst/tar && tar -C $dst/tar -xf -'")
 	if have rsync; then cold+=("rsync -a -e ssh" "rsync -a -e '$SSH' $src/ bench:$dst/rsync/"); else skip "rsync: not installed"; fi
-	if have scp; then cold+=("scp -r" "scp -q -r -F $s/ssh_config $src bench:$dst/scp"); else skip "scp: not installed"; fi
+	if [[ ${NO_SCP:-0} == 1 ]]; then skip "scp -r: NO_SCP=1"; elif have scp; then cold+=("scp -r" "scp -q -r -F $s/ssh_config $src bench:$dst/scp"); else skip "scp: not installed"; fi
 	bench ssh-first "" "$empty" "${cold[@]}"
 
 	if have rsync; then

@@ -1,3 +1,5 @@
+//go:build linux
+
 package stage_test
 
 // Attack tests written from go doc only (no implementation read): the delta
@@ -15,7 +17,6 @@ import (
 	"io/fs"
 	"os"
 	"os/exec"
-	"path"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -29,101 +30,17 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/airlockdev/airlock/internal/busyboxuser"
+	"github.com/airlockdev/airlock/internal/treetest"
 	"github.com/airlockdev/airlock/sandbox"
 	"github.com/airlockdev/airlock/stage"
 )
-
-// a22Node is one entry of a directory as a reader sees it.
-type a22Node struct {
-	Mode  fs.FileMode // type, permission, setuid/setgid/sticky bits
-	Data  string      // a regular file's bytes
-	Link  string      // a symbolic link's target
-	Nlink uint64
-	Ino   uint64
-}
-
-// a22Snap reads the whole tree under dir without following any link.
-func a22Snap(t testing.TB, dir string) map[string]a22Node {
-	t.Helper()
-	m := map[string]a22Node{}
-	var walk func(rel string)
-	walk = func(rel string) {
-		ents, err := os.ReadDir(filepath.Join(dir, rel))
-		require.NoError(t, err)
-		for _, e := range ents {
-			p := path.Join(rel, e.Name())
-			full := filepath.Join(dir, p)
-			fi, err := os.Lstat(full)
-			require.NoError(t, err)
-			st := fi.Sys().(*syscall.Stat_t)
-			n := a22Node{
-				Mode:  fi.Mode() & (fs.ModeType | fs.ModePerm | fs.ModeSetuid | fs.ModeSetgid | fs.ModeSticky),
-				Nlink: uint64(st.Nlink),
-				Ino:   uint64(st.Ino),
-			}
-			switch {
-			case fi.Mode().IsRegular():
-				b, err := os.ReadFile(full)
-				require.NoError(t, err)
-				n.Data = string(b)
-			case fi.Mode()&fs.ModeSymlink != 0:
-				n.Link, err = os.Readlink(full)
-				require.NoError(t, err)
-			case fi.IsDir():
-				walk(p)
-			}
-			m[p] = n
-		}
-	}
-	walk("")
-	return m
-}
-
-// a22Diff lists, at most 10, the differences of two snapshots in type,
-// mode, bytes and link target.
-func a22Diff(want, got map[string]a22Node) []string {
-	var d []string
-	keys := map[string]bool{}
-	for k := range want {
-		keys[k] = true
-	}
-	for k := range got {
-		keys[k] = true
-	}
-	sorted := make([]string, 0, len(keys))
-	for k := range keys {
-		sorted = append(sorted, k)
-	}
-	sort.Strings(sorted)
-	for _, k := range sorted {
-		w, wok := want[k]
-		g, gok := got[k]
-		switch {
-		case !gok:
-			d = append(d, fmt.Sprintf("%q missing", k))
-		case !wok:
-			d = append(d, fmt.Sprintf("%q extra (%v)", k, g.Mode))
-		case w.Mode != g.Mode:
-			d = append(d, fmt.Sprintf("%q mode %v, want %v", k, g.Mode, w.Mode))
-		case w.Data != g.Data:
-			d = append(d, fmt.Sprintf("%q bytes %.40q, want %.40q", k, g.Data, w.Data))
-		case w.Link != g.Link:
-			d = append(d, fmt.Sprintf("%q link %q, want %q", k, g.Link, w.Link))
-		}
-		if len(d) == 10 {
-			d = append(d, "…")
-			break
-		}
-	}
-	return d
-}
 
 // a22Same fails t unless dst holds exactly src: every entry, its type, its
 // mode and its bytes, and no link.
 func a22Same(t testing.TB, src, dst string) {
 	t.Helper()
-	want, got := a22Snap(t, src), a22Snap(t, dst)
-	require.Empty(t, a22Diff(want, got), "sandbox copy %s differs from host source %s", dst, src)
+	want, got := treetest.Snapshot(t, src), treetest.Snapshot(t, dst)
+	require.Empty(t, treetest.Diff(want, got), "sandbox copy %s differs from host source %s", dst, src)
 }
 
 // a22OneLink fails t unless every regular file under dst has one link (the
@@ -131,34 +48,27 @@ func a22Same(t testing.TB, src, dst string) {
 // file ends with one link").
 func a22OneLink(t testing.TB, dst string) {
 	t.Helper()
-	for p, n := range a22Snap(t, dst) {
+	for p, n := range treetest.Snapshot(t, dst) {
 		if n.Mode.IsRegular() {
 			assert.EqualValues(t, 1, n.Nlink, "%s/%s has %d links", dst, p, n.Nlink)
 		}
 	}
 }
 
-func a22Write(t testing.TB, p, data string, mode fs.FileMode) {
-	t.Helper()
-	require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
-	require.NoError(t, os.WriteFile(p, []byte(data), mode))
-	require.NoError(t, os.Chmod(p, mode))
-}
-
 // a22Fill writes the standard source tree.
 func a22Fill(t testing.TB, src string) {
 	t.Helper()
 	big := bytes.Repeat([]byte("0123456789abcdef"), 200<<10/16)
-	a22Write(t, filepath.Join(src, "a.txt"), "alpha\n", 0o644)
-	a22Write(t, filepath.Join(src, "exec.sh"), "#!/bin/sh\necho hi\n", 0o755)
-	a22Write(t, filepath.Join(src, "ro.txt"), "read only\n", 0o444)
-	a22Write(t, filepath.Join(src, "big.bin"), string(big), 0o644)
-	a22Write(t, filepath.Join(src, "empty.txt"), "", 0o644)
-	a22Write(t, filepath.Join(src, "sub", "b.txt"), "bravo\n", 0o600)
-	a22Write(t, filepath.Join(src, "sub", "deep", "c.txt"), "charlie\n", 0o644)
-	a22Write(t, filepath.Join(src, "sub", "deep", "d.txt"), "delta!!\n", 0o640)
+	treetest.Write(t, filepath.Join(src, "a.txt"), "alpha\n", 0o644)
+	treetest.Write(t, filepath.Join(src, "exec.sh"), "#!/bin/sh\necho hi\n", 0o755)
+	treetest.Write(t, filepath.Join(src, "ro.txt"), "read only\n", 0o444)
+	treetest.Write(t, filepath.Join(src, "big.bin"), string(big), 0o644)
+	treetest.Write(t, filepath.Join(src, "empty.txt"), "", 0o644)
+	treetest.Write(t, filepath.Join(src, "sub", "b.txt"), "bravo\n", 0o600)
+	treetest.Write(t, filepath.Join(src, "sub", "deep", "c.txt"), "charlie\n", 0o644)
+	treetest.Write(t, filepath.Join(src, "sub", "deep", "d.txt"), "delta!!\n", 0o640)
 	require.NoError(t, os.MkdirAll(filepath.Join(src, "emptydir"), 0o755))
-	a22Write(t, filepath.Join(src, "trig.txt"), "v0", 0o644)
+	treetest.Write(t, filepath.Join(src, "trig.txt"), "v0", 0o644)
 }
 
 // a22Env is one asset staged into a sandbox directory.
@@ -178,7 +88,7 @@ func (e *a22Env) stamps() string { return filepath.Join(e.root, ".airlock-stamps
 // bump changes one host file, so that the next stage is a delta.
 func (e *a22Env) bump() {
 	e.gen++
-	a22Write(e.t, filepath.Join(e.src, "trig.txt"), fmt.Sprintf("v%d", e.gen), 0o644)
+	treetest.Write(e.t, filepath.Join(e.src, "trig.txt"), fmt.Sprintf("v%d", e.gen), 0o644)
 }
 
 func (e *a22Env) stage(ctx context.Context, opts ...stage.Option) (stage.StagedAsset, error) {
@@ -216,7 +126,7 @@ func a22BridgeOver(t *testing.T, sb string, r sandbox.Runner) *a22Env {
 // point links at.
 func a22Outside(t *testing.T) string {
 	dir := t.TempDir()
-	a22Write(t, filepath.Join(dir, "b.txt"), "bravo\n", 0o600)
+	treetest.Write(t, filepath.Join(dir, "b.txt"), "bravo\n", 0o600)
 	return dir
 }
 
@@ -249,13 +159,13 @@ func TestA22DeltaCarriesByLink(t *testing.T) {
 	e := a22Bridge(t)
 	first := e.ok()
 	assert.Equal(t, 9, first.Sent)
-	before := a22Snap(t, e.dst())
+	before := treetest.Snapshot(t, e.dst())
 	for i := range 2 {
 		e.bump()
 		a := e.ok()
 		assert.Equal(t, 1, a.Sent, "delta %d sends only trig.txt", i)
 		a22OneLink(t, e.dst())
-		after := a22Snap(t, e.dst())
+		after := treetest.Snapshot(t, e.dst())
 		for _, p := range []string{"a.txt", "big.bin", "sub/b.txt", "sub/deep/c.txt", "ro.txt"} {
 			assert.Equal(t, before[p].Ino, after[p].Ino, "delta %d: %s is hard-linked from the previous copy (same inode)", i, p)
 		}
@@ -289,12 +199,12 @@ func TestA22TamperInPlaceImmediate(t *testing.T) {
 		e.bump()
 		_, err := e.stage(t.Context())
 		require.NoError(t, err)
-		want, got := a22Snap(t, e.src), a22Snap(t, e.dst())
-		if d := a22Diff(want, got); len(d) != 0 {
+		want, got := treetest.Snapshot(t, e.src), treetest.Snapshot(t, e.dst())
+		if d := treetest.Diff(want, got); len(d) != 0 {
 			require.Len(t, d, 1, "only the tampered file may differ: %v", d)
 			require.Equal(t, tampered, got["a.txt"].Data, "the only difference is the tampering: %v", d)
 			slipped++
-			a22Write(t, filepath.Join(e.dst(), "a.txt"), "alpha\n", 0o644) // repair for the next round
+			treetest.Write(t, filepath.Join(e.dst(), "a.txt"), "alpha\n", 0o644) // repair for the next round
 		}
 	}
 	t.Logf("a same-size rewrite right after Stage returned passed the stamp check %d of %d times (documented)", slipped, rounds)
@@ -431,8 +341,8 @@ func TestA22TamperDirLinkedElsewhere(t *testing.T) {
 	e := a22Bridge(t)
 	e.ok()
 	out := t.TempDir()
-	a22Write(t, filepath.Join(out, "b.txt"), "EVIL!\n", 0o600)
-	a22Write(t, filepath.Join(out, "deep", "c.txt"), "EVILEVI\n", 0o644)
+	treetest.Write(t, filepath.Join(out, "b.txt"), "EVIL!\n", 0o600)
+	treetest.Write(t, filepath.Join(out, "deep", "c.txt"), "EVILEVI\n", 0o644)
 	bFi, err := os.Lstat(filepath.Join(out, "b.txt"))
 	require.NoError(t, err)
 	require.NoError(t, os.RemoveAll(filepath.Join(e.dst(), "sub")))
@@ -447,9 +357,9 @@ func TestA22ExtraEntries(t *testing.T) {
 	e := a22Bridge(t)
 	e.ok()
 	d := e.dst()
-	a22Write(t, filepath.Join(d, "extra.txt"), "extra", 0o644)
-	a22Write(t, filepath.Join(d, "xdir", "y", "z.txt"), "z", 0o644)
-	a22Write(t, filepath.Join(d, "emptydir", "planted"), "p", 0o644)
+	treetest.Write(t, filepath.Join(d, "extra.txt"), "extra", 0o644)
+	treetest.Write(t, filepath.Join(d, "xdir", "y", "z.txt"), "z", 0o644)
+	treetest.Write(t, filepath.Join(d, "emptydir", "planted"), "p", 0o644)
 	require.NoError(t, os.Symlink("/etc", filepath.Join(d, "etclink")))
 	require.NoError(t, syscall.Mkfifo(filepath.Join(d, "sub", "fifo"), 0o644))
 	require.NoError(t, os.Link(filepath.Join(d, "a.txt"), filepath.Join(d, "sub", "hard-a.txt")))
@@ -475,7 +385,7 @@ func TestA22StampsDeletedGarbledOrDir(t *testing.T) {
 		"deleted": func(t *testing.T, e *a22Env) { require.NoError(t, os.Remove(e.stamps())) },
 		"empty":   func(t *testing.T, e *a22Env) { require.NoError(t, os.Truncate(e.stamps(), 0)) },
 		"garbage": func(t *testing.T, e *a22Env) {
-			a22Write(t, e.stamps(), "\x00\xff garbage\n1 2 3\n\n"+strings.Repeat("9", 5000)+" x y z ./a.txt\n-1 -1 -1 -1 ./a.txt\n", 0o644)
+			treetest.Write(t, e.stamps(), "\x00\xff garbage\n1 2 3\n\n"+strings.Repeat("9", 5000)+" x y z ./a.txt\n-1 -1 -1 -1 ./a.txt\n", 0o644)
 		},
 		"truncated mid-line": func(t *testing.T, e *a22Env) {
 			b, err := os.ReadFile(e.stamps())
@@ -489,7 +399,7 @@ func TestA22StampsDeletedGarbledOrDir(t *testing.T) {
 		},
 		"dir": func(t *testing.T, e *a22Env) {
 			require.NoError(t, os.Remove(e.stamps()))
-			a22Write(t, filepath.Join(e.stamps(), "x"), "x", 0o644)
+			treetest.Write(t, filepath.Join(e.stamps(), "x"), "x", 0o644)
 		},
 		"unreadable": func(t *testing.T, e *a22Env) { require.NoError(t, os.Chmod(e.stamps(), 0)) },
 		"dangling link": func(t *testing.T, e *a22Env) {
@@ -522,7 +432,7 @@ func TestA22StampsLinkOutside(t *testing.T) {
 	outFile := filepath.Join(t.TempDir(), "victim")
 	old, err := os.ReadFile(e.stamps())
 	require.NoError(t, err)
-	a22Write(t, outFile, string(old), 0o644)
+	treetest.Write(t, outFile, string(old), 0o644)
 	fi, err := os.Lstat(outFile)
 	require.NoError(t, err)
 	require.NoError(t, os.Remove(e.stamps()))
@@ -579,7 +489,7 @@ func TestA22StampsVouchForTamperedFile(t *testing.T) {
 	e.bump()
 	_, err = e.stage(t.Context())
 	require.NoError(t, err)
-	d := a22Diff(a22Snap(t, e.src), a22Snap(t, e.dst()))
+	d := treetest.Diff(treetest.Snapshot(t, e.src), treetest.Snapshot(t, e.dst()))
 	t.Logf("a forged stamp for a tampered file: differences after the stage (documented as allowed): %v", d)
 	assert.Subset(t, []string{`"a.txt" bytes "ALPHA\n", want "alpha\n"`}, d)
 }
@@ -592,7 +502,7 @@ func TestA22StampsVouchThroughDirLink(t *testing.T) {
 	e.ok()
 	out := t.TempDir()
 	evil := filepath.Join(out, "b.txt")
-	a22Write(t, evil, "EVIL!\n", 0o600)
+	treetest.Write(t, evil, "EVIL!\n", 0o600)
 	require.NoError(t, os.RemoveAll(filepath.Join(e.dst(), "sub")))
 	require.NoError(t, os.Symlink(out, filepath.Join(e.dst(), "sub")))
 	b, err := os.ReadFile(e.stamps())
@@ -649,7 +559,7 @@ func a22ChangeHost(t *testing.T, e *a22Env) {
 	e.bump()
 	require.NoError(t, os.Chmod(filepath.Join(e.src, "a.txt"), 0o600))
 	require.NoError(t, os.Chmod(filepath.Join(e.src, "sub"), 0o700))
-	a22Write(t, filepath.Join(e.src, "sub", "new.txt"), "new\n", 0o644)
+	treetest.Write(t, filepath.Join(e.src, "sub", "new.txt"), "new\n", 0o644)
 	require.NoError(t, os.Remove(filepath.Join(e.src, "sub", "deep", "d.txt")))
 }
 
@@ -666,7 +576,7 @@ func TestA22CancelMidDelta(t *testing.T) {
 	time.Sleep(20 * time.Millisecond)
 	require.NoError(t, os.Chmod(filepath.Join(e.dst(), "big.bin"), 0o644))
 	require.NoError(t, os.Chmod(filepath.Join(e.dst(), "sub", "b.txt"), 0o600))
-	prev := a22Snap(t, e.dst())
+	prev := treetest.Snapshot(t, e.dst())
 	prevNames := a22Names(t, e.root)
 	cancelled := 0
 	for k := 1; k <= 4; k++ {
@@ -691,7 +601,7 @@ func TestA22CancelMidDelta(t *testing.T) {
 			}
 			cancelled++
 			require.ErrorIs(t, err, context.Canceled, "command %d + %s", k, d)
-			require.Empty(t, a22Diff(prev, a22Snap(t, e.dst())), "command %d + %s: the previous copy changed after a cancelled delta: %v", k, d, err)
+			require.Empty(t, treetest.Diff(prev, treetest.Snapshot(t, e.dst())), "command %d + %s: the previous copy changed after a cancelled delta: %v", k, d, err)
 			assert.ElementsMatch(t, prevNames, a22Names(t, e.root), "command %d + %s: entries under the root after a cancelled delta", k, d)
 		}
 	}
@@ -734,7 +644,7 @@ func TestA22FailMidDelta(t *testing.T) {
 	a22ChangeHost(t, e)
 	time.Sleep(20 * time.Millisecond)
 	require.NoError(t, os.Chmod(filepath.Join(e.dst(), "big.bin"), 0o644))
-	prev := a22Snap(t, e.dst())
+	prev := treetest.Snapshot(t, e.dst())
 	var cmds []string
 	h.before = func(i int, _ context.Context, c *sandbox.Command) error {
 		cmds = append(cmds, fmt.Sprintf("%d: stdin=%v", i, c.Stdin != nil))
@@ -758,7 +668,7 @@ func TestA22FailMidDelta(t *testing.T) {
 			break
 		}
 		failures++
-		require.Empty(t, a22Diff(prev, a22Snap(t, e.dst())), "command %d refused: the previous copy changed: %v", k, err)
+		require.Empty(t, treetest.Diff(prev, treetest.Snapshot(t, e.dst())), "command %d refused: the previous copy changed: %v", k, err)
 	}
 	for _, cut := range []int{0, 1, 100, 512, 1024, 10 << 10, 100 << 10} {
 		h.n.Store(0)
@@ -775,7 +685,7 @@ func TestA22FailMidDelta(t *testing.T) {
 			continue
 		}
 		failures++
-		require.Empty(t, a22Diff(prev, a22Snap(t, e.dst())), "stdin cut after %d bytes: the previous copy changed: %v", cut, err)
+		require.Empty(t, treetest.Diff(prev, treetest.Snapshot(t, e.dst())), "stdin cut after %d bytes: the previous copy changed: %v", cut, err)
 	}
 	t.Logf("%d failed deltas", failures)
 	assert.Positive(t, failures)
@@ -832,7 +742,7 @@ func TestA22HostModeChangeThenFailedPublish(t *testing.T) {
 	require.NoError(t, os.Chmod(filepath.Join(e.src, "sub", "deep"), 0o755))
 	h.before = nil
 	e.ok()
-	prev := a22Snap(t, e.dst())
+	prev := treetest.Snapshot(t, e.dst())
 	require.NoError(t, os.Chmod(filepath.Join(e.src, "a.txt"), 0o755))
 	require.NoError(t, os.Chmod(filepath.Join(e.src, "ro.txt"), 0o600))
 	require.NoError(t, os.Chmod(filepath.Join(e.src, "sub", "deep"), 0o700))
@@ -847,7 +757,7 @@ func TestA22HostModeChangeThenFailedPublish(t *testing.T) {
 	_, err = e.stage(t.Context())
 	h.before = nil
 	require.ErrorIs(t, err, sandbox.ErrTransport, "the refused publish (command %d of %d) fails the stage", total, total)
-	require.Empty(t, a22Diff(prev, a22Snap(t, e.dst())), "the previous copy changed after a failed delta: %v", err)
+	require.Empty(t, treetest.Diff(prev, treetest.Snapshot(t, e.dst())), "the previous copy changed after a failed delta: %v", err)
 	e.ok()
 }
 
@@ -856,17 +766,17 @@ func TestA22HostTypeChanges(t *testing.T) {
 	e.ok()
 	// file -> directory, directory -> file
 	require.NoError(t, os.Remove(filepath.Join(e.src, "a.txt")))
-	a22Write(t, filepath.Join(e.src, "a.txt", "inner.txt"), "alpha\n", 0o644)
+	treetest.Write(t, filepath.Join(e.src, "a.txt", "inner.txt"), "alpha\n", 0o644)
 	require.NoError(t, os.RemoveAll(filepath.Join(e.src, "sub", "deep")))
-	a22Write(t, filepath.Join(e.src, "sub", "deep"), "charlie\n", 0o644)
+	treetest.Write(t, filepath.Join(e.src, "sub", "deep"), "charlie\n", 0o644)
 	e.ok()
 	a22OneLink(t, e.dst())
 	// and back
 	require.NoError(t, os.RemoveAll(filepath.Join(e.src, "a.txt")))
-	a22Write(t, filepath.Join(e.src, "a.txt"), "alpha\n", 0o644)
+	treetest.Write(t, filepath.Join(e.src, "a.txt"), "alpha\n", 0o644)
 	require.NoError(t, os.Remove(filepath.Join(e.src, "sub", "deep")))
-	a22Write(t, filepath.Join(e.src, "sub", "deep", "c.txt"), "charlie\n", 0o644)
-	a22Write(t, filepath.Join(e.src, "sub", "deep", "d.txt"), "delta!!\n", 0o640)
+	treetest.Write(t, filepath.Join(e.src, "sub", "deep", "c.txt"), "charlie\n", 0o644)
+	treetest.Write(t, filepath.Join(e.src, "sub", "deep", "d.txt"), "delta!!\n", 0o640)
 	e.ok()
 	a22OneLink(t, e.dst())
 	// a file moved into a new directory of its old name's prefix
@@ -900,7 +810,7 @@ func TestA22ManyWeirdNames(t *testing.T) {
 				if j == 0 {
 					name = w
 				}
-				a22Write(t, filepath.Join(dir, name), fmt.Sprintf("%d/%d/%d %q", d, i, j, name), fs.FileMode(0o600+i%2*0o44))
+				treetest.Write(t, filepath.Join(dir, name), fmt.Sprintf("%d/%d/%d %q", d, i, j, name), fs.FileMode(0o600+i%2*0o44))
 				n++
 				if strings.ContainsAny(dir+name, "\n") {
 					nl++
@@ -910,7 +820,7 @@ func TestA22ManyWeirdNames(t *testing.T) {
 	}
 	first := e.ok()
 	require.Equal(t, n+9, first.Files)
-	before := a22Snap(t, e.dst())
+	before := treetest.Snapshot(t, e.dst())
 	// tamper with a weird-named file after a pause: it must be re-sent
 	time.Sleep(20 * time.Millisecond)
 	victim := "many/d06 quote'one/dollar$HOME1"
@@ -919,7 +829,7 @@ func TestA22ManyWeirdNames(t *testing.T) {
 	e.bump()
 	a := e.ok()
 	a22OneLink(t, e.dst())
-	after := a22Snap(t, e.dst())
+	after := treetest.Snapshot(t, e.dst())
 	kept, lost := 0, []string{}
 	for p, b := range before {
 		if !b.Mode.IsRegular() {
@@ -943,13 +853,13 @@ func TestA22ManyWeirdNames(t *testing.T) {
 // a copy of the whole tree.
 func TestA22LeadingNewlineNameDisablesLinks(t *testing.T) {
 	e := a22Bridge(t)
-	a22Write(t, filepath.Join(e.src, "w", "\nlead-nl"), "content", 0o644)
+	treetest.Write(t, filepath.Join(e.src, "w", "\nlead-nl"), "content", 0o644)
 	e.ok()
-	before := a22Snap(t, e.dst())
+	before := treetest.Snapshot(t, e.dst())
 	e.bump()
 	a := e.ok()
 	assert.Equal(t, 2, a.Sent, "trig.txt and the newline name are sent")
-	after := a22Snap(t, e.dst())
+	after := treetest.Snapshot(t, e.dst())
 	for _, p := range []string{"a.txt", "big.bin", "sub/b.txt", "sub/deep/c.txt"} {
 		assert.Equal(t, before[p].Ino, after[p].Ino, "%s is hard-linked from the previous copy (same inode)", p)
 	}
@@ -977,8 +887,8 @@ func a22ConcurrentRun(t *testing.T, sb string, tgt func() stage.Target, mustSucc
 	for i := range srcs {
 		srcs[i] = t.TempDir()
 		a22Fill(t, srcs[i])
-		a22Write(t, filepath.Join(srcs[i], "trig.txt"), fmt.Sprintf("source %d", i), 0o644)
-		a22Write(t, filepath.Join(srcs[i], "sub", fmt.Sprintf("only%d.txt", i)), "x", 0o644)
+		treetest.Write(t, filepath.Join(srcs[i], "trig.txt"), fmt.Sprintf("source %d", i), 0o644)
+		treetest.Write(t, filepath.Join(srcs[i], "sub", fmt.Sprintf("only%d.txt", i)), "x", 0o644)
 	}
 	_, err := stage.Stage(t.Context(), tgt(), root, []stage.Asset{{Name: "sk", Source: srcs[2]}})
 	require.NoError(t, err)
@@ -1000,14 +910,14 @@ func a22ConcurrentRun(t *testing.T, sb string, tgt func() stage.Target, mustSucc
 				fails++
 			}
 		}
-		got := a22Snap(t, dst)
+		got := treetest.Snapshot(t, dst)
 		match := -1
 		for i, s := range srcs {
-			if len(a22Diff(a22Snap(t, s), got)) == 0 {
+			if len(treetest.Diff(treetest.Snapshot(t, s), got)) == 0 {
 				match = i
 			}
 		}
-		require.NotEqual(t, -1, match, "round %d: the copy is none of the sources: vs 0: %v", round, a22Diff(a22Snap(t, srcs[0]), got))
+		require.NotEqual(t, -1, match, "round %d: the copy is none of the sources: vs 0: %v", round, treetest.Diff(treetest.Snapshot(t, srcs[0]), got))
 		a22OneLink(t, dst)
 		for _, n := range a22Names(t, root) {
 			if strings.HasPrefix(n, ".airlock") && !strings.HasPrefix(n, ".airlock-manifest-sk") && !strings.HasPrefix(n, ".airlock-stamps-sk") {
@@ -1018,7 +928,7 @@ func a22ConcurrentRun(t *testing.T, sb string, tgt func() stage.Target, mustSucc
 	t.Logf("%d failed concurrent stages", fails)
 	// a sequential delta from here is exact
 	for i := range 3 {
-		a22Write(t, filepath.Join(srcs[i], "trig.txt"), fmt.Sprintf("final %d", i), 0o644)
+		treetest.Write(t, filepath.Join(srcs[i], "trig.txt"), fmt.Sprintf("final %d", i), 0o644)
 		_, err := stage.Stage(t.Context(), tgt(), root, []stage.Asset{{Name: "sk", Source: srcs[i]}})
 		require.NoError(t, err)
 		a22Same(t, srcs[i], dst)
@@ -1042,19 +952,19 @@ func TestA22FullDiskDuringDelta(t *testing.T) {
 	e := a22BridgeOver(t, sb, sandbox.Local(sb))
 	// previous copy ~1.2 MiB in 12 files
 	for i := range 12 {
-		a22Write(t, filepath.Join(e.src, "fill", fmt.Sprintf("f%02d", i)), strings.Repeat(string(rune('a'+i)), 100<<10), 0o644)
+		treetest.Write(t, filepath.Join(e.src, "fill", fmt.Sprintf("f%02d", i)), strings.Repeat(string(rune('a'+i)), 100<<10), 0o644)
 	}
 	e.ok()
-	prev := a22Snap(t, e.dst())
+	prev := treetest.Snapshot(t, e.dst())
 	names := a22Names(t, e.root)
 
 	// 1. a changed file that does not fit
-	a22Write(t, filepath.Join(e.src, "huge.bin"), strings.Repeat("H", 1200<<10), 0o644)
+	treetest.Write(t, filepath.Join(e.src, "huge.bin"), strings.Repeat("H", 1200<<10), 0o644)
 	e.bump()
 	_, err = e.stage(t.Context())
 	require.Error(t, err, "a delta that cannot fit must fail")
 	t.Logf("full disk, sent file: %v", err)
-	require.Empty(t, a22Diff(prev, a22Snap(t, e.dst())), "previous copy changed after a full-disk delta")
+	require.Empty(t, treetest.Diff(prev, treetest.Snapshot(t, e.dst())), "previous copy changed after a full-disk delta")
 	assert.ElementsMatch(t, names, a22Names(t, e.root), "entries under the root after a full-disk delta")
 
 	// 2. every old file touched (so copied, not linked): the copies do
@@ -1064,7 +974,7 @@ func TestA22FullDiskDuringDelta(t *testing.T) {
 	for i := range 12 {
 		require.NoError(t, os.Chmod(filepath.Join(e.dst(), "fill", fmt.Sprintf("f%02d", i)), 0o644))
 	}
-	prev = a22Snap(t, e.dst())
+	prev = treetest.Snapshot(t, e.dst())
 	e.bump()
 	_, err = e.stage(t.Context())
 	if err == nil {
@@ -1072,7 +982,7 @@ func TestA22FullDiskDuringDelta(t *testing.T) {
 		t.Log("copy-carry on a full disk: succeeded exactly")
 	} else {
 		t.Logf("copy-carry on a full disk: %v", err)
-		require.Empty(t, a22Diff(prev, a22Snap(t, e.dst())), "previous copy changed after a full-disk carry")
+		require.Empty(t, treetest.Diff(prev, treetest.Snapshot(t, e.dst())), "previous copy changed after a full-disk carry")
 	}
 
 	// 3. space back (files dropped from the source): exact
@@ -1111,12 +1021,12 @@ func TestA22BusyboxUserReadOnly(t *testing.T) {
 		chown()
 		time.Sleep(20 * time.Millisecond)
 		s()
-		prev := a22Snap(t, e.dst())
+		prev := treetest.Snapshot(t, e.dst())
 		e.bump()
 		a, err := e.stage(t.Context())
 		if err != nil {
 			t.Logf("step %d: %v", i, err)
-			require.Empty(t, a22Diff(prev, a22Snap(t, e.dst())), "step %d: previous copy changed after a failed stage", i)
+			require.Empty(t, treetest.Diff(prev, treetest.Snapshot(t, e.dst())), "step %d: previous copy changed after a failed stage", i)
 			continue
 		}
 		a22Same(t, e.src, e.dst())
@@ -1152,7 +1062,7 @@ func TestA22TamperAssetDirLinkedWithForgedStamps(t *testing.T) {
 	e := a22Bridge(t)
 	e.ok()
 	out := t.TempDir()
-	a22Write(t, filepath.Join(out, "a.txt"), "EVIL!\n", 0o644)
+	treetest.Write(t, filepath.Join(out, "a.txt"), "EVIL!\n", 0o644)
 	require.NoError(t, os.RemoveAll(e.dst()))
 	require.NoError(t, os.Symlink(out, e.dst()))
 	b, err := os.ReadFile(e.stamps())
@@ -1170,7 +1080,7 @@ func TestA22TamperAssetDirLinkedWithForgedStamps(t *testing.T) {
 	e.bump()
 	_, err = e.stage(t.Context())
 	require.NoError(t, err)
-	d := a22Diff(a22Snap(t, e.src), a22Snap(t, e.dst()))
+	d := treetest.Diff(treetest.Snapshot(t, e.src), treetest.Snapshot(t, e.dst()))
 	assert.Empty(t, d, "the new copy holds bytes of a file outside the root")
 	a22Unchanged(t, filepath.Join(out, "a.txt"), "EVIL!\n", fi)
 }
@@ -1183,7 +1093,7 @@ func TestA22TamperAssetDirGoneOrSwapped(t *testing.T) {
 		"removed": func(t *testing.T, e *a22Env) { require.NoError(t, os.RemoveAll(e.dst())) },
 		"file": func(t *testing.T, e *a22Env) {
 			require.NoError(t, os.RemoveAll(e.dst()))
-			a22Write(t, e.dst(), "not a dir", 0o644)
+			treetest.Write(t, e.dst(), "not a dir", 0o644)
 		},
 		"fifo": func(t *testing.T, e *a22Env) {
 			require.NoError(t, os.RemoveAll(e.dst()))
@@ -1199,8 +1109,8 @@ func TestA22TamperAssetDirGoneOrSwapped(t *testing.T) {
 	for name, tamper := range cases {
 		t.Run(name, func(t *testing.T) {
 			e := a22Bridge(t)
-			a22Write(t, filepath.Join(e.src, "sw1"), "one\n", 0o644)
-			a22Write(t, filepath.Join(e.src, "sw2"), "two\n", 0o644)
+			treetest.Write(t, filepath.Join(e.src, "sw1"), "one\n", 0o644)
+			treetest.Write(t, filepath.Join(e.src, "sw2"), "two\n", 0o644)
 			e.ok()
 			time.Sleep(20 * time.Millisecond)
 			tamper(t, e)
@@ -1242,7 +1152,7 @@ func TestA22ManifestLinkOutside(t *testing.T) {
 	old, err := os.ReadFile(m)
 	require.NoError(t, err)
 	outFile := filepath.Join(t.TempDir(), "victim")
-	a22Write(t, outFile, string(old), 0o644)
+	treetest.Write(t, outFile, string(old), 0o644)
 	fi, err := os.Lstat(outFile)
 	require.NoError(t, err)
 	require.NoError(t, os.Remove(m))
@@ -1316,11 +1226,11 @@ func TestA22BusyboxReadOnlySourceDirs(t *testing.T) {
 	require.NoError(t, os.Chmod(filepath.Join(e.src, "sub", "deep"), 0o500))
 	require.NoError(t, os.Chmod(filepath.Join(e.src, "sub"), 0o555))
 	e.ok()
-	before := a22Snap(t, e.dst())
+	before := treetest.Snapshot(t, e.dst())
 	e.bump()
 	a := e.ok()
 	assert.Equal(t, 1, a.Sent)
-	after := a22Snap(t, e.dst())
+	after := treetest.Snapshot(t, e.dst())
 	assert.Equal(t, before["sub/deep/c.txt"].Ino, after["sub/deep/c.txt"].Ino, "c.txt under read-only directories is hard-linked")
 	time.Sleep(20 * time.Millisecond)
 	a22Overwrite(t, filepath.Join(e.dst(), "sub", "deep", "c.txt"), "CHARLIE")
@@ -1345,7 +1255,7 @@ func TestA22BusyboxReadOnlyAssetDirSticks(t *testing.T) {
 	out, err := exec.Command("chown", "-R", fmt.Sprint(busyboxuser.UID), e.root).CombinedOutput()
 	require.NoError(t, err, "%s", out)
 	require.NoError(t, os.Chmod(e.dst(), 0o555))
-	prev := a22Snap(t, e.dst())
+	prev := treetest.Snapshot(t, e.dst())
 	for i := range 2 {
 		e.bump()
 		_, err := e.stage(t.Context())
@@ -1354,7 +1264,7 @@ func TestA22BusyboxReadOnlyAssetDirSticks(t *testing.T) {
 			return
 		}
 		t.Logf("stage %d: %v", i, err)
-		require.Empty(t, a22Diff(prev, a22Snap(t, e.dst())), "stage %d: previous copy changed", i)
+		require.Empty(t, treetest.Diff(prev, treetest.Snapshot(t, e.dst())), "stage %d: previous copy changed", i)
 	}
 	t.Errorf("an asset directory the sandbox made read-only (mode 0555, owned by the staging user) blocks every later stage; the Bridge owns it and could make it writable before the rename")
 }
@@ -1376,13 +1286,13 @@ func TestA22WeirdAssetNamesAndRoot(t *testing.T) {
 	require.ErrorIs(t, err, stage.ErrBadAsset, "a name with a newline is refused")
 	rt, err := stage.Stage(t.Context(), b, root, assets)
 	require.NoError(t, err)
-	before := map[string]map[string]a22Node{}
+	before := map[string]map[string]treetest.Node{}
 	for _, a := range rt.Assets {
 		a22Same(t, a.Source, filepath.Join(root, a.Name))
-		before[a.Name] = a22Snap(t, filepath.Join(root, a.Name))
+		before[a.Name] = treetest.Snapshot(t, filepath.Join(root, a.Name))
 	}
 	for _, a := range assets {
-		a22Write(t, filepath.Join(a.Source, "trig.txt"), "v1", 0o644)
+		treetest.Write(t, filepath.Join(a.Source, "trig.txt"), "v1", 0o644)
 	}
 	rt, err = stage.Stage(t.Context(), b, root, assets)
 	require.NoError(t, err)
@@ -1391,7 +1301,7 @@ func TestA22WeirdAssetNamesAndRoot(t *testing.T) {
 		a22Same(t, a.Source, dst)
 		a22OneLink(t, dst)
 		assert.Equal(t, 1, a.Sent, "asset %q", a.Name)
-		assert.Equal(t, before[a.Name]["big.bin"].Ino, a22Snap(t, dst)["big.bin"].Ino, "asset %q: big.bin hard-linked", a.Name)
+		assert.Equal(t, before[a.Name]["big.bin"].Ino, treetest.Snapshot(t, dst)["big.bin"].Ino, "asset %q: big.bin hard-linked", a.Name)
 	}
 	ents := a22Names(t, sb)
 	assert.Equal(t, []string{"r o'o\"t $HOME `x` -n"}, ents, "only the root's parent under the sandbox directory")
@@ -1404,9 +1314,9 @@ func TestA22BackslashRootDisablesDelta(t *testing.T) {
 	e := a22BridgeOver(t, sb, sandbox.Local(sb))
 	e.root = filepath.Join(sb, `back\t`)
 	e.ok()
-	before := a22Snap(t, e.dst())
+	before := treetest.Snapshot(t, e.dst())
 	e.bump()
 	a := e.ok()
 	assert.Equal(t, 1, a.Sent, "a delta under root %q sends only trig.txt", e.root)
-	assert.Equal(t, before["big.bin"].Ino, a22Snap(t, e.dst())["big.bin"].Ino, "big.bin hard-linked from the previous copy")
+	assert.Equal(t, before["big.bin"].Ino, treetest.Snapshot(t, e.dst())["big.bin"].Ino, "big.bin hard-linked from the previous copy")
 }

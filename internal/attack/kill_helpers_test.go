@@ -380,7 +380,7 @@ func leftovers(t testing.TB, dir string, skip ...string) []string {
 // isLeftover reports whether name is one of airlock's temporary names.
 func isLeftover(n string) bool {
 	switch {
-	case strings.Contains(n, ".airlock-") && !strings.HasPrefix(n, ".airlock-manifest"),
+	case strings.Contains(n, ".airlock-") && !strings.HasPrefix(n, ".airlock-manifest") && !isStamps(n),
 		strings.Contains(n, ".tmp-"),
 		strings.HasPrefix(n, "quarantine-"),
 		strings.HasPrefix(n, "airlock-prepare-"), strings.HasPrefix(n, "airlock-restore-"),
@@ -389,6 +389,13 @@ func isLeftover(n string) bool {
 		return true
 	}
 	return false
+}
+
+// isStamps reports whether name is a Bridge's record of a staged copy
+// (".airlock-stamps-<asset>", kept beside its manifest); the ".new" it is
+// written to first is a leftover.
+func isStamps(n string) bool {
+	return strings.HasPrefix(n, ".airlock-stamps-") && !strings.HasSuffix(n, ".new")
 }
 
 // withoutLeftovers returns tree without the entries whose base name is a

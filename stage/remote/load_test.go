@@ -13,7 +13,6 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
-	"reflect"
 	"runtime"
 	"runtime/debug"
 	"strconv"
@@ -456,8 +455,8 @@ func startChildServer(t *testing.T) loadTarget {
 
 // TestLoadServer is the server process of startChildServer: without
 // AIRLOCK_LOAD_CHILD=1 it does nothing. It serves a remotetest server and
-// an ssh-agent (its client key, which remotetest keeps in memory only)
-// until its stdin closes.
+// an ssh-agent holding its client key (ClientSigner: in memory only) until
+// its stdin closes.
 func TestLoadServer(t *testing.T) {
 	if os.Getenv(loadChildEnv) != "1" {
 		return // run by startChildServer only
@@ -469,16 +468,7 @@ func TestLoadServer(t *testing.T) {
 	}
 	defer srv.Close()
 	cfg := srv.Config()
-	// Config.Auth is ssh.PublicKeys(the client key): a func returning it.
-	fn := reflect.ValueOf(cfg.Auth[0])
-	if fn.Kind() != reflect.Func || fn.Type().NumIn() != 0 || fn.Type().NumOut() != 2 {
-		t.Fatalf("remotetest's Config.Auth[0] is a %T, not ssh.PublicKeys' callback", cfg.Auth[0])
-	}
-	out := fn.Call(nil)
-	signers, ok := out[0].Interface().([]ssh.Signer)
-	if !ok || len(signers) != 1 || !out[1].IsNil() {
-		t.Fatalf("remotetest's client key: %v", out)
-	}
+	signers := []ssh.Signer{srv.ClientSigner()}
 	sock := filepath.Join(t.TempDir(), "agent")
 	ln, err := net.Listen("unix", sock)
 	if err != nil {

@@ -155,6 +155,11 @@ func (s *Server) Config() remote.Config {
 	}
 }
 
+// ClientSigner returns the ephemeral key Config authenticates with, for a
+// client Config cannot reach: one in another process, say, through an
+// ssh-agent.
+func (s *Server) ClientSigner() ssh.Signer { return s.clientAuth }
+
 // HostKey returns the server's ephemeral host public key.
 func (s *Server) HostKey() ssh.PublicKey { return s.hostKey }
 

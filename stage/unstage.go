@@ -176,7 +176,7 @@ func (d *Dir) removeOne(rr *os.Root, root, name string) error {
 	if err := d.mkTemp(rr, tmp); err != nil {
 		return fmt.Errorf("creating temporary directory %s: %w", path.Join(root, tmp), err)
 	}
-	for _, n := range []string{manifestName(name), shell.StampsName(name), name} {
+	for _, n := range shell.AssetNames(name) {
 		if _, err := rr.Lstat(n); errors.Is(err, fs.ErrNotExist) {
 			continue
 		}

@@ -76,6 +76,34 @@ func TestUnstageAndPrune(t *testing.T) {
 	}
 }
 
+// TestUnstageRemovesHalfWrittenStamps: the file a publish killed while
+// recording its copy's stamps leaves behind goes with the asset, on every
+// Target, by Unstage and by WithPrune.
+func TestUnstageRemovesHalfWrittenStamps(t *testing.T) {
+	for name, newTarget := range unstageTargets(t) {
+		t.Run(name, func(t *testing.T) {
+			target, host := newTarget(t)
+			root := rootOf(target, host)
+			a, b := t.TempDir(), t.TempDir()
+			build(t, a, "f=a")
+			build(t, b, "f=b")
+			_, err := stage.Stage(t.Context(), target, root, []stage.Asset{{Name: "a", Source: a}, {Name: "b", Source: b}})
+			require.NoError(t, err)
+			for _, n := range []string{"a", "b"} {
+				require.NoError(t, os.WriteFile(filepath.Join(host, ".airlock-stamps-"+n+".new"), []byte("1 2 ./f\n"), 0o644))
+			}
+			require.NoError(t, stage.Unstage(t.Context(), target, root, "a"))
+			_, err = stage.Stage(t.Context(), target, root, nil, stage.WithPrune())
+			require.NoError(t, err)
+			ents, err := os.ReadDir(host)
+			require.NoError(t, err)
+			for _, e := range ents {
+				assert.False(t, strings.HasPrefix(e.Name(), ".airlock-stamps-"), "%s is left in the stage root", e.Name())
+			}
+		})
+	}
+}
+
 // TestUnstageNeedsPruner: a Target without Pruner is refused clearly.
 func TestUnstageNeedsPruner(t *testing.T) {
 	var target struct{ stage.Target }

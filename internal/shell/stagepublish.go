@@ -124,6 +124,14 @@ func PlanCarry(files []CarryFile) CarryPlan {
 // boundary against the sandbox that holds it).
 func StampsName(name string) string { return StageReserved + "-stamps-" + name }
 
+// AssetNames are the names the asset name holds under the stage root, in
+// the order an unstage moves them aside: its manifest, its stamps and the
+// file they are written to first (recordStamps: a publish killed while
+// writing it leaves it), and its copy.
+func AssetNames(name string) []string {
+	return []string{ManifestName(name), StampsName(name), StampsName(name) + ".new", name}
+}
+
 // LinkedLine starts a line of a carry's report that names a file carried
 // as a hard link, vouched for by its stamps.
 const LinkedLine = "airlock-linked "

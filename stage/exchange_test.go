@@ -47,7 +47,9 @@ func TestBridgeExchangePublish(t *testing.T) {
 	fake := `#!/bin/sh
 case "$1" in
 --help) echo "  --exchange  exchange source and destination"; exit 0;;
---exchange) echo "exchange $2 $3" >> ` + log + `; ` + realMv + ` "$2" "$2.x" && ` + realMv + ` "$3" "$2" && ` + realMv + ` "$2.x" "$3"; exit $?;;
+esac
+case "$1 $2" in
+"-T --exchange") echo "exchange $3 $4" >> ` + log + `; ` + realMv + ` "$3" "$3.x" && ` + realMv + ` "$4" "$3" && ` + realMv + ` "$3.x" "$4"; exit $?;;
 esac
 exec ` + realMv + ` "$@"
 `

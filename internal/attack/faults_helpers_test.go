@@ -165,7 +165,7 @@ func (r *recorder) link() link {
 var phases = []struct{ has, name string }{
 	{"echo airlock-ready", "setup+transfer (the send command)"},
 	{"transfer incomplete", "publish (the rename)"},
-	{`mv "$o" "$d"`, "cleanup of a failed publish"},
+	{`R "$o" "$d"`, "cleanup of a failed publish"},
 	{"airlock-manifest-", "prune or unstage (list, remove)"},
 	{"for t in git tar", "workspace probe"},
 	{"g init -q", "prepare (init, bundle, checkout)"},

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -456,4 +457,47 @@ func publishTree(t *testing.T, sh []string, root string) string {
 	_, stderr, status = shRun(t, sh, shell.PublishScript(tmp, dst, mf, "a", false), nil)
 	require.Equal(t, 0, status, "publish: %s", stderr)
 	return dst
+}
+
+// TestPublishRaceOtherCopy: another stage (an uncoordinated host) puts its
+// copy at the asset's name between this publish moving the old copy aside
+// and moving the new one in. The publish fails and leaves the other copy
+// as it was: mv would have moved the new tree into it as a subdirectory.
+// Run with an mv that has -T and with one that has not (BSD), whose
+// check before the rename leaves an instant this test does not hit.
+func TestPublishRaceOtherCopy(t *testing.T) {
+	mvPath, err := exec.LookPath("mv")
+	require.NoError(t, err)
+	for _, sh := range shells(t) {
+		for _, noT := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/noT=%v", strings.Join(sh, " "), noT), func(t *testing.T) {
+				root := filepath.Join(t.TempDir(), "root")
+				dst := publishTree(t, sh, root)
+				mf := filepath.Join(root, shell.ManifestName("a"))
+				tmp := filepath.Join(root, shell.TempPrefix+"a-02")
+				stream, _ := stageTree(t)
+				_, stderr, status := shRun(t, sh, shell.SendScript(shell.Send{Root: root, Tmp: tmp, Dst: dst}), stream)
+				require.Equal(t, 0, status, "send: %s", stderr)
+
+				bin := t.TempDir()
+				shim := "#!/bin/sh\nfor a; do case \"$a\" in */new/tree) mkdir -p " + shell.Quote(dst) + " && echo other >" + shell.Quote(filepath.Join(dst, "other")) + ";; esac; done\n"
+				if noT {
+					shim += "case \"$1\" in -T) echo 'mv: illegal option -- T' >&2; exit 64;; esac\n"
+				}
+				shim += "exec " + mvPath + " \"$@\"\n"
+				require.NoError(t, os.WriteFile(filepath.Join(bin, "mv"), []byte(shim), 0o755))
+				if out, _, _ := shRun(t, sh, "PATH="+bin+":$PATH\ncommand -v mv", nil); strings.TrimSpace(out) != filepath.Join(bin, "mv") {
+					t.Skipf("%s runs its own mv (%q), not one from PATH: the other copy cannot be planted", sh[0], strings.TrimSpace(out))
+				}
+				_, stderr, status = shRun(t, sh, "PATH="+bin+":$PATH\n"+shell.PublishScript(tmp, dst, mf, "a", false), nil)
+				assert.Equal(t, 4, status, "the publish fails: %s", stderr)
+				assert.Contains(t, stderr, "cannot move the new copy to "+dst+": it is in use, or another stage put one there meanwhile; stage again")
+				names, err := os.ReadDir(dst)
+				require.NoError(t, err)
+				require.Len(t, names, 1, "the other copy holds its own file only: %v", names)
+				assert.Equal(t, "other", names[0].Name())
+				assert.DirExists(t, filepath.Join(tmp, "new", "tree"), "the new tree stays in the temporary directory, which cleanup removes")
+			})
+		}
+	}
 }

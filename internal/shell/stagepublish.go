@@ -263,7 +263,7 @@ func CarryScript(p *CarryPlan, tmp, dst string) string {
 func PublishScript(tmp, dst, mf, name string, exchange bool) string {
 	var sb strings.Builder
 	fmt.Fprintf(&sb, `%st=%s; d=%s; m=%s
-if [ ! -f "$t/complete" ] || [ ! -d "$t/new/tree" ] || [ -L "$t/new/tree" ] || [ ! -f "$t/new/manifest.json" ] || [ -L "$t/new/manifest.json" ] || [ ! -d "$t/old" ] || [ -L "$t/old" ] || [ ! -f "$t/modes" ] || [ -L "$t/modes" ]; then echo "transfer incomplete: $t lacks part of the stream" >&2; exit 3; fi
+%sif [ ! -f "$t/complete" ] || [ ! -d "$t/new/tree" ] || [ -L "$t/new/tree" ] || [ ! -f "$t/new/manifest.json" ] || [ -L "$t/new/manifest.json" ] || [ ! -d "$t/old" ] || [ -L "$t/old" ] || [ ! -f "$t/modes" ] || [ -L "$t/modes" ]; then echo "transfer incomplete: $t lacks part of the stream" >&2; exit 3; fi
 %s || exit 3
 if ! (cd "$t" && . ./modes); then echo "cannot set the modes of the directories in $t/new/tree; stage again" >&2; exit 3; fi
 s=%s
@@ -271,20 +271,29 @@ if [ -e "$s" ] || [ -L "$s" ]; then mv -f "$s" "$t/old/" || exit 4; fi
 if [ -e "$m" ] || [ -L "$m" ]; then mv -f "$m" "$t/old/" || exit 4; fi
 if [ -d "$d" ] && [ ! -L "$d" ] && [ ! -w "$d" ]; then chmod u+w "$d" 2>/dev/null; fi
 x=
-`, finishAlone, Quote(tmp), Quote(dst), Quote(mf), claimScript, Quote(stampsOf(dst)))
+`, finishAlone, Quote(tmp), Quote(dst), Quote(mf), renameFunc, claimScript, Quote(stampsOf(dst)))
 	if exchange {
-		sb.WriteString(`if [ -d "$d" ] && [ ! -L "$d" ] && mv --exchange "$t/new/tree" "$d" 2>/dev/null; then x=1; fi
+		sb.WriteString(`if [ -d "$d" ] && [ ! -L "$d" ] && mv -T --exchange "$t/new/tree" "$d" 2>/dev/null; then x=1; fi
 `)
 	}
 	fmt.Fprintf(&sb, `if [ -z "$x" ]; then
 if [ -e "$d" ] || [ -L "$d" ]; then mv -f "$d" "$t/old/" || exit 4; fi
-if ! mv "$t/new/tree" "$d"; then mv %s "$d"; exit 4; fi
+if ! R "$t/new/tree" "$d"; then echo "cannot move the new copy to $d: it is in use, or another stage put one there meanwhile; stage again" >&2; R %s "$d"; exit 4; fi
 fi
 mv -f "$t/new/manifest.json" "$m" || exit 5
 echo %s
 %s%sexit 0`, Quote(path.Join(tmp, TarOld, name)), PublishedLine, dropScript(tmp), recordStamps(dst))
 	return sb.String()
 }
+
+// renameFunc defines R FROM TO, which renames FROM to TO and fails when TO
+// exists (a directory other than an empty one): mv would move FROM into
+// it, and a copy another stage published at TO an instant before (two
+// uncoordinated hosts staging the same asset) would end up holding this
+// one as a subdirectory. mv -T (GNU, BusyBox) says so in the rename
+// itself; an mv without -T gets a check just before the rename.
+const renameFunc = `R() { mv -T "$1" "$2" 2>/dev/null || { [ -e "$1" ] && [ ! -e "$2" ] && [ ! -L "$2" ] && mv "$1" "$2"; }; }
+`
 
 // stampsOf returns the stamps file of the copy at dst.
 func stampsOf(dst string) string { return path.Join(path.Dir(dst), StampsName(path.Base(dst))) }
@@ -308,10 +317,10 @@ if [ -d %s ] && [ ! -L %s ] && (cd %s && Z) >"$s.new" 2>/dev/null; then mv -f "$
 func CleanupScript(tmp, dst, name string) string {
 	dir, base := path.Split(tmp)
 	return fmt.Sprintf(`%st=%s; d=%s; o=%s
-if [ ! -e "$d" ] && [ ! -L "$d" ] && { [ -e "$o" ] || [ -L "$o" ]; }; then mv "$o" "$d"; fi
+%sif [ ! -e "$d" ] && [ ! -L "$d" ] && { [ -e "$o" ] || [ -L "$o" ]; }; then R "$o" "$d"; fi
 if [ -d "$t" ] && [ ! -L "$t" ]; then %s 2>/dev/null; fi
 echo %s
 for k in %s*%s; do if [ -d "$k" ] && [ ! -L "$k" ]; then rm -rf "$k" 2>/dev/null; fi; done
-%sexit 0`, finishAlone, Quote(tmp), Quote(dst), Quote(path.Join(tmp, TarOld, name)), claimScript, PublishedLine,
+%sexit 0`, finishAlone, Quote(tmp), Quote(dst), Quote(path.Join(tmp, TarOld, name)), renameFunc, claimScript, PublishedLine,
 		Quote(dir+NewPrefix), Quote(base[strings.LastIndexByte(base, '-'):]), dropScript(tmp))
 }

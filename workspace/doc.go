@@ -292,9 +292,12 @@
 //     local ref moved to a conflicting commit during the restore).
 //   - Files are not fsynced.
 //   - A host killed while it holds the index lock leaves
-//     <git dir>/index.lock, as a killed git does; git then names it, and
-//     it stays until the user removes it (it is never removed for the
-//     user: it may be a running git's).
+//     <git dir>/index.lock, as a killed git does. The next Prepare or
+//     Restore removes it when it is the file the killed host made (it is
+//     made as a link to a file in the state directory that names its
+//     owner); with a state directory on another file system it cannot be
+//     told from a git's, and stays until the user removes it, as git
+//     names it.
 //   - Intent-to-add entries of the user's index do not travel (the
 //     sandbox gets the index's tree); a local intent-to-add entry counts
 //     as a change of the user's.

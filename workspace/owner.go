@@ -28,6 +28,7 @@ import (
 //	refs/airlock/restore/<owner>/<round>-<rand> Restore
 //	<objects>/airlock-quarantine-<owner>-<rand> Restore
 //	<state>/tmp-<owner>-<round>.index[.lock]    Prepare
+//	<state>/tmp-<owner>-<round>-held.index.lock Restore (the index lock's other name)
 //	<state>/.airlock-tmp-<owner>-<rand>         Prepare (a state file being written)
 //	<state>/restore-<owner>-<round>-<rand>.bundle Restore
 //	<state>/prep-<owner>-<round>                Prepare (with <round>.json: a
@@ -149,6 +150,7 @@ func (r *Round) sweepRefLocks(ctx context.Context) {
 // sweepState removes the scratch files in the round's state directory
 // whose owner is gone (see sweepLeftovers).
 func (r *Round) sweepState(locked bool) {
+	r.clearDeadLock(filepath.Join(r.gitDir, "index.lock")) // before its held file goes
 	ents, err := os.ReadDir(r.state)
 	if err != nil {
 		return // none yet

@@ -345,11 +345,12 @@ const (
 // does; when fn changed the copy, the copy's content is written into the
 // lock file, which is renamed over the index: no git writes the index in
 // between, and a reader sees the old index or the new one. A lock that
-// stays (another git, or a killed one) fails with ErrRace naming it.
+// stays (another git, or a killed one) fails with ErrRace naming it; one
+// this package's killed host left is recognized and removed (lockIndex).
 func (r *Round) withIndex(ctx context.Context, fn func(env []string) (bool, error)) error {
 	index := filepath.Join(r.gitDir, "index")
 	lock := index + ".lock"
-	f, err := lockIndex(ctx, lock, r.spec.Local)
+	f, held, err := r.lockIndex(ctx, lock)
 	if err != nil {
 		return err
 	}
@@ -357,6 +358,9 @@ func (r *Round) withIndex(ctx context.Context, fn func(env []string) (bool, erro
 		if f != nil {
 			f.Close()
 			os.Remove(lock)
+		}
+		if held != "" {
+			os.Remove(held)
 		}
 	}()
 	scratch := filepath.Join(r.state, "tmp-"+owner.Tag()+"-"+r.rec.ID+"-staged.index")
@@ -390,25 +394,105 @@ func (r *Round) withIndex(ctx context.Context, fn func(env []string) (bool, erro
 	return nil
 }
 
+// heldSuffix ends the name of the state file that shares its inode with
+// the index lock this process holds: <state>/tmp-<owner>-<round>-held.index.lock.
+const heldSuffix = "-held.index.lock"
+
 // lockIndex creates the index lock file lock, waiting a while for a git
-// that holds it.
-func lockIndex(ctx context.Context, lock, work string) (*os.File, error) {
+// that holds it. The lock is made as a hard link to a file in the state
+// directory whose name holds this process (held, returned; the caller
+// removes it): a host killed while it holds the lock leaves both, and the
+// next lockIndex or sweep, finding that owner gone and the lock the same
+// file, removes the lock (clearDeadLock), which no git could have made.
+// Where the link cannot be made (a state directory on another file
+// system), the lock is created directly, and one a killed host left stays
+// until the user removes it, as a killed git's does.
+func (r *Round) lockIndex(ctx context.Context, lock string) (f *os.File, held string, err error) {
+	held = filepath.Join(r.state, "tmp-"+owner.Tag()+"-"+r.rec.ID+heldSuffix)
+	os.Remove(held) // this process's own, of a call that failed to remove it
+	if err = os.MkdirAll(r.state, 0o700); err == nil {
+		f, err = os.OpenFile(held, os.O_RDWR|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o666)
+	}
+	if err != nil {
+		f, held = nil, "" // no held file: lock directly
+	}
 	deadline := time.Now().Add(indexLockWait)
 	for {
-		f, err := os.OpenFile(lock, os.O_RDWR|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o666)
-		if err == nil {
-			return f, nil
+		if held != "" {
+			err = os.Link(held, lock)
+			if err != nil && !errors.Is(err, fs.ErrExist) {
+				f.Close() // no links here: lock directly
+				os.Remove(held)
+				f, held = nil, ""
+				continue
+			}
+			if err == nil {
+				return f, held, nil
+			}
+		} else {
+			lf, err := os.OpenFile(lock, os.O_RDWR|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o666)
+			if err == nil {
+				return lf, "", nil
+			}
+			if !errors.Is(err, fs.ErrExist) {
+				return nil, "", &fs.PathError{Op: "lock", Path: lock, Err: err}
+			}
 		}
-		if !errors.Is(err, fs.ErrExist) {
-			return nil, &fs.PathError{Op: "lock", Path: lock, Err: err}
+		if r.clearDeadLock(lock) {
+			continue
 		}
 		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("%w: the index lock %s stayed for %s (the work tree already holds the sandbox's files; the index and HEAD have not moved): another git is writing the index, or one was killed while it did; when no git runs in %s, remove %s and run Restore again", ErrRace, lock, indexLockWait, work, lock)
+			if f != nil {
+				f.Close()
+				os.Remove(held)
+			}
+			work := r.spec.Local
+			return nil, "", fmt.Errorf("%w: the index lock %s stayed for %s (the work tree already holds the sandbox's files; the index and HEAD have not moved): another git is writing the index, or one was killed while it did; when no git runs in %s, remove %s and run Restore again", ErrRace, lock, indexLockWait, work, lock)
 		}
 		select {
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			if f != nil {
+				f.Close()
+				os.Remove(held)
+			}
+			return nil, "", ctx.Err()
 		case <-time.After(indexLockPoll):
 		}
 	}
+}
+
+// clearDeadLock removes the index lock lock when it is the same file as a
+// held file (see lockIndex) in the state directory whose owner is gone: a
+// host killed while it held the lock left it, and no git writes it. It
+// reports whether it removed the lock.
+func (r *Round) clearDeadLock(lock string) bool {
+	fi, err := os.Lstat(lock)
+	if err != nil || !fi.Mode().IsRegular() {
+		return false
+	}
+	ents, err := os.ReadDir(r.state)
+	if err != nil {
+		return false
+	}
+	for _, e := range ents {
+		rest, ok := strings.CutPrefix(e.Name(), "tmp-")
+		if !ok || !strings.HasSuffix(rest, heldSuffix) {
+			continue
+		}
+		tag, _, _ := strings.Cut(rest, "-")
+		if _, _, owned := owner.Parse(tag); !owned || owner.Alive(tag) {
+			continue
+		}
+		hi, err := os.Lstat(filepath.Join(r.state, e.Name()))
+		if err != nil || !os.SameFile(fi, hi) {
+			continue
+		}
+		if err := os.Remove(lock); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			r.o.log.Warn("removing the index lock a killed host left", "path", lock, "error", err)
+			return false
+		}
+		r.o.log.Warn("removed the index lock a killed host left", "path", lock, "owner", tag)
+		return true
+	}
+	return false
 }

@@ -195,6 +195,61 @@ func TestStagedIndexLocked(t *testing.T) {
 	assert.False(t, exists(e.local, ".git/index.lock"))
 }
 
+// TestStagedIndexLockOfKilledHost: a host killed while it held the index
+// lock left the lock and the state file it was made as a link of, naming
+// the host: the next Restore removes that lock and installs everything.
+// A lock that is another file (a git's), beside the same dead host's held
+// file, a live host's, or one that only shares the dead host's name, stays
+// and fails the Restore with ErrRace, as before.
+func TestStagedIndexLockOfKilledHost(t *testing.T) {
+	requireProc(t)
+	dead, zombie, live, reused := owners(t)
+	for _, c := range []struct {
+		name   string
+		owner  string
+		linked bool
+		clears bool
+	}{
+		{"dead", dead, true, true},
+		{"zombie", zombie, true, true},
+		{"reused pid", reused, true, true},
+		{"live", live, true, false},
+		{"dead, not the lock", dead, false, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e := newEnv(t, func(t *testing.T, dir string) sandbox.Runner { return sandbox.Local(dir) })
+			r := prepareOneFile(t, e, "git")
+			write(t, e.remote, "staged", "staged\n")
+			git(t, e.remote, "add", "staged")
+			lock := filepath.Join(e.local, ".git", "index.lock")
+			state := filepath.Join(e.local, ".git", "airlock", "rounds")
+			held := filepath.Join(state, "tmp-"+c.owner+"-"+r.ID()+"-held.index.lock")
+			write(t, state, filepath.Base(held), "")
+			if c.linked {
+				require.NoError(t, os.Link(held, lock))
+			} else {
+				write(t, filepath.Dir(lock), "index.lock", "")
+			}
+			res, err := r.Restore(ctx(t))
+			if !c.clears {
+				require.ErrorIs(t, err, workspace.ErrRace)
+				assert.Contains(t, err.Error(), "the index lock "+lock+" stayed")
+				assert.True(t, exists(e.local, ".git/index.lock"), "a lock that is not a dead host's stays")
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, 0, res.Commits)
+			assert.Equal(t, "A  staged\n", git(t, e.local, "status", "--porcelain"))
+			assert.False(t, exists(e.local, ".git/index.lock"))
+			ents, err := os.ReadDir(state)
+			require.NoError(t, err)
+			for _, de := range ents {
+				assert.NotContains(t, de.Name(), "held", "the held file is swept")
+			}
+		})
+	}
+}
+
 // TestStagedOnlyWhatArrived: an entry the work tree refused is not staged
 // either (a link that leaves the work tree, a file with two links), a
 // staged link that is

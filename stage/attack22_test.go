@@ -35,14 +35,6 @@ import (
 	"github.com/airlockdev/airlock/stage"
 )
 
-// a22Same fails t unless dst holds exactly src: every entry, its type, its
-// mode and its bytes, and no link.
-func a22Same(t testing.TB, src, dst string) {
-	t.Helper()
-	want, got := treetest.Snapshot(t, src), treetest.Snapshot(t, dst)
-	require.Empty(t, treetest.Diff(want, got), "sandbox copy %s differs from host source %s", dst, src)
-}
-
 // a22OneLink fails t unless every regular file under dst has one link (the
 // docs: "the previous copy is deleted right after the publish, so each
 // file ends with one link").
@@ -105,7 +97,7 @@ func (e *a22Env) ok() stage.StagedAsset {
 	e.t.Helper()
 	a, err := e.stage(e.t.Context())
 	require.NoError(e.t, err)
-	a22Same(e.t, e.src, e.dst())
+	sameTree(e.t, e.src, e.dst())
 	return a
 }
 
@@ -297,7 +289,7 @@ func TestA22TamperSymlinkToFifo(t *testing.T) {
 	require.NoError(t, r.Close())
 	require.NoError(t, err)
 	assert.False(t, opened.Load(), "the stage opened a FIFO outside the root through a link in the old copy")
-	a22Same(t, e.src, e.dst())
+	sameTree(t, e.src, e.dst())
 }
 
 // The agent moves a staged directory out of the root (a rename keeps the
@@ -457,7 +449,7 @@ func TestA22StampsFifo(t *testing.T) {
 	start := time.Now()
 	_, err := e.stage(ctx)
 	require.NoError(t, err, "after %s", time.Since(start))
-	a22Same(t, e.src, e.dst())
+	sameTree(t, e.src, e.dst())
 }
 
 // a22StampLine is the line the stamps file holds for a file (format read
@@ -595,7 +587,7 @@ func TestA22CancelMidDelta(t *testing.T) {
 			if err == nil {
 				// finished before the cancel: it must be exact; put
 				// the old state back is impossible, so stop here.
-				a22Same(t, e.src, e.dst())
+				sameTree(t, e.src, e.dst())
 				t.Logf("command %d + %s: finished before the cancel", k, d)
 				goto final
 			}
@@ -664,7 +656,7 @@ func TestA22FailMidDelta(t *testing.T) {
 		_, err := e.stage(t.Context())
 		h.before = nil
 		if err == nil {
-			a22Same(t, e.src, e.dst())
+			sameTree(t, e.src, e.dst())
 			break
 		}
 		failures++
@@ -681,7 +673,7 @@ func TestA22FailMidDelta(t *testing.T) {
 		_, err := e.stage(t.Context())
 		h.before = nil
 		if err == nil {
-			a22Same(t, e.src, e.dst())
+			sameTree(t, e.src, e.dst())
 			continue
 		}
 		failures++
@@ -707,7 +699,7 @@ func TestA22HostModeChangesSameContent(t *testing.T) {
 		}
 		a, err := e.stage(t.Context())
 		require.NoError(t, err, "step %d", i)
-		a22Same(t, e.src, e.dst())
+		sameTree(t, e.src, e.dst())
 		a22OneLink(t, e.dst())
 		t.Logf("step %d: sent %d", i, a.Sent)
 	}
@@ -735,7 +727,7 @@ func TestA22HostModeChangeThenFailedPublish(t *testing.T) {
 	_, err := e.stage(t.Context())
 	require.NoError(t, err)
 	total := int(last.Load())
-	a22Same(t, e.src, e.dst())
+	sameTree(t, e.src, e.dst())
 	// back to the first state, staged
 	require.NoError(t, os.Chmod(filepath.Join(e.src, "a.txt"), 0o644))
 	require.NoError(t, os.Chmod(filepath.Join(e.src, "ro.txt"), 0o444))
@@ -931,7 +923,7 @@ func a22ConcurrentRun(t *testing.T, sb string, tgt func() stage.Target, mustSucc
 		treetest.Write(t, filepath.Join(srcs[i], "trig.txt"), fmt.Sprintf("final %d", i), 0o644)
 		_, err := stage.Stage(t.Context(), tgt(), root, []stage.Asset{{Name: "sk", Source: srcs[i]}})
 		require.NoError(t, err)
-		a22Same(t, srcs[i], dst)
+		sameTree(t, srcs[i], dst)
 		a22OneLink(t, dst)
 	}
 }
@@ -978,7 +970,7 @@ func TestA22FullDiskDuringDelta(t *testing.T) {
 	e.bump()
 	_, err = e.stage(t.Context())
 	if err == nil {
-		a22Same(t, e.src, e.dst())
+		sameTree(t, e.src, e.dst())
 		t.Log("copy-carry on a full disk: succeeded exactly")
 	} else {
 		t.Logf("copy-carry on a full disk: %v", err)
@@ -1029,7 +1021,7 @@ func TestA22BusyboxUserReadOnly(t *testing.T) {
 			require.Empty(t, treetest.Diff(prev, treetest.Snapshot(t, e.dst())), "step %d: previous copy changed after a failed stage", i)
 			continue
 		}
-		a22Same(t, e.src, e.dst())
+		sameTree(t, e.src, e.dst())
 		t.Logf("step %d: sent %d", i, a.Sent)
 	}
 }
@@ -1119,7 +1111,7 @@ func TestA22TamperAssetDirGoneOrSwapped(t *testing.T) {
 			defer cancel()
 			_, err := e.stage(ctx)
 			require.NoError(t, err)
-			a22Same(t, e.src, e.dst())
+			sameTree(t, e.src, e.dst())
 			a22OneLink(t, e.dst())
 		})
 	}
@@ -1260,7 +1252,7 @@ func TestA22BusyboxReadOnlyAssetDirSticks(t *testing.T) {
 		e.bump()
 		_, err := e.stage(t.Context())
 		if err == nil {
-			a22Same(t, e.src, e.dst())
+			sameTree(t, e.src, e.dst())
 			return
 		}
 		t.Logf("stage %d: %v", i, err)
@@ -1288,7 +1280,7 @@ func TestA22WeirdAssetNamesAndRoot(t *testing.T) {
 	require.NoError(t, err)
 	before := map[string]map[string]treetest.Node{}
 	for _, a := range rt.Assets {
-		a22Same(t, a.Source, filepath.Join(root, a.Name))
+		sameTree(t, a.Source, filepath.Join(root, a.Name))
 		before[a.Name] = treetest.Snapshot(t, filepath.Join(root, a.Name))
 	}
 	for _, a := range assets {
@@ -1298,7 +1290,7 @@ func TestA22WeirdAssetNamesAndRoot(t *testing.T) {
 	require.NoError(t, err)
 	for _, a := range rt.Assets {
 		dst := filepath.Join(root, a.Name)
-		a22Same(t, a.Source, dst)
+		sameTree(t, a.Source, dst)
 		a22OneLink(t, dst)
 		assert.Equal(t, 1, a.Sent, "asset %q", a.Name)
 		assert.Equal(t, before[a.Name]["big.bin"].Ino, treetest.Snapshot(t, dst)["big.bin"].Ino, "asset %q: big.bin hard-linked", a.Name)

@@ -13,6 +13,9 @@ import (
 // (a.Source must be clean, as Stage makes it).
 func IndexRecordPath(ix *Index, a Asset) string { return ix.path(indexKey(a)) }
 
+// IndexStampsPath is the file that holds a's stamps in ix's directory.
+func IndexStampsPath(ix *Index, a Asset) string { return ix.stampsPath(indexKey(a)) }
+
 // SetIndexFileFiles rewrites every record file of ix's directory so that it
 // remembers files regular files, so that a test can tell a hit served from
 // the directory (by a new Index, a "new process") from a walk.

@@ -29,6 +29,18 @@ const racyWindow = 2 * time.Second
 // OpenIndex also keeps its records in a host directory, so that a new
 // process re-stages an unchanged Source for the cost of its metadata pass
 // and one round trip to the sandbox.
+//
+// After a publish an Index also keeps the stamps of the Source's regular
+// files — identity, size, modification and change time — with their
+// SHA-256s. The next Stage of a changed Source compares it with the
+// sandbox's copy reading only the files whose stamps moved: a file that
+// shows the same stamp, and last changed more than racyWindow before the
+// stage that recorded it began, has the recorded content (a write moves
+// the change time, which only the kernel sets). Non-guarantee: a file
+// system whose clock steps are longer than that window, or a change time
+// reset by a privileged process, can make a changed file pass as
+// unchanged; WithVerify does not help (it checks the sandbox copy against
+// its own manifest). Stage without an Index hashes every file.
 type Index struct {
 	dir   string       // "" for an in-memory index
 	log   *slog.Logger // never nil for an OpenIndex one
@@ -36,6 +48,7 @@ type Index struct {
 
 	mu sync.Mutex
 	m  map[string]indexRecord
+	st map[string]*fileStamps // an in-memory Index's stamps (see fileStamps)
 }
 
 // NewIndex returns an empty in-memory Index.

@@ -51,15 +51,17 @@ func WithIndexLogger(l *slog.Logger) IndexOption {
 // written by an earlier process, or by another one sharing dir now, serve
 // lookups.
 //
-// Each Source (with its link policy and exclusions) has its own file in
-// dir, named by a digest of the Source and of the record format's version,
-// and replaced atomically (write a temporary file, sync, rename): a reader
-// sees a whole record or none, and when processes stage one Source at once
+// Each Source (with its link policy and exclusions) has its own files in
+// dir — its record and its files' stamps (see Index), about 100 bytes a
+// file — named by a digest of the Source and of the format's version, and
+// replaced atomically (write a temporary file, sync, rename): a reader
+// sees a whole file or none, and when processes stage one Source at once
 // the last writer wins. No file is shared by two Sources and nothing is
 // locked across processes.
 //
-// A record file is decoded strictly: it must be exactly the canonical
-// encoding of a record of this version for this Source. Any other file —
+// A record or stamps file is decoded strictly: it must be exactly the
+// canonical encoding of a record of this version for this Source (a stamps
+// file also ends with its SHA-256). Any other file —
 // corrupt, truncated, of another version, of another Source — is discarded
 // (logged, see WithIndexLogger, and never trusted), and the next successful
 // stage of that Source replaces it. A failure to write a record is logged,
@@ -69,10 +71,11 @@ func WithIndexLogger(l *slog.Logger) IndexOption {
 // Non-guarantees: dir belongs to the host and is trusted the way a git
 // index is: whoever can write a record for the Source's current metadata
 // and the sandbox's current manifest digest can make Stage keep that
-// sandbox copy when the Source differs from it (it never makes Stage read
-// or send anything else; WithVerify does not help, it checks the copy
-// against its own manifest). Records of Sources that are never staged again
-// are never removed.
+// sandbox copy when the Source differs from it, and whoever can write a
+// stamps file can make Stage take a changed file for the one the sandbox
+// holds (it never makes Stage read or send anything else; WithVerify does
+// not help, it checks the copy against its own manifest). Records of
+// Sources that are never staged again are never removed.
 func OpenIndex(dir string, opts ...IndexOption) (*Index, error) {
 	o := indexOptions{log: slog.New(slog.DiscardHandler)}
 	for _, opt := range opts {
@@ -97,7 +100,7 @@ func (ix *Index) path(key string) string {
 // failure is logged and a miss.
 func (ix *Index) load(key string) (indexRecord, bool) {
 	p := ix.path(key)
-	data, err := readIndexFile(p)
+	data, err := readIndexFile(p, maxIndexRecord)
 	if errors.Is(err, fs.ErrNotExist) {
 		return indexRecord{}, false
 	}
@@ -112,9 +115,9 @@ func (ix *Index) load(key string) (indexRecord, bool) {
 	return indexRecord{}, false
 }
 
-// readIndexFile reads a record file: a regular file, not a link, at most
-// maxIndexRecord bytes.
-func readIndexFile(p string) ([]byte, error) {
+// readIndexFile reads a record or stamps file: a regular file, not a
+// link, at most limit bytes.
+func readIndexFile(p string, limit int64) ([]byte, error) {
 	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		if errors.Is(err, syscall.ELOOP) {
@@ -130,12 +133,12 @@ func readIndexFile(p string) ([]byte, error) {
 	if !fi.Mode().IsRegular() {
 		return nil, fmt.Errorf("%s is not a regular file (mode %v)", p, fi.Mode())
 	}
-	data, err := io.ReadAll(io.LimitReader(f, maxIndexRecord+1))
+	data, err := io.ReadAll(io.LimitReader(f, limit+1))
 	if err != nil {
 		return nil, &fs.PathError{Op: "read", Path: p, Err: err}
 	}
-	if len(data) > maxIndexRecord {
-		return nil, fmt.Errorf("%s is larger than %d bytes", p, maxIndexRecord)
+	if int64(len(data)) > limit {
+		return nil, fmt.Errorf("%s is larger than %d bytes", p, limit)
 	}
 	return data, nil
 }

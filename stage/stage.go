@@ -266,10 +266,12 @@ func Stage(ctx context.Context, t Target, root string, assets []Asset, opts ...O
 	for i, p := range plans {
 		names[i] = p.asset.Name
 	}
+	t0 := o.now()
 	stored, err := t.Probe(ctx, root, names)
 	if err != nil {
 		return nil, fmt.Errorf("stage: %w", err)
 	}
+	o.log.Debug("stage: probed the sandbox's manifests", "root", root, "assets", len(names), "took", o.now().Sub(t0))
 	if len(stored) != len(names) {
 		return nil, fmt.Errorf("%w: target returned %d manifests for %d assets under %s", ErrTransport, len(stored), len(names), root)
 	}
@@ -458,9 +460,11 @@ func (s *stager) stageOne(p *planned, stored []byte) (StagedAsset, error) {
 	var c compared
 	if have != "" {
 		var err error
+		t0 := s.o.now()
 		if c, err = s.compare(p, stored); err != nil {
 			return StagedAsset{}, sourceErr(name, p.src, err)
 		}
+		log.Debug("stage: compared the source with the sandbox's manifest", "files", c.files, "unchanged", len(c.unchanged), "trusted", c.trusted, "took", s.o.now().Sub(t0))
 		if c.digest == have {
 			sa.Digest, sa.Files, sa.Bytes, sa.Skipped = c.digest, c.files, c.bytes, c.skipped
 			return reuse(sa, "stage: reused", false)
@@ -476,6 +480,7 @@ type compared struct {
 	files     int
 	bytes     int64
 	skipped   []string
+	trusted   int                  // files not read: the Index's stamps vouched for their hash
 	unchanged []UnchangedFile      // regular files the stored manifest describes exactly
 	known     map[string]knownFile // their hashes and stamps, by path
 }
@@ -515,6 +520,18 @@ func (s *stager) compare(p *planned, stored []byte) (compared, error) {
 	}
 	opts := p.opts
 	opts.Compact, opts.Stamps = true, true
+	trusted := 0 // files whose recorded hash the stamps vouch for
+	if s.o.index != nil {
+		if f := s.o.index.stamps(p.key); f != nil {
+			opts.Known = func(rel string, st tree.Stamp) ([32]byte, bool) {
+				sum, ok := f.known(rel, st)
+				if ok {
+					trusted++
+				}
+				return sum, ok
+			}
+		}
+	}
 	opts.SkipContent = func(e tree.Entry) bool {
 		o, ok := byPath[e.Path]
 		return !ok || o.mode != e.Mode || o.size != e.Size
@@ -524,7 +541,7 @@ func (s *stager) compare(p *planned, stored []byte) (compared, error) {
 		return compared{}, err
 	}
 	l := res.Listing
-	c := compared{files: l.Files(), bytes: l.Bytes(), skipped: res.Skipped}
+	c := compared{files: l.Files(), bytes: l.Bytes(), skipped: res.Skipped, trusted: trusted}
 	if l.Unread() == 0 {
 		c.digest = l.Digest()
 	}
@@ -561,6 +578,9 @@ func (s *stager) verifyReused(p *planned, sa *StagedAsset, stored []byte, log *s
 func (s *stager) publish(p *planned, sa StagedAsset, log *slog.Logger, start time.Time, c compared) (StagedAsset, error) {
 	name := p.asset.Name
 	tr := &Tree{src: p.src, opts: p.opts, mtime: start.Truncate(time.Second), unchanged: c.unchanged, known: c.known}
+	if s.o.index != nil {
+		tr.stampsBefore = start.Add(-s.o.racy)
+	}
 	if s.o.progress != nil {
 		// Only then: a Target that copies reports each file done through
 		// a hook that costs memory per file.
@@ -583,6 +603,9 @@ func (s *stager) publish(p *planned, sa StagedAsset, log *slog.Logger, start tim
 		}
 	}
 	s.remember(p, sa)
+	if s.o.index != nil && tr.stamps != nil {
+		s.o.index.keepStamps(p.key, tr.stamps)
+	}
 	log.Debug("stage: published", "digest", sa.Digest, "files", sa.Files, "bytes", sa.Bytes, "skipped", len(sa.Skipped), "took", s.o.now().Sub(start))
 	return sa, nil
 }
@@ -608,10 +631,14 @@ type Tree struct {
 	unchanged []UnchangedFile
 	carried   map[string]string    // path → SHA-256 the carried copy must have
 	known     map[string]knownFile // unchanged files' hashes from the comparing walk
-	walking   bool
-	walked    bool
-	done      bool    // Walk returned nil
-	sum       treeSum // what Walk read
+	// stampsBefore, when set, makes the walk keep each file's Stamp and
+	// a finished walk collect them in stamps, for the Index.
+	stampsBefore time.Time
+	stamps       *fileStamps
+	walking      bool
+	walked       bool
+	done         bool    // Walk returned nil
+	sum          treeSum // what Walk read
 	// The manifest of a finished walk: list (compact) until the bytes are
 	// needed, then manifest. A Target that writes locally streams list
 	// into its manifest file and never holds the bytes.
@@ -721,7 +748,7 @@ func (t *Tree) run(walk func(opts tree.Options) (*tree.Result, error)) error {
 	t.walked, t.walking = true, true
 	defer func() { t.walking = false }()
 	opts := t.opts
-	opts.Compact = true
+	opts.Compact, opts.Stamps = true, !t.stampsBefore.IsZero()
 	res, err := walk(opts)
 	if err == nil && len(t.carried) > 0 {
 		err = t.checkCarried(res.Listing)
@@ -762,6 +789,9 @@ type treeSum struct {
 // needed.
 func (t *Tree) finish(res *tree.Result) {
 	t.list = res.Listing
+	if !t.stampsBefore.IsZero() {
+		t.stamps = stampsOf(t.list, t.stampsBefore)
+	}
 	t.sum = treeSum{files: t.list.Files(), bytes: t.list.Bytes(), skipped: res.Skipped}
 	t.done = true
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
+	"errors"
 	"io"
 	"io/fs"
 	"math/bits"
@@ -272,6 +273,46 @@ type Stamp struct {
 	dev, ino           uint64
 	size, mtime, ctime int64
 	ok                 bool // the platform reported identity and change time
+}
+
+// StampBytes is the length of a Stamp's binary form.
+const StampBytes = 41
+
+// AppendBinary appends s's binary form (StampBytes bytes) to b.
+func (s Stamp) AppendBinary(b []byte) ([]byte, error) {
+	b = binary.BigEndian.AppendUint64(b, s.dev)
+	b = binary.BigEndian.AppendUint64(b, s.ino)
+	b = binary.BigEndian.AppendUint64(b, uint64(s.size))
+	b = binary.BigEndian.AppendUint64(b, uint64(s.mtime))
+	b = binary.BigEndian.AppendUint64(b, uint64(s.ctime))
+	if s.ok {
+		return append(b, 1), nil
+	}
+	return append(b, 0), nil
+}
+
+// UnmarshalBinary decodes the binary form AppendBinary writes; anything
+// else is an error.
+func (s *Stamp) UnmarshalBinary(b []byte) error {
+	if len(b) != StampBytes || b[40] > 1 {
+		return errors.New("tree: malformed stamp")
+	}
+	*s = Stamp{dev: binary.BigEndian.Uint64(b), ino: binary.BigEndian.Uint64(b[8:]), size: int64(binary.BigEndian.Uint64(b[16:])),
+		mtime: int64(binary.BigEndian.Uint64(b[24:])), ctime: int64(binary.BigEndian.Uint64(b[32:])), ok: b[40] == 1}
+	return nil
+}
+
+// Valid reports whether s holds an identity and change time (a platform
+// that reports them, a file that was read).
+func (s Stamp) Valid() bool { return s.ok }
+
+// ChangedBefore reports whether s is valid and both its modification and
+// change time are before t: a write to the file after t would show in a
+// Stamp taken then, even on a file system whose clock moves in coarse
+// steps, as long as the step is shorter than the time between the two.
+func (s Stamp) ChangedBefore(t time.Time) bool {
+	n := t.UnixNano()
+	return s.ok && s.mtime < n && s.ctime < n
 }
 
 func stampOf(st stat) Stamp {

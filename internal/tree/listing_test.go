@@ -3,6 +3,7 @@ package tree
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"io/fs"
 	"math/rand/v2"
@@ -210,4 +211,46 @@ func errorsJoin(a, b error) error {
 		return a
 	}
 	return b
+}
+
+// TestWalkOptionsKnown: Options.Known spares the read of a file it vouches
+// for (the Listing holds the sum it gave, and the file's Stamp), is asked
+// with the Stamp the file shows now (a changed file's no longer matches the
+// earlier walk's), and is not consulted by a Walk with a callback.
+func TestWalkOptionsKnown(t *testing.T) {
+	src := t.TempDir()
+	build(t, src, "d/", "d/f", "g", "h")
+	first, err := Walk(context.Background(), src, Options{Stamps: true}, nil)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(src, "h"), []byte("changed h"), 0o644))
+	fake := [32]byte{7}
+	var hashed atomic.Int64
+	defer CountHashed(&hashed)()
+	for _, workers := range workerCounts {
+		hashed.Store(0)
+		var asked []string
+		res, err := Walk(context.Background(), src, Options{Workers: workers, Stamps: true, Compact: true, Known: func(rel string, st Stamp) ([32]byte, bool) {
+			asked = append(asked, rel)
+			_, was, ok := first.Listing.Sum(rel)
+			return fake, ok && was == st
+		}}, nil)
+		require.NoError(t, err)
+		assert.Equal(t, []string{"d/f", "g", "h"}, asked)
+		for _, p := range []string{"d/f", "g"} {
+			sum, st, ok := res.Listing.Sum(p)
+			require.True(t, ok, p)
+			assert.Equal(t, fake, sum, "%s: the sum Known gave", p)
+			_, was, _ := first.Listing.Sum(p)
+			assert.Equal(t, was, st, "%s keeps its Stamp", p)
+		}
+		sum, _, ok := res.Listing.Sum("h")
+		require.True(t, ok)
+		assert.Equal(t, sha256.Sum256([]byte("changed h")), sum, "the changed file is read")
+		assert.Equal(t, int64(len("changed h")), hashed.Load(), "only the changed file is read")
+		assert.Zero(t, res.Listing.Unread())
+	}
+	called := false
+	_, err = Walk(context.Background(), src, Options{Known: func(string, Stamp) ([32]byte, bool) { called = true; return fake, true }}, func(*Item) error { return nil })
+	require.NoError(t, err)
+	assert.False(t, called, "a Walk with a callback reads every file")
 }

@@ -119,6 +119,14 @@ type Options struct {
 	SkipContent func(e Entry) bool
 	// Stamps makes the Listing keep each read file's Stamp (Listing.Sum).
 	Stamps bool
+	// Known, when set, is asked about every regular file whose lstat gave
+	// a full Stamp (st), by its relative path, on the goroutine that called
+	// Walk, in walk order, before SkipContent; ok means the caller knows the
+	// file's SHA-256 from an earlier read that found the same Stamp (and a
+	// change time old enough that a later write would have moved it): the
+	// file is listed with sum, and its Stamp, without being opened. Walk
+	// only (not Copy), and only without a callback.
+	Known func(rel string, st Stamp) (sum [32]byte, ok bool)
 	// Workers bounds the goroutines that open, read, hash and (for Copy)
 	// write regular files at once; default (0) GOMAXPROCS. 1 does
 	// everything on the calling goroutine; a Walk with a callback always
@@ -354,7 +362,7 @@ func walk(ctx context.Context, root string, opts Options, fn func(*Item) error, 
 		return nil, &fs.PathError{Op: "walk", Path: root, Err: err}
 	}
 	if fn != nil || cp != nil {
-		opts.SkipContent = nil
+		opts.SkipContent, opts.Known = nil, nil
 	}
 	w := &walker{ctx: ctx, opts: opts, lim: opts.Limits.WithDefaults(), fn: fn, cp: cp, inline: newScratch(ctx), list: newListing()}
 	if opts.Stamps {
@@ -757,6 +765,20 @@ func (w *walker) file(j job) error {
 	w.files++
 	w.bytes += j.st.size
 	j.seq = w.seq
+	if w.opts.Known != nil && j.st.full {
+		st := stampOf(j.st)
+		if sum, ok := w.opts.Known(j.rel, st); ok {
+			var listed bool
+			if j.sum, j.stamp, listed = w.list.add(j.rel, j.st.size, j.st.mode, 0); !listed {
+				return listFull(j.rel)
+			}
+			*j.sum = sum
+			if j.stamp != nil {
+				*j.stamp = st
+			}
+			return nil
+		}
+	}
 	var flags uint16
 	if w.opts.SkipContent != nil && w.opts.SkipContent(Entry{Path: j.rel, Type: File, Mode: j.st.mode.Perm(), Size: j.st.size}) {
 		flags = recUnread

@@ -62,6 +62,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, sshCfg *r
 	name := fl.String("name", "", "directory under the root (default: base name of -src)")
 	links := fl.String("links", "skip", "symbolic links: skip, reject or within (follow those that stay inside -src)")
 	asJSON := fl.Bool("json", false, "print one JSON object")
+	debug := fl.Bool("debug", false, "log each step of the stage on stderr, with the time")
 	showProgress := fl.String("progress", progressAuto, "progress on stderr: auto (off with -json, a bar on a terminal, plain lines otherwise), bar, lines or off")
 	state := fl.String("state", "", "index directory (default: <user cache dir>/airlock/stage-index)")
 	sshConfig := fl.String("ssh-config", "", "ssh_config file to read instead of ~/.ssh/config and /etc/ssh/ssh_config (as ssh -F)")
@@ -128,8 +129,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, sshCfg *r
 		parent := filepath.Dir(dest)
 		where = func(p string) string { return filepath.Join(parent, filepath.FromSlash(p)) }
 	}
-	rt, err := stage.Stage(ctx, target, root, []stage.Asset{{Name: *name, Source: source, Links: policy}},
-		append(prog.options(), stage.WithIndex(ix))...)
+	opts := append(prog.options(), stage.WithIndex(ix))
+	if *debug {
+		opts = append(opts, stage.WithLogger(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))))
+	}
+	rt, err := stage.Stage(ctx, target, root, []stage.Asset{{Name: *name, Source: source, Links: policy}}, opts...)
 	if err := errors.Join(err, prog.finish()); err != nil {
 		return err
 	}

@@ -1,7 +1,7 @@
 // Command stage copies one host directory into a sandbox with stage.Stage
 // and reports what it did:
 //
-//	go run ./examples/stage -src DIR -to DEST [-name NAME] [-links skip|reject|within] [-json] [-ssh-config FILE]
+//	go run ./examples/stage -src DIR -to DEST [-name NAME] [-links skip|reject|within] [-json] [-ssh-config FILE] [-debug]
 //
 // DEST is the stage root; the copy lands in DEST/NAME (NAME defaults to
 // the base name of DIR). DEST is either a local directory (its parent must
@@ -16,7 +16,9 @@
 //
 // The metadata index is kept under -state DIR (default
 // <user cache dir>/airlock/stage-index, stage.OpenIndex), so a later run on
-// an unchanged DIR costs a metadata walk and one round trip.
+// an unchanged DIR costs a metadata walk and one round trip, and one on a
+// changed DIR reads only the files whose stamps moved. -debug logs each
+// step (probe, compare, publish) on stderr with the time it took.
 //
 // It prints the staged path, the manifest digest, the files staged and
 // sent, the bytes, whether the sandbox copy was reused and the time taken,

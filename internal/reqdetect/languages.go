@@ -1,6 +1,7 @@
 package reqdetect
 
 import (
+	"iter"
 	"slices"
 	"strings"
 	"unicode"
@@ -1339,7 +1340,7 @@ func (c *foreignCtx) apply(row *foreignRule, a, b int) {
 // asks for a file by itself, and so does an output or transform cue before
 // a file noun or format outside an inline phrase.
 func readForeign(u *unit, bug bool) {
-	if !isForeign(u) {
+	if u.foreign = isForeign(u); !u.foreign {
 		return
 	}
 	r := scan(u)
@@ -1441,6 +1442,41 @@ var (
 
 const otherLatinMin = 3 // function words a Latin-script language without a table needs to be named
 
+// otherScriptsFirst is below every rune of otherScripts: unsure skips the look-up for a letter under it.
+var otherScriptsFirst = func() rune {
+	first := rune(unicode.MaxRune)
+	for _, s := range otherScripts {
+		if len(s.table.R16) > 0 {
+			first = min(first, rune(s.table.R16[0].Lo))
+		} else {
+			first = min(first, rune(s.table.R32[0].Lo))
+		}
+	}
+	return first
+}()
+
+// letterWords yields the words of s lower-cased, split at every rune that is no letter once lower-cased: the fields
+// of strings.ToLower(s) split at non-letters, without copying s.
+func letterWords(s string) iter.Seq[string] {
+	return func(yield func(string) bool) {
+		start := -1
+		for k, r := range s {
+			switch letter := unicode.IsLetter(unicode.ToLower(r)); {
+			case letter && start < 0:
+				start = k
+			case !letter && start >= 0:
+				if !yield(strings.ToLower(s[start:k])) {
+					return
+				}
+				start = -1
+			}
+		}
+		if start >= 0 {
+			yield(strings.ToLower(s[start:]))
+		}
+	}
+}
+
 func init() {
 	for _, l := range otherLatin {
 		name, ws, _ := strings.Cut(l, ": ")
@@ -1463,6 +1499,9 @@ func unsure(objective string, units []*unit) string {
 			continue
 		}
 		letters++
+		if c < otherScriptsFirst {
+			continue
+		}
 		for k, s := range otherScripts {
 			if unicode.Is(s.table, c) {
 				counts[k]++
@@ -1477,7 +1516,7 @@ func unsure(objective string, units []*unit) string {
 	}
 	other, known := map[string]int{}, 0
 	best := ""
-	for _, f := range strings.FieldsFunc(strings.ToLower(objective), func(r rune) bool { return !unicode.IsLetter(r) }) {
+	for f := range letterWords(objective) {
 		step()
 		switch {
 		case otherLatinWords[f] != "" && len(foreignFunctionWords[f]) == 0:
@@ -1496,7 +1535,7 @@ func unsure(objective string, units []*unit) string {
 	forbid, delivered := map[string]bool{}, map[string]bool{}
 	noFile, requested := false, ""
 	for _, u := range units {
-		if !isForeign(u) {
+		if !u.foreign {
 			continue
 		}
 		noFile = noFile || scan(u).noFile(u) >= 0

@@ -315,6 +315,7 @@ type unit struct {
 	asked     []bool      // token is a verb of an embedded question ("tell me whether exporting …")
 	inPlace   bool        // says "in place": verbless files are edited, not delivered
 	inputs    bool        // under a heading or label for inputs, context or references (rule 10)
+	foreign   bool        // written in another language than English (isForeign; set by readForeign)
 	phrases   []*phrase
 	qualifier int  // token index of a "not a deliverable" qualifier, or -1
 	denial    bool // carries a denied-write marker

@@ -60,11 +60,13 @@ func isRunRune(r rune) bool {
 		strings.ContainsRune(runMarks, r)
 }
 
-// tokenizeAt tokenizes s, which starts at byte offset base of the objective, and records each token's offset.
-func tokenizeAt(s string, base int) []token {
-	toks := tokenize(s)
+// tokenizeAt appends the tokens of s, which starts at byte offset base of the objective, to toks, and records each
+// token's offset.
+func tokenizeAt(toks []token, s string, base int) []token {
+	from := len(toks)
+	toks = appendTokens(toks, s)
 	at := 0
-	for i := range toks {
+	for i := from; i < len(toks); i++ {
 		if k := strings.Index(s[at:], toks[i].text); k >= 0 {
 			at += k
 		}
@@ -75,8 +77,10 @@ func tokenizeAt(s string, base int) []token {
 }
 
 // tokenize splits one line into tokens. Every token's text is a substring of s.
-func tokenize(s string) []token {
-	var toks []token
+func tokenize(s string) []token { return appendTokens(nil, s) }
+
+// appendTokens appends the tokens of the line s to toks.
+func appendTokens(toks []token, s string) []token {
 	for i := 0; i < len(s); {
 		r, w := utf8.DecodeRuneInString(s[i:])
 		switch {

@@ -152,6 +152,24 @@ func buildLists() {
 	}
 	slices.SortStableFunc(labels, func(a, b string) int { return len(b) - len(a) })
 	labelWords = append(labelWords, labels...)
+	labelsByFold = map[rune][]string{}
+	for _, l := range labelWords {
+		r, _ := utf8.DecodeRuneInString(l)
+		labelsByFold[foldKey(r)] = append(labelsByFold[foldKey(r)], l)
+	}
+}
+
+// labelsByFold holds labelWords, in their order, by foldKey of their first rune: a line can start with a label only
+// when its first rune has the same key (cutLabel compares case folded).
+var labelsByFold map[rune][]string
+
+// foldKey returns the smallest rune that r equals under simple case folding.
+func foldKey(r rune) rune {
+	k := r
+	for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
+		k = min(k, f)
+	}
+	return k
 }
 
 // cueClass is the role a cue word gives the files it governs.

@@ -247,7 +247,8 @@ func labelLine(line string) (string, bool) {
 	if rest, ok := modifiedLabel(s); ok {
 		return rest, true // "Expected outputs:", "Final deliverables: a.md"
 	}
-	for _, label := range labelWords {
+	first, _ := utf8.DecodeRuneInString(s)
+	for _, label := range labelsByFold[foldKey(first)] {
 		after, ok := cutLabel(s, label)
 		if !ok {
 			continue

@@ -54,25 +54,41 @@ const perfectClitic = "'ve"
 // lemmaOf returns the lexicon verb that w is a form of, or "".
 func lemmaOf(w string) string {
 	step()
-	if _, ok := verbClasses[w]; ok {
-		return w
-	}
-	if b, ok := irregularVerbs[w]; ok {
-		return b[0]
-	}
-	known := func(b string) bool { _, ok := verbClasses[b]; return ok }
-	for _, s := range inflections {
-		if b, ok := strings.CutSuffix(w, s.suffix); ok && known(b+s.restore) {
-			return b + s.restore
-		}
-	}
-	for _, suf := range doubledInflections { // zipped, putting
-		if b, ok := strings.CutSuffix(w, suf); ok && len(b) >= 2 && b[len(b)-1] == b[len(b)-2] && known(b[:len(b)-1]) {
-			return b[:len(b)-1]
-		}
-	}
-	return ""
+	return lemmas[w]
 }
+
+// lemmas maps every form lemmaOf knows to its lexicon verb: the verb itself, then an irregular form ("wrote"), then a
+// regular one by the first of inflections that fits ("copies", "attached"), then one with a doubled last letter
+// ("zipped", "putting"). Each form keeps the first reading in that order.
+var lemmas = func() map[string]string {
+	m := map[string]string{}
+	add := func(form, lemma string) {
+		if _, ok := m[form]; !ok {
+			m[form] = lemma
+		}
+	}
+	for w := range verbClasses {
+		add(w, w)
+	}
+	for w, b := range irregularVerbs {
+		add(w, b[0])
+	}
+	for _, s := range inflections {
+		for w := range verbClasses {
+			if b, ok := strings.CutSuffix(w, s.restore); ok {
+				add(b+s.suffix, w)
+			}
+		}
+	}
+	for _, suf := range doubledInflections {
+		for w := range verbClasses {
+			if w != "" {
+				add(w+w[len(w)-1:]+suf, w)
+			}
+		}
+	}
+	return m
+}()
 
 // inflection is one regular verb ending: a word ending in suffix is a form of
 // the lexicon verb spelled with suffix replaced by restore.

@@ -81,6 +81,7 @@ func tokenize(s string) []token { return appendTokens(nil, s) }
 
 // appendTokens appends the tokens of the line s to toks.
 func appendTokens(toks []token, s string) []token {
+	toks = slices.Grow(toks, len(s)/4)
 	for i := 0; i < len(s); {
 		r, w := utf8.DecodeRuneInString(s[i:])
 		switch {
@@ -98,13 +99,18 @@ func appendTokens(toks []token, s string) []token {
 			toks = append(toks, punctTok(s[i:i+w]))
 			i += w
 		case isRunRune(r):
-			j := i + w
+			j, wide := i+w, r >= cjkFirst // wide: the run may hold CJK text
 			for j < len(s) {
 				r2, w2 := utf8.DecodeRuneInString(s[j:])
 				if !isRunRune(r2) {
 					break
 				}
-				j += w2
+				j, wide = j+w2, wide || r2 >= cjkFirst
+			}
+			if !wide {
+				toks = splitRun(toks, s[i:j])
+				i = j
+				continue
 			}
 			prev, _ := utf8.DecodeLastRuneInString(s[:i])
 			for _, piece := range cjkPieces(s[i:j], i == 0 || unicode.IsSpace(prev) || strings.ContainsRune(nameOpeners, prev)) {

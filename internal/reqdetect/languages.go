@@ -1,6 +1,8 @@
 package reqdetect
 
 import (
+	"embed"
+	"fmt"
 	"iter"
 	"slices"
 	"strings"
@@ -10,52 +12,93 @@ import (
 
 // Rule 9: tasks written in other languages.
 
-// langTable holds the cue words of one language (lang_xx.go), one field a role, words separated by spaces: "_" for a
-// space inside a label, "*" ends a stem ("exportier*"), "…" joins a separable verb's head to the particle that must
-// follow it ("voeg…bij"), ">" marks a negator that reaches only ahead ("no>"). Latin words match folded (foldWord),
-// past an elided article ("l'export") and before clitics ("exporte-le"); a CJK cue matches anywhere in a run of CJK
-// text. Adding a language is adding a table to langTables and cases to testdata/requested-files.jsonl.
+// langTable holds the cue words of one language, read from its lang_xx.txt: one "field: words" line a field (cueFields
+// and langFields name them), words separated by blanks: "_" for a space inside a label, "*" ends a stem ("exportier*"),
+// "…" joins a separable verb's head to the particle that must follow it ("voeg…bij"), ">" marks a negator that reaches
+// only ahead ("no>"). Latin words match folded (foldWord), past an elided article ("l'export") and before clitics
+// ("exporte-le"); a CJK cue matches anywhere in a run of CJK text. Adding a language is adding its file to langTables
+// and cases to testdata/requested-files.jsonl.
 type langTable struct {
 	code, name string
-	// Verb cues by role: given with the task ("anbei"), attachment nouns ("Anhang"), delivery ("hänge an"), send
-	// ("schick"), making ("erstelle"), converting, reading and running ("lies"), answering in text ("antworte"),
-	// editing in place ("korrigiere"), naming ("nenne").
-	presented, attach, delivery, send, output, transform, input, reply, edit, naming string
-	// The reply as a place ("hier"), negators ("nicht"), file nouns
-	// ("Datei"), polite markers ("bitte").
-	inline, negators, fileWords, polite string
-	// Rule 10: model words before a file ("wie") or after it in CJK text
-	// ("と同じ"), model nouns after "as" ("als Vorlage").
-	model, modelAfter, modelNouns string
-	// Destination words ("als", "成"; namingPreps name a thing made without a
-	// verb); source words before or after a file ("aus", "から").
-	destPreps, namingPreps, sourcePreps, sourceAfter string
-	// Rules 8 and 11: repository nouns ("Branch"), product nouns ("Skript"),
-	// feature verbs ("implementiere"), bug labels ("Fehler:").
-	repo, productNouns, featureVerbs, bug string
-	// Questions ("wie", "如何") and statements of what was done ("habe",
-	// "schon", "了", "已经").
-	whWords, howTo, perfect, doneAfter, doneBefore string
-	// Function words tell the language; the labels of outputs ("Ergebnis")
-	// and inputs ("Kontext").
-	function, deliverables, inputs string
-	// Pointers back to a file ("sie", "このファイル"), clitics on a verb ("adjúntalo"; with "-", after a hyphen only:
-	// "envoie-le"), words that make the cue after them a noun ("di consegna"), and words for other files ("keine
-	// weiteren Dateien").
-	pointers, clitics, nounMarks, other string
-	// toward words after a presented form say where it is to go ("ao").
-	toward   string
-	neg, inl []string // negators and inline words, split
+	cues       map[string]string // each field's words, joined by blanks
+	neg, inl   []string          // negators and inline words, split
 }
 
-var langTables = []*langTable{langDE, langFR, langES, langPT, langIT, langNL, langJA, langZH, langKO}
+// langFields are the fields of a table that join no cue list: the code and name, function words that tell the
+// language, and the labels of outputs ("Ergebnis") and inputs ("Kontext").
+var langFields = []string{"code", "name", "function", "deliverables", "inputs"}
+
+// cueFields are the fields whose words join a cue list, and the class a verb cue among them gives its files. Verb
+// cues by role: given with the task ("anbei"), attachment nouns ("Anhang"), delivery ("hänge an"), send ("schick"),
+// making ("erstelle"), converting, reading and running ("lies"), answering in text ("antworte"), editing in place
+// ("korrigiere"), naming ("nenne"). The reply as a place ("hier"), negators ("nicht"), file nouns ("Datei"), polite
+// markers ("bitte"). Rule 10: model words before a file ("wie") or after it in CJK text ("と同じ"), model nouns after
+// "as" ("als Vorlage"). Destination words ("als", "成"; namingPreps name a thing made without a verb); source words
+// before or after a file ("aus", "から"). Rules 8 and 11: repository nouns ("Branch"), product nouns ("Skript"),
+// feature verbs ("implementiere"), bug labels ("Fehler:"). Questions ("wie", "如何") and statements of what was done
+// ("habe", "schon", "了", "已经"). Pointers back to a file ("sie", "このファイル"), clitics on a verb ("adjúntalo"; with
+// "-", after a hyphen only: "envoie-le"), words that make the cue after them a noun ("di consegna"), words for other
+// files ("keine weiteren Dateien"), and toward words after a presented form that say where it is to go ("ao").
+var cueFields = []cueField{
+	{"presented", &foreignPresented, cuePresented}, {"attach", &foreignAttachNouns, cueAttached},
+	{"delivery", &foreignDelivery, cueDelivery}, {"send", &foreignSend, cueSend},
+	{"output", &foreignOutput, cueOutput}, {"transform", &foreignTransform, cueTransform},
+	{"input", &foreignInput, cueInput}, {"reply", &foreignReply, cueReply},
+	{"edit", &foreignEdit, cueEdit}, {"naming", &foreignNaming, cueNaming},
+	{"inline", &foreignInline, 0}, {"negators", &foreignNegators, 0}, {"fileWords", &foreignFileWords, 0},
+	{"polite", &foreignPolite, 0}, {"model", &foreignModel, 0}, {"modelAfter", &foreignModelAfter, 0},
+	{"modelNouns", &foreignModelNouns, 0}, {"destPreps", &foreignDestPreps, 0},
+	{"namingPreps", &foreignNamingPreps, 0}, {"sourcePreps", &foreignSourcePreps, 0},
+	{"sourceAfter", &foreignSourceAfter, 0}, {"repo", &foreignRepo, 0},
+	{"productNouns", &foreignProductNouns, 0}, {"featureVerbs", &foreignFeatureVerbs, 0},
+	{"bug", &foreignBug, 0}, {"whWords", &foreignWhWords, 0}, {"howTo", &foreignHowTo, 0},
+	{"perfect", &foreignPerfect, 0}, {"doneAfter", &foreignDoneAfter, 0},
+	{"doneBefore", &foreignDoneBefore, 0}, {"nounMarks", &foreignNounMarks, 0},
+	{"pointers", &foreignPointers, 0}, {"clitics", &foreignClitics, 0}, {"other", &foreignOther, 0}, {"toward", &foreignToward, 0},
+}
+
+//go:embed lang_*.txt
+var langFiles embed.FS
+
+// cueField is one field of a table that joins the cue list dst.
+type cueField struct {
+	name  string
+	dst   *[]string
+	class cueClass
+}
+
+// loadLang reads the table lang_<code>.txt; it panics on a file that is missing or holds a field no table has.
+func loadLang(code string) *langTable {
+	name := "lang_" + code + ".txt"
+	text, err := langFiles.ReadFile(name)
+	if err != nil {
+		panic("reqdetect: " + err.Error())
+	}
+	lists, err := parseLexicon(name, string(text))
+	if err != nil {
+		panic("reqdetect: " + err.Error())
+	}
+	t := &langTable{cues: map[string]string{}}
+	for field, ws := range lists {
+		if !slices.Contains(langFields, field) && !slices.ContainsFunc(cueFields, func(f cueField) bool { return f.name == field }) {
+			panic(fmt.Sprintf("reqdetect: %s: %q is no field of a language table", name, field))
+		}
+		t.cues[field] = strings.Join(ws, " ")
+	}
+	t.code, t.name = t.cues["code"], t.cues["name"]
+	return t
+}
+
+// langTables are the tables of the languages the reader knows, in the order unitLang breaks ties in.
+var (
+	langJA, langZH, langKO = loadLang("ja"), loadLang("zh"), loadLang("ko")
+	langTables             = []*langTable{loadLang("de"), loadLang("fr"), loadLang("es"), loadLang("pt"), loadLang("it"),
+		loadLang("nl"), langJA, langZH, langKO}
+)
 
 // shared holds the cues every language borrows from English ("Save het
 // resultaat", "een fix in", "PR", "**Bug:**") and binary formats.
-var shared = &langTable{code: "en", name: "English", delivery: "save* attach* upload* download", edit: "fix",
-	fileWords: "file pdf xlsx xls docx pptx png jpg zip csv excel powerpoint", modelNouns: "template",
-	repo: "pr prs mr pull branch commit", bug: "bug bugfix feature", inline: "inline in-line", negators: "no not never without don't",
-	deliverables: "deliverable deliverables"}
+var shared = loadLang("en")
 
 // The cue lists the reader uses: every table's field joined.
 var (
@@ -66,7 +109,7 @@ var (
 	foreignWhWords, foreignHowTo, foreignPerfect, foreignDoneAfter, foreignDoneBefore, foreignNouns,
 	foreignNounMarks, foreignPointers, foreignClitics, foreignOther, foreignToward []string
 	foreignSeparable     []separable
-	sharedCues           = words(shared.delivery + " " + shared.edit) // they do not make a sentence foreign
+	sharedCues           = words(shared.cues["delivery"] + " " + shared.cues["edit"]) // they do not make a sentence foreign
 	foreignFunctionWords = map[string][]*langTable{}
 	// foreignAheadOnly are the negators that reach only a verb after them
 	// ("no adjuntes"; "Anexa … no card" is "in the card").
@@ -99,28 +142,12 @@ func words(s string) []string {
 func buildLists() {
 	var labels []string
 	for _, t := range append([]*langTable{shared}, langTables...) {
-		for _, f := range []struct {
-			dst   *[]string
-			src   string
-			class cueClass
-		}{
-			{&foreignPresented, t.presented, cuePresented}, {&foreignAttachNouns, t.attach, cueAttached},
-			{&foreignDelivery, t.delivery, cueDelivery}, {&foreignSend, t.send, cueSend},
-			{&foreignOutput, t.output, cueOutput}, {&foreignTransform, t.transform, cueTransform},
-			{&foreignInput, t.input, cueInput}, {&foreignReply, t.reply, cueReply},
-			{&foreignEdit, t.edit, cueEdit}, {&foreignNaming, t.naming, cueNaming},
-			{&foreignInline, t.inline, 0}, {&foreignNegators, strings.ReplaceAll(t.negators, ">", ""), 0}, {&foreignFileWords, t.fileWords, 0},
-			{&foreignPolite, t.polite, 0}, {&foreignModel, t.model, 0}, {&foreignModelAfter, t.modelAfter, 0},
-			{&foreignModelNouns, t.modelNouns, 0}, {&foreignDestPreps, t.destPreps, 0},
-			{&foreignNamingPreps, t.namingPreps, 0}, {&foreignSourcePreps, t.sourcePreps, 0},
-			{&foreignSourceAfter, t.sourceAfter, 0}, {&foreignRepo, t.repo, 0},
-			{&foreignProductNouns, t.productNouns, 0}, {&foreignFeatureVerbs, t.featureVerbs, 0},
-			{&foreignBug, t.bug, 0}, {&foreignWhWords, t.whWords, 0}, {&foreignHowTo, t.howTo, 0},
-			{&foreignPerfect, t.perfect, 0}, {&foreignDoneAfter, t.doneAfter, 0},
-			{&foreignDoneBefore, t.doneBefore, 0}, {&foreignNounMarks, t.nounMarks, 0},
-			{&foreignPointers, t.pointers, 0}, {&foreignClitics, t.clitics, 0}, {&foreignOther, t.other, 0}, {&foreignToward, t.toward, 0},
-		} {
-			for _, w := range words(f.src) {
+		for _, f := range cueFields {
+			src := t.cues[f.name]
+			if f.dst == &foreignNegators {
+				src = strings.ReplaceAll(src, ">", "")
+			}
+			for _, w := range words(src) {
 				if head, particle, ok := strings.Cut(w, "…"); ok {
 					foreignSeparable = append(foreignSeparable, separable{head, particle, f.class})
 					continue
@@ -128,11 +155,11 @@ func buildLists() {
 				*f.dst = append(*f.dst, w)
 			}
 		}
-		for _, w := range words(t.function) {
+		for _, w := range words(t.cues["function"]) {
 			foreignFunctionWords[w] = append(foreignFunctionWords[w], t)
 		}
-		t.neg, t.inl = words(strings.ReplaceAll(t.negators, ">", "")), words(t.inline)
-		for _, w := range words(t.negators) {
+		t.neg, t.inl = words(strings.ReplaceAll(t.cues["negators"], ">", "")), words(t.cues["inline"])
+		for _, w := range words(t.cues["negators"]) {
 			if a, ok := strings.CutSuffix(w, ">"); ok {
 				foreignAheadOnly = append(foreignAheadOnly, a)
 			}
@@ -140,14 +167,14 @@ func buildLists() {
 		foldedList(&t.neg)
 		foldedList(&t.inl)
 		// A CJK label or repository noun holds no verb ("交付物", "저장소").
-		for _, w := range words(t.deliverables + " " + t.repo) {
+		for _, w := range words(t.cues["deliverables"] + " " + t.cues["repo"]) {
 			if isCJKString(w) {
 				foreignNouns = append(foreignNouns, w)
 			}
 		}
 		if t != shared {
-			labels = append(labels, words(t.deliverables)...)
-			inputLabels = append(inputLabels, words(t.inputs)...)
+			labels = append(labels, words(t.cues["deliverables"])...)
+			inputLabels = append(inputLabels, words(t.cues["inputs"])...)
 		}
 	}
 	slices.SortStableFunc(labels, func(a, b string) int { return len(b) - len(a) })

@@ -401,13 +401,13 @@ var lexiconText string
 
 // lexicon holds lexicon_en.txt's lists by name; lexUsed, the names the code looked up (TestLexicon).
 var (
-	lexicon = mustParseLexicon(lexiconText)
+	lexicon = mustParseLexicon("lexicon_en.txt", lexiconText)
 	lexUsed = map[string]bool{}
 )
 
 // parseLexicon reads the table: "name: words" lines, continued by indented lines, "#" comments and
 // blank lines. Words are split at blanks, or at "|" when the line has one ("output files | output").
-func parseLexicon(text string) (map[string][]string, error) {
+func parseLexicon(file, text string) (map[string][]string, error) {
 	lists := map[string][]string{}
 	name := ""
 	for n, line := range strings.Split(text, "\n") {
@@ -417,19 +417,19 @@ func parseLexicon(text string) (map[string][]string, error) {
 			name = ""
 		case line[0] == ' ' || line[0] == '\t':
 			if name == "" {
-				return nil, fmt.Errorf("lexicon_en.txt:%d: indented line %q continues no list", n+1, trimmed)
+				return nil, fmt.Errorf("%s:%d: indented line %q continues no list", file, n+1, trimmed)
 			}
 			lists[name] = append(lists[name], lexWords(trimmed)...)
 		default:
 			k, v, ok := strings.Cut(line, ":")
 			if !ok || k == "" || strings.ContainsAny(k, " \t|") {
-				return nil, fmt.Errorf("lexicon_en.txt:%d: %q is not a \"name: words\" line", n+1, line)
+				return nil, fmt.Errorf("%s:%d: %q is not a \"name: words\" line", file, n+1, line)
 			}
 			if _, dup := lists[k]; dup {
-				return nil, fmt.Errorf("lexicon_en.txt:%d: list %q is defined twice", n+1, k)
+				return nil, fmt.Errorf("%s:%d: list %q is defined twice", file, n+1, k)
 			}
 			if lists[k] = lexWords(v); len(lists[k]) == 0 {
-				return nil, fmt.Errorf("lexicon_en.txt:%d: list %q has no words", n+1, k)
+				return nil, fmt.Errorf("%s:%d: list %q has no words", file, n+1, k)
 			}
 			name = k
 		}
@@ -450,8 +450,8 @@ func lexWords(s string) []string {
 	return out
 }
 
-func mustParseLexicon(text string) map[string][]string {
-	lists, err := parseLexicon(text)
+func mustParseLexicon(file, text string) map[string][]string {
+	lists, err := parseLexicon(file, text)
 	if err != nil {
 		panic("reqdetect: " + err.Error())
 	}

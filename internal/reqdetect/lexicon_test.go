@@ -48,7 +48,7 @@ func TestLexicon(t *testing.T) {
 }
 
 func TestParseLexicon(t *testing.T) {
-	lists, err := parseLexicon("# doc\na: x y\n\tz\n\nb: output files | output\n")
+	lists, err := parseLexicon("lexicon_en.txt", "# doc\na: x y\n\tz\n\nb: output files | output\n")
 	require.NoError(t, err)
 	assert.Equal(t, map[string][]string{"a": {"x", "y", "z"}, "b": {"output files", "output"}}, lists)
 	for text, want := range map[string]string{
@@ -59,7 +59,7 @@ func TestParseLexicon(t *testing.T) {
 		"two words: x\n": `lexicon_en.txt:1: "two words: x" is not a "name: words" line`,
 		": x\n":          `lexicon_en.txt:1: ": x" is not a "name: words" line`,
 	} {
-		_, err := parseLexicon(text)
+		_, err := parseLexicon("lexicon_en.txt", text)
 		assert.EqualError(t, err, want, "%q", text)
 	}
 	assert.PanicsWithValue(t, `reqdetect: lexicon_en.txt has no list "nope"; add a "nope: words" line`,

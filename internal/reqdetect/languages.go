@@ -429,10 +429,8 @@ func inList(w string, l *[]string) bool {
 		return true
 	}
 	for n := 1; n <= stemKey && n <= len(w); n++ {
-		for _, stem := range ix.stems[w[:n]] {
-			if strings.HasPrefix(w, stem) {
-				return true
-			}
+		if slices.ContainsFunc(ix.stems[w[:n]], func(stem string) bool { return strings.HasPrefix(w, stem) }) {
+			return true
 		}
 	}
 	return false
@@ -725,18 +723,10 @@ func oneTypo(a, b string) bool {
 // repoObject reports whether the cue h takes repository work as its object
 // ("提交 PR", "eine PR aufmachen", "プルリクエストを作成"): rule 8.
 func (r *foreignReading) repoObject(u *unit, h cueHit) bool {
-	if r.cjk[h.tok] {
-		t := u.toks[h.tok].low
-		if len(cjkIndex(t[:h.off], &foreignRepo)) > 0 {
-			return true
-		}
+	if r.cjk[h.tok] && len(cjkIndex(u.toks[h.tok].low[:h.off], &foreignRepo)) > 0 {
+		return true
 	}
-	for k := h.tok + 1; k < len(u.toks) && k <= h.tok+repoSpan; k++ {
-		if r.in(u, k, &foreignRepo) {
-			return true
-		}
-	}
-	return false
+	return anyIn(h.tok+1, min(len(u.toks)-1, h.tok+repoSpan), func(k int) bool { return r.in(u, k, &foreignRepo) })
 }
 
 // refersBack reports whether the delivery cue h refers back to a file named before: a pointer right after it or a
@@ -760,12 +750,7 @@ func (r *foreignReading) refersBack(u *unit, h cueHit) bool {
 	}) {
 		return true
 	}
-	for k := h.tok + 1; k < len(u.toks) && k <= h.tok+repoSpan; k++ {
-		if inList(r.words[k], &foreignPointers) {
-			return true
-		}
-	}
-	return false
+	return anyIn(h.tok+1, min(len(u.toks)-1, h.tok+repoSpan), func(k int) bool { return inList(r.words[k], &foreignPointers) })
 }
 
 // statedBefore reports whether a perfect auxiliary stands at most
@@ -782,12 +767,7 @@ func (r *foreignReading) statedBefore(u *unit, i int) bool {
 // repoUnit reports whether u names repository work ("een pull request met
 // …", "ブランチ").
 func (r *foreignReading) repoUnit(u *unit) bool {
-	for i := range u.toks {
-		if r.in(u, i, &foreignRepo) {
-			return true
-		}
-	}
-	return false
+	return anyIn(0, len(u.toks)-1, func(i int) bool { return r.in(u, i, &foreignRepo) })
 }
 
 // markStated turns a cue that states what was done into a presented one (foreignPerfect before it, foreignDoneAfter
@@ -817,20 +797,16 @@ func (r *foreignReading) markStated(u *unit) {
 
 // doneAround reports whether a CJK run marks the cue at byte off as done.
 func doneAround(run string, off int) bool {
-	for _, d := range foreignDoneBefore {
-		if strings.HasSuffix(run[:off], d) {
-			return true
-		}
+	if slices.ContainsFunc(foreignDoneBefore, func(d string) bool { return strings.HasSuffix(run[:off], d) }) {
+		return true
 	}
 	tail := run[off:]
 	for _, c := range []*[]string{&foreignDelivery, &foreignSend, &foreignOutput, &foreignTransform} {
 		for _, cue := range *c {
-			if rest, ok := strings.CutPrefix(tail, cue); ok {
-				for _, d := range foreignDoneAfter {
-					if strings.HasPrefix(rest, d) || strings.HasPrefix(rest, "し"+d) {
-						return true
-					}
-				}
+			if rest, ok := strings.CutPrefix(tail, cue); ok && slices.ContainsFunc(foreignDoneAfter, func(d string) bool {
+				return strings.HasPrefix(rest, d) || strings.HasPrefix(rest, "し"+d)
+			}) {
+				return true
 			}
 		}
 	}
@@ -840,10 +816,8 @@ func doneAround(run string, off int) bool {
 // question reports whether u asks about something, not for it: it ends in
 // a question mark and opens with a wh-word, or has a how-to word in CJK text.
 func (r *foreignReading) question(u *unit) bool {
-	for i := range u.toks {
-		if r.cjk[i] && r.in(u, i, &foreignHowTo) {
-			return true
-		}
+	if anyIn(0, len(u.toks)-1, func(i int) bool { return r.cjk[i] && r.in(u, i, &foreignHowTo) }) {
+		return true
 	}
 	last := u.toks[len(u.toks)-1]
 	end := last.pos + len(last.text)
@@ -927,12 +901,7 @@ func (r *foreignReading) negated(u *unit, tok, off int) int {
 }
 
 func (r *foreignReading) punctBetween(u *unit, a, b int) bool {
-	for k := a + 1; k < b; k++ {
-		if u.toks[k].kind == tokPunct {
-			return true
-		}
-	}
-	return false
+	return anyIn(a+1, b-1, func(k int) bool { return u.toks[k].kind == tokPunct })
 }
 
 // postpositional reports whether u is Japanese or Korean, whose verbs come
@@ -982,22 +951,16 @@ func (r *foreignReading) modelAt(u *unit, i int) bool {
 			break
 		}
 	}
-	if i+1 < len(u.toks) && r.cjk[i+1] {
-		for _, off := range cjkIndex(u.toks[i+1].low, &foreignModelAfter) {
-			if off <= cjkNegBytes {
-				return true
-			}
-		}
+	if i+1 < len(u.toks) && r.cjk[i+1] &&
+		slices.ContainsFunc(cjkIndex(u.toks[i+1].low, &foreignModelAfter), func(off int) bool { return off <= cjkNegBytes }) {
+		return true
 	}
 	if i+1 < len(u.toks) && !r.cjk[i+1] && inList(r.words[i+1], &foreignModelAfter) {
 		return true
 	}
-	if i+2 < len(u.toks) && !r.cjk[i+1] && inList(r.words[i+1], &foreignNamingPreps) {
-		for k := i + 2; k < len(u.toks) && k <= i+3; k++ {
-			if inList(foldWord(u.toks[k].text), &foreignModelNouns) {
-				return true
-			}
-		}
+	if i+2 < len(u.toks) && !r.cjk[i+1] && inList(r.words[i+1], &foreignNamingPreps) &&
+		anyIn(i+2, min(i+3, len(u.toks)-1), func(k int) bool { return inList(foldWord(u.toks[k].text), &foreignModelNouns) }) {
+		return true
 	}
 	return false
 }
@@ -1042,13 +1005,9 @@ func bugLabel(u *unit) bool {
 // ("Export-Button", "Rechnungsexport", "exportknop").
 func productWord(w string) bool {
 	for part := range strings.SplitSeq(foldWord(w), "-") {
-		if inList(part, &foreignProductNouns) {
+		if inList(part, &foreignProductNouns) ||
+			anyIn(1, len(part)-productSuffix, func(k int) bool { return latinIndex[&foreignProductNouns].exact[part[k:]] }) {
 			return true
-		}
-		for k := 1; k+productSuffix <= len(part); k++ {
-			if latinIndex[&foreignProductNouns].exact[part[k:]] {
-				return true
-			}
 		}
 	}
 	return false
@@ -1146,12 +1105,7 @@ func (r *foreignReading) productName(u *unit, h cueHit) bool {
 			return off > h.off && off <= h.off+productNameBytes
 		}) || h.tok+1 < len(u.toks) && r.cjk[h.tok+1] && slices.Contains(cjkIndex(u.toks[h.tok+1].low, &foreignProductNouns), 0) // "내보내기 기능"
 	}
-	for k := h.tok - 1; k >= 0 && k >= h.tok-2; k-- {
-		if productWord(u.toks[k].text) {
-			return true
-		}
-	}
-	return false
+	return anyIn(max(h.tok-2, 0), h.tok-1, func(k int) bool { return productWord(u.toks[k].text) })
 }
 
 // flagAt reports whether the file at i is the value of a command-line

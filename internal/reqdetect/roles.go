@@ -113,12 +113,7 @@ var _ = register(43, "unnamed", "requests for a file the text does not name",
 
 // namesOutput reports whether the phrase names an output file (requested or forbidden).
 func (p *phrase) namesOutput() bool {
-	for _, m := range p.mentions {
-		if m.role == roleOutput || m.forbid {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(p.mentions, func(m *mention) bool { return m.role == roleOutput || m.forbid })
 }
 
 func readPhrase(u *unit, p *phrase) {
@@ -709,12 +704,7 @@ func modifierWord(w string) bool {
 		participle(w) {
 		return true
 	}
-	for _, suf := range adjectiveSuffixes {
-		if len(w) > len(suf)+2 && strings.HasSuffix(w, suf) {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(adjectiveSuffixes, func(suf string) bool { return len(w) > len(suf)+2 && strings.HasSuffix(w, suf) })
 }
 
 // markedAt reports whether the file at i follows, at most two words back, a word of marks (existingMarks, editedMarks).

@@ -49,6 +49,16 @@ func step() {
 	}
 }
 
+// anyIn reports whether ok holds for some k from lo to hi, both included.
+func anyIn(lo, hi int, ok func(k int) bool) bool {
+	for k := lo; k <= hi; k++ {
+		if ok(k) {
+			return true
+		}
+	}
+	return false
+}
+
 func punctTok(s string) token { return token{text: s, low: s, kind: tokPunct} }
 
 // isRunRune reports whether r belongs to a word or path run.

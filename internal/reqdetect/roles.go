@@ -235,10 +235,8 @@ func inStatedSubject(u *unit, p *phrase, i int) bool {
 	if i == 0 || i-p.start > subjectSpan || !u.toks[i-1].is("the") && !inputDets[u.toks[i-1].low] {
 		return false
 	}
-	for k := p.start; k < i; k++ {
-		if u.verbAt(k) {
-			return false
-		}
+	if anyIn(p.start, i-1, u.verbAt) {
+		return false
 	}
 	for k := i + 1; k < p.end && k <= i+subjectSpan && u.toks[k].kind != tokPunct; k++ {
 		if u.cls[k] == verbStated {
@@ -739,12 +737,7 @@ func wantedChanged(u *unit, vi, i int) bool {
 		c := verbClasses[lemma] // "updated" after a noun is read as a modifier, not a verb
 		return lemma != "" && (c == verbEdit || c == verbTransform) && formOf(w, lemma) == formPerfect
 	}
-	for k := vi + 1; k < i && k <= vi+wantSpan; k++ {
-		if changed(k) {
-			return true
-		}
-	}
-	return i+1 < len(u.toks) && changed(i+1)
+	return anyIn(vi+1, min(i-1, vi+wantSpan), changed) || i+1 < len(u.toks) && changed(i+1)
 }
 
 // namesFileNoun reports whether the file at i is set off by a comma or a parenthesis right after a
@@ -1468,12 +1461,10 @@ func actedFrom(toks []token, p *phrase, part string) int {
 
 // participleOf reports whether part is the regular past participle of the verb w.
 func participleOf(part, w string) bool {
-	for _, s := range inflections {
-		if b, ok := strings.CutSuffix(part, s.suffix); ok && strings.HasSuffix(s.suffix, "d") && b+s.restore == w {
-			return true
-		}
-	}
-	return len(w) >= 2 && part == w+w[len(w)-1:]+"ed"
+	return slices.ContainsFunc(inflections, func(s inflection) bool {
+		b, ok := strings.CutSuffix(part, s.suffix)
+		return ok && strings.HasSuffix(s.suffix, "d") && b+s.restore == w
+	}) || len(w) >= 2 && part == w+w[len(w)-1:]+"ed"
 }
 
 // participle reports whether w looks like a past participle used as an adjective.
@@ -1562,12 +1553,7 @@ func modelRef(u *unit, p *phrase, i, vi int, prep string, compared bool) bool {
 			break
 		}
 	}
-	for k := i + 1; k < p.end && k <= i+modelSpan; k++ {
-		if modelWords[u.toks[k].low] && u.toks[i+1].is("as") {
-			return true
-		}
-	}
-	return false
+	return anyIn(i+1, min(p.end-1, i+modelSpan), func(k int) bool { return modelWords[u.toks[k].low] && u.toks[i+1].is("as") })
 }
 
 // featureGerund reports whether the verb at vi is a gerund after a verb of building a feature.

@@ -440,10 +440,7 @@ func statingSubject(toks []token, k int) bool {
 	if t.kind != tokWord {
 		return false
 	}
-	if pastSubjects[t.low] {
-		return true
-	}
-	return plainWord(t) && opensClause(toks, k, true)
+	return pastSubjects[t.low] || plainWord(t) && opensClause(toks, k, true)
 }
 
 // askedBefore reports whether a modal or question word stands right before the subject at k.
@@ -971,10 +968,7 @@ func negatePhrase(u *unit, p *phrase, i int) {
 // exceptionAt reports whether an exception opens at toks[k].
 func exceptionAt(toks []token, k, end int) bool {
 	t := toks[k]
-	if t.is(exceptWords...) {
-		return true
-	}
-	return k+1 < end && (t.is("other") && toks[k+1].is("than") || t.is("apart") && toks[k+1].is("from"))
+	return t.is(exceptWords...) || k+1 < end && (t.is("other") && toks[k+1].is("than") || t.is("apart") && toks[k+1].is("from"))
 }
 
 // isClauseBreak reports whether t ends a clause inside a phrase.

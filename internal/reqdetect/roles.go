@@ -361,10 +361,7 @@ func topicIntro(u *unit, k int) bool {
 	if j > 0 && particleAt(u.toks, j) && u.verbAt(j-1) {
 		j--
 	}
-	if j < 0 {
-		return false
-	}
-	return u.toks[j].is(topicIntroPreps...) || u.verbAt(j)
+	return j >= 0 && (u.toks[j].is(topicIntroPreps...) || u.verbAt(j))
 }
 
 // comparisonAt reports whether the "as" or "to" at k introduces the standard of a comparison rather than a destination.
@@ -961,10 +958,7 @@ func findsThere(toks []token, vi int) bool {
 		return false
 	}
 	k := skipAdverbs(toks, vi-1, true)
-	if k >= 0 && toks[k].is(findingClitics...) {
-		return true
-	}
-	return k >= 1 && toks[k].is(findingAux...) && toks[k-1].is("you")
+	return k >= 0 && toks[k].is(findingClitics...) || k >= 1 && toks[k].is(findingAux...) && toks[k-1].is("you")
 }
 
 // locatedSubject reports whether the file at i, which no verb governs, is the subject of a statement of where it already is.
@@ -1475,10 +1469,7 @@ func participle(w string) bool {
 
 func repoAt(toks []token, i int) bool {
 	t := toks[i]
-	if t.is(repoNouns...) {
-		return true
-	}
-	return t.is(pullWords...) && i+1 < len(toks) && toks[i+1].is(requestNouns...)
+	return t.is(repoNouns...) || t.is(pullWords...) && i+1 < len(toks) && toks[i+1].is(requestNouns...)
 }
 
 // prepSkip reports whether t is transparent when looking for the word that governs a file.

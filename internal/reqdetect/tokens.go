@@ -63,11 +63,8 @@ func punctTok(s string) token { return token{text: s, low: s, kind: tokPunct} }
 
 // isRunRune reports whether r belongs to a word or path run.
 func isRunRune(r rune) bool {
-	if r == utf8.RuneError {
-		return false
-	}
-	return unicode.IsLetter(r) || unicode.IsDigit(r) || unicode.IsMark(r) ||
-		strings.ContainsRune(runMarks, r)
+	return r != utf8.RuneError && (unicode.IsLetter(r) || unicode.IsDigit(r) || unicode.IsMark(r) ||
+		strings.ContainsRune(runMarks, r))
 }
 
 // tokenizeAt appends the tokens of s, which starts at byte offset base of the objective, to toks, and records each
@@ -310,10 +307,7 @@ func IsFile(s string) bool {
 	if !fileExts[strings.ToLower(base[dot+1:])] {
 		return false
 	}
-	if strings.Trim(base[:dot], nameMarks) == "" {
-		return false
-	}
-	return !notFiles[strings.ToLower(s)]
+	return strings.Trim(base[:dot], nameMarks) != "" && !notFiles[strings.ToLower(s)]
 }
 
 // Stage 1 and 2: lines, blocks, paragraphs, sentences

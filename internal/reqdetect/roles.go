@@ -1421,23 +1421,26 @@ func ofKind(name, kind string) bool {
 // sameDocAt reports whether the noun phrase from toks[k] has a head that names the same document in
 // a new state rather than a product of another kind.
 func sameDocAt(toks []token, k, end int) bool {
-	for n := 0; k < end && n < 4 && toks[k].kind == tokWord; k, n = k+1, n+1 {
-		if sameDocHeads[toks[k].low] {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(npWords(toks, k, end), func(t token) bool { return sameDocHeads[t.low] })
 }
 
 // participleAt returns the first participle of the noun phrase from toks[k].
 func participleAt(toks []token, k, end int) string {
-	for n := 0; k < end && n < 4 && toks[k].kind == tokWord; k, n = k+1, n+1 {
-		if participle(toks[k].low) {
-			base, _, _ := strings.Cut(toks[k].low, "-")
-			return base
-		}
+	np := npWords(toks, k, end)
+	if j := slices.IndexFunc(np, func(t token) bool { return participle(t.low) }); j >= 0 {
+		base, _, _ := strings.Cut(np[j].low, "-")
+		return base
 	}
 	return ""
+}
+
+// npWords returns the words of the noun phrase from toks[k], at most four, before end.
+func npWords(toks []token, k, end int) []token {
+	n := k
+	for n < end && n < k+4 && toks[n].kind == tokWord {
+		n++
+	}
+	return toks[k:n]
 }
 
 // actedFrom returns the index of the first word of phrase p that is the verb whose participle part is, or -1.

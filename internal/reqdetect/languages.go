@@ -329,8 +329,12 @@ const langMin = 2
 
 // foldWord lower-cases w and drops the accents of Latin letters.
 func foldWord(w string) string {
+	low := strings.ToLower(w)
+	if !strings.ContainsFunc(low, func(r rune) bool { return r >= utf8.RuneSelf }) {
+		return low // no accent to drop: every accentFolds key is beyond ASCII
+	}
 	var b strings.Builder
-	for _, r := range strings.ToLower(w) {
+	for _, r := range low {
 		if f, ok := accentFolds[r]; ok {
 			r = f
 		}

@@ -84,3 +84,12 @@ func TestLoadLang(t *testing.T) {
 	assert.Equal(t, "German", loadLang("de").name)
 	assert.PanicsWithValue(t, "reqdetect: open lang_xx.txt: file does not exist", func() { loadLang("xx") })
 }
+
+// foldWord returns a word with no rune beyond ASCII as strings.ToLower does: that holds while no accentFolds key is ASCII.
+func TestAccentFoldsBeyondASCII(t *testing.T) {
+	for r := range accentFolds {
+		assert.GreaterOrEqual(t, r, rune(0x80), "accentFolds key %q", r)
+	}
+	assert.Equal(t, "exportiere", foldWord("Exportiere"))
+	assert.Equal(t, "anhangen", foldWord("Anhängen"))
+}

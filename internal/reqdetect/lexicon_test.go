@@ -66,3 +66,42 @@ func TestParseLexicon(t *testing.T) {
 		func() { lexList("nope") })
 	assert.True(t, slices.Equal(lexList("verbExport"), []string{"export"}))
 }
+
+// stripLemma is lemmaOf as rules: the verb itself, an irregular form, the first regular ending of inflections whose
+// stem is a lexicon verb, a doubled last letter. TestLemmas holds the lemmas table to it.
+func stripLemma(w string) string {
+	if _, ok := verbClasses[w]; ok {
+		return w
+	}
+	if b, ok := irregularVerbs[w]; ok {
+		return b[0]
+	}
+	known := func(b string) bool { _, ok := verbClasses[b]; return ok }
+	for _, s := range inflections {
+		if b, ok := strings.CutSuffix(w, s.suffix); ok && known(b+s.restore) {
+			return b + s.restore
+		}
+	}
+	for _, suf := range doubledInflections {
+		if b, ok := strings.CutSuffix(w, suf); ok && len(b) >= 2 && b[len(b)-1] == b[len(b)-2] && known(b[:len(b)-1]) {
+			return b[:len(b)-1]
+		}
+	}
+	return ""
+}
+
+func TestLemmas(t *testing.T) {
+	words := []string{"", "s", "ies", "zipped", "putting", "copies", "tried", "fixes", "writes", "attached", "created",
+		"attaching", "creating", "wrote", "written", "table", "exportss", "reports"}
+	for w := range verbClasses {
+		for _, end := range []string{"", "s", "es", "ed", "d", "ing", "ies", "ied", "ss", "x"} {
+			words = append(words, w+end, w[:len(w)-1]+end, w+w[len(w)-1:]+end)
+		}
+	}
+	for w := range lemmas {
+		words = append(words, w, w+"s", w+"ed")
+	}
+	for _, w := range words {
+		require.Equal(t, stripLemma(w), lemmaOf(w), "%q", w)
+	}
+}

@@ -312,16 +312,8 @@ var (
 	nonDeliverables      = lexList("nonDeliverables")
 	qualifierNegators    = lexList("qualifierNegators")
 	deliverableWords     = lexList("deliverableWords")
-	deniedLeads          = lexList("deniedLeads")
-	failLeads            = lexList("failLeads")
-	refusalWords         = lexList("refusalWords")
-	refusalLeads         = lexList("refusalLeads")
-	activeRefusals       = lexList("activeRefusals")
-	activeRefusalLeads   = lexList("activeRefusalLeads")
+	denialLeads          = lexWordsMap("denialLeads")
 	negativeTestNouns    = lexList("negativeTestNouns")
-	denialErrnos         = lexList("denialErrnos")
-	succeedNegators      = lexList("succeedNegators")
-	permitWords          = lexList("permitWords")
 	topicWh              = lexList("topicWh")
 	topicIntroPreps      = lexList("topicIntroPreps")
 	comparisonLeads      = lexList("comparisonLeads")
@@ -471,6 +463,17 @@ func lexList(name string) []string {
 // lexSet returns the list called name as a set.
 func lexSet(name string) map[string]bool {
 	return newSet(strings.Join(lexList(name), " "))
+}
+
+// lexWordsMap returns the list called name, whose words are "key,key=value,value", as a map from each key.
+func lexWordsMap(name string) map[string][]string {
+	m := map[string][]string{}
+	for ks, v := range lexMap(name) {
+		for k := range strings.SplitSeq(ks, ",") {
+			m[k] = v
+		}
+	}
+	return m
 }
 
 // lexMap returns the list called name, whose words are "key=value,value", as a map.

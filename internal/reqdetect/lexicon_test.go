@@ -17,7 +17,7 @@ import (
 func TestLexicon(t *testing.T) {
 	files, err := filepath.Glob("*.go")
 	require.NoError(t, err)
-	call := regexp.MustCompile(`lex(?:List|Set|Map)\("(\w+)"\)`)
+	call := regexp.MustCompile(`lex(?:List|Set|Map|WordsMap)\("(\w+)"\)`)
 	named := map[string]int{}
 	for _, f := range files {
 		if strings.HasSuffix(f, "_test.go") {

@@ -1512,26 +1512,11 @@ func findQualifier(toks []token) int {
 // denialAt reports whether an expected-denial marker starts at toks[i].
 func denialAt(toks []token, i int) bool {
 	t := toks[i]
-	prev := func(words ...string) bool { return i > 0 && toks[i-1].is(words...) }
-	switch {
-	case t.is("denied"):
-		return prev(deniedLeads...)
-	case t.is("fail"):
-		return prev(failLeads...)
-	case t.is(refusalWords...):
-		return prev(refusalLeads...)
-	case t.is(activeRefusals...):
-		return prev(activeRefusalLeads...) // "the sandbox should reject it"
-	case t.is("negative"):
+	if t.is("negative") {
 		return i+1 < len(toks) && toks[i+1].is(negativeTestNouns...)
-	case t.is(denialErrnos...):
-		return true
-	case t.is("succeed"):
-		return prev(succeedNegators...)
-	case t.is(permitWords...):
-		return prev("not")
 	}
-	return false
+	leads, ok := denialLeads[t.low]
+	return ok && t.kind == tokWord && (leads[0] == "*" || i > 0 && toks[i-1].is(leads...))
 }
 
 // modelRef reports whether the input file at i is named as a model, template, example or earlier version (rule 10).

@@ -378,7 +378,7 @@ const (
 	blanks         = " \t"
 	wideColon      = "："           // the full-width colon of CJK text ("成果物：a.pdf"), a label's colon too
 	runMarks       = `_-./~+\:'’`  // besides letters, digits and marks, belong to a word or path run: isRunRune
-	nameQuotes     = "\"`“"        // open a quoted file name that may contain blanks: tokenize
+	nameQuotes     = "\"`“"        // open a quoted file name that may contain blanks: appendTokens
 	nameOpeners    = "\"`“'‘「『【(（" // before a run, may open a file name written in CJK: cjkPieces
 	apostrophes    = "'’"          // around a run are quotes: splitRun
 	runTrailers    = ".:'’"        // after a run are punctuation: classify

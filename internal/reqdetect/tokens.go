@@ -83,10 +83,7 @@ func tokenizeAt(toks []token, s string, base int) []token {
 	return toks
 }
 
-// tokenize splits one line into tokens. Every token's text is a substring of s.
-func tokenize(s string) []token { return appendTokens(nil, s) }
-
-// appendTokens appends the tokens of the line s to toks.
+// appendTokens appends the tokens of the line s to toks. Every token's text is a substring of s.
 func appendTokens(toks []token, s string) []token {
 	toks = slices.Grow(toks, len(s)/4)
 	for i := 0; i < len(s); {

@@ -382,13 +382,10 @@ func foldedList(l *[]string) {
 
 func init() {
 	buildLists()
-	for _, c := range foreignCueClasses {
-		foldedList(c.words)
+	for _, f := range cueFields {
+		foldedList(f.dst)
 	}
-	for _, l := range []*[]string{&foreignNegators, &foreignModel, &foreignModelAfter, &foreignInline,
-		&foreignDestPreps, &foreignNamingPreps, &foreignProductNouns, &foreignFileWords, &foreignSourcePreps,
-		&foreignSourceAfter, &foreignModelNouns, &foreignFeatureVerbs, &foreignWhWords, &foreignHowTo,
-		&foreignPerfect, &foreignPolite, &sharedCues, &foreignAheadOnly, &foreignNounMarks, &foreignPointers, &foreignOther, &foreignToward, &foreignRepo, &foreignBug, &foreignNouns} {
+	for _, l := range []*[]string{&sharedCues, &foreignAheadOnly, &foreignNouns} {
 		foldedList(l)
 	}
 }

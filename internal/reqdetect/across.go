@@ -492,12 +492,7 @@ func liveMentions(p *phrase) []*mention {
 // onlyInputs reports whether every file of phrase p is an input, so that
 // a pronoun after p refers to p's unnamed request, not to its sources.
 func onlyInputs(p *phrase) bool {
-	for _, m := range p.mentions {
-		if m.role != roleInput {
-			return false
-		}
-	}
-	return true
+	return !slices.ContainsFunc(p.mentions, func(m *mention) bool { return m.role != roleInput })
 }
 
 // changedPart reports whether part is the participle of an edit or transform verb.
@@ -527,12 +522,7 @@ func (c candidate) delivered() bool {
 	if c.phrase != nil {
 		return c.phrase.delivered
 	}
-	for _, m := range c.mentions {
-		if m.delivery {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(c.mentions, func(m *mention) bool { return m.delivery })
 }
 
 var notDeliverable = rule{"not-deliverable", "exempt: the sentence after its request says it is not a deliverable (rule 6)"}

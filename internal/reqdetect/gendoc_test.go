@@ -44,7 +44,7 @@ unnamed files (mention.go, roles.go), and the cue words of other languages
 (rule 9); (5) across sentences: repository work, denials, pronouns,
 qualifiers (across.go); (6) the decision (across.go). English word lists are
 in lexicon_en.txt (loaded by lexicon.go), each other language's in its
-table (lang_xx.go, read by languages.go).
+table (lang_xx.txt, read by languages.go).
 
 Each decisive step is an ordered table of named rules (rules.go: an id, a
 doc line and a matcher), like go vet's analyzers; a new kind of miss is a

@@ -1,6 +1,9 @@
 package reqdetect
 
 import (
+	"embed"
+	"fmt"
+	"iter"
 	"slices"
 	"strings"
 	"unicode"
@@ -9,52 +12,93 @@ import (
 
 // Rule 9: tasks written in other languages.
 
-// langTable holds the cue words of one language (lang_xx.go), one field a role, words separated by spaces: "_" for a
-// space inside a label, "*" ends a stem ("exportier*"), "…" joins a separable verb's head to the particle that must
-// follow it ("voeg…bij"), ">" marks a negator that reaches only ahead ("no>"). Latin words match folded (foldWord),
-// past an elided article ("l'export") and before clitics ("exporte-le"); a CJK cue matches anywhere in a run of CJK
-// text. Adding a language is adding a table to langTables and cases to testdata/requested-files.jsonl.
+// langTable holds the cue words of one language, read from its lang_xx.txt: one "field: words" line a field (cueFields
+// and langFields name them), words separated by blanks: "_" for a space inside a label, "*" ends a stem ("exportier*"),
+// "…" joins a separable verb's head to the particle that must follow it ("voeg…bij"), ">" marks a negator that reaches
+// only ahead ("no>"). Latin words match folded (foldWord), past an elided article ("l'export") and before clitics
+// ("exporte-le"); a CJK cue matches anywhere in a run of CJK text. Adding a language is adding its file to langTables
+// and cases to testdata/requested-files.jsonl.
 type langTable struct {
 	code, name string
-	// Verb cues by role: given with the task ("anbei"), attachment nouns ("Anhang"), delivery ("hänge an"), send
-	// ("schick"), making ("erstelle"), converting, reading and running ("lies"), answering in text ("antworte"),
-	// editing in place ("korrigiere"), naming ("nenne").
-	presented, attach, delivery, send, output, transform, input, reply, edit, naming string
-	// The reply as a place ("hier"), negators ("nicht"), file nouns
-	// ("Datei"), polite markers ("bitte").
-	inline, negators, fileWords, polite string
-	// Rule 10: model words before a file ("wie") or after it in CJK text
-	// ("と同じ"), model nouns after "as" ("als Vorlage").
-	model, modelAfter, modelNouns string
-	// Destination words ("als", "成"; namingPreps name a thing made without a
-	// verb); source words before or after a file ("aus", "から").
-	destPreps, namingPreps, sourcePreps, sourceAfter string
-	// Rules 8 and 11: repository nouns ("Branch"), product nouns ("Skript"),
-	// feature verbs ("implementiere"), bug labels ("Fehler:").
-	repo, productNouns, featureVerbs, bug string
-	// Questions ("wie", "如何") and statements of what was done ("habe",
-	// "schon", "了", "已经").
-	whWords, howTo, perfect, doneAfter, doneBefore string
-	// Function words tell the language; the labels of outputs ("Ergebnis")
-	// and inputs ("Kontext").
-	function, deliverables, inputs string
-	// Pointers back to a file ("sie", "このファイル"), clitics on a verb ("adjúntalo"; with "-", after a hyphen only:
-	// "envoie-le"), words that make the cue after them a noun ("di consegna"), and words for other files ("keine
-	// weiteren Dateien").
-	pointers, clitics, nounMarks, other string
-	// toward words after a presented form say where it is to go ("ao").
-	toward   string
-	neg, inl []string // negators and inline words, split
+	cues       map[string]string // each field's words, joined by blanks
+	neg, inl   []string          // negators and inline words, split
 }
 
-var langTables = []*langTable{langDE, langFR, langES, langPT, langIT, langNL, langJA, langZH, langKO}
+// langFields are the fields of a table that join no cue list: the code and name, function words that tell the
+// language, and the labels of outputs ("Ergebnis") and inputs ("Kontext").
+var langFields = []string{"code", "name", "function", "deliverables", "inputs"}
+
+// cueFields are the fields whose words join a cue list, and the class a verb cue among them gives its files. Verb
+// cues by role: given with the task ("anbei"), attachment nouns ("Anhang"), delivery ("hänge an"), send ("schick"),
+// making ("erstelle"), converting, reading and running ("lies"), answering in text ("antworte"), editing in place
+// ("korrigiere"), naming ("nenne"). The reply as a place ("hier"), negators ("nicht"), file nouns ("Datei"), polite
+// markers ("bitte"). Rule 10: model words before a file ("wie") or after it in CJK text ("と同じ"), model nouns after
+// "as" ("als Vorlage"). Destination words ("als", "成"; namingPreps name a thing made without a verb); source words
+// before or after a file ("aus", "から"). Rules 8 and 11: repository nouns ("Branch"), product nouns ("Skript"),
+// feature verbs ("implementiere"), bug labels ("Fehler:"). Questions ("wie", "如何") and statements of what was done
+// ("habe", "schon", "了", "已经"). Pointers back to a file ("sie", "このファイル"), clitics on a verb ("adjúntalo"; with
+// "-", after a hyphen only: "envoie-le"), words that make the cue after them a noun ("di consegna"), words for other
+// files ("keine weiteren Dateien"), and toward words after a presented form that say where it is to go ("ao").
+var cueFields = []cueField{
+	{"presented", &foreignPresented, cuePresented}, {"attach", &foreignAttachNouns, cueAttached},
+	{"delivery", &foreignDelivery, cueDelivery}, {"send", &foreignSend, cueSend},
+	{"output", &foreignOutput, cueOutput}, {"transform", &foreignTransform, cueTransform},
+	{"input", &foreignInput, cueInput}, {"reply", &foreignReply, cueReply},
+	{"edit", &foreignEdit, cueEdit}, {"naming", &foreignNaming, cueNaming},
+	{"inline", &foreignInline, 0}, {"negators", &foreignNegators, 0}, {"fileWords", &foreignFileWords, 0},
+	{"polite", &foreignPolite, 0}, {"model", &foreignModel, 0}, {"modelAfter", &foreignModelAfter, 0},
+	{"modelNouns", &foreignModelNouns, 0}, {"destPreps", &foreignDestPreps, 0},
+	{"namingPreps", &foreignNamingPreps, 0}, {"sourcePreps", &foreignSourcePreps, 0},
+	{"sourceAfter", &foreignSourceAfter, 0}, {"repo", &foreignRepo, 0},
+	{"productNouns", &foreignProductNouns, 0}, {"featureVerbs", &foreignFeatureVerbs, 0},
+	{"bug", &foreignBug, 0}, {"whWords", &foreignWhWords, 0}, {"howTo", &foreignHowTo, 0},
+	{"perfect", &foreignPerfect, 0}, {"doneAfter", &foreignDoneAfter, 0},
+	{"doneBefore", &foreignDoneBefore, 0}, {"nounMarks", &foreignNounMarks, 0},
+	{"pointers", &foreignPointers, 0}, {"clitics", &foreignClitics, 0}, {"other", &foreignOther, 0}, {"toward", &foreignToward, 0},
+}
+
+//go:embed lang_*.txt
+var langFiles embed.FS
+
+// cueField is one field of a table that joins the cue list dst.
+type cueField struct {
+	name  string
+	dst   *[]string
+	class cueClass
+}
+
+// loadLang reads the table lang_<code>.txt; it panics on a file that is missing or holds a field no table has.
+func loadLang(code string) *langTable {
+	name := "lang_" + code + ".txt"
+	text, err := langFiles.ReadFile(name)
+	if err != nil {
+		panic("reqdetect: " + err.Error())
+	}
+	lists, err := parseLexicon(name, string(text))
+	if err != nil {
+		panic("reqdetect: " + err.Error())
+	}
+	t := &langTable{cues: map[string]string{}}
+	for field, ws := range lists {
+		if !slices.Contains(langFields, field) && !slices.ContainsFunc(cueFields, func(f cueField) bool { return f.name == field }) {
+			panic(fmt.Sprintf("reqdetect: %s: %q is no field of a language table", name, field))
+		}
+		t.cues[field] = strings.Join(ws, " ")
+	}
+	t.code, t.name = t.cues["code"], t.cues["name"]
+	return t
+}
+
+// langTables are the tables of the languages the reader knows, in the order unitLang breaks ties in.
+var (
+	langJA, langZH, langKO = loadLang("ja"), loadLang("zh"), loadLang("ko")
+	langTables             = []*langTable{loadLang("de"), loadLang("fr"), loadLang("es"), loadLang("pt"), loadLang("it"),
+		loadLang("nl"), langJA, langZH, langKO}
+)
 
 // shared holds the cues every language borrows from English ("Save het
 // resultaat", "een fix in", "PR", "**Bug:**") and binary formats.
-var shared = &langTable{code: "en", name: "English", delivery: "save* attach* upload* download", edit: "fix",
-	fileWords: "file pdf xlsx xls docx pptx png jpg zip csv excel powerpoint", modelNouns: "template",
-	repo: "pr prs mr pull branch commit", bug: "bug bugfix feature", inline: "inline in-line", negators: "no not never without don't",
-	deliverables: "deliverable deliverables"}
+var shared = loadLang("en")
 
 // The cue lists the reader uses: every table's field joined.
 var (
@@ -65,7 +109,7 @@ var (
 	foreignWhWords, foreignHowTo, foreignPerfect, foreignDoneAfter, foreignDoneBefore, foreignNouns,
 	foreignNounMarks, foreignPointers, foreignClitics, foreignOther, foreignToward []string
 	foreignSeparable     []separable
-	sharedCues           = words(shared.delivery + " " + shared.edit) // they do not make a sentence foreign
+	sharedCues           = words(shared.cues["delivery"] + " " + shared.cues["edit"]) // they do not make a sentence foreign
 	foreignFunctionWords = map[string][]*langTable{}
 	// foreignAheadOnly are the negators that reach only a verb after them
 	// ("no adjuntes"; "Anexa … no card" is "in the card").
@@ -98,28 +142,12 @@ func words(s string) []string {
 func buildLists() {
 	var labels []string
 	for _, t := range append([]*langTable{shared}, langTables...) {
-		for _, f := range []struct {
-			dst   *[]string
-			src   string
-			class cueClass
-		}{
-			{&foreignPresented, t.presented, cuePresented}, {&foreignAttachNouns, t.attach, cueAttached},
-			{&foreignDelivery, t.delivery, cueDelivery}, {&foreignSend, t.send, cueSend},
-			{&foreignOutput, t.output, cueOutput}, {&foreignTransform, t.transform, cueTransform},
-			{&foreignInput, t.input, cueInput}, {&foreignReply, t.reply, cueReply},
-			{&foreignEdit, t.edit, cueEdit}, {&foreignNaming, t.naming, cueNaming},
-			{&foreignInline, t.inline, 0}, {&foreignNegators, strings.ReplaceAll(t.negators, ">", ""), 0}, {&foreignFileWords, t.fileWords, 0},
-			{&foreignPolite, t.polite, 0}, {&foreignModel, t.model, 0}, {&foreignModelAfter, t.modelAfter, 0},
-			{&foreignModelNouns, t.modelNouns, 0}, {&foreignDestPreps, t.destPreps, 0},
-			{&foreignNamingPreps, t.namingPreps, 0}, {&foreignSourcePreps, t.sourcePreps, 0},
-			{&foreignSourceAfter, t.sourceAfter, 0}, {&foreignRepo, t.repo, 0},
-			{&foreignProductNouns, t.productNouns, 0}, {&foreignFeatureVerbs, t.featureVerbs, 0},
-			{&foreignBug, t.bug, 0}, {&foreignWhWords, t.whWords, 0}, {&foreignHowTo, t.howTo, 0},
-			{&foreignPerfect, t.perfect, 0}, {&foreignDoneAfter, t.doneAfter, 0},
-			{&foreignDoneBefore, t.doneBefore, 0}, {&foreignNounMarks, t.nounMarks, 0},
-			{&foreignPointers, t.pointers, 0}, {&foreignClitics, t.clitics, 0}, {&foreignOther, t.other, 0}, {&foreignToward, t.toward, 0},
-		} {
-			for _, w := range words(f.src) {
+		for _, f := range cueFields {
+			src := t.cues[f.name]
+			if f.dst == &foreignNegators {
+				src = strings.ReplaceAll(src, ">", "")
+			}
+			for _, w := range words(src) {
 				if head, particle, ok := strings.Cut(w, "…"); ok {
 					foreignSeparable = append(foreignSeparable, separable{head, particle, f.class})
 					continue
@@ -127,11 +155,11 @@ func buildLists() {
 				*f.dst = append(*f.dst, w)
 			}
 		}
-		for _, w := range words(t.function) {
+		for _, w := range words(t.cues["function"]) {
 			foreignFunctionWords[w] = append(foreignFunctionWords[w], t)
 		}
-		t.neg, t.inl = words(strings.ReplaceAll(t.negators, ">", "")), words(t.inline)
-		for _, w := range words(t.negators) {
+		t.neg, t.inl = words(strings.ReplaceAll(t.cues["negators"], ">", "")), words(t.cues["inline"])
+		for _, w := range words(t.cues["negators"]) {
 			if a, ok := strings.CutSuffix(w, ">"); ok {
 				foreignAheadOnly = append(foreignAheadOnly, a)
 			}
@@ -139,18 +167,36 @@ func buildLists() {
 		foldedList(&t.neg)
 		foldedList(&t.inl)
 		// A CJK label or repository noun holds no verb ("交付物", "저장소").
-		for _, w := range words(t.deliverables + " " + t.repo) {
+		for _, w := range words(t.cues["deliverables"] + " " + t.cues["repo"]) {
 			if isCJKString(w) {
 				foreignNouns = append(foreignNouns, w)
 			}
 		}
 		if t != shared {
-			labels = append(labels, words(t.deliverables)...)
-			inputLabels = append(inputLabels, words(t.inputs)...)
+			labels = append(labels, words(t.cues["deliverables"])...)
+			inputLabels = append(inputLabels, words(t.cues["inputs"])...)
 		}
 	}
 	slices.SortStableFunc(labels, func(a, b string) int { return len(b) - len(a) })
 	labelWords = append(labelWords, labels...)
+	labelsByFold = map[rune][]string{}
+	for _, l := range labelWords {
+		r, _ := utf8.DecodeRuneInString(l)
+		labelsByFold[foldKey(r)] = append(labelsByFold[foldKey(r)], l)
+	}
+}
+
+// labelsByFold holds labelWords, in their order, by foldKey of their first rune: a line can start with a label only
+// when its first rune has the same key (cutLabel compares case folded).
+var labelsByFold map[rune][]string
+
+// foldKey returns the smallest rune that r equals under simple case folding.
+func foldKey(r rune) rune {
+	k := r
+	for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
+		k = min(k, f)
+	}
+	return k
 }
 
 // cueClass is the role a cue word gives the files it governs.
@@ -283,8 +329,12 @@ const langMin = 2
 
 // foldWord lower-cases w and drops the accents of Latin letters.
 func foldWord(w string) string {
+	low := strings.ToLower(w)
+	if !strings.ContainsFunc(low, func(r rune) bool { return r >= utf8.RuneSelf }) {
+		return low // no accent to drop: every accentFolds key is beyond ASCII
+	}
 	var b strings.Builder
-	for _, r := range strings.ToLower(w) {
+	for _, r := range low {
 		if f, ok := accentFolds[r]; ok {
 			r = f
 		}
@@ -332,13 +382,10 @@ func foldedList(l *[]string) {
 
 func init() {
 	buildLists()
-	for _, c := range foreignCueClasses {
-		foldedList(c.words)
+	for _, f := range cueFields {
+		foldedList(f.dst)
 	}
-	for _, l := range []*[]string{&foreignNegators, &foreignModel, &foreignModelAfter, &foreignInline,
-		&foreignDestPreps, &foreignNamingPreps, &foreignProductNouns, &foreignFileWords, &foreignSourcePreps,
-		&foreignSourceAfter, &foreignModelNouns, &foreignFeatureVerbs, &foreignWhWords, &foreignHowTo,
-		&foreignPerfect, &foreignPolite, &sharedCues, &foreignAheadOnly, &foreignNounMarks, &foreignPointers, &foreignOther, &foreignToward, &foreignRepo, &foreignBug, &foreignNouns} {
+	for _, l := range []*[]string{&sharedCues, &foreignAheadOnly, &foreignNouns} {
 		foldedList(l)
 	}
 }
@@ -383,10 +430,8 @@ func inList(w string, l *[]string) bool {
 		return true
 	}
 	for n := 1; n <= stemKey && n <= len(w); n++ {
-		for _, stem := range ix.stems[w[:n]] {
-			if strings.HasPrefix(w, stem) {
-				return true
-			}
+		if slices.ContainsFunc(ix.stems[w[:n]], func(stem string) bool { return strings.HasPrefix(w, stem) }) {
+			return true
 		}
 	}
 	return false
@@ -679,18 +724,10 @@ func oneTypo(a, b string) bool {
 // repoObject reports whether the cue h takes repository work as its object
 // ("提交 PR", "eine PR aufmachen", "プルリクエストを作成"): rule 8.
 func (r *foreignReading) repoObject(u *unit, h cueHit) bool {
-	if r.cjk[h.tok] {
-		t := u.toks[h.tok].low
-		if len(cjkIndex(t[:h.off], &foreignRepo)) > 0 {
-			return true
-		}
+	if r.cjk[h.tok] && len(cjkIndex(u.toks[h.tok].low[:h.off], &foreignRepo)) > 0 {
+		return true
 	}
-	for k := h.tok + 1; k < len(u.toks) && k <= h.tok+repoSpan; k++ {
-		if r.in(u, k, &foreignRepo) {
-			return true
-		}
-	}
-	return false
+	return anyIn(h.tok+1, min(len(u.toks)-1, h.tok+repoSpan), func(k int) bool { return r.in(u, k, &foreignRepo) })
 }
 
 // refersBack reports whether the delivery cue h refers back to a file named before: a pointer right after it or a
@@ -714,12 +751,7 @@ func (r *foreignReading) refersBack(u *unit, h cueHit) bool {
 	}) {
 		return true
 	}
-	for k := h.tok + 1; k < len(u.toks) && k <= h.tok+repoSpan; k++ {
-		if inList(r.words[k], &foreignPointers) {
-			return true
-		}
-	}
-	return false
+	return anyIn(h.tok+1, min(len(u.toks)-1, h.tok+repoSpan), func(k int) bool { return inList(r.words[k], &foreignPointers) })
 }
 
 // statedBefore reports whether a perfect auxiliary stands at most
@@ -736,12 +768,7 @@ func (r *foreignReading) statedBefore(u *unit, i int) bool {
 // repoUnit reports whether u names repository work ("een pull request met
 // …", "ブランチ").
 func (r *foreignReading) repoUnit(u *unit) bool {
-	for i := range u.toks {
-		if r.in(u, i, &foreignRepo) {
-			return true
-		}
-	}
-	return false
+	return anyIn(0, len(u.toks)-1, func(i int) bool { return r.in(u, i, &foreignRepo) })
 }
 
 // markStated turns a cue that states what was done into a presented one (foreignPerfect before it, foreignDoneAfter
@@ -771,20 +798,16 @@ func (r *foreignReading) markStated(u *unit) {
 
 // doneAround reports whether a CJK run marks the cue at byte off as done.
 func doneAround(run string, off int) bool {
-	for _, d := range foreignDoneBefore {
-		if strings.HasSuffix(run[:off], d) {
-			return true
-		}
+	if slices.ContainsFunc(foreignDoneBefore, func(d string) bool { return strings.HasSuffix(run[:off], d) }) {
+		return true
 	}
 	tail := run[off:]
 	for _, c := range []*[]string{&foreignDelivery, &foreignSend, &foreignOutput, &foreignTransform} {
 		for _, cue := range *c {
-			if rest, ok := strings.CutPrefix(tail, cue); ok {
-				for _, d := range foreignDoneAfter {
-					if strings.HasPrefix(rest, d) || strings.HasPrefix(rest, "し"+d) {
-						return true
-					}
-				}
+			if rest, ok := strings.CutPrefix(tail, cue); ok && slices.ContainsFunc(foreignDoneAfter, func(d string) bool {
+				return strings.HasPrefix(rest, d) || strings.HasPrefix(rest, "し"+d)
+			}) {
+				return true
 			}
 		}
 	}
@@ -794,10 +817,8 @@ func doneAround(run string, off int) bool {
 // question reports whether u asks about something, not for it: it ends in
 // a question mark and opens with a wh-word, or has a how-to word in CJK text.
 func (r *foreignReading) question(u *unit) bool {
-	for i := range u.toks {
-		if r.cjk[i] && r.in(u, i, &foreignHowTo) {
-			return true
-		}
+	if anyIn(0, len(u.toks)-1, func(i int) bool { return r.cjk[i] && r.in(u, i, &foreignHowTo) }) {
+		return true
 	}
 	last := u.toks[len(u.toks)-1]
 	end := last.pos + len(last.text)
@@ -881,12 +902,7 @@ func (r *foreignReading) negated(u *unit, tok, off int) int {
 }
 
 func (r *foreignReading) punctBetween(u *unit, a, b int) bool {
-	for k := a + 1; k < b; k++ {
-		if u.toks[k].kind == tokPunct {
-			return true
-		}
-	}
-	return false
+	return anyIn(a+1, b-1, func(k int) bool { return u.toks[k].kind == tokPunct })
 }
 
 // postpositional reports whether u is Japanese or Korean, whose verbs come
@@ -936,22 +952,16 @@ func (r *foreignReading) modelAt(u *unit, i int) bool {
 			break
 		}
 	}
-	if i+1 < len(u.toks) && r.cjk[i+1] {
-		for _, off := range cjkIndex(u.toks[i+1].low, &foreignModelAfter) {
-			if off <= cjkNegBytes {
-				return true
-			}
-		}
+	if i+1 < len(u.toks) && r.cjk[i+1] &&
+		slices.ContainsFunc(cjkIndex(u.toks[i+1].low, &foreignModelAfter), func(off int) bool { return off <= cjkNegBytes }) {
+		return true
 	}
 	if i+1 < len(u.toks) && !r.cjk[i+1] && inList(r.words[i+1], &foreignModelAfter) {
 		return true
 	}
-	if i+2 < len(u.toks) && !r.cjk[i+1] && inList(r.words[i+1], &foreignNamingPreps) {
-		for k := i + 2; k < len(u.toks) && k <= i+3; k++ {
-			if inList(foldWord(u.toks[k].text), &foreignModelNouns) {
-				return true
-			}
-		}
+	if i+2 < len(u.toks) && !r.cjk[i+1] && inList(r.words[i+1], &foreignNamingPreps) &&
+		anyIn(i+2, min(i+3, len(u.toks)-1), func(k int) bool { return inList(foldWord(u.toks[k].text), &foreignModelNouns) }) {
+		return true
 	}
 	return false
 }
@@ -996,13 +1006,9 @@ func bugLabel(u *unit) bool {
 // ("Export-Button", "Rechnungsexport", "exportknop").
 func productWord(w string) bool {
 	for part := range strings.SplitSeq(foldWord(w), "-") {
-		if inList(part, &foreignProductNouns) {
+		if inList(part, &foreignProductNouns) ||
+			anyIn(1, len(part)-productSuffix, func(k int) bool { return latinIndex[&foreignProductNouns].exact[part[k:]] }) {
 			return true
-		}
-		for k := 1; k+productSuffix <= len(part); k++ {
-			if latinIndex[&foreignProductNouns].exact[part[k:]] {
-				return true
-			}
 		}
 	}
 	return false
@@ -1100,12 +1106,7 @@ func (r *foreignReading) productName(u *unit, h cueHit) bool {
 			return off > h.off && off <= h.off+productNameBytes
 		}) || h.tok+1 < len(u.toks) && r.cjk[h.tok+1] && slices.Contains(cjkIndex(u.toks[h.tok+1].low, &foreignProductNouns), 0) // "내보내기 기능"
 	}
-	for k := h.tok - 1; k >= 0 && k >= h.tok-2; k-- {
-		if productWord(u.toks[k].text) {
-			return true
-		}
-	}
-	return false
+	return anyIn(max(h.tok-2, 0), h.tok-1, func(k int) bool { return productWord(u.toks[k].text) })
 }
 
 // flagAt reports whether the file at i is the value of a command-line
@@ -1339,7 +1340,7 @@ func (c *foreignCtx) apply(row *foreignRule, a, b int) {
 // asks for a file by itself, and so does an output or transform cue before
 // a file noun or format outside an inline phrase.
 func readForeign(u *unit, bug bool) {
-	if !isForeign(u) {
+	if u.foreign = isForeign(u); !u.foreign {
 		return
 	}
 	r := scan(u)
@@ -1441,6 +1442,41 @@ var (
 
 const otherLatinMin = 3 // function words a Latin-script language without a table needs to be named
 
+// otherScriptsFirst is below every rune of otherScripts: unsure skips the look-up for a letter under it.
+var otherScriptsFirst = func() rune {
+	first := rune(unicode.MaxRune)
+	for _, s := range otherScripts {
+		if len(s.table.R16) > 0 {
+			first = min(first, rune(s.table.R16[0].Lo))
+		} else {
+			first = min(first, rune(s.table.R32[0].Lo))
+		}
+	}
+	return first
+}()
+
+// letterWords yields the words of s lower-cased, split at every rune that is no letter once lower-cased: the fields
+// of strings.ToLower(s) split at non-letters, without copying s.
+func letterWords(s string) iter.Seq[string] {
+	return func(yield func(string) bool) {
+		start := -1
+		for k, r := range s {
+			switch letter := unicode.IsLetter(unicode.ToLower(r)); {
+			case letter && start < 0:
+				start = k
+			case !letter && start >= 0:
+				if !yield(strings.ToLower(s[start:k])) {
+					return
+				}
+				start = -1
+			}
+		}
+		if start >= 0 {
+			yield(strings.ToLower(s[start:]))
+		}
+	}
+}
+
 func init() {
 	for _, l := range otherLatin {
 		name, ws, _ := strings.Cut(l, ": ")
@@ -1463,6 +1499,9 @@ func unsure(objective string, units []*unit) string {
 			continue
 		}
 		letters++
+		if c < otherScriptsFirst {
+			continue
+		}
 		for k, s := range otherScripts {
 			if unicode.Is(s.table, c) {
 				counts[k]++
@@ -1477,7 +1516,7 @@ func unsure(objective string, units []*unit) string {
 	}
 	other, known := map[string]int{}, 0
 	best := ""
-	for _, f := range strings.FieldsFunc(strings.ToLower(objective), func(r rune) bool { return !unicode.IsLetter(r) }) {
+	for f := range letterWords(objective) {
 		step()
 		switch {
 		case otherLatinWords[f] != "" && len(foreignFunctionWords[f]) == 0:
@@ -1496,7 +1535,7 @@ func unsure(objective string, units []*unit) string {
 	forbid, delivered := map[string]bool{}, map[string]bool{}
 	noFile, requested := false, ""
 	for _, u := range units {
-		if !isForeign(u) {
+		if !u.foreign {
 			continue
 		}
 		noFile = noFile || scan(u).noFile(u) >= 0

@@ -41,13 +41,12 @@ func TestDetectUnsure(t *testing.T) {
 // would be read by the others' words only.
 func TestLangTablesComplete(t *testing.T) {
 	for _, l := range langTables {
-		for field, words := range map[string]string{"delivery": l.delivery, "output": l.output, "input": l.input,
-			"reply": l.reply, "edit": l.edit, "negators": l.negators, "deliverables": l.deliverables,
-			"inputs": l.inputs, "polite": l.polite, "repo": l.repo} {
-			assert.NotEmpty(t, words, "%s (%s) has no %s words", l.name, l.code, field)
+		for _, field := range []string{"delivery", "output", "input", "reply", "edit", "negators", "deliverables",
+			"inputs", "polite", "repo"} {
+			assert.NotEmpty(t, l.cues[field], "%s (%s) has no %s words", l.name, l.code, field)
 		}
 		if l != langJA && l != langZH && l != langKO {
-			assert.NotEmpty(t, l.function, "%s has no function words to be told by", l.name)
+			assert.NotEmpty(t, l.cues["function"], "%s has no function words to be told by", l.name)
 		}
 	}
 }
@@ -78,4 +77,19 @@ func TestForeignTypos(t *testing.T) {
 	assert.True(t, oneTypo("exportiern", "exportiren"))
 	assert.False(t, oneTypo("escreve", "escreva"), "an ending differs")
 	assert.False(t, oneTypo("anhangen", "anhangen"), "equal words")
+}
+
+// A table is read from its embedded file; a code without one is a programming error.
+func TestLoadLang(t *testing.T) {
+	assert.Equal(t, "German", loadLang("de").name)
+	assert.PanicsWithValue(t, "reqdetect: open lang_xx.txt: file does not exist", func() { loadLang("xx") })
+}
+
+// foldWord returns a word with no rune beyond ASCII as strings.ToLower does: that holds while no accentFolds key is ASCII.
+func TestAccentFoldsBeyondASCII(t *testing.T) {
+	for r := range accentFolds {
+		assert.GreaterOrEqual(t, r, rune(0x80), "accentFolds key %q", r)
+	}
+	assert.Equal(t, "exportiere", foldWord("Exportiere"))
+	assert.Equal(t, "anhangen", foldWord("Anhängen"))
 }

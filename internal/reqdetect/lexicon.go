@@ -54,25 +54,41 @@ const perfectClitic = "'ve"
 // lemmaOf returns the lexicon verb that w is a form of, or "".
 func lemmaOf(w string) string {
 	step()
-	if _, ok := verbClasses[w]; ok {
-		return w
-	}
-	if b, ok := irregularVerbs[w]; ok {
-		return b[0]
-	}
-	known := func(b string) bool { _, ok := verbClasses[b]; return ok }
-	for _, s := range inflections {
-		if b, ok := strings.CutSuffix(w, s.suffix); ok && known(b+s.restore) {
-			return b + s.restore
-		}
-	}
-	for _, suf := range doubledInflections { // zipped, putting
-		if b, ok := strings.CutSuffix(w, suf); ok && len(b) >= 2 && b[len(b)-1] == b[len(b)-2] && known(b[:len(b)-1]) {
-			return b[:len(b)-1]
-		}
-	}
-	return ""
+	return lemmas[w]
 }
+
+// lemmas maps every form lemmaOf knows to its lexicon verb: the verb itself, then an irregular form ("wrote"), then a
+// regular one by the first of inflections that fits ("copies", "attached"), then one with a doubled last letter
+// ("zipped", "putting"). Each form keeps the first reading in that order.
+var lemmas = func() map[string]string {
+	m := map[string]string{}
+	add := func(form, lemma string) {
+		if _, ok := m[form]; !ok {
+			m[form] = lemma
+		}
+	}
+	for w := range verbClasses {
+		add(w, w)
+	}
+	for w, b := range irregularVerbs {
+		add(w, b[0])
+	}
+	for _, s := range inflections {
+		for w := range verbClasses {
+			if b, ok := strings.CutSuffix(w, s.restore); ok {
+				add(b+s.suffix, w)
+			}
+		}
+	}
+	for _, suf := range doubledInflections {
+		for w := range verbClasses {
+			if w != "" {
+				add(w+w[len(w)-1:]+suf, w)
+			}
+		}
+	}
+	return m
+}()
 
 // inflection is one regular verb ending: a word ending in suffix is a form of
 // the lexicon verb spelled with suffix replaced by restore.
@@ -296,16 +312,8 @@ var (
 	nonDeliverables      = lexList("nonDeliverables")
 	qualifierNegators    = lexList("qualifierNegators")
 	deliverableWords     = lexList("deliverableWords")
-	deniedLeads          = lexList("deniedLeads")
-	failLeads            = lexList("failLeads")
-	refusalWords         = lexList("refusalWords")
-	refusalLeads         = lexList("refusalLeads")
-	activeRefusals       = lexList("activeRefusals")
-	activeRefusalLeads   = lexList("activeRefusalLeads")
+	denialLeads          = lexWordsMap("denialLeads")
 	negativeTestNouns    = lexList("negativeTestNouns")
-	denialErrnos         = lexList("denialErrnos")
-	succeedNegators      = lexList("succeedNegators")
-	permitWords          = lexList("permitWords")
 	topicWh              = lexList("topicWh")
 	topicIntroPreps      = lexList("topicIntroPreps")
 	comparisonLeads      = lexList("comparisonLeads")
@@ -370,7 +378,7 @@ const (
 	blanks         = " \t"
 	wideColon      = "："           // the full-width colon of CJK text ("成果物：a.pdf"), a label's colon too
 	runMarks       = `_-./~+\:'’`  // besides letters, digits and marks, belong to a word or path run: isRunRune
-	nameQuotes     = "\"`“"        // open a quoted file name that may contain blanks: tokenize
+	nameQuotes     = "\"`“"        // open a quoted file name that may contain blanks: appendTokens
 	nameOpeners    = "\"`“'‘「『【(（" // before a run, may open a file name written in CJK: cjkPieces
 	apostrophes    = "'’"          // around a run are quotes: splitRun
 	runTrailers    = ".:'’"        // after a run are punctuation: classify
@@ -385,13 +393,13 @@ var lexiconText string
 
 // lexicon holds lexicon_en.txt's lists by name; lexUsed, the names the code looked up (TestLexicon).
 var (
-	lexicon = mustParseLexicon(lexiconText)
+	lexicon = mustParseLexicon("lexicon_en.txt", lexiconText)
 	lexUsed = map[string]bool{}
 )
 
 // parseLexicon reads the table: "name: words" lines, continued by indented lines, "#" comments and
 // blank lines. Words are split at blanks, or at "|" when the line has one ("output files | output").
-func parseLexicon(text string) (map[string][]string, error) {
+func parseLexicon(file, text string) (map[string][]string, error) {
 	lists := map[string][]string{}
 	name := ""
 	for n, line := range strings.Split(text, "\n") {
@@ -401,19 +409,19 @@ func parseLexicon(text string) (map[string][]string, error) {
 			name = ""
 		case line[0] == ' ' || line[0] == '\t':
 			if name == "" {
-				return nil, fmt.Errorf("lexicon_en.txt:%d: indented line %q continues no list", n+1, trimmed)
+				return nil, fmt.Errorf("%s:%d: indented line %q continues no list", file, n+1, trimmed)
 			}
 			lists[name] = append(lists[name], lexWords(trimmed)...)
 		default:
 			k, v, ok := strings.Cut(line, ":")
 			if !ok || k == "" || strings.ContainsAny(k, " \t|") {
-				return nil, fmt.Errorf("lexicon_en.txt:%d: %q is not a \"name: words\" line", n+1, line)
+				return nil, fmt.Errorf("%s:%d: %q is not a \"name: words\" line", file, n+1, line)
 			}
 			if _, dup := lists[k]; dup {
-				return nil, fmt.Errorf("lexicon_en.txt:%d: list %q is defined twice", n+1, k)
+				return nil, fmt.Errorf("%s:%d: list %q is defined twice", file, n+1, k)
 			}
 			if lists[k] = lexWords(v); len(lists[k]) == 0 {
-				return nil, fmt.Errorf("lexicon_en.txt:%d: list %q has no words", n+1, k)
+				return nil, fmt.Errorf("%s:%d: list %q has no words", file, n+1, k)
 			}
 			name = k
 		}
@@ -434,8 +442,8 @@ func lexWords(s string) []string {
 	return out
 }
 
-func mustParseLexicon(text string) map[string][]string {
-	lists, err := parseLexicon(text)
+func mustParseLexicon(file, text string) map[string][]string {
+	lists, err := parseLexicon(file, text)
 	if err != nil {
 		panic("reqdetect: " + err.Error())
 	}
@@ -455,6 +463,17 @@ func lexList(name string) []string {
 // lexSet returns the list called name as a set.
 func lexSet(name string) map[string]bool {
 	return newSet(strings.Join(lexList(name), " "))
+}
+
+// lexWordsMap returns the list called name, whose words are "key,key=value,value", as a map from each key.
+func lexWordsMap(name string) map[string][]string {
+	m := map[string][]string{}
+	for ks, v := range lexMap(name) {
+		for k := range strings.SplitSeq(ks, ",") {
+			m[k] = v
+		}
+	}
+	return m
 }
 
 // lexMap returns the list called name, whose words are "key=value,value", as a map.

@@ -17,7 +17,7 @@ import (
 func TestLexicon(t *testing.T) {
 	files, err := filepath.Glob("*.go")
 	require.NoError(t, err)
-	call := regexp.MustCompile(`lex(?:List|Set|Map)\("(\w+)"\)`)
+	call := regexp.MustCompile(`lex(?:List|Set|Map|WordsMap)\("(\w+)"\)`)
 	named := map[string]int{}
 	for _, f := range files {
 		if strings.HasSuffix(f, "_test.go") {
@@ -48,7 +48,7 @@ func TestLexicon(t *testing.T) {
 }
 
 func TestParseLexicon(t *testing.T) {
-	lists, err := parseLexicon("# doc\na: x y\n\tz\n\nb: output files | output\n")
+	lists, err := parseLexicon("lexicon_en.txt", "# doc\na: x y\n\tz\n\nb: output files | output\n")
 	require.NoError(t, err)
 	assert.Equal(t, map[string][]string{"a": {"x", "y", "z"}, "b": {"output files", "output"}}, lists)
 	for text, want := range map[string]string{
@@ -59,10 +59,49 @@ func TestParseLexicon(t *testing.T) {
 		"two words: x\n": `lexicon_en.txt:1: "two words: x" is not a "name: words" line`,
 		": x\n":          `lexicon_en.txt:1: ": x" is not a "name: words" line`,
 	} {
-		_, err := parseLexicon(text)
+		_, err := parseLexicon("lexicon_en.txt", text)
 		assert.EqualError(t, err, want, "%q", text)
 	}
 	assert.PanicsWithValue(t, `reqdetect: lexicon_en.txt has no list "nope"; add a "nope: words" line`,
 		func() { lexList("nope") })
 	assert.True(t, slices.Equal(lexList("verbExport"), []string{"export"}))
+}
+
+// stripLemma is lemmaOf as rules: the verb itself, an irregular form, the first regular ending of inflections whose
+// stem is a lexicon verb, a doubled last letter. TestLemmas holds the lemmas table to it.
+func stripLemma(w string) string {
+	if _, ok := verbClasses[w]; ok {
+		return w
+	}
+	if b, ok := irregularVerbs[w]; ok {
+		return b[0]
+	}
+	known := func(b string) bool { _, ok := verbClasses[b]; return ok }
+	for _, s := range inflections {
+		if b, ok := strings.CutSuffix(w, s.suffix); ok && known(b+s.restore) {
+			return b + s.restore
+		}
+	}
+	for _, suf := range doubledInflections {
+		if b, ok := strings.CutSuffix(w, suf); ok && len(b) >= 2 && b[len(b)-1] == b[len(b)-2] && known(b[:len(b)-1]) {
+			return b[:len(b)-1]
+		}
+	}
+	return ""
+}
+
+func TestLemmas(t *testing.T) {
+	words := []string{"", "s", "ies", "zipped", "putting", "copies", "tried", "fixes", "writes", "attached", "created",
+		"attaching", "creating", "wrote", "written", "table", "exportss", "reports"}
+	for w := range verbClasses {
+		for _, end := range []string{"", "s", "es", "ed", "d", "ing", "ies", "ied", "ss", "x"} {
+			words = append(words, w+end, w[:len(w)-1]+end, w+w[len(w)-1:]+end)
+		}
+	}
+	for w := range lemmas {
+		words = append(words, w, w+"s", w+"ed")
+	}
+	for _, w := range words {
+		require.Equal(t, stripLemma(w), lemmaOf(w), "%q", w)
+	}
 }

@@ -106,7 +106,7 @@ func readUnits(text string) []*unit {
 		case heading || len(para) == 0:
 			lead, paraLead = nil, nil
 		}
-		para = append(para, tokenizeAt(body, lines[i].suffixAt(body, false))...)
+		para = tokenizeAt(para, body, lines[i].suffixAt(body, false))
 		if heading || strings.HasSuffix(trimmed, ":") {
 			n := len(units)
 			flush()
@@ -176,7 +176,7 @@ func listedInputs(u *unit) {
 func readBlock(lines []srcLine, i int, rest string) ([]*unit, int) {
 	var items [][]token
 	if strings.TrimSpace(rest) != "" {
-		items = append(items, tokenizeAt(rest, lines[i].suffixAt(rest, true)))
+		items = append(items, tokenizeAt(nil, rest, lines[i].suffixAt(rest, true)))
 	}
 	plain := len(items) == 0 // plain lines may follow a bare label directly
 	blank := false
@@ -191,7 +191,7 @@ func readBlock(lines []srcLine, i int, rest string) ([]*unit, int) {
 			break
 		}
 		if body, ok := stripBullet(line); ok {
-			items = append(items, tokenizeAt(body, lines[j].suffixAt(body, false)))
+			items = append(items, tokenizeAt(nil, body, lines[j].suffixAt(body, false)))
 			blank, plain, last = false, false, j
 			continue
 		}
@@ -201,9 +201,9 @@ func readBlock(lines []srcLine, i int, rest string) ([]*unit, int) {
 		indented := line[0] == ' ' || line[0] == '\t'
 		switch {
 		case indented && len(items) > 0:
-			items[len(items)-1] = append(items[len(items)-1], tokenizeAt(line, lines[j].pos)...)
+			items[len(items)-1] = tokenizeAt(items[len(items)-1], line, lines[j].pos)
 		case plain:
-			items = append(items, tokenizeAt(line, lines[j].pos))
+			items = append(items, tokenizeAt(nil, line, lines[j].pos))
 		default:
 			return itemUnits(items), last
 		}
@@ -247,7 +247,8 @@ func labelLine(line string) (string, bool) {
 	if rest, ok := modifiedLabel(s); ok {
 		return rest, true // "Expected outputs:", "Final deliverables: a.md"
 	}
-	for _, label := range labelWords {
+	first, _ := utf8.DecodeRuneInString(s)
+	for _, label := range labelsByFold[foldKey(first)] {
 		after, ok := cutLabel(s, label)
 		if !ok {
 			continue

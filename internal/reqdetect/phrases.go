@@ -290,30 +290,29 @@ func pastHabit(toks []token, i int) bool {
 // progressive reports whether the -ing verb at i is the present progressive of a subject other than
 // the addressee: the subject does the work, so it states what happens rather than asks for it.
 func progressive(toks []token, i int) bool {
-	k := skipAdverbs(toks, i-1, true)
-	if k < 0 || toks[k].kind != tokWord {
-		return false
-	}
-	if statingClitics[toks[k].low] {
-		return !askedBefore(toks, k) // "I'm", "we're"
-	}
-	return toks[k].is(progressiveBe...) && k > 0 && statingSubject(toks, k-1) && !askedBefore(toks, k-1)
+	return statedAux(toks, i, statingClitics, progressiveBe) // "I'm", "we're"
 }
 
 // future reports whether the base verb at i follows "will" or "going to" and a subject other than
 // the addressee: a plan of someone else's, not a request.
 func future(toks []token, i int) bool {
-	k := skipAdverbs(toks, i-1, true)
-	if k < 0 || toks[k].kind != tokWord {
-		return false
-	}
-	if futureClitics[toks[k].low] {
-		return !askedBefore(toks, k) // "I'll", "they'll"
-	}
-	if k >= 1 && toks[k].is("to") && toks[k-1].is("going") {
+	if k := skipAdverbs(toks, i-1, true); k >= 1 && toks[k].is("to") && toks[k-1].is("going") {
 		return progressive(toks, k-1) // "I'm going to upload v2.csv later"
 	}
-	return toks[k].is("will") && k > 0 && statingSubject(toks, k-1) && !askedBefore(toks, k-1)
+	return statedAux(toks, i, futureClitics, []string{"will"}) // "I'll", "they'll"
+}
+
+// statedAux reports whether the verb at i follows, past adverbs, a subject contracted with an auxiliary (clitics)
+// or a subject and an auxiliary (aux) that asks nothing: the subject does the work, the text states it.
+func statedAux(toks []token, i int, clitics map[string]bool, aux []string) bool {
+	k := skipAdverbs(toks, i-1, true)
+	switch {
+	case k < 0 || toks[k].kind != tokWord:
+		return false
+	case clitics[toks[k].low]:
+		return !askedBefore(toks, k)
+	}
+	return toks[k].is(aux...) && k > 0 && statingSubject(toks, k-1) && !askedBefore(toks, k-1)
 }
 
 // presentPassive reports whether the participle at i of an attach or send verb follows an indicative present be-form.
@@ -386,12 +385,7 @@ func specifies(u *unit, i int) bool {
 	if i+1 >= len(u.toks) || !u.toks[i+1].is(sourceLinks...) {
 		return false
 	}
-	for k := i - 1; k >= 0 && k >= i-resumeSpan; k-- {
-		if requestVerb(u, k) {
-			return true
-		}
-	}
-	return false
+	return anyIn(max(i-resumeSpan, 0), i-1, func(k int) bool { return requestVerb(u, k) })
 }
 
 // requestVerb reports whether the verb at k, not negated, asks for a thing to be made or given.
@@ -446,10 +440,7 @@ func statingSubject(toks []token, k int) bool {
 	if t.kind != tokWord {
 		return false
 	}
-	if pastSubjects[t.low] {
-		return true
-	}
-	return plainWord(t) && opensClause(toks, k, true)
+	return pastSubjects[t.low] || plainWord(t) && opensClause(toks, k, true)
 }
 
 // askedBefore reports whether a modal or question word stands right before the subject at k.
@@ -642,12 +633,7 @@ func quotedSubject(toks []token, k int) bool {
 	if t.kind != tokPunct || !t.punct(codeQuotes...) {
 		return false
 	}
-	for j := k - 2; j >= 0 && j >= k-8; j-- {
-		if toks[j].kind == tokPunct && toks[j].low == t.low {
-			return true
-		}
-	}
-	return false
+	return anyIn(max(k-8, 0), k-2, func(j int) bool { return toks[j].kind == tokPunct && toks[j].low == t.low })
 }
 
 // ensured reports whether the clause before the subject at k asks for what follows.
@@ -982,10 +968,7 @@ func negatePhrase(u *unit, p *phrase, i int) {
 // exceptionAt reports whether an exception opens at toks[k].
 func exceptionAt(toks []token, k, end int) bool {
 	t := toks[k]
-	if t.is(exceptWords...) {
-		return true
-	}
-	return k+1 < end && (t.is("other") && toks[k+1].is("than") || t.is("apart") && toks[k+1].is("from"))
+	return t.is(exceptWords...) || k+1 < end && (t.is("other") && toks[k+1].is("than") || t.is("apart") && toks[k+1].is("from"))
 }
 
 // isClauseBreak reports whether t ends a clause inside a phrase.

@@ -113,12 +113,7 @@ var _ = register(43, "unnamed", "requests for a file the text does not name",
 
 // namesOutput reports whether the phrase names an output file (requested or forbidden).
 func (p *phrase) namesOutput() bool {
-	for _, m := range p.mentions {
-		if m.role == roleOutput || m.forbid {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(p.mentions, func(m *mention) bool { return m.role == roleOutput || m.forbid })
 }
 
 func readPhrase(u *unit, p *phrase) {
@@ -240,10 +235,8 @@ func inStatedSubject(u *unit, p *phrase, i int) bool {
 	if i == 0 || i-p.start > subjectSpan || !u.toks[i-1].is("the") && !inputDets[u.toks[i-1].low] {
 		return false
 	}
-	for k := p.start; k < i; k++ {
-		if u.verbAt(k) {
-			return false
-		}
+	if anyIn(p.start, i-1, u.verbAt) {
+		return false
 	}
 	for k := i + 1; k < p.end && k <= i+subjectSpan && u.toks[k].kind != tokPunct; k++ {
 		if u.cls[k] == verbStated {
@@ -368,10 +361,7 @@ func topicIntro(u *unit, k int) bool {
 	if j > 0 && particleAt(u.toks, j) && u.verbAt(j-1) {
 		j--
 	}
-	if j < 0 {
-		return false
-	}
-	return u.toks[j].is(topicIntroPreps...) || u.verbAt(j)
+	return j >= 0 && (u.toks[j].is(topicIntroPreps...) || u.verbAt(j))
 }
 
 // comparisonAt reports whether the "as" or "to" at k introduces the standard of a comparison rather than a destination.
@@ -709,12 +699,7 @@ func modifierWord(w string) bool {
 		participle(w) {
 		return true
 	}
-	for _, suf := range adjectiveSuffixes {
-		if len(w) > len(suf)+2 && strings.HasSuffix(w, suf) {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(adjectiveSuffixes, func(suf string) bool { return len(w) > len(suf)+2 && strings.HasSuffix(w, suf) })
 }
 
 // markedAt reports whether the file at i follows, at most two words back, a word of marks (existingMarks, editedMarks).
@@ -749,12 +734,7 @@ func wantedChanged(u *unit, vi, i int) bool {
 		c := verbClasses[lemma] // "updated" after a noun is read as a modifier, not a verb
 		return lemma != "" && (c == verbEdit || c == verbTransform) && formOf(w, lemma) == formPerfect
 	}
-	for k := vi + 1; k < i && k <= vi+wantSpan; k++ {
-		if changed(k) {
-			return true
-		}
-	}
-	return i+1 < len(u.toks) && changed(i+1)
+	return anyIn(vi+1, min(i-1, vi+wantSpan), changed) || i+1 < len(u.toks) && changed(i+1)
 }
 
 // namesFileNoun reports whether the file at i is set off by a comma or a parenthesis right after a
@@ -978,10 +958,7 @@ func findsThere(toks []token, vi int) bool {
 		return false
 	}
 	k := skipAdverbs(toks, vi-1, true)
-	if k >= 0 && toks[k].is(findingClitics...) {
-		return true
-	}
-	return k >= 1 && toks[k].is(findingAux...) && toks[k-1].is("you")
+	return k >= 0 && toks[k].is(findingClitics...) || k >= 1 && toks[k].is(findingAux...) && toks[k-1].is("you")
 }
 
 // locatedSubject reports whether the file at i, which no verb governs, is the subject of a statement of where it already is.
@@ -1444,23 +1421,26 @@ func ofKind(name, kind string) bool {
 // sameDocAt reports whether the noun phrase from toks[k] has a head that names the same document in
 // a new state rather than a product of another kind.
 func sameDocAt(toks []token, k, end int) bool {
-	for n := 0; k < end && n < 4 && toks[k].kind == tokWord; k, n = k+1, n+1 {
-		if sameDocHeads[toks[k].low] {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(npWords(toks, k, end), func(t token) bool { return sameDocHeads[t.low] })
 }
 
 // participleAt returns the first participle of the noun phrase from toks[k].
 func participleAt(toks []token, k, end int) string {
-	for n := 0; k < end && n < 4 && toks[k].kind == tokWord; k, n = k+1, n+1 {
-		if participle(toks[k].low) {
-			base, _, _ := strings.Cut(toks[k].low, "-")
-			return base
-		}
+	np := npWords(toks, k, end)
+	if j := slices.IndexFunc(np, func(t token) bool { return participle(t.low) }); j >= 0 {
+		base, _, _ := strings.Cut(np[j].low, "-")
+		return base
 	}
 	return ""
+}
+
+// npWords returns the words of the noun phrase from toks[k], at most four, before end.
+func npWords(toks []token, k, end int) []token {
+	n := k
+	for n < end && n < k+4 && toks[n].kind == tokWord {
+		n++
+	}
+	return toks[k:n]
 }
 
 // actedFrom returns the index of the first word of phrase p that is the verb whose participle part is, or -1.
@@ -1478,12 +1458,10 @@ func actedFrom(toks []token, p *phrase, part string) int {
 
 // participleOf reports whether part is the regular past participle of the verb w.
 func participleOf(part, w string) bool {
-	for _, s := range inflections {
-		if b, ok := strings.CutSuffix(part, s.suffix); ok && strings.HasSuffix(s.suffix, "d") && b+s.restore == w {
-			return true
-		}
-	}
-	return len(w) >= 2 && part == w+w[len(w)-1:]+"ed"
+	return slices.ContainsFunc(inflections, func(s inflection) bool {
+		b, ok := strings.CutSuffix(part, s.suffix)
+		return ok && strings.HasSuffix(s.suffix, "d") && b+s.restore == w
+	}) || len(w) >= 2 && part == w+w[len(w)-1:]+"ed"
 }
 
 // participle reports whether w looks like a past participle used as an adjective.
@@ -1494,10 +1472,7 @@ func participle(w string) bool {
 
 func repoAt(toks []token, i int) bool {
 	t := toks[i]
-	if t.is(repoNouns...) {
-		return true
-	}
-	return t.is(pullWords...) && i+1 < len(toks) && toks[i+1].is(requestNouns...)
+	return t.is(repoNouns...) || t.is(pullWords...) && i+1 < len(toks) && toks[i+1].is(requestNouns...)
 }
 
 // prepSkip reports whether t is transparent when looking for the word that governs a file.
@@ -1537,26 +1512,11 @@ func findQualifier(toks []token) int {
 // denialAt reports whether an expected-denial marker starts at toks[i].
 func denialAt(toks []token, i int) bool {
 	t := toks[i]
-	prev := func(words ...string) bool { return i > 0 && toks[i-1].is(words...) }
-	switch {
-	case t.is("denied"):
-		return prev(deniedLeads...)
-	case t.is("fail"):
-		return prev(failLeads...)
-	case t.is(refusalWords...):
-		return prev(refusalLeads...)
-	case t.is(activeRefusals...):
-		return prev(activeRefusalLeads...) // "the sandbox should reject it"
-	case t.is("negative"):
+	if t.is("negative") {
 		return i+1 < len(toks) && toks[i+1].is(negativeTestNouns...)
-	case t.is(denialErrnos...):
-		return true
-	case t.is("succeed"):
-		return prev(succeedNegators...)
-	case t.is(permitWords...):
-		return prev("not")
 	}
-	return false
+	leads, ok := denialLeads[t.low]
+	return ok && t.kind == tokWord && (leads[0] == "*" || i > 0 && toks[i-1].is(leads...))
 }
 
 // modelRef reports whether the input file at i is named as a model, template, example or earlier version (rule 10).
@@ -1572,12 +1532,7 @@ func modelRef(u *unit, p *phrase, i, vi int, prep string, compared bool) bool {
 			break
 		}
 	}
-	for k := i + 1; k < p.end && k <= i+modelSpan; k++ {
-		if modelWords[u.toks[k].low] && u.toks[i+1].is("as") {
-			return true
-		}
-	}
-	return false
+	return anyIn(i+1, min(p.end-1, i+modelSpan), func(k int) bool { return modelWords[u.toks[k].low] && u.toks[i+1].is("as") })
 }
 
 // featureGerund reports whether the verb at vi is a gerund after a verb of building a feature.

@@ -49,22 +49,31 @@ func step() {
 	}
 }
 
+// anyIn reports whether ok holds for some k from lo to hi, both included.
+func anyIn(lo, hi int, ok func(k int) bool) bool {
+	for k := lo; k <= hi; k++ {
+		if ok(k) {
+			return true
+		}
+	}
+	return false
+}
+
 func punctTok(s string) token { return token{text: s, low: s, kind: tokPunct} }
 
 // isRunRune reports whether r belongs to a word or path run.
 func isRunRune(r rune) bool {
-	if r == utf8.RuneError {
-		return false
-	}
-	return unicode.IsLetter(r) || unicode.IsDigit(r) || unicode.IsMark(r) ||
-		strings.ContainsRune(runMarks, r)
+	return r != utf8.RuneError && (unicode.IsLetter(r) || unicode.IsDigit(r) || unicode.IsMark(r) ||
+		strings.ContainsRune(runMarks, r))
 }
 
-// tokenizeAt tokenizes s, which starts at byte offset base of the objective, and records each token's offset.
-func tokenizeAt(s string, base int) []token {
-	toks := tokenize(s)
+// tokenizeAt appends the tokens of s, which starts at byte offset base of the objective, to toks, and records each
+// token's offset.
+func tokenizeAt(toks []token, s string, base int) []token {
+	from := len(toks)
+	toks = appendTokens(toks, s)
 	at := 0
-	for i := range toks {
+	for i := from; i < len(toks); i++ {
 		if k := strings.Index(s[at:], toks[i].text); k >= 0 {
 			at += k
 		}
@@ -74,9 +83,9 @@ func tokenizeAt(s string, base int) []token {
 	return toks
 }
 
-// tokenize splits one line into tokens. Every token's text is a substring of s.
-func tokenize(s string) []token {
-	var toks []token
+// appendTokens appends the tokens of the line s to toks. Every token's text is a substring of s.
+func appendTokens(toks []token, s string) []token {
+	toks = slices.Grow(toks, len(s)/4)
 	for i := 0; i < len(s); {
 		r, w := utf8.DecodeRuneInString(s[i:])
 		switch {
@@ -94,13 +103,18 @@ func tokenize(s string) []token {
 			toks = append(toks, punctTok(s[i:i+w]))
 			i += w
 		case isRunRune(r):
-			j := i + w
+			j, wide := i+w, r >= cjkFirst // wide: the run may hold CJK text
 			for j < len(s) {
 				r2, w2 := utf8.DecodeRuneInString(s[j:])
 				if !isRunRune(r2) {
 					break
 				}
-				j += w2
+				j, wide = j+w2, wide || r2 >= cjkFirst
+			}
+			if !wide {
+				toks = splitRun(toks, s[i:j])
+				i = j
+				continue
 			}
 			prev, _ := utf8.DecodeLastRuneInString(s[:i])
 			for _, piece := range cjkPieces(s[i:j], i == 0 || unicode.IsSpace(prev) || strings.ContainsRune(nameOpeners, prev)) {
@@ -290,10 +304,7 @@ func IsFile(s string) bool {
 	if !fileExts[strings.ToLower(base[dot+1:])] {
 		return false
 	}
-	if strings.Trim(base[:dot], nameMarks) == "" {
-		return false
-	}
-	return !notFiles[strings.ToLower(s)]
+	return strings.Trim(base[:dot], nameMarks) != "" && !notFiles[strings.ToLower(s)]
 }
 
 // Stage 1 and 2: lines, blocks, paragraphs, sentences
@@ -315,6 +326,7 @@ type unit struct {
 	asked     []bool      // token is a verb of an embedded question ("tell me whether exporting …")
 	inPlace   bool        // says "in place": verbless files are edited, not delivered
 	inputs    bool        // under a heading or label for inputs, context or references (rule 10)
+	foreign   bool        // written in another language than English (isForeign; set by readForeign)
 	phrases   []*phrase
 	qualifier int  // token index of a "not a deliverable" qualifier, or -1
 	denial    bool // carries a denied-write marker

@@ -399,6 +399,9 @@ func antecedent(units []*unit, ui, pi int, ref *phrase) (ms []*mention, ph, from
 		case pp.signal && onlyInputs(pp):
 			// "Convert users.csv to a JSON file and share it": the pronoun is the product, not its source.
 			return nil, pp, nil
+		case onlyInputs(pp) && slices.ContainsFunc(u.cls[pp.start:pp.end], func(c verbClass) bool { return c == verbTransform }):
+			// "Convert rates.csv to JSON … and return it": the pronoun is the product, not its source.
+			return nil, nil, nil
 		case len(live(pp)) > 0:
 			return pickLive(pp), nil, pp
 		case pp.signal:

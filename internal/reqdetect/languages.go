@@ -711,7 +711,7 @@ func oneTypo(a, b string) bool {
 		i++
 	}
 	switch {
-	case i+typoTail >= len(b):
+	case i == 0 || i+typoTail >= len(b): // a typo keeps the first letter ("llegaron" is no "allega")
 		return false
 	case len(a) == len(b) && i < len(a):
 		return a[i+1:] == b[i+1:] || i+1 < len(a) && a[i] == b[i+1] && a[i+1] == b[i] && a[i+2:] == b[i+2:]

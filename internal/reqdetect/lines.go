@@ -107,7 +107,7 @@ func readUnits(text string) []*unit {
 			lead, paraLead = nil, nil
 		}
 		para = tokenizeAt(para, body, lines[i].suffixAt(body, false))
-		if heading || strings.HasSuffix(trimmed, ":") {
+		if heading || strings.HasSuffix(strings.TrimRight(trimmed, emphasisMarks), ":") { // "**What I need back:**"
 			n := len(units)
 			flush()
 			if !heading && len(units) > n {

@@ -70,8 +70,13 @@ func editsReferent(u *unit) bool {
 // markVerbs sets the verb class of every word used as a verb.
 func markVerbs(u *unit) {
 	noun := make([]bool, len(u.toks)) // a lexicon word used as a noun or adjective
+	ticks, last := 0, 0               // backticks before the token: odd within a code span
 	for i, t := range u.toks {
-		if t.kind != tokWord {
+		if t.pos >= last && t.pos <= len(u.src) {
+			ticks += strings.Count(u.src[last:t.pos], "`")
+			last = t.pos
+		}
+		if t.kind != tokWord || ticks%2 == 1 { // "the `payouts export` command": a name, no verb
 			continue
 		}
 		if t.is(outputSubjects...) && i+1 < len(u.toks) && u.toks[i+1].is(beForms...) {

@@ -22,11 +22,12 @@ type langTable struct {
 	code, name string
 	cues       map[string]string // each field's words, joined by blanks
 	neg, inl   []string          // negators and inline words, split
+	and        []string          // words for "and", split
 }
 
 // langFields are the fields of a table that join no cue list: the code and name, function words that tell the
-// language, and the labels of outputs ("Ergebnis") and inputs ("Kontext").
-var langFields = []string{"code", "name", "function", "deliverables", "inputs"}
+// language, the labels of outputs ("Ergebnis") and inputs ("Kontext"), and CJK nouns that hold a cue ("共有フォルダ").
+var langFields = []string{"code", "name", "function", "deliverables", "inputs", "nouns"}
 
 // cueFields are the fields whose words join a cue list, and the class a verb cue among them gives its files. Verb
 // cues by role: given with the task ("anbei"), attachment nouns ("Anhang"), delivery ("hänge an"), send ("schick"),
@@ -38,7 +39,8 @@ var langFields = []string{"code", "name", "function", "deliverables", "inputs"}
 // feature verbs ("implementiere"), bug labels ("Fehler:"). Questions ("wie", "如何") and statements of what was done
 // ("habe", "schon", "了", "已经"). Pointers back to a file ("sie", "このファイル"), clitics on a verb ("adjúntalo"; with
 // "-", after a hyphen only: "envoie-le"), words that make the cue after them a noun ("di consegna"), words for other
-// files ("keine weiteren Dateien"), and toward words after a presented form that say where it is to go ("ao").
+// files ("keine weiteren Dateien"), toward words after a presented form that say where it is to go ("ao"), and the
+// words for "and" that open another output before an inline marker ("index.html und eine Zusammenfassung hier").
 var cueFields = []cueField{
 	{"presented", &foreignPresented, cuePresented}, {"attach", &foreignAttachNouns, cueAttached},
 	{"delivery", &foreignDelivery, cueDelivery}, {"send", &foreignSend, cueSend},
@@ -55,6 +57,7 @@ var cueFields = []cueField{
 	{"perfect", &foreignPerfect, 0}, {"doneAfter", &foreignDoneAfter, 0},
 	{"doneBefore", &foreignDoneBefore, 0}, {"nounMarks", &foreignNounMarks, 0},
 	{"pointers", &foreignPointers, 0}, {"clitics", &foreignClitics, 0}, {"other", &foreignOther, 0}, {"toward", &foreignToward, 0},
+	{"and", &foreignAnd, 0},
 }
 
 //go:embed lang_*.txt
@@ -107,7 +110,7 @@ var (
 	foreignPolite, foreignModel, foreignModelAfter, foreignModelNouns, foreignDestPreps, foreignNamingPreps,
 	foreignSourcePreps, foreignSourceAfter, foreignRepo, foreignProductNouns, foreignFeatureVerbs, foreignBug,
 	foreignWhWords, foreignHowTo, foreignPerfect, foreignDoneAfter, foreignDoneBefore, foreignNouns,
-	foreignNounMarks, foreignPointers, foreignClitics, foreignOther, foreignToward []string
+	foreignNounMarks, foreignPointers, foreignClitics, foreignOther, foreignToward, foreignAnd []string
 	foreignSeparable     []separable
 	sharedCues           = words(shared.cues["delivery"] + " " + shared.cues["edit"]) // they do not make a sentence foreign
 	foreignFunctionWords = map[string][]*langTable{}
@@ -158,7 +161,7 @@ func buildLists() {
 		for _, w := range words(t.cues["function"]) {
 			foreignFunctionWords[w] = append(foreignFunctionWords[w], t)
 		}
-		t.neg, t.inl = words(strings.ReplaceAll(t.cues["negators"], ">", "")), words(t.cues["inline"])
+		t.neg, t.inl, t.and = words(strings.ReplaceAll(t.cues["negators"], ">", "")), words(t.cues["inline"]), words(t.cues["and"])
 		for _, w := range words(t.cues["negators"]) {
 			if a, ok := strings.CutSuffix(w, ">"); ok {
 				foreignAheadOnly = append(foreignAheadOnly, a)
@@ -166,8 +169,9 @@ func buildLists() {
 		}
 		foldedList(&t.neg)
 		foldedList(&t.inl)
-		// A CJK label or repository noun holds no verb ("交付物", "저장소").
-		for _, w := range words(t.cues["deliverables"] + " " + t.cues["repo"]) {
+		foldedList(&t.and)
+		// A CJK label, repository noun or other noun holds no verb ("交付物", "저장소", "共有フォルダ").
+		for _, w := range words(t.cues["deliverables"] + " " + t.cues["repo"] + " " + t.cues["nouns"]) {
 			if isCJKString(w) {
 				foreignNouns = append(foreignNouns, w)
 			}
@@ -248,6 +252,7 @@ const (
 	productRuns        = 3  // or, in CJK text, at most this far before the file it writes
 	repoSpan           = 2  // a repository noun stands at most this far after the verb it is the object of
 	qualifierSpan      = 4  // a negator stands at most this far before the deliverable noun it denies
+	labelCompound      = 8  // a label word this long ends a compound that names the same ("Aufgabenlieferung")
 	productSuffix      = 4  // a compound ending in a product noun this long or longer names a product ("Rechnungsexport")
 )
 
@@ -410,11 +415,20 @@ func separableCue(w string, later map[string]int) cueClass {
 // latinCue returns the class of the folded word w, or cueNone.
 func latinCue(w string) cueClass {
 	for _, c := range foreignCueClasses {
-		if inList(w, c.words) {
+		if inList(w, c.words) && (latinIndex[c.words].exact[w] || c.class > cueOutput || !nominal(w)) {
 			return c.class
 		}
 	}
 	return cueNone
+}
+
+// nounEndings, folded, end the nouns a verb makes ("exportación", "esportazione", "exportação"): the stem of a cue
+// that asks for a file ("exporta*") does not reach them; a cue listed whole does, and so do reading and editing
+// stems ("una comparación entre a.xlsx y b.xlsx" reads both).
+var nounEndings = []string{"cion", "ciones", "zione", "zioni", "ation", "ations", "cao", "coes"}
+
+func nominal(w string) bool {
+	return slices.ContainsFunc(nounEndings, func(e string) bool { return strings.HasSuffix(w, e) })
 }
 
 func isCJKString(s string) bool {
@@ -505,6 +519,25 @@ func (r *foreignReading) inL(w string, pick func(*langTable) *[]string, all *[]s
 
 func negs(t *langTable) *[]string { return &t.neg }
 func inls(t *langTable) *[]string { return &t.inl }
+func ands(t *langTable) *[]string { return &t.and }
+
+// otherBeforeInline reports whether, after file i, an "and" opens another output before the first inline marker
+// ("`index.html` y un resumen breve en la respuesta"): the marker places that output in the reply, not the file.
+func (r *foreignReading) otherBeforeInline(u *unit, i int) bool {
+	for k := i + 1; k < len(u.toks); k++ {
+		if r.inlineAt(u, k) {
+			return false
+		}
+		if !r.cjk[k] && r.inL(r.words[k], ands, &foreignAnd) {
+			n := k + 1
+			for n < len(u.toks) && u.toks[n].kind == tokPunct {
+				n++ // "`index.html` e `styles.css`": the quote before the next file
+			}
+			return n < len(u.toks) && u.toks[n].kind != tokFile
+		}
+	}
+	return false
+}
 
 // scan finds the cue words of u, decides which negators reach which verb,
 // and records the CJK tokens.
@@ -569,7 +602,7 @@ func scan(u *unit) *foreignReading {
 		if head, _, ok := strings.Cut(w, "-"); c == cueNone && ok && head != "" {
 			c = latinCue(head) // "exporte-le"
 		}
-		if c == cueNone && len(w) >= typoMin {
+		if c == cueNone && len(w) >= typoMin && !nominal(w) {
 			c = typoCue(w) // "anhägen", "exportiern"
 		}
 		if c != cueNone {
@@ -851,6 +884,18 @@ func (r *foreignReading) at(i int) []cueHit {
 	return r.hits[r.first[i]:r.first[i+1]]
 }
 
+// katakanaRun returns the length in bytes of the run of katakana s opens (a loanword: "アップロード").
+func katakanaRun(s string) int {
+	n := 0
+	for _, c := range s {
+		if !unicode.Is(unicode.Katakana, c) && c != 'ー' {
+			break
+		}
+		n += utf8.RuneLen(c)
+	}
+	return n
+}
+
 // negated returns the verb cue a negator at token tok (byte off in a CJK run) reaches, or -1: the nearest after it
 // within negAheadSpan tokens, or else before it within negBehindSpan tokens with no punctuation between; in CJK text
 // the nearest in its run within cjkNegBytes bytes, or in one of the two runs right before ("첨부하지 마세요", "첨부는 하지 마세요").
@@ -864,7 +909,7 @@ func (r *foreignReading) negated(u *unit, tok, off int) int {
 			case h.tok == tok && h.off >= off:
 				d = h.off - off
 			case h.tok == tok:
-				d = off - h.off
+				d = max(off-h.off-katakanaRun(u.toks[tok].low[h.off:]), 0) // "アップロードは不要": from the loanword's end
 			case off <= cjkNegBytes && !r.punctBetween(u, h.tok, tok):
 				d = off + tok - h.tok
 			}
@@ -1162,6 +1207,9 @@ func (r *foreignReading) noFile(u *unit) int {
 				break
 			}
 			if r.inL(r.words[k], negs, &foreignNegators) {
+				if slices.ContainsFunc(r.hits, func(h cueHit) bool { return h.tok == k-1 && (h.class == cueEdit || h.class == cueInput) }) {
+					break // "Ne modifie pas le fichier source": a file not to edit, not "no file"
+				}
 				return j
 			}
 		}
@@ -1202,7 +1250,8 @@ func (r *foreignReading) qualifierAt(u *unit) int {
 			w = u.toks[k].low
 		}
 		return slices.ContainsFunc(labelWords, func(l string) bool {
-			return w == foldWord(l) || r.cjk[k] && strings.Contains(w, l)
+			l = foldWord(l)
+			return w == l || r.cjk[k] && strings.Contains(w, l) || len(l) >= labelCompound && strings.HasSuffix(w, l) // "Aufgabenlieferung"
 		}) || strings.HasPrefix(w, "deliverable")
 	}
 	for i := range u.toks {
@@ -1306,7 +1355,9 @@ var foreignMarks = []foreignRule{
 			return (c.undelivered() || c.m.role == roleEdit) && c.r.deliverFrom[c.i+1]
 		}, (*foreignCtx).delivered},
 	{rule{"foreign-inline", "rule 9: inline: a marker places it in the reply"}, roleInline,
-		func(c *foreignCtx) bool { return c.undelivered() && c.r.inlineN[c.i+1] > 0 }, nil},
+		func(c *foreignCtx) bool {
+			return c.undelivered() && c.r.inlineN[c.i+1] > 0 && !c.r.otherBeforeInline(c.u, c.i)
+		}, nil},
 }
 
 // foreignAsks are the rows by which a cue asks for a file by itself.

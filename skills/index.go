@@ -31,6 +31,9 @@ const indexSchema = "airlock.skills.index.v3"
 type selectionPrint struct {
 	sum    string // lowercase hex
 	usable bool   // every source's metadata pins its content
+	// seen holds what the pass saw of each source's tree, by Name, so
+	// that a copy that follows lists and lstat's each tree only once.
+	seen map[string]*tree.Seen
 }
 
 // fingerprint hashes, for each source in Name order, its key, name and
@@ -41,7 +44,7 @@ type selectionPrint struct {
 func fingerprint(ctx context.Context, sources []Source, o options, cutoff time.Time) selectionPrint {
 	sorted := append([]Source(nil), sources...)
 	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Name < sorted[j].Name })
-	p := selectionPrint{usable: true}
+	p := selectionPrint{usable: true, seen: make(map[string]*tree.Seen, len(sources))}
 	l := o.limits.WithDefaults()
 	fields := []string{
 		strconv.Itoa(l.MaxFiles), strconv.FormatInt(l.MaxBytes, 10), strconv.FormatInt(l.MaxFileBytes, 10),
@@ -53,7 +56,8 @@ func fingerprint(ctx context.Context, sources []Source, o options, cutoff time.T
 			fields = append(fields, "unusable", reason)
 			continue
 		}
-		md := tree.Fingerprint(ctx, s.Dir, tree.Options{Limits: o.limits}, cutoff)
+		md, seen := tree.FingerprintSeen(ctx, s.Dir, tree.Options{Limits: o.limits}, cutoff)
+		p.seen[s.Name] = seen
 		p.usable = p.usable && md.Usable
 		fields = append(fields, "tree", string(md.Sum[:]))
 	}

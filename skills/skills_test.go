@@ -613,3 +613,61 @@ func TestMaterializeIndexAllDropped(t *testing.T) {
 	require.Len(t, changed.Skills, 1)
 	assert.Equal(t, "b", changed.Skills[0].Name)
 }
+
+// TestMaterializeChangedAfterFingerprint: the copy takes its listing and
+// lstat from the fingerprint pass (tree.Seen). A file added between the
+// pass and the copy is not in the bundle, whose index entry is keyed by
+// that pass, and the next call, which sees it, copies again; a file
+// rewritten in between fails that copy with ErrChanged, and Materialize
+// copies the skill again as it now is.
+func TestMaterializeChangedAfterFingerprint(t *testing.T) {
+	ctx := context.Background()
+	t.Run("added", func(t *testing.T) {
+		state, src := t.TempDir(), t.TempDir()
+		dir := skillDir(t, src, "a", "notes.txt:old")
+		sel := []Source{{Key: "k/a", Name: "a", Dir: dir}}
+		var copies int
+		hook := func(o *options) {
+			o.racy = 0
+			o.copied = func(string) {
+				if copies++; copies == 1 {
+					require.NoError(t, os.WriteFile(filepath.Join(dir, "added.txt"), []byte("new"), 0o644))
+				}
+			}
+		}
+		first, err := Materialize(ctx, state, sel, hook)
+		require.NoError(t, err)
+		require.Len(t, first.Skills, 1)
+		assert.Equal(t, 2, first.Skills[0].Files, "SKILL.md and notes.txt: what the pass saw")
+		_, err = os.Lstat(filepath.Join(first.Dir, "a", "added.txt"))
+		require.ErrorIs(t, err, fs.ErrNotExist)
+
+		again, err := Materialize(ctx, state, sel, hook)
+		require.NoError(t, err)
+		assert.Equal(t, 2, copies, "the next call sees the new file: no index hit")
+		require.Len(t, again.Skills, 1)
+		assert.Equal(t, 3, again.Skills[0].Files)
+		b, err := os.ReadFile(filepath.Join(again.Dir, "a", "added.txt"))
+		require.NoError(t, err)
+		assert.Equal(t, "new", string(b))
+	})
+	t.Run("rewritten", func(t *testing.T) {
+		state, src := t.TempDir(), t.TempDir()
+		dir := skillDir(t, src, "a", "notes.txt:old")
+		sel := []Source{{Key: "k/a", Name: "a", Dir: dir}}
+		hook := func(o *options) {
+			o.copied = func(string) {
+				require.NoError(t, os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("rewritten"), 0o644))
+			}
+		}
+		b, err := Materialize(ctx, state, sel, hook)
+		require.NoError(t, err)
+		require.Len(t, b.Skills, 1)
+		got, err := os.ReadFile(filepath.Join(b.Dir, "a", "notes.txt"))
+		require.NoError(t, err)
+		assert.Equal(t, "rewritten", string(got))
+		want, err := tree.Walk(ctx, dir, tree.Options{}, nil)
+		require.NoError(t, err)
+		assert.Equal(t, want.Manifest.Digest(), b.Skills[0].Digest, "the digest is the copy's")
+	})
+}

@@ -198,3 +198,44 @@ func goroutineID() string {
 	id, _, _ := strings.Cut(strings.TrimPrefix(string(b[:n]), "goroutine "), " ")
 	return id
 }
+
+// TestScratchReuseAfterFailure: a walk's buffers and hash are reused by the
+// next walks (scratches); one that stopped halfway through a file, its hash
+// fed and its pipeline chunks in use, leaves nothing that changes theirs.
+func TestScratchReuseAfterFailure(t *testing.T) {
+	src := t.TempDir()
+	build(t, src, "a:small", "z:last")
+	require.NoError(t, os.WriteFile(filepath.Join(src, "m"), bytes.Repeat([]byte("0123456789abcdef"), (3<<20)/16), 0o644))
+	ctx := context.Background()
+	want, err := Walk(ctx, src, Options{Workers: 1}, nil)
+	require.NoError(t, err)
+	stop := errors.New("stop")
+	for range 4 {
+		_, err := Walk(ctx, src, Options{}, func(it *Item) error {
+			if it.Path != "m" {
+				return nil
+			}
+			_, err := it.Read(make([]byte, 100<<10))
+			require.NoError(t, err)
+			return stop
+		})
+		require.ErrorIs(t, err, stop)
+		// A copy canceled as its pipeline starts on the large file.
+		cctx, cancel := context.WithCancel(ctx)
+		dst, err := os.Open(t.TempDir())
+		require.NoError(t, err)
+		_, err = CopyInto(cctx, src, dst, Options{Workers: 1}, CopyHooks{Carry: func(e Entry, _ Dest) (bool, error) {
+			if e.Path == "m" {
+				cancel()
+			}
+			return false, nil
+		}})
+		require.ErrorIs(t, err, context.Canceled)
+		require.NoError(t, dst.Close())
+		for _, n := range workerCounts {
+			got, err := Walk(ctx, src, Options{Workers: n}, nil)
+			require.NoError(t, err)
+			assert.Equal(t, want.Manifest, got.Manifest, "%d workers", n)
+		}
+	}
+}

@@ -36,6 +36,12 @@ type selectionPrint struct {
 	seen map[string]*tree.Seen
 }
 
+// maxSeen bounds the entries the fingerprint pass keeps for the copy
+// (tree.Seen, some 130 bytes each) over the whole selection: once it is
+// spent, the sources after are fingerprinted without keeping anything, and
+// their copies list them again.
+var maxSeen = 1 << 15
+
 // fingerprint hashes, for each source in Name order, its key, name and
 // directory and the metadata of its tree (tree.Fingerprint), together with
 // the options that change Materialize's result. Every value is one field
@@ -50,14 +56,22 @@ func fingerprint(ctx context.Context, sources []Source, o options, cutoff time.T
 		strconv.Itoa(l.MaxFiles), strconv.FormatInt(l.MaxBytes, 10), strconv.FormatInt(l.MaxFileBytes, 10),
 		strconv.Itoa(l.MaxDepth), strconv.Itoa(l.MaxPathLen), strconv.FormatBool(o.strict),
 	}
+	budget := maxSeen
 	for _, s := range sorted {
 		fields = append(fields, s.Key, s.Name, s.Dir)
 		if reason := dirReason(s.Dir); reason != "" {
 			fields = append(fields, "unusable", reason)
 			continue
 		}
-		md, seen := tree.FingerprintSeen(ctx, s.Dir, tree.Options{Limits: o.limits}, cutoff)
-		p.seen[s.Name] = seen
+		var md tree.Metadata
+		if budget > 0 {
+			var seen *tree.Seen
+			md, seen = tree.FingerprintSeen(ctx, s.Dir, tree.Options{Limits: o.limits}, cutoff)
+			p.seen[s.Name] = seen
+			budget -= seen.Len()
+		} else {
+			md = tree.Fingerprint(ctx, s.Dir, tree.Options{Limits: o.limits}, cutoff)
+		}
 		p.usable = p.usable && md.Usable
 		fields = append(fields, "tree", string(md.Sum[:]))
 	}

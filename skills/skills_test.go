@@ -671,3 +671,33 @@ func TestMaterializeChangedAfterFingerprint(t *testing.T) {
 		assert.Equal(t, want.Manifest.Digest(), b.Skills[0].Digest, "the digest is the copy's")
 	})
 }
+
+// TestMaterializeSeenBudget: the fingerprint pass keeps what it saw for
+// the copy (tree.Seen) up to maxSeen entries over the whole selection; the
+// sources after are copied from a fresh listing, to the same bundle.
+func TestMaterializeSeenBudget(t *testing.T) {
+	src := t.TempDir()
+	var sel []Source
+	for _, n := range []string{"a", "b", "c"} {
+		sel = append(sel, Source{Key: "k/" + n, Name: n, Dir: skillDir(t, src, n, "x.txt:"+n, "d/y.txt:y")})
+	}
+	ctx := context.Background()
+	full := fingerprint(ctx, sel, options{}, time.Now())
+	for _, n := range []string{"a", "b", "c"} {
+		assert.Equal(t, 4, full.seen[n].Len(), n)
+	}
+	defer func(m int) { maxSeen = m }(maxSeen)
+	maxSeen = 5
+	capped := fingerprint(ctx, sel, options{}, time.Now())
+	assert.Equal(t, full.sum, capped.sum, "the same fingerprint")
+	assert.Equal(t, 4, capped.seen["a"].Len())
+	assert.Equal(t, 4, capped.seen["b"].Len(), "the budget was not spent before b")
+	assert.Nil(t, capped.seen["c"], "spent")
+
+	b1, err := Materialize(ctx, t.TempDir(), sel)
+	require.NoError(t, err)
+	maxSeen = 1 << 15
+	b2, err := Materialize(ctx, t.TempDir(), sel)
+	require.NoError(t, err)
+	assert.Equal(t, b2.Identity, b1.Identity)
+}

@@ -101,7 +101,7 @@ type Seen struct {
 // maxSeen bounds the entries a Seen records (about 130 bytes each, so
 // some 4 MiB): the directories of a larger tree past it are listed again
 // by the walk that follows.
-const maxSeen = 1 << 15
+var maxSeen = 1 << 15
 
 // seenDir is one directory as a fingerprint pass saw it.
 type seenDir struct {
@@ -109,6 +109,16 @@ type seenDir struct {
 	names    []string // sorted
 	stats    []stat   // stats[i] is the lstat of names[i]
 	took     []bool   // took[i] says stats[i] was taken (the lstat succeeded)
+}
+
+// Len returns the number of entries s holds; 0 for nil.
+func (s *Seen) Len() int {
+	if s == nil {
+		return 0
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.entries
 }
 
 // record keeps d, the directory at rel, unless s is full.

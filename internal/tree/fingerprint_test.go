@@ -122,6 +122,25 @@ func TestCopySeen(t *testing.T) {
 			assert.Equal(t, without.Manifest, with.Manifest)
 			assert.Equal(t, []string{"l", "p"}, with.Skipped)
 			assert.Len(t, seen.dirs, 3, "the root, d and d/e were recorded")
+			assert.Equal(t, 7, seen.Len())
+		})
+		t.Run("past maxSeen: the rest is listed again", func(t *testing.T) {
+			defer func(m int) { maxSeen = m }(maxSeen)
+			maxSeen = 5
+			src, _, _ := setup(t)
+			// Directories are recorded as they are finished: d/e (1 entry),
+			// d (2), then the root (4), which no longer fits.
+			_, seen := FingerprintSeen(ctx, src, Options{ForceFallback: force}, later)
+			assert.Equal(t, 3, seen.Len())
+			assert.Contains(t, seen.dirs, "d")
+			assert.NotContains(t, seen.dirs, "")
+			build(t, src, "new", "d/new", "d/e/new")
+			with, _, err := copyOf(t, src, seen)
+			require.NoError(t, err)
+			got := paths(with.Manifest)
+			assert.Contains(t, got, "new", "the root is listed again")
+			assert.NotContains(t, got, "d/new")
+			assert.NotContains(t, got, "d/e/new")
 		})
 		t.Run("added since the pass: not seen", func(t *testing.T) {
 			src, _, seen := setup(t)

@@ -284,25 +284,8 @@ type scratch struct {
 	ring [][]byte // pipeline chunks, made on the first large file
 }
 
-// scratches holds the buffers of finished walks for the next ones: a
-// process that copies many small trees (Materialize copies each skill on
-// its own) makes them, and the pipeline's chunks, once rather than once a
-// tree, and so collects less garbage (on 20x100: 3 collections a
-// Materialize before, 1 after).
-var scratches = sync.Pool{New: func() any { return &scratch{h: sha256.New()} }}
-
-// newScratch returns a worker's buffers, for ctx; give them back with
-// release when the worker is done.
 func newScratch(ctx context.Context) *scratch {
-	s := scratches.Get().(*scratch)
-	s.ctx = ctx
-	return s
-}
-
-// release gives s back for another walk. Nothing of s may be used after.
-func (s *scratch) release() {
-	s.ctx = nil
-	scratches.Put(s)
+	return &scratch{ctx: ctx, h: sha256.New()}
 }
 
 // buffer returns the worker's buffer for a file of size bytes: grown as
@@ -444,7 +427,6 @@ func startPool(w *walker, n int) *pool {
 		go func() {
 			defer p.wg.Done()
 			s := newScratch(w.ctx)
-			defer s.release()
 			for batch := range p.jobs {
 				for i := range batch {
 					j := &batch[i]

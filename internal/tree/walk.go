@@ -362,7 +362,6 @@ func walk(ctx context.Context, root string, opts Options, fn func(*Item) error, 
 		opts.SkipContent = nil
 	}
 	w := &walker{ctx: ctx, opts: opts, lim: opts.Limits.WithDefaults(), fn: fn, cp: cp, inline: newScratch(ctx), list: newListing()}
-	defer w.inline.release()
 	if opts.Stamps {
 		w.list.stamps = &stampList{}
 	}

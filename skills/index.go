@@ -8,8 +8,10 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strconv"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -36,10 +38,10 @@ type selectionPrint struct {
 	seen map[string]*tree.Seen
 }
 
-// maxSeen bounds the entries the fingerprint pass keeps for the copy
-// (tree.Seen, some 130 bytes each) over the whole selection: once it is
-// spent, the sources after are fingerprinted without keeping anything, and
-// their copies list them again.
+// maxSeen bounds the entries the fingerprint pass keeps for the copies
+// (tree.Seen, some 130 bytes each, so some 4 MiB) over the whole
+// selection: each source may keep its share, and what a source's share
+// does not hold its copy lists again.
 var maxSeen = 1 << 15
 
 // fingerprint hashes, for each source in Name order, its key, name and
@@ -47,6 +49,10 @@ var maxSeen = 1 << 15
 // the options that change Materialize's result. Every value is one field
 // of digest.Encode, so the fingerprint is injective over the raw bytes of
 // every key, name and path.
+//
+// The sources are fingerprinted GOMAXPROCS at a time (each pass is all
+// system calls, and a skill has few subdirectories to spread over the
+// cores); the result does not depend on the schedule.
 func fingerprint(ctx context.Context, sources []Source, o options, cutoff time.Time) selectionPrint {
 	sorted := append([]Source(nil), sources...)
 	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Name < sorted[j].Name })
@@ -56,24 +62,35 @@ func fingerprint(ctx context.Context, sources []Source, o options, cutoff time.T
 		strconv.Itoa(l.MaxFiles), strconv.FormatInt(l.MaxBytes, 10), strconv.FormatInt(l.MaxFileBytes, 10),
 		strconv.Itoa(l.MaxDepth), strconv.Itoa(l.MaxPathLen), strconv.FormatBool(o.strict),
 	}
-	budget := maxSeen
-	for _, s := range sorted {
-		fields = append(fields, s.Key, s.Name, s.Dir)
-		if reason := dirReason(s.Dir); reason != "" {
-			fields = append(fields, "unusable", reason)
+	type pass struct {
+		reason string
+		md     tree.Metadata
+		seen   *tree.Seen
+	}
+	passes := make([]pass, len(sorted))
+	share := max(1, maxSeen/max(1, len(sorted)))
+	sem := make(chan struct{}, max(1, runtime.GOMAXPROCS(0)))
+	var wg sync.WaitGroup
+	for i, s := range sorted {
+		if passes[i].reason = dirReason(s.Dir); passes[i].reason != "" {
 			continue
 		}
-		var md tree.Metadata
-		if budget > 0 {
-			var seen *tree.Seen
-			md, seen = tree.FingerprintSeen(ctx, s.Dir, tree.Options{Limits: o.limits}, cutoff)
-			p.seen[s.Name] = seen
-			budget -= seen.Len()
-		} else {
-			md = tree.Fingerprint(ctx, s.Dir, tree.Options{Limits: o.limits}, cutoff)
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			passes[i].md, passes[i].seen = tree.FingerprintSeen(ctx, s.Dir, tree.Options{Limits: o.limits}, cutoff, share)
+		})
+	}
+	wg.Wait()
+	for i, s := range sorted {
+		fields = append(fields, s.Key, s.Name, s.Dir)
+		if r := passes[i].reason; r != "" {
+			fields = append(fields, "unusable", r)
+			continue
 		}
-		p.usable = p.usable && md.Usable
-		fields = append(fields, "tree", string(md.Sum[:]))
+		p.seen[s.Name] = passes[i].seen
+		p.usable = p.usable && passes[i].md.Usable
+		fields = append(fields, "tree", string(passes[i].md.Sum[:]))
 	}
 	p.sum = digest.Fields(indexSchema, fields...)
 	return p

@@ -42,20 +42,21 @@ func Fingerprint(ctx context.Context, root string, opts Options, cutoff time.Tim
 // FingerprintSeen is Fingerprint that also returns what the pass saw of
 // the tree (nil when it could not open root), for a Copy or Walk of the
 // same tree that follows it (Options.Seen): that walk then lists and
-// lstat's the tree only once, here.
-func FingerprintSeen(ctx context.Context, root string, opts Options, cutoff time.Time) (Metadata, *Seen) {
-	return fingerprintTree(ctx, root, opts, cutoff, max(1, runtime.GOMAXPROCS(0)), true)
+// lstat's the tree only once, here. The Seen keeps at most maxEntries
+// entries (about 130 bytes each); the directories past them are not kept.
+func FingerprintSeen(ctx context.Context, root string, opts Options, cutoff time.Time, maxEntries int) (Metadata, *Seen) {
+	return fingerprintTree(ctx, root, opts, cutoff, max(1, runtime.GOMAXPROCS(0)), maxEntries)
 }
 
 // fingerprint is Fingerprint with workers goroutines.
 func fingerprint(ctx context.Context, root string, opts Options, cutoff time.Time, workers int) Metadata {
-	md, _ := fingerprintTree(ctx, root, opts, cutoff, workers, false)
+	md, _ := fingerprintTree(ctx, root, opts, cutoff, workers, 0)
 	return md
 }
 
-// fingerprintTree is Fingerprint with workers goroutines; with keep it
-// records what it saw.
-func fingerprintTree(ctx context.Context, root string, opts Options, cutoff time.Time, workers int, keep bool) (Metadata, *Seen) {
+// fingerprintTree is Fingerprint with workers goroutines; with keep > 0 it
+// records what it saw, up to keep entries.
+func fingerprintTree(ctx context.Context, root string, opts Options, cutoff time.Time, workers, keep int) (Metadata, *Seen) {
 	fi, err := os.Lstat(root)
 	if err != nil || !fi.IsDir() {
 		return Metadata{}, nil
@@ -66,8 +67,8 @@ func fingerprintTree(ctx context.Context, root string, opts Options, cutoff time
 	}
 	defer top.close()
 	f := newFingerprinter(ctx, opts, cutoff)
-	if keep {
-		f.seen = &Seen{dirs: make(map[string]*seenDir)}
+	if keep > 0 {
+		f.seen = &Seen{dirs: make(map[string]*seenDir), max: keep}
 	}
 	st := statInfo(fi)
 	f.add("", st)
@@ -90,18 +91,14 @@ func fingerprintTree(ctx context.Context, root string, opts Options, cutoff time
 // type) and the file must still show after it was read (size, times), so
 // the copy holds the content the fingerprint describes, or the walk fails
 // with ErrChanged. An entry the pass could not lstat, and a directory it
-// did not list (a failure, or past maxSeen entries), are read from the
-// file system as usual; what appeared since the pass is not seen.
+// did not keep (a failure, or past the entries it may keep), are read
+// from the file system as usual; what appeared since the pass is not seen.
 type Seen struct {
 	mu      sync.Mutex
 	dirs    map[string]*seenDir // by path below the root, "" for the root
-	entries int                 // recorded so far, at most maxSeen
+	entries int                 // recorded so far, at most max
+	max     int
 }
-
-// maxSeen bounds the entries a Seen records (about 130 bytes each, so
-// some 4 MiB): the directories of a larger tree past it are listed again
-// by the walk that follows.
-var maxSeen = 1 << 15
 
 // seenDir is one directory as a fingerprint pass saw it.
 type seenDir struct {
@@ -125,7 +122,7 @@ func (s *Seen) Len() int {
 func (s *Seen) record(rel string, d *seenDir) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.entries+len(d.names) > maxSeen {
+	if s.entries+len(d.names) > s.max {
 		return
 	}
 	s.entries += len(d.names)

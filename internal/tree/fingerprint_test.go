@@ -102,7 +102,7 @@ func TestCopySeen(t *testing.T) {
 			build(t, outside, "secret:TOPSECRET")
 			build(t, src, "a:hello", "d/", "d/b:xy", "d/e/", "d/e/f:deep", "l => "+outside+"/secret", "p|")
 			opts := Options{ForceFallback: force}
-			md, seen := FingerprintSeen(ctx, src, opts, later)
+			md, seen := FingerprintSeen(ctx, src, opts, later, 1000)
 			require.NotNil(t, seen)
 			assert.Equal(t, Fingerprint(ctx, src, opts, later), md, "the same fingerprint, kept or not")
 			return src, outside, seen
@@ -124,13 +124,11 @@ func TestCopySeen(t *testing.T) {
 			assert.Len(t, seen.dirs, 3, "the root, d and d/e were recorded")
 			assert.Equal(t, 7, seen.Len())
 		})
-		t.Run("past maxSeen: the rest is listed again", func(t *testing.T) {
-			defer func(m int) { maxSeen = m }(maxSeen)
-			maxSeen = 5
+		t.Run("past maxEntries: the rest is listed again", func(t *testing.T) {
 			src, _, _ := setup(t)
 			// Directories are recorded as they are finished: d/e (1 entry),
 			// d (2), then the root (4), which no longer fits.
-			_, seen := FingerprintSeen(ctx, src, Options{ForceFallback: force}, later)
+			_, seen := FingerprintSeen(ctx, src, Options{ForceFallback: force}, later, 5)
 			assert.Equal(t, 3, seen.Len())
 			assert.Contains(t, seen.dirs, "d")
 			assert.NotContains(t, seen.dirs, "")

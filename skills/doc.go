@@ -61,7 +61,11 @@
 //     changed within the last two seconds. That holds whatever survives: a
 //     selection of which every skill is dropped is indexed too (it needs the
 //     state directory, which exists once anything was copied). Any other
-//     call copies each usable skill once, hashing as it copies.
+//     call copies each usable skill once, hashing as it copies; the copy
+//     takes the listing and lstat the fingerprint pass took (so the tree
+//     is listed once, and each file is checked against the metadata its
+//     index entry is keyed by), and a skill that changed since that pass
+//     is copied again from a fresh listing.
 //
 // # Default and strict mode against the Agent Skills spec
 //

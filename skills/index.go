@@ -8,8 +8,10 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strconv"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -31,31 +33,64 @@ const indexSchema = "airlock.skills.index.v3"
 type selectionPrint struct {
 	sum    string // lowercase hex
 	usable bool   // every source's metadata pins its content
+	// seen holds what the pass saw of each source's tree, by Name, so
+	// that a copy that follows lists and lstat's each tree only once.
+	seen map[string]*tree.Seen
 }
+
+// maxSeen bounds the entries the fingerprint pass keeps for the copies
+// (tree.Seen, some 130 bytes each, so some 4 MiB) over the whole
+// selection: each source may keep its share, and what a source's share
+// does not hold its copy lists again.
+var maxSeen = 1 << 15
 
 // fingerprint hashes, for each source in Name order, its key, name and
 // directory and the metadata of its tree (tree.Fingerprint), together with
 // the options that change Materialize's result. Every value is one field
 // of digest.Encode, so the fingerprint is injective over the raw bytes of
 // every key, name and path.
+//
+// The sources are fingerprinted GOMAXPROCS at a time (each pass is all
+// system calls, and a skill has few subdirectories to spread over the
+// cores); the result does not depend on the schedule.
 func fingerprint(ctx context.Context, sources []Source, o options, cutoff time.Time) selectionPrint {
 	sorted := append([]Source(nil), sources...)
 	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Name < sorted[j].Name })
-	p := selectionPrint{usable: true}
+	p := selectionPrint{usable: true, seen: make(map[string]*tree.Seen, len(sources))}
 	l := o.limits.WithDefaults()
 	fields := []string{
 		strconv.Itoa(l.MaxFiles), strconv.FormatInt(l.MaxBytes, 10), strconv.FormatInt(l.MaxFileBytes, 10),
 		strconv.Itoa(l.MaxDepth), strconv.Itoa(l.MaxPathLen), strconv.FormatBool(o.strict),
 	}
-	for _, s := range sorted {
-		fields = append(fields, s.Key, s.Name, s.Dir)
-		if reason := dirReason(s.Dir); reason != "" {
-			fields = append(fields, "unusable", reason)
+	type pass struct {
+		reason string
+		md     tree.Metadata
+		seen   *tree.Seen
+	}
+	passes := make([]pass, len(sorted))
+	share := max(1, maxSeen/max(1, len(sorted)))
+	sem := make(chan struct{}, max(1, runtime.GOMAXPROCS(0)))
+	var wg sync.WaitGroup
+	for i, s := range sorted {
+		if passes[i].reason = dirReason(s.Dir); passes[i].reason != "" {
 			continue
 		}
-		md := tree.Fingerprint(ctx, s.Dir, tree.Options{Limits: o.limits}, cutoff)
-		p.usable = p.usable && md.Usable
-		fields = append(fields, "tree", string(md.Sum[:]))
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			passes[i].md, passes[i].seen = tree.FingerprintSeen(ctx, s.Dir, tree.Options{Limits: o.limits}, cutoff, share)
+		})
+	}
+	wg.Wait()
+	for i, s := range sorted {
+		fields = append(fields, s.Key, s.Name, s.Dir)
+		if r := passes[i].reason; r != "" {
+			fields = append(fields, "unusable", r)
+			continue
+		}
+		p.seen[s.Name] = passes[i].seen
+		p.usable = p.usable && passes[i].md.Usable
+		fields = append(fields, "tree", string(passes[i].md.Sum[:]))
 	}
 	p.sum = digest.Fields(indexSchema, fields...)
 	return p

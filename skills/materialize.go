@@ -192,7 +192,7 @@ func Materialize(ctx context.Context, stateDir string, sources []Source, opts ..
 	b, ok := lookupIndex(stateDir, before)
 	if !ok {
 		var err error
-		if b, err = build(ctx, stateDir, sources, o); err != nil {
+		if b, err = build(ctx, stateDir, sources, before.seen, o); err != nil {
 			return nil, err
 		}
 		// The entry is keyed by the metadata seen before the copy. A source
@@ -230,7 +230,12 @@ func Materialize(ctx context.Context, stateDir string, sources []Source, opts ..
 // one of copying them in order: logs come in source order, and of several
 // failures the first source's is returned (a failure cancels only the
 // copies of the sources after it).
-func build(ctx context.Context, stateDir string, sources []Source, o options) (*Bundle, error) {
+//
+// seen holds, by Name, what the fingerprint pass saw of each source: a
+// copy takes its listing and lstat from there (tree.Seen), so that the
+// tree is listed once, and the copy is checked against the very metadata
+// its index entry is keyed by. It may be nil.
+func build(ctx context.Context, stateDir string, sources []Source, seen map[string]*tree.Seen, o options) (*Bundle, error) {
 	b := &Bundle{}
 	var tmp string
 	defer func() {
@@ -277,7 +282,7 @@ func build(ctx context.Context, stateDir string, sources []Source, o options) (*
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			copies[i] = copySkill(cctx, src, filepath.Join(tmp, src.Name), o)
+			copies[i] = copySkill(cctx, src, filepath.Join(tmp, src.Name), seen[src.Name], o)
 			if copies[i].err != nil {
 				failed(i)
 			}
@@ -353,9 +358,17 @@ func dirReason(dir string) string {
 }
 
 // copySkill copies one skill to dst, hashing as it copies, and checks the
-// copy's SKILL.md. A non-empty reason drops the skill (and its copy).
-func copySkill(ctx context.Context, src Source, dst string, o options) copyOutcome {
-	res, err := tree.Copy(ctx, src.Dir, dst, tree.Options{Limits: o.limits})
+// copy's SKILL.md. A non-empty reason drops the skill (and its copy). seen,
+// when not nil, is what the fingerprint pass saw of src (tree.Seen).
+func copySkill(ctx context.Context, src Source, dst string, seen *tree.Seen, o options) copyOutcome {
+	res, err := tree.Copy(ctx, src.Dir, dst, tree.Options{Limits: o.limits, Seen: seen})
+	if seen != nil && errors.Is(err, tree.ErrChanged) {
+		// Something changed since the fingerprint pass saw it (or while it
+		// was copied): copy the tree as it is now, listing it afresh, as
+		// a copy without that pass would. The index entry is still keyed
+		// by what the pass saw, which the changed source no longer shows.
+		res, err = tree.Copy(ctx, src.Dir, dst, tree.Options{Limits: o.limits})
+	}
 	if err != nil {
 		err = fmt.Errorf("copying skill %q from %s: %w", src.Name, src.Dir, err)
 		if le := (*tree.LimitError)(nil); errors.As(err, &le) {

@@ -613,3 +613,93 @@ func TestMaterializeIndexAllDropped(t *testing.T) {
 	require.Len(t, changed.Skills, 1)
 	assert.Equal(t, "b", changed.Skills[0].Name)
 }
+
+// TestMaterializeChangedAfterFingerprint: the copy takes its listing and
+// lstat from the fingerprint pass (tree.Seen). A file added between the
+// pass and the copy is not in the bundle, whose index entry is keyed by
+// that pass, and the next call, which sees it, copies again; a file
+// rewritten in between fails that copy with ErrChanged, and Materialize
+// copies the skill again as it now is.
+func TestMaterializeChangedAfterFingerprint(t *testing.T) {
+	ctx := context.Background()
+	t.Run("added", func(t *testing.T) {
+		state, src := t.TempDir(), t.TempDir()
+		dir := skillDir(t, src, "a", "notes.txt:old")
+		sel := []Source{{Key: "k/a", Name: "a", Dir: dir}}
+		var copies int
+		hook := func(o *options) {
+			o.racy = 0
+			o.copied = func(string) {
+				if copies++; copies == 1 {
+					require.NoError(t, os.WriteFile(filepath.Join(dir, "added.txt"), []byte("new"), 0o644))
+				}
+			}
+		}
+		first, err := Materialize(ctx, state, sel, hook)
+		require.NoError(t, err)
+		require.Len(t, first.Skills, 1)
+		assert.Equal(t, 2, first.Skills[0].Files, "SKILL.md and notes.txt: what the pass saw")
+		_, err = os.Lstat(filepath.Join(first.Dir, "a", "added.txt"))
+		require.ErrorIs(t, err, fs.ErrNotExist)
+
+		again, err := Materialize(ctx, state, sel, hook)
+		require.NoError(t, err)
+		assert.Equal(t, 2, copies, "the next call sees the new file: no index hit")
+		require.Len(t, again.Skills, 1)
+		assert.Equal(t, 3, again.Skills[0].Files)
+		b, err := os.ReadFile(filepath.Join(again.Dir, "a", "added.txt"))
+		require.NoError(t, err)
+		assert.Equal(t, "new", string(b))
+	})
+	t.Run("rewritten", func(t *testing.T) {
+		state, src := t.TempDir(), t.TempDir()
+		dir := skillDir(t, src, "a", "notes.txt:old")
+		sel := []Source{{Key: "k/a", Name: "a", Dir: dir}}
+		hook := func(o *options) {
+			o.copied = func(string) {
+				require.NoError(t, os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("rewritten"), 0o644))
+			}
+		}
+		b, err := Materialize(ctx, state, sel, hook)
+		require.NoError(t, err)
+		require.Len(t, b.Skills, 1)
+		got, err := os.ReadFile(filepath.Join(b.Dir, "a", "notes.txt"))
+		require.NoError(t, err)
+		assert.Equal(t, "rewritten", string(got))
+		want, err := tree.Walk(ctx, dir, tree.Options{}, nil)
+		require.NoError(t, err)
+		assert.Equal(t, want.Manifest.Digest(), b.Skills[0].Digest, "the digest is the copy's")
+	})
+}
+
+// TestMaterializeSeenBudget: the fingerprint pass keeps what it saw for
+// the copies (tree.Seen) up to maxSeen entries over the whole selection,
+// each source its share; what a share does not hold is listed again by
+// the copy, to the same bundle.
+func TestMaterializeSeenBudget(t *testing.T) {
+	src := t.TempDir()
+	var sel []Source
+	for _, n := range []string{"a", "b", "c"} {
+		sel = append(sel, Source{Key: "k/" + n, Name: n, Dir: skillDir(t, src, n, "x.txt:"+n, "d/y.txt:y")})
+	}
+	ctx := context.Background()
+	full := fingerprint(ctx, sel, options{}, time.Now())
+	for _, n := range []string{"a", "b", "c"} {
+		assert.Equal(t, 4, full.seen[n].Len(), "%s: SKILL.md, x.txt and d; d/y.txt", n)
+	}
+	defer func(m int) { maxSeen = m }(maxSeen)
+	maxSeen = 9 // 3 a source: d (1 entry) is kept, the root (3 more) is not
+	capped := fingerprint(ctx, sel, options{}, time.Now())
+	assert.Equal(t, full.sum, capped.sum, "the same fingerprint")
+	for _, n := range []string{"a", "b", "c"} {
+		assert.Equal(t, 1, capped.seen[n].Len(), n)
+	}
+
+	b1, err := Materialize(ctx, t.TempDir(), sel)
+	require.NoError(t, err)
+	maxSeen = 1 << 15
+	b2, err := Materialize(ctx, t.TempDir(), sel)
+	require.NoError(t, err)
+	assert.Equal(t, b2.Identity, b1.Identity)
+	assert.Equal(t, b2.Skills, b1.Skills)
+}

@@ -41,6 +41,11 @@
 //     the fstat taken after its last byte was read fails the walk with
 //     [ErrChanged]. Exactly the lstat's size is read: a file that grew
 //     shows a new size and times, so there is no read for end of file.
+//     A walk given what a fingerprint pass saw ([Options.Seen]) takes that
+//     pass's listing and lstat for every directory the pass listed and the
+//     walk opened as the same directory (device and inode), so it lists
+//     and lstat's the tree once; the checks are the same, against the
+//     pass's lstat.
 //   - Regular files are opened, read, hashed and (Copy) written by a
 //     bounded pool of workers ([Options.Workers], GOMAXPROCS by default);
 //     a large file is hashed on one goroutine while another reads and

@@ -8,6 +8,7 @@ import (
 	"os"
 	"runtime"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/airlockdev/airlock/internal/digest"
@@ -38,24 +39,113 @@ func Fingerprint(ctx context.Context, root string, opts Options, cutoff time.Tim
 	return fingerprint(ctx, root, opts, cutoff, max(1, runtime.GOMAXPROCS(0)))
 }
 
+// FingerprintSeen is Fingerprint that also returns what the pass saw of
+// the tree (nil when it could not open root), for a Copy or Walk of the
+// same tree that follows it (Options.Seen): that walk then lists and
+// lstat's the tree only once, here. The Seen keeps at most maxEntries
+// entries (about 130 bytes each); the directories past them are not kept.
+func FingerprintSeen(ctx context.Context, root string, opts Options, cutoff time.Time, maxEntries int) (Metadata, *Seen) {
+	return fingerprintTree(ctx, root, opts, cutoff, max(1, runtime.GOMAXPROCS(0)), maxEntries)
+}
+
+// fingerprint is Fingerprint with workers goroutines.
 func fingerprint(ctx context.Context, root string, opts Options, cutoff time.Time, workers int) Metadata {
+	md, _ := fingerprintTree(ctx, root, opts, cutoff, workers, 0)
+	return md
+}
+
+// fingerprintTree is Fingerprint with workers goroutines; with keep > 0 it
+// records what it saw, up to keep entries.
+func fingerprintTree(ctx context.Context, root string, opts Options, cutoff time.Time, workers, keep int) (Metadata, *Seen) {
 	fi, err := os.Lstat(root)
 	if err != nil || !fi.IsDir() {
-		return Metadata{}
+		return Metadata{}, nil
 	}
 	top, _, err := openRoot(root, opts.ForceFallback)
 	if err != nil {
-		return Metadata{}
+		return Metadata{}, nil
 	}
 	defer top.close()
 	f := newFingerprinter(ctx, opts, cutoff)
-	f.add("", statInfo(fi))
-	f.dir(top, "", 0, workers)
+	if keep > 0 {
+		f.seen = &Seen{dirs: make(map[string]*seenDir), max: keep}
+	}
+	st := statInfo(fi)
+	f.add("", st)
+	f.dir(top, "", st, 0, workers)
 	md := f.finish()
 	if md.Files > f.lim.MaxFiles {
 		md.Usable = false
 	}
-	return md
+	return md, f.seen
+}
+
+// Seen is what a fingerprint pass saw of a tree (FingerprintSeen): the
+// sorted names of each directory it listed and the lstat of each of them.
+//
+// A Copy or Walk given it (Options.Seen) takes a directory's names and
+// their lstat from it, instead of listing and lstat'ing again, when the
+// directory it opened is the one (device and inode) the pass listed. Each
+// entry is then handled as if the walk had taken that lstat itself: it is
+// the baseline the opened file or directory must match (identity and
+// type) and the file must still show after it was read (size, times), so
+// the copy holds the content the fingerprint describes, or the walk fails
+// with ErrChanged. An entry the pass could not lstat, and a directory it
+// did not keep (a failure, or past the entries it may keep), are read
+// from the file system as usual; what appeared since the pass is not seen.
+type Seen struct {
+	mu      sync.Mutex
+	dirs    map[string]*seenDir // by path below the root, "" for the root
+	entries int                 // recorded so far, at most max
+	max     int
+}
+
+// seenDir is one directory as a fingerprint pass saw it.
+type seenDir struct {
+	dev, ino uint64   // the directory's identity
+	names    []string // sorted
+	stats    []stat   // stats[i] is the lstat of names[i]
+	took     []bool   // took[i] says stats[i] was taken (the lstat succeeded)
+}
+
+// Len returns the number of entries s holds; 0 for nil.
+func (s *Seen) Len() int {
+	if s == nil {
+		return 0
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.entries
+}
+
+// record keeps d, the directory at rel, unless s is full.
+func (s *Seen) record(rel string, d *seenDir) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.entries+len(d.names) > s.max {
+		return
+	}
+	s.entries += len(d.names)
+	s.dirs[rel] = d
+}
+
+// dir returns the listing of the directory at rel (a path below the root
+// with no link in it) when the pass listed that very directory, fi being
+// the walk's fstat of the one it opened; else nil.
+func (s *Seen) dir(rel string, fi fs.FileInfo) *seenDir {
+	if s == nil {
+		return nil
+	}
+	s.mu.Lock()
+	d := s.dirs[rel]
+	s.mu.Unlock()
+	if d == nil {
+		return nil
+	}
+	if k, ok := keyOf(fi); !ok || k != (fileKey{dev: d.dev, ino: d.ino}) {
+		return nil
+	}
+	return d
 }
 
 type fingerprinter struct {
@@ -66,6 +156,7 @@ type fingerprinter struct {
 	h      hash.Hash
 	buf    []byte
 	md     Metadata
+	seen   *Seen // where the pass records what it saw; nil: nowhere
 }
 
 func newFingerprinter(ctx context.Context, opts Options, cutoff time.Time) *fingerprinter {
@@ -121,7 +212,10 @@ func (f *fingerprinter) fold(sum [32]byte) {
 // are hashed inline. With workers >= 1 each subdirectory is fingerprinted
 // by its own fingerprinter, up to workers at a time, and its sum folded
 // into f in name order, so the result is the same for every workers >= 1.
-func (f *fingerprinter) dir(n node, prefix string, depth, workers int) {
+//
+// self is n's lstat; with f.seen, the listing and the lstat of every entry
+// are recorded there.
+func (f *fingerprinter) dir(n node, prefix string, self stat, depth, workers int) {
 	if depth >= f.lim.MaxDepth || f.ctx.Err() != nil {
 		f.md.Usable = false
 		return
@@ -132,6 +226,11 @@ func (f *fingerprinter) dir(n node, prefix string, depth, workers int) {
 		return
 	}
 	slices.Sort(names)
+	var seen *seenDir
+	if f.seen != nil && self.full {
+		seen = &seenDir{dev: self.dev, ino: self.ino, names: names, stats: make([]stat, len(names)), took: make([]bool, len(names))}
+		defer f.seen.record(prefix, seen)
+	}
 	var subs []chan Metadata
 	var sem chan struct{}
 	if workers > 0 {
@@ -148,7 +247,7 @@ func (f *fingerprinter) dir(n node, prefix string, depth, workers int) {
 			f.md.Bytes += g.Bytes
 		}
 	}()
-	for _, name := range names {
+	for i, name := range names {
 		rel := name
 		if prefix != "" {
 			rel = prefix + "/" + name
@@ -157,6 +256,9 @@ func (f *fingerprinter) dir(n node, prefix string, depth, workers int) {
 		if err != nil {
 			f.md.Usable = false
 			continue
+		}
+		if seen != nil {
+			seen.stats[i], seen.took[i] = st, true
 		}
 		if f.opts.Exclude != nil && f.opts.Exclude(rel, st.mode.IsDir()) {
 			continue
@@ -170,7 +272,7 @@ func (f *fingerprinter) dir(n node, prefix string, depth, workers int) {
 				continue
 			}
 			if workers == 0 {
-				f.dir(sub, rel, depth+1, 0)
+				f.dir(sub, rel, st, depth+1, 0)
 				sub.close()
 				continue
 			}
@@ -180,7 +282,8 @@ func (f *fingerprinter) dir(n node, prefix string, depth, workers int) {
 			go func() {
 				defer func() { <-sem }()
 				g := newFingerprinter(f.ctx, f.opts, time.Unix(0, f.cutoff))
-				g.dir(sub, rel, depth+1, 0)
+				g.seen = f.seen
+				g.dir(sub, rel, st, depth+1, 0)
 				sub.close()
 				done <- g.finish()
 			}()

@@ -3,6 +3,7 @@ package tree
 import (
 	"context"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"testing"
@@ -10,6 +11,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/airlockdev/airlock/internal/treetest"
 )
 
 func TestFingerprint(t *testing.T) {
@@ -82,4 +85,119 @@ func TestFingerprintRecordsAreInjective(t *testing.T) {
 	folded := sumOf(func(f *fingerprinter) { f.fold(sub) })
 	named := sumOf(func(f *fingerprinter) { f.add(string(sub[:]), st) })
 	assert.NotEqual(t, folded, named)
+}
+
+// TestCopySeen: a Copy given what a fingerprint pass saw (FingerprintSeen)
+// copies what it would copy without it, takes its listing from the pass
+// (an entry added since is not seen), checks every entry against the
+// pass's lstat (one changed or swapped for a link since fails with
+// ErrChanged, and nothing from outside reaches the copy), and lists a
+// directory that was replaced since afresh.
+func TestCopySeen(t *testing.T) {
+	modes(t, func(t *testing.T, force bool, _ Mode) {
+		ctx := context.Background()
+		later := time.Now().Add(time.Hour)
+		setup := func(t *testing.T) (src, outside string, seen *Seen) {
+			src, outside = t.TempDir(), t.TempDir()
+			build(t, outside, "secret:TOPSECRET")
+			build(t, src, "a:hello", "d/", "d/b:xy", "d/e/", "d/e/f:deep", "l => "+outside+"/secret", "p|")
+			opts := Options{ForceFallback: force}
+			md, seen := FingerprintSeen(ctx, src, opts, later, 1000)
+			require.NotNil(t, seen)
+			assert.Equal(t, Fingerprint(ctx, src, opts, later), md, "the same fingerprint, kept or not")
+			return src, outside, seen
+		}
+		copyOf := func(t *testing.T, src string, seen *Seen) (*Result, string, error) {
+			dst := filepath.Join(t.TempDir(), "copy")
+			res, err := Copy(ctx, src, dst, Options{ForceFallback: force, Seen: seen})
+			return res, dst, err
+		}
+
+		t.Run("unchanged: the same copy", func(t *testing.T) {
+			src, _, seen := setup(t)
+			with, _, err := copyOf(t, src, seen)
+			require.NoError(t, err)
+			without, _, err := copyOf(t, src, nil)
+			require.NoError(t, err)
+			assert.Equal(t, without.Manifest, with.Manifest)
+			assert.Equal(t, []string{"l", "p"}, with.Skipped)
+			assert.Len(t, seen.dirs, 3, "the root, d and d/e were recorded")
+			assert.Equal(t, 7, seen.Len())
+		})
+		t.Run("past maxEntries: the rest is listed again", func(t *testing.T) {
+			src, _, _ := setup(t)
+			// Directories are recorded as they are finished: d/e (1 entry),
+			// d (2), then the root (4), which no longer fits.
+			_, seen := FingerprintSeen(ctx, src, Options{ForceFallback: force}, later, 5)
+			assert.Equal(t, 3, seen.Len())
+			assert.Contains(t, seen.dirs, "d")
+			assert.NotContains(t, seen.dirs, "")
+			build(t, src, "new", "d/new", "d/e/new")
+			with, _, err := copyOf(t, src, seen)
+			require.NoError(t, err)
+			got := paths(with.Manifest)
+			assert.Contains(t, got, "new", "the root is listed again")
+			assert.NotContains(t, got, "d/new")
+			assert.NotContains(t, got, "d/e/new")
+		})
+		t.Run("added since the pass: not seen", func(t *testing.T) {
+			src, _, seen := setup(t)
+			build(t, src, "d/new:fresh")
+			with, dst, err := copyOf(t, src, seen)
+			require.NoError(t, err)
+			assert.NotContains(t, paths(with.Manifest), "d/new", "the copy holds what the pass listed")
+			_, err = os.Lstat(filepath.Join(dst, "d/new"))
+			require.ErrorIs(t, err, fs.ErrNotExist)
+			without, _, err := copyOf(t, src, nil)
+			require.NoError(t, err)
+			assert.Contains(t, paths(without.Manifest), "d/new")
+		})
+		t.Run("rewritten or replaced since the pass: ErrChanged", func(t *testing.T) {
+			src, _, seen := setup(t)
+			build(t, src, "d/b:longer")
+			_, dst, err := copyOf(t, src, seen)
+			require.ErrorIs(t, err, ErrChanged)
+			_, err = os.Lstat(dst)
+			require.ErrorIs(t, err, fs.ErrNotExist, "a failed copy is removed")
+
+			src, _, seen = setup(t)
+			require.NoError(t, os.Rename(filepath.Join(src, "d"), filepath.Join(t.TempDir(), "d")))
+			build(t, src, "d/", "d/b:xy")
+			_, _, err = copyOf(t, src, seen)
+			require.ErrorIs(t, err, ErrChanged, "another directory at d")
+		})
+		t.Run("swapped for links since the pass: ErrChanged, nothing from outside", func(t *testing.T) {
+			out := t.TempDir()
+			src, outside, seen := setup(t)
+			require.NoError(t, os.Rename(filepath.Join(src, "d"), filepath.Join(t.TempDir(), "d")))
+			require.NoError(t, os.Symlink(outside, filepath.Join(src, "d")))
+			_, err := Copy(ctx, src, filepath.Join(out, "1"), Options{ForceFallback: force, Seen: seen})
+			require.ErrorIs(t, err, ErrChanged)
+
+			src, outside, seen = setup(t)
+			require.NoError(t, os.Remove(filepath.Join(src, "a")))
+			require.NoError(t, os.Symlink(filepath.Join(outside, "secret"), filepath.Join(src, "a")))
+			_, err = Copy(ctx, src, filepath.Join(out, "2"), Options{ForceFallback: force, Seen: seen})
+			require.ErrorIs(t, err, ErrChanged)
+			treetest.NoLinkNoSecret(t, out, "TOPSECRET")
+		})
+		t.Run("a root replaced since the pass is listed afresh", func(t *testing.T) {
+			src, _, seen := setup(t)
+			require.NoError(t, os.Rename(src, src+".old"))
+			require.NoError(t, os.Mkdir(src, 0o755))
+			build(t, src, "d/", "d/other:x")
+			with, _, err := copyOf(t, src, seen)
+			require.NoError(t, err)
+			assert.Equal(t, []string{"d", "d/other"}, paths(with.Manifest))
+		})
+	})
+}
+
+// paths lists the paths of m's entries.
+func paths(m Manifest) []string {
+	var p []string
+	for _, e := range m.Entries {
+		p = append(p, e.Path)
+	}
+	return p
 }

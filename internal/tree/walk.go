@@ -125,8 +125,14 @@ type Options struct {
 	// file's SHA-256 from an earlier read that found the same Stamp (and a
 	// change time old enough that a later write would have moved it): the
 	// file is listed with sum, and its Stamp, without being opened. Walk
-	// only (not Copy), and only without a callback.
+	// only (not Copy), only without a callback, and not with Seen (whose
+	// lstat is the pass's, not the walk's).
 	Known func(rel string, st Stamp) (sum [32]byte, ok bool)
+	// Seen, when set, is what a fingerprint pass of the same root saw
+	// (FingerprintSeen): the walk takes each directory's listing and its
+	// entries' lstat from it where it can, instead of from the file system
+	// (see Seen).
+	Seen *Seen
 	// Workers bounds the goroutines that open, read, hash and (for Copy)
 	// write regular files at once; default (0) GOMAXPROCS. 1 does
 	// everything on the calling goroutine; a Walk with a callback always
@@ -364,6 +370,9 @@ func walk(ctx context.Context, root string, opts Options, fn func(*Item) error, 
 	if fn != nil || cp != nil {
 		opts.SkipContent, opts.Known = nil, nil
 	}
+	if opts.Seen != nil {
+		opts.Known = nil
+	}
 	w := &walker{ctx: ctx, opts: opts, lim: opts.Limits.WithDefaults(), fn: fn, cp: cp, inline: newScratch(ctx), list: newListing()}
 	if opts.Stamps {
 		w.list.stamps = &stampList{}
@@ -377,7 +386,7 @@ func walk(ctx context.Context, root string, opts Options, fn func(*Item) error, 
 	if n := opts.workers(); fn == nil && n > 1 {
 		w.pool = startPool(w, n)
 	}
-	err = w.dir(w.root, "", "")
+	err = w.dir(w.root, "", "", opts.Seen.dir("", fi))
 	if err != nil && err != errStop {
 		w.fail.record(w.seq, err)
 	}
@@ -465,14 +474,20 @@ func (w *walker) checkPath(rel string) error {
 
 // dir walks the directory d, which is at prefix in the walk and at real
 // below the root (real has no link in it; it differs from prefix below a
-// followed link).
-func (w *walker) dir(d *dirRef, prefix, real string) error {
-	names, err := d.n.names()
-	if err != nil {
-		return fmt.Errorf("reading directory %q: %w", displayPath(prefix), err)
+// followed link). With seen (d as a fingerprint pass saw it) it takes the
+// names and their lstat from there.
+func (w *walker) dir(d *dirRef, prefix, real string, seen *seenDir) error {
+	var names []string
+	if seen != nil {
+		names = seen.names
+	} else {
+		var err error
+		if names, err = d.n.names(); err != nil {
+			return fmt.Errorf("reading directory %q: %w", displayPath(prefix), err)
+		}
+		slices.Sort(names)
 	}
-	slices.Sort(names)
-	for _, name := range names {
+	for i, name := range names {
 		w.seq++
 		if w.fail.failed() {
 			return errStop
@@ -493,12 +508,18 @@ func (w *walker) dir(d *dirRef, prefix, real string) error {
 		if err := w.checkPath(rel); err != nil {
 			return err
 		}
-		st, err := d.n.lstat(name)
-		if errors.Is(err, fs.ErrNotExist) {
-			continue // removed since the listing: it is simply not part of the tree
-		}
-		if err != nil {
-			return fmt.Errorf("lstat %q: %w", rel, err)
+		var st stat
+		if seen != nil && seen.took[i] {
+			st = seen.stats[i]
+		} else {
+			var err error
+			st, err = d.n.lstat(name)
+			if errors.Is(err, fs.ErrNotExist) {
+				continue // removed since the listing: it is simply not part of the tree
+			}
+			if err != nil {
+				return fmt.Errorf("lstat %q: %w", rel, err)
+			}
 		}
 		if w.opts.Exclude != nil && w.opts.Exclude(rel, st.mode.IsDir()) {
 			continue
@@ -590,7 +611,7 @@ func (w *walker) enterDir(parent *dirRef, sub node, rel, real string, perm fs.Fi
 	}
 	w.ances = append(w.ances, fi)
 	defer func() { w.ances = w.ances[:len(w.ances)-1] }()
-	return w.dir(d, rel, real)
+	return w.dir(d, rel, real, w.opts.Seen.dir(real, fi))
 }
 
 // link handles the link at rel in the walk (in the directory d), at real

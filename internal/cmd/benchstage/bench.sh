@@ -7,7 +7,9 @@
 #
 # shapes: standard (20x100, ~25 MB), pages (38,000 files of 128 B–4 KiB,
 #         ~80 MB), files100k (100,000 x 1 KiB),
-#         large1g (one 1 GiB file). Default: all four.
+#         large1g (one 1 GiB file; also timed: openssl dgst -sha256 of
+#         it, one SHA-256 stream, the floor for hashing it). Default: all
+#         four.
 #
 # The machine may be shared, so each shape is measured in ROUNDS rounds of
 # hyperfine over all commands, and the medians (wall time, and CPU time
@@ -67,6 +69,12 @@ for fs in $FS; do
 			"mkdir $dst/tree && tar -C $src -cf - . | tar -C $dst/tree -xf -"
 		)
 		names=("cp -a" "tar c | tar x")
+		if [ "$shape" = large1g ]; then
+			# The floor for one large file: a single SHA-256 stream of it
+			# (every byte must be hashed once, and one stream is serial).
+			cmds+=("openssl dgst -sha256 $(find "$src" -type f -size +1M)")
+			names+=("openssl dgst -sha256")
+		fi
 		for m in $MODES; do
 			cmds+=("$BIN -mode $m -src $src -dst $dst")
 			names+=("airlock $m")
@@ -104,6 +112,11 @@ w0, c0 = med(wall[0]), med(cpu[0])
 print(f"{'command':<26} {'wall ms':>9} {'ratio':>7} {'cpu ms':>9} {'ratio':>7} {'peak MiB':>9}")
 for i, n in enumerate(names):
     print(f"{n:<26} {med(wall[i]):9.1f} {med(wall[i])/w0:6.2f}x {med(cpu[i]):9.1f} {med(cpu[i])/c0:6.2f}x {int(peaks[i])/1024:9.1f}")
+if "openssl dgst -sha256" in names:
+    k = names.index("openssl dgst -sha256")
+    for i, n in enumerate(names):
+        if n.startswith("airlock"):
+            print(f"{n} / openssl dgst -sha256: wall {med(wall[i])/med(wall[k]):.2f}x, cpu {med(cpu[i])/med(cpu[k]):.2f}x")
 PY
 		rm -rf "$base"; base=
 	done

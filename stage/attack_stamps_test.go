@@ -12,6 +12,7 @@ package stage_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -603,6 +604,138 @@ func TestAtkStampsIndexDirUnwritable(t *testing.T) {
 				names = append(names, e.Name())
 			}
 			assert.Len(t, names, 2, "one record and one stamps file, no temporary left: %v", names)
+		})
+	}
+}
+
+// TestAtkStampsMountSwapped: a Source directory is a mount point; a tmpfs
+// whose file has the same inode number, size and times as the first one's
+// (both file systems filled in one clock tick; only the device differs)
+// is moved in its place after a stage. The next stage, through the record
+// (nothing else changed) or the stamps (another file changed), sends the
+// new bytes. (The file systems' roots are 0755: a copy keeps permission
+// bits only, not tmpfs's default sticky bit.)
+func TestAtkStampsMountSwapped(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("mounting a tmpfs needs root")
+	}
+	type env struct {
+		name           string
+		sb             sbox
+		src, m, spare  string
+		other, sameIno bool
+	}
+	var envs []*env
+	for _, other := range []bool{false, true} {
+		for _, k := range sandboxes {
+			e := &env{name: k.name + map[bool]string{false: "/record", true: "/stamps"}[other], sb: k.new(t), src: t.TempDir(), spare: t.TempDir(), other: other}
+			build(t, e.src, "m/", "plain=unchanged")
+			e.m = filepath.Join(e.src, "m")
+			for _, d := range []string{e.m, e.spare} {
+				out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=1m,mode=0755", "tmpfs", d).CombinedOutput()
+				require.NoError(t, err, "%s", out)
+			}
+			t.Cleanup(func() {
+				for _, d := range []string{e.m, e.spare} {
+					_ = exec.Command("umount", d).Run() // whichever is still mounted there
+				}
+			})
+			require.NoError(t, os.WriteFile(filepath.Join(e.m, "x"), []byte("first-fs"), 0o644))
+			require.NoError(t, os.WriteFile(filepath.Join(e.spare, "x"), []byte("SECOND-F"), 0o644))
+			e.sameIno = atkStampOf(t, filepath.Join(e.m, "x")) == atkStampOf(t, filepath.Join(e.spare, "x"))
+			envs = append(envs, e)
+		}
+	}
+	time.Sleep(atkDefaultWindow)
+	for _, e := range envs {
+		t.Run(e.name, func(t *testing.T) {
+			ix := stage.NewIndex()
+			as := []stage.Asset{{Name: "s", Source: e.src}}
+			_, err := stage.Stage(context.Background(), e.sb, e.sb.root, as, stage.WithIndex(ix))
+			require.NoError(t, err)
+			out, err := exec.Command("umount", e.m).CombinedOutput()
+			require.NoError(t, err, "%s", out)
+			out, err = exec.Command("mount", "--move", e.spare, e.m).CombinedOutput()
+			require.NoError(t, err, "%s", out)
+			if e.other {
+				require.NoError(t, os.WriteFile(filepath.Join(e.src, "plain"), []byte("changed"), 0o644))
+			}
+			rt, err := stage.Stage(context.Background(), e.sb, e.sb.root, as, stage.WithIndex(ix))
+			require.NoError(t, err)
+			t.Logf("the two files' inode, size and times equal: %v; Reused %v, Sent %d", e.sameIno, rt.Assets[0].Reused, rt.Assets[0].Sent)
+			sameTree(t, e.src, filepath.Join(e.sb.hostRoot, "s"))
+		})
+	}
+}
+
+// atkStampOf is p's inode number, size, modification and change time.
+func atkStampOf(t *testing.T, p string) [4]int64 {
+	t.Helper()
+	var st syscall.Stat_t
+	require.NoError(t, syscall.Stat(p, &st))
+	return [4]int64{int64(st.Ino), st.Size, st.Mtim.Nano(), st.Ctim.Nano()}
+}
+
+// TestAtkStampsFollowedLinkTargetChanged: under FollowLinksWithin, a file
+// reached through a link (to the file, or to its directory) is rewritten
+// in place with its size and times kept, or the link is pointed at another
+// file of the same size and age: the next stage sends the new bytes at
+// every path that reaches them; with the default window and with 0.
+func TestAtkStampsFollowedLinkTargetChanged(t *testing.T) {
+	cases := []struct {
+		name   string
+		change func(t *testing.T, src string)
+	}{
+		{"target rewritten", func(t *testing.T, src string) {
+			atkRewrite(t, filepath.Join(src, "sub", "g"), "INSIDE-G")
+		}},
+		{"link retargeted", func(t *testing.T, src string) {
+			tmp := filepath.Join(src, "l.new")
+			require.NoError(t, os.Symlink("sub/h", tmp))
+			require.NoError(t, os.Rename(tmp, filepath.Join(src, "l")))
+		}},
+		{"directory link retargeted", func(t *testing.T, src string) {
+			tmp := filepath.Join(src, "dl.new")
+			require.NoError(t, os.Symlink("sub2", tmp))
+			require.NoError(t, os.Rename(tmp, filepath.Join(src, "dl")))
+		}},
+	}
+	type env struct {
+		name   string
+		sb     sbox
+		src    string
+		opts   []stage.Option
+		change func(t *testing.T, src string)
+	}
+	var envs []*env
+	for _, def := range []bool{false, true} {
+		for _, c := range cases {
+			for _, k := range sandboxes {
+				e := &env{name: fmt.Sprintf("%s/%s/default window %v", k.name, c.name, def), sb: k.new(t), src: t.TempDir(), change: c.change}
+				build(t, e.src, "sub/g=inside-g", "sub/h=inside-h", "sub2/g=other-g", "sub2/h=other-h", "l -> sub/g", "dl -> sub", "e=unchanged")
+				e.opts = []stage.Option{stage.WithIndex(stage.NewIndex())}
+				if !def {
+					e.opts = append(e.opts, stage.WithRacyWindow(0))
+				}
+				envs = append(envs, e)
+			}
+		}
+	}
+	time.Sleep(atkDefaultWindow)
+	for _, e := range envs {
+		t.Run(e.name, func(t *testing.T) {
+			as := []stage.Asset{{Name: "s", Source: e.src, Links: stage.FollowLinksWithin}}
+			_, err := stage.Stage(context.Background(), e.sb, e.sb.root, as, e.opts...)
+			require.NoError(t, err)
+			e.change(t, e.src)
+			_, err = stage.Stage(context.Background(), e.sb, e.sb.root, as, e.opts...)
+			require.NoError(t, err)
+			dst := filepath.Join(e.sb.hostRoot, "s")
+			for _, rel := range []string{"l", "dl/g", "dl/h", "sub/g"} {
+				want, err := os.ReadFile(filepath.Join(e.src, filepath.FromSlash(rel))) // through the links
+				require.NoError(t, err)
+				assert.Equal(t, string(want), readFile(t, filepath.Join(dst, filepath.FromSlash(rel))), rel)
+			}
 		})
 	}
 }

@@ -126,11 +126,12 @@ func TestAtkFailMmapDirtyPage(t *testing.T) {
 // older version's bytes, or empty. A Stage without an Index then also
 // answers Reused: the stored manifest describes the Source while the copy
 // does not match it; only WithVerify finds it (it sends every file).
-// Intermittent: 3 runs of about 60 under -race on 2 loaded cores; not seen
-// in 70 runs with one Bridge and no Dir (with or without an Index). Also
-// seen, once with no Index: a concurrent stage that fails with "reading the
-// stored manifests ... tar: .airlock-manifest-s.json: Cannot stat: No such
-// file or directory", not ErrChanged.
+// Intermittent: 4 failing runs of about 120 under -race on 2 loaded cores,
+// with the in-memory and the persistent Index; not seen in 70 runs with one
+// Bridge and no Dir (with or without an Index), nor in 20 with no Index.
+// Also seen (twice, once with no Index): a concurrent stage that fails with
+// "reading the stored manifests ... tar: .airlock-manifest-s.json: Cannot
+// stat: No such file or directory", not ErrChanged.
 func TestAtkFailConcurrentBridge(t *testing.T) {
 	for _, kind := range []string{"memory", "disk", "none"} {
 		t.Run(kind, func(t *testing.T) {

@@ -39,8 +39,12 @@ const racyWindow = 2 * time.Second
 // the change time, which only the kernel sets). Non-guarantee: a file
 // system whose clock steps are longer than that window, or a change time
 // reset by a privileged process, can make a changed file pass as
-// unchanged; WithVerify does not help (it checks the sandbox copy against
-// its own manifest). Stage without an Index hashes every file.
+// unchanged, and so can a write through a shared writable memory mapping
+// to a page still dirty from an earlier write (Linux moves the times at
+// the first write fault after writeback only; git's index has the same
+// blind spot); the metadata fingerprint has the same limits. WithVerify
+// does not help (it checks the sandbox copy against its own manifest).
+// Stage without an Index hashes every file.
 type Index struct {
 	dir   string       // "" for an in-memory index
 	log   *slog.Logger // never nil for an OpenIndex one

@@ -39,8 +39,10 @@
 //     sent); the others come from the previous copy. [Dir] copies them
 //     into the fresh directory and checks their SHA-256. [Bridge] has the
 //     sandbox record each file's stamp (inode, size, modification and
-//     change time) when it publishes a copy; at the next publish a file
-//     whose stamp and mode are unchanged is hard-linked into the fresh
+//     change time) when it publishes a copy; at the next publish, while
+//     the sandbox's manifest is still the one the host compared with (no
+//     other stage published in between), a file whose stamp and mode are
+//     unchanged is hard-linked into the fresh
 //     copy unread (the previous copy is deleted right after the publish,
 //     so each file ends with one link), and the others are copied and
 //     hashed there; [WithVerify] still reads back every byte. A sandbox

@@ -115,6 +115,7 @@ func (s *publishRun) setup() phase {
 	c, known := s.b.knownCaps()
 	if u := s.src.Unchanged(); len(u) > 0 && (!known || c.sha256) {
 		s.plan = planCarry(u)
+		s.plan.Manifest = s.src.base // the sandbox vouches by stamps only while its manifest is this one
 	}
 	s.embed = s.plan.Size <= maxEmbeddedCarry
 	cmd, err := s.b.startSend(s.ctx, s.sendScript(known, c), s.plan.Want, s.tmp)

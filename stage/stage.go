@@ -2,6 +2,7 @@ package stage
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -480,6 +481,7 @@ type compared struct {
 	files     int
 	bytes     int64
 	skipped   []string
+	base      string               // lowercase hex SHA-256 of the stored manifest compared with
 	trusted   int                  // files not read: the Index's stamps vouched for their hash
 	unchanged []UnchangedFile      // regular files the stored manifest describes exactly
 	known     map[string]knownFile // their hashes and stamps, by path
@@ -541,7 +543,8 @@ func (s *stager) compare(p *planned, stored []byte) (compared, error) {
 		return compared{}, err
 	}
 	l := res.Listing
-	c := compared{files: l.Files(), bytes: l.Bytes(), skipped: res.Skipped, trusted: trusted}
+	sum := sha256.Sum256(stored)
+	c := compared{files: l.Files(), bytes: l.Bytes(), skipped: res.Skipped, trusted: trusted, base: hex.EncodeToString(sum[:])}
 	if l.Unread() == 0 {
 		c.digest = l.Digest()
 	}
@@ -577,7 +580,7 @@ func (s *stager) verifyReused(p *planned, sa *StagedAsset, stored []byte, log *s
 
 func (s *stager) publish(p *planned, sa StagedAsset, log *slog.Logger, start time.Time, c compared) (StagedAsset, error) {
 	name := p.asset.Name
-	tr := &Tree{src: p.src, opts: p.opts, mtime: start.Truncate(time.Second), unchanged: c.unchanged, known: c.known}
+	tr := &Tree{src: p.src, opts: p.opts, mtime: start.Truncate(time.Second), unchanged: c.unchanged, known: c.known, base: c.base}
 	if s.o.index != nil {
 		tr.stampsBefore = start.Add(-s.o.racy)
 	}
@@ -631,6 +634,7 @@ type Tree struct {
 	unchanged []UnchangedFile
 	carried   map[string]string    // path → SHA-256 the carried copy must have
 	known     map[string]knownFile // unchanged files' hashes from the comparing walk
+	base      string               // lowercase hex SHA-256 of the manifest unchanged describes
 	// stampsBefore, when set, makes the walk keep each file's Stamp and
 	// a finished walk collect them in stamps, for the Index.
 	stampsBefore time.Time

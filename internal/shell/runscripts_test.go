@@ -352,6 +352,7 @@ func TestCarryLinksVouchedFiles(t *testing.T) {
 			time.Sleep(20 * time.Millisecond) // past the file system's clock tick
 			require.NoError(t, os.WriteFile(filepath.Join(dst, "d", "f"), []byte("CONTENT"), 0o644))
 			plan := shell.PlanCarry([]shell.CarryFile{{Path: "x", Mode: 0o600, SHA256: sum("carry")}, {Path: "d/f", Mode: 0o644, SHA256: sum("content")}, {Path: "missing", Mode: 0o644, SHA256: sum("x")}})
+			plan.Manifest = sum(readString(t, filepath.Join(root, shell.ManifestName("a"))))
 			carry := func(name string) (tree string, linked []string, hashes map[string]bool) {
 				t.Helper()
 				tmp := filepath.Join(root, shell.TempPrefix+name)
@@ -365,6 +366,15 @@ func TestCarryLinksVouchedFiles(t *testing.T) {
 				}
 				return filepath.Join(tmp, "new", "tree"), linked, report(t, out, plan.Want).Hashes
 			}
+			good := plan.Manifest
+			plan.Manifest = sum(`{"manifest":2}`)
+			_, linked, hashes := carry("a-001")
+			assert.Empty(t, linked, "the manifest is not the one the plan was made from (a publish in between): no file is vouched for")
+			assert.Equal(t, map[string]bool{"x": true}, hashes, "x is copied and hashed instead")
+			plan.Manifest = ""
+			_, linked, _ = carry("a-002")
+			assert.Empty(t, linked, "no manifest digest, no links")
+			plan.Manifest = good
 			tree, linked, hashes := carry("a-01")
 			assert.Equal(t, []string{"x"}, linked, "only the untouched file is vouched for")
 			assert.Equal(t, map[string]bool{"x": true}, hashes, "the rewritten file's copy has other bytes: it is sent")
@@ -432,6 +442,7 @@ func TestCarryRaceSwappedFile(t *testing.T) {
 			}
 			sum := func(s string) string { h := sha256.Sum256([]byte(s)); return hex.EncodeToString(h[:]) }
 			plan := shell.PlanCarry([]shell.CarryFile{{Path: "x", Mode: 0o600, SHA256: sum("carry")}, {Path: "d/f", Mode: 0o644, SHA256: sum("content")}})
+			plan.Manifest = sum(readString(t, filepath.Join(root, shell.ManifestName("a"))))
 			tmp2 := filepath.Join(root, shell.TempPrefix+"a-02")
 			require.NoError(t, os.MkdirAll(tmp2, 0o700))
 			out, stderr, status := shRun(t, sh, "PATH="+bin+":$PATH\n"+shell.CarryScript(&plan, tmp2, dst), nil)

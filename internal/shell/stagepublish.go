@@ -92,6 +92,13 @@ type CarryPlan struct {
 	lines []string          // "644 a/b"
 	Want  map[string]string // path → lowercase hex SHA-256: what Report accepts
 	Size  int               // bytes of the lines in a script
+	// Manifest is the lowercase hex SHA-256 of the manifest the plan was
+	// made from (the one the host probed). The sandbox vouches for files by
+	// their stamps only while its manifest is still that one: a publish in
+	// between (another stage of the asset) leaves a copy the plan does not
+	// describe, and every file is then copied and hashed. "" vouches for
+	// none.
+	Manifest string
 }
 
 // PlanCarry plans carrying files. Files whose names the hash tools would
@@ -161,9 +168,11 @@ Z() { if find . -maxdepth 0 -printf '' >/dev/null 2>&1; then F=5; find . -type f
 // regular file, sets the manifest's MODE and hashes the rest. Errors are
 // not fatal: a file whose hash is not reported is sent.
 //
-// K STAMPS reads the plan ("MODE PATH" lines, sorted by mode) on stdin.
-// A file whose stamp and mode are what STAMPS recorded at the last publish
-// is vouched for: the previous copy is linked whole into $n (cp -al: new
+// K STAMPS MANIFEST DIGEST reads the plan ("MODE PATH" lines, sorted by
+// mode) on stdin. Only while MANIFEST's SHA-256 is DIGEST (the manifest the
+// plan was made from; checked after STAMPS is read and the previous copy
+// entered, so that all three are of one publish), a file whose stamp and
+// mode are what STAMPS recorded at the last publish is vouched for: the previous copy is linked whole into $n (cp -al: new
 // directories, the files hard links), then whatever is not a vouched file
 // is taken out of it (files that changed or left, anything that is not a
 // regular file, directories left empty; the stream brings back the
@@ -192,15 +201,16 @@ Q() { L="$n.l" R="$n.r" N="$n.n" awk -v B=` + carryBatch + ` -v F="$F" "$P" "$@"
 V() { X="$n.x" awk 'BEGIN { X = ENVIRON["X"] } FILENAME == ARGV[1] { h["./" substr($0, length($1) + 2)] = $1; next }
 { p = substr($0, length($1) + 2); if (h[p] == $1) { print "` + LinkedLine + `" substr(p, 3); h[p] = "" } else print p > X }
 END { printf "" > X }' "$n.l" "$n.f"; }
-K() { s=$1; F=0; true >"$n.c" || return 0; cat >"$n.p" || return 0
-if [ -f "$s" ] && [ ! -L "$s" ]; then Z ' %m ' ' %a ' >"$n.c" 2>/dev/null || true >"$n.c"; else s=/dev/null; fi
+K() { s=/dev/null; F=0; true >"$n.c" || return 0; cat >"$n.p" || return 0
+if [ -f "$1" ] && [ ! -L "$1" ] && cat -- "$1" >"$n.s" 2>/dev/null && [ -n "$3" ] && [ -f "$2" ] && [ ! -L "$2" ] && d=$(H "$2" 2>/dev/null) && [ "${d%% *}" = "$3" ]; then
+s="$n.s"; Z ' %m ' ' %a ' >"$n.c" 2>/dev/null || true >"$n.c"; fi
 if ! Q "$s" "$n.c"; then :
 elif [ ! -s "$n.l" ]; then . "$n.r"
 elif ! read w <"$n.n" || [ "$w" != link ]; then Q /dev/null /dev/null && . "$n.r"
 elif rmdir "$n" >/dev/null 2>&1 && cp -al . "$n" >/dev/null 2>&1 && (cd "$n" && { { [ "$(id -u 2>/dev/null)" = 0 ] || find . -type d ! -perm -700 -exec chmod u+rwx {} +; } && find . ! -type f ! -type d -exec rm -f {} + && find . -depth -name '*
 *' -exec rm -rf {} + && Y >"$n.f" && V >"$n.k" && tr '\n' '\0' <"$n.x" | xargs -0 rm -f -- && { find . -depth -mindepth 1 -type d -exec rmdir {} + 2>/dev/null || :; }; } >/dev/null 2>&1); then cat "$n.k"; . "$n.r"
 else rm -rf "$n" >/dev/null 2>&1 && mkdir -p "$n" >/dev/null 2>&1 && Q /dev/null /dev/null && . "$n.r"; fi
-rm -f "$n.c" "$n.p" "$n.l" "$n.r" "$n.f" "$n.x" "$n.k" "$n.n" >/dev/null 2>&1; }
+rm -f "$n.c" "$n.p" "$n.l" "$n.r" "$n.f" "$n.x" "$n.k" "$n.n" "$n.s" >/dev/null 2>&1; }
 `
 
 // carryBatch bounds the bytes of file names one C call holds (ARG_MAX is
@@ -217,7 +227,7 @@ func (p *CarryPlan) write(sb *strings.Builder, tmp, dst string) {
 		Quote(tmp+"/new/tree"), Quote(path.Base(dst)), Quote(path.Dir(dst)))
 	sb.WriteString(stampFuncs)
 	sb.WriteString(carryFuncs)
-	fmt.Fprintf(sb, "K %s <<'%s'\n", Quote(stampsOf(dst)), carryEnd)
+	fmt.Fprintf(sb, "K %s %s %s <<'%s'\n", Quote(stampsOf(dst)), Quote(path.Join(path.Dir(dst), ManifestName(path.Base(dst)))), Quote(p.Manifest), carryEnd)
 	for _, l := range p.lines {
 		sb.WriteString(l)
 		sb.WriteByte('\n')

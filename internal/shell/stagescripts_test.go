@@ -43,9 +43,10 @@ func TestPlanCarry(t *testing.T) {
 		{Path: "it's", Mode: 0o600, SHA256: "3"},
 	}
 	p := shell.PlanCarry(files)
+	p.Manifest = "0f"
 	assert.Equal(t, map[string]string{"b": "1", "a b": "2", "it's": "3"}, p.Want)
 	script := shell.CarryScript(&p, "/t", "/r/d")
-	_, plan, ok := strings.Cut(script, "K '/r/"+shell.StampsName("d")+"' <<'airlock-carry-end'\n")
+	_, plan, ok := strings.Cut(script, "K '/r/"+shell.StampsName("d")+"' '/r/"+shell.ManifestName("d")+"' '0f' <<'airlock-carry-end'\n")
 	require.True(t, ok, "%s", script)
 	plan, _, ok = strings.Cut(plan, "\nairlock-carry-end\n")
 	require.True(t, ok, "%s", script)

@@ -2,9 +2,9 @@
 
 package stage_test
 
-// Attacks on the Index's stamps that break the guarantee: Stage returns nil
-// while the sandbox copy differs from the Source. Built only with
-// -tags airlock_attack_fail, because they fail:
+// An attack that breaks the Index's guarantee (Stage returns nil while the
+// sandbox copy differs from the Source) by design: a blind spot the Index's
+// doc names. Built only with -tags airlock_attack_fail, because it fails:
 //
 //	go test -tags airlock_attack_fail -run TestAtkFail ./stage
 
@@ -114,30 +114,6 @@ func TestAtkFailMmapDirtyPage(t *testing.T) {
 			require.NoError(t, err)
 			t.Logf("without an Index: Reused %v, Sent %d", rt.Assets[0].Reused, rt.Assets[0].Sent)
 			sameTree(t, e.src, filepath.Join(e.sb.hostRoot, "s"))
-		})
-	}
-}
-
-// TestAtkFailConcurrentBridge: six goroutines stage one Source, three into
-// one Dir and three into one Bridge (sandbox.Local), through one Index,
-// while the Source's files are rewritten, same size, times restored; the
-// writer stops; the next Stage of the Bridge returns nil (Reused, nothing
-// compared) and its copy differs from the quiet Source: files with an
-// older version's bytes, or empty. A Stage without an Index then also
-// answers Reused: the stored manifest describes the Source while the copy
-// does not match it; only WithVerify finds it (it sends every file).
-// Intermittent: 4 failing runs of about 120 under -race on 2 loaded cores,
-// with the in-memory and the persistent Index; not seen in 70 runs with one
-// Bridge and no Dir (with or without an Index), nor in 20 with no Index.
-// Also seen (twice, once with no Index): a concurrent stage that fails with
-// "reading the stored manifests ... tar: .airlock-manifest-s.json: Cannot
-// stat: No such file or directory", not ErrChanged.
-func TestAtkFailConcurrentBridge(t *testing.T) {
-	for _, kind := range []string{"memory", "disk", "none"} {
-		t.Run(kind, func(t *testing.T) {
-			for range 10 {
-				atkConcurrent(t, kind, []sbox{sandboxes[0].new(t), sandboxes[1].new(t)})
-			}
 		})
 	}
 }

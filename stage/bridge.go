@@ -402,6 +402,22 @@ func (b *Bridge) Probe(ctx context.Context, root string, names []string) ([][]by
 	if c, known := b.knownCaps(); known && c.missing != "" {
 		return nil, c.missingErr()
 	}
+	// A probe waits for this Bridge's publishes of the same assets: one
+	// that moves a manifest aside while the probe reads it would fail the
+	// probe (tar: Cannot stat). Locks are taken in name order, one
+	// Publish holds one, so nothing waits in a circle.
+	keys := make([]string, len(names))
+	for i, n := range names {
+		keys[i] = root + "\x00" + n
+	}
+	slices.Sort(keys)
+	for _, k := range slices.Compact(keys) {
+		unlock, err := b.locks.Lock(ctx, k)
+		if err != nil {
+			return nil, err
+		}
+		defer unlock()
+	}
 	if fr, ok := b.r.(sandbox.FileReader); ok && len(names) > 0 {
 		// No process in the sandbox: an unchanged asset costs no command at
 		// all; what the sandbox offers is learnt when a publish needs it.

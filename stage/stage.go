@@ -2,7 +2,6 @@ package stage
 
 import (
 	"context"
-	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -462,7 +461,7 @@ func (s *stager) stageOne(p *planned, stored []byte) (StagedAsset, error) {
 	if have != "" {
 		var err error
 		t0 := s.o.now()
-		if c, err = s.compare(p, stored); err != nil {
+		if c, err = s.compare(p, stored, have); err != nil {
 			return StagedAsset{}, sourceErr(name, p.src, err)
 		}
 		log.Debug("stage: compared the source with the sandbox's manifest", "files", c.files, "unchanged", len(c.unchanged), "trusted", c.trusted, "took", s.o.now().Sub(t0))
@@ -500,8 +499,10 @@ type knownFile struct {
 // hashed: any other file proves the asset changed, and is hashed once,
 // by the publish that sends it. The files whose hash also matches are the
 // unchanged ones that a delta publish may carry over; their hashes and
-// stamps let the publish's walk skip reading them again.
-func (s *stager) compare(p *planned, stored []byte) (compared, error) {
+// stamps let the publish's walk skip reading them again. have is the
+// stored manifest's digest (storedDigest), which the carry checks the
+// sandbox's manifest against.
+func (s *stager) compare(p *planned, stored []byte, have string) (compared, error) {
 	old, err := tree.ParseManifest(stored)
 	if err != nil {
 		old = tree.Manifest{}
@@ -543,8 +544,7 @@ func (s *stager) compare(p *planned, stored []byte) (compared, error) {
 		return compared{}, err
 	}
 	l := res.Listing
-	sum := sha256.Sum256(stored)
-	c := compared{files: l.Files(), bytes: l.Bytes(), skipped: res.Skipped, trusted: trusted, base: hex.EncodeToString(sum[:])}
+	c := compared{files: l.Files(), bytes: l.Bytes(), skipped: res.Skipped, trusted: trusted, base: strings.TrimPrefix(have, digest.Prefix)}
 	if l.Unread() == 0 {
 		c.digest = l.Digest()
 	}

@@ -45,14 +45,6 @@ func atkMap(t *testing.T, p string) *atkMapping {
 	return &atkMapping{f: f, m: m}
 }
 
-// atkStamp is what the Index doc says a stamp holds.
-func atkStamp(t *testing.T, p string) [4]int64 {
-	t.Helper()
-	var st syscall.Stat_t
-	require.NoError(t, syscall.Stat(p, &st))
-	return [4]int64{int64(st.Ino), st.Size, st.Mtim.Nano(), st.Ctim.Nano()}
-}
-
 // TestAtkFailMmapDirtyPage: a host process writes a Source file through a
 // shared mapping, the Source is staged with an Index (the default racy
 // window: the file last changed more than 2 s before), and the process
@@ -92,9 +84,9 @@ func TestAtkFailMmapDirtyPage(t *testing.T) {
 	}
 	for _, e := range envs {
 		p := filepath.Join(e.src, "mapped")
-		before := atkStamp(t, p)
+		before := atkStampOf(t, p)
 		copy(e.m.m, "VERSION 2")
-		require.Equal(t, before, atkStamp(t, p), "precondition: the write through the dirty page kept the stamp")
+		require.Equal(t, before, atkStampOf(t, p), "precondition: the write through the dirty page kept the stamp")
 		require.Equal(t, "VERSION 2\n", readFile(t, p))
 		if e.other {
 			require.NoError(t, os.WriteFile(filepath.Join(e.src, "plain"), []byte("changed\n"), 0o644))

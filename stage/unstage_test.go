@@ -37,17 +37,24 @@ func rootOf(t stage.Target, host string) string {
 	return host
 }
 
+// stageAB stages two one-file assets, a and b, under root and returns them.
+func stageAB(t *testing.T, target stage.Target, root string) []stage.Asset {
+	t.Helper()
+	a, b := t.TempDir(), t.TempDir()
+	build(t, a, "f=a")
+	build(t, b, "f=b")
+	assets := []stage.Asset{{Name: "a", Source: a}, {Name: "b", Source: b}}
+	_, err := stage.Stage(t.Context(), target, root, assets)
+	require.NoError(t, err)
+	return assets
+}
+
 func TestUnstageAndPrune(t *testing.T) {
 	for name, newTarget := range unstageTargets(t) {
 		t.Run(name, func(t *testing.T) {
 			target, host := newTarget(t)
 			root := rootOf(target, host)
-			a, b := t.TempDir(), t.TempDir()
-			build(t, a, "f=a")
-			build(t, b, "f=b")
-			assets := []stage.Asset{{Name: "a", Source: a}, {Name: "b", Source: b}}
-			_, err := stage.Stage(t.Context(), target, root, assets)
-			require.NoError(t, err)
+			assets := stageAB(t, target, root)
 			names, err := target.(stage.Pruner).Assets(t.Context(), root)
 			require.NoError(t, err)
 			assert.Equal(t, []string{"a", "b"}, names)
@@ -84,16 +91,12 @@ func TestUnstageRemovesHalfWrittenStamps(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			target, host := newTarget(t)
 			root := rootOf(target, host)
-			a, b := t.TempDir(), t.TempDir()
-			build(t, a, "f=a")
-			build(t, b, "f=b")
-			_, err := stage.Stage(t.Context(), target, root, []stage.Asset{{Name: "a", Source: a}, {Name: "b", Source: b}})
-			require.NoError(t, err)
+			stageAB(t, target, root)
 			for _, n := range []string{"a", "b"} {
 				require.NoError(t, os.WriteFile(filepath.Join(host, ".airlock-stamps-"+n+".new"), []byte("1 2 ./f\n"), 0o644))
 			}
 			require.NoError(t, stage.Unstage(t.Context(), target, root, "a"))
-			_, err = stage.Stage(t.Context(), target, root, nil, stage.WithPrune())
+			_, err := stage.Stage(t.Context(), target, root, nil, stage.WithPrune())
 			require.NoError(t, err)
 			ents, err := os.ReadDir(host)
 			require.NoError(t, err)

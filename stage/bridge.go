@@ -51,7 +51,17 @@ func WithControlTimeout(d time.Duration) BridgeOption {
 // moved aside into its temporary directory; the host waits at most one
 // more control deadline for that, and neither a failure nor the wait's
 // expiry fails the publish (the command is left to finish; what it leaves,
-// the next sweep removes).
+// the next sweep removes). Where the sandbox's tar stops reading at the
+// end of its archive (GNU tar; learnt by trying, in the first probe or
+// send command), the first command does the second's work too: the host
+// pads the stream to whole tar records, the command reports the stream
+// extracted and waits for a publish line on its stdin, which the host
+// writes only where it would otherwise start the second command (not
+// after a cancellation, never after a failure); a command whose stdin
+// ends instead moves nothing. A changed asset then costs one command. A
+// sandbox whose tar reads to the end of its input (BusyBox) gets two; so
+// do later publishes of a Bridge whose command, inline, did not report
+// the extraction within the control deadline.
 // Each setup and each Remove first sweeps the root: it removes the
 // temporary directories whose owner process in the sandbox is gone (dead
 // or a zombie), which cut transfers, hosts killed between the transfer and
@@ -106,6 +116,9 @@ type Bridge struct {
 	// inflight: the temporary directories of this Bridge's publishes under
 	// way, which its sweeps leave alone.
 	inflight pathSet
+	// twoSessions (tests): publish by a command of its own even where the
+	// send command could (shell.Caps.Records).
+	twoSessions bool
 	// onPhase, when set (tests), is told each transition of a Publish.
 	onPhase func(from, to phase, err error)
 }
@@ -390,6 +403,7 @@ const MaxProbeBytes = MaxManifestBytes + 1<<20
 type sandboxCaps struct {
 	sha256   bool // sha256sum or openssl is there: unchanged files can be carried over and checked (delta publish)
 	exchange bool // mv --exchange (GNU coreutils 9.5+): the publish swaps old and new copies in one rename
+	records  bool // tar stops at the end of its archive: the send command publishes (shell.Caps.Records)
 }
 
 // Probe implements Target. The sandbox lists the manifests that exist as
@@ -516,7 +530,15 @@ func (b *Bridge) knownCaps() (capsState, bool) {
 func (b *Bridge) setCaps(c shell.Caps) {
 	b.capsMu.Lock()
 	defer b.capsMu.Unlock()
-	b.caps = capsState{sandboxCaps: sandboxCaps{sha256: c.SHA256, exchange: c.Exchange}, known: true, missing: c.Missing}
+	b.caps = capsState{sandboxCaps: sandboxCaps{sha256: c.SHA256, exchange: c.Exchange, records: c.Records}, known: true, missing: c.Missing}
+}
+
+// dropRecords stops the send command from publishing (sandboxCaps.records)
+// for this Bridge's later publishes.
+func (b *Bridge) dropRecords() {
+	b.capsMu.Lock()
+	defer b.capsMu.Unlock()
+	b.caps.records = false
 }
 
 // capsState is what the first probe learnt.

@@ -203,7 +203,7 @@ func TestBridgeCancelDuringSetup(t *testing.T) {
 				return c.run(ctx, local, cmd, cancel)
 			}}
 			root := filepath.Join(dir, "rt")
-			_, err := stage.Stage(ctx, stage.NewBridge(r), root, []stage.Asset{{Name: "a", Source: src}})
+			_, err := stage.Stage(ctx, stage.NewBridge(r, stage.TwoSessions()), root, []stage.Asset{{Name: "a", Source: src}})
 			assert.ErrorIs(t, err, context.Canceled)
 			assert.False(t, errors.Is(err, sandbox.ErrTransport), "%v", err)
 			assertNoTemp(t, root)
@@ -404,7 +404,7 @@ func TestBridgePublishChecksCompleteness(t *testing.T) {
 				}()
 				return local.Run(ctx, cmd)
 			}}
-			_, err = stage.Stage(context.Background(), stage.NewBridge(r), root, []stage.Asset{{Name: "x", Source: src}})
+			_, err = stage.Stage(context.Background(), stage.NewBridge(r, stage.TwoSessions()), root, []stage.Asset{{Name: "x", Source: src}})
 			var ee *sandbox.ExitError
 			require.ErrorAs(t, err, &ee)
 			assert.Equal(t, 3, ee.Status, "the publish command's completeness check: %v", err)
@@ -517,8 +517,13 @@ func TestLocalRunner(t *testing.T) {
 // that makes the temporary directory and takes the whole tree as a tar
 // stream; publish), and no script carries file content.
 func TestBridgeCommandsDoNotGrowWithFiles(t *testing.T) {
-	for _, files := range []int{3, 300} {
-		t.Run(fmt.Sprint(files), func(t *testing.T) {
+	for _, c := range []struct {
+		files int
+		opts  []stage.BridgeOption
+		want  int
+	}{{3, nil, 2}, {300, nil, 2}, {3, []stage.BridgeOption{stage.TwoSessions()}, 3}, {300, []stage.BridgeOption{stage.TwoSessions()}, 3}} {
+		files := c.files
+		t.Run(fmt.Sprint(files, c.want), func(t *testing.T) {
 			src, dir := t.TempDir(), t.TempDir()
 			for i := range files {
 				build(t, src, fmt.Sprintf("d%d/f%03d=content-%d", i%7, i, i))
@@ -530,9 +535,9 @@ func TestBridgeCommandsDoNotGrowWithFiles(t *testing.T) {
 				defer mu.Unlock()
 				scripts = append(scripts, s)
 			}}
-			_, err := stage.Stage(context.Background(), stage.NewBridge(r), filepath.Join(dir, "rt"), []stage.Asset{{Name: "a", Source: src}})
+			_, err := stage.Stage(context.Background(), stage.NewBridge(r, c.opts...), filepath.Join(dir, "rt"), []stage.Asset{{Name: "a", Source: src}})
 			require.NoError(t, err)
-			assert.Len(t, scripts, 3, "probe, send, publish")
+			assert.Len(t, scripts, c.want, "probe, send (and publish: with a tar that stops at its archive's end, the send command publishes)")
 			for _, s := range scripts {
 				assert.NotContains(t, s, "content-", "file content never travels in a script")
 				assert.NotContains(t, s, "base64")

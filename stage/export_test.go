@@ -58,6 +58,11 @@ func SetMaxEmbeddedCarry(t interface{ Cleanup(func()) }, n int) {
 	t.Cleanup(func() { maxEmbeddedCarry = old })
 }
 
+// TwoSessions has the Bridge publish by a command of its own even where
+// the sandbox's tar would let the send command publish (the path of
+// sandboxes whose tar reads to the end of its input).
+func TwoSessions() BridgeOption { return func(b *Bridge) { b.twoSessions = true } }
+
 // SetMade makes d call made once a temporary directory exists, before its
 // owner file is written.
 func SetMade(d *Dir, made func()) { d.made = made }

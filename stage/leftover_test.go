@@ -140,7 +140,7 @@ func TestKilledHostHelper(t *testing.T) {
 	case "Bridge":
 		target = stage.NewBridge(&scriptedRunner{next: sandbox.Local(dir), match: func(c sandbox.Command) bool {
 			return at == "publish" && isPublish(c)
-		}, do: func(context.Context, sandbox.Command) error { kill(); return nil }})
+		}, do: func(context.Context, sandbox.Command) error { kill(); return nil }}, stage.TwoSessions())
 	case "BridgeMidPublish":
 		// Every mv is slow and marks that the publish has begun; the
 		// host dies once it has, before the publish reports.
@@ -159,7 +159,7 @@ func TestKilledHostHelper(t *testing.T) {
 				}
 				time.Sleep(5 * time.Millisecond)
 			}
-		}})
+		}}, stage.TwoSessions())
 	case "Dir":
 		d, err := stage.NewDir(dir)
 		require.NoError(t, err)

@@ -54,7 +54,7 @@ func (f *phaseFake) Run(ctx context.Context, cmd sandbox.Command) error {
 	f.mu.Unlock()
 	switch name {
 	case "probe":
-		_, err := io.WriteString(cmd.Stdout, "airlock-probe 10\n")
+		_, err := io.WriteString(cmd.Stdout, "airlock-probe 100\n")
 		return err
 	case "send":
 		return f.send(ctx, cmd)

@@ -14,7 +14,11 @@ import (
 
 // phase is one step of a Publish through a Bridge. The send command runs
 // through the first three; the publish and the cleanup are commands of
-// their own.
+// their own, except that a sandbox whose tar stops at the end of its
+// archive (shell.Caps.Records) has the send command publish too, once the
+// host writes the publish line on its stdin (inline): one session instead
+// of two, with the same guarantee, since the host writes that line only
+// at the point where it would start the publish command.
 //
 //	setup   → carry    the temporary directory exists (ReadyLine came)
 //	carry   → stream   the unchanged files are carried (CarriedLine came)
@@ -62,6 +66,7 @@ type publishRun struct {
 	src                      *Tree
 	plan                     shell.CarryPlan
 	embed                    bool            // the carry travels in the send command's script
+	inline                   bool            // the send command publishes, at the publish line (shell.Send.Publish)
 	cmd                      *sendCmd        // the send command, from setup on
 	carried                  map[string]bool // the files the sandbox carried and checked
 	err                      error
@@ -71,7 +76,7 @@ type publishRun struct {
 func (s *publishRun) run() error {
 	for p := phaseSetup; p != phaseDone; {
 		next := s.step(p)
-		if next > phaseStream && s.cmd != nil {
+		if s.cmd != nil && !s.cmd.deleting && (next > phasePublish || next > phaseStream && !s.inline) {
 			s.cmd.cancel() // the send command is over (or abandoned)
 		}
 		if s.b.onPhase != nil {
@@ -135,6 +140,8 @@ func (s *publishRun) setup() phase {
 	if out, err := s.checkReady(op); err != nil {
 		return s.failSend(out, err)
 	}
+	c, _ = s.b.knownCaps()
+	s.inline = c.records && !s.b.twoSessions // the script publishes at the publish line exactly when its sandbox's tar stops at its archive's end
 	return phaseCarry
 }
 
@@ -145,6 +152,11 @@ func (s *publishRun) sendScript(known bool, c capsState) string {
 	send := shell.Send{Root: s.root, Tmp: s.tmp, Dst: s.dst, Detect: !known, Hash: c.sha256, Skip: s.b.inflight.under(s.root)}
 	if s.embed {
 		send.Carry = &s.plan
+	}
+	if (!known || c.records) && !s.b.twoSessions {
+		// Not known yet: the script tries the exchange (an mv without it
+		// fails and the two renames follow).
+		send.Publish = &shell.Publish{Manifest: s.mf, Name: s.name, Exchange: c.exchange || !known}
 	}
 	return shell.SendScript(send)
 }
@@ -268,23 +280,37 @@ func (s *publishRun) stream() phase {
 	op := "sending the tree to " + s.tmp
 	wdone := make(chan error, 1)
 	go func() {
-		_, werr := writeTarStream(c.dctx, sink{c.pw}, s.src, s.carried)
+		werr := s.writeStream()
 		if werr != nil {
 			c.cancel() // stop the sandbox side before it sees the end of the stream
 		}
-		if cerr := c.pw.Close(); werr == nil && cerr == nil {
+		if s.inline && werr == nil {
+			c.x.ArmWhenRead(c.pr) // the command goes on reading stdin (the publish line)
+		} else if cerr := c.pw.Close(); werr == nil && cerr == nil {
 			c.x.ArmWhenRead(c.pr) // the stream's last byte is written: armed once the command has read it
 		}
 		wdone <- werr
 	}()
+	var extracted <-chan struct{} // never, unless inline
+	if s.inline {
+		extracted = c.rep.Extracted
+	}
 	select {
+	case <-extracted:
+		return s.extracted(op, wdone)
 	case err := <-c.done:
 		c.end(err)
 		c.stopWriting()
 	case <-c.x.Expired():
-		// The command has all of the stream and has not ended within the
-		// control deadline: its outcome is unknown; publish nothing.
+		// The command has all of the stream and has not ended (or, inline,
+		// reported it extracted) within the control deadline: its outcome
+		// is unknown; publish nothing. Inline, the sandbox's tar may be
+		// waiting for the end of its input after all: the next publish
+		// has a command of its own.
 		c.cancel()
+		if s.inline {
+			s.b.dropRecords()
+		}
 		return s.failSend(sendOutcome{uncertain: true}, fmt.Errorf("%w; its temporary directory %s is left behind: remove it by hand", c.x.TimeoutErr(), s.tmp))
 	case <-c.dctx.Done():
 		if !c.stop() {
@@ -304,8 +330,69 @@ func (s *publishRun) stream() phase {
 		return s.failSend(created, s.b.classify(s.ctx, nil, op, c.rerr, c.stderr))
 	case werr != nil:
 		return s.failSend(created, fmt.Errorf("%w: %s: the sandbox command exited before reading the whole stream", ErrTransport, op))
+	case s.inline:
+		return s.failSend(created, fmt.Errorf("%w: %s: the sandbox command exited without reporting the stream extracted", ErrTransport, op))
 	}
 	return phasePublish
+}
+
+// extracted follows the command's report that it has extracted the whole
+// stream and waits for the publish line (inline): only the writer's end
+// is awaited (a sandbox that says so before it has read the stream holds
+// the writer until the caller cancels).
+func (s *publishRun) extracted(op string, wdone <-chan error) phase {
+	c := s.cmd
+	var werr error
+	select {
+	case werr = <-wdone:
+		if werr == nil {
+			return phasePublish
+		}
+	case <-c.dctx.Done():
+	}
+	if !c.stop() {
+		return s.failSend(sendOutcome{uncertain: true}, s.abandoned(op, wdone))
+	}
+	if werr == nil {
+		werr = <-wdone // told to stop: the writer fails at its next write
+	}
+	switch {
+	case s.ctx.Err() != nil:
+		werr = fmt.Errorf("%s: %w", op, s.ctx.Err())
+	case c.rep.Err != nil:
+		werr = fmt.Errorf("%s: %w", op, c.rep.Err)
+	case werr == nil || errors.Is(werr, errSandboxGone):
+		werr = fmt.Errorf("%w: %s: the sandbox command stopped before the publish", ErrTransport, op)
+	}
+	return s.failSend(sendOutcome{created: true}, werr)
+}
+
+// writeStream writes the tar stream of what was not carried into the send
+// command's stdin; inline, padded to whole records (shell.TarRecord) so
+// that the sandbox's tar reads no further than the stream's end.
+func (s *publishRun) writeStream() error {
+	w := &countWriter{w: sink{s.cmd.pw}}
+	if _, err := writeTarStream(s.cmd.wctx, w, s.src, s.carried); err != nil || !s.inline {
+		return err
+	}
+	if pad := (shell.TarRecord - w.n%shell.TarRecord) % shell.TarRecord; pad > 0 {
+		if _, err := w.Write(make([]byte, pad)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// countWriter counts what it passes on.
+type countWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
 }
 
 // abandoned is the error of a stream whose command did not end once told
@@ -325,6 +412,12 @@ func (s *publishRun) abandoned(op string, wdone <-chan error) error {
 	return fmt.Errorf("%w: %s: %s", ErrTransport, op, s.cmd.left(op))
 }
 
+// detach has the caller's cancellation no longer end the command; it
+// reports false when it already has (or is about to).
+func (c *sendCmd) detach() bool {
+	return c.unhook() && c.dctx.Err() == nil
+}
+
 // publish moves the new copy into place: a control step the caller's
 // cancellation does not cut (only the control deadline bounds it). A
 // cancellation before it starts, or a publish that failed in the sandbox,
@@ -332,12 +425,77 @@ func (s *publishRun) abandoned(op string, wdone <-chan error) error {
 // command may still be renaming): nothing more is sent.
 func (s *publishRun) publish() phase {
 	if s.err = s.ctx.Err(); s.err != nil { // the last point at which a cancellation stops the publish
+		if s.inline && !s.cmd.stop() {
+			s.err = fmt.Errorf("%w (%w: %s)", s.err, ErrTransport, s.cmd.left("moving the new copy into place"))
+			return phaseDone
+		}
 		return phaseCleanup
+	}
+	if s.inline {
+		return s.publishInline()
 	}
 	caps, _ := s.b.knownCaps()
 	s.err = s.b.renameThenDelete(s.ctx, "moving the new copy into place", sandbox.Command{Script: shell.PublishScript(s.tmp, s.dst, s.mf, s.name, caps.exchange)})
 	if s.err == nil || errors.Is(s.err, ErrTransport) {
 		return phaseDone
+	}
+	return phaseCleanup
+}
+
+// publishInline has the send command publish: it writes the publish line
+// on the command's stdin and waits, under the control deadline, for
+// PublishedLine (success, whatever follows: see renameThenDelete) or the
+// command's end. The caller's cancellation no longer reaches the command.
+func (s *publishRun) publishInline() phase {
+	c := s.cmd
+	op := "moving the new copy into place"
+	if !c.detach() {
+		s.err = fmt.Errorf("%s: %w", op, context.Cause(s.ctx))
+		if !c.stop() {
+			s.err = fmt.Errorf("%w (%w: %s)", s.err, ErrTransport, c.left(op))
+			return phaseDone
+		}
+		return phaseCleanup
+	}
+	// The command waits for this line: its stdin holds nothing else.
+	_ = c.pw.SetWriteDeadline(time.Now().Add(s.b.timeout))
+	_, _ = io.WriteString(c.pw, shell.PublishLine+"\n") // a failed write: the command sees no line, its exit says so
+	c.pw.Close()
+	select {
+	case <-c.rep.Published:
+		select { // the deletion of the old copy, as renameThenDelete waits for it
+		case err := <-c.done:
+			c.end(err)
+		case <-c.x.Expired():
+			c.deleting = true // not stopped: it may finish the deletion (else the next sweep does)
+		}
+		return phaseDone
+	case err := <-c.done:
+		c.end(err)
+	case <-c.x.Expired():
+		s.err = fmt.Errorf("%w; its temporary directory %s is left behind: remove it by hand", c.x.TimeoutErr(), s.tmp)
+		return phaseDone
+	}
+	var ee *sandbox.ExitError
+	switch {
+	case isClosed(c.rep.Published):
+		return phaseDone
+	case errors.As(c.rerr, &ee) && ee.Status == shell.NoPublishExit:
+		// The line did not reach it (its stdin was cut): nothing moved.
+		s.err = fmt.Errorf("%w: %s: the sandbox command did not receive the publish line; nothing was published", ErrTransport, op)
+		return phaseCleanup
+	case c.rep.Err != nil:
+		s.err = fmt.Errorf("%s: %w", op, c.rep.Err)
+	case c.rerr != nil:
+		s.err = s.b.classify(context.WithoutCancel(s.ctx), nil, op, c.rerr, c.stderr)
+	default:
+		// It exited 0 with its report drowned by a noisy tool: the
+		// script exits 0 only at the end of the publish (without the
+		// publish line it exits NoPublishExit).
+		return phaseDone
+	}
+	if errors.Is(s.err, ErrTransport) {
+		return phaseDone // the renames may have happened: send nothing more
 	}
 	return phaseCleanup
 }
@@ -352,9 +510,13 @@ func (s *publishRun) cleanup() phase {
 
 // sendCmd is a running send command.
 type sendCmd struct {
+	// dctx is the command's: the caller's context ends it until detach
+	// (the publish line is about to be written), never after.
 	dctx   context.Context
+	wctx   context.Context // the stream writer's: the caller's, ended by cancel too
 	cancel context.CancelFunc
-	pr, pw *os.File // the tar stream
+	unhook func() bool // stops the caller's context from ending dctx
+	pr, pw *os.File    // the tar stream
 	rep    *shell.Report
 	stderr *limitedBuffer
 	x      *sandbox.Watched
@@ -363,6 +525,9 @@ type sendCmd struct {
 	tmp    string
 	ended  bool  // the Runner returned
 	rerr   error // what it returned
+	// deleting: the command has published and is left to delete the old
+	// copy past the wait for it (see renameThenDelete): not stopped.
+	deleting bool
 }
 
 // startSend starts the send command script for tmp, whose report accepts
@@ -374,7 +539,10 @@ func (b *Bridge) startSend(ctx context.Context, script string, want map[string]s
 	}
 	growPipe(pw)
 	c := &sendCmd{pr: pr, pw: pw, rep: shell.NewReport(want), stderr: &limitedBuffer{Max: 4 << 10, Truncate: true}, done: make(chan error, 1), grace: b.stopGrace(), tmp: tmp}
-	c.dctx, c.cancel = context.WithCancel(ctx)
+	dctx, dcancel := context.WithCancel(context.WithoutCancel(ctx))
+	wctx, wcancel := context.WithCancel(ctx)
+	c.dctx, c.wctx, c.cancel = dctx, wctx, func() { dcancel(); wcancel() }
+	c.unhook = context.AfterFunc(ctx, dcancel)
 	outR, outW := io.Pipe()
 	go c.rep.Read(outR, c.cancel)
 	cmd := sandbox.Command{Script: script, Stdin: pr, Stdout: outW, Stderr: c.stderr}

@@ -115,7 +115,7 @@ func TestBridgeProbeHostile(t *testing.T) {
 		{"BadCaps", nil, true, nil},
 		{"Flood", nil, true, nil},
 	}
-	header := []byte("airlock-probe 10\n")
+	header := []byte("airlock-probe 100\n")
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			out := append(append([]byte(nil), header...), c.out...)
@@ -194,7 +194,7 @@ func FuzzReadTarStream(f *testing.F) {
 // fails the first probe with an error that names the tool.
 func TestBridgeProbeMissingTool(t *testing.T) {
 	r := &scriptedRunner{match: func(sandbox.Command) bool { return true }, do: func(_ context.Context, cmd sandbox.Command) error {
-		_, err := cmd.Stdout.Write([]byte("airlock-probe 00 tar chmod\n"))
+		_, err := cmd.Stdout.Write([]byte("airlock-probe 000 tar chmod\n"))
 		return err
 	}}
 	_, err := stage.NewBridge(r).Probe(context.Background(), "/rt", []string{"a"})

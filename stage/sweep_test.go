@@ -154,7 +154,7 @@ func TestBridgeSweepsOwnersOfOtherPIDNamespaces(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(src, "a"), []byte("3"), 0o644))
 	var owners []string
 	spy := ownerSpy{Runner: sandbox.Local(""), root: root, owners: &owners}
-	_, err = stage.Stage(t.Context(), stage.NewBridge(spy), root, []stage.Asset{{Name: "x", Source: src}})
+	_, err = stage.Stage(t.Context(), stage.NewBridge(spy, stage.TwoSessions()), root, []stage.Asset{{Name: "x", Source: src}})
 	require.NoError(t, err)
 	require.NotEmpty(t, owners, "a publish claimed a temporary directory")
 	for _, o := range owners {

@@ -114,7 +114,7 @@ func TestBridgeRunnerNeverReturns(t *testing.T) {
 			build(t, src, "f=2")
 
 			r := newAfterRun(t, local, c.match)
-			b := stage.NewBridge(r, stage.WithControlTimeout(time.Second))
+			b := stage.NewBridge(r, stage.WithControlTimeout(time.Second), stage.TwoSessions())
 			start := time.Now()
 			err = returnsWithin(t, 20*time.Second, func() error { return c.run(t.Context(), b, root, src) })
 			if c.done != nil {

@@ -23,12 +23,17 @@ import (
 // A send command prints ProbeHeader only when asked, then ReadyLine (its
 // temporary directory exists), hash lines of the files it carried
 // (FormatHashLine) and CarriedLine; a publish, cleanup, unstage or sweep
-// prints PublishedLine once its renames are done.
+// prints PublishedLine once its renames are done. A send command that
+// publishes in its own session (Send.Publish) prints ExtractedLine once
+// the stream is extracted, waits for PublishLine on its stdin and then
+// prints PublishedLine too.
 const (
 	ProbeHeader   = "airlock-probe "
 	LeftoversLine = "airlock-leftovers"
 	ReadyLine     = "airlock-ready"
 	CarriedLine   = "airlock-carried"
+	ExtractedLine = "airlock-extracted"
+	PublishLine   = "airlock-publish"
 	PublishedLine = "airlock-published"
 )
 
@@ -51,12 +56,15 @@ const (
 var RequiredTools = []string{"tar", "mkdir", "mv", "rm", "cat", "chmod"}
 
 // DetectScript sets $c to the capability word (Caps.Word) and $s to 1 when
-// the sandbox can hash.
+// the sandbox can hash. The records bit is learnt by trying: an archive
+// of one all-zero record followed by a line, and the line must still be
+// there once tar has read the archive.
 const DetectScript = `m=
 for t in tar mkdir mv rm cat chmod; do command -v "$t" >/dev/null 2>&1 || m="$m $t"; done
 s=0; { command -v sha256sum || command -v openssl; } >/dev/null 2>&1 && s=1
 x=0; mv --help 2>/dev/null | grep -q -e '--exchange' && x=1
-c="$s$x$m"
+__tr=0; [ "$({ dd if=/dev/zero bs=` + tarRecordString + ` count=1 2>/dev/null; echo k; } | { tar -t -f - >/dev/null 2>&1 && IFS= read -r l && echo "$l"; } 2>/dev/null)" = k ] && __tr=1
+c="$s$x$__tr$m"
 `
 
 // EchoHeader prints the probe header with the word in $c.
@@ -64,14 +72,26 @@ const EchoHeader = `echo "` + ProbeHeader + `$c"` + "\n"
 
 // Caps is what a sandbox offers, as its capability word reports it.
 type Caps struct {
-	SHA256   bool   // sha256sum or openssl: unchanged files can be carried and checked
-	Exchange bool   // mv --exchange (GNU coreutils 9.5+)
-	Missing  string // " tar mv": the RequiredTools the sandbox lacks, each after a space
+	SHA256   bool // sha256sum or openssl: unchanged files can be carried and checked
+	Exchange bool // mv --exchange (GNU coreutils 9.5+)
+	// Records: the sandbox's tar reads an archive padded to whole
+	// TarRecord records no further than the record that ends it (GNU tar
+	// does; BusyBox tar reads its input to the end), so a command can
+	// read more of its stdin after the stream (Send.Publish).
+	Records bool
+	Missing string // " tar mv": the RequiredTools the sandbox lacks, each after a space
 }
+
+// TarRecord is the record size a stream is padded to for a sandbox whose
+// tar stops at the end of its archive's last record (Caps.Records): GNU
+// tar's default, 20 blocks of 512 bytes.
+const TarRecord = 10240
+
+const tarRecordString = "10240"
 
 // Word returns the capability word DetectScript prints for c.
 func (c Caps) Word() string {
-	return bit(c.SHA256) + bit(c.Exchange) + c.Missing
+	return bit(c.SHA256) + bit(c.Exchange) + bit(c.Records) + c.Missing
 }
 
 func bit(b bool) string {
@@ -81,14 +101,14 @@ func bit(b bool) string {
 	return "0"
 }
 
-// ParseCaps parses a capability word: two digits (0 or 1: sha256,
-// exchange), then for each missing required tool a space and its name.
-// Anything else is an error wrapping ErrProtocol.
+// ParseCaps parses a capability word: three digits (0 or 1: sha256,
+// exchange, records), then for each missing required tool a space and its
+// name. Anything else is an error wrapping ErrProtocol.
 func ParseCaps(word string) (Caps, error) {
-	if len(word) < 2 || (word[0] != '0' && word[0] != '1') || (word[1] != '0' && word[1] != '1') {
+	if len(word)-len(strings.TrimLeft(word, "01")) != 3 {
 		return Caps{}, fmt.Errorf("%w: malformed capability word %q", ErrProtocol, Truncate(word, 64))
 	}
-	c := Caps{SHA256: word[0] == '1', Exchange: word[1] == '1', Missing: word[2:]}
+	c := Caps{SHA256: word[0] == '1', Exchange: word[1] == '1', Records: word[2] == '1', Missing: word[3:]}
 	if c.Missing != "" {
 		rest, ok := strings.CutPrefix(c.Missing, " ")
 		names := strings.Split(rest, " ")
@@ -233,29 +253,39 @@ type Report struct {
 	Caps    string        // the word after ProbeHeader; "" when none came
 	Ready   chan struct{} // closed at ReadyLine
 	Carried chan struct{} // closed at CarriedLine
-	Done    chan struct{} // closed when stdout ends
-	Hashes  map[string]bool
-	Err     error // a malformed report (ErrProtocol); set before Done is closed
+	// Extracted and Published are closed at ExtractedLine and at
+	// PublishedLine after it (a send command that publishes, Send.Publish).
+	Extracted, Published chan struct{}
+	Done                 chan struct{} // closed when stdout ends
+	Hashes               map[string]bool
+	Err                  error // a malformed report (ErrProtocol); set before Done is closed
 }
 
 // NewReport returns a Report that accepts the hashes in want (path →
 // lowercase hex SHA-256).
 func NewReport(want map[string]string) *Report {
-	return &Report{want: want, Ready: make(chan struct{}), Carried: make(chan struct{}), Done: make(chan struct{}), Hashes: make(map[string]bool)}
+	return &Report{want: want, Ready: make(chan struct{}), Carried: make(chan struct{}), Extracted: make(chan struct{}), Published: make(chan struct{}), Done: make(chan struct{}), Hashes: make(map[string]bool)}
 }
 
 // Read parses r until it ends; onErr runs once when the report breaks the
 // protocol (after which r is drained). Lines before ReadyLine may only be
 // the probe header; lines between ReadyLine and CarriedLine are hash
 // lines (at most one per wanted file, plus a little); after CarriedLine
-// nothing is expected and at most a little is accepted. No line may be
-// longer than MaxReportLine.
+// nothing but ExtractedLine is expected and at most a little else is
+// accepted. No line before ExtractedLine may be longer than MaxReportLine.
+// After ExtractedLine, the publish's output is read as a publish command's
+// (LineWatch): PublishedLine must come first; anything else is drained
+// unread (a sandbox's noisy mv), and the command's exit status decides.
 func (s *Report) Read(r io.Reader, onErr func()) {
 	defer close(s.Done)
 	br := bufio.NewReaderSize(r, 16<<10)
-	phase, lines := 0, 0 // phase 0: before ready, 1: carrying, 2: after carried
+	phase, lines := 0, 0 // phase 0: before ready, 1: carrying, 2: after carried, 3: after extracted, 4: after published
 	for {
 		line, err := br.ReadSlice('\n')
+		if phase == 4 || phase == 3 && string(line) != PublishedLine+"\n" {
+			_, _ = io.Copy(io.Discard, br)
+			return
+		}
 		if errors.Is(err, bufio.ErrBufferFull) || len(line) > MaxReportLine {
 			s.fail(r, onErr, "a report line of more than %d bytes", MaxReportLine)
 			return
@@ -298,6 +328,12 @@ func (s *Report) line(l string, phase *int, lines int) string {
 		} else if sum, p, ok := ParseHashLine(l); ok && s.want[p] == sum {
 			s.Hashes[p] = true
 		}
+	case *phase == 2 && l == ExtractedLine:
+		*phase = 3
+		close(s.Extracted)
+	case *phase == 3 && l == PublishedLine:
+		*phase = 4
+		close(s.Published)
 	default:
 		if lines > len(s.want)+64 {
 			return "output after the carry"

@@ -50,7 +50,7 @@ func FuzzProbeRoundTrip(f *testing.F) {
 	f.Add(false, true, uint8(5), true, []byte("x"), []byte("yy"), false, true)
 	f.Fuzz(func(t *testing.T, sha, exch bool, mask uint8, leftovers bool, a, b []byte, sendB, notAsked bool) {
 		const maxFile = 64
-		caps := shell.Caps{SHA256: sha, Exchange: exch, Missing: missingOf(mask)}
+		caps := shell.Caps{SHA256: sha, Exchange: exch, Records: mask&0x80 != 0, Missing: missingOf(mask)}
 		word := caps.Word()
 		if notAsked {
 			word = "-"
@@ -86,10 +86,10 @@ func FuzzProbeRoundTrip(f *testing.F) {
 // the bound, every file within its own, and every refusal is a protocol
 // error.
 func FuzzReadProbe(f *testing.F) {
-	f.Add([]byte("airlock-probe 10\n"))
+	f.Add([]byte("airlock-probe 100\n"))
 	f.Add(append([]byte("airlock-probe -\nairlock-leftovers\n"), tarFiles(f, []string{"a"}, [][]byte{[]byte("{}")})...))
-	f.Add(append([]byte("airlock-probe 11 tar\n"), tarFiles(f, []string{"../a"}, [][]byte{[]byte("{}")})...))
-	f.Add(append([]byte("airlock-probe 00\n"), tarFiles(f, []string{"a", "a"}, [][]byte{[]byte("1"), []byte("2")})...))
+	f.Add(append([]byte("airlock-probe 110 tar\n"), tarFiles(f, []string{"../a"}, [][]byte{[]byte("{}")})...))
+	f.Add(append([]byte("airlock-probe 000\n"), tarFiles(f, []string{"a", "a"}, [][]byte{[]byte("1"), []byte("2")})...))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		const maxFile, maxAll = 16, 3000
 		got, err := shell.ReadProbe(bytes.NewReader(data), []string{"a", "b"}, maxFile, maxAll)
@@ -121,7 +121,7 @@ func TestReadProbeBounds(t *testing.T) {
 		{"TarForHeader", "does not start with a header line", tarFiles(t, []string{"a"}, [][]byte{[]byte("{}")})},
 		{"EndlessHeader", "does not start with a header line", bytes.Repeat([]byte("h"), shell.MaxHeaderLine+1)},
 		{"BadWord", "malformed capability word", []byte("airlock-probe 2x\n")},
-		{"InjectedMissing", "malformed capability word", []byte("airlock-probe 00 tar; install evil\n")},
+		{"InjectedMissing", "malformed capability word", []byte("airlock-probe 000 tar; install evil\n")},
 		{"NotAsked", "which was not asked for", append([]byte("airlock-probe -\n"), tarFiles(t, []string{"c"}, [][]byte{nil})...)},
 		{"Twice", "twice", append([]byte("airlock-probe -\n"), tarFiles(t, []string{"a", "a"}, [][]byte{nil, nil})...)},
 		{"Escape", "not a clean relative path", append([]byte("airlock-probe -\n"), tarFiles(t, []string{"../a"}, [][]byte{nil})...)},
@@ -139,14 +139,14 @@ func TestReadProbeBounds(t *testing.T) {
 		})
 	}
 	t.Run("PaddingAccepted", func(t *testing.T) {
-		reply := append(append([]byte("airlock-probe 10\n"), tarFiles(t, []string{"b"}, [][]byte{[]byte("{}")})...), make([]byte, 10240)...)
+		reply := append(append([]byte("airlock-probe 100\n"), tarFiles(t, []string{"b"}, [][]byte{[]byte("{}")})...), make([]byte, 10240)...)
 		got, err := shell.ReadProbe(bytes.NewReader(reply), names, 16, 1<<20)
 		require.NoError(t, err)
 		assert.Equal(t, [][]byte{nil, []byte("{}")}, got.Files)
 		assert.Equal(t, shell.Caps{SHA256: true}, got.Caps)
 	})
 	t.Run("HeaderKeptOnFailure", func(t *testing.T) {
-		got, err := shell.ReadProbe(strings.NewReader("airlock-probe 01 tar\ngarbage"), names, 16, 1<<20)
+		got, err := shell.ReadProbe(strings.NewReader("airlock-probe 010 tar\ngarbage"), names, 16, 1<<20)
 		require.ErrorIs(t, err, shell.ErrProtocol)
 		assert.Equal(t, shell.Caps{Exchange: true, Missing: " tar"}, got.Caps, "what the sandbox offers is learnt even when the archive fails")
 	})
@@ -155,7 +155,7 @@ func TestReadProbeBounds(t *testing.T) {
 // FuzzParseCaps: a word is accepted only in its canonical form, naming
 // only required tools, each once.
 func FuzzParseCaps(f *testing.F) {
-	for _, w := range []string{"10", "01 tar chmod", "00 tar tar", "11 ", "1", "00 evil", "-"} {
+	for _, w := range []string{"100", "10", "011 tar chmod", "000 tar tar", "111 ", "1", "0000", "001 evil", "-"} {
 		f.Add(w)
 	}
 	f.Fuzz(func(t *testing.T, word string) {
@@ -165,13 +165,13 @@ func FuzzParseCaps(f *testing.F) {
 			return
 		}
 		assert.Equal(t, word, c.Word(), "round trip")
-		assert.LessOrEqual(t, len(word), 2+len(missingOf(0xff)))
+		assert.LessOrEqual(t, len(word), 3+len(missingOf(0xff)))
 	})
 }
 
 func TestCapsRoundTrip(t *testing.T) {
 	for mask := range 64 {
-		for _, c := range []shell.Caps{{}, {SHA256: true}, {Exchange: true}, {SHA256: true, Exchange: true}} {
+		for _, c := range []shell.Caps{{}, {SHA256: true}, {Exchange: true}, {Records: true}, {SHA256: true, Exchange: true, Records: true}} {
 			c.Missing = missingOf(uint8(mask))
 			got, err := shell.ParseCaps(c.Word())
 			require.NoError(t, err, c.Word())
@@ -200,9 +200,9 @@ func closed(c <-chan struct{}) bool {
 // ready, the hash tools' lines, carried) parses back: exactly the files
 // whose hash is the one wanted are carried.
 func FuzzReportRoundTrip(f *testing.F) {
-	f.Add(true, "dir/a b.txt", true, false, true)
-	f.Add(false, "x", false, true, false)
-	f.Fuzz(func(t *testing.T, header bool, p string, match, binary, withOther bool) {
+	f.Add(true, "dir/a b.txt", true, false, true, true)
+	f.Add(false, "x", false, true, false, false)
+	f.Fuzz(func(t *testing.T, header bool, p string, match, binary, withOther, published bool) {
 		if p == "" || strings.ContainsAny(p, "\n\r\\") || len(p) > 4096 {
 			return // planCarry never carries such names
 		}
@@ -210,7 +210,7 @@ func FuzzReportRoundTrip(f *testing.F) {
 		want := map[string]string{p: sum}
 		var out bytes.Buffer
 		if header {
-			out.WriteString(shell.ProbeHeader + "10\n")
+			out.WriteString(shell.ProbeHeader + "100\n")
 		}
 		out.WriteString(shell.ReadyLine + "\n")
 		got := sum
@@ -222,12 +222,17 @@ func FuzzReportRoundTrip(f *testing.F) {
 			out.WriteString(shell.FormatHashLine(sum, p+"-other", binary))
 		}
 		out.WriteString(shell.CarriedLine + "\n")
+		if published {
+			out.WriteString(shell.ExtractedLine + "\n" + shell.PublishedLine + "\n")
+		}
 		rep := reportOf(out.Bytes(), want)
 		require.NoError(t, rep.Err)
 		assert.True(t, closed(rep.Ready))
 		assert.True(t, closed(rep.Carried))
+		assert.Equal(t, published, closed(rep.Extracted))
+		assert.Equal(t, published, closed(rep.Published))
 		if header {
-			assert.Equal(t, "10", rep.Caps)
+			assert.Equal(t, "100", rep.Caps)
 		}
 		assert.Equal(t, match, rep.Hashes[p])
 		assert.Len(t, rep.Hashes, map[bool]int{true: 1, false: 0}[match])
@@ -240,7 +245,7 @@ func FuzzReportRoundTrip(f *testing.F) {
 func FuzzReport(f *testing.F) {
 	f.Add([]byte("airlock-ready\n" + strings.Repeat("0", 64) + "  a\nairlock-carried\n"))
 	f.Add([]byte("airlock-carried\nairlock-ready\n"))
-	f.Add([]byte("airlock-probe 10\nairlock-probe 10\n"))
+	f.Add([]byte("airlock-probe 100\nairlock-probe 100\n"))
 	f.Fuzz(func(t *testing.T, out []byte) {
 		want := map[string]string{"a": strings.Repeat("0", 64)}
 		rep := reportOf(out, want)
@@ -249,8 +254,15 @@ func FuzzReport(f *testing.F) {
 			require.ErrorIs(t, rep.Err, shell.ErrProtocol)
 			return
 		}
-		for _, l := range bytes.Split(out, []byte("\n")) {
+		checked := out // after the report of the stream extracted, the publish's output is drained unread
+		if closed(rep.Extracted) {
+			checked, _, _ = bytes.Cut(out, []byte(shell.ExtractedLine+"\n"))
+		}
+		for _, l := range bytes.Split(checked, []byte("\n")) {
 			assert.LessOrEqual(t, len(l), shell.MaxReportLine)
+		}
+		if closed(rep.Published) {
+			assert.Contains(t, string(out), shell.ExtractedLine+"\n"+shell.PublishedLine+"\n")
 		}
 		for p := range rep.Hashes {
 			_, ok := want[p]
@@ -259,10 +271,37 @@ func FuzzReport(f *testing.F) {
 	})
 }
 
+// TestReportPublish: after the stream is reported extracted, PublishedLine
+// must come first; anything else (a noisy mv, an endless line) is drained
+// without error, and the command's exit status decides.
+func TestReportPublish(t *testing.T) {
+	const head = "airlock-ready\nairlock-carried\n"
+	noise := strings.Repeat("x", 3*shell.MaxReportLine)
+	for _, c := range []struct {
+		name, out            string
+		extracted, published bool
+	}{
+		{"Published", head + "airlock-extracted\nairlock-published\n", true, true},
+		{"PublishedThenNoise", head + "airlock-extracted\nairlock-published\n" + noise, true, true},
+		{"NoiseFirst", head + "airlock-extracted\n" + noise + "\nairlock-published\n", true, false},
+		{"NoiseUnterminated", head + "airlock-extracted\n" + noise, true, false},
+		{"PublishedBeforeExtracted", head + "airlock-published\nairlock-extracted\n", true, false},
+		{"NotExtracted", head, false, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			rep := shell.NewReport(nil)
+			rep.Read(strings.NewReader(c.out), func() { t.Error("no protocol break here") })
+			require.NoError(t, rep.Err)
+			assert.Equal(t, c.extracted, closed(rep.Extracted))
+			assert.Equal(t, c.published, closed(rep.Published))
+		})
+	}
+}
+
 func TestReportBounds(t *testing.T) {
 	for _, c := range []struct{ name, out, want string }{
 		{"OutOfOrder", "airlock-carried\nairlock-ready\n", "unexpected output before the temporary directory was made"},
-		{"TwoHeaders", "airlock-probe 10\nairlock-probe 10\n", "unexpected output"},
+		{"TwoHeaders", "airlock-probe 100\nairlock-probe 100\n", "unexpected output"},
 		{"EndlessLine", "airlock-ready\n" + strings.Repeat("z", shell.MaxReportLine+1) + "\n", "a report line of more than"},
 		{"EndlessUnterminated", "airlock-ready\n" + strings.Repeat("z", 20<<10), "a report line of more than"},
 		{"TooManyHashLines", "airlock-ready\n" + strings.Repeat(strings.Repeat("0", 64)+"  a\n", 18), "more hash lines than files carried"},

@@ -12,7 +12,10 @@ import (
 // The publish of one asset over a shell target runs two sandbox commands:
 // the send command (SendScript: setup, carry, transfer), whose report
 // Report parses, and the publish (PublishScript), which prints
-// PublishedLine once its renames are done; a failed publish's temporary
+// PublishedLine once its renames are done; where the sandbox's tar stops
+// at the end of its archive (Caps.Records), the send command publishes
+// itself once the host writes PublishLine on its stdin (Send.Publish), and
+// the publish is no command of its own. A failed publish's temporary
 // directory is removed by CleanupScript. A carry too long to travel in the
 // send command's script is a command of its own (CarryScript).
 
@@ -33,7 +36,27 @@ type Send struct {
 	Skip []string
 	// Carry, when not nil, is carried in the command's own script.
 	Carry *CarryPlan
+	// Publish, when not nil, has the command publish in its own session
+	// (only for a sandbox whose tar stops at the end of its archive,
+	// Caps.Records; the host pads the stream to whole TarRecord records):
+	// after the extraction it prints ExtractedLine and reads one line from
+	// stdin; PublishLine runs Publish's PublishScript, anything else
+	// (the host's end of stdin: a cancelled or cut host) ends the command
+	// with the temporary directory left for the cleanup or the next sweep.
+	Publish *Publish
 }
+
+// Publish is the publish a send command runs in its own session: the
+// arguments of PublishScript besides the temporary directory and Dst.
+type Publish struct {
+	Manifest, Name string
+	Exchange       bool
+}
+
+// NoPublishExit is the exit status of a send command that publishes
+// (Send.Publish) whose stdin ended, or held something else, where the
+// publish line was due: it moved nothing.
+const NoPublishExit = 96
 
 // DetectMissingExit is the exit status of a send command whose sandbox
 // lacks a tool the protocol needs (the probe header names them).
@@ -73,7 +96,19 @@ func SendScript(s Send) string {
 	if s.Carry != nil && len(s.Carry.Want) > 0 {
 		s.Carry.write(&sb, s.Tmp, s.Dst)
 	}
-	fmt.Fprintf(&sb, "echo %s\ncd %s || exit 1\nexec tar -x -o -f -\n", CarriedLine, Quote(s.Tmp))
+	fmt.Fprintf(&sb, "echo %s\ncd %s || exit 1\n", CarriedLine, Quote(s.Tmp))
+	if p := s.Publish; p != nil {
+		if s.Detect {
+			sb.WriteString("if [ \"$__tr\" = 1 ]; then\n") // only where tar stops at its archive's end
+		}
+		fmt.Fprintf(&sb, "tar -x -o -f - || exit\ncd \"$r\" || exit 1\necho %s\nIFS= read -r l || exit %d\n[ \"$l\" = %s ] || exit %d\n", ExtractedLine, NoPublishExit, PublishLine, NoPublishExit)
+		sb.WriteString(PublishScript(s.Tmp, s.Dst, p.Manifest, p.Name, p.Exchange))
+		if !s.Detect {
+			return sb.String()
+		}
+		sb.WriteString("\nfi\n")
+	}
+	sb.WriteString("exec tar -x -o -f -\n")
 	return sb.String()
 }
 
@@ -311,11 +346,20 @@ func stampsOf(dst string) string { return path.Join(path.Dir(dst), StampsName(pa
 // recordStamps records the stamps of the copy at dst (see StampsName),
 // once the old copy is deleted (deleting a link changes the change time of
 // the file it shared). Best effort: without stamps the next carry hashes.
+// They are written in a directory named as the sweep's own (GonePrefix,
+// this shell's pid), then renamed into place: a command killed meanwhile
+// leaves a directory of a dead owner, which the next probe or setup
+// sweeps, whether or not that stage publishes this asset (one of this
+// pid is a dead process's: removed first). (".new" beside the stamps is
+// an earlier version's name for it: removed here.)
 func recordStamps(dst string) string {
-	return fmt.Sprintf(`%ss=%s
-rm -f "$s.new" 2>/dev/null
-if [ -d %s ] && [ ! -L %s ] && (cd %s && Z) >"$s.new" 2>/dev/null; then mv -f "$s.new" "$s" 2>/dev/null; else rm -f "$s.new" 2>/dev/null; fi
-`, stampFuncs, Quote(stampsOf(dst)), Quote(dst), Quote(dst), Quote(dst))
+	return fmt.Sprintf(`%ss=%s; n=%s'$$-stamps'
+rm -f "$s.new" 2>/dev/null; rm -rf "$n" 2>/dev/null
+if mkdir "$n" 2>/dev/null; then
+if [ -d %s ] && [ ! -L %s ] && (cd %s && Z) >"$n/s" 2>/dev/null; then mv -f "$n/s" "$s" 2>/dev/null; fi
+rm -rf "$n" 2>/dev/null
+fi
+`, stampFuncs, Quote(stampsOf(dst)), Quote(path.Join(path.Dir(dst), GonePrefix)), Quote(dst), Quote(dst), Quote(dst))
 }
 
 // CleanupScript removes the temporary directory tmp of a failed publish of

@@ -216,7 +216,7 @@ func TestHostHangIsTransport(t *testing.T) {
 
 			if c.failTar {
 				bin := t.TempDir()
-				writeFiles(t, bin, "tar", "#!/bin/sh\ncase \"$1\" in -x) cat >/dev/null; echo 'tar: no space left on device' >&2; exit 2;; esac\nexec /usr/bin/env -u PATH tar \"$@\"\n")
+				writeFiles(t, bin, "tar", "#!/bin/sh\ncase \"$1\" in -x) echo 'tar: no space left on device' >&2; exit 2;; esac\nexec /usr/bin/env -u PATH tar \"$@\"\n")
 				require.NoError(t, os.Chmod(filepath.Join(bin, "tar"), 0o755))
 				t.Setenv("PATH", bin+":"+os.Getenv("PATH"))
 			}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/crypto/ssh"
 
+	"github.com/airlockdev/airlock/internal/shell"
 	"github.com/airlockdev/airlock/internal/sshdtest"
 	"github.com/airlockdev/airlock/sandbox"
 	"github.com/airlockdev/airlock/stage"
@@ -80,16 +82,34 @@ func servers(t *testing.T) map[string]func(t *testing.T) sshServer {
 const hostKillEnv = "AIRLOCK_TEST_HOST_KILL_HELPER"
 
 // killAtPublish passes commands on, and SIGKILLs this process when the
-// publish command comes: the host dies between the transfer and the
-// publish.
+// publish comes: the host dies between the transfer and the publish. The
+// publish is a command of its own, or (a sandbox with GNU tar) the send
+// command's, after it reports the stream extracted.
 type killAtPublish struct{ r sandbox.Runner }
 
 func (k killAtPublish) Run(ctx context.Context, cmd sandbox.Command) error {
-	if strings.Contains(cmd.Script, "transfer incomplete") {
-		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
-		select {}
+	kill := func() { _ = syscall.Kill(os.Getpid(), syscall.SIGKILL); select {} }
+	switch {
+	case strings.Contains(cmd.Script, shell.PublishLine):
+		cmd.Stdout = killAtLine{w: cmd.Stdout, line: shell.ExtractedLine + "\n", kill: kill}
+	case strings.Contains(cmd.Script, "transfer incomplete"):
+		kill()
 	}
 	return k.r.Run(ctx, cmd)
+}
+
+// killAtLine passes writes on until one holds line: then it calls kill.
+type killAtLine struct {
+	w    io.Writer
+	line string
+	kill func()
+}
+
+func (k killAtLine) Write(p []byte) (int, error) {
+	if strings.Contains(string(p), k.line) {
+		k.kill()
+	}
+	return k.w.Write(p)
 }
 
 // TestHostKillHelper is the body of the helper process of

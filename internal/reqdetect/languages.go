@@ -20,9 +20,8 @@ import (
 // and cases to testdata/requested-files.jsonl.
 type langTable struct {
 	code, name string
-	cues       map[string]string // each field's words, joined by blanks
-	neg, inl   []string          // negators and inline words, split
-	and        []string          // words for "and", split
+	cues       map[string]string       // each field's words, joined by blanks
+	own        map[*[]string]*[]string // each cue list's words of this table alone (inL)
 }
 
 // langFields are the fields of a table that join no cue list: the code and name, function words that tell the
@@ -145,31 +144,26 @@ func words(s string) []string {
 func buildLists() {
 	var labels []string
 	for _, t := range append([]*langTable{shared}, langTables...) {
+		t.own = map[*[]string]*[]string{}
 		for _, f := range cueFields {
-			src := t.cues[f.name]
-			if f.dst == &foreignNegators {
-				src = strings.ReplaceAll(src, ">", "")
-			}
-			for _, w := range words(src) {
+			var own []string
+			for _, w := range words(t.cues[f.name]) {
+				if a, ok := strings.CutSuffix(w, ">"); ok { // a negator
+					foreignAheadOnly = append(foreignAheadOnly, a)
+					w = a
+				}
 				if head, particle, ok := strings.Cut(w, "…"); ok {
 					foreignSeparable = append(foreignSeparable, separable{head, particle, f.class})
 					continue
 				}
-				*f.dst = append(*f.dst, w)
+				*f.dst, own = append(*f.dst, w), append(own, w)
 			}
+			t.own[f.dst] = &own
+			foldedList(&own)
 		}
 		for _, w := range words(t.cues["function"]) {
 			foreignFunctionWords[w] = append(foreignFunctionWords[w], t)
 		}
-		t.neg, t.inl, t.and = words(strings.ReplaceAll(t.cues["negators"], ">", "")), words(t.cues["inline"]), words(t.cues["and"])
-		for _, w := range words(t.cues["negators"]) {
-			if a, ok := strings.CutSuffix(w, ">"); ok {
-				foreignAheadOnly = append(foreignAheadOnly, a)
-			}
-		}
-		foldedList(&t.neg)
-		foldedList(&t.inl)
-		foldedList(&t.and)
 		// A CJK label, repository noun or other noun holds no verb ("交付物", "저장소", "共有フォルダ").
 		for _, w := range words(t.cues["deliverables"] + " " + t.cues["repo"] + " " + t.cues["nouns"]) {
 			if isCJKString(w) {
@@ -313,18 +307,13 @@ func unitLang(u *unit) *langTable {
 	if han {
 		return langZH
 	}
-	best, second := 0, 0
+	best := 0 // the first of the most counted: a tie is after it
 	for k, n := range count {
 		if n > count[best] {
 			best = k
 		}
 	}
-	for k, n := range count {
-		if k != best {
-			second = max(second, n)
-		}
-	}
-	if count[best] < langMin || count[best] == second {
+	if count[best] < langMin || slices.Contains(count[best+1:], count[best]) {
 		return nil
 	}
 	return langTables[best]
@@ -395,11 +384,6 @@ func init() {
 	}
 }
 
-func startsUpper(s string) bool {
-	r, _ := utf8.DecodeRuneInString(s)
-	return unicode.IsUpper(r)
-}
-
 // separableCue returns the class of a separable verb whose head is the
 // folded word w and whose particle is still ahead in its unit (later).
 func separableCue(w string, later map[string]int) cueClass {
@@ -451,38 +435,32 @@ func inList(w string, l *[]string) bool {
 	return false
 }
 
-// cjkIndex returns every byte offset in s of a CJK cue of l, each once, in
-// order.
-func cjkIndex(s string, l *[]string) []int {
+// cjkSpans returns the byte span of the first CJK cue of l at each offset of s where one starts, in order.
+func cjkSpans(s string, l *[]string) [][2]int {
 	step()
 	ix := cjkCues[l]
 	if len(ix) == 0 {
 		return nil
 	}
-	var at []int
+	var sp [][2]int
 	for k, r := range s {
 		for _, cue := range ix[r] {
 			if strings.HasPrefix(s[k:], cue) {
-				at = append(at, k)
-				break
-			}
-		}
-	}
-	return at
-}
-
-// cjkSpans returns the byte spans of the CJK cues of l in s.
-func cjkSpans(s string, l *[]string) [][2]int {
-	var sp [][2]int
-	for _, off := range cjkIndex(s, l) {
-		for _, cue := range cjkCues[l][[]rune(s[off:])[0]] {
-			if strings.HasPrefix(s[off:], cue) {
-				sp = append(sp, [2]int{off, off + len(cue)})
+				sp = append(sp, [2]int{k, k + len(cue)})
 				break
 			}
 		}
 	}
 	return sp
+}
+
+// cjkIndex returns every byte offset in s of a CJK cue of l, each once, in order.
+func cjkIndex(s string, l *[]string) []int {
+	var at []int
+	for _, sp := range cjkSpans(s, l) {
+		at = append(at, sp[0])
+	}
+	return at
 }
 
 // foreignReading is what readForeign finds in a unit.
@@ -508,18 +486,14 @@ type foreignReading struct {
 	feature bool // the unit asks to build a product feature or reports a bug
 }
 
-// inL reports whether the folded word w is in the list l of the unit's
-// language, or of any language when it is not known (pick picks l).
-func (r *foreignReading) inL(w string, pick func(*langTable) *[]string, all *[]string) bool {
+// inL reports whether the folded word w is in the cue list l of the unit's
+// language (or the shared table), or of any language when it is not known.
+func (r *foreignReading) inL(w string, l *[]string) bool {
 	if r.lang != nil {
-		return inList(w, pick(r.lang)) || inList(w, pick(shared))
+		return inList(w, r.lang.own[l]) || inList(w, shared.own[l])
 	}
-	return inList(w, all)
+	return inList(w, l)
 }
-
-func negs(t *langTable) *[]string { return &t.neg }
-func inls(t *langTable) *[]string { return &t.inl }
-func ands(t *langTable) *[]string { return &t.and }
 
 // otherBeforeInline reports whether, after file i, an "and" opens another output before the first inline marker
 // ("`index.html` y un resumen breve en la respuesta"): the marker places that output in the reply, not the file.
@@ -528,7 +502,7 @@ func (r *foreignReading) otherBeforeInline(u *unit, i int) bool {
 		if r.inlineAt(u, k) {
 			return false
 		}
-		if !r.cjk[k] && r.inL(r.words[k], ands, &foreignAnd) {
+		if !r.cjk[k] && r.inL(r.words[k], &foreignAnd) {
 			n := k + 1
 			for n < len(u.toks) && u.toks[n].kind == tokPunct {
 				n++ // "`index.html` e `styles.css`": the quote before the next file
@@ -580,18 +554,18 @@ func scan(u *unit) *foreignReading {
 		if t.kind == tokWord {
 			later[w]--
 		}
-		if k := strings.IndexByte(w, '\''); k > 0 && k <= 3 && !r.inL(w, negs, &foreignNegators) {
+		if k := strings.IndexByte(w, '\''); k > 0 && k <= 3 && !r.inL(w, &foreignNegators) {
 			if w[:k+1] == "n'" { // "n'exporte"
 				ngs = append(ngs, negAt{i, 0})
 			}
 			w = w[k+1:] // "l'export", "qu'il"
 		}
 		r.words[i] = w
-		if i > 0 && u.toks[i-1].kind != tokPunct && startsUpper(t.text) && !inList(w, &foreignAttachNouns) ||
+		if first, _ := utf8.DecodeRuneInString(t.text); i > 0 && u.toks[i-1].kind != tokPunct && unicode.IsUpper(first) && !inList(w, &foreignAttachNouns) ||
 			quoted(u, i, 0) || i > 0 && inList(r.words[i-1], &foreignNounMarks) {
 			continue // a noun or a name ("der Export", "di consegna"), or a quoted label ('Exporteer facturen')
 		}
-		if r.inL(w, negs, &foreignNegators) {
+		if r.inL(w, &foreignNegators) {
 			ngs = append(ngs, negAt{i, 0})
 			continue
 		}
@@ -694,7 +668,7 @@ func scan(u *unit) *foreignReading {
 }
 
 func (r *foreignReading) inlineAt(u *unit, i int) bool {
-	return r.cjk[i] && r.in(u, i, &foreignInline) || !r.cjk[i] && r.inL(r.words[i], inls, &foreignInline)
+	return r.cjk[i] && r.in(u, i, &foreignInline) || !r.cjk[i] && r.inL(r.words[i], &foreignInline)
 }
 
 // quoted reports whether the text right before byte off of token i opens a quotation: a cue there names a button or a
@@ -987,7 +961,7 @@ func (r *foreignReading) governing(i int, after bool) int {
 func (r *foreignReading) modelAt(u *unit, i int) bool {
 	for k := i - 1; k >= 0 && k >= i-modelSpan; k-- {
 		t := u.toks[k]
-		if t.kind == tokFile || r.verbTok(k) && !r.cjk[k] {
+		if t.kind == tokFile || len(r.at(k)) > 0 && !r.cjk[k] {
 			break
 		}
 		if r.in(u, k, &foreignModel) {
@@ -1016,14 +990,9 @@ func (r *foreignReading) modelAt(u *unit, i int) bool {
 func (r *foreignReading) featureUnit(u *unit) bool {
 	verb, noun := false, false
 	for i, t := range u.toks {
-		if r.cjk[i] {
-			verb = verb || len(cjkIndex(t.low, &foreignFeatureVerbs)) > 0
-			noun = noun || len(cjkIndex(t.low, &foreignProductNouns)) > 0
-			continue
-		}
-		verb = verb || inList(r.words[i], &foreignFeatureVerbs)
-		noun = noun || productWord(t.text)
-		if isFlag(t) {
+		verb = verb || r.in(u, i, &foreignFeatureVerbs)
+		noun = noun || r.cjk[i] && r.in(u, i, &foreignProductNouns) || !r.cjk[i] && productWord(t.text)
+		if !r.cjk[i] && isFlag(t) {
 			return true // a command-line flag: the sentence is about the product ("quando for passada a flag --excel")
 		}
 	}
@@ -1059,12 +1028,8 @@ func productWord(w string) bool {
 	return false
 }
 
-func (r *foreignReading) verbTok(k int) bool { return len(r.at(k)) > 0 }
-
-// destAt reports whether the file at i is a destination: right after a destination word ("als X", "整理成 X") or, in
-// Japanese and Korean, right before a particle of destination ("X로", "Xに").
-func (r *foreignReading) destAt(u *unit, i int) bool { return r.destBy(u, i, &foreignDestPreps) }
-
+// destBy reports whether the file at i is a destination: right after a word of preps ("als X", "整理成 X") or, in
+// Japanese and Korean, right before a CJK particle of preps ("X로", "Xに").
 func (r *foreignReading) destBy(u *unit, i int, preps *[]string) bool {
 	p, n := around(u, i)
 	if p >= 0 && !r.cjk[p] && inList(r.words[p], preps) {
@@ -1176,8 +1141,8 @@ func (r *foreignReading) fileWord(u *unit, j int) bool {
 			hit = hit || inList(part, &foreignFileWords)
 		}
 	}
-	negd := j > 0 && !r.cjk[j-1] && r.inL(r.words[j-1], negs, &foreignNegators) ||
-		j > 1 && !r.cjk[j-2] && r.inL(r.words[j-2], negs, &foreignNegators)
+	negd := j > 0 && !r.cjk[j-1] && r.inL(r.words[j-1], &foreignNegators) ||
+		j > 1 && !r.cjk[j-2] && r.inL(r.words[j-2], &foreignNegators)
 	return hit && !negd
 }
 
@@ -1206,7 +1171,7 @@ func (r *foreignReading) noFile(u *unit) int {
 			if inList(r.words[k], &foreignOther) {
 				break
 			}
-			if r.inL(r.words[k], negs, &foreignNegators) {
+			if r.inL(r.words[k], &foreignNegators) {
 				if slices.ContainsFunc(r.hits, func(h cueHit) bool { return h.tok == k-1 && (h.class == cueEdit || h.class == cueInput) }) {
 					break // "Ne modifie pas le fichier source": a file not to edit, not "no file"
 				}
@@ -1331,7 +1296,7 @@ var foreignRules = []foreignRule{
 		func(c *foreignCtx) bool { return c.gc == cueDelivery || c.gc == cueSend }, (*foreignCtx).delivered},
 	{rule{"foreign-output", "rule 9: output: the object of an output or naming word"}, roleOutput,
 		func(c *foreignCtx) bool {
-			return c.gc == cueOutput || c.gc == cueNaming || c.gc == cueTransform && c.r.destAt(c.u, c.i)
+			return c.gc == cueOutput || c.gc == cueNaming || c.gc == cueTransform && c.r.destBy(c.u, c.i, &foreignDestPreps)
 		}, nil},
 	{rule{"foreign-transform-source", "rule 9: the source of a transform word"}, roleInput,
 		func(c *foreignCtx) bool { return c.gc == cueTransform }, nil},

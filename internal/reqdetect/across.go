@@ -121,11 +121,9 @@ func pathParts(s string) (dirs []string, ext string) {
 
 // requestsList reports whether the unit lead, a line ending in ":", asks for the files listed below it.
 func requestsList(lead *unit) bool {
-	if lead.listRead {
-		return lead.listAsks
+	if !lead.listRead {
+		lead.listRead, lead.listAsks = true, asksForList(lead)
 	}
-	lead.listRead = true
-	lead.listAsks = asksForList(lead)
 	return lead.listAsks
 }
 
@@ -346,7 +344,7 @@ func antecedent(units []*unit, ui, pi int, ref *phrase) (ms []*mention, ph, from
 		if ref.returns {
 			return p.mentions // "I attached budget.xlsx. Please fix the formulas and send it back."
 		}
-		return liveMentions(p)
+		return slices.DeleteFunc(slices.Clone(p.mentions), func(m *mention) bool { return m.existing })
 	}
 	pickLive := func(p *phrase) []*mention {
 		ms := live(p)
@@ -479,17 +477,6 @@ func makesUnnamed(u *unit, p *phrase) bool {
 		}
 	}
 	return false
-}
-
-// liveMentions returns the files of phrase p that a pronoun may refer to.
-func liveMentions(p *phrase) []*mention {
-	var ms []*mention
-	for _, m := range p.mentions {
-		if !m.existing {
-			ms = append(ms, m)
-		}
-	}
-	return ms
 }
 
 // onlyInputs reports whether every file of phrase p is an input, so that

@@ -29,9 +29,9 @@ type langTable struct {
 var langFields = []string{"code", "name", "function", "deliverables", "inputs", "nouns"}
 
 // cueFields are the fields whose words join a cue list, and the class a verb cue among them gives its files. Verb
-// cues by role: given with the task ("anbei"), attachment nouns ("Anhang"), delivery ("hänge an"), send ("schick"),
-// making ("erstelle"), converting, reading and running ("lies"), answering in text ("antworte"), editing in place
-// ("korrigiere"), naming ("nenne"). The reply as a place ("hier"), negators ("nicht"), file nouns ("Datei"), polite
+// cues by role, in the order a word is tried (foreignCueClasses): given with the task ("anbei"), attachment nouns
+// ("Anhang"), naming ("nenne"), answering in text ("antworte"), converting, delivery ("hänge an"), send ("schick"),
+// making ("erstelle"), editing in place ("korrigiere"), reading and running ("lies"). The reply as a place ("hier"), negators ("nicht"), file nouns ("Datei"), polite
 // markers ("bitte"). Rule 10: model words before a file ("wie") or after it in CJK text ("と同じ"), model nouns after
 // "as" ("als Vorlage"). Destination words ("als", "成"; namingPreps name a thing made without a verb); source words
 // before or after a file ("aus", "から"). Rules 8 and 11: repository nouns ("Branch"), product nouns ("Skript"),
@@ -42,10 +42,10 @@ var langFields = []string{"code", "name", "function", "deliverables", "inputs", 
 // words for "and" that open another output before an inline marker ("index.html und eine Zusammenfassung hier").
 var cueFields = []cueField{
 	{"presented", &foreignPresented, cuePresented}, {"attach", &foreignAttachNouns, cueAttached},
-	{"delivery", &foreignDelivery, cueDelivery}, {"send", &foreignSend, cueSend},
-	{"output", &foreignOutput, cueOutput}, {"transform", &foreignTransform, cueTransform},
-	{"input", &foreignInput, cueInput}, {"reply", &foreignReply, cueReply},
-	{"edit", &foreignEdit, cueEdit}, {"naming", &foreignNaming, cueNaming},
+	{"naming", &foreignNaming, cueNaming}, {"reply", &foreignReply, cueReply},
+	{"transform", &foreignTransform, cueTransform}, {"delivery", &foreignDelivery, cueDelivery},
+	{"send", &foreignSend, cueSend}, {"output", &foreignOutput, cueOutput},
+	{"edit", &foreignEdit, cueEdit}, {"input", &foreignInput, cueInput},
 	{"inline", &foreignInline, 0}, {"negators", &foreignNegators, 0}, {"fileWords", &foreignFileWords, 0},
 	{"polite", &foreignPolite, 0}, {"model", &foreignModel, 0}, {"modelAfter", &foreignModelAfter, 0},
 	{"modelNouns", &foreignModelNouns, 0}, {"destPreps", &foreignDestPreps, 0},
@@ -214,16 +214,9 @@ const (
 	cueEdit               // fix, update, adjust: its file is edited in place
 )
 
-// foreignCueClasses are tried in this order on a word: a presented form is
-// read before the delivery stem it shares ("anbei", "adjunto").
-var foreignCueClasses = []struct {
-	class cueClass
-	words *[]string
-}{
-	{cuePresented, &foreignPresented}, {cueAttached, &foreignAttachNouns}, {cueNaming, &foreignNaming},
-	{cueReply, &foreignReply}, {cueTransform, &foreignTransform}, {cueDelivery, &foreignDelivery},
-	{cueSend, &foreignSend}, {cueOutput, &foreignOutput}, {cueEdit, &foreignEdit}, {cueInput, &foreignInput},
-}
+// foreignCueClasses, the verb cue fields, are tried in this order on a word: a presented form is read before the
+// delivery stem it shares ("anbei", "adjunto").
+var foreignCueClasses = cueFields[:10]
 
 // makes reports whether c makes or delivers its files.
 func (c cueClass) makes() bool { return c >= cueDelivery && c <= cueNaming }
@@ -399,7 +392,7 @@ func separableCue(w string, later map[string]int) cueClass {
 // latinCue returns the class of the folded word w, or cueNone.
 func latinCue(w string) cueClass {
 	for _, c := range foreignCueClasses {
-		if inList(w, c.words) && (latinIndex[c.words].exact[w] || c.class > cueOutput || !nominal(w)) {
+		if inList(w, c.dst) && (latinIndex[c.dst].exact[w] || c.class > cueOutput || !nominal(w)) {
 			return c.class
 		}
 	}
@@ -535,7 +528,7 @@ func scan(u *unit) *foreignReading {
 			var local []cueHit
 			seen := map[int]bool{}
 			for _, c := range foreignCueClasses {
-				for _, off := range cjkIndex(t.low, c.words) {
+				for _, off := range cjkIndex(t.low, c.dst) {
 					inNoun := slices.ContainsFunc(nouns, func(s [2]int) bool { return s[0] <= off && off < s[1] })
 					if !seen[off] && !inNoun && !quoted(u, i, off) {
 						seen[off] = true
@@ -689,7 +682,7 @@ const typoMin, typoTail = 7, 2
 // dropped, added, changed, or two swapped), or cueNone; w's start is compared with a stem.
 func typoCue(w string) cueClass {
 	for _, c := range foreignCueClasses[5:8] {
-		for _, cue := range *c.words {
+		for _, cue := range *c.dst {
 			step()
 			cue = foldWord(cue)
 			stem, isStem := strings.CutSuffix(cue, "*")

@@ -118,8 +118,8 @@ func markVerbs(u *unit) {
 			noun[i] = true
 			continue
 		}
-		if form == formBase && pastHabit(u.toks, i) {
-			u.cls[i] = verbStated // "We used to export data as CSV"
+		if form == formBase && i >= 2 && u.toks[i-1].is("to") && u.toks[i-2].is("used") {
+			u.cls[i] = verbStated // "We used to export data as CSV": a past habit, not a request
 			continue
 		}
 		if form == formBase && howTo(u.toks, i) {
@@ -136,7 +136,8 @@ func markVerbs(u *unit) {
 		if form == formPerfect && (stated(u.toks, i) || !u.item && (presents(u.toks, i) || describesThing(u, i, c)) ||
 			presentPassive(u, i, c)) ||
 			form == formBase && c != verbWant && habitual(u.toks, i) ||
-			form == formS && c != verbWant && (describes(u.toks, i) || finiteS(u, i)) ||
+			// an -s form that describes finds no subject for is still a finite verb unless it is asked about or a label
+			form == formS && c != verbWant && (describes(u.toks, i) || !u.asked[i] && !ensured(u.toks, i) && !labelAt(u, i)) ||
 			c != verbWant && (form == formIng && progressive(u.toks, i) || form == formBase && future(u.toks, i)) {
 			c = verbStated
 		} else if form == formPerfect && !(u.item && presentedClasses[c] && !modifierKept(u, i)) && modifies(u, i) {
@@ -161,11 +162,6 @@ func modifierKept(u *unit, i int) bool {
 		}
 	}
 	return false
-}
-
-// finiteS reports whether the -s form at i, which describes finds no subject for, is still a finite verb and no imperative.
-func finiteS(u *unit, i int) bool {
-	return !u.asked[i] && !ensured(u.toks, i) && !labelAt(u, i)
 }
 
 // labelAt reports whether the word at i stands as a label does.
@@ -264,32 +260,27 @@ func conditionalWant(toks []token, i int) bool {
 	return p.is("would") || strings.HasSuffix(p.low, "'d") || strings.HasSuffix(p.low, "’d")
 }
 
+// clauseVerb reports whether the word at i, with two tokens after it and no function word, determiner or adverb, opens
+// its clause in a verb's place: after punctuation, a polite word or an opener, or with you after "you".
+func clauseVerb(toks []token, i int, you bool) bool {
+	w := toks[i].low
+	if i+2 >= len(toks) || functionWords[w] || determiners[w] || strings.HasSuffix(w, adverbSuffix) {
+		return false
+	}
+	return i == 0 || toks[i-1].kind == tokPunct || toks[i-1].is(politeWords...) || openers[toks[i-1].low] ||
+		you && toks[i-1].is("you")
+}
+
 // benefactive reports whether the word at i, which no lexicon lists, opens its clause and is followed
 // by a recipient pronoun and an object.
 func benefactive(toks []token, i int) bool {
-	w := toks[i].low
-	if i+2 >= len(toks) || functionWords[w] || determiners[w] || strings.HasSuffix(w, adverbSuffix) ||
-		!toks[i+1].is(recipients...) || !objectFollows(toks, i+2) {
-		return false
-	}
-	return i == 0 || toks[i-1].kind == tokPunct || toks[i-1].is(politeWords...) || openers[toks[i-1].low]
+	return clauseVerb(toks, i, false) && toks[i+1].is(recipients...) && objectFollows(toks, i+2)
 }
 
 // phrasalMaking reports whether the word at i, which no lexicon lists, opens its clause before a
 // making particle and an indefinite article: a phrasal verb of making, read as an output verb.
 func phrasalMaking(toks []token, i int) bool {
-	w := toks[i].low
-	if i+2 >= len(toks) || functionWords[w] || determiners[w] || strings.HasSuffix(w, adverbSuffix) ||
-		!toks[i+1].is(makingParticles...) || !toks[i+2].is(indefArticles...) {
-		return false
-	}
-	return i == 0 || toks[i-1].kind == tokPunct || toks[i-1].is(politeWords...) || openers[toks[i-1].low] ||
-		toks[i-1].is("you")
-}
-
-// pastHabit reports whether the base verb at i follows "used to": a past habit, not a request.
-func pastHabit(toks []token, i int) bool {
-	return i >= 2 && toks[i-1].is("to") && toks[i-2].is("used")
+	return clauseVerb(toks, i, true) && toks[i+1].is(makingParticles...) && toks[i+2].is(indefArticles...)
 }
 
 // progressive reports whether the -ing verb at i is the present progressive of a subject other than
@@ -486,16 +477,12 @@ func embeddedQuestion(u *unit, i int) bool {
 		if v >= 0 && toks[v].is(recipients...) {
 			v--
 		}
-		if v >= 0 && (u.cls[v] == verbReply || letKnow(toks, v)) {
+		// "let me know" asks to be told as a reply verb does (informWords)
+		if v >= 0 && (u.cls[v] == verbReply || v >= 2 && toks[v].is(informWords...) && toks[v-1].is(recipients...) && toks[v-2].is("let")) {
 			return true // "tell me how …", "tell me what happens if I convert …", "let me know if …"
 		}
 	}
 	return false
-}
-
-// letKnow reports whether toks[v] is the verb of "let me/us know", which asks to be told as a reply verb does (informWords).
-func letKnow(toks []token, v int) bool {
-	return v >= 2 && toks[v].is(informWords...) && toks[v-1].is(recipients...) && toks[v-2].is("let")
 }
 
 // discussedGerund reports whether the -ing verb at i names an activity that a reading or reply verb before it discusses.
@@ -840,19 +827,12 @@ func splitPhrases(u *unit) {
 			start, rel = i+1, false
 			continue
 		}
-		if i > start && isOpener(t) && verbAhead(u, i+1) {
+		if i > start && (t.punct(openerMarks...) || t.kind != tokPunct && openers[t.low]) && verbAhead(u, i+1) {
 			add(i)
 			start, rel = i, t.is(relativePronouns...)
 		}
 	}
 	add(len(u.toks))
-}
-
-func isOpener(t token) bool {
-	if t.kind == tokPunct {
-		return t.punct(openerMarks...)
-	}
-	return openers[t.low]
 }
 
 // verbAhead reports whether a verb follows from toks[j], across fillers.
@@ -1000,8 +980,7 @@ func isFiley(t token) bool {
 	if t.kind != tokWord {
 		return false
 	}
-	_, format := formats[t.low]
-	return format || fileNouns[t.low] || t.is(outputNouns...)
+	return formatWord(t.low) || fileNouns[t.low] || t.is(outputNouns...)
 }
 
 // inlineLen returns the length of an inline marker at toks[i], or 0.
@@ -1056,7 +1035,7 @@ func deliveryVenue(u *unit, p *phrase, i int) bool {
 		return false
 	}
 	last := toks[i-1]
-	if _, format := formats[last.low]; !format && !fileNouns[last.low] {
+	if !formatWord(last.low) && !fileNouns[last.low] {
 		return false
 	}
 	d := -1

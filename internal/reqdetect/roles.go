@@ -264,8 +264,15 @@ func toThirdParty(u *unit, i, end int) bool {
 		return false
 	}
 	w := u.toks[j].low
-	_, format := formats[w]
-	return !format && !fileNouns[w] && !functionWords[w]
+	return !formatWord(w) && !fileNouns[w] && !functionWords[w]
+}
+
+// pastDets returns the index of the first token from j, before end, that is no determiner, or end.
+func pastDets(toks []token, j, end int) int {
+	for j < end && determiners[toks[j].low] {
+		j++
+	}
+	return j
 }
 
 // prepHead finds the first of preps within span tokens after i, in i's clause, and returns the
@@ -280,10 +287,7 @@ func prepHead(u *unit, i, end, span int, preps []string) (head int, det bool) {
 		if !toks[k].is(preps...) {
 			continue
 		}
-		j := k + 1
-		for j < end && determiners[toks[j].low] {
-			j++
-		}
+		j := pastDets(toks, k+1, end)
 		if j >= end || toks[j].kind != tokWord {
 			return -1, false
 		}
@@ -507,11 +511,7 @@ func combineFiles(u *unit, p *phrase) {
 		if len(pending) == 0 || u.toks[k].kind != tokWord || !outputPreps[u.toks[k].low] {
 			continue
 		}
-		j := k + 1
-		for j < p.end && determiners[u.toks[j].low] {
-			j++
-		}
-		if j < p.end && u.toks[j].kind == tokFile {
+		if j := pastDets(u.toks, k+1, p.end); j < p.end && u.toks[j].kind == tokFile {
 			for _, v := range pending {
 				u.cls[v] = verbTransform
 			}
@@ -692,9 +692,8 @@ func resultClause(u *unit, k int) bool {
 
 // modifierWord reports whether w, opening a Deliverables item before a file, reads as a modifier or a noun rather than a verb.
 func modifierWord(w string) bool {
-	_, format := formats[w]
 	_, kind := kindNouns[w]
-	if format || kind || madeModifiers[w] || inputDets[w] || existingMarks[w] || docNouns[w] || fileNouns[w] ||
+	if formatWord(w) || kind || madeModifiers[w] || inputDets[w] || existingMarks[w] || docNouns[w] || fileNouns[w] ||
 		anaphorHeads[w] || keptNouns[w] || slices.Contains(roleFillers, w) || slices.Contains(destModifiers, w) ||
 		participle(w) {
 		return true
@@ -843,10 +842,7 @@ func lastDestination(u *unit, p *phrase) int {
 		if !u.toks[k].is(sourceLinks...) || comparisonAt(u, k) {
 			continue // "the same way as base.yaml" is no destination
 		}
-		j := k + 1
-		for j < p.end && determiners[u.toks[j].low] {
-			j++
-		}
+		j := pastDets(u.toks, k+1, p.end)
 		if j < p.end && (u.toks[j].kind == tokFile || u.toks[j].kind == tokWord && !u.verbAt(j)) {
 			last = k
 		}
@@ -1029,19 +1025,15 @@ func isSourceOf(toks []token, i, end int) bool {
 	if j >= end || !toks[j].is(sourceLinks...) {
 		return false
 	}
-	j++
-	for j < end && determiners[toks[j].low] {
-		j++
-	}
+	j = pastDets(toks, j+1, end)
 	if j >= end {
 		return false
 	}
 	if toks[j].kind == tokFile {
 		return true
 	}
-	_, isFormat := formats[toks[j].low]
 	_, ext := pathParts(toks[i].text)
-	return toks[j].kind == tokWord && isFormat && fileExts[toks[j].low] && !sameFormat(ext, toks[j].low)
+	return toks[j].kind == tokWord && formatWord(toks[j].low) && fileExts[toks[j].low] && !sameFormat(ext, toks[j].low)
 }
 
 // sameFormat reports whether the extension ext and the format word w name one format.
@@ -1147,8 +1139,7 @@ func signalAt(u *unit, p *phrase, i, lastVerb, head int, prep string, prepOfVerb
 // article that is neither a format nor a file noun itself.
 func destAdjective(u *unit, k int) bool {
 	t := u.toks[k]
-	_, format := formats[t.low]
-	return t.kind == tokWord && destWord(u, k) && !format && !fileNouns[t.low]
+	return t.kind == tokWord && destWord(u, k) && !formatWord(t.low) && !fileNouns[t.low]
 }
 
 // destWord reports whether toks[k] may be a word of a destination's noun phrase.
@@ -1207,8 +1198,7 @@ func bareFormat(u *unit, i, end int) bool {
 // that a be-form and an acceptance word follow: the text accepts that file as the answer.
 func acceptedFormat(u *unit, i, end int) bool {
 	toks := u.toks
-	_, format := formats[toks[i].low]
-	if !fileNouns[toks[i].low] && !format {
+	if !fileNouns[toks[i].low] && !formatWord(toks[i].low) {
 		return false
 	}
 	k := i - 1
@@ -1271,7 +1261,7 @@ func countedFormat(u *unit, i, end int) bool {
 // after it, which makes the pair a file.
 func formatDocument(u *unit, i, end int) bool {
 	t := u.toks[i]
-	if _, ok := formats[t.low]; !ok || t.kind != tokWord || i+1 >= end {
+	if !formatWord(t.low) || t.kind != tokWord || i+1 >= end {
 		return false
 	}
 	return formatDocNouns[u.toks[i+1].low] && u.toks[i+1].kind == tokWord
@@ -1280,7 +1270,7 @@ func formatDocument(u *unit, i, end int) bool {
 // formatHead reports whether toks[k] is a format word used as the head of its noun phrase rather than as a modifier.
 func formatHead(u *unit, k, end int) bool {
 	t := u.toks[k]
-	if _, ok := formats[t.low]; !ok || t.kind != tokWord && t.kind != tokOther { // "MP3" is a mixed token
+	if !formatWord(t.low) || t.kind != tokWord && t.kind != tokOther { // "MP3" is a mixed token
 		return false
 	}
 	if k+1 >= end {
@@ -1297,8 +1287,7 @@ func formatHead(u *unit, k, end int) bool {
 	if formats[t.low] && k+2 < end && u.toks[k+2].kind == tokWord && docNouns[u.toks[k+2].low] {
 		return true // an inherently binary format before a compound document noun: "a PNG bar chart"
 	}
-	_, format := formats[n.low]
-	return format
+	return formatWord(n.low)
 }
 
 // fileNounHead reports whether toks[k] is "file", "attachment" or the like used as a noun of its own.

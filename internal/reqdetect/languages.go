@@ -724,10 +724,7 @@ func oneTypo(a, b string) bool {
 // repoObject reports whether the cue h takes repository work as its object
 // ("提交 PR", "eine PR aufmachen", "プルリクエストを作成"): rule 8.
 func (r *foreignReading) repoObject(u *unit, h cueHit) bool {
-	if r.cjk[h.tok] && len(cjkIndex(u.toks[h.tok].low[:h.off], &foreignRepo)) > 0 {
-		return true
-	}
-	return anyIn(h.tok+1, min(len(u.toks)-1, h.tok+repoSpan), func(k int) bool { return r.in(u, k, &foreignRepo) })
+	return r.cjk[h.tok] && len(cjkIndex(u.toks[h.tok].low[:h.off], &foreignRepo)) > 0 || anyIn(h.tok+1, min(len(u.toks)-1, h.tok+repoSpan), func(k int) bool { return r.in(u, k, &foreignRepo) })
 }
 
 // refersBack reports whether the delivery cue h refers back to a file named before: a pointer right after it or a
@@ -1025,10 +1022,7 @@ func productWord(w string) bool {
 // Japanese and Korean, right before a CJK particle of preps ("X로", "Xに").
 func (r *foreignReading) destBy(u *unit, i int, preps *[]string) bool {
 	p, n := around(u, i)
-	if p >= 0 && !r.cjk[p] && inList(r.words[p], preps) {
-		return true
-	}
-	return slices.ContainsFunc(*preps, func(d string) bool {
+	return p >= 0 && !r.cjk[p] && inList(r.words[p], preps) || slices.ContainsFunc(*preps, func(d string) bool {
 		return isCJKString(d) && (p >= 0 && r.cjk[p] && strings.HasSuffix(u.toks[p].low, d) ||
 			n < len(u.toks) && r.cjk[n] && strings.HasPrefix(u.toks[n].low, d))
 	})

@@ -378,10 +378,7 @@ func describesThing(u *unit, i int, c verbClass) bool {
 // specifies reports whether the participle at i, followed by "to", "into" or "as", says how a thing an
 // earlier request verb of its sentence asks for is to be given.
 func specifies(u *unit, i int) bool {
-	if i+1 >= len(u.toks) || !u.toks[i+1].is(sourceLinks...) {
-		return false
-	}
-	return anyIn(max(i-resumeSpan, 0), i-1, func(k int) bool { return requestVerb(u, k) })
+	return i+1 < len(u.toks) && u.toks[i+1].is(sourceLinks...) && anyIn(max(i-resumeSpan, 0), i-1, func(k int) bool { return requestVerb(u, k) })
 }
 
 // requestVerb reports whether the verb at k, not negated, asks for a thing to be made or given.
@@ -424,19 +421,14 @@ func statedBefore(u *unit, i int) bool {
 // (pastSubjects) that opens a subordinate clause.
 func habitual(toks []token, i int) bool {
 	k := skipAdverbs(toks, i-1, true)
-	if k < 1 || toks[k].kind != tokWord || !pastSubjects[toks[k].low] {
-		return false
-	}
-	return toks[k-1].kind == tokWord && subordinators[toks[k-1].low]
+	return k >= 1 && toks[k].kind == tokWord && pastSubjects[toks[k].low] && toks[k-1].kind == tokWord &&
+		subordinators[toks[k-1].low]
 }
 
 // statingSubject reports whether toks[k] is the subject of a statement.
 func statingSubject(toks []token, k int) bool {
 	t := toks[k]
-	if t.kind != tokWord {
-		return false
-	}
-	return pastSubjects[t.low] || plainWord(t) && opensClause(toks, k, true)
+	return t.kind == tokWord && (pastSubjects[t.low] || plainWord(t) && opensClause(toks, k, true))
 }
 
 // askedBefore reports whether a modal or question word stands right before the subject at k.
@@ -513,10 +505,7 @@ func afterAux(toks []token, i int) bool {
 // modal or question word asks before that pronoun: a statement, not an imperative.
 func pastAfterPronoun(toks []token, i int) bool {
 	k := skipAdverbs(toks, i-1, false)
-	if k < 0 || toks[k].kind != tokWord || !pastSubjects[toks[k].low] {
-		return false
-	}
-	return !askedBefore(toks, k)
+	return k >= 0 && toks[k].kind == tokWord && pastSubjects[toks[k].low] && !askedBefore(toks, k)
 }
 
 // unknownVerbAt reports whether the plain word at i, which no lexicon lists, stands in a verb's place before an object.
@@ -622,10 +611,7 @@ func describes(toks []token, i int) bool {
 // quotedSubject reports whether toks[k] closes a quoted span that can be a subject.
 func quotedSubject(toks []token, k int) bool {
 	t := toks[k]
-	if t.kind != tokPunct || !t.punct(codeQuotes...) {
-		return false
-	}
-	return anyIn(max(k-8, 0), k-2, func(j int) bool { return toks[j].kind == tokPunct && toks[j].low == t.low })
+	return t.punct(codeQuotes...) && anyIn(max(k-8, 0), k-2, func(j int) bool { return toks[j].kind == tokPunct && toks[j].low == t.low })
 }
 
 // ensured reports whether the clause before the subject at k asks for what follows.
@@ -974,13 +960,7 @@ func negateNP(u *unit, j, end int) {
 
 // isFiley reports whether t names a file or a kind of file output.
 func isFiley(t token) bool {
-	if t.kind == tokFile {
-		return true
-	}
-	if t.kind != tokWord {
-		return false
-	}
-	return formatWord(t.low) || fileNouns[t.low] || t.is(outputNouns...)
+	return t.kind == tokFile || t.kind == tokWord && (formatWord(t.low) || fileNouns[t.low] || t.is(outputNouns...))
 }
 
 // inlineLen returns the length of an inline marker at toks[i], or 0.
@@ -1120,10 +1100,8 @@ func beforeGiven(toks []token, j, i int) int {
 
 // givenParticiple reports whether w is a past participle.
 func givenParticiple(w string) bool {
-	if lemma := lemmaOf(w); lemma != "" && formOf(w, lemma) == formPerfect {
-		return true
-	}
-	return participle(w)
+	lemma := lemmaOf(w)
+	return lemma != "" && formOf(w, lemma) == formPerfect || participle(w)
 }
 
 // readPhrase finds the phrase's flags, file mentions and unnamed requests.

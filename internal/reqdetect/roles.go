@@ -232,10 +232,8 @@ func readPhrase(u *unit, p *phrase) {
 
 // inStatedSubject reports whether the token at i stands in a definite subject of a statement.
 func inStatedSubject(u *unit, p *phrase, i int) bool {
-	if i == 0 || i-p.start > subjectSpan || !u.toks[i-1].is("the") && !inputDets[u.toks[i-1].low] {
-		return false
-	}
-	if anyIn(p.start, i-1, u.verbAt) {
+	if i == 0 || i-p.start > subjectSpan || !u.toks[i-1].is("the") && !inputDets[u.toks[i-1].low] ||
+		anyIn(p.start, i-1, u.verbAt) {
 		return false
 	}
 	for k := i + 1; k < p.end && k <= i+subjectSpan && u.toks[k].kind != tokPunct; k++ {
@@ -304,10 +302,7 @@ func passiveNeed(u *unit, k, end int) bool {
 		return false
 	}
 	j := skipAdverbs(toks, k-1, true)
-	if j < 0 || !toks[j].is(passiveInfinitives...) {
-		return false
-	}
-	return c == verbSend && toThirdParty(u, k, end) || agentAt(u, k, end)
+	return j >= 0 && toks[j].is(passiveInfinitives...) && (c == verbSend && toThirdParty(u, k, end) || agentAt(u, k, end))
 }
 
 // agentAt reports whether an agent phrase follows the passive participle at k within agentSpan tokens and its clause.
@@ -758,10 +753,8 @@ func goesTo(u *unit, i int) bool {
 	for k >= 0 && prepSkip(toks[k]) && toks[k].kind != tokFile {
 		k--
 	}
-	if k < 1 || !toks[k].is(motionPreps...) {
-		return false
-	}
-	return toks[k-1].is(motionVerbs...) || k >= 2 && toks[k-1].is("up") && toks[k-2].is(endVerbs...) // "should end up in docs/x.md"
+	return k >= 1 && toks[k].is(motionPreps...) && (toks[k-1].is(motionVerbs...) ||
+		k >= 2 && toks[k-1].is("up") && toks[k-2].is(endVerbs...)) // "should end up in docs/x.md"
 }
 
 // declaredOutput reports whether the file at i is followed by "as", an article and an output role.
@@ -824,10 +817,8 @@ func storedIn(u *unit, gov int) bool {
 
 // productNP reports whether the noun phrase from toks[k] names a made thing.
 func productNP(toks []token, k, end int) bool {
-	if found, _, _ := anaphoricNP(toks, k, end); found {
-		return true
-	}
-	return k < end && toks[k].kind == tokWord && keptNouns[toks[k].low]
+	found, _, _ := anaphoricNP(toks, k, end)
+	return found || k < end && toks[k].kind == tokWord && keptNouns[toks[k].low]
 }
 
 // verbPlace reports whether t may be the verb of the object after it.
@@ -990,10 +981,8 @@ func passiveVerb(u *unit, i, end int) int {
 func closedAdjunct(u *unit, p *phrase, vi, i int) bool {
 	toks := u.toks
 	w := toks[vi].low
-	if vi == 0 || !toks[vi-1].punct(",") || p.start != vi-1 || formOf(w, lemmaOf(w)) != formIng {
-		return false
-	}
-	return vi < i && slices.ContainsFunc(toks[vi+1:i], func(t token) bool { return t.punct(",") })
+	return vi > 0 && toks[vi-1].punct(",") && p.start == vi-1 && formOf(w, lemmaOf(w)) == formIng && vi < i &&
+		slices.ContainsFunc(toks[vi+1:i], func(t token) bool { return t.punct(",") })
 }
 
 // reducedPassive finds the participle of an edit, repository, reading or reply verb right after the
@@ -1188,10 +1177,8 @@ func toolNoun(w string) bool {
 // after a dash or colon, before punctuation or the end.
 func bareFormat(u *unit, i, end int) bool {
 	toks := u.toks
-	if !formats[toks[i].low] || i == 0 || !toks[i-1].punct(formatLeadMarks...) {
-		return false
-	}
-	return i+1 >= end || toks[i+1].kind == tokPunct || toks[i+1].is(politeWords...)
+	return formats[toks[i].low] && i > 0 && toks[i-1].punct(formatLeadMarks...) &&
+		(i+1 >= end || toks[i+1].kind == tokPunct || toks[i+1].is(politeWords...))
 }
 
 // acceptedFormat reports whether the word at i heads a file noun phrase with an indefinite article
@@ -1261,10 +1248,7 @@ func countedFormat(u *unit, i, end int) bool {
 // after it, which makes the pair a file.
 func formatDocument(u *unit, i, end int) bool {
 	t := u.toks[i]
-	if !formatWord(t.low) || t.kind != tokWord || i+1 >= end {
-		return false
-	}
-	return formatDocNouns[u.toks[i+1].low] && u.toks[i+1].kind == tokWord
+	return formatWord(t.low) && t.kind == tokWord && i+1 < end && formatDocNouns[u.toks[i+1].low] && u.toks[i+1].kind == tokWord
 }
 
 // formatHead reports whether toks[k] is a format word used as the head of its noun phrase rather than as a modifier.
@@ -1292,10 +1276,7 @@ func formatHead(u *unit, k, end int) bool {
 
 // fileNounHead reports whether toks[k] is "file", "attachment" or the like used as a noun of its own.
 func fileNounHead(toks []token, k, end int) bool {
-	if !fileNouns[toks[k].low] || toks[k].kind != tokWord {
-		return false
-	}
-	return k+1 >= end || !fileModifiers[toks[k+1].low]
+	return fileNouns[toks[k].low] && toks[k].kind == tokWord && (k+1 >= end || !fileModifiers[toks[k+1].low])
 }
 
 // markerLen returns the length of a delivery marker at toks[i], or 0.
@@ -1534,10 +1515,8 @@ func featureGerund(u *unit, vi int) bool {
 // productVerb reports whether the verb at vi has a product as its subject (rule 11).
 func productVerb(u *unit, vi int) bool {
 	toks := u.toks
-	if vi >= 3 && softwareNouns[toks[vi-1].low] && determiners[toks[vi-2].low] && softwareCausatives[toks[vi-3].low] {
-		return true
-	}
-	return vi >= 2 && toks[vi-1].is(productModals...) && softwareNouns[toks[vi-2].low]
+	return vi >= 3 && softwareNouns[toks[vi-1].low] && determiners[toks[vi-2].low] && softwareCausatives[toks[vi-3].low] ||
+		vi >= 2 && toks[vi-1].is(productModals...) && softwareNouns[toks[vi-2].low]
 }
 
 // modelNP reports whether the file at i ends a noun phrase headed by a model word (modelHeads) that

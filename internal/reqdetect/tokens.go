@@ -301,10 +301,7 @@ func IsFile(s string) bool {
 	if dot <= 0 || dot == len(base)-1 {
 		return false
 	}
-	if !fileExts[strings.ToLower(base[dot+1:])] {
-		return false
-	}
-	return strings.Trim(base[:dot], nameMarks) != "" && !notFiles[strings.ToLower(s)]
+	return fileExts[strings.ToLower(base[dot+1:])] && strings.Trim(base[:dot], nameMarks) != "" && !notFiles[strings.ToLower(s)]
 }
 
 // Stage 1 and 2: lines, blocks, paragraphs, sentences

@@ -24,10 +24,7 @@ func markRepoWork(units []*unit) {
 		builds := buildsProject(u)
 		built = built && reaches(u, prev)
 		for _, p := range u.phrases {
-			code := false
-			for i := p.start; i < p.end; i++ {
-				code = code || codeNouns[u.toks[i].low] && u.toks[i].kind == tokWord
-			}
+			code := slices.ContainsFunc(u.toks[p.start:p.end], func(t token) bool { return t.kind == tokWord && codeNouns[t.low] })
 			for _, m := range p.mentions {
 				if m.role != roleOutput || m.delivery || u.item && !u.listed || m.verb >= 0 && u.cls[m.verb] == verbExport {
 					continue

@@ -28,18 +28,19 @@ type langTable struct {
 // language, the labels of outputs ("Ergebnis") and inputs ("Kontext"), and CJK nouns that hold a cue ("共有フォルダ").
 var langFields = []string{"code", "name", "function", "deliverables", "inputs", "nouns"}
 
-// cueFields are the fields whose words join a cue list, and the class a verb cue among them gives its files. Verb
-// cues by role, in the order a word is tried (foreignCueClasses): given with the task ("anbei"), attachment nouns
+// cueFields are the fields whose words join a cue list, and the class a verb cue among them gives its files. Verb cues
+// by role, in the order a word is tried (foreignCueClasses): given with the task ("anbei"), attachment nouns
 // ("Anhang"), naming ("nenne"), answering in text ("antworte"), converting, delivery ("hänge an"), send ("schick"),
-// making ("erstelle"), editing in place ("korrigiere"), reading and running ("lies"). The reply as a place ("hier"), negators ("nicht"), file nouns ("Datei"), polite
-// markers ("bitte"). Rule 10: model words before a file ("wie") or after it in CJK text ("と同じ"), model nouns after
-// "as" ("als Vorlage"). Destination words ("als", "成"; namingPreps name a thing made without a verb); source words
-// before or after a file ("aus", "から"). Rules 8 and 11: repository nouns ("Branch"), product nouns ("Skript"),
-// feature verbs ("implementiere"), bug labels ("Fehler:"). Questions ("wie", "如何") and statements of what was done
-// ("habe", "schon", "了", "已经"). Pointers back to a file ("sie", "このファイル"), clitics on a verb ("adjúntalo"; with
-// "-", after a hyphen only: "envoie-le"), words that make the cue after them a noun ("di consegna"), words for other
-// files ("keine weiteren Dateien"), toward words after a presented form that say where it is to go ("ao"), and the
-// words for "and" that open another output before an inline marker ("index.html und eine Zusammenfassung hier").
+// making ("erstelle"), editing in place ("korrigiere"), reading and running ("lies"). The reply as a place ("hier"),
+// negators ("nicht"), file nouns ("Datei"), polite markers ("bitte"). Rule 10: model words before a file ("wie") or
+// after it in CJK text ("と同じ"), model nouns after "as" ("als Vorlage"). Destination words ("als", "成"; namingPreps name
+// a thing made without a verb); source words before or after a file ("aus", "から"). Rules 8 and 11: repository nouns
+// ("Branch"), product nouns ("Skript"), feature verbs ("implementiere"), bug labels ("Fehler:"). Questions ("wie",
+// "如何") and statements of what was done ("habe", "schon", "了", "已经"). Pointers back to a file ("sie", "このファイル"),
+// clitics on a verb ("adjúntalo"; with "-", after a hyphen only: "envoie-le"), words that make the cue after them a
+// noun ("di consegna"), words for other files ("keine weiteren Dateien"), toward words after a presented form that say
+// where it is to go ("ao"), and the words for "and" that open another output before an inline marker ("index.html und
+// eine Zusammenfassung hier").
 var cueFields = []cueField{
 	{"presented", &foreignPresented, cuePresented}, {"attach", &foreignAttachNouns, cueAttached},
 	{"naming", &foreignNaming, cueNaming}, {"reply", &foreignReply, cueReply},
@@ -139,9 +140,9 @@ func words(s string) []string {
 	return f
 }
 
-// buildLists joins the tables into the cue lists and adds their labels to
-// labelWords (longest first: "Ergebnisse" before "Ergebnis") and inputLabels.
-func buildLists() {
+// init joins the tables into the cue lists, indexes every list, and adds the tables' labels to labelWords (longest
+// first: "Ergebnisse" before "Ergebnis") and inputLabels.
+func init() {
 	var labels []string
 	for _, t := range append([]*langTable{shared}, langTables...) {
 		t.own = map[*[]string]*[]string{}
@@ -181,6 +182,12 @@ func buildLists() {
 	for _, l := range labelWords {
 		r, _ := utf8.DecodeRuneInString(l)
 		labelsByFold[foldKey(r)] = append(labelsByFold[foldKey(r)], l)
+	}
+	for _, f := range cueFields {
+		foldedList(f.dst)
+	}
+	for _, l := range []*[]string{&sharedCues, &foreignAheadOnly, &foreignNouns} {
+		foldedList(l)
 	}
 }
 
@@ -365,16 +372,6 @@ func foldedList(l *[]string) {
 		}
 	}
 	latinIndex[l] = ix
-}
-
-func init() {
-	buildLists()
-	for _, f := range cueFields {
-		foldedList(f.dst)
-	}
-	for _, l := range []*[]string{&sharedCues, &foreignAheadOnly, &foreignNouns} {
-		foldedList(l)
-	}
 }
 
 // separableCue returns the class of a separable verb whose head is the
@@ -760,12 +757,6 @@ func (r *foreignReading) statedBefore(u *unit, i int) bool {
 		}
 	}
 	return false
-}
-
-// repoUnit reports whether u names repository work ("een pull request met
-// …", "ブランチ").
-func (r *foreignReading) repoUnit(u *unit) bool {
-	return anyIn(0, len(u.toks)-1, func(i int) bool { return r.in(u, i, &foreignRepo) })
 }
 
 // markStated turns a cue that states what was done into a presented one (foreignPerfect before it, foreignDoneAfter
@@ -1290,7 +1281,9 @@ var foreignRules = []foreignRule{
 	{rule{"foreign-input", "rule 9: the object of a reading or reply word"}, roleInput,
 		func(c *foreignCtx) bool { return c.gc == cueInput || c.gc == cueReply }, nil},
 	{rule{"foreign-repo-item", "rule 9: named in a Deliverables item about repository work (rule 4)"}, roleRepo,
-		func(c *foreignCtx) bool { return c.u.item && c.r.repoUnit(c.u) }, nil},
+		func(c *foreignCtx) bool {
+			return c.u.item && anyIn(0, len(c.u.toks)-1, func(k int) bool { return c.r.in(c.u, k, &foreignRepo) })
+		}, nil},
 	{rule{"foreign-stated", "rule 9: a statement of what was done names it: a perfect auxiliary before it"}, roleInput,
 		func(c *foreignCtx) bool { return c.gc == cueNone && c.r.statedBefore(c.u, c.i) }, (*foreignCtx).existing},
 	{rule{"foreign-item", "rule 9: output: named as a destination or in a Deliverables item"}, roleOutput,

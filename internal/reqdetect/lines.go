@@ -17,18 +17,11 @@ type srcLine struct {
 func splitLines(text string) []srcLine {
 	var lines []srcLine
 	pos := 0
-	for {
-		i := strings.IndexByte(text[pos:], '\n')
-		end := len(text)
-		if i >= 0 {
-			end = pos + i
-		}
-		lines = append(lines, srcLine{text: strings.TrimSuffix(text[pos:end], "\r"), pos: pos})
-		if i < 0 {
-			return lines
-		}
-		pos = end + 1
+	for line := range strings.SplitSeq(text, "\n") {
+		lines = append(lines, srcLine{text: strings.TrimSuffix(line, "\r"), pos: pos})
+		pos += len(line) + 1
 	}
+	return lines
 }
 
 // suffixAt returns the offset in the objective of s, a suffix of l's text

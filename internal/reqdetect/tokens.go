@@ -198,10 +198,7 @@ func closingQuote(open rune) string {
 // quotedFile reports whether s starts with a quoted file name that contains blanks.
 func quotedFile(s string, open rune, w int) (n int, ok bool) {
 	closing := closingQuote(open)
-	window := s[w:]
-	if len(window) > 256 {
-		window = window[:256]
-	}
+	window := s[w:min(len(s), w+256)]
 	end := strings.Index(window, closing)
 	if end <= 0 {
 		return 0, false

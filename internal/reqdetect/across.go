@@ -107,8 +107,7 @@ func buildsProject(u *unit) bool {
 
 // pathParts returns the lower-cased directories and extension of the file name s.
 func pathParts(s string) (dirs []string, ext string) {
-	low := strings.ToLower(s)
-	parts := strings.FieldsFunc(low, func(r rune) bool { return strings.ContainsRune(pathSeparators, r) })
+	parts := strings.FieldsFunc(strings.ToLower(s), func(r rune) bool { return strings.ContainsRune(pathSeparators, r) })
 	if len(parts) == 0 {
 		return nil, ""
 	}

@@ -1346,9 +1346,8 @@ func readForeign(u *unit, bug bool) {
 		u.qualifier = r.qualifierAt(u)
 	}
 	after := postpositional(u)
-	for i := range u.toks {
-		u.neg[i], u.inl[i] = false, false
-	}
+	clear(u.neg)
+	clear(u.inl)
 	for _, p := range u.phrases {
 		*p = phrase{start: p.start, end: p.end, mentions: p.mentions, lastDest: -1}
 	}

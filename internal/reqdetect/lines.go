@@ -224,11 +224,8 @@ func labelLine(line string) (string, bool) {
 	s := strings.TrimSpace(line)
 	if low := strings.ToLower(strings.TrimRight(s, labelTrailers)); strings.Contains(low, labelStem) &&
 		(strings.HasSuffix(low, ":") || strings.HasSuffix(low, labelBelow)) {
-		negated := false
-		for _, w := range strings.FieldsFunc(low, func(r rune) bool { return !unicode.IsLetter(r) && r != '\'' }) {
-			negated = negated || negators[w] || labelNegators[w]
-		}
-		if !negated {
+		words := strings.FieldsFunc(low, func(r rune) bool { return !unicode.IsLetter(r) && r != '\'' })
+		if !slices.ContainsFunc(words, func(w string) bool { return negators[w] || labelNegators[w] }) {
 			return "", true // "The deliverables are:", "Our deliverables are listed below."
 		}
 	}

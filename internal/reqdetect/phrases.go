@@ -37,12 +37,7 @@ func analyze(u *unit) {
 		readPhrase(u, p)
 	}
 	u.qualifier = findQualifier(u.toks)
-	for i := range u.toks {
-		if denialAt(u.toks, i) {
-			u.denial = true
-			break
-		}
-	}
+	u.denial = anyIn(0, len(u.toks)-1, func(i int) bool { return denialAt(u.toks, i) })
 }
 
 // editsReferent reports whether a Deliverables item has an edit verb, not negated, whose object refers back to the item's file.
@@ -479,9 +474,8 @@ func embeddedQuestion(u *unit, i int) bool {
 
 // discussedGerund reports whether the -ing verb at i names an activity that a reading or reply verb before it discusses.
 func discussedGerund(u *unit, i int) bool {
-	toks := u.toks
 	for k := i - 1; k >= 0 && k >= i-embeddedSpan; k-- {
-		t := toks[k]
+		t := u.toks[k]
 		if t.kind != tokWord || k == i-1 && openers[t.low] || t.is(clauseJoiners...) {
 			return false
 		}
@@ -762,12 +756,7 @@ func plainWord(t token) bool {
 }
 
 func numeric(w string) bool {
-	for _, r := range w {
-		if r < '0' || r > '9' {
-			return false
-		}
-	}
-	return w != ""
+	return w != "" && !strings.ContainsFunc(w, func(r rune) bool { return r < '0' || r > '9' })
 }
 
 // objectFollows reports whether toks[k] starts the object of a verb.

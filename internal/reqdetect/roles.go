@@ -648,9 +648,8 @@ func itemEdit(u *unit, vi, i, gov int) bool {
 // editedSpan reports whether toks[k:i], between an item's opening verb and its file, is the object the
 // verb changes and the place of that object in the file.
 func editedSpan(u *unit, k, i int) bool {
-	toks := u.toks
 	for j := k; j < i; j++ {
-		t := toks[j]
+		t := u.toks[j]
 		switch {
 		case t.kind != tokWord || u.verbAt(j):
 			return false
@@ -1507,8 +1506,7 @@ func modelRef(u *unit, p *phrase, i, vi int, prep string, compared bool) bool {
 
 // featureGerund reports whether the verb at vi is a gerund after a verb of building a feature.
 func featureGerund(u *unit, vi int) bool {
-	w := u.toks[vi].low
-	return strings.HasSuffix(w, "ing") && featureVerbs[lemmaOf(u.toks[vi-1].low)] ||
+	return strings.HasSuffix(u.toks[vi].low, "ing") && featureVerbs[lemmaOf(u.toks[vi-1].low)] ||
 		featureVerbs[u.toks[vi-1].low]
 }
 

@@ -139,17 +139,11 @@ func asksForList(lead *unit) bool {
 			verb, object = true, false // the object, if any, is that of the last verb
 			continue
 		}
-		if verb && t.kind == tokWord && (fileNouns[t.low] || t.is(listPointers...)) {
-			pointer = true
-		}
 		// "Files to produce:", "Files to attach:": a file noun before the infinitive that asks for them.
-		if fileNouns[t.low] && i+2 < p.end && lead.toks[i+1].is("to") && listVerb(lead, i+2) {
-			pointer = true
-		}
-		if verb && (t.kind == tokFile || t.kind == tokWord && !t.is(listPointers...) && !t.is(listIncludes...) &&
-			(determiners[t.low] || plainWord(t))) {
-			object = true
-		}
+		pointer = pointer || verb && t.kind == tokWord && (fileNouns[t.low] || t.is(listPointers...)) ||
+			fileNouns[t.low] && i+2 < p.end && lead.toks[i+1].is("to") && listVerb(lead, i+2)
+		object = object || verb && (t.kind == tokFile || t.kind == tokWord && !t.is(listPointers...) &&
+			!t.is(listIncludes...) && (determiners[t.low] || plainWord(t)))
 	}
 	// A verb with no object of its own before the colon asks for the list itself ("Return:", "What I need back:", "Your output
 	// should include:"), as it does with a pointer ("We need the following:").

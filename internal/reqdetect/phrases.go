@@ -10,11 +10,9 @@ func analyze(u *unit) {
 	u.neg = make([]bool, n)
 	u.inl = make([]bool, n)
 	u.asked = make([]bool, n)
-	for i, t := range u.toks {
-		if t.is("in-place") || t.is("in") && i+1 < n && u.toks[i+1].is(inPlaceWords...) {
-			u.inPlace = true
-		}
-	}
+	u.inPlace = anyIn(0, n-1, func(i int) bool {
+		return u.toks[i].is("in-place") || u.toks[i].is("in") && i+1 < n && u.toks[i+1].is(inPlaceWords...)
+	})
 	markVerbs(u)
 	splitPhrases(u)
 	for i, p := range u.phrases {
@@ -27,13 +25,9 @@ func analyze(u *unit) {
 		}
 	}
 	markInline(u)
-	if u.item && editsReferent(u) {
-		u.inPlace = true // "CHANGELOG.md entry for 1.8.0 (edit the existing file)"
-	}
+	u.inPlace = u.inPlace || u.item && editsReferent(u) // "CHANGELOG.md entry for 1.8.0 (edit the existing file)"
 	for i, p := range u.phrases {
-		if p.rel && i > 0 && u.phrases[i-1].repo {
-			p.repo = true
-		}
+		p.repo = p.repo || p.rel && i > 0 && u.phrases[i-1].repo
 		readPhrase(u, p)
 	}
 	u.qualifier = findQualifier(u.toks)
@@ -917,9 +911,7 @@ func negatePhrase(u *unit, p *phrase, i int) {
 	for hi < p.end && !isClauseBreak(u.toks[hi]) && !exceptionAt(u.toks, hi, p.end) {
 		hi++
 	}
-	if lo == p.start {
-		p.negated = true
-	}
+	p.negated = p.negated || lo == p.start
 	for k := lo; k < hi; k++ {
 		u.neg[k] = true
 	}
@@ -1092,5 +1084,3 @@ func givenParticiple(w string) bool {
 	lemma := lemmaOf(w)
 	return lemma != "" && formOf(w, lemma) == formPerfect || participle(w)
 }
-
-// readPhrase finds the phrase's flags, file mentions and unnamed requests.

@@ -116,14 +116,13 @@ func (p *phrase) namesOutput() bool {
 	return slices.ContainsFunc(p.mentions, func(m *mention) bool { return m.role == roleOutput || m.forbid })
 }
 
+// readPhrase finds the phrase's flags, file mentions and unnamed requests.
 func readPhrase(u *unit, p *phrase) {
 	toks := u.toks
 	combineFiles(u, p)
 	for i := p.start; i < p.end; i++ {
 		t := toks[i]
-		if repoAt(toks, i) && !u.neg[i] {
-			p.repo = true // "… — don't commit it" leaves the phrase no repository work
-		}
+		p.repo = p.repo || repoAt(toks, i) && !u.neg[i] // "… — don't commit it" leaves the phrase no repository work
 		switch u.cls[i] {
 		case verbProbe:
 			p.probe = true
@@ -146,9 +145,7 @@ func readPhrase(u *unit, p *phrase) {
 		case verbExport:
 			p.export = p.export || !u.neg[i]
 		}
-		if !u.neg[i] && markerLen(toks, i) > 0 && !inStatedSubject(u, p, i) {
-			p.marker = true
-		}
+		p.marker = p.marker || !u.neg[i] && markerLen(toks, i) > 0 && !inStatedSubject(u, p, i)
 		// A pronoun after a topic preposition ("email the client about
 		// it") is what a message is about, not the object a verb delivers.
 		if !p.pronoun && t.kind == tokWord && !(i > p.start && toks[i-1].is(topicPreps...)) {
@@ -225,9 +222,7 @@ func readPhrase(u *unit, p *phrase) {
 	if p.export && !p.inline {
 		p.requestBy(u, ruleExportUnnamed, "", p.start, p.end-1)
 	}
-	if p.negated || u.question {
-		p.signal = false
-	}
+	p.signal = p.signal && !p.negated && !u.question
 }
 
 // inStatedSubject reports whether the token at i stands in a definite subject of a statement.
@@ -996,11 +991,8 @@ func reducedPassive(u *unit, i, end int) int {
 	if k >= end {
 		return -1
 	}
-	if c := u.cls[k]; c != verbEdit && c != verbRepo && c != verbInput && c != verbReply {
-		return -1
-	}
-	w := u.toks[k].low
-	if formOf(w, lemmaOf(w)) != formPerfect {
+	c, w := u.cls[k], u.toks[k].low
+	if c != verbEdit && c != verbRepo && c != verbInput && c != verbReply || formOf(w, lemmaOf(w)) != formPerfect {
 		return -1
 	}
 	return k

@@ -77,12 +77,8 @@ func loadLang(code string) *langTable {
 	if err != nil {
 		panic("reqdetect: " + err.Error())
 	}
-	lists, err := parseLexicon(name, string(text))
-	if err != nil {
-		panic("reqdetect: " + err.Error())
-	}
 	t := &langTable{cues: map[string]string{}}
-	for field, ws := range lists {
+	for field, ws := range mustParseLexicon(name, string(text)) {
 		if !slices.Contains(langFields, field) && !slices.ContainsFunc(cueFields, func(f cueField) bool { return f.name == field }) {
 			panic(fmt.Sprintf("reqdetect: %s: %q is no field of a language table", name, field))
 		}
@@ -920,14 +916,11 @@ func (r *foreignReading) governing(i int, after bool) int {
 		t := r.hits[k].tok
 		return r.group[t] == r.group[i] && r.clause[t] == r.clause[i]
 	}
-	before, next := r.first[i]-1, -1
-	if k := r.first[i+1]; k < len(r.hits) {
-		next = k
-	}
+	before, next := r.first[i]-1, r.first[i+1]
 	if before >= 0 && !same(before) {
 		before = -1
 	}
-	if next >= 0 && !same(next) {
+	if next >= len(r.hits) || !same(next) {
 		next = -1
 	}
 	if after && next >= 0 || before < 0 {

@@ -425,9 +425,6 @@ func inList(w string, l *[]string) bool {
 func cjkSpans(s string, l *[]string) [][2]int {
 	step()
 	ix := cjkCues[l]
-	if len(ix) == 0 {
-		return nil
-	}
 	var sp [][2]int
 	for k, r := range s {
 		for _, cue := range ix[r] {
@@ -1434,11 +1431,7 @@ const otherLatinMin = 3 // function words a Latin-script language without a tabl
 var otherScriptsFirst = func() rune {
 	first := rune(unicode.MaxRune)
 	for _, s := range otherScripts {
-		if len(s.table.R16) > 0 {
-			first = min(first, rune(s.table.R16[0].Lo))
-		} else {
-			first = min(first, rune(s.table.R32[0].Lo))
-		}
+		first = min(first, rune(s.table.R16[0].Lo)) // each of them starts in the 16-bit ranges
 	}
 	return first
 }()

@@ -356,8 +356,8 @@ func antecedent(units []*unit, ui, pi int, ref *phrase) (ms []*mention, ph, from
 			if m.reshaped && !sameDoc && !byVerb {
 				continue // "compile paper.tex and attach the resulting PDF"
 			}
-			if kind != "" && !ofKind(m.name, kind) {
-				continue // "fix notes.md and attach the spreadsheet"
+			if _, ext := pathParts(m.name); kind != "" && !slices.Contains(kindNouns[kind], ext) {
+				continue // not of the kind the noun names: "fix notes.md and attach the spreadsheet"
 			}
 			if m.role == roleInput && kind != "" && changedPart(part) {
 				got = append(got, m) // "The team uses candidates.xlsx. … share the updated sheet"

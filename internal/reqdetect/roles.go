@@ -160,7 +160,7 @@ func readPhrase(u *unit, p *phrase) {
 					}
 				}
 			}
-			p.sameDoc = p.anaphor && sameDocAt(toks, i+1, p.end)
+			p.sameDoc = p.anaphor && slices.ContainsFunc(npWords(toks, i+1, p.end), func(t token) bool { return sameDocHeads[t.low] })
 			p.pair = p.pronoun && t.is(pairPronouns...)
 			if p.anaphor {
 				p.part = participleAt(toks, i+1, p.end)
@@ -1296,35 +1296,32 @@ func markerLen(toks []token, i int) int {
 // pronounAt reports whether toks[i] is a pronoun object that refers back to a file.
 func pronounAt(toks []token, i, end int) (found, plural, np bool) {
 	t := toks[i]
-	next := func() (token, bool) {
-		if i+1 < end {
-			return toks[i+1], true
-		}
-		return token{}, false
-	}
 	switch {
 	case t.is("it"):
 		return true, false, false
 	case t.is(pluralPronouns...):
 		return true, true, false
 	case t.is(pointerDets...):
-		n, ok := next()
+		var n token // the token after it; at the end, the zero token, which is no word
+		if i+1 < end {
+			n = toks[i+1]
+		}
 		plural := t.is(pluralPointers...)
-		if ok && n.is(productNouns...) {
+		if n.is(productNouns...) {
 			// "a downloadable copy of the output": a product of the work
 			// in this sentence, as "the result" is, not any earlier file.
 			return true, n.is(pointedPlurals...), true
 		}
-		if ok && n.is(pointedNouns...) {
+		if n.is(pointedNouns...) {
 			return true, plural, false
 		}
-		if ok && n.is(pointedPlurals...) {
+		if n.is(pointedPlurals...) {
 			return true, true, false
 		}
-		if !t.is("the") && (!ok || n.kind != tokWord || functionWords[n.low]) {
+		if !t.is("the") && (n.kind != tokWord || functionWords[n.low]) {
 			return true, plural, false
 		}
-		if t.is("the") && ok {
+		if t.is("the") {
 			return anaphoricNP(toks, i+1, end)
 		}
 	}
@@ -1371,18 +1368,6 @@ func kindAt(toks []token, k, end int) (string, bool) {
 		}
 	}
 	return "", false
-}
-
-// ofKind reports whether the file name is of the kind the kind noun names.
-func ofKind(name, kind string) bool {
-	_, ext := pathParts(name)
-	return slices.Contains(kindNouns[kind], ext)
-}
-
-// sameDocAt reports whether the noun phrase from toks[k] has a head that names the same document in
-// a new state rather than a product of another kind.
-func sameDocAt(toks []token, k, end int) bool {
-	return slices.ContainsFunc(npWords(toks, k, end), func(t token) bool { return sameDocHeads[t.low] })
 }
 
 // participleAt returns the first participle of the noun phrase from toks[k].

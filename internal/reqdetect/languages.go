@@ -544,7 +544,8 @@ func scan(u *unit) *foreignReading {
 			w = w[k+1:] // "l'export", "qu'il"
 		}
 		r.words[i] = w
-		if first, _ := utf8.DecodeRuneInString(t.text); i > 0 && u.toks[i-1].kind != tokPunct && unicode.IsUpper(first) && !inList(w, &foreignAttachNouns) ||
+		first, _ := utf8.DecodeRuneInString(t.text)
+		if i > 0 && u.toks[i-1].kind != tokPunct && unicode.IsUpper(first) && !inList(w, &foreignAttachNouns) ||
 			quoted(u, i, 0) || i > 0 && inList(r.words[i-1], &foreignNounMarks) {
 			continue // a noun or a name ("der Export", "di consegna"), or a quoted label ('Exporteer facturen')
 		}
@@ -714,7 +715,8 @@ func oneTypo(a, b string) bool {
 // repoObject reports whether the cue h takes repository work as its object
 // ("提交 PR", "eine PR aufmachen", "プルリクエストを作成"): rule 8.
 func (r *foreignReading) repoObject(u *unit, h cueHit) bool {
-	return r.cjk[h.tok] && len(cjkIndex(u.toks[h.tok].low[:h.off], &foreignRepo)) > 0 || anyIn(h.tok+1, min(len(u.toks)-1, h.tok+repoSpan), func(k int) bool { return r.in(u, k, &foreignRepo) })
+	return r.cjk[h.tok] && len(cjkIndex(u.toks[h.tok].low[:h.off], &foreignRepo)) > 0 ||
+		anyIn(h.tok+1, min(len(u.toks)-1, h.tok+repoSpan), func(k int) bool { return r.in(u, k, &foreignRepo) })
 }
 
 // refersBack reports whether the delivery cue h refers back to a file named before: a pointer right after it or a
@@ -1340,8 +1342,6 @@ func readForeign(u *unit, bug bool) {
 	clear(u.inl)
 	for _, p := range u.phrases {
 		*p = phrase{start: p.start, end: p.end, mentions: p.mentions, lastDest: -1}
-	}
-	for _, p := range u.phrases {
 		for _, m := range p.mentions {
 			i := m.tok
 			*m = mention{name: m.name, tok: i, verb: -1}
@@ -1389,12 +1389,9 @@ func readForeign(u *unit, bug bool) {
 			// "Envoie-le-moi", "このファイルを私に送って": it delivers a file named before.
 			p.pronoun, p.attach, p.send = true, p.attach || h.class == cueDelivery, p.send || h.class == cueSend
 		}
-		asks := h.class == cueDelivery
-		if !asks && (h.class == cueOutput || h.class == cueTransform) &&
-			(r.fileWordFrom[h.tok+1] >= 0 || r.cjk[h.tok] && r.fileWord(u, h.tok)) {
-			asks = r.inlineN[p.start] == r.inlineN[p.end] // no inline marker in its phrase
-		}
-		if !asks {
+		// A delivery cue asks; an output or transform cue asks before a file noun, with no inline marker in its phrase.
+		if asks := h.class == cueDelivery || (h.class == cueOutput || h.class == cueTransform) &&
+			(r.fileWordFrom[h.tok+1] >= 0 || r.cjk[h.tok] && r.fileWord(u, h.tok)) && r.inlineN[p.start] == r.inlineN[p.end]; !asks {
 			continue
 		}
 		p.requestBy(u, foreignAsks[min(int(h.class)-int(cueDelivery), 1)], u.toks[h.tok].text, h.tok, h.tok)

@@ -367,7 +367,8 @@ func describesThing(u *unit, i int, c verbClass) bool {
 // specifies reports whether the participle at i, followed by "to", "into" or "as", says how a thing an
 // earlier request verb of its sentence asks for is to be given.
 func specifies(u *unit, i int) bool {
-	return i+1 < len(u.toks) && u.toks[i+1].is(sourceLinks...) && anyIn(max(i-resumeSpan, 0), i-1, func(k int) bool { return requestVerb(u, k) })
+	return i+1 < len(u.toks) && u.toks[i+1].is(sourceLinks...) &&
+		anyIn(max(i-resumeSpan, 0), i-1, func(k int) bool { return requestVerb(u, k) })
 }
 
 // requestVerb reports whether the verb at k, not negated, asks for a thing to be made or given.
@@ -459,7 +460,8 @@ func embeddedQuestion(u *unit, i int) bool {
 			v--
 		}
 		// "let me know" asks to be told as a reply verb does (informWords)
-		if v >= 0 && (u.cls[v] == verbReply || v >= 2 && toks[v].is(informWords...) && toks[v-1].is(recipients...) && toks[v-2].is("let")) {
+		if v >= 0 && (u.cls[v] == verbReply ||
+			v >= 2 && toks[v].is(informWords...) && toks[v-1].is(recipients...) && toks[v-2].is("let")) {
 			return true // "tell me how …", "tell me what happens if I convert …", "let me know if …"
 		}
 	}
@@ -599,7 +601,8 @@ func describes(toks []token, i int) bool {
 // quotedSubject reports whether toks[k] closes a quoted span that can be a subject.
 func quotedSubject(toks []token, k int) bool {
 	t := toks[k]
-	return t.punct(codeQuotes...) && anyIn(max(k-8, 0), k-2, func(j int) bool { return toks[j].kind == tokPunct && toks[j].low == t.low })
+	return t.punct(codeQuotes...) &&
+		anyIn(max(k-8, 0), k-2, func(j int) bool { return toks[j].kind == tokPunct && toks[j].low == t.low })
 }
 
 // ensured reports whether the clause before the subject at k asks for what follows.

@@ -145,7 +145,7 @@ func init() {
 		for _, f := range cueFields {
 			var own []string
 			for _, w := range words(t.cues[f.name]) {
-				if a, ok := strings.CutSuffix(w, ">"); ok { // a negator
+				if a, ok := strings.CutSuffix(w, ">"); ok && f.dst == &foreignNegators {
 					foreignAheadOnly = append(foreignAheadOnly, a)
 					w = a
 				}

@@ -137,9 +137,7 @@ func inputLabel(line string) bool {
 	s := strings.TrimLeft(strings.TrimSpace(line), "#")
 	s = strings.ToLower(strings.Trim(strings.TrimSpace(s), emphasisMarks+blanks))
 	for _, colon := range []string{":", wideColon} {
-		if head, _, ok := strings.Cut(s, colon); ok {
-			s = head
-		}
+		s, _, _ = strings.Cut(s, colon) // the text before the colon, or all of it
 	}
 	s = strings.Join(strings.Fields(strings.Trim(s, emphasisMarks+blanks)), " ")
 	return slices.Contains(inputLabels, s)

@@ -308,15 +308,10 @@ var _ = register(52, "pronoun", "what a pronoun or anaphor refers back to takes 
 
 // hasVerb reports whether phrase p has a verb, not negated, that set holds.
 func hasVerb(u *unit, p *phrase, set map[string]bool, lemma bool) bool {
-	for i := p.start; i < p.end; i++ {
-		if !u.verbAt(i) || u.neg[i] {
-			continue
-		}
-		if w := u.toks[i].low; set[w] && !lemma || lemma && set[lemmaOf(w)] {
-			return true
-		}
-	}
-	return false
+	return anyIn(p.start, p.end-1, func(i int) bool {
+		w := u.toks[i].low
+		return u.verbAt(i) && !u.neg[i] && (set[w] && !lemma || lemma && set[lemmaOf(w)])
+	})
 }
 
 // hasWord reports whether phrase p holds one of words.

@@ -272,13 +272,10 @@ func isForeign(u *unit) bool {
 	}
 	// No English function word: a cue word no English lexicon lists makes
 	// it foreign ("Konvertiere daten.csv in daten.xlsx").
-	for _, t := range u.toks {
-		if w := foldWord(t.text); t.kind == tokWord && lemmaOf(t.low) == "" && latinCue(w) != cueNone &&
-			!inList(w, &sharedCues) {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(u.toks, func(t token) bool {
+		w := foldWord(t.text)
+		return t.kind == tokWord && lemmaOf(t.low) == "" && latinCue(w) != cueNone && !inList(w, &sharedCues)
+	})
 }
 
 // unitLang returns the table of the language u is written in, or nil when its function words do not tell: by script
@@ -1167,12 +1164,9 @@ const imperativeMin = 3 // words after the verb of an imperative: a heading word
 // polite reports whether u has a polite marker ("bitte", "merci de", "请",
 // "ください"): under an input heading only such a sentence asks for a file.
 func (r *foreignReading) polite(u *unit) bool {
-	for i := range u.toks {
-		if r.in(u, i, &foreignPolite) || i > 0 && inList(r.words[i-1]+" "+r.words[i], &foreignPolite) { // "por favor"
-			return true
-		}
-	}
-	return false
+	return anyIn(0, len(u.toks)-1, func(i int) bool {
+		return r.in(u, i, &foreignPolite) || i > 0 && inList(r.words[i-1]+" "+r.words[i], &foreignPolite) // "por favor"
+	})
 }
 
 // qualifierAt returns the token of a "not a deliverable" qualifier in u

@@ -395,16 +395,11 @@ func echoesObject(u *unit, p *phrase, gov, i int) bool {
 		name = name[k+1:]
 	}
 	segments := strings.FieldsFunc(name, func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) })
-	for k := max(p.start, gov-resumeSpan); k < gov; k++ {
+	return anyIn(max(p.start, gov-resumeSpan), gov-1, func(k int) bool {
 		t := u.toks[k]
-		if t.kind != tokWord && t.kind != tokOther || !strings.ContainsFunc(t.low, unicode.IsDigit) {
-			continue
-		}
-		if slices.Contains(segments, t.low) {
-			return true
-		}
-	}
-	return false
+		return (t.kind == tokWord || t.kind == tokOther) && strings.ContainsFunc(t.low, unicode.IsDigit) &&
+			slices.Contains(segments, t.low)
+	})
 }
 
 // formatWord reports whether w names a format ("PNG", "JSON").
@@ -487,10 +482,8 @@ func appositionPrep(u *unit, p *phrase, i int, prep string) string {
 
 // combineFiles reads a repository verb that joins files into a named file as a transform verb.
 func combineFiles(u *unit, p *phrase) {
-	for i := p.start; i < p.end; i++ {
-		if repoAt(u.toks, i) {
-			return
-		}
+	if anyIn(p.start, p.end-1, func(i int) bool { return repoAt(u.toks, i) }) {
+		return
 	}
 	var pending []int // repository verbs not yet followed by an output preposition
 	for k := p.start; k < p.end; k++ {
@@ -517,12 +510,11 @@ func readMention(u *unit, p *phrase, i, lastVerb, head, gov int, prep string) *m
 	vi := lastVerb
 	if vi < 0 {
 		vi = passiveVerb(u, i, p.end)
-		m.passive = vi >= 0
 	}
 	if vi < 0 {
 		vi = reducedPassive(u, i, p.end)
-		m.passive = vi >= 0
 	}
+	m.passive = lastVerb < 0 && vi >= 0
 	m.checked = m.passive || passiveVerb(u, i, p.end) >= 0
 	verb := verbNone
 	if vi >= 0 && u.cls[vi] != verbUnknown {
@@ -788,10 +780,9 @@ func wantsWork(u *unit, i, end int) bool {
 	return k < end && u.cls[k] == verbWant && formOf(u.toks[k].low, lemmaOf(u.toks[k].low)) == formS
 }
 
-// storedIn reports whether the file whose governing token is gov is where the product of the work goes.
-func storedIn(u *unit, gov int) bool {
+// storedIn reports whether the file whose governing token is k is where the product of the work goes.
+func storedIn(u *unit, k int) bool {
 	toks := u.toks
-	k := gov
 	if k < 2 || !toks[k].is(storagePreps...) {
 		return false
 	}
@@ -836,20 +827,16 @@ func lastDestination(u *unit, p *phrase) int {
 	return last
 }
 
-// editedPart reports whether the file whose governing token is gov names what the edit verb at vi
+// editedPart reports whether the file whose governing token is k names what the edit verb at vi
 // changes through "of" after the verb's own object.
-func editedPart(u *unit, vi, gov int) bool {
-	k := gov
+func editedPart(u *unit, vi, k int) bool {
 	if k <= vi+1 || k-vi > 6 || !u.toks[k].is("of") {
 		return false
 	}
-	for j := vi + 1; j < k; j++ {
+	return !anyIn(vi+1, k-1, func(j int) bool {
 		t := u.toks[j]
-		if t.kind != tokWord || u.verbAt(j) || functionWords[t.low] && !prepFillers[t.low] {
-			return false
-		}
-	}
-	return true
+		return t.kind != tokWord || u.verbAt(j) || functionWords[t.low] && !prepFillers[t.low]
+	})
 }
 
 var attemptTarget = rule{"attempt-target", "output: the target of an attempted write"}
@@ -865,10 +852,9 @@ func probeOutput(u *unit, m *mention, vi, i int) {
 	}
 }
 
-// locatedIn reports whether the file whose governing token is gov (see readMention) is where
+// locatedIn reports whether the file whose governing token is k (gov in readMention) is where
 // something already is: a locative preposition after an indicative be-form.
-func locatedIn(u *unit, gov int) bool {
-	k := gov
+func locatedIn(u *unit, k int) bool {
 	if k < 1 {
 		return false
 	}
@@ -1155,13 +1141,10 @@ func plural(w string) bool {
 
 // toolNoun reports whether w is the agent noun of a lexicon verb: a tool that does the verb's work.
 func toolNoun(w string) bool {
-	for _, suf := range agentSuffixes {
+	return slices.ContainsFunc(agentSuffixes, func(suf string) bool {
 		b, ok := strings.CutSuffix(w, suf)
-		if ok && len(b) > 1 && (lemmaOf(b) == b || lemmaOf(b+"e") == b+"e") {
-			return true
-		}
-	}
-	return false
+		return ok && len(b) > 1 && (lemmaOf(b) == b || lemmaOf(b+"e") == b+"e")
+	})
 }
 
 // bareFormat reports whether the word at i is an inherently binary format standing as its own clause

@@ -645,10 +645,8 @@ func nounPosition(u *unit, noun []bool, i int, form wordForm) bool {
 	}
 	prev := toks[i-1]
 	switch {
-	case determiners[prev.low], prev.is("that") && i >= 2 && (nounPreps[toks[i-2].low] || u.verbAt(i-2)):
-		return true // "the parsed records", "the log of that attempt", "return that list"
-	case possessive(prev):
-		return true // "the survey's free-text answers"
+	case determiners[prev.low], prev.is("that") && i >= 2 && (nounPreps[toks[i-2].low] || u.verbAt(i-2)), possessive(prev):
+		return true // "the parsed records", "the log of that attempt", "return that list", "the survey's free-text answers"
 	case nounPreps[prev.low]:
 		return form != formIng
 	case u.verbAt(i - 1):
@@ -657,11 +655,8 @@ func nounPosition(u *unit, noun []bool, i int, form wordForm) bool {
 	if form == formIng && nounFollows(toks, i+1) && afterDeterminedNoun(toks, i) {
 		return true // "from the screen recording (signup.mov)", "the meeting recording to MP3"
 	}
-	if form == formIng || form == formPerfect {
-		return false
-	}
-	if objectFollows(toks, i+1) {
-		return false // "for each file write a summary", "in the folder create notes.txt"
+	if form == formIng || form == formPerfect || objectFollows(toks, i+1) {
+		return false // an object follows: "for each file write a summary", "in the folder create notes.txt"
 	}
 	if form == formBase && compoundHead(toks, noun, i) {
 		return true // "landing page copy (copy.md)", "marketing copy in copy.md"
@@ -811,11 +806,8 @@ func splitPhrases(u *unit) {
 func verbAhead(u *unit, j int) bool {
 	for k := j; k < len(u.toks) && k < j+5; k++ {
 		t := u.toks[k]
-		if u.verbAt(k) {
-			return true
-		}
-		if t.is(negatingVerbs...) || t.is(noWords...) && k+1 < len(u.toks) && u.toks[k+1].is(needWords...) {
-			return true // "…, avoid creating files", "…, no need to summarise it here"
+		if u.verbAt(k) || t.is(negatingVerbs...) || t.is(noWords...) && k+1 < len(u.toks) && u.toks[k+1].is(needWords...) {
+			return true // a verb, or "…, avoid creating files", "…, no need to summarise it here"
 		}
 		if t.punct(",") || (t.kind == tokWord && fillers[t.low]) || t.is(existentials...) {
 			continue // "…, there's no need to …"

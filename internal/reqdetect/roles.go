@@ -1084,10 +1084,7 @@ func signalAt(u *unit, p *phrase, i, lastVerb, head int, prep string, prepOfVerb
 		return
 	}
 	strong := formats[t.low] && formatHead(u, i, p.end) || countedFormat(u, i, p.end) || formatDocument(u, i, p.end)
-	if !strong && !fileNounHead(toks, i, p.end) {
-		return
-	}
-	if inputPreps[prep] || !outputish && !phrasalMake(u, i) {
+	if !strong && !fileNounHead(toks, i, p.end) || inputPreps[prep] || !outputish && !phrasalMake(u, i) {
 		return
 	}
 	for k := i - 1; k >= p.start && k >= i-2; k-- {

@@ -342,11 +342,8 @@ func splitSentences(toks []token, item bool) []*unit {
 	}
 	start := 0
 	for i, t := range toks {
-		if !t.punct(sentenceEnds...) {
-			continue
-		}
-		if t.low == "." && i > 0 && abbrevs[toks[i-1].low] {
-			continue
+		if !t.punct(sentenceEnds...) || t.low == "." && i > 0 && abbrevs[toks[i-1].low] {
+			continue // no sentence end, or the period of an abbreviation
 		}
 		add(toks[start:i], t.low == "?")
 		start = i + 1

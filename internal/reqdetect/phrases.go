@@ -188,16 +188,15 @@ func inflectedNoun(u *unit, i int, form wordForm, c verbClass) bool {
 // objectOfVerb reports whether the word at i ends the object of a verb before it, with only plain
 // modifiers between, at most compoundSpan of them.
 func objectOfVerb(u *unit, i int) bool {
-	toks := u.toks
 	for k := i - 1; k >= 0 && k >= i-1-compoundSpan; k-- {
-		t := toks[k]
+		t := u.toks[k]
 		if u.verbAt(k) {
 			return true
 		}
 		if t.kind != tokWord || !plainWord(t) && !prepFillers[t.low] {
 			return false
 		}
-		if k > 0 && (negators[toks[k-1].low] || toks[k-1].is("to")) {
+		if k > 0 && (negators[u.toks[k-1].low] || u.toks[k-1].is("to")) {
 			return true
 		}
 	}
@@ -318,20 +317,19 @@ func presentPassive(u *unit, i int, c verbClass) bool {
 
 // passiveSubject reports whether toks[k], right before the be-form of a present passive, ends a noun-phrase subject.
 func passiveSubject(u *unit, k int) bool {
-	toks := u.toks
-	t := toks[k]
+	t := u.toks[k]
 	switch {
 	case t.kind == tokFile, t.punct(")"):
 		return true
 	case t.kind != tokWord:
 		return false
 	case t.is(passivePronouns...):
-		return !askedBefore(toks, k)
+		return !askedBefore(u.toks, k)
 	}
 	w := t.low
 	return !u.verbAt(k) && !functionWords[w] && !determiners[w] && !negators[w] && !openers[w] &&
 		!subjectPronouns[w] && !t.is(questionWords...) && !t.is(politeWords...) && !numeric(w) &&
-		!askedBefore(toks, k)
+		!askedBefore(u.toks, k)
 }
 
 // describesThing reports whether the participle at i of a verb that delivers or exports
@@ -535,10 +533,8 @@ func presents(toks []token, i int) bool {
 		return false
 	}
 	n := toks[i+1]
-	if n.punct(":") {
-		return true // "Attached: the Q3 board deck (board-q3.pptx)"
-	}
-	return n.kind == tokFile || n.kind == tokWord && (determiners[n.low] || subjectPronouns[n.low])
+	return n.punct(":") || n.kind == tokFile || // "Attached: the Q3 board deck (board-q3.pptx)"
+		n.kind == tokWord && (determiners[n.low] || subjectPronouns[n.low])
 }
 
 // opensClause reports whether the plain noun at k, with the determiner or possessive before it,

@@ -430,9 +430,8 @@ func comparedAt(u *unit, p *phrase, gov, i int, prep string) bool {
 	if comparisonAt(u, gov) {
 		return !echoesObject(u, p, gov, i)
 	}
-	toks := u.toks
-	return prep == "as" && i+1 < p.end && toks[i+1].is(comparisonAuxes...) &&
-		(i+2 >= p.end || toks[i+2].kind == tokPunct)
+	return prep == "as" && i+1 < p.end && u.toks[i+1].is(comparisonAuxes...) &&
+		(i+2 >= p.end || u.toks[i+2].kind == tokPunct)
 }
 
 // npPrep returns the input preposition that governs the noun phrase the file at i heads, when the word
@@ -462,12 +461,11 @@ func npPrep(u *unit, p *phrase, i int, prep string) string {
 
 // appositionPrep returns the output or source preposition that governs the noun phrase a file in parentheses names.
 func appositionPrep(u *unit, p *phrase, i int, prep string) string {
-	toks := u.toks
-	if i-2 < p.start || !toks[i-1].punct("(") {
+	if i-2 < p.start || !u.toks[i-1].punct("(") {
 		return prep
 	}
 	for k := i - 2; k >= p.start && k >= i-1-appositionSpan; k-- {
-		t := toks[k]
+		t := u.toks[k]
 		switch {
 		case t.kind != tokWord:
 			return prep
@@ -830,10 +828,7 @@ func lastDestination(u *unit, p *phrase) int {
 // editedPart reports whether the file whose governing token is k names what the edit verb at vi
 // changes through "of" after the verb's own object.
 func editedPart(u *unit, vi, k int) bool {
-	if k <= vi+1 || k-vi > 6 || !u.toks[k].is("of") {
-		return false
-	}
-	return !anyIn(vi+1, k-1, func(j int) bool {
+	return k > vi+1 && k-vi <= 6 && u.toks[k].is("of") && !anyIn(vi+1, k-1, func(j int) bool {
 		t := u.toks[j]
 		return t.kind != tokWord || u.verbAt(j) || functionWords[t.low] && !prepFillers[t.low]
 	})
@@ -959,10 +954,9 @@ func passiveVerb(u *unit, i, end int) int {
 // closedAdjunct reports whether the verb at vi is an -ing participle that opens phrase p after a
 // comma, and another comma closes that adjunct before the file at i.
 func closedAdjunct(u *unit, p *phrase, vi, i int) bool {
-	toks := u.toks
-	w := toks[vi].low
-	return vi > 0 && toks[vi-1].punct(",") && p.start == vi-1 && formOf(w, lemmaOf(w)) == formIng && vi < i &&
-		slices.ContainsFunc(toks[vi+1:i], func(t token) bool { return t.punct(",") })
+	w := u.toks[vi].low
+	return vi > 0 && u.toks[vi-1].punct(",") && p.start == vi-1 && formOf(w, lemmaOf(w)) == formIng && vi < i &&
+		slices.ContainsFunc(u.toks[vi+1:i], func(t token) bool { return t.punct(",") })
 }
 
 // reducedPassive finds the participle of an edit, repository, reading or reply verb right after the
@@ -1114,17 +1108,16 @@ func destWord(u *unit, k int) bool {
 // an inherently binary format that modifies the head noun of the destination, at most destHeadSpan
 // words on, a head that ends the noun phrase: the destination is a document of that format.
 func destFormat(u *unit, k, end int, result bool) bool {
-	toks := u.toks
-	strong, ok := formats[toks[k].low]
+	strong, ok := formats[u.toks[k].low]
 	if !ok || !strong && !result || k+1 >= end {
 		return false
 	}
 	for j := k + 1; j < end && j <= k+destHeadSpan; j++ {
-		n := toks[j]
+		n := u.toks[j]
 		if n.kind != tokWord || !destWord(u, j) || toolNoun(n.low) {
 			return false
 		}
-		if nounFollows(toks, j+1) {
+		if nounFollows(u.toks, j+1) {
 			return strong || plural(n.low)
 		}
 	}
@@ -1182,11 +1175,10 @@ func extensionWord(t token) bool {
 // phrasalMake reports whether the format or file noun at toks[i] is the new object of a phrasal verb
 // of making that no lexicon lists.
 func phrasalMake(u *unit, i int) bool {
-	toks := u.toks
-	if i < 3 || !toks[i-1].is(indefArticles...) || !toks[i-2].is(makingParticles...) {
+	if i < 3 || !u.toks[i-1].is(indefArticles...) || !u.toks[i-2].is(makingParticles...) {
 		return false
 	}
-	v := toks[i-3]
+	v := u.toks[i-3]
 	return v.kind == tokWord && !functionWords[v.low] && !determiners[v.low] && lemmaOf(v.low) == ""
 }
 
@@ -1239,10 +1231,8 @@ func formatHead(u *unit, k, end int) bool {
 		u.verbAt(k+1) || strings.HasSuffix(n.low, "ing") || participle(n.low) {
 		return true // "a CSV of …", "one CSV per region", "JSON keyed by week", "into JSON grouped by dock door"
 	}
-	if formats[t.low] && k+2 < end && u.toks[k+2].kind == tokWord && docNouns[u.toks[k+2].low] {
-		return true // an inherently binary format before a compound document noun: "a PNG bar chart"
-	}
-	return formatWord(n.low)
+	// An inherently binary format before a compound document noun ("a PNG bar chart"), or before another format.
+	return formats[t.low] && k+2 < end && u.toks[k+2].kind == tokWord && docNouns[u.toks[k+2].low] || formatWord(n.low)
 }
 
 // fileNounHead reports whether toks[k] is "file", "attachment" or the like used as a noun of its own.

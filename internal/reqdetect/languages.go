@@ -1089,11 +1089,9 @@ func (r *foreignReading) productName(u *unit, h cueHit) bool {
 // flagAt reports whether the file at i is the value of a command-line
 // option ("--output summary.json"): rule 11, a file the product writes.
 func flagAt(u *unit, i int) bool {
-	if i == 0 {
-		return false
-	}
-	p := u.toks[i-1].text
-	return slices.ContainsFunc(foreignProductFlags, func(f string) bool { return strings.HasPrefix(p, f) && len(p) > 1 })
+	return i > 0 && slices.ContainsFunc(foreignProductFlags, func(f string) bool {
+		return strings.HasPrefix(u.toks[i-1].text, f) && len(u.toks[i-1].text) > 1
+	})
 }
 
 // fileWord reports whether token j is a file noun or binary format ("eine

@@ -586,9 +586,7 @@ func describes(toks []token, i int) bool {
 			toks[a].is(ensureWords...) {
 			return false
 		}
-	case t.kind != tokWord || functionWords[t.low] || determiners[t.low] || lemmaOf(t.low) != "":
-		return false
-	case !opensClause(toks, k, true):
+	case t.kind != tokWord || functionWords[t.low] || determiners[t.low] || lemmaOf(t.low) != "" || !opensClause(toks, k, true):
 		return false
 	}
 	return !ensured(toks, k)
@@ -950,9 +948,7 @@ func inlineLen(toks []token, i int) int {
 		switch {
 		case at(k, replyNouns...):
 			return k - i + 1
-		case at(k, "plain") && at(k+1, "text"):
-			return k - i + 2
-		case at(k, "code") && at(k+1, codeBlockNouns...):
+		case at(k, "plain") && at(k+1, "text"), at(k, "code") && at(k+1, codeBlockNouns...):
 			return k - i + 2
 		}
 	case t.is("as"):

@@ -697,11 +697,8 @@ func markedAt(toks []token, i int, marks map[string]bool) bool {
 // changedBy reports whether the causative verb at vi gives the file at i a property.
 func changedBy(u *unit, vi, i, end int) bool {
 	toks := u.toks
-	if !causatives[lemmaOf(toks[vi].low)] || i+1 >= end || !plainWord(toks[i+1]) {
-		return false
-	}
-	k := i + 2
-	return k >= end || toks[k].kind == tokPunct || openers[toks[k].low]
+	return causatives[lemmaOf(toks[vi].low)] && i+1 < end && plainWord(toks[i+1]) &&
+		(i+2 >= end || toks[i+2].kind == tokPunct || openers[toks[i+2].low])
 }
 
 // wantedChanged reports whether the object of the want verb at vi is wanted changed rather than made.
@@ -1247,9 +1244,7 @@ func markerLen(toks []token, i int) int {
 	switch {
 	case t.is("downloadable"):
 		return 1
-	case t.is("download") && at(i+1, downloadLinkNouns...):
-		return 2
-	case t.is(downloadLeads...) && at(i+1, "download"):
+	case t.is("download") && at(i+1, downloadLinkNouns...), t.is(downloadLeads...) && at(i+1, "download"):
 		return 2
 	case t.is("as"):
 		k := i + 1

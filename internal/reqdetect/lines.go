@@ -281,11 +281,8 @@ func modifiedLabel(s string) (string, bool) {
 // stripBullet strips a list marker ("-", "1.", "a)", "- [ ]") from line.
 func stripBullet(line string) (string, bool) {
 	s := strings.TrimLeft(line, " \t")
-	if s == "" {
-		return line, false
-	}
 	n := 0
-	switch r, w := utf8.DecodeRuneInString(s); {
+	switch r, w := utf8.DecodeRuneInString(s); { // an empty s decodes to RuneError, no marker
 	case strings.ContainsRune(bulletMarks, r):
 		n = w
 	case r >= '0' && r <= '9':

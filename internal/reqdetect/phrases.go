@@ -979,11 +979,7 @@ func markInline(u *unit) {
 // file is shared rather than text written.
 func deliveryVenue(u *unit, p *phrase, i int) bool {
 	toks := u.toks
-	if !toks[i].is(inlinePreps...) || i < 2 {
-		return false
-	}
-	last := toks[i-1]
-	if !formatWord(last.low) && !fileNouns[last.low] {
+	if !toks[i].is(inlinePreps...) || i < 2 || !formatWord(toks[i-1].low) && !fileNouns[toks[i-1].low] {
 		return false
 	}
 	d := -1

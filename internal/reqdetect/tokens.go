@@ -211,25 +211,12 @@ func quotedFile(s string, open rune, w int) (n int, ok bool) {
 	return w + end, true
 }
 
-// splitRun classifies one run of word and path characters.
+// splitRun classifies one run of word and path characters: the apostrophes before it and the trailers after it are
+// punctuation.
 func splitRun(toks []token, run string) []token {
-	for run != "" {
-		r, w := utf8.DecodeRuneInString(run)
-		if !strings.ContainsRune(apostrophes, r) {
-			break
-		}
-		toks = append(toks, punctTok(run[:w]))
-		run = run[w:]
-	}
-	end := len(run)
-	for end > 0 {
-		r, w := utf8.DecodeLastRuneInString(run[:end])
-		if !strings.ContainsRune(runTrailers, r) {
-			break
-		}
-		end -= w
-	}
-	core, tail := run[:end], run[end:]
+	body := strings.TrimLeft(run, apostrophes)
+	toks = appendPuncts(toks, run[:len(run)-len(body)])
+	core := strings.TrimRight(body, runTrailers)
 	if core != "" {
 		low := strings.ToLower(core)
 		if strings.Contains(low, "://") || strings.HasPrefix(low, "mailto:") {
@@ -238,10 +225,14 @@ func splitRun(toks []token, run string) []token {
 			toks = splitColons(toks, core)
 		}
 	}
-	for tail != "" {
-		_, w := utf8.DecodeRuneInString(tail)
-		toks = append(toks, punctTok(tail[:w]))
-		tail = tail[w:]
+	return appendPuncts(toks, body[len(core):])
+}
+
+// appendPuncts appends a punctuation token for each rune of s.
+func appendPuncts(toks []token, s string) []token {
+	for s != "" {
+		_, w := utf8.DecodeRuneInString(s)
+		toks, s = append(toks, punctTok(s[:w])), s[w:]
 	}
 	return toks
 }

@@ -833,14 +833,7 @@ func (r *foreignReading) at(i int) []cueHit {
 
 // katakanaRun returns the length in bytes of the run of katakana s opens (a loanword: "アップロード").
 func katakanaRun(s string) int {
-	n := 0
-	for _, c := range s {
-		if !unicode.Is(unicode.Katakana, c) && c != 'ー' {
-			break
-		}
-		n += utf8.RuneLen(c)
-	}
-	return n
+	return len(s) - len(strings.TrimLeftFunc(s, func(c rune) bool { return unicode.Is(unicode.Katakana, c) || c == 'ー' }))
 }
 
 // negated returns the verb cue a negator at token tok (byte off in a CJK run) reaches, or -1: the nearest after it

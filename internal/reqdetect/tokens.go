@@ -103,21 +103,13 @@ func appendTokens(toks []token, s string) []token {
 			toks = append(toks, punctTok(s[i:i+w]))
 			i += w
 		case isRunRune(r):
-			j, wide := i+w, r >= cjkFirst // wide: the run may hold CJK text
-			for j < len(s) {
-				r2, w2 := utf8.DecodeRuneInString(s[j:])
-				if !isRunRune(r2) {
-					break
-				}
-				j, wide = j+w2, wide || r2 >= cjkFirst
+			j := len(s) - len(strings.TrimLeftFunc(s[i:], isRunRune))
+			pieces := []string{s[i:j]}
+			if strings.ContainsFunc(s[i:j], func(r rune) bool { return r >= cjkFirst }) { // the run may hold CJK text
+				prev, _ := utf8.DecodeLastRuneInString(s[:i])
+				pieces = cjkPieces(s[i:j], i == 0 || unicode.IsSpace(prev) || strings.ContainsRune(nameOpeners, prev))
 			}
-			if !wide {
-				toks = splitRun(toks, s[i:j])
-				i = j
-				continue
-			}
-			prev, _ := utf8.DecodeLastRuneInString(s[:i])
-			for _, piece := range cjkPieces(s[i:j], i == 0 || unicode.IsSpace(prev) || strings.ContainsRune(nameOpeners, prev)) {
+			for _, piece := range pieces {
 				toks = splitRun(toks, piece)
 			}
 			i = j

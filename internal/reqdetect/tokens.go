@@ -258,18 +258,10 @@ func classify(s string) token {
 	if IsFile(s) {
 		return token{text: s, low: low, kind: tokFile}
 	}
-	hasLetter, onlyLetters := false, true
-	for _, r := range s {
-		switch {
-		case unicode.IsLetter(r) || unicode.IsMark(r):
-			hasLetter = true
-		case strings.ContainsRune(wordMarks, r):
-		default:
-			onlyLetters = false
-		}
-	}
-	if hasLetter && onlyLetters {
-		return token{text: s, low: low, kind: tokWord}
+	letter := func(r rune) bool { return unicode.IsLetter(r) || unicode.IsMark(r) }
+	other := func(r rune) bool { return !letter(r) && !strings.ContainsRune(wordMarks, r) }
+	if strings.ContainsFunc(s, letter) && !strings.ContainsFunc(s, other) {
+		return token{text: s, low: low, kind: tokWord} // letters, and marks that stand inside a word
 	}
 	return token{text: s, low: low, kind: tokOther}
 }

@@ -823,12 +823,9 @@ func (r *foreignReading) in(u *unit, k int, l *[]string) bool {
 	return inList(r.words[k], l)
 }
 
-// at returns the cues of token i.
-func (r *foreignReading) at(i int) []cueHit {
-	if i < 0 || i >= len(r.first)-1 {
-		return nil
-	}
-	return r.hits[r.first[i]:r.first[i+1]]
+// cueAt reports whether a verb cue stands at token i.
+func (r *foreignReading) cueAt(i int) bool {
+	return i >= 0 && i < len(r.first)-1 && r.first[i] < r.first[i+1]
 }
 
 // katakanaRun returns the length in bytes of the run of katakana s opens (a loanword: "アップロード").
@@ -859,11 +856,11 @@ func (r *foreignReading) negated(u *unit, tok, off int) int {
 		}
 		return best
 	}
-	if len(r.at(tok)) > 0 {
+	if r.cueAt(tok) {
 		return r.first[tok] // "n'exporte"
 	}
 	for j := tok + 1; j <= tok+negAheadSpan && j < len(u.toks); j++ {
-		if len(r.at(j)) > 0 && !r.punctBetween(u, tok, j) {
+		if r.cueAt(j) && !r.punctBetween(u, tok, j) {
 			return r.first[j]
 		}
 	}
@@ -872,7 +869,7 @@ func (r *foreignReading) negated(u *unit, tok, off int) int {
 	any := -1
 	for j := tok - 1; j >= 0 && j >= tok-negBehindSpan && !r.punctBetween(u, j, tok) &&
 		!inList(r.words[tok], &foreignAheadOnly); j-- {
-		if len(r.at(j)) == 0 {
+		if !r.cueAt(j) {
 			continue
 		}
 		k := r.first[j+1] - 1
@@ -924,7 +921,7 @@ func (r *foreignReading) governing(i int, after bool) int {
 func (r *foreignReading) modelAt(u *unit, i int) bool {
 	for k := i - 1; k >= 0 && k >= i-modelSpan; k-- {
 		t := u.toks[k]
-		if t.kind == tokFile || len(r.at(k)) > 0 && !r.cjk[k] {
+		if t.kind == tokFile || r.cueAt(k) && !r.cjk[k] {
 			break
 		}
 		if r.in(u, k, &foreignModel) {
@@ -1147,7 +1144,7 @@ func (r *foreignReading) imperative(u *unit) bool {
 	for k < len(u.toks) && u.toks[k].kind == tokPunct {
 		k++
 	}
-	return len(r.at(k)) > 0 && !r.cjk[k] && k+imperativeMin < len(u.toks) && !u.toks[k+1].punct(":", "：")
+	return r.cueAt(k) && !r.cjk[k] && k+imperativeMin < len(u.toks) && !u.toks[k+1].punct(":", "：")
 }
 
 const imperativeMin = 3 // words after the verb of an imperative: a heading word alone ("## Anhänge") is none

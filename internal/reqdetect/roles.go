@@ -1356,15 +1356,13 @@ func npWords(toks []token, k, end int) []token {
 
 // actedFrom returns the index of the first word of phrase p that is the verb whose participle part is, or -1.
 func actedFrom(toks []token, p *phrase, part string) int {
-	if part == "" {
+	k := slices.IndexFunc(toks[p.start:p.end], func(t token) bool {
+		return part != "" && t.kind == tokWord && participleOf(part, t.low)
+	})
+	if k < 0 {
 		return -1
 	}
-	for k := p.start; k < p.end; k++ {
-		if toks[k].kind == tokWord && participleOf(part, toks[k].low) {
-			return k
-		}
-	}
-	return -1
+	return p.start + k
 }
 
 // participleOf reports whether part is the regular past participle of the verb w.

@@ -306,13 +306,10 @@ type unit struct {
 func splitSentences(toks []token, item bool) []*unit {
 	var units []*unit
 	add := func(ts []token, asked bool) {
-		for _, t := range ts {
-			if t.kind == tokWord || t.kind == tokFile {
-				u := &unit{toks: ts, item: item}
-				u.question = asked && (ts[0].is(questionWords...) || leadQuestion(ts)) && !politeAsk(ts)
-				units = append(units, u)
-				return
-			}
+		if slices.ContainsFunc(ts, func(t token) bool { return t.kind == tokWord || t.kind == tokFile }) {
+			u := &unit{toks: ts, item: item}
+			u.question = asked && (ts[0].is(questionWords...) || leadQuestion(ts)) && !politeAsk(ts)
+			units = append(units, u)
 		}
 	}
 	start := 0

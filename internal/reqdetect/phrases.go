@@ -881,10 +881,7 @@ func negate(u *unit, p *phrase) {
 				return
 			}
 			negateNP(u, k, p.end)
-		case t.is("nothing"):
-			if i+1 < p.end && toks[i+1].is(nothingExceptions...) {
-				continue
-			}
+		case t.is("nothing") && (i+1 >= p.end || !toks[i+1].is(nothingExceptions...)):
 			negatePhrase(u, p, i)
 			return
 		}

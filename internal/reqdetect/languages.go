@@ -1111,10 +1111,8 @@ func (r *foreignReading) noFile(u *unit) int {
 	}
 	for j, t := range u.toks {
 		if r.cjk[j] {
-			f := cjkIndex(t.low, &foreignFileWords)
-			n := cjkIndex(t.low, &foreignNegators)
-			if len(f) > 0 && (len(n) > 0 || j+1 < len(u.toks) && r.cjk[j+1] && len(cjkIndex(u.toks[j+1].low, &foreignNegators)) > 0) &&
-				len(cjkIndex(t.low, &foreignOther)) == 0 {
+			if r.in(u, j, &foreignFileWords) && !r.in(u, j, &foreignOther) &&
+				(r.in(u, j, &foreignNegators) || j+1 < len(u.toks) && r.cjk[j+1] && r.in(u, j+1, &foreignNegators)) {
 				return j
 			}
 			continue

@@ -920,8 +920,7 @@ func (r *foreignReading) governing(i int, after bool) int {
 // word right after it ("X と同じ形式で", "X 처럼"), or an "as" word and a model noun after it ("mit X als Vorlage").
 func (r *foreignReading) modelAt(u *unit, i int) bool {
 	for k := i - 1; k >= 0 && k >= i-modelSpan; k-- {
-		t := u.toks[k]
-		if t.kind == tokFile || r.cueAt(k) && !r.cjk[k] {
+		if u.toks[k].kind == tokFile || r.cueAt(k) && !r.cjk[k] {
 			break
 		}
 		if r.in(u, k, &foreignModel) {
@@ -931,18 +930,11 @@ func (r *foreignReading) modelAt(u *unit, i int) bool {
 			break
 		}
 	}
-	if i+1 < len(u.toks) && r.cjk[i+1] &&
-		slices.ContainsFunc(cjkIndex(u.toks[i+1].low, &foreignModelAfter), func(off int) bool { return off <= cjkNegBytes }) {
-		return true
-	}
-	if i+1 < len(u.toks) && !r.cjk[i+1] && inList(r.words[i+1], &foreignModelAfter) {
-		return true
-	}
-	if i+2 < len(u.toks) && !r.cjk[i+1] && inList(r.words[i+1], &foreignNamingPreps) &&
-		anyIn(i+2, min(i+3, len(u.toks)-1), func(k int) bool { return inList(foldWord(u.toks[k].text), &foreignModelNouns) }) {
-		return true
-	}
-	return false
+	return i+1 < len(u.toks) && r.cjk[i+1] &&
+		slices.ContainsFunc(cjkIndex(u.toks[i+1].low, &foreignModelAfter), func(off int) bool { return off <= cjkNegBytes }) ||
+		i+1 < len(u.toks) && !r.cjk[i+1] && inList(r.words[i+1], &foreignModelAfter) ||
+		i+2 < len(u.toks) && !r.cjk[i+1] && inList(r.words[i+1], &foreignNamingPreps) &&
+			anyIn(i+2, min(i+3, len(u.toks)-1), func(k int) bool { return inList(foldWord(u.toks[k].text), &foreignModelNouns) })
 }
 
 // featureUnit reports whether u asks to build a product feature (a feature verb and a product noun

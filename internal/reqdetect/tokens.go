@@ -189,9 +189,7 @@ func closingQuote(open rune) string {
 
 // quotedFile reports whether s starts with a quoted file name that contains blanks.
 func quotedFile(s string, open rune, w int) (n int, ok bool) {
-	closing := closingQuote(open)
-	window := s[w:min(len(s), w+256)]
-	end := strings.Index(window, closing)
+	end := strings.Index(s[w:min(len(s), w+256)], closingQuote(open)) // within 256 bytes
 	if end <= 0 {
 		return 0, false
 	}

@@ -89,11 +89,8 @@ func buildsProject(u *unit) bool {
 		if t.kind != tokWord || u.neg[i] || !buildVerbs[lemmaOf(t.low)] && !buildVerbs[t.low] {
 			continue
 		}
-		for k := i + 1; k < len(u.toks) && k <= i+4; k++ {
+		for k := i + 1; k < len(u.toks) && k <= i+4 && u.toks[k].kind == tokWord; k++ {
 			n := u.toks[k]
-			if n.kind != tokWord {
-				break
-			}
 			if projectNouns[n.low] {
 				return true
 			}

@@ -478,10 +478,7 @@ func (r *foreignReading) inL(w string, l *[]string) bool {
 // otherBeforeInline reports whether, after file i, an "and" opens another output before the first inline marker
 // ("`index.html` y un resumen breve en la respuesta"): the marker places that output in the reply, not the file.
 func (r *foreignReading) otherBeforeInline(u *unit, i int) bool {
-	for k := i + 1; k < len(u.toks); k++ {
-		if r.inlineAt(u, k) {
-			return false
-		}
+	for k := i + 1; k < len(u.toks) && !r.inlineAt(u, k); k++ {
 		if !r.cjk[k] && r.inL(r.words[k], &foreignAnd) {
 			n := k + 1
 			for n < len(u.toks) && u.toks[n].kind == tokPunct {
@@ -919,10 +916,7 @@ func (r *foreignReading) governing(i int, after bool) int {
 // word within modelSpan tokens before it and no verb cue between ("im gleichen Format wie X", "模板 X"), a modelAfter
 // word right after it ("X と同じ形式で", "X 처럼"), or an "as" word and a model noun after it ("mit X als Vorlage").
 func (r *foreignReading) modelAt(u *unit, i int) bool {
-	for k := i - 1; k >= 0 && k >= i-modelSpan; k-- {
-		if u.toks[k].kind == tokFile || r.cueAt(k) && !r.cjk[k] {
-			break
-		}
+	for k := i - 1; k >= 0 && k >= i-modelSpan && u.toks[k].kind != tokFile && (!r.cueAt(k) || r.cjk[k]); k-- {
 		if r.in(u, k, &foreignModel) {
 			return true
 		}
@@ -956,11 +950,8 @@ func isFlag(t token) bool { return strings.HasPrefix(t.text, "--") && len(t.text
 // bugLabel reports whether u opens with a bug label ("Bug:", "**Bug** :", "버그 리포트:", "## 不具合: …"): Detect
 // reads the units from there on as a bug report, whose files the product writes (rule 11).
 func bugLabel(u *unit) bool {
-	for i := 0; i < len(u.toks) && i < 3; i++ {
+	for i := 0; i < len(u.toks) && i < 3 && !u.toks[i].punct(":", "："); i++ {
 		t := u.toks[i]
-		if t.punct(":", "：") {
-			break
-		}
 		if t.kind != tokPunct && (strings.ContainsFunc(t.text, isCJK) && len(cjkIndex(t.low, &foreignBug)) > 0 || inList(foldWord(t.text), &foreignBug)) {
 			return strings.ContainsAny(u.src[t.pos:min(len(u.src), u.toks[len(u.toks)-1].pos)], ":：")
 		}
@@ -1112,10 +1103,7 @@ func (r *foreignReading) noFile(u *unit) int {
 		if t.kind == tokFile || !inList(r.words[j], &foreignFileWords) {
 			continue
 		}
-		for k := j - 1; k >= 0 && k >= j-2 && !r.cjk[k]; k-- {
-			if inList(r.words[k], &foreignOther) {
-				break
-			}
+		for k := j - 1; k >= 0 && k >= j-2 && !r.cjk[k] && !inList(r.words[k], &foreignOther); k-- {
 			if r.inL(r.words[k], &foreignNegators) {
 				if slices.ContainsFunc(r.hits, func(h cueHit) bool { return h.tok == k-1 && (h.class == cueEdit || h.class == cueInput) }) {
 					break // "Ne modifie pas le fichier source": a file not to edit, not "no file"

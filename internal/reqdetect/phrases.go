@@ -699,11 +699,8 @@ func possessive(t token) bool {
 // afterDeterminedNoun reports whether a determiner and one or two plain words stand right before
 // toks[i] ("the screen recording", "a team meeting"): an -ing word there ends a noun compound.
 func afterDeterminedNoun(toks []token, i int) bool {
-	for j := i - 1; j >= 0 && j >= i-3; j-- {
+	for j := i - 1; j >= 0 && j >= i-3 && toks[j].kind == tokWord; j-- {
 		t := toks[j]
-		if t.kind != tokWord {
-			return false
-		}
 		if determiners[t.low] {
 			return j < i-1
 		}

@@ -273,10 +273,7 @@ func pastDets(toks []token, j, end int) int {
 // before it; -1 when there is no such preposition or its phrase holds no word.
 func prepHead(u *unit, i, end, span int, preps []string) (head int, det bool) {
 	toks := u.toks
-	for k := i + 1; k < end && k <= i+span; k++ {
-		if isClauseBreak(toks[k]) {
-			return -1, false
-		}
+	for k := i + 1; k < end && k <= i+span && !isClauseBreak(toks[k]); k++ {
 		if !toks[k].is(preps...) {
 			continue
 		}
@@ -441,11 +438,8 @@ func npPrep(u *unit, p *phrase, i int, prep string) string {
 	for k >= p.start && k >= i-npPrepSpan && prepSkip(u.toks[k]) && u.toks[k].kind != tokFile {
 		k--
 	}
-	for n := 0; k >= p.start && n < npPrepSpan; k, n = k-1, n+1 {
+	for n := 0; k >= p.start && n < npPrepSpan && u.toks[k].kind == tokWord; k, n = k-1, n+1 {
 		t := u.toks[k]
-		if t.kind != tokWord {
-			return prep
-		}
 		if inputPreps[t.low] {
 			if n == 0 || t.is(npPrepSkips...) {
 				return prep
@@ -784,10 +778,7 @@ func storedIn(u *unit, k int) bool {
 	if toks[k-1].is(storedPronouns...) {
 		return verbPlace(toks[k-2]) // "file them in oldest.json"
 	}
-	for d := k - 1; d >= 1 && d >= k-6; d-- {
-		if toks[d].kind != tokWord || u.verbAt(d) {
-			return false
-		}
+	for d := k - 1; d >= 1 && d >= k-6 && toks[d].kind == tokWord && !u.verbAt(d); d-- {
 		if toks[d].is(productDets...) && productNP(toks, d+1, k) && verbPlace(toks[d-1]) {
 			return true
 		}
@@ -857,11 +848,8 @@ func locatedIn(u *unit, k int) bool {
 	if !named && beforeBe(u.toks, k) {
 		return true
 	}
-	for j := k - 1; j > 0 && j >= k-1-placeSpan; j-- {
+	for j := k - 1; j > 0 && j >= k-1-placeSpan && u.toks[j].kind == tokWord && !u.verbAt(j); j-- {
 		t := u.toks[j]
-		if t.kind != tokWord || u.verbAt(j) {
-			return false
-		}
 		if locativePreps[t.low] {
 			if !named {
 				return beforeBe(u.toks, j)
@@ -1406,10 +1394,7 @@ func findQualifier(toks []token) int {
 		if !t.is(qualifierNegators...) {
 			continue
 		}
-		for j := i + 1; j < len(toks) && j <= i+5; j++ {
-			if toks[j].kind != tokWord {
-				break
-			}
+		for j := i + 1; j < len(toks) && j <= i+5 && toks[j].kind == tokWord; j++ {
 			if toks[j].is(deliverableWords...) {
 				return i
 			}

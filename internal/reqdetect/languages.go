@@ -1036,10 +1036,8 @@ func (r *foreignReading) productSubject(u *unit, g, i int) bool {
 		}
 		return false
 	}
-	for k := h.tok - 1; k >= 0 && k >= h.tok-productSubjectSpan; k-- {
-		if u.toks[k].kind == tokFile || u.toks[k].punct(asideMarks...) {
-			return false
-		}
+	for k := h.tok - 1; k >= 0 && k >= h.tok-productSubjectSpan && u.toks[k].kind != tokFile &&
+		!u.toks[k].punct(asideMarks...); k-- {
 		if productWord(u.toks[k].text) {
 			return true
 		}

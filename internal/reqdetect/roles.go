@@ -1097,13 +1097,10 @@ func destFormat(u *unit, k, end int, result bool) bool {
 	if !ok || !strong && !result || k+1 >= end {
 		return false
 	}
-	for j := k + 1; j < end && j <= k+destHeadSpan; j++ {
-		n := u.toks[j]
-		if n.kind != tokWord || !destWord(u, j) || toolNoun(n.low) {
-			return false
-		}
+	for j := k + 1; j < end && j <= k+destHeadSpan && u.toks[j].kind == tokWord && destWord(u, j) &&
+		!toolNoun(u.toks[j].low); j++ {
 		if nounFollows(u.toks, j+1) {
-			return strong || plural(n.low)
+			return strong || plural(u.toks[j].low)
 		}
 	}
 	return false

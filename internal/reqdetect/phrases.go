@@ -350,10 +350,7 @@ func describesThing(u *unit, i int, c verbClass) bool {
 		if i >= 2 && (toks[i-2].kind == tokFile || toks[i-2].punct(quoteMarks...) && i >= 3 && toks[i-3].kind == tokFile) {
 			return true // "x.csv, attached", "`x.csv`, attached"
 		}
-		for k := i - 2; k >= 0 && k >= i-parenSpan; k-- {
-			if toks[k].punct(")") {
-				return false
-			}
+		for k := i - 2; k >= 0 && k >= i-parenSpan && !toks[k].punct(")"); k-- {
 			if toks[k].punct("(") {
 				return true // "(sample: inv_8812.edi, attached)"
 			}
@@ -913,11 +910,7 @@ func isClauseBreak(t token) bool {
 
 // negateNP negates the noun phrase starting at j.
 func negateNP(u *unit, j, end int) {
-	for k := j; k < end && k < j+8; k++ {
-		t := u.toks[k]
-		if t.punct(npBreakMarks...) || t.is("but") || u.verbAt(k) {
-			return
-		}
+	for k := j; k < end && k < j+8 && !u.toks[k].punct(npBreakMarks...) && !u.toks[k].is("but") && !u.verbAt(k); k++ {
 		u.neg[k] = true
 	}
 }
@@ -1021,11 +1014,8 @@ func coverInline(u *unit, i int) {
 			return
 		}
 	case tokWord: // "a short summary in the reply", "a CSV of the users in the chat"
-		for k := j; k >= 0 && i-k < 8; k-- {
-			t := toks[k]
-			if t.kind != tokWord || u.verbAt(k) || functionWords[t.low] && !t.is("of") {
-				return
-			}
+		for k := j; k >= 0 && i-k < 8 && toks[k].kind == tokWord && !u.verbAt(k) &&
+			(!functionWords[toks[k].low] || toks[k].is("of")); k-- {
 			u.inl[k] = true
 		}
 	}

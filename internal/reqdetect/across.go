@@ -13,12 +13,9 @@ func markRepoWork(units []*unit) {
 	built := false // the unit before builds the project
 	// A text that asks for a pull request, branch or commit anywhere does code work: the source files it makes ("split it into
 	// model.py and render.py … and open a pull request") are modules of that change.
-	pr := false
-	for _, u := range units {
-		for _, p := range u.phrases {
-			pr = pr || p.repo && !p.negated && !u.question
-		}
-	}
+	pr := slices.ContainsFunc(units, func(u *unit) bool {
+		return !u.question && slices.ContainsFunc(u.phrases, func(p *phrase) bool { return p.repo && !p.negated })
+	})
 	var prev *unit
 	for _, u := range units {
 		builds := buildsProject(u)

@@ -480,11 +480,9 @@ func (r *foreignReading) inL(w string, l *[]string) bool {
 func (r *foreignReading) otherBeforeInline(u *unit, i int) bool {
 	for k := i + 1; k < len(u.toks) && !r.inlineAt(u, k); k++ {
 		if !r.cjk[k] && r.inL(r.words[k], &foreignAnd) {
-			n := k + 1
-			for n < len(u.toks) && u.toks[n].kind == tokPunct {
-				n++ // "`index.html` e `styles.css`": the quote before the next file
-			}
-			return n < len(u.toks) && u.toks[n].kind != tokFile
+			// the next token past punctuation: "`index.html` e `styles.css`" has a quote before the next file
+			n := slices.IndexFunc(u.toks[k+1:], func(t token) bool { return t.kind != tokPunct })
+			return n >= 0 && u.toks[k+1+n].kind != tokFile
 		}
 	}
 	return false
@@ -804,11 +802,8 @@ func (r *foreignReading) question(u *unit) bool {
 	}
 	rest := strings.TrimLeft(u.src[end:], " \t")
 	asked := strings.HasPrefix(rest, "?") || strings.HasPrefix(rest, "？")
-	first := 0
-	for first < len(u.toks) && u.toks[first].kind == tokPunct {
-		first++
-	}
-	return asked && first < len(u.toks) && inList(foldWord(u.toks[first].text), &foreignWhWords)
+	first := slices.IndexFunc(u.toks, func(t token) bool { return t.kind != tokPunct })
+	return asked && first >= 0 && inList(foldWord(u.toks[first].text), &foreignWhWords)
 }
 
 // in reports whether token k holds a word of l: a CJK cue anywhere in its
@@ -1116,10 +1111,7 @@ func (r *foreignReading) noFile(u *unit) int {
 // imperative reports whether u opens with a verb cue ("Voeg een rapport …
 // toe"): under an input heading such a sentence asks, as a polite one does.
 func (r *foreignReading) imperative(u *unit) bool {
-	k := 0
-	for k < len(u.toks) && u.toks[k].kind == tokPunct {
-		k++
-	}
+	k := slices.IndexFunc(u.toks, func(t token) bool { return t.kind != tokPunct }) // -1 for no word: no cue
 	return r.cueAt(k) && !r.cjk[k] && k+imperativeMin < len(u.toks) && !u.toks[k+1].punct(":", "：")
 }
 

@@ -13,21 +13,15 @@ func markRepoWork(units []*unit) {
 	built := false // the unit before builds the project
 	// A text that asks for a pull request, branch or commit anywhere does code work: the source files it makes ("split it into
 	// model.py and render.py … and open a pull request") are modules of that change.
-	pr := false
-	for _, u := range units {
-		for _, p := range u.phrases {
-			pr = pr || p.repo && !p.negated && !u.question
-		}
-	}
+	pr := slices.ContainsFunc(units, func(u *unit) bool {
+		return !u.question && slices.ContainsFunc(u.phrases, func(p *phrase) bool { return p.repo && !p.negated })
+	})
 	var prev *unit
 	for _, u := range units {
 		builds := buildsProject(u)
 		built = built && reaches(u, prev)
 		for _, p := range u.phrases {
-			code := false
-			for i := p.start; i < p.end; i++ {
-				code = code || codeNouns[u.toks[i].low] && u.toks[i].kind == tokWord
-			}
+			code := slices.ContainsFunc(u.toks[p.start:p.end], func(t token) bool { return t.kind == tokWord && codeNouns[t.low] })
 			for _, m := range p.mentions {
 				if m.role != roleOutput || m.delivery || u.item && !u.listed || m.verb >= 0 && u.cls[m.verb] == verbExport {
 					continue
@@ -92,11 +86,8 @@ func buildsProject(u *unit) bool {
 		if t.kind != tokWord || u.neg[i] || !buildVerbs[lemmaOf(t.low)] && !buildVerbs[t.low] {
 			continue
 		}
-		for k := i + 1; k < len(u.toks) && k <= i+4; k++ {
+		for k := i + 1; k < len(u.toks) && k <= i+4 && u.toks[k].kind == tokWord; k++ {
 			n := u.toks[k]
-			if n.kind != tokWord {
-				break
-			}
 			if projectNouns[n.low] {
 				return true
 			}
@@ -110,8 +101,7 @@ func buildsProject(u *unit) bool {
 
 // pathParts returns the lower-cased directories and extension of the file name s.
 func pathParts(s string) (dirs []string, ext string) {
-	low := strings.ToLower(s)
-	parts := strings.FieldsFunc(low, func(r rune) bool { return strings.ContainsRune(pathSeparators, r) })
+	parts := strings.FieldsFunc(strings.ToLower(s), func(r rune) bool { return strings.ContainsRune(pathSeparators, r) })
 	if len(parts) == 0 {
 		return nil, ""
 	}
@@ -121,11 +111,9 @@ func pathParts(s string) (dirs []string, ext string) {
 
 // requestsList reports whether the unit lead, a line ending in ":", asks for the files listed below it.
 func requestsList(lead *unit) bool {
-	if lead.listRead {
-		return lead.listAsks
+	if !lead.listRead {
+		lead.listRead, lead.listAsks = true, asksForList(lead)
 	}
-	lead.listRead = true
-	lead.listAsks = asksForList(lead)
 	return lead.listAsks
 }
 
@@ -145,17 +133,11 @@ func asksForList(lead *unit) bool {
 			verb, object = true, false // the object, if any, is that of the last verb
 			continue
 		}
-		if verb && t.kind == tokWord && (fileNouns[t.low] || t.is(listPointers...)) {
-			pointer = true
-		}
 		// "Files to produce:", "Files to attach:": a file noun before the infinitive that asks for them.
-		if fileNouns[t.low] && i+2 < p.end && lead.toks[i+1].is("to") && listVerb(lead, i+2) {
-			pointer = true
-		}
-		if verb && (t.kind == tokFile || t.kind == tokWord && !t.is(listPointers...) && !t.is(listIncludes...) &&
-			(determiners[t.low] || plainWord(t))) {
-			object = true
-		}
+		pointer = pointer || verb && t.kind == tokWord && (fileNouns[t.low] || t.is(listPointers...)) ||
+			fileNouns[t.low] && i+2 < p.end && lead.toks[i+1].is("to") && listVerb(lead, i+2)
+		object = object || verb && (t.kind == tokFile || t.kind == tokWord && !t.is(listPointers...) &&
+			!t.is(listIncludes...) && (determiners[t.low] || plainWord(t)))
 	}
 	// A verb with no object of its own before the colon asks for the list itself ("Return:", "What I need back:", "Your output
 	// should include:"), as it does with a pointer ("We need the following:").
@@ -320,15 +302,10 @@ var _ = register(52, "pronoun", "what a pronoun or anaphor refers back to takes 
 
 // hasVerb reports whether phrase p has a verb, not negated, that set holds.
 func hasVerb(u *unit, p *phrase, set map[string]bool, lemma bool) bool {
-	for i := p.start; i < p.end; i++ {
-		if !u.verbAt(i) || u.neg[i] {
-			continue
-		}
-		if w := u.toks[i].low; set[w] && !lemma || lemma && set[lemmaOf(w)] {
-			return true
-		}
-	}
-	return false
+	return anyIn(p.start, p.end-1, func(i int) bool {
+		w := u.toks[i].low
+		return u.verbAt(i) && !u.neg[i] && (set[w] && !lemma || lemma && set[lemmaOf(w)])
+	})
 }
 
 // hasWord reports whether phrase p holds one of words.
@@ -346,7 +323,7 @@ func antecedent(units []*unit, ui, pi int, ref *phrase) (ms []*mention, ph, from
 		if ref.returns {
 			return p.mentions // "I attached budget.xlsx. Please fix the formulas and send it back."
 		}
-		return liveMentions(p)
+		return slices.DeleteFunc(slices.Clone(p.mentions), func(m *mention) bool { return m.existing })
 	}
 	pickLive := func(p *phrase) []*mention {
 		ms := live(p)
@@ -368,8 +345,8 @@ func antecedent(units []*unit, ui, pi int, ref *phrase) (ms []*mention, ph, from
 			if m.reshaped && !sameDoc && !byVerb {
 				continue // "compile paper.tex and attach the resulting PDF"
 			}
-			if kind != "" && !ofKind(m.name, kind) {
-				continue // "fix notes.md and attach the spreadsheet"
+			if _, ext := pathParts(m.name); kind != "" && !slices.Contains(kindNouns[kind], ext) {
+				continue // not of the kind the noun names: "fix notes.md and attach the spreadsheet"
 			}
 			if m.role == roleInput && kind != "" && changedPart(part) {
 				got = append(got, m) // "The team uses candidates.xlsx. … share the updated sheet"
@@ -479,17 +456,6 @@ func makesUnnamed(u *unit, p *phrase) bool {
 		}
 	}
 	return false
-}
-
-// liveMentions returns the files of phrase p that a pronoun may refer to.
-func liveMentions(p *phrase) []*mention {
-	var ms []*mention
-	for _, m := range p.mentions {
-		if !m.existing {
-			ms = append(ms, m)
-		}
-	}
-	return ms
 }
 
 // onlyInputs reports whether every file of phrase p is an input, so that

@@ -1,6 +1,7 @@
 package reqdetect
 
 import (
+	"cmp"
 	"fmt"
 	"strings"
 )
@@ -36,10 +37,7 @@ func (r Reason) String() string {
 	if r.Requested {
 		verdict = "requested"
 	}
-	name := "decision"
-	if r.File != "" {
-		name = r.File
-	}
+	name := cmp.Or(r.File, "decision")
 	if r.Span == "" {
 		return fmt.Sprintf("%s: %s [%s] (%s)", name, verdict, r.ID, r.Rule)
 	}

@@ -20,33 +20,33 @@ import (
 // and cases to testdata/requested-files.jsonl.
 type langTable struct {
 	code, name string
-	cues       map[string]string // each field's words, joined by blanks
-	neg, inl   []string          // negators and inline words, split
-	and        []string          // words for "and", split
+	cues       map[string]string       // each field's words, joined by blanks
+	own        map[*[]string]*[]string // each cue list's words of this table alone (inL)
 }
 
 // langFields are the fields of a table that join no cue list: the code and name, function words that tell the
 // language, the labels of outputs ("Ergebnis") and inputs ("Kontext"), and CJK nouns that hold a cue ("共有フォルダ").
 var langFields = []string{"code", "name", "function", "deliverables", "inputs", "nouns"}
 
-// cueFields are the fields whose words join a cue list, and the class a verb cue among them gives its files. Verb
-// cues by role: given with the task ("anbei"), attachment nouns ("Anhang"), delivery ("hänge an"), send ("schick"),
-// making ("erstelle"), converting, reading and running ("lies"), answering in text ("antworte"), editing in place
-// ("korrigiere"), naming ("nenne"). The reply as a place ("hier"), negators ("nicht"), file nouns ("Datei"), polite
-// markers ("bitte"). Rule 10: model words before a file ("wie") or after it in CJK text ("と同じ"), model nouns after
-// "as" ("als Vorlage"). Destination words ("als", "成"; namingPreps name a thing made without a verb); source words
-// before or after a file ("aus", "から"). Rules 8 and 11: repository nouns ("Branch"), product nouns ("Skript"),
-// feature verbs ("implementiere"), bug labels ("Fehler:"). Questions ("wie", "如何") and statements of what was done
-// ("habe", "schon", "了", "已经"). Pointers back to a file ("sie", "このファイル"), clitics on a verb ("adjúntalo"; with
-// "-", after a hyphen only: "envoie-le"), words that make the cue after them a noun ("di consegna"), words for other
-// files ("keine weiteren Dateien"), toward words after a presented form that say where it is to go ("ao"), and the
-// words for "and" that open another output before an inline marker ("index.html und eine Zusammenfassung hier").
+// cueFields are the fields whose words join a cue list, and the class a verb cue among them gives its files. Verb cues
+// by role, in the order a word is tried (foreignCueClasses): given with the task ("anbei"), attachment nouns
+// ("Anhang"), naming ("nenne"), answering in text ("antworte"), converting, delivery ("hänge an"), send ("schick"),
+// making ("erstelle"), editing in place ("korrigiere"), reading and running ("lies"). The reply as a place ("hier"),
+// negators ("nicht"), file nouns ("Datei"), polite markers ("bitte"). Rule 10: model words before a file ("wie") or
+// after it in CJK text ("と同じ"), model nouns after "as" ("als Vorlage"). Destination words ("als", "成"; namingPreps name
+// a thing made without a verb); source words before or after a file ("aus", "から"). Rules 8 and 11: repository nouns
+// ("Branch"), product nouns ("Skript"), feature verbs ("implementiere"), bug labels ("Fehler:"). Questions ("wie",
+// "如何") and statements of what was done ("habe", "schon", "了", "已经"). Pointers back to a file ("sie", "このファイル"),
+// clitics on a verb ("adjúntalo"; with "-", after a hyphen only: "envoie-le"), words that make the cue after them a
+// noun ("di consegna"), words for other files ("keine weiteren Dateien"), toward words after a presented form that say
+// where it is to go ("ao"), and the words for "and" that open another output before an inline marker ("index.html und
+// eine Zusammenfassung hier").
 var cueFields = []cueField{
 	{"presented", &foreignPresented, cuePresented}, {"attach", &foreignAttachNouns, cueAttached},
-	{"delivery", &foreignDelivery, cueDelivery}, {"send", &foreignSend, cueSend},
-	{"output", &foreignOutput, cueOutput}, {"transform", &foreignTransform, cueTransform},
-	{"input", &foreignInput, cueInput}, {"reply", &foreignReply, cueReply},
-	{"edit", &foreignEdit, cueEdit}, {"naming", &foreignNaming, cueNaming},
+	{"naming", &foreignNaming, cueNaming}, {"reply", &foreignReply, cueReply},
+	{"transform", &foreignTransform, cueTransform}, {"delivery", &foreignDelivery, cueDelivery},
+	{"send", &foreignSend, cueSend}, {"output", &foreignOutput, cueOutput},
+	{"edit", &foreignEdit, cueEdit}, {"input", &foreignInput, cueInput},
 	{"inline", &foreignInline, 0}, {"negators", &foreignNegators, 0}, {"fileWords", &foreignFileWords, 0},
 	{"polite", &foreignPolite, 0}, {"model", &foreignModel, 0}, {"modelAfter", &foreignModelAfter, 0},
 	{"modelNouns", &foreignModelNouns, 0}, {"destPreps", &foreignDestPreps, 0},
@@ -77,12 +77,8 @@ func loadLang(code string) *langTable {
 	if err != nil {
 		panic("reqdetect: " + err.Error())
 	}
-	lists, err := parseLexicon(name, string(text))
-	if err != nil {
-		panic("reqdetect: " + err.Error())
-	}
 	t := &langTable{cues: map[string]string{}}
-	for field, ws := range lists {
+	for field, ws := range mustParseLexicon(name, string(text)) {
 		if !slices.Contains(langFields, field) && !slices.ContainsFunc(cueFields, func(f cueField) bool { return f.name == field }) {
 			panic(fmt.Sprintf("reqdetect: %s: %q is no field of a language table", name, field))
 		}
@@ -140,36 +136,31 @@ func words(s string) []string {
 	return f
 }
 
-// buildLists joins the tables into the cue lists and adds their labels to
-// labelWords (longest first: "Ergebnisse" before "Ergebnis") and inputLabels.
-func buildLists() {
+// init joins the tables into the cue lists, indexes every list, and adds the tables' labels to labelWords (longest
+// first: "Ergebnisse" before "Ergebnis") and inputLabels.
+func init() {
 	var labels []string
 	for _, t := range append([]*langTable{shared}, langTables...) {
+		t.own = map[*[]string]*[]string{}
 		for _, f := range cueFields {
-			src := t.cues[f.name]
-			if f.dst == &foreignNegators {
-				src = strings.ReplaceAll(src, ">", "")
-			}
-			for _, w := range words(src) {
+			var own []string
+			for _, w := range words(t.cues[f.name]) {
+				if a, ok := strings.CutSuffix(w, ">"); ok && f.dst == &foreignNegators {
+					foreignAheadOnly = append(foreignAheadOnly, a)
+					w = a
+				}
 				if head, particle, ok := strings.Cut(w, "…"); ok {
 					foreignSeparable = append(foreignSeparable, separable{head, particle, f.class})
 					continue
 				}
-				*f.dst = append(*f.dst, w)
+				*f.dst, own = append(*f.dst, w), append(own, w)
 			}
+			t.own[f.dst] = &own
+			foldedList(&own)
 		}
 		for _, w := range words(t.cues["function"]) {
 			foreignFunctionWords[w] = append(foreignFunctionWords[w], t)
 		}
-		t.neg, t.inl, t.and = words(strings.ReplaceAll(t.cues["negators"], ">", "")), words(t.cues["inline"]), words(t.cues["and"])
-		for _, w := range words(t.cues["negators"]) {
-			if a, ok := strings.CutSuffix(w, ">"); ok {
-				foreignAheadOnly = append(foreignAheadOnly, a)
-			}
-		}
-		foldedList(&t.neg)
-		foldedList(&t.inl)
-		foldedList(&t.and)
 		// A CJK label, repository noun or other noun holds no verb ("交付物", "저장소", "共有フォルダ").
 		for _, w := range words(t.cues["deliverables"] + " " + t.cues["repo"] + " " + t.cues["nouns"]) {
 			if isCJKString(w) {
@@ -187,6 +178,12 @@ func buildLists() {
 	for _, l := range labelWords {
 		r, _ := utf8.DecodeRuneInString(l)
 		labelsByFold[foldKey(r)] = append(labelsByFold[foldKey(r)], l)
+	}
+	for _, f := range cueFields {
+		foldedList(f.dst)
+	}
+	for _, l := range []*[]string{&sharedCues, &foreignAheadOnly, &foreignNouns} {
+		foldedList(l)
 	}
 }
 
@@ -220,16 +217,9 @@ const (
 	cueEdit               // fix, update, adjust: its file is edited in place
 )
 
-// foreignCueClasses are tried in this order on a word: a presented form is
-// read before the delivery stem it shares ("anbei", "adjunto").
-var foreignCueClasses = []struct {
-	class cueClass
-	words *[]string
-}{
-	{cuePresented, &foreignPresented}, {cueAttached, &foreignAttachNouns}, {cueNaming, &foreignNaming},
-	{cueReply, &foreignReply}, {cueTransform, &foreignTransform}, {cueDelivery, &foreignDelivery},
-	{cueSend, &foreignSend}, {cueOutput, &foreignOutput}, {cueEdit, &foreignEdit}, {cueInput, &foreignInput},
-}
+// foreignCueClasses, the verb cue fields, are tried in this order on a word: a presented form is read before the
+// delivery stem it shares ("anbei", "adjunto").
+var foreignCueClasses = cueFields[:10]
 
 // makes reports whether c makes or delivers its files.
 func (c cueClass) makes() bool { return c >= cueDelivery && c <= cueNaming }
@@ -282,13 +272,10 @@ func isForeign(u *unit) bool {
 	}
 	// No English function word: a cue word no English lexicon lists makes
 	// it foreign ("Konvertiere daten.csv in daten.xlsx").
-	for _, t := range u.toks {
-		if w := foldWord(t.text); t.kind == tokWord && lemmaOf(t.low) == "" && latinCue(w) != cueNone &&
-			!inList(w, &sharedCues) {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(u.toks, func(t token) bool {
+		w := foldWord(t.text)
+		return t.kind == tokWord && lemmaOf(t.low) == "" && latinCue(w) != cueNone && !inList(w, &sharedCues)
+	})
 }
 
 // unitLang returns the table of the language u is written in, or nil when its function words do not tell: by script
@@ -313,18 +300,13 @@ func unitLang(u *unit) *langTable {
 	if han {
 		return langZH
 	}
-	best, second := 0, 0
+	best := 0 // the first of the most counted: a tie is after it
 	for k, n := range count {
 		if n > count[best] {
 			best = k
 		}
 	}
-	for k, n := range count {
-		if k != best {
-			second = max(second, n)
-		}
-	}
-	if count[best] < langMin || count[best] == second {
+	if count[best] < langMin || slices.Contains(count[best+1:], count[best]) {
 		return nil
 	}
 	return langTables[best]
@@ -385,21 +367,6 @@ func foldedList(l *[]string) {
 	latinIndex[l] = ix
 }
 
-func init() {
-	buildLists()
-	for _, f := range cueFields {
-		foldedList(f.dst)
-	}
-	for _, l := range []*[]string{&sharedCues, &foreignAheadOnly, &foreignNouns} {
-		foldedList(l)
-	}
-}
-
-func startsUpper(s string) bool {
-	r, _ := utf8.DecodeRuneInString(s)
-	return unicode.IsUpper(r)
-}
-
 // separableCue returns the class of a separable verb whose head is the
 // folded word w and whose particle is still ahead in its unit (later).
 func separableCue(w string, later map[string]int) cueClass {
@@ -415,7 +382,7 @@ func separableCue(w string, later map[string]int) cueClass {
 // latinCue returns the class of the folded word w, or cueNone.
 func latinCue(w string) cueClass {
 	for _, c := range foreignCueClasses {
-		if inList(w, c.words) && (latinIndex[c.words].exact[w] || c.class > cueOutput || !nominal(w)) {
+		if inList(w, c.dst) && (latinIndex[c.dst].exact[w] || c.class > cueOutput || !nominal(w)) {
 			return c.class
 		}
 	}
@@ -451,38 +418,29 @@ func inList(w string, l *[]string) bool {
 	return false
 }
 
-// cjkIndex returns every byte offset in s of a CJK cue of l, each once, in
-// order.
-func cjkIndex(s string, l *[]string) []int {
+// cjkSpans returns the byte span of the first CJK cue of l at each offset of s where one starts, in order.
+func cjkSpans(s string, l *[]string) [][2]int {
 	step()
 	ix := cjkCues[l]
-	if len(ix) == 0 {
-		return nil
-	}
-	var at []int
+	var sp [][2]int
 	for k, r := range s {
 		for _, cue := range ix[r] {
 			if strings.HasPrefix(s[k:], cue) {
-				at = append(at, k)
-				break
-			}
-		}
-	}
-	return at
-}
-
-// cjkSpans returns the byte spans of the CJK cues of l in s.
-func cjkSpans(s string, l *[]string) [][2]int {
-	var sp [][2]int
-	for _, off := range cjkIndex(s, l) {
-		for _, cue := range cjkCues[l][[]rune(s[off:])[0]] {
-			if strings.HasPrefix(s[off:], cue) {
-				sp = append(sp, [2]int{off, off + len(cue)})
+				sp = append(sp, [2]int{k, k + len(cue)})
 				break
 			}
 		}
 	}
 	return sp
+}
+
+// cjkIndex returns every byte offset in s of a CJK cue of l, each once, in order.
+func cjkIndex(s string, l *[]string) []int {
+	var at []int
+	for _, sp := range cjkSpans(s, l) {
+		at = append(at, sp[0])
+	}
+	return at
 }
 
 // foreignReading is what readForeign finds in a unit.
@@ -508,32 +466,23 @@ type foreignReading struct {
 	feature bool // the unit asks to build a product feature or reports a bug
 }
 
-// inL reports whether the folded word w is in the list l of the unit's
-// language, or of any language when it is not known (pick picks l).
-func (r *foreignReading) inL(w string, pick func(*langTable) *[]string, all *[]string) bool {
+// inL reports whether the folded word w is in the cue list l of the unit's
+// language (or the shared table), or of any language when it is not known.
+func (r *foreignReading) inL(w string, l *[]string) bool {
 	if r.lang != nil {
-		return inList(w, pick(r.lang)) || inList(w, pick(shared))
+		return inList(w, r.lang.own[l]) || inList(w, shared.own[l])
 	}
-	return inList(w, all)
+	return inList(w, l)
 }
-
-func negs(t *langTable) *[]string { return &t.neg }
-func inls(t *langTable) *[]string { return &t.inl }
-func ands(t *langTable) *[]string { return &t.and }
 
 // otherBeforeInline reports whether, after file i, an "and" opens another output before the first inline marker
 // ("`index.html` y un resumen breve en la respuesta"): the marker places that output in the reply, not the file.
 func (r *foreignReading) otherBeforeInline(u *unit, i int) bool {
-	for k := i + 1; k < len(u.toks); k++ {
-		if r.inlineAt(u, k) {
-			return false
-		}
-		if !r.cjk[k] && r.inL(r.words[k], ands, &foreignAnd) {
-			n := k + 1
-			for n < len(u.toks) && u.toks[n].kind == tokPunct {
-				n++ // "`index.html` e `styles.css`": the quote before the next file
-			}
-			return n < len(u.toks) && u.toks[n].kind != tokFile
+	for k := i + 1; k < len(u.toks) && !r.inlineAt(u, k); k++ {
+		if !r.cjk[k] && r.inL(r.words[k], &foreignAnd) {
+			// the next token past punctuation: "`index.html` e `styles.css`" has a quote before the next file
+			n := slices.IndexFunc(u.toks[k+1:], func(t token) bool { return t.kind != tokPunct })
+			return n >= 0 && u.toks[k+1+n].kind != tokFile
 		}
 	}
 	return false
@@ -561,7 +510,7 @@ func scan(u *unit) *foreignReading {
 			var local []cueHit
 			seen := map[int]bool{}
 			for _, c := range foreignCueClasses {
-				for _, off := range cjkIndex(t.low, c.words) {
+				for _, off := range cjkIndex(t.low, c.dst) {
 					inNoun := slices.ContainsFunc(nouns, func(s [2]int) bool { return s[0] <= off && off < s[1] })
 					if !seen[off] && !inNoun && !quoted(u, i, off) {
 						seen[off] = true
@@ -580,18 +529,19 @@ func scan(u *unit) *foreignReading {
 		if t.kind == tokWord {
 			later[w]--
 		}
-		if k := strings.IndexByte(w, '\''); k > 0 && k <= 3 && !r.inL(w, negs, &foreignNegators) {
+		if k := strings.IndexByte(w, '\''); k > 0 && k <= 3 && !r.inL(w, &foreignNegators) {
 			if w[:k+1] == "n'" { // "n'exporte"
 				ngs = append(ngs, negAt{i, 0})
 			}
 			w = w[k+1:] // "l'export", "qu'il"
 		}
 		r.words[i] = w
-		if i > 0 && u.toks[i-1].kind != tokPunct && startsUpper(t.text) && !inList(w, &foreignAttachNouns) ||
+		first, _ := utf8.DecodeRuneInString(t.text)
+		if i > 0 && u.toks[i-1].kind != tokPunct && unicode.IsUpper(first) && !inList(w, &foreignAttachNouns) ||
 			quoted(u, i, 0) || i > 0 && inList(r.words[i-1], &foreignNounMarks) {
 			continue // a noun or a name ("der Export", "di consegna"), or a quoted label ('Exporteer facturen')
 		}
-		if r.inL(w, negs, &foreignNegators) {
+		if r.inL(w, &foreignNegators) {
 			ngs = append(ngs, negAt{i, 0})
 			continue
 		}
@@ -694,7 +644,7 @@ func scan(u *unit) *foreignReading {
 }
 
 func (r *foreignReading) inlineAt(u *unit, i int) bool {
-	return r.cjk[i] && r.in(u, i, &foreignInline) || !r.cjk[i] && r.inL(r.words[i], inls, &foreignInline)
+	return r.cjk[i] && r.in(u, i, &foreignInline) || !r.cjk[i] && r.inL(r.words[i], &foreignInline)
 }
 
 // quoted reports whether the text right before byte off of token i opens a quotation: a cue there names a button or a
@@ -715,7 +665,7 @@ const typoMin, typoTail = 7, 2
 // dropped, added, changed, or two swapped), or cueNone; w's start is compared with a stem.
 func typoCue(w string) cueClass {
 	for _, c := range foreignCueClasses[5:8] {
-		for _, cue := range *c.words {
+		for _, cue := range *c.dst {
 			step()
 			cue = foldWord(cue)
 			stem, isStem := strings.CutSuffix(cue, "*")
@@ -757,10 +707,8 @@ func oneTypo(a, b string) bool {
 // repoObject reports whether the cue h takes repository work as its object
 // ("提交 PR", "eine PR aufmachen", "プルリクエストを作成"): rule 8.
 func (r *foreignReading) repoObject(u *unit, h cueHit) bool {
-	if r.cjk[h.tok] && len(cjkIndex(u.toks[h.tok].low[:h.off], &foreignRepo)) > 0 {
-		return true
-	}
-	return anyIn(h.tok+1, min(len(u.toks)-1, h.tok+repoSpan), func(k int) bool { return r.in(u, k, &foreignRepo) })
+	return r.cjk[h.tok] && len(cjkIndex(u.toks[h.tok].low[:h.off], &foreignRepo)) > 0 ||
+		anyIn(h.tok+1, min(len(u.toks)-1, h.tok+repoSpan), func(k int) bool { return r.in(u, k, &foreignRepo) })
 }
 
 // refersBack reports whether the delivery cue h refers back to a file named before: a pointer right after it or a
@@ -796,12 +744,6 @@ func (r *foreignReading) statedBefore(u *unit, i int) bool {
 		}
 	}
 	return false
-}
-
-// repoUnit reports whether u names repository work ("een pull request met
-// …", "ブランチ").
-func (r *foreignReading) repoUnit(u *unit) bool {
-	return anyIn(0, len(u.toks)-1, func(i int) bool { return r.in(u, i, &foreignRepo) })
 }
 
 // markStated turns a cue that states what was done into a presented one (foreignPerfect before it, foreignDoneAfter
@@ -860,11 +802,8 @@ func (r *foreignReading) question(u *unit) bool {
 	}
 	rest := strings.TrimLeft(u.src[end:], " \t")
 	asked := strings.HasPrefix(rest, "?") || strings.HasPrefix(rest, "？")
-	first := 0
-	for first < len(u.toks) && u.toks[first].kind == tokPunct {
-		first++
-	}
-	return asked && first < len(u.toks) && inList(foldWord(u.toks[first].text), &foreignWhWords)
+	first := slices.IndexFunc(u.toks, func(t token) bool { return t.kind != tokPunct })
+	return asked && first >= 0 && inList(foldWord(u.toks[first].text), &foreignWhWords)
 }
 
 // in reports whether token k holds a word of l: a CJK cue anywhere in its
@@ -876,24 +815,14 @@ func (r *foreignReading) in(u *unit, k int, l *[]string) bool {
 	return inList(r.words[k], l)
 }
 
-// at returns the cues of token i.
-func (r *foreignReading) at(i int) []cueHit {
-	if i < 0 || i >= len(r.first)-1 {
-		return nil
-	}
-	return r.hits[r.first[i]:r.first[i+1]]
+// cueAt reports whether a verb cue stands at token i.
+func (r *foreignReading) cueAt(i int) bool {
+	return i >= 0 && i < len(r.first)-1 && r.first[i] < r.first[i+1]
 }
 
 // katakanaRun returns the length in bytes of the run of katakana s opens (a loanword: "アップロード").
 func katakanaRun(s string) int {
-	n := 0
-	for _, c := range s {
-		if !unicode.Is(unicode.Katakana, c) && c != 'ー' {
-			break
-		}
-		n += utf8.RuneLen(c)
-	}
-	return n
+	return len(s) - len(strings.TrimLeftFunc(s, func(c rune) bool { return unicode.Is(unicode.Katakana, c) || c == 'ー' }))
 }
 
 // negated returns the verb cue a negator at token tok (byte off in a CJK run) reaches, or -1: the nearest after it
@@ -919,11 +848,11 @@ func (r *foreignReading) negated(u *unit, tok, off int) int {
 		}
 		return best
 	}
-	if len(r.at(tok)) > 0 {
+	if r.cueAt(tok) {
 		return r.first[tok] // "n'exporte"
 	}
 	for j := tok + 1; j <= tok+negAheadSpan && j < len(u.toks); j++ {
-		if len(r.at(j)) > 0 && !r.punctBetween(u, tok, j) {
+		if r.cueAt(j) && !r.punctBetween(u, tok, j) {
 			return r.first[j]
 		}
 	}
@@ -932,7 +861,7 @@ func (r *foreignReading) negated(u *unit, tok, off int) int {
 	any := -1
 	for j := tok - 1; j >= 0 && j >= tok-negBehindSpan && !r.punctBetween(u, j, tok) &&
 		!inList(r.words[tok], &foreignAheadOnly); j-- {
-		if len(r.at(j)) == 0 {
+		if !r.cueAt(j) {
 			continue
 		}
 		k := r.first[j+1] - 1
@@ -965,14 +894,11 @@ func (r *foreignReading) governing(i int, after bool) int {
 		t := r.hits[k].tok
 		return r.group[t] == r.group[i] && r.clause[t] == r.clause[i]
 	}
-	before, next := r.first[i]-1, -1
-	if k := r.first[i+1]; k < len(r.hits) {
-		next = k
-	}
+	before, next := r.first[i]-1, r.first[i+1]
 	if before >= 0 && !same(before) {
 		before = -1
 	}
-	if next >= 0 && !same(next) {
+	if next >= len(r.hits) || !same(next) {
 		next = -1
 	}
 	if after && next >= 0 || before < 0 {
@@ -985,11 +911,7 @@ func (r *foreignReading) governing(i int, after bool) int {
 // word within modelSpan tokens before it and no verb cue between ("im gleichen Format wie X", "模板 X"), a modelAfter
 // word right after it ("X と同じ形式で", "X 처럼"), or an "as" word and a model noun after it ("mit X als Vorlage").
 func (r *foreignReading) modelAt(u *unit, i int) bool {
-	for k := i - 1; k >= 0 && k >= i-modelSpan; k-- {
-		t := u.toks[k]
-		if t.kind == tokFile || r.verbTok(k) && !r.cjk[k] {
-			break
-		}
+	for k := i - 1; k >= 0 && k >= i-modelSpan && u.toks[k].kind != tokFile && (!r.cueAt(k) || r.cjk[k]); k-- {
 		if r.in(u, k, &foreignModel) {
 			return true
 		}
@@ -997,18 +919,11 @@ func (r *foreignReading) modelAt(u *unit, i int) bool {
 			break
 		}
 	}
-	if i+1 < len(u.toks) && r.cjk[i+1] &&
-		slices.ContainsFunc(cjkIndex(u.toks[i+1].low, &foreignModelAfter), func(off int) bool { return off <= cjkNegBytes }) {
-		return true
-	}
-	if i+1 < len(u.toks) && !r.cjk[i+1] && inList(r.words[i+1], &foreignModelAfter) {
-		return true
-	}
-	if i+2 < len(u.toks) && !r.cjk[i+1] && inList(r.words[i+1], &foreignNamingPreps) &&
-		anyIn(i+2, min(i+3, len(u.toks)-1), func(k int) bool { return inList(foldWord(u.toks[k].text), &foreignModelNouns) }) {
-		return true
-	}
-	return false
+	return i+1 < len(u.toks) && r.cjk[i+1] &&
+		slices.ContainsFunc(cjkIndex(u.toks[i+1].low, &foreignModelAfter), func(off int) bool { return off <= cjkNegBytes }) ||
+		i+1 < len(u.toks) && !r.cjk[i+1] && inList(r.words[i+1], &foreignModelAfter) ||
+		i+2 < len(u.toks) && !r.cjk[i+1] && inList(r.words[i+1], &foreignNamingPreps) &&
+			anyIn(i+2, min(i+3, len(u.toks)-1), func(k int) bool { return inList(foldWord(u.toks[k].text), &foreignModelNouns) })
 }
 
 // featureUnit reports whether u asks to build a product feature (a feature verb and a product noun
@@ -1016,14 +931,9 @@ func (r *foreignReading) modelAt(u *unit, i int) bool {
 func (r *foreignReading) featureUnit(u *unit) bool {
 	verb, noun := false, false
 	for i, t := range u.toks {
-		if r.cjk[i] {
-			verb = verb || len(cjkIndex(t.low, &foreignFeatureVerbs)) > 0
-			noun = noun || len(cjkIndex(t.low, &foreignProductNouns)) > 0
-			continue
-		}
-		verb = verb || inList(r.words[i], &foreignFeatureVerbs)
-		noun = noun || productWord(t.text)
-		if isFlag(t) {
+		verb = verb || r.in(u, i, &foreignFeatureVerbs)
+		noun = noun || r.cjk[i] && r.in(u, i, &foreignProductNouns) || !r.cjk[i] && productWord(t.text)
+		if !r.cjk[i] && isFlag(t) {
 			return true // a command-line flag: the sentence is about the product ("quando for passada a flag --excel")
 		}
 	}
@@ -1035,11 +945,8 @@ func isFlag(t token) bool { return strings.HasPrefix(t.text, "--") && len(t.text
 // bugLabel reports whether u opens with a bug label ("Bug:", "**Bug** :", "버그 리포트:", "## 不具合: …"): Detect
 // reads the units from there on as a bug report, whose files the product writes (rule 11).
 func bugLabel(u *unit) bool {
-	for i := 0; i < len(u.toks) && i < 3; i++ {
+	for i := 0; i < len(u.toks) && i < 3 && !u.toks[i].punct(":", "："); i++ {
 		t := u.toks[i]
-		if t.punct(":", "：") {
-			break
-		}
 		if t.kind != tokPunct && (strings.ContainsFunc(t.text, isCJK) && len(cjkIndex(t.low, &foreignBug)) > 0 || inList(foldWord(t.text), &foreignBug)) {
 			return strings.ContainsAny(u.src[t.pos:min(len(u.src), u.toks[len(u.toks)-1].pos)], ":：")
 		}
@@ -1059,18 +966,11 @@ func productWord(w string) bool {
 	return false
 }
 
-func (r *foreignReading) verbTok(k int) bool { return len(r.at(k)) > 0 }
-
-// destAt reports whether the file at i is a destination: right after a destination word ("als X", "整理成 X") or, in
-// Japanese and Korean, right before a particle of destination ("X로", "Xに").
-func (r *foreignReading) destAt(u *unit, i int) bool { return r.destBy(u, i, &foreignDestPreps) }
-
+// destBy reports whether the file at i is a destination: right after a word of preps ("als X", "整理成 X") or, in
+// Japanese and Korean, right before a CJK particle of preps ("X로", "Xに").
 func (r *foreignReading) destBy(u *unit, i int, preps *[]string) bool {
 	p, n := around(u, i)
-	if p >= 0 && !r.cjk[p] && inList(r.words[p], preps) {
-		return true
-	}
-	return slices.ContainsFunc(*preps, func(d string) bool {
+	return p >= 0 && !r.cjk[p] && inList(r.words[p], preps) || slices.ContainsFunc(*preps, func(d string) bool {
 		return isCJKString(d) && (p >= 0 && r.cjk[p] && strings.HasSuffix(u.toks[p].low, d) ||
 			n < len(u.toks) && r.cjk[n] && strings.HasPrefix(u.toks[n].low, d))
 	})
@@ -1131,10 +1031,8 @@ func (r *foreignReading) productSubject(u *unit, g, i int) bool {
 		}
 		return false
 	}
-	for k := h.tok - 1; k >= 0 && k >= h.tok-productSubjectSpan; k-- {
-		if u.toks[k].kind == tokFile || u.toks[k].punct(asideMarks...) {
-			return false
-		}
+	for k := h.tok - 1; k >= 0 && k >= h.tok-productSubjectSpan && u.toks[k].kind != tokFile &&
+		!u.toks[k].punct(asideMarks...); k-- {
 		if productWord(u.toks[k].text) {
 			return true
 		}
@@ -1157,11 +1055,9 @@ func (r *foreignReading) productName(u *unit, h cueHit) bool {
 // flagAt reports whether the file at i is the value of a command-line
 // option ("--output summary.json"): rule 11, a file the product writes.
 func flagAt(u *unit, i int) bool {
-	if i == 0 {
-		return false
-	}
-	p := u.toks[i-1].text
-	return slices.ContainsFunc(foreignProductFlags, func(f string) bool { return strings.HasPrefix(p, f) && len(p) > 1 })
+	return i > 0 && slices.ContainsFunc(foreignProductFlags, func(f string) bool {
+		return strings.HasPrefix(u.toks[i-1].text, f) && len(u.toks[i-1].text) > 1
+	})
 }
 
 // fileWord reports whether token j is a file noun or binary format ("eine
@@ -1176,8 +1072,8 @@ func (r *foreignReading) fileWord(u *unit, j int) bool {
 			hit = hit || inList(part, &foreignFileWords)
 		}
 	}
-	negd := j > 0 && !r.cjk[j-1] && r.inL(r.words[j-1], negs, &foreignNegators) ||
-		j > 1 && !r.cjk[j-2] && r.inL(r.words[j-2], negs, &foreignNegators)
+	negd := j > 0 && !r.cjk[j-1] && r.inL(r.words[j-1], &foreignNegators) ||
+		j > 1 && !r.cjk[j-2] && r.inL(r.words[j-2], &foreignNegators)
 	return hit && !negd
 }
 
@@ -1191,10 +1087,8 @@ func (r *foreignReading) noFile(u *unit) int {
 	}
 	for j, t := range u.toks {
 		if r.cjk[j] {
-			f := cjkIndex(t.low, &foreignFileWords)
-			n := cjkIndex(t.low, &foreignNegators)
-			if len(f) > 0 && (len(n) > 0 || j+1 < len(u.toks) && r.cjk[j+1] && len(cjkIndex(u.toks[j+1].low, &foreignNegators)) > 0) &&
-				len(cjkIndex(t.low, &foreignOther)) == 0 {
+			if r.in(u, j, &foreignFileWords) && !r.in(u, j, &foreignOther) &&
+				(r.in(u, j, &foreignNegators) || j+1 < len(u.toks) && r.cjk[j+1] && r.in(u, j+1, &foreignNegators)) {
 				return j
 			}
 			continue
@@ -1202,11 +1096,8 @@ func (r *foreignReading) noFile(u *unit) int {
 		if t.kind == tokFile || !inList(r.words[j], &foreignFileWords) {
 			continue
 		}
-		for k := j - 1; k >= 0 && k >= j-2 && !r.cjk[k]; k-- {
-			if inList(r.words[k], &foreignOther) {
-				break
-			}
-			if r.inL(r.words[k], negs, &foreignNegators) {
+		for k := j - 1; k >= 0 && k >= j-2 && !r.cjk[k] && !inList(r.words[k], &foreignOther); k-- {
+			if r.inL(r.words[k], &foreignNegators) {
 				if slices.ContainsFunc(r.hits, func(h cueHit) bool { return h.tok == k-1 && (h.class == cueEdit || h.class == cueInput) }) {
 					break // "Ne modifie pas le fichier source": a file not to edit, not "no file"
 				}
@@ -1220,11 +1111,8 @@ func (r *foreignReading) noFile(u *unit) int {
 // imperative reports whether u opens with a verb cue ("Voeg een rapport …
 // toe"): under an input heading such a sentence asks, as a polite one does.
 func (r *foreignReading) imperative(u *unit) bool {
-	k := 0
-	for k < len(u.toks) && u.toks[k].kind == tokPunct {
-		k++
-	}
-	return len(r.at(k)) > 0 && !r.cjk[k] && k+imperativeMin < len(u.toks) && !u.toks[k+1].punct(":", "：")
+	k := slices.IndexFunc(u.toks, func(t token) bool { return t.kind != tokPunct }) // -1 for no word: no cue
+	return r.cueAt(k) && !r.cjk[k] && k+imperativeMin < len(u.toks) && !u.toks[k+1].punct(":", "：")
 }
 
 const imperativeMin = 3 // words after the verb of an imperative: a heading word alone ("## Anhänge") is none
@@ -1232,12 +1120,9 @@ const imperativeMin = 3 // words after the verb of an imperative: a heading word
 // polite reports whether u has a polite marker ("bitte", "merci de", "请",
 // "ください"): under an input heading only such a sentence asks for a file.
 func (r *foreignReading) polite(u *unit) bool {
-	for i := range u.toks {
-		if r.in(u, i, &foreignPolite) || i > 0 && inList(r.words[i-1]+" "+r.words[i], &foreignPolite) { // "por favor"
-			return true
-		}
-	}
-	return false
+	return anyIn(0, len(u.toks)-1, func(i int) bool {
+		return r.in(u, i, &foreignPolite) || i > 0 && inList(r.words[i-1]+" "+r.words[i], &foreignPolite) // "por favor"
+	})
 }
 
 // qualifierAt returns the token of a "not a deliverable" qualifier in u
@@ -1331,14 +1216,16 @@ var foreignRules = []foreignRule{
 		func(c *foreignCtx) bool { return c.gc == cueDelivery || c.gc == cueSend }, (*foreignCtx).delivered},
 	{rule{"foreign-output", "rule 9: output: the object of an output or naming word"}, roleOutput,
 		func(c *foreignCtx) bool {
-			return c.gc == cueOutput || c.gc == cueNaming || c.gc == cueTransform && c.r.destAt(c.u, c.i)
+			return c.gc == cueOutput || c.gc == cueNaming || c.gc == cueTransform && c.r.destBy(c.u, c.i, &foreignDestPreps)
 		}, nil},
 	{rule{"foreign-transform-source", "rule 9: the source of a transform word"}, roleInput,
 		func(c *foreignCtx) bool { return c.gc == cueTransform }, nil},
 	{rule{"foreign-input", "rule 9: the object of a reading or reply word"}, roleInput,
 		func(c *foreignCtx) bool { return c.gc == cueInput || c.gc == cueReply }, nil},
 	{rule{"foreign-repo-item", "rule 9: named in a Deliverables item about repository work (rule 4)"}, roleRepo,
-		func(c *foreignCtx) bool { return c.u.item && c.r.repoUnit(c.u) }, nil},
+		func(c *foreignCtx) bool {
+			return c.u.item && anyIn(0, len(c.u.toks)-1, func(k int) bool { return c.r.in(c.u, k, &foreignRepo) })
+		}, nil},
 	{rule{"foreign-stated", "rule 9: a statement of what was done names it: a perfect auxiliary before it"}, roleInput,
 		func(c *foreignCtx) bool { return c.gc == cueNone && c.r.statedBefore(c.u, c.i) }, (*foreignCtx).existing},
 	{rule{"foreign-item", "rule 9: output: named as a destination or in a Deliverables item"}, roleOutput,
@@ -1401,13 +1288,10 @@ func readForeign(u *unit, bug bool) {
 		u.qualifier = r.qualifierAt(u)
 	}
 	after := postpositional(u)
-	for i := range u.toks {
-		u.neg[i], u.inl[i] = false, false
-	}
+	clear(u.neg)
+	clear(u.inl)
 	for _, p := range u.phrases {
 		*p = phrase{start: p.start, end: p.end, mentions: p.mentions, lastDest: -1}
-	}
-	for _, p := range u.phrases {
 		for _, m := range p.mentions {
 			i := m.tok
 			*m = mention{name: m.name, tok: i, verb: -1}
@@ -1455,12 +1339,9 @@ func readForeign(u *unit, bug bool) {
 			// "Envoie-le-moi", "このファイルを私に送って": it delivers a file named before.
 			p.pronoun, p.attach, p.send = true, p.attach || h.class == cueDelivery, p.send || h.class == cueSend
 		}
-		asks := h.class == cueDelivery
-		if !asks && (h.class == cueOutput || h.class == cueTransform) &&
-			(r.fileWordFrom[h.tok+1] >= 0 || r.cjk[h.tok] && r.fileWord(u, h.tok)) {
-			asks = r.inlineN[p.start] == r.inlineN[p.end] // no inline marker in its phrase
-		}
-		if !asks {
+		// A delivery cue asks; an output or transform cue asks before a file noun, with no inline marker in its phrase.
+		if asks := h.class == cueDelivery || (h.class == cueOutput || h.class == cueTransform) &&
+			(r.fileWordFrom[h.tok+1] >= 0 || r.cjk[h.tok] && r.fileWord(u, h.tok)) && r.inlineN[p.start] == r.inlineN[p.end]; !asks {
 			continue
 		}
 		p.requestBy(u, foreignAsks[min(int(h.class)-int(cueDelivery), 1)], u.toks[h.tok].text, h.tok, h.tok)
@@ -1497,11 +1378,7 @@ const otherLatinMin = 3 // function words a Latin-script language without a tabl
 var otherScriptsFirst = func() rune {
 	first := rune(unicode.MaxRune)
 	for _, s := range otherScripts {
-		if len(s.table.R16) > 0 {
-			first = min(first, rune(s.table.R16[0].Lo))
-		} else {
-			first = min(first, rune(s.table.R32[0].Lo))
-		}
+		first = min(first, rune(s.table.R16[0].Lo)) // each of them starts in the 16-bit ranges
 	}
 	return first
 }()

@@ -81,10 +81,8 @@ var lemmas = func() map[string]string {
 		}
 	}
 	for _, suf := range doubledInflections {
-		for w := range verbClasses {
-			if w != "" {
-				add(w+w[len(w)-1:]+suf, w)
-			}
+		for w := range verbClasses { // parseLexicon keeps no empty word
+			add(w+w[len(w)-1:]+suf, w)
 		}
 	}
 	return m

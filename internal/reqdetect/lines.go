@@ -17,18 +17,11 @@ type srcLine struct {
 func splitLines(text string) []srcLine {
 	var lines []srcLine
 	pos := 0
-	for {
-		i := strings.IndexByte(text[pos:], '\n')
-		end := len(text)
-		if i >= 0 {
-			end = pos + i
-		}
-		lines = append(lines, srcLine{text: strings.TrimSuffix(text[pos:end], "\r"), pos: pos})
-		if i < 0 {
-			return lines
-		}
-		pos = end + 1
+	for line := range strings.SplitSeq(text, "\n") {
+		lines = append(lines, srcLine{text: strings.TrimSuffix(line, "\r"), pos: pos})
+		pos += len(line) + 1
 	}
+	return lines
 }
 
 // suffixAt returns the offset in the objective of s, a suffix of l's text
@@ -144,9 +137,7 @@ func inputLabel(line string) bool {
 	s := strings.TrimLeft(strings.TrimSpace(line), "#")
 	s = strings.ToLower(strings.Trim(strings.TrimSpace(s), emphasisMarks+blanks))
 	for _, colon := range []string{":", wideColon} {
-		if head, _, ok := strings.Cut(s, colon); ok {
-			s = head
-		}
+		s, _, _ = strings.Cut(s, colon) // the text before the colon, or all of it
 	}
 	s = strings.Join(strings.Fields(strings.Trim(s, emphasisMarks+blanks)), " ")
 	return slices.Contains(inputLabels, s)
@@ -231,11 +222,8 @@ func labelLine(line string) (string, bool) {
 	s := strings.TrimSpace(line)
 	if low := strings.ToLower(strings.TrimRight(s, labelTrailers)); strings.Contains(low, labelStem) &&
 		(strings.HasSuffix(low, ":") || strings.HasSuffix(low, labelBelow)) {
-		negated := false
-		for _, w := range strings.FieldsFunc(low, func(r rune) bool { return !unicode.IsLetter(r) && r != '\'' }) {
-			negated = negated || negators[w] || labelNegators[w]
-		}
-		if !negated {
+		words := strings.FieldsFunc(low, func(r rune) bool { return !unicode.IsLetter(r) && r != '\'' })
+		if !slices.ContainsFunc(words, func(w string) bool { return negators[w] || labelNegators[w] }) {
 			return "", true // "The deliverables are:", "Our deliverables are listed below."
 		}
 	}
@@ -293,11 +281,8 @@ func modifiedLabel(s string) (string, bool) {
 // stripBullet strips a list marker ("-", "1.", "a)", "- [ ]") from line.
 func stripBullet(line string) (string, bool) {
 	s := strings.TrimLeft(line, " \t")
-	if s == "" {
-		return line, false
-	}
 	n := 0
-	switch r, w := utf8.DecodeRuneInString(s); {
+	switch r, w := utf8.DecodeRuneInString(s); { // an empty s decodes to RuneError, no marker
 	case strings.ContainsRune(bulletMarks, r):
 		n = w
 	case r >= '0' && r <= '9':

@@ -101,7 +101,7 @@ func (c *mentionCtx) firstRule(rows []mentionRule) {
 
 func (c *mentionCtx) stated() bool { return c.verb == verbStated }
 func (c *mentionCtx) statedS() bool {
-	return c.stated() && formOf(c.toks[c.vi].low, lemmaOf(c.toks[c.vi].low)) == formS
+	return c.stated() && formOf(c.toks[c.vi].low, c.verbLemma()) == formS
 }
 func (c *mentionCtx) outputish() bool   { return isOutputish(c.verb) }
 func (c *mentionCtx) transform() bool   { return c.verb == verbTransform }
@@ -111,8 +111,7 @@ func (c *mentionCtx) verbBefore() bool  { return c.vi > 0 && c.vi < c.i }
 func (c *mentionCtx) markExisting()     { c.m.existing = true }
 func (c *mentionCtx) probe()            { probeOutput(c.u, c.m, c.vi, c.i) }
 func (c *mentionCtx) outputPrep() bool  { return outputPreps[c.prep] }
-func (c *mentionCtx) verbWord() string  { return c.toks[c.vi].low }
-func (c *mentionCtx) verbLemma() string { return lemmaOf(c.verbWord()) }
+func (c *mentionCtx) verbLemma() string { return lemmaOf(c.toks[c.vi].low) }
 
 // mentionRules give a file its role from the words that govern it in its phrase (stage 4): the first row that matches decides.
 var mentionRules = []mentionRule{

@@ -10,11 +10,9 @@ func analyze(u *unit) {
 	u.neg = make([]bool, n)
 	u.inl = make([]bool, n)
 	u.asked = make([]bool, n)
-	for i, t := range u.toks {
-		if t.is("in-place") || t.is("in") && i+1 < n && u.toks[i+1].is(inPlaceWords...) {
-			u.inPlace = true
-		}
-	}
+	u.inPlace = anyIn(0, n-1, func(i int) bool {
+		return u.toks[i].is("in-place") || u.toks[i].is("in") && i+1 < n && u.toks[i+1].is(inPlaceWords...)
+	})
 	markVerbs(u)
 	splitPhrases(u)
 	for i, p := range u.phrases {
@@ -27,22 +25,13 @@ func analyze(u *unit) {
 		}
 	}
 	markInline(u)
-	if u.item && editsReferent(u) {
-		u.inPlace = true // "CHANGELOG.md entry for 1.8.0 (edit the existing file)"
-	}
+	u.inPlace = u.inPlace || u.item && editsReferent(u) // "CHANGELOG.md entry for 1.8.0 (edit the existing file)"
 	for i, p := range u.phrases {
-		if p.rel && i > 0 && u.phrases[i-1].repo {
-			p.repo = true
-		}
+		p.repo = p.repo || p.rel && i > 0 && u.phrases[i-1].repo
 		readPhrase(u, p)
 	}
 	u.qualifier = findQualifier(u.toks)
-	for i := range u.toks {
-		if denialAt(u.toks, i) {
-			u.denial = true
-			break
-		}
-	}
+	u.denial = anyIn(0, len(u.toks)-1, func(i int) bool { return denialAt(u.toks, i) })
 }
 
 // editsReferent reports whether a Deliverables item has an edit verb, not negated, whose object refers back to the item's file.
@@ -118,8 +107,8 @@ func markVerbs(u *unit) {
 			noun[i] = true
 			continue
 		}
-		if form == formBase && pastHabit(u.toks, i) {
-			u.cls[i] = verbStated // "We used to export data as CSV"
+		if form == formBase && i >= 2 && u.toks[i-1].is("to") && u.toks[i-2].is("used") {
+			u.cls[i] = verbStated // "We used to export data as CSV": a past habit, not a request
 			continue
 		}
 		if form == formBase && howTo(u.toks, i) {
@@ -136,7 +125,8 @@ func markVerbs(u *unit) {
 		if form == formPerfect && (stated(u.toks, i) || !u.item && (presents(u.toks, i) || describesThing(u, i, c)) ||
 			presentPassive(u, i, c)) ||
 			form == formBase && c != verbWant && habitual(u.toks, i) ||
-			form == formS && c != verbWant && (describes(u.toks, i) || finiteS(u, i)) ||
+			// an -s form that describes finds no subject for is still a finite verb unless it is asked about or a label
+			form == formS && c != verbWant && (describes(u.toks, i) || !u.asked[i] && !ensured(u.toks, i) && !labelAt(u, i)) ||
 			c != verbWant && (form == formIng && progressive(u.toks, i) || form == formBase && future(u.toks, i)) {
 			c = verbStated
 		} else if form == formPerfect && !(u.item && presentedClasses[c] && !modifierKept(u, i)) && modifies(u, i) {
@@ -161,11 +151,6 @@ func modifierKept(u *unit, i int) bool {
 		}
 	}
 	return false
-}
-
-// finiteS reports whether the -s form at i, which describes finds no subject for, is still a finite verb and no imperative.
-func finiteS(u *unit, i int) bool {
-	return !u.asked[i] && !ensured(u.toks, i) && !labelAt(u, i)
 }
 
 // labelAt reports whether the word at i stands as a label does.
@@ -203,16 +188,15 @@ func inflectedNoun(u *unit, i int, form wordForm, c verbClass) bool {
 // objectOfVerb reports whether the word at i ends the object of a verb before it, with only plain
 // modifiers between, at most compoundSpan of them.
 func objectOfVerb(u *unit, i int) bool {
-	toks := u.toks
 	for k := i - 1; k >= 0 && k >= i-1-compoundSpan; k-- {
-		t := toks[k]
+		t := u.toks[k]
 		if u.verbAt(k) {
 			return true
 		}
 		if t.kind != tokWord || !plainWord(t) && !prepFillers[t.low] {
 			return false
 		}
-		if k > 0 && (negators[toks[k-1].low] || toks[k-1].is("to")) {
+		if k > 0 && (negators[u.toks[k-1].low] || u.toks[k-1].is("to")) {
 			return true
 		}
 	}
@@ -264,32 +248,27 @@ func conditionalWant(toks []token, i int) bool {
 	return p.is("would") || strings.HasSuffix(p.low, "'d") || strings.HasSuffix(p.low, "’d")
 }
 
+// clauseVerb reports whether the word at i, with two tokens after it and no function word, determiner or adverb, opens
+// its clause in a verb's place: after punctuation, a polite word or an opener, or with you after "you".
+func clauseVerb(toks []token, i int, you bool) bool {
+	w := toks[i].low
+	if i+2 >= len(toks) || functionWords[w] || determiners[w] || strings.HasSuffix(w, adverbSuffix) {
+		return false
+	}
+	return i == 0 || toks[i-1].kind == tokPunct || toks[i-1].is(politeWords...) || openers[toks[i-1].low] ||
+		you && toks[i-1].is("you")
+}
+
 // benefactive reports whether the word at i, which no lexicon lists, opens its clause and is followed
 // by a recipient pronoun and an object.
 func benefactive(toks []token, i int) bool {
-	w := toks[i].low
-	if i+2 >= len(toks) || functionWords[w] || determiners[w] || strings.HasSuffix(w, adverbSuffix) ||
-		!toks[i+1].is(recipients...) || !objectFollows(toks, i+2) {
-		return false
-	}
-	return i == 0 || toks[i-1].kind == tokPunct || toks[i-1].is(politeWords...) || openers[toks[i-1].low]
+	return clauseVerb(toks, i, false) && toks[i+1].is(recipients...) && objectFollows(toks, i+2)
 }
 
 // phrasalMaking reports whether the word at i, which no lexicon lists, opens its clause before a
 // making particle and an indefinite article: a phrasal verb of making, read as an output verb.
 func phrasalMaking(toks []token, i int) bool {
-	w := toks[i].low
-	if i+2 >= len(toks) || functionWords[w] || determiners[w] || strings.HasSuffix(w, adverbSuffix) ||
-		!toks[i+1].is(makingParticles...) || !toks[i+2].is(indefArticles...) {
-		return false
-	}
-	return i == 0 || toks[i-1].kind == tokPunct || toks[i-1].is(politeWords...) || openers[toks[i-1].low] ||
-		toks[i-1].is("you")
-}
-
-// pastHabit reports whether the base verb at i follows "used to": a past habit, not a request.
-func pastHabit(toks []token, i int) bool {
-	return i >= 2 && toks[i-1].is("to") && toks[i-2].is("used")
+	return clauseVerb(toks, i, true) && toks[i+1].is(makingParticles...) && toks[i+2].is(indefArticles...)
 }
 
 // progressive reports whether the -ing verb at i is the present progressive of a subject other than
@@ -338,20 +317,19 @@ func presentPassive(u *unit, i int, c verbClass) bool {
 
 // passiveSubject reports whether toks[k], right before the be-form of a present passive, ends a noun-phrase subject.
 func passiveSubject(u *unit, k int) bool {
-	toks := u.toks
-	t := toks[k]
+	t := u.toks[k]
 	switch {
 	case t.kind == tokFile, t.punct(")"):
 		return true
 	case t.kind != tokWord:
 		return false
 	case t.is(passivePronouns...):
-		return !askedBefore(toks, k)
+		return !askedBefore(u.toks, k)
 	}
 	w := t.low
 	return !u.verbAt(k) && !functionWords[w] && !determiners[w] && !negators[w] && !openers[w] &&
 		!subjectPronouns[w] && !t.is(questionWords...) && !t.is(politeWords...) && !numeric(w) &&
-		!askedBefore(toks, k)
+		!askedBefore(u.toks, k)
 }
 
 // describesThing reports whether the participle at i of a verb that delivers or exports
@@ -372,10 +350,7 @@ func describesThing(u *unit, i int, c verbClass) bool {
 		if i >= 2 && (toks[i-2].kind == tokFile || toks[i-2].punct(quoteMarks...) && i >= 3 && toks[i-3].kind == tokFile) {
 			return true // "x.csv, attached", "`x.csv`, attached"
 		}
-		for k := i - 2; k >= 0 && k >= i-parenSpan; k-- {
-			if toks[k].punct(")") {
-				return false
-			}
+		for k := i - 2; k >= 0 && k >= i-parenSpan && !toks[k].punct(")"); k-- {
 			if toks[k].punct("(") {
 				return true // "(sample: inv_8812.edi, attached)"
 			}
@@ -387,10 +362,8 @@ func describesThing(u *unit, i int, c verbClass) bool {
 // specifies reports whether the participle at i, followed by "to", "into" or "as", says how a thing an
 // earlier request verb of its sentence asks for is to be given.
 func specifies(u *unit, i int) bool {
-	if i+1 >= len(u.toks) || !u.toks[i+1].is(sourceLinks...) {
-		return false
-	}
-	return anyIn(max(i-resumeSpan, 0), i-1, func(k int) bool { return requestVerb(u, k) })
+	return i+1 < len(u.toks) && u.toks[i+1].is(sourceLinks...) &&
+		anyIn(max(i-resumeSpan, 0), i-1, func(k int) bool { return requestVerb(u, k) })
 }
 
 // requestVerb reports whether the verb at k, not negated, asks for a thing to be made or given.
@@ -433,19 +406,14 @@ func statedBefore(u *unit, i int) bool {
 // (pastSubjects) that opens a subordinate clause.
 func habitual(toks []token, i int) bool {
 	k := skipAdverbs(toks, i-1, true)
-	if k < 1 || toks[k].kind != tokWord || !pastSubjects[toks[k].low] {
-		return false
-	}
-	return toks[k-1].kind == tokWord && subordinators[toks[k-1].low]
+	return k >= 1 && toks[k].kind == tokWord && pastSubjects[toks[k].low] && toks[k-1].kind == tokWord &&
+		subordinators[toks[k-1].low]
 }
 
 // statingSubject reports whether toks[k] is the subject of a statement.
 func statingSubject(toks []token, k int) bool {
 	t := toks[k]
-	if t.kind != tokWord {
-		return false
-	}
-	return pastSubjects[t.low] || plainWord(t) && opensClause(toks, k, true)
+	return t.kind == tokWord && (pastSubjects[t.low] || plainWord(t) && opensClause(toks, k, true))
 }
 
 // askedBefore reports whether a modal or question word stands right before the subject at k.
@@ -486,23 +454,19 @@ func embeddedQuestion(u *unit, i int) bool {
 		if v >= 0 && toks[v].is(recipients...) {
 			v--
 		}
-		if v >= 0 && (u.cls[v] == verbReply || letKnow(toks, v)) {
+		// "let me know" asks to be told as a reply verb does (informWords)
+		if v >= 0 && (u.cls[v] == verbReply ||
+			v >= 2 && toks[v].is(informWords...) && toks[v-1].is(recipients...) && toks[v-2].is("let")) {
 			return true // "tell me how …", "tell me what happens if I convert …", "let me know if …"
 		}
 	}
 	return false
 }
 
-// letKnow reports whether toks[v] is the verb of "let me/us know", which asks to be told as a reply verb does (informWords).
-func letKnow(toks []token, v int) bool {
-	return v >= 2 && toks[v].is(informWords...) && toks[v-1].is(recipients...) && toks[v-2].is("let")
-}
-
 // discussedGerund reports whether the -ing verb at i names an activity that a reading or reply verb before it discusses.
 func discussedGerund(u *unit, i int) bool {
-	toks := u.toks
 	for k := i - 1; k >= 0 && k >= i-embeddedSpan; k-- {
-		t := toks[k]
+		t := u.toks[k]
 		if t.kind != tokWord || k == i-1 && openers[t.low] || t.is(clauseJoiners...) {
 			return false
 		}
@@ -526,10 +490,7 @@ func afterAux(toks []token, i int) bool {
 // modal or question word asks before that pronoun: a statement, not an imperative.
 func pastAfterPronoun(toks []token, i int) bool {
 	k := skipAdverbs(toks, i-1, false)
-	if k < 0 || toks[k].kind != tokWord || !pastSubjects[toks[k].low] {
-		return false
-	}
-	return !askedBefore(toks, k)
+	return k >= 0 && toks[k].kind == tokWord && pastSubjects[toks[k].low] && !askedBefore(toks, k)
 }
 
 // unknownVerbAt reports whether the plain word at i, which no lexicon lists, stands in a verb's place before an object.
@@ -569,10 +530,8 @@ func presents(toks []token, i int) bool {
 		return false
 	}
 	n := toks[i+1]
-	if n.punct(":") {
-		return true // "Attached: the Q3 board deck (board-q3.pptx)"
-	}
-	return n.kind == tokFile || n.kind == tokWord && (determiners[n.low] || subjectPronouns[n.low])
+	return n.punct(":") || n.kind == tokFile || // "Attached: the Q3 board deck (board-q3.pptx)"
+		n.kind == tokWord && (determiners[n.low] || subjectPronouns[n.low])
 }
 
 // opensClause reports whether the plain noun at k, with the determiner or possessive before it,
@@ -624,9 +583,7 @@ func describes(toks []token, i int) bool {
 			toks[a].is(ensureWords...) {
 			return false
 		}
-	case t.kind != tokWord || functionWords[t.low] || determiners[t.low] || lemmaOf(t.low) != "":
-		return false
-	case !opensClause(toks, k, true):
+	case t.kind != tokWord || functionWords[t.low] || determiners[t.low] || lemmaOf(t.low) != "" || !opensClause(toks, k, true):
 		return false
 	}
 	return !ensured(toks, k)
@@ -635,10 +592,8 @@ func describes(toks []token, i int) bool {
 // quotedSubject reports whether toks[k] closes a quoted span that can be a subject.
 func quotedSubject(toks []token, k int) bool {
 	t := toks[k]
-	if t.kind != tokPunct || !t.punct(codeQuotes...) {
-		return false
-	}
-	return anyIn(max(k-8, 0), k-2, func(j int) bool { return toks[j].kind == tokPunct && toks[j].low == t.low })
+	return t.punct(codeQuotes...) &&
+		anyIn(max(k-8, 0), k-2, func(j int) bool { return toks[j].kind == tokPunct && toks[j].low == t.low })
 }
 
 // ensured reports whether the clause before the subject at k asks for what follows.
@@ -681,10 +636,8 @@ func nounPosition(u *unit, noun []bool, i int, form wordForm) bool {
 	}
 	prev := toks[i-1]
 	switch {
-	case determiners[prev.low], prev.is("that") && i >= 2 && (nounPreps[toks[i-2].low] || u.verbAt(i-2)):
-		return true // "the parsed records", "the log of that attempt", "return that list"
-	case possessive(prev):
-		return true // "the survey's free-text answers"
+	case determiners[prev.low], prev.is("that") && i >= 2 && (nounPreps[toks[i-2].low] || u.verbAt(i-2)), possessive(prev):
+		return true // "the parsed records", "the log of that attempt", "return that list", "the survey's free-text answers"
 	case nounPreps[prev.low]:
 		return form != formIng
 	case u.verbAt(i - 1):
@@ -693,11 +646,8 @@ func nounPosition(u *unit, noun []bool, i int, form wordForm) bool {
 	if form == formIng && nounFollows(toks, i+1) && afterDeterminedNoun(toks, i) {
 		return true // "from the screen recording (signup.mov)", "the meeting recording to MP3"
 	}
-	if form == formIng || form == formPerfect {
-		return false
-	}
-	if objectFollows(toks, i+1) {
-		return false // "for each file write a summary", "in the folder create notes.txt"
+	if form == formIng || form == formPerfect || objectFollows(toks, i+1) {
+		return false // an object follows: "for each file write a summary", "in the folder create notes.txt"
 	}
 	if form == formBase && compoundHead(toks, noun, i) {
 		return true // "landing page copy (copy.md)", "marketing copy in copy.md"
@@ -746,11 +696,8 @@ func possessive(t token) bool {
 // afterDeterminedNoun reports whether a determiner and one or two plain words stand right before
 // toks[i] ("the screen recording", "a team meeting"): an -ing word there ends a noun compound.
 func afterDeterminedNoun(toks []token, i int) bool {
-	for j := i - 1; j >= 0 && j >= i-3; j-- {
+	for j := i - 1; j >= 0 && j >= i-3 && toks[j].kind == tokWord; j-- {
 		t := toks[j]
-		if t.kind != tokWord {
-			return false
-		}
 		if determiners[t.low] {
 			return j < i-1
 		}
@@ -789,12 +736,7 @@ func plainWord(t token) bool {
 }
 
 func numeric(w string) bool {
-	for _, r := range w {
-		if r < '0' || r > '9' {
-			return false
-		}
-	}
-	return w != ""
+	return w != "" && !strings.ContainsFunc(w, func(r rune) bool { return r < '0' || r > '9' })
 }
 
 // objectFollows reports whether toks[k] starts the object of a verb.
@@ -840,7 +782,7 @@ func splitPhrases(u *unit) {
 			start, rel = i+1, false
 			continue
 		}
-		if i > start && isOpener(t) && verbAhead(u, i+1) {
+		if i > start && (t.punct(openerMarks...) || t.kind != tokPunct && openers[t.low]) && verbAhead(u, i+1) {
 			add(i)
 			start, rel = i, t.is(relativePronouns...)
 		}
@@ -848,22 +790,12 @@ func splitPhrases(u *unit) {
 	add(len(u.toks))
 }
 
-func isOpener(t token) bool {
-	if t.kind == tokPunct {
-		return t.punct(openerMarks...)
-	}
-	return openers[t.low]
-}
-
 // verbAhead reports whether a verb follows from toks[j], across fillers.
 func verbAhead(u *unit, j int) bool {
 	for k := j; k < len(u.toks) && k < j+5; k++ {
 		t := u.toks[k]
-		if u.verbAt(k) {
-			return true
-		}
-		if t.is(negatingVerbs...) || t.is(noWords...) && k+1 < len(u.toks) && u.toks[k+1].is(needWords...) {
-			return true // "…, avoid creating files", "…, no need to summarise it here"
+		if u.verbAt(k) || t.is(negatingVerbs...) || t.is(noWords...) && k+1 < len(u.toks) && u.toks[k+1].is(needWords...) {
+			return true // a verb, or "…, avoid creating files", "…, no need to summarise it here"
 		}
 		if t.punct(",") || (t.kind == tokWord && fillers[t.low]) || t.is(existentials...) {
 			continue // "…, there's no need to …"
@@ -943,10 +875,7 @@ func negate(u *unit, p *phrase) {
 				return
 			}
 			negateNP(u, k, p.end)
-		case t.is("nothing"):
-			if i+1 < p.end && toks[i+1].is(nothingExceptions...) {
-				continue
-			}
+		case t.is("nothing") && (i+1 >= p.end || !toks[i+1].is(nothingExceptions...)):
 			negatePhrase(u, p, i)
 			return
 		}
@@ -962,9 +891,7 @@ func negatePhrase(u *unit, p *phrase, i int) {
 	for hi < p.end && !isClauseBreak(u.toks[hi]) && !exceptionAt(u.toks, hi, p.end) {
 		hi++
 	}
-	if lo == p.start {
-		p.negated = true
-	}
+	p.negated = p.negated || lo == p.start
 	for k := lo; k < hi; k++ {
 		u.neg[k] = true
 	}
@@ -983,25 +910,14 @@ func isClauseBreak(t token) bool {
 
 // negateNP negates the noun phrase starting at j.
 func negateNP(u *unit, j, end int) {
-	for k := j; k < end && k < j+8; k++ {
-		t := u.toks[k]
-		if t.punct(npBreakMarks...) || t.is("but") || u.verbAt(k) {
-			return
-		}
+	for k := j; k < end && k < j+8 && !u.toks[k].punct(npBreakMarks...) && !u.toks[k].is("but") && !u.verbAt(k); k++ {
 		u.neg[k] = true
 	}
 }
 
 // isFiley reports whether t names a file or a kind of file output.
 func isFiley(t token) bool {
-	if t.kind == tokFile {
-		return true
-	}
-	if t.kind != tokWord {
-		return false
-	}
-	_, format := formats[t.low]
-	return format || fileNouns[t.low] || t.is(outputNouns...)
+	return t.kind == tokFile || t.kind == tokWord && (formatWord(t.low) || fileNouns[t.low] || t.is(outputNouns...))
 }
 
 // inlineLen returns the length of an inline marker at toks[i], or 0.
@@ -1019,9 +935,7 @@ func inlineLen(toks []token, i int) int {
 		switch {
 		case at(k, replyNouns...):
 			return k - i + 1
-		case at(k, "plain") && at(k+1, "text"):
-			return k - i + 2
-		case at(k, "code") && at(k+1, codeBlockNouns...):
+		case at(k, "plain") && at(k+1, "text"), at(k, "code") && at(k+1, codeBlockNouns...):
 			return k - i + 2
 		}
 	case t.is("as"):
@@ -1052,11 +966,7 @@ func markInline(u *unit) {
 // file is shared rather than text written.
 func deliveryVenue(u *unit, p *phrase, i int) bool {
 	toks := u.toks
-	if !toks[i].is(inlinePreps...) || i < 2 {
-		return false
-	}
-	last := toks[i-1]
-	if _, format := formats[last.low]; !format && !fileNouns[last.low] {
+	if !toks[i].is(inlinePreps...) || i < 2 || !formatWord(toks[i-1].low) && !fileNouns[toks[i-1].low] {
 		return false
 	}
 	d := -1
@@ -1104,11 +1014,8 @@ func coverInline(u *unit, i int) {
 			return
 		}
 	case tokWord: // "a short summary in the reply", "a CSV of the users in the chat"
-		for k := j; k >= 0 && i-k < 8; k-- {
-			t := toks[k]
-			if t.kind != tokWord || u.verbAt(k) || functionWords[t.low] && !t.is("of") {
-				return
-			}
+		for k := j; k >= 0 && i-k < 8 && toks[k].kind == tokWord && !u.verbAt(k) &&
+			(!functionWords[toks[k].low] || toks[k].is("of")); k-- {
 			u.inl[k] = true
 		}
 	}
@@ -1141,10 +1048,6 @@ func beforeGiven(toks []token, j, i int) int {
 
 // givenParticiple reports whether w is a past participle.
 func givenParticiple(w string) bool {
-	if lemma := lemmaOf(w); lemma != "" && formOf(w, lemma) == formPerfect {
-		return true
-	}
-	return participle(w)
+	lemma := lemmaOf(w)
+	return lemma != "" && formOf(w, lemma) == formPerfect || participle(w)
 }
-
-// readPhrase finds the phrase's flags, file mentions and unnamed requests.

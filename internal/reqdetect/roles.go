@@ -116,14 +116,13 @@ func (p *phrase) namesOutput() bool {
 	return slices.ContainsFunc(p.mentions, func(m *mention) bool { return m.role == roleOutput || m.forbid })
 }
 
+// readPhrase finds the phrase's flags, file mentions and unnamed requests.
 func readPhrase(u *unit, p *phrase) {
 	toks := u.toks
 	combineFiles(u, p)
 	for i := p.start; i < p.end; i++ {
 		t := toks[i]
-		if repoAt(toks, i) && !u.neg[i] {
-			p.repo = true // "… — don't commit it" leaves the phrase no repository work
-		}
+		p.repo = p.repo || repoAt(toks, i) && !u.neg[i] // "… — don't commit it" leaves the phrase no repository work
 		switch u.cls[i] {
 		case verbProbe:
 			p.probe = true
@@ -146,9 +145,7 @@ func readPhrase(u *unit, p *phrase) {
 		case verbExport:
 			p.export = p.export || !u.neg[i]
 		}
-		if !u.neg[i] && markerLen(toks, i) > 0 && !inStatedSubject(u, p, i) {
-			p.marker = true
-		}
+		p.marker = p.marker || !u.neg[i] && markerLen(toks, i) > 0 && !inStatedSubject(u, p, i)
 		// A pronoun after a topic preposition ("email the client about
 		// it") is what a message is about, not the object a verb delivers.
 		if !p.pronoun && t.kind == tokWord && !(i > p.start && toks[i-1].is(topicPreps...)) {
@@ -163,7 +160,7 @@ func readPhrase(u *unit, p *phrase) {
 					}
 				}
 			}
-			p.sameDoc = p.anaphor && sameDocAt(toks, i+1, p.end)
+			p.sameDoc = p.anaphor && slices.ContainsFunc(npWords(toks, i+1, p.end), func(t token) bool { return sameDocHeads[t.low] })
 			p.pair = p.pronoun && t.is(pairPronouns...)
 			if p.anaphor {
 				p.part = participleAt(toks, i+1, p.end)
@@ -225,17 +222,13 @@ func readPhrase(u *unit, p *phrase) {
 	if p.export && !p.inline {
 		p.requestBy(u, ruleExportUnnamed, "", p.start, p.end-1)
 	}
-	if p.negated || u.question {
-		p.signal = false
-	}
+	p.signal = p.signal && !p.negated && !u.question
 }
 
 // inStatedSubject reports whether the token at i stands in a definite subject of a statement.
 func inStatedSubject(u *unit, p *phrase, i int) bool {
-	if i == 0 || i-p.start > subjectSpan || !u.toks[i-1].is("the") && !inputDets[u.toks[i-1].low] {
-		return false
-	}
-	if anyIn(p.start, i-1, u.verbAt) {
+	if i == 0 || i-p.start > subjectSpan || !u.toks[i-1].is("the") && !inputDets[u.toks[i-1].low] ||
+		anyIn(p.start, i-1, u.verbAt) {
 		return false
 	}
 	for k := i + 1; k < p.end && k <= i+subjectSpan && u.toks[k].kind != tokPunct; k++ {
@@ -264,8 +257,15 @@ func toThirdParty(u *unit, i, end int) bool {
 		return false
 	}
 	w := u.toks[j].low
-	_, format := formats[w]
-	return !format && !fileNouns[w] && !functionWords[w]
+	return !formatWord(w) && !fileNouns[w] && !functionWords[w]
+}
+
+// pastDets returns the index of the first token from j, before end, that is no determiner, or end.
+func pastDets(toks []token, j, end int) int {
+	for j < end && determiners[toks[j].low] {
+		j++
+	}
+	return j
 }
 
 // prepHead finds the first of preps within span tokens after i, in i's clause, and returns the
@@ -273,17 +273,11 @@ func toThirdParty(u *unit, i, end int) bool {
 // before it; -1 when there is no such preposition or its phrase holds no word.
 func prepHead(u *unit, i, end, span int, preps []string) (head int, det bool) {
 	toks := u.toks
-	for k := i + 1; k < end && k <= i+span; k++ {
-		if isClauseBreak(toks[k]) {
-			return -1, false
-		}
+	for k := i + 1; k < end && k <= i+span && !isClauseBreak(toks[k]); k++ {
 		if !toks[k].is(preps...) {
 			continue
 		}
-		j := k + 1
-		for j < end && determiners[toks[j].low] {
-			j++
-		}
+		j := pastDets(toks, k+1, end)
 		if j >= end || toks[j].kind != tokWord {
 			return -1, false
 		}
@@ -300,10 +294,7 @@ func passiveNeed(u *unit, k, end int) bool {
 		return false
 	}
 	j := skipAdverbs(toks, k-1, true)
-	if j < 0 || !toks[j].is(passiveInfinitives...) {
-		return false
-	}
-	return c == verbSend && toThirdParty(u, k, end) || agentAt(u, k, end)
+	return j >= 0 && toks[j].is(passiveInfinitives...) && (c == verbSend && toThirdParty(u, k, end) || agentAt(u, k, end))
 }
 
 // agentAt reports whether an agent phrase follows the passive participle at k within agentSpan tokens and its clause.
@@ -401,16 +392,11 @@ func echoesObject(u *unit, p *phrase, gov, i int) bool {
 		name = name[k+1:]
 	}
 	segments := strings.FieldsFunc(name, func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) })
-	for k := max(p.start, gov-resumeSpan); k < gov; k++ {
+	return anyIn(max(p.start, gov-resumeSpan), gov-1, func(k int) bool {
 		t := u.toks[k]
-		if t.kind != tokWord && t.kind != tokOther || !strings.ContainsFunc(t.low, unicode.IsDigit) {
-			continue
-		}
-		if slices.Contains(segments, t.low) {
-			return true
-		}
-	}
-	return false
+		return (t.kind == tokWord || t.kind == tokOther) && strings.ContainsFunc(t.low, unicode.IsDigit) &&
+			slices.Contains(segments, t.low)
+	})
 }
 
 // formatWord reports whether w names a format ("PNG", "JSON").
@@ -441,9 +427,8 @@ func comparedAt(u *unit, p *phrase, gov, i int, prep string) bool {
 	if comparisonAt(u, gov) {
 		return !echoesObject(u, p, gov, i)
 	}
-	toks := u.toks
-	return prep == "as" && i+1 < p.end && toks[i+1].is(comparisonAuxes...) &&
-		(i+2 >= p.end || toks[i+2].kind == tokPunct)
+	return prep == "as" && i+1 < p.end && u.toks[i+1].is(comparisonAuxes...) &&
+		(i+2 >= p.end || u.toks[i+2].kind == tokPunct)
 }
 
 // npPrep returns the input preposition that governs the noun phrase the file at i heads, when the word
@@ -453,11 +438,8 @@ func npPrep(u *unit, p *phrase, i int, prep string) string {
 	for k >= p.start && k >= i-npPrepSpan && prepSkip(u.toks[k]) && u.toks[k].kind != tokFile {
 		k--
 	}
-	for n := 0; k >= p.start && n < npPrepSpan; k, n = k-1, n+1 {
+	for n := 0; k >= p.start && n < npPrepSpan && u.toks[k].kind == tokWord; k, n = k-1, n+1 {
 		t := u.toks[k]
-		if t.kind != tokWord {
-			return prep
-		}
 		if inputPreps[t.low] {
 			if n == 0 || t.is(npPrepSkips...) {
 				return prep
@@ -473,12 +455,11 @@ func npPrep(u *unit, p *phrase, i int, prep string) string {
 
 // appositionPrep returns the output or source preposition that governs the noun phrase a file in parentheses names.
 func appositionPrep(u *unit, p *phrase, i int, prep string) string {
-	toks := u.toks
-	if i-2 < p.start || !toks[i-1].punct("(") {
+	if i-2 < p.start || !u.toks[i-1].punct("(") {
 		return prep
 	}
 	for k := i - 2; k >= p.start && k >= i-1-appositionSpan; k-- {
-		t := toks[k]
+		t := u.toks[k]
 		switch {
 		case t.kind != tokWord:
 			return prep
@@ -493,10 +474,8 @@ func appositionPrep(u *unit, p *phrase, i int, prep string) string {
 
 // combineFiles reads a repository verb that joins files into a named file as a transform verb.
 func combineFiles(u *unit, p *phrase) {
-	for i := p.start; i < p.end; i++ {
-		if repoAt(u.toks, i) {
-			return
-		}
+	if anyIn(p.start, p.end-1, func(i int) bool { return repoAt(u.toks, i) }) {
+		return
 	}
 	var pending []int // repository verbs not yet followed by an output preposition
 	for k := p.start; k < p.end; k++ {
@@ -507,11 +486,7 @@ func combineFiles(u *unit, p *phrase) {
 		if len(pending) == 0 || u.toks[k].kind != tokWord || !outputPreps[u.toks[k].low] {
 			continue
 		}
-		j := k + 1
-		for j < p.end && determiners[u.toks[j].low] {
-			j++
-		}
-		if j < p.end && u.toks[j].kind == tokFile {
+		if j := pastDets(u.toks, k+1, p.end); j < p.end && u.toks[j].kind == tokFile {
 			for _, v := range pending {
 				u.cls[v] = verbTransform
 			}
@@ -527,12 +502,11 @@ func readMention(u *unit, p *phrase, i, lastVerb, head, gov int, prep string) *m
 	vi := lastVerb
 	if vi < 0 {
 		vi = passiveVerb(u, i, p.end)
-		m.passive = vi >= 0
 	}
 	if vi < 0 {
 		vi = reducedPassive(u, i, p.end)
-		m.passive = vi >= 0
 	}
+	m.passive = lastVerb < 0 && vi >= 0
 	m.checked = m.passive || passiveVerb(u, i, p.end) >= 0
 	verb := verbNone
 	if vi >= 0 && u.cls[vi] != verbUnknown {
@@ -653,9 +627,8 @@ func itemEdit(u *unit, vi, i, gov int) bool {
 // editedSpan reports whether toks[k:i], between an item's opening verb and its file, is the object the
 // verb changes and the place of that object in the file.
 func editedSpan(u *unit, k, i int) bool {
-	toks := u.toks
 	for j := k; j < i; j++ {
-		t := toks[j]
+		t := u.toks[j]
 		switch {
 		case t.kind != tokWord || u.verbAt(j):
 			return false
@@ -692,9 +665,8 @@ func resultClause(u *unit, k int) bool {
 
 // modifierWord reports whether w, opening a Deliverables item before a file, reads as a modifier or a noun rather than a verb.
 func modifierWord(w string) bool {
-	_, format := formats[w]
 	_, kind := kindNouns[w]
-	if format || kind || madeModifiers[w] || inputDets[w] || existingMarks[w] || docNouns[w] || fileNouns[w] ||
+	if formatWord(w) || kind || madeModifiers[w] || inputDets[w] || existingMarks[w] || docNouns[w] || fileNouns[w] ||
 		anaphorHeads[w] || keptNouns[w] || slices.Contains(roleFillers, w) || slices.Contains(destModifiers, w) ||
 		participle(w) {
 		return true
@@ -719,11 +691,8 @@ func markedAt(toks []token, i int, marks map[string]bool) bool {
 // changedBy reports whether the causative verb at vi gives the file at i a property.
 func changedBy(u *unit, vi, i, end int) bool {
 	toks := u.toks
-	if !causatives[lemmaOf(toks[vi].low)] || i+1 >= end || !plainWord(toks[i+1]) {
-		return false
-	}
-	k := i + 2
-	return k >= end || toks[k].kind == tokPunct || openers[toks[k].low]
+	return causatives[lemmaOf(toks[vi].low)] && i+1 < end && plainWord(toks[i+1]) &&
+		(i+2 >= end || toks[i+2].kind == tokPunct || openers[toks[i+2].low])
 }
 
 // wantedChanged reports whether the object of the want verb at vi is wanted changed rather than made.
@@ -759,10 +728,8 @@ func goesTo(u *unit, i int) bool {
 	for k >= 0 && prepSkip(toks[k]) && toks[k].kind != tokFile {
 		k--
 	}
-	if k < 1 || !toks[k].is(motionPreps...) {
-		return false
-	}
-	return toks[k-1].is(motionVerbs...) || k >= 2 && toks[k-1].is("up") && toks[k-2].is(endVerbs...) // "should end up in docs/x.md"
+	return k >= 1 && toks[k].is(motionPreps...) && (toks[k-1].is(motionVerbs...) ||
+		k >= 2 && toks[k-1].is("up") && toks[k-2].is(endVerbs...)) // "should end up in docs/x.md"
 }
 
 // declaredOutput reports whether the file at i is followed by "as", an article and an output role.
@@ -802,20 +769,16 @@ func wantsWork(u *unit, i, end int) bool {
 	return k < end && u.cls[k] == verbWant && formOf(u.toks[k].low, lemmaOf(u.toks[k].low)) == formS
 }
 
-// storedIn reports whether the file whose governing token is gov is where the product of the work goes.
-func storedIn(u *unit, gov int) bool {
+// storedIn reports whether the file whose governing token is k is where the product of the work goes.
+func storedIn(u *unit, k int) bool {
 	toks := u.toks
-	k := gov
 	if k < 2 || !toks[k].is(storagePreps...) {
 		return false
 	}
 	if toks[k-1].is(storedPronouns...) {
 		return verbPlace(toks[k-2]) // "file them in oldest.json"
 	}
-	for d := k - 1; d >= 1 && d >= k-6; d-- {
-		if toks[d].kind != tokWord || u.verbAt(d) {
-			return false
-		}
+	for d := k - 1; d >= 1 && d >= k-6 && toks[d].kind == tokWord && !u.verbAt(d); d-- {
 		if toks[d].is(productDets...) && productNP(toks, d+1, k) && verbPlace(toks[d-1]) {
 			return true
 		}
@@ -825,10 +788,8 @@ func storedIn(u *unit, gov int) bool {
 
 // productNP reports whether the noun phrase from toks[k] names a made thing.
 func productNP(toks []token, k, end int) bool {
-	if found, _, _ := anaphoricNP(toks, k, end); found {
-		return true
-	}
-	return k < end && toks[k].kind == tokWord && keptNouns[toks[k].low]
+	found, _, _ := anaphoricNP(toks, k, end)
+	return found || k < end && toks[k].kind == tokWord && keptNouns[toks[k].low]
 }
 
 // verbPlace reports whether t may be the verb of the object after it.
@@ -843,10 +804,7 @@ func lastDestination(u *unit, p *phrase) int {
 		if !u.toks[k].is(sourceLinks...) || comparisonAt(u, k) {
 			continue // "the same way as base.yaml" is no destination
 		}
-		j := k + 1
-		for j < p.end && determiners[u.toks[j].low] {
-			j++
-		}
+		j := pastDets(u.toks, k+1, p.end)
 		if j < p.end && (u.toks[j].kind == tokFile || u.toks[j].kind == tokWord && !u.verbAt(j)) {
 			last = k
 		}
@@ -855,20 +813,13 @@ func lastDestination(u *unit, p *phrase) int {
 	return last
 }
 
-// editedPart reports whether the file whose governing token is gov names what the edit verb at vi
+// editedPart reports whether the file whose governing token is k names what the edit verb at vi
 // changes through "of" after the verb's own object.
-func editedPart(u *unit, vi, gov int) bool {
-	k := gov
-	if k <= vi+1 || k-vi > 6 || !u.toks[k].is("of") {
-		return false
-	}
-	for j := vi + 1; j < k; j++ {
+func editedPart(u *unit, vi, k int) bool {
+	return k > vi+1 && k-vi <= 6 && u.toks[k].is("of") && !anyIn(vi+1, k-1, func(j int) bool {
 		t := u.toks[j]
-		if t.kind != tokWord || u.verbAt(j) || functionWords[t.low] && !prepFillers[t.low] {
-			return false
-		}
-	}
-	return true
+		return t.kind != tokWord || u.verbAt(j) || functionWords[t.low] && !prepFillers[t.low]
+	})
 }
 
 var attemptTarget = rule{"attempt-target", "output: the target of an attempted write"}
@@ -884,10 +835,9 @@ func probeOutput(u *unit, m *mention, vi, i int) {
 	}
 }
 
-// locatedIn reports whether the file whose governing token is gov (see readMention) is where
+// locatedIn reports whether the file whose governing token is k (gov in readMention) is where
 // something already is: a locative preposition after an indicative be-form.
-func locatedIn(u *unit, gov int) bool {
-	k := gov
+func locatedIn(u *unit, k int) bool {
 	if k < 1 {
 		return false
 	}
@@ -898,11 +848,8 @@ func locatedIn(u *unit, gov int) bool {
 	if !named && beforeBe(u.toks, k) {
 		return true
 	}
-	for j := k - 1; j > 0 && j >= k-1-placeSpan; j-- {
+	for j := k - 1; j > 0 && j >= k-1-placeSpan && u.toks[j].kind == tokWord && !u.verbAt(j); j-- {
 		t := u.toks[j]
-		if t.kind != tokWord || u.verbAt(j) {
-			return false
-		}
 		if locativePreps[t.low] {
 			if !named {
 				return beforeBe(u.toks, j)
@@ -992,12 +939,9 @@ func passiveVerb(u *unit, i, end int) int {
 // closedAdjunct reports whether the verb at vi is an -ing participle that opens phrase p after a
 // comma, and another comma closes that adjunct before the file at i.
 func closedAdjunct(u *unit, p *phrase, vi, i int) bool {
-	toks := u.toks
-	w := toks[vi].low
-	if vi == 0 || !toks[vi-1].punct(",") || p.start != vi-1 || formOf(w, lemmaOf(w)) != formIng {
-		return false
-	}
-	return vi < i && slices.ContainsFunc(toks[vi+1:i], func(t token) bool { return t.punct(",") })
+	w := u.toks[vi].low
+	return vi > 0 && u.toks[vi-1].punct(",") && p.start == vi-1 && formOf(w, lemmaOf(w)) == formIng && vi < i &&
+		slices.ContainsFunc(u.toks[vi+1:i], func(t token) bool { return t.punct(",") })
 }
 
 // reducedPassive finds the participle of an edit, repository, reading or reply verb right after the
@@ -1012,11 +956,8 @@ func reducedPassive(u *unit, i, end int) int {
 	if k >= end {
 		return -1
 	}
-	if c := u.cls[k]; c != verbEdit && c != verbRepo && c != verbInput && c != verbReply {
-		return -1
-	}
-	w := u.toks[k].low
-	if formOf(w, lemmaOf(w)) != formPerfect {
+	c, w := u.cls[k], u.toks[k].low
+	if c != verbEdit && c != verbRepo && c != verbInput && c != verbReply || formOf(w, lemmaOf(w)) != formPerfect {
 		return -1
 	}
 	return k
@@ -1029,19 +970,15 @@ func isSourceOf(toks []token, i, end int) bool {
 	if j >= end || !toks[j].is(sourceLinks...) {
 		return false
 	}
-	j++
-	for j < end && determiners[toks[j].low] {
-		j++
-	}
+	j = pastDets(toks, j+1, end)
 	if j >= end {
 		return false
 	}
 	if toks[j].kind == tokFile {
 		return true
 	}
-	_, isFormat := formats[toks[j].low]
 	_, ext := pathParts(toks[i].text)
-	return toks[j].kind == tokWord && isFormat && fileExts[toks[j].low] && !sameFormat(ext, toks[j].low)
+	return toks[j].kind == tokWord && formatWord(toks[j].low) && fileExts[toks[j].low] && !sameFormat(ext, toks[j].low)
 }
 
 // sameFormat reports whether the extension ext and the format word w name one format.
@@ -1126,10 +1063,7 @@ func signalAt(u *unit, p *phrase, i, lastVerb, head int, prep string, prepOfVerb
 		return
 	}
 	strong := formats[t.low] && formatHead(u, i, p.end) || countedFormat(u, i, p.end) || formatDocument(u, i, p.end)
-	if !strong && !fileNounHead(toks, i, p.end) {
-		return
-	}
-	if inputPreps[prep] || !outputish && !phrasalMake(u, i) {
+	if !strong && !fileNounHead(toks, i, p.end) || inputPreps[prep] || !outputish && !phrasalMake(u, i) {
 		return
 	}
 	for k := i - 1; k >= p.start && k >= i-2; k-- {
@@ -1147,8 +1081,7 @@ func signalAt(u *unit, p *phrase, i, lastVerb, head int, prep string, prepOfVerb
 // article that is neither a format nor a file noun itself.
 func destAdjective(u *unit, k int) bool {
 	t := u.toks[k]
-	_, format := formats[t.low]
-	return t.kind == tokWord && destWord(u, k) && !format && !fileNouns[t.low]
+	return t.kind == tokWord && destWord(u, k) && !formatWord(t.low) && !fileNouns[t.low]
 }
 
 // destWord reports whether toks[k] may be a word of a destination's noun phrase.
@@ -1160,18 +1093,14 @@ func destWord(u *unit, k int) bool {
 // an inherently binary format that modifies the head noun of the destination, at most destHeadSpan
 // words on, a head that ends the noun phrase: the destination is a document of that format.
 func destFormat(u *unit, k, end int, result bool) bool {
-	toks := u.toks
-	strong, ok := formats[toks[k].low]
+	strong, ok := formats[u.toks[k].low]
 	if !ok || !strong && !result || k+1 >= end {
 		return false
 	}
-	for j := k + 1; j < end && j <= k+destHeadSpan; j++ {
-		n := toks[j]
-		if n.kind != tokWord || !destWord(u, j) || toolNoun(n.low) {
-			return false
-		}
-		if nounFollows(toks, j+1) {
-			return strong || plural(n.low)
+	for j := k + 1; j < end && j <= k+destHeadSpan && u.toks[j].kind == tokWord && destWord(u, j) &&
+		!toolNoun(u.toks[j].low); j++ {
+		if nounFollows(u.toks, j+1) {
+			return strong || plural(u.toks[j].low)
 		}
 	}
 	return false
@@ -1184,31 +1113,25 @@ func plural(w string) bool {
 
 // toolNoun reports whether w is the agent noun of a lexicon verb: a tool that does the verb's work.
 func toolNoun(w string) bool {
-	for _, suf := range agentSuffixes {
+	return slices.ContainsFunc(agentSuffixes, func(suf string) bool {
 		b, ok := strings.CutSuffix(w, suf)
-		if ok && len(b) > 1 && (lemmaOf(b) == b || lemmaOf(b+"e") == b+"e") {
-			return true
-		}
-	}
-	return false
+		return ok && len(b) > 1 && (lemmaOf(b) == b || lemmaOf(b+"e") == b+"e")
+	})
 }
 
 // bareFormat reports whether the word at i is an inherently binary format standing as its own clause
 // after a dash or colon, before punctuation or the end.
 func bareFormat(u *unit, i, end int) bool {
 	toks := u.toks
-	if !formats[toks[i].low] || i == 0 || !toks[i-1].punct(formatLeadMarks...) {
-		return false
-	}
-	return i+1 >= end || toks[i+1].kind == tokPunct || toks[i+1].is(politeWords...)
+	return formats[toks[i].low] && i > 0 && toks[i-1].punct(formatLeadMarks...) &&
+		(i+1 >= end || toks[i+1].kind == tokPunct || toks[i+1].is(politeWords...))
 }
 
 // acceptedFormat reports whether the word at i heads a file noun phrase with an indefinite article
 // that a be-form and an acceptance word follow: the text accepts that file as the answer.
 func acceptedFormat(u *unit, i, end int) bool {
 	toks := u.toks
-	_, format := formats[toks[i].low]
-	if !fileNouns[toks[i].low] && !format {
+	if !fileNouns[toks[i].low] && !formatWord(toks[i].low) {
 		return false
 	}
 	k := i - 1
@@ -1234,11 +1157,10 @@ func extensionWord(t token) bool {
 // phrasalMake reports whether the format or file noun at toks[i] is the new object of a phrasal verb
 // of making that no lexicon lists.
 func phrasalMake(u *unit, i int) bool {
-	toks := u.toks
-	if i < 3 || !toks[i-1].is(indefArticles...) || !toks[i-2].is(makingParticles...) {
+	if i < 3 || !u.toks[i-1].is(indefArticles...) || !u.toks[i-2].is(makingParticles...) {
 		return false
 	}
-	v := toks[i-3]
+	v := u.toks[i-3]
 	return v.kind == tokWord && !functionWords[v.low] && !determiners[v.low] && lemmaOf(v.low) == ""
 }
 
@@ -1271,16 +1193,13 @@ func countedFormat(u *unit, i, end int) bool {
 // after it, which makes the pair a file.
 func formatDocument(u *unit, i, end int) bool {
 	t := u.toks[i]
-	if _, ok := formats[t.low]; !ok || t.kind != tokWord || i+1 >= end {
-		return false
-	}
-	return formatDocNouns[u.toks[i+1].low] && u.toks[i+1].kind == tokWord
+	return formatWord(t.low) && t.kind == tokWord && i+1 < end && formatDocNouns[u.toks[i+1].low] && u.toks[i+1].kind == tokWord
 }
 
 // formatHead reports whether toks[k] is a format word used as the head of its noun phrase rather than as a modifier.
 func formatHead(u *unit, k, end int) bool {
 	t := u.toks[k]
-	if _, ok := formats[t.low]; !ok || t.kind != tokWord && t.kind != tokOther { // "MP3" is a mixed token
+	if !formatWord(t.low) || t.kind != tokWord && t.kind != tokOther { // "MP3" is a mixed token
 		return false
 	}
 	if k+1 >= end {
@@ -1294,19 +1213,13 @@ func formatHead(u *unit, k, end int) bool {
 		u.verbAt(k+1) || strings.HasSuffix(n.low, "ing") || participle(n.low) {
 		return true // "a CSV of …", "one CSV per region", "JSON keyed by week", "into JSON grouped by dock door"
 	}
-	if formats[t.low] && k+2 < end && u.toks[k+2].kind == tokWord && docNouns[u.toks[k+2].low] {
-		return true // an inherently binary format before a compound document noun: "a PNG bar chart"
-	}
-	_, format := formats[n.low]
-	return format
+	// An inherently binary format before a compound document noun ("a PNG bar chart"), or before another format.
+	return formats[t.low] && k+2 < end && u.toks[k+2].kind == tokWord && docNouns[u.toks[k+2].low] || formatWord(n.low)
 }
 
 // fileNounHead reports whether toks[k] is "file", "attachment" or the like used as a noun of its own.
 func fileNounHead(toks []token, k, end int) bool {
-	if !fileNouns[toks[k].low] || toks[k].kind != tokWord {
-		return false
-	}
-	return k+1 >= end || !fileModifiers[toks[k+1].low]
+	return fileNouns[toks[k].low] && toks[k].kind == tokWord && (k+1 >= end || !fileModifiers[toks[k+1].low])
 }
 
 // markerLen returns the length of a delivery marker at toks[i], or 0.
@@ -1316,9 +1229,7 @@ func markerLen(toks []token, i int) int {
 	switch {
 	case t.is("downloadable"):
 		return 1
-	case t.is("download") && at(i+1, downloadLinkNouns...):
-		return 2
-	case t.is(downloadLeads...) && at(i+1, "download"):
+	case t.is("download") && at(i+1, downloadLinkNouns...), t.is(downloadLeads...) && at(i+1, "download"):
 		return 2
 	case t.is("as"):
 		k := i + 1
@@ -1335,35 +1246,32 @@ func markerLen(toks []token, i int) int {
 // pronounAt reports whether toks[i] is a pronoun object that refers back to a file.
 func pronounAt(toks []token, i, end int) (found, plural, np bool) {
 	t := toks[i]
-	next := func() (token, bool) {
-		if i+1 < end {
-			return toks[i+1], true
-		}
-		return token{}, false
-	}
 	switch {
 	case t.is("it"):
 		return true, false, false
 	case t.is(pluralPronouns...):
 		return true, true, false
 	case t.is(pointerDets...):
-		n, ok := next()
+		var n token // the token after it; at the end, the zero token, which is no word
+		if i+1 < end {
+			n = toks[i+1]
+		}
 		plural := t.is(pluralPointers...)
-		if ok && n.is(productNouns...) {
+		if n.is(productNouns...) {
 			// "a downloadable copy of the output": a product of the work
 			// in this sentence, as "the result" is, not any earlier file.
 			return true, n.is(pointedPlurals...), true
 		}
-		if ok && n.is(pointedNouns...) {
+		if n.is(pointedNouns...) {
 			return true, plural, false
 		}
-		if ok && n.is(pointedPlurals...) {
+		if n.is(pointedPlurals...) {
 			return true, true, false
 		}
-		if !t.is("the") && (!ok || n.kind != tokWord || functionWords[n.low]) {
+		if !t.is("the") && (n.kind != tokWord || functionWords[n.low]) {
 			return true, plural, false
 		}
-		if t.is("the") && ok {
+		if t.is("the") {
 			return anaphoricNP(toks, i+1, end)
 		}
 	}
@@ -1412,18 +1320,6 @@ func kindAt(toks []token, k, end int) (string, bool) {
 	return "", false
 }
 
-// ofKind reports whether the file name is of the kind the kind noun names.
-func ofKind(name, kind string) bool {
-	_, ext := pathParts(name)
-	return slices.Contains(kindNouns[kind], ext)
-}
-
-// sameDocAt reports whether the noun phrase from toks[k] has a head that names the same document in
-// a new state rather than a product of another kind.
-func sameDocAt(toks []token, k, end int) bool {
-	return slices.ContainsFunc(npWords(toks, k, end), func(t token) bool { return sameDocHeads[t.low] })
-}
-
 // participleAt returns the first participle of the noun phrase from toks[k].
 func participleAt(toks []token, k, end int) string {
 	np := npWords(toks, k, end)
@@ -1445,15 +1341,13 @@ func npWords(toks []token, k, end int) []token {
 
 // actedFrom returns the index of the first word of phrase p that is the verb whose participle part is, or -1.
 func actedFrom(toks []token, p *phrase, part string) int {
-	if part == "" {
+	k := slices.IndexFunc(toks[p.start:p.end], func(t token) bool {
+		return part != "" && t.kind == tokWord && participleOf(part, t.low)
+	})
+	if k < 0 {
 		return -1
 	}
-	for k := p.start; k < p.end; k++ {
-		if toks[k].kind == tokWord && participleOf(part, toks[k].low) {
-			return k
-		}
-	}
-	return -1
+	return p.start + k
 }
 
 // participleOf reports whether part is the regular past participle of the verb w.
@@ -1497,10 +1391,7 @@ func findQualifier(toks []token) int {
 		if !t.is(qualifierNegators...) {
 			continue
 		}
-		for j := i + 1; j < len(toks) && j <= i+5; j++ {
-			if toks[j].kind != tokWord {
-				break
-			}
+		for j := i + 1; j < len(toks) && j <= i+5 && toks[j].kind == tokWord; j++ {
 			if toks[j].is(deliverableWords...) {
 				return i
 			}
@@ -1537,18 +1428,15 @@ func modelRef(u *unit, p *phrase, i, vi int, prep string, compared bool) bool {
 
 // featureGerund reports whether the verb at vi is a gerund after a verb of building a feature.
 func featureGerund(u *unit, vi int) bool {
-	w := u.toks[vi].low
-	return strings.HasSuffix(w, "ing") && featureVerbs[lemmaOf(u.toks[vi-1].low)] ||
+	return strings.HasSuffix(u.toks[vi].low, "ing") && featureVerbs[lemmaOf(u.toks[vi-1].low)] ||
 		featureVerbs[u.toks[vi-1].low]
 }
 
 // productVerb reports whether the verb at vi has a product as its subject (rule 11).
 func productVerb(u *unit, vi int) bool {
 	toks := u.toks
-	if vi >= 3 && softwareNouns[toks[vi-1].low] && determiners[toks[vi-2].low] && softwareCausatives[toks[vi-3].low] {
-		return true
-	}
-	return vi >= 2 && toks[vi-1].is(productModals...) && softwareNouns[toks[vi-2].low]
+	return vi >= 3 && softwareNouns[toks[vi-1].low] && determiners[toks[vi-2].low] && softwareCausatives[toks[vi-3].low] ||
+		vi >= 2 && toks[vi-1].is(productModals...) && softwareNouns[toks[vi-2].low]
 }
 
 // modelNP reports whether the file at i ends a noun phrase headed by a model word (modelHeads) that

@@ -103,21 +103,13 @@ func appendTokens(toks []token, s string) []token {
 			toks = append(toks, punctTok(s[i:i+w]))
 			i += w
 		case isRunRune(r):
-			j, wide := i+w, r >= cjkFirst // wide: the run may hold CJK text
-			for j < len(s) {
-				r2, w2 := utf8.DecodeRuneInString(s[j:])
-				if !isRunRune(r2) {
-					break
-				}
-				j, wide = j+w2, wide || r2 >= cjkFirst
+			j := len(s) - len(strings.TrimLeftFunc(s[i:], isRunRune))
+			pieces := []string{s[i:j]}
+			if strings.ContainsFunc(s[i:j], func(r rune) bool { return r >= cjkFirst }) { // the run may hold CJK text
+				prev, _ := utf8.DecodeLastRuneInString(s[:i])
+				pieces = cjkPieces(s[i:j], i == 0 || unicode.IsSpace(prev) || strings.ContainsRune(nameOpeners, prev))
 			}
-			if !wide {
-				toks = splitRun(toks, s[i:j])
-				i = j
-				continue
-			}
-			prev, _ := utf8.DecodeLastRuneInString(s[:i])
-			for _, piece := range cjkPieces(s[i:j], i == 0 || unicode.IsSpace(prev) || strings.ContainsRune(nameOpeners, prev)) {
+			for _, piece := range pieces {
 				toks = splitRun(toks, piece)
 			}
 			i = j
@@ -197,12 +189,7 @@ func closingQuote(open rune) string {
 
 // quotedFile reports whether s starts with a quoted file name that contains blanks.
 func quotedFile(s string, open rune, w int) (n int, ok bool) {
-	closing := closingQuote(open)
-	window := s[w:]
-	if len(window) > 256 {
-		window = window[:256]
-	}
-	end := strings.Index(window, closing)
+	end := strings.Index(s[w:min(len(s), w+256)], closingQuote(open)) // within 256 bytes
 	if end <= 0 {
 		return 0, false
 	}
@@ -214,25 +201,12 @@ func quotedFile(s string, open rune, w int) (n int, ok bool) {
 	return w + end, true
 }
 
-// splitRun classifies one run of word and path characters.
+// splitRun classifies one run of word and path characters: the apostrophes before it and the trailers after it are
+// punctuation.
 func splitRun(toks []token, run string) []token {
-	for run != "" {
-		r, w := utf8.DecodeRuneInString(run)
-		if !strings.ContainsRune(apostrophes, r) {
-			break
-		}
-		toks = append(toks, punctTok(run[:w]))
-		run = run[w:]
-	}
-	end := len(run)
-	for end > 0 {
-		r, w := utf8.DecodeLastRuneInString(run[:end])
-		if !strings.ContainsRune(runTrailers, r) {
-			break
-		}
-		end -= w
-	}
-	core, tail := run[:end], run[end:]
+	body := strings.TrimLeft(run, apostrophes)
+	toks = appendPuncts(toks, run[:len(run)-len(body)])
+	core := strings.TrimRight(body, runTrailers)
 	if core != "" {
 		low := strings.ToLower(core)
 		if strings.Contains(low, "://") || strings.HasPrefix(low, "mailto:") {
@@ -241,10 +215,14 @@ func splitRun(toks []token, run string) []token {
 			toks = splitColons(toks, core)
 		}
 	}
-	for tail != "" {
-		_, w := utf8.DecodeRuneInString(tail)
-		toks = append(toks, punctTok(tail[:w]))
-		tail = tail[w:]
+	return appendPuncts(toks, body[len(core):])
+}
+
+// appendPuncts appends a punctuation token for each rune of s.
+func appendPuncts(toks []token, s string) []token {
+	for s != "" {
+		_, w := utf8.DecodeRuneInString(s)
+		toks, s = append(toks, punctTok(s[:w])), s[w:]
 	}
 	return toks
 }
@@ -278,18 +256,10 @@ func classify(s string) token {
 	if IsFile(s) {
 		return token{text: s, low: low, kind: tokFile}
 	}
-	hasLetter, onlyLetters := false, true
-	for _, r := range s {
-		switch {
-		case unicode.IsLetter(r) || unicode.IsMark(r):
-			hasLetter = true
-		case strings.ContainsRune(wordMarks, r):
-		default:
-			onlyLetters = false
-		}
-	}
-	if hasLetter && onlyLetters {
-		return token{text: s, low: low, kind: tokWord}
+	letter := func(r rune) bool { return unicode.IsLetter(r) || unicode.IsMark(r) }
+	other := func(r rune) bool { return !letter(r) && !strings.ContainsRune(wordMarks, r) }
+	if strings.ContainsFunc(s, letter) && !strings.ContainsFunc(s, other) {
+		return token{text: s, low: low, kind: tokWord} // letters, and marks that stand inside a word
 	}
 	return token{text: s, low: low, kind: tokOther}
 }
@@ -301,10 +271,7 @@ func IsFile(s string) bool {
 	if dot <= 0 || dot == len(base)-1 {
 		return false
 	}
-	if !fileExts[strings.ToLower(base[dot+1:])] {
-		return false
-	}
-	return strings.Trim(base[:dot], nameMarks) != "" && !notFiles[strings.ToLower(s)]
+	return fileExts[strings.ToLower(base[dot+1:])] && strings.Trim(base[:dot], nameMarks) != "" && !notFiles[strings.ToLower(s)]
 }
 
 // Stage 1 and 2: lines, blocks, paragraphs, sentences
@@ -337,22 +304,16 @@ type unit struct {
 func splitSentences(toks []token, item bool) []*unit {
 	var units []*unit
 	add := func(ts []token, asked bool) {
-		for _, t := range ts {
-			if t.kind == tokWord || t.kind == tokFile {
-				u := &unit{toks: ts, item: item}
-				u.question = asked && (ts[0].is(questionWords...) || leadQuestion(ts)) && !politeAsk(ts)
-				units = append(units, u)
-				return
-			}
+		if slices.ContainsFunc(ts, func(t token) bool { return t.kind == tokWord || t.kind == tokFile }) {
+			u := &unit{toks: ts, item: item}
+			u.question = asked && (ts[0].is(questionWords...) || leadQuestion(ts)) && !politeAsk(ts)
+			units = append(units, u)
 		}
 	}
 	start := 0
 	for i, t := range toks {
-		if !t.punct(sentenceEnds...) {
-			continue
-		}
-		if t.low == "." && i > 0 && abbrevs[toks[i-1].low] {
-			continue
+		if !t.punct(sentenceEnds...) || t.low == "." && i > 0 && abbrevs[toks[i-1].low] {
+			continue // no sentence end, or the period of an abbreviation
 		}
 		add(toks[start:i], t.low == "?")
 		start = i + 1

@@ -119,7 +119,8 @@
 //   - [foreign-transform-source] rule 9: the source of a transform word
 //   - [foreign-input] rule 9: the object of a reading or reply word
 //   - [foreign-repo-item] rule 9: named in a Deliverables item about repository work (rule 4)
-//   - [foreign-stated] rule 9: a statement of what was done names it: a perfect auxiliary before it
+//   - [foreign-stated] rule 9: a statement of what was done or where it is names it: a perfect auxiliary or a
+//     statement verb before it
 //   - [foreign-item] rule 9: output: named as a destination or in a Deliverables item
 //   - [foreign-ungoverned] rule 9: no cue word governs the file
 //

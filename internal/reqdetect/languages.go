@@ -36,7 +36,7 @@ var langFields = []string{"code", "name", "function", "deliverables", "inputs", 
 // after it in CJK text ("と同じ"), model nouns after "as" ("als Vorlage"). Destination words ("als", "成"; namingPreps name
 // a thing made without a verb); source words before or after a file ("aus", "から"). Rules 8 and 11: repository nouns
 // ("Branch"), product nouns ("Skript"), feature verbs ("implementiere"), bug labels ("Fehler:"). Questions ("wie",
-// "如何") and statements of what was done ("habe", "schon", "了", "已经"). Pointers back to a file ("sie", "このファイル"),
+// "如何") and statements of what was done or of where a file is ("habe", "schon", "liegt", "了", "已经"). Pointers back to a file ("sie", "このファイル"),
 // clitics on a verb ("adjúntalo"; with "-", after a hyphen only: "envoie-le"), words that make the cue after them a
 // noun ("di consegna"), words for other files ("keine weiteren Dateien"), toward words after a presented form that say
 // where it is to go ("ao"), and the words for "and" that open another output before an inline marker ("index.html und
@@ -735,8 +735,9 @@ func (r *foreignReading) refersBack(u *unit, h cueHit) bool {
 	return anyIn(h.tok+1, min(len(u.toks)-1, h.tok+repoSpan), func(k int) bool { return inList(r.words[k], &foreignPointers) })
 }
 
-// statedBefore reports whether a perfect auxiliary stands at most
-// modelSpan tokens before the file at i in its clause ("hat er als X").
+// statedBefore reports whether a perfect auxiliary or a statement verb
+// stands at most modelSpan tokens before the file at i in its clause
+// ("hat er als X", "liegt als X im Ordner").
 func (r *foreignReading) statedBefore(u *unit, i int) bool {
 	for k := i - 1; k >= 0 && k >= i-2*modelSpan && (u.toks[k].kind != tokPunct || u.toks[k].punct(nameQuoteMarks...)); k-- {
 		if inList(r.words[k], &foreignPerfect) {
@@ -1226,7 +1227,7 @@ var foreignRules = []foreignRule{
 		func(c *foreignCtx) bool {
 			return c.u.item && anyIn(0, len(c.u.toks)-1, func(k int) bool { return c.r.in(c.u, k, &foreignRepo) })
 		}, nil},
-	{rule{"foreign-stated", "rule 9: a statement of what was done names it: a perfect auxiliary before it"}, roleInput,
+	{rule{"foreign-stated", "rule 9: a statement of what was done or where it is names it: a perfect auxiliary or a statement verb before it"}, roleInput,
 		func(c *foreignCtx) bool { return c.gc == cueNone && c.r.statedBefore(c.u, c.i) }, (*foreignCtx).existing},
 	{rule{"foreign-item", "rule 9: output: named as a destination or in a Deliverables item"}, roleOutput,
 		func(c *foreignCtx) bool { return c.u.item || c.r.destBy(c.u, c.i, &foreignNamingPreps) }, nil},

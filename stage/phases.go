@@ -450,7 +450,11 @@ func (s *publishRun) publishInline() phase {
 	c := s.cmd
 	op := "moving the new copy into place"
 	if !c.detach() {
-		s.err = fmt.Errorf("%s: %w", op, context.Cause(s.ctx))
+		cause := context.Cause(s.ctx)
+		if cause == nil { // stopped by the host itself (a broken report)
+			cause = fmt.Errorf("%w: the send command was stopped", ErrTransport)
+		}
+		s.err = fmt.Errorf("%s: %w", op, cause)
 		if !c.stop() {
 			s.err = fmt.Errorf("%w (%w: %s)", s.err, ErrTransport, c.left(op))
 			return phaseDone

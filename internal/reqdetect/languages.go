@@ -36,11 +36,12 @@ var langFields = []string{"code", "name", "function", "deliverables", "inputs", 
 // after it in CJK text ("と同じ"), model nouns after "as" ("als Vorlage"). Destination words ("als", "成"; namingPreps name
 // a thing made without a verb); source words before or after a file ("aus", "から"). Rules 8 and 11: repository nouns
 // ("Branch"), product nouns ("Skript"), feature verbs ("implementiere"), bug labels ("Fehler:"). Questions ("wie",
-// "如何") and statements of what was done or of where a file is ("habe", "schon", "liegt", "了", "已经"). Pointers back to a file ("sie", "このファイル"),
-// clitics on a verb ("adjúntalo"; with "-", after a hyphen only: "envoie-le"), words that make the cue after them a
+// "如何") and statements of what was done or of where a file is ("habe", "schon", "liegt", "了", "已经"). Pointers back
+// to a file ("sie", "このファイル"), clitics on a verb ("adjúntalo"; with "-", after a hyphen only: "envoie-le"), words that make the cue after them a
 // noun ("di consegna"), words for other files ("keine weiteren Dateien"), toward words after a presented form that say
-// where it is to go ("ao"), and the words for "and" that open another output before an inline marker ("index.html und
-// eine Zusammenfassung hier").
+// where it is to go ("ao"), the words for "and" that open another output before an inline marker ("index.html und
+// eine Zusammenfassung hier"), and the relative pronouns that open, after a comma, a clause whose delivery word
+// describes a thing and asks for nothing ("…, der einen Datensatz exportiert").
 var cueFields = []cueField{
 	{"presented", &foreignPresented, cuePresented}, {"attach", &foreignAttachNouns, cueAttached},
 	{"naming", &foreignNaming, cueNaming}, {"reply", &foreignReply, cueReply},
@@ -57,7 +58,7 @@ var cueFields = []cueField{
 	{"perfect", &foreignPerfect, 0}, {"doneAfter", &foreignDoneAfter, 0},
 	{"doneBefore", &foreignDoneBefore, 0}, {"nounMarks", &foreignNounMarks, 0},
 	{"pointers", &foreignPointers, 0}, {"clitics", &foreignClitics, 0}, {"other", &foreignOther, 0}, {"toward", &foreignToward, 0},
-	{"and", &foreignAnd, 0},
+	{"and", &foreignAnd, 0}, {"relatives", &foreignRelatives, 0},
 }
 
 //go:embed lang_*.txt
@@ -106,7 +107,7 @@ var (
 	foreignPolite, foreignModel, foreignModelAfter, foreignModelNouns, foreignDestPreps, foreignNamingPreps,
 	foreignSourcePreps, foreignSourceAfter, foreignRepo, foreignProductNouns, foreignFeatureVerbs, foreignBug,
 	foreignWhWords, foreignHowTo, foreignPerfect, foreignDoneAfter, foreignDoneBefore, foreignNouns,
-	foreignNounMarks, foreignPointers, foreignClitics, foreignOther, foreignToward, foreignAnd []string
+	foreignNounMarks, foreignPointers, foreignClitics, foreignOther, foreignToward, foreignAnd, foreignRelatives []string
 	foreignSeparable     []separable
 	sharedCues           = words(shared.cues["delivery"] + " " + shared.cues["edit"]) // they do not make a sentence foreign
 	foreignFunctionWords = map[string][]*langTable{}
@@ -1273,6 +1274,19 @@ func (c *foreignCtx) apply(row *foreignRule, a, b int) {
 	}
 }
 
+// relativeAt reports whether the cue at tok stands in a relative clause, one that opens after a comma with a relative
+// pronoun ("…, der einen Datensatz exportiert"): it describes a thing; it asks for nothing.
+func (r *foreignReading) relativeAt(u *unit, tok int) bool {
+	k := tok - 1
+	for k >= 0 && k >= tok-relativeSpan && !u.toks[k].punct(",", ";", ":", ".", "!", "?") {
+		k--
+	}
+	return k >= 0 && k+1 < tok && u.toks[k].punct(",") && r.inL(r.words[k+1], &foreignRelatives)
+}
+
+// relativeSpan bounds how far back relativeAt looks for the clause's opening comma, in tokens.
+const relativeSpan = 24
+
 // readForeign reads a unit written in another language (rule 9) and
 // replaces the English reading of its files and requests: each file takes
 // its role from foreignRules and foreignMarks; a delivery cue, not negated,
@@ -1342,7 +1356,8 @@ func readForeign(u *unit, bug bool) {
 		}
 		// A delivery cue asks; an output or transform cue asks before a file noun, with no inline marker in its phrase.
 		if asks := h.class == cueDelivery || (h.class == cueOutput || h.class == cueTransform) &&
-			(r.fileWordFrom[h.tok+1] >= 0 || r.cjk[h.tok] && r.fileWord(u, h.tok)) && r.inlineN[p.start] == r.inlineN[p.end]; !asks {
+			(r.fileWordFrom[h.tok+1] >= 0 || r.cjk[h.tok] && r.fileWord(u, h.tok)) && r.inlineN[p.start] == r.inlineN[p.end]; !asks ||
+			r.relativeAt(u, h.tok) {
 			continue
 		}
 		p.requestBy(u, foreignAsks[min(int(h.class)-int(cueDelivery), 1)], u.toks[h.tok].text, h.tok, h.tok)

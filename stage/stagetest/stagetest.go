@@ -568,11 +568,23 @@ func testCancelKeepsPreviousCopy(t *testing.T, target stage.Target, root string)
 	must(t, errors.Is(err, context.Canceled), "a cancelled stage returned %v, want an error wrapping context.Canceled", err)
 	expectTree(t, want, fetch(t, target, root, "c"), "the previous copy must survive a cancelled stage")
 	expectEqual(t, first.Assets[0].Digest, storedDigest(t, target, root, "c"), "the stored manifest after a cancelled stage")
-	expectEqual(t, listing, listRoot(t, target, root), "a cancelled stage must leave nothing behind")
+	left := listRoot(t, target, root)
+	if extra := slices.DeleteFunc(slices.Clone(left), func(n string) bool { return slices.Contains(listing, n) }); len(extra) > 0 && strings.Contains(fmt.Sprint(err), "is left behind") {
+		// The documented exception: a Runner that has not ended within the
+		// short grace after the cancellation (an exec whose stop runs a
+		// second exec, on a loaded machine) leaves the transfer's
+		// temporary directory, named in the error; the next stage sweeps it.
+		for _, n := range extra {
+			expect(t, strings.Contains(err.Error(), n), "a cancelled stage left %s, which its error (%v) does not name", n, err)
+		}
+	} else {
+		expectEqual(t, listing, left, "a cancelled stage must leave nothing behind")
+	}
 
 	again := stageOK(t, target, root, assets)
 	expect(t, !again.Assets[0].Reused, "changed content is reported Reused after a cancelled stage")
 	expectTree(t, hostTree(t, src), fetch(t, target, root, "c"), "the copy staged after a cancelled stage")
+	expectEqual(t, listing, listRoot(t, target, root), "the stage after a cancelled one must leave the root as before (sweeping what that one left)")
 }
 
 func testCancelledBeforeStart(t *testing.T, target stage.Target, root string) {

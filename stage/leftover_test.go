@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -309,7 +310,11 @@ func TestSweepAfterKillAtMkdir(t *testing.T) {
 					require.NoError(t, err)
 					waitGone(t, pid)
 				}
-				require.Len(t, leftovers(t, hostRoot), 1, "the killed host leaves the directory it made")
+				// (killed while deleting the old copy, the publish also leaves
+				// the directory it made for the new copy's stamps: both are
+				// named for its dead shell and swept alike)
+				left := slices.DeleteFunc(leftovers(t, hostRoot), func(n string) bool { return tc.point == "Delete" && strings.HasSuffix(n, "-stamps") })
+				require.Len(t, left, 1, "the killed host leaves the directory it made")
 				x := func() string {
 					t.Helper()
 					b, err := os.ReadFile(filepath.Join(hostRoot, "x", "a"))

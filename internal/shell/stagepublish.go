@@ -327,7 +327,7 @@ if ! R "$t/new/tree" "$d"; then echo "cannot move the new copy to $d: it is in u
 fi
 mv -f "$t/new/manifest.json" "$m" || exit 5
 echo %s
-%s%sexit 0`, Quote(path.Join(tmp, TarOld, name)), PublishedLine, dropScript(tmp), recordStamps(dst))
+%s%s%sexit 0`, Quote(path.Join(tmp, TarOld, name)), PublishedLine, stampsDir(dst), dropScript(tmp), recordStamps(dst))
 	return sb.String()
 }
 
@@ -343,23 +343,33 @@ const renameFunc = `R() { mv -T "$1" "$2" 2>/dev/null || { [ -e "$1" ] && [ ! -e
 // stampsOf returns the stamps file of the copy at dst.
 func stampsOf(dst string) string { return path.Join(path.Dir(dst), StampsName(path.Base(dst))) }
 
-// recordStamps records the stamps of the copy at dst (see StampsName),
-// once the old copy is deleted (deleting a link changes the change time of
-// the file it shared). Best effort: without stamps the next carry hashes.
-// They are written in a directory named as the sweep's own (GonePrefix,
-// this shell's pid), then renamed into place: a command killed meanwhile
+// stampsDir makes, before the old copy is deleted, the directory the
+// stamps are written in (recordStamps): named as the sweep's own
+// (GonePrefix, this shell's pid), so that a command killed from here on
 // leaves a directory of a dead owner, which the next probe or setup
-// sweeps, whether or not that stage publishes this asset (one of this
-// pid is a dead process's: removed first). (".new" beside the stamps is
-// an earlier version's name for it: removed here.)
+// sweeps, whether or not that stage publishes this asset (one of this pid
+// is a dead process's: removed first). Made before the deletion, it also
+// leaves no instant between the deletion's end and the stamps in place
+// that shows neither. $n names it, $nd is set when it was made.
+func stampsDir(dst string) string {
+	return fmt.Sprintf(`n=%s$$'-stamps'; nd=
+if mkdir "$n" 2>/dev/null || { rm -rf "$n" 2>/dev/null && mkdir "$n" 2>/dev/null; }; then nd=1; fi
+`, Quote(path.Join(path.Dir(dst), GonePrefix)))
+}
+
+// recordStamps records the stamps of the copy at dst (see StampsName) in
+// the directory stampsDir made, then renames them into place, once the old
+// copy is deleted (deleting a link changes the change time of the file it
+// shared). Best effort: without stamps the next carry hashes. (".new"
+// beside the stamps is an earlier version's name for them: removed here.)
 func recordStamps(dst string) string {
-	return fmt.Sprintf(`%ss=%s; n=%s'$$-stamps'
-rm -f "$s.new" 2>/dev/null; rm -rf "$n" 2>/dev/null
-if mkdir "$n" 2>/dev/null; then
+	return fmt.Sprintf(`%ss=%s
+rm -f "$s.new" 2>/dev/null
+if [ -n "$nd" ]; then
 if [ -d %s ] && [ ! -L %s ] && (cd %s && Z) >"$n/s" 2>/dev/null; then mv -f "$n/s" "$s" 2>/dev/null; fi
 rm -rf "$n" 2>/dev/null
 fi
-`, stampFuncs, Quote(stampsOf(dst)), Quote(path.Join(path.Dir(dst), GonePrefix)), Quote(dst), Quote(dst), Quote(dst))
+`, stampFuncs, Quote(stampsOf(dst)), Quote(dst), Quote(dst), Quote(dst))
 }
 
 // CleanupScript removes the temporary directory tmp of a failed publish of

@@ -1,0 +1,97 @@
+//go:build airlock_attack_fail
+
+package stage_test
+
+// Tests that expose defects found by attacking the Bridge (see the report
+// of branch h/attack). Run: go test -tags airlock_attack_fail -run 'TestInlAtkFail' ./stage/
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/airlockdev/airlock/sandbox"
+	"github.com/airlockdev/airlock/stage"
+)
+
+// TestInlAtkFailFreshRootRace stages different assets (no two publish one
+// asset) into one fresh root at once, through one Bridge or several (as
+// several hosts would), over GNU tools and busybox: nothing is shared but
+// the root, so every stage must succeed with its exact copy.
+func TestInlAtkFailFreshRootRace(t *testing.T) {
+	for _, c := range []struct {
+		name         string
+		one, busybox bool
+	}{{"bridges", false, false}, {"one-bridge", true, false}, {"busybox-bridges", false, true}, {"busybox-one-bridge", true, true}} {
+		t.Run(c.name, func(t *testing.T) {
+			iaFailFreshRootRace(t, c.one, c.busybox)
+		})
+	}
+}
+
+func iaFailFreshRootRace(t *testing.T, one, busybox bool) {
+	src := t.TempDir()
+	build(t, src, "f=1", "d/g=2")
+	want := iaSnap(t, src)
+	for round := range 6 {
+		dir := t.TempDir()
+		root := filepath.Join(dir, "rt")
+		runner := sandbox.Local(dir)
+		if busybox {
+			runner = iaBusybox(t, dir)
+		}
+		shared := stage.NewBridge(runner)
+		var wg sync.WaitGroup
+		errs := make([]error, 6)
+		for g := range 6 {
+			b := shared
+			if !one {
+				b = stage.NewBridge(runner)
+			}
+			wg.Go(func() {
+				_, errs[g] = stage.Stage(t.Context(), b, root, []stage.Asset{{Name: fmt.Sprint("a", g), Source: src}})
+			})
+		}
+		wg.Wait()
+		for g, err := range errs {
+			require.NoError(t, err, "round %d, asset a%d (retryable %v)", round, g, sandbox.Retryable(err))
+			iaSame(t, want, iaSnap(t, filepath.Join(root, fmt.Sprint("a", g))))
+		}
+	}
+}
+
+// TestInlAtkFailKilledMidRename: the send command is killed (SIGKILL of its
+// process group, as sandbox.Local does when its context ends: a Runner
+// whose connection drops, a container stop) some milliseconds after it
+// read the publish line, while it moves the old copy aside and the new one
+// into place. On a sandbox without mv --exchange (coreutils < 9.5) some
+// kill moments leave <root>/x absent: neither the previous copy nor the
+// new one, until the next stage.
+func TestInlAtkFailKilledMidRename(t *testing.T) {
+	absent := 0
+	for d := 8 * time.Millisecond; d <= 30*time.Millisecond; d += time.Millisecond {
+		f := iaSetup(t)
+		r := &iaRunner{next: sandbox.Local(f.dir), send: func(ctx context.Context, cmd sandbox.Command, next sandbox.Runner) error {
+			cctx, kill := context.WithCancel(context.WithoutCancel(ctx))
+			defer kill()
+			cmd.Stdin = &iaLineReader{r: cmd.Stdin, line: "airlock-publish\n", at: func() { time.AfterFunc(d, kill) }}
+			return next.Run(cctx, cmd)
+		}}
+		_, err := stage.Stage(t.Context(), stage.NewBridge(r, stage.WithControlTimeout(2*time.Second)), f.root, f.assets())
+		time.Sleep(50 * time.Millisecond)
+		if _, serr := os.Lstat(f.copyPath()); serr != nil {
+			absent++
+			t.Errorf("killed %v after the publish line: %s is absent (stage error: %v)", d, f.copyPath(), err)
+			f.retry(t)
+			continue
+		}
+		f.oldOrNew(t)
+	}
+	t.Logf("absent %d times", absent)
+}

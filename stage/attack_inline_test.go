@@ -50,13 +50,14 @@ type iaRunner struct {
 	send  func(ctx context.Context, cmd sandbox.Command, next sandbox.Runner) error
 	all   atomic.Int32
 	sends atomic.Int32
+	off   atomic.Bool // the attack is over: every command runs unchanged
 }
 
 func (a *iaRunner) Run(ctx context.Context, cmd sandbox.Command) error {
 	a.all.Add(1)
 	if iaIsSend(cmd) {
 		a.sends.Add(1)
-		if a.send != nil {
+		if a.send != nil && !a.off.Load() {
 			return a.send(ctx, cmd, a.next)
 		}
 	}
@@ -264,6 +265,18 @@ func (f *iaFixture) retry(t *testing.T) {
 	iaNoTemp(t, f.root)
 }
 
+// retrySame turns the attack off and stages again through the same
+// Bridge (whatever it learnt from the attack): it must publish the exact
+// source.
+func (f *iaFixture) retrySame(t *testing.T, b *stage.Bridge, r *iaRunner) {
+	t.Helper()
+	r.off.Store(true)
+	_, err := stage.Stage(t.Context(), b, f.root, f.assets())
+	require.NoError(t, err)
+	iaSame(t, iaSnap(t, f.src), iaSnap(t, f.copyPath()))
+	iaNoTemp(t, f.root)
+}
+
 // iaNoTemp fails when anything but the copies and their own files are
 // under root.
 func iaNoTemp(t testing.TB, root string) {
@@ -295,7 +308,8 @@ func TestInlAtkCancelAtEachLine(t *testing.T) {
 				return next.Run(ctx, cmd)
 			}}
 			start := time.Now()
-			_, err := stage.Stage(ctx, stage.NewBridge(r, stage.WithControlTimeout(3*time.Second)), f.root, f.assets())
+			b := stage.NewBridge(r, stage.WithControlTimeout(3*time.Second))
+			_, err := stage.Stage(ctx, b, f.root, f.assets())
 			assert.Less(t, time.Since(start), 5*time.Second)
 			got := f.oldOrNew(t)
 			if err == nil {
@@ -307,7 +321,7 @@ func TestInlAtkCancelAtEachLine(t *testing.T) {
 			if line != iaPublished && line != "" {
 				assert.Equal(t, "old", got, "cancelled before the publish line: nothing may be published")
 			}
-			f.retry(t)
+			f.retrySame(t, b, r)
 		})
 	}
 }
@@ -368,7 +382,8 @@ func TestInlAtkStdinCut(t *testing.T) {
 				return next.Run(ctx, cmd)
 			}}
 			start := time.Now()
-			_, err := stage.Stage(t.Context(), stage.NewBridge(r, stage.WithControlTimeout(2*time.Second)), f.root, f.assets())
+			b := stage.NewBridge(r, stage.WithControlTimeout(2*time.Second))
+			_, err := stage.Stage(t.Context(), b, f.root, f.assets())
 			assert.Less(t, time.Since(start), 6*time.Second)
 			got := f.oldOrNew(t)
 			if err == nil {
@@ -377,7 +392,7 @@ func TestInlAtkStdinCut(t *testing.T) {
 				assert.Equal(t, "old", got, "%v", err)
 			}
 			require.Error(t, err, "the command never got the whole stream and publish line")
-			f.retry(t)
+			f.retrySame(t, b, r)
 		})
 	}
 }
@@ -735,11 +750,24 @@ func TestInlAtkSourceChangesDuringStage(t *testing.T) {
 			})
 			b := stage.NewBridge(sandbox.Local(dir))
 			var ok, failed int
-			for range 12 {
-				_, err := stage.Stage(t.Context(), b, root, []stage.Asset{{Name: "x", Source: src}, {Name: "y", Source: src}})
+			for range 8 {
+				var before [2]map[string]iaEntry
+				for i, name := range []string{"x", "y"} {
+					if _, err := os.Lstat(filepath.Join(root, name)); err == nil {
+						before[i] = iaSnap(t, filepath.Join(root, name))
+					}
+				}
+				rt, err := stage.Stage(t.Context(), b, root, []stage.Asset{{Name: "x", Source: src}, {Name: "y", Source: src}})
 				if err != nil {
 					failed++
 					assert.True(t, sandbox.Retryable(err), "%v", err)
+					// The failing asset keeps its previous copy (the one
+					// before it, if any, was published whole).
+					for i, name := range []string{"x", "y"} {
+						if before[i] != nil && (rt == nil || len(rt.Assets) <= i) && strings.Contains(err.Error(), `"`+name+`"`) {
+							require.True(t, iaEqual(before[i], iaSnap(t, filepath.Join(root, name))), "a failed stage of %s changed its copy: %v", name, err)
+						}
+					}
 					continue
 				}
 				ok++
@@ -1110,4 +1138,117 @@ func TestInlAtkOwnSweepBusybox(t *testing.T) {
 			iaSame(t, want, iaSnap(t, filepath.Join(root, fmt.Sprint("r", round, "a", g))))
 		}
 	}
+}
+
+// TestInlAtkChoppedIO: a Runner that delivers the command's stdout one byte
+// a write and its stdin one byte a read is a valid Runner: the stage
+// publishes the exact source in one command.
+func TestInlAtkChoppedIO(t *testing.T) {
+	f := iaSetup(t)
+	r := &iaRunner{next: sandbox.Local(f.dir), send: func(ctx context.Context, cmd sandbox.Command, next sandbox.Runner) error {
+		cmd.Stdout = iaByteWriter{cmd.Stdout}
+		cmd.Stdin = iaByteReader{cmd.Stdin}
+		return next.Run(ctx, cmd)
+	}}
+	_, err := stage.Stage(t.Context(), stage.NewBridge(r, stage.WithControlTimeout(3*time.Second)), f.root, f.assets())
+	require.NoError(t, err)
+	iaSame(t, iaSnap(t, f.src), iaSnap(t, f.copyPath()))
+	assert.Equal(t, int32(2), r.all.Load(), "probe and send")
+	iaNoTemp(t, f.root)
+}
+
+type iaByteWriter struct{ w io.Writer }
+
+func (b iaByteWriter) Write(p []byte) (int, error) {
+	for i := range p {
+		if _, err := b.w.Write(p[i : i+1]); err != nil {
+			return i, err
+		}
+	}
+	return len(p), nil
+}
+
+type iaByteReader struct{ r io.Reader }
+
+func (b iaByteReader) Read(p []byte) (int, error) {
+	if len(p) > 1 {
+		p = p[:1]
+	}
+	return b.r.Read(p)
+}
+
+// TestInlAtkDeadlineSlowLink: the caller's deadline expires while a slow
+// link (stdin trickles) carries a 4 MB file: the error is the deadline's,
+// the old copy stays, the same Bridge then publishes.
+func TestInlAtkDeadlineSlowLink(t *testing.T) {
+	f := iaSetup(t)
+	big := make([]byte, 4<<20)
+	_, _ = rand.Read(big)
+	require.NoError(t, os.WriteFile(filepath.Join(f.src, "big.bin"), big, 0o644))
+	r := &iaRunner{next: sandbox.Local(f.dir), send: func(ctx context.Context, cmd sandbox.Command, next sandbox.Runner) error {
+		cmd.Stdin = iaSlowReader{cmd.Stdin}
+		return next.Run(ctx, cmd)
+	}}
+	b := stage.NewBridge(r, stage.WithControlTimeout(2*time.Second))
+	ctx, cancel := context.WithTimeout(t.Context(), 400*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err := stage.Stage(ctx, b, f.root, f.assets())
+	require.Error(t, err)
+	assert.Less(t, time.Since(start), 2*time.Second)
+	assert.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.Equal(t, "old", f.oldOrNew(t))
+	f.retrySame(t, b, r)
+}
+
+type iaSlowReader struct{ r io.Reader }
+
+func (s iaSlowReader) Read(p []byte) (int, error) {
+	time.Sleep(5 * time.Millisecond)
+	if len(p) > 4096 {
+		p = p[:4096]
+	}
+	return s.r.Read(p)
+}
+
+type iaKey struct{}
+
+// TestInlAtkConcurrentCancelOneBridge: through one Bridge, stage A of an
+// asset is cancelled when its send command reports the stream extracted,
+// while stage B of the same asset (another version) runs at once. B must
+// succeed with its exact version, A fails with the cancellation, and
+// nothing is left behind.
+func TestInlAtkConcurrentCancelOneBridge(t *testing.T) {
+	f := iaSetup(t)
+	srcB := t.TempDir()
+	build(t, srcB, "a=version B", "z/deep=b")
+	for range 4 {
+		ctxA, cancelA := context.WithCancel(context.WithValue(t.Context(), iaKey{}, "A"))
+		r := &iaRunner{next: sandbox.Local(f.dir), send: func(ctx context.Context, cmd sandbox.Command, next sandbox.Runner) error {
+			if ctx.Value(iaKey{}) == "A" {
+				cmd.Stdout = &iaWatch{w: cmd.Stdout, text: iaExtracted, at: cancelA}
+			}
+			return next.Run(ctx, cmd)
+		}}
+		b := stage.NewBridge(r, stage.WithControlTimeout(3*time.Second))
+		var errA, errB error
+		var wg sync.WaitGroup
+		wg.Go(func() { _, errA = stage.Stage(ctxA, b, f.root, f.assets()) })
+		wg.Go(func() {
+			_, errB = stage.Stage(t.Context(), b, f.root, []stage.Asset{{Name: "x", Source: srcB}})
+		})
+		wg.Wait()
+		cancelA()
+		require.NoError(t, errB)
+		if errA != nil {
+			assert.ErrorIs(t, errA, context.Canceled)
+		}
+		got := iaSnap(t, f.copyPath())
+		// B's publish ran last, or A's (when A was not cancelled because it
+		// ran before its send reported, which it always does): the copy is
+		// one version whole.
+		require.True(t, iaEqual(got, iaSnap(t, srcB)) || (errA == nil && iaEqual(got, iaSnap(t, f.src))), "copy %v (A: %v)", got, errA)
+		iaNoTemp(t, f.root)
+	}
+	f.retry(t)
 }

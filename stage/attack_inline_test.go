@@ -10,6 +10,9 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -774,6 +777,7 @@ func TestInlAtkSourceChangesDuringStage(t *testing.T) {
 				for _, name := range []string{"x", "y"} {
 					got := readFile(t, filepath.Join(root, name, "hot"))
 					require.True(t, got == v[0] || got == v[1], "a torn file: %d bytes", len(got))
+					iaManifestMatches(t, root, name)
 				}
 			}
 			close(stop)
@@ -1251,4 +1255,89 @@ func TestInlAtkConcurrentCancelOneBridge(t *testing.T) {
 		iaNoTemp(t, f.root)
 	}
 	f.retry(t)
+}
+
+// iaManifestMatches checks that every regular file of root/name has the
+// size and SHA-256 its stored manifest (root/.airlock-manifest-name.json)
+// records, and that the manifest lists nothing the copy lacks.
+func iaManifestMatches(t *testing.T, root, name string) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(root, ".airlock-manifest-"+name+".json"))
+	require.NoError(t, err)
+	var m struct {
+		Entries []struct {
+			Path   string `json:"path"`
+			Type   string `json:"type"`
+			Size   int64  `json:"size"`
+			SHA256 string `json:"sha256"`
+		} `json:"entries"`
+	}
+	require.NoError(t, json.Unmarshal(b, &m))
+	files := 0
+	for _, e := range m.Entries {
+		if e.Type != "file" {
+			continue
+		}
+		files++
+		data, err := os.ReadFile(filepath.Join(root, name, filepath.FromSlash(e.Path)))
+		require.NoError(t, err)
+		sum := sha256.Sum256(data)
+		require.Equal(t, e.SHA256, hex.EncodeToString(sum[:]), "%s: the copy differs from its manifest", e.Path)
+	}
+	n := 0
+	for _, e := range iaSnap(t, filepath.Join(root, name)) {
+		if e.mode.IsRegular() {
+			n++
+		}
+	}
+	require.Equal(t, files, n, "files in the copy vs its manifest")
+}
+
+// TestInlAtkSourceRewrittenWhileStreamed rewrites a 1 MB source file while
+// the host streams it (the Runner does it once the command has read
+// 200 KB): in place with the same size, or replaced by rename. The host
+// hashed the old content; it must not publish a copy that differs from
+// the manifest: it fails retryably (the previous copy stays) or publishes
+// a copy its manifest describes.
+func TestInlAtkSourceRewrittenWhileStreamed(t *testing.T) {
+	for _, how := range []string{"in-place", "rename"} {
+		t.Run(how, func(t *testing.T) {
+			f := iaSetup(t)
+			big := filepath.Join(f.src, "big.bin")
+			v1 := bytes.Repeat([]byte("1"), 1<<20)
+			v2 := bytes.Repeat([]byte("2"), 1<<20)
+			require.NoError(t, os.WriteFile(big, v1, 0o644))
+			var once sync.Once
+			r := &iaRunner{next: sandbox.Local(f.dir), send: func(ctx context.Context, cmd sandbox.Command, next sandbox.Runner) error {
+				cmd.Stdin = &iaCountReader{r: cmd.Stdin, n: 200 << 10, at: func() {
+					once.Do(func() {
+						if how == "rename" {
+							require.NoError(t, os.WriteFile(big+".tmp", v2, 0o644))
+							require.NoError(t, os.Rename(big+".tmp", big))
+							return
+						}
+						fh, err := os.OpenFile(big, os.O_WRONLY, 0)
+						require.NoError(t, err)
+						_, err = fh.WriteAt(v2, 0)
+						require.NoError(t, err)
+						require.NoError(t, fh.Close())
+					})
+				}}
+				return next.Run(ctx, cmd)
+			}}
+			b := stage.NewBridge(r, stage.WithControlTimeout(3*time.Second))
+			_, err := stage.Stage(t.Context(), b, f.root, f.assets())
+			t.Logf("err=%v", err)
+			if err != nil {
+				assert.True(t, sandbox.Retryable(err), "%v", err)
+				assert.Equal(t, f.old, iaSnap(t, f.copyPath()), "a failed stage changed the copy")
+			} else {
+				got := readFile(t, filepath.Join(f.copyPath(), "big.bin"))
+				assert.True(t, got == string(v1) || got == string(v2), "a torn file")
+			}
+			iaManifestMatches(t, f.root, "x")
+			f.retrySame(t, b, r)
+			iaManifestMatches(t, f.root, "x")
+		})
+	}
 }

@@ -10,10 +10,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/airlockdev/airlock/sandbox"
@@ -121,4 +123,32 @@ func (k iaKillWhenAbsent) Run(ctx context.Context, cmd sandbox.Command) error {
 		}
 	}()
 	return k.next.Run(cctx, cmd)
+}
+
+// TestInlAtkFailGarbledReportIsProtocol: the sandbox garbles the send
+// command's extraction report (a line the protocol does not know, where
+// the report is due). The package promises that a sandbox breaking the
+// protocol (a garbled reply) fails with sandbox.ErrProtocol, which is not
+// retryable. The stage does fail and leaves the previous copy, but only
+// after the whole control deadline, as a retryable ErrTransport ("the
+// sandbox command did not end within the control deadline after its work
+// was done (the Runner never returned)"), blaming the connection.
+func TestInlAtkFailGarbledReportIsProtocol(t *testing.T) {
+	for _, to := range []string{"airlock-extracted junk\n", "zzz\n", "airlock-bogus\n"} {
+		t.Run(strings.TrimSpace(to), func(t *testing.T) {
+			f := iaSetup(t)
+			r := &iaRunner{next: sandbox.Local(f.dir), send: func(ctx context.Context, cmd sandbox.Command, next sandbox.Runner) error {
+				cmd.Stdout = &iaRewrite{w: cmd.Stdout, from: iaExtracted, to: to}
+				return next.Run(ctx, cmd)
+			}}
+			start := time.Now()
+			_, err := stage.Stage(t.Context(), stage.NewBridge(r, stage.WithControlTimeout(2*time.Second)), f.root, f.assets())
+			require.Error(t, err)
+			t.Logf("after %v: %v", time.Since(start).Round(time.Millisecond), err)
+			assert.Equal(t, "old", f.oldOrNew(t))
+			assert.ErrorIs(t, err, sandbox.ErrProtocol)
+			assert.False(t, sandbox.Retryable(err), "a garbled reply is not retryable")
+			assert.Less(t, time.Since(start), time.Second, "a garbled line needs no deadline to be seen")
+		})
+	}
 }

@@ -579,6 +579,21 @@ func TestInlAtkHostile(t *testing.T) {
 			}
 			return next.Run(ctx, cmd)
 		}, true, false},
+		{"flood-stderr", func(ctx context.Context, cmd sandbox.Command, next sandbox.Runner) error {
+			if cmd.Stderr != nil {
+				chunk := bytes.Repeat([]byte("e\n"), 1<<19)
+				for range 100 { // 100 MB
+					if _, err := cmd.Stderr.Write(chunk); err != nil {
+						break
+					}
+				}
+			}
+			return next.Run(ctx, cmd)
+		}, false, true},
+		{"garbled-extracted", func(ctx context.Context, cmd sandbox.Command, next sandbox.Runner) error {
+			cmd.Stdout = &iaRewrite{w: cmd.Stdout, from: iaExtracted, to: "airlock-extracted junk\n"}
+			return next.Run(ctx, cmd)
+		}, true, false},
 		{"published-twice", func(ctx context.Context, cmd sandbox.Command, next sandbox.Runner) error {
 			cmd.Stdout = &iaWatch{w: cmd.Stdout, text: iaPublished, at: func() { _, _ = io.WriteString(cmd.Stdout, iaPublished) }}
 			return next.Run(ctx, cmd)
@@ -1340,4 +1355,45 @@ func TestInlAtkSourceRewrittenWhileStreamed(t *testing.T) {
 			iaManifestMatches(t, f.root, "x")
 		})
 	}
+}
+
+// iaRewrite replaces from with to in the output (when a write holds it
+// whole; the send command's report lines come one a write).
+type iaRewrite struct {
+	w        io.Writer
+	from, to string
+}
+
+func (r *iaRewrite) Write(p []byte) (int, error) {
+	q := bytes.ReplaceAll(p, []byte(r.from), []byte(r.to))
+	if _, err := r.w.Write(q); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+// TestInlAtkUnstageWhileWaiting unstages the asset (through another
+// Bridge) while the send command waits for the publish line. The command's
+// temporary directory has a live owner: Unstage must not take it; the
+// publish then either puts the whole new copy in place or fails, never a
+// partial copy; nothing is left behind.
+func TestInlAtkUnstageWhileWaiting(t *testing.T) {
+	f := iaSetup(t)
+	var unErr error
+	r := &iaRunner{next: sandbox.Local(f.dir), send: func(ctx context.Context, cmd sandbox.Command, next sandbox.Runner) error {
+		cmd.Stdout = &iaWatch{w: cmd.Stdout, text: iaExtracted, at: func() {
+			unErr = stage.Unstage(t.Context(), stage.NewBridge(sandbox.Local(f.dir)), f.root, "x")
+		}}
+		return next.Run(ctx, cmd)
+	}}
+	_, err := stage.Stage(t.Context(), stage.NewBridge(r, stage.WithControlTimeout(3*time.Second)), f.root, f.assets())
+	require.NoError(t, unErr)
+	t.Logf("stage: %v", err)
+	if _, serr := os.Lstat(f.copyPath()); serr == nil {
+		iaSame(t, iaSnap(t, f.src), iaSnap(t, f.copyPath()))
+		iaManifestMatches(t, f.root, "x")
+	} else {
+		require.Error(t, err, "a nil error with no copy")
+	}
+	f.retry(t)
 }

@@ -1397,3 +1397,48 @@ func TestInlAtkUnstageWhileWaiting(t *testing.T) {
 	}
 	f.retry(t)
 }
+
+// TestInlAtkCorruptStreamVerify: the Runner flips bytes of a file's content
+// in the stream (a transport that breaks the Runner contract). With
+// WithVerify a nil error still means the exact source in the sandbox;
+// without it the stage may only publish a copy that is either exact or
+// fails (logged); an honest verified stage then repairs the copy.
+func TestInlAtkCorruptStreamVerify(t *testing.T) {
+	for _, verify := range []bool{true, false} {
+		t.Run(fmt.Sprint("verify=", verify), func(t *testing.T) {
+			f := iaSetup(t)
+			r := &iaRunner{next: sandbox.Local(f.dir), send: func(ctx context.Context, cmd sandbox.Command, next sandbox.Runner) error {
+				cmd.Stdin = &iaFlip{r: cmd.Stdin, from: []byte("new content"), to: []byte("nEw content")}
+				return next.Run(ctx, cmd)
+			}}
+			var opts []stage.Option
+			if verify {
+				opts = append(opts, stage.WithVerify())
+			}
+			_, err := stage.Stage(t.Context(), stage.NewBridge(r, stage.WithControlTimeout(2*time.Second)), f.root, f.assets(), opts...)
+			got := readFile(t, filepath.Join(f.copyPath(), "a"))
+			t.Logf("err=%v a=%q", err, got)
+			if verify && err == nil {
+				iaSame(t, iaSnap(t, f.src), iaSnap(t, f.copyPath()))
+			}
+			_, err = stage.Stage(t.Context(), stage.NewBridge(sandbox.Local(f.dir)), f.root, f.assets(), stage.WithVerify())
+			require.NoError(t, err)
+			iaSame(t, iaSnap(t, f.src), iaSnap(t, f.copyPath()))
+		})
+	}
+}
+
+// iaFlip replaces from with to (same length) in what is read, where a read
+// holds it whole.
+type iaFlip struct {
+	r        io.Reader
+	from, to []byte
+}
+
+func (f *iaFlip) Read(p []byte) (int, error) {
+	n, err := f.r.Read(p)
+	if i := bytes.Index(p[:n], f.from); i >= 0 {
+		copy(p[i:], f.to)
+	}
+	return n, err
+}

@@ -731,82 +731,6 @@ func iaConcurrent(t *testing.T, one bool) {
 	iaNoTemp(t, root)
 }
 
-// TestInlAtkSourceChangesDuringStage rewrites a source file while stages
-// run, by replacing it (rename, sizes differ) or in place (same size): a
-// stage that succeeds leaves the file holding one version whole, and a
-// retry of the quiet tree publishes it exactly.
-func TestInlAtkSourceChangesDuringStage(t *testing.T) {
-	for _, how := range []string{"replace", "in-place"} {
-		t.Run(how, func(t *testing.T) {
-			dir, src := t.TempDir(), t.TempDir()
-			root := filepath.Join(dir, "rt")
-			build(t, src, "keep=k")
-			v := [2]string{strings.Repeat("A", 300<<10), strings.Repeat("B", 100<<10)}
-			if how == "in-place" {
-				v[1] = strings.Repeat("B", 300<<10)
-			}
-			hot := filepath.Join(src, "hot")
-			require.NoError(t, os.WriteFile(hot, []byte(v[0]), 0o644))
-			stop := make(chan struct{})
-			var wg sync.WaitGroup
-			wg.Go(func() {
-				for i := 0; ; i++ {
-					select {
-					case <-stop:
-						return
-					default:
-					}
-					if how == "replace" {
-						tmp := hot + ".tmp"
-						_ = os.WriteFile(tmp, []byte(v[i%2]), 0o644)
-						_ = os.Rename(tmp, hot)
-					} else if fh, err := os.OpenFile(hot, os.O_WRONLY, 0); err == nil {
-						_, _ = fh.WriteAt([]byte(v[i%2]), 0)
-						_ = fh.Close()
-					}
-				}
-			})
-			b := stage.NewBridge(sandbox.Local(dir))
-			var ok, failed int
-			for range 8 {
-				var before [2]map[string]iaEntry
-				for i, name := range []string{"x", "y"} {
-					if _, err := os.Lstat(filepath.Join(root, name)); err == nil {
-						before[i] = iaSnap(t, filepath.Join(root, name))
-					}
-				}
-				rt, err := stage.Stage(t.Context(), b, root, []stage.Asset{{Name: "x", Source: src}, {Name: "y", Source: src}})
-				if err != nil {
-					failed++
-					assert.True(t, sandbox.Retryable(err), "%v", err)
-					// The failing asset keeps its previous copy (the one
-					// before it, if any, was published whole).
-					for i, name := range []string{"x", "y"} {
-						if before[i] != nil && (rt == nil || len(rt.Assets) <= i) && strings.Contains(err.Error(), `"`+name+`"`) {
-							require.True(t, iaEqual(before[i], iaSnap(t, filepath.Join(root, name))), "a failed stage of %s changed its copy: %v", name, err)
-						}
-					}
-					continue
-				}
-				ok++
-				for _, name := range []string{"x", "y"} {
-					got := readFile(t, filepath.Join(root, name, "hot"))
-					require.True(t, got == v[0] || got == v[1], "a torn file: %d bytes", len(got))
-					iaManifestMatches(t, root, name)
-				}
-			}
-			close(stop)
-			wg.Wait()
-			t.Logf("ok %d failed %d", ok, failed)
-			_, err := stage.Stage(t.Context(), b, root, []stage.Asset{{Name: "x", Source: src}, {Name: "y", Source: src}})
-			require.NoError(t, err)
-			iaSame(t, iaSnap(t, src), iaSnap(t, filepath.Join(root, "x")))
-			iaSame(t, iaSnap(t, src), iaSnap(t, filepath.Join(root, "y")))
-			iaNoTemp(t, root)
-		})
-	}
-}
-
 // TestInlAtkCancelAfterPublishLine cancels the caller's context once the
 // publish line was written, and kills the command (SIGKILL of its group)
 // a moment later,
@@ -1126,37 +1050,6 @@ func (e *iaEOFReader) Read(p []byte) (int, error) {
 		e.once.Do(e.at)
 	}
 	return n, err
-}
-
-// TestInlAtkOwnSweepBusybox: one Bridge over a busybox sandbox (two commands a
-// publish) stages different assets at once into a root that already
-// exists. Nothing is shared but the root, and "a Bridge knows only its
-// own" transfers: every stage must succeed. Each stage's sweep must not
-// take another call's transfer in the instant between its send command and
-// its publish command.
-func TestInlAtkOwnSweepBusybox(t *testing.T) {
-	src := t.TempDir()
-	build(t, src, "f=1", "d/g=2")
-	want := iaSnap(t, src)
-	dir := t.TempDir()
-	root := filepath.Join(dir, "rt")
-	b := stage.NewBridge(iaBusybox(t, dir))
-	_, err := stage.Stage(t.Context(), b, root, []stage.Asset{{Name: "first", Source: src}})
-	require.NoError(t, err)
-	for round := range 5 {
-		var wg sync.WaitGroup
-		errs := make([]error, 6)
-		for g := range 6 {
-			wg.Go(func() {
-				_, errs[g] = stage.Stage(t.Context(), b, root, []stage.Asset{{Name: fmt.Sprint("r", round, "a", g), Source: src}})
-			})
-		}
-		wg.Wait()
-		for g, err := range errs {
-			require.NoError(t, err, "round %d, asset a%d (retryable %v)", round, g, sandbox.Retryable(err))
-			iaSame(t, want, iaSnap(t, filepath.Join(root, fmt.Sprint("r", round, "a", g))))
-		}
-	}
 }
 
 // TestInlAtkChoppedIO: a Runner that delivers the command's stdout one byte

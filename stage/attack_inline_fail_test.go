@@ -22,50 +22,14 @@ import (
 	"github.com/airlockdev/airlock/stage"
 )
 
-// TestInlAtkFailFreshRootRace stages different assets (no two publish one
-// asset) into one fresh root at once, through one Bridge or several (as
-// several hosts would), over GNU tools and busybox: nothing is shared but
-// the root, so every stage must succeed with its exact copy.
+// TestInlAtkFailFreshRootRace: as TestInlAtkFreshRootRace, through several
+// busybox Bridges (as several hosts would): busybox tar reads its input to
+// the end, so each publish is a command of its own, and another host's
+// sweep can take a transfer in the instant between its end and its publish
+// (the Bridge's documented non-guarantee: that publish fails, the previous
+// copy stays).
 func TestInlAtkFailFreshRootRace(t *testing.T) {
-	for _, c := range []struct {
-		name         string
-		one, busybox bool
-	}{{"bridges", false, false}, {"one-bridge", true, false}, {"busybox-bridges", false, true}, {"busybox-one-bridge", true, true}} {
-		t.Run(c.name, func(t *testing.T) {
-			iaFailFreshRootRace(t, c.one, c.busybox)
-		})
-	}
-}
-
-func iaFailFreshRootRace(t *testing.T, one, busybox bool) {
-	src := t.TempDir()
-	build(t, src, "f=1", "d/g=2")
-	want := iaSnap(t, src)
-	for round := range 6 {
-		dir := t.TempDir()
-		root := filepath.Join(dir, "rt")
-		runner := sandbox.Local(dir)
-		if busybox {
-			runner = iaBusybox(t, dir)
-		}
-		shared := stage.NewBridge(runner)
-		var wg sync.WaitGroup
-		errs := make([]error, 6)
-		for g := range 6 {
-			b := shared
-			if !one {
-				b = stage.NewBridge(runner)
-			}
-			wg.Go(func() {
-				_, errs[g] = stage.Stage(t.Context(), b, root, []stage.Asset{{Name: fmt.Sprint("a", g), Source: src}})
-			})
-		}
-		wg.Wait()
-		for g, err := range errs {
-			require.NoError(t, err, "round %d, asset a%d (retryable %v)", round, g, sandbox.Retryable(err))
-			iaSame(t, want, iaSnap(t, filepath.Join(root, fmt.Sprint("a", g))))
-		}
-	}
+	iaFreshRootRace(t, false, true)
 }
 
 // TestInlAtkFailKilledMidRename: the command that publishes (the send

@@ -1335,3 +1335,51 @@ func (f *iaFlip) Read(p []byte) (int, error) {
 	}
 	return n, err
 }
+
+// TestInlAtkFreshRootRace stages different assets (no two publish one
+// asset) into one fresh root at once, through one Bridge or several (as
+// several hosts would; GNU tools), or one busybox Bridge: nothing is shared
+// but the root, so every stage must succeed with its exact copy. (An
+// attack found the root's mkdir racing another stage's; the several-busybox-
+// Bridges case is TestInlAtkFailFreshRootRace.)
+func TestInlAtkFreshRootRace(t *testing.T) {
+	for _, c := range []struct {
+		name         string
+		one, busybox bool
+	}{{"bridges", false, false}, {"one-bridge", true, false}, {"busybox-one-bridge", true, true}} {
+		t.Run(c.name, func(t *testing.T) {
+			iaFreshRootRace(t, c.one, c.busybox)
+		})
+	}
+}
+
+func iaFreshRootRace(t *testing.T, one, busybox bool) {
+	src := t.TempDir()
+	build(t, src, "f=1", "d/g=2")
+	want := iaSnap(t, src)
+	for round := range 6 {
+		dir := t.TempDir()
+		root := filepath.Join(dir, "rt")
+		runner := sandbox.Local(dir)
+		if busybox {
+			runner = iaBusybox(t, dir)
+		}
+		shared := stage.NewBridge(runner)
+		var wg sync.WaitGroup
+		errs := make([]error, 6)
+		for g := range 6 {
+			b := shared
+			if !one {
+				b = stage.NewBridge(runner)
+			}
+			wg.Go(func() {
+				_, errs[g] = stage.Stage(t.Context(), b, root, []stage.Asset{{Name: fmt.Sprint("a", g), Source: src}})
+			})
+		}
+		wg.Wait()
+		for g, err := range errs {
+			require.NoError(t, err, "round %d, asset a%d (retryable %v)", round, g, sandbox.Retryable(err))
+			iaSame(t, want, iaSnap(t, filepath.Join(root, fmt.Sprint("a", g))))
+		}
+	}
+}

@@ -81,7 +81,7 @@ func SendScript(s Send) string {
 		fmt.Fprintf(&sb, "p=%s\n[ -d \"$p\" ] || mkdir -p \"$p\" || exit 1\n", Quote(parent))
 	}
 	fmt.Fprintf(&sb, "r=%s\nif [ -L \"$r\" ] || { [ -e \"$r\" ] && [ ! -d \"$r\" ]; }; then rm -f \"$r\" || exit 1; fi\n", Quote(s.Root))
-	sb.WriteString("[ -d \"$r\" ] || mkdir \"$r\" || exit 1\n")
+	sb.WriteString("[ -d \"$r\" ] || mkdir \"$r\" 2>/dev/null || [ -d \"$r\" ] || exit 1\n") // another stage may make it meanwhile
 	sb.WriteString(sweepFuncs)
 	sb.WriteString(sweepScript(s.Skip))
 	// The owner file names the process that writes into tmp (this shell,

@@ -1383,3 +1383,54 @@ func iaFreshRootRace(t *testing.T, one, busybox bool) {
 		}
 	}
 }
+
+// TestInlAtkExtraFileAfterRename: a source directory where a writer
+// repeatedly writes hot.tmp and renames it over hot (an editor's atomic
+// save). A stage that returns nil must leave a copy that its manifest
+// describes, file for file. (It did not: a stage returned nil with the
+// manifest listing keep and hot while the copy still held hot.tmp, carried
+// from an earlier publish after it had left the source; now such a stage
+// fails with ErrChanged.)
+func TestInlAtkExtraFileAfterRename(t *testing.T) {
+	for _, bb := range []bool{false, true} {
+		t.Run(fmt.Sprint("busybox=", bb), func(t *testing.T) {
+			dir, src := t.TempDir(), t.TempDir()
+			root := filepath.Join(dir, "rt")
+			build(t, src, "keep=k")
+			v := [2]string{strings.Repeat("A", 300<<10), strings.Repeat("B", 100<<10)}
+			hot := filepath.Join(src, "hot")
+			require.NoError(t, os.WriteFile(hot, []byte(v[0]), 0o644))
+			stop := make(chan struct{})
+			var wg sync.WaitGroup
+			wg.Go(func() {
+				for i := 0; ; i++ {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					_ = os.WriteFile(hot+".tmp", []byte(v[i%2]), 0o644)
+					_ = os.Rename(hot+".tmp", hot)
+				}
+			})
+			defer func() { close(stop); wg.Wait() }()
+			runner := sandbox.Local(dir)
+			if bb {
+				runner = iaBusybox(t, dir)
+			}
+			b := stage.NewBridge(runner)
+			for i := range 80 {
+				rt, err := stage.Stage(t.Context(), b, root, []stage.Asset{{Name: "x", Source: src}})
+				if err != nil {
+					continue
+				}
+				m, rerr := os.ReadFile(filepath.Join(root, ".airlock-manifest-x.json"))
+				require.NoError(t, rerr)
+				_, serr := os.Lstat(filepath.Join(root, "x", "hot.tmp"))
+				if serr == nil && !strings.Contains(string(m), `"hot.tmp"`) {
+					t.Fatalf("stage %d returned nil (%+v) with hot.tmp in the copy, not in its manifest", i, rt.Assets[0])
+				}
+			}
+		})
+	}
+}

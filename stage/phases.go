@@ -372,7 +372,7 @@ func (s *publishRun) extracted(op string, wdone <-chan error) phase {
 // that the sandbox's tar reads no further than the stream's end.
 func (s *publishRun) writeStream() error {
 	w := &countWriter{w: sink{s.cmd.pw}}
-	if _, err := writeTarStream(s.cmd.wctx, w, s.src, s.carried); err != nil || !s.inline {
+	if _, err := writeTarStream(s.cmd.wctx, w, s.src, s.carried, s.plan.Want); err != nil || !s.inline {
 		return err
 	}
 	if pad := (shell.TarRecord - w.n%shell.TarRecord) % shell.TarRecord; pad > 0 {

@@ -2,7 +2,9 @@ package stage
 
 import (
 	"context"
+	"fmt"
 	"io"
+	"path"
 
 	"github.com/airlockdev/airlock/internal/shell"
 )
@@ -10,15 +12,38 @@ import (
 // writeTarStream writes src to w as one tar stream (shell's layout)
 // and returns its manifest. Files the Target carried from the previous copy
 // (Tree.Carry) are left out of the stream.
-func writeTarStream(ctx context.Context, w io.Writer, src *Tree, carried map[string]bool) ([]byte, error) {
+func writeTarStream(ctx context.Context, w io.Writer, src *Tree, carried map[string]bool, planned map[string]string) ([]byte, error) {
 	return shell.WriteStream(w, src.ModTime(), func(fn func(shell.Entry, io.Reader) error) ([]byte, error) {
-		return src.Walk(ctx, func(e Entry, r io.Reader) error {
+		walked := make(map[string]bool, len(planned)) // planned files the walk found, still regular files
+		m, err := src.Walk(ctx, func(e Entry, r io.Reader) error {
+			if _, ok := planned[e.Path]; ok && e.Mode.IsRegular() {
+				walked[e.Path] = true
+			}
 			if carried[e.Path] && e.Mode.IsRegular() {
 				return src.Carry(e)
 			}
 			return fn(shell.Entry{Path: e.Path, Mode: e.Mode, Size: e.Size}, r)
 		})
+		if err == nil && len(walked) != len(planned) {
+			err = vanished(src, planned, walked)
+		}
+		return m, err
 	})
+}
+
+// vanished is the error of a stream whose walk no longer found, as a
+// regular file, a file the sandbox carried into the new copy (it left the
+// source, or became something else, after Stage compared it): the new
+// copy would hold a file its manifest does not list, so nothing is
+// published; staging again when the tree is quiet succeeds.
+func vanished(src *Tree, planned map[string]string, walked map[string]bool) error {
+	gone := ""
+	for p := range planned {
+		if !walked[p] && (gone == "" || p < gone) {
+			gone = p
+		}
+	}
+	return fmt.Errorf("%w: %s left the source while it was staged (its unchanged copy was carried over in the sandbox): stage again", ErrChanged, path.Join(src.src, gone))
 }
 
 // readTarStream parses a tar stream written by a sandbox's `tar -c .` (see

@@ -28,8 +28,12 @@ import (
 // sweep can take a transfer in the instant between its end and its publish
 // (the Bridge's documented non-guarantee: that publish fails, the previous
 // copy stays).
+// Through one busybox Bridge it fails too (CI of 9057a97: "transfer
+// incomplete" for one of six assets, not reproduced since): cause not
+// found.
 func TestInlAtkFailFreshRootRace(t *testing.T) {
-	iaFreshRootRace(t, false, true)
+	t.Run("busybox-bridges", func(t *testing.T) { iaFreshRootRace(t, false, true) })
+	t.Run("busybox-one-bridge", func(t *testing.T) { iaFreshRootRace(t, true, true) })
 }
 
 // TestInlAtkFailKilledMidRename: the command that publishes (the send

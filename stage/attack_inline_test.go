@@ -1397,23 +1397,8 @@ func TestInlAtkExtraFileAfterRename(t *testing.T) {
 			dir, src := t.TempDir(), t.TempDir()
 			root := filepath.Join(dir, "rt")
 			build(t, src, "keep=k")
-			v := [2]string{strings.Repeat("A", 300<<10), strings.Repeat("B", 100<<10)}
-			hot := filepath.Join(src, "hot")
-			require.NoError(t, os.WriteFile(hot, []byte(v[0]), 0o644))
-			stop := make(chan struct{})
-			var wg sync.WaitGroup
-			wg.Go(func() {
-				for i := 0; ; i++ {
-					select {
-					case <-stop:
-						return
-					default:
-					}
-					_ = os.WriteFile(hot+".tmp", []byte(v[i%2]), 0o644)
-					_ = os.Rename(hot+".tmp", hot)
-				}
-			})
-			defer func() { close(stop); wg.Wait() }()
+			_, stop := iaHotWriter(t, src, "replace")
+			defer stop()
 			runner := sandbox.Local(dir)
 			if bb {
 				runner = iaBusybox(t, dir)
@@ -1433,4 +1418,90 @@ func TestInlAtkExtraFileAfterRename(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestInlAtkSourceChangesDuringStage rewrites a source file while stages
+// run, by replacing it (write hot.tmp, rename it over hot; sizes differ)
+// or in place (same size): a stage that succeeds leaves the file holding
+// one version whole and a copy its manifest describes, and a stage of the
+// quiet tree publishes it exactly. (It failed, replace: a stage returned
+// nil with a copy holding hot.tmp, which its manifest did not list; see
+// TestInlAtkExtraFileAfterRename.)
+func TestInlAtkSourceChangesDuringStage(t *testing.T) {
+	for _, how := range []string{"replace", "in-place"} {
+		t.Run(how, func(t *testing.T) {
+			dir, src := t.TempDir(), t.TempDir()
+			root := filepath.Join(dir, "rt")
+			build(t, src, "keep=k")
+			v, stop := iaHotWriter(t, src, how)
+			b := stage.NewBridge(sandbox.Local(dir))
+			var ok, failed int
+			for range 8 {
+				var before [2]map[string]iaEntry
+				for i, name := range []string{"x", "y"} {
+					if _, err := os.Lstat(filepath.Join(root, name)); err == nil {
+						before[i] = iaSnap(t, filepath.Join(root, name))
+					}
+				}
+				rt, err := stage.Stage(t.Context(), b, root, []stage.Asset{{Name: "x", Source: src}, {Name: "y", Source: src}})
+				if err != nil {
+					failed++
+					assert.True(t, sandbox.Retryable(err), "%v", err)
+					// The failing asset keeps its previous copy (the one
+					// before it, if any, was published whole).
+					for i, name := range []string{"x", "y"} {
+						if before[i] != nil && (rt == nil || len(rt.Assets) <= i) && strings.Contains(err.Error(), `"`+name+`"`) {
+							require.True(t, iaEqual(before[i], iaSnap(t, filepath.Join(root, name))), "a failed stage of %s changed its copy: %v", name, err)
+						}
+					}
+					continue
+				}
+				ok++
+				for _, name := range []string{"x", "y"} {
+					got := readFile(t, filepath.Join(root, name, "hot"))
+					require.True(t, got == v[0] || got == v[1], "a torn file: %d bytes", len(got))
+					iaManifestMatches(t, root, name)
+				}
+			}
+			stop()
+			t.Logf("ok %d failed %d", ok, failed)
+			_, err := stage.Stage(t.Context(), b, root, []stage.Asset{{Name: "x", Source: src}, {Name: "y", Source: src}})
+			require.NoError(t, err)
+			iaSame(t, iaSnap(t, src), iaSnap(t, filepath.Join(root, "x")))
+			iaSame(t, iaSnap(t, src), iaSnap(t, filepath.Join(root, "y")))
+			iaNoTemp(t, root)
+		})
+	}
+}
+
+// iaHotWriter has a goroutine rewrite src/hot (created here) until stop is
+// called: "replace" writes hot.tmp and renames it over hot (an editor's
+// save; the two versions differ in size), "in-place" overwrites hot with a
+// version of the same size. It returns the two versions.
+func iaHotWriter(t *testing.T, src, how string) (v [2]string, stop func()) {
+	v = [2]string{strings.Repeat("A", 300<<10), strings.Repeat("B", 100<<10)}
+	if how == "in-place" {
+		v[1] = strings.Repeat("B", 300<<10)
+	}
+	hot := filepath.Join(src, "hot")
+	require.NoError(t, os.WriteFile(hot, []byte(v[0]), 0o644))
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for i := 0; ; i++ {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			if how == "replace" {
+				_ = os.WriteFile(hot+".tmp", []byte(v[i%2]), 0o644)
+				_ = os.Rename(hot+".tmp", hot)
+			} else if fh, err := os.OpenFile(hot, os.O_WRONLY, 0); err == nil {
+				_, _ = fh.WriteAt([]byte(v[i%2]), 0)
+				_ = fh.Close()
+			}
+		}
+	})
+	return v, func() { close(done); wg.Wait() }
 }

@@ -1340,16 +1340,50 @@ func (f *iaFlip) Read(p []byte) (int, error) {
 // asset) into one fresh root at once, through one Bridge or several (as
 // several hosts would; GNU tools): nothing is shared but the root, so every
 // stage must succeed with its exact copy. (An attack found the root's mkdir
-// racing another stage's; the busybox cases, which fail, are
-// TestInlAtkFailFreshRootRace.)
+// racing another stage's. Several busybox Bridges, which fail by the
+// Bridge's documented non-guarantee, are TestInlAtkFailFreshRootRace.)
 func TestInlAtkFreshRootRace(t *testing.T) {
 	for _, c := range []struct {
 		name         string
 		one, busybox bool
-	}{{"bridges", false, false}, {"one-bridge", true, false}} {
+	}{{"bridges", false, false}, {"one-bridge", true, false}, {"busybox-one-bridge", true, true}} {
 		t.Run(c.name, func(t *testing.T) {
 			iaFreshRootRace(t, c.one, c.busybox)
 		})
+	}
+}
+
+// TestInlAtkOwnSweepBusybox: one Bridge over a busybox sandbox (two
+// commands a publish) stages different assets at once into a root that already
+// exists. Nothing is shared but the root, and "a Bridge knows only its
+// own" transfers: every stage must succeed. Each stage's sweep must not
+// take another call's transfer in the instant between its send command and
+// its publish command. (It failed about once in three runs: a sweep's
+// script, made before another call named its transfer's directory, ran
+// after that transfer ended and took it; now such a script leaves alone
+// every name the Bridge gave out after it was made, shell.Skip.)
+func TestInlAtkOwnSweepBusybox(t *testing.T) {
+	src := t.TempDir()
+	build(t, src, "f=1", "d/g=2")
+	want := iaSnap(t, src)
+	dir := t.TempDir()
+	root := filepath.Join(dir, "rt")
+	b := stage.NewBridge(iaBusybox(t, dir))
+	_, err := stage.Stage(t.Context(), b, root, []stage.Asset{{Name: "first", Source: src}})
+	require.NoError(t, err)
+	for round := range 5 {
+		var wg sync.WaitGroup
+		errs := make([]error, 6)
+		for g := range 6 {
+			wg.Go(func() {
+				_, errs[g] = stage.Stage(t.Context(), b, root, []stage.Asset{{Name: fmt.Sprint("r", round, "a", g), Source: src}})
+			})
+		}
+		wg.Wait()
+		for g, err := range errs {
+			require.NoError(t, err, "round %d, asset a%d (retryable %v)", round, g, sandbox.Retryable(err))
+			iaSame(t, want, iaSnap(t, filepath.Join(root, fmt.Sprint("r", round, "a", g))))
+		}
 	}
 }
 
@@ -1504,4 +1538,32 @@ func iaHotWriter(t *testing.T, src, how string) (v [2]string, stop func()) {
 		}
 	})
 	return v, func() { close(done); wg.Wait() }
+}
+
+// TestInlAtkGarbledReportIsProtocol: the sandbox garbles the send
+// command's extraction report (a line the protocol does not know, where
+// the report is due). A sandbox breaking the protocol fails the stage at
+// once with sandbox.ErrProtocol, not retryable, and the previous copy
+// stays. (It failed only after the whole control deadline, as a retryable
+// ErrTransport blaming the connection: the report tolerated a little
+// output after the carry, and the send command waited for the host's
+// publish line.)
+func TestInlAtkGarbledReportIsProtocol(t *testing.T) {
+	for _, to := range []string{"airlock-extracted junk\n", "zzz\n", "airlock-bogus\n"} {
+		t.Run(strings.TrimSpace(to), func(t *testing.T) {
+			f := iaSetup(t)
+			r := &iaRunner{next: sandbox.Local(f.dir), send: func(ctx context.Context, cmd sandbox.Command, next sandbox.Runner) error {
+				cmd.Stdout = &iaRewrite{w: cmd.Stdout, from: iaExtracted, to: to}
+				return next.Run(ctx, cmd)
+			}}
+			start := time.Now()
+			_, err := stage.Stage(t.Context(), stage.NewBridge(r, stage.WithControlTimeout(2*time.Second)), f.root, f.assets())
+			require.Error(t, err)
+			t.Logf("after %v: %v", time.Since(start).Round(time.Millisecond), err)
+			assert.Equal(t, "old", f.oldOrNew(t))
+			assert.ErrorIs(t, err, sandbox.ErrProtocol)
+			assert.False(t, sandbox.Retryable(err), "a garbled reply is not retryable")
+			assert.Less(t, time.Since(start), time.Second, "a garbled line needs no deadline to be seen")
+		})
+	}
 }

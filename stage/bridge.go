@@ -3,6 +3,7 @@ package stage
 import (
 	"context"
 	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -115,7 +116,7 @@ type Bridge struct {
 	caps    capsState
 	// inflight: the temporary directories of this Bridge's publishes under
 	// way, which its sweeps leave alone.
-	inflight pathSet
+	inflight inflight
 	// twoSessions (tests): publish by a command of its own even where the
 	// send command could (shell.Caps.Records).
 	twoSessions bool
@@ -561,17 +562,15 @@ func (b *Bridge) Publish(ctx context.Context, root, name string, src *Tree) (err
 	if known && c.missing != "" {
 		return c.missingErr()
 	}
-	tmpName, err := tempName(b.rand, name)
+	// From its transfer's end to its publish no sandbox process owns tmp:
+	// this Bridge's sweeps leave it alone.
+	tmp, err := b.inflight.add(b.rand, root, name)
 	if err != nil {
 		return err
 	}
-	tmp := path.Join(root, tmpName)
+	defer b.inflight.remove(tmp)
 	dst := path.Join(root, name)
 	mf := path.Join(root, manifestName(name))
-	// From its transfer's end to its publish no sandbox process owns tmp:
-	// this Bridge's sweeps leave it alone.
-	b.inflight.add(tmp)
-	defer b.inflight.remove(tmp)
 
 	s := &publishRun{b: b, ctx: ctx, root: root, name: name, tmp: tmp, dst: dst, mf: mf, src: src}
 	return s.run()
@@ -630,22 +629,42 @@ func (b *Bridge) cleanup(ctx context.Context, tmp, dst, name string) error {
 	return b.renameThenDelete(ctx, "removing temporary directory "+tmp, sandbox.Command{Script: shell.CleanupScript(tmp, dst, name)})
 }
 
-// pathSet is a set of sandbox paths, counted.
-type pathSet struct {
-	mu sync.Mutex
-	m  map[string]int
+// inflight names the temporary directories of a Bridge's publishes and
+// remembers those under way, which the Bridge's sweeps leave alone. Its
+// names end in -<tag><n>: a tag drawn once per Bridge and a number that
+// counts up, so that a sweep script made before a publish named its
+// directory leaves that one alone too (shell.Skip): the script may run
+// after the directory was made and its transfer ended.
+type inflight struct {
+	mu  sync.Mutex
+	tag string // 8 lower-case hex digits; "" until the first name
+	seq uint64
+	m   map[string]int
 }
 
-func (s *pathSet) add(p string) {
+// add names a temporary directory for the asset name under root, drawing
+// the tag from r the first time, and registers it; remove it when the
+// publish is over.
+func (s *inflight) add(r io.Reader, root, name string) (string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.tag == "" {
+		var b [4]byte
+		if _, err := io.ReadFull(r, b[:]); err != nil {
+			return "", fmt.Errorf("choosing a temporary name: %w", err)
+		}
+		s.tag = hex.EncodeToString(b[:])
+	}
 	if s.m == nil {
 		s.m = make(map[string]int)
 	}
+	s.seq++
+	p := path.Join(root, fmt.Sprintf("%s%s-%s%08d", tempPrefix, name, s.tag, s.seq))
 	s.m[p]++
+	return p, nil
 }
 
-func (s *pathSet) remove(p string) {
+func (s *inflight) remove(p string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.m[p]--; s.m[p] <= 0 {
@@ -653,18 +672,20 @@ func (s *pathSet) remove(p string) {
 	}
 }
 
-// under returns the base names of the paths directly under dir, sorted.
-func (s *pathSet) under(dir string) []string {
+// under returns what a sweep of dir made now leaves alone: the base names
+// of the directories under way directly under dir, sorted, and the names
+// given out after this call (shell.Skip).
+func (s *inflight) under(dir string) shell.Skip {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var out []string
+	skip := shell.Skip{Tag: s.tag, Seq: s.seq}
 	for p := range s.m {
 		if path.Dir(p) == dir {
-			out = append(out, path.Base(p))
+			skip.Names = append(skip.Names, path.Base(p))
 		}
 	}
-	slices.Sort(out)
-	return out
+	slices.Sort(skip.Names)
+	return skip
 }
 
 // sink marks every write error as the sandbox's going away.

@@ -61,7 +61,7 @@ func stageSamples(out map[string]string, name, w string) {
 	root := "/rt/" + w
 	tmp := root + "/" + TempPrefix + w + "-0123456789abcdef"
 	dst := root + "/" + w
-	skip := []string{TempPrefix + w + "-00", TempPrefix + "b-11"}
+	skip := Skip{Names: []string{TempPrefix + w + "-00", TempPrefix + "b-11"}, Tag: "0a1b2c3d", Seq: 7}
 	plan := PlanCarry([]CarryFile{{Path: "a", Mode: 0o644, SHA256: strings.Repeat("a", 64)}, {Path: w, Mode: 0o755, SHA256: strings.Repeat("b", 64)}, {Path: "d/e f", Mode: 0o600}})
 	for _, detect := range []bool{false, true} {
 		out[fmt.Sprintf("ProbeScript/%s/detect=%v", name, detect)] = ProbeScript(root, detect, skip, []string{ManifestName(w), ManifestName("b")})
@@ -69,10 +69,10 @@ func stageSamples(out map[string]string, name, w string) {
 		out[fmt.Sprintf("SendScript/%s/detect=%v/carry", name, detect)] = SendScript(Send{Root: root, Tmp: tmp, Dst: dst, Detect: detect, Hash: true, Carry: &plan})
 		out[fmt.Sprintf("PublishScript/%s/exchange=%v", name, detect)] = PublishScript(tmp, dst, root+"/"+ManifestName(w), w, detect)
 	}
-	out["ProbeScript/"+name+"/none"] = ProbeScript(root, false, nil, nil)
+	out["ProbeScript/"+name+"/none"] = ProbeScript(root, false, Skip{}, nil)
 	out["SendScript/"+name+"/top"] = SendScript(Send{Root: "/" + w, Tmp: "/" + w + "/" + TempPrefix + "a-00", Dst: "/" + w + "/a"})
 	out["SweepRootScript/"+name] = SweepRootScript(root, skip)
-	out["SweepRootScript/"+name+"/noskip"] = SweepRootScript(root, nil)
+	out["SweepRootScript/"+name+"/noskip"] = SweepRootScript(root, Skip{})
 	out["CarryScript/"+name] = CarryScript(&plan, tmp, dst)
 	out["CleanupScript/"+name] = CleanupScript(tmp, dst, w)
 	out["AssetsScript/"+name] = AssetsScript(root)

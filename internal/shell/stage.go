@@ -271,8 +271,8 @@ func NewReport(want map[string]string) *Report {
 // protocol (after which r is drained). Lines before ReadyLine may only be
 // the probe header; lines between ReadyLine and CarriedLine are hash
 // lines (at most one per wanted file, plus a little); after CarriedLine
-// nothing but ExtractedLine is expected and at most a little else is
-// accepted. No line before ExtractedLine may be longer than MaxReportLine.
+// nothing but ExtractedLine may come, so that a garbled one fails at once
+// (the command that publishes waits for the host's line after it). No line before ExtractedLine may be longer than MaxReportLine.
 // After ExtractedLine, the publish's output is read as a publish command's
 // (LineWatch): PublishedLine must come first; anything else is drained
 // unread (a sandbox's noisy mv), and the command's exit status decides.
@@ -334,10 +334,8 @@ func (s *Report) line(l string, phase *int, lines int) string {
 	case *phase == 3 && l == PublishedLine:
 		*phase = 4
 		close(s.Published)
-	default:
-		if lines > len(s.want)+64 {
-			return "output after the carry"
-		}
+	default: // after CarriedLine the script's stdout carries nothing else (tar's goes to stderr)
+		return fmt.Sprintf("output after the carry: %q", Truncate(l, 80))
 	}
 	return ""
 }

@@ -240,8 +240,8 @@ func FuzzReportRoundTrip(f *testing.F) {
 }
 
 // FuzzReport: whatever a sandbox prints, only wanted hashes are taken, no
-// line over MaxReportLine is accepted, and every refusal is a protocol
-// error.
+// line over MaxReportLine is accepted, nothing but ExtractedLine follows
+// CarriedLine, and every refusal is a protocol error.
 func FuzzReport(f *testing.F) {
 	f.Add([]byte("airlock-ready\n" + strings.Repeat("0", 64) + "  a\nairlock-carried\n"))
 	f.Add([]byte("airlock-carried\nairlock-ready\n"))
@@ -253,6 +253,12 @@ func FuzzReport(f *testing.F) {
 		if rep.Err != nil {
 			require.ErrorIs(t, rep.Err, shell.ErrProtocol)
 			return
+		}
+		if closed(rep.Carried) { // after CarriedLine a complete line can only be ExtractedLine
+			_, after, _ := bytes.Cut(out, []byte("\n"+shell.CarriedLine+"\n"))
+			if next, _, complete := bytes.Cut(after, []byte("\n")); complete {
+				assert.Equal(t, shell.ExtractedLine, string(next))
+			}
 		}
 		checked := out // after the report of the stream extracted, the publish's output is drained unread
 		if closed(rep.Extracted) {
@@ -285,7 +291,6 @@ func TestReportPublish(t *testing.T) {
 		{"PublishedThenNoise", head + "airlock-extracted\nairlock-published\n" + noise, true, true},
 		{"NoiseFirst", head + "airlock-extracted\n" + noise + "\nairlock-published\n", true, false},
 		{"NoiseUnterminated", head + "airlock-extracted\n" + noise, true, false},
-		{"PublishedBeforeExtracted", head + "airlock-published\nairlock-extracted\n", true, false},
 		{"NotExtracted", head, false, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -306,6 +311,8 @@ func TestReportBounds(t *testing.T) {
 		{"EndlessUnterminated", "airlock-ready\n" + strings.Repeat("z", 20<<10), "a report line of more than"},
 		{"TooManyHashLines", "airlock-ready\n" + strings.Repeat(strings.Repeat("0", 64)+"  a\n", 18), "more hash lines than files carried"},
 		{"AfterCarry", "airlock-ready\nairlock-carried\n" + strings.Repeat("x\n", 70), "output after the carry"},
+		{"GarbledExtracted", "airlock-ready\nairlock-carried\nairlock-extracted junk\n", `output after the carry: "airlock-extracted junk"`},
+		{"PublishedBeforeExtracted", "airlock-ready\nairlock-carried\nairlock-published\nairlock-extracted\n", `output after the carry: "airlock-published"`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			calls := 0

@@ -55,7 +55,7 @@ func ParseAssetList(reply []byte) []string {
 // PublishedLine, then deletes tmp and what the sweep moved away. A root
 // that is a symbolic link is refused (RootLinkExit), a missing one has
 // nothing to remove.
-func RemoveScript(root, tmp string, skip, names []string) string {
+func RemoveScript(root, tmp string, skip Skip, names []string) string {
 	var sb strings.Builder
 	sb.WriteString(finishAlone)
 	sb.WriteString(rootCheck(root))

@@ -31,9 +31,9 @@ type Send struct {
 	// Hash: the sandbox's tools are known and it can hash (carry). Ignored
 	// with Detect, which learns it.
 	Hash bool
-	// Skip names the temporary directories under Root the host still uses
+	// Skip: the temporary directories under Root the host still uses
 	// (between a transfer and its publish), which the sweep leaves alone.
-	Skip []string
+	Skip Skip
 	// Carry, when not nil, is carried in the command's own script.
 	Carry *CarryPlan
 	// Publish, when not nil, has the command publish in its own session
@@ -101,14 +101,14 @@ func SendScript(s Send) string {
 		if s.Detect {
 			sb.WriteString("if [ \"$__tr\" = 1 ]; then\n") // only where tar stops at its archive's end
 		}
-		fmt.Fprintf(&sb, "tar -x -o -f - || exit\ncd \"$r\" || exit 1\necho %s\nIFS= read -r l || exit %d\n[ \"$l\" = %s ] || exit %d\n", ExtractedLine, NoPublishExit, PublishLine, NoPublishExit)
+		fmt.Fprintf(&sb, "tar -x -o -f - >&2 || exit\ncd \"$r\" || exit 1\necho %s\nIFS= read -r l || exit %d\n[ \"$l\" = %s ] || exit %d\n", ExtractedLine, NoPublishExit, PublishLine, NoPublishExit)
 		sb.WriteString(PublishScript(s.Tmp, s.Dst, p.Manifest, p.Name, p.Exchange))
 		if !s.Detect {
 			return sb.String()
 		}
 		sb.WriteString("\nfi\n")
 	}
-	sb.WriteString("exec tar -x -o -f -\n")
+	sb.WriteString("exec tar -x -o -f - >&2\n")
 	return sb.String()
 }
 

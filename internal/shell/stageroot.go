@@ -137,21 +137,45 @@ rm -rf "$__g" 2>/dev/null || { find "$__g" -type d -exec chmod u+rwx {} +; rm -r
 done; }
 `
 
+// Skip is what a sweep leaves alone under a root: the temporary directories
+// its host still uses (between a transfer and its publish no sandbox
+// process owns them).
+type Skip struct {
+	// Names are the temporary directories in use when the script was made.
+	Names []string
+	// Tag and Seq: the host names its temporary directories <...>-<Tag><n>,
+	// n counting up from 1; one with n > Seq was named after Names was read
+	// and is in use too (the script may run after that directory was made
+	// and its transfer ended). Tag is lower-case hex; "" for none.
+	Tag string
+	Seq uint64
+}
+
 // skipCase writes a case statement that skips the loop's iteration when
-// word (a quoted sh word) is one of the names in skip; nothing when skip
-// is empty.
-func skipCase(sb *strings.Builder, word string, skip []string) {
-	if len(skip) == 0 {
+// word (a quoted sh word) is one of skip's temporary directories; nothing
+// when skip is empty.
+func skipCase(sb *strings.Builder, word string, skip Skip) {
+	if len(skip.Names) == 0 && skip.Tag == "" {
 		return
 	}
+	if strings.Trim(skip.Tag, "0123456789abcdef") != "" {
+		panic("shell: Skip.Tag is not lower-case hex: " + skip.Tag)
+	}
 	sb.WriteString("case " + word + " in ")
-	for i, n := range skip {
+	for i, n := range skip.Names {
 		if i > 0 {
 			sb.WriteByte('|')
 		}
 		sb.WriteString(Quote(n))
 	}
-	sb.WriteString(") continue;; esac\n")
+	if len(skip.Names) > 0 {
+		sb.WriteString(") continue;;")
+	}
+	if skip.Tag != "" {
+		fmt.Fprintf(sb, ` *-%[1]s[0-9]*) q=%[2]s; q=${q##*-%[1]s}
+case "$q" in *[!0-9]*) ;; *) [ "$q" -gt %[3]d ] 2>/dev/null && continue;; esac;;`, skip.Tag, word, skip.Seq)
+	}
+	sb.WriteString(" esac\n")
 }
 
 // sweepScript (with $r the root, after sweepFuncs) moves out of the way
@@ -172,7 +196,7 @@ func skipCase(sb *strings.Builder, word string, skip []string) {
 // same instant, can lose a transfer's directory, which fails that
 // transfer, never its sandbox's copy. Best effort: a failure here never
 // fails the command.
-func sweepScript(skip []string) string {
+func sweepScript(skip Skip) string {
 	var sb strings.Builder
 	sb.WriteString(`for s in "$r"/` + TempPrefix + `*; do
 [ -d "$s" ] && [ ! -L "$s" ] && [ -f "$s/` + OwnerFile + `" ] && [ ! -L "$s/` + OwnerFile + `" ] || continue
@@ -193,7 +217,7 @@ done
 // a sweep would remove something: a temporary directory whose owner is
 // gone (none of skip), or a GonePrefix or NewPrefix entry whose process is
 // gone.
-func leftoverCheck(skip []string) string {
+func leftoverCheck(skip Skip) string {
 	var sb strings.Builder
 	sb.WriteString(`w=
 for s in ` + TempPrefix + `* ` + GonePrefix + `* ` + NewPrefix + `*; do
@@ -228,7 +252,7 @@ func enterRoot(sb *strings.Builder, root string) {
 // uses), and a tar of the files (manifest names, relative to the root)
 // that exist as regular files. A root that is a link or missing sends the
 // header alone.
-func ProbeScript(root string, detect bool, skip, files []string) string {
+func ProbeScript(root string, detect bool, skip Skip, files []string) string {
 	var sb strings.Builder
 	if detect {
 		sb.WriteString(DetectScript)
@@ -253,7 +277,7 @@ func ProbeScript(root string, detect bool, skip, files []string) string {
 // (sweepScript, leaving the temporary directories in skip alone): it
 // prints PublishedLine once its renames are done, then deletes what it
 // moved away. A root that is a link or missing is left alone.
-func SweepRootScript(root string, skip []string) string {
+func SweepRootScript(root string, skip Skip) string {
 	var sb strings.Builder
 	sb.WriteString(finishAlone)
 	enterRoot(&sb, root)

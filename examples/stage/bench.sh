@@ -6,7 +6,8 @@
 #   1. first copy over SSH, into an empty destination:
 #      examples/stage, tar c | ssh tar x, rsync -a -e ssh, scp -r
 #   2. unchanged re-stage vs rsync's no-op
-#   3. one changed file vs rsync
+#   3. one changed file vs rsync and a bare `ssh true`, cold (a process
+#      each) and warm (one open remote.Host; rsync over ControlMaster)
 #   4. local target vs cp -a
 #
 # Every command is timed whole (process start, SSH handshake, copy). It
@@ -195,7 +196,21 @@ if [[ $ssh_ok == 1 ]]; then
 		one=$src/skill-03/file-005.txt
 		size=$(stat -c %s "$one")
 		change="head -c $size /dev/urandom >$one.new && mv $one.new $one"
-		bench ssh-one-changed "$both" "$change" airlock "$stage_ssh" "${base[@]}" "rsync" "rsync -a -e '$SSH' $src/ bench:$dst/rsync/"
+		# "ssh true" is the floor of any tool that opens one SSH session.
+		bench ssh-one-changed "$both" "$change" airlock "$stage_ssh" "${base[@]}" "rsync" "rsync -a -e '$SSH' $src/ bench:$dst/rsync/" "ssh true" "$SSH bench true"
+
+		# The same on a warm connection, as a host process that keeps its
+		# remote.Host open stages again (internal/cmd/benchwarm): rsync over
+		# a ControlMaster connection beside it, and a bare command.
+		if [[ -z ${SCENARIOS:-} || " $SCENARIOS " == *" ssh-one-changed-warm "* ]]; then
+			echo "== ssh-one-changed-warm" >&2
+			(cd "$repo" && go build -o "$work/benchwarm" ./internal/cmd/benchwarm)
+			"$work/benchwarm" -ssh-config "$s/ssh_config" -src "$src" -root "$dst/warm" -file "$one" -rsync-dst "$dst/rsync-warm" -runs "$RUNS" |
+				while IFS=$'\t' read -r name med; do
+					[[ $name == "airlock (warm Host)" ]] && name=airlock
+					printf 'ssh-one-changed-warm\t%s\t%s\n' "$name" "$med" >>"$results"
+				done
+		fi
 	else
 		skip "the re-stage benchmarks: rsync is not installed"
 	fi
@@ -212,7 +227,7 @@ target() {
 	ssh-first/tar*) echo "≤ 1.00x" ;;
 	ssh-first/rsync*) echo "≤ 0.67x" ;;
 	ssh-unchanged/rsync*) echo "≤ 0.25x" ;;
-	ssh-one-changed/rsync*) echo "≤ 0.50x" ;;
+	ssh-one-changed*/rsync*) echo "≤ 0.50x" ;;
 	*) echo "—" ;;
 	esac
 }

@@ -114,10 +114,9 @@ var (
 	// foreignAheadOnly are the negators that reach only a verb after them
 	// ("no adjuntes"; "Anexa … no card" is "in the card").
 	foreignAheadOnly []string
-	// englishFunctionWords are common English words: a unit with more
-	// foreign function words than these, or with CJK text, is foreign.
-	englishFunctionWords = newSet("the and to of is it for with this that please me you your from into as be " +
-		"are on by then my our all should must can will")
+	// englishFunctionWords (lexicon_en.txt): a unit with more foreign function words than these, or with CJK text, is
+	// foreign.
+	englishFunctionWords = lexSet("englishFunctionWords")
 	// foreignProductFlags open a command-line option whose value a product
 	// writes ("--output summary.json", "-o out.csv"): rule 11.
 	foreignProductFlags = []string{"--", "-o"}
@@ -1365,9 +1364,8 @@ func readForeign(u *unit, bug bool) {
 	}
 }
 
-// otherScripts are scripts no table reads, otherLatin Latin-script
-// languages no table reads, by a few of their own function words: Unsure
-// names them.
+// otherScripts are scripts no table reads; otherLatinWords maps the function words of Latin-script languages no table
+// reads (lexicon_en.txt: otherLatin) to the first language that lists them: Unsure names them.
 var (
 	otherScripts = []struct {
 		name  string
@@ -1378,14 +1376,18 @@ var (
 		{"Thai", unicode.Thai}, {"Greek", unicode.Greek}, {"Bengali", unicode.Bengali}, {"Tamil", unicode.Tamil},
 		{"Georgian", unicode.Georgian}, {"Armenian", unicode.Armenian}, {"Amharic", unicode.Ethiopic},
 	}
-	otherLatin = []string{ // name: words; a word is counted for the first language that lists it
-		"Polish: się jest że oraz lub proszę dla jako który która które plik", "Swedish: och är inte som till ska också eller filen",
-		"Danish or Norwegian: og ikke af skal også til", "Turkish: ve bir bu için ile çok olarak lütfen dosya değil ama",
-		"Czech: že jako nebo soubor prosím není také", "Finnish: että tämä ole tiedosto kanssa myös tai sekä",
-		"Indonesian: yang untuk dengan ini itu dari tidak akan berkas tolong dan", "Romanian: și este să care pentru fișier sau",
-		"Hungarian: és az hogy egy fájl kérlek vagy nem",
-	}
-	otherLatinWords = map[string]string{}
+	otherLatinWords = func() map[string]string {
+		m := map[string]string{}
+		for _, l := range lexList("otherLatin") {
+			name, ws, _ := strings.Cut(l, ": ")
+			for _, w := range strings.Fields(ws) {
+				if m[w] == "" {
+					m[w] = name
+				}
+			}
+		}
+		return m
+	}()
 )
 
 const otherLatinMin = 3 // function words a Latin-script language without a table needs to be named
@@ -1417,17 +1419,6 @@ func letterWords(s string) iter.Seq[string] {
 		}
 		if start >= 0 {
 			yield(strings.ToLower(s[start:]))
-		}
-	}
-}
-
-func init() {
-	for _, l := range otherLatin {
-		name, ws, _ := strings.Cut(l, ": ")
-		for _, w := range strings.Fields(ws) {
-			if otherLatinWords[w] == "" {
-				otherLatinWords[w] = name
-			}
 		}
 	}
 }

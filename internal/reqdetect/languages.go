@@ -720,8 +720,7 @@ func (r *foreignReading) refersBack(u *unit, h cueHit) bool {
 		return false
 	}
 	if r.cjk[h.tok] {
-		return len(cjkIndex(u.toks[h.tok].low, &foreignPointers)) > 0 ||
-			h.tok > 0 && r.cjk[h.tok-1] && len(cjkIndex(u.toks[h.tok-1].low, &foreignPointers)) > 0
+		return r.in(u, h.tok, &foreignPointers) || h.tok > 0 && r.cjk[h.tok-1] && r.in(u, h.tok-1, &foreignPointers)
 	}
 	if r.fileWordFrom[0] >= 0 {
 		return false
@@ -878,14 +877,6 @@ func (r *foreignReading) negated(u *unit, tok, off int) int {
 
 func (r *foreignReading) punctBetween(u *unit, a, b int) bool {
 	return anyIn(a+1, b-1, func(k int) bool { return u.toks[k].kind == tokPunct })
-}
-
-// postpositional reports whether u is Japanese or Korean, whose verbs come
-// after their objects: a file takes the role of the verb after it first.
-func postpositional(u *unit) bool {
-	return slices.ContainsFunc(u.toks, func(t token) bool {
-		return strings.ContainsFunc(t.text, func(r rune) bool { return unicode.In(r, unicode.Hiragana, unicode.Katakana, unicode.Hangul) })
-	})
 }
 
 // governing returns the verb cue that governs the file at token i: the nearest before it in its group and clause, or
@@ -1286,11 +1277,8 @@ func (r *foreignReading) relativeAt(u *unit, tok int) bool {
 // relativeSpan bounds how far back relativeAt looks for the clause's opening comma, in tokens.
 const relativeSpan = 24
 
-// readForeign reads a unit written in another language (rule 9) and
-// replaces the English reading of its files and requests: each file takes
-// its role from foreignRules and foreignMarks; a delivery cue, not negated,
-// asks for a file by itself, and so does an output or transform cue before
-// a file noun or format outside an inline phrase.
+// readForeign reads a unit written in another language (rule 9) and replaces the English reading of its files and
+// requests: each file takes its role from foreignRules and foreignMarks, and a cue may ask for a file by itself.
 func readForeign(u *unit, bug bool) {
 	if u.foreign = isForeign(u); !u.foreign {
 		return
@@ -1301,7 +1289,7 @@ func readForeign(u *unit, bug bool) {
 	if u.qualifier < 0 {
 		u.qualifier = r.qualifierAt(u)
 	}
-	after := postpositional(u)
+	after := r.lang == langJA || r.lang == langKO // their verbs come after their objects: governing
 	clear(u.neg)
 	clear(u.inl)
 	for _, p := range u.phrases {
@@ -1455,10 +1443,10 @@ func unsure(objective string, units []*unit) string {
 		step()
 		switch {
 		case otherLatinWords[f] != "" && len(foreignFunctionWords[f]) == 0:
-			other[otherLatinWords[f]]++
-			if best == "" || other[otherLatinWords[f]] > other[best] ||
-				other[otherLatinWords[f]] == other[best] && otherLatinWords[f] < best {
-				best = otherLatinWords[f]
+			l := otherLatinWords[f]
+			other[l]++
+			if best == "" || other[l] > other[best] || other[l] == other[best] && l < best {
+				best = l
 			}
 		case len(foreignFunctionWords[f]) > 0 || englishFunctionWords[f]:
 			known++

@@ -99,10 +99,7 @@ func (c *mentionCtx) firstRule(rows []mentionRule) {
 	}
 }
 
-func (c *mentionCtx) stated() bool { return c.verb == verbStated }
-func (c *mentionCtx) statedS() bool {
-	return c.stated() && formOf(c.toks[c.vi].low, c.verbLemma()) == formS
-}
+func (c *mentionCtx) stated() bool      { return c.verb == verbStated }
 func (c *mentionCtx) outputish() bool   { return isOutputish(c.verb) }
 func (c *mentionCtx) transform() bool   { return c.verb == verbTransform }
 func (c *mentionCtx) unverbed() bool    { return c.verb == verbNone }
@@ -130,7 +127,7 @@ var mentionRules = []mentionRule{
 	{rule{"presented-after", `input: a participle after it presents it as already there ("x.xlsx attached")`}, roleInput, spanVerb, sayNone,
 		func(c *mentionCtx) bool { return presentedAfter(c.u, c.i, c.p.end) }, (*mentionCtx).markExisting},
 	{rule{"stated-does", "input: a statement of what something does"}, roleInput, spanVerb, sayVerb,
-		(*mentionCtx).statedS, nil},
+		func(c *mentionCtx) bool { return c.stated() && formOf(c.toks[c.vi].low, c.verbLemma()) == formS }, nil},
 	// "the export I attached (metrics.csv)", "the report the agency sent":
 	// a file given to the reader is not one to deliver back.
 	{rule{"stated-exists", "input: a statement about a file that exists"}, roleInput, spanVerb, sayVerb,

@@ -32,7 +32,6 @@ type mention struct {
 	repoRef  bool // a repository verb reaches it through a pronoun
 	reshaped bool // the object of a transform verb that names no destination
 	verb     int  // token index of the verb it takes its role from, or -1
-	passive  bool // that verb is passive and after it ("dist/app.js is generated")
 	checked  bool // a passive verb after it checks it, whatever governs it ("make sure site/index.html is produced")
 	existing bool // an input the text presents as already there: stated, located, attached ("x.csv, attached")
 	trace         // the last rule that decided its role
@@ -506,8 +505,7 @@ func readMention(u *unit, p *phrase, i, lastVerb, head, gov int, prep string) *m
 	if vi < 0 {
 		vi = reducedPassive(u, i, p.end)
 	}
-	m.passive = lastVerb < 0 && vi >= 0
-	m.checked = m.passive || passiveVerb(u, i, p.end) >= 0
+	m.checked = lastVerb < 0 && vi >= 0 || passiveVerb(u, i, p.end) >= 0 // a passive verb after it governs it, or not
 	verb := verbNone
 	if vi >= 0 && u.cls[vi] != verbUnknown {
 		verb = u.cls[vi]

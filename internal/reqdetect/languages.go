@@ -33,15 +33,15 @@ var langFields = []string{"code", "name", "function", "deliverables", "inputs", 
 // ("Anhang"), naming ("nenne"), answering in text ("antworte"), converting, delivery ("hänge an"), send ("schick"),
 // making ("erstelle"), editing in place ("korrigiere"), reading and running ("lies"). The reply as a place ("hier"),
 // negators ("nicht"), file nouns ("Datei"), polite markers ("bitte"). Rule 10: model words before a file ("wie") or
-// after it in CJK text ("と同じ"), model nouns after "as" ("als Vorlage"). Destination words ("als", "成"; namingPreps name
-// a thing made without a verb); source words before or after a file ("aus", "から"). Rules 8 and 11: repository nouns
-// ("Branch"), product nouns ("Skript"), feature verbs ("implementiere"), bug labels ("Fehler:"). Questions ("wie",
+// after it in CJK text ("と同じ"), model nouns after "as" ("als Vorlage"). Destination words ("als", "成"; namingPreps
+// name a thing made without a verb); source words before or after a file ("aus", "から"). Rules 8 and 11: repository
+// nouns ("Branch"), product nouns ("Skript"), feature verbs ("implementiere"), bug labels ("Fehler:"). Questions ("wie",
 // "如何") and statements of what was done or of where a file is ("habe", "schon", "liegt", "了", "已经"). Pointers back
-// to a file ("sie", "このファイル"), clitics on a verb ("adjúntalo"; with "-", after a hyphen only: "envoie-le"), words that make the cue after them a
-// noun ("di consegna"), words for other files ("keine weiteren Dateien"), toward words after a presented form that say
-// where it is to go ("ao"), the words for "and" that open another output before an inline marker ("index.html und
-// eine Zusammenfassung hier"), and the relative pronouns that open, after a comma, a clause whose delivery word
-// describes a thing and asks for nothing ("…, der einen Datensatz exportiert").
+// to a file ("sie", "このファイル"), clitics on a verb ("adjúntalo"; with "-", after a hyphen only: "envoie-le"), words
+// that make the cue after them a noun ("di consegna"), words for other files ("keine weiteren Dateien"), toward words
+// after a presented form that say where it is to go ("ao"), the words for "and" that open another output before an
+// inline marker ("index.html und eine Zusammenfassung hier"), and the relative pronouns that open, after a comma, a
+// clause whose delivery word describes a thing and asks for nothing ("…, der einen Datensatz exportiert").
 var cueFields = []cueField{
 	{"presented", &foreignPresented, cuePresented}, {"attach", &foreignAttachNouns, cueAttached},
 	{"naming", &foreignNaming, cueNaming}, {"reply", &foreignReply, cueReply},
@@ -117,9 +117,6 @@ var (
 	// englishFunctionWords (lexicon_en.txt): a unit with more foreign function words than these, or with CJK text, is
 	// foreign.
 	englishFunctionWords = lexSet("englishFunctionWords")
-	// foreignProductFlags open a command-line option whose value a product
-	// writes ("--output summary.json", "-o out.csv"): rule 11.
-	foreignProductFlags = []string{"--", "-o"}
 )
 
 // separable is a verb whose particle stands apart ("Voeg het bestand bij").
@@ -1044,12 +1041,10 @@ func (r *foreignReading) productName(u *unit, h cueHit) bool {
 	return anyIn(max(h.tok-2, 0), h.tok-1, func(k int) bool { return productWord(u.toks[k].text) })
 }
 
-// flagAt reports whether the file at i is the value of a command-line
-// option ("--output summary.json"): rule 11, a file the product writes.
+// flagAt reports whether the file at i is the value of a command-line option ("--output summary.json", "-o out.csv"):
+// rule 11, a file the product writes.
 func flagAt(u *unit, i int) bool {
-	return i > 0 && slices.ContainsFunc(foreignProductFlags, func(f string) bool {
-		return strings.HasPrefix(u.toks[i-1].text, f) && len(u.toks[i-1].text) > 1
-	})
+	return i > 0 && (strings.HasPrefix(u.toks[i-1].text, "--") || strings.HasPrefix(u.toks[i-1].text, "-o"))
 }
 
 // fileWord reports whether token j is a file noun or binary format ("eine

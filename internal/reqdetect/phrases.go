@@ -7,9 +7,7 @@ import (
 func analyze(u *unit) {
 	n := len(u.toks)
 	u.cls = make([]verbClass, n)
-	u.neg = make([]bool, n)
-	u.inl = make([]bool, n)
-	u.asked = make([]bool, n)
+	u.neg, u.inl, u.asked = make([]bool, n), make([]bool, n), make([]bool, n)
 	u.inPlace = anyIn(0, n-1, func(i int) bool {
 		return u.toks[i].is("in-place") || u.toks[i].is("in") && i+1 < n && u.toks[i+1].is(inPlaceWords...)
 	})

@@ -654,9 +654,6 @@ func resultClause(u *unit, k int) bool {
 	if toks[k+1].kind == tokOther {
 		return true // "shorten intro.md to 200 words", "crop shot.png to 800x600"
 	}
-	if k+2 >= len(toks) {
-		return false
-	}
 	v := toks[k+1]
 	return v.kind == tokWord && !functionWords[v.low] && !determiners[v.low] && objectFollows(toks, k+2)
 }

@@ -485,8 +485,7 @@ func (r *foreignReading) otherBeforeInline(u *unit, i int) bool {
 	return false
 }
 
-// scan finds the cue words of u, decides which negators reach which verb,
-// and records the CJK tokens.
+// scan finds the cue words of u, decides which negators reach which verb, and records the CJK tokens.
 func scan(u *unit) *foreignReading {
 	r := &foreignReading{lang: unitLang(u), cjk: make([]bool, len(u.toks)), words: make([]string, len(u.toks))}
 	type negAt struct{ tok, off int }
@@ -731,9 +730,8 @@ func (r *foreignReading) refersBack(u *unit, h cueHit) bool {
 	return anyIn(h.tok+1, min(len(u.toks)-1, h.tok+repoSpan), func(k int) bool { return inList(r.words[k], &foreignPointers) })
 }
 
-// statedBefore reports whether a perfect auxiliary or a statement verb
-// stands at most modelSpan tokens before the file at i in its clause
-// ("hat er als X", "liegt als X im Ordner").
+// statedBefore reports whether a perfect auxiliary or a statement verb stands at most modelSpan tokens before the file
+// at i in its clause ("hat er als X", "liegt als X im Ordner").
 func (r *foreignReading) statedBefore(u *unit, i int) bool {
 	for k := i - 1; k >= 0 && k >= i-2*modelSpan && (u.toks[k].kind != tokPunct || u.toks[k].punct(nameQuoteMarks...)); k-- {
 		if inList(r.words[k], &foreignPerfect) {
@@ -803,8 +801,7 @@ func (r *foreignReading) question(u *unit) bool {
 	return asked && first >= 0 && inList(foldWord(u.toks[first].text), &foreignWhWords)
 }
 
-// in reports whether token k holds a word of l: a CJK cue anywhere in its
-// run, or its folded Latin word.
+// in reports whether token k holds a word of l: a CJK cue anywhere in its run, or its folded Latin word.
 func (r *foreignReading) in(u *unit, k int, l *[]string) bool {
 	if r.cjk[k] {
 		return len(cjkIndex(u.toks[k].low, l)) > 0
@@ -1029,9 +1026,8 @@ func (r *foreignReading) productSubject(u *unit, g, i int) bool {
 	return false
 }
 
-// productName reports whether the cue h is part of a product's name: in CJK
-// text a product noun right after it in its run ("导出功能"), in Latin text a
-// product noun right before it ("El botón de exportar").
+// productName reports whether the cue h is part of a product's name: in CJK text a product noun right after it in its
+// run ("导出功能"), in Latin text a product noun right before it ("El botón de exportar").
 func (r *foreignReading) productName(u *unit, h cueHit) bool {
 	if r.cjk[h.tok] {
 		return slices.ContainsFunc(cjkIndex(u.toks[h.tok].low, &foreignProductNouns), func(off int) bool {
@@ -1047,8 +1043,7 @@ func flagAt(u *unit, i int) bool {
 	return i > 0 && (strings.HasPrefix(u.toks[i-1].text, "--") || strings.HasPrefix(u.toks[i-1].text, "-o"))
 }
 
-// fileWord reports whether token j is a file noun or binary format ("eine
-// PDF-Datei", "PDF檔"), not negated.
+// fileWord reports whether token j is a file noun or binary format ("eine PDF-Datei", "PDF檔"), not negated.
 func (r *foreignReading) fileWord(u *unit, j int) bool {
 	t := u.toks[j]
 	hit := r.cjk[j] && slices.ContainsFunc(cjkIndex(t.low, &foreignFileWords), func(off int) bool {
@@ -1064,9 +1059,8 @@ func (r *foreignReading) fileWord(u *unit, j int) bool {
 	return hit && !negd
 }
 
-// noFile returns the token of a file noun a sentence that names no file
-// and makes nothing negates as a whole ("keine Datei nötig", "ファイルは不要",
-// "파일은 필요 없습니다"), or -1; "keine weiteren Dateien" is not one.
+// noFile returns the token of a file noun a sentence that names no file and makes nothing negates as a whole ("keine
+// Datei nötig", "ファイルは不要", "파일은 필요 없습니다"), or -1; "keine weiteren Dateien" is not one.
 func (r *foreignReading) noFile(u *unit) int {
 	if slices.ContainsFunc(u.phrases, func(p *phrase) bool { return len(p.mentions) > 0 }) ||
 		slices.ContainsFunc(r.hits, func(h cueHit) bool { return h.class.makes() && !h.neg }) {
@@ -1112,9 +1106,8 @@ func (r *foreignReading) polite(u *unit) bool {
 	})
 }
 
-// qualifierAt returns the token of a "not a deliverable" qualifier in u
-// (rule 6: "kein Liefergegenstand", "no un entregable", "不是交付物",
-// "成果物ではありません", "산출물이 아닙니다"), or -1.
+// qualifierAt returns the token of a "not a deliverable" qualifier in u (rule 6: "kein Liefergegenstand", "no un
+// entregable", "不是交付物", "成果物ではありません", "산출물이 아닙니다"), or -1.
 func (r *foreignReading) qualifierAt(u *unit) int {
 	noun := func(k int) bool {
 		w := r.words[k]
@@ -1174,9 +1167,8 @@ func (c *foreignCtx) makes() bool {
 }
 func (c *foreignCtx) undelivered() bool { return c.m.role == roleOutput && !c.m.delivery }
 
-// foreignRules give a file of a unit written in another language its role
-// from the cue that governs it (governing): the first row that matches
-// decides; foreignMarks then revise it, each row that matches applying.
+// foreignRules give a file of a unit written in another language its role from the cue that governs it (governing): the
+// first row that matches decides; foreignMarks then revise it, each row that matches applying.
 var foreignRules = []foreignRule{
 	{rule{"foreign-question", "rule 9: a question asks about the file, not for it"}, roleInput,
 		func(c *foreignCtx) bool { return c.u.question }, nil},
@@ -1406,9 +1398,8 @@ func letterWords(s string) iter.Seq[string] {
 	}
 }
 
-// unsure returns why the reading of objective may be wrong, or "": the text
-// is mostly in a language no table reads, or a delivery cue and a negation
-// of another language bear on the same output file.
+// unsure returns why the reading of objective may be wrong, or "": the text is mostly in a language no table reads, or
+// a delivery cue and a negation of another language bear on the same output file.
 func unsure(objective string, units []*unit) string {
 	counts := make([]int, len(otherScripts))
 	letters := 0

@@ -20,7 +20,7 @@ import (
 // and cases to testdata/requested-files.jsonl.
 type langTable struct {
 	code, name string
-	cues       map[string]string       // each field's words, joined by blanks
+	cues       map[string][]string     // each field's words, "_" read as a space
 	own        map[*[]string]*[]string // each cue list's words of this table alone (inL)
 }
 
@@ -78,14 +78,17 @@ func loadLang(code string) *langTable {
 	if err != nil {
 		panic("reqdetect: " + err.Error())
 	}
-	t := &langTable{cues: map[string]string{}}
+	t := &langTable{cues: map[string][]string{}}
 	for field, ws := range mustParseLexicon(name, string(text)) {
 		if !slices.Contains(langFields, field) && !slices.ContainsFunc(cueFields, func(f cueField) bool { return f.name == field }) {
 			panic(fmt.Sprintf("reqdetect: %s: %q is no field of a language table", name, field))
 		}
-		t.cues[field] = strings.Join(ws, " ")
+		for i, w := range ws {
+			ws[i] = strings.ReplaceAll(w, "_", " ")
+		}
+		t.cues[field] = ws
 	}
-	t.code, t.name = t.cues["code"], t.cues["name"]
+	t.code, t.name = strings.Join(t.cues["code"], " "), strings.Join(t.cues["name"], " ")
 	return t
 }
 
@@ -109,7 +112,7 @@ var (
 	foreignWhWords, foreignHowTo, foreignPerfect, foreignDoneAfter, foreignDoneBefore, foreignNouns,
 	foreignNounMarks, foreignPointers, foreignClitics, foreignOther, foreignToward, foreignAnd, foreignRelatives []string
 	foreignSeparable     []separable
-	sharedCues           = words(shared.cues["delivery"] + " " + shared.cues["edit"]) // they do not make a sentence foreign
+	sharedCues           = slices.Concat(shared.cues["delivery"], shared.cues["edit"]) // they do not make a sentence foreign
 	foreignFunctionWords = map[string][]*langTable{}
 	// foreignAheadOnly are the negators that reach only a verb after them
 	// ("no adjuntes"; "Anexa … no card" is "in the card").
@@ -125,14 +128,6 @@ type separable struct {
 	class          cueClass
 }
 
-func words(s string) []string {
-	f := strings.Fields(s)
-	for i, w := range f {
-		f[i] = strings.ReplaceAll(w, "_", " ")
-	}
-	return f
-}
-
 // init joins the tables into the cue lists, indexes every list, and adds the tables' labels to labelWords (longest
 // first: "Ergebnisse" before "Ergebnis") and inputLabels.
 func init() {
@@ -141,7 +136,7 @@ func init() {
 		t.own = map[*[]string]*[]string{}
 		for _, f := range cueFields {
 			var own []string
-			for _, w := range words(t.cues[f.name]) {
+			for _, w := range t.cues[f.name] {
 				if a, ok := strings.CutSuffix(w, ">"); ok && f.dst == &foreignNegators {
 					foreignAheadOnly = append(foreignAheadOnly, a)
 					w = a
@@ -155,18 +150,18 @@ func init() {
 			t.own[f.dst] = &own
 			foldedList(&own)
 		}
-		for _, w := range words(t.cues["function"]) {
+		for _, w := range t.cues["function"] {
 			foreignFunctionWords[w] = append(foreignFunctionWords[w], t)
 		}
 		// A CJK label, repository noun or other noun holds no verb ("交付物", "저장소", "共有フォルダ").
-		for _, w := range words(t.cues["deliverables"] + " " + t.cues["repo"] + " " + t.cues["nouns"]) {
+		for _, w := range slices.Concat(t.cues["deliverables"], t.cues["repo"], t.cues["nouns"]) {
 			if isCJKString(w) {
 				foreignNouns = append(foreignNouns, w)
 			}
 		}
 		if t != shared {
-			labels = append(labels, words(t.cues["deliverables"])...)
-			inputLabels = append(inputLabels, words(t.cues["inputs"])...)
+			labels = append(labels, t.cues["deliverables"]...)
+			inputLabels = append(inputLabels, t.cues["inputs"]...)
 		}
 	}
 	slices.SortStableFunc(labels, func(a, b string) int { return len(b) - len(a) })
@@ -1151,7 +1146,7 @@ type foreignCtx struct {
 }
 
 // foreignRule is one row of the foreign table: when match holds, the file
-// takes role (roleKeep: its role stays), then runs, if set.
+// takes role, then runs, if set.
 type foreignRule struct {
 	rule
 	role  fileRole
@@ -1238,9 +1233,7 @@ var _ = register(44, "foreign-mark", "rule 9: revisions of that role: every row 
 var _ = register(45, "foreign-asks", "rule 9: an unnamed file request in another language", foreignAsks)
 
 func (c *foreignCtx) apply(row *foreignRule, a, b int) {
-	if row.role != roleKeep {
-		c.m.role = row.role
-	}
+	c.m.role = row.role
 	detail := ""
 	if c.g >= 0 && a == c.from {
 		detail = c.u.toks[c.from].text

@@ -3,7 +3,6 @@ package reqdetect
 import (
 	"embed"
 	"fmt"
-	"iter"
 	"slices"
 	"strings"
 	"unicode"
@@ -1369,28 +1368,6 @@ var otherScriptsFirst = func() rune {
 	return first
 }()
 
-// letterWords yields the words of s lower-cased, split at every rune that is no letter once lower-cased: the fields
-// of strings.ToLower(s) split at non-letters, without copying s.
-func letterWords(s string) iter.Seq[string] {
-	return func(yield func(string) bool) {
-		start := -1
-		for k, r := range s {
-			switch letter := unicode.IsLetter(unicode.ToLower(r)); {
-			case letter && start < 0:
-				start = k
-			case !letter && start >= 0:
-				if !yield(strings.ToLower(s[start:k])) {
-					return
-				}
-				start = -1
-			}
-		}
-		if start >= 0 {
-			yield(strings.ToLower(s[start:]))
-		}
-	}
-}
-
 // unsure returns why the reading of objective may be wrong, or "": the text is mostly in a language no table reads, or
 // a delivery cue and a negation of another language bear on the same output file.
 func unsure(objective string, units []*unit) string {
@@ -1418,7 +1395,7 @@ func unsure(objective string, units []*unit) string {
 	}
 	other, known := map[string]int{}, 0
 	best := ""
-	for f := range letterWords(objective) {
+	for _, f := range strings.FieldsFunc(strings.ToLower(objective), func(r rune) bool { return !unicode.IsLetter(r) }) {
 		step()
 		switch {
 		case otherLatinWords[f] != "" && len(foreignFunctionWords[f]) == 0:

@@ -549,10 +549,7 @@ func applyQualifiers(units []*unit) {
 }
 
 func collect(units []*unit) Result {
-	type verdict struct {
-		forbid, delivered, plain, repo *mention
-		last                           *mention
-	}
+	type verdict struct{ forbid, delivered, plain, repo, last *mention }
 	byName := map[string]*verdict{}
 	var order []string
 	var unnamed *phrase

@@ -109,16 +109,8 @@ func pathParts(s string) (dirs []string, ext string) {
 	return parts[:len(parts)-1], base[strings.LastIndexByte(base, '.')+1:]
 }
 
-// requestsList reports whether the unit lead, a line ending in ":", asks for the files listed below it.
+// requestsList reports whether the unit lead, if it is a line ending in ":", asks for the files listed below it.
 func requestsList(lead *unit) bool {
-	if !lead.listRead {
-		lead.listRead, lead.listAsks = true, asksForList(lead)
-	}
-	return lead.listAsks
-}
-
-// asksForList does requestsList's work once per lead.
-func asksForList(lead *unit) bool {
 	if len(lead.phrases) == 0 || lead.question {
 		return false
 	}

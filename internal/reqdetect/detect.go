@@ -60,7 +60,7 @@ func Detect(objective string) Result {
 	bug := false // a bug label ("## Bug: …") came before: the statements below it are about the product (rule 11)
 	for _, u := range units {
 		u.src = objective
-		if u.lead != nil && requestsList(u.lead) {
+		if u.lead != nil && u.lead.listAsks {
 			u.item, u.listed = true, true
 		}
 		analyze(u)
@@ -69,6 +69,7 @@ func Detect(objective string) Result {
 		if u.inputs {
 			listedInputs(u)
 		}
+		u.listAsks = requestsList(u)
 	}
 	markRepoWork(units)
 	markDenials(units)

@@ -1395,7 +1395,7 @@ func unsure(objective string, units []*unit) string {
 	}
 	other, known := map[string]int{}, 0
 	best := ""
-	for _, f := range strings.FieldsFunc(strings.ToLower(objective), func(r rune) bool { return !unicode.IsLetter(r) }) {
+	for f := range strings.FieldsFuncSeq(strings.ToLower(objective), func(r rune) bool { return !unicode.IsLetter(r) }) {
 		step()
 		switch {
 		case otherLatinWords[f] != "" && len(foreignFunctionWords[f]) == 0:

@@ -660,8 +660,7 @@ func resultClause(u *unit, k int) bool {
 
 // modifierWord reports whether w, opening a Deliverables item before a file, reads as a modifier or a noun rather than a verb.
 func modifierWord(w string) bool {
-	_, kind := kindNouns[w]
-	if formatWord(w) || kind || madeModifiers[w] || inputDets[w] || existingMarks[w] || docNouns[w] || fileNouns[w] ||
+	if formatWord(w) || kindNouns[w] != nil || madeModifiers[w] || inputDets[w] || existingMarks[w] || docNouns[w] || fileNouns[w] ||
 		anaphorHeads[w] || keptNouns[w] || slices.Contains(roleFillers, w) || slices.Contains(destModifiers, w) ||
 		participle(w) {
 		return true
@@ -1257,11 +1256,8 @@ func pronounAt(toks []token, i, end int) (found, plural, np bool) {
 			// in this sentence, as "the result" is, not any earlier file.
 			return true, n.is(pointedPlurals...), true
 		}
-		if n.is(pointedNouns...) {
-			return true, plural, false
-		}
-		if n.is(pointedPlurals...) {
-			return true, true, false
+		if n.is(pointedNouns...) || n.is(pointedPlurals...) {
+			return true, plural || n.is(pointedPlurals...), false
 		}
 		if !t.is("the") && (n.kind != tokWord || functionWords[n.low]) {
 			return true, plural, false
@@ -1300,10 +1296,8 @@ func kindAt(toks []token, k, end int) (string, bool) {
 	for n := 0; k < end && n < 3 && toks[k].kind == tokWord; k, n = k+1, n+1 {
 		w := toks[k].low
 		head, plural := w, false
-		if _, ok := kindNouns[head]; !ok {
-			if b, ok := strings.CutSuffix(w, "s"); ok && kindNouns[b] != nil {
-				head, plural = b, true
-			}
+		if b, ok := strings.CutSuffix(w, "s"); ok && kindNouns[w] == nil && kindNouns[b] != nil {
+			head, plural = b, true
 		}
 		if kindNouns[head] != nil && (nounFollows(toks, k+1) || toks[k+1].is(verbParticles...)) {
 			return head, plural

@@ -255,15 +255,9 @@ func isForeign(u *unit) bool {
 			english++
 		}
 	}
-	if foreign > english {
-		return true
-	}
-	if english > 0 {
-		return false
-	}
-	// No English function word: a cue word no English lexicon lists makes
-	// it foreign ("Konvertiere daten.csv in daten.xlsx").
-	return slices.ContainsFunc(u.toks, func(t token) bool {
+	// With no function word at all, a cue word no English lexicon lists makes it foreign ("Konvertiere daten.csv in
+	// daten.xlsx").
+	return foreign > english || english == 0 && slices.ContainsFunc(u.toks, func(t token) bool {
 		w := foldWord(t.text)
 		return t.kind == tokWord && lemmaOf(t.low) == "" && latinCue(w) != cueNone && !inList(w, &sharedCues)
 	})

@@ -858,8 +858,8 @@ func negate(u *unit, p *phrase) {
 					negateNP(u, i+1, p.end)
 					break
 				}
-				if isFiley(toks[k]) { // "create no files", "no attachments"
-					negatePhrase(u, p, i)
+				if w := toks[k]; w.kind == tokWord && (formatWord(w.low) || fileNouns[w.low] || w.is(outputNouns...)) {
+					negatePhrase(u, p, i) // "create no files", "no attachments"
 					return
 				}
 			}
@@ -911,11 +911,6 @@ func negateNP(u *unit, j, end int) {
 	for k := j; k < end && k < j+8 && !u.toks[k].punct(npBreakMarks...) && !u.toks[k].is("but") && !u.verbAt(k); k++ {
 		u.neg[k] = true
 	}
-}
-
-// isFiley reports whether t names a file or a kind of file output.
-func isFiley(t token) bool {
-	return t.kind == tokFile || t.kind == tokWord && (formatWord(t.low) || fileNouns[t.low] || t.is(outputNouns...))
 }
 
 // inlineLen returns the length of an inline marker at toks[i], or 0.

@@ -85,11 +85,8 @@ func Detect(objective string) Result {
 func Explain(objective string) string {
 	r := Detect(objective)
 	var b strings.Builder
-	for _, w := range r.Why {
-		b.WriteString(w.String())
-		b.WriteByte('\n')
+	for _, w := range append(r.Why, r.Decision) {
+		fmt.Fprintln(&b, w)
 	}
-	b.WriteString(r.Decision.String())
-	b.WriteByte('\n')
 	return b.String()
 }

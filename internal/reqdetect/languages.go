@@ -1138,8 +1138,7 @@ type foreignCtx struct {
 	from int      // the governing cue's token, or i
 }
 
-// foreignRule is one row of the foreign table: when match holds, the file
-// takes role, then runs, if set.
+// foreignRule is one row of the foreign table: when match holds, the file takes role, then runs, if set.
 type foreignRule struct {
 	rule
 	role  fileRole

@@ -386,16 +386,9 @@ func statedBefore(u *unit, i int) bool {
 		if !u.verbAt(k) {
 			continue
 		}
-		c := u.cls[k]
-		if c == verbStated {
-			return true
-		}
-		lemma := lemmaOf(u.toks[k].low)
-		if c == verbWant || lemma == "" {
-			return false
-		}
+		c, lemma := u.cls[k], lemmaOf(u.toks[k].low)
 		f := formOf(u.toks[k].low, lemma)
-		return f == formPerfect || f == formS
+		return c == verbStated || c != verbWant && lemma != "" && (f == formPerfect || f == formS)
 	}
 	return false
 }

@@ -916,16 +916,12 @@ func locatedSubject(u *unit, i, end int) bool {
 // passiveVerb finds a passive verb after the file at i, or -1.
 func passiveVerb(u *unit, i, end int) int {
 	for k := i + 1; k < end && k <= i+passiveSpan; k++ {
-		if t := u.toks[k]; !u.verbAt(k) && t.kind == tokWord && (determiners[t.low] || plainWord(t) && !participle(t.low)) {
-			return -1
-		}
-		if !u.verbAt(k) {
-			continue
-		}
-		if k-1 > i && u.toks[k-1].is(passiveAux...) {
+		if u.verbAt(k) && k-1 > i && u.toks[k-1].is(passiveAux...) {
 			return k
 		}
-		return -1
+		if t := u.toks[k]; u.verbAt(k) || t.kind == tokWord && (determiners[t.low] || plainWord(t) && !participle(t.low)) {
+			return -1 // a verb with no passive auxiliary, or a word of another phrase
+		}
 	}
 	return -1
 }

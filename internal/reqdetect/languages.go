@@ -305,14 +305,12 @@ func foldWord(w string) string {
 	if !strings.ContainsFunc(low, func(r rune) bool { return r >= utf8.RuneSelf }) {
 		return low // no accent to drop: every accentFolds key is beyond ASCII
 	}
-	var b strings.Builder
-	for _, r := range low {
+	return strings.Map(func(r rune) rune {
 		if f, ok := accentFolds[r]; ok {
-			r = f
+			return f
 		}
-		b.WriteRune(r)
-	}
-	return b.String()
+		return r
+	}, low)
 }
 
 var accentFolds = map[rune]rune{

@@ -285,12 +285,7 @@ func unitLang(u *unit) *langTable {
 	if han {
 		return langZH
 	}
-	best := 0 // the first of the most counted: a tie is after it
-	for k, n := range count {
-		if n > count[best] {
-			best = k
-		}
-	}
+	best := slices.Index(count, slices.Max(count)) // the first of the most counted: a tie is after it
 	if count[best] < langMin || slices.Contains(count[best+1:], count[best]) {
 		return nil
 	}

@@ -264,13 +264,11 @@ func modifiedLabel(s string) (string, bool) {
 		return "", false
 	}
 	words := strings.Fields(strings.ToLower(strings.Trim(head, emphasisMarks+blanks)))
-	if len(words) < 2 || len(words) > labelSpan || !labelTails[words[len(words)-1]] {
+	if len(words) < 2 || len(words) > labelSpan || !labelTails[words[len(words)-1]] ||
+		slices.ContainsFunc(words[:len(words)-1], func(w string) bool {
+			return labelModifierStops[w] || functionWords[w] || lemmaOf(w) != "" && !strings.HasSuffix(w, "ed")
+		}) {
 		return "", false
-	}
-	for _, w := range words[:len(words)-1] {
-		if labelModifierStops[w] || functionWords[w] || lemmaOf(w) != "" && !strings.HasSuffix(w, "ed") {
-			return "", false
-		}
 	}
 	return strings.TrimLeft(rest, emphasisMarks+blanks), true
 }

@@ -735,12 +735,8 @@ func (r *foreignReading) markStated(u *unit) {
 			aux = i
 		}
 		for ; k < len(r.hits) && r.hits[k].tok == i; k++ {
-			h := &r.hits[k]
-			if !h.class.makes() {
-				continue
-			}
-			if aux >= 0 && aux < i || r.cjk[i] && doneAround(t.low, h.off) ||
-				!r.cjk[i] && i+1 < len(u.toks) && inList(r.words[i+1], &foreignPerfect) { // "hängen schon im Ticket"
+			if h := &r.hits[k]; h.class.makes() && (aux >= 0 && aux < i || r.cjk[i] && doneAround(t.low, h.off) ||
+				!r.cjk[i] && i+1 < len(u.toks) && inList(r.words[i+1], &foreignPerfect)) { // "hängen schon im Ticket"
 				h.class = cuePresented
 			}
 		}

@@ -665,10 +665,7 @@ func nounPosition(u *unit, noun []bool, i int, form wordForm) bool {
 		if j < i-1 && form == formS && t.is(nounLeads...) {
 			return nounFollows(toks, i+1) // "keeping only direct quotes about pricing"
 		}
-		if noun[j] {
-			continue
-		}
-		if functionWords[t.low] || lemmaOf(t.low) != "" || negators[t.low] {
+		if !noun[j] && (functionWords[t.low] || lemmaOf(t.low) != "" || negators[t.low]) {
 			return false
 		}
 	}

@@ -806,10 +806,9 @@ func nextContent(toks []token, j, end int) int {
 			}
 			return k // "We don't need a PDF": the want itself is negated
 		}
-		if toks[k].is(negationFillers...) {
-			continue
+		if !toks[k].is(negationFillers...) {
+			return k
 		}
-		return k
 	}
 	return -1
 }
@@ -991,10 +990,9 @@ func coverInline(u *unit, i int) {
 				u.inl[k] = true
 				continue
 			}
-			if t.is(fileListJoiners...) || t.punct(fileListMarks...) || determiners[t.low] {
-				continue
+			if !t.is(fileListJoiners...) && !t.punct(fileListMarks...) && !determiners[t.low] {
+				return
 			}
-			return
 		}
 	case tokWord: // "a short summary in the reply", "a CSV of the users in the chat"
 		for k := j; k >= 0 && i-k < 8 && toks[k].kind == tokWord && !u.verbAt(k) &&

@@ -69,7 +69,7 @@ func Detect(objective string) Result {
 		if u.inputs {
 			listedInputs(u)
 		}
-		u.listAsks = requestsList(u)
+		u.listAsks = requestsList(u) // read by the bullets below u, if it is their lead
 	}
 	markRepoWork(units)
 	markDenials(units)

@@ -788,11 +788,10 @@ func verbAhead(u *unit, j int) bool {
 		if t.punct(",") || (t.kind == tokWord && fillers[t.low]) || t.is(existentials...) {
 			continue // "…, there's no need to …"
 		}
-		if t.is("there") && k+1 < len(u.toks) && u.toks[k+1].is("is") {
-			k++ // "…, there is no need to …"
-			continue
+		if !t.is("there") || k+1 >= len(u.toks) || !u.toks[k+1].is("is") {
+			return false
 		}
-		return false
+		k++ // "…, there is no need to …"
 	}
 	return false
 }

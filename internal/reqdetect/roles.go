@@ -439,13 +439,10 @@ func npPrep(u *unit, p *phrase, i int, prep string) string {
 	}
 	for n := 0; k >= p.start && n < npPrepSpan && u.toks[k].kind == tokWord; k, n = k-1, n+1 {
 		t := u.toks[k]
-		if inputPreps[t.low] {
-			if n == 0 || t.is(npPrepSkips...) {
-				return prep
-			}
+		if inputPreps[t.low] && n > 0 && !t.is(npPrepSkips...) {
 			return t.low
 		}
-		if !possessive(t) && !plainWord(t) {
+		if inputPreps[t.low] || !possessive(t) && !plainWord(t) {
 			return prep
 		}
 	}

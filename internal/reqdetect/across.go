@@ -109,16 +109,8 @@ func pathParts(s string) (dirs []string, ext string) {
 	return parts[:len(parts)-1], base[strings.LastIndexByte(base, '.')+1:]
 }
 
-// requestsList reports whether the unit lead, a line ending in ":", asks for the files listed below it.
+// requestsList reports whether the unit lead, if it is a line ending in ":", asks for the files listed below it.
 func requestsList(lead *unit) bool {
-	if !lead.listRead {
-		lead.listRead, lead.listAsks = true, asksForList(lead)
-	}
-	return lead.listAsks
-}
-
-// asksForList does requestsList's work once per lead.
-func asksForList(lead *unit) bool {
 	if len(lead.phrases) == 0 || lead.question {
 		return false
 	}
@@ -390,12 +382,12 @@ func antecedent(units []*unit, ui, pi int, ref *phrase) (ms []*mention, ph, from
 		}
 		// "review it and attach it", "Once you are done, please attach it": a phrase that names nothing is passed over.
 	}
-	if np && (pi == 0 || kind != "") {
+	if np {
 		// A noun phrase opening its sentence, or a kind noun anywhere in it, reaches the last phrase of the sentence before,
 		// past a bare qualifier or denial remark ("the onboarding doc (onboarding.docx) is too long. Can you cut it down and
 		// send the trimmed doc back?", ("Update the totals in q3.xlsx. Then upload the spreadsheet.", "Edit chapter3.docx. Then
 		// email me the edited chapter.").
-		for k := ui - 1; k >= 0 && k >= ui-3 && reaches(u, units[k]); k-- {
+		for k := ui - 1; (pi == 0 || kind != "") && k >= 0 && k >= ui-3 && reaches(u, units[k]); k-- {
 			pu := units[k]
 			if pu.bare && (pu.qualifier >= 0 || pu.denial) {
 				continue
@@ -407,8 +399,6 @@ func antecedent(units []*unit, ui, pi int, ref *phrase) (ms []*mention, ph, from
 			}
 			break
 		}
-	}
-	if np {
 		return nil, nil, nil
 	}
 	// "both" gathers files from earlier units until it has two ("Write a.json. … Write b.json. … Attach both.").
@@ -551,10 +541,7 @@ func applyQualifiers(units []*unit) {
 }
 
 func collect(units []*unit) Result {
-	type verdict struct {
-		forbid, delivered, plain, repo *mention
-		last                           *mention
-	}
+	type verdict struct{ forbid, delivered, plain, repo, last *mention }
 	byName := map[string]*verdict{}
 	var order []string
 	var unnamed *phrase

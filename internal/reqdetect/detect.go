@@ -60,7 +60,7 @@ func Detect(objective string) Result {
 	bug := false // a bug label ("## Bug: …") came before: the statements below it are about the product (rule 11)
 	for _, u := range units {
 		u.src = objective
-		if u.lead != nil && requestsList(u.lead) {
+		if u.lead != nil && u.lead.listAsks {
 			u.item, u.listed = true, true
 		}
 		analyze(u)
@@ -69,6 +69,7 @@ func Detect(objective string) Result {
 		if u.inputs {
 			listedInputs(u)
 		}
+		u.listAsks = requestsList(u) // read by the bullets below u, if it is their lead
 	}
 	markRepoWork(units)
 	markDenials(units)
@@ -84,11 +85,8 @@ func Detect(objective string) Result {
 func Explain(objective string) string {
 	r := Detect(objective)
 	var b strings.Builder
-	for _, w := range r.Why {
-		b.WriteString(w.String())
-		b.WriteByte('\n')
+	for _, w := range append(r.Why, r.Decision) {
+		fmt.Fprintln(&b, w)
 	}
-	b.WriteString(r.Decision.String())
-	b.WriteByte('\n')
 	return b.String()
 }

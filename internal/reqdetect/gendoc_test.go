@@ -30,11 +30,8 @@ documentation, section "Requested files"; "rule 9" in the code means that
 list's rule 9. The worked cases in testdata/requested-files.jsonl show what
 it is held to; each records the id of the rule that decides it.
 
-Guarantees (Detect): the result depends only on the text, never panics, names
-files verbatim, sorted and unique, and the work is linear in the text's length.
-Non-guarantees: it is a heuristic reader of English and of the cue words of
-nine other languages, not a parser; it sees file names only with a known
-extension.
+Detect's documentation says what it guarantees: a result that depends only on
+the text, linear work; and what not: it is a heuristic reader, not a parser.
 
 It reads in stages: (1) lines: Deliverables labels and their items, list
 leads, input headings (lines.go); (2) units: tokens and sentences

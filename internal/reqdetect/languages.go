@@ -3,7 +3,6 @@ package reqdetect
 import (
 	"embed"
 	"fmt"
-	"iter"
 	"slices"
 	"strings"
 	"unicode"
@@ -20,7 +19,7 @@ import (
 // and cases to testdata/requested-files.jsonl.
 type langTable struct {
 	code, name string
-	cues       map[string]string       // each field's words, joined by blanks
+	cues       map[string][]string     // each field's words, "_" read as a space
 	own        map[*[]string]*[]string // each cue list's words of this table alone (inL)
 }
 
@@ -33,15 +32,15 @@ var langFields = []string{"code", "name", "function", "deliverables", "inputs", 
 // ("Anhang"), naming ("nenne"), answering in text ("antworte"), converting, delivery ("hänge an"), send ("schick"),
 // making ("erstelle"), editing in place ("korrigiere"), reading and running ("lies"). The reply as a place ("hier"),
 // negators ("nicht"), file nouns ("Datei"), polite markers ("bitte"). Rule 10: model words before a file ("wie") or
-// after it in CJK text ("と同じ"), model nouns after "as" ("als Vorlage"). Destination words ("als", "成"; namingPreps name
-// a thing made without a verb); source words before or after a file ("aus", "から"). Rules 8 and 11: repository nouns
-// ("Branch"), product nouns ("Skript"), feature verbs ("implementiere"), bug labels ("Fehler:"). Questions ("wie",
+// after it in CJK text ("と同じ"), model nouns after "as" ("als Vorlage"). Destination words ("als", "成"; namingPreps
+// name a thing made without a verb); source words before or after a file ("aus", "から"). Rules 8 and 11: repository
+// nouns ("Branch"), product nouns ("Skript"), feature verbs ("implementiere"), bug labels ("Fehler:"). Questions ("wie",
 // "如何") and statements of what was done or of where a file is ("habe", "schon", "liegt", "了", "已经"). Pointers back
-// to a file ("sie", "このファイル"), clitics on a verb ("adjúntalo"; with "-", after a hyphen only: "envoie-le"), words that make the cue after them a
-// noun ("di consegna"), words for other files ("keine weiteren Dateien"), toward words after a presented form that say
-// where it is to go ("ao"), the words for "and" that open another output before an inline marker ("index.html und
-// eine Zusammenfassung hier"), and the relative pronouns that open, after a comma, a clause whose delivery word
-// describes a thing and asks for nothing ("…, der einen Datensatz exportiert").
+// to a file ("sie", "このファイル"), clitics on a verb ("adjúntalo"; with "-", after a hyphen only: "envoie-le"), words
+// that make the cue after them a noun ("di consegna"), words for other files ("keine weiteren Dateien"), toward words
+// after a presented form that say where it is to go ("ao"), the words for "and" that open another output before an
+// inline marker ("index.html und eine Zusammenfassung hier"), and the relative pronouns that open, after a comma, a
+// clause whose delivery word describes a thing and asks for nothing ("…, der einen Datensatz exportiert").
 var cueFields = []cueField{
 	{"presented", &foreignPresented, cuePresented}, {"attach", &foreignAttachNouns, cueAttached},
 	{"naming", &foreignNaming, cueNaming}, {"reply", &foreignReply, cueReply},
@@ -78,14 +77,17 @@ func loadLang(code string) *langTable {
 	if err != nil {
 		panic("reqdetect: " + err.Error())
 	}
-	t := &langTable{cues: map[string]string{}}
+	t := &langTable{cues: map[string][]string{}}
 	for field, ws := range mustParseLexicon(name, string(text)) {
 		if !slices.Contains(langFields, field) && !slices.ContainsFunc(cueFields, func(f cueField) bool { return f.name == field }) {
 			panic(fmt.Sprintf("reqdetect: %s: %q is no field of a language table", name, field))
 		}
-		t.cues[field] = strings.Join(ws, " ")
+		for i, w := range ws {
+			ws[i] = strings.ReplaceAll(w, "_", " ")
+		}
+		t.cues[field] = ws
 	}
-	t.code, t.name = t.cues["code"], t.cues["name"]
+	t.code, t.name = strings.Join(t.cues["code"], " "), strings.Join(t.cues["name"], " ")
 	return t
 }
 
@@ -109,32 +111,20 @@ var (
 	foreignWhWords, foreignHowTo, foreignPerfect, foreignDoneAfter, foreignDoneBefore, foreignNouns,
 	foreignNounMarks, foreignPointers, foreignClitics, foreignOther, foreignToward, foreignAnd, foreignRelatives []string
 	foreignSeparable     []separable
-	sharedCues           = words(shared.cues["delivery"] + " " + shared.cues["edit"]) // they do not make a sentence foreign
+	sharedCues           = slices.Concat(shared.cues["delivery"], shared.cues["edit"]) // they do not make a sentence foreign
 	foreignFunctionWords = map[string][]*langTable{}
 	// foreignAheadOnly are the negators that reach only a verb after them
 	// ("no adjuntes"; "Anexa … no card" is "in the card").
 	foreignAheadOnly []string
-	// englishFunctionWords are common English words: a unit with more
-	// foreign function words than these, or with CJK text, is foreign.
-	englishFunctionWords = newSet("the and to of is it for with this that please me you your from into as be " +
-		"are on by then my our all should must can will")
-	// foreignProductFlags open a command-line option whose value a product
-	// writes ("--output summary.json", "-o out.csv"): rule 11.
-	foreignProductFlags = []string{"--", "-o"}
+	// englishFunctionWords (lexicon_en.txt): a unit with more foreign function words than these, or with CJK text, is
+	// foreign.
+	englishFunctionWords = lexSet("englishFunctionWords")
 )
 
 // separable is a verb whose particle stands apart ("Voeg het bestand bij").
 type separable struct {
 	head, particle string
 	class          cueClass
-}
-
-func words(s string) []string {
-	f := strings.Fields(s)
-	for i, w := range f {
-		f[i] = strings.ReplaceAll(w, "_", " ")
-	}
-	return f
 }
 
 // init joins the tables into the cue lists, indexes every list, and adds the tables' labels to labelWords (longest
@@ -145,7 +135,7 @@ func init() {
 		t.own = map[*[]string]*[]string{}
 		for _, f := range cueFields {
 			var own []string
-			for _, w := range words(t.cues[f.name]) {
+			for _, w := range t.cues[f.name] {
 				if a, ok := strings.CutSuffix(w, ">"); ok && f.dst == &foreignNegators {
 					foreignAheadOnly = append(foreignAheadOnly, a)
 					w = a
@@ -159,18 +149,18 @@ func init() {
 			t.own[f.dst] = &own
 			foldedList(&own)
 		}
-		for _, w := range words(t.cues["function"]) {
+		for _, w := range t.cues["function"] {
 			foreignFunctionWords[w] = append(foreignFunctionWords[w], t)
 		}
 		// A CJK label, repository noun or other noun holds no verb ("交付物", "저장소", "共有フォルダ").
-		for _, w := range words(t.cues["deliverables"] + " " + t.cues["repo"] + " " + t.cues["nouns"]) {
+		for _, w := range slices.Concat(t.cues["deliverables"], t.cues["repo"], t.cues["nouns"]) {
 			if isCJKString(w) {
 				foreignNouns = append(foreignNouns, w)
 			}
 		}
 		if t != shared {
-			labels = append(labels, words(t.cues["deliverables"])...)
-			inputLabels = append(inputLabels, words(t.cues["inputs"])...)
+			labels = append(labels, t.cues["deliverables"]...)
+			inputLabels = append(inputLabels, t.cues["inputs"]...)
 		}
 	}
 	slices.SortStableFunc(labels, func(a, b string) int { return len(b) - len(a) })
@@ -265,15 +255,9 @@ func isForeign(u *unit) bool {
 			english++
 		}
 	}
-	if foreign > english {
-		return true
-	}
-	if english > 0 {
-		return false
-	}
-	// No English function word: a cue word no English lexicon lists makes
-	// it foreign ("Konvertiere daten.csv in daten.xlsx").
-	return slices.ContainsFunc(u.toks, func(t token) bool {
+	// With no function word at all, a cue word no English lexicon lists makes it foreign ("Konvertiere daten.csv in
+	// daten.xlsx").
+	return foreign > english || english == 0 && slices.ContainsFunc(u.toks, func(t token) bool {
 		w := foldWord(t.text)
 		return t.kind == tokWord && lemmaOf(t.low) == "" && latinCue(w) != cueNone && !inList(w, &sharedCues)
 	})
@@ -301,12 +285,7 @@ func unitLang(u *unit) *langTable {
 	if han {
 		return langZH
 	}
-	best := 0 // the first of the most counted: a tie is after it
-	for k, n := range count {
-		if n > count[best] {
-			best = k
-		}
-	}
+	best := slices.Index(count, slices.Max(count)) // the first of the most counted: a tie is after it
 	if count[best] < langMin || slices.Contains(count[best+1:], count[best]) {
 		return nil
 	}
@@ -321,14 +300,12 @@ func foldWord(w string) string {
 	if !strings.ContainsFunc(low, func(r rune) bool { return r >= utf8.RuneSelf }) {
 		return low // no accent to drop: every accentFolds key is beyond ASCII
 	}
-	var b strings.Builder
-	for _, r := range low {
+	return strings.Map(func(r rune) rune {
 		if f, ok := accentFolds[r]; ok {
-			r = f
+			return f
 		}
-		b.WriteRune(r)
-	}
-	return b.String()
+		return r
+	}, low)
 }
 
 var accentFolds = map[rune]rune{
@@ -489,8 +466,7 @@ func (r *foreignReading) otherBeforeInline(u *unit, i int) bool {
 	return false
 }
 
-// scan finds the cue words of u, decides which negators reach which verb,
-// and records the CJK tokens.
+// scan finds the cue words of u, decides which negators reach which verb, and records the CJK tokens.
 func scan(u *unit) *foreignReading {
 	r := &foreignReading{lang: unitLang(u), cjk: make([]bool, len(u.toks)), words: make([]string, len(u.toks))}
 	type negAt struct{ tok, off int }
@@ -721,8 +697,7 @@ func (r *foreignReading) refersBack(u *unit, h cueHit) bool {
 		return false
 	}
 	if r.cjk[h.tok] {
-		return len(cjkIndex(u.toks[h.tok].low, &foreignPointers)) > 0 ||
-			h.tok > 0 && r.cjk[h.tok-1] && len(cjkIndex(u.toks[h.tok-1].low, &foreignPointers)) > 0
+		return r.in(u, h.tok, &foreignPointers) || h.tok > 0 && r.cjk[h.tok-1] && r.in(u, h.tok-1, &foreignPointers)
 	}
 	if r.fileWordFrom[0] >= 0 {
 		return false
@@ -736,9 +711,8 @@ func (r *foreignReading) refersBack(u *unit, h cueHit) bool {
 	return anyIn(h.tok+1, min(len(u.toks)-1, h.tok+repoSpan), func(k int) bool { return inList(r.words[k], &foreignPointers) })
 }
 
-// statedBefore reports whether a perfect auxiliary or a statement verb
-// stands at most modelSpan tokens before the file at i in its clause
-// ("hat er als X", "liegt als X im Ordner").
+// statedBefore reports whether a perfect auxiliary or a statement verb stands at most modelSpan tokens before the file
+// at i in its clause ("hat er als X", "liegt als X im Ordner").
 func (r *foreignReading) statedBefore(u *unit, i int) bool {
 	for k := i - 1; k >= 0 && k >= i-2*modelSpan && (u.toks[k].kind != tokPunct || u.toks[k].punct(nameQuoteMarks...)); k-- {
 		if inList(r.words[k], &foreignPerfect) {
@@ -761,12 +735,8 @@ func (r *foreignReading) markStated(u *unit) {
 			aux = i
 		}
 		for ; k < len(r.hits) && r.hits[k].tok == i; k++ {
-			h := &r.hits[k]
-			if !h.class.makes() {
-				continue
-			}
-			if aux >= 0 && aux < i || r.cjk[i] && doneAround(t.low, h.off) ||
-				!r.cjk[i] && i+1 < len(u.toks) && inList(r.words[i+1], &foreignPerfect) { // "hängen schon im Ticket"
+			if h := &r.hits[k]; h.class.makes() && (aux >= 0 && aux < i || r.cjk[i] && doneAround(t.low, h.off) ||
+				!r.cjk[i] && i+1 < len(u.toks) && inList(r.words[i+1], &foreignPerfect)) { // "hängen schon im Ticket"
 				h.class = cuePresented
 			}
 		}
@@ -808,8 +778,7 @@ func (r *foreignReading) question(u *unit) bool {
 	return asked && first >= 0 && inList(foldWord(u.toks[first].text), &foreignWhWords)
 }
 
-// in reports whether token k holds a word of l: a CJK cue anywhere in its
-// run, or its folded Latin word.
+// in reports whether token k holds a word of l: a CJK cue anywhere in its run, or its folded Latin word.
 func (r *foreignReading) in(u *unit, k int, l *[]string) bool {
 	if r.cjk[k] {
 		return len(cjkIndex(u.toks[k].low, l)) > 0
@@ -879,14 +848,6 @@ func (r *foreignReading) negated(u *unit, tok, off int) int {
 
 func (r *foreignReading) punctBetween(u *unit, a, b int) bool {
 	return anyIn(a+1, b-1, func(k int) bool { return u.toks[k].kind == tokPunct })
-}
-
-// postpositional reports whether u is Japanese or Korean, whose verbs come
-// after their objects: a file takes the role of the verb after it first.
-func postpositional(u *unit) bool {
-	return slices.ContainsFunc(u.toks, func(t token) bool {
-		return strings.ContainsFunc(t.text, func(r rune) bool { return unicode.In(r, unicode.Hiragana, unicode.Katakana, unicode.Hangul) })
-	})
 }
 
 // governing returns the verb cue that governs the file at token i: the nearest before it in its group and clause, or
@@ -1042,9 +1003,8 @@ func (r *foreignReading) productSubject(u *unit, g, i int) bool {
 	return false
 }
 
-// productName reports whether the cue h is part of a product's name: in CJK
-// text a product noun right after it in its run ("导出功能"), in Latin text a
-// product noun right before it ("El botón de exportar").
+// productName reports whether the cue h is part of a product's name: in CJK text a product noun right after it in its
+// run ("导出功能"), in Latin text a product noun right before it ("El botón de exportar").
 func (r *foreignReading) productName(u *unit, h cueHit) bool {
 	if r.cjk[h.tok] {
 		return slices.ContainsFunc(cjkIndex(u.toks[h.tok].low, &foreignProductNouns), func(off int) bool {
@@ -1054,16 +1014,13 @@ func (r *foreignReading) productName(u *unit, h cueHit) bool {
 	return anyIn(max(h.tok-2, 0), h.tok-1, func(k int) bool { return productWord(u.toks[k].text) })
 }
 
-// flagAt reports whether the file at i is the value of a command-line
-// option ("--output summary.json"): rule 11, a file the product writes.
+// flagAt reports whether the file at i is the value of a command-line option ("--output summary.json", "-o out.csv"):
+// rule 11, a file the product writes.
 func flagAt(u *unit, i int) bool {
-	return i > 0 && slices.ContainsFunc(foreignProductFlags, func(f string) bool {
-		return strings.HasPrefix(u.toks[i-1].text, f) && len(u.toks[i-1].text) > 1
-	})
+	return i > 0 && (strings.HasPrefix(u.toks[i-1].text, "--") || strings.HasPrefix(u.toks[i-1].text, "-o"))
 }
 
-// fileWord reports whether token j is a file noun or binary format ("eine
-// PDF-Datei", "PDF檔"), not negated.
+// fileWord reports whether token j is a file noun or binary format ("eine PDF-Datei", "PDF檔"), not negated.
 func (r *foreignReading) fileWord(u *unit, j int) bool {
 	t := u.toks[j]
 	hit := r.cjk[j] && slices.ContainsFunc(cjkIndex(t.low, &foreignFileWords), func(off int) bool {
@@ -1079,9 +1036,8 @@ func (r *foreignReading) fileWord(u *unit, j int) bool {
 	return hit && !negd
 }
 
-// noFile returns the token of a file noun a sentence that names no file
-// and makes nothing negates as a whole ("keine Datei nötig", "ファイルは不要",
-// "파일은 필요 없습니다"), or -1; "keine weiteren Dateien" is not one.
+// noFile returns the token of a file noun a sentence that names no file and makes nothing negates as a whole ("keine
+// Datei nötig", "ファイルは不要", "파일은 필요 없습니다"), or -1; "keine weiteren Dateien" is not one.
 func (r *foreignReading) noFile(u *unit) int {
 	if slices.ContainsFunc(u.phrases, func(p *phrase) bool { return len(p.mentions) > 0 }) ||
 		slices.ContainsFunc(r.hits, func(h cueHit) bool { return h.class.makes() && !h.neg }) {
@@ -1127,9 +1083,8 @@ func (r *foreignReading) polite(u *unit) bool {
 	})
 }
 
-// qualifierAt returns the token of a "not a deliverable" qualifier in u
-// (rule 6: "kein Liefergegenstand", "no un entregable", "不是交付物",
-// "成果物ではありません", "산출물이 아닙니다"), or -1.
+// qualifierAt returns the token of a "not a deliverable" qualifier in u (rule 6: "kein Liefergegenstand", "no un
+// entregable", "不是交付物", "成果物ではありません", "산출물이 아닙니다"), or -1.
 func (r *foreignReading) qualifierAt(u *unit) int {
 	noun := func(k int) bool {
 		w := r.words[k]
@@ -1172,8 +1127,7 @@ type foreignCtx struct {
 	from int      // the governing cue's token, or i
 }
 
-// foreignRule is one row of the foreign table: when match holds, the file
-// takes role (roleKeep: its role stays), then runs, if set.
+// foreignRule is one row of the foreign table: when match holds, the file takes role, then runs, if set.
 type foreignRule struct {
 	rule
 	role  fileRole
@@ -1189,9 +1143,8 @@ func (c *foreignCtx) makes() bool {
 }
 func (c *foreignCtx) undelivered() bool { return c.m.role == roleOutput && !c.m.delivery }
 
-// foreignRules give a file of a unit written in another language its role
-// from the cue that governs it (governing): the first row that matches
-// decides; foreignMarks then revise it, each row that matches applying.
+// foreignRules give a file of a unit written in another language its role from the cue that governs it (governing): the
+// first row that matches decides; foreignMarks then revise it, each row that matches applying.
 var foreignRules = []foreignRule{
 	{rule{"foreign-question", "rule 9: a question asks about the file, not for it"}, roleInput,
 		func(c *foreignCtx) bool { return c.u.question }, nil},
@@ -1261,9 +1214,7 @@ var _ = register(44, "foreign-mark", "rule 9: revisions of that role: every row 
 var _ = register(45, "foreign-asks", "rule 9: an unnamed file request in another language", foreignAsks)
 
 func (c *foreignCtx) apply(row *foreignRule, a, b int) {
-	if row.role != roleKeep {
-		c.m.role = row.role
-	}
+	c.m.role = row.role
 	detail := ""
 	if c.g >= 0 && a == c.from {
 		detail = c.u.toks[c.from].text
@@ -1287,11 +1238,8 @@ func (r *foreignReading) relativeAt(u *unit, tok int) bool {
 // relativeSpan bounds how far back relativeAt looks for the clause's opening comma, in tokens.
 const relativeSpan = 24
 
-// readForeign reads a unit written in another language (rule 9) and
-// replaces the English reading of its files and requests: each file takes
-// its role from foreignRules and foreignMarks; a delivery cue, not negated,
-// asks for a file by itself, and so does an output or transform cue before
-// a file noun or format outside an inline phrase.
+// readForeign reads a unit written in another language (rule 9) and replaces the English reading of its files and
+// requests: each file takes its role from foreignRules and foreignMarks, and a cue may ask for a file by itself.
 func readForeign(u *unit, bug bool) {
 	if u.foreign = isForeign(u); !u.foreign {
 		return
@@ -1302,7 +1250,7 @@ func readForeign(u *unit, bug bool) {
 	if u.qualifier < 0 {
 		u.qualifier = r.qualifierAt(u)
 	}
-	after := postpositional(u)
+	after := r.lang == langJA || r.lang == langKO // their verbs come after their objects: governing
 	clear(u.neg)
 	clear(u.inl)
 	for _, p := range u.phrases {
@@ -1365,9 +1313,8 @@ func readForeign(u *unit, bug bool) {
 	}
 }
 
-// otherScripts are scripts no table reads, otherLatin Latin-script
-// languages no table reads, by a few of their own function words: Unsure
-// names them.
+// otherScripts are scripts no table reads; otherLatinWords maps the function words of Latin-script languages no table
+// reads (lexicon_en.txt: otherLatin) to the first language that lists them: Unsure names them.
 var (
 	otherScripts = []struct {
 		name  string
@@ -1378,14 +1325,18 @@ var (
 		{"Thai", unicode.Thai}, {"Greek", unicode.Greek}, {"Bengali", unicode.Bengali}, {"Tamil", unicode.Tamil},
 		{"Georgian", unicode.Georgian}, {"Armenian", unicode.Armenian}, {"Amharic", unicode.Ethiopic},
 	}
-	otherLatin = []string{ // name: words; a word is counted for the first language that lists it
-		"Polish: się jest że oraz lub proszę dla jako który która które plik", "Swedish: och är inte som till ska också eller filen",
-		"Danish or Norwegian: og ikke af skal også til", "Turkish: ve bir bu için ile çok olarak lütfen dosya değil ama",
-		"Czech: že jako nebo soubor prosím není také", "Finnish: että tämä ole tiedosto kanssa myös tai sekä",
-		"Indonesian: yang untuk dengan ini itu dari tidak akan berkas tolong dan", "Romanian: și este să care pentru fișier sau",
-		"Hungarian: és az hogy egy fájl kérlek vagy nem",
-	}
-	otherLatinWords = map[string]string{}
+	otherLatinWords = func() map[string]string {
+		m := map[string]string{}
+		for _, l := range lexList("otherLatin") {
+			name, ws, _ := strings.Cut(l, ": ")
+			for _, w := range strings.Fields(ws) {
+				if m[w] == "" {
+					m[w] = name
+				}
+			}
+		}
+		return m
+	}()
 )
 
 const otherLatinMin = 3 // function words a Latin-script language without a table needs to be named
@@ -1399,42 +1350,8 @@ var otherScriptsFirst = func() rune {
 	return first
 }()
 
-// letterWords yields the words of s lower-cased, split at every rune that is no letter once lower-cased: the fields
-// of strings.ToLower(s) split at non-letters, without copying s.
-func letterWords(s string) iter.Seq[string] {
-	return func(yield func(string) bool) {
-		start := -1
-		for k, r := range s {
-			switch letter := unicode.IsLetter(unicode.ToLower(r)); {
-			case letter && start < 0:
-				start = k
-			case !letter && start >= 0:
-				if !yield(strings.ToLower(s[start:k])) {
-					return
-				}
-				start = -1
-			}
-		}
-		if start >= 0 {
-			yield(strings.ToLower(s[start:]))
-		}
-	}
-}
-
-func init() {
-	for _, l := range otherLatin {
-		name, ws, _ := strings.Cut(l, ": ")
-		for _, w := range strings.Fields(ws) {
-			if otherLatinWords[w] == "" {
-				otherLatinWords[w] = name
-			}
-		}
-	}
-}
-
-// unsure returns why the reading of objective may be wrong, or "": the text
-// is mostly in a language no table reads, or a delivery cue and a negation
-// of another language bear on the same output file.
+// unsure returns why the reading of objective may be wrong, or "": the text is mostly in a language no table reads, or
+// a delivery cue and a negation of another language bear on the same output file.
 func unsure(objective string, units []*unit) string {
 	counts := make([]int, len(otherScripts))
 	letters := 0
@@ -1460,14 +1377,14 @@ func unsure(objective string, units []*unit) string {
 	}
 	other, known := map[string]int{}, 0
 	best := ""
-	for f := range letterWords(objective) {
+	for f := range strings.FieldsFuncSeq(strings.ToLower(objective), func(r rune) bool { return !unicode.IsLetter(r) }) {
 		step()
 		switch {
 		case otherLatinWords[f] != "" && len(foreignFunctionWords[f]) == 0:
-			other[otherLatinWords[f]]++
-			if best == "" || other[otherLatinWords[f]] > other[best] ||
-				other[otherLatinWords[f]] == other[best] && otherLatinWords[f] < best {
-				best = otherLatinWords[f]
+			l := otherLatinWords[f]
+			other[l]++
+			if best == "" || other[l] > other[best] || other[l] == other[best] && l < best {
+				best = l
 			}
 		case len(foreignFunctionWords[f]) > 0 || englishFunctionWords[f]:
 			known++

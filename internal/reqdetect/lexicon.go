@@ -98,21 +98,10 @@ var inflections = []inflection{
 	{"ies", "y"}, {"ied", "y"}, {"es", ""}, {"s", ""}, {"ed", ""}, {"d", ""}, {"ing", ""}, {"ing", "e"},
 }
 
-func newSet(words string) map[string]bool {
-	m := map[string]bool{}
-	for _, w := range strings.Fields(words) {
-		m[w] = true
-	}
-	return m
-}
-
 // formats maps format words to whether they are inherently a file (strong: "a PDF") or only a text
 // format (weak: JSON, CSV — a file only as a destination or with a file noun).
 var formats = func() map[string]bool {
-	m := map[string]bool{}
-	for _, w := range lexList("fileFormats") {
-		m[w] = true
-	}
+	m := lexSet("fileFormats")
 	for _, w := range lexList("textFormats") {
 		m[w] = false
 	}
@@ -310,7 +299,7 @@ var (
 	nonDeliverables      = lexList("nonDeliverables")
 	qualifierNegators    = lexList("qualifierNegators")
 	deliverableWords     = lexList("deliverableWords")
-	denialLeads          = lexWordsMap("denialLeads")
+	denialLeads          = lexMap("denialLeads")
 	negativeTestNouns    = lexList("negativeTestNouns")
 	topicWh              = lexList("topicWh")
 	topicIntroPreps      = lexList("topicIntroPreps")
@@ -460,29 +449,25 @@ func lexList(name string) []string {
 
 // lexSet returns the list called name as a set.
 func lexSet(name string) map[string]bool {
-	return newSet(strings.Join(lexList(name), " "))
-}
-
-// lexWordsMap returns the list called name, whose words are "key,key=value,value", as a map from each key.
-func lexWordsMap(name string) map[string][]string {
-	m := map[string][]string{}
-	for ks, v := range lexMap(name) {
-		for k := range strings.SplitSeq(ks, ",") {
-			m[k] = v
-		}
+	m := map[string]bool{}
+	for _, w := range lexList(name) {
+		m[w] = true
 	}
 	return m
 }
 
-// lexMap returns the list called name, whose words are "key=value,value", as a map.
+// lexMap returns the list called name, whose words are "key=value,value" or "key,key=value,value", as a map from
+// each key.
 func lexMap(name string) map[string][]string {
 	m := map[string][]string{}
 	for _, w := range lexList(name) {
-		k, v, ok := strings.Cut(w, "=")
+		ks, v, ok := strings.Cut(w, "=")
 		if !ok {
 			panic(fmt.Sprintf("reqdetect: lexicon_en.txt: list %q: %q is not key=value,value", name, w))
 		}
-		m[k] = strings.Split(v, ",")
+		for k := range strings.SplitSeq(ks, ",") {
+			m[k] = strings.Split(v, ",")
+		}
 	}
 	return m
 }

@@ -61,10 +61,7 @@ func readUnits(text string) []*unit {
 			flush()
 			inputs = false
 			var items []*unit
-			items, i = readBlock(lines, i, rest)
-			for _, u := range items {
-				u.block += block
-			}
+			items, i = readBlock(lines, i, rest, block)
 			if len(items) > 0 {
 				block = items[len(items)-1].block
 			}
@@ -162,9 +159,9 @@ func listedInputs(u *unit) {
 	}
 }
 
-// readBlock collects the items of the Deliverables block whose label is lines[i]; rest is the label
-// line's text after the colon. It returns the items and the index of the last line it consumed.
-func readBlock(lines []srcLine, i int, rest string) ([]*unit, int) {
+// readBlock collects the items of the Deliverables block whose label is lines[i]; rest is the label line's text after
+// the colon, block the last block number before it. It returns the items and the index of the last line it consumed.
+func readBlock(lines []srcLine, i int, rest string, block int) ([]*unit, int) {
 	var items [][]token
 	if strings.TrimSpace(rest) != "" {
 		items = append(items, tokenizeAt(nil, rest, lines[i].suffixAt(rest, true)))
@@ -196,21 +193,21 @@ func readBlock(lines []srcLine, i int, rest string) ([]*unit, int) {
 		case plain:
 			items = append(items, tokenizeAt(nil, line, lines[j].pos))
 		default:
-			return itemUnits(items), last
+			return itemUnits(items, block), last
 		}
 		last = j
 	}
-	return itemUnits(items), last
+	return itemUnits(items, block), last
 }
 
-// itemUnits splits each item into its sentences; the sentences of one item
-// share a block number (1 for the first item, 2 for the next…).
-func itemUnits(items [][]token) []*unit {
+// itemUnits splits each item into its sentences; the sentences of one item share a block number (block+1 for the
+// first item, block+2 for the next…).
+func itemUnits(items [][]token, block int) []*unit {
 	var units []*unit
 	for n, it := range items {
 		got := splitSentences(it, true)
 		for _, u := range got {
-			u.block = n + 1
+			u.block = block + n + 1
 		}
 		units = append(units, got...)
 	}
@@ -267,13 +264,11 @@ func modifiedLabel(s string) (string, bool) {
 		return "", false
 	}
 	words := strings.Fields(strings.ToLower(strings.Trim(head, emphasisMarks+blanks)))
-	if len(words) < 2 || len(words) > labelSpan || !labelTails[words[len(words)-1]] {
+	if len(words) < 2 || len(words) > labelSpan || !labelTails[words[len(words)-1]] ||
+		slices.ContainsFunc(words[:len(words)-1], func(w string) bool {
+			return labelModifierStops[w] || functionWords[w] || lemmaOf(w) != "" && !strings.HasSuffix(w, "ed")
+		}) {
 		return "", false
-	}
-	for _, w := range words[:len(words)-1] {
-		if labelModifierStops[w] || functionWords[w] || lemmaOf(w) != "" && !strings.HasSuffix(w, "ed") {
-			return "", false
-		}
 	}
 	return strings.TrimLeft(rest, emphasisMarks+blanks), true
 }

@@ -7,9 +7,7 @@ import (
 func analyze(u *unit) {
 	n := len(u.toks)
 	u.cls = make([]verbClass, n)
-	u.neg = make([]bool, n)
-	u.inl = make([]bool, n)
-	u.asked = make([]bool, n)
+	u.neg, u.inl, u.asked = make([]bool, n), make([]bool, n), make([]bool, n)
 	u.inPlace = anyIn(0, n-1, func(i int) bool {
 		return u.toks[i].is("in-place") || u.toks[i].is("in") && i+1 < n && u.toks[i+1].is(inPlaceWords...)
 	})
@@ -388,16 +386,9 @@ func statedBefore(u *unit, i int) bool {
 		if !u.verbAt(k) {
 			continue
 		}
-		c := u.cls[k]
-		if c == verbStated {
-			return true
-		}
-		lemma := lemmaOf(u.toks[k].low)
-		if c == verbWant || lemma == "" {
-			return false
-		}
+		c, lemma := u.cls[k], lemmaOf(u.toks[k].low)
 		f := formOf(u.toks[k].low, lemma)
-		return f == formPerfect || f == formS
+		return c == verbStated || c != verbWant && lemma != "" && (f == formPerfect || f == formS)
 	}
 	return false
 }
@@ -674,10 +665,7 @@ func nounPosition(u *unit, noun []bool, i int, form wordForm) bool {
 		if j < i-1 && form == formS && t.is(nounLeads...) {
 			return nounFollows(toks, i+1) // "keeping only direct quotes about pricing"
 		}
-		if noun[j] {
-			continue
-		}
-		if functionWords[t.low] || lemmaOf(t.low) != "" || negators[t.low] {
+		if !noun[j] && (functionWords[t.low] || lemmaOf(t.low) != "" || negators[t.low]) {
 			return false
 		}
 	}
@@ -800,11 +788,10 @@ func verbAhead(u *unit, j int) bool {
 		if t.punct(",") || (t.kind == tokWord && fillers[t.low]) || t.is(existentials...) {
 			continue // "…, there's no need to …"
 		}
-		if t.is("there") && k+1 < len(u.toks) && u.toks[k+1].is("is") {
-			k++ // "…, there is no need to …"
-			continue
+		if !t.is("there") || k+1 >= len(u.toks) || !u.toks[k+1].is("is") {
+			return false
 		}
-		return false
+		k++ // "…, there is no need to …"
 	}
 	return false
 }
@@ -818,10 +805,9 @@ func nextContent(toks []token, j, end int) int {
 			}
 			return k // "We don't need a PDF": the want itself is negated
 		}
-		if toks[k].is(negationFillers...) {
-			continue
+		if !toks[k].is(negationFillers...) {
+			return k
 		}
-		return k
 	}
 	return -1
 }
@@ -860,8 +846,8 @@ func negate(u *unit, p *phrase) {
 					negateNP(u, i+1, p.end)
 					break
 				}
-				if isFiley(toks[k]) { // "create no files", "no attachments"
-					negatePhrase(u, p, i)
+				if w := toks[k]; w.kind == tokWord && (formatWord(w.low) || fileNouns[w.low] || w.is(outputNouns...)) {
+					negatePhrase(u, p, i) // "create no files", "no attachments"
 					return
 				}
 			}
@@ -913,11 +899,6 @@ func negateNP(u *unit, j, end int) {
 	for k := j; k < end && k < j+8 && !u.toks[k].punct(npBreakMarks...) && !u.toks[k].is("but") && !u.verbAt(k); k++ {
 		u.neg[k] = true
 	}
-}
-
-// isFiley reports whether t names a file or a kind of file output.
-func isFiley(t token) bool {
-	return t.kind == tokFile || t.kind == tokWord && (formatWord(t.low) || fileNouns[t.low] || t.is(outputNouns...))
 }
 
 // inlineLen returns the length of an inline marker at toks[i], or 0.
@@ -1008,10 +989,9 @@ func coverInline(u *unit, i int) {
 				u.inl[k] = true
 				continue
 			}
-			if t.is(fileListJoiners...) || t.punct(fileListMarks...) || determiners[t.low] {
-				continue
+			if !t.is(fileListJoiners...) && !t.punct(fileListMarks...) && !determiners[t.low] {
+				return
 			}
-			return
 		}
 	case tokWord: // "a short summary in the reply", "a CSV of the users in the chat"
 		for k := j; k >= 0 && i-k < 8 && toks[k].kind == tokWord && !u.verbAt(k) &&

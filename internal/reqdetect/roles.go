@@ -32,7 +32,6 @@ type mention struct {
 	repoRef  bool // a repository verb reaches it through a pronoun
 	reshaped bool // the object of a transform verb that names no destination
 	verb     int  // token index of the verb it takes its role from, or -1
-	passive  bool // that verb is passive and after it ("dist/app.js is generated")
 	checked  bool // a passive verb after it checks it, whatever governs it ("make sure site/index.html is produced")
 	existing bool // an input the text presents as already there: stated, located, attached ("x.csv, attached")
 	trace         // the last rule that decided its role
@@ -440,13 +439,10 @@ func npPrep(u *unit, p *phrase, i int, prep string) string {
 	}
 	for n := 0; k >= p.start && n < npPrepSpan && u.toks[k].kind == tokWord; k, n = k-1, n+1 {
 		t := u.toks[k]
-		if inputPreps[t.low] {
-			if n == 0 || t.is(npPrepSkips...) {
-				return prep
-			}
+		if inputPreps[t.low] && n > 0 && !t.is(npPrepSkips...) {
 			return t.low
 		}
-		if !possessive(t) && !plainWord(t) {
+		if inputPreps[t.low] || !possessive(t) && !plainWord(t) {
 			return prep
 		}
 	}
@@ -506,8 +502,7 @@ func readMention(u *unit, p *phrase, i, lastVerb, head, gov int, prep string) *m
 	if vi < 0 {
 		vi = reducedPassive(u, i, p.end)
 	}
-	m.passive = lastVerb < 0 && vi >= 0
-	m.checked = m.passive || passiveVerb(u, i, p.end) >= 0
+	m.checked = lastVerb < 0 && vi >= 0 || passiveVerb(u, i, p.end) >= 0 // a passive verb after it governs it, or not
 	verb := verbNone
 	if vi >= 0 && u.cls[vi] != verbUnknown {
 		verb = u.cls[vi]
@@ -656,17 +651,13 @@ func resultClause(u *unit, k int) bool {
 	if toks[k+1].kind == tokOther {
 		return true // "shorten intro.md to 200 words", "crop shot.png to 800x600"
 	}
-	if k+2 >= len(toks) {
-		return false
-	}
 	v := toks[k+1]
 	return v.kind == tokWord && !functionWords[v.low] && !determiners[v.low] && objectFollows(toks, k+2)
 }
 
 // modifierWord reports whether w, opening a Deliverables item before a file, reads as a modifier or a noun rather than a verb.
 func modifierWord(w string) bool {
-	_, kind := kindNouns[w]
-	if formatWord(w) || kind || madeModifiers[w] || inputDets[w] || existingMarks[w] || docNouns[w] || fileNouns[w] ||
+	if formatWord(w) || kindNouns[w] != nil || madeModifiers[w] || inputDets[w] || existingMarks[w] || docNouns[w] || fileNouns[w] ||
 		anaphorHeads[w] || keptNouns[w] || slices.Contains(roleFillers, w) || slices.Contains(destModifiers, w) ||
 		participle(w) {
 		return true
@@ -922,16 +913,12 @@ func locatedSubject(u *unit, i, end int) bool {
 // passiveVerb finds a passive verb after the file at i, or -1.
 func passiveVerb(u *unit, i, end int) int {
 	for k := i + 1; k < end && k <= i+passiveSpan; k++ {
-		if t := u.toks[k]; !u.verbAt(k) && t.kind == tokWord && (determiners[t.low] || plainWord(t) && !participle(t.low)) {
-			return -1
-		}
-		if !u.verbAt(k) {
-			continue
-		}
-		if k-1 > i && u.toks[k-1].is(passiveAux...) {
+		if u.verbAt(k) && k-1 > i && u.toks[k-1].is(passiveAux...) {
 			return k
 		}
-		return -1
+		if t := u.toks[k]; u.verbAt(k) || t.kind == tokWord && (determiners[t.low] || plainWord(t) && !participle(t.low)) {
+			return -1 // a verb with no passive auxiliary, or a word of another phrase
+		}
 	}
 	return -1
 }
@@ -1262,11 +1249,8 @@ func pronounAt(toks []token, i, end int) (found, plural, np bool) {
 			// in this sentence, as "the result" is, not any earlier file.
 			return true, n.is(pointedPlurals...), true
 		}
-		if n.is(pointedNouns...) {
-			return true, plural, false
-		}
-		if n.is(pointedPlurals...) {
-			return true, true, false
+		if n.is(pointedNouns...) || n.is(pointedPlurals...) {
+			return true, plural || n.is(pointedPlurals...), false
 		}
 		if !t.is("the") && (n.kind != tokWord || functionWords[n.low]) {
 			return true, plural, false
@@ -1305,10 +1289,8 @@ func kindAt(toks []token, k, end int) (string, bool) {
 	for n := 0; k < end && n < 3 && toks[k].kind == tokWord; k, n = k+1, n+1 {
 		w := toks[k].low
 		head, plural := w, false
-		if _, ok := kindNouns[head]; !ok {
-			if b, ok := strings.CutSuffix(w, "s"); ok && kindNouns[b] != nil {
-				head, plural = b, true
-			}
+		if b, ok := strings.CutSuffix(w, "s"); ok && kindNouns[w] == nil && kindNouns[b] != nil {
+			head, plural = b, true
 		}
 		if kindNouns[head] != nil && (nounFollows(toks, k+1) || toks[k+1].is(verbParticles...)) {
 			return head, plural

@@ -280,12 +280,11 @@ func IsFile(s string) bool {
 type unit struct {
 	src       string // the whole objective, which the tokens' offsets index
 	toks      []token
-	item      bool  // inside a Deliverables block, or a list a request introduces (listed)
-	listed    bool  // a bullet under a line ending in ":" that asks for files ("Create these:")
-	lead      *unit // the unit of the line ending in ":" right above this bullet, or nil
-	block     int   // which paragraph, bullet or Deliverables item the unit belongs to (readUnits numbers them)
-	listRead  bool  // requestsList has read this unit as a lead; listAsks is its answer
-	listAsks  bool
+	item      bool        // inside a Deliverables block, or a list a request introduces (listed)
+	listed    bool        // a bullet under a line ending in ":" that asks for files ("Create these:")
+	lead      *unit       // the unit of the line ending in ":" right above this bullet, or nil
+	block     int         // which paragraph, bullet or Deliverables item the unit belongs to (readUnits numbers them)
+	listAsks  bool        // as a list lead, the unit asks for the files below it (requestsList)
 	question  bool        // a question ("Who wrote report.pdf?"), not a request
 	cls       []verbClass // verb class of each token used as a verb
 	neg       []bool      // token lies in a negated phrase or noun phrase

@@ -131,6 +131,7 @@
 //
 //   - [foreign-asks-delivery] rule 9: a delivery or export word asks for a file
 //   - [foreign-asks-output] rule 9: an output word before a file noun or format asks for a file
+//   - [foreign-asks-item] rule 9: a Deliverables item names a file format ("- die Präsentation als PDF")
 //
 // Table repo (stage 5): repository work across the text (rule 8): the first row that matches.
 //

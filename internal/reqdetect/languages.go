@@ -1206,6 +1206,7 @@ var foreignMarks = []foreignRule{
 var foreignAsks = []rule{
 	{"foreign-asks-delivery", "rule 9: a delivery or export word asks for a file"},
 	{"foreign-asks-output", "rule 9: an output word before a file noun or format asks for a file"},
+	{"foreign-asks-item", "rule 9: a Deliverables item names a file format (\"- die Präsentation als PDF\")"},
 }
 
 var _ = register(43, "foreign", "rule 9: a file in a sentence in another language: the first row that matches",
@@ -1311,6 +1312,12 @@ func readForeign(u *unit, bug bool) {
 		p.requestBy(u, foreignAsks[min(int(h.class)-int(cueDelivery), 1)], u.toks[h.tok].text, h.tok, h.tok)
 		p.delivered = p.delivered || h.class == cueDelivery
 	}
+	for _, p := range u.phrases {
+		i := slices.IndexFunc(u.toks[p.start:p.end], func(t token) bool { return formats[t.low] }) // a strong format
+		if i >= 0 && u.item && !r.feature && r.inlineN[p.start] == r.inlineN[p.end] && !slices.ContainsFunc(r.hits, func(h cueHit) bool { return h.neg }) {
+			p.requestBy(u, foreignAsks[2], u.toks[p.start+i].text, p.start+i, p.start+i)
+		}
+	}
 }
 
 // otherScripts are scripts no table reads; otherLatinWords maps the function words of Latin-script languages no table
@@ -1325,18 +1332,7 @@ var (
 		{"Thai", unicode.Thai}, {"Greek", unicode.Greek}, {"Bengali", unicode.Bengali}, {"Tamil", unicode.Tamil},
 		{"Georgian", unicode.Georgian}, {"Armenian", unicode.Armenian}, {"Amharic", unicode.Ethiopic},
 	}
-	otherLatinWords = func() map[string]string {
-		m := map[string]string{}
-		for _, l := range lexList("otherLatin") {
-			name, ws, _ := strings.Cut(l, ": ")
-			for _, w := range strings.Fields(ws) {
-				if m[w] == "" {
-					m[w] = name
-				}
-			}
-		}
-		return m
-	}()
+	otherLatinWords = lexMap("otherLatin")
 )
 
 const otherLatinMin = 3 // function words a Latin-script language without a table needs to be named
@@ -1380,8 +1376,8 @@ func unsure(objective string, units []*unit) string {
 	for f := range strings.FieldsFuncSeq(strings.ToLower(objective), func(r rune) bool { return !unicode.IsLetter(r) }) {
 		step()
 		switch {
-		case otherLatinWords[f] != "" && len(foreignFunctionWords[f]) == 0:
-			l := otherLatinWords[f]
+		case otherLatinWords[f] != nil && len(foreignFunctionWords[f]) == 0:
+			l := otherLatinWords[f][0]
 			other[l]++
 			if best == "" || other[l] > other[best] || other[l] == other[best] && l < best {
 				best = l

@@ -171,6 +171,7 @@ var (
 	askAux               = lexList("askAux")
 	statingClitics       = lexSet("statingClitics")
 	futureClitics        = lexSet("futureClitics")
+	abilityAux           = lexList("abilityAux")
 	progressiveBe        = lexList("progressiveBe")
 	presentBe            = lexList("presentBe")
 	statingPassiveAux    = lexList("statingPassiveAux")

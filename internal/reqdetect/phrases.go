@@ -125,7 +125,7 @@ func markVerbs(u *unit) {
 			form == formBase && c != verbWant && habitual(u.toks, i) ||
 			// an -s form that describes finds no subject for is still a finite verb unless it is asked about or a label
 			form == formS && c != verbWant && (describes(u.toks, i) || !u.asked[i] && !ensured(u.toks, i) && !labelAt(u, i)) ||
-			c != verbWant && (form == formIng && progressive(u.toks, i) || form == formBase && future(u.toks, i)) {
+			c != verbWant && (form == formIng && progressive(u.toks, i) || form == formBase && (future(u.toks, i) || ability(u.toks, i))) {
 			c = verbStated
 		} else if form == formPerfect && !(u.item && presentedClasses[c] && !modifierKept(u, i)) && modifies(u, i) {
 			// In a Deliverables item a delivery participle after a noun says how the output is given ("- screenshots of the
@@ -282,6 +282,18 @@ func future(toks []token, i int) bool {
 		return progressive(toks, k-1) // "I'm going to upload v2.csv later"
 	}
 	return statedAux(toks, i, futureClitics, []string{"will"}) // "I'll", "they'll"
+}
+
+// ability reports whether the base verb at i follows "can" or "could" after a subject other than "you": what a feature
+// lets someone do ("so analysts can export the table"), not a request.
+func ability(toks []token, i int) bool {
+	k := skipAdverbs(toks, i-1, true)
+	return k > 0 && toks[k].is(abilityAux...) && (thirdParty(toks, k-1) || pastSubjects[toks[k-1].low])
+}
+
+// thirdParty reports whether toks[k] is a noun subject, someone other than the requester and the agent ("finance").
+func thirdParty(toks []token, k int) bool {
+	return k >= 0 && toks[k].kind == tokWord && plainWord(toks[k]) && !toks[k].is("you", "i", "we")
 }
 
 // statedAux reports whether the verb at i follows, past adverbs, a subject contracted with an auxiliary (clitics)
@@ -631,6 +643,8 @@ func nounPosition(u *unit, noun []bool, i int, form wordForm) bool {
 		return true // "the parsed records", "the log of that attempt", "return that list", "the survey's free-text answers"
 	case nounPreps[prev.low]:
 		return form != formIng
+	case formatWord(prev.low) && (form == formBase || form == formS):
+		return true // "Implement CSV export in the admin dashboard", "the PDF exports"
 	case u.verbAt(i - 1):
 		return (form == formBase || form == formS) && !causatives[lemmaOf(prev.low)]
 	}

@@ -1216,8 +1216,8 @@ func markerLen(toks []token, i int) int {
 	switch {
 	case t.is("downloadable"):
 		return 1
-	case t.is("download") && at(i+1, downloadLinkNouns...), t.is(downloadLeads...) && at(i+1, "download"):
-		return 2
+	case t.is("download") && at(i+1, downloadLinkNouns...), t.is(downloadLeads...) && at(i+1, "download") && !(t.is(abilityAux...) && thirdParty(toks, i-1)):
+		return 2 // "a link to download", "so I can download it", not "so finance can download it" (a feature)
 	case t.is("as"):
 		k := i + 1
 		if at(k, indefArticles...) {

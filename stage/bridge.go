@@ -44,7 +44,8 @@ func WithControlTimeout(d time.Duration) BridgeOption {
 // files from the previous copy (delta publish: hard links for the files
 // whose stamps the last publish recorded and that are unchanged, copies
 // checked against their SHA-256 for the others; a long list of them is
-// carried by a command of its own), and
+// carried by a command of its own; none when the Bridge's own publishes
+// show that sending them costs less, see linkCosts), and
 // then receives the rest of the tree as a single buffered tar stream on its
 // stdin (a data step). The second checks the transfer completed and moves
 // the tree and its manifest into place: renames alone are its control step
@@ -117,6 +118,9 @@ type Bridge struct {
 	// inflight: the temporary directories of this Bridge's publishes under
 	// way, which its sweeps leave alone.
 	inflight inflight
+	// costs: what its publishes taught it of carrying and sending, to
+	// choose between them (linkCosts).
+	costs linkCosts
 	// twoSessions (tests): publish by a command of its own even where the
 	// send command could (shell.Caps.Records).
 	twoSessions bool
@@ -573,7 +577,12 @@ func (b *Bridge) Publish(ctx context.Context, root, name string, src *Tree) (err
 	mf := path.Join(root, manifestName(name))
 
 	s := &publishRun{b: b, ctx: ctx, root: root, name: name, tmp: tmp, dst: dst, mf: mf, src: src}
-	return s.run()
+	start := time.Now()
+	if err := s.run(); err != nil {
+		return err
+	}
+	b.costs.learn(s.streamed, len(s.plan.Want), time.Since(start))
+	return nil
 }
 
 // ownerFile and gonePrefix are the protocol's names (shell.OwnerFile,

@@ -75,3 +75,18 @@ func SetPhaseHook(b *Bridge, fn func(from, to string, err error)) {
 
 // PhaseName returns the name of the i-th phase.
 func PhaseName(i int) string { return phase(i).String() }
+
+// SetLinkCosts sets what b has learnt of its sandbox (linkCosts): seconds
+// per tar byte sent and per file carried; 0 for not known.
+func SetLinkCosts(b *Bridge, perByte, perFile float64) {
+	b.costs.mu.Lock()
+	defer b.costs.mu.Unlock()
+	b.costs.perByte, b.costs.perFile = perByte, perFile
+}
+
+// LinkCosts returns what b has learnt of its sandbox (see SetLinkCosts).
+func LinkCosts(b *Bridge) (perByte, perFile float64) {
+	b.costs.mu.Lock()
+	defer b.costs.mu.Unlock()
+	return b.costs.perByte, b.costs.perFile
+}

@@ -69,6 +69,7 @@ type publishRun struct {
 	inline                   bool            // the send command publishes, at the publish line (shell.Send.Publish)
 	cmd                      *sendCmd        // the send command, from setup on
 	carried                  map[string]bool // the files the sandbox carried and checked
+	streamed                 int64           // the tar stream's bytes, once written
 	err                      error
 }
 
@@ -118,7 +119,7 @@ func (s *publishRun) failSend(out sendOutcome, err error) phase {
 // tools on the way when the Bridge does not know them).
 func (s *publishRun) setup() phase {
 	c, known := s.b.knownCaps()
-	if u := s.src.Unchanged(); len(u) > 0 && (!known || c.sha256) {
+	if u := s.src.Unchanged(); len(u) > 0 && (!known || c.sha256) && s.b.costs.carryPays(u) {
 		s.plan = planCarry(u)
 		s.plan.Manifest = s.src.base // the sandbox vouches by stamps only while its manifest is this one
 	}
@@ -372,6 +373,7 @@ func (s *publishRun) extracted(op string, wdone <-chan error) phase {
 // that the sandbox's tar reads no further than the stream's end.
 func (s *publishRun) writeStream() error {
 	w := &countWriter{w: sink{s.cmd.pw}}
+	defer func() { s.streamed = w.n }()
 	if _, err := writeTarStream(s.cmd.wctx, w, s.src, s.carried, s.plan.Want); err != nil || !s.inline {
 		return err
 	}

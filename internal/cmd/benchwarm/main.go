@@ -60,6 +60,7 @@ func run() error {
 	}
 	defer exec.Command("ssh", "-F", *cfgFile, "-o", "ControlPath="+ctl, "-O", "exit", *host).Run()
 	ix := stage.NewIndex()
+	var sent []int // files each airlock run sent: 1 when it carried the rest
 	assets := []stage.Asset{{Name: "airlock", Source: *src}}
 	rsync := func() error {
 		return exec.Command("rsync", "-a", "-e", "ssh -F "+*cfgFile+" -o ControlPath="+ctl, *src+"/", *host+":"+*rsyncDst+"/").Run()
@@ -68,7 +69,13 @@ func run() error {
 		name string
 		run  func() error
 	}{
-		{"airlock (warm Host)", func() error { _, err := stage.Stage(ctx, h, *root, assets, stage.WithIndex(ix)); return err }},
+		{"airlock (warm Host)", func() error {
+			rt, err := stage.Stage(ctx, h, *root, assets, stage.WithIndex(ix))
+			if err == nil {
+				sent = append(sent, rt.Assets[0].Sent)
+			}
+			return err
+		}},
 		{"rsync (ControlMaster)", rsync},
 		{"true through the Host", func() error { return h.Run(ctx, sandbox.Command{Script: "true"}) }},
 	}
@@ -87,6 +94,7 @@ func run() error {
 			}
 		}
 	}
+	fmt.Fprintf(os.Stderr, "benchwarm: files sent by each airlock run (the first is the first copy): %v\n", sent)
 	for i, c := range contenders {
 		slices.Sort(times[i])
 		fmt.Printf("%s\t%.6f\n", c.name, times[i][len(times[i])/2].Seconds())

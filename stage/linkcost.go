@@ -1,0 +1,78 @@
+package stage
+
+import (
+	"sync"
+	"time"
+)
+
+// linkCosts is what a Bridge has learnt of its sandbox from its own
+// publishes, so that a delta never costs more than a full stage: carrying
+// the unchanged files (linking or copying the previous copy's, in the
+// sandbox, and the plan and checks around it) has a cost per file that
+// does not depend on the link, and sending them has one per byte of tar
+// stream that does. On a fast link (a local or same-host sandbox) sending
+// a tree of many small files can be cheaper than carrying it; on a slow
+// one, carrying almost always wins.
+// Until both costs are known (a publish without a carry and one with a
+// carry, each large enough to time) the Bridge carries, as it always did.
+type linkCosts struct {
+	mu      sync.Mutex
+	perByte float64 // seconds of a publish per byte of tar stream; 0: not yet known
+	perFile float64 // seconds of a publish per file carried, beyond its stream; 0: not yet known
+}
+
+const (
+	// learnBytes and learnFiles: the smallest stream and carry timed
+	// (smaller ones measure the round trip, not the rate).
+	learnBytes = 8 << 20
+	learnFiles = 1000
+	// carryMargin: the carry is given up only when it is estimated to cost
+	// more than this many times sending the files (estimates are rough,
+	// and a wrong give-up on a slow link costs far more than a wrong carry
+	// on a fast one).
+	carryMargin = 1.2
+)
+
+// learn times a publish that took d, streamed n tar bytes and carried
+// planned files: one that carried nothing teaches the cost of a byte sent
+// (the whole publish's, per byte), one that carried teaches the cost of a
+// file carried (what the publish took beyond its stream, per file).
+func (c *linkCosts) learn(n int64, planned int, d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case planned == 0 && n >= learnBytes:
+		c.perByte = ewma(c.perByte, d.Seconds()/float64(n))
+	case planned >= learnFiles && c.perByte > 0:
+		c.perFile = ewma(c.perFile, max(d.Seconds()-float64(n)*c.perByte, 0)/float64(planned))
+	}
+}
+
+// ewma weighs the last observation as much as all before it.
+func ewma(old, x float64) float64 {
+	if old == 0 {
+		return x
+	}
+	return (old + x) / 2
+}
+
+// carryPays reports whether carrying the unchanged files u is estimated
+// to cost less than carryMargin times sending them (tarBytes), or the
+// costs are not known yet.
+func (c *linkCosts) carryPays(u []UnchangedFile) bool {
+	c.mu.Lock()
+	perByte, perFile := c.perByte, c.perFile
+	c.mu.Unlock()
+	if perByte == 0 || perFile == 0 {
+		return true
+	}
+	var n int64
+	for _, f := range u {
+		n += tarBytes(f.Size)
+	}
+	return perFile*float64(len(u)) <= carryMargin*perByte*float64(n)
+}
+
+// tarBytes is what a regular file of size bytes takes in a tar stream:
+// its header block and its content in whole blocks.
+func tarBytes(size int64) int64 { return 512 + (size+511)/512*512 }

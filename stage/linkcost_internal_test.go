@@ -1,0 +1,59 @@
+package stage
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+)
+
+func TestTarBytes(t *testing.T) {
+	for size, want := range map[int64]int64{0: 512, 1: 1024, 512: 1024, 513: 1536, 10 << 20: 512 + 10<<20} {
+		assert.Equal(t, want, tarBytes(size), "size %d", size)
+	}
+}
+
+// TestCarryPays: the carry is given up only when both costs are known and
+// carrying is estimated at more than carryMargin times sending.
+func TestCarryPays(t *testing.T) {
+	u := []UnchangedFile{{Size: 0}, {Size: 1000}} // 512 + 1536 tar bytes
+	for _, c := range []struct {
+		perByte, perFile float64
+		pays             bool
+	}{
+		{0, 0, true},
+		{1, 0, true},
+		{0, 1, true},
+		{1e-6, 1e-6 * 2048 * carryMargin / 2, true},    // exactly at the margin
+		{1e-6, 1e-6 * 2048 * carryMargin / 1.9, false}, // just beyond it
+		{1e-9, 1e-3, false},
+		{1e-6, 1e-9, true},
+	} {
+		lc := linkCosts{perByte: c.perByte, perFile: c.perFile}
+		assert.Equal(t, c.pays, lc.carryPays(u), "%+v", c)
+	}
+}
+
+// TestLinkCostsLearn: publishes below the thresholds teach nothing; one
+// without a carry teaches the cost per byte, one with a carry (once that
+// is known) the cost per file beyond its stream; each new observation
+// weighs as much as all before it.
+func TestLinkCostsLearn(t *testing.T) {
+	var lc linkCosts
+	lc.learn(learnBytes-1, 0, time.Second)
+	lc.learn(1<<30, learnFiles, time.Second) // a carry before the byte's cost is known
+	assert.Zero(t, lc.perByte)
+	assert.Zero(t, lc.perFile)
+	lc.learn(1<<30, 0, time.Second)
+	assert.InDelta(t, 1.0/(1<<30), lc.perByte, 1e-18)
+	lc.learn(1<<30, 0, 3*time.Second)
+	assert.InDelta(t, 2.0/(1<<30), lc.perByte, 1e-18)
+	lc.learn(1<<30, learnFiles-1, 9*time.Second)
+	assert.Zero(t, lc.perFile, "too few files carried")
+	lc.learn(1<<29, 2000, 3*time.Second) // 1 s of stream, 2 s for 2,000 files
+	assert.InDelta(t, 1e-3, lc.perFile, 1e-12)
+	lc.learn(0, 2000, 6*time.Second)
+	assert.InDelta(t, 2e-3, lc.perFile, 1e-12)
+	lc.learn(1<<30, 2000, time.Second) // faster than its stream: carrying cost nothing
+	assert.InDelta(t, 1e-3, lc.perFile, 1e-12)
+}

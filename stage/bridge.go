@@ -579,11 +579,29 @@ func (b *Bridge) Publish(ctx context.Context, root, name string, src *Tree) (err
 	s := &publishRun{b: b, ctx: ctx, root: root, name: name, tmp: tmp, dst: dst, mf: mf, src: src}
 	start := time.Now()
 	if err := s.run(); err != nil {
+		if ee := (*sandbox.ExitError)(nil); errors.As(err, &ee) && ee.Status == shell.RenameExit {
+			return racedPublish{err}
+		}
 		return err
 	}
 	b.costs.learn(s.streamed, len(s.plan.Want), time.Since(start))
 	return nil
 }
+
+// racedPublish is a publish whose renames failed (shell.RenameExit), most
+// often because another process published or removed the asset at that
+// moment: the previous copy stays, and staging again succeeds, so
+// sandbox.Retryable reports it retryable.
+type racedPublish struct{ error }
+
+func (r racedPublish) Error() string {
+	return r.error.Error() + " (another publish or unstage of this asset may have raced this one: stage again)"
+}
+
+func (r racedPublish) Unwrap() error { return r.error }
+
+// Retryable reports true: see racedPublish.
+func (racedPublish) Retryable() bool { return true }
 
 // ownerFile and gonePrefix are the protocol's names (shell.OwnerFile,
 // shell.GonePrefix), which Dir uses too.
@@ -640,8 +658,9 @@ func (b *Bridge) cleanup(ctx context.Context, tmp, dst, name string) error {
 
 // inflight names the temporary directories of a Bridge's publishes and
 // remembers those under way, which the Bridge's sweeps leave alone. Its
-// names end in -<tag><n>: a tag drawn once per Bridge and a number that
-// counts up, so that a sweep script made before a publish named its
+// names end in -<random>-<tag><n> (the random part, so that the sandbox
+// cannot take the next name first): a tag drawn once per Bridge and a
+// number that counts up, so that a sweep script made before a publish named its
 // directory leaves that one alone too (shell.Skip): the script may run
 // after the directory was made and its transfer ended.
 type inflight struct {
@@ -667,8 +686,12 @@ func (s *inflight) add(r io.Reader, root, name string) (string, error) {
 	if s.m == nil {
 		s.m = make(map[string]int)
 	}
+	var b [4]byte // a random part too, so that the sandbox cannot take the next name first
+	if _, err := io.ReadFull(r, b[:]); err != nil {
+		return "", fmt.Errorf("choosing a temporary name: %w", err)
+	}
 	s.seq++
-	p := path.Join(root, fmt.Sprintf("%s%s-%s%08d", tempPrefix, name, s.tag, s.seq))
+	p := path.Join(root, fmt.Sprintf("%s%s-%x-%s%08d", tempPrefix, name, b, s.tag, s.seq))
 	s.m[p]++
 	return p, nil
 }

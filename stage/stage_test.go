@@ -238,7 +238,7 @@ func TestStagePlantedLinks(t *testing.T) {
 			stage.SetRand(sb.Target, bytes.NewReader(make([]byte, 64)))
 			require.NoError(t, os.MkdirAll(sb.hostRoot, 0o755))
 			// Dir's name is all random; a Bridge's ends in a count (the first: 1).
-			for _, n := range []string{".airlock-tmp-skills-0000000000000000", ".airlock-tmp-skills-0000000000000001"} {
+			for _, n := range []string{".airlock-tmp-skills-0000000000000000", ".airlock-tmp-skills-00000000-0000000000000001"} {
 				require.NoError(t, os.Symlink(outside, sb.host(n)))
 			}
 		}, true},
@@ -251,7 +251,7 @@ func TestStagePlantedLinks(t *testing.T) {
 				c.plant(t, sb, outside)
 				_, err := stage.Stage(context.Background(), sb, sb.root, []stage.Asset{{Name: "skills", Source: src}})
 				if c.fails {
-					assert.ErrorContains(t, err, ".airlock-tmp-skills-000000000000000", "a planted temporary name must stop the publish")
+					assert.ErrorContains(t, err, ".airlock-tmp-skills-00000000", "a planted temporary name must stop the publish")
 				} else {
 					require.NoError(t, err)
 					fi, err := os.Lstat(sb.host("skills"))

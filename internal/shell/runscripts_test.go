@@ -166,7 +166,7 @@ func TestStageScriptsRun(t *testing.T) {
 			// Names the host gave out after the skip was read (its tag, a higher
 			// number) are in use; its older ones, and another host's, are not.
 			dead := strconv.Itoa(deadPid(t)) + "\n"
-			later, older, other := shell.TempPrefix+"z-0a1b2c3d00000009", shell.TempPrefix+"z-0a1b2c3d00000005", shell.TempPrefix+"z-ffffffff00000009"
+			later, older, other := shell.TempPrefix+"z-1f2e3d4c-0a1b2c3d00000009", shell.TempPrefix+"z-5a6b7c8d-0a1b2c3d00000005", shell.TempPrefix+"z-1f2e3d4c-ffffffff00000009"
 			for _, d := range []string{later, older, other} {
 				require.NoError(t, os.MkdirAll(filepath.Join(root, d, "new"), 0o700))
 				require.NoError(t, os.WriteFile(filepath.Join(root, d, shell.OwnerFile), []byte(dead), 0o600))

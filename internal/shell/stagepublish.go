@@ -58,6 +58,12 @@ type Publish struct {
 // publish line was due: it moved nothing.
 const NoPublishExit = 96
 
+// RenameExit is the exit status of a publish (PublishScript) whose renames
+// failed: a copy, manifest or stamps file it was moving went away or came
+// back meanwhile (most often another process published or removed the
+// asset at that moment), or the copy is in use.
+const RenameExit = 4
+
 // DetectMissingExit is the exit status of a send command whose sandbox
 // lacks a tool the protocol needs (the probe header names them).
 const DetectMissingExit = 97

@@ -69,7 +69,8 @@ func mkOwnedScript(tmp string) string {
 	dir, base := path.Split(tmp)
 	return fmt.Sprintf(`k=%s$$%s; k0=%s
 mkdir -m 700 "$k" || exit 1
-if ! { { echo $$; readlink /proc/self/ns/pid 2>/dev/null || :; } >"$k/%s" && [ ! -e "$k0" ] && [ ! -L "$k0" ] && mv "$k" "$k0" >/dev/null; }; then rm -rf "$k" >/dev/null; exit 1; fi
+if ! { { echo $$; readlink /proc/self/ns/pid 2>/dev/null || :; } >"$k/%s" && [ ! -e "$k0" ] && [ ! -L "$k0" ] && mv "$k" "$k0" >/dev/null; }; then
+rm -rf "$k" >/dev/null; if [ -e "$k0" ] || [ -L "$k0" ]; then echo "temporary directory $k0 exists already (another process took the name, or the sandbox put it there): stage again" >&2; fi; exit 1; fi
 `, Quote(dir+NewPrefix), Quote(base[strings.LastIndexByte(base, '-'):]), Quote(tmp), OwnerFile)
 }
 
@@ -204,7 +205,7 @@ func sweepScript(skip Skip) string {
 	skipCase(&sb, `"${s##*/}"`, skip)
 	sb.WriteString(`p=; read -r p <"$s/` + OwnerFile + `" 2>/dev/null
 case "$p" in ''|*[!0-9]*) continue;; esac
-if [ "$p" = "$$" ] || { ! F "$s/` + OwnerFile + `" && L "$p"; }; then continue; fi
+if ! F "$s/` + OwnerFile + `" && { [ "$p" = "$$" ] || L "$p"; }; then continue; fi
 G; mv "$s" "$g" 2>/dev/null || continue
 o=; read -r o <"$g/` + OwnerFile + `" 2>/dev/null
 if [ "$o" != "$p" ]; then mv "$g" "$s" 2>/dev/null; fi

@@ -816,3 +816,55 @@ func TestConc3PlantedNameSaysWhy(t *testing.T) {
 		})
 	}
 }
+
+// TestConc3OddNames: assets whose names are shell and pattern syntax (a
+// quote, a glob, a bracket, a dollar, a backslash, a space, a newline, a
+// name that ends like a temporary name's count) are staged at once through
+// one Bridge, round after round, and unstaged: the names travel into the
+// sweep's list of in-flight transfers and its patterns, where they must
+// stay literal. Every call succeeds and every copy is exact.
+func TestConc3OddNames(t *testing.T) {
+	odd := []string{"a*", "b'q", "c[1]", "d$(x)", "e`x`", "f -g", "hü-ß", "i-00000001", "j?"}
+	for _, bb := range []bool{false, true} {
+		t.Run(c3Kind(bb), func(t *testing.T) {
+			dir := t.TempDir()
+			root := filepath.Join(dir, "rt")
+			b := stage.NewBridge(c3Runner(t, dir, bb))
+			var assets []stage.Asset
+			for i, n := range odd {
+				src := t.TempDir()
+				c3Version(t, src, i, 0)
+				assets = append(assets, stage.Asset{Name: n, Source: src})
+			}
+			var errs c3Errs
+			for round := range 3 {
+				for i, a := range assets {
+					c3Version(t, a.Source, i, round+1)
+				}
+				var wg sync.WaitGroup
+				for _, a := range assets {
+					wg.Go(func() {
+						_, err := stage.Stage(t.Context(), b, root, []stage.Asset{a})
+						errs.add(fmt.Sprintf("round %d stage %q", round, a.Name), err)
+					})
+				}
+				wg.Wait()
+				for _, e := range errs.errs {
+					t.Fatalf("%s", e)
+				}
+				for _, a := range assets {
+					iaSame(t, iaSnap(t, a.Source), iaSnap(t, filepath.Join(root, a.Name)))
+				}
+			}
+			var wg sync.WaitGroup
+			for _, a := range assets {
+				wg.Go(func() { errs.add(fmt.Sprintf("unstage %q", a.Name), stage.Unstage(t.Context(), b, root, a.Name)) })
+			}
+			wg.Wait()
+			for _, e := range errs.errs {
+				t.Errorf("%s", e)
+			}
+			c3OnlyStaged(t, root)
+		})
+	}
+}

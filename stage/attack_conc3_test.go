@@ -163,12 +163,7 @@ func TestConc3ManyAssetsOneBridge(t *testing.T) {
 			}
 			b := stage.NewBridge(r)
 			names := c3Names(4)
-			var assets []stage.Asset
-			for i, n := range names {
-				src := t.TempDir()
-				c3Version(t, src, i, 0)
-				assets = append(assets, stage.Asset{Name: n, Source: src})
-			}
+			assets := c3Assets(t, names)
 			junk, still := t.TempDir(), t.TempDir()
 			build(t, junk, "j=junk", "jd/j2=junk too")
 			build(t, still, "s=still")
@@ -289,6 +284,18 @@ func c3SameAssetHot(t *testing.T, bb bool, how string) {
 	require.NoError(t, err)
 	iaSame(t, iaSnap(t, src), iaSnap(t, filepath.Join(root, "x")))
 	c3OnlyStaged(t, root, "x")
+}
+
+// c3Assets returns an asset a source of its own for each of names, at
+// version 0 (c3Version).
+func c3Assets(t *testing.T, names []string) []stage.Asset {
+	var assets []stage.Asset
+	for i, n := range names {
+		src := t.TempDir()
+		c3Version(t, src, i, 0)
+		assets = append(assets, stage.Asset{Name: n, Source: src})
+	}
+	return assets
 }
 
 // c3Spy records the temporary names a Bridge gives out, read from the
@@ -481,12 +488,7 @@ func c3CancelRandom(t *testing.T, bb bool, rounds int) (absent int) {
 	root := filepath.Join(dir, "rt")
 	b := stage.NewBridge(c3Runner(t, dir, bb))
 	names := c3Names(4)
-	var assets []stage.Asset
-	for i, n := range names {
-		src := t.TempDir()
-		c3Version(t, src, i, 0)
-		assets = append(assets, stage.Asset{Name: n, Source: src})
-	}
+	assets := c3Assets(t, names)
 	_, err := stage.Stage(t.Context(), b, root, assets)
 	require.NoError(t, err)
 	cancelled := 0
@@ -551,12 +553,7 @@ func c3TwoBridges(t *testing.T, bb, shared bool, rounds int) (fails, absent int)
 	runner := c3Runner(t, dir, bb)
 	bs := [2]*stage.Bridge{stage.NewBridge(runner), stage.NewBridge(runner)}
 	names := c3Names(5)
-	var assets []stage.Asset
-	for i, n := range names {
-		src := t.TempDir()
-		c3Version(t, src, i, 0)
-		assets = append(assets, stage.Asset{Name: n, Source: src})
-	}
+	assets := c3Assets(t, names)
 	_, err := stage.Stage(t.Context(), bs[0], root, assets)
 	require.NoError(t, err)
 	var errs c3Errs
@@ -830,12 +827,7 @@ func TestConc3OddNames(t *testing.T) {
 			dir := t.TempDir()
 			root := filepath.Join(dir, "rt")
 			b := stage.NewBridge(c3Runner(t, dir, bb))
-			var assets []stage.Asset
-			for i, n := range odd {
-				src := t.TempDir()
-				c3Version(t, src, i, 0)
-				assets = append(assets, stage.Asset{Name: n, Source: src})
-			}
+			assets := c3Assets(t, odd)
 			var errs c3Errs
 			for round := range 3 {
 				for i, a := range assets {

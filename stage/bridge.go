@@ -658,11 +658,11 @@ func (b *Bridge) cleanup(ctx context.Context, tmp, dst, name string) error {
 
 // inflight names the temporary directories of a Bridge's publishes and
 // remembers those under way, which the Bridge's sweeps leave alone. Its
-// names end in -<random>-<tag><n> (the random part, so that the sandbox
-// cannot take the next name first): a tag drawn once per Bridge and a
-// number that counts up, so that a sweep script made before a publish named its
-// directory leaves that one alone too (shell.Skip): the script may run
-// after the directory was made and its transfer ended.
+// names end in -<random>-<tag><n>: a random part, so that the sandbox
+// cannot take the next name first; a tag drawn once per Bridge and a
+// number that counts up, so that a sweep script made before a publish
+// named its directory leaves that one alone too (shell.Skip): the script
+// may run after the directory was made and its transfer ended.
 type inflight struct {
 	mu  sync.Mutex
 	tag string // 8 lower-case hex digits; "" until the first name

@@ -272,7 +272,8 @@ func NewReport(want map[string]string) *Report {
 // the probe header; lines between ReadyLine and CarriedLine are hash
 // lines (at most one per wanted file, plus a little); after CarriedLine
 // nothing but ExtractedLine may come, so that a garbled one fails at once
-// (the command that publishes waits for the host's line after it). No line before ExtractedLine may be longer than MaxReportLine.
+// (the command that publishes waits for the host's line after it). No
+// line before ExtractedLine may be longer than MaxReportLine.
 // After ExtractedLine, the publish's output is read as a publish command's
 // (LineWatch): PublishedLine must come first; anything else is drained
 // unread (a sandbox's noisy mv), and the command's exit status decides.

@@ -133,6 +133,9 @@ func readIndexFile(p string, limit int64) ([]byte, error) {
 	if !fi.Mode().IsRegular() {
 		return nil, fmt.Errorf("%s is not a regular file (mode %v)", p, fi.Mode())
 	}
+	if fi.Size() > limit { // refused unread (it may still grow past limit while read: the LimitReader stays)
+		return nil, fmt.Errorf("%s is larger than %d bytes", p, limit)
+	}
 	data, err := io.ReadAll(io.LimitReader(f, limit+1))
 	if err != nil {
 		return nil, &fs.PathError{Op: "read", Path: p, Err: err}

@@ -218,10 +218,14 @@ func (b *Bridge) Remove(ctx context.Context, root string, names []string) error 
 	if len(names) == 0 {
 		return nil
 	}
-	tmpName, err := tempName(b.rand, "unstage")
+	// Named and registered as a publish's is, so that this Bridge's sweeps
+	// leave it alone: where every command has a PID namespace of its own
+	// (bwrap), a sweep cannot tell its live owner from a dead one.
+	tmp, err := b.inflight.add(b.rand, root, "unstage")
 	if err != nil {
 		return err
 	}
-	script := shell.RemoveScript(root, tmpName, b.inflight.under(root), names)
+	defer b.inflight.remove(tmp)
+	script := shell.RemoveScript(root, path.Base(tmp), b.inflight.under(root), names)
 	return b.renameThenDelete(ctx, "removing assets under "+root, sandbox.Command{Script: script})
 }

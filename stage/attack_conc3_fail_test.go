@@ -29,18 +29,11 @@ import (
 func TestConc3FailForgedFutureNameNotSwept(t *testing.T) {
 	for _, bb := range []bool{false, true} {
 		t.Run(c3Kind(bb), func(t *testing.T) {
-			dir, src := t.TempDir(), t.TempDir()
-			root := filepath.Join(dir, "rt")
-			c3Version(t, src, 0, 0)
-			spy := &c3Spy{next: c3Runner(t, dir, bb)}
-			b := stage.NewBridge(spy)
-			_, err := stage.Stage(t.Context(), b, root, []stage.Asset{{Name: "x", Source: src}})
-			require.NoError(t, err)
-			tag, n := spy.next2()
+			dir, root, src, b, tag, n := c3Spied(t, bb)
 			p := filepath.Join(root, fmt.Sprintf(".airlock-tmp-x-0badf00d-%s%08d", tag, n+1000))
 			c3Plant(t, p, deadPID(t)+"\n")
 			c3Version(t, src, 0, 1)
-			_, err = stage.Stage(t.Context(), b, root, []stage.Asset{{Name: "x", Source: src}})
+			_, err := stage.Stage(t.Context(), b, root, []stage.Asset{{Name: "x", Source: src}})
 			require.NoError(t, err)
 			require.NoError(t, stage.Unstage(t.Context(), b, root, "never-staged"))
 			_, serr := os.Lstat(p)

@@ -320,6 +320,21 @@ func (s *c3Spy) Run(ctx context.Context, cmd sandbox.Command) error {
 	return s.next.Run(ctx, cmd)
 }
 
+// c3Spied stages asset x once through a Bridge whose commands a c3Spy
+// reads, and returns the sandbox directory, the root, the source, the
+// Bridge, and the tag and count of its last temporary name.
+func c3Spied(t *testing.T, bb bool) (dir, root, src string, b *stage.Bridge, tag string, n int) {
+	dir, src = t.TempDir(), t.TempDir()
+	root = filepath.Join(dir, "rt")
+	c3Version(t, src, 0, 0)
+	spy := &c3Spy{next: c3Runner(t, dir, bb)}
+	b = stage.NewBridge(spy)
+	_, err := stage.Stage(t.Context(), b, root, []stage.Asset{{Name: "x", Source: src}})
+	require.NoError(t, err)
+	tag, n = spy.next2()
+	return dir, root, src, b, tag, n
+}
+
 func (s *c3Spy) next2() (string, int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -787,17 +802,10 @@ func TestConc3BwrapLeftoverSwept(t *testing.T) {
 func TestConc3PlantedNameSaysWhy(t *testing.T) {
 	for _, bb := range []bool{false, true} {
 		t.Run(c3Kind(bb), func(t *testing.T) {
-			dir, src := t.TempDir(), t.TempDir()
-			root := filepath.Join(dir, "rt")
-			c3Version(t, src, 0, 0)
-			spy := &c3Spy{next: c3Runner(t, dir, bb)}
-			b := stage.NewBridge(spy)
-			_, err := stage.Stage(t.Context(), b, root, []stage.Asset{{Name: "x", Source: src}})
-			require.NoError(t, err)
-			tag, n := spy.next2()
+			dir, root, src, b, tag, n := c3Spied(t, bb)
 			c3Plant(t, filepath.Join(root, fmt.Sprintf(".airlock-tmp-x-00000000-%s%08d", tag, n+1)), deadPID(t)+"\n")
 			c3Version(t, src, 0, 1)
-			_, err = stage.Stage(t.Context(), b, root, []stage.Asset{{Name: "x", Source: src}})
+			_, err := stage.Stage(t.Context(), b, root, []stage.Asset{{Name: "x", Source: src}})
 			require.NoError(t, err, "a name read from the ones the sandbox saw is not the next one")
 			c3NoPlanted(t, root)
 
@@ -859,4 +867,41 @@ func TestConc3OddNames(t *testing.T) {
 			c3OnlyStaged(t, root)
 		})
 	}
+}
+
+// c3RenameFails runs every command through next, except that a publish
+// command or an unstage exits with the status of failed renames (another
+// process moved the copy meanwhile) without touching anything.
+type c3RenameFails struct{ next sandbox.Runner }
+
+func (r c3RenameFails) Run(ctx context.Context, cmd sandbox.Command) error {
+	if !iaIsSend(cmd) && (strings.Contains(cmd.Script, "cannot move the new copy") || strings.Contains(cmd.Script, ".airlock-tmp-unstage-")) {
+		return &sandbox.ExitError{Status: 4}
+	}
+	return r.next.Run(ctx, cmd)
+}
+
+// TestConc3RacedRenameRetryable: a publish or an unstage whose renames
+// fail because another process moved the copy meanwhile fails retryably,
+// says to stage again, and the previous copy stays.
+func TestConc3RacedRenameRetryable(t *testing.T) {
+	dir, src := t.TempDir(), t.TempDir()
+	root := filepath.Join(dir, "rt")
+	c3Version(t, src, 0, 0)
+	a := []stage.Asset{{Name: "x", Source: src}}
+	_, err := stage.Stage(t.Context(), stage.NewBridge(sandbox.Local(dir)), root, a)
+	require.NoError(t, err)
+	before := iaSnap(t, filepath.Join(root, "x"))
+	b := stage.NewBridge(c3RenameFails{next: sandbox.Local(dir)}, stage.TwoSessions())
+	c3Version(t, src, 0, 1)
+	_, err = stage.Stage(t.Context(), b, root, a)
+	require.Error(t, err)
+	assert.True(t, sandbox.Retryable(err), "%v", err)
+	assert.ErrorContains(t, err, "may have raced this one: stage again")
+	iaSame(t, before, iaSnap(t, filepath.Join(root, "x")))
+	err = stage.Unstage(t.Context(), b, root, "x")
+	require.Error(t, err)
+	assert.True(t, sandbox.Retryable(err), "%v", err)
+	assert.ErrorContains(t, err, "may have raced this one: stage again")
+	iaSame(t, before, iaSnap(t, filepath.Join(root, "x")))
 }

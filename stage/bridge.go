@@ -579,29 +579,35 @@ func (b *Bridge) Publish(ctx context.Context, root, name string, src *Tree) (err
 	s := &publishRun{b: b, ctx: ctx, root: root, name: name, tmp: tmp, dst: dst, mf: mf, src: src}
 	start := time.Now()
 	if err := s.run(); err != nil {
-		if ee := (*sandbox.ExitError)(nil); errors.As(err, &ee) && ee.Status == shell.RenameExit {
-			return racedPublish{err}
-		}
-		return err
+		return raced(err)
 	}
 	b.costs.learn(s.streamed, len(s.plan.Want), time.Since(start))
 	return nil
 }
 
-// racedPublish is a publish whose renames failed (shell.RenameExit), most
-// often because another process published or removed the asset at that
-// moment: the previous copy stays, and staging again succeeds, so
-// sandbox.Retryable reports it retryable.
-type racedPublish struct{ error }
+// racedRename is a publish or unstage whose renames failed
+// (shell.RenameExit), most often because another process published or
+// removed the asset at that moment: the previous copy stays, and staging
+// again succeeds, so sandbox.Retryable reports it retryable.
+type racedRename struct{ error }
 
-func (r racedPublish) Error() string {
+func (r racedRename) Error() string {
 	return r.error.Error() + " (another publish or unstage of this asset may have raced this one: stage again)"
 }
 
-func (r racedPublish) Unwrap() error { return r.error }
+func (r racedRename) Unwrap() error { return r.error }
 
-// Retryable reports true: see racedPublish.
-func (racedPublish) Retryable() bool { return true }
+// Retryable reports true: see racedRename.
+func (racedRename) Retryable() bool { return true }
+
+// raced returns err as a racedRename when it holds the exit status
+// shell.RenameExit, else err.
+func raced(err error) error {
+	if ee := (*sandbox.ExitError)(nil); errors.As(err, &ee) && ee.Status == shell.RenameExit {
+		return racedRename{err}
+	}
+	return err
+}
 
 // ownerFile and gonePrefix are the protocol's names (shell.OwnerFile,
 // shell.GonePrefix), which Dir uses too.

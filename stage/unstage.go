@@ -227,5 +227,5 @@ func (b *Bridge) Remove(ctx context.Context, root string, names []string) error 
 	}
 	defer b.inflight.remove(tmp)
 	script := shell.RemoveScript(root, path.Base(tmp), b.inflight.under(root), names)
-	return b.renameThenDelete(ctx, "removing assets under "+root, sandbox.Command{Script: script})
+	return raced(b.renameThenDelete(ctx, "removing assets under "+root, sandbox.Command{Script: script}))
 }

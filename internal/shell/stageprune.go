@@ -66,7 +66,7 @@ func RemoveScript(root, tmp string, skip Skip, names []string) string {
 	for _, n := range names {
 		fmt.Fprintf(&sb, "if [ -d %[1]s ] && [ ! -L %[1]s ] && [ ! -w %[1]s ]; then chmod u+w %[1]s 2>/dev/null; fi\n", Quote(n))
 		for _, e := range AssetNames(n) {
-			fmt.Fprintf(&sb, "if [ -e %[1]s ] || [ -L %[1]s ]; then mv -f %[1]s \"$t/\" || exit 4; fi\n", Quote(e))
+			fmt.Fprintf(&sb, "if [ -e %[1]s ] || [ -L %[1]s ]; then mv -f %[1]s \"$t/\" || exit %[2]d; fi\n", Quote(e), RenameExit)
 		}
 	}
 	fmt.Fprintf(&sb, "echo %s\n", PublishedLine)

@@ -58,10 +58,10 @@ type Publish struct {
 // publish line was due: it moved nothing.
 const NoPublishExit = 96
 
-// RenameExit is the exit status of a publish (PublishScript) whose renames
-// failed: a copy, manifest or stamps file it was moving went away or came
-// back meanwhile (most often another process published or removed the
-// asset at that moment), or the copy is in use.
+// RenameExit is the exit status of a publish (PublishScript) or a removal
+// (RemoveScript) whose renames failed: a copy, manifest or stamps file it
+// was moving went away or came back meanwhile (most often another process
+// published or removed the asset at that moment), or the copy is in use.
 const RenameExit = 4
 
 // DetectMissingExit is the exit status of a send command whose sandbox
@@ -318,22 +318,22 @@ func PublishScript(tmp, dst, mf, name string, exchange bool) string {
 %s || exit 3
 if ! (cd "$t" && . ./modes); then echo "cannot set the modes of the directories in $t/new/tree; stage again" >&2; exit 3; fi
 s=%s
-if [ -e "$s" ] || [ -L "$s" ]; then mv -f "$s" "$t/old/" || exit 4; fi
-if [ -e "$m" ] || [ -L "$m" ]; then mv -f "$m" "$t/old/" || exit 4; fi
+if [ -e "$s" ] || [ -L "$s" ]; then mv -f "$s" "$t/old/" || exit %[8]d; fi
+if [ -e "$m" ] || [ -L "$m" ]; then mv -f "$m" "$t/old/" || exit %[8]d; fi
 if [ -d "$d" ] && [ ! -L "$d" ] && [ ! -w "$d" ]; then chmod u+w "$d" 2>/dev/null; fi
 x=
-`, finishAlone, Quote(tmp), Quote(dst), Quote(mf), renameFunc, claimScript, Quote(stampsOf(dst)))
+`, finishAlone, Quote(tmp), Quote(dst), Quote(mf), renameFunc, claimScript, Quote(stampsOf(dst)), RenameExit)
 	if exchange {
 		sb.WriteString(`if [ -d "$d" ] && [ ! -L "$d" ] && mv -T --exchange "$t/new/tree" "$d" 2>/dev/null; then x=1; fi
 `)
 	}
 	fmt.Fprintf(&sb, `if [ -z "$x" ]; then
-if [ -e "$d" ] || [ -L "$d" ]; then mv -f "$d" "$t/old/" || exit 4; fi
-if ! R "$t/new/tree" "$d"; then echo "cannot move the new copy to $d: it is in use, or another stage put one there meanwhile; stage again" >&2; R %s "$d"; exit 4; fi
+if [ -e "$d" ] || [ -L "$d" ]; then mv -f "$d" "$t/old/" || exit %[6]d; fi
+if ! R "$t/new/tree" "$d"; then echo "cannot move the new copy to $d: it is in use, or another stage put one there meanwhile; stage again" >&2; R %[1]s "$d"; exit %[6]d; fi
 fi
 mv -f "$t/new/manifest.json" "$m" || exit 5
-echo %s
-%s%s%sexit 0`, Quote(path.Join(tmp, TarOld, name)), PublishedLine, stampsDir(dst), dropScript(tmp), recordStamps(dst))
+echo %[2]s
+%[3]s%[4]s%[5]sexit 0`, Quote(path.Join(tmp, TarOld, name)), PublishedLine, stampsDir(dst), dropScript(tmp), recordStamps(dst), RenameExit)
 	return sb.String()
 }
 

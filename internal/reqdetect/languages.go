@@ -1312,9 +1312,10 @@ func readForeign(u *unit, bug bool) {
 		p.requestBy(u, foreignAsks[min(int(h.class)-int(cueDelivery), 1)], u.toks[h.tok].text, h.tok, h.tok)
 		p.delivered = p.delivered || h.class == cueDelivery
 	}
+	negated := slices.ContainsFunc(r.hits, func(h cueHit) bool { return h.neg })
 	for _, p := range u.phrases {
 		i := slices.IndexFunc(u.toks[p.start:p.end], func(t token) bool { return formats[t.low] }) // a strong format
-		if i >= 0 && u.item && !r.feature && r.inlineN[p.start] == r.inlineN[p.end] && !slices.ContainsFunc(r.hits, func(h cueHit) bool { return h.neg }) {
+		if i >= 0 && u.item && !r.feature && !negated && r.inlineN[p.start] == r.inlineN[p.end] {
 			p.requestBy(u, foreignAsks[2], u.toks[p.start+i].text, p.start+i, p.start+i)
 		}
 	}

@@ -218,6 +218,16 @@ func (b *Bridge) Remove(ctx context.Context, root string, names []string) error 
 	if len(names) == 0 {
 		return nil
 	}
+	// The names' publishes and removals through this Bridge wait for the
+	// command (Dir holds the same locks, one name at a time); sorted, so
+	// that two removals never wait for each other.
+	for _, name := range slices.Compact(slices.Sorted(slices.Values(names))) {
+		unlock, err := b.locks.Lock(ctx, root+"\x00"+name)
+		if err != nil {
+			return err
+		}
+		defer unlock()
+	}
 	// Named and registered as a publish's is, so that this Bridge's sweeps
 	// leave it alone: where every command has a PID namespace of its own
 	// (bwrap), a sweep cannot tell its live owner from a dead one.

@@ -37,11 +37,11 @@ func (r Reason) String() string {
 	if r.Requested {
 		verdict = "requested"
 	}
-	name := cmp.Or(r.File, "decision")
-	if r.Span == "" {
-		return fmt.Sprintf("%s: %s [%s] (%s)", name, verdict, r.ID, r.Rule)
+	s := fmt.Sprintf("%s: %s [%s] (%s)", cmp.Or(r.File, "decision"), verdict, r.ID, r.Rule)
+	if r.Span != "" {
+		s += fmt.Sprintf(" in %q", r.Span)
 	}
-	return fmt.Sprintf("%s: %s [%s] (%s) in %q", name, verdict, r.ID, r.Rule, r.Span)
+	return s
 }
 
 // Detect reads a task's objective (the text the host bound to the run, never the agent's own
@@ -50,20 +50,22 @@ func (r Reason) String() string {
 //
 // Guarantees: the result depends only on objective; it never panics, for any input including invalid
 // UTF-8; every entry of Files is written verbatim in objective; Files is sorted, without duplicates,
-// and nil when empty; File is true whenever Files is not. The work is linear in the length of objective.
+// and nil when empty; File is true whenever Files is not. The work is linear in the length of objective, and
+// spread over GOMAXPROCS goroutines (each sentence is analyzed as soon as it is read); Detect returns when they are done.
 //
 // Non-guarantees: it is a heuristic reader of English and of the cue words of nine other languages
 // (rule 9), not a parser. It sees file names only with a known extension ("Makefile" is not seen) and
 // compares them as written ("./out.json" and "out.json" are two names).
 func Detect(objective string) Result {
 	units := readUnits(objective)
+	language := make(chan string, 1) // read beside the rest, on the processor readUnits leaves idle
+	go func() { language <- unsureLanguage(objective) }()
 	bug := false // a bug label ("## Bug: …") came before: the statements below it are about the product (rule 11)
 	for _, u := range units {
-		u.src = objective
-		if u.lead != nil && u.lead.listAsks {
-			u.item, u.listed = true, true
+		if u.lead != nil && u.lead.listAsks && !(u.item && u.listed) {
+			u.item, u.listed, u.phrases = true, true, nil
+			analyze(u) // readUnits analyzed it before its lead asked for the list below it
 		}
-		analyze(u)
 		bug = bug || bugLabel(u)
 		readForeign(u, bug)
 		if u.inputs {
@@ -76,7 +78,7 @@ func Detect(objective string) Result {
 	resolvePronouns(units)
 	applyQualifiers(units)
 	r := collect(units)
-	r.Unsure = unsure(objective, units)
+	r.Unsure = cmp.Or(<-language, unsure(units))
 	return r
 }
 

@@ -20,32 +20,26 @@ import (
 var updateDoc = flag.Bool("update-doc", false, "write doc.go from the rule tables")
 
 // docOverview is doc.go's prose, before the rule list.
-const docOverview = `Package reqdetect reads a task's text and reports whether it asks for a
-file and which files it names. It is the reader behind
-deliverable.DetectRequests; Explain says, per file and for the decision,
-which rule decided (its id in brackets) and the span of text it read.
+const docOverview = `Package reqdetect reads a task's text and reports whether it asks for a file and which files it names. It is the
+reader behind deliverable.DetectRequests; Explain says, per file and for the decision, which rule decided (its id
+in brackets) and the span of text it read.
 
-The rules it implements are numbered 1 to 11 in package deliverable's
-documentation, section "Requested files"; "rule 9" in the code means that
-list's rule 9. The worked cases in testdata/requested-files.jsonl show what
-it is held to; each records the id of the rule that decides it.
+The rules it implements are numbered 1 to 11 in package deliverable's documentation, section "Requested files";
+"rule 9" in the code means that list's rule 9. The worked cases in testdata/requested-files.jsonl show what it is
+held to; each records the id of the rule that decides it.
 
-Detect's documentation says what it guarantees: a result that depends only on
-the text, linear work; and what not: it is a heuristic reader, not a parser.
+Detect's documentation says what it guarantees: a result that depends only on the text, linear work; and what
+not: it is a heuristic reader, not a parser.
 
-It reads in stages: (1) lines: Deliverables labels and their items, list
-leads, input headings (lines.go); (2) units: tokens and sentences
-(tokens.go); (3) phrases: verb classes, negation, inline markers
-(phrases.go); (4) roles: each file's role in its phrase and the requests for
-unnamed files (mention.go, roles.go), and the cue words of other languages
-(rule 9); (5) across sentences: repository work, denials, pronouns,
-qualifiers (across.go); (6) the decision (across.go). English word lists are
-in lexicon_en.txt (loaded by lexicon.go), each other language's in its
-table (lang_xx.txt, read by languages.go).
+It reads in stages: (1) lines: Deliverables labels and their items, list leads, input headings (lines.go); (2)
+units: tokens and sentences (tokens.go); (3) phrases: verb classes, negation, inline markers (phrases.go); (4)
+roles: each file's role in its phrase and the requests for unnamed files (mention.go, roles.go), and the cue
+words of other languages (rule 9); (5) across sentences: repository work, denials, pronouns, qualifiers
+(across.go); (6) the decision (across.go). English word lists are in lexicon_en.txt (loaded by lexicon.go), each
+other language's in its table (lang_xx.txt, read by languages.go).
 
-Each decisive step is an ordered table of named rules (rules.go: an id, a
-doc line and a matcher), like go vet's analyzers; a new kind of miss is a
-new row or a new lexicon entry.`
+Each decisive step is an ordered table of named rules (rules.go: an id, a doc line and a matcher), like go vet's
+analyzers; a new kind of miss is a new row or a new lexicon entry.`
 
 // renderDoc returns doc.go: docOverview and every registered rule table,
 // by stage, with its rules in order.
@@ -61,7 +55,7 @@ func renderDoc() ([]byte, error) {
 	tables := slices.Clone(ruleTables)
 	slices.SortStableFunc(tables, func(a, b ruleTable) int { return cmp.Compare(a.order, b.order) })
 	for _, tab := range tables {
-		comment("\n" + wrap(fmt.Sprintf("Table %s (stage %d): %s.", tab.name, tab.order/10, tab.doc), "") + "\n")
+		comment("\n" + wrap(fmt.Sprintf("Table %s (stage %d): %s.", tab.name, tab.order/10, tab.doc), ""))
 		for _, r := range tab.rules {
 			comment(wrap("  - ["+r.id+"] "+r.doc, "    "))
 		}

@@ -2,7 +2,6 @@ package reqdetect
 
 import (
 	"embed"
-	"fmt"
 	"slices"
 	"strings"
 	"unicode"
@@ -70,7 +69,7 @@ type cueField struct {
 	class cueClass
 }
 
-// loadLang reads the table lang_<code>.txt; it panics on a file that is missing or holds a field no table has.
+// loadLang reads the table lang_<code>.txt; it panics on a file that is missing (TestLangTableFields checks the fields).
 func loadLang(code string) *langTable {
 	name := "lang_" + code + ".txt"
 	text, err := langFiles.ReadFile(name)
@@ -79,9 +78,6 @@ func loadLang(code string) *langTable {
 	}
 	t := &langTable{cues: map[string][]string{}}
 	for field, ws := range mustParseLexicon(name, string(text)) {
-		if !slices.Contains(langFields, field) && !slices.ContainsFunc(cueFields, func(f cueField) bool { return f.name == field }) {
-			panic(fmt.Sprintf("reqdetect: %s: %q is no field of a language table", name, field))
-		}
 		for i, w := range ws {
 			ws[i] = strings.ReplaceAll(w, "_", " ")
 		}
@@ -1242,7 +1238,7 @@ const relativeSpan = 24
 // readForeign reads a unit written in another language (rule 9) and replaces the English reading of its files and
 // requests: each file takes its role from foreignRules and foreignMarks, and a cue may ask for a file by itself.
 func readForeign(u *unit, bug bool) {
-	if u.foreign = isForeign(u); !u.foreign {
+	if !u.foreign {
 		return
 	}
 	r := scan(u)
@@ -1338,18 +1334,13 @@ var (
 
 const otherLatinMin = 3 // function words a Latin-script language without a table needs to be named
 
-// otherScriptsFirst is below every rune of otherScripts: unsure skips the look-up for a letter under it.
-var otherScriptsFirst = func() rune {
-	first := rune(unicode.MaxRune)
-	for _, s := range otherScripts {
-		first = min(first, rune(s.table.R16[0].Lo)) // each of them starts in the 16-bit ranges
-	}
-	return first
-}()
+// otherScriptsFirst is below every rune of otherScripts (Greek opens them; TestOtherScriptsFirst holds it): unsure
+// skips the look-up for a letter under it.
+const otherScriptsFirst = 0x370
 
-// unsure returns why the reading of objective may be wrong, or "": the text is mostly in a language no table reads, or
-// a delivery cue and a negation of another language bear on the same output file.
-func unsure(objective string, units []*unit) string {
+// unsureLanguage returns why the reading of objective may be wrong, or "": the text is mostly in a language no table
+// reads.
+func unsureLanguage(objective string) string {
 	counts := make([]int, len(otherScripts))
 	letters := 0
 	for _, c := range objective {
@@ -1390,6 +1381,12 @@ func unsure(objective string, units []*unit) string {
 	if best != "" && other[best] >= otherLatinMin && other[best] > known {
 		return "language: the text is mostly " + best + ", which has no table"
 	}
+	return ""
+}
+
+// unsure returns why the reading of units may be wrong, or "": a delivery cue and a negation of another language bear on
+// the same output file.
+func unsure(units []*unit) string {
 	forbid, delivered := map[string]bool{}, map[string]bool{}
 	noFile, requested := false, ""
 	for _, u := range units {

@@ -1,9 +1,13 @@
 package reqdetect
 
 import (
+	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // Result.Unsure names a language no table reads, by script or by function
@@ -80,6 +84,32 @@ func TestForeignTypos(t *testing.T) {
 }
 
 // A table is read from its embedded file; a code without one is a programming error.
+// Every field of every table is one a table has: a cue list (cueFields) or one of langFields.
+func TestLangTableFields(t *testing.T) {
+	files, err := filepath.Glob("lang_*.txt")
+	require.NoError(t, err)
+	require.Len(t, files, len(langTables)+1) // and lang_en.txt, the shared cues
+	for _, f := range files {
+		for field := range loadLang(strings.TrimSuffix(strings.TrimPrefix(f, "lang_"), ".txt")).cues {
+			known := slices.Contains(langFields, field) || slices.ContainsFunc(cueFields, func(c cueField) bool { return c.name == field })
+			assert.True(t, known, "%s: %q is no field of a language table", f, field)
+		}
+	}
+}
+
+// unsureLanguage skips the script look-up for a letter below otherScriptsFirst: no script of otherScripts has one.
+func TestOtherScriptsFirst(t *testing.T) {
+	for _, s := range otherScripts {
+		for _, r := range s.table.R16 {
+			assert.GreaterOrEqual(t, rune(r.Lo), rune(otherScriptsFirst), s.name)
+		}
+		for _, r := range s.table.R32 {
+			assert.GreaterOrEqual(t, rune(r.Lo), rune(otherScriptsFirst), s.name)
+		}
+	}
+	assert.Equal(t, "language: the text is mostly Greek, which has no table", unsureLanguage("Γεια σου κόσμε, καλημέρα"))
+}
+
 func TestLoadLang(t *testing.T) {
 	assert.Equal(t, "German", loadLang("de").name)
 	assert.PanicsWithValue(t, "reqdetect: open lang_xx.txt: file does not exist", func() { loadLang("xx") })

@@ -12,6 +12,10 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// verbClassLists are the lists verbClasses reads.
+var verbClassLists = []string{"verbOutput", "verbExport", "verbAttach", "verbSend", "verbTransform", "verbInput", "verbReply",
+	"verbEdit", "verbRepo", "verbProbe", "verbPseudo", "verbWant"}
+
 // TestLexicon checks that every list the Go code names exists in lexicon_en.txt and every list
 // there is named by the code, once.
 func TestLexicon(t *testing.T) {
@@ -32,9 +36,8 @@ func TestLexicon(t *testing.T) {
 		}
 	}
 	// verbClasses names its lists through a map of class names.
-	for _, c := range []string{"Output", "Export", "Attach", "Send", "Transform", "Input", "Reply", "Edit", "Repo",
-		"Probe", "Pseudo", "Want"} {
-		named["verb"+c]++
+	for _, name := range verbClassLists {
+		named[name]++
 	}
 	for name, n := range named {
 		_, ok := lexicon[name]
@@ -43,8 +46,22 @@ func TestLexicon(t *testing.T) {
 	}
 	for name := range lexicon {
 		assert.Positive(t, named[name], "lexicon_en.txt has list %q, which no code names", name)
-		assert.True(t, lexUsed[name], "list %q was not loaded at init", name)
 	}
+}
+
+// Each verb of a class list is in that class alone: verbClasses keeps the last class a word is listed in.
+func TestVerbClassesDisjoint(t *testing.T) {
+	class := map[string]string{}
+	for _, name := range verbClassLists {
+		for _, w := range lexicon[name] {
+			if other, dup := class[w]; dup {
+				t.Errorf("lexicon_en.txt: %q is in two verb classes: %s and %s", w, min(name, other), max(name, other))
+			}
+			class[w] = name
+		}
+	}
+	assert.Equal(t, verbClass(verbOutput), verbClasses["write"])
+	assert.Len(t, verbClasses, len(class))
 }
 
 func TestParseLexicon(t *testing.T) {

@@ -1,8 +1,10 @@
 package reqdetect
 
 import (
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"unicode"
 	"unicode/utf8"
 )
@@ -34,10 +36,21 @@ func (l srcLine) suffixAt(s string, trimmed bool) int {
 	return l.pos + len(t) - len(s)
 }
 
-// readUnits cuts text into units.
+// readUnits cuts text into units and analyzes each as soon as it is read, on GOMAXPROCS goroutines: the analysis of a
+// unit reads that unit alone.
 func readUnits(text string) []*unit {
 	lines := splitLines(text)
 	var units []*unit
+	read := make(chan *unit, 256)
+	var wg sync.WaitGroup
+	for range runtime.GOMAXPROCS(0) {
+		wg.Go(func() {
+			for u := range read {
+				analyze(u)
+			}
+		})
+	}
+	add := func(u *unit) { u.src, units = text, append(units, u); read <- u }
 	var para []token
 	// lead is the last unit of a line ending in ":" while the bullets below
 	// it last; paraLead is the lead of the paragraph being read.
@@ -51,8 +64,8 @@ func readUnits(text string) []*unit {
 		block++
 		for _, u := range got {
 			u.lead, u.block, u.inputs = paraLead, block, inputs
+			add(u)
 		}
-		units = append(units, got...)
 		para = nil
 	}
 	for i := 0; i < len(lines); i++ {
@@ -65,7 +78,9 @@ func readUnits(text string) []*unit {
 			if len(items) > 0 {
 				block = items[len(items)-1].block
 			}
-			units = append(units, items...)
+			for _, u := range items {
+				add(u)
+			}
 			continue
 		}
 		trimmed := strings.TrimSpace(line)
@@ -106,6 +121,8 @@ func readUnits(text string) []*unit {
 		}
 	}
 	flush()
+	close(read)
+	wg.Wait()
 	return units
 }
 
@@ -129,15 +146,15 @@ func cutLabel(s, label string) (string, bool) {
 	}
 }
 
-// inputLabel reports whether line is a heading or label for inputs, context or references.
+// inputLabel reports whether line is a heading or label for inputs, context or references (of at most 64 bytes).
 func inputLabel(line string) bool {
 	s := strings.TrimLeft(strings.TrimSpace(line), "#")
-	s = strings.ToLower(strings.Trim(strings.TrimSpace(s), emphasisMarks+blanks))
+	s = strings.Trim(strings.TrimSpace(s), emphasisMarks+blanks)
 	for _, colon := range []string{":", wideColon} {
 		s, _, _ = strings.Cut(s, colon) // the text before the colon, or all of it
 	}
-	s = strings.Join(strings.Fields(strings.Trim(s, emphasisMarks+blanks)), " ")
-	return slices.Contains(inputLabels, s)
+	s = strings.Trim(s, emphasisMarks+blanks)
+	return len(s) <= 64 && slices.Contains(inputLabels, strings.ToLower(strings.Join(strings.Fields(s), " ")))
 }
 
 var inputHeading = rule{"input-heading", "input: listed under a heading or label for inputs, context or references (rule 10)"}

@@ -30,6 +30,7 @@ func analyze(u *unit) {
 	}
 	u.qualifier = findQualifier(u.toks)
 	u.denial = anyIn(0, len(u.toks)-1, func(i int) bool { return denialAt(u.toks, i) })
+	u.foreign = isForeign(u) // for readForeign
 }
 
 // editsReferent reports whether a Deliverables item has an edit verb, not negated, whose object refers back to the item's file.

@@ -3,9 +3,12 @@ package tree
 import (
 	"bytes"
 	"context"
+	"encoding/hex"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"unicode/utf8"
 
@@ -82,12 +85,17 @@ func TestParseManifestPathHexRejects(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			_, err := ParseManifest([]byte(in))
 			require.ErrorIs(t, err, ErrBadManifest)
+			_, ok := parseCanonical([]byte(in))
+			assert.False(t, ok, "the fast path accepted it")
 		})
 	}
 	// The canonical spelling of the same entry parses.
 	m, err := ParseManifest([]byte(file(`"path_hex":"61ff",`)))
 	require.NoError(t, err)
 	assert.Equal(t, "a\xff", m.Entries[0].Path)
+	fast, ok := parseCanonical([]byte(file(`"path_hex":"61ff",`)))
+	assert.True(t, ok, "the fast path reads path_hex")
+	assert.Equal(t, m, fast)
 }
 
 // manifestFrom builds a valid manifest from fuzz input: data split at
@@ -161,4 +169,33 @@ func FuzzManifestDigestInjective(f *testing.F) {
 			t.Fatalf("names %q and %q: digests equal=%v", a, b, same)
 		}
 	})
+}
+
+// BenchmarkParseManifest parses the manifest of a 38,000-file tree (the size
+// of issue 22's large tree), through ParseManifest's fast path and through
+// the decoder alone:
+//
+//	go test -run '^$' -bench ParseManifest ./internal/tree/
+func BenchmarkParseManifest(b *testing.B) {
+	m := Manifest{}
+	for d := range 380 {
+		dir := fmt.Sprintf("pages/dir%03d", d)
+		m.Entries = append(m.Entries, Entry{Path: dir, Type: Dir, Mode: 0o755})
+		for f := range 100 {
+			m.Entries = append(m.Entries, Entry{Path: fmt.Sprintf("%s/page-%03d.md", dir, f), Type: File, Mode: 0o644,
+				Size: int64(100 + f), SHA256: hex.EncodeToString(make([]byte, 32))})
+		}
+	}
+	slices.SortFunc(m.Entries, func(a, b Entry) int { return strings.Compare(a.Path, b.Path) })
+	data := m.Canonical()
+	for name, parse := range map[string]func([]byte) (Manifest, error){"fast": ParseManifest, "decoder": decodeManifest} {
+		b.Run(name, func(b *testing.B) {
+			b.SetBytes(int64(len(data)))
+			for b.Loop() {
+				if _, err := parse(data); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }

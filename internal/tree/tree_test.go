@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -462,10 +463,20 @@ func TestParseManifestRejects(t *testing.T) {
 		"string mode":     `{"entries":[{"path":"a","type":"file","mode":"420","size":1,"sha256":"` + h + `"}]}`,
 		"nul in path":     `{"entries":[` + file(`a\u0000b`) + `]}`,
 		"escaped letters": `{"entries":[` + file(`\u0061`) + `]}`,
+		"leading zero":    `{"entries":[{"path":"a","type":"file","mode":0420,"size":1,"sha256":"` + h + `"}]}`,
+		"mode over 32bit": `{"entries":[{"path":"a","type":"file","mode":4294967716,"size":1,"sha256":"` + h + `"}]}`,
+		"size over 63bit": `{"entries":[{"path":"a","type":"file","mode":420,"size":9223372036854775808,"sha256":"` + h + `"}]}`,
+		"no comma":        `{"entries":[` + file("a") + file("b") + `]}`,
+		"trailing comma":  `{"entries":[` + file("a") + `,]}`,
+		"cut short":       `{"entries":[` + file("a"),
+		"raw U+2028":      `{"entries":[` + file("a\u2028") + `]}`,
+		"raw control":     "{\"entries\":[" + file("a\tb") + "]}",
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := ParseManifest([]byte(in))
 			require.ErrorIs(t, err, ErrBadManifest)
+			_, ok := parseCanonical([]byte(in))
+			assert.False(t, ok, "the fast path accepted it")
 		})
 	}
 }
@@ -476,6 +487,12 @@ func FuzzParseManifest(f *testing.F) {
 	f.Add(Manifest{Entries: []Entry{{Path: "a", Type: Dir, Mode: 0o755}, {Path: "a/\xff", Type: File, Mode: 0o600, Size: 3, SHA256: sum("abc")}}}.Canonical())
 	f.Fuzz(func(t *testing.T, data []byte) {
 		m, err := ParseManifest(data)
+		// The fast path accepts what the decoder accepts, as the same manifest, unless a string holds an escape.
+		fast, ok := parseCanonical(data)
+		slow, slowErr := decodeManifest(data)
+		if ok && (slowErr != nil || !reflect.DeepEqual(fast, slow)) || !ok && slowErr == nil && !bytes.Contains(data, []byte(`\\`)) {
+			t.Fatalf("parseCanonical %v %+v, decodeManifest %v %+v, for %q", ok, fast.Entries, slowErr, slow.Entries, data)
+		}
 		if err != nil {
 			if !errors.Is(err, ErrBadManifest) {
 				t.Fatalf("error does not wrap ErrBadManifest: %v", err)

@@ -50,7 +50,14 @@ func readUnits(text string) []*unit {
 			}
 		})
 	}
-	add := func(u *unit) { u.src, units = text, append(units, u); read <- u }
+	ticks, tickAt := 0, 0 // the backticks before offset tickAt: units come in text order
+	add := func(u *unit) {
+		if p := u.toks[0].pos; p >= tickAt {
+			ticks, tickAt = ticks+strings.Count(text[tickAt:p], "`"), p
+		}
+		u.src, u.ticks, units = text, ticks, append(units, u)
+		read <- u
+	}
 	var para []token
 	// lead is the last unit of a line ending in ":" while the bullets below
 	// it last; paraLead is the lead of the paragraph being read.

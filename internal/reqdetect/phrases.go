@@ -57,8 +57,7 @@ func editsReferent(u *unit) bool {
 
 // markVerbs sets the verb class of every word used as a verb.
 func markVerbs(u *unit) {
-	noun := make([]bool, len(u.toks)) // a lexicon word used as a noun or adjective
-	ticks, last := 0, 0               // backticks before the token: odd within a code span
+	noun, ticks, last := make([]bool, len(u.toks)), u.ticks, u.toks[0].pos // nouns; backticks before (odd: in code)
 	for i, t := range u.toks {
 		if t.pos >= last && t.pos <= len(u.src) {
 			ticks += strings.Count(u.src[last:t.pos], "`")

@@ -279,6 +279,7 @@ func IsFile(s string) bool {
 // unit is one sentence of prose or of a Deliverables item.
 type unit struct {
 	src       string // the whole objective, which the tokens' offsets index
+	ticks     int    // backticks in src before the first token
 	toks      []token
 	item      bool        // inside a Deliverables block, or a list a request introduces (listed)
 	listed    bool        // a bullet under a line ending in ":" that asks for files ("Create these:")

@@ -153,7 +153,7 @@ func cutLabel(s, label string) (string, bool) {
 	}
 }
 
-// inputLabel reports whether line is a heading or label for inputs, context or references (of at most 64 bytes).
+// inputLabel reports whether line is a heading or label for inputs, context or references (at most 64 bytes before a colon).
 func inputLabel(line string) bool {
 	s := strings.TrimLeft(strings.TrimSpace(line), "#")
 	s = strings.Trim(strings.TrimSpace(s), emphasisMarks+blanks)

@@ -18,8 +18,10 @@ type Requests struct {
 	Files []string
 	// Unsure is "" when the reading is sure; otherwise it says why it may
 	// be wrong: "language: the text is mostly Russian, which has no
-	// table", or "conflicting signals: …" (a delivery and a refusal bear
-	// on the same output). File and Files are still the best reading;
+	// table", or "conflicting signals: …" (a delivery cue and a negation
+	// of a language other than English bear on the same output; in English
+	// the negation decides, as the rules below say). File and Files are
+	// still the best reading;
 	// Evidence.Unsure says what ValidateEvidence makes of them.
 	Unsure string
 }

@@ -416,6 +416,23 @@ func TestDetectLargeInputs(t *testing.T) {
 	}
 }
 
+// readUnits hands the units over in text order with the count of backticks before each (markVerbs reads a code span's
+// parity from it): the running count equals a count from the text's start, for every case and a brief of them all.
+func TestReadUnitsTicks(t *testing.T) {
+	var objectives []string
+	for _, c := range LoadCases(t, casesPath) {
+		objectives = append(objectives, c.Objective)
+	}
+	for _, text := range append(objectives, strings.Join(objectives, "\n\n"), "Deliverables:\n- `a.md`\n  `b`\n- c.md") {
+		last := -1
+		for _, u := range readUnits(text) {
+			require.Greater(t, u.toks[0].pos, last, "units out of text order in %q", text)
+			require.Equal(t, strings.Count(text[:u.toks[0].pos], "`"), u.ticks, "backticks before %q", u.toks[0].text)
+			last = u.toks[0].pos
+		}
+	}
+}
+
 // Detect analyzes the units of a text on GOMAXPROCS goroutines, and a bullet again once its lead asks for the list: a
 // long brief of every case, as paragraphs and as bullets under one lead, reads the same on one processor, on several,
 // and in eight concurrent calls.

@@ -13,9 +13,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -409,65 +411,47 @@ func a21Outcome(t *testing.T, what string, e *a21Env, rt *stage.Runtime, err err
 	t.Logf("%s: ok reused=%v sent=%d", what, a.Reused, a.Sent)
 }
 
-// TestAttack21ManifestTamperSameSource: only the manifest is rewritten;
-// the source is unchanged. Then a second stage with no change at all.
-func TestAttack21ManifestTamperSameSource(t *testing.T) {
-	for _, name := range a21Names() {
-		t.Run(name, func(t *testing.T) {
-			e := a21Setup(t)
-			a21Tamper(t, e, name)
-			rt, err := e.stage()
-			a21Outcome(t, "first", e, rt, err)
-			rt, err = e.stage()
-			a21Outcome(t, "second", e, rt, err)
-		})
-	}
-}
-
-// TestAttack21ManifestTamperChangedSource: the manifest is rewritten and
-// the source changes (delta publish carries unchanged files over from the
-// sandbox's previous copy).
-func TestAttack21ManifestTamperChangedSource(t *testing.T) {
-	for _, name := range a21Names() {
-		t.Run(name, func(t *testing.T) {
-			e := a21Setup(t)
-			a21Tamper(t, e, name)
-			a21Change(t, e.src)
-			rt, err := e.stage()
-			a21Outcome(t, "changed", e, rt, err)
-		})
-	}
-}
-
-// TestAttack21ManifestTamperCopyToo: the sandbox also rewrites a file of
-// its copy that the source did not change (same size), and the source
-// changes elsewhere. Dir checks the SHA-256 of every carried-over file, so
-// the bad file must not survive a successful stage.
-func TestAttack21ManifestTamperCopyToo(t *testing.T) {
-	for _, name := range a21Names() {
-		t.Run(name, func(t *testing.T) {
-			e := a21Setup(t)
-			a21Tamper(t, e, name)
+// TestAttack21ManifestTamper rewrites the stored manifest every way
+// a21Names lists, in four scenarios: only the manifest (then a second stage
+// with no change at all); the source changed too (a delta carries the
+// unchanged files from the sandbox's previous copy); the sandbox also
+// rewrote, same size, a file of its copy the source did not change (Dir
+// checks the SHA-256 of every carried file, so it must not survive); and a
+// damaged copy with a planted file and the source unchanged, staged
+// WithVerify, which must repair it.
+func TestAttack21ManifestTamper(t *testing.T) {
+	for _, sc := range []struct {
+		name   string
+		damage func(t *testing.T, e *a21Env) // after the tamper, before the stage
+		opts   []stage.Option
+		again  bool // stage a second time, changing nothing
+	}{
+		{name: "same-source", again: true},
+		{name: "changed-source", damage: func(t *testing.T, e *a21Env) { a21Change(t, e.src) }},
+		{name: "copy-too", damage: func(t *testing.T, e *a21Env) {
 			a21Write(t, filepath.Join(e.copyDir, "sub", "b.txt"), "BYE", 0o600)
 			a21Change(t, e.src)
-			rt, err := e.stage()
-			a21Outcome(t, "copy-too", e, rt, err)
-		})
-	}
-}
-
-// TestAttack21ManifestTamperVerify: the copy is damaged and the manifest
-// rewritten, the source unchanged; WithVerify must repair the copy.
-func TestAttack21ManifestTamperVerify(t *testing.T) {
-	for _, name := range a21Names() {
-		t.Run(name, func(t *testing.T) {
-			e := a21Setup(t)
-			a21Tamper(t, e, name)
+		}},
+		{name: "verify", opts: []stage.Option{stage.WithVerify()}, damage: func(t *testing.T, e *a21Env) {
 			a21Write(t, filepath.Join(e.copyDir, "sub", "b.txt"), "BYE", 0o600)
 			a21Write(t, filepath.Join(e.copyDir, "extra.txt"), "planted", 0o644)
-			rt, err := e.stage(stage.WithVerify())
-			a21Outcome(t, "verify", e, rt, err)
-		})
+		}},
+	} {
+		for _, name := range a21Names() {
+			t.Run(sc.name+"/"+name, func(t *testing.T) {
+				e := a21Setup(t)
+				a21Tamper(t, e, name)
+				if sc.damage != nil {
+					sc.damage(t, e)
+				}
+				rt, err := e.stage(sc.opts...)
+				a21Outcome(t, sc.name, e, rt, err)
+				if sc.again {
+					rt, err = e.stage(sc.opts...)
+					a21Outcome(t, sc.name+" again", e, rt, err)
+				}
+			})
+		}
 	}
 }
 
@@ -540,6 +524,37 @@ func a21StageWithin(t *testing.T, e *a21Env, limit time.Duration, opts ...stage.
 	}
 }
 
+// a21PlantFIFO, a21PlantSparse and a21PlantCharDev put a non-file at p: a
+// FIFO, a 64 GB sparse file, a character device with /dev/zero's numbers
+// (1, 5; mknod needs root).
+func a21PlantFIFO(t *testing.T, p string) {
+	if err := syscall.Mkfifo(p, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func a21PlantSparse(t *testing.T, p string) {
+	f, err := os.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(64 << 30); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func a21PlantCharDev(t *testing.T, p string) {
+	if os.Geteuid() != 0 {
+		t.Skip("planting a character device needs root (CAP_MKNOD); CI runs this as root")
+	}
+	if err := syscall.Mknod(p, syscall.S_IFCHR|0o600, 1<<8|5); err != nil {
+		t.Fatalf("mknod: %v", err)
+	}
+}
+
 // TestAttack21CarryOverPlanted: the manifest is left canonical; the
 // sandbox replaces a file the source did not change with something else
 // (a FIFO, a huge sparse file, a link to a same-content file elsewhere in
@@ -547,23 +562,8 @@ func a21StageWithin(t *testing.T, e *a21Env, limit time.Duration, opts ...stage.
 // return promptly with an exact copy or an error.
 func TestAttack21CarryOverPlanted(t *testing.T) {
 	plants := map[string]func(t *testing.T, e *a21Env, p string){
-		"fifo": func(t *testing.T, e *a21Env, p string) {
-			if err := syscall.Mkfifo(p, 0o600); err != nil {
-				t.Fatal(err)
-			}
-		},
-		"sparse-huge": func(t *testing.T, e *a21Env, p string) {
-			f, err := os.Create(p)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := f.Truncate(64 << 30); err != nil {
-				t.Fatal(err)
-			}
-			if err := f.Close(); err != nil {
-				t.Fatal(err)
-			}
-		},
+		"fifo":        func(t *testing.T, e *a21Env, p string) { a21PlantFIFO(t, p) },
+		"sparse-huge": func(t *testing.T, e *a21Env, p string) { a21PlantSparse(t, p) },
 		"symlink-same-content": func(t *testing.T, e *a21Env, p string) {
 			a21Write(t, filepath.Join(e.sb, "elsewhere.txt"), "bye", 0o600)
 			if err := os.Symlink("../../../elsewhere.txt", p); err != nil {
@@ -583,27 +583,15 @@ func TestAttack21CarryOverPlanted(t *testing.T) {
 				t.Fatal(err)
 			}
 		},
-		"chardev-zero": func(t *testing.T, e *a21Env, p string) {
-			// /dev/zero's numbers (1, 5): mknod needs root
-			if os.Geteuid() != 0 {
-				t.Skip("planting a character device needs root (CAP_MKNOD); CI runs this as root")
-			}
-			if err := syscall.Mknod(p, syscall.S_IFCHR|0o600, 1<<8|5); err != nil {
-				t.Fatalf("mknod: %v", err)
-			}
-		},
+		"chardev-zero": func(t *testing.T, e *a21Env, p string) { a21PlantCharDev(t, p) },
+
 		"directory": func(t *testing.T, e *a21Env, p string) {
 			if err := os.Mkdir(p, 0o755); err != nil {
 				t.Fatal(err)
 			}
 		},
 	}
-	var names []string
-	for k := range plants {
-		names = append(names, k)
-	}
-	sort.Strings(names)
-	for _, name := range names {
+	for _, name := range slices.Sorted(maps.Keys(plants)) {
 		t.Run(name, func(t *testing.T) {
 			e := a21Setup(t)
 			p := filepath.Join(e.copyDir, "sub", "b.txt")
@@ -682,32 +670,10 @@ func TestAttack21DeltaOddNames(t *testing.T) {
 // endless or huge file into memory (fails above 1 GB allocated).
 func TestAttack21ManifestNotAFile(t *testing.T) {
 	plants := map[string]func(t *testing.T, e *a21Env){
-		"fifo": func(t *testing.T, e *a21Env) {
-			if err := syscall.Mkfifo(e.manifest, 0o600); err != nil {
-				t.Fatal(err)
-			}
-		},
-		"sparse-64G": func(t *testing.T, e *a21Env) {
-			f, err := os.Create(e.manifest)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := f.Truncate(64 << 30); err != nil {
-				t.Fatal(err)
-			}
-			if err := f.Close(); err != nil {
-				t.Fatal(err)
-			}
-		},
-		"chardev-zero": func(t *testing.T, e *a21Env) {
-			// /dev/zero's numbers (1, 5): mknod needs root
-			if os.Geteuid() != 0 {
-				t.Skip("planting a character device needs root (CAP_MKNOD); CI runs this as root")
-			}
-			if err := syscall.Mknod(e.manifest, syscall.S_IFCHR|0o600, 1<<8|5); err != nil {
-				t.Fatalf("mknod: %v", err)
-			}
-		},
+		"fifo":         func(t *testing.T, e *a21Env) { a21PlantFIFO(t, e.manifest) },
+		"sparse-64G":   func(t *testing.T, e *a21Env) { a21PlantSparse(t, e.manifest) },
+		"chardev-zero": func(t *testing.T, e *a21Env) { a21PlantCharDev(t, e.manifest) },
+
 		"symlink-dev-zero": func(t *testing.T, e *a21Env) {
 			if err := os.Symlink("/dev/zero", e.manifest); err != nil {
 				t.Fatal(err)
@@ -727,12 +693,7 @@ func TestAttack21ManifestNotAFile(t *testing.T) {
 			a21Write(t, e.manifest, "{}", 0o000)
 		},
 	}
-	var names []string
-	for k := range plants {
-		names = append(names, k)
-	}
-	sort.Strings(names)
-	for _, name := range names {
+	for _, name := range slices.Sorted(maps.Keys(plants)) {
 		t.Run(name, func(t *testing.T) {
 			e := a21Setup(t)
 			if err := os.Remove(e.manifest); err != nil {

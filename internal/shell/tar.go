@@ -63,7 +63,7 @@ type WalkFunc func(fn func(e Entry, r io.Reader) error) ([]byte, error)
 // layout above and returns the manifest walk returned. Every member gets
 // mtime.
 func WriteStream(w io.Writer, mtime time.Time, walk WalkFunc) (manifest []byte, err error) {
-	err = writeArchive(w, func(tw *tarWriter) error {
+	err = writeArchive(w, func(tw *tar.Writer) error {
 		for _, d := range []string{TarNew, TarTree} {
 			if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: d, Mode: 0o755, ModTime: mtime}); err != nil {
 				return err
@@ -97,7 +97,7 @@ func WriteStream(w io.Writer, mtime time.Time, walk WalkFunc) (manifest []byte, 
 // PlainPrepareScript). It returns what walk returned. modes must be a
 // name the tree does not hold.
 func WritePlain(w io.Writer, mtime time.Time, modes string, walk WalkFunc) (out []byte, err error) {
-	err = writeArchive(w, func(tw *tarWriter) error {
+	err = writeArchive(w, func(tw *tar.Writer) error {
 		var dirs []Entry
 		if out, dirs, err = WriteTree(tw, "", mtime, walk); err != nil {
 			return err
@@ -108,7 +108,7 @@ func WritePlain(w io.Writer, mtime time.Time, modes string, walk WalkFunc) (out 
 }
 
 // writeMember writes the regular file name holding data.
-func writeMember(tw *tarWriter, name string, mode int64, mtime time.Time, data []byte) error {
+func writeMember(tw *tar.Writer, name string, mode int64, mtime time.Time, data []byte) error {
 	if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: name, Mode: mode, Size: int64(len(data)), ModTime: mtime}); err != nil {
 		return err
 	}
@@ -118,9 +118,9 @@ func writeMember(tw *tarWriter, name string, mode int64, mtime time.Time, data [
 
 // writeArchive gives fn a tar writer on a buffered w, then closes the
 // archive and flushes.
-func writeArchive(w io.Writer, fn func(tw *tarWriter) error) error {
+func writeArchive(w io.Writer, fn func(tw *tar.Writer) error) error {
 	bw := bufio.NewWriterSize(w, 256<<10)
-	tw := &tarWriter{w: bw}
+	tw := tar.NewWriter(bw)
 	if err := fn(tw); err != nil {
 		return err
 	}
@@ -138,7 +138,7 @@ func writeArchive(w io.Writer, fn func(tw *tarWriter) error) error {
 // a sandbox's tar may leave the mode of a directory that already exists
 // alone (busybox tar as a non-root user does), whatever a later header
 // says. It does not close tw.
-func WriteTree(tw *tarWriter, prefix string, mtime time.Time, walk WalkFunc) ([]byte, []Entry, error) {
+func WriteTree(tw *tar.Writer, prefix string, mtime time.Time, walk WalkFunc) ([]byte, []Entry, error) {
 	var dirs []Entry
 	buf := make([]byte, 256<<10)
 	out, err := walk(func(e Entry, r io.Reader) error {
@@ -203,7 +203,7 @@ func ModesScript(prefix string, dirs []Entry) []byte {
 // each name relative to where the sandbox extracts it. The sandbox's
 // `tar -x` must create parent directories that are missing.
 func WriteFiles(w io.Writer, mtime time.Time, files []Entry, open func(e Entry) (io.Reader, func() error, error)) error {
-	return writeArchive(w, func(tw *tarWriter) error {
+	return writeArchive(w, func(tw *tar.Writer) error {
 		buf := make([]byte, 256<<10)
 		for _, e := range files {
 			r, done, err := open(e)

@@ -12,7 +12,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
@@ -24,6 +23,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/airlockdev/airlock/internal/treetest"
 	"github.com/airlockdev/airlock/stage"
 )
 
@@ -41,90 +41,24 @@ type a21Entry struct {
 func a21Src(t *testing.T) string {
 	t.Helper()
 	src := t.TempDir()
-	a21Write(t, filepath.Join(src, "a.txt"), "hello", 0o644)
-	a21Write(t, filepath.Join(src, "sub", "b.txt"), "bye", 0o600)
-	a21Write(t, filepath.Join(src, "c.bin"), "\x00\x01\xff binary", 0o755)
+	treetest.Write(t, filepath.Join(src, "a.txt"), "hello", 0o644)
+	treetest.Write(t, filepath.Join(src, "sub", "b.txt"), "bye", 0o600)
+	treetest.Write(t, filepath.Join(src, "c.bin"), "\x00\x01\xff binary", 0o755)
 	return src
-}
-
-func a21Write(t *testing.T, p, content string, mode os.FileMode) {
-	t.Helper()
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(p, []byte(content), mode); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(p, mode); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // a21Change makes the second version: a.txt changed, d.txt added, the
 // rest unchanged (so a delta publish carries them over).
 func a21Change(t *testing.T, src string) {
 	t.Helper()
-	a21Write(t, filepath.Join(src, "a.txt"), "hello, version two", 0o644)
-	a21Write(t, filepath.Join(src, "d.txt"), "new", 0o644)
-}
-
-// a21Snapshot maps every relative path under dir to type, permission and
-// content.
-func a21Snapshot(t *testing.T, dir string) map[string]string {
-	t.Helper()
-	out := map[string]string{}
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, err := filepath.Rel(dir, p)
-		if err != nil {
-			return err
-		}
-		if rel == "." {
-			return nil
-		}
-		info, err := os.Lstat(p)
-		if err != nil {
-			return err
-		}
-		switch {
-		case info.Mode().IsRegular():
-			b, err := os.ReadFile(p)
-			if err != nil {
-				return err
-			}
-			out[rel] = fmt.Sprintf("file %o %q", info.Mode().Perm(), b)
-		case info.IsDir():
-			out[rel] = "dir"
-		default:
-			out[rel] = "other " + info.Mode().String()
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
+	treetest.Write(t, filepath.Join(src, "a.txt"), "hello, version two", 0o644)
+	treetest.Write(t, filepath.Join(src, "d.txt"), "new", 0o644)
 }
 
 // a21Same fails the test unless the staged copy equals the source.
 func a21Same(t *testing.T, what, src, dst string) {
 	t.Helper()
-	want, got := a21Snapshot(t, src), a21Snapshot(t, dst)
-	var diffs []string
-	for k, v := range want {
-		if got[k] != v {
-			diffs = append(diffs, fmt.Sprintf("%s: want %s, got %s", k, v, got[k]))
-		}
-	}
-	for k, v := range got {
-		if _, ok := want[k]; !ok {
-			diffs = append(diffs, fmt.Sprintf("%s: extra %s", k, v))
-		}
-	}
-	sort.Strings(diffs)
-	if len(diffs) > 0 {
+	if diffs := treetest.Diff(treetest.Snapshot(t, src), treetest.Snapshot(t, dst)); len(diffs) > 0 {
 		t.Errorf("%s: Stage reported success over a wrong copy:\n  %s", what, strings.Join(diffs, "\n  "))
 	}
 }
@@ -429,12 +363,12 @@ func TestAttack21ManifestTamper(t *testing.T) {
 		{name: "same-source", again: true},
 		{name: "changed-source", damage: func(t *testing.T, e *a21Env) { a21Change(t, e.src) }},
 		{name: "copy-too", damage: func(t *testing.T, e *a21Env) {
-			a21Write(t, filepath.Join(e.copyDir, "sub", "b.txt"), "BYE", 0o600)
+			treetest.Write(t, filepath.Join(e.copyDir, "sub", "b.txt"), "BYE", 0o600)
 			a21Change(t, e.src)
 		}},
 		{name: "verify", opts: []stage.Option{stage.WithVerify()}, damage: func(t *testing.T, e *a21Env) {
-			a21Write(t, filepath.Join(e.copyDir, "sub", "b.txt"), "BYE", 0o600)
-			a21Write(t, filepath.Join(e.copyDir, "extra.txt"), "planted", 0o644)
+			treetest.Write(t, filepath.Join(e.copyDir, "sub", "b.txt"), "BYE", 0o600)
+			treetest.Write(t, filepath.Join(e.copyDir, "extra.txt"), "planted", 0o644)
 		}},
 	} {
 		for _, name := range a21Names() {
@@ -461,7 +395,7 @@ func TestAttack21ManifestTamper(t *testing.T) {
 func TestAttack21ManifestLies(t *testing.T) {
 	e := a21Setup(t)
 	es := e.entries(t)
-	a21Write(t, filepath.Join(e.copyDir, "sub", "b.txt"), "BYE", 0o600)
+	treetest.Write(t, filepath.Join(e.copyDir, "sub", "b.txt"), "BYE", 0o600)
 	var objs []string
 	for _, en := range es {
 		if en.Path == "sub/b.txt" {
@@ -492,12 +426,12 @@ func TestAttack21ManifestUntouchedCopyDamaged(t *testing.T) {
 	if err == nil && rt.Assets[0].Sent >= rt.Assets[0].Files {
 		t.Logf("baseline: no delta (sent %d of %d)", rt.Assets[0].Sent, rt.Assets[0].Files)
 	}
-	a21Write(t, filepath.Join(e.copyDir, "sub", "b.txt"), "BYE", 0o600)
-	a21Write(t, filepath.Join(e.copyDir, "c.bin"), "\x00\x01\xff BINARY", 0o755)
+	treetest.Write(t, filepath.Join(e.copyDir, "sub", "b.txt"), "BYE", 0o600)
+	treetest.Write(t, filepath.Join(e.copyDir, "c.bin"), "\x00\x01\xff BINARY", 0o755)
 	if err := os.Chmod(filepath.Join(e.copyDir, "d.txt"), 0o777); err != nil {
 		t.Fatal(err)
 	}
-	a21Write(t, filepath.Join(e.src, "a.txt"), "hello, version three", 0o644)
+	treetest.Write(t, filepath.Join(e.src, "a.txt"), "hello, version three", 0o644)
 	rt, err = e.stage()
 	a21Outcome(t, "damaged", e, rt, err)
 }
@@ -565,20 +499,20 @@ func TestAttack21CarryOverPlanted(t *testing.T) {
 		"fifo":        func(t *testing.T, e *a21Env, p string) { a21PlantFIFO(t, p) },
 		"sparse-huge": func(t *testing.T, e *a21Env, p string) { a21PlantSparse(t, p) },
 		"symlink-same-content": func(t *testing.T, e *a21Env, p string) {
-			a21Write(t, filepath.Join(e.sb, "elsewhere.txt"), "bye", 0o600)
+			treetest.Write(t, filepath.Join(e.sb, "elsewhere.txt"), "bye", 0o600)
 			if err := os.Symlink("../../../elsewhere.txt", p); err != nil {
 				t.Fatal(err)
 			}
 		},
 		"symlink-outside": func(t *testing.T, e *a21Env, p string) {
 			outside := filepath.Join(t.TempDir(), "host.txt")
-			a21Write(t, outside, "bye", 0o600)
+			treetest.Write(t, outside, "bye", 0o600)
 			if err := os.Symlink(outside, p); err != nil {
 				t.Fatal(err)
 			}
 		},
 		"hardlink-same-content": func(t *testing.T, e *a21Env, p string) {
-			a21Write(t, filepath.Join(e.sb, "elsewhere.txt"), "bye", 0o600)
+			treetest.Write(t, filepath.Join(e.sb, "elsewhere.txt"), "bye", 0o600)
 			if err := os.Link(filepath.Join(e.sb, "elsewhere.txt"), p); err != nil {
 				t.Fatal(err)
 			}
@@ -634,9 +568,9 @@ func TestAttack21DeltaOddNames(t *testing.T) {
 	}
 	src := t.TempDir()
 	for i, n := range names {
-		a21Write(t, filepath.Join(src, n), fmt.Sprintf("content %d of %q", i, n), 0o644)
+		treetest.Write(t, filepath.Join(src, n), fmt.Sprintf("content %d of %q", i, n), 0o644)
 	}
-	a21Write(t, filepath.Join(src, "changing.txt"), "one", 0o644)
+	treetest.Write(t, filepath.Join(src, "changing.txt"), "one", 0o644)
 	sb := t.TempDir()
 	d, err := stage.NewDir(sb)
 	if err != nil {
@@ -646,7 +580,7 @@ func TestAttack21DeltaOddNames(t *testing.T) {
 	if _, err := stage.Stage(context.Background(), d, "/rt", assets); err != nil {
 		t.Fatal(err)
 	}
-	a21Write(t, filepath.Join(src, "changing.txt"), "two", 0o644)
+	treetest.Write(t, filepath.Join(src, "changing.txt"), "two", 0o644)
 	rt, err := stage.Stage(context.Background(), d, "/rt", assets)
 	if err != nil {
 		t.Fatal(err)
@@ -690,7 +624,7 @@ func TestAttack21ManifestNotAFile(t *testing.T) {
 			}
 		},
 		"unreadable": func(t *testing.T, e *a21Env) {
-			a21Write(t, e.manifest, "{}", 0o000)
+			treetest.Write(t, e.manifest, "{}", 0o000)
 		},
 	}
 	for _, name := range slices.Sorted(maps.Keys(plants)) {

@@ -1,51 +1,25 @@
-package deliverable_test
+package deliverable
 
 // Black-box attack on DetectRequests (written from go doc only): its
 // documented guarantees are determinism, no panics, verbatim sorted
 // deduplicated Files, File whenever Files, and work linear in the text.
 
 import (
-	"bufio"
-	"encoding/json"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"reflect"
 	"runtime"
-	"sort"
 	"strings"
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/airlockdev/airlock/deliverable"
 )
 
 // a21Objectives reads every objective of the worked cases.
 func a21Objectives(t *testing.T) []string {
-	t.Helper()
-	f, err := os.Open("../internal/reqdetect/testdata/requested-files.jsonl")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
 	var out []string
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 1<<24)
-	for sc.Scan() {
-		var c struct {
-			Objective string `json:"objective"`
-		}
-		if err := json.Unmarshal(sc.Bytes(), &c); err != nil {
-			t.Fatal(err)
-		}
+	for _, c := range detectLoadCases(t, detectCasesPath) {
 		out = append(out, c.Objective)
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
-	if len(out) < 100 {
-		t.Fatalf("only %d objectives read", len(out))
 	}
 	return out
 }
@@ -101,44 +75,22 @@ func a21Hostile() map[string]string {
 	return h
 }
 
-// a21Check asserts the documented shape of a result.
-func a21Check(t *testing.T, name, in string, r deliverable.Requests) {
-	t.Helper()
-	if len(r.Files) == 0 && r.Files != nil {
-		t.Errorf("%s: Files is empty but not nil", name)
-	}
-	if len(r.Files) > 0 && !r.File {
-		t.Errorf("%s: Files %q but File false", name, r.Files)
-	}
-	if !sort.StringsAreSorted(r.Files) {
-		t.Errorf("%s: Files not sorted: %q", name, r.Files)
-	}
-	for i, f := range r.Files {
-		if i > 0 && r.Files[i-1] == f {
-			t.Errorf("%s: duplicate %q", name, f)
-		}
-		if f == "" || !strings.Contains(in, f) {
-			t.Errorf("%s: %q not written verbatim in the text", name, f)
-		}
-	}
-}
-
 // TestAttack21DetectHostileInputs: no panic and the documented shape on
 // hostile inputs.
 func TestAttack21DetectHostileInputs(t *testing.T) {
 	for name, in := range a21Hostile() {
-		func() {
+		t.Run(name, func(t *testing.T) {
 			defer func() {
 				if p := recover(); p != nil {
 					t.Errorf("%s: panic: %v", name, p)
 				}
 			}()
-			r := deliverable.DetectRequests(in)
-			a21Check(t, name, in, r)
-			if r2 := deliverable.DetectRequests(in); !reflect.DeepEqual(r, r2) {
-				t.Errorf("%s: two calls differ: %+v vs %+v", name, r, r2)
+			r := DetectRequests(in)
+			detectCheck(t, in, r)
+			if r2 := DetectRequests(in); !reflect.DeepEqual(r, r2) {
+				t.Errorf("two calls differ: %+v vs %+v", r, r2)
 			}
-		}()
+		})
 	}
 }
 
@@ -153,7 +105,7 @@ func TestAttack21DetectHostileExact(t *testing.T) {
 		{"Deliverables:\n" + strings.Repeat("- out.json\n", 20000), []string{"out.json"}},
 	}
 	for _, c := range cases {
-		r := deliverable.DetectRequests(c.in)
+		r := DetectRequests(c.in)
 		if !reflect.DeepEqual(r.Files, c.files) || !r.File {
 			t.Errorf("%.40q: got %+v, want files %q", c.in, r, c.files)
 		}
@@ -167,16 +119,16 @@ func TestAttack21DetectNoGoroutineLeak(t *testing.T) {
 	runtime.GC()
 	before := runtime.NumGoroutine()
 	for i := 0; i < 200; i++ {
-		deliverable.DetectRequests(objs[i%len(objs)])
+		DetectRequests(objs[i%len(objs)])
 		if i%50 == 0 {
-			deliverable.DetectRequests(long)
+			DetectRequests(long)
 		}
 	}
 	// also concurrent callers
 	var wg sync.WaitGroup
 	for g := 0; g < 8; g++ {
 		wg.Add(1)
-		go func() { defer wg.Done(); deliverable.DetectRequests(long) }()
+		go func() { defer wg.Done(); DetectRequests(long) }()
 	}
 	wg.Wait()
 	deadline := time.Now().Add(2 * time.Second)
@@ -210,10 +162,10 @@ func TestAttack21DetectDeterminismMixed(t *testing.T) {
 	}
 	old := runtime.GOMAXPROCS(1)
 	defer runtime.GOMAXPROCS(old)
-	ref := make([]deliverable.Requests, len(texts))
+	ref := make([]Requests, len(texts))
 	for i, s := range texts {
-		ref[i] = deliverable.DetectRequests(s)
-		a21Check(t, fmt.Sprintf("mixed%d", i), s, ref[i])
+		ref[i] = DetectRequests(s)
+		detectCheck(t, s, ref[i])
 	}
 	runtime.GOMAXPROCS(8)
 	var mu sync.Mutex
@@ -225,7 +177,7 @@ func TestAttack21DetectDeterminismMixed(t *testing.T) {
 			defer wg.Done()
 			for i := range texts {
 				j := (i + g*97) % len(texts)
-				if got := deliverable.DetectRequests(texts[j]); !reflect.DeepEqual(got, ref[j]) {
+				if got := DetectRequests(texts[j]); !reflect.DeepEqual(got, ref[j]) {
 					mu.Lock()
 					bad[j] = fmt.Sprintf("got %+v, want %+v", got, ref[j])
 					mu.Unlock()
@@ -252,9 +204,9 @@ func TestAttack21DetectGOMAXPROCSChanging(t *testing.T) {
 	}
 	old := runtime.GOMAXPROCS(1)
 	defer runtime.GOMAXPROCS(old)
-	ref := make([]deliverable.Requests, len(texts))
+	ref := make([]Requests, len(texts))
 	for i, s := range texts {
-		ref[i] = deliverable.DetectRequests(s)
+		ref[i] = DetectRequests(s)
 	}
 	stop := make(chan struct{})
 	toggled := make(chan int)
@@ -288,7 +240,7 @@ func TestAttack21DetectGOMAXPROCSChanging(t *testing.T) {
 			}()
 			for r := 0; r < 6; r++ {
 				i := (g + r) % len(texts)
-				if got := deliverable.DetectRequests(texts[i]); !reflect.DeepEqual(got, ref[i]) {
+				if got := DetectRequests(texts[i]); !reflect.DeepEqual(got, ref[i]) {
 					mu.Lock()
 					errs = append(errs, fmt.Sprintf("text %d: got %+v, want %+v", i, got, ref[i]))
 					mu.Unlock()
@@ -314,13 +266,13 @@ func TestAttack21DetectGOMAXPROCSChanging(t *testing.T) {
 func TestAttack21DetectCrossSentenceOrder(t *testing.T) {
 	filler := func(n int) string { return strings.Repeat("the quick brown fox jumps ", n) + "over it. " }
 	pieces := []string{
-		"Write scratch.md. This is scratch space, not a deliverable. ",
+		"Write scratch.md. This is scratch space, not a  ",
 		"Attach scratch.md. ",
 		"Do not write final.md. ",
 		"Write final.md and attach it. ",
 		"Inputs:\n- data.csv\n",
 		"Deliverables:\n- data.csv\n- out.json\n\n",
-		"Write a.txt. This is an internal verification file, not a deliverable. ",
+		"Write a.txt. This is an internal verification file, not a  ",
 		"Save the summary as a.txt. ",
 		"Use template.docx as a model and save as report.docx. ",
 		"Do not attach report.docx. ",
@@ -336,14 +288,14 @@ func TestAttack21DetectCrossSentenceOrder(t *testing.T) {
 	}
 	old := runtime.GOMAXPROCS(1)
 	defer runtime.GOMAXPROCS(old)
-	ref := make([]deliverable.Requests, len(texts))
+	ref := make([]Requests, len(texts))
 	for i, s := range texts {
-		ref[i] = deliverable.DetectRequests(s)
+		ref[i] = DetectRequests(s)
 	}
 	runtime.GOMAXPROCS(8)
 	for r := 0; r < 2; r++ {
 		for i, s := range texts {
-			if got := deliverable.DetectRequests(s); !reflect.DeepEqual(got, ref[i]) {
+			if got := DetectRequests(s); !reflect.DeepEqual(got, ref[i]) {
 				t.Errorf("text %d, run %d: got %+v, want %+v", i, r, got, ref[i])
 			}
 		}

@@ -50,6 +50,7 @@ type local struct {
 	leftover   bool            // a temporary file could not be removed: the journal stays
 
 	beforePlace func(tmp, rel string) // tests: runs before tmp is renamed over rel
+	made        func(dir string)      // when not nil, runs for each directory mkdirs makes
 }
 
 // openLocal opens the work tree dir; the temporary files of its writes
@@ -206,7 +207,11 @@ func (l *local) mkdirs(rel string) error {
 		p = path.Join(p, c)
 		fi, err := l.root.Lstat(p)
 		if errors.Is(err, fs.ErrNotExist) {
-			if err := l.root.Mkdir(p, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+			err := l.root.Mkdir(p, 0o755)
+			if err == nil && l.made != nil {
+				l.made(p)
+			}
+			if err != nil && !errors.Is(err, fs.ErrExist) {
 				return asNameError(p, err)
 			}
 			continue
@@ -269,6 +274,50 @@ func (l *local) place(tmp, rel string) error {
 		return asNameError(rel, err)
 	}
 	return nil
+}
+
+// placeSpool renames the spooled file tmp (see spool) to rel, making
+// rel's missing parents; across file systems (a mount point inside the
+// work tree) it copies tmp to rel through writeFile instead.
+func (l *local) placeSpool(tmp, rel string, perm fs.FileMode) error {
+	err := l.mkdirs(rel)
+	if err != nil {
+		l.removeTmp(tmp)
+		return err
+	}
+	if l.beforePlace != nil {
+		l.beforePlace(tmp, rel)
+	}
+	err = l.root.Rename(tmp, rel)
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, syscall.EXDEV) {
+		var f *os.File
+		if f, err = l.root.Open(tmp); err == nil {
+			err = l.writeFile(rel, f, perm)
+			f.Close()
+		}
+	}
+	l.removeTmp(tmp)
+	return asNameError(rel, err)
+}
+
+// moveAside renames the file rel to a new temporary name in its
+// directory and returns that name: a removal that can be undone.
+func (l *local) moveAside(rel string) (string, error) {
+	if blocked, err := l.parentsBlocked(rel); err != nil || blocked {
+		return "", errors.Join(err, errBlocked)
+	}
+	dir := path.Dir(rel)
+	if err := l.note(dir); err != nil {
+		return "", err
+	}
+	tmp := path.Join(dir, tmpBase())
+	if err := l.root.Rename(rel, tmp); err != nil {
+		return "", err
+	}
+	return tmp, nil
 }
 
 // writeFile replaces rel with the content of r, atomically (a temporary

@@ -179,6 +179,15 @@
 // refuses that link. A refused link is listed with its reason; a dangling
 // link that stays inside is written.
 //
+// A plain directory's round changes the work tree only once the whole
+// stream has arrived (it ends with an end line the sandbox writes after
+// its tar succeeded; a tar stream cut between two members would
+// otherwise read as whole) and the sandbox's command exited 0: meanwhile
+// each file that arrives is spooled in the local runtime directory, and
+// a directory the stream needs (made, or replacing a file moved aside)
+// is undone if the restore then fails. A cut, a failed command or a
+// refused stream leaves the work tree as it was.
+//
 // A work-tree write that fails (ENOSPC, EDQUOT, EIO, a read-only
 // directory) fails the Restore with an error naming the path and
 // wrapping the cause (errors.Is(err, syscall.ENOSPC) holds). A git round
@@ -224,8 +233,8 @@
 //     A plain sandbox's stream is read up to WithMaxBytes of file content:
 //     at the file past it the host stops reading, and the restore fails
 //     with ErrTooLarge (not the broken pipe the sandbox's tar then dies
-//     of); files ahead of it in the stream may have arrived, whole,
-//     nothing is deleted, and a Restore with a larger limit completes.
+//     of); nothing is written or deleted, and a Restore with a larger
+//     limit completes.
 //   - The runtime directory never comes back. Each entry at the top of the
 //     sandbox's sandbox.RuntimeDir is listed in Result.Runtime, not in
 //     Refused, so assets staged there show as, for example,

@@ -135,6 +135,8 @@ func TestRestoreFullWorkTree(t *testing.T) {
 			assert.NotErrorIs(t, err, workspace.ErrHostile)
 			if kind == "git" {
 				assert.Equal(t, refs, git(t, e.local, "for-each-ref"), "a ref moved although the work tree is not complete")
+			} else {
+				assert.Equal(t, "1\n", read(t, e.local, "a"), "a failed plain restore wrote a")
 			}
 
 			// Space freed, from a new process: everything arrives.
@@ -144,7 +146,12 @@ func TestRestoreFullWorkTree(t *testing.T) {
 			res, err := r.Restore(ctx(t))
 			require.NoError(t, err)
 			assertArrived(t, e, want)
-			assert.Equal(t, []string{"committed.bin", "dirty.bin"}, res.Updated, "a arrived in the first attempt")
+			if kind == "git" {
+				assert.Equal(t, []string{"committed.bin", "dirty.bin"}, res.Updated, "a arrived in the first attempt")
+			} else {
+				// A plain restore that fails changes nothing.
+				assert.Equal(t, []string{"a", "committed.bin", "dirty.bin"}, res.Updated, "the first attempt wrote a")
+			}
 			assert.Empty(t, res.Kept)
 			assert.Empty(t, res.Refused)
 			if kind == "git" {

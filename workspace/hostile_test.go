@@ -134,14 +134,22 @@ func (f *fakeRunner) Run(ctx context.Context, cmd sandbox.Command) error {
 
 // restoreStream is a restore stream with report, tail and payload; a git
 // stream's (its tail "nochange" or "bundle …") says its index is the
-// baseline's (an empty staged section).
+// baseline's (an empty staged section); a plain one's (its tail "tar" or
+// "empty") ends with the end line.
 func restoreStream(report string, tail string, payload []byte) []byte {
 	staged := ""
 	if tail == "nochange" || strings.HasPrefix(tail, "bundle ") {
 		staged = "staged 0\n"
 	}
-	return append([]byte(fmt.Sprintf("airlock-restore 1\nreport %d\n%s%s%s\n", len(report), report, staged, tail)), payload...)
+	s := append([]byte(fmt.Sprintf("airlock-restore 1\nreport %d\n%s%s%s\n", len(report), report, staged, tail)), payload...)
+	if tail == "tar" || tail == "empty" {
+		s = append(s, plainEnd...)
+	}
+	return s
 }
+
+// plainEnd is the end line of a plain restore stream.
+const plainEnd = "airlock-restore end\n"
 
 func TestHostileTarStream(t *testing.T) {
 	e := newEnv(t, func(t *testing.T, dir string) sandbox.Runner { return sandbox.Local(dir) })

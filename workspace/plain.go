@@ -94,6 +94,30 @@ func (r *Round) restorePlain(ctx context.Context) (*Result, error) {
 	}
 	l.beforePlace = r.o.beforePlace
 	defer l.close()
+	// The work tree does not change until the whole stream has arrived
+	// (its end line) and the sandbox's command succeeded: a file that
+	// arrives is spooled in the runtime directory and placed only then.
+	// What the stream needs meanwhile, a directory made or a file moved
+	// aside for one, is undone when the restore fails before then.
+	var (
+		pending   []placement // the files to place, in the stream's order
+		undo      []func()    // undoes the stream's changes, in reverse order
+		aside     []string    // the files moved aside, removed once the restore commits
+		committed bool
+	)
+	l.made = func(d string) { undo = append(undo, func() { l.root.Remove(d) }) }
+	defer func() {
+		for _, pl := range pending {
+			if pl.spool != "" {
+				l.removeTmp(pl.spool)
+			}
+		}
+		if !committed {
+			for i := len(undo) - 1; i >= 0; i-- {
+				undo[i]()
+			}
+		}
+	}()
 	base := map[string]state{}
 	for _, e := range r.base.Entries {
 		if e.Type == tree.Dir {
@@ -169,10 +193,14 @@ func (r *Round) restorePlain(ctx context.Context) (*Result, error) {
 			isDir[p] = true
 			return true, nil
 		case loc.kind == 'f' && loc.eq(base[p]):
-			// A file the sandbox replaced by a directory.
-			if err := l.remove(p); err != nil {
+			// A file the sandbox replaced by a directory: moved aside
+			// until the restore commits.
+			tmp, err := l.moveAside(p)
+			if err != nil {
 				return false, l.writeError(p, err)
 			}
+			aside = append(aside, tmp)
+			undo = append(undo, func() { l.root.Rename(tmp, p) })
 			res.Deleted = append(res.Deleted, p)
 		case loc.kind != 0:
 			localWins(p, loc)
@@ -180,7 +208,9 @@ func (r *Round) restorePlain(ctx context.Context) (*Result, error) {
 		}
 		err = l.mkdirs(p)
 		if err == nil {
-			if err = l.root.Mkdir(p, 0o700); errors.Is(err, fs.ErrExist) {
+			if err = l.root.Mkdir(p, 0o700); err == nil {
+				l.made(p)
+			} else if errors.Is(err, fs.ErrExist) {
 				err = nil
 			}
 			err = asNameError(p, err)
@@ -231,7 +261,7 @@ func (r *Round) restorePlain(ctx context.Context) (*Result, error) {
 			}
 		}
 		if h.Tail == shell.TailEmpty {
-			return nil
+			return hostile(shell.ReadRestoreEnd(br))
 		}
 		err = readTar(br, r.o.maxBytes, func(e tarEntry, body io.Reader) error {
 			p := e.Path
@@ -341,17 +371,38 @@ func (r *Round) restorePlain(ctx context.Context) (*Result, error) {
 				later[p] = &deferred{rem: state{kind: 'f', perm: e.Mode.Perm()}, spool: sp, typeDir: true}
 				return nil
 			}
-			return r.plainFile(l, p, e, body, b, loc, res, &written, localWins)
+			return r.plainFile(l, p, e, body, b, loc, &pending, localWins)
 		})
 		if errors.Is(err, shell.ErrTruncated) {
 			// The host stops reading here: what follows in the stream
-			// never arrives, so the restore fails (and deletes nothing).
-			return fmt.Errorf("%w: %s holds more than %d bytes of files (%s is the one past the limit); nothing was deleted and the entries after it did not arrive: raise WithMaxBytes (or remove the file in the sandbox) and run Restore again", ErrTooLarge, r.spec.Remote, r.o.maxBytes, tooLarge)
+			// never arrives, so the restore fails (and changes nothing).
+			return fmt.Errorf("%w: %s holds more than %d bytes of files (%s is the one past the limit); nothing was written or deleted and the entries after it did not arrive: raise WithMaxBytes (or remove the file in the sandbox) and run Restore again", ErrTooLarge, r.spec.Remote, r.o.maxBytes, tooLarge)
 		}
-		return err
+		if err != nil {
+			return err
+		}
+		return hostile(shell.ReadRestoreEnd(br))
 	})
 	if err != nil {
 		return nil, err
+	}
+	committed = true
+	for _, tmp := range aside {
+		l.removeTmp(tmp)
+	}
+	for i := range pending {
+		pl := &pending[i]
+		err := l.placeSpool(pl.spool, pl.path, pl.perm)
+		pl.spool = ""
+		if why := nameRefused(err); why != "" {
+			refuse(pl.path, why)
+			continue
+		}
+		if err != nil {
+			return nil, l.writeError(pl.path, err)
+		}
+		written++
+		res.Updated = append(res.Updated, pl.path)
 	}
 	deleted := map[string]bool{}
 	var dirs []string
@@ -468,10 +519,34 @@ func (r *Round) restorePlain(ctx context.Context) (*Result, error) {
 	return res, nil
 }
 
+// readErr passes r's reads on and keeps its error other than io.EOF: a
+// copy that failed for it failed to read, not to write.
+type readErr struct {
+	r   io.Reader
+	err error
+}
+
+func (e *readErr) Read(p []byte) (int, error) {
+	n, err := e.r.Read(p)
+	if err != nil && err != io.EOF {
+		e.err = err
+	}
+	return n, err
+}
+
+// A placement is a file of the sandbox's stream to write into the work
+// tree once the whole stream has arrived: spool, a temporary file in the
+// runtime directory, is renamed to path.
+type placement struct {
+	path, spool string
+	perm        fs.FileMode
+}
+
 // plainFile compares one regular file from the sandbox with the baseline
-// and the local copy, and writes it when the remote change wins; a local
-// entry that stays goes to localWins. A write that fails is an error.
-func (r *Round) plainFile(l *local, p string, e tarEntry, body io.Reader, b, loc state, res *Result, written *int, localWins func(string, state)) error {
+// and the local copy, and spools it to be placed (pending) when the
+// remote change wins; a local entry that stays goes to localWins. A spool
+// that fails is an error.
+func (r *Round) plainFile(l *local, p string, e tarEntry, body io.Reader, b, loc state, pending *[]placement, localWins func(string, state)) error {
 	hs := sha256.New()
 	var content io.Reader
 	var spool string
@@ -483,7 +558,11 @@ func (r *Round) plainFile(l *local, p string, e tarEntry, body io.Reader, b, loc
 		content = bytes.NewReader(data)
 	} else {
 		var err error
-		if spool, err = l.spool(io.TeeReader(body, hs), e.Mode.Perm()); err != nil {
+		src := &readErr{r: io.TeeReader(body, hs)}
+		if spool, err = l.spool(src, e.Mode.Perm()); err != nil {
+			if src.err != nil { // the stream's failure, not the host's
+				return cutStream("reading "+p+" from the sandbox", src.err)
+			}
 			return fmt.Errorf("workspace: spooling %s: %w", p, err)
 		}
 		defer func() {
@@ -500,25 +579,13 @@ func (r *Round) plainFile(l *local, p string, e tarEntry, body io.Reader, b, loc
 		localWins(p, loc)
 		return nil
 	}
-	var err error
-	if spool != "" {
-		if err = l.mkdirs(p); err == nil {
-			if err = l.root.Chmod(spool, rem.perm); err == nil {
-				err = l.place(spool, p)
-				spool = ""
-			}
+	if spool == "" {
+		var err error
+		if spool, err = l.spool(content, rem.perm); err != nil {
+			return fmt.Errorf("workspace: spooling %s: %w", p, err)
 		}
-	} else {
-		err = l.writeFile(p, content, rem.perm)
 	}
-	if why := nameRefused(err); why != "" {
-		r.refuse(res, p, why)
-		return nil
-	}
-	if err != nil {
-		return l.writeError(p, err)
-	}
-	*written++
-	res.Updated = append(res.Updated, p)
+	*pending = append(*pending, placement{path: p, spool: spool, perm: rem.perm})
+	spool = ""
 	return nil
 }

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"testing/iotest"
 
 	"github.com/airlockdev/airlock/internal/tree"
 )
@@ -205,5 +206,49 @@ func must(tb testing.TB, err error) {
 	tb.Helper()
 	if err != nil {
 		tb.Fatal(err)
+	}
+}
+
+// FuzzReadRestoreEnd checks the reader of a plain restore stream's end:
+// it accepts exactly zero bytes of tar padding (at most maxTarPad), the
+// end line and nothing after it; it refuses anything else as a protocol
+// error (the input is all there), never a transport failure; and a
+// stream it accepts, cut short anywhere, is refused.
+func FuzzReadRestoreEnd(f *testing.F) {
+	f.Add([]byte(RestoreEnd+"\n"), 0)
+	f.Add([]byte(strings.Repeat("\x00", 9216)+RestoreEnd+"\n"), 100)
+	f.Add([]byte(RestoreEnd+"\nmore"), 3)
+	f.Add([]byte("\x00\x00"+RestoreEnd), 1)
+	f.Add([]byte("\x00x"+RestoreEnd+"\n"), 0)
+	f.Fuzz(func(t *testing.T, data []byte, cut int) {
+		err := ReadRestoreEnd(bufio.NewReaderSize(bytes.NewReader(data), 256<<10))
+		pad := len(data) - len(bytes.TrimLeft(data, "\x00"))
+		want := pad <= maxTarPad && string(data[pad:]) == RestoreEnd+"\n"
+		if want != (err == nil) {
+			t.Fatalf("ReadRestoreEnd(%.80q) = %v, want accepted %v", data, err, want)
+		}
+		if err != nil {
+			if !errors.Is(err, ErrProtocol) || errors.Is(err, ErrTransport) {
+				t.Fatalf("a refused end is not (only) a protocol error: %v", err)
+			}
+			return
+		}
+		n := max(cut, -cut) % len(data) // a proper prefix
+		if err := ReadRestoreEnd(bufio.NewReaderSize(bytes.NewReader(data[:n]), 256<<10)); err == nil {
+			t.Fatalf("the prefix %.80q of an accepted end is accepted too", data[:n])
+		}
+	})
+}
+
+// TestReadRestoreEndTransport: a stream whose reader fails with a
+// transport failure before the end line fails with that failure.
+func TestReadRestoreEndTransport(t *testing.T) {
+	cut := fmt.Errorf("%w: connection lost", ErrTransport)
+	for _, prefix := range []string{"", "\x00\x00", "\x00" + RestoreEnd, RestoreEnd + "\n"} {
+		r := io.MultiReader(strings.NewReader(prefix), iotest.ErrReader(cut))
+		err := ReadRestoreEnd(bufio.NewReaderSize(r, 256<<10))
+		if !errors.Is(err, ErrTransport) || errors.Is(err, ErrProtocol) {
+			t.Errorf("after %q: %v, want the transport's failure", prefix, err)
+		}
 	}
 }

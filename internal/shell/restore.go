@@ -24,9 +24,13 @@ import (
 // bundle: <index> is the commit of the sandbox's index tree, the
 // snapshot's last parent, present exactly when the staged section lists
 // entries. A plain sandbox's tail is "empty" or "tar" followed by a tar
-// stream.
+// stream; either ends with the end line (RestoreEnd), which the sandbox
+// writes only once its tar succeeded, so a stream cut anywhere (even
+// between two tar members, where a tar stream may end) lacks it
+// (ReadRestoreEnd).
 const (
 	RestoreMagic   = "airlock-restore 1"
+	RestoreEnd     = "airlock-restore end"
 	MaxReportBytes = 16 << 20 // the longest report a restore stream may carry
 	MaxLineBytes   = 256      // the longest header line
 )
@@ -133,6 +137,50 @@ func (h *RestoreHeader) parseTail(l string, git bool) error {
 		return protocolf("the restore tail line is %q after a staged section that lists changes", l)
 	default:
 		return protocolf("bad restore tail line %.80q", l)
+	}
+	return nil
+}
+
+// maxTarPad is the most zero bytes a plain restore stream may hold
+// between its tar stream's end and the end line: a tar pads its archive
+// to a whole record (10 KiB by default; a blocking factor of 2048, 1 MiB,
+// is tar's largest).
+const maxTarPad = 1 << 20
+
+// ReadRestoreEnd reads the end of a plain restore stream from br, left
+// after its payload: the tar stream's padding (zero bytes), the end line
+// (RestoreEnd), then the stream's end. Without it the stream did not
+// arrive whole, even if what came reads as a whole tar stream: the error
+// is the transport's when the reader failed with one, else a protocol
+// error (ErrProtocol).
+func ReadRestoreEnd(br *bufio.Reader) error {
+	for n := 0; ; n++ {
+		c, err := br.ReadByte()
+		if err != nil {
+			return Cut("the restore stream ended before its end line "+strconv.Quote(RestoreEnd), err)
+		}
+		if c != 0 {
+			if err := br.UnreadByte(); err != nil {
+				return err
+			}
+			break
+		}
+		if n == maxTarPad {
+			return protocolf("the restore stream holds more than %d zero bytes after its tar stream", maxTarPad)
+		}
+	}
+	l, err := readLine(br)
+	if err != nil {
+		return err
+	}
+	if l != RestoreEnd {
+		return protocolf("the restore stream ends with %.80q, want %q", l, RestoreEnd)
+	}
+	if _, err := br.ReadByte(); err != io.EOF {
+		if err != nil {
+			return Cut("the restore stream's end", err)
+		}
+		return protocolf("the restore stream goes on after its end line %q", RestoreEnd)
 	}
 	return nil
 }
@@ -267,8 +315,9 @@ set --
 for f in * .[!.]* ..?*; do
   if [ -e "$f" ] || [ -L "$f" ]; then [ "$f" = "$rd" ] || [ "./$f" = "$rep" ] || set -- "$@" "./$f"; fi
 done
-if [ $# -eq 0 ]; then printf 'empty\n'; exit 0; fi
+if [ $# -eq 0 ]; then printf 'empty\n%[6]s\n'; exit 0; fi
 printf 'tar\n'
-exec tar -c -f - "$@"
-`, Quote(remote), Quote(id), Quote(RuntimeDir), FindReport, RestoreMagic)
+tar -c -f - "$@" || exit
+printf '%[6]s\n'
+`, Quote(remote), Quote(id), Quote(RuntimeDir), FindReport, RestoreMagic, RestoreEnd)
 }

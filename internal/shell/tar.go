@@ -255,12 +255,16 @@ type Member struct {
 // not tar fails with ErrMalformedTar (a protocol error); a stream whose
 // reader failed with a transport failure (an error wrapping ErrTransport,
 // as a pipe closed with the Runner's error does) or with the context's
-// error fails with that error, never ErrMalformedTar.
+// error fails with that error, never ErrMalformedTar. A stream that ends
+// where a member may end reads as whole, even one cut there: a caller
+// that must know it arrived whole needs a mark after it (ReadRestoreEnd),
+// read from r itself, which Members reads through without a buffer of
+// its own when r is a *bufio.Reader of at least 256 KiB.
 func Members(r io.Reader, fn func(m Member, r io.Reader) error) error {
 	tr := tar.NewReader(bufio.NewReaderSize(r, tarBuffer))
 	for {
 		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
+		if err == io.EOF { // the stream's own end, not a failure that wraps io.EOF
 			return nil
 		}
 		if err != nil {

@@ -194,15 +194,24 @@ func (d *Dir) removeOne(rr *os.Root, root, name string) error {
 	return nil
 }
 
-// Assets implements Pruner: one control command (shell.AssetsScript). A
+// Assets implements Pruner: one control command (shell.AssetsScript),
+// and a sweep of the root (sweepRoot) when its reply says a sweep would
+// remove something, as a probe that finds leftovers has. A
 // stage root that is a symbolic link is refused with an error, never
 // followed. A sandbox whose listing is longer than shell.MaxAssetList
 // breaks the protocol: the command is stopped and the error wraps
 // sandbox.ErrProtocol.
 func (b *Bridge) Assets(ctx context.Context, root string) ([]string, error) {
 	out := &limitedBuffer{Max: shell.MaxAssetList}
-	if err := b.control(ctx, "listing the assets under "+root, sandbox.Command{Script: shell.AssetsScript(root), Stdout: out}); err != nil {
+	if err := b.control(ctx, "listing the assets under "+root, sandbox.Command{Script: shell.AssetsScript(root, b.inflight.under(root)), Stdout: out}); err != nil {
 		return nil, err
+	}
+	if shell.AssetListLeftovers(out.Bytes()) {
+		// What a cut removal or publish left behind: a prune may have
+		// nothing else to run.
+		if err := b.sweepRoot(ctx, root); err != nil {
+			return nil, err
+		}
 	}
 	return assetNames(shell.ParseAssetList(out.Bytes())), nil
 }

@@ -304,8 +304,9 @@ func spread(ms []mark, n int) []mark {
 
 // quiesce waits (up to 10 s) until no process of the sandbox still works
 // under dir: none whose command line names dir or whose working directory
-// is below it, and no stage temporary directory under dir whose owner
-// (the tar that writes into it) still runs. A cut connection's commands
+// is below it, no stage temporary directory under dir whose owner (the
+// tar that writes into it) still runs, and no directory moved aside to be
+// deleted whose deleting shell still runs. A cut connection's commands
 // end on their own (their input ends); waiting makes the retry's view of
 // the sandbox deterministic. It never kills anything.
 func quiesce(t *testing.T, dir string) {
@@ -352,6 +353,13 @@ func busyUnder(dir string) []string {
 				if pid, err := strconv.Atoi(strings.TrimSpace(strings.SplitN(string(b), "\n", 2)[0])); err == nil && alive(pid) {
 					busy = append(busy, fmt.Sprintf("%d (owner of %s)", pid, p))
 				}
+			}
+			return filepath.SkipDir
+		}
+		if rest, ok := strings.CutPrefix(d.Name(), ".airlock-gone-"); ok && d.IsDir() {
+			// Moved aside by a sandbox shell that deletes it: <pid>-<n>.
+			if pid, err := strconv.Atoi(strings.SplitN(rest, "-", 2)[0]); err == nil && alive(pid) {
+				busy = append(busy, fmt.Sprintf("%d (deleting %s)", pid, p))
 			}
 			return filepath.SkipDir
 		}

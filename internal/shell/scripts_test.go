@@ -75,7 +75,7 @@ func stageSamples(out map[string]string, name, w string) {
 	out["SweepRootScript/"+name+"/noskip"] = SweepRootScript(root, Skip{})
 	out["CarryScript/"+name] = CarryScript(&plan, tmp, dst)
 	out["CleanupScript/"+name] = CleanupScript(tmp, dst, w)
-	out["AssetsScript/"+name] = AssetsScript(root)
+	out["AssetsScript/"+name] = AssetsScript(root, skip)
 	out["RemoveScript/"+name] = RemoveScript(root, TempPrefix+"unstage-00", skip, []string{w, "b"})
 }
 

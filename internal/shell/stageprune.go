@@ -30,9 +30,21 @@ cd "$r" 2>/dev/null || exit 0
 }
 
 // AssetsScript lists the stored manifests under root that are regular
-// files, each name followed by a NUL (ParseAssetList reads the reply).
-func AssetsScript(root string) string {
-	return rootCheck(root) + fmt.Sprintf(`for f in %s*%s; do if [ -f "$f" ] && [ ! -L "$f" ]; then printf '%%s\0' "$f"; fi; done`, ManifestPrefix, ManifestSuffix)
+// files, each name followed by a NUL (ParseAssetList reads the reply),
+// then LeftoversLine when a sweep would remove something (none of the
+// temporary directories named in skip, which the host still uses;
+// AssetListLeftovers), so that a prune with nothing to remove still has
+// them removed: what a cut removal left behind has no other command to
+// sweep it when nothing is published.
+func AssetsScript(root string, skip Skip) string {
+	return rootCheck(root) + fmt.Sprintf(`for f in %s*%s; do if [ -f "$f" ] && [ ! -L "$f" ]; then printf '%%s\0' "$f"; fi; done
+`, ManifestPrefix, ManifestSuffix) + sweepFuncs + leftoverCheck(skip)
+}
+
+// AssetListLeftovers reports whether AssetsScript's reply ends with
+// LeftoversLine (no manifest name can be that record).
+func AssetListLeftovers(reply []byte) bool {
+	return bytes.HasSuffix(reply, []byte(LeftoversLine+"\n")) && (len(reply) == len(LeftoversLine)+1 || reply[len(reply)-len(LeftoversLine)-2] == 0)
 }
 
 // ParseAssetList returns the names of AssetsScript's reply (at most

@@ -59,6 +59,12 @@ func TestParseAssetList(t *testing.T) {
 	assert.Empty(t, shell.ParseAssetList(nil))
 	assert.Equal(t, []string{"a", "b c", "d\ne"}, shell.ParseAssetList([]byte("a\x00\x00b c\x00d\ne\x00")))
 	assert.Equal(t, []string{"tail"}, shell.ParseAssetList([]byte("tail")), "a cut last name is kept: the caller checks names")
+	for reply, want := range map[string]bool{
+		"": false, shell.LeftoversLine + "\n": true, "a\x00" + shell.LeftoversLine + "\n": true,
+		"a" + shell.LeftoversLine + "\n": false, shell.LeftoversLine: false, shell.LeftoversLine + "\n\x00": false,
+	} {
+		assert.Equal(t, want, shell.AssetListLeftovers([]byte(reply)), "%q", reply)
+	}
 }
 
 // TestOutputTooLargeIsProtocol: a bounded buffer that refuses a write

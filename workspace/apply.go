@@ -50,7 +50,6 @@ type local struct {
 	leftover   bool            // a temporary file could not be removed: the journal stays
 
 	beforePlace func(tmp, rel string) // tests: runs before tmp is renamed over rel
-	made        func(dir string)      // when not nil, runs for each directory mkdirs makes
 }
 
 // openLocal opens the work tree dir; the temporary files of its writes
@@ -207,11 +206,7 @@ func (l *local) mkdirs(rel string) error {
 		p = path.Join(p, c)
 		fi, err := l.root.Lstat(p)
 		if errors.Is(err, fs.ErrNotExist) {
-			err := l.root.Mkdir(p, 0o755)
-			if err == nil && l.made != nil {
-				l.made(p)
-			}
-			if err != nil && !errors.Is(err, fs.ErrExist) {
+			if err := l.root.Mkdir(p, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
 				return asNameError(p, err)
 			}
 			continue
@@ -303,18 +298,28 @@ func (l *local) placeSpool(tmp, rel string, perm fs.FileMode) error {
 	return asNameError(rel, err)
 }
 
-// moveAside renames the file rel to a new temporary name in its
-// directory and returns that name: a removal that can be undone.
-func (l *local) moveAside(rel string) (string, error) {
-	if blocked, err := l.parentsBlocked(rel); err != nil || blocked {
-		return "", errors.Join(err, errBlocked)
-	}
-	dir := path.Dir(rel)
+// moveIn renames the spooled file spool (see spool) to a new temporary
+// name in the directory dir (which exists) and returns it; across file
+// systems it copies spool there instead.
+func (l *local) moveIn(spool, dir string, perm fs.FileMode) (string, error) {
 	if err := l.note(dir); err != nil {
+		l.removeTmp(spool)
 		return "", err
 	}
 	tmp := path.Join(dir, tmpBase())
-	if err := l.root.Rename(rel, tmp); err != nil {
+	err := l.root.Rename(spool, tmp)
+	if err == nil {
+		return tmp, nil
+	}
+	if errors.Is(err, syscall.EXDEV) {
+		var f *os.File
+		if f, err = l.root.Open(spool); err == nil {
+			tmp, err = l.tmpFile(dir, f, perm)
+			f.Close()
+		}
+	}
+	l.removeTmp(spool)
+	if err != nil {
 		return "", err
 	}
 	return tmp, nil
@@ -338,15 +343,24 @@ func (l *local) writeLink(rel, target string) error {
 	if err := l.mkdirs(rel); err != nil {
 		return err
 	}
-	dir := path.Dir(rel)
-	if err := l.note(dir); err != nil {
-		return err
-	}
-	tmp := path.Join(dir, tmpBase())
-	if err := l.root.Symlink(target, tmp); err != nil {
+	tmp, err := l.tmpLink(path.Dir(rel), target)
+	if err != nil {
 		return asNameError(rel, err) // a target too long
 	}
 	return l.place(tmp, rel)
+}
+
+// tmpLink makes a symbolic link to target under a new temporary name in
+// the directory dir (which exists) and returns that name.
+func (l *local) tmpLink(dir, target string) (string, error) {
+	if err := l.note(dir); err != nil {
+		return "", err
+	}
+	tmp := path.Join(dir, tmpBase())
+	if err := l.root.Symlink(target, tmp); err != nil {
+		return "", err
+	}
+	return tmp, nil
 }
 
 // remove deletes the file or link rel; a directory only when empty.

@@ -183,10 +183,16 @@
 // stream has arrived (it ends with an end line the sandbox writes after
 // its tar succeeded; a tar stream cut between two members would
 // otherwise read as whole) and the sandbox's command exited 0: meanwhile
-// each file that arrives is spooled in the local runtime directory, and
-// a directory the stream needs (made, or replacing a file moved aside)
-// is undone if the restore then fails. A cut, a failed command or a
-// refused stream leaves the work tree as it was.
+// each file that arrives is spooled in the local runtime directory and
+// the directories the stream needs are only noted. A cut, a failed
+// command, a refused stream or a host killed meanwhile leaves the work
+// tree as it was (a killed host's spooled files are swept by the next
+// Prepare or Restore). Then the directories are made, the files placed,
+// and an entry that replaces a local directory is made beside it before
+// the directory goes, so a write that fails there leaves the directory.
+// A directory that existed at Prepare keeps its local permission bits:
+// the sandbox's change of them does not come back (a new directory's
+// bits do).
 //
 // A work-tree write that fails (ENOSPC, EDQUOT, EIO, a read-only
 // directory) fails the Restore with an error naming the path and

@@ -96,25 +96,15 @@ func (r *Round) restorePlain(ctx context.Context) (*Result, error) {
 	defer l.close()
 	// The work tree does not change until the whole stream has arrived
 	// (its end line) and the sandbox's command succeeded: a file that
-	// arrives is spooled in the runtime directory and placed only then.
-	// What the stream needs meanwhile, a directory made or a file moved
-	// aside for one, is undone when the restore fails before then.
-	var (
-		pending   []placement // the files to place, in the stream's order
-		undo      []func()    // undoes the stream's changes, in reverse order
-		aside     []string    // the files moved aside, removed once the restore commits
-		committed bool
-	)
-	l.made = func(d string) { undo = append(undo, func() { l.root.Remove(d) }) }
+	// arrives is spooled in the runtime directory, and a directory the
+	// stream needs (created, below) is taken as made; both are written
+	// only then. A host killed meanwhile leaves only spooled files, which
+	// the next Prepare or Restore sweeps (see tmpfiles.go).
+	var pending []placement // the files to place, in the stream's order
 	defer func() {
 		for _, pl := range pending {
 			if pl.spool != "" {
 				l.removeTmp(pl.spool)
-			}
-		}
-		if !committed {
-			for i := len(undo) - 1; i >= 0; i-- {
-				undo[i]()
 			}
 		}
 	}()
@@ -164,67 +154,67 @@ func (r *Round) restorePlain(ctx context.Context) (*Result, error) {
 		blocked[p] = fmt.Sprintf(whyBelowLocal, p)
 	}
 	type newDir struct {
-		path string
-		perm fs.FileMode
+		path     string
+		perm     fs.FileMode
+		replaces bool // a local file equal to the baseline's, removed first
 	}
-	var created []newDir
-	// dir makes p a local directory for a sandbox directory: false when a
-	// local entry that stays is in the way (p is then in blocked).
-	isDir := map[string]bool{} // directories known to be local directories now
+	var created []newDir              // directories to make once the stream is whole, parents first
+	toMake := map[string]bool{}       // created's paths
+	belowNew := func(p string) bool { // nothing local lies below a directory to make
+		for d := path.Dir(p); d != "."; d = path.Dir(d) {
+			if toMake[d] {
+				return true
+			}
+		}
+		return false
+	}
+	// lstat is l.stat in the tree as the stream would leave it so far.
+	lstat := func(p string) (state, error) {
+		if belowNew(p) {
+			return state{}, nil
+		}
+		return l.stat(p)
+	}
+	// dir makes p a directory for a sandbox directory (in created, when
+	// it is not one now): false when a local entry that stays is in the
+	// way (p is then in blocked).
+	isDir := map[string]bool{} // directories known to be, or to become, local directories
 	var dir func(p string, perm fs.FileMode) (bool, error)
 	dir = func(p string, perm fs.FileMode) (bool, error) {
 		if isDir[p] {
 			return true, nil
 		}
-		loc, blocker, err := l.statAt(p)
-		if err != nil {
-			return false, err
-		}
-		if blocker != "" {
-			if ok, err := dir(blocker, 0o755); !ok || err != nil {
+		var loc state
+		if !belowNew(p) {
+			var blocker string
+			var err error
+			if loc, blocker, err = l.statAt(p); err != nil {
 				return false, err
 			}
-			if loc, err = l.stat(p); err != nil {
-				return false, err
+			if blocker != "" {
+				if ok, err := dir(blocker, 0o755); !ok || err != nil {
+					return false, err
+				}
+				if loc, err = lstat(p); err != nil {
+					return false, err
+				}
 			}
 		}
+		nd := newDir{path: p, perm: perm}
 		switch {
 		case loc.kind == 'd':
 			isDir[p] = true
 			return true, nil
 		case loc.kind == 'f' && loc.eq(base[p]):
-			// A file the sandbox replaced by a directory: moved aside
-			// until the restore commits.
-			tmp, err := l.moveAside(p)
-			if err != nil {
-				return false, l.writeError(p, err)
-			}
-			aside = append(aside, tmp)
-			undo = append(undo, func() { l.root.Rename(tmp, p) })
+			// A file the sandbox replaced by a directory.
+			nd.replaces = true
 			res.Deleted = append(res.Deleted, p)
 		case loc.kind != 0:
 			localWins(p, loc)
 			return false, nil
 		}
-		err = l.mkdirs(p)
-		if err == nil {
-			if err = l.root.Mkdir(p, 0o700); err == nil {
-				l.made(p)
-			} else if errors.Is(err, fs.ErrExist) {
-				err = nil
-			}
-			err = asNameError(p, err)
-		}
-		if why := nameRefused(err); why != "" {
-			refuse(p, why)
-			blocked[p] = why
-			return false, nil
-		}
-		if err != nil {
-			return false, l.writeError(p, err)
-		}
-		created = append(created, newDir{p, perm})
-		isDir[p] = true
+		created = append(created, nd)
+		toMake[p], isDir[p] = true, true
 		return true, nil
 	}
 	// Entries written last, once the whole stream is known: links, and
@@ -336,7 +326,7 @@ func (r *Round) restorePlain(ctx context.Context) (*Result, error) {
 					return err
 				}
 			}
-			loc, err := l.stat(p)
+			loc, err := lstat(p)
 			if err != nil {
 				return err
 			}
@@ -364,9 +354,9 @@ func (r *Round) restorePlain(ctx context.Context) (*Result, error) {
 			if loc.kind == 'd' && b.kind == 'd' {
 				// A directory the sandbox replaced by a file: spooled
 				// until the directory is gone.
-				sp, err := l.spool(body, e.Mode.Perm())
+				sp, err := spoolBody(l, p, body, e.Mode.Perm())
 				if err != nil {
-					return fmt.Errorf("workspace: spooling %s: %w", p, err)
+					return err
 				}
 				later[p] = &deferred{rem: state{kind: 'f', perm: e.Mode.Perm()}, spool: sp, typeDir: true}
 				return nil
@@ -386,12 +376,51 @@ func (r *Round) restorePlain(ctx context.Context) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	committed = true
-	for _, tmp := range aside {
-		l.removeTmp(tmp)
+	// The stream is whole: its directories, then its files.
+	unmade := map[string]string{} // directories whose name the host refuses: why
+	unmadeAbove := func(p string) string {
+		for d := path.Dir(p); d != "."; d = path.Dir(d) {
+			if why, ok := unmade[d]; ok {
+				return why
+			}
+		}
+		return ""
+	}
+	for _, nd := range created {
+		if why := unmadeAbove(nd.path); why != "" {
+			refuse(nd.path, why)
+			unmade[nd.path] = why
+			continue
+		}
+		if nd.replaces {
+			if err := l.remove(nd.path); err != nil {
+				return nil, l.writeError(nd.path, err)
+			}
+		}
+		err := l.mkdirs(nd.path)
+		if err == nil {
+			if err = l.root.Mkdir(nd.path, 0o700); err == nil {
+				err = l.root.Chmod(nd.path, nd.perm|0o700)
+			} else if errors.Is(err, fs.ErrExist) {
+				err = nil
+			}
+			err = asNameError(nd.path, err)
+		}
+		if why := nameRefused(err); why != "" {
+			refuse(nd.path, why)
+			unmade[nd.path] = why
+			continue
+		}
+		if err != nil {
+			return nil, l.writeError(nd.path, err)
+		}
 	}
 	for i := range pending {
 		pl := &pending[i]
+		if why := unmadeAbove(pl.path); why != "" {
+			refuse(pl.path, why)
+			continue
+		}
 		err := l.placeSpool(pl.spool, pl.path, pl.perm)
 		pl.spool = ""
 		if why := nameRefused(err); why != "" {
@@ -488,19 +517,33 @@ func (r *Round) restorePlain(ctx context.Context) (*Result, error) {
 	}
 	for _, p := range slices.Sorted(maps.Keys(later)) {
 		d := later[p]
-		if d.typeDir {
-			if err := l.removeDir(p); err != nil {
+		if why := unmadeAbove(p); why != "" {
+			refuse(p, why)
+			continue
+		}
+		// The entry is made under a temporary name beside p first, so
+		// that a failure to make it (a full disk, a runtime directory on
+		// another file system) leaves a local directory p whole.
+		err := l.mkdirs(p)
+		var tmp string
+		if err == nil {
+			if d.rem.kind == 'l' {
+				tmp, err = l.tmpLink(path.Dir(p), d.target)
+			} else {
+				tmp, err = l.moveIn(d.spool, path.Dir(p), d.rem.perm)
+				d.spool = ""
+			}
+		}
+		if err == nil && d.typeDir {
+			if err = l.removeDir(p); err != nil {
+				l.removeTmp(tmp)
 				return nil, err
 			}
 		}
-		var err error
-		if d.rem.kind == 'l' {
-			err = l.writeLink(p, d.target)
-		} else if err = l.mkdirs(p); err == nil {
-			err = l.place(d.spool, p)
-			d.spool = ""
+		if err == nil {
+			err = l.place(tmp, p)
 		}
-		if why := nameRefused(err); why != "" {
+		if why := nameRefused(asNameError(p, err)); why != "" {
 			refuse(p, why)
 			continue
 		}
@@ -513,10 +556,27 @@ func (r *Round) restorePlain(ctx context.Context) (*Result, error) {
 		res.Updated = append(res.Updated, p)
 	}
 	for i := len(created) - 1; i >= 0; i-- {
-		l.root.Chmod(created[i].path, created[i].perm)
+		if nd := created[i]; nd.perm != nd.perm|0o700 && unmade[nd.path] == "" {
+			l.root.Chmod(nd.path, nd.perm)
+		}
 	}
 	r.o.report(sandbox.Progress{Asset: "restore", Files: written, TotalFiles: written})
 	return res, nil
+}
+
+// spoolBody spools the body of the sandbox's file p (l.spool): a body
+// that ends early is the stream's failure (cutStream), anything else the
+// host's.
+func spoolBody(l *local, p string, body io.Reader, perm fs.FileMode) (string, error) {
+	src := &readErr{r: body}
+	sp, err := l.spool(src, perm)
+	if err != nil {
+		if src.err != nil {
+			return "", cutStream("reading "+p+" from the sandbox", src.err)
+		}
+		return "", fmt.Errorf("workspace: spooling %s: %w", p, err)
+	}
+	return sp, nil
 }
 
 // readErr passes r's reads on and keeps its error other than io.EOF: a
@@ -558,12 +618,8 @@ func (r *Round) plainFile(l *local, p string, e tarEntry, body io.Reader, b, loc
 		content = bytes.NewReader(data)
 	} else {
 		var err error
-		src := &readErr{r: io.TeeReader(body, hs)}
-		if spool, err = l.spool(src, e.Mode.Perm()); err != nil {
-			if src.err != nil { // the stream's failure, not the host's
-				return cutStream("reading "+p+" from the sandbox", src.err)
-			}
-			return fmt.Errorf("workspace: spooling %s: %w", p, err)
+		if spool, err = spoolBody(l, p, io.TeeReader(body, hs), e.Mode.Perm()); err != nil {
+			return err
 		}
 		defer func() {
 			if spool != "" {
@@ -573,7 +629,7 @@ func (r *Round) plainFile(l *local, p string, e tarEntry, body io.Reader, b, loc
 	}
 	rem := state{kind: 'f', perm: e.Mode.Perm(), id: hex.EncodeToString(hs.Sum(nil))}
 	switch {
-	case loc.eq(rem):
+	case loc.eq(rem), rem.eq(b): // nothing to bring, or nothing changed in the sandbox
 		return nil
 	case !loc.eq(b):
 		localWins(p, loc)

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -864,6 +865,26 @@ func TestAttack24PlainNoInodeThenRetry(t *testing.T) {
 			a.complete(t)
 			require.Empty(t, a24TmpNames(t, a.local))
 		})
+	}
+}
+
+// TestAttack24PlainDirModeChange: the agent's chmod of a directory that
+// existed at Prepare (d: 0755 to 0700) does not come back and is not in
+// Refused, though a new directory's mode does (n: 0700) and Refused names
+// "every sandbox entry that did not arrive as the sandbox left it".
+func TestAttack24PlainDirModeChange(t *testing.T) {
+	e := newEnv(t, runners[0].new)
+	write(t, e.local, "d/x", "1\n")
+	r, err := workspace.Prepare(ctx(t), e.spec)
+	require.NoError(t, err)
+	require.NoError(t, os.Chmod(filepath.Join(e.remote, "d"), 0o700))
+	write(t, e.remote, "n/x", "1\n")
+	require.NoError(t, os.Chmod(filepath.Join(e.remote, "n"), 0o700))
+	res, err := r.Restore(ctx(t))
+	require.NoError(t, err)
+	d := treetest.Diff(treeOnly(treetest.Snapshot(t, e.remote)), treeOnly(treetest.Snapshot(t, e.local)))
+	if len(d) > 0 && !slices.Contains(res.Refused, "d") {
+		t.Fatalf("Restore returned nil, the agent's chmod of d did not arrive, and Refused is %v: %v", res.Refused, d)
 	}
 }
 

@@ -190,9 +190,9 @@
 // Prepare or Restore). Then the directories are made, the files placed,
 // and an entry that replaces a local directory is made beside it before
 // the directory goes, so a write that fails there leaves the directory.
-// A directory that existed at Prepare keeps its local permission bits:
-// the sandbox's change of them does not come back (a new directory's
-// bits do).
+// A directory's permission bits follow the rule of a file's content:
+// the sandbox's change of them arrives (listed in Updated) when the
+// local directory still has the baseline's bits; a local change stays.
 //
 // A work-tree write that fails (ENOSPC, EDQUOT, EIO, a read-only
 // directory) fails the Restore with an error naming the path and

@@ -109,9 +109,11 @@ func (r *Round) restorePlain(ctx context.Context) (*Result, error) {
 		}
 	}()
 	base := map[string]state{}
+	baseDirPerm := map[string]fs.FileMode{}
 	for _, e := range r.base.Entries {
 		if e.Type == tree.Dir {
 			base[e.Path] = state{kind: 'd'}
+			baseDirPerm[e.Path] = e.Mode.Perm()
 		} else {
 			base[e.Path] = state{kind: 'f', perm: e.Mode.Perm(), id: e.SHA256}
 		}
@@ -159,6 +161,7 @@ func (r *Round) restorePlain(ctx context.Context) (*Result, error) {
 		replaces bool // a local file equal to the baseline's, removed first
 	}
 	var created []newDir              // directories to make once the stream is whole, parents first
+	var rebit []newDir                // existing directories whose bits the sandbox changed
 	toMake := map[string]bool{}       // created's paths
 	belowNew := func(p string) bool { // nothing local lies below a directory to make
 		for d := path.Dir(p); d != "."; d = path.Dir(d) {
@@ -313,7 +316,15 @@ func (r *Round) restorePlain(ctx context.Context) (*Result, error) {
 				return nil
 			}
 			if e.Mode.IsDir() {
-				_, err := dir(p, e.Mode.Perm())
+				ok, err := dir(p, e.Mode.Perm())
+				if bp, had := baseDirPerm[p]; had && ok && err == nil && !toMake[p] && bp != e.Mode.Perm() {
+					// The sandbox changed an existing directory's bits:
+					// they arrive when the local ones are the baseline's.
+					var fi fs.FileInfo
+					if fi, err = l.root.Lstat(p); err == nil && fi.IsDir() && fi.Mode().Perm() == bp {
+						rebit = append(rebit, newDir{path: p, perm: e.Mode.Perm()})
+					}
+				}
 				return err
 			}
 			if d := path.Dir(p); d != "." {
@@ -559,6 +570,12 @@ func (r *Round) restorePlain(ctx context.Context) (*Result, error) {
 		if nd := created[i]; nd.perm != nd.perm|0o700 && unmade[nd.path] == "" {
 			l.root.Chmod(nd.path, nd.perm)
 		}
+	}
+	for _, nd := range rebit {
+		if err := l.root.Chmod(nd.path, nd.perm); err != nil {
+			return nil, l.writeError(nd.path, err)
+		}
+		res.Updated = append(res.Updated, nd.path)
 	}
 	r.o.report(sandbox.Progress{Asset: "restore", Files: written, TotalFiles: written})
 	return res, nil

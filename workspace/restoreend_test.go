@@ -149,3 +149,29 @@ func treeOnly(m map[string]treetest.Node) map[string]treetest.Node {
 	}
 	return m
 }
+
+// TestRestorePlainDirBits: a directory's permission bits follow the rule
+// of a file's content. The sandbox's chmod of a directory that existed at
+// Prepare arrives (listed in Updated) when the local directory still has
+// the baseline's bits; a local chmod stays; a directory the sandbox left
+// alone is not touched, nor listed.
+func TestRestorePlainDirBits(t *testing.T) {
+	e := newEnv(t, func(t *testing.T, dir string) sandbox.Runner { return sandbox.Local(dir) })
+	for _, d := range []string{"agent", "both", "same"} {
+		write(t, e.local, d+"/x", "1\n")
+	}
+	r, err := workspace.Prepare(ctx(t), e.spec, workspace.WithStateDir(filepath.Join(filepath.Dir(e.local), "state")))
+	require.NoError(t, err)
+	require.NoError(t, os.Chmod(filepath.Join(e.remote, "agent"), 0o700))
+	require.NoError(t, os.Chmod(filepath.Join(e.remote, "both"), 0o700))
+	require.NoError(t, os.Chmod(filepath.Join(e.local, "both"), 0o750))
+	res, err := r.Restore(ctx(t))
+	require.NoError(t, err)
+	assert.Equal(t, []string{"agent"}, res.Updated)
+	assert.Empty(t, res.Kept)
+	for d, want := range map[string]os.FileMode{"agent": 0o700, "both": 0o750, "same": 0o755} {
+		fi, err := os.Stat(filepath.Join(e.local, d))
+		require.NoError(t, err)
+		assert.Equal(t, want, fi.Mode().Perm(), d)
+	}
+}

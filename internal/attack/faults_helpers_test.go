@@ -224,12 +224,12 @@ func (m measured) phase(n int64) string {
 func sweepFull() bool { return os.Getenv("AIRLOCK_FAULT_SWEEP") == "full" }
 
 // cutPoints chooses where to cut. Bounded (CI): the start of every phase
-// (or a spread of them), three points in the last 220 bytes, then evenly
-// spaced points between, budget in all.
+// (or a spread of them), three points in the last 220 bytes when tail is
+// set, then evenly spaced points between, budget in all.
 // Full: every phase start and its neighbours, every power of two, the
 // handshake's end and its neighbours, the last bytes, and a dense walk of
 // 256 steps over the whole run.
-func cutPoints(m measured, budget int) []int64 {
+func cutPoints(m measured, budget int, tail bool) []int64 {
 	var pts []int64
 	add := func(n int64) {
 		if n >= 1 && n < m.total {
@@ -259,7 +259,9 @@ func cutPoints(m measured, budget int) []int64 {
 		// The last bytes: the end of the payload and the command's exit,
 		// where a stream cut between two of its units reads as whole.
 		for _, d := range []int64{220, 150, 80} {
-			add(m.total - d)
+			if tail {
+				add(m.total - d)
+			}
 		}
 		span := m.total - m.handshake
 		left := budget - len(pts)

@@ -49,6 +49,7 @@ type local struct {
 	noted      map[string]bool // the directories it lists
 	leftover   bool            // a temporary file could not be removed: the journal stays
 
+	spoolMade   bool                  // the runtime directory exists for spool
 	beforePlace func(tmp, rel string) // tests: runs before tmp is renamed over rel
 }
 
@@ -249,8 +250,11 @@ func (l *local) tmpFile(dir string, r io.Reader, perm fs.FileMode) (string, erro
 // spool writes the content of r to a new temporary file in the local
 // runtime directory and returns its path.
 func (l *local) spool(r io.Reader, perm fs.FileMode) (string, error) {
-	if err := l.mkdirs(sandbox.RuntimeDir + "/spool"); err != nil {
-		return "", l.writeError(sandbox.RuntimeDir, err)
+	if !l.spoolMade { // once per restore, not per file
+		if err := l.mkdirs(sandbox.RuntimeDir + "/spool"); err != nil {
+			return "", l.writeError(sandbox.RuntimeDir, err)
+		}
+		l.spoolMade = true
 	}
 	tmp, err := l.tmpFile(sandbox.RuntimeDir, r, perm)
 	if err != nil {
@@ -272,57 +276,59 @@ func (l *local) place(tmp, rel string) error {
 }
 
 // placeSpool renames the spooled file tmp (see spool) to rel, making
-// rel's missing parents; across file systems (a mount point inside the
-// work tree) it copies tmp to rel through writeFile instead.
+// rel's missing parents (see move).
 func (l *local) placeSpool(tmp, rel string, perm fs.FileMode) error {
-	err := l.mkdirs(rel)
-	if err != nil {
+	if err := l.mkdirs(rel); err != nil {
 		l.removeTmp(tmp)
 		return err
 	}
 	if l.beforePlace != nil {
 		l.beforePlace(tmp, rel)
 	}
-	err = l.root.Rename(tmp, rel)
-	if err == nil {
-		return nil
-	}
-	if errors.Is(err, syscall.EXDEV) {
-		var f *os.File
-		if f, err = l.root.Open(tmp); err == nil {
-			err = l.writeFile(rel, f, perm)
-			f.Close()
-		}
-	}
-	l.removeTmp(tmp)
-	return asNameError(rel, err)
+	return asNameError(rel, l.move(tmp, rel, perm))
 }
 
-// moveIn renames the spooled file spool (see spool) to a new temporary
-// name in the directory dir (which exists) and returns it; across file
-// systems it copies spool there instead.
+// moveIn renames the spooled file spool to a new temporary name in the
+// directory dir (which exists) and returns it (see move).
 func (l *local) moveIn(spool, dir string, perm fs.FileMode) (string, error) {
 	if err := l.note(dir); err != nil {
 		l.removeTmp(spool)
 		return "", err
 	}
 	tmp := path.Join(dir, tmpBase())
-	err := l.root.Rename(spool, tmp)
-	if err == nil {
-		return tmp, nil
-	}
-	if errors.Is(err, syscall.EXDEV) {
-		var f *os.File
-		if f, err = l.root.Open(spool); err == nil {
-			tmp, err = l.tmpFile(dir, f, perm)
-			f.Close()
-		}
-	}
-	l.removeTmp(spool)
-	if err != nil {
+	if err := l.move(spool, tmp, perm); err != nil {
 		return "", err
 	}
 	return tmp, nil
+}
+
+// move renames the spooled file spool to the path to, whose directory
+// exists; across file systems (a mount point inside the work tree) it
+// copies spool to a temporary file beside to and renames that. spool is
+// gone either way.
+func (l *local) move(spool, to string, perm fs.FileMode) error {
+	err := l.root.Rename(spool, to)
+	if !errors.Is(err, syscall.EXDEV) {
+		if err != nil {
+			l.removeTmp(spool)
+		}
+		return err
+	}
+	defer l.removeTmp(spool)
+	f, err := l.root.Open(spool)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	tmp, err := l.tmpFile(path.Dir(to), f, perm)
+	if err != nil {
+		return err
+	}
+	if err := l.root.Rename(tmp, to); err != nil {
+		l.removeTmp(tmp)
+		return err
+	}
+	return nil
 }
 
 // writeFile replaces rel with the content of r, atomically (a temporary

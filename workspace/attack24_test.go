@@ -75,7 +75,7 @@ type a24CutWriter struct {
 	seen   int64
 	onCut  func()
 	at     int64 // onCut runs once this many bytes passed (n when 0)
-	all    *a24Buf
+	all    *bytes.Buffer
 	cutted bool
 }
 
@@ -111,18 +111,18 @@ func (c *a24Cutter) Run(ctx context.Context, cmd sandbox.Command) error {
 	isRestore := strings.Contains(cmd.Script, "airlock-restore")
 	if !armed || !isRestore || cmd.Stdout == nil {
 		if isRestore && cmd.Stdout != nil {
-			var buf a24Buf
+			var buf bytes.Buffer
 			cw := &a24CutWriter{w: io.MultiWriter(cmd.Stdout, &buf), n: 1 << 62}
 			cmd.Stdout = cw
 			err := c.r.Run(ctx, cmd)
 			c.mu.Lock()
-			c.lastLen, c.capture = cw.seen, buf.b
+			c.lastLen, c.capture = cw.seen, buf.Bytes()
 			c.mu.Unlock()
 			return err
 		}
 		return c.r.Run(ctx, cmd)
 	}
-	var buf a24Buf
+	var buf bytes.Buffer
 	cw := &a24CutWriter{w: cmd.Stdout, n: cut, all: &buf}
 	if end == a24Cancel {
 		// The caller cancels at the cut; every byte the Runner still
@@ -134,7 +134,7 @@ func (c *a24Cutter) Run(ctx context.Context, cmd sandbox.Command) error {
 	cmd.Stdout = cw
 	err := c.r.Run(ctx, cmd)
 	c.mu.Lock()
-	c.lastLen, c.capture = cw.seen, buf.b
+	c.lastLen, c.capture = cw.seen, buf.Bytes()
 	c.mu.Unlock()
 	switch end {
 	case a24Nil:
@@ -152,10 +152,6 @@ func (c *a24Cutter) Run(ctx context.Context, cmd sandbox.Command) error {
 		return err
 	}
 }
-
-type a24Buf struct{ b []byte }
-
-func (b *a24Buf) Write(p []byte) (int, error) { b.b = append(b.b, p...); return len(p), nil }
 
 // a24Mode writes a file of mode (its directories made).
 func a24File(t *testing.T, dir, rel, data string, mode os.FileMode) {
@@ -926,13 +922,13 @@ func (h a24HangRunner) Run(ctx context.Context, cmd sandbox.Command) error {
 	if !strings.Contains(cmd.Script, "airlock-restore") || cmd.Stdout == nil {
 		return h.r.Run(ctx, cmd)
 	}
-	var buf a24Buf
+	var buf bytes.Buffer
 	cmd2 := cmd
 	cmd2.Stdout = &buf
 	if err := h.r.Run(ctx, cmd2); err != nil {
 		return err
 	}
-	if _, err := cmd.Stdout.Write(buf.b[:h.cut]); err != nil {
+	if _, err := cmd.Stdout.Write(buf.Bytes()[:h.cut]); err != nil {
 		return err
 	}
 	if err := os.WriteFile(h.marker, nil, 0o644); err != nil {
@@ -993,7 +989,7 @@ func a24KilledHostAt(t *testing.T, edited, prepare, late bool) {
 	marker := filepath.Join(t.TempDir(), "marker")
 	cmd := exec.Command(os.Args[0], "-test.run=^TestAttack24Helper$", "-test.count=1")
 	cmd.Env = append(os.Environ(), a24HelperEnv+"="+strings.Join([]string{a.local, a.remote, a.state, a.round.ID(), marker, strconv.FormatInt(cut, 10)}, "\n"))
-	var out a24Buf
+	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	require.NoError(t, cmd.Start())
 	deadline := time.Now().Add(20 * time.Second)
@@ -1001,7 +997,7 @@ func a24KilledHostAt(t *testing.T, edited, prepare, late bool) {
 		if time.Now().After(deadline) {
 			_ = cmd.Process.Kill()
 			_ = cmd.Wait()
-			t.Fatalf("the helper never reached the cut: %s", out.b)
+			t.Fatalf("the helper never reached the cut: %s", out.String())
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

@@ -272,7 +272,13 @@
 //     (writes-<owner>-<random>.journal), removed when it returns. The next
 //     Prepare or Restore of the work tree reads the journals whose owner
 //     is gone and removes the temporary files in the directories they
-//     list whose owner is gone (no walk of the work tree). Prepare never
+//     list whose owner is gone (no walk of the work tree). Where a plain
+//     restore replaces a local directory by the sandbox's file or link,
+//     it makes that under a temporary name beside the directory and
+//     journals the rename before the directory goes: a host killed in
+//     between has the next sweep complete the rename (when nothing stands
+//     at the path again), so the missing directory is never read as a
+//     local deletion. Prepare never
 //     sends a temporary file to the sandbox, and a sandbox entry with
 //     such a name is refused. A plain restore's report in the sandbox's
 //     runtime directory (restore-<round>.<pid>) is removed by the next

@@ -2,6 +2,8 @@ package workspace_test
 
 import (
 	"context"
+	"errors"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -246,6 +248,19 @@ func TestKilledHostChild(t *testing.T) {
 	switch mode {
 	case "restore":
 		r, err := workspace.Reopen(ctx(t), spec, os.Getenv("WORKSPACE_KILL_ID"), workspace.WithBeforeCAS(func(int) {
+			if err := os.WriteFile(mark, nil, 0o600); err != nil {
+				panic(err)
+			}
+			select {} // killed here
+		}))
+		require.NoError(t, err)
+		_, err = r.Restore(ctx(t))
+		require.NoError(t, err)
+	case "replace-dir": // TestKilledHostDirReplaced
+		r, err := workspace.Reopen(ctx(t), spec, os.Getenv("WORKSPACE_KILL_ID"), workspace.WithStateDir(os.Getenv("WORKSPACE_KILL_STATE")), workspace.WithBeforePlace(func(_, rel string) {
+			if _, err := os.Lstat(filepath.Join(spec.Local, rel)); rel != "d" || !errors.Is(err, fs.ErrNotExist) {
+				return
+			}
 			if err := os.WriteFile(mark, nil, 0o600); err != nil {
 				panic(err)
 			}

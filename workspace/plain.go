@@ -546,7 +546,10 @@ func (r *Round) restorePlain(ctx context.Context) (*Result, error) {
 			}
 		}
 		if err == nil && d.typeDir {
-			if err = l.removeDir(p); err != nil {
+			if err = l.replacing(tmp, p); err == nil {
+				err = l.removeDir(p)
+			}
+			if err != nil {
 				l.removeTmp(tmp)
 				return nil, err
 			}

@@ -153,6 +153,23 @@ func (l *local) note(dir string) error {
 	return nil
 }
 
+// replacing records in the journal, before the local directory rel goes,
+// that the temporary file or link tmp beside it is to be renamed over rel.
+// A host killed between the two leaves neither the directory nor the
+// sandbox's entry at rel; the sweep then completes the rename (finishReplace)
+// rather than removing tmp, so that the next Restore does not read the
+// missing directory as a local deletion. The record is "/" + tmp, NUL,
+// rel, NUL: no work-tree directory the journal lists starts with "/".
+func (l *local) replacing(tmp, rel string) error {
+	if l.jf == nil {
+		return nil // no journal (tmp's directory was noted otherwise)
+	}
+	if _, err := l.jf.Write([]byte("/" + tmp + "\x00" + rel + "\x00")); err != nil {
+		return fmt.Errorf("recording the replacement of %s in the journal %s: %w", rel, l.jf.Name(), err)
+	}
+	return nil
+}
+
 // removeTmp removes a temporary file of this restore; one that cannot be
 // removed keeps the journal for the next sweep.
 func (l *local) removeTmp(tmp string) {
@@ -238,12 +255,27 @@ func sweepTmp(log *slog.Logger, work, dir string) {
 			}
 		}
 		done := true
-		dirs := strings.Split(string(data), "\x00")
-		for _, d := range dirs[:len(dirs)-1] { // the last one is unterminated: no file was made there
+		items := strings.Split(string(data), "\x00")
+		items = items[:len(items)-1] // the last one is unterminated: no file was made there
+		var dirs []string
+		keep := map[string]bool{}
+		for i := 0; i < len(items); i++ {
+			tmp, isRename := strings.CutPrefix(items[i], "/")
+			switch {
+			case !isRename:
+				dirs = append(dirs, items[i])
+			case i+1 < len(items): // a rename recorded whole (see replacing)
+				i++
+				if !finishReplace(log, root, work, tmp, items[i]) {
+					keep[tmp], done = true, false
+				}
+			}
+		}
+		for _, d := range dirs {
 			if d != "." && !tree.ValidPath(d) {
 				continue
 			}
-			if !sweepTmpDir(log, root, work, d) {
+			if !sweepTmpDir(log, root, work, d, keep) {
 				done = false
 			}
 		}
@@ -258,7 +290,7 @@ func sweepTmp(log *slog.Logger, work, dir string) {
 // sweepTmpDir removes the temporary files in the work-tree directory d
 // whose owner is gone; false when one stays for a reason other than its
 // owner running.
-func sweepTmpDir(log *slog.Logger, root *os.Root, work, d string) bool {
+func sweepTmpDir(log *slog.Logger, root *os.Root, work, d string, keep map[string]bool) bool {
 	f, err := root.Open(d)
 	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
 		return true
@@ -280,10 +312,39 @@ func sweepTmpDir(log *slog.Logger, root *os.Root, work, d string) bool {
 			continue
 		}
 		p := path.Join(d, n)
+		if keep[p] {
+			continue
+		}
 		if err := root.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			log.Warn("removing a killed restore's temporary file", "path", filepath.Join(work, p), "error", err)
 			ok = false
 		}
 	}
 	return ok
+}
+
+// finishReplace completes the rename of a killed restore's temporary file
+// or link tmp over the work-tree path rel, whose local directory it had
+// removed (see replacing): when rel is absent and tmp is there, tmp
+// becomes rel. Anything else (rel made again meanwhile, the directory's
+// removal cut short, tmp already renamed) leaves tmp to the sweep; the
+// next Restore compares rel as it finds it, and the sandbox still holds
+// its entry. It returns false when tmp must stay: the rename failed.
+func finishReplace(log *slog.Logger, root *os.Root, work, tmp, rel string) bool {
+	if !tree.ValidPath(tmp) || !tree.ValidPath(rel) || path.Dir(tmp) != path.Dir(rel) || !isTmpName(path.Base(tmp)) || hasTmpName(rel) {
+		return true // not a record replacing writes
+	}
+	if _, err := root.Lstat(rel); !errors.Is(err, fs.ErrNotExist) {
+		return true
+	}
+	fi, err := root.Lstat(tmp)
+	if err != nil || (!fi.Mode().IsRegular() && fi.Mode()&fs.ModeSymlink == 0) {
+		return true
+	}
+	if err := root.Rename(tmp, rel); err != nil {
+		log.Warn("completing a killed restore's replacement of a directory by the sandbox's entry", "path", filepath.Join(work, rel), "from", filepath.Join(work, tmp), "error", err)
+		return false
+	}
+	log.Info("completed a killed restore's replacement of a directory by the sandbox's entry", "path", filepath.Join(work, rel))
+	return true
 }

@@ -2,6 +2,7 @@ package stage_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/airlockdev/airlock/internal/tree"
+	"github.com/airlockdev/airlock/sandbox"
 	"github.com/airlockdev/airlock/stage"
 )
 
@@ -138,4 +140,41 @@ func TestRestageCarriedFileChangedBeforePublish(t *testing.T) {
 			assert.Equal(t, "BRAVO", readFile(t, filepath.Join(host, "x", "b")))
 		})
 	}
+}
+
+// TestDeltaStreamOpensOnlyWhatItSends: a Bridge's delta, with an Index
+// whose stamps vouch for the unchanged files, opens on the host only the
+// file that changed — once to find it changed, once to send it — however
+// many files it carries; the carried ones are listed with the compare's
+// hashes, unopened. The copy is the source's, its digest a fresh stage's.
+func TestDeltaStreamOpensOnlyWhatItSends(t *testing.T) {
+	var opened atomic.Int64
+	defer tree.CountOpened(&opened)()
+	dir := t.TempDir()
+	target, root := stage.NewBridge(sandbox.Local(dir)), filepath.Join(dir, "rt")
+	src := t.TempDir()
+	var spec []string
+	for i := range 40 {
+		spec = append(spec, fmt.Sprintf("d%d/f%02d=%s", i%4, i, strings.Repeat("x", 100+i)))
+	}
+	build(t, src, spec...)
+	assets := []stage.Asset{{Name: "x", Source: src}}
+	opts := []stage.Option{stage.WithIndex(stage.NewIndex()), stage.WithRacyWindow(0)}
+	_, err := stage.Stage(t.Context(), target, root, assets, opts...)
+	require.NoError(t, err)
+	assert.Equal(t, int64(40), opened.Load(), "the first stage opens every file")
+
+	build(t, src, "d1/f05="+strings.Repeat("y", 105))
+	opened.Store(0)
+	rt, err := stage.Stage(t.Context(), target, root, assets, opts...)
+	require.NoError(t, err)
+	assert.Equal(t, 1, rt.Assets[0].Sent)
+	assert.Equal(t, int64(2), opened.Load(), "the delta opens the changed file to compare it and to send it, and nothing else")
+	assert.Equal(t, strings.Repeat("y", 105), readFile(t, filepath.Join(root, "x", "d1", "f05")))
+
+	fresh, err := stage.NewDir(t.TempDir())
+	require.NoError(t, err)
+	rf, err := stage.Stage(t.Context(), fresh, "/rt", assets)
+	require.NoError(t, err)
+	assert.Equal(t, rf.Assets[0].Digest, rt.Assets[0].Digest)
 }

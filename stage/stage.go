@@ -685,15 +685,24 @@ func (t *Tree) Carry(e Entry) error {
 	if !t.walking {
 		return errors.New("stage: Tree.Carry called outside Walk")
 	}
-	i, ok := slices.BinarySearchFunc(t.unchanged, e.Path, func(u UnchangedFile, p string) int { return strings.Compare(u.Path, p) })
-	if !ok || !e.Mode.IsRegular() {
+	if _, ok := t.carry(e.Path); !ok || !e.Mode.IsRegular() {
 		return fmt.Errorf("stage: Tree.Carry(%q): not an unchanged file of this tree", e.Path)
+	}
+	return nil
+}
+
+// carry records the unchanged file rel as carried and returns its size;
+// false when rel is not one.
+func (t *Tree) carry(rel string) (int64, bool) {
+	i, ok := slices.BinarySearchFunc(t.unchanged, rel, func(u UnchangedFile, p string) int { return strings.Compare(u.Path, p) })
+	if !ok {
+		return 0, false
 	}
 	if t.carried == nil {
 		t.carried = make(map[string]string)
 	}
-	t.carried[e.Path] = t.unchanged[i].SHA256
-	return nil
+	t.carried[rel] = t.unchanged[i].SHA256
+	return t.unchanged[i].Size, true
 }
 
 // Entry describes one entry of a tree: a directory (Mode.IsDir) or a
@@ -718,7 +727,32 @@ func (t *Tree) ModTime() time.Time { return t.mtime }
 // of exactly what fn was given; a Target stores it beside the asset and
 // publishes only after Walk returned nil. A Tree can be walked once.
 func (t *Tree) Walk(ctx context.Context, fn func(e Entry, r io.Reader) error) ([]byte, error) {
+	return t.walk(ctx, nil, fn)
+}
+
+// walk is Walk. carried, when not nil, is asked about each unchanged file
+// whose lstat still gives the Stamp the compare took of it: true means the
+// Target has carried it over already (a Bridge's carry, which runs before
+// its stream). Such a file is carried (Carry) and listed with the
+// compare's hash without being opened, and fn is not called for it: the
+// stream of a delta opens only the files it sends. Any other file is
+// opened and given to fn as Walk gives it, and a carried one whose Stamp
+// moved since the compare fails the walk there (ErrChanged), as before.
+func (t *Tree) walk(ctx context.Context, carried func(rel string) bool, fn func(e Entry, r io.Reader) error) ([]byte, error) {
 	err := t.run(func(opts tree.Options) (*tree.Result, error) {
+		if carried != nil {
+			opts.Known = func(rel string, st tree.Stamp) ([32]byte, bool) {
+				k, ok := t.known[rel]
+				if !ok || !st.Valid() || st != k.stamp || !carried(rel) {
+					return [32]byte{}, false
+				}
+				size, ok := t.carry(rel)
+				if ok && t.onFile != nil {
+					t.onFile(size)
+				}
+				return k.sum, ok
+			}
+		}
 		return tree.Walk(ctx, t.src, opts, func(it *tree.Item) error {
 			e := Entry{Path: it.Path, Mode: it.Mode.Perm(), Size: it.Size}
 			if it.Type == tree.Dir {

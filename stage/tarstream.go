@@ -15,7 +15,15 @@ import (
 func writeTarStream(ctx context.Context, w io.Writer, src *Tree, carried map[string]bool, planned map[string]string) ([]byte, error) {
 	return shell.WriteStream(w, src.ModTime(), func(fn func(shell.Entry, io.Reader) error) ([]byte, error) {
 		walked := make(map[string]bool, len(planned)) // planned files the walk found, still regular files
-		m, err := src.Walk(ctx, func(e Entry, r io.Reader) error {
+		m, err := src.walk(ctx, func(rel string) bool {
+			if !carried[rel] {
+				return false
+			}
+			if _, ok := planned[rel]; ok {
+				walked[rel] = true
+			}
+			return true
+		}, func(e Entry, r io.Reader) error {
 			if _, ok := planned[e.Path]; ok && e.Mode.IsRegular() {
 				walked[e.Path] = true
 			}

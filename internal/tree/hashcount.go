@@ -25,3 +25,15 @@ func hashWrite(h hash.Hash, b []byte) {
 		c.Add(int64(len(b)))
 	}
 }
+
+// opened, when set, counts the regular files the package opens to read
+// (see CountOpened).
+var opened atomic.Pointer[atomic.Int64]
+
+// CountOpened makes the package add to c one for each source file a Walk
+// or Copy opens to read, until the returned function is called. For tests
+// that pin which files are read; one counter at a time.
+func CountOpened(c *atomic.Int64) (restore func()) {
+	opened.Store(c)
+	return func() { opened.Store(nil) }
+}

@@ -216,7 +216,7 @@ func errorsJoin(a, b error) error {
 // TestWalkOptionsKnown: Options.Known spares the read of a file it vouches
 // for (the Listing holds the sum it gave, and the file's Stamp), is asked
 // with the Stamp the file shows now (a changed file's no longer matches the
-// earlier walk's), and is not consulted by a Walk with a callback.
+// earlier walk's), and spares a Walk's callback the files it vouches for.
 func TestWalkOptionsKnown(t *testing.T) {
 	src := t.TempDir()
 	build(t, src, "d/", "d/f", "g", "h")
@@ -249,8 +249,19 @@ func TestWalkOptionsKnown(t *testing.T) {
 		assert.Equal(t, int64(len("changed h")), hashed.Load(), "only the changed file is read")
 		assert.Zero(t, res.Listing.Unread())
 	}
-	called := false
-	_, err = Walk(context.Background(), src, Options{Known: func(string, Stamp) ([32]byte, bool) { called = true; return fake, true }}, func(*Item) error { return nil })
+	var given []string
+	hashed.Store(0)
+	res, err := Walk(context.Background(), src, Options{Known: func(rel string, st Stamp) ([32]byte, bool) {
+		_, was, ok := first.Listing.Sum(rel)
+		return fake, ok && was == st
+	}}, func(it *Item) error {
+		given = append(given, it.Path)
+		return nil
+	})
 	require.NoError(t, err)
-	assert.False(t, called, "a Walk with a callback reads every file")
+	assert.Equal(t, []string{"d", "h"}, given, "the callback is given the directory and the file Known does not vouch for")
+	assert.Equal(t, int64(len("changed h")), hashed.Load(), "only the changed file is read")
+	sum, _, ok := res.Listing.Sum("g")
+	require.True(t, ok)
+	assert.Equal(t, fake, sum)
 }

@@ -124,9 +124,10 @@ type Options struct {
 	// Walk, in walk order, before SkipContent; ok means the caller knows the
 	// file's SHA-256 from an earlier read that found the same Stamp (and a
 	// change time old enough that a later write would have moved it): the
-	// file is listed with sum, and its Stamp, without being opened. Walk
-	// only (not Copy), only without a callback, and not with Seen (whose
-	// lstat is the pass's, not the walk's).
+	// file is listed with sum, and its Stamp, without being opened; a
+	// Walk's callback is not called for it (the caller accounts for it in
+	// Known). Walk only (not Copy), and not with Seen (whose lstat is the
+	// pass's, not the walk's).
 	Known func(rel string, st Stamp) (sum [32]byte, ok bool)
 	// Seen, when set, is what a fingerprint pass of the same root saw
 	// (FingerprintSeen): the walk takes each directory's listing and its
@@ -368,7 +369,10 @@ func walk(ctx context.Context, root string, opts Options, fn func(*Item) error, 
 		return nil, &fs.PathError{Op: "walk", Path: root, Err: err}
 	}
 	if fn != nil || cp != nil {
-		opts.SkipContent, opts.Known = nil, nil
+		opts.SkipContent = nil
+	}
+	if cp != nil {
+		opts.Known = nil
 	}
 	if opts.Seen != nil {
 		opts.Known = nil
@@ -837,6 +841,9 @@ func (w *walker) doFile(j *job, s *scratch) error {
 
 // open opens j's source file.
 func (j *job) open() (srcFile, error) {
+	if c := opened.Load(); c != nil {
+		c.Add(1)
+	}
 	f, err := j.from.n.openFile(j.name, j.st)
 	if err != nil {
 		if j.link {

@@ -255,6 +255,24 @@ func Stage(ctx context.Context, t Target, root string, assets []Asset, opts ...O
 		return nil, err
 	}
 	s := &stager{ctx: ctx, t: t, root: root, o: o}
+	names := make([]string, len(plans))
+	for i, p := range plans {
+		names[i] = p.asset.Name
+	}
+	// The sandbox's manifests are asked for while the sources are
+	// fingerprinted: a round trip to the sandbox and a walk of the host's
+	// trees, at once.
+	type probed struct {
+		stored [][]byte
+		err    error
+		took   time.Duration
+	}
+	probe := make(chan probed, 1)
+	go func() {
+		t0 := time.Now()
+		stored, err := t.Probe(ctx, root, names)
+		probe <- probed{stored, err, time.Since(t0)}
+	}()
 	if o.progress != nil || o.index != nil {
 		for _, p := range plans {
 			p.meta = tree.Fingerprint(ctx, p.src, p.opts, o.now().Add(-o.racy))
@@ -262,16 +280,12 @@ func Stage(ctx context.Context, t Target, root string, assets []Asset, opts ...O
 			s.prog.TotalBytes += p.meta.Bytes
 		}
 	}
-	names := make([]string, len(plans))
-	for i, p := range plans {
-		names[i] = p.asset.Name
+	pr := <-probe
+	if pr.err != nil {
+		return nil, fmt.Errorf("stage: %w", pr.err)
 	}
-	t0 := o.now()
-	stored, err := t.Probe(ctx, root, names)
-	if err != nil {
-		return nil, fmt.Errorf("stage: %w", err)
-	}
-	o.log.Debug("stage: probed the sandbox's manifests", "root", root, "assets", len(names), "took", o.now().Sub(t0))
+	stored := pr.stored
+	o.log.Debug("stage: probed the sandbox's manifests", "root", root, "assets", len(names), "took", pr.took)
 	if len(stored) != len(names) {
 		return nil, fmt.Errorf("%w: target returned %d manifests for %d assets under %s", ErrTransport, len(stored), len(names), root)
 	}

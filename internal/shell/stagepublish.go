@@ -400,9 +400,8 @@ const claimOwnerScript = `ns=$(readlink /proc/self/ns/pid 2>/dev/null)
 // left, a file or fifo the sandbox planted): a rename never opens what it
 // replaces. A directory or link there (never the protocol's) is deleted
 // first, else mv would move the marker into it, or into the directory the
-// link names. Best effort: a
-// publish without its marker only loses the sweep of a retry that has
-// nothing to publish, should it be killed.
+// link names. Best effort: a publish without its marker only loses the
+// sweep of a retry that has nothing to publish, should it be killed.
 func markScript(marker string) string {
 	return fmt.Sprintf(`am=%s
 if { echo $$; echo "$ns"; } >"$t/sweep" 2>/dev/null; then if [ -d "$am" ] || [ -L "$am" ]; then rm -rf "$am" 2>/dev/null; fi; mv -f "$t/sweep" "$am" 2>/dev/null; fi

@@ -49,9 +49,10 @@ const (
 	// SweepPrefix starts the name of an asset's sweep marker
 	// (SweepMarkerName).
 	SweepPrefix = StageReserved + "-sweep-"
-	// MaxSweepMarker bounds what a reader of a sweep marker needs of it:
-	// a marker the protocol writes holds far less (a process id and its
-	// PID namespace); a larger one is the sandbox's, and still a marker.
+	// MaxSweepMarker bounds what the host reads of a sweep marker (only
+	// whether it exists matters to it): a marker the protocol writes holds
+	// far less (a process id and its PID namespace); a larger one is the
+	// sandbox's, and still a marker.
 	MaxSweepMarker = 64
 )
 
@@ -168,9 +169,9 @@ done; }
 // N MARKER succeeds when the marker is no live process's: anything but a
 // regular file (none of the protocol's), or one that names no process, a
 // process of another PID namespace (as F), or a process that is gone (L),
-// this shell being alive. It reads at most MaxSweepMarker bytes of it (dd:
-// a huge file costs nothing; a sandbox without dd has every marker read as
-// gone) and sets $__p to the process id read, "" for none.
+// this shell being alive. It reads at most 64 bytes of it (dd: a huge
+// file costs nothing; a sandbox without dd has every marker read as gone)
+// and sets $__p to the process id read, "" for none.
 //
 // A notes in $__m the markers that are no live process's, each as
 // "PID/NAME" on a line of its own (no asset name holds a slash or a

@@ -371,3 +371,49 @@ func TestHostSweepsKilledPublish(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "two", string(b))
 }
+
+// TestHostPlantedSweepMarkers: what a hostile sandbox plants at an asset's
+// sweep marker over SFTP. A directory, a fifo or a link is no marker (the
+// probe reads regular files only): an unchanged stage runs no command and
+// never hangs. A huge or unreadable file is one: that stage runs one
+// sweep, which deletes it, and the next runs none again. A marker naming
+// a live process (PID 1) stays: it costs the sandbox one sweep per stage.
+func TestHostPlantedSweepMarkers(t *testing.T) {
+	srv := remotetest.NewServer(t)
+	h := dial(t, srv)
+	root := filepath.Join(srv.Dir(), "rt")
+	src := t.TempDir()
+	writeFiles(t, src, "a", "one")
+	assets := []stage.Asset{{Name: "x", Source: src}}
+	_, err := stage.Stage(t.Context(), h, root, assets)
+	require.NoError(t, err)
+	marker := filepath.Join(root, shell.SweepMarkerName("x"))
+	for _, c := range []struct {
+		name   string
+		plant  func() error
+		sweeps [2]int64 // commands the first and the second stage run
+	}{
+		{"dir", func() error { return os.MkdirAll(filepath.Join(marker, "d"), 0o755) }, [2]int64{0, 0}},
+		{"fifo", func() error { return syscall.Mkfifo(marker, 0o644) }, [2]int64{0, 0}},
+		{"link", func() error { return os.Symlink("/dev/zero", marker) }, [2]int64{0, 0}},
+		{"huge", func() error { return os.WriteFile(marker, make([]byte, 1<<20), 0o644) }, [2]int64{1, 0}},
+		{"unreadable", func() error { return os.WriteFile(marker, []byte("x\n"), 0) }, [2]int64{1, 0}},
+		{"live", func() error { return os.WriteFile(marker, []byte("1\n"), 0o644) }, [2]int64{1, 1}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			require.NoError(t, os.RemoveAll(marker))
+			require.NoError(t, c.plant())
+			for i, want := range c.sweeps {
+				before := srv.Execs()
+				rt, err := stage.Stage(t.Context(), h, root, assets)
+				require.NoError(t, err)
+				assert.True(t, rt.Assets[0].Reused)
+				assert.Equal(t, want, srv.Execs()-before, "stage %d over a planted %s", i+1, c.name)
+			}
+			if c.sweeps[1] == 0 && c.sweeps[0] > 0 {
+				assert.NoFileExists(t, marker, "the sweep deletes the planted %s", c.name)
+			}
+		})
+	}
+	require.NoError(t, os.RemoveAll(marker))
+}

@@ -421,6 +421,9 @@ type sandboxCaps struct {
 // it streams and bounded as a whole by MaxProbeBytes. The first probe of a
 // Bridge also learns what the sandbox offers (sha256sum, mv --exchange)
 // and fails with a clear error when a tool the protocol needs is missing.
+// Through a Runner that is a sandbox.FileReader, the manifests and the
+// names' sweep markers are read as files instead (probeFiles) and no
+// command runs, unless a marker is there: then one sweep of the root.
 func (b *Bridge) Probe(ctx context.Context, root string, names []string) ([][]byte, error) {
 	if c, known := b.knownCaps(); known && c.missing != "" {
 		return nil, c.missingErr()

@@ -69,9 +69,13 @@ func WithControlTimeout(d time.Duration) BridgeOption {
 // or a zombie), which cut transfers, hosts killed between the transfer and
 // the publish, and commands killed while deleting leave behind; a shell
 // probe that finds such leftovers has them swept by a command of its own,
-// so a stage with nothing to publish removes them too (a probe through a
-// FileReader runs no shell and leaves them to the next publish or
-// unstage). A publish, cleanup or unstage whose host dies mid-command
+// so a stage with nothing to publish removes them too. A probe through a
+// FileReader runs no shell: it reads each asset's sweep marker alongside
+// its manifest (shell.SweepMarkerName), which a publish keeps in place
+// from before its first rename until it has deleted what it moved aside,
+// and has the root swept when one is there; a retry that finds the copy
+// of a publish killed after its renames therefore still removes what that
+// publish left. A publish, cleanup or unstage whose host dies mid-command
 // still finishes in the sandbox (it ignores SIGPIPE). An unchanged
 // asset costs a share of one probe command (none when the Runner is a
 // FileReader). No file content is ever base64-encoded or sent one command
@@ -417,6 +421,9 @@ type sandboxCaps struct {
 // it streams and bounded as a whole by MaxProbeBytes. The first probe of a
 // Bridge also learns what the sandbox offers (sha256sum, mv --exchange)
 // and fails with a clear error when a tool the protocol needs is missing.
+// Through a Runner that is a sandbox.FileReader, the manifests and the
+// names' sweep markers are read as files instead (probeFiles) and no
+// command runs, unless a marker is there: then one sweep of the root.
 func (b *Bridge) Probe(ctx context.Context, root string, names []string) ([][]byte, error) {
 	if c, known := b.knownCaps(); known && c.missing != "" {
 		return nil, c.missingErr()
@@ -439,8 +446,18 @@ func (b *Bridge) Probe(ctx context.Context, root string, names []string) ([][]by
 	}
 	if fr, ok := b.r.(sandbox.FileReader); ok && len(names) > 0 {
 		// No process in the sandbox: an unchanged asset costs no command at
-		// all; what the sandbox offers is learnt when a publish needs it.
-		return b.probeFiles(ctx, fr, root, names)
+		// all; what the sandbox offers is learnt when a publish needs it. A
+		// sweep marker found means a publish was killed before it deleted
+		// what it moved aside: the root is swept, as a shell probe that
+		// finds leftovers has it swept.
+		files, marked, err := b.probeFiles(ctx, fr, root, names)
+		if err == nil && marked {
+			err = b.sweepRoot(ctx, root)
+		}
+		if err != nil {
+			return nil, err
+		}
+		return files, nil
 	}
 	return b.probeShell(ctx, root, names)
 }

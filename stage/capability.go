@@ -7,7 +7,9 @@ import (
 	"io/fs"
 	"path"
 	"sync"
+	"sync/atomic"
 
+	"github.com/airlockdev/airlock/internal/shell"
 	"github.com/airlockdev/airlock/sandbox"
 )
 
@@ -17,68 +19,83 @@ const maxParallelReads = 16
 // probeFiles reads the manifests of names under root through fr, under the
 // control deadline. A manifest that is missing, a link, not a regular file
 // or over MaxManifestBytes is nil; all of them together may not exceed
-// MaxProbeBytes.
-func (b *Bridge) probeFiles(ctx context.Context, fr sandbox.FileReader, root string, names []string) ([][]byte, error) {
+// MaxProbeBytes. Alongside, it reads each name's sweep marker
+// (shell.SweepMarkerName; at most shell.MaxSweepMarker bytes, the content
+// unused) and reports whether one exists: a publish of it was killed
+// before it deleted what it moved aside, and the root needs a sweep. A
+// marker that is missing, or no regular file, is none; any other outcome
+// of its read counts as one (a sweep costs one command; a dead connection
+// fails that command).
+func (b *Bridge) probeFiles(ctx context.Context, fr sandbox.FileReader, root string, names []string) ([][]byte, bool, error) {
 	op := "reading the stored manifests under " + root
 	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("%s: %w", op, err)
+		return nil, false, fmt.Errorf("%s: %w", op, err)
 	}
 	cctx, cancel := context.WithTimeout(ctx, b.timeout)
 	defer cancel()
 	res := make([][]byte, len(names))
-	done := make(chan error, 1)
+	var (
+		marked atomic.Bool
+		mu     sync.Mutex
+		total  int64
+		first  error
+	)
+	read := func(i int) {
+		if i >= len(names) {
+			_, err := fr.ReadFile(cctx, path.Join(root, shell.SweepMarkerName(names[i-len(names)])), shell.MaxSweepMarker)
+			if !errors.Is(err, fs.ErrNotExist) {
+				marked.Store(true)
+			}
+			return
+		}
+		data, err := fr.ReadFile(cctx, path.Join(root, manifestName(names[i])), MaxManifestBytes)
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case err == nil:
+			total += int64(len(data))
+			if total > MaxProbeBytes {
+				err = fmt.Errorf("%w: %s: the sandbox's manifests hold more than %d bytes together", sandbox.ErrProtocol, op, MaxProbeBytes)
+				break
+			}
+			res[i] = data
+			return
+		case errors.Is(err, fs.ErrNotExist), errors.Is(err, ErrLimit):
+			return // no usable manifest
+		case !errors.Is(err, ErrTransport):
+			err = fmt.Errorf("%w: %s: %w", ErrTransport, op, err)
+		}
+		if first == nil {
+			first = err
+		}
+	}
+	done := make(chan struct{})
 	go func() {
-		var (
-			wg    sync.WaitGroup
-			mu    sync.Mutex
-			total int64
-			first error
-		)
+		defer close(done)
+		var wg sync.WaitGroup
 		sem := make(chan struct{}, maxParallelReads)
-		for i, n := range names {
-			wg.Add(1)
+		for i := range 2 * len(names) {
 			sem <- struct{}{}
-			go func() {
-				defer wg.Done()
+			wg.Go(func() {
 				defer func() { <-sem }()
-				data, err := fr.ReadFile(cctx, path.Join(root, manifestName(n)), MaxManifestBytes)
-				mu.Lock()
-				defer mu.Unlock()
-				switch {
-				case err == nil:
-					total += int64(len(data))
-					if total > MaxProbeBytes {
-						err = fmt.Errorf("%w: %s: the sandbox's manifests hold more than %d bytes together", sandbox.ErrProtocol, op, MaxProbeBytes)
-						break
-					}
-					res[i] = data
-					return
-				case errors.Is(err, fs.ErrNotExist), errors.Is(err, ErrLimit):
-					return // no usable manifest
-				case !errors.Is(err, ErrTransport):
-					err = fmt.Errorf("%w: %s: %w", ErrTransport, op, err)
-				}
-				if first == nil {
-					first = err
-				}
-			}()
+				read(i)
+			})
 		}
 		wg.Wait()
-		done <- first
 	}()
 	select {
-	case err := <-done:
-		if err != nil {
+	case <-done:
+		if first != nil {
 			if cerr := ctx.Err(); cerr != nil {
-				return nil, fmt.Errorf("%s: %w", op, cerr)
+				return nil, false, fmt.Errorf("%s: %w", op, cerr)
 			}
-			return nil, err
+			return nil, false, first
 		}
-		return res, nil
+		return res, marked.Load(), nil
 	case <-cctx.Done():
 		if err := ctx.Err(); err != nil {
-			return nil, fmt.Errorf("%s: %w", op, err)
+			return nil, false, fmt.Errorf("%s: %w", op, err)
 		}
-		return nil, b.timeoutErr(op)
+		return nil, false, b.timeoutErr(op)
 	}
 }

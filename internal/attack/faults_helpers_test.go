@@ -148,9 +148,12 @@ func (r *recorder) Run(ctx context.Context, cmd sandbox.Command) error {
 }
 
 func (r *recorder) ReadFile(ctx context.Context, p string, max int64) ([]byte, error) {
-	if b := filepath.Base(p); strings.HasPrefix(b, ".airlock-manifest-") {
+	switch b := filepath.Base(p); {
+	case strings.HasPrefix(b, ".airlock-manifest-"):
 		r.add("probe (SFTP read of " + b + ")")
-	} else {
+	case strings.HasPrefix(b, ".airlock-sweep-"):
+		// read alongside the manifest, part of the probe: no mark of its own
+	default:
 		r.add("SFTP read of " + b)
 	}
 	return r.h.ReadFile(ctx, p, max)
@@ -224,12 +227,12 @@ func (m measured) phase(n int64) string {
 func sweepFull() bool { return os.Getenv("AIRLOCK_FAULT_SWEEP") == "full" }
 
 // cutPoints chooses where to cut. Bounded (CI): the start of every phase
-// (or a spread of them), three points in the last 220 bytes when tail is
-// set, then evenly spaced points between, budget in all.
+// (or a spread of them), three points in the last 220 bytes, then evenly
+// spaced points between, budget in all.
 // Full: every phase start and its neighbours, every power of two, the
 // handshake's end and its neighbours, the last bytes, and a dense walk of
 // 256 steps over the whole run.
-func cutPoints(m measured, budget int, tail bool) []int64 {
+func cutPoints(m measured, budget int) []int64 {
 	var pts []int64
 	add := func(n int64) {
 		if n >= 1 && n < m.total {
@@ -259,9 +262,7 @@ func cutPoints(m measured, budget int, tail bool) []int64 {
 		// The last bytes: the end of the payload and the command's exit,
 		// where a stream cut between two of its units reads as whole.
 		for _, d := range []int64{220, 150, 80} {
-			if tail {
-				add(m.total - d)
-			}
+			add(m.total - d)
 		}
 		span := m.total - m.handshake
 		left := budget - len(pts)
@@ -387,7 +388,8 @@ func alive(pid int) bool {
 	return err == nil && !zombie(stat)
 }
 
-// stageTemps lists the temporary directories a publish may leave in root.
+// stageTemps lists the temporary directories a publish may leave in root,
+// and its sweep markers.
 func stageTemps(t *testing.T, root string) []string {
 	t.Helper()
 	entries, err := os.ReadDir(root)
@@ -397,7 +399,7 @@ func stageTemps(t *testing.T, root string) []string {
 	require.NoError(t, err)
 	var tmp []string
 	for _, e := range entries {
-		if strings.HasPrefix(e.Name(), ".airlock-tmp-") || strings.HasPrefix(e.Name(), ".airlock-gone-") {
+		if strings.HasPrefix(e.Name(), ".airlock-tmp-") || strings.HasPrefix(e.Name(), ".airlock-gone-") || strings.HasPrefix(e.Name(), ".airlock-sweep-") {
 			tmp = append(tmp, e.Name())
 		}
 	}

@@ -33,6 +33,13 @@ type scenario struct {
 	run        func(ctx context.Context, l link) error // the operation
 	intact     func(t *testing.T)                      // after a failed run: the old state is whole (or, where the outcome is unknown, the new one)
 	done       func(t *testing.T)                      // after a successful run: the new state, and no leftover of any earlier run
+	// rerun: a success whose fault tripped is followed by one more run,
+	// on a new, direct connection, before done. The stage operations
+	// succeed once their renames are done (stage.Bridge's
+	// renameThenDelete): a cut after them kills the command while it
+	// deletes what it moved aside, and leaves that to the next run of the
+	// operation, which must remove it even with nothing to publish.
+	rerun bool
 }
 
 // operation makes a fresh scenario for each run of a sweep.
@@ -61,7 +68,9 @@ var errGuard = errors.New("hang guard of the fault suite expired: the operation 
 // operation, over every sandbox kind. For each fault: the operation fails
 // with sandbox.ErrTransport (or succeeds, when the fault came after its
 // last byte mattered), the old state is intact, a retry on a new, direct
-// connection succeeds, and it leaves no leftover of either run.
+// connection succeeds, and it leaves no leftover of either run. A stage
+// operation that succeeds although its fault tripped is run once more
+// first (scenario.rerun).
 //
 // Bounded by default (about 12 cuts and 2 stalls per operation on
 // remotetest, 6 and 1 on sshd; halved by -short); AIRLOCK_FAULT_SWEEP=full
@@ -85,12 +94,11 @@ func TestFaults(t *testing.T) {
 				op := operations[i]
 				t.Run(op.name, func(t *testing.T) {
 					m := measure(t, sb, op)
-					// Not yet for the stage operations: a cut there can
-					// leave a dead shell's moved-aside directory that a
-					// retry with nothing to publish runs no command to
-					// sweep (see SECURITY.md; the full sweep finds it).
-					tail := !strings.HasPrefix(op.name, "Stage") && op.name != "Unstage"
-					for _, n := range cutPoints(m, cuts, tail) {
+					// Cuts near the end too, for every operation: for the
+					// stage ones, a publish killed after its renames
+					// leaves its sweep marker, which the retry's SFTP
+					// probe reads to have the root swept (see SECURITY.md).
+					for _, n := range cutPoints(m, cuts) {
 						f := faultnet.Fault{After: n, Mode: faultnet.Cut}
 						t.Run(f.String(), func(t *testing.T) { faultOnce(t, sb, op, m, f) })
 					}
@@ -191,7 +199,12 @@ func faultOnce(t *testing.T, sb server, op operation, m measured, f faultnet.Fau
 	phase := m.phase(f.After)
 
 	if err == nil {
-		t.Logf("%s (%s): the operation succeeded (the fault tripped: %v)", f, phase, p.Tripped() > 0)
+		tripped := p.Tripped() > 0
+		t.Logf("%s (%s): the operation succeeded (the fault tripped: %v)", f, phase, tripped)
+		if tripped && sc.rerun {
+			quiesce(t, sc.sandboxDir)
+			require.NoError(t, sc.run(t.Context(), hostLink(sb.dial(t))), "the next run after %s during %q, which succeeded", f, phase)
+		}
 		sc.done(t)
 		return
 	}
@@ -251,6 +264,7 @@ func newStageFirst(t *testing.T, sb server) *scenario {
 				assertAbsent(t, root, "x")
 			}
 		},
+		rerun: true,
 		done: func(t *testing.T) {
 			assertStaged(t, root, "x", want)
 			assert.Empty(t, stageTemps(t, root), "temporary directories left in %s", root)
@@ -282,6 +296,7 @@ func newStageDelta(t *testing.T, sb server) *scenario {
 				assertAbsent(t, root, "y")
 			}
 		},
+		rerun: true,
 		done: func(t *testing.T) {
 			assertStaged(t, root, "x", want)
 			assertAbsent(t, root, "y")
@@ -309,6 +324,7 @@ func newUnstage(t *testing.T, sb server) *scenario {
 			}
 			assertStaged(t, root, "y", wantY)
 		},
+		rerun: true,
 		done: func(t *testing.T) {
 			assertAbsent(t, root, "x")
 			assertStaged(t, root, "y", wantY)

@@ -545,3 +545,125 @@ func TestPublishRaceOtherCopy(t *testing.T) {
 		}
 	}
 }
+
+// TestSweepMarkerRuns runs the sweep markers' scripts under sh, dash and
+// busybox sh: a publish deletes its marker as its last step; one killed
+// after putting it in place leaves it naming its dead shell, which the
+// probe and the asset listing report and a sweep deletes with the
+// temporary directory; a live process's marker stays; and what the
+// sandbox plants at a marker's name (a directory, a fifo, a link, a huge
+// file) is reported and swept without hanging, a link never followed.
+func TestSweepMarkerRuns(t *testing.T) {
+	ns, err := os.Readlink("/proc/self/ns/pid")
+	require.NoError(t, err, "the test needs procfs")
+	for _, sh := range shells(t) {
+		t.Run(strings.Join(sh, " "), func(t *testing.T) {
+			root := filepath.Join(t.TempDir(), "root")
+			dst := publishTree(t, sh, root)
+			marker := filepath.Join(root, shell.SweepMarkerName("a"))
+			assert.NoFileExists(t, marker, "a publish that ends deletes its marker")
+
+			// Killed once its marker is in place: the modes script kills
+			// the publish's shell ($$ in a subshell is its parent's).
+			tmp := filepath.Join(root, shell.TempPrefix+"a-02")
+			stream, _ := stageTree(t)
+			_, stderr, status := shRun(t, sh, shell.SendScript(shell.Send{Root: root, Tmp: tmp, Dst: dst}), stream)
+			require.Equal(t, 0, status, "send: %s", stderr)
+			f, err := os.OpenFile(filepath.Join(tmp, "modes"), os.O_APPEND|os.O_WRONLY, 0)
+			require.NoError(t, err)
+			_, err = f.WriteString("kill -9 $$\n")
+			require.NoError(t, err)
+			require.NoError(t, f.Close())
+			_, _, status = shRun(t, sh, shell.PublishScript(tmp, dst, filepath.Join(root, shell.ManifestName("a")), "a", false), nil)
+			require.Equal(t, -1, status, "the publish is killed")
+			assert.Regexp(t, `^[0-9]+\n`, readString(t, marker), "the killed publish's marker names it")
+			assert.DirExists(t, tmp)
+			assert.True(t, markerProbe(t, sh, root), "a dead publish's marker and directory are reported")
+			sweepRoot(t, sh, root)
+			assert.NoDirExists(t, tmp)
+			assert.NoFileExists(t, marker, "the sweep deletes the dead publish's marker")
+
+			// A marker alone is a leftover when its process is gone or of
+			// another PID namespace; a live process's is not.
+			for _, c := range []struct {
+				owner string
+				dead  bool
+			}{
+				{strconv.Itoa(deadPid(t)) + "\n", true},
+				{strconv.Itoa(os.Getpid()) + "\npid:[1]\n", true},
+				{"not a pid\n", true},
+				{strconv.Itoa(os.Getpid()) + "\n" + ns + "\n", false},
+			} {
+				require.NoError(t, os.WriteFile(marker, []byte(c.owner), 0o644))
+				assert.Equal(t, c.dead, markerProbe(t, sh, root), "marker %q", c.owner)
+				out, _, status := shRun(t, sh, shell.AssetsScript(root, shell.Skip{}), nil)
+				require.Equal(t, 0, status)
+				assert.Equal(t, c.dead, shell.AssetListLeftovers([]byte(out)), "marker %q", c.owner)
+				sweepRoot(t, sh, root)
+				_, err := os.Lstat(marker)
+				assert.Equal(t, c.dead, errors.Is(err, os.ErrNotExist), "marker %q: the sweep deletes it exactly when it is no live process's", c.owner)
+			}
+			require.NoError(t, os.Remove(marker))
+
+			// What the sandbox plants at a marker's name.
+			outDir := t.TempDir()
+			outside := filepath.Join(outDir, "outside")
+			require.NoError(t, os.WriteFile(outside, []byte("keep"), 0o644))
+			planted := map[string]func(p string) error{
+				"dir": func(p string) error {
+					return errors.Join(os.MkdirAll(filepath.Join(p, "d"), 0o755), os.WriteFile(filepath.Join(p, shell.OwnerFile), []byte("1\n"), 0o644))
+				},
+				"fifo":    func(p string) error { return syscall.Mkfifo(p, 0o644) },
+				"link":    func(p string) error { return os.Symlink(outside, p) },
+				"dirlink": func(p string) error { return os.Symlink(outDir, p) },
+				"huge":    func(p string) error { return os.WriteFile(p, bytes.Repeat([]byte("1"), 8<<20), 0o644) },
+			}
+			for n, plant := range planted {
+				require.NoError(t, plant(filepath.Join(root, shell.SweepMarkerName(n))), n)
+			}
+			start := time.Now()
+			assert.True(t, markerProbe(t, sh, root), "planted markers are reported")
+			sweepRoot(t, sh, root)
+			assert.Less(t, time.Since(start), 20*time.Second, "reading planted markers must not hang")
+			for n := range planted {
+				_, err := os.Lstat(filepath.Join(root, shell.SweepMarkerName(n)))
+				assert.ErrorIs(t, err, os.ErrNotExist, "the planted %s is swept", n)
+			}
+			assert.Equal(t, "keep", readString(t, outside), "a linked marker is never followed")
+			assert.False(t, markerProbe(t, sh, root))
+
+			// A publish over a planted link, directory or file puts its
+			// own marker in place and deletes it; what a link names stays.
+			for _, n := range []string{"link", "dirlink", "dir", "huge"} {
+				require.NoError(t, planted[n](marker))
+				dst = publishTree(t, sh, root)
+				_, err := os.Lstat(marker)
+				assert.ErrorIs(t, err, os.ErrNotExist, "a publish over a planted %s", n)
+				assert.Equal(t, "keep", readString(t, outside))
+				ents, err := os.ReadDir(outDir)
+				require.NoError(t, err)
+				assert.Len(t, ents, 1, "nothing lands in a linked directory")
+			}
+			assert.Equal(t, "content", readString(t, filepath.Join(dst, "d", "f")))
+		})
+	}
+}
+
+// markerProbe runs a probe of root under sh and returns whether it
+// reports leftovers.
+func markerProbe(t *testing.T, sh []string, root string) bool {
+	t.Helper()
+	out, stderr, status := shRun(t, sh, shell.ProbeScript(root, false, shell.Skip{}, nil), nil)
+	require.Equal(t, 0, status, "probe: %s", stderr)
+	probe, err := shell.ReadProbe(strings.NewReader(out), nil, 0, 1<<10)
+	require.NoError(t, err)
+	return probe.Leftovers
+}
+
+// sweepRoot runs SweepRootScript on root under sh.
+func sweepRoot(t *testing.T, sh []string, root string) {
+	t.Helper()
+	out, stderr, status := shRun(t, sh, shell.SweepRootScript(root, shell.Skip{}), nil)
+	require.Equal(t, 0, status, "sweep: %s", stderr)
+	assert.Equal(t, shell.PublishedLine+"\n", out)
+}

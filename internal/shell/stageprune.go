@@ -64,7 +64,9 @@ func ParseAssetList(reply []byte) []string {
 // sweeps the root (sweepScript, leaving the temporary directories in skip
 // alone), makes the temporary directory tmp (a name in the root) and moves
 // each asset's manifest and directory into it (renames only), prints
-// PublishedLine, then deletes tmp and what the sweep moved away. A root
+// PublishedLine, then deletes tmp and what the sweep moved away, and last
+// the sweep markers that were no live process's when it began (see
+// markerFuncs; a marker stays while its publish runs). A root
 // that is a symbolic link is refused (RootLinkExit), a missing one has
 // nothing to remove.
 func RemoveScript(root, tmp string, skip Skip, names []string) string {
@@ -72,6 +74,7 @@ func RemoveScript(root, tmp string, skip Skip, names []string) string {
 	sb.WriteString(finishAlone)
 	sb.WriteString(rootCheck(root))
 	sb.WriteString(sweepFuncs)
+	sb.WriteString("A\n")
 	sb.WriteString(sweepScript(skip))
 	sb.WriteString(mkOwnedScript(tmp))
 	fmt.Fprintf(&sb, "t=%s\n", Quote(tmp))
@@ -83,6 +86,6 @@ func RemoveScript(root, tmp string, skip Skip, names []string) string {
 	}
 	fmt.Fprintf(&sb, "echo %s\n", PublishedLine)
 	sb.WriteString(dropScript(tmp))
-	sb.WriteString("D\nexit 0\n")
+	sb.WriteString("D\nE\nexit 0\n")
 	return sb.String()
 }

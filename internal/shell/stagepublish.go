@@ -89,6 +89,7 @@ func SendScript(s Send) string {
 	fmt.Fprintf(&sb, "r=%s\nif [ -L \"$r\" ] || { [ -e \"$r\" ] && [ ! -d \"$r\" ]; }; then rm -f \"$r\" || exit 1; fi\n", Quote(s.Root))
 	sb.WriteString("[ -d \"$r\" ] || mkdir \"$r\" 2>/dev/null || [ -d \"$r\" ] || exit 1\n") // another stage may make it meanwhile
 	sb.WriteString(sweepFuncs)
+	sb.WriteString("A\n")
 	sb.WriteString(sweepScript(s.Skip))
 	// The owner file names the process that writes into tmp (this shell,
 	// then tar through exec), so that a later setup can tell a cut
@@ -98,7 +99,7 @@ func SendScript(s Send) string {
 	fmt.Fprintf(&sb, "echo %s\numask 0\n", ReadyLine)
 	// What the sweep moved away is deleted now, outside the control
 	// deadline (a data step, bounded by the caller's context).
-	sb.WriteString("D\n")
+	sb.WriteString("D\nE\n")
 	if s.Carry != nil && len(s.Carry.Want) > 0 {
 		s.Carry.write(&sb, s.Tmp, s.Dst)
 	}
@@ -309,20 +310,25 @@ func CarryScript(p *CarryPlan, tmp, dst string) string {
 // absent for an instant (never partial). The old copy stays inside tmp,
 // which the command claims first (its owner file names the command's
 // shell), so that a command killed before it deleted it leaves a
-// directory the next sweep removes. Only renames come before
-// PublishedLine. name is the asset's (dst's base name).
+// directory the next sweep removes. Once it has claimed tmp, before its
+// first rename, it puts the asset's sweep marker in place (markScript),
+// and deletes it as its last step once the old copy and the stamps'
+// directory are gone: a command killed in between leaves it, so that a
+// probe that runs no shell still has the root swept (see
+// SweepMarkerName). Only renames come before PublishedLine. name is the
+// asset's (dst's base name).
 func PublishScript(tmp, dst, mf, name string, exchange bool) string {
 	var sb strings.Builder
 	fmt.Fprintf(&sb, `%st=%s; d=%s; m=%s
 %sif [ ! -f "$t/complete" ] || [ ! -d "$t/new/tree" ] || [ -L "$t/new/tree" ] || [ ! -f "$t/new/manifest.json" ] || [ -L "$t/new/manifest.json" ] || [ ! -d "$t/old" ] || [ -L "$t/old" ] || [ ! -f "$t/modes" ] || [ -L "$t/modes" ]; then echo "transfer incomplete: $t lacks part of the stream" >&2; exit 3; fi
 %s || exit 3
-if ! (cd "$t" && . ./modes); then echo "cannot set the modes of the directories in $t/new/tree; stage again" >&2; exit 3; fi
+%sif ! (cd "$t" && . ./modes); then echo "cannot set the modes of the directories in $t/new/tree; stage again" >&2; exit 3; fi
 s=%s
-if [ -e "$s" ] || [ -L "$s" ]; then mv -f "$s" "$t/old/" || exit %[8]d; fi
-if [ -e "$m" ] || [ -L "$m" ]; then mv -f "$m" "$t/old/" || exit %[8]d; fi
+if [ -e "$s" ] || [ -L "$s" ]; then mv -f "$s" "$t/old/" || exit %[9]d; fi
+if [ -e "$m" ] || [ -L "$m" ]; then mv -f "$m" "$t/old/" || exit %[9]d; fi
 if [ -d "$d" ] && [ ! -L "$d" ] && [ ! -w "$d" ]; then chmod u+w "$d" 2>/dev/null; fi
 x=
-`, finishAlone, Quote(tmp), Quote(dst), Quote(mf), renameFunc, claimScript, Quote(stampsOf(dst)), RenameExit)
+`, finishAlone, Quote(tmp), Quote(dst), Quote(mf), renameFunc, claimOwnerScript, markScript(markerOf(dst, name)), Quote(stampsOf(dst)), RenameExit)
 	if exchange {
 		sb.WriteString(`if [ -d "$d" ] && [ ! -L "$d" ] && mv -T --exchange "$t/new/tree" "$d" 2>/dev/null; then x=1; fi
 `)
@@ -333,7 +339,7 @@ if ! R "$t/new/tree" "$d"; then echo "cannot move the new copy to $d: it is in u
 fi
 mv -f "$t/new/manifest.json" "$m" || exit 5
 echo %[2]s
-%[3]s%[4]s%[5]sexit 0`, Quote(path.Join(tmp, TarOld, name)), PublishedLine, stampsDir(dst), dropScript(tmp), recordStamps(dst), RenameExit)
+%[3]s%[4]s%[5]s%[7]sexit 0`, Quote(path.Join(tmp, TarOld, name)), PublishedLine, stampsDir(dst), dropScript(tmp), recordStamps(dst), RenameExit, unmarkScript("[ ! -e \"$n\" ] && [ ! -L \"$n\" ] && "))
 	return sb.String()
 }
 
@@ -378,19 +384,54 @@ fi
 `, stampFuncs, Quote(stampsOf(dst)), Quote(dst), Quote(dst), Quote(dst))
 }
 
+// markerOf returns the sweep marker of the asset name published at dst.
+func markerOf(dst, name string) string { return path.Join(path.Dir(dst), SweepMarkerName(name)) }
+
+// claimOwnerScript (with $t the temporary directory) is claimScript that
+// also leaves this shell's PID namespace in $ns, for the sweep marker
+// (markScript), so that the publish reads it once.
+const claimOwnerScript = `ns=$(readlink /proc/self/ns/pid 2>/dev/null)
+{ { echo $$; echo "$ns"; } >"$t/` + OwnerFile + `.new" && mv -f "$t/` + OwnerFile + `.new" "$t/` + OwnerFile + `" >/dev/null; }`
+
+// markScript (with $t the claimed temporary directory, $ns from
+// claimOwnerScript) puts the sweep marker (SweepMarkerName) in place at
+// marker, naming this shell, and leaves its path in $am. It is written in
+// $t and renamed over whatever is at marker (a marker a killed publish
+// left, a file or fifo the sandbox planted): a rename never opens what it
+// replaces. A directory or link there (never the protocol's) is deleted
+// first, else mv would move the marker into it, or into the directory the
+// link names. Best effort: a publish without its marker only loses the
+// sweep of a retry that has nothing to publish, should it be killed.
+func markScript(marker string) string {
+	return fmt.Sprintf(`am=%s
+if { echo $$; echo "$ns"; } >"$t/sweep" 2>/dev/null; then if [ -d "$am" ] || [ -L "$am" ]; then rm -rf "$am" 2>/dev/null; fi; mv -f "$t/sweep" "$am" 2>/dev/null; fi
+`, Quote(marker))
+}
+
+// unmarkScript deletes the sweep marker at $am (markScript) once the
+// command has deleted what it moved aside (the temporary directory in $t
+// gone) and cond, a list of tests ending in "&& " ("" for none), holds:
+// what the command could not delete keeps it for the next sweep.
+func unmarkScript(cond string) string {
+	return `if ` + cond + `[ ! -e "$t" ] && [ ! -L "$t" ]; then rm -f "$am" 2>/dev/null; fi
+`
+}
+
 // CleanupScript removes the temporary directory tmp of a failed publish of
 // the asset name, putting back the previous copy (to dst) if the publish
 // had moved it aside. It prints PublishedLine once the putting back is
 // done, then deletes what a send command killed while making tmp left
 // (mkOwnedScript's NewPrefix name, which ends with tmp's random suffix:
-// the caller knows that command has ended), and claims tmp and deletes it.
+// the caller knows that command has ended), and claims tmp and deletes it;
+// last, the sweep marker the failed publish may have put in place, once
+// tmp is gone (unmarkScript).
 func CleanupScript(tmp, dst, name string) string {
 	dir, base := path.Split(tmp)
-	return fmt.Sprintf(`%st=%s; d=%s; o=%s
+	return fmt.Sprintf(`%st=%s; d=%s; o=%s; am=%s
 %sif [ ! -e "$d" ] && [ ! -L "$d" ] && { [ -e "$o" ] || [ -L "$o" ]; }; then R "$o" "$d"; fi
 if [ -d "$t" ] && [ ! -L "$t" ]; then %s 2>/dev/null; fi
 echo %s
 for k in %s*%s; do if [ -d "$k" ] && [ ! -L "$k" ]; then rm -rf "$k" 2>/dev/null; fi; done
-%sexit 0`, finishAlone, Quote(tmp), Quote(dst), Quote(path.Join(tmp, TarOld, name)), renameFunc, claimScript, PublishedLine,
-		Quote(dir+NewPrefix), Quote(base[strings.LastIndexByte(base, '-'):]), dropScript(tmp))
+%s%sexit 0`, finishAlone, Quote(tmp), Quote(dst), Quote(path.Join(tmp, TarOld, name)), Quote(markerOf(dst, name)), renameFunc, claimScript, PublishedLine,
+		Quote(dir+NewPrefix), Quote(base[strings.LastIndexByte(base, '-'):]), dropScript(tmp), unmarkScript(""))
 }

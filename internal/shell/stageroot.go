@@ -46,10 +46,35 @@ const (
 	GonePrefix = StageReserved + "-gone-"
 	// OwnerFile, in a temporary directory, names its owner process.
 	OwnerFile = "owner"
+	// SweepPrefix starts the name of an asset's sweep marker
+	// (SweepMarkerName).
+	SweepPrefix = StageReserved + "-sweep-"
+	// MaxSweepMarker bounds what the host reads of a sweep marker (only
+	// whether it exists matters to it): a marker the protocol writes holds
+	// far less (a process id and its PID namespace); a larger one is the
+	// sandbox's, and still a marker.
+	MaxSweepMarker = 64
 )
 
 // ManifestName returns the name of the stored manifest of the asset name.
 func ManifestName(name string) string { return ManifestPrefix + name + ManifestSuffix }
+
+// SweepMarkerName returns the name, under the stage root, of the asset
+// name's sweep marker: a regular file naming, as an owner file does, the
+// publish command that made it (its process id, then its PID namespace).
+// A publish puts it in place before its first rename and deletes it as its
+// very last step, once it has deleted what it moved aside; a publish
+// killed in between (its host cut, the old copy half deleted, the stamps
+// half recorded) leaves it behind with what the next sweep must remove.
+// A probe that reads the manifests without a shell (a FileReader) reads
+// the markers too and has the root swept when one exists: a retry that
+// finds the killed publish's copy in place, and so publishes nothing,
+// still removes what it left. The sweeps delete the markers whose owner
+// is gone, after the leftovers (see markerFuncs). It is not one of
+// AssetNames: an unstage leaves the marker of a live publish in place and
+// has its sweep delete a dead one. No asset name starts with StageReserved,
+// so no asset, manifest, stamps or temporary name is a marker's.
+func SweepMarkerName(name string) string { return SweepPrefix + name }
 
 // finishAlone starts the publish, cleanup, unstage and sweep scripts: a
 // host that dies mid-command closes the command's stdout and stderr, and
@@ -136,6 +161,45 @@ case "$__p" in ''|*[!0-9]*) continue;; esac
 if [ "$__p" = "$$" ]; then [ -n "$__o" ] || continue; elif L "$__p"; then continue; fi
 rm -rf "$__g" 2>/dev/null || { find "$__g" -type d -exec chmod u+rwx {} +; rm -rf "$__g"; } 2>/dev/null
 done; }
+` + markerFuncs
+
+// markerFuncs defines the shell functions that handle the sweep markers
+// (SweepMarkerName) under $r, after sweepFuncs.
+//
+// N MARKER succeeds when the marker is no live process's: anything but a
+// regular file (none of the protocol's), or one that names no process, a
+// process of another PID namespace (as F), or a process that is gone (L),
+// this shell being alive. It reads at most 64 bytes of it (dd: a huge
+// file costs nothing; a sandbox without dd has every marker read as gone)
+// and sets $__p to the process id read, "" for none.
+//
+// A notes in $__m the markers that are no live process's, each as
+// "PID/NAME" on a line of its own (no asset name holds a slash or a
+// newline): a sweep deletes them once it has removed their leftovers (E),
+// so that one killed before then leaves them for the next. Its caller
+// runs it before the sweep's renames: a process that dies later left
+// leftovers the sweep may not have seen, and its marker stays.
+//
+// E deletes the markers A noted whose owner is still the one A read: a
+// marker a publish put in place meanwhile stays.
+const markerFuncs = `__nl='
+'
+N() { __p=; [ -f "$1" ] && [ ! -L "$1" ] || return 0
+__x=$(dd if="$1" bs=64 count=1 2>/dev/null) || __x=
+__p=${__x%%"$__nl"*}; __n=
+case "$__x" in *"$__nl"*) __n=${__x#*"$__nl"}; __n=${__n%%"$__nl"*};; esac
+case "$__p" in ''|*[!0-9]*) __p=; return 0;; esac
+[ -n "$__n" ] && [ -n "$__ns" ] && [ "$__n" != "$__ns" ] && return 0
+[ "$__p" != "$$" ] && ! L "$__p"; }
+A() { __m=; for __k in "$r"/` + SweepPrefix + `*; do
+[ -e "$__k" ] || [ -L "$__k" ] || continue
+N "$__k" && __m="$__m$__p/${__k##*/}$__nl"
+done; }
+E() { [ -n "$__m" ] || return 0; __f=$IFS; IFS=$__nl; set -f
+for __e in $__m; do __k="$r/${__e#*/}"
+N "$__k" || continue; [ "$__p" = "${__e%%/*}" ] || continue
+rm -rf "$__k" 2>/dev/null || { find "$__k" -type d -exec chmod u+rwx {} +; rm -rf "$__k"; } 2>/dev/null
+done; set +f; IFS=$__f; __m=; }
 `
 
 // Skip is what a sweep leaves alone under a root: the temporary directories
@@ -216,12 +280,13 @@ done
 
 // leftoverCheck (after sweepFuncs, in the root) prints LeftoversLine when
 // a sweep would remove something: a temporary directory whose owner is
-// gone (none of skip), or a GonePrefix or NewPrefix entry whose process is
-// gone.
+// gone (none of skip), a GonePrefix or NewPrefix entry whose process is
+// gone, or a sweep marker that is no live process's (N).
 func leftoverCheck(skip Skip) string {
 	var sb strings.Builder
 	sb.WriteString(`w=
-for s in ` + TempPrefix + `* ` + GonePrefix + `* ` + NewPrefix + `*; do
+for s in ` + TempPrefix + `* ` + GonePrefix + `* ` + NewPrefix + `* ` + SweepPrefix + `*; do
+case "$s" in ` + SweepPrefix + `*) if { [ -e "$s" ] || [ -L "$s" ]; } && N "$s"; then w=1; break; fi; continue;; esac
 [ -d "$s" ] && [ ! -L "$s" ] || continue
 case "$s" in
 ` + GonePrefix + `*) p=${s#` + GonePrefix + `}; p=${p%%-*};;
@@ -276,14 +341,17 @@ func ProbeScript(root string, detect bool, skip Skip, files []string) string {
 
 // SweepRootScript sweeps the stage root root as a command of its own
 // (sweepScript, leaving the temporary directories in skip alone): it
-// prints PublishedLine once its renames are done, then deletes what it
-// moved away. A root that is a link or missing is left alone.
+// notes the sweep markers that are no live process's (A), prints
+// PublishedLine once its renames are done, then deletes what it moved
+// away, and those markers last (E). A root that is a link or missing is
+// left alone.
 func SweepRootScript(root string, skip Skip) string {
 	var sb strings.Builder
 	sb.WriteString(finishAlone)
 	enterRoot(&sb, root)
 	sb.WriteString(sweepFuncs)
+	sb.WriteString("A\n")
 	sb.WriteString(sweepScript(skip))
-	sb.WriteString("echo " + PublishedLine + "\nD\nexit 0\n")
+	sb.WriteString("echo " + PublishedLine + "\nD\nE\nexit 0\n")
 	return sb.String()
 }

@@ -314,3 +314,106 @@ func TestHostRefusesLinkedRoot(t *testing.T) {
 		})
 	}
 }
+
+// killInScript passes commands on with at (a line of a script) replaced
+// by a SIGKILL of the command's shell, and counts the replacements.
+type killInScript struct {
+	r      sandbox.Runner
+	at     string
+	killed *int
+}
+
+func (k killInScript) Run(ctx context.Context, cmd sandbox.Command) error {
+	if strings.Contains(cmd.Script, k.at) {
+		cmd.Script = strings.Replace(cmd.Script, k.at, "kill -9 $$;", 1)
+		*k.killed++
+	}
+	return k.r.Run(ctx, cmd)
+}
+
+// TestHostSweepsKilledPublish: a publish killed in the sandbox after its
+// renames, while it records the stamps, leaves its stamps directory (a
+// dead shell's) and its sweep marker. The retry finds the new copy in
+// place and publishes nothing; its probe over SFTP, which runs no shell,
+// finds the marker and has the root swept: one command, and nothing is
+// left. The next unchanged stage runs no command at all.
+func TestHostSweepsKilledPublish(t *testing.T) {
+	srv := remotetest.NewServer(t)
+	h := dial(t, srv)
+	root := filepath.Join(srv.Dir(), "rt")
+	src := t.TempDir()
+	writeFiles(t, src, "a", "one", "d/b", "two")
+	assets := []stage.Asset{{Name: "x", Source: src}}
+	killed := 0
+	_, err := stage.Stage(t.Context(), stage.NewBridge(killInScript{r: h, at: `rm -f "$s.new"`, killed: &killed}), root, assets)
+	require.NoError(t, err, "the copy was in place before the kill")
+	require.Equal(t, 1, killed, "the publish was killed while recording the stamps")
+	left := leftovers(t, root)
+	require.Len(t, left, 1, "the killed publish leaves its stamps directory")
+	assert.True(t, strings.HasSuffix(left[0], "-stamps"), "%s", left[0])
+	marker := filepath.Join(root, shell.SweepMarkerName("x"))
+	assert.FileExists(t, marker, "and its sweep marker")
+
+	before := srv.Execs()
+	rt, err := stage.Stage(t.Context(), h, root, assets)
+	require.NoError(t, err)
+	assert.True(t, rt.Assets[0].Reused, "the retry has nothing to publish")
+	assert.Equal(t, before+1, srv.Execs(), "the retry runs one command: the sweep")
+	assert.Empty(t, leftovers(t, root), "the retry removes what the killed publish left")
+	assert.NoFileExists(t, marker)
+
+	before = srv.Execs()
+	rt, err = stage.Stage(t.Context(), h, root, assets)
+	require.NoError(t, err)
+	assert.True(t, rt.Assets[0].Reused)
+	assert.Equal(t, before, srv.Execs(), "an unchanged stage runs no command")
+	b, err := os.ReadFile(filepath.Join(root, "x", "d", "b"))
+	require.NoError(t, err)
+	assert.Equal(t, "two", string(b))
+}
+
+// TestHostPlantedSweepMarkers: what a hostile sandbox plants at an asset's
+// sweep marker over SFTP. A directory, a fifo or a link is no marker (the
+// probe reads regular files only): an unchanged stage runs no command and
+// never hangs. A huge or unreadable file is one: that stage runs one
+// sweep, which deletes it, and the next runs none again. A marker naming
+// a live process (PID 1) stays: it costs the sandbox one sweep per stage.
+func TestHostPlantedSweepMarkers(t *testing.T) {
+	srv := remotetest.NewServer(t)
+	h := dial(t, srv)
+	root := filepath.Join(srv.Dir(), "rt")
+	src := t.TempDir()
+	writeFiles(t, src, "a", "one")
+	assets := []stage.Asset{{Name: "x", Source: src}}
+	_, err := stage.Stage(t.Context(), h, root, assets)
+	require.NoError(t, err)
+	marker := filepath.Join(root, shell.SweepMarkerName("x"))
+	for _, c := range []struct {
+		name   string
+		plant  func() error
+		sweeps [2]int64 // commands the first and the second stage run
+	}{
+		{"dir", func() error { return os.MkdirAll(filepath.Join(marker, "d"), 0o755) }, [2]int64{0, 0}},
+		{"fifo", func() error { return syscall.Mkfifo(marker, 0o644) }, [2]int64{0, 0}},
+		{"link", func() error { return os.Symlink("/dev/zero", marker) }, [2]int64{0, 0}},
+		{"huge", func() error { return os.WriteFile(marker, make([]byte, 1<<20), 0o644) }, [2]int64{1, 0}},
+		{"unreadable", func() error { return os.WriteFile(marker, []byte("x\n"), 0) }, [2]int64{1, 0}},
+		{"live", func() error { return os.WriteFile(marker, []byte("1\n"), 0o644) }, [2]int64{1, 1}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			require.NoError(t, os.RemoveAll(marker))
+			require.NoError(t, c.plant())
+			for i, want := range c.sweeps {
+				before := srv.Execs()
+				rt, err := stage.Stage(t.Context(), h, root, assets)
+				require.NoError(t, err)
+				assert.True(t, rt.Assets[0].Reused)
+				assert.Equal(t, want, srv.Execs()-before, "stage %d over a planted %s", i+1, c.name)
+			}
+			if c.sweeps[1] == 0 && c.sweeps[0] > 0 {
+				assert.NoFileExists(t, marker, "the sweep deletes the planted %s", c.name)
+			}
+		})
+	}
+	require.NoError(t, os.RemoveAll(marker))
+}

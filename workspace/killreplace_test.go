@@ -2,12 +2,9 @@ package workspace_test
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -46,25 +43,8 @@ func TestKilledHostDirReplaced(t *testing.T) {
 				git(t, e.remote, "commit", "-q", "-m", "agent")
 			}
 
-			mark := filepath.Join(t.TempDir(), "mark")
-			cmd := exec.Command(os.Args[0], "-test.run=^TestKilledHostChild$", "-test.count=1")
-			cmd.Env = append(os.Environ(), "WORKSPACE_KILL_MODE=replace-dir", "WORKSPACE_KILL_ID="+r.ID(), "WORKSPACE_KILL_LOCAL="+e.local,
-				"WORKSPACE_KILL_REMOTE="+e.remote, "WORKSPACE_KILL_MARK="+mark, "WORKSPACE_KILL_STATE="+state)
-			require.NoError(t, cmd.Start())
-			reaped := false
-			t.Cleanup(func() {
-				if !reaped {
-					_ = cmd.Process.Kill()
-					_ = cmd.Wait()
-				}
-			})
-			deadline := time.Now().Add(2 * time.Minute)
-			for !exists(filepath.Dir(mark), "mark") {
-				require.True(t, time.Now().Before(deadline), "the child never reached the kill point")
-				time.Sleep(10 * time.Millisecond)
-			}
-			require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
-			reaped = true
+			cmd := killAtMark(t, "WORKSPACE_KILL_MODE=replace-dir", "WORKSPACE_KILL_ID="+r.ID(), "WORKSPACE_KILL_LOCAL="+e.local,
+				"WORKSPACE_KILL_REMOTE="+e.remote, "WORKSPACE_KILL_STATE="+state)
 			_ = cmd.Wait() // killed: the error is the signal
 			_, err = os.Lstat(filepath.Join(e.local, "d"))
 			require.ErrorIs(t, err, os.ErrNotExist, "the child was killed after the directory went and before the file came")

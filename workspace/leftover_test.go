@@ -181,25 +181,9 @@ func TestKilledHostLeftovers(t *testing.T) {
 			write(t, e.remote, "b", "agent\n")
 			git(t, e.remote, "add", "b")
 			git(t, e.remote, "commit", "-q", "-m", "agent")
-			mark := filepath.Join(t.TempDir(), "mark")
-			cmd := exec.Command(os.Args[0], "-test.run=^TestKilledHostChild$", "-test.count=1")
-			cmd.Env = append(os.Environ(), "WORKSPACE_KILL_MODE="+mode, "WORKSPACE_KILL_ID="+r.ID(), "WORKSPACE_KILL_LOCAL="+e.local,
-				"WORKSPACE_KILL_REMOTE="+e.remote, "WORKSPACE_KILL_MARK="+mark)
-			require.NoError(t, cmd.Start())
-			reaped := false
-			t.Cleanup(func() {
-				if !reaped {
-					_ = cmd.Process.Kill()
-					_ = cmd.Wait()
-				}
-			})
-			deadline := time.Now().Add(2 * time.Minute)
-			for !exists(filepath.Dir(mark), "mark") {
-				require.True(t, time.Now().Before(deadline), "the child never reached the kill point")
-				time.Sleep(10 * time.Millisecond)
-			}
+			cmd := killAtMark(t, "WORKSPACE_KILL_MODE="+mode, "WORKSPACE_KILL_ID="+r.ID(), "WORKSPACE_KILL_LOCAL="+e.local, "WORKSPACE_KILL_REMOTE="+e.remote)
 			tag := workspace.OwnerTagOf(cmd.Process.Pid)
-			require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
+			deadline := time.Now().Add(2 * time.Minute)
 			for procState(cmd.Process.Pid) != "Z" {
 				require.True(t, time.Now().Before(deadline), "the child did not die")
 				time.Sleep(5 * time.Millisecond)
@@ -231,10 +215,40 @@ func TestKilledHostLeftovers(t *testing.T) {
 			// ever got) is gone.
 			assert.Len(t, ents, map[string]int{"restore": 1, "prepare": 2}[mode], "%v", ents)
 			git(t, e.local, "fsck", "--strict", "--no-progress")
-			reaped = true
-			_ = cmd.Wait() // killed: the error is the signal
 		})
 	}
+}
+
+// killAtMark runs TestKilledHostChild with env (WORKSPACE_KILL_MODE and
+// the rest), waits until the child announces its kill point (markAndHang)
+// and SIGKILLs it. The child stays unreaped (a zombie) until the test's
+// cleanup waits for it.
+func killAtMark(t *testing.T, env ...string) *exec.Cmd {
+	t.Helper()
+	mark := filepath.Join(t.TempDir(), "mark")
+	cmd := exec.Command(os.Args[0], "-test.run=^TestKilledHostChild$", "-test.count=1")
+	cmd.Env = append(append(os.Environ(), env...), "WORKSPACE_KILL_MARK="+mark)
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait() // killed: the error is the signal
+	})
+	deadline := time.Now().Add(2 * time.Minute)
+	for !exists(filepath.Dir(mark), "mark") {
+		require.True(t, time.Now().Before(deadline), "the child never reached the kill point")
+		time.Sleep(10 * time.Millisecond)
+	}
+	require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
+	return cmd
+}
+
+// markAndHang announces a child's kill point (see killAtMark) and waits
+// to be killed there.
+func markAndHang(mark string) {
+	if err := os.WriteFile(mark, nil, 0o600); err != nil {
+		panic(err)
+	}
+	select {}
 }
 
 // TestKilledHostChild is the host TestKilledHostLeftovers kills.
@@ -247,24 +261,15 @@ func TestKilledHostChild(t *testing.T) {
 	spec := workspace.Spec{Local: os.Getenv("WORKSPACE_KILL_LOCAL"), Remote: remote, Runner: sandbox.Local(filepath.Dir(remote))}
 	switch mode {
 	case "restore":
-		r, err := workspace.Reopen(ctx(t), spec, os.Getenv("WORKSPACE_KILL_ID"), workspace.WithBeforeCAS(func(int) {
-			if err := os.WriteFile(mark, nil, 0o600); err != nil {
-				panic(err)
-			}
-			select {} // killed here
-		}))
+		r, err := workspace.Reopen(ctx(t), spec, os.Getenv("WORKSPACE_KILL_ID"), workspace.WithBeforeCAS(func(int) { markAndHang(mark) }))
 		require.NoError(t, err)
 		_, err = r.Restore(ctx(t))
 		require.NoError(t, err)
 	case "replace-dir": // TestKilledHostDirReplaced
 		r, err := workspace.Reopen(ctx(t), spec, os.Getenv("WORKSPACE_KILL_ID"), workspace.WithStateDir(os.Getenv("WORKSPACE_KILL_STATE")), workspace.WithBeforePlace(func(_, rel string) {
-			if _, err := os.Lstat(filepath.Join(spec.Local, rel)); rel != "d" || !errors.Is(err, fs.ErrNotExist) {
-				return
+			if _, err := os.Lstat(filepath.Join(spec.Local, rel)); rel == "d" && errors.Is(err, fs.ErrNotExist) {
+				markAndHang(mark)
 			}
-			if err := os.WriteFile(mark, nil, 0o600); err != nil {
-				panic(err)
-			}
-			select {} // killed here
 		}))
 		require.NoError(t, err)
 		_, err = r.Restore(ctx(t))

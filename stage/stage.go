@@ -655,8 +655,13 @@ type Tree struct {
 	stamps       *fileStamps
 	walking      bool
 	walked       bool
-	done         bool    // Walk returned nil
-	sum          treeSum // what Walk read
+	// sameModes: the Target's carried files keep the mode the compare
+	// found (Walk: a Target links or copies them in the sandbox), so a
+	// carried file whose mode changed since is ErrChanged; a local copy
+	// (copyInto) gives them the walk's mode itself.
+	sameModes bool
+	done      bool    // Walk returned nil
+	sum       treeSum // what Walk read
 	// The manifest of a finished walk: list (compact) until the bytes are
 	// needed, then manifest. A Target that writes locally streams list
 	// into its manifest file and never holds the bytes.
@@ -703,6 +708,16 @@ func (t *Tree) Carry(e Entry) error {
 		return fmt.Errorf("stage: Tree.Carry(%q): not an unchanged file of this tree", e.Path)
 	}
 	return nil
+}
+
+// unchangedMode is the permission bits the compare found for the
+// unchanged file rel (Tree.Unchanged).
+func (t *Tree) unchangedMode(rel string) fs.FileMode {
+	i, ok := slices.BinarySearchFunc(t.unchanged, rel, func(u UnchangedFile, p string) int { return strings.Compare(u.Path, p) })
+	if !ok {
+		return 0
+	}
+	return t.unchanged[i].Mode.Perm()
 }
 
 // carry records the unchanged file rel as carried and returns its size;
@@ -753,6 +768,7 @@ func (t *Tree) Walk(ctx context.Context, fn func(e Entry, r io.Reader) error) ([
 // opened and given to fn as Walk gives it, and a carried one whose Stamp
 // moved since the compare fails the walk there (ErrChanged), as before.
 func (t *Tree) walk(ctx context.Context, carried func(rel string) bool, fn func(e Entry, r io.Reader) error) ([]byte, error) {
+	t.sameModes = true
 	err := t.run(func(opts tree.Options) (*tree.Result, error) {
 		if carried != nil {
 			opts.Known = func(rel string, st tree.Stamp) ([32]byte, bool) {
@@ -883,11 +899,13 @@ func (t *Tree) writeManifest(w io.Writer) error {
 }
 
 // checkCarried fails with ErrChanged when a carried file's content on the
-// host is no longer what the sandbox's copy was checked against (the
-// first such file in path order is named).
+// host is no longer what the sandbox's copy was checked against, or (with
+// sameModes) its mode is no longer the one the carried copy keeps: a
+// chmod since the compare would leave the copy with a mode its manifest
+// does not give. The first such file in path order is named.
 func (t *Tree) checkCarried(l *tree.Listing) error {
 	bad, seen := "", 0
-	l.EachFile(func(p []byte, _ fs.FileMode, _ int64, sum [32]byte, _ tree.Stamp) {
+	l.EachFile(func(p []byte, perm fs.FileMode, _ int64, sum [32]byte, _ tree.Stamp) {
 		want, ok := t.carried[string(p)]
 		if !ok {
 			return
@@ -895,7 +913,7 @@ func (t *Tree) checkCarried(l *tree.Listing) error {
 		seen++
 		var hx [2 * len(sum)]byte
 		hex.Encode(hx[:], sum[:])
-		if bad == "" && string(hx[:]) != want {
+		if bad == "" && (string(hx[:]) != want || t.sameModes && perm != t.unchangedMode(string(p))) {
 			bad = string(p)
 		}
 	})

@@ -710,28 +710,35 @@ func (t *Tree) Carry(e Entry) error {
 	return nil
 }
 
-// unchangedMode is the permission bits the compare found for the
-// unchanged file rel (Tree.Unchanged).
-func (t *Tree) unchangedMode(rel string) fs.FileMode {
+// sameMode reports whether perm is the mode the compare found for the
+// unchanged file rel.
+func (t *Tree) sameMode(rel string, perm fs.FileMode) bool {
+	u, ok := t.unchangedFile(rel)
+	return ok && u.Mode.Perm() == perm
+}
+
+// unchangedFile returns the unchanged file rel (Tree.Unchanged), as the
+// compare found it.
+func (t *Tree) unchangedFile(rel string) (UnchangedFile, bool) {
 	i, ok := slices.BinarySearchFunc(t.unchanged, rel, func(u UnchangedFile, p string) int { return strings.Compare(u.Path, p) })
 	if !ok {
-		return 0
+		return UnchangedFile{}, false
 	}
-	return t.unchanged[i].Mode.Perm()
+	return t.unchanged[i], true
 }
 
 // carry records the unchanged file rel as carried and returns its size;
 // false when rel is not one.
 func (t *Tree) carry(rel string) (int64, bool) {
-	i, ok := slices.BinarySearchFunc(t.unchanged, rel, func(u UnchangedFile, p string) int { return strings.Compare(u.Path, p) })
+	u, ok := t.unchangedFile(rel)
 	if !ok {
 		return 0, false
 	}
 	if t.carried == nil {
 		t.carried = make(map[string]string)
 	}
-	t.carried[rel] = t.unchanged[i].SHA256
-	return t.unchanged[i].Size, true
+	t.carried[rel] = u.SHA256
+	return u.Size, true
 }
 
 // Entry describes one entry of a tree: a directory (Mode.IsDir) or a
@@ -913,7 +920,7 @@ func (t *Tree) checkCarried(l *tree.Listing) error {
 		seen++
 		var hx [2 * len(sum)]byte
 		hex.Encode(hx[:], sum[:])
-		if bad == "" && (string(hx[:]) != want || t.sameModes && perm != t.unchangedMode(string(p))) {
+		if bad == "" && (string(hx[:]) != want || t.sameModes && !t.sameMode(string(p), perm)) {
 			bad = string(p)
 		}
 	})

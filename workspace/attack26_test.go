@@ -31,6 +31,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/airlockdev/airlock/internal/treetest"
 	"github.com/airlockdev/airlock/sandbox"
 	"github.com/airlockdev/airlock/workspace"
 )
@@ -42,40 +43,28 @@ type atk26Node struct {
 	data string
 }
 
-// atk26Snap returns the entries under dir but its runtime directory.
+// atk26Snap returns the entries under dir but its runtime directory
+// (treetest.Snapshot, each entry reduced to its kind and content).
 func atk26Snap(t *testing.T, dir string) map[string]atk26Node {
 	t.Helper()
 	m := map[string]atk26Node{}
-	require.NoError(t, filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || p == dir {
-			return err
-		}
-		rel := filepath.ToSlash(strings.TrimPrefix(p, dir+string(filepath.Separator)))
-		if rel == sandbox.RuntimeDir {
-			return filepath.SkipDir
+	for rel, n := range treetest.Snapshot(t, dir) {
+		if rel == sandbox.RuntimeDir || strings.HasPrefix(rel, sandbox.RuntimeDir+"/") {
+			continue
 		}
 		switch {
-		case d.IsDir():
+		case n.Mode.IsDir():
 			m[rel] = atk26Node{kind: "dir"}
-		case d.Type()&fs.ModeSymlink != 0:
-			target, err := os.Readlink(p)
-			require.NoError(t, err)
-			m[rel] = atk26Node{kind: "link", data: target}
-		case d.Type().IsRegular():
-			b, err := os.ReadFile(p)
-			require.NoError(t, err)
-			fi, err := d.Info()
-			require.NoError(t, err)
-			kind := "file"
-			if fi.Mode()&0o100 != 0 {
-				kind = "exec"
-			}
-			m[rel] = atk26Node{kind: kind, data: string(b)}
+		case n.Mode&fs.ModeSymlink != 0:
+			m[rel] = atk26Node{kind: "link", data: n.Link}
+		case n.Mode.IsRegular() && n.Mode&0o100 != 0:
+			m[rel] = atk26Node{kind: "exec", data: n.Data}
+		case n.Mode.IsRegular():
+			m[rel] = atk26Node{kind: "file", data: n.Data}
 		default:
-			t.Fatalf("%s: unexpected type %v", p, d.Type())
+			t.Fatalf("%s: unexpected type %v", filepath.Join(dir, rel), n.Mode.Type())
 		}
-		return nil
-	}))
+	}
 	return m
 }
 

@@ -225,9 +225,20 @@ func TestKilledHostLeftovers(t *testing.T) {
 // cleanup waits for it.
 func killAtMark(t *testing.T, env ...string) *exec.Cmd {
 	t.Helper()
+	cmd, _ := startToMark(t, "TestKilledHostChild", "WORKSPACE_KILL_MARK", env...)
+	require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
+	return cmd
+}
+
+// startToMark runs the test binary's child test with env, the path of a
+// mark file in markVar, and waits until the child has written the mark
+// (its kill point); it returns the running child and the mark's path. The
+// test's cleanup kills and reaps the child.
+func startToMark(t *testing.T, child, markVar string, env ...string) (*exec.Cmd, string) {
+	t.Helper()
 	mark := filepath.Join(t.TempDir(), "mark")
-	cmd := exec.Command(os.Args[0], "-test.run=^TestKilledHostChild$", "-test.count=1")
-	cmd.Env = append(append(os.Environ(), env...), "WORKSPACE_KILL_MARK="+mark)
+	cmd := exec.Command(os.Args[0], "-test.run=^"+child+"$", "-test.count=1")
+	cmd.Env = append(append(os.Environ(), env...), markVar+"="+mark)
 	require.NoError(t, cmd.Start())
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
@@ -238,8 +249,7 @@ func killAtMark(t *testing.T, env ...string) *exec.Cmd {
 		require.True(t, time.Now().Before(deadline), "the child never reached the kill point")
 		time.Sleep(10 * time.Millisecond)
 	}
-	require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
-	return cmd
+	return cmd, mark
 }
 
 // markAndHang announces a child's kill point (see killAtMark) and waits

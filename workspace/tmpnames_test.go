@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -301,23 +300,9 @@ func TestKilledRestoreTmp(t *testing.T) {
 				git(t, e.remote, "add", "-A", "--", ".", ":!"+sandbox.RuntimeDir)
 				git(t, e.remote, "commit", "-q", "-m", "agent")
 			}
-			mark := filepath.Join(t.TempDir(), "mark")
-			cmd := exec.Command(os.Args[0], "-test.run=^TestKilledRestoreTmpChild$", "-test.count=1")
-			cmd.Env = append(os.Environ(), "WORKSPACE_TMP_MODE="+kind, "WORKSPACE_TMP_ID="+r.ID(), "WORKSPACE_TMP_LOCAL="+e.local,
-				"WORKSPACE_TMP_REMOTE="+e.remote, "WORKSPACE_TMP_STATE="+state, "WORKSPACE_TMP_MARK="+mark)
-			require.NoError(t, cmd.Start())
-			reaped := false
-			t.Cleanup(func() {
-				if !reaped {
-					_ = cmd.Process.Kill()
-					_ = cmd.Wait() // killed: the error is the signal
-				}
-			})
+			cmd, mark := startToMark(t, "TestKilledRestoreTmpChild", "WORKSPACE_TMP_MARK", "WORKSPACE_TMP_MODE="+kind, "WORKSPACE_TMP_ID="+r.ID(),
+				"WORKSPACE_TMP_LOCAL="+e.local, "WORKSPACE_TMP_REMOTE="+e.remote, "WORKSPACE_TMP_STATE="+state)
 			deadline := time.Now().Add(2 * time.Minute)
-			for !exists(filepath.Dir(mark), "mark") {
-				require.True(t, time.Now().Before(deadline), "the child never reached the kill point")
-				time.Sleep(10 * time.Millisecond)
-			}
 			b, err := os.ReadFile(mark)
 			require.NoError(t, err)
 			tmp := string(b)
@@ -355,8 +340,6 @@ func TestKilledRestoreTmp(t *testing.T) {
 				assert.Equal(t, 1, res.Commits)
 				assert.Empty(t, git(t, e.local, "status", "--porcelain"))
 			}
-			reaped = true
-			_ = cmd.Wait() // killed: the error is the signal
 		})
 	}
 }

@@ -56,7 +56,7 @@ var (
 	isSetup    = func(c sandbox.Command) bool { return strings.Contains(c.Script, "mkdir -m 700") }
 	isTransfer = func(c sandbox.Command) bool { return c.Stdin != nil && strings.Contains(c.Script, "tar -x") }
 	isPublish  = func(c sandbox.Command) bool { return strings.Contains(c.Script, "transfer incomplete") }
-	isCleanup  = func(c sandbox.Command) bool { return strings.Contains(c.Script, `R "$o" "$d"; fi`) }
+	isCleanup  = func(c sandbox.Command) bool { return strings.Contains(c.Script, `R "$o" "$d"; then`) }
 	isFetch    = func(c sandbox.Command) bool { return strings.Contains(c.Script, "exec tar -c -f - .") }
 )
 

@@ -19,12 +19,18 @@ import (
 // remote.Host implement it.
 type Pruner interface {
 	// Assets returns, sorted, the names of the assets staged under root:
-	// those with a stored manifest. A missing root has none.
+	// those with a stored manifest (and, over a shell, those a killed
+	// command left without one, beside their sweep marker). A missing
+	// root has none.
 	Assets(ctx context.Context, root string) ([]string, error)
 	// Remove removes each named asset directory and its manifest. Each
 	// goes in one step for a reader: its manifest leaves first, then the
 	// directory is renamed away and only then deleted, so no reader sees a
-	// partial tree. A name that is not staged is not an error.
+	// partial tree. A name that is not staged is not an error. (Over a
+	// shell, a removal killed between the two renames leaves the
+	// directory without its manifest, beside the asset's sweep marker,
+	// which has Assets list it still: the next prune or Unstage removes
+	// it.)
 	Remove(ctx context.Context, root string, names []string) error
 }
 

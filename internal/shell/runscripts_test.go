@@ -649,6 +649,163 @@ func TestSweepMarkerRuns(t *testing.T) {
 	}
 }
 
+// TestOrphanCopyRecord runs the orphan copies' handling (O) under sh,
+// dash and busybox sh: a copy without its manifest beside its sweep
+// marker is listed as an asset, and neither the sweep nor the leftover
+// check touches it or its marker, whoever the marker names (a dead or
+// live process, one of another PID namespace, none); a dead marker beside
+// a copy that has its manifest, or beside nothing, is a leftover the sweep
+// deletes. A removal killed between the manifest and the copy leaves such
+// a record, and the next removal of the asset deletes copy and marker.
+func TestOrphanCopyRecord(t *testing.T) {
+	ns, err := os.Readlink("/proc/self/ns/pid")
+	require.NoError(t, err, "the test needs procfs")
+	for _, sh := range shells(t) {
+		t.Run(strings.Join(sh, " "), func(t *testing.T) {
+			dead := strconv.Itoa(deadPid(t)) + "\n" + ns + "\n"
+			for _, c := range []struct {
+				name            string
+				owner           string
+				manifest, there bool
+				orphan, swept   bool // listed as an orphan; the marker is a leftover the sweep deletes
+			}{
+				{"dead", dead, false, true, true, false},
+				{"dead, no namespace", strconv.Itoa(deadPid(t)) + "\n", false, true, true, false},
+				{"live", strconv.Itoa(os.Getpid()) + "\n" + ns + "\n", false, true, true, false},
+				{"another namespace", strconv.Itoa(os.Getpid()) + "\npid:[1]\n", false, true, true, false},
+				{"no process", "not a pid\n", false, true, true, false},
+				{"dead, manifest kept", dead, true, true, false, true},
+				{"dead, no copy", dead, false, false, false, true},
+			} {
+				root := filepath.Join(t.TempDir(), "root")
+				dst := publishTree(t, sh, root)
+				mf, marker := filepath.Join(root, shell.ManifestName("a")), filepath.Join(root, shell.SweepMarkerName("a"))
+				if !c.manifest {
+					require.NoError(t, os.Remove(mf))
+				}
+				if !c.there {
+					require.NoError(t, os.RemoveAll(dst))
+				}
+				require.NoError(t, os.WriteFile(marker, []byte(c.owner), 0o644))
+				out, _, status := shRun(t, sh, shell.AssetsScript(root, shell.Skip{}), nil)
+				require.Equal(t, 0, status)
+				listed := shell.ParseAssetList([]byte(strings.TrimSuffix(out, shell.LeftoversLine+"\n")))
+				if c.manifest || c.orphan {
+					assert.Equal(t, []string{shell.ManifestName("a")}, listed, "%s: listed once", c.name)
+				} else {
+					assert.Empty(t, listed, c.name)
+				}
+				assert.Equal(t, c.swept, shell.AssetListLeftovers([]byte(out)), "%s: the listing's leftovers", c.name)
+				assert.Equal(t, c.swept, markerProbe(t, sh, root), "%s: the probe's leftovers", c.name)
+				sweepRoot(t, sh, root)
+				_, err := os.Lstat(marker)
+				assert.Equal(t, c.swept, errors.Is(err, os.ErrNotExist), "%s: the sweep deletes the marker exactly when it is a leftover", c.name)
+				if c.there {
+					assert.Equal(t, "content", readString(t, filepath.Join(dst, "d", "f")), "%s: a sweep never touches a copy", c.name)
+				}
+			}
+
+			// A removal killed between the manifest and the copy.
+			root := filepath.Join(t.TempDir(), "root")
+			dst := publishTree(t, sh, root)
+			script := shell.RemoveScript(root, shell.TempPrefix+"unstage-00", shell.Skip{}, []string{"a"})
+			mvCopy := `mv -f 'a' "$t/" || exit 4`
+			require.Contains(t, script, mvCopy)
+			_, _, status := shRun(t, sh, strings.Replace(script, mvCopy, "kill -9 $$", 1), nil)
+			require.Equal(t, -1, status, "the removal is killed")
+			assert.DirExists(t, dst)
+			assert.NoFileExists(t, filepath.Join(root, shell.ManifestName("a")))
+			out, _, status := shRun(t, sh, shell.AssetsScript(root, shell.Skip{}), nil)
+			require.Equal(t, 0, status)
+			assert.Equal(t, []string{shell.ManifestName("a")}, shell.ParseAssetList([]byte(strings.TrimSuffix(out, shell.LeftoversLine+"\n"))), "the listing names the orphan copy")
+			_, stderr, status := shRun(t, sh, shell.RemoveScript(root, shell.TempPrefix+"unstage-01", shell.Skip{}, []string{"a"}), nil)
+			require.Equal(t, 0, status, "remove: %s", stderr)
+			ents, err := os.ReadDir(root)
+			require.NoError(t, err)
+			assert.Empty(t, ents, "the next removal leaves nothing in the root")
+		})
+	}
+}
+
+// TestCleanupAfterKilledPublish: a publish killed at each of its renames,
+// then its cleanup, under sh, dash and busybox sh, with and without mv
+// --exchange. The cleanup leaves the old copy with its own manifest and
+// stamps (it puts them back whenever the publish had moved the old copy
+// aside), or a copy without a manifest that keeps its sweep marker and
+// that the asset listing names (an orphan copy, which a prune removes);
+// and no temporary directory, nor a marker otherwise.
+func TestCleanupAfterKilledPublish(t *testing.T) {
+	x := t.TempDir()
+	require.NoError(t, os.Mkdir(filepath.Join(x, "a"), 0o755))
+	require.NoError(t, os.Mkdir(filepath.Join(x, "b"), 0o755))
+	canExchange := exec.Command("mv", "-T", "--exchange", filepath.Join(x, "a"), filepath.Join(x, "b")).Run() == nil
+	for _, sh := range shells(t) {
+		for _, exchange := range []bool{false, true} {
+			if exchange && !canExchange {
+				t.Logf("mv has no --exchange here: the exchange is not tested")
+				continue
+			}
+			for i, at := range []string{
+				`if [ -d "$d" ] && [ ! -L "$d" ] && [ ! -w "$d" ]`, // the old manifest moved
+				`if ! R "$t/new/tree" "$d"`,                        // and the old copy, without an exchange
+				`mv -f "$t/new/manifest.json" "$m" || exit 5`,      // the new copy in place
+			} {
+				// Without an exchange, a publish killed after moving the
+				// old copy aside and before putting the new one in place
+				// has it put back.
+				restored := !exchange && i == 1
+				t.Run(fmt.Sprintf("%s/exchange=%v/%s", strings.Join(sh, " "), exchange, at), func(t *testing.T) {
+					root := filepath.Join(t.TempDir(), "root")
+					dst := publishTree(t, sh, root)
+					mf, stamps := filepath.Join(root, shell.ManifestName("a")), filepath.Join(root, shell.StampsName("a"))
+					oldCopy, oldManifest := inode(t, dst), inode(t, mf)
+					require.FileExists(t, stamps)
+
+					tmp := filepath.Join(root, shell.TempPrefix+"a-0033")
+					stream, _ := stageTree(t)
+					_, stderr, status := shRun(t, sh, shell.SendScript(shell.Send{Root: root, Tmp: tmp, Dst: dst, Hash: true}), stream)
+					require.Equal(t, 0, status, "send: %s", stderr)
+					script := shell.PublishScript(tmp, dst, mf, "a", exchange)
+					require.Contains(t, script, at)
+					_, _, status = shRun(t, sh, strings.Replace(script, at, "kill -9 $$; "+at, 1), nil)
+					require.Equal(t, -1, status, "the publish is killed")
+
+					out, stderr, status := shRun(t, sh, shell.CleanupScript(tmp, dst, "a"), nil)
+					require.Equal(t, 0, status, "cleanup: %s", stderr)
+					assert.Equal(t, shell.PublishedLine+"\n", out)
+					_, err := os.Lstat(mf)
+					orphan := errors.Is(err, os.ErrNotExist)
+					if restored || !orphan {
+						assert.Equal(t, oldCopy, inode(t, dst), "the copy left is the old one")
+						assert.Equal(t, oldManifest, inode(t, mf), "with its own manifest")
+						assert.FileExists(t, stamps, "and stamps")
+					} else {
+						assert.DirExists(t, dst)
+						assert.FileExists(t, filepath.Join(root, shell.SweepMarkerName("a")), "an orphan copy keeps its marker")
+						out, _, status := shRun(t, sh, shell.AssetsScript(root, shell.Skip{}), nil)
+						require.Equal(t, 0, status)
+						assert.Equal(t, []string{mf[len(root)+1:]}, shell.ParseAssetList([]byte(out)), "and is listed")
+					}
+					ents, err := os.ReadDir(root)
+					require.NoError(t, err)
+					for _, e := range ents {
+						left := strings.HasPrefix(e.Name(), shell.TempPrefix) || strings.HasPrefix(e.Name(), shell.GonePrefix) || (!orphan && strings.HasPrefix(e.Name(), shell.SweepPrefix))
+						assert.False(t, left, "%s left", e.Name())
+					}
+				})
+			}
+		}
+	}
+}
+
+// inode returns the inode number of p (not followed).
+func inode(t *testing.T, p string) uint64 {
+	t.Helper()
+	fi, err := os.Lstat(p)
+	require.NoError(t, err)
+	return fi.Sys().(*syscall.Stat_t).Ino
+}
+
 // markerProbe runs a probe of root under sh and returns whether it
 // reports leftovers.
 func markerProbe(t *testing.T, sh []string, root string) bool {

@@ -31,14 +31,18 @@ cd "$r" 2>/dev/null || exit 0
 
 // AssetsScript lists the stored manifests under root that are regular
 // files, each name followed by a NUL (ParseAssetList reads the reply),
-// then LeftoversLine when a sweep would remove something (none of the
-// temporary directories named in skip, which the host still uses;
-// AssetListLeftovers), so that a prune with nothing to remove still has
-// them removed: what a cut removal left behind has no other command to
-// sweep it when nothing is published.
+// and the manifest name of each orphan copy (a copy without its manifest
+// beside its sweep marker: a command killed between the two; see O in
+// markerFuncs), so that a prune removes it; then LeftoversLine when a
+// sweep would remove something (none of the temporary directories named
+// in skip, which the host still uses; AssetListLeftovers), so that a
+// prune with nothing to remove still has them removed: what a cut
+// removal left behind has no other command to sweep it when nothing is
+// published.
 func AssetsScript(root string, skip Skip) string {
-	return rootCheck(root) + fmt.Sprintf(`for f in %s*%s; do if [ -f "$f" ] && [ ! -L "$f" ]; then printf '%%s\0' "$f"; fi; done
-`, ManifestPrefix, ManifestSuffix) + sweepFuncs + leftoverCheck(skip)
+	return rootCheck(root) + sweepFuncs + fmt.Sprintf(`for f in %[1]s*%[2]s; do if [ -f "$f" ] && [ ! -L "$f" ]; then printf '%%s\0' "$f"; fi; done
+for f in %[3]s*; do n=${f#%[3]s}; if [ -n "$n" ] && { [ -e "$f" ] || [ -L "$f" ]; } && O "$n"; then printf '%[1]s%%s%[2]s\0' "$n"; fi; done
+`, ManifestPrefix, ManifestSuffix, SweepPrefix) + leftoverCheck(skip)
 }
 
 // AssetListLeftovers reports whether AssetsScript's reply ends with
@@ -63,12 +67,14 @@ func ParseAssetList(reply []byte) []string {
 // RemoveScript removes the assets names under root in one command: it
 // sweeps the root (sweepScript, leaving the temporary directories in skip
 // alone), makes the temporary directory tmp (a name in the root) and moves
-// each asset's manifest and directory into it (renames only), prints
+// each asset's manifest and directory into it (renames only), each
+// between its sweep marker's making (when it had a manifest and no
+// marker) and deletion (of its own marker, or of a dead one), prints
 // PublishedLine, then deletes tmp and what the sweep moved away, and last
 // the sweep markers that were no live process's when it began (see
-// markerFuncs; a marker stays while its publish runs). A root
-// that is a symbolic link is refused (RootLinkExit), a missing one has
-// nothing to remove.
+// markerFuncs; a marker stays while its publish runs). A root that is a
+// symbolic link is refused (RootLinkExit), a missing one has nothing to
+// remove.
 func RemoveScript(root, tmp string, skip Skip, names []string) string {
 	var sb strings.Builder
 	sb.WriteString(finishAlone)
@@ -77,12 +83,19 @@ func RemoveScript(root, tmp string, skip Skip, names []string) string {
 	sb.WriteString("A\n")
 	sb.WriteString(sweepScript(skip))
 	sb.WriteString(mkOwnedScript(tmp))
-	fmt.Fprintf(&sb, "t=%s\n", Quote(tmp))
-	for _, n := range names {
+	fmt.Fprintf(&sb, "t=%s; ns=$__ns\n", Quote(tmp))
+	for i, n := range names {
+		// The asset's sweep marker: a removal killed between its
+		// manifest and its copy leaves it as the record of the orphan
+		// copy (O in markerFuncs). One that is there already is
+		// deleted at the end when it is no live process's.
+		fmt.Fprintf(&sb, "u%[1]d=\nif [ -e %[3]s ] || [ -L %[3]s ]; then N %[3]s && u%[1]d=1\nelif [ -e %[2]s ] || [ -L %[2]s ]; then %[4]s\nu%[1]d=1; fi\n",
+			i, Quote(ManifestName(n)), Quote(SweepMarkerName(n)), strings.TrimSuffix(markScript(SweepMarkerName(n)), "\n"))
 		fmt.Fprintf(&sb, "if [ -d %[1]s ] && [ ! -L %[1]s ] && [ ! -w %[1]s ]; then chmod u+w %[1]s 2>/dev/null; fi\n", Quote(n))
 		for _, e := range AssetNames(n) {
 			fmt.Fprintf(&sb, "if [ -e %[1]s ] || [ -L %[1]s ]; then mv -f %[1]s \"$t/\" || exit %[2]d; fi\n", Quote(e), RenameExit)
 		}
+		fmt.Fprintf(&sb, "[ -z \"$u%d\" ] || rm -f %s 2>/dev/null\n", i, Quote(SweepMarkerName(n)))
 	}
 	fmt.Fprintf(&sb, "echo %s\n", PublishedLine)
 	sb.WriteString(dropScript(tmp))

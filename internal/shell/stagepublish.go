@@ -418,20 +418,30 @@ func unmarkScript(cond string) string {
 }
 
 // CleanupScript removes the temporary directory tmp of a failed publish of
-// the asset name, putting back the previous copy (to dst) if the publish
-// had moved it aside. It prints PublishedLine once the putting back is
-// done, then deletes what a send command killed while making tmp left
-// (mkOwnedScript's NewPrefix name, which ends with tmp's random suffix:
-// the caller knows that command has ended), and claims tmp and deletes it;
-// last, the sweep marker the failed publish may have put in place, once
-// tmp is gone (unmarkScript).
+// the asset name. If the publish had moved the previous copy aside, it is
+// put back (to dst) with its manifest and stamps. It prints PublishedLine
+// once that is done, then deletes what a send command killed while making
+// tmp left (mkOwnedScript's NewPrefix name, which ends with tmp's random
+// suffix: the caller knows that command has ended), and claims tmp and
+// deletes it; last, the sweep marker the failed publish may have put in
+// place, once tmp is gone, unless a copy is left at dst without a manifest
+// (the publish failed between moving the old manifest away and putting
+// the new one in place): the marker stays as that orphan copy's record
+// (see O in markerFuncs), which the asset listing names.
 func CleanupScript(tmp, dst, name string) string {
 	dir, base := path.Split(tmp)
-	return fmt.Sprintf(`%st=%s; d=%s; o=%s; am=%s
-%sif [ ! -e "$d" ] && [ ! -L "$d" ] && { [ -e "$o" ] || [ -L "$o" ]; }; then R "$o" "$d"; fi
+	mf := path.Join(path.Dir(dst), ManifestName(name))
+	return fmt.Sprintf(`%st=%s; d=%s; o=%s; am=%s; m=%s; s=%s; om=%s; os=%s
+%sif [ ! -e "$d" ] && [ ! -L "$d" ] && { [ -e "$o" ] || [ -L "$o" ]; } && R "$o" "$d"; then
+if [ ! -e "$m" ] && [ ! -L "$m" ] && [ -f "$om" ] && [ ! -L "$om" ]; then mv -f "$om" "$m"; fi
+if [ ! -e "$s" ] && [ ! -L "$s" ] && [ -f "$os" ] && [ ! -L "$os" ]; then mv -f "$os" "$s"; fi
+fi
 if [ -d "$t" ] && [ ! -L "$t" ]; then %s 2>/dev/null; fi
 echo %s
 for k in %s*%s; do if [ -d "$k" ] && [ ! -L "$k" ]; then rm -rf "$k" 2>/dev/null; fi; done
-%s%sexit 0`, finishAlone, Quote(tmp), Quote(dst), Quote(path.Join(tmp, TarOld, name)), Quote(markerOf(dst, name)), renameFunc, claimScript, PublishedLine,
-		Quote(dir+NewPrefix), Quote(base[strings.LastIndexByte(base, '-'):]), dropScript(tmp), unmarkScript(""))
+%s%sexit 0`, finishAlone, Quote(tmp), Quote(dst), Quote(path.Join(tmp, TarOld, name)), Quote(markerOf(dst, name)),
+		Quote(mf), Quote(stampsOf(dst)), Quote(path.Join(tmp, TarOld, ManifestName(name))), Quote(path.Join(tmp, TarOld, StampsName(name))),
+		renameFunc, claimScript, PublishedLine,
+		Quote(dir+NewPrefix), Quote(base[strings.LastIndexByte(base, '-'):]), dropScript(tmp),
+		unmarkScript(`{ [ -e "$m" ] || [ -L "$m" ] || { [ ! -e "$d" ] && [ ! -L "$d" ]; }; } && `))
 }

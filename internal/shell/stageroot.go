@@ -65,15 +65,22 @@ func ManifestName(name string) string { return ManifestPrefix + name + ManifestS
 // A publish puts it in place before its first rename and deletes it as its
 // very last step, once it has deleted what it moved aside; a publish
 // killed in between (its host cut, the old copy half deleted, the stamps
-// half recorded) leaves it behind with what the next sweep must remove.
+// half recorded) leaves it behind with what the next sweep must remove;
+// one killed between moving the manifest away and putting the new one in
+// place leaves the copy without a manifest, and its marker then stays as
+// the record of an orphan copy (O in markerFuncs): the asset listing
+// names it, so a prune removes it, and a stage of it sends it whole. A
+// removal (RemoveScript) puts a marker in place for each asset that has
+// none before it moves the asset's manifest away, and deletes it, or a
+// dead one it found, once it has moved the asset's copy.
 // A probe that reads the manifests without a shell (a FileReader) reads
 // the markers too and has the root swept when one exists: a retry that
 // finds the killed publish's copy in place, and so publishes nothing,
 // still removes what it left. The sweeps delete the markers whose owner
 // is gone, after the leftovers (see markerFuncs). It is not one of
-// AssetNames: an unstage leaves the marker of a live publish in place and
-// has its sweep delete a dead one. No asset name starts with StageReserved,
-// so no asset, manifest, stamps or temporary name is a marker's.
+// AssetNames: an unstage leaves the marker of a live publish in place. No
+// asset name starts with StageReserved, so no asset, manifest, stamps or
+// temporary name is a marker's.
 func SweepMarkerName(name string) string { return SweepPrefix + name }
 
 // finishAlone starts the publish, cleanup, unstage and sweep scripts: a
@@ -173,17 +180,26 @@ done; }
 // file costs nothing; a sandbox without dd has every marker read as gone)
 // and sets $__p to the process id read, "" for none.
 //
-// A notes in $__m the markers that are no live process's, each as
-// "PID/NAME" on a line of its own (no asset name holds a slash or a
-// newline): a sweep deletes them once it has removed their leftovers (E),
-// so that one killed before then leaves them for the next. Its caller
-// runs it before the sweep's renames: a process that dies later left
-// leftovers the sweep may not have seen, and its marker stays.
+// O NAME succeeds when NAME is an orphan copy: something at NAME under $r
+// and no manifest beside it. A sweep marker beside an orphan copy is its
+// record, whatever the marker's owner: A leaves it (so E never deletes
+// it), leftoverCheck does not count it, AssetsScript lists the asset. The
+// copy itself is never touched by a sweep: the marker's owner may be a
+// live publish that this sweep cannot see (another PID namespace), between
+// putting its copy in place and its manifest.
+//
+// A notes in $__m the markers that are no live process's and no orphan
+// copy's (O), each as "PID/NAME" on a line of its own (no asset name holds
+// a slash or a newline): a sweep deletes them once it has removed their
+// leftovers (E), so that one killed before then leaves them for the next.
+// Its caller runs it before the sweep's renames: a process that dies later
+// left leftovers the sweep may not have seen, and its marker stays.
 //
 // E deletes the markers A noted whose owner is still the one A read: a
 // marker a publish put in place meanwhile stays.
 const markerFuncs = `__nl='
 '
+O() { { [ -e "$r/$1" ] || [ -L "$r/$1" ]; } && [ ! -e "$r/` + ManifestPrefix + `$1` + ManifestSuffix + `" ] && [ ! -L "$r/` + ManifestPrefix + `$1` + ManifestSuffix + `" ]; }
 N() { __p=; [ -f "$1" ] && [ ! -L "$1" ] || return 0
 __x=$(dd if="$1" bs=64 count=1 2>/dev/null) || __x=
 __p=${__x%%"$__nl"*}; __n=
@@ -193,7 +209,7 @@ case "$__p" in ''|*[!0-9]*) __p=; return 0;; esac
 [ "$__p" != "$$" ] && ! L "$__p"; }
 A() { __m=; for __k in "$r"/` + SweepPrefix + `*; do
 [ -e "$__k" ] || [ -L "$__k" ] || continue
-N "$__k" && __m="$__m$__p/${__k##*/}$__nl"
+N "$__k" && ! O "${__k##*/` + SweepPrefix + `}" && __m="$__m$__p/${__k##*/}$__nl"
 done; }
 E() { [ -n "$__m" ] || return 0; __f=$IFS; IFS=$__nl; set -f
 for __e in $__m; do __k="$r/${__e#*/}"
@@ -281,12 +297,13 @@ done
 // leftoverCheck (after sweepFuncs, in the root) prints LeftoversLine when
 // a sweep would remove something: a temporary directory whose owner is
 // gone (none of skip), a GonePrefix or NewPrefix entry whose process is
-// gone, or a sweep marker that is no live process's (N).
+// gone, or a sweep marker that is no live process's (N) and no orphan
+// copy's record (O).
 func leftoverCheck(skip Skip) string {
 	var sb strings.Builder
 	sb.WriteString(`w=
 for s in ` + TempPrefix + `* ` + GonePrefix + `* ` + NewPrefix + `* ` + SweepPrefix + `*; do
-case "$s" in ` + SweepPrefix + `*) if { [ -e "$s" ] || [ -L "$s" ]; } && N "$s"; then w=1; break; fi; continue;; esac
+case "$s" in ` + SweepPrefix + `*) if { [ -e "$s" ] || [ -L "$s" ]; } && N "$s" && ! O "${s#` + SweepPrefix + `}"; then w=1; break; fi; continue;; esac
 [ -d "$s" ] && [ ! -L "$s" ] || continue
 case "$s" in
 ` + GonePrefix + `*) p=${s#` + GonePrefix + `}; p=${p%%-*};;

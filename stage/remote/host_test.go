@@ -202,7 +202,7 @@ func TestHostHangIsTransport(t *testing.T) {
 		{"Probe", remotetest.WithHangSFTP(), false},
 		{"Setup", remotetest.WithHang("mkdir -m 700"), false},
 		{"Publish", remotetest.WithHang("transfer incomplete"), false},
-		{"Cleanup", remotetest.WithHang(`R "$o" "$d"; fi`), true},
+		{"Cleanup", remotetest.WithHang(`R "$o" "$d"; then`), true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -22,6 +22,7 @@ import (
 
 	"github.com/airlockdev/airlock/internal/shell"
 	"github.com/airlockdev/airlock/internal/sshdtest"
+	"github.com/airlockdev/airlock/internal/treetest"
 	"github.com/airlockdev/airlock/sandbox"
 	"github.com/airlockdev/airlock/stage"
 	"github.com/airlockdev/airlock/stage/remote"
@@ -416,4 +417,84 @@ func TestHostPlantedSweepMarkers(t *testing.T) {
 		})
 	}
 	require.NoError(t, os.RemoveAll(marker))
+}
+
+// TestHostOrphanCopy: a removal killed in the sandbox between moving an
+// asset's manifest away and moving its copy, or a publish killed between
+// putting its new copy in place and its manifest (its cleanup run or
+// killed too), leaves a whole copy without a manifest. Listed by manifests
+// alone, it would be no staged asset, and no prune would ever remove it:
+// the skill a user deselected would stay in the agent's view for good.
+// The asset's sweep marker stays beside it as its record: the asset
+// listing names it, so a prune removes it, and a stage of it sends it
+// whole; either leaves nothing behind.
+func TestHostOrphanCopy(t *testing.T) {
+	unstage := func(ctx context.Context, tgt stage.Target, root, _ string) error {
+		return stage.Unstage(ctx, tgt, root, "x")
+	}
+	restage := func(ctx context.Context, tgt stage.Target, root, src string) error {
+		writeFiles(t, src, "a", "changed")
+		_, err := stage.Stage(ctx, tgt, root, []stage.Asset{{Name: "x", Source: src}})
+		return err
+	}
+	const (
+		removeCopy  = `mv -f 'x' "$t/" || exit 4`
+		putManifest = `mv -f "$t/new/manifest.json" "$m" || exit 5`
+		cleanup     = `R "$o" "$d"; then`
+	)
+	for _, c := range []struct {
+		name string
+		at   []string // the lines killed
+		op   func(ctx context.Context, tgt stage.Target, root, src string) error
+	}{
+		{"removal", []string{removeCopy}, unstage},
+		{"publish", []string{putManifest}, restage},
+		{"publish and its cleanup", []string{putManifest, cleanup}, restage},
+	} {
+		for _, next := range []string{"prune", "stage"} {
+			t.Run(c.name+"/"+next, func(t *testing.T) {
+				srv := remotetest.NewServer(t)
+				h := dial(t, srv)
+				root := filepath.Join(srv.Dir(), "rt")
+				src, other := t.TempDir(), t.TempDir()
+				writeFiles(t, src, "a", "one", "d/b", "two")
+				writeFiles(t, other, "y", "kept")
+				_, err := stage.Stage(t.Context(), h, root, []stage.Asset{{Name: "x", Source: src}, {Name: "y", Source: other}})
+				require.NoError(t, err)
+
+				killed := 0
+				var r sandbox.Runner = h
+				for _, at := range c.at {
+					r = killInScript{r: r, at: at, killed: &killed}
+				}
+				err = c.op(t.Context(), stage.NewBridge(r), root, src)
+				require.Error(t, err, "the command was killed before its end")
+				require.Equal(t, len(c.at), killed)
+				assert.NoFileExists(t, filepath.Join(root, shell.ManifestName("x")), "no manifest")
+				assert.DirExists(t, filepath.Join(root, "x"), "the killed command left the copy")
+				assert.FileExists(t, filepath.Join(root, shell.SweepMarkerName("x")), "and its sweep marker")
+				names, err := h.Assets(t.Context(), root)
+				require.NoError(t, err)
+				assert.Equal(t, []string{"x", "y"}, names, "the listing names the orphan copy")
+
+				if next == "prune" {
+					_, err = stage.Stage(t.Context(), h, root, []stage.Asset{{Name: "y", Source: other}}, stage.WithPrune())
+					require.NoError(t, err)
+					assert.NoDirExists(t, filepath.Join(root, "x"), "the deselected asset is gone")
+					names, err := h.Assets(t.Context(), root)
+					require.NoError(t, err)
+					assert.Equal(t, []string{"y"}, names)
+				} else {
+					rt, err := stage.Stage(t.Context(), h, root, []stage.Asset{{Name: "x", Source: src}})
+					require.NoError(t, err)
+					assert.False(t, rt.Assets[0].Reused, "a copy without its manifest is sent again")
+					assert.Empty(t, treetest.Diff(treetest.Snapshot(t, src), treetest.Snapshot(t, filepath.Join(root, "x"))))
+					_, err = os.Stat(filepath.Join(root, shell.ManifestName("x")))
+					require.NoError(t, err)
+				}
+				assert.Empty(t, leftovers(t, root))
+				assert.NoFileExists(t, filepath.Join(root, shell.SweepMarkerName("x")))
+			})
+		}
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -733,6 +734,36 @@ func (h *Host) ReadFile(ctx context.Context, p string, max int64) ([]byte, error
 	}
 }
 
+// readAllSized reads r to its end, at most max+1 bytes, into a buffer
+// sized for the size bytes an lstat gave: the first read asks for the
+// whole file at once, which the SFTP client splits into requests that
+// travel together (a buffer grown step by step, as io.ReadAll's, asks for
+// a few kilobytes at a time, one round trip each, at first). A file that
+// grew meanwhile is read on.
+func readAllSized(r io.Reader, size, limit int64) ([]byte, error) {
+	b := make([]byte, 0, min(max(size, 0), limit)+1)
+	for {
+		if len(b) == cap(b) {
+			if int64(len(b)) > limit {
+				return b, nil
+			}
+			b = slices.Grow(b, int(min(int64(len(b)), limit+1-int64(len(b)))))
+		}
+		end := min(int64(cap(b)), limit+1)
+		n, err := r.Read(b[len(b):end])
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			return b, nil
+		}
+		if err != nil {
+			return b, err
+		}
+		if int64(len(b)) > limit {
+			return b, nil
+		}
+	}
+}
+
 func readFile(c *sftp.Client, p string, max int64) ([]byte, error) {
 	fi, err := c.Lstat(p)
 	if err != nil {
@@ -755,10 +786,11 @@ func readFile(c *sftp.Client, p string, max int64) ([]byte, error) {
 		return nil, fmt.Errorf("%w: remote: open %s: %w", sandbox.ErrTransport, p, err)
 	}
 	defer f.Close()
-	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+	st, err := f.Stat()
+	if err != nil || !st.Mode().IsRegular() {
 		return nil, &fs.PathError{Op: "read", Path: p, Err: fs.ErrNotExist}
 	}
-	b, err := io.ReadAll(io.LimitReader(f, max+1))
+	b, err := readAllSized(f, st.Size(), max)
 	if err != nil {
 		return nil, fmt.Errorf("%w: remote: reading %s: %w", sandbox.ErrTransport, p, err)
 	}

@@ -651,9 +651,10 @@ func TestSweepMarkerRuns(t *testing.T) {
 
 // TestOrphanCopyRecord runs the orphan copies' handling (O) under sh,
 // dash and busybox sh: a copy without its manifest beside its sweep
-// marker is listed as an asset, and neither the sweep nor the leftover
-// check touches it or its marker, whoever the marker names (a dead or
-// live process, one of another PID namespace, none); a dead marker beside
+// marker is listed as an asset unless the marker names a live process (a
+// publish at work), and neither the sweep nor the leftover check touches
+// it or its marker, whoever the marker names (a dead or live process, one
+// of another PID namespace, none); a dead marker beside
 // a copy that has its manifest, or beside nothing, is a leftover the sweep
 // deletes. A removal killed between the manifest and the copy leaves such
 // a record, and the next removal of the asset deletes copy and marker.
@@ -671,7 +672,7 @@ func TestOrphanCopyRecord(t *testing.T) {
 			}{
 				{"dead", dead, false, true, true, false},
 				{"dead, no namespace", strconv.Itoa(deadPid(t)) + "\n", false, true, true, false},
-				{"live", strconv.Itoa(os.Getpid()) + "\n" + ns + "\n", false, true, true, false},
+				{"live", strconv.Itoa(os.Getpid()) + "\n" + ns + "\n", false, true, false, false}, // a publish at work: not listed
 				{"another namespace", strconv.Itoa(os.Getpid()) + "\npid:[1]\n", false, true, true, false},
 				{"no process", "not a pid\n", false, true, true, false},
 				{"dead, manifest kept", dead, true, true, true, true},

@@ -33,15 +33,17 @@ cd "$r" 2>/dev/null || exit 0
 // files, each name followed by a NUL (ParseAssetList reads the reply),
 // and the manifest name of each orphan copy (a copy without its manifest
 // beside its sweep marker: a command killed between the two; see O in
-// markerFuncs), so that a prune removes it; then LeftoversLine when a
-// sweep would remove something (none of the temporary directories named
-// in skip, which the host still uses; AssetListLeftovers), so that a
-// prune with nothing to remove still has them removed: what a cut
+// markerFuncs), so that a prune removes it, unless the marker names a
+// live process (a publish between its copy and its manifest, which a
+// removal would leave with a manifest and no copy); then LeftoversLine
+// when a sweep would remove something (none of the temporary directories
+// named in skip, which the host still uses; AssetListLeftovers), so that
+// a prune with nothing to remove still has them removed: what a cut
 // removal left behind has no other command to sweep it when nothing is
 // published.
 func AssetsScript(root string, skip Skip) string {
 	return rootCheck(root) + sweepFuncs + fmt.Sprintf(`for f in %[1]s*%[2]s; do if [ -f "$f" ] && [ ! -L "$f" ]; then printf '%%s\0' "$f"; fi; done
-for f in %[3]s*; do n=${f#%[3]s}; if [ -n "$n" ] && { [ -e "$f" ] || [ -L "$f" ]; } && O "$n"; then printf '%[1]s%%s%[2]s\0' "$n"; fi; done
+for f in %[3]s*; do n=${f#%[3]s}; if [ -n "$n" ] && { [ -e "$f" ] || [ -L "$f" ]; } && O "$n" && N "$f"; then printf '%[1]s%%s%[2]s\0' "$n"; fi; done
 `, ManifestPrefix, ManifestSuffix, SweepPrefix) + leftoverCheck(skip)
 }
 

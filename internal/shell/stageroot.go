@@ -183,7 +183,9 @@ done; }
 // O NAME succeeds when NAME is an orphan copy: something at NAME under $r
 // and no manifest beside it. A sweep marker beside an orphan copy is its
 // record, whatever the marker's owner: A leaves it (so E never deletes
-// it), leftoverCheck does not count it, AssetsScript lists the asset. The
+// it), leftoverCheck does not count it, AssetsScript lists the asset
+// (unless the owner is alive: a publish between its copy and its
+// manifest). The
 // copy itself is never touched by a sweep: the marker's owner may be a
 // live publish that this sweep cannot see (another PID namespace), between
 // putting its copy in place and its manifest.

@@ -512,3 +512,80 @@ func atk27OrphanVsSweep(t *testing.T, stale bool) {
 	require.NoError(t, err)
 	assert.NoDirExists(t, filepath.Join(root, "x"), "a prune that deselects x removes it")
 }
+
+// TestAtk27PlantedMarkerNames: sweep markers the sandbox plants under
+// names that are no asset's (the parent, the root itself, airlock's own
+// files, an option, a glob, a newline) never make a Stage with WithPrune
+// fail, touch anything beside the root, or cost the selected asset its
+// copy or its manifest; a quiet stage after it reuses it.
+func TestAtk27PlantedMarkerNames(t *testing.T) {
+	for _, n := range []string{"..", ".", ".airlock-manifest-y.json", ".airlock-stamps-y", "-n", "*", "a\nb"} {
+		t.Run(fmt.Sprintf("%q", n), func(t *testing.T) {
+			srv := remotetest.NewServer(t)
+			h := dial(t, srv)
+			root := filepath.Join(srv.Dir(), "p", "rt")
+			sy := t.TempDir()
+			writeFiles(t, sy, "c", "three")
+			_, err := stage.Stage(t.Context(), h, root, []stage.Asset{{Name: "y", Source: sy}})
+			require.NoError(t, err)
+			require.NoError(t, os.WriteFile(filepath.Join(root, ".airlock-sweep-"+n), []byte("garbage\n"), 0o644))
+			rt, err := stage.Stage(t.Context(), h, root, []stage.Asset{{Name: "y", Source: sy}}, stage.WithPrune())
+			assert.NoError(t, err)
+			if err == nil {
+				assert.True(t, rt.Assets[0].Reused)
+			}
+			assert.Empty(t, treetest.Diff(treetest.Snapshot(t, sy), treetest.Snapshot(t, filepath.Join(root, "y"))))
+			assert.FileExists(t, filepath.Join(root, shell.ManifestName("y")))
+			ents, _ := os.ReadDir(filepath.Dir(root))
+			var outside []string
+			for _, e := range ents {
+				outside = append(outside, e.Name())
+			}
+			assert.Equal(t, []string{"rt"}, outside, "nothing changes beside the root")
+			rt, err = stage.Stage(t.Context(), h, root, []stage.Asset{{Name: "y", Source: sy}})
+			assert.NoError(t, err)
+			if err == nil {
+				assert.True(t, rt.Assets[0].Reused, "a quiet stage reuses y")
+			}
+		})
+	}
+}
+
+// TestAtk27AssetsListsOnlyAssets: Pruner.Assets over a shell returns the
+// names of a sandbox's sweep markers whatever they are: a marker planted as
+// ".airlock-sweep-..", ".airlock-sweep-." or ".airlock-sweep-.airlock-
+// manifest-y.json" makes it list "..", "." and ".airlock-manifest-y.json"
+// (each an existing entry without a manifest of that name), names no Stage
+// can stage and Unstage refuses with ErrBadAsset. A caller that prunes by
+// hand, Unstage of what Assets lists minus what it selects, fails on every
+// run. Dir lists none of them.
+func TestAtk27AssetsListsOnlyAssets(t *testing.T) {
+	srv := remotetest.NewServer(t)
+	h := dial(t, srv)
+	root := filepath.Join(srv.Dir(), "p", "rt")
+	sy := t.TempDir()
+	writeFiles(t, sy, "c", "three")
+	_, err := stage.Stage(t.Context(), h, root, []stage.Asset{{Name: "y", Source: sy}})
+	require.NoError(t, err)
+	for _, n := range []string{"..", ".", ".airlock-manifest-y.json"} {
+		require.NoError(t, os.WriteFile(filepath.Join(root, ".airlock-sweep-"+n), []byte("garbage\n"), 0o644))
+	}
+	d, err := stage.NewDir(srv.Dir())
+	require.NoError(t, err)
+	for name, p := range map[string]stage.Pruner{"Host": h, "Bridge": stage.NewBridge(h), "Dir": d} {
+		r := root
+		if name == "Dir" {
+			r = "/p/rt"
+		}
+		names, err := p.Assets(t.Context(), r)
+		require.NoError(t, err)
+		assert.Equal(t, []string{"y"}, names, "%s lists the staged assets only", name)
+	}
+	names, err := h.Assets(t.Context(), root)
+	require.NoError(t, err)
+	for _, n := range names {
+		if n != "y" {
+			assert.NoError(t, stage.Unstage(t.Context(), h, root, n), "a name Assets lists can be unstaged")
+		}
+	}
+}

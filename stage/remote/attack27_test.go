@@ -11,11 +11,15 @@ package remote_test
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"os"
+	"path"
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -25,6 +29,7 @@ import (
 	"github.com/airlockdev/airlock/internal/shell"
 	"github.com/airlockdev/airlock/internal/treetest"
 	"github.com/airlockdev/airlock/sandbox"
+	"github.com/airlockdev/airlock/skills"
 	"github.com/airlockdev/airlock/stage"
 	"github.com/airlockdev/airlock/stage/remote"
 	"github.com/airlockdev/airlock/stage/remote/remotetest"
@@ -586,6 +591,148 @@ func TestAtk27AssetsListsOnlyAssets(t *testing.T) {
 	for _, n := range names {
 		if n != "y" {
 			assert.NoError(t, stage.Unstage(t.Context(), h, root, n), "a name Assets lists can be unstaged")
+		}
+	}
+}
+
+// TestAtk27ConcurrentChurn: two Hosts on one server (two processes' worth
+// of connections) and, on each, goroutines that stage, re-stage, unstage
+// and prune the assets of one root at once, each call under a context
+// cancelled at a random instant (a cancelled command is killed with its
+// process group). One goroutine per asset name and round, so no asset is
+// published by two calls at once (the documented non-guarantee). After
+// every round: no manifest without its directory, a manifest always beside
+// exactly its tree, an orphan copy listed. At the end a plain stage with
+// WithPrune of everything succeeds, leaves every asset exact and no litter,
+// and a quiet stage reuses them.
+func TestAtk27ConcurrentChurn(t *testing.T) {
+	w := newAtk27World(t, false)
+	h2 := dial(t, w.srv)
+	hosts := []*remote.Host{w.h, h2}
+	root := filepath.Join(w.srv.Dir(), "churn")
+	rounds := 25
+	if n, err := strconv.Atoi(os.Getenv("ATK27_ROUNDS")); err == nil {
+		rounds = n
+	}
+	rng := rand.New(rand.NewPCG(27, uint64(time.Now().UnixNano())))
+	versions := map[string][]string{"x": {"x1", "x2"}, "y": {"y"}, "z": {"z"}}
+	var problems []string
+	for round := 0; round < rounds; round++ {
+		type job struct {
+			h      *remote.Host
+			op     int
+			v      string
+			cancel time.Duration
+		}
+		jobs := map[string]job{}
+		for _, n := range []string{"x", "y", "z"} {
+			vs := versions[n]
+			jobs[n] = job{h: hosts[rng.IntN(2)], op: rng.IntN(4), v: vs[rng.IntN(len(vs))], cancel: time.Duration(rng.IntN(120)) * time.Millisecond}
+		}
+		var wg sync.WaitGroup
+		errs := make(chan string, 3)
+		for n, j := range jobs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				ctx, cancel := context.WithTimeout(context.Background(), j.cancel)
+				defer cancel()
+				var err error
+				switch j.op {
+				case 0, 1:
+					_, err = stage.Stage(ctx, j.h, root, w.assets(j.v))
+				case 2:
+					err = stage.Unstage(ctx, j.h, root, n)
+				case 3:
+					_, err = stage.Stage(ctx, j.h, root, w.assets(j.v), stage.WithPrune())
+				}
+				if err != nil && ctx.Err() == nil {
+					errs <- fmt.Sprintf("round %d: %s op %d: %v", round, n, j.op, err)
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for e := range errs {
+			t.Log("uncancelled failure: " + e)
+		}
+		for _, p := range w.state(t.Context(), root) {
+			problems = append(problems, fmt.Sprintf("round %d (%v): %s", round, jobs, p))
+		}
+	}
+	_, err := stage.Stage(t.Context(), w.h, root, w.assets("x2", "y", "z"), stage.WithPrune())
+	require.NoError(t, err)
+	problems = append(problems, w.exact(root, []string{"x2", "y", "z"}, nil)...)
+	if l := atk27Litter(root); len(l) > 0 {
+		problems = append(problems, fmt.Sprintf("litter after the final stage: %v", l))
+	}
+	rt, err := stage.Stage(t.Context(), w.h, root, w.assets("x2", "y", "z"))
+	require.NoError(t, err)
+	for _, a := range rt.Assets {
+		if !a.Reused {
+			problems = append(problems, "the quiet stage republished "+a.Name)
+		}
+	}
+	for _, p := range problems {
+		t.Error(p)
+	}
+}
+
+// TestAtk27ReadmePruneFlow: the flow README.md and examples/adapter give a
+// new user, run after run on one sandbox: materialize the selected skills,
+// stage the bundle as the asset "skills" under <work>/.airlock with
+// WithPrune (none when no skill survived). The sandbox holds exactly the
+// selected skills after each run, nothing when none is selected, and what
+// is not the stager's (a file the agent keeps under .airlock) stays.
+func TestAtk27ReadmePruneFlow(t *testing.T) {
+	srv := remotetest.NewServer(t)
+	h := dial(t, srv)
+	state := t.TempDir()
+	repo, err := filepath.Abs("../../testdata/skills")
+	require.NoError(t, err)
+	all := map[string]skills.Source{
+		"code-review":   {Key: "cr", Name: "code-review", Dir: filepath.Join(repo, "code-review")},
+		"release-notes": {Key: "rn", Name: "release-notes", Dir: filepath.Join(repo, "release-notes")},
+	}
+	root := path.Join(srv.Dir(), "work", sandbox.RuntimeDir)
+	require.NoError(t, os.MkdirAll(root, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(root, "agent-notes"), []byte("mine"), 0o644))
+	for i, sel := range [][]string{{"code-review", "release-notes"}, {"code-review"}, {}, {"release-notes"}, {}} {
+		var srcs []skills.Source
+		for _, n := range sel {
+			srcs = append(srcs, all[n])
+		}
+		bundle, err := skills.Materialize(t.Context(), state, srcs)
+		require.NoError(t, err)
+		var assets []stage.Asset
+		if bundle.Dir != "" {
+			assets = []stage.Asset{{Name: "skills", Source: bundle.Dir, Links: stage.RejectLinks}}
+		}
+		_, err = stage.Stage(t.Context(), h, root, assets, stage.WithPrune())
+		require.NoError(t, err, "run %d", i)
+		var got []string
+		if ents, err := os.ReadDir(filepath.Join(root, "skills")); err == nil {
+			for _, e := range ents {
+				got = append(got, e.Name())
+			}
+		}
+		var want []string
+		want = append(want, sel...)
+		sort.Strings(want)
+		assert.Equal(t, want, got, "run %d: the sandbox holds the selected skills", i)
+		if bundle.Dir != "" {
+			assert.Empty(t, treetest.Diff(treetest.Snapshot(t, bundle.Dir), treetest.Snapshot(t, filepath.Join(root, "skills"))), "run %d", i)
+		}
+		var top []string
+		ents, err := os.ReadDir(root)
+		require.NoError(t, err)
+		for _, e := range ents {
+			top = append(top, e.Name())
+		}
+		if len(sel) == 0 {
+			assert.Equal(t, []string{"agent-notes"}, top, "run %d", i)
+		} else {
+			assert.Equal(t, []string{shell.ManifestName("skills"), shell.StampsName("skills"), "agent-notes", "skills"}, top, "run %d", i)
 		}
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"path"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -238,7 +239,10 @@ func (w *atk27World) exact(root string, versions []string, gone []string) []stri
 
 // litter lists the entries of the root that are no asset of the given
 // names: temporary directories, sweep markers, stand-in swap names.
-func atk27Litter(root string) []string {
+func atk27Litter(root string, assets ...string) []string {
+	if len(assets) == 0 {
+		assets = []string{"x", "y", "z"}
+	}
 	ents, err := os.ReadDir(root)
 	if err != nil {
 		return nil
@@ -248,7 +252,7 @@ func atk27Litter(root string) []string {
 		n := e.Name()
 		switch {
 		case strings.HasPrefix(n, ".airlock-manifest-"), strings.HasPrefix(n, ".airlock-stamps-") && !strings.HasSuffix(n, ".new"):
-		case n == "x" || n == "y" || n == "z":
+		case slices.Contains(assets, n):
 		default:
 			out = append(out, n)
 		}

@@ -344,7 +344,13 @@ func atk27KillSweep(t *testing.T, w *atk27World, op atk27Op, all bool) []string 
 		n, killed := 0, false
 		require.NoError(t, op.run(ctx, w.target(atk27Kill{r: w.h, at: [2]int{-1, 0}, n: &n, killed: &killed, rec: &scripts}), root, w))
 	}
-	var problems []string
+	// Trials run three at a time, each on a root of its own.
+	var (
+		problems []string
+		mu       sync.Mutex
+		wg       sync.WaitGroup
+		sem      = make(chan struct{}, 3)
+	)
 	trial := 0
 	for ci, s := range scripts {
 		lines := strings.Split(s, "\n")
@@ -355,45 +361,59 @@ func atk27KillSweep(t *testing.T, w *atk27World, op atk27Op, all bool) []string 
 				continue
 			}
 			trial++
-			root := filepath.Join(w.srv.Dir(), fmt.Sprintf("k-%s-%d-%d", op.name, ci, li))
-			at := fmt.Sprintf("%s cmd %d line %d %.70q", op.name, ci, li, lines[li])
-			if len(op.prepare) > 0 {
-				_, err := stage.Stage(ctx, w.target(nil), root, w.assets(op.prepare...))
-				require.NoError(t, err)
-			}
-			n, killed := 0, false
-			err := op.run(ctx, w.target(atk27Kill{r: w.h, at: [2]int{ci, li}, n: &n, killed: &killed}), root, w)
-			var bad []string
-			if err == nil {
-				// Success means everything arrived.
-				bad = append(bad, prefix("nil error, but ", w.exact(root, op.okKeep, op.okGone))...)
-			}
-			bad = append(bad, prefix("after the kill: ", w.state(ctx, root))...)
-			if rerr := w.retry(ctx, op, root); rerr != nil {
-				bad = append(bad, "retry failed: "+rerr.Error())
-			} else {
-				bad = append(bad, prefix("after the retry: ", w.exact(root, op.keep, op.gone))...)
-				if l := atk27Litter(root); len(l) > 0 {
-					bad = append(bad, fmt.Sprintf("after the retry, litter: %v", l))
-				}
-				rt, qerr := stage.Stage(ctx, w.h, root, w.assets(op.keep...))
-				switch {
-				case qerr != nil:
-					bad = append(bad, "quiet stage failed: "+qerr.Error())
-				default:
-					for _, a := range rt.Assets {
-						if !a.Reused {
-							bad = append(bad, "quiet stage republished "+a.Name)
-						}
+			ci, li, line := ci, li, lines[li]
+			wg.Add(1)
+			sem <- struct{}{}
+			go func() {
+				defer func() { <-sem; wg.Done() }()
+				root := filepath.Join(w.srv.Dir(), fmt.Sprintf("k-%s-%d-%d", op.name, ci, li))
+				at := fmt.Sprintf("%s cmd %d line %d %.70q", op.name, ci, li, line)
+				if len(op.prepare) > 0 {
+					if _, err := stage.Stage(ctx, w.target(nil), root, w.assets(op.prepare...)); err != nil {
+						mu.Lock()
+						problems = append(problems, at+": prepare: "+err.Error())
+						mu.Unlock()
+						return
 					}
-					bad = append(bad, prefix("after the quiet stage: ", w.exact(root, op.keep, op.gone))...)
 				}
-			}
-			if len(bad) > 0 {
-				problems = append(problems, fmt.Sprintf("%s (killed=%v, err=%v):\n\t%s", at, killed, err, strings.Join(bad, "\n\t")))
-			}
+				n, killed := 0, false
+				err := op.run(ctx, w.target(atk27Kill{r: w.h, at: [2]int{ci, li}, n: &n, killed: &killed}), root, w)
+				var bad []string
+				if err == nil {
+					// Success means everything arrived.
+					bad = append(bad, prefix("nil error, but ", w.exact(root, op.okKeep, op.okGone))...)
+				}
+				bad = append(bad, prefix("after the kill: ", w.state(ctx, root))...)
+				if rerr := w.retry(ctx, op, root); rerr != nil {
+					bad = append(bad, "retry failed: "+rerr.Error())
+				} else {
+					bad = append(bad, prefix("after the retry: ", w.exact(root, op.keep, op.gone))...)
+					if l := atk27Litter(root); len(l) > 0 {
+						bad = append(bad, fmt.Sprintf("after the retry, litter: %v", l))
+					}
+					rt, qerr := stage.Stage(ctx, w.h, root, w.assets(op.keep...))
+					switch {
+					case qerr != nil:
+						bad = append(bad, "quiet stage failed: "+qerr.Error())
+					default:
+						for _, a := range rt.Assets {
+							if !a.Reused {
+								bad = append(bad, "quiet stage republished "+a.Name)
+							}
+						}
+						bad = append(bad, prefix("after the quiet stage: ", w.exact(root, op.keep, op.gone))...)
+					}
+				}
+				if len(bad) > 0 {
+					mu.Lock()
+					problems = append(problems, fmt.Sprintf("%s (killed=%v, err=%v):\n\t%s", at, killed, err, strings.Join(bad, "\n\t")))
+					mu.Unlock()
+				}
+			}()
 		}
 	}
+	wg.Wait()
+	sort.Strings(problems)
 	t.Logf("%s: %d commands, %d trials", op.name, len(scripts), trial)
 	return problems
 }

@@ -787,3 +787,42 @@ func TestAtk27ReadmePruneFlow(t *testing.T) {
 		}
 	}
 }
+
+// TestAtk27PlantedLinks: links the sandbox plants where a staged asset, its
+// manifest, its stamps or its sweep marker were (to a directory and a file
+// outside the root, read-only), then a killed Unstage, a prune and a stage
+// of the asset: nothing outside the root is followed or changed, the
+// selected asset ends exact and a quiet stage reuses it.
+func TestAtk27PlantedLinks(t *testing.T) {
+	w := newAtk27World(t, "coreutils")
+	for i, at := range []string{"x", shell.ManifestName("x"), shell.StampsName("x"), shell.SweepMarkerName("x")} {
+		t.Run(at, func(t *testing.T) {
+			root := filepath.Join(w.srv.Dir(), fmt.Sprint("rt", i))
+			outside := filepath.Join(w.srv.Dir(), fmt.Sprint("outside", i))
+			writeFiles(t, outside, "d/f", "keep", "file", "keep")
+			require.NoError(t, os.Chmod(filepath.Join(outside, "d"), 0o555))
+			t.Cleanup(func() { _ = os.Chmod(filepath.Join(outside, "d"), 0o755) })
+			before := treetest.Snapshot(t, outside)
+			_, err := stage.Stage(t.Context(), w.h, root, w.assets("x1", "y"))
+			require.NoError(t, err)
+			for _, target := range []string{filepath.Join(outside, "d"), filepath.Join(outside, "file")} {
+				p := filepath.Join(root, at)
+				require.NoError(t, os.RemoveAll(p))
+				require.NoError(t, os.Symlink(target, p))
+				killed := 0
+				_ = stage.Unstage(t.Context(), stage.NewBridge(atk27KillBefore{r: w.h, next: `[ -z "$u0" ]`, killed: &killed}), root, "x")
+				_, err = stage.Stage(t.Context(), w.h, root, w.assets("y"), stage.WithPrune())
+				require.NoError(t, err)
+				assert.Empty(t, w.exact(root, []string{"y"}, []string{"x"}))
+				_, err = stage.Stage(t.Context(), w.h, root, w.assets("x2", "y"))
+				require.NoError(t, err)
+				rt, err := stage.Stage(t.Context(), w.h, root, w.assets("x2", "y"))
+				require.NoError(t, err)
+				assert.True(t, rt.Assets[0].Reused && rt.Assets[1].Reused)
+				assert.Empty(t, w.exact(root, []string{"x2", "y"}, nil))
+				assert.Empty(t, atk27Litter(root))
+				assert.Empty(t, treetest.Diff(before, treetest.Snapshot(t, outside)), "nothing outside the root changes")
+			}
+		})
+	}
+}

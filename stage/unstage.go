@@ -99,12 +99,15 @@ func (s *stager) prune(keep []*planned) error {
 	return nil
 }
 
-// assetNames turns manifest file names into asset names.
+// assetNames turns manifest file names into asset names, leaving out
+// those no asset can have (checkName): a sandbox that plants a manifest
+// or a sweep marker named ".airlock-manifest-...json" or
+// ".airlock-sweep-.." lists no "..", which Unstage would refuse.
 func assetNames(files []string) []string {
 	var out []string
 	for _, f := range files {
 		if n, ok := strings.CutPrefix(f, manifestPrefix); ok {
-			if n, ok = strings.CutSuffix(n, manifestSuffix); ok && n != "" {
+			if n, ok = strings.CutSuffix(n, manifestSuffix); ok && checkName(n) == nil {
 				out = append(out, n)
 			}
 		}

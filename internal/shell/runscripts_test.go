@@ -710,7 +710,7 @@ func TestOrphanCopyRecord(t *testing.T) {
 			root := filepath.Join(t.TempDir(), "root")
 			dst := publishTree(t, sh, root)
 			script := shell.RemoveScript(root, shell.TempPrefix+"unstage-00", shell.Skip{}, []string{"a"})
-			mvCopy := `mv -f 'a' "$t/" || exit 4`
+			mvCopy := `mv -f './a' "$t/" || exit 4`
 			require.Contains(t, script, mvCopy)
 			_, _, status := shRun(t, sh, strings.Replace(script, mvCopy, "kill -9 $$", 1), nil)
 			require.Equal(t, -1, status, "the removal is killed")

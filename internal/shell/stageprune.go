@@ -70,8 +70,8 @@ func ParseAssetList(reply []byte) []string {
 // sweeps the root (sweepScript, leaving the temporary directories in skip
 // alone), makes the temporary directory tmp (a name in the root) and moves
 // each asset's manifest and directory into it (renames only), each
-// between its sweep marker's making (when it had a manifest and no
-// marker) and deletion (of its own marker, or of a dead one), prints
+// between its sweep marker's making (when it has a manifest and no
+// marker, or a marker no live process owns) and deletion, prints
 // PublishedLine, then deletes tmp and what the sweep moved away, and last
 // the sweep markers that were no live process's when it began (see
 // markerFuncs; a marker stays while its publish runs). A root that is a
@@ -87,17 +87,20 @@ func RemoveScript(root, tmp string, skip Skip, names []string) string {
 	sb.WriteString(mkOwnedScript(tmp))
 	fmt.Fprintf(&sb, "t=%s; ns=$__ns\n", Quote(tmp))
 	for i, n := range names {
-		// The asset's sweep marker: a removal killed between its
-		// manifest and its copy leaves it as the record of the orphan
-		// copy (O in markerFuncs). One that is there already is
-		// deleted at the end when it is no live process's.
-		fmt.Fprintf(&sb, "u%[1]d=\nif [ -e %[3]s ] || [ -L %[3]s ]; then N %[3]s && u%[1]d=1\nelif [ -e %[2]s ] || [ -L %[2]s ]; then %[4]s\nu%[1]d=1; fi\n",
-			i, Quote(ManifestName(n)), Quote(SweepMarkerName(n)), strings.TrimSuffix(markScript(SweepMarkerName(n)), "\n"))
-		fmt.Fprintf(&sb, "if [ -d %[1]s ] && [ ! -L %[1]s ] && [ ! -w %[1]s ]; then chmod u+w %[1]s 2>/dev/null; fi\n", Quote(n))
+		// The asset's sweep marker, this shell's (one a dead command
+		// left is replaced: a concurrent sweep that noted it would
+		// delete it): a removal killed between its manifest and its
+		// copy leaves it as the record of the orphan copy (O in
+		// markerFuncs). A live process's is left alone. Every name is
+		// given as ./NAME: an asset name may start with a dash, which
+		// mv and chmod would read as options.
+		fmt.Fprintf(&sb, "u%[1]d=\nif { { [ -e %[3]s ] || [ -L %[3]s ]; } && N %[3]s; } || { [ ! -e %[3]s ] && [ ! -L %[3]s ] && { [ -e %[2]s ] || [ -L %[2]s ]; }; }; then %[4]s\nu%[1]d=1; fi\n",
+			i, Quote("./"+ManifestName(n)), Quote("./"+SweepMarkerName(n)), strings.TrimSuffix(markScript("./"+SweepMarkerName(n)), "\n"))
+		fmt.Fprintf(&sb, "if [ -d %[1]s ] && [ ! -L %[1]s ] && [ ! -w %[1]s ]; then chmod u+w %[1]s 2>/dev/null; fi\n", Quote("./"+n))
 		for _, e := range AssetNames(n) {
-			fmt.Fprintf(&sb, "if [ -e %[1]s ] || [ -L %[1]s ]; then mv -f %[1]s \"$t/\" || exit %[2]d; fi\n", Quote(e), RenameExit)
+			fmt.Fprintf(&sb, "if [ -e %[1]s ] || [ -L %[1]s ]; then mv -f %[1]s \"$t/\" || exit %[2]d; fi\n", Quote("./"+e), RenameExit)
 		}
-		fmt.Fprintf(&sb, "[ -z \"$u%d\" ] || rm -f %s 2>/dev/null\n", i, Quote(SweepMarkerName(n)))
+		fmt.Fprintf(&sb, "[ -z \"$u%d\" ] || rm -f %s 2>/dev/null\n", i, Quote("./"+SweepMarkerName(n)))
 	}
 	fmt.Fprintf(&sb, "echo %s\n", PublishedLine)
 	sb.WriteString(dropScript(tmp))

@@ -554,7 +554,7 @@ func atk27OrphanVsSweep(t *testing.T, stale bool) {
 
 	// Meanwhile an Unstage of x is killed between its two renames.
 	killed = 0
-	err = stage.Unstage(t.Context(), stage.NewBridge(killInScript{r: h, at: `mv -f 'x' "$t/" || exit 4`, killed: &killed}), root, "x")
+	err = stage.Unstage(t.Context(), stage.NewBridge(killInScript{r: h, at: `mv -f './x' "$t/" || exit 4`, killed: &killed}), root, "x")
 	require.Error(t, err)
 	require.Equal(t, 1, killed)
 	require.NoFileExists(t, filepath.Join(root, shell.ManifestName("x")))

@@ -438,7 +438,7 @@ func TestHostOrphanCopy(t *testing.T) {
 		return err
 	}
 	const (
-		removeCopy  = `mv -f 'x' "$t/" || exit 4`
+		removeCopy  = `mv -f './x' "$t/" || exit 4`
 		putManifest = `mv -f "$t/new/manifest.json" "$m" || exit 5`
 		cleanup     = `R "$o" "$d"; then`
 	)

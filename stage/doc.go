@@ -29,9 +29,9 @@
 //     between moving the old manifest away and putting the new one in
 //     place leaves a copy without a manifest: the asset's sweep marker
 //     stays beside it as its record, [Pruner] Assets lists it (so a prune
-//     removes it), and the next stage of it sends it whole. A link the sandbox plants at the root or at
-//     <root>/<Name> is replaced, never written through; [Dir] never writes
-//     outside its directory.
+//     removes it), and the next stage of it sends it whole. A link the
+//     sandbox plants at the root or at <root>/<Name> is replaced, never
+//     written through; [Dir] never writes outside its directory.
 //   - The manifest (path, type, mode, size, SHA-256 per entry; canonical
 //     JSON) lives beside the asset, outside it, so the agent sees exactly the
 //     source tree. Staging identical content again costs one round trip,

@@ -734,7 +734,7 @@ func (h *Host) ReadFile(ctx context.Context, p string, max int64) ([]byte, error
 	}
 }
 
-// readAllSized reads r to its end, at most max+1 bytes, into a buffer
+// readAllSized reads r to its end, at most limit+1 bytes, into a buffer
 // sized for the size bytes an lstat gave: the first read asks for the
 // whole file at once, which the SFTP client splits into requests that
 // travel together (a buffer grown step by step, as io.ReadAll's, asks for

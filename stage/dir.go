@@ -36,6 +36,7 @@ type Dir struct {
 	locks keylock.Map
 	rm    func(r *os.Root, name string) error // removes a temporary directory; removeTree unless a test sets it
 	made  func()                              // called once a temporary directory exists, before its owner file is written (tests)
+	moved func(name string)                   // called once a publish or removal has moved name (a manifest, a copy) (tests)
 }
 
 var _ Target = (*Dir)(nil)
@@ -238,17 +239,22 @@ func (d *Dir) Publish(ctx context.Context, root, name string, src *Tree) (err er
 		return err
 	}
 	mname := manifestName(name)
+	d.mark(rr, tmp, name)
 	if err := rr.RemoveAll(mname); err != nil {
 		return fmt.Errorf("removing the old manifest %s: %w", path.Join(root, mname), err)
 	}
+	d.hookMoved(mname)
 	if err := swapIn(rr, tr, tmp, name); err != nil {
 		return fmt.Errorf("moving the new copy into place at %s: %w", path.Join(root, name), err)
 	}
+	d.hookMoved(name)
 	if err := renameBetween(rr, tr, tmp, "manifest.json", mname); err != nil {
-		// The new tree is in place without a manifest: the next Stage
-		// publishes it again.
+		// The new tree is in place without a manifest, beside its
+		// marker (see dirmark.go): the next Stage publishes it again,
+		// a prune removes it.
 		return fmt.Errorf("storing the manifest of %s: %w", path.Join(root, name), err)
 	}
+	d.unmark(rr, name)
 	return nil
 }
 
@@ -311,6 +317,10 @@ func (d *Dir) sweep(rr *os.Root) {
 	names, _ := f.Readdirnames(-1)
 	f.Close()
 	for _, n := range names {
+		if asset, ok := strings.CutPrefix(n, sweepPrefix); ok {
+			d.sweepMarker(rr, n, asset)
+			continue
+		}
 		rest, ok := strings.CutPrefix(n, newPrefix)
 		if !ok {
 			rest, ok = strings.CutPrefix(n, gonePrefix)

@@ -25,11 +25,11 @@
 //     temporary directory (exclusive mkdir, exclusive file creation) with its
 //     manifest, checked, then moved into place. A failure or a cancellation
 //     at any point leaves the previous complete copy (or nothing) and removes
-//     the temporary directory. Over a shell, a sandbox command killed
-//     between moving the old manifest away and putting the new one in
-//     place leaves a copy without a manifest: the asset's sweep marker
-//     stays beside it as its record, [Pruner] Assets lists it (so a prune
-//     removes it), and the next stage of it sends it whole. A link the
+//     the temporary directory. A sandbox command (or, for [Dir], the
+//     host) killed between moving the old manifest away and putting the
+//     new one in place leaves a copy without a manifest: the asset's
+//     sweep marker stays beside it as its record, [Pruner] Assets lists it
+//     (so a prune removes it), and the next stage of it sends it whole. A link the
 //     sandbox plants at the root or at <root>/<Name> is replaced, never
 //     written through; [Dir] never writes outside its directory.
 //   - The manifest (path, type, mode, size, SHA-256 per entry; canonical

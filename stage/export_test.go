@@ -67,6 +67,10 @@ func TwoSessions() BridgeOption { return func(b *Bridge) { b.twoSessions = true 
 // owner file is written.
 func SetMade(d *Dir, made func()) { d.made = made }
 
+// SetMoved makes d call moved once a publish or removal has moved name
+// (a manifest, a copy).
+func SetMoved(d *Dir, moved func(name string)) { d.moved = moved }
+
 // SetPhaseHook makes b call fn at each transition of a Publish, with the
 // publish's error so far.
 func SetPhaseHook(b *Bridge, fn func(from, to string, err error)) {

@@ -212,6 +212,18 @@ func TestKilledHostHelper(t *testing.T) {
 		require.NoError(t, err)
 		stage.SetMade(d, kill)
 		target = d
+	case "DirAtMoved":
+		// Killed between moving the manifest and moving the copy: a
+		// removal once it has moved the manifest, a publish once its new
+		// copy is in place (its manifest not yet).
+		d, err := stage.NewDir(dir)
+		require.NoError(t, err)
+		stage.SetMoved(d, func(n string) {
+			if at == "Unstage" && n == shell.ManifestName("x") || at == "Stage" && n == "x" {
+				kill()
+			}
+		})
+		target = d
 	case "DirAtDelete":
 		d, err := stage.NewDir(dir)
 		require.NoError(t, err)
@@ -606,4 +618,129 @@ func TestStageUnchangedSweeps(t *testing.T) {
 			assert.Equal(t, int64(1), sb.runs.Load()-before, "with nothing to sweep, an unchanged stage is one probe")
 		}
 	})
+}
+
+// TestDirKilledBetweenManifestAndCopy: a host killed between moving an
+// asset's manifest and moving its copy (a removal after its manifest, a
+// publish after its new copy) leaves a whole copy without a manifest
+// beside the asset's sweep marker, naming the dead host. Assets lists it,
+// so a prune removes it; a stage of it sends it whole; either leaves no
+// marker and nothing else behind.
+func TestDirKilledBetweenManifestAndCopy(t *testing.T) {
+	for _, killed := range []string{"Unstage", "Stage"} {
+		for _, next := range []string{"prune", "stage"} {
+			t.Run(killed+"/"+next, func(t *testing.T) {
+				dir, srcX, srcY := t.TempDir(), t.TempDir(), t.TempDir()
+				d, err := stage.NewDir(dir)
+				require.NoError(t, err)
+				build(t, srcX, "a=old")
+				build(t, srcY, "a=y")
+				_, err = stage.Stage(t.Context(), d, "/rt", []stage.Asset{{Name: "x", Source: srcX}, {Name: "y", Source: srcY}})
+				require.NoError(t, err)
+				build(t, srcX, "a=new")
+
+				c := exec.Command(os.Args[0], "-test.run=^TestKilledHostHelper$", "-test.count=1")
+				c.Env = append(os.Environ(), killHelperEnv+"=DirAtMoved:"+killed+":"+dir+":"+srcX)
+				out, err := c.CombinedOutput()
+				var ee *exec.ExitError
+				require.ErrorAs(t, err, &ee, "%s", out)
+				ws, ok := ee.Sys().(syscall.WaitStatus)
+				require.True(t, ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL, "the helper must die by SIGKILL: %v\n%s", err, out)
+				waitGone(t, c.Process.Pid)
+
+				root := filepath.Join(dir, "rt")
+				assert.DirExists(t, filepath.Join(root, "x"), "the killed host left the copy")
+				assert.NoFileExists(t, filepath.Join(root, shell.ManifestName("x")), "without its manifest")
+				assert.FileExists(t, filepath.Join(root, shell.SweepMarkerName("x")), "beside its sweep marker")
+				names, err := d.Assets(t.Context(), "/rt")
+				require.NoError(t, err)
+				assert.Equal(t, []string{"x", "y"}, names, "the listing names the copy without its manifest")
+
+				if next == "prune" {
+					_, err = stage.Stage(t.Context(), d, "/rt", []stage.Asset{{Name: "y", Source: srcY}}, stage.WithPrune())
+					require.NoError(t, err)
+					assert.NoDirExists(t, filepath.Join(root, "x"), "the deselected asset is gone")
+				} else {
+					rt, err := stage.Stage(t.Context(), d, "/rt", []stage.Asset{{Name: "x", Source: srcX}})
+					require.NoError(t, err)
+					assert.False(t, rt.Assets[0].Reused, "a copy without its manifest is sent again")
+					b, err := os.ReadFile(filepath.Join(root, "x", "a"))
+					require.NoError(t, err)
+					assert.Equal(t, "new", string(b))
+				}
+				assert.NoFileExists(t, filepath.Join(root, shell.SweepMarkerName("x")))
+				assert.Empty(t, leftovers(t, root))
+				names, err = d.Assets(t.Context(), "/rt")
+				require.NoError(t, err)
+				if next == "prune" {
+					assert.Equal(t, []string{"y"}, names)
+				} else {
+					assert.Equal(t, []string{"x", "y"}, names)
+				}
+			})
+		}
+	}
+}
+
+// TestDirMarkers: what Dir makes of sweep markers it finds (a killed
+// host's, or planted): beside a copy that has its manifest, a dead one is
+// deleted by the next stage's sweep (a directory, a link or a fifo at the
+// marker's name too, never followed); beside a copy without a manifest it
+// stays as that copy's record and the copy is listed, unless the marker
+// names a live process (this one: a publish of another goroutine at
+// work), whose copy is not listed.
+func TestDirMarkers(t *testing.T) {
+	outside := t.TempDir()
+	keep := filepath.Join(outside, "keep")
+	require.NoError(t, os.WriteFile(keep, []byte("keep"), 0o644))
+	dead := deadPID(t) + "\n"
+	live := fmt.Sprintf("%d\n", os.Getpid())
+	for _, c := range []struct {
+		name     string
+		plant    func(p string) error
+		manifest bool
+		listed   bool // x is listed
+		swept    bool // the marker is gone after a stage of x
+	}{
+		{"dead beside a staged copy", func(p string) error { return os.WriteFile(p, []byte(dead), 0o644) }, true, true, true},
+		{"garbage beside a staged copy", func(p string) error { return os.WriteFile(p, []byte("garbage\n"), 0o644) }, true, true, true},
+		{"directory beside a staged copy", func(p string) error { return os.MkdirAll(filepath.Join(p, "d"), 0o755) }, true, true, true},
+		{"link beside a staged copy", func(p string) error { return os.Symlink(keep, p) }, true, true, true},
+		{"fifo beside a staged copy", func(p string) error { return syscall.Mkfifo(p, 0o644) }, true, true, true},
+		{"dead beside an orphan", func(p string) error { return os.WriteFile(p, []byte(dead), 0o644) }, false, true, true},
+		{"live beside an orphan", func(p string) error { return os.WriteFile(p, []byte(live), 0o644) }, false, false, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir, src := t.TempDir(), t.TempDir()
+			build(t, src, "a=x")
+			d, err := stage.NewDir(dir)
+			require.NoError(t, err)
+			_, err = stage.Stage(t.Context(), d, "/rt", []stage.Asset{{Name: "x", Source: src}})
+			require.NoError(t, err)
+			root := filepath.Join(dir, "rt")
+			marker := filepath.Join(root, shell.SweepMarkerName("x"))
+			require.NoError(t, c.plant(marker))
+			if !c.manifest {
+				require.NoError(t, os.Remove(filepath.Join(root, shell.ManifestName("x"))))
+			}
+			start := time.Now()
+			names, err := d.Assets(t.Context(), "/rt")
+			require.NoError(t, err)
+			if c.listed {
+				assert.Equal(t, []string{"x"}, names)
+			} else {
+				assert.Empty(t, names)
+			}
+			rt, err := stage.Stage(t.Context(), d, "/rt", []stage.Asset{{Name: "x", Source: src}})
+			require.NoError(t, err)
+			assert.Less(t, time.Since(start), 10*time.Second, "a planted marker must not hang")
+			assert.Equal(t, c.manifest, rt.Assets[0].Reused, "a staged copy is reused, one without its manifest sent again")
+			_, err = os.Lstat(marker)
+			assert.Equal(t, c.swept, errors.Is(err, os.ErrNotExist), "the marker")
+			assert.Empty(t, leftovers(t, root))
+			b, err := os.ReadFile(keep)
+			require.NoError(t, err)
+			assert.Equal(t, "keep", string(b), "a linked marker is never followed")
+		})
+	}
 }

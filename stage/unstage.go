@@ -19,18 +19,17 @@ import (
 // remote.Host implement it.
 type Pruner interface {
 	// Assets returns, sorted, the names of the assets staged under root:
-	// those with a stored manifest (and, over a shell, those a killed
-	// command left without one, beside their sweep marker). A missing
-	// root has none.
+	// those with a stored manifest (and those a killed command or host
+	// left without one, beside their sweep marker). A missing root has
+	// none.
 	Assets(ctx context.Context, root string) ([]string, error)
 	// Remove removes each named asset directory and its manifest. Each
 	// goes in one step for a reader: its manifest leaves first, then the
 	// directory is renamed away and only then deleted, so no reader sees a
-	// partial tree. A name that is not staged is not an error. (Over a
-	// shell, a removal killed between the two renames leaves the
-	// directory without its manifest, beside the asset's sweep marker,
-	// which has Assets list it still: the next prune or Unstage removes
-	// it.)
+	// partial tree. A name that is not staged is not an error. (A
+	// removal killed between the two renames leaves the directory
+	// without its manifest, beside the asset's sweep marker, which has
+	// Assets list it still: the next prune or Unstage removes it.)
 	Remove(ctx context.Context, root string, names []string) error
 }
 
@@ -145,6 +144,12 @@ func (d *Dir) Assets(ctx context.Context, root string) ([]string, error) {
 		if de.Type().IsRegular() {
 			files = append(files, de.Name())
 		}
+		// A copy a killed host left without its manifest, beside its
+		// marker (see dirmark.go), unless a publish of this process or
+		// another live one is at work on it.
+		if n, ok := strings.CutPrefix(de.Name(), sweepPrefix); ok && checkName(n) == nil && orphan(rr, n) && markerGone(rr, de.Name()) {
+			files = append(files, manifestName(n))
+		}
 	}
 	return assetNames(files), nil
 }
@@ -185,6 +190,7 @@ func (d *Dir) removeOne(rr *os.Root, root, name string) error {
 	if err := d.mkTemp(rr, tmp); err != nil {
 		return fmt.Errorf("creating temporary directory %s: %w", path.Join(root, tmp), err)
 	}
+	d.mark(rr, tmp, name)
 	for _, n := range shell.AssetNames(name) {
 		if _, err := rr.Lstat(n); errors.Is(err, fs.ErrNotExist) {
 			continue
@@ -196,7 +202,9 @@ func (d *Dir) removeOne(rr *os.Root, root, name string) error {
 			}
 			return errors.Join(fmt.Errorf("moving %s aside: %w", path.Join(root, n), err), rerr)
 		}
+		d.hookMoved(n)
 	}
+	d.unmark(rr, name)
 	if left, err := d.drop(rr, tmp); err != nil {
 		return fmt.Errorf("asset %s removed, but %s could not be deleted; remove %s by hand: %w", path.Join(root, name), leftAt(root, tmp, left), path.Join(root, left), err)
 	}

@@ -90,18 +90,13 @@ func sortedCopy(s []string) []string {
 	return out
 }
 
-// TestAtk27DashNames: an asset whose name starts with a dash stages, but
-// over a shell it can never be removed: the removal passes the name to mv
-// as an argument of its own (mv -f '-rf' "$t/"), where mv reads it as
-// options. Unstage fails, and so does every Stage with WithPrune that
-// deselects it, with "another publish or unstage of this asset may have
-// raced this one: stage again", which never helps; the skill stays in the
-// agent's view. Worse, "--help" makes mv print its help and succeed: Unstage
-// and the prune return nil, the manifest and the sweep marker are gone, and
-// the copy stays, listed by nothing, so no later prune removes it. And
-// "--target-directory=.." makes that mv move the removal's temporary
-// directory (holding the asset's manifest) out of the stage root into its
-// parent, where it stays, one more each run. Dir removes them all.
+// TestAtk27DashNames: an asset whose name starts with a dash is removed
+// over a shell as over Dir. (It failed before 5dcd38c: the removal passed
+// the name to mv as an argument of its own, which mv read as options:
+// "-rf" failed every prune with a "stage again" that never helped, "--help"
+// made Unstage and the prune return nil and leave an unlisted copy, and
+// "--target-directory=.." moved the removal's temporary directory out of
+// the stage root.)
 func TestAtk27DashNames(t *testing.T) {
 	for _, n := range []string{"-rf", "-n", "--help", "--target-directory=.."} {
 		t.Run(n, func(t *testing.T) {

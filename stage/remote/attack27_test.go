@@ -502,14 +502,13 @@ func (p atk27Pause) Run(ctx context.Context, cmd sandbox.Command) error {
 // TestAtk27OrphanLosesMarkerToConcurrentSweep: an Unstage of x killed
 // between moving x's manifest and moving its copy leaves the copy without
 // its manifest; its sweep marker is its only record (the listing names x
-// because of it). When a dead command's marker was already beside x (a
-// publish of x killed in its cleanup leaves one), the removal keeps that
-// marker instead of writing its own. A stage of another asset, y, running
-// at the same time through the same Host (calls are serialized per asset
-// only), collected that marker as a dead one beside a staged asset when its
-// setup began, and deletes it after the removal was killed: the orphan copy
-// of x is left with no marker, Assets no longer lists it, and a prune that
-// deselects x leaves it in the agent's view.
+// because of it). A stage of another asset, y, running at the same time
+// through the same Host (calls are serialized per asset only), noted the
+// dead marker a killed publish had left beside x when its setup began,
+// and deletes the markers it noted after the removal was killed: the
+// removal's record must survive that, so that a prune that deselects x
+// still removes it. (It failed before 5dcd38c, with stale=true: the
+// removal adopted the dead marker instead of putting its own in place.)
 func TestAtk27OrphanLosesMarkerToConcurrentSweep(t *testing.T) {
 	for _, stale := range []bool{true, false} {
 		t.Run(fmt.Sprintf("stale=%v", stale), func(t *testing.T) { atk27OrphanVsSweep(t, stale) })
@@ -597,7 +596,8 @@ func TestAtk27PlantedMarkerNames(t *testing.T) {
 			}
 			assert.Empty(t, treetest.Diff(treetest.Snapshot(t, sy), treetest.Snapshot(t, filepath.Join(root, "y"))))
 			assert.FileExists(t, filepath.Join(root, shell.ManifestName("y")))
-			ents, _ := os.ReadDir(filepath.Dir(root))
+			ents, err := os.ReadDir(filepath.Dir(root))
+			require.NoError(t, err)
 			var outside []string
 			for _, e := range ents {
 				outside = append(outside, e.Name())
@@ -612,14 +612,14 @@ func TestAtk27PlantedMarkerNames(t *testing.T) {
 	}
 }
 
-// TestAtk27AssetsListsOnlyAssets: Pruner.Assets over a shell returns the
-// names of a sandbox's sweep markers whatever they are: a marker planted as
-// ".airlock-sweep-..", ".airlock-sweep-." or ".airlock-sweep-.airlock-
-// manifest-y.json" makes it list "..", "." and ".airlock-manifest-y.json"
-// (each an existing entry without a manifest of that name), names no Stage
-// can stage and Unstage refuses with ErrBadAsset. A caller that prunes by
-// hand, Unstage of what Assets lists minus what it selects, fails on every
-// run. Dir lists none of them.
+// TestAtk27AssetsListsOnlyAssets: Pruner.Assets over a shell lists only
+// names an asset can have, as Dir's does, whatever sweep markers the
+// sandbox plants (".airlock-sweep-..", ".airlock-sweep-.",
+// ".airlock-sweep-.airlock-manifest-y.json", each beside an existing
+// entry without a manifest of that name): a caller that prunes by hand,
+// Unstage of what Assets lists minus what it selects, must not fail on
+// names Unstage refuses. (It failed before 5dcd38c: "..", "." and
+// ".airlock-manifest-y.json" were listed.)
 func TestAtk27AssetsListsOnlyAssets(t *testing.T) {
 	srv := remotetest.NewServer(t)
 	h := dial(t, srv)
@@ -815,7 +815,8 @@ func TestAtk27PlantedLinks(t *testing.T) {
 				require.NoError(t, os.RemoveAll(p))
 				require.NoError(t, os.Symlink(target, p))
 				killed := 0
-				_ = stage.Unstage(t.Context(), stage.NewBridge(atk27KillBefore{r: w.h, next: `[ -z "$u0" ]`, killed: &killed}), root, "x")
+				err := stage.Unstage(t.Context(), stage.NewBridge(atk27KillBefore{r: w.h, next: `[ -z "$u0" ]`, killed: &killed}), root, "x")
+				t.Logf("unstage with a link planted at %s -> %s: killed %d times: %v", at, target, killed, err)
 				_, err = stage.Stage(t.Context(), w.h, root, w.assets("y"), stage.WithPrune())
 				require.NoError(t, err)
 				assert.Empty(t, w.exact(root, []string{"y"}, []string{"x"}))

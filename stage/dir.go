@@ -340,17 +340,8 @@ func (d *Dir) sweep(rr *os.Root) {
 		if fi, err := rr.Lstat(n); err != nil || !fi.IsDir() {
 			continue
 		}
-		o, err := rr.OpenFile(n+"/"+ownerFile, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
-		if err != nil {
-			continue
-		}
-		b, err := io.ReadAll(io.LimitReader(o, 32))
-		o.Close()
-		if err != nil {
-			continue
-		}
-		pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-		if err != nil || pid == os.Getpid() || !owner.Gone(pid) {
+		pid, _, ok := readOwner(rr, n+"/"+ownerFile)
+		if !ok || pid == os.Getpid() || !owner.Gone(pid) {
 			continue
 		}
 		_, _ = d.drop(rr, n)

@@ -59,29 +59,46 @@ func (d *Dir) hookMoved(name string) {
 	}
 }
 
-// markerGone reports whether the marker m in rr is no live process's:
-// anything but a regular file, one that names no process, a process of
-// another PID namespace, or a process that is gone; this process's own
-// is live (a publish or removal of another goroutine at work).
-func markerGone(rr *os.Root, m string) bool {
-	f, err := rr.OpenFile(m, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+// readOwner reads the owner record name in rr (a temporary directory's
+// owner file, a sweep marker): a process id, then, on a line of its own,
+// the PID namespace when known. It reads a regular file only, at most
+// shell.MaxSweepMarker bytes, never through a link nor waiting on a fifo;
+// ok is false when there is no such file or it names no process.
+func readOwner(rr *os.Root, name string) (pid int, ns string, ok bool) {
+	f, err := rr.OpenFile(name, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 	if err != nil {
-		return !errors.Is(err, fs.ErrNotExist)
+		return 0, "", false
 	}
 	defer f.Close()
 	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
-		return true
+		return 0, "", false
 	}
 	b, err := io.ReadAll(io.LimitReader(f, shell.MaxSweepMarker))
 	if err != nil {
+		return 0, "", false
+	}
+	first, rest, _ := strings.Cut(string(b), "\n")
+	pid, err = strconv.Atoi(strings.TrimSpace(first))
+	if err != nil || pid <= 0 {
+		return 0, "", false
+	}
+	ns, _, _ = strings.Cut(rest, "\n")
+	return pid, ns, true
+}
+
+// markerGone reports whether the marker m in rr is no live process's:
+// anything but a regular file, one that names no process, a process of
+// another PID namespace, or a process that is gone; this process's own
+// is live (a publish or removal of another goroutine at work). A missing
+// marker is no one's either way: false.
+func markerGone(rr *os.Root, m string) bool {
+	if _, err := rr.Lstat(m); errors.Is(err, fs.ErrNotExist) {
+		return false
+	}
+	p, ns, ok := readOwner(rr, m)
+	if !ok {
 		return true
 	}
-	pid, rest, _ := strings.Cut(string(b), "\n")
-	p, err := strconv.Atoi(pid)
-	if err != nil || p <= 0 {
-		return true
-	}
-	ns, _, _ := strings.Cut(rest, "\n")
 	if self, err := os.Readlink("/proc/self/ns/pid"); err == nil && ns != "" && ns != self {
 		return true
 	}

@@ -480,10 +480,19 @@ func assertStagedOrMarked(t *testing.T, root, name string, wants ...map[string]s
 		return
 	}
 	require.ErrorIs(t, err, fs.ErrNotExist)
-	got := files(t, filepath.Join(root, name))
-	assert.True(t, slices.ContainsFunc(wants, func(w map[string]string) bool { return maps(w, got) }),
-		"%s is no whole copy of any expected tree: %v", filepath.Join(root, name), keys(got))
+	assertWholeCopy(t, filepath.Join(root, name), wants...)
 	assert.FileExists(t, filepath.Join(root, ".airlock-sweep-"+name), "a copy without its manifest must keep its sweep marker")
+}
+
+// assertWholeCopy checks that dir is a whole copy equal to one of wants;
+// it returns what dir holds (as files returns it) and the index of the
+// copy found, -1 for none.
+func assertWholeCopy(t *testing.T, dir string, wants ...map[string]string) (map[string]string, int) {
+	t.Helper()
+	got := files(t, dir)
+	idx := slices.IndexFunc(wants, func(w map[string]string) bool { return maps(w, got) })
+	assert.GreaterOrEqual(t, idx, 0, "%s is no whole copy of any expected tree: %v", dir, keys(got))
+	return got, idx
 }
 
 // assertStaged checks that root/name is a whole copy equal to one of
@@ -492,9 +501,8 @@ func assertStagedOrMarked(t *testing.T, root, name string, wants ...map[string]s
 func assertStaged(t *testing.T, root, name string, wants ...map[string]string) int {
 	t.Helper()
 	dir := filepath.Join(root, name)
-	got := files(t, dir)
-	idx := slices.IndexFunc(wants, func(w map[string]string) bool { return maps(w, got) })
-	if !assert.GreaterOrEqual(t, idx, 0, "%s is no whole copy of any expected tree: %v", dir, keys(got)) {
+	got, idx := assertWholeCopy(t, dir, wants...)
+	if idx < 0 {
 		return -1
 	}
 	mf, err := os.ReadFile(filepath.Join(root, ".airlock-manifest-"+name+".json"))

@@ -573,6 +573,21 @@ func atk27OrphanVsSweep(t *testing.T, stale bool) {
 	assert.NoDirExists(t, filepath.Join(root, "x"), "a prune that deselects x removes it")
 }
 
+// atk27StagedY starts a remotetest sandbox and stages the asset y (one
+// file) under <sandbox>/p/rt: the server, its Host, the root and y's
+// source.
+func atk27StagedY(t *testing.T) (*remotetest.Server, *remote.Host, string, string) {
+	t.Helper()
+	srv := remotetest.NewServer(t)
+	h := dial(t, srv)
+	root := filepath.Join(srv.Dir(), "p", "rt")
+	sy := t.TempDir()
+	writeFiles(t, sy, "c", "three")
+	_, err := stage.Stage(t.Context(), h, root, []stage.Asset{{Name: "y", Source: sy}})
+	require.NoError(t, err)
+	return srv, h, root, sy
+}
+
 // TestAtk27PlantedMarkerNames: sweep markers the sandbox plants under
 // names that are no asset's (the parent, the root itself, airlock's own
 // files, an option, a glob, a newline) never make a Stage with WithPrune
@@ -581,13 +596,7 @@ func atk27OrphanVsSweep(t *testing.T, stale bool) {
 func TestAtk27PlantedMarkerNames(t *testing.T) {
 	for _, n := range []string{"..", ".", ".airlock-manifest-y.json", ".airlock-stamps-y", "-n", "*", "a\nb"} {
 		t.Run(fmt.Sprintf("%q", n), func(t *testing.T) {
-			srv := remotetest.NewServer(t)
-			h := dial(t, srv)
-			root := filepath.Join(srv.Dir(), "p", "rt")
-			sy := t.TempDir()
-			writeFiles(t, sy, "c", "three")
-			_, err := stage.Stage(t.Context(), h, root, []stage.Asset{{Name: "y", Source: sy}})
-			require.NoError(t, err)
+			_, h, root, sy := atk27StagedY(t)
 			require.NoError(t, os.WriteFile(filepath.Join(root, ".airlock-sweep-"+n), []byte("garbage\n"), 0o644))
 			rt, err := stage.Stage(t.Context(), h, root, []stage.Asset{{Name: "y", Source: sy}}, stage.WithPrune())
 			assert.NoError(t, err)
@@ -621,13 +630,7 @@ func TestAtk27PlantedMarkerNames(t *testing.T) {
 // names Unstage refuses. (It failed before 5dcd38c: "..", "." and
 // ".airlock-manifest-y.json" were listed.)
 func TestAtk27AssetsListsOnlyAssets(t *testing.T) {
-	srv := remotetest.NewServer(t)
-	h := dial(t, srv)
-	root := filepath.Join(srv.Dir(), "p", "rt")
-	sy := t.TempDir()
-	writeFiles(t, sy, "c", "three")
-	_, err := stage.Stage(t.Context(), h, root, []stage.Asset{{Name: "y", Source: sy}})
-	require.NoError(t, err)
+	srv, h, root, _ := atk27StagedY(t)
 	for _, n := range []string{"..", ".", ".airlock-manifest-y.json"} {
 		require.NoError(t, os.WriteFile(filepath.Join(root, ".airlock-sweep-"+n), []byte("garbage\n"), 0o644))
 	}

@@ -109,8 +109,8 @@ func WithControlTimeout(d time.Duration) BridgeOption {
 // not coordinated (calls through one *Bridge are), and two host processes
 // staging into one root at once can each sweep the other's transfer in the
 // instant between its end and its publish (no sandbox process owns it
-// then; a Bridge knows only its own): that publish fails and the previous
-// copy stays. Without procfs in
+// then; a Bridge knows only its own): that publish fails retryably
+// (sandbox.Retryable; "stage again") and the previous copy stays. Without procfs in
 // the sandbox, a zombie owner is recognised only where ps reports it.
 type Bridge struct {
 	r       sandbox.Runner

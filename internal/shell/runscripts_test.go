@@ -825,3 +825,60 @@ func sweepRoot(t *testing.T, sh []string, root string) {
 	require.Equal(t, 0, status, "sweep: %s", stderr)
 	assert.Equal(t, shell.PublishedLine+"\n", out)
 }
+
+// TestPublishTmpSwept: a publish whose temporary directory a sweep of
+// another connection took (between the transfer and the publish no
+// sandbox process owns it; two uncoordinated Bridges over a sandbox whose
+// publish is a command of its own) fails with RenameExit, which the host
+// reports retryable, and moves nothing: before the publish started, and
+// between its completeness check and its claim (an mv shim takes the
+// directory the moment the claim renames the owner file). A directory that
+// is there but incomplete stays a broken transfer (status 3).
+func TestPublishTmpSwept(t *testing.T) {
+	mvPath, err := exec.LookPath("mv")
+	require.NoError(t, err)
+	for _, sh := range shells(t) {
+		for _, when := range []string{"before", "claim", "incomplete"} {
+			t.Run(strings.Join(sh, " ")+"/"+when, func(t *testing.T) {
+				root := filepath.Join(t.TempDir(), "root")
+				dst := publishTree(t, sh, root)
+				mf := filepath.Join(root, shell.ManifestName("a"))
+				oldMf := readString(t, mf)
+				tmp := filepath.Join(root, shell.TempPrefix+"a-02")
+				stream, _ := stageTree(t)
+				_, stderr, status := shRun(t, sh, shell.SendScript(shell.Send{Root: root, Tmp: tmp, Dst: dst}), stream)
+				require.Equal(t, 0, status, "send: %s", stderr)
+				require.NoError(t, os.WriteFile(filepath.Join(dst, "d", "f"), []byte("old"), 0o644))
+				gone := filepath.Join(root, shell.GonePrefix+"1-0")
+				prefix := ""
+				switch when {
+				case "before":
+					require.NoError(t, os.Rename(tmp, gone))
+				case "incomplete":
+					require.NoError(t, os.Remove(filepath.Join(tmp, "complete")))
+				case "claim":
+					bin := t.TempDir()
+					shim := "#!/bin/sh\nfor a; do case \"$a\" in */" + shell.OwnerFile + ".new) " + mvPath + " " + shell.Quote(tmp) + " " + shell.Quote(gone) + ";; esac; done\nexec " + mvPath + " \"$@\"\n"
+					require.NoError(t, os.WriteFile(filepath.Join(bin, "mv"), []byte(shim), 0o755))
+					if out, _, _ := shRun(t, sh, "PATH="+bin+":$PATH\ncommand -v mv", nil); strings.TrimSpace(out) != filepath.Join(bin, "mv") {
+						t.Skipf("%s runs its own mv (%q), not one from PATH: the directory cannot be taken mid-claim", sh[0], strings.TrimSpace(out))
+					}
+					prefix = "PATH=" + bin + ":$PATH\n"
+				}
+				_, stderr, status = shRun(t, sh, prefix+shell.PublishScript(tmp, dst, mf, "a", false), nil)
+				if when == "incomplete" {
+					assert.Equal(t, 3, status, "a broken transfer: %s", stderr)
+					assert.Equal(t, "transfer incomplete: "+tmp+" lacks part of the stream\n", stderr)
+				} else {
+					assert.Equal(t, shell.RenameExit, status, "the publish fails retryably: %s", stderr)
+					assert.Contains(t, stderr, "the transfer's temporary directory "+tmp+" is gone: a stage through another connection swept it between the transfer and this publish, and nothing was moved; stage again\n")
+					assert.NoDirExists(t, tmp)
+				}
+				assert.Equal(t, "old", readString(t, filepath.Join(dst, "d", "f")), "the previous copy stays")
+				assert.Equal(t, oldMf, readString(t, mf), "its manifest stays")
+				_, err := os.Lstat(filepath.Join(root, shell.SweepMarkerName("a")))
+				assert.ErrorIs(t, err, os.ErrNotExist, "no marker: nothing was moved")
+			})
+		}
+	}
+}

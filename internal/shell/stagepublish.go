@@ -61,7 +61,9 @@ const NoPublishExit = 96
 // RenameExit is the exit status of a publish (PublishScript) or a removal
 // (RemoveScript) whose renames failed: a copy, manifest or stamps file it
 // was moving went away or came back meanwhile (most often another process
-// published or removed the asset at that moment), or the copy is in use.
+// published or removed the asset at that moment), the copy is in use, or
+// the publish's temporary directory is gone (another connection's sweep
+// took it before the publish claimed it; see sweptFunc).
 const RenameExit = 4
 
 // DetectMissingExit is the exit status of a send command whose sandbox
@@ -320,15 +322,16 @@ func CarryScript(p *CarryPlan, tmp, dst string) string {
 func PublishScript(tmp, dst, mf, name string, exchange bool) string {
 	var sb strings.Builder
 	fmt.Fprintf(&sb, `%st=%s; d=%s; m=%s
-%sif [ ! -f "$t/complete" ] || [ ! -d "$t/new/tree" ] || [ -L "$t/new/tree" ] || [ ! -f "$t/new/manifest.json" ] || [ -L "$t/new/manifest.json" ] || [ ! -d "$t/old" ] || [ -L "$t/old" ] || [ ! -f "$t/modes" ] || [ -L "$t/modes" ]; then echo "transfer incomplete: $t lacks part of the stream" >&2; exit 3; fi
-%s || exit 3
+%s%s
+if [ ! -f "$t/complete" ] || [ ! -d "$t/new/tree" ] || [ -L "$t/new/tree" ] || [ ! -f "$t/new/manifest.json" ] || [ -L "$t/new/manifest.json" ] || [ ! -d "$t/old" ] || [ -L "$t/old" ] || [ ! -f "$t/modes" ] || [ -L "$t/modes" ]; then echo "transfer incomplete: $t lacks part of the stream" >&2; exit 3; fi
+%s || { S; exit 3; }
 %sif ! (cd "$t" && . ./modes); then echo "cannot set the modes of the directories in $t/new/tree; stage again" >&2; exit 3; fi
 s=%s
-if [ -e "$s" ] || [ -L "$s" ]; then mv -f "$s" "$t/old/" || exit %[9]d; fi
-if [ -e "$m" ] || [ -L "$m" ]; then mv -f "$m" "$t/old/" || exit %[9]d; fi
+if [ -e "$s" ] || [ -L "$s" ]; then mv -f "$s" "$t/old/" || exit %[10]d; fi
+if [ -e "$m" ] || [ -L "$m" ]; then mv -f "$m" "$t/old/" || exit %[10]d; fi
 if [ -d "$d" ] && [ ! -L "$d" ] && [ ! -w "$d" ]; then chmod u+w "$d" 2>/dev/null; fi
 x=
-`, finishAlone, Quote(tmp), Quote(dst), Quote(mf), renameFunc, claimOwnerScript, markScript(markerOf(dst, name)), Quote(stampsOf(dst)), RenameExit)
+`, finishAlone, Quote(tmp), Quote(dst), Quote(mf), renameFunc, sweptFunc, claimOwnerScript, markScript(markerOf(dst, name)), Quote(stampsOf(dst)), RenameExit)
 	if exchange {
 		sb.WriteString(`if [ -d "$d" ] && [ ! -L "$d" ] && mv -T --exchange "$t/new/tree" "$d" 2>/dev/null; then x=1; fi
 `)
@@ -342,6 +345,17 @@ echo %[2]s
 %[3]s%[4]s%[5]s%[7]sexit 0`, Quote(path.Join(tmp, TarOld, name)), PublishedLine, stampsDir(dst), dropScript(tmp), recordStamps(dst), RenameExit, unmarkScript("[ ! -e \"$n\" ] && [ ! -L \"$n\" ] && "))
 	return sb.String()
 }
+
+// sweptFunc defines S (with $t the temporary directory), which ends the
+// publish with RenameExit, saying so, when $t is gone: a stage through
+// another Bridge or host, whose sweep cannot know that this host still
+// uses it between its transfer and its publish (no sandbox process owns it
+// then; see Skip), took it. Nothing was moved, the previous copy stays,
+// and staging again succeeds. S is called before the completeness check
+// and when the claim fails; a $t that is there but incomplete stays a
+// broken transfer (status 3).
+var sweptFunc = fmt.Sprintf(`S() { if [ ! -e "$t" ] && [ ! -L "$t" ]; then echo "the transfer's temporary directory $t is gone: a stage through another connection swept it between the transfer and this publish, and nothing was moved; stage again" >&2; exit %d; fi; }
+S`, RenameExit)
 
 // renameFunc defines R FROM TO, which renames FROM to TO and fails when TO
 // exists (a directory other than an empty one): mv would move FROM into

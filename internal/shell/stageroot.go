@@ -273,7 +273,7 @@ case "$q" in *[!0-9]*) ;; *) [ "$q" -gt %[3]d ] 2>/dev/null && continue;; esac;;
 // Each directory is renamed in one step, and put back when its owner file
 // changed meanwhile (a publish that claimed it races the sweep), so a
 // publish either moved the whole new tree first or finds it gone and
-// fails; it never publishes part of one. The check relies on the
+// fails (retryably, RenameExit); it never publishes part of one. The check relies on the
 // sandbox's process ids: a root shared between machines (or PID
 // namespaces), or with another host process that stages into it at the
 // same instant, can lose a transfer's directory, which fails that

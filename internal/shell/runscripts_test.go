@@ -438,6 +438,25 @@ func TestCarryLinksVouchedFiles(t *testing.T) {
 			assert.Equal(t, map[string]bool{"x": true, "d/f": true}, hashes)
 			assert.NoFileExists(t, filepath.Join(tree, "j1"), "what the sandbox added stays out")
 
+			// A plan that names six of the seven files (j5 left the
+			// source): the link starts while the stamps are matched, and is
+			// deleted once two of seven turn out vouched.
+			all := []shell.CarryFile{{Path: "x", Mode: 0o600, SHA256: sum("carry")}, {Path: "d/f", Mode: 0o644, SHA256: sum("content")}}
+			want := map[string]bool{"x": true, "d/f": true}
+			for _, junk := range []string{"j1", "j2", "j3", "j4"} {
+				all, want[junk] = append(all, shell.CarryFile{Path: junk, Mode: 0o644, SHA256: sum(junk)}), true
+			}
+			narrow := plan
+			plan = shell.PlanCarry(all)
+			plan.Manifest = good
+			tree, linked, hashes = carry("a-026")
+			assert.Empty(t, linked, "two of seven files vouched for: the link is undone")
+			assert.Equal(t, want, hashes, "every planned file is copied and hashed")
+			assert.False(t, sameFile(t, filepath.Join(tree, "x"), filepath.Join(dst, "x")), "x is a copy, not the link")
+			assert.False(t, sameFile(t, filepath.Join(tree, "j1"), filepath.Join(dst, "j1")), "j1 is a copy, not the link")
+			assert.NoFileExists(t, filepath.Join(tree, "j5"), "no file the plan leaves out stays from the link")
+			plan = narrow
+
 			require.NoError(t, os.Remove(stamps))
 			_, linked, hashes = carry("a-03")
 			assert.Empty(t, linked, "no stamps, no links")

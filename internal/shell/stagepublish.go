@@ -216,8 +216,9 @@ Z() { if find . -maxdepth 0 -printf '' >/dev/null 2>&1; then F=5; find . -type f
 // mode) on stdin. Only while MANIFEST's SHA-256 is DIGEST (the manifest the
 // plan was made from; checked after STAMPS is read and the previous copy
 // entered, so that all three are of one publish), a file whose stamp and
-// mode are what STAMPS recorded at the last publish is vouched for: the previous copy is linked whole into $n (cp -al: new
-// directories, the files hard links), then whatever is not a vouched file
+// mode are what STAMPS recorded at the last publish is vouched for: the
+// previous copy is linked whole into $n (cp -al: new directories, the
+// files hard links), then whatever is not a vouched file
 // is taken out of it (files that changed or left, anything that is not a
 // regular file, directories left empty; the stream brings back the
 // host's; names holding a newline, which no listing can carry, go
@@ -228,7 +229,15 @@ Z() { if find . -maxdepth 0 -printf '' >/dev/null 2>&1; then F=5; find . -type f
 // find or stat %y here, say), $n is made anew and every file goes through
 // C, as are all of them when fewer than half the files of the previous
 // copy are vouched for (linking it whole would cost more than copying
-// those). Without awk nothing is carried: every file is sent.
+// those). Without awk nothing is carried: every file is sent. The link
+// starts, in the background, as soon as the stamps are listed, when the
+// plan names at least half as many files as the listing (only then can
+// half be vouched for): it runs while awk matches stamps and plan, and U
+// deletes it (j its job) when awk decides against it. K waits for it in
+// every case, so no process outlives the command. W makes $n anew; the
+// link holds the previous copy's directory modes, so a directory without
+// write permission gets its owner's first (files are never chmodded: they
+// are the previous copy's).
 const carryFuncs = `H() { if command -v openssl >/dev/null 2>&1; then openssl dgst -sha256 -r "$@"; else sha256sum -- "$@"; fi; }
 C() { m=$1; shift
 tar -c -f - -- "$@" 2>/dev/null | (cd "$n" && tar -x -o -f - 2>/dev/null)
@@ -245,15 +254,20 @@ Q() { L="$n.l" R="$n.r" N="$n.n" awk -v B=` + carryBatch + ` -v F="$F" "$P" "$@"
 V() { X="$n.x" awk 'BEGIN { X = ENVIRON["X"] } FILENAME == ARGV[1] { h["./" substr($0, length($1) + 2)] = $1; next }
 { p = substr($0, length($1) + 2); if (h[p] == $1) { print "` + LinkedLine + `" substr(p, 3); h[p] = "" } else print p > X }
 END { printf "" > X }' "$n.l" "$n.f"; }
-K() { s=/dev/null; F=0; true >"$n.c" || return 0; cat >"$n.p" || return 0
+W() { { rm -rf "$n" || { find "$n" -type d -exec chmod u+rwx {} +; rm -rf "$n"; }; } >/dev/null 2>&1 && mkdir -p "$n" >/dev/null 2>&1; }
+U() { [ -z "$j" ] || W; }
+K() { s=/dev/null; F=0; j=; l=; true >"$n.c" || return 0; cat >"$n.p" || return 0
 if [ -f "$1" ] && [ ! -L "$1" ] && cat -- "$1" >"$n.s" 2>/dev/null && [ -n "$3" ] && [ -f "$2" ] && [ ! -L "$2" ] && d=$(H "$2" 2>/dev/null) && [ "${d%% *}" = "$3" ]; then
-s="$n.s"; Z ' %m ' ' %a ' >"$n.c" 2>/dev/null || true >"$n.c"; fi
-if ! Q "$s" "$n.c"; then :
-elif [ ! -s "$n.l" ]; then . "$n.r"
-elif ! read w <"$n.n" || [ "$w" != link ]; then Q /dev/null /dev/null && . "$n.r"
-elif rmdir "$n" >/dev/null 2>&1 && cp -al . "$n" >/dev/null 2>&1 && (cd "$n" && { { [ "$(id -u 2>/dev/null)" = 0 ] || find . -type d ! -perm -700 -exec chmod u+rwx {} +; } && find . ! -type f ! -type d -exec rm -f {} + && find . -depth -name '*
+s="$n.s"; Z ' %m ' ' %a ' >"$n.c" 2>/dev/null || true >"$n.c"
+if a=$(wc -l <"$n.p" 2>/dev/null) && b=$(wc -l <"$n.c" 2>/dev/null) && [ "$b" -gt 0 ] && [ "$((a * 2))" -ge "$((b))" ] && rmdir "$n" >/dev/null 2>&1; then cp -al . "$n" >/dev/null 2>&1 & j=$!; fi; fi
+Q "$s" "$n.c"; q=$?
+if [ -n "$j" ] && wait "$j"; then l=1; fi
+if [ "$q" != 0 ]; then U
+elif [ ! -s "$n.l" ]; then U && . "$n.r"
+elif ! read w <"$n.n" || [ "$w" != link ]; then U && Q /dev/null /dev/null && . "$n.r"
+elif { [ -n "$l" ] || { [ -z "$j" ] && rmdir "$n" >/dev/null 2>&1 && cp -al . "$n" >/dev/null 2>&1; }; } && (cd "$n" && { { [ "$(id -u 2>/dev/null)" = 0 ] || find . -type d ! -perm -700 -exec chmod u+rwx {} +; } && find . ! -type f ! -type d -exec rm -f {} + && find . -depth -name '*
 *' -exec rm -rf {} + && Y >"$n.f" && V >"$n.k" && tr '\n' '\0' <"$n.x" | xargs -0 rm -f -- && { find . -depth -mindepth 1 -type d -exec rmdir {} + 2>/dev/null || :; }; } >/dev/null 2>&1); then cat "$n.k"; . "$n.r"
-else rm -rf "$n" >/dev/null 2>&1 && mkdir -p "$n" >/dev/null 2>&1 && Q /dev/null /dev/null && . "$n.r"; fi
+else W && Q /dev/null /dev/null && . "$n.r"; fi
 rm -f "$n.c" "$n.p" "$n.l" "$n.r" "$n.f" "$n.x" "$n.k" "$n.n" "$n.s" >/dev/null 2>&1; }
 `
 

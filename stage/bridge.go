@@ -43,9 +43,12 @@ func WithControlTimeout(d time.Duration) BridgeOption {
 // directory made within the control deadline), carries the unchanged
 // files from the previous copy (delta publish: hard links for the files
 // whose stamps the last publish recorded and that are unchanged, copies
-// checked against their SHA-256 for the others; a long list of them is
-// carried by a command of its own; none when the Bridge's own publishes
-// show that sending them costs less, see linkCosts), and
+// checked against their SHA-256 for the others; their list travels on
+// the command's stdin, as an archive of its own before the stream, where
+// the sandbox's tar stops at its archive's end (see below), elsewhere in
+// the script, or, when too long for it, carried by a command of its own;
+// none when the Bridge's own publishes show that sending them costs less,
+// see linkCosts), and
 // then receives the rest of the tree as a single buffered tar stream on its
 // stdin (a data step). The second checks the transfer completed and moves
 // the tree and its manifest into place: renames alone are its control step

@@ -67,6 +67,8 @@ type publishRun struct {
 	plan                     shell.CarryPlan
 	embed                    bool            // the carry travels in the send command's script
 	inline                   bool            // the send command publishes, at the publish line (shell.Send.Publish)
+	planIn                   bool            // the carry plan travels on the send command's stdin where its tar stops at its archive's end (shell.Send.PlanIn)
+	planned                  chan error      // the plan's writer's outcome, when it writes the plan on stdin; the stream follows it
 	cmd                      *sendCmd        // the send command, from setup on
 	carried                  map[string]bool // the files the sandbox carried and checked
 	streamed                 int64           // the tar stream's bytes, once written
@@ -124,6 +126,10 @@ func (s *publishRun) setup() phase {
 		s.plan.Manifest = s.src.base // the sandbox vouches by stamps only while its manifest is this one
 	}
 	s.embed = s.plan.Size <= maxEmbeddedCarry
+	// Where the sandbox's tar stops at its archive's end, the plan travels
+	// on the send command's stdin before the stream, whatever its size:
+	// one session carries and sends (with Detect, the script decides).
+	s.planIn = len(s.plan.Want) > 0 && (!known || c.records) && !s.b.twoSessions
 	cmd, err := s.b.startSend(s.ctx, s.sendScript(known, c), s.plan.Want, s.tmp)
 	if err != nil {
 		return s.failSend(sendOutcome{}, err)
@@ -153,6 +159,9 @@ func (s *publishRun) sendScript(known bool, c capsState) string {
 	send := shell.Send{Root: s.root, Tmp: s.tmp, Dst: s.dst, Detect: !known, Hash: c.sha256, Skip: s.b.inflight.under(s.root)}
 	if s.embed {
 		send.Carry = &s.plan
+	}
+	if s.planIn {
+		send.PlanIn = &s.plan
 	}
 	if (!known || c.records) && !s.b.twoSessions {
 		// Not known yet: the script tries the exchange (an mv without it
@@ -239,8 +248,13 @@ func (s *publishRun) checkReady(op string) (sendOutcome, error) {
 func (s *publishRun) carry() phase {
 	c := s.cmd
 	s.carried = c.rep.Hashes
-	if len(s.plan.Want) > 0 && !s.embed && !c.ended {
-		if k, _ := s.b.knownCaps(); k.sha256 {
+	if k, _ := s.b.knownCaps(); len(s.plan.Want) > 0 && !c.ended {
+		switch {
+		case s.planIn && k.records:
+			planned := make(chan error, 1)
+			s.planned = planned
+			go func() { planned <- shell.WritePlan(sink{c.pw}, &s.plan, time.Now()) }()
+		case !s.embed && k.sha256:
 			carried, uncertain, err := s.b.carry(s.ctx, s.tmp, s.dst, &s.plan)
 			if err != nil {
 				ok := c.stop()
@@ -253,7 +267,7 @@ func (s *publishRun) carry() phase {
 	if !c.ended {
 		select {
 		case <-c.rep.Carried:
-			return phaseStream
+			return phaseStream // the stream waits for the plan's writer (writeStream)
 		case err := <-c.done:
 			c.end(err)
 		case <-s.ctx.Done():
@@ -262,6 +276,10 @@ func (s *publishRun) carry() phase {
 			}
 			return s.failSend(sendOutcome{created: true}, fmt.Errorf("%s: %w", op, s.ctx.Err()))
 		}
+	}
+	if s.planned != nil {
+		c.stopWriting()
+		<-s.planned
 	}
 	created := sendOutcome{created: true}
 	switch {
@@ -369,9 +387,16 @@ func (s *publishRun) extracted(op string, wdone <-chan error) phase {
 }
 
 // writeStream writes the tar stream of what was not carried into the send
-// command's stdin; inline, padded to whole records (shell.TarRecord) so
-// that the sandbox's tar reads no further than the stream's end.
+// command's stdin, after the plan when the plan travels there (its writer
+// is done once the command has read it); inline, padded to whole records
+// (shell.TarRecord) so that the sandbox's tar reads no further than the
+// stream's end.
 func (s *publishRun) writeStream() error {
+	if s.planned != nil {
+		if err := <-s.planned; err != nil {
+			return err
+		}
+	}
 	w := &countWriter{w: sink{s.cmd.pw}}
 	defer func() { s.streamed = w.n }()
 	if _, err := writeTarStream(s.cmd.wctx, w, s.src, s.carried, s.plan.Want); err != nil || !s.inline {

@@ -3,7 +3,9 @@ package stage_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,35 +23,82 @@ import (
 // command's script.
 func isCarry(c sandbox.Command) bool { return c.Script == "exec /bin/sh -s" }
 
-// TestDeltaCarryOutOfLine: a carry too long to travel in the send command
-// runs as a command of its own while the send command waits; the result is
-// the same: only the changed file and a tampered one travel.
+// TestDeltaCarryOutOfLine: a carry too long to travel in the send
+// command's script travels on its stdin, before the stream, where the
+// sandbox's tar stops at its archive's end (one command), and otherwise
+// (here: a Bridge made to publish by a command of its own, the path of a
+// sandbox whose tar reads to the end) runs as a command of its own while
+// the send command waits. The result is the same: only the changed file
+// and a tampered one travel.
 func TestDeltaCarryOutOfLine(t *testing.T) {
 	stage.SetMaxEmbeddedCarry(t, 1)
-	dir, src := t.TempDir(), t.TempDir()
-	root := filepath.Join(dir, "rt")
-	build(t, src, "a=alpha", "d/b=bravo", "d/c=charlie", "e=echo")
-	r := &scriptedRunner{next: sandbox.Local(dir), match: func(sandbox.Command) bool { return false }}
-	b := stage.NewBridge(r)
-	rt, err := stage.Stage(t.Context(), b, root, []stage.Asset{{Name: "x", Source: src}})
-	require.NoError(t, err)
-	require.Equal(t, 4, rt.Assets[0].Sent)
+	for _, c := range []struct {
+		name    string
+		opts    []stage.BridgeOption
+		fresh   bool // the delta through a new Bridge, which learns the sandbox's tools in its send command
+		carries int
+	}{
+		{"PlanOnStdin", nil, false, 0},
+		{"PlanOnStdinLearning", nil, true, 0},
+		{"CarryCommand", []stage.BridgeOption{stage.TwoSessions()}, false, 1},
+		{"CarryCommandLearning", []stage.BridgeOption{stage.TwoSessions()}, true, 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir, src := t.TempDir(), t.TempDir()
+			root := filepath.Join(dir, "rt")
+			build(t, src, "a=alpha", "d/b=bravo", "d/c=charlie", "e=echo")
+			r := &scriptedRunner{next: sandbox.Local(dir), match: func(sandbox.Command) bool { return false }}
+			b := stage.NewBridge(r, c.opts...)
+			rt, err := stage.Stage(t.Context(), b, root, []stage.Asset{{Name: "x", Source: src}})
+			require.NoError(t, err)
+			require.Equal(t, 4, rt.Assets[0].Sent)
 
-	require.NoError(t, os.WriteFile(filepath.Join(root, "x", "d", "c"), []byte("CHARLIE"), 0o644)) // tampered in the sandbox
-	build(t, src, "a=ALPHA")
-	rt, err = stage.Stage(t.Context(), b, root, []stage.Asset{{Name: "x", Source: src}}, stage.WithVerify())
-	require.NoError(t, err)
-	assert.Equal(t, 2, rt.Assets[0].Sent, "the changed file and the tampered one")
-	assert.Equal(t, "charlie", readFile(t, filepath.Join(root, "x", "d", "c")))
-	assert.Equal(t, "ALPHA", readFile(t, filepath.Join(root, "x", "a")))
-	carries := 0
-	for _, c := range r.commands() {
-		if isCarry(c) {
-			carries++
-		}
+			require.NoError(t, os.WriteFile(filepath.Join(root, "x", "d", "c"), []byte("CHARLIE"), 0o644)) // tampered in the sandbox
+			build(t, src, "a=ALPHA")
+			if c.fresh {
+				// It reads the manifests as files, so its probe runs no
+				// command and its send command learns the tools.
+				r = &scriptedRunner{next: sandbox.Local(dir), match: func(sandbox.Command) bool { return false }}
+				b = stage.NewBridge(readingRunner{r}, c.opts...)
+			}
+			rt, err = stage.Stage(t.Context(), b, root, []stage.Asset{{Name: "x", Source: src}}, stage.WithVerify())
+			require.NoError(t, err)
+			assert.Equal(t, 2, rt.Assets[0].Sent, "the changed file and the tampered one")
+			assert.Equal(t, "charlie", readFile(t, filepath.Join(root, "x", "d", "c")))
+			assert.Equal(t, "ALPHA", readFile(t, filepath.Join(root, "x", "a")))
+			carries, learnt := 0, 0
+			for _, c := range r.commands() {
+				if isCarry(c) {
+					carries++
+				}
+				if strings.Contains(c.Script, "__tr=0") {
+					learnt++
+				}
+			}
+			assert.Equal(t, c.carries, carries, "carry commands of their own")
+			if c.fresh {
+				assert.Equal(t, 1, learnt, "the send command learnt the tools")
+			}
+			assertNoTemp(t, root)
+		})
 	}
-	assert.Equal(t, 1, carries, "one carry command of its own")
-	assertNoTemp(t, root)
+}
+
+// readingRunner is a scriptedRunner over the host's file system that
+// reads files too (sandbox.FileReader).
+type readingRunner struct{ *scriptedRunner }
+
+func (readingRunner) ReadFile(_ context.Context, p string, max int64) ([]byte, error) {
+	fi, err := os.Lstat(p)
+	switch {
+	case err != nil:
+		return nil, err
+	case !fi.Mode().IsRegular():
+		return nil, fmt.Errorf("%s is not a regular file: %w", p, fs.ErrNotExist)
+	case fi.Size() > max:
+		return nil, fmt.Errorf("%s holds %d bytes: %w", p, fi.Size(), sandbox.ErrLimit)
+	}
+	return os.ReadFile(p)
 }
 
 // TestDeltaCarryHashTools: the sandbox checks carried copies with openssl

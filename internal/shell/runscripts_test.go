@@ -901,3 +901,66 @@ func TestPublishTmpSwept(t *testing.T) {
 		}
 	}
 }
+
+// TestSendPlanIn: a send command that takes its carry plan on stdin, as an
+// archive of its own before the stream (where tar stops at its archive's
+// end), links or copies what the plan names and then extracts the stream;
+// with Detect, a sandbox whose tar reads its input to the end (BusyBox)
+// carries the plan embedded in the script instead and reads no plan from
+// stdin. A plan cut short ends the command before anything is extracted.
+func TestSendPlanIn(t *testing.T) {
+	sum := func(s string) string { h := sha256.Sum256([]byte(s)); return hex.EncodeToString(h[:]) }
+	for _, sh := range shells(t) {
+		out, stderr, status := shRun(t, sh, shell.DetectScript+shell.EchoHeader, nil)
+		require.Equal(t, 0, status, "detect: %s", stderr)
+		caps, err := shell.ParseCaps(strings.TrimSpace(strings.TrimPrefix(out, shell.ProbeHeader)))
+		require.NoError(t, err, "%q", out)
+		for _, detect := range []bool{false, true} {
+			if !detect && !caps.Records {
+				continue // a host that knows the sandbox's tar reads to the end never sends the plan on stdin
+			}
+			t.Run(fmt.Sprintf("%s/detect=%v", strings.Join(sh, " "), detect), func(t *testing.T) {
+				root := filepath.Join(t.TempDir(), "a root")
+				dst := publishTree(t, sh, root)
+				plan := shell.PlanCarry([]shell.CarryFile{{Path: "x", Mode: 0o600, SHA256: sum("carry")}, {Path: "missing", Mode: 0o644, SHA256: sum("x")}})
+				plan.Manifest = sum(readString(t, filepath.Join(root, shell.ManifestName("a"))))
+				send := func(tmp string, cut int) (string, string, int) {
+					t.Helper()
+					var in bytes.Buffer
+					if caps.Records {
+						require.NoError(t, shell.WritePlan(&in, &plan, time.Unix(1e9, 0)))
+						require.Zero(t, in.Len()%shell.TarRecord, "the plan's archive is padded to whole records")
+					}
+					if cut > 0 {
+						in.Truncate(cut)
+					} else {
+						stream, _ := stageTree(t)
+						_, err := io.Copy(&in, stream)
+						require.NoError(t, err)
+					}
+					s := shell.Send{Root: root, Tmp: tmp, Dst: dst, Detect: detect, Hash: caps.SHA256, PlanIn: &plan}
+					if detect {
+						s.Carry = &plan // small enough to travel in the script too
+					}
+					return shRun(t, sh, shell.SendScript(s), &in)
+				}
+				tmp := filepath.Join(root, shell.TempPrefix+"a-0033")
+				out, stderr, status := send(tmp, 0)
+				require.Equal(t, 0, status, "send: %s", stderr)
+				assert.Equal(t, map[string]bool{"x": true}, report(t, out, plan.Want).Hashes, "stderr: %s", stderr)
+				assert.Contains(t, out, shell.LinkedLine+"x\n", "x is vouched for by its stamps, whichever way the plan came")
+				assert.Equal(t, "carry", readString(t, filepath.Join(tmp, "new", "tree", "x")))
+				assert.Equal(t, "content", readString(t, filepath.Join(tmp, "new", "tree", "d", "f")), "the stream follows the plan")
+				assert.FileExists(t, filepath.Join(tmp, shell.TarComplete))
+				if !caps.Records {
+					return
+				}
+				cut := filepath.Join(root, shell.TempPrefix+"a-0044")
+				_, _, status = send(cut, 600) // the header and part of the plan
+				assert.Equal(t, 1, status, "a plan cut short ends the command")
+				assert.NoFileExists(t, filepath.Join(cut, "new", "tree", "x"), "nothing is carried from part of a plan")
+				assert.NoFileExists(t, filepath.Join(cut, shell.TarComplete))
+			})
+		}
+	}
+}

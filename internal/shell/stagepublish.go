@@ -36,6 +36,13 @@ type Send struct {
 	Skip Skip
 	// Carry, when not nil, is carried in the command's own script.
 	Carry *CarryPlan
+	// PlanIn, when not nil, is a carry plan that arrives on stdin, before
+	// the stream, as an archive of its own (WritePlan), where the
+	// sandbox's tar stops at its archive's end (Caps.Records; with Detect,
+	// where the detection finds it does): the command extracts it and
+	// carries it. Elsewhere Carry, when not nil, is carried from the
+	// script.
+	PlanIn *CarryPlan
 	// Publish, when not nil, has the command publish in its own session
 	// (only for a sandbox whose tar stops at the end of its archive,
 	// Caps.Records; the host pads the stream to whole TarRecord records):
@@ -102,8 +109,20 @@ func SendScript(s Send) string {
 	// What the sweep moved away is deleted now, outside the control
 	// deadline (a data step, bounded by the caller's context).
 	sb.WriteString("D\nE\n")
-	if s.Carry != nil && len(s.Carry.Want) > 0 {
-		s.Carry.write(&sb, s.Tmp, s.Dst)
+	embedded := s.Carry != nil && len(s.Carry.Want) > 0
+	switch {
+	case s.PlanIn != nil && s.Detect:
+		sb.WriteString("if [ \"$__tr\" = 1 ]; then\n")
+		writePlanIn(&sb, s.Tmp, s.Dst, s.PlanIn)
+		if embedded {
+			sb.WriteString("else\n")
+			s.Carry.write(&sb, s.Tmp, s.Dst, "")
+		}
+		sb.WriteString("fi\n")
+	case s.PlanIn != nil:
+		writePlanIn(&sb, s.Tmp, s.Dst, s.PlanIn)
+	case embedded:
+		s.Carry.write(&sb, s.Tmp, s.Dst, "")
 	}
 	fmt.Fprintf(&sb, "echo %s\ncd %s || exit 1\n", CarriedLine, Quote(s.Tmp))
 	if p := s.Publish; p != nil {
@@ -278,19 +297,40 @@ const carryBatch = "98304"
 // write writes the carry as shell lines: from the previous copy dst into
 // tmp's new tree, reporting links and hashes (when $ah is 1: the sandbox
 // can hash). It leaves the working directory where it found it.
-func (p *CarryPlan) write(sb *strings.Builder, tmp, dst string) {
+func (p *CarryPlan) write(sb *strings.Builder, tmp, dst, from string) {
 	// The previous copy is entered through its root, never through a link
 	// planted at dst: its physical path must be the root's and its name.
 	fmt.Fprintf(sb, "n=%s; e=%s\nif [ \"$ah\" = 1 ] && mkdir -p \"$n\" && cd -P %s 2>/dev/null && q=$(pwd -P) && [ -d \"$e\" ] && [ ! -L \"$e\" ] && cd -P \"./$e\" 2>/dev/null && [ \"$(pwd -P)\" = \"${q%%/}/$e\" ]; then\n",
 		Quote(tmp+"/new/tree"), Quote(path.Base(dst)), Quote(path.Dir(dst)))
 	sb.WriteString(stampFuncs)
 	sb.WriteString(carryFuncs)
-	fmt.Fprintf(sb, "K %s %s %s <<'%s'\n", Quote(stampsOf(dst)), Quote(path.Join(path.Dir(dst), ManifestName(path.Base(dst)))), Quote(p.Manifest), carryEnd)
+	fmt.Fprintf(sb, "K %s %s %s ", Quote(stampsOf(dst)), Quote(path.Join(path.Dir(dst), ManifestName(path.Base(dst)))), Quote(p.Manifest))
+	if from != "" {
+		sb.WriteString("<" + Quote(from)) // the plan is a file (Send.PlanIn)
+	} else {
+		sb.WriteString("<<'" + carryEnd + "'\n" + p.text() + carryEnd)
+	}
+	sb.WriteString("\ncd / || exit 1\nfi\n")
+}
+
+// text returns the plan's lines, each ending in a newline.
+func (p *CarryPlan) text() string {
+	var sb strings.Builder
+	sb.Grow(p.Size)
 	for _, l := range p.lines {
 		sb.WriteString(l)
 		sb.WriteByte('\n')
 	}
-	sb.WriteString(carryEnd + "\ncd / || exit 1\nfi\n")
+	return sb.String()
+}
+
+// writePlanIn writes the part of a send command that takes its carry plan
+// on stdin (Send.PlanIn): it extracts the plan's archive (WritePlan) into
+// the temporary directory, then carries it. A plan that does not arrive
+// whole ends the command.
+func writePlanIn(sb *strings.Builder, tmp, dst string, p *CarryPlan) {
+	fmt.Fprintf(sb, "cd %s || exit 1\ntar -x -o -f - >&2 || exit 1\n[ -f %s ] && [ ! -L %[2]s ] || exit 1\n", Quote(tmp), TarPlan)
+	p.write(sb, tmp, dst, path.Join(tmp, TarPlan))
 }
 
 // carryEnd ends the plan in the script: no plan line, which starts with a
@@ -309,7 +349,7 @@ const StdinScript = "exec /bin/sh -s"
 func CarryScript(p *CarryPlan, tmp, dst string) string {
 	var sb strings.Builder
 	sb.WriteString("umask 0\nah=1\necho " + ReadyLine + "\n")
-	p.write(&sb, tmp, dst)
+	p.write(&sb, tmp, dst, "")
 	sb.WriteString("echo " + CarriedLine + "\nexit 0\n")
 	return sb.String()
 }

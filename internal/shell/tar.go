@@ -52,6 +52,10 @@ const (
 	TarOld      = "old/"
 	TarModes    = "modes"
 	TarComplete = "complete"
+	// TarPlan is the only member of the archive a send command that takes
+	// its carry plan on stdin (Send.PlanIn) reads before the stream: the
+	// plan's lines (WritePlan), extracted into the temporary directory.
+	TarPlan = "plan"
 )
 
 // WalkFunc streams a tree: it calls fn for every directory and regular file,
@@ -88,6 +92,36 @@ func WriteStream(w io.Writer, mtime time.Time, walk WalkFunc) (manifest []byte, 
 		return nil, err
 	}
 	return manifest, nil
+}
+
+// WritePlan writes p's lines to w as an archive of one member, TarPlan,
+// padded to whole TarRecord records: what a send command that takes its
+// plan on stdin (Send.PlanIn) reads before the stream, with a tar that
+// stops at its archive's end (Caps.Records).
+func WritePlan(w io.Writer, p *CarryPlan, mtime time.Time) error {
+	cw := &countingWriter{w: w}
+	if err := writeArchive(cw, func(tw *tar.Writer) error {
+		return writeMember(tw, TarPlan, 0o600, mtime, []byte(p.text()))
+	}); err != nil {
+		return err
+	}
+	if pad := (TarRecord - cw.n%TarRecord) % TarRecord; pad > 0 {
+		_, err := w.Write(make([]byte, pad))
+		return err
+	}
+	return nil
+}
+
+// countingWriter counts the bytes it passes on.
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countingWriter) Write(b []byte) (int, error) {
+	n, err := c.w.Write(b)
+	c.n += int64(n)
+	return n, err
 }
 
 // WritePlain writes the tree walk yields to w as one plain tar stream (no

@@ -241,17 +241,20 @@ func (d *Dir) Publish(ctx context.Context, root, name string, src *Tree) (err er
 	mname := manifestName(name)
 	d.mark(rr, tmp, name)
 	if err := rr.RemoveAll(mname); err != nil {
+		d.disown(rr, tmp, name)
 		return fmt.Errorf("removing the old manifest %s: %w", path.Join(root, mname), err)
 	}
 	d.hookMoved(mname)
 	if err := swapIn(rr, tr, tmp, name); err != nil {
+		d.disown(rr, tmp, name)
 		return fmt.Errorf("moving the new copy into place at %s: %w", path.Join(root, name), err)
 	}
 	d.hookMoved(name)
 	if err := renameBetween(rr, tr, tmp, "manifest.json", mname); err != nil {
 		// The new tree is in place without a manifest, beside its
-		// marker (see dirmark.go): the next Stage publishes it again,
-		// a prune removes it.
+		// marker (see dirmark.go), which names no process now: the next
+		// Stage publishes it again, a prune removes it.
+		d.disown(rr, tmp, name)
 		return fmt.Errorf("storing the manifest of %s: %w", path.Join(root, name), err)
 	}
 	d.unmark(rr, name)

@@ -46,6 +46,22 @@ func (d *Dir) mark(rr *os.Root, tmp, name string) {
 	}
 }
 
+// disown replaces the asset name's marker, after a rename failed between
+// mark and unmark, by one that names no process: the copy it may have left
+// without its manifest is then no live process's, so Assets lists it (and
+// a prune removes it) while this process goes on; a marker naming this
+// process would read as a publish at work until it ends. Written as mark
+// writes it; best effort.
+func (d *Dir) disown(rr *os.Root, tmp, name string) {
+	p := tmp + "/sweep"
+	if err := rr.WriteFile(p, nil, 0o644); err != nil {
+		return
+	}
+	if err := rr.Rename(p, shell.SweepMarkerName(name)); err != nil {
+		_ = rr.Remove(p)
+	}
+}
+
 // unmark deletes the asset name's marker once its manifest and copy agree
 // again (both in place, or both gone).
 func (d *Dir) unmark(rr *os.Root, name string) {

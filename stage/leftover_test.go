@@ -744,3 +744,61 @@ func TestDirMarkers(t *testing.T) {
 		})
 	}
 }
+
+// TestDirFailedRenameListsOrphan: a publish or removal whose rename fails
+// (not killed: the host process goes on) between moving the manifest and
+// the copy leaves a copy without its manifest. Its marker must then name
+// no process, or the listing would take it for a publish at work until
+// the process ends: Assets lists the copy now, a prune removes it, and
+// nothing is left behind.
+func TestDirFailedRenameListsOrphan(t *testing.T) {
+	for _, failed := range []string{"Stage", "Unstage"} {
+		t.Run(failed, func(t *testing.T) {
+			dir, srcX, srcY := t.TempDir(), t.TempDir(), t.TempDir()
+			d, err := stage.NewDir(dir)
+			require.NoError(t, err)
+			build(t, srcX, "a=old")
+			build(t, srcY, "a=y")
+			_, err = stage.Stage(t.Context(), d, "/rt", []stage.Asset{{Name: "x", Source: srcX}, {Name: "y", Source: srcY}})
+			require.NoError(t, err)
+			build(t, srcX, "a=new")
+			root := filepath.Join(dir, "rt")
+			mf := filepath.Join(root, shell.ManifestName("x"))
+			var planted string
+			stage.SetMoved(d, func(name string) {
+				switch {
+				case failed == "Stage" && name == "x":
+					planted = mf // the new manifest's rename meets a directory
+				case failed == "Unstage" && name == shell.ManifestName("x"):
+					tmps, err := filepath.Glob(filepath.Join(root, shell.TempPrefix+"x-*"))
+					require.NoError(t, err)
+					require.Len(t, tmps, 1)
+					planted = filepath.Join(tmps[0], "x") // the copy's rename meets a directory
+				default:
+					return
+				}
+				require.NoError(t, os.MkdirAll(filepath.Join(planted, "in-the-way"), 0o755))
+			})
+			if failed == "Stage" {
+				_, err = stage.Stage(t.Context(), d, "/rt", []stage.Asset{{Name: "x", Source: srcX}})
+			} else {
+				err = stage.Unstage(t.Context(), d, "/rt", "x")
+			}
+			require.Error(t, err)
+			require.NotEmpty(t, planted, "the rename was reached")
+			stage.SetMoved(d, nil)
+			require.NoError(t, os.RemoveAll(planted))
+
+			assert.DirExists(t, filepath.Join(root, "x"), "the failed rename left the copy")
+			assert.NoFileExists(t, mf, "without its manifest")
+			names, err := d.Assets(t.Context(), "/rt")
+			require.NoError(t, err)
+			assert.Equal(t, []string{"x", "y"}, names, "the listing names the copy without its manifest while this process goes on")
+			_, err = stage.Stage(t.Context(), d, "/rt", []stage.Asset{{Name: "y", Source: srcY}}, stage.WithPrune())
+			require.NoError(t, err)
+			assert.NoDirExists(t, filepath.Join(root, "x"), "the prune removes it")
+			assert.NoFileExists(t, filepath.Join(root, shell.SweepMarkerName("x")))
+			assert.Empty(t, leftovers(t, root))
+		})
+	}
+}

@@ -196,6 +196,7 @@ func (d *Dir) removeOne(rr *os.Root, root, name string) error {
 			continue
 		}
 		if err := rr.Rename(n, tmp+"/"+n); err != nil {
+			d.disown(rr, tmp, name) // before the drop: it is written in tmp
 			left, rerr := d.drop(rr, tmp)
 			if rerr != nil {
 				rerr = fmt.Errorf("the temporary directory %s could not be deleted; remove %s by hand: %w", leftAt(root, tmp, left), path.Join(root, left), rerr)

@@ -3,6 +3,7 @@ package shell
 import (
 	"archive/tar"
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -99,29 +100,16 @@ func WriteStream(w io.Writer, mtime time.Time, walk WalkFunc) (manifest []byte, 
 // plan on stdin (Send.PlanIn) reads before the stream, with a tar that
 // stops at its archive's end (Caps.Records).
 func WritePlan(w io.Writer, p *CarryPlan, mtime time.Time) error {
-	cw := &countingWriter{w: w}
-	if err := writeArchive(cw, func(tw *tar.Writer) error {
+	var buf bytes.Buffer
+	buf.Grow(p.Size + 4*TarRecord)
+	if err := writeArchive(&buf, func(tw *tar.Writer) error {
 		return writeMember(tw, TarPlan, 0o600, mtime, []byte(p.text()))
 	}); err != nil {
 		return err
 	}
-	if pad := (TarRecord - cw.n%TarRecord) % TarRecord; pad > 0 {
-		_, err := w.Write(make([]byte, pad))
-		return err
-	}
-	return nil
-}
-
-// countingWriter counts the bytes it passes on.
-type countingWriter struct {
-	w io.Writer
-	n int64
-}
-
-func (c *countingWriter) Write(b []byte) (int, error) {
-	n, err := c.w.Write(b)
-	c.n += int64(n)
-	return n, err
+	buf.Write(make([]byte, (TarRecord-buf.Len()%TarRecord)%TarRecord))
+	_, err := w.Write(buf.Bytes())
+	return err
 }
 
 // WritePlain writes the tree walk yields to w as one plain tar stream (no

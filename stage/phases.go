@@ -463,10 +463,20 @@ func (s *publishRun) publish() phase {
 	}
 	caps, _ := s.b.knownCaps()
 	s.err = s.b.renameThenDelete(s.ctx, "moving the new copy into place", sandbox.Command{Script: shell.PublishScript(s.tmp, s.dst, s.mf, s.name, caps.exchange)})
+	if errors.Is(s.err, ErrTransport) {
+		s.err = s.leftBehind(s.err)
+	}
 	if s.err == nil || errors.Is(s.err, ErrTransport) {
 		return phaseDone
 	}
 	return phaseCleanup
+}
+
+// leftBehind adds to err, a transport failure of the publish whose
+// outcome is unknown (the renames may have happened, so no cleanup
+// follows), the temporary directory it leaves.
+func (s *publishRun) leftBehind(err error) error {
+	return fmt.Errorf("%w; its temporary directory %s may be left behind: a later stage's sweep removes it once no sandbox process owns it", err, s.tmp)
 }
 
 // publishInline has the send command publish: it writes the publish line
@@ -526,7 +536,8 @@ func (s *publishRun) publishInline() phase {
 		return phaseDone
 	}
 	if errors.Is(s.err, ErrTransport) {
-		return phaseDone // the renames may have happened: send nothing more
+		s.err = s.leftBehind(s.err) // the renames may have happened: send nothing more
+		return phaseDone
 	}
 	return phaseCleanup
 }

@@ -1,0 +1,414 @@
+//go:build linux
+
+package stage_test
+
+// Attack tests written from go doc only (no implementation read): the delta
+// publish of Bridge whose carry plan travels on the send command's stdin, as
+// a tar archive of its own before the tree's stream (GNU tar), while the
+// previous copy is hard-linked whole into the new tree in the background.
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/airlockdev/airlock/internal/treetest"
+	"github.com/airlockdev/airlock/sandbox"
+	"github.com/airlockdev/airlock/stage"
+)
+
+// atk28Hook wraps a Runner: before may change the command (its stdin, its
+// stdout) before it runs; an error from it is returned without running.
+type atk28Hook struct {
+	r      sandbox.Runner
+	mu     sync.Mutex
+	before func(ctx context.Context, cmd *sandbox.Command) error
+}
+
+func (h *atk28Hook) set(f func(ctx context.Context, cmd *sandbox.Command) error) {
+	h.mu.Lock()
+	h.before = f
+	h.mu.Unlock()
+}
+
+func (h *atk28Hook) Run(ctx context.Context, cmd sandbox.Command) error {
+	h.mu.Lock()
+	f := h.before
+	h.mu.Unlock()
+	if f != nil {
+		if err := f(ctx, &cmd); err != nil {
+			return err
+		}
+	}
+	return h.r.Run(ctx, cmd)
+}
+
+// atk28IsSend recognizes the send command: the one whose stdin carries a tar
+// stream to be extracted.
+func atk28IsSend(c *sandbox.Command) bool {
+	return c.Stdin != nil && strings.Contains(c.Script, "tar -x")
+}
+
+// atk28Env is one asset of many files staged through a Bridge over a hook.
+type atk28Env struct {
+	t    *testing.T
+	src  string
+	sb   string
+	root string
+	name string
+	hook *atk28Hook
+	tgt  stage.Target
+	gen  int
+	base []string // the names under the root after a clean stage
+}
+
+func (e *atk28Env) dst() string { return filepath.Join(e.root, e.name) }
+
+// atk28Files writes n small files over 30 directories: the carry plan of a
+// delta is then far over 64 KiB.
+func atk28Files(t testing.TB, src string, n int) {
+	t.Helper()
+	for i := range n {
+		p := filepath.Join(src, fmt.Sprintf("dir-%02d", i%30), fmt.Sprintf("file-%05d-with-a-rather-long-name-to-grow-the-plan-beyond-sixty-four-kib.txt", i))
+		require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
+		require.NoError(t, os.WriteFile(p, []byte(fmt.Sprintf("content of file %d\n", i)), 0o644))
+	}
+	treetest.Write(t, filepath.Join(src, "trig.txt"), "v0", 0o644)
+}
+
+func newAtk28(t *testing.T, n int, r func(sb string) sandbox.Runner) *atk28Env {
+	sb := t.TempDir()
+	src := t.TempDir()
+	atk28Files(t, src, n)
+	h := &atk28Hook{r: r(sb)}
+	e := &atk28Env{t: t, src: src, sb: sb, root: filepath.Join(sb, "rt"), name: "sk", hook: h, tgt: stage.NewBridge(h)}
+	e.quiet("first stage")
+	e.base = a22Names(t, e.root)
+	return e
+}
+
+func atk28Local(sb string) sandbox.Runner { return sandbox.Local(sb) }
+
+// bump changes one host file (and a few more), so the next stage is a delta
+// that carries almost everything.
+func (e *atk28Env) bump() {
+	e.gen++
+	treetest.Write(e.t, filepath.Join(e.src, "trig.txt"), fmt.Sprintf("v%d", e.gen), 0o644)
+	treetest.Write(e.t, filepath.Join(e.src, "dir-03", fmt.Sprintf("gen-%d.txt", e.gen)), "new", 0o644)
+}
+
+func (e *atk28Env) stage(ctx context.Context, opts ...stage.Option) (stage.StagedAsset, error) {
+	rt, err := stage.Stage(ctx, e.tgt, e.root, []stage.Asset{{Name: e.name, Source: e.src}}, opts...)
+	if err != nil {
+		return stage.StagedAsset{}, err
+	}
+	require.Len(e.t, rt.Assets, 1)
+	return rt.Assets[0], nil
+}
+
+// quiet stages with no interference: it must succeed, give an exact copy and
+// leave no temporary directory under the root.
+func (e *atk28Env) quiet(what string, opts ...stage.Option) stage.StagedAsset {
+	e.t.Helper()
+	e.hook.set(nil)
+	a, err := e.stage(e.t.Context(), opts...)
+	require.NoError(e.t, err, "%s: a quiet stage failed", what)
+	sameTree(e.t, e.src, e.dst())
+	e.noTemp(what)
+	return a
+}
+
+// noTemp fails t when the root holds a name the clean stage did not leave.
+func (e *atk28Env) noTemp(what string) {
+	e.t.Helper()
+	if e.base == nil {
+		return
+	}
+	assert.ElementsMatch(e.t, e.base, a22Names(e.t, e.root), "%s: names under the stage root (a temporary directory left behind?)", what)
+}
+
+// atk28Record captures a send command's whole stdin and stdout.
+type atk28Record struct {
+	mu          sync.Mutex
+	stdin, outs bytes.Buffer
+}
+
+type atk28Tee struct {
+	r   io.Reader
+	rec *atk28Record
+}
+
+func (t atk28Tee) Read(p []byte) (int, error) {
+	n, err := t.r.Read(p)
+	t.rec.mu.Lock()
+	t.rec.stdin.Write(p[:n])
+	t.rec.mu.Unlock()
+	return n, err
+}
+
+type atk28OutTee struct {
+	w   io.Writer
+	rec *atk28Record
+}
+
+func (t atk28OutTee) Write(p []byte) (int, error) {
+	t.rec.mu.Lock()
+	t.rec.outs.Write(p)
+	t.rec.mu.Unlock()
+	return t.w.Write(p)
+}
+
+// record runs one delta and returns what its send command read and printed.
+func (e *atk28Env) record() *atk28Record {
+	e.t.Helper()
+	rec := &atk28Record{}
+	e.bump()
+	e.hook.set(func(_ context.Context, c *sandbox.Command) error {
+		if atk28IsSend(c) {
+			c.Stdin = atk28Tee{r: c.Stdin, rec: rec}
+			if c.Stdout != nil {
+				c.Stdout = atk28OutTee{w: c.Stdout, rec: rec}
+			}
+		}
+		return nil
+	})
+	_, err := e.stage(e.t.Context())
+	e.hook.set(nil)
+	require.NoError(e.t, err)
+	sameTree(e.t, e.src, e.dst())
+	return rec
+}
+
+// atk28PlanEnd returns the offset where the first tar archive on the send
+// command's stdin (the plan) ends, padded to a 10240-byte record, or -1.
+func atk28PlanEnd(t testing.TB, in []byte) int {
+	t.Helper()
+	cr := &atk28Count{r: bytes.NewReader(in)}
+	tr := tar.NewReader(cr)
+	n := 0
+	for {
+		_, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return -1
+		}
+		n++
+	}
+	end := cr.n
+	return (end + 10239) / 10240 * 10240
+}
+
+type atk28Count struct {
+	r io.Reader
+	n int
+}
+
+func (c *atk28Count) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += n
+	return n, err
+}
+
+// atk28Cut ends (err == nil: a clean end of input) or fails its reader
+// after n bytes; at n it may also call at.
+type atk28Cut struct {
+	r   io.Reader
+	n   int
+	err error
+	at  func()
+}
+
+func (c *atk28Cut) Read(p []byte) (int, error) {
+	if c.n <= 0 {
+		if c.at != nil {
+			c.at()
+			c.at = nil
+			return c.r.Read(p)
+		}
+		if c.err == nil {
+			return 0, io.EOF
+		}
+		return 0, c.err
+	}
+	if len(p) > c.n {
+		p = p[:c.n]
+	}
+	n, err := c.r.Read(p)
+	c.n -= n
+	return n, err
+}
+
+var errAtk28Cut = errors.New("atk28: stdin cut")
+
+// atk28Offsets are the offsets into a send command's stdin at which it is
+// cut: around the plan archive's records, its end, the tree stream's end and
+// the publish line.
+func atk28Offsets(planEnd, total int) []int {
+	offs := []int{0, 1, 512, 513, 10240, 65536, 70001,
+		planEnd - 1024, planEnd - 513, planEnd - 1, planEnd, planEnd + 1, planEnd + 512, planEnd + 10240,
+		(planEnd + total) / 2, total - 17, total - 16, total - 15, total - 8, total - 1}
+	var out []int
+	for _, o := range offs {
+		if o >= 0 && o < total {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+// atk28Unpublished passes a send command's stdin through, recording it, and
+// fails the read that would deliver the publish line: the stage fails and
+// nothing is published.
+type atk28Unpublished struct {
+	r   io.Reader
+	buf *bytes.Buffer
+}
+
+func (u atk28Unpublished) Read(p []byte) (int, error) {
+	n, err := u.r.Read(p)
+	if bytes.HasPrefix(p[:n], []byte("airlock-publish")) {
+		return 0, errAtk28Cut
+	}
+	u.buf.Write(p[:n])
+	return n, err
+}
+
+// sendSize changes the host tree and runs a delta that is not published,
+// returning the size of its send command's stdin (publish line included)
+// and where the plan archive in it ends.
+func (e *atk28Env) sendSize() (planEnd, total int) {
+	e.t.Helper()
+	e.bump()
+	var buf bytes.Buffer
+	e.hook.set(func(_ context.Context, c *sandbox.Command) error {
+		if atk28IsSend(c) {
+			c.Stdin = atk28Unpublished{r: c.Stdin, buf: &buf}
+		}
+		return nil
+	})
+	_, err := e.stage(e.t.Context())
+	e.hook.set(nil)
+	require.ErrorIs(e.t, err, errAtk28Cut)
+	return atk28PlanEnd(e.t, buf.Bytes()), buf.Len() + len("airlock-publish\n")
+}
+
+// Cut the send command's stdin (plan archive, tree stream, publish line) of
+// a delta of 900 files at many offsets, ending it cleanly or failing the
+// read, or cancel the stage's context there: each stage fails leaving the
+// previous copy whole and no temporary directory, or succeeds with an exact
+// copy; a quiet stage then succeeds. (A read that fails inside the publish
+// line is TestAtk28PublishLineReadFailsLeavesTempDir.)
+func TestAtk28CutSendStdin(t *testing.T) {
+	e := newAtk28(t, 900, atk28Local)
+	planEnd, total := e.sendSize()
+	require.Greater(t, planEnd, 64<<10, "the plan archive should be over 64 KiB for this test")
+	prev := treetest.Snapshot(t, e.dst())
+	for _, mode := range []string{"eof", "error", "cancel"} {
+		for _, off := range atk28Offsets(planEnd, total) {
+			if mode == "error" && off > total-len("airlock-publish\n") {
+				continue
+			}
+			if mode == "cancel" && off%2 == 1 && off < total-17 {
+				continue // fewer: the cancel lands a little later anyway
+			}
+			what := fmt.Sprintf("%s at %d (plan ends at %d, stdin is %d)", mode, off, planEnd, total)
+			ctx, cancel := context.WithCancel(t.Context())
+			e.hook.set(func(_ context.Context, c *sandbox.Command) error {
+				if atk28IsSend(c) {
+					cut := &atk28Cut{r: c.Stdin, n: off}
+					switch mode {
+					case "error":
+						cut.err = errAtk28Cut
+					case "cancel":
+						cut.at = cancel
+					}
+					c.Stdin = cut
+				}
+				return nil
+			})
+			start := time.Now()
+			a, err := e.stage(ctx)
+			cancel()
+			e.hook.set(nil)
+			took := time.Since(start)
+			assert.Less(t, took, 20*time.Second, "%s: the stage took %s", what, took)
+			if err == nil {
+				require.Empty(t, treetest.Diff(treetest.Snapshot(t, e.src), treetest.Snapshot(t, e.dst())), "%s: the stage succeeded but the copy differs from the source", what)
+				t.Logf("%s: succeeded, sent %d", what, a.Sent)
+				e.noTemp(what)
+				planEnd, total = e.sendSize()
+				prev = treetest.Snapshot(t, e.dst())
+				continue
+			}
+			switch mode {
+			case "error":
+				assert.ErrorIs(t, err, sandbox.ErrTransport, "%s", what)
+				assert.ErrorIs(t, err, errAtk28Cut, "%s", what)
+			case "cancel":
+				assert.ErrorIs(t, err, context.Canceled, "%s", what)
+			}
+			require.Empty(t, treetest.Diff(prev, treetest.Snapshot(t, e.dst())), "%s: the previous copy changed after a failed stage: %v", what, err)
+			e.noTemp(what)
+			if testing.Verbose() {
+				t.Logf("%s (%s): %v", what, took, err)
+			}
+		}
+	}
+	e.quiet("after the cuts")
+}
+
+// DEFECT: when the read of the send command's stdin fails after part of the
+// publish line went through (a transport failure: sandbox.Local kills the
+// command's process group and returns), the stage fails, but the sandbox
+// keeps the temporary directory, and the error does not name it. The package
+// documents that a failure removes the temporary directory, except after a
+// control timeout or a cancelled transfer whose Runner does not return, when
+// the directory is named in the error. (The same cut one byte earlier, before
+// the publish line, removes it.)
+func TestAtk28PublishLineReadFailsLeavesTempDir(t *testing.T) {
+	e := newAtk28(t, 50, atk28Local)
+	_, total := e.sendSize()
+	prev := treetest.Snapshot(t, e.dst())
+	for _, back := range []int{15, 8, 1} {
+		off := total - back
+		what := fmt.Sprintf("stdin read fails after %d of %d bytes (%d bytes of the publish line through)", off, total, len("airlock-publish\n")-back)
+		e.hook.set(func(_ context.Context, c *sandbox.Command) error {
+			if atk28IsSend(c) {
+				c.Stdin = &atk28Cut{r: c.Stdin, n: off, err: errAtk28Cut}
+			}
+			return nil
+		})
+		_, err := e.stage(t.Context())
+		e.hook.set(nil)
+		require.ErrorIs(t, err, errAtk28Cut, "%s", what)
+		require.Empty(t, treetest.Diff(prev, treetest.Snapshot(t, e.dst())), "%s: the previous copy changed", what)
+		var left []string
+		for _, n := range a22Names(t, e.root) {
+			if strings.HasPrefix(n, ".airlock-tmp-") {
+				left = append(left, n)
+			}
+		}
+		for _, n := range left {
+			assert.Contains(t, err.Error(), n, "%s: the failed stage left temporary directory %s under the root and its error does not name it: %v", what, n, err)
+		}
+		// the next quiet stage sweeps it
+		e.quiet(what + ", then a quiet stage")
+		e.bump()
+		_, total = e.sendSize()
+		prev = treetest.Snapshot(t, e.dst())
+	}
+}

@@ -14,16 +14,20 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/airlockdev/airlock/internal/busyboxuser"
 	"github.com/airlockdev/airlock/internal/treetest"
 	"github.com/airlockdev/airlock/sandbox"
 	"github.com/airlockdev/airlock/stage"
@@ -411,4 +415,193 @@ func TestAtk28PublishLineReadFailsLeavesTempDir(t *testing.T) {
 		_, total = e.sendSize()
 		prev = treetest.Snapshot(t, e.dst())
 	}
+}
+
+// atk28User runs each script with the machine's GNU tools as the busybox
+// test user (uid busyboxuser.UID), through sandbox.Local: a non-root sandbox
+// where modes bind.
+type atk28User struct {
+	r   sandbox.Runner
+	tmp string
+}
+
+func (u *atk28User) Run(ctx context.Context, cmd sandbox.Command) error {
+	f, err := os.CreateTemp(u.tmp, "script-*.sh")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name())
+	if _, err := f.WriteString(cmd.Script); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := os.Chmod(f.Name(), 0o644); err != nil {
+		return err
+	}
+	cmd.Script = fmt.Sprintf("exec setpriv --reuid=%d --regid=%d --clear-groups /bin/sh %s", busyboxuser.UID, busyboxuser.GID, f.Name())
+	return u.r.Run(ctx, cmd)
+}
+
+// atk28UserRunner returns a maker of non-root GNU sandboxes, or skips t.
+func atk28UserRunner(t *testing.T) func(sb string) sandbox.Runner {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to run scripts as another user")
+	}
+	if _, err := exec.LookPath("setpriv"); err != nil {
+		t.Skip("needs setpriv (util-linux)")
+	}
+	tmp := busyboxuser.Dir(t)
+	return func(string) sandbox.Runner { return &atk28User{r: sandbox.Local(tmp), tmp: tmp} }
+}
+
+// newAtk28User is newAtk28 with a sandbox directory the user owns.
+func newAtk28User(t *testing.T, n int) *atk28Env {
+	mk := atk28UserRunner(t)
+	sb := busyboxuser.Dir(t)
+	src := t.TempDir()
+	atk28Files(t, src, n)
+	require.NoError(t, os.Chmod(src, 0o755))
+	h := &atk28Hook{r: mk(sb)}
+	e := &atk28Env{t: t, src: src, sb: sb, root: filepath.Join(sb, "rt"), name: "sk", hook: h, tgt: stage.NewBridge(h)}
+	e.quiet("first stage")
+	e.base = a22Names(t, e.root)
+	return e
+}
+
+// atk28Tamper is something an agent does to the previous copy before a delta.
+type atk28Tamper struct {
+	name string
+	do   func(t *testing.T, e *atk28Env)
+}
+
+func atk28Walk(t *testing.T, dir string, f func(p string, d fs.DirEntry)) {
+	t.Helper()
+	require.NoError(t, filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if p != dir {
+			f(p, d)
+		}
+		return nil
+	}))
+}
+
+var atk28Tampers = []atk28Tamper{
+	{"DirReadOnly", func(t *testing.T, e *atk28Env) {
+		require.NoError(t, os.Chmod(filepath.Join(e.dst(), "dir-03"), 0o555))
+	}},
+	{"AllDirsReadOnly", func(t *testing.T, e *atk28Env) {
+		atk28Walk(t, e.dst(), func(p string, d fs.DirEntry) {
+			if d.IsDir() {
+				require.NoError(t, os.Chmod(p, 0o555))
+			}
+		})
+		require.NoError(t, os.Chmod(e.dst(), 0o555))
+	}},
+	{"TouchEveryFile", func(t *testing.T, e *atk28Env) {
+		now := time.Now()
+		atk28Walk(t, e.dst(), func(p string, d fs.DirEntry) {
+			if !d.IsDir() {
+				require.NoError(t, os.Chtimes(p, now, now))
+			}
+		})
+	}},
+	{"ChmodEveryFile", func(t *testing.T, e *atk28Env) {
+		atk28Walk(t, e.dst(), func(p string, d fs.DirEntry) {
+			if !d.IsDir() {
+				require.NoError(t, os.Chmod(p, 0o600))
+			}
+		})
+	}},
+	{"EveryFileUnreadable", func(t *testing.T, e *atk28Env) {
+		atk28Walk(t, e.dst(), func(p string, d fs.DirEntry) {
+			if !d.IsDir() {
+				require.NoError(t, os.Chmod(p, 0))
+			}
+		})
+	}},
+	{"RewriteHalfSameSize", func(t *testing.T, e *atk28Env) {
+		i := 0
+		atk28Walk(t, e.dst(), func(p string, d fs.DirEntry) {
+			if !d.IsDir() && i%2 == 0 {
+				fi, err := os.Stat(p)
+				require.NoError(t, err)
+				// a new inode of the same size, as an editor's save makes
+				tmp := p + ".swp"
+				require.NoError(t, os.WriteFile(tmp, bytes.Repeat([]byte("X"), int(fi.Size())), fi.Mode().Perm()))
+				require.NoError(t, os.Rename(tmp, p))
+			}
+			i++
+		})
+	}},
+	{"ExtraEntries", func(t *testing.T, e *atk28Env) {
+		d := filepath.Join(e.dst(), "dir-04")
+		require.NoError(t, os.WriteFile(filepath.Join(d, "agent-notes.txt"), []byte("mine"), 0o644))
+		require.NoError(t, os.WriteFile(filepath.Join(d, "new\nline.txt"), []byte("nl"), 0o644))
+		require.NoError(t, os.Mkdir(filepath.Join(e.dst(), "agent-dir"), 0o700))
+		require.NoError(t, os.WriteFile(filepath.Join(e.dst(), "agent-dir", "x"), []byte("x"), 0o644))
+		require.NoError(t, syscall.Mkfifo(filepath.Join(d, "fifo"), 0o644))
+		require.NoError(t, os.Symlink("/etc/passwd", filepath.Join(d, "passwd-link")))
+		require.NoError(t, os.Symlink("..", filepath.Join(d, "up")))
+	}},
+	{"FileReplacedByFifoAndDir", func(t *testing.T, e *atk28Env) {
+		var files []string
+		atk28Walk(t, e.dst(), func(p string, d fs.DirEntry) {
+			if d.Type().IsRegular() && len(files) < 3 {
+				files = append(files, p)
+			}
+		})
+		require.NoError(t, os.Remove(files[0]))
+		require.NoError(t, syscall.Mkfifo(files[0], 0o644))
+		require.NoError(t, os.Remove(files[1]))
+		require.NoError(t, os.Mkdir(files[1], 0o755))
+		require.NoError(t, os.Remove(files[2]))
+		require.NoError(t, os.Symlink("/etc/passwd", files[2]))
+	}},
+}
+
+// atk28TamperedDelta: after each agent tamper with the previous copy (done
+// as the sandbox's user), a delta that also adds a file in dir-03 and
+// removes one elsewhere gives an exact copy, or fails leaving the previous
+// copy as it was; either way a second, quiet delta gives an exact copy,
+// with no temporary directory left and each file with one link.
+func atk28TamperedDelta(t *testing.T, newEnv func(t *testing.T) *atk28Env, chown bool) {
+	for _, tm := range atk28Tampers {
+		t.Run(tm.name, func(t *testing.T) {
+			e := newEnv(t)
+			time.Sleep(10 * time.Millisecond)
+			tm.do(t, e)
+			if chown {
+				out, err := exec.Command("chown", "-hR", fmt.Sprint(busyboxuser.UID), e.root).CombinedOutput()
+				require.NoError(t, err, "%s", out)
+			}
+			prev := treetest.Snapshot(t, e.dst())
+			e.bump()
+			require.NoError(t, os.Remove(filepath.Join(e.src, "dir-07", fmt.Sprintf("file-%05d-with-a-rather-long-name-to-grow-the-plan-beyond-sixty-four-kib.txt", 7))))
+			a, err := e.stage(t.Context())
+			if err != nil {
+				t.Logf("tampered delta failed: %v", err)
+				require.Empty(t, treetest.Diff(prev, treetest.Snapshot(t, e.dst())), "the previous copy changed after a failed delta: %v", err)
+			} else {
+				require.Empty(t, treetest.Diff(treetest.Snapshot(t, e.src), treetest.Snapshot(t, e.dst())), "the tampered delta succeeded (sent %d) but the copy differs from the source", a.Sent)
+				t.Logf("tampered delta sent %d of %d", a.Sent, a.Files)
+			}
+			e.noTemp("after the tampered delta")
+			e.bump()
+			e.quiet("a quiet delta after the tampered one")
+			a22OneLink(t, e.dst())
+		})
+	}
+}
+
+func TestAtk28TamperedPreviousCopyRoot(t *testing.T) {
+	atk28TamperedDelta(t, func(t *testing.T) *atk28Env { return newAtk28(t, 400, atk28Local) }, false)
+}
+
+func TestAtk28TamperedPreviousCopyUser(t *testing.T) {
+	atk28TamperedDelta(t, func(t *testing.T) *atk28Env { return newAtk28User(t, 400) }, true)
 }

@@ -605,3 +605,112 @@ func TestAtk28TamperedPreviousCopyRoot(t *testing.T) {
 func TestAtk28TamperedPreviousCopyUser(t *testing.T) {
 	atk28TamperedDelta(t, func(t *testing.T) *atk28Env { return newAtk28User(t, 400) }, true)
 }
+
+// atk28Swapper, started when the send command starts, waits d and then
+// replaces every regular file of the previous copy by a new inode of the
+// same size, mode and times holding other bytes (an agent's editor saving),
+// through a descriptor of the previous copy's directory, so that it follows
+// that copy wherever the publish moves it and never touches the new copy.
+func atk28Swapper(t *testing.T, dir string, d time.Duration, stop <-chan struct{}) (wait func() int) {
+	t.Helper()
+	var rels []string
+	atk28Walk(t, dir, func(p string, de fs.DirEntry) {
+		if de.Type().IsRegular() {
+			rel, err := filepath.Rel(dir, p)
+			require.NoError(t, err)
+			rels = append(rels, rel)
+		}
+	})
+	f, err := os.Open(dir)
+	require.NoError(t, err)
+	base := fmt.Sprintf("/proc/self/fd/%d", f.Fd())
+	done := make(chan int, 1)
+	go func() {
+		defer f.Close()
+		n := 0
+		select {
+		case <-time.After(d):
+		case <-stop:
+			done <- n
+			return
+		}
+		// last files first: the order a link of the whole tree is least
+		// likely to follow
+		for i := len(rels) - 1; i >= 0; i-- {
+			select {
+			case <-stop:
+				done <- n
+				return
+			default:
+			}
+			p := filepath.Join(base, rels[i])
+			fi, err := os.Stat(p)
+			if err != nil {
+				continue
+			}
+			tmp := p + ".swp"
+			if os.WriteFile(tmp, bytes.Repeat([]byte("X"), int(fi.Size())), fi.Mode().Perm()) != nil {
+				continue
+			}
+			if os.Chtimes(tmp, fi.ModTime(), fi.ModTime()) != nil || os.Rename(tmp, p) != nil {
+				_ = os.Remove(tmp)
+				continue
+			}
+			n++
+		}
+		done <- n
+	}()
+	return func() int { return <-done }
+}
+
+// While a delta runs, an agent process swaps the previous copy's files for
+// new inodes of the same size (other bytes), starting at several delays
+// into the send command. A delta that succeeds must publish exactly the
+// source: a file linked from the previous copy after its swap would hold the
+// agent's bytes in the new copy under a manifest that says otherwise.
+func TestAtk28RaceSwapPreviousCopy(t *testing.T) {
+	e := newAtk28(t, 900, atk28Local)
+	wrong := 0
+	for _, d := range []time.Duration{0, 2, 6, 16, 32} {
+		for _, verify := range []bool{false, true} {
+			what := fmt.Sprintf("swap from %s into the send command (verify %v)", d*time.Millisecond, verify)
+			e.bump()
+			stop := make(chan struct{})
+			var wait func() int
+			e.hook.set(func(_ context.Context, c *sandbox.Command) error {
+				if atk28IsSend(c) && wait == nil {
+					wait = atk28Swapper(t, e.dst(), d*time.Millisecond, stop)
+				}
+				return nil
+			})
+			var opts []stage.Option
+			if verify {
+				opts = append(opts, stage.WithVerify())
+			}
+			a, err := e.stage(t.Context(), opts...)
+			close(stop)
+			e.hook.set(nil)
+			swapped := -1
+			if wait != nil {
+				swapped = wait()
+			}
+			if err != nil {
+				t.Logf("%s: %d swapped, failed: %v", what, swapped, err)
+				if verify {
+					assert.NotErrorIs(t, err, sandbox.ErrTransport, "%s", what)
+				}
+				continue
+			}
+			diff := treetest.Diff(treetest.Snapshot(t, e.src), treetest.Snapshot(t, e.dst()))
+			if len(diff) > 0 {
+				wrong++
+				t.Errorf("%s: %d swapped; the delta succeeded (sent %d of %d) but the new copy differs from the source in %d entries, e.g. %s", what, swapped, a.Sent, a.Files, len(diff), diff[0])
+			} else {
+				t.Logf("%s: %d swapped, exact (sent %d)", what, swapped, a.Sent)
+			}
+		}
+	}
+	t.Logf("%d wrong copies published", wrong)
+	e.bump()
+	e.quiet("a quiet delta after the races", stage.WithVerify())
+}

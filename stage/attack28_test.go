@@ -714,3 +714,100 @@ func TestAtk28RaceSwapPreviousCopy(t *testing.T) {
 	e.bump()
 	e.quiet("a quiet delta after the races", stage.WithVerify())
 }
+
+// atk28Bin makes a PATH directory holding every tool of /usr/bin and
+// /usr/sbin except those in drop, and the shell scripts in wrap (name ->
+// script body; the real tool is /usr/bin/<name>).
+func atk28Bin(t *testing.T, drop []string, wrap map[string]string) string {
+	t.Helper()
+	bin := t.TempDir()
+	require.NoError(t, os.Chmod(bin, 0o755))
+	skip := map[string]bool{}
+	for _, d := range drop {
+		skip[d] = true
+	}
+	for _, dir := range []string{"/usr/bin", "/usr/sbin"} {
+		ents, err := os.ReadDir(dir)
+		require.NoError(t, err)
+		for _, de := range ents {
+			n := de.Name()
+			if skip[n] || wrap[n] != "" {
+				continue
+			}
+			if _, err := os.Lstat(filepath.Join(bin, n)); err == nil {
+				continue
+			}
+			require.NoError(t, os.Symlink(filepath.Join(dir, n), filepath.Join(bin, n)))
+		}
+	}
+	for n, body := range wrap {
+		require.NoError(t, os.WriteFile(filepath.Join(bin, n), []byte("#!/bin/sh\n"+body+"\n"), 0o755))
+	}
+	return bin
+}
+
+func atk28WithPath(bin string) func(sb string) sandbox.Runner {
+	return func(sb string) sandbox.Runner {
+		return sandbox.Local(sb, sandbox.WithEnviron([]string{"PATH=" + bin, "HOME=/root", "LANG=C"}))
+	}
+}
+
+// cp -al is wrapped: the link of the whole previous copy fails at once,
+// fails after linking part of the tree, is slow, or the PATH has no wc. A
+// delta after an agent touched every file (so that the background link must
+// be undone) and left files of its own gives an exact copy or fails leaving
+// the previous copy; then a quiet delta gives an exact copy.
+func TestAtk28SandboxTools(t *testing.T) {
+	const partial = `case "$1" in -al|-la|-a|-l) /usr/bin/cp "$@" & p=$!; sleep 0.005; kill $p; wait $p; exit 1;; esac
+exec /usr/bin/cp "$@"`
+	for _, c := range []struct {
+		name string
+		drop []string
+		wrap map[string]string
+	}{
+		{"NoWc", []string{"wc"}, nil},
+		{"CpLinkFails", nil, map[string]string{"cp": `case "$*" in *-*l*) echo "cp: cannot create hard link" >&2; exit 1;; esac
+exec /usr/bin/cp "$@"`}},
+		{"CpLinkPartial", nil, map[string]string{"cp": partial}},
+		{"CpSlow", nil, map[string]string{"cp": `sleep 0.3; exec /usr/bin/cp "$@"`}},
+		{"CpLinkSlowLate", nil, map[string]string{"cp": `case "$*" in *-*l*) /usr/bin/cp "$@"; s=$?; sleep 0.4; exit $s;; esac
+exec /usr/bin/cp "$@"`}},
+		{"CpAlwaysFails", nil, map[string]string{"cp": `exit 1`}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			bin := atk28Bin(t, c.drop, c.wrap)
+			e := newAtk28(t, 400, atk28WithPath(bin))
+			for _, touch := range []bool{false, true} {
+				if touch {
+					time.Sleep(10 * time.Millisecond)
+					now := time.Now()
+					atk28Walk(t, e.dst(), func(p string, d fs.DirEntry) {
+						if !d.IsDir() {
+							require.NoError(t, os.Chtimes(p, now, now))
+						}
+					})
+					require.NoError(t, os.WriteFile(filepath.Join(e.dst(), "dir-02", "agent.txt"), []byte("mine"), 0o644))
+				}
+				prev := treetest.Snapshot(t, e.dst())
+				e.bump()
+				a, err := e.stage(t.Context())
+				if err != nil {
+					t.Logf("touch %v: delta failed: %v", touch, err)
+					require.Empty(t, treetest.Diff(prev, treetest.Snapshot(t, e.dst())), "touch %v: the previous copy changed after a failed delta: %v", touch, err)
+				} else {
+					require.Empty(t, treetest.Diff(treetest.Snapshot(t, e.src), treetest.Snapshot(t, e.dst())), "touch %v: the delta succeeded (sent %d of %d) but the copy differs from the source", touch, a.Sent, a.Files)
+					t.Logf("touch %v: delta sent %d of %d", touch, a.Sent, a.Files)
+				}
+				e.noTemp(fmt.Sprintf("touch %v", touch))
+				time.Sleep(500 * time.Millisecond) // a slow cp left running in the background would show now
+				e.noTemp(fmt.Sprintf("touch %v, 500 ms later", touch))
+				if err == nil {
+					require.Empty(t, treetest.Diff(treetest.Snapshot(t, e.src), treetest.Snapshot(t, e.dst())), "touch %v: the copy changed after the delta returned (a background cp still running?)", touch)
+				}
+			}
+			e.bump()
+			e.quiet("a quiet delta")
+			a22OneLink(t, e.dst())
+		})
+	}
+}

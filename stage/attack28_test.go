@@ -811,3 +811,230 @@ exec /usr/bin/cp "$@"`}},
 		})
 	}
 }
+
+// atk28Lines rewrites what a command prints, line by line: each whole line
+// (without its newline) becomes the lines f returns.
+type atk28Lines struct {
+	w   io.Writer
+	f   func(line string) []string
+	buf []byte
+}
+
+func (l *atk28Lines) Write(p []byte) (int, error) {
+	l.buf = append(l.buf, p...)
+	for {
+		i := bytes.IndexByte(l.buf, '\n')
+		if i < 0 {
+			return len(p), nil
+		}
+		line := string(l.buf[:i])
+		l.buf = l.buf[i+1:]
+		for _, o := range l.f(line) {
+			if _, err := io.WriteString(l.w, o+"\n"); err != nil {
+				return 0, err
+			}
+		}
+	}
+}
+
+// A hostile sandbox adds, drops and rewrites the send command's report lines
+// of a delta: a stage either fails with ErrProtocol (leaving the previous
+// copy) or publishes exactly the source, and never outlives its context.
+// Most important: a forged "airlock-linked" for a file the host changed
+// (trig.txt) or added must not make the host skip sending it.
+func TestAtk28HostileReport(t *testing.T) {
+	after := func(trigger, extra string) func(int, string) []string {
+		return func(_ int, l string) []string {
+			if l == trigger {
+				return []string{l, extra}
+			}
+			return []string{l}
+		}
+	}
+	firstLinked := func(g func(gen int, l string) []string) func(int, string) []string {
+		done := false
+		return func(gen int, l string) []string {
+			if !done && strings.HasPrefix(l, "airlock-linked ") {
+				done = true
+				return g(gen, l)
+			}
+			return []string{l}
+		}
+	}
+	for _, c := range []struct {
+		name string
+		f    func(gen int, line string) []string
+	}{
+		{"LinkedChangedFile", firstLinked(func(_ int, l string) []string { return []string{"airlock-linked trig.txt", l} })},
+		{"LinkedNewFile", firstLinked(func(gen int, l string) []string {
+			return []string{fmt.Sprintf("airlock-linked dir-03/gen-%d.txt", gen), l}
+		})},
+		{"LinkedRemovedFile", firstLinked(func(_ int, l string) []string {
+			return []string{"airlock-linked dir-07/file-00007-with-a-rather-long-name-to-grow-the-plan-beyond-sixty-four-kib.txt", l}
+		})},
+		{"LinkedOutside", firstLinked(func(_ int, l string) []string { return []string{"airlock-linked ../../../etc/passwd", l} })},
+		{"LinkedTwice", firstLinked(func(_ int, l string) []string { return []string{l, l} })},
+		{"LinkedDropped", firstLinked(func(_ int, l string) []string { return nil })},
+		{"AllLinkedDropped", func(_ int, l string) []string {
+			if strings.HasPrefix(l, "airlock-linked ") {
+				return nil
+			}
+			return []string{l}
+		}},
+		{"LinkedAsWrongHash", firstLinked(func(_ int, l string) []string {
+			return []string{strings.Repeat("0", 64) + "  " + strings.TrimPrefix(l, "airlock-linked ")}
+		})},
+		{"ReadyTwice", after("airlock-ready", "airlock-ready")},
+		{"CarriedEarly", after("airlock-ready", "airlock-carried")},
+		{"CarriedTwice", after("airlock-carried", "airlock-carried")},
+		{"ExtractedEarly", after("airlock-ready", "airlock-extracted")},
+		{"ExtractedWithCarried", after("airlock-carried", "airlock-extracted")},
+		{"PublishedEarly", after("airlock-ready", "airlock-published")},
+		{"PublishedAfterExtracted", after("airlock-extracted", "airlock-published")},
+		{"UnknownLine", after("airlock-ready", "airlock-bogus")},
+		{"EmptyLine", after("airlock-ready", "")},
+		{"LinkedEmpty", after("airlock-ready", "airlock-linked ")},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e := newAtk28(t, 300, atk28Local)
+			e.bump()
+			prev := treetest.Snapshot(t, e.dst())
+			gen := e.gen
+			e.hook.set(func(_ context.Context, cmd *sandbox.Command) error {
+				if atk28IsSend(cmd) && cmd.Stdout != nil {
+					cmd.Stdout = &atk28Lines{w: cmd.Stdout, f: func(l string) []string { return c.f(gen, l) }}
+				}
+				return nil
+			})
+			ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+			defer cancel()
+			start := time.Now()
+			a, err := e.stage(ctx)
+			e.hook.set(nil)
+			require.Less(t, time.Since(start), 19*time.Second, "the stage ran until its context ended")
+			if err != nil {
+				t.Logf("failed: %v", err)
+				assert.ErrorIs(t, err, sandbox.ErrProtocol, "a report that breaks the protocol")
+				assert.NotErrorIs(t, err, context.DeadlineExceeded)
+				require.Empty(t, treetest.Diff(prev, treetest.Snapshot(t, e.dst())), "the previous copy changed after a failed delta: %v", err)
+				e.noTemp("after the failed delta")
+			} else {
+				t.Logf("succeeded, sent %d of %d", a.Sent, a.Files)
+				require.Empty(t, treetest.Diff(treetest.Snapshot(t, e.src), treetest.Snapshot(t, e.dst())), "the delta with a rewritten report succeeded (sent %d of %d) but the copy differs from the source", a.Sent, a.Files)
+			}
+			e.bump()
+			e.quiet("a quiet delta")
+		})
+	}
+}
+
+// A sandbox whose send command never reads its stdin (and says it is
+// ready) holds the transfer only until the caller's context ends.
+func TestAtk28SendNeverReads(t *testing.T) {
+	e := newAtk28(t, 900, atk28Local)
+	e.bump()
+	prev := treetest.Snapshot(t, e.dst())
+	e.hook.set(func(_ context.Context, cmd *sandbox.Command) error {
+		if atk28IsSend(cmd) {
+			cmd.Script = "echo airlock-ready; exec sleep 60"
+		}
+		return nil
+	})
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+	defer cancel()
+	start := time.Now()
+	_, err := e.stage(ctx)
+	took := time.Since(start)
+	e.hook.set(nil)
+	require.Error(t, err)
+	t.Logf("after %s: %v", took, err)
+	assert.Less(t, took, 4*time.Second, "the stage outlived its 2 s context by far")
+	assert.True(t, errors.Is(err, context.DeadlineExceeded) || errors.Is(err, sandbox.ErrProtocol), "want the context's end or a protocol error: %v", err)
+	require.Empty(t, treetest.Diff(prev, treetest.Snapshot(t, e.dst())), "the previous copy changed")
+	e.quiet("a quiet delta")
+}
+
+// DEFECT (protocol strictness): the package says a sandbox that breaks the
+// protocol ("a garbled ... or out-of-order reply") fails the operation with
+// sandbox.ErrProtocol. The send command's report is not held to that: a
+// line no script prints ("airlock-bogus"), "airlock-extracted" before the
+// carry's end, and "airlock-published" before the host has even written its
+// publish line are all accepted, and the stage succeeds. With the publish
+// line then lost on the way (the stdin ends before it), the forged
+// "airlock-published" is the only report of a publish: the send command
+// exits with status 96 (it moved nothing), yet the stage succeeds and the
+// sandbox keeps the old copy.
+func TestAtk28OutOfOrderReportAccepted(t *testing.T) {
+	for _, c := range []struct {
+		name, trigger, extra string
+		dropPublish          bool
+	}{
+		{"UnknownLine", "airlock-ready", "airlock-bogus", false},
+		{"ExtractedBeforeCarried", "airlock-ready", "airlock-extracted", false},
+		{"PublishedBeforePublishLine", "airlock-ready", "airlock-published", false},
+		{"PublishedForgedExit96OldCopyKept", "airlock-extracted", "airlock-published", true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var sendErr []error
+			var mu sync.Mutex
+			e := newAtk28(t, 900, func(sb string) sandbox.Runner {
+				return atk28RunnerFunc(func(ctx context.Context, cmd sandbox.Command) error {
+					err := sandbox.Local(sb).Run(ctx, cmd)
+					if atk28IsSend(&cmd) {
+						mu.Lock()
+						sendErr = append(sendErr, err)
+						mu.Unlock()
+					}
+					return err
+				})
+			})
+			e.bump()
+			prev := treetest.Snapshot(t, e.dst())
+			mu.Lock()
+			sendErr = nil
+			mu.Unlock()
+			e.hook.set(func(_ context.Context, cmd *sandbox.Command) error {
+				if atk28IsSend(cmd) && cmd.Stdout != nil {
+					cmd.Stdout = &atk28Lines{w: cmd.Stdout, f: func(l string) []string {
+						if l == c.trigger {
+							return []string{l, c.extra}
+						}
+						return []string{l}
+					}}
+					if c.dropPublish {
+						cmd.Stdin = atk28DropPublish{r: cmd.Stdin}
+					}
+				}
+				return nil
+			})
+			a, err := e.stage(t.Context())
+			e.hook.set(nil)
+			if err == nil {
+				diff := treetest.Diff(treetest.Snapshot(t, e.src), treetest.Snapshot(t, e.dst()))
+				assert.Empty(t, diff, "the stage succeeded and the sandbox holds a copy that is not the source (the old one?)")
+				mu.Lock()
+				defer mu.Unlock()
+				t.Errorf("a report with %q printed after %q was accepted (sent %d of %d; the send command returned %v): want an error wrapping sandbox.ErrProtocol", c.extra, c.trigger, a.Sent, a.Files, sendErr)
+				return
+			}
+			assert.ErrorIs(t, err, sandbox.ErrProtocol)
+			require.Empty(t, treetest.Diff(prev, treetest.Snapshot(t, e.dst())), "the previous copy changed: %v", err)
+		})
+	}
+}
+
+// atk28DropPublish ends the stdin where the publish line would start.
+type atk28DropPublish struct{ r io.Reader }
+
+func (d atk28DropPublish) Read(p []byte) (int, error) {
+	n, err := d.r.Read(p)
+	if bytes.HasPrefix(p[:n], []byte("airlock-publish")) {
+		return 0, io.EOF
+	}
+	return n, err
+}
+
+// atk28RunnerFunc is a Runner made of a function.
+type atk28RunnerFunc func(ctx context.Context, cmd sandbox.Command) error
+
+func (f atk28RunnerFunc) Run(ctx context.Context, cmd sandbox.Command) error { return f(ctx, cmd) }

@@ -1067,3 +1067,113 @@ func TestAtk28NewlineNamesInjectNoReportLine(t *testing.T) {
 	}
 	assert.Equal(t, []string{"airlock-ready", "airlock-carried", "airlock-extracted", "airlock-published"}, others, "the send command's report lines besides the linked ones")
 }
+
+// atk28Racer, started when the send command starts, waits d and then does
+// act on the previous copy (through a descriptor of its directory, so it
+// follows that copy wherever the publish moves it).
+func atk28Racer(t *testing.T, dir string, d time.Duration, stop <-chan struct{}, act func(base string, stop <-chan struct{})) (wait func()) {
+	t.Helper()
+	f, err := os.Open(dir)
+	require.NoError(t, err)
+	base := fmt.Sprintf("/proc/self/fd/%d", f.Fd())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer f.Close()
+		select {
+		case <-time.After(d):
+		case <-stop:
+			return
+		}
+		act(base, stop)
+	}()
+	return func() { <-done }
+}
+
+// While a delta that must copy and hash files (the agent touched them all)
+// runs, an agent process races it on the previous copy: it replaces files by
+// fifos (a copy that opens one would block forever), deletes the whole copy,
+// or makes its directories read-only. The stage ends well within its
+// context, exact or failed with the previous copy's directory not half
+// published, and a quiet stage after it is exact.
+func TestAtk28RacePreviousCopy(t *testing.T) {
+	acts := map[string]func(base string, stop <-chan struct{}){
+		"Fifos": func(base string, stop <-chan struct{}) {
+			_ = filepath.WalkDir(base, func(p string, d fs.DirEntry, err error) error {
+				select {
+				case <-stop:
+					return fs.SkipAll
+				default:
+				}
+				if err == nil && d.Type().IsRegular() {
+					_ = os.Remove(p)
+					_ = syscall.Mkfifo(p, 0o644)
+				}
+				return nil
+			})
+		},
+		"DeleteAll": func(base string, _ <-chan struct{}) {
+			ents, err := os.ReadDir(base)
+			if err != nil {
+				return
+			}
+			for _, e := range ents {
+				_ = os.RemoveAll(filepath.Join(base, e.Name()))
+			}
+		},
+		"DirsReadOnly": func(base string, stop <-chan struct{}) {
+			_ = filepath.WalkDir(base, func(p string, d fs.DirEntry, err error) error {
+				if err == nil && d.IsDir() {
+					_ = os.Chmod(p, 0o555)
+				}
+				return nil
+			})
+		},
+	}
+	for _, name := range []string{"Fifos", "DeleteAll", "DirsReadOnly"} {
+		t.Run(name, func(t *testing.T) {
+			e := newAtk28(t, 300, atk28Local)
+			for _, d := range []time.Duration{0, 3, 10, 30} {
+				what := fmt.Sprintf("%s from %s into the send command", name, d*time.Millisecond)
+				time.Sleep(10 * time.Millisecond)
+				now := time.Now()
+				atk28Walk(t, e.dst(), func(p string, de fs.DirEntry) {
+					if !de.IsDir() {
+						require.NoError(t, os.Chtimes(p, now, now))
+					}
+				})
+				e.bump()
+				stop := make(chan struct{})
+				var wait func()
+				e.hook.set(func(_ context.Context, c *sandbox.Command) error {
+					if atk28IsSend(c) && wait == nil {
+						wait = atk28Racer(t, e.dst(), d*time.Millisecond, stop, acts[name])
+					}
+					return nil
+				})
+				ctx, cancel := context.WithTimeout(t.Context(), 15*time.Second)
+				start := time.Now()
+				a, err := e.stage(ctx)
+				took := time.Since(start)
+				cancel()
+				close(stop)
+				e.hook.set(nil)
+				if wait != nil {
+					wait()
+				}
+				assert.Less(t, took, 10*time.Second, "%s: the stage took %s: %v", what, took, err)
+				assert.NotErrorIs(t, err, context.DeadlineExceeded, "%s: the stage ran until its context ended", what)
+				if err == nil {
+					require.Empty(t, treetest.Diff(treetest.Snapshot(t, e.src), treetest.Snapshot(t, e.dst())), "%s: the delta succeeded (sent %d of %d) but the copy differs from the source", what, a.Sent, a.Files)
+					t.Logf("%s: exact, sent %d", what, a.Sent)
+				} else {
+					t.Logf("%s: failed after %s: %v", what, took, err)
+				}
+				out, cerr := exec.Command("chmod", "-R", "u+w", e.root).CombinedOutput()
+				require.NoError(t, cerr, "%s", out)
+				e.bump()
+				e.quiet(what + ", then a quiet delta")
+			}
+		})
+	}
+}

@@ -1177,3 +1177,84 @@ func TestAtk28RacePreviousCopy(t *testing.T) {
 		})
 	}
 }
+
+// newAtk28Busybox is newAtk28 in a busybox sandbox (busybox's applets only,
+// a non-root user), where tar reads to the end of its input: the plan then
+// travels the old ways (in the script, or a carry command of its own).
+func newAtk28Busybox(t *testing.T, n int) *atk28Env {
+	bb := busyboxuser.New(t)
+	sb := busyboxuser.Dir(t)
+	src := t.TempDir()
+	atk28Files(t, src, n)
+	require.NoError(t, os.Chmod(src, 0o755))
+	h := &atk28Hook{r: bb.Runner(sb)}
+	e := &atk28Env{t: t, src: src, sb: sb, root: filepath.Join(sb, "rt"), name: "sk", hook: h, tgt: stage.NewBridge(h)}
+	e.quiet("first stage")
+	e.base = a22Names(t, e.root)
+	return e
+}
+
+func TestAtk28TamperedPreviousCopyBusybox(t *testing.T) {
+	atk28TamperedDelta(t, func(t *testing.T) *atk28Env { return newAtk28Busybox(t, 250) }, true)
+}
+
+// In a busybox sandbox, cut the stdin of the k-th command of a delta that
+// has one (the carry command's plan, the send command's stream) at several
+// offsets, ending it or failing the read: the stage fails leaving the
+// previous copy and no temporary directory, or is exact; a quiet stage then
+// is exact.
+func TestAtk28BusyboxCutStdin(t *testing.T) {
+	e := newAtk28Busybox(t, 600)
+	prev := treetest.Snapshot(t, e.dst())
+	var scripts []string
+	for k := 1; k <= 2; k++ {
+		for _, mode := range []string{"eof", "error"} {
+			for _, off := range []int{0, 1, 512, 10240, 65536, 100000, 200000} {
+				what := fmt.Sprintf("command %d with stdin, %s at %d", k, mode, off)
+				n := 0
+				hit := false
+				e.hook.set(func(_ context.Context, c *sandbox.Command) error {
+					if c.Stdin == nil {
+						return nil
+					}
+					n++
+					if n == k {
+						hit = true
+						cut := &atk28Cut{r: c.Stdin, n: off}
+						if mode == "error" {
+							cut.err = errAtk28Cut
+						}
+						c.Stdin = cut
+						if len(scripts) < k {
+							scripts = append(scripts, c.Script[:min(len(c.Script), 40)])
+						}
+					}
+					return nil
+				})
+				a, err := e.stage(t.Context())
+				e.hook.set(nil)
+				if !hit {
+					t.Logf("%s: no such command", what)
+				}
+				if err == nil {
+					require.Empty(t, treetest.Diff(treetest.Snapshot(t, e.src), treetest.Snapshot(t, e.dst())), "%s: the delta succeeded (sent %d of %d) but the copy differs from the source", what, a.Sent, a.Files)
+					e.noTemp(what)
+					e.bump()
+					prev = treetest.Snapshot(t, e.dst())
+					continue
+				}
+				if mode == "error" {
+					assert.ErrorIs(t, err, errAtk28Cut, "%s", what)
+				}
+				require.Empty(t, treetest.Diff(prev, treetest.Snapshot(t, e.dst())), "%s: the previous copy changed after a failed delta: %v", what, err)
+				e.noTemp(what)
+				if testing.Verbose() {
+					t.Logf("%s: %v", what, err)
+				}
+			}
+		}
+	}
+	t.Logf("commands with stdin: %q", scripts)
+	e.bump()
+	e.quiet("a quiet delta after the cuts")
+}

@@ -512,6 +512,21 @@ var atk28Tampers = []atk28Tamper{
 		})
 		require.NoError(t, os.Chmod(e.dst(), 0o555))
 	}},
+	{"AllDirsReadOnlyEveryFileTouched", func(t *testing.T, e *atk28Env) {
+		now := time.Now()
+		atk28Walk(t, e.dst(), func(p string, d fs.DirEntry) {
+			if !d.IsDir() {
+				require.NoError(t, os.Chtimes(p, now, now))
+			}
+		})
+		require.NoError(t, os.WriteFile(filepath.Join(e.dst(), "dir-04-with-a-long-directory-name", "agent-notes.txt"), []byte("mine"), 0o644))
+		atk28Walk(t, e.dst(), func(p string, d fs.DirEntry) {
+			if d.IsDir() {
+				require.NoError(t, os.Chmod(p, 0o555))
+			}
+		})
+		require.NoError(t, os.Chmod(e.dst(), 0o555))
+	}},
 	{"TouchEveryFile", func(t *testing.T, e *atk28Env) {
 		now := time.Now()
 		atk28Walk(t, e.dst(), func(p string, d fs.DirEntry) {
@@ -1257,4 +1272,30 @@ func TestAtk28BusyboxCutStdin(t *testing.T) {
 	t.Logf("commands with stdin: %q", scripts)
 	e.bump()
 	e.quiet("a quiet delta after the cuts")
+}
+
+// An agent touches a growing share of the previous copy's files (and adds
+// one of its own), so that the delta vouches for fewer and fewer by stamps
+// and at some point deletes the background link and copies instead: every
+// share gives an exact copy.
+func TestAtk28TouchedShares(t *testing.T) {
+	e := newAtk28(t, 300, atk28Local)
+	for _, pct := range []int{5, 20, 35, 50, 65, 80, 95} {
+		time.Sleep(10 * time.Millisecond)
+		now := time.Now()
+		i := 0
+		atk28Walk(t, e.dst(), func(p string, d fs.DirEntry) {
+			if d.Type().IsRegular() {
+				if i*7919%100 < pct {
+					require.NoError(t, os.Chtimes(p, now, now))
+				}
+				i++
+			}
+		})
+		require.NoError(t, os.WriteFile(filepath.Join(e.dst(), "dir-05-with-a-long-directory-name", "agent.txt"), []byte("mine"), 0o644))
+		e.bump()
+		a := e.quiet(fmt.Sprintf("%d%% touched", pct))
+		t.Logf("%d%% touched: sent %d of %d", pct, a.Sent, a.Files)
+		a22OneLink(t, e.dst())
+	}
 }

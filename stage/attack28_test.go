@@ -1299,3 +1299,63 @@ func TestAtk28TouchedShares(t *testing.T) {
 		a22OneLink(t, e.dst())
 	}
 }
+
+// The background link of the previous copy is slow (cp sleeps, then links);
+// the stage is cancelled, or its stdin fails, while it runs: once the stage
+// has returned, nothing keeps writing under the root (no temporary directory
+// appears or stays there), the previous copy is whole, and a quiet stage
+// is exact.
+func TestAtk28CancelWhileLinking(t *testing.T) {
+	bin := atk28Bin(t, nil, map[string]string{"cp": `sleep 0.3; exec /usr/bin/cp "$@"`})
+	e := newAtk28(t, 600, atk28WithPath(bin))
+	e.bump()
+	prev := treetest.Snapshot(t, e.dst())
+	for _, mode := range []string{"cancel", "error"} {
+		for _, d := range []time.Duration{20, 100, 250, 400} {
+			what := fmt.Sprintf("%s %s into the send command", mode, d*time.Millisecond)
+			ctx, cancel := context.WithCancel(t.Context())
+			e.hook.set(func(_ context.Context, c *sandbox.Command) error {
+				if atk28IsSend(c) {
+					if mode == "cancel" {
+						time.AfterFunc(d*time.Millisecond, cancel)
+					} else {
+						c.Stdin = &atk28SlowFail{r: c.Stdin, at: time.Now().Add(d * time.Millisecond)}
+					}
+				}
+				return nil
+			})
+			a, err := e.stage(ctx)
+			cancel()
+			e.hook.set(nil)
+			if err == nil {
+				require.Empty(t, treetest.Diff(treetest.Snapshot(t, e.src), treetest.Snapshot(t, e.dst())), "%s: succeeded (sent %d) but the copy differs", what, a.Sent)
+				e.bump()
+				prev = treetest.Snapshot(t, e.dst())
+				continue
+			}
+			t.Logf("%s: %v", what, err)
+			e.noTemp(what)
+			time.Sleep(600 * time.Millisecond)
+			e.noTemp(what + ", 600 ms after the stage returned")
+			require.Empty(t, treetest.Diff(prev, treetest.Snapshot(t, e.dst())), "%s: the previous copy changed: %v", what, err)
+		}
+	}
+	e.quiet("a quiet delta")
+}
+
+// atk28SlowFail passes its reader through until at, then fails.
+type atk28SlowFail struct {
+	r  io.Reader
+	at time.Time
+}
+
+func (s *atk28SlowFail) Read(p []byte) (int, error) {
+	if !time.Now().Before(s.at) {
+		return 0, errAtk28Cut
+	}
+	n, err := s.r.Read(p)
+	if err == nil && !time.Now().Before(s.at) {
+		time.Sleep(time.Until(s.at))
+	}
+	return n, err
+}

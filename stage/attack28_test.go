@@ -624,11 +624,11 @@ func atk28TamperedDelta(t *testing.T, newEnv func(t *testing.T) *atk28Env, chown
 }
 
 func TestAtk28TamperedPreviousCopyRoot(t *testing.T) {
-	atk28TamperedDelta(t, func(t *testing.T) *atk28Env { return newAtk28(t, 250, atk28Local) }, false)
+	atk28TamperedDelta(t, func(t *testing.T) *atk28Env { return newAtk28(t, 120, atk28Local) }, false)
 }
 
 func TestAtk28TamperedPreviousCopyUser(t *testing.T) {
-	atk28TamperedDelta(t, func(t *testing.T) *atk28Env { return newAtk28User(t, 250) }, true)
+	atk28TamperedDelta(t, func(t *testing.T) *atk28Env { return newAtk28User(t, 120) }, true)
 }
 
 // atk28Swapper, started when the send command starts, waits d and then
@@ -696,7 +696,7 @@ func atk28Swapper(t *testing.T, dir string, d time.Duration, stop <-chan struct{
 func TestAtk28RaceSwapPreviousCopy(t *testing.T) {
 	e := newAtk28(t, 500, atk28Local)
 	wrong := 0
-	for _, d := range []time.Duration{0, 2, 6, 16, 32} {
+	for _, d := range []time.Duration{0, 6, 32} {
 		for _, verify := range []bool{false, true} {
 			what := fmt.Sprintf("swap from %s into the send command (verify %v)", d*time.Millisecond, verify)
 			e.bump()
@@ -801,8 +801,8 @@ exec /usr/bin/cp "$@"`}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			bin := atk28Bin(t, c.drop, c.wrap)
-			e := newAtk28(t, 200, atk28WithPath(bin))
-			for _, touch := range []bool{false, true} {
+			e := newAtk28(t, 100, atk28WithPath(bin))
+			for _, touch := range []bool{true} {
 				if touch {
 					time.Sleep(10 * time.Millisecond)
 					now := time.Now()
@@ -824,7 +824,9 @@ exec /usr/bin/cp "$@"`}},
 					t.Logf("touch %v: delta sent %d of %d", touch, a.Sent, a.Files)
 				}
 				e.noTemp(fmt.Sprintf("touch %v", touch))
-				time.Sleep(250 * time.Millisecond) // a slow cp left running in the background would show now
+				if strings.Contains(c.name, "Slow") {
+					time.Sleep(250 * time.Millisecond) // a slow cp left running in the background would show now
+				}
 				e.noTemp(fmt.Sprintf("touch %v, 250 ms later", touch))
 				if err == nil {
 					require.Empty(t, treetest.Diff(treetest.Snapshot(t, e.src), treetest.Snapshot(t, e.dst())), "touch %v: the copy changed after the delta returned (a background cp still running?)", touch)
@@ -898,7 +900,6 @@ func TestAtk28HostileReport(t *testing.T) {
 			return []string{"airlock-linked dir-07-with-a-long-directory-name/file-00007-with-a-rather-long-name-to-grow-the-plan-beyond-sixty-four-kib.txt", l}
 		})},
 		{"LinkedOutside", firstLinked(func(_ int, l string) []string { return []string{"airlock-linked ../../../etc/passwd", l} })},
-		{"LinkedTwice", firstLinked(func(_ int, l string) []string { return []string{l, l} })},
 		{"LinkedDropped", firstLinked(func(_ int, l string) []string { return nil })},
 		{"AllLinkedDropped", func(_ int, l string) []string {
 			if strings.HasPrefix(l, "airlock-linked ") {
@@ -913,11 +914,9 @@ func TestAtk28HostileReport(t *testing.T) {
 		{"CarriedEarly", after("airlock-ready", "airlock-carried")},
 		{"CarriedTwice", after("airlock-carried", "airlock-carried")},
 		{"ExtractedEarly", after("airlock-ready", "airlock-extracted")},
-		{"ExtractedWithCarried", after("airlock-carried", "airlock-extracted")},
 		{"PublishedEarly", after("airlock-ready", "airlock-published")},
 		{"PublishedAfterExtracted", after("airlock-extracted", "airlock-published")},
 		{"UnknownLine", after("airlock-ready", "airlock-bogus")},
-		{"EmptyLine", after("airlock-ready", "")},
 		{"LinkedEmpty", after("airlock-ready", "airlock-linked ")},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -1002,7 +1001,7 @@ func TestAtk28OutOfOrderReportAccepted(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			var sendErr []error
 			var mu sync.Mutex
-			e := newAtk28(t, 900, func(sb string) sandbox.Runner {
+			e := newAtk28(t, 200, func(sb string) sandbox.Runner {
 				return atk28RunnerFunc(func(ctx context.Context, cmd sandbox.Command) error {
 					err := sandbox.Local(sb).Run(ctx, cmd)
 					if atk28IsSend(&cmd) {
@@ -1148,7 +1147,7 @@ func TestAtk28RacePreviousCopy(t *testing.T) {
 	for _, name := range []string{"Fifos", "DeleteAll", "DirsReadOnly"} {
 		t.Run(name, func(t *testing.T) {
 			e := newAtk28(t, 300, atk28Local)
-			for _, d := range []time.Duration{0, 3, 10, 30} {
+			for _, d := range []time.Duration{0, 10} {
 				what := fmt.Sprintf("%s from %s into the send command", name, d*time.Millisecond)
 				time.Sleep(10 * time.Millisecond)
 				now := time.Now()
@@ -1210,7 +1209,7 @@ func newAtk28Busybox(t *testing.T, n int) *atk28Env {
 }
 
 func TestAtk28TamperedPreviousCopyBusybox(t *testing.T) {
-	atk28TamperedDelta(t, func(t *testing.T) *atk28Env { return newAtk28Busybox(t, 250) }, true)
+	atk28TamperedDelta(t, func(t *testing.T) *atk28Env { return newAtk28Busybox(t, 120) }, true)
 }
 
 // In a busybox sandbox, cut the stdin of the k-th command of a delta that
@@ -1224,7 +1223,7 @@ func TestAtk28BusyboxCutStdin(t *testing.T) {
 	var scripts []string
 	for k := 1; k <= 2; k++ {
 		for _, mode := range []string{"eof", "error"} {
-			for _, off := range []int{0, 1, 512, 10240, 65536, 100000, 200000} {
+			for _, off := range []int{0, 512, 65536, 200000} {
 				what := fmt.Sprintf("command %d with stdin, %s at %d", k, mode, off)
 				n := 0
 				hit := false
@@ -1311,7 +1310,7 @@ func TestAtk28CancelWhileLinking(t *testing.T) {
 	e.bump()
 	prev := treetest.Snapshot(t, e.dst())
 	for _, mode := range []string{"cancel", "error"} {
-		for _, d := range []time.Duration{20, 100, 250, 400} {
+		for _, d := range []time.Duration{20, 250} {
 			what := fmt.Sprintf("%s %s into the send command", mode, d*time.Millisecond)
 			ctx, cancel := context.WithCancel(t.Context())
 			e.hook.set(func(_ context.Context, c *sandbox.Command) error {
@@ -1335,8 +1334,8 @@ func TestAtk28CancelWhileLinking(t *testing.T) {
 			}
 			t.Logf("%s: %v", what, err)
 			e.noTemp(what)
-			time.Sleep(600 * time.Millisecond)
-			e.noTemp(what + ", 600 ms after the stage returned")
+			time.Sleep(400 * time.Millisecond)
+			e.noTemp(what + ", 400 ms after the stage returned")
 			require.Empty(t, treetest.Diff(prev, treetest.Snapshot(t, e.dst())), "%s: the previous copy changed: %v", what, err)
 		}
 	}

@@ -385,14 +385,13 @@ func TestAtk28CutSendStdin(t *testing.T) {
 	e.quiet("after the cuts")
 }
 
-// DEFECT: when the read of the send command's stdin fails after part of the
+// A Runner's read of the send command's stdin fails after part of the
 // publish line went through (a transport failure: sandbox.Local kills the
-// command's process group and returns), the stage fails, but the sandbox
-// keeps the temporary directory, and the error does not name it. The package
-// documents that a failure removes the temporary directory, except after a
-// control timeout or a cancelled transfer whose Runner does not return, when
-// the directory is named in the error. (The same cut one byte earlier, before
-// the publish line, removes it.)
+// command's process group and returns). The publish's outcome is unknown to
+// the host, so no cleanup runs; the previous copy stays whole, and the
+// error names the temporary directory left under the root (before 586aed7
+// it did not), which the next quiet stage sweeps. (The same cut one byte
+// earlier, before the publish line, removes it.)
 func TestAtk28PublishLineReadFailsLeavesTempDir(t *testing.T) {
 	e := newAtk28(t, 50, atk28Local)
 	_, total := e.sendSize()
@@ -978,17 +977,16 @@ func TestAtk28SendNeverReads(t *testing.T) {
 	e.quiet("a quiet delta")
 }
 
-// DEFECT (protocol strictness): the package says a sandbox that breaks the
-// protocol ("a garbled ... or out-of-order reply") fails the operation with
-// sandbox.ErrProtocol. The send command's report is not held to that: a
-// line no script prints ("airlock-bogus"), "airlock-extracted" before the
-// carry's end, and "airlock-published" before the host has even written its
-// publish line are all accepted, and the stage succeeds. With the publish
-// line then lost on the way (the stdin ends before it), the forged
-// "airlock-published" is the only report of a publish: the send command
-// exits with status 96 (it moved nothing), yet the stage succeeds and the
-// sandbox keeps the old copy.
-func TestAtk28OutOfOrderReportAccepted(t *testing.T) {
+// The send command's report is held to the protocol: a sandbox that
+// breaks it fails the stage with sandbox.ErrProtocol and keeps the
+// previous copy. A line no script prints ("airlock-bogus"),
+// "airlock-extracted" before the carry's end, and "airlock-published"
+// before the host has written its publish line were all accepted before;
+// and with the publish line lost on the way (the stdin ends before it), a
+// forged "airlock-published" was the only report of a publish: the send
+// command exited 96 (it moved nothing), yet the stage succeeded with the
+// old copy in place.
+func TestAtk28OutOfOrderReportRefused(t *testing.T) {
 	for _, c := range []struct {
 		name, trigger, extra string
 		dropPublish          bool

@@ -253,7 +253,7 @@ func (s *publishRun) carry() phase {
 		case s.planIn && k.records:
 			planned := make(chan error, 1)
 			s.planned = planned
-			go func() { planned <- shell.WritePlan(sink{c.pw}, &s.plan, time.Now()) }()
+			go func() { planned <- shell.WritePlan(sink{c.pw}, &s.plan) }()
 		case !s.embed && k.sha256:
 			carried, uncertain, err := s.b.carry(s.ctx, s.tmp, s.dst, &s.plan)
 			if err != nil {
@@ -496,9 +496,13 @@ func (s *publishRun) publishInline() phase {
 			s.err = fmt.Errorf("%w (%w: %s)", s.err, ErrTransport, c.left(op))
 			return phaseDone
 		}
+		if c.rep.Err != nil { // the report broke the protocol (its end is awaited by stop)
+			s.err = fmt.Errorf("%s: %w", op, c.rep.Err)
+		}
 		return phaseCleanup
 	}
 	// The command waits for this line: its stdin holds nothing else.
+	c.rep.PublishSent()
 	_ = c.pw.SetWriteDeadline(time.Now().Add(s.b.timeout))
 	_, _ = io.WriteString(c.pw, shell.PublishLine+"\n") // a failed write: the command sees no line, its exit says so
 	c.pw.Close()
@@ -507,6 +511,12 @@ func (s *publishRun) publishInline() phase {
 		select { // the deletion of the old copy, as renameThenDelete waits for it
 		case err := <-c.done:
 			c.end(err)
+			if ee := (*sandbox.ExitError)(nil); errors.As(c.rerr, &ee) && ee.Status == shell.NoPublishExit {
+				// The status of a command that received no publish line
+				// and moved nothing: the line before it was forged.
+				s.err = fmt.Errorf("%w: %s: the sandbox command reported the copy published, then exited %d (it received no publish line and moved nothing)", sandbox.ErrProtocol, op, shell.NoPublishExit)
+				return phaseCleanup
+			}
 		case <-c.x.Expired():
 			c.deleting = true // not stopped: it may finish the deletion (else the next sweep does)
 		}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"strings"
 	"sync"
+	"sync/atomic"
 )
 
 // The stage protocol (stage.Bridge): the lines its commands print, the
@@ -28,6 +29,8 @@ import (
 // the stream is extracted, waits for PublishLine on its stdin and then
 // prints PublishedLine too.
 const (
+	// ReportPrefix starts every line of the protocol's.
+	ReportPrefix  = "airlock-"
 	ProbeHeader   = "airlock-probe "
 	LeftoversLine = "airlock-leftovers"
 	ReadyLine     = "airlock-ready"
@@ -259,7 +262,15 @@ type Report struct {
 	Done                 chan struct{} // closed when stdout ends
 	Hashes               map[string]bool
 	Err                  error // a malformed report (ErrProtocol); set before Done is closed
+	// sent is set by PublishSent: PublishedLine before it breaks the
+	// protocol.
+	sent atomic.Bool
 }
+
+// PublishSent tells the report that the host is about to write the
+// publish line (PublishLine): a PublishedLine read before it is a forgery,
+// since the script prints it only after that line (ErrProtocol).
+func (s *Report) PublishSent() { s.sent.Store(true) }
 
 // NewReport returns a Report that accepts the hashes in want (path →
 // lowercase hex SHA-256).
@@ -270,7 +281,10 @@ func NewReport(want map[string]string) *Report {
 // Read parses r until it ends; onErr runs once when the report breaks the
 // protocol (after which r is drained). Lines before ReadyLine may only be
 // the probe header; lines between ReadyLine and CarriedLine are hash
-// lines (at most one per wanted file, plus a little); after CarriedLine
+// lines and linked lines (at most one per wanted file, plus a little; no
+// other line of the protocol's, whose lines all start with ReportPrefix,
+// may come there); PublishedLine may only come once the host said it
+// sent the publish line (PublishSent); after CarriedLine
 // nothing but ExtractedLine may come, so that a garbled one fails at once
 // (the command that publishes waits for the host's line after it). No
 // line before ExtractedLine may be longer than MaxReportLine.
@@ -324,6 +338,9 @@ func (s *Report) line(l string, phase *int, lines int) string {
 		if lines > len(s.want)+16 {
 			return "more hash lines than files carried"
 		}
+		if strings.HasPrefix(l, ReportPrefix) && !strings.HasPrefix(l, LinkedLine) {
+			return fmt.Sprintf("out-of-order line during the carry: %q", Truncate(l, 80))
+		}
 		if p, ok := strings.CutPrefix(l, LinkedLine); ok && s.want[p] != "" {
 			s.Hashes[p] = true
 		} else if sum, p, ok := ParseHashLine(l); ok && s.want[p] == sum {
@@ -332,6 +349,8 @@ func (s *Report) line(l string, phase *int, lines int) string {
 	case *phase == 2 && l == ExtractedLine:
 		*phase = 3
 		close(s.Extracted)
+	case *phase == 3 && l == PublishedLine && !s.sent.Load():
+		return "the copy reported published before the host sent the publish line"
 	case *phase == 3 && l == PublishedLine:
 		*phase = 4
 		close(s.Published)

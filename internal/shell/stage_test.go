@@ -180,9 +180,13 @@ func TestCapsRoundTrip(t *testing.T) {
 	}
 }
 
-// reportOf parses out as a send command's report that accepts want.
-func reportOf(out []byte, want map[string]string) *shell.Report {
+// reportOf parses out as a send command's report that accepts want; sent:
+// the host has sent the publish line (Report.PublishSent).
+func reportOf(out []byte, want map[string]string, sent bool) *shell.Report {
 	rep := shell.NewReport(want)
+	if sent {
+		rep.PublishSent()
+	}
 	rep.Read(bytes.NewReader(out), func() {})
 	return rep
 }
@@ -225,7 +229,7 @@ func FuzzReportRoundTrip(f *testing.F) {
 		if published {
 			out.WriteString(shell.ExtractedLine + "\n" + shell.PublishedLine + "\n")
 		}
-		rep := reportOf(out.Bytes(), want)
+		rep := reportOf(out.Bytes(), want, published)
 		require.NoError(t, rep.Err)
 		assert.True(t, closed(rep.Ready))
 		assert.True(t, closed(rep.Carried))
@@ -240,19 +244,42 @@ func FuzzReportRoundTrip(f *testing.F) {
 }
 
 // FuzzReport: whatever a sandbox prints, only wanted hashes are taken, no
-// line over MaxReportLine is accepted, nothing but ExtractedLine follows
-// CarriedLine, and every refusal is a protocol error.
+// line over MaxReportLine is accepted, no line of the protocol's but
+// linked lines comes during the carry, nothing but ExtractedLine follows
+// CarriedLine, PublishedLine only counts once the host sent its publish
+// line, and every refusal is a protocol error.
 func FuzzReport(f *testing.F) {
-	f.Add([]byte("airlock-ready\n" + strings.Repeat("0", 64) + "  a\nairlock-carried\n"))
-	f.Add([]byte("airlock-carried\nairlock-ready\n"))
-	f.Add([]byte("airlock-probe 100\nairlock-probe 100\n"))
-	f.Fuzz(func(t *testing.T, out []byte) {
+	f.Add([]byte("airlock-ready\n"+strings.Repeat("0", 64)+"  a\nairlock-carried\n"), false)
+	f.Add([]byte("airlock-carried\nairlock-ready\n"), false)
+	f.Add([]byte("airlock-probe 100\nairlock-probe 100\n"), false)
+	f.Add([]byte("airlock-ready\nairlock-linked a\nairlock-carried\nairlock-extracted\nairlock-published\n"), true)
+	f.Add([]byte("airlock-ready\nairlock-extracted\nairlock-carried\n"), true)
+	f.Add([]byte("airlock-ready\nairlock-carried\nairlock-extracted\nairlock-published\n"), false)
+	f.Fuzz(func(t *testing.T, out []byte, sent bool) {
 		want := map[string]string{"a": strings.Repeat("0", 64)}
-		rep := reportOf(out, want)
+		rep := reportOf(out, want, sent)
 		assert.True(t, closed(rep.Done))
 		if rep.Err != nil {
 			require.ErrorIs(t, rep.Err, shell.ErrProtocol)
 			return
+		}
+		if closed(rep.Published) {
+			assert.True(t, sent, "published before the host sent the publish line")
+		}
+		if closed(rep.Carried) { // between ReadyLine and CarriedLine: hash lines, linked lines, other tools' lines
+			ready := false
+			for _, l := range strings.Split(string(out), "\n") {
+				if !ready {
+					ready = l == shell.ReadyLine
+					continue
+				}
+				if l == shell.CarriedLine {
+					break
+				}
+				if strings.HasPrefix(l, shell.ReportPrefix) {
+					assert.True(t, strings.HasPrefix(l, shell.LinkedLine), "%q during the carry", l)
+				}
+			}
 		}
 		if closed(rep.Carried) { // after CarriedLine a complete line can only be ExtractedLine
 			_, after, _ := bytes.Cut(out, []byte("\n"+shell.CarriedLine+"\n"))
@@ -295,6 +322,7 @@ func TestReportPublish(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			rep := shell.NewReport(nil)
+			rep.PublishSent()
 			rep.Read(strings.NewReader(c.out), func() { t.Error("no protocol break here") })
 			require.NoError(t, rep.Err)
 			assert.Equal(t, c.extracted, closed(rep.Extracted))
@@ -313,6 +341,10 @@ func TestReportBounds(t *testing.T) {
 		{"AfterCarry", "airlock-ready\nairlock-carried\n" + strings.Repeat("x\n", 70), "output after the carry"},
 		{"GarbledExtracted", "airlock-ready\nairlock-carried\nairlock-extracted junk\n", `output after the carry: "airlock-extracted junk"`},
 		{"PublishedBeforeExtracted", "airlock-ready\nairlock-carried\nairlock-published\nairlock-extracted\n", `output after the carry: "airlock-published"`},
+		{"PublishedBeforeSent", "airlock-ready\nairlock-carried\nairlock-extracted\nairlock-published\n", "the copy reported published before the host sent the publish line"},
+		{"ExtractedDuringCarry", "airlock-ready\nairlock-extracted\nairlock-carried\n", `out-of-order line during the carry: "airlock-extracted"`},
+		{"UnknownDuringCarry", "airlock-ready\nairlock-bogus\nairlock-carried\n", `out-of-order line during the carry: "airlock-bogus"`},
+		{"ReadyDuringCarry", "airlock-ready\nairlock-ready\n", `out-of-order line during the carry: "airlock-ready"`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			calls := 0

@@ -98,12 +98,14 @@ func WriteStream(w io.Writer, mtime time.Time, walk WalkFunc) (manifest []byte, 
 // WritePlan writes p's lines to w as an archive of one member, TarPlan,
 // padded to whole TarRecord records: what a send command that takes its
 // plan on stdin (Send.PlanIn) reads before the stream, with a tar that
-// stops at its archive's end (Caps.Records).
-func WritePlan(w io.Writer, p *CarryPlan, mtime time.Time) error {
+// stops at its archive's end (Caps.Records). The member's time is the
+// epoch's: a sandbox clock behind the host's never has tar warn of a
+// time in the future.
+func WritePlan(w io.Writer, p *CarryPlan) error {
 	var buf bytes.Buffer
 	buf.Grow(p.Size + 4*TarRecord)
 	if err := writeArchive(&buf, func(tw *tar.Writer) error {
-		return writeMember(tw, TarPlan, 0o600, mtime, []byte(p.text()))
+		return writeMember(tw, TarPlan, 0o600, time.Unix(0, 0), []byte(p.text()))
 	}); err != nil {
 		return err
 	}

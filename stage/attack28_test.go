@@ -499,41 +499,40 @@ func atk28Walk(t *testing.T, dir string, f func(p string, d fs.DirEntry)) {
 	}))
 }
 
+// atk28ReadOnlyDirs makes every directory of the copy at dst, its top
+// too, mode 0555.
+func atk28ReadOnlyDirs(t *testing.T, dst string) {
+	t.Helper()
+	atk28Walk(t, dst, func(p string, d fs.DirEntry) {
+		if d.IsDir() {
+			require.NoError(t, os.Chmod(p, 0o555))
+		}
+	})
+	require.NoError(t, os.Chmod(dst, 0o555))
+}
+
+// atk28TouchFiles gives every file of the copy at dst the time now.
+func atk28TouchFiles(t *testing.T, dst string) {
+	t.Helper()
+	now := time.Now()
+	atk28Walk(t, dst, func(p string, d fs.DirEntry) {
+		if !d.IsDir() {
+			require.NoError(t, os.Chtimes(p, now, now))
+		}
+	})
+}
+
 var atk28Tampers = []atk28Tamper{
 	{"DirReadOnly", func(t *testing.T, e *atk28Env) {
 		require.NoError(t, os.Chmod(filepath.Join(e.dst(), "dir-03-with-a-long-directory-name"), 0o555))
 	}},
-	{"AllDirsReadOnly", func(t *testing.T, e *atk28Env) {
-		atk28Walk(t, e.dst(), func(p string, d fs.DirEntry) {
-			if d.IsDir() {
-				require.NoError(t, os.Chmod(p, 0o555))
-			}
-		})
-		require.NoError(t, os.Chmod(e.dst(), 0o555))
-	}},
+	{"AllDirsReadOnly", func(t *testing.T, e *atk28Env) { atk28ReadOnlyDirs(t, e.dst()) }},
 	{"AllDirsReadOnlyEveryFileTouched", func(t *testing.T, e *atk28Env) {
-		now := time.Now()
-		atk28Walk(t, e.dst(), func(p string, d fs.DirEntry) {
-			if !d.IsDir() {
-				require.NoError(t, os.Chtimes(p, now, now))
-			}
-		})
+		atk28TouchFiles(t, e.dst())
 		require.NoError(t, os.WriteFile(filepath.Join(e.dst(), "dir-04-with-a-long-directory-name", "agent-notes.txt"), []byte("mine"), 0o644))
-		atk28Walk(t, e.dst(), func(p string, d fs.DirEntry) {
-			if d.IsDir() {
-				require.NoError(t, os.Chmod(p, 0o555))
-			}
-		})
-		require.NoError(t, os.Chmod(e.dst(), 0o555))
+		atk28ReadOnlyDirs(t, e.dst())
 	}},
-	{"TouchEveryFile", func(t *testing.T, e *atk28Env) {
-		now := time.Now()
-		atk28Walk(t, e.dst(), func(p string, d fs.DirEntry) {
-			if !d.IsDir() {
-				require.NoError(t, os.Chtimes(p, now, now))
-			}
-		})
-	}},
+	{"TouchEveryFile", func(t *testing.T, e *atk28Env) { atk28TouchFiles(t, e.dst()) }},
 	{"ChmodEveryFile", func(t *testing.T, e *atk28Env) {
 		atk28Walk(t, e.dst(), func(p string, d fs.DirEntry) {
 			if !d.IsDir() {

@@ -630,14 +630,7 @@ func TestDirKilledBetweenManifestAndCopy(t *testing.T) {
 	for _, killed := range []string{"Unstage", "Stage"} {
 		for _, next := range []string{"prune", "stage"} {
 			t.Run(killed+"/"+next, func(t *testing.T) {
-				dir, srcX, srcY := t.TempDir(), t.TempDir(), t.TempDir()
-				d, err := stage.NewDir(dir)
-				require.NoError(t, err)
-				build(t, srcX, "a=old")
-				build(t, srcY, "a=y")
-				_, err = stage.Stage(t.Context(), d, "/rt", []stage.Asset{{Name: "x", Source: srcX}, {Name: "y", Source: srcY}})
-				require.NoError(t, err)
-				build(t, srcX, "a=new")
+				d, dir, srcX, srcY := dirTwoAssets(t)
 
 				c := exec.Command(os.Args[0], "-test.run=^TestKilledHostHelper$", "-test.count=1")
 				c.Env = append(os.Environ(), killHelperEnv+"=DirAtMoved:"+killed+":"+dir+":"+srcX)
@@ -745,6 +738,21 @@ func TestDirMarkers(t *testing.T) {
 	}
 }
 
+// dirTwoAssets stages x (a=old) and y (a=y) through a new Dir into /rt
+// of the sandbox directory dir, then changes x's source to a=new.
+func dirTwoAssets(t *testing.T) (d *stage.Dir, dir, srcX, srcY string) {
+	t.Helper()
+	dir, srcX, srcY = t.TempDir(), t.TempDir(), t.TempDir()
+	d, err := stage.NewDir(dir)
+	require.NoError(t, err)
+	build(t, srcX, "a=old")
+	build(t, srcY, "a=y")
+	_, err = stage.Stage(t.Context(), d, "/rt", []stage.Asset{{Name: "x", Source: srcX}, {Name: "y", Source: srcY}})
+	require.NoError(t, err)
+	build(t, srcX, "a=new")
+	return d, dir, srcX, srcY
+}
+
 // TestDirFailedRenameListsOrphan: a publish or removal whose rename fails
 // (not killed: the host process goes on) between moving the manifest and
 // the copy leaves a copy without its manifest. Its marker must then name
@@ -754,14 +762,7 @@ func TestDirMarkers(t *testing.T) {
 func TestDirFailedRenameListsOrphan(t *testing.T) {
 	for _, failed := range []string{"Stage", "Unstage"} {
 		t.Run(failed, func(t *testing.T) {
-			dir, srcX, srcY := t.TempDir(), t.TempDir(), t.TempDir()
-			d, err := stage.NewDir(dir)
-			require.NoError(t, err)
-			build(t, srcX, "a=old")
-			build(t, srcY, "a=y")
-			_, err = stage.Stage(t.Context(), d, "/rt", []stage.Asset{{Name: "x", Source: srcX}, {Name: "y", Source: srcY}})
-			require.NoError(t, err)
-			build(t, srcX, "a=new")
+			d, dir, srcX, srcY := dirTwoAssets(t)
 			root := filepath.Join(dir, "rt")
 			mf := filepath.Join(root, shell.ManifestName("x"))
 			var planted string
@@ -779,6 +780,7 @@ func TestDirFailedRenameListsOrphan(t *testing.T) {
 				}
 				require.NoError(t, os.MkdirAll(filepath.Join(planted, "in-the-way"), 0o755))
 			})
+			var err error
 			if failed == "Stage" {
 				_, err = stage.Stage(t.Context(), d, "/rt", []stage.Asset{{Name: "x", Source: srcX}})
 			} else {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -963,5 +964,47 @@ func TestSendPlanIn(t *testing.T) {
 				assert.NoFileExists(t, filepath.Join(cut, shell.TarComplete))
 			})
 		}
+	}
+}
+
+// TestMarkerWithoutDD: a sandbox without dd reads a sweep marker's owner
+// with head: a live publish's marker beside its copy (between the copy and
+// its manifest) is not taken for an orphan copy's record, so the listing
+// does not offer that copy to a prune and a sweep leaves the marker.
+func TestMarkerWithoutDD(t *testing.T) {
+	ns, err := os.Readlink("/proc/self/ns/pid")
+	require.NoError(t, err, "the test needs procfs")
+	bin := t.TempDir()
+	for _, dir := range []string{"/usr/bin", "/bin"} {
+		ents, err := os.ReadDir(dir)
+		require.NoError(t, err)
+		for _, e := range ents {
+			if e.Name() == "dd" {
+				continue
+			}
+			if err := os.Symlink(filepath.Join(dir, e.Name()), filepath.Join(bin, e.Name())); err != nil && !errors.Is(err, fs.ErrExist) {
+				require.NoError(t, err)
+			}
+		}
+	}
+	for _, sh := range shells(t) {
+		t.Run(strings.Join(sh, " "), func(t *testing.T) {
+			path := "PATH=" + bin + "\n"
+			if out, _, _ := shRun(t, sh, path+"command -v dd || echo none", nil); strings.TrimSpace(out) != "none" {
+				t.Skipf("%s runs its own dd (%q): a sandbox without dd cannot be made", sh[0], strings.TrimSpace(out))
+			}
+			root := filepath.Join(t.TempDir(), "root")
+			dst := publishTree(t, sh, root)
+			require.NoError(t, os.Remove(filepath.Join(root, shell.ManifestName("a"))))
+			marker := filepath.Join(root, shell.SweepMarkerName("a"))
+			require.NoError(t, os.WriteFile(marker, []byte(strconv.Itoa(os.Getpid())+"\n"+ns+"\n"), 0o644))
+			out, stderr, status := shRun(t, sh, path+shell.AssetsScript(root, shell.Skip{}), nil)
+			require.Equal(t, 0, status, "assets: %s", stderr)
+			assert.Empty(t, shell.ParseAssetList([]byte(strings.TrimSuffix(out, shell.LeftoversLine+"\n"))), "a live publish's copy is not listed")
+			_, stderr, status = shRun(t, sh, path+shell.SweepRootScript(root, shell.Skip{}), nil)
+			require.Equal(t, 0, status, "sweep: %s", stderr)
+			assert.FileExists(t, marker, "a live publish's marker stays")
+			assert.DirExists(t, dst)
+		})
 	}
 }

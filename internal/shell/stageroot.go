@@ -177,7 +177,8 @@ done; }
 // regular file (none of the protocol's), or one that names no process, a
 // process of another PID namespace (as F), or a process that is gone (L),
 // this shell being alive. It reads at most 64 bytes of it (dd: a huge
-// file costs nothing; a sandbox without dd has every marker read as gone)
+// file costs nothing; without dd, head -c; a sandbox with neither has
+// every marker read as gone)
 // and sets $__p to the process id read, "" for none.
 //
 // O NAME succeeds when NAME is an orphan copy: something at NAME under $r
@@ -203,7 +204,7 @@ const markerFuncs = `__nl='
 '
 O() { { [ -e "$r/$1" ] || [ -L "$r/$1" ]; } && [ ! -e "$r/` + ManifestPrefix + `$1` + ManifestSuffix + `" ] && [ ! -L "$r/` + ManifestPrefix + `$1` + ManifestSuffix + `" ]; }
 N() { __p=; [ -f "$1" ] && [ ! -L "$1" ] || return 0
-__x=$(dd if="$1" bs=64 count=1 2>/dev/null) || __x=
+__x=$(dd if="$1" bs=64 count=1 2>/dev/null) || __x=$(head -c 64 -- "$1" 2>/dev/null) || __x=
 __p=${__x%%"$__nl"*}; __n=
 case "$__x" in *"$__nl"*) __n=${__x#*"$__nl"}; __n=${__n%%"$__nl"*};; esac
 case "$__p" in ''|*[!0-9]*) __p=; return 0;; esac

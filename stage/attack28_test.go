@@ -999,7 +999,7 @@ func TestAtk28OutOfOrderReportRefused(t *testing.T) {
 			var sendErr []error
 			var mu sync.Mutex
 			e := newAtk28(t, 200, func(sb string) sandbox.Runner {
-				return atk28RunnerFunc(func(ctx context.Context, cmd sandbox.Command) error {
+				return a23Runner(func(ctx context.Context, cmd sandbox.Command) error {
 					err := sandbox.Local(sb).Run(ctx, cmd)
 					if atk28IsSend(&cmd) {
 						mu.Lock()
@@ -1054,11 +1054,6 @@ func (d atk28DropPublish) Read(p []byte) (int, error) {
 	}
 	return n, err
 }
-
-// atk28RunnerFunc is a Runner made of a function.
-type atk28RunnerFunc func(ctx context.Context, cmd sandbox.Command) error
-
-func (f atk28RunnerFunc) Run(ctx context.Context, cmd sandbox.Command) error { return f(ctx, cmd) }
 
 // Source names holding newlines and protocol words never reach the send
 // command's report as lines of their own.

@@ -32,29 +32,24 @@ func markerOwner() []byte {
 	return []byte(strconv.Itoa(os.Getpid()) + "\n" + ns + "\n")
 }
 
-// mark puts the asset name's marker in place, naming this process: it is
-// written in the temporary directory tmp and renamed over whatever is at
-// the marker's name (a rename never opens what it replaces). Best effort:
-// without it, a killed host's copy without a manifest is not listed.
-func (d *Dir) mark(rr *os.Root, tmp, name string) {
-	p := tmp + "/sweep"
-	if err := rr.WriteFile(p, markerOwner(), 0o644); err != nil {
-		return
-	}
-	if err := rr.Rename(p, shell.SweepMarkerName(name)); err != nil {
-		_ = rr.Remove(p)
-	}
-}
+// mark puts the asset name's marker in place, naming this process. Best
+// effort: without it, a killed host's copy without a manifest is not
+// listed.
+func (d *Dir) mark(rr *os.Root, tmp, name string) { placeMarker(rr, tmp, name, markerOwner()) }
 
 // disown replaces the asset name's marker, after a rename failed between
 // mark and unmark, by one that names no process: the copy it may have left
 // without its manifest is then no live process's, so Assets lists it (and
 // a prune removes it) while this process goes on; a marker naming this
-// process would read as a publish at work until it ends. Written as mark
-// writes it; best effort.
-func (d *Dir) disown(rr *os.Root, tmp, name string) {
+// process would read as a publish at work until it ends. Best effort.
+func (d *Dir) disown(rr *os.Root, tmp, name string) { placeMarker(rr, tmp, name, nil) }
+
+// placeMarker puts the asset name's marker holding owner in place: it is
+// written in the temporary directory tmp and renamed over whatever is at
+// the marker's name (a rename never opens what it replaces).
+func placeMarker(rr *os.Root, tmp, name string, owner []byte) {
 	p := tmp + "/sweep"
-	if err := rr.WriteFile(p, nil, 0o644); err != nil {
+	if err := rr.WriteFile(p, owner, 0o644); err != nil {
 		return
 	}
 	if err := rr.Rename(p, shell.SweepMarkerName(name)); err != nil {

@@ -402,7 +402,7 @@ func (s *publishRun) writeStream() error {
 	if _, err := writeTarStream(s.cmd.wctx, w, s.src, s.carried, s.plan.Want); err != nil || !s.inline {
 		return err
 	}
-	if pad := (shell.TarRecord - w.n%shell.TarRecord) % shell.TarRecord; pad > 0 {
+	if pad := shell.RecordPad(w.n); pad > 0 {
 		if _, err := w.Write(make([]byte, pad)); err != nil {
 			return err
 		}

@@ -92,6 +92,10 @@ const TarRecord = 10240
 
 const tarRecordString = "10240"
 
+// RecordPad returns the zero bytes that pad n bytes of tar stream to
+// whole TarRecord records.
+func RecordPad(n int64) int64 { return (TarRecord - n%TarRecord) % TarRecord }
+
 // Word returns the capability word DetectScript prints for c.
 func (c Caps) Word() string {
 	return bit(c.SHA256) + bit(c.Exchange) + bit(c.Records) + c.Missing

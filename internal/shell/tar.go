@@ -109,7 +109,7 @@ func WritePlan(w io.Writer, p *CarryPlan) error {
 	}); err != nil {
 		return err
 	}
-	buf.Write(make([]byte, (TarRecord-buf.Len()%TarRecord)%TarRecord))
+	buf.Write(make([]byte, RecordPad(int64(buf.Len()))))
 	_, err := w.Write(buf.Bytes())
 	return err
 }

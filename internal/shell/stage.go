@@ -216,8 +216,10 @@ func (p *ProbeReply) file(e Entry, r io.Reader, maxFile int64) error {
 	if !e.Mode.IsRegular() || e.Size > maxFile {
 		return nil // not a usable file
 	}
-	data, err := io.ReadAll(r)
-	if err != nil {
+	// The header's size, bounded above, sizes the buffer: one read, no
+	// growing copies of a manifest of megabytes.
+	data := make([]byte, e.Size)
+	if _, err := io.ReadFull(r, data); err != nil {
 		return fmt.Errorf("%w: %v", ErrProtocol, err)
 	}
 	p.Files[i] = data

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/hex"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -198,4 +199,87 @@ func BenchmarkParseManifest(b *testing.B) {
 			}
 		})
 	}
+}
+
+// fileSizes is what ManifestFileSizes reports of data.
+func fileSizes(data []byte) []int64 {
+	var got []int64
+	ManifestFileSizes(data, func(n int64) { got = append(got, n) })
+	return got
+}
+
+// parsedFileSizes is the sizes of m's regular files, in order.
+func parsedFileSizes(m Manifest) []int64 {
+	var want []int64
+	for _, e := range m.Entries {
+		if e.Type == File {
+			want = append(want, e.Size)
+		}
+	}
+	return want
+}
+
+func TestManifestFileSizes(t *testing.T) {
+	m := Manifest{Entries: []Entry{
+		{Path: "a", Type: Dir, Mode: 0o755},
+		{Path: `a/,"type":"file","mode":1,"size":99`, Type: File, Mode: 0o600, Size: 3, SHA256: sum("abc")},
+		{Path: "a/b", Type: File, Mode: 0o755, Size: 0, SHA256: sum("")},
+		{Path: "a/c", Type: File, Mode: 0o644, Size: 1 << 40, SHA256: sum("c")},
+		{Path: "a/d", Type: File, Mode: 0o644, Size: math.MaxInt64, SHA256: sum("d")},
+		{Path: "d", Type: Dir, Mode: 0o700},
+	}}
+	assert.Equal(t, []int64{3, 0, 1 << 40, math.MaxInt64}, fileSizes(m.Canonical()))
+	assert.Empty(t, fileSizes(Manifest{Entries: []Entry{}}.Canonical()))
+	// Not a manifest: what is not in the canonical shape is not counted.
+	for data, want := range map[string][]int64{
+		``:                                  nil,
+		`,"type":"file","mode":`:            nil,
+		`,"type":"file","mode":x,"size":5`:  nil,
+		`,"type":"file","mode":7,"size":`:   nil,
+		`,"type":"file","mode":7,"size":-5`: nil,
+		`,"type":"file","mode":7,"size":99999999999999999999999`:            {0},
+		`,"type":"file","mode":7,"size":12,"type":"file","mode":1,"size":3`: {12, 3},
+	} {
+		assert.Equal(t, want, fileSizes([]byte(data)), "%q", data)
+	}
+}
+
+// FuzzManifestFileSizes: on a manifest that parses, the scan reports
+// exactly its regular files' sizes; on anything, it reports no more
+// sizes than the data holds file entries and none negative.
+func FuzzManifestFileSizes(f *testing.F) {
+	f.Add(Manifest{Entries: []Entry{{Path: "a", Type: Dir, Mode: 0o755}, {Path: "a/b", Type: File, Mode: 0o600, Size: 3, SHA256: sum("abc")}}}.Canonical())
+	f.Add([]byte(`,"type":"file","mode":7,"size":12`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		got := fileSizes(data)
+		if m, err := ParseManifest(data); err == nil {
+			if want := parsedFileSizes(m); !slices.Equal(got, want) {
+				t.Fatalf("scan %v, parse %v, for %q", got, want, data)
+			}
+		}
+		if n := bytes.Count(data, []byte(fileEntry)); len(got) > n {
+			t.Fatalf("%d sizes from %d file entries in %q", len(got), n, data)
+		}
+		for _, n := range got {
+			if n < 0 {
+				t.Fatalf("negative size %d from %q", n, data)
+			}
+		}
+	})
+}
+
+// FuzzManifestFileSizesEntries: every canonical manifest of fuzzed
+// entries scans to its regular files' sizes, whatever its paths hold.
+func FuzzManifestFileSizesEntries(f *testing.F) {
+	f.Add("a", "file", int64(3), `,"type":"file","mode":1,"size":9`, int64(7))
+	f.Add("a", "dir", int64(0), "b", int64(math.MaxInt64))
+	f.Fuzz(func(t *testing.T, p1, typ string, s1 int64, p2 string, s2 int64) {
+		m := Manifest{Entries: []Entry{
+			{Path: p1, Type: Type(typ), Mode: 0o644, Size: max(s1, 0), SHA256: sum(p1)},
+			{Path: p2, Type: File, Mode: 0o600, Size: max(s2, 0), SHA256: sum(p2)},
+		}}
+		if got, want := fileSizes(m.Canonical()), parsedFileSizes(m); !slices.Equal(got, want) {
+			t.Fatalf("scan %v, entries %v, for %q", got, want, m.Canonical())
+		}
+	})
 }

@@ -48,7 +48,8 @@ func WithControlTimeout(d time.Duration) BridgeOption {
 // the sandbox's tar stops at its archive's end (see below), elsewhere in
 // the script, or, when too long for it, carried by a command of its own;
 // none when the Bridge's own publishes show that sending them costs less,
-// see linkCosts), and
+// see linkCosts; with an Index, the comparison that finds them is then
+// skipped too), and
 // then receives the rest of the tree as a single buffered tar stream on its
 // stdin (a data step). The second checks the transfer completed and moves
 // the tree and its manifest into place: renames alone are its control step
@@ -585,6 +586,20 @@ func (b *Bridge) Publish(ctx context.Context, root, name string, src *Tree) (err
 	c, known := b.knownCaps()
 	if known && c.missing != "" {
 		return c.missingErr()
+	}
+	// Where Stage left the comparison with the copy in place to the
+	// Target, it is worth its walk only if carrying every file of that copy
+	// might cost less than sending them (a delta never costs more than a
+	// full stage); an equal Source then publishes nothing.
+	if files, n, ok := src.previous(); ok {
+		t0 := time.Now()
+		compare := (!known || c.sha256) && b.costs.comparePays(files, n)
+		if src.reuseWhole(compare) {
+			return nil
+		}
+		if compare {
+			b.costs.learnCompare(files, time.Since(t0))
+		}
 	}
 	// From its transfer's end to its publish no sandbox process owns tmp:
 	// this Bridge's sweeps leave it alone.

@@ -190,6 +190,10 @@ func (d *Dir) Publish(ctx context.Context, root, name string, src *Tree) (err er
 		return err
 	}
 	defer unlock()
+	// A Source equal to the copy in place (see laterCompare): nothing.
+	if src.reuseWhole(true) {
+		return nil
+	}
 	rr, err := d.openRoot(root, true)
 	if err != nil {
 		return err

@@ -88,6 +88,14 @@ func SetLinkCosts(b *Bridge, perByte, perFile float64) {
 	b.costs.perByte, b.costs.perFile = perByte, perFile
 }
 
+// CompareCost returns the seconds per file that b has learnt a comparing
+// walk costs, where Stage left it to b (0: not known).
+func CompareCost(b *Bridge) float64 {
+	b.costs.mu.Lock()
+	defer b.costs.mu.Unlock()
+	return b.costs.perCompare
+}
+
 // LinkCosts returns what b has learnt of its sandbox (see SetLinkCosts).
 func LinkCosts(b *Bridge) (perByte, perFile float64) {
 	b.costs.mu.Lock()

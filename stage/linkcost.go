@@ -19,6 +19,9 @@ type linkCosts struct {
 	mu      sync.Mutex
 	perByte float64 // seconds of a publish per byte of tar stream; 0: not yet known
 	perFile float64 // seconds of a publish per file carried, beyond its stream; 0: not yet known
+	// perCompare: seconds per file of the comparing walk that finds the
+	// unchanged files, where Stage left it to the Bridge; 0: not yet known.
+	perCompare float64
 }
 
 const (
@@ -60,17 +63,49 @@ func ewma(old, x float64) float64 {
 // to cost less than carryMargin times sending them (tarBytes), or the
 // costs are not known yet.
 func (c *linkCosts) carryPays(u []UnchangedFile) bool {
+	var n int64
+	for _, f := range u {
+		n += tarBytes(f.Size)
+	}
+	return c.carryPaysFor(len(u), n)
+}
+
+// carryPaysFor is carryPays for files unchanged files of n tar bytes in
+// all.
+func (c *linkCosts) carryPaysFor(files int, n int64) bool {
 	c.mu.Lock()
 	perByte, perFile := c.perByte, c.perFile
 	c.mu.Unlock()
 	if perByte == 0 || perFile == 0 {
 		return true
 	}
-	var n int64
-	for _, f := range u {
-		n += tarBytes(f.Size)
+	return perFile*float64(files) <= carryMargin*perByte*float64(n)
+}
+
+// comparePays reports whether comparing a Source with a previous copy of
+// files regular files (n tar bytes in all) and carrying them might cost
+// less than sending them, or the costs are not known yet. It is asked
+// before the comparison, which it counts, with no margin: it is the
+// guard that keeps a delta from costing more than a full stage, and
+// whichever side it picks when the two are close costs about the same.
+func (c *linkCosts) comparePays(files int, n int64) bool {
+	c.mu.Lock()
+	perByte, perFile, perCompare := c.perByte, c.perFile, c.perCompare
+	c.mu.Unlock()
+	if perByte == 0 || perFile == 0 {
+		return true
 	}
-	return perFile*float64(len(u)) <= carryMargin*perByte*float64(n)
+	return (perFile+perCompare)*float64(files) <= perByte*float64(n)
+}
+
+// learnCompare times a comparing walk over files files that took d.
+func (c *linkCosts) learnCompare(files int, d time.Duration) {
+	if files < learnFiles {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.perCompare = ewma(c.perCompare, d.Seconds()/float64(files))
 }
 
 // tarBytes is what a regular file of size bytes takes in a tar stream:

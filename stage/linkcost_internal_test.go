@@ -34,6 +34,43 @@ func TestCarryPays(t *testing.T) {
 	}
 }
 
+// TestComparePays: before a comparison, carrying every file of the
+// previous copy must be estimated at no more than sending them, counting
+// the comparison, with no margin; unknown costs compare.
+func TestComparePays(t *testing.T) {
+	const files, n = 2, 2048
+	for _, c := range []struct {
+		perByte, perFile, perCompare float64
+		pays                         bool
+	}{
+		{0, 0, 0, true},
+		{1, 0, 0, true},
+		{0, 1, 1, true},
+		{1e-6, 1e-6 * n / files, 0, true},         // equal
+		{1e-6, 1e-6 * n / files * 1.01, 0, false}, // within carryMargin, still not
+		{1e-6, 1e-6 * n / files / 2, 1e-6 * n / files / 2, true},
+		{1e-6, 1e-6 * n / files / 2, 1e-6 * n / files / 1.9, false}, // the comparison tips it
+		{1e-9, 1e-3, 0, false},
+		{1e-6, 1e-9, 1e-9, true},
+	} {
+		lc := linkCosts{perByte: c.perByte, perFile: c.perFile, perCompare: c.perCompare}
+		assert.Equal(t, c.pays, lc.comparePays(files, n), "%+v", c)
+	}
+}
+
+// TestLearnCompare: a comparison of fewer than learnFiles files teaches
+// nothing; larger ones set the cost per file, each weighing as much as
+// all before it.
+func TestLearnCompare(t *testing.T) {
+	var lc linkCosts
+	lc.learnCompare(learnFiles-1, time.Second)
+	assert.Zero(t, lc.perCompare)
+	lc.learnCompare(1000, time.Second)
+	assert.InDelta(t, 1e-3, lc.perCompare, 1e-12)
+	lc.learnCompare(1000, 3*time.Second)
+	assert.InDelta(t, 2e-3, lc.perCompare, 1e-12)
+}
+
 // TestLinkCostsLearn: publishes below the thresholds teach nothing; one
 // without a carry teaches the cost per byte, one with a carry (once that
 // is known) the cost per file beyond its stream; each new observation

@@ -1,11 +1,16 @@
 package stage_test
 
 import (
+	"bytes"
 	"fmt"
+	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -88,4 +93,111 @@ func TestLinkCostsLearnt(t *testing.T) {
 	_, perFile = stage.LinkCosts(b)
 	assert.Positive(t, perFile, "a carry of 1,001 files is timed")
 	iaSame(t, iaSnap(t, src), iaSnap(t, filepath.Join(root, "a")))
+}
+
+// TestDeltaComparesWhereCarryMayPay: with an Index, whose fingerprint
+// finds an unchanged Source, the comparison with the copy in place is the
+// Bridge's to run, and it runs it only where carrying might cost less than
+// sending. A Bridge that has learnt that carrying costs more sends the
+// changed Source whole without comparing (a touched Source too: it is sent
+// again); one that has learnt the opposite compares, carries what did not
+// change, and publishes nothing for a Source that was only touched. Dir
+// always compares. A stored manifest that is not one is estimated, then
+// found unusable by the comparison: everything is sent.
+func TestDeltaComparesWhereCarryMayPay(t *testing.T) {
+	src, dir := t.TempDir(), t.TempDir()
+	spec := []string{"changed=0"}
+	for i := range 20 {
+		spec = append(spec, fmt.Sprintf("d%d/f%d=%s", i%3, i, strings.Repeat("x", 100*i)))
+	}
+	build(t, src, spec...)
+	root := filepath.Join(dir, "rt")
+	var runs atomic.Int64
+	b := stage.NewBridge(countingRunner{sandbox.Local(dir), &runs})
+	var logs bytes.Buffer
+	opts := []stage.Option{stage.WithIndex(stage.NewIndex()), stage.WithLogger(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})))}
+	assets := []stage.Asset{{Name: "a", Source: src}}
+	_, err := stage.Stage(t.Context(), b, root, assets, opts...)
+	require.NoError(t, err)
+
+	round := 0
+	change := func(t *testing.T) {
+		round++
+		require.NoError(t, os.WriteFile(filepath.Join(src, "changed"), fmt.Appendf(nil, "%d", round), 0o644))
+	}
+	touch := func(t *testing.T) {
+		round++
+		when := time.Now().Add(time.Duration(round) * time.Minute)
+		require.NoError(t, filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+			require.NoError(t, err)
+			return os.Chtimes(p, when, when)
+		}))
+	}
+	for _, c := range []struct {
+		name             string
+		perByte, perFile float64
+		edit             func(*testing.T)
+		compared, reused bool
+		sent             int
+		commands         int64
+	}{
+		{"carrying costs more, one file changed", 1e-9, 1e-3, change, false, false, 21, 2},
+		{"carrying costs more, touched", 1e-9, 1e-3, touch, false, false, 21, 2},
+		{"sending costs more, one file changed", 1e-6, 1e-9, change, true, false, 1, 2},
+		{"sending costs more, touched", 1e-6, 1e-9, touch, true, true, 0, 1},
+		{"costs unknown, touched", 0, 0, touch, true, true, 0, 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			c.edit(t)
+			stage.SetLinkCosts(b, c.perByte, c.perFile)
+			logs.Reset()
+			runs.Store(0)
+			rt, err := stage.Stage(t.Context(), b, root, assets, opts...)
+			require.NoError(t, err)
+			sa := rt.Assets[0]
+			assert.Equal(t, 21, sa.Files)
+			assert.Equal(t, c.reused, sa.Reused)
+			if !c.reused {
+				assert.Equal(t, c.sent, sa.Sent)
+			}
+			assert.Equal(t, c.compared, strings.Contains(logs.String(), "stage: compared the source"), "%s", logs.String())
+			assert.Equal(t, c.commands, runs.Load(), "the probe, then the send command that publishes")
+			iaSame(t, iaSnap(t, src), iaSnap(t, filepath.Join(root, "a")))
+		})
+	}
+
+	t.Run("a stored manifest that is not one", func(t *testing.T) {
+		change(t)
+		stage.SetLinkCosts(b, 1e-6, 1e-9)
+		junk := strings.Repeat(`,"type":"file","mode":420,"size":99999999`, 50)
+		require.NoError(t, os.WriteFile(filepath.Join(root, ".airlock-manifest-a.json"), []byte(junk), 0o644))
+		rt, err := stage.Stage(t.Context(), b, root, assets, opts...)
+		require.NoError(t, err)
+		assert.False(t, rt.Assets[0].Reused)
+		assert.Equal(t, 21, rt.Assets[0].Sent)
+		iaSame(t, iaSnap(t, src), iaSnap(t, filepath.Join(root, "a")))
+	})
+
+	t.Run("Dir compares and keeps a touched copy", func(t *testing.T) {
+		ddir := t.TempDir()
+		d, err := stage.NewDir(ddir)
+		require.NoError(t, err)
+		droot := filepath.Join(ddir, "rt")
+		_, err = stage.Stage(t.Context(), d, "/rt", assets, opts...)
+		require.NoError(t, err)
+		before, err := os.Stat(filepath.Join(droot, "a"))
+		require.NoError(t, err)
+		touch(t)
+		rt, err := stage.Stage(t.Context(), d, "/rt", assets, opts...)
+		require.NoError(t, err)
+		assert.True(t, rt.Assets[0].Reused)
+		after, err := os.Stat(filepath.Join(droot, "a"))
+		require.NoError(t, err)
+		assert.True(t, os.SameFile(before, after), "the copy in place was kept")
+		change(t)
+		rt, err = stage.Stage(t.Context(), d, "/rt", assets, opts...)
+		require.NoError(t, err)
+		assert.False(t, rt.Assets[0].Reused)
+		iaSame(t, iaSnap(t, src), iaSnap(t, filepath.Join(droot, "a")))
+	})
 }

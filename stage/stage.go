@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -223,7 +224,14 @@ func WithVerify() Option {
 // modes, sizes, inode numbers, modification and change times) is unchanged
 // since ix last saw it staged, the way git's index avoids re-reading
 // unchanged files. The sandbox is still asked for its stored manifest (one
-// round trip). Default: none; every Source is read in full.
+// round trip). A Source whose metadata did change is compared with that
+// manifest by the Target as it publishes, where carrying its unchanged
+// files may pay: a Bridge that has learnt from its own publishes that
+// sending the previous copy's files costs less than comparing and
+// carrying them sends the Source whole without comparing, so a Source
+// that was touched but not changed is then published again rather than
+// reused (a delta never costs more than a full stage). Default: none;
+// every Source is read in full.
 func WithIndex(ix *Index) Option {
 	return func(o *options) { o.index = ix }
 }
@@ -232,7 +240,8 @@ func WithIndex(ix *Index) Option {
 // that maps host sources to sandbox paths.
 //
 // Every asset is checked before anything is written. An asset whose stored
-// manifest already equals its Source's is left alone (Reused). Any other is
+// manifest already equals its Source's is left alone (Reused; with
+// WithIndex, see there for the one exception). Any other is
 // published atomically by t: a failure or a cancellation leaves the previous
 // complete copy in place. Assets are staged in order; on error the assets
 // before the failing one stay staged.
@@ -452,7 +461,7 @@ func (s *stager) stageOne(p *planned, stored []byte) (StagedAsset, error) {
 				return StagedAsset{}, err
 			}
 			if !ok {
-				return s.publish(p, sa, log, start, compared{})
+				return s.publish(p, sa, log, start, compared{}, nil)
 			}
 		}
 		if !fromIndex {
@@ -471,11 +480,23 @@ func (s *stager) stageOne(p *planned, stored []byte) (StagedAsset, error) {
 		}
 	}
 	// A stored manifest exists: hash the source and compare before writing.
+	// With an Index, whose fingerprint finds an unchanged Source, the
+	// Source most likely changed: the comparison is left to the Target,
+	// which runs it when carrying the unchanged files may pay (see
+	// laterCompare).
 	var c compared
-	if have != "" {
-		var err error
+	var later *laterCompare
+	switch {
+	case have == "":
+	case s.o.index != nil:
+		later = s.laterCompare(p, stored, have, log)
+	default:
+		old, err := tree.ParseManifest(stored)
+		if err != nil {
+			old = tree.Manifest{}
+		}
 		t0 := s.o.now()
-		if c, err = s.compare(p, stored, have); err != nil {
+		if c, err = s.compare(p, old, have); err != nil {
 			return StagedAsset{}, sourceErr(name, p.src, err)
 		}
 		log.Debug("stage: compared the source with the sandbox's manifest", "files", c.files, "unchanged", len(c.unchanged), "trusted", c.trusted, "took", s.o.now().Sub(t0))
@@ -484,7 +505,62 @@ func (s *stager) stageOne(p *planned, stored []byte) (StagedAsset, error) {
 			return reuse(sa, "stage: reused", false)
 		}
 	}
-	return s.publish(p, sa, log, start, c)
+	out, err := s.publish(p, sa, log, start, c, later)
+	if err == nil && later != nil && later.whole {
+		c = later.c
+		sa.Digest, sa.Files, sa.Bytes, sa.Skipped = c.digest, c.files, c.bytes, c.skipped
+		return reuse(sa, "stage: reused (compared by the target)", false)
+	}
+	return out, err
+}
+
+// laterCompare is the comparison of a Source with the sandbox's stored
+// manifest that Stage leaves to the Target (Tree.Unchanged runs it on
+// first use): where an Index fingerprint did not find the Source
+// unchanged, the comparison serves only to carry unchanged files and to
+// find a Source that was touched, not changed (or staged by another
+// process). A Bridge runs it only when its
+// learnt costs say carrying all the previous copy's files might pay
+// (else sending everything, without the comparing walk, is the cheaper
+// stage: a delta never costs more than a full one); a Target of this
+// package that finds the Source equal to the copy in place publishes
+// nothing (whole), and Stage reports the copy reused.
+type laterCompare struct {
+	files    int    // regular files of the stored manifest
+	tarBytes int64  // what sending them all takes in a tar stream
+	have     string // the stored manifest's digest
+	run      func() compared
+	once     sync.Once
+	c        compared // run's outcome, once it ran
+	whole    bool     // the Target found the Source equal to the copy in place
+}
+
+// laterCompare returns the comparison with the stored manifest for the
+// Target to run. Its files and bytes are an estimate from a scan of the
+// manifest's bytes (the sandbox's, untrusted: a wrong estimate costs time,
+// never correctness); the parse waits for the comparison.
+func (s *stager) laterCompare(p *planned, stored []byte, have string, log *slog.Logger) *laterCompare {
+	l := &laterCompare{have: have}
+	tree.ManifestFileSizes(stored, func(size int64) {
+		l.files++
+		l.tarBytes += tarBytes(size)
+	})
+	l.run = func() compared {
+		t0 := s.o.now()
+		old, err := tree.ParseManifest(stored)
+		if err != nil {
+			return compared{} // unusable: nothing to carry, everything is sent
+		}
+		c, err := s.compare(p, old, have)
+		if err != nil {
+			// The publish's walk meets the Source's failure and reports it.
+			log.Debug("stage: comparing the source with the sandbox's manifest failed; nothing is carried", "err", err)
+			return compared{}
+		}
+		log.Debug("stage: compared the source with the sandbox's manifest", "files", c.files, "unchanged", len(c.unchanged), "trusted", c.trusted, "took", s.o.now().Sub(t0))
+		return c
+	}
+	return l
 }
 
 // compared is what comparing a Source with the sandbox's stored manifest
@@ -507,8 +583,8 @@ type knownFile struct {
 	stamp tree.Stamp
 }
 
-// compare walks the Source against the stored manifest (the sandbox's,
-// untrusted: parsed strictly, ignored when unusable). Only files that the
+// compare walks the Source against the stored manifest old (the
+// sandbox's, untrusted: parsed strictly, empty when unusable). Only files that the
 // stored manifest lists with the same path, mode and size are read and
 // hashed: any other file proves the asset changed, and is hashed once,
 // by the publish that sends it. The files whose hash also matches are the
@@ -516,11 +592,7 @@ type knownFile struct {
 // stamps let the publish's walk skip reading them again. have is the
 // stored manifest's digest (storedDigest), which the carry checks the
 // sandbox's manifest against.
-func (s *stager) compare(p *planned, stored []byte, have string) (compared, error) {
-	old, err := tree.ParseManifest(stored)
-	if err != nil {
-		old = tree.Manifest{}
-	}
+func (s *stager) compare(p *planned, old tree.Manifest, have string) (compared, error) {
 	type storedFile struct {
 		mode fs.FileMode
 		size int64
@@ -592,9 +664,13 @@ func (s *stager) verifyReused(p *planned, sa *StagedAsset, stored []byte, log *s
 	return false, nil
 }
 
-func (s *stager) publish(p *planned, sa StagedAsset, log *slog.Logger, start time.Time, c compared) (StagedAsset, error) {
+// publish has the Target publish p; later, when set, is the comparison
+// left to the Target. When the Target found the copy in place equal
+// (later.whole), publish returns without remembering anything: stageOne
+// reports the copy reused.
+func (s *stager) publish(p *planned, sa StagedAsset, log *slog.Logger, start time.Time, c compared, later *laterCompare) (StagedAsset, error) {
 	name := p.asset.Name
-	tr := &Tree{src: p.src, opts: p.opts, mtime: start.Truncate(time.Second), unchanged: c.unchanged, known: c.known, base: c.base}
+	tr := &Tree{src: p.src, opts: p.opts, mtime: start.Truncate(time.Second), unchanged: c.unchanged, known: c.known, base: c.base, later: later}
 	if s.o.index != nil {
 		tr.stampsBefore = start.Add(-s.o.racy)
 	}
@@ -608,6 +684,9 @@ func (s *stager) publish(p *planned, sa StagedAsset, log *slog.Logger, start tim
 			return StagedAsset{}, sourceErr(name, p.src, err)
 		}
 		return StagedAsset{}, &AssetError{Op: "publish", Name: name, Path: sa.Path, Err: err}
+	}
+	if later != nil && later.whole {
+		return StagedAsset{}, nil
 	}
 	if !tr.done {
 		return StagedAsset{}, &AssetError{Op: "publish", Name: name, Path: sa.Path, Err: ErrNoContent}
@@ -649,6 +728,9 @@ type Tree struct {
 	carried   map[string]string    // path → SHA-256 the carried copy must have
 	known     map[string]knownFile // unchanged files' hashes from the comparing walk
 	base      string               // lowercase hex SHA-256 of the manifest unchanged describes
+	// later, when set, is the comparison that sets unchanged, known and
+	// base, left to the Target (see laterCompare): Unchanged runs it.
+	later *laterCompare
 	// stampsBefore, when set, makes the walk keep each file's Stamp and
 	// a finished walk collect them in stamps, for the Index.
 	stampsBefore time.Time
@@ -688,7 +770,61 @@ type UnchangedFile struct {
 // reading them from the host; the others it writes from Walk's reader as
 // usual. The list describes the sandbox's stored manifest, which the
 // sandbox controls: a Target must check the copied bytes, never trust it.
-func (t *Tree) Unchanged() []UnchangedFile { return t.unchanged }
+//
+// With WithIndex the list is made on the first call (a walk of the
+// Source), so a Target that carries nothing need not call it; call it
+// before Walk: a first call after Walk started finds none.
+func (t *Tree) Unchanged() []UnchangedFile {
+	t.compareLater()
+	return t.unchanged
+}
+
+// compareLater runs, once, the comparison Stage left to the Target.
+func (t *Tree) compareLater() {
+	if l := t.later; l != nil {
+		l.once.Do(func() {
+			l.c = l.run()
+			t.unchanged, t.known, t.base = l.c.unchanged, l.c.known, l.c.base
+		})
+	}
+}
+
+// settle ends the chance of the comparison left to the Target: from now
+// on the Tree has the unchanged files it has (none, when it was not run).
+func (t *Tree) settle() {
+	if l := t.later; l != nil {
+		l.once.Do(func() {})
+	}
+}
+
+// reuseWhole, called by a Target of this package as its Publish starts,
+// runs the comparison Stage left to it when compare is true (else settles
+// the Tree without it: nothing is carried) and reports whether it found
+// the Source equal to the copy in place. The Target then publishes
+// nothing, and Stage reports the copy reused.
+func (t *Tree) reuseWhole(compare bool) bool {
+	l := t.later
+	if l == nil {
+		return false
+	}
+	if !compare {
+		t.settle()
+		return false
+	}
+	t.compareLater()
+	l.whole = l.c.digest != "" && l.c.digest == l.have
+	return l.whole
+}
+
+// previous returns the regular files of the sandbox's copy, and what
+// sending them all takes in a tar stream, where the comparison with it is
+// left to the Target; false otherwise.
+func (t *Tree) previous() (files int, tarBytes int64, ok bool) {
+	if l := t.later; l != nil {
+		return l.files, l.tarBytes, true
+	}
+	return 0, 0, false
+}
 
 // Carry, called from Walk's fn for a regular file listed by Unchanged,
 // tells Walk that the Target has put a checked copy of it in place from the
@@ -822,6 +958,7 @@ func (t *Tree) run(walk func(opts tree.Options) (*tree.Result, error)) error {
 	}
 	t.walked, t.walking = true, true
 	defer func() { t.walking = false }()
+	t.settle()
 	opts := t.opts
 	opts.Compact, opts.Stamps = true, !t.stampsBefore.IsZero()
 	res, err := walk(opts)

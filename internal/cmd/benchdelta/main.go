@@ -14,8 +14,10 @@ import (
 	"flag"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -38,6 +40,8 @@ func run() error {
 	shape := flag.String("shape", "standard", "tree shape (internal/treegen): standard or pages")
 	every := flag.String("every", "2000,100,2", "comma-separated: change one file in N")
 	rounds := flag.Int("rounds", 5, "rounds of each")
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the rounds (delta and full stages) to this file")
+	verbose := flag.Bool("v", false, "log each stage's steps (debug level) to stderr")
 	flag.Parse()
 	s, ok := treegen.Shapes[*shape]
 	if *dir == "" || !ok {
@@ -56,10 +60,26 @@ func run() error {
 	}
 	ctx := context.Background()
 	b := stage.NewBridge(sandbox.Local(box))
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
+
 	assets := []stage.Asset{{Name: "a", Source: src}}
 	ix := stage.NewIndex()
+	opts := []stage.Option{stage.WithIndex(ix)}
+	if *verbose {
+		opts = append(opts, stage.WithLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))))
+	}
 	root := filepath.Join(box, "rt")
-	if _, err := stage.Stage(ctx, b, root, assets, stage.WithIndex(ix)); err != nil {
+	if _, err := stage.Stage(ctx, b, root, assets, opts...); err != nil {
 		return err
 	}
 	fmt.Printf("| tree | changed | delta ms (files sent per round) | full stage ms | delta ÷ full |\n|---|---|---:|---:|---:|\n")
@@ -81,11 +101,12 @@ func run() error {
 					}
 				}
 				t := time.Now()
-				rt, err := stage.Stage(ctx, b, root, assets, stage.WithIndex(ix))
+				rt, err := stage.Stage(ctx, b, root, assets, opts...)
+				d := time.Since(t)
 				if err != nil {
 					return err
 				}
-				if d := time.Since(t); whole {
+				if whole {
 					full = append(full, d)
 				} else {
 					delta, sent = append(delta, d), append(sent, rt.Assets[0].Sent)

@@ -25,13 +25,7 @@ import (
 // that has learnt the opposite, or knows only one of the two costs,
 // carries.
 func TestDeltaFallsBackToFullStage(t *testing.T) {
-	src, dir := t.TempDir(), t.TempDir()
-	spec := []string{"changed=0"}
-	for i := range 20 {
-		spec = append(spec, fmt.Sprintf("d%d/f%d=%s", i%3, i, strings.Repeat("x", 100*i)))
-	}
-	build(t, src, spec...)
-	root := filepath.Join(dir, "rt")
+	src, dir, root := costTree(t)
 	b := stage.NewBridge(sandbox.Local(dir))
 	assets := []stage.Asset{{Name: "a", Source: src}}
 	_, err := stage.Stage(t.Context(), b, root, assets)
@@ -56,6 +50,19 @@ func TestDeltaFallsBackToFullStage(t *testing.T) {
 			iaSame(t, iaSnap(t, src), iaSnap(t, filepath.Join(root, "a")))
 		})
 	}
+}
+
+// costTree builds a Source of 21 files ("changed" and 20 more in three
+// directories) and returns it, a sandbox directory and the stage root in
+// it.
+func costTree(t *testing.T) (src, dir, root string) {
+	src, dir = t.TempDir(), t.TempDir()
+	spec := []string{"changed=0"}
+	for i := range 20 {
+		spec = append(spec, fmt.Sprintf("d%d/f%d=%s", i%3, i, strings.Repeat("x", 100*i)))
+	}
+	build(t, src, spec...)
+	return src, dir, filepath.Join(dir, "rt")
 }
 
 // TestLinkCostsLearnt: a publish without a carry that streams at least
@@ -105,13 +112,7 @@ func TestLinkCostsLearnt(t *testing.T) {
 // always compares. A stored manifest that is not one is estimated, then
 // found unusable by the comparison: everything is sent.
 func TestDeltaComparesWhereCarryMayPay(t *testing.T) {
-	src, dir := t.TempDir(), t.TempDir()
-	spec := []string{"changed=0"}
-	for i := range 20 {
-		spec = append(spec, fmt.Sprintf("d%d/f%d=%s", i%3, i, strings.Repeat("x", 100*i)))
-	}
-	build(t, src, spec...)
-	root := filepath.Join(dir, "rt")
+	src, dir, root := costTree(t)
 	var runs atomic.Int64
 	b := stage.NewBridge(countingRunner{sandbox.Local(dir), &runs})
 	var logs bytes.Buffer

@@ -106,6 +106,21 @@ func (ix *Index) lookup(key string, m tree.Metadata) (indexRecord, bool) {
 	return rec, true
 }
 
+// holds reports whether the index holds a record of key, whatever its
+// fingerprint.
+func (ix *Index) holds(key string) bool {
+	if _, ok := ix.get(key); ok {
+		return true
+	}
+	if ix.dir == "" {
+		return false
+	}
+	unlock := ix.lockKey(key)
+	defer unlock()
+	_, ok := ix.load(key)
+	return ok
+}
+
 // store remembers sa as the stage of key under fingerprint m; an unusable
 // fingerprint forgets key instead. A persistent index writes the key's file
 // (atomically; the last writer wins) unless it already holds this record.

@@ -108,15 +108,19 @@ func TestLinkCostsLearnt(t *testing.T) {
 // sending. A Bridge that has learnt that carrying costs more sends the
 // changed Source whole without comparing (a touched Source too: it is sent
 // again); one that has learnt the opposite compares, carries what did not
-// change, and publishes nothing for a Source that was only touched. Dir
-// always compares. A stored manifest that is not one is estimated, then
+// change, and publishes nothing for a Source that was only touched. A
+// Source whose fingerprint the Index cannot trust (dated in the future) is
+// compared first, as without an Index, and found unchanged. Dir always
+// compares. A stored manifest that is not one is estimated, then
 // found unusable by the comparison: everything is sent.
 func TestDeltaComparesWhereCarryMayPay(t *testing.T) {
 	src, dir, root := costTree(t)
 	var runs atomic.Int64
 	b := stage.NewBridge(countingRunner{sandbox.Local(dir), &runs})
 	var logs bytes.Buffer
-	opts := []stage.Option{stage.WithIndex(stage.NewIndex()), stage.WithLogger(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})))}
+	// No racy window: the fingerprint of a Source edited a moment ago is
+	// trusted (one dated in the future never is).
+	opts := []stage.Option{stage.WithIndex(stage.NewIndex()), stage.WithRacyWindow(0), stage.WithLogger(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})))}
 	assets := []stage.Asset{{Name: "a", Source: src}}
 	_, err := stage.Stage(t.Context(), b, root, assets, opts...)
 	require.NoError(t, err)
@@ -126,14 +130,19 @@ func TestDeltaComparesWhereCarryMayPay(t *testing.T) {
 		round++
 		require.NoError(t, os.WriteFile(filepath.Join(src, "changed"), fmt.Appendf(nil, "%d", round), 0o644))
 	}
-	touch := func(t *testing.T) {
+	dated := func(t *testing.T, ahead bool) {
 		round++
-		when := time.Now().Add(time.Duration(round) * time.Minute)
+		when := time.Now().Add(-time.Duration(round) * time.Minute)
+		if ahead {
+			when = time.Now().Add(time.Duration(round) * time.Minute)
+		}
 		require.NoError(t, filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
 			require.NoError(t, err)
 			return os.Chtimes(p, when, when)
 		}))
 	}
+	touch := func(t *testing.T) { dated(t, false) }
+	future := func(t *testing.T) { dated(t, true) }
 	for _, c := range []struct {
 		name             string
 		perByte, perFile float64
@@ -144,6 +153,8 @@ func TestDeltaComparesWhereCarryMayPay(t *testing.T) {
 	}{
 		{"carrying costs more, one file changed", 1e-9, 1e-3, change, false, false, 21, 2},
 		{"carrying costs more, touched", 1e-9, 1e-3, touch, false, false, 21, 2},
+		{"carrying costs more, dated in the future", 1e-9, 1e-3, future, true, true, 0, 1},
+		{"carrying costs more, still dated in the future", 1e-9, 1e-3, func(*testing.T) {}, true, true, 0, 1},
 		{"sending costs more, one file changed", 1e-6, 1e-9, change, true, false, 1, 2},
 		{"sending costs more, touched", 1e-6, 1e-9, touch, true, true, 0, 1},
 		{"costs unknown, touched", 0, 0, touch, true, true, 0, 1},

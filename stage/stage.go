@@ -224,14 +224,17 @@ func WithVerify() Option {
 // modes, sizes, inode numbers, modification and change times) is unchanged
 // since ix last saw it staged, the way git's index avoids re-reading
 // unchanged files. The sandbox is still asked for its stored manifest (one
-// round trip). A Source whose metadata did change is compared with that
-// manifest by the Target as it publishes, where carrying its unchanged
-// files may pay: a Bridge that has learnt from its own publishes that
-// sending the previous copy's files costs less than comparing and
-// carrying them sends the Source whole without comparing, so a Source
-// that was touched but not changed is then published again rather than
-// reused (a delta never costs more than a full stage). Default: none;
-// every Source is read in full.
+// round trip). The fingerprint is trusted only when every entry's times
+// are at least racyWindow (2 s) old and not in the future; a Source it
+// cannot trust is read and compared with that manifest, as without an
+// Index. A Source whose trusted fingerprint moved since the Index saw it
+// staged is compared by the Target as it publishes, where carrying its
+// unchanged files may pay: a Bridge that has learnt from its own
+// publishes that sending the previous copy's files costs less than
+// comparing and carrying them sends the Source whole without comparing
+// (a delta never costs more than a full stage), so a Source that was
+// touched (its times moved) but not changed is then published again
+// rather than reused. Default: none; every Source is read in full.
 func WithIndex(ix *Index) Option {
 	return func(o *options) { o.index = ix }
 }
@@ -473,22 +476,27 @@ func (s *stager) stageOne(p *planned, stored []byte) (StagedAsset, error) {
 	}
 
 	// Fast path: metadata unchanged since the index saw this source staged.
+	moved := false // the index saw this Source staged, and its metadata moved since
 	if ix := s.o.index; ix != nil && have != "" {
-		if rec, ok := ix.lookup(p.key, p.meta); ok && rec.digest == have {
+		rec, ok := ix.lookup(p.key, p.meta)
+		if ok && rec.digest == have {
 			sa.Digest, sa.Files, sa.Bytes, sa.Skipped = rec.digest, rec.files, rec.bytes, rec.skipped
 			return reuse(sa, "stage: reused (index)", true)
 		}
+		moved = p.meta.Usable && (ok || ix.holds(p.key))
 	}
 	// A stored manifest exists: hash the source and compare before writing.
-	// With an Index, whose fingerprint finds an unchanged Source, the
-	// Source most likely changed: the comparison is left to the Target,
-	// which runs it when carrying the unchanged files may pay (see
-	// laterCompare).
+	// Where the index saw the Source staged and a fingerprint it can trust
+	// moved since, the Source most likely changed: the comparison is left
+	// to the Target, which runs it when carrying the unchanged files may
+	// pay (see laterCompare). An untrusted fingerprint (files written in
+	// the last seconds, or dated in the future) says nothing either way:
+	// the comparison runs first, and finds an unchanged Source.
 	var c compared
 	var later *laterCompare
 	switch {
 	case have == "":
-	case s.o.index != nil:
+	case moved:
 		later = s.laterCompare(p, stored, have, log)
 	default:
 		old, err := tree.ParseManifest(stored)
@@ -516,10 +524,9 @@ func (s *stager) stageOne(p *planned, stored []byte) (StagedAsset, error) {
 
 // laterCompare is the comparison of a Source with the sandbox's stored
 // manifest that Stage leaves to the Target (Tree.Unchanged runs it on
-// first use): where an Index fingerprint did not find the Source
-// unchanged, the comparison serves only to carry unchanged files and to
-// find a Source that was touched, not changed (or staged by another
-// process). A Bridge runs it only when its
+// first use): where an Index saw the Source staged and a fingerprint it
+// can trust moved since, the comparison serves only to carry unchanged
+// files and to find a Source that was touched, not changed. A Bridge runs it only when its
 // learnt costs say carrying all the previous copy's files might pay
 // (else sending everything, without the comparing walk, is the cheaper
 // stage: a delta never costs more than a full one); a Target of this

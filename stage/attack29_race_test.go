@@ -116,7 +116,7 @@ func a29Mutate(t *testing.T, src string, stop <-chan struct{}) (wait func()) {
 // exact copy, and so does the next (an Index hit).
 func TestAtk29ConcurrentWithChangingSource(t *testing.T) {
 	for _, twoTargets := range []bool{false, true} {
-		for _, reg := range []a29Regime{a29Regimes[0], a29Regimes[1], a29Regimes[3]} {
+		for _, reg := range []a29Regime{a29Regimes[0], a29Regimes[3]} {
 			if twoTargets && reg.name != "BridgeCarryPays" {
 				continue // runtime
 			}
@@ -154,7 +154,6 @@ func TestAtk29ConcurrentWithChangingSource(t *testing.T) {
 					wait()
 					a := e.ok(fmt.Sprintf("round %d: the quiet stage", round))
 					_ = a
-					a = e.ok(fmt.Sprintf("round %d: again", round))
 					a = e.ok(fmt.Sprintf("round %d: verified", round), stage.WithVerify())
 					if reg.name != "BridgeSendPays" { // it sends a Source younger than the racy window whole (TestAtk29FreshSourceRepublished)
 						assert.True(t, a.Reused, "round %d: the verified copy was not the Source's", round)
@@ -178,13 +177,11 @@ func TestAtk29ChangeAtEachPhase(t *testing.T) {
 		do   func(t *testing.T, src string)
 	}{
 		{"same size and mtime, carried file", func(t *testing.T, src string) { a29SameSizeSameTime(t, filepath.Join(src, "d3", "f3")) }},
-		{"same size and mtime, sent file", func(t *testing.T, src string) { a29SameSizeSameTime(t, filepath.Join(src, "d1", "f1")) }},
-		{"removed", func(t *testing.T, src string) { require.NoError(t, os.Remove(filepath.Join(src, "d4", "f4"))) }},
 		{"added", func(t *testing.T, src string) { treetest.Write(t, filepath.Join(src, "d5", "added"), "added", 0o644) }},
 	}
 	for _, m := range muts {
 		t.Run(m.name, func(t *testing.T) {
-			e := newA29(t, a29Regimes[0], a29Big(t, 30), stage.WithRacyWindow(0))
+			e := newA29(t, a29Regimes[0], a29Big(t, 12), stage.WithRacyWindow(0))
 			e.ok("first")
 			b := e.tgt.(*stage.Bridge)
 			for k := 0; ; k++ {
@@ -218,7 +215,6 @@ func TestAtk29ChangeAtEachPhase(t *testing.T) {
 				}
 				a29Tick()
 				e.ok(fmt.Sprintf("transition %d (%v): quiet", k, seen))
-				e.ok(fmt.Sprintf("transition %d: again", k))
 				// put the Source back the way the next round expects
 				build(t, e.src, "d3/f3=content 0003 padding padding padding", "d4/f4=content 0004 padding padding padding")
 				_ = os.Remove(filepath.Join(e.src, "d5", "added"))

@@ -3,7 +3,10 @@
 // changes one file in N (appends a byte), then stages it as a delta, then
 // changes them again and stages with the sandbox's manifest removed (so
 // nothing is carried: a full stage that also replaces the previous copy).
-// The measure: a delta never costs more than a full stage.
+// The measure: a delta never costs more than a full stage. Each
+// change is left to settle (-settle) before its stage, as an edit made
+// seconds or more before a stage is: a younger one is compared first
+// whatever the Bridge has learnt (see stage.WithIndex).
 //
 //	benchdelta -dir /dev/shm/bd -shape pages -every 38000,100,2 -rounds 5
 package main
@@ -42,6 +45,7 @@ func run() error {
 	rounds := flag.Int("rounds", 5, "rounds of each")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the rounds (delta and full stages) to this file")
 	verbose := flag.Bool("v", false, "log each stage's steps (debug level) to stderr")
+	settle := flag.Duration("settle", 2100*time.Millisecond, "wait this long after each change, untimed, so that the Index trusts the fingerprint (its racy window is 2 s; 0 stages at once)")
 	flag.Parse()
 	s, ok := treegen.Shapes[*shape]
 	if *dir == "" || !ok {
@@ -95,6 +99,7 @@ func run() error {
 				if err := change(src, n, r); err != nil {
 					return err
 				}
+				time.Sleep(*settle)
 				if whole {
 					if err := os.Remove(filepath.Join(root, ".airlock-manifest-a.json")); err != nil {
 						return err

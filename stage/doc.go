@@ -35,7 +35,9 @@
 //   - The manifest (path, type, mode, size, SHA-256 per entry; canonical
 //     JSON) lives beside the asset, outside it, so the agent sees exactly the
 //     source tree. Staging identical content again costs one round trip,
-//     writes nothing and reports Reused. [WithVerify] re-reads the sandbox
+//     writes nothing and reports Reused (one exception: a Source whose
+//     times moved, with an Index, through a Bridge that has learnt that
+//     sending costs less than comparing; see [WithIndex]). [WithVerify] re-reads the sandbox
 //     copy and checks every hash; a reused copy that differs, is missing or
 //     is no longer a directory is published again.
 //   - Delta publish: re-staging changed content sends only the files that

@@ -526,12 +526,12 @@ func (s *stager) stageOne(p *planned, stored []byte) (StagedAsset, error) {
 // manifest that Stage leaves to the Target (Tree.Unchanged runs it on
 // first use): where an Index saw the Source staged and a fingerprint it
 // can trust moved since, the comparison serves only to carry unchanged
-// files and to find a Source that was touched, not changed. A Bridge runs it only when its
-// learnt costs say carrying all the previous copy's files might pay
-// (else sending everything, without the comparing walk, is the cheaper
-// stage: a delta never costs more than a full one); a Target of this
-// package that finds the Source equal to the copy in place publishes
-// nothing (whole), and Stage reports the copy reused.
+// files and to find a Source that was touched, not changed. A Bridge
+// runs it only when its learnt costs say carrying all the previous
+// copy's files might pay (else sending everything, without the comparing
+// walk, is the cheaper stage: a delta never costs more than a full one);
+// a Target of this package that finds the Source equal to the copy in
+// place publishes nothing (whole), and Stage reports the copy reused.
 type laterCompare struct {
 	files    int    // regular files of the stored manifest
 	tarBytes int64  // what sending them all takes in a tar stream
@@ -591,9 +591,9 @@ type knownFile struct {
 }
 
 // compare walks the Source against the stored manifest old (the
-// sandbox's, untrusted: parsed strictly, empty when unusable). Only files that the
-// stored manifest lists with the same path, mode and size are read and
-// hashed: any other file proves the asset changed, and is hashed once,
+// sandbox's, untrusted: parsed strictly, empty when unusable). Only files
+// that the stored manifest lists with the same path, mode and size are
+// read and hashed: any other file proves the asset changed, and is hashed once,
 // by the publish that sends it. The files whose hash also matches are the
 // unchanged ones that a delta publish may carry over; their hashes and
 // stamps let the publish's walk skip reading them again. have is the

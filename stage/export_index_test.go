@@ -52,7 +52,7 @@ func IndexStoreSum(ix *Index, a Asset, sum byte, files int) {
 
 // IndexLookupSum looks a up under the fingerprint of 32 bytes of sum.
 func IndexLookupSum(ix *Index, a Asset, sum byte) (files int, digest string, skipped []string, ok bool) {
-	rec, ok := ix.lookup(indexKey(a), sumMetadata(sum))
+	rec, ok, _ := ix.lookup(indexKey(a), sumMetadata(sum))
 	return rec.files, rec.digest, rec.skipped, ok
 }
 

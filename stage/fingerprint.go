@@ -83,12 +83,14 @@ func indexKey(a Asset) string {
 	return string(b)
 }
 
-// lookup returns the record of key when its fingerprint is m's. A record in
-// memory is trusted first; without one that matches, a persistent index
-// reads the key's file.
-func (ix *Index) lookup(key string, m tree.Metadata) (indexRecord, bool) {
+// lookup returns the record of key when its fingerprint is m's (hit). A
+// record in memory is trusted first; without one that matches, a
+// persistent index reads the key's file. held reports whether a record of
+// key was found at all, whatever its fingerprint (only for a usable m:
+// an unusable one looks nothing up).
+func (ix *Index) lookup(key string, m tree.Metadata) (rec indexRecord, hit, held bool) {
 	if !m.Usable {
-		return indexRecord{}, false
+		return indexRecord{}, false, false
 	}
 	rec, ok := ix.get(key)
 	if (!ok || rec.sum != m.Sum) && ix.dir != "" {
@@ -99,26 +101,14 @@ func (ix *Index) lookup(key string, m tree.Metadata) (indexRecord, bool) {
 		}
 		unlock()
 	}
-	if !ok || rec.sum != m.Sum {
-		return indexRecord{}, false
+	if !ok {
+		return indexRecord{}, false, false
+	}
+	if rec.sum != m.Sum {
+		return indexRecord{}, false, true
 	}
 	rec.skipped = slices.Clone(rec.skipped)
-	return rec, true
-}
-
-// holds reports whether the index holds a record of key, whatever its
-// fingerprint.
-func (ix *Index) holds(key string) bool {
-	if _, ok := ix.get(key); ok {
-		return true
-	}
-	if ix.dir == "" {
-		return false
-	}
-	unlock := ix.lockKey(key)
-	defer unlock()
-	_, ok := ix.load(key)
-	return ok
+	return rec, true, true
 }
 
 // store remembers sa as the stage of key under fingerprint m; an unusable

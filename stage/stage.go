@@ -478,12 +478,12 @@ func (s *stager) stageOne(p *planned, stored []byte) (StagedAsset, error) {
 	// Fast path: metadata unchanged since the index saw this source staged.
 	moved := false // the index saw this Source staged, and its metadata moved since
 	if ix := s.o.index; ix != nil && have != "" {
-		rec, ok := ix.lookup(p.key, p.meta)
-		if ok && rec.digest == have {
+		rec, hit, held := ix.lookup(p.key, p.meta)
+		if hit && rec.digest == have {
 			sa.Digest, sa.Files, sa.Bytes, sa.Skipped = rec.digest, rec.files, rec.bytes, rec.skipped
 			return reuse(sa, "stage: reused (index)", true)
 		}
-		moved = p.meta.Usable && (ok || ix.holds(p.key))
+		moved = held // a usable fingerprint, and a record of the Source
 	}
 	// A stored manifest exists: hash the source and compare before writing.
 	// Where the index saw the Source staged and a fingerprint it can trust

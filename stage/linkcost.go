@@ -63,23 +63,17 @@ func ewma(old, x float64) float64 {
 // to cost less than carryMargin times sending them (tarBytes), or the
 // costs are not known yet.
 func (c *linkCosts) carryPays(u []UnchangedFile) bool {
-	var n int64
-	for _, f := range u {
-		n += tarBytes(f.Size)
-	}
-	return c.carryPaysFor(len(u), n)
-}
-
-// carryPaysFor is carryPays for files unchanged files of n tar bytes in
-// all.
-func (c *linkCosts) carryPaysFor(files int, n int64) bool {
 	c.mu.Lock()
 	perByte, perFile := c.perByte, c.perFile
 	c.mu.Unlock()
 	if perByte == 0 || perFile == 0 {
 		return true
 	}
-	return perFile*float64(files) <= carryMargin*perByte*float64(n)
+	var n int64
+	for _, f := range u {
+		n += tarBytes(f.Size)
+	}
+	return perFile*float64(len(u)) <= carryMargin*perByte*float64(n)
 }
 
 // comparePays reports whether comparing a Source with a previous copy of

@@ -389,10 +389,16 @@ func TestProcessWriteCutByStop(t *testing.T) {
 	eachRunner(t, func(t *testing.T, rig procRig) {
 		s := start(t, rig.r, "echo ready; sleep 300", nil)
 		s.awaitReady(t)
-		wrote := make(chan error, 1)
-		go func() { wrote <- s.p.Write(context.Background(), make([]byte, 64<<20)) }()
-		// Long enough for the Write to be under way (and blocked: the
-		// command never reads) on a loaded machine; 300 ms was not always.
+		wrote, started := make(chan error, 1), make(chan struct{})
+		go func() {
+			close(started)
+			wrote <- s.p.Write(context.Background(), make([]byte, 64<<20))
+		}()
+		// Long enough, once the writing goroutine runs, for the Write to be
+		// under way (and blocked: the command never reads) on a loaded
+		// machine; 300 ms was not always, and 1 s counted from the go
+		// statement was not under a CI run twice as slow as usual.
+		<-started
 		time.Sleep(time.Second)
 		_, err := s.p.Stop(t.Context())
 		require.NoError(t, err)

@@ -212,9 +212,13 @@ func faultOnce(t *testing.T, sb server, op operation, m measured, f faultnet.Fau
 	assert.ErrorIs(t, err, sandbox.ErrTransport, "%s of %s on %s during %q: the error must wrap sandbox.ErrTransport", f, op.name, sb.name, phase)
 	assert.False(t, guarded, "%s during %q: the operation did not end by itself within %v (the hang guard's context ended)", f, phase, guard)
 	assert.False(t, hung, "%s during %q: the operation ignored its context's end; it returned only when the connection was closed", f, phase)
+	// Checked once the sandbox is quiet: a cut command may go on alone
+	// (a removal finishes its renames), and a state read while it moves
+	// is no state at all (a CI run read a copy, then its missing marker,
+	// across the removal's last rename).
+	quiesce(t, sc.sandboxDir)
 	sc.intact(t)
 
-	quiesce(t, sc.sandboxDir)
 	err = sc.run(t.Context(), hostLink(sb.dial(t)))
 	if !assert.NoError(t, err, "the retry on a new connection after %s during %q", f, phase) {
 		return

@@ -456,6 +456,7 @@ func TestAttackForwardFloodOfConnections(t *testing.T) {
 }
 
 func TestAttackForwardSlowlorisIsCutOff(t *testing.T) {
+	t.Parallel() // waits out the forward's timeouts; its own server
 	ctx := t.Context()
 	_, _, addr := a20Forward(t, ctx, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(204) }))
 	c, err := net.Dial("tcp", addr.String())
@@ -767,6 +768,7 @@ func TestAttackReadmeAgentView(t *testing.T) {
 // sandbox that keeps every slot busy locks itself out ... until its
 // connections time out"), so the forward serves again afterwards.
 func TestAttackForwardSlotsHeldByNonReaders(t *testing.T) {
+	t.Parallel() // waits out the forward's timeouts; its own server
 	ctx := t.Context()
 	big := strings.Repeat("x", 1<<20)
 	_, _, addr := a20Forward(t, ctx, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

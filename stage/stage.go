@@ -141,8 +141,14 @@ type Runtime struct {
 }
 
 // StagedAsset reports one staged asset.
+//
+// Digest is "sha256:" and 64 lowercase hex digits: the SHA-256 of the
+// asset's canonical manifest, the bytes stored beside the copy as
+// Root/.airlock-manifest-<Name>.json (every entry's path, type, mode, size
+// and SHA-256, sorted by path). Two copies with the same Digest hold the
+// same tree; it does not depend on the host, the Source's path or times.
 type StagedAsset struct {
-	Name, Source, Path, Digest string   // Path: in-sandbox directory; Digest: manifest digest
+	Name, Source, Path, Digest string   // Path: in-sandbox directory; Digest: manifest digest (see above)
 	Files                      int      // regular files in the staged copy
 	Sent                       int      // regular files whose content crossed to the sandbox; the rest were carried over from its previous copy (delta publish) or reused
 	Bytes                      int64    // total size in bytes of the regular files in the staged copy

@@ -1456,13 +1456,13 @@ func TestInlAtkExtraFileAfterRename(t *testing.T) {
 
 // TestInlAtkSourceChangesDuringStage rewrites a source file while stages
 // run, by replacing it (write hot.tmp, rename it over hot; sizes differ)
-// or in place (same size): a stage that succeeds leaves a copy its
-// manifest describes, holding one version whole where the file was
-// replaced (in place, a write under way when the read began can tear it:
-// the documented limit, which failed this test under load), and a stage of
-// the quiet tree publishes it exactly. (It failed, replace: a stage returned
+// or in place (same size): a stage that succeeds leaves the file holding
+// one version whole and a copy its manifest describes, and a stage of the
+// quiet tree publishes it exactly. (It failed, replace: a stage returned
 // nil with a copy holding hot.tmp, which its manifest did not list; see
-// TestInlAtkExtraFileAfterRename.)
+// TestInlAtkExtraFileAfterRename. It failed, in place, under load: a write
+// under way when the read began tore the copy unseen, until a file changed
+// moments before its read was read again; see internal/tree's doc.)
 func TestInlAtkSourceChangesDuringStage(t *testing.T) {
 	for _, how := range []string{"replace", "in-place"} {
 		t.Run(how, func(t *testing.T) {
@@ -1471,7 +1471,7 @@ func TestInlAtkSourceChangesDuringStage(t *testing.T) {
 			build(t, src, "keep=k")
 			v, stop := iaHotWriter(t, src, how)
 			b := stage.NewBridge(sandbox.Local(dir))
-			var ok, failed, torn int
+			var ok, failed int
 			for range 8 {
 				var before [2]map[string]iaEntry
 				for i, name := range []string{"x", "y"} {
@@ -1495,20 +1495,12 @@ func TestInlAtkSourceChangesDuringStage(t *testing.T) {
 				ok++
 				for _, name := range []string{"x", "y"} {
 					got := readFile(t, filepath.Join(root, name, "hot"))
-					if got != v[0] && got != v[1] {
-						// The documented limit (README, "Security
-						// model"): an in-place write already under way
-						// when the read began moved the times before its
-						// data, so the change check cannot see it. A
-						// replaced file is always seen.
-						require.Equal(t, "in-place", how, "a torn file: %d bytes", len(got))
-						torn++
-					}
+					require.True(t, got == v[0] || got == v[1], "a torn file: %d bytes", len(got))
 					iaManifestMatches(t, root, name)
 				}
 			}
 			stop()
-			t.Logf("ok %d failed %d (torn by a write under way at the read: %d)", ok, failed, torn)
+			t.Logf("ok %d failed %d", ok, failed)
 			_, err := stage.Stage(t.Context(), b, root, []stage.Asset{{Name: "x", Source: src}, {Name: "y", Source: src}})
 			require.NoError(t, err)
 			iaSame(t, iaSnap(t, src), iaSnap(t, filepath.Join(root, "x")))
@@ -1519,9 +1511,10 @@ func TestInlAtkSourceChangesDuringStage(t *testing.T) {
 }
 
 // iaHotWriter has a goroutine rewrite src/hot (created here) until stop is
-// called: "replace" writes hot.tmp and renames it over hot (an editor's
-// save; the two versions differ in size), "in-place" overwrites hot with a
-// version of the same size. It returns the two versions.
+// called, pausing 0 to 120 ms between writes: "replace" writes hot.tmp and
+// renames it over hot (an editor's save; the two versions differ in size),
+// "in-place" overwrites hot with a version of the same size. It returns
+// the two versions.
 func iaHotWriter(t *testing.T, src, how string) (v [2]string, stop func()) {
 	v = [2]string{strings.Repeat("A", 300<<10), strings.Repeat("B", 100<<10)}
 	if how == "in-place" {
@@ -1545,6 +1538,10 @@ func iaHotWriter(t *testing.T, src, how string) (v [2]string, stop func()) {
 				_, _ = fh.WriteAt([]byte(v[i%2]), 0)
 				_ = fh.Close()
 			}
+			// Pauses of 0 to 120 ms: a file rewritten back to back fails
+			// every stage (retryable); the pauses let some stages read it
+			// between writes, and succeed.
+			time.Sleep(time.Duration(i%4) * 40 * time.Millisecond)
 		}
 	})
 	return v, func() { close(done); wg.Wait() }

@@ -327,7 +327,7 @@ func (s *scratch) stream(f *srcFile, st stat, rel string, dst int, sum *[32]byte
 		return err
 	}
 	s.h.Sum(sum[:0])
-	return nil
+	return checkSettled(f, st, rel, sum, s.h, s.buffer(st.size))
 }
 
 // readFailed returns err, the failure of a read of f (or of writing what

@@ -41,6 +41,11 @@
 //     the fstat taken after its last byte was read fails the walk with
 //     [ErrChanged]. Exactly the lstat's size is read: a file that grew
 //     shows a new size and times, so there is no read for end of file.
+//     The times move when a write begins, before its data lands, so a
+//     file whose change is under 50 ms old when its read ends is read and
+//     hashed again once 50 ms have passed and must give the same bytes
+//     (a write under way when the read began would tear it unseen); a
+//     write slower than that can still go unseen.
 //     A walk given what a fingerprint pass saw ([Options.Seen]) takes that
 //     pass's listing and lstat for every directory the pass listed and the
 //     walk opened as the same directory (device and inode), so it lists

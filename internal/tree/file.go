@@ -2,6 +2,7 @@ package tree
 
 import (
 	"fmt"
+	"hash"
 	"io"
 	"io/fs"
 	"os"
@@ -77,6 +78,26 @@ func (s *srcFile) read(p []byte) (int, error) {
 	}
 }
 
+// readAt reads into p from offset off (pread), retrying EINTR; io.EOF at
+// the end of the file.
+func (s *srcFile) readAt(p []byte, off int64) (int, error) {
+	if s.f != nil {
+		return s.f.ReadAt(p, off)
+	}
+	for {
+		n, err := unix.Pread(s.fd, p, off)
+		switch {
+		case err == unix.EINTR:
+			continue
+		case err != nil:
+			return 0, err
+		case n == 0 && len(p) > 0:
+			return 0, io.EOF
+		}
+		return n, nil
+	}
+}
+
 // stat fstat's the open file.
 func (s *srcFile) stat() (stat, error) {
 	if s.f != nil {
@@ -110,4 +131,53 @@ func (s *srcFile) readFull(p []byte, rel string) error {
 		}
 	}
 	return nil
+}
+
+// settleWindow: how recent a file's change may be, when its read ends,
+// for the read to be checked once more. The kernel moves a file's times
+// when a write begins, before it copies the data, so a write already under
+// way when the read began shows neither in the size nor in the times taken
+// after the read (what checkUnchanged compares) and can leave a torn read.
+// Such a file is read again once the window has passed since its change,
+// and must hash the same (checkSettled). A write that takes longer than
+// the window can still go unseen.
+const settleWindow = 50 * time.Millisecond
+
+// checkSettled follows a passed checkUnchanged: sum is the SHA-256 of the
+// st.size bytes read from f. When f changed less than settleWindow before
+// now, it waits until the window has passed, reads f again through buf
+// (nil: one is made) with h (reset first; the hashed-bytes counter does
+// not count a re-read)
+// and requires the same sum and, once more, the times st describes;
+// otherwise it fails with ErrChanged.
+func checkSettled(f *srcFile, st stat, rel string, sum *[32]byte, h hash.Hash, buf []byte) error {
+	changed := st.mtime
+	if st.full {
+		changed = time.Unix(0, st.ctime)
+	}
+	wait := time.Until(changed.Add(settleWindow))
+	if wait <= 0 {
+		return nil
+	}
+	time.Sleep(min(wait, settleWindow)) // a change time in the future waits no longer
+	if len(buf) == 0 {
+		buf = make([]byte, 64<<10)
+	}
+	h.Reset()
+	for off := int64(0); off < st.size; {
+		n, err := f.readAt(buf[:min(int64(len(buf)), st.size-off)], off)
+		h.Write(buf[:n])
+		off += int64(n)
+		if err == io.EOF && off < st.size {
+			return fmt.Errorf("%w: %s: file shrank while read", ErrChanged, rel)
+		}
+		if err != nil && err != io.EOF {
+			return readFailed(f, st, rel, fmt.Errorf("reading %s again: %w", rel, err))
+		}
+	}
+	var again [32]byte
+	if h.Sum(again[:0]); again != *sum {
+		return fmt.Errorf("%w: %s: it was being written while read; retry when the tree is quiet", ErrChanged, rel)
+	}
+	return checkUnchanged(f, st, rel)
 }

@@ -228,8 +228,9 @@ func newItem(f *srcFile, rel string, st stat, h hash.Hash) *Item {
 
 // Verify reads and hashes whatever the caller left unread, then checks that
 // the file did not change while read: same size, modification and change
-// time, and identity as at the start. It fills SHA256, or returns an error
-// wrapping ErrChanged.
+// time, and identity as at the start, and, for a file changed moments
+// before the check, the same bytes when read again (see settleWindow). It
+// fills SHA256, or returns an error wrapping ErrChanged.
 func (it *Item) Verify() error { return it.verify(nil) }
 
 func (it *Item) verify(buf []byte) error {
@@ -247,7 +248,12 @@ func (it *Item) verify(buf []byte) error {
 	if err := checkUnchanged(it.src, it.st, it.Path); err != nil {
 		return err
 	}
-	it.SHA256 = hex.EncodeToString(it.h.Sum(nil))
+	var sum [32]byte
+	it.h.Sum(sum[:0])
+	if err := checkSettled(it.src, it.st, it.Path, &sum, it.h, buf); err != nil {
+		return err
+	}
+	it.SHA256 = hex.EncodeToString(sum[:])
 	return nil
 }
 

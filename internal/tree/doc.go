@@ -42,7 +42,7 @@
 //     [ErrChanged]. Exactly the lstat's size is read: a file that grew
 //     shows a new size and times, so there is no read for end of file.
 //     The times move when a write begins, before its data lands, so a
-//     file whose change is under 50 ms old when its read ends is read and
+//     file modified under 50 ms before its read ends is read and
 //     hashed again once 50 ms have passed and must give the same bytes
 //     (a write under way when the read began would tear it unseen); a
 //     write slower than that can still go unseen.

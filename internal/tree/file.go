@@ -133,8 +133,8 @@ func (s *srcFile) readFull(p []byte, rel string) error {
 	return nil
 }
 
-// settleWindow: how recent a file's change may be, when its read ends,
-// for the read to be checked once more. The kernel moves a file's times
+// settleWindow: how recent a file's modification may be, when its read
+// ends, for the read to be checked once more. The kernel moves a file's times
 // when a write begins, before it copies the data, so a write already under
 // way when the read began shows neither in the size nor in the times taken
 // after the read (what checkUnchanged compares) and can leave a torn read.
@@ -144,22 +144,21 @@ func (s *srcFile) readFull(p []byte, rel string) error {
 const settleWindow = 50 * time.Millisecond
 
 // checkSettled follows a passed checkUnchanged: sum is the SHA-256 of the
-// st.size bytes read from f. When f changed less than settleWindow before
-// now, it waits until the window has passed, reads f again through buf
+// st.size bytes read from f. When f was modified less than settleWindow
+// before now, it waits until the window has passed, reads f again through buf
 // (nil: one is made) with h (reset first; the hashed-bytes counter does
 // not count a re-read)
 // and requires the same sum and, once more, the times st describes;
 // otherwise it fails with ErrChanged.
 func checkSettled(f *srcFile, st stat, rel string, sum *[32]byte, h hash.Hash, buf []byte) error {
-	changed := st.mtime
-	if st.full {
-		changed = time.Unix(0, st.ctime)
-	}
-	wait := time.Until(changed.Add(settleWindow))
+	// The modification time: a write moves it (and the change time) as it
+	// begins; a rename, link or chmod moves only the change time and
+	// cannot tear a read.
+	wait := time.Until(st.mtime.Add(settleWindow))
 	if wait <= 0 {
 		return nil
 	}
-	time.Sleep(min(wait, settleWindow)) // a change time in the future waits no longer
+	time.Sleep(min(wait, settleWindow)) // a modification time in the future waits no longer
 	if len(buf) == 0 {
 		buf = make([]byte, 64<<10)
 	}

@@ -64,28 +64,29 @@ func (s *srcFile) read(p []byte) (int, error) {
 	if s.f != nil {
 		return s.f.Read(p)
 	}
-	for {
-		n, err := unix.Read(s.fd, p)
-		switch {
-		case err == unix.EINTR:
-			continue
-		case err != nil:
-			return 0, err
-		case n == 0 && len(p) > 0:
-			return 0, io.EOF
-		}
-		return n, nil
-	}
+	return readFD(s.fd, p, -1)
 }
 
-// readAt reads into p from offset off (pread), retrying EINTR; io.EOF at
-// the end of the file.
+// readAt reads into p from offset off (pread: the file's offset stays
+// where it is), retrying EINTR; io.EOF at the end of the file.
 func (s *srcFile) readAt(p []byte, off int64) (int, error) {
 	if s.f != nil {
 		return s.f.ReadAt(p, off)
 	}
+	return readFD(s.fd, p, off)
+}
+
+// readFD reads into p from fd, with read(2), or with pread(2) at off when
+// off >= 0, retrying EINTR; io.EOF at the end of the file.
+func readFD(fd int, p []byte, off int64) (int, error) {
 	for {
-		n, err := unix.Pread(s.fd, p, off)
+		var n int
+		var err error
+		if off < 0 {
+			n, err = unix.Read(fd, p)
+		} else {
+			n, err = unix.Pread(fd, p, off)
+		}
 		switch {
 		case err == unix.EINTR:
 			continue

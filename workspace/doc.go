@@ -11,7 +11,9 @@
 //
 // History travels as a git bundle of one temporary ref
 // (refs/airlock/tmp/<owner>/<round id>/snap, deleted on return, also on
-// error or cancellation; see Leftovers below). The dirty state (tracked
+// error or cancellation; see Leftovers below), which the sandbox indexes
+// as it arrives (git index-pack) once git bundle verify has checked that
+// its repository holds the commits the bundle requires. The dirty state (tracked
 // edits, staged changes, untracked files that are not ignored, deletions)
 // is a snapshot commit built with a temporary index (a copy of the user's
 // index, GIT_INDEX_FILE): the user's index file, work tree and refs are

@@ -61,8 +61,16 @@ type GitPrepare struct {
 
 // GitPrepareScript returns the script that makes the sandbox work tree
 // p.Remote the prepared round: it creates or repairs the repository,
-// fetches the bundle from stdin (when p.Bundle), records the round's base
-// refs, points HEAD, and checks out the snapshot and the index. Its exit
+// takes in the bundle on stdin (when p.Bundle), records the round's base
+// refs, points HEAD, and checks out the snapshot and the index. The
+// bundle is never written whole: its header (the commits it requires) is
+// checked by git bundle verify, then its pack is indexed as it arrives
+// (index-pack --fix-thin, while the host's git still writes it), and the
+// snapshot's objects must then be complete (rev-list --objects, the check
+// git fetch makes, run beside the checkout: no ref names the snapshot
+// before it passed). The index is read with -m, so that each entry the
+// checkout just wrote keeps its stat data and the refresh reads only the
+// files whose staged content differs. Its exit
 // statuses 10 to 20 name the step that failed (the error on stderr says
 // what to do).
 func GitPrepareScript(p GitPrepare) string {
@@ -81,14 +89,23 @@ if [ -L .git ] || { [ -e .git ] && [ ! -d .git ]; }; then echo "$r/.git is not a
 base=refs/airlock/base/$id
 if [ "$hb" = 1 ]; then
   b=.git/airlock-prepare-$id.bundle
-  cat > "$b" || { rm -f "$b"; exit 13; }
+  : > "$b" || exit 13
+  h=
+  while IFS= read -r l; do
+    if [ -z "$l" ]; then h=1; break; fi
+    printf '%%s\n' "$l" >> "$b" || { rm -f "$b"; exit 13; }
+  done
+  if [ -z "$h" ] || ! printf '\n' >> "$b"; then rm -f "$b"; echo "the bundle's header did not arrive whole in $r/.git; prepare again" >&2; exit 13; fi
   if ! g bundle verify "$b" >/dev/null 2>.git/airlock-prepare-$id.err; then
     e=$(cat .git/airlock-prepare-$id.err); rm -f "$b" .git/airlock-prepare-$id.err
     echo "the bundle does not verify in the sandbox repository $r/.git: $e; remove $r/.git and prepare again" >&2; exit 14
   fi
-  rm -f .git/airlock-prepare-$id.err
-  g fetch -q --no-tags "$b" "$tmp:$base/snap" || { rm -f "$b"; exit 15; }
-  rm -f "$b"
+  rm -f "$b" .git/airlock-prepare-$id.err
+  g index-pack --stdin --fix-thin >/dev/null || exit 15
+  g rev-list --objects --quiet "$snap" --not --all & c=$!
+  g read-tree --reset -u "$snap^{tree}"; s=$?
+  wait "$c" || { echo "the bundle's objects do not complete $snap in $r/.git; prepare again" >&2; exit 15; }
+  [ "$s" = 0 ] || exit 18
 fi
 g update-ref "$base/snap" "$snap" || exit 16
 if [ -n "$head" ]; then g update-ref "$base/head" "$head" || exit 16; fi
@@ -100,9 +117,9 @@ else
   g symbolic-ref HEAD "$br" || exit 17
   if g rev-parse -q --verify "$br" >/dev/null; then g update-ref -d "$br" || exit 17; fi
 fi
-g read-tree --reset -u "$snap^{tree}" || exit 18
+if [ "$hb" != 1 ]; then g read-tree --reset -u "$snap^{tree}" || exit 18; fi
 g clean -fdq %s >/dev/null || exit 19
-g read-tree "$idx" || exit 20
+g read-tree -m "$idx" || exit 20
 g update-index -q --refresh >/dev/null 2>&1
 exit 0
 `, Quote(p.Remote), Quote(p.ID), Quote(p.Branch), Quote(p.Head), Quote(p.Snap), Quote(p.Index), hb, Quote(p.TmpRef), gitRepair, clean)

@@ -292,8 +292,9 @@ func Stage(ctx context.Context, t Target, root string, assets []Asset, opts ...O
 		probe <- probed{stored, err, time.Since(t0)}
 	}()
 	if o.progress != nil || o.index != nil {
+		share := max(1, maxSeen/len(plans))
 		for _, p := range plans {
-			p.meta = tree.Fingerprint(ctx, p.src, p.opts, o.now().Add(-o.racy))
+			p.meta, p.seen = tree.FingerprintSeen(ctx, p.src, p.opts, o.now().Add(-o.racy), share)
 			s.prog.TotalFiles += p.meta.Files
 			s.prog.TotalBytes += p.meta.Bytes
 		}
@@ -367,7 +368,17 @@ type planned struct {
 	opts  tree.Options
 	key   string        // Index key
 	meta  tree.Metadata // metadata pass, when run
+	// seen is what the metadata pass saw of the Source (tree.Seen), for
+	// the comparing walk that may follow: it then lists and lstat's the
+	// tree only once. Let go once compared.
+	seen *tree.Seen
 }
+
+// maxSeen bounds the entries the metadata pass of one Stage keeps for the
+// comparing walks (tree.Seen, some 130 bytes each, so some 8 MiB), shared
+// by its assets: what an asset's share does not hold its compare lists
+// again.
+var maxSeen = 1 << 16
 
 func plan(assets []Asset) ([]*planned, error) {
 	seen := make(map[string]bool, len(assets))
@@ -638,6 +649,10 @@ func (s *stager) compare(p *planned, old tree.Manifest, have string) (compared, 
 		o, ok := byPath[e.Path]
 		return !ok || o.mode != e.Mode || o.size != e.Size
 	}
+	// The metadata pass's listing and lstat stand for the walk's own: a
+	// file that changed since is seen by the publish's walk, which lstat's
+	// every file again (a carried one whose stamp moved fails it).
+	opts.Seen, p.seen = p.seen, nil
 	res, err := tree.Walk(s.ctx, p.src, opts, nil)
 	if err != nil {
 		return compared{}, err

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -211,6 +212,62 @@ func errorsJoin(a, b error) error {
 		return a
 	}
 	return b
+}
+
+// TestWalkSeenKnown: a Walk given both a fingerprint pass's Seen and
+// Known asks Known with the pass's lstat (its Stamp), lists what Known
+// vouches for unopened, and reads the rest against the pass's lstat: a
+// file rewritten since the pass and not vouched for fails the walk
+// (ErrChanged). A rewrite since the pass of a file Known vouches for by the
+// pass's Stamp is not seen by this walk: the caller's later walk, which
+// lstat's again, is what sees it.
+func TestWalkSeenKnown(t *testing.T) {
+	ctx := context.Background()
+	later := time.Now().Add(time.Hour)
+	for _, workers := range workerCounts {
+		src := t.TempDir()
+		build(t, src, "d/", "d/f:ff", "g:gg", "h:hh")
+		first, err := Walk(ctx, src, Options{Stamps: true}, nil)
+		require.NoError(t, err)
+		_, seen := FingerprintSeen(ctx, src, Options{}, later, 100)
+		require.NotNil(t, seen)
+		walk := func() (*Result, map[string]Stamp, int64, error) {
+			asked := map[string]Stamp{}
+			var opened atomic.Int64
+			restore := CountOpened(&opened)
+			defer restore()
+			res, err := Walk(ctx, src, Options{Workers: workers, Stamps: true, Compact: true, Seen: seen, Known: func(rel string, st Stamp) ([32]byte, bool) {
+				asked[rel] = st
+				_, was, ok := first.Listing.Sum(rel)
+				return [32]byte{7}, ok && was == st && rel != "h"
+			}}, nil)
+			return res, asked, opened.Load(), err
+		}
+		res, asked, opened, err := walk()
+		require.NoError(t, err)
+		assert.Len(t, asked, 3, "Known is asked about every file")
+		for p, st := range asked {
+			_, was, _ := first.Listing.Sum(p)
+			assert.Equal(t, was, st, "%s: Known is asked with the pass's Stamp", p)
+		}
+		assert.Equal(t, int64(1), opened, "only h, which Known does not vouch for, is opened")
+		sum, _, ok := res.Listing.Sum("g")
+		require.True(t, ok)
+		assert.Equal(t, [32]byte{7}, sum, "g is listed with Known's sum")
+		sum, _, ok = res.Listing.Sum("h")
+		require.True(t, ok)
+		assert.Equal(t, sha256.Sum256([]byte("hh")), sum, "h is read")
+
+		// Rewritten since the pass (same size: only the times move).
+		time.Sleep(20 * time.Millisecond)
+		build(t, src, "g:GG", "h:HH")
+		res, asked, opened, err = walk()
+		require.ErrorIs(t, err, ErrChanged, "h, read against the pass's lstat, changed since")
+		assert.Nil(t, res)
+		_, was, _ := first.Listing.Sum("g")
+		assert.Equal(t, was, asked["g"], "g: asked with the pass's Stamp, not the rewrite's")
+		assert.LessOrEqual(t, opened, int64(1))
+	}
 }
 
 // TestWalkOptionsKnown: Options.Known spares the read of a file it vouches

@@ -126,8 +126,10 @@ type Options struct {
 	// change time old enough that a later write would have moved it): the
 	// file is listed with sum, and its Stamp, without being opened; a
 	// Walk's callback is not called for it (the caller accounts for it in
-	// Known). Walk only (not Copy), and not with Seen (whose lstat is the
-	// pass's, not the walk's).
+	// Known). Walk only (not Copy). With Seen, st is the fingerprint
+	// pass's lstat where the walk took the pass's (a write since the pass
+	// is then not seen: a caller that must see it lstat's again, as a later
+	// walk does).
 	Known func(rel string, st Stamp) (sum [32]byte, ok bool)
 	// Seen, when set, is what a fingerprint pass of the same root saw
 	// (FingerprintSeen): the walk takes each directory's listing and its
@@ -378,9 +380,6 @@ func walk(ctx context.Context, root string, opts Options, fn func(*Item) error, 
 		opts.SkipContent = nil
 	}
 	if cp != nil {
-		opts.Known = nil
-	}
-	if opts.Seen != nil {
 		opts.Known = nil
 	}
 	w := &walker{ctx: ctx, opts: opts, lim: opts.Limits.WithDefaults(), fn: fn, cp: cp, inline: newScratch(ctx), list: newListing()}

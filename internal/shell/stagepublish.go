@@ -243,7 +243,10 @@ Z() { if find . -maxdepth 0 -printf '' >/dev/null 2>&1; then F=5; find . -type f
 // host's; names holding a newline, which no listing can carry, go
 // first). Then the new tree's regular files are listed: each vouched file
 // there as the inode its stamp named is reported on a LinkedLine, every
-// other file is taken out (one replaced meanwhile is then sent). The others
+// other file is taken out (one replaced meanwhile is then sent). T takes
+// out what is not a regular file or a directory and the names holding a
+// newline, and lists the regular files (inode and path) into $n.f: in one
+// walk where find has -printf, else in three. The others
 // are carried by C, batched by mode. When any of that fails (no cp -al,
 // find or stat %y here, say), $n is made anew and every file goes through
 // C, as are all of them when fewer than half the files of the previous
@@ -273,6 +276,10 @@ Q() { L="$n.l" R="$n.r" N="$n.n" awk -v B=` + carryBatch + ` -v F="$F" "$P" "$@"
 V() { X="$n.x" awk 'BEGIN { X = ENVIRON["X"] } FILENAME == ARGV[1] { h["./" substr($0, length($1) + 2)] = $1; next }
 { p = substr($0, length($1) + 2); if (h[p] == $1) { print "` + LinkedLine + `" substr(p, 3); h[p] = "" } else print p > X }
 END { printf "" > X }' "$n.l" "$n.f"; }
+T() { if find . -maxdepth 0 -printf '' >/dev/null 2>&1; then find . -name '*
+*' -prune -exec rm -rf {} + -o ! -type f ! -type d -exec rm -f {} + -o -type f -printf '%i %p\n' >"$n.f"
+else find . ! -type f ! -type d -exec rm -f {} + && find . -depth -name '*
+*' -exec rm -rf {} + && Y >"$n.f"; fi; }
 W() { { rm -rf "$n" || { find "$n" -type d -exec chmod u+rwx {} +; rm -rf "$n"; }; } >/dev/null 2>&1 && mkdir -p "$n" >/dev/null 2>&1; }
 U() { [ -z "$j" ] || W; }
 K() { s=/dev/null; F=0; j=; l=; true >"$n.c" || return 0; cat >"$n.p" || return 0
@@ -284,8 +291,7 @@ if [ -n "$j" ] && wait "$j"; then l=1; fi
 if [ "$q" != 0 ]; then U
 elif [ ! -s "$n.l" ]; then U && . "$n.r"
 elif ! read w <"$n.n" || [ "$w" != link ]; then U && Q /dev/null /dev/null && . "$n.r"
-elif { [ -n "$l" ] || { [ -z "$j" ] && rmdir "$n" >/dev/null 2>&1 && cp -al . "$n" >/dev/null 2>&1; }; } && (cd "$n" && { { [ "$(id -u 2>/dev/null)" = 0 ] || find . -type d ! -perm -700 -exec chmod u+rwx {} +; } && find . ! -type f ! -type d -exec rm -f {} + && find . -depth -name '*
-*' -exec rm -rf {} + && Y >"$n.f" && V >"$n.k" && tr '\n' '\0' <"$n.x" | xargs -0 rm -f -- && { find . -depth -mindepth 1 -type d -exec rmdir {} + 2>/dev/null || :; }; } >/dev/null 2>&1); then cat "$n.k"; . "$n.r"
+elif { [ -n "$l" ] || { [ -z "$j" ] && rmdir "$n" >/dev/null 2>&1 && cp -al . "$n" >/dev/null 2>&1; }; } && (cd "$n" && { { [ "$(id -u 2>/dev/null)" = 0 ] || find . -type d ! -perm -700 -exec chmod u+rwx {} +; } && T && V >"$n.k" && tr '\n' '\0' <"$n.x" | xargs -0 rm -f -- && { find . -depth -mindepth 1 -type d -exec rmdir {} + 2>/dev/null || :; }; } >/dev/null 2>&1); then cat "$n.k"; . "$n.r"
 else W && Q /dev/null /dev/null && . "$n.r"; fi
 rm -f "$n.c" "$n.p" "$n.l" "$n.r" "$n.f" "$n.x" "$n.k" "$n.n" "$n.s" >/dev/null 2>&1; }
 `

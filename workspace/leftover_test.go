@@ -71,6 +71,26 @@ func owners(t *testing.T) (dead, zombie, live, reused string) {
 // quarantine directories, scratch files — owned by a dead process, a
 // zombie, a reused pid and a live process: the next Restore and the next
 // Prepare remove all but the live owner's.
+// TestRestoreStalePackedRefsLock: a git killed while deleting a ref (a
+// restore whose connection was cut at its last step) leaves
+// .git/packed-refs.lock in the sandbox, and git then refuses every ref
+// deletion. A Restore must still leave no temporary ref behind, bring the
+// agent's commit, and leave the lock, which may be another git's, alone.
+func TestRestoreStalePackedRefsLock(t *testing.T) {
+	e := newEnv(t, func(t *testing.T, dir string) sandbox.Runner { return sandbox.Local(dir) })
+	r := prepareOneFile(t, e, "git")
+	write(t, e.remote, "a", "agent\n")
+	git(t, e.remote, "commit", "-q", "-am", "agent")
+	agent := strings.TrimSpace(git(t, e.remote, "rev-parse", "HEAD"))
+	lock := filepath.Join(e.remote, ".git", "packed-refs.lock")
+	write(t, e.remote, ".git/packed-refs.lock", "")
+	_, err := r.Restore(ctx(t))
+	require.NoError(t, err)
+	assert.Equal(t, agent, strings.TrimSpace(git(t, e.local, "rev-parse", "HEAD")), "the agent's commit")
+	assert.Empty(t, git(t, e.remote, "for-each-ref", "refs/airlock/out", "refs/airlock/tmp"), "a temporary ref left in the sandbox")
+	assert.FileExists(t, lock, "the lock is not the restore's to remove")
+}
+
 func TestLeftoversSwept(t *testing.T) {
 	requireProc(t)
 	dead, zombie, live, reused := owners(t)

@@ -233,7 +233,11 @@ func IsObjectName(s string) bool {
 // names (ParseStaged), or the tail that names no index commit. That index, its lock, the staged section's files
 // or the ref's lock, when one exists, is what a restore whose host was
 // killed left (the host's restore lock serializes the restores of a work
-// tree): they are removed first.
+// tree): they are removed first. The ref is deleted before the snapshot
+// and after the bundle (dr); a git killed while deleting a ref leaves
+// packed-refs.lock, which fails every later deletion, so where git cannot
+// delete it the ref's loose file is removed, unless packed-refs holds the
+// ref too (another git's lock is never removed).
 func GitRestoreScript(remote, id, index string, pathspecs []string) string {
 	specs := make([]string, len(pathspecs))
 	for i, p := range pathspecs {
@@ -249,7 +253,8 @@ bs=$(g rev-parse -q --verify "$base/snap^{commit}") || { echo "$base/snap is mis
 bh=$(g rev-parse -q --verify "$base/head^{commit}")
 ti=.git/airlock-restore-$id.index; rep=.git/airlock-restore-$id.report; st=.git/airlock-restore-$id.staged; out=refs/airlock/out/$id/snap
 rm -f "$ti" "$rep" "$st" "$st.i" "$ti.lock" ".git/$out.lock"
-g update-ref -d "$out" >/dev/null 2>&1
+dr() { g update-ref -d "$out" >/dev/null 2>&1 || { [ -f ".git/$out" ] && [ ! -L ".git/$out" ] && ! grep -qF " $out" .git/packed-refs 2>/dev/null && rm -f ".git/$out"; }; }
+dr
 if [ -f .git/index ]; then cat .git/index > "$ti" && touch -r .git/index "$ti" || exit 13; fi
 if it=$(GIT_INDEX_FILE=$ti g write-tree 2>/dev/null); then
   GIT_INDEX_FILE=$ti g diff-index --cached -z --no-renames "$idx" %[4]s > "$st" 2>/dev/null || { echo "cannot compare the sandbox's index with the round's ($idx): prepare the round again" >&2; rm -f "$ti" "$st"; exit 17; }
@@ -278,7 +283,7 @@ s=$(g commit-tree "$wt" ${h:+-p "$h"} ${ic:+-p "$ic"} -m "airlock: sandbox work 
 g update-ref "$out" "$s" || exit 16
 printf 'bundle %%s %%s%%s\n' "${h:--}" "$s" "${ic:+ $ic}"
 g bundle create - "$out" --not "$bs" ${bh:+"$bh"} 2>/dev/null; x=$?
-g update-ref -d "$out"
+dr
 exit $x
 `, Quote(remote), Quote(id), Quote(index), strings.Join(specs, " "), FindReport, RestoreMagic)
 }

@@ -237,10 +237,10 @@ func (r *Round) prepareGit(ctx context.Context, gitDir string) (err error) {
 	}()
 	err = r.shipGit(ctx, known)
 	var ee *sandbox.ExitError
-	if len(known) > 0 && errors.As(err, &ee) && ee.Status == 14 {
+	if len(known) > 0 && ctx.Err() == nil && errors.As(err, &ee) && thinFailed(ee.Status) {
 		// The sandbox lacks objects of commits its refs name (an objects
 		// directory emptied or cut short): send the whole history.
-		r.o.log.Warn("the sandbox repository lacks objects its refs name; sending the whole history", "round", id, "error", err)
+		r.o.log.Warn("the sandbox repository lacks objects of the history it claims; sending the whole history", "round", id, "error", err)
 		err = r.shipGit(ctx, nil)
 	}
 	return err
@@ -308,10 +308,18 @@ func (r *Round) shipGit(ctx context.Context, known []string) error {
 		}()
 		stdin = pr
 	}
+	hk, err := r.hashKind(ctx)
+	if err != nil {
+		return err
+	}
+	format := ""
+	if hk == hashGitSHA256 {
+		format = "sha256"
+	}
 	script := shell.GitPrepareScript(shell.GitPrepare{Remote: r.spec.Remote, ID: id, Branch: r.rec.Branch, Head: r.rec.Head,
-		Snap: snap, Index: r.rec.Index, TmpRef: tmpRef, Bundle: needBundle, Exclude: r.spec.Exclude})
+		Snap: snap, Index: r.rec.Index, TmpRef: tmpRef, Bundle: needBundle, ObjectFormat: format, Exclude: r.spec.Exclude})
 	r.o.report(sandbox.Progress{Asset: "prepare"})
-	err := runGuest(ctx, r.spec.Runner, "preparing the sandbox work tree "+r.spec.Remote, sandbox.Command{Script: script, Env: r.guestEnv(), Stdin: stdin}, nil)
+	err = runGuest(ctx, r.spec.Runner, "preparing the sandbox work tree "+r.spec.Remote, sandbox.Command{Script: script, Env: r.guestEnv(), Stdin: stdin}, nil)
 	if needBundle && err != nil {
 		// Nobody reads the bundle any more: stop its writer.
 		cancel()
@@ -328,6 +336,14 @@ func (r *Round) shipGit(ctx context.Context, known []string) error {
 	r.o.report(sandbox.Progress{Asset: "prepare", Bytes: sent.n, TotalBytes: sent.n})
 	return nil
 }
+
+// thinFailed reports whether a prepare script that took a thin bundle
+// (one that leaves out what the sandbox's commits hold) exited with a
+// status that a sandbox lacking objects of those commits gives: the
+// bundle's prerequisites missing (14), its pack not resolving against them
+// or the snapshot's objects incomplete (15), the checkout missing a blob
+// (18). The whole history then goes instead.
+func thinFailed(status int) bool { return status == 14 || status == 15 || status == 18 }
 
 type countWriter struct{ n int64 }
 

@@ -27,7 +27,9 @@ g() { git -c core.hooksPath=/dev/null -c core.fsmonitor=false -c gc.auto=0 -c ma
 // repository while it runs). A repository git still cannot open is a
 // clear error (exit 12). Then GIT_DIR pins every git command to this
 // repository (never one above it), and the runtime directory is ignored
-// through .git/info/exclude (appended once; the lines there stay).
+// through .git/info/exclude (appended once; the lines there stay). A
+// new repository gets the object format $of names (empty: git's default,
+// SHA-1); one that holds the other format is a clear error (exit 12).
 const gitRepair = `usable() { GIT_DIR=.git g rev-parse --git-dir >/dev/null 2>&1; }
 rm -f .git/airlock-prepare-* .git/airlock-restore-* 2>/dev/null
 if [ -d .git ]; then
@@ -36,10 +38,12 @@ if [ -d .git ]; then
   rm -f .git/objects/pack/tmp_pack_* .git/objects/pack/tmp_idx_* .git/objects/pack/tmp_rev_* 2>/dev/null
 fi
 if ! usable; then
-  e=$(g init -q . 2>&1 >/dev/null)
+  e=$(g init -q ${of:+--object-format="$of"} . 2>&1 >/dev/null)
   usable || { echo "the sandbox repository $r/.git is damaged and git init cannot repair it ($e); remove $r/.git and prepare again" >&2; exit 12; }
 fi
 export GIT_DIR=.git
+f=$(g rev-parse --show-object-format 2>/dev/null)
+case "$f" in sha1|sha256) [ "$f" = "${of:-sha1}" ] || { echo "the sandbox repository $r/.git holds $f objects and the local repository ${of:-sha1} ones: remove $r/.git and prepare again" >&2; exit 12; };; esac
 g for-each-ref --format='%(refname)' 2>/dev/null | g cat-file --batch-check 2>/dev/null | while read -r n m; do if [ "$m" = missing ]; then g update-ref -d "$n" >/dev/null 2>&1; fi; done
 mkdir -p .git/info || { echo "cannot create $r/.git/info; remove $r/.git and prepare again" >&2; exit 12; }
 has=
@@ -48,15 +52,18 @@ if [ -z "$has" ]; then printf '\n# airlock: the runtime directory\n/` + RuntimeD
 
 // GitPrepare is what GitPrepareScript needs to know.
 type GitPrepare struct {
-	Remote  string   // the sandbox work tree
-	ID      string   // the round id
-	Branch  string   // the branch HEAD names, "" for a detached HEAD
-	Head    string   // the commit HEAD is at, "" when unborn
-	Snap    string   // the snapshot commit (the work tree as sent)
-	Index   string   // the tree the index holds
-	TmpRef  string   // the ref the bundle carries the snapshot under
-	Bundle  bool     // a git bundle arrives on stdin
-	Exclude []string // git clean -e patterns kept (the runtime directory always is)
+	Remote string // the sandbox work tree
+	ID     string // the round id
+	Branch string // the branch HEAD names, "" for a detached HEAD
+	Head   string // the commit HEAD is at, "" when unborn
+	Snap   string // the snapshot commit (the work tree as sent)
+	Index  string // the tree the index holds
+	TmpRef string // the ref the bundle carries the snapshot under
+	Bundle bool   // a git bundle arrives on stdin
+	// ObjectFormat is the local repository's object format: "sha256", or
+	// "" for SHA-1 (git's default).
+	ObjectFormat string
+	Exclude      []string // git clean -e patterns kept (the runtime directory always is)
 }
 
 // GitPrepareScript returns the script that makes the sandbox work tree
@@ -68,7 +75,11 @@ type GitPrepare struct {
 // (index-pack --fix-thin, while the host's git still writes it), and the
 // snapshot's objects must then be complete (rev-list --objects, the check
 // git fetch makes, run beside the checkout: no ref names the snapshot
-// before it passed). The index is read with -m, so that each entry the
+// before it passed). A thin bundle (one with prerequisites, which leaves
+// out what the sandbox's commits hold) is checked against the whole
+// history, since the objects it leaves out are the sandbox's to hold: a
+// sandbox that lacks some fails (exit 15), and the host sends the whole
+// history instead. The index is read with -m, so that each entry the
 // checkout just wrote keeps its stat data and the refresh reads only the
 // files whose staged content differs. Its exit
 // statuses 10 to 20 name the step that failed (the error on stderr says
@@ -82,7 +93,7 @@ func GitPrepareScript(p GitPrepare) string {
 	for _, e := range p.Exclude {
 		clean += " -e " + Quote(e)
 	}
-	return GitPrelude + fmt.Sprintf(`r=%s; id=%s; br=%s; head=%s; snap=%s; idx=%s; hb=%s; tmp=%s
+	return GitPrelude + fmt.Sprintf(`r=%s; id=%s; br=%s; head=%s; snap=%s; idx=%s; hb=%s; tmp=%s; of=%s
 mkdir -p "$r" && cd "$r" || { echo "cannot enter $r" >&2; exit 10; }
 if [ -L .git ] || { [ -e .git ] && [ ! -d .git ]; }; then echo "$r/.git is not a directory; remove it" >&2; exit 11; fi
 %s
@@ -90,9 +101,10 @@ base=refs/airlock/base/$id
 if [ "$hb" = 1 ]; then
   b=.git/airlock-prepare-$id.bundle
   : > "$b" || exit 13
-  h=
+  h=; th=
   while IFS= read -r l; do
     if [ -z "$l" ]; then h=1; break; fi
+    case "$l" in -*) th=1;; esac
     printf '%%s\n' "$l" >> "$b" || { rm -f "$b"; exit 13; }
   done
   if [ -z "$h" ] || ! printf '\n' >> "$b"; then rm -f "$b"; echo "the bundle's header did not arrive whole in $r/.git; prepare again" >&2; exit 13; fi
@@ -102,7 +114,7 @@ if [ "$hb" = 1 ]; then
   fi
   rm -f "$b" .git/airlock-prepare-$id.err
   g index-pack --stdin --fix-thin >/dev/null || exit 15
-  g rev-list --objects --quiet "$snap" --not --all & c=$!
+  if [ -n "$th" ]; then g rev-list --objects --quiet "$snap"; else g rev-list --objects --quiet "$snap" --not --all; fi & c=$!
   g read-tree --reset -u "$snap^{tree}"; s=$?
   wait "$c" || { echo "the bundle's objects do not complete $snap in $r/.git; prepare again" >&2; exit 15; }
   [ "$s" = 0 ] || exit 18
@@ -122,7 +134,7 @@ g clean -fdq %s >/dev/null || exit 19
 g read-tree -m "$idx" || exit 20
 g update-index -q --refresh >/dev/null 2>&1
 exit 0
-`, Quote(p.Remote), Quote(p.ID), Quote(p.Branch), Quote(p.Head), Quote(p.Snap), Quote(p.Index), hb, Quote(p.TmpRef), gitRepair, clean)
+`, Quote(p.Remote), Quote(p.ID), Quote(p.Branch), Quote(p.Head), Quote(p.Snap), Quote(p.Index), hb, Quote(p.TmpRef), Quote(p.ObjectFormat), gitRepair, clean)
 }
 
 // PlainPrepareScript returns the script that makes the sandbox directory

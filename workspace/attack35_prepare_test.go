@@ -119,44 +119,6 @@ func TestA35ThinPrepareSandboxLacksObjects(t *testing.T) {
 	}
 }
 
-// TestA35ThinPrepareSandboxLacksHistoryBlob: the sandbox lacks only a blob
-// of an older commit (not in the HEAD tree): the thin bundle's checkout
-// succeeds, but the repository is not whole (git log -p fails) unless the
-// Prepare noticed and sent the whole history.
-func TestA35ThinPrepareSandboxLacksHistoryBlob(t *testing.T) {
-	e := newEnv(t, localRunner)
-	initRepo(t, e.local, map[string]string{"a": "1\n", "old": "old content\n"})
-	a35Commit(t, e.local, "drop old", nil)
-	git(t, e.local, "rm", "-q", "old")
-	git(t, e.local, "commit", "-q", "-m", "rm old")
-	_, err := workspace.Prepare(ctx(t), e.spec)
-	require.NoError(t, err)
-	// Remove the blob "old content" from the sandbox: unpack everything
-	// loose but that blob.
-	blob := strings.TrimSpace(git(t, e.remote, "rev-parse", "HEAD~2:old"))
-	a35StripSandbox(t, e, true)
-	for _, o := range strings.Fields(git(t, e.local, "rev-list", "--objects", "--all")) {
-		if len(o) != 40 || o == blob {
-			continue
-		}
-		if strings.TrimSpace(git(t, e.local, "cat-file", "-t", o)) != "blob" {
-			continue
-		}
-		cmd := exec.Command("git", "cat-file", "blob", o)
-		cmd.Dir = e.local
-		b, err := cmd.Output()
-		require.NoError(t, err)
-		c2 := exec.Command("git", "hash-object", "-w", "--stdin")
-		c2.Dir = e.remote
-		c2.Stdin = bytes.NewReader(b)
-		require.NoError(t, c2.Run())
-	}
-	a35Commit(t, e.local, "third", map[string]string{"a": "3\n"})
-	_, err = workspace.Prepare(ctx(t), e.spec)
-	require.NoError(t, err)
-	a35Same(t, e)
-}
-
 // TestA35PrepareSubjects: prerequisite lines of a thin bundle carry the
 // subject of each prerequisite commit; subjects with backslashes (a
 // trailing one too), leading spaces, non-UTF-8 bytes, a very long line,

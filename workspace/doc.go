@@ -22,10 +22,14 @@
 // and the work tree, so git status there shows what it shows locally, and
 // the sandbox's .git/info/exclude gets the line "/.airlock"
 // (sandbox.RuntimeDir; appended once, the lines there kept), so an agent's
-// git add -A leaves the staged assets out. A second Prepare on the same
-// sandbox sends only the commits it lacks (the whole history when the
-// sandbox's repository turns out to lack objects its refs name). Prepare
-// repairs what an earlier Prepare cut short left in the sandbox: an
+// git add -A leaves the staged assets out. The sandbox's repository gets
+// the local one's object format (SHA-1 or SHA-256); one of the other
+// format is an error naming it. A second Prepare on the same sandbox
+// sends only the commits it lacks; the whole history travels instead
+// when the sandbox's repository turns out to lack objects that those
+// commits or the trees of the snapshot, HEAD and the index need (objects
+// only older history reaches are not checked: git fsck there tells).
+// Prepare repairs what an earlier Prepare cut short left in the sandbox: an
 // incomplete .git (an init cut short) is completed by git init, which
 // overwrites nothing; lock files and half-written packs of a killed git
 // and scratch files and refs of earlier rounds are removed; the work tree and index are reset as

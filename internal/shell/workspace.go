@@ -76,10 +76,14 @@ type GitPrepare struct {
 // snapshot's objects must then be complete (rev-list --objects, the check
 // git fetch makes, run beside the checkout: no ref names the snapshot
 // before it passed). A thin bundle (one with prerequisites, which leaves
-// out what the sandbox's commits hold) is checked against the whole
-// history, since the objects it leaves out are the sandbox's to hold: a
+// out what the sandbox's commits hold) is checked against its
+// prerequisites rather than the sandbox's refs, and the trees of the
+// snapshot, HEAD and the index must be whole (rev-list --objects
+// --no-walk), since the objects it leaves out are the sandbox's to hold: a
 // sandbox that lacks some fails (exit 15), and the host sends the whole
-// history instead. The index is read with -m, so that each entry the
+// history instead. Objects of older history only (a blob of a commit
+// before HEAD) are not checked: that would walk the whole history at
+// every Prepare. The index is read with -m, so that each entry the
 // checkout just wrote keeps its stat data and the refresh reads only the
 // files whose staged content differs. Its exit
 // statuses 10 to 20 name the step that failed (the error on stderr says
@@ -101,10 +105,10 @@ base=refs/airlock/base/$id
 if [ "$hb" = 1 ]; then
   b=.git/airlock-prepare-$id.bundle
   : > "$b" || exit 13
-  h=; th=
+  h=; th=; pq=
   while IFS= read -r l; do
     if [ -z "$l" ]; then h=1; break; fi
-    case "$l" in -*) th=1;; esac
+    case "$l" in -*) th=1; l0=${l%%%% *}; pq="$pq ${l0#-}";; esac
     printf '%%s\n' "$l" >> "$b" || { rm -f "$b"; exit 13; }
   done
   if [ -z "$h" ] || ! printf '\n' >> "$b"; then rm -f "$b"; echo "the bundle's header did not arrive whole in $r/.git; prepare again" >&2; exit 13; fi
@@ -114,7 +118,8 @@ if [ "$hb" = 1 ]; then
   fi
   rm -f "$b" .git/airlock-prepare-$id.err
   g index-pack --stdin --fix-thin >/dev/null || exit 15
-  if [ -n "$th" ]; then g rev-list --objects --quiet "$snap"; else g rev-list --objects --quiet "$snap" --not --all; fi & c=$!
+  if [ -n "$th" ]; then g rev-list --objects --quiet "$snap" --not $pq && g rev-list --objects --quiet --no-walk "$snap" ${head:+"$head"} "$idx"
+  else g rev-list --objects --quiet "$snap" --not --all; fi & c=$!
   g read-tree --reset -u "$snap^{tree}"; s=$?
   wait "$c" || { echo "the bundle's objects do not complete $snap in $r/.git; prepare again" >&2; exit 15; }
   [ "$s" = 0 ] || exit 18

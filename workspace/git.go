@@ -277,6 +277,14 @@ func (r *Round) shipGit(ctx context.Context, known []string) error {
 	g, id := r.git, r.rec.ID
 	snap := r.rec.Snap
 	needBundle := !slices.Contains(known, snap)
+	hk, err := r.hashKind(ctx) // the sandbox's new repository gets the local object format
+	if err != nil {
+		return err
+	}
+	format := ""
+	if hk == hashGitSHA256 {
+		format = "sha256"
+	}
 	tmpRef := "refs/airlock/tmp/" + owner.Tag() + "/" + id + "/snap"
 	var stdin io.Reader
 	var bundleErr chan error
@@ -307,14 +315,6 @@ func (r *Round) shipGit(ctx context.Context, known []string) error {
 			bundleErr <- err
 		}()
 		stdin = pr
-	}
-	hk, err := r.hashKind(ctx)
-	if err != nil {
-		return err
-	}
-	format := ""
-	if hk == hashGitSHA256 {
-		format = "sha256"
 	}
 	script := shell.GitPrepareScript(shell.GitPrepare{Remote: r.spec.Remote, ID: id, Branch: r.rec.Branch, Head: r.rec.Head,
 		Snap: snap, Index: r.rec.Index, TmpRef: tmpRef, Bundle: needBundle, ObjectFormat: format, Exclude: r.spec.Exclude})

@@ -140,15 +140,7 @@ func (e *a29Env) exact(what string) {
 	require.Empty(e.t, treetest.Diff(snap, treetest.Snapshot(e.t, e.dst())), "%s: the sandbox copy differs from the Source", what)
 	b, err := os.ReadFile(e.manifest())
 	require.NoError(e.t, err, "%s", what)
-	var m struct {
-		Entries []struct {
-			Path   string `json:"path"`
-			Type   string `json:"type"`
-			Mode   uint32 `json:"mode"`
-			Size   int64  `json:"size"`
-			SHA256 string `json:"sha256"`
-		} `json:"entries"`
-	}
+	var m a29Manifest
 	require.NoError(e.t, json.Unmarshal(b, &m), "%s", what)
 	got := map[string]string{}
 	for _, en := range m.Entries {
@@ -493,4 +485,15 @@ func TestAtk29HostileSandbox(t *testing.T) {
 			}
 		})
 	}
+}
+
+// a29Manifest is a stored manifest's JSON, as the attack tests read it.
+type a29Manifest struct {
+	Entries []struct {
+		Path   string `json:"path"`
+		Type   string `json:"type"`
+		Mode   uint32 `json:"mode"`
+		Size   int64  `json:"size"`
+		SHA256 string `json:"sha256"`
+	} `json:"entries"`
 }

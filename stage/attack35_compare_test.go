@@ -24,15 +24,7 @@ func a35Consistent(t *testing.T, e *a29Env, digest, what string) {
 	b, err := os.ReadFile(e.manifest())
 	require.NoError(t, err, what)
 	require.Equal(t, fmt.Sprintf("sha256:%x", sha256.Sum256(b)), digest, "%s: Digest is not the stored manifest's", what)
-	var m struct {
-		Entries []struct {
-			Path   string `json:"path"`
-			Type   string `json:"type"`
-			Mode   uint32 `json:"mode"`
-			Size   int64  `json:"size"`
-			SHA256 string `json:"sha256"`
-		} `json:"entries"`
-	}
+	var m a29Manifest
 	require.NoError(t, json.Unmarshal(b, &m), what)
 	got := map[string]string{}
 	for _, en := range m.Entries {

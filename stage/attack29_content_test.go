@@ -140,12 +140,25 @@ func (e *a29Env) exact(what string) {
 	require.Empty(e.t, treetest.Diff(snap, treetest.Snapshot(e.t, e.dst())), "%s: the sandbox copy differs from the Source", what)
 	b, err := os.ReadFile(e.manifest())
 	require.NoError(e.t, err, "%s", what)
+	require.Equal(e.t, a29SnapshotLines(snap), a29ManifestLines(e.t, b, what), "%s: the stored manifest does not describe the copy", what)
+}
+
+// a29ManifestLines reads a stored manifest's entries as "TYPE MODE SIZE
+// SHA256" lines by path.
+func a29ManifestLines(t *testing.T, b []byte, what string) map[string]string {
+	t.Helper()
 	var m a29Manifest
-	require.NoError(e.t, json.Unmarshal(b, &m), "%s", what)
+	require.NoError(t, json.Unmarshal(b, &m), "%s", what)
 	got := map[string]string{}
 	for _, en := range m.Entries {
 		got[en.Path] = fmt.Sprintf("%s %o %d %s", en.Type, en.Mode, en.Size, en.SHA256)
 	}
+	return got
+}
+
+// a29SnapshotLines gives a tree snapshot the lines a29ManifestLines gives
+// its manifest; anything but a file or directory is an "other" line.
+func a29SnapshotLines(snap map[string]treetest.Node) map[string]string {
 	want := map[string]string{}
 	for p, n := range snap {
 		if p == "" || p == "." {
@@ -156,9 +169,11 @@ func (e *a29Env) exact(what string) {
 			want[filepath.ToSlash(p)] = fmt.Sprintf("dir %o 0 ", uint32(n.Mode.Perm()))
 		case n.Mode.IsRegular():
 			want[filepath.ToSlash(p)] = fmt.Sprintf("file %o %d %x", uint32(n.Mode.Perm()), len(n.Data), sha256.Sum256([]byte(n.Data)))
+		default:
+			want[filepath.ToSlash(p)] = "other " + n.Mode.String()
 		}
 	}
-	require.Equal(e.t, want, got, "%s: the stored manifest does not describe the copy", what)
+	return want
 }
 
 // a29Tick waits for the file system's clock to move past the last write.

@@ -4,7 +4,6 @@ package stage_test
 
 import (
 	"crypto/sha256"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -24,27 +23,7 @@ func a35Consistent(t *testing.T, e *a29Env, digest, what string) {
 	b, err := os.ReadFile(e.manifest())
 	require.NoError(t, err, what)
 	require.Equal(t, fmt.Sprintf("sha256:%x", sha256.Sum256(b)), digest, "%s: Digest is not the stored manifest's", what)
-	var m a29Manifest
-	require.NoError(t, json.Unmarshal(b, &m), what)
-	got := map[string]string{}
-	for _, en := range m.Entries {
-		got[en.Path] = fmt.Sprintf("%s %o %d %s", en.Type, en.Mode, en.Size, en.SHA256)
-	}
-	want := map[string]string{}
-	for p, n := range treetest.Snapshot(t, e.dst()) {
-		if p == "" || p == "." {
-			continue
-		}
-		switch {
-		case n.Mode.IsDir():
-			want[filepath.ToSlash(p)] = fmt.Sprintf("dir %o 0 ", uint32(n.Mode.Perm()))
-		case n.Mode.IsRegular():
-			want[filepath.ToSlash(p)] = fmt.Sprintf("file %o %d %x", uint32(n.Mode.Perm()), len(n.Data), sha256.Sum256([]byte(n.Data)))
-		default:
-			want[filepath.ToSlash(p)] = "other " + n.Mode.String()
-		}
-	}
-	require.Equal(t, want, got, "%s: the sandbox copy is not what its manifest says", what)
+	require.Equal(t, a29SnapshotLines(treetest.Snapshot(t, e.dst())), a29ManifestLines(t, b, what), "%s: the sandbox copy is not what its manifest says", what)
 }
 
 // TestA35ChangeAtEachProgress: with an Index whose fingerprint of the

@@ -236,3 +236,38 @@ func TestA35PrepareStdinCut(t *testing.T) {
 		}
 	}
 }
+
+// TestA35PrepareHostileGitConfig: the sandbox's own .git/config points
+// git elsewhere (core.worktree) or thins the checkout (sparse checkout).
+// Prepare must still leave the sandbox's work tree the local one.
+func TestA35PrepareHostileGitConfig(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		set  func(t *testing.T, remote string)
+	}{
+		{"core.worktree", func(t *testing.T, remote string) {
+			git(t, remote, "config", "core.worktree", t.TempDir())
+		}},
+		{"sparse checkout", func(t *testing.T, remote string) {
+			git(t, remote, "config", "core.sparseCheckout", "true")
+			write(t, remote, ".git/info/sparse-checkout", "/nothing-matches\n")
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e := newEnv(t, localRunner)
+			initRepo(t, e.local, map[string]string{"a": "1\n", "d/b": "2\n"})
+			_, err := workspace.Prepare(ctx(t), e.spec)
+			require.NoError(t, err)
+			c.set(t, e.remote)
+			a35Commit(t, e.local, "two", map[string]string{"a": "changed\n", "d/c": "new\n"})
+			_, err = workspace.Prepare(ctx(t), e.spec)
+			if err != nil {
+				t.Logf("Prepare refused: %v", err)
+				return
+			}
+			for _, f := range []string{"a", "d/b", "d/c"} {
+				assert.Equal(t, read(t, e.local, f), read(t, e.remote, f), "file %s", f)
+			}
+		})
+	}
+}

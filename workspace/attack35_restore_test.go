@@ -80,3 +80,22 @@ func TestA35RestorePackedRefsLockLoose(t *testing.T) {
 		assert.Empty(t, strings.TrimSpace(git(t, e.remote, "for-each-ref", "refs/airlock/out")), "restore %d left its ref", i)
 	}
 }
+
+// TestA35RestoreHostileWorktree: the sandbox's .git/config points git at
+// another work tree (core.worktree); Restore must still bring the
+// sandbox directory's work, not that other tree's.
+func TestA35RestoreHostileWorktree(t *testing.T) {
+	e := newEnv(t, localRunner)
+	initRepo(t, e.local, map[string]string{"a": "1\n"})
+	r, err := workspace.Prepare(ctx(t), e.spec)
+	require.NoError(t, err)
+	elsewhere := t.TempDir()
+	write(t, elsewhere, "decoy", "not the agent's\n")
+	git(t, e.remote, "config", "core.worktree", elsewhere)
+	write(t, e.remote, "agent.txt", "the agent's\n")
+	_, err = r.Restore(ctx(t))
+	require.NoError(t, err)
+	assert.Equal(t, "the agent's\n", read(t, e.local, "agent.txt"))
+	assert.False(t, exists(e.local, "decoy"), "a file of the other work tree arrived")
+	assert.Equal(t, "1\n", read(t, e.local, "a"))
+}

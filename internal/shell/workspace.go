@@ -10,10 +10,14 @@ import (
 
 // GitPrelude starts every sandbox script that runs git: the sandbox's
 // own GIT_* redirections are dropped, system and global configuration
-// ignored, hooks off, no prompt; g runs git so.
+// ignored, hooks off, no prompt; g runs git so, with the settings of the
+// sandbox's own .git/config that would thin or alter a checkout or a
+// snapshot overridden (sparse checkout off, symbolic links as links).
+// The scripts then pin both GIT_DIR and GIT_WORK_TREE (a core.worktree
+// there would move the work tree elsewhere).
 const GitPrelude = `unset GIT_DIR GIT_WORK_TREE GIT_INDEX_FILE GIT_OBJECT_DIRECTORY GIT_ALTERNATE_OBJECT_DIRECTORIES GIT_NAMESPACE GIT_COMMON_DIR GIT_CEILING_DIRECTORIES GIT_CONFIG GIT_CONFIG_PARAMETERS GIT_CONFIG_COUNT GIT_EXEC_PATH GIT_TEMPLATE_DIR GIT_SSH GIT_SSH_COMMAND GIT_EXTERNAL_DIFF GIT_PAGER GIT_EDITOR GIT_QUARANTINE_PATH GIT_REPLACE_REF_BASE GIT_NO_REPLACE_OBJECTS GIT_GRAFT_FILE GIT_SHALLOW_FILE GIT_DISCOVERY_ACROSS_FILESYSTEM GIT_LITERAL_PATHSPECS GIT_GLOB_PATHSPECS GIT_NOGLOB_PATHSPECS GIT_ICASE_PATHSPECS GIT_TRACE 2>/dev/null
 export GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null GIT_TERMINAL_PROMPT=0 GIT_OPTIONAL_LOCKS=0 LC_ALL=C
-g() { git -c core.hooksPath=/dev/null -c core.fsmonitor=false -c gc.auto=0 -c maintenance.auto=false -c core.autocrlf=false -c core.quotePath=false "$@"; }
+g() { git -c core.hooksPath=/dev/null -c core.fsmonitor=false -c gc.auto=0 -c maintenance.auto=false -c core.autocrlf=false -c core.quotePath=false -c core.sparseCheckout=false -c core.symlinks=true "$@"; }
 `
 
 // gitRepair makes the sandbox's repository usable, whatever an earlier
@@ -26,7 +30,7 @@ g() { git -c core.hooksPath=/dev/null -c core.fsmonitor=false -c gc.auto=0 -c ma
 // emptied or cut short) are removed (the prepare owns the sandbox
 // repository while it runs). A repository git still cannot open is a
 // clear error (exit 12). Then GIT_DIR pins every git command to this
-// repository (never one above it), and the runtime directory is ignored
+// repository (never one above it) and GIT_WORK_TREE to this directory, and the runtime directory is ignored
 // through .git/info/exclude (appended once; the lines there stay). A
 // new repository gets the object format $of names (empty: git's default,
 // SHA-1); one that holds the other format is a clear error (exit 12).
@@ -41,7 +45,7 @@ if ! usable; then
   e=$(g init -q ${of:+--object-format="$of"} . 2>&1 >/dev/null)
   usable || { echo "the sandbox repository $r/.git is damaged and git init cannot repair it ($e); remove $r/.git and prepare again" >&2; exit 12; }
 fi
-export GIT_DIR=.git
+export GIT_DIR=.git GIT_WORK_TREE=.
 f=$(g rev-parse --show-object-format 2>/dev/null)
 case "$f" in sha1|sha256) [ "$f" = "${of:-sha1}" ] || { echo "the sandbox repository $r/.git holds $f objects and the local repository ${of:-sha1} ones: remove $r/.git and prepare again" >&2; exit 12; };; esac
 g for-each-ref --format='%(refname)' 2>/dev/null | g cat-file --batch-check 2>/dev/null | while read -r n m; do if [ "$m" = missing ]; then g update-ref -d "$n" >/dev/null 2>&1; fi; done
@@ -188,7 +192,7 @@ for t in git tar; do if command -v "$t" >/dev/null 2>&1; then echo "tool $t"; fi
 if command -v git >/dev/null 2>&1; then v=$(git --version 2>/dev/null) && echo "gitversion $v"; fi
 if [ -d "$r/.git" ] && [ ! -L "$r/.git" ] && cd "$r" 2>/dev/null; then
 %s
-export GIT_DIR=.git
+export GIT_DIR=.git GIT_WORK_TREE=.
 { g for-each-ref --count=%d --format='%%(objectname)' refs/airlock/base refs/heads; g rev-parse -q --verify 'HEAD^{commit}'; } 2>/dev/null | g cat-file --batch-check='%%(objecttype) %%(objectname)' 2>/dev/null | while read -r t n; do [ "$t" = commit ] && echo "have $n"; done
 fi
 echo end

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -269,5 +270,28 @@ func TestA35PrepareHostileGitConfig(t *testing.T) {
 				assert.Equal(t, read(t, e.local, f), read(t, e.remote, f), "file %s", f)
 			}
 		})
+	}
+}
+
+// TestA35PreparePlantedScratch: the sandbox put a directory, a link or a
+// fifo where a prepare keeps its scratch files (.git/airlock-prepare-*);
+// Prepare must clear them and succeed.
+func TestA35PreparePlantedScratch(t *testing.T) {
+	e := newEnv(t, localRunner)
+	initRepo(t, e.local, map[string]string{"a": "1\n"})
+	_, err := workspace.Prepare(ctx(t), e.spec)
+	require.NoError(t, err)
+	g := filepath.Join(e.remote, ".git")
+	write(t, g, "airlock-prepare-planted.bundle/x", "x")
+	require.NoError(t, os.Symlink(t.TempDir(), filepath.Join(g, "airlock-prepare-link")))
+	require.NoError(t, syscall.Mkfifo(filepath.Join(g, "airlock-restore-fifo"), 0o644))
+	a35Commit(t, e.local, "two", map[string]string{"a": "2\n"})
+	_, err = workspace.Prepare(ctx(t), e.spec)
+	require.NoError(t, err)
+	a35Same(t, e)
+	entries, err := os.ReadDir(g)
+	require.NoError(t, err)
+	for _, en := range entries {
+		assert.False(t, strings.HasPrefix(en.Name(), "airlock-"), "left in .git: %s", en.Name())
 	}
 }

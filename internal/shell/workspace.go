@@ -35,7 +35,7 @@ g() { git -c core.hooksPath=/dev/null -c core.fsmonitor=false -c gc.auto=0 -c ma
 // new repository gets the object format $of names (empty: git's default,
 // SHA-1); one that holds the other format is a clear error (exit 12).
 const gitRepair = `usable() { GIT_DIR=.git g rev-parse --git-dir >/dev/null 2>&1; }
-rm -f .git/airlock-prepare-* .git/airlock-restore-* 2>/dev/null
+rm -rf .git/airlock-prepare-* .git/airlock-restore-* 2>/dev/null
 if [ -d .git ]; then
   if command -v find >/dev/null 2>&1; then find .git -path .git/objects -prune -o -name '*.lock' -type f -exec rm -f {} + 2>/dev/null
   else rm -f .git/*.lock .git/refs/heads/*.lock 2>/dev/null; fi
@@ -108,7 +108,7 @@ if [ -L .git ] || { [ -e .git ] && [ ! -d .git ]; }; then echo "$r/.git is not a
 base=refs/airlock/base/$id
 if [ "$hb" = 1 ]; then
   b=.git/airlock-prepare-$id.bundle
-  : > "$b" || exit 13
+  : > "$b" || { echo "cannot write $r/$b (a full disk?): free space and prepare again" >&2; exit 13; }
   h=; th=; pq=
   while IFS= read -r l; do
     if [ -z "$l" ]; then h=1; break; fi

@@ -34,19 +34,22 @@ func TestCheckSettled(t *testing.T) {
 	data := strings.Repeat("B", 300<<10)
 	torn := strings.Repeat("A", 100<<10) + strings.Repeat("B", 200<<10)
 	good, bad := sha256.Sum256([]byte(data)), sha256.Sum256([]byte(torn))
-
-	t.Run("torn", func(t *testing.T) {
-		p := filepath.Join(dir, "torn")
+	// fresh writes data to a new file and opens it, its times just moved.
+	fresh := func(t *testing.T, name string) (string, *srcFile, stat) {
+		p := filepath.Join(dir, name)
 		require.NoError(t, os.WriteFile(p, []byte(data), 0o644))
 		f, st := openSettle(t, p)
+		return p, f, st
+	}
+
+	t.Run("torn", func(t *testing.T) {
+		_, f, st := fresh(t, "torn")
 		err := checkSettled(f, st, "torn", &bad, sha256.New(), nil)
 		require.ErrorIs(t, err, ErrChanged)
 		assert.EqualError(t, err, "changed while being read: torn: it was being written while read; retry when the tree is quiet")
 	})
 	t.Run("whole", func(t *testing.T) {
-		p := filepath.Join(dir, "whole")
-		require.NoError(t, os.WriteFile(p, []byte(data), 0o644))
-		f, st := openSettle(t, p)
+		_, f, st := fresh(t, "whole")
 		began := time.Now()
 		require.NoError(t, checkSettled(f, st, "whole", &good, sha256.New(), make([]byte, 4096)))
 		assert.Less(t, time.Since(began), time.Second, "it waits out the window, no longer")
@@ -61,18 +64,14 @@ func TestCheckSettled(t *testing.T) {
 		require.NoError(t, checkSettled(f, st, "old", &bad, sha256.New(), nil))
 	})
 	t.Run("shrank", func(t *testing.T) {
-		p := filepath.Join(dir, "shrank")
-		require.NoError(t, os.WriteFile(p, []byte(data), 0o644))
-		f, st := openSettle(t, p)
+		p, f, st := fresh(t, "shrank")
 		require.NoError(t, os.Truncate(p, 10))
 		err := checkSettled(f, st, "shrank", &good, sha256.New(), nil)
 		require.ErrorIs(t, err, ErrChanged)
 		assert.EqualError(t, err, "changed while being read: shrank: file shrank while read")
 	})
 	t.Run("rewritten the same size", func(t *testing.T) {
-		p := filepath.Join(dir, "same")
-		require.NoError(t, os.WriteFile(p, []byte(data), 0o644))
-		f, st := openSettle(t, p)
+		p, f, st := fresh(t, "same")
 		time.Sleep(10 * time.Millisecond) // past the times' granularity, within the window
 		w, err := os.OpenFile(p, os.O_WRONLY, 0)
 		require.NoError(t, err)

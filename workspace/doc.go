@@ -108,11 +108,12 @@
 // After the work tree, before HEAD moves, the entries are merged into the
 // local index by the rule of the work tree, against the baseline index:
 // a path whose local index entry is still the baseline's gets the
-// sandbox's entry; one the user changed since Prepare (git add, git rm,
-// a mode, an intent-to-add entry, a merge left unmerged) keeps the
-// user's entry and is listed in Kept, unless it already is the
-// sandbox's. An entry at a path the work tree refused is not staged
-// either; a staged symbolic link is staged only when the work tree holds
+// sandbox's entry; one the user changed (git add, git rm, a mode, an
+// intent-to-add entry, a merge left unmerged) keeps the user's entry
+// and is listed in Kept, unless it already is the sandbox's (the
+// baseline index moves with each Restore, as the work tree's does: see
+// the 3-way merge below). An entry at a path the work tree refused is
+// not staged either; a staged symbolic link is staged only when the work tree holds
 // that very link after the restore (so its target passed the link rules,
 // or is the user's own); an intent-to-add entry needs its file in the
 // work tree; an entry the local index leaves no room for (the user's
@@ -144,10 +145,18 @@
 //
 // # The 3-way merge (both kinds)
 //
-// Against the prepare-time baseline: a remote change beats the baseline; a
+// Against the round's baseline: a remote change beats the baseline; a
 // local edit beats a remote change or deletion (reported in Kept); a
 // deletion applies only to an entry still equal to the baseline; a
-// non-empty directory is never deleted. Files are written atomically
+// non-empty directory is never deleted. The baseline is what Prepare sent
+// until a Restore succeeds; then, at each path where the host now holds
+// the sandbox's entry (it arrived, or already was the host's), the
+// baseline becomes that entry, in the work tree and, for git, in the
+// index. So a round restored again brings the agent's later work, and a
+// later revert in the sandbox arrives as a revert; where a local edit was
+// kept or an entry refused, the baseline stays, and the edit is kept (and
+// listed) again, the entry refused again. The moved baseline is saved
+// with the round (Reopen has it); a Restore that fails moves nothing. Files are written atomically
 // (temporary file and rename) through an os.Root on the work tree;
 // permission bits are kept (git: 0644 or 0755) without setuid, setgid and
 // sticky bits. A sandbox file that had one of those bits is written

@@ -3,6 +3,7 @@ package workspace
 import (
 	"bytes"
 	"encoding/hex"
+	"errors"
 	"strings"
 	"testing"
 )
@@ -12,6 +13,10 @@ func FuzzDecodeRecord(f *testing.F) {
 	r := record{Schema: recordSchema, ID: strings.Repeat("a", 24), Kind: kindPlain, Local: "/l", Remote: "/r", Exclude: []string{}}
 	f.Add(r.encode())
 	f.Add(append(r.encode(), ' '))
+	oid := strings.Repeat("1", 40)
+	g := record{Schema: recordSchema, ID: strings.Repeat("b", 24), Kind: kindGit, Local: "/l", Remote: "/r", Exclude: []string{},
+		Snap: oid, Tree: oid, Index: oid, BaseTree: strings.Repeat("2", 40), BaseIndex: strings.Repeat("3", 40)}
+	f.Add(g.encode())
 	f.Fuzz(func(t *testing.T, data []byte) {
 		rec, err := decodeRecord(data)
 		if err != nil {
@@ -20,7 +25,49 @@ func FuzzDecodeRecord(f *testing.F) {
 		if !bytes.Equal(rec.encode(), data) {
 			t.Fatalf("accepted non-canonical %q", data)
 		}
+		for _, h := range []string{rec.BaseTree, rec.BaseIndex} {
+			if h != "" && (rec.Kind != kindGit || len(h) != 40 && len(h) != 64) {
+				t.Fatalf("accepted baseline %q in a %s round", h, rec.Kind)
+			}
+		}
 	})
+}
+
+// TestDecodeRecordBaseline: a round's moved baseline is optional (a round
+// saved before a Restore moved it, or by an earlier version, has none),
+// names objects, and belongs to git rounds only.
+func TestDecodeRecordBaseline(t *testing.T) {
+	oid := strings.Repeat("1", 40)
+	g := record{Schema: recordSchema, ID: strings.Repeat("b", 24), Kind: kindGit, Local: "/l", Remote: "/r", Exclude: []string{},
+		Snap: oid, Tree: oid, Index: oid}
+	for _, c := range []struct {
+		base, index, kind string
+		ok                bool
+	}{
+		{"", "", kindGit, true},
+		{strings.Repeat("2", 40), "", kindGit, true},
+		{"", strings.Repeat("3", 64), kindGit, true},
+		{"HEAD", "", kindGit, false},
+		{"", strings.Repeat("3", 39), kindGit, false},
+		{strings.Repeat("2", 40), "", kindPlain, false},
+	} {
+		r := g
+		r.BaseTree, r.BaseIndex, r.Kind = c.base, c.index, c.kind
+		got, err := decodeRecord(r.encode())
+		if !c.ok {
+			if !errors.Is(err, ErrBadState) {
+				t.Errorf("%+v: err %v, want ErrBadState", c, err)
+			}
+			continue
+		}
+		if err != nil || got.BaseTree != c.base || got.BaseIndex != c.index {
+			t.Errorf("%+v: got %+v, %v", c, got, err)
+		}
+	}
+	// A record without the keys (an earlier version's) still decodes.
+	if !strings.Contains(string(g.encode()), `"index":"`+oid+`"}`) {
+		t.Errorf("a record without a moved baseline has no base keys: %s", g.encode())
+	}
 }
 
 // FuzzParseTree checks the git tree object parser: what it accepts

@@ -353,7 +353,7 @@ func (c *countWriter) Write(p []byte) (int, error) { c.n += int64(len(p)); retur
 // restoreScript streams the sandbox's work tree back
 // (shell.GitRestoreScript), limited to what the round syncs.
 func (r *Round) restoreScript() string {
-	return shell.GitRestoreScript(r.spec.Remote, r.rec.ID, r.rec.Index, sandboxPathspecs(r.rec.Exclude))
+	return shell.GitRestoreScript(r.spec.Remote, r.rec.ID, r.rec.Index, !r.baseMoved(), sandboxPathspecs(r.rec.Exclude))
 }
 
 // restoreStream runs script in the sandbox and hands its output to fn as a
@@ -501,7 +501,11 @@ func (r *Round) restoreGit(ctx context.Context) (*Result, error) {
 // would conflict fails, before any file is written; a failure after
 // leaves the refs alone.
 func (r *Round) install(ctx context.Context, snap *fetched, h header, hk hashKind, res *Result) error {
-	staged, err := r.checkStaged(ctx, snap.git, h.Staged, res)
+	st, err := r.withReverts(ctx, h.Staged)
+	if err != nil {
+		return err
+	}
+	staged, err := r.checkStaged(ctx, snap.git, st, res)
 	if err != nil {
 		return err
 	}
@@ -509,16 +513,21 @@ func (r *Round) install(ctx context.Context, snap *fetched, h header, hk hashKin
 	if err != nil {
 		return err
 	}
-	if err := r.applyGitFiles(ctx, snap.git, hk, snap.tree, h.Special, res); err != nil {
+	files, err := r.applyGitFiles(ctx, snap.git, hk, snap.tree, h.Special, res)
+	if err != nil {
 		return err
 	}
 	if err := r.finishIndex(ctx); err != nil {
 		return err
 	}
-	if err := r.applyStaged(ctx, snap.git, hk, staged, res); err != nil {
+	index, err := r.applyStaged(ctx, snap.git, hk, staged, res)
+	if err != nil {
 		return err
 	}
-	return r.integrate(ctx, snap.head, plan, res)
+	if err := r.integrate(ctx, snap.head, plan, res); err != nil {
+		return err
+	}
+	return r.rebaseGit(ctx, files, index)
 }
 
 // fetched is the sandbox's snapshot, received.
@@ -659,25 +668,25 @@ func parseDiffTree(out []byte) ([]change, error) {
 // directories, files and links are written in that order; any write that
 // fails stops the restore with an error naming the path, before the refs
 // move, and a later Restore finishes the work.
-func (r *Round) applyGitFiles(ctx context.Context, g *gitexec.Git, hk hashKind, newTree string, special map[string]byte, res *Result) error {
-	out, err := g.Output(ctx, "diff-tree", "-r", "-z", "--no-renames", r.rec.Tree, newTree)
+func (r *Round) applyGitFiles(ctx context.Context, g *gitexec.Git, hk hashKind, newTree string, special map[string]byte, res *Result) ([]baseEntry, error) {
+	out, err := g.Output(ctx, "diff-tree", "-r", "-z", "--no-renames", r.baseTree(), newTree)
 	if err != nil {
-		return fmt.Errorf("workspace: comparing the sandbox's work tree with the baseline (a gc may have pruned the baseline %s): %w", r.rec.Tree, err)
+		return nil, fmt.Errorf("workspace: comparing the sandbox's work tree with the baseline (a gc may have pruned the baseline %s): %w", r.baseTree(), err)
 	}
 	changes, err := parseDiffTree(out)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	l, err := openLocal(r.spec.Local, hk, r.journalDir())
 	if err != nil {
-		return err
+		return nil, err
 	}
 	l.beforePlace = r.o.beforePlace
 	defer l.close()
 	refuse := func(p, why string) { r.refuse(res, p, why) }
 	type plan struct {
 		base, rem state
-		id        string
+		id, mode  string // the sandbox's blob and git mode
 		blocker   string // a local non-directory above the path, which must go first
 		typeDir   bool   // replaces a local directory
 	}
@@ -708,7 +717,7 @@ func (r *Round) applyGitFiles(ctx context.Context, g *gitexec.Git, hk hashKind, 
 			refuse(p, "a submodule or unknown git mode "+c.newMode)
 			continue
 		}
-		pl := &plan{base: state{kind: bk, perm: bperm}, rem: state{kind: rk, perm: rperm}, id: c.newID}
+		pl := &plan{base: state{kind: bk, perm: bperm}, rem: state{kind: rk, perm: rperm}, id: c.newID, mode: c.newMode}
 		if bk != 0 {
 			pl.base.id = c.oldID
 			for d := path.Dir(p); d != "."; d = path.Dir(d) {
@@ -724,6 +733,14 @@ func (r *Round) applyGitFiles(ctx context.Context, g *gitexec.Git, hk hashKind, 
 		plans[p] = pl
 		order = append(order, p)
 	}
+	var moved []baseEntry // where the host holds the sandbox's entry: the next baseline's
+	holds := func(p string) {
+		e := baseEntry{path: p}
+		if pl := plans[p]; pl.rem.kind != 0 {
+			e.mode, e.id = pl.mode, pl.id
+		}
+		moved = append(moved, e)
+	}
 	deleted := map[string]bool{}
 	arrive := map[string]*plan{} // files and links to write
 	kept := map[string]bool{}
@@ -731,11 +748,12 @@ func (r *Round) applyGitFiles(ctx context.Context, g *gitexec.Git, hk hashKind, 
 		pl := plans[p]
 		loc, blocker, err := l.statAt(p)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		switch {
 		case loc.eq(pl.rem), loc.kind == 'd' && pl.rem.kind == 0 && remDirs[p]:
 			// Already as the sandbox has it (a directory there, too).
+			holds(p)
 		case loc.kind == 'd' && pl.rem.kind != 0 && pl.base.kind == 0 && baseDirs[p]:
 			pl.typeDir = true
 			arrive[p] = pl
@@ -773,7 +791,7 @@ func (r *Round) applyGitFiles(ctx context.Context, g *gitexec.Git, hk hashKind, 
 		case pl.typeDir:
 			hold, err := l.holds(p, func(e string) bool { return deleted[e] })
 			if err != nil {
-				return err
+				return nil, err
 			}
 			if hold != "" {
 				withdraw(p, fmt.Sprintf(whyDirHolds, hold))
@@ -784,7 +802,7 @@ func (r *Round) applyGitFiles(ctx context.Context, g *gitexec.Git, hk hashKind, 
 	paths := slices.Sorted(maps.Keys(arrive))
 	sizes, err := blobSizes(ctx, g, paths, func(p string) string { return arrive[p].id })
 	if err != nil {
-		return err
+		return nil, err
 	}
 	budget := r.o.maxBytes
 	for _, p := range paths {
@@ -815,11 +833,11 @@ func (r *Round) applyGitFiles(ctx context.Context, g *gitexec.Git, hk hashKind, 
 		return err
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	bad, err := newLinkCheck(l, links, files).decide()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	for _, p := range slices.Sorted(maps.Keys(bad)) {
 		withdraw(p, bad[p])
@@ -833,9 +851,10 @@ func (r *Round) applyGitFiles(ctx context.Context, g *gitexec.Git, hk hashKind, 
 	dirs := map[string]bool{}
 	for _, p := range slices.Sorted(maps.Keys(deleted)) {
 		if err := l.remove(p); err != nil {
-			return l.writeError(p, err)
+			return nil, l.writeError(p, err)
 		}
 		res.Deleted = append(res.Deleted, p)
+		holds(p)
 		for d := path.Dir(p); d != "."; d = path.Dir(d) {
 			dirs[d] = true
 		}
@@ -843,7 +862,7 @@ func (r *Round) applyGitFiles(ctx context.Context, g *gitexec.Git, hk hashKind, 
 	for _, p := range slices.Sorted(maps.Keys(arrive)) {
 		if arrive[p].typeDir {
 			if err := l.removeDir(p); err != nil {
-				return err
+				return nil, err
 			}
 			delete(dirs, p)
 		}
@@ -851,7 +870,7 @@ func (r *Round) applyGitFiles(ctx context.Context, g *gitexec.Git, hk hashKind, 
 	if len(dirs) > 0 {
 		remoteDirs, err := g.Output(ctx, "ls-tree", "-r", "-d", "-z", "--name-only", newTree)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		keep := map[string]bool{}
 		for _, d := range bytes.Split(remoteDirs, []byte{0}) {
@@ -884,10 +903,11 @@ func (r *Round) applyGitFiles(ctx context.Context, g *gitexec.Git, hk hashKind, 
 			return l.writeError(p, err)
 		}
 		res.Updated = append(res.Updated, p)
+		holds(p)
 		return nil
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	for _, p := range linkPaths {
 		if _, ok := arrive[p]; !ok {
@@ -899,11 +919,12 @@ func (r *Round) applyGitFiles(ctx context.Context, g *gitexec.Git, hk hashKind, 
 			continue
 		}
 		if err != nil {
-			return l.writeError(p, err)
+			return nil, l.writeError(p, err)
 		}
 		res.Updated = append(res.Updated, p)
+		holds(p)
 	}
-	return nil
+	return moved, nil
 }
 
 // blobSizes returns the size of each path's blob (id(p)), read through

@@ -236,7 +236,8 @@ func (r *Round) restorePlain(ctx context.Context) (*Result, error) {
 			}
 		}
 	}()
-	tooLarge := "" // the file past the byte limit
+	rems := map[string]remEntry{} // the stream's entries looked at
+	tooLarge := ""                // the file past the byte limit
 	var h header
 	written := 0
 	err = r.restoreStream(ctx, "reading the sandbox directory "+r.spec.Remote, r.restorePlainScript(), nil, func(br *bufio.Reader) error {
@@ -316,6 +317,7 @@ func (r *Round) restorePlain(ctx context.Context) (*Result, error) {
 				return nil
 			}
 			if e.Mode.IsDir() {
+				rems[p] = remEntry{st: state{kind: 'd'}, perm: e.Mode.Perm()}
 				ok, err := dir(p, e.Mode.Perm())
 				if bp, had := baseDirPerm[p]; had && ok && err == nil && !toMake[p] && bp != e.Mode.Perm() {
 					// The sandbox changed an existing directory's bits:
@@ -346,6 +348,7 @@ func (r *Round) restorePlain(ctx context.Context) (*Result, error) {
 			case e.Mode&fs.ModeSymlink != 0:
 				hh := sha256.Sum256([]byte(e.Linkname))
 				rem := state{kind: 'l', id: hex.EncodeToString(hh[:])}
+				rems[p] = remEntry{st: rem}
 				switch {
 				case loc.eq(rem):
 				case loc.eq(b):
@@ -365,14 +368,20 @@ func (r *Round) restorePlain(ctx context.Context) (*Result, error) {
 			if loc.kind == 'd' && b.kind == 'd' {
 				// A directory the sandbox replaced by a file: spooled
 				// until the directory is gone.
-				sp, err := spoolBody(l, p, body, e.Mode.Perm())
+				hs := sha256.New()
+				sp, err := spoolBody(l, p, io.TeeReader(body, hs), e.Mode.Perm())
 				if err != nil {
 					return err
 				}
+				rems[p] = remEntry{st: state{kind: 'f', perm: e.Mode.Perm(), id: hex.EncodeToString(hs.Sum(nil))}, size: e.Size}
 				later[p] = &deferred{rem: state{kind: 'f', perm: e.Mode.Perm()}, spool: sp, typeDir: true}
 				return nil
 			}
-			return r.plainFile(l, p, e, body, b, loc, &pending, localWins)
+			rem, err := r.plainFile(l, p, e, body, b, loc, &pending, localWins)
+			if err == nil {
+				rems[p] = remEntry{st: rem, size: e.Size}
+			}
+			return err
 		})
 		if errors.Is(err, shell.ErrTruncated) {
 			// The host stops reading here: what follows in the stream
@@ -580,6 +589,9 @@ func (r *Round) restorePlain(ctx context.Context) (*Result, error) {
 		}
 		res.Updated = append(res.Updated, nd.path)
 	}
+	if err := r.rebasePlain(ctx, l, rems, func(p string) bool { return seen[p] || under(p) }); err != nil {
+		return nil, err
+	}
 	r.o.report(sandbox.Progress{Asset: "restore", Files: written, TotalFiles: written})
 	return res, nil
 }
@@ -624,22 +636,22 @@ type placement struct {
 
 // plainFile compares one regular file from the sandbox with the baseline
 // and the local copy, and spools it to be placed (pending) when the
-// remote change wins; a local entry that stays goes to localWins. A spool
-// that fails is an error.
-func (r *Round) plainFile(l *local, p string, e tarEntry, body io.Reader, b, loc state, pending *[]placement, localWins func(string, state)) error {
+// remote change wins; a local entry that stays goes to localWins. It
+// returns the sandbox's file as compared. A spool that fails is an error.
+func (r *Round) plainFile(l *local, p string, e tarEntry, body io.Reader, b, loc state, pending *[]placement, localWins func(string, state)) (state, error) {
 	hs := sha256.New()
 	var content io.Reader
 	var spool string
 	if e.Size <= spoolMax {
 		data, err := io.ReadAll(io.TeeReader(io.LimitReader(body, e.Size), hs))
 		if err != nil {
-			return cutStream("reading "+p+" from the sandbox", err)
+			return state{}, cutStream("reading "+p+" from the sandbox", err)
 		}
 		content = bytes.NewReader(data)
 	} else {
 		var err error
 		if spool, err = spoolBody(l, p, io.TeeReader(body, hs), e.Mode.Perm()); err != nil {
-			return err
+			return state{}, err
 		}
 		defer func() {
 			if spool != "" {
@@ -650,18 +662,18 @@ func (r *Round) plainFile(l *local, p string, e tarEntry, body io.Reader, b, loc
 	rem := state{kind: 'f', perm: e.Mode.Perm(), id: hex.EncodeToString(hs.Sum(nil))}
 	switch {
 	case loc.eq(rem), rem.eq(b): // nothing to bring, or nothing changed in the sandbox
-		return nil
+		return rem, nil
 	case !loc.eq(b):
 		localWins(p, loc)
-		return nil
+		return rem, nil
 	}
 	if spool == "" {
 		var err error
 		if spool, err = l.spool(content, rem.perm); err != nil {
-			return fmt.Errorf("workspace: spooling %s: %w", p, err)
+			return state{}, fmt.Errorf("workspace: spooling %s: %w", p, err)
 		}
 	}
 	*pending = append(*pending, placement{path: p, spool: spool, perm: rem.perm})
 	spool = ""
-	return nil
+	return rem, nil
 }

@@ -38,6 +38,13 @@ type record struct {
 	Snap    string   `json:"snapshot"` // the work tree snapshot commit
 	Tree    string   `json:"tree"`     // its tree: the baseline
 	Index   string   `json:"index"`    // the tree of the user's index
+	// After a Restore, the baseline of the next one: the trees of the
+	// work tree and of the index as the host now holds the sandbox's
+	// work (see rebase.go); "" until a Restore moved them. Tree and Index
+	// stay what the sandbox was given: its restore script compares its
+	// index with Index.
+	BaseTree  string `json:"base_tree,omitempty"`
+	BaseIndex string `json:"base_index,omitempty"`
 }
 
 func (r record) encode() []byte {
@@ -79,29 +86,44 @@ func decodeRecord(data []byte) (record, error) {
 				return record{}, fmt.Errorf("%w: bad object name %q", ErrBadState, h)
 			}
 		}
-		if r.Head != "" && !shell.IsObjectName(r.Head) {
-			return record{}, fmt.Errorf("%w: bad head %q", ErrBadState, r.Head)
+		for _, h := range []string{r.Head, r.BaseTree, r.BaseIndex} {
+			if h != "" && !shell.IsObjectName(h) {
+				return record{}, fmt.Errorf("%w: bad object name %q", ErrBadState, h)
+			}
 		}
+	} else if r.BaseTree != "" || r.BaseIndex != "" {
+		return record{}, fmt.Errorf("%w: a plain round with a git baseline", ErrBadState)
 	}
 	return r, nil
 }
 
 func (r *Round) saveState(ctx context.Context) error {
+	base := &r.base
+	if r.rec.Kind != kindPlain {
+		base = nil
+	}
+	return r.saveRecord(ctx, "workspace.Prepare", r.rec, base)
+}
+
+// saveRecord writes rec into the state directory, and base (a plain
+// round's manifest, nil for none) before it, each atomically; op names
+// the call in an error.
+func (r *Round) saveRecord(ctx context.Context, op string, rec record, base *tree.Manifest) error {
 	if r.state == "" {
 		return nil
 	}
 	if err := os.MkdirAll(r.state, 0o700); err != nil {
-		return &fs.PathError{Op: "workspace.Prepare", Path: r.state, Err: fmt.Errorf("creating the state directory: %w", err)}
+		return &fs.PathError{Op: op, Path: r.state, Err: fmt.Errorf("creating the state directory: %w", err)}
 	}
-	if r.rec.Kind == kindPlain {
-		p := filepath.Join(r.state, r.rec.ID+".manifest.json")
-		if err := atomicfile.WriteFileNamed(ctx, p, tmpBase(), r.base.Canonical(), 0o600); err != nil {
-			return &fs.PathError{Op: "workspace.Prepare", Path: p, Err: err}
+	if base != nil {
+		p := filepath.Join(r.state, rec.ID+".manifest.json")
+		if err := atomicfile.WriteFileNamed(ctx, p, tmpBase(), base.Canonical(), 0o600); err != nil {
+			return &fs.PathError{Op: op, Path: p, Err: err}
 		}
 	}
-	p := filepath.Join(r.state, r.rec.ID+".json")
-	if err := atomicfile.WriteFileNamed(ctx, p, tmpBase(), r.rec.encode(), 0o600); err != nil {
-		return &fs.PathError{Op: "workspace.Prepare", Path: p, Err: err}
+	p := filepath.Join(r.state, rec.ID+".json")
+	if err := atomicfile.WriteFileNamed(ctx, p, tmpBase(), rec.encode(), 0o600); err != nil {
+		return &fs.PathError{Op: op, Path: p, Err: err}
 	}
 	return nil
 }

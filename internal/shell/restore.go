@@ -238,12 +238,19 @@ func IsObjectName(s string) bool {
 // packed-refs.lock, which fails every later deletion, so where git cannot
 // delete it the ref's loose file is removed, unless packed-refs holds the
 // ref too (another git's lock is never removed).
-func GitRestoreScript(remote, id, index string, pathspecs []string) string {
+// noChange lets the script answer "nochange" when the sandbox is as the
+// round's prepare left it; a host whose baseline moved since (a Restore
+// brought the sandbox's work) passes false, and gets the snapshot.
+func GitRestoreScript(remote, id, index string, noChange bool, pathspecs []string) string {
 	specs := make([]string, len(pathspecs))
 	for i, p := range pathspecs {
 		specs[i] = Quote(p)
 	}
-	return GitPrelude + fmt.Sprintf(`r=%s; id=%s; idx=%s
+	nc := ""
+	if noChange {
+		nc = "1"
+	}
+	return GitPrelude + fmt.Sprintf(`r=%s; id=%s; idx=%s; nc=%[7]s
 cd "$r" 2>/dev/null || { echo "the sandbox work tree $r is missing" >&2; exit 10; }
 [ -d .git ] && [ ! -L .git ] || { echo "$r/.git is missing or not a directory" >&2; exit 11; }
 GIT_DIR=.git g rev-parse --git-dir >/dev/null 2>&1 || { echo "$r/.git is not a usable git repository (HEAD, objects or refs missing): the sandbox's commits cannot be read" >&2; exit 11; }
@@ -278,14 +285,14 @@ n=$(( $(wc -c < "$rep") ))
 printf '%[6]s\nreport %%d\n' "$n"; cat "$rep"; rm -f "$rep"
 n=$(( $(wc -c < "$st") ))
 printf 'staged %%d\n' "$n"; cat "$st"; rm -f "$st"
-if [ "$h" = "$bh" ] && [ "$wt" = "$(g rev-parse "$bs^{tree}")" ] && [ "$n" = 0 ]; then printf 'nochange\n'; exit 0; fi
+if [ -n "$nc" ] && [ "$h" = "$bh" ] && [ "$wt" = "$(g rev-parse "$bs^{tree}")" ] && [ "$n" = 0 ]; then printf 'nochange\n'; exit 0; fi
 s=$(g commit-tree "$wt" ${h:+-p "$h"} ${ic:+-p "$ic"} -m "airlock: sandbox work tree of round $id") || exit 15
 g update-ref "$out" "$s" || exit 16
 printf 'bundle %%s %%s%%s\n' "${h:--}" "$s" "${ic:+ $ic}"
 g bundle create - "$out" --not "$bs" ${bh:+"$bh"} 2>/dev/null; x=$?
 dr
 exit $x
-`, Quote(remote), Quote(id), Quote(index), strings.Join(specs, " "), FindReport, RestoreMagic)
+`, Quote(remote), Quote(id), Quote(index), strings.Join(specs, " "), FindReport, RestoreMagic, nc)
 }
 
 // PlainRestoreScript returns the script that streams a plain sandbox

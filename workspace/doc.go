@@ -155,8 +155,14 @@
 // index. So a round restored again brings the agent's later work, and a
 // later revert in the sandbox arrives as a revert; where a local edit was
 // kept or an entry refused, the baseline stays, and the edit is kept (and
-// listed) again, the entry refused again. The moved baseline is saved
-// with the round (Reopen has it); a Restore that fails moves nothing. Files are written atomically
+// listed) again, the entry refused again. A plain round's baseline keeps
+// the links a Restore brought, so the agent's later retarget or deletion
+// of one arrives too. A Restore that fails once it has written some of the
+// work tree (a write error, ErrRace, a cancellation) moves the baseline
+// for what it wrote, so that the agent's next change of those paths
+// arrives on the next Restore. The moved baseline is saved with the round
+// (Reopen has it); when that save fails, the Restore fails saying so, the
+// round in memory has the moved baseline, and its next Restore saves it. Files are written atomically
 // (temporary file and rename) through an os.Root on the work tree;
 // permission bits are kept (git: 0644 or 0755) without setuid, setgid and
 // sticky bits. A sandbox file that had one of those bits is written

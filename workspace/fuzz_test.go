@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/hex"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -17,6 +18,9 @@ func FuzzDecodeRecord(f *testing.F) {
 	g := record{Schema: recordSchema, ID: strings.Repeat("b", 24), Kind: kindGit, Local: "/l", Remote: "/r", Exclude: []string{},
 		Snap: oid, Tree: oid, Index: oid, BaseTree: strings.Repeat("2", 40), BaseIndex: strings.Repeat("3", 40)}
 	f.Add(g.encode())
+	pl := r
+	pl.Links = []string{strings.Repeat("a", 64) + " 61", strings.Repeat("b", 64) + " 612f62"}
+	f.Add(pl.encode())
 	f.Fuzz(func(t *testing.T, data []byte) {
 		rec, err := decodeRecord(data)
 		if err != nil {
@@ -28,6 +32,12 @@ func FuzzDecodeRecord(f *testing.F) {
 		for _, h := range []string{rec.BaseTree, rec.BaseIndex} {
 			if h != "" && (rec.Kind != kindGit || len(h) != 40 && len(h) != 64) {
 				t.Fatalf("accepted baseline %q in a %s round", h, rec.Kind)
+			}
+		}
+		for i, l := range rec.Links {
+			p, id, err := parseLink(l)
+			if err != nil || rec.Kind != kindPlain || formatLink(p, id) != l || i > 0 && rec.Links[i-1] >= l {
+				t.Fatalf("accepted link %q (%v) in a %s round", l, err, rec.Kind)
 			}
 		}
 	})
@@ -62,6 +72,39 @@ func TestDecodeRecordBaseline(t *testing.T) {
 		}
 		if err != nil || got.BaseTree != c.base || got.BaseIndex != c.index {
 			t.Errorf("%+v: got %+v, %v", c, got, err)
+		}
+	}
+	plain := record{Schema: recordSchema, ID: strings.Repeat("c", 24), Kind: kindPlain, Local: "/l", Remote: "/r", Exclude: []string{}}
+	sum := strings.Repeat("a", 64)
+	for _, c := range []struct {
+		links []string
+		kind  string
+		ok    bool
+	}{
+		{[]string{formatLink("a", sum), formatLink("a/b", sum)}, kindPlain, true},
+		{[]string{formatLink("\xff\xfe", sum)}, kindPlain, true}, // not UTF-8: hex keeps it
+		{[]string{formatLink("a/b", sum), formatLink("a", sum)}, kindPlain, false},
+		{[]string{formatLink("a", sum), formatLink("a", sum)}, kindPlain, false},
+		{[]string{formatLink("../a", sum)}, kindPlain, false},
+		{[]string{formatLink("a", strings.Repeat("A", 64))}, kindPlain, false},
+		{[]string{sum + " 6"}, kindPlain, false},
+		{[]string{sum + " 6A"}, kindPlain, false},
+		{[]string{formatLink("a", sum)}, kindGit, false},
+	} {
+		r := plain
+		r.Links, r.Kind = c.links, c.kind
+		if c.kind == kindGit {
+			r.Snap, r.Tree, r.Index = oid, oid, oid
+		}
+		got, err := decodeRecord(r.encode())
+		if !c.ok {
+			if !errors.Is(err, ErrBadState) {
+				t.Errorf("links %q: err %v, want ErrBadState", c.links, err)
+			}
+			continue
+		}
+		if err != nil || !slices.Equal(got.Links, c.links) {
+			t.Errorf("links %q: got %q, %v", c.links, got.Links, err)
 		}
 	}
 	// A record without the keys (an earlier version's) still decodes.

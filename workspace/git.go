@@ -514,20 +514,29 @@ func (r *Round) install(ctx context.Context, snap *fetched, h header, hk hashKin
 		return err
 	}
 	files, err := r.applyGitFiles(ctx, snap.git, hk, snap.tree, h.Special, res)
-	if err != nil {
-		return err
+	if err == nil {
+		err = r.finishIndex(ctx)
 	}
-	if err := r.finishIndex(ctx); err != nil {
-		return err
+	if err == nil {
+		err = r.applyStaged(ctx, snap.git, hk, staged, res)
 	}
-	index, err := r.applyStaged(ctx, snap.git, hk, staged, res)
-	if err != nil {
-		return err
+	if err == nil {
+		err = r.integrate(ctx, snap.head, plan, res)
 	}
-	if err := r.integrate(ctx, snap.head, plan, res); err != nil {
-		return err
+	// What was written is the sandbox's now, whether or not the Restore
+	// got to its end: the baseline follows it (rebase.go).
+	dctx := context.WithoutCancel(ctx)
+	index, serr := r.stagedHeld(dctx, staged)
+	if serr == nil {
+		serr = r.rebaseGit(dctx, files, index)
 	}
-	return r.rebaseGit(ctx, files, index)
+	if serr != nil {
+		if err == nil {
+			return serr
+		}
+		r.o.log.Warn("workspace: the round's baseline did not move after a failed restore", "round", r.rec.ID, "error", serr)
+	}
+	return err
 }
 
 // fetched is the sandbox's snapshot, received.
@@ -667,19 +676,22 @@ func parseDiffTree(out []byte) ([]change, error) {
 // (file, link, directory) applies completely. Then deletions, replaced
 // directories, files and links are written in that order; any write that
 // fails stops the restore with an error naming the path, before the refs
-// move, and a later Restore finishes the work.
+// move, and a later Restore finishes the work. It returns the paths where
+// the local work tree holds the sandbox's entry (rebase.go), as far as it
+// got when it fails.
 func (r *Round) applyGitFiles(ctx context.Context, g *gitexec.Git, hk hashKind, newTree string, special map[string]byte, res *Result) ([]baseEntry, error) {
+	var moved []baseEntry // where the host holds the sandbox's entry: the next baseline's
 	out, err := g.Output(ctx, "diff-tree", "-r", "-z", "--no-renames", r.baseTree(), newTree)
 	if err != nil {
-		return nil, fmt.Errorf("workspace: comparing the sandbox's work tree with the baseline (a gc may have pruned the baseline %s): %w", r.baseTree(), err)
+		return moved, fmt.Errorf("workspace: comparing the sandbox's work tree with the baseline (a gc may have pruned the baseline %s): %w", r.baseTree(), err)
 	}
 	changes, err := parseDiffTree(out)
 	if err != nil {
-		return nil, err
+		return moved, err
 	}
 	l, err := openLocal(r.spec.Local, hk, r.journalDir())
 	if err != nil {
-		return nil, err
+		return moved, err
 	}
 	l.beforePlace = r.o.beforePlace
 	defer l.close()
@@ -733,7 +745,6 @@ func (r *Round) applyGitFiles(ctx context.Context, g *gitexec.Git, hk hashKind, 
 		plans[p] = pl
 		order = append(order, p)
 	}
-	var moved []baseEntry // where the host holds the sandbox's entry: the next baseline's
 	holds := func(p string) {
 		e := baseEntry{path: p}
 		if pl := plans[p]; pl.rem.kind != 0 {
@@ -748,7 +759,7 @@ func (r *Round) applyGitFiles(ctx context.Context, g *gitexec.Git, hk hashKind, 
 		pl := plans[p]
 		loc, blocker, err := l.statAt(p)
 		if err != nil {
-			return nil, err
+			return moved, err
 		}
 		switch {
 		case loc.eq(pl.rem), loc.kind == 'd' && pl.rem.kind == 0 && remDirs[p]:
@@ -791,7 +802,7 @@ func (r *Round) applyGitFiles(ctx context.Context, g *gitexec.Git, hk hashKind, 
 		case pl.typeDir:
 			hold, err := l.holds(p, func(e string) bool { return deleted[e] })
 			if err != nil {
-				return nil, err
+				return moved, err
 			}
 			if hold != "" {
 				withdraw(p, fmt.Sprintf(whyDirHolds, hold))
@@ -802,7 +813,7 @@ func (r *Round) applyGitFiles(ctx context.Context, g *gitexec.Git, hk hashKind, 
 	paths := slices.Sorted(maps.Keys(arrive))
 	sizes, err := blobSizes(ctx, g, paths, func(p string) string { return arrive[p].id })
 	if err != nil {
-		return nil, err
+		return moved, err
 	}
 	budget := r.o.maxBytes
 	for _, p := range paths {
@@ -833,11 +844,11 @@ func (r *Round) applyGitFiles(ctx context.Context, g *gitexec.Git, hk hashKind, 
 		return err
 	})
 	if err != nil {
-		return nil, err
+		return moved, err
 	}
 	bad, err := newLinkCheck(l, links, files).decide()
 	if err != nil {
-		return nil, err
+		return moved, err
 	}
 	for _, p := range slices.Sorted(maps.Keys(bad)) {
 		withdraw(p, bad[p])
@@ -851,7 +862,7 @@ func (r *Round) applyGitFiles(ctx context.Context, g *gitexec.Git, hk hashKind, 
 	dirs := map[string]bool{}
 	for _, p := range slices.Sorted(maps.Keys(deleted)) {
 		if err := l.remove(p); err != nil {
-			return nil, l.writeError(p, err)
+			return moved, l.writeError(p, err)
 		}
 		res.Deleted = append(res.Deleted, p)
 		holds(p)
@@ -862,7 +873,7 @@ func (r *Round) applyGitFiles(ctx context.Context, g *gitexec.Git, hk hashKind, 
 	for _, p := range slices.Sorted(maps.Keys(arrive)) {
 		if arrive[p].typeDir {
 			if err := l.removeDir(p); err != nil {
-				return nil, err
+				return moved, err
 			}
 			delete(dirs, p)
 		}
@@ -870,7 +881,7 @@ func (r *Round) applyGitFiles(ctx context.Context, g *gitexec.Git, hk hashKind, 
 	if len(dirs) > 0 {
 		remoteDirs, err := g.Output(ctx, "ls-tree", "-r", "-d", "-z", "--name-only", newTree)
 		if err != nil {
-			return nil, err
+			return moved, err
 		}
 		keep := map[string]bool{}
 		for _, d := range bytes.Split(remoteDirs, []byte{0}) {
@@ -907,7 +918,7 @@ func (r *Round) applyGitFiles(ctx context.Context, g *gitexec.Git, hk hashKind, 
 		return nil
 	})
 	if err != nil {
-		return nil, err
+		return moved, err
 	}
 	for _, p := range linkPaths {
 		if _, ok := arrive[p]; !ok {
@@ -919,7 +930,7 @@ func (r *Round) applyGitFiles(ctx context.Context, g *gitexec.Git, hk hashKind, 
 			continue
 		}
 		if err != nil {
-			return nil, l.writeError(p, err)
+			return moved, l.writeError(p, err)
 		}
 		res.Updated = append(res.Updated, p)
 		holds(p)

@@ -86,7 +86,7 @@ func (r *Round) restorePlainScript() string { return shell.PlainRestoreScript(r.
 // larger one is spooled into the local runtime directory.
 const spoolMax = 8 << 20
 
-func (r *Round) restorePlain(ctx context.Context) (*Result, error) {
+func (r *Round) restorePlain(ctx context.Context) (out *Result, err error) {
 	res := &Result{}
 	l, err := openLocal(r.spec.Local, hashSHA256, r.journalDir())
 	if err != nil {
@@ -117,6 +117,9 @@ func (r *Round) restorePlain(ctx context.Context) (*Result, error) {
 		} else {
 			base[e.Path] = state{kind: 'f', perm: e.Mode.Perm(), id: e.SHA256}
 		}
+	}
+	for p, id := range r.baseLinks() {
+		base[p] = state{kind: 'l', id: id}
 	}
 	seen := map[string]bool{}
 	sent := map[string]byte{} // the kind of each entry of the stream looked at
@@ -208,8 +211,9 @@ func (r *Round) restorePlain(ctx context.Context) (*Result, error) {
 		case loc.kind == 'd':
 			isDir[p] = true
 			return true, nil
-		case loc.kind == 'f' && loc.eq(base[p]):
-			// A file the sandbox replaced by a directory.
+		case (loc.kind == 'f' || loc.kind == 'l') && loc.eq(base[p]):
+			// A file (or a link that arrived) the sandbox replaced by a
+			// directory.
 			nd.replaces = true
 			res.Deleted = append(res.Deleted, p)
 		case loc.kind != 0:
@@ -396,7 +400,20 @@ func (r *Round) restorePlain(ctx context.Context) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	// The stream is whole: its directories, then its files.
+	// The stream is whole: its directories, then its files. What is
+	// written is the sandbox's now, whether or not the Restore gets to its
+	// end: the baseline follows it (rebase.go).
+	defer func() {
+		listed := func(p string) bool { return seen[p] || under(p) }
+		rerr := r.rebasePlain(ctx, l, rems, listed)
+		switch {
+		case rerr == nil:
+		case err == nil:
+			out, err = nil, rerr
+		default:
+			r.o.log.Warn("workspace: the round's baseline did not move after a failed restore", "round", r.rec.ID, "error", rerr)
+		}
+	}()
 	unmade := map[string]string{} // directories whose name the host refuses: why
 	unmadeAbove := func(p string) string {
 		for d := path.Dir(p); d != "."; d = path.Dir(d) {
@@ -588,9 +605,6 @@ func (r *Round) restorePlain(ctx context.Context) (*Result, error) {
 			return nil, l.writeError(nd.path, err)
 		}
 		res.Updated = append(res.Updated, nd.path)
-	}
-	if err := r.rebasePlain(ctx, l, rems, func(p string) bool { return seen[p] || under(p) }); err != nil {
-		return nil, err
 	}
 	r.o.report(sandbox.Progress{Asset: "restore", Files: written, TotalFiles: written})
 	return res, nil

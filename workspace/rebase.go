@@ -18,10 +18,10 @@ import (
 )
 
 // Restoring again. A round may be restored any number of times while the
-// agent works on. After a Restore that succeeded, the host holds the
-// sandbox's entry at each path where the sandbox's change arrived (or
-// already was the host's), and its own at each path where a local edit
-// was kept, an entry was refused or Spec.Exclude matched. The next Restore
+// agent works on. After a Restore, the host holds the sandbox's entry at
+// each path where the sandbox's change arrived (or already was the
+// host's), and its own at each path where a local edit was kept, an entry
+// was refused or Spec.Exclude matched. The next Restore
 // merges against that: the Restore moves the round's baseline, at each
 // path where the host now holds the sandbox's entry, to that entry, and
 // leaves it elsewhere. Merged against the prepare-time baseline instead,
@@ -34,13 +34,19 @@ import (
 // again. The same holds for the index of a git work tree (record.BaseIndex
 // beside record.BaseTree; the sandbox still reports its index against the
 // prepare-time one, record.Index, and an entry it no longer reports is
-// the prepare-time entry again: withReverts). The moved baseline is saved
-// with the round before Restore returns, so Reopen has it, also when the
-// caller's context ends once the work tree was written (as the writes
-// themselves go on). A Restore that fails moves nothing (what arrived then
-// already is the sandbox's, which the next Restore sees as equal); one
-// whose new baseline cannot be saved (a full disk under the state
-// directory) fails so, and restoring again saves it.
+// the prepare-time entry again: withReverts). A plain round's baseline is
+// its manifest and, for the links a Restore brought (which a manifest
+// cannot list), record.Links.
+//
+// What is written is the sandbox's whether or not the Restore gets to its
+// end: a Restore that fails after writing part of the work tree (a write
+// error, the index lock, ErrRace, a cancellation: the writes go on) moves
+// the baseline for what it wrote. Otherwise, once the agent changed those
+// paths again, what the failed Restore wrote would read as the user's
+// edit on the next one. The moved baseline is saved with the round before
+// Restore returns, so Reopen has it; a save that fails fails the Restore
+// (unless it already failed), and leaves the round moved in memory,
+// marked unsaved, for its next Restore to save.
 
 // baseEntry is a path of a git baseline that is to be the sandbox's entry:
 // mode and id as git writes them, mode "" where the sandbox has none.
@@ -108,8 +114,9 @@ func (r *Round) moveTree(ctx context.Context, base string, set []baseEntry) (str
 }
 
 // rebaseGit moves the baselines of the work tree (by files) and of the
-// index (by staged) and saves the round; the round in memory moves only
-// once its state is saved.
+// index (by staged), in memory, and saves the round. A save that fails
+// leaves the round moved in memory, marked unsaved: the next Restore
+// saves it.
 func (r *Round) rebaseGit(ctx context.Context, files, staged []baseEntry) error {
 	ctx = context.WithoutCancel(ctx) // the work arrived: its baseline follows
 	rec := r.rec
@@ -117,22 +124,23 @@ func (r *Round) rebaseGit(ctx context.Context, files, staged []baseEntry) error 
 	if rec.BaseTree, err = r.moveTree(ctx, r.baseTree(), files); err == nil {
 		rec.BaseIndex, err = r.moveTree(ctx, r.baseIndex(), staged)
 	}
-	if err == nil {
-		if rec.BaseTree == rec.Tree {
-			rec.BaseTree = ""
-		}
-		if rec.BaseIndex == rec.Index {
-			rec.BaseIndex = ""
-		}
-		if rec.BaseTree == r.rec.BaseTree && rec.BaseIndex == r.rec.BaseIndex {
-			return nil
-		}
-		err = r.saveRecord(ctx, "workspace.Restore", rec, nil)
-	}
 	if err != nil {
 		return r.rebaseFailed(err)
 	}
-	r.rec = rec
+	if rec.BaseTree == rec.Tree {
+		rec.BaseTree = ""
+	}
+	if rec.BaseIndex == rec.Index {
+		rec.BaseIndex = ""
+	}
+	if rec.BaseTree == r.rec.BaseTree && rec.BaseIndex == r.rec.BaseIndex && !r.unsaved {
+		return nil
+	}
+	r.rec, r.unsaved = rec, true
+	if err := r.saveRecord(ctx, "workspace.Restore", rec, nil); err != nil {
+		return r.rebaseFailed(err)
+	}
+	r.unsaved = false
 	return nil
 }
 
@@ -194,6 +202,77 @@ func (r *Round) movedIndex(ctx context.Context) (map[string]change, error) {
 	return m, nil
 }
 
+// baseValue is what a baseline index holds for the sandbox's staged entry
+// e (mode "" where it has none): an intent-to-add entry, which a tree
+// cannot hold, as the empty blob, which is how git diff-index --cached
+// shows it, so that the entry that arrived reads as the baseline's.
+func (r *Round) baseValue(e shell.StagedEntry) (mode, id string) {
+	switch {
+	case e.Mode == "":
+		return "", ""
+	case e.IntentToAdd:
+		return "100644", emptyBlob(len(r.rec.Index))
+	}
+	return e.Mode, e.ID
+}
+
+// baseHolds reports whether an index entry (c's new side, as git
+// diff-index or diff-tree print it) is, for the baseline, the sandbox's
+// staged entry e.
+func (r *Round) baseHolds(c change, e shell.StagedEntry) bool {
+	mode, id := r.baseValue(e)
+	if c.status == "U" {
+		return false
+	}
+	if strings.Trim(c.newMode, "0") == "" {
+		return mode == ""
+	}
+	return c.newMode == mode && c.newID == id
+}
+
+// stagedHeld returns the sandbox's staged entries (from checkStaged) that
+// the local index holds now (as baseValue has them), however they got
+// there (this Restore staged them, they already were, or the index
+// followed the sandbox's HEAD): the index's part of the next baseline.
+func (r *Round) stagedHeld(ctx context.Context, staged []shell.StagedEntry) ([]baseEntry, error) {
+	if len(staged) == 0 {
+		return nil, nil
+	}
+	out, err := r.git.Output(ctx, "diff-index", "--cached", "-z", "--no-renames", r.baseIndex())
+	if err != nil {
+		return nil, fmt.Errorf("workspace: comparing the index of %s with the round's (a gc may have pruned %s): %w", r.spec.Local, r.baseIndex(), err)
+	}
+	cs, err := parseDiffTree(out)
+	if err != nil {
+		return nil, err
+	}
+	local := map[string]change{}
+	for _, c := range cs {
+		local[c.path] = c
+	}
+	base, err := r.movedIndex(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var held []baseEntry
+	for _, e := range staged {
+		c, ok := local[e.Path]
+		if !ok {
+			// The local entry is the baseline's: a moved one, or else
+			// the prepare-time one, which the sandbox's (reported, so
+			// different) is not.
+			if c, ok = base[e.Path]; !ok {
+				continue
+			}
+		}
+		if r.baseHolds(c, e) {
+			mode, id := r.baseValue(e)
+			held = append(held, baseEntry{path: e.Path, mode: mode, id: id})
+		}
+	}
+	return held, nil
+}
+
 // remEntry is an entry of a plain directory's restore stream: its state
 // as compared, and the bits of a directory and the size of a file.
 type remEntry struct {
@@ -202,34 +281,51 @@ type remEntry struct {
 	size int64       // files
 }
 
-// rebasePlain moves a plain round's baseline manifest after its restore
-// wrote everything: each entry of the stream (rems) that differs from
+// baseLinks returns the links of a plain round's baseline: path → the
+// SHA-256 of the target.
+func (r *Round) baseLinks() map[string]string {
+	m := make(map[string]string, len(r.rec.Links))
+	for _, l := range r.rec.Links {
+		if p, id, err := parseLink(l); err == nil { // decodeRecord checked them
+			m[p] = id
+		}
+	}
+	return m
+}
+
+// rebasePlain moves a plain round's baseline (its manifest, and the links
+// the record lists) once the restore's stream was whole, also when the
+// writes then failed: each entry of the stream (rems) that differs from
 // the baseline becomes the sandbox's where the local one now is the
-// sandbox's (a link, which a manifest does not list, leaves no entry);
-// each entry of the baseline the stream did not list (listed(p) is
-// false, nor does Spec.Exclude match it) leaves the baseline where the
-// local one is gone too. The
-// manifest is saved (with a state directory) before the round moves.
+// sandbox's; each entry of the baseline the stream did not list
+// (listed(p) is false, nor does Spec.Exclude match it) leaves the
+// baseline where the local one is gone too. A save that fails leaves the
+// round moved in memory, marked unsaved: the next Restore saves it.
 func (r *Round) rebasePlain(ctx context.Context, l *local, rems map[string]remEntry, listed func(string) bool) error {
 	ctx = context.WithoutCancel(ctx) // the work arrived: its baseline follows
 	base := map[string]tree.Entry{}
 	for _, e := range r.base.Entries {
 		base[e.Path] = e
 	}
-	changed := false
-	set := func(p string, e *tree.Entry) {
+	links := r.baseLinks()
+	changed := r.unsaved
+	set := func(p string, e *tree.Entry, link string) {
 		changed = true
-		if e == nil {
-			delete(base, p)
-		} else {
+		delete(base, p)
+		delete(links, p)
+		switch {
+		case e != nil:
 			base[p] = *e
+		case link != "":
+			links[p] = link
 		}
 	}
 	for _, p := range slices.Sorted(maps.Keys(rems)) {
 		re, b := rems[p], base[p]
 		switch {
 		case re.st.kind == 'd' && b.Type == tree.Dir && b.Mode.Perm() == re.perm,
-			re.st.kind == 'f' && b.Type == tree.File && b.Mode.Perm() == re.st.perm && b.SHA256 == re.st.id:
+			re.st.kind == 'f' && b.Type == tree.File && b.Mode.Perm() == re.st.perm && b.SHA256 == re.st.id,
+			re.st.kind == 'l' && links[p] == re.st.id:
 			continue // the baseline's
 		}
 		loc, err := l.stat(p)
@@ -239,28 +335,39 @@ func (r *Round) rebasePlain(ctx context.Context, l *local, rems map[string]remEn
 		switch re.st.kind {
 		case 'd':
 			if fi, err := l.root.Lstat(p); err == nil && fi.IsDir() && fi.Mode().Perm() == re.perm {
-				set(p, &tree.Entry{Path: p, Type: tree.Dir, Mode: re.perm})
+				set(p, &tree.Entry{Path: p, Type: tree.Dir, Mode: re.perm}, "")
 			}
 		case 'f':
 			if loc.eq(re.st) {
-				set(p, &tree.Entry{Path: p, Type: tree.File, Mode: re.st.perm, Size: re.size, SHA256: re.st.id})
+				set(p, &tree.Entry{Path: p, Type: tree.File, Mode: re.st.perm, Size: re.size, SHA256: re.st.id}, "")
 			}
 		case 'l':
-			if loc.eq(re.st) && b.Type != "" {
-				set(p, nil)
+			if loc.eq(re.st) {
+				set(p, nil, re.st.id)
 			}
 		}
 	}
-	for _, e := range r.base.Entries {
-		if listed(e.Path) || excluded(r.rec.Exclude, e.Path) {
-			continue
+	gone := func(p string) error {
+		if listed(p) || excluded(r.rec.Exclude, p) {
+			return nil
 		}
-		loc, _, err := l.statAt(e.Path)
+		loc, _, err := l.statAt(p)
 		if err != nil {
 			return r.rebaseFailed(err)
 		}
 		if loc.kind == 0 {
-			set(e.Path, nil)
+			set(p, nil, "")
+		}
+		return nil
+	}
+	for _, e := range r.base.Entries {
+		if err := gone(e.Path); err != nil {
+			return err
+		}
+	}
+	for _, p := range slices.Sorted(maps.Keys(r.baseLinks())) {
+		if err := gone(p); err != nil {
+			return err
 		}
 	}
 	if !changed {
@@ -270,9 +377,16 @@ func (r *Round) rebasePlain(ctx context.Context, l *local, rems map[string]remEn
 	for _, p := range slices.Sorted(maps.Keys(base)) {
 		m.Entries = append(m.Entries, base[p])
 	}
-	if err := r.saveRecord(ctx, "workspace.Restore", r.rec, &m); err != nil {
+	rec := r.rec
+	rec.Links = nil
+	for _, p := range slices.Sorted(maps.Keys(links)) {
+		rec.Links = append(rec.Links, formatLink(p, links[p]))
+	}
+	slices.Sort(rec.Links)
+	r.base, r.rec, r.unsaved = m, rec, true
+	if err := r.saveRecord(ctx, "workspace.Restore", rec, &m); err != nil {
 		return r.rebaseFailed(err)
 	}
-	r.base = m
+	r.unsaved = false
 	return nil
 }

@@ -261,3 +261,43 @@ func TestRestoreAgainRefusedStaysRefused(t *testing.T) {
 		})
 	}
 }
+
+// TestRestoreAgainPlainLinkChangesType: a link that arrived in a plain
+// round is part of its baseline: the sandbox then turning it into a
+// directory, into a file, and deleting it all arrive, and a user's
+// retarget of it is kept.
+func TestRestoreAgainPlainLinkChangesType(t *testing.T) {
+	e := newEnv(t, localRunner)
+	r := prepareOneFile(t, e, "plain")
+	require.NoError(t, os.Symlink("a", filepath.Join(e.remote, "l")))
+	res, err := r.Restore(ctx(t))
+	require.NoError(t, err)
+	require.Equal(t, []string{"l"}, res.Updated)
+	require.NoError(t, os.Remove(filepath.Join(e.remote, "l")))
+	write(t, e.remote, "l/x", "in\n")
+	res, err = r.Restore(ctx(t))
+	require.NoError(t, err)
+	assert.Empty(t, res.Refused, "reasons: %v", res.Reasons)
+	assert.Equal(t, "in\n", read(t, e.local, "l/x"))
+	require.NoError(t, os.RemoveAll(filepath.Join(e.remote, "l")))
+	write(t, e.remote, "l", "file\n")
+	res, err = r.Restore(ctx(t))
+	require.NoError(t, err)
+	assert.Empty(t, res.Refused, "reasons: %v", res.Reasons)
+	assert.Equal(t, "file\n", read(t, e.local, "l"))
+	// Back to a link; the user retargets it: the agent's next change is
+	// kept out, and the link stays the user's.
+	require.NoError(t, os.Remove(filepath.Join(e.remote, "l")))
+	require.NoError(t, os.Symlink("a", filepath.Join(e.remote, "l")))
+	_, err = r.Restore(ctx(t))
+	require.NoError(t, err)
+	require.NoError(t, os.Remove(filepath.Join(e.local, "l")))
+	require.NoError(t, os.Symlink("mine", filepath.Join(e.local, "l")))
+	require.NoError(t, os.Remove(filepath.Join(e.remote, "l")))
+	res, err = r.Restore(ctx(t))
+	require.NoError(t, err)
+	assert.Equal(t, []string{"l"}, res.Kept)
+	got, err := os.Readlink(filepath.Join(e.local, "l"))
+	require.NoError(t, err)
+	assert.Equal(t, "mine", got)
+}

@@ -92,9 +92,9 @@ func (r *Round) checkStaged(ctx context.Context, g *gitexec.Git, st shell.Staged
 // sandbox's. An entry the local index leaves no room for (a local file
 // where it needs a directory, or the reverse) is refused. The objects move
 // into the repository first.
-func (r *Round) applyStaged(ctx context.Context, g *gitexec.Git, hk hashKind, staged []shell.StagedEntry, res *Result) ([]baseEntry, error) {
+func (r *Round) applyStaged(ctx context.Context, g *gitexec.Git, hk hashKind, staged []shell.StagedEntry, res *Result) error {
 	if len(staged) == 0 {
-		return nil, nil
+		return nil
 	}
 	refused := map[string]bool{}
 	for _, p := range res.Refused {
@@ -102,7 +102,7 @@ func (r *Round) applyStaged(ctx context.Context, g *gitexec.Git, hk hashKind, st
 	}
 	l, err := openLocal(r.spec.Local, hk, r.journalDir())
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer l.close()
 	var want []shell.StagedEntry
@@ -113,7 +113,7 @@ func (r *Round) applyStaged(ctx context.Context, g *gitexec.Git, hk hashKind, st
 		if e.IntentToAdd || e.Mode == "120000" {
 			st, err := l.stat(e.Path)
 			if err != nil {
-				return nil, fmt.Errorf("workspace: reading local %s: %w", e.Path, err)
+				return fmt.Errorf("workspace: reading local %s: %w", e.Path, err)
 			}
 			if e.IntentToAdd && st.kind != 'f' && st.kind != 'l' {
 				r.refuse(res, e.Path, whyStagedIntent)
@@ -127,17 +127,12 @@ func (r *Round) applyStaged(ctx context.Context, g *gitexec.Git, hk hashKind, st
 		want = append(want, e)
 	}
 	if len(want) == 0 {
-		return nil, nil
+		return nil
 	}
 	if err := r.adoptBlobs(ctx, g, want); err != nil {
-		return nil, err
+		return err
 	}
-	var moved []baseEntry
-	err = r.withIndex(ctx, func(env []string) (bool, error) {
-		moved = moved[:0]
-		return r.stageInto(ctx, env, want, res, &moved)
-	})
-	return moved, err
+	return r.withIndex(ctx, func(env []string) (bool, error) { return r.stageInto(ctx, env, want, res) })
 }
 
 // refusedAt reports whether p or a directory above it is refused.
@@ -152,9 +147,8 @@ func refusedAt(refused map[string]bool, p string) bool {
 
 // stageInto applies want to the index env names (GIT_INDEX_FILE), by the
 // 3-way rule against the baseline index; it reports whether it changed
-// anything, and adds to holds each entry the index then holds as the
-// sandbox's.
-func (r *Round) stageInto(ctx context.Context, env []string, want []shell.StagedEntry, res *Result, holds *[]baseEntry) (bool, error) {
+// anything.
+func (r *Round) stageInto(ctx context.Context, env []string, want []shell.StagedEntry, res *Result) (bool, error) {
 	g := r.git
 	var out bytes.Buffer
 	if err := g.Run(ctx, gitexec.Cmd{Args: []string{"diff-index", "--cached", "-z", "--no-renames", r.baseIndex()}, Env: env, Stdout: &out}); err != nil {
@@ -177,10 +171,8 @@ func (r *Round) stageInto(ctx context.Context, env []string, want []shell.Staged
 	for _, e := range want {
 		c, moved := local[e.Path]
 		if !moved {
-			if b, ok := base[e.Path]; ok && sameEntry(b, false, e) {
-				*holds = append(*holds, stagedBase(e)) // the baseline's already
-			} else {
-				apply = append(apply, e)
+			if b, ok := base[e.Path]; !ok || !r.baseHolds(b, e) {
+				apply = append(apply, e) // else the local entry already is the sandbox's
 			}
 			continue
 		}
@@ -189,8 +181,6 @@ func (r *Round) stageInto(ctx context.Context, env []string, want []shell.Staged
 		}
 		if !sameEntry(c, intent[e.Path], e) {
 			res.Kept = append(res.Kept, e.Path)
-		} else {
-			*holds = append(*holds, stagedBase(e))
 		}
 	}
 	if len(apply) == 0 {
@@ -201,19 +191,7 @@ func (r *Round) stageInto(ctx context.Context, env []string, want []shell.Staged
 		return false, err
 	}
 	apply = r.roomFor(strings.Split(paths.String(), "\x00"), apply, res)
-	for _, e := range apply {
-		*holds = append(*holds, stagedBase(e))
-	}
 	return r.writeStaged(ctx, env, apply, strings.Repeat("0", len(r.rec.Index)))
-}
-
-// stagedBase is the baseline entry of the sandbox's staged entry e: an
-// intent-to-add entry is none, as a tree of the index leaves it out.
-func stagedBase(e shell.StagedEntry) baseEntry {
-	if e.Mode == "" || e.IntentToAdd {
-		return baseEntry{path: e.Path}
-	}
-	return baseEntry{path: e.Path, mode: e.Mode, id: e.ID}
 }
 
 // sameEntry reports whether the local index's entry (c's new side; intent:

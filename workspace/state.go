@@ -3,6 +3,7 @@ package workspace
 import (
 	"bytes"
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/airlockdev/airlock/internal/atomicfile"
 	"github.com/airlockdev/airlock/internal/shell"
@@ -45,6 +47,11 @@ type record struct {
 	// index with Index.
 	BaseTree  string `json:"base_tree,omitempty"`
 	BaseIndex string `json:"base_index,omitempty"`
+	// Links are the symbolic links of a plain round's baseline, which its
+	// manifest cannot list: links a Restore brought, one "SHA256 PATH"
+	// each (the SHA-256 of the target, the path in hex, as its bytes need
+	// not be UTF-8), sorted.
+	Links []string `json:"links,omitempty"`
 }
 
 func (r record) encode() []byte {
@@ -94,8 +101,35 @@ func decodeRecord(data []byte) (record, error) {
 	} else if r.BaseTree != "" || r.BaseIndex != "" {
 		return record{}, fmt.Errorf("%w: a plain round with a git baseline", ErrBadState)
 	}
+	if len(r.Links) > 0 && r.Kind != kindPlain {
+		return record{}, fmt.Errorf("%w: a git round with links of a plain baseline", ErrBadState)
+	}
+	for i, l := range r.Links {
+		if _, _, err := parseLink(l); err != nil {
+			return record{}, fmt.Errorf("%w: link %q: %v", ErrBadState, l, err)
+		}
+		if i > 0 && r.Links[i-1] >= l {
+			return record{}, fmt.Errorf("%w: links not sorted or repeated at %q", ErrBadState, l)
+		}
+	}
 	return r, nil
 }
+
+// parseLink reads a record's link, "SHA256 PATH" (the path in hex).
+func parseLink(l string) (p, id string, err error) {
+	id, hp, ok := strings.Cut(l, " ")
+	raw, herr := hex.DecodeString(hp)
+	switch {
+	case !ok || len(id) != 64 || strings.Trim(id, "0123456789abcdef") != "":
+		return "", "", errors.New("not a lowercase SHA-256 and a path")
+	case herr != nil || hp != hex.EncodeToString(raw) || !tree.ValidPath(string(raw)):
+		return "", "", errors.New("not a clean relative path in lowercase hex")
+	}
+	return string(raw), id, nil
+}
+
+// formatLink is parseLink's inverse.
+func formatLink(p, id string) string { return id + " " + hex.EncodeToString([]byte(p)) }
 
 func (r *Round) saveState(ctx context.Context) error {
 	base := &r.base

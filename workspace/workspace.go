@@ -171,6 +171,9 @@ type Round struct {
 	git    *gitexec.Git  // git work trees
 	gitDir string        // absolute git dir of a git work tree
 	state  string        // state directory ("" when kept in memory)
+	// unsaved: a Restore moved the baseline in memory but could not save
+	// it (rebase.go); the next Restore saves it.
+	unsaved bool
 }
 
 // ID returns the round's id: 24 lowercase hex digits, stable across Reopen.

@@ -65,9 +65,9 @@ type Host struct {
 	// its re-arming and its h.wg.Add against Close.
 	kaMu    sync.Mutex
 	kaTimer *time.Timer
-	// read counts the bytes read from the connection (nil: unknown, for a
-	// client NewHost adopted).
-	read *atomic.Uint64
+	// conn is the connection's observer: the bytes read from it, and
+	// whether a read failed (nil: unknown, for a client NewHost adopted).
+	conn *countingConn
 
 	closeOnce sync.Once
 	closed    chan struct{}
@@ -112,12 +112,12 @@ func Dial(ctx context.Context, addr string, cfg Config) (*Host, error) {
 		chain = append(chain, c)
 		via, viaAddr = c, withPort(j.Addr)
 	}
-	c, read, err := dialHop(ctx, via, viaAddr, addr, cfg)
+	c, conn, err := dialHop(ctx, via, viaAddr, addr, cfg)
 	if err != nil {
 		closeChain()
 		return nil, err
 	}
-	h, err := newHost(c, cfg, read)
+	h, err := newHost(c, cfg, conn)
 	if err != nil {
 		c.Close()
 		closeChain()
@@ -155,7 +155,7 @@ func withPort(addr string) string {
 // dialHop connects to addr — from this machine, or through via (reached
 // at viaAddr) — and logs in with cfg, under cfg.DialTimeout. It returns
 // the client and the count of bytes read from its connection.
-func dialHop(ctx context.Context, via *ssh.Client, viaAddr, addr string, cfg Config) (*ssh.Client, *atomic.Uint64, error) {
+func dialHop(ctx context.Context, via *ssh.Client, viaAddr, addr string, cfg Config) (*ssh.Client, *countingConn, error) {
 	addr = withPort(addr)
 	timeout := cfg.DialTimeout
 	if timeout <= 0 {
@@ -197,22 +197,32 @@ func dialHop(ctx context.Context, via *ssh.Client, viaAddr, addr string, cfg Con
 		return nil, nil, fmt.Errorf("%w: remote: SSH handshake with %s: %w", sandbox.ErrTransport, addr, err)
 	}
 	_ = conn.SetDeadline(time.Time{})
-	return ssh.NewClient(cc, chans, reqs), &conn.read, nil
+	return ssh.NewClient(cc, chans, reqs), conn, nil
 }
 
-// countingConn counts the bytes read from its connection: the keepalive's
+// countingConn counts the bytes read from its connection (the keepalive's
 // sign that the peer is alive while the reply to a keepalive waits behind
-// the data the peer has yet to read.
+// the data the peer has yet to read), and notes a read that failed: the
+// connection dropped (or was closed). It is noted before the SSH client
+// learns of it, so before any session ends because of it (see Run).
 type countingConn struct {
 	net.Conn
-	read atomic.Uint64
+	read   atomic.Uint64
+	failed atomic.Bool
 }
 
 func (c *countingConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
 	c.read.Add(uint64(n))
+	if err != nil {
+		c.failed.Store(true)
+	}
 	return n, err
 }
+
+// dropped reports whether a read of the connection failed (false when it
+// is not known: a client NewHost adopted).
+func (h *Host) dropped() bool { return h.conn != nil && h.conn.failed.Load() }
 
 // dialConn opens the connection a handshake runs over: TCP from this
 // machine, or a direct-tcpip channel through via.
@@ -242,13 +252,13 @@ func NewHost(c *ssh.Client, cfg Config) (*Host, error) {
 	return newHost(c, cfg, nil)
 }
 
-// newHost is NewHost with the count of bytes read from c's connection
-// (nil: unknown, as for a client NewHost adopts).
-func newHost(c *ssh.Client, cfg Config, read *atomic.Uint64) (*Host, error) {
+// newHost is NewHost with the observer of c's connection (nil: unknown,
+// as for a client NewHost adopts).
+func newHost(c *ssh.Client, cfg Config, conn *countingConn) (*Host, error) {
 	if c == nil {
 		return nil, errors.New("remote: NewHost: nil *ssh.Client")
 	}
-	h := &Host{c: c, cfg: cfg, log: cfg.Logger, closed: make(chan struct{}), read: read}
+	h := &Host{c: c, cfg: cfg, log: cfg.Logger, closed: make(chan struct{}), conn: conn}
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)
 	}
@@ -330,7 +340,7 @@ func (h *Host) keepAliveOnce(every time.Duration) bool {
 			}
 			return true
 		case <-wait.C:
-			if now := h.readBytes(); h.read != nil && now != seen {
+			if now := h.readBytes(); h.conn != nil && now != seen {
 				seen = now // the peer sent something: alive; keep waiting
 				wait.Reset(within)
 				continue
@@ -349,10 +359,10 @@ func (h *Host) keepAliveOnce(every time.Duration) bool {
 // readBytes returns how many bytes were read from the connection so far
 // (0 when unknown).
 func (h *Host) readBytes() uint64 {
-	if h.read == nil {
+	if h.conn == nil {
 		return 0
 	}
-	return h.read.Load()
+	return h.conn.read.Load()
 }
 
 // Client returns the underlying SSH client (for port forwarding, say). The
@@ -423,6 +433,13 @@ func (h *Host) Run(ctx context.Context, cmd sandbox.Command) error {
 	case err := <-done:
 		if err != nil && !errors.Is(err, sandbox.ErrTransport) && shell.HostFault(err, outT.Err(), errT.Err()) {
 			return fmt.Errorf("remote: %w", err) // the caller's writer failed (a full disk, a limit): the host's, not the transport's
+		}
+		if h.dropped() {
+			// OpenSSH sends a command's exit status as soon as it exits,
+			// before the output still in its pipes: a connection that
+			// dropped then ends the session as if whole, with the output
+			// cut short. The command ran; what it wrote did not all come.
+			return fmt.Errorf("%w: remote: the connection dropped as the command ended (exit: %v); its output may be incomplete", sandbox.ErrTransport, runResult(err, stderr, cmd.Dir))
 		}
 		return runResult(err, stderr, cmd.Dir)
 	case <-ctx.Done():

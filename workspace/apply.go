@@ -47,6 +47,7 @@ type local struct {
 	journalDir string          // where the journal of temporary files goes (see tmpfiles.go)
 	jf         *os.File        // the journal, once a temporary file was made
 	noted      map[string]bool // the directories it lists
+	made       []string        // the directories mkdirs made
 	leftover   bool            // a temporary file could not be removed: the journal stays
 
 	spoolMade   bool                  // the runtime directory exists for spool
@@ -61,6 +62,18 @@ func openLocal(dir string, hk hashKind, journalDir string) (*local, error) {
 		return nil, fmt.Errorf("workspace: opening the local work tree: %w", err)
 	}
 	return &local{dir: dir, root: root, hk: hk, journalDir: journalDir, noted: map[string]bool{}}, nil
+}
+
+// unmake removes the directories mkdirs made that are still empty, last
+// made first: what a restore that failed made for the entries it did not
+// get to write (a directory never holds content of its own in a git work
+// tree, and an empty one would stand in the way of the sandbox's next
+// entry there).
+func (l *local) unmake() {
+	for i := len(l.made) - 1; i >= 0; i-- {
+		l.root.Remove(l.made[i]) // only when empty
+	}
+	l.made = nil
 }
 
 func (l *local) close() {
@@ -207,7 +220,9 @@ func (l *local) mkdirs(rel string) error {
 		p = path.Join(p, c)
 		fi, err := l.root.Lstat(p)
 		if errors.Is(err, fs.ErrNotExist) {
-			if err := l.root.Mkdir(p, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+			if err := l.root.Mkdir(p, 0o755); err == nil {
+				l.made = append(l.made, p)
+			} else if !errors.Is(err, fs.ErrExist) {
 				return asNameError(p, err)
 			}
 			continue

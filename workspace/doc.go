@@ -340,6 +340,13 @@
 //     owner); with a state directory on another file system it cannot be
 //     told from a git's, and stays until the user removes it, as git
 //     names it.
+//   - Restore compares and writes a git work tree's files as the blobs'
+//     bytes: checkout conversions (.gitattributes text and eol, a filter
+//     driver such as git-lfs's smudge, core.autocrlf) are not applied. In
+//     a repository that uses them the host's file then differs in bytes
+//     from the sandbox's checkout (git status, which converts, shows it
+//     clean), and a local file in its converted form reads as a local
+//     edit (Kept).
 //   - Intent-to-add entries of the user's index do not travel (the
 //     sandbox gets the index's tree); a local intent-to-add entry counts
 //     as a change of the user's.

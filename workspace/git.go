@@ -679,8 +679,7 @@ func parseDiffTree(out []byte) ([]change, error) {
 // move, and a later Restore finishes the work. It returns the paths where
 // the local work tree holds the sandbox's entry (rebase.go), as far as it
 // got when it fails.
-func (r *Round) applyGitFiles(ctx context.Context, g *gitexec.Git, hk hashKind, newTree string, special map[string]byte, res *Result) ([]baseEntry, error) {
-	var moved []baseEntry // where the host holds the sandbox's entry: the next baseline's
+func (r *Round) applyGitFiles(ctx context.Context, g *gitexec.Git, hk hashKind, newTree string, special map[string]byte, res *Result) (moved []baseEntry, err error) {
 	out, err := g.Output(ctx, "diff-tree", "-r", "-z", "--no-renames", r.baseTree(), newTree)
 	if err != nil {
 		return moved, fmt.Errorf("workspace: comparing the sandbox's work tree with the baseline (a gc may have pruned the baseline %s): %w", r.baseTree(), err)
@@ -695,6 +694,11 @@ func (r *Round) applyGitFiles(ctx context.Context, g *gitexec.Git, hk hashKind, 
 	}
 	l.beforePlace = r.o.beforePlace
 	defer l.close()
+	defer func() {
+		if err != nil {
+			l.unmake() // the directories made for what did not arrive
+		}
+	}()
 	refuse := func(p, why string) { r.refuse(res, p, why) }
 	type plan struct {
 		base, rem state
@@ -768,6 +772,20 @@ func (r *Round) applyGitFiles(ctx context.Context, g *gitexec.Git, hk hashKind, 
 		case loc.kind == 'd' && pl.rem.kind != 0 && pl.base.kind == 0 && baseDirs[p]:
 			pl.typeDir = true
 			arrive[p] = pl
+		case loc.kind == 'd' && pl.rem.kind != 0 && pl.base.kind == 0:
+			// A local directory where the baseline has nothing: one that
+			// holds no file (a Restore that failed may have made it for
+			// what it did not get to write) gives way like the baseline's.
+			empty, err := l.holds(p, func(string) bool { return false })
+			if err != nil {
+				return moved, err
+			}
+			if empty == "" {
+				pl.typeDir = true
+				arrive[p] = pl
+			} else {
+				kept[p] = true
+			}
 		case !loc.eq(pl.base):
 			kept[p] = true
 		case pl.rem.kind == 0:

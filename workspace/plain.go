@@ -241,6 +241,7 @@ func (r *Round) restorePlain(ctx context.Context) (out *Result, err error) {
 		}
 	}()
 	rems := map[string]remEntry{} // the stream's entries looked at
+	removed := map[string]bool{}  // local directories removed for an entry of another type
 	tooLarge := ""                // the file past the byte limit
 	var h header
 	written := 0
@@ -405,7 +406,7 @@ func (r *Round) restorePlain(ctx context.Context) (out *Result, err error) {
 	// end: the baseline follows it (rebase.go).
 	defer func() {
 		listed := func(p string) bool { return seen[p] || under(p) }
-		rerr := r.rebasePlain(ctx, l, rems, listed)
+		rerr := r.rebasePlain(ctx, l, rems, listed, removed)
 		switch {
 		case rerr == nil:
 		case err == nil:
@@ -573,7 +574,9 @@ func (r *Round) restorePlain(ctx context.Context) (out *Result, err error) {
 		}
 		if err == nil && d.typeDir {
 			if err = l.replacing(tmp, p); err == nil {
-				err = l.removeDir(p)
+				if err = l.removeDir(p); err == nil {
+					removed[p] = true
+				}
 			}
 			if err != nil {
 				l.removeTmp(tmp)

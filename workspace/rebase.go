@@ -299,9 +299,12 @@ func (r *Round) baseLinks() map[string]string {
 // the baseline becomes the sandbox's where the local one now is the
 // sandbox's; each entry of the baseline the stream did not list
 // (listed(p) is false, nor does Spec.Exclude match it) leaves the
-// baseline where the local one is gone too. A save that fails leaves the
-// round moved in memory, marked unsaved: the next Restore saves it.
-func (r *Round) rebasePlain(ctx context.Context, l *local, rems map[string]remEntry, listed func(string) bool) error {
+// baseline where the local one is gone too; a local directory the
+// restore removed for an entry of another type leaves it as well, also
+// when that entry then failed to arrive (the directory is the sandbox's
+// no more; the next Restore brings the entry). A save that fails leaves
+// the round moved in memory, marked unsaved: the next Restore saves it.
+func (r *Round) rebasePlain(ctx context.Context, l *local, rems map[string]remEntry, listed func(string) bool, removed map[string]bool) error {
 	ctx = context.WithoutCancel(ctx) // the work arrived: its baseline follows
 	base := map[string]tree.Entry{}
 	for _, e := range r.base.Entries {
@@ -345,6 +348,13 @@ func (r *Round) rebasePlain(ctx context.Context, l *local, rems map[string]remEn
 			if loc.eq(re.st) {
 				set(p, nil, re.st.id)
 			}
+		}
+	}
+	for _, p := range slices.Sorted(maps.Keys(removed)) {
+		if loc, err := l.stat(p); err != nil {
+			return r.rebaseFailed(err)
+		} else if loc.kind == 0 && base[p].Type == tree.Dir {
+			set(p, nil, "")
 		}
 	}
 	gone := func(p string) error {

@@ -2,6 +2,7 @@ package workspace_test
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
@@ -23,12 +24,12 @@ import (
 // 71414d0). These tests restore one round many times and check, after
 // each Restore, that the host holds what the sandbox holds (work tree,
 // index, status) except where the user's own change must win.
-//
 // The tests whose comment says "Failed at 71414d0" showed a defect of
 // that commit, fixed since (each says what).
 
 // a36Tree describes every entry of dir (the top .git and .airlock left
-// out, and any path in skip): "f <perm> <content>", "l <target>", "d <perm>".
+// out, and any path in skip): "f <perm> <content>" (content longer than
+// 256 bytes as "sha256 <hex>"), "l <target>", "d <perm>".
 func a36Tree(t *testing.T, dir string, skip ...string) map[string]string {
 	t.Helper()
 	out := map[string]string{}
@@ -45,7 +46,10 @@ func a36Tree(t *testing.T, dir string, skip ...string) map[string]string {
 			return nil
 		}
 		if rel == ".git" || rel == ".airlock" {
-			return filepath.SkipDir
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil // a .git file: SkipDir would skip the rest of the top
 		}
 		for _, s := range skip {
 			if rel == s || strings.HasPrefix(rel, s+"/") {
@@ -73,12 +77,32 @@ func a36Tree(t *testing.T, dir string, skip ...string) map[string]string {
 			if err != nil {
 				return err
 			}
-			out[rel] = fmt.Sprintf("f %o %s", fi.Mode()&(fs.ModePerm|fs.ModeSetuid|fs.ModeSetgid|fs.ModeSticky), b)
+			c := string(b)
+			if len(b) > 256 {
+				c = fmt.Sprintf("sha256 %x", sha256.Sum256(b))
+			}
+			out[rel] = fmt.Sprintf("f %o %s", fi.Mode()&(fs.ModePerm|fs.ModeSetuid|fs.ModeSetgid|fs.ModeSticky), c)
 		}
 		return nil
 	})
 	require.NoError(t, err)
 	return out
+}
+
+func a36Files(t *testing.T, dir, kind, format string, files map[string]string) {
+	t.Helper()
+	if kind == "git" {
+		git(t, dir, "init", "-q", "-b", "main", "--object-format="+format)
+		for k, v := range files {
+			write(t, dir, k, v)
+		}
+		git(t, dir, "add", "-A")
+		git(t, dir, "commit", "-q", "-m", "initial")
+		return
+	}
+	for k, v := range files {
+		write(t, dir, k, v)
+	}
 }
 
 // a36Index is git ls-files -s (intent-to-add entries show there as the
@@ -223,13 +247,13 @@ func TestA36GitLongSequence(t *testing.T) {
 	}
 }
 
-// TestA36IntentToAddUndone the agent's git add -N n arrives
-// as an intent-to-add entry; the agent then undoes it (git rm --cached
-// n). Restoring again must bring the undo: the baseline index moved to
-// the intent-to-add entry that arrived, the sandbox no longer has it, and
-// the local entry is still the one that arrived. Failed at 71414d0: the local index
-// keeps the intent-to-add entry (git status " A n" locally, "?? n" in the
-// sandbox), on every later Restore.
+// TestA36IntentToAddUndone: the agent's git add -N n arrives as an
+// intent-to-add entry; the agent then undoes it (git rm --cached n). Restoring
+// again must bring the undo: the baseline index moved to the intent-to-add
+// entry that arrived, the sandbox no longer has it, and the local entry is
+// still the one that arrived. Failed at 71414d0: the local index keeps the
+// intent-to-add entry (git status " A n" locally, "?? n" in the sandbox), on
+// every later Restore.
 func TestA36IntentToAddUndone(t *testing.T) {
 	e := newEnv(t, localRunner)
 	r := prepareOneFile(t, e, "git")
@@ -247,7 +271,7 @@ func TestA36IntentToAddUndone(t *testing.T) {
 	assert.Equal(t, "?? n\n", a36Status(t, e.local), "the agent's undo of git add -N arrives")
 }
 
-// TestA36IntentToAddThenStaged after the agent's intent-to-add
+// TestA36IntentToAddThenStaged: after the agent's intent-to-add
 // entry arrived, the agent stages the file whole (git add n). Nobody but
 // the agent touched n, so the staged entry must arrive. Failed at 71414d0: n is
 // listed in Kept, as if the intent-to-add entry that the previous Restore
@@ -505,11 +529,7 @@ func TestA36ExcludeAcrossRestores(t *testing.T) {
 			e := newEnv(t, localRunner)
 			e.spec.Exclude = []string{"secret", "*.log", "priv"}
 			L, R := e.local, e.remote
-			if kind == "git" {
-				initRepo(t, L, map[string]string{"a": "1\n"})
-			} else {
-				write(t, L, "a", "1\n")
-			}
+			a36Files(t, L, kind, "sha1", map[string]string{"a": "1\n"})
 			write(t, L, "secret", "local secret\n")
 			write(t, L, "x.log", "local log\n")
 			write(t, L, "priv/key", "k\n")
@@ -591,16 +611,15 @@ func TestA36ExcludeAcrossRestores(t *testing.T) {
 	}
 }
 
-// TestA36PlainLinkArrivedThenChanged in a plain round the
-// agent makes an in-tree link l -> a; it arrives (Updated [l]). The
-// baseline must then be that link ("at each path where the host now holds
-// the sandbox's entry ... the baseline becomes that entry"). Failed at 71414d0: the
-// baseline does not hold it, so the next Restore reads the link that
-// Restore itself wrote as "a local symbolic link or special file stands
-// there, which a plain directory's round does not send": the agent's
-// retarget is Refused, and the agent's later deletion of l is silently
-// skipped (not Deleted, not Refused, not Kept): the host keeps a link the
-// sandbox no longer has and Result says nothing.
+// TestA36PlainLinkArrivedThenChanged: in a plain round the agent makes an
+// in-tree link l -> a; it arrives (Updated [l]). The baseline must then be
+// that link ("at each path where the host now holds the sandbox's entry ...
+// the baseline becomes that entry"). Failed at 71414d0: the baseline does not
+// hold it, so the next Restore reads the link that Restore itself wrote as "a
+// local symbolic link or special file stands there, which a plain directory's
+// round does not send": the agent's retarget is Refused, and the agent's later
+// deletion of l is silently skipped (not Deleted, not Refused, not Kept): the
+// host keeps a link the sandbox no longer has and Result says nothing.
 func TestA36PlainLinkArrivedThenChanged(t *testing.T) {
 	e := newEnv(t, localRunner)
 	L, R := e.local, e.remote
@@ -683,7 +702,7 @@ func TestA36MaxBytesRefusedThenBack(t *testing.T) {
 	a36Same(t, e, true, "end")
 }
 
-// TestA36CommittedOverLimitThenSmallKept the agent commits a
+// TestA36CommittedOverLimitThenSmallKept: the agent commits a
 // file over WithMaxBytes (the bundle compresses within the limit): the
 // commit arrives, the work-tree file is refused (the local file stays
 // "1", the local index entry follows HEAD to the big blob, so git status
@@ -789,13 +808,7 @@ func TestA36LinkOutThenIn(t *testing.T) {
 			e := newEnv(t, localRunner)
 			L, R := e.local, e.remote
 			files := map[string]string{"a": "1\n", "b": "2\n"}
-			if kind == "git" {
-				initRepo(t, L, files)
-			} else {
-				for k, v := range files {
-					write(t, L, k, v)
-				}
-			}
+			a36Files(t, L, kind, "sha1", files)
 			r, err := workspace.Prepare(ctx(t), e.spec)
 			require.NoError(t, err)
 			a36Rm(t, R, "a")
@@ -1037,13 +1050,7 @@ func TestA36CancelThenRestoreAgain(t *testing.T) {
 				for i := range 40 {
 					files[fmt.Sprintf("bulk/%02d", i)] = strings.Repeat(fmt.Sprintf("%d ", i), 500)
 				}
-				if kind == "git" {
-					initRepo(t, L, files)
-				} else {
-					for k, v := range files {
-						write(t, L, k, v)
-					}
-				}
+				a36Files(t, L, kind, "sha1", files)
 				r, err := workspace.Prepare(ctx(t), e.spec)
 				require.NoError(t, err)
 				// A first, whole Restore moves the baseline.
@@ -1094,18 +1101,17 @@ func TestA36CancelThenRestoreAgain(t *testing.T) {
 	}
 }
 
-// TestA36BaselineNotSavedThenAgentMoves (both kinds): a
-// Restore's work arrives (a = "x", new file n) but its new baseline
-// cannot be saved (a directory stands where the state file is renamed
-// to), so it fails, as documented, saying "fix the cause and run Restore
-// again (what arrived is then already equal, and the baseline moves)".
-// Before the retry the agent goes on: a = "y", and it deletes n. The
-// retry on the same Round (and a Reopen) measures against the old
-// baseline, so the content the failed Restore itself wrote reads as the
-// user's edit: expected a = "y" Updated and n Deleted, nothing Kept;
-// Failed at 71414d0: a stays "x" and is listed in Kept (the user edited nothing),
-// and n, which the agent created and deleted, stays on the host, listed
-// nowhere (not Deleted, Kept or Refused). Every later Restore of the
+// TestA36BaselineNotSavedThenAgentMoves (both kinds): a Restore's work arrives
+// (a = "x", new file n) but its new baseline cannot be saved (a directory
+// stands where the state file is renamed to), so it fails, as documented,
+// saying "fix the cause and run Restore again (what arrived is then already
+// equal, and the baseline moves)". Before the retry the agent goes on: a =
+// "y", and it deletes n. The retry on the same Round (and a Reopen) measures
+// against the old baseline, so the content the failed Restore itself wrote
+// reads as the user's edit: expected a = "y" Updated and n Deleted, nothing
+// Kept; Failed at 71414d0: a stays "x" and is listed in Kept (the user edited
+// nothing), and n, which the agent created and deleted, stays on the host,
+// listed nowhere (not Deleted, Kept or Refused). Every later Restore of the
 // round repeats it.
 func TestA36BaselineNotSavedThenAgentMoves(t *testing.T) {
 	for _, kind := range []string{"git", "plain"} {
@@ -1113,12 +1119,7 @@ func TestA36BaselineNotSavedThenAgentMoves(t *testing.T) {
 			e := newEnv(t, localRunner)
 			state := t.TempDir()
 			L, R := e.local, e.remote
-			if kind == "git" {
-				initRepo(t, L, map[string]string{"a": "1\n", "b": "1\n"})
-			} else {
-				write(t, L, "a", "1\n")
-				write(t, L, "b", "1\n")
-			}
+			a36Files(t, L, kind, "sha1", map[string]string{"a": "1\n", "b": "1\n"})
 			r, err := workspace.Prepare(ctx(t), e.spec, workspace.WithStateDir(state))
 			require.NoError(t, err)
 			name := r.ID() + ".json"
@@ -1167,12 +1168,7 @@ func TestA36ReopenBetweenEveryRestore(t *testing.T) {
 			e := newEnv(t, localRunner)
 			state := t.TempDir()
 			L, R := e.local, e.remote
-			if kind == "git" {
-				initRepo(t, L, map[string]string{"a": "1\n", "b": "1\n"})
-			} else {
-				write(t, L, "a", "1\n")
-				write(t, L, "b", "1\n")
-			}
+			a36Files(t, L, kind, "sha1", map[string]string{"a": "1\n", "b": "1\n"})
 			r, err := workspace.Prepare(ctx(t), e.spec, workspace.WithStateDir(state))
 			require.NoError(t, err)
 			id := r.ID()
@@ -1254,12 +1250,7 @@ func TestA36TamperedState(t *testing.T) {
 			e := newEnv(t, localRunner)
 			state := t.TempDir()
 			L, R := e.local, e.remote
-			if tc.kind == "git" {
-				initRepo(t, L, map[string]string{"a": "1\n", "b": "1\n"})
-			} else {
-				write(t, L, "a", "1\n")
-				write(t, L, "b", "1\n")
-			}
+			a36Files(t, L, tc.kind, "sha1", map[string]string{"a": "1\n", "b": "1\n"})
 			r, err := workspace.Prepare(ctx(t), e.spec, workspace.WithStateDir(state))
 			require.NoError(t, err)
 			write(t, R, "a", "x\n")
@@ -1432,12 +1423,7 @@ func TestA36DeleteDirWithUserFile(t *testing.T) {
 		t.Run(kind, func(t *testing.T) {
 			e := newEnv(t, localRunner)
 			L, R := e.local, e.remote
-			if kind == "git" {
-				initRepo(t, L, map[string]string{"a": "1\n", "d/x": "x\n"})
-			} else {
-				write(t, L, "a", "1\n")
-				write(t, L, "d/x", "x\n")
-			}
+			a36Files(t, L, kind, "sha1", map[string]string{"a": "1\n", "d/x": "x\n"})
 			r, err := workspace.Prepare(ctx(t), e.spec)
 			require.NoError(t, err)
 			write(t, L, "d/mine", "mine\n")
@@ -1486,13 +1472,13 @@ func TestA36StagedEvilLinkThenFile(t *testing.T) {
 	a36Same(t, e, true, "benign")
 }
 
-// TestA36IndexLockedThenAgentMoves the user's git holds
-// <git dir>/index.lock during a Restore: the Restore fails with ErrRace
-// after the work tree was written (documented: "Restore again once it is
-// gone"). The agent goes on before the retry (a = "y", deletes n). The
-// retry measures against the old baseline: expected a = "y" Updated and
-// n Deleted, nothing Kept; failed at 71414d0: the "x" the failed Restore wrote is
-// Kept as if the user had edited it, and n stays, reported nowhere.
+// TestA36IndexLockedThenAgentMoves: the user's git holds <git dir>/index.lock
+// during a Restore: the Restore fails with ErrRace after the work tree was
+// written (documented: "Restore again once it is gone"). The agent goes on
+// before the retry (a = "y", deletes n). The retry measures against the old
+// baseline: expected a = "y" Updated and n Deleted, nothing Kept; failed at
+// 71414d0: the "x" the failed Restore wrote is Kept as if the user had edited
+// it, and n stays, reported nowhere.
 func TestA36IndexLockedThenAgentMoves(t *testing.T) {
 	e := newEnv(t, localRunner)
 	L, R := e.local, e.remote

@@ -2,9 +2,6 @@ package workspace_test
 
 import (
 	"context"
-	"crypto/sha256"
-	"fmt"
-	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -121,22 +118,6 @@ func a37DiffKind(before, after map[string]string, dirs bool, keep ...string) (up
 	return updated, deleted
 }
 
-func a37Files(t *testing.T, dir, kind, format string, files map[string]string) {
-	t.Helper()
-	if kind == "git" {
-		git(t, dir, "init", "-q", "-b", "main", "--object-format="+format)
-		for k, v := range files {
-			write(t, dir, k, v)
-		}
-		git(t, dir, "add", "-A")
-		git(t, dir, "commit", "-q", "-m", "initial")
-		return
-	}
-	for k, v := range files {
-		write(t, dir, k, v)
-	}
-}
-
 // TestA37MidwayFailureThenBothGoOn: a Restore fails at c (a write error or
 // a cancellation, in that path's rename) after it wrote a and b (git:
 // also after its deletions). Then the user edits b (which only the failed
@@ -170,7 +151,7 @@ func TestA37MidwayFailureThenBothGoOn(t *testing.T) {
 			e := newEnv(t, localRunner)
 			state := t.TempDir()
 			L, R := e.local, e.remote
-			a37Files(t, L, c.kind, c.format, map[string]string{"a": "1\n", "b": "1\n", "c": "1\n", "d": "1\n",
+			a36Files(t, L, c.kind, c.format, map[string]string{"a": "1\n", "b": "1\n", "c": "1\n", "d": "1\n",
 				"dd/k": "k\n", "e": "1\n", "f": "f\n", "u": "1\n"})
 			h := &a37Hook{local: L}
 			opts := []workspace.Option{workspace.WithStateDir(state), workspace.WithBeforePlace(h.fn)}
@@ -274,7 +255,7 @@ func TestA37AtEachPath(t *testing.T) {
 					e := newEnv(t, localRunner)
 					state := t.TempDir()
 					L, R := e.local, e.remote
-					a37Files(t, L, kind, "sha1", prep)
+					a36Files(t, L, kind, "sha1", prep)
 					h := &a37Hook{local: L}
 					opts := []workspace.Option{workspace.WithStateDir(state), workspace.WithBeforePlace(h.fn)}
 					r, err := workspace.Prepare(ctx(t), e.spec, opts...)
@@ -396,7 +377,7 @@ func TestA37FullDiskFileToDirThenRevert(t *testing.T) {
 			require.Error(t, err)
 			assert.ErrorIs(t, err, syscall.ENOSPC)
 			assert.Contains(t, err.Error(), "f/x")
-			t.Logf("after the failed restore: %v", a37Tree(t, L))
+			t.Logf("after the failed restore: %v", a36Tree(t, L))
 			require.NoError(t, os.Remove(filler))
 			if then == "revert" {
 				a36Rm(t, R, "f")
@@ -411,65 +392,11 @@ func TestA37FullDiskFileToDirThenRevert(t *testing.T) {
 			} else {
 				assert.Equal(t, []string{"f/x"}, res.Updated)
 			}
-			assert.Equal(t, a37Tree(t, R), a37Tree(t, L), "work tree")
+			assert.Equal(t, a36Tree(t, R), a36Tree(t, L), "work tree")
 			assert.Equal(t, a36Index(t, R), a36Index(t, L), "index")
 			assert.Equal(t, a36Status(t, R), a36Status(t, L), "status")
 		})
 	}
-}
-
-// a37Tree is a36Tree for a work tree whose .git may be a file (a36Tree's
-// SkipDir on that file skips the rest of the top directory); content
-// longer than 256 bytes is shown as its SHA-256.
-func a37Tree(t *testing.T, dir string) map[string]string {
-	t.Helper()
-	out := map[string]string{}
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, err := filepath.Rel(dir, p)
-		if err != nil {
-			return err
-		}
-		rel = filepath.ToSlash(rel)
-		if rel == "." {
-			return nil
-		}
-		if rel == ".git" || rel == ".airlock" {
-			if d.IsDir() {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		fi, err := os.Lstat(p)
-		if err != nil {
-			return err
-		}
-		switch {
-		case fi.Mode()&fs.ModeSymlink != 0:
-			target, err := os.Readlink(p)
-			if err != nil {
-				return err
-			}
-			out[rel] = "l " + target
-		case fi.IsDir():
-			out[rel] = fmt.Sprintf("d %o", fi.Mode()&(fs.ModePerm|fs.ModeSticky|fs.ModeSetgid|fs.ModeSetuid))
-		default:
-			b, err := os.ReadFile(p)
-			if err != nil {
-				return err
-			}
-			c := string(b)
-			if len(b) > 256 {
-				c = fmt.Sprintf("sha256 %x", sha256.Sum256(b))
-			}
-			out[rel] = fmt.Sprintf("f %o %s", fi.Mode()&(fs.ModePerm|fs.ModeSetuid|fs.ModeSetgid|fs.ModeSticky), c)
-		}
-		return nil
-	})
-	require.NoError(t, err)
-	return out
 }
 
 // TestA37PlainDirToFileRenameFails (plain): the agent replaces the

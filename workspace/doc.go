@@ -106,36 +106,34 @@
 // Spec.Exclude is left out, as its file is.
 //
 // After the work tree, before HEAD moves, the entries are merged into the
-// local index by the rule of the work tree, against the baseline index:
-// a path whose local index entry is still the baseline's gets the
-// sandbox's entry; one the user changed (git add, git rm, a mode, an
-// intent-to-add entry, a merge left unmerged) keeps the user's entry
-// and is listed in Kept, unless it already is the sandbox's (the
-// baseline index moves with each Restore, as the work tree's does: see
-// the 3-way merge below). An entry at a path the work tree refused is
-// not staged either; a staged symbolic link is staged only when the work tree holds
-// that very link after the restore (so its target passed the link rules,
-// or is the user's own); an intent-to-add entry needs its file in the
-// work tree; an entry the local index leaves no room for (the user's
-// entry d stays where the sandbox's d/x needs a directory, or the
-// reverse) is refused. Paths the sandbox did not change in its index are
-// never touched. The merge runs on a copy of the index while Restore
-// holds git's own lock on it (<git dir>/index.lock), and the copy
-// replaces the index by rename: a git that writes the index meanwhile
-// waits, or fails as it does on any lock, and a reader sees the old
-// index or the new one. A lock that stays a few seconds (another git,
-// or one that was killed) fails the Restore with ErrRace naming it,
-// after the work tree and before the index and HEAD moved; Restore again
-// once it is gone. The blobs the entries name move into the repository
-// first (checked by the strict fsck when they come from the quarantine).
-// A sandbox index that cannot be written as a tree (unmerged entries, a
-// path that is both a file and a directory, such as a and a/x, or an
-// object it names is missing) brings nothing of its staged state back:
-// the work tree and the commits arrive, no entry of the sandbox's index
-// reaches the local index, Result.StagedDropped says why (it is ""
-// whenever the staged state came back), and a warning is logged.
-// Restoring again changes nothing: the entries then already are the
-// sandbox's.
+// local index by the rule of the work tree, against the baseline index: a
+// path whose local index entry is still the baseline's gets the sandbox's
+// entry; one the user changed (git add, git rm, a mode, an intent-to-add
+// entry, a merge left unmerged) keeps the user's entry and is listed in
+// Kept, unless it already is the sandbox's (the baseline index moves with
+// each Restore, as the work tree's does: see the 3-way merge below). An
+// entry at a path the work tree refused is not staged either; a staged
+// symbolic link is staged only when the work tree holds that very link after
+// the restore (so its target passed the link rules, or is the user's own);
+// an intent-to-add entry needs its file in the work tree; an entry the local
+// index leaves no room for (the user's entry d stays where the sandbox's d/x
+// needs a directory, or the reverse) is refused. Paths the sandbox did not
+// change in its index are never touched. The merge runs on a copy of the
+// index while Restore holds git's own lock on it (<git dir>/index.lock), and
+// the copy replaces the index by rename: a git that writes the index
+// meanwhile waits, or fails as it does on any lock, and a reader sees the
+// old index or the new one. A lock that stays a few seconds (another git, or
+// one that was killed) fails the Restore with ErrRace naming it, after the
+// work tree and before the index and HEAD moved; Restore again once it is
+// gone. The blobs the entries name move into the repository first (checked
+// by the strict fsck when they come from the quarantine). A sandbox index
+// that cannot be written as a tree (unmerged entries, a path that is both a
+// file and a directory, such as a and a/x, or an object it names is missing)
+// brings nothing of its staged state back: the work tree and the commits
+// arrive, no entry of the sandbox's index reaches the local index,
+// Result.StagedDropped says why (it is "" whenever the staged state came
+// back), and a warning is logged. Restoring again changes nothing: the
+// entries then already are the sandbox's.
 //
 // # Plain directories
 //
@@ -145,30 +143,30 @@
 //
 // # The 3-way merge (both kinds)
 //
-// Against the round's baseline: a remote change beats the baseline; a
-// local edit beats a remote change or deletion (reported in Kept); a
-// deletion applies only to an entry still equal to the baseline; a
-// non-empty directory is never deleted. The baseline is what Prepare sent
-// until a Restore succeeds; then, at each path where the host now holds
-// the sandbox's entry (it arrived, or already was the host's), the
-// baseline becomes that entry, in the work tree and, for git, in the
-// index. So a round restored again brings the agent's later work, and a
-// later revert in the sandbox arrives as a revert; where a local edit was
-// kept or an entry refused, the baseline stays, and the edit is kept (and
-// listed) again, the entry refused again. A plain round's baseline keeps
-// the links a Restore brought, so the agent's later retarget or deletion
-// of one arrives too. A Restore that fails once it has written some of the
-// work tree (a write error, ErrRace, a cancellation) moves the baseline
-// for what it wrote, so that the agent's next change of those paths
-// arrives on the next Restore. The moved baseline is saved with the round
-// (Reopen has it); when that save fails, the Restore fails saying so, the
-// round in memory has the moved baseline, and its next Restore saves it. Files are written atomically
+// Against the round's baseline: a remote change beats the baseline; a local
+// edit beats a remote change or deletion (reported in Kept); a deletion
+// applies only to an entry still equal to the baseline; a non-empty
+// directory is never deleted. The baseline is what Prepare sent until a
+// Restore succeeds; then, at each path where the host now holds the
+// sandbox's entry (it arrived, or already was the host's), the baseline
+// becomes that entry, in the work tree and, for git, in the index. So a
+// round restored again brings the agent's later work, and a later revert in
+// the sandbox arrives as a revert; where a local edit was kept or an entry
+// refused, the baseline stays, and the edit is kept (and listed) again, the
+// entry refused again. A plain round's baseline keeps the links a Restore
+// brought, so the agent's later retarget or deletion of one arrives too. A
+// Restore that fails once it has written some of the work tree (a write
+// error, ErrRace, a cancellation) moves the baseline for what it wrote, so
+// that the agent's next change of those paths arrives on the next Restore.
+// The moved baseline is saved with the round (Reopen has it); when that save
+// fails, the Restore fails saying so, the round in memory has the moved
+// baseline, and its next Restore saves it. Files are written atomically
 // (temporary file and rename) through an os.Root on the work tree;
 // permission bits are kept (git: 0644 or 0755) without setuid, setgid and
-// sticky bits. A sandbox file that had one of those bits is written
-// without it and also listed in Result.Refused (it may then be in Updated
-// too): Refused names every sandbox entry that did not arrive as the
-// sandbox left it. Directories lose those bits silently.
+// sticky bits. A sandbox file that had one of those bits is written without
+// it and also listed in Result.Refused (it may then be in Updated too):
+// Refused names every sandbox entry that did not arrive as the sandbox left
+// it. Directories lose those bits silently.
 //
 // Kept means only that a local edit won. Every sandbox entry that does
 // not arrive for any other reason is in Refused, with the reason in

@@ -3,7 +3,6 @@ package remote_test
 import (
 	"bytes"
 	"net"
-	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -24,21 +23,7 @@ func exitFirstServer(t *testing.T, drop bool) (addr string, hostKey ssh.PublicKe
 	require.NoError(t, err)
 	cfg := &ssh.ServerConfig{NoClientAuth: true}
 	cfg.AddHostKey(signer)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	var wg sync.WaitGroup
-	t.Cleanup(wg.Wait)
-	t.Cleanup(func() { ln.Close() })
-	wg.Go(func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			wg.Go(func() { serveExitFirst(c, cfg, drop) })
-		}
-	})
-	return ln.Addr().String(), signer.PublicKey()
+	return listenSSH(t, func(c net.Conn) { serveExitFirst(c, cfg, drop) }), signer.PublicKey()
 }
 
 func serveExitFirst(c net.Conn, cfg *ssh.ServerConfig, drop bool) {

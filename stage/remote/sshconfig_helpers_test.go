@@ -110,9 +110,17 @@ func startFakeServer(t *testing.T, accept ...ssh.PublicKey) *fakeServer {
 		return nil, ssh.ErrNoAuth
 	}}
 	cfg.AddHostKey(hostSigner)
+	s.addr = listenSSH(t, func(c net.Conn) { s.serve(c, cfg) })
+	return s
+}
+
+// listenSSH accepts connections on a local port until the test ends,
+// each served by serve on a goroutine of its own, and returns the
+// address.
+func listenSSH(t *testing.T, serve func(net.Conn)) string {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	s.addr = ln.Addr().String()
 	var wg sync.WaitGroup
 	t.Cleanup(wg.Wait)
 	t.Cleanup(func() { ln.Close() })
@@ -122,10 +130,10 @@ func startFakeServer(t *testing.T, accept ...ssh.PublicKey) *fakeServer {
 			if err != nil {
 				return
 			}
-			wg.Go(func() { s.serve(c, cfg) })
+			wg.Go(func() { serve(c) })
 		}
 	})
-	return s
+	return ln.Addr().String()
 }
 
 func (s *fakeServer) serve(c net.Conn, cfg *ssh.ServerConfig) {

@@ -501,11 +501,11 @@ func (r *Round) restoreGit(ctx context.Context) (*Result, error) {
 // would conflict fails, before any file is written; a failure after
 // leaves the refs alone.
 func (r *Round) install(ctx context.Context, snap *fetched, h header, hk hashKind, res *Result) error {
-	st, err := r.withReverts(ctx, h.Staged)
+	moved, err := r.movedIndex(ctx)
 	if err != nil {
 		return err
 	}
-	staged, err := r.checkStaged(ctx, snap.git, st, res)
+	staged, err := r.checkStaged(ctx, snap.git, withReverts(h.Staged, moved), res)
 	if err != nil {
 		return err
 	}
@@ -518,7 +518,7 @@ func (r *Round) install(ctx context.Context, snap *fetched, h header, hk hashKin
 		err = r.finishIndex(ctx)
 	}
 	if err == nil {
-		err = r.applyStaged(ctx, snap.git, hk, staged, res)
+		err = r.applyStaged(ctx, snap.git, hk, staged, moved, res)
 	}
 	if err == nil {
 		err = r.integrate(ctx, snap.head, plan, res)
@@ -526,7 +526,7 @@ func (r *Round) install(ctx context.Context, snap *fetched, h header, hk hashKin
 	// What was written is the sandbox's now, whether or not the Restore
 	// got to its end: the baseline follows it (rebase.go).
 	dctx := context.WithoutCancel(ctx)
-	index, serr := r.stagedHeld(dctx, staged)
+	index, serr := r.stagedHeld(dctx, staged, moved)
 	if serr == nil {
 		serr = r.rebaseGit(dctx, files, index)
 	}

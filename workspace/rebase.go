@@ -154,13 +154,9 @@ func (r *Round) rebaseFailed(err error) error {
 // prepare-time index) the paths where the moved baseline index differs
 // from the prepare-time one and the sandbox reported nothing: there the
 // sandbox's index holds the prepare-time entry again.
-func (r *Round) withReverts(ctx context.Context, st shell.Staged) (shell.Staged, error) {
-	if st.NoTree || r.rec.BaseIndex == "" {
-		return st, nil
-	}
-	moved, err := r.movedIndex(ctx)
-	if err != nil {
-		return st, err
+func withReverts(st shell.Staged, moved map[string]change) shell.Staged {
+	if st.NoTree || len(moved) == 0 {
+		return st
 	}
 	reported := map[string]bool{}
 	for _, e := range st.Entries {
@@ -178,11 +174,12 @@ func (r *Round) withReverts(ctx context.Context, st shell.Staged) (shell.Staged,
 		entries = append(entries, e)
 	}
 	slices.SortFunc(entries, func(a, b shell.StagedEntry) int { return strings.Compare(a.Path, b.Path) })
-	return shell.Staged{Entries: entries}, nil
+	return shell.Staged{Entries: entries}
 }
 
 // movedIndex returns the paths where the baseline index moved from the
 // prepare-time one (none before a Restore moved it), with both entries.
+// A Restore reads it once (install): the baseline moves only at its end.
 func (r *Round) movedIndex(ctx context.Context) (map[string]change, error) {
 	m := map[string]change{}
 	if r.rec.BaseIndex == "" {
@@ -234,23 +231,11 @@ func (r *Round) baseHolds(c change, e shell.StagedEntry) bool {
 // the local index holds now (as baseValue has them), however they got
 // there (this Restore staged them, they already were, or the index
 // followed the sandbox's HEAD): the index's part of the next baseline.
-func (r *Round) stagedHeld(ctx context.Context, staged []shell.StagedEntry) ([]baseEntry, error) {
+func (r *Round) stagedHeld(ctx context.Context, staged []shell.StagedEntry, moved map[string]change) ([]baseEntry, error) {
 	if len(staged) == 0 {
 		return nil, nil
 	}
-	out, err := r.git.Output(ctx, "diff-index", "--cached", "-z", "--no-renames", r.baseIndex())
-	if err != nil {
-		return nil, fmt.Errorf("workspace: comparing the index of %s with the round's (a gc may have pruned %s): %w", r.spec.Local, r.baseIndex(), err)
-	}
-	cs, err := parseDiffTree(out)
-	if err != nil {
-		return nil, err
-	}
-	local := map[string]change{}
-	for _, c := range cs {
-		local[c.path] = c
-	}
-	base, err := r.movedIndex(ctx)
+	local, err := r.indexChanges(ctx, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -261,7 +246,7 @@ func (r *Round) stagedHeld(ctx context.Context, staged []shell.StagedEntry) ([]b
 			// The local entry is the baseline's: a moved one, or else
 			// the prepare-time one, which the sandbox's (reported, so
 			// different) is not.
-			if c, ok = base[e.Path]; !ok {
+			if c, ok = moved[e.Path]; !ok {
 				continue
 			}
 		}
@@ -271,6 +256,25 @@ func (r *Round) stagedHeld(ctx context.Context, staged []shell.StagedEntry) ([]b
 		}
 	}
 	return held, nil
+}
+
+// indexChanges returns the entries of the local index (env names another
+// one, GIT_INDEX_FILE; nil: the index) that differ from the baseline
+// index, by path.
+func (r *Round) indexChanges(ctx context.Context, env []string) (map[string]change, error) {
+	var out bytes.Buffer
+	if err := r.git.Run(ctx, gitexec.Cmd{Args: []string{"diff-index", "--cached", "-z", "--no-renames", r.baseIndex()}, Env: env, Stdout: &out}); err != nil {
+		return nil, fmt.Errorf("workspace: comparing the index of %s with the round's (a gc may have pruned %s): %w", r.spec.Local, r.baseIndex(), err)
+	}
+	cs, err := parseDiffTree(out.Bytes())
+	if err != nil {
+		return nil, err
+	}
+	m := make(map[string]change, len(cs))
+	for _, c := range cs {
+		m[c.path] = c
+	}
+	return m, nil
 }
 
 // remEntry is an entry of a plain directory's restore stream: its state

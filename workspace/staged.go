@@ -92,7 +92,7 @@ func (r *Round) checkStaged(ctx context.Context, g *gitexec.Git, st shell.Staged
 // sandbox's. An entry the local index leaves no room for (a local file
 // where it needs a directory, or the reverse) is refused. The objects move
 // into the repository first.
-func (r *Round) applyStaged(ctx context.Context, g *gitexec.Git, hk hashKind, staged []shell.StagedEntry, res *Result) error {
+func (r *Round) applyStaged(ctx context.Context, g *gitexec.Git, hk hashKind, staged []shell.StagedEntry, moved map[string]change, res *Result) error {
 	if len(staged) == 0 {
 		return nil
 	}
@@ -132,7 +132,7 @@ func (r *Round) applyStaged(ctx context.Context, g *gitexec.Git, hk hashKind, st
 	if err := r.adoptBlobs(ctx, g, want); err != nil {
 		return err
 	}
-	return r.withIndex(ctx, func(env []string) (bool, error) { return r.stageInto(ctx, env, want, res) })
+	return r.withIndex(ctx, func(env []string) (bool, error) { return r.stageInto(ctx, env, want, moved, res) })
 }
 
 // refusedAt reports whether p or a directory above it is refused.
@@ -146,32 +146,20 @@ func refusedAt(refused map[string]bool, p string) bool {
 }
 
 // stageInto applies want to the index env names (GIT_INDEX_FILE), by the
-// 3-way rule against the baseline index; it reports whether it changed
-// anything.
-func (r *Round) stageInto(ctx context.Context, env []string, want []shell.StagedEntry, res *Result) (bool, error) {
+// 3-way rule against the baseline index (moved: where it is not the
+// prepare-time index, movedIndex); it reports whether it changed anything.
+func (r *Round) stageInto(ctx context.Context, env []string, want []shell.StagedEntry, moved map[string]change, res *Result) (bool, error) {
 	g := r.git
-	var out bytes.Buffer
-	if err := g.Run(ctx, gitexec.Cmd{Args: []string{"diff-index", "--cached", "-z", "--no-renames", r.baseIndex()}, Env: env, Stdout: &out}); err != nil {
-		return false, fmt.Errorf("workspace: comparing the index of %s with the round's (a gc may have pruned %s): %w", r.spec.Local, r.baseIndex(), err)
-	}
-	changed, err := parseDiffTree(out.Bytes()) // the local index's changes against the baseline
+	local, err := r.indexChanges(ctx, env)
 	if err != nil {
 		return false, err
-	}
-	local := map[string]change{}
-	for _, c := range changed {
-		local[c.path] = c
 	}
 	var intent map[string]bool // the local intent-to-add entries, read when needed
 	var apply []shell.StagedEntry
-	base, err := r.movedIndex(ctx) // where the baseline is not the prepare-time index
-	if err != nil {
-		return false, err
-	}
 	for _, e := range want {
-		c, moved := local[e.Path]
-		if !moved {
-			if b, ok := base[e.Path]; !ok || !r.baseHolds(b, e) {
+		c, changed := local[e.Path]
+		if !changed {
+			if b, ok := moved[e.Path]; !ok || !r.baseHolds(b, e) {
 				apply = append(apply, e) // else the local entry already is the sandbox's
 			}
 			continue

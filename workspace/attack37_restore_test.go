@@ -356,11 +356,7 @@ func TestA37FullDiskFileToDirThenRevert(t *testing.T) {
 	for _, then := range []string{"nothing", "revert"} {
 		t.Run(then, func(t *testing.T) {
 			e := newEnv(t, localRunner)
-			mnt := filepath.Join(filepath.Dir(e.local), "mnt")
-			mountTmpfs(t, mnt, "4m")
-			e.local = filepath.Join(mnt, "local")
-			e.spec.Local = e.local
-			require.NoError(t, os.MkdirAll(e.local, 0o755))
+			mnt := localOnTmpfs(t, e, "4m")
 			L, R := e.local, e.remote
 			git(t, L, "init", "-q", "-b", "main", "--separate-git-dir", filepath.Join(filepath.Dir(mnt), "gitdir"))
 			write(t, L, "a", "1\n")

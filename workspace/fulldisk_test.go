@@ -38,6 +38,18 @@ func mountTmpfs(t *testing.T, dir, size string) {
 	})
 }
 
+// localOnTmpfs moves e's local work tree onto a new tmpfs of size (root
+// only: see mountTmpfs), beside the sandbox, and returns the mount point.
+func localOnTmpfs(t *testing.T, e *env, size string) string {
+	t.Helper()
+	mnt := filepath.Join(filepath.Dir(e.local), "mnt")
+	mountTmpfs(t, mnt, size)
+	e.local = filepath.Join(mnt, "local")
+	e.spec.Local = e.local
+	require.NoError(t, os.MkdirAll(e.local, 0o755))
+	return mnt
+}
+
 // fill writes a file in dir until the file system is full, then frees
 // leave bytes of it, and returns its path.
 func fill(t *testing.T, dir string, leave int64) string {
@@ -103,11 +115,7 @@ func TestRestoreFullWorkTree(t *testing.T) {
 	for _, kind := range []string{"git", "plain"} {
 		t.Run(kind, func(t *testing.T) {
 			e := newEnv(t, localRunner)
-			mnt := filepath.Join(filepath.Dir(e.local), "mnt")
-			mountTmpfs(t, mnt, "4m")
-			e.local = filepath.Join(mnt, "local")
-			e.spec.Local = e.local
-			require.NoError(t, os.MkdirAll(e.local, 0o755))
+			mnt := localOnTmpfs(t, e, "4m")
 			var opts []workspace.Option
 			if kind == "git" {
 				git(t, e.local, "init", "-q", "-b", "main", "--separate-git-dir", filepath.Join(filepath.Dir(mnt), "gitdir"))
@@ -174,11 +182,7 @@ func TestRestoreFullDiskEverywhere(t *testing.T) {
 	for _, leave := range []int64{0, 256 << 10, 900 << 10, 1500 << 10, 1800 << 10, 4 << 20} {
 		t.Run(fmt.Sprintf("free-%dKiB", leave>>10), func(t *testing.T) {
 			e := newEnv(t, localRunner)
-			mnt := filepath.Join(filepath.Dir(e.local), "mnt")
-			mountTmpfs(t, mnt, "8m")
-			e.local = filepath.Join(mnt, "local")
-			e.spec.Local = e.local
-			require.NoError(t, os.MkdirAll(e.local, 0o755))
+			mnt := localOnTmpfs(t, e, "8m")
 			initRepo(t, e.local, map[string]string{"a": "1\n"})
 			r, err := workspace.Prepare(ctx(t), e.spec)
 			require.NoError(t, err)
@@ -360,11 +364,7 @@ func TestIndexFollowsOnRetry(t *testing.T) {
 // commits.
 func TestRestoreFullDiskAtCAS(t *testing.T) {
 	e := newEnv(t, localRunner)
-	mnt := filepath.Join(filepath.Dir(e.local), "mnt")
-	mountTmpfs(t, mnt, "4m")
-	e.local = filepath.Join(mnt, "local")
-	e.spec.Local = e.local
-	require.NoError(t, os.MkdirAll(e.local, 0o755))
+	mnt := localOnTmpfs(t, e, "4m")
 	initRepo(t, e.local, map[string]string{"a": "1\n"})
 	filler := ""
 	r, err := workspace.Prepare(ctx(t), e.spec, workspace.WithBeforeCAS(func(int) {

@@ -344,8 +344,8 @@ func (e *atk28Env) sendSize() (planEnd, total int) {
 // Cut the send command's stdin (plan archive, tree stream, publish line) of
 // a delta of 600 files at many offsets, ending it cleanly or failing the
 // read, or cancel the stage's context there: each stage fails leaving the
-// previous copy whole and no temporary directory, or succeeds with an exact
-// copy; a quiet stage then succeeds. (A read that fails inside the publish
+// previous copy whole and no temporary directory (see failedNoTemp), or
+// succeeds with an exact copy; a quiet stage then succeeds. (A read that fails inside the publish
 // line is TestAtk28PublishLineReadFailsLeavesTempDir.)
 func TestAtk28CutSendStdin(t *testing.T) {
 	e := newAtk28(t, 600, atk28Local)
@@ -1228,8 +1228,9 @@ func TestAtk28TamperedPreviousCopyBusybox(t *testing.T) {
 // In a busybox sandbox, cut the stdin of the k-th command of a delta that
 // has one (the carry command's plan, the send command's stream) at several
 // offsets, ending it or failing the read: the stage fails leaving the
-// previous copy and no temporary directory, or is exact; a quiet stage then
-// is exact.
+// previous copy and no temporary directory (see failedNoTemp for the one
+// a killed setup may leave to the next sweep), or is exact; a quiet stage
+// then is exact.
 func TestAtk28BusyboxCutStdin(t *testing.T) {
 	e := newAtk28Busybox(t, 600)
 	prev := treetest.Snapshot(t, e.dst())
@@ -1315,8 +1316,9 @@ func TestAtk28TouchedShares(t *testing.T) {
 // The background link of the previous copy is slow (cp sleeps, then links);
 // the stage is cancelled, or its stdin fails, while it runs: once the stage
 // has returned, nothing keeps writing under the root (no temporary directory
-// appears or stays there), the previous copy is whole, and a quiet stage
-// is exact.
+// appears or stays there, but for what failedNoTemp and an unknown publish
+// outcome leave to the next sweep), the previous copy is whole (or, after
+// an unknown outcome, the new one is), and a quiet stage is exact.
 func TestAtk28CancelWhileLinking(t *testing.T) {
 	bin := atk28Bin(t, nil, map[string]string{"cp": `sleep 0.3; exec /usr/bin/cp "$@"`})
 	e := newAtk28(t, 600, atk28WithPath(bin))

@@ -2,7 +2,9 @@ package stage_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -177,4 +179,51 @@ func TestDeltaStreamOpensOnlyWhatItSends(t *testing.T) {
 	rf, err := stage.Stage(t.Context(), fresh, "/rt", assets)
 	require.NoError(t, err)
 	assert.Equal(t, rf.Assets[0].Digest, rt.Assets[0].Digest)
+}
+
+// walkThenFail is a Target whose Publish reads the whole Source through
+// Walk and then fails, as a sandbox that breaks after the transfer would.
+type walkThenFail struct{ stage.Target }
+
+var errAfterWalk = errors.New("the sandbox failed after the transfer")
+
+func (w walkThenFail) Publish(ctx context.Context, root, name string, src *stage.Tree) error {
+	if _, err := src.Walk(ctx, func(_ stage.Entry, r io.Reader) error {
+		_, err := io.Copy(io.Discard, r)
+		return err
+	}); err != nil {
+		return err
+	}
+	return errAfterWalk
+}
+
+// TestStampsKeptWhenPublishFails: the stamps an Index keeps say what the
+// host's files hold, so a publish that fails after its walk read the
+// Source still leaves them (they go to the Index while the Target
+// publishes): the next stage's compare takes a file edited in place (same
+// size) from them, and only its publish reads it again.
+func TestStampsKeptWhenPublishFails(t *testing.T) {
+	var hashed atomic.Int64
+	defer tree.CountHashed(&hashed)()
+	sb := t.TempDir()
+	d, err := stage.NewDir(sb)
+	require.NoError(t, err)
+	src := t.TempDir()
+	build(t, src, "a="+strings.Repeat("a", 1000), "d/b="+strings.Repeat("b", 3000), "e="+strings.Repeat("e", 5000))
+	assets := []stage.Asset{{Name: "x", Source: src}}
+	opts := []stage.Option{stage.WithIndex(stage.NewIndex()), stage.WithRacyWindow(0)}
+	_, err = stage.Stage(t.Context(), d, "/rt", assets, opts...)
+	require.NoError(t, err)
+
+	require.NoError(t, os.WriteFile(filepath.Join(src, "e"), []byte(strings.Repeat("E", 5000)), 0o644))
+	time.Sleep(10 * time.Millisecond) // the edit's change time is then before the next stage began
+	_, err = stage.Stage(t.Context(), walkThenFail{d}, "/rt", assets, opts...)
+	require.ErrorIs(t, err, errAfterWalk)
+
+	hashed.Store(0)
+	rt, err := stage.Stage(t.Context(), d, "/rt", assets, opts...)
+	require.NoError(t, err)
+	assert.Equal(t, 1, rt.Assets[0].Sent)
+	assert.Equal(t, int64(5000), hashed.Load(), "e is read once, by the publish: the compare took its hash from the failed stage's stamps")
+	sameTree(t, src, filepath.Join(sb, "rt", "x"))
 }

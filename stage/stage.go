@@ -699,8 +699,10 @@ func (s *stager) verifyReused(p *planned, sa *StagedAsset, stored []byte, log *s
 func (s *stager) publish(p *planned, sa StagedAsset, log *slog.Logger, start time.Time, c compared, later *laterCompare) (StagedAsset, error) {
 	name := p.asset.Name
 	tr := &Tree{src: p.src, opts: p.opts, mtime: start.Truncate(time.Second), unchanged: c.unchanged, known: c.known, base: c.base, later: later}
-	if s.o.index != nil {
+	if ix := s.o.index; ix != nil {
 		tr.stampsBefore = start.Add(-s.o.racy)
+		tr.keep = func(f *fileStamps) { ix.keepStamps(p.key, f) }
+		defer tr.waitKept() // before Stage returns, whatever the publish did
 	}
 	if s.o.progress != nil {
 		// Only then: a Target that copies reports each file done through
@@ -727,9 +729,6 @@ func (s *stager) publish(p *planned, sa StagedAsset, log *slog.Logger, start tim
 		}
 	}
 	s.remember(p, sa)
-	if s.o.index != nil && tr.stamps != nil {
-		s.o.index.keepStamps(p.key, tr.stamps)
-	}
 	log.Debug("stage: published", "digest", sa.Digest, "files", sa.Files, "bytes", sa.Bytes, "skipped", len(sa.Skipped), "took", s.o.now().Sub(start))
 	return sa, nil
 }
@@ -759,10 +758,17 @@ type Tree struct {
 	// later, when set, is the comparison that sets unchanged, known and
 	// base, left to the Target (see laterCompare): Unchanged runs it.
 	later *laterCompare
-	// stampsBefore, when set, makes the walk keep each file's Stamp and
-	// a finished walk collect them in stamps, for the Index.
+	// stampsBefore, when set, makes the walk keep each file's Stamp, and
+	// a finished walk hand them to keep (the Index's), on a goroutine of
+	// their own while the Target publishes: they say what the host's
+	// files hold, whatever the publish does. kept is closed once keep
+	// returned; keepMu guards kept and waited (waitKept ran: a walk that
+	// a failed publish left behind and that finishes later keeps nothing).
 	stampsBefore time.Time
-	stamps       *fileStamps
+	keep         func(*fileStamps)
+	keepMu       sync.Mutex
+	kept         chan struct{}
+	waited       bool
 	walking      bool
 	walked       bool
 	// sameModes: the Target's carried files keep the mode the compare
@@ -1029,11 +1035,32 @@ type treeSum struct {
 // needed.
 func (t *Tree) finish(res *tree.Result) {
 	t.list = res.Listing
-	if !t.stampsBefore.IsZero() {
-		t.stamps = stampsOf(t.list, t.stampsBefore)
+	if !t.stampsBefore.IsZero() && t.keep != nil {
+		t.keepMu.Lock()
+		if !t.waited {
+			l, before, keep, kept := t.list, t.stampsBefore, t.keep, make(chan struct{})
+			t.kept = kept
+			go func() {
+				defer close(kept)
+				keep(stampsOf(l, before))
+			}()
+		}
+		t.keepMu.Unlock()
 	}
 	t.sum = treeSum{files: t.list.Files(), bytes: t.list.Bytes(), skipped: res.Skipped}
 	t.done = true
+}
+
+// waitKept waits for the stamps a finished walk handed to keep; a walk
+// that finishes after it keeps none.
+func (t *Tree) waitKept() {
+	t.keepMu.Lock()
+	t.waited = true
+	kept := t.kept
+	t.keepMu.Unlock()
+	if kept != nil {
+		<-kept
+	}
 }
 
 // manifestBytes returns the canonical manifest of a finished walk, made

@@ -30,9 +30,10 @@ const racyWindow = 2 * time.Second
 // process re-stages an unchanged Source for the cost of its metadata pass
 // and one round trip to the sandbox.
 //
-// After a publish an Index also keeps the stamps of the Source's regular
-// files — identity, size, modification and change time — with their
-// SHA-256s. The next Stage of a changed Source compares it with the
+// Once a publish has read the Source, an Index also keeps the stamps of
+// its regular files — identity, size, modification and change time — with
+// their SHA-256s (also when the publish then fails: they describe the
+// host's files, not the sandbox's copy). The next Stage of a changed Source compares it with the
 // sandbox's copy reading only the files whose stamps moved: a file that
 // shows the same stamp, and last changed more than racyWindow before the
 // stage that recorded it began, has the recorded content (a write moves

@@ -33,8 +33,9 @@ const racyWindow = 2 * time.Second
 // Once a publish has read the Source, an Index also keeps the stamps of
 // its regular files — identity, size, modification and change time — with
 // their SHA-256s (also when the publish then fails: they describe the
-// host's files, not the sandbox's copy). The next Stage of a changed Source compares it with the
-// sandbox's copy reading only the files whose stamps moved: a file that
+// host's files, not the sandbox's copy). The next Stage of a changed
+// Source compares it with the sandbox's copy reading only the files whose
+// stamps moved: a file that
 // shows the same stamp, and last changed more than racyWindow before the
 // stage that recorded it began, has the recorded content (a write moves
 // the change time, which only the kernel sets). Non-guarantee: a file

@@ -1035,7 +1035,7 @@ type treeSum struct {
 // needed.
 func (t *Tree) finish(res *tree.Result) {
 	t.list = res.Listing
-	if !t.stampsBefore.IsZero() && t.keep != nil {
+	if t.keep != nil { // set with stampsBefore (stager.publish)
 		t.keepMu.Lock()
 		if !t.waited {
 			l, before, keep, kept := t.list, t.stampsBefore, t.keep, make(chan struct{})

@@ -228,8 +228,9 @@
 //
 //   - Nothing reads or writes a git remote; git remote stays empty on both
 //     sides. Host git runs with hooks off, system and global configuration
-//     ignored, no prompt, and the host's GIT_* variables removed
-//     (internal/gitexec); sandbox scripts do the same.
+//     ignored (read only for the checkout conversions below), no prompt,
+//     and the host's GIT_* variables removed (internal/gitexec); sandbox
+//     scripts do the same.
 //   - A missing or too old tool (host git 2.38; in the sandbox git 2.20 for
 //     a git work tree, tar for a plain directory) is a *ToolError naming
 //     it, before anything is changed. The sandbox's find is used when
@@ -338,13 +339,28 @@
 //     owner); with a state directory on another file system it cannot be
 //     told from a git's, and stays until the user removes it, as git
 //     names it.
-//   - Restore compares and writes a git work tree's files as the blobs'
-//     bytes: checkout conversions (.gitattributes text and eol, a filter
-//     driver such as git-lfs's smudge, core.autocrlf) are not applied. In
-//     a repository that uses them the host's file then differs in bytes
-//     from the sandbox's checkout (git status, which converts, shows it
-//     clean), and a local file in its converted form reads as a local
-//     edit (Kept).
+//   - Restore compares and writes a git work tree's files as the user's
+//     own git would check them out (convert.go): a local file equals a
+//     blob when its clean form does (git hash-object), and a blob is
+//     written in its checkout form (git cat-file --filters): .gitattributes
+//     text, eol, ident, working-tree-encoding and filter drivers, and
+//     core.autocrlf and core.eol, read with the user's system and global
+//     configuration (where git lfs install puts its driver) and the work
+//     tree's attributes as they are before the Restore writes (a changed
+//     .gitattributes applies from the next Restore). A smudge that fails
+//     fails the Restore, naming the file, which stays as it was. git-lfs's
+//     smudge runs with GIT_LFS_SKIP_SMUDGE=1, so that no LFS server is
+//     contacted: a pointer the sandbox wrote arrives as that pointer (git
+//     lfs pull fetches its object); any other driver is the user's
+//     command and does what it does in a checkout. The byte limit
+//     ([WithMaxBytes]) counts the blobs' sizes.
+//   - The sandbox's git converts with the repository's attributes and its
+//     own configuration. A filter driver the sandbox lacks leaves the
+//     blob's bytes in the sandbox's checkout; a dirty local file under
+//     such a driver travels in its checkout form and the sandbox's git
+//     stores it so, and if the agent changes it, Restore applies the
+//     host's smudge to that form once more (git-lfs passes a file that is
+//     not a pointer through unchanged).
 //   - Intent-to-add entries of the user's index do not travel (the
 //     sandbox gets the index's tree); a local intent-to-add entry counts
 //     as a change of the user's.

@@ -759,12 +759,12 @@ func (r *Round) applyGitFiles(ctx context.Context, g *gitexec.Git, hk hashKind, 
 	deleted := map[string]bool{}
 	arrive := map[string]*plan{} // files and links to write
 	kept := map[string]bool{}
+	locs, blockers, err := r.localStates(ctx, l, order, func(p string) (state, state) { return plans[p].base, plans[p].rem })
+	if err != nil {
+		return moved, err
+	}
 	for _, p := range order {
-		pl := plans[p]
-		loc, blocker, err := l.statAt(p)
-		if err != nil {
-			return moved, err
-		}
+		pl, loc, blocker := plans[p], locs[p], blockers[p]
 		switch {
 		case loc.eq(pl.rem), loc.kind == 'd' && pl.rem.kind == 0 && remDirs[p]:
 			// Already as the sandbox has it (a directory there, too).
@@ -922,7 +922,7 @@ func (r *Round) applyGitFiles(ctx context.Context, g *gitexec.Git, hk hashKind, 
 			filePaths = append(filePaths, p)
 		}
 	}
-	err = readBlobs(ctx, g, filePaths, func(p string) string { return arrive[p].id }, func(p string, size int64, body io.Reader) error {
+	write := func(p string, body io.Reader) error {
 		err := l.writeFile(p, body, arrive[p].rem.perm)
 		if why := nameRefused(err); why != "" {
 			refuse(p, why)
@@ -934,9 +934,20 @@ func (r *Round) applyGitFiles(ctx context.Context, g *gitexec.Git, hk hashKind, 
 		res.Updated = append(res.Updated, p)
 		holds(p)
 		return nil
-	})
+	}
+	conv, err := convertedOnCheckout(ctx, g, filePaths)
 	if err != nil {
 		return moved, err
+	}
+	filePaths = slices.DeleteFunc(filePaths, func(p string) bool { return conv[p] })
+	err = readBlobs(ctx, g, filePaths, func(p string) string { return arrive[p].id }, func(p string, _ int64, body io.Reader) error { return write(p, body) })
+	if err != nil {
+		return moved, err
+	}
+	for _, p := range slices.Sorted(maps.Keys(conv)) {
+		if err := readConverted(ctx, g, p, arrive[p].id, func(body io.Reader) error { return write(p, body) }); err != nil {
+			return moved, err
+		}
 	}
 	for _, p := range linkPaths {
 		if _, ok := arrive[p]; !ok {
@@ -954,6 +965,42 @@ func (r *Round) applyGitFiles(ctx context.Context, g *gitexec.Git, hk hashKind, 
 		holds(p)
 	}
 	return moved, nil
+}
+
+// localStates reads the local state of each path and the local
+// non-directory above it, if any (statAt). A local file whose bytes are
+// neither the baseline's blob nor the sandbox's (sides) is hashed again
+// in its clean form, as git would store it (convert.go): when that is
+// one of them, the file differs by a checkout conversion only, and that
+// is its state. When the clean forms cannot be read (a filter driver
+// that fails), the bytes decide: such a file is kept as a local edit.
+func (r *Round) localStates(ctx context.Context, l *local, paths []string, sides func(string) (base, rem state)) (map[string]state, map[string]string, error) {
+	locs := make(map[string]state, len(paths))
+	blockers := map[string]string{}
+	var unsure []string
+	for _, p := range paths {
+		loc, blocker, err := l.statAt(p)
+		if err != nil {
+			return nil, nil, err
+		}
+		locs[p], blockers[p] = loc, blocker
+		if base, rem := sides(p); loc.kind == 'f' && (base.kind == 'f' || rem.kind == 'f') && !loc.eq(base) && !loc.eq(rem) {
+			unsure = append(unsure, p)
+		}
+	}
+	ids, err := cleanIDs(ctx, r.git, unsure)
+	if err != nil {
+		r.o.log.Warn("reading the local files' clean forms failed: a file whose bytes differ from the blob's is kept as a local edit", "files", len(unsure), "error", err)
+		return locs, blockers, nil
+	}
+	for p, id := range ids {
+		c := locs[p]
+		c.id = id
+		if base, rem := sides(p); c.eq(base) || c.eq(rem) {
+			locs[p] = c
+		}
+	}
+	return locs, blockers, nil
 }
 
 // blobSizes returns the size of each path's blob (id(p)), read through

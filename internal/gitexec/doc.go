@@ -17,5 +17,7 @@
 //
 // Non-guarantees: the repository's own configuration (.git/config) is
 // honoured, as git itself would; options that matter to airlock are
-// overridden per command with -c by the caller.
+// overridden per command with -c by the caller. A command with
+// Cmd.UserConfig reads the system and global configuration too: the
+// checkout conversions must be the user's own.
 package gitexec

@@ -199,6 +199,13 @@ type Cmd struct {
 	Env    []string // extra KEY=VALUE entries for this command only
 	Stdin  io.Reader
 	Stdout io.Writer // nil: discarded
+
+	// UserConfig reads the user's system and global configuration too,
+	// for the commands that must do what the user's own git does in
+	// the work tree: the checkout conversions (core.autocrlf, a filter
+	// driver such as git-lfs's, which git lfs install puts in the
+	// global file). Hooks stay off and the GIT_* scrub stays.
+	UserConfig bool
 }
 
 // isolation is prepended to every command line.
@@ -207,7 +214,7 @@ var isolation = []string{"-c", "core.hooksPath=/dev/null", "-c", "core.pager=cat
 // Env returns the environment a command runs with: the process's
 // environment without any GIT_* variable, plus the isolating variables,
 // then extra.
-func (g *Git) environ(extra []string) []string {
+func (g *Git) environ(extra []string, userConfig bool) []string {
 	var env []string
 	for _, kv := range os.Environ() {
 		k, _, _ := strings.Cut(kv, "=")
@@ -216,9 +223,10 @@ func (g *Git) environ(extra []string) []string {
 		}
 		env = append(env, kv)
 	}
+	if !userConfig {
+		env = append(env, "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null")
+	}
 	env = append(env,
-		"GIT_CONFIG_NOSYSTEM=1",
-		"GIT_CONFIG_GLOBAL=/dev/null",
 		"GIT_TERMINAL_PROMPT=0",
 		"GIT_ASKPASS=",
 		"GIT_PAGER=cat",
@@ -242,7 +250,7 @@ func (g *Git) Run(ctx context.Context, c Cmd) error {
 	args := append(append([]string(nil), isolation...), c.Args...)
 	cmd := exec.CommandContext(ctx, path, args...)
 	cmd.Dir = g.Dir
-	cmd.Env = g.environ(c.Env)
+	cmd.Env = g.environ(c.Env, c.UserConfig)
 	cmd.Stdin = c.Stdin
 	cmd.Stdout = c.Stdout
 	var stderr capped

@@ -3,6 +3,8 @@ package gitexec
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -32,12 +34,35 @@ func TestEnvironmentScrubbed(t *testing.T) {
 	t.Setenv("GIT_DIR", "/nonexistent")
 	t.Setenv("GIT_CONFIG_PARAMETERS", "'core.hooksPath'='/evil'")
 	g := &Git{Dir: t.TempDir()}
-	env := strings.Join(g.environ(nil), "\n")
+	env := strings.Join(g.environ(nil, false), "\n")
 	assert.NotContains(t, env, "GIT_DIR=")
 	assert.NotContains(t, env, "/evil")
 	assert.Contains(t, env, "GIT_CONFIG_GLOBAL=/dev/null")
 	err := g.Run(context.Background(), Cmd{Args: []string{"rev-parse", "--git-dir"}})
 	assert.Equal(t, 128, Status(err), "no repository is found above the ceiling: %v", err)
+}
+
+// TestUserConfig: a command with UserConfig reads the user's global
+// configuration; every other command does not, and neither sees a
+// GIT_* variable of the host process.
+func TestUserConfig(t *testing.T) {
+	home := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(home, ".gitconfig"), []byte("[core]\n\tautocrlf = true\n"), 0o644))
+	t.Setenv("HOME", home)
+	t.Setenv("XDG_CONFIG_HOME", filepath.Join(home, ".config"))
+	t.Setenv("GIT_DIR", "/nonexistent")
+	dir := t.TempDir()
+	g := &Git{Dir: dir}
+	_, err := g.Output(context.Background(), "init", "-q")
+	require.NoError(t, err)
+	var out strings.Builder
+	require.NoError(t, g.Run(context.Background(), Cmd{Args: []string{"config", "core.autocrlf"}, Stdout: &out, UserConfig: true}))
+	assert.Equal(t, "true\n", out.String())
+	_, err = g.Output(context.Background(), "config", "core.autocrlf")
+	assert.Equal(t, 1, Status(err), "the isolated command read the global file: %v", err)
+	env := strings.Join(g.environ(nil, true), "\n")
+	assert.NotContains(t, env, "GIT_DIR=")
+	assert.NotContains(t, env, "GIT_CONFIG_GLOBAL=")
 }
 
 // TestErrorUnwrapsHostFailure: a git command that failed on a full disk

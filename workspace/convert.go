@@ -1,0 +1,200 @@
+package workspace
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/airlockdev/airlock/internal/gitexec"
+)
+
+// Checkout conversions. git keeps a file's content in a blob after the
+// file's clean conversion (.gitattributes text, eol and crlf, ident,
+// working-tree-encoding, a filter driver's clean command; core.autocrlf
+// and core.eol) and writes a blob into the work tree after the reverse,
+// the smudge. Restore does what the user's own git does in the work
+// tree, with the user's configuration (gitexec.Cmd.UserConfig) and the
+// work tree's attributes as they are before anything is written: a local
+// file equals a blob when its clean form does, and a blob is written in
+// its checkout form. Without this, a repository with eol=crlf or a
+// git-lfs file would read every converted local file as a local edit
+// (Kept), and write LF where the user's checkout has CRLF.
+
+// cleanIDs returns the blob id git would store for each local file of
+// paths (git hash-object --stdin-paths in the work tree, which runs the
+// clean conversion and writes no object). The paths are regular files
+// below directories, as statAt found them.
+func cleanIDs(ctx context.Context, g *gitexec.Git, paths []string) (map[string]string, error) {
+	if len(paths) == 0 {
+		return nil, nil
+	}
+	var in strings.Builder
+	for _, p := range paths {
+		in.WriteString(quoteC(p))
+		in.WriteByte('\n')
+	}
+	var out bytes.Buffer
+	// core.safecrlf would make an irreversible conversion fatal; hashing
+	// a file changes nothing, so it only warns here.
+	err := g.Run(ctx, gitexec.Cmd{Args: []string{"-c", "core.safecrlf=false", "hash-object", "--stdin-paths"}, Stdin: strings.NewReader(in.String()), Stdout: &out, UserConfig: true})
+	if err != nil {
+		return nil, fmt.Errorf("workspace: hashing local files as git stores them (git hash-object --stdin-paths): %w", err)
+	}
+	ids := strings.Fields(out.String())
+	if len(ids) != len(paths) {
+		return nil, fmt.Errorf("workspace: git hash-object gave %d ids for %d local files", len(ids), len(paths))
+	}
+	m := make(map[string]string, len(paths))
+	for i, p := range paths {
+		m[p] = ids[i]
+	}
+	return m, nil
+}
+
+// quoteC quotes p as git reads a quoted path on its standard input
+// (unquote_c_style): the one spelling every name has, newlines included.
+func quoteC(p string) string {
+	var b strings.Builder
+	b.WriteByte('"')
+	for i := 0; i < len(p); i++ {
+		switch c := p[i]; {
+		case c == '"' || c == '\\':
+			b.WriteByte('\\')
+			b.WriteByte(c)
+		case c < 0x20 || c == 0x7f:
+			fmt.Fprintf(&b, "\\%03o", c)
+		default:
+			b.WriteByte(c)
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
+}
+
+// convAttrs are the attributes that decide a checkout conversion.
+var convAttrs = []string{"text", "eol", "crlf", "filter", "ident", "working-tree-encoding"}
+
+// convertedOnCheckout returns the paths whose blobs git may convert when
+// it checks them out. It may name a path git then leaves alone (git
+// decides: text=auto leaves a binary blob alone); it never leaves out
+// one git converts.
+func convertedOnCheckout(ctx context.Context, g *gitexec.Git, paths []string) (map[string]bool, error) {
+	if len(paths) == 0 {
+		return nil, nil
+	}
+	var cfg bytes.Buffer
+	err := g.Run(ctx, gitexec.Cmd{Args: []string{"config", "-z", "--get-regexp", `^core\.(autocrlf|eol)$`}, Stdout: &cfg, UserConfig: true})
+	if err != nil && gitexec.Status(err) != 1 { // 1: neither is set
+		return nil, fmt.Errorf("workspace: reading core.autocrlf and core.eol: %w", err)
+	}
+	var autocrlf, eol string
+	for _, kv := range strings.Split(cfg.String(), "\x00") {
+		k, v, _ := strings.Cut(kv, "\n")
+		switch strings.ToLower(k) {
+		case "core.autocrlf":
+			autocrlf = strings.ToLower(v)
+		case "core.eol":
+			eol = strings.ToLower(v)
+		}
+	}
+	var in strings.Builder
+	for _, p := range paths {
+		in.WriteString(p)
+		in.WriteByte(0)
+	}
+	var out bytes.Buffer
+	args := append([]string{"check-attr", "-z", "--stdin"}, convAttrs...)
+	if err := g.Run(ctx, gitexec.Cmd{Args: args, Stdin: strings.NewReader(in.String()), Stdout: &out, UserConfig: true}); err != nil {
+		return nil, fmt.Errorf("workspace: reading the work tree's attributes (git check-attr): %w", err)
+	}
+	f := strings.Split(out.String(), "\x00")
+	if len(f) != 3*len(paths)*len(convAttrs)+1 {
+		return nil, fmt.Errorf("workspace: git check-attr gave %d fields for %d paths", len(f)-1, len(paths))
+	}
+	conv := map[string]bool{}
+	for i, p := range paths {
+		a := map[string]string{}
+		for j := range convAttrs {
+			rec := f[3*(i*len(convAttrs)+j):]
+			if rec[0] != p {
+				return nil, fmt.Errorf("workspace: git check-attr answered for %q, asked for %q", rec[0], p)
+			}
+			a[rec[1]] = rec[2]
+		}
+		if converts(a, autocrlf, eol) {
+			conv[p] = true
+		}
+	}
+	return conv, nil
+}
+
+// converts reports whether git may convert a blob with attributes a on
+// checkout, with core.autocrlf and core.eol (lower case, "" when unset).
+func converts(a map[string]string, autocrlf, coreEOL string) bool {
+	given := func(v string) bool { return v != "unspecified" && v != "unset" }
+	if given(a["filter"]) || a["ident"] == "set" || given(a["working-tree-encoding"]) {
+		return true
+	}
+	text, eol := a["text"], a["eol"]
+	if text == "unspecified" { // the older crlf attribute
+		switch a["crlf"] {
+		case "set":
+			text = "set"
+		case "unset":
+			text = "unset"
+		case "input":
+			text, eol = "set", "lf"
+		}
+	}
+	switch {
+	case text == "unset":
+		return false
+	case eol == "crlf":
+		return true
+	case eol == "lf":
+		return false
+	}
+	switch autocrlf {
+	case "", "false", "no", "off", "0":
+		return text != "unspecified" && coreEOL == "crlf"
+	case "input":
+		return false
+	}
+	return true // true, or a value git reads in some way this does not
+}
+
+// readConverted streams blob id, converted for path p of the work tree
+// (git cat-file --filters), to fn. The reader fails, rather than ends,
+// when git does: a filter that fails never yields a short file.
+func readConverted(ctx context.Context, g *gitexec.Git, p, id string, fn func(io.Reader) error) error {
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		// git-lfs's smudge would fetch a pointer's object from the LFS
+		// server of the repository's remote: no remote is read.
+		err := g.Run(cctx, gitexec.Cmd{Args: []string{"cat-file", "--filters", "--path=" + p, id}, Env: []string{"GIT_LFS_SKIP_SMUDGE=1"}, Stdout: pw, UserConfig: true})
+		if err != nil {
+			err = fmt.Errorf("workspace: converting %s for the work tree (git cat-file --filters): %w", p, err)
+		}
+		pw.CloseWithError(err)
+		done <- err
+	}()
+	ferr := fn(pr)
+	if ferr != nil {
+		cancel()
+	}
+	pr.CloseWithError(errStop)
+	gerr := <-done
+	if ferr != nil {
+		return ferr
+	}
+	if gerr != nil && !errors.Is(gerr, errStop) {
+		return gerr
+	}
+	return nil
+}

@@ -180,7 +180,7 @@ func (l *local) statLeaf(rel string) (state, error) {
 		io.WriteString(h, t)
 		return state{kind: 'l', id: hex.EncodeToString(h.Sum(nil))}, nil
 	case fi.Mode().IsRegular():
-		f, err := tree.OpenFile(l.dir, rel)
+		f, err := tree.OpenWorkTreeFile(l.dir, rel)
 		if err != nil {
 			return state{kind: 'x'}, nil
 		}

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
+	"slices"
 	"strings"
 
 	"github.com/airlockdev/airlock/internal/gitexec"
@@ -24,12 +26,16 @@ import (
 // (Kept), and write LF where the user's checkout has CRLF.
 
 // cleanIDs returns the blob id git would store for each local file of
-// paths (git hash-object --stdin-paths in the work tree, which runs the
-// clean conversion and writes no object). The paths are regular files
-// below directories, as statAt found them.
-func cleanIDs(ctx context.Context, g *gitexec.Git, paths []string) (map[string]string, error) {
+// paths (git hash-object in the work tree, which runs the clean
+// conversion and writes no object): all in one git hash-object
+// --stdin-paths, or, when that fails (a filter driver that fails on one
+// file), one git hash-object a file. A file whose id cannot be read is
+// left out, and logged. The paths are regular files below directories,
+// as statAt found them.
+func cleanIDs(ctx context.Context, g *gitexec.Git, paths []string, log *slog.Logger) map[string]string {
+	ids := make(map[string]string, len(paths))
 	if len(paths) == 0 {
-		return nil, nil
+		return ids
 	}
 	var in strings.Builder
 	for _, p := range paths {
@@ -40,18 +46,26 @@ func cleanIDs(ctx context.Context, g *gitexec.Git, paths []string) (map[string]s
 	// core.safecrlf would make an irreversible conversion fatal; hashing
 	// a file changes nothing, so it only warns here.
 	err := g.Run(ctx, gitexec.Cmd{Args: []string{"-c", "core.safecrlf=false", "hash-object", "--stdin-paths"}, Stdin: strings.NewReader(in.String()), Stdout: &out, UserConfig: true})
-	if err != nil {
-		return nil, fmt.Errorf("workspace: hashing local files as git stores them (git hash-object --stdin-paths): %w", err)
+	if f := strings.Fields(out.String()); err == nil && len(f) == len(paths) {
+		for i, p := range paths {
+			ids[p] = f[i]
+		}
+		return ids
 	}
-	ids := strings.Fields(out.String())
-	if len(ids) != len(paths) {
-		return nil, fmt.Errorf("workspace: git hash-object gave %d ids for %d local files", len(ids), len(paths))
+	for _, p := range paths {
+		var one bytes.Buffer
+		err := g.Run(ctx, gitexec.Cmd{Args: []string{"-c", "core.safecrlf=false", "hash-object", "--", p}, Stdout: &one, UserConfig: true})
+		id := strings.TrimSpace(one.String())
+		if err == nil && id == "" {
+			err = errors.New("git hash-object printed no id")
+		}
+		if err != nil {
+			log.Warn("reading a local file's clean form (git hash-object) failed: it is compared by its bytes, or kept as a local edit where its attributes convert it", "path", p, "error", err)
+			continue
+		}
+		ids[p] = id
 	}
-	m := make(map[string]string, len(paths))
-	for i, p := range paths {
-		m[p] = ids[i]
-	}
-	return m, nil
+	return ids
 }
 
 // quoteC quotes p as git reads a quoted path on its standard input
@@ -166,9 +180,47 @@ func converts(a map[string]string, autocrlf, coreEOL string) bool {
 	return true // true, or a value git reads in some way this does not
 }
 
+// writeBlobs hands each path's blob (id(p)) to write: in its checkout
+// form where the work tree's attributes, as they are now, may convert it
+// (one git cat-file --filters each), else as its bytes (one git cat-file
+// --batch for all).
+func writeBlobs(ctx context.Context, g *gitexec.Git, paths []string, id func(string) string, write func(p string, body io.Reader) error) error {
+	conv, err := convertedOnCheckout(ctx, g, paths)
+	if err != nil {
+		return err
+	}
+	raw := slices.DeleteFunc(slices.Clone(paths), func(p string) bool { return conv[p] })
+	if err := readBlobs(ctx, g, raw, id, func(p string, _ int64, body io.Reader) error { return write(p, body) }); err != nil {
+		return err
+	}
+	for _, p := range paths {
+		if !conv[p] {
+			continue
+		}
+		if err := readConverted(ctx, g, p, id(p), func(body io.Reader) error { return write(p, body) }); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// convertError is a blob's conversion for the work tree (its filter
+// driver) that failed.
+type convertError struct {
+	path string
+	err  error
+}
+
+func (e *convertError) Error() string {
+	return fmt.Sprintf("workspace: converting %s for the work tree (git cat-file --filters, which runs its filter driver) failed: %v; nothing was written to it and the sandbox still holds it: fix the driver (or the attribute that names it) and run Restore again", e.path, e.err)
+}
+
+func (e *convertError) Unwrap() error { return e.err }
+
 // readConverted streams blob id, converted for path p of the work tree
 // (git cat-file --filters), to fn. The reader fails, rather than ends,
-// when git does: a filter that fails never yields a short file.
+// when git does (a *convertError): a filter that fails never yields a
+// short file.
 func readConverted(ctx context.Context, g *gitexec.Git, p, id string, fn func(io.Reader) error) error {
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
@@ -178,8 +230,8 @@ func readConverted(ctx context.Context, g *gitexec.Git, p, id string, fn func(io
 		// git-lfs's smudge would fetch a pointer's object from the LFS
 		// server of the repository's remote: no remote is read.
 		err := g.Run(cctx, gitexec.Cmd{Args: []string{"cat-file", "--filters", "--path=" + p, id}, Env: []string{"GIT_LFS_SKIP_SMUDGE=1"}, Stdout: pw, UserConfig: true})
-		if err != nil {
-			err = fmt.Errorf("workspace: converting %s for the work tree (git cat-file --filters): %w", p, err)
+		if err != nil && cctx.Err() == nil {
+			err = &convertError{path: p, err: err}
 		}
 		pw.CloseWithError(err)
 		done <- err

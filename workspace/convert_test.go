@@ -1,11 +1,13 @@
 package workspace_test
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -117,7 +119,8 @@ func TestRestoreConversionFails(t *testing.T) {
 	git(t, e.local, "config", "filter.f.smudge", "head -c 2; exit 1")
 	_, err = r.Restore(ctx(t))
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), "converting x.f for the work tree (git cat-file --filters)")
+	assert.Contains(t, err.Error(), "converting x.f for the work tree (git cat-file --filters, which runs its filter driver) failed")
+	assert.Contains(t, err.Error(), "fix the driver")
 	assert.Equal(t, "x1\n", read(t, e.local, "x.f"), "the failed conversion wrote nothing")
 	ents, err := os.ReadDir(e.local)
 	require.NoError(t, err)
@@ -158,4 +161,181 @@ func TestRestoreUserAutocrlf(t *testing.T) {
 	assert.Equal(t, []string{"a.txt", "b.txt"}, res.Updated)
 	assert.Equal(t, "x\r\nz\r\n", read(t, e.local, "a.txt"))
 	assert.Equal(t, "b2\r\n", read(t, e.local, "b.txt"))
+}
+
+// TestRestoreConversionHangs: a smudge that hangs ends with the Restore's
+// context (its process group is killed), the file stays as it was, and a
+// Restore once the driver works brings it.
+func TestRestoreConversionHangs(t *testing.T) {
+	e := newEnv(t, runners[0].new)
+	git(t, e.local, "init", "-q", "-b", "main")
+	git(t, e.local, "config", "filter.h.clean", "cat")
+	git(t, e.local, "config", "filter.h.smudge", "cat")
+	write(t, e.local, ".gitattributes", "*.h filter=h\n")
+	write(t, e.local, "x.h", "1\n")
+	git(t, e.local, "add", "-A")
+	git(t, e.local, "commit", "-q", "-m", "initial")
+	r, err := workspace.Prepare(ctx(t), e.spec)
+	require.NoError(t, err)
+	write(t, e.remote, "x.h", "2\n")
+	git(t, e.local, "config", "filter.h.smudge", "sleep 30; cat")
+	c, cancel := context.WithTimeout(ctx(t), 2*time.Second)
+	defer cancel()
+	start := time.Now()
+	_, err = r.Restore(c)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.Contains(t, err.Error(), "Restore stopped while writing x.h")
+	assert.Less(t, time.Since(start), 10*time.Second, "the hanging driver held the Restore")
+	assert.Equal(t, "1\n", read(t, e.local, "x.h"))
+
+	git(t, e.local, "config", "filter.h.smudge", "cat")
+	res, err := r.Restore(ctx(t))
+	require.NoError(t, err)
+	assert.Equal(t, []string{"x.h"}, res.Updated)
+	assert.Equal(t, "2\n", read(t, e.local, "x.h"))
+}
+
+// TestRestoreCleanFormUnreadable: a local file whose clean form cannot
+// be read (its driver's clean command fails) is a local edit: kept, not
+// overwritten, and a Restore once the driver works brings the agent's
+// change.
+func TestRestoreCleanFormUnreadable(t *testing.T) {
+	e := newEnv(t, runners[0].new)
+	convRepo(t, e.local)
+	r, err := workspace.Prepare(ctx(t), e.spec)
+	require.NoError(t, err)
+	write(t, e.remote, "y.r", "ntrag\n")
+	git(t, e.local, "config", "filter.rot.clean", "exit 1")
+	git(t, e.local, "config", "filter.rot.required", "true")
+	res, err := r.Restore(ctx(t))
+	require.NoError(t, err)
+	assert.Equal(t, []string{"y.r"}, res.Kept, "an unreadable clean form is a local edit")
+	assert.Equal(t, "hello\n", read(t, e.local, "y.r"))
+
+	git(t, e.local, "config", "filter.rot.clean", "tr a-z n-za-m")
+	res, err = r.Restore(ctx(t))
+	require.NoError(t, err)
+	assert.Empty(t, res.Kept)
+	assert.Equal(t, []string{"y.r"}, res.Updated)
+	assert.Equal(t, "agent\n", read(t, e.local, "y.r"))
+}
+
+// TestRestoreAttributesOfTheRound: a .gitattributes the Restore brings
+// decides the form of the files it writes with it, as git checkout's
+// would: an attribute the agent removed no longer converts, one it added
+// does, in the same Restore.
+func TestRestoreAttributesOfTheRound(t *testing.T) {
+	e := newEnv(t, runners[0].new)
+	initRepo(t, e.local, map[string]string{".gitattributes": "*.txt text eol=crlf\n", "!a.txt": "a\n", "d/b.txt": "b\n", "c.md": "c\n"})
+	for _, f := range []string{"!a.txt", "d/b.txt"} {
+		require.NoError(t, os.Remove(filepath.Join(e.local, f)))
+	}
+	git(t, e.local, "checkout", "--", ".")
+	require.Equal(t, "a\r\n", read(t, e.local, "!a.txt"))
+	r, err := workspace.Prepare(ctx(t), e.spec)
+	require.NoError(t, err)
+	write(t, e.remote, ".gitattributes", "*.md text eol=crlf\n")
+	write(t, e.remote, "!a.txt", "a2\n")
+	write(t, e.remote, "d/b.txt", "b2\n")
+	write(t, e.remote, "c.md", "c2\n")
+	git(t, e.remote, "add", "-A")
+	git(t, e.remote, "commit", "-q", "-m", "agent")
+	res, err := r.Restore(ctx(t))
+	require.NoError(t, err)
+	assert.Empty(t, res.Kept)
+	assert.Equal(t, "a2\n", read(t, e.local, "!a.txt"))
+	assert.Equal(t, "b2\n", read(t, e.local, "d/b.txt"))
+	assert.Equal(t, "c2\r\n", read(t, e.local, "c.md"))
+	assert.Empty(t, git(t, e.local, "status", "--porcelain"))
+}
+
+// TestRestoreBackslashNames: a backslash is one character of a file name
+// here. In a git work tree under eol=crlf the agent's changes and
+// deletions of such files arrive (they were kept out as local edits). A
+// plain directory's restore refuses such a name (its documented rule),
+// and the local entry then stays: it was deleted, as if the sandbox had
+// deleted it. A deletion by the agent arrives in both.
+func TestRestoreBackslashNames(t *testing.T) {
+	names := []string{`back\slash`, `d\n`, `dir\x/f`, `trail\`}
+	for _, kind := range []string{"git", "plain"} {
+		t.Run(kind, func(t *testing.T) {
+			e := newEnv(t, runners[0].new)
+			files := map[string]string{`gone\x`: "g\n"}
+			for _, n := range names {
+				files[n] = "x\ny\n"
+			}
+			local := "x\ny\n"
+			if kind == "git" {
+				files[".gitattributes"] = "* text eol=crlf\n"
+				initRepo(t, e.local, files)
+				for n := range files {
+					if n != ".gitattributes" {
+						require.NoError(t, os.Remove(filepath.Join(e.local, n)))
+					}
+				}
+				git(t, e.local, "checkout", "--", ".")
+				local = "x\r\ny\r\n"
+				require.Equal(t, local, read(t, e.local, names[0]))
+			} else {
+				for n, v := range files {
+					write(t, e.local, n, v)
+				}
+			}
+			r, err := workspace.Prepare(ctx(t), e.spec)
+			require.NoError(t, err)
+			for _, n := range names {
+				write(t, e.remote, n, "x\nz\n")
+			}
+			require.NoError(t, os.Remove(filepath.Join(e.remote, `gone\x`)))
+			res, err := r.Restore(ctx(t))
+			require.NoError(t, err)
+			assert.Empty(t, res.Kept)
+			assert.Equal(t, []string{`gone\x`}, res.Deleted)
+			assert.False(t, exists(e.local, `gone\x`))
+			slices.Sort(res.Updated)
+			slices.Sort(res.Refused)
+			want := "x\r\nz\r\n"
+			if kind == "plain" {
+				assert.Empty(t, res.Updated)
+				assert.Equal(t, []string{`back\slash`, `d\n`, `dir\x`, `trail\`}, res.Refused)
+				want = local
+			} else {
+				assert.Empty(t, res.Refused)
+				assert.Equal(t, slices.Sorted(slices.Values(names)), res.Updated)
+			}
+			for _, n := range names {
+				assert.Equal(t, want, read(t, e.local, n), n)
+			}
+		})
+	}
+}
+
+// TestRestoreSandboxAddFails: a file the sandbox's git cannot add (a
+// working-tree-encoding its bytes do not have, which stops git add
+// whole) is refused, and every other change of the agent arrives: they
+// were all dropped, unlisted. A name holding a newline, which the
+// sandbox's retry cannot name, is refused too, never dropped.
+func TestRestoreSandboxAddFails(t *testing.T) {
+	eachRunner(t, func(t *testing.T, newRunner func(t *testing.T, dir string) sandbox.Runner) {
+		e := newEnv(t, newRunner)
+		initRepo(t, e.local, map[string]string{"a.txt": "1\n", "b.md": "1\n", "c.md": "1\n"})
+		r, err := workspace.Prepare(ctx(t), e.spec)
+		require.NoError(t, err)
+		write(t, e.remote, ".gitattributes", "*.txt working-tree-encoding=UTF-16\n")
+		write(t, e.remote, "a.txt", "2\n") // no BOM: git add dies on it
+		write(t, e.remote, "b.md", "2\n")
+		write(t, e.remote, "new\nline.md", "n\n")
+		require.NoError(t, os.Remove(filepath.Join(e.remote, "c.md")))
+		res, err := r.Restore(ctx(t))
+		require.NoError(t, err)
+		slices.Sort(res.Updated)
+		slices.Sort(res.Refused)
+		assert.Equal(t, []string{".gitattributes", "b.md"}, res.Updated)
+		assert.Equal(t, []string{"c.md"}, res.Deleted)
+		assert.Equal(t, []string{"a.txt", "new\nline.md"}, res.Refused)
+		assert.Contains(t, res.Reasons["a.txt"], "not added by the sandbox's git")
+		assert.Equal(t, "1\n", read(t, e.local, "a.txt"))
+		assert.Equal(t, "2\n", read(t, e.local, "b.md"))
+		assert.False(t, exists(e.local, "c.md"))
+	})
 }

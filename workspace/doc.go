@@ -309,7 +309,8 @@
 //     an encoding or character it does not store: ENAMETOOLONG, EILSEQ,
 //     EINVAL) is listed in Result.Refused with the reason, and the rest
 //     arrives; a plain directory's entry whose name holds a backslash is
-//     refused, under the path as the sandbox wrote it.
+//     refused, under the path as the sandbox wrote it, and the local entry
+//     at that path (and all below it) stays as it is.
 //   - Restores of one work tree are serialized by a lock (flock on
 //     <git dir>/airlock/restore.lock, or <Local>/.airlock/restore.lock for
 //     a plain directory); a dead owner's lock is free at once; the wait is

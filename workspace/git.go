@@ -928,24 +928,31 @@ func (r *Round) applyGitFiles(ctx context.Context, g *gitexec.Git, hk hashKind, 
 			refuse(p, why)
 			return nil
 		}
-		if err != nil {
+		var ce *convertError
+		switch {
+		case err != nil && ctx.Err() != nil:
+			return fmt.Errorf("workspace: Restore stopped while writing %s: %w; nothing was lost (the sandbox still holds what did not arrive): run Restore again", p, err)
+		case errors.As(err, &ce):
+			return err
+		case err != nil:
 			return l.writeError(p, err)
 		}
 		res.Updated = append(res.Updated, p)
 		holds(p)
 		return nil
 	}
-	conv, err := convertedOnCheckout(ctx, g, filePaths)
-	if err != nil {
-		return moved, err
+	// The attribute files first: the others are written in the form the
+	// attributes give once they are in place, as git checkout does.
+	var attrs, rest []string
+	for _, p := range filePaths {
+		if path.Base(p) == ".gitattributes" {
+			attrs = append(attrs, p)
+		} else {
+			rest = append(rest, p)
+		}
 	}
-	filePaths = slices.DeleteFunc(filePaths, func(p string) bool { return conv[p] })
-	err = readBlobs(ctx, g, filePaths, func(p string) string { return arrive[p].id }, func(p string, _ int64, body io.Reader) error { return write(p, body) })
-	if err != nil {
-		return moved, err
-	}
-	for _, p := range slices.Sorted(maps.Keys(conv)) {
-		if err := readConverted(ctx, g, p, arrive[p].id, func(body io.Reader) error { return write(p, body) }); err != nil {
+	for _, set := range [][]string{attrs, rest} {
+		if err := writeBlobs(ctx, g, set, func(p string) string { return arrive[p].id }, write); err != nil {
 			return moved, err
 		}
 	}
@@ -970,10 +977,17 @@ func (r *Round) applyGitFiles(ctx context.Context, g *gitexec.Git, hk hashKind, 
 // localStates reads the local state of each path and the local
 // non-directory above it, if any (statAt). A local file whose bytes are
 // neither the baseline's blob nor the sandbox's (sides) is hashed again
-// in its clean form, as git would store it (convert.go): when that is
-// one of them, the file differs by a checkout conversion only, and that
-// is its state. When the clean forms cannot be read (a filter driver
-// that fails), the bytes decide: such a file is kept as a local edit.
+// in its clean form, as git stores it (convert.go): when that is one of
+// them, the file differs by a checkout conversion only, and that is its
+// state. A file whose clean form cannot be read (a filter driver that
+// fails) keeps its bytes' id: a local edit.
+//
+// Bytes equal to a blob's decide without a clean form: a file sent as a
+// dirty edit is the baseline as the sandbox's git stored it, which may
+// not be what the host's configuration makes of it (core.autocrlf in the
+// user's global file). So a local edit whose bytes are exactly a blob's
+// stored form counts as that blob, which only a driver whose clean
+// changes content (rot13, encryption) lets a user write.
 func (r *Round) localStates(ctx context.Context, l *local, paths []string, sides func(string) (base, rem state)) (map[string]state, map[string]string, error) {
 	locs := make(map[string]state, len(paths))
 	blockers := map[string]string{}
@@ -988,12 +1002,7 @@ func (r *Round) localStates(ctx context.Context, l *local, paths []string, sides
 			unsure = append(unsure, p)
 		}
 	}
-	ids, err := cleanIDs(ctx, r.git, unsure)
-	if err != nil {
-		r.o.log.Warn("reading the local files' clean forms failed: a file whose bytes differ from the blob's is kept as a local edit", "files", len(unsure), "error", err)
-		return locs, blockers, nil
-	}
-	for p, id := range ids {
+	for p, id := range cleanIDs(ctx, r.git, unsure, r.o.log) {
 		c := locs[p]
 		c.id = id
 		if base, rem := sides(p); c.eq(base) || c.eq(rem) {

@@ -269,6 +269,12 @@ func (r *Round) restorePlain(ctx context.Context) (out *Result, err error) {
 				// The sandbox's path as written (its tar names
 				// each member ./<path>).
 				name := strings.TrimPrefix(e.Name, "./")
+				if e.Mode.IsDir() {
+					name = strings.TrimSuffix(name, "/")
+				}
+				if tree.ValidPath(name) && (under(name) || seen[name]) {
+					return nil
+				}
 				why := "not a clean relative path"
 				switch {
 				case !tree.ValidPath(name):
@@ -278,6 +284,14 @@ func (r *Round) restorePlain(ctx context.Context) (out *Result, err error) {
 					why = fmt.Sprintf("a path longer than %d bytes", tree.DefaultMaxPathLen)
 				}
 				refuse(name, why)
+				if tree.ValidPath(name) {
+					// A name the local tree may hold (Prepare sent it): the
+					// local entry, and all below it, stay as they are.
+					seen[name] = true
+					if e.Mode.IsDir() {
+						skip = append(skip, name)
+					}
+				}
 				return nil
 			case under(p) || seen[p]:
 				return nil

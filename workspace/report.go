@@ -59,7 +59,7 @@ func reportReason(c byte) string {
 	case shell.ReportSpecial:
 		return "a FIFO, socket or device"
 	case shell.ReportNotAdded:
-		return "not added by the sandbox's git (a path git refuses, or an unreadable file)"
+		return "not added by the sandbox's git (a path git refuses, or a file it cannot read or convert)"
 	case shell.ReportNestedGit:
 		return whyNestedGit
 	}

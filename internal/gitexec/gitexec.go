@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 	"unicode"
 )
 
@@ -208,6 +209,10 @@ type Cmd struct {
 	UserConfig bool
 }
 
+// waitDelay bounds how long git's output is read once git has exited or
+// been killed: a process git started (a filter driver) may hold it open.
+const waitDelay = time.Second
+
 // isolation is prepended to every command line.
 var isolation = []string{"-c", "core.hooksPath=/dev/null", "-c", "core.pager=cat", "-c", "core.fsmonitor=false", "-c", "credential.helper=", "-c", "protocol.allow=never", "-c", "protocol.file.allow=always"}
 
@@ -255,8 +260,10 @@ func (g *Git) Run(ctx context.Context, c Cmd) error {
 	cmd.Stdout = c.Stdout
 	var stderr capped
 	cmd.Stderr = &stderr
+	killGroup(cmd)
+	cmd.WaitDelay = waitDelay
 	err = cmd.Run()
-	if err == nil {
+	if err == nil || errors.Is(err, exec.ErrWaitDelay) { // git exited 0; a child of its holds the output
 		return nil
 	}
 	if cerr := ctx.Err(); cerr != nil {

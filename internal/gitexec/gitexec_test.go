@@ -8,6 +8,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -63,6 +64,19 @@ func TestUserConfig(t *testing.T) {
 	env := strings.Join(g.environ(nil, true), "\n")
 	assert.NotContains(t, env, "GIT_DIR=")
 	assert.NotContains(t, env, "GIT_CONFIG_GLOBAL=")
+}
+
+// TestCancelKillsChildren: a cancelled command ends with the processes
+// git started (a filter driver, here an alias's shell), which would
+// otherwise hold its output open until they exit.
+func TestCancelKillsChildren(t *testing.T) {
+	g := &Git{Dir: t.TempDir()}
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	err := g.Run(ctx, Cmd{Args: []string{"-c", "alias.hang=!sleep 30", "hang"}})
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.Less(t, time.Since(start), 5*time.Second, "the alias's sleep held the command")
 }
 
 // TestErrorUnwrapsHostFailure: a git command that failed on a full disk

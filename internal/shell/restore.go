@@ -274,10 +274,14 @@ if it=$(GIT_INDEX_FILE=$ti g write-tree 2>/dev/null); then
 else
   it=; printf 'U\0' > "$st"
 fi
-GIT_INDEX_FILE=$ti g add -A --ignore-errors %[4]s >/dev/null 2>&1
+am=
+if ! GIT_INDEX_FILE=$ti g add -A --ignore-errors %[4]s >/dev/null 2>&1; then
+  am=-m
+  GIT_INDEX_FILE=$ti g ls-files -z -m -o --exclude-standard %[4]s 2>/dev/null | tr '\0' '\n' | while IFS= read -r f; do GIT_INDEX_FILE=$ti g add -A -- ":(literal)$f" >/dev/null 2>&1; done
+fi
 wt=$(GIT_INDEX_FILE=$ti g write-tree) || { rm -f "$ti" "$st"; exit 14; }
 h=$(g rev-parse -q --verify 'HEAD^{commit}')
-{ %[5]s; printf 'G\0'; GIT_INDEX_FILE=$ti g ls-files -z -o --exclude-standard %[4]s; } > "$rep" 2>/dev/null
+{ %[5]s; printf 'G\0'; GIT_INDEX_FILE=$ti g ls-files -z $am -o --exclude-standard %[4]s; } > "$rep" 2>/dev/null
 rm -f "$ti"
 ic=
 if [ -n "$it" ] && [ -s "$st" ]; then ic=$(g commit-tree "$it" ${h:+-p "$h"} -m "airlock: sandbox index of round $id") || { rm -f "$st" "$rep"; exit 15; }; fi
@@ -301,7 +305,9 @@ exit $x
 // shell's pid; the report of a restore whose shell is gone (its host was
 // killed) is removed first, one whose shell runs (a zombie does not)
 // stays. A runtime directory that the sandbox replaced by a file or a link
-// is refused (the host lists it); the report then goes beside it.
+// is refused (the host lists it); the report then goes beside it. GNU tar
+// is told --no-unquote, else it would read a backslash in a top-level
+// name as an escape and not find the entry.
 func PlainRestoreScript(remote, id string) string {
 	return fmt.Sprintf(`r=%s; id=%s
 cd "$r" 2>/dev/null || { echo "the sandbox directory $r is missing" >&2; exit 10; }
@@ -329,7 +335,8 @@ for f in * .[!.]* ..?*; do
 done
 if [ $# -eq 0 ]; then printf 'empty\n%[6]s\n'; exit 0; fi
 printf 'tar\n'
-tar -c -f - "$@" || exit
+nq=; tar --no-unquote --version >/dev/null 2>&1 && nq=--no-unquote
+tar -c $nq -f - "$@" || exit
 printf '%[6]s\n'
 `, Quote(remote), Quote(id), Quote(RuntimeDir), FindReport, RestoreMagic, RestoreEnd)
 }

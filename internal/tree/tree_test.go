@@ -718,3 +718,25 @@ func TestRemoveAllReadOnlyTree(t *testing.T) {
 	require.ErrorIs(t, err, fs.ErrNotExist)
 	require.NoError(t, RemoveAll(dst), "removing what is gone is not an error")
 }
+
+// TestOpenWorkTreeFileBackslash: a backslash is one character of a work
+// tree's file name here: OpenWorkTreeFile opens such a file (and refuses
+// a link so named, as OpenFile would), where OpenFile refuses the name.
+func TestOpenWorkTreeFileBackslash(t *testing.T) {
+	dir := t.TempDir()
+	build(t, dir, `d\x/`, `d\x/f\y:inner`, `a\b:top`, `l\k => a\b`)
+	_, err := OpenFile(dir, `a\b`)
+	require.ErrorIs(t, err, ErrEscape)
+	for rel, want := range map[string]string{`a\b`: "top", `d\x/f\y`: "inner"} {
+		f, err := OpenWorkTreeFile(dir, rel)
+		require.NoError(t, err, rel)
+		b, err := io.ReadAll(f)
+		require.NoError(t, f.Close())
+		require.NoError(t, err)
+		assert.Equal(t, want, string(b), rel)
+	}
+	_, err = OpenWorkTreeFile(dir, `l\k`)
+	require.ErrorIs(t, err, ErrLink)
+	_, err = OpenWorkTreeFile(dir, `d\x/../a\b`)
+	require.ErrorIs(t, err, ErrEscape)
+}

@@ -342,19 +342,26 @@
 //     names it.
 //   - Restore compares and writes a git work tree's files as the user's
 //     own git would check them out (convert.go): a local file equals a
-//     blob when its clean form does (git hash-object), and a blob is
-//     written in its checkout form (git cat-file --filters): .gitattributes
-//     text, eol, ident, working-tree-encoding and filter drivers, and
-//     core.autocrlf and core.eol, read with the user's system and global
-//     configuration (where git lfs install puts its driver) and the work
-//     tree's attributes as they are before the Restore writes (a changed
-//     .gitattributes applies from the next Restore). A smudge that fails
-//     fails the Restore, naming the file, which stays as it was. git-lfs's
-//     smudge runs with GIT_LFS_SKIP_SMUDGE=1, so that no LFS server is
-//     contacted: a pointer the sandbox wrote arrives as that pointer (git
-//     lfs pull fetches its object); any other driver is the user's
-//     command and does what it does in a checkout. The byte limit
-//     ([WithMaxBytes]) counts the blobs' sizes.
+//     blob when its bytes or its clean form (git hash-object) do, and a
+//     blob is written in its checkout form (git cat-file --filters):
+//     .gitattributes text, eol, ident, working-tree-encoding and filter
+//     drivers, and core.autocrlf and core.eol, read with the user's
+//     system and global configuration (where git lfs install puts its
+//     driver). The work tree's attributes decide the comparison as they
+//     are before the Restore writes; the .gitattributes files the Restore
+//     brings are written first and decide the form of the files written
+//     with them, as in a checkout. A smudge that fails fails the Restore,
+//     naming the file, which stays as it was; a clean form that cannot be
+//     read makes the file a local edit (Kept). git-lfs's smudge runs with
+//     GIT_LFS_SKIP_SMUDGE=1, so that no LFS server is contacted: a pointer
+//     the sandbox wrote arrives as that pointer (git lfs pull fetches its
+//     object); any other driver is the user's command and does what it
+//     does in a checkout. The byte limit ([WithMaxBytes]) counts the
+//     blobs' sizes. Equal bytes decide without a clean form (a file sent
+//     as a dirty edit is the baseline as the sandbox's git stored it), so
+//     a local edit whose bytes are exactly a blob's stored form counts as
+//     that blob: only a driver whose clean changes content (rot13,
+//     encryption) lets a user write one.
 //   - The sandbox's git converts with the repository's attributes and its
 //     own configuration. A filter driver the sandbox lacks leaves the
 //     blob's bytes in the sandbox's checkout; a dirty local file under

@@ -220,33 +220,9 @@ func (e *convertError) Unwrap() error { return e.err }
 // readConverted streams blob id, converted for path p of the work tree
 // (git cat-file --filters), to fn. The reader fails, rather than ends,
 // when git does (a *convertError): a filter that fails never yields a
-// short file.
+// short file. git-lfs's smudge would fetch a pointer's object from the
+// LFS server of the repository's remote: it is told not to.
 func readConverted(ctx context.Context, g *gitexec.Git, p, id string, fn func(io.Reader) error) error {
-	pr, pw := io.Pipe()
-	done := make(chan error, 1)
-	cctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	go func() {
-		// git-lfs's smudge would fetch a pointer's object from the LFS
-		// server of the repository's remote: no remote is read.
-		err := g.Run(cctx, gitexec.Cmd{Args: []string{"cat-file", "--filters", "--path=" + p, id}, Env: []string{"GIT_LFS_SKIP_SMUDGE=1"}, Stdout: pw, UserConfig: true})
-		if err != nil && cctx.Err() == nil {
-			err = &convertError{path: p, err: err}
-		}
-		pw.CloseWithError(err)
-		done <- err
-	}()
-	ferr := fn(pr)
-	if ferr != nil {
-		cancel()
-	}
-	pr.CloseWithError(errStop)
-	gerr := <-done
-	if ferr != nil {
-		return ferr
-	}
-	if gerr != nil && !errors.Is(gerr, errStop) {
-		return gerr
-	}
-	return nil
+	c := gitexec.Cmd{Args: []string{"cat-file", "--filters", "--path=" + p, id}, Env: []string{"GIT_LFS_SKIP_SMUDGE=1"}, UserConfig: true}
+	return readGit(ctx, g, c, func(err error) error { return &convertError{path: p, err: err} }, fn)
 }

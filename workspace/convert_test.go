@@ -97,6 +97,19 @@ func TestRestoreCheckoutConversions(t *testing.T) {
 	})
 }
 
+// catRepo makes dir a repository with one commit of x.<drv>, whose
+// filter driver drv is cat both ways (the test then breaks it).
+func catRepo(t *testing.T, dir, drv, content string) {
+	t.Helper()
+	git(t, dir, "init", "-q", "-b", "main")
+	git(t, dir, "config", "filter."+drv+".clean", "cat")
+	git(t, dir, "config", "filter."+drv+".smudge", "cat")
+	write(t, dir, ".gitattributes", "*."+drv+" filter="+drv+"\n")
+	write(t, dir, "x."+drv, content)
+	git(t, dir, "add", "-A")
+	git(t, dir, "commit", "-q", "-m", "initial")
+}
+
 // TestRestoreConversionFails: a smudge that fails (a required filter
 // driver whose command exits 1) fails the Restore with an error naming
 // the file, leaves the local file as it was (never a short one), and a
@@ -104,14 +117,8 @@ func TestRestoreCheckoutConversions(t *testing.T) {
 // GIT_LFS_SKIP_SMUDGE=1 (git-lfs's smudge contacts no server).
 func TestRestoreConversionFails(t *testing.T) {
 	e := newEnv(t, runners[0].new)
-	git(t, e.local, "init", "-q", "-b", "main")
-	git(t, e.local, "config", "filter.f.clean", "cat")
-	git(t, e.local, "config", "filter.f.smudge", "cat")
+	catRepo(t, e.local, "f", "x1\n")
 	git(t, e.local, "config", "filter.f.required", "true")
-	write(t, e.local, ".gitattributes", "*.f filter=f\n")
-	write(t, e.local, "x.f", "x1\n")
-	git(t, e.local, "add", "-A")
-	git(t, e.local, "commit", "-q", "-m", "initial")
 	r, err := workspace.Prepare(ctx(t), e.spec)
 	require.NoError(t, err)
 	write(t, e.remote, "x.f", "x2 from the agent\n")
@@ -168,13 +175,7 @@ func TestRestoreUserAutocrlf(t *testing.T) {
 // Restore once the driver works brings it.
 func TestRestoreConversionHangs(t *testing.T) {
 	e := newEnv(t, runners[0].new)
-	git(t, e.local, "init", "-q", "-b", "main")
-	git(t, e.local, "config", "filter.h.clean", "cat")
-	git(t, e.local, "config", "filter.h.smudge", "cat")
-	write(t, e.local, ".gitattributes", "*.h filter=h\n")
-	write(t, e.local, "x.h", "1\n")
-	git(t, e.local, "add", "-A")
-	git(t, e.local, "commit", "-q", "-m", "initial")
+	catRepo(t, e.local, "h", "1\n")
 	r, err := workspace.Prepare(ctx(t), e.spec)
 	require.NoError(t, err)
 	write(t, e.remote, "x.h", "2\n")

@@ -1054,59 +1054,68 @@ func readBlobs(ctx context.Context, g *gitexec.Git, paths []string, id func(stri
 	for _, p := range paths {
 		in.WriteString(id(p) + "\n")
 	}
+	return readGit(ctx, g, gitexec.Cmd{Args: []string{"cat-file", "--batch"}, Stdin: strings.NewReader(in.String())}, nil, func(r io.Reader) error {
+		br := bufio.NewReaderSize(r, 256<<10)
+		for _, p := range paths {
+			hl, err := br.ReadString('\n')
+			if err != nil {
+				return fmt.Errorf("workspace: reading objects: %w", err)
+			}
+			f := strings.Fields(hl)
+			if len(f) != 3 || f[0] != id(p) || f[1] != "blob" {
+				return fmt.Errorf("%w: object %s is %q, not a blob", ErrHostile, id(p), strings.TrimSpace(hl))
+			}
+			size, err := strconv.ParseInt(f[2], 10, 64)
+			if err != nil || size < 0 {
+				return fmt.Errorf("workspace: bad object size in %q", hl)
+			}
+			cr := &countReader{r: io.LimitReader(br, size)}
+			if err := fn(p, size, cr); err != nil {
+				return err
+			}
+			if cr.n < size {
+				if _, err := io.Copy(io.Discard, cr); err != nil {
+					return fmt.Errorf("workspace: reading objects: %w", err)
+				}
+			}
+			if cr.n != size {
+				return fmt.Errorf("workspace: reading objects: object %s ended after %d of %d bytes", id(p), cr.n, size)
+			}
+			if _, err := br.Discard(1); err != nil { // the newline after the content
+				return fmt.Errorf("workspace: reading objects: %w", err)
+			}
+		}
+		return nil
+	})
+}
+
+// readGit runs c through g with its standard output piped to read; when
+// read fails, git is stopped. It returns read's error, else git's (wrap,
+// if not nil, dresses a failure of git's own, not a stop). A git that
+// fails makes the pipe fail rather than end, so read never takes a cut
+// output for a whole one.
+func readGit(ctx context.Context, g *gitexec.Git, c gitexec.Cmd, wrap func(error) error, read func(io.Reader) error) error {
 	pr, pw := io.Pipe()
+	c.Stdout = pw
 	done := make(chan error, 1)
 	cctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go func() {
-		err := g.Run(cctx, gitexec.Cmd{Args: []string{"cat-file", "--batch"}, Stdin: strings.NewReader(in.String()), Stdout: pw})
+		err := g.Run(cctx, c)
+		if err != nil && wrap != nil && cctx.Err() == nil {
+			err = wrap(err)
+		}
 		pw.CloseWithError(err)
 		done <- err
 	}()
-	br := bufio.NewReaderSize(pr, 256<<10)
-	var ferr error
-	for _, p := range paths {
-		hl, err := br.ReadString('\n')
-		if err != nil {
-			ferr = fmt.Errorf("workspace: reading objects: %w", err)
-			break
-		}
-		f := strings.Fields(hl)
-		if len(f) != 3 || f[0] != id(p) || f[1] != "blob" {
-			ferr = fmt.Errorf("%w: object %s is %q, not a blob", ErrHostile, id(p), strings.TrimSpace(hl))
-			break
-		}
-		size, err := strconv.ParseInt(f[2], 10, 64)
-		if err != nil || size < 0 {
-			ferr = fmt.Errorf("workspace: bad object size in %q", hl)
-			break
-		}
-		cr := &countReader{r: io.LimitReader(br, size)}
-		if ferr = fn(p, size, cr); ferr != nil {
-			break
-		}
-		if cr.n < size {
-			if _, err := io.Copy(io.Discard, cr); err != nil {
-				ferr = fmt.Errorf("workspace: reading objects: %w", err)
-				break
-			}
-		}
-		if cr.n != size {
-			ferr = fmt.Errorf("workspace: reading objects: object %s ended after %d of %d bytes", id(p), cr.n, size)
-			break
-		}
-		if _, err := br.Discard(1); err != nil { // the newline after the content
-			ferr = fmt.Errorf("workspace: reading objects: %w", err)
-			break
-		}
-	}
-	if ferr != nil {
+	rerr := read(pr)
+	if rerr != nil {
 		cancel()
 	}
 	pr.CloseWithError(errStop)
 	gerr := <-done
-	if ferr != nil {
-		return ferr
+	if rerr != nil {
+		return rerr
 	}
 	if gerr != nil && !errors.Is(gerr, errStop) {
 		return gerr

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -339,4 +340,43 @@ func TestRestoreSandboxAddFails(t *testing.T) {
 		assert.Equal(t, "2\n", read(t, e.local, "b.md"))
 		assert.False(t, exists(e.local, "c.md"))
 	})
+}
+
+// TestRestorePlainRefusedKeepsBelow: a plain directory the sandbox
+// replaced by an entry the Restore refuses (a name with a backslash, a
+// FIFO, a file with several links, a reserved name) keeps everything the
+// local tree holds below it: a refused change of type is refused
+// completely. They were deleted, with success reported.
+func TestRestorePlainRefusedKeepsBelow(t *testing.T) {
+	for _, c := range []struct {
+		name, dir string
+		replace   func(t *testing.T, p string)
+	}{
+		{"backslash", `m\n`, func(t *testing.T, p string) { require.NoError(t, os.WriteFile(p, []byte("now a file\n"), 0o644)) }},
+		{"fifo", "d", func(t *testing.T, p string) { require.NoError(t, syscall.Mkfifo(p, 0o644)) }},
+		{"hardlink", "d", func(t *testing.T, p string) {
+			require.NoError(t, os.WriteFile(p, []byte("x\n"), 0o644))
+			require.NoError(t, os.Link(p, p+"-twin"))
+		}},
+		{"reserved", "x/.GIT", func(t *testing.T, p string) { require.NoError(t, os.WriteFile(p, []byte("x\n"), 0o644)) }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e := newEnv(t, runners[0].new)
+			write(t, e.local, c.dir+"/inner", "in\n")
+			write(t, e.local, c.dir+"/sub/deep", "deep\n")
+			write(t, e.local, "other", "o\n")
+			r, err := workspace.Prepare(ctx(t), e.spec)
+			require.NoError(t, err)
+			require.NoError(t, os.RemoveAll(filepath.Join(e.remote, c.dir)))
+			c.replace(t, filepath.Join(e.remote, filepath.FromSlash(c.dir)))
+			write(t, e.remote, "other", "o2\n")
+			res, err := r.Restore(ctx(t))
+			require.NoError(t, err)
+			assert.Contains(t, res.Refused, c.dir)
+			assert.Empty(t, res.Deleted)
+			assert.Contains(t, res.Updated, "other")
+			assert.Equal(t, "in\n", read(t, e.local, c.dir+"/inner"))
+			assert.Equal(t, "deep\n", read(t, e.local, c.dir+"/sub/deep"))
+		})
+	}
 }

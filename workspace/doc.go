@@ -186,7 +186,11 @@
 // link arrives once that entry is removed; when a local edit of it is
 // kept, what lies below is refused. A plain directory's round does not
 // send links, so a local link (or special file) the sandbox never saw
-// refuses the sandbox entry at its path and everything below it.
+// refuses the sandbox entry at its path and everything below it. An entry
+// refused for what it is (a name the host refuses, a FIFO, a file with
+// several links, a reserved name) leaves the local entry at its path as
+// it is, with everything below it: a local directory the sandbox replaced
+// by such an entry keeps its files.
 //
 // Every link the restore writes resolves inside the work tree in the tree
 // as restored. Its target is walked component by component from the

@@ -253,10 +253,10 @@ func (r *Round) restorePlain(ctx context.Context) (out *Result, err error) {
 		r.refuseReported(h.Special, res)
 		for p, c := range h.Special {
 			if !writtenStripped(c) {
-				seen[p] = true // refused: its tar member is not looked at
-			}
-			if c == shell.ReportNestedGit {
-				skip = append(skip, p) // nor anything below a nested .git
+				// Refused: its tar member is not looked at, and the local
+				// entry there (a directory with all below it) stays.
+				seen[p] = true
+				skip = append(skip, p)
 			}
 		}
 		if h.Tail == shell.TailEmpty {
@@ -288,9 +288,7 @@ func (r *Round) restorePlain(ctx context.Context) (out *Result, err error) {
 					// A name the local tree may hold (Prepare sent it): the
 					// local entry, and all below it, stay as they are.
 					seen[name] = true
-					if e.Mode.IsDir() {
-						skip = append(skip, name)
-					}
+					skip = append(skip, name)
 				}
 				return nil
 			case under(p) || seen[p]:
@@ -302,24 +300,25 @@ func (r *Round) restorePlain(ctx context.Context) (out *Result, err error) {
 				return nil
 			}
 			seen[p] = true
+			// A refused entry leaves the local one there as it is, with
+			// all below it (a local directory the sandbox replaced by a
+			// refused file keeps its files).
 			if reserved(p) {
 				refuse(p, "under .git or the runtime directory")
-				if e.Mode.IsDir() {
-					skip = append(skip, p)
-				}
+				skip = append(skip, p)
 				return nil
 			}
 			if hasTmpName(p) {
 				refuse(p, whyTmpName)
-				if e.Mode.IsDir() {
-					skip = append(skip, p)
-				}
+				skip = append(skip, p)
 				return nil
 			}
 			if why := belowWhy(p); why != "" {
 				refuse(p, why)
 				if e.Mode.IsDir() {
 					blocked[p] = why
+				} else {
+					skip = append(skip, p)
 				}
 				return nil
 			}

@@ -380,3 +380,29 @@ func TestRestorePlainRefusedKeepsBelow(t *testing.T) {
 		})
 	}
 }
+
+// TestRestoreAgentIndexFlags: a file the agent marked assume-unchanged or
+// skip-worktree in the sandbox's index still comes back as the work tree
+// holds it (git add would have trusted the bit and dropped the change,
+// unlisted).
+func TestRestoreAgentIndexFlags(t *testing.T) {
+	eachRunner(t, func(t *testing.T, newRunner func(t *testing.T, dir string) sandbox.Runner) {
+		e := newEnv(t, newRunner)
+		initRepo(t, e.local, map[string]string{"x": "x\n", "y": "y\n", "z": "z\n"})
+		r, err := workspace.Prepare(ctx(t), e.spec)
+		require.NoError(t, err)
+		git(t, e.remote, "update-index", "--skip-worktree", "x")
+		git(t, e.remote, "update-index", "--assume-unchanged", "y")
+		write(t, e.remote, "x", "x2\n")
+		write(t, e.remote, "y", "y2\n")
+		require.NoError(t, os.Remove(filepath.Join(e.remote, "z")))
+		git(t, e.remote, "update-index", "--skip-worktree", "z")
+		res, err := r.Restore(ctx(t))
+		require.NoError(t, err)
+		slices.Sort(res.Updated)
+		assert.Equal(t, []string{"x", "y"}, res.Updated)
+		assert.Equal(t, []string{"z"}, res.Deleted)
+		assert.Equal(t, "x2\n", read(t, e.local, "x"))
+		assert.Equal(t, "y2\n", read(t, e.local, "y"))
+	})
+}

@@ -365,7 +365,11 @@
 //     as a dirty edit is the baseline as the sandbox's git stored it), so
 //     a local edit whose bytes are exactly a blob's stored form counts as
 //     that blob: only a driver whose clean changes content (rot13,
-//     encryption) lets a user write one.
+//     encryption) lets a user write one. Prepare decides what is dirty
+//     with the repository's configuration alone: a file that differs from
+//     its blob there but not under the user's global configuration (ident
+//     with a global core.autocrlf) travels as a dirty edit, its baseline is
+//     what the sandbox's git stored, and the agent's change of it is Kept.
 //   - The sandbox's git converts with the repository's attributes and its
 //     own configuration. A filter driver the sandbox lacks leaves the
 //     blob's bytes in the sandbox's checkout; a dirty local file under

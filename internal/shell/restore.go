@@ -241,6 +241,13 @@ func IsObjectName(s string) bool {
 // noChange lets the script answer "nochange" when the sandbox is as the
 // round's prepare left it; a host whose baseline moved since (a Restore
 // brought the sandbox's work) passes false, and gets the snapshot.
+// The snapshot takes the work tree as it is: the scratch index's
+// assume-unchanged and skip-worktree bits (which the agent may have set,
+// and which git add would trust) are cleared first, one bit a pass (git
+// update-index applies only the first of the two it is given). When git add -A
+// stops on a file it cannot add (a working-tree-encoding the bytes do
+// not have), the paths are added one by one, and the report lists what
+// is still not added, modified files included.
 func GitRestoreScript(remote, id, index string, noChange bool, pathspecs []string) string {
 	specs := make([]string, len(pathspecs))
 	for i, p := range pathspecs {
@@ -274,6 +281,7 @@ if it=$(GIT_INDEX_FILE=$ti g write-tree 2>/dev/null); then
 else
   it=; printf 'U\0' > "$st"
 fi
+for b in --no-assume-unchanged --no-skip-worktree; do GIT_INDEX_FILE=$ti g ls-files -z %[4]s 2>/dev/null | GIT_INDEX_FILE=$ti g update-index -z $b --stdin >/dev/null 2>&1; done
 am=
 if ! GIT_INDEX_FILE=$ti g add -A --ignore-errors %[4]s >/dev/null 2>&1; then
   am=-m

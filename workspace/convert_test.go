@@ -406,3 +406,62 @@ func TestRestoreAgentIndexFlags(t *testing.T) {
 		assert.Equal(t, "y2\n", read(t, e.local, "y"))
 	})
 }
+
+// TestPrepareUserExcludes: a file the user's git ignores through a
+// core.excludesFile of the global configuration (which host git
+// otherwise does not read) never travels to the sandbox, and Restore
+// leaves it alone. A file that did travel and that the sandbox's git
+// ignores (git's default global ignore file, which the sandbox reads and
+// the host does not, with core.excludesFile set) is not deleted.
+func TestPrepareUserExcludes(t *testing.T) {
+	home := t.TempDir()
+	write(t, home, ".gitconfig", "[core]\n\texcludesFile = ~/.gitignore_global\n")
+	write(t, home, ".gitignore_global", "secret.env\n")
+	write(t, home, ".config/git/ignore", "*.pem\n")
+	t.Setenv("HOME", home)
+	t.Setenv("XDG_CONFIG_HOME", filepath.Join(home, ".config"))
+	e := newEnv(t, runners[0].new)
+	initRepo(t, e.local, map[string]string{"a": "1\n"})
+	write(t, e.local, "secret.env", "TOKEN=hunter2\n")
+	write(t, e.local, "d/key.pem", "KEY\n")
+	write(t, e.local, "new.txt", "n\n")
+	r, err := workspace.Prepare(ctx(t), e.spec)
+	require.NoError(t, err)
+	assert.False(t, exists(e.remote, "secret.env"), "a file of the user's global ignore list travelled")
+	assert.Equal(t, "KEY\n", read(t, e.remote, "d/key.pem"))
+	assert.Equal(t, "n\n", read(t, e.remote, "new.txt"))
+	write(t, e.remote, "a", "2\n")
+	res, err := r.Restore(ctx(t))
+	require.NoError(t, err)
+	assert.Equal(t, []string{"a"}, res.Updated)
+	assert.Empty(t, res.Deleted)
+	assert.Equal(t, "TOKEN=hunter2\n", read(t, e.local, "secret.env"))
+	assert.Equal(t, "KEY\n", read(t, e.local, "d/key.pem"))
+}
+
+// TestRestoreAgentIgnores: a .gitignore line the agent writes does not
+// delete the user's untracked files it matches (they were sent, and the
+// sandbox still holds them); an agent's edit of one arrives, and its
+// deletion of one arrives as a deletion.
+func TestRestoreAgentIgnores(t *testing.T) {
+	eachRunner(t, func(t *testing.T, newRunner func(t *testing.T, dir string) sandbox.Runner) {
+		e := newEnv(t, newRunner)
+		initRepo(t, e.local, map[string]string{"a": "1\n", "tracked.log": "t\n"})
+		write(t, e.local, "debug.log", "my notes\n")
+		write(t, e.local, "out/build.log", "build\n")
+		write(t, e.local, "gone.log", "g\n")
+		r, err := workspace.Prepare(ctx(t), e.spec)
+		require.NoError(t, err)
+		write(t, e.remote, ".gitignore", "*.log\n")
+		write(t, e.remote, "out/build.log", "build 2\n")
+		require.NoError(t, os.Remove(filepath.Join(e.remote, "gone.log")))
+		res, err := r.Restore(ctx(t))
+		require.NoError(t, err)
+		slices.Sort(res.Updated)
+		assert.Equal(t, []string{".gitignore", "out/build.log"}, res.Updated)
+		assert.Equal(t, []string{"gone.log"}, res.Deleted)
+		assert.Equal(t, "my notes\n", read(t, e.local, "debug.log"))
+		assert.Equal(t, "build 2\n", read(t, e.local, "out/build.log"))
+		assert.Equal(t, "t\n", read(t, e.local, "tracked.log"))
+	})
+}

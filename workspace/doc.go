@@ -34,8 +34,13 @@
 // overwrites nothing; lock files and half-written packs of a killed git
 // and scratch files and refs of earlier rounds are removed; the work tree and index are reset as
 // always. A repository git init cannot repair is an error naming it and
-// saying to remove it. Ignored files and Spec.Exclude do not travel;
-// committed history always travels whole.
+// saying to remove it. Ignored files and Spec.Exclude do not travel
+// (ignored as the user's own git ignores them: the repository's rules,
+// git's default global ignore file and the user's core.excludesFile of
+// the global configuration); committed history always travels whole.
+// A file Prepare sent that the sandbox's git later ignores (a .gitignore
+// line the agent wrote) still comes back as the sandbox holds it, never
+// as a deletion.
 //
 // Restore snapshots the sandbox's work tree the same way and receives one
 // incremental bundle: it is checked with git bundle verify and list-heads

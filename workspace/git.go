@@ -190,7 +190,11 @@ func (r *Round) prepareGit(ctx context.Context, gitDir string) (err error) {
 	if err != nil {
 		return err
 	}
-	if err := g.Run(ctx, gitexec.Cmd{Args: append([]string{"add", "-A", "--ignore-errors"}, pathspecs(r.spec.Exclude)...), Env: ienv}); err != nil {
+	ex, err := r.userExcludes(ctx)
+	if err != nil {
+		return err
+	}
+	if err := g.Run(ctx, gitexec.Cmd{Args: append(append(ex, "add", "-A", "--ignore-errors"), pathspecs(r.spec.Exclude)...), Env: ienv}); err != nil {
 		return r.snapshotFailed("snapshotting the work tree", err)
 	}
 	wtTree, err := line("recording the work tree", "write-tree")
@@ -244,6 +248,26 @@ func (r *Round) prepareGit(ctx context.Context, gitDir string) (err error) {
 		err = r.shipGit(ctx, nil)
 	}
 	return err
+}
+
+// userExcludes returns the option that gives Prepare's snapshot the
+// user's own core.excludesFile, set in the global or system configuration
+// that host git otherwise ignores: a file the user's git ignores (a
+// secret in a global ignore list) never travels to the sandbox. Without
+// one, git's default (~/.config/git/ignore) applies as it is.
+func (r *Round) userExcludes(ctx context.Context) ([]string, error) {
+	var out bytes.Buffer
+	err := r.git.Run(ctx, gitexec.Cmd{Args: []string{"config", "--type=path", "--get", "core.excludesFile"}, Stdout: &out, UserConfig: true})
+	if gitexec.Status(err) == 1 { // not set
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("workspace: reading the user's core.excludesFile (git config): %w", err)
+	}
+	if p := strings.TrimSuffix(out.String(), "\n"); p != "" {
+		return []string{"-c", "core.excludesFile=" + p}, nil
+	}
+	return nil, nil
 }
 
 // snapshotFailed is the error of Prepare's step what (git, writing

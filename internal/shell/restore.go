@@ -247,7 +247,11 @@ func IsObjectName(s string) bool {
 // update-index applies only the first of the two it is given). When git add -A
 // stops on a file it cannot add (a working-tree-encoding the bytes do
 // not have), the paths are added one by one, and the report lists what
-// is still not added, modified files included.
+// is still not added, modified files included. A file of the round's
+// prepare snapshot that the work tree still holds is added even when the
+// sandbox's git now ignores it (a .gitignore line the agent wrote, a
+// global ignore file of the sandbox's): missing from the snapshot, it
+// would read as deleted, and the host would delete the user's file.
 func GitRestoreScript(remote, id, index string, noChange bool, pathspecs []string) string {
 	specs := make([]string, len(pathspecs))
 	for i, p := range pathspecs {
@@ -287,6 +291,7 @@ if ! GIT_INDEX_FILE=$ti g add -A --ignore-errors %[4]s >/dev/null 2>&1; then
   am=-m
   GIT_INDEX_FILE=$ti g ls-files -z -m -o --exclude-standard %[4]s 2>/dev/null | tr '\0' '\n' | while IFS= read -r f; do GIT_INDEX_FILE=$ti g add -A -- ":(literal)$f" >/dev/null 2>&1; done
 fi
+GIT_INDEX_FILE=$ti g diff-index --cached -z --name-only --diff-filter=D "$bs" %[4]s 2>/dev/null | tr '\0' '\n' | while IFS= read -r f; do if [ -f "$f" ] || [ -L "$f" ]; then GIT_INDEX_FILE=$ti g add -f -- ":(literal)$f" >/dev/null 2>&1; fi; done
 wt=$(GIT_INDEX_FILE=$ti g write-tree) || { rm -f "$ti" "$st"; exit 14; }
 h=$(g rev-parse -q --verify 'HEAD^{commit}')
 { %[5]s; printf 'G\0'; GIT_INDEX_FILE=$ti g ls-files -z $am -o --exclude-standard %[4]s; } > "$rep" 2>/dev/null

@@ -18,12 +18,13 @@ import (
 // working-tree-encoding, a filter driver's clean command; core.autocrlf
 // and core.eol) and writes a blob into the work tree after the reverse,
 // the smudge. Restore does what the user's own git does in the work
-// tree, with the user's configuration (gitexec.Cmd.UserConfig) and the
-// work tree's attributes as they are before anything is written: a local
-// file equals a blob when its clean form does, and a blob is written in
-// its checkout form. Without this, a repository with eol=crlf or a
-// git-lfs file would read every converted local file as a local edit
-// (Kept), and write LF where the user's checkout has CRLF.
+// tree, with the user's configuration (gitexec.Cmd.UserConfig): a local
+// file equals a blob when its bytes or its clean form do (the work
+// tree's attributes as they are before anything is written), and a blob
+// is written in its checkout form (the attributes as the .gitattributes
+// files the Restore brings leave them). Without this, a repository with
+// eol=crlf or a git-lfs file would read every converted local file as a
+// local edit (Kept), and write LF where the user's checkout has CRLF.
 
 // cleanIDs returns the blob id git would store for each local file of
 // paths (git hash-object in the work tree, which runs the clean
@@ -60,7 +61,7 @@ func cleanIDs(ctx context.Context, g *gitexec.Git, paths []string, log *slog.Log
 			err = errors.New("git hash-object printed no id")
 		}
 		if err != nil {
-			log.Warn("reading a local file's clean form (git hash-object) failed: it is compared by its bytes, or kept as a local edit where its attributes convert it", "path", p, "error", err)
+			log.Warn("reading a local file's clean form (git hash-object) failed: it is compared by its bytes (a local edit unless they are a blob's)", "path", p, "error", err)
 			continue
 		}
 		ids[p] = id

@@ -1,6 +1,7 @@
 package workspace_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -231,5 +232,68 @@ func TestRestoreAgentIgnores(t *testing.T) {
 		assert.Equal(t, "my notes\n", read(t, e.local, "debug.log"))
 		assert.Equal(t, "build 2\n", read(t, e.local, "out/build.log"))
 		assert.Equal(t, "t\n", read(t, e.local, "tracked.log"))
+	})
+}
+
+// TestRestoreAgentIgnoresOddNames: a third attack's cases of
+// TestRestoreAgentIgnores. A sent file whose name holds a newline (the
+// sandbox's list splits lines) and many sent files under a directory the
+// agent ignores stay, and the agent's own ignored files never come back.
+func TestRestoreAgentIgnoresOddNames(t *testing.T) {
+	eachRunner(t, func(t *testing.T, newRunner func(t *testing.T, dir string) sandbox.Runner) {
+		e := newEnv(t, newRunner)
+		initRepo(t, e.local, map[string]string{"a": "1\n"})
+		names := []string{"notes\n.log", "p\nq", "end\n", "out/a\nb", "tab\t.log", `back\.log`}
+		for i := range 40 {
+			names = append(names, fmt.Sprintf("out/gen/f%02d.o", i))
+		}
+		for _, n := range names {
+			write(t, e.local, n, "user's "+n)
+		}
+		r, err := workspace.Prepare(ctx(t), e.spec)
+		require.NoError(t, err)
+		write(t, e.remote, ".gitignore", "*.log\np*\nq\nend*\nout/\n")
+		write(t, e.remote, "p", "agent's ignored p\n")
+		write(t, e.remote, "q", "agent's ignored q\n")
+		write(t, e.remote, "out/gen/f00.o", "agent's edit\n")
+		res, err := r.Restore(ctx(t))
+		require.NoError(t, err)
+		assert.Empty(t, res.Deleted)
+		assert.Equal(t, []string{".gitignore", "out/gen/f00.o"}, res.Updated)
+		assert.False(t, exists(e.local, "p"), "the agent's ignored file came back")
+		assert.Equal(t, "agent's edit\n", read(t, e.local, "out/gen/f00.o"))
+		for _, n := range names[:len(names)-40] {
+			assert.Equal(t, "user's "+n, read(t, e.local, n), "%q", n)
+		}
+	})
+}
+
+// TestPrepareUserExcludesEnv: the user's global configuration is where
+// the user's git finds it (GIT_CONFIG_GLOBAL), and a core.excludesFile
+// set to nothing turns git's default ignore file off, as for the user.
+func TestPrepareUserExcludesEnv(t *testing.T) {
+	home := t.TempDir()
+	write(t, home, "alt.gitconfig", "[core]\n\texcludesFile = ~/ig\n")
+	write(t, home, "ig", "secret.env\n")
+	write(t, home, ".gitconfig", "[core]\n\texcludesFile =\n")
+	write(t, home, ".config/git/ignore", "s1\n")
+	t.Setenv("HOME", home)
+	t.Setenv("XDG_CONFIG_HOME", filepath.Join(home, ".config"))
+	t.Run("GIT_CONFIG_GLOBAL", func(t *testing.T) {
+		t.Setenv("GIT_CONFIG_GLOBAL", filepath.Join(home, "alt.gitconfig"))
+		e := newEnv(t, runners[0].new)
+		initRepo(t, e.local, map[string]string{"a": "1\n"})
+		write(t, e.local, "secret.env", "TOKEN\n")
+		_, err := workspace.Prepare(ctx(t), e.spec)
+		require.NoError(t, err)
+		assert.False(t, exists(e.remote, "secret.env"), "a file of the user's ignore list travelled")
+	})
+	t.Run("empty", func(t *testing.T) {
+		e := newEnv(t, runners[0].new)
+		initRepo(t, e.local, map[string]string{"a": "1\n"})
+		write(t, e.local, "s1", "mine\n")
+		_, err := workspace.Prepare(ctx(t), e.spec)
+		require.NoError(t, err)
+		assert.Equal(t, "mine\n", read(t, e.remote, "s1"), "the user's git does not ignore it")
 	})
 }

@@ -264,10 +264,8 @@ func (r *Round) userExcludes(ctx context.Context) ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("workspace: reading the user's core.excludesFile (git config): %w", err)
 	}
-	if p := strings.TrimSuffix(out.String(), "\n"); p != "" {
-		return []string{"-c", "core.excludesFile=" + p}, nil
-	}
-	return nil, nil
+	// Set, even to nothing (which turns git's default file off).
+	return []string{"-c", "core.excludesFile=" + strings.TrimSuffix(out.String(), "\n")}, nil
 }
 
 // snapshotFailed is the error of Prepare's step what (git, writing

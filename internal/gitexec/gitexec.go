@@ -205,7 +205,9 @@ type Cmd struct {
 	// for the commands that must do what the user's own git does in
 	// the work tree: the checkout conversions (core.autocrlf, a filter
 	// driver such as git-lfs's, which git lfs install puts in the
-	// global file). Hooks stay off and the GIT_* scrub stays.
+	// global file), from the files the user's git reads (the process's
+	// GIT_CONFIG_GLOBAL, GIT_CONFIG_SYSTEM and GIT_CONFIG_NOSYSTEM pass).
+	// Hooks stay off and the scrub of every other GIT_* variable stays.
 	UserConfig bool
 }
 
@@ -223,6 +225,10 @@ func (g *Git) environ(extra []string, userConfig bool) []string {
 	var env []string
 	for _, kv := range os.Environ() {
 		k, _, _ := strings.Cut(kv, "=")
+		if userConfig && (k == "GIT_CONFIG_GLOBAL" || k == "GIT_CONFIG_SYSTEM" || k == "GIT_CONFIG_NOSYSTEM") {
+			env = append(env, kv) // which files the user's configuration is in
+			continue
+		}
 		if strings.HasPrefix(k, "GIT_") || k == "LC_ALL" || k == "LANG" || k == "LANGUAGE" {
 			continue
 		}

@@ -64,6 +64,16 @@ func TestUserConfig(t *testing.T) {
 	env := strings.Join(g.environ(nil, true), "\n")
 	assert.NotContains(t, env, "GIT_DIR=")
 	assert.NotContains(t, env, "GIT_CONFIG_GLOBAL=")
+
+	// A user whose global configuration is another file.
+	alt := filepath.Join(home, "alt.gitconfig")
+	require.NoError(t, os.WriteFile(alt, []byte("[core]\n\tautocrlf = input\n"), 0o644))
+	t.Setenv("GIT_CONFIG_GLOBAL", alt)
+	out.Reset()
+	require.NoError(t, g.Run(context.Background(), Cmd{Args: []string{"config", "core.autocrlf"}, Stdout: &out, UserConfig: true}))
+	assert.Equal(t, "input\n", out.String())
+	_, err = g.Output(context.Background(), "config", "core.autocrlf")
+	assert.Equal(t, 1, Status(err), "the isolated command read the user's file: %v", err)
 }
 
 // TestCancelKillsChildren: a cancelled command ends with the processes

@@ -251,7 +251,9 @@ func IsObjectName(s string) bool {
 // prepare snapshot that the work tree still holds is added even when the
 // sandbox's git now ignores it (a .gitignore line the agent wrote, a
 // global ignore file of the sandbox's): missing from the snapshot, it
-// would read as deleted, and the host would delete the user's file.
+// would read as deleted, and the host would delete the user's file:
+// all in one git add (--pathspec-from-file, git 2.25), else one a file;
+// a name holding a newline travels through tr as \001 and back.
 func GitRestoreScript(remote, id, index string, noChange bool, pathspecs []string) string {
 	specs := make([]string, len(pathspecs))
 	for i, p := range pathspecs {
@@ -270,7 +272,7 @@ base=refs/airlock/base/$id
 bs=$(g rev-parse -q --verify "$base/snap^{commit}") || { echo "$base/snap is missing in the sandbox: prepare the round again" >&2; exit 12; }
 bh=$(g rev-parse -q --verify "$base/head^{commit}")
 ti=.git/airlock-restore-$id.index; rep=.git/airlock-restore-$id.report; st=.git/airlock-restore-$id.staged; out=refs/airlock/out/$id/snap
-rm -f "$ti" "$rep" "$st" "$st.i" "$ti.lock" ".git/$out.lock"
+rm -f "$ti" "$rep" "$st" "$st.i" "$ti.lock" ".git/$out.lock" ".git/airlock-restore-$id.ignored"
 dr() { g update-ref -d "$out" >/dev/null 2>&1 || { [ -f ".git/$out" ] && [ ! -L ".git/$out" ] && ! grep -qF " $out" .git/packed-refs 2>/dev/null && rm -f ".git/$out"; }; }
 dr
 if [ -f .git/index ]; then cat .git/index > "$ti" && touch -r .git/index "$ti" || exit 13; fi
@@ -291,7 +293,18 @@ if ! GIT_INDEX_FILE=$ti g add -A --ignore-errors %[4]s >/dev/null 2>&1; then
   am=-m
   GIT_INDEX_FILE=$ti g ls-files -z -m -o --exclude-standard %[4]s 2>/dev/null | tr '\0' '\n' | while IFS= read -r f; do GIT_INDEX_FILE=$ti g add -A -- ":(literal)$f" >/dev/null 2>&1; done
 fi
-GIT_INDEX_FILE=$ti g diff-index --cached -z --name-only --diff-filter=D "$bs" %[4]s 2>/dev/null | tr '\0' '\n' | while IFS= read -r f; do if [ -f "$f" ] || [ -L "$f" ]; then GIT_INDEX_FILE=$ti g add -f -- ":(literal)$f" >/dev/null 2>&1; fi; done
+ig=.git/airlock-restore-$id.ignored; soh=$(printf '\001')
+GIT_INDEX_FILE=$ti g diff-index --cached -z --name-only --diff-filter=D "$bs" %[4]s 2>/dev/null | tr '\n\0' '\001\n' | while IFS= read -r f; do
+  case $f in *"$soh"*) f=$(printf '%%sx' "$f" | tr '\001' '\n'); f=${f%%x};; esac
+  if [ -f "$f" ] || [ -L "$f" ]; then printf '%%s\0' "$f"; fi
+done > "$ig" 2>/dev/null
+if [ -s "$ig" ] && ! GIT_INDEX_FILE=$ti g --literal-pathspecs add -f --pathspec-from-file="$ig" --pathspec-file-nul >/dev/null 2>&1; then
+  tr '\n\0' '\001\n' < "$ig" | while IFS= read -r f; do
+    case $f in *"$soh"*) f=$(printf '%%sx' "$f" | tr '\001' '\n'); f=${f%%x};; esac
+    GIT_INDEX_FILE=$ti g --literal-pathspecs add -f -- "$f" >/dev/null 2>&1
+  done
+fi
+rm -f "$ig"
 wt=$(GIT_INDEX_FILE=$ti g write-tree) || { rm -f "$ti" "$st"; exit 14; }
 h=$(g rev-parse -q --verify 'HEAD^{commit}')
 { %[5]s; printf 'G\0'; GIT_INDEX_FILE=$ti g ls-files -z $am -o --exclude-standard %[4]s; } > "$rep" 2>/dev/null

@@ -237,7 +237,9 @@
 //
 //   - Nothing reads or writes a git remote; git remote stays empty on both
 //     sides. Host git runs with hooks off, system and global configuration
-//     ignored (read only for the checkout conversions below), no prompt,
+//     ignored (read only for the checkout conversions below and the
+//     user's core.excludesFile, from the files the user's git reads,
+//     GIT_CONFIG_GLOBAL included), no prompt,
 //     and the host's GIT_* variables removed (internal/gitexec); sandbox
 //     scripts do the same.
 //   - A missing or too old tool (host git 2.38; in the sandbox git 2.20 for

@@ -241,19 +241,21 @@ func IsObjectName(s string) bool {
 // noChange lets the script answer "nochange" when the sandbox is as the
 // round's prepare left it; a host whose baseline moved since (a Restore
 // brought the sandbox's work) passes false, and gets the snapshot.
-// The snapshot takes the work tree as it is: the scratch index's
+//
+// The snapshot takes the work tree as it is. The scratch index's
 // assume-unchanged and skip-worktree bits (which the agent may have set,
 // and which git add would trust) are cleared first, one bit a pass (git
-// update-index applies only the first of the two it is given). When git add -A
-// stops on a file it cannot add (a working-tree-encoding the bytes do
-// not have), the paths are added one by one, and the report lists what
-// is still not added, modified files included. A file of the round's
-// prepare snapshot that the work tree still holds is added even when the
-// sandbox's git now ignores it (a .gitignore line the agent wrote, a
-// global ignore file of the sandbox's): missing from the snapshot, it
-// would read as deleted, and the host would delete the user's file:
-// all in one git add (--pathspec-from-file, git 2.25), else one a file;
-// a name holding a newline travels through tr as \001 and back.
+// update-index applies only the first of the two it is given). When git
+// add -A stops on a file it cannot add (a working-tree-encoding the bytes
+// do not have), the paths are added one by one, and the report lists
+// what is still not added, modified files included. A file of the
+// round's prepare snapshot that the work tree still holds is added even
+// when the sandbox's git now ignores it (a .gitignore line the agent
+// wrote, a global ignore file of the sandbox's): missing from the
+// snapshot, it would read as deleted, and the host would delete the
+// user's file. They go in one git add (--pathspec-from-file, git 2.25),
+// else one a file; a name holding a newline travels through tr as \001
+// and back.
 func GitRestoreScript(remote, id, index string, noChange bool, pathspecs []string) string {
 	specs := make([]string, len(pathspecs))
 	for i, p := range pathspecs {

@@ -296,15 +296,13 @@ if ! GIT_INDEX_FILE=$ti g add -A --ignore-errors %[4]s >/dev/null 2>&1; then
   GIT_INDEX_FILE=$ti g ls-files -z -m -o --exclude-standard %[4]s 2>/dev/null | tr '\0' '\n' | while IFS= read -r f; do GIT_INDEX_FILE=$ti g add -A -- ":(literal)$f" >/dev/null 2>&1; done
 fi
 ig=.git/airlock-restore-$id.ignored; soh=$(printf '\001')
-GIT_INDEX_FILE=$ti g diff-index --cached -z --name-only --diff-filter=D "$bs" %[4]s 2>/dev/null | tr '\n\0' '\001\n' | while IFS= read -r f; do
-  case $f in *"$soh"*) f=$(printf '%%sx' "$f" | tr '\001' '\n'); f=${f%%x};; esac
-  if [ -f "$f" ] || [ -L "$f" ]; then printf '%%s\0' "$f"; fi
+N() { tr '\n\0' '\001\n'; }
+D() { case $f in *"$soh"*) f=$(printf '%%sx' "$f" | tr '\001' '\n'); f=${f%%x};; esac; }
+GIT_INDEX_FILE=$ti g diff-index --cached -z --name-only --diff-filter=D "$bs" %[4]s 2>/dev/null | N | while IFS= read -r f; do
+  D; if [ -f "$f" ] || [ -L "$f" ]; then printf '%%s\0' "$f"; fi
 done > "$ig" 2>/dev/null
 if [ -s "$ig" ] && ! GIT_INDEX_FILE=$ti g --literal-pathspecs add -f --pathspec-from-file="$ig" --pathspec-file-nul >/dev/null 2>&1; then
-  tr '\n\0' '\001\n' < "$ig" | while IFS= read -r f; do
-    case $f in *"$soh"*) f=$(printf '%%sx' "$f" | tr '\001' '\n'); f=${f%%x};; esac
-    GIT_INDEX_FILE=$ti g --literal-pathspecs add -f -- "$f" >/dev/null 2>&1
-  done
+  N < "$ig" | while IFS= read -r f; do D; GIT_INDEX_FILE=$ti g --literal-pathspecs add -f -- "$f" >/dev/null 2>&1; done
 fi
 rm -f "$ig"
 wt=$(GIT_INDEX_FILE=$ti g write-tree) || { rm -f "$ti" "$st"; exit 14; }

@@ -216,8 +216,23 @@ const LinkedLine = "airlock-linked "
 // the path: " " to record, " %m " and " %a " to have the mode too. A
 // sandbox that changes its tools between two publishes vouches for
 // nothing at the second: the lines differ.
+//
+// With -printf and $Zt naming a file outside the working directory, Z
+// lists in two finds at once (Zp), each taking every other entry of the
+// working directory (at most 512 of them, else one find): the listing is
+// a stat of every file, and the second processor is idle meanwhile (a
+// 38,000-file copy on tmpfs: 50-65 ms instead of 90-110). The lines are
+// the same; their order, which nothing reads, is not. Zh PARITY ENTRY...
+// runs the find of one half (in a subshell of its own: it execs).
 const stampFuncs = `Y() { if find . -maxdepth 0 -printf '' >/dev/null 2>&1; then find . -type f -printf '%i %p\n'; else find . -type f -exec stat -c '%i %n' {} +; fi; }
-Z() { if find . -maxdepth 0 -printf '' >/dev/null 2>&1; then F=5; find . -type f -printf "%i %s %T@ %C@${1:- }%p\n"; else F=9; find . -type f -exec stat -c "%i %s %y %z${2:- }%n" {} +; fi; }
+Z() { if find . -maxdepth 0 -printf '' >/dev/null 2>&1; then F=5; Zf="%i %s %T@ %C@${1:- }%p\n"; Zp; else F=9; find . -type f -exec stat -c "%i %s %y %z${2:- }%n" {} +; fi; }
+Zp() { set -- ./* ./.[!.]* ./..?*
+if [ -z "$Zt" ] || [ $# -lt 4 ] || [ $# -gt 512 ]; then find . -type f -printf "$Zf"; return; fi
+(Zh 1 "$@") >"$Zt" & zp=$!
+(Zh 0 "$@") || { wait "$zp"; return 1; }
+wait "$zp" && cat -- "$Zt"; }
+Zh() { zh=$1; shift; zi=0; for zf; do shift; zi=$((zi + 1)); if [ "$((zi % 2))" = "$zh" ] && { [ -e "$zf" ] || [ -L "$zf" ]; }; then set -- "$@" "$zf"; fi; done
+[ $# = 0 ] || exec find "$@" -type f -printf "$Zf"; }
 `
 
 // carryFuncs defines the carry's shell functions, with $n the new tree.
@@ -284,7 +299,7 @@ W() { { rm -rf "$n" || { find "$n" -type d -exec chmod u+rwx {} +; rm -rf "$n"; 
 U() { [ -z "$j" ] || W; }
 K() { s=/dev/null; F=0; j=; l=; true >"$n.c" || return 0; cat >"$n.p" || return 0
 if [ -f "$1" ] && [ ! -L "$1" ] && cat -- "$1" >"$n.s" 2>/dev/null && [ -n "$3" ] && [ -f "$2" ] && [ ! -L "$2" ] && d=$(H "$2" 2>/dev/null) && [ "${d%% *}" = "$3" ]; then
-s="$n.s"; Z ' %m ' ' %a ' >"$n.c" 2>/dev/null || true >"$n.c"
+s="$n.s"; Zt="$n.z"; Z ' %m ' ' %a ' >"$n.c" 2>/dev/null || true >"$n.c"
 if a=$(wc -l <"$n.p" 2>/dev/null) && b=$(wc -l <"$n.c" 2>/dev/null) && [ "$b" -gt 0 ] && [ "$((a * 2))" -ge "$((b))" ] && rmdir "$n" >/dev/null 2>&1; then cp -al . "$n" >/dev/null 2>&1 & j=$!; fi; fi
 Q "$s" "$n.c"; q=$?
 if [ -n "$j" ] && wait "$j"; then l=1; fi
@@ -293,7 +308,7 @@ elif [ ! -s "$n.l" ]; then U && . "$n.r"
 elif ! read w <"$n.n" || [ "$w" != link ]; then U && Q /dev/null /dev/null && . "$n.r"
 elif { [ -n "$l" ] || { [ -z "$j" ] && rmdir "$n" >/dev/null 2>&1 && cp -al . "$n" >/dev/null 2>&1; }; } && (cd "$n" && { { [ "$(id -u 2>/dev/null)" = 0 ] || find . -type d ! -perm -700 -exec chmod u+rwx {} +; } && T && V >"$n.k" && tr '\n' '\0' <"$n.x" | xargs -0 rm -f -- && { find . -depth -mindepth 1 -type d -exec rmdir {} + 2>/dev/null || :; }; } >/dev/null 2>&1); then cat "$n.k"; . "$n.r"
 else W && Q /dev/null /dev/null && . "$n.r"; fi
-rm -f "$n.c" "$n.p" "$n.l" "$n.r" "$n.f" "$n.x" "$n.k" "$n.n" "$n.s" >/dev/null 2>&1; }
+rm -f "$n.c" "$n.p" "$n.l" "$n.r" "$n.f" "$n.x" "$n.k" "$n.n" "$n.s" "$n.z" >/dev/null 2>&1; }
 `
 
 // carryBatch bounds the bytes of file names one C call holds (ARG_MAX is
@@ -452,7 +467,7 @@ func recordStamps(dst string) string {
 	return fmt.Sprintf(`%ss=%s
 rm -f "$s.new" 2>/dev/null
 if [ -n "$nd" ]; then
-if [ -d %s ] && [ ! -L %s ] && (cd %s && Z) >"$n/s" 2>/dev/null; then mv -f "$n/s" "$s" 2>/dev/null; fi
+if [ -d %s ] && [ ! -L %s ] && (cd %s && Zt="$n/z" && Z) >"$n/s" 2>/dev/null; then mv -f "$n/s" "$s" 2>/dev/null; fi
 rm -rf "$n" 2>/dev/null
 fi
 `, stampFuncs, Quote(stampsOf(dst)), Quote(dst), Quote(dst), Quote(dst))

@@ -515,7 +515,9 @@ func startSession(sess *ssh.Session, script string, in io.WriteCloser, stdin io.
 			// Not waited for: a stdin that never ends must not hold Run
 			// once the command has exited.
 			go func() {
-				_, _ = io.Copy(in, stdin)
+				buf := stdinBufs.Get().(*[]byte)
+				_, _ = io.CopyBuffer(in, readerOnly{stdin}, *buf)
+				stdinBufs.Put(buf)
 				in.Close()
 			}()
 		}
@@ -523,6 +525,19 @@ func startSession(sess *ssh.Session, script string, in io.WriteCloser, stdin io.
 	}()
 	return d, s
 }
+
+// stdinChunk is what one read of a command's stdin takes at most: a
+// stream through a pipe (a stage's tar stream) then costs one read for up
+// to 256 KiB where io.Copy's 32 KiB took eight (the channel still sends
+// it in packets of the size the server allows).
+const stdinChunk = 256 << 10
+
+// stdinBufs holds the stdin copies' buffers between commands.
+var stdinBufs = sync.Pool{New: func() any { b := make([]byte, stdinChunk); return &b }}
+
+// readerOnly hides every method of a Reader but Read (an *os.File's
+// WriteTo), so that io.CopyBuffer uses its buffer.
+type readerOnly struct{ io.Reader }
 
 // runResult maps the end of a session that ran to its end onto the
 // Runner's errors: the missing Command.Dir that the header reported, an

@@ -23,23 +23,11 @@ import (
 func TestStampsTwoFinds(t *testing.T) {
 	base := t.TempDir()
 	outside := filepath.Join(base, "outside")
-	mk := func(dir string, files ...string) {
-		t.Helper()
-		for _, f := range files {
-			p := filepath.Join(dir, f)
-			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(p, []byte(f), 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	mk(outside, "secret")
+	write(t, outside, "secret")
 	tree := filepath.Join(base, "tree")
-	mk(tree, "a/1", "a/b/2", ".x/3", "..y/4", "-name/5", "!/6", "(/7", "with space/8", "new\nline/9", "top", ".hid", "b/c/d/e/10")
+	write(t, tree, "a/1", "a/b/2", ".x/3", "..y/4", "-name/5", "!/6", "(/7", "with space/8", "new\nline/9", "top", ".hid", "b/c/d/e/10")
 	for i := range 9 {
-		mk(tree, "many/"+strconv.Itoa(i)+"/f")
+		write(t, tree, "many/"+strconv.Itoa(i)+"/f")
 	}
 	if err := os.Symlink(outside, filepath.Join(tree, "link")); err != nil {
 		t.Fatal(err)
@@ -51,10 +39,10 @@ func TestStampsTwoFinds(t *testing.T) {
 		t.Fatal(err)
 	}
 	one := filepath.Join(base, "one")
-	mk(one, "only/a", "only/b")
+	write(t, one, "only/a", "only/b")
 	wide := filepath.Join(base, "wide")
 	for i := range 600 {
-		mk(wide, "f"+strconv.Itoa(i))
+		write(t, wide, "f"+strconv.Itoa(i))
 	}
 	z := filepath.Join(base, "z")
 	for _, sh := range shells {

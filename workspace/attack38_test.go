@@ -7,6 +7,7 @@ import (
 	"slices"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -295,5 +296,46 @@ func TestPrepareUserExcludesEnv(t *testing.T) {
 		_, err := workspace.Prepare(ctx(t), e.spec)
 		require.NoError(t, err)
 		assert.Equal(t, "mine\n", read(t, e.remote, "s1"), "the user's git does not ignore it")
+	})
+}
+
+// TestRestoreAgentStatConfig: the sandbox's repository configuration
+// cannot hide the agent's changes from the snapshot: with core.trustctime
+// off, core.checkStat minimal and core.ignoreStat on, an edit of the same
+// size whose modification time is set back arrives; with the untracked
+// cache on (and filled), a file made in a directory whose modification
+// time is set back arrives.
+func TestRestoreAgentStatConfig(t *testing.T) {
+	eachRunner(t, func(t *testing.T, newRunner func(t *testing.T, dir string) sandbox.Runner) {
+		e := newEnv(t, newRunner)
+		initRepo(t, e.local, map[string]string{"x": "x1\n", "d/y": "y\n"})
+		r, err := workspace.Prepare(ctx(t), e.spec)
+		require.NoError(t, err)
+		for _, kv := range [][2]string{{"core.trustctime", "false"}, {"core.checkStat", "minimal"}, {"core.ignoreStat", "true"}, {"core.untrackedCache", "true"}} {
+			git(t, e.remote, "config", kv[0], kv[1])
+		}
+		// Times an hour back, recorded by an index written now: no entry
+		// is racily clean, so git trusts what the stat data say.
+		x, d := filepath.Join(e.remote, "x"), filepath.Join(e.remote, "d")
+		past := time.Now().Add(-time.Hour).Truncate(time.Second)
+		require.NoError(t, os.Chtimes(x, past, past))
+		require.NoError(t, os.Chtimes(d, past, past))
+		git(t, e.remote, "update-index", "--untracked-cache")
+		git(t, e.remote, "update-index", "--refresh")
+		git(t, e.remote, "status", "--porcelain")
+		// git compares whole seconds: the edit comes in the next one.
+		for now := time.Now().Unix(); time.Now().Unix() == now; {
+			time.Sleep(20 * time.Millisecond)
+		}
+		write(t, e.remote, "x", "x2\n")
+		write(t, e.remote, "d/new", "new\n")
+		require.NoError(t, os.Chtimes(x, past, past))
+		require.NoError(t, os.Chtimes(d, past, past))
+		require.Empty(t, git(t, e.remote, "status", "--porcelain"), "the sandbox's git sees no change")
+		res, err := r.Restore(ctx(t))
+		require.NoError(t, err)
+		assert.Equal(t, []string{"d/new", "x"}, res.Updated)
+		assert.Equal(t, "x2\n", read(t, e.local, "x"))
+		assert.Equal(t, "new\n", read(t, e.local, "d/new"))
 	})
 }

@@ -42,8 +42,14 @@
 // line the agent wrote) still comes back as the sandbox holds it, never
 // as a deletion.
 //
-// Restore snapshots the sandbox's work tree the same way and receives one
-// incremental bundle: it is checked with git bundle verify and list-heads
+// Restore snapshots the sandbox's work tree the same way (the agent's
+// assume-unchanged and skip-worktree bits cleared, and the stat settings of
+// the sandbox's configuration that would let an edit pass unseen,
+// core.trustctime, core.checkStat, core.ignoreStat and the untracked cache,
+// overridden; git compares stat times in whole seconds, so an edit of the
+// same size in the same second as the agent's last index refresh, with its
+// modification time set back, is the one change no stat check sees) and
+// receives one incremental bundle: it is checked with git bundle verify and list-heads
 // (any ref besides the one asked for is listed in Result.Refused; refs are
 // never taken from a bundle), and its pack is indexed into a quarantine
 // object directory (<git dir>/objects/airlock-quarantine-…, removed

@@ -156,7 +156,7 @@ func (s *publishRun) setup() phase {
 // sandbox's tools when known is false), the carry of unchanged files when
 // it is embedded, and the extraction of the stream.
 func (s *publishRun) sendScript(known bool, c capsState) string {
-	send := shell.Send{Root: s.root, Tmp: s.tmp, Dst: s.dst, Detect: !known, Hash: c.sha256, Skip: s.b.inflight.under(s.root)}
+	send := shell.Send{Root: s.root, Tmp: s.tmp, Dst: s.dst, Detect: !known, Hash: c.sha256, Skip: s.b.inflight.under(s.root), Split: s.src.split}
 	if s.embed {
 		send.Carry = &s.plan
 	}
@@ -462,7 +462,7 @@ func (s *publishRun) publish() phase {
 		return s.publishInline()
 	}
 	caps, _ := s.b.knownCaps()
-	s.err = s.b.renameThenDelete(s.ctx, "moving the new copy into place", sandbox.Command{Script: shell.PublishScript(s.tmp, s.dst, s.mf, s.name, caps.exchange)})
+	s.err = s.b.renameThenDelete(s.ctx, "moving the new copy into place", sandbox.Command{Script: shell.PublishScript(s.tmp, s.dst, s.mf, s.name, caps.exchange, s.src.split)})
 	if errors.Is(s.err, ErrTransport) {
 		s.err = s.leftBehind(s.err)
 	}

@@ -65,9 +65,9 @@ func stageSamples(out map[string]string, name, w string) {
 	plan := PlanCarry([]CarryFile{{Path: "a", Mode: 0o644, SHA256: strings.Repeat("a", 64)}, {Path: w, Mode: 0o755, SHA256: strings.Repeat("b", 64)}, {Path: "d/e f", Mode: 0o600}})
 	for _, detect := range []bool{false, true} {
 		out[fmt.Sprintf("ProbeScript/%s/detect=%v", name, detect)] = ProbeScript(root, detect, skip, []string{ManifestName(w), ManifestName("b")})
-		out[fmt.Sprintf("SendScript/%s/detect=%v", name, detect)] = SendScript(Send{Root: root, Tmp: tmp, Dst: dst, Detect: detect, Skip: skip})
+		out[fmt.Sprintf("SendScript/%s/detect=%v", name, detect)] = SendScript(Send{Root: root, Tmp: tmp, Dst: dst, Detect: detect, Skip: skip, Split: detect})
 		out[fmt.Sprintf("SendScript/%s/detect=%v/carry", name, detect)] = SendScript(Send{Root: root, Tmp: tmp, Dst: dst, Detect: detect, Hash: true, Carry: &plan})
-		out[fmt.Sprintf("PublishScript/%s/exchange=%v", name, detect)] = PublishScript(tmp, dst, root+"/"+ManifestName(w), w, detect)
+		out[fmt.Sprintf("PublishScript/%s/exchange=%v", name, detect)] = PublishScript(tmp, dst, root+"/"+ManifestName(w), w, detect, !detect)
 	}
 	out["ProbeScript/"+name+"/none"] = ProbeScript(root, false, Skip{}, nil)
 	out["SendScript/"+name+"/top"] = SendScript(Send{Root: "/" + w, Tmp: "/" + w + "/" + TempPrefix + "a-00", Dst: "/" + w + "/a"})

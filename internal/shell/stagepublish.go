@@ -51,7 +51,21 @@ type Send struct {
 	// (the host's end of stdin: a cancelled or cut host) ends the command
 	// with the temporary directory left for the cleanup or the next sweep.
 	Publish *Publish
+	// Split says the tree is large (SplitFiles regular files or more, a
+	// few hundred top-level entries at most): the publish lists the new
+	// copy's stamps, and deletes the old copy, in two processes at once
+	// (see stampFuncs and dropScript).
+	Split bool
 }
+
+// SplitFiles is the number of regular files from which a tree's stamps
+// are listed, and its old copy deleted, in two processes at once: below
+// it, the processes cost more than they save.
+const SplitFiles = 2000
+
+// splitVar sets Zs, which has Z (Zp) and dropScript (Dp) use two
+// processes.
+const splitVar = "Zs=1\n"
 
 // Publish is the publish a send command runs in its own session: the
 // arguments of PublishScript besides the temporary directory and Dst.
@@ -92,6 +106,9 @@ func SendScript(s Send) string {
 		sb.WriteString("ah=1\n") // the sandbox can hash: carry
 	}
 	sb.WriteString("umask 022\n")
+	if s.Split {
+		sb.WriteString(splitVar)
+	}
 	if parent := path.Dir(s.Root); parent != "/" {
 		fmt.Fprintf(&sb, "p=%s\n[ -d \"$p\" ] || mkdir -p \"$p\" || exit 1\n", Quote(parent))
 	}
@@ -130,7 +147,7 @@ func SendScript(s Send) string {
 			sb.WriteString("if [ \"$__tr\" = 1 ]; then\n") // only where tar stops at its archive's end
 		}
 		fmt.Fprintf(&sb, "tar -x -o -f - >&2 || exit\ncd \"$r\" || exit 1\necho %s\nIFS= read -r l || exit %d\n[ \"$l\" = %s ] || exit %d\n", ExtractedLine, NoPublishExit, PublishLine, NoPublishExit)
-		sb.WriteString(PublishScript(s.Tmp, s.Dst, p.Manifest, p.Name, p.Exchange))
+		sb.WriteString(PublishScript(s.Tmp, s.Dst, p.Manifest, p.Name, p.Exchange, s.Split))
 		if !s.Detect {
 			return sb.String()
 		}
@@ -217,17 +234,19 @@ const LinkedLine = "airlock-linked "
 // sandbox that changes its tools between two publishes vouches for
 // nothing at the second: the lines differ.
 //
-// With -printf and $Zt naming a file outside the working directory, Z
-// lists in two finds at once (Zp), each taking every other entry of the
-// working directory (at most 512 of them, else one find): the listing is
-// a stat of every file, and the second processor is idle meanwhile (a
-// 38,000-file copy on tmpfs: 50-65 ms instead of 90-110). The lines are
+// With -printf, $Zs set (a large tree: Send.Split, or a carry of
+// SplitFiles files or more) and $Zt naming a file outside the working
+// directory, Z lists in two finds at once (Zp), each taking every other
+// entry of the working directory (at most 512 of them, else one find): the
+// listing is a stat of every file, and the second processor is idle
+// meanwhile (a 38,000-file copy on tmpfs: 50-65 ms instead of 90-110). The
+// lines are
 // the same; their order, which nothing reads, is not. Zh PARITY ENTRY...
 // runs the find of one half (in a subshell of its own: it execs).
 const stampFuncs = `Y() { if find . -maxdepth 0 -printf '' >/dev/null 2>&1; then find . -type f -printf '%i %p\n'; else find . -type f -exec stat -c '%i %n' {} +; fi; }
 Z() { if find . -maxdepth 0 -printf '' >/dev/null 2>&1; then F=5; Zf="%i %s %T@ %C@${1:- }%p\n"; Zp; else F=9; find . -type f -exec stat -c "%i %s %y %z${2:- }%n" {} +; fi; }
-Zp() { set -- ./* ./.[!.]* ./..?*
-if [ -z "$Zt" ] || [ $# -lt 4 ] || [ $# -gt 512 ]; then find . -type f -printf "$Zf"; return; fi
+Zp() { set --; [ -z "$Zs" ] || [ -z "$Zt" ] || set -- ./* ./.[!.]* ./..?*
+if [ $# -lt 4 ] || [ $# -gt 512 ]; then find . -type f -printf "$Zf"; return; fi
 (Zh 1 "$@") >"$Zt" & zp=$!
 (Zh 0 "$@") || { wait "$zp"; return 1; }
 wait "$zp" && cat -- "$Zt"; }
@@ -325,6 +344,9 @@ func (p *CarryPlan) write(sb *strings.Builder, tmp, dst, from string) {
 		Quote(tmp+"/new/tree"), Quote(path.Base(dst)), Quote(path.Dir(dst)))
 	sb.WriteString(stampFuncs)
 	sb.WriteString(carryFuncs)
+	if len(p.lines) >= SplitFiles {
+		sb.WriteString(splitVar)
+	}
 	fmt.Fprintf(sb, "K %s %s %s ", Quote(stampsOf(dst)), Quote(path.Join(path.Dir(dst), ManifestName(path.Base(dst)))), Quote(p.Manifest))
 	if from != "" {
 		sb.WriteString("<" + Quote(from)) // the plan is a file (Send.PlanIn)
@@ -394,8 +416,11 @@ func CarryScript(p *CarryPlan, tmp, dst string) string {
 // probe that runs no shell still has the root swept (see
 // SweepMarkerName). Only renames come before PublishedLine. name is the
 // asset's (dst's base name).
-func PublishScript(tmp, dst, mf, name string, exchange bool) string {
+func PublishScript(tmp, dst, mf, name string, exchange, split bool) string {
 	var sb strings.Builder
+	if split {
+		sb.WriteString(splitVar)
+	}
 	fmt.Fprintf(&sb, `%st=%s; d=%s; m=%s
 %s%s
 if [ ! -f "$t/complete" ] || [ ! -d "$t/new/tree" ] || [ -L "$t/new/tree" ] || [ ! -f "$t/new/manifest.json" ] || [ -L "$t/new/manifest.json" ] || [ ! -d "$t/old" ] || [ -L "$t/old" ] || [ ! -f "$t/modes" ] || [ -L "$t/modes" ]; then echo "transfer incomplete: $t lacks part of the stream" >&2; exit 3; fi

@@ -12,14 +12,14 @@ import (
 	"testing"
 )
 
-// TestStampsTwoFinds: Z with $Zt (two finds, each taking every other entry
+// TestStampsTwoFinds: Z with $Zs and $Zt (two finds, each taking every other entry
 // of the working directory) lists exactly the lines one find lists, under
 // every shell, whatever the top level holds: hidden names (".x", "..y"),
 // names find or the shell could read as options or expressions ("-name",
 // "!", "("), spaces and a newline, a file, a link to a directory outside
 // (not followed), a fifo, an empty directory, a directory that cannot be
-// read (its find fails, and so does Z). Without $Zt, or with fewer than two
-// entries, or more than 512, one find lists.
+// read (its find fails, and so does Z). Without $Zt (or $Zs), or with fewer
+// than two entries, or more than 512, one find lists.
 func TestStampsTwoFinds(t *testing.T) {
 	base := t.TempDir()
 	outside := filepath.Join(base, "outside")
@@ -50,9 +50,13 @@ func TestStampsTwoFinds(t *testing.T) {
 			if _, err := exec.LookPath(sh.argv[0]); err != nil {
 				t.Skipf("%s is not installed (Debian: apt-get install dash busybox-static): %v", sh.argv[0], err)
 			}
-			list := func(dir, zt string) (string, error) {
+			list := func(dir, zt string, split bool) (string, error) {
 				t.Helper()
-				cmd := exec.Command(sh.argv[0], append(sh.argv[1:], "-c", stampFuncs+`Zt=$1; cd "$2" && Z ' %m ' ' %a '`, "sh", zt, dir)...)
+				script := stampFuncs + `Zt=$1; cd "$2" && Z ' %m ' ' %a '`
+				if split {
+					script = splitVar + script
+				}
+				cmd := exec.Command(sh.argv[0], append(sh.argv[1:], "-c", script, "sh", zt, dir)...)
 				var out, stderr bytes.Buffer
 				cmd.Stdout, cmd.Stderr = &out, &stderr
 				err := cmd.Run()
@@ -65,14 +69,14 @@ func TestStampsTwoFinds(t *testing.T) {
 			// shell may run, lacks it: stat lists, in one walk).
 			printf := exec.Command(sh.argv[0], append(sh.argv[1:], "-c", "find . -maxdepth 0 -printf ''")...).Run() == nil
 			for _, dir := range []string{tree, one, wide} {
-				want, err := list(dir, "")
+				want, err := list(dir, "", true)
 				if err != nil {
 					t.Fatalf("%s: one find: %v", dir, err)
 				}
 				if err := os.RemoveAll(z); err != nil {
 					t.Fatal(err)
 				}
-				got, err := list(dir, z)
+				got, err := list(dir, z, true)
 				if err != nil {
 					t.Fatalf("%s: two finds: %v", dir, err)
 				}
@@ -84,8 +88,18 @@ func TestStampsTwoFinds(t *testing.T) {
 					t.Fatalf("%s: $Zt written: %v", dir, err == nil)
 				}
 			}
+			// A small tree (no $Zs): one find, whatever $Zt.
+			if err := os.RemoveAll(z); err != nil {
+				t.Fatal(err)
+			}
+			if got, err := list(tree, z, false); err != nil || sorted(got) == "" {
+				t.Fatalf("one find: %q, %v", got, err)
+			}
+			if _, err := os.Lstat(z); err == nil {
+				t.Fatal("$Zt written without $Zs")
+			}
 			for _, name := range []string{"secret", "fifo", "empty"} {
-				if got, _ := list(tree, z); strings.Contains(got, name) {
+				if got, _ := list(tree, z, true); strings.Contains(got, name) {
 					t.Fatalf("the listing names %s:\n%s", name, got)
 				}
 			}
@@ -101,7 +115,7 @@ func TestStampsTwoFinds(t *testing.T) {
 					t.Error(err)
 				}
 			}()
-			if out, err := list(tree, z); err == nil {
+			if out, err := list(tree, z, true); err == nil {
 				t.Fatalf("an unreadable directory: Z succeeded, listing\n%s", out)
 			}
 		})

@@ -118,6 +118,20 @@ func (s *Seen) Len() int {
 	return s.entries
 }
 
+// TopLevel returns the number of entries the pass saw at the root, or -1
+// when it did not keep the root's listing (or s is nil).
+func (s *Seen) TopLevel() int {
+	if s == nil {
+		return -1
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if d := s.dirs[""]; d != nil {
+		return len(d.names)
+	}
+	return -1
+}
+
 // record keeps d, the directory at rel, unless s is full.
 func (s *Seen) record(rel string, d *seenDir) {
 	s.mu.Lock()

@@ -123,6 +123,7 @@ func TestCopySeen(t *testing.T) {
 			assert.Equal(t, []string{"l", "p"}, with.Skipped)
 			assert.Len(t, seen.dirs, 3, "the root, d and d/e were recorded")
 			assert.Equal(t, 7, seen.Len())
+			assert.Equal(t, 4, seen.TopLevel(), "a, d, l and p")
 		})
 		t.Run("past maxEntries: the rest is listed again", func(t *testing.T) {
 			src, _, _ := setup(t)
@@ -132,6 +133,8 @@ func TestCopySeen(t *testing.T) {
 			assert.Equal(t, 3, seen.Len())
 			assert.Contains(t, seen.dirs, "d")
 			assert.NotContains(t, seen.dirs, "")
+			assert.Equal(t, -1, seen.TopLevel(), "the root was not kept")
+			assert.Equal(t, -1, (*Seen)(nil).TopLevel())
 			build(t, src, "new", "d/new", "d/e/new")
 			with, _, err := copyOf(t, src, seen)
 			require.NoError(t, err)

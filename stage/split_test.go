@@ -3,18 +3,23 @@
 package stage_test
 
 import (
+	"bytes"
 	"context"
+	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/airlockdev/airlock/internal/shell"
+	"github.com/airlockdev/airlock/internal/treetest"
 	"github.com/airlockdev/airlock/sandbox"
 	"github.com/airlockdev/airlock/stage"
 )
@@ -91,4 +96,82 @@ func TestSplitLargeTree(t *testing.T) {
 	_, err = stage.Stage(context.Background(), b, root, []stage.Asset{{Name: "s", Source: small}}, stage.WithIndex(ix))
 	require.NoError(t, err)
 	assert.False(t, split(), "a small tree is published in one process")
+}
+
+// splitPubHook runs before, once, when the host writes the publish line on
+// a command's stdin: what a sandbox does just before a publish.
+type splitPubHook struct {
+	r      sandbox.Runner
+	before func()
+}
+
+type splitPubReader struct {
+	r    io.Reader
+	f    func()
+	done bool
+}
+
+func (p *splitPubReader) Read(b []byte) (int, error) {
+	n, err := p.r.Read(b)
+	if !p.done && p.f != nil && bytes.Contains(b[:n], []byte(shell.PublishLine)) {
+		p.done = true
+		p.f()
+	}
+	return n, err
+}
+
+func (h *splitPubHook) Run(ctx context.Context, cmd sandbox.Command) error {
+	if cmd.Stdin != nil {
+		cmd.Stdin = &splitPubReader{r: cmd.Stdin, f: h.before}
+	}
+	return h.r.Run(ctx, cmd)
+}
+
+// TestSplitTempSwappedForLink: a sandbox that, just before a large tree's
+// publish, moves the temporary directory's content into a directory of
+// its own outside the root (a home holding docs and src) and leaves a
+// link to it in its place loses none of that directory's files: the
+// deletion in two processes follows no link.
+func TestSplitTempSwappedForLink(t *testing.T) {
+	sb, src := t.TempDir(), t.TempDir()
+	for i := range shell.SplitFiles {
+		build(t, src, fmt.Sprintf("d%02d/f%04d=content %d", i%10, i, i))
+	}
+	build(t, src, "trig=0")
+	root := filepath.Join(sb, "rt")
+	h := &splitPubHook{r: sandbox.Local(sb)}
+	b := stage.NewBridge(h)
+	ix := stage.NewIndex()
+	as := []stage.Asset{{Name: "s", Source: src}}
+	_, err := stage.Stage(t.Context(), b, root, as, stage.WithIndex(ix))
+	require.NoError(t, err)
+	victim := filepath.Join(sb, "home", "user")
+	build(t, victim, "docs/a=1", "docs/b=2", "docs/c=3", "src/main.go=package main", "src/util.go=package main")
+	want := treetest.Snapshot(t, victim)
+	time.Sleep(20 * time.Millisecond)
+	build(t, src, "trig=1")
+	h.before = func() {
+		ents, err := os.ReadDir(root)
+		require.NoError(t, err)
+		for _, e := range ents {
+			if !e.IsDir() || !strings.HasPrefix(e.Name(), shell.TempPrefix) {
+				continue
+			}
+			tmp := filepath.Join(root, e.Name())
+			kids, err := os.ReadDir(tmp)
+			require.NoError(t, err)
+			for _, k := range kids {
+				require.NoError(t, os.Rename(filepath.Join(tmp, k.Name()), filepath.Join(victim, k.Name())))
+			}
+			require.NoError(t, os.Remove(tmp))
+			require.NoError(t, os.Symlink(victim, tmp))
+		}
+	}
+	_, err = stage.Stage(t.Context(), b, root, as, stage.WithIndex(ix))
+	t.Logf("the stage with the temporary directory swapped: %v", err)
+	got := treetest.Snapshot(t, victim)
+	for p, n := range want {
+		g, ok := got[p]
+		assert.True(t, ok && g.Data == n.Data, "%s outside the root was deleted or changed", p)
+	}
 }

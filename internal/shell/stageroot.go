@@ -115,21 +115,24 @@ rm -rf "$k" >/dev/null; if [ -e "$k0" ] || [ -L "$k0" ]; then echo "temporary di
 // since a carried file shares its inode with the copy in place. Best
 // effort.
 //
-// With $Zs set (a large tree, see Send.Split), a copy it holds (at
-// $t/NAME after a removal, $t/old/NAME or $t/new/tree after a publish) is
-// deleted in two rm at once first (Dp), each taking every other entry of
-// the copy's top level (at least two, at most 512):
+// With $Zs set (a large tree, see Send.Split), a copy a publish left in
+// it ($t/old/NAME or $t/new/tree) is deleted in two rm at once first (Dp),
+// each taking every other entry of the copy's top level (at least two, at
+// most 512):
 // deleting 38,000 files takes 75-95 ms on tmpfs instead of 130-160, with
-// the second processor otherwise idle. Dp enters a copy only when its
-// physical path is where it lies in $t (no link followed); what it leaves
-// (a directory without write permission, say) the one rm deletes.
+// the second processor otherwise idle. Only when $t's physical path is
+// the stage root's (its own, not one the sandbox made $t lead to) and its
+// name, and Dp enters a copy only when its physical path is where it lies
+// in $t: no link is followed (the sandbox may make $t, or any directory in
+// it, a link meanwhile). What Dp leaves (a directory without write
+// permission, say) the one rm deletes.
 func dropScript(tmp string) string {
 	dir, base := path.Split(tmp)
 	return fmt.Sprintf(`g=%s$$%s
 if [ -d "$t" ] && [ ! -L "$t" ] && [ ! -e "$g" ] && [ ! -L "$g" ] && mv "$t" "$g" 2>/dev/null; then t=$g; fi
-%sif [ -n "$Zs" ] && gq=$(cd -P "$t" 2>/dev/null && pwd -P); then for gx in "$t"/old/* "$t"/new/tree "$t"/*; do case $gx in "$t"/old|"$t"/new) continue;; esac; Dp "$gx" "$gq${gx#"$t"}"; done; fi
+%sif [ -n "$Zs" ] && [ -d "$t" ] && [ ! -L "$t" ] && gr=$(cd -P %s 2>/dev/null && pwd -P) && gq=$(cd -P "$t" 2>/dev/null && pwd -P) && [ "$gq" = "${gr%%/}/${t##*/}" ]; then for gx in "$t"/old/* "$t"/new/tree; do Dp "$gx" "$gq${gx#"$t"}"; done; fi
 rm -rf "$t" 2>/dev/null || { find "$t" -type d -exec chmod u+rwx {} +; rm -rf "$t"; } 2>/dev/null
-`, Quote(dir+GonePrefix), Quote(base[strings.LastIndexByte(base, '-'):]), dropFuncs)
+`, Quote(dir+GonePrefix), Quote(base[strings.LastIndexByte(base, '-'):]), dropFuncs, Quote(path.Clean(dir)))
 }
 
 // dropFuncs defines Dp DIR PHYSICAL, which deletes the entries of the

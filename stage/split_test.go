@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -173,5 +174,65 @@ func TestSplitTempSwappedForLink(t *testing.T) {
 	for p, n := range want {
 		g, ok := got[p]
 		assert.True(t, ok && g.Data == n.Data, "%s outside the root was deleted or changed", p)
+	}
+}
+
+// TestPublishNotWritableByOthers: what a publish leaves under the stage
+// root (the copy's top, its manifest and stamps) no other user may write,
+// and the directory the stamps are written in is never open to them: as
+// root, an unprivileged sandbox user who plants links named as the stamps
+// in every such directory it finds, over eight publishes, overwrites no
+// file of root's (an outside attack overwrote a root-only file at the
+// first publish when the publish ran under the extraction's umask 0).
+func TestPublishNotWritableByOthers(t *testing.T) {
+	sb, src := t.TempDir(), t.TempDir()
+	require.NoError(t, os.Chmod(sb, 0o755))
+	for i := range shell.SplitFiles {
+		build(t, src, fmt.Sprintf("d%02d/f%04d=content %d", i%10, i, i))
+	}
+	build(t, src, "trig=0")
+	root := filepath.Join(sb, "rt")
+	b, ix := stage.NewBridge(sandbox.Local(sb)), stage.NewIndex()
+	as := []stage.Asset{{Name: "s", Source: src}}
+	_, err := stage.Stage(t.Context(), b, root, as, stage.WithIndex(ix))
+	require.NoError(t, err)
+	for _, n := range []string{"s", shell.ManifestName("s"), shell.StampsName("s")} {
+		fi, err := os.Lstat(filepath.Join(root, n))
+		require.NoError(t, err)
+		assert.Zero(t, fi.Mode().Perm()&0o022, "%s is %v: writable by others", n, fi.Mode())
+	}
+	if os.Geteuid() != 0 {
+		t.Log("not root: the unprivileged attacker is not run (CI runs as root)")
+		return
+	}
+	if _, err := exec.LookPath("setpriv"); err != nil {
+		t.Fatalf("setpriv (util-linux) is needed as root: %v", err)
+	}
+	for _, d := range []string{filepath.Dir(sb), filepath.Dir(filepath.Dir(sb))} {
+		fi, err := os.Stat(d)
+		require.NoError(t, err)
+		if fi.Mode().Perm()&0o005 != 0o005 {
+			require.NoError(t, os.Chmod(d, fi.Mode().Perm()|0o005))
+		}
+	}
+	require.NoError(t, os.Mkdir(filepath.Join(sb, "rootonly"), 0o755))
+	secret := filepath.Join(sb, "rootonly", "shadow")
+	require.NoError(t, os.WriteFile(secret, []byte("root:hash\n"), 0o600))
+	stop := filepath.Join(sb, "STOP")
+	atk := exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "sh", "-c",
+		`while [ ! -e '`+stop+`' ]; do for d in '`+root+`'/.airlock-gone-*-stamps; do [ -d "$d" ] && { ln -s '`+secret+`' "$d/z"; ln -s '`+secret+`' "$d/s"; } 2>/dev/null; done; done; exit 0`)
+	require.NoError(t, atk.Start())
+	defer func() {
+		require.NoError(t, os.WriteFile(stop, nil, 0o644))
+		require.NoError(t, atk.Wait())
+	}()
+	for i := range 8 {
+		time.Sleep(10 * time.Millisecond)
+		build(t, src, fmt.Sprintf("trig=%d", i+1))
+		_, err := stage.Stage(t.Context(), b, root, as, stage.WithIndex(ix))
+		require.NoError(t, err)
+		got, err := os.ReadFile(secret)
+		require.NoError(t, err)
+		require.Equal(t, "root:hash\n", string(got), "publish %d overwrote a root-only file", i)
 	}
 }

@@ -418,6 +418,10 @@ func CarryScript(p *CarryPlan, tmp, dst string) string {
 // asset's (dst's base name).
 func PublishScript(tmp, dst, mf, name string, exchange, split bool) string {
 	var sb strings.Builder
+	// What the publish makes (the owner file, the sweep marker, the stamps
+	// and their directory) no other user may write: after a send
+	// command's extraction the umask is 0.
+	sb.WriteString("umask 022\n")
 	if split {
 		sb.WriteString(splitVar)
 	}
@@ -476,10 +480,11 @@ func stampsOf(dst string) string { return path.Join(path.Dir(dst), StampsName(pa
 // sweeps, whether or not that stage publishes this asset (one of this pid
 // is a dead process's: removed first). Made before the deletion, it also
 // leaves no instant between the deletion's end and the stamps in place
-// that shows neither. $n names it, $nd is set when it was made.
+// that shows neither. Only its owner may enter it (mode 700): the stamps
+// are written into it by name. $n names it, $nd is set when it was made.
 func stampsDir(dst string) string {
 	return fmt.Sprintf(`n=%s$$'-stamps'; nd=
-if mkdir "$n" 2>/dev/null || { rm -rf "$n" 2>/dev/null && mkdir "$n" 2>/dev/null; }; then nd=1; fi
+if mkdir -m 700 "$n" 2>/dev/null || { rm -rf "$n" 2>/dev/null && mkdir -m 700 "$n" 2>/dev/null; }; then nd=1; fi
 `, Quote(path.Join(path.Dir(dst), GonePrefix)))
 }
 

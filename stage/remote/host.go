@@ -407,7 +407,9 @@ func (h *Host) Close() error {
 // sandbox.CheckEnv (shell names, no NUL, each variable within
 // sandbox.MaxEnvEntryBytes and all within sandbox.MaxEnvBytes) and no name may
 // start with __airlock_ (the prelude's own); a bad one is an error before
-// anything is sent.
+// anything is sent. A read of cmd.Stdin that fails is never shown to the
+// command as its input's end: the command is stopped as a cancelled one
+// is, and Run returns an error wrapping sandbox.ErrTransport.
 func (h *Host) Run(ctx context.Context, cmd sandbox.Command) error {
 	if err := h.checkRun(ctx, cmd); err != nil {
 		return err
@@ -428,9 +430,14 @@ func (h *Host) Run(ctx context.Context, cmd sandbox.Command) error {
 			return fmt.Errorf("%w: remote: %w", sandbox.ErrTransport, err)
 		}
 	}
-	done, started := startSession(sess, script, in, stdin)
+	done, started, failed := startSession(sess, script, in, stdin)
 	select {
 	case err := <-done:
+		select {
+		case serr := <-failed:
+			return fmt.Errorf("%w: remote: %w", sandbox.ErrTransport, serr)
+		default:
+		}
 		if err != nil && !errors.Is(err, sandbox.ErrTransport) && shell.HostFault(err, outT.Err(), errT.Err()) {
 			return fmt.Errorf("remote: %w", err) // the caller's writer failed (a full disk, a limit): the host's, not the transport's
 		}
@@ -443,6 +450,8 @@ func (h *Host) Run(ctx context.Context, cmd sandbox.Command) error {
 		}
 		return runResult(err, stderr, cmd.Dir)
 	case <-ctx.Done():
+	case serr := <-failed:
+		return fmt.Errorf("%w: remote: %w", sandbox.ErrTransport, h.stopRun(serr, sess, stderr, done, started))
 	case <-h.closed:
 		sess.Close()
 		<-done
@@ -502,9 +511,10 @@ func runScript(cmd sandbox.Command) (string, io.Reader) {
 // The exec request and the wait both run in a goroutine, so that a server
 // that never answers cannot hold the caller past its context: done receives
 // the session's end; started is closed once the exec request succeeded.
-func startSession(sess *ssh.Session, script string, in io.WriteCloser, stdin io.Reader) (done <-chan error, started <-chan struct{}) {
+func startSession(sess *ssh.Session, script string, in io.WriteCloser, stdin io.Reader) (done <-chan error, started <-chan struct{}, failed <-chan error) {
 	d := make(chan error, 1)
 	s := make(chan struct{})
+	f := make(chan error, 1)
 	go func() {
 		if err := sess.Start(shell.SessionCommand(script)); err != nil {
 			d <- fmt.Errorf("%w: remote: starting the command: %w", sandbox.ErrTransport, err)
@@ -516,14 +526,21 @@ func startSession(sess *ssh.Session, script string, in io.WriteCloser, stdin io.
 			// once the command has exited.
 			go func() {
 				buf := stdinBufs.Get().(*[]byte)
-				_, _ = io.CopyBuffer(in, readerOnly{stdin}, *buf)
+				src := &stdinReader{r: stdin}
+				_, err := io.CopyBuffer(in, src, *buf)
 				stdinBufs.Put(buf)
+				if err != nil && src.err != nil {
+					// Never an end the command could take for the
+					// input's: Run stops it.
+					f <- fmt.Errorf("reading Command.Stdin failed: %w; the sandbox was not shown its end", src.err)
+					return
+				}
 				in.Close()
 			}()
 		}
 		d <- sess.Wait()
 	}()
-	return d, s
+	return d, s, f
 }
 
 // stdinChunk is what one read of a command's stdin takes at most: a
@@ -535,9 +552,21 @@ const stdinChunk = 256 << 10
 // stdinBufs holds the stdin copies' buffers between commands.
 var stdinBufs = sync.Pool{New: func() any { b := make([]byte, stdinChunk); return &b }}
 
-// readerOnly hides every method of a Reader but Read (an *os.File's
-// WriteTo), so that io.CopyBuffer uses its buffer.
-type readerOnly struct{ io.Reader }
+// stdinReader passes on a command's stdin, Read only (hiding an *os.File's
+// WriteTo, so that io.CopyBuffer uses its buffer), and remembers a read
+// error other than EOF.
+type stdinReader struct {
+	r   io.Reader
+	err error
+}
+
+func (s *stdinReader) Read(p []byte) (int, error) {
+	n, err := s.r.Read(p)
+	if err != nil && err != io.EOF {
+		s.err = err
+	}
+	return n, err
+}
 
 // runResult maps the end of a session that ran to its end onto the
 // Runner's errors: the missing Command.Dir that the header reported, an

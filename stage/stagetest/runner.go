@@ -16,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/iotest"
 	"time"
 
 	"github.com/airlockdev/airlock/sandbox"
@@ -30,7 +31,8 @@ import (
 // there is one), that an invalid Env key is refused before anything runs,
 // the working directory (and that a missing one is reported as such),
 // stdin, stdout and stderr kept apart and intact in sizes far beyond a
-// pipe buffer, and that cancelling returns promptly even when the command
+// pipe buffer, a stdin whose read fails never shown to the command as its
+// end (sandbox.ErrTransport), and that cancelling returns promptly even when the command
 // ignores SIGTERM, leaving no process behind.
 func TestRunner(t *testing.T, newRunner func(t *testing.T) sandbox.Runner) {
 	t.Helper()
@@ -59,6 +61,7 @@ var runnerCases = []struct {
 	{"LargeOutput", testLargeOutput},
 	{"LargeStdin", testLargeStdin},
 	{"StdinNotRead", testStdinNotRead},
+	{"StdinFails", testStdinFails},
 	{"NilStreams", testNilStreams},
 	{"Cancel", testCancel},
 	{"CancelledBeforeStart", testRunCancelledBeforeStart},
@@ -394,6 +397,18 @@ func testStdinNotRead(t *testing.T, r sandbox.Runner) {
 	out, _, err := runCmd(r, sandbox.Command{Script: "echo done", Stdin: bytes.NewReader(in)})
 	expectNoError(t, err, "a command that exits 0 without reading its stdin")
 	expectEqual(t, "done\n", out, "stdout")
+}
+
+// testStdinFails: a Command.Stdin whose read fails (after some bytes) is
+// never shown to the command as its end: the command is stopped, not
+// left to take what arrived for the whole, and Run fails with
+// sandbox.ErrTransport.
+func testStdinFails(t *testing.T, r sandbox.Runner) {
+	in := io.MultiReader(bytes.NewReader(make([]byte, 300<<10)), iotest.ErrReader(errors.New("disk read failed")))
+	out, _, err := runCmd(r, sandbox.Command{Script: "cat >/dev/null && echo took-it-whole", Stdin: in})
+	must(t, err != nil, "a failed read of Command.Stdin: Run returned nil (stdout %q)", out)
+	must(t, errors.Is(err, sandbox.ErrTransport), "a failed read of Command.Stdin: %v, want sandbox.ErrTransport", err)
+	must(t, !strings.Contains(out, "took-it-whole"), "the command took the stdin read so far for the whole: stdout %q", out)
 }
 
 func testNilStreams(t *testing.T, r sandbox.Runner) {

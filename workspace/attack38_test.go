@@ -323,10 +323,9 @@ func TestRestoreAgentStatConfig(t *testing.T) {
 		git(t, e.remote, "update-index", "--untracked-cache")
 		git(t, e.remote, "update-index", "--refresh")
 		git(t, e.remote, "status", "--porcelain")
-		// git compares whole seconds: the edit comes in the next one.
-		for now := time.Now().Unix(); time.Now().Unix() == now; {
-			time.Sleep(20 * time.Millisecond)
-		}
+		// git compares whole seconds: the edit comes in the next one, by
+		// the file system's coarse clock too (a tick behind at most).
+		time.Sleep(time.Until(time.Unix(time.Now().Unix()+1, 50e6)))
 		write(t, e.remote, "x", "x2\n")
 		write(t, e.remote, "d/new", "new\n")
 		require.NoError(t, os.Chtimes(x, past, past))
@@ -337,5 +336,56 @@ func TestRestoreAgentStatConfig(t *testing.T) {
 		assert.Equal(t, []string{"d/new", "x"}, res.Updated)
 		assert.Equal(t, "x2\n", read(t, e.local, "x"))
 		assert.Equal(t, "new\n", read(t, e.local, "d/new"))
+	})
+}
+
+// TestRestoreAgentFileModeFalse: core.fileMode false in the sandbox's
+// repository (the agent's) does not hide the agent's chmod: a tracked
+// file made executable, an executable one made plain and a new executable
+// file arrive with their modes (they came back with the old ones, unlisted).
+func TestRestoreAgentFileModeFalse(t *testing.T) {
+	eachRunner(t, func(t *testing.T, newRunner func(t *testing.T, dir string) sandbox.Runner) {
+		e := newEnv(t, newRunner)
+		initRepo(t, e.local, map[string]string{"run.sh": "#!/bin/sh\n", "tool": "#!/bin/sh\n"})
+		require.NoError(t, os.Chmod(filepath.Join(e.local, "tool"), 0o755))
+		git(t, e.local, "add", "-A")
+		git(t, e.local, "commit", "-q", "-m", "tool")
+		r, err := workspace.Prepare(ctx(t), e.spec)
+		require.NoError(t, err)
+		git(t, e.remote, "config", "core.fileMode", "false")
+		require.NoError(t, os.Chmod(filepath.Join(e.remote, "run.sh"), 0o755))
+		require.NoError(t, os.Chmod(filepath.Join(e.remote, "tool"), 0o644))
+		write(t, e.remote, "new.sh", "#!/bin/sh\n")
+		require.NoError(t, os.Chmod(filepath.Join(e.remote, "new.sh"), 0o755))
+		res, err := r.Restore(ctx(t))
+		require.NoError(t, err)
+		assert.Equal(t, []string{"new.sh", "run.sh", "tool"}, res.Updated)
+		for p, want := range map[string]os.FileMode{"run.sh": 0o755, "tool": 0o644, "new.sh": 0o755} {
+			fi, err := os.Stat(filepath.Join(e.local, p))
+			require.NoError(t, err)
+			assert.Equal(t, want, fi.Mode().Perm(), p)
+		}
+	})
+}
+
+// TestRestoreAgentIgnoreCase: core.ignoreCase true in the sandbox's
+// repository does not hide the agent's new files whose names differ from
+// tracked ones only in case (they never arrived, unlisted).
+func TestRestoreAgentIgnoreCase(t *testing.T) {
+	eachRunner(t, func(t *testing.T, newRunner func(t *testing.T, dir string) sandbox.Runner) {
+		e := newEnv(t, newRunner)
+		initRepo(t, e.local, map[string]string{"readme": "lower\n", "src/Main.go": "package main\n"})
+		r, err := workspace.Prepare(ctx(t), e.spec)
+		require.NoError(t, err)
+		git(t, e.remote, "config", "core.ignoreCase", "true")
+		write(t, e.remote, "README", "upper\n")
+		write(t, e.remote, "src/main.go", "package lower\n")
+		res, err := r.Restore(ctx(t))
+		require.NoError(t, err)
+		assert.Equal(t, []string{"README", "src/main.go"}, res.Updated)
+		assert.Equal(t, "upper\n", read(t, e.local, "README"))
+		assert.Equal(t, "lower\n", read(t, e.local, "readme"))
+		assert.Equal(t, "package lower\n", read(t, e.local, "src/main.go"))
+		assert.Equal(t, "package main\n", read(t, e.local, "src/Main.go"))
 	})
 }

@@ -270,7 +270,7 @@ cd "$r" 2>/dev/null || { echo "the sandbox work tree $r is missing" >&2; exit 10
 [ -d .git ] && [ ! -L .git ] || { echo "$r/.git is missing or not a directory" >&2; exit 11; }
 GIT_DIR=.git g rev-parse --git-dir >/dev/null 2>&1 || { echo "$r/.git is not a usable git repository (HEAD, objects or refs missing): the sandbox's commits cannot be read" >&2; exit 11; }
 export GIT_DIR=.git GIT_WORK_TREE=.
-base=refs/airlock/base/$id
+%[8]sbase=refs/airlock/base/$id
 bs=$(g rev-parse -q --verify "$base/snap^{commit}") || { echo "$base/snap is missing in the sandbox: prepare the round again" >&2; exit 12; }
 bh=$(g rev-parse -q --verify "$base/head^{commit}")
 ti=.git/airlock-restore-$id.index; rep=.git/airlock-restore-$id.report; st=.git/airlock-restore-$id.staged; out=refs/airlock/out/$id/snap
@@ -322,7 +322,7 @@ printf 'bundle %%s %%s%%s\n' "${h:--}" "$s" "${ic:+ $ic}"
 g bundle create - "$out" --not "$bs" ${bh:+"$bh"} 2>/dev/null; x=$?
 dr
 exit $x
-`, Quote(remote), Quote(id), Quote(index), strings.Join(specs, " "), FindReport, RestoreMagic, nc)
+`, Quote(remote), Quote(id), Quote(index), strings.Join(specs, " "), FindReport, RestoreMagic, nc, fileModeProbe)
 }
 
 // PlainRestoreScript returns the script that streams a plain sandbox

@@ -12,7 +12,9 @@ import (
 // own GIT_* redirections are dropped, system and global configuration
 // ignored, hooks off, no prompt; g runs git so, with the settings of the
 // sandbox's own .git/config that would thin or alter a checkout or a
-// snapshot overridden (sparse checkout off, symbolic links as links), and
+// snapshot overridden (sparse checkout off, symbolic links as links, case
+// significant in names, core.fileMode as the file system keeps modes: see
+// fileModeProbe), and
 // those that would have a snapshot trust stat data the agent can set
 // (core.trustctime off, core.checkStat minimal and core.ignoreStat on let
 // an edit of the same size whose modification time is set back pass as
@@ -22,7 +24,20 @@ import (
 // there would move the work tree elsewhere).
 const GitPrelude = `unset GIT_DIR GIT_WORK_TREE GIT_INDEX_FILE GIT_OBJECT_DIRECTORY GIT_ALTERNATE_OBJECT_DIRECTORIES GIT_NAMESPACE GIT_COMMON_DIR GIT_CEILING_DIRECTORIES GIT_CONFIG GIT_CONFIG_PARAMETERS GIT_CONFIG_COUNT GIT_EXEC_PATH GIT_TEMPLATE_DIR GIT_SSH GIT_SSH_COMMAND GIT_EXTERNAL_DIFF GIT_PAGER GIT_EDITOR GIT_QUARANTINE_PATH GIT_REPLACE_REF_BASE GIT_NO_REPLACE_OBJECTS GIT_GRAFT_FILE GIT_SHALLOW_FILE GIT_DISCOVERY_ACROSS_FILESYSTEM GIT_LITERAL_PATHSPECS GIT_GLOB_PATHSPECS GIT_NOGLOB_PATHSPECS GIT_ICASE_PATHSPECS GIT_TRACE 2>/dev/null
 export GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null GIT_TERMINAL_PROMPT=0 GIT_OPTIONAL_LOCKS=0 LC_ALL=C
-g() { git -c core.hooksPath=/dev/null -c core.fsmonitor=false -c gc.auto=0 -c maintenance.auto=false -c core.autocrlf=false -c core.quotePath=false -c core.sparseCheckout=false -c core.symlinks=true -c core.trustctime=true -c core.checkStat=default -c core.ignoreStat=false -c core.untrackedCache=false "$@"; }
+g() { git -c core.hooksPath=/dev/null -c core.fsmonitor=false -c gc.auto=0 -c maintenance.auto=false -c core.autocrlf=false -c core.quotePath=false -c core.sparseCheckout=false -c core.symlinks=true -c core.trustctime=true -c core.checkStat=default -c core.ignoreStat=false -c core.untrackedCache=false -c core.ignoreCase=false ${gfm:+-c core.fileMode=$gfm} "$@"; }
+`
+
+// fileModeProbe (in the work tree, with .git a directory) sets gfm, which
+// g passes as core.fileMode, to what the work tree's file system keeps of
+// an executable bit: true where a file's chmod +x and -x both show, else
+// false. The sandbox's own core.fileMode (an agent's false) would hide the
+// agent's chmod from the snapshot; forcing true where the file system
+// keeps no such bit would show every file changed.
+const fileModeProbe = `gfm=false; gf=.git/airlock-fm-$$
+if (set -C; : >"$gf") 2>/dev/null; then
+  if chmod 755 "$gf" 2>/dev/null && [ -x "$gf" ] && chmod 644 "$gf" 2>/dev/null && [ ! -x "$gf" ]; then gfm=true; fi
+  rm -f "$gf"
+fi
 `
 
 // gitRepair makes the sandbox's repository usable, whatever an earlier
@@ -51,7 +66,7 @@ if ! usable; then
   usable || { echo "the sandbox repository $r/.git is damaged and git init cannot repair it ($e); remove $r/.git and prepare again" >&2; exit 12; }
 fi
 export GIT_DIR=.git GIT_WORK_TREE=.
-f=$(g rev-parse --show-object-format 2>/dev/null)
+` + fileModeProbe + `f=$(g rev-parse --show-object-format 2>/dev/null)
 case "$f" in sha1|sha256) [ "$f" = "${of:-sha1}" ] || { echo "the sandbox repository $r/.git holds $f objects and the local repository ${of:-sha1} ones: remove $r/.git and prepare again" >&2; exit 12; };; esac
 g for-each-ref --format='%(refname)' 2>/dev/null | g cat-file --batch-check 2>/dev/null | while read -r n m; do if [ "$m" = missing ]; then g update-ref -d "$n" >/dev/null 2>&1; fi; done
 mkdir -p .git/info || { echo "cannot create $r/.git/info; remove $r/.git and prepare again" >&2; exit 12; }

@@ -40,16 +40,20 @@
 // the global configuration); committed history always travels whole.
 // A file Prepare sent that the sandbox's git later ignores (a .gitignore
 // line the agent wrote) still comes back as the sandbox holds it, never
-// as a deletion.
+// as a deletion. A new file the sandbox's git ignores does not come back
+// and is not listed: by a .gitignore the agent wrote (which arrives, so
+// the rule shows), and also by a line the agent added to the sandbox's
+// .git/info/exclude or a core.excludesFile it set there (which do not).
 //
 // Restore snapshots the sandbox's work tree the same way (the agent's
-// assume-unchanged and skip-worktree bits cleared, and the stat settings of
-// the sandbox's configuration that would let an edit pass unseen,
-// core.trustctime, core.checkStat, core.ignoreStat and the untracked cache,
-// overridden; git compares stat times in whole seconds, so an edit of the
-// same size in the same second as the agent's last index refresh, with its
-// modification time set back, is the one change no stat check sees) and
-// receives one incremental bundle: it is checked with git bundle verify and list-heads
+// assume-unchanged and skip-worktree bits cleared, and the settings of
+// the sandbox's configuration that would let a change pass unseen
+// overridden: core.trustctime, core.checkStat, core.ignoreStat, the
+// untracked cache, core.ignoreCase, and core.fileMode, taken from what the
+// file system keeps of an executable bit; git compares stat times in whole
+// seconds, so an edit of the same size in the same second as the agent's
+// last index refresh, with its modification time set back, is the one
+// change no stat check sees) and receives one incremental bundle: it is checked with git bundle verify and list-heads
 // (any ref besides the one asked for is listed in Result.Refused; refs are
 // never taken from a bundle), and its pack is indexed into a quarantine
 // object directory (<git dir>/objects/airlock-quarantine-…, removed

@@ -240,18 +240,25 @@ const LinkedLine = "airlock-linked "
 // entry of the working directory (at most 512 of them, else one find): the
 // listing is a stat of every file, and the second processor is idle
 // meanwhile (a 38,000-file copy on tmpfs: 50-65 ms instead of 90-110). The
-// lines are
-// the same; their order, which nothing reads, is not. Zh PARITY ENTRY...
-// runs the find of one half (in a subshell of its own: it execs).
-const stampFuncs = `Y() { if find . -maxdepth 0 -printf '' >/dev/null 2>&1; then find . -type f -printf '%i %p\n'; else find . -type f -exec stat -c '%i %n' {} +; fi; }
+// lines are the same; their order, which nothing reads, is not. Zx ENTRY...
+// is the find of one half (see halvesFunc).
+const stampFuncs = halvesFunc + `Y() { if find . -maxdepth 0 -printf '' >/dev/null 2>&1; then find . -type f -printf '%i %p\n'; else find . -type f -exec stat -c '%i %n' {} +; fi; }
 Z() { if find . -maxdepth 0 -printf '' >/dev/null 2>&1; then F=5; Zf="%i %s %T@ %C@${1:- }%p\n"; Zp; else F=9; find . -type f -exec stat -c "%i %s %y %z${2:- }%n" {} +; fi; }
 Zp() { set --; [ -z "$Zs" ] || [ -z "$Zt" ] || set -- ./* ./.[!.]* ./..?*
 if [ $# -lt 4 ] || [ $# -gt 512 ]; then find . -type f -printf "$Zf"; return; fi
-(Zh 1 "$@") >"$Zt" & zp=$!
-(Zh 0 "$@") || { wait "$zp"; return 1; }
+(Hv 1 Zx "$@") >"$Zt" & zp=$!
+(Hv 0 Zx "$@") || { wait "$zp"; return 1; }
 wait "$zp" && cat -- "$Zt"; }
-Zh() { zh=$1; shift; zi=0; for zf; do shift; zi=$((zi + 1)); if [ "$((zi % 2))" = "$zh" ] && { [ -e "$zf" ] || [ -L "$zf" ]; }; then set -- "$@" "$zf"; fi; done
-[ $# = 0 ] || exec find "$@" -type f -printf "$Zf"; }
+Zx() { exec find "$@" -type f -printf "$Zf"; }
+`
+
+// halvesFunc defines Hv PARITY FUNC ENTRY..., which runs FUNC with every
+// other ENTRY that exists (the first, third… for PARITY 1; the second,
+// fourth… for 0), or nothing when none does: half of a tree's top-level
+// entries, for one of two processes that share its work (see stampFuncs
+// and dropFuncs). FUNC execs: Hv runs in a subshell of its own.
+const halvesFunc = `Hv() { hv=$1; hf=$2; shift 2; hi=0; for hx; do shift; hi=$((hi + 1)); if [ "$((hi % 2))" = "$hv" ] && { [ -e "$hx" ] || [ -L "$hx" ]; }; then set -- "$@" "$hx"; fi; done
+[ $# = 0 ] || "$hf" "$@"; }
 `
 
 // carryFuncs defines the carry's shell functions, with $n the new tree.

@@ -138,13 +138,12 @@ rm -rf "$t" 2>/dev/null || { find "$t" -type d -exec chmod u+rwx {} +; rm -rf "$
 // dropFuncs defines Dp DIR PHYSICAL, which deletes the entries of the
 // directory DIR (a copy) in two rm at once when DIR is a directory, not
 // a link, whose physical path is PHYSICAL, with at least two and at most
-// 512 entries; Dh PARITY ENTRY... runs the rm of one half (it execs: in a
-// subshell of its own). Best effort, silent.
-const dropFuncs = `Dp() { [ -d "$1" ] && [ ! -L "$1" ] || return 0
+// 512 entries; Dx ENTRY... is the rm of one half (see halvesFunc). Best
+// effort, silent.
+const dropFuncs = halvesFunc + `Dp() { [ -d "$1" ] && [ ! -L "$1" ] || return 0
 (cd -P "$1" && [ "$(pwd -P)" = "$2" ] || exit 0; set -- ./* ./.[!.]* ./..?*; [ $# -ge 4 ] && [ $# -le 512 ] || exit 0
-(Dh 1 "$@") & dp=$!; (Dh 0 "$@"); wait "$dp") >/dev/null 2>&1; }
-Dh() { dh=$1; shift; di=0; for df; do shift; di=$((di + 1)); if [ "$((di % 2))" = "$dh" ] && { [ -e "$df" ] || [ -L "$df" ]; }; then set -- "$@" "$df"; fi; done
-[ $# = 0 ] || exec rm -rf -- "$@"; }
+(Hv 1 Dx "$@") & dp=$!; (Hv 0 Dx "$@"); wait "$dp") >/dev/null 2>&1; }
+Dx() { exec rm -rf -- "$@"; }
 `
 
 // claimScript (with $t the temporary directory) makes this shell its

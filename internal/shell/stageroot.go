@@ -118,14 +118,13 @@ rm -rf "$k" >/dev/null; if [ -e "$k0" ] || [ -L "$k0" ]; then echo "temporary di
 // With $Zs set (a large tree, see Send.Split), a copy a publish left in
 // it ($t/old/NAME or $t/new/tree) is deleted in two rm at once first (Dp),
 // each taking every other entry of the copy's top level (at least two, at
-// most 512):
-// deleting 38,000 files takes 75-95 ms on tmpfs instead of 130-160, with
-// the second processor otherwise idle. Only when $t's physical path is
-// the stage root's (its own, not one the sandbox made $t lead to) and its
-// name, and Dp enters a copy only when its physical path is where it lies
-// in $t: no link is followed (the sandbox may make $t, or any directory in
-// it, a link meanwhile). What Dp leaves (a directory without write
-// permission, say) the one rm deletes.
+// most 512): deleting 38,000 files takes 75-95 ms on tmpfs instead of
+// 130-160, with the second processor otherwise idle. That happens only
+// when $t's physical path is the stage root's own and $t's name (not a
+// directory the sandbox made $t lead to), and Dp enters a copy only when
+// its physical path is where it lies in $t: no link is followed, whatever
+// the sandbox makes a link meanwhile. What Dp leaves (a directory without
+// write permission, say) the one rm deletes.
 func dropScript(tmp string) string {
 	dir, base := path.Split(tmp)
 	return fmt.Sprintf(`g=%s$$%s

@@ -12,16 +12,15 @@ import (
 // own GIT_* redirections are dropped, system and global configuration
 // ignored, hooks off, no prompt; g runs git so, with the settings of the
 // sandbox's own .git/config that would thin or alter a checkout or a
-// snapshot overridden (sparse checkout off, symbolic links as links, case
-// significant in names, core.fileMode as the file system keeps modes: see
-// fileModeProbe), and
-// those that would have a snapshot trust stat data the agent can set
-// (core.trustctime off, core.checkStat minimal and core.ignoreStat on let
-// an edit of the same size whose modification time is set back pass as
-// unchanged; the untracked cache, with a directory's time set back, a new
-// file) overridden too.
-// The scripts then pin both GIT_DIR and GIT_WORK_TREE (a core.worktree
-// there would move the work tree elsewhere).
+// snapshot overridden: sparse checkout off, symbolic links as links, case
+// significant in names, core.fileMode as the file system keeps modes (see
+// fileModeProbe), and the settings that would have a snapshot trust stat
+// data the agent can set (core.trustctime off, core.checkStat minimal and
+// core.ignoreStat on let an edit of the same size whose modification time
+// is set back pass as unchanged; the untracked cache, with a directory's
+// time set back, a new file). The scripts then pin both GIT_DIR and
+// GIT_WORK_TREE (a core.worktree there would move the work tree
+// elsewhere).
 const GitPrelude = `unset GIT_DIR GIT_WORK_TREE GIT_INDEX_FILE GIT_OBJECT_DIRECTORY GIT_ALTERNATE_OBJECT_DIRECTORIES GIT_NAMESPACE GIT_COMMON_DIR GIT_CEILING_DIRECTORIES GIT_CONFIG GIT_CONFIG_PARAMETERS GIT_CONFIG_COUNT GIT_EXEC_PATH GIT_TEMPLATE_DIR GIT_SSH GIT_SSH_COMMAND GIT_EXTERNAL_DIFF GIT_PAGER GIT_EDITOR GIT_QUARANTINE_PATH GIT_REPLACE_REF_BASE GIT_NO_REPLACE_OBJECTS GIT_GRAFT_FILE GIT_SHALLOW_FILE GIT_DISCOVERY_ACROSS_FILESYSTEM GIT_LITERAL_PATHSPECS GIT_GLOB_PATHSPECS GIT_NOGLOB_PATHSPECS GIT_ICASE_PATHSPECS GIT_TRACE 2>/dev/null
 export GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null GIT_TERMINAL_PROMPT=0 GIT_OPTIONAL_LOCKS=0 LC_ALL=C
 g() { git -c core.hooksPath=/dev/null -c core.fsmonitor=false -c gc.auto=0 -c maintenance.auto=false -c core.autocrlf=false -c core.quotePath=false -c core.sparseCheckout=false -c core.symlinks=true -c core.trustctime=true -c core.checkStat=default -c core.ignoreStat=false -c core.untrackedCache=false -c core.ignoreCase=false ${gfm:+-c core.fileMode=$gfm} "$@"; }

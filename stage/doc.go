@@ -97,6 +97,12 @@
 //   - The sandbox owns its file system: a sandbox process that races a
 //     publish can damage its own copy (the next [WithVerify] stage repairs
 //     it); it cannot make the host read or write host files.
+//   - Run the Runner as the user that owns the stage root (the agent's,
+//     or one the agent cannot write as). What a publish makes is not
+//     writable by other users, and its scratch directories under the root
+//     are its own (mode 700), but its commands work by name under the
+//     root: run as root against a root another user can write, they can
+//     be led through that user's links to write where that user cannot.
 //   - Publishes of one asset from two processes at once are not coordinated;
 //     calls through one Target value are serialized per asset.
 //   - Nothing is fsynced: after a machine crash a published copy may be

@@ -330,7 +330,10 @@ func TestRestoreAgentStatConfig(t *testing.T) {
 		write(t, e.remote, "d/new", "new\n")
 		require.NoError(t, os.Chtimes(x, past, past))
 		require.NoError(t, os.Chtimes(d, past, past))
-		require.Empty(t, git(t, e.remote, "status", "--porcelain"), "the sandbox's git sees no change")
+		// The sandbox's own git no longer sees the edit (d/new it may
+		// or may not hide: the untracked cache is off where the file
+		// system's directory times do not suit it, tmpfs among them).
+		require.NotContains(t, git(t, e.remote, "status", "--porcelain"), " x\n", "the sandbox's git sees the edit of x")
 		res, err := r.Restore(ctx(t))
 		require.NoError(t, err)
 		assert.Equal(t, []string{"d/new", "x"}, res.Updated)

@@ -491,7 +491,7 @@ func stampsOf(dst string) string { return path.Join(path.Dir(dst), StampsName(pa
 // are written into it by name. $n names it, $nd is set when it was made.
 func stampsDir(dst string) string {
 	return fmt.Sprintf(`n=%s$$'-stamps'; nd=
-if mkdir -m 700 "$n" 2>/dev/null || { rm -rf "$n" 2>/dev/null && mkdir -m 700 "$n" 2>/dev/null; }; then nd=1; fi
+if (umask 077 && mkdir "$n") 2>/dev/null || { rm -rf "$n" 2>/dev/null && (umask 077 && mkdir "$n") 2>/dev/null; }; then nd=1; fi
 `, Quote(path.Join(path.Dir(dst), GonePrefix)))
 }
 

@@ -304,28 +304,14 @@ func feed(pw *os.File, prelude string, in io.Reader, failed chan<- error) {
 		pw.Close()
 		return
 	}
-	src := &readTracker{r: in}
+	src := &shell.ReadTracker{R: in}
 	buf := make([]byte, 256<<10)
 	_, err := io.CopyBuffer(struct{ io.Writer }{pw}, src, buf)
-	if err != nil && src.err != nil {
-		failed <- fmt.Errorf("reading Command.Stdin failed: %w; the sandbox was not shown its end", src.err)
+	if err != nil && src.Err != nil {
+		failed <- fmt.Errorf("reading Command.Stdin failed: %w; the sandbox was not shown its end", src.Err)
 		return
 	}
 	pw.Close()
-}
-
-// readTracker remembers a read error other than EOF.
-type readTracker struct {
-	r   io.Reader
-	err error
-}
-
-func (t *readTracker) Read(p []byte) (int, error) {
-	n, err := t.r.Read(p)
-	if err != nil && !errors.Is(err, io.EOF) {
-		t.err = err
-	}
-	return n, err
 }
 
 // token returns 128 random bits in lowercase hex.

@@ -630,30 +630,15 @@ func (r *Round) restorePlain(ctx context.Context) (out *Result, err error) {
 // that ends early is the stream's failure (cutStream), anything else the
 // host's.
 func spoolBody(l *local, p string, body io.Reader, perm fs.FileMode) (string, error) {
-	src := &readErr{r: body}
+	src := &shell.ReadTracker{R: body}
 	sp, err := l.spool(src, perm)
 	if err != nil {
-		if src.err != nil {
-			return "", cutStream("reading "+p+" from the sandbox", src.err)
+		if src.Err != nil {
+			return "", cutStream("reading "+p+" from the sandbox", src.Err)
 		}
 		return "", fmt.Errorf("workspace: spooling %s: %w", p, err)
 	}
 	return sp, nil
-}
-
-// readErr passes r's reads on and keeps its error other than io.EOF: a
-// copy that failed for it failed to read, not to write.
-type readErr struct {
-	r   io.Reader
-	err error
-}
-
-func (e *readErr) Read(p []byte) (int, error) {
-	n, err := e.r.Read(p)
-	if err != nil && err != io.EOF {
-		e.err = err
-	}
-	return n, err
 }
 
 // A placement is a file of the sandbox's stream to write into the work

@@ -155,6 +155,24 @@ func (w *WriteTracker) Err() error {
 	return w.err
 }
 
+// ReadTracker passes on R's reads, Read only (it hides an *os.File's
+// WriteTo, so that io.CopyBuffer uses the buffer it is given), and keeps
+// R's last error other than io.EOF in Err: a copy that failed for it
+// failed to read, not to write. Not for concurrent use.
+type ReadTracker struct {
+	R   io.Reader
+	Err error
+}
+
+// Read implements io.Reader.
+func (t *ReadTracker) Read(p []byte) (int, error) {
+	n, err := t.R.Read(p)
+	if err != nil && !errors.Is(err, io.EOF) {
+		t.Err = err
+	}
+	return n, err
+}
+
 // TrackWriter returns what a Runner should be given in place of the
 // caller's writer w, and the tracker of w's errors: w itself when it is nil
 // or an *os.File (a Runner may hand a file to the command directly; its

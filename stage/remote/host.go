@@ -526,13 +526,13 @@ func startSession(sess *ssh.Session, script string, in io.WriteCloser, stdin io.
 			// once the command has exited.
 			go func() {
 				buf := stdinBufs.Get().(*[]byte)
-				src := &stdinReader{r: stdin}
+				src := &shell.ReadTracker{R: stdin}
 				_, err := io.CopyBuffer(in, src, *buf)
 				stdinBufs.Put(buf)
-				if err != nil && src.err != nil {
+				if err != nil && src.Err != nil {
 					// Never an end the command could take for the
 					// input's: Run stops it.
-					f <- fmt.Errorf("reading Command.Stdin failed: %w; the sandbox was not shown its end", src.err)
+					f <- fmt.Errorf("reading Command.Stdin failed: %w; the sandbox was not shown its end", src.Err)
 					return
 				}
 				in.Close()
@@ -551,22 +551,6 @@ const stdinChunk = 256 << 10
 
 // stdinBufs holds the stdin copies' buffers between commands.
 var stdinBufs = sync.Pool{New: func() any { b := make([]byte, stdinChunk); return &b }}
-
-// stdinReader passes on a command's stdin, Read only (hiding an *os.File's
-// WriteTo, so that io.CopyBuffer uses its buffer), and remembers a read
-// error other than EOF.
-type stdinReader struct {
-	r   io.Reader
-	err error
-}
-
-func (s *stdinReader) Read(p []byte) (int, error) {
-	n, err := s.r.Read(p)
-	if err != nil && err != io.EOF {
-		s.err = err
-	}
-	return n, err
-}
 
 // runResult maps the end of a session that ran to its end onto the
 // Runner's errors: the missing Command.Dir that the header reported, an

@@ -99,6 +99,18 @@ func TestSplitLargeTree(t *testing.T) {
 	assert.False(t, split(), "a small tree is published in one process")
 }
 
+// splitSource returns a sandbox directory, a Source of shell.SplitFiles
+// files in ten directories and a file trig (for the caller to change),
+// and the stage root in the sandbox.
+func splitSource(t *testing.T) (sb, src, root string) {
+	sb, src = t.TempDir(), t.TempDir()
+	for i := range shell.SplitFiles {
+		build(t, src, fmt.Sprintf("d%02d/f%04d=content %d", i%10, i, i))
+	}
+	build(t, src, "trig=0")
+	return sb, src, filepath.Join(sb, "rt")
+}
+
 // splitPubHook runs before, once, when the host writes the publish line on
 // a command's stdin: what a sandbox does just before a publish.
 type splitPubHook struct {
@@ -134,12 +146,7 @@ func (h *splitPubHook) Run(ctx context.Context, cmd sandbox.Command) error {
 // link to it in its place loses none of that directory's files: the
 // deletion in two processes follows no link.
 func TestSplitTempSwappedForLink(t *testing.T) {
-	sb, src := t.TempDir(), t.TempDir()
-	for i := range shell.SplitFiles {
-		build(t, src, fmt.Sprintf("d%02d/f%04d=content %d", i%10, i, i))
-	}
-	build(t, src, "trig=0")
-	root := filepath.Join(sb, "rt")
+	sb, src, root := splitSource(t)
 	h := &splitPubHook{r: sandbox.Local(sb)}
 	b := stage.NewBridge(h)
 	ix := stage.NewIndex()
@@ -185,13 +192,8 @@ func TestSplitTempSwappedForLink(t *testing.T) {
 // file of root's (an outside attack overwrote a root-only file at the
 // first publish when the publish ran under the extraction's umask 0).
 func TestPublishNotWritableByOthers(t *testing.T) {
-	sb, src := t.TempDir(), t.TempDir()
+	sb, src, root := splitSource(t)
 	require.NoError(t, os.Chmod(sb, 0o755))
-	for i := range shell.SplitFiles {
-		build(t, src, fmt.Sprintf("d%02d/f%04d=content %d", i%10, i, i))
-	}
-	build(t, src, "trig=0")
-	root := filepath.Join(sb, "rt")
 	b, ix := stage.NewBridge(sandbox.Local(sb)), stage.NewIndex()
 	as := []stage.Asset{{Name: "s", Source: src}}
 	_, err := stage.Stage(t.Context(), b, root, as, stage.WithIndex(ix))

@@ -8,8 +8,10 @@ import (
 	"io/fs"
 	"net"
 	"os"
+	"strings"
 	"syscall"
 	"testing"
+	"testing/iotest"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -98,4 +100,32 @@ func TestKeepsClass(t *testing.T) {
 	} {
 		assert.Equal(t, c.want, KeepsClass(c.err, own), "%v", c.err)
 	}
+}
+
+// TestReadTracker: a copy through a ReadTracker keeps the source's read
+// error (not io.EOF, not the writer's), uses the copy's buffer (no
+// WriteTo of an *os.File), and passes every byte read before the error.
+func TestReadTracker(t *testing.T) {
+	var out bytes.Buffer
+	tr := &ReadTracker{R: strings.NewReader("whole")}
+	_, err := io.Copy(&out, tr)
+	require.NoError(t, err)
+	assert.NoError(t, tr.Err, "io.EOF is no error")
+	assert.Equal(t, "whole", out.String())
+
+	cut := errors.New("disk read failed")
+	out.Reset()
+	tr = &ReadTracker{R: io.MultiReader(strings.NewReader("part"), iotest.ErrReader(cut))}
+	_, err = io.Copy(&out, tr)
+	require.ErrorIs(t, err, cut)
+	assert.ErrorIs(t, tr.Err, cut)
+	assert.Equal(t, "part", out.String())
+
+	tr = &ReadTracker{R: strings.NewReader("x")}
+	_, err = io.Copy(writerFunc(func([]byte) (int, error) { return 0, cut }), tr)
+	require.ErrorIs(t, err, cut)
+	assert.NoError(t, tr.Err, "the writer's error is not the reader's")
+
+	_, isWriterTo := any(tr).(io.WriterTo)
+	assert.False(t, isWriterTo, "io.CopyBuffer must use the buffer it is given")
 }

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/pkg/sftp"
@@ -167,7 +168,7 @@ func dialHop(ctx context.Context, via *ssh.Client, viaAddr, addr string, cfg Con
 	if err != nil {
 		return nil, nil, err
 	}
-	conn := &countingConn{Conn: raw}
+	conn := &countingConn{Conn: raw, raw: rawTCP(raw)}
 	// The handshake honours ctx and the timeout through the connection's
 	// deadline (a channel through a hop has none) and, on cancellation, by
 	// closing the connection.
@@ -205,14 +206,23 @@ func dialHop(ctx context.Context, via *ssh.Client, viaAddr, addr string, cfg Con
 // the data the peer has yet to read), and notes a read that failed: the
 // connection dropped (or was closed). It is noted before the SSH client
 // learns of it, so before any session ends because of it (see Run).
+//
+// A read that leaves the socket empty (fewer bytes than asked: the peer
+// has paused) has the kernel acknowledge them at once, where it can
+// (quickAck): a server that waits for that ACK before its next small
+// reply then does not wait for the delayed one.
 type countingConn struct {
 	net.Conn
+	raw    syscall.RawConn // the TCP socket (nil: not TCP, or not Linux)
 	read   atomic.Uint64
 	failed atomic.Bool
 }
 
 func (c *countingConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
+	if c.raw != nil && n > 0 && n < len(p) {
+		quickAck(c.raw)
+	}
 	c.read.Add(uint64(n))
 	if err != nil {
 		c.failed.Store(true)

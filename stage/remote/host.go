@@ -210,7 +210,10 @@ func dialHop(ctx context.Context, via *ssh.Client, viaAddr, addr string, cfg Con
 // A read that leaves the socket empty (fewer bytes than asked: the peer
 // has paused) has the kernel acknowledge them at once, where it can
 // (quickAck): a server that waits for that ACK before its next small
-// reply then does not wait for the delayed one.
+// reply then does not wait for the delayed one. That reaches a TCP
+// connection Dial made: through Config.Jumps only the first hop's (the
+// target's first session still waits for the last hop's kernel), and not
+// a client NewHost adopted.
 type countingConn struct {
 	net.Conn
 	raw    syscall.RawConn // the TCP socket (nil: not TCP, or not Linux)

@@ -392,3 +392,32 @@ func TestRestoreAgentIgnoreCase(t *testing.T) {
 		assert.Equal(t, "package main\n", read(t, e.local, "src/Main.go"))
 	})
 }
+
+// TestProbeLeftoverRemoved: the file-mode probe file a command killed
+// between its creation and its removal leaves in the sandbox's .git (a
+// fault test cut a Prepare's connection there) is removed by the next
+// Prepare or Restore, whichever comes first.
+func TestProbeLeftoverRemoved(t *testing.T) {
+	eachRunner(t, func(t *testing.T, newRunner func(t *testing.T, dir string) sandbox.Runner) {
+		e := newEnv(t, newRunner)
+		initRepo(t, e.local, map[string]string{"a": "a\n"})
+		plant := func() string {
+			t.Helper()
+			p := filepath.Join(e.remote, ".git", "airlock-fm-99999999")
+			require.NoError(t, os.WriteFile(p, nil, 0o644))
+			return p
+		}
+		r, err := workspace.Prepare(ctx(t), e.spec)
+		require.NoError(t, err)
+		p := plant()
+		write(t, e.remote, "a", "b\n")
+		res, err := r.Restore(ctx(t))
+		require.NoError(t, err)
+		assert.Equal(t, []string{"a"}, res.Updated)
+		assert.NoFileExists(t, p, "after the Restore")
+		p = plant()
+		_, err = workspace.Prepare(ctx(t), e.spec)
+		require.NoError(t, err)
+		assert.NoFileExists(t, p, "after the Prepare")
+	})
+}

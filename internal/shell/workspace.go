@@ -31,8 +31,11 @@ g() { git -c core.hooksPath=/dev/null -c core.fsmonitor=false -c gc.auto=0 -c ma
 // an executable bit: true where a file's chmod +x and -x both show, else
 // false. The sandbox's own core.fileMode (an agent's false) would hide the
 // agent's chmod from the snapshot; forcing true where the file system
-// keeps no such bit would show every file changed.
+// keeps no such bit would show every file changed. A probe file a killed
+// command left (airlock-fm-PID) goes first: the round owns .git while it
+// runs.
 const fileModeProbe = `gfm=false; gf=.git/airlock-fm-$$
+rm -f .git/airlock-fm-* 2>/dev/null
 if (set -C; : >"$gf") 2>/dev/null; then
   if chmod 755 "$gf" 2>/dev/null && [ -x "$gf" ] && chmod 644 "$gf" 2>/dev/null && [ ! -x "$gf" ]; then gfm=true; fi
   rm -f "$gf"

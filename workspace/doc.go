@@ -43,7 +43,10 @@
 // as a deletion. A new file the sandbox's git ignores does not come back
 // and is not listed: by a .gitignore the agent wrote (which arrives, so
 // the rule shows), and also by a line the agent added to the sandbox's
-// .git/info/exclude or a core.excludesFile it set there (which do not).
+// .git/info/exclude, a core.excludesFile it set there, or the default
+// global ignore file of the sandbox's user ($XDG_CONFIG_HOME/git/ignore or
+// ~/.config/git/ignore, which the sandbox's git reads although it reads
+// no global configuration) (none of which arrive).
 //
 // Restore snapshots the sandbox's work tree the same way (the agent's
 // assume-unchanged and skip-worktree bits cleared, and the settings of

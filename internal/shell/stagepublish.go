@@ -309,8 +309,8 @@ P='BEGIN { L = ENVIRON["L"]; R = ENVIRON["R"]; N = ENVIRON["N"] }
 function put(m, f) { if (w && (c != m || w > B)) { print "" > R; w = 0 }
 if (!w) { printf "C %s", m > R; c = m; w = 1 }; printf " \047%s\047", f > R; w += length(f) + 3 }
 FILENAME == ARGV[1] { r[$0]; next }
-FILENAME == ARGV[2] { o = F; for (i = 1; i <= F; i++) o += length($i); p = substr($0, o + 1); d[p] = $F; k[p] = substr($0, 1, o - length($F) - 1) p; e[p] = $1; nc++; next }
-{ f = substr($0, length($1) + 2); q = "./" f; ok = (q in k) && d[q] == $1 && (k[q] in r); if (ok) { print e[q] " " f > L; nl++ }
+FILENAME == ARGV[2] { o = F; for (i = 1; i <= F; i++) o += length($i); nc++; p = substr($0, o + 1); if ((substr($0, 1, o - length($F) - 1) p) in r) { d[p] = $F; e[p] = $1 }; next }
+{ f = substr($0, length($1) + 2); q = "./" f; ok = (q in d) && d[q] == $1; if (ok) { print e[q] " " f > L; nl++ }
 if (index(f, "\047")) gsub(/\047/, "\047\"\047\"\047", f); if (!ok) put($1, f) }
 END { printf "" > L; if (w) print "" > R; else printf "" > R; print (nl && 2 * nl >= nc) ? "link" : "copy" > N }'
 Q() { L="$n.l" R="$n.r" N="$n.n" awk -v B=` + carryBatch + ` -v F="$F" "$P" "$@" "$n.p" 2>/dev/null; }

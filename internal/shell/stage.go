@@ -349,8 +349,11 @@ func (s *Report) line(l string, phase *int, lines int) string {
 		}
 		if p, ok := strings.CutPrefix(l, LinkedLine); ok && s.want[p] != "" {
 			s.Hashes[p] = true
-		} else if sum, p, ok := ParseHashLine(l); ok && s.want[p] == sum {
-			s.Hashes[p] = true
+		} else if sum, p, ok := ParseHashLine(l); ok {
+			p = strings.TrimPrefix(p, "./") // a name starting with "-" is hashed as ./NAME (PlanCarry)
+			if s.want[p] == sum {
+				s.Hashes[p] = true
+			}
 		}
 	case *phase == 2 && l == ExtractedLine:
 		*phase = 3

@@ -206,9 +206,14 @@ func closed(c <-chan struct{}) bool {
 func FuzzReportRoundTrip(f *testing.F) {
 	f.Add(true, "dir/a b.txt", true, false, true, true)
 	f.Add(false, "x", false, true, false, false)
+	f.Add(true, "-n", true, true, true, false)
 	f.Fuzz(func(t *testing.T, header bool, p string, match, binary, withOther, published bool) {
-		if p == "" || strings.ContainsAny(p, "\n\r\\") || len(p) > 4096 {
-			return // planCarry never carries such names
+		if p == "" || strings.ContainsAny(p, "\n\r\\") || len(p) > 4096 || strings.HasPrefix(p, "./") {
+			return // planCarry never carries such names (and no manifest path starts with ./)
+		}
+		hashed := p // the carry hashes a name starting with "-" as ./NAME
+		if strings.HasPrefix(p, "-") {
+			hashed = "./" + p
 		}
 		sum := strings.Repeat("ab", 32)
 		want := map[string]string{p: sum}
@@ -221,9 +226,9 @@ func FuzzReportRoundTrip(f *testing.F) {
 		if !match {
 			got = strings.Repeat("cd", 32)
 		}
-		out.WriteString(shell.FormatHashLine(got, p, binary))
+		out.WriteString(shell.FormatHashLine(got, hashed, binary))
 		if withOther {
-			out.WriteString(shell.FormatHashLine(sum, p+"-other", binary))
+			out.WriteString(shell.FormatHashLine(sum, hashed+"-other", binary))
 		}
 		out.WriteString(shell.CarriedLine + "\n")
 		if published {

@@ -182,13 +182,15 @@ type CarryPlan struct {
 }
 
 // PlanCarry plans carrying files. Files whose names the hash tools would
-// print escaped, or that tar would read as options, are left out (sent).
+// print escaped are left out (sent). A name that starts with "-" is
+// copied and hashed as "./NAME", which no tool reads as an option; the
+// report's "./" is dropped (Report).
 func PlanCarry(files []CarryFile) CarryPlan {
 	p := CarryPlan{Want: make(map[string]string, len(files))}
 	files = slices.Clone(files)
 	slices.SortStableFunc(files, func(a, b CarryFile) int { return cmp.Compare(a.Mode.Perm(), b.Mode.Perm()) })
 	for _, f := range files {
-		if strings.ContainsAny(f.Path, "\\\n\r") || strings.HasPrefix(f.Path, "-") {
+		if strings.ContainsAny(f.Path, "\\\n\r") {
 			continue
 		}
 		l := fmt.Sprintf("%o %s", f.Mode.Perm(), f.Path)
@@ -311,7 +313,7 @@ if (!w) { printf "C %s", m > R; c = m; w = 1 }; printf " \047%s\047", f > R; w +
 FILENAME == ARGV[1] { r[$0]; next }
 FILENAME == ARGV[2] { o = F; for (i = 1; i <= F; i++) o += length($i); nc++; p = substr($0, o + 1); if ((substr($0, 1, o - length($F) - 1) p) in r) { d[p] = $F; e[p] = $1 }; next }
 { f = substr($0, length($1) + 2); q = "./" f; ok = (q in d) && d[q] == $1; if (ok) { print e[q] " " f > L; nl++ }
-if (index(f, "\047")) gsub(/\047/, "\047\"\047\"\047", f); if (!ok) put($1, f) }
+if (!ok) { if (index(f, "\047")) gsub(/\047/, "\047\"\047\"\047", f); if (f ~ /^-/) f = "./" f; put($1, f) } }
 END { printf "" > L; if (w) print "" > R; else printf "" > R; print (nl && 2 * nl >= nc) ? "link" : "copy" > N }'
 Q() { L="$n.l" R="$n.r" N="$n.n" awk -v B=` + carryBatch + ` -v F="$F" "$P" "$@" "$n.p" 2>/dev/null; }
 V() { X="$n.x" awk 'BEGIN { X = ENVIRON["X"] } FILENAME == ARGV[1] { h["./" substr($0, length($1) + 2)] = $1; next }

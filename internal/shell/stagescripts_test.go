@@ -32,25 +32,25 @@ func TestQuoteWord(t *testing.T) {
 	}
 }
 
-// TestPlanCarry: files whose names the hash tools would print escaped or
-// that tar would take for options are left out; the others are one
-// "MODE PATH" line each between the carry's here-document markers, in
-// order; Size counts the lines.
+// TestPlanCarry: files whose names the hash tools would print escaped are
+// left out (a name starting with "-" is not: the carry names it ./NAME);
+// the others are one "MODE PATH" line each between the carry's
+// here-document markers, in order; Size counts the lines.
 func TestPlanCarry(t *testing.T) {
 	files := []shell.CarryFile{
 		{Path: "b", Mode: 0o755, SHA256: "1"}, {Path: "a b", Mode: 0o644, SHA256: "2"},
-		{Path: "-x", Mode: 0o644}, {Path: `back\slash`, Mode: 0o644}, {Path: "new\nline", Mode: 0o644}, {Path: "cr\r", Mode: 0o644},
+		{Path: "-x", Mode: 0o644, SHA256: "4"}, {Path: `back\slash`, Mode: 0o644}, {Path: "new\nline", Mode: 0o644}, {Path: "cr\r", Mode: 0o644},
 		{Path: "it's", Mode: 0o600, SHA256: "3"},
 	}
 	p := shell.PlanCarry(files)
 	p.Manifest = "0f"
-	assert.Equal(t, map[string]string{"b": "1", "a b": "2", "it's": "3"}, p.Want)
+	assert.Equal(t, map[string]string{"b": "1", "a b": "2", "-x": "4", "it's": "3"}, p.Want)
 	script := shell.CarryScript(&p, "/t", "/r/d")
 	_, plan, ok := strings.Cut(script, "K '/r/"+shell.StampsName("d")+"' '/r/"+shell.ManifestName("d")+"' '0f' <<'airlock-carry-end'\n")
 	require.True(t, ok, "%s", script)
 	plan, _, ok = strings.Cut(plan, "\nairlock-carry-end\n")
 	require.True(t, ok, "%s", script)
-	assert.Equal(t, "600 it's\n644 a b\n755 b", plan, "by mode, in order within one")
+	assert.Equal(t, "600 it's\n644 a b\n644 -x\n755 b", plan, "by mode, in order within one")
 	assert.Equal(t, len(plan)+1, p.Size)
 }
 

@@ -1,0 +1,74 @@
+package stage_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/airlockdev/airlock/internal/busyboxuser"
+	"github.com/airlockdev/airlock/sandbox"
+	"github.com/airlockdev/airlock/stage"
+)
+
+// TestDeltaCarriesDashNames: a file whose name starts with "-" (at the top
+// of the tree, where the carry names it as it is) is carried by a delta
+// like any other: linked while its stamps vouch for it, and copied and
+// hashed (as ./NAME, which no tool reads as an option) once they no longer
+// do. It used to be sent with every delta. Over the host's GNU tools and
+// over busybox's (sha256sum instead of openssl), as a non-root user.
+func TestDeltaCarriesDashNames(t *testing.T) {
+	runners := map[string]func(t *testing.T) (sandbox.Runner, string){
+		"local": func(t *testing.T) (sandbox.Runner, string) {
+			host := t.TempDir()
+			return sandbox.Local(host), filepath.Join(host, "rt")
+		},
+		"busybox": func(t *testing.T) (sandbox.Runner, string) {
+			bb := busyboxuser.New(t)
+			dir := busyboxuser.Dir(t)
+			return bb.Runner(dir), filepath.Join(dir, "home", "agent", "rt")
+		},
+	}
+	for name, runner := range runners {
+		t.Run(name, func(t *testing.T) {
+			r, root := runner(t)
+			src := t.TempDir()
+			build(t, src, "-n=dash n\n", "--=two dashes\n", "-d/f=in a dash directory\n", "b=bee\n", "c=0\n")
+			b := stage.NewBridge(r)
+			ctx := context.Background()
+			restage := func(change string) stage.StagedAsset {
+				t.Helper()
+				require.NoError(t, os.WriteFile(filepath.Join(src, "c"), []byte(change), 0o644))
+				rt, err := stage.Stage(ctx, b, filepath.ToSlash(root), []stage.Asset{{Name: "a", Source: src}})
+				require.NoError(t, err)
+				return rt.Assets[0]
+			}
+			first := restage("1\n")
+			require.Equal(t, 5, first.Sent, "the first stage sends every file")
+
+			a := restage("2\n")
+			require.Equal(t, 1, a.Sent, "only c changed: the dash names are linked, vouched for by their stamps")
+
+			// Stamps that no longer vouch (a new modification time in the
+			// copy, same bytes): the carry copies and hashes the dash names.
+			old := time.Now().Add(-time.Hour)
+			for _, p := range []string{"-n", "--", "-d/f"} {
+				require.NoError(t, os.Chtimes(filepath.Join(root, "a", filepath.FromSlash(p)), old, old))
+			}
+			a = restage("3\n")
+			require.Equal(t, 1, a.Sent, "the dash names' bytes are what the manifest says: carried by hash, not sent")
+			for p, want := range map[string]string{"-n": "dash n\n", "--": "two dashes\n", "-d/f": "in a dash directory\n", "b": "bee\n", "c": "3\n"} {
+				require.Equal(t, want, readFile(t, filepath.Join(root, "a", filepath.FromSlash(p))), p)
+			}
+
+			// A tampered dash name is re-sent, never carried.
+			require.NoError(t, os.WriteFile(filepath.Join(root, "a", "-n"), []byte("tampered\n"), 0o644))
+			a = restage("4\n")
+			require.Equal(t, 2, a.Sent, "c and the tampered -n are sent")
+			require.Equal(t, "dash n\n", readFile(t, filepath.Join(root, "a", "-n")))
+		})
+	}
+}

@@ -84,7 +84,7 @@ func WriteStream(w io.Writer, mtime time.Time, walk WalkFunc) (manifest []byte, 
 		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: TarOld, Mode: 0o700, ModTime: mtime}); err != nil {
 			return err
 		}
-		if err := writeMember(tw, TarModes, 0o600, mtime, ModesScript(TarTree, dirs)); err != nil {
+		if err := writeMember(tw, TarModes, 0o600, mtime, treeModes(dirs)); err != nil {
 			return err
 		}
 		return tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: TarComplete, Mode: 0o600, ModTime: mtime})
@@ -93,6 +93,16 @@ func WriteStream(w io.Writer, mtime time.Time, walk WalkFunc) (manifest []byte, 
 		return nil, err
 	}
 	return manifest, nil
+}
+
+// treeModes is the modes script (TarModes) of a stream whose tree's
+// directories are dirs: ModesScript's lines, then one that gives the
+// tree's own top directory the mode of its header (0755). A carry that
+// made that directory anew made it under the send command's umask 0
+// (0777), and busybox's tar, as a non-root user, keeps the mode of a
+// directory that exists, whatever the header says.
+func treeModes(dirs []Entry) []byte {
+	return fmt.Appendf(ModesScript(TarTree, dirs), "chmod 755 -- %s || exit 1\n", Quote(strings.TrimSuffix(TarTree, "/")))
 }
 
 // WritePlan writes p's lines to w as an archive of one member, TarPlan,

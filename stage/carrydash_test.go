@@ -2,8 +2,10 @@ package stage_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -70,5 +72,54 @@ func TestDeltaCarriesDashNames(t *testing.T) {
 			require.Equal(t, 2, a.Sent, "c and the tampered -n are sent")
 			require.Equal(t, "dash n\n", readFile(t, filepath.Join(root, "a", "-n")))
 		})
+	}
+}
+
+// TestDeltaNewlineNameBesideDash: a name holding a newline is sent with
+// every delta, but its unchanged sibling is carried. The sandbox's stamp
+// listings used to hold "-n<LF>x" as two lines, the first of them "./-n"
+// with that file's stamp: the real -n then had two stamps, the carry
+// linked it for the wrong one, the check of the linked tree took it out,
+// and it was sent too (an outside helper's finding).
+func TestDeltaNewlineNameBesideDash(t *testing.T) {
+	runners := map[string]func(t *testing.T) (sandbox.Runner, string){
+		"local": func(t *testing.T) (sandbox.Runner, string) {
+			host := t.TempDir()
+			return sandbox.Local(host), filepath.Join(host, "rt")
+		},
+		"busybox": func(t *testing.T) (sandbox.Runner, string) {
+			bb := busyboxuser.New(t)
+			dir := busyboxuser.Dir(t)
+			return bb.Runner(dir), filepath.Join(dir, "home", "agent", "rt")
+		},
+	}
+	// Both orders of creation (a directory lists its names in an order of
+	// its own; tmpfs: the newest first), at the top and deeper.
+	trees := map[string][]string{
+		"top":          {"-n=dash n\n", "-n\nx=newline\n"},
+		"top, reverse": {"-n\nx=newline\n", "-n=dash n\n"},
+		"deeper":       {"d/-n=dash n\n", "d/-n\nx=newline\n"},
+	}
+	for name, runner := range runners {
+		for shape, spec := range trees {
+			t.Run(name+"/"+shape, func(t *testing.T) {
+				r, root := runner(t)
+				src := t.TempDir()
+				build(t, src, append(spec, "b=bee\n", "c=sea\n", "z=0")...)
+				b := stage.NewBridge(r)
+				for i := range 3 {
+					require.NoError(t, os.WriteFile(filepath.Join(src, "z"), []byte(fmt.Sprint(i)), 0o644))
+					rt, err := stage.Stage(context.Background(), b, filepath.ToSlash(root), []stage.Asset{{Name: "a", Source: src}})
+					require.NoError(t, err)
+					if i > 0 {
+						require.Equal(t, 2, rt.Assets[0].Sent, "stage %d: z and the name holding a newline", i)
+					}
+					for _, e := range spec {
+						p, want, _ := strings.Cut(e, "=")
+						require.Equal(t, want, readFile(t, filepath.Join(root, "a", filepath.FromSlash(p))), "stage %d: %q", i, p)
+					}
+				}
+			})
+		}
 	}
 }

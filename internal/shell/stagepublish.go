@@ -234,7 +234,11 @@ const LinkedLine = "airlock-linked "
 // F=9: %y and %z are three fields each). $1 and $2 are what stands before
 // the path: " " to record, " %m " and " %a " to have the mode too. A
 // sandbox that changes its tools between two publishes vouches for
-// nothing at the second: the lines differ.
+// nothing at the second: the lines differ. Names holding a newline, which
+// no line can carry, are left out (their directories' too): a listing
+// that held one would show a line of its own for every newline, and a
+// name such as "-n<LF>x" would list a second ./-n with another file's
+// stamp (such a file is never linked: T takes it out of the new tree).
 //
 // With -printf, $Zs set (a large tree: Send.Split, or a carry of
 // SplitFiles files or more) and $Zt naming a file outside the working
@@ -245,13 +249,16 @@ const LinkedLine = "airlock-linked "
 // lines are the same; their order, which nothing reads, is not. Zx ENTRY...
 // is the find of one half (see halvesFunc).
 const stampFuncs = halvesFunc + `Y() { if find . -maxdepth 0 -printf '' >/dev/null 2>&1; then find . -type f -printf '%i %p\n'; else find . -type f -exec stat -c '%i %n' {} +; fi; }
-Z() { if find . -maxdepth 0 -printf '' >/dev/null 2>&1; then F=5; Zf="%i %s %T@ %C@${1:- }%p\n"; Zp; else F=9; find . -type f -exec stat -c "%i %s %y %z${2:- }%n" {} +; fi; }
+Z() { if find . -maxdepth 0 -printf '' >/dev/null 2>&1; then F=5; Zf="%i %s %T@ %C@${1:- }%p\n"; Zp; else F=9; find . -name '*
+*' -prune -o -type f -exec stat -c "%i %s %y %z${2:- }%n" {} +; fi; }
 Zp() { set --; [ -z "$Zs" ] || [ -z "$Zt" ] || set -- ./* ./.[!.]* ./..?*
-if [ $# -lt 4 ] || [ $# -gt 512 ]; then find . -type f -printf "$Zf"; return; fi
+if [ $# -lt 4 ] || [ $# -gt 512 ]; then find . -name '*
+*' -prune -o -type f -printf "$Zf"; return; fi
 (Hv 1 Zx "$@") >"$Zt" & zp=$!
 (Hv 0 Zx "$@") || { wait "$zp"; return 1; }
 wait "$zp" && cat -- "$Zt"; }
-Zx() { exec find "$@" -type f -printf "$Zf"; }
+Zx() { exec find "$@" -name '*
+*' -prune -o -type f -printf "$Zf"; }
 `
 
 // halvesFunc defines Hv PARITY FUNC ENTRY..., which runs FUNC with every

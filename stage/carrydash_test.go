@@ -16,6 +16,32 @@ import (
 	"github.com/airlockdev/airlock/stage"
 )
 
+// deltaRunners are two shell sandboxes for a Bridge, each returning its
+// Runner and a stage root inside it: the host's own tools ("local") and
+// busybox's alone as a non-root user ("busybox"; skipped, naming what is
+// missing, without root or busybox).
+var deltaRunners = map[string]func(t *testing.T) (sandbox.Runner, string){
+	"local": func(t *testing.T) (sandbox.Runner, string) {
+		host := t.TempDir()
+		return sandbox.Local(host), filepath.Join(host, "rt")
+	},
+	"busybox": func(t *testing.T) (sandbox.Runner, string) {
+		bb := busyboxuser.New(t)
+		dir := busyboxuser.Dir(t)
+		return bb.Runner(dir), filepath.Join(dir, "home", "agent", "rt")
+	},
+}
+
+// restageOne writes content to rel in src, then stages src as the asset
+// "a" under root through b, and returns what Stage reports of it.
+func restageOne(t *testing.T, b *stage.Bridge, root, src, rel, content string) stage.StagedAsset {
+	t.Helper()
+	require.NoError(t, os.WriteFile(filepath.Join(src, filepath.FromSlash(rel)), []byte(content), 0o644))
+	rt, err := stage.Stage(context.Background(), b, filepath.ToSlash(root), []stage.Asset{{Name: "a", Source: src}})
+	require.NoError(t, err)
+	return rt.Assets[0]
+}
+
 // TestDeltaCarriesDashNames: a file whose name starts with "-" (at the top
 // of the tree, where the carry names it as it is) is carried by a delta
 // like any other: linked while its stamps vouch for it, and copied and
@@ -23,31 +49,13 @@ import (
 // do. It used to be sent with every delta. Over the host's GNU tools and
 // over busybox's (sha256sum instead of openssl), as a non-root user.
 func TestDeltaCarriesDashNames(t *testing.T) {
-	runners := map[string]func(t *testing.T) (sandbox.Runner, string){
-		"local": func(t *testing.T) (sandbox.Runner, string) {
-			host := t.TempDir()
-			return sandbox.Local(host), filepath.Join(host, "rt")
-		},
-		"busybox": func(t *testing.T) (sandbox.Runner, string) {
-			bb := busyboxuser.New(t)
-			dir := busyboxuser.Dir(t)
-			return bb.Runner(dir), filepath.Join(dir, "home", "agent", "rt")
-		},
-	}
-	for name, runner := range runners {
+	for name, runner := range deltaRunners {
 		t.Run(name, func(t *testing.T) {
 			r, root := runner(t)
 			src := t.TempDir()
 			build(t, src, "-n=dash n\n", "--=two dashes\n", "-d/f=in a dash directory\n", "b=bee\n", "c=0\n")
 			b := stage.NewBridge(r)
-			ctx := context.Background()
-			restage := func(change string) stage.StagedAsset {
-				t.Helper()
-				require.NoError(t, os.WriteFile(filepath.Join(src, "c"), []byte(change), 0o644))
-				rt, err := stage.Stage(ctx, b, filepath.ToSlash(root), []stage.Asset{{Name: "a", Source: src}})
-				require.NoError(t, err)
-				return rt.Assets[0]
-			}
+			restage := func(change string) stage.StagedAsset { return restageOne(t, b, root, src, "c", change) }
 			first := restage("1\n")
 			require.Equal(t, 5, first.Sent, "the first stage sends every file")
 
@@ -82,17 +90,6 @@ func TestDeltaCarriesDashNames(t *testing.T) {
 // linked it for the wrong one, the check of the linked tree took it out,
 // and it was sent too (an outside helper's finding).
 func TestDeltaNewlineNameBesideDash(t *testing.T) {
-	runners := map[string]func(t *testing.T) (sandbox.Runner, string){
-		"local": func(t *testing.T) (sandbox.Runner, string) {
-			host := t.TempDir()
-			return sandbox.Local(host), filepath.Join(host, "rt")
-		},
-		"busybox": func(t *testing.T) (sandbox.Runner, string) {
-			bb := busyboxuser.New(t)
-			dir := busyboxuser.Dir(t)
-			return bb.Runner(dir), filepath.Join(dir, "home", "agent", "rt")
-		},
-	}
 	// Both orders of creation (a directory lists its names in an order of
 	// its own; tmpfs: the newest first), at the top and deeper.
 	trees := map[string][]string{
@@ -100,7 +97,7 @@ func TestDeltaNewlineNameBesideDash(t *testing.T) {
 		"top, reverse": {"-n\nx=newline\n", "-n=dash n\n"},
 		"deeper":       {"d/-n=dash n\n", "d/-n\nx=newline\n"},
 	}
-	for name, runner := range runners {
+	for name, runner := range deltaRunners {
 		for shape, spec := range trees {
 			t.Run(name+"/"+shape, func(t *testing.T) {
 				r, root := runner(t)
@@ -108,11 +105,9 @@ func TestDeltaNewlineNameBesideDash(t *testing.T) {
 				build(t, src, append(spec, "b=bee\n", "c=sea\n", "z=0")...)
 				b := stage.NewBridge(r)
 				for i := range 3 {
-					require.NoError(t, os.WriteFile(filepath.Join(src, "z"), []byte(fmt.Sprint(i)), 0o644))
-					rt, err := stage.Stage(context.Background(), b, filepath.ToSlash(root), []stage.Asset{{Name: "a", Source: src}})
-					require.NoError(t, err)
+					a := restageOne(t, b, root, src, "z", fmt.Sprint(i))
 					if i > 0 {
-						require.Equal(t, 2, rt.Assets[0].Sent, "stage %d: z and the name holding a newline", i)
+						require.Equal(t, 2, a.Sent, "stage %d: z and the name holding a newline", i)
 					}
 					for _, e := range spec {
 						p, want, _ := strings.Cut(e, "=")

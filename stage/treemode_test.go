@@ -1,7 +1,6 @@
 package stage_test
 
 import (
-	"context"
 	"fmt"
 	"io/fs"
 	"os"
@@ -10,8 +9,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/airlockdev/airlock/internal/busyboxuser"
-	"github.com/airlockdev/airlock/sandbox"
 	"github.com/airlockdev/airlock/stage"
 )
 
@@ -25,18 +22,7 @@ import (
 // 0777: writable by every user of the sandbox (an outside helper's
 // finding).
 func TestDeltaCopyRootMode(t *testing.T) {
-	runners := map[string]func(t *testing.T) (sandbox.Runner, string){
-		"local": func(t *testing.T) (sandbox.Runner, string) {
-			host := t.TempDir()
-			return sandbox.Local(host), filepath.Join(host, "rt")
-		},
-		"busybox user": func(t *testing.T) (sandbox.Runner, string) {
-			bb := busyboxuser.New(t)
-			dir := busyboxuser.Dir(t)
-			return bb.Runner(dir), filepath.Join(dir, "rt")
-		},
-	}
-	for name, runner := range runners {
+	for name, runner := range deltaRunners {
 		for _, dm := range []fs.FileMode{0o300, 0o700, 0o555} {
 			t.Run(fmt.Sprintf("%s/%o", name, dm), func(t *testing.T) {
 				r, root := runner(t)
@@ -46,11 +32,9 @@ func TestDeltaCopyRootMode(t *testing.T) {
 				t.Cleanup(func() { _ = os.Chmod(filepath.Join(src, "d"), 0o700) })
 				b := stage.NewBridge(r)
 				for i := range 3 {
-					require.NoError(t, os.WriteFile(filepath.Join(src, "c"), []byte(fmt.Sprint(i)), 0o644))
-					rt, err := stage.Stage(context.Background(), b, filepath.ToSlash(root), []stage.Asset{{Name: "a", Source: src}})
-					require.NoError(t, err)
+					a := restageOne(t, b, root, src, "c", fmt.Sprint(i))
 					if i > 0 {
-						require.Equal(t, 1, rt.Assets[0].Sent, "stage %d: only c changed", i)
+						require.Equal(t, 1, a.Sent, "stage %d: only c changed", i)
 					}
 					fi, err := os.Stat(filepath.Join(root, "a"))
 					require.NoError(t, err)

@@ -202,12 +202,12 @@ func PlanCarry(files []CarryFile) CarryPlan {
 }
 
 // StampsName returns the name, under the stage root, of the stamps of the
-// asset name's copy: one line per regular file of the copy, its inode,
-// size, modification and change times and ./PATH (see stampFuncs),
-// recorded by the publish once the copy is in place and the old one
-// deleted. A file
-// whose stamp (and mode) are the same at the next publish is vouched for
-// by them: it is carried as a hard link, unread. The stamps are the
+// asset name's copy: one line per regular file of the copy (but those
+// whose path holds a newline), its inode, size, modification and change
+// times and ./PATH (see stampFuncs), recorded by the publish once the copy
+// is in place and the old one deleted. A file whose stamp (and mode) are
+// the same at the next publish is vouched for by them: it is carried as a
+// hard link, unread. The stamps are the
 // sandbox's own record of its own copy, as trustworthy as the hashes it
 // reports: a sandbox can always lie about its copy (the staged copy is no
 // boundary against the sandbox that holds it).

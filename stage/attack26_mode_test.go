@@ -20,7 +20,8 @@ import (
 // TestAtk26CarriedChmodBeforeStream chmods a file the delta carries (its
 // content untouched) after the compare listed it as unchanged: at the
 // Bridge's carry or stream phase, or at the first progress call. A Stage
-// that returns nil must leave the copy with the mode its manifest records;
+// that returns nil must leave the copy with the mode its manifest records
+// (the new one, unless the host's walk read the file before the chmod);
 // it used to leave the old mode under a manifest with the new one, which
 // the next quiet Stage reused (only WithVerify repaired it); now it fails
 // with ErrChanged. No Index is needed: every delta publish through a
@@ -61,7 +62,12 @@ func TestAtk26CarriedChmodBeforeStream(t *testing.T) {
 			require.Less(t, rt.Assets[0].Sent, rt.Assets[0].Files, "the stage carried nothing: the attack missed the delta")
 			fi, err := os.Stat(filepath.Join(e.root, "a", "f05"))
 			require.NoError(t, err)
-			require.Equal(t, fs.FileMode(0o755), fi.Mode().Perm(), "the copy's f05 keeps its old mode while the manifest (and the Digest %s) records 0755", rt.Assets[0].Digest)
+			if at != stage.PhaseName(2) {
+				require.Equal(t, fs.FileMode(0o755), fi.Mode().Perm(), "the copy's f05 keeps its old mode while the manifest (and the Digest %s) records 0755", rt.Assets[0].Digest)
+			}
+			// At the stream phase, the host's walk (which runs beside the
+			// carry) may have read f05 before the chmod: the copy then has
+			// the mode it read, and so has its manifest.
 			require.Equal(t, atk26Digest(t, filepath.Join(e.root, "a")), rt.Assets[0].Digest, "the reported Digest is not the copy's")
 		})
 	}

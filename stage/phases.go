@@ -71,6 +71,7 @@ type publishRun struct {
 	planned                  chan error      // the plan's writer's outcome, when it writes the plan on stdin; the stream follows it
 	cmd                      *sendCmd        // the send command, from setup on
 	carried                  map[string]bool // the files the sandbox carried and checked
+	early                    *earlyStream    // the stream, written during the carry (streamsEarly)
 	streamed                 int64           // the tar stream's bytes, once written
 	err                      error
 }
@@ -245,10 +246,25 @@ func (s *publishRun) checkReady(op string) (sendOutcome, error) {
 // carry carries the unchanged files by a command of its own when the plan
 // is too long to travel in the send command's script, then waits for the
 // send command's CarriedLine (data: bounded by the caller's context).
+// Where it may, the stream's writer runs beside the carry (earlyStream);
+// a carry that fails stops it before anything reached the command.
 func (s *publishRun) carry() phase {
+	next := s.carryFiles()
+	if s.early != nil && next != phaseStream {
+		s.early.stop()
+	}
+	return next
+}
+
+// carryFiles is carry, with the stream's writer started beside it when it
+// may (streamsEarly) and released at the carry's end.
+func (s *publishRun) carryFiles() phase {
 	c := s.cmd
 	s.carried = c.rep.Hashes
 	if k, _ := s.b.knownCaps(); len(s.plan.Want) > 0 && !c.ended {
+		if s.streamsEarly(k.sha256) {
+			s.startEarly()
+		}
 		switch {
 		case s.planIn && k.records:
 			planned := make(chan error, 1)
@@ -267,6 +283,9 @@ func (s *publishRun) carry() phase {
 	if !c.ended {
 		select {
 		case <-c.rep.Carried:
+			if s.early != nil {
+				s.early.release(s.carried)
+			}
 			return phaseStream // the stream waits for the plan's writer (writeStream)
 		case err := <-c.done:
 			c.end(err)
@@ -392,14 +411,23 @@ func (s *publishRun) extracted(op string, wdone <-chan error) phase {
 // (shell.TarRecord) so that the sandbox's tar reads no further than the
 // stream's end.
 func (s *publishRun) writeStream() error {
+	if s.early != nil {
+		return <-s.early.done
+	}
 	if s.planned != nil {
 		if err := <-s.planned; err != nil {
 			return err
 		}
 	}
-	w := &countWriter{w: sink{s.cmd.pw}}
+	return s.writeTo(s.cmd.wctx, sink{s.cmd.pw}, s.carried, nil)
+}
+
+// writeTo writes the tar stream to dst, taking the files in carried as
+// carried (resend: see writeTarStream) and padding it when inline.
+func (s *publishRun) writeTo(ctx context.Context, dst io.Writer, carried map[string]bool, resend func() ([]string, error)) error {
+	w := &countWriter{w: dst}
 	defer func() { s.streamed = w.n }()
-	if _, err := writeTarStream(s.cmd.wctx, w, s.src, s.carried, s.plan.Want); err != nil || !s.inline {
+	if _, err := writeTarStream(ctx, w, s.src, carried, s.plan.Want, resend); err != nil || !s.inline {
 		return err
 	}
 	if pad := shell.RecordPad(w.n); pad > 0 {

@@ -894,6 +894,44 @@ func (t *Tree) Carry(e Entry) error {
 	return nil
 }
 
+// resend reads again the unchanged file rel, which a finished walk took
+// as carried, and hands it to fn: the sandbox did not carry it after all
+// (an early stream, see earlyStream). It must still be the file the
+// manifest lists (path, mode, size and SHA-256), else ErrChanged; it is no
+// longer counted as carried.
+func (t *Tree) resend(rel string, fn func(e Entry, r io.Reader) error) error {
+	u, ok := t.unchangedFile(rel)
+	if !ok || t.carried[rel] == "" {
+		return fmt.Errorf("stage: resend %q: not a carried file of this tree", rel)
+	}
+	changed := func(why string) error {
+		return fmt.Errorf("%w: %s %s while it was staged (the sandbox did not carry its unchanged copy, so it was read again): stage again", ErrChanged, path.Join(t.src, rel), why)
+	}
+	f, err := tree.OpenFile(t.src, rel)
+	if err != nil {
+		return changed(fmt.Sprintf("could not be opened again (%v)", err))
+	}
+	defer f.Close()
+	it, err := tree.NewReader(f, rel)
+	if err != nil {
+		return changed(fmt.Sprintf("could not be read again (%v)", err))
+	}
+	if it.Size != u.Size || it.Mode.Perm() != u.Mode.Perm() {
+		return changed("changed size or mode")
+	}
+	if err := fn(Entry{Path: rel, Mode: u.Mode.Perm(), Size: u.Size}, it); err != nil {
+		return err
+	}
+	if err := it.Verify(); err != nil {
+		return err
+	}
+	if it.SHA256 != u.SHA256 {
+		return changed("changed")
+	}
+	delete(t.carried, rel)
+	return nil
+}
+
 // sameMode reports whether perm is the mode the compare found for the
 // unchanged file rel.
 func (t *Tree) sameMode(rel string, perm fs.FileMode) bool {

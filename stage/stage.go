@@ -11,7 +11,6 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -614,6 +613,7 @@ type compared struct {
 type knownFile struct {
 	sum   [32]byte
 	stamp tree.Stamp
+	i     int // its UnchangedFile's index in compared.unchanged
 }
 
 // compare walks the Source against the stored manifest old (the
@@ -681,7 +681,7 @@ func (s *stager) compare(p *planned, old tree.Manifest, have string) (compared, 
 		if c.known == nil {
 			c.known = make(map[string]knownFile)
 		}
-		c.known[p] = knownFile{sum: sum, stamp: st}
+		c.known[p] = knownFile{sum: sum, stamp: st, i: len(c.unchanged) - 1}
 	})
 	return c, nil
 }
@@ -942,11 +942,11 @@ func (t *Tree) sameMode(rel string, perm fs.FileMode) bool {
 // unchangedFile returns the unchanged file rel (Tree.Unchanged), as the
 // compare found it.
 func (t *Tree) unchangedFile(rel string) (UnchangedFile, bool) {
-	i, ok := slices.BinarySearchFunc(t.unchanged, rel, func(u UnchangedFile, p string) int { return strings.Compare(u.Path, p) })
+	k, ok := t.known[rel]
 	if !ok {
 		return UnchangedFile{}, false
 	}
-	return t.unchanged[i], true
+	return t.unchanged[k.i], true
 }
 
 // carry records the unchanged file rel as carried and returns its size;

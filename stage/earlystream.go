@@ -158,6 +158,7 @@ func (s *publishRun) startEarly() {
 		if err == nil {
 			err = e.flush() // a stream that ended before its release (never: resend waits for it)
 		}
+		cancel()
 		e.done <- err
 	}()
 }

@@ -70,7 +70,7 @@ type WalkFunc func(fn func(e Entry, r io.Reader) error) ([]byte, error)
 func WriteStream(w io.Writer, mtime time.Time, walk WalkFunc) (manifest []byte, err error) {
 	err = writeArchive(w, func(tw *tar.Writer) error {
 		for _, d := range []string{TarNew, TarTree} {
-			if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: d, Mode: 0o755, ModTime: mtime}); err != nil {
+			if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: d, Mode: treeMode, ModTime: mtime}); err != nil {
 				return err
 			}
 		}
@@ -102,8 +102,11 @@ func WriteStream(w io.Writer, mtime time.Time, walk WalkFunc) (manifest []byte, 
 // (0777), and busybox's tar, as a non-root user, keeps the mode of a
 // directory that exists, whatever the header says.
 func treeModes(dirs []Entry) []byte {
-	return fmt.Appendf(ModesScript(TarTree, dirs), "chmod 755 -- %s || exit 1\n", Quote(strings.TrimSuffix(TarTree, "/")))
+	return fmt.Appendf(ModesScript(TarTree, dirs), "chmod %o -- %s || exit 1\n", treeMode, Quote(strings.TrimSuffix(TarTree, "/")))
 }
+
+// treeMode is the mode of the stream's directories TarNew and TarTree.
+const treeMode = 0o755
 
 // WritePlan writes p's lines to w as an archive of one member, TarPlan,
 // padded to whole TarRecord records: what a send command that takes its

@@ -22,20 +22,9 @@ import (
 // that session at the one point where the host decides, between the
 // command's report that the stream is extracted and the publish line.
 
-// extractedWatch is a command's stdout that calls at (once) when the
-// command reports the stream extracted, before the host can see it.
-type extractedWatch struct {
-	w    io.Writer
-	at   func()
-	seen atomic.Bool
-}
-
-func (e *extractedWatch) Write(p []byte) (int, error) {
-	if strings.Contains(string(p), shell.ExtractedLine+"\n") && !e.seen.Swap(true) {
-		e.at()
-	}
-	return e.w.Write(p)
-}
+// A command's stdout that calls at (once) when the command reports the
+// stream extracted, before the host can see it, is a lineHook for
+// shell.ExtractedLine.
 
 // stagedOld stages src (a=old, b=same) into a fresh root through a Bridge,
 // then changes a to new in src.
@@ -62,7 +51,7 @@ func TestInlinePublishCancelledAtExtracted(t *testing.T) {
 	r := &scriptedRunner{next: local, match: isTransfer, do: func(ctx context.Context, cmd sandbox.Command) error {
 		sends.Add(1)
 		require.Contains(t, cmd.Script, shell.PublishLine, "the send command publishes")
-		cmd.Stdout = &extractedWatch{w: cmd.Stdout, at: cancel}
+		cmd.Stdout = &lineHook{w: cmd.Stdout, line: shell.ExtractedLine, at: cancel}
 		return local.Run(ctx, cmd)
 	}}
 	_, err := stage.Stage(ctx, stage.NewBridge(r), root, []stage.Asset{{Name: "x", Source: src}})
@@ -80,7 +69,7 @@ func TestInlinePublishCancelledAtExtracted(t *testing.T) {
 // line, which the command never reads.
 type cutAtExtracted struct {
 	r     io.Reader
-	watch *extractedWatch
+	watch *lineHook
 }
 
 func (c *cutAtExtracted) Read(p []byte) (int, error) {
@@ -103,7 +92,7 @@ func TestInlinePublishLineNeverArrives(t *testing.T) {
 	dir, src, root := stagedOld(t)
 	local := sandbox.Local(dir)
 	r := &scriptedRunner{next: local, match: isTransfer, do: func(ctx context.Context, cmd sandbox.Command) error {
-		w := &extractedWatch{w: cmd.Stdout, at: func() {}}
+		w := &lineHook{w: cmd.Stdout, line: shell.ExtractedLine, at: func() {}}
 		cmd.Stdout = w
 		cmd.Stdin = &cutAtExtracted{r: cmd.Stdin, watch: w}
 		return local.Run(ctx, cmd)

@@ -53,7 +53,13 @@ func WithControlTimeout(d time.Duration) BridgeOption {
 // to cost more than 1.2 times sending them; with an Index, the comparison
 // that finds them is then skipped too), and
 // then receives the rest of the tree as a single buffered tar stream on its
-// stdin (a data step). The second checks the transfer completed and moves
+// stdin (a data step). While the sandbox carries, the host already walks
+// the Source and holds what it will send (up to 4 MiB; past that the walk
+// waits), taking the planned files as carried; the stream reaches the
+// command only after the carry's report, and a planned file the carry did
+// not take after all is read again from the host, checked against its
+// size, mode and SHA-256, and sent (not with FollowLinksWithin, whose
+// walk waits for the report instead). The second checks the transfer completed and moves
 // the tree and its manifest into place: renames alone are its control step
 // (under the control deadline). It then deletes the old copy, which it
 // moved aside into its temporary directory; the host waits at most one

@@ -110,9 +110,9 @@ func (e *earlyStream) stop() {
 	<-e.done
 }
 
-// resend waits for the carry's end and returns, sorted, the planned files
-// the sandbox did not carry.
-func (e *earlyStream) resend(planned map[string]string) ([]string, error) {
+// uncarried waits for the carry's end and returns, sorted, the planned
+// files the sandbox did not carry.
+func (e *earlyStream) uncarried(planned map[string]string) ([]string, error) {
 	e.mu.Lock()
 	for !e.released && !e.stopped {
 		e.cond.Wait()
@@ -154,9 +154,9 @@ func (s *publishRun) startEarly() {
 		planned[p] = true
 	}
 	go func() {
-		err := s.writeTo(ctx, e, planned, func() ([]string, error) { return e.resend(s.plan.Want) })
+		err := s.writeTo(ctx, e, planned, e.uncarried)
 		if err == nil {
-			err = e.flush() // a stream that ended before its release (never: resend waits for it)
+			err = e.flush() // a stream that ended before its release (never: uncarried waits for it)
 		}
 		cancel()
 		e.done <- err

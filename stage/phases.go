@@ -423,11 +423,11 @@ func (s *publishRun) writeStream() error {
 }
 
 // writeTo writes the tar stream to dst, taking the files in carried as
-// carried (resend: see writeTarStream) and padding it when inline.
-func (s *publishRun) writeTo(ctx context.Context, dst io.Writer, carried map[string]bool, resend func() ([]string, error)) error {
+// carried (uncarried: see writeTarStream) and padding it when inline.
+func (s *publishRun) writeTo(ctx context.Context, dst io.Writer, carried map[string]bool, uncarried func(map[string]string) ([]string, error)) error {
 	w := &countWriter{w: dst}
 	defer func() { s.streamed = w.n }()
-	if _, err := writeTarStream(ctx, w, s.src, carried, s.plan.Want, resend); err != nil || !s.inline {
+	if _, err := writeTarStream(ctx, w, s.src, carried, s.plan.Want, uncarried); err != nil || !s.inline {
 		return err
 	}
 	if pad := shell.RecordPad(w.n); pad > 0 {

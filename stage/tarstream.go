@@ -11,8 +11,10 @@ import (
 
 // writeTarStream writes src to w as one tar stream (shell's layout)
 // and returns its manifest. Files the Target carried from the previous copy
-// (Tree.Carry) are left out of the stream.
-func writeTarStream(ctx context.Context, w io.Writer, src *Tree, carried map[string]bool, planned map[string]string, resend func() ([]string, error)) ([]byte, error) {
+// (Tree.Carry) are left out of the stream. With uncarried (an early
+// stream: carried holds every planned file), the planned files it returns
+// after the walk are read again and sent (Tree.resend).
+func writeTarStream(ctx context.Context, w io.Writer, src *Tree, carried map[string]bool, planned map[string]string, uncarried func(planned map[string]string) ([]string, error)) ([]byte, error) {
 	return shell.WriteStream(w, src.ModTime(), func(fn func(shell.Entry, io.Reader) error) ([]byte, error) {
 		walked := make(map[string]bool, len(planned)) // planned files the walk found, still regular files
 		m, err := src.walk(ctx, func(rel string) bool {
@@ -35,20 +37,19 @@ func writeTarStream(ctx context.Context, w io.Writer, src *Tree, carried map[str
 		if err == nil && len(walked) != len(planned) {
 			err = vanished(src, planned, walked)
 		}
-		if err == nil && resend != nil {
-			err = resendFiles(src, resend, fn)
+		if err == nil && uncarried != nil {
+			var missing []string
+			if missing, err = uncarried(planned); err == nil {
+				err = resendFiles(src, missing, fn)
+			}
 		}
 		return m, err
 	})
 }
 
-// resendFiles sends, after the walk, the files that resend names: files
-// the walk took as carried that the sandbox did not carry after all.
-func resendFiles(src *Tree, resend func() ([]string, error), fn func(shell.Entry, io.Reader) error) error {
-	missing, err := resend()
-	if err != nil {
-		return err
-	}
+// resendFiles sends, after the walk, the files in missing: files the walk
+// took as carried that the sandbox did not carry after all.
+func resendFiles(src *Tree, missing []string, fn func(shell.Entry, io.Reader) error) error {
 	for _, rel := range missing {
 		if err := src.resend(rel, func(e Entry, r io.Reader) error {
 			return fn(shell.Entry{Path: e.Path, Mode: e.Mode, Size: e.Size}, r)

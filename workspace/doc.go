@@ -159,6 +159,15 @@
 // one tar stream (read through internal/tree, links skipped); its manifest
 // is the baseline. Restore reads the sandbox's tar stream as hostile.
 //
+// A sandbox may share the host's file system (sandbox.Local, a container or
+// bwrap with a bind mount). Before it writes anything, Prepare (of either
+// kind) refuses with ErrSpec a Remote that is Local, a directory above it,
+// or one inside it there, whatever links lead to it: clearing it would
+// delete the local files. The probe reports the device and inode of Remote
+// and of each directory above it; a match is confirmed by a marker file
+// the host writes in Local's sandbox.RuntimeDir and removes at once (a
+// sandbox on another machine may show the same numbers by chance).
+//
 // # The 3-way merge (both kinds)
 //
 // Against the round's baseline: a remote change beats the baseline; a local

@@ -136,6 +136,9 @@ func (r *Round) prepareGit(ctx context.Context, gitDir string) (err error) {
 	if err := checkTools(pr, true); err != nil {
 		return err
 	}
+	if err := r.checkOverlap(ctx, pr); err != nil {
+		return err
+	}
 	head, err := g.Line(ctx, "rev-parse", "-q", "--verify", "HEAD^{commit}")
 	if err != nil && gitexec.Status(err) != 1 {
 		return err

@@ -30,6 +30,9 @@ func (r *Round) preparePlain(ctx context.Context) (err error) {
 	if err := checkTools(pr, false); err != nil {
 		return err
 	}
+	if err := r.checkOverlap(ctx, pr); err != nil {
+		return err
+	}
 	rp, wp, err := os.Pipe()
 	if err != nil {
 		return err

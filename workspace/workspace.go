@@ -21,7 +21,7 @@ import (
 // Spec names the two sides of a round.
 type Spec struct {
 	Local   string         // host work tree (git work tree or plain directory), absolute
-	Remote  string         // absolute directory in the sandbox
+	Remote  string         // absolute directory in the sandbox; Prepare clears it, so in a sandbox that shares the host's file system it may be neither Local, nor above it, nor inside it (ErrSpec)
 	Runner  sandbox.Runner // runs every sandbox command
 	Exclude []string       // extra slash patterns never synced either way; sandbox.RuntimeDir is always excluded
 }

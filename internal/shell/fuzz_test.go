@@ -178,6 +178,7 @@ func FuzzWorkspaceProbe(f *testing.F) {
 	f.Add([]byte("tool git\ntool tar\ngitversion git version 2.39.5\nhave " + strings.Repeat("b", 40) + "\nend\n"))
 	f.Add([]byte("tool sh\nend\n"))
 	f.Add([]byte("end"))
+	f.Add([]byte("id 65024 5308426\nid - -\nid 1 2\nend\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		p, err := ParseWorkspaceProbe(data)
 		if err != nil {
@@ -197,6 +198,17 @@ func FuzzWorkspaceProbe(f *testing.F) {
 		for _, h := range p.Have {
 			if !IsObjectName(h) {
 				t.Fatalf("object name %q accepted", h)
+			}
+		}
+		if len(p.IDs) > MaxProbeIDs {
+			t.Fatal("too many ids accepted")
+		}
+		for _, id := range p.IDs {
+			if !id.OK && id != (FileID{}) {
+				t.Fatalf("an unknown id with numbers: %+v", id)
+			}
+			if id.OK && !strings.Contains(string(data), fmt.Sprintf("id %d %d\n", id.Dev, id.Ino)) {
+				t.Fatalf("id %+v is not the decimal line of the input", id)
 			}
 		}
 	})

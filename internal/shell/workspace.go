@@ -2,6 +2,7 @@ package shell
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 )
 
@@ -203,14 +204,44 @@ type WorkspaceProbe struct {
 	Tools      map[string]bool // "git", "tar": the tools it has
 	GitVersion string          // "git version …" or ""
 	Have       []string        // commit names the sandbox repository holds (refs and HEAD), at most MaxProbeHave
+	// IDs are the device and inode numbers of the work tree's directory and
+	// of each directory above it, in that order up to /, as the sandbox's
+	// stat(1) reports them through links (the zero FileID where it
+	// reports none: a directory not made yet, no stat). At most
+	// MaxProbeIDs.
+	IDs []FileID
+}
+
+// FileID is a file's device and inode numbers; OK is false when unknown.
+type FileID struct {
+	Dev, Ino uint64
+	OK       bool
+}
+
+// MaxProbeIDs bounds the IDs a workspace probe may list: one per path
+// component of the work tree, and / (a path is at most 4096 bytes).
+const MaxProbeIDs = 2049
+
+// probeIDs prints an "id DEV INO" line (or "id - -") for the directory $r
+// and for each directory above it, up to /: stat -L (GNU, BusyBox) or
+// stat -L -f (BSD) of each lexical parent.
+const probeIDs = `d=$r; while :; do s=$( { stat -L -c '%d %i' -- "$d" || stat -L -f '%d %i' -- "$d"; } 2>/dev/null) || s=; case "$s" in *[!0-9\ ]*|'') s='- -';; esac; echo "id $s"; [ "$d" = / ] && break; d=${d%/*}; [ -n "$d" ] || d=/; done
+`
+
+// WorkspaceMarkerScript reports whether the file at path exists in the
+// sandbox: it prints "same" when it does, then "end".
+func WorkspaceMarkerScript(path string) string {
+	return fmt.Sprintf("if [ -e %s ]; then echo same; fi\necho end\n", Quote(path))
 }
 
 // WorkspaceProbeScript returns the probe of a workspace sandbox whose work
-// tree is remote: its tools, its git version, and the commits its
-// repository already holds. ParseWorkspaceProbe reads its output.
+// tree is remote: its tools, its git version, the commits its repository
+// already holds, and the identity of the work tree's directory and of
+// those above it (WorkspaceProbe.IDs). ParseWorkspaceProbe reads its
+// output.
 func WorkspaceProbeScript(remote string) string {
 	return fmt.Sprintf(`r=%s
-for t in git tar; do if command -v "$t" >/dev/null 2>&1; then echo "tool $t"; fi; done
+%sfor t in git tar; do if command -v "$t" >/dev/null 2>&1; then echo "tool $t"; fi; done
 if command -v git >/dev/null 2>&1; then v=$(git --version 2>/dev/null) && echo "gitversion $v"; fi
 if [ -d "$r/.git" ] && [ ! -L "$r/.git" ] && cd "$r" 2>/dev/null; then
 %s
@@ -218,7 +249,24 @@ export GIT_DIR=.git GIT_WORK_TREE=.
 { g for-each-ref --count=%d --format='%%(objectname)' refs/airlock/base refs/heads; g rev-parse -q --verify 'HEAD^{commit}'; } 2>/dev/null | g cat-file --batch-check='%%(objecttype) %%(objectname)' 2>/dev/null | while read -r t n; do [ "$t" = commit ] && echo "have $n"; done
 fi
 echo end
-`, Quote(remote), GitPrelude, MaxProbeHave-1)
+`, Quote(remote), probeIDs, GitPrelude, MaxProbeHave-1)
+}
+
+// parseFileID reads "DEV INO" (decimal) or "- -".
+func parseFileID(v string) (FileID, bool) {
+	if v == "- -" {
+		return FileID{}, true
+	}
+	d, i, ok := strings.Cut(v, " ")
+	if !ok {
+		return FileID{}, false
+	}
+	dev, err1 := strconv.ParseUint(d, 10, 64)
+	ino, err2 := strconv.ParseUint(i, 10, 64)
+	if err1 != nil || err2 != nil { // digits only: ParseUint takes no sign
+		return FileID{}, false
+	}
+	return FileID{Dev: dev, Ino: ino, OK: true}, true
 }
 
 // ParseWorkspaceProbe reads a workspace probe's output. It accepts only
@@ -251,6 +299,12 @@ func ParseWorkspaceProbe(data []byte) (WorkspaceProbe, error) {
 				return WorkspaceProbe{}, protocolf("the sandbox probe lists more than %d commits", MaxProbeHave)
 			}
 			p.Have = append(p.Have, v)
+		case "id":
+			id, ok := parseFileID(v)
+			if !ok || len(p.IDs) >= MaxProbeIDs {
+				return WorkspaceProbe{}, protocolf("the sandbox probe has a bad id line %.80q", l)
+			}
+			p.IDs = append(p.IDs, id)
 		default:
 			return WorkspaceProbe{}, protocolf("unexpected sandbox probe line %.80q", l)
 		}

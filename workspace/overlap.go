@@ -1,0 +1,166 @@
+package workspace
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/airlockdev/airlock/internal/shell"
+	"github.com/airlockdev/airlock/sandbox"
+)
+
+// A sandbox may share the host's file system (sandbox.Local, a bind mount
+// in a container or bwrap): Spec.Remote may then be Spec.Local, a
+// directory above it, or one below it. Prepare clears Remote before it
+// sends the tree, so any of the three would delete the user's files while
+// they are read. checkOverlap refuses such a Spec before anything is
+// written to Remote.
+//
+// The probe reports the identity (device and inode, through links) of
+// Remote and of each directory above it. A match with Local, or of Remote
+// with a directory above Local, is only a suspicion: two machines cloned
+// from one image hold directories with the same numbers. It is confirmed
+// by a marker: a file the host writes in Local's runtime directory and
+// removes at once, which the sandbox looks for at the path where Local
+// would be.
+
+// fileID returns the identity of p, following links.
+func fileID(p string) (shell.FileID, bool) {
+	fi, err := os.Stat(p)
+	if err != nil {
+		return shell.FileID{}, false
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return shell.FileID{}, false
+	}
+	return shell.FileID{Dev: uint64(st.Dev), Ino: uint64(st.Ino), OK: true}, true // Dev is an int32 on macOS
+}
+
+// levels returns p and each directory above it, up to the root (dir is
+// path.Dir or filepath.Dir).
+func levels(p string, dir func(string) string) []string {
+	out := []string{p}
+	for p != dir(p) {
+		p = dir(p)
+		out = append(out, p)
+	}
+	return out
+}
+
+// overlapCandidate is a sandbox path where Local would be if the two file
+// systems are one, and how the probe suggested it.
+type overlapCandidate struct {
+	at  string // sandbox path of Local
+	how string // "is", "holds" or "is inside"
+}
+
+// checkOverlap returns an ErrSpec error when Spec.Remote is Spec.Local, a
+// directory above it or one below it, in one file system.
+func (r *Round) checkOverlap(ctx context.Context, pr probe) error {
+	remote := levels(r.spec.Remote, path.Dir)
+	if len(pr.IDs) == 0 {
+		return nil // a probe that names no directory: nothing to compare
+	}
+	if len(pr.IDs) != len(remote) {
+		return fmt.Errorf("%w: probing the sandbox at %s: %d directory identities for a path of %d levels", ErrHostile, r.spec.Remote, len(pr.IDs), len(remote))
+	}
+	local, ok := fileID(r.spec.Local)
+	if !ok {
+		return nil // Prepare's own walk reports a missing Local
+	}
+	var cands []overlapCandidate
+	for i, id := range pr.IDs {
+		if id.OK && id == local {
+			how := "is"
+			if i > 0 {
+				how = "is inside"
+			}
+			cands = append(cands, overlapCandidate{at: remote[i], how: how})
+		}
+	}
+	if rem := pr.IDs[0]; rem.OK {
+		// The directories above Local, lexically and through its links.
+		above := levels(filepath.Dir(r.spec.Local), filepath.Dir)
+		if phys, err := filepath.EvalSymlinks(r.spec.Local); err == nil && phys != r.spec.Local {
+			above = append(above, levels(filepath.Dir(phys), filepath.Dir)...)
+		}
+		for _, a := range above {
+			if id, ok := fileID(a); ok && id == rem {
+				rel, err := filepath.Rel(a, r.spec.Local)
+				if err != nil || strings.HasPrefix(rel, "..") {
+					continue
+				}
+				cands = append(cands, overlapCandidate{at: path.Join(r.spec.Remote, filepath.ToSlash(rel)), how: "holds"})
+				break
+			}
+		}
+	}
+	if len(cands) == 0 {
+		return nil
+	}
+	return r.confirmOverlap(ctx, cands)
+}
+
+// confirmOverlap writes a marker in Local's runtime directory and asks the
+// sandbox whether it sees it at a candidate's path; the marker (and the
+// runtime directory, when made for it) is removed before it returns.
+func (r *Round) confirmOverlap(ctx context.Context, cands []overlapCandidate) (err error) {
+	id, err := newID()
+	if err != nil {
+		return err
+	}
+	name := "overlap-" + id
+	dir := filepath.Join(r.spec.Local, sandbox.RuntimeDir)
+	made := false
+	if err := os.Mkdir(dir, 0o700); err == nil {
+		made = true
+	} else if !errors.Is(err, fs.ErrExist) {
+		return r.unconfirmed(cands[0], err)
+	}
+	marker := filepath.Join(dir, name)
+	if err := os.WriteFile(marker, nil, 0o600); err != nil {
+		if made {
+			_ = os.Remove(dir)
+		}
+		return r.unconfirmed(cands[0], err)
+	}
+	defer func() {
+		rerr := os.Remove(marker)
+		if made {
+			rerr = errors.Join(rerr, os.Remove(dir))
+		}
+		if rerr != nil && err == nil {
+			err = fmt.Errorf("workspace: removing the marker %s: %w; remove it by hand", marker, rerr)
+		}
+	}()
+	for _, c := range cands {
+		var out bytes.Buffer
+		lw := &limitWriter{w: &out, n: 64}
+		script := shell.WorkspaceMarkerScript(path.Join(c.at, sandbox.RuntimeDir, name))
+		if err := sandbox.Control(ctx, r.spec.Runner, sandbox.Command{Script: script, Stdout: lw}); err != nil {
+			return fmt.Errorf("workspace: checking whether the sandbox's %s is %s on the host: %w", r.spec.Remote, r.spec.Local, err)
+		}
+		switch out.String() {
+		case "same\nend\n":
+			return fmt.Errorf("%w: Spec.Remote %s %s Spec.Local %s in one file system (the sandbox shares the host's): Prepare clears Remote, which would delete the local files; pass a Remote that is neither Local, nor above it, nor inside it", ErrSpec, r.spec.Remote, c.how, r.spec.Local)
+		case "end\n":
+		default:
+			return fmt.Errorf("%w: checking whether the sandbox's %s is %s: unexpected output %.80q", ErrHostile, r.spec.Remote, r.spec.Local, out.String())
+		}
+	}
+	return nil
+}
+
+// unconfirmed is the error of a suspected overlap that no marker could
+// settle (Local is not writable).
+func (r *Round) unconfirmed(c overlapCandidate, err error) error {
+	return fmt.Errorf("%w: Spec.Remote %s may be the directory %s of Spec.Local %s (same device and inode in the sandbox), and no marker could be written to tell (%w); Prepare clears Remote: pass a Remote that is neither Local, nor above it, nor inside it", ErrSpec, r.spec.Remote, c.at, r.spec.Local, err)
+}

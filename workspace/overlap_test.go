@@ -1,0 +1,157 @@
+package workspace_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/airlockdev/airlock/sandbox"
+	"github.com/airlockdev/airlock/workspace"
+)
+
+// A sandbox that shares the host's file system (every runner of this
+// suite does: the directory runner, and SSH servers on this machine) may
+// be given a Remote that is the Local work tree, a directory above it or
+// one inside it. Prepare clears Remote: it must refuse such a Spec before
+// it writes anything, and lose nothing.
+
+// treeState returns every entry under dir (its type, mode and content).
+func treeState(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	m := map[string]string{}
+	require.NoError(t, filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		require.NoError(t, err)
+		rel, err := filepath.Rel(dir, p)
+		require.NoError(t, err)
+		fi, err := d.Info()
+		require.NoError(t, err)
+		s := fi.Mode().String()
+		if fi.Mode().IsRegular() {
+			b, err := os.ReadFile(p)
+			require.NoError(t, err)
+			s += " " + string(b)
+		}
+		m[rel] = s
+		return nil
+	}))
+	return m
+}
+
+func TestPrepareRefusesRemoteOverlappingLocal(t *testing.T) {
+	overlaps := map[string]func(t *testing.T, base, local string) (remote string, runDir string){
+		"the same directory": func(t *testing.T, base, local string) (string, string) { return local, local },
+		"the directory above": func(t *testing.T, base, local string) (string, string) {
+			return filepath.Dir(local), filepath.Dir(local)
+		},
+		"a directory inside": func(t *testing.T, base, local string) (string, string) {
+			return filepath.Join(local, "src"), local
+		},
+		"a link to it": func(t *testing.T, base, local string) (string, string) {
+			l := filepath.Join(base, "via")
+			require.NoError(t, os.Symlink(local, l))
+			return l, base
+		},
+		"below a link to the directory above": func(t *testing.T, base, local string) (string, string) {
+			l := filepath.Join(base, "up")
+			require.NoError(t, os.Symlink(filepath.Dir(local), l))
+			return filepath.Join(l, filepath.Base(local)), base
+		},
+	}
+	eachRunner(t, func(t *testing.T, newRunner func(t *testing.T, dir string) sandbox.Runner) {
+		for _, kind := range []string{"plain", "git"} {
+			for name, overlap := range overlaps {
+				t.Run(kind+"/"+name, func(t *testing.T) {
+					base := t.TempDir()
+					local := filepath.Join(base, "proj")
+					require.NoError(t, os.MkdirAll(local, 0o755))
+					files := map[string]string{"precious.txt": "keep me\n", "src/main.go": "package main\n", "src/deep/x": "x\n"}
+					if kind == "git" {
+						initRepo(t, local, files)
+						write(t, local, "dirty.txt", "not committed\n")
+					} else {
+						for k, v := range files {
+							write(t, local, k, v)
+						}
+					}
+					require.NoError(t, os.WriteFile(filepath.Join(base, "sibling.txt"), []byte("beside\n"), 0o644))
+					remote, runDir := overlap(t, base, local)
+					before, beside := treeState(t, local), treeState(t, base)
+
+					_, err := workspace.Prepare(ctx(t), workspace.Spec{Local: local, Remote: remote, Runner: newRunner(t, runDir)})
+					require.ErrorIs(t, err, workspace.ErrSpec)
+					assert.False(t, sandbox.Retryable(err), "retrying cannot help: %v", err)
+					assert.ErrorContains(t, err, remote)
+					assert.ErrorContains(t, err, "pass a Remote that is neither Local, nor above it, nor inside it")
+					assert.Equal(t, before, treeState(t, local), "the work tree is as it was, with no marker left")
+					assert.Equal(t, beside, treeState(t, base))
+				})
+			}
+		}
+	})
+}
+
+// probeForger makes the workspace probe report, for the work tree's
+// directory, the device and inode of another directory: what a sandbox on
+// another machine cloned from the host's image may report by chance.
+type probeForger struct {
+	sandbox.Runner
+	id string // "DEV INO"
+}
+
+func (f probeForger) ControlTimeout() time.Duration { return sandbox.ControlDeadline(f.Runner) }
+
+func (f probeForger) Run(ctx context.Context, cmd sandbox.Command) error {
+	if !strings.Contains(cmd.Script, "gitversion") {
+		return f.Runner.Run(ctx, cmd)
+	}
+	var out bytes.Buffer
+	w := cmd.Stdout
+	cmd.Stdout = &out
+	err := f.Runner.Run(ctx, cmd)
+	first := true
+	var sb strings.Builder
+	for _, l := range strings.SplitAfter(out.String(), "\n") {
+		if first && strings.HasPrefix(l, "id ") {
+			l, first = "id "+f.id+"\n", false
+		}
+		sb.WriteString(l)
+	}
+	if _, werr := io.WriteString(w, sb.String()); werr != nil && err == nil {
+		err = werr
+	}
+	return err
+}
+
+// TestPrepareOverlapSuspicionCleared: a Remote whose device and inode
+// equal Local's while it is another directory is a suspicion the marker
+// clears: Prepare goes on, the round trip works, and no marker is left in
+// the work tree.
+func TestPrepareOverlapSuspicionCleared(t *testing.T) {
+	eachRunner(t, func(t *testing.T, newRunner func(t *testing.T, dir string) sandbox.Runner) {
+		e := newEnv(t, newRunner)
+		write(t, e.local, "a.txt", "a\n")
+		var st syscall.Stat_t
+		require.NoError(t, syscall.Stat(e.local, &st))
+		e.spec.Runner = probeForger{Runner: e.spec.Runner, id: fmt.Sprintf("%d %d", st.Dev, st.Ino)}
+
+		r, err := workspace.Prepare(ctx(t), e.spec)
+		require.NoError(t, err)
+		assert.False(t, exists(e.local, sandbox.RuntimeDir), "the marker and its directory are gone")
+		assert.Equal(t, "a\n", read(t, e.remote, "a.txt"))
+		write(t, e.remote, "b.txt", "b\n")
+		_, err = r.Restore(ctx(t))
+		require.NoError(t, err)
+		assert.Equal(t, "b\n", read(t, e.local, "b.txt"))
+	})
+}

@@ -16,6 +16,7 @@ import (
 // after the walk are read again and sent (Tree.resend).
 func writeTarStream(ctx context.Context, w io.Writer, src *Tree, carried map[string]bool, planned map[string]string, uncarried func(planned map[string]string) ([]string, error)) ([]byte, error) {
 	return shell.WriteStream(w, src.ModTime(), func(fn func(shell.Entry, io.Reader) error) ([]byte, error) {
+		send := func(e Entry, r io.Reader) error { return fn(shell.Entry{Path: e.Path, Mode: e.Mode, Size: e.Size}, r) }
 		walked := make(map[string]bool, len(planned)) // planned files the walk found, still regular files
 		m, err := src.walk(ctx, func(rel string) bool {
 			if !carried[rel] {
@@ -32,7 +33,7 @@ func writeTarStream(ctx context.Context, w io.Writer, src *Tree, carried map[str
 			if carried[e.Path] && e.Mode.IsRegular() {
 				return src.Carry(e)
 			}
-			return fn(shell.Entry{Path: e.Path, Mode: e.Mode, Size: e.Size}, r)
+			return send(e, r)
 		})
 		if err == nil && len(walked) != len(planned) {
 			err = vanished(src, planned, walked)
@@ -40,7 +41,7 @@ func writeTarStream(ctx context.Context, w io.Writer, src *Tree, carried map[str
 		if err == nil && uncarried != nil {
 			var missing []string
 			if missing, err = uncarried(planned); err == nil {
-				err = resendFiles(src, missing, fn)
+				err = resendFiles(src, missing, send)
 			}
 		}
 		return m, err
@@ -49,11 +50,9 @@ func writeTarStream(ctx context.Context, w io.Writer, src *Tree, carried map[str
 
 // resendFiles sends, after the walk, the files in missing: files the walk
 // took as carried that the sandbox did not carry after all.
-func resendFiles(src *Tree, missing []string, fn func(shell.Entry, io.Reader) error) error {
+func resendFiles(src *Tree, missing []string, send func(Entry, io.Reader) error) error {
 	for _, rel := range missing {
-		if err := src.resend(rel, func(e Entry, r io.Reader) error {
-			return fn(shell.Entry{Path: e.Path, Mode: e.Mode, Size: e.Size}, r)
-		}); err != nil {
+		if err := src.resend(rel, send); err != nil {
 			return err
 		}
 	}

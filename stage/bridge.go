@@ -619,10 +619,10 @@ func (b *Bridge) Publish(ctx context.Context, root, name string, src *Tree) (err
 	dst := path.Join(root, name)
 	mf := path.Join(root, manifestName(name))
 
-	s := &publishRun{b: b, ctx: ctx, root: root, name: name, tmp: tmp, dst: dst, mf: mf, src: src}
+	s := &publishRun{b: b, ctx: ctx, root: root, name: name, tmp: tmp, dst: dst, mf: mf, src: src, guard: sourceIDs(src.src)}
 	start := time.Now()
 	if err := s.run(); err != nil {
-		return raced(err)
+		return overlapped(raced(err), dst, src.src)
 	}
 	b.costs.learn(s.streamed, len(s.plan.Want), time.Since(start))
 	return nil

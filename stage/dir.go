@@ -242,6 +242,9 @@ func (d *Dir) Publish(ctx context.Context, root, name string, src *Tree) (err er
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	if fi, err := rr.Lstat(name); err == nil && fi.IsDir() && isSource(fi, sourceIDs(src.src)) {
+		return overlapErr(path.Join(root, name), src.src)
+	}
 	mname := manifestName(name)
 	d.mark(rr, tmp, name)
 	if err := rr.RemoveAll(mname); err != nil {

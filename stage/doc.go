@@ -31,7 +31,12 @@
 //     sweep marker stays beside it as its record, [Pruner] Assets lists it
 //     (so a prune removes it), and the next stage of it sends it whole. A link the
 //     sandbox plants at the root or at <root>/<Name> is replaced, never
-//     written through; [Dir] never writes outside its directory.
+//     written through; [Dir] never writes outside its directory. Where the
+//     sandbox shares the host's file system (a directory, a container with
+//     a bind mount), a publish whose <root>/<Name> is the Source itself or
+//     a directory above it (by device and inode, through links) moves
+//     nothing and fails with [ErrBadRoot]: replacing it would delete the
+//     Source's links and excluded files, or all else in a directory above.
 //   - The manifest (path, type, mode, size, SHA-256 per entry; canonical
 //     JSON) lives beside the asset, outside it, so the agent sees exactly the
 //     source tree. Staging identical content again costs one round trip,

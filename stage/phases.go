@@ -73,6 +73,7 @@ type publishRun struct {
 	carried                  map[string]bool // the files the sandbox carried and checked
 	early                    *earlyStream    // the stream, written during the carry (streamsEarly)
 	streamed                 int64           // the tar stream's bytes, once written
+	guard                    []shell.FileID  // the Source and the directories above it (sourceIDs)
 	err                      error
 }
 
@@ -167,7 +168,7 @@ func (s *publishRun) sendScript(known bool, c capsState) string {
 	if (!known || c.records) && !s.b.twoSessions {
 		// Not known yet: the script tries the exchange (an mv without it
 		// fails and the two renames follow).
-		send.Publish = &shell.Publish{Manifest: s.mf, Name: s.name, Exchange: c.exchange || !known}
+		send.Publish = &shell.Publish{Manifest: s.mf, Name: s.name, Exchange: c.exchange || !known, Guard: s.guard}
 	}
 	return shell.SendScript(send)
 }
@@ -490,7 +491,7 @@ func (s *publishRun) publish() phase {
 		return s.publishInline()
 	}
 	caps, _ := s.b.knownCaps()
-	s.err = s.b.renameThenDelete(s.ctx, "moving the new copy into place", sandbox.Command{Script: shell.PublishScript(s.tmp, s.dst, s.mf, s.name, caps.exchange, s.src.split)})
+	s.err = s.b.renameThenDelete(s.ctx, "moving the new copy into place", sandbox.Command{Script: shell.PublishScript(s.tmp, s.dst, s.mf, s.name, caps.exchange, s.src.split, s.guard)})
 	if errors.Is(s.err, ErrTransport) {
 		s.err = s.leftBehind(s.err)
 	}

@@ -106,7 +106,7 @@ func TestStageScriptsRun(t *testing.T) {
 			require.NoError(t, err)
 			assert.Regexp(t, `^[0-9]+\n`, string(owner))
 
-			out, stderr, status = shRun(t, sh, shell.PublishScript(tmp, dst, mf, "a", caps.Exchange, caps.Exchange), nil)
+			out, stderr, status = shRun(t, sh, shell.PublishScript(tmp, dst, mf, "a", caps.Exchange, caps.Exchange, nil), nil)
 			require.Equal(t, 0, status, "publish: %s", stderr)
 			assert.Equal(t, shell.PublishedLine+"\n", out)
 			assert.Equal(t, "content", readString(t, filepath.Join(dst, "d", "f")))
@@ -518,7 +518,7 @@ func publishTree(t *testing.T, sh []string, root string) string {
 	stream, _ := stageTree(t)
 	_, stderr, status := shRun(t, sh, shell.SendScript(shell.Send{Root: root, Tmp: tmp, Dst: dst, Hash: true}), stream)
 	require.Equal(t, 0, status, "send: %s", stderr)
-	_, stderr, status = shRun(t, sh, shell.PublishScript(tmp, dst, mf, "a", false, false), nil)
+	_, stderr, status = shRun(t, sh, shell.PublishScript(tmp, dst, mf, "a", false, false, nil), nil)
 	require.Equal(t, 0, status, "publish: %s", stderr)
 	return dst
 }
@@ -553,7 +553,7 @@ func TestPublishRaceOtherCopy(t *testing.T) {
 				if out, _, _ := shRun(t, sh, "PATH="+bin+":$PATH\ncommand -v mv", nil); strings.TrimSpace(out) != filepath.Join(bin, "mv") {
 					t.Skipf("%s runs its own mv (%q), not one from PATH: the other copy cannot be planted", sh[0], strings.TrimSpace(out))
 				}
-				_, stderr, status = shRun(t, sh, "PATH="+bin+":$PATH\n"+shell.PublishScript(tmp, dst, mf, "a", false, false), nil)
+				_, stderr, status = shRun(t, sh, "PATH="+bin+":$PATH\n"+shell.PublishScript(tmp, dst, mf, "a", false, false, nil), nil)
 				assert.Equal(t, 4, status, "the publish fails: %s", stderr)
 				assert.Contains(t, stderr, "cannot move the new copy to "+dst+": it is in use, or another stage put one there meanwhile; stage again")
 				names, err := os.ReadDir(dst)
@@ -594,7 +594,7 @@ func TestSweepMarkerRuns(t *testing.T) {
 			_, err = f.WriteString("kill -9 $$\n")
 			require.NoError(t, err)
 			require.NoError(t, f.Close())
-			_, _, status = shRun(t, sh, shell.PublishScript(tmp, dst, filepath.Join(root, shell.ManifestName("a")), "a", false, true), nil)
+			_, _, status = shRun(t, sh, shell.PublishScript(tmp, dst, filepath.Join(root, shell.ManifestName("a")), "a", false, true, nil), nil)
 			require.Equal(t, -1, status, "the publish is killed")
 			assert.Regexp(t, `^[0-9]+\n`, readString(t, marker), "the killed publish's marker names it")
 			assert.DirExists(t, tmp)
@@ -786,7 +786,7 @@ func TestCleanupAfterKilledPublish(t *testing.T) {
 					stream, _ := stageTree(t)
 					_, stderr, status := shRun(t, sh, shell.SendScript(shell.Send{Root: root, Tmp: tmp, Dst: dst, Hash: true}), stream)
 					require.Equal(t, 0, status, "send: %s", stderr)
-					script := shell.PublishScript(tmp, dst, mf, "a", exchange, !exchange)
+					script := shell.PublishScript(tmp, dst, mf, "a", exchange, !exchange, nil)
 					require.Contains(t, script, at)
 					_, _, status = shRun(t, sh, strings.Replace(script, at, "kill -9 $$; "+at, 1), nil)
 					require.Equal(t, -1, status, "the publish is killed")
@@ -885,7 +885,7 @@ func TestPublishTmpSwept(t *testing.T) {
 					}
 					prefix = "PATH=" + bin + ":$PATH\n"
 				}
-				_, stderr, status = shRun(t, sh, prefix+shell.PublishScript(tmp, dst, mf, "a", false, false), nil)
+				_, stderr, status = shRun(t, sh, prefix+shell.PublishScript(tmp, dst, mf, "a", false, false, nil), nil)
 				if when == "incomplete" {
 					assert.Equal(t, 3, status, "a broken transfer: %s", stderr)
 					assert.Equal(t, "transfer incomplete: "+tmp+" lacks part of the stream\n", stderr)

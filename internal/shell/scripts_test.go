@@ -26,6 +26,7 @@ func scriptSamples() map[string]string {
 	for _, v := range []struct{ name, word string }{{"plain", "/work/tree"}, {"hostile", "/tmp/" + hostileWord}} {
 		w := v.word
 		out["WorkspaceProbeScript/"+v.name] = WorkspaceProbeScript(w)
+		out["WorkspaceMarkerScript/"+v.name] = WorkspaceMarkerScript(w)
 		out["PlainPrepareScript/"+v.name] = PlainPrepareScript(w, ".airlock-tmp-x")
 		out["PlainPrepareScript/"+v.name+"/modes"] = PlainPrepareScript("/tmp", w)
 		out["ModesScript/"+v.name] = string(ModesScript("new/tree/", []Entry{{Path: w, Mode: fs.ModeDir | 0o555}, {Path: w + "/a", Mode: fs.ModeDir | 0o700}}))
@@ -67,7 +68,7 @@ func stageSamples(out map[string]string, name, w string) {
 		out[fmt.Sprintf("ProbeScript/%s/detect=%v", name, detect)] = ProbeScript(root, detect, skip, []string{ManifestName(w), ManifestName("b")})
 		out[fmt.Sprintf("SendScript/%s/detect=%v", name, detect)] = SendScript(Send{Root: root, Tmp: tmp, Dst: dst, Detect: detect, Skip: skip, Split: detect})
 		out[fmt.Sprintf("SendScript/%s/detect=%v/carry", name, detect)] = SendScript(Send{Root: root, Tmp: tmp, Dst: dst, Detect: detect, Hash: true, Carry: &plan})
-		out[fmt.Sprintf("PublishScript/%s/exchange=%v", name, detect)] = PublishScript(tmp, dst, root+"/"+ManifestName(w), w, detect, !detect)
+		out[fmt.Sprintf("PublishScript/%s/exchange=%v", name, detect)] = PublishScript(tmp, dst, root+"/"+ManifestName(w), w, detect, !detect, []FileID{{Dev: 2049, Ino: 12, OK: true}, {}})
 	}
 	out["ProbeScript/"+name+"/none"] = ProbeScript(root, false, Skip{}, nil)
 	out["SendScript/"+name+"/top"] = SendScript(Send{Root: "/" + w, Tmp: "/" + w + "/" + TempPrefix + "a-00", Dst: "/" + w + "/a"})

@@ -72,6 +72,30 @@ const splitVar = "Zs=1\n"
 type Publish struct {
 	Manifest, Name string
 	Exchange       bool
+	Guard          []FileID
+}
+
+// SourceExit is the exit status of a publish (PublishScript) that found,
+// at the copy's place, a directory its guard names (the host's Source, or
+// a directory above it, in a sandbox that shares the host's file system):
+// it moved nothing.
+const SourceExit = 95
+
+// guardScript (with $d the copy's place) ends the publish with SourceExit,
+// saying so, when $d is a directory whose device and inode (through
+// links, stat -L) are one of ids; "" without ids.
+func guardScript(ids []FileID) string {
+	var pats []string
+	for _, id := range ids {
+		if id.OK {
+			pats = append(pats, fmt.Sprintf("' %d %d '", id.Dev, id.Ino))
+		}
+	}
+	if len(pats) == 0 {
+		return ""
+	}
+	return fmt.Sprintf(`if [ -d "$d" ] && [ ! -L "$d" ] && gi=$( { stat -L -c '%%d %%i' -- "$d" || stat -L -f '%%d %%i' -- "$d"; } 2>/dev/null); then case " $gi " in %s) echo "$d is the host's source directory, or a directory above it (the sandbox shares the host's file system): publishing would delete it; stage into another root or under another name" >&2; exit %d;; esac; fi
+`, strings.Join(pats, "|"), SourceExit)
 }
 
 // NoPublishExit is the exit status of a send command that publishes
@@ -147,7 +171,7 @@ func SendScript(s Send) string {
 			sb.WriteString("if [ \"$__tr\" = 1 ]; then\n") // only where tar stops at its archive's end
 		}
 		fmt.Fprintf(&sb, "tar -x -o -f - >&2 || exit\ncd \"$r\" || exit 1\necho %s\nIFS= read -r l || exit %d\n[ \"$l\" = %s ] || exit %d\n", ExtractedLine, NoPublishExit, PublishLine, NoPublishExit)
-		sb.WriteString(PublishScript(s.Tmp, s.Dst, p.Manifest, p.Name, p.Exchange, s.Split))
+		sb.WriteString(PublishScript(s.Tmp, s.Dst, p.Manifest, p.Name, p.Exchange, s.Split, p.Guard))
 		if !s.Detect {
 			return sb.String()
 		}
@@ -432,7 +456,7 @@ func CarryScript(p *CarryPlan, tmp, dst string) string {
 // probe that runs no shell still has the root swept (see
 // SweepMarkerName). Only renames come before PublishedLine. name is the
 // asset's (dst's base name).
-func PublishScript(tmp, dst, mf, name string, exchange, split bool) string {
+func PublishScript(tmp, dst, mf, name string, exchange, split bool, guard []FileID) string {
 	var sb strings.Builder
 	// What the publish makes (the owner file, the sweep marker, the stamps
 	// and their directory) no other user may write: after a send
@@ -445,13 +469,13 @@ func PublishScript(tmp, dst, mf, name string, exchange, split bool) string {
 %s%s
 if [ ! -f "$t/complete" ] || [ ! -d "$t/new/tree" ] || [ -L "$t/new/tree" ] || [ ! -f "$t/new/manifest.json" ] || [ -L "$t/new/manifest.json" ] || [ ! -d "$t/old" ] || [ -L "$t/old" ] || [ ! -f "$t/modes" ] || [ -L "$t/modes" ]; then echo "transfer incomplete: $t lacks part of the stream" >&2; exit 3; fi
 %s || { S; exit 3; }
-%sif ! (cd "$t" && . ./modes); then echo "cannot set the modes of the directories in $t/new/tree; stage again" >&2; exit 3; fi
+%s%sif ! (cd "$t" && . ./modes); then echo "cannot set the modes of the directories in $t/new/tree; stage again" >&2; exit 3; fi
 s=%s
-if [ -e "$s" ] || [ -L "$s" ]; then mv -f "$s" "$t/old/" || exit %[10]d; fi
-if [ -e "$m" ] || [ -L "$m" ]; then mv -f "$m" "$t/old/" || exit %[10]d; fi
+if [ -e "$s" ] || [ -L "$s" ]; then mv -f "$s" "$t/old/" || exit %[11]d; fi
+if [ -e "$m" ] || [ -L "$m" ]; then mv -f "$m" "$t/old/" || exit %[11]d; fi
 if [ -d "$d" ] && [ ! -L "$d" ] && [ ! -w "$d" ]; then chmod u+w "$d" 2>/dev/null; fi
 x=
-`, finishAlone, Quote(tmp), Quote(dst), Quote(mf), renameFunc, sweptFunc, claimOwnerScript, markScript(markerOf(dst, name)), Quote(stampsOf(dst)), RenameExit)
+`, finishAlone, Quote(tmp), Quote(dst), Quote(mf), renameFunc, sweptFunc, claimOwnerScript, guardScript(guard), markScript(markerOf(dst, name)), Quote(stampsOf(dst)), RenameExit)
 	if exchange {
 		sb.WriteString(`if [ -d "$d" ] && [ ! -L "$d" ] && mv -T --exchange "$t/new/tree" "$d" 2>/dev/null; then x=1; fi
 `)

@@ -268,8 +268,14 @@ func (g *Git) Run(ctx context.Context, c Cmd) error {
 	cmd.Stderr = &stderr
 	killGroup(cmd)
 	cmd.WaitDelay = waitDelay
-	err = cmd.Run()
-	if err == nil || errors.Is(err, exec.ErrWaitDelay) { // git exited 0; a child of its holds the output
+	out := startOutput(cmd, c.Stdout)
+	if err = cmd.Start(); err == nil {
+		err = cmd.Wait()
+	}
+	if oerr := out.wait(); oerr != nil && (err == nil || errors.Is(err, exec.ErrWaitDelay)) {
+		err = oerr
+	}
+	if err == nil || errors.Is(err, exec.ErrWaitDelay) { // git exited 0; a child of its holds stdin or stderr
 		return nil
 	}
 	if cerr := ctx.Err(); cerr != nil {
@@ -290,6 +296,80 @@ func (g *Git) Run(ctx context.Context, c Cmd) error {
 		return e
 	}
 	return fmt.Errorf("running git %s: %w", strings.Join(c.Args, " "), err)
+}
+
+// output copies git's standard output into a writer that is not a file.
+// exec.Cmd would copy it on a goroutine of its own that Wait, once git has
+// exited, gives up after WaitDelay, discarding what git wrote and the
+// writer had not taken yet (a reader slower than that, on a loaded
+// machine: a Restore read a cut list of objects as the whole of it). Here
+// the copy goes on, after git exited, as long as the pipe has something
+// to read: only a read that waits WaitDelay for bytes that do not come (a
+// process git started holds the pipe open) ends it, as Wait's would.
+type output struct {
+	r      *os.File
+	w      *os.File
+	done   chan error
+	exited chan struct{}
+}
+
+// startOutput sets cmd's standard output to dst: through output's pipe
+// when dst is a writer other than a file (nil: as exec.Cmd does).
+func startOutput(cmd *exec.Cmd, dst io.Writer) *output {
+	if _, file := dst.(*os.File); dst == nil || file {
+		cmd.Stdout = dst
+		return nil
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		cmd.Stdout = dst // exec.Cmd's own copy
+		return nil
+	}
+	o := &output{r: r, w: w, done: make(chan error, 1), exited: make(chan struct{})}
+	cmd.Stdout = w
+	go func() {
+		err := o.copy(dst)
+		r.Close() // a git still writing gets EPIPE
+		o.done <- err
+	}()
+	return o
+}
+
+// copy copies the pipe into dst until its end, or until a read after git
+// exited finds nothing for WaitDelay.
+func (o *output) copy(dst io.Writer) error {
+	buf := make([]byte, 64<<10)
+	for {
+		select {
+		case <-o.exited:
+			_ = o.r.SetReadDeadline(time.Now().Add(waitDelay))
+		default:
+		}
+		n, err := o.r.Read(buf)
+		if n > 0 {
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return werr
+			}
+		}
+		switch {
+		case err == io.EOF, errors.Is(err, os.ErrDeadlineExceeded):
+			return nil
+		case err != nil:
+			return err
+		}
+	}
+}
+
+// wait closes the pipe's writing end (git's copy is its own), lets the
+// copy run until it ends, and returns its error; o may be nil.
+func (o *output) wait() error {
+	if o == nil {
+		return nil
+	}
+	o.w.Close()
+	close(o.exited)
+	_ = o.r.SetReadDeadline(time.Now().Add(waitDelay)) // a read already waiting
+	return <-o.done
 }
 
 // Output runs git with args and returns its standard output.

@@ -1,6 +1,7 @@
 package gitexec
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"os"
@@ -131,4 +132,44 @@ func TestErrorUnwrapsHostFailure(t *testing.T) {
 		}
 		assert.Equal(t, c.write, errors.Is(err, ErrWrite), "ErrWrite for %q", c.msg)
 	}
+}
+
+// slowWriter takes its writes, sleeping once when it holds at least at
+// bytes: a reader that falls behind git, past WaitDelay, after git has
+// exited (git writes its last bytes into the pipe's buffer and exits).
+type slowWriter struct {
+	n, at, calls int
+	paused       bool
+	pause        time.Duration
+}
+
+func (w *slowWriter) Write(p []byte) (int, error) {
+	w.calls++
+	if !w.paused && w.n >= w.at {
+		w.paused = true
+		time.Sleep(w.pause)
+	}
+	w.n += len(p)
+	return len(p), nil
+}
+
+// TestSlowReaderGetsAllOutput: git's output reaches a writer that is not
+// a file whole, however long after git's exit the writer takes it (it
+// used to be cut WaitDelay after the exit, and the run reported success).
+func TestSlowReaderGetsAllOutput(t *testing.T) {
+	dir := t.TempDir()
+	g := &Git{Dir: dir}
+	_, err := g.Output(t.Context(), "init", "-q")
+	require.NoError(t, err)
+	const n = 4000
+	line := strings.Repeat("e", 40) + "\n" // a missing object: "<id> missing"
+	var full bytes.Buffer
+	require.NoError(t, g.Run(t.Context(), Cmd{Args: []string{"cat-file", "--batch"}, Stdin: strings.NewReader(strings.Repeat(line, n)), Stdout: &full}))
+	require.Equal(t, n*len(strings.Repeat("e", 40)+" missing\n"), full.Len())
+
+	w := &slowWriter{pause: 3 * waitDelay, at: full.Len() - 16<<10}
+	start := time.Now()
+	require.NoError(t, g.Run(t.Context(), Cmd{Args: []string{"cat-file", "--batch"}, Stdin: strings.NewReader(strings.Repeat(line, n)), Stdout: w}))
+	assert.Equal(t, full.Len(), w.n, "every byte, %d writes", w.calls)
+	assert.GreaterOrEqual(t, time.Since(start), 3*waitDelay)
 }

@@ -162,11 +162,13 @@
 // A sandbox may share the host's file system (sandbox.Local, a container or
 // bwrap with a bind mount). Before it writes anything, Prepare (of either
 // kind) refuses with ErrSpec a Remote that is Local, a directory above it,
-// or one inside it there, whatever links lead to it: clearing it would
-// delete the local files. The probe reports the device and inode of Remote
-// and of each directory above it; a match is confirmed by a marker file
-// the host writes in Local's sandbox.RuntimeDir and removes at once (a
-// sandbox on another machine may show the same numbers by chance).
+// or one inside it there, comparing physical paths (links resolved on
+// both sides): clearing it would delete the local files. The probe
+// reports Remote's physical path and the device and inode of it and of
+// each directory above it; a match is confirmed by an empty marker file
+// (.airlock-overlap-<random>) the host writes at the top of Local and
+// removes at once (a sandbox on another machine may show the same numbers
+// by chance; a host killed in that instant leaves the file).
 //
 // # The 3-way merge (both kinds)
 //

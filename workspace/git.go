@@ -29,8 +29,11 @@ import (
 // tree, and nil for a plain directory.
 func openRepo(ctx context.Context, dir string) (*gitexec.Git, string, error) {
 	fi, err := os.Lstat(dir)
-	if err != nil || !fi.IsDir() {
+	if err != nil {
 		return nil, "", &fs.PathError{Op: "workspace", Path: dir, Err: fmt.Errorf("%w: Spec.Local must be an existing directory, not a link: %v", ErrSpec, err)}
+	}
+	if !fi.IsDir() {
+		return nil, "", &fs.PathError{Op: "workspace", Path: dir, Err: fmt.Errorf("%w: Spec.Local must be an existing directory, not a link: it is a %v", ErrSpec, fi.Mode().Type())}
 	}
 	g := &gitexec.Git{Dir: dir}
 	out, err := g.Output(ctx, "rev-parse", "--is-bare-repository", "--show-toplevel", "--absolute-git-dir")

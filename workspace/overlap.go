@@ -3,13 +3,10 @@ package workspace
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
-	"strings"
 	"syscall"
 
 	"github.com/airlockdev/airlock/internal/shell"
@@ -27,9 +24,8 @@ import (
 // Remote and of each directory above it. A match with Local, or of Remote
 // with a directory above Local, is only a suspicion: two machines cloned
 // from one image hold directories with the same numbers. It is confirmed
-// by a marker: a file the host writes in Local's runtime directory and
-// removes at once, which the sandbox looks for at the path where Local
-// would be.
+// by a marker: a file the host writes at the top of Local and removes at
+// once, which the sandbox looks for at the path where Local would be.
 
 // fileID returns the identity of p, following links.
 func fileID(p string) (shell.FileID, bool) {
@@ -63,22 +59,29 @@ type overlapCandidate struct {
 }
 
 // checkOverlap returns an ErrSpec error when Spec.Remote is Spec.Local, a
-// directory above it or one below it, in one file system.
+// directory above it or one below it, in one file system. Both sides are
+// compared by their physical paths: the sandbox's probe gives Remote's
+// (WorkspaceProbe.Real) and the identity of every directory above it; the
+// host resolves Local's links.
 func (r *Round) checkOverlap(ctx context.Context, pr probe) error {
-	remote := levels(r.spec.Remote, path.Dir)
 	if len(pr.IDs) == 0 {
 		return nil // a probe that names no directory: nothing to compare
 	}
-	if len(pr.IDs) != len(remote) {
-		return fmt.Errorf("%w: probing the sandbox at %s: %d directory identities for a path of %d levels", ErrHostile, r.spec.Remote, len(pr.IDs), len(remote))
+	remote := levels(pr.Real, path.Dir)
+	if pr.Real == "" || len(pr.IDs) != len(remote) {
+		return fmt.Errorf("%w: probing the sandbox at %s: %d directory identities for the physical path %q", ErrHostile, r.spec.Remote, len(pr.IDs), pr.Real)
 	}
-	local, ok := fileID(r.spec.Local)
+	local, err := filepath.EvalSymlinks(r.spec.Local)
+	if err != nil {
+		return nil // Prepare's own walk reports a Local it cannot read
+	}
+	localID, ok := fileID(local)
 	if !ok {
-		return nil // Prepare's own walk reports a missing Local
+		return nil
 	}
 	var cands []overlapCandidate
 	for i, id := range pr.IDs {
-		if id.OK && id == local {
+		if id.OK && id == localID {
 			how := "is"
 			if i > 0 {
 				how = "is inside"
@@ -87,18 +90,12 @@ func (r *Round) checkOverlap(ctx context.Context, pr probe) error {
 		}
 	}
 	if rem := pr.IDs[0]; rem.OK {
-		// The directories above Local, lexically and through its links.
-		above := levels(filepath.Dir(r.spec.Local), filepath.Dir)
-		if phys, err := filepath.EvalSymlinks(r.spec.Local); err == nil && phys != r.spec.Local {
-			above = append(above, levels(filepath.Dir(phys), filepath.Dir)...)
-		}
-		for _, a := range above {
+		for _, a := range levels(filepath.Dir(local), filepath.Dir) {
 			if id, ok := fileID(a); ok && id == rem {
-				rel, err := filepath.Rel(a, r.spec.Local)
-				if err != nil || strings.HasPrefix(rel, "..") {
-					continue
+				rel, err := filepath.Rel(a, local)
+				if err == nil {
+					cands = append(cands, overlapCandidate{at: path.Join(pr.Real, filepath.ToSlash(rel)), how: "holds"})
 				}
-				cands = append(cands, overlapCandidate{at: path.Join(r.spec.Remote, filepath.ToSlash(rel)), how: "holds"})
 				break
 			}
 		}
@@ -109,42 +106,36 @@ func (r *Round) checkOverlap(ctx context.Context, pr probe) error {
 	return r.confirmOverlap(ctx, cands)
 }
 
-// confirmOverlap writes a marker in Local's runtime directory and asks the
-// sandbox whether it sees it at a candidate's path; the marker (and the
-// runtime directory, when made for it) is removed before it returns.
+// markerPrefix starts the name of the marker confirmOverlap writes at the
+// top of Local, for an instant.
+const markerPrefix = ".airlock-overlap-"
+
+// confirmOverlap writes a marker at the top of Local (an empty file of a
+// random name, exclusively) and asks the sandbox whether it sees it at a
+// candidate's path; the marker is removed before it returns.
 func (r *Round) confirmOverlap(ctx context.Context, cands []overlapCandidate) (err error) {
 	id, err := newID()
 	if err != nil {
 		return err
 	}
-	name := "overlap-" + id
-	dir := filepath.Join(r.spec.Local, sandbox.RuntimeDir)
-	made := false
-	if err := os.Mkdir(dir, 0o700); err == nil {
-		made = true
-	} else if !errors.Is(err, fs.ErrExist) {
-		return r.unconfirmed(cands[0], err)
+	name := markerPrefix + id
+	marker := filepath.Join(r.spec.Local, name)
+	f, err := os.OpenFile(marker, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err == nil {
+		err = f.Close()
 	}
-	marker := filepath.Join(dir, name)
-	if err := os.WriteFile(marker, nil, 0o600); err != nil {
-		if made {
-			_ = os.Remove(dir)
-		}
+	if err != nil {
 		return r.unconfirmed(cands[0], err)
 	}
 	defer func() {
-		rerr := os.Remove(marker)
-		if made {
-			rerr = errors.Join(rerr, os.Remove(dir))
-		}
-		if rerr != nil && err == nil {
+		if rerr := os.Remove(marker); rerr != nil && err == nil {
 			err = fmt.Errorf("workspace: removing the marker %s: %w; remove it by hand", marker, rerr)
 		}
 	}()
 	for _, c := range cands {
 		var out bytes.Buffer
 		lw := &limitWriter{w: &out, n: 64}
-		script := shell.WorkspaceMarkerScript(path.Join(c.at, sandbox.RuntimeDir, name))
+		script := shell.WorkspaceMarkerScript(path.Join(c.at, name))
 		if err := sandbox.Control(ctx, r.spec.Runner, sandbox.Command{Script: script, Stdout: lw}); err != nil {
 			return fmt.Errorf("workspace: checking whether the sandbox's %s is %s on the host: %w", r.spec.Remote, r.spec.Local, err)
 		}
@@ -162,5 +153,5 @@ func (r *Round) confirmOverlap(ctx context.Context, cands []overlapCandidate) (e
 // unconfirmed is the error of a suspected overlap that no marker could
 // settle (Local is not writable).
 func (r *Round) unconfirmed(c overlapCandidate, err error) error {
-	return fmt.Errorf("%w: Spec.Remote %s may be the directory %s of Spec.Local %s (same device and inode in the sandbox), and no marker could be written to tell (%w); Prepare clears Remote: pass a Remote that is neither Local, nor above it, nor inside it", ErrSpec, r.spec.Remote, c.at, r.spec.Local, err)
+	return fmt.Errorf("%w: Spec.Remote %s may be the directory %s of Spec.Local %s (same device and inode in the sandbox), and no marker could be written to tell (%v); Prepare clears Remote: pass a Remote that is neither Local, nor above it, nor inside it", ErrSpec, r.spec.Remote, c.at, r.spec.Local, err)
 }

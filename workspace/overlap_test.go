@@ -67,6 +67,16 @@ func TestPrepareRefusesRemoteOverlappingLocal(t *testing.T) {
 			require.NoError(t, os.Symlink(filepath.Dir(local), l))
 			return filepath.Join(l, filepath.Base(local)), base
 		},
+		"a link to a directory inside": func(t *testing.T, base, local string) (string, string) {
+			l := filepath.Join(base, "box")
+			require.NoError(t, os.Symlink(filepath.Join(local, "src"), l))
+			return l, base
+		},
+		"a new directory below a link to a directory inside": func(t *testing.T, base, local string) (string, string) {
+			l := filepath.Join(base, "box")
+			require.NoError(t, os.Symlink(filepath.Join(local, "src", "deep"), l))
+			return filepath.Join(l, "new", "er"), base
+		},
 	}
 	eachRunner(t, func(t *testing.T, newRunner func(t *testing.T, dir string) sandbox.Runner) {
 		for _, kind := range []string{"plain", "git"} {
@@ -98,6 +108,48 @@ func TestPrepareRefusesRemoteOverlappingLocal(t *testing.T) {
 				})
 			}
 		}
+	})
+}
+
+// TestPrepareRefusesARealAncestorOfALinkedLocal: Local is reached through
+// a link in its path; Remote is a directory physically above it (two
+// levels above the link's target): clearing it would delete Local.
+func TestPrepareRefusesARealAncestorOfALinkedLocal(t *testing.T) {
+	eachRunner(t, func(t *testing.T, newRunner func(t *testing.T, dir string) sandbox.Runner) {
+		for _, kind := range []string{"plain", "git"} {
+			t.Run(kind, func(t *testing.T) {
+				base := t.TempDir()
+				real := filepath.Join(base, "data", "projects", "app")
+				require.NoError(t, os.MkdirAll(real, 0o755))
+				if kind == "git" {
+					initRepo(t, real, map[string]string{"main.go": "package main\n"})
+				} else {
+					write(t, real, "main.go", "package main\n")
+				}
+				require.NoError(t, os.Symlink(filepath.Join(base, "data", "projects"), filepath.Join(base, "work")))
+				before := treeState(t, base)
+				_, err := workspace.Prepare(ctx(t), workspace.Spec{Local: filepath.Join(base, "work", "app"), Remote: filepath.Join(base, "data"), Runner: newRunner(t, base)})
+				require.ErrorIs(t, err, workspace.ErrSpec)
+				assert.Equal(t, before, treeState(t, base))
+			})
+		}
+	})
+}
+
+// TestPrepareTakesARemoteLinkedOutOfLocal: a Remote whose path runs
+// through Local but whose link leads out of it is another directory:
+// Prepare goes on, and Local is unchanged.
+func TestPrepareTakesARemoteLinkedOutOfLocal(t *testing.T) {
+	eachRunner(t, func(t *testing.T, newRunner func(t *testing.T, dir string) sandbox.Runner) {
+		base := t.TempDir()
+		local, out := filepath.Join(base, "local"), filepath.Join(base, "out")
+		require.NoError(t, os.MkdirAll(out, 0o755))
+		write(t, local, "a.txt", "a\n")
+		require.NoError(t, os.Symlink(out, filepath.Join(local, "outlink")))
+		_, err := workspace.Prepare(ctx(t), workspace.Spec{Local: local, Remote: filepath.Join(local, "outlink"), Runner: newRunner(t, base)})
+		require.NoError(t, err)
+		assert.Equal(t, "a\n", read(t, out, "a.txt"))
+		assert.Equal(t, "a\n", read(t, local, "a.txt"))
 	})
 }
 
@@ -147,7 +199,10 @@ func TestPrepareOverlapSuspicionCleared(t *testing.T) {
 
 		r, err := workspace.Prepare(ctx(t), e.spec)
 		require.NoError(t, err)
-		assert.False(t, exists(e.local, sandbox.RuntimeDir), "the marker and its directory are gone")
+		assert.False(t, exists(e.local, sandbox.RuntimeDir))
+		markers, err := filepath.Glob(filepath.Join(e.local, ".airlock-overlap-*"))
+		require.NoError(t, err)
+		assert.Empty(t, markers, "the marker is gone")
 		assert.Equal(t, "a\n", read(t, e.remote, "a.txt"))
 		write(t, e.remote, "b.txt", "b\n")
 		_, err = r.Restore(ctx(t))

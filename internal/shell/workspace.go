@@ -2,6 +2,7 @@ package shell
 
 import (
 	"fmt"
+	"path"
 	"strconv"
 	"strings"
 )
@@ -204,12 +205,15 @@ type WorkspaceProbe struct {
 	Tools      map[string]bool // "git", "tar": the tools it has
 	GitVersion string          // "git version …" or ""
 	Have       []string        // commit names the sandbox repository holds (refs and HEAD), at most MaxProbeHave
-	// IDs are the device and inode numbers of the work tree's directory and
-	// of each directory above it, in that order up to /, as the sandbox's
-	// stat(1) reports them through links (the zero FileID where it
-	// reports none: a directory not made yet, no stat). At most
+	// Real is the work tree's physical path: that of the deepest directory
+	// of its path that exists, links resolved (cd -P; pwd -P), and the rest
+	// of the path below it; the path as given where the sandbox cannot
+	// tell. IDs are the device and inode numbers of Real and of each
+	// directory above it, in that order up to / (the zero FileID where
+	// stat reports none: a directory not made yet, no stat). At most
 	// MaxProbeIDs.
-	IDs []FileID
+	Real string
+	IDs  []FileID
 }
 
 // FileID is a file's device and inode numbers; OK is false when unknown.
@@ -222,10 +226,17 @@ type FileID struct {
 // component of the work tree, and / (a path is at most 4096 bytes).
 const MaxProbeIDs = 2049
 
-// probeIDs prints an "id DEV INO" line (or "id - -") for the directory $r
-// and for each directory above it, up to /: stat -L (GNU, BusyBox) or
-// stat -L -f (BSD) of each lexical parent.
-const probeIDs = `d=$r; while :; do s=$( { stat -L -c '%d %i' -- "$d" || stat -L -f '%d %i' -- "$d"; } 2>/dev/null) || s=; case "$s" in *[!0-9\ ]*|'') s='- -';; esac; echo "id $s"; [ "$d" = / ] && break; d=${d%/*}; [ -n "$d" ] || d=/; done
+// probeIDs prints the physical path of $r ("real PATH": see
+// WorkspaceProbe.Real), then an "id DEV INO" line (or "id - -") for it and
+// for each directory above it, up to /: stat -L (GNU, BusyBox) or stat -L
+// -f (BSD).
+const probeIDs = `d=$r; e=
+while [ ! -d "$d" ] && [ "$d" != / ]; do e=/${d##*/}$e; d=${d%/*}; [ -n "$d" ] || d=/; done
+q=$(cd -P -- "$d" 2>/dev/null && pwd -P) && case "$q" in /*) q=${q%/}$e; [ -n "$q" ] || q=/;; *) q=$r;; esac || q=$r
+case "$q" in *'
+'*|*//*|*/.|*/./*|*/..|*/../*) q=$r;; esac
+echo "real $q"
+d=$q; while :; do s=$( { stat -L -c '%d %i' -- "$d" || stat -L -f '%d %i' -- "$d"; } 2>/dev/null) || s=; case "$s" in *[!0-9\ ]*|'') s='- -';; esac; echo "id $s"; [ "$d" = / ] && break; d=${d%/*}; [ -n "$d" ] || d=/; done
 `
 
 // WorkspaceMarkerScript reports whether the file at path exists in the
@@ -305,6 +316,11 @@ func ParseWorkspaceProbe(data []byte) (WorkspaceProbe, error) {
 				return WorkspaceProbe{}, protocolf("the sandbox probe has a bad id line %.80q", l)
 			}
 			p.IDs = append(p.IDs, id)
+		case "real":
+			if p.Real != "" || !path.IsAbs(v) || path.Clean(v) != v || len(v) > 4096 || strings.ContainsRune(v, 0) {
+				return WorkspaceProbe{}, protocolf("the sandbox probe has a bad real path line %.80q", l)
+			}
+			p.Real = v
 		default:
 			return WorkspaceProbe{}, protocolf("unexpected sandbox probe line %.80q", l)
 		}

@@ -203,6 +203,9 @@ func (d *Dir) Publish(ctx context.Context, root, name string, src *Tree) (err er
 	if err != nil {
 		return err
 	}
+	if err := checkPlace(rr, root, name, src.src); err != nil {
+		return err
+	}
 	d.sweep(rr)
 	if err := d.mkTemp(rr, tmp); err != nil {
 		return fmt.Errorf("creating temporary directory %s (exclusively): %w", path.Join(root, tmp), err)
@@ -222,15 +225,9 @@ func (d *Dir) Publish(ctx context.Context, root, name string, src *Tree) (err er
 		return fmt.Errorf("opening temporary directory %s: %w", path.Join(root, tmp), err)
 	}
 	defer tr.Close()
-	var old *os.Root
-	if len(src.Unchanged()) > 0 {
-		if fi, err := rr.Lstat(name); err == nil && fi.IsDir() {
-			if old, err = rr.OpenRoot(name); err != nil {
-				old = nil // unusable previous copy: send everything
-			} else {
-				defer old.Close()
-			}
-		}
+	old := openPrevious(rr, name, src)
+	if old != nil {
+		defer old.Close()
 	}
 	if err := writeTree(ctx, tr, src, old); err != nil {
 		return err
@@ -241,9 +238,6 @@ func (d *Dir) Publish(ctx context.Context, root, name string, src *Tree) (err er
 	// The last point at which a cancellation stops the publish.
 	if err := ctx.Err(); err != nil {
 		return err
-	}
-	if fi, err := rr.Lstat(name); err == nil && fi.IsDir() && isSource(fi, sourceIDs(src.src)) {
-		return overlapErr(path.Join(root, name), src.src)
 	}
 	mname := manifestName(name)
 	d.mark(rr, tmp, name)
@@ -266,6 +260,23 @@ func (d *Dir) Publish(ctx context.Context, root, name string, src *Tree) (err er
 	}
 	d.unmark(rr, name)
 	return nil
+}
+
+// openPrevious opens the previous copy name in rr, for a Source with
+// unchanged files to carry; nil when there is none or it is unusable
+// (everything is sent).
+func openPrevious(rr *os.Root, name string, src *Tree) *os.Root {
+	if len(src.Unchanged()) == 0 {
+		return nil
+	}
+	if fi, err := rr.Lstat(name); err != nil || !fi.IsDir() {
+		return nil
+	}
+	old, err := rr.OpenRoot(name)
+	if err != nil {
+		return nil
+	}
+	return old
 }
 
 // writeManifestFile writes src's manifest into a new file name in r,

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path"
 	"path/filepath"
 	"syscall"
 
@@ -43,6 +44,37 @@ func sourceIDs(src string) []shell.FileID {
 	return ids
 }
 
+// checkPlace (Dir) fails with overlapErr when root/name, in rr, is the
+// directory src or one above it, or when rr's directory (the stage root)
+// is src or inside it.
+func checkPlace(rr *os.Root, root, name, src string) error {
+	ids := sourceIDs(src)
+	if len(ids) == 0 {
+		return nil
+	}
+	if fi, err := rr.Lstat(name); err == nil && fi.IsDir() && isSource(fi, ids) {
+		return overlapErr(path.Join(root, name), src)
+	}
+	if d, err := filepath.EvalSymlinks(rr.Name()); err == nil {
+		for _, a := range levels(d) {
+			if fi, err := os.Stat(a); err == nil && isSource(fi, ids[:1]) {
+				return overlapErr(path.Join(root, name), src)
+			}
+		}
+	}
+	return nil
+}
+
+// levels returns p and each directory above it.
+func levels(p string) []string {
+	out := []string{p}
+	for p != filepath.Dir(p) {
+		p = filepath.Dir(p)
+		out = append(out, p)
+	}
+	return out
+}
+
 // isSource reports whether fi is one of ids.
 func isSource(fi os.FileInfo, ids []shell.FileID) bool {
 	st, ok := fi.Sys().(*syscall.Stat_t)
@@ -68,7 +100,7 @@ func overlapped(err error, dst, src string) error {
 }
 
 // overlapErr is the error of a publish whose copy's place dst is the
-// Source src or a directory above it.
+// Source src, a directory above it, or inside it.
 func overlapErr(dst, src string) error {
-	return fmt.Errorf("%w: the copy's place %s is the Source %s, or a directory above it (the sandbox shares the host's file system): publishing would delete it, and nothing was moved; stage into another root or under another name", ErrBadRoot, dst, src)
+	return fmt.Errorf("%w: the copy's place %s and the Source %s overlap (the sandbox shares the host's file system): it is the Source, a directory above it, or inside it, and publishing would delete the Source or copy the copy into itself; nothing was moved: stage into another root or under another name", ErrBadRoot, dst, src)
 }

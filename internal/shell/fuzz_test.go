@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"path"
 	"reflect"
 	"slices"
 	"strings"
@@ -178,7 +179,7 @@ func FuzzWorkspaceProbe(f *testing.F) {
 	f.Add([]byte("tool git\ntool tar\ngitversion git version 2.39.5\nhave " + strings.Repeat("b", 40) + "\nend\n"))
 	f.Add([]byte("tool sh\nend\n"))
 	f.Add([]byte("end"))
-	f.Add([]byte("id 65024 5308426\nid - -\nid 1 2\nend\n"))
+	f.Add([]byte("real /a/b\nid 65024 5308426\nid - -\nid 1 2\nend\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		p, err := ParseWorkspaceProbe(data)
 		if err != nil {
@@ -199,6 +200,9 @@ func FuzzWorkspaceProbe(f *testing.F) {
 			if !IsObjectName(h) {
 				t.Fatalf("object name %q accepted", h)
 			}
+		}
+		if p.Real != "" && (!path.IsAbs(p.Real) || path.Clean(p.Real) != p.Real || strings.ContainsRune(p.Real, 0)) {
+			t.Fatalf("real path %q accepted", p.Real)
 		}
 		if len(p.IDs) > MaxProbeIDs {
 			t.Fatal("too many ids accepted")

@@ -42,6 +42,7 @@ func TestWorkspaceProbeIDs(t *testing.T) {
 			p, err := shell.ParseWorkspaceProbe([]byte(out))
 			require.NoError(t, err, out)
 			assert.Equal(t, want, p.IDs)
+			assert.Equal(t, filepath.Join(real, "work"), p.Real, "the physical path: the link resolved")
 			var st syscall.Stat_t
 			require.NoError(t, syscall.Lstat(real, &st))
 			assert.Equal(t, shell.FileID{Dev: uint64(st.Dev), Ino: st.Ino, OK: true}, p.IDs[1], "the link's level is its target's directory")
@@ -59,6 +60,13 @@ func TestParseWorkspaceProbeIDs(t *testing.T) {
 		_, err := shell.ParseWorkspaceProbe([]byte(bad + "\nend\n"))
 		require.Error(t, err, "%q", bad)
 		assert.True(t, errors.Is(err, sandbox.ErrProtocol), "%q: %v", bad, err)
+	}
+	p, err = shell.ParseWorkspaceProbe([]byte("real /a/b c\nend\n"))
+	require.NoError(t, err)
+	assert.Equal(t, "/a/b c", p.Real)
+	for _, bad := range []string{"real a/b", "real /a/../b", "real /a/", "real ", "real /a\x00b", "real /a\nreal /b"} {
+		_, err := shell.ParseWorkspaceProbe([]byte(bad + "\nend\n"))
+		assert.ErrorIs(t, err, sandbox.ErrProtocol, "%q", bad)
 	}
 	_, err = shell.ParseWorkspaceProbe([]byte(strings.Repeat("id - -\n", shell.MaxProbeIDs+1) + "end\n"))
 	assert.ErrorIs(t, err, sandbox.ErrProtocol)
@@ -109,6 +117,35 @@ func TestPublishGuardRuns(t *testing.T) {
 					assert.Zero(t, status, stderr)
 					assert.NotEqual(t, st.Ino, now.Ino, "published")
 				}
+			}
+		})
+	}
+}
+
+// TestPublishGuardRootInsideSource: a publish whose stage root is the
+// Source, or a directory inside it (physically), exits SourceExit and
+// moves nothing: the copy would hold itself.
+func TestPublishGuardRootInsideSource(t *testing.T) {
+	for _, sh := range shells(t) {
+		t.Run(strings.Join(sh, " "), func(t *testing.T) {
+			base := t.TempDir()
+			root := filepath.Join(base, "src", "in")
+			require.NoError(t, os.MkdirAll(root, 0o755))
+			require.NoError(t, os.Symlink(filepath.Join(base, "src"), filepath.Join(base, "via"))) // above the root: a link at the root itself is replaced
+			var st syscall.Stat_t
+			require.NoError(t, syscall.Stat(filepath.Join(base, "src"), &st))
+			guard := []shell.FileID{{Dev: uint64(st.Dev), Ino: st.Ino, OK: true}}
+			for _, r := range []string{root, filepath.Join(base, "via", "in")} {
+				dst, mf := filepath.Join(r, "a"), filepath.Join(r, shell.ManifestName("a"))
+				tmp := filepath.Join(r, shell.TempPrefix+"a-0031")
+				stream, _ := stageTree(t)
+				_, stderr, status := shRun(t, sh, shell.SendScript(shell.Send{Root: r, Tmp: tmp, Dst: dst, Hash: true}), stream)
+				require.Equal(t, 0, status, "send: %s", stderr)
+				_, stderr, status = shRun(t, sh, shell.PublishScript(tmp, dst, mf, "a", false, false, guard), nil)
+				assert.Equal(t, shell.SourceExit, status, stderr)
+				assert.Contains(t, stderr, "is inside the host's source directory")
+				assert.NoDirExists(t, dst, "nothing published")
+				require.NoError(t, os.RemoveAll(tmp))
 			}
 		})
 	}

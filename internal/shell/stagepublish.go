@@ -81,9 +81,12 @@ type Publish struct {
 // it moved nothing.
 const SourceExit = 95
 
-// guardScript (with $d the copy's place) ends the publish with SourceExit,
-// saying so, when $d is a directory whose device and inode (through
-// links, stat -L) are one of ids; "" without ids.
+// guardScript (with $d the copy's place, below the stage root) ends the
+// publish with SourceExit, saying so, when $d is a directory (not a link)
+// whose device and inode (stat -L) are one of ids (the Source, then the
+// directories above it), or when ids[0] is the root's or a directory's
+// above it, its physical path (cd -P): the copy would be made inside the
+// Source, from which it was read. "" without ids.
 func guardScript(ids []FileID) string {
 	var pats []string
 	for _, id := range ids {
@@ -91,11 +94,14 @@ func guardScript(ids []FileID) string {
 			pats = append(pats, fmt.Sprintf("' %d %d '", id.Dev, id.Ino))
 		}
 	}
-	if len(pats) == 0 {
+	if len(pats) == 0 || !ids[0].OK {
 		return ""
 	}
-	return fmt.Sprintf(`if [ -d "$d" ] && [ ! -L "$d" ] && gi=$( { stat -L -c '%%d %%i' -- "$d" || stat -L -f '%%d %%i' -- "$d"; } 2>/dev/null); then case " $gi " in %s) echo "$d is the host's source directory, or a directory above it (the sandbox shares the host's file system): publishing would delete it; stage into another root or under another name" >&2; exit %d;; esac; fi
-`, strings.Join(pats, "|"), SourceExit)
+	return fmt.Sprintf(`G() { { stat -L -c '%%d %%i' -- "$@" || stat -L -f '%%d %%i' -- "$@"; } 2>/dev/null; }
+if [ -d "$d" ] && [ ! -L "$d" ] && gi=$(G "$d"); then case " $gi " in %[1]s) echo "$d is the host's source directory, or a directory above it (the sandbox shares the host's file system): publishing would delete it; stage into another root or under another name" >&2; exit %[2]d;; esac; fi
+if gq=$(cd -P -- "${d%%/*}/" 2>/dev/null && pwd -P); then set --; while :; do set -- "$@" "$gq"; [ "$gq" = / ] && break; gq=${gq%%/*}; [ -n "$gq" ] || gq=/; done
+G "$@" | while IFS= read -r gi; do case " $gi " in %[3]s) echo "the stage root ${d%%/*} is inside the host's source directory (the sandbox shares the host's file system): the copy would hold itself; stage into another root" >&2; exit %[2]d;; esac; done || exit %[2]d; set --; fi
+`, strings.Join(pats, "|"), SourceExit, pats[0])
 }
 
 // NoPublishExit is the exit status of a send command that publishes

@@ -20,9 +20,13 @@ import (
 // copy's place is, through links, one of the directories sourceIDs names
 // (shell.SourceExit); Dir compares them itself.
 
-// sourceIDs returns the device and inode of src and of every directory
-// above it, by its path as given and by its physical path.
+// sourceIDs returns the device and inode of src (first) and of every
+// directory above it, by its path as given and by its physical path; nil
+// when src itself cannot be stat'ed (its walk then fails the stage).
 func sourceIDs(src string) []shell.FileID {
+	if _, err := os.Stat(src); err != nil {
+		return nil
+	}
 	var ids []shell.FileID
 	add := func(p string) {
 		for {

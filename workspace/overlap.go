@@ -20,9 +20,10 @@ import (
 // they are read. checkOverlap refuses such a Spec before anything is
 // written to Remote.
 //
-// The probe reports the identity (device and inode, through links) of
-// Remote and of each directory above it. A match with Local, or of Remote
-// with a directory above Local, is only a suspicion: two machines cloned
+// The probe reports Remote's physical path (its links resolved) and the
+// identity (device and inode) of it and of each directory above it. A
+// match with Local, or of Remote with a directory above Local's physical
+// path, is only a suspicion: two machines cloned
 // from one image hold directories with the same numbers. It is confirmed
 // by a marker: a file the host writes at the top of Local and removes at
 // once, which the sandbox looks for at the path where Local would be.

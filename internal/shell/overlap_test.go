@@ -56,7 +56,7 @@ func TestParseWorkspaceProbeIDs(t *testing.T) {
 	p, err := shell.ParseWorkspaceProbe([]byte("id 2049 12\nid - -\nid 0 2\nend\n"))
 	require.NoError(t, err)
 	assert.Equal(t, []shell.FileID{{Dev: 2049, Ino: 12, OK: true}, {}, {Dev: 0, Ino: 2, OK: true}}, p.IDs)
-	for _, bad := range []string{"id 1", "id 1 2 3", "id -1 2", "id +1 2", "id 1 0x2", "id - 2", "id  1 2", "id 1 18446744073709551616", "id"} {
+	for _, bad := range []string{"id 1", "id 1 2 3", "id -1 2", "id +1 2", "id 1 0x2", "id - 2", "id  1 2", "id 1 18446744073709551616", "id", "id 01 2", "id 1 00"} {
 		_, err := shell.ParseWorkspaceProbe([]byte(bad + "\nend\n"))
 		require.Error(t, err, "%q", bad)
 		assert.True(t, errors.Is(err, sandbox.ErrProtocol), "%q: %v", bad, err)

@@ -263,7 +263,8 @@ echo end
 `, Quote(remote), probeIDs, GitPrelude, MaxProbeHave-1)
 }
 
-// parseFileID reads "DEV INO" (decimal) or "- -".
+// parseFileID reads "DEV INO" (decimal, no sign, no leading zero) or
+// "- -".
 func parseFileID(v string) (FileID, bool) {
 	if v == "- -" {
 		return FileID{}, true
@@ -274,7 +275,7 @@ func parseFileID(v string) (FileID, bool) {
 	}
 	dev, err1 := strconv.ParseUint(d, 10, 64)
 	ino, err2 := strconv.ParseUint(i, 10, 64)
-	if err1 != nil || err2 != nil { // digits only: ParseUint takes no sign
+	if err1 != nil || err2 != nil || strconv.FormatUint(dev, 10) != d || strconv.FormatUint(ino, 10) != i { // canonical decimal only, as stat prints it
 		return FileID{}, false
 	}
 	return FileID{Dev: dev, Ino: ino, OK: true}, true

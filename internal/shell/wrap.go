@@ -123,9 +123,15 @@ func StopSupervisorScript(pid int) string {
 	return fmt.Sprintf("kill -TERM %d 2>/dev/null; sleep 0.2; kill -KILL %d 2>/dev/null; exit 0", pid, pid)
 }
 
-// HeaderWriter passes everything to W except a leading header line (see
-// HeaderPrefix), which it parses and swallows. It is safe for concurrent
-// use.
+// HeaderWriter passes everything to W except the header line (see
+// HeaderPrefix), which it parses and swallows. What the session's login
+// shell writes before the wrapper starts (a noisy rc file: a .bashrc
+// whose tools complain) comes before the header: whole lines ahead of the
+// header are held, up to maxPreHeader bytes, and dropped once the header
+// comes, since they are not the command's. When no header comes (the
+// wrapper never ran: no /bin/sh, say) End passes them on; past
+// maxPreHeader everything held is passed on and no header is looked for.
+// It is safe for concurrent use.
 type HeaderWriter struct {
 	W     io.Writer // nil: discard
 	mu    sync.Mutex
@@ -135,6 +141,10 @@ type HeaderWriter struct {
 	noDir bool
 }
 
+// maxPreHeader bounds what a HeaderWriter holds while it waits for the
+// header.
+const maxPreHeader = 64 << 10
+
 // Write passes p on to W once the header has been parsed and swallowed.
 func (m *HeaderWriter) Write(p []byte) (int, error) {
 	m.mu.Lock()
@@ -142,22 +152,10 @@ func (m *HeaderWriter) Write(p []byte) (int, error) {
 	n := len(p)
 	if !m.done {
 		m.head = append(m.head, p...)
-		i := bytes.IndexByte(m.head, '\n')
-		switch {
-		case i < 0 && len(m.head) < 64 && bytes.HasPrefix([]byte(HeaderPrefix), m.head[:min(len(m.head), len(HeaderPrefix))]):
-			return n, nil // maybe a header: wait for its end
-		case i >= 0 && bytes.HasPrefix(m.head, []byte(HeaderPrefix)):
-			line := string(m.head[len(HeaderPrefix):i])
-			if v, ok := strings.CutPrefix(line, HeaderPid); ok {
-				m.pid, _ = strconv.Atoi(v)
-			} else if line == HeaderNoDir {
-				m.noDir = true
-			}
-			p = m.head[i+1:]
-		default:
-			p = m.head
+		p = m.findHeader()
+		if !m.done {
+			return n, nil
 		}
-		m.done, m.head = true, nil
 	}
 	if m.W == nil || len(p) == 0 {
 		return n, nil
@@ -166,6 +164,55 @@ func (m *HeaderWriter) Write(p []byte) (int, error) {
 		return 0, err
 	}
 	return n, nil
+}
+
+// findHeader looks for the header at the start of a line in what is
+// held: when found it is parsed, what came before it dropped, and what
+// follows it returned (done set); past maxPreHeader everything held is
+// returned (done set); else nil, and it waits for more.
+func (m *HeaderWriter) findHeader() []byte {
+	start := 0
+	for {
+		i := bytes.IndexByte(m.head[start:], '\n')
+		if i < 0 {
+			break
+		}
+		line := m.head[start : start+i]
+		if v, ok := bytes.CutPrefix(line, []byte(HeaderPrefix)); ok {
+			if pid, ok := strings.CutPrefix(string(v), HeaderPid); ok {
+				m.pid, _ = strconv.Atoi(pid)
+			} else if string(v) == HeaderNoDir {
+				m.noDir = true
+			}
+			rest := m.head[start+i+1:]
+			m.done, m.head = true, nil
+			return rest
+		}
+		start += i + 1
+	}
+	if len(m.head) > maxPreHeader {
+		rest := m.head
+		m.done, m.head = true, nil
+		return rest
+	}
+	return nil
+}
+
+// End passes on what is still held when no header came (the session
+// ended before the wrapper ran), and looks for no header after it.
+func (m *HeaderWriter) End() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.done {
+		return nil
+	}
+	rest := m.head
+	m.done, m.head = true, nil
+	if m.W == nil || len(rest) == 0 {
+		return nil
+	}
+	_, err := m.W.Write(rest)
+	return err
 }
 
 // State returns what the header said: the supervisor's pid (0 when not

@@ -444,8 +444,12 @@ func (h *Host) Run(ctx context.Context, cmd sandbox.Command) error {
 		}
 	}
 	done, started, failed := startSession(sess, script, in, stdin)
+	// What the login shell wrote without the wrapper's header (it never
+	// ran) reaches cmd.Stderr at the end; a failed write shows in errT.
+	defer func() { _ = stderr.End() }()
 	select {
 	case err := <-done:
+		_ = stderr.End() // the session's output is all in: before the checks of the writers
 		select {
 		case serr := <-failed:
 			return fmt.Errorf("%w: remote: %w", sandbox.ErrTransport, serr)

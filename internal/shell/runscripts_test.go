@@ -1008,3 +1008,45 @@ func TestMarkerWithoutDD(t *testing.T) {
 		})
 	}
 }
+
+// TestHeaderWriterAfterLoginNoise: lines a noisy login shell writes before
+// the wrapper's header are dropped once the header comes (its pid is
+// read); without a header they reach W at End; past the bound everything
+// passes and no header is looked for.
+func TestHeaderWriterAfterLoginNoise(t *testing.T) {
+	var out strings.Builder
+	hw := &shell.HeaderWriter{W: &out}
+	for _, chunk := range []string{"pyenv: cannot rehash\nrm: cannot remove", " x\nairlock-remote: p", "id 42\nerr\n", "more\n"} {
+		n, err := hw.Write([]byte(chunk))
+		require.NoError(t, err)
+		require.Equal(t, len(chunk), n)
+	}
+	require.NoError(t, hw.End())
+	pid, noDir := hw.State()
+	assert.Equal(t, 42, pid)
+	assert.False(t, noDir)
+	assert.Equal(t, "err\nmore\n", out.String())
+
+	out.Reset()
+	hw = &shell.HeaderWriter{W: &out}
+	_, err := hw.Write([]byte("sh: 1: /bin/sh: not found\n"))
+	require.NoError(t, err)
+	assert.Empty(t, out.String(), "held while a header may come")
+	require.NoError(t, hw.End())
+	assert.Equal(t, "sh: 1: /bin/sh: not found\n", out.String())
+	_, err = hw.Write([]byte("airlock-remote: pid 7\n"))
+	require.NoError(t, err)
+	pid, _ = hw.State()
+	assert.Zero(t, pid, "no header after End")
+
+	out.Reset()
+	hw = &shell.HeaderWriter{W: &out}
+	noise := strings.Repeat("noise\n", 12000)
+	_, err = hw.Write([]byte(noise))
+	require.NoError(t, err)
+	_, err = hw.Write([]byte("airlock-remote: pid 9\n"))
+	require.NoError(t, err)
+	assert.Equal(t, noise+"airlock-remote: pid 9\n", out.String(), "past the bound, everything passes")
+	pid, _ = hw.State()
+	assert.Zero(t, pid)
+}

@@ -37,6 +37,9 @@
 //     a directory above it (by device and inode, through links) moves
 //     nothing and fails with [ErrBadRoot]: replacing it would delete the
 //     Source's links and excluded files, or all else in a directory above.
+//     A prune ([WithPrune], through a [GuardedPruner]) likewise removes
+//     nothing and fails with ErrBadRoot when an asset it would remove is
+//     the Source of an asset of the call, or above one.
 //   - The manifest (path, type, mode, size, SHA-256 per entry; canonical
 //     JSON) lives beside the asset, outside it, so the agent sees exactly the
 //     source tree. Staging identical content again costs one round trip,

@@ -108,3 +108,18 @@ func overlapped(err error, dst, src string) error {
 func overlapErr(dst, src string) error {
 	return fmt.Errorf("%w: the copy's place %s and the Source %s overlap (the sandbox shares the host's file system): it is the Source, a directory above it, or inside it, and publishing would delete the Source or copy the copy into itself; nothing was moved: stage into another root or under another name", ErrBadRoot, dst, src)
 }
+
+// guardIDs returns the sourceIDs of every source.
+func guardIDs(sources []string) []shell.FileID {
+	var ids []shell.FileID
+	for _, src := range sources {
+		ids = append(ids, sourceIDs(src)...)
+	}
+	return ids
+}
+
+// keptSourceErr is the error of a removal refused because the asset
+// directory at dst is the Source of an asset being kept, or above one.
+func keptSourceErr(dst string) error {
+	return fmt.Errorf("%w: %s is the Source of an asset being staged, or a directory above one (the sandbox shares the host's file system): removing it would delete that Source; nothing was removed: give that asset a Source outside the stage root, or stage without WithPrune", ErrBadRoot, dst)
+}

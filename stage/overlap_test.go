@@ -2,7 +2,6 @@ package stage_test
 
 import (
 	"context"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"testing"
@@ -10,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/airlockdev/airlock/internal/treetest"
 	"github.com/airlockdev/airlock/sandbox"
 	"github.com/airlockdev/airlock/stage"
 )
@@ -20,32 +20,6 @@ import (
 // would replace it and delete it: the links and excluded files the copy
 // leaves out, or everything else in a directory above. Stage refuses with
 // ErrBadRoot and loses nothing.
-
-// entries returns every entry under dir: its type and mode, and a file's
-// content or a link's target.
-func entries(t *testing.T, dir string) map[string]string {
-	t.Helper()
-	m := map[string]string{}
-	require.NoError(t, filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		require.NoError(t, err)
-		rel, err := filepath.Rel(dir, p)
-		require.NoError(t, err)
-		fi, err := d.Info()
-		require.NoError(t, err)
-		s := fi.Mode().String()
-		switch {
-		case fi.Mode().IsRegular():
-			s += " " + readFile(t, p)
-		case fi.Mode()&fs.ModeSymlink != 0:
-			l, err := os.Readlink(p)
-			require.NoError(t, err)
-			s += " -> " + l
-		}
-		m[rel] = s
-		return nil
-	}))
-	return m
-}
 
 func TestStageRefusesToReplaceTheSource(t *testing.T) {
 	targets := map[string]func(t *testing.T, base string) (stage.Target, string){
@@ -82,7 +56,7 @@ func TestStageRefusesToReplaceTheSource(t *testing.T) {
 				src := filepath.Join(base, filepath.FromSlash(pl.source))
 				build(t, src, "SKILL.md=the skill\n", ".env=excluded secret\n", "scripts/run.sh=echo\n", "link -> SKILL.md")
 				require.NoError(t, os.WriteFile(filepath.Join(filepath.Dir(src), "beside.txt"), []byte("a user file\n"), 0o644))
-				before := entries(t, base)
+				before := treetest.Snapshot(t, base)
 
 				tg, prefix := target(t, base)
 				root := filepath.ToSlash(filepath.Join(prefix, pl.root))
@@ -101,10 +75,8 @@ func TestStageRefusesToReplaceTheSource(t *testing.T) {
 				require.ErrorIs(t, err, stage.ErrBadRoot)
 				assert.False(t, sandbox.Retryable(err), "%v", err)
 				assert.ErrorContains(t, err, "stage into another root or under another name")
-				after := entries(t, base)
-				for rel, was := range before {
-					assert.Equal(t, was, after[rel], "%s", rel)
-				}
+				after := treetest.Snapshot(t, base)
+				assert.Empty(t, treetest.Lost(before, after))
 				if !pl.inside {
 					assert.Equal(t, len(before), len(after), "nothing made")
 				}

@@ -33,6 +33,20 @@ type Pruner interface {
 	Remove(ctx context.Context, root string, names []string) error
 }
 
+// GuardedPruner is an optional interface of a Pruner whose sandbox may
+// share the host's file system (Dir, Bridge and remote.Host implement
+// it): WithPrune uses it so that a prune never deletes the Source of an
+// asset it keeps, as when a user made a staged copy, or a directory
+// inside one, the Source of another asset of the same call.
+type GuardedPruner interface {
+	Pruner
+	// RemoveGuarded is Remove, except that when a named asset's
+	// directory is, in the sandbox, one of the host directories sources
+	// (whatever links lead there) or a directory above one, it removes
+	// nothing and fails with an error wrapping ErrBadRoot.
+	RemoveGuarded(ctx context.Context, root string, names, sources []string) error
+}
+
 // ErrNoPrune reports a Target that does not implement Pruner.
 var ErrNoPrune = errors.New("target cannot list or remove staged assets (it does not implement stage.Pruner)")
 
@@ -64,7 +78,10 @@ func Unstage(ctx context.Context, t Target, root string, names ...string) error 
 // that it was not given (see Unstage), so that a run sees only the assets it
 // selected: a run whose skills were all dropped can stage no asset and still
 // leave no skills directory from an earlier run. The Target must implement
-// Pruner. Default: off.
+// Pruner. When it is a GuardedPruner, a prune that would delete the
+// Source of an asset of the call (a staged copy used as a Source, in a
+// sandbox that shares the host's file system) removes nothing and fails
+// with ErrBadRoot; the assets are staged. Default: off.
 func WithPrune() Option {
 	return func(o *options) { o.prune = true }
 }
@@ -91,7 +108,16 @@ func (s *stager) prune(keep []*planned) error {
 	if len(gone) == 0 {
 		return nil
 	}
-	if err := p.Remove(s.ctx, s.root, gone); err != nil {
+	if g, ok := p.(GuardedPruner); ok {
+		sources := make([]string, len(keep))
+		for i, k := range keep {
+			sources[i] = k.asset.Source
+		}
+		err = g.RemoveGuarded(s.ctx, s.root, gone, sources)
+	} else {
+		err = p.Remove(s.ctx, s.root, gone)
+	}
+	if err != nil {
 		return &AssetError{Op: "prune", Name: strings.Join(gone, ","), Path: s.root, Err: err}
 	}
 	s.o.log.Debug("stage: pruned", "root", s.root, "assets", gone)
@@ -116,8 +142,8 @@ func assetNames(files []string) []string {
 }
 
 var (
-	_ Pruner = (*Dir)(nil)
-	_ Pruner = (*Bridge)(nil)
+	_ GuardedPruner = (*Dir)(nil)
+	_ GuardedPruner = (*Bridge)(nil)
 )
 
 // Assets implements Pruner.
@@ -156,6 +182,11 @@ func (d *Dir) Assets(ctx context.Context, root string) ([]string, error) {
 
 // Remove implements Pruner.
 func (d *Dir) Remove(ctx context.Context, root string, names []string) error {
+	return d.RemoveGuarded(ctx, root, names, nil)
+}
+
+// RemoveGuarded implements GuardedPruner.
+func (d *Dir) RemoveGuarded(ctx context.Context, root string, names, sources []string) error {
 	rr, err := d.openRoot(root, false)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
@@ -164,6 +195,12 @@ func (d *Dir) Remove(ctx context.Context, root string, names []string) error {
 		return err
 	}
 	defer rr.Close()
+	guard := guardIDs(sources)
+	for _, name := range names {
+		if fi, err := rr.Lstat(name); err == nil && fi.IsDir() && isSource(fi, guard) {
+			return keptSourceErr(path.Join(root, name))
+		}
+	}
 	d.sweep(rr)
 	for _, name := range names {
 		if err := ctx.Err(); err != nil {
@@ -242,6 +279,13 @@ func (b *Bridge) Assets(ctx context.Context, root string) ([]string, error) {
 // left behind. A stage root that is a symbolic link is refused with an
 // error, never followed.
 func (b *Bridge) Remove(ctx context.Context, root string, names []string) error {
+	return b.RemoveGuarded(ctx, root, names, nil)
+}
+
+// RemoveGuarded implements GuardedPruner: Remove, whose command first
+// compares the device and inode of each named asset's directory with
+// those of sources and the directories above them (shell.RemoveScript).
+func (b *Bridge) RemoveGuarded(ctx context.Context, root string, names, sources []string) error {
 	if len(names) == 0 {
 		return nil
 	}
@@ -263,6 +307,10 @@ func (b *Bridge) Remove(ctx context.Context, root string, names []string) error 
 		return err
 	}
 	defer b.inflight.remove(tmp)
-	script := shell.RemoveScript(root, path.Base(tmp), b.inflight.under(root), names)
-	return raced(b.renameThenDelete(ctx, "removing assets under "+root, sandbox.Command{Script: script}))
+	script := shell.RemoveScript(root, path.Base(tmp), b.inflight.under(root), names, guardIDs(sources))
+	err = raced(b.renameThenDelete(ctx, "removing assets under "+root, sandbox.Command{Script: script}))
+	if ee := (*sandbox.ExitError)(nil); errors.As(err, &ee) && ee.Status == shell.SourceExit {
+		return keptSourceErr(root + "/" + strings.Join(names, ","))
+	}
+	return err
 }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/airlockdev/airlock/internal/treetest"
 	"github.com/airlockdev/airlock/sandbox"
 	"github.com/airlockdev/airlock/workspace"
 )
@@ -25,28 +25,6 @@ import (
 // be given a Remote that is the Local work tree, a directory above it or
 // one inside it. Prepare clears Remote: it must refuse such a Spec before
 // it writes anything, and lose nothing.
-
-// treeState returns every entry under dir (its type, mode and content).
-func treeState(t *testing.T, dir string) map[string]string {
-	t.Helper()
-	m := map[string]string{}
-	require.NoError(t, filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		require.NoError(t, err)
-		rel, err := filepath.Rel(dir, p)
-		require.NoError(t, err)
-		fi, err := d.Info()
-		require.NoError(t, err)
-		s := fi.Mode().String()
-		if fi.Mode().IsRegular() {
-			b, err := os.ReadFile(p)
-			require.NoError(t, err)
-			s += " " + string(b)
-		}
-		m[rel] = s
-		return nil
-	}))
-	return m
-}
 
 func TestPrepareRefusesRemoteOverlappingLocal(t *testing.T) {
 	overlaps := map[string]func(t *testing.T, base, local string) (remote string, runDir string){
@@ -96,15 +74,15 @@ func TestPrepareRefusesRemoteOverlappingLocal(t *testing.T) {
 					}
 					require.NoError(t, os.WriteFile(filepath.Join(base, "sibling.txt"), []byte("beside\n"), 0o644))
 					remote, runDir := overlap(t, base, local)
-					before, beside := treeState(t, local), treeState(t, base)
+					before, beside := treetest.Snapshot(t, local), treetest.Snapshot(t, base)
 
 					_, err := workspace.Prepare(ctx(t), workspace.Spec{Local: local, Remote: remote, Runner: newRunner(t, runDir)})
 					require.ErrorIs(t, err, workspace.ErrSpec)
 					assert.False(t, sandbox.Retryable(err), "retrying cannot help: %v", err)
 					assert.ErrorContains(t, err, remote)
 					assert.ErrorContains(t, err, "pass a Remote that is neither Local, nor above it, nor inside it")
-					assert.Equal(t, before, treeState(t, local), "the work tree is as it was, with no marker left")
-					assert.Equal(t, beside, treeState(t, base))
+					assert.Empty(t, treetest.Diff(before, treetest.Snapshot(t, local)), "the work tree is as it was, with no marker left")
+					assert.Empty(t, treetest.Diff(beside, treetest.Snapshot(t, base)))
 				})
 			}
 		}
@@ -127,10 +105,10 @@ func TestPrepareRefusesARealAncestorOfALinkedLocal(t *testing.T) {
 					write(t, real, "main.go", "package main\n")
 				}
 				require.NoError(t, os.Symlink(filepath.Join(base, "data", "projects"), filepath.Join(base, "work")))
-				before := treeState(t, base)
+				before := treetest.Snapshot(t, base)
 				_, err := workspace.Prepare(ctx(t), workspace.Spec{Local: filepath.Join(base, "work", "app"), Remote: filepath.Join(base, "data"), Runner: newRunner(t, base)})
 				require.ErrorIs(t, err, workspace.ErrSpec)
-				assert.Equal(t, before, treeState(t, base))
+				assert.Empty(t, treetest.Diff(before, treetest.Snapshot(t, base)))
 			})
 		}
 	})

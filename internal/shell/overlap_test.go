@@ -150,3 +150,34 @@ func TestPublishGuardRootInsideSource(t *testing.T) {
 		})
 	}
 }
+
+// TestRemoveGuardRuns: a removal whose guard names the directory of one
+// of its assets (a staged copy that is a kept asset's Source, or above
+// one) exits SourceExit having moved nothing, not the other assets
+// either; a guard naming other directories removes them all.
+func TestRemoveGuardRuns(t *testing.T) {
+	for _, sh := range shells(t) {
+		t.Run(strings.Join(sh, " "), func(t *testing.T) {
+			root := t.TempDir()
+			publishTree(t, sh, root)
+			var st syscall.Stat_t
+			require.NoError(t, syscall.Stat(filepath.Join(root, "a"), &st))
+			own := shell.FileID{Dev: uint64(st.Dev), Ino: st.Ino, OK: true}
+			require.NoError(t, os.MkdirAll(filepath.Join(root, "-b"), 0o755))
+			names := []string{"-b", "a"}
+
+			_, stderr, status := shRun(t, sh, shell.RemoveScript(root, shell.TempPrefix+"unstage-00", shell.Skip{}, names, []shell.FileID{{Dev: 1, Ino: 2, OK: true}, own}), nil)
+			assert.Equal(t, shell.SourceExit, status, stderr)
+			assert.Contains(t, stderr, root+"/a is the host's source directory of an asset being kept")
+			assert.DirExists(t, filepath.Join(root, "a"))
+			assert.FileExists(t, filepath.Join(root, shell.ManifestName("a")))
+			assert.DirExists(t, filepath.Join(root, "-b"), "nothing removed")
+			assert.NoDirExists(t, filepath.Join(root, shell.TempPrefix+"unstage-00"), "nothing made")
+
+			_, stderr, status = shRun(t, sh, shell.RemoveScript(root, shell.TempPrefix+"unstage-01", shell.Skip{}, names, []shell.FileID{{Dev: own.Dev, Ino: own.Ino + 1, OK: true}, {}}), nil)
+			assert.Zero(t, status, stderr)
+			assert.NoDirExists(t, filepath.Join(root, "a"))
+			assert.NoDirExists(t, filepath.Join(root, "-b"))
+		})
+	}
+}

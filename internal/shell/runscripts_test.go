@@ -202,11 +202,11 @@ func TestStageScriptsRun(t *testing.T) {
 			_, stderr, status = shRun(t, sh, shell.AssetsScript(link, shell.Skip{}), nil)
 			assert.Equal(t, shell.RootLinkExit, status)
 			assert.Contains(t, stderr, "is a symbolic link")
-			_, _, status = shRun(t, sh, shell.RemoveScript(link, shell.TempPrefix+"unstage-00", shell.Skip{}, []string{"a"}), nil)
+			_, _, status = shRun(t, sh, shell.RemoveScript(link, shell.TempPrefix+"unstage-00", shell.Skip{}, []string{"a"}, nil), nil)
 			assert.Equal(t, shell.RootLinkExit, status)
 			assert.DirExists(t, dst)
 
-			out, stderr, status = shRun(t, sh, shell.RemoveScript(root, shell.TempPrefix+"unstage-00", shell.Skip{}, []string{"a", "never"}), nil)
+			out, stderr, status = shRun(t, sh, shell.RemoveScript(root, shell.TempPrefix+"unstage-00", shell.Skip{}, []string{"a", "never"}, nil), nil)
 			require.Equal(t, 0, status, "remove: %s", stderr)
 			assert.Equal(t, shell.PublishedLine+"\n", out)
 			ents, err := os.ReadDir(root)
@@ -729,7 +729,7 @@ func TestOrphanCopyRecord(t *testing.T) {
 			// A removal killed between the manifest and the copy.
 			root := filepath.Join(t.TempDir(), "root")
 			dst := publishTree(t, sh, root)
-			script := shell.RemoveScript(root, shell.TempPrefix+"unstage-00", shell.Skip{}, []string{"a"})
+			script := shell.RemoveScript(root, shell.TempPrefix+"unstage-00", shell.Skip{}, []string{"a"}, nil)
 			mvCopy := `mv -f './a' "$t/" || exit 4`
 			require.Contains(t, script, mvCopy)
 			_, _, status := shRun(t, sh, strings.Replace(script, mvCopy, "kill -9 $$", 1), nil)
@@ -739,7 +739,7 @@ func TestOrphanCopyRecord(t *testing.T) {
 			out, _, status := shRun(t, sh, shell.AssetsScript(root, shell.Skip{}), nil)
 			require.Equal(t, 0, status)
 			assert.Equal(t, []string{shell.ManifestName("a")}, shell.ParseAssetList([]byte(strings.TrimSuffix(out, shell.LeftoversLine+"\n"))), "the listing names the orphan copy")
-			_, stderr, status := shRun(t, sh, shell.RemoveScript(root, shell.TempPrefix+"unstage-01", shell.Skip{}, []string{"a"}), nil)
+			_, stderr, status := shRun(t, sh, shell.RemoveScript(root, shell.TempPrefix+"unstage-01", shell.Skip{}, []string{"a"}, nil), nil)
 			require.Equal(t, 0, status, "remove: %s", stderr)
 			ents, err := os.ReadDir(root)
 			require.NoError(t, err)

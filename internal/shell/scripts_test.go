@@ -77,7 +77,7 @@ func stageSamples(out map[string]string, name, w string) {
 	out["CarryScript/"+name] = CarryScript(&plan, tmp, dst)
 	out["CleanupScript/"+name] = CleanupScript(tmp, dst, w)
 	out["AssetsScript/"+name] = AssetsScript(root, skip)
-	out["RemoveScript/"+name] = RemoveScript(root, TempPrefix+"unstage-00", skip, []string{w, "b"})
+	out["RemoveScript/"+name] = RemoveScript(root, TempPrefix+"unstage-00", skip, []string{w, "b"}, nil)
 }
 
 // remoteSamples adds remote.Host's wrapper (the env prelude, the header

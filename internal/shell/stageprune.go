@@ -76,11 +76,22 @@ func ParseAssetList(reply []byte) []string {
 // the sweep markers that were no live process's when it began (see
 // markerFuncs; a marker stays while its publish runs). A root that is a
 // symbolic link is refused (RootLinkExit), a missing one has nothing to
-// remove.
-func RemoveScript(root, tmp string, skip Skip, names []string) string {
+// remove. Before anything else, when a named asset's directory (not a
+// link) has one of the ids in guard (the Sources of the assets a prune
+// keeps, and the directories above them, in a sandbox that shares the
+// host's file system), it ends with SourceExit, saying so: it removed
+// nothing.
+func RemoveScript(root, tmp string, skip Skip, names []string, guard []FileID) string {
 	var sb strings.Builder
 	sb.WriteString(finishAlone)
 	sb.WriteString(rootCheck(root))
+	if pats := idPatterns(guard); len(pats) > 0 {
+		sb.WriteString(statIDFunc)
+		for _, n := range names {
+			fmt.Fprintf(&sb, `if [ -d %[1]s ] && [ ! -L %[1]s ] && gi=$(G %[1]s); then case " $gi " in %[2]s) echo "$r/"%[3]s" is the host's source directory of an asset being kept, or a directory above it (the sandbox shares the host's file system): removing it would delete that Source; nothing was removed: give that asset a Source outside the stage root, or stage without pruning" >&2; exit %[4]d;; esac; fi
+`, Quote("./"+n), strings.Join(pats, "|"), Quote(n), SourceExit)
+		}
+	}
 	sb.WriteString(sweepFuncs)
 	sb.WriteString("A\n")
 	sb.WriteString(sweepScript(skip))

@@ -77,8 +77,9 @@ type Publish struct {
 
 // SourceExit is the exit status of a publish (PublishScript) that found,
 // at the copy's place, a directory its guard names (the host's Source, or
-// a directory above it, in a sandbox that shares the host's file system):
-// it moved nothing.
+// a directory above it, in a sandbox that shares the host's file system),
+// or of a removal (RemoveScript) that found one of its guard's at an
+// asset's place: it moved nothing.
 const SourceExit = 95
 
 // guardScript (with $d the copy's place, below the stage root) ends the
@@ -88,20 +89,31 @@ const SourceExit = 95
 // above it, its physical path (cd -P): the copy would be made inside the
 // Source, from which it was read. "" without ids.
 func guardScript(ids []FileID) string {
+	pats := idPatterns(ids)
+	if len(pats) == 0 || !ids[0].OK {
+		return ""
+	}
+	return statIDFunc + fmt.Sprintf(`if [ -d "$d" ] && [ ! -L "$d" ] && gi=$(G "$d"); then case " $gi " in %[1]s) echo "$d is the host's source directory, or a directory above it (the sandbox shares the host's file system): publishing would delete it; stage into another root or under another name" >&2; exit %[2]d;; esac; fi
+if gq=$(cd -P -- "${d%%/*}/" 2>/dev/null && pwd -P); then set --; while :; do set -- "$@" "$gq"; [ "$gq" = / ] && break; gq=${gq%%/*}; [ -n "$gq" ] || gq=/; done
+G "$@" | while IFS= read -r gi; do case " $gi " in %[3]s) echo "the stage root ${d%%/*} is inside the host's source directory (the sandbox shares the host's file system): the copy would hold itself; stage into another root" >&2; exit %[2]d;; esac; done || exit %[2]d; set --; fi
+`, strings.Join(pats, "|"), SourceExit, pats[0])
+}
+
+// statIDFunc defines G, which prints the device and inode ("DEV INO") of
+// each file it is given, following links (GNU and BusyBox stat, then
+// BSD's).
+const statIDFunc = `G() { { stat -L -c '%d %i' -- "$@" || stat -L -f '%d %i' -- "$@"; } 2>/dev/null; }
+`
+
+// idPatterns returns the case patterns (' DEV INO ') of the known ids.
+func idPatterns(ids []FileID) []string {
 	var pats []string
 	for _, id := range ids {
 		if id.OK {
 			pats = append(pats, fmt.Sprintf("' %d %d '", id.Dev, id.Ino))
 		}
 	}
-	if len(pats) == 0 || !ids[0].OK {
-		return ""
-	}
-	return fmt.Sprintf(`G() { { stat -L -c '%%d %%i' -- "$@" || stat -L -f '%%d %%i' -- "$@"; } 2>/dev/null; }
-if [ -d "$d" ] && [ ! -L "$d" ] && gi=$(G "$d"); then case " $gi " in %[1]s) echo "$d is the host's source directory, or a directory above it (the sandbox shares the host's file system): publishing would delete it; stage into another root or under another name" >&2; exit %[2]d;; esac; fi
-if gq=$(cd -P -- "${d%%/*}/" 2>/dev/null && pwd -P); then set --; while :; do set -- "$@" "$gq"; [ "$gq" = / ] && break; gq=${gq%%/*}; [ -n "$gq" ] || gq=/; done
-G "$@" | while IFS= read -r gi; do case " $gi " in %[3]s) echo "the stage root ${d%%/*} is inside the host's source directory (the sandbox shares the host's file system): the copy would hold itself; stage into another root" >&2; exit %[2]d;; esac; done || exit %[2]d; set --; fi
-`, strings.Join(pats, "|"), SourceExit, pats[0])
+	return pats
 }
 
 // NoPublishExit is the exit status of a send command that publishes

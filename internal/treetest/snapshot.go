@@ -106,3 +106,15 @@ func Write(t testing.TB, p, data string, mode fs.FileMode) {
 	require.NoError(t, os.WriteFile(p, []byte(data), mode))
 	require.NoError(t, os.Chmod(p, mode))
 }
+
+// Lost lists, at most 10, the entries of want that got lacks or holds
+// otherwise (Diff, leaving got's extra entries out).
+func Lost(want, got map[string]Node) []string {
+	kept := map[string]Node{}
+	for k := range want {
+		if n, ok := got[k]; ok {
+			kept[k] = n
+		}
+	}
+	return Diff(want, kept)
+}

@@ -752,7 +752,7 @@ func (h *Host) SFTP() (*sftp.Client, error) {
 	return c, nil
 }
 
-var _ stage.Pruner = (*Host)(nil)
+var _ stage.GuardedPruner = (*Host)(nil)
 
 // Assets implements stage.Pruner.
 func (h *Host) Assets(ctx context.Context, root string) ([]string, error) {
@@ -762,6 +762,11 @@ func (h *Host) Assets(ctx context.Context, root string) ([]string, error) {
 // Remove implements stage.Pruner.
 func (h *Host) Remove(ctx context.Context, root string, names []string) error {
 	return h.bridge.Remove(ctx, root, names)
+}
+
+// RemoveGuarded implements stage.GuardedPruner.
+func (h *Host) RemoveGuarded(ctx context.Context, root string, names, sources []string) error {
+	return h.bridge.RemoveGuarded(ctx, root, names, sources)
 }
 
 var _ sandbox.FileReader = (*Host)(nil)

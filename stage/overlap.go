@@ -6,7 +6,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"syscall"
+	"slices"
 
 	"github.com/airlockdev/airlock/internal/shell"
 	"github.com/airlockdev/airlock/sandbox"
@@ -29,16 +29,10 @@ func sourceIDs(src string) []shell.FileID {
 	}
 	var ids []shell.FileID
 	add := func(p string) {
-		for {
-			if fi, err := os.Stat(p); err == nil {
-				if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-					ids = append(ids, shell.FileID{Dev: uint64(st.Dev), Ino: uint64(st.Ino), OK: true}) // Dev is an int32 on macOS
-				}
+		for _, a := range shell.Levels(p, filepath.Dir) {
+			if id := shell.StatID(a); id.OK {
+				ids = append(ids, id)
 			}
-			if p == filepath.Dir(p) {
-				return
-			}
-			p = filepath.Dir(p)
 		}
 	}
 	add(src)
@@ -60,7 +54,7 @@ func checkPlace(rr *os.Root, root, name, src string) error {
 		return overlapErr(path.Join(root, name), src)
 	}
 	if d, err := filepath.EvalSymlinks(rr.Name()); err == nil {
-		for _, a := range levels(d) {
+		for _, a := range shell.Levels(d, filepath.Dir) {
 			if fi, err := os.Stat(a); err == nil && isSource(fi, ids[:1]) {
 				return overlapErr(path.Join(root, name), src)
 			}
@@ -69,29 +63,10 @@ func checkPlace(rr *os.Root, root, name, src string) error {
 	return nil
 }
 
-// levels returns p and each directory above it.
-func levels(p string) []string {
-	out := []string{p}
-	for p != filepath.Dir(p) {
-		p = filepath.Dir(p)
-		out = append(out, p)
-	}
-	return out
-}
-
 // isSource reports whether fi is one of ids.
 func isSource(fi os.FileInfo, ids []shell.FileID) bool {
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !ok {
-		return false
-	}
-	id := shell.FileID{Dev: uint64(st.Dev), Ino: uint64(st.Ino), OK: true}
-	for _, g := range ids {
-		if g == id {
-			return true
-		}
-	}
-	return false
+	id := shell.IDOf(fi)
+	return id.OK && slices.Contains(ids, id)
 }
 
 // overlapped returns err as an ErrBadRoot error when the publish refused

@@ -7,7 +7,6 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"syscall"
 
 	"github.com/airlockdev/airlock/internal/shell"
 	"github.com/airlockdev/airlock/sandbox"
@@ -28,30 +27,6 @@ import (
 // by a marker: a file the host writes at the top of Local and removes at
 // once, which the sandbox looks for at the path where Local would be.
 
-// fileID returns the identity of p, following links.
-func fileID(p string) (shell.FileID, bool) {
-	fi, err := os.Stat(p)
-	if err != nil {
-		return shell.FileID{}, false
-	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !ok {
-		return shell.FileID{}, false
-	}
-	return shell.FileID{Dev: uint64(st.Dev), Ino: uint64(st.Ino), OK: true}, true // Dev is an int32 on macOS
-}
-
-// levels returns p and each directory above it, up to the root (dir is
-// path.Dir or filepath.Dir).
-func levels(p string, dir func(string) string) []string {
-	out := []string{p}
-	for p != dir(p) {
-		p = dir(p)
-		out = append(out, p)
-	}
-	return out
-}
-
 // overlapCandidate is a sandbox path where Local would be if the two file
 // systems are one, and how the probe suggested it.
 type overlapCandidate struct {
@@ -68,7 +43,7 @@ func (r *Round) checkOverlap(ctx context.Context, pr probe) error {
 	if len(pr.IDs) == 0 {
 		return nil // a probe that names no directory: nothing to compare
 	}
-	remote := levels(pr.Real, path.Dir)
+	remote := shell.Levels(pr.Real, path.Dir)
 	if pr.Real == "" || len(pr.IDs) != len(remote) {
 		return fmt.Errorf("%w: probing the sandbox at %s: %d directory identities for the physical path %q", ErrHostile, r.spec.Remote, len(pr.IDs), pr.Real)
 	}
@@ -76,8 +51,8 @@ func (r *Round) checkOverlap(ctx context.Context, pr probe) error {
 	if err != nil {
 		return nil // Prepare's own walk reports a Local it cannot read
 	}
-	localID, ok := fileID(local)
-	if !ok {
+	localID := shell.StatID(local)
+	if !localID.OK {
 		return nil
 	}
 	var cands []overlapCandidate
@@ -91,8 +66,8 @@ func (r *Round) checkOverlap(ctx context.Context, pr probe) error {
 		}
 	}
 	if rem := pr.IDs[0]; rem.OK {
-		for _, a := range levels(filepath.Dir(local), filepath.Dir) {
-			if id, ok := fileID(a); ok && id == rem {
+		for _, a := range shell.Levels(filepath.Dir(local), filepath.Dir) {
+			if id := shell.StatID(a); id.OK && id == rem {
 				rel, err := filepath.Rel(a, local)
 				if err == nil {
 					cands = append(cands, overlapCandidate{at: path.Join(pr.Real, filepath.ToSlash(rel)), how: "holds"})

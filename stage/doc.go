@@ -39,7 +39,11 @@
 //     Source's links and excluded files, or all else in a directory above.
 //     A prune ([WithPrune], through a [GuardedPruner]) likewise removes
 //     nothing and fails with ErrBadRoot when an asset it would remove is
-//     the Source of an asset of the call, or above one.
+//     the Source of an asset of the call, or above one. A copy with a file
+//     system mounted inside it (a bind mount, a volume) is never deleted
+//     through the mount: a publish that would retire it, a prune and
+//     Unstage move nothing and fail with ErrBadRoot (where the sandbox has
+//     /proc/self/mountinfo: Linux).
 //   - The manifest (path, type, mode, size, SHA-256 per entry; canonical
 //     JSON) lives beside the asset, outside it, so the agent sees exactly the
 //     source tree. Staging identical content again costs one round trip,

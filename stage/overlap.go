@@ -42,10 +42,16 @@ func sourceIDs(src string) []shell.FileID {
 	return ids
 }
 
-// checkPlace (Dir) fails with overlapErr when root/name, in rr, is the
+// checkPlace (Dir) fails with mountErr when a file system is mounted
+// inside root/name (in rr), and with overlapErr when root/name is the
 // directory src or one above it, or when rr's directory (the stage root)
 // is src or inside it.
 func checkPlace(rr *os.Root, root, name, src string) error {
+	if fi, err := rr.Lstat(name); err == nil && fi.IsDir() {
+		if m := mountInside(filepath.Join(rr.Name(), name)); m != "" {
+			return mountErr(path.Join(root, name), m)
+		}
+	}
 	ids := sourceIDs(src)
 	if len(ids) == 0 {
 		return nil
@@ -70,12 +76,48 @@ func isSource(fi os.FileInfo, ids []shell.FileID) bool {
 }
 
 // overlapped returns err as an ErrBadRoot error when the publish refused
-// to replace the Source (shell.SourceExit), else err.
+// to replace the Source (shell.SourceExit) or a copy with a file system
+// mounted inside (shell.MountExit), else err.
 func overlapped(err error, dst, src string) error {
-	if ee := (*sandbox.ExitError)(nil); errors.As(err, &ee) && ee.Status == shell.SourceExit {
-		return overlapErr(dst, src)
+	if ee := (*sandbox.ExitError)(nil); errors.As(err, &ee) {
+		switch ee.Status {
+		case shell.SourceExit:
+			return overlapErr(dst, src)
+		case shell.MountExit:
+			return mountErr(dst, "")
+		}
 	}
 	return err
+}
+
+// mountErr is the error of a publish or removal that found a file system
+// mounted on dst, inside it, or on a part of it seen elsewhere (at mount,
+// when known), which deleting dst would have reached.
+func mountErr(dst, mount string) error {
+	at := ""
+	if mount != "" {
+		at = " at " + mount
+	}
+	return fmt.Errorf("%w: a file system is mounted%s on %s, inside it, or on a part of it seen elsewhere (a bind mount of a host directory, a volume): moving and deleting %s would delete the files there; nothing was moved: unmount it, or stage under another name", ErrBadRoot, at, dst, dst)
+}
+
+// mountInside returns a mount point on the host directory dir (its links
+// resolved), inside it or on a part of it seen elsewhere, from
+// /proc/self/mountinfo, or "" (none, or no /proc/self/mountinfo: not
+// Linux).
+func mountInside(dir string) string {
+	info, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return ""
+	}
+	phys, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return ""
+	}
+	if m := shell.MountsInside(info, phys, true); len(m) > 0 {
+		return m[0]
+	}
+	return ""
 }
 
 // overlapErr is the error of a publish whose copy's place dst is the
@@ -93,8 +135,9 @@ func guardIDs(sources []string) []shell.FileID {
 	return ids
 }
 
-// keptSourceErr is the error of a removal refused because the asset
-// directory at dst is the Source of an asset being kept, or above one.
-func keptSourceErr(dst string) error {
-	return fmt.Errorf("%w: %s is the Source of an asset being staged, or a directory above one (the sandbox shares the host's file system): removing it would delete that Source; nothing was removed: give that asset a Source outside the stage root, or stage without WithPrune", ErrBadRoot, dst)
+// keptSourceErr is the error of a removal refused because an asset
+// directory it names (what) is the Source of an asset being kept, or
+// above one.
+func keptSourceErr(what string) error {
+	return fmt.Errorf("%w: %s is the Source of an asset being staged, or a directory above one (the sandbox shares the host's file system): removing it would delete that Source; nothing was removed: give that asset a Source outside the stage root, or stage without WithPrune", ErrBadRoot, what)
 }

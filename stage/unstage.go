@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -197,8 +198,15 @@ func (d *Dir) RemoveGuarded(ctx context.Context, root string, names, sources []s
 	defer rr.Close()
 	guard := guardIDs(sources)
 	for _, name := range names {
-		if fi, err := rr.Lstat(name); err == nil && fi.IsDir() && isSource(fi, guard) {
+		fi, err := rr.Lstat(name)
+		if err != nil || !fi.IsDir() {
+			continue
+		}
+		if isSource(fi, guard) {
 			return keptSourceErr(path.Join(root, name))
+		}
+		if m := mountInside(filepath.Join(rr.Name(), name)); m != "" {
+			return mountErr(path.Join(root, name), m)
 		}
 	}
 	d.sweep(rr)
@@ -309,8 +317,17 @@ func (b *Bridge) RemoveGuarded(ctx context.Context, root string, names, sources 
 	defer b.inflight.remove(tmp)
 	script := shell.RemoveScript(root, path.Base(tmp), b.inflight.under(root), names, guardIDs(sources))
 	err = raced(b.renameThenDelete(ctx, "removing assets under "+root, sandbox.Command{Script: script}))
-	if ee := (*sandbox.ExitError)(nil); errors.As(err, &ee) && ee.Status == shell.SourceExit {
-		return keptSourceErr(root + "/" + strings.Join(names, ","))
+	if ee := (*sandbox.ExitError)(nil); errors.As(err, &ee) {
+		what := "the directory of one of the assets " + strings.Join(names, ", ") + " under " + root
+		if len(names) == 1 {
+			what = path.Join(root, names[0])
+		}
+		switch ee.Status {
+		case shell.SourceExit:
+			return keptSourceErr(what)
+		case shell.MountExit:
+			return mountErr(what, "")
+		}
 	}
 	return err
 }

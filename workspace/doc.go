@@ -163,12 +163,18 @@
 // bwrap with a bind mount). Before it writes anything, Prepare (of either
 // kind) refuses with ErrSpec a Remote that is Local, a directory above it,
 // or one inside it there, comparing physical paths (links resolved on
-// both sides): clearing it would delete the local files. The probe
+// both sides) and directories (a bind mount may show a directory of Local
+// at any path): clearing it would delete the local files. The probe
 // reports Remote's physical path and the device and inode of it and of
-// each directory above it; a match is confirmed by an empty marker file
-// (.airlock-overlap-<random>) the host writes at the top of Local and
-// removes at once (a sandbox on another machine may show the same numbers
-// by chance; a host killed in that instant leaves the file).
+// each directory above it, which the host compares with Local's
+// directories and those above Local; a match is confirmed by an empty
+// marker file (.airlock-overlap-<random>) the host writes in the matching
+// directory and removes at once (a sandbox on another machine may show
+// the same numbers by chance; a host killed in that instant leaves the
+// file). Prepare also refuses, with ErrSpec, a Remote with a file system
+// mounted inside it (a mount of Local, or of any directory: clearing
+// Remote would enter it), where the sandbox has /proc/self/mountinfo
+// (Linux); a Remote that is itself a mount point is prepared.
 //
 // # The 3-way merge (both kinds)
 //

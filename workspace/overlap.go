@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
@@ -21,25 +22,34 @@ import (
 //
 // The probe reports Remote's physical path (its links resolved) and the
 // identity (device and inode) of it and of each directory above it. A
-// match with Local, or of Remote with a directory above Local's physical
-// path, is only a suspicion: two machines cloned
-// from one image hold directories with the same numbers. It is confirmed
-// by a marker: a file the host writes at the top of Local and removes at
-// once, which the sandbox looks for at the path where Local would be.
+// match with any directory of Local's tree (Local itself, or one inside
+// it: a bind mount may show a directory of Local elsewhere), or of Remote
+// with a directory above Local's physical path, is only a suspicion: two
+// machines cloned from one image hold directories with the same numbers.
+// It is confirmed by a marker: a file the host writes in the matching
+// directory and removes at once, which the sandbox looks for at the path
+// where that directory would be.
 
-// overlapCandidate is a sandbox path where Local would be if the two file
+// overlapCandidate is a host directory of Local's (or Local, under a
+// Remote above it), the sandbox path where it would be if the two file
 // systems are one, and how the probe suggested it.
 type overlapCandidate struct {
-	at  string // sandbox path of Local
-	how string // "is", "holds" or "is inside"
+	host string // host directory: Local or one inside it
+	at   string // its sandbox path
+	how  string // "is", "holds" or "is inside"
 }
 
-// checkOverlap returns an ErrSpec error when Spec.Remote is Spec.Local, a
-// directory above it or one below it, in one file system. Both sides are
-// compared by their physical paths: the sandbox's probe gives Remote's
-// (WorkspaceProbe.Real) and the identity of every directory above it; the
-// host resolves Local's links.
+// checkOverlap returns an ErrSpec error when a file system is mounted
+// inside Spec.Remote (WorkspaceProbe.Mounts), or when Spec.Remote is
+// Spec.Local, a directory above it or one below it, in one file system.
+// Both sides are compared by their physical paths and directories: the
+// sandbox's probe gives Remote's (WorkspaceProbe.Real) and the identity of
+// every directory above it; the host resolves Local's links and lists the
+// identity of every directory in Local's tree (treeDirs).
 func (r *Round) checkOverlap(ctx context.Context, pr probe) error {
+	if len(pr.Mounts) > 0 {
+		return fmt.Errorf("%w: a file system is mounted at %s, inside Spec.Remote %s (a bind mount, a volume): Prepare clears Remote, which would delete the files there; unmount it, or pass a Remote with nothing mounted inside", ErrSpec, pr.Mounts[0], r.spec.Remote)
+	}
 	if len(pr.IDs) == 0 {
 		return nil // a probe that names no directory: nothing to compare
 	}
@@ -51,18 +61,15 @@ func (r *Round) checkOverlap(ctx context.Context, pr probe) error {
 	if err != nil {
 		return nil // Prepare's own walk reports a Local it cannot read
 	}
-	localID := shell.StatID(local)
-	if !localID.OK {
-		return nil
-	}
+	dirs := treeDirs(local)
 	var cands []overlapCandidate
 	for i, id := range pr.IDs {
-		if id.OK && id == localID {
+		if d, ok := dirs[id]; ok && id.OK {
 			how := "is"
-			if i > 0 {
+			if i > 0 || d != local {
 				how = "is inside"
 			}
-			cands = append(cands, overlapCandidate{at: remote[i], how: how})
+			cands = append(cands, overlapCandidate{host: d, at: remote[i], how: how})
 		}
 	}
 	if rem := pr.IDs[0]; rem.OK {
@@ -70,7 +77,7 @@ func (r *Round) checkOverlap(ctx context.Context, pr probe) error {
 			if id := shell.StatID(a); id.OK && id == rem {
 				rel, err := filepath.Rel(a, local)
 				if err == nil {
-					cands = append(cands, overlapCandidate{at: path.Join(pr.Real, filepath.ToSlash(rel)), how: "holds"})
+					cands = append(cands, overlapCandidate{host: local, at: path.Join(pr.Real, filepath.ToSlash(rel)), how: "holds"})
 				}
 				break
 			}
@@ -82,52 +89,84 @@ func (r *Round) checkOverlap(ctx context.Context, pr probe) error {
 	return r.confirmOverlap(ctx, cands)
 }
 
-// markerPrefix starts the name of the marker confirmOverlap writes at the
-// top of Local, for an instant.
+// treeDirs returns the identity of every directory of the tree under dir
+// (dir included), with its host path; links are not followed, bind mounts
+// are entered. A directory it cannot read is left out: Prepare's own walk
+// reports it.
+func treeDirs(dir string) map[shell.FileID]string {
+	m := map[shell.FileID]string{}
+	// The callback never fails (so neither does the walk): an unreadable
+	// directory is Prepare's own walk's to report.
+	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.IsDir() {
+			return nil
+		}
+		if fi, err := d.Info(); err == nil {
+			if id := shell.IDOf(fi); id.OK {
+				m[id] = p
+			}
+		}
+		return nil
+	})
+	return m
+}
+
+// markerPrefix starts the name of the marker confirmOverlap writes in a
+// directory of Local, for an instant.
 const markerPrefix = ".airlock-overlap-"
 
-// confirmOverlap writes a marker at the top of Local (an empty file of a
-// random name, exclusively) and asks the sandbox whether it sees it at a
-// candidate's path; the marker is removed before it returns.
-func (r *Round) confirmOverlap(ctx context.Context, cands []overlapCandidate) (err error) {
+// confirmOverlap asks the sandbox, for each candidate, whether it sees at
+// the candidate's sandbox path a marker the host writes in its host
+// directory (an empty file of a random name, exclusively); each marker is
+// removed before the next is written.
+func (r *Round) confirmOverlap(ctx context.Context, cands []overlapCandidate) error {
 	id, err := newID()
 	if err != nil {
 		return err
 	}
 	name := markerPrefix + id
-	marker := filepath.Join(r.spec.Local, name)
+	for _, c := range cands {
+		if err := r.confirmOne(ctx, c, name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// confirmOne writes the marker name in c.host, asks the sandbox whether it
+// is at c.at, and removes it.
+func (r *Round) confirmOne(ctx context.Context, c overlapCandidate, name string) (err error) {
+	marker := filepath.Join(c.host, name)
 	f, err := os.OpenFile(marker, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err == nil {
 		err = f.Close()
 	}
 	if err != nil {
-		return r.unconfirmed(cands[0], err)
+		return r.unconfirmed(c, err)
 	}
 	defer func() {
 		if rerr := os.Remove(marker); rerr != nil && err == nil {
 			err = fmt.Errorf("workspace: removing the marker %s: %w; remove it by hand", marker, rerr)
 		}
 	}()
-	for _, c := range cands {
-		var out bytes.Buffer
-		lw := &limitWriter{w: &out, n: 64}
-		script := shell.WorkspaceMarkerScript(path.Join(c.at, name))
-		if err := sandbox.Control(ctx, r.spec.Runner, sandbox.Command{Script: script, Stdout: lw}); err != nil {
-			return fmt.Errorf("workspace: checking whether the sandbox's %s is %s on the host: %w", r.spec.Remote, r.spec.Local, err)
-		}
-		switch out.String() {
-		case "same\nend\n":
-			return fmt.Errorf("%w: Spec.Remote %s %s Spec.Local %s in one file system (the sandbox shares the host's): Prepare clears Remote, which would delete the local files; pass a Remote that is neither Local, nor above it, nor inside it", ErrSpec, r.spec.Remote, c.how, r.spec.Local)
-		case "end\n":
-		default:
-			return fmt.Errorf("%w: checking whether the sandbox's %s is %s: unexpected output %.80q", ErrHostile, r.spec.Remote, r.spec.Local, out.String())
-		}
+	var out bytes.Buffer
+	lw := &limitWriter{w: &out, n: 64}
+	script := shell.WorkspaceMarkerScript(path.Join(c.at, name))
+	if err := sandbox.Control(ctx, r.spec.Runner, sandbox.Command{Script: script, Stdout: lw}); err != nil {
+		return fmt.Errorf("workspace: checking whether the sandbox's %s is %s on the host: %w", r.spec.Remote, r.spec.Local, err)
 	}
-	return nil
+	switch out.String() {
+	case "same\nend\n":
+		return fmt.Errorf("%w: Spec.Remote %s %s Spec.Local %s in one file system (the sandbox shares the host's: %s is the host's %s): Prepare clears Remote, which would delete the local files; pass a Remote that is neither Local, nor above it, nor inside it", ErrSpec, r.spec.Remote, c.how, r.spec.Local, c.at, c.host)
+	case "end\n":
+		return nil
+	default:
+		return fmt.Errorf("%w: checking whether the sandbox's %s is %s: unexpected output %.80q", ErrHostile, r.spec.Remote, r.spec.Local, out.String())
+	}
 }
 
 // unconfirmed is the error of a suspected overlap that no marker could
 // settle (Local is not writable).
 func (r *Round) unconfirmed(c overlapCandidate, err error) error {
-	return fmt.Errorf("%w: Spec.Remote %s may be the directory %s of Spec.Local %s (same device and inode in the sandbox), and no marker could be written to tell (%v); Prepare clears Remote: pass a Remote that is neither Local, nor above it, nor inside it", ErrSpec, r.spec.Remote, c.at, r.spec.Local, err)
+	return fmt.Errorf("%w: Spec.Remote %s may share the directory %s (the host's %s) with Spec.Local %s (same device and inode in the sandbox), and no marker could be written to tell (%v); Prepare clears Remote: pass a Remote that is neither Local, nor above it, nor inside it", ErrSpec, r.spec.Remote, c.at, c.host, r.spec.Local, err)
 }

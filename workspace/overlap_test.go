@@ -188,3 +188,107 @@ func TestPrepareOverlapSuspicionCleared(t *testing.T) {
 		assert.Equal(t, "b\n", read(t, e.local, "b.txt"))
 	})
 }
+
+// TestPrepareRefusesABindMountOfLocal: a container's bind mount may show
+// a directory of Local at another path, where no link or path leads from
+// Remote to Local: Remote that is such a mount of a directory inside Local
+// (or of Local), or a directory below one, is refused before anything is
+// written, and Local is as it was.
+func TestPrepareRefusesABindMountOfLocal(t *testing.T) {
+	mounts := map[string]struct {
+		of     string // below Local, mounted at base/m
+		remote string // below base
+	}{
+		"a mount of Local":                        {".", "m"},
+		"a mount of a directory inside":           {"src", "m"},
+		"a directory below a mount of one inside": {"src", "m/deep"},
+		"a new directory below such a mount":      {"src", "m/new/er"},
+		"a mount of a directory two levels down":  {"src/deep", "m"},
+	}
+	eachRunner(t, func(t *testing.T, newRunner func(t *testing.T, dir string) sandbox.Runner) {
+		for _, kind := range []string{"plain", "git"} {
+			for name, mc := range mounts {
+				t.Run(kind+"/"+name, func(t *testing.T) {
+					base := t.TempDir()
+					local := filepath.Join(base, "proj")
+					files := map[string]string{"precious.txt": "keep me\n", "src/main.go": "package main\n", "src/deep/x": "x\n"}
+					require.NoError(t, os.MkdirAll(local, 0o755))
+					if kind == "git" {
+						initRepo(t, local, files)
+						write(t, local, "src/deep/untracked.txt", "not committed\n")
+					} else {
+						for k, v := range files {
+							write(t, local, k, v)
+						}
+					}
+					require.NoError(t, os.Mkdir(filepath.Join(base, "m"), 0o755))
+					treetest.BindMount(t, filepath.Join(local, mc.of), filepath.Join(base, "m"))
+					before := treetest.Snapshot(t, local)
+					remote := filepath.Join(base, filepath.FromSlash(mc.remote))
+
+					_, err := workspace.Prepare(ctx(t), workspace.Spec{Local: local, Remote: remote, Runner: newRunner(t, base)})
+					require.ErrorIs(t, err, workspace.ErrSpec)
+					assert.False(t, sandbox.Retryable(err), "%v", err)
+					assert.ErrorContains(t, err, "pass a Remote that is neither Local, nor above it, nor inside it")
+					assert.Empty(t, treetest.Diff(before, treetest.Snapshot(t, local)), "the work tree is as it was, with no marker left")
+				})
+			}
+		}
+	})
+}
+
+// TestPrepareRefusesAMountInsideRemote: Prepare clears Remote, and rm -rf
+// (or git clean) enters a file system mounted inside it: with a mount of
+// Local there, or of any other directory of the user's, Prepare refuses
+// with ErrSpec before it writes anything, and the mounted files are as
+// they were. A Remote that is itself a mount point (a container's volume)
+// is prepared.
+func TestPrepareRefusesAMountInsideRemote(t *testing.T) {
+	eachRunner(t, func(t *testing.T, newRunner func(t *testing.T, dir string) sandbox.Runner) {
+		for _, kind := range []string{"plain", "git"} {
+			for _, what := range []string{"Local", "another directory", "another directory, at a name with a newline", "Remote itself"} {
+				t.Run(kind+"/"+what, func(t *testing.T) {
+					base := t.TempDir()
+					local := filepath.Join(base, "proj")
+					files := map[string]string{"precious.txt": "keep me\n", "src/main.go": "package main\n"}
+					require.NoError(t, os.MkdirAll(local, 0o755))
+					if kind == "git" {
+						initRepo(t, local, files)
+					} else {
+						for k, v := range files {
+							write(t, local, k, v)
+						}
+					}
+					write(t, base, "other/data.txt", "the user's\n")
+					write(t, base, "box/old.txt", "a previous round\n")
+					remote := filepath.Join(base, "box")
+					mounted, at := local, filepath.Join(remote, "p")
+					switch what {
+					case "another directory":
+						mounted = filepath.Join(base, "other")
+					case "another directory, at a name with a newline":
+						mounted, at = filepath.Join(base, "other"), filepath.Join(remote, "my\nvolume")
+					case "Remote itself":
+						mounted, at = filepath.Join(base, "vol"), remote
+						require.NoError(t, os.Mkdir(mounted, 0o755))
+					}
+					require.NoError(t, os.MkdirAll(at, 0o755))
+					treetest.BindMount(t, mounted, at)
+					before, beside := treetest.Snapshot(t, local), treetest.Snapshot(t, filepath.Join(base, "other"))
+
+					_, err := workspace.Prepare(ctx(t), workspace.Spec{Local: local, Remote: remote, Runner: newRunner(t, base)})
+					if what == "Remote itself" {
+						require.NoError(t, err)
+						assert.FileExists(t, filepath.Join(mounted, "precious.txt"), "prepared into the volume")
+						return
+					}
+					require.ErrorIs(t, err, workspace.ErrSpec)
+					assert.False(t, sandbox.Retryable(err), "%v", err)
+					assert.ErrorContains(t, err, "a file system is mounted at "+strings.ReplaceAll(at, "\n", `\012`)+", inside Spec.Remote "+remote)
+					assert.Empty(t, treetest.Diff(before, treetest.Snapshot(t, local)))
+					assert.Empty(t, treetest.Diff(beside, treetest.Snapshot(t, filepath.Join(base, "other"))))
+				})
+			}
+		}
+	})
+}

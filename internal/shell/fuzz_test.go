@@ -180,6 +180,7 @@ func FuzzWorkspaceProbe(f *testing.F) {
 	f.Add([]byte("tool sh\nend\n"))
 	f.Add([]byte("end"))
 	f.Add([]byte("real /a/b\nid 65024 5308426\nid - -\nid 1 2\nend\n"))
+	f.Add([]byte("real /a\nmount /a/b\\040c\nmount /a/d\nend\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		p, err := ParseWorkspaceProbe(data)
 		if err != nil {
@@ -206,6 +207,14 @@ func FuzzWorkspaceProbe(f *testing.F) {
 		}
 		if len(p.IDs) > MaxProbeIDs {
 			t.Fatal("too many ids accepted")
+		}
+		if len(p.Mounts) > MaxMounts {
+			t.Fatal("too many mount points accepted")
+		}
+		for _, m := range p.Mounts {
+			if m == "" || strings.ContainsAny(m, "\x00\n") || !strings.Contains(string(data), "\nmount "+m+"\n") && !strings.HasPrefix(string(data), "mount "+m+"\n") {
+				t.Fatalf("mount point %q is not a line of the input", m)
+			}
 		}
 		for _, id := range p.IDs {
 			if !id.OK && id != (FileID{}) {

@@ -76,7 +76,8 @@ func ParseAssetList(reply []byte) []string {
 // the sweep markers that were no live process's when it began (see
 // markerFuncs; a marker stays while its publish runs). A root that is a
 // symbolic link is refused (RootLinkExit), a missing one has nothing to
-// remove. Before anything else, when a named asset's directory (not a
+// remove. Before anything else, when a file system is mounted inside a
+// named asset's directory it ends with MountExit; when one (not a
 // link) has one of the ids in guard (the Sources of the assets a prune
 // keeps, and the directories above them, in a sandbox that shares the
 // host's file system), it ends with SourceExit, saying so: it removed
@@ -85,6 +86,10 @@ func RemoveScript(root, tmp string, skip Skip, names []string, guard []FileID) s
 	var sb strings.Builder
 	sb.WriteString(finishAlone)
 	sb.WriteString(rootCheck(root))
+	sb.WriteString(mountsFunc)
+	for _, n := range names {
+		fmt.Fprintf(&sb, "d=%s\n%s", Quote("./"+n), mountCheck)
+	}
 	if pats := idPatterns(guard); len(pats) > 0 {
 		sb.WriteString(statIDFunc)
 		for _, n := range names {

@@ -214,6 +214,10 @@ type WorkspaceProbe struct {
 	// MaxProbeIDs.
 	Real string
 	IDs  []FileID
+	// Mounts are the mount points strictly inside Real (as
+	// /proc/self/mountinfo writes them), at most MaxMounts: a Prepare,
+	// which clears the work tree, would delete the files there.
+	Mounts []string
 }
 
 // FileID is a file's device and inode numbers; OK is false when unknown.
@@ -227,7 +231,9 @@ type FileID struct {
 const MaxProbeIDs = 2049
 
 // probeIDs prints the physical path of $r ("real PATH": see
-// WorkspaceProbe.Real), then an "id DEV INO" line (or "id - -") for it and
+// WorkspaceProbe.Real), a "mount PATH" line for each file system mounted
+// inside it (Mi: see WorkspaceProbe.Mounts), then an "id DEV INO" line
+// (or "id - -") for it and
 // for each directory above it, up to /: stat -L (GNU, BusyBox) or stat -L
 // -f (BSD).
 const probeIDs = `d=$r; e=
@@ -236,6 +242,7 @@ q=$(cd -P -- "$d" 2>/dev/null && pwd -P) && case "$q" in /*) q=${q%/}$e; [ -n "$
 case "$q" in *'
 '*|*//*|*/.|*/./*|*/..|*/../*) q=$r;; esac
 echo "real $q"
+Mi "$q" | while IFS= read -r m; do printf 'mount %s\n' "$m"; done
 d=$q; while :; do s=$( { stat -L -c '%d %i' -- "$d" || stat -L -f '%d %i' -- "$d"; } 2>/dev/null) || s=; case "$s" in *[!0-9\ ]*|'') s='- -';; esac; echo "id $s"; [ "$d" = / ] && break; d=${d%/*}; [ -n "$d" ] || d=/; done
 `
 
@@ -260,7 +267,7 @@ export GIT_DIR=.git GIT_WORK_TREE=.
 { g for-each-ref --count=%d --format='%%(objectname)' refs/airlock/base refs/heads; g rev-parse -q --verify 'HEAD^{commit}'; } 2>/dev/null | g cat-file --batch-check='%%(objecttype) %%(objectname)' 2>/dev/null | while read -r t n; do [ "$t" = commit ] && echo "have $n"; done
 fi
 echo end
-`, Quote(remote), probeIDs, GitPrelude, MaxProbeHave-1)
+`, Quote(remote), mountsFunc+probeIDs, GitPrelude, MaxProbeHave-1)
 }
 
 // parseFileID reads "DEV INO" (decimal, no sign, no leading zero) or
@@ -317,6 +324,11 @@ func ParseWorkspaceProbe(data []byte) (WorkspaceProbe, error) {
 				return WorkspaceProbe{}, protocolf("the sandbox probe has a bad id line %.80q", l)
 			}
 			p.IDs = append(p.IDs, id)
+		case "mount":
+			if v == "" || len(v) > 4096 || strings.ContainsRune(v, 0) || len(p.Mounts) >= MaxMounts {
+				return WorkspaceProbe{}, protocolf("the sandbox probe has a bad mount line %.80q", l)
+			}
+			p.Mounts = append(p.Mounts, v)
 		case "real":
 			if p.Real != "" || !path.IsAbs(v) || path.Clean(v) != v || len(v) > 4096 || strings.ContainsRune(v, 0) {
 				return WorkspaceProbe{}, protocolf("the sandbox probe has a bad real path line %.80q", l)

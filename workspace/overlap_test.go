@@ -26,6 +26,25 @@ import (
 // one inside it. Prepare clears Remote: it must refuse such a Spec before
 // it writes anything, and lose nothing.
 
+// overlapLocal makes base/proj a work tree of kind ("plain" or "git":
+// committed) holding precious.txt, src/main.go and src/deep/x, and the
+// file extra (for git, not committed), and returns it.
+func overlapLocal(t *testing.T, base, kind, extra string) string {
+	t.Helper()
+	local := filepath.Join(base, "proj")
+	require.NoError(t, os.MkdirAll(local, 0o755))
+	files := map[string]string{"precious.txt": "keep me\n", "src/main.go": "package main\n", "src/deep/x": "x\n"}
+	if kind == "git" {
+		initRepo(t, local, files)
+	} else {
+		for k, v := range files {
+			write(t, local, k, v)
+		}
+	}
+	write(t, local, extra, "not committed\n")
+	return local
+}
+
 func TestPrepareRefusesRemoteOverlappingLocal(t *testing.T) {
 	overlaps := map[string]func(t *testing.T, base, local string) (remote string, runDir string){
 		"the same directory": func(t *testing.T, base, local string) (string, string) { return local, local },
@@ -61,17 +80,7 @@ func TestPrepareRefusesRemoteOverlappingLocal(t *testing.T) {
 			for name, overlap := range overlaps {
 				t.Run(kind+"/"+name, func(t *testing.T) {
 					base := t.TempDir()
-					local := filepath.Join(base, "proj")
-					require.NoError(t, os.MkdirAll(local, 0o755))
-					files := map[string]string{"precious.txt": "keep me\n", "src/main.go": "package main\n", "src/deep/x": "x\n"}
-					if kind == "git" {
-						initRepo(t, local, files)
-						write(t, local, "dirty.txt", "not committed\n")
-					} else {
-						for k, v := range files {
-							write(t, local, k, v)
-						}
-					}
+					local := overlapLocal(t, base, kind, "dirty.txt")
 					require.NoError(t, os.WriteFile(filepath.Join(base, "sibling.txt"), []byte("beside\n"), 0o644))
 					remote, runDir := overlap(t, base, local)
 					before, beside := treetest.Snapshot(t, local), treetest.Snapshot(t, base)
@@ -210,17 +219,7 @@ func TestPrepareRefusesABindMountOfLocal(t *testing.T) {
 			for name, mc := range mounts {
 				t.Run(kind+"/"+name, func(t *testing.T) {
 					base := t.TempDir()
-					local := filepath.Join(base, "proj")
-					files := map[string]string{"precious.txt": "keep me\n", "src/main.go": "package main\n", "src/deep/x": "x\n"}
-					require.NoError(t, os.MkdirAll(local, 0o755))
-					if kind == "git" {
-						initRepo(t, local, files)
-						write(t, local, "src/deep/untracked.txt", "not committed\n")
-					} else {
-						for k, v := range files {
-							write(t, local, k, v)
-						}
-					}
+					local := overlapLocal(t, base, kind, "src/deep/untracked.txt")
 					require.NoError(t, os.Mkdir(filepath.Join(base, "m"), 0o755))
 					treetest.BindMount(t, filepath.Join(local, mc.of), filepath.Join(base, "m"))
 					before := treetest.Snapshot(t, local)
@@ -249,16 +248,7 @@ func TestPrepareRefusesAMountInsideRemote(t *testing.T) {
 			for _, what := range []string{"Local", "another directory", "another directory, at a name with a newline", "Remote itself"} {
 				t.Run(kind+"/"+what, func(t *testing.T) {
 					base := t.TempDir()
-					local := filepath.Join(base, "proj")
-					files := map[string]string{"precious.txt": "keep me\n", "src/main.go": "package main\n"}
-					require.NoError(t, os.MkdirAll(local, 0o755))
-					if kind == "git" {
-						initRepo(t, local, files)
-					} else {
-						for k, v := range files {
-							write(t, local, k, v)
-						}
-					}
+					local := overlapLocal(t, base, kind, "src/untracked.txt")
 					write(t, base, "other/data.txt", "the user's\n")
 					write(t, base, "box/old.txt", "a previous round\n")
 					remote := filepath.Join(base, "box")

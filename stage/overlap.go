@@ -42,8 +42,9 @@ func sourceIDs(src string) []shell.FileID {
 	return ids
 }
 
-// checkPlace (Dir) fails with mountErr when a file system is mounted
-// inside root/name (in rr), and with overlapErr when root/name is the
+// checkPlace (Dir) fails with mountErr when a file system is mounted on
+// root/name (in rr), inside it or on a part of it seen elsewhere, and
+// with overlapErr when root/name is the
 // directory src or one above it, or when rr's directory (the stage root)
 // is src or inside it.
 func checkPlace(rr *os.Root, root, name, src string) error {

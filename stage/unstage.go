@@ -30,7 +30,12 @@ type Pruner interface {
 	// partial tree. A name that is not staged is not an error. (A
 	// removal killed between the two renames leaves the directory
 	// without its manifest, beside the asset's sweep marker, which has
-	// Assets list it still: the next prune or Unstage removes it.)
+	// Assets list it still: the next prune or Unstage removes it.) Dir,
+	// Bridge and remote.Host remove nothing and fail with ErrBadRoot
+	// when a file system is mounted on a named asset's directory, inside
+	// it, or on a part of it seen elsewhere (where the sandbox has
+	// /proc/self/mountinfo: Linux): the deletion would reach the files
+	// there.
 	Remove(ctx context.Context, root string, names []string) error
 }
 

@@ -40,7 +40,7 @@ type overlapCandidate struct {
 }
 
 // checkOverlap returns an ErrSpec error when a file system is mounted
-// inside Spec.Remote (WorkspaceProbe.Mounts), or when Spec.Remote is
+// inside Spec.Remote or on a part of it (WorkspaceProbe.Mounts), or when Spec.Remote is
 // Spec.Local, a directory above it or one below it, in one file system.
 // Both sides are compared by their physical paths and directories: the
 // sandbox's probe gives Remote's (WorkspaceProbe.Real) and the identity of
@@ -48,7 +48,7 @@ type overlapCandidate struct {
 // identity of every directory in Local's tree (treeDirs).
 func (r *Round) checkOverlap(ctx context.Context, pr probe) error {
 	if len(pr.Mounts) > 0 {
-		return fmt.Errorf("%w: a file system is mounted at %s, inside Spec.Remote %s (a bind mount, a volume): Prepare clears Remote, which would delete the files there; unmount it, or pass a Remote with nothing mounted inside", ErrSpec, pr.Mounts[0], r.spec.Remote)
+		return fmt.Errorf("%w: a file system is mounted at %s, inside Spec.Remote %s or on a part of it seen elsewhere (a bind mount, a volume): Prepare clears Remote, which would delete the files there; unmount it, or pass a Remote with nothing mounted inside or from it", ErrSpec, pr.Mounts[0], r.spec.Remote)
 	}
 	if len(pr.IDs) == 0 {
 		return nil // a probe that names no directory: nothing to compare

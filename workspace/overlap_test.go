@@ -282,3 +282,26 @@ func TestPrepareRefusesAMountInsideRemote(t *testing.T) {
 		}
 	})
 }
+
+// TestPrepareRefusesALocalMountedFromRemote: Local is a bind mount of a
+// directory inside Remote (a host that works on what a sandbox's volume
+// holds): clearing Remote would delete Local's files. Refused with
+// ErrSpec before anything is written.
+func TestPrepareRefusesALocalMountedFromRemote(t *testing.T) {
+	eachRunner(t, func(t *testing.T, newRunner func(t *testing.T, dir string) sandbox.Runner) {
+		base := t.TempDir()
+		remote := filepath.Join(base, "box")
+		write(t, remote, "sub/precious.txt", "keep me\n")
+		write(t, remote, "sub/src/main.go", "package main\n")
+		local := filepath.Join(base, "proj")
+		require.NoError(t, os.Mkdir(local, 0o755))
+		treetest.BindMount(t, filepath.Join(remote, "sub"), local)
+		before := treetest.Snapshot(t, local)
+
+		_, err := workspace.Prepare(ctx(t), workspace.Spec{Local: local, Remote: remote, Runner: newRunner(t, base)})
+		require.ErrorIs(t, err, workspace.ErrSpec)
+		assert.False(t, sandbox.Retryable(err), "%v", err)
+		assert.ErrorContains(t, err, "a file system is mounted at "+local+", inside Spec.Remote "+remote+" or on a part of it seen elsewhere")
+		assert.Empty(t, treetest.Diff(before, treetest.Snapshot(t, local)))
+	})
+}

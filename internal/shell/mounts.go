@@ -14,11 +14,14 @@ import (
 // Source): deleting the directory deletes what is seen there. Where the
 // sandbox has /proc/self/mountinfo (Linux), each of them first looks for
 // such a mount, in the mount namespace it runs in, and refuses when it
-// finds one. A directory that is itself a mount point is not refused.
+// finds one. A workspace's Remote that is itself a mount point (a
+// container's volume) is not refused: it is emptied, not moved; a staged
+// copy that is one is (a publish or a removal moves it).
 
 // MountExit is the exit status of a publish (PublishScript) or a removal
-// (RemoveScript) that found a file system mounted inside the copy it would
-// delete: it moved nothing.
+// (RemoveScript) that found a file system mounted on the copy it would
+// move and delete, inside it, or on a part of it seen elsewhere
+// (mountCheck): it moved nothing.
 const MountExit = 94
 
 // MaxMounts bounds the mount points a check reports.
@@ -47,8 +50,9 @@ exit n > 0 }`
 
 // mountsFunc defines Mi DIR [SELF] (DIR a physical path), which prints
 // what mountsAwk finds in /proc/self/mountinfo (a mount at DIR itself too
-// when SELF is given) and fails when it found a mount point; without /proc/self/mountinfo (not Linux) or awk, it cannot tell,
-// prints nothing and succeeds.
+// when SELF is given) and fails when it found a mount point; without
+// /proc/self/mountinfo (not Linux) or awk it cannot tell: it prints
+// nothing and succeeds.
 const mountsFunc = "Mi() { [ -r /proc/self/mountinfo ] || return 0; P=$1 S=${2-} awk '" + mountsAwk + "' /proc/self/mountinfo; [ $? != 1 ]; }\n"
 
 // MountsInside returns the mount points of info (the content of a

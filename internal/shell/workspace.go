@@ -214,9 +214,10 @@ type WorkspaceProbe struct {
 	// MaxProbeIDs.
 	Real string
 	IDs  []FileID
-	// Mounts are the mount points strictly inside Real (as
-	// /proc/self/mountinfo writes them), at most MaxMounts: a Prepare,
-	// which clears the work tree, would delete the files there.
+	// Mounts are the mount points strictly inside Real, or on a part of
+	// it seen elsewhere (Mi; as /proc/self/mountinfo writes them), at
+	// most MaxMounts: a Prepare, which clears the work tree, would delete
+	// the files there.
 	Mounts []string
 }
 
@@ -232,7 +233,7 @@ const MaxProbeIDs = 2049
 
 // probeIDs prints the physical path of $r ("real PATH": see
 // WorkspaceProbe.Real), a "mount PATH" line for each file system mounted
-// inside it (Mi: see WorkspaceProbe.Mounts), then an "id DEV INO" line
+// inside it or on a part of it (Mi: see WorkspaceProbe.Mounts), then an "id DEV INO" line
 // (or "id - -") for it and
 // for each directory above it, up to /: stat -L (GNU, BusyBox) or stat -L
 // -f (BSD).

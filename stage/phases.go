@@ -540,10 +540,7 @@ func (s *publishRun) publishInline() phase {
 		select { // the deletion of the old copy, as renameThenDelete waits for it
 		case err := <-c.done:
 			c.end(err)
-			if ee := (*sandbox.ExitError)(nil); errors.As(c.rerr, &ee) && ee.Status == shell.NoPublishExit {
-				// The status of a command that received no publish line
-				// and moved nothing: the line before it was forged.
-				s.err = fmt.Errorf("%w: %s: the sandbox command reported the copy published, then exited %d (it received no publish line and moved nothing)", sandbox.ErrProtocol, op, shell.NoPublishExit)
+			if s.forgedPublish(op) {
 				return phaseCleanup
 			}
 		case <-c.x.Expired():
@@ -558,6 +555,8 @@ func (s *publishRun) publishInline() phase {
 	}
 	var ee *sandbox.ExitError
 	switch {
+	case s.forgedPublish(op): // both were ready: the select took the end
+		return phaseCleanup
 	case isClosed(c.rep.Published):
 		return phaseDone
 	case errors.As(c.rerr, &ee) && ee.Status == shell.NoPublishExit:
@@ -579,6 +578,19 @@ func (s *publishRun) publishInline() phase {
 		return phaseDone
 	}
 	return phaseCleanup
+}
+
+// forgedPublish reports whether the ended send command printed
+// PublishedLine and yet exited NoPublishExit, the status of a command
+// that received no publish line and moved nothing: the line was forged.
+// It sets s.err to say so.
+func (s *publishRun) forgedPublish(op string) bool {
+	c := s.cmd
+	if ee := (*sandbox.ExitError)(nil); !isClosed(c.rep.Published) || !errors.As(c.rerr, &ee) || ee.Status != shell.NoPublishExit {
+		return false
+	}
+	s.err = fmt.Errorf("%w: %s: the sandbox command reported the copy published, then exited %d (it received no publish line and moved nothing)", sandbox.ErrProtocol, op, shell.NoPublishExit)
+	return true
 }
 
 // cleanup removes the temporary directory of a failed publish (Bridge.cleanup).

@@ -173,7 +173,8 @@
 // the same numbers by chance; a host killed in that instant leaves the
 // file). Prepare also refuses, with ErrSpec, a Remote with a file system
 // mounted inside it (a mount of Local, or of any directory: clearing
-// Remote would enter it) or a part of it mounted elsewhere (a Local that
+// Remote would enter it; one in sandbox.RuntimeDir, which Prepare leaves
+// alone, is not refused) or a part of it mounted elsewhere (a Local that
 // is a bind mount of a directory in Remote), where the sandbox has
 // /proc/self/mountinfo (Linux); a Remote that is itself a mount point is
 // prepared.

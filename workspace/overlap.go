@@ -8,6 +8,8 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"strconv"
+	"strings"
 
 	"github.com/airlockdev/airlock/internal/shell"
 	"github.com/airlockdev/airlock/sandbox"
@@ -47,8 +49,8 @@ type overlapCandidate struct {
 // every directory above it; the host resolves Local's links and lists the
 // identity of every directory in Local's tree (treeDirs).
 func (r *Round) checkOverlap(ctx context.Context, pr probe) error {
-	if len(pr.Mounts) > 0 {
-		return fmt.Errorf("%w: a file system is mounted at %s, inside Spec.Remote %s or on a part of it seen elsewhere (a bind mount, a volume): Prepare clears Remote, which would delete the files there; unmount it, or pass a Remote with nothing mounted inside or from it", ErrSpec, pr.Mounts[0], r.spec.Remote)
+	if m, ok := mountToClear(pr); ok {
+		return fmt.Errorf("%w: a file system is mounted at %s, inside Spec.Remote %s or on a part of it seen elsewhere (a bind mount, a volume): Prepare clears Remote, which would delete the files there; unmount it, or pass a Remote with nothing mounted inside or from it", ErrSpec, strconv.Quote(m), r.spec.Remote)
 	}
 	if len(pr.IDs) == 0 {
 		return nil // a probe that names no directory: nothing to compare
@@ -87,6 +89,19 @@ func (r *Round) checkOverlap(ctx context.Context, pr probe) error {
 		return nil
 	}
 	return r.confirmOverlap(ctx, cands)
+}
+
+// mountToClear returns the first mount point the probe reports that
+// Prepare would reach: one in Remote's runtime directory (RuntimeDir, which
+// Prepare leaves alone: a volume for the staged skills, say) is not.
+func mountToClear(pr probe) (string, bool) {
+	rt := path.Join(pr.Real, shell.RuntimeDir)
+	for _, m := range pr.Mounts {
+		if m != rt && !strings.HasPrefix(m, rt+"/") {
+			return m, true
+		}
+	}
+	return "", false
 }
 
 // treeDirs returns the identity of every directory of the tree under dir

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -245,7 +246,7 @@ func TestPrepareRefusesABindMountOfLocal(t *testing.T) {
 func TestPrepareRefusesAMountInsideRemote(t *testing.T) {
 	eachRunner(t, func(t *testing.T, newRunner func(t *testing.T, dir string) sandbox.Runner) {
 		for _, kind := range []string{"plain", "git"} {
-			for _, what := range []string{"Local", "another directory", "another directory, at a name with a newline", "Remote itself"} {
+			for _, what := range []string{"Local", "another directory", "another directory, at a name with a newline", "Remote itself", "a volume in the runtime directory"} {
 				t.Run(kind+"/"+what, func(t *testing.T) {
 					base := t.TempDir()
 					local := overlapLocal(t, base, kind, "src/untracked.txt")
@@ -261,20 +262,28 @@ func TestPrepareRefusesAMountInsideRemote(t *testing.T) {
 					case "Remote itself":
 						mounted, at = filepath.Join(base, "vol"), remote
 						require.NoError(t, os.Mkdir(mounted, 0o755))
+					case "a volume in the runtime directory":
+						mounted, at = filepath.Join(base, "other"), filepath.Join(remote, sandbox.RuntimeDir, "skills")
 					}
 					require.NoError(t, os.MkdirAll(at, 0o755))
 					treetest.BindMount(t, mounted, at)
 					before, beside := treetest.Snapshot(t, local), treetest.Snapshot(t, filepath.Join(base, "other"))
 
 					_, err := workspace.Prepare(ctx(t), workspace.Spec{Local: local, Remote: remote, Runner: newRunner(t, base)})
-					if what == "Remote itself" {
+					switch what {
+					case "Remote itself":
 						require.NoError(t, err)
 						assert.FileExists(t, filepath.Join(mounted, "precious.txt"), "prepared into the volume")
+						return
+					case "a volume in the runtime directory": // Prepare leaves the runtime directory alone
+						require.NoError(t, err)
+						assert.FileExists(t, filepath.Join(remote, "precious.txt"))
+						assert.Empty(t, treetest.Diff(beside, treetest.Snapshot(t, filepath.Join(base, "other"))))
 						return
 					}
 					require.ErrorIs(t, err, workspace.ErrSpec)
 					assert.False(t, sandbox.Retryable(err), "%v", err)
-					assert.ErrorContains(t, err, "a file system is mounted at "+strings.ReplaceAll(at, "\n", `\012`)+", inside Spec.Remote "+remote)
+					assert.ErrorContains(t, err, "a file system is mounted at "+strconv.Quote(at)+", inside Spec.Remote "+remote)
 					assert.Empty(t, treetest.Diff(before, treetest.Snapshot(t, local)))
 					assert.Empty(t, treetest.Diff(beside, treetest.Snapshot(t, filepath.Join(base, "other"))))
 				})
@@ -301,7 +310,7 @@ func TestPrepareRefusesALocalMountedFromRemote(t *testing.T) {
 		_, err := workspace.Prepare(ctx(t), workspace.Spec{Local: local, Remote: remote, Runner: newRunner(t, base)})
 		require.ErrorIs(t, err, workspace.ErrSpec)
 		assert.False(t, sandbox.Retryable(err), "%v", err)
-		assert.ErrorContains(t, err, "a file system is mounted at "+local+", inside Spec.Remote "+remote+" or on a part of it seen elsewhere")
+		assert.ErrorContains(t, err, "a file system is mounted at "+strconv.Quote(local)+", inside Spec.Remote "+remote+" or on a part of it seen elsewhere")
 		assert.Empty(t, treetest.Diff(before, treetest.Snapshot(t, local)))
 	})
 }

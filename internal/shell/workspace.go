@@ -215,9 +215,9 @@ type WorkspaceProbe struct {
 	Real string
 	IDs  []FileID
 	// Mounts are the mount points strictly inside Real, or on a part of
-	// it seen elsewhere (Mi; as /proc/self/mountinfo writes them), at
-	// most MaxMounts: a Prepare, which clears the work tree, would delete
-	// the files there.
+	// it seen elsewhere (Mi; decoded), at most MaxMounts: a Prepare,
+	// which clears the work tree (but its RuntimeDir), would delete the
+	// files there.
 	Mounts []string
 }
 
@@ -329,7 +329,7 @@ func ParseWorkspaceProbe(data []byte) (WorkspaceProbe, error) {
 			if v == "" || len(v) > 4096 || strings.ContainsRune(v, 0) || len(p.Mounts) >= MaxMounts {
 				return WorkspaceProbe{}, protocolf("the sandbox probe has a bad mount line %.80q", l)
 			}
-			p.Mounts = append(p.Mounts, v)
+			p.Mounts = append(p.Mounts, unescapeMount(v))
 		case "real":
 			if p.Real != "" || !path.IsAbs(v) || path.Clean(v) != v || len(v) > 4096 || strings.ContainsRune(v, 0) {
 				return WorkspaceProbe{}, protocolf("the sandbox probe has a bad real path line %.80q", l)

@@ -42,8 +42,9 @@ type overlapCandidate struct {
 }
 
 // checkOverlap returns an ErrSpec error when a file system is mounted
-// inside Spec.Remote or on a part of it (WorkspaceProbe.Mounts), or when Spec.Remote is
-// Spec.Local, a directory above it or one below it, in one file system.
+// inside Spec.Remote or on a part of it (WorkspaceProbe.Mounts, but in its
+// RuntimeDir), or when Spec.Remote is Spec.Local, a directory above it or
+// one below it, in one file system.
 // Both sides are compared by their physical paths and directories: the
 // sandbox's probe gives Remote's (WorkspaceProbe.Real) and the identity of
 // every directory above it; the host resolves Local's links and lists the

@@ -111,7 +111,8 @@ func MountsInside(info []byte, dir string, self bool) []string {
 }
 
 // unescapeMount decodes the octal escapes the kernel writes in a
-// mountinfo path (space, tab, newline, backslash).
+// mountinfo path (space, tab, newline, backslash), as in a probe's mount
+// line (internal/treetest decodes them too).
 func unescapeMount(s string) string {
 	return strings.NewReplacer(`\040`, " ", `\011`, "\t", `\012`, "\n", `\134`, `\`).Replace(s)
 }

@@ -17,15 +17,15 @@ func BindMount(t testing.TB, from, to string) {
 	if os.Geteuid() != 0 {
 		t.Skip("bind mounts need root (CI runs as root)")
 	}
+	var st syscall.Stat_t
+	if err := syscall.Stat(from, &st); err != nil {
+		t.Fatalf("stat %s: %v", from, err)
+	}
 	if err := syscall.Mount(from, to, "", syscall.MS_BIND, ""); err != nil {
 		if errors.Is(err, syscall.EPERM) {
 			t.Skipf("bind mounts are not permitted here (%v): CI runs as root on a VM", err)
 		}
 		t.Fatalf("bind mount of %s at %s: %v", from, to, err)
-	}
-	var st syscall.Stat_t
-	if err := syscall.Stat(from, &st); err != nil {
-		t.Fatalf("stat %s: %v", from, err)
 	}
 	t.Cleanup(func() {
 		if err := syscall.Unmount(to, syscall.MNT_DETACH); err == nil {
@@ -43,6 +43,8 @@ func BindMount(t testing.TB, from, to string) {
 			if len(f) < 5 {
 				continue
 			}
+			// The kernel's escapes, decoded as internal/shell does (which
+			// treetest cannot import: internal/tree's tests would cycle).
 			mp := strings.NewReplacer(`\040`, " ", `\011`, "\t", `\012`, "\n", `\134`, `\`).Replace(f[4])
 			var now syscall.Stat_t
 			if syscall.Stat(mp, &now) == nil && now.Dev == st.Dev && now.Ino == st.Ino && mp != from {

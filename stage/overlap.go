@@ -49,7 +49,7 @@ func sourceIDs(src string) []shell.FileID {
 // is src or inside it.
 func checkPlace(rr *os.Root, root, name, src string) error {
 	if fi, err := rr.Lstat(name); err == nil && fi.IsDir() {
-		if m := mountInside(filepath.Join(rr.Name(), name)); m != "" {
+		if m := mountInside(hostMounts(), filepath.Join(rr.Name(), name)); m != "" {
 			return mountErr(path.Join(root, name), m)
 		}
 	}
@@ -102,13 +102,21 @@ func mountErr(dst, mount string) error {
 	return fmt.Errorf("%w: a file system is mounted%s on %s, inside it, or on a part of it seen elsewhere (a bind mount of a host directory, a volume): moving and deleting %s would delete the files there; nothing was moved: unmount it, or stage under another name", ErrBadRoot, at, dst, dst)
 }
 
-// mountInside returns a mount point on the host directory dir (its links
-// resolved), inside it or on a part of it seen elsewhere, from
-// /proc/self/mountinfo, or "" (none, or no /proc/self/mountinfo: not
-// Linux).
-func mountInside(dir string) string {
+// hostMounts returns this process's /proc/self/mountinfo, nil where there
+// is none (not Linux): what mountInside reads.
+func hostMounts() []byte {
 	info, err := os.ReadFile("/proc/self/mountinfo")
 	if err != nil {
+		return nil
+	}
+	return info
+}
+
+// mountInside returns a mount point of info (hostMounts) on the host
+// directory dir (its links resolved), inside it or on a part of it seen
+// elsewhere, or "" (none, or no mountinfo).
+func mountInside(info []byte, dir string) string {
+	if info == nil {
 		return ""
 	}
 	phys, err := filepath.EvalSymlinks(dir)

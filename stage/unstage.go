@@ -201,7 +201,7 @@ func (d *Dir) RemoveGuarded(ctx context.Context, root string, names, sources []s
 		return err
 	}
 	defer rr.Close()
-	guard := guardIDs(sources)
+	guard, mounts := guardIDs(sources), hostMounts()
 	for _, name := range names {
 		fi, err := rr.Lstat(name)
 		if err != nil || !fi.IsDir() {
@@ -210,7 +210,7 @@ func (d *Dir) RemoveGuarded(ctx context.Context, root string, names, sources []s
 		if isSource(fi, guard) {
 			return keptSourceErr(path.Join(root, name))
 		}
-		if m := mountInside(filepath.Join(rr.Name(), name)); m != "" {
+		if m := mountInside(mounts, filepath.Join(rr.Name(), name)); m != "" {
 			return mountErr(path.Join(root, name), m)
 		}
 	}

@@ -21,7 +21,7 @@ import (
 // MountExit is the exit status of a publish (PublishScript) or a removal
 // (RemoveScript) that found a file system mounted on the copy it would
 // move and delete, inside it, or on a part of it seen elsewhere
-// (mountCheck): it moved nothing.
+// (Mx: mountCheckFunc): it moved nothing.
 const MountExit = 94
 
 // MaxMounts bounds the mount points a check reports.
@@ -117,9 +117,10 @@ func unescapeMount(s string) string {
 	return strings.NewReplacer(`\040`, " ", `\011`, "\t", `\012`, "\n", `\134`, `\`).Replace(s)
 }
 
-// mountCheck (with $d a directory the script is about to move away and
-// delete whole) ends the script with MountExit, saying so, when a file
-// system is mounted at $d, inside it, or on a part of it seen elsewhere.
-const mountCheck = `if [ -d "$d" ] && [ ! -L "$d" ] && dq=$(cd -P -- "$d" 2>/dev/null && pwd -P) && ! mt=$(Mi "$dq" 1); then echo "a file system is mounted at ${mt%%"
-"*}: on $dq, inside it, or on a part of it seen elsewhere; moving and deleting $dq would delete the files there; nothing was moved: unmount it, or stage under another name" >&2; exit 94; fi
+// mountCheckFunc defines Mx DIR (DIR a directory the script is about to
+// move away and delete whole), which ends the script with MountExit,
+// saying so, when a file system is mounted on DIR, inside it, or on a
+// part of it seen elsewhere (Mi, which mountsFunc defines).
+const mountCheckFunc = `Mx() { if [ -d "$1" ] && [ ! -L "$1" ] && dq=$(cd -P -- "$1" 2>/dev/null && pwd -P) && ! mt=$(Mi "$dq" 1); then echo "a file system is mounted at ${mt%%"
+"*}: on $dq, inside it, or on a part of it seen elsewhere; moving and deleting $dq would delete the files there; nothing was moved: unmount it, or stage under another name" >&2; exit 94; fi; }
 `

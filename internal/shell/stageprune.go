@@ -86,15 +86,18 @@ func RemoveScript(root, tmp string, skip Skip, names []string, guard []FileID) s
 	var sb strings.Builder
 	sb.WriteString(finishAlone)
 	sb.WriteString(rootCheck(root))
-	sb.WriteString(mountsFunc)
-	for _, n := range names {
-		fmt.Fprintf(&sb, "d=%s\n%s", Quote("./"+n), mountCheck)
+	sb.WriteString(mountsFunc + mountCheckFunc)
+	pats := idPatterns(guard)
+	if len(pats) > 0 {
+		// Gx DIR ends the script with SourceExit when DIR (./NAME) is one
+		// of the guard's directories.
+		fmt.Fprintf(&sb, `%sGx() { if [ -d "$1" ] && [ ! -L "$1" ] && gi=$(G "$1"); then case " $gi " in %s) echo "$r/${1#./} is the host's source directory of an asset being kept, or a directory above it (the sandbox shares the host's file system): removing it would delete that Source; nothing was removed: give that asset a Source outside the stage root, or stage without pruning" >&2; exit %d;; esac; fi; }
+`, statIDFunc, strings.Join(pats, "|"), SourceExit)
 	}
-	if pats := idPatterns(guard); len(pats) > 0 {
-		sb.WriteString(statIDFunc)
-		for _, n := range names {
-			fmt.Fprintf(&sb, `if [ -d %[1]s ] && [ ! -L %[1]s ] && gi=$(G %[1]s); then case " $gi " in %[2]s) echo "$r/"%[3]s" is the host's source directory of an asset being kept, or a directory above it (the sandbox shares the host's file system): removing it would delete that Source; nothing was removed: give that asset a Source outside the stage root, or stage without pruning" >&2; exit %[4]d;; esac; fi
-`, Quote("./"+n), strings.Join(pats, "|"), Quote(n), SourceExit)
+	for _, n := range names {
+		fmt.Fprintf(&sb, "Mx %s\n", Quote("./"+n))
+		if len(pats) > 0 {
+			fmt.Fprintf(&sb, "Gx %s\n", Quote("./"+n))
 		}
 	}
 	sb.WriteString(sweepFuncs)

@@ -493,7 +493,7 @@ if [ -e "$s" ] || [ -L "$s" ]; then mv -f "$s" "$t/old/" || exit %[11]d; fi
 if [ -e "$m" ] || [ -L "$m" ]; then mv -f "$m" "$t/old/" || exit %[11]d; fi
 if [ -d "$d" ] && [ ! -L "$d" ] && [ ! -w "$d" ]; then chmod u+w "$d" 2>/dev/null; fi
 x=
-`, finishAlone, Quote(tmp), Quote(dst), Quote(mf), renameFunc, sweptFunc, claimOwnerScript, guardScript(guard)+mountsFunc+mountCheck, markScript(markerOf(dst, name)), Quote(stampsOf(dst)), RenameExit)
+`, finishAlone, Quote(tmp), Quote(dst), Quote(mf), renameFunc, sweptFunc, claimOwnerScript, guardScript(guard)+mountsFunc+mountCheckFunc+"Mx \"$d\"\n", markScript(markerOf(dst, name)), Quote(stampsOf(dst)), RenameExit)
 	if exchange {
 		sb.WriteString(`if [ -d "$d" ] && [ ! -L "$d" ] && mv -T --exchange "$t/new/tree" "$d" 2>/dev/null; then x=1; fi
 `)

@@ -1050,3 +1050,38 @@ func TestHeaderWriterAfterLoginNoise(t *testing.T) {
 	pid, _ = hw.State()
 	assert.Zero(t, pid)
 }
+
+// TestDetectRecordsNeedsM: the records bit is set only for a tar that
+// stops at its archive's end and takes -m (the send command extracts with
+// it); a GNU tar that refuses -m is detected as one that does not (the
+// stream then goes to a plain `tar -x`, which restores times), and the
+// shell's own tar is detected as one that does.
+func TestDetectRecordsNeedsM(t *testing.T) {
+	real, err := exec.LookPath("tar")
+	if err != nil {
+		t.Skip("tar is not installed: the probe cannot be run here")
+	}
+	probe := func(path string) shell.Caps {
+		t.Helper()
+		out, stderr, status := shRun(t, []string{"sh"}, "PATH="+shell.Quote(path)+"\n"+shell.DetectScript+shell.EchoHeader, nil)
+		require.Equal(t, 0, status, "detect: %s", stderr)
+		caps, err := shell.ParseCaps(strings.TrimSpace(strings.TrimPrefix(out, shell.ProbeHeader)))
+		require.NoError(t, err, "%q", out)
+		return caps
+	}
+	stock := probe(os.Getenv("PATH"))
+	version, err := exec.Command(real, "--version").Output()
+	require.NoError(t, err)
+	if !bytes.Contains(version, []byte("GNU tar")) {
+		t.Skipf("%s is not GNU tar (%q): the stock case is GNU tar's", real, bytes.SplitN(version, []byte("\n"), 2)[0])
+	}
+	assert.True(t, stock.Records, "GNU tar stops at its archive's end and takes -m")
+
+	bin := t.TempDir()
+	wrapper := "#!/bin/sh\nfor a in \"$@\"; do [ \"$a\" = -m ] && { echo 'tar: invalid option -- m' >&2; exit 2; }; done\nexec " + shell.Quote(real) + " \"$@\"\n"
+	require.NoError(t, os.WriteFile(filepath.Join(bin, "tar"), []byte(wrapper), 0o755))
+	noM := probe(bin + ":" + os.Getenv("PATH"))
+	assert.False(t, noM.Records, "a tar without -m is not used with it")
+	assert.Equal(t, stock.SHA256, noM.SHA256)
+	assert.Empty(t, noM.Missing)
+}

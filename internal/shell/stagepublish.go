@@ -188,7 +188,7 @@ func SendScript(s Send) string {
 		if s.Detect {
 			sb.WriteString("if [ \"$__tr\" = 1 ]; then\n") // only where tar stops at its archive's end
 		}
-		fmt.Fprintf(&sb, "tar -x -o -f - >&2 || exit\ncd \"$r\" || exit 1\necho %s\nIFS= read -r l || exit %d\n[ \"$l\" = %s ] || exit %d\n", ExtractedLine, NoPublishExit, PublishLine, NoPublishExit)
+		fmt.Fprintf(&sb, "tar -x -o -m -f - >&2 || exit\ncd \"$r\" || exit 1\necho %s\nIFS= read -r l || exit %d\n[ \"$l\" = %s ] || exit %d\n", ExtractedLine, NoPublishExit, PublishLine, NoPublishExit)
 		sb.WriteString(PublishScript(s.Tmp, s.Dst, p.Manifest, p.Name, p.Exchange, s.Split, p.Guard))
 		if !s.Detect {
 			return sb.String()

@@ -586,12 +586,12 @@ type fetched struct {
 func (r *Round) fetchBundle(ctx context.Context, bundle string, h header, hk hashKind, res *Result) (_ *fetched, err error) {
 	g, id := r.git, r.rec.ID
 	if err := g.Run(ctx, gitexec.Cmd{Args: []string{"bundle", "verify", bundle}}); err != nil {
-		return nil, fmt.Errorf("%w: the sandbox's bundle does not verify: %w", ErrHostile, err)
+		return nil, refused(ctx, err, "verifying the sandbox's bundle", "the sandbox's bundle does not verify")
 	}
 	want := "refs/airlock/out/" + id + "/snap"
 	heads, err := g.Output(ctx, "bundle", "list-heads", bundle)
 	if err != nil {
-		return nil, fmt.Errorf("%w: listing the sandbox's bundle: %w", ErrHostile, err)
+		return nil, refused(ctx, err, "listing the sandbox's bundle", "listing the sandbox's bundle")
 	}
 	lines := strings.Split(strings.TrimSuffix(string(heads), "\n"), "\n")
 	if len(lines) > maxRefused {
@@ -652,11 +652,11 @@ func (r *Round) fetchBundle(ctx context.Context, bundle string, h header, hk has
 		}
 	}
 	if err := q.git.Run(ctx, gitexec.Cmd{Args: []string{"rev-list", "--objects", "--quiet", h.Snap, "--not", "--all"}}); err != nil {
-		return nil, fmt.Errorf("%w: the sandbox's bundle is incomplete: %w", ErrHostile, err)
+		return nil, refused(ctx, err, "checking the sandbox's bundle", "the sandbox's bundle is incomplete")
 	}
 	got, err := q.git.Line(ctx, "rev-list", "--parents", "-n", "1", h.Snap)
 	if err != nil {
-		return nil, fmt.Errorf("%w: the sandbox's snapshot %s did not arrive: %w", ErrHostile, h.Snap, err)
+		return nil, refused(ctx, err, "reading the sandbox's snapshot", "the sandbox's snapshot "+h.Snap+" did not arrive")
 	}
 	wantParents := []string{h.Snap}
 	if h.Head != "" {
@@ -1149,6 +1149,24 @@ func readGit(ctx context.Context, g *gitexec.Git, c gitexec.Cmd, wrap func(error
 		return gerr
 	}
 	return nil
+}
+
+// refused is the error of a host-side git command that checks what the
+// sandbox sent (its bundle, its snapshot) and failed while doing (what it
+// was doing): ErrHostile, with refusal, only when git ran and refused the
+// data. A Restore whose context ended meanwhile (git was killed, not
+// refused), a git that could not be run, or one that could not read or
+// write on the host is not the sandbox's doing and is never ErrHostile:
+// nothing was integrated and the sandbox still holds everything.
+func refused(ctx context.Context, err error, doing, refusal string) error {
+	if cerr := ctx.Err(); cerr != nil {
+		return fmt.Errorf("workspace: %s: %w", doing, cerr)
+	}
+	var ge *gitexec.Error
+	if !errors.As(err, &ge) || hostFailure(err) {
+		return fmt.Errorf("workspace: %s failed on the host: %w; nothing was integrated and the sandbox still holds everything: fix what the error names and run Restore again", doing, err)
+	}
+	return fmt.Errorf("%w: %s: %w", ErrHostile, refusal, err)
 }
 
 // hostFailure reports an error of the host itself (a full disk, an

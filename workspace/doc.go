@@ -96,7 +96,11 @@
 // the stream names, with ErrHostile: the whole restore fails closed,
 // nothing is written and no part of the bundle is kept. When the histories
 // diverged, the merge is tried before any file is written, and a conflict
-// fails with a *ConflictError with nothing changed. The sandbox's HEAD is
+// fails with a *ConflictError with nothing changed. A round prepared on an
+// unborn branch, where the user made a first commit too, merges the two
+// first commits over the empty tree; in any other round, sandbox commits
+// that share no history with the local HEAD (its branch was replaced since
+// Prepare) fail with ErrConflict, with nothing changed. The sandbox's HEAD is
 // integrated by fast-forward when the local HEAD is its ancestor, else by
 // a merge commit (git merge-tree --write-tree and commit-tree, committer
 // from [WithCommitter]); the ref moves by compare-and-swap (git update-ref

@@ -38,8 +38,10 @@ var (
 	// limit: nothing was deleted, nothing after it arrived). The host's
 	// stop is the reason, whatever the sandbox command then died of.
 	ErrTooLarge = errors.New("sandbox data exceeds the byte limit")
-	// ErrConflict reports diverged histories whose merge has conflicts. It
-	// is a *ConflictError; local refs and files are unchanged.
+	// ErrConflict reports diverged histories whose merge has conflicts (a
+	// *ConflictError), or the sandbox's commits sharing no history with
+	// the local HEAD (its branch was replaced since Prepare); local refs
+	// and files are unchanged.
 	ErrConflict = errors.New("merge conflict")
 	// ErrLocked reports a restore that waited too long for another restore
 	// of the same work tree. Retryable (sandbox.Retryable): the other

@@ -1375,10 +1375,19 @@ func (r *Round) relate(ctx context.Context, cur, remote string) (int, error) {
 }
 
 // mergeTree writes the tree of merging cur and remote, or fails with a
-// *ConflictError naming the conflicting paths.
+// *ConflictError naming the conflicting paths. A round prepared on an
+// unborn HEAD has two root commits to merge when the user committed too:
+// both histories began with nothing, so they merge over the empty tree
+// (a file both added differently conflicts). Any other round whose
+// sandbox's commits share no history with cur (the branch was replaced
+// since Prepare) fails with ErrConflict and changes nothing.
 func (r *Round) mergeTree(ctx context.Context, cur, remote string) (string, error) {
 	var out bytes.Buffer
-	err := r.git.Run(ctx, gitexec.Cmd{Args: []string{"merge-tree", "--write-tree", "-z", "--name-only", "--no-messages", cur, remote}, Stdout: &out})
+	args := []string{"merge-tree", "--write-tree", "-z", "--name-only", "--no-messages"}
+	if r.rec.Head == "" {
+		args = append(args, "--allow-unrelated-histories")
+	}
+	err := r.git.Run(ctx, gitexec.Cmd{Args: append(args, cur, remote), Stdout: &out})
 	f := strings.Split(out.String(), "\x00")
 	if gitexec.Status(err) == 1 {
 		var paths []string
@@ -1389,6 +1398,12 @@ func (r *Round) mergeTree(ctx context.Context, cur, remote string) (string, erro
 			paths = append(paths, p)
 		}
 		return "", &ConflictError{Paths: slices.Compact(paths)}
+	}
+	if err != nil && r.rec.Head != "" && ctx.Err() == nil {
+		base, berr := r.git.Output(ctx, "merge-base", cur, remote)
+		if gitexec.Status(berr) == 1 && len(base) == 0 {
+			return "", fmt.Errorf("workspace: the sandbox's commits (%s) share no history with the local HEAD %s (%w): the round was prepared on %s, and HEAD's branch was replaced since (an orphan branch, a new history); nothing was changed locally: check out a branch that holds %[4]s and run Restore again (the sandbox still holds its commits)", remote, cur, ErrConflict, r.rec.Head)
+		}
 	}
 	if err != nil {
 		return "", fmt.Errorf("workspace: merging the sandbox's commits: %w", err)

@@ -131,3 +131,83 @@ func TestRestoreConflict(t *testing.T) {
 		assert.Equal(t, "k\n", read(t, e.local, "keep.txt"))
 	})
 }
+
+// TestRestoreUnrelatedHistories: a round prepared on an unborn branch,
+// where the user and the agent each made a first commit, merges the two
+// root commits over the empty tree (a file both added differently
+// conflicts, and nothing changes); a round prepared on a commit whose
+// branch the user then replaced by an unrelated history fails with
+// ErrConflict saying so, changes nothing, and restores once the branch is
+// back. (An outside attack found the first failing on every Restore with
+// git's "refusing to merge unrelated histories", matching no sentinel.)
+func TestRestoreUnrelatedHistories(t *testing.T) {
+	local := func(t *testing.T, e *env) {
+		t.Helper()
+		git(t, e.local, "init", "-q", "-b", "main")
+		write(t, e.local, "dirty.txt", "untracked at Prepare\n")
+	}
+	t.Run("unborn, both commit", func(t *testing.T) {
+		e := newEnv(t, func(t *testing.T, dir string) sandbox.Runner { return sandbox.Local(dir) })
+		local(t, e)
+		r, err := workspace.Prepare(ctx(t), e.spec)
+		require.NoError(t, err)
+		sandboxCommit(t, e.remote, "agent.txt", "agent\n", "agent first")
+		write(t, e.local, "user.txt", "user\n")
+		git(t, e.local, "add", "user.txt")
+		git(t, e.local, "commit", "-q", "-m", "user first")
+
+		res, err := r.Restore(ctx(t))
+		require.NoError(t, err)
+		assert.Contains(t, res.Updated, "agent.txt")
+		assert.Equal(t, "agent\n", read(t, e.local, "agent.txt"))
+		assert.Equal(t, "user\n", read(t, e.local, "user.txt"))
+		assert.Equal(t, "untracked at Prepare\n", read(t, e.local, "dirty.txt"))
+		parents := strings.Fields(git(t, e.local, "log", "-1", "--format=%P"))
+		assert.Len(t, parents, 2, "a merge of the two first commits")
+		assert.Equal(t, "agent.txt\nuser.txt\n", git(t, e.local, "ls-tree", "--name-only", "HEAD"))
+	})
+	t.Run("unborn, both add a file differently", func(t *testing.T) {
+		e := newEnv(t, func(t *testing.T, dir string) sandbox.Runner { return sandbox.Local(dir) })
+		local(t, e)
+		r, err := workspace.Prepare(ctx(t), e.spec)
+		require.NoError(t, err)
+		sandboxCommit(t, e.remote, "a.txt", "agent\n", "agent first")
+		write(t, e.local, "a.txt", "user\n")
+		git(t, e.local, "add", "a.txt")
+		git(t, e.local, "commit", "-q", "-m", "user first")
+		head := git(t, e.local, "rev-parse", "HEAD")
+
+		_, err = r.Restore(ctx(t))
+		var ce *workspace.ConflictError
+		require.ErrorAs(t, err, &ce)
+		assert.Equal(t, []string{"a.txt"}, ce.Paths)
+		assert.Equal(t, head, git(t, e.local, "rev-parse", "HEAD"))
+		assert.Equal(t, "user\n", read(t, e.local, "a.txt"))
+	})
+	t.Run("branch replaced by an unrelated history", func(t *testing.T) {
+		e := newEnv(t, func(t *testing.T, dir string) sandbox.Runner { return sandbox.Local(dir) })
+		initRepo(t, e.local, map[string]string{"a.txt": "base\n"})
+		prepared := strings.TrimSpace(git(t, e.local, "rev-parse", "HEAD"))
+		r, err := workspace.Prepare(ctx(t), e.spec)
+		require.NoError(t, err)
+		sandboxCommit(t, e.remote, "b.txt", "agent\n", "agent")
+		git(t, e.local, "checkout", "-q", "--orphan", "other")
+		git(t, e.local, "commit", "-q", "-m", "a new history")
+		head := strings.TrimSpace(git(t, e.local, "rev-parse", "HEAD"))
+		refs := git(t, e.local, "for-each-ref")
+
+		_, err = r.Restore(ctx(t))
+		require.ErrorIs(t, err, workspace.ErrConflict)
+		assert.NotErrorIs(t, err, workspace.ErrHostile)
+		assert.Contains(t, err.Error(), "share no history with the local HEAD "+head)
+		assert.Contains(t, err.Error(), "check out a branch that holds "+prepared)
+		assert.Equal(t, refs, git(t, e.local, "for-each-ref"), "refs changed")
+		assert.False(t, exists(e.local, "b.txt"))
+
+		git(t, e.local, "checkout", "-q", "main")
+		_, err = r.Restore(ctx(t))
+		require.NoError(t, err)
+		assert.Equal(t, "agent\n", read(t, e.local, "b.txt"))
+		assert.Equal(t, "agent\n", git(t, e.local, "log", "-1", "--format=%s"))
+	})
+}

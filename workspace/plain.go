@@ -227,6 +227,20 @@ func (r *Round) restorePlain(ctx context.Context) (out *Result, err error) {
 		toMake[p], isDir[p] = true, true
 		return true, nil
 	}
+	// goneLocally reports whether p, a directory of the baseline, is gone
+	// from the work tree (the user deleted or renamed it): the user's
+	// deletion wins, and the sandbox's directory entry does not make it
+	// again (a file the sandbox changed or added in it does, through dir).
+	goneLocally := func(p string) (bool, error) {
+		if base[p].kind != 'd' {
+			return false, nil
+		}
+		if belowNew(p) {
+			return true, nil
+		}
+		loc, blocker, err := l.statAt(p)
+		return err == nil && blocker == "" && loc.kind == 0, err
+	}
 	// Entries written last, once the whole stream is known: links, and
 	// files that replace a local directory (spooled meanwhile).
 	type deferred struct {
@@ -339,6 +353,9 @@ func (r *Round) restorePlain(ctx context.Context) (out *Result, err error) {
 			}
 			if e.Mode.IsDir() {
 				rems[p] = remEntry{st: state{kind: 'd'}, perm: e.Mode.Perm()}
+				if gone, err := goneLocally(p); err != nil || gone {
+					return err
+				}
 				ok, err := dir(p, e.Mode.Perm())
 				if bp, had := baseDirPerm[p]; had && ok && err == nil && !toMake[p] && bp != e.Mode.Perm() {
 					// The sandbox changed an existing directory's bits:
@@ -350,7 +367,18 @@ func (r *Round) restorePlain(ctx context.Context) (out *Result, err error) {
 				}
 				return err
 			}
-			if d := path.Dir(p); d != "." {
+			parentGone := false
+			if d := path.Dir(p); d != "." && base[p].kind != 0 && !isDir[d] {
+				// A file of the baseline in a directory the user deleted:
+				// gone locally too, so the user's deletion wins (or is
+				// Kept against the sandbox's change) and nothing is
+				// written there.
+				var err error
+				if parentGone, err = goneLocally(d); err != nil {
+					return err
+				}
+			}
+			if d := path.Dir(p); d != "." && !parentGone {
 				// The sandbox's stream lists a directory before what is
 				// in it; this makes sure of it.
 				if ok, err := dir(d, 0o755); err != nil || !ok {

@@ -28,12 +28,17 @@ import (
 // <journal dir>/writes-<owner>-<rand>.journal, where the journal directory
 // is <git dir>/airlock for a git work tree and <work tree>/.airlock for a
 // plain directory (beside the restore lock). The journal goes when the
-// restore returns with no temporary file left. A host killed meanwhile
+// restore succeeds with no temporary file left. A host killed meanwhile
 // leaves both: the next Prepare or Restore of the work tree reads each
 // journal whose owner is gone, removes the temporary files in the
 // directories it lists whose owner is gone, and then the journal. No walk
 // of the work tree is needed, and a temporary file whose owner runs is
-// never touched. Prepare never ships a temporary file to the sandbox, and
+// never touched, but for this: a write whose temporary file is not where
+// it was made (its directory was renamed away, and may come back) keeps
+// the journal too, and the next Restore of this process, which holds the
+// work tree's restore lock (so none of this process's restores of it
+// runs), sweeps this process's journals and temporary files as it sweeps
+// a dead one's. Prepare never ships a temporary file to the sandbox, and
 // a sandbox entry with such a name is refused. The state files of a
 // round are written through the same kind of name in the state
 // directory, which the next Prepare or Restore sweeps the same way.
@@ -198,8 +203,14 @@ func (r *Round) journalDir() string { return filepath.Dir(r.lockPath()) }
 // tree left when their host was killed: the journals whose owner is gone
 // name the directories. A failure is logged, and the journal stays for the
 // next sweep.
-func (r *Round) sweepTmp() {
-	sweepTmp(r.o.log, r.spec.Local, r.journalDir())
+//
+// self, for a Restore that holds the work tree's restore lock, takes this
+// process's journals and temporary files too: every restore of the work
+// tree is serialized by that lock, so a temporary file this process left
+// there belongs to one that returned (a failed write whose file moved
+// with its directory; see place).
+func (r *Round) sweepTmp(self bool) {
+	sweepTmp(r.o.log, r.spec.Local, r.journalDir(), self)
 	if r.state != "" {
 		sweepTmpState(r.o.log, r.state)
 	}
@@ -223,7 +234,8 @@ func sweepTmpState(log *slog.Logger, dir string) {
 	}
 }
 
-func sweepTmp(log *slog.Logger, work, dir string) {
+func sweepTmp(log *slog.Logger, work, dir string, self bool) {
+	gone := func(tag string) bool { return !owner.Alive(tag) || (self && tag == owner.Tag()) }
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		return // none yet
@@ -240,7 +252,7 @@ func sweepTmp(log *slog.Logger, work, dir string) {
 			continue
 		}
 		tag, _, _ := strings.Cut(rest, "-")
-		if _, _, owned := owner.Parse(tag); !owned || owner.Alive(tag) {
+		if _, _, owned := owner.Parse(tag); !owned || !gone(tag) {
 			continue
 		}
 		data, err := readState(dir, e.Name())
@@ -275,7 +287,7 @@ func sweepTmp(log *slog.Logger, work, dir string) {
 			if d != "." && !tree.ValidPath(d) {
 				continue
 			}
-			if !sweepTmpDir(log, root, work, d, keep) {
+			if !sweepTmpDir(log, root, work, d, keep, gone) {
 				done = false
 			}
 		}
@@ -290,7 +302,7 @@ func sweepTmp(log *slog.Logger, work, dir string) {
 // sweepTmpDir removes the temporary files in the work-tree directory d
 // whose owner is gone; false when one stays for a reason other than its
 // owner running.
-func sweepTmpDir(log *slog.Logger, root *os.Root, work, d string, keep map[string]bool) bool {
+func sweepTmpDir(log *slog.Logger, root *os.Root, work, d string, keep map[string]bool, gone func(tag string) bool) bool {
 	f, err := root.Open(d)
 	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
 		return true
@@ -308,7 +320,7 @@ func sweepTmpDir(log *slog.Logger, root *os.Root, work, d string, keep map[strin
 	ok := true
 	for _, n := range names {
 		tag, isTmp := tmpOwner(n)
-		if !isTmp || owner.Alive(tag) {
+		if !isTmp || !gone(tag) {
 			continue
 		}
 		p := path.Join(d, n)

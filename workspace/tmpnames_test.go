@@ -558,3 +558,60 @@ func TestPrepareRemovesHalfPacks(t *testing.T) {
 		assert.False(t, strings.HasPrefix(f.Name(), "tmp_"), "half-written pack file %s left", f.Name())
 	}
 }
+
+// TestFailedWriteTmpSwept: a write of a Restore fails because the user
+// renamed the file's directory away at that moment (an editor's refactor)
+// and back after: the temporary file moved with the directory, so the
+// failed write could not remove it. The failed Restore keeps its journal,
+// and the next Restore in the same process (the host did not restart)
+// sweeps the file: it brings the agent's file and leaves no temporary
+// file in the work tree (one there would be committed by a `git add -A`).
+func TestFailedWriteTmpSwept(t *testing.T) {
+	for _, kind := range []string{"git", "plain"} {
+		t.Run(kind, func(t *testing.T) {
+			e := newEnv(t, func(t *testing.T, dir string) sandbox.Runner { return sandbox.Local(dir) })
+			if kind == "git" {
+				initRepo(t, e.local, map[string]string{"d/f": "1\n", "d/g": "1\n"})
+			} else {
+				write(t, e.local, "d/f", "1\n")
+				write(t, e.local, "d/g", "1\n")
+			}
+			d, away := filepath.Join(e.local, "d"), filepath.Join(e.local, "d.away")
+			moved := false
+			r, err := workspace.Prepare(ctx(t), e.spec, workspace.WithBeforePlace(func(tmp, rel string) {
+				if rel == "d/f" && !moved {
+					moved = true
+					require.NoError(t, os.Rename(d, away))
+				}
+			}))
+			require.NoError(t, err)
+			write(t, e.remote, "d/f", "agent\n")
+
+			_, err = r.Restore(ctx(t))
+			require.True(t, moved, "the Restore never wrote d/f")
+			require.Error(t, err, "d/f could not be written")
+			require.NoError(t, os.Rename(away, d)) // the user's rename back
+			left := tmpFiles(t, e.local)
+			if kind == "git" {
+				require.Len(t, left, 1, "the failed write's temporary file, moved back with d")
+				assert.True(t, strings.HasPrefix(left[0], "d/"), "%v", left)
+				assert.NotEmpty(t, journals(t, journalDir(e.local, kind)), "the failed Restore keeps its journal")
+			} else {
+				// A plain round spools in the runtime directory and renames
+				// into d: nothing of the failed write is in d.
+				assert.Empty(t, left)
+			}
+
+			res, err := r.Restore(ctx(t))
+			require.NoError(t, err)
+			assert.Equal(t, []string{"d/f"}, res.Updated)
+			assert.Equal(t, "agent\n", read(t, e.local, "d/f"))
+			assert.Equal(t, "1\n", read(t, e.local, "d/g"))
+			assert.Empty(t, tmpFiles(t, e.local), "a temporary file stayed in the work tree")
+			assert.Empty(t, journals(t, journalDir(e.local, kind)), "a journal stayed")
+			if kind == "git" {
+				assert.Equal(t, " M d/f\n", git(t, e.local, "status", "--porcelain", "--untracked-files=all", "--", "d"), "d holds the agent's change and nothing else")
+			}
+		})
+	}
+}

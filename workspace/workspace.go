@@ -206,12 +206,12 @@ func Prepare(ctx context.Context, spec Spec, opts ...Option) (*Round, error) {
 		if r.state == "" {
 			r.state = filepath.Join(gitDir, "airlock", "rounds")
 		}
-		r.sweepTmp()
+		r.sweepTmp(false)
 		err = r.prepareGit(ctx, gitDir)
 	} else {
 		r.rec.Kind = kindPlain
 		r.state = o.stateDir
-		r.sweepTmp()
+		r.sweepTmp(false)
 		err = r.preparePlain(ctx)
 	}
 	if err != nil {
@@ -272,7 +272,7 @@ func (r *Round) Restore(ctx context.Context) (*Result, error) {
 		return nil, err
 	}
 	defer unlock()
-	r.sweepTmp()
+	r.sweepTmp(true)
 	start := time.Now()
 	var res *Result
 	if r.rec.Kind == kindGit {

@@ -68,14 +68,14 @@ type WalkFunc func(fn func(e Entry, r io.Reader) error) ([]byte, error)
 // layout above and returns the manifest walk returned. Every member gets
 // mtime.
 func WriteStream(w io.Writer, mtime time.Time, walk WalkFunc) (manifest []byte, err error) {
-	err = writeArchive(w, func(tw *tar.Writer) error {
+	err = writeArchive(w, func(tw *tarWriter) error {
 		for _, d := range []string{TarNew, TarTree} {
 			if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: d, Mode: treeMode, ModTime: mtime}); err != nil {
 				return err
 			}
 		}
 		var dirs []Entry
-		if manifest, dirs, err = WriteTree(tw, TarTree, mtime, walk); err != nil {
+		if manifest, dirs, err = writeTree(tw, TarTree, mtime, walk); err != nil {
 			return err
 		}
 		if err := writeMember(tw, TarManifest, 0o644, mtime, manifest); err != nil {
@@ -117,7 +117,7 @@ const treeMode = 0o755
 func WritePlan(w io.Writer, p *CarryPlan) error {
 	var buf bytes.Buffer
 	buf.Grow(p.Size + 4*TarRecord)
-	if err := writeArchive(&buf, func(tw *tar.Writer) error {
+	if err := writeArchive(&buf, func(tw *tarWriter) error {
 		return writeMember(tw, TarPlan, 0o600, time.Unix(0, 0), []byte(p.text()))
 	}); err != nil {
 		return err
@@ -134,9 +134,9 @@ func WritePlan(w io.Writer, p *CarryPlan) error {
 // PlainPrepareScript). It returns what walk returned. modes must be a
 // name the tree does not hold.
 func WritePlain(w io.Writer, mtime time.Time, modes string, walk WalkFunc) (out []byte, err error) {
-	err = writeArchive(w, func(tw *tar.Writer) error {
+	err = writeArchive(w, func(tw *tarWriter) error {
 		var dirs []Entry
-		if out, dirs, err = WriteTree(tw, "", mtime, walk); err != nil {
+		if out, dirs, err = writeTree(tw, "", mtime, walk); err != nil {
 			return err
 		}
 		return writeMember(tw, modes, 0o600, mtime, ModesScript("", dirs))
@@ -145,7 +145,7 @@ func WritePlain(w io.Writer, mtime time.Time, modes string, walk WalkFunc) (out 
 }
 
 // writeMember writes the regular file name holding data.
-func writeMember(tw *tar.Writer, name string, mode int64, mtime time.Time, data []byte) error {
+func writeMember(tw *tarWriter, name string, mode int64, mtime time.Time, data []byte) error {
 	if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: name, Mode: mode, Size: int64(len(data)), ModTime: mtime}); err != nil {
 		return err
 	}
@@ -155,9 +155,9 @@ func writeMember(tw *tar.Writer, name string, mode int64, mtime time.Time, data 
 
 // writeArchive gives fn a tar writer on a buffered w, then closes the
 // archive and flushes.
-func writeArchive(w io.Writer, fn func(tw *tar.Writer) error) error {
+func writeArchive(w io.Writer, fn func(tw *tarWriter) error) error {
 	bw := bufio.NewWriterSize(w, 256<<10)
-	tw := tar.NewWriter(bw)
+	tw := newTarWriter(bw)
 	if err := fn(tw); err != nil {
 		return err
 	}
@@ -167,7 +167,7 @@ func writeArchive(w io.Writer, fn func(tw *tar.Writer) error) error {
 	return bw.Flush()
 }
 
-// WriteTree writes the directories and regular files walk yields to tw,
+// writeTree writes the directories and regular files walk yields to tw,
 // each name prefixed with prefix ("" or a path ending in "/"), and returns
 // what walk returned and the directories, in walk order. Every directory
 // is written with owner rwx (so that tar, as a non-root user, can fill
@@ -175,7 +175,7 @@ func writeArchive(w io.Writer, fn func(tw *tar.Writer) error) error {
 // a sandbox's tar may leave the mode of a directory that already exists
 // alone (busybox tar as a non-root user does), whatever a later header
 // says. It does not close tw.
-func WriteTree(tw *tar.Writer, prefix string, mtime time.Time, walk WalkFunc) ([]byte, []Entry, error) {
+func writeTree(tw *tarWriter, prefix string, mtime time.Time, walk WalkFunc) ([]byte, []Entry, error) {
 	var dirs []Entry
 	buf := make([]byte, 256<<10)
 	out, err := walk(func(e Entry, r io.Reader) error {
@@ -240,7 +240,7 @@ func ModesScript(prefix string, dirs []Entry) []byte {
 // each name relative to where the sandbox extracts it. The sandbox's
 // `tar -x` must create parent directories that are missing.
 func WriteFiles(w io.Writer, mtime time.Time, files []Entry, open func(e Entry) (io.Reader, func() error, error)) error {
-	return writeArchive(w, func(tw *tar.Writer) error {
+	return writeArchive(w, func(tw *tarWriter) error {
 		buf := make([]byte, 256<<10)
 		for _, e := range files {
 			r, done, err := open(e)

@@ -41,7 +41,10 @@ import (
 // that does not match is removed, never published; it is not read back),
 // the attachment record, and the run file; the run file is the commit point. If a later step fails the
 // earlier ones are undone in reverse order (record, then the blob if this Put
-// created it). If an undo itself fails, what remains is never a record
+// created it). A rename that reports a failure after it took effect (NFS,
+// a FUSE or network afero.Fs) is read back: a run file that holds the
+// receipt is a Put that happened (it returns the receipt), and a record
+// in place is removed before its blob. If an undo itself fails, what remains is never a record
 // without its blob: it is a record no receipt names (whose id was never
 // returned), or a blob no record names (verified when written; a later Put of
 // the same content reuses it). Both are unreferenced garbage and may be
@@ -232,6 +235,13 @@ func (s *FileStore) commitNew(ctx context.Context, e Entry, run runFile, tmp str
 
 	record := s.recordPath(id)
 	if err := s.writeJSON(ctx, record, attachmentRecord{Version: fileStoreVersion, Attachment: a}); err != nil {
+		// The record may be in place all the same (a rename that reports
+		// a failure after it took effect): it goes before its blob does.
+		if _, serr := s.fs.Stat(record); !errors.Is(serr, fs.ErrNotExist) {
+			if rerr := s.fs.Remove(record); rerr != nil {
+				return Receipt{}, errors.Join(err, fmt.Errorf("deliverable: undo: remove attachment record %s: %w (no receipt names it; it and its blob are garbage and may be deleted)", record, rerr))
+			}
+		}
 		return Receipt{}, undoBlob(err)
 	}
 
@@ -239,7 +249,19 @@ func (s *FileStore) commitNew(ctx context.Context, e Entry, run runFile, tmp str
 	run.Attachments = append(run.Attachments, a)
 	run.WorkProducts = append(run.WorkProducts, ArtifactWorkProduct(a))
 	run.Receipts = append(run.Receipts, receiptEntry{Key: e.Key.IdempotencyKey, Fingerprint: e.Fingerprint, Receipt: rc})
-	if err := s.writeJSON(ctx, s.runPath(e.Key.TaskID, e.Key.RunID), run); err != nil {
+	runPath := s.runPath(e.Key.TaskID, e.Key.RunID)
+	if err := s.writeJSON(ctx, runPath, run); err != nil {
+		// A rename that reports a failure after it took effect (NFS, a
+		// FUSE or network afero.Fs) leaves the run file naming the
+		// record: then the Put happened, and undoing it would leave a
+		// receipt without its attachment. Undo only what the run file
+		// is known not to name.
+		switch holds, herr := s.runHolds(runPath, e.Key.IdempotencyKey, id); {
+		case herr != nil:
+			return Receipt{}, errors.Join(err, fmt.Errorf("deliverable: undo: could not read %s to tell whether it took the receipt (%w); the attachment record %s and its blob are kept (if no receipt names them they are garbage and may be deleted)", runPath, herr, record))
+		case holds:
+			return rc, nil
+		}
 		if rerr := s.fs.Remove(record); rerr != nil {
 			// Keep the blob: a record must never lose its blob.
 			return Receipt{}, errors.Join(err, fmt.Errorf("deliverable: undo: remove attachment record %s: %w (no receipt names it; it and its blob are garbage and may be deleted)", record, rerr))
@@ -247,6 +269,24 @@ func (s *FileStore) commitNew(ctx context.Context, e Entry, run runFile, tmp str
 		return Receipt{}, undoBlob(err)
 	}
 	return rc, nil
+}
+
+// runHolds reports whether the run file at runPath holds a receipt for
+// key naming the attachment id; a missing run file holds none.
+func (s *FileStore) runHolds(runPath, key, id string) (bool, error) {
+	var rf runFile
+	if err := s.readJSON(runPath, &rf); err != nil {
+		if errors.Is(err, ErrNotFound) {
+			return false, nil
+		}
+		return false, err
+	}
+	for _, r := range rf.Receipts {
+		if r.Key == key && r.Receipt.AttachmentID == id {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // copyBufSize is the buffer through which content goes to a blob: large

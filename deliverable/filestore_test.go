@@ -48,6 +48,11 @@ func (f *faultFs) Rename(oldname, newname string) error {
 	if err := f.hit("rename", newname); err != nil {
 		return err
 	}
+	if err := f.hit("rename-done", newname); err != nil {
+		// A rename that reports a failure after it took effect (NFS's
+		// retransmitted RENAME, a FUSE or network file system).
+		return errors.Join(f.Fs.Rename(oldname, newname), err)
+	}
 	return f.Fs.Rename(oldname, newname)
 }
 
@@ -194,6 +199,68 @@ func TestFileStoreFailureLeavesNothingHalfDone(t *testing.T) {
 			got, err := io.ReadAll(content)
 			require.NoError(t, errors.Join(err, content.Close()))
 			assert.Equal(t, data, got)
+		})
+	}
+}
+
+// TestFileStoreRenameFailsAfterItTookEffect: a rename into place that
+// reports a failure although it happened (the blob's, the record's, the
+// run file's) never leaves a receipt without its attachment nor a record
+// without its blob: a run file that took the receipt is a Put that
+// happened (success, the receipt it holds); a record that took effect is
+// removed before its blob. A replay, and a new key for the same bytes,
+// then name an attachment that opens. (An outside attack found the run
+// file's case leaving a receipt whose attachment was undone.)
+func TestFileStoreRenameFailsAfterItTookEffect(t *testing.T) {
+	data := []byte("payload bytes")
+	for _, tc := range []struct {
+		name, dir string
+		committed bool
+	}{
+		{"the blob", "/blobs/", false},
+		{"the record", "/attachments/", false},
+		{"the run file", "/runs/", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ffs := &faultFs{Fs: afero.NewMemMapFs()}
+			store, err := deliverable.NewFileStore(ffs, "/s")
+			require.NoError(t, err)
+			ctx := t.Context()
+			e := entryFor("t", "r", "k", data)
+			once := false
+			ffs.set(func(op, n string) bool {
+				if op == "rename-done" && strings.Contains(n, tc.dir) && !once {
+					once = true
+					return true
+				}
+				return false
+			})
+			rc, putErr := store.Put(ctx, e, contentOf(data))
+			require.True(t, once, "the fault never hit")
+			ffs.set(nil)
+			checkInvariants(t, ffs, "/s")
+			if tc.committed {
+				require.NoError(t, putErr, "the run file holds the receipt: the Put happened")
+				assert.Equal(t, deliverable.Applied, rc.Disposition)
+			} else {
+				require.ErrorIs(t, putErr, errInjected)
+				_, _, err := store.Lookup(ctx, e.Key)
+				require.ErrorIs(t, err, deliverable.ErrNotFound, "no receipt after a failed Put")
+				rc, err = store.Put(ctx, e, contentOf(data))
+				require.NoError(t, err, "the same Put again")
+			}
+			again, err := store.Put(ctx, e, contentOf(data))
+			require.NoError(t, err, "a replay")
+			assert.Equal(t, rc.AttachmentID, again.AttachmentID)
+			other, err := store.Put(ctx, entryFor("t", "r", "k2", data), contentOf(data))
+			require.NoError(t, err, "a new key for the same bytes")
+			assert.Equal(t, rc.AttachmentID, other.AttachmentID)
+			_, content, err := store.Open(ctx, rc.AttachmentID)
+			require.NoError(t, err, "the receipt's attachment opens")
+			got, err := io.ReadAll(content)
+			require.NoError(t, errors.Join(err, content.Close()))
+			assert.Equal(t, data, got)
+			checkInvariants(t, ffs, "/s")
 		})
 	}
 }

@@ -108,3 +108,45 @@ func mustLookup(t *testing.T, s deliverable.Store, run string) deliverable.Recei
 	require.NoError(t, err)
 	return rc
 }
+
+// linksWorkspace serves one file whose link count is links.
+type linksWorkspace struct {
+	data  []byte
+	links uint64
+}
+
+func (w linksWorkspace) Open(context.Context, string) (deliverable.File, error) {
+	return linksFile{memFile{Reader: bytes.NewReader(w.data), size: int64(len(w.data))}, w.links}, nil
+}
+
+type linksFile struct {
+	memFile
+	links uint64
+}
+
+func (f linksFile) Stat() deliverable.FileStat {
+	return deliverable.FileStat{Mode: 0o644, Size: f.size, Links: f.links}
+}
+
+// TestRegisterUnlinkedFileIsChanged: a file that has no link left once
+// opened was replaced (a rename over it) or removed meanwhile: that is
+// ErrFileChanged (register it once it is complete), not a hard link
+// (which the agent would "fix" by copying a file that is not there); two
+// links are a hard link. (An outside attack saw "has 0 hard links".)
+func TestRegisterUnlinkedFileIsChanged(t *testing.T) {
+	data := []byte("report")
+	store, err := deliverable.NewFileStore(afero.NewMemMapFs(), "/s")
+	require.NoError(t, err)
+	reg := &deliverable.Registrar{Store: store}
+
+	_, err = reg.Register(t.Context(), linksWorkspace{data, 0}, "t", "r", requestFor("out.bin", "k", data))
+	require.ErrorIs(t, err, deliverable.ErrFileChanged)
+	assert.NotErrorIs(t, err, deliverable.ErrHardlinkDenied)
+	var re *deliverable.RequestError
+	require.ErrorAs(t, err, &re)
+	assert.Contains(t, re.Message, `contentRef "out.bin" was replaced or removed while it was opened`)
+
+	_, err = reg.Register(t.Context(), linksWorkspace{data, 2}, "t", "r", requestFor("out.bin", "k2", data))
+	require.ErrorIs(t, err, deliverable.ErrHardlinkDenied)
+	assert.ErrorContains(t, err, "has 2 hard links")
+}

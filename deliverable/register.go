@@ -46,7 +46,8 @@ type Registrar struct {
 //
 // Otherwise the file is opened with ws.Open, which follows no link in any
 // component (ErrSymlinkDenied), and must be a regular file (ErrPathDenied)
-// with one hard link (ErrHardlinkDenied) and exactly ByteSize bytes
+// with one hard link (ErrHardlinkDenied; none left is a file replaced or
+// removed while it was opened, ErrFileChanged) and exactly ByteSize bytes
 // (ErrSizeMismatch; when the workspace can tell, and a remote one whose
 // Runner is a sandbox.FileReader can, without reading any content, a file
 // that changed while it was opened is ErrFileChanged instead: a race is
@@ -132,6 +133,11 @@ func (r *Registrar) RegisterFor(ctx context.Context, ws Workspace, b Binding, re
 	q := fmt.Sprintf("contentRef %q", clip(ref))
 	if !st.Mode.IsRegular() {
 		return Receipt{}, rj.rejectPath("contentRef", ref, ErrPathDenied, q+" is not a regular file", "register a regular file", nil)
+	}
+	if st.Links == 0 {
+		// Unlinked since it was opened: the agent replaced or removed it
+		// meanwhile (a rename over it), not a hard link.
+		return Receipt{}, rj.rejectPath("contentRef", ref, ErrFileChanged, q+" was replaced or removed while it was opened", "register it once it is complete", nil)
 	}
 	if st.Links != 1 {
 		return Receipt{}, rj.rejectPath("contentRef", ref, ErrHardlinkDenied,

@@ -476,6 +476,8 @@ func (r WorkspaceRef) Open(ctx context.Context, lookup WorkspaceLookup, issueID 
 	switch {
 	case !st.Mode.IsRegular():
 		err = deny(ErrPathDenied, "not a regular file")
+	case st.Links == 0:
+		err = deny(ErrFileChanged, "the file was replaced or removed while it was opened")
 	case st.Links != 1:
 		err = deny(ErrHardlinkDenied, "the file has %d hard links", st.Links)
 	}

@@ -62,6 +62,7 @@ import (
 	"net/http"
 	"os"
 	"reflect"
+	"strconv"
 	"strings"
 
 	"github.com/google/jsonschema-go/jsonschema"
@@ -243,6 +244,9 @@ func decodeRequest(tool string, args json.RawMessage) (deliverable.Request, stri
 	if trimmed == "" || trimmed == "null" {
 		return in, tool + ": no arguments were given; pass an object with " + fields + "."
 	}
+	if msg := checkArgNames(tool, trimmed); msg != "" {
+		return in, msg
+	}
 	dec := json.NewDecoder(strings.NewReader(trimmed))
 	dec.DisallowUnknownFields()
 	err := dec.Decode(&in)
@@ -254,14 +258,61 @@ func decodeRequest(tool string, args json.RawMessage) (deliverable.Request, stri
 	}
 	var te *json.UnmarshalTypeError
 	switch {
+	case errors.As(err, &te) && te.Field == "byteSize" && strings.HasPrefix(te.Value, "number"):
+		return in, tool + ": byteSize must be written as digits only (no fraction, exponent or sign), at most 9223372036854775807; pass the file's exact size in bytes, such as 1024."
 	case errors.As(err, &te) && te.Field == "byteSize":
-		return in, tool + ": byteSize is not a whole number; pass the file's exact size in bytes, such as 1024."
+		return in, tool + ": byteSize is not a number; pass the file's exact size in bytes as a JSON number, such as 1024."
 	case errors.As(err, &te) && te.Field != "":
 		return in, fmt.Sprintf("%s: %s is not a string; pass it as a JSON string.", tool, te.Field)
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
 		return in, fmt.Sprintf("%s: the argument %s is not one of %s; remove it.", tool, strings.TrimPrefix(err.Error(), "json: unknown field "), fields)
 	}
 	return in, tool + ": the arguments are not one JSON object with " + fields + "; pass exactly those."
+}
+
+// argNames are the tool's argument names, as Request's JSON tags spell them.
+var argNames = []string{"contentRef", "filename", "contentType", "byteSize", "sha256", "title", "idempotencyKey"}
+
+// checkArgNames reads the names of the arguments object's members: each
+// must be given once and spelled as argNames spell it (encoding/json
+// would take any letter case, and the last of two); an unknown name is
+// left to the decoder. Anything that is not an object is too. It returns
+// the agent's message, or "".
+func checkArgNames(tool, args string) string {
+	dec := json.NewDecoder(strings.NewReader(args))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return ""
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return ""
+		}
+		name, _ := tok.(string)
+		if seen[name] {
+			return fmt.Sprintf("%s: the argument %s is given twice; pass each argument once.", tool, clipName(name))
+		}
+		seen[name] = true
+		for _, n := range argNames {
+			if n != name && strings.EqualFold(n, name) {
+				return fmt.Sprintf("%s: the argument %s must be spelled %s (argument names are case-sensitive); rename it.", tool, clipName(name), n)
+			}
+		}
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return ""
+		}
+	}
+	return ""
+}
+
+// clipName quotes an argument name for a message, cut to 64 bytes.
+func clipName(name string) string {
+	if len(name) > 64 {
+		name = name[:64] + "…"
+	}
+	return strconv.Quote(name)
 }
 
 // Handler serves s over MCP's streamable HTTP transport, statelessly (no

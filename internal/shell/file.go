@@ -72,12 +72,16 @@ leaf() {
 	if [ -b "$f" ] || [ -c "$f" ]; then say type device; exit 0; fi
 	if [ ! -f "$f" ]; then say type other; exit 0; fi
 	if [ ! -r "$f" ]; then say unreadable; exit 0; fi
-	a=$(st "$f") && [ -n "$a" ] || { say nostat; exit 0; }
+	a=$(st "$f") && [ -n "$a" ] || { if [ -e "$f" ]; then say nostat; else say changed "$1"; fi; exit 0; }
 	say file $a
 	how=cat
 	if [ "$ask" = 1 ]; then IFS= read -r how || exit 0; fi
 	case $how in
-	cat) cat "$f" || exit 1 ;;
+	cat)
+		# Not a regular file any more (a FIFO would hold cat's open until
+		# a writer came): no content, and the trailer tells the change.
+		if [ -f "$f" ] && [ ! -L "$f" ]; then cat "$f" || { [ -e "$f" ] && exit 1; }; fi
+		;;
 	check)
 		d1=$dirs w1=$want pass=2
 		walk
@@ -103,9 +107,16 @@ leaf() {
 //  2. refuses a leaf that is a link or not a readable regular file;
 //  3. reports the file's link count, size, inode and modification and change
 //     times (stat -c, stat -f or ls -lnid, whichever works) on stderr
-//     (FileHeader), then streams the bytes with cat on stdout;
+//     (FileHeader; "changed" when the file is gone by then), then streams
+//     the bytes with cat on stdout;
 //  4. stats the file again and reports it (FileTrailer), so the host can
-//     tell a file that changed while it was read.
+//     tell a file that changed while it was read ("gone" also when cat
+//     failed because the file went; a cat that failed on a file still
+//     there exits 1). A leaf that is no longer a regular file when cat
+//     would start (a FIFO swapped in, whose open would wait for a writer)
+//     is not read: the trailer reports what is there. A swap in the
+//     instant between that test and cat's open is not covered: the read
+//     then waits for the caller's context.
 //
 // With ask, step 3 stops after the report and the command reads one
 // decision line from stdin: "cat" goes on as above; "check" walks the path

@@ -28,7 +28,7 @@ import (
 // <journal dir>/writes-<owner>-<rand>.journal, where the journal directory
 // is <git dir>/airlock for a git work tree and <work tree>/.airlock for a
 // plain directory (beside the restore lock). The journal goes when the
-// restore succeeds with no temporary file left. A host killed meanwhile
+// restore returns with no temporary file left. A host killed meanwhile
 // leaves both: the next Prepare or Restore of the work tree reads each
 // journal whose owner is gone, removes the temporary files in the
 // directories it lists whose owner is gone, and then the journal. No walk

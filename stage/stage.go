@@ -81,7 +81,8 @@ var (
 	// staging again when the tree is quiet succeeds.
 	ErrChanged = tree.ErrChanged
 	// ErrLimit reports a Source over a size limit (files, bytes, depth, path
-	// length).
+	// length: 4,086 bytes inside an asset, what the sandbox's tar can name
+	// under the stream's temporary tree).
 	ErrLimit = tree.ErrLimit
 )
 
@@ -424,7 +425,7 @@ func plan(assets []Asset) ([]*planned, error) {
 				return nil, fmt.Errorf("%w: asset %q: exclude pattern %q: %w", ErrBadAsset, a.Name, pat, err)
 			}
 		}
-		opts := tree.Options{Links: links}
+		opts := tree.Options{Links: links, Limits: tree.Limits{MaxPathLen: maxPathLen}}
 		if len(a.Exclude) > 0 {
 			pats := append([]string(nil), a.Exclude...)
 			opts.Exclude = func(rel string, _ bool) bool {
@@ -973,6 +974,12 @@ type Entry struct {
 	Mode fs.FileMode // type and permission bits
 	Size int64       // regular files only
 }
+
+// maxPathLen bounds a path inside an asset: the stream names each entry
+// under shell.TarTree, and the sandbox's tar must be able to name it
+// (PATH_MAX, 4,096 bytes with the terminating NUL). A longer path is
+// refused with ErrLimit before anything is written.
+const maxPathLen = tree.DefaultMaxPathLen - len(shell.TarTree) - 1
 
 // ModTime is the modification time a Target may give every staged entry
 // (the start of the stage, whole seconds); a Target may as well leave each

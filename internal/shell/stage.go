@@ -428,6 +428,11 @@ const (
 
 // FetchScript sends the directory d (under root) as a tar archive on
 // stdout, or, when d or root is unusable, exits FetchUnusable and says why.
+// A sandbox user other than root cannot read a file without its owner's
+// read bit nor list a directory without its owner's read and search bits
+// (a staged copy the agent chmodded, or a Source's mode 000 file): such an
+// entry anywhere in d makes d unusable too, rather than a tar that fails
+// half-way.
 func FetchScript(root, d string) string {
 	return fmt.Sprintf(`d=%s; w=
 if [ -L %s ]; then w='lies under a stage root that is a symbolic link'
@@ -435,6 +440,7 @@ elif [ -L "$d" ]; then w='is a symbolic link'
 elif [ ! -e "$d" ]; then w='is missing'
 elif [ ! -d "$d" ]; then w='is not a directory'
 elif [ ! -r "$d" ] || [ ! -x "$d" ] || ! cd "$d" 2>/dev/null; then w='is not readable'
+elif [ "$(id -u 2>/dev/null)" != 0 ] && [ -n "$(find . \( -type f ! -perm -400 \) -o \( -type d ! -perm -500 \) 2>/dev/null | head -n 1)" ]; then w='holds an entry its owner cannot read (no read bit on a file, or no read or search bit on a directory), which a sandbox user other than root cannot read back'
 fi
 if [ -n "$w" ]; then echo "%s$w" >&2; exit %d; fi
 exec tar -c -f - .`, Quote(d), Quote(root), FetchUnusableMarker, FetchUnusable)

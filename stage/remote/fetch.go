@@ -99,7 +99,11 @@ func readEntry(c *sftp.Client, d string, e fetchEntry, fn func(e stage.Entry, r 
 	p := path.Join(d, e.rel)
 	f, err := c.Open(p)
 	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) {
+		// The server answered (a status, not a broken connection): the
+		// file cannot be read back as it is, and a retry would not
+		// change that; publishing it again may.
+		var se *sftp.StatusError
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) || errors.As(err, &se) {
 			return fmt.Errorf("%w: %s could not be opened in the sandbox: %v", stage.ErrMismatch, p, err)
 		}
 		return fmt.Errorf("%w: remote: opening %s: %w", sandbox.ErrTransport, p, err)
@@ -140,7 +144,8 @@ func (t *transportReader) Read(b []byte) (int, error) {
 
 // listCopy lists the copy at d depth first, names sorted, a directory
 // before its contents. small is false (and the list partial) as soon as it
-// holds more than fetchSFTPFiles regular files. A d that is missing, a
+// holds more than fetchSFTPFiles regular files, or a path of maxSFTPPath
+// bytes or more. A d that is missing, a
 // link or not a directory is ErrMismatch, as for the shell protocol; a
 // listing that names an entry "", ".", ".." or with a slash, or gives a
 // regular file a negative size, breaks the protocol (sandbox.ErrProtocol);
@@ -178,6 +183,12 @@ func listCopy(c *sftp.Client, d string) (list []fetchEntry, small bool, err erro
 				return fmt.Errorf("%w: remote: the sandbox's SFTP server lists the name %q in %s, which is not a plain name", sandbox.ErrProtocol, n, dir)
 			}
 			r := path.Join(rel, n)
+			if len(d)+1+len(r) >= maxSFTPPath {
+				// SFTP names files by absolute path, which the server's
+				// open(2) refuses past PATH_MAX: the shell protocol
+				// reads the copy by relative names.
+				return errTooMany
+			}
 			m := e.Mode()
 			switch {
 			case m.IsRegular() && e.Size() < 0:
@@ -208,6 +219,11 @@ func listCopy(c *sftp.Client, d string) (list []fetchEntry, small bool, err erro
 }
 
 var errTooMany = errors.New("more files than an SFTP fetch reads")
+
+// maxSFTPPath is the length of an absolute path from which a Fetch reads
+// the copy through the shell protocol instead: Linux's PATH_MAX, the
+// terminating NUL included.
+const maxSFTPPath = 4096
 
 // fetchCtxErr is the error of a Fetch stopped by its context or by the
 // control deadline (lctx) while it listed the copy.

@@ -194,11 +194,7 @@ func TestFileStoreFailureLeavesNothingHalfDone(t *testing.T) {
 			assert.Equal(t, deliverable.Applied, rc.Disposition)
 			checkInvariants(t, ffs, "/s")
 			assert.Contains(t, storeFiles(t, ffs, "/s"), blob)
-			_, content, err := store.Open(ctx, rc.AttachmentID)
-			require.NoError(t, err)
-			got, err := io.ReadAll(content)
-			require.NoError(t, errors.Join(err, content.Close()))
-			assert.Equal(t, data, got)
+			assertHolds(t, store, rc.AttachmentID, data)
 		})
 	}
 }
@@ -255,14 +251,20 @@ func TestFileStoreRenameFailsAfterItTookEffect(t *testing.T) {
 			other, err := store.Put(ctx, entryFor("t", "r", "k2", data), contentOf(data))
 			require.NoError(t, err, "a new key for the same bytes")
 			assert.Equal(t, rc.AttachmentID, other.AttachmentID)
-			_, content, err := store.Open(ctx, rc.AttachmentID)
-			require.NoError(t, err, "the receipt's attachment opens")
-			got, err := io.ReadAll(content)
-			require.NoError(t, errors.Join(err, content.Close()))
-			assert.Equal(t, data, got)
+			assertHolds(t, store, rc.AttachmentID, data)
 			checkInvariants(t, ffs, "/s")
 		})
 	}
+}
+
+// assertHolds asserts that the attachment id opens and holds data.
+func assertHolds(t *testing.T, store *deliverable.FileStore, id string, data []byte) {
+	t.Helper()
+	_, content, err := store.Open(t.Context(), id)
+	require.NoError(t, err, "attachment %s opens", id)
+	got, err := io.ReadAll(content)
+	require.NoError(t, errors.Join(err, content.Close()))
+	assert.Equal(t, data, got)
 }
 
 func contains(list []string, s string) bool {

@@ -624,13 +624,7 @@ func TestAttack24KeptOnlyWhenARemoteChangeLost(t *testing.T) {
 		t.Run(kind, func(t *testing.T) {
 			e := newEnv(t, runners[0].new)
 			files := map[string]string{"a": "1\n", "b": "2\n", "c": "3\n"}
-			if kind == "git" {
-				initRepo(t, e.local, files)
-			} else {
-				for k, v := range files {
-					write(t, e.local, k, v)
-				}
-			}
+			seed(t, e.local, kind, files)
 			r, err := workspace.Prepare(ctx(t), e.spec)
 			require.NoError(t, err)
 			require.NoError(t, os.Remove(filepath.Join(e.local, "a")))

@@ -303,13 +303,7 @@ func TestA36UserEditsAcrossRestores(t *testing.T) {
 		t.Run(kind, func(t *testing.T) {
 			e := newEnv(t, localRunner)
 			files := map[string]string{"a": "1\n", "b": "1\n", "c": "1\n", "d": "1\n"}
-			if kind == "git" {
-				initRepo(t, e.local, files)
-			} else {
-				for k, v := range files {
-					write(t, e.local, k, v)
-				}
-			}
+			seed(t, e.local, kind, files)
 			r, err := workspace.Prepare(ctx(t), e.spec)
 			require.NoError(t, err)
 			L, R := e.local, e.remote

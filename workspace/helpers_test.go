@@ -136,6 +136,19 @@ func initRepo(t *testing.T, dir string, files map[string]string) {
 	}
 }
 
+// seed gives dir files: committed in a new repository when kind is
+// "git", written as a plain directory otherwise.
+func seed(t *testing.T, dir, kind string, files map[string]string) {
+	t.Helper()
+	if kind == "git" {
+		initRepo(t, dir, files)
+		return
+	}
+	for k, v := range files {
+		write(t, dir, k, v)
+	}
+}
+
 func ctx(t *testing.T) context.Context { return t.Context() }
 
 // prepareOneFile gives the local work tree one file, a = "1\n" (committed

@@ -141,21 +141,24 @@ func TestRestoreConflict(t *testing.T) {
 // back. (An outside attack found the first failing on every Restore with
 // git's "refusing to merge unrelated histories", matching no sentinel.)
 func TestRestoreUnrelatedHistories(t *testing.T) {
-	local := func(t *testing.T, e *env) {
+	// bothFirst prepares a round on an unborn branch (an untracked file in
+	// the work tree), then the agent commits agentFile and the user
+	// commits userFile = "user\n", each a first commit.
+	bothFirst := func(t *testing.T, agentFile, userFile string) (*env, *workspace.Round) {
 		t.Helper()
+		e := newEnv(t, func(t *testing.T, dir string) sandbox.Runner { return sandbox.Local(dir) })
 		git(t, e.local, "init", "-q", "-b", "main")
 		write(t, e.local, "dirty.txt", "untracked at Prepare\n")
-	}
-	t.Run("unborn, both commit", func(t *testing.T) {
-		e := newEnv(t, func(t *testing.T, dir string) sandbox.Runner { return sandbox.Local(dir) })
-		local(t, e)
 		r, err := workspace.Prepare(ctx(t), e.spec)
 		require.NoError(t, err)
-		sandboxCommit(t, e.remote, "agent.txt", "agent\n", "agent first")
-		write(t, e.local, "user.txt", "user\n")
-		git(t, e.local, "add", "user.txt")
+		sandboxCommit(t, e.remote, agentFile, "agent\n", "agent first")
+		write(t, e.local, userFile, "user\n")
+		git(t, e.local, "add", userFile)
 		git(t, e.local, "commit", "-q", "-m", "user first")
-
+		return e, r
+	}
+	t.Run("unborn, both commit", func(t *testing.T) {
+		e, r := bothFirst(t, "agent.txt", "user.txt")
 		res, err := r.Restore(ctx(t))
 		require.NoError(t, err)
 		assert.Contains(t, res.Updated, "agent.txt")
@@ -167,17 +170,9 @@ func TestRestoreUnrelatedHistories(t *testing.T) {
 		assert.Equal(t, "agent.txt\nuser.txt\n", git(t, e.local, "ls-tree", "--name-only", "HEAD"))
 	})
 	t.Run("unborn, both add a file differently", func(t *testing.T) {
-		e := newEnv(t, func(t *testing.T, dir string) sandbox.Runner { return sandbox.Local(dir) })
-		local(t, e)
-		r, err := workspace.Prepare(ctx(t), e.spec)
-		require.NoError(t, err)
-		sandboxCommit(t, e.remote, "a.txt", "agent\n", "agent first")
-		write(t, e.local, "a.txt", "user\n")
-		git(t, e.local, "add", "a.txt")
-		git(t, e.local, "commit", "-q", "-m", "user first")
+		e, r := bothFirst(t, "a.txt", "a.txt")
 		head := git(t, e.local, "rev-parse", "HEAD")
-
-		_, err = r.Restore(ctx(t))
+		_, err := r.Restore(ctx(t))
 		var ce *workspace.ConflictError
 		require.ErrorAs(t, err, &ce)
 		assert.Equal(t, []string{"a.txt"}, ce.Paths)

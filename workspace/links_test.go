@@ -119,13 +119,7 @@ func TestLinkChainsStayInside(t *testing.T) {
 				e := newEnv(t, newRunner)
 				write(t, filepath.Dir(e.local), "outside/secret", "host secret\n")
 				files := map[string]string{"a.txt": "a\n", "sub/deep/f.txt": "f\n", "sub/q/inner.txt": "q\n", "sub/ff": "ff\n"}
-				if kind == "git" {
-					initRepo(t, e.local, files)
-				} else {
-					for k, v := range files {
-						write(t, e.local, k, v)
-					}
-				}
+				seed(t, e.local, kind, files)
 				// Local links, inside: one the sandbox is given (git), and
 				// one whose target passes through sub/q, a directory now.
 				symlink(t, e.local, "loc", "sub")

@@ -35,13 +35,7 @@ func overlapLocal(t *testing.T, base, kind, extra string) string {
 	local := filepath.Join(base, "proj")
 	require.NoError(t, os.MkdirAll(local, 0o755))
 	files := map[string]string{"precious.txt": "keep me\n", "src/main.go": "package main\n", "src/deep/x": "x\n"}
-	if kind == "git" {
-		initRepo(t, local, files)
-	} else {
-		for k, v := range files {
-			write(t, local, k, v)
-		}
-	}
+	seed(t, local, kind, files)
 	write(t, local, extra, "not committed\n")
 	return local
 }

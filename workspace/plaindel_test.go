@@ -36,13 +36,7 @@ func TestUserDeletedDirStaysDeleted(t *testing.T) {
 			t.Run(kind+"/"+tc.name, func(t *testing.T) {
 				e := newEnv(t, func(t *testing.T, dir string) sandbox.Runner { return sandbox.Local(dir) })
 				files := map[string]string{"g": "1\n", "d/y": "1\n", "d/e/x": "1\n", "d/e/f/z": "1\n"}
-				if kind == "git" {
-					initRepo(t, e.local, files)
-				} else {
-					for k, v := range files {
-						write(t, e.local, k, v)
-					}
-				}
+				seed(t, e.local, kind, files)
 				r, err := workspace.Prepare(ctx(t), e.spec)
 				require.NoError(t, err)
 				require.NoError(t, os.RemoveAll(filepath.Join(e.local, "d")))

@@ -272,13 +272,7 @@ func TestSequentialRestoresStaleBaselines(t *testing.T) {
 			eachRunner(t, func(t *testing.T, newRunner func(t *testing.T, dir string) sandbox.Runner) {
 				e := newEnv(t, newRunner)
 				files := map[string]string{"dir/keep.txt": "k\n", "top.txt": "t\n"}
-				if kind == "git" {
-					initRepo(t, e.local, files)
-				} else {
-					for k, v := range files {
-						write(t, e.local, k, v)
-					}
-				}
+				seed(t, e.local, kind, files)
 				specB := e.spec
 				specB.Remote = e.remote + "-b"
 				ra, err := workspace.Prepare(ctx(t), e.spec)

@@ -570,12 +570,7 @@ func TestFailedWriteTmpSwept(t *testing.T) {
 	for _, kind := range []string{"git", "plain"} {
 		t.Run(kind, func(t *testing.T) {
 			e := newEnv(t, func(t *testing.T, dir string) sandbox.Runner { return sandbox.Local(dir) })
-			if kind == "git" {
-				initRepo(t, e.local, map[string]string{"d/f": "1\n", "d/g": "1\n"})
-			} else {
-				write(t, e.local, "d/f", "1\n")
-				write(t, e.local, "d/g", "1\n")
-			}
+			seed(t, e.local, kind, map[string]string{"d/f": "1\n", "d/g": "1\n"})
 			d, away := filepath.Join(e.local, "d"), filepath.Join(e.local, "d.away")
 			moved := false
 			r, err := workspace.Prepare(ctx(t), e.spec, workspace.WithBeforePlace(func(tmp, rel string) {

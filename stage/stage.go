@@ -425,7 +425,7 @@ func plan(assets []Asset) ([]*planned, error) {
 				return nil, fmt.Errorf("%w: asset %q: exclude pattern %q: %w", ErrBadAsset, a.Name, pat, err)
 			}
 		}
-		opts := tree.Options{Links: links, Limits: tree.Limits{MaxPathLen: maxPathLen}}
+		opts := tree.Options{Links: links, Limits: tree.Limits{MaxPathLen: maxPathLen, Advice: limitAdvice}}
 		if len(a.Exclude) > 0 {
 			pats := append([]string(nil), a.Exclude...)
 			opts.Exclude = func(rel string, _ bool) bool {
@@ -980,6 +980,10 @@ type Entry struct {
 // (PATH_MAX, 4,096 bytes with the terminating NUL). A longer path is
 // refused with ErrLimit before anything is written.
 const maxPathLen = tree.DefaultMaxPathLen - len(shell.TarTree) - 1
+
+// limitAdvice is what an ErrLimit of Stage tells the caller: its limits
+// are not options.
+const limitAdvice = "shrink the tree or leave that part out (Asset.Exclude); Stage's limits are fixed"
 
 // ModTime is the modification time a Target may give every staged entry
 // (the start of the stage, whole seconds); a Target may as well leave each

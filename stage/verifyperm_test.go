@@ -50,6 +50,8 @@ func TestPathTheSandboxCannotNameRefused(t *testing.T) {
 	_, err := stage.Stage(t.Context(), tgt, root, []stage.Asset{{Name: "a", Source: deep(t, 4087)}})
 	require.ErrorIs(t, err, stage.ErrLimit)
 	assert.ErrorContains(t, err, "path length limit of 4086 exceeded")
+	assert.ErrorContains(t, err, "shrink the tree or leave that part out (Asset.Exclude); Stage's limits are fixed")
+	assert.NotContains(t, err.Error(), "raise Limits", "Stage has no Limits to raise")
 	ents, err := os.ReadDir(root)
 	if !os.IsNotExist(err) {
 		require.NoError(t, err)

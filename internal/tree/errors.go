@@ -40,15 +40,19 @@ var (
 
 // LimitError reports which limit a tree exceeded and where.
 type LimitError struct {
-	Limit string // "files", "directories", "bytes", "file bytes", "depth" or "path length"
-	Max   int64  // the limit in force
-	Path  string // the relative path that crossed it
-	err   error  // the specific sentinel
+	Limit  string // "files", "directories", "bytes", "file bytes", "depth" or "path length"
+	Max    int64  // the limit in force
+	Path   string // the relative path that crossed it
+	err    error  // the specific sentinel
+	advice string // Limits.Advice
 }
 
 func (e *LimitError) Error() string {
-	return fmt.Sprintf("%s: %s limit of %d exceeded at %q; raise Limits.%s or shrink the tree",
-		e.err, e.Limit, e.Max, e.Path, e.field())
+	advice := e.advice
+	if advice == "" {
+		advice = "raise Limits." + e.field() + " or shrink the tree"
+	}
+	return fmt.Sprintf("%s: %s limit of %d exceeded at %q; %s", e.err, e.Limit, e.Max, e.Path, advice)
 }
 
 // Is matches ErrLimit and the specific sentinel.

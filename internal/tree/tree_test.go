@@ -216,8 +216,16 @@ func TestWalkLimits(t *testing.T) {
 				require.ErrorAs(t, err, &le)
 				assert.Equal(t, tc.limit, le.Limit)
 				assert.Equal(t, tc.path, le.Path)
-				assert.Contains(t, err.Error(), tc.inText)
+				assert.Contains(t, err.Error(), "raise Limits."+tc.inText+" or shrink the tree")
 				assert.Contains(t, err.Error(), tc.path)
+
+				// A caller whose limits are not these fields says what to do.
+				lim := tc.lim
+				lim.Advice = "do this instead"
+				_, err = Walk(context.Background(), dir, Options{Limits: lim, ForceFallback: force}, nil)
+				require.ErrorIs(t, err, tc.err)
+				assert.True(t, strings.HasSuffix(err.Error(), "; do this instead"), "%v", err)
+				assert.NotContains(t, err.Error(), "raise Limits")
 			})
 		})
 	}

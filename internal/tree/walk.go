@@ -70,6 +70,10 @@ type Limits struct {
 	MaxFileBytes int64 // bytes of one file; default DefaultMaxFileBytes
 	MaxDepth     int   // path components below the root; default DefaultMaxDepth
 	MaxPathLen   int   // bytes of a relative path; default DefaultMaxPathLen
+	// Advice is what a LimitError tells the caller to do, for a caller
+	// whose limits are not these fields (default: "raise Limits.<field>
+	// or shrink the tree").
+	Advice string
 }
 
 // WithDefaults returns l with every zero field set to its default.
@@ -467,7 +471,7 @@ func Kind(m fs.FileMode) string {
 
 func (w *walker) checkPath(rel string) error {
 	if len(rel) > w.lim.MaxPathLen {
-		return &LimitError{Limit: "path length", Max: int64(w.lim.MaxPathLen), Path: rel, err: ErrPathTooLong}
+		return &LimitError{Limit: "path length", Max: int64(w.lim.MaxPathLen), Path: rel, advice: w.lim.Advice, err: ErrPathTooLong}
 	}
 	depth := 1
 	for i := 0; i < len(rel); i++ {
@@ -476,7 +480,7 @@ func (w *walker) checkPath(rel string) error {
 		}
 	}
 	if depth > w.lim.MaxDepth {
-		return &LimitError{Limit: "depth", Max: int64(w.lim.MaxDepth), Path: rel, err: ErrTooDeep}
+		return &LimitError{Limit: "depth", Max: int64(w.lim.MaxDepth), Path: rel, advice: w.lim.Advice, err: ErrTooDeep}
 	}
 	return nil
 }
@@ -599,7 +603,7 @@ func (w *walker) enterDir(parent *dirRef, sub node, rel, real string, perm fs.Fi
 	// Directories count against MaxFiles too (separately from files).
 	if w.dirs++; w.dirs > w.lim.MaxFiles {
 		sub.close()
-		return &LimitError{Limit: "directories", Max: int64(w.lim.MaxFiles), Path: rel, err: ErrTooManyFiles}
+		return &LimitError{Limit: "directories", Max: int64(w.lim.MaxFiles), Path: rel, advice: w.lim.Advice, err: ErrTooManyFiles}
 	}
 	if _, _, ok := w.list.add(rel, 0, perm, recDir); !ok {
 		sub.close()
@@ -784,13 +788,13 @@ type job struct {
 // inline, or by a worker while the walk goes on.
 func (w *walker) file(j job) error {
 	if w.files+1 > w.lim.MaxFiles {
-		return &LimitError{Limit: "files", Max: int64(w.lim.MaxFiles), Path: j.rel, err: ErrTooManyFiles}
+		return &LimitError{Limit: "files", Max: int64(w.lim.MaxFiles), Path: j.rel, advice: w.lim.Advice, err: ErrTooManyFiles}
 	}
 	if j.st.size > w.lim.MaxFileBytes {
-		return &LimitError{Limit: "file bytes", Max: w.lim.MaxFileBytes, Path: j.rel, err: ErrFileTooLarge}
+		return &LimitError{Limit: "file bytes", Max: w.lim.MaxFileBytes, Path: j.rel, advice: w.lim.Advice, err: ErrFileTooLarge}
 	}
 	if w.bytes+j.st.size > w.lim.MaxBytes {
-		return &LimitError{Limit: "bytes", Max: w.lim.MaxBytes, Path: j.rel, err: ErrTooManyBytes}
+		return &LimitError{Limit: "bytes", Max: w.lim.MaxBytes, Path: j.rel, advice: w.lim.Advice, err: ErrTooManyBytes}
 	}
 	w.files++
 	w.bytes += j.st.size

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -44,8 +45,13 @@ func (t *tarWriter) WriteHeader(h *tar.Header) error {
 		return err
 	}
 	size := h.Size
-	if h.Typeflag != tar.TypeReg {
+	switch h.Typeflag { // the types archive/tar gives no content
+	case tar.TypeLink, tar.TypeSymlink, tar.TypeChar, tar.TypeBlock, tar.TypeDir, tar.TypeFifo:
 		size = 0
+	case 0: // the old regular-file flag, a directory when the name ends in "/"
+		if strings.HasSuffix(h.Name, "/") {
+			size = 0
+		}
 	}
 	if t.format(h) {
 		_, t.err = t.w.Write(t.blk[:])

@@ -21,28 +21,36 @@ import (
 // such a copy cannot be read back by its user.
 func TestVerifyRepairsAnUnreadableCopy(t *testing.T) {
 	mk := atk28UserRunner(t)
+	// staged stages files (made first by prepare, in the Source) into a
+	// non-root sandbox and returns the Target, the root and the assets.
+	staged := func(t *testing.T, files map[string]string, prepare func(src string)) (stage.Target, string, []stage.Asset) {
+		t.Helper()
+		src := t.TempDir()
+		require.NoError(t, os.Chmod(src, 0o755))
+		vpWrite(t, src, files)
+		prepare(src)
+		sb := busyboxuser.Dir(t)
+		tgt, root := stage.Over(mk(sb)), filepath.Join(sb, "rt")
+		assets := []stage.Asset{{Name: "a", Source: src}}
+		_, err := stage.Stage(t.Context(), tgt, root, assets)
+		require.NoError(t, err)
+		return tgt, root, assets
+	}
+	files := map[string]string{"d/f": "inner\n", "d/g": "other\n", "top": "top\n"}
 	for _, tc := range []struct{ name, tamper string }{
 		{"a file", "d/f"},
 		{"a directory", "d"},
 		{"the top file", "top"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			src := t.TempDir()
-			require.NoError(t, os.Chmod(src, 0o755))
-			vpWrite(t, src, map[string]string{"d/f": "inner\n", "d/g": "other\n", "top": "top\n"})
-			sb := busyboxuser.Dir(t)
-			tgt := stage.Over(mk(sb))
-			root := filepath.Join(sb, "rt")
-			assets := []stage.Asset{{Name: "a", Source: src}}
-			_, err := stage.Stage(t.Context(), tgt, root, assets)
-			require.NoError(t, err)
+			tgt, root, assets := staged(t, files, func(string) {})
 			p := filepath.Join(root, "a", filepath.FromSlash(tc.tamper))
 			require.NoError(t, os.Chmod(p, 0))
 
 			rt, err := stage.Stage(t.Context(), tgt, root, assets, stage.WithVerify())
 			require.NoError(t, err, "the unreadable copy is published again")
 			assert.False(t, rt.Assets[0].Reused)
-			for rel, want := range map[string]string{"d/f": "inner\n", "d/g": "other\n", "top": "top\n"} {
+			for rel, want := range files {
 				got, err := os.ReadFile(filepath.Join(root, "a", filepath.FromSlash(rel)))
 				require.NoError(t, err)
 				assert.Equal(t, want, string(got), rel)
@@ -57,17 +65,10 @@ func TestVerifyRepairsAnUnreadableCopy(t *testing.T) {
 		})
 	}
 	t.Run("a Source file of mode 000", func(t *testing.T) {
-		src := t.TempDir()
-		require.NoError(t, os.Chmod(src, 0o755))
-		vpWrite(t, src, map[string]string{"secret": "s\n", "open": "o\n"})
-		require.NoError(t, os.Chmod(filepath.Join(src, "secret"), 0))
-		sb := busyboxuser.Dir(t)
-		tgt := stage.Over(mk(sb))
-		root := filepath.Join(sb, "rt")
-		assets := []stage.Asset{{Name: "a", Source: src}}
-		_, err := stage.Stage(t.Context(), tgt, root, assets)
-		require.NoError(t, err)
-		_, err = stage.Stage(t.Context(), tgt, root, assets, stage.WithVerify())
+		tgt, root, assets := staged(t, map[string]string{"secret": "s\n", "open": "o\n"}, func(src string) {
+			require.NoError(t, os.Chmod(filepath.Join(src, "secret"), 0))
+		})
+		_, err := stage.Stage(t.Context(), tgt, root, assets, stage.WithVerify())
 		require.ErrorIs(t, err, stage.ErrMismatch)
 		assert.ErrorContains(t, err, "holds an entry its owner cannot read")
 		assert.NotErrorIs(t, err, stage.ErrTransport)

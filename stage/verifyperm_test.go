@@ -3,12 +3,12 @@ package stage_test
 import (
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/airlockdev/airlock/internal/treetest"
 	"github.com/airlockdev/airlock/sandbox"
 	"github.com/airlockdev/airlock/stage"
 )
@@ -30,18 +30,8 @@ func vpWrite(t *testing.T, dir string, files map[string]string) {
 // 4,096 bytes failing in the sandbox's tar instead.)
 func TestPathTheSandboxCannotNameRefused(t *testing.T) {
 	deep := func(t *testing.T, n int) string {
-		t.Helper()
 		src := t.TempDir()
-		r, err := os.OpenRoot(src)
-		require.NoError(t, err)
-		defer r.Close()
-		var parts []string
-		for range 20 {
-			parts = append(parts, strings.Repeat("d", 200))
-		}
-		dir := strings.Join(parts, "/")
-		require.NoError(t, r.MkdirAll(dir, 0o755))
-		require.NoError(t, r.WriteFile(dir+"/"+strings.Repeat("f", n-len(dir)-1), []byte("x"), 0o644))
+		treetest.WriteDeep(t, src, n, "x")
 		return src
 	}
 	sb := t.TempDir()

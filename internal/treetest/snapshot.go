@@ -7,6 +7,7 @@ import (
 	"path"
 	"path/filepath"
 	"sort"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -117,4 +118,30 @@ func Lost(want, got map[string]Node) []string {
 		}
 	}
 	return Diff(want, kept)
+}
+
+// WriteDeep writes, below dir, a file whose relative path is exactly n
+// bytes (n of 4,021 to 4,200): 20 directories of 200 bytes, then the
+// file's name. It writes through os.Root, since dir's own path plus the
+// file's is past what one system call may name. It returns the path.
+func WriteDeep(t testing.TB, dir string, n int, data string) string {
+	t.Helper()
+	r, err := os.OpenRoot(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	parts := make([]string, 20)
+	for i := range parts {
+		parts[i] = strings.Repeat("d", 200)
+	}
+	d := strings.Join(parts, "/")
+	rel := d + "/" + strings.Repeat("f", n-len(d)-1)
+	if err := r.MkdirAll(d, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.WriteFile(rel, []byte(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return rel
 }

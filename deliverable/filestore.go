@@ -256,10 +256,11 @@ func (s *FileStore) commitNew(ctx context.Context, e Entry, run runFile, tmp str
 		// record: then the Put happened, and undoing it would leave a
 		// receipt without its attachment. Undo only what the run file
 		// is known not to name.
-		switch holds, herr := s.runHolds(runPath, e.Key.IdempotencyKey, id); {
-		case herr != nil:
+		now, herr := s.readRun(e.Key.TaskID, e.Key.RunID)
+		if herr != nil {
 			return Receipt{}, errors.Join(err, fmt.Errorf("deliverable: undo: could not read %s to tell whether it took the receipt (%w); the attachment record %s and its blob are kept (if no receipt names them they are garbage and may be deleted)", runPath, herr, record))
-		case holds:
+		}
+		if re, ok := now.receipt(e.Key.IdempotencyKey); ok && re.Receipt.AttachmentID == id {
 			return rc, nil
 		}
 		if rerr := s.fs.Remove(record); rerr != nil {
@@ -269,24 +270,6 @@ func (s *FileStore) commitNew(ctx context.Context, e Entry, run runFile, tmp str
 		return Receipt{}, undoBlob(err)
 	}
 	return rc, nil
-}
-
-// runHolds reports whether the run file at runPath holds a receipt for
-// key naming the attachment id; a missing run file holds none.
-func (s *FileStore) runHolds(runPath, key, id string) (bool, error) {
-	var rf runFile
-	if err := s.readJSON(runPath, &rf); err != nil {
-		if errors.Is(err, ErrNotFound) {
-			return false, nil
-		}
-		return false, err
-	}
-	for _, r := range rf.Receipts {
-		if r.Key == key && r.Receipt.AttachmentID == id {
-			return true, nil
-		}
-	}
-	return false, nil
 }
 
 // copyBufSize is the buffer through which content goes to a blob: large

@@ -236,34 +236,6 @@ func ModesScript(prefix string, dirs []Entry) []byte {
 	return []byte(sb.String())
 }
 
-// WriteFiles writes regular files as one plain tar stream (no layout):
-// each name relative to where the sandbox extracts it. The sandbox's
-// `tar -x` must create parent directories that are missing.
-func WriteFiles(w io.Writer, mtime time.Time, files []Entry, open func(e Entry) (io.Reader, func() error, error)) error {
-	return writeArchive(w, func(tw *tarWriter) error {
-		buf := make([]byte, 256<<10)
-		for _, e := range files {
-			r, done, err := open(e)
-			if err != nil {
-				return err
-			}
-			h := &tar.Header{Typeflag: tar.TypeReg, Name: e.Path, Mode: int64(e.Mode.Perm()), Size: e.Size, ModTime: mtime}
-			if err := tw.WriteHeader(h); err != nil {
-				done()
-				return err
-			}
-			_, err = io.CopyBuffer(onlyWriter{tw}, onlyReader{r}, buf)
-			if derr := done(); err == nil {
-				err = derr
-			}
-			if err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-}
-
 // ErrMalformedTar is wrapped by Members when the stream is not a tar
 // archive (or is cut in the middle of one while the command ran
 // normally). It is a protocol error: errors.Is matches it to ErrProtocol.

@@ -352,6 +352,12 @@ type walker struct {
 	via    int
 }
 
+// limitErr is the *LimitError of limit (its value n) crossed at rel,
+// with the walk's Limits.Advice.
+func (w *walker) limitErr(limit string, n int64, rel string, err error) error {
+	return &LimitError{Limit: limit, Max: n, Path: rel, err: err, advice: w.lim.Advice}
+}
+
 // Walk reads the tree at root and calls fn for every directory and regular
 // file below it (not root itself): depth first, names sorted within a
 // directory, a directory before its contents. fn may read a file's Item fully,
@@ -471,7 +477,7 @@ func Kind(m fs.FileMode) string {
 
 func (w *walker) checkPath(rel string) error {
 	if len(rel) > w.lim.MaxPathLen {
-		return &LimitError{Limit: "path length", Max: int64(w.lim.MaxPathLen), Path: rel, advice: w.lim.Advice, err: ErrPathTooLong}
+		return w.limitErr("path length", int64(w.lim.MaxPathLen), rel, ErrPathTooLong)
 	}
 	depth := 1
 	for i := 0; i < len(rel); i++ {
@@ -480,7 +486,7 @@ func (w *walker) checkPath(rel string) error {
 		}
 	}
 	if depth > w.lim.MaxDepth {
-		return &LimitError{Limit: "depth", Max: int64(w.lim.MaxDepth), Path: rel, advice: w.lim.Advice, err: ErrTooDeep}
+		return w.limitErr("depth", int64(w.lim.MaxDepth), rel, ErrTooDeep)
 	}
 	return nil
 }
@@ -603,7 +609,7 @@ func (w *walker) enterDir(parent *dirRef, sub node, rel, real string, perm fs.Fi
 	// Directories count against MaxFiles too (separately from files).
 	if w.dirs++; w.dirs > w.lim.MaxFiles {
 		sub.close()
-		return &LimitError{Limit: "directories", Max: int64(w.lim.MaxFiles), Path: rel, advice: w.lim.Advice, err: ErrTooManyFiles}
+		return w.limitErr("directories", int64(w.lim.MaxFiles), rel, ErrTooManyFiles)
 	}
 	if _, _, ok := w.list.add(rel, 0, perm, recDir); !ok {
 		sub.close()
@@ -788,13 +794,13 @@ type job struct {
 // inline, or by a worker while the walk goes on.
 func (w *walker) file(j job) error {
 	if w.files+1 > w.lim.MaxFiles {
-		return &LimitError{Limit: "files", Max: int64(w.lim.MaxFiles), Path: j.rel, advice: w.lim.Advice, err: ErrTooManyFiles}
+		return w.limitErr("files", int64(w.lim.MaxFiles), j.rel, ErrTooManyFiles)
 	}
 	if j.st.size > w.lim.MaxFileBytes {
-		return &LimitError{Limit: "file bytes", Max: w.lim.MaxFileBytes, Path: j.rel, advice: w.lim.Advice, err: ErrFileTooLarge}
+		return w.limitErr("file bytes", w.lim.MaxFileBytes, j.rel, ErrFileTooLarge)
 	}
 	if w.bytes+j.st.size > w.lim.MaxBytes {
-		return &LimitError{Limit: "bytes", Max: w.lim.MaxBytes, Path: j.rel, advice: w.lim.Advice, err: ErrTooManyBytes}
+		return w.limitErr("bytes", w.lim.MaxBytes, j.rel, ErrTooManyBytes)
 	}
 	w.files++
 	w.bytes += j.st.size

@@ -80,10 +80,17 @@ func isSource(fi os.FileInfo, ids []shell.FileID) bool {
 // to replace the Source (shell.SourceExit) or a copy with a file system
 // mounted inside (shell.MountExit), else err.
 func overlapped(err error, dst, src string) error {
+	return refusal(err, dst, func() error { return overlapErr(dst, src) })
+}
+
+// refusal returns the ErrBadRoot error of a command that refused to move
+// dst (a copy, or an asset directory a removal names): source() for
+// shell.SourceExit, mountErr for shell.MountExit; any other err as it is.
+func refusal(err error, dst string, source func() error) error {
 	if ee := (*sandbox.ExitError)(nil); errors.As(err, &ee) {
 		switch ee.Status {
 		case shell.SourceExit:
-			return overlapErr(dst, src)
+			return source()
 		case shell.MountExit:
 			return mountErr(dst, "")
 		}

@@ -322,17 +322,9 @@ func (b *Bridge) RemoveGuarded(ctx context.Context, root string, names, sources 
 	defer b.inflight.remove(tmp)
 	script := shell.RemoveScript(root, path.Base(tmp), b.inflight.under(root), names, guardIDs(sources))
 	err = raced(b.renameThenDelete(ctx, "removing assets under "+root, sandbox.Command{Script: script}))
-	if ee := (*sandbox.ExitError)(nil); errors.As(err, &ee) {
-		what := "the directory of one of the assets " + strings.Join(names, ", ") + " under " + root
-		if len(names) == 1 {
-			what = path.Join(root, names[0])
-		}
-		switch ee.Status {
-		case shell.SourceExit:
-			return keptSourceErr(what)
-		case shell.MountExit:
-			return mountErr(what, "")
-		}
+	what := "the directory of one of the assets " + strings.Join(names, ", ") + " under " + root
+	if len(names) == 1 {
+		what = path.Join(root, names[0])
 	}
-	return err
+	return refusal(err, what, func() error { return keptSourceErr(what) })
 }

@@ -284,13 +284,7 @@ func (l *local) place(tmp, rel string) error {
 		l.beforePlace(tmp, rel)
 	}
 	if err := l.root.Rename(tmp, rel); err != nil {
-		if rerr := l.root.Remove(tmp); rerr != nil {
-			// Also when tmp is not found: its directory may have been
-			// renamed away (tmp went with it) and may come back. The
-			// journal stays, and the next Restore's sweep (which takes
-			// this process's journals) finds tmp where the journal says.
-			l.leftover = true
-		}
+		l.removeTmp(tmp)
 		return asNameError(rel, err)
 	}
 	return nil

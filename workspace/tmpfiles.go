@@ -175,10 +175,14 @@ func (l *local) replacing(tmp, rel string) error {
 	return nil
 }
 
-// removeTmp removes a temporary file of this restore; one that cannot be
-// removed keeps the journal for the next sweep.
+// removeTmp removes a temporary file of this restore (one a write failed
+// to use: a file used is not removed here); one that cannot be removed
+// keeps the journal for the next sweep. So does one not found: its
+// directory may have been renamed away (the file went with it) and may
+// come back, and the next Restore's sweep, which takes this process's
+// journals, finds it where the journal says.
 func (l *local) removeTmp(tmp string) {
-	if err := l.root.Remove(tmp); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err := l.root.Remove(tmp); err != nil {
 		l.leftover = true
 	}
 }
@@ -208,7 +212,7 @@ func (r *Round) journalDir() string { return filepath.Dir(r.lockPath()) }
 // process's journals and temporary files too: every restore of the work
 // tree is serialized by that lock, so a temporary file this process left
 // there belongs to one that returned (a failed write whose file moved
-// with its directory; see place).
+// with its directory; see removeTmp).
 func (r *Round) sweepTmp(self bool) {
 	sweepTmp(r.o.log, r.spec.Local, r.journalDir(), self)
 	if r.state != "" {

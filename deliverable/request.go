@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/airlockdev/airlock/internal/digest"
+	"github.com/airlockdev/airlock/internal/jsonlit"
 	"github.com/airlockdev/airlock/sandbox"
 )
 
@@ -295,17 +296,7 @@ func isHex(s string, n int) bool {
 }
 
 // clip shortens s for use in an error message.
-func clip(s string) string {
-	const max = 80
-	if len(s) <= max {
-		return s
-	}
-	cut := max
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "…"
-}
+func clip(s string) string { return jsonlit.Clip(s) }
 
 // fingerprint identifies a normalized request: the same idempotency key with a
 // different fingerprint is a conflict.

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode"
@@ -249,47 +250,21 @@ func DecodeWorkspaceRef(data []byte) (WorkspaceRef, error) {
 	if !utf8.Valid(data) {
 		return WorkspaceRef{}, refErr("not valid UTF-8")
 	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
-		return WorkspaceRef{}, refErr("not a JSON object")
-	}
-	values := map[string]json.RawMessage{}
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return WorkspaceRef{}, refErr("%v", err)
-		}
-		key, ok := tok.(string)
-		if !ok {
-			return WorkspaceRef{}, refErr("an object key is not a string")
-		}
-		if _, dup := values[key]; dup {
-			return WorkspaceRef{}, refErr("duplicate key %q", clip(key))
-		}
-		known := false
-		for _, k := range refKeys {
-			if k == key {
-				known = true
-				break
-			}
-			if strings.EqualFold(k, key) {
-				return WorkspaceRef{}, refErr("key %q is %q in the wrong case (keys are case-sensitive)", clip(key), k)
-			}
-		}
-		if !known {
-			return WorkspaceRef{}, refErr("unknown key %q", clip(key))
-		}
-		var raw json.RawMessage
-		if err := dec.Decode(&raw); err != nil {
-			return WorkspaceRef{}, refErr("key %q: %v", key, err)
-		}
-		values[key] = raw
-	}
-	if _, err := dec.Token(); err != nil { // the closing '}'
+	members, err := jsonlit.Object(data)
+	if err != nil {
 		return WorkspaceRef{}, refErr("%v", err)
 	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return WorkspaceRef{}, refErr("trailing data after the object")
+	values := make(map[string]json.RawMessage, len(members))
+	for _, m := range members {
+		if !slices.Contains(refKeys[:], m.Key) {
+			for _, k := range refKeys {
+				if strings.EqualFold(k, m.Key) {
+					return WorkspaceRef{}, refErr("key %q is %q in the wrong case (keys are case-sensitive)", clip(m.Key), k)
+				}
+			}
+			return WorkspaceRef{}, refErr("unknown key %q", clip(m.Key))
+		}
+		values[m.Key] = m.Value
 	}
 
 	var r WorkspaceRef

@@ -3,9 +3,7 @@ package session
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"slices"
 	"strings"
 	"unicode/utf8"
@@ -187,40 +185,15 @@ func decodeRecord(data []byte) (Record, error) {
 	if !utf8.Valid(data) {
 		return Record{}, fmt.Errorf("%w: not valid UTF-8", ErrMalformedRecord)
 	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	tok, err := dec.Token()
+	members, err := jsonlit.Object(data)
 	if err != nil {
-		return Record{}, fmt.Errorf("%w: not a JSON object: %w", ErrMalformedRecord, syntaxErr(err))
+		return Record{}, fmt.Errorf("%w: %w", ErrMalformedRecord, err)
 	}
-	if d, ok := tok.(json.Delim); !ok || d != '{' {
-		return Record{}, fmt.Errorf("%w: not a JSON object", ErrMalformedRecord)
-	}
-	values := make(map[string]json.RawMessage, 10)
-	var keys []string
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return Record{}, fmt.Errorf("%w: %w", ErrMalformedRecord, syntaxErr(err))
-		}
-		key, ok := tok.(string)
-		if !ok {
-			return Record{}, fmt.Errorf("%w: object key is not a string", ErrMalformedRecord)
-		}
-		if _, dup := values[key]; dup {
-			return Record{}, fmt.Errorf("%w: duplicate key %q", ErrMalformedRecord, key)
-		}
-		var raw json.RawMessage
-		if err := dec.Decode(&raw); err != nil {
-			return Record{}, fmt.Errorf("%w: field %q: %w", ErrMalformedRecord, key, syntaxErr(err))
-		}
-		values[key] = bytes.TrimSpace(raw)
-		keys = append(keys, key)
-	}
-	if _, err := dec.Token(); err != nil { // the closing '}'
-		return Record{}, fmt.Errorf("%w: %w", ErrMalformedRecord, syntaxErr(err))
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return Record{}, fmt.Errorf("%w: trailing data after the record object", ErrMalformedRecord)
+	values := make(map[string]json.RawMessage, len(members))
+	keys := make([]string, 0, len(members))
+	for _, m := range members {
+		values[m.Key] = m.Value
+		keys = append(keys, m.Key)
 	}
 	return fromValues(values, keys)
 }
@@ -355,13 +328,4 @@ func jsonType(raw []byte) string {
 		return "a string"
 	}
 	return "a number"
-}
-
-// syntaxErr turns a bare io.EOF or io.ErrUnexpectedEOF from the decoder into
-// a readable error.
-func syntaxErr(err error) error {
-	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-		return errors.New("unexpected end of input")
-	}
-	return err
 }

@@ -69,6 +69,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/airlockdev/airlock/deliverable"
+	"github.com/airlockdev/airlock/internal/jsonlit"
 )
 
 // MaxRequestBytes bounds the body of one HTTP request Handler reads.
@@ -279,29 +280,15 @@ var argNames = []string{"contentRef", "filename", "contentType", "byteSize", "sh
 // left to the decoder. Anything that is not an object is too. It returns
 // the agent's message, or "".
 func checkArgNames(tool, args string) string {
-	dec := json.NewDecoder(strings.NewReader(args))
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
-		return ""
+	members, err := jsonlit.Object([]byte(args))
+	if dup := (*jsonlit.DuplicateKeyError)(nil); errors.As(err, &dup) {
+		return fmt.Sprintf("%s: the argument %s is given twice; pass each argument once.", tool, clipName(dup.Key))
 	}
-	seen := map[string]bool{}
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return ""
-		}
-		name, _ := tok.(string)
-		if seen[name] {
-			return fmt.Sprintf("%s: the argument %s is given twice; pass each argument once.", tool, clipName(name))
-		}
-		seen[name] = true
+	for _, m := range members {
 		for _, n := range argNames {
-			if n != name && strings.EqualFold(n, name) {
-				return fmt.Sprintf("%s: the argument %s must be spelled %s (argument names are case-sensitive); rename it.", tool, clipName(name), n)
+			if n != m.Key && strings.EqualFold(n, m.Key) {
+				return fmt.Sprintf("%s: the argument %s must be spelled %s (argument names are case-sensitive); rename it.", tool, clipName(m.Key), n)
 			}
-		}
-		var skip json.RawMessage
-		if err := dec.Decode(&skip); err != nil {
-			return ""
 		}
 	}
 	return ""

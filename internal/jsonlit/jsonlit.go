@@ -1,8 +1,9 @@
-// Package jsonlit checks JSON string literals for what encoding/json lets
-// through silently: an escaped lone UTF-16 surrogate ("\ud800"), which it
-// decodes to U+FFFD. The strict decoders of session records and workspace
-// references use it, so that no record carries invalid Unicode in escaped
-// form.
+// Package jsonlit reads JSON for the strict decoders of session records,
+// workspace references and the agent tool's arguments, refusing what
+// encoding/json lets through silently: an object that gives a key twice
+// or is followed by more data (Object), and an escaped lone UTF-16
+// surrogate ("\ud800") in a string literal, which it decodes to U+FFFD
+// (CheckSurrogates).
 package jsonlit
 
 import (

@@ -1,17 +1,14 @@
 package session
 
 import (
-	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/airlockdev/airlock/internal/tree"
+	"github.com/airlockdev/airlock/internal/statedir"
 
 	"github.com/airlockdev/airlock/internal/digest"
 )
@@ -239,46 +236,11 @@ func bindModel(cfg Config) (string, error) {
 // realDir resolves p to an absolute path with every symbolic link evaluated
 // and requires a directory that is not a filesystem root.
 func realDir(what, p string, sentinel error) (string, error) {
-	fail := func(err error) (string, error) {
-		return "", &fs.PathError{Op: "session.Bind " + what, Path: p, Err: err}
-	}
-	abs, err := absPath(p)
+	real, err := statedir.Real(p)
 	if err != nil {
-		return fail(fmt.Errorf("%w: %w", sentinel, err))
+		return "", &fs.PathError{Op: "session.Bind " + what, Path: p, Err: fmt.Errorf("%w: %w", sentinel, err)}
 	}
-	resolved, err := filepath.EvalSymlinks(abs)
-	if err != nil {
-		return fail(fmt.Errorf("%w: cannot resolve the real path (create the directory first): %w", sentinel, err))
-	}
-	fi, err := os.Stat(resolved)
-	if err != nil {
-		return fail(fmt.Errorf("%w: cannot stat the real path %q: %w", sentinel, resolved, err))
-	}
-	if !fi.IsDir() {
-		return fail(fmt.Errorf("%w: the real path %q is a %s, not a directory; pass a directory", sentinel, resolved, tree.Kind(fi.Mode())))
-	}
-	if filepath.Dir(resolved) == resolved {
-		return fail(fmt.Errorf("%w: the real path %q is a filesystem root; pass a dedicated directory", sentinel, resolved))
-	}
-	return resolved, nil
-}
-
-// absPath returns p made absolute against the working directory, not
-// cleaned; a blank p is an error.
-func absPath(p string) (string, error) {
-	if strings.TrimSpace(p) == "" {
-		return "", errors.New("the path is blank; pass a directory")
-	}
-	if filepath.IsAbs(p) {
-		return p, nil
-	}
-	// syscall.Getwd, not os.Getwd (which consults $PWD): the package
-	// never reads the environment.
-	wd, err := syscall.Getwd()
-	if err != nil {
-		return "", fmt.Errorf("cannot make the relative path absolute (pass an absolute path): %w", err)
-	}
-	return filepath.Join(wd, p), nil
+	return real, nil
 }
 
 // label returns the collision-resistant file name derived from a session id:

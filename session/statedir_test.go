@@ -107,34 +107,3 @@ func TestBindStateDirNeverCreatedThroughALink(t *testing.T) {
 		})
 	}
 }
-
-// TestStateDirLinkPlantedWhileCreating plays the race Bind cannot see from
-// outside: between finding what is missing and creating it, a link
-// appears on the path. One pointing out of the existing directory is never
-// followed; one pointing inside it makes the result resolve elsewhere than
-// what was made, and the state directory is refused.
-func TestStateDirLinkPlantedWhileCreating(t *testing.T) {
-	t.Run("pointing out", func(t *testing.T) {
-		base, outside := realTempDir(t), realTempDir(t)
-		require.NoError(t, os.Symlink(outside, filepath.Join(base, "a")))
-		err := createBeneath(filepath.Join(base, "a", "state"), base, []string{"a", "state"})
-		require.Error(t, err)
-		assert.Contains(t, err.Error(), base)
-		assert.NoDirExists(t, filepath.Join(outside, "state"), "a planted link was followed out of the existing directory")
-	})
-	t.Run("pointing inside", func(t *testing.T) {
-		base := realTempDir(t)
-		require.NoError(t, os.Mkdir(filepath.Join(base, "x"), 0o700))
-		require.NoError(t, os.Symlink("x", filepath.Join(base, "a")))
-		abs := filepath.Join(base, "a", "state")
-		err := createBeneath(abs, base, []string{"a", "state"})
-		require.Error(t, err)
-		assert.Contains(t, err.Error(), "a link was planted")
-		assert.Contains(t, err.Error(), filepath.Join(base, "x", "state"))
-	})
-	t.Run("nothing planted", func(t *testing.T) {
-		base := realTempDir(t)
-		require.NoError(t, createBeneath(filepath.Join(base, "a", "state"), base, []string{"a", "state"}))
-		assertPrivateDir(t, filepath.Join(base, "a", "state"))
-	})
-}

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/afero"
 
 	"github.com/airlockdev/airlock/internal/digest"
+	"github.com/airlockdev/airlock/internal/statedir"
 )
 
 // TaskRecord is a task as FileTasks keeps it: the Task that
@@ -302,11 +303,16 @@ func (c *completion) release() {
 // directory dir, on the operating system's file system:
 // NewFileStore(afero.NewOsFs(), dir). It creates dir and its missing
 // parents (mode 0700), as every airlock state directory is created (see
-// the package documentation). NewFileStore takes any afero.Fs: tests, an
+// the package documentation): a dangling link is never followed to create
+// anything, and a dir that resolves to a filesystem root is refused
+// (ErrInvalidRequest). NewFileStore takes any afero.Fs: tests, an
 // in-memory or another store.
 func OpenFileStore(dir string) (*FileStore, error) {
 	if dir == "" {
 		return nil, fmt.Errorf("%w: deliverable.OpenFileStore: dir is empty; pass the store's directory", ErrInvalidRequest)
+	}
+	if _, err := statedir.Make(dir); err != nil {
+		return nil, fmt.Errorf("%w: deliverable.OpenFileStore: the store's directory %s: %w", ErrInvalidRequest, dir, err)
 	}
 	return NewFileStore(afero.NewOsFs(), dir)
 }

@@ -324,4 +324,11 @@ func TestOpenFileStore(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), dangling)
 	assert.NoDirExists(t, filepath.Join(base, "nowhere"), "a dangling link's target is never created")
+
+	for _, root := range []string{"/", "//", os.TempDir() + "/.."} {
+		_, err = deliverable.OpenFileStore(root)
+		require.ErrorIs(t, err, deliverable.ErrInvalidRequest, root)
+		assert.Contains(t, err.Error(), "is a filesystem root; pass a dedicated directory")
+	}
+	assert.NoDirExists(t, "/blobs", "nothing is made in the root")
 }

@@ -110,6 +110,8 @@
 // entry already under it are reused without re-reading their bytes. A source
 // rewritten in place with its size, inode and both times restored (which
 // needs privileges to fake the change time) is not noticed by the index.
-// Limits (see [Limits]) apply to each skill's tree separately. A crashed
-// writer can leave a .tmp-* directory, removed by a later call after a day.
+// Limits (see [Limits]) apply to each skill's tree separately. A writer
+// that died (a killed process) leaves its .tmp-* directory; the next call
+// that copies removes it (the writer's flock(2) on it is gone), and leaves
+// every name of another shape alone.
 package skills

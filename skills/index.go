@@ -33,9 +33,16 @@ const indexSchema = "airlock.skills.index.v3"
 type selectionPrint struct {
 	sum    string // lowercase hex
 	usable bool   // every source's metadata pins its content
-	// seen holds what the pass saw of each source's tree, by Name, so
-	// that a copy that follows lists and lstat's each tree only once.
-	seen map[string]*tree.Seen
+	// passes holds what the pass saw of each source's tree, by Name: its
+	// metadata, which a copy that follows is checked against, and its
+	// listing (Seen), so that the copy lists and lstat's the tree only once.
+	passes map[string]sourcePass
+}
+
+// sourcePass is what a fingerprint pass saw of one source's tree.
+type sourcePass struct {
+	md   tree.Metadata
+	seen *tree.Seen // nil when the pass could not open the tree
 }
 
 // maxSeen bounds the entries the fingerprint pass keeps for the copies
@@ -56,7 +63,7 @@ var maxSeen = 1 << 15
 func fingerprint(ctx context.Context, sources []Source, o options, cutoff time.Time) selectionPrint {
 	sorted := append([]Source(nil), sources...)
 	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Name < sorted[j].Name })
-	p := selectionPrint{usable: true, seen: make(map[string]*tree.Seen, len(sources))}
+	p := selectionPrint{usable: true, passes: make(map[string]sourcePass, len(sources))}
 	l := o.limits.WithDefaults()
 	fields := []string{
 		strconv.Itoa(l.MaxFiles), strconv.FormatInt(l.MaxBytes, 10), strconv.FormatInt(l.MaxFileBytes, 10),
@@ -64,8 +71,7 @@ func fingerprint(ctx context.Context, sources []Source, o options, cutoff time.T
 	}
 	type pass struct {
 		reason string
-		md     tree.Metadata
-		seen   *tree.Seen
+		sourcePass
 	}
 	passes := make([]pass, len(sorted))
 	share := max(1, maxSeen/max(1, len(sorted)))
@@ -88,7 +94,7 @@ func fingerprint(ctx context.Context, sources []Source, o options, cutoff time.T
 			fields = append(fields, "unusable", r)
 			continue
 		}
-		p.seen[s.Name] = passes[i].seen
+		p.passes[s.Name] = passes[i].sourcePass
 		p.usable = p.usable && passes[i].md.Usable
 		fields = append(fields, "tree", string(passes[i].md.Sum[:]))
 	}

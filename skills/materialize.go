@@ -2,7 +2,6 @@ package skills
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -12,11 +11,13 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 	"unicode"
 	"unicode/utf8"
 
 	"github.com/airlockdev/airlock/internal/digest"
+	"github.com/airlockdev/airlock/internal/statedir"
 	"github.com/airlockdev/airlock/internal/tree"
 )
 
@@ -94,7 +95,8 @@ const identityTag = "airlock.skills.identity.v2"
 
 var (
 	// ErrInvalidSource reports a caller error in the selection: a bad Key
-	// or Name, or two sources with one Name.
+	// or Name, two sources with one Name, or a state directory that is a
+	// filesystem root, inside a selected skill, or cannot be resolved.
 	ErrInvalidSource = errors.New("invalid skill source")
 	// ErrChanged reports a skill that changed while it was materialized.
 	ErrChanged = tree.ErrChanged
@@ -187,22 +189,28 @@ func Materialize(ctx context.Context, stateDir string, sources []Source, opts ..
 	if err := checkSources(sources); err != nil {
 		return nil, err
 	}
+	if err := checkStateDir(stateDir, sources); err != nil {
+		return nil, err
+	}
 	cutoff := time.Now().Add(-o.racy)
 	before := fingerprint(ctx, sources, o, cutoff)
 	b, ok := lookupIndex(stateDir, before)
 	if !ok {
 		var err error
-		if b, err = build(ctx, stateDir, sources, before.seen, o); err != nil {
+		var asSeen bool
+		if b, asSeen, err = build(ctx, stateDir, sources, before.passes, o); err != nil {
 			return nil, err
 		}
-		// The entry is keyed by the metadata seen before the copy. A source
-		// that changes during or after the copy gets new times (the racy
-		// window covers timestamp granularity), so that key can never match
-		// it again: no second fingerprint is needed.
+		// The entry is keyed by the metadata seen before the copy, and
+		// every copy was checked against it (copyStill): a source that
+		// changes after the copy gets new times (the racy window covers
+		// timestamp granularity), so that key can never match it again. A
+		// skill that changed during its copy was copied again as it then
+		// was, which that key does not describe: no entry.
 		// A selection of which no skill survived is indexed too: it would
 		// otherwise be copied and hashed again on every call. Its entry
 		// needs the state directory, which exists once anything was copied.
-		if before.usable {
+		if before.usable && asSeen {
 			if o.beforeIndex != nil {
 				o.beforeIndex()
 			}
@@ -231,17 +239,22 @@ func Materialize(ctx context.Context, stateDir string, sources []Source, opts ..
 // failures the first source's is returned (a failure cancels only the
 // copies of the sources after it).
 //
-// seen holds, by Name, what the fingerprint pass saw of each source: a
+// passes holds, by Name, what the fingerprint pass saw of each source: a
 // copy takes its listing and lstat from there (tree.Seen), so that the
 // tree is listed once, and the copy is checked against the very metadata
-// its index entry is keyed by. It may be nil.
-func build(ctx context.Context, stateDir string, sources []Source, seen map[string]*tree.Seen, o options) (*Bundle, error) {
-	b := &Bundle{}
+// its index entry is keyed by (copyStill). It may be nil.
+//
+// asSeen reports that every skill was copied as the fingerprint pass saw
+// it (not copied again after a change).
+func build(ctx context.Context, stateDir string, sources []Source, passes map[string]sourcePass, o options) (b *Bundle, asSeen bool, err error) {
+	b, asSeen = &Bundle{}, true
 	var tmp string
+	unlock := func() {}
 	defer func() {
 		if tmp != "" {
 			tree.RemoveAll(tmp)
 		}
+		unlock() // after the removal: a live writer's directory is never swept
 	}()
 	copies := make([]copyOutcome, len(sources))
 	cancels := make([]context.CancelFunc, len(sources))
@@ -266,9 +279,11 @@ func build(ctx context.Context, stateDir string, sources []Source, seen map[stri
 			continue
 		}
 		if tmp == "" {
-			if tmp, setupErr = tempDir(stateDir); setupErr != nil {
+			var done func()
+			if tmp, done, setupErr = tempDir(stateDir); setupErr != nil {
 				break
 			}
+			unlock = done
 		}
 		if o.copied != nil {
 			o.copied(src.Name)
@@ -282,7 +297,7 @@ func build(ctx context.Context, stateDir string, sources []Source, seen map[stri
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			copies[i] = copySkill(cctx, src, filepath.Join(tmp, src.Name), seen[src.Name], o)
+			copies[i] = copySkill(cctx, src, filepath.Join(tmp, src.Name), passes[src.Name], o)
 			if copies[i].err != nil {
 				failed(i)
 			}
@@ -297,11 +312,12 @@ func build(ctx context.Context, stateDir string, sources []Source, seen map[stri
 	for i, src := range sources {
 		c := copies[i]
 		if c.err != nil {
-			return nil, c.err
+			return nil, false, c.err
 		}
 		if setupErr != nil {
 			continue // the errors of the copies started before it come first
 		}
+		asSeen = asSeen && !c.again
 		if c.warn != "" {
 			o.log.Warn("skill violates the Agent Skills spec", "skill.key", src.Key, "skill.name", src.Name, "reason", c.warn)
 		}
@@ -312,25 +328,82 @@ func build(ctx context.Context, stateDir string, sources []Source, seen map[stri
 		b.Skills = append(b.Skills, c.skill)
 	}
 	if setupErr != nil {
-		return nil, setupErr
+		return nil, false, setupErr
 	}
 	sort.Slice(b.Skills, func(i, j int) bool { return b.Skills[i].Name < b.Skills[j].Name })
 	sort.Slice(b.Dropped, func(i, j int) bool { return b.Dropped[i].Name < b.Dropped[j].Name })
 	b.Identity = identity(b.Skills)
 	if len(b.Skills) == 0 {
-		return b, nil
+		return b, asSeen, nil
 	}
 	dir, err := publish(ctx, stateDir, b.Identity, tmp)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	tmp = "" // published, or already gone
 	b.Dir = dir
-	return b, nil
+	return b, asSeen, nil
 }
 
 // skillsAtOnce bounds the skills build copies at the same time.
 const skillsAtOnce = 2
+
+// copyAttempts bounds the copies of a skill that keeps changing while it
+// is copied.
+const copyAttempts = 3
+
+// copyStill copies src to dst and checks that the tree held still while it
+// was copied: a metadata pass after the copy must see what the pass before
+// it saw (every entry's path, type, mode, size, identity and times) and as
+// many regular files and bytes as the copy holds. The copy's own checks
+// see a file that changes while it is read, not one that moves between
+// two directories while they are listed: that file would be in neither
+// copy or in both. A tree that changed is copied again from a fresh pass,
+// up to copyAttempts copies in all; then the error wraps ErrChanged.
+//
+// pass is what the fingerprint pass saw of src before the copy (its
+// listing is taken, tree.Seen); without a listing, a fresh pass is made.
+// again reports a copy not of the tree pass saw.
+func copyStill(ctx context.Context, src Source, dst string, pass sourcePass, o options) (res *tree.Result, again bool, err error) {
+	opts := tree.Options{Limits: o.limits}
+	for attempt := 1; attempt <= copyAttempts; attempt++ {
+		if attempt > 1 || pass.seen == nil {
+			pass.md, pass.seen = tree.FingerprintSeen(ctx, src.Dir, opts, time.Now(), maxSeen)
+			again = true
+		}
+		if res, err = tree.Copy(ctx, src.Dir, dst, tree.Options{Limits: o.limits, Seen: pass.seen}); err == nil {
+			if err = heldStill(ctx, src.Dir, pass.md, res.Manifest, opts, attempt); err == nil {
+				return res, again, nil
+			}
+			if rerr := tree.RemoveAll(dst); rerr != nil {
+				return nil, again, rerr
+			}
+		}
+		if !errors.Is(err, tree.ErrChanged) || ctx.Err() != nil {
+			return nil, again, err
+		}
+	}
+	return nil, again, err
+}
+
+// heldStill checks a copy of the tree at dir, m, against before, what a
+// metadata pass saw of the tree before the copy, by a second pass.
+func heldStill(ctx context.Context, dir string, before tree.Metadata, m tree.Manifest, opts tree.Options, attempt int) error {
+	after := tree.Fingerprint(ctx, dir, opts, time.Now())
+	if after.Sum == before.Sum && after.Files == m.Files() && after.Bytes == m.Bytes() {
+		return nil
+	}
+	return fmt.Errorf("%w: files moved, or were added or removed, while the skill was copied (copy %d of at most %d: %d files, %d bytes copied; %d files, %d bytes there now); retry when it is quiet",
+		tree.ErrChanged, attempt, copyAttempts, m.Files(), m.Bytes(), after.Files, after.Bytes)
+}
+
+// spaceAdvice says what to do about a full file system, or "".
+func spaceAdvice(err error) string {
+	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
+		return "; free space (or inodes) on the state directory's file system and retry"
+	}
+	return ""
+}
 
 // copyOutcome is what copying one skill came to: a skill, or a reason to
 // drop it, or an error; warn is a spec violation to log.
@@ -339,6 +412,7 @@ type copyOutcome struct {
 	reason string
 	warn   string
 	err    error
+	again  bool // copied again after a change: not as the fingerprint pass saw it
 }
 
 // dirReason says why a skill directory cannot be copied at all, or "".
@@ -357,29 +431,22 @@ func dirReason(dir string) string {
 	return ""
 }
 
-// copySkill copies one skill to dst, hashing as it copies, and checks the
-// copy's SKILL.md. A non-empty reason drops the skill (and its copy). seen,
-// when not nil, is what the fingerprint pass saw of src (tree.Seen).
-func copySkill(ctx context.Context, src Source, dst string, seen *tree.Seen, o options) copyOutcome {
-	res, err := tree.Copy(ctx, src.Dir, dst, tree.Options{Limits: o.limits, Seen: seen})
-	if seen != nil && errors.Is(err, tree.ErrChanged) {
-		// Something changed since the fingerprint pass saw it (or while it
-		// was copied): copy the tree as it is now, listing it afresh, as
-		// a copy without that pass would. The index entry is still keyed
-		// by what the pass saw, which the changed source no longer shows.
-		res, err = tree.Copy(ctx, src.Dir, dst, tree.Options{Limits: o.limits})
-	}
+// copySkill copies one skill to dst (copyStill), hashing as it copies, and
+// checks the copy's SKILL.md. A non-empty reason drops the skill (and its
+// copy). pass is what the fingerprint pass saw of src, if anything.
+func copySkill(ctx context.Context, src Source, dst string, pass sourcePass, o options) copyOutcome {
+	res, again, err := copyStill(ctx, src, dst, pass, o)
 	if err != nil {
-		err = fmt.Errorf("copying skill %q from %s: %w", src.Name, src.Dir, err)
+		err = fmt.Errorf("copying skill %q from %s into %s: %w%s", src.Name, src.Dir, filepath.Dir(filepath.Dir(dst)), err, spaceAdvice(err))
 		if le := (*tree.LimitError)(nil); errors.As(err, &le) {
 			return copyOutcome{err: &LimitError{Skill: src.Name, Limit: le.Limit, Max: le.Max, Path: le.Path, err: err}}
 		}
 		return copyOutcome{err: err}
 	}
 	drop := func(reason string) copyOutcome {
-		return copyOutcome{reason: reason, err: tree.RemoveAll(dst)}
+		return copyOutcome{reason: reason, err: tree.RemoveAll(dst), again: again}
 	}
-	var out copyOutcome
+	out := copyOutcome{again: again}
 	var md []byte
 	e, ok := entry(res.Manifest, "SKILL.md")
 	if ok && e.Type == tree.File && e.Size <= MaxSkillMD {
@@ -436,24 +503,30 @@ func entry(m tree.Manifest, p string) (tree.Entry, bool) {
 	return tree.Entry{}, false
 }
 
-// tempDir creates stateDir if needed and a fresh temporary directory in it,
-// removing temporary directories that crashed writers left over a day ago.
-func tempDir(stateDir string) (string, error) {
-	if err := os.MkdirAll(stateDir, 0o700); err != nil {
-		return "", fmt.Errorf("creating skills state directory: %w", err)
+// checkStateDir refuses, by its real path (a missing one's: the real path
+// it will have), a state directory that is a filesystem root or inside a
+// selected skill's directory: every call would copy the earlier bundles
+// into the next. It creates nothing; tempDir creates a missing one
+// (statedir.Make).
+func checkStateDir(stateDir string, sources []Source) error {
+	state, err := statedir.Resolve(stateDir)
+	if err != nil {
+		return fmt.Errorf("%w: creating skills state directory %s: %w", ErrInvalidSource, stateDir, err)
 	}
-	if stale, err := filepath.Glob(filepath.Join(stateDir, ".tmp-*")); err == nil {
-		for _, s := range stale {
-			if fi, err := os.Lstat(s); err == nil && time.Since(fi.ModTime()) > 24*time.Hour {
-				tree.RemoveAll(s)
-			}
+	if filepath.Dir(state) == state {
+		return fmt.Errorf("%w: skills state directory %s is the filesystem root %s; pass a dedicated directory", ErrInvalidSource, stateDir, state)
+	}
+	for _, s := range sources {
+		dir, err := filepath.EvalSymlinks(s.Dir)
+		if err != nil {
+			continue // not a directory to copy: dropped, with its reason
+		}
+		if state == dir || strings.HasPrefix(state, strings.TrimSuffix(dir, "/")+"/") {
+			return fmt.Errorf("%w: the state directory %s (real path %s) is inside skill %q's directory %s: every call would copy the bundles into the next; keep the state directory outside every selected skill",
+				ErrInvalidSource, stateDir, state, s.Name, s.Dir)
 		}
 	}
-	tmp := filepath.Join(stateDir, ".tmp-"+rand.Text()[:16])
-	if err := os.Mkdir(tmp, 0o700); err != nil {
-		return "", fmt.Errorf("creating temporary bundle: %w", err)
-	}
-	return tmp, nil
+	return nil
 }
 
 // publish moves tmp to <stateDir>/<id> under the bundle's lock, or removes

@@ -93,7 +93,9 @@ func frontmatter(skillMD []byte) (string, error) {
 		return "", fmt.Errorf("%w: not valid UTF-8", ErrFrontmatter)
 	}
 	text := strings.TrimPrefix(string(skillMD), "\uFEFF")
-	text = strings.ReplaceAll(text, "\r\n", "\n")
+	// YAML breaks lines at CR LF, LF and a lone CR: so do the line scans
+	// here and in the lenient reading (plainLines).
+	text = strings.ReplaceAll(strings.ReplaceAll(text, "\r\n", "\n"), "\r", "\n")
 	first, rest, _ := strings.Cut(text, "\n")
 	if strings.TrimRight(first, " \t") != "---" {
 		return "", errNoFrontmatter

@@ -177,6 +177,9 @@ func TestParseMetaLenient(t *testing.T) {
 		{"nested lines are not read leniently", "---\nmetadata:\n  a: b: c\n---\n", Meta{}, nil, "does not parse"},
 		{"indicator first: not a plain scalar", "---\ndescription: [a: b\n---\n", Meta{}, nil, "does not parse"},
 		{"continuation line still fails", "---\ndescription: Use when: x\n  and more\n---\n", Meta{}, nil, "mapping values are not allowed"},
+		{"a lone CR ends a line, as in YAML", "---\rname: a\rdescription: Use when: x\rcompatibility: y\r---\r",
+			Meta{Name: "a", Description: "Use when: x", Compatibility: "y"}, []string{"description"}, ""},
+		{"a lone CR in a lenient value ends it", "---\r\ndescription: \rmd\r%*\r\retad k: v\r\n---\r\n", Meta{}, nil, "does not parse"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, lenient, err := ParseMetaLenient([]byte(tc.in))

@@ -615,11 +615,13 @@ func TestMaterializeIndexAllDropped(t *testing.T) {
 }
 
 // TestMaterializeChangedAfterFingerprint: the copy takes its listing and
-// lstat from the fingerprint pass (tree.Seen). A file added between the
-// pass and the copy is not in the bundle, whose index entry is keyed by
-// that pass, and the next call, which sees it, copies again; a file
-// rewritten in between fails that copy with ErrChanged, and Materialize
-// copies the skill again as it now is.
+// lstat from the fingerprint pass (tree.Seen) and is checked against it
+// by a second pass (copyStill). A file added between the pass and the copy
+// makes the copy over from a fresh pass, so the bundle holds it; that
+// bundle is not indexed under the first pass's key, which a tree that
+// loses the file again would match. A file rewritten in between fails
+// that copy with ErrChanged, and Materialize copies the skill again as it
+// now is.
 func TestMaterializeChangedAfterFingerprint(t *testing.T) {
 	ctx := context.Background()
 	t.Run("added", func(t *testing.T) {
@@ -638,18 +640,24 @@ func TestMaterializeChangedAfterFingerprint(t *testing.T) {
 		first, err := Materialize(ctx, state, sel, hook)
 		require.NoError(t, err)
 		require.Len(t, first.Skills, 1)
-		assert.Equal(t, 2, first.Skills[0].Files, "SKILL.md and notes.txt: what the pass saw")
-		_, err = os.Lstat(filepath.Join(first.Dir, "a", "added.txt"))
-		require.ErrorIs(t, err, fs.ErrNotExist)
-
-		again, err := Materialize(ctx, state, sel, hook)
-		require.NoError(t, err)
-		assert.Equal(t, 2, copies, "the next call sees the new file: no index hit")
-		require.Len(t, again.Skills, 1)
-		assert.Equal(t, 3, again.Skills[0].Files)
-		b, err := os.ReadFile(filepath.Join(again.Dir, "a", "added.txt"))
+		assert.Equal(t, 3, first.Skills[0].Files, "SKILL.md, notes.txt and added.txt: the tree as it was after the copy")
+		b, err := os.ReadFile(filepath.Join(first.Dir, "a", "added.txt"))
 		require.NoError(t, err)
 		assert.Equal(t, "new", string(b))
+
+		require.NoError(t, os.Remove(filepath.Join(dir, "added.txt")))
+		again, err := Materialize(ctx, state, sel, hook)
+		require.NoError(t, err)
+		assert.Equal(t, 2, copies, "the first pass's key was not indexed: copied again")
+		require.Len(t, again.Skills, 1)
+		assert.Equal(t, 2, again.Skills[0].Files, "the file removed again is not in the bundle")
+		_, err = os.Lstat(filepath.Join(again.Dir, "a", "added.txt"))
+		require.ErrorIs(t, err, fs.ErrNotExist)
+
+		third, err := Materialize(ctx, state, sel, hook)
+		require.NoError(t, err)
+		assert.Equal(t, 2, copies, "a quiet copy is indexed: the next call is a hit")
+		assert.Equal(t, again, third)
 	})
 	t.Run("rewritten", func(t *testing.T) {
 		state, src := t.TempDir(), t.TempDir()
@@ -685,14 +693,14 @@ func TestMaterializeSeenBudget(t *testing.T) {
 	ctx := context.Background()
 	full := fingerprint(ctx, sel, options{}, time.Now())
 	for _, n := range []string{"a", "b", "c"} {
-		assert.Equal(t, 4, full.seen[n].Len(), "%s: SKILL.md, x.txt and d; d/y.txt", n)
+		assert.Equal(t, 4, full.passes[n].seen.Len(), "%s: SKILL.md, x.txt and d; d/y.txt", n)
 	}
 	defer func(m int) { maxSeen = m }(maxSeen)
 	maxSeen = 9 // 3 a source: d (1 entry) is kept, the root (3 more) is not
 	capped := fingerprint(ctx, sel, options{}, time.Now())
 	assert.Equal(t, full.sum, capped.sum, "the same fingerprint")
 	for _, n := range []string{"a", "b", "c"} {
-		assert.Equal(t, 1, capped.seen[n].Len(), n)
+		assert.Equal(t, 1, capped.passes[n].seen.Len(), n)
 	}
 
 	b1, err := Materialize(ctx, t.TempDir(), sel)

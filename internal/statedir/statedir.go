@@ -147,3 +147,22 @@ func missingTail(abs string) (string, []string, error) {
 		base = parent
 	}
 }
+
+// Resolve returns the real path p has, or will have once Make has created
+// it: the real path of its deepest existing path (links evaluated) joined
+// with the missing components. It creates nothing.
+func Resolve(p string) (string, error) {
+	abs, err := Abs(p)
+	if err != nil {
+		return "", err
+	}
+	base, missing, err := missingTail(abs)
+	if err != nil {
+		return "", err
+	}
+	real, err := filepath.EvalSymlinks(base)
+	if err != nil {
+		return "", fmt.Errorf("%q, the last existing path of it, does not resolve (a dangling link?): %w", base, err)
+	}
+	return filepath.Join(append([]string{real}, missing...)...), nil
+}

@@ -46,7 +46,10 @@
 // compared.
 //
 // Session ids, record ids and models are 1–240 bytes of UTF-8 without control
-// characters.
+// characters. A model must also have a visible character: one made only of
+// white space and format characters (" ", U+00A0, U+3000, U+200B, …) is
+// refused, by Bind with [ErrUnqualifiedModel] and in a record with
+// [ErrMalformedRecord].
 //
 // The session's model has one source: Profile.Model, the model the profile
 // was qualified for. It is digested with the rest of the profile and is also
@@ -118,7 +121,8 @@
 //     anything but one JSON object, trailing data, a duplicate key (compared
 //     after unescaping), a missing field, a null or non-string value, a digest
 //     that is not "sha256:" + 64 lowercase hex (a bare digest, another prefix,
-//     upper case, another length), an unknown permission mode, an invalid id.
+//     upper case, another length), an unknown permission mode, an invalid id
+//     or model.
 //
 // A record whose schema string is readable and different is reported as
 // [ErrUnsupportedSchema] even if its other fields are also foreign.
@@ -150,7 +154,9 @@
 // session: it returns the record to resume, or a [StartFresh] naming the
 // reason ([NoRecord], [Drifted] with the drifted fields, [Undecodable]);
 // only real failures (I/O, a cancelled context, a binding not made by Bind)
-// are errors.
+// are errors. A record path that is not a regular file (a directory, a
+// FIFO, a device) is Undecodable: the record is opened without blocking and
+// checked on the opened handle before it is read.
 //
 // # Guarantees
 //
@@ -161,6 +167,14 @@
 //     difference in a [*DriftError] (errors.Is(err, [ErrDrift])). Nothing is ever repaired
 //     from the current request; on any error the caller starts a fresh
 //     session.
+//   - A binding must be one [Bind] produced: Verify, Check, Load and Resume
+//     refuse with [ErrInvalidBinding] the zero value, a field Bind could
+//     not have produced, and fields that are not what Bind derives: a Key
+//     that is not the key of the binding's other fields, a WorkspaceDigest
+//     that is not the digest of Workspace, a SessionDir that is not
+//     <directory>/sessions/<readable>-<16 hex> of the session id. So a
+//     binding changed after Bind, or a literal built by hand with another
+//     key, never verifies.
 //   - Whatever [DecodeRecord] accepts, [Record.Encode] re-encodes to bytes
 //     that decode to the same record, and Encode refuses what Decode would.
 //   - The package never launches a process and never reads the environment
@@ -176,6 +190,13 @@
 //     replaced or re-linked afterwards. The workspace digest binds the path,
 //     not the directory's contents.
 //   - Bind does not create the session directory.
+//   - The binding check is an integrity check, not authentication, and it
+//     does not touch the disk: the Key is a checksum anyone can recompute,
+//     so a binding assembled by hand with a recomputed Key passes (as does
+//     one a host stores and restores field by field); whether Workspace
+//     and the state directory above SessionDir exist, are real paths and
+//     are the ones passed to Bind, and which profile ProfileDigest
+//     digests, is not checked again.
 //   - The Store trusts its directory (the host's own state directory is not
 //     hostile); it does not lock, and concurrent saves of one session are
 //     last-writer-wins.

@@ -38,8 +38,10 @@ var (
 	// resolves to a filesystem root.
 	ErrInvalidStateDir = errors.New("invalid session state directory")
 
-	// ErrUnqualifiedModel reports a Profile.Model that is blank or invalid,
-	// or a non-empty Config.Model that differs from Profile.Model.
+	// ErrUnqualifiedModel reports a Profile.Model that is blank (empty, or
+	// made only of white space and format characters such as U+00A0,
+	// U+3000 and U+200B) or invalid, or a non-empty Config.Model that
+	// differs from Profile.Model.
 	ErrUnqualifiedModel = errors.New("unqualified session model")
 
 	// ErrInvalidSessionID reports a session id that is empty, longer than
@@ -54,8 +56,12 @@ var (
 	// "" nor "sha256:" + 64 lowercase hex.
 	ErrInvalidSkillsDigest = errors.New("invalid session skills digest")
 
-	// ErrInvalidBinding reports a [Binding] that was not produced by [Bind]
-	// (for example the zero value), used with Verify, Check or a [Store].
+	// ErrInvalidBinding reports a [Binding] that was not produced by [Bind],
+	// used with Verify, Check or a [Store]: the zero value, a field that
+	// Bind could not have produced, or fields that are not the ones Bind
+	// derives (a Key, WorkspaceDigest or SessionDir that does not match the
+	// other fields, as after a field is changed or a literal is built by
+	// hand).
 	ErrInvalidBinding = errors.New("invalid session binding")
 )
 

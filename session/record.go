@@ -300,7 +300,7 @@ func validateRecord(r Record) error {
 	if err := checkSkillsDigest(r.SkillsDigest); err != nil {
 		return fmt.Errorf("%w: field %q: %w (\"\" when no skill was selected)", ErrMalformedRecord, "skills_digest", err)
 	}
-	if err := checkID(r.Model); err != nil {
+	if err := checkModel(r.Model); err != nil {
 		return fmt.Errorf("%w: field %q: %w", ErrMalformedRecord, "model", err)
 	}
 	if !r.PermissionMode.valid() {

@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -20,6 +21,15 @@ func (f readFaultFs) Open(name string) (afero.File, error) {
 	return nil, &fs.PathError{Op: "open", Path: name, Err: errInjected}
 }
 
+// OpenFile fails an open for reading (the store opens its records with
+// OpenFile and O_NONBLOCK) and passes any other through.
+func (f readFaultFs) OpenFile(name string, flag int, perm os.FileMode) (afero.File, error) {
+	if !forWriting(flag) {
+		return f.Open(name)
+	}
+	return f.Fs.OpenFile(name, flag, perm)
+}
+
 // shortReadFs opens files whose reads fail midway.
 type shortReadFs struct{ afero.Fs }
 
@@ -29,6 +39,20 @@ func (f shortReadFs) Open(name string) (afero.File, error) {
 		return nil, err
 	}
 	return failingRead{file}, nil
+}
+
+// OpenFile opens a file for reading as Open does and passes any other
+// open through.
+func (f shortReadFs) OpenFile(name string, flag int, perm os.FileMode) (afero.File, error) {
+	if !forWriting(flag) {
+		return f.Open(name)
+	}
+	return f.Fs.OpenFile(name, flag, perm)
+}
+
+// forWriting reports whether open flags may write or create.
+func forWriting(flag int) bool {
+	return flag&(os.O_WRONLY|os.O_RDWR|os.O_CREATE|os.O_TRUNC|os.O_APPEND) != 0
 }
 
 type failingRead struct{ afero.File }

@@ -149,7 +149,9 @@ type Binding struct {
 	// digest, model and permission mode. Pass it wherever a provider or a cache names the
 	// session (an ACP session key, a stage.Cache key): any change to a
 	// bound input gives another key, so state kept under the old one is
-	// never reused under a different binding.
+	// never reused under a different binding. Verify, Check and a [Store]
+	// recompute it, so a binding whose fields were changed after Bind
+	// fails with [ErrInvalidBinding].
 	Key string
 }
 
@@ -208,7 +210,16 @@ func Bind(cfg Config) (Binding, error) {
 		Model:           model,
 		PermissionMode:  cfg.PermissionMode,
 	}
-	b.Key = "airlock-" + digest.Hex(digest.Encode("airlock.session-key.v2",
+	b.Key = bindingKey(b)
+	return b, nil
+}
+
+// bindingKey derives b's Key from its other fields, as [Bind] sets it and
+// [Binding.validate] checks it: "airlock-" + hex SHA-256 over the
+// length-prefixed session id, workspace, workspace digest, profile digest,
+// skills digest, model and permission mode. SessionDir is not part of it.
+func bindingKey(b Binding) string {
+	return "airlock-" + digest.Hex(digest.Encode("airlock.session-key.v2",
 		"session_id", b.SessionID,
 		"workspace", b.Workspace,
 		"workspace_digest", b.WorkspaceDigest,
@@ -217,7 +228,6 @@ func Bind(cfg Config) (Binding, error) {
 		"model", b.Model,
 		"permission_mode", string(b.PermissionMode),
 	))
-	return b, nil
 }
 
 // bindModel returns the session's model: Profile.Model, which a non-empty
@@ -227,7 +237,7 @@ func bindModel(cfg Config) (string, error) {
 		return "", fmt.Errorf("session: bind: %w: Config.Model %q differs from Profile.Model %q; leave Config.Model empty (it defaults to Profile.Model) or qualify the profile for this model",
 			ErrUnqualifiedModel, cfg.Model, cfg.Profile.Model)
 	}
-	if err := checkID(cfg.Profile.Model); err != nil {
+	if err := checkModel(cfg.Profile.Model); err != nil {
 		return "", fmt.Errorf("session: bind: %w: Profile.Model: %w; set Profile.Model to the qualified model", ErrUnqualifiedModel, err)
 	}
 	return cfg.Profile.Model, nil
@@ -283,6 +293,24 @@ func checkID(s string) error {
 		}
 	}
 	return nil
+}
+
+// checkModel enforces the rule for models: an id ([checkID]) with at least
+// one visible character. A model made only of white space (Unicode
+// White_Space, such as U+0020, U+00A0, U+3000) and format characters
+// (category Cf, such as U+200B, U+2060, U+FEFF) names no model, however it
+// is spelled; a model with a visible character may also hold such
+// characters, as before.
+func checkModel(s string) error {
+	if err := checkID(s); err != nil {
+		return err
+	}
+	for _, r := range s {
+		if !unicode.IsSpace(r) && !unicode.Is(unicode.Cf, r) {
+			return nil
+		}
+	}
+	return fmt.Errorf("%q has no visible character (only white space and format characters)", s)
 }
 
 // checkSkillsDigest allows "" (no skill selected) or a digest.

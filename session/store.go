@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	"github.com/spf13/afero"
 
@@ -87,17 +89,14 @@ func (s *Store) path(sessionID string) string {
 }
 
 // Save validates and encodes r ([Record.Encode]) and atomically replaces the
-// record of r.SessionID. Failures are [*fs.PathError] values naming the
-// record's path.
+// record of r.SessionID. Failures are [*fs.PathError] values (Op
+// "session.Store.Save") naming the record's path, the one r.SessionID's
+// record has or would have, wrapping what went wrong: a cancelled ctx, an
+// invalid record ([ErrUnsupportedSchema], [ErrMalformedRecord]; nothing is
+// written), or the I/O error. Only an unusable Store (nil, or without a
+// file system or directory), which has no path, fails otherwise.
 func (s *Store) Save(ctx context.Context, r Record) error {
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("session: save record: %w", err)
-	}
 	if err := s.usable(); err != nil {
-		return err
-	}
-	data, err := r.Encode()
-	if err != nil {
 		return err
 	}
 	name := s.path(r.SessionID)
@@ -106,6 +105,13 @@ func (s *Store) Save(ctx context.Context, r Record) error {
 	}
 	notSaved := func(err error) error {
 		return fail(fmt.Errorf("record not saved, the previous record is unchanged: %w", err))
+	}
+	if err := ctx.Err(); err != nil {
+		return notSaved(err)
+	}
+	data, err := r.Encode()
+	if err != nil {
+		return notSaved(fmt.Errorf("%w; save a record made by Binding.NewRecord with every id set", err))
 	}
 	if err := s.fs.MkdirAll(s.dir, 0o700); err != nil {
 		return notSaved(fmt.Errorf("create the store directory %q: %w", s.dir, err))
@@ -119,8 +125,20 @@ func (s *Store) Save(ctx context.Context, r Record) error {
 	return nil
 }
 
+// openReadFlags opens a file for reading without waiting: with O_NONBLOCK,
+// open(2) of a FIFO returns at once instead of blocking until a writer
+// comes (which no context can interrupt), so the caller can refuse what
+// the handle's Stat says is not a regular file. Reads of a regular file or
+// a directory ignore the flag. afero.OsFs passes the flags to os.OpenFile;
+// afero.MemMapFs, which has no FIFOs, ignores O_NONBLOCK (for any flags
+// but a bare O_RDONLY it returns a handle that could also write, which is
+// only read here).
+const openReadFlags = os.O_RDONLY | syscall.O_NONBLOCK
+
+// syncDir fsyncs the directory dir, opened without blocking
+// ([openReadFlags]).
 func syncDir(fsys afero.Fs, dir string) error {
-	d, err := fsys.Open(dir)
+	d, err := fsys.OpenFile(dir, openReadFlags, 0)
 	if err != nil {
 		return err
 	}
@@ -133,10 +151,14 @@ func syncDir(fsys afero.Fs, dir string) error {
 
 // Load reads, strictly decodes ([DecodeRecord]) and checks ([Binding.Check])
 // the record of b's session. When there is none the error satisfies
-// errors.Is(err, fs.ErrNotExist). Every failure is a [*fs.PathError] naming
-// the record's path; on any failure start a fresh session. [Store.Resume]
-// gives the same answer with the reasons to start fresh told apart from
-// real failures.
+// errors.Is(err, fs.ErrNotExist). Every failure to read, decode or check
+// the record is a [*fs.PathError] naming the record's path; a cancelled
+// ctx, an unusable Store and a binding not made by [Bind]
+// ([ErrInvalidBinding]) fail before the record is opened, as they do in
+// [Store.Resume]. A record path that is not a regular file (a directory, a
+// FIFO, a device) is refused with [ErrMalformedRecord] without waiting on
+// it. On any failure start a fresh session. [Store.Resume] gives the same
+// answer with the reasons to start fresh told apart from real failures.
 func (s *Store) Load(ctx context.Context, b Binding) (Record, error) {
 	r, fresh, err := s.load(ctx, b)
 	if err != nil {
@@ -190,8 +212,11 @@ type Resumption struct {
 // the record, or a [StartFresh] with the reason: [NoRecord], [Drifted] (with
 // the fields) or [Undecodable]. Those are answers, not errors. The error is
 // for real failures only, and then nothing is decided: a cancelled ctx, an
-// unusable Store, a binding not made by [Bind] ([ErrInvalidBinding]), or a
-// record file that cannot be opened or read ([*fs.PathError]).
+// unusable Store, a binding not made by [Bind] or changed after it
+// ([ErrInvalidBinding]), or a record file that cannot be opened or read
+// ([*fs.PathError]). A record file that is not a regular file (a
+// directory, a FIFO, a device) is [Undecodable]; it is opened without
+// blocking, so a FIFO never hangs the call.
 func (s *Store) Resume(ctx context.Context, b Binding) (Resumption, error) {
 	r, fresh, err := s.load(ctx, b)
 	if err != nil {
@@ -242,8 +267,12 @@ func (s *Store) load(ctx context.Context, b Binding) (Record, *StartFresh, error
 	return r, nil, nil
 }
 
+// readRecordFile reads the record file name: opened without blocking
+// ([openReadFlags]), so that a FIFO or device at its path is refused as
+// not a regular file ([ErrMalformedRecord]) instead of hanging the call,
+// and read only when the opened handle is a regular file.
 func readRecordFile(fsys afero.Fs, name string) ([]byte, error) {
-	f, err := fsys.Open(name)
+	f, err := fsys.OpenFile(name, openReadFlags, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -254,6 +283,9 @@ func readRecordFile(fsys afero.Fs, name string) ([]byte, error) {
 	return data, err
 }
 
+// readRegular reads at most maxRecordSize+1 bytes of f, after checking
+// with f's own Stat (not the path's, which may have changed since the
+// open) that it is a regular file.
 func readRegular(f afero.File) ([]byte, error) {
 	fi, err := f.Stat()
 	if err != nil {

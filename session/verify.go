@@ -1,6 +1,11 @@
 package session
 
-import "fmt"
+import (
+	"fmt"
+	"path/filepath"
+
+	"github.com/airlockdev/airlock/internal/digest"
+)
 
 // Identity returns the identity a controller resuming this session must claim.
 func (b Binding) Identity() Identity {
@@ -49,7 +54,10 @@ func (b Binding) NewRecord(ids RecordIDs) Record {
 // immutable field is compared exactly; an empty claimed field (for example an
 // absent permission mode) is a difference, never a wildcard. On a mismatch
 // the error is a [*DriftError] naming each differing field (errors.Is(err,
-// ErrDrift)). A binding not produced by [Bind] fails with [ErrInvalidBinding].
+// ErrDrift)). A binding not produced by [Bind] fails with [ErrInvalidBinding]:
+// its fields must have Bind's form, and its Key, WorkspaceDigest and
+// SessionDir must be what Bind derives from the others, so a binding
+// changed after Bind is refused.
 func (b Binding) Verify(id Identity) error {
 	if err := b.validate(); err != nil {
 		return err
@@ -62,8 +70,9 @@ func (b Binding) Verify(id Identity) error {
 // immutable field is compared exactly and a mismatch is a [*DriftError]
 // naming each differing field. A [SchemaV1] record cannot prove the skill
 // binding and always drifts in skills_digest ([DriftError.Unproven]), even
-// for a binding without skills. The record is never repaired: on any error,
-// start a fresh session.
+// for a binding without skills. A binding not produced by [Bind] (or
+// changed after it) fails with [ErrInvalidBinding], as in [Binding.Verify].
+// The record is never repaired: on any error, start a fresh session.
 func (b Binding) Check(r Record) error {
 	if err := b.validate(); err != nil {
 		return err
@@ -112,8 +121,28 @@ func drift(b Binding, id Identity, schema string) error {
 	return d
 }
 
-// validate rejects a binding whose immutable fields could not have come from
-// [Bind], such as the zero value, so that two empty identities never match.
+// validate rejects a binding that [Bind] did not produce, so that two
+// empty identities never match and a binding edited after Bind is never
+// used as if Bind had made it.
+//
+// What it checks, without touching the file system:
+//   - every field has Bind's form (ids, digests, model, permission mode),
+//     which refuses the zero value;
+//   - Workspace is an absolute, clean path that is not a filesystem root,
+//     and WorkspaceDigest is its digest;
+//   - SessionDir is <an absolute directory that is not a root>/sessions/
+//     <label of SessionID>, as Bind derives it;
+//   - Key is the key Bind derives ([bindingKey]) from SessionID,
+//     Workspace, WorkspaceDigest, ProfileDigest, SkillsDigest, Model and
+//     PermissionMode, so changing any of them after Bind is refused.
+//
+// What it does not check: that Workspace and the state directory above
+// SessionDir exist or are real paths (that needs the disk; Bind checked it
+// once), which state directory SessionDir is under (Config.StateDir is
+// neither kept nor in the key), and which profile ProfileDigest digests
+// (the profile is not kept). The key is a checksum, not a secret: a
+// binding assembled by hand whose Key is recomputed as Bind computes it
+// passes, as does one a host stored and restored field by field.
 func (b Binding) validate() error {
 	bad := func(what string, err error) error {
 		return fmt.Errorf("session: %w: %s: %w; create the binding with Bind", ErrInvalidBinding, what, err)
@@ -130,11 +159,37 @@ func (b Binding) validate() error {
 	if err := checkSkillsDigest(b.SkillsDigest); err != nil {
 		return bad("skills digest", err)
 	}
-	if err := checkID(b.Model); err != nil {
+	if err := checkModel(b.Model); err != nil {
 		return bad("model", err)
 	}
 	if !b.PermissionMode.valid() {
 		return bad("permission mode", fmt.Errorf("unknown mode %q", b.PermissionMode))
 	}
+	// The fields are well formed; now they must be the ones Bind derives.
+	notBound := func(format string, args ...any) error {
+		return fmt.Errorf("session: %w: %s: the binding was changed after Bind or was not made by Bind; create the binding with Bind",
+			ErrInvalidBinding, fmt.Sprintf(format, args...))
+	}
+	if !isBoundDir(b.Workspace) {
+		return notBound("workspace %q is not an absolute, clean path below a filesystem root, as Bind resolves it", b.Workspace)
+	}
+	if want := digest.Of([]byte(b.Workspace)); b.WorkspaceDigest != want {
+		return notBound("workspace digest %q is not the digest of workspace %q (%q)", b.WorkspaceDigest, b.Workspace, want)
+	}
+	sessions := filepath.Dir(b.SessionDir)
+	if filepath.Base(b.SessionDir) != label(b.SessionID) || filepath.Base(sessions) != "sessions" || !isBoundDir(filepath.Dir(sessions)) ||
+		filepath.Clean(b.SessionDir) != b.SessionDir {
+		return notBound("session directory %q is not <state directory>/sessions/%s, as Bind derives it from session id %q",
+			b.SessionDir, label(b.SessionID), b.SessionID)
+	}
+	if b.Key != bindingKey(b) {
+		return notBound("key %q is not the key Bind derives from the binding's session id, workspace, digests, model and permission mode", b.Key)
+	}
 	return nil
+}
+
+// isBoundDir reports whether p has the form of a real directory path as
+// Bind resolves one: absolute, clean, and not a filesystem root.
+func isBoundDir(p string) bool {
+	return filepath.IsAbs(p) && filepath.Clean(p) == p && filepath.Dir(p) != p
 }

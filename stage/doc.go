@@ -43,7 +43,9 @@
 //     system mounted inside it (a bind mount, a volume) is never deleted
 //     through the mount: a publish that would retire it, a prune and
 //     Unstage move nothing and fail with ErrBadRoot (where the sandbox has
-//     /proc/self/mountinfo: Linux).
+//     /proc/self/mountinfo: Linux). A sandbox that cannot make these
+//     checks (neither stat nor ls; no awk and a path its sh cannot
+//     compare) is refused with ErrTool: nothing is moved unchecked.
 //   - The manifest (path, type, mode, size, SHA-256 per entry; canonical
 //     JSON) lives beside the asset, outside it, so the agent sees exactly the
 //     source tree. Staging identical content again costs one round trip,

@@ -83,9 +83,11 @@ func overlapped(err error, dst, src string) error {
 	return refusal(err, dst, func() error { return overlapErr(dst, src) })
 }
 
-// refusal returns the ErrBadRoot error of a command that refused to move
-// dst (a copy, or an asset directory a removal names): source() for
-// shell.SourceExit, mountErr for shell.MountExit; any other err as it is.
+// refusal returns the error of a command that refused to move dst (a
+// copy, or an asset directory a removal names): source() for
+// shell.SourceExit, mountErr for shell.MountExit (ErrBadRoot), an ErrTool
+// error for a sandbox that could not check either (shell.UncheckedIDsExit,
+// shell.UncheckedMountsExit); any other err as it is.
 func refusal(err error, dst string, source func() error) error {
 	if ee := (*sandbox.ExitError)(nil); errors.As(err, &ee) {
 		switch ee.Status {
@@ -93,6 +95,10 @@ func refusal(err error, dst string, source func() error) error {
 			return source()
 		case shell.MountExit:
 			return mountErr(dst, "")
+		case shell.UncheckedIDsExit:
+			return fmt.Errorf("%w: the sandbox has neither stat nor ls to identify directories: it cannot check that %s and the stage root above it are not the host's Source or inside it (a sandbox that shares the host's file system); nothing was moved: install stat (coreutils or BusyBox) in the sandbox", ErrTool, dst)
+		case shell.UncheckedMountsExit:
+			return fmt.Errorf("%w: the sandbox has /proc/self/mountinfo but no awk that reads it: it cannot check for a file system mounted on %s or inside it, whose files moving and deleting %s would delete; nothing was moved: install awk in the sandbox", ErrTool, dst, dst)
 		}
 	}
 	return err

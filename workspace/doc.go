@@ -181,7 +181,10 @@
 // alone, is not refused) or a part of it mounted elsewhere (a Local that
 // is a bind mount of a directory in Remote), where the sandbox has
 // /proc/self/mountinfo (Linux); a Remote that is itself a mount point is
-// prepared.
+// prepared. A sandbox that cannot make these checks (neither stat nor ls
+// to identify directories; no awk, and a Remote path its sh cannot
+// compare: a space, tab, newline or backslash in it) is a *ToolError, and
+// nothing is cleared.
 //
 // # The 3-way merge (both kinds)
 //

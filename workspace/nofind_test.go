@@ -1,7 +1,6 @@
 package workspace_test
 
 import (
-	"context"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -12,44 +11,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/airlockdev/airlock/internal/shell"
+	"github.com/airlockdev/airlock/internal/sandboxtest"
 	"github.com/airlockdev/airlock/sandbox"
 )
-
-// withoutFind runs every sandbox script with a PATH that holds every
-// command of this machine's PATH except find.
-type withoutFind struct {
-	real sandbox.Runner
-	bin  string
-}
-
-func newWithoutFind(t *testing.T, real sandbox.Runner) withoutFind {
-	t.Helper()
-	bin := t.TempDir()
-	for _, dir := range filepath.SplitList(os.Getenv("PATH")) {
-		ents, err := os.ReadDir(dir)
-		if err != nil {
-			continue // a PATH entry that does not exist
-		}
-		for _, e := range ents {
-			if e.Name() == "find" {
-				continue
-			}
-			err := os.Symlink(filepath.Join(dir, e.Name()), filepath.Join(bin, e.Name()))
-			if err != nil && !os.IsExist(err) {
-				require.NoError(t, err)
-			}
-		}
-	}
-	_, err := os.Lstat(filepath.Join(bin, "sh"))
-	require.NoError(t, err, "no sh on PATH")
-	return withoutFind{real: real, bin: bin}
-}
-
-func (w withoutFind) Run(ctx context.Context, cmd sandbox.Command) error {
-	cmd.Script = "PATH=" + shell.Quote(w.bin) + "; export PATH\n" + cmd.Script
-	return w.real.Run(ctx, cmd)
-}
 
 // TestRestoreWithoutFind: a sandbox without find (a plain one needs only
 // sh and tar) still reports every entry a tar header or a git tree cannot
@@ -64,7 +28,7 @@ func TestRestoreWithoutFind(t *testing.T) {
 				if withFind {
 					return sandbox.Local(dir)
 				}
-				return newWithoutFind(t, sandbox.Local(dir))
+				return sandboxtest.Without(t, sandbox.Local(dir), "find")
 			})
 			r := prepareOneFile(t, e, strings.TrimSuffix(kind, "/find"))
 			// Prove the runner hides find, or has it.
@@ -114,7 +78,7 @@ func TestRestoreNestedGit(t *testing.T) {
 				e := newEnv(t, func(t *testing.T, dir string) sandbox.Runner {
 					switch rc {
 					case "local-without-find":
-						return newWithoutFind(t, sandbox.Local(dir))
+						return sandboxtest.Without(t, sandbox.Local(dir), "find")
 					case "remotetest":
 						return runners[1].new(t, dir)
 					}

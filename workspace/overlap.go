@@ -8,6 +8,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -50,6 +51,9 @@ type overlapCandidate struct {
 // every directory above it; the host resolves Local's links and lists the
 // identity of every directory in Local's tree (treeDirs).
 func (r *Round) checkOverlap(ctx context.Context, pr probe) error {
+	if err := uncheckable(pr); err != nil {
+		return err
+	}
 	if m, ok := mountToClear(pr); ok {
 		return fmt.Errorf("%w: a file system is mounted at %s, inside Spec.Remote %s or on a part of it seen elsewhere (a bind mount, a volume): Prepare clears Remote, which would delete the files there; unmount it, or pass a Remote with nothing mounted inside or from it", ErrSpec, strconv.Quote(m), r.spec.Remote)
 	}
@@ -67,7 +71,7 @@ func (r *Round) checkOverlap(ctx context.Context, pr probe) error {
 	dirs := treeDirs(local)
 	var cands []overlapCandidate
 	for i, id := range pr.IDs {
-		if d, ok := dirs[id]; ok && id.OK {
+		for _, d := range sameDirs(dirs, id) {
 			how := "is"
 			if i > 0 || d != local {
 				how = "is inside"
@@ -77,7 +81,7 @@ func (r *Round) checkOverlap(ctx context.Context, pr probe) error {
 	}
 	if rem := pr.IDs[0]; rem.OK {
 		for _, a := range shell.Levels(filepath.Dir(local), filepath.Dir) {
-			if id := shell.StatID(a); id.OK && id == rem {
+			if shell.StatID(a).Same(rem) {
 				rel, err := filepath.Rel(a, local)
 				if err == nil {
 					cands = append(cands, overlapCandidate{host: local, at: path.Join(pr.Real, filepath.ToSlash(rel)), how: "holds"})
@@ -90,6 +94,47 @@ func (r *Round) checkOverlap(ctx context.Context, pr probe) error {
 		return nil
 	}
 	return r.confirmOverlap(ctx, cands)
+}
+
+// uncheckable returns a *ToolError when the probe could not give what
+// checkOverlap compares: a sandbox with /proc/self/mountinfo but no awk to
+// read it (and a Remote the sh check cannot compare), or one with neither
+// stat nor ls to identify a directory of Remote's path. Prepare clears
+// Remote: unchecked, it might delete a mounted or shared host directory.
+func uncheckable(pr probe) error {
+	if pr.MountsUnchecked {
+		return fmt.Errorf("%w: the sandbox has /proc/self/mountinfo but no awk that reads it, and its sh cannot compare Spec.Remote's path (a space, tab, newline or backslash in it), so Prepare cannot check for a file system mounted inside Remote, which it clears", &ToolError{Tool: "awk", Where: "sandbox"})
+	}
+	for _, id := range pr.IDs {
+		if id.Unknown {
+			return fmt.Errorf("%w: the sandbox has neither stat nor ls to identify the directories of Spec.Remote's path, so Prepare cannot check that Remote is not Spec.Local, a directory above it or one inside it (in a sandbox that shares the host's file system), which clearing Remote would delete", &ToolError{Tool: "stat", Where: "sandbox"})
+		}
+	}
+	return nil
+}
+
+// sameDirs returns the directories of dirs (treeDirs) that id may name: the
+// one with its device and inode, or, for an id of an inode alone (a
+// sandbox without stat), every one of that inode. Each is only a
+// candidate, which confirmOverlap confirms or not.
+func sameDirs(dirs map[shell.FileID]string, id shell.FileID) []string {
+	if !id.OK {
+		return nil
+	}
+	if !id.NoDev {
+		if d, ok := dirs[id]; ok {
+			return []string{d}
+		}
+		return nil
+	}
+	var out []string
+	for k, d := range dirs {
+		if k.Ino == id.Ino {
+			out = append(out, d)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // mountToClear returns the first mount point the probe reports that

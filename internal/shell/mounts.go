@@ -50,10 +50,46 @@ exit n > 0 }`
 
 // mountsFunc defines Mi DIR [SELF] (DIR a physical path), which prints
 // what mountsAwk finds in /proc/self/mountinfo (a mount at DIR itself too
-// when SELF is given) and fails when it found a mount point; without
-// /proc/self/mountinfo (not Linux) or awk it cannot tell: it prints
-// nothing and succeeds.
-const mountsFunc = "Mi() { [ -r /proc/self/mountinfo ] || return 0; P=$1 S=${2-} awk '" + mountsAwk + "' /proc/self/mountinfo; [ $? != 1 ]; }\n"
+// when SELF is given) and returns 1 when it found a mount point, 0 when it
+// found none. Without /proc/self/mountinfo (not Linux, no /proc) there is
+// nothing to read: it returns 0. With one but no awk that reads it
+// (missing: a bwrap that binds /usr but not the /etc/alternatives its awk
+// links through, an image without awk; or failing) the sh version does
+// the same (Ms); for a DIR it cannot check (one holding a space, tab,
+// newline or backslash) it returns 2: the caller refuses to delete
+// (UncheckedMountsExit, or a probe's "unchecked awk"), never deletes
+// unchecked.
+const mountsFunc = "Mi() { [ -r /proc/self/mountinfo ] || return 0; P=$1 S=${2-} awk '" + mountsAwk + "' /proc/self/mountinfo; case $? in 0) return 0;; 1) return 1;; esac; Ms \"$1\" \"${2-}\" /proc/self/mountinfo; }\n" + mountsShFunc
+
+// mountsShFunc defines Ms DIR SELF FILE, mountsAwk in sh for a sandbox
+// without awk: it prints what mountsAwk prints for DIR (with SELF not
+// empty, a mount at DIR too) reading the mountinfo FILE, and returns 1
+// when it printed a mount point, 0 when none. It compares the fields as
+// the kernel writes them, escaped: for a DIR without a space, tab,
+// newline or backslash that is the same as comparing them decoded (the
+// escapes are a prefix code, and no field that must equal or begin DIR
+// can hold one). For a DIR with one it cannot tell: it returns 2.
+const mountsShFunc = `Ms() { case $1 in *\\*|*' '*|*'	'*|*'
+'*) return 2;; esac
+mk=0 mz= zm= zr= zv=
+while read -r mi mp mv mr mm mo || [ -n "$mm" ]; do [ -n "$mm" ] || continue; mk=$((mk+1))
+if [ "$mm" = "$1" ] || [ "$mm" = / ] || case $1 in "$mm"/*) true;; *) false;; esac; then if [ -z "$mz" ] || [ ${#mm} -ge ${#zm} ]; then mz=$mk zm=$mm zr=$mr zv=$mv; fi; fi
+mm=; done < "$3"
+mq=$1; [ "$mq" = / ] || mq=$mq/
+if [ -n "$mz" ]; then if [ "$zm" = / ]; then mx=$1; else mx=${1#"$zm"}; fi; if [ "$zr" = / ]; then ml=$mx; else ml=$zr$mx; fi; [ -n "$ml" ] || ml=/; if [ "$ml" = / ]; then mlq=/; else mlq=$ml/; fi; fi
+mk=0 mn=0
+while read -r mi mp mv mr mm mo || [ -n "$mm" ]; do [ -n "$mm" ] || continue; mk=$((mk+1)); [ $mn -lt 16 ] || break
+if { [ -n "$2" ] && [ "$mm" = "$1" ]; } || { [ ${#mm} -gt ${#mq} ] && case $mm in "$mq"*) true;; *) false;; esac; }; then printf '%s\n' "$mm"; mn=$((mn+1))
+elif [ -n "$mz" ] && [ $mk != "$mz" ] && [ "$mv" = "$zv" ] && { [ "$mr" = "$ml" ] || case $mr in "$mlq"*) true;; *) false;; esac; }; then printf '%s\n' "$mm"; mn=$((mn+1)); fi
+mm=; done < "$3"
+[ $mn = 0 ] || return 1; }
+`
+
+// UncheckedMountsExit is the exit status of a publish (PublishScript) or a
+// removal (RemoveScript) whose sandbox has /proc/self/mountinfo but no awk
+// that reads it: it cannot check for a file system mounted on what it
+// would delete (Mx), and moved nothing.
+const UncheckedMountsExit = 93
 
 // MountsInside returns the mount points of info (the content of a
 // /proc/self/mountinfo) that deleting dir (a clean physical path) would
@@ -120,7 +156,12 @@ func unescapeMount(s string) string {
 // mountCheckFunc defines Mx DIR (DIR a directory the script is about to
 // move away and delete whole), which ends the script with MountExit,
 // saying so, when a file system is mounted on DIR, inside it, or on a
-// part of it seen elsewhere (Mi, which mountsFunc defines).
-const mountCheckFunc = `Mx() { if [ -d "$1" ] && [ ! -L "$1" ] && dq=$(cd -P -- "$1" 2>/dev/null && pwd -P) && ! mt=$(Mi "$dq" 1); then echo "a file system is mounted at ${mt%%"
-"*}: on $dq, inside it, or on a part of it seen elsewhere; moving and deleting $dq would delete the files there; nothing was moved: unmount it, or stage under another name" >&2; exit 94; fi; }
+// part of it seen elsewhere (Mi, which mountsFunc defines), and with
+// UncheckedMountsExit when Mi cannot tell.
+const mountCheckFunc = `Mx() { if [ -d "$1" ] && [ ! -L "$1" ] && dq=$(cd -P -- "$1" 2>/dev/null && pwd -P); then mt=$(Mi "$dq" 1); case $? in
+0) ;;
+1) echo "a file system is mounted at ${mt%%"
+"*}: on $dq, inside it, or on a part of it seen elsewhere; moving and deleting $dq would delete the files there; nothing was moved: unmount it, or stage under another name" >&2; exit 94;;
+*) echo "the sandbox has /proc/self/mountinfo but no awk that reads it: it cannot check for a file system mounted on $dq or inside it, which moving and deleting $dq would delete; nothing was moved: install awk in the sandbox" >&2; exit 93;;
+esac; fi; }
 `

@@ -139,6 +139,93 @@ func TestMountsAwkAgrees(t *testing.T) {
 	}
 }
 
+// runMountsSh runs Ms (mountsShFunc) under sh over info, for dir; it
+// returns the decoded mount points it printed and its exit status.
+func runMountsSh(t *testing.T, sh []string, info, dir string, self bool) ([]string, int) {
+	t.Helper()
+	f := filepath.Join(t.TempDir(), "mountinfo")
+	if err := os.WriteFile(f, []byte(info), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	selfArg := ""
+	if self {
+		selfArg = "1"
+	}
+	cmd := exec.Command(sh[0], append(sh[1:], "-c", mountsShFunc+`Ms "$1" "$2" "$3"`, "sh", dir, selfArg, f)...)
+	out, err := cmd.Output()
+	status := 0
+	if err != nil {
+		ee := (*exec.ExitError)(nil)
+		if !errors.As(err, &ee) {
+			t.Fatalf("%v: %v", sh, err)
+		}
+		status = ee.ExitCode()
+	}
+	var got []string
+	for l := range strings.SplitSeq(strings.TrimSuffix(string(out), "\n"), "\n") {
+		if l != "" {
+			got = append(got, unescapeMount(l))
+		}
+	}
+	return got, status
+}
+
+// mountDirs are the directories the mount checks are compared on.
+var mountDirs = []string{"/srv/stage/a", "/srv/stage/a b", "/srv/stage", "/", "/nowhere", "/other/a", "/other/a/scripts", "/srv/stage/b", "/mnt", "/again", "/srv"}
+
+// TestMountsShAgrees: the sh check for a sandbox without awk (Ms) finds
+// what MountsInside finds, under every shell, and fails exactly when it
+// finds one; for a directory whose name it cannot compare escaped (a
+// space, tab, newline or backslash in it) it says it cannot tell (2).
+func TestMountsShAgrees(t *testing.T) {
+	for _, sh := range shells {
+		if _, err := exec.LookPath(sh.argv[0]); err != nil {
+			t.Logf("%s is not installed (Debian: apt-get install dash busybox-static): not tested under it", sh.argv[0])
+			continue
+		}
+		t.Run(sh.name, func(t *testing.T) {
+			for _, info := range []string{sampleMountinfo, shownMountinfo, strings.TrimSuffix(shownMountinfo, "\n"), "1 2 8:1 / /\n2 1 8:1 /a\134b /x\040y\n3 1 8:1 /srv/stage /s\n"} {
+				for _, dir := range append(mountDirs, "/s/a", "/x y", `/a\b`, "/x\ty", "/x\ny") {
+					for _, self := range []bool{false, true} {
+						got, status := runMountsSh(t, sh.argv, info, dir, self)
+						if strings.ContainsAny(dir, " \t\n\\") {
+							if status != 2 || len(got) > 0 {
+								t.Errorf("%q (self %v): status %d, printed %q; want 2 and nothing", dir, self, status, got)
+							}
+							continue
+						}
+						want := MountsInside([]byte(info), dir, self)
+						if !slices.Equal(got, want) || status != map[bool]int{false: 0, true: 1}[len(want) > 0] {
+							t.Errorf("%s (self %v): sh found %q (status %d), MountsInside %q", dir, self, got, status, want)
+						}
+					}
+				}
+			}
+		})
+	}
+}
+
+// FuzzMountsShAgrees: on any mountinfo, Ms (under sh) and MountsInside
+// agree on a directory Ms can compare.
+func FuzzMountsShAgrees(f *testing.F) {
+	f.Add(sampleMountinfo, "/srv/stage/a", false)
+	f.Add(shownMountinfo, "/other/a", true)
+	f.Add("1 2 3 /a\\040 /b\n1 2 3 /a /c\n", "/b", false)
+	f.Fuzz(func(t *testing.T, info, dir string, self bool) {
+		if !strings.HasPrefix(dir, "/") || strings.ContainsAny(dir, " \t\n\\\x00") || strings.ContainsRune(info, 0) || strings.Contains(dir, "//") {
+			return
+		}
+		if dir != "/" && (strings.HasSuffix(dir, "/") || strings.Contains(dir, "/./") || strings.Contains(dir, "/../")) {
+			return // Mi is given a clean physical path (pwd -P)
+		}
+		got, status := runMountsSh(t, []string{"sh"}, info, dir, self)
+		want := MountsInside([]byte(info), dir, self)
+		if !slices.Equal(got, want) || status != map[bool]int{false: 0, true: 1}[len(want) > 0] {
+			t.Fatalf("%q in %q (self %v): sh found %q (status %d), MountsInside %q", dir, info, self, got, status, want)
+		}
+	})
+}
+
 // TestMountsFuncRuns: Mi reads this machine's /proc/self/mountinfo under
 // every shell: nothing is mounted inside a fresh directory, and /
 // (nearly always) holds a mount point.

@@ -50,13 +50,25 @@ func TestWorkspaceProbeIDs(t *testing.T) {
 	}
 }
 
-// TestParseWorkspaceProbeIDs: "id DEV INO" in decimal, or "id - -";
-// anything else is a protocol error.
+// TestParseWorkspaceProbeIDs: "id DEV INO" in decimal, "id - INO" (the
+// inode alone, from ls), "id - -" (not there) or "id ? ?" (there, but not
+// identified); "unchecked awk" once; anything else is a protocol error.
 func TestParseWorkspaceProbeIDs(t *testing.T) {
-	p, err := shell.ParseWorkspaceProbe([]byte("id 2049 12\nid - -\nid 0 2\nend\n"))
+	p, err := shell.ParseWorkspaceProbe([]byte("id 2049 12\nid - -\nid 0 2\nid - 7\nid ? ?\nend\n"))
 	require.NoError(t, err)
-	assert.Equal(t, []shell.FileID{{Dev: 2049, Ino: 12, OK: true}, {}, {Dev: 0, Ino: 2, OK: true}}, p.IDs)
-	for _, bad := range []string{"id 1", "id 1 2 3", "id -1 2", "id +1 2", "id 1 0x2", "id - 2", "id  1 2", "id 1 18446744073709551616", "id", "id 01 2", "id 1 00"} {
+	assert.Equal(t, []shell.FileID{{Dev: 2049, Ino: 12, OK: true}, {}, {Dev: 0, Ino: 2, OK: true}, {Ino: 7, OK: true, NoDev: true}, {Unknown: true}}, p.IDs)
+	assert.False(t, p.MountsUnchecked)
+	p, err = shell.ParseWorkspaceProbe([]byte("unchecked awk\nend\n"))
+	require.NoError(t, err)
+	assert.True(t, p.MountsUnchecked)
+	for _, bad := range []string{"unchecked stat", "unchecked awk\nunchecked awk", "unchecked", "id ? 2", "id 2 ?", "id - 02", "id - -1"} {
+		_, err := shell.ParseWorkspaceProbe([]byte(bad + "\nend\n"))
+		assert.ErrorIs(t, err, sandbox.ErrProtocol, "%q", bad)
+	}
+	assert.True(t, shell.FileID{Ino: 7, OK: true, NoDev: true}.Same(shell.FileID{Dev: 9, Ino: 7, OK: true}), "an inode alone matches any device")
+	assert.False(t, shell.FileID{Dev: 8, Ino: 7, OK: true}.Same(shell.FileID{Dev: 9, Ino: 7, OK: true}))
+	assert.False(t, shell.FileID{Unknown: true}.Same(shell.FileID{Unknown: true}), "unknown matches nothing")
+	for _, bad := range []string{"id 1", "id 1 2 3", "id -1 2", "id +1 2", "id 1 0x2", "id  1 2", "id 1 18446744073709551616", "id", "id 01 2", "id 1 00"} {
 		_, err := shell.ParseWorkspaceProbe([]byte(bad + "\nend\n"))
 		require.Error(t, err, "%q", bad)
 		assert.True(t, errors.Is(err, sandbox.ErrProtocol), "%q: %v", bad, err)

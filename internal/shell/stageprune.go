@@ -91,7 +91,7 @@ func RemoveScript(root, tmp string, skip Skip, names []string, guard []FileID) s
 	if len(pats) > 0 {
 		// Gx DIR ends the script with SourceExit when DIR (./NAME) is one
 		// of the guard's directories.
-		fmt.Fprintf(&sb, `%sGx() { if [ -d "$1" ] && [ ! -L "$1" ] && gi=$(G "$1"); then case " $gi " in %s) echo "$r/${1#./} is the host's source directory of an asset being kept, or a directory above it (the sandbox shares the host's file system): removing it would delete that Source; nothing was removed: give that asset a Source outside the stage root, or stage without pruning" >&2; exit %d;; esac; fi; }
+		fmt.Fprintf(&sb, `%sGx() { if [ -d "$1" ] && [ ! -L "$1" ]; then gi=$(G "$1") || U "$1"; case " $gi " in %s) echo "$r/${1#./} is the host's source directory of an asset being kept, or a directory above it (the sandbox shares the host's file system): removing it would delete that Source; nothing was removed: give that asset a Source outside the stage root, or stage without pruning" >&2; exit %d;; esac; fi; }
 `, statIDFunc, strings.Join(pats, "|"), SourceExit)
 	}
 	for _, n := range names {

@@ -93,24 +93,37 @@ func guardScript(ids []FileID) string {
 	if len(pats) == 0 || !ids[0].OK {
 		return ""
 	}
-	return statIDFunc + fmt.Sprintf(`if [ -d "$d" ] && [ ! -L "$d" ] && gi=$(G "$d"); then case " $gi " in %[1]s) echo "$d is the host's source directory, or a directory above it (the sandbox shares the host's file system): publishing would delete it; stage into another root or under another name" >&2; exit %[2]d;; esac; fi
+	return statIDFunc + fmt.Sprintf(`if [ -d "$d" ] && [ ! -L "$d" ]; then gi=$(G "$d") || U "$d"; case " $gi " in %[1]s) echo "$d is the host's source directory, or a directory above it (the sandbox shares the host's file system): publishing would delete it; stage into another root or under another name" >&2; exit %[2]d;; esac; fi
 if gq=$(cd -P -- "${d%%/*}/" 2>/dev/null && pwd -P); then set --; while :; do set -- "$@" "$gq"; [ "$gq" = / ] && break; gq=${gq%%/*}; [ -n "$gq" ] || gq=/; done
-G "$@" | while IFS= read -r gi; do case " $gi " in %[3]s) echo "the stage root ${d%%/*} is inside the host's source directory (the sandbox shares the host's file system): the copy would hold itself; stage into another root" >&2; exit %[2]d;; esac; done || exit %[2]d; set --; fi
+gl=$(G "$@") || U "${d%%/*}"; printf '%%s\n' "$gl" | while IFS= read -r gi; do case " $gi " in %[3]s) echo "the stage root ${d%%/*} is inside the host's source directory (the sandbox shares the host's file system): the copy would hold itself; stage into another root" >&2; exit %[2]d;; esac; done || exit %[2]d; set --; fi
 `, strings.Join(pats, "|"), SourceExit, pats[0])
 }
 
+// UncheckedIDsExit is the exit status of a publish (PublishScript) or a
+// removal (RemoveScript) whose sandbox can tell the identity of a
+// directory neither by stat nor by ls: it cannot check that what it would
+// delete is not the host's Source (U), and moved nothing.
+const UncheckedIDsExit = 92
+
 // statIDFunc defines G, which prints the device and inode ("DEV INO") of
 // each file it is given, following links (GNU and BusyBox stat, then
-// BSD's).
-const statIDFunc = `G() { { stat -L -c '%d %i' -- "$@" || stat -L -f '%d %i' -- "$@"; } 2>/dev/null; }
+// BSD's), or where the sandbox has no stat, the inode alone ("? INO", ls
+// -i), and fails when it can print neither; and U DIR, which ends the
+// script with UncheckedIDsExit, saying so.
+const statIDFunc = `G() { { stat -L -c '%d %i' -- "$@" || stat -L -f '%d %i' -- "$@"; } 2>/dev/null && return 0; gl=$(ls -dLi -- "$@" 2>/dev/null) && [ -n "$gl" ] || return 1; printf '%s\n' "$gl" | while read -r gi gr; do echo "? $gi"; done; }
+U() { echo "the sandbox has neither stat nor ls to tell the identity of $1: it cannot check that it is not the host's source directory (a sandbox that shares the host's file system); nothing was moved: install stat (coreutils or BusyBox) in the sandbox" >&2; exit 92; }
 `
 
-// idPatterns returns the case patterns (' DEV INO ') of the known ids.
+// idPatterns returns, for each known id, the case pattern of its lines
+// from G: ' DEV INO ', or ' ? INO ' (the inode alone, from ls: a match
+// may be another file system's directory of the same number, and the
+// publish is refused though it would delete nothing of the host's; only
+// in a sandbox without stat).
 func idPatterns(ids []FileID) []string {
 	var pats []string
 	for _, id := range ids {
 		if id.OK {
-			pats = append(pats, fmt.Sprintf("' %d %d '", id.Dev, id.Ino))
+			pats = append(pats, fmt.Sprintf("' %d %d '|' ? %d '", id.Dev, id.Ino, id.Ino))
 		}
 	}
 	return pats

@@ -219,12 +219,32 @@ type WorkspaceProbe struct {
 	// which clears the work tree (but its RuntimeDir), would delete the
 	// files there.
 	Mounts []string
+	// MountsUnchecked reports a sandbox with /proc/self/mountinfo but no
+	// awk that reads it: Mounts is empty because nothing could be read.
+	MountsUnchecked bool
 }
 
 // FileID is a file's device and inode numbers; OK is false when unknown.
+// From a sandbox without stat, a probe's id may hold the inode alone
+// (NoDev, from ls -i), or say that a directory that exists could not be
+// identified at all (Unknown; OK false).
 type FileID struct {
 	Dev, Ino uint64
 	OK       bool
+	NoDev    bool // Ino alone is known (Dev is 0)
+	Unknown  bool // an existing directory neither stat nor ls could identify
+}
+
+// Same reports whether id and other name one file, as far as both are
+// known: equal, or of one inode when either knows no device.
+func (id FileID) Same(other FileID) bool {
+	if !id.OK || !other.OK {
+		return false
+	}
+	if id.NoDev || other.NoDev {
+		return id.Ino == other.Ino
+	}
+	return id.Dev == other.Dev && id.Ino == other.Ino
 }
 
 // MaxProbeIDs bounds the IDs a workspace probe may list: one per path
@@ -233,18 +253,22 @@ const MaxProbeIDs = 2049
 
 // probeIDs prints the physical path of $r ("real PATH": see
 // WorkspaceProbe.Real), a "mount PATH" line for each file system mounted
-// inside it or on a part of it (Mi: see WorkspaceProbe.Mounts), then an "id DEV INO" line
-// (or "id - -") for it and
-// for each directory above it, up to /: stat -L (GNU, BusyBox) or stat -L
-// -f (BSD).
+// inside it or on a part of it (Mi: see WorkspaceProbe.Mounts), or
+// "unchecked awk" when Mi cannot tell, then an "id DEV INO" line for it
+// and for each directory above it, up to /: stat -L (GNU, BusyBox) or
+// stat -L -f (BSD); without stat "id - INO" (ls -dLi); for a directory
+// that is not there "id - -", and for one neither could identify
+// "id ? ?".
 const probeIDs = `d=$r; e=
 while [ ! -d "$d" ] && [ "$d" != / ]; do e=/${d##*/}$e; d=${d%/*}; [ -n "$d" ] || d=/; done
 q=$(cd -P -- "$d" 2>/dev/null && pwd -P) && case "$q" in /*) q=${q%/}$e; [ -n "$q" ] || q=/;; *) q=$r;; esac || q=$r
 case "$q" in *'
 '*|*//*|*/.|*/./*|*/..|*/../*) q=$r;; esac
 echo "real $q"
-Mi "$q" | while IFS= read -r m; do printf 'mount %s\n' "$m"; done
-d=$q; while :; do s=$( { stat -L -c '%d %i' -- "$d" || stat -L -f '%d %i' -- "$d"; } 2>/dev/null) || s=; case "$s" in *[!0-9\ ]*|'') s='- -';; esac; echo "id $s"; [ "$d" = / ] && break; d=${d%/*}; [ -n "$d" ] || d=/; done
+mo=$(Mi "$q"); [ $? = 2 ] && echo "unchecked awk"; [ -n "$mo" ] && printf '%s\n' "$mo" | while IFS= read -r m; do printf 'mount %s\n' "$m"; done
+d=$q; while :; do s=$( { stat -L -c '%d %i' -- "$d" || stat -L -f '%d %i' -- "$d"; } 2>/dev/null) || s=; case "$s" in *[!0-9\ ]*|'') s=;; esac
+if [ -z "$s" ] && [ -e "$d" ]; then s=$(ls -dLi -- "$d" 2>/dev/null) || s=; s=${s#"${s%%[! ]*}"}; s=${s%%[ ]*}; case "$s" in *[!0-9]*|'') s='? ?';; *) s="- $s";; esac; fi
+echo "id ${s:-- -}"; [ "$d" = / ] && break; d=${d%/*}; [ -n "$d" ] || d=/; done
 `
 
 // WorkspaceMarkerScript reports whether the file at path exists in the
@@ -271,19 +295,29 @@ echo end
 `, Quote(remote), mountsFunc+probeIDs, GitPrelude, MaxProbeHave-1)
 }
 
-// parseFileID reads "DEV INO" (decimal, no sign, no leading zero) or
-// "- -".
+// parseFileID reads "DEV INO" (decimal, no sign, no leading zero), "-
+// INO" (the inode alone), "- -" (no directory there) or "? ?" (one that
+// could not be identified).
 func parseFileID(v string) (FileID, bool) {
-	if v == "- -" {
+	switch v {
+	case "- -":
 		return FileID{}, true
+	case "? ?":
+		return FileID{Unknown: true}, true
 	}
 	d, i, ok := strings.Cut(v, " ")
 	if !ok {
 		return FileID{}, false
 	}
-	dev, err1 := strconv.ParseUint(d, 10, 64)
-	ino, err2 := strconv.ParseUint(i, 10, 64)
-	if err1 != nil || err2 != nil || strconv.FormatUint(dev, 10) != d || strconv.FormatUint(ino, 10) != i { // canonical decimal only, as stat prints it
+	ino, err := strconv.ParseUint(i, 10, 64)
+	if err != nil || strconv.FormatUint(ino, 10) != i { // canonical decimal only, as stat and ls print it
+		return FileID{}, false
+	}
+	if d == "-" {
+		return FileID{Ino: ino, OK: true, NoDev: true}, true
+	}
+	dev, err := strconv.ParseUint(d, 10, 64)
+	if err != nil || strconv.FormatUint(dev, 10) != d {
 		return FileID{}, false
 	}
 	return FileID{Dev: dev, Ino: ino, OK: true}, true
@@ -325,6 +359,11 @@ func ParseWorkspaceProbe(data []byte) (WorkspaceProbe, error) {
 				return WorkspaceProbe{}, protocolf("the sandbox probe has a bad id line %.80q", l)
 			}
 			p.IDs = append(p.IDs, id)
+		case "unchecked":
+			if v != "awk" || p.MountsUnchecked {
+				return WorkspaceProbe{}, protocolf("the sandbox probe has a bad unchecked line %.80q", l)
+			}
+			p.MountsUnchecked = true
 		case "mount":
 			if v == "" || len(v) > 4096 || strings.ContainsRune(v, 0) || len(p.Mounts) >= MaxMounts {
 				return WorkspaceProbe{}, protocolf("the sandbox probe has a bad mount line %.80q", l)

@@ -189,6 +189,42 @@ func TestHostileTarStream(t *testing.T) {
 	assert.Equal(t, []string{"a"}, res.Deleted, "a is absent from a whole stream")
 }
 
+// TestHostileTarDuplicateMember: a plain stream that names an entry twice
+// (a sandbox's tar writes each once) takes the first member, refuses the
+// second and lists it in Refused; a link second is never made.
+func TestHostileTarDuplicateMember(t *testing.T) {
+	e := newEnv(t, func(t *testing.T, dir string) sandbox.Runner { return sandbox.Local(dir) })
+	fr := &fakeRunner{real: e.spec.Runner}
+	e.spec.Runner = fr
+	write(t, e.local, "a", "1\n")
+	r, err := workspace.Prepare(ctx(t), e.spec)
+	require.NoError(t, err)
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	require.NoError(t, tw.WriteHeader(&tar.Header{Name: "./a", Typeflag: tar.TypeReg, Mode: 0o644, Size: 6}))
+	_, err = tw.Write([]byte("first\n"))
+	require.NoError(t, err)
+	require.NoError(t, tw.WriteHeader(&tar.Header{Name: "./a", Typeflag: tar.TypeSymlink, Linkname: "/etc/passwd"}))
+	require.NoError(t, tw.Close())
+	fr.inject = func(cmd sandbox.Command) (bool, error) {
+		if !strings.Contains(cmd.Script, "airlock-restore") {
+			return false, nil
+		}
+		_, err := cmd.Stdout.Write(restoreStream("", "tar", buf.Bytes()))
+		return true, err
+	}
+	res, err := r.Restore(ctx(t))
+	require.NoError(t, err)
+	assert.Equal(t, []string{"a"}, res.Refused)
+	assert.Equal(t, []string{"a"}, res.Updated)
+	fi, err := os.Lstat(filepath.Join(e.local, "a"))
+	require.NoError(t, err)
+	assert.True(t, fi.Mode().IsRegular(), "the first member: a file, not the link")
+	b, err := os.ReadFile(filepath.Join(e.local, "a"))
+	require.NoError(t, err)
+	assert.Equal(t, "first\n", string(b))
+}
+
 // TestMaxBytes: a plain sandbox's stream past WithMaxBytes is cut there:
 // the Restore fails with ErrTooLarge naming the file, writes it not and
 // deletes nothing (what follows in the stream was never seen); with the

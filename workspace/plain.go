@@ -308,6 +308,11 @@ func (r *Round) restorePlain(ctx context.Context) (out *Result, err error) {
 					skip = append(skip, name)
 				}
 				return nil
+			case sent[p] != 0:
+				// A sandbox's tar writes each entry once: a second member
+				// of the name is refused, and reported, not taken.
+				refuse(p, "a second member of this name in the sandbox's stream; the first was taken")
+				return nil
 			case under(p) || seen[p]:
 				return nil
 			case !reserved(p) && excluded(r.rec.Exclude, p):

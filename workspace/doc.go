@@ -161,7 +161,16 @@
 //
 // Prepare clears Spec.Remote except sandbox.RuntimeDir and sends the tree as
 // one tar stream (read through internal/tree, links skipped); its manifest
-// is the baseline. Restore reads the sandbox's tar stream as hostile.
+// is the baseline. Last it writes the round's id in the sandbox
+// (sandbox.RuntimeDir/.workspace-round, never listed in Result.Runtime).
+// Restore reads the sandbox's tar stream as hostile, and only from a
+// directory that holds that id: a sandbox reset or replaced since Prepare
+// (a container made again, an emptied directory, another round prepared
+// there) would otherwise read as the agent having deleted every file. It
+// fails, saying so, and changes nothing locally; prepare a new round. So
+// does a sandbox whose runtime directory was removed or replaced, as a git
+// round's Restore fails when its refs/airlock/base went. (A
+// round prepared before this mark existed is restored without it.)
 //
 // A sandbox may share the host's file system (sandbox.Local, a container or
 // bwrap with a bind mount). Before it writes anything, Prepare (of either

@@ -147,3 +147,31 @@ func FuzzParseTree(f *testing.F) {
 		}
 	})
 }
+
+// TestDecodeRecordMarked: a plain round's mark is optional (a round
+// prepared by an earlier version has none) and belongs to plain rounds
+// only; "marked": false is not canonical.
+func TestDecodeRecordMarked(t *testing.T) {
+	p := record{Schema: recordSchema, ID: strings.Repeat("a", 24), Kind: kindPlain, Local: "/l", Remote: "/r", Exclude: []string{}}
+	old, err := decodeRecord(p.encode())
+	if err != nil || old.Marked {
+		t.Fatalf("a record without the mark: %+v, %v", old, err)
+	}
+	p.Marked = true
+	if !bytes.HasSuffix(p.encode(), []byte(`,"marked":true}`)) {
+		t.Fatalf("encoded %s", p.encode())
+	}
+	if got, err := decodeRecord(p.encode()); err != nil || !got.Marked {
+		t.Fatalf("a marked plain round: %+v, %v", got, err)
+	}
+	oid := strings.Repeat("1", 40)
+	g := record{Schema: recordSchema, ID: strings.Repeat("b", 24), Kind: kindGit, Local: "/l", Remote: "/r", Exclude: []string{},
+		Snap: oid, Tree: oid, Index: oid, Marked: true}
+	if _, err := decodeRecord(g.encode()); !errors.Is(err, ErrBadState) || !strings.Contains(err.Error(), "a git round marked as a plain one") {
+		t.Fatalf("a marked git round: %v", err)
+	}
+	unmarked := bytes.Replace(p.encode(), []byte(`"marked":true`), []byte(`"marked":false`), 1)
+	if _, err := decodeRecord(unmarked); !errors.Is(err, ErrBadState) {
+		t.Fatalf(`"marked":false: %v`, err)
+	}
+}

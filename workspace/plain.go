@@ -59,7 +59,7 @@ func (r *Round) preparePlain(ctx context.Context) (err error) {
 		}
 		wdone <- walked{res, err}
 	}()
-	script := shell.PlainPrepareScript(r.spec.Remote, modes)
+	script := shell.PlainPrepareScript(r.spec.Remote, modes, r.rec.ID)
 	rerr := runGuest(ctx, r.spec.Runner, "sending the tree to "+r.spec.Remote, sandbox.Command{Script: script, Stdin: rp}, nil)
 	if rerr != nil && !localFailed.Load() {
 		// Nobody reads the stream any more (a cut connection stops the
@@ -77,13 +77,16 @@ func (r *Round) preparePlain(ctx context.Context) (err error) {
 		return rerr
 	}
 	r.base = w.res.Manifest
+	r.rec.Marked = true
 	r.o.report(sandbox.Progress{Asset: "prepare", Files: r.base.Files(), TotalFiles: r.base.Files(), Bytes: r.base.Bytes(), TotalBytes: r.base.Bytes()})
 	return r.saveState(ctx)
 }
 
 // restorePlainScript streams the sandbox directory back
 // (shell.PlainRestoreScript).
-func (r *Round) restorePlainScript() string { return shell.PlainRestoreScript(r.spec.Remote, r.rec.ID) }
+func (r *Round) restorePlainScript() string {
+	return shell.PlainRestoreScript(r.spec.Remote, r.rec.ID, r.rec.Marked)
+}
 
 // spoolMax is the largest file held in memory while it is compared; a
 // larger one is spooled into the local runtime directory.

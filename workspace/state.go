@@ -52,6 +52,10 @@ type record struct {
 	// each (the SHA-256 of the target, the path in hex, as its bytes need
 	// not be UTF-8), sorted.
 	Links []string `json:"links,omitempty"`
+	// Marked reports a plain round whose Prepare wrote its id in the
+	// sandbox (shell.RoundMarker), which its Restore then requires; a
+	// round prepared before markers existed has none.
+	Marked bool `json:"marked,omitempty"`
 }
 
 func (r record) encode() []byte {
@@ -100,6 +104,9 @@ func decodeRecord(data []byte) (record, error) {
 		}
 	} else if r.BaseTree != "" || r.BaseIndex != "" {
 		return record{}, fmt.Errorf("%w: a plain round with a git baseline", ErrBadState)
+	}
+	if r.Marked && r.Kind != kindPlain {
+		return record{}, fmt.Errorf("%w: a git round marked as a plain one", ErrBadState)
 	}
 	if len(r.Links) > 0 && r.Kind != kindPlain {
 		return record{}, fmt.Errorf("%w: a git round with links of a plain baseline", ErrBadState)

@@ -48,12 +48,14 @@ type Result struct {
 	Updated, Deleted, Kept, Refused []string
 	// Runtime lists the entries at the top of the sandbox's
 	// sandbox.RuntimeDir (".airlock/skills" for skills staged there, and
-	// the stage manifest beside it, ".airlock/.airlock-manifest-skills.json"),
+	// the stage's files beside it, ".airlock/.airlock-manifest-skills.json"
+	// and ".airlock/.airlock-stamps-skills"; not a plain round's own mark),
 	// relative slash paths, sorted. They never come back, by design: they
 	// are the host's own staged assets and state, not the agent's work, so
-	// they are neither in Refused nor in Reasons. A runtime directory that
-	// is not a directory (a link, a file) is not listed here: ".airlock"
-	// is then in Refused.
+	// they are neither in Refused nor in Reasons. A git round's runtime
+	// directory that is not a directory (a link, a file) is not listed
+	// here: ".airlock" is then in Refused (a plain round's Restore fails:
+	// its mark went with it).
 	Runtime []string
 	// Reasons says why each path in Refused was refused (the first reason
 	// when there were several).

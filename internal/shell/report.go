@@ -35,7 +35,7 @@ else ` + shellWalk + `
 fi
 rt=./` + RuntimeDir + `
 if [ -L "$rt" ] || { [ -e "$rt" ] && [ ! -d "$rt" ]; }; then printf 'r%s\0' "$rt"
-elif [ -d "$rt" ]; then for f in "$rt"/* "$rt"/.[!.]* "$rt"/..?*; do if { [ -e "$f" ] || [ -L "$f" ]; } && [ "$f" != "$rep" ]; then printf 'r%s\0' "$f"; fi; done
+elif [ -d "$rt" ]; then for f in "$rt"/* "$rt"/.[!.]* "$rt"/..?*; do if { [ -e "$f" ] || [ -L "$f" ]; } && [ "$f" != "$rep" ] && [ "$f" != "$rt/` + RoundMarker + `" ]; then printf 'r%s\0' "$f"; fi; done
 fi; }`
 
 // shellWalk writes the n, h, u and s records of FindReport without find: a

@@ -333,11 +333,19 @@ exit $x
 // stays. A runtime directory that the sandbox replaced by a file or a link
 // is refused (the host lists it); the report then goes beside it. GNU tar
 // is told --no-unquote, else it would read a backslash in a top-level
-// name as an escape and not find the entry.
-func PlainRestoreScript(remote, id string) string {
+// name as an escape and not find the entry. With marked, the directory
+// must hold the round's RoundMarker (exit 14 when it does not: the
+// sandbox was reset, replaced or prepared for another round since).
+func PlainRestoreScript(remote, id string, marked bool) string {
+	check := ""
+	if marked {
+		check = fmt.Sprintf(`m=$(cat "./$rd/%s" 2>/dev/null); [ ! -L "./$rd" ] && [ ! -L "./$rd/%s" ] && [ "$m" = "$id" ] || { echo "the sandbox directory $r does not hold round $id: its marker $rd/%s is missing or names another round: the sandbox was reset, replaced or prepared again since, or its runtime directory $rd was removed or replaced; nothing was changed locally: prepare a new round (the agent's work in the old sandbox cannot be read here)" >&2; exit 14; }
+`, RoundMarker, RoundMarker, RoundMarker)
+	}
 	return fmt.Sprintf(`r=%s; id=%s
 cd "$r" 2>/dev/null || { echo "the sandbox directory $r is missing" >&2; exit 10; }
 rd=%s
+`+check+`
 mkdir -p "$rd" 2>/dev/null
 if [ -d "$rd" ] && [ ! -L "$rd" ]; then
   for f in "$rd"/restore-*.*; do

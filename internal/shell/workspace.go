@@ -176,15 +176,18 @@ exit 0
 // hold): everything there but the runtime directory is removed first, the
 // stream is extracted, then modes sets every directory's permission bits
 // and is removed, since the sandbox's tar may leave those of a directory
-// it made itself alone. Exit 10: remote cannot be entered; 11: an entry
-// cannot be removed; 12: the modes cannot be set; 13: the stream lacked
-// modes; otherwise tar's status when the extraction failed.
-func PlainPrepareScript(remote, modes string) string {
-	return fmt.Sprintf(`r=%s; f0=%s
+// it made itself alone. Last it marks the directory as round id's
+// (RoundMarker in the runtime directory, made if missing), which
+// PlainRestoreScript requires. Exit 10: remote cannot be entered; 11: an
+// entry cannot be removed; 12: the modes cannot be set; 13: the stream
+// lacked modes; 14: the marker cannot be written; otherwise tar's status
+// when the extraction failed.
+func PlainPrepareScript(remote, modes, id string) string {
+	return fmt.Sprintf(`r=%s; f0=%s; id=%s; rd=%s
 mkdir -p "$r" && cd "$r" || { echo "cannot enter $r" >&2; exit 10; }
 for f in * .[!.]* ..?*; do
   if [ -e "$f" ] || [ -L "$f" ]; then
-    [ "$f" = %s ] && continue
+    [ "$f" = "$rd" ] && continue
     rm -rf -- "$f" 2>/dev/null || { chmod -R u+rwx -- "$f"; rm -rf -- "$f"; } || { echo "cannot clear $r/$f" >&2; exit 11; }
   fi
 done
@@ -194,8 +197,17 @@ if [ "$s" != 0 ]; then rm -f -- "$f0"; exit "$s"; fi
 if [ ! -f "$f0" ] || [ -L "$f0" ]; then echo "the tar stream lacked $f0, its last member: the transfer was cut; prepare again" >&2; exit 13; fi
 if ! (. "./$f0"); then rm -f -- "$f0"; echo "cannot set the modes of the directories in $r; prepare again" >&2; exit 12; fi
 rm -f -- "$f0"
-`, Quote(remote), Quote(modes), Quote(RuntimeDir))
+umask 022
+{ [ -L "$rd" ] || mkdir -p "$rd"; } && [ -d "$rd" ] && [ ! -L "$rd" ] && rm -f "$rd/%s" && printf '%%s\n' "$id" > "$rd/%s" || { echo "cannot write the round's marker $r/$rd/%s (is $rd a link or a file?); prepare again" >&2; exit 14; }
+`, Quote(remote), Quote(modes), Quote(id), Quote(RuntimeDir), RoundMarker, RoundMarker, RoundMarker)
 }
+
+// RoundMarker is the file in a plain sandbox directory's runtime directory
+// that names the round its Prepare sent (PlainPrepareScript): a Restore of
+// that round requires it, so that a sandbox reset or replaced since (an
+// empty directory, another round's) is never read as the agent having
+// deleted every file.
+const RoundMarker = ".workspace-round"
 
 // MaxProbeHave bounds the commits a workspace probe may list.
 const MaxProbeHave = 2000

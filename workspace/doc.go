@@ -222,6 +222,13 @@
 // Refused names every sandbox entry that did not arrive as the sandbox left
 // it. Directories lose those bits silently.
 //
+// In a git round HEAD still moves to the agent's commits where a local
+// edit was kept: the kept file holds the user's version, so against the
+// new HEAD it shows the agent's committed change of it undone (and a file
+// the user deleted shows as deleted). Nothing is lost (the agent's change
+// is in HEAD), but a later `git commit -a` would revert it: review Kept
+// before committing.
+//
 // Kept means only that a local edit won. Every sandbox entry that does
 // not arrive for any other reason is in Refused, with the reason in
 // Result.Reasons, except the entries of the runtime directory, which

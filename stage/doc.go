@@ -48,7 +48,8 @@
 //     compare) is refused with ErrTool: nothing is moved unchecked.
 //   - The manifest (path, type, mode, size, SHA-256 per entry; canonical
 //     JSON) lives beside the asset, outside it, so the agent sees exactly the
-//     source tree. Staging identical content again costs one round trip,
+//     source tree. Staging identical content again costs one round trip
+//     (two with [WithPrune], which lists the root's assets first),
 //     writes nothing and reports Reused (one exception: a Source whose
 //     times moved, with an Index, through a Bridge that has learnt that
 //     sending costs less than comparing; see [WithIndex]). [WithVerify] re-reads the sandbox

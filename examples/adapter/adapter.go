@@ -96,6 +96,8 @@ func (r *Run) Do(ctx context.Context) (*Outcome, error) {
 		if turn.ToolURL, err = mcptool.ServeInSandbox(tctx, f, mcptool.New(reg, ws, r.TaskID, r.RunID)); err != nil {
 			return nil, err
 		}
+	} else {
+		log.Warn("the sandbox cannot forward (not an mcptool.Forwarder): the agent gets no register_deliverable tool; serve mcptool.Handler where the sandbox can reach it (see README)")
 	}
 	round, err := workspace.Prepare(ctx, workspace.Spec{Local: r.Local, Remote: r.Remote, Runner: r.Sandbox}, workspace.WithLogger(log))
 	if err != nil {

@@ -138,6 +138,7 @@ var publicImports = map[string][]string{
 	"deliverable/mcptool":           {"sandbox", "deliverable"},
 	"internal/sshdtest":             {"sandbox", "stage", "stage/remote"}, // the real-sshd harness builds remote.Hosts
 	"internal/busyboxuser":          {"sandbox"},                          // a test Runner: busybox sh as an unprivileged user
+	"internal/sandboxtest":          {"sandbox"},                          // test Runners: a sandbox that lacks tools
 	"internal/cmd/benchstage":       {"sandbox", "skills", "stage"},
 	"github.com/airlockdev/airlock": {"sandbox", "skills", "session", "stage", "workspace", "deliverable"},
 }

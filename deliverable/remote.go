@@ -10,6 +10,7 @@ import (
 	"path"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/airlockdev/airlock/internal/shell"
@@ -64,7 +65,13 @@ import (
 // seconds of the first content byte, or Open fails with ErrProtocol.
 // FileStat.Mode carries no permission bits. A Runner failure other than an
 // exit status (a lost connection) wraps sandbox.ErrTransport, never
-// ErrProtocol or ErrFileChanged; but a Runner that reports a broken
+// ErrProtocol or ErrFileChanged, also when what the command sent before it
+// does not parse: a refused first report is judged only once the command,
+// left half a second to end by itself, did not fail on the transport (an exec
+// engine that failed prints its own error where the reports should be:
+// up to 4 KiB of stdout that come before anything on stderr are kept, so
+// that such a command can end; other content waits for the first report to
+// be judged). But a Runner that reports a broken
 // protocol of its own (sandbox.ErrProtocol: Exec's garbled completion
 // record) is ErrProtocol, and the host's own failure (a host file the
 // Runner could not write: see sandbox.Control) is returned as it is, with
@@ -113,18 +120,92 @@ const recheckPause = 100 * time.Millisecond
 var maxFileReaderBytes int64 = 16 << 20
 
 // firstWrite passes writes on to w and closes seen at the first one.
+// Until open is called, and while the command has written nothing on its
+// stderr (quiet), it keeps up to maxEarly bytes itself instead of passing
+// them on: all an exec engine that failed before it reached the sandbox
+// prints (docker's "OCI runtime exec failed: …" on the client's stdout),
+// so that such a command can end, and its run's error be judged, without
+// the host reading content. Any other write before open is held back.
 type firstWrite struct {
-	w    io.Writer
-	once sync.Once
-	seen chan struct{}
+	w     io.Writer
+	once  sync.Once
+	seen  chan struct{}
+	quiet func() bool // the command has written nothing on stderr
+
+	mu     sync.Mutex
+	early  []byte
+	held   int           // writes held back until open
+	opened chan struct{} // closed by open
+}
+
+// maxEarly bounds what firstWrite keeps before open: an engine's error
+// message, not content.
+const maxEarly = 4 << 10
+
+func newFirstWrite(w io.Writer, quiet func() bool) *firstWrite {
+	return &firstWrite{w: w, seen: make(chan struct{}), quiet: quiet, opened: make(chan struct{})}
 }
 
 func (f *firstWrite) Write(p []byte) (int, error) {
 	if len(p) > 0 {
 		f.once.Do(func() { close(f.seen) })
 	}
+	f.mu.Lock()
+	select {
+	case <-f.opened:
+		f.mu.Unlock()
+		return f.w.Write(p)
+	default:
+	}
+	if f.quiet() && len(f.early)+len(p) <= maxEarly {
+		f.early = append(f.early, p...)
+		f.mu.Unlock()
+		return len(p), nil
+	}
+	f.held++
+	f.mu.Unlock()
+	<-f.opened
 	return f.w.Write(p)
 }
+
+// holding reports whether a write is held back: the command cannot end
+// before open.
+func (f *firstWrite) holding() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.held > 0
+}
+
+// open ends the holding back and returns what was kept, which comes
+// before anything written to w after it. Only the first call returns it.
+func (f *firstWrite) open() []byte {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	select {
+	case <-f.opened:
+		return nil
+	default:
+	}
+	early := f.early
+	f.early = nil
+	close(f.opened)
+	return early
+}
+
+// quietWriter passes writes on to w and records that one came.
+type quietWriter struct {
+	w    io.Writer
+	said atomic.Bool
+}
+
+func (q *quietWriter) Write(p []byte) (int, error) {
+	if len(p) > 0 {
+		q.said.Store(true)
+	}
+	return q.w.Write(p)
+}
+
+func (q *quietWriter) quiet() bool { return !q.said.Load() }
 
 // script returns the command that opens the file whose path components are
 // parts (shell.FileScript); ask makes it wait for the host's decision.
@@ -143,14 +224,16 @@ func (w remoteWorkspace) Open(ctx context.Context, name string) (File, error) {
 	cctx, cancel := context.WithCancel(ctx)
 	pr, pw := io.Pipe()
 	f := &remoteFile{name: name, ctx: cctx, cancel: cancel, pr: pr, ctl: shell.NewReports(shell.MaxFileReports)}
-	cmd := sandbox.Command{Script: w.script(parts, w.fr != nil), Stderr: f.ctl}
+	stderr := &quietWriter{w: f.ctl}
+	cmd := sandbox.Command{Script: w.script(parts, w.fr != nil), Stderr: stderr}
 	if w.fr != nil {
 		var stdin io.Reader
 		stdin, f.decision = io.Pipe()
 		cmd.Stdin = stdin
 		f.fr, f.path = w.fr, path.Join(w.dir, name)
 	}
-	out := &firstWrite{w: pw, seen: make(chan struct{})}
+	out := newFirstWrite(pw, stderr.quiet)
+	f.out = out
 	cmd.Stdout = out
 	limit := sandbox.ControlDeadline(w.r)
 	f.limit = limit
@@ -185,11 +268,11 @@ func (w remoteWorkspace) Open(ctx context.Context, name string) (File, error) {
 			seen = nil
 			deadline.Reset(min(headerGrace, limit-time.Since(start)))
 		case <-deadline.C:
-			_ = f.Close() // always nil
 			if seen == nil {
 				// Content came, its report did not: the sandbox broke the protocol.
-				return nil, fmt.Errorf("%w: open %q: content but no report from the sandbox within %s", ErrProtocol, name, headerGrace)
+				return nil, f.refuse(fmt.Errorf("%w: open %q: content but no report from the sandbox within %s", ErrProtocol, name, headerGrace))
 			}
+			_ = f.Close() // always nil
 			return nil, fmt.Errorf("%w: open %q: no report from the sandbox within the %s control deadline; the command may still be running; check the sandbox connection and retry", sandbox.ErrTransport, name, limit)
 		case <-ctx.Done():
 			_ = f.Close() // always nil
@@ -197,11 +280,7 @@ func (w remoteWorkspace) Open(ctx context.Context, name string) (File, error) {
 		}
 	}
 	lines, extra := f.ctl.Lines()
-	if len(lines) == 0 {
-		if extra {
-			_ = f.Close() // always nil
-			return nil, fmt.Errorf("%w: open %q: the first report is not a line of at most %d bytes", ErrProtocol, name, shell.MaxFileReports)
-		}
+	if len(lines) == 0 && !extra {
 		f.decide("")  // a Runner may wait for its stdin to end
 		<-f.done      // the header was signaled by the end of the command
 		_ = f.Close() // always nil
@@ -210,14 +289,35 @@ func (w remoteWorkspace) Open(ctx context.Context, name string) (File, error) {
 		}
 		return nil, fmt.Errorf("%w: open %q: the command reported nothing", ErrProtocol, name)
 	}
-	st, sig, err := parseHeader(lines[0], parts)
+	var err error
+	st, sig := FileStat{}, ""
+	if extra && len(lines) == 0 {
+		err = fmt.Errorf("%w: open %q: the first report is not a line of at most %d bytes", ErrProtocol, name, shell.MaxFileReports)
+	} else {
+		st, sig, err = parseHeader(lines[0], parts)
+	}
 	if err != nil {
-		_ = f.Close() // always nil
-		return nil, err
+		return nil, f.refuse(err)
 	}
 	f.st, f.sig, f.remain = st, sig, st.Size
-	f.src = f.pr
+	f.src = io.MultiReader(bytes.NewReader(f.out.open()), f.pr)
 	return f, nil
+}
+
+// refuse closes f, whose first report Open refused with err, and returns
+// the error of the Open. A refusal that is the verdict on the sandbox's
+// output (ErrProtocol) stands unless the command, left to end by itself
+// for a moment (shell.Settle; not when a write of its content is held
+// back, which it cannot get past), failed on the transport: then its
+// output is not judged (shell.Unjudged: an exec engine that failed prints
+// its own error where the report should be), and the run's failure is the
+// error.
+func (f *remoteFile) refuse(err error) error {
+	if errors.Is(err, ErrProtocol) && !f.out.holding() && shell.Settle(f.done, nil) && shell.Unjudged(f.runErr) {
+		err = fmt.Errorf("open %q in the remote workspace: %w", f.name, runFailure(f.runErr))
+	}
+	_ = f.Close() // always nil
+	return err
 }
 
 // parseHeader reads the first report (shell.ParseFileReport): the file's
@@ -270,6 +370,7 @@ type remoteFile struct {
 	started  bool
 	check    bool // the content came from fr: ask for the check once it has been read
 	ctl      *shell.Reports
+	out      *firstWrite // the command's stdout, held back until Open judged the first report
 	watch    *sandbox.Watched
 	done     <-chan struct{} // watch.Done()
 	runErr   error           // set before done is closed
@@ -296,6 +397,7 @@ func (f *remoteFile) Close() error {
 	f.once.Do(func() {
 		f.decide("")
 		f.cancel()
+		f.out.open()                       // a write held back fails on the closed pipe
 		_ = f.pr.CloseWithError(errClosed) // always nil
 		t := time.NewTimer(closeGrace)
 		defer t.Stop()
@@ -342,8 +444,8 @@ func (f *remoteFile) begin() error {
 	data, err := f.fr.ReadFile(f.ctx, f.path, f.st.Size)
 	switch {
 	case err == nil && int64(len(data)) == f.st.Size:
-		f.check = true                                      // at the end of the read, as File promises
-		f.src = io.MultiReader(bytes.NewReader(data), f.pr) // then the command's stdout, which must be empty
+		f.check = true                                       // at the end of the read, as File promises
+		f.src = io.MultiReader(bytes.NewReader(data), f.src) // then the command's stdout, which must be empty
 		return nil
 	case err == nil:
 		return f.changed("it has %d bytes, not the announced %d: the file changed while it was read", len(data), f.st.Size)

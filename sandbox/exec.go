@@ -74,14 +74,20 @@ type ExecOptions struct {
 //     mid-command; exit 1 is both "the script exited 1" and "the transport
 //     failed"): the wrapper writes a completion record tagged with a
 //     per-call random nonce on stderr, stripped before Command.Stderr sees
-//     it; no record is ErrTransport, whatever the client's exit, and a
-//     client that fails after the record is ErrTransport too (the output
-//     may be cut). A record with the nonce that does not parse, or comes
-//     out of order (a second end record), is ErrProtocol: only the
-//     wrapper knows the nonce. A client that exits 0 after the record but whose output
-//     a process left behind by the script (a daemon started with &) keeps
-//     open is a success after a wait of 2s; what that process writes
-//     later is not read.
+//     it; no record is ErrTransport, whatever the client's exit (its
+//     error quotes the client's stdout when that is short: an engine that
+//     failed before it reached the sandbox, as docker's "OCI runtime exec
+//     failed" with exit 126, prints its own error there, which callers
+//     never judge as the command's output), and a client that fails
+//     after the record is ErrTransport too (the output may be cut). A
+//     client that cannot be started (not installed, not on its PATH, not
+//     executable) matches ErrBadCommand and wraps the cause: nothing ran,
+//     and a retry cannot help. A record with the nonce that does not
+//     parse, or comes out of order (a second end record), is ErrProtocol:
+//     only the wrapper knows the nonce. A client that exits 0 after the
+//     record but whose output a process left behind by the script (a
+//     daemon started with &) keeps open is a success after a wait of 2s;
+//     what that process writes later is not read.
 //   - A write to Command.Stdout that fails (a full disk) stops the
 //     output there, as a closed pipe would, and Run returns that error,
 //     "writing the command's stdout: …" (not ErrTransport, nor the
@@ -274,10 +280,12 @@ func (r *execRunner) result(err error, rec *shell.RecordWriter, stdout *outputWr
 	switch {
 	case rs.NoDir:
 		return &fs.PathError{Op: "chdir", Path: cmd.Dir, Err: fmt.Errorf("the working directory is missing or not a directory in the sandbox: %w", fs.ErrNotExist)}
+	case !rs.Ended && errors.Is(err, ErrBadCommand):
+		return err // the client could not be started: nothing ran
 	case !rs.Ended && err != nil:
-		return fmt.Errorf("%w: sandbox: %s ended without the command's completion record (%v)%s; the command may or may not have run; check the engine and the sandbox", ErrTransport, r.name, err, said(rec))
+		return fmt.Errorf("%w: sandbox: %s ended without the command's completion record (%v)%s; the command may or may not have run; check the engine and the sandbox", ErrTransport, r.name, err, said(rec, stdout))
 	case !rs.Ended:
-		return fmt.Errorf("%w: sandbox: %s exited 0 without the command's completion record%s; the command may or may not have run (a cut exec stream? an exec without -i, which gives the sandbox no stdin?)", ErrTransport, r.name, said(rec))
+		return fmt.Errorf("%w: sandbox: %s exited 0 without the command's completion record%s; the command may or may not have run (a cut exec stream? an exec without -i, which gives the sandbox no stdin?)", ErrTransport, r.name, said(rec, stdout))
 	case err != nil:
 		return fmt.Errorf("%w: sandbox: %s failed after the command ended: %w; the command's output may be incomplete", ErrTransport, r.name, err)
 	case rs.Signal != "":
@@ -288,12 +296,19 @@ func (r *execRunner) result(err error, rec *shell.RecordWriter, stdout *outputWr
 	return nil
 }
 
-// said quotes the end of what the client wrote on stderr, for an error.
-func said(rec *shell.RecordWriter) string {
-	if t := strings.TrimSpace(rec.Tail()); t != "" {
-		return fmt.Sprintf("; its stderr ended with %q", t)
+// said quotes what the client said, for the error of a command without
+// its completion record: the end of its stderr, and its stdout when that
+// is short (an engine that failed before it reached the sandbox prints its
+// own error there, as docker does with its OCI runtime errors).
+func said(rec *shell.RecordWriter, stdout *outputWriter) string {
+	var b strings.Builder
+	if t := strings.TrimSpace(stdout.Said()); t != "" {
+		fmt.Fprintf(&b, "; its stdout was %q", t)
 	}
-	return ""
+	if t := strings.TrimSpace(rec.Tail()); t != "" {
+		fmt.Fprintf(&b, "; its stderr ended with %q", t)
+	}
+	return b.String()
 }
 
 // feed writes the prelude and Command.Stdin to pw, and closes pw at

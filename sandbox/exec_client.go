@@ -3,13 +3,16 @@ package sandbox
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"runtime"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -40,12 +43,31 @@ func (c *cliClient) run(ctx context.Context, argv []string, stdin io.Reader, std
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()
 		if err := cmd.Start(); err != nil {
-			errc <- fmt.Errorf("starting %s: %w", full[0], err)
+			errc <- startErr(full[0], err)
 			return
 		}
 		errc <- cmd.Wait()
 	}()
 	return <-errc
+}
+
+// startErr is the error of a client that could not be started. One that
+// is not installed, not found on the client's PATH, not executable or not
+// a program (exec.ErrNotFound, fs.ErrNotExist, fs.ErrPermission, ENOEXEC,
+// ENOTDIR, exec.ErrDot) matches ErrBadCommand: nothing ran, and trying
+// again unchanged cannot help. Any other failure (EAGAIN, EMFILE: a host
+// short of processes or descriptors) stays the transport's.
+func startErr(name string, err error) error {
+	switch {
+	case errors.Is(err, exec.ErrNotFound), errors.Is(err, exec.ErrDot), errors.Is(err, fs.ErrNotExist),
+		errors.Is(err, fs.ErrPermission), errors.Is(err, syscall.ENOEXEC), errors.Is(err, syscall.ENOTDIR):
+		where := ""
+		if !strings.Contains(name, "/") {
+			where = " (a bare name is looked up in the PATH of ExecOptions.Environ, by default this process's)"
+		}
+		return &badCommand{msg: fmt.Sprintf("sandbox: Exec: the exec client %q could not be started: %v; nothing ran; install it, or fix its name or path in Exec's argv%s", name, err, where), err: err}
+	}
+	return fmt.Errorf("starting %s: %w", name, err)
 }
 
 // ttyFlag reports whether the argv token a asks an engine for a TTY:

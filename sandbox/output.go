@@ -18,7 +18,13 @@ type outputWriter struct {
 	what string // "stdout", "stderr"
 	mu   sync.Mutex
 	err  error
+	head []byte // the first headMax bytes passed on, for Said
+	n    int64  // the bytes passed on
 }
+
+// headMax bounds what outputWriter keeps for Said: an exec engine's own
+// error (docker's OCI runtime errors are one line of 100 to 300 bytes).
+const headMax = 1 << 10
 
 // newOutputWriter wraps w (nil: discard) for the stream named what.
 func newOutputWriter(w io.Writer, what string) *outputWriter {
@@ -40,7 +46,24 @@ func (o *outputWriter) Write(p []byte) (int, error) {
 		err = io.ErrShortWrite
 	}
 	o.err = err
+	if len(o.head) < headMax {
+		o.head = append(o.head, p[:min(n, headMax-len(o.head))]...)
+	}
+	o.n += int64(n)
 	return n, err
+}
+
+// Said returns what was passed on when it is short (at most headMax
+// bytes): what an exec client that failed before it reached the sandbox
+// printed in place of the command's output (docker's "OCI runtime exec
+// failed: …"); "" when nothing, or more, was.
+func (o *outputWriter) Said() string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.n > headMax {
+		return ""
+	}
+	return string(o.head)
 }
 
 // Err returns the first write error, as an error saying what failed, or

@@ -101,8 +101,10 @@ type Exit struct {
 // is stopped; every step of the shutdown is bounded, so Stop returns within
 // about four control deadlines; Stop, Wait and the shutdown are safe to
 // call from any goroutine, any number of times, and report the same Exit.
-// A broken or hostile header is ErrProtocol; a sandbox that cannot be
-// reached or cannot confirm the end is Verified false with an error
+// A broken or hostile header is ErrProtocol (unless the run failed on the
+// transport: then the header was not the sandbox's to judge, see Start);
+// a sandbox that cannot be reached or cannot confirm the end is Verified
+// false with an error
 // wrapping ErrTransport (ErrProtocol when its reply was malformed).
 //
 // Non-guarantees: the sandbox's answer is trusted; a process that leaves
@@ -155,11 +157,13 @@ type Process struct {
 // A header that does not parse, names another tag, or names an impossible
 // pid, group or session (pid 1, or a group or session the leader does not
 // lead) is an error wrapping ErrProtocol, and so is a run that succeeds
-// (status 0) without a whole header; a Runner that fails, or no header
-// within the deadline, wraps ErrTransport (a failure on the host itself,
-// such as Local's temporary file on a full disk, keeps its own error, as
-// with Control); a command that exits non-zero before its header is
-// reported with its *ExitError. In each case whatever started is stopped
+// (status 0) without a whole header; but a run that ends by itself within
+// half a second of such a header with a transport failure (an exec engine
+// that printed its own error there) is that failure, ErrTransport only. A
+// Runner that fails, or no header within the deadline, wraps ErrTransport
+// (a failure on the host itself, such as Local's temporary file on a full
+// disk, keeps its own error, as with Control); a command that exits
+// non-zero before its header is reported with its *ExitError. In each case whatever started is stopped
 // by its tag before Start returns.
 func Start(ctx context.Context, r Runner, cmd Command) (*Process, error) {
 	if err := checkProcessCommand(cmd); err != nil {
@@ -260,6 +264,12 @@ func (p *Process) awaitHeader(ctx context.Context) error {
 		return fmt.Errorf("%w: sandbox: starting a process: the sandbox did not report it within the %s control deadline; check the sandbox connection", ErrTransport, d)
 	case <-ctx.Done():
 		return fmt.Errorf("%w: sandbox: starting a process: %w", ErrTransport, ctx.Err())
+	}
+	// A refused header is judged only if the run did not fail on the
+	// transport: an exec engine prints its own error where the header
+	// should be (shell.Unjudged).
+	if p.hw.judged() && shell.Settle(p.runDone, nil) && shell.Unjudged(p.runErr) {
+		return fmt.Errorf("sandbox: starting a process: %w", p.runErr)
 	}
 	return p.hw.result()
 }

@@ -214,17 +214,20 @@ func (p *Process) signal(h shell.ProcessHeader, sig string, wait time.Duration) 
 
 // headerWriter is the run's stdout: it parses the header line (at most
 // shell.MaxProcessHeader bytes), then passes everything after it to out.
-// A header that does not parse fails every write.
+// A header that does not parse is refused: the rest of the output is
+// discarded, never refused to the Runner, so that the run ends by itself
+// if it will and its own error can be judged (awaitHeader).
 type headerWriter struct {
 	tag   string
 	out   io.Writer
 	ready chan struct{} // closed once the header is parsed or failed
 
-	mu   sync.Mutex
-	buf  []byte
-	hdr  shell.ProcessHeader
-	err  error // the header's failure
-	good bool  // the header parsed: pass through
+	mu      sync.Mutex
+	buf     []byte
+	hdr     shell.ProcessHeader
+	err     error // the header's failure
+	good    bool  // the header parsed: pass through
+	refused bool  // err is the verdict on the run's output (not the run's end)
 }
 
 // Write implements io.Writer.
@@ -238,24 +241,24 @@ func (w *headerWriter) Write(b []byte) (int, error) {
 		return len(b), nil
 	}
 	if w.err != nil {
-		defer w.mu.Unlock()
-		return 0, w.err
+		w.mu.Unlock()
+		return len(b), nil // refused, or the run ended: discarded
 	}
 	take := min(len(b), shell.MaxProcessHeader-len(w.buf))
 	w.buf = append(w.buf, b[:take]...)
 	i := bytes.IndexByte(w.buf, '\n')
 	if i < 0 {
 		if len(w.buf) >= shell.MaxProcessHeader {
-			w.fail(fmt.Errorf("%w: sandbox: starting a process: the header line is longer than %d bytes", ErrProtocol, shell.MaxProcessHeader))
+			w.refuse(fmt.Errorf("%w: sandbox: starting a process: the header line is longer than %d bytes", ErrProtocol, shell.MaxProcessHeader))
 		}
-		defer w.mu.Unlock()
-		return len(b), w.err
+		w.mu.Unlock()
+		return len(b), nil
 	}
 	h, err := shell.ParseProcessHeader(w.buf[:i], w.tag)
 	if err != nil {
-		w.fail(fmt.Errorf("sandbox: starting a process: %w", err))
-		defer w.mu.Unlock()
-		return 0, w.err
+		w.refuse(fmt.Errorf("sandbox: starting a process: %w", err))
+		w.mu.Unlock()
+		return len(b), nil
 	}
 	rest := append(w.buf[i+1:], b[take:]...)
 	w.hdr, w.good, w.buf = h, true, nil
@@ -269,6 +272,12 @@ func (w *headerWriter) Write(b []byte) (int, error) {
 	return len(b), nil
 }
 
+// refuse records the verdict on a header that does not parse; w.mu is held.
+func (w *headerWriter) refuse(err error) {
+	w.refused = true
+	w.fail(err)
+}
+
 // fail records the header's failure; w.mu is held.
 func (w *headerWriter) fail(err error) {
 	w.err, w.buf = err, nil
@@ -279,8 +288,8 @@ func (w *headerWriter) fail(err error) {
 // A run that succeeded without it broke the protocol (the wrapper exits
 // with the leader's status, and the leader prints the header before the
 // command starts): ErrProtocol. A Runner failure keeps its class when it
-// has one (ErrTransport, ErrProtocol, the host's own: see Control) and
-// wraps ErrTransport otherwise.
+// has one (ErrTransport, ErrProtocol, ErrBadCommand, the host's own: see
+// Control) and wraps ErrTransport otherwise.
 func (w *headerWriter) end(runErr error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -295,7 +304,7 @@ func (w *headerWriter) end(runErr error) {
 		w.fail(fmt.Errorf("%w: sandbox: starting a process: the wrapper exited (status 0) without the header line its process prints before it runs; the sandbox is broken or hostile (is its /bin/sh a POSIX shell?)", ErrProtocol))
 	case errors.As(runErr, &ee):
 		w.fail(fmt.Errorf("sandbox: starting a process: the wrapper ended before the process reported itself: %w; see its stderr", runErr))
-	case errors.Is(runErr, ErrTransport), errors.Is(runErr, ErrProtocol), shell.HostFault(runErr):
+	case shell.KeepsClass(runErr):
 		w.fail(fmt.Errorf("sandbox: starting a process: %w", runErr))
 	default:
 		w.fail(fmt.Errorf("%w: sandbox: starting a process: %w", ErrTransport, runErr))
@@ -307,6 +316,14 @@ func (w *headerWriter) result() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.err
+}
+
+// judged reports whether the header's failure is the verdict on the run's
+// output (a header that does not parse), not the run's end.
+func (w *headerWriter) judged() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.refused
 }
 
 // header returns the parsed header (ok) or the header's failure.

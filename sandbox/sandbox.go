@@ -116,18 +116,24 @@ var (
 	ErrLimit = shell.ErrLimit
 	// ErrBadCommand is matched (errors.Is) by a Command or a runner that a
 	// Runner refuses before it runs anything: an env that CheckEnv
-	// refuses, a TTY flag in Exec's argv. Nothing ran; trying again
+	// refuses, a TTY flag in Exec's argv, an exec client that could not
+	// be started (not installed, not on its PATH, not executable; it
+	// wraps the cause, such as exec.ErrNotFound). Nothing ran; trying again
 	// unchanged does not help (not Retryable), and Control returns it as
 	// it is, never as ErrTransport.
 	ErrBadCommand = shell.ErrBadCommand
 )
 
 // badCommand is a refusal that matches ErrBadCommand with a message of
-// its own.
-type badCommand struct{ msg string }
+// its own, and its cause when it has one.
+type badCommand struct {
+	msg string
+	err error // the cause, or nil
+}
 
 func (e *badCommand) Error() string        { return e.msg }
 func (e *badCommand) Is(target error) bool { return target == ErrBadCommand }
+func (e *badCommand) Unwrap() error        { return e.err }
 
 // refuse returns a *badCommand with the formatted message.
 func refuse(format string, args ...any) error {

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/airlockdev/airlock/internal/keylock"
@@ -34,9 +35,12 @@ func WithControlTimeout(d time.Duration) BridgeOption {
 
 // Bridge is a Target for sandboxes that can only run shell commands. It
 // needs POSIX sh and tar (plus mkdir, mv, rm, cat, chmod) in the sandbox,
-// and uses awk, cp -al, find, stat and sha256sum or openssl (for delta
-// publish) and mv --exchange when
-// the sandbox has them.
+// and stat or ls (to tell that a publish does not replace the host's
+// Source, in a sandbox that shares the host's file system); it uses awk,
+// cp -al, find, stat and sha256sum or openssl (for delta publish) and mv
+// --exchange when the sandbox has them. Without awk, the check for a file
+// system mounted in a copy it replaces or removes runs in sh, which
+// refuses (ErrTool) a path holding a space, tab, newline or backslash.
 //
 // A changed asset costs two commands. The first makes the root and an
 // exclusive temporary directory (a control step: it must report the
@@ -511,12 +515,17 @@ func (b *Bridge) probeShell(ctx context.Context, root string, names []string) ([
 	}()
 	err := b.control(ctx, op, sandbox.Command{Script: script, Stdout: pw})
 	// A reply the parser refused while the command ran explains the
-	// command's failure (its output was cut off); otherwise the command's
-	// own error comes first.
+	// command's failure (its output was cut off: control then returns the
+	// refusal); otherwise the command's own error comes first. A run that
+	// failed on the transport by itself is that failure: its output is not
+	// judged (shell.Unjudged: an engine's own error where the reply should
+	// be).
 	early := isClosed(refused)
 	pw.Close()
 	perr := <-parsed
 	switch {
+	case shell.Unjudged(err):
+		return nil, err
 	case perr != nil && early && ctx.Err() == nil:
 		return nil, perr
 	case err != nil:
@@ -677,8 +686,12 @@ func (b *Bridge) carry(ctx context.Context, tmp, dst string, plan *shell.CarryPl
 	dctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	outR, outW := io.Pipe()
-	go rep.Read(outR, cancel)
-	ended, rerr := b.runData(dctx, op, sandbox.Command{Script: shell.StdinScript, Stdin: strings.NewReader(script), Stdout: outW, Stderr: stderr}, func() { outW.Close() }, cancel, rep.Carried)
+	run := newRunEnd(dctx)
+	go rep.Read(outR, func() { run.refused(cancel) })
+	ended, rerr := b.runData(dctx, op, sandbox.Command{Script: shell.StdinScript, Stdin: strings.NewReader(script), Stdout: outW, Stderr: stderr}, func() {
+		outW.Close()
+		run.returned()
+	}, run.stopping(cancel), rep.Carried)
 	if !ended && rerr != nil {
 		return nil, true, fmt.Errorf("%w; its temporary directory %s is left behind: remove it by hand", rerr, tmp)
 	}
@@ -686,14 +699,68 @@ func (b *Bridge) carry(ctx context.Context, tmp, dst string, plan *shell.CarryPl
 		return nil, true, fmt.Errorf("%s: %w (%w: the sandbox command did not end within %s of being stopped; its temporary directory %s is left behind: remove it by hand)", op, context.Cause(ctx), ErrTransport, b.stopGrace(), tmp)
 	}
 	<-rep.Done
-	if rerr != nil {
-		return nil, false, b.classify(ctx, nil, op, rerr, stderr)
-	}
-	if rep.Err != nil {
+	switch {
+	case rep.Err != nil && !run.unjudged(rerr):
+		// A report that broke the protocol: the command was stopped for
+		// it, or ended by itself other than by a transport failure.
 		return nil, false, fmt.Errorf("%s: %w", op, rep.Err)
+	case rerr != nil:
+		return nil, false, b.classify(ctx, nil, op, rerr, stderr)
 	}
 	return rep.Hashes, false, nil
 }
+
+// runEnd tells how a command's run ended, for the one rule of
+// shell.Unjudged: the output of a command whose run failed on the
+// transport by itself is not judged; the host's verdict on it stands
+// when the host stopped the command (for that verdict or otherwise).
+type runEnd struct {
+	ctx      context.Context // the command's: ended by the host's stop
+	ran      chan struct{}   // closed once the Runner returned
+	byItself bool            // it returned before ctx ended (set before ran is closed)
+	stopped  atomic.Bool     // the host told the command to stop (stopping)
+}
+
+func newRunEnd(ctx context.Context) *runEnd { return &runEnd{ctx: ctx, ran: make(chan struct{})} }
+
+// returned records the Runner's return; it runs in the Runner's goroutine
+// (runData's after).
+func (e *runEnd) returned() {
+	e.byItself = e.ctx.Err() == nil
+	close(e.ran)
+}
+
+// stopping returns stop, recording first that the host stopped the
+// command (a reader that then fails fails by the host's doing).
+func (e *runEnd) stopping(stop func()) func() {
+	return func() {
+		e.stopped.Store(true)
+		stop()
+	}
+}
+
+// settle lets a command whose output was refused end by itself
+// (shell.Settle, reading out), unless the host already stopped it; it
+// reports whether the Runner returned.
+func (e *runEnd) settle(out io.Reader) bool {
+	return !e.stopped.Load() && e.ctx.Err() == nil && shell.Settle(e.ran, out)
+}
+
+// refused runs when a report's reader (which drains the output itself)
+// found the command's output broken: the command is left to end by itself
+// for a moment (settle), and stop is called when it does not.
+func (e *runEnd) refused(stop func()) {
+	go func() {
+		if !e.settle(nil) {
+			stop()
+		}
+	}()
+}
+
+// unjudged reports whether the command's run ended by itself with rerr, a
+// transport failure (shell.Unjudged): its output is not judged, and rerr
+// is the command's error. Valid once the Runner returned.
+func (e *runEnd) unjudged(rerr error) bool { return e.byItself && shell.Unjudged(rerr) }
 
 // cleanup removes the temporary directory tmp of a failed publish, putting
 // back the previous copy if the publish had moved it aside. The putting
@@ -795,23 +862,27 @@ func (b *Bridge) Fetch(ctx context.Context, root, name string, fn func(e Entry, 
 	perr := make(chan error, 1)
 	refused := make(chan struct{}) // closed before a refusal stops the command
 	tarEnd := make(chan struct{})  // the end of the archive arrived
+	run := newRunEnd(dctx)
 	go func() {
 		err := shell.ReadFetch(pr, func(e shell.Entry, r io.Reader) error {
 			return fn(Entry{Path: e.Path, Mode: e.Mode, Size: e.Size}, r)
 		}, func() { close(tarEnd) })
 		if err != nil {
-			if errors.Is(err, sandbox.ErrProtocol) { // else fn's own error
+			judged := errors.Is(err, sandbox.ErrProtocol) // else fn's own error
+			if judged {
 				err = fmt.Errorf("fetching %s: %w", d, err)
 			}
 			close(refused)
-			cancel()
+			if !judged || !run.settle(pr) {
+				cancel()
+			}
 		}
 		pr.CloseWithError(errFetchDone)
 		perr <- err
 	}()
 	stderr := &limitedBuffer{Max: 4 << 10, Truncate: true}
 	script := shell.FetchScript(root, d)
-	ended, rerr := b.runData(dctx, "fetching "+d, sandbox.Command{Script: script, Stdout: pw, Stderr: stderr}, nil, func() { pw.CloseWithError(errFetchStopped) }, tarEnd)
+	ended, rerr := b.runData(dctx, "fetching "+d, sandbox.Command{Script: script, Stdout: pw, Stderr: stderr}, run.returned, run.stopping(func() { pw.CloseWithError(errFetchStopped) }), tarEnd)
 	// A parse that failed while the command ran explains its end (the
 	// archive broke the protocol); a parse that failed only once the
 	// command had ended read a cut archive, which the command's own
@@ -840,6 +911,12 @@ func (b *Bridge) Fetch(ctx context.Context, root, name string, fn func(e Entry, 
 		}
 	}
 	failed := rerr != nil && !errors.Is(rerr, errFetchDone)
+	if early && errors.Is(err, sandbox.ErrProtocol) && run.unjudged(rerr) {
+		// Refused, but the run failed on the transport by itself: its
+		// output is not judged (an engine's own error in place of the
+		// archive).
+		return b.classify(ctx, nil, "fetching "+d, rerr, stderr)
+	}
 	if err != nil && (early || !failed) {
 		if cerr := ctx.Err(); cerr != nil {
 			return fmt.Errorf("fetching %s: %w", d, cerr)

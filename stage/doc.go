@@ -91,7 +91,11 @@
 //     directory) fails the operation with sandbox.ErrProtocol, wrapped with
 //     what was being done (a reply over its bound stops the command at
 //     once); a lost connection or an expired deadline with
-//     [ErrTransport]; a failure on the host's side that the Runner reports
+//     [ErrTransport], and so does a command whose run failed on the
+//     transport by itself, whatever it printed (an exec engine that failed
+//     before it reached the sandbox prints its own error where the reply
+//     should be: only the output of a command that ended normally is
+//     judged); a failure on the host's side that the Runner reports
 //     as an *fs.PathError (a full disk where it writes) keeps its own
 //     class, so sandbox.Retryable answers from its errno. The scripts,
 //     the lines they print and their bounded parsers live in

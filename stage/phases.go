@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"github.com/airlockdev/airlock/internal/shell"
@@ -208,13 +209,13 @@ func (s *publishRun) learnCaps(op string) (sendOutcome, error) {
 	} else if ok {
 		return sendOutcome{}, nil
 	}
-	if c.ended && c.rerr != nil && c.rep.Err == nil {
+	if c.ended && c.rerr != nil && c.reportErr() == nil {
 		return sendOutcome{}, s.b.classify(s.ctx, nil, op, c.rerr, c.stderr)
 	}
 	ok := c.stop()
 	out := sendOutcome{created: ok, uncertain: !ok}
 	switch {
-	case c.rep.Err != nil:
+	case c.reportErr() != nil:
 		return out, fmt.Errorf("%s: %w", op, c.rep.Err)
 	case c.rep.Caps != "":
 		return out, fmt.Errorf("%s: %w: the setup command reported a malformed capability word %q", op, sandbox.ErrProtocol, shell.Truncate(c.rep.Caps, 64))
@@ -232,7 +233,7 @@ func (s *publishRun) checkReady(op string) (sendOutcome, error) {
 	default:
 	}
 	switch {
-	case c.rep.Err != nil:
+	case c.reportErr() != nil:
 		return sendOutcome{}, fmt.Errorf("%s: %w", op, c.rep.Err)
 	case c.rerr == nil:
 		return sendOutcome{created: true}, fmt.Errorf("%w: %s: the sandbox command ended before it made the directory", ErrTransport, op)
@@ -303,7 +304,7 @@ func (s *publishRun) carryFiles() phase {
 	}
 	created := sendOutcome{created: true}
 	switch {
-	case c.rep.Err != nil:
+	case c.reportErr() != nil:
 		return s.failSend(created, fmt.Errorf("%s: %w", op, c.rep.Err))
 	case c.rerr != nil:
 		return s.failSend(created, s.b.classify(s.ctx, nil, op, c.rerr, c.stderr))
@@ -359,11 +360,11 @@ func (s *publishRun) stream() phase {
 	werr := <-wdone
 	created := sendOutcome{created: true}
 	switch {
-	case c.rep.Err != nil && s.ctx.Err() == nil: // the report's failure stopped the stream
+	case c.reportErr() != nil && s.ctx.Err() == nil: // the report's failure stopped the stream
 		return s.failSend(created, fmt.Errorf("%s: %w", op, c.rep.Err))
 	case werr != nil && !errors.Is(werr, errSandboxGone):
 		return s.failSend(created, werr) // reading the source failed (or the caller cancelled)
-	case c.rep.Err != nil:
+	case c.reportErr() != nil:
 		return s.failSend(created, fmt.Errorf("%s: %w", op, c.rep.Err))
 	case c.rerr != nil:
 		return s.failSend(created, s.b.classify(s.ctx, nil, op, c.rerr, c.stderr))
@@ -398,7 +399,7 @@ func (s *publishRun) extracted(op string, wdone <-chan error) phase {
 	switch {
 	case s.ctx.Err() != nil:
 		werr = fmt.Errorf("%s: %w", op, s.ctx.Err())
-	case c.rep.Err != nil:
+	case c.reportErr() != nil:
 		werr = fmt.Errorf("%s: %w", op, c.rep.Err)
 	case werr == nil || errors.Is(werr, errSandboxGone):
 		werr = fmt.Errorf("%w: %s: the sandbox command stopped before the publish", ErrTransport, op)
@@ -515,7 +516,7 @@ func (s *publishRun) leftBehind(err error) error {
 func (s *publishRun) publishInline() phase {
 	c := s.cmd
 	op := "moving the new copy into place"
-	if !c.detach() {
+	if c.broken.Load() || !c.detach() {
 		cause := context.Cause(s.ctx)
 		if cause == nil { // stopped by the host itself (a broken report)
 			cause = fmt.Errorf("%w: the send command was stopped", ErrTransport)
@@ -525,7 +526,7 @@ func (s *publishRun) publishInline() phase {
 			s.err = fmt.Errorf("%w (%w: %s)", s.err, ErrTransport, c.left(op))
 			return phaseDone
 		}
-		if c.rep.Err != nil { // the report broke the protocol (its end is awaited by stop)
+		if c.reportErr() != nil { // the report broke the protocol (its end is awaited by stop)
 			s.err = fmt.Errorf("%s: %w", op, c.rep.Err)
 		}
 		return phaseCleanup
@@ -563,7 +564,7 @@ func (s *publishRun) publishInline() phase {
 		// The line did not reach it (its stdin was cut): nothing moved.
 		s.err = fmt.Errorf("%w: %s: the sandbox command did not receive the publish line; nothing was published", ErrTransport, op)
 		return phaseCleanup
-	case c.rep.Err != nil:
+	case c.reportErr() != nil:
 		s.err = fmt.Errorf("%s: %w", op, c.rep.Err)
 	case c.rerr != nil:
 		s.err = s.b.classify(context.WithoutCancel(s.ctx), nil, op, c.rerr, c.stderr)
@@ -616,8 +617,10 @@ type sendCmd struct {
 	done   chan error
 	grace  time.Duration
 	tmp    string
-	ended  bool  // the Runner returned
-	rerr   error // what it returned
+	ended  bool        // the Runner returned
+	rerr   error       // what it returned
+	run    *runEnd     // how the run ended
+	broken atomic.Bool // the report broke the protocol: no publish line is sent
 	// deleting: the command has published and is left to delete the old
 	// copy past the wait for it (see renameThenDelete): not stopped.
 	deleting bool
@@ -635,18 +638,41 @@ func (b *Bridge) startSend(ctx context.Context, script string, want map[string]s
 	dctx, dcancel := context.WithCancel(context.WithoutCancel(ctx))
 	wctx, wcancel := context.WithCancel(ctx)
 	c.dctx, c.wctx, c.cancel = dctx, wctx, func() { dcancel(); wcancel() }
+	c.run = newRunEnd(dctx)
 	c.unhook = context.AfterFunc(ctx, dcancel)
 	outR, outW := io.Pipe()
-	go c.rep.Read(outR, c.cancel)
+	go c.rep.Read(outR, c.refused)
 	cmd := sandbox.Command{Script: script, Stdin: pr, Stdout: outW, Stderr: c.stderr}
 	// Once the command has the stream's last byte, the wait for the
 	// report's end and the command's exit is a control step.
 	c.x = sandbox.Watch(c.dctx, b.r, cmd, sandbox.WatchOptions{Op: "sending the tree to " + tmp, Deadline: b.timeout, After: func(err error) {
 		pr.Close()
 		outW.Close()
+		c.run.returned()
 		c.done <- err
 	}})
 	return c, nil
+}
+
+// refused runs when the report broke the protocol: no publish line is
+// sent, and the command is left to end by itself for a moment
+// (runEnd.refused), so that a run that failed on the transport is told
+// apart (reportErr).
+func (c *sendCmd) refused() {
+	c.broken.Store(true)
+	c.run.refused(c.cancel)
+}
+
+// reportErr returns the report's protocol error (ErrProtocol), or nil when
+// there is none or when the command's run ended by itself with a transport
+// failure: its output is then not judged (shell.Unjudged: an exec engine
+// that failed prints its own error where the report should be), and the
+// run's error says what happened. Read it once the report is done (end).
+func (c *sendCmd) reportErr() error {
+	if c.rep.Err != nil && c.ended && c.run.unjudged(c.rerr) {
+		return nil
+	}
+	return c.rep.Err
 }
 
 // end records the Runner's return, once its report is read.

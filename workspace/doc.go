@@ -318,7 +318,12 @@
 //     does not parse, a bundle that does not verify) is ErrHostile, which errors.Is also
 //     matches to sandbox.ErrProtocol; a reply cut by a lost connection, a
 //     Runner that never returned or an expired control deadline wraps
-//     sandbox.ErrTransport. Never both. A Runner's failure on the host
+//     sandbox.ErrTransport. Never both. A command whose run failed on the
+//     transport by itself is ErrTransport whatever it sent: an exec engine
+//     that failed before it reached the sandbox prints its own error where
+//     the stream should be (docker's "OCI runtime exec failed", exit 126),
+//     and only the output of a command that ended normally is judged. A
+//     Runner's failure on the host
 //     itself (its temporary file on a full disk, an output write that
 //     failed: see sandbox.Control) is neither: it is returned as it is,
 //     with its path. The scripts and their parsers are

@@ -392,48 +392,46 @@ func (r *Round) restoreScript() string {
 // sandbox.ErrTransport, never ErrHostile), with fn's observation as context;
 // a stream that ended early from a command that exited non-zero, from a
 // Runner that broke the protocol or failed on the host (runGuest) is that
-// failure. Only output of a command that ran normally is judged
-// by fn alone (ErrHostile). When fn stopped reading at the host's limit
-// (ErrTooLarge) or on a host-side failure (a full disk), that is the
-// error, whatever the command's end.
+// failure. When fn refused the stream (ErrHostile) before it ended, the
+// command is left to end by itself for a moment (shell.Settle), and a run
+// that then failed on the transport is that failure, ErrTransport only: its
+// output is not judged (shell.Unjudged: an exec engine that failed prints
+// its own error where the stream should be). Only output of a command that
+// ran normally is judged by fn alone (ErrHostile). When fn stopped reading
+// at the host's limit (ErrTooLarge) or on a host-side failure (a full
+// disk), that is the error, whatever the command's end.
 func (r *Round) restoreStream(ctx context.Context, op, script string, env map[string]string, fn func(*bufio.Reader) error) error {
-	ctx, cancel := context.WithCancel(ctx)
+	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	pr, pw := io.Pipe()
-	done := make(chan error, 1)
+	ran := make(chan struct{})
+	var rerr error // set before ran is closed
 	go func() {
-		err := runGuest(ctx, r.spec.Runner, op, sandbox.Command{Script: script, Env: env, Stdout: pw}, func(err error) { pw.CloseWithError(err) })
-		pw.CloseWithError(err)
-		done <- err
+		rerr = runGuest(rctx, r.spec.Runner, op, sandbox.Command{Script: script, Env: env, Stdout: pw}, func(err error) { pw.CloseWithError(err) })
+		pw.CloseWithError(rerr)
+		close(ran)
 	}()
 	sr := &shell.EndReader{R: pr}
 	ferr := fn(bufio.NewReaderSize(sr, 256<<10))
 	ended := sr.Ended() // the stream ended (the command's run did) before fn gave up
+	settled := ferr != nil && !ended && errors.Is(ferr, sandbox.ErrProtocol) && shell.Settle(ran, pr)
 	if ferr != nil {
 		cancel()
 	}
 	pr.CloseWithError(errStop)
-	rerr := <-done
+	<-ran
 	if errors.Is(ferr, ErrTooLarge) || hostFailure(ferr) {
 		// The host stopped reading on purpose, at its limit or because it
 		// could not write what it read: that is the reason, not what the
 		// command then died of (SIGPIPE).
 		return ferr
 	}
+	if settled && ctx.Err() == nil && shell.Unjudged(rerr) {
+		return rerr // the run failed on the transport by itself
+	}
 	if ferr != nil {
 		if ended && rerr != nil && !errors.Is(rerr, errStop) {
-			var ee *sandbox.ExitError
-			switch {
-			case errors.Is(rerr, sandbox.ErrTransport):
-				return fmt.Errorf("%w (the stream was cut: %v)", rerr, ferr)
-			case errors.As(rerr, &ee), errors.Is(rerr, sandbox.ErrProtocol),
-				!errors.Is(rerr, context.Canceled) && !errors.Is(rerr, context.DeadlineExceeded):
-				// The command's failure, a broken protocol or the host's own
-				// failure (runGuest) is why the stream ended.
-				return rerr
-			default: // the context ended
-				return fmt.Errorf("%w: %w (the stream was cut: %v)", sandbox.ErrTransport, rerr, ferr)
-			}
+			return cutErr(rerr, ferr)
 		}
 		return ferr
 	}
@@ -441,6 +439,23 @@ func (r *Round) restoreStream(ctx context.Context, op, script string, env map[st
 		return rerr
 	}
 	return nil
+}
+
+// cutErr is the error of a restore stream that ended before fn gave up
+// (ferr) because the command's run failed with rerr (see restoreStream).
+func cutErr(rerr, ferr error) error {
+	var ee *sandbox.ExitError
+	switch {
+	case errors.Is(rerr, sandbox.ErrTransport):
+		return fmt.Errorf("%w (the stream was cut: %v)", rerr, ferr)
+	case errors.As(rerr, &ee), errors.Is(rerr, sandbox.ErrProtocol),
+		!errors.Is(rerr, context.Canceled) && !errors.Is(rerr, context.DeadlineExceeded):
+		// The command's failure, a broken protocol or the host's own
+		// failure (runGuest) is why the stream ended.
+		return rerr
+	default: // the context ended
+		return fmt.Errorf("%w: %w (the stream was cut: %v)", sandbox.ErrTransport, rerr, ferr)
+	}
 }
 
 func (r *Round) hashKind(ctx context.Context) (hashKind, error) {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // ProtocolSentinel returns a package's own sentinel for a sandbox that
@@ -89,6 +90,57 @@ func (e *EndReader) Ended() bool { return e.ended.Load() }
 // this one rule.
 func KeepsClass(err error, writeErrs ...error) bool {
 	return errors.Is(err, ErrTransport) || errors.Is(err, ErrProtocol) || errors.Is(err, ErrBadCommand) || HostFault(err, writeErrs...)
+}
+
+// Unjudged reports whether runErr, the Runner's error for a command whose
+// output the host parses, makes the command's error runErr itself rather
+// than a protocol error (ErrProtocol, ErrHostile) found in that output:
+// the run failed on the transport (ErrTransport) and reported no broken
+// protocol of its own (ErrProtocol: a garbled completion record, a write
+// the host refused). The output of such a run is not judged: it may be cut
+// short, or not the sandbox's at all, since an exec engine that fails
+// before it reaches the sandbox prints its own error where the host
+// expects the command's reply (docker prints "OCI runtime exec failed:
+// …" on the client's stdout and exits 126). Only the output of a command
+// that ended normally (or whose run's error says what it is: an exit
+// status, the host's own failure) is judged. Every package that parses a
+// command's output follows this one rule.
+//
+// It holds only for a run that ended by itself: a host that stopped the
+// command because its parser refused the output caused the transport
+// failure that follows, and its verdict stands. A parser that refuses the
+// output while the command runs therefore lets it end by itself first
+// (Settle), and stops it only when it does not.
+func Unjudged(runErr error) bool {
+	return errors.Is(runErr, ErrTransport) && !errors.Is(runErr, ErrProtocol)
+}
+
+// SettleGrace is how long a command whose output the host refused while it
+// ran is left to end by itself before the host stops it (Settle). An exec
+// client that failed before it reached the sandbox exits right after it
+// printed its error.
+const SettleGrace = 500 * time.Millisecond
+
+// Settle lets a command whose output the host refused end by itself, so
+// that its run's own error can be judged by Unjudged: it waits up to
+// SettleGrace for ended (closed once the Runner returned), reading out,
+// the rest of the command's output when not nil, and discarding it, so
+// that the command is not blocked writing it. It reports whether ended was
+// closed in time; when it was not, the caller stops the command, and its
+// verdict stands. The caller closes out once the command is over (out's
+// reader, started here, then returns).
+func Settle(ended <-chan struct{}, out io.Reader) bool {
+	if out != nil {
+		go func() { _, _ = io.Copy(io.Discard, out) }()
+	}
+	t := time.NewTimer(SettleGrace)
+	defer t.Stop()
+	select {
+	case <-ended:
+		return true
+	case <-t.C:
+		return false
+	}
 }
 
 // HostFault reports whether err, a Runner's failure that wraps neither

@@ -45,7 +45,10 @@
 // is an error that errors.Is matches to ErrProtocol (a package gives it its
 // own name with ProtocolSentinel: workspace.ErrHostile,
 // deliverable.ErrProtocol); a reply cut by the transport keeps the
-// transport's error (ErrTransport, or the context's), never ErrProtocol.
+// transport's error (ErrTransport, or the context's), never ErrProtocol,
+// and the reply of a command whose run failed on the transport by itself
+// is not judged at all (Unjudged; a parser that refused it while the
+// command ran lets the command end first: Settle).
 //
 // Every script is POSIX sh: the tests parse each (scriptSamples) with
 // dash -n, busybox sh -n and sh -n, and the packages' tests run them under

@@ -760,7 +760,7 @@ func (r *Round) applyGitFiles(ctx context.Context, g *gitexec.Git, hk hashKind, 
 			refuse(p, "not a clean relative path")
 			continue
 		case reserved(p):
-			refuse(p, "under .git or the runtime directory")
+			refuse(p, whyReserved(p))
 			continue
 		case hasTmpName(p):
 			refuse(p, whyTmpName)

@@ -225,6 +225,38 @@ func TestHostileTarDuplicateMember(t *testing.T) {
 	assert.Equal(t, "first\n", string(b))
 }
 
+// TestHostileTarReservedReasons: an entry refused for its place says
+// which place: the runtime directory (as a case-folding file system reads
+// the name) or a .git component.
+func TestHostileTarReservedReasons(t *testing.T) {
+	e := newEnv(t, func(t *testing.T, dir string) sandbox.Runner { return sandbox.Local(dir) })
+	fr := &fakeRunner{real: e.spec.Runner}
+	e.spec.Runner = fr
+	write(t, e.local, "a", "1\n")
+	r, err := workspace.Prepare(ctx(t), e.spec)
+	require.NoError(t, err)
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for _, name := range []string{"./.AIRLOCK/x", "./d/.Git/config", "./a"} {
+		require.NoError(t, tw.WriteHeader(&tar.Header{Name: name, Typeflag: tar.TypeReg, Mode: 0o644, Size: 2}))
+		_, err := tw.Write([]byte("1\n"))
+		require.NoError(t, err)
+	}
+	require.NoError(t, tw.Close())
+	fr.inject = func(cmd sandbox.Command) (bool, error) {
+		if !strings.Contains(cmd.Script, "airlock-restore") {
+			return false, nil
+		}
+		_, err := cmd.Stdout.Write(restoreStream("", "tar", buf.Bytes()))
+		return true, err
+	}
+	res, err := r.Restore(ctx(t))
+	require.NoError(t, err)
+	assert.Equal(t, []string{".AIRLOCK/x", "d/.Git/config"}, res.Refused)
+	assert.Contains(t, res.Reasons[".AIRLOCK/x"], "under the runtime directory .airlock")
+	assert.Contains(t, res.Reasons["d/.Git/config"], "a .git component")
+}
+
 // TestMaxBytes: a plain sandbox's stream past WithMaxBytes is cut there:
 // the Restore fails with ErrTooLarge naming the file, writes it not and
 // deletes nothing (what follows in the stream was never seen); with the

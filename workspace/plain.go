@@ -329,7 +329,7 @@ func (r *Round) restorePlain(ctx context.Context) (out *Result, err error) {
 			// all below it (a local directory the sandbox replaced by a
 			// refused file keeps its files).
 			if reserved(p) {
-				refuse(p, "under .git or the runtime directory")
+				refuse(p, whyReserved(p))
 				skip = append(skip, p)
 				return nil
 			}

@@ -380,6 +380,15 @@ func reserved(rel string) bool {
 	return false
 }
 
+// whyReserved says why the sandbox may not write rel (reserved): which of
+// the two it is under.
+func whyReserved(rel string) string {
+	if first, _, _ := strings.Cut(rel, "/"); foldName(first) == sandbox.RuntimeDir {
+		return "under the runtime directory " + sandbox.RuntimeDir + " (in a spelling some file system reads as it), whose entries never come back: the host's staged assets, not the agent's work"
+	}
+	return "a .git component (in a spelling some file system reads as .git): git's own files are never written from the sandbox"
+}
+
 // isDotGit reports a path component that some file system reads as .git:
 // in any case, with code points HFS+ ignores, with trailing dots or spaces
 // or an alternate data stream (NTFS), or as its 8.3 short name git~1 —

@@ -223,7 +223,7 @@ func (w remoteWorkspace) Open(ctx context.Context, name string) (File, error) {
 	parts := strings.Split(name, "/")
 	cctx, cancel := context.WithCancel(ctx)
 	pr, pw := io.Pipe()
-	f := &remoteFile{name: name, ctx: cctx, cancel: cancel, pr: pr, ctl: shell.NewReports(shell.MaxFileReports)}
+	f := &remoteFile{name: name, root: w.dir, ctx: cctx, cancel: cancel, pr: pr, ctl: shell.NewReports(shell.MaxFileReports)}
 	stderr := &quietWriter{w: f.ctl}
 	cmd := sandbox.Command{Script: w.script(parts, w.fr != nil), Stderr: stderr}
 	if w.fr != nil {
@@ -294,7 +294,7 @@ func (w remoteWorkspace) Open(ctx context.Context, name string) (File, error) {
 	if extra && len(lines) == 0 {
 		err = fmt.Errorf("%w: open %q: the first report is not a line of at most %d bytes", ErrProtocol, name, shell.MaxFileReports)
 	} else {
-		st, sig, err = parseHeader(lines[0], parts)
+		st, sig, err = parseHeader(lines[0], parts, f.root)
 	}
 	if err != nil {
 		return nil, f.refuse(err)
@@ -321,8 +321,9 @@ func (f *remoteFile) refuse(err error) error {
 }
 
 // parseHeader reads the first report (shell.ParseFileReport): the file's
-// stat, or a refusal naming a component of parts.
-func parseHeader(line string, parts []string) (FileStat, string, error) {
+// stat, or a refusal naming a component of parts (below root, the remote
+// workspace's directory).
+func parseHeader(line string, parts []string, root string) (FileStat, string, error) {
 	name := strings.Join(parts, "/")
 	r, err := shell.ParseFileReport(line, len(parts))
 	if err != nil {
@@ -348,14 +349,15 @@ func parseHeader(line string, parts []string) (FileStat, string, error) {
 	case shell.FileUnreadable:
 		return refuse(ErrPathDenied, "it is not readable")
 	case shell.FileRoot:
-		return FileStat{}, "", errors.New("the remote workspace root cannot be entered")
+		return FileStat{}, "", fmt.Errorf("the remote workspace root %s cannot be entered in the sandbox (missing, not a directory, or not searchable); pass RemoteWorkspace the sandbox's workspace directory", root)
 	}
-	return FileStat{}, "", errors.New("the sandbox has neither stat nor ls to describe the file") // shell.FileNoStat
+	return FileStat{}, "", fmt.Errorf("the sandbox has neither stat nor ls to describe %q; install stat (coreutils or BusyBox) in the sandbox", name) // shell.FileNoStat
 }
 
 // remoteFile streams the content of one Open.
 type remoteFile struct {
 	name   string
+	root   string          // the remote workspace's directory
 	ctx    context.Context // the command's
 	cancel context.CancelFunc
 	pr     *io.PipeReader

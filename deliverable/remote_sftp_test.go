@@ -182,7 +182,7 @@ func testRegisterRejectionsOverSSH(t *testing.T, addr string, cfg remote.Config,
 		{name: "file swapped for a link while read, then restored", before: swapLeaf, after: restoreLeaf, class: request, want: deliverable.ErrFileChanged, field: "contentRef",
 			message: changed, reads: 1},
 		{name: "workspace root missing", root: func(d dirs) string { return d.ws + "-missing" }, class: hostSide,
-			message: "deliverable: read workspace: the remote workspace root cannot be entered"},
+			message: "deliverable: read workspace: the remote workspace root {root} cannot be entered in the sandbox (missing, not a directory, or not searchable); pass RemoteWorkspace the sandbox's workspace directory"},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -228,7 +228,7 @@ func testRegisterRejectionsOverSSH(t *testing.T, addr string, cfg remote.Config,
 				}
 			case hostSide:
 				he := requireHostError(t, err)
-				assert.Equal(t, tc.message, he.Error())
+				assert.Equal(t, strings.ReplaceAll(tc.message, "{root}", root), he.Error())
 			}
 			assert.Equal(t, tc.reads, host.reads.Load(), "SFTP reads")
 			assert.Empty(t, filesUnder(t, f.fs, f.dir, "blobs"), "nothing stored")

@@ -254,12 +254,14 @@ func TestLocalWorkspaceRejectsBadRoots(t *testing.T) {
 }
 
 func TestRemoteWorkspaceRootMissing(t *testing.T) {
-	ws := deliverable.RemoteWorkspace(sandbox.Local(t.TempDir()), filepath.Join(t.TempDir(), "missing"))
+	missing := filepath.Join(t.TempDir(), "missing")
+	ws := deliverable.RemoteWorkspace(sandbox.Local(t.TempDir()), missing)
 	f := newFixture(t)
 	_, err := f.reg.Register(t.Context(), ws, "t", "r", requestFor("r.csv", "k", []byte("x")))
 	var he *deliverable.HostError
 	require.ErrorAs(t, err, &he)
-	assert.ErrorContains(t, err, "root cannot be entered")
+	assert.ErrorContains(t, err, "the remote workspace root "+missing+" cannot be entered in the sandbox")
+	assert.ErrorContains(t, err, "pass RemoteWorkspace the sandbox's workspace directory")
 	var re *deliverable.RequestError
 	assert.False(t, errors.As(err, &re), "a missing workspace root is the host's problem")
 }

@@ -76,14 +76,21 @@ func TestMaterializeFileMovedWhileCopied(t *testing.T) {
 
 // TestHeldStill: a copy whose counts differ from the tree's is refused
 // even when the tree's metadata is what it was before the copy (a file
-// moved away and back on a file system that keeps its change time).
+// moved away and back on a file system that keeps its change time); where
+// no directory changed since the pass (tree.Seen.Still) the copy is taken
+// without a second pass, and a directory that changed sends it to one.
 func TestHeldStill(t *testing.T) {
 	dir := skillDir(t, t.TempDir(), "a", "d/x:x", "e/")
 	ctx := context.Background()
-	before := tree.Fingerprint(ctx, dir, tree.Options{}, time.Now())
-	res, err := tree.Copy(ctx, dir, filepath.Join(t.TempDir(), "copy"), tree.Options{})
+	time.Sleep(20 * time.Millisecond) // the tree older than the pass's cutoff
+	cutoff := time.Now()
+	md, seen := tree.FingerprintSeen(ctx, dir, tree.Options{}, cutoff, 100)
+	res, err := tree.Copy(ctx, dir, filepath.Join(t.TempDir(), "copy"), tree.Options{Seen: seen})
 	require.NoError(t, err)
-	require.NoError(t, heldStill(ctx, dir, before, res.Manifest, tree.Options{}, 1))
+	for _, pass := range []sourcePass{{md: md}, {md: md, seen: seen, cutoff: cutoff}} {
+		require.NoError(t, heldStill(ctx, dir, pass, res.Manifest, tree.Options{}, 1), "a quiet tree, Seen %v", pass.seen != nil)
+	}
+	require.True(t, seen.Still(dir, cutoff))
 
 	torn := res.Manifest
 	torn.Entries = nil
@@ -92,12 +99,18 @@ func TestHeldStill(t *testing.T) {
 			torn.Entries = append(torn.Entries, e)
 		}
 	}
-	err = heldStill(ctx, dir, before, torn, tree.Options{}, 2)
-	require.ErrorIs(t, err, ErrChanged)
-	assert.Contains(t, err.Error(), fmt.Sprintf("while the skill was copied (copy 2 of at most 3: 1 files, %d bytes copied; 2 files, %d bytes there now)", torn.Bytes(), res.Manifest.Bytes()))
+	for _, pass := range []sourcePass{{md: md}, {md: md, seen: seen, cutoff: cutoff}} {
+		err = heldStill(ctx, dir, pass, torn, tree.Options{}, 2)
+		require.ErrorIs(t, err, ErrChanged)
+		assert.Contains(t, err.Error(), fmt.Sprintf("while the skill was copied (copy 2 of at most 3: 1 files, %d bytes copied; 2 files, %d bytes there now)", torn.Bytes(), res.Manifest.Bytes()))
+	}
 
+	require.NoError(t, os.Rename(filepath.Join(dir, "d", "x"), filepath.Join(dir, "e", "x")))
+	require.False(t, seen.Still(dir, cutoff), "a file moved between two directories changes both")
+	err = heldStill(ctx, dir, sourcePass{md: md, seen: seen, cutoff: cutoff}, res.Manifest, tree.Options{}, 1)
+	require.ErrorIs(t, err, ErrChanged, "a file moved after the pass: the counts agree, the second pass does not")
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "e", "new"), nil, 0o644))
-	err = heldStill(ctx, dir, before, res.Manifest, tree.Options{}, 1)
+	err = heldStill(ctx, dir, sourcePass{md: md}, res.Manifest, tree.Options{}, 1)
 	require.ErrorIs(t, err, ErrChanged, "a file added after the pass")
 }
 

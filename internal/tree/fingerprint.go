@@ -6,6 +6,7 @@ import (
 	"hash"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"sync"
@@ -103,6 +104,7 @@ type Seen struct {
 // seenDir is one directory as a fingerprint pass saw it.
 type seenDir struct {
 	dev, ino uint64   // the directory's identity
+	self     stat     // the directory's lstat, as the pass took it before listing it
 	names    []string // sorted
 	stats    []stat   // stats[i] is the lstat of names[i]
 	took     []bool   // took[i] says stats[i] was taken (the lstat succeeded)
@@ -130,6 +132,57 @@ func (s *Seen) TopLevel() int {
 		return len(d.names)
 	}
 	return -1
+}
+
+// Still reports whether no entry can have been added to, removed from or
+// renamed in any directory of the tree at root since the pass listed it:
+// s holds every directory the pass reached (its listing and the lstat of
+// every entry, so none failed or was past the entries s may keep), and
+// each directory, looked up again by its path, is the one the pass listed
+// (device and inode) with the modification and change times the pass saw,
+// both before cutoff (a directory changed at or after cutoff may change
+// again within one tick of the file system's clock, unseen). A change
+// inside a file is not its directory's: a Copy given s checks each file
+// against the pass's lstat itself. Still reads no listing; false says only
+// that it cannot tell.
+func (s *Seen) Still(root string, cutoff time.Time) bool {
+	if s == nil {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.dirs[""] == nil {
+		return false
+	}
+	c := cutoff.UnixNano()
+	for rel, d := range s.dirs {
+		for i, name := range d.names {
+			if !d.took[i] {
+				return false
+			}
+			if d.stats[i].mode.IsDir() {
+				sub := name
+				if rel != "" {
+					sub = rel + "/" + name
+				}
+				if s.dirs[sub] == nil {
+					return false
+				}
+			}
+		}
+		if !d.self.full || d.self.mtime.UnixNano() >= c || d.self.ctime >= c {
+			return false
+		}
+		fi, err := os.Lstat(filepath.Join(root, filepath.FromSlash(rel)))
+		if err != nil || !fi.IsDir() {
+			return false
+		}
+		now := statInfo(fi)
+		if !now.full || now.dev != d.dev || now.ino != d.ino || !now.mtime.Equal(d.self.mtime) || now.ctime != d.self.ctime {
+			return false
+		}
+	}
+	return true
 }
 
 // record keeps d, the directory at rel, unless s is full.
@@ -242,7 +295,7 @@ func (f *fingerprinter) dir(n node, prefix string, self stat, depth, workers int
 	slices.Sort(names)
 	var seen *seenDir
 	if f.seen != nil && self.full {
-		seen = &seenDir{dev: self.dev, ino: self.ino, names: names, stats: make([]stat, len(names)), took: make([]bool, len(names))}
+		seen = &seenDir{dev: self.dev, ino: self.ino, self: self, names: names, stats: make([]stat, len(names)), took: make([]bool, len(names))}
 		defer f.seen.record(prefix, seen)
 	}
 	var subs []chan Metadata

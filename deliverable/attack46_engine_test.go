@@ -15,14 +15,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/airlockdev/airlock/deliverable"
+	"github.com/airlockdev/airlock/internal/sandboxtest"
 	"github.com/airlockdev/airlock/sandbox"
 )
 
-// engineError46 is what docker prints on the exec client's stdout, with
+// sandboxtest.EngineError is what docker prints on the exec client's stdout, with
 // exit 126, when it cannot start the exec (a container stopped mid-exec
 // and started again).
-const engineError46 = "OCI runtime exec failed: exec failed: unable to start container process: cannot exec in a stopped state: unknown"
-
 // TestRemoteWorkspaceEngineErrorIsTransport: Open through an exec engine
 // that fails before it reaches the sandbox, printing its error where the
 // file's content should be (docker, on stdout) or where its first report
@@ -47,10 +46,10 @@ func TestRemoteWorkspaceEngineErrorIsTransport(t *testing.T) {
 		return p
 	}
 	for name, r := range map[string]sandbox.Runner{
-		"stdout": sandbox.Exec(client("docker", "echo '"+engineError46+"'; exit 126"), "exec", "-i", "agent-7"),
-		"stderr": sandbox.Exec(client("kubectl", "echo 'error: "+engineError46+"' >&2; exit 1"), "exec", "-i", "pod/agent-7", "--"),
+		"stdout": sandbox.Exec(client("docker", "echo '"+sandboxtest.EngineError+"'; exit 126"), "exec", "-i", "agent-7"),
+		"stderr": sandbox.Exec(client("kubectl", "echo 'error: "+sandboxtest.EngineError+"' >&2; exit 1"), "exec", "-i", "pod/agent-7", "--"),
 		"FromExec": sandbox.FromExec(func(_ context.Context, _ []string, _ io.Reader, stdout, _ io.Writer) error {
-			_, _ = io.WriteString(stdout, engineError46+"\n")
+			_, _ = io.WriteString(stdout, sandboxtest.EngineError+"\n")
 			return errors.New("exec failed: exit code 126")
 		}),
 	} {
@@ -74,7 +73,7 @@ func TestRemoteWorkspaceEngineErrorIsTransport(t *testing.T) {
 		// A first report that does not parse, from a run that then failed
 		// on the transport by itself: the run's failure, not a verdict.
 		r := runFunc46(func(_ context.Context, cmd sandbox.Command) error {
-			_, _ = io.WriteString(cmd.Stderr, "airlock-file-v1 file "+engineError46+"\n")
+			_, _ = io.WriteString(cmd.Stderr, "airlock-file-v1 file "+sandboxtest.EngineError+"\n")
 			return fmt.Errorf("%w: ssh: connection reset by peer", sandbox.ErrTransport)
 		})
 		_, err := deliverable.RemoteWorkspace(r, dir).Open(t.Context(), "r.md")
@@ -85,7 +84,7 @@ func TestRemoteWorkspaceEngineErrorIsTransport(t *testing.T) {
 	})
 	t.Run("printed by the sandbox", func(t *testing.T) {
 		r := sandbox.FromExec(func(ctx context.Context, argv []string, stdin io.Reader, stdout, stderr io.Writer) error {
-			_, _ = io.WriteString(stdout, engineError46+"\n") // ahead of the command's own output
+			_, _ = io.WriteString(stdout, sandboxtest.EngineError+"\n") // ahead of the command's own output
 			c := exec.CommandContext(ctx, argv[0], argv[1:]...)
 			c.Stdin, c.Stdout, c.Stderr = stdin, stdout, stderr
 			return c.Run()

@@ -2,7 +2,6 @@ package sandbox_test
 
 import (
 	"context"
-	"errors"
 	"io"
 	"io/fs"
 	"os"
@@ -14,58 +13,27 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/airlockdev/airlock/internal/sandboxtest"
 	"github.com/airlockdev/airlock/sandbox"
 )
 
-// engineError46 is what docker prints on the exec client's stdout, with
+// sandboxtest.EngineError is what docker prints on the exec client's stdout, with
 // exit 126, when it cannot start the exec: here for a container stopped
 // mid-exec and started again (`docker exec -w /gone` prints another).
-const engineError46 = "OCI runtime exec failed: exec failed: unable to start container process: cannot exec in a stopped state: unknown"
-
-// deadEngine46 returns an exec client that fails before it reaches the
-// sandbox as docker does: a script that prints engineError46 on stdout
-// and exits 126, run as sandbox.Exec's argv[0].
-func deadEngine46(t *testing.T) sandbox.Runner {
-	t.Helper()
-	client := filepath.Join(t.TempDir(), "docker")
-	require.NoError(t, os.WriteFile(client, []byte("#!/bin/sh\necho '"+engineError46+"'\nexit 126\n"), 0o755))
-	return sandbox.Exec(client, "exec", "-i", "agent-7")
-}
-
-// deadSDK46 is the same engine behind FromExec: an SDK's exec call that
-// writes the engine's error on stdout and fails.
-func deadSDK46() sandbox.Runner {
-	return sandbox.FromExec(func(_ context.Context, _ []string, _ io.Reader, stdout, _ io.Writer) error {
-		_, _ = io.WriteString(stdout, engineError46+"\n")
-		return errors.New("exec failed: exit code 126")
-	})
-}
-
-// assertEngineTransport46 checks err is what a failed engine must give:
-// a retryable ErrTransport only, saying the engine's words.
-func assertEngineTransport46(t *testing.T, err error) {
-	t.Helper()
-	require.Error(t, err)
-	assert.ErrorIs(t, err, sandbox.ErrTransport)
-	assert.NotErrorIs(t, err, sandbox.ErrProtocol, "the engine's own error judged as the sandbox's output")
-	assert.True(t, sandbox.Retryable(err), "a failed exec is retryable: %v", err)
-	assert.Contains(t, err.Error(), "cannot exec in a stopped state", "the error hides what the engine said")
-}
-
 // TestExecEngineErrorOnStdout: the Runner's own error for an engine that
 // failed before it reached the sandbox (no completion record) quotes what
 // the engine printed on stdout, where the command's output should be.
 func TestExecEngineErrorOnStdout(t *testing.T) {
-	for name, r := range map[string]sandbox.Runner{"Exec": deadEngine46(t), "FromExec": deadSDK46()} {
+	for name, r := range map[string]sandbox.Runner{"Exec": sandboxtest.DeadEngine(t, sandboxtest.EngineError), "FromExec": sandboxtest.DeadSDK(sandboxtest.EngineError)} {
 		t.Run(name, func(t *testing.T) {
 			var out strings.Builder
 			err := r.Run(t.Context(), sandbox.Command{Script: "echo hi", Stdout: &out})
 			t.Log(err)
-			assertEngineTransport46(t, err)
+			sandboxtest.AssertEngineTransport(t, err)
 			assert.Contains(t, err.Error(), "completion record")
-			assert.Equal(t, engineError46+"\n", out.String(), "the output is passed on as it came")
+			assert.Equal(t, sandboxtest.EngineError+"\n", out.String(), "the output is passed on as it came")
 			err = sandbox.Control(t.Context(), r, sandbox.Command{Script: "echo hi"})
-			assertEngineTransport46(t, err)
+			sandboxtest.AssertEngineTransport(t, err)
 		})
 	}
 	t.Run("long output is not quoted", func(t *testing.T) {
@@ -82,19 +50,19 @@ func TestExecEngineErrorOnStdout(t *testing.T) {
 // wrapper and ended normally, having printed the same words there, broke
 // the protocol: only the run's end tells the two apart.
 func TestStartEngineErrorOnStdout(t *testing.T) {
-	for name, r := range map[string]sandbox.Runner{"Exec": deadEngine46(t), "FromExec": deadSDK46()} {
+	for name, r := range map[string]sandbox.Runner{"Exec": sandboxtest.DeadEngine(t, sandboxtest.EngineError), "FromExec": sandboxtest.DeadSDK(sandboxtest.EngineError)} {
 		t.Run(name, func(t *testing.T) {
 			p, err := sandbox.Start(t.Context(), r, sandbox.Command{Script: "sleep 60"})
 			if p != nil {
 				p.Stop(context.Background())
 			}
 			t.Log(err)
-			assertEngineTransport46(t, err)
+			sandboxtest.AssertEngineTransport(t, err)
 		})
 	}
 	t.Run("printed by the sandbox", func(t *testing.T) {
 		r := sandbox.FromExec(func(ctx context.Context, argv []string, stdin io.Reader, stdout, stderr io.Writer) error {
-			_, _ = io.WriteString(stdout, engineError46+"\n") // ahead of the wrapper's header
+			_, _ = io.WriteString(stdout, sandboxtest.EngineError+"\n") // ahead of the wrapper's header
 			c := exec.CommandContext(ctx, argv[0], argv[1:]...)
 			c.Stdin, c.Stdout, c.Stderr = stdin, stdout, stderr
 			return c.Run()

@@ -2,7 +2,6 @@ package stage_test
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -10,43 +9,18 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/airlockdev/airlock/internal/sandboxtest"
 	"github.com/airlockdev/airlock/sandbox"
 	"github.com/airlockdev/airlock/stage"
 )
 
-// engineError46 is what docker prints on the exec client's stdout, with
+// sandboxtest.EngineError is what docker prints on the exec client's stdout, with
 // exit 126, when it cannot start the exec (a container stopped mid-exec
 // and started again).
-const engineError46 = "OCI runtime exec failed: exec failed: unable to start container process: cannot exec in a stopped state: unknown"
-
-// deadEngine46 returns an exec client that fails before it reaches the
-// sandbox as docker does: a script that prints engineError46 on stdout
-// and exits 126, run as sandbox.Exec's argv[0].
-func deadEngine46(t *testing.T) sandbox.Runner { return deadEngineSaying46(t, engineError46) }
-
-// deadEngineSaying46 is deadEngine46 printing msg.
-func deadEngineSaying46(t *testing.T, msg string) sandbox.Runner {
-	t.Helper()
-	client := filepath.Join(t.TempDir(), "docker")
-	require.NoError(t, os.WriteFile(client, []byte("#!/bin/sh\necho '"+msg+"'\nexit 126\n"), 0o755))
-	return sandbox.Exec(client, "exec", "-i", "agent-7")
-}
-
 // longEngineError46 is an engine's error longer than a tar header block
 // (512 bytes), which the fetch's tar reader refuses before the stream
 // ends.
-var longEngineError46 = engineError46 + ": " + strings.Repeat("exec: \"/bin/sh\": stat /bin/sh: no such file or directory; ", 12)
-
-// assertEngineTransport46 checks err is what a failed engine must give:
-// a retryable ErrTransport only, saying the engine's words.
-func assertEngineTransport46(t *testing.T, err error) {
-	t.Helper()
-	require.Error(t, err)
-	assert.ErrorIs(t, err, sandbox.ErrTransport)
-	assert.NotErrorIs(t, err, sandbox.ErrProtocol, "the engine's own error judged as the sandbox's output")
-	assert.True(t, sandbox.Retryable(err), "a failed exec is retryable: %v", err)
-	assert.Contains(t, err.Error(), "cannot exec in a stopped state", "the error hides what the engine said")
-}
+var longEngineError46 = sandboxtest.EngineError + ": " + strings.Repeat("exec: \"/bin/sh\": stat /bin/sh: no such file or directory; ", 12)
 
 // TestStageEngineErrorOnStdout: every stage command through an engine that
 // fails before it reaches the sandbox, printing its error where the
@@ -68,9 +42,9 @@ func TestStageEngineErrorOnStdout(t *testing.T) {
 				if verify {
 					opts = append(opts, stage.WithVerify())
 				}
-				_, err := stage.Stage(t.Context(), target(deadEngine46(t)), filepath.Join(t.TempDir(), "rt"), []stage.Asset{{Name: "a", Source: src}}, opts...)
+				_, err := stage.Stage(t.Context(), target(sandboxtest.DeadEngine(t, sandboxtest.EngineError)), filepath.Join(t.TempDir(), "rt"), []stage.Asset{{Name: "a", Source: src}}, opts...)
 				t.Log(err)
-				assertEngineTransport46(t, err)
+				sandboxtest.AssertEngineTransport(t, err)
 			})
 		}
 	}
@@ -78,15 +52,15 @@ func TestStageEngineErrorOnStdout(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			dir, src := t.TempDir(), t.TempDir()
 			build(t, src, "f=x", "d/g=y")
-			dead := deadEngine46(t)
+			dead := sandboxtest.DeadEngine(t, sandboxtest.EngineError)
 			if name == "fetch" {
-				dead = deadEngineSaying46(t, longEngineError46)
+				dead = sandboxtest.DeadEngine(t, longEngineError46)
 			}
 			r := &scriptedRunner{next: sandbox.Local(dir), match: match, do: dead.Run}
 			root := filepath.Join(dir, "rt")
 			_, err := stage.Stage(t.Context(), stage.NewBridge(r), root, []stage.Asset{{Name: "a", Source: src}}, stage.WithVerify())
 			t.Log(err)
-			assertEngineTransport46(t, err)
+			sandboxtest.AssertEngineTransport(t, err)
 			n := 0
 			for _, c := range r.commands() {
 				if match(c) {
@@ -97,9 +71,9 @@ func TestStageEngineErrorOnStdout(t *testing.T) {
 		})
 	}
 	t.Run("Unstage", func(t *testing.T) {
-		err := stage.Unstage(t.Context(), stage.Over(deadEngine46(t)), filepath.Join(t.TempDir(), "rt"), "a")
+		err := stage.Unstage(t.Context(), stage.Over(sandboxtest.DeadEngine(t, sandboxtest.EngineError)), filepath.Join(t.TempDir(), "rt"), "a")
 		t.Log(err)
-		assertEngineTransport46(t, err)
+		sandboxtest.AssertEngineTransport(t, err)
 	})
 	// The same words printed by a sandbox whose commands ran and ended
 	// normally are its broken protocol (ErrProtocol, not retryable): only
@@ -109,7 +83,7 @@ func TestStageEngineErrorOnStdout(t *testing.T) {
 			dir, src := t.TempDir(), t.TempDir()
 			build(t, src, "f=x")
 			r := &scriptedRunner{next: sandbox.Local(dir), match: match, do: func(ctx context.Context, cmd sandbox.Command) error {
-				cmd.Script = "echo '" + engineError46 + "'; cat >/dev/null"
+				cmd.Script = "echo '" + sandboxtest.EngineError + "'; cat >/dev/null"
 				return sandbox.Local(dir).Run(ctx, cmd)
 			}}
 			_, err := stage.Stage(t.Context(), stage.NewBridge(r), filepath.Join(dir, "rt"), []stage.Asset{{Name: "a", Source: src}}, stage.WithVerify())
@@ -135,8 +109,10 @@ func TestStageCarryReply(t *testing.T) {
 		do   func(t *testing.T, dir string) func(context.Context, sandbox.Command) error
 		want func(t *testing.T, err error)
 	}{
-		{"dead engine", func(t *testing.T, _ string) func(context.Context, sandbox.Command) error { return deadEngine46(t).Run }, func(t *testing.T, err error) {
-			assertEngineTransport46(t, err)
+		{"dead engine", func(t *testing.T, _ string) func(context.Context, sandbox.Command) error {
+			return sandboxtest.DeadEngine(t, sandboxtest.EngineError).Run
+		}, func(t *testing.T, err error) {
+			sandboxtest.AssertEngineTransport(t, err)
 		}},
 		{"broken reply", func(_ *testing.T, dir string) func(context.Context, sandbox.Command) error {
 			return func(ctx context.Context, cmd sandbox.Command) error {

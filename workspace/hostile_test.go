@@ -189,10 +189,10 @@ func TestHostileTarStream(t *testing.T) {
 	assert.Equal(t, []string{"a"}, res.Deleted, "a is absent from a whole stream")
 }
 
-// TestHostileTarDuplicateMember: a plain stream that names an entry twice
-// (a sandbox's tar writes each once) takes the first member, refuses the
-// second and lists it in Refused; a link second is never made.
-func TestHostileTarDuplicateMember(t *testing.T) {
+// plainRoundRestoring prepares a plain round of one file, "a", over a
+// Runner whose restore command streams the tar members members writes.
+func plainRoundRestoring(t *testing.T, members func(tw *tar.Writer)) (*env, *workspace.Round) {
+	t.Helper()
 	e := newEnv(t, func(t *testing.T, dir string) sandbox.Runner { return sandbox.Local(dir) })
 	fr := &fakeRunner{real: e.spec.Runner}
 	e.spec.Runner = fr
@@ -201,10 +201,7 @@ func TestHostileTarDuplicateMember(t *testing.T) {
 	require.NoError(t, err)
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
-	require.NoError(t, tw.WriteHeader(&tar.Header{Name: "./a", Typeflag: tar.TypeReg, Mode: 0o644, Size: 6}))
-	_, err = tw.Write([]byte("first\n"))
-	require.NoError(t, err)
-	require.NoError(t, tw.WriteHeader(&tar.Header{Name: "./a", Typeflag: tar.TypeSymlink, Linkname: "/etc/passwd"}))
+	members(tw)
 	require.NoError(t, tw.Close())
 	fr.inject = func(cmd sandbox.Command) (bool, error) {
 		if !strings.Contains(cmd.Script, "airlock-restore") {
@@ -213,6 +210,19 @@ func TestHostileTarDuplicateMember(t *testing.T) {
 		_, err := cmd.Stdout.Write(restoreStream("", "tar", buf.Bytes()))
 		return true, err
 	}
+	return e, r
+}
+
+// TestHostileTarDuplicateMember: a plain stream that names an entry twice
+// (a sandbox's tar writes each once) takes the first member, refuses the
+// second and lists it in Refused; a link second is never made.
+func TestHostileTarDuplicateMember(t *testing.T) {
+	e, r := plainRoundRestoring(t, func(tw *tar.Writer) {
+		require.NoError(t, tw.WriteHeader(&tar.Header{Name: "./a", Typeflag: tar.TypeReg, Mode: 0o644, Size: 6}))
+		_, err := tw.Write([]byte("first\n"))
+		require.NoError(t, err)
+		require.NoError(t, tw.WriteHeader(&tar.Header{Name: "./a", Typeflag: tar.TypeSymlink, Linkname: "/etc/passwd"}))
+	})
 	res, err := r.Restore(ctx(t))
 	require.NoError(t, err)
 	assert.Equal(t, []string{"a"}, res.Refused)
@@ -229,27 +239,13 @@ func TestHostileTarDuplicateMember(t *testing.T) {
 // which place: the runtime directory (as a case-folding file system reads
 // the name) or a .git component.
 func TestHostileTarReservedReasons(t *testing.T) {
-	e := newEnv(t, func(t *testing.T, dir string) sandbox.Runner { return sandbox.Local(dir) })
-	fr := &fakeRunner{real: e.spec.Runner}
-	e.spec.Runner = fr
-	write(t, e.local, "a", "1\n")
-	r, err := workspace.Prepare(ctx(t), e.spec)
-	require.NoError(t, err)
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	for _, name := range []string{"./.AIRLOCK/x", "./d/.Git/config", "./a"} {
-		require.NoError(t, tw.WriteHeader(&tar.Header{Name: name, Typeflag: tar.TypeReg, Mode: 0o644, Size: 2}))
-		_, err := tw.Write([]byte("1\n"))
-		require.NoError(t, err)
-	}
-	require.NoError(t, tw.Close())
-	fr.inject = func(cmd sandbox.Command) (bool, error) {
-		if !strings.Contains(cmd.Script, "airlock-restore") {
-			return false, nil
+	_, r := plainRoundRestoring(t, func(tw *tar.Writer) {
+		for _, name := range []string{"./.AIRLOCK/x", "./d/.Git/config", "./a"} {
+			require.NoError(t, tw.WriteHeader(&tar.Header{Name: name, Typeflag: tar.TypeReg, Mode: 0o644, Size: 2}))
+			_, err := tw.Write([]byte("1\n"))
+			require.NoError(t, err)
 		}
-		_, err := cmd.Stdout.Write(restoreStream("", "tar", buf.Bytes()))
-		return true, err
-	}
+	})
 	res, err := r.Restore(ctx(t))
 	require.NoError(t, err)
 	assert.Equal(t, []string{".AIRLOCK/x", "d/.Git/config"}, res.Refused)

@@ -325,7 +325,7 @@ func TestOpenFileStore(t *testing.T) {
 	assert.Contains(t, err.Error(), dangling)
 	assert.NoDirExists(t, filepath.Join(base, "nowhere"), "a dangling link's target is never created")
 
-	for _, root := range []string{"/", "//", os.TempDir() + "/.."} {
+	for _, root := range []string{"/", "//", "/etc/.."} {
 		_, err = deliverable.OpenFileStore(root)
 		require.ErrorIs(t, err, deliverable.ErrInvalidRequest, root)
 		assert.Contains(t, err.Error(), "is a filesystem root; pass a dedicated directory")

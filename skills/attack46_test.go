@@ -127,7 +127,7 @@ func TestMaterializeStateDirRefused(t *testing.T) {
 	for _, tc := range []struct{ name, state, msg string }{
 		{"root", "/", "is the filesystem root /"},
 		{"root, spelled long", "//", "is the filesystem root /"},
-		{"root through dot-dot", os.TempDir() + "/..", "is the filesystem root /"},
+		{"root through dot-dot", "/etc/..", "is the filesystem root /"},
 		{"inside the skill", filepath.Join(dir, ".airlock-state"), `is inside skill "a"'s directory`},
 		{"the skill itself", dir, `is inside skill "a"'s directory`},
 		{"inside the skill, missing levels", filepath.Join(dir, "x", "y"), `is inside skill "a"'s directory`},

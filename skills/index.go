@@ -41,9 +41,8 @@ type selectionPrint struct {
 
 // sourcePass is what a fingerprint pass saw of one source's tree.
 type sourcePass struct {
-	md     tree.Metadata
-	seen   *tree.Seen // nil when the pass could not open the tree
-	cutoff time.Time  // the pass's: a directory changed since may change again unseen (tree.Seen.Still)
+	md   tree.Metadata
+	seen *tree.Seen // nil when the pass could not open the tree
 }
 
 // maxSeen bounds the entries the fingerprint pass keeps for the copies
@@ -86,7 +85,6 @@ func fingerprint(ctx context.Context, sources []Source, o options, cutoff time.T
 		wg.Go(func() {
 			defer func() { <-sem }()
 			passes[i].md, passes[i].seen = tree.FingerprintSeen(ctx, s.Dir, tree.Options{Limits: o.limits}, cutoff, share)
-			passes[i].cutoff = cutoff
 		})
 	}
 	wg.Wait()

@@ -354,9 +354,7 @@ const copyAttempts = 3
 
 // copyStill copies src to dst and checks that the tree held still while it
 // was copied (heldStill): no directory changed since the pass before the
-// copy listed it, or else a metadata pass after the copy sees what that
-// pass saw (every entry's path, type, mode, size, identity and times) and
-// as many regular files and bytes as the copy holds. The copy's own checks
+// copy reached it. The copy's own checks
 // see a file that changes while it is read, not one that moves between
 // two directories while they are listed: that file would be in neither
 // copy or in both. A tree that changed is copied again from a fresh pass,
@@ -369,12 +367,11 @@ func copyStill(ctx context.Context, src Source, dst string, pass sourcePass, o o
 	opts := tree.Options{Limits: o.limits}
 	for attempt := 1; attempt <= copyAttempts; attempt++ {
 		if attempt > 1 || pass.seen == nil {
-			pass.cutoff = time.Now().Add(-o.racy)
-			pass.md, pass.seen = tree.FingerprintSeen(ctx, src.Dir, opts, pass.cutoff, maxSeen)
+			pass.md, pass.seen = tree.FingerprintSeen(ctx, src.Dir, opts, time.Now().Add(-o.racy), maxSeen)
 			again = true
 		}
 		if res, err = tree.Copy(ctx, src.Dir, dst, tree.Options{Limits: o.limits, Seen: pass.seen}); err == nil {
-			if err = heldStill(ctx, src.Dir, pass, res.Manifest, opts, attempt); err == nil {
+			if err = heldStill(src.Dir, pass, res.Manifest, attempt); err == nil {
 				return res, again, nil
 			}
 			if rerr := tree.RemoveAll(dst); rerr != nil {
@@ -389,21 +386,17 @@ func copyStill(ctx context.Context, src Source, dst string, pass sourcePass, o o
 }
 
 // heldStill checks a copy of the tree at dir, m, against before, what a
-// metadata pass saw of the tree before the copy. Where no directory can
-// have changed since the pass listed it (tree.Seen.Still) and the copy
-// holds what the pass counted, the copy's own checks of each file against
-// the pass's lstat vouch for it; else a second pass must see what the
-// first saw, and as many files and bytes as the copy holds.
-func heldStill(ctx context.Context, dir string, before sourcePass, m tree.Manifest, opts tree.Options, attempt int) error {
-	if m.Files() == before.md.Files && m.Bytes() == before.md.Bytes && before.seen.Still(dir, before.cutoff) {
+// metadata pass saw of the tree before the copy: no directory changed
+// since the pass reached it (tree.Seen.Still; each file the copy checked
+// itself against the pass's lstat), and the copy holds what the pass
+// counted. A second metadata pass would not do: a file moving while it
+// runs can be missed by it too, as by the first pass and the copy.
+func heldStill(dir string, before sourcePass, m tree.Manifest, attempt int) error {
+	if before.seen.Still(dir) && m.Files() == before.md.Files && m.Bytes() == before.md.Bytes {
 		return nil
 	}
-	after := tree.Fingerprint(ctx, dir, opts, time.Now())
-	if after.Sum == before.md.Sum && after.Files == m.Files() && after.Bytes == m.Bytes() {
-		return nil
-	}
-	return fmt.Errorf("%w: files moved, or were added or removed, while the skill was copied (copy %d of at most %d: %d files, %d bytes copied; %d files, %d bytes there now); retry when it is quiet",
-		tree.ErrChanged, attempt, copyAttempts, m.Files(), m.Bytes(), after.Files, after.Bytes)
+	return fmt.Errorf("%w: files moved, or were added or removed, while the skill was copied (copy %d of at most %d; %d files, %d bytes copied of %d files, %d bytes listed); retry when it is quiet",
+		tree.ErrChanged, attempt, copyAttempts, m.Files(), m.Bytes(), before.md.Files, before.md.Bytes)
 }
 
 // spaceAdvice says what to do about a full file system, or "".

@@ -69,7 +69,7 @@ func fingerprintTree(ctx context.Context, root string, opts Options, cutoff time
 	defer top.close()
 	f := newFingerprinter(ctx, opts, cutoff)
 	if keep > 0 {
-		f.seen = &Seen{dirs: make(map[string]*seenDir), max: keep}
+		f.seen = &Seen{dirs: make(map[string]*seenDir), max: keep, stamps: make(map[string]stat)}
 	}
 	st := statInfo(fi)
 	f.add("", st)
@@ -99,12 +99,35 @@ type Seen struct {
 	dirs    map[string]*seenDir // by path below the root, "" for the root
 	entries int                 // recorded so far, at most max
 	max     int
+	// stamps holds the lstat of every directory the pass reached, by
+	// path below the root, taken before it was listed (not bounded by
+	// max: one per directory); gaps says the pass missed part of the tree.
+	stamps map[string]stat
+	gaps   bool
+}
+
+// stamp keeps st, the lstat of the directory at rel; one without an
+// identity or change time is a gap.
+func (s *Seen) stamp(rel string, st stat) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !st.full {
+		s.gaps = true
+		return
+	}
+	s.stamps[rel] = st
+}
+
+// markGap records that the pass missed part of the tree.
+func (s *Seen) markGap() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.gaps = true
 }
 
 // seenDir is one directory as a fingerprint pass saw it.
 type seenDir struct {
 	dev, ino uint64   // the directory's identity
-	self     stat     // the directory's lstat, as the pass took it before listing it
 	names    []string // sorted
 	stats    []stat   // stats[i] is the lstat of names[i]
 	took     []bool   // took[i] says stats[i] was taken (the lstat succeeded)
@@ -135,50 +158,33 @@ func (s *Seen) TopLevel() int {
 }
 
 // Still reports whether no entry can have been added to, removed from or
-// renamed in any directory of the tree at root since the pass listed it:
-// s holds every directory the pass reached (its listing and the lstat of
-// every entry, so none failed or was past the entries s may keep), and
-// each directory, looked up again by its path, is the one the pass listed
-// (device and inode) with the modification and change times the pass saw,
-// both before cutoff (a directory changed at or after cutoff may change
-// again within one tick of the file system's clock, unseen). A change
-// inside a file is not its directory's: a Copy given s checks each file
-// against the pass's lstat itself. Still reads no listing; false says only
-// that it cannot tell.
-func (s *Seen) Still(root string, cutoff time.Time) bool {
+// renamed in any directory of the tree at root since the pass reached it:
+// the pass missed nothing (no failure, no limit), and every directory it
+// reached, looked up again by its path, is the one the pass saw (device
+// and inode) with the modification and change times the pass saw before
+// it listed it. A rename changes both directories' times, and a
+// directory's times are taken before its listing, so a move the pass or a
+// later copy half saw (a file in neither listing, or in both) shows. What
+// the times cannot show: a second change in the same tick of the file
+// system's clock as a change made just before the pass took the times. A
+// change inside a file is not its directory's: a Copy given s checks each
+// file against the pass's lstat itself. Still reads no listing.
+func (s *Seen) Still(root string) bool {
 	if s == nil {
 		return false
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.dirs[""] == nil {
+	if _, ok := s.stamps[""]; s.gaps || !ok {
 		return false
 	}
-	c := cutoff.UnixNano()
-	for rel, d := range s.dirs {
-		for i, name := range d.names {
-			if !d.took[i] {
-				return false
-			}
-			if d.stats[i].mode.IsDir() {
-				sub := name
-				if rel != "" {
-					sub = rel + "/" + name
-				}
-				if s.dirs[sub] == nil {
-					return false
-				}
-			}
-		}
-		if !d.self.full || d.self.mtime.UnixNano() >= c || d.self.ctime >= c {
-			return false
-		}
+	for rel, was := range s.stamps {
 		fi, err := os.Lstat(filepath.Join(root, filepath.FromSlash(rel)))
 		if err != nil || !fi.IsDir() {
 			return false
 		}
 		now := statInfo(fi)
-		if !now.full || now.dev != d.dev || now.ino != d.ino || !now.mtime.Equal(d.self.mtime) || now.ctime != d.self.ctime {
+		if !now.full || now.dev != was.dev || now.ino != was.ino || !now.mtime.Equal(was.mtime) || now.ctime != was.ctime {
 			return false
 		}
 	}
@@ -283,19 +289,22 @@ func (f *fingerprinter) fold(sum [32]byte) {
 // self is n's lstat; with f.seen, the listing and the lstat of every entry
 // are recorded there.
 func (f *fingerprinter) dir(n node, prefix string, self stat, depth, workers int) {
+	if f.seen != nil {
+		f.seen.stamp(prefix, self)
+	}
 	if depth >= f.lim.MaxDepth || f.ctx.Err() != nil {
-		f.md.Usable = false
+		f.gap()
 		return
 	}
 	names, err := n.names()
 	if err != nil {
-		f.md.Usable = false
+		f.gap()
 		return
 	}
 	slices.Sort(names)
 	var seen *seenDir
 	if f.seen != nil && self.full {
-		seen = &seenDir{dev: self.dev, ino: self.ino, self: self, names: names, stats: make([]stat, len(names)), took: make([]bool, len(names))}
+		seen = &seenDir{dev: self.dev, ino: self.ino, names: names, stats: make([]stat, len(names)), took: make([]bool, len(names))}
 		defer f.seen.record(prefix, seen)
 	}
 	var subs []chan Metadata
@@ -321,7 +330,7 @@ func (f *fingerprinter) dir(n node, prefix string, self stat, depth, workers int
 		}
 		st, err := n.lstat(name)
 		if err != nil {
-			f.md.Usable = false
+			f.gap()
 			continue
 		}
 		if seen != nil {
@@ -335,7 +344,7 @@ func (f *fingerprinter) dir(n node, prefix string, self stat, depth, workers int
 		case st.mode.IsDir():
 			sub, err := n.openDir(name, st)
 			if err != nil {
-				f.md.Usable = false
+				f.gap()
 				continue
 			}
 			if workers == 0 {
@@ -358,7 +367,7 @@ func (f *fingerprinter) dir(n node, prefix string, self stat, depth, workers int
 			f.md.Files++
 			f.md.Bytes += st.size
 			if f.md.Files > f.lim.MaxFiles || len(rel) > f.lim.MaxPathLen {
-				f.md.Usable = false
+				f.gap()
 				return
 			}
 		case st.mode&fs.ModeSymlink != 0:
@@ -366,5 +375,15 @@ func (f *fingerprinter) dir(n node, prefix string, self stat, depth, workers int
 				f.md.Usable = false
 			}
 		}
+	}
+}
+
+// gap marks the pass as one that missed part of the tree (a failure, a
+// limit): its sum does not pin the content, and its Seen cannot tell
+// that the tree held still.
+func (f *fingerprinter) gap() {
+	f.md.Usable = false
+	if f.seen != nil {
+		f.seen.markGap()
 	}
 }

@@ -206,55 +206,54 @@ func paths(m Manifest) []string {
 }
 
 // TestSeenStill: Still says no directory changed since the pass only when
-// it can tell: every directory kept, each the same one with the same times,
-// all older than the cutoff.
+// it can tell: the pass missed nothing, and every directory it reached is
+// the same one with the same times, whether or not the pass kept its
+// listing.
 func TestSeenStill(t *testing.T) {
 	ctx := context.Background()
-	mk := func(t *testing.T) string {
-		root := t.TempDir()
-		for _, p := range []string{"a/x", "a/b/y", "c/z", "top"} {
-			require.NoError(t, os.MkdirAll(filepath.Join(root, filepath.Dir(p)), 0o755))
-			require.NoError(t, os.WriteFile(filepath.Join(root, p), []byte(p), 0o644))
-		}
-		time.Sleep(20 * time.Millisecond)
-		return root
-	}
 	for _, c := range []struct {
 		name   string
 		change func(t *testing.T, root string)
 		keep   int
-		racy   bool
 		still  bool
 	}{
-		{"quiet", nil, 100, false, true},
+		{"quiet", nil, 100, true},
 		{"a file rewritten in place (its directory's times stay)", func(t *testing.T, root string) {
 			require.NoError(t, os.WriteFile(filepath.Join(root, "a/x"), []byte("new"), 0o644))
-		}, 100, false, true},
+		}, 100, true},
 		{"a file moved between directories", func(t *testing.T, root string) {
 			require.NoError(t, os.Rename(filepath.Join(root, "a/b/y"), filepath.Join(root, "c/y")))
-		}, 100, false, false},
+		}, 100, false},
 		{"a file added deep", func(t *testing.T, root string) {
 			require.NoError(t, os.WriteFile(filepath.Join(root, "a/b/new"), nil, 0o644))
-		}, 100, false, false},
+		}, 100, false},
+		{"a file added deep, the listings not kept", func(t *testing.T, root string) {
+			require.NoError(t, os.WriteFile(filepath.Join(root, "a/b/new"), nil, 0o644))
+		}, 3, false},
 		{"a directory replaced", func(t *testing.T, root string) {
 			require.NoError(t, os.Rename(filepath.Join(root, "c"), filepath.Join(t.TempDir(), "c")))
 			require.NoError(t, os.MkdirAll(filepath.Join(root, "c"), 0o755))
-		}, 100, false, false},
-		{"directories changed after the cutoff", nil, 100, true, false},
-		{"a pass that could not keep every directory", nil, 3, false, false},
+		}, 100, false},
+		{"quiet, the listings not kept", nil, 3, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			root := mk(t)
-			cutoff := time.Now()
-			if c.racy {
-				cutoff = cutoff.Add(-time.Hour)
+			root := t.TempDir()
+			for _, p := range []string{"a/x", "a/b/y", "c/z", "top"} {
+				require.NoError(t, os.MkdirAll(filepath.Join(root, filepath.Dir(p)), 0o755))
+				require.NoError(t, os.WriteFile(filepath.Join(root, p), []byte(p), 0o644))
 			}
-			_, seen := FingerprintSeen(ctx, root, Options{}, cutoff, c.keep)
+			_, seen := FingerprintSeen(ctx, root, Options{}, time.Now(), c.keep)
 			if c.change != nil {
 				c.change(t, root)
 			}
-			assert.Equal(t, c.still, seen.Still(root, cutoff))
+			assert.Equal(t, c.still, seen.Still(root))
 		})
 	}
-	assert.False(t, (*Seen)(nil).Still(t.TempDir(), time.Now()))
+	t.Run("a pass that missed part of the tree", func(t *testing.T) {
+		root := t.TempDir()
+		require.NoError(t, os.MkdirAll(filepath.Join(root, "a", "b", "c"), 0o755))
+		_, seen := FingerprintSeen(ctx, root, Options{Limits: Limits{MaxDepth: 2}}, time.Now(), 100)
+		assert.False(t, seen.Still(root))
+	})
+	assert.False(t, (*Seen)(nil).Still(t.TempDir()))
 }

@@ -105,7 +105,7 @@ func (h *Host) ServeInSandbox(ctx context.Context, network, address string, hand
 		MaxHeaderBytes:    MaxForwardHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(h.log.Handler(), slog.LevelDebug),
 	}
-	lim := &limitListener{Listener: ln, sem: make(chan struct{}, MaxForwardConns)}
+	lim := &limitListener{Listener: ln, sem: make(chan struct{}, MaxForwardConns), writeTimeout: forwardWriteTimeout}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -243,7 +243,8 @@ func checkForwardAddr(network, address string) error {
 // forward's listener is not accepting) keeps moving.
 type limitListener struct {
 	net.Listener
-	sem chan struct{}
+	sem          chan struct{}
+	writeTimeout time.Duration // forwardWriteTimeout when the forward began
 }
 
 func (l *limitListener) Accept() (net.Conn, error) {
@@ -258,7 +259,7 @@ func (l *limitListener) Accept() (net.Conn, error) {
 		}
 		select {
 		case l.sem <- struct{}{}:
-			return newDeadlineConn(c, forwardWriteTimeout, func() { <-l.sem }), nil
+			return newDeadlineConn(c, l.writeTimeout, func() { <-l.sem }), nil
 		default:
 			_ = c.Close() // over the limit: refused
 		}

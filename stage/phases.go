@@ -516,7 +516,9 @@ func (s *publishRun) leftBehind(err error) error {
 func (s *publishRun) publishInline() phase {
 	c := s.cmd
 	op := "moving the new copy into place"
-	if c.broken.Load() || !c.detach() {
+	// A forged PublishedLine read first makes PublishSent false: the line
+	// is never written then (the report broke the protocol).
+	if c.broken.Load() || !c.detach() || !c.rep.PublishSent() {
 		cause := context.Cause(s.ctx)
 		if cause == nil { // stopped by the host itself (a broken report)
 			cause = fmt.Errorf("%w: the send command was stopped", ErrTransport)
@@ -532,7 +534,6 @@ func (s *publishRun) publishInline() phase {
 		return phaseCleanup
 	}
 	// The command waits for this line: its stdin holds nothing else.
-	c.rep.PublishSent()
 	_ = c.pw.SetWriteDeadline(time.Now().Add(s.b.timeout))
 	_, _ = io.WriteString(c.pw, shell.PublishLine+"\n") // a failed write: the command sees no line, its exit says so
 	c.pw.Close()
@@ -560,12 +561,12 @@ func (s *publishRun) publishInline() phase {
 		return phaseCleanup
 	case isClosed(c.rep.Published):
 		return phaseDone
+	case c.reportErr() != nil: // a broken report is the verdict, whatever the exit
+		s.err = fmt.Errorf("%s: %w", op, c.rep.Err)
 	case errors.As(c.rerr, &ee) && ee.Status == shell.NoPublishExit:
 		// The line did not reach it (its stdin was cut): nothing moved.
 		s.err = fmt.Errorf("%w: %s: the sandbox command did not receive the publish line; nothing was published", ErrTransport, op)
 		return phaseCleanup
-	case c.reportErr() != nil:
-		s.err = fmt.Errorf("%s: %w", op, c.rep.Err)
 	case c.rerr != nil:
 		s.err = s.b.classify(context.WithoutCancel(s.ctx), nil, op, c.rerr, c.stderr)
 	default:

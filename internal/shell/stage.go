@@ -271,15 +271,27 @@ type Report struct {
 	Done                 chan struct{} // closed when stdout ends
 	Hashes               map[string]bool
 	Err                  error // a malformed report (ErrProtocol); set before Done is closed
-	// sent is set by PublishSent: PublishedLine before it breaks the
-	// protocol.
-	sent atomic.Bool
+	// publish is publishUnsent until PublishSent (publishSent), or until a
+	// PublishedLine came before it (publishForged): the one that comes
+	// first decides, so a forged line read while the host decides to
+	// write the publish line never lets the line go.
+	publish atomic.Int32
 }
 
+const (
+	publishUnsent int32 = iota
+	publishSent
+	publishForged
+)
+
 // PublishSent tells the report that the host is about to write the
-// publish line (PublishLine): a PublishedLine read before it is a forgery,
-// since the script prints it only after that line (ErrProtocol).
-func (s *Report) PublishSent() { s.sent.Store(true) }
+// publish line (PublishLine), and reports whether it may: false when a
+// PublishedLine was read already, a forgery, since the script prints it
+// only after that line (the report then breaks the protocol, ErrProtocol,
+// and the line must not be written).
+func (s *Report) PublishSent() bool {
+	return s.publish.CompareAndSwap(publishUnsent, publishSent) || s.publish.Load() == publishSent
+}
 
 // NewReport returns a Report that accepts the hashes in want (path →
 // lowercase hex SHA-256).
@@ -361,7 +373,7 @@ func (s *Report) line(l string, phase *int, lines int) string {
 	case *phase == 2 && l == ExtractedLine:
 		*phase = 3
 		close(s.Extracted)
-	case *phase == 3 && l == PublishedLine && !s.sent.Load():
+	case *phase == 3 && l == PublishedLine && s.publish.CompareAndSwap(publishUnsent, publishForged):
 		return "the copy reported published before the host sent the publish line"
 	case *phase == 3 && l == PublishedLine:
 		*phase = 4

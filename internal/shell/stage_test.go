@@ -184,11 +184,34 @@ func TestCapsRoundTrip(t *testing.T) {
 // the host has sent the publish line (Report.PublishSent).
 func reportOf(out []byte, want map[string]string, sent bool) *shell.Report {
 	rep := shell.NewReport(want)
-	if sent {
-		rep.PublishSent()
+	if sent && !rep.PublishSent() {
+		panic("PublishSent on a fresh report")
 	}
 	rep.Read(bytes.NewReader(out), func() {})
 	return rep
+}
+
+// TestReportForgedPublishedDecidesFirst: a PublishedLine read before the
+// host sent the publish line breaks the protocol, and the host may then no
+// longer send it (PublishSent false); once the host sent it, the line is
+// the script's own.
+func TestReportForgedPublishedDecidesFirst(t *testing.T) {
+	const out = "airlock-ready\nairlock-carried\nairlock-extracted\nairlock-published\n"
+	forged := shell.NewReport(nil)
+	broke := false
+	forged.Read(strings.NewReader(out), func() { broke = true })
+	require.True(t, broke)
+	require.ErrorIs(t, forged.Err, shell.ErrProtocol)
+	assert.Contains(t, forged.Err.Error(), "reported published before the host sent the publish line")
+	assert.False(t, forged.PublishSent(), "the forged line came first: the publish line must not be written")
+	assert.False(t, closed(forged.Published))
+
+	sent := shell.NewReport(nil)
+	require.True(t, sent.PublishSent())
+	require.True(t, sent.PublishSent(), "asking again changes nothing")
+	sent.Read(strings.NewReader(out), func() { t.Error("no protocol break here") })
+	require.NoError(t, sent.Err)
+	assert.True(t, closed(sent.Published))
 }
 
 func closed(c <-chan struct{}) bool {
@@ -327,7 +350,7 @@ func TestReportPublish(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			rep := shell.NewReport(nil)
-			rep.PublishSent()
+			require.True(t, rep.PublishSent())
 			rep.Read(strings.NewReader(c.out), func() { t.Error("no protocol break here") })
 			require.NoError(t, rep.Err)
 			assert.Equal(t, c.extracted, closed(rep.Extracted))

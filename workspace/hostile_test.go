@@ -152,29 +152,15 @@ func restoreStream(report string, tail string, payload []byte) []byte {
 const plainEnd = "airlock-restore end\n"
 
 func TestHostileTarStream(t *testing.T) {
-	e := newEnv(t, func(t *testing.T, dir string) sandbox.Runner { return sandbox.Local(dir) })
-	fr := &fakeRunner{real: e.spec.Runner}
-	e.spec.Runner = fr
-	write(t, e.local, "a", "1\n")
-	r, err := workspace.Prepare(ctx(t), e.spec)
-	require.NoError(t, err)
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	for _, name := range []string{"../x", "/abs/x", "./" + sandbox.RuntimeDir + "/x", ".git/config", "d/../../x", "ok"} {
-		require.NoError(t, tw.WriteHeader(&tar.Header{Name: name, Typeflag: tar.TypeReg, Mode: 0o644, Size: 3}))
-		_, err := tw.Write([]byte("pwn"))
-		require.NoError(t, err)
-	}
-	require.NoError(t, tw.WriteHeader(&tar.Header{Name: "hl", Typeflag: tar.TypeLink, Linkname: "/etc/passwd"}))
-	require.NoError(t, tw.WriteHeader(&tar.Header{Name: "dev", Typeflag: tar.TypeChar, Devmajor: 1, Devminor: 3}))
-	require.NoError(t, tw.Close())
-	fr.inject = func(cmd sandbox.Command) (bool, error) {
-		if !strings.Contains(cmd.Script, "airlock-restore") {
-			return false, nil
+	e, r := plainRoundRestoring(t, func(tw *tar.Writer) {
+		for _, name := range []string{"../x", "/abs/x", "./" + sandbox.RuntimeDir + "/x", ".git/config", "d/../../x", "ok"} {
+			require.NoError(t, tw.WriteHeader(&tar.Header{Name: name, Typeflag: tar.TypeReg, Mode: 0o644, Size: 3}))
+			_, err := tw.Write([]byte("pwn"))
+			require.NoError(t, err)
 		}
-		_, err := cmd.Stdout.Write(restoreStream("", "tar", buf.Bytes()))
-		return true, err
-	}
+		require.NoError(t, tw.WriteHeader(&tar.Header{Name: "hl", Typeflag: tar.TypeLink, Linkname: "/etc/passwd"}))
+		require.NoError(t, tw.WriteHeader(&tar.Header{Name: "dev", Typeflag: tar.TypeChar, Devmajor: 1, Devminor: 3}))
+	})
 	base := filepath.Dir(e.local)
 	before := hashOutside(t, base, e.local, filepath.Dir(e.remote))
 	res, err := r.Restore(ctx(t))

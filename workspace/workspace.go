@@ -367,26 +367,20 @@ func excluded(pats []string, rel string) bool {
 // reserved reports a path the sandbox may never write: one with a .git
 // component anywhere, or below the runtime directory, as a case-folding
 // file system (HFS+, APFS, NTFS) may read the name.
-func reserved(rel string) bool {
-	first, _, _ := strings.Cut(rel, "/")
-	if foldName(first) == sandbox.RuntimeDir {
-		return true
-	}
-	for _, c := range strings.Split(rel, "/") {
-		if isDotGit(c) {
-			return true
-		}
-	}
-	return false
-}
+func reserved(rel string) bool { return whyReserved(rel) != "" }
 
-// whyReserved says why the sandbox may not write rel (reserved): which of
-// the two it is under.
+// whyReserved says why the sandbox may not write rel, which of the two
+// reserved places it is under, or "" when it is under neither.
 func whyReserved(rel string) string {
 	if first, _, _ := strings.Cut(rel, "/"); foldName(first) == sandbox.RuntimeDir {
 		return "under the runtime directory " + sandbox.RuntimeDir + " (in a spelling some file system reads as it), whose entries never come back: the host's staged assets, not the agent's work"
 	}
-	return "a .git component (in a spelling some file system reads as .git): git's own files are never written from the sandbox"
+	for _, c := range strings.Split(rel, "/") {
+		if isDotGit(c) {
+			return "a .git component (in a spelling some file system reads as .git): git's own files are never written from the sandbox"
+		}
+	}
+	return ""
 }
 
 // isDotGit reports a path component that some file system reads as .git:

@@ -244,12 +244,20 @@ func (l *local) tmpFile(dir string, r io.Reader, perm fs.FileMode) (string, erro
 		return "", err
 	}
 	tmp := path.Join(dir, tmpBase())
-	f, err := l.root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
+	// A git round writes a file as git checks one out: 0666, or 0777 when
+	// executable, less the umask (and a default ACL); a plain round keeps
+	// the sandbox's bits exactly.
+	git := l.hk != hashSHA256
+	mode := fs.FileMode(0o600)
+	if git {
+		mode = 0o666 | perm&0o111
+	}
+	f, err := l.root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, mode)
 	if err != nil {
 		return "", err
 	}
 	_, err = io.Copy(f, r)
-	if err == nil {
+	if err == nil && !git {
 		err = f.Chmod(perm &^ (fs.ModeSetuid | fs.ModeSetgid | fs.ModeSticky) & fs.ModePerm)
 	}
 	if cerr := f.Close(); err == nil {

@@ -37,7 +37,17 @@
 // saying to remove it. Ignored files and Spec.Exclude do not travel
 // (ignored as the user's own git ignores them: the repository's rules,
 // git's default global ignore file and the user's core.excludesFile of
-// the global configuration); committed history always travels whole.
+// the global configuration), nor does what the user staged under an
+// excluded path (the sandbox's index holds there what HEAD holds; the
+// user's index keeps it); committed history always travels whole. A
+// submodule travels as its commit (an empty directory in the sandbox),
+// and an untracked repository inside the work tree (a directory with a
+// .git of its own) does not travel, as git add -A leaves it out; what
+// the agent writes inside a submodule's directory does not come back
+// (the directory is listed in Result.Refused). A path the user's sparse
+// checkout leaves out (skip-worktree) travels as the index holds it; the
+// agent's change of it is refused on Restore, never taken for the user's
+// deletion.
 // A file Prepare sent that the sandbox's git later ignores (a .gitignore
 // line the agent wrote) still comes back as the sandbox holds it, never
 // as a deletion. A new file the sandbox's git ignores does not come back
@@ -216,8 +226,10 @@
 // fails, the Restore fails saying so, the round in memory has the moved
 // baseline, and its next Restore saves it. Files are written atomically
 // (temporary file and rename) through an os.Root on the work tree;
-// permission bits are kept (git: 0644 or 0755) without setuid, setgid and
-// sticky bits. A sandbox file that had one of those bits is written without
+// permission bits are kept without setuid, setgid and sticky bits (a git
+// round writes a file as git checks one out: 0666, or 0777 when
+// executable, less the umask and a default ACL, so a user whose umask is
+// 077 gets 0600). A sandbox file that had one of those bits is written without
 // it and also listed in Result.Refused (it may then be in Updated too):
 // Refused names every sandbox entry that did not arrive as the sandbox left
 // it. Directories lose those bits silently.

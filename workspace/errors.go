@@ -97,12 +97,18 @@ func (e *ToolError) Is(target error) bool { return target == ErrTool }
 // resolve.
 type ConflictError struct {
 	Paths []string // conflicting paths relative to the work tree, as git reports them
+	Base  string   // the commit the round was prepared on ("" for an unborn HEAD)
 }
 
 // Error implements error: the conflicting paths and how to resolve them.
 func (e *ConflictError) Error() string {
-	return "workspace: merging the sandbox's commits conflicts in " + strings.Join(e.Paths, ", ") +
-		"; nothing was changed locally: resolve by hand (the sandbox still holds its commits) and restore again"
+	msg := "workspace: merging the sandbox's commits conflicts in " + strings.Join(e.Paths, ", ") +
+		"; nothing was changed locally, and the sandbox still holds its commits"
+	if e.Base == "" {
+		return msg + ": move the local commits aside (git branch mine), restore again, then merge them (git merge mine)"
+	}
+	return msg + ": move the local commits made since " + e.Base + " aside (git branch mine && git reset --keep " + e.Base +
+		"), restore again, then merge them (git merge mine) and resolve the conflicts there"
 }
 
 // Is matches ErrConflict.

@@ -3,6 +3,7 @@ package workspace
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"errors"
@@ -86,6 +87,16 @@ func (r *Round) guestEnv() map[string]string {
 // restore's temporary file either.
 func pathspecs(exclude []string) []string {
 	return append(sandboxPathspecs(exclude), ":(exclude,glob)**/"+tmpPrefix+"[0-9]*.[0-9]*-*")
+}
+
+// excludedPathspecs match what is never synced: the runtime directory
+// and each Spec.Exclude pattern (as sandboxPathspecs leaves them out).
+func excludedPathspecs(exclude []string) []string {
+	ps := []string{"--", ":(literal)" + sandbox.RuntimeDir}
+	for _, p := range exclude {
+		ps = append(ps, ":(glob)"+p, ":(glob)"+p+"/**")
+	}
+	return ps
 }
 
 // sandboxPathspecs limit the sandbox's snapshot to what is synced (a
@@ -191,6 +202,12 @@ func (r *Round) prepareGit(ctx context.Context, gitDir string) (err error) {
 			return "", r.snapshotFailed(what, err)
 		}
 		return strings.TrimSpace(out.String()), nil
+	}
+	// What the user staged under an excluded path never travels: the
+	// snapshot's index holds there what HEAD holds (committed history
+	// travels whole), or nothing; the user's own index keeps it.
+	if _, err := line("leaving excluded paths out of the index", append([]string{"reset", "-q"}, excludedPathspecs(r.spec.Exclude)...)...); err != nil {
+		return err
 	}
 	idxTree, err := line("recording the index", "write-tree")
 	if err != nil {
@@ -806,12 +823,22 @@ func (r *Round) applyGitFiles(ctx context.Context, g *gitexec.Git, hk hashKind, 
 	if err != nil {
 		return moved, err
 	}
+	sparse, err := r.skipWorktree(ctx, order, func(p string) bool {
+		return locs[p].kind == 0 && plans[p].base.kind != 0 && !locs[p].eq(plans[p].rem)
+	})
+	if err != nil {
+		return moved, err
+	}
 	for _, p := range order {
 		pl, loc, blocker := plans[p], locs[p], blockers[p]
 		switch {
 		case loc.eq(pl.rem), loc.kind == 'd' && pl.rem.kind == 0 && remDirs[p]:
 			// Already as the sandbox has it (a directory there, too).
 			holds(p)
+		case sparse[p]:
+			// Not in the user's sparse checkout: missing by the user's
+			// choice, not the user's deletion.
+			refuse(p, whySparse)
 		case loc.kind == 'd' && pl.rem.kind != 0 && pl.base.kind == 0 && baseDirs[p]:
 			pl.typeDir = true
 			arrive[p] = pl
@@ -1055,6 +1082,50 @@ func (r *Round) localStates(ctx context.Context, l *local, paths []string, sides
 	return locs, blockers, nil
 }
 
+// whySparse is the reason a sandbox change of a path outside the local
+// sparse checkout is refused.
+const whySparse = "outside the local sparse checkout (skip-worktree): not written; the sandbox holds the agent's version (widen the sparse checkout and restore again, or take it from the sandbox)"
+
+// skipWorktree returns which of the paths that want(p) are in the local
+// index with the skip-worktree bit (a sparse checkout leaves them out of
+// the work tree); git is asked only when there is such a path.
+func (r *Round) skipWorktree(ctx context.Context, paths []string, want func(string) bool) (map[string]bool, error) {
+	skip := map[string]bool{}
+	var ask []string
+	for _, p := range paths {
+		if want(p) {
+			ask = append(ask, p)
+		}
+	}
+	err := inChunks(ask, func(paths []string) error {
+		var out bytes.Buffer
+		args := append([]string{"ls-files", "-z", "-t", "--"}, paths...)
+		if err := r.git.Run(ctx, gitexec.Cmd{Args: args, Env: []string{"GIT_LITERAL_PATHSPECS=1"}, Stdout: &out}); err != nil {
+			return fmt.Errorf("workspace: reading the skip-worktree bits of %s's index: %w", r.spec.Local, err)
+		}
+		for _, rec := range strings.Split(out.String(), "\x00") {
+			if p, ok := strings.CutPrefix(rec, "S "); ok {
+				skip[p] = true
+			}
+		}
+		return nil
+	})
+	return skip, err
+}
+
+// inChunks calls fn with the paths, at most 512 a call (a command line's
+// room).
+func inChunks(paths []string, fn func([]string) error) error {
+	for len(paths) > 0 {
+		n := min(len(paths), 512)
+		if err := fn(paths[:n]); err != nil {
+			return err
+		}
+		paths = paths[n:]
+	}
+	return nil
+}
+
 // blobSizes returns the size of each path's blob (id(p)), read through
 // g; an object that is not a blob is ErrHostile.
 func blobSizes(ctx context.Context, g *gitexec.Git, paths []string, id func(string) string) (map[string]int64, error) {
@@ -1290,7 +1361,10 @@ func (r *Round) integrate(ctx context.Context, remote string, p mergePlan, res *
 		}
 		res.Commits, _ = strconv.Atoi(n)
 		res.Merged = merged
-		res.Head = newHead
+		res.Head, res.Branch = newHead, ref
+		if ref != r.rec.Branch {
+			r.o.log.Warn("the sandbox's commits moved a ref other than the branch the round was prepared on (HEAD was switched during the round)", "round", r.rec.ID, "moved", cmp.Or(ref, "detached HEAD"), "prepared on", cmp.Or(r.rec.Branch, "detached HEAD"))
+		}
 		if err := r.updateIndex(ctx, cur, newHead); err != nil {
 			return err
 		}
@@ -1412,7 +1486,7 @@ func (r *Round) mergeTree(ctx context.Context, cur, remote string) (string, erro
 			}
 			paths = append(paths, p)
 		}
-		return "", &ConflictError{Paths: slices.Compact(paths)}
+		return "", &ConflictError{Paths: slices.Compact(paths), Base: r.rec.Head}
 	}
 	if err != nil && r.rec.Head != "" && ctx.Err() == nil {
 		base, berr := r.git.Output(ctx, "merge-base", cur, remote)

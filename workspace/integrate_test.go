@@ -3,6 +3,7 @@ package workspace_test
 import (
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -119,8 +120,10 @@ func TestRestoreConflict(t *testing.T) {
 		var ce *workspace.ConflictError
 		require.True(t, errors.As(err, &ce))
 		assert.Equal(t, []string{"a.txt"}, ce.Paths)
-		assert.Equal(t, "workspace: merging the sandbox's commits conflicts in a.txt; nothing was changed locally: "+
-			"resolve by hand (the sandbox still holds its commits) and restore again", err.Error())
+		base := strings.TrimSpace(git(t, e.local, "rev-parse", "HEAD~1"))
+		assert.Equal(t, base, ce.Base)
+		assert.Equal(t, "workspace: merging the sandbox's commits conflicts in a.txt; nothing was changed locally, and the sandbox still holds its commits: "+
+			"move the local commits made since "+base+" aside (git branch mine && git reset --keep "+base+"), restore again, then merge them (git merge mine) and resolve the conflicts there", err.Error())
 		assert.Equal(t, refs, git(t, e.local, "for-each-ref"), "refs changed")
 		assert.Equal(t, before, hashOutside(t, e.local, filepath.Join(e.local, ".git")), "the work tree changed")
 		idx2, err := os.ReadFile(filepath.Join(e.local, ".git", "index"))
@@ -129,6 +132,23 @@ func TestRestoreConflict(t *testing.T) {
 		assert.False(t, exists(e.local, "b.txt"))
 		assert.False(t, exists(e.local, "dirty.txt"))
 		assert.Equal(t, "k\n", read(t, e.local, "keep.txt"))
+
+		// The advice, followed to the letter, brings the agent's work
+		// and leaves the conflict to git merge.
+		git(t, e.local, "branch", "mine")
+		git(t, e.local, "reset", "-q", "--keep", base)
+		_, err = r.Restore(ctx(t))
+		require.NoError(t, err)
+		assert.Equal(t, "remote\n", read(t, e.local, "a.txt"))
+		assert.Equal(t, "b\n", read(t, e.local, "b.txt"))
+		assert.Equal(t, "dirty in the sandbox\n", read(t, e.local, "dirty.txt"))
+		git(t, e.local, "add", "-A")
+		git(t, e.local, "commit", "-qm", "the agent's dirty state")
+		merge := exec.Command("git", "-C", e.local, "merge", "mine")
+		merge.Env = append(os.Environ(), gitEnv...)
+		out, err := merge.CombinedOutput()
+		require.Error(t, err)
+		assert.Contains(t, string(out), "CONFLICT (content): Merge conflict in a.txt")
 	})
 }
 

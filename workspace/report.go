@@ -62,6 +62,8 @@ func reportReason(c byte) string {
 		return "not added by the sandbox's git (a path git refuses, or a file it cannot read or convert)"
 	case shell.ReportNestedGit:
 		return whyNestedGit
+	case shell.ReportSubmodule:
+		return "a submodule (gitlink) directory: nothing in it comes back (a round carries neither a submodule's files nor its commits)"
 	}
 	return "in the runtime directory, which never comes back"
 }

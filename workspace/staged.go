@@ -28,7 +28,6 @@ import (
 
 // Reasons a staged entry is refused.
 const (
-	whyStagedReserved = "a staged entry under .git or the runtime directory"
 	whyStagedGitlink  = "a staged submodule (gitlink), which is never restored"
 	whyStagedLink     = "a staged symbolic link that the work tree does not hold as restored (a link is staged only as it arrived)"
 	whyStagedIntent   = "an intent-to-add entry (git add -N) whose file the work tree does not hold"
@@ -53,20 +52,24 @@ func (r *Round) checkStaged(ctx context.Context, g *gitexec.Git, st shell.Staged
 		r.o.log.Warn("the sandbox's index could not be written as a tree (unmerged entries, a path that is both a file and a directory, or an object it names is missing): what it staged does not come back", "round", r.rec.ID)
 		return nil, nil
 	}
+	gitlinks, err := r.baseGitlinks(ctx, st.Entries)
+	if err != nil {
+		return nil, err
+	}
 	var keep []shell.StagedEntry
 	ids := map[string]string{}
 	var blobs []string
 	for _, e := range st.Entries {
 		switch {
 		case reserved(e.Path):
-			r.refuse(res, e.Path, whyStagedReserved)
+			r.refuse(res, e.Path, whyReserved(e.Path)) // staged or committed, the same place
 			continue
 		case hasTmpName(e.Path):
 			r.refuse(res, e.Path, whyTmpName)
 			continue
 		case excluded(r.rec.Exclude, e.Path):
 			continue
-		case e.Mode == "160000":
+		case e.Mode == "160000" || gitlinks[e.Path]:
 			r.refuse(res, e.Path, whyStagedGitlink)
 			continue
 		case e.Mode != "" && !e.IntentToAdd:
@@ -79,6 +82,35 @@ func (r *Round) checkStaged(ctx context.Context, g *gitexec.Git, st shell.Staged
 		return nil, fmt.Errorf("workspace: the sandbox's staged entries (nothing was written): %w", err)
 	}
 	return keep, nil
+}
+
+// baseGitlinks returns the paths the staged entries remove (git rm) that
+// are submodules (gitlinks) in the baseline index: their removal is a
+// submodule change too.
+func (r *Round) baseGitlinks(ctx context.Context, entries []shell.StagedEntry) (map[string]bool, error) {
+	links := map[string]bool{}
+	var removed []string
+	for _, e := range entries {
+		if e.Mode == "" {
+			removed = append(removed, e.Path)
+		}
+	}
+	if r.rec.Index == "" {
+		return links, nil
+	}
+	err := inChunks(removed, func(paths []string) error {
+		out, err := r.git.Output(ctx, append([]string{"ls-tree", "-z", r.rec.Index, "--"}, paths...)...)
+		if err != nil {
+			return fmt.Errorf("workspace: reading the baseline index %s (nothing was written): %w", r.rec.Index, err)
+		}
+		for _, rec := range strings.Split(string(out), "\x00") {
+			if meta, p, ok := strings.Cut(rec, "\t"); ok && strings.HasPrefix(meta, "160000 ") {
+				links[p] = true
+			}
+		}
+		return nil
+	})
+	return links, err
 }
 
 // applyStaged merges the staged entries (from checkStaged; their objects

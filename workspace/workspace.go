@@ -30,8 +30,14 @@ type Spec struct {
 type Result struct {
 	GitBacked bool   // Spec.Local is a git work tree (false for plain directories)
 	Head      string // local HEAD after restore ("" for plain directories)
-	Commits   int    // commits brought back
-	Merged    bool   // a merge commit was needed
+	// Branch is the ref the sandbox's commits moved (refs/heads/…): the
+	// branch checked out when Restore ran, which is not the one Prepare
+	// saw when the user switched branches during the round (a warning
+	// is logged then). "" when they moved a detached HEAD, or nothing
+	// moved.
+	Branch  string
+	Commits int  // commits brought back
+	Merged  bool // a merge commit was needed
 	// Relative slash paths, sorted. Kept: local edits (of a file, or of
 	// an index entry) that beat a remote change or deletion, and nothing
 	// else. Refused: every sandbox entry

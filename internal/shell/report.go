@@ -21,6 +21,7 @@ const (
 	ReportSpecial   = 's' // a FIFO, socket or device: refused
 	ReportNestedGit = 'n' // an entry named .git below the top: refused, nothing below it looked at
 	ReportRuntime   = 'r' // an entry at the top of the runtime directory, or the runtime directory that is not one
+	ReportSubmodule = 'm' // a git sandbox's submodule (gitlink) directory that holds entries: none of them comes back
 	ReportNotAdded  = 'g' // a path the sandbox's git did not add to its snapshot
 )
 
@@ -110,7 +111,7 @@ func parseRecord(rec []byte, out map[string]byte) error {
 		return protocolf("the report names %.120q, not a clean relative path", rec[1:])
 	}
 	switch rec[0] {
-	case ReportHardLink, ReportSetID, ReportSpecial:
+	case ReportHardLink, ReportSetID, ReportSpecial, ReportSubmodule:
 	case ReportNestedGit:
 		if path.Base(p) != ".git" || p == ".git" {
 			return protocolf("the report names %.120q as a nested .git", p)

@@ -253,9 +253,16 @@ func IsObjectName(s string) bool {
 // when the sandbox's git now ignores it (a .gitignore line the agent
 // wrote, a global ignore file of the sandbox's): missing from the
 // snapshot, it would read as deleted, and the host would delete the
-// user's file. They go in one git add (--pathspec-from-file, git 2.25),
-// else one a file; a name holding a newline travels through tr as \001
-// and back.
+// user's file. So every path of that snapshot the scratch index lacks is
+// first put in it from the snapshot (git reset, one call with
+// --pathspec-from-file, git 2.25), and git add -A then takes each as the
+// work tree holds it, or drops it where the agent deleted it; no name is
+// tested or decoded by the shell. A path's reset also drops the entries
+// below it (a file the agent made a directory of); those are put back
+// from the sandbox's index. A git before 2.25 resets one path a call:
+// names travel through tr with \001 for a newline, and a name holding
+// \001 is reset as a glob with ? there (a reset of a further snapshot path
+// it matches is taken back by git add -A).
 func GitRestoreScript(remote, id, index string, noChange bool, pathspecs []string) string {
 	specs := make([]string, len(pathspecs))
 	for i, p := range pathspecs {
@@ -289,25 +296,32 @@ if it=$(GIT_INDEX_FILE=$ti g write-tree 2>/dev/null); then
 else
   it=; printf 'U\0' > "$st"
 fi
+ig=.git/airlock-restore-$id.ignored
+GIT_INDEX_FILE=$ti g diff-index --cached -z --name-only --diff-filter=D "$bs" %[4]s > "$ig" 2>/dev/null || { echo "cannot compare the sandbox's index with the round's snapshot: prepare the round again" >&2; rm -f "$ti" "$st" "$ig"; exit 17; }
+if [ -s "$ig" ] && ! GIT_INDEX_FILE=$ti g --literal-pathspecs reset -q "$bs" --pathspec-from-file="$ig" --pathspec-file-nul >/dev/null 2>&1; then
+  tr '\n\0' '\001\n' < "$ig" | while IFS= read -r f; do
+    case $f in
+    *"$(printf '\001')"*) GIT_INDEX_FILE=$ti g reset -q "$bs" -- ":(glob)$(printf '%%s' "$f" | sed 's/[][*?\\]/\\&/g' | tr '\001' '?')" >/dev/null 2>&1;;
+    *) GIT_INDEX_FILE=$ti g --literal-pathspecs reset -q "$bs" -- "$f" >/dev/null 2>&1;;
+    esac
+  done
+fi
+if [ -s "$ig" ] && [ -n "$it" ] && GIT_INDEX_FILE=$ti g diff-index --cached -z --name-only --diff-filter=D "$it" %[4]s > "$ig" 2>/dev/null && [ -s "$ig" ]; then
+  GIT_INDEX_FILE=$ti g --literal-pathspecs reset -q "$it" --pathspec-from-file="$ig" --pathspec-file-nul >/dev/null 2>&1
+fi
+rm -f "$ig"
 for b in --no-assume-unchanged --no-skip-worktree; do GIT_INDEX_FILE=$ti g ls-files -z %[4]s 2>/dev/null | GIT_INDEX_FILE=$ti g update-index -z $b --stdin >/dev/null 2>&1; done
 am=
 if ! GIT_INDEX_FILE=$ti g add -A --ignore-errors %[4]s >/dev/null 2>&1; then
   am=-m
   GIT_INDEX_FILE=$ti g ls-files -z -m -o --exclude-standard %[4]s 2>/dev/null | tr '\0' '\n' | while IFS= read -r f; do GIT_INDEX_FILE=$ti g add -A -- ":(literal)$f" >/dev/null 2>&1; done
 fi
-ig=.git/airlock-restore-$id.ignored; soh=$(printf '\001')
-N() { tr '\n\0' '\001\n'; }
-D() { case $f in *"$soh"*) f=$(printf '%%sx' "$f" | tr '\001' '\n'); f=${f%%x};; esac; }
-GIT_INDEX_FILE=$ti g diff-index --cached -z --name-only --diff-filter=D "$bs" %[4]s 2>/dev/null | N | while IFS= read -r f; do
-  D; if [ -f "$f" ] || [ -L "$f" ]; then printf '%%s\0' "$f"; fi
-done > "$ig" 2>/dev/null
-if [ -s "$ig" ] && ! GIT_INDEX_FILE=$ti g --literal-pathspecs add -f --pathspec-from-file="$ig" --pathspec-file-nul >/dev/null 2>&1; then
-  N < "$ig" | while IFS= read -r f; do D; GIT_INDEX_FILE=$ti g --literal-pathspecs add -f -- "$f" >/dev/null 2>&1; done
-fi
-rm -f "$ig"
 wt=$(GIT_INDEX_FILE=$ti g write-tree) || { rm -f "$ti" "$st"; exit 14; }
 h=$(g rev-parse -q --verify 'HEAD^{commit}')
-{ %[5]s; printf 'G\0'; GIT_INDEX_FILE=$ti g ls-files -z $am -o --exclude-standard %[4]s; } > "$rep" 2>/dev/null
+gitlinks() { tb=$(printf '\t'); g ls-tree -r -z "$wt" 2>/dev/null | tr '\n\0' '\001\n' | sed -n "s/^160000 commit [0-9a-f]*$tb//p" | while IFS= read -r m; do
+  for x in "$m"/* "$m"/.[!.]* "$m"/..?*; do if [ -e "$x" ] || [ -L "$x" ]; then printf 'm./%%s\0' "$m"; break; fi; done
+done; }
+{ %[5]s; gitlinks; printf 'G\0'; GIT_INDEX_FILE=$ti g ls-files -z $am -o --exclude-standard %[4]s; } > "$rep" 2>/dev/null
 rm -f "$ti"
 ic=
 if [ -n "$it" ] && [ -s "$st" ]; then ic=$(g commit-tree "$it" ${h:+-p "$h"} -m "airlock: sandbox index of round $id") || { rm -f "$st" "$rep"; exit 15; }; fi

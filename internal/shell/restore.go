@@ -262,7 +262,10 @@ func IsObjectName(s string) bool {
 // from the sandbox's index. A git before 2.25 resets one path a call:
 // names travel through tr with \001 for a newline, and a name holding
 // \001 is reset as a glob with ? there (a reset of a further snapshot path
-// it matches is taken back by git add -A).
+// it matches is taken back by git add -A). The report also names each
+// submodule (gitlink) of the snapshot whose directory holds entries (an m
+// record): git add -A never looks inside one (a name holding a newline is
+// not found there, and not named).
 func GitRestoreScript(remote, id, index string, noChange bool, pathspecs []string) string {
 	specs := make([]string, len(pathspecs))
 	for i, p := range pathspecs {
@@ -318,7 +321,7 @@ if ! GIT_INDEX_FILE=$ti g add -A --ignore-errors %[4]s >/dev/null 2>&1; then
 fi
 wt=$(GIT_INDEX_FILE=$ti g write-tree) || { rm -f "$ti" "$st"; exit 14; }
 h=$(g rev-parse -q --verify 'HEAD^{commit}')
-gitlinks() { tb=$(printf '\t'); g ls-tree -r -z "$wt" 2>/dev/null | tr '\n\0' '\001\n' | sed -n "s/^160000 commit [0-9a-f]*$tb//p" | while IFS= read -r m; do
+gitlinks() { tb=$(printf '\t'); GIT_INDEX_FILE=$ti g ls-files -s -z 2>/dev/null | tr '\n\0' '\001\n' | sed -n "s/^160000 [0-9a-f]* 0$tb//p" | while IFS= read -r m; do
   for x in "$m"/* "$m"/.[!.]* "$m"/..?*; do if [ -e "$x" ] || [ -L "$x" ]; then printf 'm./%%s\0' "$m"; break; fi; done
 done; }
 { %[5]s; gitlinks; printf 'G\0'; GIT_INDEX_FILE=$ti g ls-files -z $am -o --exclude-standard %[4]s; } > "$rep" 2>/dev/null

@@ -31,15 +31,22 @@
 // equals the declared one, and which did not change from open to the end of
 // the read. Idempotency keys are scoped to task and run: a replay returns
 // the stored receipt without reading the file or writing anything; a
-// different request under a used key is a conflict; new keys for content the
-// run already registered (same bytes under the same filename) get a
-// Duplicate receipt naming the existing attachment.
+// different request under a used key is a conflict, whose message says
+// what differs; new keys for content the run already registered (same
+// bytes under the same filename, from the same contentRef) get a
+// Duplicate receipt naming the existing attachment. Text fields are
+// trimmed; contentRef, a path, is not: white space around it, or a "/" at
+// its end, is refused rather than changed. No field may hold a control
+// character or an invisible format or separator character (Unicode Cf, Zl,
+// Zp: bidirectional controls, zero-width characters, the byte order mark,
+// the soft hyphen).
 //
 // FileStore, the default Store, keeps blobs content-addressed on an afero.Fs
 // and records as JSON files replaced atomically; see its documentation for
 // the write order and what a failure can leave behind. OpenFileStore(dir)
-// opens one in a directory of the host's disk; NewFileStore takes any
-// afero.Fs (tests, other stores). Its directory follows the rule of every
+// opens one in a directory of the host's disk, which processes may share
+// (they lock it with flock(2)); NewFileStore takes any afero.Fs (tests,
+// other stores). Its directory follows the rule of every
 // airlock state directory (session.Bind's StateDir, skills.Materialize's):
 // a missing one is created with its missing parents, mode 0700 before the
 // umask; an existing one is used as it is, a link already on its path
@@ -86,8 +93,9 @@
 //
 // ValidateEvidence accepts a cited attachment when it is on the task itself
 // or on a direct child task that is done, and requires that every file the
-// task's objective asks for (DetectRequests) is covered by an attachment the
-// task registered in this run. When the host's Tasks implements
+// task's objective asks for (DetectRequests) is covered by its own
+// attachment the task registered in this run: one attachment never covers
+// two requested files ("en/report.pdf" and "de/report.pdf" need two). When the host's Tasks implements
 // WorkProducts, a cited workspace_file work product of the task is
 // evidence for a task that asks for no file (a code fix), and never
 // delivers a requested file. Rejections are *EvidenceError values whose
@@ -199,7 +207,9 @@
 //     the store, each byte hashed once; the store keeps (syncs and publishes)
 //     its copy only when they matched, and writes exactly the bytes that were
 //     hashed, so it does not read the copy back. A sandbox's own hash is
-//     never asked for.
+//     never asked for. Every FileStore Put, a Duplicate too, publishes its
+//     own verified copy over whatever blob was at its name, so no receipt
+//     names a copy written earlier and not checked since.
 //   - Reading a remote file never takes more than its announced size (itself
 //     checked against the declared size before any content is read); a
 //     sandbox that sends more is cut off and its command cancelled.
@@ -226,7 +236,11 @@
 //     beside it) also fails the read, as changed.
 //   - ContentType is the agent's claim; it is not checked against the bytes
 //     (Handler sends nosniff and a sandboxing CSP instead).
-//   - FileStore serializes within one process only.
+//   - FileStore serializes across processes only on the operating system's
+//     file system (OpenFileStore, or NewFileStore with afero.NewOsFs) of a
+//     platform with flock(2), and only where the file system honours it
+//     (local file systems do; NFS may not); on any other afero.Fs, within
+//     its process.
 //   - Handler does no authentication or authorization, and WorkspaceRef.Open
 //     does no more authorization than the issue-and-company scoping above.
 package deliverable

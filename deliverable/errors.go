@@ -2,6 +2,7 @@ package deliverable
 
 import (
 	"errors"
+	"strings"
 
 	"github.com/airlockdev/airlock/internal/sentinel"
 	"github.com/airlockdev/airlock/internal/shell"
@@ -114,8 +115,12 @@ type HostError struct {
 	Err error  // the failure; wraps ErrProtocol, ErrBusy, context.Canceled, … when one applies
 }
 
-// Error returns "deliverable: " + Op + ": " + Err.Error().
-func (e *HostError) Error() string { return "deliverable: " + e.Op + ": " + e.Err.Error() }
+// Error returns "deliverable: " + Op + ": " + Err.Error(), said once: an
+// Err whose message starts with "deliverable: " (a FileStore's) does not
+// repeat it.
+func (e *HostError) Error() string {
+	return "deliverable: " + e.Op + ": " + strings.TrimPrefix(e.Err.Error(), "deliverable: ")
+}
 
 // Unwrap returns Err.
 func (e *HostError) Unwrap() error { return e.Err }

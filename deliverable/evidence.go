@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"path"
 	"slices"
 	"strings"
 )
@@ -115,8 +116,15 @@ func (e *EvidenceError) Unwrap() error { return &RequestError{Message: e.Message
 //
 // When DetectRequests(ev.Objective) asks for a file, the citations must
 // include an attachment on ev.TaskID registered in ev.RunID, and for every
-// named file one with that file's base name. A child's attachment never
-// satisfies this.
+// named file one with that file's base name, each file its own: the named
+// files are matched to distinct cited files, so one attachment never
+// covers two ("en/report.pdf" and "de/report.pdf" need two attachments
+// named report.pdf). The attachments of one Attachment.ContentRef are one
+// file (the same path registered again); an attachment whose ContentRef is
+// a named path, or ends with it, is matched to that path first; a named
+// path that another named path ends with ("report.pdf" beside
+// "en/report.pdf") names that file again and needs nothing more. A child's
+// attachment never satisfies this.
 //
 // When tasks implements WorkProducts, "work_product:<id>" citations are
 // judged too: an artifact's as the citation of its attachment; a
@@ -311,13 +319,7 @@ func checkEvidence(ctx context.Context, tasks Tasks, ev Evidence, ids []string, 
 // missingError returns an *EvidenceError naming the requested files that own
 // (attachments on the task from this run) does not cover, or nil.
 func missingError(req Requests, own []Attachment, ev Evidence) error {
-	var missing []string
-	for _, f := range req.Files {
-		base := f[strings.LastIndexAny(f, `/\`)+1:]
-		if !slices.ContainsFunc(own, func(a Attachment) bool { return a.Filename == base }) {
-			missing = append(missing, f)
-		}
-	}
+	missing := uncovered(req.Files, own)
 	if len(req.Files) == 0 && req.File && len(own) == 0 {
 		missing = append(missing, "a file")
 	}
@@ -333,8 +335,23 @@ func missingError(req Requests, own []Attachment, ev Evidence) error {
 	if req.Unsure != "" && ev.Unsure == UnsureRequireFile && len(req.Files) == 0 {
 		asks = "may ask for a file (its text could not be read with certainty: " + req.Unsure + "; the host requires a file then)"
 	}
-	return &EvidenceError{Missing: missing, Message: fmt.Sprintf(
-		"The task %s, but the completion cites no attachment registered for it on this task in run %s; "+
-			"a child task's file does not count. Use %s for %s and cite deliverable:<attachmentId> from its receipt.",
-		asks, clip(ev.RunID), toolName(ev.ToolName), use)}
+	msg := fmt.Sprintf("The task %s, but the completion cites no attachment registered for it on this task in run %s; "+
+		"a child task's file does not count. Use %s for %s and cite deliverable:<attachmentId> from its receipt.",
+		asks, clip(ev.RunID), toolName(ev.ToolName), use)
+	if sharesBaseName(missing, own) {
+		msg += " Each requested file needs its own attachment: the one cited under that name covers another requested file."
+	}
+	return &EvidenceError{Missing: missing, Message: msg}
+}
+
+// sharesBaseName reports whether a missing file has the base name of a
+// cited attachment: one that covers another requested file of that name.
+func sharesBaseName(missing []string, own []Attachment) bool {
+	for _, f := range missing {
+		base := path.Base(requestPath(f))
+		if slices.ContainsFunc(own, func(a Attachment) bool { return a.Filename == base }) {
+			return true
+		}
+	}
+	return false
 }

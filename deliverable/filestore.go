@@ -12,13 +12,12 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"sync"
 	"syscall"
 
 	"github.com/spf13/afero"
 
-	"github.com/airlockdev/airlock/internal/atomicfile"
 	"github.com/airlockdev/airlock/internal/digest"
+	"github.com/airlockdev/airlock/internal/flock"
 	"github.com/airlockdev/airlock/internal/keylock"
 )
 
@@ -33,39 +32,60 @@ import (
 //	runs/<hash>.json       per task and run: its attachments, receipts by key and work products
 //	workproducts/<id>.json one work product record: which run file holds it
 //	tasks/<hash>.json      one task recorded through FileTasks (see FileStore.Tasks)
+//	locks/                 lock files (flock(2)): "store", and "task-<hash>" per task
 //	tmp/                   files being written; renamed into place when complete
 //
 // Every file is written to tmp/, synced, and renamed into place, so a reader
 // sees the old version or the new one. A Put writes, in this order, the blob
 // (its Content checks size and hash as the bytes are written, and a blob
 // that does not match is removed, never published; it is not read back),
-// the attachment record, and the run file; the run file is the commit point. If a later step fails the
+// the attachment record, and the run file; the run file is the commit point.
+// The verified blob is published over whatever is at its name, a copy
+// written earlier included (it may have been damaged since; a Duplicate
+// Put publishes its copy too). If a later step fails the
 // earlier ones are undone in reverse order (record, then the blob if this Put
 // created it). A rename that reports a failure after it took effect (NFS,
 // a FUSE or network afero.Fs) is read back: a run file that holds the
 // receipt is a Put that happened (it returns the receipt), and a record
 // in place is removed before its blob. If an undo itself fails, what remains is never a record
 // without its blob: it is a record no receipt names (whose id was never
-// returned), or a blob no record names (verified when written; a later Put of
-// the same content reuses it). Both are unreferenced garbage and may be
+// returned), or a blob no record names (verified when written; a later Put
+// of the same content replaces it). Both are unreferenced garbage and may be
 // deleted while no FileStore runs; the error returned says which file was
-// left. So may files left in tmp/ by a process that died while writing.
-// Files are synced before they are renamed, directories are not: which
+// left. Files are synced before they are renamed, directories are not: which
 // renames survive a power loss is up to the file system. A record file
 // that is not a regular file (a directory, a FIFO, a device) is a damaged
 // store file: reading it fails at once with an error naming it, and never
-// waits on a FIFO.
+// waits on a FIFO. A full file system fails the write with an error that
+// names the file and the store and says to free space; the same call
+// succeeds once there is room (sandbox.Retryable says false: the condition
+// does not clear by itself).
 //
-// Concurrency: Puts for one task and run are serialized, and the commit step
-// is serialized store-wide, within one FileStore value. Use one FileStore per
-// directory per process; FileStores in other processes sharing the directory
-// are not serialized against each other.
+// Temporary files: a writer holds flock(2) on its temporary file until the
+// file is renamed into place or removed (it is locked under a name of its
+// own, ".new-…", before it gets its working name). When a FileStore on the
+// operating system's file system is made, it removes the working names in
+// tmp/ whose lock is free: the files of writers that died (a process
+// killed in the middle of a Put). A ".new-…" file, and a temporary file of
+// an earlier version of this package (never locked), goes once it is a day
+// old; any other name is left alone.
+//
+// Concurrency: Puts for one task and run are serialized within one
+// FileStore value, and every read-modify-write of a run file (the commit
+// of a Put, after its content was read; RecordWorkProduct) holds the store
+// lock. On the operating system's file system (OpenFileStore, or
+// NewFileStore with afero.NewOsFs), the store lock and FileTasks' locks
+// are also flock(2) locks on files of locks/, so FileStores of several
+// processes, or several in one process, may share a directory: each Put's
+// receipt is kept, and concurrent Puts of one Key store one receipt. On
+// another afero.Fs the locks hold within one FileStore value.
 type FileStore struct {
-	fs     afero.Fs
-	dir    string
-	runs   keylock.Map
-	commit sync.Mutex
-	tasks  keylock.Map // FileTasks: by task id
+	fs           afero.Fs
+	dir          string
+	crossProcess bool        // on the OS's file system: flock(2) too, and tmp/ is swept
+	runs         keylock.Map // Put and RecordWorkProduct: by run file
+	storeLk      keylock.Map // the store lock's in-process part: one key
+	tasks        keylock.Map // FileTasks: by task id
 }
 
 var _ Store = (*FileStore)(nil)
@@ -82,12 +102,16 @@ func NewFileStore(fsys afero.Fs, dir string) (*FileStore, error) {
 	if dir == "" {
 		return nil, fmt.Errorf("%w: deliverable.NewFileStore: dir is empty; pass the store's directory", ErrInvalidRequest)
 	}
-	s := &FileStore{fs: fsys, dir: filepath.Clean(dir)}
-	for _, d := range []string{"blobs", "attachments", "runs", "workproducts", "tasks", "tmp"} {
+	_, osFs := fsys.(*afero.OsFs)
+	s := &FileStore{fs: fsys, dir: filepath.Clean(dir), crossProcess: osFs && flock.Supported}
+	for _, d := range []string{"blobs", "attachments", "runs", "workproducts", "tasks", "tmp", "locks"} {
 		p := filepath.Join(s.dir, d)
 		if err := fsys.MkdirAll(p, 0o700); err != nil {
-			return nil, fmt.Errorf("deliverable: create store directory %s: %w", p, err)
+			return nil, s.ioError(err, "create store directory %s", p)
 		}
+	}
+	if s.crossProcess {
+		s.sweepTemp()
 	}
 	return s, nil
 }
@@ -142,8 +166,11 @@ func (s *FileStore) Lookup(ctx context.Context, key Key) (Receipt, string, error
 }
 
 // Put implements Store. It hashes nothing itself: the bytes are checked by
-// content on their way to the temporary blob, which is synced and renamed
+// content on their way to a temporary blob, which is synced and renamed
 // into place only when content ended with io.EOF, and otherwise removed.
+// The content is read before the store lock is taken, so that a slow
+// workspace holds no other Put back; the run file is then read again under
+// the lock, and a receipt another process committed meanwhile wins.
 func (s *FileStore) Put(ctx context.Context, e Entry, content *Content) (Receipt, error) {
 	if err := checkEntry(e, content); err != nil {
 		return Receipt{}, err
@@ -159,19 +186,66 @@ func (s *FileStore) Put(ctx context.Context, e Entry, content *Content) (Receipt
 		return Receipt{}, err
 	}
 	if re, ok := run.receipt(e.Key.IdempotencyKey); ok {
-		if re.Fingerprint != e.Fingerprint {
-			return Receipt{}, fmt.Errorf("%w: key %q was used by this task and run for attachment %s (%s); use a new idempotency key for a different file",
-				ErrIdempotencyConflict, clip(e.Key.IdempotencyKey), re.Receipt.AttachmentID, re.Receipt.Filename)
-		}
-		return re.Receipt, nil
+		return storedReceipt(re, e)
+	}
+	// Every Put verifies and keeps its content, a Duplicate too: a
+	// Duplicate receipt still promises that the registered file is what
+	// was declared, and its copy replaces a blob that may have been
+	// damaged since it was written.
+	tmp, err := s.writeBlobTemp(ctx, content, e)
+	if err != nil {
+		return Receipt{}, err
+	}
+	defer tmp.discard() // normally already published
+	if err := ctx.Err(); err != nil {
+		return Receipt{}, err
+	}
+	return s.commit(ctx, e, tmp)
+}
+
+// storedReceipt is Put's answer for a key already stored: its receipt, or
+// a conflict when the request differs.
+func storedReceipt(re receiptEntry, e Entry) (Receipt, error) {
+	if re.Fingerprint != e.Fingerprint {
+		return Receipt{}, fmt.Errorf("%w: key %q was used by this task and run for attachment %s (%s); use a new idempotency key for a different file",
+			ErrIdempotencyConflict, clip(e.Key.IdempotencyKey), re.Receipt.AttachmentID, re.Receipt.Filename)
+	}
+	return re.Receipt, nil
+}
+
+// commit publishes a verified temporary blob and records the Put under the
+// store lock: the run file is read again (another process may have
+// written it), then the blob replaces whatever is at its name (the
+// verified bytes, never a copy written earlier and not checked since),
+// then a Duplicate receipt, or a new attachment (commitNew).
+func (s *FileStore) commit(ctx context.Context, e Entry, tmp *tempFile) (Receipt, error) {
+	unlock, err := s.lockStore(ctx)
+	if err != nil {
+		return Receipt{}, err
+	}
+	defer unlock()
+	run, err := s.readRun(e.Key.TaskID, e.Key.RunID)
+	if err != nil {
+		return Receipt{}, err
+	}
+	if re, ok := run.receipt(e.Key.IdempotencyKey); ok {
+		return storedReceipt(re, e)
+	}
+
+	blob := s.blobPath(e.SHA256)
+	_, err = s.fs.Stat(blob)
+	// created: this Put made the blob, so no other record can name it and the
+	// undo may remove it.
+	created := errors.Is(err, fs.ErrNotExist)
+	if err != nil && !created {
+		return Receipt{}, fmt.Errorf("deliverable: check blob %s: %w", blob, err)
+	}
+	if err := tmp.publish(blob); err != nil {
+		return Receipt{}, s.ioError(err, "store blob %s", blob)
 	}
 
 	if a, ok := run.duplicate(e); ok {
-		// Verify the content anyway: a Duplicate receipt still promises that
-		// the registered file is what was declared.
-		if _, err := io.CopyBuffer(io.Discard, ctxReader{ctx, content}, make([]byte, copyBufSize)); err != nil {
-			return Receipt{}, fmt.Errorf("deliverable: read content: %w", err)
-		}
+		// The blob stays whatever happens next: the attachment names it.
 		rc := entryReceipt(a, Duplicate, e)
 		run.Receipts = append(run.Receipts, receiptEntry{Key: e.Key.IdempotencyKey, Fingerprint: e.Fingerprint, Receipt: rc})
 		if err := s.writeJSON(ctx, s.runPath(e.Key.TaskID, e.Key.RunID), run); err != nil {
@@ -179,48 +253,20 @@ func (s *FileStore) Put(ctx context.Context, e Entry, content *Content) (Receipt
 		}
 		return rc, nil
 	}
-
-	tmp, err := s.writeBlobTemp(ctx, content, e)
-	if err != nil {
-		return Receipt{}, err
-	}
-	defer func() { _ = s.fs.Remove(tmp) }() // normally already renamed away; a missing file is fine
-	if err := ctx.Err(); err != nil {
-		return Receipt{}, err
-	}
-	return s.commitNew(ctx, e, run, tmp)
+	return s.commitNew(ctx, e, run, blob, created)
 }
 
-// commitNew publishes a verified temporary blob, then the attachment record,
-// then the run file, undoing earlier steps if a later one fails.
-func (s *FileStore) commitNew(ctx context.Context, e Entry, run runFile, tmp string) (Receipt, error) {
-	s.commit.Lock()
-	defer s.commit.Unlock()
-
+// commitNew records a new attachment whose blob is in place: the
+// attachment record, then the run file, undoing earlier steps if a later
+// one fails (the blob only when created says this Put made it).
+func (s *FileStore) commitNew(ctx context.Context, e Entry, run runFile, blob string, created bool) (Receipt, error) {
 	id, err := s.newID()
 	if err != nil {
 		return Receipt{}, err
 	}
 	a := Attachment{
 		ID: id, TaskID: e.Key.TaskID, RunID: e.Key.RunID, Filename: e.Filename,
-		ContentType: e.ContentType, SHA256: e.SHA256, ByteSize: e.ByteSize, Title: e.Title,
-	}
-
-	blob := s.blobPath(e.SHA256)
-	st, err := s.fs.Stat(blob)
-	// created: this Put made the blob, so no other record can name it and the
-	// undo may remove it.
-	created := errors.Is(err, fs.ErrNotExist)
-	switch {
-	case err == nil && st.Mode().IsRegular() && st.Size() == e.ByteSize:
-		// Content-addressed and verified when it was written: reuse it.
-	case err == nil || created:
-		// Missing, or damaged (then replaced by the verified copy).
-		if err := s.fs.Rename(tmp, blob); err != nil {
-			return Receipt{}, fmt.Errorf("deliverable: store blob %s: %w", blob, err)
-		}
-	default:
-		return Receipt{}, fmt.Errorf("deliverable: check blob %s: %w", blob, err)
+		ContentType: e.ContentType, SHA256: e.SHA256, ByteSize: e.ByteSize, Title: e.Title, ContentRef: e.ContentRef,
 	}
 
 	undoBlob := func(cause error) error {
@@ -281,38 +327,35 @@ type onlyWriter struct{ io.Writer }
 
 // writeBlobTemp streams content into a temporary file and syncs it. content
 // checks the bytes against e as they pass (see Content), so the file holds
-// exactly the verified bytes and is not read back.
-func (s *FileStore) writeBlobTemp(ctx context.Context, content *Content, e Entry) (string, error) {
-	f, err := afero.TempFile(s.fs, filepath.Join(s.dir, "tmp"), "blob-*")
+// exactly the verified bytes and is not read back. The caller publishes or
+// discards it.
+func (s *FileStore) writeBlobTemp(ctx context.Context, content *Content, e Entry) (*tempFile, error) {
+	t, err := s.createTemp("blob-")
 	if err != nil {
-		return "", fmt.Errorf("deliverable: create temporary blob in %s: %w", filepath.Join(s.dir, "tmp"), err)
+		return nil, err
 	}
-	name := f.Name()
 	ok := false
 	defer func() {
 		if !ok {
-			_ = f.Close() // already failing; the close error adds nothing
-			_ = s.fs.Remove(name)
+			t.discard()
 		}
 	}()
-	n, err := io.CopyBuffer(onlyWriter{f}, ctxReader{ctx, content}, make([]byte, copyBufSize))
+	n, err := io.CopyBuffer(onlyWriter{t.f}, ctxReader{ctx, content}, make([]byte, copyBufSize))
 	if err != nil {
-		return "", fmt.Errorf("deliverable: write temporary blob %s: %w", name, err)
+		return nil, s.ioError(err, "write temporary blob %s", t.name)
 	}
 	if n != e.ByteSize { // content guarantees it; a cheap belt to its braces
-		return "", fmt.Errorf("%w: wrote %d bytes of content declared as %d", ErrSizeMismatch, n, e.ByteSize)
+		return nil, fmt.Errorf("%w: wrote %d bytes of content declared as %d", ErrSizeMismatch, n, e.ByteSize)
 	}
-	if err := f.Sync(); err != nil {
-		return "", fmt.Errorf("deliverable: sync temporary blob %s: %w", name, err)
-	}
-	if err := f.Close(); err != nil {
-		return "", fmt.Errorf("deliverable: close temporary blob %s: %w", name, err)
+	if err := t.f.Sync(); err != nil {
+		return nil, s.ioError(err, "sync temporary blob %s", t.name)
 	}
 	ok = true
-	return name, nil
+	return t, nil
 }
 
-// writeJSON atomically replaces name with the JSON encoding of v.
+// writeJSON atomically replaces name with the JSON encoding of v: a
+// temporary file of tmp/, written, synced and renamed over name.
 func (s *FileStore) writeJSON(ctx context.Context, name string, v any) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -321,8 +364,22 @@ func (s *FileStore) writeJSON(ctx context.Context, name string, v any) error {
 	if err != nil {
 		return fmt.Errorf("deliverable: encode %s: %w", name, err)
 	}
-	if err := atomicfile.Write(ctx, s.fs, name, data, 0o600, filepath.Join(s.dir, "tmp")); err != nil {
-		return fmt.Errorf("deliverable: replace %s: %w", name, err)
+	t, err := s.createTemp("." + filepath.Base(name) + ".tmp-")
+	if err != nil {
+		return err
+	}
+	defer t.discard() // normally already published
+	if _, err := t.f.Write(data); err != nil {
+		return s.ioError(err, "replace %s: write temporary file %s", name, t.name)
+	}
+	if err := t.f.Sync(); err != nil {
+		return s.ioError(err, "replace %s: sync temporary file %s", name, t.name)
+	}
+	if err := ctx.Err(); err != nil { // a cancelled write never publishes
+		return err
+	}
+	if err := t.publish(name); err != nil {
+		return s.ioError(err, "replace %s", name)
 	}
 	return nil
 }
@@ -407,9 +464,11 @@ func (r runFile) receipt(key string) (receiptEntry, bool) {
 
 func (r runFile) duplicate(e Entry) (Attachment, bool) {
 	for _, a := range r.Attachments {
-		// The filename counts: a task that names output.json must be able to
-		// register it even when notes.txt already holds the same bytes.
-		if a.SHA256 == e.SHA256 && a.ByteSize == e.ByteSize && a.Filename == e.Filename {
+		// The filename and the path count: a task that names output.json
+		// must be able to register it even when notes.txt already holds
+		// the same bytes, and one that names en/report.pdf and
+		// de/report.pdf each of them, whatever their bytes.
+		if a.SHA256 == e.SHA256 && a.ByteSize == e.ByteSize && a.Filename == e.Filename && a.ContentRef == e.ContentRef {
 			return a, true
 		}
 	}

@@ -47,6 +47,11 @@ func (s *FileStore) RecordWorkProduct(ctx context.Context, wp WorkProduct) error
 		return err
 	}
 	defer unlock()
+	unlockStore, err := s.lockStore(ctx) // the run file is shared with other processes
+	if err != nil {
+		return err
+	}
+	defer unlockStore()
 	run, err := s.readRun(wp.TaskID, wp.RunID)
 	if err != nil {
 		return err

@@ -48,11 +48,10 @@ const maxObjectiveBytes = 1 << 20
 // Concurrency: safe for concurrent use. Changes to one task (Put,
 // SetStatus, Complete) are serialized, and while ValidateEvidence checks
 // evidence through a FileTasks (Lock) the tasks it reads cannot change;
-// attachments never change once stored. As with FileStore, this holds
-// within one process: use one FileStore per directory per process.
-// FileTasks in other processes sharing the directory always read whole
-// records, but their changes are not serialized against each other (the
-// last write wins).
+// attachments never change once stored. As with FileStore, on the
+// operating system's file system this holds across processes sharing the
+// directory too (a flock(2) lock file per task under locks/); on another
+// afero.Fs, within one FileStore value. Readers always read whole records.
 type FileTasks struct {
 	s *FileStore
 }
@@ -126,7 +125,7 @@ func (t *FileTasks) Put(ctx context.Context, r TaskRecord) error {
 	if err != nil {
 		return err
 	}
-	unlock, err := t.s.tasks.Lock(ctx, r.ID)
+	unlock, err := t.s.lockTask(ctx, r.ID)
 	if err != nil {
 		return err
 	}
@@ -174,7 +173,7 @@ func (t *FileTasks) SetStatus(ctx context.Context, id string, s Status) error {
 	if err := checkStatus(s); err != nil {
 		return err
 	}
-	unlock, err := t.s.tasks.Lock(ctx, id)
+	unlock, err := t.s.lockTask(ctx, id)
 	if err != nil {
 		return err
 	}
@@ -200,7 +199,8 @@ func (t *FileTasks) WorkProduct(ctx context.Context, id string) (WorkProduct, er
 
 // Lock implements Locker: it holds the tasks taskIDs (in sorted order, so
 // two checks never wait on each other) until unlock is called, so that
-// Put, SetStatus and Complete on them wait. Attachments never change once
+// Put, SetStatus and Complete on them wait, in every process sharing the
+// directory when the store is on the operating system's file system. Attachments never change once
 // stored and are not locked. It waits as long as ctx allows.
 func (t *FileTasks) Lock(ctx context.Context, taskIDs, attachmentIDs []string) (unlock func(), err error) {
 	ids := slices.Compact(slices.Sorted(slices.Values(taskIDs)))
@@ -211,7 +211,7 @@ func (t *FileTasks) Lock(ctx context.Context, taskIDs, attachmentIDs []string) (
 		}
 	}
 	for _, id := range ids {
-		u, err := t.s.tasks.Lock(ctx, id)
+		u, err := t.s.lockTask(ctx, id)
 		if err != nil {
 			release()
 			return nil, err

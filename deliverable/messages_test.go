@@ -144,7 +144,8 @@ func TestRegisterConflictMessage(t *testing.T) {
 	require.ErrorAs(t, err, &re)
 	assert.Equal(t, "idempotencyKey", re.Field)
 	assert.Equal(t, `register_deliverable: idempotencyKey "key" was already used in this run for attachment `+first.AttachmentID+
-		` (v.txt); use a new idempotencyKey for a different file.`, re.Message)
+		` (v.txt); this request differs only in its title ("Results" then, "Other" now): the file is the same; it is already delivered: cite deliverable:`+
+		first.AttachmentID+` (it keeps its first title, "Results", and contentType), or call again with that request's arguments to get its receipt.`, re.Message)
 	assertAgentMessage(t, re.Message, deliverable.DefaultToolName)
 }
 

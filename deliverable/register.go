@@ -7,6 +7,7 @@ import (
 	"io"
 	"io/fs"
 	"path"
+	"strings"
 )
 
 // DefaultMaxBytes is the size limit of a registered file when
@@ -36,13 +37,18 @@ type Registrar struct {
 // in run runID and stores it, returning a receipt the agent can cite.
 //
 // The request is checked first: text fields are trimmed and must be
-// non-empty, bounded and free of control characters; Filename must be a
+// non-empty, bounded and free of control characters and of invisible
+// format and separator characters (Unicode Cf, Zl, Zp); Filename must be a
 // base name, and (checked once the file is open) the base name of
 // ContentRef; SHA256 64 hex digits; ByteSize in 1..MaxBytes (ErrSizeDenied);
-// ContentRef workspace-relative, without a scheme, "..", backslash or home
-// prefix (ErrPathDenied). Then an idempotency key already used by this task
-// and run returns its stored receipt unchanged (the file is not read and
-// nothing is written), or ErrIdempotencyConflict when the request differs.
+// ContentRef workspace-relative, without a scheme, "..", backslash, home
+// prefix, control or invisible character, white space around it or "/" at
+// its end (ErrPathDenied; it is a path, so it is not trimmed; "./out/r.csv"
+// and "out//r.csv" name out/r.csv). Then an idempotency key already used by
+// this task and run returns its stored receipt unchanged (the file is not
+// read and nothing is written), or ErrIdempotencyConflict when the request
+// differs; its message says in which fields, and when the file is the same
+// (only the title or contentType differ) that it is already delivered.
 //
 // Otherwise the file is opened with ws.Open, which follows no link in any
 // component (ErrSymlinkDenied), and must be a regular file (ErrPathDenied)
@@ -112,6 +118,7 @@ func (r *Registrar) RegisterFor(ctx context.Context, ws Workspace, b Binding, re
 		SHA256:      n.SHA256,
 		ByteSize:    n.ByteSize,
 		Title:       n.Title,
+		ContentRef:  rel,
 		Command:     b.Command,
 		Revision:    b.Revision,
 		Entities:    NewEntityRefs(b.Entities...),
@@ -129,24 +136,35 @@ func (r *Registrar) RegisterFor(ctx context.Context, ws Workspace, b Binding, re
 		return Receipt{}, rj.openRejection(ref, err)
 	}
 	defer func() { _ = f.Close() }() // read-only: nothing to flush
+	if err := rj.checkOpened(f, ref, rel, n); err != nil {
+		return Receipt{}, err
+	}
+	return r.store(ctx, rj, e, f, ref)
+}
+
+// checkOpened checks the file f opened for contentRef ref (cleaned: rel)
+// against the request n before any content is read: a regular file with
+// one hard link, named n.Filename, of n.ByteSize bytes. It returns the
+// agent's rejection, or a *HostError when the workspace failed.
+func (rj rejecter) checkOpened(f File, ref, rel string, n Request) error {
 	st := f.Stat()
 	q := fmt.Sprintf("contentRef %q", clip(ref))
 	if !st.Mode.IsRegular() {
-		return Receipt{}, rj.rejectPath("contentRef", ref, ErrPathDenied, q+" is not a regular file", "register a regular file", nil)
+		return rj.rejectPath("contentRef", ref, ErrPathDenied, q+" is not a regular file", "register a regular file", nil)
 	}
 	if st.Links == 0 {
 		// Unlinked since it was opened: the agent replaced or removed it
 		// meanwhile (a rename over it), not a hard link.
-		return Receipt{}, rj.rejectPath("contentRef", ref, ErrFileChanged, q+" was replaced or removed while it was opened", "register it once it is complete", nil)
+		return rj.rejectPath("contentRef", ref, ErrFileChanged, q+" was replaced or removed while it was opened", "register it once it is complete", nil)
 	}
 	if st.Links != 1 {
-		return Receipt{}, rj.rejectPath("contentRef", ref, ErrHardlinkDenied,
+		return rj.rejectPath("contentRef", ref, ErrHardlinkDenied,
 			fmt.Sprintf("%s has %d hard links", q, st.Links), "copy it to a new file and register the copy", nil)
 	}
 	// The name the agent declares is the file's own: a file the task names
 	// cannot be satisfied by registering another file under that name.
 	if base := path.Base(rel); n.Filename != base {
-		return Receipt{}, rj.reject("filename", ErrInvalidRequest,
+		return rj.reject("filename", ErrInvalidRequest,
 			fmt.Sprintf("filename %q is not the base name of contentRef %q", n.Filename, clip(rel)),
 			fmt.Sprintf("pass filename %q, or save the file under the name %q and register that", base, n.Filename))
 	}
@@ -156,24 +174,30 @@ func (r *Registrar) RegisterFor(ctx context.Context, ws Workspace, b Binding, re
 		// still.
 		if rc, ok := f.(rechecker); ok {
 			if err := rc.recheck(); errors.Is(err, ErrFileChanged) {
-				return Receipt{}, rj.rejectPath("contentRef", ref, ErrFileChanged, q+" changed while it was opened", "register it once it is complete", err)
+				return rj.rejectPath("contentRef", ref, ErrFileChanged, q+" changed while it was opened", "register it once it is complete", err)
 			} else if err != nil {
-				return host("read workspace", err)
+				return hostErr("read workspace", err)
 			}
 		}
-		return Receipt{}, rj.rejectPath("byteSize", ref, ErrSizeMismatch,
+		return rj.rejectPath("byteSize", ref, ErrSizeMismatch,
 			fmt.Sprintf("byteSize is %d but the file has %d bytes", n.ByteSize, st.Size), "recompute byteSize and sha256 from the final file", nil)
 	}
+	return nil
+}
 
+// store reads the checked file f into r.Store as e, and turns what fails
+// into the agent's rejection or a *HostError.
+func (r *Registrar) store(ctx context.Context, rj rejecter, e Entry, f File, ref string) (Receipt, error) {
 	// Each byte is hashed once: by the file itself when it hashes what it
 	// yields (a LocalWorkspace file), otherwise by the Content. The store
 	// writes what the Content returned and hashes nothing again.
-	v := &verifier{ctx: ctx, f: f, rj: rj, ref: ref, size: st.Size}
+	size := f.Stat().Size
+	v := &verifier{ctx: ctx, f: f, rj: rj, ref: ref, size: size}
 	var c *Content
 	if hf, ok := f.(hashingFile); ok {
-		c = newPrehashedContent(v, st.Size, n.SHA256, hf.sha256)
+		c = newPrehashedContent(v, size, e.SHA256, hf.sha256)
 	} else {
-		c = NewContent(v, st.Size, n.SHA256)
+		c = NewContent(v, size, e.SHA256)
 	}
 	rc, err := r.Store.Put(ctx, e, c)
 	switch {
@@ -183,13 +207,17 @@ func (r *Registrar) RegisterFor(ctx context.Context, ws Workspace, b Binding, re
 		return Receipt{}, v.err
 	case c.err != nil && errors.Is(c.err, ErrHashMismatch) && c.got != "":
 		return Receipt{}, rj.rejectPath("sha256", ref, ErrHashMismatch,
-			fmt.Sprintf("sha256 is %s but the file's bytes hash to %s", n.SHA256, c.got), "recompute sha256 from the final file", nil)
+			fmt.Sprintf("sha256 is %s but the file's bytes hash to %s", e.SHA256, c.got), "recompute sha256 from the final file", nil)
 	case errors.Is(err, ErrIdempotencyConflict):
+		// Another Put of the key won the race: say what differs from it.
+		if prev, _, lerr := r.Store.Lookup(ctx, e.Key); lerr == nil {
+			return Receipt{}, conflict(ctx, rj, r.Store, e, prev)
+		}
 		return Receipt{}, rj.reject("idempotencyKey", ErrIdempotencyConflict,
 			fmt.Sprintf("idempotencyKey %q was already used in this run for a different request", clip(e.Key.IdempotencyKey)),
 			"use a new idempotencyKey for a different file")
 	}
-	return host("store", err)
+	return Receipt{}, hostErr("store", err)
 }
 
 // replay returns the stored receipt for e.Key, a *RequestError wrapping
@@ -204,11 +232,64 @@ func replay(ctx context.Context, rj rejecter, s Store, e Entry) (Receipt, error)
 		return Receipt{}, hostErr("store", err)
 	}
 	if fp != e.Fingerprint {
-		return Receipt{}, rj.reject("idempotencyKey", ErrIdempotencyConflict,
-			fmt.Sprintf("idempotencyKey %q was already used in this run for attachment %s (%s)", clip(e.Key.IdempotencyKey), rc.AttachmentID, rc.Filename),
-			"use a new idempotencyKey for a different file")
+		return Receipt{}, conflict(ctx, rj, s, e, rc)
 	}
 	return rc, nil
+}
+
+// attachmentReader is a Store that also returns attachment records
+// (FileStore), so that a conflict can name the title and contentRef the
+// key was first used with.
+type attachmentReader interface {
+	Attachment(ctx context.Context, id string) (Attachment, error)
+}
+
+// conflict is the agent's rejection of e under a key whose receipt prev
+// came from another request: what differs from that request, and what to
+// do. The receipt tells the filename, contentType, byteSize and sha256;
+// the title and contentRef come from the attachment record when the key
+// created it (Applied) and the Store serves records.
+func conflict(ctx context.Context, rj rejecter, s Store, e Entry, prev Receipt) *RequestError {
+	var diffs []string
+	fileDiffers := false
+	differs := func(field, then, now string, ofFile bool) {
+		if then != now {
+			diffs = append(diffs, fmt.Sprintf("%s (%s then, %s now)", field, then, now))
+			fileDiffers = fileDiffers || ofFile
+		}
+	}
+	q := func(s string) string { return fmt.Sprintf("%q", clip(s)) }
+	differs("filename", q(prev.Filename), q(e.Filename), true)
+	differs("byteSize", fmt.Sprint(prev.ByteSize), fmt.Sprint(e.ByteSize), true)
+	if prev.SHA256 != e.SHA256 { // 64 hex digits each say nothing more
+		diffs, fileDiffers = append(diffs, "sha256"), true
+	}
+	differs("contentType", q(prev.ContentType), q(e.ContentType), false)
+	known := false // whether title and contentRef were compared
+	title := ""
+	if ar, ok := s.(attachmentReader); ok && prev.Disposition == Applied {
+		if a, err := ar.Attachment(ctx, prev.AttachmentID); err == nil && a.ContentRef != "" {
+			known, title = true, a.Title
+			differs("contentRef", q(a.ContentRef), q(e.ContentRef), true)
+			differs("title", q(a.Title), q(e.Title), false)
+		}
+	}
+	used := fmt.Sprintf("idempotencyKey %q was already used in this run for attachment %s (%s)", clip(e.Key.IdempotencyKey), prev.AttachmentID, prev.Filename)
+	cite := citationScheme + prev.AttachmentID
+	switch {
+	case fileDiffers:
+		return rj.reject("idempotencyKey", ErrIdempotencyConflict, used+"; this request differs in its "+strings.Join(diffs, ", "),
+			"use a new idempotencyKey for a different file, or that request's arguments to get its receipt")
+	case known:
+		return rj.reject("idempotencyKey", ErrIdempotencyConflict, used+"; this request differs only in its "+strings.Join(diffs, ", ")+": the file is the same",
+			fmt.Sprintf("it is already delivered: cite %s (it keeps its first title, %q, and contentType), or call again with that request's arguments to get its receipt", cite, clip(title)))
+	}
+	what := "its title or contentRef"
+	if len(diffs) > 0 {
+		what = "its " + strings.Join(diffs, ", ") + ", and perhaps in its title or contentRef"
+	}
+	return rj.reject("idempotencyKey", ErrIdempotencyConflict, used+"; this request has the same bytes and filename but differs in "+what,
+		fmt.Sprintf("if it is the same file it is already delivered: cite %s; for another file use a new idempotencyKey", cite))
 }
 
 // openRejection turns a Workspace.Open error into the agent's rejection, or

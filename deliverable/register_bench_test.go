@@ -32,7 +32,7 @@ func benchRegisterMiB(b *testing.B) int64 {
 
 // BenchmarkRegister registers one large file from a LocalWorkspace into a
 // FileStore on the OS file system (a new run each time, so the store writes,
-// syncs and checks a new copy; the published blob is reused). Compare its
+// syncs and checks a new copy, which replaces the published blob). Compare its
 // MB/s with `openssl dgst -sha256` on a file of the same size.
 func BenchmarkRegister(b *testing.B) {
 	mib := benchRegisterMiB(b)

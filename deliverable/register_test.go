@@ -59,7 +59,9 @@ func TestRegisterNormalizesFields(t *testing.T) {
 	data := []byte("hello")
 	writeFile(t, f.ws, "r.txt", data)
 	req := deliverable.Request{
-		ContentRef: "  ./r.txt ", Filename: " r.txt\u00a0", ContentType: "Text/Plain; Charset=UTF-8",
+		// A path is not trimmed (white space around it would be part of the
+		// name), but "./" is the same file.
+		ContentRef: "./r.txt", Filename: " r.txt\u00a0", ContentType: "Text/Plain; Charset=UTF-8",
 		ByteSize: 5, SHA256: " " + strings.ToUpper(sum(data)) + " ", Title: "  Greeting ", IdempotencyKey: " k ",
 	}
 	rc, err := f.reg.Register(t.Context(), local(t, f.ws), "t", "r", req)
@@ -377,15 +379,22 @@ func TestRegisterDuplicate(t *testing.T) {
 	first, err := f.reg.Register(ctx, local(t, f.ws), "t", "r", requestFor("a.txt", "k1", data))
 	require.NoError(t, err)
 
-	dup, err := f.reg.Register(ctx, local(t, f.ws), "t", "r", requestFor("copy/a.txt", "k2", data))
+	dup, err := f.reg.Register(ctx, local(t, f.ws), "t", "r", requestFor("a.txt", "k2", data))
 	require.NoError(t, err)
 	assert.Equal(t, deliverable.Duplicate, dup.Disposition)
 	assert.Equal(t, first.AttachmentID, dup.AttachmentID)
 
 	// Replaying the duplicate's key returns it unchanged.
-	again, err := f.reg.Register(ctx, local(t, f.ws), "t", "r", requestFor("copy/a.txt", "k2", data))
+	again, err := f.reg.Register(ctx, local(t, f.ws), "t", "r", requestFor("a.txt", "k2", data))
 	require.NoError(t, err)
 	assert.Equal(t, dup, again)
+
+	// The same bytes and filename from another path are another file (a
+	// task may name en/a.txt and de/a.txt): its own attachment, one blob.
+	copied, err := f.reg.Register(ctx, local(t, f.ws), "t", "r", requestFor("copy/a.txt", "k5", data))
+	require.NoError(t, err)
+	assert.Equal(t, deliverable.Applied, copied.Disposition)
+	assert.NotEqual(t, first.AttachmentID, copied.AttachmentID)
 
 	// Same bytes under another filename: its own attachment sharing one
 	// blob, so a task that names b.txt can be satisfied.
@@ -399,7 +408,7 @@ func TestRegisterDuplicate(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, deliverable.Applied, otherRun.Disposition)
 
-	assert.Len(t, filesUnder(t, f.fs, f.dir, "attachments"), 3)
+	assert.Len(t, filesUnder(t, f.fs, f.dir, "attachments"), 4)
 	assert.Equal(t, []string{sum(data)}, filesUnder(t, f.fs, f.dir, "blobs"))
 
 	// A duplicate claim is still verified against the file: same size,

@@ -35,7 +35,8 @@ const (
 	// Applied: a new attachment was stored.
 	Applied Disposition = "applied"
 	// Duplicate: this run had already registered the same bytes under the
-	// same filename; the receipt names that attachment.
+	// same filename from the same contentRef; the receipt names that
+	// attachment.
 	Duplicate Disposition = "duplicate"
 )
 
@@ -74,6 +75,12 @@ type Attachment struct {
 	SHA256      string `json:"sha256"`      // lowercase hex of the content
 	ByteSize    int64  `json:"byteSize"`    // size of the content
 	Title       string `json:"title"`       // the agent's short description
+	// ContentRef is the clean workspace-relative path the file was
+	// registered from ("en/report.pdf"); "" in records stored before it was
+	// kept, and in a host's own Tasks that does not keep it.
+	// ValidateEvidence counts the attachments of one ContentRef as one
+	// file, and prefers it when it matches a requested path.
+	ContentRef string `json:"contentRef,omitempty"`
 }
 
 // ContentPath returns the URL path that serves the attachment with id.
@@ -155,19 +162,43 @@ func normalize(rj rejecter, req Request, maxBytes int64) (Request, string, error
 			fmt.Sprintf("byteSize %d is outside 1..%d", n.ByteSize, maxBytes),
 			fmt.Sprintf("only a non-empty file of at most %d bytes can be registered; pass its exact size in bytes", maxBytes))
 	}
-	n.ContentRef = strings.TrimSpace(n.ContentRef)
-	rel, why := cleanRef(n.ContentRef)
-	if why != "" {
-		return Request{}, "", rj.rejectPath("contentRef", req.ContentRef, ErrPathDenied,
-			fmt.Sprintf("contentRef %q %s", clip(req.ContentRef), why), "pass "+hintContentRef, nil)
+	rel, err := contentRef(rj, req.ContentRef)
+	if err != nil {
+		return Request{}, "", err
 	}
 	n.ContentRef = rel
 	return n, rel, nil
 }
 
+// contentRef checks the agent's contentRef and returns it cleaned. It is a
+// path, not text: it is not trimmed, since white space around it would be
+// part of the name (" f.txt" is not "f.txt"), and one that ends with "/"
+// (or "/.") names a directory, not the file without it; both are refused.
+// Other spellings of the same path ("./out/r.csv", "out//r.csv") name the
+// same file and are cleaned.
+func contentRef(rj rejecter, ref string) (string, error) {
+	q := fmt.Sprintf("contentRef %q", clip(ref))
+	reject := func(why, fix string) (string, error) {
+		return "", rj.rejectPath("contentRef", ref, ErrPathDenied, q+" "+why, fix, nil)
+	}
+	if strings.TrimSpace(ref) == "" {
+		return reject("is empty", "pass "+hintContentRef)
+	}
+	rel, why := cleanRef(ref)
+	switch {
+	case why != "":
+		return reject(why, "pass "+hintContentRef)
+	case strings.TrimSpace(ref) != ref:
+		return reject("has white space at its start or end", "pass the path exactly as the file is named, with nothing around it")
+	case strings.HasSuffix(ref, "/") || strings.HasSuffix(ref, "/."):
+		return reject(`ends with "/", so it names a directory`, `pass the file's path without a "/" at its end`)
+	}
+	return rel, nil
+}
+
 // textField trims s and checks that it is non-empty, at most max bytes of valid
-// UTF-8 and free of control and bidirectional-override characters. name is
-// the field's JSON name.
+// UTF-8 and free of control and invisible format or separator characters
+// (charProblem). name is the field's JSON name.
 func textField(rj rejecter, name, s string, max int, hint string) (string, error) {
 	s = strings.TrimSpace(s)
 	if s == "" {
@@ -200,18 +231,32 @@ func checkID(name, id string) error {
 	return nil
 }
 
-// charProblem reports invalid UTF-8, control characters and bidi controls
-// in s: what is wrong and what to do, or "" when nothing is.
+// charProblem reports invalid UTF-8, control characters and invisible
+// format and separator characters (invisibleRune) in s: what is wrong and
+// what to do, or "" when nothing is.
 func charProblem(s string) (why, fix string) {
 	if !utf8.ValidString(s) {
 		return "is not valid UTF-8", "pass UTF-8 text"
 	}
 	for _, r := range s {
-		if unicode.IsControl(r) || isBidiControl(r) {
+		switch {
+		case unicode.IsControl(r):
 			return fmt.Sprintf("contains the control character %U", r), "remove it"
+		case invisibleRune(r):
+			return fmt.Sprintf("contains the invisible character %U", r), "remove it"
 		}
 	}
 	return "", ""
+}
+
+// invisibleRune reports a character that changes how text is shown or
+// breaks it without being seen: every Unicode format character (Cf: the
+// bidirectional controls, zero-width space, joiner and non-joiner, the
+// byte order mark, the soft hyphen, the interlinear annotation marks…) and
+// the line and paragraph separators (Zl, Zp). Text fields and paths refuse
+// them all, so that two names that look the same are the same.
+func invisibleRune(r rune) bool {
+	return unicode.In(r, unicode.Cf, unicode.Zl, unicode.Zp)
 }
 
 func isBidiControl(r rune) bool {
@@ -231,8 +276,12 @@ func cleanRef(unsafePath string) (clean, why string) {
 		return "", fmt.Sprintf("is longer than %d bytes", maxRefLen)
 	case !utf8.ValidString(unsafePath):
 		return "", "is not valid UTF-8"
-	case strings.ContainsFunc(unsafePath, func(r rune) bool { return unicode.IsControl(r) || isBidiControl(r) }):
+	case strings.ContainsFunc(unsafePath, unicode.IsControl):
 		return "", "contains a control character"
+	case strings.ContainsFunc(unsafePath, invisibleRune):
+		i := strings.IndexFunc(unsafePath, invisibleRune)
+		r, _ := utf8.DecodeRuneInString(unsafePath[i:])
+		return "", fmt.Sprintf("contains the invisible character %U", r)
 	case hasScheme(unsafePath):
 		return "", "is a URL or has a scheme"
 	case strings.HasPrefix(unsafePath, "/"):

@@ -24,6 +24,10 @@ type Entry struct {
 	SHA256      string // lowercase hex
 	ByteSize    int64  // exact size of the content
 	Title       string // the agent's short description
+	// ContentRef is the clean workspace-relative path of the file
+	// ("en/report.pdf"), kept in the Attachment; "" when the caller has no
+	// path. It is part of what makes a Duplicate.
+	ContentRef string
 	// The host's ids (Binding), which the Store keeps in the receipt it
 	// returns and replays; they take no part in the Fingerprint.
 	Command  string
@@ -60,9 +64,10 @@ type Store interface {
 	// Content: a Store need not hash them again); any error from content
 	// (ErrSizeMismatch, ErrHashMismatch, or its reader's) aborts the Put and
 	// is returned wrapped. When the same task and run already hold an
-	// attachment with the same SHA256, ByteSize and Filename, the receipt
-	// names it with Disposition Duplicate; otherwise a new attachment is
-	// stored (Applied). Concurrent Puts of one Key store one receipt.
+	// attachment with the same SHA256, ByteSize, Filename and ContentRef,
+	// the receipt names it with Disposition Duplicate; otherwise a new
+	// attachment is stored (Applied). Concurrent Puts of one Key store one
+	// receipt.
 	Put(ctx context.Context, e Entry, content *Content) (Receipt, error)
 
 	// Open returns the attachment with id (a lowercase UUID) and its content,
@@ -95,6 +100,11 @@ func checkEntry(e Entry, content *Content) error {
 	} {
 		if f.v == "" {
 			return fmt.Errorf("%w: entry %s is empty", ErrInvalidRequest, f.name)
+		}
+	}
+	if e.ContentRef != "" {
+		if clean, why := cleanRef(e.ContentRef); why != "" || clean != e.ContentRef {
+			return fmt.Errorf("%w: entry ContentRef %q is not a clean workspace-relative path", ErrInvalidRequest, clip(e.ContentRef))
 		}
 	}
 	if !isLowerHex(e.SHA256, 64) {

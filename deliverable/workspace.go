@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"syscall"
 
 	"github.com/airlockdev/airlock/internal/tree"
 )
@@ -30,7 +31,8 @@ type Workspace interface {
 	// ErrPathDenied, a missing one with fs.ErrNotExist, and a path that
 	// changed while it was looked up with ErrFileChanged; these are
 	// *fs.PathError values naming name. Any other error is a failure of the
-	// workspace itself (the disk, the transport, the sandbox's tools).
+	// workspace itself (the disk, the transport, the sandbox's tools, a
+	// root that is gone), and never wraps fs.ErrNotExist.
 	//
 	// On success the File describes what was opened (Stat) and reads exactly
 	// FileStat.Size bytes. The caller closes it.
@@ -68,6 +70,10 @@ type FileStat struct {
 //
 // dir itself is trusted and may be reached through links. It fails with an
 // *fs.PathError when dir is not absolute or is not an existing directory.
+// When dir is no longer a directory at Open (removed or renamed away
+// later), Open fails as the workspace itself, naming dir and saying what to
+// do, not with fs.ErrNotExist: Register reports it as a *HostError, never
+// as the agent's missing file.
 func LocalWorkspace(dir string) (Workspace, error) {
 	fail := func(err error) (Workspace, error) {
 		return nil, &fs.PathError{Op: "deliverable.LocalWorkspace", Path: dir, Err: err}
@@ -95,6 +101,9 @@ func (w localWorkspace) Open(ctx context.Context, name string) (File, error) {
 	}
 	f, err := tree.OpenFile(w.dir, name)
 	if err != nil {
+		if rerr := w.rootGone(err); rerr != nil {
+			return nil, rerr
+		}
 		var pe *fs.PathError
 		if errors.As(err, &pe) {
 			err = pe.Err
@@ -115,6 +124,25 @@ func (w localWorkspace) Open(ctx context.Context, name string) (File, error) {
 	}
 	return &localFile{w: w, name: name, f: f, it: it, before: fi,
 		st: FileStat{Mode: fi.Mode(), Size: fi.Size(), Links: links}}, nil
+}
+
+// rootGone returns the workspace's own failure when a file could not be
+// opened (err) because the root itself is no longer a directory: removed
+// or renamed away after LocalWorkspace. That is the host's to fix, not the
+// agent's, so the error does not wrap fs.ErrNotExist (which Register
+// reports to the agent as its file missing). It returns nil otherwise.
+func (w localWorkspace) rootGone(err error) error {
+	if !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR) {
+		return nil
+	}
+	fi, serr := os.Stat(w.dir)
+	switch {
+	case serr == nil && fi.IsDir():
+		return nil
+	case serr == nil:
+		serr = fmt.Errorf("it is now a %s", tree.Kind(fi.Mode()))
+	}
+	return fmt.Errorf("the local workspace root %s is no longer a directory (removed or renamed away after LocalWorkspace opened it: %v); restore it, or pass LocalWorkspace the workspace's current directory", w.dir, serr)
 }
 
 // checkOpen is what every Workspace.Open checks first: the context is live
@@ -213,6 +241,9 @@ func (l *localFile) finish() error {
 	}
 	g, err := tree.OpenFile(l.w.dir, l.name)
 	if err != nil {
+		if rerr := l.w.rootGone(err); rerr != nil {
+			return rerr
+		}
 		return changed(fmt.Errorf("the path no longer opens as the same file: %w", err))
 	}
 	now, err := g.Stat()

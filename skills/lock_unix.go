@@ -5,45 +5,36 @@ package skills
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
+	"github.com/airlockdev/airlock/internal/flock"
 	"github.com/airlockdev/airlock/internal/statedir"
 	"github.com/airlockdev/airlock/internal/tree"
 
 	"golang.org/x/sys/unix"
 )
 
-// lock takes an exclusive flock(2) on path, polling so that ctx can cancel
-// the wait. The kernel drops the lock when its holder exits, so a lock file
-// left by a crashed process is simply taken again.
+// lock takes an exclusive flock(2) on path, waiting until ctx ends (see
+// internal/flock: a lock file left by a crashed process is simply taken
+// again).
 func lock(ctx context.Context, path string) (func(), error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|unix.O_NOFOLLOW, 0o600)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|flock.NoFollow, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("opening bundle lock %s: %w", path, err)
 	}
-	for delay := time.Millisecond; ; delay = min(2*delay, 50*time.Millisecond) {
-		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
-		if err == nil {
-			return func() {
-				unix.Flock(int(f.Fd()), unix.LOCK_UN)
-				f.Close()
-			}, nil
+	if err := flock.Wait(ctx, f); err != nil {
+		f.Close()
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("waiting for bundle lock %s: %w", path, err)
 		}
-		if err != unix.EWOULDBLOCK && err != unix.EINTR {
-			f.Close()
-			return nil, fmt.Errorf("locking bundle %s: %w", path, err)
-		}
-		select {
-		case <-ctx.Done():
-			f.Close()
-			return nil, fmt.Errorf("waiting for bundle lock %s: %w", path, ctx.Err())
-		case <-time.After(delay):
-		}
+		return nil, fmt.Errorf("locking bundle %s: %w", path, err)
 	}
+	return func() { f.Close() }, nil // closing drops the lock
 }
 
 // A writer copies into a temporary directory of the state directory,
@@ -71,9 +62,13 @@ func tempDir(stateDir string) (tmp string, done func(), err error) {
 	if err := os.Mkdir(fresh, 0o700); err != nil {
 		return "", nil, fmt.Errorf("creating temporary bundle: %w%s", err, spaceAdvice(err))
 	}
-	f, err := os.OpenFile(fresh, os.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW, 0)
+	f, err := os.OpenFile(fresh, os.O_RDONLY|unix.O_DIRECTORY|flock.NoFollow, 0)
 	if err == nil {
-		if err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		var ok bool
+		if ok, err = flock.Try(f); err == nil && !ok {
+			err = errors.New("another process holds the lock of a directory just made")
+		}
+		if err != nil {
 			f.Close()
 		}
 	}
@@ -112,11 +107,11 @@ func sweepTemp(stateDir string) {
 			}
 			continue
 		}
-		f, err := os.OpenFile(p, os.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW, 0)
+		f, err := os.OpenFile(p, os.O_RDONLY|unix.O_DIRECTORY|flock.NoFollow, 0)
 		if err != nil {
 			continue
 		}
-		if unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) == nil {
+		if ok, err := flock.Try(f); ok && err == nil {
 			tree.RemoveAll(p) // its writer is gone: the kernel dropped its lock
 		}
 		f.Close()
@@ -124,24 +119,11 @@ func sweepTemp(stateDir string) {
 }
 
 // tempName reports a name tempDir makes: a prefix and tmpNameLen
-// characters of rand.Text's alphabet (A–Z, 2–7).
+// characters of rand.Text's alphabet.
 func tempName(name string) bool {
-	var rest string
-	switch {
-	case strings.HasPrefix(name, tmpPrefix):
-		rest = name[len(tmpPrefix):]
-	case strings.HasPrefix(name, newPrefix):
-		rest = name[len(newPrefix):]
-	default:
-		return false
+	if rest, ok := strings.CutPrefix(name, tmpPrefix); ok {
+		return flock.RandPart(rest, tmpNameLen)
 	}
-	if len(rest) != tmpNameLen {
-		return false
-	}
-	for _, c := range rest {
-		if !(c >= 'A' && c <= 'Z' || c >= '2' && c <= '7') {
-			return false
-		}
-	}
-	return true
+	rest, ok := strings.CutPrefix(name, newPrefix)
+	return ok && flock.RandPart(rest, tmpNameLen)
 }

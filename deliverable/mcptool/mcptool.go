@@ -213,7 +213,7 @@ func (t *tool) call(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToo
 	}
 	what := "Registered"
 	if rc.Disposition == deliverable.Duplicate {
-		what = "Already registered in this run (same bytes, same name):"
+		what = "Already registered in this run (same bytes from the same contentRef):"
 	}
 	text := fmt.Sprintf("%s %s as attachment %s. Cite it in your completion report as %s.\n%s",
 		what, rc.Filename, rc.AttachmentID, out.Citation, data)

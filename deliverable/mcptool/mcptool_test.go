@@ -142,7 +142,8 @@ func TestRejectionsAreToolErrors(t *testing.T) {
 	text, isErr, _ := call(t, cs, args("out/other.pdf", "k1", other))
 	assert.True(t, isErr)
 	assert.Equal(t, `register_deliverable: idempotencyKey "k1" was already used in this run for attachment `+first.AttachmentID+
-		" (report.pdf); use a new idempotencyKey for a different file.", text)
+		` (report.pdf); this request differs in its filename ("report.pdf" then, "other.pdf" now), byteSize (15 then, 14 now), sha256, `+
+		`contentRef ("out/report.pdf" then, "out/other.pdf" now); use a new idempotencyKey for a different file, or that request's arguments to get its receipt.`, text)
 	_, err = store.Attachment(t.Context(), first.AttachmentID)
 	require.NoError(t, err)
 }

@@ -251,6 +251,7 @@ var (
 	otherWords           = lexList("otherWords")
 	insteadWords         = lexList("insteadWords")
 	insteadLinks         = lexList("insteadLinks")
+	insteadAdverbs       = lexList("insteadAdverbs")
 	nothingExceptions    = lexList("nothingExceptions")
 	npBreakMarks         = lexList("npBreakMarks")
 	outputNouns          = lexList("outputNouns")

@@ -867,8 +867,12 @@ func negate(u *unit, p *phrase) {
 			}
 		case t.is(insteadWords...):
 			k := i + 1
-			if k < p.end && toks[k].is(insteadLinks...) {
+			linked := k < p.end && toks[k].is(insteadLinks...)
+			if linked {
 				k++
+			}
+			if !linked && t.is(insteadAdverbs...) && u.verbAt(k) {
+				continue // "Instead attach X": a discourse adverb before the imperative, not a negation
 			}
 			if i == p.start && u.verbAt(k) {
 				negatePhrase(u, p, i)

@@ -1,0 +1,66 @@
+package deliverable_test
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+
+	"github.com/airlockdev/airlock/deliverable"
+	"github.com/airlockdev/airlock/sandbox"
+)
+
+// Finding 7 on a real full file system: the error names the store and
+// what to do, and once space is freed the same call succeeds.
+func TestAttack47FullDiskOnTmpfs(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to mount a 1 MiB tmpfs (mount -t tmpfs -o size=1m); CI runs as root")
+	}
+	mnt := t.TempDir()
+	require.NoError(t, unix.Mount("tmpfs", mnt, "tmpfs", 0, "size=1m"))
+	t.Cleanup(func() { _ = unix.Unmount(mnt, unix.MNT_DETACH) })
+	dir := filepath.Join(mnt, "st")
+	st, err := deliverable.OpenFileStore(dir)
+	require.NoError(t, err)
+
+	filler := filepath.Join(mnt, "filler")
+	f, err := os.Create(filler)
+	require.NoError(t, err)
+	chunk := make([]byte, 64<<10)
+	for {
+		if _, err = f.Write(chunk); err != nil {
+			break
+		}
+	}
+	require.ErrorIs(t, err, syscall.ENOSPC)
+	require.NoError(t, f.Close())
+
+	ws := t.TempDir()
+	data := []byte(strings.Repeat("row,1\n", 4096))
+	writeFile(t, ws, "r.csv", data)
+	reg := &deliverable.Registrar{Store: st}
+	req := requestFor("r.csv", "k", data)
+	_, err = reg.Register(t.Context(), local(t, ws), "t", "r", req)
+	he := requireHostError(t, err)
+	assert.Equal(t, "store", he.Op)
+	assert.ErrorIs(t, err, syscall.ENOSPC)
+	msg := err.Error()
+	assert.True(t, strings.HasPrefix(msg, "deliverable: store: write temporary blob "+filepath.Join(dir, "tmp", "blob-")), msg)
+	assert.Contains(t, msg, "no space left on device; the file system of the store "+dir+" is full: free space (or inodes) on it, then retry")
+	assert.Equal(t, 1, strings.Count(msg, "deliverable: "), msg)
+	assert.False(t, sandbox.Retryable(err))
+	var pe *os.PathError
+	assert.True(t, errors.As(err, &pe), "the failing path is kept: %v", err)
+	assert.Empty(t, a47Names(t, filepath.Join(dir, "tmp")), "nothing left behind")
+
+	require.NoError(t, os.Remove(filler))
+	rc, err := reg.Register(t.Context(), local(t, ws), "t", "r", req)
+	require.NoError(t, err, "the same call succeeds once there is room")
+	assert.Equal(t, deliverable.Applied, rc.Disposition)
+}

@@ -10,21 +10,16 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"golang.org/x/sys/unix"
 
 	"github.com/airlockdev/airlock/deliverable"
+	"github.com/airlockdev/airlock/internal/treetest"
 	"github.com/airlockdev/airlock/sandbox"
 )
 
 // Finding 7 on a real full file system: the error names the store and
 // what to do, and once space is freed the same call succeeds.
 func TestAttack47FullDiskOnTmpfs(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to mount a 1 MiB tmpfs (mount -t tmpfs -o size=1m); CI runs as root")
-	}
-	mnt := t.TempDir()
-	require.NoError(t, unix.Mount("tmpfs", mnt, "tmpfs", 0, "size=1m"))
-	t.Cleanup(func() { _ = unix.Unmount(mnt, unix.MNT_DETACH) })
+	mnt := treetest.Tmpfs(t, "1m")
 	dir := filepath.Join(mnt, "st")
 	st, err := deliverable.OpenFileStore(dir)
 	require.NoError(t, err)

@@ -11,6 +11,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
+
+	"github.com/airlockdev/airlock/internal/treetest"
 )
 
 // TestMaterializeFullStateDisk: a copy that fills the state directory's
@@ -18,14 +20,7 @@ import (
 // and the call after space is freed succeeds. Root only: it mounts a
 // small tmpfs.
 func TestMaterializeFullStateDisk(t *testing.T) {
-	if os.Getuid() != 0 {
-		t.Skip("needs root to mount a small tmpfs (runs in CI, which is root)")
-	}
-	mnt := t.TempDir()
-	if err := unix.Mount("tmpfs", mnt, "tmpfs", 0, "size=1m"); err != nil {
-		t.Skipf("cannot mount a tmpfs here: %v", err)
-	}
-	t.Cleanup(func() { require.NoError(t, unix.Unmount(mnt, 0)) })
+	mnt := treetest.Tmpfs(t, "1m")
 	filler := filepath.Join(mnt, "filler")
 	require.NoError(t, os.WriteFile(filler, make([]byte, 900<<10), 0o600))
 	dir := skillDir(t, t.TempDir(), "a", "big:"+strings.Repeat("b", 300<<10))

@@ -55,3 +55,27 @@ func BindMount(t testing.TB, from, to string) {
 		}
 	})
 }
+
+// Tmpfs mounts a tmpfs of the given size (mount(8)'s size= value: "1m")
+// on a fresh directory for the rest of the test, for a full file system.
+// It needs root: elsewhere the test is skipped, saying so.
+func Tmpfs(t testing.TB, size string) string {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("mounting a small tmpfs (a full file system) needs root (CI runs as root)")
+	}
+	dir := t.TempDir()
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size="+size+",mode=0755"); err != nil {
+		if errors.Is(err, syscall.EPERM) {
+			t.Skipf("mounting a tmpfs is not permitted here (%v): CI runs as root on a VM", err)
+		}
+		t.Fatalf("mount -t tmpfs -o size=%s %s: %v", size, dir, err)
+	}
+	t.Cleanup(func() {
+		if err := syscall.Unmount(dir, 0); err != nil {
+			t.Errorf("unmounting the tmpfs %s: %v", dir, err)
+			_ = syscall.Unmount(dir, syscall.MNT_DETACH) // already failing: do not leave it mounted
+		}
+	})
+	return dir
+}

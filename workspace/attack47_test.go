@@ -4,14 +4,18 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -347,4 +351,233 @@ func TestStagedGitlinkRemovalRefused(t *testing.T) {
 	assert.NotEmpty(t, lineOf(after, "b"), "the agent's other staged entry")
 	assert.Empty(t, res.Kept)
 	assert.Equal(t, []string{"b"}, res.Updated)
+}
+
+// TestExcludeOneReadingBothRounds: a plain round reads Spec.Exclude as a
+// git round does (git's glob pathspecs: "**/*.env" at every depth, the top
+// included; "*.env" at the top only): an outside attack found a plain
+// round sending the top-level .env and bringing the agent's back over the
+// user's. A ** inside a component is refused: git reads it its own way.
+func TestExcludeOneReadingBothRounds(t *testing.T) {
+	for _, kind := range []string{"git", "plain"} {
+		t.Run(kind, func(t *testing.T) {
+			e := newEnv(t, runners[0].new)
+			e.spec.Exclude = []string{"**/*.env", "top.key"}
+			seed(t, e.local, kind, map[string]string{"a": "a\n"})
+			write(t, e.local, ".env", "API_KEY=top-secret\n")
+			write(t, e.local, "svc/db.env", "DB_PASS=secret\n")
+			write(t, e.local, "top.key", "K\n")
+			write(t, e.local, "svc/top.key", "sent\n")
+			r, err := workspace.Prepare(ctx(t), e.spec)
+			require.NoError(t, err)
+			assert.False(t, exists(e.remote, ".env"))
+			assert.False(t, exists(e.remote, "svc/db.env"))
+			assert.False(t, exists(e.remote, "top.key"))
+			assert.Equal(t, "sent\n", read(t, e.remote, "svc/top.key"), "top.key is anchored at the top")
+			write(t, e.remote, ".env", "API_KEY=agent\n")
+			write(t, e.remote, "svc/db.env", "DB_PASS=agent\n")
+			write(t, e.remote, "svc/top.key", "agent\n")
+			res, err := r.Restore(ctx(t))
+			require.NoError(t, err)
+			assert.Equal(t, []string{"svc/top.key"}, res.Updated)
+			assert.Equal(t, "API_KEY=top-secret\n", read(t, e.local, ".env"))
+			assert.Equal(t, "DB_PASS=secret\n", read(t, e.local, "svc/db.env"))
+		})
+	}
+	e := newEnv(t, runners[0].new)
+	initRepo(t, e.local, map[string]string{"a": "a\n"})
+	e.spec.Exclude = []string{"a**/x"}
+	_, err := workspace.Prepare(ctx(t), e.spec)
+	require.ErrorIs(t, err, workspace.ErrSpec)
+	assert.Contains(t, err.Error(), `exclude pattern "a**/x" has ** inside a path component`)
+}
+
+// detachOnce runs its first command detached: it reports ErrTransport
+// after delay while the command goes on in the sandbox, as a cut
+// connection or a killed exec client leaves it.
+type detachOnce struct {
+	r     sandbox.Runner
+	delay time.Duration
+	once  sync.Once
+	wg    sync.WaitGroup
+}
+
+func (l *detachOnce) Run(ctx context.Context, cmd sandbox.Command) error {
+	first := false
+	l.once.Do(func() { first = true })
+	if !first {
+		return l.r.Run(ctx, cmd)
+	}
+	var in []byte
+	if cmd.Stdin != nil {
+		var err error
+		if in, err = io.ReadAll(cmd.Stdin); err != nil {
+			return err
+		}
+	}
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = bytes.NewReader(in), io.Discard, io.Discard
+	l.wg.Add(1)
+	go func() { defer l.wg.Done(); _ = l.r.Run(context.Background(), cmd) }()
+	time.Sleep(l.delay)
+	return fmt.Errorf("%w: connection lost (test)", sandbox.ErrTransport)
+}
+
+// TestRetryWhileEarlierRestoreRuns: a git round's Restore retried at once
+// after a transport failure, while the first run's script still runs in
+// the sandbox, succeeds with everything arrived and the user's index
+// whole (an outside attack: the two runs shared their scratch files, and
+// the retry reported success with every committed file an intent-to-add
+// entry, so the user's next commit deleted them).
+func TestRetryWhileEarlierRestoreRuns(t *testing.T) {
+	for _, ms := range []int{10, 20, 35, 50, 80, 150} {
+		t.Run(fmt.Sprint(ms, "ms"), func(t *testing.T) {
+			e := newEnv(t, runners[0].new)
+			initRepo(t, e.local, map[string]string{"a": "1\n"})
+			r, err := workspace.Prepare(ctx(t), e.spec)
+			require.NoError(t, err)
+			for j := range 300 {
+				write(t, e.remote, fmt.Sprintf("new/%03d/g", j), strings.Repeat("z", j*50))
+			}
+			write(t, e.remote, "a", "agent\n")
+			write(t, e.remote, "big", randomBytes(t, 4<<20))
+			git(t, e.remote, "add", "-A")
+			git(t, e.remote, "commit", "-q", "-m", "agent")
+			head := strings.TrimSpace(git(t, e.remote, "rev-parse", "HEAD"))
+
+			cut := &detachOnce{r: e.spec.Runner, delay: time.Duration(ms) * time.Millisecond}
+			spec := e.spec
+			spec.Runner = cut
+			r1, err := workspace.Reopen(ctx(t), spec, r.ID())
+			require.NoError(t, err)
+			_, err = r1.Restore(ctx(t))
+			require.ErrorIs(t, err, sandbox.ErrTransport)
+
+			r2, err := workspace.Reopen(ctx(t), e.spec, r.ID())
+			require.NoError(t, err)
+			res, err := r2.Restore(ctx(t))
+			cut.wg.Wait()
+			require.NoError(t, err)
+			assert.Empty(t, res.Refused)
+			assert.Empty(t, res.StagedDropped)
+			assert.Equal(t, head, strings.TrimSpace(git(t, e.local, "rev-parse", "HEAD")))
+			assert.Empty(t, git(t, e.local, "status", "--porcelain"), "the user's index and work tree are the agent's commit")
+			assert.Equal(t, "agent\n", read(t, e.local, "a"))
+			left, err := filepath.Glob(filepath.Join(e.remote, ".git", "airlock-*"))
+			require.NoError(t, err)
+			assert.Empty(t, left, "scratch files left in the sandbox")
+		})
+	}
+}
+
+// TestRestoreSweepsDeadRunsOnly: the scratch files and refs of an earlier
+// restore run whose shell is gone go at the next run; those of a run whose
+// shell is alive stay.
+func TestRestoreSweepsDeadRunsOnly(t *testing.T) {
+	e := newEnv(t, runners[0].new)
+	initRepo(t, e.local, map[string]string{"a": "1\n"})
+	r, err := workspace.Prepare(ctx(t), e.spec)
+	require.NoError(t, err)
+	id := r.ID()
+	dead := exec.Command("true")
+	require.NoError(t, dead.Run())
+	deadPid, livePid := dead.Process.Pid, os.Getpid()
+	for _, pid := range []int{deadPid, livePid} {
+		write(t, e.remote, fmt.Sprintf(".git/airlock-restore-%s-%d-tok.index", id, pid), "scratch")
+		git(t, e.remote, "update-ref", fmt.Sprintf("refs/airlock/out/%s/%d-tok/snap", id, pid), "HEAD")
+		write(t, e.remote, fmt.Sprintf(".git/refs/airlock/out/%s/%d-lk/snap.lock", id, pid), "")
+	}
+	sandboxCommit(t, e.remote, "b", "agent\n", "agent")
+	_, err = r.Restore(ctx(t))
+	require.NoError(t, err)
+	assert.Equal(t, "agent\n", read(t, e.local, "b"))
+	assert.False(t, exists(e.remote, fmt.Sprintf(".git/airlock-restore-%s-%d-tok.index", id, deadPid)))
+	assert.False(t, exists(e.remote, fmt.Sprintf(".git/refs/airlock/out/%s/%d-lk", id, deadPid)))
+	assert.True(t, exists(e.remote, fmt.Sprintf(".git/airlock-restore-%s-%d-tok.index", id, livePid)))
+	assert.True(t, exists(e.remote, fmt.Sprintf(".git/refs/airlock/out/%s/%d-lk/snap.lock", id, livePid)))
+	assert.Equal(t, fmt.Sprintf("refs/airlock/out/%s/%d-tok/snap\n", id, livePid), git(t, e.remote, "for-each-ref", "--format=%(refname)", "refs/airlock/out"))
+}
+
+// cutStream writes the start of a restore stream, then fails as a cut
+// connection does.
+type cutStream struct {
+	sandbox.Runner
+	after string       // what the stream holds when it is cut
+	on    *atomic.Bool // cut only once set
+}
+
+func (c cutStream) Run(ctx context.Context, cmd sandbox.Command) error {
+	if !c.on.Load() || !strings.Contains(cmd.Script, "airlock-restore") {
+		return c.Runner.Run(ctx, cmd)
+	}
+	if _, err := io.WriteString(cmd.Stdout, c.after); err != nil {
+		return err
+	}
+	return fmt.Errorf("%w: the connection dropped (test)", sandbox.ErrTransport)
+}
+
+// TestCutRestoreSaysItOnce: a restore stream cut mid-way is ErrTransport,
+// and its message says the transport's failure once, then what the
+// stream held (an outside attack: the whole chain was repeated inside
+// itself); a cancelled Restore says to run Restore again.
+func TestCutRestoreSaysItOnce(t *testing.T) {
+	for _, kind := range []string{"git", "plain"} {
+		for _, after := range []string{"airlock-restore 1\nrep", "airlock-restore 1\nreport 0\n"} {
+			t.Run(kind, func(t *testing.T) {
+				e := newEnv(t, runners[0].new)
+				seed(t, e.local, kind, map[string]string{"a": "a\n"})
+				var on atomic.Bool
+				e.spec.Runner = cutStream{e.spec.Runner, after, &on}
+				r, err := workspace.Prepare(ctx(t), e.spec)
+				require.NoError(t, err)
+				on.Store(true)
+				_, err = r.Restore(ctx(t))
+				require.ErrorIs(t, err, sandbox.ErrTransport)
+				assert.Equal(t, 1, strings.Count(err.Error(), "the connection dropped (test)"), "%v", err)
+				assert.Contains(t, err.Error(), "(the stream was cut: ")
+			})
+		}
+	}
+	e := newEnv(t, runners[0].new)
+	initRepo(t, e.local, map[string]string{"a": "a\n"})
+	r, err := workspace.Prepare(ctx(t), e.spec)
+	require.NoError(t, err)
+	c, cancel := context.WithCancel(ctx(t))
+	cancel()
+	_, err = r.Restore(c)
+	require.ErrorIs(t, err, context.Canceled)
+	assert.Contains(t, err.Error(), "run Restore again")
+}
+
+// TestReopenDamagedStateSaysWhatToDo: a round state file cut short is
+// ErrBadState, naming the file, and says where the agent's work is and
+// what to do.
+func TestReopenDamagedStateSaysWhatToDo(t *testing.T) {
+	e := newEnv(t, runners[0].new)
+	initRepo(t, e.local, map[string]string{"a": "a\n"})
+	r, err := workspace.Prepare(ctx(t), e.spec)
+	require.NoError(t, err)
+	state := filepath.Join(e.local, ".git", "airlock", "rounds", r.ID()+".json")
+	data, err := os.ReadFile(state)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(state, data[:len(data)/2], 0o600))
+	_, err = workspace.Reopen(ctx(t), e.spec, r.ID())
+	require.ErrorIs(t, err, workspace.ErrBadState)
+	assert.Contains(t, err.Error(), state)
+	assert.Contains(t, err.Error(), "the agent's work is still in the sandbox: copy what you need from there by hand before a new Prepare")
+}
+
+// TestExcludedStagedOnUnbornHead: on a branch with no commit yet, an
+// excluded file the user staged does not travel either.
+func TestExcludedStagedOnUnbornHead(t *testing.T) {
+	e := newEnv(t, runners[0].new)
+	e.spec.Exclude = []string{"secret.txt"}
+	initRepo(t, e.local, nil)
+	write(t, e.local, "a", "1\n")
+	write(t, e.local, "secret.txt", "TOPSECRET\n")
+	git(t, e.local, "add", "a", "secret.txt")
+	_, err := workspace.Prepare(ctx(t), e.spec)
+	require.NoError(t, err)
+	assert.Equal(t, "a\n", git(t, e.remote, "ls-files"))
+	assert.NotContains(t, git(t, e.remote, "cat-file", "--batch-all-objects", "--batch"), "TOPSECRET")
+	assert.Equal(t, "a\nsecret.txt\n", git(t, e.local, "ls-files"), "the user's index keeps it")
 }

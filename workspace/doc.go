@@ -387,8 +387,14 @@
 //     such a name is refused. A plain restore's report in the sandbox's
 //     runtime directory (restore-<round>.<pid>) is removed by the next
 //     restore once its shell is dead or a zombie; a git restore's scratch
-//     index, its lock and the lock of its bundled ref, named by the round,
-//     by the next restore of the round.
+//     files (.git/airlock-restore-<round>-<pid>-<token>.*), its bundled
+//     ref (refs/airlock/out/<round>/<pid>-<token>/snap) and their locks,
+//     named by the round, the shell's pid and a token the host draws for
+//     each run, by the next restore of the round once that shell is dead
+//     or a zombie. So a Restore retried at once after a cut connection
+//     never meets the scratch files of the run it retries, which may
+//     still be going in the sandbox (a cut connection or a killed exec
+//     client does not stop it).
 //   - A name the host's file system does not accept (too long for it, or
 //     an encoding or character it does not store: ENAMETOOLONG, EILSEQ,
 //     EINVAL) is listed in Result.Refused with the reason, and the rest

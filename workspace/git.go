@@ -89,6 +89,22 @@ func pathspecs(exclude []string) []string {
 	return append(sandboxPathspecs(exclude), ":(exclude,glob)**/"+tmpPrefix+"[0-9]*.[0-9]*-*")
 }
 
+// stagedExcluded reports whether the index (env names it) holds at an
+// excluded path anything HEAD (head, "" when unborn) does not: a diff of
+// the index against the tree, which reads no file.
+func (r *Round) stagedExcluded(ctx context.Context, env []string, head string) (bool, error) {
+	if head == "" {
+		var out bytes.Buffer
+		err := r.git.Run(ctx, gitexec.Cmd{Args: append([]string{"ls-files"}, excludedPathspecs(r.spec.Exclude)...), Env: env, Stdout: &out})
+		return out.Len() > 0, err
+	}
+	err := r.git.Run(ctx, gitexec.Cmd{Args: append([]string{"diff-index", "--cached", "--quiet", head}, excludedPathspecs(r.spec.Exclude)...), Env: env})
+	if gitexec.Status(err) == 1 {
+		return true, nil
+	}
+	return false, err
+}
+
 // excludedPathspecs match what is never synced: the runtime directory
 // and each Spec.Exclude pattern (as sandboxPathspecs leaves them out).
 func excludedPathspecs(exclude []string) []string {
@@ -206,8 +222,12 @@ func (r *Round) prepareGit(ctx context.Context, gitDir string) (err error) {
 	// What the user staged under an excluded path never travels: the
 	// snapshot's index holds there what HEAD holds (committed history
 	// travels whole), or nothing; the user's own index keeps it.
-	if _, err := line("leaving excluded paths out of the index", append([]string{"reset", "-q"}, excludedPathspecs(r.spec.Exclude)...)...); err != nil {
-		return err
+	if staged, err := r.stagedExcluded(ctx, ienv, head); err != nil {
+		return r.snapshotFailed("comparing excluded paths of the index with HEAD", err)
+	} else if staged { // rare: git reset refreshes the whole index
+		if _, err := line("leaving excluded paths out of the index", append([]string{"reset", "-q"}, excludedPathspecs(r.spec.Exclude)...)...); err != nil {
+			return err
+		}
 	}
 	idxTree, err := line("recording the index", "write-tree")
 	if err != nil {
@@ -396,9 +416,22 @@ type countWriter struct{ n int64 }
 func (c *countWriter) Write(p []byte) (int, error) { c.n += int64(len(p)); return len(p), nil }
 
 // restoreScript streams the sandbox's work tree back
-// (shell.GitRestoreScript), limited to what the round syncs.
-func (r *Round) restoreScript() string {
-	return shell.GitRestoreScript(r.spec.Remote, r.rec.ID, r.rec.Index, !r.baseMoved(), sandboxPathspecs(r.rec.Exclude))
+// (shell.GitRestoreScript), limited to what the round syncs. tok names
+// this run's scratch files and ref in the sandbox, so that it never meets
+// those of an earlier run still going there (its host was cut off, the
+// command was not).
+func (r *Round) restoreScript(tok string) string {
+	return shell.GitRestoreScript(r.spec.Remote, r.rec.ID, tok, r.rec.Index, !r.baseMoved(), sandboxPathspecs(r.rec.Exclude))
+}
+
+// isOutRef reports whether ref is the one a restore run (tok) bundles the
+// sandbox's snapshot under: refs/airlock/out/<id>/<the shell's pid>-<tok>/snap.
+func isOutRef(ref, id, tok string) bool {
+	run, ok := strings.CutPrefix(ref, "refs/airlock/out/"+id+"/")
+	if run, ok = strings.CutSuffix(run, "-"+tok+"/snap"); !ok || run == "" {
+		return false
+	}
+	return strings.Trim(run, "0123456789") == ""
 }
 
 // restoreStream runs script in the sandbox and hands its output to fn as a
@@ -462,16 +495,19 @@ func (r *Round) restoreStream(ctx context.Context, op, script string, env map[st
 // (ferr) because the command's run failed with rerr (see restoreStream).
 func cutErr(rerr, ferr error) error {
 	var ee *sandbox.ExitError
+	// What fn saw, without the run's failure it quotes (the pipe passes
+	// that on to the reader).
+	seen := strings.TrimSuffix(strings.ReplaceAll(ferr.Error(), ": "+rerr.Error(), ""), ": "+rerr.Error())
 	switch {
 	case errors.Is(rerr, sandbox.ErrTransport):
-		return fmt.Errorf("%w (the stream was cut: %v)", rerr, ferr)
+		return fmt.Errorf("%w (the stream was cut: %s)", rerr, seen)
 	case errors.As(rerr, &ee), errors.Is(rerr, sandbox.ErrProtocol),
 		!errors.Is(rerr, context.Canceled) && !errors.Is(rerr, context.DeadlineExceeded):
 		// The command's failure, a broken protocol or the host's own
 		// failure (runGuest) is why the stream ended.
 		return rerr
 	default: // the context ended
-		return fmt.Errorf("%w: %w (the stream was cut: %v)", sandbox.ErrTransport, rerr, ferr)
+		return fmt.Errorf("%w: %w (the stream was cut: %s)", sandbox.ErrTransport, rerr, seen)
 	}
 }
 
@@ -493,10 +529,11 @@ func (r *Round) restoreGit(ctx context.Context) (*Result, error) {
 		return nil, &fs.PathError{Op: "workspace.Restore", Path: r.state, Err: err}
 	}
 	r.sweepLeftovers(ctx, true) // Restore holds the restore lock
-	bundle := filepath.Join(r.state, "restore-"+owner.Tag()+"-"+id+"-"+strings.ToLower(rand.Text()[:12])+".bundle")
+	tok := strings.ToLower(rand.Text()[:12])
+	bundle := filepath.Join(r.state, "restore-"+owner.Tag()+"-"+id+"-"+tok+".bundle")
 	defer os.Remove(bundle)
 	var h header
-	err := r.restoreStream(ctx, "reading the sandbox work tree "+r.spec.Remote, r.restoreScript(), r.guestEnv(), func(br *bufio.Reader) error {
+	err := r.restoreStream(ctx, "reading the sandbox work tree "+r.spec.Remote, r.restoreScript(tok), r.guestEnv(), func(br *bufio.Reader) error {
 		var err error
 		if h, err = readHeader(br, true); err != nil {
 			return err
@@ -544,7 +581,7 @@ func (r *Round) restoreGit(ctx context.Context) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	snap, err := r.fetchBundle(ctx, bundle, h, hk, res)
+	snap, err := r.fetchBundle(ctx, bundle, func(ref string) bool { return isOutRef(ref, id, tok) }, h, hk, res)
 	if err != nil {
 		return nil, err
 	}
@@ -608,19 +645,18 @@ type fetched struct {
 	cleanup func()       // drops what receiving it left (a private ref, a quarantine)
 }
 
-// fetchBundle verifies the sandbox's bundle, indexes its pack into a
+// fetchBundle verifies the sandbox's bundle (of the ref want), indexes its pack into a
 // quarantine, checks the snapshot is what the header said, and lets into
 // the repository what receiveHistory accepts. A ref the bundle lists
 // besides the snapshot's is listed in res.Refused and otherwise ignored
 // (refs are never taken from a bundle). A bundle git cannot read, or a
 // snapshot that is missing or not the commit the header names, fails with
 // ErrHostile, and nothing of it enters the repository.
-func (r *Round) fetchBundle(ctx context.Context, bundle string, h header, hk hashKind, res *Result) (_ *fetched, err error) {
-	g, id := r.git, r.rec.ID
+func (r *Round) fetchBundle(ctx context.Context, bundle string, want func(ref string) bool, h header, hk hashKind, res *Result) (_ *fetched, err error) {
+	g := r.git
 	if err := g.Run(ctx, gitexec.Cmd{Args: []string{"bundle", "verify", bundle}}); err != nil {
 		return nil, refused(ctx, err, "verifying the sandbox's bundle", "the sandbox's bundle does not verify")
 	}
-	want := "refs/airlock/out/" + id + "/snap"
 	heads, err := g.Output(ctx, "bundle", "list-heads", bundle)
 	if err != nil {
 		return nil, refused(ctx, err, "listing the sandbox's bundle", "listing the sandbox's bundle")
@@ -630,8 +666,7 @@ func (r *Round) fetchBundle(ctx context.Context, bundle string, h header, hk has
 		return nil, fmt.Errorf("%w: the sandbox's bundle lists %d refs, more than %d", ErrHostile, len(lines), maxRefused)
 	}
 	for _, l := range lines {
-		if l != h.Snap+" "+want {
-			_, name, _ := strings.Cut(l, " ")
+		if obj, name, _ := strings.Cut(l, " "); obj != h.Snap || !want(name) {
 			r.refuse(res, name, "a ref the restore did not ask for, in the sandbox's bundle")
 		}
 	}
@@ -671,7 +706,7 @@ func (r *Round) fetchBundle(ctx context.Context, bundle string, h header, hk has
 		if herr := hostErr(serr); herr != nil {
 			return nil, herr
 		}
-		r.o.log.Warn("the sandbox's bundle fails the strict fsck; reading it through a quarantine", "round", id, "error", serr)
+		r.o.log.Warn("the sandbox's bundle fails the strict fsck; reading it through a quarantine", "round", r.rec.ID, "error", serr)
 		strict = false
 		if err := q.reset(); err != nil {
 			return nil, r.storeFailed(q.dir, fmt.Errorf("emptying the quarantine: %w", err))

@@ -357,7 +357,7 @@ func TestHostileBundle(t *testing.T) {
 				if !strings.Contains(cmd.Script, "airlock-restore") {
 					return false, nil
 				}
-				_, err := cmd.Stdout.Write(restoreStream("", cr.tail, cr.payload))
+				_, err := cmd.Stdout.Write(restoreStream("", cr.tail, asRun(t, cmd.Script, c.out, cr.payload)))
 				return true, err
 			}
 			base := filepath.Dir(e.local)
@@ -412,6 +412,18 @@ type crafter struct {
 	dir, out string // the clone; the ref a restore bundle must hold
 	head     string // the local HEAD
 	one, x   string // blobs "1\n" and "x\n"
+}
+
+// asRun names a crafted bundle's ref out ("refs/airlock/out/<id>/snap")
+// as the restore run of script asks for it: with a pid and the run's
+// token.
+func asRun(t *testing.T, script, out string, bundle []byte) []byte {
+	t.Helper()
+	_, rest, ok := strings.Cut(script, "; tok=")
+	require.True(t, ok, "the restore script names no token")
+	tok, _, _ := strings.Cut(rest, "\n")
+	tok = strings.Trim(tok, "'")
+	return bytes.Replace(bundle, []byte(out), []byte(strings.TrimSuffix(out, "/snap")+"/1-"+tok+"/snap"), 1)
 }
 
 func newCrafter(t *testing.T, local, out string) *crafter {

@@ -352,7 +352,7 @@ func TestStagedHostile(t *testing.T) {
 				if !strings.Contains(cmd.Script, "airlock-restore") {
 					return false, nil
 				}
-				_, err := fmt.Fprintf(cmd.Stdout, "airlock-restore 1\nreport 0\nstaged %d\n%s%s\n%s", len(cr.staged), cr.staged, cr.tail, payload)
+				_, err := fmt.Fprintf(cmd.Stdout, "airlock-restore 1\nreport 0\nstaged %d\n%s%s\n%s", len(cr.staged), cr.staged, cr.tail, asRun(t, cmd.Script, c.out, payload))
 				return true, err
 			}
 			index, err := os.ReadFile(filepath.Join(e.local, ".git", "index"))

@@ -210,6 +210,7 @@ func loadState(dir, id string) (record, tree.Manifest, error) {
 		err = fmt.Errorf("%w: the file holds round %s", ErrBadState, rec.ID)
 	}
 	if err != nil {
+		err = fmt.Errorf("%w; the round cannot be reopened from this file, and the agent's work is still in the sandbox: copy what you need from there by hand before a new Prepare (which replaces it), or put back a good copy of the file", err)
 		return record{}, tree.Manifest{}, &fs.PathError{Op: "workspace.Reopen", Path: filepath.Join(dir, id+".json"), Err: err}
 	}
 	var m tree.Manifest

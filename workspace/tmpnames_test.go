@@ -109,7 +109,7 @@ func TestNamesHostRefuses(t *testing.T) {
 			if !strings.Contains(cmd.Script, "airlock-restore") {
 				return false, nil
 			}
-			_, err := cmd.Stdout.Write(restoreStream("", "bundle "+c.head+" "+snap, payload))
+			_, err := cmd.Stdout.Write(restoreStream("", "bundle "+c.head+" "+snap, asRun(t, cmd.Script, c.out, payload)))
 			return true, err
 		}
 		res, err := r.Restore(ctx(t))

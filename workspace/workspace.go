@@ -20,10 +20,17 @@ import (
 
 // Spec names the two sides of a round.
 type Spec struct {
-	Local   string         // host work tree (git work tree or plain directory), absolute
-	Remote  string         // absolute directory in the sandbox; Prepare clears it, so in a sandbox that shares the host's file system it may be neither Local, nor above it, nor inside it (ErrSpec)
-	Runner  sandbox.Runner // runs every sandbox command
-	Exclude []string       // extra slash patterns never synced either way; sandbox.RuntimeDir is always excluded
+	Local  string         // host work tree (git work tree or plain directory), absolute
+	Remote string         // absolute directory in the sandbox; Prepare clears it, so in a sandbox that shares the host's file system it may be neither Local, nor above it, nor inside it (ErrSpec)
+	Runner sandbox.Runner // runs every sandbox command
+	// Exclude lists slash patterns never synced either way (a matching
+	// directory with all below it); sandbox.RuntimeDir always is. Both
+	// kinds of round read them as git's glob pathspecs do: anchored at
+	// the top of the work tree, *, ? and [...] within one component, a
+	// whole component ** for any number of them ("**/*.env" at every
+	// depth, "*.env" at the top only, "a/**" all below a). A ** inside a
+	// component is refused (ErrSpec).
+	Exclude []string
 }
 
 // Result reports what a Restore brought back.
@@ -288,6 +295,10 @@ func (r *Round) Restore(ctx context.Context) (*Result, error) {
 	} else {
 		res, err = r.restorePlain(ctx)
 	}
+	if err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()) && !strings.Contains(err.Error(), "run Restore again") {
+		// Stopped between two steps that say nothing of it: say it.
+		return nil, fmt.Errorf("workspace: Restore of %s stopped: %w; nothing is lost (what was written stays consistent, the sandbox still holds the rest): run Restore again", r.spec.Local, err)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -326,11 +337,27 @@ func checkSpec(spec Spec, o options) error {
 		return fmt.Errorf("%w: WithCommitter(%q, %q): name and email must be non-empty without <, >, newline or NUL", ErrSpec, o.name, o.email)
 	}
 	for _, p := range spec.Exclude {
-		if _, err := path.Match(p, ""); err != nil || p == "" || strings.ContainsAny(p, "\x00\n") {
-			return fmt.Errorf("%w: exclude pattern %q is not a valid path.Match pattern", ErrSpec, p)
+		if why := badExclude(p); why != "" {
+			return fmt.Errorf("%w: exclude pattern %q %s", ErrSpec, p, why)
 		}
 	}
 	return nil
+}
+
+// badExclude says what is wrong with a Spec.Exclude pattern, or "".
+func badExclude(p string) string {
+	if p == "" || strings.ContainsAny(p, "\x00\n") {
+		return "is empty or holds a NUL or a newline"
+	}
+	for _, c := range strings.Split(p, "/") {
+		if _, err := path.Match(bangClass(c), ""); err != nil {
+			return "is not a valid glob (path.Match: " + err.Error() + ")"
+		}
+		if strings.Contains(c, "**") && strings.Trim(c, "*") != "" {
+			return "has ** inside a path component: write ** as a whole component (**/x.env, a/**/b, a/**) or * for one component"
+		}
+	}
+	return ""
 }
 
 func newID() (string, error) {
@@ -355,19 +382,89 @@ func validID(id string) bool {
 }
 
 // excluded reports whether rel (or a directory above it) matches one of
-// the patterns, or lies in the runtime directory.
+// the patterns (matchGlob), or lies in the runtime directory.
 func excluded(pats []string, rel string) bool {
 	for p := rel; p != "." && p != ""; p = path.Dir(p) {
 		if path.Dir(p) == "." && foldName(p) == sandbox.RuntimeDir {
 			return true
 		}
 		for _, pat := range pats {
-			if ok, _ := path.Match(pat, p); ok {
+			if matchGlob(pat, p) {
 				return true
 			}
 		}
 	}
 	return false
+}
+
+// matchGlob reports whether the slash path name matches the Spec.Exclude
+// pattern pat as git's glob pathspec magic (the sandbox's side of a git
+// round) reads it: anchored at the top of the work tree; *, ? and [...]
+// ([!...] as [^...]) within one path component, as path.Match; a whole
+// component ** matches any number of components ("**/x" x at any depth,
+// "a/**/b" b at any depth below a), and a trailing "/**" everything below;
+// a pattern that is the path, character for character, matches it too.
+func matchGlob(pat, name string) bool {
+	if pat == name {
+		return true // as git, which takes a pattern that names a path as it is
+	}
+	ps := strings.Split(pat, "/")
+	for i, c := range ps {
+		if len(c) > 2 && strings.Trim(c, "*") == "" {
+			ps[i] = "**" // a whole component of stars is **, as in git
+		}
+	}
+	return matchComponents(ps, strings.Split(name, "/"))
+}
+
+func matchComponents(ps, ns []string) bool {
+	for len(ps) > 0 && ps[0] != "**" {
+		if len(ns) == 0 {
+			return false
+		}
+		if ok, _ := path.Match(bangClass(ps[0]), ns[0]); !ok {
+			return false
+		}
+		ps, ns = ps[1:], ns[1:]
+	}
+	if len(ps) == 0 {
+		return len(ns) == 0
+	}
+	for len(ps) > 1 && ps[1] == "**" {
+		ps = ps[1:]
+	}
+	if len(ps) == 1 {
+		return len(ns) > 0 // a trailing ** is what is below, not the directory
+	}
+	for i := range len(ns) + 1 {
+		if matchComponents(ps[1:], ns[i:]) {
+			return true
+		}
+	}
+	return false
+}
+
+// bangClass writes a glob component's negated classes [!...] as
+// path.Match's [^...].
+func bangClass(c string) string {
+	if !strings.Contains(c, "[!") {
+		return c
+	}
+	b := []byte(c)
+	for i := 0; i < len(b); i++ {
+		switch {
+		case b[i] == '\\':
+			i++ // an escaped character, not a class
+		case b[i] == '[' && i+1 < len(b) && b[i+1] == '!':
+			b[i+1] = '^'
+			for i += 2; i < len(b) && b[i] != ']'; i++ { // skip the class
+				if b[i] == '\\' {
+					i++
+				}
+			}
+		}
+	}
+	return string(b)
 }
 
 // reserved reports a path the sandbox may never write: one with a .git

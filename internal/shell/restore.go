@@ -266,7 +266,7 @@ func IsObjectName(s string) bool {
 // submodule (gitlink) of the snapshot whose directory holds entries (an m
 // record): git add -A never looks inside one (a name holding a newline is
 // not found there, and not named).
-func GitRestoreScript(remote, id, index string, noChange bool, pathspecs []string) string {
+func GitRestoreScript(remote, id, tok, index string, noChange bool, pathspecs []string) string {
 	specs := make([]string, len(pathspecs))
 	for i, p := range pathspecs {
 		specs[i] = Quote(p)
@@ -275,7 +275,7 @@ func GitRestoreScript(remote, id, index string, noChange bool, pathspecs []strin
 	if noChange {
 		nc = "1"
 	}
-	return GitPrelude + fmt.Sprintf(`r=%s; id=%s; idx=%s; nc=%[7]s
+	return GitPrelude + fmt.Sprintf(`r=%s; id=%s; idx=%s; nc=%[7]s; tok=%[9]s
 cd "$r" 2>/dev/null || { echo "the sandbox work tree $r is missing" >&2; exit 10; }
 [ -d .git ] && [ ! -L .git ] || { echo "$r/.git is missing or not a directory" >&2; exit 11; }
 GIT_DIR=.git g rev-parse --git-dir >/dev/null 2>&1 || { echo "$r/.git is not a usable git repository (HEAD, objects or refs missing): the sandbox's commits cannot be read" >&2; exit 11; }
@@ -283,8 +283,10 @@ export GIT_DIR=.git GIT_WORK_TREE=.
 %[8]sbase=refs/airlock/base/$id
 bs=$(g rev-parse -q --verify "$base/snap^{commit}") || { echo "$base/snap is missing in the sandbox: prepare the round again" >&2; exit 12; }
 bh=$(g rev-parse -q --verify "$base/head^{commit}")
-ti=.git/airlock-restore-$id.index; rep=.git/airlock-restore-$id.report; st=.git/airlock-restore-$id.staged; out=refs/airlock/out/$id/snap
-rm -f "$ti" "$rep" "$st" "$st.i" "$ti.lock" ".git/$out.lock" ".git/airlock-restore-$id.ignored"
+rm -f .git/airlock-restore-$id.* 2>/dev/null; gone_files .git/airlock-restore-$id-
+sc=.git/airlock-restore-$id-$$-$tok; ti=$sc.index; rep=$sc.report; st=$sc.staged; ig=$sc.ignored; out=refs/airlock/out/$id/$$-$tok/snap
+g for-each-ref --format='%%(refname)' "refs/airlock/out/$id/" 2>/dev/null | while IFS= read -r o; do q=${o#refs/airlock/out/$id/}; gone "$q" && g update-ref -d "$o" >/dev/null 2>&1; done
+for o in .git/refs/airlock/out/$id/* .git/refs/airlock/out/$id/snap.lock; do [ -e "$o" ] && [ ! -L "$o" ] && gone "${o##*/}" && rm -rf "$o"; done
 dr() { g update-ref -d "$out" >/dev/null 2>&1 || { [ -f ".git/$out" ] && [ ! -L ".git/$out" ] && ! grep -qF " $out" .git/packed-refs 2>/dev/null && rm -f ".git/$out"; }; }
 dr
 if [ -f .git/index ]; then cat .git/index > "$ti" && touch -r .git/index "$ti" || exit 13; fi
@@ -299,7 +301,6 @@ if it=$(GIT_INDEX_FILE=$ti g write-tree 2>/dev/null); then
 else
   it=; printf 'U\0' > "$st"
 fi
-ig=.git/airlock-restore-$id.ignored
 GIT_INDEX_FILE=$ti g diff-index --cached -z --name-only --diff-filter=D "$bs" %[4]s > "$ig" 2>/dev/null || { echo "cannot compare the sandbox's index with the round's snapshot: prepare the round again" >&2; rm -f "$ti" "$st" "$ig"; exit 17; }
 if [ -s "$ig" ] && ! GIT_INDEX_FILE=$ti g --literal-pathspecs reset -q "$bs" --pathspec-from-file="$ig" --pathspec-file-nul >/dev/null 2>&1; then
   tr '\n\0' '\001\n' < "$ig" | while IFS= read -r f; do
@@ -339,7 +340,7 @@ printf 'bundle %%s %%s%%s\n' "${h:--}" "$s" "${ic:+ $ic}"
 g bundle create - "$out" --not "$bs" ${bh:+"$bh"} 2>/dev/null; x=$?
 dr
 exit $x
-`, Quote(remote), Quote(id), Quote(index), strings.Join(specs, " "), FindReport, RestoreMagic, nc, fileModeProbe)
+`, Quote(remote), Quote(id), Quote(index), strings.Join(specs, " "), FindReport, RestoreMagic, nc, fileModeProbe, Quote(tok))
 }
 
 // PlainRestoreScript returns the script that streams a plain sandbox

@@ -22,9 +22,13 @@ import (
 // is set back pass as unchanged; the untracked cache, with a directory's
 // time set back, a new file). The scripts then pin both GIT_DIR and
 // GIT_WORK_TREE (a core.worktree there would move the work tree
-// elsewhere).
+// elsewhere). gone PID… says whether the shell of the pid a name starts
+// with is gone (no such process, or a zombie); gone_files PREFIX removes
+// each regular file PREFIX<pid>… whose shell is gone.
 const GitPrelude = `unset GIT_DIR GIT_WORK_TREE GIT_INDEX_FILE GIT_OBJECT_DIRECTORY GIT_ALTERNATE_OBJECT_DIRECTORIES GIT_NAMESPACE GIT_COMMON_DIR GIT_CEILING_DIRECTORIES GIT_CONFIG GIT_CONFIG_PARAMETERS GIT_CONFIG_COUNT GIT_EXEC_PATH GIT_TEMPLATE_DIR GIT_SSH GIT_SSH_COMMAND GIT_EXTERNAL_DIFF GIT_PAGER GIT_EDITOR GIT_QUARANTINE_PATH GIT_REPLACE_REF_BASE GIT_NO_REPLACE_OBJECTS GIT_GRAFT_FILE GIT_SHALLOW_FILE GIT_DISCOVERY_ACROSS_FILESYSTEM GIT_LITERAL_PATHSPECS GIT_GLOB_PATHSPECS GIT_NOGLOB_PATHSPECS GIT_ICASE_PATHSPECS GIT_TRACE 2>/dev/null
 export GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null GIT_TERMINAL_PROMPT=0 GIT_OPTIONAL_LOCKS=0 LC_ALL=C
+gone() { _gp=${1%%[!0-9]*}; [ -n "$_gp" ] && kill -0 "$_gp" 2>/dev/null || return 0; _gs=$(cat "/proc/$_gp/stat" 2>/dev/null); _gs=${_gs##*) }; _gs=${_gs%% *}; case $_gs in Z|X) return 0;; esac; return 1; }
+gone_files() { for _gf in "$1"*; do [ -f "$_gf" ] && [ ! -L "$_gf" ] && gone "${_gf#"$1"}" && rm -f "$_gf"; done; }
 g() { git -c core.hooksPath=/dev/null -c core.fsmonitor=false -c gc.auto=0 -c maintenance.auto=false -c core.autocrlf=false -c core.quotePath=false -c core.sparseCheckout=false -c core.symlinks=true -c core.trustctime=true -c core.checkStat=default -c core.ignoreStat=false -c core.untrackedCache=false -c core.ignoreCase=false ${gfm:+-c core.fileMode=$gfm} "$@"; }
 `
 
@@ -33,11 +37,13 @@ g() { git -c core.hooksPath=/dev/null -c core.fsmonitor=false -c gc.auto=0 -c ma
 // an executable bit: true where a file's chmod +x and -x both show, else
 // false. The sandbox's own core.fileMode (an agent's false) would hide the
 // agent's chmod from the snapshot; forcing true where the file system
-// keeps no such bit would show every file changed. A probe file a killed
-// command left (airlock-fm-PID) goes first: the round owns .git while it
-// runs.
-const fileModeProbe = `gfm=false; gf=.git/airlock-fm-$$
-rm -f .git/airlock-fm-* 2>/dev/null
+// keeps no such bit would show every file changed. The probe file is
+// named by the shell's pid (and a restore's token); one whose shell is
+// gone (a killed command's) goes first, one whose shell runs (a restore
+// that overlaps this one: its host was cut off, the command was not) is
+// left alone (gone_files, in GitPrelude).
+const fileModeProbe = `gfm=false; gf=.git/airlock-fm-$$-${tok:-0}
+gone_files .git/airlock-fm-
 if (set -C; : >"$gf") 2>/dev/null; then
   if chmod 755 "$gf" 2>/dev/null && [ -x "$gf" ] && chmod 644 "$gf" 2>/dev/null && [ ! -x "$gf" ]; then gfm=true; fi
   rm -f "$gf"
@@ -91,7 +97,7 @@ type GitPrepare struct {
 	// ObjectFormat is the local repository's object format: "sha256", or
 	// "" for SHA-1 (git's default).
 	ObjectFormat string
-	Exclude      []string // git clean -e patterns kept (the runtime directory always is)
+	Exclude      []string // Spec.Exclude: what git clean keeps (anchored at the top, as the glob pathspecs read them; the runtime directory always is)
 }
 
 // GitPrepareScript returns the script that makes the sandbox work tree
@@ -123,7 +129,7 @@ func GitPrepareScript(p GitPrepare) string {
 	}
 	clean := "-e /" + RuntimeDir
 	for _, e := range p.Exclude {
-		clean += " -e " + Quote(e)
+		clean += " -e " + Quote("/"+e) // anchored, as the glob pathspecs read the pattern
 	}
 	return GitPrelude + fmt.Sprintf(`r=%s; id=%s; br=%s; head=%s; snap=%s; idx=%s; hb=%s; tmp=%s; of=%s
 mkdir -p "$r" && cd "$r" || { echo "cannot enter $r" >&2; exit 10; }

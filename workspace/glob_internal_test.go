@@ -1,0 +1,95 @@
+package workspace
+
+import (
+	"bytes"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestExcludedAgreesWithGit: excluded (the host's side of Spec.Exclude,
+// both rounds) matches exactly the paths git's glob pathspecs ":(glob)p"
+// and ":(glob)p/**" (the sandbox's side of a git round) match, for
+// patterns with *, **, ?, classes and escapes, at the top and at depth (an
+// outside attack: a plain round read "**/*.env" as path.Match does and
+// sent the top-level .env).
+func TestExcludedAgreesWithGit(t *testing.T) {
+	paths := []string{".env", "a.env", "svc/db.env", "svc/deep/x.env", "sub/secret/k", "secret/k", "secret",
+		"abc/x", "abc", "abcd/x", "a/b", "a/x/b", "a/x/y/b", "b", "x[1]", "x1", "x!", "xa", "y?z", "yaz", "dir/**lit", "dir/f"}
+	pats := []string{"**/*.env", "*.env", ".env", "secret", "**/secret", "secret/**", "abc/**", "a/**/b", "**", "**/**/b",
+		"x[!a]", "x[1]", "x\\[1]", "y\\?z", "y?z", "dir/\\*\\*lit", "*/*", "***/b", "svc/*/x.env", "[!.]*"}
+	repo := t.TempDir()
+	run := func(args ...string) string {
+		t.Helper()
+		cmd := exec.Command("git", args...)
+		cmd.Dir = repo
+		cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null")
+		var out bytes.Buffer
+		cmd.Stdout = &out
+		require.NoError(t, cmd.Run(), "git %v", args)
+		return out.String()
+	}
+	run("init", "-q")
+	for _, p := range paths {
+		if slices.ContainsFunc(paths, func(q string) bool { return strings.HasPrefix(q, p+"/") }) {
+			continue // a directory here
+		}
+		require.NoError(t, os.MkdirAll(filepath.Join(repo, filepath.Dir(p)), 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(repo, p), []byte(p), 0o644))
+	}
+	run("add", "-A")
+	files := strings.Split(strings.TrimSuffix(run("ls-files", "-z"), "\x00"), "\x00")
+	// And random patterns over the same alphabet, each checked by git.
+	rng := rand.New(rand.NewPCG(47, uint64(len(paths))))
+	parts := []string{"a", "b", "x", "*", "?", "**", "[ab]", "[!a]", ".env", "secret", "svc", "1"}
+	for range 150 {
+		var comps []string
+		for range 1 + rng.IntN(3) {
+			c := ""
+			for range 1 + rng.IntN(2) {
+				c += parts[rng.IntN(len(parts))]
+			}
+			comps = append(comps, c)
+		}
+		if p := strings.Join(comps, "/"); badExclude(p) == "" {
+			pats = append(pats, p)
+		}
+	}
+	for _, pat := range pats {
+		want := strings.Split(strings.TrimSuffix(run("ls-files", "-z", "--", ":(glob)"+pat, ":(glob)"+pat+"/**"), "\x00"), "\x00")
+		if want[0] == "" {
+			want = nil
+		}
+		var got []string
+		for _, f := range files {
+			if excluded([]string{pat}, f) {
+				got = append(got, f)
+			}
+		}
+		assert.Equal(t, want, got, "pattern %q", pat)
+	}
+}
+
+// TestMatchGlob pins the rules the git comparison cannot show: a trailing
+// ** is what is below a directory, never the directory itself.
+func TestMatchGlob(t *testing.T) {
+	for _, c := range []struct {
+		pat, name string
+		want      bool
+	}{
+		{"abc/**", "abc", false}, {"abc/**", "abc/x", true}, {"abc/**", "abc/x/y", true},
+		{"**/x", "x", true}, {"**/x", "a/b/x", true}, {"**/x", "a/xx", false},
+		{"a/**/b", "a/b", true}, {"a/**/b", "a/x/y/b", true}, {"a/**/b", "b", false},
+		{"*.env", "svc/db.env", false}, {"**/*.env", ".env", true},
+		{"x[!a]", "xb", true}, {"x[!a]", "xa", false}, {"x[!a]", "x!", true},
+	} {
+		assert.Equal(t, c.want, matchGlob(c.pat, c.name), "matchGlob(%q, %q)", c.pat, c.name)
+	}
+}

@@ -39,7 +39,9 @@
 // its end, is refused rather than changed. No field may hold a control
 // character or an invisible format or separator character (Unicode Cf, Zl,
 // Zp: bidirectional controls, zero-width characters, the byte order mark,
-// the soft hyphen).
+// the soft hyphen), except that the title may hold the zero-width joiner
+// and non-joiner, which prose needs (Persian, the Indic scripts, emoji
+// sequences).
 //
 // FileStore, the default Store, keeps blobs content-addressed on an afero.Fs
 // and records as JSON files replaced atomically; see its documentation for

@@ -207,7 +207,7 @@ func textField(rj rejecter, name, s string, max int, hint string) (string, error
 	if len(s) > max {
 		return "", rj.reject(name, ErrInvalidRequest, fmt.Sprintf("%s is %d bytes long", name, len(s)), fmt.Sprintf("shorten it to at most %d bytes", max))
 	}
-	if why, fix := charProblem(s); why != "" {
+	if why, fix := charProblem(s, name == "title"); why != "" {
 		return "", rj.reject(name, ErrInvalidRequest, fmt.Sprintf("%s %q %s", name, clip(s), why), fix)
 	}
 	return s, nil
@@ -225,7 +225,7 @@ func checkID(name, id string) error {
 	case t != id:
 		return fmt.Errorf("%s %q has surrounding white space", name, clip(id))
 	}
-	if why, _ := charProblem(id); why != "" {
+	if why, _ := charProblem(id, false); why != "" {
 		return fmt.Errorf("%s %q %s", name, clip(id), why)
 	}
 	return nil
@@ -233,8 +233,10 @@ func checkID(name, id string) error {
 
 // charProblem reports invalid UTF-8, control characters and invisible
 // format and separator characters (invisibleRune) in s: what is wrong and
-// what to do, or "" when nothing is.
-func charProblem(s string) (why, fix string) {
+// what to do, or "" when nothing is. With joiners, the zero-width joiner
+// and non-joiner (U+200D, U+200C) pass: prose needs them (Persian, the
+// Indic scripts, emoji sequences), where a name does not.
+func charProblem(s string, joiners bool) (why, fix string) {
 	if !utf8.ValidString(s) {
 		return "is not valid UTF-8", "pass UTF-8 text"
 	}
@@ -242,6 +244,7 @@ func charProblem(s string) (why, fix string) {
 		switch {
 		case unicode.IsControl(r):
 			return fmt.Sprintf("contains the control character %U", r), "remove it"
+		case joiners && (r == 0x200C || r == 0x200D):
 		case invisibleRune(r):
 			return fmt.Sprintf("contains the invisible character %U", r), "remove it"
 		}

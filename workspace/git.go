@@ -428,10 +428,8 @@ func (r *Round) restoreScript(tok string) string {
 // sandbox's snapshot under: refs/airlock/out/<id>/<the shell's pid>-<tok>/snap.
 func isOutRef(ref, id, tok string) bool {
 	run, ok := strings.CutPrefix(ref, "refs/airlock/out/"+id+"/")
-	if run, ok = strings.CutSuffix(run, "-"+tok+"/snap"); !ok || run == "" {
-		return false
-	}
-	return strings.Trim(run, "0123456789") == ""
+	run, ok2 := strings.CutSuffix(run, "-"+tok+"/snap")
+	return ok && ok2 && run != "" && strings.Trim(run, "0123456789") == ""
 }
 
 // restoreStream runs script in the sandbox and hands its output to fn as a

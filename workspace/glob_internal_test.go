@@ -93,3 +93,20 @@ func TestMatchGlob(t *testing.T) {
 		assert.Equal(t, c.want, matchGlob(c.pat, c.name), "matchGlob(%q, %q)", c.pat, c.name)
 	}
 }
+
+func TestIsOutRef(t *testing.T) {
+	id, tok := "0123456789abcdef01234567", "abcdefghijkl"
+	for ref, want := range map[string]bool{
+		"refs/airlock/out/" + id + "/123-" + tok + "/snap":   true,
+		"refs/airlock/out/" + id + "/-" + tok + "/snap":      false,
+		"refs/airlock/out/" + id + "/12x-" + tok + "/snap":   false,
+		"refs/airlock/out/" + id + "/123-other/snap":         false,
+		"refs/airlock/out/" + id + "/snap":                   false,
+		"refs/airlock/out/other/123-" + tok + "/snap":        false,
+		"refs/heads/123-" + tok + "/snap":                    false,
+		"refs/airlock/out/" + id + "/1/2-" + tok + "/snap":   false,
+		"refs/airlock/out/" + id + "/123-" + tok + "/snap/x": false,
+	} {
+		assert.Equal(t, want, isOutRef(ref, id, tok), ref)
+	}
+}

@@ -333,7 +333,8 @@ func TestFullDiskRegister(t *testing.T) {
 }
 
 // checkStore fails t unless the FileStore at dir holds nothing partial:
-// tmp/ is empty, every blob's SHA-256 is its name, every record decodes.
+// tmp/ is empty, every blob's SHA-256 is its name, every record decodes,
+// and the lock files of locks/ are empty.
 func checkStore(t *testing.T, dir, what string) {
 	t.Helper()
 	err := filepath.WalkDir(dir, func(p string, de fs.DirEntry, err error) error {
@@ -348,6 +349,10 @@ func checkStore(t *testing.T, dir, what string) {
 		switch filepath.Dir(rel) {
 		case "tmp":
 			t.Errorf("%s: the store keeps a temporary file %s", what, rel)
+		case "locks":
+			if len(b) != 0 {
+				t.Errorf("%s: the lock file %s holds data", what, rel)
+			}
 		case "blobs":
 			sum := sha256.Sum256(b)
 			if hex.EncodeToString(sum[:]) != filepath.Base(rel) {

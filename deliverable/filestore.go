@@ -181,12 +181,8 @@ func (s *FileStore) Put(ctx context.Context, e Entry, content *Content) (Receipt
 	}
 	defer unlock()
 
-	run, err := s.readRun(e.Key.TaskID, e.Key.RunID)
-	if err != nil {
-		return Receipt{}, err
-	}
-	if re, ok := run.receipt(e.Key.IdempotencyKey); ok {
-		return storedReceipt(re, e)
+	if _, rc, done, err := s.stored(e); done {
+		return rc, err
 	}
 	// Every Put verifies and keeps its content, a Duplicate too: a
 	// Duplicate receipt still promises that the registered file is what
@@ -201,6 +197,20 @@ func (s *FileStore) Put(ctx context.Context, e Entry, content *Content) (Receipt
 		return Receipt{}, err
 	}
 	return s.commit(ctx, e, tmp)
+}
+
+// stored reads e's run file; done says Put's answer is already known: a
+// failed read, or the receipt stored under e's key (or a conflict when the
+// request differs).
+func (s *FileStore) stored(e Entry) (run runFile, rc Receipt, done bool, err error) {
+	if run, err = s.readRun(e.Key.TaskID, e.Key.RunID); err != nil {
+		return run, Receipt{}, true, err
+	}
+	if re, ok := run.receipt(e.Key.IdempotencyKey); ok {
+		rc, err = storedReceipt(re, e)
+		return run, rc, true, err
+	}
+	return run, Receipt{}, false, nil
 }
 
 // storedReceipt is Put's answer for a key already stored: its receipt, or
@@ -224,12 +234,9 @@ func (s *FileStore) commit(ctx context.Context, e Entry, tmp *tempFile) (Receipt
 		return Receipt{}, err
 	}
 	defer unlock()
-	run, err := s.readRun(e.Key.TaskID, e.Key.RunID)
-	if err != nil {
-		return Receipt{}, err
-	}
-	if re, ok := run.receipt(e.Key.IdempotencyKey); ok {
-		return storedReceipt(re, e)
+	run, rc, done, err := s.stored(e)
+	if done {
+		return rc, err
 	}
 
 	blob := s.blobPath(e.SHA256)

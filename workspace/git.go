@@ -495,7 +495,7 @@ func cutErr(rerr, ferr error) error {
 	var ee *sandbox.ExitError
 	// What fn saw, without the run's failure it quotes (the pipe passes
 	// that on to the reader).
-	seen := strings.TrimSuffix(strings.ReplaceAll(ferr.Error(), ": "+rerr.Error(), ""), ": "+rerr.Error())
+	seen := strings.ReplaceAll(ferr.Error(), ": "+rerr.Error(), "")
 	switch {
 	case errors.Is(rerr, sandbox.ErrTransport):
 		return fmt.Errorf("%w (the stream was cut: %s)", rerr, seen)

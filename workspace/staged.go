@@ -99,11 +99,12 @@ func (r *Round) baseGitlinks(ctx context.Context, entries []shell.StagedEntry) (
 		return links, nil
 	}
 	err := inChunks(removed, func(paths []string) error {
-		out, err := r.git.Output(ctx, append([]string{"ls-tree", "-z", r.rec.Index, "--"}, paths...)...)
-		if err != nil {
+		var out bytes.Buffer
+		args := append([]string{"ls-tree", "-z", r.rec.Index, "--"}, paths...)
+		if err := r.git.Run(ctx, gitexec.Cmd{Args: args, Env: []string{"GIT_LITERAL_PATHSPECS=1"}, Stdout: &out}); err != nil {
 			return fmt.Errorf("workspace: reading the baseline index %s (nothing was written): %w", r.rec.Index, err)
 		}
-		for _, rec := range strings.Split(string(out), "\x00") {
+		for _, rec := range strings.Split(out.String(), "\x00") {
 			if meta, p, ok := strings.Cut(rec, "\t"); ok && strings.HasPrefix(meta, "160000 ") {
 				links[p] = true
 			}

@@ -59,3 +59,34 @@ func TestAttack47FullDiskOnTmpfs(t *testing.T) {
 	require.NoError(t, err, "the same call succeeds once there is room")
 	assert.Equal(t, deliverable.Applied, rc.Disposition)
 }
+
+// A link or a directory planted at a lock file's name is never followed
+// and fails each call saying what to do; once removed, the store works.
+func TestAttack47PlantedLockFile(t *testing.T) {
+	for _, plant := range []string{"link", "dir"} {
+		t.Run(plant, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "st")
+			st, err := deliverable.OpenFileStore(dir)
+			require.NoError(t, err)
+			lock := filepath.Join(dir, "locks", "store")
+			target := filepath.Join(t.TempDir(), "target")
+			if plant == "link" {
+				require.NoError(t, os.Symlink(target, lock))
+			} else {
+				require.NoError(t, os.Mkdir(lock, 0o700))
+			}
+			ws := t.TempDir()
+			data := []byte("a,b\n")
+			writeFile(t, ws, "r.csv", data)
+			reg := &deliverable.Registrar{Store: st}
+			_, err = reg.Register(t.Context(), local(t, ws), "t", "r", requestFor("r.csv", "k", data))
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), "remove "+lock+" and retry")
+			_, serr := os.Lstat(target)
+			assert.True(t, errors.Is(serr, os.ErrNotExist), "the link was followed")
+			require.NoError(t, os.RemoveAll(lock))
+			_, err = reg.Register(t.Context(), local(t, ws), "t", "r", requestFor("r.csv", "k", data))
+			require.NoError(t, err)
+		})
+	}
+}

@@ -62,7 +62,7 @@ func (s *FileStore) lockPair(ctx context.Context, m interface {
 	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|flock.NoFollow, 0o600)
 	if err != nil {
 		unlock()
-		return nil, fmt.Errorf("deliverable: open the lock file %s: %w%s", name, err, s.spaceAdvice(err))
+		return nil, fmt.Errorf("deliverable: open the lock file %s: %w%s", name, err, lockAdvice(name, err, s.spaceAdvice(err)))
 	}
 	if err := flock.Wait(ctx, f); err != nil {
 		_ = f.Close() // nothing was locked
@@ -76,6 +76,20 @@ func (s *FileStore) lockPair(ctx context.Context, m interface {
 			unlock()
 		})
 	}, nil
+}
+
+// lockAdvice says what to do about a lock file that cannot be opened:
+// space (the store's file system is full), or something else at its name
+// (a link, a directory: a damaged store), which the store never follows
+// or removes itself.
+func lockAdvice(name string, err error, space string) string {
+	if space != "" {
+		return space
+	}
+	if errors.Is(err, syscall.ELOOP) || errors.Is(err, syscall.EISDIR) || errors.Is(err, syscall.ENXIO) {
+		return "; something other than a lock file stands at its name (a link or a directory: the store was tampered with): remove " + name + " and retry (the store makes it again)"
+	}
+	return ""
 }
 
 // tmpRandLen is the length of the random part of a temporary name, in

@@ -581,3 +581,67 @@ func TestExcludedStagedOnUnbornHead(t *testing.T) {
 	assert.NotContains(t, git(t, e.remote, "cat-file", "--batch-all-objects", "--batch"), "TOPSECRET")
 	assert.Equal(t, "a\nsecret.txt\n", git(t, e.local, "ls-files"), "the user's index keeps it")
 }
+
+// TestExcludeReadAsGitDoes: patterns whose reading once differed between
+// the host and git (an outside attack): a POSIX class, and ? as one byte
+// of a name (é is two). In a plain round a matching file stays home; in a
+// git round the agent's commit of it is rewritten; a file git's reading
+// sends (é.txt under ?.txt) has the agent's change arrive, never dropped
+// unseen. A pattern git would read otherwise (./x, dir/) is refused.
+func TestExcludeReadAsGitDoes(t *testing.T) {
+	for _, c := range []struct{ pat, file string }{{"[[:upper:]].env", "A.env"}, {"??.txt", "é.txt"}} {
+		t.Run("plain "+c.pat, func(t *testing.T) {
+			e := newEnv(t, runners[0].new)
+			e.spec.Exclude = []string{c.pat}
+			write(t, e.local, c.file, "USER SECRET\n")
+			write(t, e.local, "keep.txt", "k\n")
+			r, err := workspace.Prepare(ctx(t), e.spec)
+			require.NoError(t, err)
+			assert.False(t, exists(e.remote, c.file), "sent")
+			write(t, e.remote, c.file, "AGENT\n")
+			_, err = r.Restore(ctx(t))
+			require.NoError(t, err)
+			assert.Equal(t, "USER SECRET\n", read(t, e.local, c.file))
+		})
+		t.Run("git "+c.pat, func(t *testing.T) {
+			e := newEnv(t, runners[0].new)
+			e.spec.Exclude = []string{c.pat}
+			initRepo(t, e.local, map[string]string{"base.txt": "b\n"})
+			write(t, e.local, c.file, "USER SECRET\n")
+			r, err := workspace.Prepare(ctx(t), e.spec)
+			require.NoError(t, err)
+			require.False(t, exists(e.remote, c.file))
+			write(t, e.remote, c.file, "AGENT\n")
+			write(t, e.remote, "other.txt", "agent\n")
+			git(t, e.remote, "add", "-A")
+			git(t, e.remote, "commit", "-q", "-m", "agent")
+			res, err := r.Restore(ctx(t))
+			require.NoError(t, err)
+			assert.Len(t, res.Rewritten, 1)
+			assert.Equal(t, "base.txt\nother.txt\n", git(t, e.local, "ls-tree", "-r", "--name-only", "HEAD"))
+			assert.Equal(t, "USER SECRET\n", read(t, e.local, c.file))
+		})
+	}
+	for _, commit := range []bool{false, true} {
+		e := newEnv(t, runners[0].new)
+		e.spec.Exclude = []string{"?.txt"}
+		initRepo(t, e.local, map[string]string{"é.txt": "v1\n", "e.txt": "secret\n"})
+		r, err := workspace.Prepare(ctx(t), e.spec)
+		require.NoError(t, err)
+		require.True(t, exists(e.remote, "é.txt"), "two bytes: ?.txt does not match it")
+		write(t, e.remote, "é.txt", "agent v2\n")
+		if commit {
+			git(t, e.remote, "commit", "-q", "-am", "agent")
+		}
+		_, err = r.Restore(ctx(t))
+		require.NoError(t, err)
+		assert.Equal(t, "agent v2\n", read(t, e.local, "é.txt"), "commit=%v", commit)
+	}
+	for _, pat := range []string{"./secret.txt", "dir/", "[abc"} {
+		e := newEnv(t, runners[0].new)
+		initRepo(t, e.local, map[string]string{"a": "a\n"})
+		e.spec.Exclude = []string{pat}
+		_, err := workspace.Prepare(ctx(t), e.spec)
+		require.ErrorIs(t, err, workspace.ErrSpec, "%q", pat)
+	}
+}

@@ -22,9 +22,12 @@ import (
 // sent the top-level .env).
 func TestExcludedAgreesWithGit(t *testing.T) {
 	paths := []string{".env", "a.env", "svc/db.env", "svc/deep/x.env", "sub/secret/k", "secret/k", "secret",
-		"abc/x", "abc", "abcd/x", "a/b", "a/x/b", "a/x/y/b", "b", "x[1]", "x1", "x!", "xa", "y?z", "yaz", "dir/**lit", "dir/f"}
+		"abc/x", "abc", "abcd/x", "a/b", "a/x/b", "a/x/y/b", "b", "x[1]", "x1", "x!", "xa", "y?z", "yaz", "dir/**lit", "dir/f",
+		"é.txt", "e.txt", "ée.txt", "A.env", "Z9.env", "]a.env", "a-b.txt", "a.b.txt", "x*", "-", "[", "ü/é/x"}
 	pats := []string{"**/*.env", "*.env", ".env", "secret", "**/secret", "secret/**", "abc/**", "a/**/b", "**", "**/**/b",
-		"x[!a]", "x[1]", "x\\[1]", "y\\?z", "y?z", "dir/\\*\\*lit", "*/*", "***/b", "svc/*/x.env", "[!.]*"}
+		"x[!a]", "x[1]", "x\\[1]", "y\\?z", "y?z", "dir/\\*\\*lit", "*/*", "***/b", "svc/*/x.env", "[!.]*",
+		"??.txt", "?.txt", "[é].txt", "[[:upper:]].env", "[[:upper:]][[:digit:]].env", "[]a].env", "[!]]*", "a[-]b.txt",
+		"[[:alpha:]]*", "[a-c]*", "x\\*", "[[:punct:]]", "[\\]]*", "ü/*/x", "[[:space:]x]*", "[[:]a].env"}
 	repo := t.TempDir()
 	run := func(args ...string) string {
 		t.Helper()
@@ -48,7 +51,8 @@ func TestExcludedAgreesWithGit(t *testing.T) {
 	files := strings.Split(strings.TrimSuffix(run("ls-files", "-z"), "\x00"), "\x00")
 	// And random patterns over the same alphabet, each checked by git.
 	rng := rand.New(rand.NewPCG(47, uint64(len(paths))))
-	parts := []string{"a", "b", "x", "*", "?", "**", "[ab]", "[!a]", ".env", "secret", "svc", "1"}
+	parts := []string{"a", "b", "x", "*", "?", "**", "[ab]", "[!a]", ".env", "secret", "svc", "1", "é", "[é]", "??",
+		"[[:upper:]]", "[]a]", "[-]", "[a-z]", "\\*", ".txt", "[!]]"}
 	for range 150 {
 		var comps []string
 		for range 1 + rng.IntN(3) {
@@ -108,5 +112,16 @@ func TestIsOutRef(t *testing.T) {
 		"refs/airlock/out/" + id + "/123-" + tok + "/snap/x": false,
 	} {
 		assert.Equal(t, want, isOutRef(ref, id, tok), ref)
+	}
+}
+
+// TestBadExclude: the patterns git would read otherwise than the host can
+// (not a clean path, a malformed class) are refused before anything runs.
+func TestBadExclude(t *testing.T) {
+	for _, p := range []string{"", "dir/", "./x", "/x", "a//b", "a/../b", "..", ".", "[abc", "x\\", "[[:nope:]]", "a**", "x\n"} {
+		assert.NotEmpty(t, badExclude(p), "%q", p)
+	}
+	for _, p := range []string{"x", "**/*.env", "[]a].env", "a[-]b.txt", "[[:upper:]].env", "\\*", "a/**", "[[:]a]"} {
+		assert.Empty(t, badExclude(p), "%q", p)
 	}
 }

@@ -26,10 +26,13 @@ type Spec struct {
 	// Exclude lists slash patterns never synced either way (a matching
 	// directory with all below it); sandbox.RuntimeDir always is. Both
 	// kinds of round read them as git's glob pathspecs do: anchored at
-	// the top of the work tree, *, ? and [...] within one component, a
-	// whole component ** for any number of them ("**/*.env" at every
-	// depth, "*.env" at the top only, "a/**" all below a). A ** inside a
-	// component is refused (ErrSpec).
+	// the top of the work tree; *, ? and [...] (with [!...], ranges and
+	// the POSIX [:classes:]) within one component and on bytes, so ? is
+	// one byte of a UTF-8 name; a whole component ** for any number of
+	// them ("**/*.env" at every depth, "*.env" at the top only, "a/**" all
+	// below a); a pattern equal to a path matches it. A pattern that is
+	// not a clean relative path ("./x", "dir/"), holds ** inside a
+	// component or is not a well-formed glob is refused (ErrSpec).
 	Exclude []string
 }
 
@@ -346,20 +349,25 @@ func checkSpec(spec Spec, o options) error {
 
 // badExclude says what is wrong with a Spec.Exclude pattern, or "".
 func badExclude(p string) string {
-	if p == "" || strings.ContainsAny(p, "\x00\n") {
+	switch {
+	case p == "" || strings.ContainsAny(p, "\x00\n"):
 		return "is empty or holds a NUL or a newline"
+	case path.Clean(p) != p || path.IsAbs(p) || p == "." || p == ".." || strings.HasPrefix(p, "../"):
+		return "is not a clean relative slash path (no leading / or ./, no trailing /, no . or .. component): write it as the path from the top of the work tree"
 	}
 	for _, c := range strings.Split(p, "/") {
-		if _, err := path.Match(bangClass(c), ""); err != nil {
-			return "is not a valid glob (path.Match: " + err.Error() + ")"
+		if c == ".." {
+			return "has a .. component"
 		}
 		if strings.Contains(c, "**") && strings.Trim(c, "*") != "" {
 			return "has ** inside a path component: write ** as a whole component (**/x.env, a/**/b, a/**) or * for one component"
 		}
+		if _, ok := matchComponent(c, ""); !ok {
+			return "is not a valid glob (an unterminated [ class, a trailing \\ or an unknown [:class:])"
+		}
 	}
 	return ""
 }
-
 func newID() (string, error) {
 	var b [12]byte
 	if _, err := rand.Read(b[:]); err != nil {
@@ -395,76 +403,6 @@ func excluded(pats []string, rel string) bool {
 		}
 	}
 	return false
-}
-
-// matchGlob reports whether the slash path name matches the Spec.Exclude
-// pattern pat as git's glob pathspec magic (the sandbox's side of a git
-// round) reads it: anchored at the top of the work tree; *, ? and [...]
-// ([!...] as [^...]) within one path component, as path.Match; a whole
-// component ** matches any number of components ("**/x" x at any depth,
-// "a/**/b" b at any depth below a), and a trailing "/**" everything below;
-// a pattern that is the path, character for character, matches it too.
-func matchGlob(pat, name string) bool {
-	if pat == name {
-		return true // as git, which takes a pattern that names a path as it is
-	}
-	ps := strings.Split(pat, "/")
-	for i, c := range ps {
-		if len(c) > 2 && strings.Trim(c, "*") == "" {
-			ps[i] = "**" // a whole component of stars is **, as in git
-		}
-	}
-	return matchComponents(ps, strings.Split(name, "/"))
-}
-
-func matchComponents(ps, ns []string) bool {
-	for len(ps) > 0 && ps[0] != "**" {
-		if len(ns) == 0 {
-			return false
-		}
-		if ok, _ := path.Match(bangClass(ps[0]), ns[0]); !ok {
-			return false
-		}
-		ps, ns = ps[1:], ns[1:]
-	}
-	if len(ps) == 0 {
-		return len(ns) == 0
-	}
-	for len(ps) > 1 && ps[1] == "**" {
-		ps = ps[1:]
-	}
-	if len(ps) == 1 {
-		return len(ns) > 0 // a trailing ** is what is below, not the directory
-	}
-	for i := range len(ns) + 1 {
-		if matchComponents(ps[1:], ns[i:]) {
-			return true
-		}
-	}
-	return false
-}
-
-// bangClass writes a glob component's negated classes [!...] as
-// path.Match's [^...].
-func bangClass(c string) string {
-	if !strings.Contains(c, "[!") {
-		return c
-	}
-	b := []byte(c)
-	for i := 0; i < len(b); i++ {
-		switch {
-		case b[i] == '\\':
-			i++ // an escaped character, not a class
-		case b[i] == '[' && i+1 < len(b) && b[i+1] == '!':
-			b[i+1] = '^'
-			for i += 2; i < len(b) && b[i] != ']'; i++ { // skip the class
-				if b[i] == '\\' {
-					i++
-				}
-			}
-		}
-	}
-	return string(b)
 }
 
 // reserved reports a path the sandbox may never write: one with a .git

@@ -125,3 +125,45 @@ func TestBadExclude(t *testing.T) {
 		assert.Empty(t, badExclude(p), "%q", p)
 	}
 }
+
+// FuzzMatchComponent: properties of the byte-wise glob of one component.
+// A name with every byte escaped is a pattern that matches that name and
+// no other; * matches every name; ? matches exactly the names of one byte;
+// a pattern and a name that are equal match; and a malformed pattern
+// matches nothing.
+func FuzzMatchComponent(f *testing.F) {
+	for _, s := range [][2]string{{"*.env", "a.env"}, {"[]a]", "]"}, {"[[:upper:]]x", "Ax"}, {"??", "é"}, {"[!a-c]*", "d"}, {"x\\*", "x*"}, {"[abc", "a"}} {
+		f.Add(s[0], s[1])
+	}
+	f.Fuzz(func(t *testing.T, pat, name string) {
+		if strings.Contains(name, "/") || strings.Contains(pat, "/") {
+			return
+		}
+		m, valid := matchComponent(pat, name)
+		if !valid && m {
+			t.Fatalf("malformed %q matched %q", pat, name)
+		}
+		var esc strings.Builder
+		for i := 0; i < len(name); i++ {
+			esc.WriteByte('\\')
+			esc.WriteByte(name[i])
+		}
+		if ok, v := matchComponent(esc.String(), name); !ok || !v {
+			t.Fatalf("the escaped %q does not match %q", esc.String(), name)
+		}
+		if ok, _ := matchComponent(esc.String(), pat); ok != (pat == name) {
+			t.Fatalf("the escaped %q against %q: %v", esc.String(), pat, ok)
+		}
+		if ok, _ := matchComponent("*", name); !ok {
+			t.Fatalf("* does not match %q", name)
+		}
+		if ok, _ := matchComponent("?", name); ok != (len(name) == 1) {
+			t.Fatalf("? against %q (%d bytes): %v", name, len(name), ok)
+		}
+		if !strings.ContainsAny(pat, "*?[\\") {
+			if ok, _ := matchComponent(pat, name); ok != (pat == name) {
+				t.Fatalf("the literal %q against %q: %v", pat, name, ok)
+			}
+		}
+	})
+}

@@ -104,13 +104,28 @@ func TestIgnoredSentFilesAgentChanges(t *testing.T) {
 }
 
 // gitWithoutPathspecFile runs r's commands with a git that refuses
-// --pathspec-from-file, as git before 2.25 does.
+// --pathspec-from-file, as git before 2.25 does (and leaves it out of
+// its usage).
 func gitWithoutPathspecFile(t *testing.T, r sandbox.Runner) sandbox.Runner {
+	t.Helper()
+	return gitWrapped(t, r, oldGit)
+}
+
+// oldGit is the body of a git wrapper (gitWrapped) that refuses
+// --pathspec-from-file and leaves it out of its usage.
+const oldGit = `for a in "$@"; do case $a in
+--pathspec-from-file*) echo "error: unknown option '${a#--}'" >&2; exit 129;;
+-h) "$real" "$@" | grep -v pathspec-from-file; exit 129;;
+esac; done`
+
+// gitWrapped runs r's commands with a git that runs the sh code body
+// (with $real the real git) before the real git.
+func gitWrapped(t *testing.T, r sandbox.Runner, body string) sandbox.Runner {
 	t.Helper()
 	real, err := exec.LookPath("git")
 	require.NoError(t, err)
 	bin := t.TempDir()
-	wrapper := "#!/bin/sh\nfor a in \"$@\"; do case $a in --pathspec-from-file*) echo \"error: unknown option '${a#--}'\" >&2; exit 129;; esac; done\nexec " + shell.Quote(real) + " \"$@\"\n"
+	wrapper := "#!/bin/sh\nreal=" + shell.Quote(real) + "\n" + body + "\nexec \"$real\" \"$@\"\n"
 	require.NoError(t, os.WriteFile(filepath.Join(bin, "git"), []byte(wrapper), 0o755))
 	return prefixed{r, "PATH=" + shell.Quote(bin) + ":$PATH; export PATH\n"}
 }
@@ -643,5 +658,47 @@ func TestExcludeReadAsGitDoes(t *testing.T) {
 		e.spec.Exclude = []string{pat}
 		_, err := workspace.Prepare(ctx(t), e.spec)
 		require.ErrorIs(t, err, workspace.ErrSpec, "%q", pat)
+	}
+}
+
+// TestIgnoredSentFilesResetFails: when the sandbox cannot put the sent
+// files its git now ignores into the snapshot (a reset that fails: a full
+// disk), the Restore fails saying so, before anything is written, rather
+// than send a snapshot that would read as their deletion; the next
+// Restore, with room again, brings everything.
+func TestIgnoredSentFilesResetFails(t *testing.T) {
+	for _, name := range []string{"new-git", "old-git"} {
+		t.Run(name, func(t *testing.T) {
+			e := newEnv(t, func(t *testing.T, dir string) sandbox.Runner {
+				body := `for a in "$@"; do if [ "$a" = reset ] && [ -e "$FAILFLAG" ]; then
+case " $* " in *" -h "*) ;; *) echo "fatal: Unable to write new index file" >&2; exit 128;; esac; fi; done`
+				if name == "old-git" {
+					body += "\n" + oldGit
+				}
+				return gitWrapped(t, sandbox.Local(dir), body)
+			})
+			flag := filepath.Join(t.TempDir(), "fail")
+			e.spec.Runner = prefixed{e.spec.Runner, "FAILFLAG=" + shell.Quote(flag) + "; export FAILFLAG\n"}
+			initRepo(t, e.local, map[string]string{"a": "1\n"})
+			write(t, e.local, "notes.log", "user's notes\n")
+			r, err := workspace.Prepare(ctx(t), e.spec)
+			require.NoError(t, err)
+			write(t, e.remote, ".gitignore", "*.log\n")
+			write(t, e.remote, "b", "agent\n")
+			require.NoError(t, os.WriteFile(flag, nil, 0o600))
+			before := hashOutside(t, e.local, filepath.Join(e.local, ".git"))
+			_, err = r.Restore(ctx(t))
+			var ee *sandbox.ExitError
+			require.ErrorAs(t, err, &ee)
+			assert.Equal(t, 18, ee.Status)
+			assert.Contains(t, err.Error(), "free space in the sandbox and restore again")
+			assert.Equal(t, before, hashOutside(t, e.local, filepath.Join(e.local, ".git")), "the work tree changed")
+			require.NoError(t, os.Remove(flag))
+			res, err := r.Restore(ctx(t))
+			require.NoError(t, err)
+			assert.Empty(t, res.Deleted)
+			assert.Equal(t, "user's notes\n", read(t, e.local, "notes.log"))
+			assert.Equal(t, "agent\n", read(t, e.local, "b"))
+		})
 	}
 }

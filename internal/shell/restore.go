@@ -262,7 +262,9 @@ func IsObjectName(s string) bool {
 // from the sandbox's index. A git before 2.25 resets one path a call:
 // names travel through tr with \001 for a newline, and a name holding
 // \001 is reset as a glob with ? there (a reset of a further snapshot path
-// it matches is taken back by git add -A). The report also names each
+// it matches is taken back by git add -A). A reset that fails (a full
+// disk) fails the restore (exit 18) before anything is sent: a snapshot
+// without those paths would read as their deletion. The report also names each
 // submodule (gitlink) of the snapshot whose directory holds entries (an m
 // record): git add -A never looks inside one (a name holding a newline is
 // not found there, and not named).
@@ -301,17 +303,24 @@ if it=$(GIT_INDEX_FILE=$ti g write-tree 2>/dev/null); then
 else
   it=; printf 'U\0' > "$st"
 fi
-GIT_INDEX_FILE=$ti g diff-index --cached -z --name-only --diff-filter=D "$bs" %[4]s > "$ig" 2>/dev/null || { echo "cannot compare the sandbox's index with the round's snapshot: prepare the round again" >&2; rm -f "$ti" "$st" "$ig"; exit 17; }
-if [ -s "$ig" ] && ! GIT_INDEX_FILE=$ti g --literal-pathspecs reset -q "$bs" --pathspec-from-file="$ig" --pathspec-file-nul >/dev/null 2>&1; then
+sf() { echo "cannot put the round's files into the scratch index $r/$ti (a full disk?); nothing was changed locally: free space in the sandbox and restore again" >&2; rm -f "$ti" "$st" "$ig"; exit 18; }
+pf=; g reset -h 2>/dev/null | grep -q -e --pathspec-from-file && pf=1
+rs() {
+  if [ -n "$pf" ]; then GIT_INDEX_FILE=$ti g --literal-pathspecs reset -q "$1" --pathspec-from-file="$ig" --pathspec-file-nul >/dev/null 2>&1; return; fi
   tr '\n\0' '\001\n' < "$ig" | while IFS= read -r f; do
     case $f in
-    *"$(printf '\001')"*) GIT_INDEX_FILE=$ti g reset -q "$bs" -- ":(glob)$(printf '%%s' "$f" | sed 's/[][*?\\]/\\&/g' | tr '\001' '?')" >/dev/null 2>&1;;
-    *) GIT_INDEX_FILE=$ti g --literal-pathspecs reset -q "$bs" -- "$f" >/dev/null 2>&1;;
-    esac
+    *"$(printf '\001')"*) GIT_INDEX_FILE=$ti g reset -q "$1" -- ":(glob)$(printf '%%s' "$f" | sed 's/[][*?\\]/\\&/g' | tr '\001' '?')" >/dev/null 2>&1;;
+    *) GIT_INDEX_FILE=$ti g --literal-pathspecs reset -q "$1" -- "$f" >/dev/null 2>&1;;
+    esac || exit 1
   done
-fi
-if [ -s "$ig" ] && [ -n "$it" ] && GIT_INDEX_FILE=$ti g diff-index --cached -z --name-only --diff-filter=D "$it" %[4]s > "$ig" 2>/dev/null && [ -s "$ig" ]; then
-  GIT_INDEX_FILE=$ti g --literal-pathspecs reset -q "$it" --pathspec-from-file="$ig" --pathspec-file-nul >/dev/null 2>&1
+}
+GIT_INDEX_FILE=$ti g diff-index --cached -z --name-only --diff-filter=D "$bs" %[4]s > "$ig" 2>/dev/null || sf
+if [ -s "$ig" ]; then
+  rs "$bs" || sf
+  if [ -n "$it" ]; then
+    GIT_INDEX_FILE=$ti g diff-index --cached -z --name-only --diff-filter=D "$it" %[4]s > "$ig" 2>/dev/null || sf
+    if [ -s "$ig" ]; then rs "$it" || sf; fi
+  fi
 fi
 rm -f "$ig"
 for b in --no-assume-unchanged --no-skip-worktree; do GIT_INDEX_FILE=$ti g ls-files -z %[4]s 2>/dev/null | GIT_INDEX_FILE=$ti g update-index -z $b --stdin >/dev/null 2>&1; done

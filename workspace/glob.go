@@ -27,7 +27,7 @@ func matchComponents(ps, ns []string) bool {
 		if len(ns) == 0 {
 			return false
 		}
-		if ok, _ := matchComponent(ps[0], ns[0]); !ok {
+		if !matchComponent(ps[0], ns[0]) {
 			return false
 		}
 		ps, ns = ps[1:], ns[1:]
@@ -53,63 +53,56 @@ func matchComponents(ps, ns []string) bool {
 // component as git's wildmatch does (bytes, not characters: ? is one
 // byte): * any bytes, ? one byte, \x the byte x, [...] one byte of a set:
 // [!...] and [^...] its complement, a ] first in it literal, a-z a range,
-// \x an escaped byte, [:alpha:] and the other POSIX classes (ASCII). valid
-// is false for a pattern git refuses to match anything with: a class
-// without its ], an unknown [:class:], a trailing \.
-func matchComponent(pat, name string) (match, valid bool) {
+// \x an escaped byte, [:alpha:] and the other POSIX classes (ASCII). A
+// pattern that is not well formed (wellFormed) matches nothing, as in git:
+// a match has to get past the part that is not.
+func matchComponent(pat, name string) bool {
 	px, nx := 0, 0
 	star, starN := -1, 0 // the last * seen, and where its match ends now
 	for px < len(pat) || nx < len(name) {
-		if px < len(pat) {
+		if px < len(pat) && nx < len(name) {
 			switch c := pat[px]; c {
 			case '*':
 				star, starN = px, nx
 				px++
 				continue
 			case '?':
-				if nx < len(name) {
-					px, nx = px+1, nx+1
-					continue
-				}
+				px, nx = px+1, nx+1
+				continue
 			case '[':
-				end, in, ok := matchClass(pat, px, name, nx)
-				if !ok {
-					return false, false
-				}
-				if in {
+				if end, in, ok := matchClass(pat, px, name[nx]); ok && in {
 					px, nx = end, nx+1
 					continue
 				}
 			case '\\':
-				if px+1 == len(pat) {
-					return false, false
-				}
-				if nx < len(name) && pat[px+1] == name[nx] {
+				if px+1 < len(pat) && pat[px+1] == name[nx] {
 					px, nx = px+2, nx+1
 					continue
 				}
 			default:
-				if nx < len(name) && c == name[nx] {
+				if c == name[nx] {
 					px, nx = px+1, nx+1
 					continue
 				}
 			}
+		} else if px < len(pat) && pat[px] == '*' {
+			px++ // a * at the end of the name matches nothing more
+			continue
 		}
 		if star >= 0 && starN < len(name) {
 			starN++
 			px, nx = star+1, starN
 			continue
 		}
-		return false, validRest(pat, px)
+		return false
 	}
-	return true, true
+	return true
 }
 
-// validRest reports whether the glob from px on is well formed, for a
-// match that failed before reaching its end (a malformed class later in
-// it still makes git refuse the pattern).
-func validRest(pat string, px int) bool {
-	for ; px < len(pat); px++ {
+// wellFormed reports whether a glob component is one git matches with:
+// every [ class closed, every [:class:] known, no \ at its end.
+func wellFormed(pat string) bool {
+	for px := 0; px < len(pat); px++ {
 		switch pat[px] {
 		case '\\':
 			if px+1 == len(pat) {
@@ -117,7 +110,7 @@ func validRest(pat string, px int) bool {
 			}
 			px++
 		case '[':
-			end, _, ok := matchClass(pat, px, "", -1)
+			end, _, ok := matchClass(pat, px, 0)
 			if !ok {
 				return false
 			}
@@ -128,16 +121,9 @@ func validRest(pat string, px int) bool {
 }
 
 // matchClass reads the class that opens at pat[px] ('[') and reports
-// whether name[nx] is in it (nx < 0: only read it), where the pattern
-// goes on after it, and whether the class is well formed.
-func matchClass(pat string, px int, name string, nx int) (end int, in, ok bool) {
-	var b byte
-	switch {
-	case nx >= len(name):
-		return 0, false, classEnd(pat, px) > 0 // no byte left to match
-	case nx >= 0:
-		b = name[nx]
-	}
+// where the pattern goes on after it, whether b is in it, and whether the
+// class is well formed.
+func matchClass(pat string, px int, b byte) (end int, in, ok bool) {
 	p := px + 1
 	negated := p < len(pat) && (pat[p] == '!' || pat[p] == '^')
 	if negated {
@@ -156,7 +142,7 @@ func matchClass(pat string, px int, name string, nx int) (end int, in, ok bool) 
 			}
 			p++
 			c = pat[p]
-			matched = matched || (nx >= 0 && b == c)
+			matched = matched || b == c
 			prev, havePrev = c, true
 		case c == '-' && havePrev && p+1 < len(pat) && pat[p+1] != ']':
 			p++
@@ -168,7 +154,7 @@ func matchClass(pat string, px int, name string, nx int) (end int, in, ok bool) 
 				p++
 				hi = pat[p]
 			}
-			matched = matched || (nx >= 0 && b >= prev && b <= hi)
+			matched = matched || (b >= prev && b <= hi)
 			havePrev = false
 		case c == '[' && p+1 < len(pat) && pat[p+1] == ':':
 			close := strings.Index(pat[p+2:], "]")
@@ -178,7 +164,7 @@ func matchClass(pat string, px int, name string, nx int) (end int, in, ok bool) 
 			name := pat[p+2 : p+2+close]
 			if !strings.HasSuffix(name, ":") {
 				// not a [:class:]: a literal [
-				matched = matched || (nx >= 0 && b == '[')
+				matched = matched || b == '['
 				prev, havePrev = '[', true
 				continue
 			}
@@ -186,11 +172,11 @@ func matchClass(pat string, px int, name string, nx int) (end int, in, ok bool) 
 			if !known {
 				return 0, false, false
 			}
-			matched = matched || (nx >= 0 && is)
+			matched = matched || is
 			p += 2 + close
 			havePrev = false
 		default:
-			matched = matched || (nx >= 0 && b == c)
+			matched = matched || b == c
 			prev, havePrev = c, true
 		}
 	}
@@ -198,16 +184,6 @@ func matchClass(pat string, px int, name string, nx int) (end int, in, ok bool) 
 		return 0, false, false // no closing ]
 	}
 	return p + 1, matched != negated, true
-}
-
-// classEnd returns where the class that opens at pat[px] ends, or 0 when
-// it is not well formed.
-func classEnd(pat string, px int) int {
-	end, _, ok := matchClass(pat, px, "", -1)
-	if !ok {
-		return 0
-	}
-	return end
 }
 
 // posixClass reports whether b is in the POSIX class name (ASCII, as in

@@ -362,7 +362,7 @@ func badExclude(p string) string {
 		if strings.Contains(c, "**") && strings.Trim(c, "*") != "" {
 			return "has ** inside a path component: write ** as a whole component (**/x.env, a/**/b, a/**) or * for one component"
 		}
-		if _, ok := matchComponent(c, ""); !ok {
+		if !wellFormed(c) {
 			return "is not a valid glob (an unterminated [ class, a trailing \\ or an unknown [:class:])"
 		}
 	}

@@ -123,14 +123,7 @@ func (s *FileStore) createTemp(prefix string) (*tempFile, error) {
 	if err != nil {
 		return nil, s.ioError(err, "create temporary file %s", fresh)
 	}
-	ok, err := flock.Try(f)
-	if err == nil && !ok {
-		err = errors.New("another process holds the lock of a file just created")
-	}
-	if err == nil {
-		err = os.Rename(fresh, name)
-	}
-	if err != nil {
+	if err := flock.Claim(f, fresh, name); err != nil {
 		_ = os.Remove(fresh) // already failing; the sweep takes what is left after a day
 		_ = f.Close()
 		return nil, s.ioError(err, "lock temporary file %s", name)
@@ -203,26 +196,7 @@ func (s *FileStore) sweepTemp() {
 			}
 			continue
 		}
-		sweepLocked(p)
-	}
-}
-
-// sweepLocked removes the temporary file p if its writer's lock is free.
-func sweepLocked(p string) {
-	before, err := os.Lstat(p)
-	if err != nil || !before.Mode().IsRegular() {
-		return
-	}
-	f, err := os.OpenFile(p, os.O_RDWR|flock.NoFollow|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return
-	}
-	defer f.Close()
-	if fi, err := f.Stat(); err != nil || !os.SameFile(before, fi) {
-		return
-	}
-	if ok, err := flock.Try(f); ok && err == nil {
-		_ = os.Remove(p) // its writer is gone: the kernel dropped its lock
+		flock.RemoveIfFree(p, os.Remove)
 	}
 }
 

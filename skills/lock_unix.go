@@ -5,7 +5,6 @@ package skills
 import (
 	"context"
 	"crypto/rand"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -63,24 +62,15 @@ func tempDir(stateDir string) (tmp string, done func(), err error) {
 		return "", nil, fmt.Errorf("creating temporary bundle: %w%s", err, spaceAdvice(err))
 	}
 	f, err := os.OpenFile(fresh, os.O_RDONLY|unix.O_DIRECTORY|flock.NoFollow, 0)
-	if err == nil {
-		var ok bool
-		if ok, err = flock.Try(f); err == nil && !ok {
-			err = errors.New("another process holds the lock of a directory just made")
-		}
-		if err != nil {
-			f.Close()
-		}
-	}
 	if err != nil {
 		os.Remove(fresh)
 		return "", nil, fmt.Errorf("locking temporary bundle %s: %w", fresh, err)
 	}
 	tmp = filepath.Join(stateDir, tmpPrefix+name)
-	if err := os.Rename(fresh, tmp); err != nil {
+	if err := flock.Claim(f, fresh, tmp); err != nil {
 		f.Close()
 		os.Remove(fresh)
-		return "", nil, fmt.Errorf("naming temporary bundle %s: %w", tmp, err)
+		return "", nil, fmt.Errorf("locking and naming temporary bundle %s: %w", tmp, err)
 	}
 	return tmp, func() { f.Close() }, nil
 }
@@ -107,14 +97,7 @@ func sweepTemp(stateDir string) {
 			}
 			continue
 		}
-		f, err := os.OpenFile(p, os.O_RDONLY|unix.O_DIRECTORY|flock.NoFollow, 0)
-		if err != nil {
-			continue
-		}
-		if ok, err := flock.Try(f); ok && err == nil {
-			tree.RemoveAll(p) // its writer is gone: the kernel dropped its lock
-		}
-		f.Close()
+		flock.RemoveIfFree(p, tree.RemoveAll) // a writer that is gone: the kernel dropped its lock
 	}
 }
 

@@ -21,3 +21,5 @@ func Try(*os.File) (bool, error) { return false, errUnsupported }
 
 // Wait fails: there is no flock(2) here.
 func Wait(context.Context, *os.File) error { return errUnsupported }
+
+const nonBlock = 0

@@ -52,3 +52,43 @@ func TestRandPart(t *testing.T) {
 		}
 	}
 }
+
+// TestClaimAndRemoveIfFree: a claimed name is kept while its holder's
+// file is open and removed once it is closed; a link is never followed.
+func TestClaimAndRemoveIfFree(t *testing.T) {
+	if !Supported {
+		t.Skip("no flock(2) on this platform")
+	}
+	dir := t.TempDir()
+	fresh, name := filepath.Join(dir, ".new-x"), filepath.Join(dir, "work-x")
+	f, err := os.OpenFile(fresh, os.O_RDWR|os.O_CREATE|os.O_EXCL|NoFollow, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Claim(f, fresh, name); err != nil {
+		t.Fatal(err)
+	}
+	RemoveIfFree(name, os.Remove)
+	if _, err := os.Lstat(name); err != nil {
+		t.Fatalf("a held name was removed: %v", err)
+	}
+	target := filepath.Join(dir, "target")
+	if err := os.WriteFile(target, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir, "link")
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+	RemoveIfFree(link, os.Remove)
+	if _, err := os.Lstat(link); err != nil {
+		t.Fatalf("a link was taken for a free lock: %v", err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	RemoveIfFree(name, os.Remove)
+	if _, err := os.Lstat(name); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a free name stayed: %v", err)
+	}
+}

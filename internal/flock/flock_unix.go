@@ -50,3 +50,6 @@ func Wait(ctx context.Context, f *os.File) error {
 		}
 	}
 }
+
+// nonBlock opens a FIFO planted at a lock's name without waiting.
+const nonBlock = unix.O_NONBLOCK

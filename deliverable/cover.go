@@ -1,6 +1,7 @@
 package deliverable
 
 import (
+	"maps"
 	"path"
 	"slices"
 	"strings"
@@ -42,7 +43,7 @@ func uncovered(files []string, own []Attachment) []string {
 		sources = append(sources, source{a.Filename, a.ContentRef})
 	}
 	var missing []string
-	for _, base := range sortedKeys(want) {
+	for _, base := range slices.Sorted(maps.Keys(want)) {
 		group := want[base] // requested paths with this base name
 		var refs []string   // registered files with this base name
 		for _, s := range sources {
@@ -141,13 +142,4 @@ func distinctRequests(files []string) map[string][]string {
 // is the name an attachment must have.
 func requestPath(f string) string {
 	return path.Clean(strings.ReplaceAll(f, `\`, "/"))
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }

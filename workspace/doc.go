@@ -405,6 +405,20 @@
 //     <git dir>/airlock/restore.lock, or <Local>/.airlock/restore.lock for
 //     a plain directory); a dead owner's lock is free at once; the wait is
 //     bounded and ends in ErrLocked.
+//   - Prepares of one sandbox work tree take turns in the sandbox: the
+//     prepare script locks <Remote>/.airlock/.workspace-prepare before it
+//     changes anything (flock(1) where the sandbox has it, which the kernel
+//     drops with its holder; else a pid file,
+//     .workspace-prepare.pid, taken over once its shell is gone), waits
+//     up to 30 seconds for another, then fails with ErrLocked naming the
+//     other's pid. A Prepare retried after a cut connection, while the
+//     first attempt's script still checks out in the sandbox, so runs
+//     after it, and an agent started after the retry returned never has
+//     its work undone by the first attempt's checkout or git clean. A
+//     script that takes the lock after a prepare begun later (by the
+//     host's clock) took it, a command delivered late, stops before it
+//     changes anything (exit status 23, "a later prepare … already
+//     prepared"). The lock file stays in the runtime directory.
 //
 // # Non-guarantees
 //
@@ -422,6 +436,11 @@
 //     quiet, installs the commits (the files then already match). So does
 //     a *ConflictError that appears only on a compare-and-swap retry (the
 //     local ref moved to a conflicting commit during the restore).
+//   - The prepare lock's pid file (a sandbox without flock(1)) reads a
+//     holder in another PID namespace (an engine that runs each command
+//     in its own) as gone; and a host clock set back between two Prepares
+//     has the later refused as superseded until the clock passes the
+//     earlier's start.
 //   - Files are not fsynced.
 //   - A host killed while it holds the index lock leaves
 //     <git dir>/index.lock, as a killed git does. The next Prepare or

@@ -44,9 +44,12 @@ var (
 	// and files are unchanged.
 	ErrConflict = errors.New("merge conflict")
 	// ErrLocked reports a restore that waited too long for another restore
-	// of the same work tree. Retryable (sandbox.Retryable): the other
-	// restore ends, and the same Restore then takes the lock.
-	ErrLocked = sentinel.Temporary("work tree restore lock held")
+	// of the same work tree, or a Prepare whose script waited too long in
+	// the sandbox for another prepare of the same sandbox work tree that
+	// still runs there (one whose host gave up on it). Retryable
+	// (sandbox.Retryable): the other ends, and the same call then takes
+	// the lock.
+	ErrLocked = sentinel.Temporary("work tree lock held")
 	// ErrRace reports a local ref that kept moving while a restore tried to
 	// install its result (compare-and-swap retries exhausted), or a lock
 	// on the local index that stayed while the restore waited to stage

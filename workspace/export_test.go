@@ -21,6 +21,12 @@ func WithBeforeCAS(fn func(attempt int)) Option {
 	return func(o *options) { o.beforeCAS = fn }
 }
 
+// WithPrepareLockWait has a prepare script wait secs seconds for another
+// prepare of its work tree.
+func WithPrepareLockWait(secs int) Option {
+	return func(o *options) { o.prepareWait = secs }
+}
+
 // CASRetries is how many times a restore tries to install its result.
 const CASRetries = defaultCASTries
 

@@ -382,9 +382,9 @@ func (r *Round) shipGit(ctx context.Context, known []string) error {
 		stdin = pr
 	}
 	script := shell.GitPrepareScript(shell.GitPrepare{Remote: r.spec.Remote, ID: id, Branch: r.rec.Branch, Head: r.rec.Head,
-		Snap: snap, Index: r.rec.Index, TmpRef: tmpRef, Bundle: needBundle, ObjectFormat: format, Exclude: r.spec.Exclude})
+		Snap: snap, Index: r.rec.Index, TmpRef: tmpRef, Bundle: needBundle, ObjectFormat: format, Exclude: r.spec.Exclude, Turn: r.prepareTurn()})
 	r.o.report(sandbox.Progress{Asset: "prepare"})
-	err = runGuest(ctx, r.spec.Runner, "preparing the sandbox work tree "+r.spec.Remote, sandbox.Command{Script: script, Env: r.guestEnv(), Stdin: stdin}, nil)
+	err = prepareLocked(runGuest(ctx, r.spec.Runner, "preparing the sandbox work tree "+r.spec.Remote, sandbox.Command{Script: script, Env: r.guestEnv(), Stdin: stdin}, nil))
 	if needBundle && err != nil {
 		// Nobody reads the bundle any more: stop its writer.
 		cancel()

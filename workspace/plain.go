@@ -59,8 +59,8 @@ func (r *Round) preparePlain(ctx context.Context) (err error) {
 		}
 		wdone <- walked{res, err}
 	}()
-	script := shell.PlainPrepareScript(r.spec.Remote, modes, r.rec.ID)
-	rerr := runGuest(ctx, r.spec.Runner, "sending the tree to "+r.spec.Remote, sandbox.Command{Script: script, Stdin: rp}, nil)
+	script := shell.PlainPrepareScript(r.spec.Remote, modes, r.rec.ID, r.prepareTurn())
+	rerr := prepareLocked(runGuest(ctx, r.spec.Runner, "sending the tree to "+r.spec.Remote, sandbox.Command{Script: script, Stdin: rp}, nil))
 	if rerr != nil && !localFailed.Load() {
 		// Nobody reads the stream any more (a cut connection stops the
 		// Runner's copy): stop the writer rather than wait for it forever.

@@ -126,6 +126,22 @@ func runGuest(ctx context.Context, run sandbox.Runner, op string, cmd sandbox.Co
 	return fmt.Errorf("workspace: %w: %s: %w", sandbox.ErrTransport, op, err)
 }
 
+// prepareTurn orders this prepare after those begun before it.
+func (r *Round) prepareTurn() shell.PrepareTurn {
+	return shell.PrepareTurn{Seq: time.Now().UnixMicro(), Wait: r.o.prepareWait}
+}
+
+// prepareLocked marks a prepare script's failure to take the work tree's
+// prepare lock in time (shell.PrepareLocked: another prepare still runs in
+// the sandbox) as ErrLocked.
+func prepareLocked(err error) error {
+	var ee *sandbox.ExitError
+	if errors.As(err, &ee) && ee.Status == shell.PrepareLocked {
+		return fmt.Errorf("%w: %w", ErrLocked, err)
+	}
+	return err
+}
+
 // limitWriter passes at most n bytes to w and then fails every write.
 type limitWriter struct {
 	w    interface{ Write([]byte) (int, error) }

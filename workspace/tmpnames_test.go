@@ -297,7 +297,7 @@ func TestKilledRestoreTmp(t *testing.T) {
 			write(t, e.remote, "sub/dir/new", "agent\n")
 			write(t, e.remote, "a", "2\n")
 			if kind == "git" {
-				git(t, e.remote, "add", "-A", "--", ".", ":!"+sandbox.RuntimeDir)
+				git(t, e.remote, "add", "-A")
 				git(t, e.remote, "commit", "-q", "-m", "agent")
 			}
 			cmd, mark := startToMark(t, "TestKilledRestoreTmpChild", "WORKSPACE_TMP_MARK", "WORKSPACE_TMP_MODE="+kind, "WORKSPACE_TMP_ID="+r.ID(),

@@ -112,6 +112,7 @@ type options struct {
 	casRetries  int
 	beforeCAS   func(attempt int)     // tests: runs before each compare-and-swap of the local ref
 	beforePlace func(tmp, rel string) // tests: runs before a temporary file or link is renamed over rel
+	prepareWait int                   // tests: seconds a prepare script waits for another (0: shell.PrepareLockWait)
 }
 
 // Defaults.

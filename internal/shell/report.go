@@ -29,14 +29,15 @@ const (
 // entries that no tar header or git tree can be trusted to show, one
 // record <type><./path>NUL each (the types above). It runs in the sandbox
 // work tree; $rep names the file the report is written to, which is left
-// out of it. The walk is find's when the sandbox has find, else
+// out of it, as are airlock's own files in the runtime directory (the
+// round's marker, the prepare lock). The walk is find's when the sandbox has find, else
 // shellWalk's, which needs only sh and ls.
 const FindReport = `{ if command -v find >/dev/null 2>&1; then find . \( -path ./.git -o -path ./` + RuntimeDir + ` \) -prune -o -name .git -prune -exec printf 'n%s\0' {} + -o -type f -links +1 -exec printf 'h%s\0' {} + -o -type f \( -perm -4000 -o -perm -2000 -o -perm -1000 \) -exec printf 'u%s\0' {} + -o ! -type f ! -type d ! -type l -exec printf 's%s\0' {} +
 else ` + shellWalk + `
 fi
 rt=./` + RuntimeDir + `
 if [ -L "$rt" ] || { [ -e "$rt" ] && [ ! -d "$rt" ]; }; then printf 'r%s\0' "$rt"
-elif [ -d "$rt" ]; then for f in "$rt"/* "$rt"/.[!.]* "$rt"/..?*; do if { [ -e "$f" ] || [ -L "$f" ]; } && [ "$f" != "$rep" ] && [ "$f" != "$rt/` + RoundMarker + `" ]; then printf 'r%s\0' "$f"; fi; done
+elif [ -d "$rt" ]; then for f in "$rt"/* "$rt"/.[!.]* "$rt"/..?*; do if { [ -e "$f" ] || [ -L "$f" ]; } && [ "$f" != "$rep" ] && [ "$f" != "$rt/` + RoundMarker + `" ] && [ "$f" != "$rt/` + PrepareLockName + `" ] && [ "$f" != "$rt/` + PrepareLockName + `.pid" ]; then printf 'r%s\0' "$f"; fi; done
 fi; }`
 
 // shellWalk writes the n, h, u and s records of FindReport without find: a

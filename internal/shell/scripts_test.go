@@ -27,8 +27,8 @@ func scriptSamples() map[string]string {
 		w := v.word
 		out["WorkspaceProbeScript/"+v.name] = WorkspaceProbeScript(w)
 		out["WorkspaceMarkerScript/"+v.name] = WorkspaceMarkerScript(w)
-		out["PlainPrepareScript/"+v.name] = PlainPrepareScript(w, ".airlock-tmp-x", "abc123")
-		out["PlainPrepareScript/"+v.name+"/modes"] = PlainPrepareScript("/tmp", w, w)
+		out["PlainPrepareScript/"+v.name] = PlainPrepareScript(w, ".airlock-tmp-x", "abc123", PrepareTurn{Seq: 1})
+		out["PlainPrepareScript/"+v.name+"/modes"] = PlainPrepareScript("/tmp", w, w, PrepareTurn{Seq: 1 << 62, Wait: 7})
 		out["ModesScript/"+v.name] = string(ModesScript("new/tree/", []Entry{{Path: w, Mode: fs.ModeDir | 0o555}, {Path: w + "/a", Mode: fs.ModeDir | 0o700}}))
 		out["PlainRestoreScript/"+v.name] = PlainRestoreScript(w, "abc123", false)
 		out["PlainRestoreScript/"+v.name+"/marked"] = PlainRestoreScript(w, w, true)

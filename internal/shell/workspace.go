@@ -27,9 +27,93 @@ import (
 // each regular file PREFIX<pid>… whose shell is gone.
 const GitPrelude = `unset GIT_DIR GIT_WORK_TREE GIT_INDEX_FILE GIT_OBJECT_DIRECTORY GIT_ALTERNATE_OBJECT_DIRECTORIES GIT_NAMESPACE GIT_COMMON_DIR GIT_CEILING_DIRECTORIES GIT_CONFIG GIT_CONFIG_PARAMETERS GIT_CONFIG_COUNT GIT_EXEC_PATH GIT_TEMPLATE_DIR GIT_SSH GIT_SSH_COMMAND GIT_EXTERNAL_DIFF GIT_PAGER GIT_EDITOR GIT_QUARANTINE_PATH GIT_REPLACE_REF_BASE GIT_NO_REPLACE_OBJECTS GIT_GRAFT_FILE GIT_SHALLOW_FILE GIT_DISCOVERY_ACROSS_FILESYSTEM GIT_LITERAL_PATHSPECS GIT_GLOB_PATHSPECS GIT_NOGLOB_PATHSPECS GIT_ICASE_PATHSPECS GIT_TRACE 2>/dev/null
 export GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null GIT_TERMINAL_PROMPT=0 GIT_OPTIONAL_LOCKS=0 LC_ALL=C
-gone() { _gp=${1%%[!0-9]*}; [ -n "$_gp" ] && kill -0 "$_gp" 2>/dev/null || return 0; _gs=$(cat "/proc/$_gp/stat" 2>/dev/null); _gs=${_gs##*) }; _gs=${_gs%% *}; case $_gs in Z|X) return 0;; esac; return 1; }
-gone_files() { for _gf in "$1"*; do [ -f "$_gf" ] && [ ! -L "$_gf" ] && gone "${_gf#"$1"}" && rm -f "$_gf"; done; }
+` + goneFuncs + `gone_files() { for _gf in "$1"*; do [ -f "$_gf" ] && [ ! -L "$_gf" ] && gone "${_gf#"$1"}" && rm -f "$_gf"; done; }
 g() { git -c core.hooksPath=/dev/null -c core.fsmonitor=false -c gc.auto=0 -c maintenance.auto=false -c core.autocrlf=false -c core.quotePath=false -c core.sparseCheckout=false -c core.symlinks=true -c core.trustctime=true -c core.checkStat=default -c core.ignoreStat=false -c core.untrackedCache=false -c core.ignoreCase=false ${gfm:+-c core.fileMode=$gfm} "$@"; }
+`
+
+// goneFuncs defines gone (see GitPrelude).
+const goneFuncs = `gone() { _gp=${1%%[!0-9]*}; [ -n "$_gp" ] && kill -0 "$_gp" 2>/dev/null || return 0; _gs=$(cat "/proc/$_gp/stat" 2>/dev/null); _gs=${_gs##*) }; _gs=${_gs%% *}; case $_gs in Z|X) return 0;; esac; return 1; }
+`
+
+// Exit statuses of both prepare scripts (prepareLock).
+const (
+	// PrepareUnusable: the runtime directory cannot hold the prepare lock.
+	PrepareUnusable = 21
+	// PrepareLocked: another prepare of the work tree still ran in the
+	// sandbox after PrepareLockWait seconds.
+	PrepareLocked = 22
+	// PrepareSuperseded: a later prepare (by its Seq) already began to
+	// prepare the work tree; this one changed nothing.
+	PrepareSuperseded = 23
+	// PrepareLockWait is how many seconds a prepare waits for another
+	// unless its PrepareTurn says otherwise.
+	PrepareLockWait = 30
+)
+
+// PrepareTurn is what a prepare script needs to take its turn
+// (prepareLock).
+type PrepareTurn struct {
+	// Seq orders the prepares of one work tree: the host's clock in
+	// microseconds when Prepare began.
+	Seq int64
+	// Wait is how many seconds to wait for another prepare; 0:
+	// PrepareLockWait.
+	Wait int
+}
+
+// vars sets seq and pwait.
+func (t PrepareTurn) vars() string {
+	w := t.Wait
+	if w <= 0 {
+		w = PrepareLockWait
+	}
+	return fmt.Sprintf("seq=%d; pwait=%d\n", t.Seq, w)
+}
+
+// PrepareLockName is the file in the runtime directory that a prepare
+// locks, and in which it records its shell's pid and its Seq.
+const PrepareLockName = ".workspace-prepare"
+
+// prepareLock (in the work tree; seq and pwait set: PrepareTurn; gone
+// defined) makes the prepares of one
+// sandbox work tree take turns: a prepare whose host gave up (a cut
+// connection, a cancelled context) may still run in the sandbox while the
+// host's retry runs, and the later of the two to check out would write
+// the work tree under an agent that already works in it (an outside
+// attack's finding). The lock is an flock(1) on PrepareLockName where
+// flock exists (the kernel drops it with its holder, in any PID
+// namespace); elsewhere a file PrepareLockName.pid made with noclobber,
+// taken over when its shell is gone (gone: a holder in another PID
+// namespace reads as gone). A prepare waits PrepareTurn.Wait seconds for
+// another, then fails (PrepareLocked). Holding the lock, it refuses to
+// run when the last prepare to hold it had a later Seq (the host's clock
+// when Prepare began: a script that started late must not undo a later
+// prepare; PrepareSuperseded), and records its own. The lock file stays:
+// removing a file others may hold flock on would let two hold it.
+const prepareLock = `pl=` + RuntimeDir + `/` + PrepareLockName + `
+if [ -L ` + RuntimeDir + ` ] || { [ -e ` + RuntimeDir + ` ] && [ ! -d ` + RuntimeDir + ` ]; } || [ -L "$pl" ] || [ -L "$pl.pid" ] || ! mkdir -p ` + RuntimeDir + ` 2>/dev/null; then
+  echo "$r/` + RuntimeDir + ` is not a directory airlock can use (a link or a file?), or $r/$pl is a link: remove it and prepare again" >&2; exit 21
+fi
+pw=0
+if command -v flock >/dev/null 2>&1; then
+  exec 9>>"$pl" || { echo "cannot open the prepare lock $r/$pl (a full disk?): free space in the sandbox and prepare again" >&2; exit 21; }
+  until flock -n 9; do
+    pw=$((pw+1)); if [ "$pw" -ge "$pwait" ]; then po=; IFS=' ' read -r po _ < "$pl"; echo "another prepare of $r still runs in the sandbox (pid $po) after $pwait seconds: wait for it to end or stop it, then prepare again" >&2; exit 22; fi
+    sleep 1
+  done
+else
+  until (set -C; printf '%s\n' "$$" > "$pl.pid") 2>/dev/null; do
+    po=; IFS= read -r po < "$pl.pid" 2>/dev/null
+    if { [ -n "$po" ] || [ "$pw" -ge 2 ]; } && gone "$po"; then rm -f "$pl.pid"; continue; fi
+    pw=$((pw+1)); if [ "$pw" -ge "$pwait" ]; then echo "another prepare of $r still runs in the sandbox (pid $po) after $pwait seconds: wait for it to end or stop it (or remove $r/$pl.pid if none runs), then prepare again" >&2; exit 22; fi
+    sleep 1
+  done
+  trap 'po=; IFS= read -r po < "$pl.pid"; [ "$po" = "$$" ] && rm -f "$pl.pid"' EXIT
+fi
+pl_pid=; pl_seq=; [ -f "$pl" ] && IFS=' ' read -r pl_pid pl_seq < "$pl"
+case $pl_seq in ''|*[!0-9]*) pl_seq=0;; esac
+if [ "${#pl_seq}" -le 18 ] && [ "$pl_seq" -gt "$seq" ]; then echo "a later prepare (pid $pl_pid) already prepared $r: this one stopped before changing anything; prepare again if the work tree should hold this round" >&2; exit 23; fi
+printf '%s %s\n' "$$" "$seq" > "$pl" || { echo "cannot write the prepare lock $r/$pl (a full disk?): free space in the sandbox and prepare again" >&2; exit 21; }
 `
 
 // fileModeProbe (in the work tree, with .git a directory) sets gfm, which
@@ -98,6 +182,7 @@ type GitPrepare struct {
 	// "" for SHA-1 (git's default).
 	ObjectFormat string
 	Exclude      []string // Spec.Exclude: what git clean keeps (anchored at the top, as the glob pathspecs read them; the runtime directory always is)
+	Turn         PrepareTurn
 }
 
 // GitPrepareScript returns the script that makes the sandbox work tree
@@ -119,8 +204,9 @@ type GitPrepare struct {
 // before HEAD) are not checked: that would walk the whole history at
 // every Prepare. The index is read with -m, so that each entry the
 // checkout just wrote keeps its stat data and the refresh reads only the
-// files whose staged content differs. Its exit
-// statuses 10 to 20 name the step that failed (the error on stderr says
+// files whose staged content differs. It runs holding the work tree's
+// prepare lock (prepareLock), taken before anything is changed. Its exit
+// statuses 10 to 23 name the step that failed (the error on stderr says
 // what to do).
 func GitPrepareScript(p GitPrepare) string {
 	hb := "0"
@@ -132,9 +218,9 @@ func GitPrepareScript(p GitPrepare) string {
 		clean += " -e " + Quote("/"+e) // anchored, as the glob pathspecs read the pattern
 	}
 	return GitPrelude + fmt.Sprintf(`r=%s; id=%s; br=%s; head=%s; snap=%s; idx=%s; hb=%s; tmp=%s; of=%s
-mkdir -p "$r" && cd "$r" || { echo "cannot enter $r" >&2; exit 10; }
+%smkdir -p "$r" && cd "$r" || { echo "cannot enter $r" >&2; exit 10; }
 if [ -L .git ] || { [ -e .git ] && [ ! -d .git ]; }; then echo "$r/.git is not a directory; remove it" >&2; exit 11; fi
-%s
+%s%s
 base=refs/airlock/base/$id
 if [ "$hb" = 1 ]; then
   b=.git/airlock-prepare-$id.bundle
@@ -173,7 +259,7 @@ g clean -fdq %s >/dev/null || exit 19
 g read-tree -m "$idx" || exit 20
 g update-index -q --refresh >/dev/null 2>&1
 exit 0
-`, Quote(p.Remote), Quote(p.ID), Quote(p.Branch), Quote(p.Head), Quote(p.Snap), Quote(p.Index), hb, Quote(p.TmpRef), Quote(p.ObjectFormat), gitRepair, clean)
+`, Quote(p.Remote), Quote(p.ID), Quote(p.Branch), Quote(p.Head), Quote(p.Snap), Quote(p.Index), hb, Quote(p.TmpRef), Quote(p.ObjectFormat), p.Turn.vars(), prepareLock, gitRepair, clean)
 }
 
 // PlainPrepareScript returns the script that makes the sandbox directory
@@ -184,14 +270,16 @@ exit 0
 // and is removed, since the sandbox's tar may leave those of a directory
 // it made itself alone. Last it marks the directory as round id's
 // (RoundMarker in the runtime directory, made if missing), which
-// PlainRestoreScript requires. Exit 10: remote cannot be entered; 11: an
-// entry cannot be removed; 12: the modes cannot be set; 13: the stream
-// lacked modes; 14: the marker cannot be written; otherwise tar's status
+// PlainRestoreScript requires. It runs holding the work tree's prepare
+// lock (prepareLock), taken before anything is removed. Exit 10: remote
+// cannot be entered; 11: an entry cannot be removed; 12: the modes cannot
+// be set; 13: the stream lacked modes; 14: the marker cannot be written;
+// 21 to 23: the prepare lock (see PrepareLocked); otherwise tar's status
 // when the extraction failed.
-func PlainPrepareScript(remote, modes, id string) string {
-	return fmt.Sprintf(`r=%s; f0=%s; id=%s; rd=%s
-mkdir -p "$r" && cd "$r" || { echo "cannot enter $r" >&2; exit 10; }
-for f in * .[!.]* ..?*; do
+func PlainPrepareScript(remote, modes, id string, turn PrepareTurn) string {
+	return goneFuncs + fmt.Sprintf(`r=%s; f0=%s; id=%s; rd=%s
+%smkdir -p "$r" && cd "$r" || { echo "cannot enter $r" >&2; exit 10; }
+%sfor f in * .[!.]* ..?*; do
   if [ -e "$f" ] || [ -L "$f" ]; then
     [ "$f" = "$rd" ] && continue
     rm -rf -- "$f" 2>/dev/null || { chmod -R u+rwx -- "$f"; rm -rf -- "$f"; } || { echo "cannot clear $r/$f" >&2; exit 11; }
@@ -205,7 +293,7 @@ if ! (. "./$f0"); then rm -f -- "$f0"; echo "cannot set the modes of the directo
 rm -f -- "$f0"
 umask 022
 { [ -L "$rd" ] || mkdir -p "$rd"; } && [ -d "$rd" ] && [ ! -L "$rd" ] && rm -f "$rd/%s" && printf '%%s\n' "$id" > "$rd/%s" || { echo "cannot write the round's marker $r/$rd/%s (is $rd a link or a file?); prepare again" >&2; exit 14; }
-`, Quote(remote), Quote(modes), Quote(id), Quote(RuntimeDir), RoundMarker, RoundMarker, RoundMarker)
+`, Quote(remote), Quote(modes), Quote(id), Quote(RuntimeDir), turn.vars(), prepareLock, RoundMarker, RoundMarker, RoundMarker)
 }
 
 // RoundMarker is the file in a plain sandbox directory's runtime directory

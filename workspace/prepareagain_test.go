@@ -1,0 +1,284 @@
+package workspace_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/airlockdev/airlock/internal/shell"
+	"github.com/airlockdev/airlock/sandbox"
+	"github.com/airlockdev/airlock/workspace"
+)
+
+// isPrepare reports whether cmd is a prepare script (git or plain).
+func isPrepare(cmd sandbox.Command) bool { return strings.Contains(cmd.Script, shell.PrepareLockName) }
+
+// slowShims returns a directory whose git sleeps before each read-tree
+// and whose tar sleeps before it extracts: a checkout that takes a while.
+func slowShims(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	shim := func(name, when string) {
+		real, err := lookPath(name)
+		require.NoError(t, err)
+		body := fmt.Sprintf("#!/bin/sh\ncase \" $* \" in *%s*) sleep 2;; esac\nexec %s \"$@\"\n", when, real)
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(body), 0o755))
+	}
+	shim("git", `" read-tree "`)
+	shim("tar", `" -x "`)
+	return dir
+}
+
+// binsWithout returns a directory of links to every program of
+// /usr/local/bin, /usr/bin and /bin but those named: a PATH without them.
+func binsWithout(t *testing.T, names ...string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for _, d := range []string{"/usr/local/bin", "/usr/bin", "/bin"} {
+		ents, err := os.ReadDir(d)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		require.NoError(t, err)
+		for _, en := range ents {
+			if slices.Contains(names, en.Name()) {
+				continue
+			}
+			err := os.Symlink(filepath.Join(d, en.Name()), filepath.Join(dir, en.Name()))
+			if !errors.Is(err, fs.ErrExist) { // the first directory's wins, as on PATH
+				require.NoError(t, err)
+			}
+		}
+	}
+	return dir
+}
+
+func lookPath(name string) (string, error) {
+	for _, d := range []string{"/usr/local/bin", "/usr/bin", "/bin"} {
+		if fi, err := os.Stat(filepath.Join(d, name)); err == nil && !fi.IsDir() {
+			return filepath.Join(d, name), nil
+		}
+	}
+	return "", fmt.Errorf("%s not found", name)
+}
+
+// detachPrepare runs the first prepare script detached and slowed (its
+// checkout sleeps): it reports ErrTransport after delay while the script
+// goes on in the sandbox, as a cut connection leaves it.
+// Every command runs with PATH path ("": the Runner's own).
+type detachPrepare struct {
+	r     sandbox.Runner
+	path  string
+	slow  string // slowShims
+	delay time.Duration
+	once  sync.Once
+	wg    sync.WaitGroup
+}
+
+func (d *detachPrepare) Run(ctx context.Context, cmd sandbox.Command) error {
+	first := false
+	if isPrepare(cmd) {
+		d.once.Do(func() { first = true })
+	}
+	if d.path != "" {
+		env := map[string]string{"PATH": d.path}
+		for k, v := range cmd.Env {
+			env[k] = v
+		}
+		cmd.Env = env
+	}
+	if !first {
+		return d.r.Run(ctx, cmd)
+	}
+	in, err := io.ReadAll(cmd.Stdin)
+	if err != nil {
+		return err
+	}
+	path := "/usr/local/bin:/usr/bin:/bin"
+	if d.path != "" {
+		path = d.path
+	}
+	env := map[string]string{}
+	for k, v := range cmd.Env {
+		env[k] = v
+	}
+	env["PATH"] = d.slow + ":" + path
+	cmd.Env, cmd.Stdin, cmd.Stdout, cmd.Stderr = env, strings.NewReader(string(in)), io.Discard, io.Discard
+	d.wg.Add(1)
+	go func() { defer d.wg.Done(); _ = d.r.Run(context.Background(), cmd) }()
+	time.Sleep(d.delay)
+	return fmt.Errorf("%w: connection lost (test)", sandbox.ErrTransport)
+}
+
+// TestPrepareRetryWhileEarlierPrepareRuns: a Prepare retried after a
+// transport failure, while the first attempt's script still checks out
+// in the sandbox, waits for it; the agent that starts after the retry
+// returned keeps its work (before, the first script's late checkout
+// reverted the agent's edit and git clean removed its new file), and the
+// work tree holds the retry's snapshot. Both locks are tried: flock(1),
+// and the pid file of a sandbox without flock.
+func TestPrepareRetryWhileEarlierPrepareRuns(t *testing.T) {
+	noFlock := binsWithout(t, "flock")
+	for _, kind := range []string{"git", "plain"} {
+		for _, path := range []string{"", noFlock} {
+			t.Run(fmt.Sprintf("%s/flock=%v", kind, path == ""), func(t *testing.T) {
+				testPrepareRetryWhileEarlierPrepareRuns(t, kind, path)
+			})
+		}
+	}
+}
+
+func testPrepareRetryWhileEarlierPrepareRuns(t *testing.T, kind, path string) {
+	e := newEnv(t, runners[0].new)
+	seed(t, e.local, kind, map[string]string{"a": "v1\n", "keep": "k\n"})
+	cut := &detachPrepare{r: e.spec.Runner, path: path, slow: slowShims(t), delay: 500 * time.Millisecond}
+	e.spec.Runner = &detachPrepare{r: e.spec.Runner, path: path, slow: slowShims(t)}
+	e.spec.Runner.(*detachPrepare).once.Do(func() {}) // never detaches
+	spec := e.spec
+	spec.Runner = cut
+	_, err := workspace.Prepare(ctx(t), spec)
+	require.ErrorIs(t, err, sandbox.ErrTransport)
+
+	write(t, e.local, "a", "v2\n") // the user's edit between the attempts
+	r, err := workspace.Prepare(ctx(t), e.spec)
+	require.NoError(t, err)
+	assert.Equal(t, "v2\n", read(t, e.remote, "a"), "the retry's snapshot")
+
+	write(t, e.remote, "a", "agent\n") // the agent starts
+	write(t, e.remote, "new", "agent's file\n")
+	cut.wg.Wait()
+	assert.Equal(t, "agent\n", read(t, e.remote, "a"), "the agent's edit")
+	assert.Equal(t, "agent's file\n", read(t, e.remote, "new"), "the agent's new file")
+
+	res, err := r.Restore(ctx(t))
+	require.NoError(t, err)
+	assert.Empty(t, res.Refused)
+	assert.Equal(t, "agent\n", read(t, e.local, "a"))
+	assert.Equal(t, "agent's file\n", read(t, e.local, "new"))
+	_, err = os.Lstat(filepath.Join(e.remote, ".airlock", shell.PrepareLockName+".pid"))
+	assert.ErrorIs(t, err, fs.ErrNotExist, "the pid lock is released")
+}
+
+// holdPrepare keeps the first prepare command (it fails it with
+// ErrTransport without running it), so that the test can run it late.
+type holdPrepare struct {
+	sandbox.Runner
+	held *sandbox.Command
+}
+
+func (h *holdPrepare) Run(ctx context.Context, cmd sandbox.Command) error {
+	if h.held != nil || !isPrepare(cmd) {
+		return h.Runner.Run(ctx, cmd)
+	}
+	in, err := io.ReadAll(cmd.Stdin)
+	if err != nil {
+		return err
+	}
+	cmd.Stdin = strings.NewReader(string(in))
+	h.held = &cmd
+	return fmt.Errorf("%w: connection lost (test)", sandbox.ErrTransport)
+}
+
+// TestPrepareStartedLateChangesNothing: a prepare script that starts only
+// after a later Prepare finished (a command delivered late) stops before
+// it changes anything, and says why.
+func TestPrepareStartedLateChangesNothing(t *testing.T) {
+	for _, kind := range []string{"git", "plain"} {
+		t.Run(kind, func(t *testing.T) {
+			e := newEnv(t, runners[0].new)
+			seed(t, e.local, kind, map[string]string{"a": "v1\n"})
+			hold := &holdPrepare{Runner: e.spec.Runner}
+			spec := e.spec
+			spec.Runner = hold
+			_, err := workspace.Prepare(ctx(t), spec)
+			require.ErrorIs(t, err, sandbox.ErrTransport)
+			require.NotNil(t, hold.held)
+
+			write(t, e.local, "a", "v2\n")
+			_, err = workspace.Prepare(ctx(t), e.spec)
+			require.NoError(t, err)
+			write(t, e.remote, "a", "agent\n")
+			write(t, e.remote, "new", "agent's file\n")
+
+			var stderr strings.Builder
+			late := *hold.held
+			late.Stdout, late.Stderr = io.Discard, &stderr
+			err = e.spec.Runner.Run(ctx(t), late)
+			var ee *sandbox.ExitError
+			require.True(t, errors.As(err, &ee), "%v", err)
+			assert.Equal(t, shell.PrepareSuperseded, ee.Status)
+			assert.Contains(t, stderr.String(), "a later prepare (pid ")
+			assert.Contains(t, stderr.String(), "this one stopped before changing anything")
+			assert.Equal(t, "agent\n", read(t, e.remote, "a"))
+			assert.Equal(t, "agent's file\n", read(t, e.remote, "new"))
+		})
+	}
+}
+
+// TestPrepareWhileAnotherHoldsTheLock: a Prepare whose work tree another
+// prepare still holds (a process in the sandbox holding the lock) waits,
+// then fails with ErrLocked (retryable), naming the holder and the next
+// step, and changes nothing; once the holder is gone the same Prepare
+// succeeds. Both locks: flock(1), and the pid file.
+func TestPrepareWhileAnotherHoldsTheLock(t *testing.T) {
+	noFlock := binsWithout(t, "flock")
+	for _, kind := range []string{"git", "plain"} {
+		for _, path := range []string{"", noFlock} {
+			t.Run(fmt.Sprintf("%s/flock=%v", kind, path == ""), func(t *testing.T) {
+				e := newEnv(t, runners[0].new)
+				seed(t, e.local, kind, map[string]string{"a": "v1\n"})
+				write(t, e.remote, "agent", "the sandbox's file\n")
+				lock := filepath.Join(e.remote, ".airlock", shell.PrepareLockName)
+				var holder *exec.Cmd
+				if path == "" {
+					write(t, e.remote, ".airlock/"+shell.PrepareLockName, "4242 1\n")
+					holder = exec.Command("flock", lock, "sleep", "30")
+				} else {
+					holder = exec.Command("sleep", "30")
+				}
+				holder.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // flock's child holds the lock too
+				require.NoError(t, holder.Start())
+				kill := func() { _ = syscall.Kill(-holder.Process.Pid, syscall.SIGKILL); _, _ = holder.Process.Wait() }
+				t.Cleanup(kill)
+				if path != "" {
+					write(t, e.remote, ".airlock/"+shell.PrepareLockName+".pid", fmt.Sprintf("%d\n", holder.Process.Pid))
+				} else {
+					require.Eventually(t, func() bool { return exec.Command("flock", "-n", lock, "true").Run() != nil }, 5*time.Second, 20*time.Millisecond)
+				}
+				e.spec.Runner = &detachPrepare{r: e.spec.Runner, path: path}
+				e.spec.Runner.(*detachPrepare).once.Do(func() {})
+
+				_, err := workspace.Prepare(ctx(t), e.spec, workspace.WithPrepareLockWait(1))
+				require.ErrorIs(t, err, workspace.ErrLocked)
+				assert.True(t, sandbox.Retryable(err))
+				pid := 4242
+				if path != "" {
+					pid = holder.Process.Pid
+				}
+				assert.Contains(t, err.Error(), fmt.Sprintf("another prepare of %s still runs in the sandbox (pid %d) after 1 seconds", e.remote, pid))
+				assert.Contains(t, err.Error(), "wait for it to end or stop it")
+				assert.Equal(t, "the sandbox's file\n", read(t, e.remote, "agent"), "nothing changed")
+				assert.False(t, exists(e.remote, "a"))
+
+				kill()
+				_, err = workspace.Prepare(ctx(t), e.spec, workspace.WithPrepareLockWait(1))
+				require.NoError(t, err)
+				assert.Equal(t, "v1\n", read(t, e.remote, "a"))
+			})
+		}
+	}
+}

@@ -385,8 +385,11 @@
 //     local deletion. Prepare never
 //     sends a temporary file to the sandbox, and a sandbox entry with
 //     such a name is refused. A plain restore's report in the sandbox's
-//     runtime directory (restore-<round>.<pid>) is removed by the next
-//     restore once its shell is dead or a zombie; a git restore's scratch
+//     runtime directory (restore-<round>.<token>.<pid>, the token the
+//     host's for each run) is removed by the next restore once its shell
+//     is dead or a zombie (a restore whose report went so while it was
+//     written, its shell in a PID namespace the other cannot see, fails
+//     and is retried); a git restore's scratch
 //     files (.git/airlock-restore-<round>-<pid>-<token>.*), its bundled
 //     ref (refs/airlock/out/<round>/<pid>-<token>/snap) and their locks,
 //     named by the round, the shell's pid and a token the host draws for

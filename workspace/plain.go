@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -83,9 +84,9 @@ func (r *Round) preparePlain(ctx context.Context) (err error) {
 }
 
 // restorePlainScript streams the sandbox directory back
-// (shell.PlainRestoreScript).
+// (shell.PlainRestoreScript), its report named by a token of its own.
 func (r *Round) restorePlainScript() string {
-	return shell.PlainRestoreScript(r.spec.Remote, r.rec.ID, r.rec.Marked)
+	return shell.PlainRestoreScript(r.spec.Remote, r.rec.ID, strings.ToLower(rand.Text()[:12]), r.rec.Marked)
 }
 
 // spoolMax is the largest file held in memory while it is compared; a

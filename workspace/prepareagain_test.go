@@ -282,3 +282,92 @@ func TestPrepareWhileAnotherHoldsTheLock(t *testing.T) {
 		}
 	}
 }
+
+// pidNS runs every command in a PID namespace of its own (unshare), where
+// the shell is pid 1: as engines that give each exec its own namespace do.
+// With path set, commands run with that PATH.
+type pidNS struct {
+	r    sandbox.Runner
+	path string
+}
+
+func (p pidNS) Run(ctx context.Context, cmd sandbox.Command) error {
+	cmd.Script = "exec unshare --pid --fork --mount-proc /bin/sh -c " + shell.Quote(cmd.Script)
+	if p.path != "" {
+		env := map[string]string{"PATH": p.path}
+		for k, v := range cmd.Env {
+			env[k] = v
+		}
+		cmd.Env = env
+	}
+	return p.r.Run(ctx, cmd)
+}
+
+// slowFind returns a PATH whose find sleeps, first, as many seconds as the
+// file it also returns says.
+func slowFind(t *testing.T) (path, secs string) {
+	t.Helper()
+	dir := t.TempDir()
+	real, err := lookPath("find")
+	require.NoError(t, err)
+	secs = filepath.Join(dir, "secs")
+	require.NoError(t, os.WriteFile(secs, []byte("0"), 0o644))
+	body := fmt.Sprintf("#!/bin/sh\nsleep \"$(cat %s)\"\nexec %s \"$@\"\n", shell.Quote(secs), real)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "find"), []byte(body), 0o755))
+	return dir + ":/usr/local/bin:/usr/bin:/bin", secs
+}
+
+// TestPlainRestoreRetryInPIDNamespaces: a plain Restore retried at once
+// after a cut connection, while the first run's script still goes on, in
+// a sandbox whose commands each get a PID namespace (both shells are pid
+// 1), brings everything and refuses the agent's hard link: the two runs
+// never share a report (before, both wrote restore-<round>.1, and the
+// first, its report written while the retry's still was, removed it: the
+// retry failed, or in a bash sandbox read an empty report). Each run's
+// report takes a while (a slow find): the first's ends inside the
+// retry's.
+func TestPlainRestoreRetryInPIDNamespaces(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("PID namespaces (unshare --pid) need root; CI runs as root")
+	}
+	if err := exec.Command("unshare", "--pid", "--fork", "--mount-proc", "true").Run(); err != nil {
+		t.Skipf("unshare --pid does not run here (%v)", err)
+	}
+	for run := range 2 {
+		t.Run(fmt.Sprint(run), func(t *testing.T) {
+			e := newEnv(t, runners[0].new)
+			write(t, e.local, "a", "1\n")
+			path, secs := slowFind(t)
+			e.spec.Runner = pidNS{e.spec.Runner, path}
+			state := workspace.WithStateDir(t.TempDir())
+			r, err := workspace.Prepare(ctx(t), e.spec, state)
+			require.NoError(t, err)
+			for j := range 300 {
+				write(t, e.remote, fmt.Sprintf("new/%03d/g", j), strings.Repeat("z", j*50))
+			}
+			write(t, e.remote, "a", "agent\n")
+			require.NoError(t, os.Link(filepath.Join(e.remote, "a"), filepath.Join(e.remote, "hard")))
+
+			cut := &detachOnce{r: e.spec.Runner, delay: time.Duration(10+run*40) * time.Millisecond}
+			spec := e.spec
+			spec.Runner = cut
+			r1, err := workspace.Reopen(ctx(t), spec, r.ID(), state)
+			require.NoError(t, err)
+			require.NoError(t, os.WriteFile(secs, []byte("1"), 0o644))
+			_, err = r1.Restore(ctx(t))
+			require.ErrorIs(t, err, sandbox.ErrTransport)
+			require.NoError(t, os.WriteFile(secs, []byte("2"), 0o644))
+
+			r2, err := workspace.Reopen(ctx(t), e.spec, r.ID(), state)
+			require.NoError(t, err)
+			res, err := r2.Restore(ctx(t))
+			cut.wg.Wait()
+			require.NoError(t, err)
+			assert.Equal(t, []string{"a", "hard"}, res.Refused, "the report's hard links")
+			assert.Equal(t, strings.Repeat("z", 299*50), read(t, e.local, "new/299/g"))
+			left, err := filepath.Glob(filepath.Join(e.remote, ".airlock", "restore-*"))
+			require.NoError(t, err)
+			assert.Empty(t, left, "reports left in the sandbox")
+		})
+	}
+}

@@ -354,22 +354,26 @@ exit $x
 
 // PlainRestoreScript returns the script that streams a plain sandbox
 // directory back (the restore stream above, tail "empty" or "tar"). The
-// report goes into the runtime directory, named by the round id and the
+// report goes into the runtime directory, named by the round id, tok (a
+// token the host draws for each run: two restores under an engine that
+// gives each command a PID namespace of its own may share a pid) and the
 // shell's pid; the report of a restore whose shell is gone (its host was
 // killed) is removed first, one whose shell runs (a zombie does not)
-// stays. A runtime directory that the sandbox replaced by a file or a link
+// stays. A report that went while it was written (a sweep that could not
+// see its shell, in another PID namespace) fails the restore (exit 16),
+// which is then retried, rather than read as empty. A runtime directory that the sandbox replaced by a file or a link
 // is refused (the host lists it); the report then goes beside it. GNU tar
 // is told --no-unquote, else it would read a backslash in a top-level
 // name as an escape and not find the entry. With marked, the directory
 // must hold the round's RoundMarker (exit 14 when it does not: the
 // sandbox was reset, replaced or prepared for another round since).
-func PlainRestoreScript(remote, id string, marked bool) string {
+func PlainRestoreScript(remote, id, tok string, marked bool) string {
 	check := ""
 	if marked {
 		check = fmt.Sprintf(`m=$(cat "./$rd/%s" 2>/dev/null); [ ! -L "./$rd" ] && [ ! -L "./$rd/%s" ] && [ "$m" = "$id" ] || { echo "the sandbox directory $r does not hold round $id: its marker $rd/%s is missing or names another round: the sandbox was reset, replaced or prepared again since, or its runtime directory $rd was removed or replaced; nothing was changed locally: prepare a new round (the agent's work in the old sandbox cannot be read here)" >&2; exit 14; }
 `, RoundMarker, RoundMarker, RoundMarker)
 	}
-	return fmt.Sprintf(`r=%s; id=%s
+	return fmt.Sprintf(`r=%s; id=%s; tok=%s
 cd "$r" 2>/dev/null || { echo "the sandbox directory $r is missing" >&2; exit 10; }
 rd=%s
 `+check+`
@@ -386,18 +390,19 @@ if [ -d "$rd" ] && [ ! -L "$rd" ]; then
     rm -f "$f"
   done
 fi
-if [ -d "$rd" ] && [ ! -L "$rd" ]; then rep=./$rd/restore-$id.$$; else rep=./.airlock-restore-$id.$$; rm -f "$rep"; fi
+if [ -d "$rd" ] && [ ! -L "$rd" ]; then rep=./$rd/restore-$id.$tok.$$; else rep=./.airlock-restore-$id.$tok.$$; rm -f "$rep"; fi
 %s > "$rep" 2>/dev/null
-n=$(( $(wc -c < "$rep") ))
+n=$(wc -c < "$rep" 2>/dev/null) && [ -f "$rep" ] || { echo "the restore's report $r/$rep went while it was written (another restore's sweep?): restore again" >&2; exit 16; }
+n=$((n))
 printf '%s\nreport %%d\n' "$n"; cat "$rep"; rm -f "$rep"
 set --
 for f in * .[!.]* ..?*; do
   if [ -e "$f" ] || [ -L "$f" ]; then [ "$f" = "$rd" ] || [ "./$f" = "$rep" ] || set -- "$@" "./$f"; fi
 done
-if [ $# -eq 0 ]; then printf 'empty\n%[6]s\n'; exit 0; fi
+if [ $# -eq 0 ]; then printf 'empty\n%[7]s\n'; exit 0; fi
 printf 'tar\n'
 nq=; tar --no-unquote --version >/dev/null 2>&1 && nq=--no-unquote
 tar -c $nq -f - "$@" || exit
-printf '%[6]s\n'
-`, Quote(remote), Quote(id), Quote(RuntimeDir), FindReport, RestoreMagic, RestoreEnd)
+printf '%[7]s\n'
+`, Quote(remote), Quote(id), Quote(tok), Quote(RuntimeDir), FindReport, RestoreMagic, RestoreEnd)
 }

@@ -30,8 +30,8 @@ func scriptSamples() map[string]string {
 		out["PlainPrepareScript/"+v.name] = PlainPrepareScript(w, ".airlock-tmp-x", "abc123", PrepareTurn{Seq: 1})
 		out["PlainPrepareScript/"+v.name+"/modes"] = PlainPrepareScript("/tmp", w, w, PrepareTurn{Seq: 1 << 62, Wait: 7})
 		out["ModesScript/"+v.name] = string(ModesScript("new/tree/", []Entry{{Path: w, Mode: fs.ModeDir | 0o555}, {Path: w + "/a", Mode: fs.ModeDir | 0o700}}))
-		out["PlainRestoreScript/"+v.name] = PlainRestoreScript(w, "abc123", false)
-		out["PlainRestoreScript/"+v.name+"/marked"] = PlainRestoreScript(w, w, true)
+		out["PlainRestoreScript/"+v.name] = PlainRestoreScript(w, "abc123", "tok"+hostileWord, false)
+		out["PlainRestoreScript/"+v.name+"/marked"] = PlainRestoreScript(w, w, "tok", true)
 		out["GitRestoreScript/"+v.name] = GitRestoreScript(w, "abc123", "tok"+hostileWord, oid, true, []string{":(exclude,glob)" + hostileWord, "."})
 		for _, bundle := range []bool{false, true} {
 			name := "GitPrepareScript/" + v.name

@@ -315,7 +315,10 @@ func TestAttack46HandBuiltBindingRefused(t *testing.T) {
 // a46Blanks are models without a visible character: white space (ASCII,
 // no-break, ideographic, line separator) and format characters (zero
 // width space, word joiner, byte order mark), alone or mixed.
-var a46Blanks = []string{" ", "   ", "\u00a0", "\u3000", "\u200b", "\u2060", "\ufeff", "\u2028", " \u200b\u00a0\u3000"}
+var a46Blanks = []string{" ", "   ", "\u00a0", "\u3000", "\u200b", "\u2060", "\ufeff", "\u2028", " \u200b\u00a0\u3000",
+	// An outside attack (48): characters that render as nothing, though
+	// neither white space nor format characters.
+	"\u3164", "\u2800", "\u115f", "\u1160", "\uffa0", "\u034f", "\ufe0f", "\u3164\u2800 \ufe00"}
 
 // TestAttack46BlankModelRefused: a model with no visible character is
 // refused by Bind (ErrUnqualifiedModel, whether Config.Model repeats it or
@@ -333,7 +336,7 @@ func TestAttack46BlankModelRefused(t *testing.T) {
 				require.ErrorIs(t, err, ErrUnqualifiedModel)
 				assert.Equal(t, Binding{}, b)
 				assert.Equal(t, fmt.Sprintf("session: bind: unqualified session model: Profile.Model: %q has no visible character "+
-					"(only white space and format characters); set Profile.Model to the qualified model", m), err.Error())
+					"(only white space, format and other invisible characters); set Profile.Model to the qualified model", m), err.Error())
 			}
 
 			good := mustBind(t, testConfig(t))
@@ -378,7 +381,7 @@ func TestAttack46BlankModelRefused(t *testing.T) {
 		})
 	}
 
-	for _, m := range []string{"m", " m", "m ", "\u00a0m\u00a0", "m\u200b", "\u200bm", "\u3000claude\u3000", "<model & co>\u2028", "é"} {
+	for _, m := range []string{"m", " m", "m ", "\u00a0m\u00a0", "m\u200b", "\u200bm", "\u3000claude\u3000", "<model & co>\u2028", "é", "\u3164m", "ㅤ한", "\u2801"} {
 		t.Run(fmt.Sprintf("accepted %q", m), func(t *testing.T) {
 			cfg := testConfig(t)
 			cfg.Profile.Model, cfg.Model = m, ""

@@ -47,7 +47,8 @@
 //
 // Session ids, record ids and models are 1–240 bytes of UTF-8 without control
 // characters. A model must also have a visible character: one made only of
-// white space and format characters (" ", U+00A0, U+3000, U+200B, …) is
+// white space, format and other invisible characters (" ", U+00A0, U+3000,
+// U+200B, the Hangul filler U+3164, the Braille blank U+2800, …) is
 // refused, by Bind with [ErrUnqualifiedModel] and in a record with
 // [ErrMalformedRecord].
 //

@@ -296,21 +296,29 @@ func checkID(s string) error {
 }
 
 // checkModel enforces the rule for models: an id ([checkID]) with at least
-// one visible character. A model made only of white space (Unicode
-// White_Space, such as U+0020, U+00A0, U+3000) and format characters
-// (category Cf, such as U+200B, U+2060, U+FEFF) names no model, however it
-// is spelled; a model with a visible character may also hold such
-// characters, as before.
+// one visible character. A model made only of invisible characters names
+// no model, however it is spelled; a model with a visible character may
+// also hold such characters, as before.
 func checkModel(s string) error {
 	if err := checkID(s); err != nil {
 		return err
 	}
 	for _, r := range s {
-		if !unicode.IsSpace(r) && !unicode.Is(unicode.Cf, r) {
+		if !invisible(r) {
 			return nil
 		}
 	}
-	return fmt.Errorf("%q has no visible character (only white space and format characters)", s)
+	return fmt.Errorf("%q has no visible character (only white space, format and other invisible characters)", s)
+}
+
+// invisible reports whether r shows as nothing: white space (Unicode
+// White_Space, such as U+0020, U+00A0, U+3000), a format character
+// (category Cf, such as U+200B, U+2060, U+FEFF), another default-ignorable
+// code point (the Hangul fillers U+115F, U+1160, U+3164, U+FFA0, the
+// combining grapheme joiner U+034F, the variation selectors), or the
+// Braille pattern blank U+2800.
+func invisible(r rune) bool {
+	return unicode.IsSpace(r) || unicode.In(r, unicode.Cf, unicode.Other_Default_Ignorable_Code_Point, unicode.Variation_Selector) || r == '\u2800'
 }
 
 // checkSkillsDigest allows "" (no skill selected) or a digest.

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/spf13/afero"
 
@@ -33,7 +34,9 @@ import (
 // different binding. Saves are atomic: the record is written to a hidden
 // temporary file in the same directory (exclusive create, mode 0600), synced,
 // renamed over the final name, and the directory is synced. A failed save
-// removes its temporary file and leaves the previous record, if any, intact.
+// removes its temporary file and leaves the previous record, if any, intact;
+// the temporary files of a record's saves whose writers were killed go at
+// its next save, once ten minutes old.
 //
 // Store does no locking: concurrent saves of one session each publish a
 // complete record and the last rename wins.
@@ -116,13 +119,80 @@ func (s *Store) Save(ctx context.Context, r Record) error {
 	if err := s.fs.MkdirAll(s.dir, 0o700); err != nil {
 		return notSaved(fmt.Errorf("create the store directory %q: %w", s.dir, err))
 	}
+	if err := s.clearDir(name); err != nil {
+		return fail(err)
+	}
 	if err := atomicfile.Write(ctx, s.fs, name, data, 0o600, ""); err != nil {
 		return notSaved(err)
 	}
 	if err := syncDir(s.fs, s.dir); err != nil {
 		return fail(fmt.Errorf("record written but the directory sync failed; it may not survive a crash: %w", err))
 	}
+	s.sweepTemps(name)
 	return nil
+}
+
+// clearDir makes room for the record at name when a directory stands
+// there (Resume answers it Undecodable, and a new record replaces it): an
+// empty one is removed; one that holds entries is not the store's to
+// delete, and the error says so.
+func (s *Store) clearDir(name string) error {
+	fi, err := lstat(s.fs, name)
+	if err != nil || !fi.IsDir() {
+		return nil // nothing, or a file the rename replaces
+	}
+	// Not every afero.Fs refuses to remove a directory that holds entries
+	// (MemMapFs does not): look first.
+	ents, err := readDir(s.fs, name)
+	switch {
+	case err != nil:
+		return fmt.Errorf("record not saved: a directory stands at the record's path and cannot be read (%w): move it away and save again", err)
+	case len(ents) > 0:
+		return errors.New("record not saved: a directory that holds entries stands at the record's path; it is not the store's to empty: move it away and save again")
+	}
+	if err := s.fs.Remove(name); err != nil {
+		return fmt.Errorf("record not saved: a directory stands at the record's path and could not be removed (%w): move it away and save again", err)
+	}
+	return nil
+}
+
+// staleTemp is the age past which a temporary file of a record's save
+// belongs to a writer that was killed (a save takes milliseconds).
+const staleTemp = 10 * time.Minute
+
+// sweepTemps removes the temporary files of saves of the record at name
+// that writers killed mid-save left (".<name>.tmp-<random>", regular files
+// older than staleTemp). Failures are ignored: the next save tries again.
+func (s *Store) sweepTemps(name string) {
+	ents, err := readDir(s.fs, s.dir)
+	if err != nil {
+		return
+	}
+	prefix := "." + filepath.Base(name) + ".tmp-"
+	for _, fi := range ents {
+		if strings.HasPrefix(fi.Name(), prefix) && fi.Mode().IsRegular() && time.Since(fi.ModTime()) > staleTemp {
+			_ = s.fs.Remove(filepath.Join(s.dir, fi.Name())) // the next save retries
+		}
+	}
+}
+
+// readDir lists dir, opened without blocking ([openReadFlags]).
+func readDir(fsys afero.Fs, dir string) ([]fs.FileInfo, error) {
+	d, err := fsys.OpenFile(dir, openReadFlags, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close()
+	return d.Readdir(-1)
+}
+
+// lstat is fsys's Lstat where it has one, else its Stat.
+func lstat(fsys afero.Fs, name string) (fs.FileInfo, error) {
+	if l, ok := fsys.(afero.Lstater); ok {
+		fi, _, err := l.LstatIfPossible(name)
+		return fi, err
+	}
+	return fsys.Stat(name)
 }
 
 // openReadFlags opens a file for reading without waiting: with O_NONBLOCK,
@@ -184,7 +254,9 @@ const (
 	Drifted FreshReason = "drift"
 	// Undecodable: the record is not a valid record: another or no
 	// schema, an unknown field, malformed, too large, or not a regular
-	// file. Saving a new record replaces it.
+	// file. Saving a new record replaces it (a directory there only when
+	// it is empty: Save refuses to delete one that holds entries, and
+	// says so).
 	Undecodable FreshReason = "undecodable"
 )
 

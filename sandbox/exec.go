@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -8,9 +9,11 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"math"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"time"
 
@@ -75,7 +78,9 @@ type ExecOptions struct {
 //     failed"): the wrapper writes a completion record tagged with a
 //     per-call random nonce on stderr, stripped before Command.Stderr sees
 //     it; no record is ErrTransport, whatever the client's exit (its
-//     error quotes the client's stdout when that is short: an engine that
+//     error quotes the client's stdout when that is short, and the end of
+//     its stderr, with every Command.Env value of 6 bytes or more
+//     replaced by <Env NAME>: an engine that
 //     failed before it reached the sandbox, as docker's "OCI runtime exec
 //     failed" with exit 126, prints its own error there, which callers
 //     never judge as the command's output), and a client that fails
@@ -283,9 +288,9 @@ func (r *execRunner) result(err error, rec *shell.RecordWriter, stdout *outputWr
 	case !rs.Ended && errors.Is(err, ErrBadCommand):
 		return err // the client could not be started: nothing ran
 	case !rs.Ended && err != nil:
-		return fmt.Errorf("%w: sandbox: %s ended without the command's completion record (%v)%s; the command may or may not have run; check the engine and the sandbox", ErrTransport, r.name, err, said(rec, stdout))
+		return fmt.Errorf("%w: sandbox: %s ended without the command's completion record (%v)%s; the command may or may not have run; check the engine and the sandbox", ErrTransport, r.name, err, said(rec, stdout, cmd.Env))
 	case !rs.Ended:
-		return fmt.Errorf("%w: sandbox: %s exited 0 without the command's completion record%s; the command may or may not have run (a cut exec stream? an exec without -i, which gives the sandbox no stdin?)", ErrTransport, r.name, said(rec, stdout))
+		return fmt.Errorf("%w: sandbox: %s exited 0 without the command's completion record%s; the command may or may not have run (a cut exec stream? an exec without -i, which gives the sandbox no stdin?)", ErrTransport, r.name, said(rec, stdout, cmd.Env))
 	case err != nil:
 		return fmt.Errorf("%w: sandbox: %s failed after the command ended: %w; the command's output may be incomplete", ErrTransport, r.name, err)
 	case rs.Signal != "":
@@ -299,16 +304,37 @@ func (r *execRunner) result(err error, rec *shell.RecordWriter, stdout *outputWr
 // said quotes what the client said, for the error of a command without
 // its completion record: the end of its stderr, and its stdout when that
 // is short (an engine that failed before it reached the sandbox prints its
-// own error there, as docker does with its OCI runtime errors).
-func said(rec *shell.RecordWriter, stdout *outputWriter) string {
+// own error there, as docker does with its OCI runtime errors), with the
+// values of env redacted (redact): errors end up in logs.
+func said(rec *shell.RecordWriter, stdout *outputWriter, env map[string]string) string {
 	var b strings.Builder
-	if t := strings.TrimSpace(stdout.Said()); t != "" {
+	if t := strings.TrimSpace(redact(stdout.Said(), env)); t != "" {
 		fmt.Fprintf(&b, "; its stdout was %q", t)
 	}
-	if t := strings.TrimSpace(rec.Tail()); t != "" {
+	if t := strings.TrimSpace(redact(rec.Tail(), env)); t != "" {
 		fmt.Fprintf(&b, "; its stderr ended with %q", t)
 	}
 	return b.String()
+}
+
+// minRedacted is the shortest Command.Env value an error's quote of the
+// command's output redacts: shorter ones (a flag, a port) would blank out
+// ordinary text, and are no secret.
+const minRedacted = 6
+
+// redact replaces, in s, each value of env at least minRedacted bytes long
+// with <Env NAME>, the longest values first.
+func redact(s string, env map[string]string) string {
+	keys := slices.Collect(maps.Keys(env))
+	slices.SortFunc(keys, func(a, b string) int {
+		return cmp.Or(cmp.Compare(len(env[b]), len(env[a])), cmp.Compare(a, b))
+	})
+	for _, k := range keys {
+		if v := env[k]; len(v) >= minRedacted {
+			s = strings.ReplaceAll(s, v, "<Env "+k+">")
+		}
+	}
+	return s
 }
 
 // feed writes the prelude and Command.Stdin to pw, and closes pw at
@@ -323,7 +349,7 @@ func feed(pw *os.File, prelude string, in io.Reader, failed chan<- error) {
 	buf := make([]byte, 256<<10)
 	_, err := io.CopyBuffer(struct{ io.Writer }{pw}, src, buf)
 	if err != nil && src.Err != nil {
-		failed <- fmt.Errorf("reading Command.Stdin failed: %w; the sandbox was not shown its end", src.Err)
+		failed <- fmt.Errorf("reading Command.Stdin failed: %w; the command's input was not closed (but an engine whose killed client shows the sandbox an end, as docker and kubectl may, leaves the command what arrived: it may have run on cut input)", src.Err)
 		return
 	}
 	pw.Close()

@@ -132,6 +132,19 @@ func TestExecNoRecord(t *testing.T) {
 	})
 }
 
+// TestExecNoRecordRedactsEnv: the error of a command without its
+// completion record quotes the client's short stdout with the values of
+// Command.Env redacted (an outside attack: a token the script printed
+// reached the error, and so the host's logs); short values stay.
+func TestExecNoRecordRedactsEnv(t *testing.T) {
+	dropsStderr := sandbox.Exec("sh", "-c", `"$@" 2>/dev/null; exit 1`, "sh")
+	env := map[string]string{"TOKEN": "ghp_atk48bLEAK", "TOKEN_PREFIX": "ghp_atk", "PORT": "8080"}
+	_, _, err := run(t, dropsStderr, sandbox.Command{Script: `echo "token=$TOKEN prefix=$TOKEN_PREFIX port=$PORT"`, Env: env})
+	require.ErrorIs(t, err, sandbox.ErrTransport)
+	assert.Contains(t, err.Error(), `its stdout was "token=<Env TOKEN> prefix=<Env TOKEN_PREFIX> port=8080"`)
+	assert.NotContains(t, err.Error(), "LEAK")
+}
+
 // TestExecForgedRecord: a script printing records with another nonce (or a
 // malformed one with no nonce at all) has them passed through as output,
 // byte-exact, and its own exit status stands.

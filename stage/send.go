@@ -24,7 +24,7 @@ var maxEmbeddedCarry = 64 << 10 // a variable so that tests can lower it
 func planCarry(files []UnchangedFile) shell.CarryPlan {
 	cf := make([]shell.CarryFile, len(files))
 	for i, f := range files {
-		cf[i] = shell.CarryFile{Path: f.Path, Mode: f.Mode, SHA256: f.SHA256}
+		cf[i] = shell.CarryFile{Path: f.Path, Mode: f.Mode, Size: f.Size, SHA256: f.SHA256}
 	}
 	return shell.PlanCarry(cf)
 }

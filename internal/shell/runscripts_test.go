@@ -125,7 +125,7 @@ func TestStageScriptsRun(t *testing.T) {
 
 			sum := sha256.Sum256([]byte("carry"))
 			want := map[string]string{"x": hex.EncodeToString(sum[:])}
-			plan := shell.PlanCarry([]shell.CarryFile{{Path: "x", Mode: 0o600, SHA256: want["x"]}, {Path: "missing", Mode: 0o644, SHA256: want["x"]}})
+			plan := shell.PlanCarry([]shell.CarryFile{{Path: "x", Mode: 0o600, Size: 5, SHA256: want["x"]}, {Path: "missing", Mode: 0o644, SHA256: want["x"]}})
 			tmp2 := filepath.Join(root, shell.TempPrefix+"a-0022")
 			stream, _ = stageTree(t)
 			out, stderr, status = shRun(t, sh, shell.SendScript(shell.Send{Root: root, Tmp: tmp2, Dst: dst, Hash: caps.SHA256, Carry: &plan}), stream)
@@ -385,7 +385,7 @@ func TestCarryLinksVouchedFiles(t *testing.T) {
 
 			time.Sleep(20 * time.Millisecond) // past the file system's clock tick
 			require.NoError(t, os.WriteFile(filepath.Join(dst, "d", "f"), []byte("CONTENT"), 0o644))
-			plan := shell.PlanCarry([]shell.CarryFile{{Path: "x", Mode: 0o600, SHA256: sum("carry")}, {Path: "d/f", Mode: 0o644, SHA256: sum("content")}, {Path: "missing", Mode: 0o644, SHA256: sum("x")}})
+			plan := shell.PlanCarry([]shell.CarryFile{{Path: "x", Mode: 0o600, Size: 5, SHA256: sum("carry")}, {Path: "d/f", Mode: 0o644, Size: 7, SHA256: sum("content")}, {Path: "missing", Mode: 0o644, SHA256: sum("x")}})
 			plan.Manifest = sum(readString(t, filepath.Join(root, shell.ManifestName("a"))))
 			carry := func(name string) (tree string, linked []string, hashes map[string]bool) {
 				t.Helper()
@@ -442,10 +442,10 @@ func TestCarryLinksVouchedFiles(t *testing.T) {
 			// A plan that names six of the seven files (j5 left the
 			// source): the link starts while the stamps are matched, and is
 			// deleted once two of seven turn out vouched.
-			all := []shell.CarryFile{{Path: "x", Mode: 0o600, SHA256: sum("carry")}, {Path: "d/f", Mode: 0o644, SHA256: sum("content")}}
+			all := []shell.CarryFile{{Path: "x", Mode: 0o600, Size: 5, SHA256: sum("carry")}, {Path: "d/f", Mode: 0o644, Size: 7, SHA256: sum("content")}}
 			want := map[string]bool{"x": true, "d/f": true}
 			for _, junk := range []string{"j1", "j2", "j3", "j4"} {
-				all, want[junk] = append(all, shell.CarryFile{Path: junk, Mode: 0o644, SHA256: sum(junk)}), true
+				all, want[junk] = append(all, shell.CarryFile{Path: junk, Mode: 0o644, Size: int64(len(junk)), SHA256: sum(junk)}), true
 			}
 			narrow := plan
 			plan = shell.PlanCarry(all)
@@ -494,7 +494,7 @@ func TestCarryRaceSwappedFile(t *testing.T) {
 				t.Skipf("%s runs its own cp (%q), not one from PATH: the swap cannot be planted", sh[0], strings.TrimSpace(out))
 			}
 			sum := func(s string) string { h := sha256.Sum256([]byte(s)); return hex.EncodeToString(h[:]) }
-			plan := shell.PlanCarry([]shell.CarryFile{{Path: "x", Mode: 0o600, SHA256: sum("carry")}, {Path: "d/f", Mode: 0o644, SHA256: sum("content")}})
+			plan := shell.PlanCarry([]shell.CarryFile{{Path: "x", Mode: 0o600, Size: 5, SHA256: sum("carry")}, {Path: "d/f", Mode: 0o644, Size: 7, SHA256: sum("content")}})
 			plan.Manifest = sum(readString(t, filepath.Join(root, shell.ManifestName("a"))))
 			tmp2 := filepath.Join(root, shell.TempPrefix+"a-02")
 			require.NoError(t, os.MkdirAll(tmp2, 0o700))
@@ -923,7 +923,7 @@ func TestSendPlanIn(t *testing.T) {
 			t.Run(fmt.Sprintf("%s/detect=%v", strings.Join(sh, " "), detect), func(t *testing.T) {
 				root := filepath.Join(t.TempDir(), "a root")
 				dst := publishTree(t, sh, root)
-				plan := shell.PlanCarry([]shell.CarryFile{{Path: "x", Mode: 0o600, SHA256: sum("carry")}, {Path: "missing", Mode: 0o644, SHA256: sum("x")}})
+				plan := shell.PlanCarry([]shell.CarryFile{{Path: "x", Mode: 0o600, Size: 5, SHA256: sum("carry")}, {Path: "missing", Mode: 0o644, SHA256: sum("x")}})
 				plan.Manifest = sum(readString(t, filepath.Join(root, shell.ManifestName("a"))))
 				send := func(tmp string, cut int) (string, string, int) {
 					t.Helper()

@@ -217,14 +217,15 @@ func SendScript(s Send) string {
 type CarryFile struct {
 	Path   string
 	Mode   fs.FileMode
+	Size   int64  // the manifest's: a copy of another size is not carried
 	SHA256 string // lowercase hex
 }
 
 // CarryPlan is the carry part of a publish: the files to carry from the
-// previous copy, one "MODE PATH" line each (the carry script's input),
+// previous copy, one "MODE SIZE PATH" line each (the carry script's input),
 // sorted by mode, and the hash each must have.
 type CarryPlan struct {
-	lines []string          // "644 a/b"
+	lines []string          // "644 10 a/b"
 	Want  map[string]string // path → lowercase hex SHA-256: what Report accepts
 	Size  int               // bytes of the lines in a script
 	// Manifest is the lowercase hex SHA-256 of the manifest the plan was
@@ -248,7 +249,7 @@ func PlanCarry(files []CarryFile) CarryPlan {
 		if strings.ContainsAny(f.Path, "\\\n\r") {
 			continue
 		}
-		l := fmt.Sprintf("%o %s", f.Mode.Perm(), f.Path)
+		l := fmt.Sprintf("%o %d %s", f.Mode.Perm(), f.Size, f.Path)
 		p.lines = append(p.lines, l)
 		p.Size += len(l) + 1
 		p.Want[f.Path] = f.SHA256
@@ -336,8 +337,11 @@ const halvesFunc = `Hv() { hv=$1; hf=$2; shift 2; hi=0; for hx; do shift; hi=$((
 // regular file, sets the manifest's MODE and hashes the rest. Errors are
 // not fatal: a file whose hash is not reported is sent.
 //
-// K STAMPS MANIFEST DIGEST reads the plan ("MODE PATH" lines, sorted by
-// mode) on stdin. Only while MANIFEST's SHA-256 is DIGEST (the manifest the
+// K STAMPS MANIFEST DIGEST reads the plan ("MODE SIZE PATH" lines,
+// sorted by mode) on stdin. The previous copy's files are listed (Z) in
+// every case: a file the listing shows at another size than the plan's is
+// never copied or hashed but sent (a copy the sandbox grew, a sparse
+// file of terabytes, costs nothing). Only while MANIFEST's SHA-256 is DIGEST (the manifest the
 // plan was made from; checked after STAMPS is read and the previous copy
 // entered, so that all three are of one publish), a file whose stamp and
 // mode are what STAMPS recorded at the last publish is vouched for: the
@@ -373,9 +377,9 @@ P='BEGIN { L = ENVIRON["L"]; R = ENVIRON["R"]; N = ENVIRON["N"] }
 function put(m, f) { if (w && (c != m || w > B)) { print "" > R; w = 0 }
 if (!w) { printf "C %s", m > R; c = m; w = 1 }; printf " \047%s\047", f > R; w += length(f) + 3 }
 FILENAME == ARGV[1] { r[$0]; next }
-FILENAME == ARGV[2] { o = F; for (i = 1; i <= F; i++) o += length($i); nc++; p = substr($0, o + 1); if ((substr($0, 1, o - length($F) - 1) p) in r) { d[p] = $F; e[p] = $1 }; next }
-{ f = substr($0, length($1) + 2); q = "./" f; ok = (q in d) && d[q] == $1; if (ok) { print e[q] " " f > L; nl++ }
-if (!ok) { if (index(f, "\047")) gsub(/\047/, "\047\"\047\"\047", f); if (f ~ /^-/) f = "./" f; put($1, f) } }
+FILENAME == ARGV[2] { o = F; for (i = 1; i <= F; i++) o += length($i); nc++; p = substr($0, o + 1); z[p] = $2; if ((substr($0, 1, o - length($F) - 1) p) in r) { d[p] = $F; e[p] = $1 }; next }
+{ f = substr($0, length($1) + length($2) + 3); q = "./" f; ok = (q in d) && d[q] == $1; if (ok) { print e[q] " " f > L; nl++ }
+if (!ok && (!(q in z) || z[q] == $2)) { if (index(f, "\047")) gsub(/\047/, "\047\"\047\"\047", f); if (f ~ /^-/) f = "./" f; put($1, f) } }
 END { printf "" > L; if (w) print "" > R; else printf "" > R; print (nl && 2 * nl >= nc) ? "link" : "copy" > N }'
 Q() { L="$n.l" R="$n.r" N="$n.n" awk -v B=` + carryBatch + ` -v F="$F" "$P" "$@" "$n.p" 2>/dev/null; }
 V() { X="$n.x" awk 'BEGIN { X = ENVIRON["X"] } FILENAME == ARGV[1] { h["./" substr($0, length($1) + 2)] = $1; next }
@@ -387,17 +391,18 @@ else find . ! -type f ! -type d -exec rm -f {} + && find . -depth -name '*
 *' -exec rm -rf {} + && Y >"$n.f"; fi; }
 W() { { rm -rf "$n" || { find "$n" -type d -exec chmod u+rwx {} +; rm -rf "$n"; }; } >/dev/null 2>&1 && mkdir -p "$n" >/dev/null 2>&1; }
 U() { [ -z "$j" ] || W; }
-K() { s=/dev/null; F=0; j=; l=; true >"$n.c" || return 0; cat >"$n.p" || return 0
+K() { s=/dev/null; F=0; j=; l=; Zt="$n.z"; true >"$n.c" || return 0; cat >"$n.p" || return 0
 if [ -f "$1" ] && [ ! -L "$1" ] && cat -- "$1" >"$n.s" 2>/dev/null && [ -n "$3" ] && [ -f "$2" ] && [ ! -L "$2" ] && d=$(H "$2" 2>/dev/null) && [ "${d%% *}" = "$3" ]; then
-s="$n.s"; Zt="$n.z"; Z ' %m ' ' %a ' >"$n.c" 2>/dev/null || true >"$n.c"
-if a=$(wc -l <"$n.p" 2>/dev/null) && b=$(wc -l <"$n.c" 2>/dev/null) && [ "$b" -gt 0 ] && [ "$((a * 2))" -ge "$((b))" ] && rmdir "$n" >/dev/null 2>&1; then cp -al . "$n" >/dev/null 2>&1 & j=$!; fi; fi
+s="$n.s"; Z ' %m ' ' %a ' >"$n.c" 2>/dev/null || true >"$n.c"
+if a=$(wc -l <"$n.p" 2>/dev/null) && b=$(wc -l <"$n.c" 2>/dev/null) && [ "$b" -gt 0 ] && [ "$((a * 2))" -ge "$((b))" ] && rmdir "$n" >/dev/null 2>&1; then cp -al . "$n" >/dev/null 2>&1 & j=$!; fi
+else Z ' %m ' ' %a ' >"$n.c" 2>/dev/null || true >"$n.c"; fi
 Q "$s" "$n.c"; q=$?
 if [ -n "$j" ] && wait "$j"; then l=1; fi
 if [ "$q" != 0 ]; then U
 elif [ ! -s "$n.l" ]; then U && . "$n.r"
-elif ! read w <"$n.n" || [ "$w" != link ]; then U && Q /dev/null /dev/null && . "$n.r"
+elif ! read w <"$n.n" || [ "$w" != link ]; then U && Q /dev/null "$n.c" && . "$n.r"
 elif { [ -n "$l" ] || { [ -z "$j" ] && rmdir "$n" >/dev/null 2>&1 && cp -al . "$n" >/dev/null 2>&1; }; } && (cd "$n" && { { [ "$(id -u 2>/dev/null)" = 0 ] || find . -type d ! -perm -700 -exec chmod u+rwx {} +; } && T && V >"$n.k" && tr '\n' '\0' <"$n.x" | xargs -0 rm -f -- && { find . -depth -mindepth 1 -type d -exec rmdir {} + 2>/dev/null || :; }; } >/dev/null 2>&1); then cat "$n.k"; . "$n.r"
-else W && Q /dev/null /dev/null && . "$n.r"; fi
+else W && Q /dev/null "$n.c" && . "$n.r"; fi
 rm -f "$n.c" "$n.p" "$n.l" "$n.r" "$n.f" "$n.x" "$n.k" "$n.n" "$n.s" "$n.z" >/dev/null 2>&1; }
 `
 

@@ -34,12 +34,12 @@ func TestQuoteWord(t *testing.T) {
 
 // TestPlanCarry: files whose names the hash tools would print escaped are
 // left out (a name starting with "-" is not: the carry names it ./NAME);
-// the others are one "MODE PATH" line each between the carry's
+// the others are one "MODE SIZE PATH" line each between the carry's
 // here-document markers, in order; Size counts the lines.
 func TestPlanCarry(t *testing.T) {
 	files := []shell.CarryFile{
-		{Path: "b", Mode: 0o755, SHA256: "1"}, {Path: "a b", Mode: 0o644, SHA256: "2"},
-		{Path: "-x", Mode: 0o644, SHA256: "4"}, {Path: `back\slash`, Mode: 0o644}, {Path: "new\nline", Mode: 0o644}, {Path: "cr\r", Mode: 0o644},
+		{Path: "b", Mode: 0o755, Size: 1, SHA256: "1"}, {Path: "a b", Mode: 0o644, Size: 22, SHA256: "2"},
+		{Path: "-x", Mode: 0o644, Size: 1 << 40, SHA256: "4"}, {Path: `back\slash`, Mode: 0o644}, {Path: "new\nline", Mode: 0o644}, {Path: "cr\r", Mode: 0o644},
 		{Path: "it's", Mode: 0o600, SHA256: "3"},
 	}
 	p := shell.PlanCarry(files)
@@ -50,7 +50,7 @@ func TestPlanCarry(t *testing.T) {
 	require.True(t, ok, "%s", script)
 	plan, _, ok = strings.Cut(plan, "\nairlock-carry-end\n")
 	require.True(t, ok, "%s", script)
-	assert.Equal(t, "600 it's\n644 a b\n644 -x\n755 b", plan, "by mode, in order within one")
+	assert.Equal(t, "600 0 it's\n644 22 a b\n644 1099511627776 -x\n755 1 b", plan, "by mode, in order within one")
 	assert.Equal(t, len(plan)+1, p.Size)
 }
 

@@ -685,8 +685,10 @@ func identity(skills []Skill) Identity {
 // tag characters) is dropped, every other control character (C0, DEL, C1)
 // and line or paragraph separator becomes a space, and white space is
 // collapsed, so each skill stays on its one line. The only control
-// characters in the result are the line feeds Prompt writes itself. root is
-// the caller's and is written as given.
+// characters in the result are the line feeds Prompt writes itself, given
+// a root that holds none: root is the caller's and is written as given
+// (stage.Stage refuses a root holding a control, line-separator or format
+// character, so stage.Runtime.Path's is plain).
 func (b *Bundle) Prompt(root string) string {
 	if b == nil || len(b.Skills) == 0 {
 		return ""

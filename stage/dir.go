@@ -87,11 +87,11 @@ func (d *Dir) openRoot(root string, create bool) (*os.Root, error) {
 		dir = strings.TrimSuffix(dir, "/")
 		if create {
 			if err := top.MkdirAll(dir, 0o755); err != nil {
-				return nil, fmt.Errorf("creating %s in the sandbox: %w", path.Dir(root), err)
+				return nil, fmt.Errorf("creating %s in the sandbox: %w%s", path.Dir(root), err, linkAbove(top, dir))
 			}
 		}
 		if parent, err = top.OpenRoot(dir); err != nil {
-			return nil, fmt.Errorf("opening %s in the sandbox: %w", path.Dir(root), err)
+			return nil, fmt.Errorf("opening %s in the sandbox: %w%s", path.Dir(root), err, linkAbove(top, dir))
 		}
 		defer parent.Close()
 	}
@@ -114,6 +114,29 @@ func (d *Dir) openRoot(root string, create bool) (*os.Root, error) {
 		return nil, fmt.Errorf("inspecting stage root %s: %w", root, err)
 	}
 	return parent.OpenRoot(base)
+}
+
+// linkAbove explains a failure to reach dir (relative to top) that a
+// symbolic link on its way caused: os.Root follows a link only while it
+// stays inside, and one leading out fails as "path escapes from parent".
+// It names the first such link, or returns "".
+func linkAbove(top *os.Root, dir string) string {
+	p := ""
+	for c := range strings.SplitSeq(dir, "/") {
+		p = path.Join(p, c)
+		fi, err := top.Lstat(p)
+		if err != nil {
+			return ""
+		}
+		if fi.Mode()&fs.ModeSymlink != 0 {
+			to := ""
+			if t, err := top.Readlink(p); err == nil {
+				to = fmt.Sprintf(" to %q", t)
+			}
+			return fmt.Sprintf(" (%s in the sandbox is a symbolic link%s; Dir follows no link out of the sandbox directory: make it a directory and stage again)", "/"+p, to)
+		}
+	}
+	return ""
 }
 
 // Probe implements Target.

@@ -122,6 +122,13 @@
 //     are its own (mode 700), but its commands work by name under the
 //     root: run as root against a root another user can write, they can
 //     be led through that user's links to write where that user cannot.
+//   - A Source edited while it is staged: each file arrives whole as one
+//     state of it, or the stage fails with [ErrChanged] (a file that
+//     changed while it was read), but an edit of several files that lands
+//     mid-walk can leave a copy that holds one file as it was before the
+//     edit and another as it is after (as tar's or rsync's copy would).
+//     Stage a quiet Source (skills.Materialize makes one); with an
+//     [Index], the next stage of the quiet Source sends what differs.
 //   - Publishes of one asset from two processes at once are not coordinated;
 //     calls through one Target value are serialized per asset.
 //   - Nothing is fsynced: after a machine crash a published copy may be

@@ -15,8 +15,9 @@ import (
 // "/h/skills.bak" and "/x/h/skills" are left alone. The longest Source wins
 // where several match.
 //
-// A Source match must start the path: the character before it may not be a
-// slash or a path-name character (ASCII letters, digits and - _ . ~ + @ %,
+// A Source match must start the path (or follow "file://" that starts
+// one: "file:///h/skills/x" becomes "file:///s/skills/x"): the character
+// before it may not be a slash or a path-name character (ASCII letters, digits and - _ . ~ + @ %,
 // and any non-ASCII character but a space, an opening bracket or quote, or
 // a symbol such as an arrow: "…/h/skills" is left alone, "“/h/skills”" is
 // rewritten). What follows the match must be the end of text, a slash, or a
@@ -72,6 +73,9 @@ func startsAt(text string, i int) bool {
 	if i == 0 {
 		return true
 	}
+	if i >= len(fileURL) && strings.EqualFold(text[i-len(fileURL):i], fileURL) {
+		return startsAt(text, i-len(fileURL))
+	}
 	c := text[i-1]
 	if c < utf8.RuneSelf {
 		return c != '/' && !pathByte(c)
@@ -82,6 +86,9 @@ func startsAt(text string, i int) bool {
 	}
 	return unicode.IsSpace(r) || unicode.In(r, unicode.Ps, unicode.Pi, unicode.Sm, unicode.So)
 }
+
+// fileURL starts a file URL, whose path follows it.
+const fileURL = "file://"
 
 // boundaryAt reports whether a path may end just before text[j].
 func boundaryAt(text string, j int) bool {

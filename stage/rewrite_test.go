@@ -44,6 +44,12 @@ func TestRewrite(t *testing.T) {
 		{`"/h/skills/a b"`, `"/s/skills/a b"`},
 		{"PATH=/h/tools:/h/skills/bin", "PATH=/s/tools:/s/skills/bin"},
 		{"[link](/h/tools)", "[link](/s/tools)"},
+		{"file:///h/skills/x/SKILL.md", "file:///s/x/SKILL.md"},
+		{"<FILE:///h/tools>", "<FILE:///s/tools>"},
+		{"[f](file:///h/skills)", "[f](file:///s/skills)"},
+		{"xfile:///h/skills", "xfile:///h/skills"},
+		{"file:////h/skills", "file:////h/skills"},
+		{"file://host/h/skills", "file://host/h/skills"},
 		// Non-ASCII after a match: punctuation and symbols end the path,
 		// letters, digits and combining marks continue it.
 		{"see /h/skills…", "see /s/skills…"},

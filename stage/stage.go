@@ -13,7 +13,9 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/airlockdev/airlock/internal/digest"
@@ -50,7 +52,8 @@ var (
 	// pattern. Stage reports it before anything is written.
 	ErrBadAsset = errors.New("invalid asset")
 	// ErrBadRoot reports a stage root that is not an absolute, clean
-	// sandbox path, or one where an asset's place is its own Source (or a
+	// sandbox path (or holds a control, line-separator or format
+	// character, which a prompt cannot carry), or one where an asset's place is its own Source (or a
 	// directory above it) in a sandbox that shares the host's file system.
 	ErrBadRoot = errors.New("invalid stage root")
 	// ErrTransport is wrapped by every transport failure: a Runner that
@@ -338,6 +341,14 @@ func checkRoot(root string) error {
 		return fmt.Errorf("%w: the sandbox's / cannot be a stage root; pass a directory below it", ErrBadRoot)
 	case strings.ContainsRune(root, 0) || !utf8.ValidString(root):
 		return fmt.Errorf("%w: %q holds a NUL byte or invalid UTF-8", ErrBadRoot, root)
+	}
+	for _, r := range root {
+		// The root is written into the agent's prompt as given
+		// (skills.Bundle.Prompt): nothing there may start a line or
+		// reorder one.
+		if unicode.IsControl(r) || r == '\u2028' || r == '\u2029' || unicode.Is(unicode.Cf, r) {
+			return fmt.Errorf("%w: %q holds a control, line-separator or format character (%U), which the agent's prompt cannot carry; pass a plain path", ErrBadRoot, root, r)
+		}
 	}
 	return nil
 }
@@ -721,7 +732,12 @@ func (s *stager) publish(p *planned, sa StagedAsset, log *slog.Logger, start tim
 		tr.onFile = func(size int64) { s.report(name, 1, size) }
 	}
 	if err := s.t.Publish(s.ctx, s.root, name, tr); err != nil {
-		if tr.walkErr != nil && errors.Is(err, tr.walkErr) {
+		var ce *tree.CopyError
+		switch {
+		case errors.As(err, &ce):
+			// The sandbox's file system failed a write of the copy (Dir).
+			return StagedAsset{}, &AssetError{Op: "publish", Name: name, Path: sa.Path, Err: sandboxFull(err)}
+		case tr.walkErr != nil && errors.Is(err, tr.walkErr):
 			return StagedAsset{}, sourceErr(name, p.src, err)
 		}
 		return StagedAsset{}, &AssetError{Op: "publish", Name: name, Path: sa.Path, Err: err}
@@ -748,6 +764,15 @@ func (s *stager) remember(p *planned, sa StagedAsset) {
 	if s.o.index != nil {
 		s.o.index.store(p.key, p.meta, sa)
 	}
+}
+
+// sandboxFull adds the next step to err when it is a full file system or
+// quota in the sandbox.
+func sandboxFull(err error) error {
+	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
+		return fmt.Errorf("%w (the sandbox's file system is full: free space there and stage again; the previous copy is in place)", err)
+	}
+	return err
 }
 
 // sourceErr reports a failure to read a Source.

@@ -56,6 +56,22 @@ func CopyInto(ctx context.Context, src string, dst *os.File, opts Options, hooks
 	return walk(ctx, src, opts, nil, newCopier(int(dst.Fd()), dst.Name(), hooks))
 }
 
+// CopyError is a failure to write the copy (Copy, CopyInto): the
+// destination file system's (a full disk, a quota, permissions), not the
+// source's. Err is an *fs.PathError naming the entry of the copy.
+type CopyError struct{ Err error }
+
+// Error implements error.
+func (e *CopyError) Error() string { return e.Err.Error() }
+
+// Unwrap returns Err.
+func (e *CopyError) Unwrap() error { return e.Err }
+
+// destErr is the failure of op on the copy of rel.
+func (c *copier) destErr(op, rel string, err error) error {
+	return &CopyError{&fs.PathError{Op: op, Path: c.show(rel), Err: err}}
+}
+
 // CopyHooks let the caller of CopyInto take part in the copy. Each is
 // called on a worker goroutine, several at once.
 type CopyHooks struct {
@@ -148,11 +164,11 @@ func (c *copier) mkdir(parent, d *dirRef, leaf, rel string, perm fs.FileMode) er
 		mode, fix = perm, false
 	}
 	if err := ignoringEINTR(func() error { return unix.Mkdirat(parent.dst, leaf, uint32(mode)) }); err != nil {
-		return &fs.PathError{Op: "mkdir", Path: c.show(rel), Err: err}
+		return c.destErr("mkdir", rel, err)
 	}
 	fd, err := openDirNoFollow(parent.dst, leaf)
 	if err != nil {
-		return &fs.PathError{Op: "open", Path: c.show(rel), Err: err}
+		return c.destErr("open", rel, err)
 	}
 	d.dst, d.perm, d.fix = fd, perm, fix
 	return nil
@@ -168,12 +184,12 @@ func (c *copier) create(dir int, name, rel string, perm fs.FileMode) (int, error
 		return err
 	})
 	if err != nil {
-		return -1, &fs.PathError{Op: "open", Path: c.show(rel), Err: err}
+		return -1, c.destErr("open", rel, err)
 	}
 	if !c.modeKept(perm) {
 		if err := fchmod(fd, perm); err != nil {
 			unix.Close(fd)
-			return -1, &fs.PathError{Op: "chmod", Path: c.show(rel), Err: err}
+			return -1, c.destErr("chmod", rel, err)
 		}
 	}
 	return fd, nil
@@ -209,8 +225,12 @@ func (c *copier) copyFile(j *job, s *scratch) error {
 		return err
 	}
 	err = s.stream(&f, j.st, j.rel, fd, j.sum)
+	var wf writeFailed
+	if errors.As(err, &wf) {
+		err = c.destErr("write", j.rel, wf.err)
+	}
 	if cerr := unix.Close(fd); err == nil && cerr != nil {
-		err = &fs.PathError{Op: "close", Path: c.show(j.rel), Err: cerr}
+		err = c.destErr("close", j.rel, cerr)
 	}
 	if err == nil {
 		c.finished(e)
@@ -315,7 +335,7 @@ func (s *scratch) stream(f *srcFile, st stat, rel string, dst int, sum *[32]byte
 			b := buf[:min(remain, int64(len(buf)))]
 			if err = f.readFull(b, rel); err == nil {
 				hashWrite(s.h, b)
-				err = writeAll(dst, b, rel)
+				err = writeAll(dst, b)
 				remain -= int64(len(b))
 			}
 		}
@@ -378,7 +398,7 @@ func (s *scratch) pipe(f *srcFile, size int64, rel string, dst int) error {
 			break
 		}
 		full <- b
-		if err = writeAll(dst, b, rel); err != nil {
+		if err = writeAll(dst, b); err != nil {
 			break
 		}
 		remain -= int64(len(b))
@@ -388,15 +408,20 @@ func (s *scratch) pipe(f *srcFile, size int64, rel string, dst int) error {
 	return err
 }
 
+// writeFailed is writeAll's failure, which the copier names (destErr).
+type writeFailed struct{ err error }
+
+func (w writeFailed) Error() string { return "writing the copy: " + w.err.Error() }
+
 // writeAll writes b to dst (nothing when dst < 0).
-func writeAll(dst int, b []byte, rel string) error {
+func writeAll(dst int, b []byte) error {
 	for dst >= 0 && len(b) > 0 {
 		n, err := unix.Write(dst, b)
 		if err == unix.EINTR {
 			continue
 		}
 		if err != nil {
-			return fmt.Errorf("writing the copy of %s: %w", rel, err)
+			return writeFailed{err}
 		}
 		b = b[n:]
 	}

@@ -33,7 +33,7 @@ func slowShims(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
 	shim := func(name, when string) {
-		real, err := lookPath(name)
+		real, err := exec.LookPath(name)
 		require.NoError(t, err)
 		body := fmt.Sprintf("#!/bin/sh\ncase \" $* \" in *%s*) sleep 2;; esac\nexec %s \"$@\"\n", when, real)
 		require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(body), 0o755))
@@ -65,15 +65,6 @@ func binsWithout(t *testing.T, names ...string) string {
 		}
 	}
 	return dir
-}
-
-func lookPath(name string) (string, error) {
-	for _, d := range []string{"/usr/local/bin", "/usr/bin", "/bin"} {
-		if fi, err := os.Stat(filepath.Join(d, name)); err == nil && !fi.IsDir() {
-			return filepath.Join(d, name), nil
-		}
-	}
-	return "", fmt.Errorf("%s not found", name)
 }
 
 // detachPrepare runs the first prepare script detached and slowed (its
@@ -308,7 +299,7 @@ func (p pidNS) Run(ctx context.Context, cmd sandbox.Command) error {
 func slowFind(t *testing.T) (path, secs string) {
 	t.Helper()
 	dir := t.TempDir()
-	real, err := lookPath("find")
+	real, err := exec.LookPath("find")
 	require.NoError(t, err)
 	secs = filepath.Join(dir, "secs")
 	require.NoError(t, os.WriteFile(secs, []byte("0"), 0o644))

@@ -53,8 +53,9 @@ var (
 	ErrBadAsset = errors.New("invalid asset")
 	// ErrBadRoot reports a stage root that is not an absolute, clean
 	// sandbox path (or holds a control, line-separator or format
-	// character, which a prompt cannot carry), or one where an asset's place is its own Source (or a
-	// directory above it) in a sandbox that shares the host's file system.
+	// character, which a prompt cannot carry), or one where an asset's
+	// place is its own Source (or a directory above it) in a sandbox that
+	// shares the host's file system.
 	ErrBadRoot = errors.New("invalid stage root")
 	// ErrTransport is wrapped by every transport failure: a Runner that
 	// failed to run a command, a control operation that outlived its

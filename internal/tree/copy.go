@@ -121,7 +121,7 @@ func (d Dest) Create() (*os.File, error) {
 // Remove removes the file at the destination.
 func (d Dest) Remove() error {
 	if err := ignoringEINTR(func() error { return unix.Unlinkat(d.dir, d.name, 0) }); err != nil {
-		return &fs.PathError{Op: "remove", Path: d.c.show(d.rel), Err: err}
+		return d.c.destErr("remove", d.rel, err)
 	}
 	return nil
 }

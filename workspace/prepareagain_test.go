@@ -362,3 +362,38 @@ func TestPlainRestoreRetryInPIDNamespaces(t *testing.T) {
 		})
 	}
 }
+
+// TestPrepareLockPlanted: a link, a FIFO or a directory planted at the
+// prepare lock (or its pid file) fails the Prepare at once, naming it and
+// the next step, rather than being followed or hanging on the FIFO's
+// open; nothing of the work tree changes.
+func TestPrepareLockPlanted(t *testing.T) {
+	for _, name := range []string{shell.PrepareLockName, shell.PrepareLockName + ".pid"} {
+		for _, kind := range []string{"link", "fifo", "dir"} {
+			t.Run(name+"/"+kind, func(t *testing.T) {
+				e := newEnv(t, runners[0].new)
+				seed(t, e.local, "plain", map[string]string{"a": "v1\n"})
+				write(t, e.remote, "agent", "the sandbox's file\n")
+				require.NoError(t, os.MkdirAll(filepath.Join(e.remote, ".airlock"), 0o755))
+				p := filepath.Join(e.remote, ".airlock", name)
+				victim := filepath.Join(t.TempDir(), "victim")
+				require.NoError(t, os.WriteFile(victim, []byte("victim\n"), 0o644))
+				switch kind {
+				case "link":
+					require.NoError(t, os.Symlink(victim, p))
+				case "fifo":
+					require.NoError(t, syscall.Mkfifo(p, 0o600))
+				case "dir":
+					require.NoError(t, os.Mkdir(p, 0o700))
+				}
+				c, cancel := context.WithTimeout(ctx(t), 20*time.Second)
+				defer cancel()
+				_, err := workspace.Prepare(c, e.spec)
+				require.Error(t, err)
+				assert.Contains(t, err.Error(), e.remote+"/.airlock/"+name+", the prepare lock, is not a regular file (a link, a FIFO?): remove it and prepare again")
+				assert.Equal(t, "the sandbox's file\n", read(t, e.remote, "agent"))
+				assert.Equal(t, "victim\n", read(t, filepath.Dir(victim), "victim"))
+			})
+		}
+	}
+}

@@ -91,9 +91,12 @@ const PrepareLockName = ".workspace-prepare"
 // prepare; PrepareSuperseded), and records its own. The lock file stays:
 // removing a file others may hold flock on would let two hold it.
 const prepareLock = `pl=` + RuntimeDir + `/` + PrepareLockName + `
-if [ -L ` + RuntimeDir + ` ] || { [ -e ` + RuntimeDir + ` ] && [ ! -d ` + RuntimeDir + ` ]; } || [ -L "$pl" ] || [ -L "$pl.pid" ] || ! mkdir -p ` + RuntimeDir + ` 2>/dev/null; then
-  echo "$r/` + RuntimeDir + ` is not a directory airlock can use (a link or a file?), or $r/$pl is a link: remove it and prepare again" >&2; exit 21
+if [ -L ` + RuntimeDir + ` ] || { [ -e ` + RuntimeDir + ` ] && [ ! -d ` + RuntimeDir + ` ]; } || ! mkdir -p ` + RuntimeDir + ` 2>/dev/null; then
+  echo "$r/` + RuntimeDir + ` is not a directory airlock can use (a link or a file?): remove it and prepare again" >&2; exit 21
 fi
+for f in "$pl" "$pl.pid"; do
+  if [ -L "$f" ] || { [ -e "$f" ] && [ ! -f "$f" ]; }; then echo "$r/$f, the prepare lock, is not a regular file (a link, a FIFO?): remove it and prepare again" >&2; exit 21; fi
+done
 pw=0
 if command -v flock >/dev/null 2>&1; then
   exec 9>>"$pl" || { echo "cannot open the prepare lock $r/$pl (a full disk?): free space in the sandbox and prepare again" >&2; exit 21; }

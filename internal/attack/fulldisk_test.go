@@ -161,7 +161,7 @@ func agentChange(t *testing.T, spec workspace.Spec, kind string, n int) {
 		require.NoError(t, os.RemoveAll(filepath.Join(spec.Remote, "agent", fmt.Sprintf("%03d", n-1), "f0.bin")))
 	}
 	if kind == "git" {
-		gitIn(t, spec.Remote, "add", "-A", "--", ".", ":!"+sandbox.RuntimeDir)
+		gitIn(t, spec.Remote, "add", "-A") // .airlock is ignored (info/exclude)
 		gitIn(t, spec.Remote, "commit", "-q", "-m", fmt.Sprintf("agent %d", n))
 	}
 	writeFiles(t, spec.Remote, map[string]string{fmt.Sprintf("agent/%03d/untracked.txt", n): strings.Repeat("u", 4500)})

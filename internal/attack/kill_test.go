@@ -313,7 +313,7 @@ func TestKillRestore(t *testing.T) {
 				writeFiles(t, spec.Remote, agent)
 				require.NoError(t, os.Remove(filepath.Join(spec.Remote, "src", "d0", fmt.Sprintf("f%03d.txt", i*5))))
 				if kind == "git" {
-					gitIn(t, spec.Remote, "add", "-A", "--", ".", ":!"+sandbox.RuntimeDir)
+					gitIn(t, spec.Remote, "add", "-A") // .airlock is ignored (info/exclude)
 					gitIn(t, spec.Remote, "commit", "-q", "-m", fmt.Sprintf("agent round %d", i))
 				}
 				u := map[string]string{}

@@ -397,3 +397,28 @@ func TestPrepareLockPlanted(t *testing.T) {
 		}
 	}
 }
+
+// TestPrepareLockGarbageSeq: a lock file whose recorded start lies far
+// ahead (garbage the sandbox wrote, a clock far off) is no later prepare:
+// Prepare goes on and records its own; one a second ahead stops the
+// prepare, saying what to do.
+func TestPrepareLockGarbageSeq(t *testing.T) {
+	for _, garbage := range []string{"1 999999999999999999\n", "1 99999999999999999999999999999\n", "x -5\n", "\x00\xff", ""} {
+		e := newEnv(t, runners[0].new)
+		seed(t, e.local, "plain", map[string]string{"a": "v1\n"})
+		write(t, e.remote, ".airlock/"+shell.PrepareLockName, garbage)
+		_, err := workspace.Prepare(ctx(t), e.spec)
+		require.NoError(t, err, "%q", garbage)
+		assert.Equal(t, "v1\n", read(t, e.remote, "a"))
+	}
+	e := newEnv(t, runners[0].new)
+	seed(t, e.local, "plain", map[string]string{"a": "v1\n"})
+	write(t, e.remote, ".airlock/"+shell.PrepareLockName, fmt.Sprintf("7 %d\n", time.Now().Add(time.Minute).UnixMicro()))
+	_, err := workspace.Prepare(ctx(t), e.spec)
+	var ee *sandbox.ExitError
+	require.ErrorAs(t, err, &ee)
+	assert.Equal(t, shell.PrepareSuperseded, ee.Status)
+	assert.Contains(t, err.Error(), "a later prepare (pid 7) already prepared "+e.remote+": this one stopped before changing anything; "+
+		"prepare again if the work tree should hold this round (a host clock set back does this too: then remove "+e.remote+"/.airlock/"+shell.PrepareLockName+")")
+	assert.False(t, exists(e.remote, "a"))
+}

@@ -70,6 +70,10 @@ func (t PrepareTurn) vars() string {
 	return fmt.Sprintf("seq=%d; pwait=%d\n", t.Seq, w)
 }
 
+// supersedeWindow bounds, in microseconds (a day), how far ahead of a
+// prepare's Seq a recorded one is taken for a later prepare's.
+const supersedeWindow = "86400000000"
+
 // PrepareLockName is the file in the runtime directory that a prepare
 // locks, and in which it records its shell's pid and its Seq.
 const PrepareLockName = ".workspace-prepare"
@@ -88,7 +92,9 @@ const PrepareLockName = ".workspace-prepare"
 // another, then fails (PrepareLocked). Holding the lock, it refuses to
 // run when the last prepare to hold it had a later Seq (the host's clock
 // when Prepare began: a script that started late must not undo a later
-// prepare; PrepareSuperseded), and records its own. The lock file stays:
+// prepare; PrepareSuperseded), and records its own; a recorded Seq more
+// than supersedeWindow ahead is no prepare's (garbage the sandbox wrote,
+// a clock far off) and is overwritten. The lock file stays:
 // removing a file others may hold flock on would let two hold it.
 const prepareLock = `pl=` + RuntimeDir + `/` + PrepareLockName + `
 if [ -L ` + RuntimeDir + ` ] || { [ -e ` + RuntimeDir + ` ] && [ ! -d ` + RuntimeDir + ` ]; } || ! mkdir -p ` + RuntimeDir + ` 2>/dev/null; then
@@ -115,7 +121,7 @@ else
 fi
 pl_pid=; pl_seq=; [ -f "$pl" ] && IFS=' ' read -r pl_pid pl_seq < "$pl"
 case $pl_seq in ''|*[!0-9]*) pl_seq=0;; esac
-if [ "${#pl_seq}" -le 18 ] && [ "$pl_seq" -gt "$seq" ]; then echo "a later prepare (pid $pl_pid) already prepared $r: this one stopped before changing anything; prepare again if the work tree should hold this round" >&2; exit 23; fi
+if [ "${#pl_seq}" -le 18 ] && [ "$pl_seq" -gt "$seq" ] && [ "$((pl_seq - seq))" -le ` + supersedeWindow + ` ]; then echo "a later prepare (pid $pl_pid) already prepared $r: this one stopped before changing anything; prepare again if the work tree should hold this round (a host clock set back does this too: then remove $r/$pl)" >&2; exit 23; fi
 printf '%s %s\n' "$$" "$seq" > "$pl" || { echo "cannot write the prepare lock $r/$pl (a full disk?): free space in the sandbox and prepare again" >&2; exit 21; }
 `
 

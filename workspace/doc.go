@@ -408,20 +408,27 @@
 //     <git dir>/airlock/restore.lock, or <Local>/.airlock/restore.lock for
 //     a plain directory); a dead owner's lock is free at once; the wait is
 //     bounded and ends in ErrLocked.
-//   - Prepares of one sandbox work tree take turns in the sandbox: the
-//     prepare script locks <Remote>/.airlock/.workspace-prepare before it
-//     changes anything (flock(1) where the sandbox has it, which the kernel
-//     drops with its holder; else a pid file,
+//   - Prepares and restores of one sandbox work tree take turns in the
+//     sandbox: each script locks <Remote>/.airlock/.workspace-prepare
+//     before it reads or changes anything (flock(1) where the sandbox has
+//     it, which the kernel drops with its holder; else a pid file,
 //     .workspace-prepare.pid, taken over once its shell is gone), waits
-//     up to 30 seconds for another, then fails with ErrLocked naming the
-//     other's pid. A Prepare retried after a cut connection, while the
-//     first attempt's script still checks out in the sandbox, so runs
-//     after it, and an agent started after the retry returned never has
-//     its work undone by the first attempt's checkout or git clean. A
-//     script that takes the lock after a prepare begun later (by the
-//     host's clock) took it, a command delivered late, stops before it
-//     changes anything (exit status 23, "a later prepare … already
-//     prepared"). The lock file stays in the runtime directory.
+//     up to 30 seconds for another, then fails with ErrLocked. A Prepare
+//     retried after a cut connection, while the first attempt's script
+//     still checks out in the sandbox, so runs after it, and an agent
+//     started after the retry returned never has its work undone by the
+//     first attempt's checkout or git clean; a restore never reads a tree
+//     a prepare is changing. A prepare script that takes the lock after a
+//     prepare begun later (by the host's clock) took it, a command
+//     delivered late, stops before it changes anything (exit status 23,
+//     "a later prepare … already prepared"). Before a prepare changes the
+//     work tree it removes what makes the sandbox an earlier round's (a
+//     plain round's marker, a git round's refs/airlock/base/<round>): a
+//     prepare cut or killed after that leaves the earlier round's Restore
+//     refusing the sandbox, never reading a cleared or another tree as
+//     the agent's deletions. The lock file stays in the runtime
+//     directory; a restore of a sandbox whose runtime directory the agent
+//     replaced by a link or a file runs without it.
 //
 // # Non-guarantees
 //

@@ -44,9 +44,10 @@ var (
 	// and files are unchanged.
 	ErrConflict = errors.New("merge conflict")
 	// ErrLocked reports a restore that waited too long for another restore
-	// of the same work tree, or a Prepare whose script waited too long in
-	// the sandbox for another prepare of the same sandbox work tree that
-	// still runs there (one whose host gave up on it). Retryable
+	// of the same work tree, or a Prepare or Restore whose script waited
+	// too long in the sandbox for another prepare or restore of the same
+	// sandbox work tree that still runs there (one whose host gave up on
+	// it). Retryable
 	// (sandbox.Retryable): the other ends, and the same call then takes
 	// the lock.
 	ErrLocked = sentinel.Temporary("work tree lock held")

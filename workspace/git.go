@@ -455,7 +455,7 @@ func (r *Round) restoreStream(ctx context.Context, op, script string, env map[st
 	ran := make(chan struct{})
 	var rerr error // set before ran is closed
 	go func() {
-		rerr = runGuest(rctx, r.spec.Runner, op, sandbox.Command{Script: script, Env: env, Stdout: pw}, func(err error) { pw.CloseWithError(err) })
+		rerr = prepareLocked(runGuest(rctx, r.spec.Runner, op, sandbox.Command{Script: script, Env: env, Stdout: pw}, func(err error) { pw.CloseWithError(err) }))
 		pw.CloseWithError(rerr)
 		close(ran)
 	}()

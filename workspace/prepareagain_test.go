@@ -212,7 +212,7 @@ func TestPrepareStartedLateChangesNothing(t *testing.T) {
 			var ee *sandbox.ExitError
 			require.True(t, errors.As(err, &ee), "%v", err)
 			assert.Equal(t, shell.PrepareSuperseded, ee.Status)
-			assert.Contains(t, stderr.String(), "a later prepare (pid ")
+			assert.Contains(t, stderr.String(), "a later prepare already prepared "+e.remote)
 			assert.Contains(t, stderr.String(), "this one stopped before changing anything")
 			assert.Equal(t, "agent\n", read(t, e.remote, "a"))
 			assert.Equal(t, "agent's file\n", read(t, e.remote, "new"))
@@ -260,8 +260,11 @@ func TestPrepareWhileAnotherHoldsTheLock(t *testing.T) {
 				if path != "" {
 					pid = holder.Process.Pid
 				}
-				assert.Contains(t, err.Error(), fmt.Sprintf("another prepare of %s still runs in the sandbox (pid %d) after 1 seconds", e.remote, pid))
-				assert.Contains(t, err.Error(), "wait for it to end or stop it")
+				if path == "" {
+					assert.Contains(t, err.Error(), fmt.Sprintf("another prepare or restore of %s still holds its lock %s/.airlock/%s after 1 seconds: wait for it to end or stop it, then try again", e.remote, e.remote, shell.PrepareLockName))
+				} else {
+					assert.Contains(t, err.Error(), fmt.Sprintf("another prepare or restore of %s still holds its lock %s/.airlock/%s.pid (pid %d) after 1 seconds: wait for it to end or stop it", e.remote, e.remote, shell.PrepareLockName, pid))
+				}
 				assert.Equal(t, "the sandbox's file\n", read(t, e.remote, "agent"), "nothing changed")
 				assert.False(t, exists(e.remote, "a"))
 
@@ -390,7 +393,7 @@ func TestPrepareLockPlanted(t *testing.T) {
 				defer cancel()
 				_, err := workspace.Prepare(c, e.spec)
 				require.Error(t, err)
-				assert.Contains(t, err.Error(), e.remote+"/.airlock/"+name+", the prepare lock, is not a regular file (a link, a FIFO?): remove it and prepare again")
+				assert.Contains(t, err.Error(), e.remote+"/.airlock/"+name+", the work tree's lock, is not a regular file (a link, a FIFO?): remove it and try again")
 				assert.Equal(t, "the sandbox's file\n", read(t, e.remote, "agent"))
 				assert.Equal(t, "victim\n", read(t, filepath.Dir(victim), "victim"))
 			})
@@ -399,9 +402,9 @@ func TestPrepareLockPlanted(t *testing.T) {
 }
 
 // TestPrepareLockGarbageSeq: a lock file whose recorded start lies far
-// ahead (garbage the sandbox wrote, a clock far off) is no later prepare:
-// Prepare goes on and records its own; one a second ahead stops the
-// prepare, saying what to do.
+// ahead (garbage the sandbox wrote, a clock far off), or a huge sparse
+// one, is no later prepare: Prepare goes on and records its own; one a
+// minute ahead stops the prepare, saying what to do.
 func TestPrepareLockGarbageSeq(t *testing.T) {
 	for _, garbage := range []string{"1 999999999999999999\n", "1 99999999999999999999999999999\n", "x -5\n", "\x00\xff", ""} {
 		e := newEnv(t, runners[0].new)
@@ -411,14 +414,166 @@ func TestPrepareLockGarbageSeq(t *testing.T) {
 		require.NoError(t, err, "%q", garbage)
 		assert.Equal(t, "v1\n", read(t, e.remote, "a"))
 	}
+	// A sparse 256 MiB lock file without a newline: read 64 bytes, not
+	// crawled through (an outside attack: 64 MiB cost every Prepare 30 s).
 	e := newEnv(t, runners[0].new)
 	seed(t, e.local, "plain", map[string]string{"a": "v1\n"})
+	write(t, e.remote, ".airlock/"+shell.PrepareLockName, "")
+	require.NoError(t, os.Truncate(filepath.Join(e.remote, ".airlock", shell.PrepareLockName), 256<<20))
+	c, cancel := context.WithTimeout(ctx(t), 10*time.Second)
+	defer cancel()
+	_, err := workspace.Prepare(c, e.spec)
+	require.NoError(t, err)
+
+	e = newEnv(t, runners[0].new)
+	seed(t, e.local, "plain", map[string]string{"a": "v1\n"})
 	write(t, e.remote, ".airlock/"+shell.PrepareLockName, fmt.Sprintf("7 %d\n", time.Now().Add(time.Minute).UnixMicro()))
-	_, err := workspace.Prepare(ctx(t), e.spec)
+	_, err = workspace.Prepare(ctx(t), e.spec)
 	var ee *sandbox.ExitError
 	require.ErrorAs(t, err, &ee)
 	assert.Equal(t, shell.PrepareSuperseded, ee.Status)
-	assert.Contains(t, err.Error(), "a later prepare (pid 7) already prepared "+e.remote+": this one stopped before changing anything; "+
+	assert.Contains(t, err.Error(), "a later prepare already prepared "+e.remote+": this one stopped before changing anything; "+
 		"prepare again if the work tree should hold this round (a host clock set back does this too: then remove "+e.remote+"/.airlock/"+shell.PrepareLockName+")")
 	assert.False(t, exists(e.remote, "a"))
+}
+
+// cutStdin gives prepare scripts only the first n bytes of their stdin,
+// then fails as a cut connection does.
+type cutStdin struct {
+	r sandbox.Runner
+	n int64
+}
+
+func (c cutStdin) Run(ctx context.Context, cmd sandbox.Command) error {
+	if !isPrepare(cmd) {
+		return c.r.Run(ctx, cmd)
+	}
+	cmd.Stdin = io.LimitReader(cmd.Stdin, c.n)
+	if err := c.r.Run(ctx, cmd); err != nil {
+		return fmt.Errorf("%w: connection lost (test): %w", sandbox.ErrTransport, err)
+	}
+	return fmt.Errorf("%w: connection lost (test)", sandbox.ErrTransport)
+}
+
+// TestRestoreAfterCutPrepareOfAnotherRound: a plain round's Restore after
+// a later round's Prepare was cut mid-stream (the sandbox cleared, the
+// tree not arrived) refuses the sandbox and deletes nothing locally (an
+// outside attack: the earlier round's marker stayed until the new one was
+// written, and the Restore read the cleared directory as the agent's
+// deletion of every file, with success).
+func TestRestoreAfterCutPrepareOfAnotherRound(t *testing.T) {
+	for _, n := range []int64{0, 700} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			e := newEnv(t, runners[0].new)
+			files := map[string]string{"a.txt": "a\n", "dir/b.txt": "b\n", "keep.txt": strings.Repeat("k", 4000)}
+			seed(t, e.local, "plain", files)
+			state := workspace.WithStateDir(t.TempDir())
+			r1, err := workspace.Prepare(ctx(t), e.spec, state)
+			require.NoError(t, err)
+			write(t, e.remote, "a.txt", "agent\n")
+
+			cut := e.spec
+			cut.Runner = cutStdin{e.spec.Runner, n}
+			_, err = workspace.Prepare(ctx(t), cut, state)
+			require.ErrorIs(t, err, sandbox.ErrTransport)
+
+			again, err := workspace.Reopen(ctx(t), e.spec, r1.ID(), state)
+			require.NoError(t, err)
+			_, err = again.Restore(ctx(t))
+			require.Error(t, err, "the sandbox no longer holds round 1")
+			assert.Contains(t, err.Error(), "does not hold round "+r1.ID())
+			for p, want := range files {
+				assert.Equal(t, want, read(t, e.local, p), "the user's %s", p)
+			}
+		})
+	}
+}
+
+// failGitAt returns a PATH whose git fails (exit 1) for a command whose
+// arguments hold " "+words, and runs the real git otherwise.
+func failGitAt(t *testing.T, words string) string {
+	t.Helper()
+	dir := t.TempDir()
+	real, err := exec.LookPath("git")
+	require.NoError(t, err)
+	body := fmt.Sprintf("#!/bin/sh\ncase \" $* \" in *%s*) echo 'failed here (test)' >&2; exit 1;; esac\nexec %s \"$@\"\n", shell.Quote(" "+words), real)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "git"), []byte(body), 0o755))
+	return dir + ":/usr/local/bin:/usr/bin:/bin"
+}
+
+// TestGitRestoreAfterFailedPrepareOfAnotherRound: a git round's Restore
+// after a later round's Prepare (of another local tree, which lacks half
+// the files) failed right after its checkout refuses the sandbox and
+// changes nothing locally (an outside attack: the earlier round's base
+// ref was removed only after the checkout, so its Restore read the other
+// tree as the agent's deletions and lost an uncommitted edit).
+func TestGitRestoreAfterFailedPrepareOfAnotherRound(t *testing.T) {
+	e := newEnv(t, runners[0].new)
+	files := map[string]string{"a.txt": "a\n", "b.txt": "b\n", "c.txt": "c\n"}
+	initRepo(t, e.local, files)
+	write(t, e.local, "a.txt", "the user's uncommitted edit\n")
+	r1, err := workspace.Prepare(ctx(t), e.spec)
+	require.NoError(t, err)
+	write(t, e.remote, "d.txt", "agent\n")
+
+	other := filepath.Join(t.TempDir(), "other")
+	require.NoError(t, os.MkdirAll(other, 0o755))
+	initRepo(t, other, map[string]string{"a.txt": "a\n"})
+	spec := e.spec
+	spec.Local = other
+	spec.Runner = &detachPrepare{r: e.spec.Runner, path: failGitAt(t, "update-ref refs/airlock/base/")}
+	spec.Runner.(*detachPrepare).once.Do(func() {})
+	_, err = workspace.Prepare(ctx(t), spec)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "failed here (test)")
+
+	again, err := workspace.Reopen(ctx(t), e.spec, r1.ID())
+	require.NoError(t, err)
+	_, err = again.Restore(ctx(t))
+	require.Error(t, err, "the sandbox no longer holds round 1")
+	assert.Equal(t, "the user's uncommitted edit\n", read(t, e.local, "a.txt"))
+	assert.Equal(t, "b\n", read(t, e.local, "b.txt"))
+	assert.Equal(t, "c\n", read(t, e.local, "c.txt"))
+}
+
+// TestPrepareWaitsForARunningRestore: a Prepare of a new round that starts
+// while the earlier round's Restore still reads the sandbox (its report
+// slowed) waits for it: the Restore brings the agent's work and deletes
+// nothing, then the Prepare succeeds (an outside attack: the prepare
+// cleared the tree under the restore, and removed a git restore's scratch
+// files, which failed it with a shell error).
+func TestPrepareWaitsForARunningRestore(t *testing.T) {
+	for _, kind := range []string{"plain", "git"} {
+		t.Run(kind, func(t *testing.T) {
+			e := newEnv(t, runners[0].new)
+			files := map[string]string{"a.txt": "a\n", "dir/b.txt": "b\n"}
+			seed(t, e.local, kind, files)
+			path, secs := slowFind(t)
+			e.spec.Runner = &detachPrepare{r: e.spec.Runner, path: path}
+			e.spec.Runner.(*detachPrepare).once.Do(func() {})
+			state := workspace.WithStateDir(t.TempDir())
+			r1, err := workspace.Prepare(ctx(t), e.spec, state)
+			require.NoError(t, err)
+			write(t, e.remote, "a.txt", "agent\n")
+			write(t, e.remote, "new.txt", "agent's file\n")
+
+			require.NoError(t, os.WriteFile(secs, []byte("2"), 0o644))
+			type restored struct {
+				res *workspace.Result
+				err error
+			}
+			done := make(chan restored, 1)
+			go func() { res, err := r1.Restore(ctx(t)); done <- restored{res, err} }()
+			time.Sleep(700 * time.Millisecond) // the restore holds the lock, in its slowed find
+			require.NoError(t, os.WriteFile(secs, []byte("0"), 0o644))
+			_, err = workspace.Prepare(ctx(t), e.spec, state)
+			require.NoError(t, err)
+			got := <-done
+			require.NoError(t, got.err)
+			assert.Empty(t, got.res.Deleted)
+			assert.Equal(t, "agent\n", read(t, e.local, "a.txt"))
+			assert.Equal(t, "agent's file\n", read(t, e.local, "new.txt"))
+			assert.Equal(t, "b\n", read(t, e.local, "dir/b.txt"))
+		})
+	}
 }

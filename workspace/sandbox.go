@@ -131,9 +131,9 @@ func (r *Round) prepareTurn() shell.PrepareTurn {
 	return shell.PrepareTurn{Seq: time.Now().UnixMicro(), Wait: r.o.prepareWait}
 }
 
-// prepareLocked marks a prepare script's failure to take the work tree's
-// prepare lock in time (shell.PrepareLocked: another prepare still runs in
-// the sandbox) as ErrLocked.
+// prepareLocked marks a prepare or restore script's failure to take the
+// work tree's lock in the sandbox in time (shell.PrepareLocked: another
+// prepare or restore still runs there) as ErrLocked.
 func prepareLocked(err error) error {
 	var ee *sandbox.ExitError
 	if errors.As(err, &ee) && ee.Status == shell.PrepareLocked {

@@ -281,7 +281,7 @@ func GitRestoreScript(remote, id, tok, index string, noChange bool, pathspecs []
 cd "$r" 2>/dev/null || { echo "the sandbox work tree $r is missing" >&2; exit 10; }
 [ -d .git ] && [ ! -L .git ] || { echo "$r/.git is missing or not a directory" >&2; exit 11; }
 GIT_DIR=.git g rev-parse --git-dir >/dev/null 2>&1 || { echo "$r/.git is not a usable git repository (HEAD, objects or refs missing): the sandbox's commits cannot be read" >&2; exit 11; }
-export GIT_DIR=.git GIT_WORK_TREE=.
+`+strings.ReplaceAll(RestoreLock, "%", "%%")+`export GIT_DIR=.git GIT_WORK_TREE=.
 %[8]sbase=refs/airlock/base/$id
 bs=$(g rev-parse -q --verify "$base/snap^{commit}") || { echo "$base/snap is missing in the sandbox: prepare the round again" >&2; exit 12; }
 bh=$(g rev-parse -q --verify "$base/head^{commit}")
@@ -373,10 +373,10 @@ func PlainRestoreScript(remote, id, tok string, marked bool) string {
 		check = fmt.Sprintf(`m=$(cat "./$rd/%s" 2>/dev/null); [ ! -L "./$rd" ] && [ ! -L "./$rd/%s" ] && [ "$m" = "$id" ] || { echo "the sandbox directory $r does not hold round $id: its marker $rd/%s is missing or names another round: the sandbox was reset, replaced or prepared again since, or its runtime directory $rd was removed or replaced; nothing was changed locally: prepare a new round (the agent's work in the old sandbox cannot be read here)" >&2; exit 14; }
 `, RoundMarker, RoundMarker, RoundMarker)
 	}
-	return fmt.Sprintf(`r=%s; id=%s; tok=%s
+	return goneFuncs + fmt.Sprintf(`r=%s; id=%s; tok=%s
 cd "$r" 2>/dev/null || { echo "the sandbox directory $r is missing" >&2; exit 10; }
 rd=%s
-`+check+`
+`+strings.ReplaceAll(RestoreLock, "%", "%%")+check+`
 mkdir -p "$rd" 2>/dev/null
 if [ -d "$rd" ] && [ ! -L "$rd" ]; then
   for f in "$rd"/restore-*.*; do

@@ -100,29 +100,52 @@ const prepareLock = `pl=` + RuntimeDir + `/` + PrepareLockName + `
 if [ -L ` + RuntimeDir + ` ] || { [ -e ` + RuntimeDir + ` ] && [ ! -d ` + RuntimeDir + ` ]; } || ! mkdir -p ` + RuntimeDir + ` 2>/dev/null; then
   echo "$r/` + RuntimeDir + ` is not a directory airlock can use (a link or a file?): remove it and prepare again" >&2; exit 21
 fi
+` + lockTake + `pl_line=$(dd if="$pl" bs=64 count=1 2>/dev/null) || pl_line=
+pl_line=${pl_line%%"$nl"*}; pl_pid=${pl_line%% *}; pl_seq=${pl_line#"$pl_pid"}; pl_seq=${pl_seq# }
+case $pl_seq in ''|*[!0-9]*) pl_seq=0;; esac
+if [ "${#pl_seq}" -le 18 ] && [ "$pl_seq" -gt "$seq" ] && [ "$((pl_seq - seq))" -le ` + supersedeWindow + ` ]; then echo "a later prepare already prepared $r: this one stopped before changing anything; prepare again if the work tree should hold this round (a host clock set back does this too: then remove $r/$pl)" >&2; exit 23; fi
+printf '%s %s\n' "$$" "$seq" > "$pl" || { echo "cannot write the prepare lock $r/$pl (a full disk?): free space in the sandbox and prepare again" >&2; exit 21; }
+`
+
+// lockTake (in the work tree, with $pl the lock file in a runtime
+// directory that is one, $pwait set, gone defined) takes the work tree's
+// lock for the rest of the script: flock(1) on $pl (fd 9) where the
+// sandbox has flock, else the pid file $pl.pid (see prepareLock). A lock
+// that is not a regular file fails at once (exit 21), one held past
+// $pwait seconds with exit 22. Prepares and restores both take it, so a
+// restore never reads a work tree a prepare is changing, and a prepare
+// never removes a running restore's scratch files.
+const lockTake = `nl='
+'
 for f in "$pl" "$pl.pid"; do
-  if [ -L "$f" ] || { [ -e "$f" ] && [ ! -f "$f" ]; }; then echo "$r/$f, the prepare lock, is not a regular file (a link, a FIFO?): remove it and prepare again" >&2; exit 21; fi
+  if [ -L "$f" ] || { [ -e "$f" ] && [ ! -f "$f" ]; }; then echo "$r/$f, the work tree's lock, is not a regular file (a link, a FIFO?): remove it and try again" >&2; exit 21; fi
 done
 pw=0
 if command -v flock >/dev/null 2>&1; then
-  exec 9>>"$pl" || { echo "cannot open the prepare lock $r/$pl (a full disk?): free space in the sandbox and prepare again" >&2; exit 21; }
+  exec 9>>"$pl" || { echo "cannot open the work tree's lock $r/$pl (a full disk?): free space in the sandbox and try again" >&2; exit 21; }
   until flock -n 9; do
-    pw=$((pw+1)); if [ "$pw" -ge "$pwait" ]; then po=; IFS=' ' read -r po _ < "$pl"; echo "another prepare of $r still runs in the sandbox (pid $po) after $pwait seconds: wait for it to end or stop it, then prepare again" >&2; exit 22; fi
+    pw=$((pw+1)); if [ "$pw" -ge "$pwait" ]; then echo "another prepare or restore of $r still holds its lock $r/$pl after $pwait seconds: wait for it to end or stop it, then try again" >&2; exit 22; fi
     sleep 1
   done
 else
   until (set -C; printf '%s\n' "$$" > "$pl.pid") 2>/dev/null; do
-    po=; IFS= read -r po < "$pl.pid" 2>/dev/null
+    po=$(dd if="$pl.pid" bs=32 count=1 2>/dev/null) || po=; po=${po%%"$nl"*}
     if { [ -n "$po" ] || [ "$pw" -ge 2 ]; } && gone "$po"; then rm -f "$pl.pid"; continue; fi
-    pw=$((pw+1)); if [ "$pw" -ge "$pwait" ]; then echo "another prepare of $r still runs in the sandbox (pid $po) after $pwait seconds: wait for it to end or stop it (or remove $r/$pl.pid if none runs), then prepare again" >&2; exit 22; fi
+    pw=$((pw+1)); if [ "$pw" -ge "$pwait" ]; then echo "another prepare or restore of $r still holds its lock $r/$pl.pid (pid $po) after $pwait seconds: wait for it to end or stop it (or remove $r/$pl.pid if none runs), then try again" >&2; exit 22; fi
     sleep 1
   done
-  trap 'po=; IFS= read -r po < "$pl.pid"; [ "$po" = "$$" ] && rm -f "$pl.pid"' EXIT
+  trap 'po=$(dd if="$pl.pid" bs=32 count=1 2>/dev/null); [ "${po%%"$nl"*}" = "$$" ] && rm -f "$pl.pid"' EXIT
 fi
-pl_pid=; pl_seq=; [ -f "$pl" ] && IFS=' ' read -r pl_pid pl_seq < "$pl"
-case $pl_seq in ''|*[!0-9]*) pl_seq=0;; esac
-if [ "${#pl_seq}" -le 18 ] && [ "$pl_seq" -gt "$seq" ] && [ "$((pl_seq - seq))" -le ` + supersedeWindow + ` ]; then echo "a later prepare (pid $pl_pid) already prepared $r: this one stopped before changing anything; prepare again if the work tree should hold this round (a host clock set back does this too: then remove $r/$pl)" >&2; exit 23; fi
-printf '%s %s\n' "$$" "$seq" > "$pl" || { echo "cannot write the prepare lock $r/$pl (a full disk?): free space in the sandbox and prepare again" >&2; exit 21; }
+`
+
+// RestoreLock (in the work tree, r and gone defined) takes the work
+// tree's lock (lockTake) for a restore, waiting PrepareLockWait seconds;
+// a runtime directory that is not one (the agent's link or file, which
+// the restore reports) is no place for it, and the restore goes on
+// without it (no prepare can take it there either).
+var RestoreLock = `pl=` + RuntimeDir + `/` + PrepareLockName + `; pwait=` + strconv.Itoa(PrepareLockWait) + `
+if [ ! -L ` + RuntimeDir + ` ] && { [ -d ` + RuntimeDir + ` ] || { [ ! -e ` + RuntimeDir + ` ] && mkdir ` + RuntimeDir + ` 2>/dev/null; }; }; then
+` + lockTake + `fi
 `
 
 // fileModeProbe (in the work tree, with .git a directory) sets gfm, which
@@ -176,6 +199,21 @@ mkdir -p .git/info || { echo "cannot create $r/.git/info; remove $r/.git and pre
 has=
 if [ -f .git/info/exclude ]; then while IFS= read -r l || [ -n "$l" ]; do [ "$l" = /` + RuntimeDir + ` ] && has=1; done < .git/info/exclude; fi
 if [ -z "$has" ]; then printf '\n# airlock: the runtime directory\n/` + RuntimeDir + `\n' >> .git/info/exclude || { echo "cannot write $r/.git/info/exclude" >&2; exit 12; }; fi`
+
+// dropOthers defines drop_others, which removes the refs of every other
+// round (refs/airlock/base/<other id>, and restores' refs/airlock/out)
+// and fails (exit 16) unless none of another round's base refs is left.
+// The prepare runs it before it changes the work tree: a prepare cut or
+// killed after that point leaves the earlier round's Restore refusing the
+// sandbox (its base is gone), never reading this round's tree as the
+// agent's deletions (an outside attack: it deleted the user's files and
+// an uncommitted edit). % is doubled: it goes through fmt.Sprintf.
+const dropOthers = `drop_others() {
+g for-each-ref --format='%%(refname)' refs/airlock/base refs/airlock/out | while read -r ref; do case "$ref" in "$base"/*) ;; *) g update-ref -d "$ref" ;; esac; done
+do_left=$(g for-each-ref --format='%%(refname)' refs/airlock/base | while read -r ref; do case "$ref" in "$base"/*) ;; *) echo "$ref";; esac; done)
+[ -z "$do_left" ] || { echo "cannot remove the earlier round's refs in $r/.git ($do_left; a full disk?): free space in the sandbox and prepare again" >&2; exit 16; }
+}
+`
 
 // GitPrepare is what GitPrepareScript needs to know.
 type GitPrepare struct {
@@ -231,7 +269,7 @@ func GitPrepareScript(p GitPrepare) string {
 if [ -L .git ] || { [ -e .git ] && [ ! -d .git ]; }; then echo "$r/.git is not a directory; remove it" >&2; exit 11; fi
 %s%s
 base=refs/airlock/base/$id
-if [ "$hb" = 1 ]; then
+`+dropOthers+`if [ "$hb" = 1 ]; then
   b=.git/airlock-prepare-$id.bundle
   : > "$b" || { echo "cannot write $r/$b (a full disk?): free space and prepare again" >&2; exit 13; }
   h=; th=; pq=
@@ -247,6 +285,7 @@ if [ "$hb" = 1 ]; then
   fi
   rm -f "$b" .git/airlock-prepare-$id.err
   g index-pack --stdin --fix-thin >/dev/null || exit 15
+  drop_others
   if [ -n "$th" ]; then g rev-list --objects --quiet "$snap" --not $pq && g rev-list --objects --quiet --no-walk "$snap" ${head:+"$head"} "$idx"
   else g rev-list --objects --quiet "$snap" --not --all; fi & c=$!
   g read-tree --reset -u "$snap^{tree}"; s=$?
@@ -255,7 +294,6 @@ if [ "$hb" = 1 ]; then
 fi
 g update-ref "$base/snap" "$snap" || exit 16
 if [ -n "$head" ]; then g update-ref "$base/head" "$head" || exit 16; fi
-g for-each-ref --format='%%(refname)' refs/airlock/base refs/airlock/out | while read -r ref; do case "$ref" in "$base"/*) ;; *) g update-ref -d "$ref" ;; esac; done
 if [ -n "$head" ]; then
   if [ -n "$br" ]; then g update-ref "$br" "$head" && g symbolic-ref HEAD "$br" || exit 17
   else g update-ref --no-deref HEAD "$head" || exit 17; fi
@@ -263,7 +301,7 @@ else
   g symbolic-ref HEAD "$br" || exit 17
   if g rev-parse -q --verify "$br" >/dev/null; then g update-ref -d "$br" || exit 17; fi
 fi
-if [ "$hb" != 1 ]; then g read-tree --reset -u "$snap^{tree}" || exit 18; fi
+if [ "$hb" != 1 ]; then drop_others; g read-tree --reset -u "$snap^{tree}" || exit 18; fi
 g clean -fdq %s >/dev/null || exit 19
 g read-tree -m "$idx" || exit 20
 g update-index -q --refresh >/dev/null 2>&1
@@ -288,7 +326,7 @@ exit 0
 func PlainPrepareScript(remote, modes, id string, turn PrepareTurn) string {
 	return goneFuncs + fmt.Sprintf(`r=%s; f0=%s; id=%s; rd=%s
 %smkdir -p "$r" && cd "$r" || { echo "cannot enter $r" >&2; exit 10; }
-%sfor f in * .[!.]* ..?*; do
+%s`+dropMarker+`for f in * .[!.]* ..?*; do
   if [ -e "$f" ] || [ -L "$f" ]; then
     [ "$f" = "$rd" ] && continue
     rm -rf -- "$f" 2>/dev/null || { chmod -R u+rwx -- "$f"; rm -rf -- "$f"; } || { echo "cannot clear $r/$f" >&2; exit 11; }
@@ -304,6 +342,16 @@ umask 022
 { [ -L "$rd" ] || mkdir -p "$rd"; } && [ -d "$rd" ] && [ ! -L "$rd" ] && rm -f "$rd/%s" && printf '%%s\n' "$id" > "$rd/%s" || { echo "cannot write the round's marker $r/$rd/%s (is $rd a link or a file?); prepare again" >&2; exit 14; }
 `, Quote(remote), Quote(modes), Quote(id), Quote(RuntimeDir), turn.vars(), prepareLock, RoundMarker, RoundMarker, RoundMarker)
 }
+
+// dropMarker (in the work tree, holding its lock) removes the earlier
+// round's marker before anything of the tree is cleared: a prepare cut or
+// killed after that point leaves no marker, so the earlier round's Restore
+// refuses the cleared directory rather than read it as the agent's
+// deletions (an outside attack: it deleted every local file). Exit 14
+// when it cannot.
+const dropMarker = `m=` + RuntimeDir + `/` + RoundMarker + `
+if [ -e "$m" ] || [ -L "$m" ]; then rm -f "$m" 2>/dev/null; if [ -e "$m" ] || [ -L "$m" ]; then echo "cannot remove the earlier round's marker $r/$m: remove it and prepare again" >&2; exit 14; fi; fi
+`
 
 // RoundMarker is the file in a plain sandbox directory's runtime directory
 // that names the round its Prepare sent (PlainPrepareScript): a Restore of

@@ -219,8 +219,8 @@ func IsObjectName(s string) bool {
 }
 
 // GitRestoreScript returns the script that streams a git sandbox's work
-// tree back (the restore stream above, tail "nochange" or "bundle"): it
-// snapshots the work tree at remote through a scratch index named by the
+// tree back (the restore stream above, tail "nochange" or "bundle"),
+// holding the work tree's lock (RestoreLock) from the start: it snapshots the work tree at remote through a scratch index named by the
 // round id, limited to pathspecs, and bundles it from a ref named by the
 // round. Before the snapshot, the scratch index (a copy of the sandbox's
 // index) is written as a tree and compared with index, the tree of the
@@ -361,8 +361,10 @@ exit $x
 // killed) is removed first, one whose shell runs (a zombie does not)
 // stays. A report that went while it was written (a sweep that could not
 // see its shell, in another PID namespace) fails the restore (exit 16),
-// which is then retried, rather than read as empty. A runtime directory that the sandbox replaced by a file or a link
-// is refused (the host lists it); the report then goes beside it. GNU tar
+// which is then retried, rather than read as empty. The script holds the
+// work tree's lock (RestoreLock) before it looks at anything. A runtime
+// directory that the sandbox replaced by a file or a link is refused (the
+// host lists it); the report then goes beside it. GNU tar
 // is told --no-unquote, else it would read a backslash in a top-level
 // name as an escape and not find the entry. With marked, the directory
 // must hold the round's RoundMarker (exit 14 when it does not: the

@@ -27,19 +27,23 @@ import (
 // isPrepare reports whether cmd is a prepare script (git or plain).
 func isPrepare(cmd sandbox.Command) bool { return strings.Contains(cmd.Script, shell.PrepareLockName) }
 
+// shim writes into dir a program called name that runs the shell line
+// pre (its arguments are "$@"), then the real name (from PATH).
+func shim(t *testing.T, dir, name, pre string) {
+	t.Helper()
+	real, err := exec.LookPath(name)
+	require.NoError(t, err)
+	body := fmt.Sprintf("#!/bin/sh\n%s\nexec %s \"$@\"\n", pre, shell.Quote(real))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(body), 0o755))
+}
+
 // slowShims returns a directory whose git sleeps before each read-tree
 // and whose tar sleeps before it extracts: a checkout that takes a while.
 func slowShims(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
-	shim := func(name, when string) {
-		real, err := exec.LookPath(name)
-		require.NoError(t, err)
-		body := fmt.Sprintf("#!/bin/sh\ncase \" $* \" in *%s*) sleep 2;; esac\nexec %s \"$@\"\n", when, real)
-		require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(body), 0o755))
-	}
-	shim("git", `" read-tree "`)
-	shim("tar", `" -x "`)
+	shim(t, dir, "git", `case " $* " in *" read-tree "*) sleep 2;; esac`)
+	shim(t, dir, "tar", `case " $* " in *" -x "*) sleep 2;; esac`)
 	return dir
 }
 
@@ -302,12 +306,9 @@ func (p pidNS) Run(ctx context.Context, cmd sandbox.Command) error {
 func slowFind(t *testing.T) (path, secs string) {
 	t.Helper()
 	dir := t.TempDir()
-	real, err := exec.LookPath("find")
-	require.NoError(t, err)
 	secs = filepath.Join(dir, "secs")
 	require.NoError(t, os.WriteFile(secs, []byte("0"), 0o644))
-	body := fmt.Sprintf("#!/bin/sh\nsleep \"$(cat %s)\"\nexec %s \"$@\"\n", shell.Quote(secs), real)
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "find"), []byte(body), 0o755))
+	shim(t, dir, "find", fmt.Sprintf(`sleep "$(cat %s)"`, shell.Quote(secs)))
 	return dir + ":/usr/local/bin:/usr/bin:/bin", secs
 }
 
@@ -494,10 +495,7 @@ func TestRestoreAfterCutPrepareOfAnotherRound(t *testing.T) {
 func failGitAt(t *testing.T, words string) string {
 	t.Helper()
 	dir := t.TempDir()
-	real, err := exec.LookPath("git")
-	require.NoError(t, err)
-	body := fmt.Sprintf("#!/bin/sh\ncase \" $* \" in *%s*) echo 'failed here (test)' >&2; exit 1;; esac\nexec %s \"$@\"\n", shell.Quote(" "+words), real)
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "git"), []byte(body), 0o755))
+	shim(t, dir, "git", fmt.Sprintf(`case " $* " in *%s*) echo 'failed here (test)' >&2; exit 1;; esac`, shell.Quote(" "+words)))
 	return dir + ":/usr/local/bin:/usr/bin:/bin"
 }
 

@@ -385,11 +385,7 @@ if [ -d "$rd" ] && [ ! -L "$rd" ]; then
     [ -f "$f" ] && [ ! -L "$f" ] || continue
     p=${f##*.}
     case $p in ''|*[!0-9]*) continue;; esac
-    if kill -0 "$p" 2>/dev/null; then
-      s=$(cat /proc/$p/stat 2>/dev/null); s=${s##*) }; s=${s%%%% *}
-      case $s in Z|X) ;; *) continue;; esac
-    fi
-    rm -f "$f"
+    gone "$p" && rm -f "$f"
   done
 fi
 if [ -d "$rd" ] && [ ! -L "$rd" ]; then rep=./$rd/restore-$id.$tok.$$; else rep=./.airlock-restore-$id.$tok.$$; rm -f "$rep"; fi

@@ -30,8 +30,8 @@ const (
 // record <type><./path>NUL each (the types above). It runs in the sandbox
 // work tree; $rep names the file the report is written to, which is left
 // out of it, as are airlock's own files in the runtime directory (the
-// round's marker, the prepare lock). The walk is find's when the sandbox has find, else
-// shellWalk's, which needs only sh and ls.
+// round's marker, the prepare lock). The walk is find's when the sandbox
+// has find, else shellWalk's, which needs only sh and ls.
 const FindReport = `{ if command -v find >/dev/null 2>&1; then find . \( -path ./.git -o -path ./` + RuntimeDir + ` \) -prune -o -name .git -prune -exec printf 'n%s\0' {} + -o -type f -links +1 -exec printf 'h%s\0' {} + -o -type f \( -perm -4000 -o -perm -2000 -o -perm -1000 \) -exec printf 'u%s\0' {} + -o ! -type f ! -type d ! -type l -exec printf 's%s\0' {} +
 else ` + shellWalk + `
 fi

@@ -218,10 +218,14 @@ func IsObjectName(s string) bool {
 	return true
 }
 
+// restoreLockFmt is RestoreLock inside a fmt.Sprintf format.
+var restoreLockFmt = strings.ReplaceAll(RestoreLock, "%", "%%")
+
 // GitRestoreScript returns the script that streams a git sandbox's work
 // tree back (the restore stream above, tail "nochange" or "bundle"),
-// holding the work tree's lock (RestoreLock) from the start: it snapshots the work tree at remote through a scratch index named by the
-// round id, limited to pathspecs, and bundles it from a ref named by the
+// holding the work tree's lock (RestoreLock) from the start: it snapshots
+// the work tree at remote through a scratch index named by the round id,
+// limited to pathspecs, and bundles it from a ref named by the
 // round. Before the snapshot, the scratch index (a copy of the sandbox's
 // index) is written as a tree and compared with index, the tree of the
 // index the round's prepare gave the sandbox, under the same pathspecs:
@@ -264,8 +268,8 @@ func IsObjectName(s string) bool {
 // \001 is reset as a glob with ? there (a reset of a further snapshot path
 // it matches is taken back by git add -A). A reset that fails (a full
 // disk) fails the restore (exit 18) before anything is sent: a snapshot
-// without those paths would read as their deletion. The report also names each
-// submodule (gitlink) of the snapshot whose directory holds entries (an m
+// without those paths would read as their deletion. The report also names
+// each submodule (gitlink) of the snapshot whose directory holds entries (an m
 // record): git add -A never looks inside one (a name holding a newline is
 // not found there, and not named).
 func GitRestoreScript(remote, id, tok, index string, noChange bool, pathspecs []string) string {
@@ -281,7 +285,7 @@ func GitRestoreScript(remote, id, tok, index string, noChange bool, pathspecs []
 cd "$r" 2>/dev/null || { echo "the sandbox work tree $r is missing" >&2; exit 10; }
 [ -d .git ] && [ ! -L .git ] || { echo "$r/.git is missing or not a directory" >&2; exit 11; }
 GIT_DIR=.git g rev-parse --git-dir >/dev/null 2>&1 || { echo "$r/.git is not a usable git repository (HEAD, objects or refs missing): the sandbox's commits cannot be read" >&2; exit 11; }
-`+strings.ReplaceAll(RestoreLock, "%", "%%")+`export GIT_DIR=.git GIT_WORK_TREE=.
+`+restoreLockFmt+`export GIT_DIR=.git GIT_WORK_TREE=.
 %[8]sbase=refs/airlock/base/$id
 bs=$(g rev-parse -q --verify "$base/snap^{commit}") || { echo "$base/snap is missing in the sandbox: prepare the round again" >&2; exit 12; }
 bh=$(g rev-parse -q --verify "$base/head^{commit}")
@@ -378,7 +382,7 @@ func PlainRestoreScript(remote, id, tok string, marked bool) string {
 	return goneFuncs + fmt.Sprintf(`r=%s; id=%s; tok=%s
 cd "$r" 2>/dev/null || { echo "the sandbox directory $r is missing" >&2; exit 10; }
 rd=%s
-`+strings.ReplaceAll(RestoreLock, "%", "%%")+check+`
+`+restoreLockFmt+check+`
 mkdir -p "$rd" 2>/dev/null
 if [ -d "$rd" ] && [ ! -L "$rd" ]; then
   for f in "$rd"/restore-*.*; do

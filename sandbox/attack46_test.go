@@ -116,3 +116,50 @@ func TestExecClientNotStarted(t *testing.T) {
 		})
 	}
 }
+
+// TestExecClientFoundOnEnvironPATH: a bare client name is looked up in the
+// PATH of ExecOptions.Environ, which the client then runs with, as the
+// error for a missing client says; this process's PATH plays no part (an
+// outside tester found a client that only the Environ PATH held refused,
+// and one it did not hold run).
+func TestExecClientFoundOnEnvironPATH(t *testing.T) {
+	dir := t.TempDir()
+	client := filepath.Join(dir, "fakeengine-49")
+	// The fake engine drops its own arguments up to "--" and runs the rest.
+	require.NoError(t, os.WriteFile(client, []byte("#!/bin/sh\nwhile [ \"$1\" != -- ]; do shift; done; shift; exec \"$@\"\n"), 0o755))
+	sh, err := exec.LookPath("sh")
+	require.NoError(t, err)
+
+	r := sandbox.ExecWith(sandbox.ExecOptions{Environ: []string{"PATH=" + dir + ":" + filepath.Dir(sh)}}, "fakeengine-49", "exec", "--")
+	var out strings.Builder
+	require.NoError(t, r.Run(t.Context(), sandbox.Command{Script: "echo ran", Stdout: &out}))
+	assert.Equal(t, "ran\n", out.String())
+
+	// A client on this process's PATH but not on Environ's is not found.
+	r = sandbox.ExecWith(sandbox.ExecOptions{Environ: []string{"PATH=" + dir}}, "sh", "-c", `exec "$@"`, "sh")
+	err = r.Run(t.Context(), sandbox.Command{Script: "true"})
+	require.ErrorIs(t, err, sandbox.ErrBadCommand)
+	assert.ErrorIs(t, err, exec.ErrNotFound)
+	assert.Contains(t, err.Error(), `the exec client "sh" could not be started`)
+	assert.Contains(t, err.Error(), "looked up in the PATH of ExecOptions.Environ")
+	assert.False(t, sandbox.Retryable(err))
+
+	// An Environ without PATH: this process's PATH finds the client.
+	out.Reset()
+	r = sandbox.ExecWith(sandbox.ExecOptions{Environ: []string{"LANG=C"}}, "sh", "-c", `exec "$@"`, "sh")
+	require.NoError(t, r.Run(t.Context(), sandbox.Command{Script: "echo ran", Stdout: &out}))
+	assert.Equal(t, "ran\n", out.String())
+
+	// A relative directory of that PATH is passed over.
+	rel, err := filepath.Rel(mustGetwd(t), dir)
+	require.NoError(t, err)
+	r = sandbox.ExecWith(sandbox.ExecOptions{Environ: []string{"PATH=" + rel}}, "fakeengine-49", "exec", "--")
+	assert.ErrorIs(t, r.Run(t.Context(), sandbox.Command{Script: "true"}), exec.ErrNotFound)
+}
+
+func mustGetwd(t *testing.T) string {
+	t.Helper()
+	wd, err := os.Getwd()
+	require.NoError(t, err)
+	return wd
+}

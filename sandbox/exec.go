@@ -44,6 +44,9 @@ type ExecOptions struct {
 	// and, when set, the engines' own variables: DOCKER_HOST,
 	// DOCKER_CONFIG, DOCKER_CONTEXT, DOCKER_CERT_PATH, DOCKER_TLS_VERIFY,
 	// KUBECONFIG, CONTAINER_HOST, CONTAINER_CONNECTION, XDG_RUNTIME_DIR.
+	// A bare client name (argv[0] without a slash; "sh" when argv is
+	// empty) is looked up in this environment's PATH, the one the client
+	// runs with (this process's when Environ holds no PATH).
 	Environ []string
 	// ClientEndsSandbox says that killing the client's process group ends
 	// every process the command started: the sandbox lives and dies with

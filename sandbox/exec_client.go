@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
@@ -30,7 +31,12 @@ const clientWaitDelay = 2 * time.Second
 // its own, killed whole when ctx ends.
 func (c *cliClient) run(ctx context.Context, argv []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	full := append(slices.Clone(c.prefix), argv...)
-	cmd := exec.CommandContext(ctx, full[0], full[1:]...)
+	prog, err := c.lookPath(full[0])
+	if err != nil {
+		return startErr(full[0], err)
+	}
+	cmd := exec.CommandContext(ctx, prog, full[1:]...)
+	cmd.Args[0] = full[0]
 	cmd.Env = c.environ
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, stdout, stderr
 	cmd.WaitDelay = clientWaitDelay
@@ -51,6 +57,33 @@ func (c *cliClient) run(ctx context.Context, argv []string, stdin io.Reader, std
 	return <-errc
 }
 
+// lookPath finds the client's program: a name holding a slash as it is,
+// a bare name in the directories of the client's own PATH (the last PATH
+// of ExecOptions.Environ, as the client's environment keeps it; this
+// process's when Environ has none). Relative directories of that PATH are
+// passed over.
+func (c *cliClient) lookPath(name string) (string, error) {
+	if strings.Contains(name, "/") {
+		return name, nil
+	}
+	dirs := os.Getenv("PATH") // an Environ without PATH: this process's
+	for _, kv := range c.environ {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			dirs = v
+		}
+	}
+	for _, d := range filepath.SplitList(dirs) {
+		if !filepath.IsAbs(d) {
+			continue
+		}
+		p := filepath.Join(d, name)
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	return "", &exec.Error{Name: name, Err: exec.ErrNotFound}
+}
+
 // startErr is the error of a client that could not be started. One that
 // is not installed, not found on the client's PATH, not executable or not
 // a program (exec.ErrNotFound, fs.ErrNotExist, fs.ErrPermission, ENOEXEC,
@@ -63,7 +96,7 @@ func startErr(name string, err error) error {
 		errors.Is(err, fs.ErrPermission), errors.Is(err, syscall.ENOEXEC), errors.Is(err, syscall.ENOTDIR):
 		where := ""
 		if !strings.Contains(name, "/") {
-			where = " (a bare name is looked up in the PATH of ExecOptions.Environ, by default this process's)"
+			where = " (a bare name is looked up in the PATH of ExecOptions.Environ, by default this process's; relative directories are passed over)"
 		}
 		return &badCommand{msg: fmt.Sprintf("sandbox: Exec: the exec client %q could not be started: %v; nothing ran; install it, or fix its name or path in Exec's argv%s", name, err, where), err: err}
 	}

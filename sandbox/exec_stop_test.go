@@ -194,7 +194,7 @@ func TestExecStdinFails(t *testing.T) {
 // that termination is not verified (its children cannot be told apart).
 func TestExecNoSetsid(t *testing.T) {
 	bin := t.TempDir()
-	for _, tool := range []string{"sleep", "rm"} {
+	for _, tool := range []string{"sh", "sleep", "rm"} { // sh: the local client, found on Environ's PATH
 		p, err := exec.LookPath(tool)
 		require.NoError(t, err)
 		require.NoError(t, os.Symlink(p, filepath.Join(bin, tool)))

@@ -55,7 +55,9 @@ func WithControlTimeout(d time.Duration) BridgeOption {
 // once it has timed a stream of 8 MiB or more and a carry of 1,000 files
 // or more, it sends the unchanged files where carrying them is estimated
 // to cost more than 1.2 times sending them; with an Index, the comparison
-// that finds them is then skipped too), and
+// that finds them is then skipped too; every fourth carry so given up is
+// made anyway and timed again, so that one slow carry does not decide
+// for good), and
 // then receives the rest of the tree as a single buffered tar stream on its
 // stdin (a data step). While the sandbox carries, the host already walks
 // the Source and holds what it will send (up to 4 MiB; past that the walk

@@ -22,6 +22,10 @@ type linkCosts struct {
 	// perCompare: seconds per file of the comparing walk that finds the
 	// unchanged files, where Stage left it to the Bridge; 0: not yet known.
 	perCompare float64
+	// declined counts the carries the estimates gave up since the last
+	// one made; remeasure lets the next carry through (see retry).
+	declined  int
+	remeasure bool
 }
 
 const (
@@ -34,7 +38,24 @@ const (
 	// and a wrong give-up on a slow link costs far more than a wrong carry
 	// on a fast one).
 	carryMargin = 1.2
+	// retryEvery: every retryEvery-th carry the estimates give up is made
+	// anyway (retry).
+	retryEvery = 4
 )
+
+// retry (c.mu held) counts a carry the estimates gave up and reports
+// whether it is made anyway, to be timed again: every retryEvery-th one.
+// The cost of a carry is learnt only from carries made, so one slow
+// carry (an outside tester's: the first after the sandbox's container
+// restarted) would otherwise have a Bridge send whole trees for good.
+func (c *linkCosts) retry() bool {
+	c.declined++
+	if c.declined < retryEvery {
+		return false
+	}
+	c.declined = 0
+	return true
+}
 
 // learn times a publish that took d, streamed n tar bytes and carried
 // planned files: one that carried nothing teaches the cost of a byte sent
@@ -61,19 +82,27 @@ func ewma(old, x float64) float64 {
 
 // carryPays reports whether carrying the unchanged files u is estimated
 // to cost less than carryMargin times sending them (tarBytes), or the
-// costs are not known yet.
+// costs are not known yet; every retryEvery-th carry it gives up is made
+// anyway (retry), as is the one after a comparison retry let through.
 func (c *linkCosts) carryPays(u []UnchangedFile) bool {
 	c.mu.Lock()
-	perByte, perFile := c.perByte, c.perFile
-	c.mu.Unlock()
-	if perByte == 0 || perFile == 0 {
+	defer c.mu.Unlock()
+	if c.perByte == 0 || c.perFile == 0 {
+		return true
+	}
+	if c.remeasure { // comparePays let this one through (retry)
+		c.remeasure = false
 		return true
 	}
 	var n int64
 	for _, f := range u {
 		n += tarBytes(f.Size)
 	}
-	return perFile*float64(len(u)) <= carryMargin*perByte*float64(n)
+	if c.perFile*float64(len(u)) <= carryMargin*c.perByte*float64(n) {
+		c.declined = 0
+		return true
+	}
+	return c.retry()
 }
 
 // comparePays reports whether comparing a Source with a previous copy of
@@ -84,12 +113,18 @@ func (c *linkCosts) carryPays(u []UnchangedFile) bool {
 // whichever side it picks when the two are close costs about the same.
 func (c *linkCosts) comparePays(files int, n int64) bool {
 	c.mu.Lock()
-	perByte, perFile, perCompare := c.perByte, c.perFile, c.perCompare
-	c.mu.Unlock()
-	if perByte == 0 || perFile == 0 {
+	defer c.mu.Unlock()
+	if c.perByte == 0 || c.perFile == 0 {
 		return true
 	}
-	return (perFile+perCompare)*float64(files) <= perByte*float64(n)
+	if (c.perFile+c.perCompare)*float64(files) <= c.perByte*float64(n) {
+		return true
+	}
+	if c.retry() {
+		c.remeasure = true // and the carry after this comparison is made too
+		return true
+	}
+	return false
 }
 
 // learnCompare times a comparing walk over files files that took d.

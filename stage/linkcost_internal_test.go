@@ -94,3 +94,40 @@ func TestLinkCostsLearn(t *testing.T) {
 	lc.learn(1<<30, 2000, time.Second) // faster than its stream: carrying cost nothing
 	assert.InDelta(t, 1e-3, lc.perFile, 1e-12)
 }
+
+// TestLinkCostsRetry: a carry the estimates give up is made anyway every
+// retryEvery-th time, so that a Bridge whose one slow carry set its cost
+// too high times a carry again (an outside tester's Bridge sent whole
+// trees after a cut); a comparison so let through lets its carry through
+// too.
+func TestLinkCostsRetry(t *testing.T) {
+	u := []UnchangedFile{{Size: 1000}}
+	lc := linkCosts{perByte: 1e-9, perFile: 1}
+	var got []bool
+	for range 2 * retryEvery {
+		got = append(got, lc.carryPays(u))
+	}
+	want := make([]bool, 2*retryEvery)
+	want[retryEvery-1], want[2*retryEvery-1] = true, true
+	assert.Equal(t, want, got)
+
+	lc = linkCosts{perByte: 1e-9, perFile: 1}
+	for range retryEvery - 1 {
+		assert.False(t, lc.comparePays(1, 1536))
+	}
+	assert.True(t, lc.comparePays(1, 1536), "the retryEvery-th comparison is made")
+	assert.True(t, lc.carryPays(u), "and so is its carry")
+	assert.False(t, lc.carryPays(u), "once")
+
+	// A carry the estimate allows starts the count again.
+	lc = linkCosts{perByte: 1e-9, perFile: 1}
+	for range retryEvery - 1 {
+		assert.False(t, lc.carryPays(u))
+	}
+	lc.perFile = 1e-12
+	assert.True(t, lc.carryPays(u))
+	lc.perFile = 1
+	for range retryEvery - 1 {
+		assert.False(t, lc.carryPays(u))
+	}
+}

@@ -1,6 +1,7 @@
 package workspace_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -574,4 +576,54 @@ func TestPrepareWaitsForARunningRestore(t *testing.T) {
 			assert.Equal(t, "b\n", read(t, e.local, "dir/b.txt"))
 		})
 	}
+}
+
+// TestPrepareLockPidReused: in a sandbox without flock, the lock's pid
+// file names its holder's shell by pid and start time. A container that
+// restarts numbers its processes again, so the pid of a killed holder may
+// belong to a live process of the new run: an outside tester's prepares
+// waited 30 s and failed with ErrLocked although nothing held the lock.
+// A live pid with another start time is taken over at once; a live pid
+// with its own start time still holds the lock, as does a pid file of an
+// earlier version that records no start time.
+func TestPrepareLockPidReused(t *testing.T) {
+	noFlock := binsWithout(t, "flock")
+	for _, kind := range []string{"git", "plain"} {
+		t.Run(kind, func(t *testing.T) {
+			e := newEnv(t, runners[0].new)
+			seed(t, e.local, kind, map[string]string{"a": "v1\n"})
+			live := exec.Command("sleep", "30")
+			require.NoError(t, live.Start())
+			t.Cleanup(func() { _ = live.Process.Kill(); _, _ = live.Process.Wait() })
+			stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", live.Process.Pid))
+			require.NoError(t, err)
+			fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+			start := fields[19] // field 22 of proc(5)
+			e.spec.Runner = &detachPrepare{r: e.spec.Runner, path: noFlock}
+			e.spec.Runner.(*detachPrepare).once.Do(func() {})
+			pidFile := ".airlock/" + shell.PrepareLockName + ".pid"
+
+			for _, held := range []string{fmt.Sprintf("%d %s\n", live.Process.Pid, start), fmt.Sprintf("%d\n", live.Process.Pid)} {
+				write(t, e.remote, pidFile, held)
+				_, err = workspace.Prepare(ctx(t), e.spec, workspace.WithPrepareLockWait(1))
+				require.ErrorIs(t, err, workspace.ErrLocked, "held by %q", held)
+				assert.False(t, exists(e.remote, "a"))
+			}
+
+			write(t, e.remote, pidFile, fmt.Sprintf("%d %d\n", live.Process.Pid, mustAtoi(t, start)+1))
+			began := time.Now()
+			_, err = workspace.Prepare(ctx(t), e.spec, workspace.WithPrepareLockWait(20))
+			require.NoError(t, err)
+			assert.Less(t, time.Since(began), 10*time.Second, "a reused pid is no holder: no wait")
+			assert.Equal(t, "v1\n", read(t, e.remote, "a"))
+			assert.False(t, exists(e.remote, pidFile), "the prepare removed its own pid file")
+		})
+	}
+}
+
+func mustAtoi(t *testing.T, s string) int {
+	t.Helper()
+	n, err := strconv.Atoi(s)
+	require.NoError(t, err)
+	return n
 }

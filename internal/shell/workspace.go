@@ -33,6 +33,7 @@ g() { git -c core.hooksPath=/dev/null -c core.fsmonitor=false -c gc.auto=0 -c ma
 
 // goneFuncs defines gone (see GitPrelude).
 const goneFuncs = `gone() { _gp=${1%%[!0-9]*}; [ -n "$_gp" ] && kill -0 "$_gp" 2>/dev/null || return 0; _gs=$(cat "/proc/$_gp/stat" 2>/dev/null); _gs=${_gs##*) }; _gs=${_gs%% *}; case $_gs in Z|X) return 0;; esac; return 1; }
+started() { _gs=$(cat "/proc/$1/stat" 2>/dev/null) || return 0; set -- ${_gs##*) }; [ $# -ge 20 ] && eval "echo \"\${20}\""; }
 `
 
 // Exit statuses of both prepare scripts (prepareLock).
@@ -128,13 +129,14 @@ if command -v flock >/dev/null 2>&1; then
     sleep 1
   done
 else
-  until (set -C; printf '%s\n' "$$" > "$pl.pid") 2>/dev/null; do
-    po=$(dd if="$pl.pid" bs=32 count=1 2>/dev/null) || po=; po=${po%%"$nl"*}
-    if { [ -n "$po" ] || [ "$pw" -ge 2 ]; } && gone "$po"; then rm -f "$pl.pid"; continue; fi
+  ps0=$(started $$)
+  until (set -C; printf '%s %s\n' "$$" "$ps0" > "$pl.pid") 2>/dev/null; do
+    po=$(dd if="$pl.pid" bs=64 count=1 2>/dev/null) || po=; po=${po%%"$nl"*}; pst=${po#* }; [ "$pst" != "$po" ] || pst=; po=${po%% *}
+    if { [ -n "$po" ] || [ "$pw" -ge 2 ]; } && { gone "$po" || { [ -n "$pst" ] && pnow=$(started "$po") && [ -n "$pnow" ] && [ "$pnow" != "$pst" ]; }; }; then rm -f "$pl.pid"; continue; fi
     pw=$((pw+1)); if [ "$pw" -ge "$pwait" ]; then echo "another prepare or restore of $r still holds its lock $r/$pl.pid (pid $po) after $pwait seconds: wait for it to end or stop it (or remove $r/$pl.pid if none runs), then try again" >&2; exit 22; fi
     sleep 1
   done
-  trap 'po=$(dd if="$pl.pid" bs=32 count=1 2>/dev/null); [ "${po%%"$nl"*}" = "$$" ] && rm -f "$pl.pid"' EXIT
+  trap 'po=$(dd if="$pl.pid" bs=64 count=1 2>/dev/null); po=${po%%"$nl"*}; [ "${po%% *}" = "$$" ] && rm -f "$pl.pid"' EXIT
 fi
 `
 

@@ -245,8 +245,8 @@ func (l *local) tmpFile(dir string, r io.Reader, perm fs.FileMode) (string, erro
 	}
 	tmp := path.Join(dir, tmpBase())
 	// A git round writes a file as git checks one out: 0666, or 0777 when
-	// executable, less the umask (and a default ACL); a plain round keeps
-	// the sandbox's bits exactly.
+	// executable, less the umask (and a default ACL); a plain round writes
+	// perm exactly (the sandbox's bits, less what withheld takes).
 	git := l.hk != hashSHA256
 	mode := fs.FileMode(0o600)
 	if git {

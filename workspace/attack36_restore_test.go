@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -771,9 +772,13 @@ func TestA36PlainSetuidThenChanged(t *testing.T) {
 }
 
 // TestA36PlainStickyDirThenChmod: a sandbox directory with the sticky bit
-// arrives without it (silently, documented); the agent's later change of
-// the directory's bits must still arrive, and not read as a local change.
+// arrives without it (silently, documented), and without the bits the
+// umask withholds (the user's directory was 0755); the agent's later
+// change of the directory's bits must still arrive, and not read as a
+// local change.
 func TestA36PlainStickyDirThenChmod(t *testing.T) {
+	old := syscall.Umask(0o022)
+	defer syscall.Umask(old)
 	e := newEnv(t, localRunner)
 	L, R := e.local, e.remote
 	write(t, L, "d/f", "1\n")
@@ -782,7 +787,7 @@ func TestA36PlainStickyDirThenChmod(t *testing.T) {
 	a36Chmod(t, R, "d", 0o777|os.ModeSticky)
 	res, err := r.Restore(ctx(t))
 	require.NoError(t, err)
-	assert.Equal(t, "d 777", a36Tree(t, L)["d"])
+	assert.Equal(t, "d 755", a36Tree(t, L)["d"])
 	assert.Empty(t, res.Kept)
 	a36Chmod(t, R, "d", 0o700)
 	res, err = r.Restore(ctx(t))

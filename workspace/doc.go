@@ -66,7 +66,9 @@
 // file system keeps of an executable bit; git compares stat times in whole
 // seconds, so an edit of the same size in the same second as the agent's
 // last index refresh, with its modification time set back, is the one
-// change no stat check sees) and receives one incremental bundle: it is checked with git bundle verify and list-heads
+// change no stat check sees) and receives one incremental bundle (without
+// the commits the local history already holds, such as those an earlier
+// Restore of the round brought): it is checked with git bundle verify and list-heads
 // (any ref besides the one asked for is listed in Result.Refused; refs are
 // never taken from a bundle), and its pack is indexed into a quarantine
 // object directory (<git dir>/objects/airlock-quarantine-…, removed
@@ -229,7 +231,10 @@
 // permission bits are kept without setuid, setgid and sticky bits (a git
 // round writes a file as git checks one out: 0666, or 0777 when
 // executable, less the umask and a default ACL, so a user whose umask is
-// 077 gets 0600). A sandbox file that had one of those bits is written without
+// 077 gets 0600; a plain round writes the sandbox's bits less those the
+// host's umask withholds, unless the user's entry had them at Prepare, so
+// a sandbox's chmod 0777 arrives as 0755 under umask 022 and a user's
+// group-writable 0664 file comes back 0664). A sandbox file that had one of those bits is written without
 // it and also listed in Result.Refused (it may then be in Updated too):
 // Refused names every sandbox entry that did not arrive as the sandbox left
 // it. Directories lose those bits silently.
@@ -239,7 +244,10 @@
 // new HEAD it shows the agent's committed change of it undone (and a file
 // the user deleted shows as deleted). Nothing is lost (the agent's change
 // is in HEAD), but a later `git commit -a` would revert it: review Kept
-// before committing.
+// before committing. A file both sides changed only by commits (the local
+// file is the local HEAD's, the sandbox's is the sandbox HEAD's) is no
+// local edit: the work tree and the index take the merge's version, as
+// git merge writes it, and it is not in Kept.
 //
 // Kept means only that a local edit won. Every sandbox entry that does
 // not arrive for any other reason is in Refused, with the reason in
@@ -404,6 +412,11 @@
 //     arrives; a plain directory's entry whose name holds a backslash is
 //     refused, under the path as the sandbox wrote it, and the local entry
 //     at that path (and all below it) stays as it is.
+//   - A git Restore while a rebase, bisect, cherry-pick or revert is
+//     stopped half-way in the local repository fails with ErrRepo
+//     before it reads the sandbox, saying how to end it: integrated there,
+//     the agent's commits would land on the operation's HEAD, which the
+//     operation's abort leaves behind.
 //   - Restores of one work tree are serialized by a lock (flock on
 //     <git dir>/airlock/restore.lock, or <Local>/.airlock/restore.lock for
 //     a plain directory); a dead owner's lock is free at once; the wait is
@@ -412,7 +425,9 @@
 //     sandbox: each script locks <Remote>/.airlock/.workspace-prepare
 //     before it reads or changes anything (flock(1) where the sandbox has
 //     it, which the kernel drops with its holder; else a pid file,
-//     .workspace-prepare.pid, taken over once its shell is gone), waits
+//     .workspace-prepare.pid recording its shell's pid and start time,
+//     taken over once that shell is gone: a pid that a restarted
+//     container gave to another process is no holder), waits
 //     up to 30 seconds for another, then fails with ErrLocked. A Prepare
 //     retried after a cut connection, while the first attempt's script
 //     still checks out in the sandbox, so runs after it, and an agent
@@ -433,9 +448,14 @@
 // # Non-guarantees
 //
 //   - The baseline of a git round is a commit kept only as unreferenced
-//     objects; a git gc --prune=now during the run loses it, and Restore
-//     then fails naming the missing tree (the default gc keeps such objects
-//     for two weeks).
+//     objects; a git gc --prune=now or git repack -a -d during the run
+//     loses it, and Restore then fails naming the missing tree and saying
+//     that the agent's work must be copied from the sandbox by hand (the
+//     default gc and git maintenance keep such objects for two weeks).
+//   - A sandbox that stalls mid-stream (neither sends nor ends) holds a
+//     Restore, as any data step, until ctx ends: bound it with a deadline
+//     that fits the work tree's size. Restoring again after such a stall
+//     only helps once the sandbox answers.
 //   - The host trusts its own state directory and its own git.
 //   - A local file changed between the check and the write of a restore
 //     may be overwritten (there is no lock against other writers of the

@@ -66,7 +66,9 @@ var (
 	ErrBadState = errors.New("malformed workspace round state")
 	// ErrRepo reports a host git work tree in a state Prepare cannot ship:
 	// unmerged index entries, a bare repository, a work tree whose top is
-	// not Spec.Local.
+	// not Spec.Local; or one a Restore must not write into: a rebase,
+	// bisect, cherry-pick or revert stopped half-way (end it, then
+	// restore again).
 	ErrRepo = errors.New("unusable local repository")
 )
 

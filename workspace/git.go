@@ -89,6 +89,32 @@ func pathspecs(exclude []string) []string {
 	return append(sandboxPathspecs(exclude), ":(exclude,glob)**/"+tmpPrefix+"[0-9]*.[0-9]*-*")
 }
 
+// notThroughLinks is exclude less the patterns whose leading directories
+// run through a symbolic link in the work tree at root: git add refuses
+// such a pathspec ("beyond a symbolic link"), and it could match nothing
+// git add would take (git does not walk through a link).
+func notThroughLinks(root string, exclude []string) []string {
+	var keep []string
+	for _, p := range exclude {
+		comps := strings.Split(p, "/")
+		through := false
+		for i := range len(comps) - 1 {
+			if strings.ContainsAny(comps[i], "*?[\\") {
+				break
+			}
+			fi, err := os.Lstat(filepath.Join(root, filepath.FromSlash(strings.Join(comps[:i+1], "/"))))
+			if err == nil && fi.Mode().Type() == fs.ModeSymlink {
+				through = true
+				break
+			}
+		}
+		if !through {
+			keep = append(keep, p)
+		}
+	}
+	return keep
+}
+
 // stagedExcluded reports whether the index (env names it) holds at an
 // excluded path anything HEAD (head, "" when unborn) does not: a diff of
 // the index against the tree, which reads no file.
@@ -110,9 +136,25 @@ func (r *Round) stagedExcluded(ctx context.Context, env []string, head string) (
 func excludedPathspecs(exclude []string) []string {
 	ps := []string{"--", ":(literal)" + sandbox.RuntimeDir}
 	for _, p := range exclude {
-		ps = append(ps, ":(glob)"+p, ":(glob)"+p+"/**")
+		ps = append(ps, globAndBelow(":(glob)", p)...)
 	}
 	return ps
+}
+
+// globAndBelow is the pathspecs (with magic) that match the paths glob
+// pattern p matches and everything below them. git matches a pattern
+// without wildcards against a path's leading directories too, so p alone
+// does; a pattern with wildcards is matched against whole paths only, and
+// needs p/** beside it. p/** is not given where p alone does: git add
+// refuses a pathspec whose literal part runs through a symbolic link
+// ("beyond a symbolic link"), and an excluded name that is a link is one
+// users have (an outside tester's Spec.Exclude of a linked secrets
+// directory failed every Prepare).
+func globAndBelow(magic, p string) []string {
+	if !strings.ContainsAny(p, "*?[\\") {
+		return []string{magic + p}
+	}
+	return []string{magic + p, magic + p + "/**"}
 }
 
 // sandboxPathspecs limit the sandbox's snapshot to what is synced (a
@@ -120,7 +162,7 @@ func excludedPathspecs(exclude []string) []string {
 func sandboxPathspecs(exclude []string) []string {
 	ps := []string{"--", ".", ":(exclude)" + sandbox.RuntimeDir}
 	for _, p := range exclude {
-		ps = append(ps, ":(exclude,glob)"+p, ":(exclude,glob)"+p+"/**")
+		ps = append(ps, globAndBelow(":(exclude,glob)", p)...)
 	}
 	return ps
 }
@@ -237,7 +279,7 @@ func (r *Round) prepareGit(ctx context.Context, gitDir string) (err error) {
 	if err != nil {
 		return err
 	}
-	if err := g.Run(ctx, gitexec.Cmd{Args: append(append(ex, "add", "-A", "--ignore-errors"), pathspecs(r.spec.Exclude)...), Env: ienv}); err != nil {
+	if err := g.Run(ctx, gitexec.Cmd{Args: append(append(ex, "add", "-A", "--ignore-errors"), pathspecs(notThroughLinks(r.spec.Local, r.spec.Exclude))...), Env: ienv}); err != nil {
 		return r.snapshotFailed("snapshotting the work tree", err)
 	}
 	wtTree, err := line("recording the work tree", "write-tree")
@@ -419,9 +461,27 @@ func (c *countWriter) Write(p []byte) (int, error) { c.n += int64(len(p)); retur
 // (shell.GitRestoreScript), limited to what the round syncs. tok names
 // this run's scratch files and ref in the sandbox, so that it never meets
 // those of an earlier run still going there (its host was cut off, the
-// command was not).
-func (r *Round) restoreScript(tok string) string {
-	return shell.GitRestoreScript(r.spec.Remote, r.rec.ID, tok, r.rec.Index, !r.baseMoved(), sandboxPathspecs(r.rec.Exclude))
+// command was not). have are commits the local repository holds (see
+// haveCommits).
+func (r *Round) restoreScript(tok string, have []string) string {
+	return shell.GitRestoreScript(r.spec.Remote, r.rec.ID, tok, r.rec.Index, !r.baseMoved(), sandboxPathspecs(r.rec.Exclude), have)
+}
+
+// haveCommits lists the local HEAD and the commits before it, newest
+// first, up to 32: the sandbox leaves those it holds out of its bundle
+// with all they reach. An earlier Restore of the round brought the
+// sandbox's commits into this history (HEAD, or a parent of the merge
+// commit), so a later one sends only what came since; before, every
+// Restore carried all the round's commits again (an outside tester's
+// repository grew by a full copy of them at each Restore, and a restore
+// retried after a full disk needed twice the room). An unborn HEAD has
+// none; a failure lists none (the bundle is then whole, as before).
+func (r *Round) haveCommits(ctx context.Context) []string {
+	out, err := r.git.Output(ctx, "rev-list", "--max-count=32", "HEAD", "--")
+	if err != nil {
+		return nil
+	}
+	return strings.Fields(string(out))
 }
 
 // isOutRef reports whether ref is the one a restore run (tok) bundles the
@@ -512,7 +572,7 @@ func cutErr(rerr, ferr error) error {
 func (r *Round) hashKind(ctx context.Context) (hashKind, error) {
 	f, err := r.git.Line(ctx, "rev-parse", "--show-object-format")
 	if err != nil {
-		return 0, err
+		return 0, fmt.Errorf("workspace: reading the object format of %s: %w", r.spec.Local, err)
 	}
 	if f == "sha256" {
 		return hashGitSHA256, nil
@@ -526,12 +586,15 @@ func (r *Round) restoreGit(ctx context.Context) (*Result, error) {
 	if err := os.MkdirAll(r.state, 0o700); err != nil {
 		return nil, &fs.PathError{Op: "workspace.Restore", Path: r.state, Err: err}
 	}
+	if err := r.checkInProgress(ctx); err != nil {
+		return nil, err
+	}
 	r.sweepLeftovers(ctx, true) // Restore holds the restore lock
 	tok := strings.ToLower(rand.Text()[:12])
 	bundle := filepath.Join(r.state, "restore-"+owner.Tag()+"-"+id+"-"+tok+".bundle")
 	defer os.Remove(bundle)
 	var h header
-	err := r.restoreStream(ctx, "reading the sandbox work tree "+r.spec.Remote, r.restoreScript(tok), r.guestEnv(), func(br *bufio.Reader) error {
+	err := r.restoreStream(ctx, "reading the sandbox work tree "+r.spec.Remote, r.restoreScript(tok, r.haveCommits(ctx)), r.guestEnv(), func(br *bufio.Reader) error {
 		var err error
 		if h, err = readHeader(br, true); err != nil {
 			return err
@@ -608,12 +671,16 @@ func (r *Round) install(ctx context.Context, snap *fetched, h header, hk hashKin
 	if err != nil {
 		return err
 	}
-	files, err := r.applyGitFiles(ctx, snap.git, hk, snap.tree, h.Special, res)
+	var fm *mergeFollow
+	if plan.how == diverged && snap.head != "" {
+		fm = &mergeFollow{cur: plan.cur, remote: snap.head, merged: plan.tree}
+	}
+	files, err := r.applyGitFiles(ctx, snap.git, hk, snap.tree, h.Special, fm, res)
 	if err == nil {
 		err = r.finishIndex(ctx)
 	}
 	if err == nil {
-		err = r.applyStaged(ctx, snap.git, hk, staged, moved, res)
+		err = r.applyStaged(ctx, snap.git, hk, staged, moved, fm, res)
 	}
 	if err == nil {
 		err = r.integrate(ctx, snap.head, plan, res)
@@ -772,10 +839,10 @@ func parseDiffTree(out []byte) ([]change, error) {
 // move, and a later Restore finishes the work. It returns the paths where
 // the local work tree holds the sandbox's entry (rebase.go), as far as it
 // got when it fails.
-func (r *Round) applyGitFiles(ctx context.Context, g *gitexec.Git, hk hashKind, newTree string, special map[string]byte, res *Result) (moved []baseEntry, err error) {
+func (r *Round) applyGitFiles(ctx context.Context, g *gitexec.Git, hk hashKind, newTree string, special map[string]byte, fm *mergeFollow, res *Result) (moved []baseEntry, err error) {
 	out, err := g.Output(ctx, "diff-tree", "-r", "-z", "--no-renames", r.baseTree(), newTree)
 	if err != nil {
-		return moved, fmt.Errorf("workspace: comparing the sandbox's work tree with the baseline (a gc may have pruned the baseline %s): %w", r.baseTree(), err)
+		return moved, fmt.Errorf("workspace: comparing the sandbox's work tree with the round's baseline %s failed (%w); if the baseline's objects were pruned (git gc --prune=now, git repack -a -d), this round cannot be restored: the agent's work is still in the sandbox at %s, and a new Prepare clears it, so copy what you need from there first", r.baseTree(), err, r.spec.Remote)
 	}
 	changes, err := parseDiffTree(out)
 	if err != nil {
@@ -795,9 +862,10 @@ func (r *Round) applyGitFiles(ctx context.Context, g *gitexec.Git, hk hashKind, 
 	refuse := func(p, why string) { r.refuse(res, p, why) }
 	type plan struct {
 		base, rem state
-		id, mode  string // the sandbox's blob and git mode
-		blocker   string // a local non-directory above the path, which must go first
-		typeDir   bool   // replaces a local directory
+		id, mode  string     // the sandbox's blob and git mode
+		blocker   string     // a local non-directory above the path, which must go first
+		typeDir   bool       // replaces a local directory
+		held      *baseEntry // the sandbox's entry, where the merge's is written (followMerge)
 	}
 	plans := map[string]*plan{}
 	var order []string
@@ -844,7 +912,9 @@ func (r *Round) applyGitFiles(ctx context.Context, g *gitexec.Git, hk hashKind, 
 	}
 	holds := func(p string) {
 		e := baseEntry{path: p}
-		if pl := plans[p]; pl.rem.kind != 0 {
+		if pl := plans[p]; pl.held != nil {
+			e = *pl.held
+		} else if pl.rem.kind != 0 {
 			e.mode, e.id = pl.mode, pl.id
 		}
 		moved = append(moved, e)
@@ -859,6 +929,16 @@ func (r *Round) applyGitFiles(ctx context.Context, g *gitexec.Git, hk hashKind, 
 	sparse, err := r.skipWorktree(ctx, order, func(p string) bool {
 		return locs[p].kind == 0 && plans[p].base.kind != 0 && !locs[p].eq(plans[p].rem)
 	})
+	if err != nil {
+		return moved, err
+	}
+	var both []string // regular files both sides changed
+	for _, p := range order {
+		if pl, loc := plans[p], locs[p]; loc.kind == 'f' && pl.rem.kind == 'f' && !loc.eq(pl.rem) && !loc.eq(pl.base) && !sparse[p] {
+			both = append(both, p)
+		}
+	}
+	follow, err := r.followMerge(ctx, fm, both, func(p string) baseEntry { return baseEntry{path: p, mode: plans[p].mode, id: plans[p].id} })
 	if err != nil {
 		return moved, err
 	}
@@ -889,6 +969,15 @@ func (r *Round) applyGitFiles(ctx context.Context, g *gitexec.Git, hk hashKind, 
 			} else {
 				kept[p] = true
 			}
+		case follow[p].id != "":
+			// Both sides only committed: the merge's file (followMerge),
+			// with the sandbox's as the baseline.
+			m := follow[p]
+			pl.held = &baseEntry{path: p, mode: pl.mode, id: pl.id}
+			k, perm, _ := gitMode(m.mode)
+			pl.rem, pl.id, pl.mode = state{kind: k, perm: perm, id: m.id}, m.id, m.mode
+			pl.blocker = blocker
+			arrive[p] = pl
 		case !loc.eq(pl.base):
 			kept[p] = true
 		case pl.rem.kind == 0:

@@ -21,6 +21,16 @@ func TestReserved(t *testing.T) {
 		".airlock":                true,
 		".AIRLOCK./x":             true,
 		".air\u200dlock/skills":   true,
+		`.git\config`:             true, // NTFS reads a backslash as a separator
+		`x\.git\config`:           true,
+		`GIT~1\config`:            true,
+		`.git.\config`:            true,
+		".git \\hooks\\x":         true,
+		`.airlock\x`:              true,
+		"AIRLOC~1":                true, // the runtime directory's 8.3 short name
+		`airloc~1\skills`:         true,
+		`a\b`:                     false, // a backslash alone is a name's byte on Linux
+		`.gitx\config`:            false,
 		"a/.airlock":              false, // the runtime directory is the top one only
 		".gitignore":              false,
 		".github/workflows":       false,

@@ -115,6 +115,7 @@ func (r *Round) restorePlain(ctx context.Context) (out *Result, err error) {
 			}
 		}
 	}()
+	umask := tree.Umask()
 	base := map[string]state{}
 	baseDirPerm := map[string]fs.FileMode{}
 	for _, e := range r.base.Entries {
@@ -348,6 +349,7 @@ func (r *Round) restorePlain(ctx context.Context) (out *Result, err error) {
 				}
 				return nil
 			}
+			e.Mode = withheld(e.Mode, umask, base[p], baseDirPerm[p])
 			switch {
 			case e.Mode.IsDir():
 				sent[p] = 'd'
@@ -664,6 +666,24 @@ func (r *Round) restorePlain(ctx context.Context) (out *Result, err error) {
 	}
 	r.o.report(sandbox.Progress{Asset: "restore", Files: written, TotalFiles: written})
 	return res, nil
+}
+
+// withheld is the mode m of a sandbox entry as a plain round writes and
+// compares it: less the permission bits the host's umask withholds, unless
+// the user's entry at Prepare (the baseline b, or a directory's bits
+// dirPerm) had them. A hostile sandbox's chmod 0777 must not make the
+// user's files writable by every local user (an outside tester's
+// finding); bits the user's own file had (a group-writable 0664) come back
+// as they went. Links keep theirs (their bits mean nothing).
+func withheld(m, umask fs.FileMode, b state, dirPerm fs.FileMode) fs.FileMode {
+	if m&fs.ModeSymlink != 0 {
+		return m
+	}
+	had := dirPerm
+	if b.kind == 'f' {
+		had = b.perm
+	}
+	return m &^ (umask &^ had)
 }
 
 // spoolBody spools the body of the sandbox's file p (l.spool): a body

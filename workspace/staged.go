@@ -125,7 +125,7 @@ func (r *Round) baseGitlinks(ctx context.Context, entries []shell.StagedEntry) (
 // sandbox's. An entry the local index leaves no room for (a local file
 // where it needs a directory, or the reverse) is refused. The objects move
 // into the repository first.
-func (r *Round) applyStaged(ctx context.Context, g *gitexec.Git, hk hashKind, staged []shell.StagedEntry, moved map[string]change, res *Result) error {
+func (r *Round) applyStaged(ctx context.Context, g *gitexec.Git, hk hashKind, staged []shell.StagedEntry, moved map[string]change, fm *mergeFollow, res *Result) error {
 	if len(staged) == 0 {
 		return nil
 	}
@@ -165,7 +165,7 @@ func (r *Round) applyStaged(ctx context.Context, g *gitexec.Git, hk hashKind, st
 	if err := r.adoptBlobs(ctx, g, want); err != nil {
 		return err
 	}
-	return r.withIndex(ctx, func(env []string) (bool, error) { return r.stageInto(ctx, env, want, moved, res) })
+	return r.withIndex(ctx, func(env []string) (bool, error) { return r.stageInto(ctx, env, want, moved, fm, res) })
 }
 
 // refusedAt reports whether p or a directory above it is refused.
@@ -181,14 +181,14 @@ func refusedAt(refused map[string]bool, p string) bool {
 // stageInto applies want to the index env names (GIT_INDEX_FILE), by the
 // 3-way rule against the baseline index (moved: where it is not the
 // prepare-time index, movedIndex); it reports whether it changed anything.
-func (r *Round) stageInto(ctx context.Context, env []string, want []shell.StagedEntry, moved map[string]change, res *Result) (bool, error) {
+func (r *Round) stageInto(ctx context.Context, env []string, want []shell.StagedEntry, moved map[string]change, fm *mergeFollow, res *Result) (bool, error) {
 	g := r.git
 	local, err := r.indexChanges(ctx, env)
 	if err != nil {
 		return false, err
 	}
 	var intent map[string]bool // the local intent-to-add entries, read when needed
-	var apply []shell.StagedEntry
+	var apply, differ []shell.StagedEntry
 	for _, e := range want {
 		c, changed := local[e.Path]
 		if !changed {
@@ -201,8 +201,15 @@ func (r *Round) stageInto(ctx context.Context, env []string, want []shell.Staged
 			intent = r.localIntents(ctx, env)
 		}
 		if !sameEntry(c, intent[e.Path], e) {
-			res.Kept = append(res.Kept, e.Path)
+			differ = append(differ, e)
 		}
+	}
+	differ, err = r.committedBoth(ctx, fm, differ, local)
+	if err != nil {
+		return false, err
+	}
+	for _, e := range differ {
+		res.Kept = append(res.Kept, e.Path)
 	}
 	if len(apply) == 0 {
 		return false, nil

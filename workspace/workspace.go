@@ -32,7 +32,9 @@ type Spec struct {
 	// them ("**/*.env" at every depth, "*.env" at the top only, "a/**" all
 	// below a); a pattern equal to a path matches it. A pattern that is
 	// not a clean relative path ("./x", "dir/"), holds ** inside a
-	// component or is not a well-formed glob is refused (ErrSpec).
+	// component or is not a well-formed glob is refused (ErrSpec). A
+	// pattern may name a symbolic link (the link is left out); nothing
+	// below a link travels anyway, so a pattern below one matches nothing.
 	Exclude []string
 }
 
@@ -65,7 +67,9 @@ type Result struct {
 	// Runtime lists the entries at the top of the sandbox's
 	// sandbox.RuntimeDir (".airlock/skills" for skills staged there, and
 	// the stage's files beside it, ".airlock/.airlock-manifest-skills.json"
-	// and ".airlock/.airlock-stamps-skills"; not a plain round's own mark),
+	// and ".airlock/.airlock-stamps-skills"; not a plain round's own mark
+	// nor the work tree's lock, ".airlock/.workspace-prepare" and its
+	// ".pid"),
 	// relative slash paths, sorted. They never come back, by design: they
 	// are the host's own staged assets and state, not the agent's work, so
 	// they are neither in Refused nor in Reasons. A git round's runtime
@@ -411,17 +415,22 @@ func reserved(rel string) bool { return whyReserved(rel) != "" }
 
 // whyReserved says why the sandbox may not write rel, which of the two
 // reserved places it is under, or "" when it is under neither.
+// A backslash separates components too, as NTFS reads one.
 func whyReserved(rel string) string {
-	if first, _, _ := strings.Cut(rel, "/"); foldName(first) == sandbox.RuntimeDir {
+	cs := strings.FieldsFunc(rel, func(r rune) bool { return r == '/' || r == '\\' })
+	if len(cs) > 0 && (foldName(cs[0]) == sandbox.RuntimeDir || foldName(cs[0]) == runtimeShortName) {
 		return "under the runtime directory " + sandbox.RuntimeDir + " (in a spelling some file system reads as it), whose entries never come back: the host's staged assets, not the agent's work"
 	}
-	for _, c := range strings.Split(rel, "/") {
+	for _, c := range cs {
 		if isDotGit(c) {
 			return "a .git component (in a spelling some file system reads as .git): git's own files are never written from the sandbox"
 		}
 	}
 	return ""
 }
+
+// runtimeShortName is the 8.3 short name NTFS gives sandbox.RuntimeDir.
+const runtimeShortName = "airloc~1"
 
 // isDotGit reports a path component that some file system reads as .git:
 // in any case, with code points HFS+ ignores, with trailing dots or spaces

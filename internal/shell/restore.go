@@ -272,7 +272,12 @@ var restoreLockFmt = strings.ReplaceAll(RestoreLock, "%", "%%")
 // each submodule (gitlink) of the snapshot whose directory holds entries (an m
 // record): git add -A never looks inside one (a name holding a newline is
 // not found there, and not named).
-func GitRestoreScript(remote, id, tok, index string, noChange bool, pathspecs []string) string {
+//
+// have names commits the host holds (hex ids): those the sandbox's
+// repository holds too are left out of the bundle with all they reach
+// (the commits an earlier Restore of the round brought, which every
+// later bundle would carry again otherwise).
+func GitRestoreScript(remote, id, tok, index string, noChange bool, pathspecs, have []string) string {
 	specs := make([]string, len(pathspecs))
 	for i, p := range pathspecs {
 		specs[i] = Quote(p)
@@ -350,10 +355,26 @@ if [ -n "$nc" ] && [ "$h" = "$bh" ] && [ "$wt" = "$(g rev-parse "$bs^{tree}")" ]
 s=$(g commit-tree "$wt" ${h:+-p "$h"} ${ic:+-p "$ic"} -m "airlock: sandbox work tree of round $id") || exit 15
 g update-ref "$out" "$s" || exit 16
 printf 'bundle %%s %%s%%s\n' "${h:--}" "$s" "${ic:+ $ic}"
-g bundle create - "$out" --not "$bs" ${bh:+"$bh"} 2>/dev/null; x=$?
+hv=; [ -z %[10]s ] || hv=$(printf '%%s\n' %[10]s | g cat-file --batch-check='%%(objectname) %%(objecttype)' 2>/dev/null | sed -n 's/ commit$//p' | tr '\n' ' ')
+g bundle create - "$out" --not "$bs" ${bh:+"$bh"} $hv 2>/dev/null; x=$?
 dr
 exit $x
-`, Quote(remote), Quote(id), Quote(index), strings.Join(specs, " "), FindReport, RestoreMagic, nc, fileModeProbe, Quote(tok))
+`, Quote(remote), Quote(id), Quote(index), strings.Join(specs, " "), FindReport, RestoreMagic, nc, fileModeProbe, Quote(tok), haveList(have))
+}
+
+// haveList is the have commits of GitRestoreScript as sh words: the hex
+// ids among them, space-separated, or an empty sh word when none is.
+func haveList(have []string) string {
+	var ok []string
+	for _, h := range have {
+		if len(h) >= 40 && strings.Trim(h, "0123456789abcdef") == "" {
+			ok = append(ok, h)
+		}
+	}
+	if len(ok) == 0 {
+		return "''"
+	}
+	return strings.Join(ok, " ")
 }
 
 // PlainRestoreScript returns the script that streams a plain sandbox

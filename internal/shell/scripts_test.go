@@ -32,7 +32,7 @@ func scriptSamples() map[string]string {
 		out["ModesScript/"+v.name] = string(ModesScript("new/tree/", []Entry{{Path: w, Mode: fs.ModeDir | 0o555}, {Path: w + "/a", Mode: fs.ModeDir | 0o700}}))
 		out["PlainRestoreScript/"+v.name] = PlainRestoreScript(w, "abc123", "tok"+hostileWord, false)
 		out["PlainRestoreScript/"+v.name+"/marked"] = PlainRestoreScript(w, w, "tok", true)
-		out["GitRestoreScript/"+v.name] = GitRestoreScript(w, "abc123", "tok"+hostileWord, oid, true, []string{":(exclude,glob)" + hostileWord, "."})
+		out["GitRestoreScript/"+v.name] = GitRestoreScript(w, "abc123", "tok"+hostileWord, oid, true, []string{":(exclude,glob)" + hostileWord, "."}, []string{strings.Repeat("ab", 20)})
 		for _, bundle := range []bool{false, true} {
 			name := "GitPrepareScript/" + v.name
 			if bundle {

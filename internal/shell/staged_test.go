@@ -257,7 +257,7 @@ func TestGitRestoreScriptStaged(t *testing.T) {
 			put(RuntimeDir+"/skill", "staged by force\n")
 			git("add", "-f", RuntimeDir+"/skill")
 
-			script := GitRestoreScript(dir, id, "t0k", idx, true, []string{"--", ".", ":(exclude)" + RuntimeDir})
+			script := GitRestoreScript(dir, id, "t0k", idx, true, []string{"--", ".", ":(exclude)" + RuntimeDir}, nil)
 			cmd := exec.Command(sh.argv[0], append(sh.argv[1:], "-c", script)...)
 			cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@t", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@t")
 			var stderr bytes.Buffer
@@ -394,7 +394,7 @@ func TestGitRestoreScriptUnreadableIndexTree(t *testing.T) {
 				t.Fatal("git reads back the tree of an index with an absolute path: the test no longer plays the case")
 			}
 
-			script := GitRestoreScript(dir, id, "t0k", idx, true, []string{"--", ".", ":(exclude)" + RuntimeDir})
+			script := GitRestoreScript(dir, id, "t0k", idx, true, []string{"--", ".", ":(exclude)" + RuntimeDir}, nil)
 			cmd := exec.Command(sh.argv[0], append(sh.argv[1:], "-c", script)...)
 			cmd.Env = env
 			var stderr bytes.Buffer

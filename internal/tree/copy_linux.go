@@ -16,6 +16,29 @@ import (
 // replaces the umask for what is created below it. A directory the copy
 // creates inherits dir's default ACL, so one check covers the copy.
 func creationMask(dir int) (fs.FileMode, bool) {
+	mask, ok := readUmask()
+	if !ok {
+		return 0, false
+	}
+	_, err := unix.Fgetxattr(dir, "system.posix_acl_default", nil)
+	switch err {
+	case unix.ENODATA, unix.ENOTSUP:
+		return mask, true
+	}
+	return 0, false // a default ACL (the size came back), or unknown
+}
+
+// Umask returns the process's umask, read from /proc/self/status (umask(2)
+// would change it for the whole process while it reads it); 022, the
+// common one, where that cannot be read.
+func Umask() fs.FileMode {
+	if mask, ok := readUmask(); ok {
+		return mask
+	}
+	return 0o022
+}
+
+func readUmask() (fs.FileMode, bool) {
 	b, err := os.ReadFile("/proc/self/status")
 	if err != nil {
 		return 0, false
@@ -29,10 +52,5 @@ func creationMask(dir int) (fs.FileMode, bool) {
 	if err != nil {
 		return 0, false
 	}
-	_, err = unix.Fgetxattr(dir, "system.posix_acl_default", nil)
-	switch err {
-	case unix.ENODATA, unix.ENOTSUP:
-		return fs.FileMode(mask) & fs.ModePerm, true
-	}
-	return 0, false // a default ACL (the size came back), or unknown
+	return fs.FileMode(mask) & fs.ModePerm, true
 }

@@ -1,0 +1,112 @@
+package workspace
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/airlockdev/airlock/internal/gitexec"
+	"github.com/airlockdev/airlock/internal/shell"
+)
+
+// mergeFollow names, for a Restore whose sandbox HEAD diverged from the
+// local one, the local HEAD before the Restore, the sandbox's HEAD and
+// the tree of their merge (which integrate commits).
+type mergeFollow struct{ cur, remote, merged string }
+
+// followMerge picks, of the regular files the local work tree holds
+// otherwise than the baseline and the sandbox changed (paths), those where
+// both sides only committed: the local file is the local HEAD's and the
+// sandbox's file is the sandbox HEAD's. The user's change is then in the
+// merge the Restore commits, and the work tree takes the merge's file,
+// as git merge writes it; kept instead, the user's committed version
+// would sit in the work tree against the merge commit as an edit that
+// undoes the agent's change, which the user's next git commit -a commits
+// (an outside tester's finding). It returns each picked path's merge
+// entry; an uncommitted edit on either side keeps the local file (Kept),
+// as before.
+func (r *Round) followMerge(ctx context.Context, fm *mergeFollow, paths []string, rem func(string) baseEntry) (map[string]baseEntry, error) {
+	if fm == nil || len(paths) == 0 {
+		return nil, nil
+	}
+	trees := make([]map[string]baseEntry, 3)
+	for i, t := range []string{fm.cur, fm.remote, fm.merged} {
+		m, err := r.treeEntries(ctx, t, paths)
+		if err != nil {
+			return nil, err
+		}
+		trees[i] = m
+	}
+	cur, remote, merged := trees[0], trees[1], trees[2]
+	var ask []string
+	for _, p := range paths {
+		c, s, m := cur[p], remote[p], merged[p]
+		if isFile(c.mode) && isFile(m.mode) && s == rem(p) {
+			ask = append(ask, p)
+		}
+	}
+	ids := cleanIDs(ctx, r.git, ask, r.o.log)
+	follow := map[string]baseEntry{}
+	for _, p := range ask {
+		if id, ok := ids[p]; ok && id == cur[p].id {
+			follow[p] = merged[p]
+		}
+	}
+	return follow, nil
+}
+
+func isFile(mode string) bool { return mode == "100644" || mode == "100755" }
+
+// treeEntries lists the entries of tree t at paths (literal), by path.
+func (r *Round) treeEntries(ctx context.Context, t string, paths []string) (map[string]baseEntry, error) {
+	out := map[string]baseEntry{}
+	err := inChunks(paths, func(paths []string) error {
+		var b bytes.Buffer
+		args := append([]string{"ls-tree", "-r", "-z", "--full-tree", t, "--"}, paths...)
+		if err := r.git.Run(ctx, gitexec.Cmd{Args: args, Env: []string{"GIT_LITERAL_PATHSPECS=1"}, Stdout: &b}); err != nil {
+			return fmt.Errorf("workspace: listing %s in %s: %w", t, r.spec.Local, err)
+		}
+		for _, rec := range strings.Split(b.String(), "\x00") {
+			meta, p, ok := strings.Cut(rec, "\t")
+			f := strings.Fields(meta)
+			if !ok || len(f) != 3 {
+				continue
+			}
+			out[p] = baseEntry{path: p, mode: f[0], id: f[2]}
+		}
+		return nil
+	})
+	return out, err
+}
+
+// committedBoth is differ (the sandbox's staged entries whose local index
+// entry the user changed, local) less those both sides only committed:
+// the local index entry is the local HEAD's and the sandbox's is the
+// sandbox HEAD's. The Restore's commit moves such an entry to the merge's
+// (updateIndex), so it is no local change to keep (followMerge).
+func (r *Round) committedBoth(ctx context.Context, fm *mergeFollow, differ []shell.StagedEntry, local map[string]change) ([]shell.StagedEntry, error) {
+	if fm == nil || len(differ) == 0 {
+		return differ, nil
+	}
+	paths := make([]string, len(differ))
+	for i, e := range differ {
+		paths[i] = e.Path
+	}
+	cur, err := r.treeEntries(ctx, fm.cur, paths)
+	if err != nil {
+		return nil, err
+	}
+	remote, err := r.treeEntries(ctx, fm.remote, paths)
+	if err != nil {
+		return nil, err
+	}
+	var keep []shell.StagedEntry
+	for _, e := range differ {
+		c, l, s := cur[e.Path], local[e.Path], remote[e.Path]
+		if e.IntentToAdd || c.id == "" || s.id == "" || l.newMode != c.mode || l.newID != c.id || e.Mode != s.mode || e.ID != s.id {
+			keep = append(keep, e)
+		}
+	}
+	return keep, nil
+}

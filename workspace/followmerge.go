@@ -17,8 +17,8 @@ type mergeFollow struct{ cur, remote, merged string }
 
 // followMerge picks, of the regular files the local work tree holds
 // otherwise than the baseline and the sandbox changed (paths), those where
-// both sides only committed: the local file is the local HEAD's and the
-// sandbox's file is the sandbox HEAD's. The user's change is then in the
+// both sides only committed: the local file is the local HEAD's (bytes
+// and executable bit, loc) and the sandbox's file is the sandbox HEAD's. The user's change is then in the
 // merge the Restore commits, and the work tree takes the merge's file,
 // as git merge writes it; kept instead, the user's committed version
 // would sit in the work tree against the merge commit as an edit that
@@ -26,7 +26,7 @@ type mergeFollow struct{ cur, remote, merged string }
 // (an outside tester's finding). It returns each picked path's merge
 // entry; an uncommitted edit on either side keeps the local file (Kept),
 // as before.
-func (r *Round) followMerge(ctx context.Context, fm *mergeFollow, paths []string, rem func(string) baseEntry) (map[string]baseEntry, error) {
+func (r *Round) followMerge(ctx context.Context, fm *mergeFollow, paths []string, rem func(string) baseEntry, loc func(string) state) (map[string]baseEntry, error) {
 	if fm == nil || len(paths) == 0 {
 		return nil, nil
 	}
@@ -42,7 +42,8 @@ func (r *Round) followMerge(ctx context.Context, fm *mergeFollow, paths []string
 	var ask []string
 	for _, p := range paths {
 		c, s, m := cur[p], remote[p], merged[p]
-		if isFile(c.mode) && isFile(m.mode) && s == rem(p) {
+		_, perm, _ := gitMode(c.mode)
+		if isFile(c.mode) && isFile(m.mode) && s == rem(p) && loc(p).perm == perm {
 			ask = append(ask, p)
 		}
 	}

@@ -1,6 +1,8 @@
 package workspace_test
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -67,4 +69,28 @@ func TestRestoreWorkTreeFollowsMerge(t *testing.T) {
 			assert.Equal(t, c.wantF, read(t, e.local, "f"))
 		})
 	}
+}
+
+// TestRestoreFollowsMergeKeepsUncommittedChmod: the user's only
+// uncommitted change of a file both sides committed is its executable bit;
+// that is a local edit, and the file is Kept with it.
+func TestRestoreFollowsMergeKeepsUncommittedChmod(t *testing.T) {
+	lines := "1\n2\n3\n4\n5\n"
+	e := newEnv(t, runners[0].new)
+	initRepo(t, e.local, map[string]string{"f": lines})
+	round, err := workspace.Prepare(ctx(t), e.spec)
+	require.NoError(t, err)
+	write(t, e.local, "f", strings.Replace(lines, "5", "U", 1))
+	git(t, e.local, "commit", "-qam", "user")
+	require.NoError(t, os.Chmod(filepath.Join(e.local, "f"), 0o755))
+	write(t, e.remote, "f", strings.Replace(lines, "1", "A", 1))
+	git(t, e.remote, "commit", "-qam", "agent")
+
+	res, err := round.Restore(ctx(t))
+	require.NoError(t, err)
+	assert.Equal(t, []string{"f"}, res.Kept)
+	fi, err := os.Stat(filepath.Join(e.local, "f"))
+	require.NoError(t, err)
+	assert.NotZero(t, fi.Mode().Perm()&0o100, "the user's chmod stays")
+	assert.Equal(t, strings.Replace(lines, "5", "U", 1), read(t, e.local, "f"))
 }

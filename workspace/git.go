@@ -569,6 +569,12 @@ func cutErr(rerr, ferr error) error {
 	}
 }
 
+// refHEAD is the Refused entry of a sandbox HEAD that names no commit
+// (whyNoHead).
+const refHEAD = "ref HEAD"
+
+const whyNoHead = "the sandbox's HEAD names no commit (a ref the agent broke or removed, or an orphan branch): its commits, if any, did not come back; its work tree did, as edits on the local HEAD"
+
 func (r *Round) hashKind(ctx context.Context) (hashKind, error) {
 	f, err := r.git.Line(ctx, "rev-parse", "--show-object-format")
 	if err != nil {
@@ -647,6 +653,12 @@ func (r *Round) restoreGit(ctx context.Context) (*Result, error) {
 		return nil, err
 	}
 	defer snap.cleanup()
+	if h.Head == "" && r.rec.Head != "" {
+		// The round began on a commit and the sandbox's HEAD now names
+		// none (a ref the agent broke, an orphan branch): its work tree
+		// arrives, as edits on the local HEAD; no commit of it can.
+		r.refuse(res, refHEAD, whyNoHead)
+	}
 	if err := r.install(ctx, snap, h, hk, res); err != nil {
 		return nil, err
 	}
@@ -938,7 +950,8 @@ func (r *Round) applyGitFiles(ctx context.Context, g *gitexec.Git, hk hashKind, 
 			both = append(both, p)
 		}
 	}
-	follow, err := r.followMerge(ctx, fm, both, func(p string) baseEntry { return baseEntry{path: p, mode: plans[p].mode, id: plans[p].id} })
+	follow, err := r.followMerge(ctx, fm, both, func(p string) baseEntry { return baseEntry{path: p, mode: plans[p].mode, id: plans[p].id} },
+		func(p string) state { return locs[p] })
 	if err != nil {
 		return moved, err
 	}

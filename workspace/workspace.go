@@ -61,7 +61,9 @@ type Result struct {
 	// without those bits, so also in Updated when they changed). Refused
 	// also names, as the sandbox wrote them, the refs of a bundle that
 	// were not asked for and the refused paths (or "commit <id>") of
-	// sandbox commits that were not integrated. An adapter may alert on
+	// sandbox commits that were not integrated, and "ref HEAD" when the
+	// sandbox's HEAD names no commit in a round prepared on one (the
+	// work tree arrived; no commit could). An adapter may alert on
 	// Refused: nothing a well-behaved run leaves there.
 	Updated, Deleted, Kept, Refused []string
 	// Runtime lists the entries at the top of the sandbox's

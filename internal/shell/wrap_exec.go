@@ -139,14 +139,14 @@ trap 'kill -KILL $__airlock_k 2>/dev/null; exit 0' TERM HUP INT
 printf '%s start %s %s\n' "$__airlock_t" "$__airlock_p" "$__airlock_g" >&2
 __airlock_w=
 if [ -n "$__airlock_d" ]; then
-( trap 'kill "$__airlock_z" 2>/dev/null; wait "$__airlock_z"; exit 0' TERM
+( trap 'kill "$__airlock_z" 2>/dev/null; exit 0' TERM
 sleep "$__airlock_d" & __airlock_z=$!
 wait "$__airlock_z" && kill -KILL $__airlock_k ) </dev/null >/dev/null 2>&1 &
 __airlock_w=$!
 fi
 wait "$__airlock_p"
 __airlock_s=$?
-[ -z "$__airlock_w" ] || { kill "$__airlock_w" 2>/dev/null; wait "$__airlock_w"; }
+[ -z "$__airlock_w" ] || kill "$__airlock_w" 2>/dev/null
 rm -f "$__airlock_f"
 __airlock_x=
 if [ "$__airlock_s" -gt 128 ] && [ "$__airlock_s" -lt 193 ]; then __airlock_x=$(kill -l "$__airlock_s" 2>/dev/null); fi

@@ -479,10 +479,11 @@ func TestA37GitIndexLockedIntentToAdd(t *testing.T) {
 }
 
 // TestA37GitUserUnmergedBetweenRestores: the user's local merge leaves b
-// unmerged between restores. The agent's changes of a (work tree, then
-// staged) arrive; its change of b is Kept (file and index), the unmerged
-// entries stay; once the user resolves and commits, the agent's next
-// change of a still arrives and b stays the user's.
+// unmerged between restores. A Restore then changes nothing and says to
+// end the merge (a Restore into it would stage the agent's entries, which
+// the user's git merge --abort resets away); once the user resolves and
+// commits, the agent's changes of a (work tree, then staged) arrive and b
+// stays the user's.
 func TestA37GitUserUnmergedBetweenRestores(t *testing.T) {
 	e := newEnv(t, localRunner)
 	L, R := e.local, e.remote
@@ -509,30 +510,22 @@ func TestA37GitUserUnmergedBetweenRestores(t *testing.T) {
 	write(t, R, "a", "y\n")
 	write(t, R, "b", "agent\n")
 	git(t, R, "add", "b")
+	_, err = r.Restore(ctx(t))
+	require.ErrorIs(t, err, workspace.ErrRepo)
+	assert.Contains(t, err.Error(), "a merge is in progress in "+L)
+	assert.Equal(t, unmerged, git(t, L, "ls-files", "-u"), "the unmerged entries stay")
+	assert.Equal(t, conflicted, read(t, L, "b"))
+	assert.Equal(t, "x\n", read(t, L, "a"), "nothing changed")
+	write(t, L, "b", "resolved\n")
+	git(t, L, "add", "b")
+	git(t, L, "commit", "-q", "--no-edit")
+	git(t, R, "add", "a")
 	res, err := r.Restore(ctx(t))
 	require.NoError(t, err)
 	assert.Equal(t, []string{"a"}, res.Updated)
 	assert.Equal(t, []string{"b"}, res.Kept)
-	assert.Equal(t, unmerged, git(t, L, "ls-files", "-u"), "the unmerged entries stay")
-	assert.Equal(t, conflicted, read(t, L, "b"))
-	assert.Equal(t, "y\n", read(t, L, "a"))
-	git(t, R, "add", "a")
-	res, err = r.Restore(ctx(t))
-	require.NoError(t, err)
-	assert.Empty(t, res.Updated)
-	assert.Equal(t, []string{"b"}, res.Kept)
-	assert.Contains(t, git(t, L, "ls-files", "-s", "a"), strings.TrimSpace(git(t, L, "hash-object", "a")), "the agent's staged a arrived")
-	assert.Equal(t, unmerged, git(t, L, "ls-files", "-u"))
-	write(t, L, "b", "resolved\n")
-	git(t, L, "add", "b")
-	git(t, L, "commit", "-q", "--no-edit")
-	write(t, R, "a", "z\n")
-	git(t, R, "add", "a")
-	res, err = r.Restore(ctx(t))
-	require.NoError(t, err)
-	assert.Equal(t, []string{"a"}, res.Updated)
-	assert.Equal(t, []string{"b"}, res.Kept)
 	assert.Equal(t, "resolved\n", read(t, L, "b"))
+	assert.Equal(t, "y\n", read(t, L, "a"))
 	assert.Equal(t, "M  a\n", a36Status(t, L))
 }
 

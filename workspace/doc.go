@@ -246,8 +246,13 @@
 // is in HEAD), but a later `git commit -a` would revert it: review Kept
 // before committing. A file both sides changed only by commits (the local
 // file is the local HEAD's, the sandbox's is the sandbox HEAD's) is no
-// local edit: the work tree and the index take the merge's version, as
-// git merge writes it, and it is not in Kept.
+// local edit: the work tree and the index take the merge's version (the
+// sandbox HEAD's where its commits fast-forward the local HEAD, as after
+// a local reset), as git merge writes it, and it is not in Kept. Left
+// alone, as before: a path the sandbox did not change since the last
+// Restore (a file of an earlier Restore that the user's reset removed
+// stays removed, against HEAD), and the target of a rename the merge
+// carried a change into.
 //
 // Kept means only that a local edit won. Every sandbox entry that does
 // not arrive for any other reason is in Refused, with the reason in
@@ -412,11 +417,12 @@
 //     arrives; a plain directory's entry whose name holds a backslash is
 //     refused, under the path as the sandbox wrote it, and the local entry
 //     at that path (and all below it) stays as it is.
-//   - A git Restore while a rebase, bisect, cherry-pick or revert is
-//     stopped half-way in the local repository fails with ErrRepo
+//   - A git Restore while a rebase, bisect, cherry-pick, revert or merge
+//     is stopped half-way in the local repository fails with ErrRepo
 //     before it reads the sandbox, saying how to end it: integrated there,
 //     the agent's commits would land on the operation's HEAD, which the
-//     operation's abort leaves behind.
+//     operation's abort leaves behind (a merge's abort resets the index
+//     and work tree, the agent's staged new files with them).
 //   - Restores of one work tree are serialized by a lock (flock on
 //     <git dir>/airlock/restore.lock, or <Local>/.airlock/restore.lock for
 //     a plain directory); a dead owner's lock is free at once; the wait is

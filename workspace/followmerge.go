@@ -10,10 +10,38 @@ import (
 	"github.com/airlockdev/airlock/internal/shell"
 )
 
-// mergeFollow names, for a Restore whose sandbox HEAD diverged from the
-// local one, the local HEAD before the Restore, the sandbox's HEAD and
-// the tree of their merge (which integrate commits).
-type mergeFollow struct{ cur, remote, merged string }
+// mergeFollow names, for a Restore that moves the local HEAD to the
+// sandbox's commits, the local HEAD before the Restore, the sandbox's
+// HEAD and what HEAD becomes: the tree of their merge (which integrate
+// commits), or the sandbox's HEAD itself (a fast-forward: after an earlier
+// Restore, a local reset to an older commit, as the ConflictError's advice
+// has the user do, is no local edit of the files it changed). staged
+// collects the sandbox's staged entries committedBoth found committed on
+// both sides.
+type mergeFollow struct {
+	cur, remote, merged string
+	staged              []shell.StagedEntry
+}
+
+// heldStaged is the index baseline index (stagedHeld's) with the staged
+// entries both sides committed (fm.staged) at the sandbox's value, as the
+// work tree's baseline holds the sandbox's file where the merge's was
+// written: the sandbox still holds it, and a later Restore of an
+// unchanged sandbox must not read the user's index, which now holds the
+// merge's, as a local edit beating a sandbox change.
+func (fm *mergeFollow) heldStaged(r *Round, index []baseEntry) []baseEntry {
+	have := map[string]bool{}
+	for _, e := range index {
+		have[e.path] = true
+	}
+	for _, e := range fm.staged {
+		if !have[e.Path] {
+			mode, id := r.baseValue(e)
+			index = append(index, baseEntry{path: e.Path, mode: mode, id: id})
+		}
+	}
+	return index
+}
 
 // followMerge picks, of the regular files the local work tree holds
 // otherwise than the baseline and the sandbox changed (paths), those where
@@ -107,6 +135,8 @@ func (r *Round) committedBoth(ctx context.Context, fm *mergeFollow, differ []she
 		c, l, s := cur[e.Path], local[e.Path], remote[e.Path]
 		if e.IntentToAdd || c.id == "" || s.id == "" || l.newMode != c.mode || l.newID != c.id || e.Mode != s.mode || e.ID != s.id {
 			keep = append(keep, e)
+		} else {
+			fm.staged = append(fm.staged, e)
 		}
 	}
 	return keep, nil

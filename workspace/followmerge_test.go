@@ -62,10 +62,14 @@ func TestRestoreWorkTreeFollowsMerge(t *testing.T) {
 			status := git(t, e.local, "status", "--porcelain", "--", "f")
 			assert.Equal(t, c.wantChanged, status != "", "git status: %q", status)
 
-			// The next Restore of an unchanged sandbox changes nothing.
+			// The next Restore of an unchanged sandbox changes nothing
+			// (and, where the merge's file was taken, keeps nothing).
 			res, err = round.Restore(ctx(t))
 			require.NoError(t, err)
 			assert.Empty(t, res.Updated)
+			if c.wantKept == nil {
+				assert.Empty(t, res.Kept)
+			}
 			assert.Equal(t, c.wantF, read(t, e.local, "f"))
 		})
 	}
@@ -93,4 +97,38 @@ func TestRestoreFollowsMergeKeepsUncommittedChmod(t *testing.T) {
 	require.NoError(t, err)
 	assert.NotZero(t, fi.Mode().Perm()&0o100, "the user's chmod stays")
 	assert.Equal(t, strings.Replace(lines, "5", "U", 1), read(t, e.local, "f"))
+}
+
+// TestRestoreFollowsFastForward: after a first Restore, the user follows
+// a ConflictError's advice (moves the local commits aside and resets the
+// branch to the round's start), and the agent commits again; the next
+// Restore fast-forwards, and the work tree takes the sandbox HEAD's file
+// where the local one is the local HEAD's, as git merge --ff writes it.
+// Before, the reset file was Kept as a local edit that undid both of the
+// agent's commits (an outside tester's finding).
+func TestRestoreFollowsFastForward(t *testing.T) {
+	e := newEnv(t, runners[0].new)
+	initRepo(t, e.local, map[string]string{"f": "0\n"})
+	start := strings.TrimSpace(git(t, e.local, "rev-parse", "HEAD"))
+	round, err := workspace.Prepare(ctx(t), e.spec)
+	require.NoError(t, err)
+	write(t, e.remote, "f", "a1\n")
+	git(t, e.remote, "commit", "-qam", "a1")
+	_, err = round.Restore(ctx(t))
+	require.NoError(t, err)
+
+	git(t, e.local, "branch", "mine")
+	git(t, e.local, "reset", "-q", "--keep", start)
+	write(t, e.remote, "f", "a1\nagent\n")
+	git(t, e.remote, "commit", "-qam", "agent")
+	res, err := round.Restore(ctx(t))
+	require.NoError(t, err)
+	assert.Empty(t, res.Kept)
+	assert.Equal(t, "a1\nagent\n", read(t, e.local, "f"))
+	assert.Empty(t, git(t, e.local, "status", "--porcelain", "--untracked-files=no"))
+
+	res, err = round.Restore(ctx(t))
+	require.NoError(t, err)
+	assert.Empty(t, res.Kept)
+	assert.Empty(t, res.Updated)
 }

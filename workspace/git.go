@@ -662,6 +662,11 @@ func (r *Round) restoreGit(ctx context.Context) (*Result, error) {
 	if err := r.install(ctx, snap, h, hk, res); err != nil {
 		return nil, err
 	}
+	// The files written carry new stat data the index does not have yet:
+	// refresh it, as git status would, so that git reset --keep (the
+	// ConflictError's advice) and git merge do not find the entries "not
+	// uptodate". Best effort: it changes no entry's content.
+	_ = r.git.Run(ctx, gitexec.Cmd{Args: []string{"update-index", "-q", "--refresh"}})
 	return res, nil
 }
 
@@ -684,8 +689,13 @@ func (r *Round) install(ctx context.Context, snap *fetched, h header, hk hashKin
 		return err
 	}
 	var fm *mergeFollow
-	if plan.how == diverged && snap.head != "" {
-		fm = &mergeFollow{cur: plan.cur, remote: snap.head, merged: plan.tree}
+	if snap.head != "" && plan.cur != "" {
+		switch plan.how {
+		case diverged:
+			fm = &mergeFollow{cur: plan.cur, remote: snap.head, merged: plan.tree}
+		case fastForward:
+			fm = &mergeFollow{cur: plan.cur, remote: snap.head, merged: snap.head}
+		}
 	}
 	files, err := r.applyGitFiles(ctx, snap.git, hk, snap.tree, h.Special, fm, res)
 	if err == nil {
@@ -701,6 +711,9 @@ func (r *Round) install(ctx context.Context, snap *fetched, h header, hk hashKin
 	// got to its end: the baseline follows it (rebase.go).
 	dctx := context.WithoutCancel(ctx)
 	index, serr := r.stagedHeld(dctx, staged, moved)
+	if serr == nil && fm != nil {
+		index = fm.heldStaged(r, index)
+	}
 	if serr == nil {
 		serr = r.rebaseGit(dctx, files, index)
 	}
@@ -944,7 +957,12 @@ func (r *Round) applyGitFiles(ctx context.Context, g *gitexec.Git, hk hashKind, 
 	if err != nil {
 		return moved, err
 	}
-	var both []string // regular files both sides changed
+	// Regular files the sandbox changed that the work tree holds otherwise
+	// than both the sandbox and the baseline (a local change, which would
+	// be Kept): the merge's file where both sides only committed
+	// (followMerge). Elsewhere the sandbox's change of its own work tree
+	// stands, as before.
+	var both []string
 	for _, p := range order {
 		if pl, loc := plans[p], locs[p]; loc.kind == 'f' && pl.rem.kind == 'f' && !loc.eq(pl.rem) && !loc.eq(pl.base) && !sparse[p] {
 			both = append(both, p)

@@ -13,10 +13,12 @@ import (
 // HEAD is the operation's, not the user's branch (a rebase's or a
 // bisect's detached commit), or the operation's abort resets the branch to
 // where it began (a cherry-pick's or a revert's, to ORIG_HEAD or the
-// sequence's start): a
+// sequence's start), or the abort resets the index and work tree to HEAD
+// (a merge's: the agent's staged new files would go with it): a
 // Restore that integrated the agent's commits there would have them left
 // behind, unseen, by the user's next `git rebase --abort` or `git bisect
-// reset` (an outside tester's finding).
+// reset`, or had its staged new file deleted by `git merge --abort`
+// (outside testers' findings).
 var inProgress = []struct{ file, what, end string }{
 	{"rebase-merge", "a rebase", "git rebase --continue or git rebase --abort"},
 	{"rebase-apply", "a rebase or git am", "git rebase --continue, git am --continue or their --abort"},
@@ -24,6 +26,7 @@ var inProgress = []struct{ file, what, end string }{
 	{"CHERRY_PICK_HEAD", "a cherry-pick", "git cherry-pick --continue or git cherry-pick --abort"},
 	{"REVERT_HEAD", "a revert", "git revert --continue or git revert --abort"},
 	{"sequencer", "a cherry-pick or revert sequence", "git cherry-pick --continue or git cherry-pick --abort (git revert for a revert)"},
+	{"MERGE_HEAD", "a merge", "git commit to conclude it, or git merge --abort"},
 }
 
 // checkInProgress fails with ErrRepo, before the Restore reads or writes

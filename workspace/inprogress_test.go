@@ -13,12 +13,13 @@ import (
 )
 
 // TestRestoreRefusedMidOperation: a Restore while the user's rebase,
-// bisect or cherry-pick is stopped half-way changes nothing and
+// bisect, cherry-pick or merge is stopped half-way changes nothing and
 // says how to go on; once the user has ended it, the agent's commit
 // arrives on the branch. Before, a Restore during a rebase stopped on a
 // conflict merged the agent's commit into the rebase's detached HEAD, and
-// the user's `git rebase --abort` left it behind with no word (an outside
-// tester's finding).
+// the user's `git rebase --abort` left it behind with no word, and a
+// Restore into a stopped merge staged the agent's new file, which the
+// user's `git merge --abort` then deleted (outside testers' findings).
 func TestRestoreRefusedMidOperation(t *testing.T) {
 	for _, c := range []struct {
 		name, what string
@@ -36,6 +37,9 @@ func TestRestoreRefusedMidOperation(t *testing.T) {
 		{"cherry-pick", "a cherry-pick is in progress", func(t *testing.T, dir string) {
 			startConflict(t, dir, "cherry-pick", "up")
 		}, []string{"cherry-pick", "--abort"}},
+		{"merge", "a merge is in progress", func(t *testing.T, dir string) {
+			startConflict(t, dir, "merge", "up")
+		}, []string{"merge", "--abort"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			e := newEnv(t, runners[0].new)

@@ -197,6 +197,9 @@ func (r *Round) stageInto(ctx context.Context, env []string, want []shell.Staged
 			}
 			continue
 		}
+		if b, ok := moved[e.Path]; ok && r.baseHolds(b, e) {
+			continue // the sandbox's entry is the baseline's: no change of its own to weigh against the local one
+		}
 		if intent == nil && c.newID == emptyBlob(len(c.newID)) {
 			intent = r.localIntents(ctx, env)
 		}

@@ -36,6 +36,7 @@ func (fm *mergeFollow) heldStaged(r *Round, index []baseEntry) []baseEntry {
 	}
 	for _, e := range fm.staged {
 		if !have[e.Path] {
+			have[e.Path] = true
 			mode, id := r.baseValue(e)
 			index = append(index, baseEntry{path: e.Path, mode: mode, id: id})
 		}
@@ -46,14 +47,14 @@ func (fm *mergeFollow) heldStaged(r *Round, index []baseEntry) []baseEntry {
 // followMerge picks, of the regular files the local work tree holds
 // otherwise than the baseline and the sandbox changed (paths), those where
 // both sides only committed: the local file is the local HEAD's (bytes
-// and executable bit, loc) and the sandbox's file is the sandbox HEAD's. The user's change is then in the
-// merge the Restore commits, and the work tree takes the merge's file,
-// as git merge writes it; kept instead, the user's committed version
-// would sit in the work tree against the merge commit as an edit that
-// undoes the agent's change, which the user's next git commit -a commits
-// (an outside tester's finding). It returns each picked path's merge
-// entry; an uncommitted edit on either side keeps the local file (Kept),
-// as before.
+// and executable bit, loc) and the sandbox's file is the sandbox HEAD's.
+// The user's change is then in the merge the Restore commits, and the
+// work tree takes the merge's file, as git merge writes it; kept instead,
+// the user's committed version would sit in the work tree against the
+// merge commit as an edit that undoes the agent's change, which the
+// user's next git commit -a commits (an outside tester's finding). It
+// returns each picked path's merge entry; an uncommitted edit on either
+// side keeps the local file (Kept), as before.
 func (r *Round) followMerge(ctx context.Context, fm *mergeFollow, paths []string, rem func(string) baseEntry, loc func(string) state) (map[string]baseEntry, error) {
 	if fm == nil || len(paths) == 0 {
 		return nil, nil

@@ -40,7 +40,7 @@ func (r *Round) checkInProgress(ctx context.Context) error {
 	}
 	out, err := r.git.Output(ctx, args...)
 	if err != nil {
-		return err
+		return fmt.Errorf("workspace: asking git where %s keeps the state of a stopped rebase, bisect, cherry-pick, revert or merge: %w", r.spec.Local, err)
 	}
 	paths := strings.Split(strings.TrimSuffix(string(out), "\n"), "\n")
 	if len(paths) != len(inProgress) {

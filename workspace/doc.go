@@ -39,7 +39,8 @@
 // git's default global ignore file and the user's core.excludesFile of
 // the global configuration), nor does what the user staged under an
 // excluded path (the sandbox's index holds there what HEAD holds; the
-// user's index keeps it); committed history always travels whole. A
+// user's index keeps it); committed history always travels whole (a shallow clone,
+// whose history stops short, is refused: ErrRepo). A
 // submodule travels as its commit (an empty directory in the sandbox),
 // and an untracked repository inside the work tree (a directory with a
 // .git of its own) does not travel, as git add -A leaves it out; what

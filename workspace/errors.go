@@ -66,7 +66,7 @@ var (
 	ErrBadState = errors.New("malformed workspace round state")
 	// ErrRepo reports a host git work tree in a state Prepare cannot ship:
 	// unmerged index entries, a bare repository, a work tree whose top is
-	// not Spec.Local; or one a Restore must not write into: a rebase,
+	// not Spec.Local, a shallow clone; or one a Restore must not write into: a rebase,
 	// bisect, cherry-pick, revert or merge stopped half-way (end it, then
 	// restore again).
 	ErrRepo = errors.New("unusable local repository")

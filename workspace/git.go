@@ -222,6 +222,12 @@ func (r *Round) prepareGit(ctx context.Context, gitDir string) (err error) {
 	if head == "" && branch == "" {
 		return fmt.Errorf("%w: %s has neither a commit nor a branch at HEAD", ErrRepo, r.spec.Local)
 	}
+	// History travels whole, and a shallow clone's stops at its graft
+	// line: the sandbox would find the bundle incomplete, and preparing
+	// again cannot help (an outside tester's finding).
+	if shallow, err := g.Line(ctx, "rev-parse", "--is-shallow-repository"); err == nil && shallow == "true" {
+		return fmt.Errorf("%w: %s is a shallow clone, whose history stops short; a round carries the whole history: fetch the rest (git fetch --unshallow) and prepare again", ErrRepo, r.spec.Local)
+	}
 	if err := os.MkdirAll(r.state, 0o700); err != nil {
 		return &fs.PathError{Op: "workspace.Prepare", Path: r.state, Err: err}
 	}

@@ -98,20 +98,16 @@ func (r *Round) baseGitlinks(ctx context.Context, entries []shell.StagedEntry) (
 	if r.rec.Index == "" {
 		return links, nil
 	}
-	err := inChunks(removed, func(paths []string) error {
-		var out bytes.Buffer
-		args := append([]string{"ls-tree", "-z", r.rec.Index, "--"}, paths...)
-		if err := r.git.Run(ctx, gitexec.Cmd{Args: args, Env: []string{"GIT_LITERAL_PATHSPECS=1"}, Stdout: &out}); err != nil {
-			return fmt.Errorf("workspace: reading the baseline index %s (nothing was written): %w", r.rec.Index, err)
+	ents, err := r.treeEntries(ctx, r.rec.Index, removed)
+	if err != nil {
+		return nil, fmt.Errorf("%w (reading the baseline index; nothing was written)", err)
+	}
+	for p, e := range ents {
+		if e.mode == "160000" {
+			links[p] = true
 		}
-		for _, rec := range strings.Split(out.String(), "\x00") {
-			if meta, p, ok := strings.Cut(rec, "\t"); ok && strings.HasPrefix(meta, "160000 ") {
-				links[p] = true
-			}
-		}
-		return nil
-	})
-	return links, err
+	}
+	return links, nil
 }
 
 // applyStaged merges the staged entries (from checkStaged; their objects

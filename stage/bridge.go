@@ -495,7 +495,7 @@ func (b *Bridge) probeShell(ctx context.Context, root string, names []string) ([
 	// next publish replaces it by a directory). Leftovers a sweep would
 	// remove are reported, so that a stage with nothing to publish still
 	// removes them (see sweepRoot).
-	script := shell.ProbeScript(root, !known, b.inflight.under(root), files)
+	script := shell.ProbeScript(root, !known, b.inflight.under(root), names)
 	op := "reading the stored manifests under " + root
 
 	var reply shell.ProbeReply

@@ -10,15 +10,46 @@ import (
 	"sync/atomic"
 
 	"github.com/airlockdev/airlock/internal/shell"
+	"github.com/airlockdev/airlock/internal/tree"
 	"github.com/airlockdev/airlock/sandbox"
 )
+
+// copyGone reports whether the copy at dst that the manifest data
+// describes is gone: the first regular file the manifest lists
+// (tree.FirstFile) is missing, or dst is a file. A manifest without its
+// copy is what an agent that deletes the asset's directory leaves, or a
+// removal (a prune through another connection) that took the directory
+// while a publish put its manifest in place; taking it for the copy would
+// report the asset staged (Reused) with nothing there. One lstat through
+// fr (max 0: no content is read). Only a lookup's clear answer counts: a
+// manifest that lists no file, or a lookup that fails otherwise (a path
+// too long for the server, a cut connection: the next step meets it) is
+// taken as it is.
+func copyGone(ctx context.Context, fr sandbox.FileReader, dst string, data []byte) bool {
+	first, ok := tree.FirstFile(data)
+	if !ok {
+		return false
+	}
+	_, err := fr.ReadFile(ctx, path.Join(dst, first), 0)
+	switch {
+	case err == nil, errors.Is(err, ErrLimit):
+		return false
+	case errors.Is(err, fs.ErrNotExist):
+		return true
+	}
+	// Some SFTP servers (pkg/sftp's) report a lookup through a file
+	// (ENOTDIR) as a plain failure: a file at dst itself says gone.
+	_, err = fr.ReadFile(ctx, dst, 0)
+	return err == nil || errors.Is(err, ErrLimit)
+}
 
 // maxParallelReads bounds the ReadFile calls in flight for one probe.
 const maxParallelReads = 16
 
 // probeFiles reads the manifests of names under root through fr, under the
 // control deadline. A manifest that is missing, a link, not a regular file
-// or over MaxManifestBytes is nil; all of them together may not exceed
+// or over MaxManifestBytes is nil, and so is one whose copy is gone
+// (copyGone); all of them together may not exceed
 // MaxProbeBytes. Alongside, it reads each name's sweep marker
 // (shell.SweepMarkerName; at most shell.MaxSweepMarker bytes, the content
 // unused) and reports whether one exists: a publish of it was killed
@@ -49,9 +80,12 @@ func (b *Bridge) probeFiles(ctx context.Context, fr sandbox.FileReader, root str
 			return
 		}
 		data, err := fr.ReadFile(cctx, path.Join(root, manifestName(names[i])), MaxManifestBytes)
+		gone := err == nil && copyGone(cctx, fr, path.Join(root, names[i]), data)
 		mu.Lock()
 		defer mu.Unlock()
 		switch {
+		case err == nil && gone:
+			return // a manifest without its copy: the asset is published again
 		case err == nil:
 			total += int64(len(data))
 			if total > MaxProbeBytes {

@@ -160,6 +160,12 @@ func (d *Dir) Probe(ctx context.Context, root string, names []string) ([][]byte,
 		if out[i], err = readManifest(rr, manifestName(name)); err != nil {
 			return nil, fmt.Errorf("reading the manifest of %s: %w", path.Join(root, name), err)
 		}
+		// A manifest without its copy (the directory deleted, or
+		// something else in its place) is none: the asset is published
+		// again rather than reported staged with nothing there.
+		if fi, err := rr.Lstat(name); out[i] != nil && (err != nil || !fi.IsDir()) {
+			out[i] = nil
+		}
 	}
 	return out, nil
 }

@@ -57,7 +57,11 @@ type GuardedPruner interface {
 var ErrNoPrune = errors.New("target cannot list or remove staged assets (it does not implement stage.Pruner)")
 
 // Unstage removes the named assets (directories and manifests) from root on
-// t. A name that is not staged is not an error.
+// t. A name that is not staged is not an error. Through a Bridge, an asset
+// that a publish through another connection is putting in place at that
+// moment (its sweep marker names a live process) is left to that publish:
+// the removal counts as done before it, where moving its files would leave
+// its manifest without its copy.
 func Unstage(ctx context.Context, t Target, root string, names ...string) error {
 	if err := checkRoot(root); err != nil {
 		return err

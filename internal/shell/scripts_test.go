@@ -66,7 +66,7 @@ func stageSamples(out map[string]string, name, w string) {
 	skip := Skip{Names: []string{TempPrefix + w + "-00", TempPrefix + "b-11"}, Tag: "0a1b2c3d", Seq: 7}
 	plan := PlanCarry([]CarryFile{{Path: "a", Mode: 0o644, SHA256: strings.Repeat("a", 64)}, {Path: w, Mode: 0o755, SHA256: strings.Repeat("b", 64)}, {Path: "d/e f", Mode: 0o600}})
 	for _, detect := range []bool{false, true} {
-		out[fmt.Sprintf("ProbeScript/%s/detect=%v", name, detect)] = ProbeScript(root, detect, skip, []string{ManifestName(w), ManifestName("b")})
+		out[fmt.Sprintf("ProbeScript/%s/detect=%v", name, detect)] = ProbeScript(root, detect, skip, []string{w, "b"})
 		out[fmt.Sprintf("SendScript/%s/detect=%v", name, detect)] = SendScript(Send{Root: root, Tmp: tmp, Dst: dst, Detect: detect, Skip: skip, Split: detect})
 		out[fmt.Sprintf("SendScript/%s/detect=%v/carry", name, detect)] = SendScript(Send{Root: root, Tmp: tmp, Dst: dst, Detect: detect, Hash: true, Carry: &plan})
 		out[fmt.Sprintf("PublishScript/%s/exchange=%v", name, detect)] = PublishScript(tmp, dst, root+"/"+ManifestName(w), w, detect, !detect, []FileID{{Dev: 2049, Ino: 12, OK: true}, {}})

@@ -358,10 +358,13 @@ func enterRoot(sb *strings.Builder, root string) {
 // for its reply): the probe header (with the capability word when detect
 // is set, else "-"), LeftoversLine when a sweep would remove something
 // (none of the temporary directories named in skip, which the host still
-// uses), and a tar of the files (manifest names, relative to the root)
-// that exist as regular files. A root that is a link or missing sends the
-// header alone.
-func ProbeScript(root string, detect bool, skip Skip, files []string) string {
+// uses), and a tar of the manifests (ManifestName, relative to the root)
+// of the assets names that exist as regular files beside their copy's
+// directory: a manifest whose copy is gone (an agent deleted the directory,
+// a removal took it while a publish put the manifest in place) is not
+// sent, so that the asset is published again rather than taken as staged.
+// A root that is a link or missing sends the header alone.
+func ProbeScript(root string, detect bool, skip Skip, names []string) string {
 	var sb strings.Builder
 	if detect {
 		sb.WriteString(DetectScript)
@@ -374,11 +377,12 @@ func ProbeScript(root string, detect bool, skip Skip, files []string) string {
 	// nothing to publish still removes them (SweepRootScript).
 	sb.WriteString(sweepFuncs)
 	sb.WriteString(leftoverCheck(skip))
-	sb.WriteString("set --\nfor f in")
-	for _, f := range files {
-		sb.WriteString(" " + Quote(f))
+	sb.WriteString("set --\n")
+	for _, n := range names {
+		// ./NAME: a name may start with a dash.
+		fmt.Fprintf(&sb, "f=%s; if [ -f \"$f\" ] && [ ! -L \"$f\" ] && [ -d %s ]; then set -- \"$@\" \"$f\"; fi\n", Quote(ManifestName(n)), Quote("./"+n))
 	}
-	sb.WriteString("; do if [ -f \"$f\" ] && [ ! -L \"$f\" ]; then set -- \"$@\" \"$f\"; fi; done\n[ $# -eq 0 ] || exec tar -c -f - \"$@\"")
+	sb.WriteString("[ $# -eq 0 ] || exec tar -c -f - \"$@\"")
 	return sb.String()
 }
 

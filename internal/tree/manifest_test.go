@@ -283,3 +283,60 @@ func FuzzManifestFileSizesEntries(f *testing.F) {
 		}
 	})
 }
+
+func TestFirstFile(t *testing.T) {
+	file := func(p string) Entry { return Entry{Path: p, Type: File, Mode: 0o644, Size: 1, SHA256: sum(p)} }
+	dir := func(p string) Entry { return Entry{Path: p, Type: Dir, Mode: 0o755} }
+	for _, c := range []struct {
+		name    string
+		entries []Entry
+		want    string
+	}{
+		{"empty", []Entry{}, ""},
+		{"directories only", []Entry{dir("a"), dir("a/b")}, ""},
+		{"a file after directories", []Entry{dir("a"), dir("a/b"), file("a/b/c"), file("d")}, "a/b/c"},
+		{"an escaped name first", []Entry{file("a<b"), file("c")}, "a<b"},
+		{"a hex name first", []Entry{file("a\xff"), file("c")}, "a\xff"},
+		{"a quote and a backslash", []Entry{dir(`q"`), file(`q"/\x`)}, `q"/\x`},
+	} {
+		got, ok := FirstFile(Manifest{Entries: c.entries}.Canonical())
+		assert.Equal(t, c.want, got, c.name)
+		assert.Equal(t, c.want != "", ok, c.name)
+	}
+	for _, bad := range []string{``, `{}`, `{"entries":[{"path":"../x","type":"file","mode":420,"size":1,"sha256":"` + sum("x") + `"}]}`, `{"entries":[{"path":"b","type":"dir","mode":493,"size":0,"sha256":""},{"path":"a","type":"file","mode":420,"size":1,"sha256":"` + sum("a") + `"}]}`} {
+		got, ok := FirstFile([]byte(bad))
+		assert.False(t, ok, "%q gave %q", bad, got)
+	}
+	// Only as far as the first file: what follows it is not read.
+	got, ok := FirstFile([]byte(`{"entries":[{"path":"a","type":"file","mode":420,"size":1,"sha256":"` + sum("a") + `"},garbage`))
+	assert.True(t, ok)
+	assert.Equal(t, "a", got)
+}
+
+// FuzzFirstFile: on a manifest that parses, FirstFile names its first
+// regular file (none: false); on anything, what it names is a valid path.
+func FuzzFirstFile(f *testing.F) {
+	f.Add(Manifest{Entries: []Entry{{Path: "a", Type: Dir, Mode: 0o755}, {Path: "a/b", Type: File, Mode: 0o600, Size: 3, SHA256: sum("abc")}}}.Canonical())
+	f.Add(Manifest{Entries: []Entry{{Path: "a\\b", Type: File, Mode: 0o600, Size: 3, SHA256: sum("abc")}}}.Canonical())
+	f.Add([]byte(`{"entries":[{"path":"a","type":"file","mode":420,"size":1,"sha256":""}]}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		got, ok := FirstFile(data)
+		if ok && !ValidPath(got) {
+			t.Fatalf("FirstFile(%q) = %q, not a valid path", data, got)
+		}
+		m, err := ParseManifest(data)
+		if err != nil {
+			return
+		}
+		want, wantOK := "", false
+		for _, e := range m.Entries {
+			if e.Type == File {
+				want, wantOK = e.Path, true
+				break
+			}
+		}
+		if got != want || ok != wantOK {
+			t.Fatalf("FirstFile(%q) = %q, %v; the parsed manifest's first file is %q, %v", data, got, ok, want, wantOK)
+		}
+	})
+}

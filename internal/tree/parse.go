@@ -134,3 +134,44 @@ func encodes(m Manifest, data []byte) bool {
 	})
 	return same && off == len(data)
 }
+
+// FirstFile returns the path of the first regular file the manifest data
+// lists (its entries are sorted by path), and false when it lists none or
+// is no manifest. It reads data in the canonical shape only as far as that
+// entry, checking the entries on the way; an entry it cannot take as
+// written (a string with an escape, a hex path) has the whole manifest
+// parsed instead. The rest of data is not checked: a path returned from a
+// manifest that turns out invalid further on is still a valid path (see
+// ValidPath), which is all a caller that only looks it up needs.
+func FirstFile(data []byte) (string, bool) {
+	r := canonicalReader{rest: data}
+	r.lit(`{"entries":[`)
+	prev := ""
+	for i := 0; !r.bad && !r.try("]}"); i++ {
+		if i > 0 {
+			r.lit(",")
+		}
+		hex := bytes.HasPrefix(r.rest, []byte(`{"path_hex":`))
+		e := r.entry()
+		if r.bad || hex || bytes.IndexByte([]byte(e.Path), '\\') >= 0 || checkEntry(e) != nil || i > 0 && prev >= e.Path {
+			break
+		}
+		if e.Type == File {
+			return e.Path, true
+		}
+		prev = e.Path
+	}
+	if !r.bad && len(r.rest) == 0 {
+		return "", false // every entry read, none a file
+	}
+	m, err := ParseManifest(data)
+	if err != nil {
+		return "", false
+	}
+	for _, e := range m.Entries {
+		if e.Type == File {
+			return e.Path, true
+		}
+	}
+	return "", false
+}

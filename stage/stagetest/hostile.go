@@ -370,3 +370,40 @@ func testDeltaTamperedOldCopy(t *testing.T, target stage.Target, root string, sb
 	}
 	expectTree(t, hostTree(t, src), fetch(t, target, root, "skills"), "the sandbox copy after a delta publish over a tampered copy")
 }
+
+// testCopyRemoved: the sandbox deletes a published copy's directory (or
+// puts a file in its place) and leaves its manifest, as an agent that
+// cleans up, or a prune through another connection that raced a publish,
+// can. The next stage, with or without an Index that saw the copy
+// published, must publish the asset again: reporting it Reused would
+// report staged a copy that is not there. (A copy damaged inside, its
+// directory still there, is the sandbox's own doing: WithVerify repairs
+// it, see PlantedLinkInCopy.)
+func testCopyRemoved(t *testing.T, target stage.Target, root string, sb *sandboxShell) {
+	src := source(t, mixed...)
+	ix, err := stage.OpenIndex(t.TempDir())
+	mustNoError(t, err, "OpenIndex")
+	for _, c := range []struct {
+		name, script string
+		opts         []stage.Option
+	}{
+		{"removed", `rm -rf "$A"`, nil},
+		{"removed, with an Index", `rm -rf "$A"`, []stage.Option{stage.WithIndex(ix)}},
+		{"a file in its place, with an Index", `rm -rf "$A" && echo not-the-copy >"$A"`, []stage.Option{stage.WithIndex(ix)}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			name := "skills-" + strings.ReplaceAll(strings.ReplaceAll(c.name, ",", ""), " ", "-")
+			a := path.Join(root, name)
+			assets := []stage.Asset{{Name: name, Source: src}}
+			first := stageOK(t, target, root, assets, c.opts...)
+			again := stageOK(t, target, root, assets, c.opts...)
+			must(t, again.Assets[0].Reused, "the unchanged copy was not Reused before the sandbox removed it")
+			sb.run(t, c.script, map[string]string{"A": sb.at(a)})
+			rt := stageOK(t, target, root, assets, c.opts...)
+			expect(t, !rt.Assets[0].Reused, "the stage after %s's copy was %s reported it Reused: nothing was there", a, c.name)
+			expectEqual(t, first.Assets[0].Digest, rt.Assets[0].Digest, "Digest")
+			expect(t, sb.isRealDir(t, a), "%s must be a directory again", a)
+			expectTree(t, hostTree(t, src), fetch(t, target, root, name), "the copy published again")
+		})
+	}
+}

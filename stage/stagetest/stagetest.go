@@ -62,7 +62,8 @@ func WithSandboxShell(shell func(t *testing.T, target stage.Target) (sh sandbox.
 // stages run must never bring the secret into the sandbox (always run);
 // and, with WithSandboxShell, links planted by the sandbox at the root, at
 // <root>/<name> and inside a published copy must be replaced, never written
-// through or followed, and never taken for a reusable copy.
+// through or followed, and never taken for a reusable copy; a copy whose
+// directory the sandbox deleted (its manifest left) is published again.
 func TestTarget(t *testing.T, newTarget func(t *testing.T) (stage.Target, string), opts ...Option) {
 	t.Helper()
 	var cfg config
@@ -123,6 +124,7 @@ var cases = []struct {
 	{name: "PlantedLinkToCopy", hostile: testPlantedLinkToCopy},
 	{name: "PlantedLinkInCopy", hostile: testPlantedLinkInCopy},
 	{name: "DeltaTamperedOldCopy", hostile: testDeltaTamperedOldCopy},
+	{name: "CopyRemoved", hostile: testCopyRemoved},
 }
 
 // spec describes a host tree: "d/" is a directory, "f" a file with content

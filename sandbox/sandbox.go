@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"maps"
 	"slices"
 	"strings"
@@ -97,6 +98,17 @@ type FileReader interface {
 	// ErrLimit, and its content is not read past max. Any other failure is
 	// a transport failure (ErrTransport).
 	ReadFile(ctx context.Context, p string, max int64) ([]byte, error)
+}
+
+// FileStater is an optional capability of a Runner: looking up one path
+// of the sandbox without running a shell (remote.Host does over SFTP).
+type FileStater interface {
+	// Lstat returns what is at the absolute sandbox path p, without
+	// following a symbolic link at its last component (one at an earlier
+	// component is followed, inside the sandbox). A missing p is an error
+	// wrapping fs.ErrNotExist; any other failure is a transport failure
+	// (ErrTransport) or the server's refusal of the lookup.
+	Lstat(ctx context.Context, p string) (fs.FileInfo, error)
 }
 
 var (

@@ -14,18 +14,15 @@ import (
 	"github.com/airlockdev/airlock/sandbox"
 )
 
-// copyGone reports whether the copy at dst that the manifest data
-// describes is gone: the first regular file the manifest lists
-// (tree.FirstFile) is missing, or dst is a file. A manifest without its
-// copy is what an agent that deletes the asset's directory leaves, or a
-// removal (a prune through another connection) that took the directory
-// while a publish put its manifest in place; taking it for the copy would
-// report the asset staged (Reused) with nothing there. One lstat through
-// fr (max 0: no content is read). Only a lookup's clear answer counts: a
-// manifest that lists no file, or a lookup that fails otherwise (a path
-// too long for the server, a cut connection: the next step meets it) is
-// taken as it is.
-func copyGone(ctx context.Context, fr sandbox.FileReader, dst string, data []byte) bool {
+// fileGone reports, for a Runner that only reads files, whether the copy
+// at dst that the manifest data describes is gone: the first regular file
+// the manifest lists (tree.FirstFile) is missing, or dst is a file. One
+// lookup (max 0: no content is read). It cannot tell a directory from a
+// link to one, nor see a copy without files go; only a lookup's clear
+// answer counts: one that fails otherwise (a path too long for the
+// server, a cut connection: the next step meets it) takes the manifest as
+// it is.
+func fileGone(ctx context.Context, fr sandbox.FileReader, dst string, data []byte) bool {
 	first, ok := tree.FirstFile(data)
 	if !ok {
 		return false
@@ -43,20 +40,56 @@ func copyGone(ctx context.Context, fr sandbox.FileReader, dst string, data []byt
 	return err == nil || errors.Is(err, ErrLimit)
 }
 
+// notDir reports whether the lookup of p through st says that p is no
+// directory: a link or another file, or (with missing) nothing at all.
+// Only a clear answer counts: a lookup that fails otherwise (a cut
+// connection: the next step meets it) says nothing.
+func notDir(ctx context.Context, st sandbox.FileStater, p string, missing bool) bool {
+	fi, err := st.Lstat(ctx, p)
+	return missing && errors.Is(err, fs.ErrNotExist) || err == nil && !fi.IsDir()
+}
+
 // maxParallelReads bounds the ReadFile calls in flight for one probe.
 const maxParallelReads = 16
 
+// inParallel calls fn(0) to fn(tasks-1), at most maxParallelReads at once,
+// and closes the channel it returns once they have all returned.
+func inParallel(tasks int, fn func(i int)) <-chan struct{} {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		var wg sync.WaitGroup
+		sem := make(chan struct{}, maxParallelReads)
+		for i := range tasks {
+			sem <- struct{}{}
+			wg.Go(func() {
+				defer func() { <-sem }()
+				fn(i)
+			})
+		}
+		wg.Wait()
+	}()
+	return done
+}
+
 // probeFiles reads the manifests of names under root through fr, under the
-// control deadline. A manifest that is missing, a link, not a regular file
-// or over MaxManifestBytes is nil, and so is one whose copy is gone
-// (copyGone); all of them together may not exceed
-// MaxProbeBytes. Alongside, it reads each name's sweep marker
-// (shell.SweepMarkerName; at most shell.MaxSweepMarker bytes, the content
-// unused) and reports whether one exists: a publish of it was killed
-// before it deleted what it moved aside, and the root needs a sweep. A
-// marker that is missing, or no regular file, is none; any other outcome
-// of its read counts as one (a sweep costs one command; a dead connection
-// fails that command).
+// control deadline. A manifest that is missing, a link, not a regular file,
+// unreadable or over MaxManifestBytes is nil; all of them together may not
+// exceed MaxProbeBytes. So is one whose copy is gone: a manifest without
+// its copy is what an agent that deletes the asset's directory leaves, or a
+// removal (a prune through another connection) that took the directory
+// while a publish put its manifest in place, and taking it for the copy
+// would report the asset staged (Reused) with nothing there. Where the
+// Runner is a sandbox.FileStater, each asset's directory (and the root) is
+// looked up beside its manifest: missing, a link or no directory is gone
+// (a link at the root: nothing is staged there, as the shell probe has
+// it); elsewhere fileGone judges. Alongside, it reads each name's sweep
+// marker (shell.SweepMarkerName; at most shell.MaxSweepMarker bytes, the
+// content unused) and reports whether one exists: a publish of it was
+// killed before it deleted what it moved aside, and the root needs a
+// sweep. A marker that is missing, or no regular file, is none; any other
+// outcome of its read counts as one (a sweep costs one command; a dead
+// connection fails that command).
 func (b *Bridge) probeFiles(ctx context.Context, fr sandbox.FileReader, root string, names []string) ([][]byte, bool, error) {
 	op := "reading the stored manifests under " + root
 	if err := ctx.Err(); err != nil {
@@ -64,7 +97,13 @@ func (b *Bridge) probeFiles(ctx context.Context, fr sandbox.FileReader, root str
 	}
 	cctx, cancel := context.WithTimeout(ctx, b.timeout)
 	defer cancel()
-	res := make([][]byte, len(names))
+	n := len(names)
+	st, lookup := b.r.(sandbox.FileStater)
+	tasks := 2 * n // the manifests, then the markers
+	if lookup {
+		tasks = 3*n + 1 // then the copies, then the root
+	}
+	res, gone := make([][]byte, n), make([]bool, n+1) // gone[n]: the root is a link
 	var (
 		marked atomic.Bool
 		mu     sync.Mutex
@@ -72,20 +111,27 @@ func (b *Bridge) probeFiles(ctx context.Context, fr sandbox.FileReader, root str
 		first  error
 	)
 	read := func(i int) {
-		if i >= len(names) {
-			_, err := fr.ReadFile(cctx, path.Join(root, shell.SweepMarkerName(names[i-len(names)])), shell.MaxSweepMarker)
+		switch {
+		case i == 3*n:
+			gone[n] = notDir(cctx, st, root, false)
+			return
+		case i >= 2*n:
+			gone[i-2*n] = notDir(cctx, st, path.Join(root, names[i-2*n]), true)
+			return
+		case i >= n:
+			_, err := fr.ReadFile(cctx, path.Join(root, shell.SweepMarkerName(names[i-n])), shell.MaxSweepMarker)
 			if !errors.Is(err, fs.ErrNotExist) {
 				marked.Store(true)
 			}
 			return
 		}
 		data, err := fr.ReadFile(cctx, path.Join(root, manifestName(names[i])), MaxManifestBytes)
-		gone := err == nil && copyGone(cctx, fr, path.Join(root, names[i]), data)
+		if err == nil && !lookup && fileGone(cctx, fr, path.Join(root, names[i]), data) {
+			return
+		}
 		mu.Lock()
 		defer mu.Unlock()
 		switch {
-		case err == nil && gone:
-			return // a manifest without its copy: the asset is published again
 		case err == nil:
 			total += int64(len(data))
 			if total > MaxProbeBytes {
@@ -94,7 +140,7 @@ func (b *Bridge) probeFiles(ctx context.Context, fr sandbox.FileReader, root str
 			}
 			res[i] = data
 			return
-		case errors.Is(err, fs.ErrNotExist), errors.Is(err, ErrLimit):
+		case errors.Is(err, fs.ErrNotExist), errors.Is(err, fs.ErrPermission), errors.Is(err, ErrLimit):
 			return // no usable manifest
 		case !errors.Is(err, ErrTransport):
 			err = fmt.Errorf("%w: %s: %w", ErrTransport, op, err)
@@ -103,27 +149,18 @@ func (b *Bridge) probeFiles(ctx context.Context, fr sandbox.FileReader, root str
 			first = err
 		}
 	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		var wg sync.WaitGroup
-		sem := make(chan struct{}, maxParallelReads)
-		for i := range 2 * len(names) {
-			sem <- struct{}{}
-			wg.Go(func() {
-				defer func() { <-sem }()
-				read(i)
-			})
-		}
-		wg.Wait()
-	}()
 	select {
-	case <-done:
+	case <-inParallel(tasks, read):
 		if first != nil {
 			if cerr := ctx.Err(); cerr != nil {
 				return nil, false, fmt.Errorf("%s: %w", op, cerr)
 			}
 			return nil, false, first
+		}
+		for i := range res {
+			if gone[i] || gone[n] {
+				res[i] = nil // no copy there: the asset is published again
+			}
 		}
 		return res, marked.Load(), nil
 	case <-cctx.Done():

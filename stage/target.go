@@ -21,9 +21,10 @@ type Target interface {
 	// Probe returns, for each name, the manifest stored by the last
 	// successful Publish of <root>/<name>, or nil when there is none (no
 	// asset, no manifest, a manifest over MaxManifestBytes, a missing root)
-	// or its copy is gone: a manifest whose <root>/<name> is missing or no
-	// directory (deleted in the sandbox) is nil, so that Stage publishes
-	// the asset again instead of reporting it Reused with nothing there.
+	// or its copy is gone: a manifest whose <root>/<name> is missing, a
+	// link or no directory (changed in the sandbox) is nil, so that Stage
+	// publishes the asset again instead of reporting it Reused with nothing
+	// there.
 	// The result has one element per name. The bytes come from the sandbox
 	// and are untrusted: Stage compares their digest and parses them
 	// strictly. One round trip to the sandbox for all names.

@@ -126,15 +126,19 @@ func TestStageScriptsRun(t *testing.T) {
 			// The copy's directory gone (or a file in its place), its
 			// manifest left: no manifest is sent, the asset is staged again.
 			require.NoError(t, os.Rename(dst, dst+".away"))
-			for _, planted := range []bool{false, true} {
-				if planted {
+			for _, planted := range []string{"nothing", "a file", "a link to the copy"} {
+				switch planted {
+				case "a file":
 					require.NoError(t, os.WriteFile(dst, []byte("not the copy"), 0o644))
+				case "a link to the copy":
+					require.NoError(t, os.Remove(dst))
+					require.NoError(t, os.Symlink(filepath.Base(dst)+".away", dst))
 				}
 				out, _, status = shRun(t, sh, shell.ProbeScript(root, false, shell.Skip{}, []string{"a", "b"}), nil)
 				require.Equal(t, 0, status)
 				probe, err = shell.ReadProbe(strings.NewReader(out), []string{shell.ManifestName("a"), shell.ManifestName("b")}, 1<<10, 1<<20)
 				require.NoError(t, err)
-				assert.Equal(t, [][]byte{nil, nil}, probe.Files, "a manifest without its copy (a file there: %v)", planted)
+				assert.Equal(t, [][]byte{nil, nil}, probe.Files, "a manifest without its copy (%s there)", planted)
 			}
 			require.NoError(t, os.Remove(dst))
 			require.NoError(t, os.Rename(dst+".away", dst))
@@ -1100,43 +1104,4 @@ func TestDetectRecordsNeedsM(t *testing.T) {
 	assert.False(t, noM.Records, "a tar without -m is not used with it")
 	assert.Equal(t, stock.SHA256, noM.SHA256)
 	assert.Empty(t, noM.Missing)
-}
-
-// TestRemoveLeavesALivePublish: an asset whose sweep marker names a live
-// process (a publish through another connection, between putting its
-// marker in place and its end) is left alone by a removal: its manifest,
-// copy and marker stay, where moving them would interleave with that
-// publish's renames (its manifest put in place after the copy was taken);
-// the other names are removed. Once the marker's process is gone, the
-// next removal takes the asset and its marker.
-func TestRemoveLeavesALivePublish(t *testing.T) {
-	ns, err := os.Readlink("/proc/self/ns/pid")
-	require.NoError(t, err, "the test needs procfs")
-	for _, sh := range shells(t) {
-		t.Run(strings.Join(sh, " "), func(t *testing.T) {
-			root := filepath.Join(t.TempDir(), "root")
-			dst := publishTree(t, sh, root)
-			mf, marker := filepath.Join(root, shell.ManifestName("a")), filepath.Join(root, shell.SweepMarkerName("a"))
-			other := filepath.Join(root, "b")
-			require.NoError(t, os.Mkdir(other, 0o755))
-			require.NoError(t, os.WriteFile(filepath.Join(root, shell.ManifestName("b")), []byte("{}"), 0o644))
-			live := strconv.Itoa(os.Getpid()) + "\n" + ns + "\n"
-			require.NoError(t, os.WriteFile(marker, []byte(live), 0o644))
-
-			_, stderr, status := shRun(t, sh, shell.RemoveScript(root, shell.TempPrefix+"unstage-00", shell.Skip{}, []string{"a", "b"}, nil), nil)
-			require.Equal(t, 0, status, "remove: %s", stderr)
-			assert.Equal(t, "content", readString(t, filepath.Join(dst, "d", "f")), "the live publish's copy stays")
-			assert.FileExists(t, mf, "and its manifest")
-			assert.Equal(t, live, readString(t, marker), "and its marker")
-			assert.NoDirExists(t, other, "the other asset is removed")
-			assert.NoFileExists(t, filepath.Join(root, shell.ManifestName("b")))
-
-			require.NoError(t, os.WriteFile(marker, []byte(strconv.Itoa(deadPid(t))+"\n"+ns+"\n"), 0o644))
-			_, stderr, status = shRun(t, sh, shell.RemoveScript(root, shell.TempPrefix+"unstage-01", shell.Skip{}, []string{"a"}, nil), nil)
-			require.Equal(t, 0, status, "remove: %s", stderr)
-			ents, err := os.ReadDir(root)
-			require.NoError(t, err)
-			assert.Empty(t, ents, "once the marker's process is gone, the removal takes the asset and its marker")
-		})
-	}
 }

@@ -74,9 +74,7 @@ func ParseAssetList(reply []byte) []string {
 // marker, or a marker no live process owns) and deletion, prints
 // PublishedLine, then deletes tmp and what the sweep moved away, and last
 // the sweep markers that were no live process's when it began (see
-// markerFuncs; a marker stays while its publish runs). An asset whose
-// marker names a live process (a publish or removal through another
-// connection, under way) is left alone, marker included. A root that is a
+// markerFuncs; a marker stays while its publish runs). A root that is a
 // symbolic link is refused (RootLinkExit), a missing one has nothing to
 // remove. Before anything else, when a file system is mounted inside a
 // named asset's directory it ends with MountExit; when one (not a
@@ -108,28 +106,20 @@ func RemoveScript(root, tmp string, skip Skip, names []string, guard []FileID) s
 	sb.WriteString(mkOwnedScript(tmp))
 	fmt.Fprintf(&sb, "t=%s; ns=$__ns\n", Quote(tmp))
 	for i, n := range names {
-		// An asset whose sweep marker a live process holds is being
-		// published (or removed) through another connection at this
-		// moment: it is left to that command, whose renames would
-		// otherwise interleave with these (its manifest put in place
-		// after this removal took its copy). The removal counts as done
-		// before that publish, which has not ended.
-		marker := Quote("./" + SweepMarkerName(n))
-		fmt.Fprintf(&sb, "if { [ ! -e %[1]s ] && [ ! -L %[1]s ]; } || N %[1]s; then\n", marker)
 		// The asset's sweep marker, this shell's (one a dead command
 		// left is replaced: a concurrent sweep that noted it would
 		// delete it): a removal killed between its manifest and its
 		// copy leaves it as the record of the orphan copy (O in
-		// markerFuncs). Every name is given as ./NAME: an asset name
-		// may start with a dash, which mv and chmod would read as
-		// options.
+		// markerFuncs). A live process's is left alone. Every name is
+		// given as ./NAME: an asset name may start with a dash, which
+		// mv and chmod would read as options.
 		fmt.Fprintf(&sb, "u%[1]d=\nif { { [ -e %[3]s ] || [ -L %[3]s ]; } && N %[3]s; } || { [ ! -e %[3]s ] && [ ! -L %[3]s ] && { [ -e %[2]s ] || [ -L %[2]s ]; }; }; then %[4]s\nu%[1]d=1; fi\n",
-			i, Quote("./"+ManifestName(n)), marker, strings.TrimSuffix(markScript("./"+SweepMarkerName(n)), "\n"))
+			i, Quote("./"+ManifestName(n)), Quote("./"+SweepMarkerName(n)), strings.TrimSuffix(markScript("./"+SweepMarkerName(n)), "\n"))
 		fmt.Fprintf(&sb, "if [ -d %[1]s ] && [ ! -L %[1]s ] && [ ! -w %[1]s ]; then chmod u+w %[1]s 2>/dev/null; fi\n", Quote("./"+n))
 		for _, e := range AssetNames(n) {
 			fmt.Fprintf(&sb, "if [ -e %[1]s ] || [ -L %[1]s ]; then mv -f %[1]s \"$t/\" || exit %[2]d; fi\n", Quote("./"+e), RenameExit)
 		}
-		fmt.Fprintf(&sb, "[ -z \"$u%d\" ] || rm -f %s 2>/dev/null\nfi\n", i, marker)
+		fmt.Fprintf(&sb, "[ -z \"$u%d\" ] || rm -f %s 2>/dev/null\n", i, Quote("./"+SweepMarkerName(n)))
 	}
 	fmt.Fprintf(&sb, "echo %s\n", PublishedLine)
 	sb.WriteString(dropScript(tmp))

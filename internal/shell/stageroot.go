@@ -359,10 +359,12 @@ func enterRoot(sb *strings.Builder, root string) {
 // is set, else "-"), LeftoversLine when a sweep would remove something
 // (none of the temporary directories named in skip, which the host still
 // uses), and a tar of the manifests (ManifestName, relative to the root)
-// of the assets names that exist as regular files beside their copy's
-// directory: a manifest whose copy is gone (an agent deleted the directory,
-// a removal took it while a publish put the manifest in place) is not
-// sent, so that the asset is published again rather than taken as staged.
+// of the assets names that exist as readable regular files beside their
+// copy's directory (not a link): an unreadable one (the sandbox's chmod
+// 000) is none, and a manifest whose copy is gone (an agent deleted
+// the directory or put a link there, a removal took it while a publish put
+// the manifest in place) is not sent, so that the asset is published again
+// rather than taken as staged.
 // A root that is a link or missing sends the header alone.
 func ProbeScript(root string, detect bool, skip Skip, names []string) string {
 	var sb strings.Builder
@@ -380,7 +382,7 @@ func ProbeScript(root string, detect bool, skip Skip, names []string) string {
 	sb.WriteString("set --\n")
 	for _, n := range names {
 		// ./NAME: a name may start with a dash.
-		fmt.Fprintf(&sb, "f=%s; if [ -f \"$f\" ] && [ ! -L \"$f\" ] && [ -d %s ]; then set -- \"$@\" \"$f\"; fi\n", Quote(ManifestName(n)), Quote("./"+n))
+		fmt.Fprintf(&sb, "f=%[1]s; if [ -f \"$f\" ] && [ ! -L \"$f\" ] && [ -r \"$f\" ] && [ -d %[2]s ] && [ ! -L %[2]s ]; then set -- \"$@\" \"$f\"; fi\n", Quote(ManifestName(n)), Quote("./"+n))
 	}
 	sb.WriteString("[ $# -eq 0 ] || exec tar -c -f - \"$@\"")
 	return sb.String()

@@ -35,6 +35,28 @@ func TestHostConformanceRemotetest(t *testing.T) {
 	}, hostShell)
 }
 
+// readerOnly is a Runner and sandbox.FileReader over SFTP that is no
+// sandbox.FileStater: what a Bridge over such a runner probes with (the
+// manifest's first file looked up, tree.FirstFile).
+type readerOnly struct{ h *remote.Host }
+
+func (r readerOnly) Run(ctx context.Context, cmd sandbox.Command) error { return r.h.Run(ctx, cmd) }
+func (r readerOnly) ReadFile(ctx context.Context, p string, max int64) ([]byte, error) {
+	return r.h.ReadFile(ctx, p, max)
+}
+
+// TestBridgeConformanceReaderOnly: a Bridge over a runner that reads files
+// over SFTP but cannot look a path up passes the suite too (a copy deleted
+// in the sandbox is found by its first file).
+func TestBridgeConformanceReaderOnly(t *testing.T) {
+	stagetest.TestTarget(t, func(t *testing.T) (stage.Target, string) {
+		srv := remotetest.NewServer(t)
+		return stage.NewBridge(readerOnly{dial(t, srv)}), path.Join(srv.Dir(), "rt")
+	}, stagetest.WithSandboxShell(func(t *testing.T, tg stage.Target) (sandbox.Runner, string) {
+		return sandbox.Local("/"), ""
+	}))
+}
+
 func TestHostRunnerConformanceRemotetest(t *testing.T) {
 	stagetest.TestRunner(t, func(t *testing.T) sandbox.Runner {
 		return dial(t, remotetest.NewServer(t))
@@ -154,4 +176,85 @@ func TestHostSSHDDeltaLongCarry(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 1, rt.Assets[0].Sent)
 	assertSameTree(t, src, filepath.Join(root, "x"))
+}
+
+// TestCopyReplacedByLinkIsPublishedAgain: the sandbox moves a published
+// copy (or the whole stage root) aside and puts a link to it in its place.
+// Every Target that can tell a link from a directory (a Host, which looks
+// the paths up over SFTP; a Bridge, whose shell probe checks; a Dir)
+// publishes the asset again, without WithVerify, and the link is replaced
+// by a directory.
+func TestCopyReplacedByLinkIsPublishedAgain(t *testing.T) {
+	for _, moved := range []string{"the copy", "the root"} {
+		srv := remotetest.NewServer(t)
+		local := t.TempDir()
+		dir, err := stage.NewDir(local)
+		require.NoError(t, err)
+		for _, c := range []struct {
+			name         string
+			target       stage.Target
+			root, onHost string
+		}{
+			{"Host", dial(t, srv), path.Join(srv.Dir(), "rt"), filepath.Join(srv.Dir(), "rt")},
+			{"Bridge", stage.NewBridge(sandbox.Local("/")), path.Join(local, "brt"), filepath.Join(local, "brt")},
+			{"Dir", dir, "/drt", filepath.Join(local, "drt")},
+		} {
+			t.Run(moved+"/"+c.name, func(t *testing.T) {
+				src := t.TempDir()
+				require.NoError(t, os.WriteFile(filepath.Join(src, "SKILL.md"), []byte("# s\n"), 0o644))
+				assets := []stage.Asset{{Name: "skills", Source: src}}
+				ix, err := stage.OpenIndex(t.TempDir())
+				require.NoError(t, err)
+				_, err = stage.Stage(t.Context(), c.target, c.root, assets, stage.WithIndex(ix))
+				require.NoError(t, err)
+				at := filepath.Join(c.onHost, "skills")
+				if moved == "the root" {
+					at = c.onHost
+				}
+				require.NoError(t, os.Rename(at, at+".moved"))
+				require.NoError(t, os.Symlink(filepath.Base(at)+".moved", at))
+				rt, err := stage.Stage(t.Context(), c.target, c.root, assets, stage.WithIndex(ix))
+				require.NoError(t, err)
+				assert.False(t, rt.Assets[0].Reused, "a link in the place of %s was taken for the copy", moved)
+				fi, err := os.Lstat(at)
+				require.NoError(t, err)
+				assert.True(t, fi.IsDir(), "%s is a directory again: %v", at, fi.Mode())
+				got, err := os.ReadFile(filepath.Join(c.onHost, "skills", "SKILL.md"))
+				require.NoError(t, err)
+				assert.Equal(t, "# s\n", string(got))
+			})
+		}
+	}
+}
+
+// deniedManifests is a Host whose manifest reads are refused, as SFTP
+// refuses a manifest the sandbox made unreadable (chmod 000) to a user
+// other than root.
+type deniedManifests struct{ *remote.Host }
+
+func (d deniedManifests) ReadFile(ctx context.Context, p string, max int64) ([]byte, error) {
+	if strings.HasPrefix(path.Base(p), ".airlock-manifest-") {
+		return nil, fmt.Errorf("%w: remote: open %s: %w", sandbox.ErrTransport, p, os.ErrPermission)
+	}
+	return d.Host.ReadFile(ctx, p, max)
+}
+
+// TestUnreadableManifestIsPublishedAgain: a manifest the Bridge may not
+// read is no manifest: the asset is published again (the publish moves
+// it aside), where a transport failure would have failed every stage.
+func TestUnreadableManifestIsPublishedAgain(t *testing.T) {
+	srv := remotetest.NewServer(t)
+	h := dial(t, srv)
+	src := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(src, "SKILL.md"), []byte("# s\n"), 0o644))
+	assets := []stage.Asset{{Name: "skills", Source: src}}
+	root := path.Join(srv.Dir(), "rt")
+	_, err := stage.Stage(t.Context(), h, root, assets)
+	require.NoError(t, err)
+	rt, err := stage.Stage(t.Context(), stage.NewBridge(deniedManifests{h}), root, assets)
+	require.NoError(t, err)
+	assert.False(t, rt.Assets[0].Reused)
+	got, err := os.ReadFile(filepath.Join(srv.Dir(), "rt", "skills", "SKILL.md"))
+	require.NoError(t, err)
+	assert.Equal(t, "# s\n", string(got))
 }

@@ -801,6 +801,35 @@ func (h *Host) ReadFile(ctx context.Context, p string, max int64) ([]byte, error
 	}
 }
 
+var _ sandbox.FileStater = (*Host)(nil)
+
+// Lstat implements sandbox.FileStater over SFTP. As ReadFile, it returns
+// when ctx ends, leaving a call the server never answers to end when the
+// connection closes.
+func (h *Host) Lstat(ctx context.Context, p string) (fs.FileInfo, error) {
+	done := make(chan struct{})
+	var (
+		fi  fs.FileInfo
+		err error
+	)
+	go func() {
+		defer close(done)
+		var c *sftp.Client
+		if c, err = h.SFTP(); err != nil {
+			return
+		}
+		if fi, err = c.Lstat(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			err = fmt.Errorf("%w: remote: lstat %s: %w", sandbox.ErrTransport, p, err)
+		}
+	}()
+	select {
+	case <-done:
+		return fi, err
+	case <-ctx.Done():
+		return nil, fmt.Errorf("remote: lstat %s: %w", p, ctx.Err())
+	}
+}
+
 // readAllSized reads r to its end, at most limit+1 bytes, into a buffer
 // sized for the size bytes an lstat gave: the first read asks for the
 // whole file at once, which the SFTP client splits into requests that

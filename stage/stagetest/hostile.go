@@ -378,7 +378,8 @@ func testDeltaTamperedOldCopy(t *testing.T, target stage.Target, root string, sb
 // published, must publish the asset again: reporting it Reused would
 // report staged a copy that is not there. (A copy damaged inside, its
 // directory still there, is the sandbox's own doing: WithVerify repairs
-// it, see PlantedLinkInCopy.)
+// it, see PlantedLinkInCopy; so does it a link to a copy put in the
+// directory's place, see PlantedLinkToCopy.)
 func testCopyRemoved(t *testing.T, target stage.Target, root string, sb *sandboxShell) {
 	src := source(t, mixed...)
 	ix, err := stage.OpenIndex(t.TempDir())

@@ -225,8 +225,10 @@ func WithProgress(fn func(sandbox.Progress)) Option {
 // WithVerify makes Stage read every staged asset back from the sandbox and
 // compare it, hash by hash, with the manifest. A reused copy that fails the
 // check is published again; a fresh copy that fails it fails the stage with
-// ErrMismatch. Default: off (a reused copy is trusted on its stored
-// manifest).
+// ErrMismatch. The read-back follows the publish: a cancellation during
+// it fails the stage (an AssetError with Op "verify") with the new copy
+// already in place, unverified; staging again with WithVerify checks it.
+// Default: off (a reused copy is trusted on its stored manifest).
 func WithVerify() Option {
 	return func(o *options) { o.verify = true }
 }
@@ -296,7 +298,7 @@ func Stage(ctx context.Context, t Target, root string, assets []Asset, opts ...O
 		stored, err := t.Probe(ctx, root, names)
 		probe <- probed{stored, err, time.Since(t0)}
 	}()
-	if o.progress != nil || o.index != nil {
+	if len(plans) > 0 && (o.progress != nil || o.index != nil) {
 		share := max(1, maxSeen/len(plans))
 		for _, p := range plans {
 			p.meta, p.seen = tree.FingerprintSeen(ctx, p.src, p.opts, o.now().Add(-o.racy), share)

@@ -191,3 +191,30 @@ func TestDeltaPublishChecksCarriedBytes(t *testing.T) {
 		})
 	}
 }
+
+// TestStageNoAssets: a run whose skills were all dropped stages no asset;
+// with an Index, progress or WithVerify (which need a metadata pass of
+// each Source: there is none) it returns an empty Runtime, and with
+// WithPrune it removes what earlier runs staged.
+func TestStageNoAssets(t *testing.T) {
+	for name, newTarget := range unstageTargets(t) {
+		t.Run(name, func(t *testing.T) {
+			target, host := newTarget(t)
+			root := rootOf(target, host)
+			stageAB(t, target, root)
+			ix, err := stage.OpenIndex(t.TempDir())
+			require.NoError(t, err)
+			progress := stage.WithProgress(func(sandbox.Progress) {})
+			for _, opts := range [][]stage.Option{{stage.WithIndex(ix)}, {progress}, {stage.WithVerify(), stage.WithIndex(ix), progress}} {
+				rt, err := stage.Stage(t.Context(), target, root, nil, opts...)
+				require.NoError(t, err)
+				assert.Empty(t, rt.Assets)
+			}
+			assert.Equal(t, []string{"a", "b"}, listNoTemp(t, host), "nothing is removed without WithPrune")
+			rt, err := stage.Stage(t.Context(), target, root, nil, stage.WithIndex(ix), progress, stage.WithPrune())
+			require.NoError(t, err)
+			assert.Empty(t, rt.Assets)
+			assert.Empty(t, listNoTemp(t, host))
+		})
+	}
+}

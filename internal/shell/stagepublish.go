@@ -109,10 +109,12 @@ const UncheckedIDsExit = 92
 // each file it is given, following links (GNU and BusyBox stat, then
 // BSD's), or where the sandbox has no stat, the inode alone ("? INO", ls
 // -i), and fails when it can print neither; and U DIR, which ends the
-// script with UncheckedIDsExit, saying so.
-const statIDFunc = `G() { { stat -L -c '%d %i' -- "$@" || stat -L -f '%d %i' -- "$@"; } 2>/dev/null && return 0; gl=$(ls -dLi -- "$@" 2>/dev/null) && [ -n "$gl" ] || return 1; printf '%s\n' "$gl" | while read -r gi gr; do echo "? $gi"; done; }
-U() { echo "the sandbox has neither stat nor ls to tell the identity of $1: it cannot check that it is not the host's source directory (a sandbox that shares the host's file system); nothing was moved: install stat (coreutils or BusyBox) in the sandbox" >&2; exit 92; }
-`
+// script with UncheckedIDsExit, saying so, or with RenameExit when DIR is
+// gone (another connection's stage or unstage moved it between the check
+// and G: a race, which staging again clears, not a missing tool).
+var statIDFunc = fmt.Sprintf(`G() { { stat -L -c '%%d %%i' -- "$@" || stat -L -f '%%d %%i' -- "$@"; } 2>/dev/null && return 0; gl=$(ls -dLi -- "$@" 2>/dev/null) && [ -n "$gl" ] || return 1; printf '%%s\n' "$gl" | while read -r gi gr; do echo "? $gi"; done; }
+U() { if [ ! -e "$1" ] && [ ! -L "$1" ]; then echo "$1 went away while its identity was checked (a stage or unstage of it through another connection at that moment): nothing was moved" >&2; exit %d; fi; echo "the sandbox has neither stat nor ls to tell the identity of $1: it cannot check that it is not the host's source directory (a sandbox that shares the host's file system); nothing was moved: install stat (coreutils or BusyBox) in the sandbox" >&2; exit %d; }
+`, RenameExit, UncheckedIDsExit)
 
 // idPatterns returns, for each known id, the case pattern of its lines
 // from G: ' DEV INO ', or ' ? INO ' (the inode alone, from ls: a match

@@ -275,6 +275,7 @@ func (d *Dir) Publish(ctx context.Context, root, name string, src *Tree) (err er
 		return fmt.Errorf("removing the old manifest %s: %w", path.Join(root, mname), err)
 	}
 	d.hookMoved(mname)
+	movable(rr, name)
 	if err := swapIn(rr, tr, tmp, name); err != nil {
 		d.disown(rr, tmp, name)
 		return fmt.Errorf("moving the new copy into place at %s: %w", path.Join(root, name), err)
@@ -426,6 +427,18 @@ func (d *Dir) removeTree(r *os.Root, name string) error {
 		return d.rm(r, name)
 	}
 	return removeTree(r, name)
+}
+
+// movable gives the directory name in rr (not a link) its owner's write
+// permission when it lacks it: renaming a directory into another parent
+// rewrites its "..", which a user other than root may do only in a
+// directory they may write (a copy the sandbox made read-only, chmod 555,
+// could be neither replaced nor removed). Best effort: the rename that
+// follows reports what it cannot fix.
+func movable(rr *os.Root, name string) {
+	if fi, err := rr.Lstat(name); err == nil && fi.IsDir() && fi.Mode().Perm()&0o200 == 0 {
+		_ = rr.Chmod(name, fi.Mode().Perm()|0o200)
+	}
 }
 
 // removeTree removes name under r and everything below it, making

@@ -57,11 +57,7 @@ type GuardedPruner interface {
 var ErrNoPrune = errors.New("target cannot list or remove staged assets (it does not implement stage.Pruner)")
 
 // Unstage removes the named assets (directories and manifests) from root on
-// t. A name that is not staged is not an error. Through a Bridge, an asset
-// that a publish through another connection is putting in place at that
-// moment (its sweep marker names a live process) is left to that publish:
-// the removal counts as done before it, where moving its files would leave
-// its manifest without its copy.
+// t. A name that is not staged is not an error.
 func Unstage(ctx context.Context, t Target, root string, names ...string) error {
 	if err := checkRoot(root); err != nil {
 		return err
@@ -248,6 +244,9 @@ func (d *Dir) removeOne(rr *os.Root, root, name string) error {
 	for _, n := range shell.AssetNames(name) {
 		if _, err := rr.Lstat(n); errors.Is(err, fs.ErrNotExist) {
 			continue
+		}
+		if n == name {
+			movable(rr, n)
 		}
 		if err := rr.Rename(n, tmp+"/"+n); err != nil {
 			d.disown(rr, tmp, name) // before the drop: it is written in tmp

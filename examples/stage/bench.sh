@@ -23,7 +23,9 @@
 # TMPDIR picks the file system of the host tree and of the sandbox;
 # SCENARIOS="ssh-one-changed ssh-unchanged" runs only those; NO_SCP=1 leaves
 # scp -r out (minutes on a 38,000-file tree on disk); BASE_BIN=path times
-# another commit's examples/stage beside it, as "airlock-base".
+# another commit's examples/stage beside it, as "airlock-base"; FLOOR=1
+# adds to the first copy a tar file made beforehand and sent to tar x over
+# ssh (the sandbox's side alone).
 #
 #   examples/stage/bench.sh            # RUNS=10
 #   RUNS=5 TMPDIR=/dev/shm examples/stage/bench.sh
@@ -215,6 +217,14 @@ if [[ $ssh_ok == 1 ]]; then
 	cold=(airlock "$stage_ssh" "${base[@]}" "tar | ssh tar x" "tar -C $src -cf - . | $SSH bench 'mkdir -p $dst/tar && tar -C $dst/tar -xf -'")
 	if have rsync; then cold+=("rsync -a -e ssh" "rsync -a -e '$SSH' $src/ bench:$dst/rsync/"); else skip "rsync: not installed"; fi
 	if [[ ${NO_SCP:-0} == 1 ]]; then skip "scp -r: NO_SCP=1"; elif have scp; then cold+=("scp -r" "scp -q -r -F $s/ssh_config $src bench:$dst/scp"); else skip "scp: not installed"; fi
+	# FLOOR=1 also times the sandbox's side alone: a tar file made before
+	# the runs, sent by ssh to tar x (no host tree read, no hash): what any
+	# tar-over-SSH copy pays for the SSH session, sshd's receive and tar's
+	# extraction, when both ends share this machine's cores.
+	if [[ ${FLOOR:-0} == 1 ]]; then
+		tar -C "$src" -cf "$work/src.tar" .
+		cold+=("floor: ready tar file | ssh tar x" "$SSH bench 'mkdir -p $dst/floor && tar -C $dst/floor -xf -' <$work/src.tar")
+	fi
 	bench ssh-first "" "$empty" "${cold[@]}"
 
 	if have rsync; then

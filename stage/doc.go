@@ -108,14 +108,19 @@
 //     byte-exact up to [MaxEnvEntryBytes] a variable and [MaxEnvBytes] in
 //     all ([CheckEnv] refuses more before anything runs).
 //   - A Runner may offer optional capabilities ([FileReader],
-//     [ControlTimeouter]) that the
-//     engine uses when present; the shell protocol itself (internal/shell)
-//     is shared by Bridge, remote.Host and workspace.
+//     sandbox.FileStater, [ControlTimeouter]) that the engine uses when
+//     present (a Bridge over a FileReader probes an unchanged asset with
+//     no command; over a FileStater too, it also sees a copy replaced by a
+//     link); the shell protocol itself (internal/shell) is shared by
+//     Bridge, remote.Host and workspace.
 //
 // Non-guarantees:
 //   - The sandbox owns its file system: a sandbox process that races a
 //     publish can damage its own copy (the next [WithVerify] stage repairs
-//     it); it cannot make the host read or write host files.
+//     it); it cannot make the host read or write host files. A copy whose
+//     directory is deleted, or replaced by a file (or, where the Target
+//     can tell, a link), is published again by the next stage, with or
+//     without WithVerify.
 //   - Run the Runner as the user that owns the stage root (the agent's,
 //     or one the agent cannot write as). What a publish makes is not
 //     writable by other users, and its scratch directories under the root

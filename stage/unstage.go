@@ -242,13 +242,12 @@ func (d *Dir) removeOne(rr *os.Root, root, name string) error {
 	}
 	d.mark(rr, tmp, name)
 	for _, n := range shell.AssetNames(name) {
-		if _, err := rr.Lstat(n); errors.Is(err, fs.ErrNotExist) {
-			continue
-		}
 		if n == name {
 			movable(rr, n)
 		}
-		if err := rr.Rename(n, tmp+"/"+n); err != nil {
+		if err := rr.Rename(n, tmp+"/"+n); errors.Is(err, fs.ErrNotExist) {
+			continue // not there, or removed meanwhile (another process's unstage): gone, as asked
+		} else if err != nil {
 			d.disown(rr, tmp, name) // before the drop: it is written in tmp
 			left, rerr := d.drop(rr, tmp)
 			if rerr != nil {

@@ -218,3 +218,21 @@ func TestStageNoAssets(t *testing.T) {
 		})
 	}
 }
+
+// TestDirUnstageRaced: a Dir's Unstage that finds the asset's directory
+// gone between its lstat and its rename (another process's unstage took
+// it) has what it asked for: no error, nothing left.
+func TestDirUnstageRaced(t *testing.T) {
+	dir := t.TempDir()
+	d, err := stage.NewDir(dir)
+	require.NoError(t, err)
+	host := filepath.Join(dir, "rt")
+	stageAB(t, d, "/rt")
+	stage.SetMoved(d, func(name string) {
+		if name == ".airlock-manifest-a.json" {
+			require.NoError(t, os.RemoveAll(filepath.Join(host, "a"))) // the other unstage
+		}
+	})
+	require.NoError(t, stage.Unstage(t.Context(), d, "/rt", "a"))
+	assert.Equal(t, []string{"b"}, listNoTemp(t, host))
+}

@@ -95,8 +95,10 @@ type FileReader interface {
 	// sandbox path p. A file that is missing, is a symbolic link (at its
 	// last component) or is not a regular file is an error wrapping
 	// fs.ErrNotExist; a file of more than max bytes is an error wrapping
-	// ErrLimit, and its content is not read past max. Any other failure is
-	// a transport failure (ErrTransport).
+	// ErrLimit, and its content is not read past max; one the sandbox may
+	// not read is an error wrapping fs.ErrPermission (it may wrap
+	// ErrTransport too). Any other failure is a transport failure
+	// (ErrTransport).
 	ReadFile(ctx context.Context, p string, max int64) ([]byte, error)
 }
 

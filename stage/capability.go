@@ -15,38 +15,34 @@ import (
 )
 
 // fileGone reports, for a Runner that only reads files, whether the copy
-// at dst that the manifest data describes is gone: the first regular file
-// the manifest lists (tree.FirstFile) is missing, or dst is a file. One
-// lookup (max 0: no content is read). It cannot tell a directory from a
-// link to one, nor see a copy without files go; only a lookup's clear
-// answer counts: one that fails otherwise (a path too long for the
-// server, a cut connection: the next step meets it) takes the manifest as
-// it is.
+// at dst that the manifest data describes may be gone: the first regular
+// file the manifest lists (tree.FirstFile) is not found as one. One lookup
+// (max 0: no content is read). Only a clear answer keeps the copy: a
+// manifest that lists no file (there is nothing to look up), or a lookup
+// that fails otherwise (a path too long for the server, a server that
+// reports a lookup through a file as a plain failure, a cut connection),
+// counts as gone, so that the asset is published again rather than
+// reported staged on a guess. It cannot tell a directory from a link to
+// one.
 func fileGone(ctx context.Context, fr sandbox.FileReader, dst string, data []byte) bool {
 	first, ok := tree.FirstFile(data)
 	if !ok {
-		return false
-	}
-	_, err := fr.ReadFile(ctx, path.Join(dst, first), 0)
-	switch {
-	case err == nil, errors.Is(err, ErrLimit):
-		return false
-	case errors.Is(err, fs.ErrNotExist):
 		return true
 	}
-	// Some SFTP servers (pkg/sftp's) report a lookup through a file
-	// (ENOTDIR) as a plain failure: a file at dst itself says gone.
-	_, err = fr.ReadFile(ctx, dst, 0)
-	return err == nil || errors.Is(err, ErrLimit)
+	_, err := fr.ReadFile(ctx, path.Join(dst, first), 0)
+	return err != nil && !errors.Is(err, ErrLimit)
 }
 
-// notDir reports whether the lookup of p through st says that p is no
-// directory: a link or another file, or (with missing) nothing at all.
-// Only a clear answer counts: a lookup that fails otherwise (a cut
-// connection: the next step meets it) says nothing.
+// notDir reports whether the lookup of p through st leaves p in doubt as
+// a directory: a link or another file, a failed lookup (the next step
+// meets a cut connection), or (with missing) nothing at all. Only a clear
+// answer, a directory, keeps it.
 func notDir(ctx context.Context, st sandbox.FileStater, p string, missing bool) bool {
 	fi, err := st.Lstat(ctx, p)
-	return missing && errors.Is(err, fs.ErrNotExist) || err == nil && !fi.IsDir()
+	if errors.Is(err, fs.ErrNotExist) {
+		return missing
+	}
+	return err != nil || fi == nil || !fi.IsDir()
 }
 
 // maxParallelReads bounds the ReadFile calls in flight for one probe.
@@ -81,9 +77,10 @@ func inParallel(tasks int, fn func(i int)) <-chan struct{} {
 // while a publish put its manifest in place, and taking it for the copy
 // would report the asset staged (Reused) with nothing there. Where the
 // Runner is a sandbox.FileStater, each asset's directory (and the root) is
-// looked up beside its manifest: missing, a link or no directory is gone
-// (a link at the root: nothing is staged there, as the shell probe has
-// it); elsewhere fileGone judges. Alongside, it reads each name's sweep
+// looked up beside its manifest: missing, a link, no directory or a
+// failed lookup is gone (a link at the root: nothing is staged there, as
+// the shell probe has it); elsewhere fileGone judges. A copy in doubt is
+// published again, never reported Reused. Alongside, it reads each name's sweep
 // marker (shell.SweepMarkerName; at most shell.MaxSweepMarker bytes, the
 // content unused) and reports whether one exists: a publish of it was
 // killed before it deleted what it moved aside, and the root needs a

@@ -3,7 +3,9 @@ package remote_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
@@ -257,4 +259,85 @@ func TestUnreadableManifestIsPublishedAgain(t *testing.T) {
 	got, err := os.ReadFile(filepath.Join(srv.Dir(), "rt", "skills", "SKILL.md"))
 	require.NoError(t, err)
 	assert.Equal(t, "# s\n", string(got))
+}
+
+// doubtful is a Runner over a Host whose lookups answer through the given
+// functions: ReadFile (as a sandbox.FileReader), and Lstat when lstat is
+// set (as a sandbox.FileStater, through statDoubtful).
+type doubtful struct {
+	h        *remote.Host
+	readFile func(p string, max int64) ([]byte, error) // nil: the Host's
+}
+
+func (d doubtful) Run(ctx context.Context, cmd sandbox.Command) error { return d.h.Run(ctx, cmd) }
+func (d doubtful) ReadFile(ctx context.Context, p string, max int64) ([]byte, error) {
+	if d.readFile != nil {
+		return d.readFile(p, max)
+	}
+	return d.h.ReadFile(ctx, p, max)
+}
+
+type statDoubtful struct {
+	doubtful
+	lstat func(p string) (fs.FileInfo, error)
+}
+
+func (d statDoubtful) Lstat(ctx context.Context, p string) (fs.FileInfo, error) { return d.lstat(p) }
+
+// TestProbeInDoubtPublishesAgain: a copy the probe cannot vouch for is
+// published again, never reported Reused: a lookup that fails, a
+// FileStater that answers nothing (nil, nil), a first-file lookup that
+// fails otherwise than "missing", an asset without regular files on a
+// runner that only reads files (nothing to look up). Each case deletes
+// the copy first, so a Reused stage would report staged what is not there.
+func TestProbeInDoubtPublishesAgain(t *testing.T) {
+	plainErr := errors.New("the server refused the lookup")
+	for _, c := range []struct {
+		name   string
+		empty  bool // the asset holds no regular file
+		runner func(h *remote.Host) sandbox.Runner
+	}{
+		{"Lstat fails on the transport", false, func(h *remote.Host) sandbox.Runner {
+			return statDoubtful{doubtful{h: h}, func(p string) (fs.FileInfo, error) {
+				return nil, fmt.Errorf("%w: lstat %s: connection reset", sandbox.ErrTransport, p)
+			}}
+		}},
+		{"Lstat fails otherwise", false, func(h *remote.Host) sandbox.Runner {
+			return statDoubtful{doubtful{h: h}, func(string) (fs.FileInfo, error) { return nil, plainErr }}
+		}},
+		{"Lstat answers nothing", false, func(h *remote.Host) sandbox.Runner {
+			return statDoubtful{doubtful{h: h}, func(string) (fs.FileInfo, error) { return nil, nil }}
+		}},
+		{"first-file lookup fails otherwise", false, func(h *remote.Host) sandbox.Runner {
+			return doubtful{h: h, readFile: func(p string, max int64) ([]byte, error) {
+				if max == 0 {
+					return nil, plainErr
+				}
+				return h.ReadFile(context.Background(), p, max)
+			}}
+		}},
+		{"no regular file, a runner that only reads files", true, func(h *remote.Host) sandbox.Runner { return doubtful{h: h} }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			srv := remotetest.NewServer(t)
+			h := dial(t, srv)
+			src := t.TempDir()
+			require.NoError(t, os.MkdirAll(filepath.Join(src, "d", "e"), 0o755))
+			if !c.empty {
+				require.NoError(t, os.WriteFile(filepath.Join(src, "d", "SKILL.md"), []byte("# s\n"), 0o644))
+			}
+			assets := []stage.Asset{{Name: "skills", Source: src}}
+			root := path.Join(srv.Dir(), "rt")
+			ix, err := stage.OpenIndex(t.TempDir())
+			require.NoError(t, err)
+			_, err = stage.Stage(t.Context(), h, root, assets, stage.WithIndex(ix))
+			require.NoError(t, err)
+			copyDir := filepath.Join(srv.Dir(), "rt", "skills")
+			require.NoError(t, os.RemoveAll(copyDir))
+			rt, err := stage.Stage(t.Context(), stage.NewBridge(c.runner(h)), root, assets, stage.WithIndex(ix))
+			require.NoError(t, err)
+			assert.False(t, rt.Assets[0].Reused, "a copy in doubt was reported Reused")
+			assert.DirExists(t, filepath.Join(copyDir, "d", "e"))
+		})
+	}
 }

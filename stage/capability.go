@@ -123,14 +123,14 @@ func (b *Bridge) probeFiles(ctx context.Context, fr sandbox.FileReader, root str
 			return
 		}
 		data, err := fr.ReadFile(cctx, path.Join(root, manifestName(names[i])), MaxManifestBytes)
-		if err == nil && !lookup && fileGone(cctx, fr, path.Join(root, names[i]), data) {
-			return
+		if err == nil && !lookup {
+			gone[i] = fileGone(cctx, fr, path.Join(root, names[i]), data)
 		}
 		mu.Lock()
 		defer mu.Unlock()
 		switch {
 		case err == nil:
-			total += int64(len(data))
+			total += int64(len(data)) // a manifest whose copy is gone counts too
 			if total > MaxProbeBytes {
 				err = fmt.Errorf("%w: %s: the sandbox's manifests hold more than %d bytes together", sandbox.ErrProtocol, op, MaxProbeBytes)
 				break

@@ -781,24 +781,7 @@ var _ sandbox.FileReader = (*Host)(nil)
 // a call the server never answers (the SFTP handshake included) to end
 // when the connection closes.
 func (h *Host) ReadFile(ctx context.Context, p string, max int64) ([]byte, error) {
-	done := make(chan struct{})
-	var (
-		data []byte
-		err  error
-	)
-	go func() {
-		defer close(done)
-		var c *sftp.Client
-		if c, err = h.SFTP(); err == nil {
-			data, err = readFile(c, p, max)
-		}
-	}()
-	select {
-	case <-done:
-		return data, err
-	case <-ctx.Done():
-		return nil, fmt.Errorf("remote: reading %s: %w", p, ctx.Err())
-	}
+	return sftpCall(ctx, h, "reading "+p, func(c *sftp.Client) ([]byte, error) { return readFile(c, p, max) })
 }
 
 var _ sandbox.FileStater = (*Host)(nil)
@@ -807,26 +790,38 @@ var _ sandbox.FileStater = (*Host)(nil)
 // when ctx ends, leaving a call the server never answers to end when the
 // connection closes.
 func (h *Host) Lstat(ctx context.Context, p string) (fs.FileInfo, error) {
+	return sftpCall(ctx, h, "lstat "+p, func(c *sftp.Client) (fs.FileInfo, error) {
+		fi, err := c.Lstat(p)
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			err = fmt.Errorf("%w: remote: lstat %s: %w", sandbox.ErrTransport, p, err)
+		}
+		return fi, err
+	})
+}
+
+// sftpCall runs fn on h's SFTP client (started on first use) in a
+// goroutine of its own and returns its result, or, once ctx ends, an
+// error saying op was cut: SFTP calls take no context, so a call the
+// server never answers ends when the connection closes.
+func sftpCall[T any](ctx context.Context, h *Host, op string, fn func(*sftp.Client) (T, error)) (T, error) {
 	done := make(chan struct{})
 	var (
-		fi  fs.FileInfo
+		v   T
 		err error
 	)
 	go func() {
 		defer close(done)
 		var c *sftp.Client
-		if c, err = h.SFTP(); err != nil {
-			return
-		}
-		if fi, err = c.Lstat(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			err = fmt.Errorf("%w: remote: lstat %s: %w", sandbox.ErrTransport, p, err)
+		if c, err = h.SFTP(); err == nil {
+			v, err = fn(c)
 		}
 	}()
 	select {
 	case <-done:
-		return fi, err
+		return v, err
 	case <-ctx.Done():
-		return nil, fmt.Errorf("remote: lstat %s: %w", p, ctx.Err())
+		var zero T
+		return zero, fmt.Errorf("remote: %s: %w", op, ctx.Err())
 	}
 }
 
